@@ -1,0 +1,3 @@
+module github.com/agentwarden/warden
+
+go 1.26
