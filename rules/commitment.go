@@ -1,0 +1,71 @@
+package rules
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+var (
+	negativeSuffixes = []string{"rejected", "failed", "declined"}
+	positiveSuffixes = []string{"selected", "accepted", "completed", "approved"}
+)
+
+// commitment decodes and validates a Commitment payload against the session
+// (RFC-MACP-0012 §6, the runtime's checks), records the facts every mode's
+// governance reads, and stages the resolution on the next state.
+func commitment(c *stepCtx) (*macpv1.CommitmentPayload, Verdict) {
+	var p macpv1.CommitmentPayload
+	if err := proto.Unmarshal(c.env.GetPayload(), &p); err != nil {
+		return nil, invalid(RankModePost, ReasonMalformedPayload, "Commitment payload does not decode: "+err.Error())
+	}
+	s := c.next
+	switch {
+	case blank(p.GetCommitmentId()), blank(p.GetAction()), blank(p.GetAuthorityScope()), blank(p.GetReason()):
+		return nil, invalid(RankModePost, ReasonMalformedPayload, "commitment_id, action, authority_scope and reason must be non-empty")
+	case p.GetModeVersion() != s.ModeVersion:
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "mode_version "+p.GetModeVersion()+" does not echo the session's "+s.ModeVersion)
+	case p.GetConfigurationVersion() != s.ConfigVersion:
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "configuration_version "+p.GetConfigurationVersion()+" does not echo the session's "+s.ConfigVersion)
+	}
+	if pv := p.GetPolicyVersion(); pv != "" && pv != s.Policy.ID {
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "policy_version "+pv+" does not echo the session's "+s.Policy.ID)
+	}
+	if sup := p.GetSupersedes(); sup != nil && (blank(sup.GetSessionId()) || blank(sup.GetCommitmentHash())) {
+		return nil, invalid(RankModePost, ReasonMalformedPayload, "supersedes needs a session_id and a commitment_hash")
+	}
+	action := p.GetAction()
+	for _, suf := range negativeSuffixes {
+		if strings.HasSuffix(action, suf) && p.GetOutcomePositive() {
+			return nil, invalid(RankModePost, ReasonOutcomeMismatch, "action "+action+" is negative but outcome_positive is true")
+		}
+	}
+	for _, suf := range positiveSuffixes {
+		if strings.HasSuffix(action, suf) && !p.GetOutcomePositive() {
+			return nil, invalid(RankModePost, ReasonOutcomeMismatch, "action "+action+" is positive but outcome_positive is false")
+		}
+	}
+	c.fact("outcome_positive", p.GetOutcomePositive())
+	c.fact("action", action)
+	s.Resolution = &Resolution{
+		Action:          action,
+		OutcomePositive: p.GetOutcomePositive(),
+		ModeVersion:     p.GetModeVersion(),
+		ConfigVersion:   p.GetConfigurationVersion(),
+		PolicyVersion:   p.GetPolicyVersion(),
+	}
+	return &p, Verdict{}
+}
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// decode unmarshals a mode payload, or returns the verdict for a payload that
+// does not decode.
+func decode(c *stepCtx, m proto.Message) (Verdict, bool) {
+	if err := proto.Unmarshal(c.env.GetPayload(), m); err != nil {
+		return badPayload(c, err), false
+	}
+	return Verdict{}, true
+}

@@ -1,0 +1,132 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// DefaultPolicyID is the built-in policy every runtime pre-registers
+// (RFC-MACP-0012 §5); an empty policy_version resolves to it.
+const DefaultPolicyID = "policy.default"
+
+// PolicyDescriptor is a governance policy as registered with the runtime
+// (macp.v1.PolicyDescriptor, rules decoded from JSON).
+type PolicyDescriptor struct {
+	PolicyID      string         `json:"policy_id"`
+	Mode          string         `json:"mode"`
+	Description   string         `json:"description,omitempty"`
+	SchemaVersion uint32         `json:"schema_version"`
+	Rules         map[string]any `json:"rules"`
+}
+
+// Governance is a policy descriptor bound to a session at SessionStart:
+// immutable, shared by every copy of the session. The few rule values the
+// state machines themselves need are decoded once here; everything else in
+// Rules is evaluated by the policies package.
+type Governance struct {
+	ID            string
+	SchemaVersion uint32
+	Rules         map[string]any // as registered; read-only
+	// Canonical is the JSON encoding of the descriptor's identity and rules,
+	// computed once; policy decisions may be memoized on it.
+	Canonical string
+
+	authority                 string // initiator_only | any_participant | designated_role
+	designatedRoles           []string
+	allowReassignmentOnReject bool
+	requireOutput             bool
+	implicitAcceptTimeoutMs   int64
+	terminalOnAnyReject       bool
+	maxCounterRounds          int
+	acceptanceCriterion       string
+}
+
+// defaultGovernance is policy.default: no constraints beyond the modes' own.
+var defaultGovernance = mustBind(PolicyDescriptor{PolicyID: DefaultPolicyID, Mode: "*", SchemaVersion: 1, Rules: map[string]any{}})
+
+func mustBind(d PolicyDescriptor) *Governance {
+	g, err := Bind(d)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// Bind validates a descriptor's rules and returns the governance to attach
+// to sessions. It fails on rules that do not fit the mode's rule schema in
+// the ways the state machines depend on.
+func Bind(d PolicyDescriptor) (*Governance, error) {
+	if d.Rules == nil {
+		d.Rules = map[string]any{}
+	}
+	if d.SchemaVersion == 0 {
+		d.SchemaVersion = 1
+	}
+	canon, err := json.Marshal(struct {
+		ID    string         `json:"id"`
+		SV    uint32         `json:"sv"`
+		Rules map[string]any `json:"rules"`
+	}{d.PolicyID, d.SchemaVersion, d.Rules}) // map keys are sorted: canonical
+	if err != nil {
+		return nil, fmt.Errorf("encode policy %q: %w", d.PolicyID, err)
+	}
+	g := &Governance{ID: d.PolicyID, SchemaVersion: d.SchemaVersion, Rules: d.Rules, Canonical: string(canon), authority: "initiator_only"}
+	if v, ok := path(d.Rules, "commitment", "authority").(string); ok {
+		switch v {
+		case "initiator_only", "any_participant", "designated_role":
+			g.authority = v
+		default:
+			return nil, fmt.Errorf("policy %q: commitment.authority %q is not initiator_only, any_participant or designated_role", d.PolicyID, v)
+		}
+	}
+	if roles, ok := path(d.Rules, "commitment", "designated_roles").([]any); ok {
+		for _, r := range roles {
+			if s, ok := r.(string); ok {
+				g.designatedRoles = append(g.designatedRoles, s)
+			}
+		}
+	}
+	g.allowReassignmentOnReject, _ = path(d.Rules, "assignment", "allow_reassignment_on_reject").(bool)
+	g.requireOutput, _ = path(d.Rules, "completion", "require_output").(bool)
+	if f, ok := path(d.Rules, "acceptance", "implicit_accept_timeout_ms").(float64); ok && f > 0 {
+		g.implicitAcceptTimeoutMs = int64(f)
+	}
+	g.terminalOnAnyReject, _ = path(d.Rules, "rejection", "terminal_on_any_reject").(bool)
+	if f, ok := path(d.Rules, "counter_proposal", "max_rounds").(float64); ok && f > 0 {
+		g.maxCounterRounds = int(f)
+	}
+	g.acceptanceCriterion, _ = path(d.Rules, "acceptance", "criterion").(string)
+	return g, nil
+}
+
+// path walks nested JSON objects.
+func path(m map[string]any, keys ...string) any {
+	var cur any = m
+	for _, k := range keys {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = obj[k]
+	}
+	return cur
+}
+
+// designated reports whether id is one of the policy's designated committers.
+func (g *Governance) designated(id string) bool {
+	return slices.Contains(g.designatedRoles, id)
+}
+
+// commitmentAuthority reports whether sender may emit a Commitment (and, as
+// the runtime applies the same rule, cancel, suspend or resume the session).
+func (s *Session) commitmentAuthority(sender string) bool {
+	switch s.Policy.authority {
+	case "any_participant":
+		return sender == s.Initiator || s.IsParticipant(sender)
+	case "designated_role":
+		return s.Policy.designated(sender)
+	default:
+		return sender == s.Initiator
+	}
+}

@@ -1,0 +1,216 @@
+package rules
+
+import (
+	"hash/fnv"
+	"slices"
+)
+
+// State is a session's lifecycle state, numbered as macp.v1.SessionState.
+type State uint8
+
+// The lifecycle states.
+const (
+	StateUnspecified State = iota
+	StateOpen
+	StateResolved
+	StateExpired
+	StateSuspended
+	StateCancelled
+)
+
+var stateNames = [...]string{"Unspecified", "Open", "Resolved", "Expired", "Suspended", "Cancelled"}
+
+// String returns the state's name as the conformance fixtures spell it.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "Unknown"
+}
+
+// Terminal reports whether no further transition is possible.
+func (s State) Terminal() bool {
+	return s == StateResolved || s == StateExpired || s == StateCancelled
+}
+
+// Mode identifiers Warden understands.
+const (
+	ModeTask       = "macp.mode.task.v1"
+	ModeHandoff    = "macp.mode.handoff.v1"
+	ModeDecision   = "macp.mode.decision.v1"
+	ModeProposal   = "macp.mode.proposal.v1"
+	ModeQuorum     = "macp.mode.quorum.v1"
+	ModeMultiRound = "ext.multi_round.v1"
+)
+
+// seenID is one accepted message_id: a 64-bit FNV-1a hash (so the table costs
+// a few bytes per message, not the id's length) and the index of its sender in
+// Session.Participants, or -1 for a sender outside the list.
+type seenID struct {
+	hash   uint64
+	sender int16
+}
+
+// Session is the protocol state of one session: what the upstream accepted.
+// A Session is never mutated once published; Step works on a copy.
+type Session struct {
+	ID            string
+	Mode          string
+	State         State
+	Initiator     string
+	Participants  []string
+	ModeVersion   string
+	ConfigVersion string
+	PolicyVersion string // as bound: "" resolves to policy.default
+	Policy        *Governance
+	StartedAtMs   int64
+	DeadlineMs    int64
+	SuspendedAtMs int64
+	Resolution    *Resolution
+
+	seen       []seenID
+	senders    []string // senders of accepted messages outside Participants
+	task       *taskState
+	handoff    *handoffState
+	decision   *decisionState
+	proposal   *proposalState
+	quorum     *quorumState
+	multiRound *multiRoundState
+}
+
+// Resolution is what the accepted Commitment bound.
+type Resolution struct {
+	Action          string
+	OutcomePositive bool
+	ModeVersion     string
+	ConfigVersion   string
+	PolicyVersion   string
+}
+
+// IsParticipant reports whether id is a declared participant.
+func (s *Session) IsParticipant(id string) bool {
+	return slices.Contains(s.Participants, id)
+}
+
+// MessageCount returns how many accepted messages in this session came from
+// sender (SessionStart included), as SessionMetadata.participant_activity
+// reports it; a rebuild from the upstream uses it to know when its replay is
+// complete.
+func (s *Session) MessageCount(sender string) int {
+	idx := s.senderIndex(sender)
+	if idx == notSeen {
+		return 0
+	}
+	n := 0
+	for _, id := range s.seen {
+		if id.sender == idx {
+			n++
+		}
+	}
+	return n
+}
+
+const notSeen int16 = -32768
+
+func (s *Session) senderIndex(sender string) int16 {
+	if i := slices.Index(s.Participants, sender); i >= 0 {
+		return int16(i)
+	}
+	if i := slices.Index(s.senders, sender); i >= 0 {
+		return int16(-1 - i)
+	}
+	return notSeen
+}
+
+func hashID(id string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	return h.Sum64()
+}
+
+// lookupID reports whether message id was accepted before and, if so, whether
+// it came from sender.
+func (s *Session) lookupID(id, sender string) (seen, sameSender bool) {
+	h := hashID(id)
+	for _, e := range s.seen {
+		if e.hash == h {
+			return true, e.sender == s.senderIndex(sender)
+		}
+	}
+	return false, false
+}
+
+func (s *Session) recordID(id, sender string) {
+	idx := s.senderIndex(sender)
+	if idx == notSeen {
+		s.senders = append(s.senders, sender)
+		idx = int16(-len(s.senders))
+	}
+	s.seen = append(s.seen, seenID{hash: hashID(id), sender: idx})
+}
+
+// clone returns a copy whose slices and mode state can be changed without
+// touching s. Participants and Policy are immutable and shared.
+func (s *Session) clone() *Session {
+	c := *s
+	c.seen = slices.Clone(s.seen)
+	c.senders = slices.Clone(s.senders)
+	if s.task != nil {
+		t := *s.task
+		t.rejected = slices.Clone(s.task.rejected)
+		c.task = &t
+	}
+	if s.handoff != nil {
+		h := *s.handoff
+		h.offers = slices.Clone(s.handoff.offers)
+		c.handoff = &h
+	}
+	if s.decision != nil {
+		d := *s.decision
+		d.proposals = slices.Clone(s.decision.proposals)
+		d.evaluations = slices.Clone(s.decision.evaluations)
+		d.objections = slices.Clone(s.decision.objections)
+		d.votes = slices.Clone(s.decision.votes)
+		c.decision = &d
+	}
+	if s.proposal != nil {
+		p := *s.proposal
+		p.proposals = slices.Clone(s.proposal.proposals)
+		p.accepts = slices.Clone(s.proposal.accepts)
+		p.terminalRejects = slices.Clone(s.proposal.terminalRejects)
+		c.proposal = &p
+	}
+	if s.quorum != nil {
+		q := *s.quorum
+		q.ballots = slices.Clone(s.quorum.ballots)
+		c.quorum = &q
+	}
+	if s.multiRound != nil {
+		m := *s.multiRound
+		m.contributions = slices.Clone(s.multiRound.contributions)
+		c.multiRound = &m
+	}
+	return &c
+}
+
+// ModeState returns a summary of the mode's state in the vocabulary of the
+// conformance fixtures' expected_mode_state (phase, votes, offers, ...), for
+// replay and debugging. It is not on the hot path.
+func (s *Session) ModeState() map[string]any {
+	out := map[string]any{}
+	switch {
+	case s.task != nil:
+		s.task.summary(out)
+	case s.handoff != nil:
+		s.handoff.summary(out)
+	case s.decision != nil:
+		s.decision.summary(s, out)
+	case s.proposal != nil:
+		s.proposal.summary(s, out)
+	case s.quorum != nil:
+		s.quorum.summary(out)
+	case s.multiRound != nil:
+		s.multiRound.summary(out)
+	}
+	return out
+}

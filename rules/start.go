@@ -1,0 +1,196 @@
+package rules
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// Session limits, as the reference runtime enforces them.
+const (
+	MaxTTLMs           = 86_400_000
+	MaxParticipants    = 1000
+	SupportedModeVer   = "1.0.0"
+	minBase64SessionID = 22
+)
+
+// PolicyLookup resolves a policy_version to its registered descriptor.
+type PolicyLookup func(id string) (PolicyDescriptor, bool)
+
+// Start decides a SessionStart envelope. existing is the session already known
+// under that session_id, or nil; lookup resolves a non-default policy_version.
+func Start(existing *Session, env *macpv1.Envelope, sender string, lookup PolicyLookup, now int64) Outcome {
+	var out Outcome
+	if v := CheckEnvelope(env); !v.OK() {
+		out.Verdict = v
+		return out
+	}
+	if existing != nil {
+		if seen, same := existing.lookupID(env.GetMessageId(), sender); seen && same {
+			out.Duplicate = true
+			out.Verdict.Reason = ReasonDuplicate
+			out.Roles = existing.baseRoles(sender)
+			return out
+		}
+		out.Verdict = deny(RankPre, CodeSessionAlreadyExists, ReasonSessionExists, "session "+env.GetSessionId()+" already exists")
+		return out
+	}
+	if !supportedMode(env.GetMode()) {
+		out.Verdict = deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+env.GetMode()+" is not supported")
+		return out
+	}
+	if !ValidSessionID(env.GetSessionId()) {
+		out.Verdict = deny(RankPre, CodeInvalidSessionID, ReasonInvalidSessionID,
+			"session_id must be a lowercase UUIDv4/v7 or a base64url token of at least 22 characters")
+		return out
+	}
+	var p macpv1.SessionStartPayload
+	if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
+		out.Verdict = invalid(RankPre, ReasonMalformedPayload, "SessionStart payload does not decode: "+err.Error())
+		return out
+	}
+	if v := checkStartPayload(&p, env.GetMode(), sender); !v.OK() {
+		out.Verdict = v
+		return out
+	}
+	gov := defaultGovernance
+	if id := p.GetPolicyVersion(); id != "" && id != DefaultPolicyID {
+		var d PolicyDescriptor
+		var ok bool
+		if lookup != nil {
+			d, ok = lookup(id)
+		}
+		if !ok {
+			out.Verdict = deny(RankPre, CodeUnknownPolicyVersion, ReasonUnknownPolicy, "policy "+id+" is not registered")
+			return out
+		}
+		if d.Mode != "*" && d.Mode != env.GetMode() {
+			out.Verdict = deny(RankPre, CodeInvalidPolicyDefinition, ReasonPolicyModeMismatch,
+				fmt.Sprintf("policy %s is for mode %s, not %s", id, d.Mode, env.GetMode()))
+			return out
+		}
+		g, err := Bind(d)
+		if err != nil {
+			out.Verdict = deny(RankPre, CodeInvalidPolicyDefinition, ReasonPolicyModeMismatch, err.Error())
+			return out
+		}
+		gov = g
+	}
+
+	base := env.GetTimestampUnixMs()
+	if base <= 0 || base > now {
+		base = now // a client cannot stretch its TTL by post-dating its start
+	}
+	s := &Session{
+		ID:            env.GetSessionId(),
+		Mode:          env.GetMode(),
+		State:         StateOpen,
+		Initiator:     sender,
+		Participants:  p.GetParticipants(),
+		ModeVersion:   p.GetModeVersion(),
+		ConfigVersion: p.GetConfigurationVersion(),
+		PolicyVersion: p.GetPolicyVersion(),
+		Policy:        gov,
+		StartedAtMs:   base,
+		DeadlineMs:    base + p.GetTtlMs(),
+	}
+	switch s.Mode {
+	case ModeTask:
+		s.task = &taskState{}
+	case ModeHandoff:
+		s.handoff = &handoffState{}
+	case ModeDecision:
+		s.decision = &decisionState{}
+	case ModeProposal:
+		s.proposal = &proposalState{}
+	case ModeQuorum:
+		s.quorum = &quorumState{}
+	case ModeMultiRound:
+		s.multiRound = &multiRoundState{}
+	}
+	s.recordID(env.GetMessageId(), sender)
+	out.Roles = s.baseRoles(sender)
+	out.Verdict.Reason = ReasonAllowed
+	out.Next = s
+	return out
+}
+
+func supportedMode(mode string) bool {
+	switch mode {
+	case ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound:
+		return true
+	}
+	return false
+}
+
+func checkStartPayload(p *macpv1.SessionStartPayload, mode, initiator string) Verdict {
+	switch {
+	case p.GetModeVersion() == "":
+		return invalid(RankPre, ReasonVersionMismatch, "mode_version is empty")
+	case p.GetModeVersion() != SupportedModeVer:
+		return invalid(RankPre, ReasonVersionMismatch, fmt.Sprintf("mode_version %q is not supported (want %q)", p.GetModeVersion(), SupportedModeVer))
+	case p.GetConfigurationVersion() == "":
+		return invalid(RankPre, ReasonVersionMismatch, "configuration_version is empty")
+	case p.GetTtlMs() < 1 || p.GetTtlMs() > MaxTTLMs:
+		return invalid(RankPre, ReasonInvalidTTL, fmt.Sprintf("ttl_ms %d is outside 1..%d", p.GetTtlMs(), MaxTTLMs))
+	}
+	parts := p.GetParticipants()
+	if len(parts) == 0 || len(parts) > MaxParticipants {
+		return invalid(RankPre, ReasonInvalidParticipants, fmt.Sprintf("%d participants; want 1..%d", len(parts), MaxParticipants))
+	}
+	seen := make(map[string]struct{}, len(parts))
+	hasOther, hasInitiator := false, false
+	for _, id := range parts {
+		if strings.TrimSpace(id) == "" {
+			return invalid(RankPre, ReasonInvalidParticipants, "a participant id is blank")
+		}
+		if _, dup := seen[id]; dup {
+			return invalid(RankPre, ReasonInvalidParticipants, "participant "+id+" is listed twice")
+		}
+		seen[id] = struct{}{}
+		hasOther = hasOther || id != initiator
+		hasInitiator = hasInitiator || id == initiator
+	}
+	switch mode {
+	case ModeTask:
+		if !hasOther {
+			return invalid(RankPre, ReasonInvalidParticipants, "a task session needs a participant other than the initiator")
+		}
+	case ModeHandoff:
+		if len(parts) < 2 || !hasInitiator {
+			return invalid(RankPre, ReasonInvalidParticipants, "a handoff session needs the initiator and at least one target among its participants")
+		}
+	}
+	return Verdict{}
+}
+
+// ValidSessionID reports whether id is a lowercase hyphenated UUID of version
+// 4 or 7, or a base64url token of at least 22 characters, as the reference
+// runtime requires.
+func ValidSessionID(id string) bool {
+	if len(id) == 36 && id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-' {
+		for i := 0; i < len(id); i++ {
+			ch := id[i]
+			if i == 8 || i == 13 || i == 18 || i == 23 {
+				continue
+			}
+			if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'f') {
+				return false
+			}
+		}
+		return id[14] == '4' || id[14] == '7'
+	}
+	if len(id) < minBase64SessionID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		ch := id[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
+			return false
+		}
+	}
+	return true
+}

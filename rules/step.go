@@ -1,0 +1,206 @@
+package rules
+
+import (
+	"fmt"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// ProtocolVersion is the only macp_version the runtime accepts.
+const ProtocolVersion = "1.0"
+
+// Message types with a meaning outside any mode.
+const (
+	TypeSessionStart   = "SessionStart"
+	TypeCommitment     = "Commitment"
+	TypeSignal         = "Signal"
+	TypeProgress       = "Progress"
+	TypeSessionCancel  = "SessionCancel"
+	TypeSessionSuspend = "SessionSuspend"
+	TypeSessionResume  = "SessionResume"
+)
+
+// Roles a sender can hold; the authority matrices in the policies package are
+// written in these names.
+const (
+	RoleInitiator           = "initiator"
+	RoleParticipant         = "participant"
+	RoleCommitmentAuthority = "commitment_authority"
+	RoleEligibleAssignee    = "eligible_assignee"
+	RoleActiveAssignee      = "active_assignee"
+	RoleOfferOwner          = "offer_owner"
+	RoleOfferTarget         = "offer_target"
+	RoleProposalAuthor      = "proposal_author"
+)
+
+// Outcome is the result of Step.
+type Outcome struct {
+	// Verdict is the rules' own verdict; see Rank for how it merges with the
+	// policy's.
+	Verdict Verdict
+	// Roles are the roles the sender holds for this message, sorted by the
+	// order they were found.
+	Roles []string
+	// Facts are what a policy needs to decide this message beyond the roles:
+	// set for Commitments (tallies, terminal reports), nil otherwise.
+	Facts map[string]any
+	// Next is the pending state if the message is accepted upstream; nil when
+	// the verdict denies or the message is a duplicate.
+	Next *Session
+	// Duplicate marks a retransmission of an accepted message by its own
+	// sender: answered by the upstream, never re-applied.
+	Duplicate bool
+}
+
+// stepCtx is the working set of one Step.
+type stepCtx struct {
+	next   *Session
+	env    *macpv1.Envelope
+	sender string
+	now    int64
+	out    *Outcome
+}
+
+func (c *stepCtx) role(r string) { c.out.Roles = append(c.out.Roles, r) }
+
+func (c *stepCtx) fact(k string, v any) {
+	if c.out.Facts == nil {
+		c.out.Facts = make(map[string]any, 8)
+	}
+	c.out.Facts[k] = v
+}
+
+// CheckEnvelope validates the fields every envelope must carry, whatever the
+// session's state. sender is the authenticated sender the envelope is bound to.
+func CheckEnvelope(env *macpv1.Envelope) Verdict {
+	switch {
+	case env == nil:
+		return invalid(RankPre, ReasonMalformedEnvelope, "missing envelope")
+	case env.GetMacpVersion() != ProtocolVersion:
+		return deny(RankPre, CodeUnsupportedVersion, ReasonUnsupportedVersion,
+			fmt.Sprintf("macp_version %q is not supported (want %q)", env.GetMacpVersion(), ProtocolVersion))
+	case env.GetMessageType() == "":
+		return invalid(RankPre, ReasonMalformedEnvelope, "message_type is empty")
+	case env.GetMessageId() == "":
+		return invalid(RankPre, ReasonMalformedEnvelope, "message_id is empty")
+	}
+	switch env.GetMessageType() {
+	case TypeSignal:
+		if env.GetSessionId() != "" || env.GetMode() != "" {
+			return invalid(RankPre, ReasonMalformedEnvelope, "an ambient Signal must carry an empty session_id and mode")
+		}
+	case TypeSessionCancel, TypeSessionSuspend, TypeSessionResume:
+		return invalid(RankPre, ReasonRuntimeOnly, env.GetMessageType()+" is emitted by the runtime only")
+	default:
+		if env.GetSessionId() == "" {
+			return invalid(RankPre, ReasonMalformedEnvelope, "session_id is empty")
+		}
+		if env.GetMode() == "" {
+			return invalid(RankPre, ReasonMalformedEnvelope, "mode is empty")
+		}
+	}
+	return Verdict{}
+}
+
+// Step decides one session-scoped envelope (not SessionStart, see Start)
+// against session s, which is nil when the session is unknown. sender is the
+// authenticated sender; now is the decision time in Unix milliseconds.
+func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
+	var out Outcome
+	if v := CheckEnvelope(env); !v.OK() {
+		out.Verdict = v
+		return out
+	}
+	if env.GetMessageType() == TypeSignal {
+		out.Roles = []string{}
+		out.Verdict.Reason = ReasonAllowed
+		return out
+	}
+	if s == nil {
+		out.Verdict = deny(RankPre, CodeSessionNotFound, ReasonSessionUnknown, "session "+env.GetSessionId()+" does not exist")
+		return out
+	}
+	if env.GetMessageType() == TypeSessionStart {
+		return Start(s, env, sender, nil, now)
+	}
+	if seen, same := s.lookupID(env.GetMessageId(), sender); seen {
+		if same {
+			out.Duplicate = true
+			out.Verdict.Reason = ReasonDuplicate
+			out.Roles = s.baseRoles(sender)
+			return out
+		}
+		out.Verdict = deny(RankPre, CodeDuplicateMessage, ReasonDuplicateForeignID,
+			"message_id "+env.GetMessageId()+" was already accepted from another sender")
+		return out
+	}
+	if env.GetMode() != s.Mode {
+		out.Verdict = invalid(RankPre, ReasonModeMismatch, fmt.Sprintf("mode %q does not match the session's mode %q", env.GetMode(), s.Mode))
+		return out
+	}
+	if s.State == StateOpen && now > s.DeadlineMs {
+		out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionExpired, "session "+s.ID+" expired")
+		return out
+	}
+	if s.State != StateOpen {
+		out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "session "+s.ID+" is "+s.State.String())
+		return out
+	}
+
+	c := &stepCtx{next: s.clone(), env: env, sender: sender, now: now, out: &out}
+	out.Roles = s.baseRoles(sender)
+	var v Verdict
+	switch {
+	case env.GetMessageType() == TypeProgress:
+		v = Verdict{} // informational; authority is the policy's
+	case s.task != nil:
+		v = c.next.task.step(c)
+	case s.handoff != nil:
+		v = c.next.handoff.step(c)
+	case s.decision != nil:
+		v = c.next.decision.step(c)
+	case s.proposal != nil:
+		v = c.next.proposal.step(c)
+	case s.quorum != nil:
+		v = c.next.quorum.step(c)
+	case s.multiRound != nil:
+		v = c.next.multiRound.step(c)
+	default:
+		v = deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+s.Mode+" is not supported")
+	}
+	if !v.OK() {
+		out.Verdict = v
+		return out
+	}
+	c.next.recordID(env.GetMessageId(), sender)
+	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
+		c.next.State = StateResolved
+	}
+	out.Verdict.Reason = ReasonAllowed
+	out.Next = c.next
+	return out
+}
+
+// baseRoles are the roles a sender holds in any mode.
+func (s *Session) baseRoles(sender string) []string {
+	roles := make([]string, 0, 4)
+	if sender == s.Initiator {
+		roles = append(roles, RoleInitiator)
+	}
+	if s.IsParticipant(sender) {
+		roles = append(roles, RoleParticipant)
+	}
+	if s.commitmentAuthority(sender) {
+		roles = append(roles, RoleCommitmentAuthority)
+	}
+	return roles
+}
+
+// unknownType is the verdict for a message type the mode does not define.
+func unknownType(c *stepCtx) Verdict {
+	return invalid(RankMode, ReasonUnknownMessageType, fmt.Sprintf("message type %q is not defined by mode %s", c.env.GetMessageType(), c.next.Mode))
+}
+
+func badPayload(c *stepCtx, err error) Verdict {
+	return invalid(RankMode, ReasonMalformedPayload, fmt.Sprintf("%s payload does not decode: %v", c.env.GetMessageType(), err))
+}

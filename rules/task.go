@@ -1,0 +1,196 @@
+package rules
+
+import (
+	"slices"
+
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// Terminal reports of a task.
+const (
+	reportNone      = ""
+	reportCompleted = "completed"
+	reportFailed    = "failed"
+)
+
+// taskState is RFC-MACP-0009's task: one request, one active assignee.
+type taskState struct {
+	taskID            string
+	requested         bool
+	requestedAssignee string
+	active            string
+	rejected          []string // participants whose TaskReject was accepted
+	report            string
+	hasOutput         bool
+	// completionID is the message_id of the first accepted TaskComplete or
+	// TaskFail: with task_id and assignee, the outcome idempotency key of
+	// RFC-MACP-0009 §8.
+	completionID string
+}
+
+func (t *taskState) step(c *stepCtx) Verdict {
+	s := c.next
+	switch c.env.GetMessageType() {
+	case "TaskRequest":
+		var p taskv1.TaskRequestPayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		switch {
+		case t.requested:
+			return invalid(RankMode, ReasonStateConflict, "the session already has a TaskRequest (one per session)")
+		case p.GetTaskId() == "":
+			return invalid(RankMode, ReasonMalformedPayload, "task_id is empty")
+		case p.GetRequestedAssignee() != "" && !s.IsParticipant(p.GetRequestedAssignee()):
+			return invalid(RankMode, ReasonInvalidParticipants, "requested_assignee "+p.GetRequestedAssignee()+" is not a participant")
+		}
+		t.requested, t.taskID, t.requestedAssignee = true, p.GetTaskId(), p.GetRequestedAssignee()
+		return Verdict{}
+
+	case "TaskAccept":
+		var p taskv1.TaskAcceptPayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		if v := t.matches(p.GetTaskId()); !v.OK() {
+			return v
+		}
+		if t.active != "" {
+			return invalid(RankMode, ReasonStateConflict, "task already has an active assignee "+t.active)
+		}
+		if len(t.rejected) > 0 && !s.Policy.allowReassignmentOnReject {
+			return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "reassignment after rejection not allowed by policy")
+		}
+		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
+			return invalid(RankMode, ReasonIdentityMismatch, "TaskAccept.assignee "+p.GetAssignee()+" is not the sender")
+		}
+		if t.eligible(s, c.sender) {
+			c.role(RoleEligibleAssignee)
+		}
+		t.active = c.sender
+		return Verdict{}
+
+	case "TaskReject":
+		var p taskv1.TaskRejectPayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		if v := t.matches(p.GetTaskId()); !v.OK() {
+			return v
+		}
+		if t.active != "" {
+			if t.active != c.sender {
+				return invalid(RankMode, ReasonStateConflict, "only the active assignee may reject an assigned task")
+			}
+			if !s.Policy.allowReassignmentOnReject {
+				return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "active assignee cannot reject without allow_reassignment_on_reject policy")
+			}
+		}
+		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
+			return invalid(RankMode, ReasonIdentityMismatch, "TaskReject.assignee "+p.GetAssignee()+" is not the sender")
+		}
+		if t.active == c.sender {
+			c.role(RoleActiveAssignee)
+		} else if t.eligible(s, c.sender) {
+			c.role(RoleEligibleAssignee)
+		}
+		if slices.Contains(t.rejected, c.sender) {
+			// The runtime checks this after authority: rank it there.
+			return invalid(RankModePost, ReasonStateConflict, c.sender+" already rejected this task")
+		}
+		if t.active == c.sender {
+			t.active = "" // RFC-MACP-0009 3c: back to the pre-assignment state
+		}
+		t.rejected = append(t.rejected, c.sender)
+		return Verdict{}
+
+	case "TaskUpdate":
+		var p taskv1.TaskUpdatePayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		if v := t.matches(p.GetTaskId()); !v.OK() {
+			return v
+		}
+		t.activeRole(c)
+		return Verdict{}
+
+	case "TaskComplete":
+		var p taskv1.TaskCompletePayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		if v := t.matches(p.GetTaskId()); !v.OK() {
+			return v
+		}
+		t.activeRole(c)
+		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
+			return invalid(RankModePost, ReasonIdentityMismatch, "TaskComplete.assignee "+p.GetAssignee()+" is not the sender")
+		}
+		t.report, t.hasOutput, t.completionID = reportCompleted, len(p.GetOutput()) > 0, c.env.GetMessageId()
+		return Verdict{}
+
+	case "TaskFail":
+		var p taskv1.TaskFailPayload
+		if v, ok := decode(c, &p); !ok {
+			return v
+		}
+		if v := t.matches(p.GetTaskId()); !v.OK() {
+			return v
+		}
+		t.activeRole(c)
+		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
+			return invalid(RankModePost, ReasonIdentityMismatch, "TaskFail.assignee "+p.GetAssignee()+" is not the sender")
+		}
+		t.report, t.completionID = reportFailed, c.env.GetMessageId()
+		return Verdict{}
+
+	case TypeCommitment:
+		if _, v := commitment(c); !v.OK() {
+			return v
+		}
+		if t.report == reportNone {
+			return invalid(RankModePost, ReasonNotEligible, "no TaskComplete or TaskFail has been accepted")
+		}
+		c.fact("report", t.report)
+		c.fact("has_output", t.hasOutput)
+		return Verdict{}
+	}
+	return unknownType(c)
+}
+
+// matches checks that a message refers to the session's requested task.
+func (t *taskState) matches(taskID string) Verdict {
+	if !t.requested {
+		return invalid(RankMode, ReasonUnknownReference, "no TaskRequest has been accepted")
+	}
+	if taskID == "" || taskID != t.taskID {
+		return invalid(RankMode, ReasonUnknownReference, "task_id "+taskID+" is not the session's task "+t.taskID)
+	}
+	return Verdict{}
+}
+
+// eligible reports whether sender may accept or reject the request.
+func (t *taskState) eligible(s *Session, sender string) bool {
+	if t.requestedAssignee != "" {
+		return sender == t.requestedAssignee
+	}
+	return s.IsParticipant(sender) && sender != s.Initiator
+}
+
+// activeRole grants the active-assignee role while the task is running: after
+// a terminal report nobody holds it, so late reports are refused as the runtime
+// refuses them (FORBIDDEN).
+func (t *taskState) activeRole(c *stepCtx) {
+	if t.report == reportNone && t.active != "" && t.active == c.sender {
+		c.role(RoleActiveAssignee)
+	}
+}
+
+func (t *taskState) summary(out map[string]any) {
+	out["task_id"] = t.taskID
+	out["active_assignee"] = t.active
+	out["report"] = t.report
+	out["rejected"] = slices.Clone(t.rejected)
+	out["completion_message_id"] = t.completionID
+}
