@@ -1,0 +1,311 @@
+// Package policies holds Warden's Rego policies, built from the MACP authority
+// matrices and governance rules, and the engine that embeds and evaluates them.
+//
+// The query is prepared once per policy set and shared. Because a policy that
+// calls no non-deterministic built-in is a pure function of the input fields
+// it reads, the engine finds those fields by walking the compiled modules and
+// memoizes decisions on exactly their values: a hit returns what a fresh
+// evaluation would, at a fraction of its cost.
+package policies
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+//go:embed rego
+var embedded embed.FS
+
+// Query is the decision every policy contributes to.
+const Query = "data.warden.macp.deny"
+
+// DefaultMemoSize is the number of memoized decisions kept by default.
+const DefaultMemoSize = 8192
+
+// Config selects the policies to load.
+type Config struct {
+	// Files are operator Rego modules compiled together with the defaults,
+	// typically adding deny rules to package warden.macp. Files ending in
+	// _test.rego are tests, run by `warden check`.
+	Files []string `yaml:"files" json:"files"`
+	// MemoSize bounds the decision memo; 0 means DefaultMemoSize, a negative
+	// value turns memoization off.
+	MemoSize int `yaml:"memo_size" json:"memo_size"`
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	for _, f := range c.Files {
+		if !strings.HasSuffix(f, ".rego") {
+			return fmt.Errorf("policies.files: %q is not a .rego file", f)
+		}
+	}
+	return nil
+}
+
+// Denial is one reason a policy refuses a message.
+type Denial struct {
+	Code    rules.Code
+	Reason  rules.Reason
+	Rank    rules.Rank
+	Message string
+}
+
+// Engine evaluates the prepared policy query. It is safe for concurrent use.
+type Engine struct {
+	query   rego.PreparedEvalQuery
+	reads   [][]string
+	memo    *lru.Cache[string, []Denial]
+	whyNot  string // why decisions are not memoized, when they are not
+	modules map[string]string
+}
+
+// Module is one Rego source file.
+type Module struct {
+	Name   string
+	Source string
+}
+
+// New compiles the embedded policies and cfg's files and prepares the query.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mods, tests, err := load(cfg.Files)
+	if err != nil {
+		return nil, err
+	}
+	_ = tests
+	return compile(ctx, mods, cfg.MemoSize)
+}
+
+// load reads the embedded modules and the operator files, split into policy
+// modules and test modules.
+func load(files []string) (mods, tests []Module, err error) {
+	err = fs.WalkDir(embedded, "rego", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".rego") {
+			return err
+		}
+		b, err := embedded.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m := Module{Name: "embedded/" + p, Source: string(b)}
+		if strings.HasSuffix(p, "_test.rego") {
+			tests = append(tests, m)
+		} else {
+			mods = append(mods, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read embedded policies: %w", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read policy file: %w", err)
+		}
+		m := Module{Name: f, Source: string(b)}
+		if strings.HasSuffix(filepath.Base(f), "_test.rego") {
+			tests = append(tests, m)
+		} else {
+			mods = append(mods, m)
+		}
+	}
+	return mods, tests, nil
+}
+
+// matrixData returns the authority matrices as the data document.
+func matrixData() (map[string]any, error) {
+	b, err := embedded.ReadFile("rego/matrix.json")
+	if err != nil {
+		return nil, fmt.Errorf("read matrix: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode matrix: %w", err)
+	}
+	delete(m, "_comment")
+	return map[string]any{"warden": map[string]any{"matrix": m}}, nil
+}
+
+func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) {
+	data, err := matrixData()
+	if err != nil {
+		return nil, err
+	}
+	parsed := make(map[string]*ast.Module, len(mods))
+	sources := make(map[string]string, len(mods))
+	opts := []func(*rego.Rego){rego.Query(Query), rego.Store(inmem.NewFromObject(data))}
+	for _, m := range mods {
+		pm, err := ast.ParseModuleWithOpts(m.Name, m.Source, ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, fmt.Errorf("parse policy: %w", err)
+		}
+		parsed[m.Name] = pm
+		sources[m.Name] = m.Source
+		opts = append(opts, rego.ParsedModule(pm))
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("compile policies: %w", err)
+	}
+	e := &Engine{query: pq, modules: sources}
+	reads, whyNot := analyze(parsed)
+	e.reads, e.whyNot = reads, whyNot
+	if memoSize == 0 {
+		memoSize = DefaultMemoSize
+	}
+	if memoSize > 0 && whyNot == "" {
+		e.memo, err = lru.New[string, []Denial](memoSize)
+		if err != nil {
+			return nil, fmt.Errorf("create decision memo: %w", err)
+		}
+	} else if whyNot == "" {
+		e.whyNot = "memoization disabled by configuration"
+	}
+	return e, nil
+}
+
+// analyze returns the input paths the modules read, and a reason why
+// decisions cannot be memoized ("" when they can).
+func analyze(mods map[string]*ast.Module) ([][]string, string) {
+	var paths [][]string
+	whyNot := ""
+	for _, m := range mods {
+		ast.WalkRefs(m, func(r ast.Ref) bool {
+			if !r[0].Equal(ast.InputRootDocument) {
+				return false
+			}
+			var p []string
+			for _, t := range r[1:] {
+				s, ok := t.Value.(ast.String)
+				if !ok {
+					break
+				}
+				p = append(p, string(s))
+			}
+			paths = append(paths, p)
+			return false
+		})
+		ast.WalkExprs(m, func(x *ast.Expr) bool {
+			if !x.IsCall() {
+				return false
+			}
+			name := x.Operator().String()
+			if b, ok := ast.BuiltinMap[name]; ok && b.IsNondeterministic() && whyNot == "" {
+				whyNot = "policy calls non-deterministic built-in " + name
+			}
+			return false
+		})
+	}
+	return normalizePaths(paths), whyNot
+}
+
+// Reads returns the input paths the policies read, the memo's key.
+func (e *Engine) Reads() []string {
+	out := make([]string, len(e.reads))
+	for i, p := range e.reads {
+		out[i] = "input." + strings.Join(p, ".")
+	}
+	return out
+}
+
+// Memoized reports whether decisions are memoized and, if not, why.
+func (e *Engine) Memoized() (bool, string) { return e.memo != nil, e.whyNot }
+
+// Evaluate returns the policy's denials for in, sorted by rank; none means
+// allow. An error means the policy could not decide.
+func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]Denial, error) {
+	if e.memo == nil {
+		return e.Fresh(ctx, in)
+	}
+	buf := make([]byte, 0, 256)
+	for _, p := range e.reads {
+		buf = in.appendKey(buf, p)
+	}
+	if d, ok := e.memo.Get(string(buf)); ok {
+		return d, nil
+	}
+	d, err := e.Fresh(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	e.memo.Add(string(buf), d)
+	return d, nil
+}
+
+// Fresh evaluates the query without the memo.
+func (e *Engine) Fresh(ctx context.Context, in *Input) ([]Denial, error) {
+	rs, err := e.query.Eval(ctx, rego.EvalInput(in.value()))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policy: %w", err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, nil // no deny rule defined: nothing denies
+	}
+	set, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, fmt.Errorf("evaluate policy: %s is %T, want a set", Query, rs[0].Expressions[0].Value)
+	}
+	out := make([]Denial, 0, len(set))
+	for _, x := range set {
+		out = append(out, toDenial(x))
+	}
+	slices.SortFunc(out, func(a, b Denial) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Message, b.Message))
+	})
+	return out, nil
+}
+
+// toDenial reads one deny entry; missing fields default to an operator's
+// FORBIDDEN, so a hand-written `deny contains "no"` still denies.
+func toDenial(x any) Denial {
+	d := Denial{Code: rules.CodeForbidden, Reason: rules.ReasonOperatorPolicy, Rank: rules.RankOperator}
+	obj, ok := x.(map[string]any)
+	if !ok {
+		d.Message = fmt.Sprint(x)
+		return d
+	}
+	if s, ok := obj["code"].(string); ok && s != "" {
+		d.Code = rules.Code(s)
+	}
+	if s, ok := obj["reason"].(string); ok && knownReason(rules.Reason(s)) {
+		d.Reason = rules.Reason(s)
+	}
+	if n, ok := obj["rank"].(json.Number); ok {
+		if r, err := n.Int64(); err == nil && r >= 0 && r <= int64(rules.RankOperator) {
+			d.Rank = rules.Rank(r)
+		}
+	}
+	if s, ok := obj["msg"].(string); ok {
+		d.Message = s
+	}
+	return d
+}
+
+// policyReasons are the reasons the embedded policies use; any other reason
+// from an operator's policy becomes operator_policy.
+func knownReason(r rules.Reason) bool {
+	switch r {
+	case rules.ReasonNotAuthorized, rules.ReasonGovernance, rules.ReasonOutcomeMismatch, rules.ReasonNotEligible:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package policies
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// Input is what a policy sees of one message. Field names are the policy's
+// vocabulary: input.message.type, input.roles, input.facts, ...
+type Input struct {
+	Protocol   string
+	Principal  Principal
+	Message    Message
+	Session    Session
+	Roles      []string
+	Facts      map[string]any
+	Governance *rules.Governance // set for Commitments only
+	Verdict    rules.Verdict     // the rules' verdict, for operator policies
+}
+
+// Principal is the authenticated caller.
+type Principal struct {
+	ID     string
+	Method string
+	// Scopes are the credential's MACP scopes (JWT macp_scopes or the static
+	// token's attributes): can_start_sessions, allowed_modes, ...
+	Scopes map[string]any
+}
+
+// Message identifies the message being decided.
+type Message struct {
+	Mode      string
+	Type      string
+	Sender    string
+	ID        string
+	SessionID string
+}
+
+// Session is what a policy sees of the session's state.
+type Session struct {
+	State  string
+	Policy string
+}
+
+// value converts the input into the JSON-shaped document OPA evaluates.
+func (in *Input) value() map[string]any {
+	var gov any
+	if in.Governance != nil {
+		gov = map[string]any{"id": in.Governance.ID, "schema_version": in.Governance.SchemaVersion, "rules": in.Governance.Rules}
+	}
+	roles := make([]any, len(in.Roles))
+	for i, r := range in.Roles {
+		roles[i] = r
+	}
+	var facts any
+	if in.Facts != nil {
+		facts = in.Facts
+	}
+	var scopes any = map[string]any{}
+	if in.Principal.Scopes != nil {
+		scopes = in.Principal.Scopes
+	}
+	return map[string]any{
+		"protocol":   in.Protocol,
+		"principal":  map[string]any{"id": in.Principal.ID, "method": in.Principal.Method, "scopes": scopes},
+		"message":    map[string]any{"mode": in.Message.Mode, "type": in.Message.Type, "sender": in.Message.Sender, "id": in.Message.ID, "session_id": in.Message.SessionID},
+		"session":    map[string]any{"state": in.Session.State, "policy": in.Session.Policy},
+		"roles":      roles,
+		"facts":      facts,
+		"governance": gov,
+		"verdict":    map[string]any{"code": string(in.Verdict.Code), "reason": string(in.Verdict.Reason), "rank": int(in.Verdict.Rank)},
+	}
+}
+
+// appendKey appends the encoding of the input's value at path (at most two
+// segments deep; see readSet) to key. Two inputs give the same bytes exactly
+// when their values at path are equal.
+func (in *Input) appendKey(key []byte, path []string) []byte {
+	top := path[0]
+	sub := ""
+	if len(path) > 1 {
+		sub = path[1]
+	}
+	key = append(key, top...)
+	key = append(key, 0)
+	switch top {
+	case "protocol":
+		return appendStr(key, in.Protocol)
+	case "principal":
+		switch sub {
+		case "id":
+			return appendStr(key, in.Principal.ID)
+		case "method":
+			return appendStr(key, in.Principal.Method)
+		case "scopes":
+			return appendJSON(key, in.Principal.Scopes)
+		}
+		key = appendStr(key, in.Principal.ID)
+		key = appendStr(key, in.Principal.Method)
+		return appendJSON(key, in.Principal.Scopes)
+	case "message":
+		m := &in.Message
+		switch sub {
+		case "mode":
+			return appendStr(key, m.Mode)
+		case "type":
+			return appendStr(key, m.Type)
+		case "sender":
+			return appendStr(key, m.Sender)
+		case "id":
+			return appendStr(key, m.ID)
+		case "session_id":
+			return appendStr(key, m.SessionID)
+		}
+		for _, s := range []string{m.Mode, m.Type, m.Sender, m.ID, m.SessionID} {
+			key = appendStr(key, s)
+		}
+		return key
+	case "session":
+		switch sub {
+		case "state":
+			return appendStr(key, in.Session.State)
+		case "policy":
+			return appendStr(key, in.Session.Policy)
+		}
+		return appendStr(appendStr(key, in.Session.State), in.Session.Policy)
+	case "roles":
+		key = strconv.AppendInt(key, int64(len(in.Roles)), 10)
+		for _, r := range in.Roles {
+			key = appendStr(key, r)
+		}
+		return key
+	case "facts":
+		if in.Facts == nil {
+			return append(key, '-')
+		}
+		if sub != "" {
+			v, ok := in.Facts[sub]
+			if !ok {
+				return append(key, '-')
+			}
+			return appendJSON(key, v)
+		}
+		return appendJSON(key, in.Facts)
+	case "governance":
+		if in.Governance == nil {
+			return append(key, '-')
+		}
+		return appendStr(key, in.Governance.Canonical)
+	case "verdict":
+		key = appendStr(key, string(in.Verdict.Code))
+		key = appendStr(key, string(in.Verdict.Reason))
+		return strconv.AppendInt(key, int64(in.Verdict.Rank), 10)
+	}
+	return append(key, '?')
+}
+
+func appendStr(key []byte, s string) []byte {
+	key = strconv.AppendInt(key, int64(len(s)), 10)
+	key = append(key, ':')
+	return append(key, s...)
+}
+
+// appendJSON appends a canonical encoding: encoding/json sorts map keys.
+func appendJSON(key []byte, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Unencodable values never share a key with anything.
+		return append(key, "!unencodable"...)
+	}
+	return appendStr(key, string(b))
+}
+
+// topLevel lists the input's fields, for a policy that reads input as a whole.
+var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict"}
+
+// normalizePaths truncates paths to two segments and drops any path that a
+// shorter one already covers, so every value is keyed once.
+func normalizePaths(paths [][]string) [][]string {
+	var out [][]string
+	for _, p := range paths {
+		if len(p) == 0 {
+			out = out[:0]
+			for _, t := range topLevel {
+				out = append(out, []string{t})
+			}
+			return out
+		}
+		if len(p) > 2 {
+			p = p[:2]
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b []string) int {
+		return slices.Compare(a, b)
+	})
+	var kept [][]string
+	for _, p := range out {
+		if n := len(kept); n > 0 && isPrefix(kept[n-1], p) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
+
+func isPrefix(prefix, p []string) bool {
+	return len(prefix) <= len(p) && slices.Equal(prefix, p[:len(prefix)])
+}
