@@ -1,0 +1,232 @@
+package authn
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+const (
+	testIssuer   = "https://issuer.test"
+	testAudience = "macp-runtime"
+)
+
+// t0 is the fake clock's starting time.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeClock is a settable clock safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: t0} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// signingKey is a private key with the kid and alg it signs under.
+type signingKey struct {
+	kid  string
+	alg  jose.SignatureAlgorithm
+	priv any
+	pub  any
+}
+
+// testKeys are generated once per test binary; RSA generation is slow.
+type testKeys struct {
+	rsa, ec, ed, rsaOther signingKey
+}
+
+var keysOnce = sync.OnceValue(func() *testKeys {
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	ro, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	edPub, edPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return &testKeys{
+		rsa:      signingKey{kid: "rsa-1", alg: jose.RS256, priv: rk, pub: &rk.PublicKey},
+		ec:       signingKey{kid: "ec-1", alg: jose.ES256, priv: ek, pub: &ek.PublicKey},
+		ed:       signingKey{kid: "ed-1", alg: jose.EdDSA, priv: edPriv, pub: edPub},
+		rsaOther: signingKey{kid: "rsa-2", alg: jose.RS256, priv: ro, pub: &ro.PublicKey},
+	}
+})
+
+// jwksJSON builds a JWKS document holding the public halves of keys.
+func jwksJSON(t testing.TB, keys ...signingKey) []byte {
+	t.Helper()
+	var set jose.JSONWebKeySet
+	for _, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.pub, KeyID: k.kid, Algorithm: string(k.alg), Use: "sig"})
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// claimsAt returns valid claims for sub issued at now and expiring in an hour.
+func claimsAt(now time.Time, sub string) map[string]any {
+	return map[string]any{
+		"iss": testIssuer,
+		"aud": testAudience,
+		"sub": sub,
+		"iat": now.Unix(),
+		"nbf": now.Unix(),
+		"exp": now.Add(time.Hour).Unix(),
+		"macp_scopes": map[string]any{
+			"can_start_sessions": true,
+			"allowed_modes":      []any{"macp.mode.task.v1"},
+		},
+	}
+}
+
+// sign makes a compact JWS of claims with k, naming kid in the header unless it is "".
+func sign(t testing.TB, k signingKey, kid string, claims map[string]any) string {
+	t.Helper()
+	opts := (&jose.SignerOptions{}).WithType("JWT")
+	if kid != "" {
+		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: k.priv}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := obj.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// rawToken assembles a token from a header and claims with an arbitrary signature.
+func rawToken(t testing.TB, header, claims map[string]any, sig []byte) string {
+	t.Helper()
+	h, err := json.Marshal(header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(h) + "." + enc.EncodeToString(c) + "." + enc.EncodeToString(sig)
+}
+
+// writeFile writes b into a fresh temp dir and returns its path.
+func writeFile(t testing.TB, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// jwksServer serves a JWKS on 127.0.0.1, counts fetches and can be made to fail.
+type jwksServer struct {
+	*httptest.Server
+	fetches atomic.Int64
+	failing atomic.Bool
+	delay   atomic.Int64 // nanoseconds to wait before answering
+	mu      sync.Mutex
+	body    []byte
+}
+
+func newJWKSServer(t testing.TB, body []byte) *jwksServer {
+	t.Helper()
+	s := &jwksServer{body: body}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fetches.Add(1)
+		if d := time.Duration(s.delay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if s.failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		s.mu.Lock()
+		b := s.body
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *jwksServer) setBody(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.body = b
+}
+
+// jwtConfig returns a JWT config against the test issuer and audience.
+func jwtConfig() Config {
+	return Config{
+		Mode: Methods{MethodJWT},
+		JWT:  JWTConfig{Issuer: testIssuer, Audience: Audience{testAudience}},
+	}
+}
+
+// mustNew builds an Authenticator or fails the test.
+func mustNew(t testing.TB, cfg Config, clock *fakeClock) *Authenticator {
+	t.Helper()
+	a, err := New(cfg, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return a
+}
+
+// discardLogger returns a logger that drops everything.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,257 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// urlJWTAuthenticator returns a JWT authenticator fetching its JWKS from srv.
+func urlJWTAuthenticator(t *testing.T, srv *jwksServer, clock *fakeClock) *Authenticator {
+	t.Helper()
+	cfg := jwtConfig()
+	cfg.JWT.JWKSURL = srv.URL + "/.well-known/jwks.json"
+	a, err := New(cfg, Options{Now: clock.Now, HTTPClient: srv.Client(), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// expect authenticates tok and checks the outcome.
+func expect(t *testing.T, a *Authenticator, tok string, wantErr error) {
+	t.Helper()
+	p, err := a.Authenticate(context.Background(), Credentials{Bearer: tok})
+	if !errors.Is(err, wantErr) {
+		t.Fatalf("err = %v, want %v", err, wantErr)
+	}
+	if wantErr == nil && p.ID == "" {
+		t.Fatal("no principal")
+	}
+}
+
+// expectFetches checks the server's fetch count.
+func expectFetches(t *testing.T, srv *jwksServer, want int64) {
+	t.Helper()
+	if got := srv.fetches.Load(); got != want {
+		t.Fatalf("fetches = %d, want %d", got, want)
+	}
+}
+
+func TestJWKSURLLazyAndCached(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.ec))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	expectFetches(t, srv, 0) // New does not fetch a URL
+
+	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	expect(t, a, tok, nil)
+	expectFetches(t, srv, 1)
+	expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(t0, "agent-b")), nil)
+	expect(t, a, tok, nil)
+	expectFetches(t, srv, 1) // keys cached
+
+	clock.Advance(5*time.Minute + time.Second) // past jwks_refresh
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), nil)
+	expectFetches(t, srv, 2)
+}
+
+func TestJWKSURLUnknownKidRefresh(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a")), nil)
+	expectFetches(t, srv, 1)
+
+	// The issuer rotates in a new key; a token naming it triggers a refresh,
+	// but not within minRefreshInterval of the previous fetch.
+	srv.setBody(jwksJSON(t, k.rsa, k.rsaOther))
+	rotated := sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(t0, "agent-b"))
+	expect(t, a, rotated, ErrInvalidCredentials)
+	expectFetches(t, srv, 1)
+
+	clock.Advance(minRefreshInterval)
+	expect(t, a, rotated, nil)
+	expectFetches(t, srv, 2)
+
+	// Unknown kids cannot make Warden hammer the issuer.
+	for i := range 20 {
+		expect(t, a, sign(t, k.ec, fmt.Sprintf("bogus-%d", i), claimsAt(t0, "x")), ErrInvalidCredentials)
+	}
+	expectFetches(t, srv, 2)
+	clock.Advance(minRefreshInterval)
+	expect(t, a, sign(t, k.ec, "bogus", claimsAt(t0, "x")), ErrInvalidCredentials)
+	expectFetches(t, srv, 3)
+}
+
+func TestJWKSURLStaleWhileError(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a")), nil)
+
+	srv.failing.Store(true)
+	clock.Advance(30 * time.Minute) // stale, within the grace
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-b")), nil)
+	expectFetches(t, srv, 2) // the refresh was tried
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), nil)
+	expectFetches(t, srv, 2) // and is not retried on every request
+
+	// An unknown kid cannot be decided while the issuer is down.
+	clock.Advance(minRefreshInterval)
+	expect(t, a, sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(clock.Now(), "agent-d")), ErrKeysUnavailable)
+
+	clock.Advance(time.Hour) // past jwks_refresh + jwks_stale_grace
+	_, err := a.Authenticate(context.Background(), Credentials{Bearer: sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-e"))})
+	if !errors.Is(err, ErrKeysUnavailable) || Reason(err) != "keys_unavailable" {
+		t.Fatalf("err = %v, want keys_unavailable", err)
+	}
+
+	srv.failing.Store(false)
+	clock.Advance(minRefreshInterval)
+	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-f")), nil)
+}
+
+func TestJWKSURLUnavailableFromStart(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, nil)
+	srv.failing.Store(true)
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	for range 5 {
+		expect(t, a, tok, ErrKeysUnavailable)
+	}
+	expectFetches(t, srv, 1) // failures are rate-limited too
+
+	tests := []struct {
+		name string
+		body string
+	}{
+		{name: "not JSON", body: "<html>"},
+		{name: "no keys", body: `{"keys":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newJWKSServer(t, []byte(tt.body))
+			a := urlJWTAuthenticator(t, srv, newClock())
+			expect(t, a, tok, ErrKeysUnavailable)
+		})
+	}
+}
+
+func TestJWKSURLCacheHitWhileDown(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	tok := sign(t, k.rsa, k.rsa.kid, with(claimsAt(t0, "agent-a"), "exp", t0.Add(30*time.Minute).Unix()))
+	expect(t, a, tok, nil)
+
+	srv.Close() // the issuer is gone
+	clock.Advance(20 * time.Minute)
+	expect(t, a, tok, nil)
+	expectFetches(t, srv, 1) // answered from the verified-token cache
+
+	clock.Advance(11 * time.Minute) // past exp + leeway
+	expect(t, a, tok, ErrExpired)
+}
+
+func TestJWKSURLSingleFlight(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv.delay.Store(int64(100 * time.Millisecond))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+
+	const n = 32
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = sign(t, k.rsa, k.rsa.kid, claimsAt(t0, fmt.Sprintf("agent-%d", i)))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, tok := range tokens {
+		wg.Go(func() {
+			_, err := a.Authenticate(context.Background(), Credentials{Bearer: tok})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectFetches(t, srv, 1)
+}
+
+func TestJWKSURLCallerCancel(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv.delay.Store(int64(5 * time.Second))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.Authenticate(ctx, Credentials{Bearer: tok}); !errors.Is(err, ErrKeysUnavailable) {
+		t.Fatalf("err = %v, want keys unavailable", err)
+	}
+	// An abandoned fetch is not held against the issuer: the next caller fetches at once.
+	srv.delay.Store(0)
+	expect(t, a, tok, nil)
+	expectFetches(t, srv, 2)
+}
+
+func TestJWKSKeyRemovalInvalidatesCache(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.ec))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	rsaTok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	expect(t, a, rsaTok, nil)
+
+	// The issuer revokes the RSA key; the next refresh notices.
+	srv.setBody(jwksJSON(t, k.ec))
+	clock.Advance(6 * time.Minute)
+	expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(clock.Now(), "agent-b")), nil)
+	expectFetches(t, srv, 2)
+	expect(t, a, rsaTok, ErrInvalidCredentials)
+}
+
+func TestJWKSFile(t *testing.T) {
+	k := keysOnce()
+	tests := []struct {
+		name    string
+		body    []byte
+		missing bool
+		wantErr bool
+	}{
+		{name: "good", body: jwksJSON(t, k.rsa)},
+		{name: "missing", missing: true, wantErr: true},
+		{name: "not JSON", body: []byte("nope"), wantErr: true},
+		{name: "no usable keys", body: []byte(`{"keys":[{"kty":"oct","k":"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY"}]}`), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := jwtConfig()
+			cfg.JWT.JWKSFile = writeFile(t, "jwks.json", tt.body)
+			if tt.missing {
+				cfg.JWT.JWKSFile += ".missing"
+			}
+			_, err := New(cfg, Options{})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("New err = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}

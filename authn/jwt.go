@@ -1,0 +1,342 @@
+package authn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// maxTokenBytes bounds a bearer JWT; anything longer is refused unparsed.
+const maxTokenBytes = 64 << 10
+
+// verified is a cached verification result.
+type verified struct {
+	token    string // the exact token, compared on every hit
+	p        Principal
+	expires  time.Time // exp + leeway: past it the token is expired
+	recheck  time.Time // verification time + stale grace: past it the token is verified again
+	gen      uint64    // key generation it was verified under
+	hmacOnly bool      // verified with the HMAC secret, which never changes
+}
+
+// jwtVerifier authenticates bearer JWTs.
+type jwtVerifier struct {
+	algs      []jose.SignatureAlgorithm
+	issuer    string
+	audience  jwt.Audience
+	leeway    time.Duration
+	grace     time.Duration
+	claim     string
+	hmacKey   []byte     // nil unless HS* algorithms are allowed
+	keys      *keySource // nil if only HS* algorithms are allowed
+	seed      maphash.Seed
+	cache     *lru.Cache[uint64, *verified] // keyed by maphash of the token under seed
+	now       func() time.Time
+	noBearer  error
+	malformed error
+}
+
+// newJWTVerifier builds a verifier from a validated, defaulted config. A JWKS
+// file is loaded now; a JWKS URL on first use.
+func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func() time.Time, log *slog.Logger) (*jwtVerifier, error) {
+	v := &jwtVerifier{
+		issuer:    cfg.Issuer,
+		audience:  jwt.Audience(cfg.Audience),
+		leeway:    cfg.Leeway,
+		grace:     cfg.JWKSStaleGrace,
+		claim:     cfg.PrincipalClaim,
+		now:       now,
+		noBearer:  fmt.Errorf("verify jwt: %w: no bearer token", ErrNoCredentials),
+		malformed: fmt.Errorf("verify jwt: %w: malformed token", ErrInvalidCredentials),
+	}
+	minSecret := 0
+	for _, alg := range cfg.Algorithms {
+		v.algs = append(v.algs, jose.SignatureAlgorithm(alg))
+		minSecret = max(minSecret, hmacMinKeyLen(alg))
+	}
+	if cfg.HMACSecretFile != "" {
+		b, err := os.ReadFile(cfg.HMACSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("jwt.hmac_secret_file: %w", err)
+		}
+		v.hmacKey = []byte(strings.TrimRight(string(b), "\r\n"))
+		if len(v.hmacKey) < minSecret {
+			return nil, fmt.Errorf("jwt.hmac_secret_file: secret is %d bytes, the allowed algorithms need at least %d", len(v.hmacKey), minSecret)
+		}
+	}
+
+	cache, err := lru.New[uint64, *verified](cfg.CacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("jwt.cache_size: %w", err)
+	}
+	v.cache = cache
+	v.seed = maphash.MakeSeed()
+
+	src := &keySource{ttl: cfg.JWKSRefresh, grace: cfg.JWKSStaleGrace, now: now, log: log}
+	switch {
+	case cfg.JWKSFile != "":
+		src.fetch, src.where = fileFetcher(cfg.JWKSFile), cfg.JWKSFile
+		if _, err := src.get(context.Background(), false); err != nil {
+			return nil, fmt.Errorf("jwt.jwks_file: %w", err)
+		}
+	case cfg.JWKSURL != "":
+		src.fetch, src.where = urlFetcher(client, cfg.JWKSURL), cfg.JWKSURL
+	default:
+		src = nil
+	}
+	v.keys = src
+	return v, nil
+}
+
+// authenticate verifies c.Bearer as a JWT, answering from the cache when it can.
+//
+// The cache is keyed by a 64-bit maphash of the token under a random
+// per-Authenticator seed, and a hit counts only if the stored token equals the
+// presented one. Hashing a ~800-byte RS256 token with SHA-256 costs ~0.8 µs on
+// the target hardware, maphash ~0.1 µs. Nobody who lacks the seed can aim a
+// token at an entry, so the plain comparison leaks nothing useful and a
+// collision only costs a miss.
+func (v *jwtVerifier) authenticate(ctx context.Context, c Credentials) (Principal, error) {
+	if c.Bearer == "" {
+		return Principal{}, v.noBearer
+	}
+	key := maphash.String(v.seed, c.Bearer)
+	now := v.now()
+	if e, ok := v.cache.Get(key); ok && e.token == c.Bearer {
+		if now.After(e.expires) {
+			v.cache.Remove(key)
+			return Principal{}, fmt.Errorf("verify jwt: %w: exp %s", ErrExpired, e.p.Expiry.UTC().Format(time.RFC3339))
+		}
+		if now.Before(e.recheck) && (e.hmacOnly || e.gen == v.keys.generation()) {
+			return e.p, nil
+		}
+	}
+	e, err := v.verify(ctx, c.Bearer, now)
+	if err != nil {
+		return Principal{}, err
+	}
+	v.cache.Add(key, e)
+	return e.p, nil
+}
+
+// verify checks a token's form, signature and claims.
+func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (*verified, error) {
+	if len(token) > maxTokenBytes || !compactJWS(token) {
+		return nil, v.malformed
+	}
+	jws, err := jose.ParseSignedCompact(token, v.algs)
+	if err != nil {
+		return nil, fmt.Errorf("verify jwt: %w: %v", ErrInvalidCredentials, err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, v.malformed
+	}
+	h := jws.Signatures[0].Header
+	if _, ok := h.ExtraHeaders["b64"]; ok {
+		return nil, fmt.Errorf("verify jwt: %w: b64 header not allowed in a JWT", ErrInvalidCredentials)
+	}
+	alg := h.Algorithm
+
+	var payload []byte
+	var gen uint64
+	hmacOnly := false
+	if hmacMinKeyLen(alg) > 0 {
+		// Only the configured secret ever verifies an HMAC token: a JWKS key
+		// is never used as an HMAC secret.
+		if v.hmacKey == nil {
+			return nil, fmt.Errorf("verify jwt: %w: algorithm %s not allowed", ErrInvalidCredentials, alg)
+		}
+		payload, err = jws.Verify(v.hmacKey)
+		if err != nil {
+			return nil, fmt.Errorf("verify jwt: %w: bad signature", ErrInvalidCredentials)
+		}
+		hmacOnly = true
+	} else {
+		if v.keys == nil {
+			return nil, fmt.Errorf("verify jwt: %w: algorithm %s not allowed", ErrInvalidCredentials, alg)
+		}
+		gen = v.keys.generation()
+		payload, err = v.verifyWithJWKS(ctx, jws, h.KeyID, alg)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	claims, std, err := parseClaims(payload)
+	if err != nil {
+		return nil, fmt.Errorf("verify jwt: %w: claims: %v", ErrInvalidCredentials, err)
+	}
+	if std.Expiry == nil {
+		return nil, fmt.Errorf("verify jwt: %w: no exp claim", ErrInvalidCredentials)
+	}
+	err = std.ValidateWithLeeway(jwt.Expected{Issuer: v.issuer, AnyAudience: v.audience, Time: now}, v.leeway)
+	switch {
+	case errors.Is(err, jwt.ErrExpired):
+		return nil, fmt.Errorf("verify jwt: %w: exp %s", ErrExpired, std.Expiry.Time().UTC().Format(time.RFC3339))
+	case err != nil:
+		return nil, fmt.Errorf("verify jwt: %w: %v", ErrInvalidCredentials, strings.TrimPrefix(err.Error(), "go-jose/go-jose/jwt: "))
+	}
+	id, _ := claims[v.claim].(string)
+	if id == "" {
+		return nil, fmt.Errorf("verify jwt: %w: no %s claim", ErrInvalidCredentials, v.claim)
+	}
+	exp := std.Expiry.Time()
+	return &verified{
+		token:    strings.Clone(token),
+		p:        Principal{ID: id, Method: string(MethodJWT), Claims: claims, Expiry: exp},
+		expires:  exp.Add(v.leeway),
+		recheck:  now.Add(v.grace),
+		gen:      gen,
+		hmacOnly: hmacOnly,
+	}, nil
+}
+
+// verifyWithJWKS checks the signature with the JWKS key the token names (by
+// kid, or every key fitting alg when it names none), refreshing the JWKS once
+// if no key fits.
+func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSignature, kid, alg string) ([]byte, error) {
+	set, err := v.keys.get(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("verify jwt: %w", err)
+	}
+	keys := set.candidates(kid, alg)
+	if len(keys) == 0 {
+		set, err = v.keys.get(ctx, true)
+		if err != nil {
+			return nil, fmt.Errorf("verify jwt: unknown key: %w", err)
+		}
+		keys = set.candidates(kid, alg)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("verify jwt: %w: no key for kid %q and alg %s", ErrInvalidCredentials, kid, alg)
+	}
+	for _, k := range keys {
+		if payload, err := jws.Verify(k.key); err == nil {
+			return payload, nil
+		}
+	}
+	return nil, fmt.Errorf("verify jwt: %w: bad signature", ErrInvalidCredentials)
+}
+
+// parseClaims decodes the payload once into the claims map the policy sees
+// and derives the registered claims from that same map, so that both agree.
+func parseClaims(payload []byte) (map[string]any, jwt.Claims, error) {
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil || claims == nil {
+		return nil, jwt.Claims{}, errors.New("not a JSON object")
+	}
+	var std jwt.Claims
+	var ok bool
+	if std.Issuer, ok = optString(claims, "iss"); !ok {
+		return nil, std, errors.New("iss is not a string")
+	}
+	if std.Subject, ok = optString(claims, "sub"); !ok {
+		return nil, std, errors.New("sub is not a string")
+	}
+	switch aud := claims["aud"].(type) {
+	case nil:
+	case string:
+		std.Audience = jwt.Audience{aud}
+	case []any:
+		for _, a := range aud {
+			s, ok := a.(string)
+			if !ok {
+				return nil, std, errors.New("aud is not a string or a list of strings")
+			}
+			std.Audience = append(std.Audience, s)
+		}
+	default:
+		return nil, std, errors.New("aud is not a string or a list of strings")
+	}
+	for _, d := range []struct {
+		name string
+		dst  **jwt.NumericDate
+	}{{"exp", &std.Expiry}, {"nbf", &std.NotBefore}, {"iat", &std.IssuedAt}} {
+		raw, present := claims[d.name]
+		if !present {
+			continue
+		}
+		f, ok := raw.(float64)
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > 1<<40 {
+			return nil, std, fmt.Errorf("%s is not a valid NumericDate", d.name)
+		}
+		sec, frac := math.Modf(f)
+		*d.dst = jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9)))
+	}
+	return claims, std, nil
+}
+
+// optString returns claims[name] as a string; ok is false if present but not a string.
+func optString(claims map[string]any, name string) (string, bool) {
+	raw, present := claims[name]
+	if !present {
+		return "", true
+	}
+	s, ok := raw.(string)
+	return s, ok
+}
+
+// compactJWS reports whether s has the exact form of a JWS compact
+// serialization: three canonical unpadded base64url segments joined by dots.
+// It refuses the slack the base64 decoder allows (line breaks, non-zero
+// padding bits), so that one signed token has exactly one string form.
+func compactJWS(s string) bool {
+	header, rest, ok := strings.Cut(s, ".")
+	if !ok {
+		return false
+	}
+	payload, sig, ok := strings.Cut(rest, ".")
+	if !ok {
+		return false
+	}
+	return canonicalB64URL(header) && header != "" &&
+		canonicalB64URL(payload) && payload != "" &&
+		canonicalB64URL(sig) && sig != ""
+}
+
+// canonicalB64URL reports whether s is canonical unpadded base64url.
+func canonicalB64URL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b64Value(s[i]) < 0 {
+			return false
+		}
+	}
+	switch len(s) % 4 {
+	case 1:
+		return false
+	case 2:
+		return b64Value(s[len(s)-1])&0x0f == 0
+	case 3:
+		return b64Value(s[len(s)-1])&0x03 == 0
+	}
+	return true
+}
+
+// b64Value returns the value of a base64url character, or -1.
+func b64Value(c byte) int {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return int(c - 'A')
+	case 'a' <= c && c <= 'z':
+		return int(c-'a') + 26
+	case '0' <= c && c <= '9':
+		return int(c-'0') + 52
+	case c == '-':
+		return 62
+	case c == '_':
+		return 63
+	}
+	return -1
+}

@@ -1,0 +1,88 @@
+package authn
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// cert makes a self-signed certificate with the given subject CN and URI SANs.
+func cert(t *testing.T, cn string, notAfter time.Time, uris ...string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    t0.Add(-time.Hour),
+		NotAfter:     notAfter,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, u := range uris {
+		pu, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, pu)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestAuthenticateMTLS(t *testing.T) {
+	later := t0.Add(24 * time.Hour)
+	tests := []struct {
+		name         string
+		allowSubject bool
+		certs        []*x509.Certificate
+		wantID       string
+		wantErr      error
+	}{
+		{name: "SPIFFE ID", certs: []*x509.Certificate{cert(t, "ignored", later, "spiffe://example.org/ns/prod/sa/planner")}, wantID: "spiffe://example.org/ns/prod/sa/planner"},
+		{name: "first SPIFFE ID wins", certs: []*x509.Certificate{cert(t, "x", later, "https://example.org/x", "spiffe://example.org/a", "spiffe://example.org/b")}, wantID: "spiffe://example.org/a"},
+		{name: "SPIFFE ID preferred over subject", allowSubject: true, certs: []*x509.Certificate{cert(t, "cn", later, "spiffe://example.org/a")}, wantID: "spiffe://example.org/a"},
+		{name: "subject allowed", allowSubject: true, certs: []*x509.Certificate{cert(t, "agent-a", later)}, wantID: "agent-a"},
+		{name: "subject not allowed", certs: []*x509.Certificate{cert(t, "agent-a", later)}, wantErr: ErrInvalidCredentials},
+		{name: "no subject and no SPIFFE ID", allowSubject: true, certs: []*x509.Certificate{cert(t, "", later)}, wantErr: ErrInvalidCredentials},
+		{name: "malformed SPIFFE ID", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org/a/../b")}, wantErr: ErrInvalidCredentials},
+		{name: "SPIFFE ID with query", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org/a?x=1")}, wantErr: ErrInvalidCredentials},
+		{name: "SPIFFE ID with port", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org:8443/a")}, wantErr: ErrInvalidCredentials},
+		{name: "SPIFFE ID upper-case trust domain", certs: []*x509.Certificate{cert(t, "", later, "spiffe://Example.org/a")}, wantErr: ErrInvalidCredentials},
+		{name: "expired leaf", certs: []*x509.Certificate{cert(t, "", t0.Add(-time.Minute), "spiffe://example.org/a")}, wantErr: ErrExpired},
+		{name: "no certs", wantErr: ErrNoCredentials},
+		{name: "nil leaf", certs: []*x509.Certificate{nil}, wantErr: ErrNoCredentials},
+	}
+	clock := newClock()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := mustNew(t, Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{AllowSubject: tt.allowSubject}}, clock)
+			p, err := a.Authenticate(context.Background(), Credentials{PeerCerts: tt.certs})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if p.ID != tt.wantID {
+				t.Fatalf("ID = %q, want %q", p.ID, tt.wantID)
+			}
+			if tt.wantErr == nil && (p.Method != "mtls" || p.Claims != nil || !p.Expiry.Equal(later)) {
+				t.Fatalf("principal = %+v", p)
+			}
+		})
+	}
+}
