@@ -42,7 +42,7 @@ func Test(ctx context.Context, cfg Config) ([]TestResult, error) {
 	}
 	ch, err := tester.NewRunner().
 		SetStore(inmem.NewFromObject(data)).
-		SetTimeout(30 * time.Second).
+		SetTimeout(30*time.Second).
 		SetModules(parsed).
 		RunTests(ctx, nil)
 	if err != nil {

@@ -8,15 +8,26 @@ import (
 	"github.com/agentwarden/warden/policies"
 )
 
+// TestConformance replays the spec's conformance fixtures.
 func TestConformance(t *testing.T) {
+	runDir(t, "../../shared/reference/macp/conformance/*.json", 13)
+}
+
+// TestAttacks replays Warden's attack transcripts: each attack must be
+// refused with its expected code, and the honest traffic around it accepted.
+func TestAttacks(t *testing.T) {
+	runDir(t, "../test/attacks/macp/*.json", 20)
+}
+
+func runDir(t *testing.T, glob string, min int) {
 	ctx := context.Background()
 	engine, err := policies.New(ctx, policies.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob("../../shared/reference/macp/conformance/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures: %v", err)
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) < min {
+		t.Fatalf("want at least %d transcripts in %s, found %d (%v)", min, glob, len(files), err)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+)
+
+// Config is the whole configuration file. Every section has defaults, so an
+// empty file (or none) is a valid configuration.
+type Config struct {
+	Authn    authn.Config    `yaml:"authn"`
+	Policies policies.Config `yaml:"policies"`
+	Enforcer proxy.Config    `yaml:"enforcer"`
+}
+
+// Validate checks every section.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Authn.Validate(); err != nil && len(c.Authn.Mode) > 0 {
+		errs = append(errs, fmt.Errorf("authn: %w", err))
+	}
+	if err := c.Policies.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Enforcer.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("enforcer: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// loadConfig decodes path strictly: an unknown key is an error naming it.
+func loadConfig(path string) (Config, error) {
+	var cfg Config
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
