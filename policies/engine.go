@@ -204,16 +204,22 @@ func analyze(mods map[string]*ast.Module) ([][]string, string) {
 			paths = append(paths, p)
 			return false
 		})
-		ast.WalkExprs(m, func(x *ast.Expr) bool {
-			if !x.IsCall() {
-				return false
-			}
-			name := x.Operator().String()
+		check := func(name string) {
 			if b, ok := ast.BuiltinMap[name]; ok && b.IsNondeterministic() && whyNot == "" {
 				whyNot = "policy calls non-deterministic built-in " + name
 			}
+		}
+		ast.NewGenericVisitor(func(x any) bool {
+			switch x := x.(type) {
+			case *ast.Expr:
+				if x.IsCall() {
+					check(x.Operator().String())
+				}
+			case ast.Call:
+				check(x[0].String())
+			}
 			return false
-		})
+		}).Walk(m)
 	}
 	return normalizePaths(paths), whyNot
 }

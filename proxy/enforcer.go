@@ -278,9 +278,12 @@ func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
 	}
 	d.Roles = out.Roles
 
-	// Policy, unless the rules refused before any authority check.
+	// Policy, unless the rules refused before any authority check or the
+	// message is a retransmission of one already accepted from this sender
+	// (answered by the upstream as a duplicate, as the runtime does before
+	// any authorization).
 	verdict := out.Verdict
-	if verdict.OK() || verdict.Rank > rules.RankPre {
+	if !out.Duplicate && (verdict.OK() || verdict.Rank > rules.RankPre) {
 		in := policies.Input{
 			Protocol:  "macp",
 			Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: scopes(principal)},

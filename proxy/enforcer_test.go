@@ -1,0 +1,394 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var sharedEngine struct {
+	once sync.Once
+	e    *policies.Engine
+	err  error
+}
+
+func engine(t testing.TB) *policies.Engine {
+	sharedEngine.once.Do(func() {
+		sharedEngine.e, sharedEngine.err = policies.New(context.Background(), policies.Config{})
+	})
+	if sharedEngine.err != nil {
+		t.Fatal(sharedEngine.err)
+	}
+	return sharedEngine.e
+}
+
+func devAuth(t testing.TB) *authn.Authenticator {
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newEnforcer(t testing.TB, cfg Config, rb Rebuilder) (*Enforcer, *clock) {
+	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	e, err := New(cfg, Options{Authenticator: devAuth(t), Policies: engine(t), Rebuilder: rb, Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, c
+}
+
+func mustMarshal(t testing.TB, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const (
+	planner = "agent://planner"
+	worker  = "agent://worker"
+	other   = "agent://other"
+)
+
+func sessionID(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
+
+func env(sid, sender, typ, id string, payload []byte) *macpv1.Envelope {
+	return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ, MessageId: id, SessionId: sid, Sender: sender, Payload: payload}
+}
+
+func req(e *macpv1.Envelope) Request {
+	return Request{Credentials: authn.Credentials{Bearer: e.GetSender()}, Envelope: e}
+}
+
+// startTask starts a task session (planner requests, worker accepts).
+func startTask(t testing.TB, e *Enforcer, sid string, accept bool) {
+	steps := []*macpv1.Envelope{
+		env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: []string{planner, worker, other}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000,
+		})),
+		env(sid, planner, "TaskRequest", "req", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker})),
+	}
+	if accept {
+		steps = append(steps, env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker})))
+	}
+	for _, s := range steps {
+		d, err := e.Enforce(context.Background(), req(s))
+		if err != nil || !d.Allow {
+			t.Fatalf("%s: %v %+v", s.GetMessageType(), err, d)
+		}
+		d.Settle(true)
+	}
+}
+
+func TestEnforceRefusals(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	sid := sessionID(1)
+	startTask(t, e, sid, true)
+	update := mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
+	complete := mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker})
+	tests := []struct {
+		name   string
+		req    Request
+		code   rules.Code
+		reason rules.Reason
+	}{
+		{"no credentials", Request{Envelope: env(sid, worker, "TaskUpdate", "u1", update)}, rules.CodeUnauthenticated, rules.ReasonUnauthenticated},
+		{"sender differs from token", Request{Credentials: authn.Credentials{Bearer: other}, Envelope: env(sid, worker, "TaskUpdate", "u1", update)}, rules.CodeUnauthenticated, rules.ReasonSenderMismatch},
+		{"no envelope", Request{Credentials: authn.Credentials{Bearer: worker}}, rules.CodeInvalidEnvelope, rules.ReasonMalformedEnvelope},
+		{"update from the requester", req(env(sid, planner, "TaskUpdate", "u2", update)), rules.CodeForbidden, rules.ReasonNotAuthorized},
+		{"forged completion", req(env(sid, other, "TaskComplete", "c1", complete)), rules.CodeForbidden, rules.ReasonNotAuthorized},
+		{"unknown session", req(env(sessionID(99), worker, "TaskUpdate", "u3", update)), rules.CodeSessionNotFound, rules.ReasonSessionUnknown},
+		{"garbage payload", req(env(sid, worker, "TaskUpdate", "u4", []byte{0xff, 0xff, 0xff})), rules.CodeInvalidEnvelope, rules.ReasonMalformedPayload},
+		{"duplicate id from another sender", req(env(sid, other, "TaskUpdate", "acc", update)), rules.CodeDuplicateMessage, rules.ReasonDuplicateForeignID},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := e.Enforce(context.Background(), tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Settle(false)
+			if d.Allow || d.Code != tc.code || d.Reason != tc.reason {
+				t.Fatalf("got allow=%v %s/%s (%s), want %s/%s", d.Allow, d.Code, d.Reason, d.Message, tc.code, tc.reason)
+			}
+			if d.ID == "" {
+				t.Error("decision has no id")
+			}
+		})
+	}
+	// The worker's own update is allowed, and a retransmission of its accept
+	// is a duplicate: forwarded, never re-applied.
+	d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u5", update)))
+	if err != nil || !d.Allow {
+		t.Fatalf("honest update: %v %+v", err, d)
+	}
+	d.Settle(true)
+	d, err = e.Enforce(context.Background(), req(env(sid, worker, "TaskAccept", "acc", nil)))
+	if err != nil || !d.Allow || !d.Duplicate {
+		t.Fatalf("retransmitted accept: %v %+v", err, d)
+	}
+	d.Settle(true)
+}
+
+// TestCommitOnlyOnAck checks that the pending state is committed only when
+// the upstream accepts the message.
+func TestCommitOnlyOnAck(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	sid := sessionID(2)
+	startTask(t, e, sid, false)
+	accept := env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}))
+	update := env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))
+
+	d, err := e.Enforce(context.Background(), req(accept))
+	if err != nil || !d.Allow {
+		t.Fatalf("accept: %v %+v", err, d)
+	}
+	d.Settle(false) // the upstream refused it
+	d, _ = e.Enforce(context.Background(), req(update))
+	d.Settle(false)
+	if d.Allow {
+		t.Fatal("an update was allowed although the upstream never accepted the worker's TaskAccept")
+	}
+
+	d, _ = e.Enforce(context.Background(), req(accept))
+	d.Settle(true)
+	d, _ = e.Enforce(context.Background(), req(update))
+	d.Settle(true)
+	if !d.Allow {
+		t.Fatalf("update after an acknowledged accept: %+v", d)
+	}
+	d.Settle(true) // settling twice is harmless
+}
+
+// TestPerSessionSerialization checks that a session is locked between a
+// decision and its settlement, while other sessions proceed.
+func TestPerSessionSerialization(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	a, b := sessionID(3), sessionID(4)
+	startTask(t, e, a, true)
+	startTask(t, e, b, true)
+	up := func(sid, id string) *macpv1.Envelope {
+		return env(sid, worker, "TaskUpdate", id, mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))
+	}
+	held, err := e.Enforce(context.Background(), req(up(a, "x1")))
+	if err != nil || !held.Allow {
+		t.Fatalf("%v %+v", err, held)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := e.Enforce(ctx, req(up(a, "x2"))); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second message of a held session: err = %v, want it to wait until the deadline", err)
+	}
+	d, err := e.Enforce(context.Background(), req(up(b, "y1")))
+	if err != nil || !d.Allow {
+		t.Fatalf("another session waited: %v %+v", err, d)
+	}
+	d.Settle(true)
+
+	done := make(chan Decision)
+	go func() {
+		d, _ := e.Enforce(context.Background(), req(up(a, "x3")))
+		done <- d
+	}()
+	select {
+	case <-done:
+		t.Fatal("decided while the session was held")
+	case <-time.After(20 * time.Millisecond):
+	}
+	held.Settle(true)
+	select {
+	case d := <-done:
+		d.Settle(true)
+		if !d.Allow {
+			t.Fatalf("%+v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting message was never decided")
+	}
+}
+
+// TestConcurrentSessions runs many sessions from many goroutines under -race.
+func TestConcurrentSessions(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				sid := sessionID(1000 + g*100 + i)
+				startTask(t, e, sid, true)
+				for j := range 5 {
+					d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", fmt.Sprint("u", j), mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+					if err != nil || !d.Allow {
+						t.Errorf("%v %+v", err, d)
+						return
+					}
+					d.Settle(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := e.Sessions(); n != 160 {
+		t.Fatalf("table holds %d sessions, want 160", n)
+	}
+}
+
+func TestTableFull(t *testing.T) {
+	e, _ := newEnforcer(t, Config{Sessions: 2}, nil)
+	startTask(t, e, sessionID(10), true)
+	startTask(t, e, sessionID(11), true)
+	start := env(sessionID(12), planner, "SessionStart", "s", mustMarshal(t, &macpv1.SessionStartPayload{
+		Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 1000,
+	}))
+	d, err := e.Enforce(context.Background(), req(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(false)
+	if d.Allow || d.Code != rules.CodeResourceExhausted {
+		t.Fatalf("third live session: %+v, want RESOURCE_EXHAUSTED", d)
+	}
+	// Cancel one: terminal sessions are evicted first.
+	c, err := e.Enforce(context.Background(), Request{Credentials: authn.Credentials{Bearer: planner}, Op: rules.OpCancel, SessionID: sessionID(10)})
+	if err != nil || !c.Allow {
+		t.Fatalf("cancel: %v %+v", err, c)
+	}
+	c.Settle(true)
+	d, err = e.Enforce(context.Background(), req(start))
+	if err != nil || !d.Allow {
+		t.Fatalf("start after a session ended: %v %+v", err, d)
+	}
+	d.Settle(true)
+	if e.Sessions() != 2 {
+		t.Fatalf("table holds %d sessions, want 2", e.Sessions())
+	}
+}
+
+func TestExpiredSessionsEvictedFirst(t *testing.T) {
+	e, c := newEnforcer(t, Config{Sessions: 1}, nil)
+	startTask(t, e, sessionID(20), true)
+	c.add(2 * time.Minute) // past the 60 s TTL
+	startTask(t, e, sessionID(21), true)
+}
+
+// fakeRebuilder stands in for the upstream runtime.
+type fakeRebuilder struct {
+	mu    sync.Mutex
+	calls int
+	state map[string]*rules.Session
+	err   error
+}
+
+func (f *fakeRebuilder) Rebuild(_ context.Context, id string) (*rules.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.state[id], nil
+}
+
+func TestRebuild(t *testing.T) {
+	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
+	a, b := sessionID(30), sessionID(31)
+	startTask(t, e, a, true)
+	// Keep a copy of a's state as the "upstream" would rebuild it.
+	s, err := e.Session(context.Background(), a)
+	if err != nil || s == nil {
+		t.Fatal(err)
+	}
+	rb.state[a] = s
+	startTask(t, e, b, true) // evicts a: live sessions can be rebuilt
+
+	d, err := e.Enforce(context.Background(), req(env(a, other, "TaskComplete", "f", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(false)
+	if d.Allow || d.Code != rules.CodeForbidden || rb.calls != 1 {
+		t.Fatalf("forged completion after eviction: %+v (rebuilds: %d)", d, rb.calls)
+	}
+
+	rb.err = errors.New("upstream down")
+	if _, err := e.Enforce(context.Background(), req(env(b, worker, "TaskUpdate", "u", nil))); err == nil {
+		t.Fatal("a session that cannot be rebuilt must be refused with an error, never guessed at")
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	e, _ := newEnforcer(t, Config{DryRun: true}, nil)
+	sid := sessionID(40)
+	startTask(t, e, sid, true)
+	d, err := e.Enforce(context.Background(), req(env(sid, other, "TaskComplete", "f", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1"}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(true)
+	if !d.Allow || !d.DryRun || d.Code != rules.CodeForbidden {
+		t.Fatalf("dry run: %+v", d)
+	}
+	// The refused completion did not change the state: the worker can still complete.
+	d, _ = e.Enforce(context.Background(), req(env(sid, worker, "TaskComplete", "c", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1"}))))
+	d.Settle(true)
+	if !d.Allow || d.DryRun {
+		t.Fatalf("honest completion: %+v", d)
+	}
+}
+
+// TestKeysUnavailableFailsClosed checks that "could not decide" is an error.
+func TestKeysUnavailableFailsClosed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodJWT}, JWT: authn.JWTConfig{
+		JWKSURL: "http://" + addr + "/jwks.json", Issuer: "iss", Audience: authn.Audience{"aud"},
+	}}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{}, Options{Authenticator: a, Policies: engine(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhIn0.c2ln"
+	_, err = e.Enforce(context.Background(), Request{Credentials: authn.Credentials{Bearer: token}, Envelope: env(sessionID(50), "", "TaskUpdate", "u", nil)})
+	if err == nil {
+		t.Fatal("want an error when the verification keys cannot be fetched")
+	}
+}
