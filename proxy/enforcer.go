@@ -267,6 +267,11 @@ func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
 			}
 			en.state = s
 		}
+		if en.state != nil {
+			if x := en.state.Expire(now); x != en.state {
+				e.table.settle(en, x, now) // time alone expired it
+			}
+		}
 		switch {
 		case req.Op != "":
 			out = rules.Control(en.state, req.Op, principal.ID, now)

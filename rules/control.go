@@ -16,29 +16,31 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 		out.Verdict = deny(RankPre, CodeSessionNotFound, ReasonSessionUnknown, "session does not exist")
 		return out
 	}
+	s = s.Expire(now)
 	out.Roles = s.baseRoles(sender)
-	expired := s.State == StateOpen && now > s.DeadlineMs
 	next := s.clone()
 	switch op {
 	case OpCancel:
-		if s.State != StateOpen && s.State != StateSuspended || expired {
-			out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "session "+s.ID+" is "+s.State.String())
+		if s.State != StateOpen && s.State != StateSuspended {
+			out.Verdict = notOpen(s)
 			return out
 		}
 		next.State = StateCancelled
 	case OpSuspend:
-		if s.State != StateOpen || expired {
-			out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "only an open session can be suspended")
+		if s.State != StateOpen {
+			out.Verdict = notOpen(s)
 			return out
 		}
 		next.State, next.SuspendedAtMs = StateSuspended, now
 	case OpResume:
 		if s.State != StateSuspended {
-			out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "only a suspended session can be resumed")
+			out.Verdict = notOpen(s)
 			return out
 		}
 		// The TTL is banked while suspended (RFC-MACP-0001 §7.5).
-		next.State, next.DeadlineMs, next.SuspendedAtMs = StateOpen, s.DeadlineMs+(now-s.SuspendedAtMs), 0
+		paused := now - s.SuspendedAtMs
+		next.State, next.DeadlineMs, next.SuspendedAtMs = StateOpen, s.DeadlineMs+paused, 0
+		next.SuspendedTotalMs += paused
 	default:
 		out.Verdict = invalid(RankPre, ReasonUnknownMessageType, "unknown control operation "+op)
 		return out
@@ -48,9 +50,33 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 	return out
 }
 
-// Expired reports whether the session can no longer accept messages because
-// its TTL has elapsed or it reached a terminal state: such entries are the
-// first a bounded session table evicts.
+// notOpen is the verdict for a session that is not in the state an operation
+// needs.
+func notOpen(s *Session) Verdict {
+	if s.State == StateExpired {
+		return deny(RankPre, CodeSessionNotOpen, ReasonSessionExpired, "session "+s.ID+" expired")
+	}
+	return deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "session "+s.ID+" is "+s.State.String())
+}
+
+// Expire returns the session as time now finds it: a copy in state Expired
+// when its TTL has elapsed while open, or its suspensions exceeded
+// MaxSuspendMs; otherwise s itself. Expiry needs no message: time alone
+// moves the session, as the runtime's lazy expiry does.
+func (s *Session) Expire(now int64) *Session {
+	switch {
+	case s.State == StateOpen && now > s.DeadlineMs,
+		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+now-s.SuspendedAtMs > s.MaxSuspendMs:
+		c := s.clone()
+		c.State = StateExpired
+		return c
+	}
+	return s
+}
+
+// Expired reports whether the session can no longer accept messages: it
+// reached a terminal state or time has expired it. Such entries are the first
+// a bounded session table evicts.
 func (s *Session) Expired(now int64) bool {
-	return s.State.Terminal() || s.State == StateOpen && now > s.DeadlineMs
+	return s.Expire(now).State.Terminal()
 }

@@ -1,7 +1,7 @@
 package rules
 
 import (
-	"hash/fnv"
+	"hash/maphash"
 	"slices"
 )
 
@@ -43,9 +43,11 @@ const (
 	ModeMultiRound = "ext.multi_round.v1"
 )
 
-// seenID is one accepted message_id: a 64-bit FNV-1a hash (so the table costs
-// a few bytes per message, not the id's length) and the index of its sender in
-// Session.Participants, or -1 for a sender outside the list.
+// seenID is one accepted message_id: a 64-bit hash keyed with the session's
+// random seed (so the table costs a few bytes per message, not the id's
+// length, and nobody can craft a second id that passes for an accepted one)
+// and the index of its sender in Session.Participants, or a negative index
+// into Session.senders for a sender outside the list.
 type seenID struct {
 	hash   uint64
 	sender int16
@@ -66,8 +68,13 @@ type Session struct {
 	StartedAtMs   int64
 	DeadlineMs    int64
 	SuspendedAtMs int64
-	Resolution    *Resolution
+	// SuspendedTotalMs is the time spent suspended before the current
+	// suspension; MaxSuspendMs caps the total (RFC-MACP-0001 §7.5).
+	SuspendedTotalMs int64
+	MaxSuspendMs     int64
+	Resolution       *Resolution
 
+	seed       maphash.Seed
 	seen       []seenID
 	senders    []string // senders of accepted messages outside Participants
 	task       *taskState
@@ -122,16 +129,13 @@ func (s *Session) senderIndex(sender string) int16 {
 	return notSeen
 }
 
-func hashID(id string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(id))
-	return h.Sum64()
-}
-
 // lookupID reports whether message id was accepted before and, if so, whether
 // it came from sender.
 func (s *Session) lookupID(id, sender string) (seen, sameSender bool) {
-	h := hashID(id)
+	if len(s.seen) == 0 {
+		return false, false
+	}
+	h := maphash.String(s.seed, id)
 	for _, e := range s.seen {
 		if e.hash == h {
 			return true, e.sender == s.senderIndex(sender)
@@ -146,7 +150,10 @@ func (s *Session) recordID(id, sender string) {
 		s.senders = append(s.senders, sender)
 		idx = int16(-len(s.senders))
 	}
-	s.seen = append(s.seen, seenID{hash: hashID(id), sender: idx})
+	if s.seed == (maphash.Seed{}) {
+		s.seed = maphash.MakeSeed()
+	}
+	s.seen = append(s.seen, seenID{hash: maphash.String(s.seed, id), sender: idx})
 }
 
 // clone returns a copy whose slices and mode state can be changed without

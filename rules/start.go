@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -12,6 +13,7 @@ import (
 // Session limits, as the reference runtime enforces them.
 const (
 	MaxTTLMs           = 86_400_000
+	DefaultMaxSuspend  = 7 * 24 * 3_600_000 // MAX_SUSPEND_MS of the reference runtime
 	MaxParticipants    = 1000
 	SupportedModeVer   = "1.0.0"
 	minBase64SessionID = 22
@@ -96,6 +98,11 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		Policy:        gov,
 		StartedAtMs:   base,
 		DeadlineMs:    base + p.GetTtlMs(),
+		MaxSuspendMs:  p.GetMaxSuspendMs(),
+		seed:          maphash.MakeSeed(),
+	}
+	if s.MaxSuspendMs == 0 {
+		s.MaxSuspendMs = DefaultMaxSuspend
 	}
 	switch s.Mode {
 	case ModeTask:
@@ -136,6 +143,8 @@ func checkStartPayload(p *macpv1.SessionStartPayload, mode, initiator string) Ve
 		return invalid(RankPre, ReasonVersionMismatch, "configuration_version is empty")
 	case p.GetTtlMs() < 1 || p.GetTtlMs() > MaxTTLMs:
 		return invalid(RankPre, ReasonInvalidTTL, fmt.Sprintf("ttl_ms %d is outside 1..%d", p.GetTtlMs(), MaxTTLMs))
+	case p.GetMaxSuspendMs() < 0:
+		return invalid(RankPre, ReasonInvalidTTL, "max_suspend_ms is negative")
 	}
 	parts := p.GetParticipants()
 	if len(parts) == 0 || len(parts) > MaxParticipants {

@@ -138,12 +138,8 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		out.Verdict = invalid(RankPre, ReasonModeMismatch, fmt.Sprintf("mode %q does not match the session's mode %q", env.GetMode(), s.Mode))
 		return out
 	}
-	if s.State == StateOpen && now > s.DeadlineMs {
-		out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionExpired, "session "+s.ID+" expired")
-		return out
-	}
-	if s.State != StateOpen {
-		out.Verdict = deny(RankPre, CodeSessionNotOpen, ReasonSessionNotOpen, "session "+s.ID+" is "+s.State.String())
+	if s = s.Expire(now); s.State != StateOpen {
+		out.Verdict = notOpen(s)
 		return out
 	}
 

@@ -1,0 +1,352 @@
+package rules
+
+import (
+	"fmt"
+	"testing"
+
+	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
+)
+
+func TestDeduplication(t *testing.T) {
+	def := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice", "bob"}}
+	p1 := msg{from: "alice", typ: "Proposal", id: "x-1", body: decProposal("p1", "deploy"), want: accepted(rP)}
+	foreign := refused(CodeDuplicateMessage, ReasonDuplicateForeignID, RankPre)
+	resolve := msg{from: "lead", typ: TypeCommitment, id: "x-c", body: commit("decision.selected", true), want: accepted(lead...)}
+
+	runModeCases(t, def, []modeCase{
+		{name: "retransmission by the same sender", msgs: []msg{
+			p1,
+			// The payload and type of a retransmission are not looked at.
+			{from: "alice", typ: "Proposal", id: "x-1", body: decProposal("p1", "deploy"), want: duplicate(rP)},
+			{from: "alice", typ: "Vote", id: "x-1", body: decVote("p1", "APPROVE"), want: duplicate(rP)},
+			{from: "alice", typ: "Proposal", id: "x-1", raw: []byte{0xff}, want: duplicate(rP)},
+		}, final: map[string]any{"phase": "Evaluation"}},
+		{name: "same id from another sender", msgs: []msg{
+			p1,
+			{from: "bob", typ: "Proposal", id: "x-1", body: decProposal("p2", "other"), want: foreign},
+			{from: "mallory", typ: "Proposal", id: "x-1", body: decProposal("p2", "other"), want: foreign},
+			{from: "alice", typ: "Proposal", id: "m-start", body: decProposal("p2", "other"), want: foreign},
+			{from: "lead", typ: "Vote", id: "m-start", body: decVote("p1", "APPROVE"), want: duplicate(lead...)},
+			// Ids are compared exactly.
+			{from: "bob", typ: "Proposal", id: "X-1", body: decProposal("p2", "other"), want: accepted(rP)},
+		}},
+		{name: "deduplication comes before the mode check", msgs: []msg{
+			p1,
+			{from: "alice", typ: "Proposal", id: "x-1", mode: ModeTask, want: duplicate(rP)},
+			{from: "bob", typ: "Proposal", id: "x-1", mode: ModeTask, want: foreign},
+			{from: "alice", typ: "Proposal", id: "x-2", mode: ModeTask, want: bad(ReasonModeMismatch, RankPre)},
+		}},
+		{name: "deduplication comes before the OPEN gate", state: StateResolved, msgs: []msg{
+			p1, resolve,
+			{from: "alice", typ: "Proposal", id: "x-1", body: decProposal("p1", "deploy"), want: duplicate(rP)},
+			{from: "lead", typ: TypeCommitment, id: "x-c", body: commit("decision.selected", true), want: duplicate(lead...)},
+			{from: "bob", typ: TypeCommitment, id: "x-c", body: commit("decision.selected", true), want: foreign},
+			{from: "lead", typ: TypeCommitment, id: "x-c2", body: commit("decision.selected", true), want: refused(CodeSessionNotOpen, ReasonSessionNotOpen, RankPre)},
+		}},
+		{name: "deduplication comes before the TTL", msgs: []msg{
+			p1,
+			{from: "alice", typ: "Proposal", id: "x-1", at: ttl + 1, want: duplicate(rP)},
+			{from: "alice", typ: "Proposal", id: "x-2", at: ttl + 2, body: decProposal("p2", "x"), want: refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre)},
+		}},
+		{name: "a refused message consumes no id", msgs: []msg{
+			p1,
+			{from: "bob", typ: "Evaluation", id: "x-2", body: decEval("p1", "MAYBE", 0.5), want: bad(ReasonMalformedPayload, RankMode, rP)},
+			{from: "bob", typ: "Evaluation", id: "x-2", body: decEval("p1", "APPROVE", 0.5), want: accepted(rP)},
+			{from: "alice", typ: "Evaluation", id: "x-3", at: ttl + 5, body: decEval("p1", "APPROVE", 0.5), want: refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre)},
+		}},
+		{name: "senders outside the participants", msgs: []msg{
+			{from: "mallory", typ: TypeProgress, id: "x-9", want: forced()},
+			{from: "mallory", typ: TypeProgress, id: "x-9", want: duplicate()},
+			{from: "alice", typ: TypeProgress, id: "x-9", want: foreign},
+			{from: "eve", typ: TypeProgress, id: "x-9", want: foreign},
+		}},
+	})
+}
+
+func TestOpenGate(t *testing.T) {
+	def := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}
+	notOpen := refused(CodeSessionNotOpen, ReasonSessionNotOpen, RankPre)
+	expired := refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre)
+	runModeCases(t, def, []modeCase{
+		{name: "nothing after resolution", state: StateResolved, msgs: []msg{
+			{from: "alice", typ: "Proposal", body: decProposal("p1", "x"), want: accepted(rP)},
+			{from: "lead", typ: TypeCommitment, body: commit("decision.selected", true), want: accepted(lead...)},
+			{from: "alice", typ: "Proposal", body: decProposal("p2", "x"), want: notOpen},
+			{from: "alice", typ: "Vote", body: decVote("p1", "APPROVE"), want: notOpen},
+			{from: "alice", typ: TypeProgress, want: notOpen},
+			{from: "lead", typ: TypeCommitment, body: commit("decision.rejected", false), want: notOpen},
+			{from: "alice", typ: "Bogus", raw: []byte{0xff}, want: notOpen},
+		}, final: map[string]any{"phase": "Committed"}},
+		{name: "TTL boundary is strict", msgs: []msg{
+			{from: "alice", typ: "Proposal", body: decProposal("p1", "x"), at: ttl, want: accepted(rP)},
+			{from: "alice", typ: "Proposal", body: decProposal("p2", "x"), at: ttl + 1, want: expired},
+			{from: "lead", typ: TypeCommitment, body: commit("decision.selected", true), at: ttl + 1, want: expired},
+		}},
+		{name: "mode mismatch is checked before the TTL", msgs: []msg{
+			{from: "alice", typ: "Proposal", mode: ModeProposal, body: decProposal("p1", "x"), want: bad(ReasonModeMismatch, RankPre)},
+			{from: "alice", typ: "Proposal", mode: ModeProposal, at: ttl + 1, want: bad(ReasonModeMismatch, RankPre)},
+			{from: "alice", typ: "Proposal", mode: "decision", at: ttl + 2, want: bad(ReasonModeMismatch, RankPre)},
+		}},
+	})
+
+	s, _ := def.start()
+	for _, st := range []State{StateSuspended, StateCancelled, StateExpired, StateResolved, StateUnspecified} {
+		c := s.clone()
+		c.State = st
+		out := Step(c, envelope(ModeDecision, "Proposal", "m-x", "alice", marshal(decProposal("p1", "x"))), "alice", t0+1)
+		checkOutcome(t, st.String(), out, notOpen)
+	}
+	out := Step(nil, envelope(ModeDecision, "Proposal", "m-x", "alice", nil), "alice", t0)
+	checkOutcome(t, "unknown session", out, refused(CodeSessionNotFound, ReasonSessionUnknown, RankPre))
+}
+
+func TestControl(t *testing.T) {
+	su := setup{mode: ModeTask, initiator: "lead", participants: []string{"lead", "alice"}}
+	open, _ := su.start()
+	deadline := t0 + ttl
+	suspended := Control(open, OpSuspend, "lead", t0+10_000).Next
+	state := func(st State) *Session {
+		c := open.clone()
+		c.State = st
+		return c
+	}
+	type want struct {
+		code      Code
+		reason    Reason
+		state     State
+		deadline  int64
+		suspended int64
+	}
+	allowed := func(st State, deadline, suspendedAt int64) want {
+		return want{reason: ReasonAllowed, state: st, deadline: deadline, suspended: suspendedAt}
+	}
+	notOpen := want{code: CodeSessionNotOpen, reason: ReasonSessionNotOpen}
+	tests := []struct {
+		name   string
+		s      *Session
+		op     string
+		sender string
+		now    int64
+		roles  []string
+		want   want
+	}{
+		{"cancel open", open, OpCancel, "lead", t0 + 1, lead, allowed(StateCancelled, deadline, 0)},
+		{"cancel open by a participant", open, OpCancel, "alice", t0 + 1, []string{rP}, allowed(StateCancelled, deadline, 0)},
+		{"cancel open by an outsider", open, OpCancel, "mallory", t0 + 1, nil, allowed(StateCancelled, deadline, 0)},
+		{"cancel at the deadline", open, OpCancel, "lead", deadline, lead, allowed(StateCancelled, deadline, 0)},
+		{"cancel after the deadline", open, OpCancel, "lead", deadline + 1, lead, notOpen},
+		{"cancel suspended", suspended, OpCancel, "lead", t0 + 20_000, lead, allowed(StateCancelled, deadline, t0+10_000)},
+		{"cancel suspended past its old deadline", suspended, OpCancel, "lead", deadline + 50_000, lead, allowed(StateCancelled, deadline, t0+10_000)},
+		{"cancel resolved", state(StateResolved), OpCancel, "lead", t0 + 1, lead, notOpen},
+		{"cancel cancelled", state(StateCancelled), OpCancel, "lead", t0 + 1, lead, notOpen},
+		{"cancel expired", state(StateExpired), OpCancel, "lead", t0 + 1, lead, notOpen},
+
+		{"suspend open", open, OpSuspend, "lead", t0 + 10_000, lead, allowed(StateSuspended, deadline, t0+10_000)},
+		{"suspend after the deadline", open, OpSuspend, "lead", deadline + 1, lead, notOpen},
+		{"suspend suspended", suspended, OpSuspend, "lead", t0 + 20_000, lead, notOpen},
+		{"suspend resolved", state(StateResolved), OpSuspend, "lead", t0 + 1, lead, notOpen},
+		{"suspend cancelled", state(StateCancelled), OpSuspend, "lead", t0 + 1, lead, notOpen},
+
+		{"resume open", open, OpResume, "lead", t0 + 1, lead, notOpen},
+		{"resume suspended banks the TTL", suspended, OpResume, "lead", t0 + 25_000, lead, allowed(StateOpen, deadline+15_000, 0)},
+		{"resume suspended past its old deadline", suspended, OpResume, "lead", deadline + 100_000, lead, allowed(StateOpen, deadline+ttl+100_000-10_000, 0)},
+		{"resume at once", suspended, OpResume, "lead", t0 + 10_000, lead, allowed(StateOpen, deadline, 0)},
+		{"resume resolved", state(StateResolved), OpResume, "lead", t0 + 1, lead, notOpen},
+		{"resume expired", state(StateExpired), OpResume, "lead", t0 + 1, lead, notOpen},
+
+		{"unknown operation", open, "PauseSession", "lead", t0 + 1, lead, want{code: CodeInvalidEnvelope, reason: ReasonUnknownMessageType}},
+		{"message type is not an operation", open, TypeSessionCancel, "lead", t0 + 1, lead, want{code: CodeInvalidEnvelope, reason: ReasonUnknownMessageType}},
+		{"unknown session", nil, OpCancel, "lead", t0 + 1, nil, want{code: CodeSessionNotFound, reason: ReasonSessionUnknown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := dump(tc.s)
+			out := Control(tc.s, tc.op, tc.sender, tc.now)
+			if dump(tc.s) != before {
+				t.Fatal("Control mutated its input")
+			}
+			v := out.Verdict
+			if v.Code != tc.want.code || v.Reason != tc.want.reason || v.Rank != RankPre {
+				t.Fatalf("verdict = %+v, want %q %q", v, tc.want.code, tc.want.reason)
+			}
+			if !sameRoles(out.Roles, tc.roles) {
+				t.Errorf("roles = %q, want %q", out.Roles, tc.roles)
+			}
+			if !v.OK() {
+				if out.Next != nil {
+					t.Errorf("a refusal returned a next state")
+				}
+				return
+			}
+			n := out.Next
+			if n == nil {
+				t.Fatal("allowed without a next state")
+			}
+			if n.State != tc.want.state || n.DeadlineMs != tc.want.deadline || n.SuspendedAtMs != tc.want.suspended {
+				t.Errorf("next: state %v deadline %d suspended %d, want %v %d %d",
+					n.State, n.DeadlineMs-t0, n.SuspendedAtMs, tc.want.state, tc.want.deadline-t0, tc.want.suspended)
+			}
+			if n.MessageCount("lead") != tc.s.MessageCount("lead") {
+				t.Errorf("a control operation counted as a message")
+			}
+		})
+	}
+}
+
+// TestSuspendResume: the TTL is banked across suspensions, the session takes
+// no message while suspended, and banking accumulates over several pauses.
+func TestSuspendResume(t *testing.T) {
+	su := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}
+	s, _ := su.start()
+	proposal := func(id string) []byte { return marshal(decProposal(id, "x")) }
+	step := func(s *Session, id string, now int64) Outcome {
+		return Step(s, envelope(ModeDecision, "Proposal", id, "alice", proposal(id)), "alice", now)
+	}
+	mustControl := func(s *Session, op string, now int64) *Session {
+		t.Helper()
+		out := Control(s, op, "lead", now)
+		if !out.Verdict.OK() {
+			t.Fatalf("%s at %d: %+v", op, now-t0, out.Verdict)
+		}
+		return out.Next
+	}
+	s = mustControl(s, OpSuspend, t0+10_000) // 50 s left
+	if out := step(s, "p1", t0+10_001); out.Verdict.Reason != ReasonSessionNotOpen {
+		t.Errorf("message while suspended: %+v", out.Verdict)
+	}
+	if s.Expired(t0 + 10*ttl) {
+		t.Errorf("a suspended session expired on its old deadline")
+	}
+	s = mustControl(s, OpResume, t0+30_000)  // deadline t0+80_000
+	s = mustControl(s, OpSuspend, t0+40_000) // 40 s left
+	s = mustControl(s, OpResume, t0+100_000) // deadline t0+140_000
+	if s.DeadlineMs != t0+140_000 {
+		t.Fatalf("deadline = t0%+d, want t0+140000", s.DeadlineMs-t0)
+	}
+	if out := step(s, "p1", t0+140_000); !out.Verdict.OK() {
+		t.Errorf("message at the banked deadline: %+v", out.Verdict)
+	}
+	if out := step(s, "p2", t0+140_001); out.Verdict.Reason != ReasonSessionExpired {
+		t.Errorf("message after the banked deadline: %+v", out.Verdict)
+	}
+	if s.Expired(t0+140_000) || !s.Expired(t0+140_001) {
+		t.Errorf("Expired around the banked deadline is wrong")
+	}
+}
+
+func TestExpired(t *testing.T) {
+	s, _ := setup{mode: ModeQuorum, initiator: "lead", participants: []string{"alice"}}.start()
+	in := func(st State) *Session { c := s.clone(); c.State = st; return c }
+	deadline := t0 + ttl
+	tests := []struct {
+		name string
+		s    *Session
+		now  int64
+		want bool
+	}{
+		{"open before the deadline", s, t0, false},
+		{"open at the deadline", s, deadline, false},
+		{"open after the deadline", s, deadline + 1, true},
+		{"suspended after the deadline", in(StateSuspended), deadline + 1, false},
+		{"resolved", in(StateResolved), t0, true},
+		{"cancelled", in(StateCancelled), t0, true},
+		{"expired", in(StateExpired), t0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s.Expired(tc.now); got != tc.want {
+				t.Errorf("Expired = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for st := StateUnspecified; st <= StateCancelled+1; st++ {
+		want := st == StateResolved || st == StateExpired || st == StateCancelled
+		if st.Terminal() != want {
+			t.Errorf("%v.Terminal() = %v", st, st.Terminal())
+		}
+	}
+	if StateOpen.String() != "Open" || State(42).String() != "Unknown" {
+		t.Errorf("State.String: %q %q", StateOpen, State(42))
+	}
+}
+
+func TestMessageCount(t *testing.T) {
+	// The coordinator of a quorum session is not a participant.
+	su := setup{mode: ModeQuorum, initiator: "lead", participants: []string{"alice", "bob"}}
+	s := play(t, su, []msg{
+		{from: "lead", typ: "ApprovalRequest", id: "a", body: approvalRequest("r1", 1), want: accepted(rI, rC)},
+		castBallot("Approve", "alice", "r1", accepted(rP)),
+		{from: "alice", typ: TypeProgress, id: "p", want: accepted(rP)},
+		{from: "alice", typ: TypeProgress, id: "p", want: duplicate(rP)},
+		castBallot("Approve", "bob", "r9", bad(ReasonUnknownReference, RankMode, rP)),
+		{from: "mallory", typ: TypeProgress, id: "q", want: forced()},
+		{from: "eve", typ: TypeProgress, id: "r", want: forced()},
+		{from: "eve", typ: TypeProgress, id: "s", want: forced()},
+	})
+	want := map[string]int{"lead": 2, "alice": 2, "bob": 0, "mallory": 1, "eve": 2, "carol": 0, "": 0}
+	for who, n := range want {
+		if got := s.MessageCount(who); got != n {
+			t.Errorf("MessageCount(%q) = %d, want %d", who, got, n)
+		}
+	}
+}
+
+// TestMessageCountManySenders: message counts stay exact with many senders
+// outside the participant list.
+func TestMessageCountManySenders(t *testing.T) {
+	s, _ := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}.start()
+	const n = 300
+	for i := range n {
+		who := fmt.Sprintf("outsider-%d", i)
+		for j := range 2 {
+			out := Step(s, envelope(ModeDecision, TypeProgress, fmt.Sprintf("%s-%d", who, j), who, nil), who, t0+1)
+			if !out.Verdict.OK() {
+				t.Fatal(out.Verdict)
+			}
+			s = out.Next
+		}
+	}
+	for i := range n {
+		who := fmt.Sprintf("outsider-%d", i)
+		if got := s.MessageCount(who); got != 2 {
+			t.Fatalf("MessageCount(%s) = %d, want 2", who, got)
+		}
+		// Retransmission by the same outsider is a duplicate; by another, a
+		// foreign duplicate.
+		if out := Step(s, envelope(ModeDecision, TypeProgress, who+"-0", who, nil), who, t0+2); !out.Duplicate {
+			t.Fatalf("%s retransmission: %+v", who, out)
+		}
+		if out := Step(s, envelope(ModeDecision, TypeProgress, who+"-0", "alice", nil), "alice", t0+2); out.Verdict.Code != CodeDuplicateMessage {
+			t.Fatalf("alice reusing %s's id: %+v", who, out.Verdict)
+		}
+	}
+	if s.MessageCount("lead") != 1 || s.MessageCount("alice") != 0 {
+		t.Errorf("participant counts changed")
+	}
+}
+
+// TestModeStateIsACopy: ModeState returns values the caller may change without
+// touching the session.
+func TestModeStateIsACopy(t *testing.T) {
+	s := play(t, setup{mode: ModeTask, initiator: "lead", participants: []string{"lead", "alice", "bob"}}, []msg{
+		{from: "lead", typ: "TaskRequest", body: taskRequest("t1", ""), want: accepted(lead...)},
+		{from: "alice", typ: "TaskReject", body: taskReject("t1", ""), want: accepted(rP, rE)},
+	})
+	before := dump(s)
+	ms := s.ModeState()
+	ms["rejected"].([]string)[0] = "changed"
+	ms["task_id"] = "changed"
+	if dump(s) != before {
+		t.Errorf("changing ModeState() changed the session")
+	}
+	// A decision's tallies too.
+	d := play(t, setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}, []msg{
+		{from: "alice", typ: "Proposal", body: &decisionv1.ProposalPayload{ProposalId: "p1", Option: "x"}, want: accepted(rP)},
+		{from: "alice", typ: "Vote", body: decVote("p1", "APPROVE"), want: accepted(rP)},
+	})
+	before = dump(d)
+	d.ModeState()["votes"].(map[string]any)["p1"].(map[string]any)["alice"] = "changed"
+	if dump(d) != before {
+		t.Errorf("changing ModeState() changed the session")
+	}
+}
