@@ -1,0 +1,80 @@
+// Package test holds Warden's black-box tests: the architecture rules checked
+// on the source tree, and (with the sidecars) tests of the built binary
+// against real peers.
+package test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentwarden/warden"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+// allowed lists, per package, the module's packages and the third-party
+// modules it may import (DESIGN.md §3: arrows point down the table only).
+var allowed = map[string][]string{
+	"wire":     {"google.golang.org/protobuf", "google.golang.org/grpc"},
+	"rules":    {module + "/wire", "google.golang.org/protobuf"},
+	"policies": {module + "/rules", "github.com/open-policy-agent/opa", "github.com/hashicorp/golang-lru"},
+	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
+	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
+	"replay":   {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
+	"cmd":      {""}, // anything
+}
+
+// TestImportGraph checks every non-test import of every package.
+func TestImportGraph(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		top := strings.SplitN(rel, "/", 2)[0]
+		rules, ok := allowed[top]
+		if !ok {
+			continue // test/, bench/: not imported by anything
+		}
+		checked++
+		for _, imp := range p.Imports {
+			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+				continue // standard library
+			}
+			if strings.HasPrefix(imp, module+"/"+top) {
+				continue // within the same subtree
+			}
+			if !permitted(imp, rules) {
+				t.Errorf("%s imports %s; allowed: %v", p.ImportPath, imp, rules)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d packages", checked)
+	}
+}
+
+func permitted(imp string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if imp == p || strings.HasPrefix(imp, p) {
+			return true
+		}
+	}
+	return false
+}
