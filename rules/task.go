@@ -115,34 +115,34 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		t.activeRole(c)
 		return Verdict{}
 
-	case "TaskComplete":
-		var p taskv1.TaskCompletePayload
-		if v, ok := decode(c, &p); !ok {
-			return v
+	case "TaskComplete", "TaskFail":
+		complete := c.env.GetMessageType() == "TaskComplete"
+		var taskID, assignee string
+		var output bool
+		if complete {
+			var p taskv1.TaskCompletePayload
+			if v, ok := decode(c, &p); !ok {
+				return v
+			}
+			taskID, assignee, output = p.GetTaskId(), p.GetAssignee(), len(p.GetOutput()) > 0
+		} else {
+			var p taskv1.TaskFailPayload
+			if v, ok := decode(c, &p); !ok {
+				return v
+			}
+			taskID, assignee = p.GetTaskId(), p.GetAssignee()
 		}
-		if v := t.matches(p.GetTaskId()); !v.OK() {
-			return v
-		}
-		t.activeRole(c)
-		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
-			return invalid(RankModePost, ReasonIdentityMismatch, "TaskComplete.assignee "+p.GetAssignee()+" is not the sender")
-		}
-		t.report, t.hasOutput, t.completionID = reportCompleted, len(p.GetOutput()) > 0, c.env.GetMessageId()
-		return Verdict{}
-
-	case "TaskFail":
-		var p taskv1.TaskFailPayload
-		if v, ok := decode(c, &p); !ok {
-			return v
-		}
-		if v := t.matches(p.GetTaskId()); !v.OK() {
+		if v := t.matches(taskID); !v.OK() {
 			return v
 		}
 		t.activeRole(c)
-		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
-			return invalid(RankModePost, ReasonIdentityMismatch, "TaskFail.assignee "+p.GetAssignee()+" is not the sender")
+		if assignee != "" && assignee != c.sender {
+			return invalid(RankModePost, ReasonIdentityMismatch, c.env.GetMessageType()+".assignee "+assignee+" is not the sender")
 		}
-		t.report, t.completionID = reportFailed, c.env.GetMessageId()
+		t.report, t.hasOutput, t.completionID = reportFailed, false, c.env.GetMessageId()
+		if complete {
+			t.report, t.hasOutput = reportCompleted, output
+		}
 		return Verdict{}
 
 	case TypeCommitment:
