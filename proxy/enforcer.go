@@ -191,14 +191,11 @@ func (e *Enforcer) Sessions() int { return e.table.len() }
 // Session returns the committed state of a session, or nil. For replay and
 // tests; the returned state must not be modified.
 func (e *Enforcer) Session(ctx context.Context, id string) (*rules.Session, error) {
-	en, err := e.table.acquire(ctx, id, e.now().UnixMilli())
-	if err != nil {
+	en, err := e.table.acquire(ctx, id, e.now().UnixMilli(), false)
+	if err != nil || en == nil {
 		return nil, err
 	}
 	defer en.release()
-	if en.state == nil {
-		e.table.drop(en)
-	}
 	return en.state, nil
 }
 
@@ -250,15 +247,18 @@ func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
 	if req.Op == "" && env.GetMessageType() == rules.TypeSignal {
 		out = rules.Step(nil, env, principal.ID, now)
 	} else {
+		// Only a SessionStart, or a message the upstream can rebuild the
+		// state for, takes a slot in the table.
+		create := e.rebuilder != nil || req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
 		var err error
-		en, err = e.table.acquire(ctx, d.SessionID, now)
+		en, err = e.table.acquire(ctx, d.SessionID, now, create)
 		if errors.Is(err, errTableFull) {
 			return e.finish(snap, d, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}), nil
 		}
 		if err != nil {
 			return Decision{}, fmt.Errorf("lock session %s: %w", d.SessionID, err)
 		}
-		if en.state == nil && e.rebuilder != nil && (req.Op != "" || env.GetMessageType() != rules.TypeSessionStart) {
+		if en != nil && en.state == nil && e.rebuilder != nil && (req.Op != "" || env.GetMessageType() != rules.TypeSessionStart) {
 			s, err := e.rebuilder.Rebuild(ctx, d.SessionID)
 			if err != nil {
 				e.table.drop(en)
@@ -267,18 +267,23 @@ func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
 			}
 			en.state = s
 		}
-		if en.state != nil {
-			if x := en.state.Expire(now); x != en.state {
+		var state *rules.Session
+		if en != nil {
+			state = en.state
+		}
+		if state != nil {
+			if x := state.Expire(now); x != state {
 				e.table.settle(en, x, now) // time alone expired it
+				state = x
 			}
 		}
 		switch {
 		case req.Op != "":
-			out = rules.Control(en.state, req.Op, principal.ID, now)
+			out = rules.Control(state, req.Op, principal.ID, now)
 		case env.GetMessageType() == rules.TypeSessionStart:
-			out = rules.Start(en.state, env, principal.ID, e.registry.Lookup, now)
+			out = rules.Start(state, env, principal.ID, e.registry.Lookup, now)
 		default:
-			out = rules.Step(en.state, env, principal.ID, now)
+			out = rules.Step(state, env, principal.ID, now)
 		}
 	}
 	d.Roles = out.Roles

@@ -65,12 +65,13 @@ func newTable(capacity int, evictLive bool) (*table, error) {
 	return &table{capacity: capacity, live: live, done: done, evictLive: evictLive}, nil
 }
 
-// acquire returns the session's entry, locked; a new empty entry is made for a
-// session the table does not hold.
-func (t *table) acquire(ctx context.Context, id string, now int64) (*entry, error) {
+// acquire returns the session's entry, locked. For a session the table does
+// not hold, a new empty entry is made when create is set; otherwise acquire
+// returns nil, so that messages for unknown sessions cost no slot.
+func (t *table) acquire(ctx context.Context, id string, now int64, create bool) (*entry, error) {
 	for {
-		e, err := t.lookup(id, now)
-		if err != nil {
+		e, err := t.lookup(id, now, create)
+		if err != nil || e == nil {
 			return nil, err
 		}
 		if err := e.acquire(ctx); err != nil {
@@ -83,7 +84,7 @@ func (t *table) acquire(ctx context.Context, id string, now int64) (*entry, erro
 	}
 }
 
-func (t *table) lookup(id string, now int64) (*entry, error) {
+func (t *table) lookup(id string, now int64, create bool) (*entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e, ok := t.live.Get(id); ok {
@@ -91,6 +92,9 @@ func (t *table) lookup(id string, now int64) (*entry, error) {
 	}
 	if e, ok := t.done.Get(id); ok {
 		return e, nil
+	}
+	if !create {
+		return nil, nil
 	}
 	if t.live.Len()+t.done.Len() >= t.capacity && !t.evictOne(now) {
 		return nil, errTableFull
