@@ -30,8 +30,8 @@ func commitment(c *stepCtx) (*macpv1.CommitmentPayload, Verdict) {
 	case p.GetConfigurationVersion() != s.ConfigVersion:
 		return nil, invalid(RankModePost, ReasonVersionMismatch, "configuration_version "+p.GetConfigurationVersion()+" does not echo the session's "+s.ConfigVersion)
 	}
-	if pv := p.GetPolicyVersion(); pv != "" && pv != s.Policy.ID {
-		return nil, invalid(RankModePost, ReasonVersionMismatch, "policy_version "+pv+" does not echo the session's "+s.Policy.ID)
+	if pv := p.GetPolicyVersion(); pv != "" && pv != s.policy().ID {
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "policy_version "+pv+" does not echo the session's "+s.policy().ID)
 	}
 	if sup := p.GetSupersedes(); sup != nil && (blank(sup.GetSessionId()) || blank(sup.GetCommitmentHash())) {
 		return nil, invalid(RankModePost, ReasonMalformedPayload, "supersedes needs a session_id and a commitment_hash")

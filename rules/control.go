@@ -38,7 +38,7 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 			return out
 		}
 		// The TTL is banked while suspended (RFC-MACP-0001 §7.5).
-		paused := now - s.SuspendedAtMs
+		paused := max(now-s.SuspendedAtMs, 0) // a clock behind the suspension banks nothing
 		next.State, next.DeadlineMs, next.SuspendedAtMs = StateOpen, s.DeadlineMs+paused, 0
 		next.SuspendedTotalMs += paused
 	default:
@@ -66,7 +66,7 @@ func notOpen(s *Session) Verdict {
 func (s *Session) Expire(now int64) *Session {
 	switch {
 	case s.State == StateOpen && now > s.DeadlineMs,
-		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+now-s.SuspendedAtMs > s.MaxSuspendMs:
+		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+max(now-s.SuspendedAtMs, 0) > s.MaxSuspendMs:
 		c := s.clone()
 		c.State = StateExpired
 		return c

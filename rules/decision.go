@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math"
 	"strings"
 
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
@@ -74,7 +75,7 @@ func (d *decisionState) step(c *stepCtx) Verdict {
 		default:
 			return invalid(RankMode, ReasonMalformedPayload, "recommendation "+p.GetRecommendation()+" is not APPROVE, REVIEW, BLOCK or REJECT")
 		}
-		if p.GetConfidence() < 0 || p.GetConfidence() > 1 {
+		if c := p.GetConfidence(); math.IsNaN(c) || c < 0 || c > 1 {
 			return invalid(RankMode, ReasonMalformedPayload, "confidence must be within [0, 1]")
 		}
 		if v := d.deliberating(p.GetProposalId()); !v.OK() {

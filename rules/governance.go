@@ -118,14 +118,23 @@ func (g *Governance) designated(id string) bool {
 	return slices.Contains(g.designatedRoles, id)
 }
 
+// policy returns the bound governance; policy.default for a session built
+// without one.
+func (s *Session) policy() *Governance {
+	if s.Policy == nil {
+		return defaultGovernance
+	}
+	return s.Policy
+}
+
 // commitmentAuthority reports whether sender may emit a Commitment (and, as
 // the runtime applies the same rule, cancel, suspend or resume the session).
 func (s *Session) commitmentAuthority(sender string) bool {
-	switch s.Policy.authority {
+	switch s.policy().authority {
 	case "any_participant":
 		return sender == s.Initiator || s.IsParticipant(sender)
 	case "designated_role":
-		return s.Policy.designated(sender)
+		return s.policy().designated(sender)
 	default:
 		return sender == s.Initiator
 	}

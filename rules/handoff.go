@@ -133,7 +133,7 @@ func (h *handoffState) step(c *stepCtx) Verdict {
 		if _, v := commitment(c); !v.OK() {
 			return v
 		}
-		if t := s.Policy.implicitAcceptTimeoutMs; t > 0 {
+		if t := s.policy().implicitAcceptTimeoutMs; t > 0 {
 			for i := range h.offers {
 				if o := &h.offers[i]; o.disposition == offerPending && c.now-o.offeredAtMs >= t {
 					o.disposition = offerAccepted // implicit accept, on Warden's clock

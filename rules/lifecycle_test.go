@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
 )
 
@@ -90,11 +91,20 @@ func TestOpenGate(t *testing.T) {
 	})
 
 	s, _ := def.start()
-	for _, st := range []State{StateSuspended, StateCancelled, StateExpired, StateResolved, StateUnspecified} {
-		c := s.clone()
-		c.State = st
-		out := Step(c, envelope(ModeDecision, "Proposal", "m-x", "alice", marshal(decProposal("p1", "x"))), "alice", t0+1)
-		checkOutcome(t, st.String(), out, notOpen)
+	suspended := Control(s, OpSuspend, "lead", t0+1).Next
+	in := func(st State) *Session { c := s.clone(); c.State = st; return c }
+	for _, tc := range []struct {
+		s    *Session
+		want expect
+	}{
+		{suspended, notOpen},
+		{in(StateCancelled), notOpen},
+		{in(StateResolved), notOpen},
+		{in(StateUnspecified), notOpen},
+		{in(StateExpired), expired},
+	} {
+		out := Step(tc.s, envelope(ModeDecision, "Proposal", "m-x", "alice", marshal(decProposal("p1", "x"))), "alice", t0+2)
+		checkOutcome(t, tc.s.State.String(), out, tc.want)
 	}
 	out := Step(nil, envelope(ModeDecision, "Proposal", "m-x", "alice", nil), "alice", t0)
 	checkOutcome(t, "unknown session", out, refused(CodeSessionNotFound, ReasonSessionUnknown, RankPre))
@@ -105,6 +115,7 @@ func TestControl(t *testing.T) {
 	open, _ := su.start()
 	deadline := t0 + ttl
 	suspended := Control(open, OpSuspend, "lead", t0+10_000).Next
+	week := int64(DefaultMaxSuspend)
 	state := func(st State) *Session {
 		c := open.clone()
 		c.State = st
@@ -116,11 +127,16 @@ func TestControl(t *testing.T) {
 		state     State
 		deadline  int64
 		suspended int64
+		total     int64
 	}
 	allowed := func(st State, deadline, suspendedAt int64) want {
 		return want{reason: ReasonAllowed, state: st, deadline: deadline, suspended: suspendedAt}
 	}
+	resumed := func(deadline, total int64) want {
+		return want{reason: ReasonAllowed, state: StateOpen, deadline: deadline, total: total}
+	}
 	notOpen := want{code: CodeSessionNotOpen, reason: ReasonSessionNotOpen}
+	expired := want{code: CodeSessionNotOpen, reason: ReasonSessionExpired}
 	tests := []struct {
 		name   string
 		s      *Session
@@ -134,25 +150,31 @@ func TestControl(t *testing.T) {
 		{"cancel open by a participant", open, OpCancel, "alice", t0 + 1, []string{rP}, allowed(StateCancelled, deadline, 0)},
 		{"cancel open by an outsider", open, OpCancel, "mallory", t0 + 1, nil, allowed(StateCancelled, deadline, 0)},
 		{"cancel at the deadline", open, OpCancel, "lead", deadline, lead, allowed(StateCancelled, deadline, 0)},
-		{"cancel after the deadline", open, OpCancel, "lead", deadline + 1, lead, notOpen},
+		{"cancel after the deadline", open, OpCancel, "lead", deadline + 1, lead, expired},
 		{"cancel suspended", suspended, OpCancel, "lead", t0 + 20_000, lead, allowed(StateCancelled, deadline, t0+10_000)},
 		{"cancel suspended past its old deadline", suspended, OpCancel, "lead", deadline + 50_000, lead, allowed(StateCancelled, deadline, t0+10_000)},
+		{"cancel suspended at the suspension cap", suspended, OpCancel, "lead", t0 + 10_000 + week, lead, allowed(StateCancelled, deadline, t0+10_000)},
+		{"cancel suspended past the suspension cap", suspended, OpCancel, "lead", t0 + 10_001 + week, lead, expired},
 		{"cancel resolved", state(StateResolved), OpCancel, "lead", t0 + 1, lead, notOpen},
 		{"cancel cancelled", state(StateCancelled), OpCancel, "lead", t0 + 1, lead, notOpen},
-		{"cancel expired", state(StateExpired), OpCancel, "lead", t0 + 1, lead, notOpen},
+		{"cancel expired", state(StateExpired), OpCancel, "lead", t0 + 1, lead, expired},
 
 		{"suspend open", open, OpSuspend, "lead", t0 + 10_000, lead, allowed(StateSuspended, deadline, t0+10_000)},
-		{"suspend after the deadline", open, OpSuspend, "lead", deadline + 1, lead, notOpen},
+		{"suspend at the deadline", open, OpSuspend, "lead", deadline, lead, allowed(StateSuspended, deadline, deadline)},
+		{"suspend after the deadline", open, OpSuspend, "lead", deadline + 1, lead, expired},
+		{"suspend expired", state(StateExpired), OpSuspend, "lead", t0 + 1, lead, expired},
 		{"suspend suspended", suspended, OpSuspend, "lead", t0 + 20_000, lead, notOpen},
 		{"suspend resolved", state(StateResolved), OpSuspend, "lead", t0 + 1, lead, notOpen},
 		{"suspend cancelled", state(StateCancelled), OpSuspend, "lead", t0 + 1, lead, notOpen},
 
 		{"resume open", open, OpResume, "lead", t0 + 1, lead, notOpen},
-		{"resume suspended banks the TTL", suspended, OpResume, "lead", t0 + 25_000, lead, allowed(StateOpen, deadline+15_000, 0)},
-		{"resume suspended past its old deadline", suspended, OpResume, "lead", deadline + 100_000, lead, allowed(StateOpen, deadline+ttl+100_000-10_000, 0)},
-		{"resume at once", suspended, OpResume, "lead", t0 + 10_000, lead, allowed(StateOpen, deadline, 0)},
+		{"resume suspended banks the TTL", suspended, OpResume, "lead", t0 + 25_000, lead, resumed(deadline+15_000, 15_000)},
+		{"resume suspended past its old deadline", suspended, OpResume, "lead", deadline + 100_000, lead, resumed(deadline+ttl+100_000-10_000, ttl+100_000-10_000)},
+		{"resume at once", suspended, OpResume, "lead", t0 + 10_000, lead, resumed(deadline, 0)},
+		{"resume at the suspension cap", suspended, OpResume, "lead", t0 + 10_000 + week, lead, resumed(deadline+week, week)},
+		{"resume past the suspension cap", suspended, OpResume, "lead", t0 + 10_001 + week, lead, expired},
 		{"resume resolved", state(StateResolved), OpResume, "lead", t0 + 1, lead, notOpen},
-		{"resume expired", state(StateExpired), OpResume, "lead", t0 + 1, lead, notOpen},
+		{"resume expired", state(StateExpired), OpResume, "lead", t0 + 1, lead, expired},
 
 		{"unknown operation", open, "PauseSession", "lead", t0 + 1, lead, want{code: CodeInvalidEnvelope, reason: ReasonUnknownMessageType}},
 		{"message type is not an operation", open, TypeSessionCancel, "lead", t0 + 1, lead, want{code: CodeInvalidEnvelope, reason: ReasonUnknownMessageType}},
@@ -182,9 +204,9 @@ func TestControl(t *testing.T) {
 			if n == nil {
 				t.Fatal("allowed without a next state")
 			}
-			if n.State != tc.want.state || n.DeadlineMs != tc.want.deadline || n.SuspendedAtMs != tc.want.suspended {
-				t.Errorf("next: state %v deadline %d suspended %d, want %v %d %d",
-					n.State, n.DeadlineMs-t0, n.SuspendedAtMs, tc.want.state, tc.want.deadline-t0, tc.want.suspended)
+			if n.State != tc.want.state || n.DeadlineMs != tc.want.deadline || n.SuspendedAtMs != tc.want.suspended || n.SuspendedTotalMs != tc.want.total {
+				t.Errorf("next: state %v deadline t0%+d suspended %d total %d, want %v t0%+d %d %d",
+					n.State, n.DeadlineMs-t0, n.SuspendedAtMs, n.SuspendedTotalMs, tc.want.state, tc.want.deadline-t0, tc.want.suspended, tc.want.total)
 			}
 			if n.MessageCount("lead") != tc.s.MessageCount("lead") {
 				t.Errorf("a control operation counted as a message")
@@ -234,10 +256,87 @@ func TestSuspendResume(t *testing.T) {
 	}
 }
 
+// TestSuspensionCap: the suspended time is capped by max_suspend_ms (or
+// DefaultMaxSuspend), cumulatively across pauses (RFC-MACP-0001 §7.5).
+func TestSuspensionCap(t *testing.T) {
+	p := startPayload("lead", "alice")
+	p.MaxSuspendMs = 30_000
+	env := envelope(ModeDecision, TypeSessionStart, "m-start", "lead", marshal(p))
+	out := Start(nil, env, "lead", nil, t0)
+	if !out.Verdict.OK() {
+		t.Fatal(out.Verdict)
+	}
+	s := out.Next
+	if s.MaxSuspendMs != 30_000 || s.SuspendedTotalMs != 0 {
+		t.Fatalf("cap %d total %d", s.MaxSuspendMs, s.SuspendedTotalMs)
+	}
+	control := func(s *Session, op string, now int64) Outcome { return Control(s, op, "lead", now) }
+	s = control(s, OpSuspend, t0+1_000).Next
+	s = control(s, OpResume, t0+21_000).Next // 20 s suspended
+	if s.SuspendedTotalMs != 20_000 || s.DeadlineMs != t0+ttl+20_000 {
+		t.Fatalf("total %d deadline t0%+d", s.SuspendedTotalMs, s.DeadlineMs-t0)
+	}
+	s = control(s, OpSuspend, t0+22_000).Next
+	// 10 s more reaches the cap exactly: still suspended.
+	if s.Expired(t0+32_000) || !s.Expired(t0+32_001) {
+		t.Errorf("Expired around the cap is wrong")
+	}
+	if e := s.Expire(t0 + 32_000); e != s {
+		t.Errorf("Expire before the cap returned a copy")
+	}
+	before := dump(s)
+	e := s.Expire(t0 + 32_001)
+	if e == s || e.State != StateExpired || s.State != StateSuspended || dump(s) != before {
+		t.Errorf("Expire past the cap: %v, input %v", e.State, s.State)
+	}
+	checkOutcome(t, "resume past the cap", control(s, OpResume, t0+32_001), refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre, lead...))
+	checkOutcome(t, "cancel past the cap", control(s, OpCancel, t0+32_001), refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre, lead...))
+	msg := envelope(ModeDecision, "Proposal", "m-1", "alice", marshal(decProposal("p1", "x")))
+	checkOutcome(t, "message past the cap", Step(s, msg, "alice", t0+32_001), refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre))
+	checkOutcome(t, "message before the cap", Step(s, msg, "alice", t0+32_000), refused(CodeSessionNotOpen, ReasonSessionNotOpen, RankPre))
+	if out := control(s, OpResume, t0+32_000); !out.Verdict.OK() || out.Next.SuspendedTotalMs != 30_000 {
+		t.Errorf("resume at the cap: %+v", out)
+	}
+}
+
+func TestExpire(t *testing.T) {
+	s, _ := setup{mode: ModeTask, initiator: "lead", participants: []string{"lead", "alice"}}.start()
+	deadline := t0 + ttl
+	if s.Expire(deadline) != s {
+		t.Errorf("Expire at the deadline returned a copy")
+	}
+	before := dump(s)
+	e := s.Expire(deadline + 1)
+	if e == s || e.State != StateExpired || dump(s) != before {
+		t.Fatalf("Expire after the deadline: %v", e.State)
+	}
+	// An expired copy keeps its history: a retransmission is still a
+	// duplicate, anything new is refused as expired.
+	if out := Step(e, s.startEnvelopeForTest(), "lead", deadline+2); !out.Duplicate {
+		t.Errorf("retransmitted start on an expired session: %+v", out)
+	}
+	checkOutcome(t, "new message", Step(e, envelope(ModeTask, "TaskRequest", "m-9", "lead", marshal(taskRequest("t1", ""))), "lead", t0+1),
+		refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre))
+	for _, st := range []State{StateResolved, StateCancelled, StateExpired} {
+		c := s.clone()
+		c.State = st
+		if c.Expire(deadline+1) != c {
+			t.Errorf("Expire of a %v session returned a copy", st)
+		}
+	}
+}
+
+// startEnvelopeForTest is the SessionStart every setup sends.
+func (s *Session) startEnvelopeForTest() *macpv1.Envelope {
+	su := setup{mode: s.Mode, initiator: s.Initiator, participants: s.Participants}
+	return su.envelope()
+}
+
 func TestExpired(t *testing.T) {
 	s, _ := setup{mode: ModeQuorum, initiator: "lead", participants: []string{"alice"}}.start()
 	in := func(st State) *Session { c := s.clone(); c.State = st; return c }
 	deadline := t0 + ttl
+	suspended := Control(s, OpSuspend, "lead", t0+1).Next
 	tests := []struct {
 		name string
 		s    *Session
@@ -247,7 +346,9 @@ func TestExpired(t *testing.T) {
 		{"open before the deadline", s, t0, false},
 		{"open at the deadline", s, deadline, false},
 		{"open after the deadline", s, deadline + 1, true},
-		{"suspended after the deadline", in(StateSuspended), deadline + 1, false},
+		{"suspended after the deadline", suspended, deadline + 1, false},
+		{"suspended at the cap", suspended, t0 + 1 + DefaultMaxSuspend, false},
+		{"suspended past the cap", suspended, t0 + 2 + DefaultMaxSuspend, true},
 		{"resolved", in(StateResolved), t0, true},
 		{"cancelled", in(StateCancelled), t0, true},
 		{"expired", in(StateExpired), t0, true},
@@ -349,4 +450,22 @@ func TestModeStateIsACopy(t *testing.T) {
 	if dump(d) != before {
 		t.Errorf("changing ModeState() changed the session")
 	}
+}
+
+// TestHandBuiltSession: a session assembled field by field (as a rebuild
+// might) rather than by Start still deduplicates, and a mode without state is
+// refused rather than crashing.
+func TestHandBuiltSession(t *testing.T) {
+	s := &Session{ID: sid, Mode: ModeDecision, State: StateOpen, Initiator: "lead", Participants: []string{"lead", "alice"},
+		ModeVersion: SupportedModeVer, ConfigVersion: cfg, Policy: defaultGovernance, DeadlineMs: t0 + ttl, decision: &decisionState{}}
+	env := envelope(ModeDecision, "Proposal", "m-1", "alice", marshal(decProposal("p1", "x")))
+	out := Step(s, env, "alice", t0)
+	checkOutcome(t, "first message", out, accepted(rP))
+	checkOutcome(t, "retransmission", Step(out.Next, env, "alice", t0), duplicate(rP))
+	if out.Next.MessageCount("alice") != 1 {
+		t.Errorf("MessageCount = %d", out.Next.MessageCount("alice"))
+	}
+	bare := &Session{ID: sid, Mode: "ext.unknown.v1", State: StateOpen, Policy: defaultGovernance, DeadlineMs: t0 + ttl}
+	checkOutcome(t, "mode without state", Step(bare, envelope("ext.unknown.v1", "Anything", "m-1", "lead", nil), "lead", t0),
+		refused(CodeModeNotSupported, ReasonModeNotSupported, RankPre))
 }

@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 
 	"google.golang.org/protobuf/proto"
 
@@ -81,23 +83,58 @@ func (m *multiRoundState) convergedOn(s *Session) bool {
 	return len(m.contributions) > 0
 }
 
-// contributeValue reads a Contribute payload: protobuf, or the legacy JSON
-// object {"value": "..."} the runtime still accepts (tried first, as it does).
+// contributeValue reads a Contribute payload: the legacy JSON object
+// {"value": "..."} the runtime still accepts (tried first, as it does, and
+// read as strictly as its reader: the key is case-sensitive, unknown keys are
+// ignored, a repeated "value" is an error), else protobuf.
 func contributeValue(payload []byte) (string, error) {
 	if len(payload) == 0 {
 		return "", errEmptyPayload
 	}
-	var legacy struct {
-		Value *string `json:"value"`
-	}
-	if json.Unmarshal(payload, &legacy) == nil && legacy.Value != nil {
-		return *legacy.Value, nil
+	if v, ok := legacyContribute(payload); ok {
+		return v, nil
 	}
 	var p multiroundv1.ContributePayload
 	if err := proto.Unmarshal(payload, &p); err != nil {
 		return "", err
 	}
 	return p.GetValue(), nil
+}
+
+// legacyContribute parses the JSON form; ok is false when payload is not
+// exactly one JSON object with one string "value".
+func legacyContribute(payload []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	value, found := "", false
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		if err != nil || !isKey {
+			return "", false
+		}
+		if key != "value" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return "", false
+			}
+			continue
+		}
+		var raw json.RawMessage
+		if found || dec.Decode(&raw) != nil || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &value) != nil {
+			return "", false // a second value, or not a string (null included)
+		}
+		found = true
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return "", false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false
+	}
+	return value, found
 }
 
 type payloadError string

@@ -57,7 +57,7 @@ func (n *proposalState) phase(s *Session) string {
 
 // converged applies the acceptance criterion of the bound policy.
 func (n *proposalState) converged(s *Session, p pProposal) bool {
-	switch s.Policy.acceptanceCriterion {
+	switch s.policy().acceptanceCriterion {
 	case "counterparty":
 		for _, id := range s.Participants {
 			if id != p.proposer && n.acceptOf(id) != p.id {
@@ -103,7 +103,7 @@ func (n *proposalState) step(c *stepCtx) Verdict {
 			return invalid(RankMode, ReasonStateConflict, "proposal_id "+p.GetProposalId()+" is not unique")
 		case n.find(p.GetSupersedesProposalId()) == nil:
 			return invalid(RankMode, ReasonUnknownReference, "supersedes_proposal_id "+p.GetSupersedesProposalId()+" does not exist")
-		case s.Policy.maxCounterRounds > 0 && n.counters >= s.Policy.maxCounterRounds:
+		case s.policy().maxCounterRounds > 0 && n.counters >= s.policy().maxCounterRounds:
 			return invalid(RankMode, ReasonPolicyForbids, "counter-proposal round limit reached")
 		}
 		n.proposals = append(n.proposals, pProposal{id: p.GetProposalId(), proposer: c.sender, supersedes: p.GetSupersedesProposalId()})
@@ -135,7 +135,7 @@ func (n *proposalState) step(c *stepCtx) Verdict {
 		if !n.live(p.GetProposalId()) {
 			return invalid(RankMode, ReasonUnknownReference, "proposal "+p.GetProposalId()+" is unknown or withdrawn")
 		}
-		if p.GetTerminal() || s.Policy.terminalOnAnyReject {
+		if p.GetTerminal() || s.policy().terminalOnAnyReject {
 			n.terminalRejects = append(n.terminalRejects, p.GetProposalId())
 		}
 		return Verdict{}

@@ -182,6 +182,14 @@ func TestProposal(t *testing.T) {
 			{from: "buyer", typ: "Withdraw", body: withdraw("p1"), want: accepted(with(buyer, rW)...)},
 			{from: "buyer", typ: TypeCommitment, body: commit("proposal.rejected", false), want: notEligible},
 		}, final: map[string]any{"phase": "Negotiating", "accepts": map[string]any{"seller": "p2"}}},
+		{name: "withdrawing keeps other proposals' terminal rejections", state: StateResolved, msgs: []msg{
+			p1,
+			{from: "seller", typ: "Proposal", body: propose("p2"), want: accepted(rP)},
+			{from: "seller", typ: "Reject", body: propReject("p1", true), want: accepted(rP)},
+			{from: "buyer", typ: "Reject", body: propReject("p2", true), want: accepted(buyer...)},
+			{from: "buyer", typ: "Withdraw", body: withdraw("p1"), want: accepted(with(buyer, rW)...)},
+			{from: "buyer", typ: TypeCommitment, body: commit("proposal.rejected", false), want: accepted(buyer...).withFacts(proposalFacts(false, "proposal.rejected", "TerminalRejected", 0))},
+		}},
 
 		// Acceptance criteria.
 		{name: "all_parties by default", setup: &three, state: StateResolved, msgs: []msg{

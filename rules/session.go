@@ -2,6 +2,7 @@ package rules
 
 import (
 	"hash/maphash"
+	"math"
 	"slices"
 )
 
@@ -50,7 +51,7 @@ const (
 // into Session.senders for a sender outside the list.
 type seenID struct {
 	hash   uint64
-	sender int16
+	sender int32
 }
 
 // Session is the protocol state of one session: what the upstream accepted.
@@ -117,14 +118,14 @@ func (s *Session) MessageCount(sender string) int {
 	return n
 }
 
-const notSeen int16 = -32768
+const notSeen int32 = math.MinInt32
 
-func (s *Session) senderIndex(sender string) int16 {
+func (s *Session) senderIndex(sender string) int32 {
 	if i := slices.Index(s.Participants, sender); i >= 0 {
-		return int16(i)
+		return int32(i)
 	}
 	if i := slices.Index(s.senders, sender); i >= 0 {
-		return int16(-1 - i)
+		return int32(-1 - i)
 	}
 	return notSeen
 }
@@ -148,7 +149,7 @@ func (s *Session) recordID(id, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
 		s.senders = append(s.senders, sender)
-		idx = int16(-len(s.senders))
+		idx = int32(-len(s.senders))
 	}
 	if s.seed == (maphash.Seed{}) {
 		s.seed = maphash.MakeSeed()

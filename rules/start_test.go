@@ -209,6 +209,9 @@ func TestStart(t *testing.T) {
 		{name: "ttl 1", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.TtlMs = 1 }},
 		{name: "ttl 86_400_000", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.TtlMs = 86_400_000 }},
 		{name: "ttl 86_400_001", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.TtlMs = 86_400_001 }, code: CodeInvalidEnvelope, reason: ReasonInvalidTTL},
+		{name: "max_suspend_ms negative", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.MaxSuspendMs = -1 }, code: CodeInvalidEnvelope, reason: ReasonInvalidTTL},
+		{name: "max_suspend_ms bound", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.MaxSuspendMs = 1 }},
+		{name: "max_suspend_ms beyond the default", mode: ModeTask, mut: func(_ *macpv1.Envelope, p *macpv1.SessionStartPayload) { p.MaxSuspendMs = 30 * DefaultMaxSuspend }},
 
 		// Participants.
 		{name: "no participants", mode: ModeDecision, parts: []string{}, code: CodeInvalidEnvelope, reason: ReasonInvalidParticipants},
@@ -302,6 +305,13 @@ func TestStart(t *testing.T) {
 				s.ModeVersion != p.ModeVersion || s.ConfigVersion != p.ConfigurationVersion ||
 				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution != nil {
 				t.Errorf("session = %s", dump(s))
+			}
+			wantCap := p.MaxSuspendMs
+			if wantCap == 0 {
+				wantCap = DefaultMaxSuspend
+			}
+			if s.MaxSuspendMs != wantCap || s.SuspendedTotalMs != 0 || s.SuspendedAtMs != 0 {
+				t.Errorf("suspension cap %d total %d at %d, want %d 0 0", s.MaxSuspendMs, s.SuspendedTotalMs, s.SuspendedAtMs, wantCap)
 			}
 			if s.StartedAtMs != t0 || s.DeadlineMs != t0+p.TtlMs {
 				t.Errorf("started %d deadline %d, want %d and %d", s.StartedAtMs, s.DeadlineMs, t0, t0+p.TtlMs)

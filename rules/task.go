@@ -58,7 +58,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		if t.active != "" {
 			return invalid(RankMode, ReasonStateConflict, "task already has an active assignee "+t.active)
 		}
-		if len(t.rejected) > 0 && !s.Policy.allowReassignmentOnReject {
+		if len(t.rejected) > 0 && !s.policy().allowReassignmentOnReject {
 			return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "reassignment after rejection not allowed by policy")
 		}
 		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
@@ -82,7 +82,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 			if t.active != c.sender {
 				return invalid(RankMode, ReasonStateConflict, "only the active assignee may reject an assigned task")
 			}
-			if !s.Policy.allowReassignmentOnReject {
+			if !s.policy().allowReassignmentOnReject {
 				return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "active assignee cannot reject without allow_reassignment_on_reject policy")
 			}
 		}

@@ -7,17 +7,17 @@ import (
 	"testing"
 )
 
-// Tests of defects found while writing this suite. Each fails until the rules
-// are fixed; see the comment of each for the protocol reference.
+// Regression tests of defects found while writing this suite, fixed since;
+// see the comment of each for the protocol reference.
 
-// TestBugDecisionEvaluationNaNConfidence: RFC-MACP-0007 (and decision.go's own
+// TestRegressionDecisionEvaluationNaNConfidence: RFC-MACP-0007 (and decision.go's own
 // check) require an Evaluation's confidence to lie within [0, 1]. NaN is not
 // within [0, 1], but `c < 0 || c > 1` is false for NaN, so the rules accept it.
 // The NaN then reaches the Commitment's facts ("evaluations"), which cannot be
 // encoded as JSON: the policies package cannot evaluate (OPA input) or memoize
 // (appendJSON) them, so one participant can make every later Commitment of the
 // session undecidable.
-func TestBugDecisionEvaluationNaNConfidence(t *testing.T) {
+func TestRegressionDecisionEvaluationNaNConfidence(t *testing.T) {
 	su := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice", "bob"}}
 	s, _ := su.start()
 	out := Step(s, envelope(ModeDecision, "Proposal", "m-1", "alice", marshal(decProposal("p1", "deploy"))), "alice", t0+1)
@@ -42,7 +42,7 @@ func TestBugDecisionEvaluationNaNConfidence(t *testing.T) {
 	}
 }
 
-// TestBugMultiRoundLegacyJSONFieldCase: the legacy JSON Contribute payload is
+// TestRegressionMultiRoundLegacyJSONFieldCase: the legacy JSON Contribute payload is
 // read with encoding/json, which matches object keys case-insensitively and
 // keeps the last of duplicate keys. The runtime (multi_round.rs,
 // parse_contribute_value) reads it with serde_json into `struct { value:
@@ -54,7 +54,7 @@ func TestBugDecisionEvaluationNaNConfidence(t *testing.T) {
 // the message, the runtime records "a", Warden records "b". Warden then sees
 // no convergence where the runtime does (and refuses the coordinator's
 // Commitment that the runtime would accept), or the reverse.
-func TestBugMultiRoundLegacyJSONFieldCase(t *testing.T) {
+func TestRegressionMultiRoundLegacyJSONFieldCase(t *testing.T) {
 	su := setup{mode: ModeMultiRound, initiator: "coord", participants: []string{"coord", "alice", "bob"}}
 	tests := []struct {
 		name    string
@@ -87,7 +87,7 @@ func TestBugMultiRoundLegacyJSONFieldCase(t *testing.T) {
 	}
 }
 
-// TestBugSenderIndexOverflow: a seen message_id records its sender as an int16
+// TestRegressionSenderIndexOverflow: a seen message_id records its sender as an int16
 // (index into Participants, or -1-i into the list of other senders). With
 // 32768 or more distinct senders outside the participant list the index
 // wraps: the 32768th such sender gets the "never seen" marker (its
@@ -96,7 +96,7 @@ func TestBugMultiRoundLegacyJSONFieldCase(t *testing.T) {
 // taken for the second participant. Low severity: under the default policy
 // few senders outside the participant list are ever accepted. The state is
 // built directly because building it message by message is quadratic.
-func TestBugSenderIndexOverflow(t *testing.T) {
+func TestRegressionSenderIndexOverflow(t *testing.T) {
 	su := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}
 	progress := func(s *Session, id, who string) Outcome {
 		return Step(s, envelope(ModeDecision, TypeProgress, id, who, nil), who, t0+1)
