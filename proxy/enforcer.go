@@ -182,6 +182,12 @@ func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 	e.snap.Store(&snapshot{cfg: old.cfg, authn: a, engine: p, dryRun: old.dryRun, created: e.now()})
 }
 
+// Authenticate checks credentials with the current authenticator, for calls
+// that are not messages (stream opening, reads of session state).
+func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn.Principal, error) {
+	return e.snap.Load().authn.Authenticate(ctx, c)
+}
+
 // Policies is the registry of governance policies sessions bind at start.
 func (e *Enforcer) Policies() *PolicyRegistry { return e.registry }
 

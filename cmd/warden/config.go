@@ -12,6 +12,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp"
 )
 
 // Config is the whole configuration file. Every section has defaults, so an
@@ -20,6 +21,13 @@ type Config struct {
 	Authn    authn.Config    `yaml:"authn"`
 	Policies policies.Config `yaml:"policies"`
 	Enforcer proxy.Config    `yaml:"enforcer"`
+	MACP     macp.Config     `yaml:"macp"`
+	Log      LogConfig       `yaml:"log"`
+}
+
+// LogConfig selects the log level.
+type LogConfig struct {
+	Level string `yaml:"level"` // debug, info (default), warn, error
 }
 
 // Validate checks every section.

@@ -3,6 +3,7 @@
 //
 // Subcommands:
 //
+//	warden serve ...                 the MACP sidecar in front of a runtime
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
 //	warden check [--config FILE] [--policy FILE...]   validate config, compile and test policies
 //	warden version
@@ -31,6 +32,8 @@ var version = ""
 const usage = `usage: warden <command> [flags]
 
 commands:
+  serve --macp-listen ADDR --macp-upstream ADDR --auth dev|static|jwt|mtls [--config FILE] ...
+        run the MACP sidecar in front of a runtime (warden serve -h lists every flag)
   replay [--json] [--policy FILE]... FILE...
         run MACP transcripts (conformance-fixture format) through Warden's
         rules and policies offline and print each decision; exit 0 only when
@@ -59,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return replayCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout, stderr)
+	case "serve":
+		err = serveCmd(ctx, args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "warden", versionString())
 		return 0

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp"
+)
+
+// serveCmd runs the sidecar: flags override the config file.
+func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	listen := fs.String("macp-listen", "", "address the MACP sidecar listens on (host:port)")
+	upstream := fs.String("macp-upstream", "", "address of the MACP runtime (host:port)")
+	auth := fs.String("auth", "", "authentication: jwt, static, mtls or dev (comma-separated to try several)")
+	insecureAuth := fs.Bool("insecure-dev-auth", false, "allow --auth dev: the bearer value is taken as the identity, unverified")
+	plaintext := fs.Bool("plaintext", false, "serve and dial without TLS (loopback and tests only)")
+	tokens := fs.String("static-tokens", "", "static token file in the MACP runtime's shape")
+	jwksURL := fs.String("jwks-url", "", "JWKS URL for --auth jwt")
+	jwksFile := fs.String("jwks-file", "", "JWKS file for --auth jwt")
+	issuer := fs.String("jwt-issuer", "", "required JWT issuer")
+	audience := fs.String("jwt-audience", "", "required JWT audience")
+	sessions := fs.Int("sessions", 0, "session table bound (default 100000)")
+	dryRun := fs.Bool("dry-run", false, "log refusals and forward everything")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error")
+	var extra multi
+	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.MACP.Listen, *listen)
+	set(&cfg.MACP.Upstream, *upstream)
+	set(&cfg.Authn.Static.TokensFile, *tokens)
+	set(&cfg.Authn.JWT.JWKSURL, *jwksURL)
+	set(&cfg.Authn.JWT.JWKSFile, *jwksFile)
+	set(&cfg.Authn.JWT.Issuer, *issuer)
+	set(&cfg.Log.Level, *logLevel)
+	if *audience != "" {
+		cfg.Authn.JWT.Audience = authn.Audience{*audience}
+	}
+	if *auth != "" {
+		cfg.Authn.Mode = nil
+		for _, m := range strings.Split(*auth, ",") {
+			cfg.Authn.Mode = append(cfg.Authn.Mode, authn.Method(strings.TrimSpace(m)))
+		}
+	}
+	cfg.Authn.Insecure = cfg.Authn.Insecure || *insecureAuth
+	cfg.MACP.Plaintext = cfg.MACP.Plaintext || *plaintext
+	cfg.Enforcer.DryRun = cfg.Enforcer.DryRun || *dryRun
+	if *sessions != 0 {
+		cfg.Enforcer.Sessions = *sessions
+	}
+	cfg.Policies.Files = append(cfg.Policies.Files, extra...)
+	if len(cfg.Authn.Mode) == 0 {
+		return errors.New("serve: choose an authentication method with --auth (or authn.mode in the config)")
+	}
+
+	log, err := newLogger(stderr, cfg.Log.Level)
+	if err != nil {
+		return err
+	}
+	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	engine, err := policies.New(ctx, cfg.Policies)
+	if err != nil {
+		return err
+	}
+	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := macp.New(cfg.MACP, enf, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("log level %q: %w", level, err)
+		}
+	}
+	if w == nil {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,302 @@
+// Package macp is Warden's MACP transport adapter: a gRPC server that speaks
+// macp.v1.MACPRuntimeService, decides every session-scoped message with the
+// Enforcer and forwards what is allowed, byte for byte, to the upstream
+// runtime. Methods it does not inspect pass through as raw frames, so newer
+// runtimes keep working.
+package macp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+)
+
+// Config is the MACP sidecar's configuration.
+type Config struct {
+	// Listen is the address the sidecar serves on (host:port).
+	Listen string `yaml:"listen" json:"listen"`
+	// Upstream is the runtime's address (host:port).
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Plaintext allows a listener and an upstream connection without TLS.
+	// It must be set explicitly.
+	Plaintext bool `yaml:"plaintext" json:"plaintext"`
+	// TLS: the listener's certificate and key; ClientCAFile turns on mTLS.
+	CertFile     string `yaml:"cert_file" json:"cert_file"`
+	KeyFile      string `yaml:"key_file" json:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
+	// UpstreamCAFile verifies the runtime's certificate (system roots if empty).
+	UpstreamCAFile string `yaml:"upstream_ca_file" json:"upstream_ca_file"`
+	// MaxMessageBytes bounds one gRPC message in either direction.
+	MaxMessageBytes int `yaml:"max_message_bytes" json:"max_message_bytes"`
+	// PublicDiscovery lets Initialize, GetManifest, ListModes, ListRoots and
+	// the other discovery RPCs through without credentials.
+	PublicDiscovery bool `yaml:"public_discovery" json:"public_discovery"`
+	// ShutdownTimeout bounds how long in-flight calls may drain on shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+}
+
+// Defaults.
+const (
+	DefaultMaxMessageBytes = 4 << 20
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("macp.listen: required"))
+	}
+	if c.Upstream == "" {
+		errs = append(errs, errors.New("macp.upstream: required"))
+	}
+	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
+		errs = append(errs, errors.New("macp: cert_file and key_file are required unless plaintext is set"))
+	}
+	if c.MaxMessageBytes < 0 {
+		errs = append(errs, errors.New("macp.max_message_bytes: negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the MACP sidecar.
+type Server struct {
+	cfg Config
+	enf *proxy.Enforcer
+	log *slog.Logger
+	up  *grpc.ClientConn
+	srv *grpc.Server
+}
+
+// New builds the sidecar. It opens no sockets and starts no goroutines; Run
+// does.
+func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, enf: enf, log: log}, nil
+}
+
+// Run serves until ctx ends, then stops accepting, drains in-flight calls for
+// at most the shutdown timeout and closes the upstream connection.
+func (s *Server) Run(ctx context.Context) error {
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("macp listen: %w", err)
+	}
+	return s.Serve(ctx, lis)
+}
+
+// Serve is Run on a listener the caller opened.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	upCreds := insecure.NewCredentials()
+	srvOpts := []grpc.ServerOption{
+		grpc.ForceServerCodec(rawCodec{}),
+		grpc.UnknownServiceHandler(s.handle),
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
+	}
+	if !s.cfg.Plaintext {
+		tc, err := s.serverTLS()
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
+		uc, err := s.upstreamTLS()
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		upCreds = credentials.NewTLS(uc)
+	}
+	up, err := grpc.NewClient(s.cfg.Upstream,
+		grpc.WithTransportCredentials(upCreds),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(s.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(s.cfg.MaxMessageBytes)))
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("macp upstream %s: %w", s.cfg.Upstream, err)
+	}
+	s.up = up
+	s.srv = grpc.NewServer(srvOpts...)
+	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext)
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		up.Close()
+		return fmt.Errorf("macp serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { s.srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.ShutdownTimeout):
+		s.log.Warn("macp sidecar: shutdown timeout, closing remaining calls", "timeout", s.cfg.ShutdownTimeout)
+		s.srv.Stop()
+	}
+	<-errc
+	return up.Close()
+}
+
+func (s *Server) serverTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(s.cfg.CertFile, s.cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("macp tls: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if s.cfg.ClientCAFile != "" {
+		pool, err := loadPool(s.cfg.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return tc, nil
+}
+
+func (s *Server) upstreamTLS() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.cfg.UpstreamCAFile != "" {
+		pool, err := loadPool(s.cfg.UpstreamCAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("CA file %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// Full method names.
+const (
+	service          = "/macp.v1.MACPRuntimeService/"
+	methodSend       = service + "Send"
+	methodStream     = service + "StreamSession"
+	methodGet        = service + "GetSession"
+	methodList       = service + "ListSessions"
+	methodWatch      = service + "WatchSessions"
+	methodCancel     = service + "CancelSession"
+	methodSuspend    = service + "SuspendSession"
+	methodResume     = service + "ResumeSession"
+	methodRegisterPo = service + "RegisterPolicy"
+)
+
+// discovery RPCs answer without credentials when PublicDiscovery is set.
+var discovery = map[string]bool{
+	service + "Initialize": true, service + "GetManifest": true, service + "ListModes": true,
+	service + "ListRoots": true, service + "ListExtModes": true, service + "WatchModeRegistry": true,
+	service + "WatchRoots": true, "/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
+}
+
+// handle dispatches every call: Warden registers no typed service.
+func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+	method, ok := grpc.MethodFromServerStream(ss)
+	if !ok {
+		return status.Error(codes.Internal, "no method in stream")
+	}
+	switch method {
+	case methodSend:
+		return s.send(ss)
+	case methodStream:
+		return s.streamSession(ss)
+	case methodCancel, methodSuspend, methodResume:
+		return s.control(ss, strings.TrimPrefix(method, service))
+	case methodGet:
+		return s.getSession(ss)
+	case methodList:
+		return s.listSessions(ss)
+	case methodWatch:
+		return s.watchSessions(ss)
+	case methodRegisterPo:
+		return s.registerPolicy(ss)
+	}
+	if !(discovery[method] && s.cfg.PublicDiscovery) {
+		if _, err := s.principal(ss.Context()); err != nil {
+			return err
+		}
+	}
+	return s.pipe(ss, method)
+}
+
+// credentials extracts what authn needs from the call.
+func credentialsOf(ctx context.Context) authn.Credentials {
+	var c authn.Credentials
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("authorization"); len(v) > 0 {
+		if b, ok := strings.CutPrefix(v[0], "Bearer "); ok {
+			c.Bearer = strings.TrimSpace(b)
+		}
+	}
+	if c.Bearer == "" {
+		if v := md.Get("x-macp-token"); len(v) > 0 {
+			c.Bearer = strings.TrimSpace(v[0])
+		}
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			c.PeerCerts = ti.State.VerifiedChains[0]
+		}
+	}
+	return c
+}
+
+// principal authenticates the call, mapping a failure to the gRPC status the
+// runtime uses.
+func (s *Server) principal(ctx context.Context) (authn.Principal, error) {
+	p, err := s.enf.Authenticate(ctx, credentialsOf(ctx))
+	switch {
+	case errors.Is(err, authn.ErrKeysUnavailable):
+		return p, status.Error(codes.Unavailable, "authentication keys unavailable; retry")
+	case err != nil:
+		return p, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err))
+	}
+	return p, nil
+}
+
+// outgoing forwards the caller's metadata (its credential included) upstream.
+func outgoing(ctx context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return metadata.NewOutgoingContext(ctx, md.Copy())
+}
