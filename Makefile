@@ -11,11 +11,12 @@ CONFORMANCE := ../shared/reference/macp/conformance
 ATTACKS     := test/attacks/macp
 BENCHCOUNT  ?= 6
 
-.PHONY: help build unit test lint generate bench demo fuzz clean
+.PHONY: help build unit test lint generate bench demo fuzz clean peers
 
 help:
 	@echo "make build     build bin/warden"
-	@echo "make test      everything CI runs (lint, unit tests with -race, black-box tests)"
+	@echo "make test      everything CI runs (lint, installs the real peers, tests with -race incl. real-peer tests)"
+	@echo "make peers     install the MACP runtime and Python SDK at pinned versions into .peers/"
 	@echo "make unit      Go unit tests with -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
@@ -29,7 +30,10 @@ build:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: lint unit build
+peers:
+	bash scripts/peers.sh
+
+test: lint peers unit build
 	@echo "== replay: conformance fixtures and attack transcripts through bin/warden"
 	./bin/warden replay $(CONFORMANCE)/*.json > /dev/null
 	./bin/warden replay $(ATTACKS)/*.json > /dev/null

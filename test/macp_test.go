@@ -1,0 +1,197 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	taskMode    = "macp.mode.task.v1"
+	handoffMode = "macp.mode.handoff.v1"
+)
+
+var shortMode = map[string]string{taskMode: "task", handoffMode: "handoff"}
+
+func sessionStart(as, session, mode string, participants ...string) step {
+	return step{"as": as, "session": session, "mode": mode, "type": "SessionStart", "payload_type": "SessionStart",
+		"payload": map[string]any{"intent": "test", "participants": participants, "mode_version": "1.0.0", "configuration_version": "cfg-1", "ttl_ms": 60000}}
+}
+
+func msg(as, session, mode, typ string, payload map[string]any) step {
+	return step{"as": as, "session": session, "mode": mode, "type": typ, "payload_type": shortMode[mode] + "." + typ, "payload": payload}
+}
+
+func commitment(as, session, mode, action string, positive bool) step {
+	return step{"as": as, "session": session, "mode": mode, "type": "Commitment", "payload_type": "Commitment",
+		"payload": map[string]any{"commitment_id": "c1", "action": action, "authority_scope": "test", "reason": "done",
+			"mode_version": "1.0.0", "configuration_version": "cfg-1", "outcome_positive": positive}}
+}
+
+// The sessions of the seeds: a task delegated and completed, and a handoff
+// declined by one target and accepted by another.
+func taskSession(s string) []step {
+	return []step{
+		sessionStart("planner", s, taskMode, "planner", "worker", "reviewer"),
+		msg("planner", s, taskMode, "TaskRequest", map[string]any{"task_id": "t1", "title": "Q4", "instructions": "analyze", "requested_assignee": "worker"}),
+		msg("worker", s, taskMode, "TaskAccept", map[string]any{"task_id": "t1", "assignee": "worker"}),
+		msg("worker", s, taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "status": "running", "progress": 0.5}),
+		msg("worker", s, taskMode, "TaskComplete", map[string]any{"task_id": "t1", "assignee": "worker", "summary": "done"}),
+		commitment("planner", s, taskMode, "task.completed", true),
+	}
+}
+
+func handoffSession(s string) []step {
+	return []step{
+		sessionStart("triage", s, handoffMode, "triage", "billing", "payments"),
+		msg("triage", s, handoffMode, "HandoffOffer", map[string]any{"handoff_id": "h1", "target_participant": "billing", "scope": "refund"}),
+		msg("triage", s, handoffMode, "HandoffContext", map[string]any{"handoff_id": "h1", "content_type": "text/plain"}),
+		msg("billing", s, handoffMode, "HandoffDecline", map[string]any{"handoff_id": "h1", "declined_by": "billing", "reason": "busy"}),
+		msg("triage", s, handoffMode, "HandoffOffer", map[string]any{"handoff_id": "h2", "target_participant": "payments", "scope": "refund"}),
+		msg("payments", s, handoffMode, "HandoffAccept", map[string]any{"handoff_id": "h2", "accepted_by": "payments"}),
+		commitment("triage", s, handoffMode, "handoff.accepted", true),
+	}
+}
+
+// attack is a session brought into a state, then one forbidden message.
+type attack struct {
+	name  string
+	setup []step
+	bad   step
+	code  string // what Warden answers, the code the runtime uses for such refusals
+}
+
+func attacks() []attack {
+	s := "S"
+	task := taskSession(s)
+	accepted := task[:3]
+	failed := append(slices.Clone(accepted), msg("worker", s, taskMode, "TaskFail", map[string]any{"task_id": "t1", "assignee": "worker", "error_code": "E", "reason": "broke"}))
+	offered := handoffSession(s)[:2]
+	declined := handoffSession(s)[:4]
+	return []attack{
+		{"TaskComplete from a participant who is not the assignee", accepted,
+			msg("reviewer", s, taskMode, "TaskComplete", map[string]any{"task_id": "t1", "summary": "forged"}), "FORBIDDEN"},
+		{"TaskFail from a participant who is not the assignee", accepted,
+			msg("reviewer", s, taskMode, "TaskFail", map[string]any{"task_id": "t1", "error_code": "E", "reason": "forged"}), "FORBIDDEN"},
+		{"TaskUpdate from the requester", accepted,
+			msg("planner", s, taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.9}), "FORBIDDEN"},
+		{"HandoffAccept from a participant who is not the target", offered,
+			msg("payments", s, handoffMode, "HandoffAccept", map[string]any{"handoff_id": "h1", "accepted_by": "payments"}), "FORBIDDEN"},
+		{"envelope sender differs from the token", accepted,
+			func() step {
+				st := msg("reviewer", s, taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.9})
+				st["sender"] = "worker"
+				return st
+			}(), "UNAUTHENTICATED"},
+		{"positive commitment after TaskFail", failed,
+			commitment("planner", s, taskMode, "task.completed", true), "POLICY_DENIED"},
+		{"re-offer to the target that declined", declined,
+			msg("triage", s, handoffMode, "HandoffOffer", map[string]any{"handoff_id": "h3", "target_participant": "billing", "scope": "refund"}), "INVALID_ENVELOPE"},
+		{"duplicate message_id from another sender",
+			append(slices.Clone(accepted), func() step {
+				st := msg("worker", s, taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.2})
+				st["message_id"] = "fixed-id-1"
+				return st
+			}()),
+			func() step {
+				st := msg("reviewer", s, taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.3})
+				st["message_id"] = "fixed-id-1"
+				return st
+			}(), "DUPLICATE_MESSAGE"},
+	}
+}
+
+// runAttacks replays every attack direct and through Warden: Warden must
+// refuse each with its code, and accept the honest setup.
+func runAttacks(t *testing.T, direct, warden string, tokens map[string]string) {
+	var table strings.Builder
+	table.WriteString("| attack | runtime alone | with Warden |\n|---|---|---|\n")
+	for _, a := range attacks() {
+		steps := append(slices.Clone(a.setup), a.bad)
+		d := drive(t, direct, tokens, steps)
+		w := drive(t, warden, tokens, steps)
+		for i := range a.setup {
+			if !w[i].OK {
+				t.Errorf("%s: honest step %d refused through Warden: %s %s", a.name, i, w[i].Code, w[i].Message)
+			}
+		}
+		got := w[len(steps)-1]
+		if got.OK || got.Code != a.code {
+			t.Errorf("%s: through Warden ok=%v code=%s (%s), want refused with %s", a.name, got.OK, got.Code, got.Message, a.code)
+		}
+		alone := d[len(steps)-1]
+		direct := "accepted"
+		if !alone.OK {
+			direct = "refused " + alone.Code
+		} else if alone.Duplicate {
+			direct = "accepted (as a duplicate)"
+		}
+		table.WriteString("| " + a.name + " | " + direct + " | refused " + got.Code + " |\n")
+	}
+	t.Logf("attacks:\n%s", table.String())
+}
+
+func checkAllOK(t *testing.T, name string, res []result) {
+	t.Helper()
+	for _, r := range res {
+		if !r.OK {
+			t.Errorf("%s: step %d refused: %s %s", name, r.I, r.Code, r.Message)
+		}
+	}
+}
+
+// TestMACPDevAuth runs the seeds' sessions and the attacks against the real
+// runtime in its dev-auth mode (MACP_ALLOW_INSECURE=1), direct and through
+// Warden.
+func TestMACPDevAuth(t *testing.T) {
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	for name, steps := range map[string][]step{"task": taskSession("T"), "handoff": handoffSession("H")} {
+		checkAllOK(t, name+" direct", drive(t, direct, nil, steps))
+		checkAllOK(t, name+" through Warden", drive(t, warden, nil, steps))
+	}
+	runAttacks(t, direct, warden, nil)
+
+	// Listing: an agent sees only the sessions it takes part in.
+	list := []step{
+		sessionStart("planner", "A", taskMode, "planner", "worker"),
+		sessionStart("other", "B", taskMode, "other", "third"),
+		{"as": "planner", "op": "ListSessions"},
+		{"as": "stranger", "op": "ListSessions"},
+	}
+	d := drive(t, direct, nil, list)
+	w := drive(t, warden, nil, list)
+	t.Logf("ListSessions by planner: runtime alone %v, with Warden %v; by a stranger: runtime alone %v, with Warden %v",
+		d[2].Sessions, w[2].Sessions, d[3].Sessions, w[3].Sessions)
+	if !slices.Equal(w[2].Sessions, []string{"A"}) || len(w[3].Sessions) != 0 {
+		t.Errorf("through Warden: planner lists %v (want [A]), stranger lists %v (want none)", w[2].Sessions, w[3].Sessions)
+	}
+}
+
+// TestMACPStaticTokens runs the runtime and Warden on the same static token
+// file.
+func TestMACPStaticTokens(t *testing.T) {
+	agents := []string{"planner", "worker", "reviewer", "triage", "billing", "payments"}
+	tokens := map[string]string{}
+	var file []map[string]any
+	for _, a := range agents {
+		tokens[a] = "tok-" + a + "-3f9a"
+		file = append(file, map[string]any{"token": tokens[a], "sender": a, "can_start_sessions": true})
+	}
+	b, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	direct := startRuntime(t, "MACP_AUTH_TOKENS_FILE="+path)
+	warden := startWarden(t, direct, "--auth", "static", "--static-tokens", path)
+	checkAllOK(t, "task direct", drive(t, direct, tokens, taskSession("T")))
+	checkAllOK(t, "task through Warden", drive(t, warden, tokens, taskSession("T")))
+	runAttacks(t, direct, warden, tokens)
+}

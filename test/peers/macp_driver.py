@@ -1,0 +1,112 @@
+"""Drives a MACP runtime (or Warden in front of one) with the real MACP Python SDK.
+
+usage: macp_driver.py TARGET SCRIPT.json
+
+SCRIPT is a JSON object {"tokens": {agent: bearer}, "steps": [...]}; each step
+is one call made with the SDK's MacpClient:
+
+  {"as": "agent", "session": "A", "mode": "...", "type": "TaskRequest",
+   "payload_type": "task.TaskRequest", "payload": {...},
+   "sender": "override the envelope sender", "message_id": "fixed id"}
+  {"as": "agent", "op": "ListSessions"}
+  {"as": "agent", "op": "CancelSession", "session": "A"}
+
+Session names map to fresh UUIDv4 session ids. One JSON line per step is
+printed: {"i", "ok", "duplicate", "code", "message", "sessions"}.
+"""
+
+import json
+import sys
+import uuid
+
+import grpc
+from google.protobuf import json_format
+
+from macp.modes.decision.v1 import decision_pb2
+from macp.modes.handoff.v1 import handoff_pb2
+from macp.modes.multi_round.v1 import multi_round_pb2
+from macp.modes.proposal.v1 import proposal_pb2
+from macp.modes.quorum.v1 import quorum_pb2
+from macp.modes.task.v1 import task_pb2
+from macp.v1 import core_pb2
+from macp_sdk import AuthConfig, MacpClient
+from macp_sdk.envelope import build_envelope
+
+PAYLOADS = {
+    "SessionStart": core_pb2.SessionStartPayload,
+    "Commitment": core_pb2.CommitmentPayload,
+    "task": task_pb2,
+    "handoff": handoff_pb2,
+    "decision": decision_pb2,
+    "proposal": proposal_pb2,
+    "quorum": quorum_pb2,
+    "multi_round": multi_round_pb2,
+}
+
+
+def payload_bytes(payload_type, payload):
+    if "." in payload_type:
+        module, name = payload_type.split(".", 1)
+        cls = getattr(PAYLOADS[module], name + "Payload")
+    else:
+        cls = PAYLOADS[payload_type]
+    return json_format.ParseDict(payload or {}, cls(), ignore_unknown_fields=False).SerializeToString()
+
+
+def main():
+    target, script_path = sys.argv[1], sys.argv[2]
+    with open(script_path) as f:
+        script = json.load(f)
+    tokens = script.get("tokens") or {}
+    sessions = {}
+    client = MacpClient(target=target, allow_insecure=True, default_timeout=15)
+
+    def auth(agent):
+        return AuthConfig.for_bearer(tokens.get(agent, agent), sender_hint=agent)
+
+    def sid(name):
+        if name not in sessions:
+            sessions[name] = str(uuid.uuid4())
+        return sessions[name]
+
+    for i, step in enumerate(script["steps"]):
+        out = {"i": i, "ok": False, "duplicate": False, "code": "", "message": ""}
+        try:
+            op = step.get("op")
+            if op == "ListSessions":
+                resp = client.stub.ListSessions(core_pb2.ListSessionsRequest(), metadata=auth(step["as"]).metadata(), timeout=15)
+                names = {v: k for k, v in sessions.items()}
+                out["ok"] = True
+                out["sessions"] = sorted(names.get(s.session_id, "?") for s in resp.sessions if s.session_id in names)
+            elif op in ("CancelSession", "SuspendSession", "ResumeSession"):
+                req = getattr(core_pb2, op + "Request")(session_id=sid(step["session"]), reason="driver")
+                resp = getattr(client.stub, op)(req, metadata=auth(step["as"]).metadata(), timeout=15)
+                out["ok"] = resp.ack.ok
+                out["code"] = resp.ack.error.code
+                out["message"] = resp.ack.error.message
+            else:
+                env = build_envelope(
+                    mode=step["mode"],
+                    message_type=step["type"],
+                    session_id=sid(step["session"]),
+                    payload=payload_bytes(step["payload_type"], step.get("payload")),
+                    sender=step.get("sender", step["as"]),
+                    message_id=step.get("message_id"),
+                )
+                ack = client.send(env, auth=auth(step["as"]), raise_on_nack=False)
+                out["ok"] = ack.ok
+                out["duplicate"] = ack.duplicate
+                out["code"] = ack.error.code
+                out["message"] = ack.error.message
+        except grpc.RpcError as e:  # a call that failed with a gRPC status
+            out["code"] = "GRPC_" + e.code().name
+            out["message"] = e.details() or ""
+        except Exception as e:  # the SDK refused or failed: report it, do not hide it
+            out["code"] = "SDK_" + type(e).__name__
+            out["message"] = str(e)
+        print(json.dumps(out), flush=True)
+    client.close()
+
+
+if __name__ == "__main__":
+    main()

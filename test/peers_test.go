@@ -1,0 +1,215 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// repoRoot is the directory holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// peer returns the path of an installed peer; a missing peer fails the test:
+// scripts/peers.sh (run by `make test`) installs them.
+func peer(t *testing.T, rel string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("peer %s is missing (%v): run scripts/peers.sh", rel, err)
+	}
+	return p
+}
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// wardenBinary builds bin/warden once per test run.
+func wardenBinary(t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "warden-bin")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "warden")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/warden")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// process is a started peer or Warden; its output is kept for failures.
+type process struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+	mu  *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// start runs a command until the test ends and waits until addr accepts
+// connections.
+func start(t *testing.T, name, addr string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{out: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout = lockedWriter{p.mu, p.out}
+	p.cmd.Stderr = lockedWriter{p.mu, p.out}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("--- %s output ---\n%s", name, p.out.String())
+			p.mu.Unlock()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return p
+		}
+		if p.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t.Fatalf("%s did not listen on %s within 30s:\n%s", name, addr, p.out.String())
+	return nil
+}
+
+// startRuntime starts the MACP reference runtime on loopback, in memory;
+// extra environment selects its authentication.
+func startRuntime(t *testing.T, env ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	env = append([]string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}, env...)
+	start(t, "macp-runtime", addr, env, peer(t, ".peers/cargo/bin/macp-runtime"))
+	return addr
+}
+
+// startWarden starts `warden serve` in front of upstream.
+func startWarden(t *testing.T, upstream string, args ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	args = append([]string{"serve", "--macp-listen", addr, "--macp-upstream", upstream, "--plaintext"}, args...)
+	start(t, "warden", addr, nil, wardenBinary(t), args...)
+	return addr
+}
+
+// step is one call of the Python driver (see test/peers/macp_driver.py).
+type step map[string]any
+
+// result is the driver's account of one call.
+type result struct {
+	I         int      `json:"i"`
+	OK        bool     `json:"ok"`
+	Duplicate bool     `json:"duplicate"`
+	Code      string   `json:"code"`
+	Message   string   `json:"message"`
+	Sessions  []string `json:"sessions"`
+}
+
+// drive runs steps with the real MACP Python SDK against target.
+func drive(t *testing.T, target string, tokens map[string]string, steps []step) []result {
+	t.Helper()
+	script, err := json.Marshal(map[string]any{"tokens": tokens, "steps": steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(f, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, peer(t, ".peers/venv/bin/python"), filepath.Join(repoRoot(t), "test/peers/macp_driver.py"), target, f)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("driver: %v\n%s", err, stderr.String())
+	}
+	var res []result
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("driver output %q: %v", sc.Text(), err)
+		}
+		res = append(res, r)
+	}
+	if len(res) != len(steps) {
+		t.Fatalf("driver answered %d of %d steps\n%s", len(res), len(steps), stderr.String())
+	}
+	return res
+}
