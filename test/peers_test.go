@@ -16,7 +16,7 @@ import (
 )
 
 // repoRoot is the directory holding go.mod.
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -36,7 +36,7 @@ func repoRoot(t *testing.T) string {
 
 // peer returns the path of an installed peer; a missing peer fails the test:
 // scripts/peers.sh (run by `make test`) installs them.
-func peer(t *testing.T, rel string) string {
+func peer(t testing.TB, rel string) string {
 	t.Helper()
 	p := filepath.Join(repoRoot(t), rel)
 	if _, err := os.Stat(p); err != nil {
@@ -52,7 +52,7 @@ var build struct {
 }
 
 // wardenBinary builds bin/warden once per test run.
-func wardenBinary(t *testing.T) string {
+func wardenBinary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
 		dir, err := os.MkdirTemp("", "warden-bin")
@@ -73,7 +73,7 @@ func wardenBinary(t *testing.T) string {
 	return build.path
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,7 +103,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 // start runs a command until the test ends and waits until addr accepts
 // connections.
-func start(t *testing.T, name, addr string, env []string, bin string, args ...string) *process {
+func start(t testing.TB, name, addr string, env []string, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{out: &bytes.Buffer{}, mu: &sync.Mutex{}}
 	p.cmd = exec.Command(bin, args...)
@@ -149,7 +149,7 @@ func start(t *testing.T, name, addr string, env []string, bin string, args ...st
 
 // startRuntime starts the MACP reference runtime on loopback, in memory;
 // extra environment selects its authentication.
-func startRuntime(t *testing.T, env ...string) string {
+func startRuntime(t testing.TB, env ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
 	env = append([]string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}, env...)
@@ -158,7 +158,7 @@ func startRuntime(t *testing.T, env ...string) string {
 }
 
 // startWarden starts `warden serve` in front of upstream.
-func startWarden(t *testing.T, upstream string, args ...string) string {
+func startWarden(t testing.TB, upstream string, args ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
 	args = append([]string{"serve", "--macp-listen", addr, "--macp-upstream", upstream, "--plaintext"}, args...)
@@ -180,7 +180,7 @@ type result struct {
 }
 
 // drive runs steps with the real MACP Python SDK against target.
-func drive(t *testing.T, target string, tokens map[string]string, steps []step) []result {
+func drive(t testing.TB, target string, tokens map[string]string, steps []step) []result {
 	t.Helper()
 	script, err := json.Marshal(map[string]any{"tokens": tokens, "steps": steps})
 	if err != nil {
