@@ -10,6 +10,7 @@ RUNTIME_VERSION=0.13.0
 PEERS=$PWD/.peers
 
 log() { echo "peers: $*" >&2; }
+mkdir -p "$PEERS"
 
 # protoc is needed to build the runtime.
 if ! command -v protoc >/dev/null; then
