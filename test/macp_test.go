@@ -195,3 +195,45 @@ func TestMACPStaticTokens(t *testing.T) {
 	checkAllOK(t, "task through Warden", drive(t, warden, tokens, taskSession("T")))
 	runAttacks(t, direct, warden, tokens)
 }
+
+// TestMACPRebuild checks that state Warden does not hold is rebuilt from the
+// runtime, never guessed at: with a one-entry session table two interleaved
+// sessions get the same decisions as direct, and a restarted Warden still
+// refuses a forged completion in a session it never saw.
+func TestMACPRebuild(t *testing.T) {
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--sessions", "1")
+	a, b := taskSession("A"), taskSession("B")
+	var interleaved []step
+	for i := range a {
+		interleaved = append(interleaved, a[i], b[i])
+		if i == 3 { // both sessions running: forgeries in each, after the other evicted it
+			interleaved = append(interleaved,
+				msg("reviewer", "A", taskMode, "TaskComplete", map[string]any{"task_id": "t1", "summary": "forged"}),
+				msg("planner", "B", taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 1}))
+		}
+	}
+	d := drive(t, direct, nil, interleaved)
+	w := drive(t, warden, nil, interleaved)
+	for i := range interleaved {
+		if d[i].OK != w[i].OK || d[i].Code != w[i].Code {
+			t.Errorf("step %d (%s %s): direct ok=%v %s, through Warden ok=%v %s (%s)", i, interleaved[i]["as"], interleaved[i]["type"], d[i].OK, d[i].Code, w[i].OK, w[i].Code, w[i].Message)
+		}
+	}
+
+	// Restart: the first half through one Warden, the rest through a new one.
+	first, proc := startWardenProcess(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	id := "6b1f0c9e-2d4a-4f6b-9c1e-3a5d7e9f1b2c"
+	r := taskSession(id)
+	checkAllOK(t, "before the restart", drive(t, first, nil, r[:3]))
+	proc.stop()
+	second := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	after := drive(t, second, nil, []step{
+		msg("reviewer", id, taskMode, "TaskComplete", map[string]any{"task_id": "t1", "summary": "forged"}),
+		r[4], r[5],
+	})
+	if after[0].OK || after[0].Code != "FORBIDDEN" {
+		t.Errorf("forged completion after a restart: ok=%v %s (%s), want FORBIDDEN", after[0].OK, after[0].Code, after[0].Message)
+	}
+	checkAllOK(t, "honest completion after the restart", after[1:])
+}

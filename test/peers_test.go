@@ -85,9 +85,25 @@ func freeAddr(t testing.TB) string {
 
 // process is a started peer or Warden; its output is kept for failures.
 type process struct {
-	cmd *exec.Cmd
-	out *bytes.Buffer
-	mu  *sync.Mutex
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	mu   *sync.Mutex
+	once sync.Once
+}
+
+// stop interrupts the process and waits for it (SIGKILL after 10 s).
+func (p *process) stop() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	})
 }
 
 type lockedWriter struct {
@@ -114,15 +130,7 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
+		p.stop()
 		if t.Failed() {
 			p.mu.Lock()
 			t.Logf("--- %s output ---\n%s", name, p.out.String())
@@ -160,10 +168,15 @@ func startRuntime(t testing.TB, env ...string) string {
 // startWarden starts `warden serve` in front of upstream.
 func startWarden(t testing.TB, upstream string, args ...string) string {
 	t.Helper()
+	addr, _ := startWardenProcess(t, upstream, args...)
+	return addr
+}
+
+func startWardenProcess(t testing.TB, upstream string, args ...string) (string, *process) {
+	t.Helper()
 	addr := freeAddr(t)
 	args = append([]string{"serve", "--macp-listen", addr, "--macp-upstream", upstream, "--plaintext"}, args...)
-	start(t, "warden", addr, nil, wardenBinary(t), args...)
-	return addr
+	return addr, start(t, "warden", addr, nil, wardenBinary(t), args...)
 }
 
 // step is one call of the Python driver (see test/peers/macp_driver.py).

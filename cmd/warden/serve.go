@@ -87,11 +87,16 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log})
+	up, err := macp.DialUpstream(cfg.MACP)
 	if err != nil {
 		return err
 	}
-	srv, err := macp.New(cfg.MACP, enf, log)
+	defer up.Close()
+	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log, Rebuilder: macp.NewRebuilder(up, log)})
+	if err != nil {
+		return err
+	}
+	srv, err := macp.New(cfg.MACP, enf, up, log)
 	if err != nil {
 		return err
 	}

@@ -86,26 +86,65 @@ type Server struct {
 	srv *grpc.Server
 }
 
-// New builds the sidecar. It opens no sockets and starts no goroutines; Run
-// does.
-func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
+// Upstream is the connection to the runtime, shared by the sidecar and the
+// Rebuilder. It connects lazily, on the first call.
+type Upstream struct{ conn *grpc.ClientConn }
+
+// DialUpstream prepares the connection to cfg.Upstream.
+func DialUpstream(cfg Config) (*Upstream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	cfg = cfg.withDefaults()
+	creds := insecure.NewCredentials()
+	if !cfg.Plaintext {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.UpstreamCAFile != "" {
+			pool, err := loadPool(cfg.UpstreamCAFile)
+			if err != nil {
+				return nil, err
+			}
+			tc.RootCAs = pool
+		}
+		creds = credentials.NewTLS(tc)
 	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	conn, err := grpc.NewClient(cfg.Upstream,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
+	}
+	return &Upstream{conn: conn}, nil
+}
+
+// Close closes the connection.
+func (u *Upstream) Close() error { return u.conn.Close() }
+
+func (c Config) withDefaults() Config {
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return c
+}
+
+// New builds the sidecar. It opens no sockets and starts no goroutines; Run
+// does.
+func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, enf: enf, log: log}, nil
+	return &Server{cfg: cfg.withDefaults(), enf: enf, log: log, up: up.conn}, nil
 }
 
-// Run serves until ctx ends, then stops accepting, drains in-flight calls for
-// at most the shutdown timeout and closes the upstream connection.
+// Run serves until ctx ends, then stops accepting and drains in-flight calls
+// for at most the shutdown timeout.
 func (s *Server) Run(ctx context.Context) error {
 	lis, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
@@ -116,7 +155,6 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	upCreds := insecure.NewCredentials()
 	srvOpts := []grpc.ServerOption{
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
@@ -130,22 +168,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			return err
 		}
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
-		uc, err := s.upstreamTLS()
-		if err != nil {
-			lis.Close()
-			return err
-		}
-		upCreds = credentials.NewTLS(uc)
 	}
-	up, err := grpc.NewClient(s.cfg.Upstream,
-		grpc.WithTransportCredentials(upCreds),
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
-			grpc.MaxCallRecvMsgSize(s.cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(s.cfg.MaxMessageBytes)))
-	if err != nil {
-		lis.Close()
-		return fmt.Errorf("macp upstream %s: %w", s.cfg.Upstream, err)
-	}
-	s.up = up
 	s.srv = grpc.NewServer(srvOpts...)
 	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext)
 
@@ -153,7 +176,6 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	go func() { errc <- s.srv.Serve(lis) }()
 	select {
 	case err := <-errc:
-		up.Close()
 		return fmt.Errorf("macp serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -166,7 +188,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.srv.Stop()
 	}
 	<-errc
-	return up.Close()
+	return nil
 }
 
 func (s *Server) serverTLS() (*tls.Config, error) {
@@ -181,18 +203,6 @@ func (s *Server) serverTLS() (*tls.Config, error) {
 			return nil, err
 		}
 		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return tc, nil
-}
-
-func (s *Server) upstreamTLS() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if s.cfg.UpstreamCAFile != "" {
-		pool, err := loadPool(s.cfg.UpstreamCAFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
 	}
 	return tc, nil
 }

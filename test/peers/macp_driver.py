@@ -11,7 +11,8 @@ is one call made with the SDK's MacpClient:
   {"as": "agent", "op": "ListSessions"}
   {"as": "agent", "op": "CancelSession", "session": "A"}
 
-Session names map to fresh UUIDv4 session ids. One JSON line per step is
+Session names map to fresh UUIDv4 session ids; a name that is itself a UUID
+is used as is (to reach one session from several runs). One JSON line per step is
 printed: {"i", "ok", "duplicate", "code", "message", "sessions"}.
 """
 
@@ -65,6 +66,8 @@ def main():
         return AuthConfig.for_bearer(tokens.get(agent, agent), sender_hint=agent)
 
     def sid(name):
+        if len(name) == 36 and name.count("-") == 4:  # a literal session id
+            return name
         if name not in sessions:
             sessions[name] = str(uuid.uuid4())
         return sessions[name]

@@ -1,0 +1,205 @@
+package macp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// Rebuilder recovers a session's state from the runtime (DESIGN.md §5): the
+// metadata from GetSession, then the accepted history replayed by a
+// StreamSession subscription through the same rules. It calls the runtime
+// with the credentials of the request that needs the state.
+type Rebuilder struct {
+	up  *grpc.ClientConn
+	log *slog.Logger
+	// Quiet is how long the replay may pause before it is taken as complete
+	// when the metadata's message counts cannot tell.
+	Quiet time.Duration
+}
+
+// NewRebuilder returns a Rebuilder using up.
+func NewRebuilder(up *Upstream, log *slog.Logger) *Rebuilder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Rebuilder{up: up.conn, log: log, Quiet: 300 * time.Millisecond}
+}
+
+// errDiverged means the runtime accepted a message Warden's rules refuse.
+var errDiverged = errors.New("the runtime's history holds a message Warden's rules refuse")
+
+// Rebuild returns the session's state, or nil when the runtime does not know
+// the session.
+func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Session, error) {
+	ctx = outgoing(ctx)
+	meta, err := r.metadata(ctx, sessionID)
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	want := 0
+	for _, a := range meta.GetParticipantActivity() {
+		want += int(a.GetMessageCount())
+	}
+	lookup, err := r.policyLookup(ctx, meta.GetPolicyVersion())
+	if err != nil {
+		return nil, err
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := r.up.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	sub, err := proto.Marshal(&macpv1.StreamSessionRequest{SubscribeSessionId: sessionID})
+	if err != nil {
+		return nil, err
+	}
+	if err := cs.SendMsg(&frame{b: sub}); err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	frames := make(chan *frame)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			f := &frame{}
+			if err := cs.RecvMsg(f); err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case frames <- f:
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+
+	// participant_activity counts the mode messages each participant sent
+	// (not the SessionStart): the replay is complete when that many have come.
+	var s *rules.Session
+	seen := 0
+	for want == 0 || s == nil || seen < want {
+		var f *frame
+		select {
+		case f = <-frames:
+		case err := <-errc:
+			if errors.Is(err, io.EOF) && s != nil {
+				return r.finish(s, meta), nil
+			}
+			return nil, fmt.Errorf("replay: %w", err)
+		case <-time.After(r.Quiet):
+			if s != nil {
+				return r.finish(s, meta), nil
+			}
+			return nil, errors.New("replay: the runtime sent no history")
+		case <-sctx.Done():
+			return nil, fmt.Errorf("replay: %w", sctx.Err())
+		}
+		var resp macpv1.StreamSessionResponse
+		if err := proto.Unmarshal(f.b, &resp); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+		env := resp.GetEnvelope()
+		if env == nil {
+			if e := resp.GetError(); e != nil {
+				return nil, fmt.Errorf("replay: runtime error %s: %s", e.GetCode(), e.GetMessage())
+			}
+			continue
+		}
+		switch env.GetMessageType() {
+		case rules.TypeSessionCancel, rules.TypeSessionSuspend, rules.TypeSessionResume:
+			continue // runtime annotations; the final state comes from the metadata
+		}
+		ts := env.GetTimestampUnixMs()
+		var out rules.Outcome
+		if env.GetMessageType() == rules.TypeSessionStart {
+			out = rules.Start(s, env, env.GetSender(), lookup, ts)
+		} else {
+			out = rules.Step(s, env, env.GetSender(), ts)
+			seen++
+		}
+		if out.Duplicate {
+			continue
+		}
+		if out.Next == nil {
+			r.log.Warn("rebuild: the runtime accepted a message Warden refuses", "session_id", sessionID,
+				"message_type", env.GetMessageType(), "message_id", env.GetMessageId(), "code", string(out.Verdict.Code), "detail", out.Verdict.Detail)
+			return nil, fmt.Errorf("%w: %s %s (%s)", errDiverged, env.GetMessageType(), env.GetMessageId(), out.Verdict.Code)
+		}
+		s = out.Next
+	}
+	if s == nil {
+		return nil, errors.New("replay: no SessionStart in the history")
+	}
+	return r.finish(s, meta), nil
+}
+
+// finish applies what only the metadata knows: the lifecycle state set by
+// control RPCs and the deadline on the runtime's clock.
+func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata) *rules.Session {
+	if st := rules.State(meta.GetState()); st != rules.StateUnspecified {
+		s.State = st
+	}
+	if d := meta.GetExpiresAtUnixMs(); d > 0 {
+		s.DeadlineMs = d
+	}
+	return s
+}
+
+func (r *Rebuilder) metadata(ctx context.Context, sessionID string) (*macpv1.SessionMetadata, error) {
+	req, err := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sessionID})
+	if err != nil {
+		return nil, err
+	}
+	resp := &frame{}
+	if err := r.up.Invoke(ctx, methodGet, &frame{b: req}, resp); err != nil {
+		return nil, err
+	}
+	var out macpv1.GetSessionResponse
+	if err := proto.Unmarshal(resp.b, &out); err != nil {
+		return nil, err
+	}
+	return out.GetMetadata(), nil
+}
+
+// policyLookup fetches the session's bound policy from the runtime.
+func (r *Rebuilder) policyLookup(ctx context.Context, id string) (rules.PolicyLookup, error) {
+	if id == "" || id == rules.DefaultPolicyID {
+		return nil, nil
+	}
+	req, err := proto.Marshal(&macpv1.GetPolicyRequest{PolicyId: id})
+	if err != nil {
+		return nil, err
+	}
+	resp := &frame{}
+	if err := r.up.Invoke(ctx, service+"GetPolicy", &frame{b: req}, resp); err != nil {
+		return nil, fmt.Errorf("get policy %s: %w", id, err)
+	}
+	var out macpv1.GetPolicyResponse
+	if err := proto.Unmarshal(resp.b, &out); err != nil {
+		return nil, err
+	}
+	pd := out.GetPolicyDescriptor()
+	d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), SchemaVersion: pd.GetSchemaVersion()}
+	if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
+		return nil, fmt.Errorf("policy %s rules: %w", id, err)
+	}
+	return func(want string) (rules.PolicyDescriptor, bool) { return d, want == d.PolicyID }, nil
+}
