@@ -48,8 +48,15 @@ type Rebuilder interface {
 	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
 }
 
+// Observer is told of every decision and how long it took: the metrics hook.
+type Observer interface {
+	Decided(d Decision, took time.Duration)
+}
+
 // Options are the Enforcer's dependencies.
 type Options struct {
+	// Observer receives every decision; nil means none.
+	Observer      Observer
 	Authenticator *authn.Authenticator
 	Policies      *policies.Engine
 	// Rebuilder is nil when no upstream can be asked (offline replay); a
@@ -137,6 +144,7 @@ type Enforcer struct {
 	table     *table
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
+	observer  Observer
 	log       *slog.Logger
 	now       func() time.Time
 	idPrefix  string
@@ -158,7 +166,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	e := &Enforcer{table: t, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, log: opts.Logger, now: opts.Now}
+	e := &Enforcer{table: t, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, observer: opts.Observer, log: opts.Logger, now: opts.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -209,6 +217,18 @@ func (e *Enforcer) Session(ctx context.Context, id string) (*rules.Session, erro
 // authentication and sender binding, session state, rules, policy. An error
 // means Warden could not decide; the adapter must refuse the message.
 func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
+	if e.observer != nil {
+		began := time.Now()
+		d, err := e.enforce(ctx, req)
+		if err == nil {
+			e.observer.Decided(d, time.Since(began))
+		}
+		return d, err
+	}
+	return e.enforce(ctx, req)
+}
+
+func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	snap := e.snap.Load()
 	now := e.now().UnixMilli()
 	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36)}

@@ -2,6 +2,8 @@ package test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,7 +150,8 @@ func checkAllOK(t *testing.T, name string, res []result) {
 // Warden.
 func TestMACPDevAuth(t *testing.T) {
 	direct := startRuntime(t)
-	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	adminAddr := freeAddr(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--admin-listen", adminAddr)
 	for name, steps := range map[string][]step{"task": taskSession("T"), "handoff": handoffSession("H")} {
 		checkAllOK(t, name+" direct", drive(t, direct, nil, steps))
 		checkAllOK(t, name+" through Warden", drive(t, warden, nil, steps))
@@ -169,6 +172,32 @@ func TestMACPDevAuth(t *testing.T) {
 	if !slices.Equal(w[2].Sessions, []string{"A"}) || len(w[3].Sessions) != 0 {
 		t.Errorf("through Warden: planner lists %v (want [A]), stranger lists %v (want none)", w[2].Sessions, w[3].Sessions)
 	}
+
+	// The admin port.
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/readyz":  "ready",
+		"/metrics": `warden_decisions_total{decision="deny",message_type="TaskComplete",mode="macp.mode.task.v1",protocol="macp",reason="sender_not_authorized"}`,
+	} {
+		body, code := httpGet(t, "http://"+adminAddr+path)
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, body lacks %q:\n%.2000s", path, code, want, body)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), resp.StatusCode
 }
 
 // TestMACPStaticTokens runs the runtime and Warden on the same static token

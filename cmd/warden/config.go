@@ -23,6 +23,12 @@ type Config struct {
 	Enforcer proxy.Config    `yaml:"enforcer"`
 	MACP     macp.Config     `yaml:"macp"`
 	Log      LogConfig       `yaml:"log"`
+	Admin    AdminConfig     `yaml:"admin"`
+}
+
+// AdminConfig places the admin port.
+type AdminConfig struct {
+	Listen string `yaml:"listen"` // host:port; empty turns it off
 }
 
 // LogConfig selects the log level.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
@@ -34,6 +36,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	sessions := fs.Int("sessions", 0, "session table bound (default 100000)")
 	dryRun := fs.Bool("dry-run", false, "log refusals and forward everything")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
+	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -55,6 +58,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	set(&cfg.Authn.JWT.JWKSFile, *jwksFile)
 	set(&cfg.Authn.JWT.Issuer, *issuer)
 	set(&cfg.Log.Level, *logLevel)
+	set(&cfg.Admin.Listen, *adminListen)
 	if *audience != "" {
 		cfg.Authn.JWT.Audience = authn.Audience{*audience}
 	}
@@ -92,7 +96,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer up.Close()
-	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log, Rebuilder: macp.NewRebuilder(up, log)})
+	reg := newRegistry()
+	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
+		Rebuilder: macp.NewRebuilder(up, log), Observer: newMetrics(reg)})
 	if err != nil {
 		return err
 	}
@@ -100,7 +106,13 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return srv.Run(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	if cfg.Admin.Listen != "" {
+		ad := &admin{addr: cfg.Admin.Listen, reg: reg, log: log, ready: up.Ready}
+		g.Go(func() error { return ad.Run(gctx) })
+	}
+	return g.Wait()
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

@@ -19,6 +19,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -120,6 +121,20 @@ func DialUpstream(cfg Config) (*Upstream, error) {
 
 // Close closes the connection.
 func (u *Upstream) Close() error { return u.conn.Close() }
+
+// Ready reports whether the runtime is reachable: an idle connection is asked
+// to connect, a failing one is not ready.
+func (u *Upstream) Ready() error {
+	switch st := u.conn.GetState(); st {
+	case connectivity.Ready:
+		return nil
+	case connectivity.Idle:
+		u.conn.Connect()
+		return errors.New("upstream connection idle; connecting")
+	default:
+		return fmt.Errorf("upstream connection %s", st)
+	}
+}
 
 func (c Config) withDefaults() Config {
 	if c.MaxMessageBytes == 0 {

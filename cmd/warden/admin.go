@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
+)
+
+// metrics records decisions for Prometheus. Label values come from closed
+// sets: a message type or mode Warden does not know is "other", so a client
+// cannot grow the series.
+type metrics struct {
+	decisions *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warden_decisions_total", Help: "Decisions by protocol, mode, message type, outcome and reason.",
+		}, []string{"protocol", "mode", "message_type", "decision", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "warden_decision_seconds", Help: "Time to decide one message.",
+			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 2.5e-2, 0.1},
+		}, []string{"protocol"}),
+	}
+	reg.MustRegister(m.decisions, m.latency)
+	return m
+}
+
+var knownModes = map[string]bool{rules.ModeTask: true, rules.ModeHandoff: true, rules.ModeDecision: true, rules.ModeProposal: true, rules.ModeQuorum: true, rules.ModeMultiRound: true, "": true}
+
+var knownTypes = map[string]bool{}
+
+func init() {
+	for _, t := range []string{"SessionStart", "Commitment", "Signal", "Progress", "TaskRequest", "TaskAccept", "TaskReject", "TaskUpdate", "TaskComplete", "TaskFail",
+		"HandoffOffer", "HandoffContext", "HandoffAccept", "HandoffDecline", "Proposal", "Evaluation", "Objection", "Vote", "CounterProposal", "Accept",
+		"Reject", "Withdraw", "ApprovalRequest", "Approve", "Abstain", "Contribute", rules.OpCancel, rules.OpSuspend, rules.OpResume} {
+		knownTypes[t] = true
+	}
+}
+
+func label(known map[string]bool, v string) string {
+	if known[v] {
+		return v
+	}
+	return "other"
+}
+
+// Decided implements proxy.Observer.
+func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
+	outcome := "allow"
+	switch {
+	case d.DryRun:
+		outcome = "dry_run_deny"
+	case !d.Allow:
+		outcome = "deny"
+	case d.Duplicate:
+		outcome = "duplicate"
+	}
+	m.decisions.WithLabelValues("macp", label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason)).Inc()
+	m.latency.WithLabelValues("macp").Observe(took.Seconds())
+}
+
+// admin serves /healthz, /readyz and /metrics.
+type admin struct {
+	addr  string
+	reg   *prometheus.Registry
+	ready func() error
+	log   *slog.Logger
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+func (a *admin) Run(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := a.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	lis, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return fmt.Errorf("admin listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.log.Info("admin listening", "listen", lis.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("admin serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if e := <-errc; err == nil && !errors.Is(e, http.ErrServerClosed) {
+		err = e
+	}
+	return err
+}
