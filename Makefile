@@ -21,7 +21,7 @@ help:
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
 	@echo "make bench     micro-benchmarks with -benchmem, summarised by benchstat"
-	@echo "make demo      replay the spec's conformance fixtures and Warden's attack transcripts"
+	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, then replay the transcripts"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 
 build:
@@ -58,12 +58,8 @@ bench: $(TOOLS)/benchstat
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./policies/ ./proxy/ ./authn/ | tee bench/results/micro.txt
 	$(TOOLS)/benchstat bench/results/micro.txt
 
-demo: build
-	@echo "== the spec's conformance fixtures"
-	./bin/warden replay $(CONFORMANCE)/*.json
-	@echo
-	@echo "== Warden's attack transcripts"
-	./bin/warden replay $(ATTACKS)/*.json
+demo:
+	bash scripts/demo.sh
 
 FUZZTIME ?= 20s
 fuzz:

@@ -1,6 +1,6 @@
 """Drives a MACP runtime (or Warden in front of one) with the real MACP Python SDK.
 
-usage: macp_driver.py TARGET SCRIPT.json
+usage: macp_driver.py [--pretty] TARGET SCRIPT.json
 
 SCRIPT is a JSON object {"tokens": {agent: bearer}, "steps": [...]}; each step
 is one call made with the SDK's MacpClient:
@@ -13,7 +13,8 @@ is one call made with the SDK's MacpClient:
 
 Session names map to fresh UUIDv4 session ids; a name that is itself a UUID
 is used as is (to reach one session from several runs). One JSON line per step is
-printed: {"i", "ok", "duplicate", "code", "message", "sessions"}.
+printed: {"i", "ok", "duplicate", "code", "message", "sessions"}; with --pretty,
+a line a person reads instead (a step may carry a "say" caption).
 """
 
 import json
@@ -54,8 +55,21 @@ def payload_bytes(payload_type, payload):
     return json_format.ParseDict(payload or {}, cls(), ignore_unknown_fields=False).SerializeToString()
 
 
+def describe(step):
+    if step.get("op"):
+        return "%s %s %s" % (step["as"], step["op"], step.get("session", ""))
+    who = step["as"]
+    if step.get("sender") and step["sender"] != who:
+        who = "%s (envelope says %s)" % (who, step["sender"])
+    return "%-28s %-15s session %s" % (who, step["type"], step["session"])
+
+
 def main():
-    target, script_path = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    pretty = args and args[0] == "--pretty"
+    if pretty:
+        args = args[1:]
+    target, script_path = args[0], args[1]
     with open(script_path) as f:
         script = json.load(f)
     tokens = script.get("tokens") or {}
@@ -107,7 +121,15 @@ def main():
         except Exception as e:  # the SDK refused or failed: report it, do not hide it
             out["code"] = "SDK_" + type(e).__name__
             out["message"] = str(e)
-        print(json.dumps(out), flush=True)
+        if pretty:
+            if step.get("say"):
+                print("\n# " + step["say"])
+            verdict = "accepted" if out["ok"] else "REFUSED %s: %s" % (out["code"], out["message"])
+            if "sessions" in out:
+                verdict = "sees sessions %s" % (out["sessions"] or "none")
+            print("  %s -> %s" % (describe(step), verdict), flush=True)
+        else:
+            print(json.dumps(out), flush=True)
     client.close()
 
 

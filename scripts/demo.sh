@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# make demo: installs what is missing, starts the MACP runtime and Warden in
+# front of it on loopback, plays a short story with the MACP Python SDK and
+# prints what each agent sent and what Warden decided; stops everything it
+# started. Then replays the spec's conformance fixtures and Warden's attack
+# transcripts offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/peers.sh
+make -s build
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+RT=127.0.0.1:$(free_port)
+WD=127.0.0.1:$(free_port)
+LOGS=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+wait_port() {
+  for _ in $(seq 1 150); do
+    if python3 -c "import socket,sys; socket.create_connection(('${1%:*}', ${1##*:}), 0.2)" 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  echo "demo: nothing listens on $1; logs in $LOGS" >&2; exit 1
+}
+
+MACP_BIND_ADDR=$RT MACP_MEMORY_ONLY=1 MACP_ALLOW_INSECURE=1 RUST_LOG=warn .peers/cargo/bin/macp-runtime >"$LOGS/runtime.log" 2>&1 &
+pids+=($!)
+wait_port "$RT"
+bin/warden serve --macp-listen "$WD" --macp-upstream "$RT" --plaintext --auth dev --insecure-dev-auth >"$LOGS/warden.log" 2>&1 &
+pids+=($!)
+wait_port "$WD"
+
+echo "== the MACP runtime ($RT) with Warden in front ($WD); agents use the MACP Python SDK"
+.peers/venv/bin/python test/peers/macp_driver.py --pretty "$WD" test/peers/demo_story.json
+echo
+echo "== the same story sent to the runtime directly, for comparison"
+.peers/venv/bin/python test/peers/macp_driver.py --pretty "$RT" test/peers/demo_story.json | grep -v '^$' | grep -v '^#'
+echo
+echo "== Warden's log of refusals: $LOGS/warden.log"
+echo
+echo "== offline: the spec's conformance fixtures and Warden's attack transcripts (warden replay)"
+bin/warden replay ../shared/reference/macp/conformance/*.json test/attacks/macp/*.json > "$LOGS/replay.txt"
+echo "  $(wc -l < "$LOGS/replay.txt") messages decided, $(grep -c ' reject ' "$LOGS/replay.txt") of them refused; every outcome as the transcripts expect"
+echo "  a few refusals:"
+grep ' reject ' "$LOGS/replay.txt" | grep -E 'forged|hijack|spoof|reoffer|positive_commit' | head -8 | sed 's/^/    /'
+echo "  full list: $LOGS/replay.txt"
