@@ -20,7 +20,8 @@ import (
 // and through Warden, in the same run; it reports the median and p99 of the
 // round trips besides the mean.
 func BenchmarkSend(b *testing.B) {
-	direct := startRuntime(b)
+	// The runtime's own rate limit (600 messages and 60 starts a minute) would throttle the loop.
+	direct := startRuntime(b, "MACP_MESSAGE_LIMIT_PER_MINUTE=10000000", "MACP_SESSION_START_LIMIT_PER_MINUTE=1000000")
 	warden := startWarden(b, direct, "--auth", "dev", "--insecure-dev-auth")
 	for _, target := range []struct{ name, addr string }{{"direct", direct}, {"warden", warden}} {
 		b.Run(target.name, func(b *testing.B) {
@@ -30,7 +31,7 @@ func BenchmarkSend(b *testing.B) {
 			}
 			defer conn.Close()
 			client := macpv1.NewMACPRuntimeServiceClient(conn)
-			sid := fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, time.Now().UnixNano()&0xffffffffffff)
+			var sid string
 			send := func(as, typ, id string, payload proto.Message) *macpv1.Ack {
 				p, err := proto.Marshal(payload)
 				if err != nil {
@@ -45,22 +46,32 @@ func BenchmarkSend(b *testing.B) {
 				}
 				return resp.GetAck()
 			}
-			for _, s := range []struct {
-				as, typ string
-				p       proto.Message
-			}{
-				{"planner", "SessionStart", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 3_600_000}},
-				{"planner", "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: "worker"}},
-				{"worker", "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: "worker"}},
-			} {
-				if a := send(s.as, s.typ, s.typ, s.p); !a.GetOk() {
-					b.Fatalf("%s: %v", s.typ, a.GetError())
+			// A new session every 100 updates: the runtime slows down as one
+			// session's history grows, which is not what is measured here.
+			newSession := func(n int) {
+				sid = fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, n)
+				for _, s := range []struct {
+					as, typ string
+					p       proto.Message
+				}{
+					{"planner", "SessionStart", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 3_600_000}},
+					{"planner", "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: "worker"}},
+					{"worker", "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: "worker"}},
+				} {
+					if a := send(s.as, s.typ, s.typ, s.p); !a.GetOk() {
+						b.Fatalf("%s: %v", s.typ, a.GetError())
+					}
 				}
 			}
 			update := &taskv1.TaskUpdatePayload{TaskId: "t", Progress: 0.5}
 			var lat []time.Duration
 			i := 0
 			for b.Loop() {
+				if i%100 == 0 {
+					b.StopTimer()
+					newSession(i)
+					b.StartTimer()
+				}
 				t0 := time.Now()
 				if a := send("worker", "TaskUpdate", fmt.Sprint("u", i), update); !a.GetOk() {
 					b.Fatalf("update: %v", a.GetError())
