@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,7 +74,8 @@ func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	m.latency.WithLabelValues("macp").Observe(took.Seconds())
 }
 
-// admin serves /healthz, /readyz and /metrics.
+// admin serves /healthz, /readyz, /metrics and the Go profiler under
+// /debug/pprof/ (the admin port belongs on a private interface).
 type admin struct {
 	addr  string
 	reg   *prometheus.Registry
@@ -98,6 +100,8 @@ func (a *admin) Run(ctx context.Context) error {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	lis, err := net.Listen("tcp", a.addr)
 	if err != nil {
 		return fmt.Errorf("admin listen: %w", err)
