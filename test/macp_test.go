@@ -266,3 +266,45 @@ func TestMACPRebuild(t *testing.T) {
 	}
 	checkAllOK(t, "honest completion after the restart", after[1:])
 }
+
+// TestMACPStreamSession sends on StreamSession with the SDK's MacpStream:
+// refusals come back inline and the stream stays open; accepted envelopes
+// the runtime echoes commit Warden's state.
+func TestMACPStreamSession(t *testing.T) {
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	streamed := func(as string, msgs ...step) step {
+		var ms []map[string]any
+		for _, m := range msgs {
+			ms = append(ms, map[string]any{"mode": m["mode"], "type": m["type"], "payload_type": m["payload_type"], "payload": m["payload"]})
+		}
+		return step{"as": as, "op": "stream", "session": "S", "messages": ms}
+	}
+	s := taskSession("S")
+	steps := []step{s[0], s[1], s[2],
+		streamed("reviewer", msg("reviewer", "S", taskMode, "TaskComplete", map[string]any{"task_id": "t1", "summary": "forged"})),
+		streamed("worker",
+			msg("worker", "S", taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.5}),
+			msg("planner", "S", taskMode, "TaskUpdate", map[string]any{"task_id": "t1", "progress": 0.6}), // sender is the stream's identity: accepted
+			msg("worker", "S", taskMode, "TaskComplete", map[string]any{"task_id": "t1", "assignee": "worker", "summary": "done"})),
+		s[5], // the planner's commitment, via Send: needs the streamed completion committed
+	}
+	for name, target := range map[string]string{"direct": direct, "through Warden": warden} {
+		res := drive(t, target, nil, steps)
+		t.Logf("%s: reviewer stream %+v; worker stream %+v; commitment ok=%v %s", name, res[3].Results, res[4].Results, res[5].OK, res[5].Code)
+		if name == "direct" {
+			continue
+		}
+		if r := res[3].Results; len(r) != 1 || r[0].OK || r[0].Code != "FORBIDDEN" {
+			t.Errorf("forged TaskComplete on a stream through Warden: %+v, want an inline FORBIDDEN", r)
+		}
+		for _, r := range res[4].Results {
+			if !r.OK {
+				t.Errorf("worker's %s on a stream through Warden refused: %s", r.Type, r.Code)
+			}
+		}
+		if !res[5].OK {
+			t.Errorf("commitment after a streamed completion: %s %s", res[5].Code, res[5].Message)
+		}
+	}
+}

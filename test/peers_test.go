@@ -190,6 +190,11 @@ type result struct {
 	Code      string   `json:"code"`
 	Message   string   `json:"message"`
 	Sessions  []string `json:"sessions"`
+	Results   []struct {
+		Type string `json:"type"`
+		OK   bool   `json:"ok"`
+		Code string `json:"code"`
+	} `json:"results"`
 }
 
 // drive runs steps with the real MACP Python SDK against target.

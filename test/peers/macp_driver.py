@@ -10,15 +10,18 @@ is one call made with the SDK's MacpClient:
    "sender": "override the envelope sender", "message_id": "fixed id"}
   {"as": "agent", "op": "ListSessions"}
   {"as": "agent", "op": "CancelSession", "session": "A"}
+  {"as": "agent", "op": "stream", "session": "A", "messages": [{"mode", "type",
+   "payload_type", "payload"}, ...]}   (one StreamSession; per message: echoed or inline error)
 
 Session names map to fresh UUIDv4 session ids; a name that is itself a UUID
 is used as is (to reach one session from several runs). One JSON line per step is
-printed: {"i", "ok", "duplicate", "code", "message", "sessions"}; with --pretty,
+printed: {"i", "ok", "duplicate", "code", "message", "sessions", "results"}; with --pretty,
 a line a person reads instead (a step may carry a "say" caption).
 """
 
 import json
 import sys
+import time
 import uuid
 
 import grpc
@@ -53,6 +56,39 @@ def payload_bytes(payload_type, payload):
     else:
         cls = PAYLOADS[payload_type]
     return json_format.ParseDict(payload or {}, cls(), ignore_unknown_fields=False).SerializeToString()
+
+
+def stream(client, auth_cfg, session_id, step):
+    """Sends step["messages"] on one StreamSession and reports, per message,
+    whether the runtime echoed it (accepted) or answered an inline error."""
+    errors = {}
+    st = client.open_stream(auth=auth_cfg)
+    st.on_inline_error(lambda e: errors.__setitem__(e.message_id, e.code or "ERROR"))
+    results = []
+    try:
+        for n, m in enumerate(step["messages"]):
+            mid = "%s-s%d-%s" % (step["as"], n, uuid.uuid4().hex[:8])
+            st.send(build_envelope(
+                mode=m["mode"], message_type=m["type"], session_id=session_id,
+                payload=payload_bytes(m["payload_type"], m.get("payload")),
+                sender=m.get("sender", step["as"]), message_id=mid))
+            res = {"type": m["type"], "ok": False, "code": "TIMEOUT"}
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                if mid in errors:
+                    res["code"] = errors[mid]
+                    break
+                try:
+                    env = st.read(timeout=0.1)
+                except Exception:
+                    continue
+                if env is not None and env.message_id == mid:
+                    res = {"type": m["type"], "ok": True, "code": ""}
+                    break
+            results.append(res)
+    finally:
+        st.close()
+    return results
 
 
 def describe(step):
@@ -95,6 +131,9 @@ def main():
                 names = {v: k for k, v in sessions.items()}
                 out["ok"] = True
                 out["sessions"] = sorted(names.get(s.session_id, "?") for s in resp.sessions if s.session_id in names)
+            elif op == "stream":
+                out["results"] = stream(client, auth(step["as"]), sid(step["session"]), step)
+                out["ok"] = True
             elif op in ("CancelSession", "SuspendSession", "ResumeSession"):
                 req = getattr(core_pb2, op + "Request")(session_id=sid(step["session"]), reason="driver")
                 resp = getattr(client.stub, op)(req, metadata=auth(step["as"]).metadata(), timeout=15)
