@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -175,8 +176,11 @@ func startWarden(t testing.TB, upstream string, args ...string) string {
 func startWardenProcess(t testing.TB, upstream string, args ...string) (string, *process) {
 	t.Helper()
 	addr := freeAddr(t)
-	args = append([]string{"serve", "--macp-listen", addr, "--macp-upstream", upstream, "--plaintext"}, args...)
-	return addr, start(t, "warden", addr, nil, wardenBinary(t), args...)
+	base := []string{"serve", "--macp-listen", addr, "--macp-upstream", upstream}
+	if !slices.Contains(args, "--tls-cert") {
+		base = append(base, "--plaintext")
+	}
+	return addr, start(t, "warden", addr, nil, wardenBinary(t), append(base, args...)...)
 }
 
 // step is one call of the Python driver (see test/peers/macp_driver.py).

@@ -27,7 +27,14 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	upstream := fs.String("macp-upstream", "", "address of the MACP runtime (host:port)")
 	auth := fs.String("auth", "", "authentication: jwt, static, mtls or dev (comma-separated to try several)")
 	insecureAuth := fs.Bool("insecure-dev-auth", false, "allow --auth dev: the bearer value is taken as the identity, unverified")
-	plaintext := fs.Bool("plaintext", false, "serve and dial without TLS (loopback and tests only)")
+	plaintext := fs.Bool("plaintext", false, "serve and dial the runtime without TLS (loopback and tests only)")
+	listenPlaintext := fs.Bool("listen-plaintext", false, "serve without TLS")
+	upstreamPlaintext := fs.Bool("upstream-plaintext", false, "dial the runtime without TLS")
+	certFile := fs.String("tls-cert", "", "the listener's certificate (PEM)")
+	keyFile := fs.String("tls-key", "", "the listener's private key (PEM)")
+	clientCA := fs.String("tls-client-ca", "", "CA bundle that verifies client certificates (turns on mTLS)")
+	upstreamCA := fs.String("upstream-ca", "", "CA bundle that verifies the runtime's certificate")
+	maxMsg := fs.Int("max-message-bytes", 0, "largest gRPC message accepted or forwarded (default 4 MiB)")
 	tokens := fs.String("static-tokens", "", "static token file in the MACP runtime's shape")
 	jwksURL := fs.String("jwks-url", "", "JWKS URL for --auth jwt")
 	jwksFile := fs.String("jwks-file", "", "JWKS file for --auth jwt")
@@ -69,7 +76,15 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	cfg.Authn.Insecure = cfg.Authn.Insecure || *insecureAuth
-	cfg.MACP.Plaintext = cfg.MACP.Plaintext || *plaintext
+	cfg.MACP.Plaintext = cfg.MACP.Plaintext || *plaintext || *listenPlaintext
+	cfg.MACP.UpstreamPlaintext = cfg.MACP.UpstreamPlaintext || *plaintext || *upstreamPlaintext
+	set(&cfg.MACP.CertFile, *certFile)
+	set(&cfg.MACP.KeyFile, *keyFile)
+	set(&cfg.MACP.ClientCAFile, *clientCA)
+	set(&cfg.MACP.UpstreamCAFile, *upstreamCA)
+	if *maxMsg != 0 {
+		cfg.MACP.MaxMessageBytes = *maxMsg
+	}
 	cfg.Enforcer.DryRun = cfg.Enforcer.DryRun || *dryRun
 	if *sessions != 0 {
 		cfg.Enforcer.Sessions = *sessions

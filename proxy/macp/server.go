@@ -36,9 +36,10 @@ type Config struct {
 	Listen string `yaml:"listen" json:"listen"`
 	// Upstream is the runtime's address (host:port).
 	Upstream string `yaml:"upstream" json:"upstream"`
-	// Plaintext allows a listener and an upstream connection without TLS.
-	// It must be set explicitly.
-	Plaintext bool `yaml:"plaintext" json:"plaintext"`
+	// Plaintext serves without TLS; UpstreamPlaintext dials the runtime
+	// without TLS. Both must be set explicitly.
+	Plaintext         bool `yaml:"plaintext" json:"plaintext"`
+	UpstreamPlaintext bool `yaml:"upstream_plaintext" json:"upstream_plaintext"`
 	// TLS: the listener's certificate and key; ClientCAFile turns on mTLS.
 	CertFile     string `yaml:"cert_file" json:"cert_file"`
 	KeyFile      string `yaml:"key_file" json:"key_file"`
@@ -98,7 +99,7 @@ func DialUpstream(cfg Config) (*Upstream, error) {
 	}
 	cfg = cfg.withDefaults()
 	creds := insecure.NewCredentials()
-	if !cfg.Plaintext {
+	if !cfg.UpstreamPlaintext {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.UpstreamCAFile != "" {
 			pool, err := loadPool(cfg.UpstreamCAFile)

@@ -1,0 +1,173 @@
+package test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// pki is a throwaway CA with a server certificate for 127.0.0.1 and client
+// certificates carrying SPIFFE IDs.
+type pki struct {
+	dir    string
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	pool   *x509.CertPool
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "warden test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pki{dir: t.TempDir(), caCert: cert, caKey: key, pool: x509.NewCertPool()}
+	p.pool.AddCert(cert)
+	p.write(t, "ca.pem", "CERTIFICATE", der)
+	return p
+}
+
+func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// issue returns PEM files and the tls.Certificate of a leaf.
+func (p *pki) issue(t *testing.T, name string, server bool, spiffe string) (certFile, keyFile string, pair tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
+	if server {
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	} else {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		u, err := url.Parse(spiffe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = []*url.URL{u}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = p.write(t, name+".pem", "CERTIFICATE", der)
+	keyFile = p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
+	pair, err = tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pair
+}
+
+func sendStart(ctx context.Context, conn *grpc.ClientConn, identity string, payload []byte) (*macpv1.Ack, error) {
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+identity)
+	resp, err := macpv1.NewMACPRuntimeServiceClient(conn).Send(ctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{
+		MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "start",
+		SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102", Sender: identity, TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+	return resp.GetAck(), err
+}
+
+// TestMACPTLS runs Warden with a TLS listener that verifies client
+// certificates (mTLS, SPIFFE IDs as principals) in front of the runtime, and
+// checks the message size limit.
+func TestMACPTLS(t *testing.T) {
+	p := newPKI(t)
+	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
+	_, _, planner := p.issue(t, "planner", false, "spiffe://warden.test/planner")
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "mtls", "--tls-cert", serverCert, "--tls-key", serverKey,
+		"--tls-client-ca", filepath.Join(p.dir, "ca.pem"), "--upstream-plaintext", "--max-message-bytes", "65536")
+
+	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"spiffe://warden.test/planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dial := func(cert *tls.Certificate) *grpc.ClientConn {
+		tc := &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12}
+		if cert != nil {
+			tc.Certificates = []tls.Certificate{*cert}
+		}
+		conn, err := grpc.NewClient(warden, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+
+	// The certificate's SPIFFE ID is the principal; the runtime (dev auth)
+	// sees the same identity in the bearer the client forwards.
+	ack, err := sendStart(ctx, dial(&planner), "spiffe://warden.test/planner", payload)
+	if err != nil || !ack.GetOk() {
+		t.Fatalf("mTLS SessionStart: %v %v", err, ack.GetError())
+	}
+	// Without a client certificate there is no principal.
+	ack, err = sendStart(ctx, dial(nil), "spiffe://warden.test/planner", payload)
+	if err != nil || ack.GetOk() || ack.GetError().GetCode() != "UNAUTHENTICATED" {
+		t.Fatalf("no client certificate: err=%v ack=%v, want UNAUTHENTICATED", err, ack)
+	}
+	// A plaintext client cannot talk to the TLS listener at all.
+	plain, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := sendStart(ctx, plain, "x", payload); status.Code(err) != codes.Unavailable {
+		t.Fatalf("plaintext client: %v, want Unavailable", err)
+	}
+	// Messages over the limit are refused before anything is forwarded.
+	big := make([]byte, 100_000)
+	if _, err := sendStart(ctx, dial(&planner), "spiffe://warden.test/planner", big); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
+	}
+}
