@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
 	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
-	"proxy/macp": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/grpc", "google.golang.org/protobuf"},
+	"proxy/macp": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
 	"replay":     {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
 	"cmd":        {""}, // anything
 }

@@ -24,6 +24,14 @@ type Config struct {
 	MACP     macp.Config     `yaml:"macp"`
 	Log      LogConfig       `yaml:"log"`
 	Admin    AdminConfig     `yaml:"admin"`
+	Tracing  TracingConfig   `yaml:"tracing"`
+}
+
+// TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.
+type TracingConfig struct {
+	OTLPEndpoint string  `yaml:"otlp_endpoint"` // host:port; empty turns tracing off
+	Insecure     bool    `yaml:"insecure"`      // plaintext to the collector; default on for loopback endpoints
+	SampleRatio  float64 `yaml:"sample_ratio"`  // of new traces; 0 means 1 (every call)
 }
 
 // AdminConfig places the admin port.

@@ -44,6 +44,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "log refusals and forward everything")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +67,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	set(&cfg.Authn.JWT.Issuer, *issuer)
 	set(&cfg.Log.Level, *logLevel)
 	set(&cfg.Admin.Listen, *adminListen)
+	set(&cfg.Tracing.OTLPEndpoint, *otlp)
 	if *audience != "" {
 		cfg.Authn.JWT.Audience = authn.Audience{*audience}
 	}
@@ -106,7 +108,12 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	up, err := macp.DialUpstream(cfg.MACP)
+	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing()
+	up, err := macp.DialUpstream(cfg.MACP, tp)
 	if err != nil {
 		return err
 	}
@@ -117,7 +124,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv, err := macp.New(cfg.MACP, enf, up, log)
+	srv, err := macp.New(cfg.MACP, enf, up, log, tp)
 	if err != nil {
 		return err
 	}

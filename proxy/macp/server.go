@@ -17,6 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -84,6 +87,7 @@ type Server struct {
 	cfg Config
 	enf *proxy.Enforcer
 	log *slog.Logger
+	tp  trace.TracerProvider
 	up  *grpc.ClientConn
 	srv *grpc.Server
 }
@@ -92,8 +96,9 @@ type Server struct {
 // Rebuilder. It connects lazily, on the first call.
 type Upstream struct{ conn *grpc.ClientConn }
 
-// DialUpstream prepares the connection to cfg.Upstream.
-func DialUpstream(cfg Config) (*Upstream, error) {
+// DialUpstream prepares the connection to cfg.Upstream. With a tracer
+// provider, calls to the runtime are traced and carry the trace context.
+func DialUpstream(cfg Config, tp trace.TracerProvider) (*Upstream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -110,10 +115,13 @@ func DialUpstream(cfg Config) (*Upstream, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
-	conn, err := grpc.NewClient(cfg.Upstream,
-		grpc.WithTransportCredentials(creds),
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if tp != nil {
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
+	}
+	conn, err := grpc.NewClient(cfg.Upstream, append(opts,
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
-			grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+			grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))...)
 	if err != nil {
 		return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
 	}
@@ -147,16 +155,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// New builds the sidecar. It opens no sockets and starts no goroutines; Run
-// does.
-func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger) (*Server, error) {
+// New builds the sidecar; tp, when not nil, traces every call. It opens no
+// sockets and starts no goroutines; Run does.
+func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp trace.TracerProvider) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg.withDefaults(), enf: enf, log: log, up: up.conn}, nil
+	return &Server{cfg: cfg.withDefaults(), enf: enf, log: log, tp: tp, up: up.conn}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -176,6 +184,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		grpc.UnknownServiceHandler(s.handle),
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
+	}
+	if s.tp != nil {
+		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
 	if !s.cfg.Plaintext {
 		tc, err := s.serverTLS()
