@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 const (
@@ -171,6 +179,33 @@ func TestMACPDevAuth(t *testing.T) {
 		d[2].Sessions, w[2].Sessions, d[3].Sessions, w[3].Sessions)
 	if !slices.Equal(w[2].Sessions, []string{"A"}) || len(w[3].Sessions) != 0 {
 		t.Errorf("through Warden: planner lists %v (want [A]), stranger lists %v (want none)", w[2].Sessions, w[3].Sessions)
+	}
+
+	// Control RPCs follow the commitment authority (the initiator by default).
+	control := []step{
+		sessionStart("planner", "C", taskMode, "planner", "worker"),
+		{"as": "worker", "op": "CancelSession", "session": "C"},
+		{"as": "planner", "op": "CancelSession", "session": "C"},
+	}
+	d = drive(t, direct, nil, control)
+	w = drive(t, warden, nil, control)
+	t.Logf("CancelSession by a participant: runtime alone ok=%v %s, with Warden ok=%v %s", d[1].OK, d[1].Code, w[1].OK, w[1].Code)
+	if w[1].OK || w[1].Code != d[1].Code || !w[2].OK {
+		t.Errorf("through Warden: cancel by the worker ok=%v %s (want %s, as the runtime answers), by the planner ok=%v %s", w[1].OK, w[1].Code, d[1].Code, w[2].OK, w[2].Code)
+	}
+
+	// Discovery needs credentials through Warden (the runtime answers anyone).
+	for name, target := range map[string]string{"direct": direct, "warden": warden} {
+		conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = macpv1.NewMACPRuntimeServiceClient(conn).ListModes(context.Background(), &macpv1.ListModesRequest{})
+		conn.Close()
+		t.Logf("ListModes without credentials, %s: %v", name, status.Code(err))
+		if name == "warden" && status.Code(err) != codes.Unauthenticated {
+			t.Errorf("ListModes without credentials through Warden: %v, want Unauthenticated", err)
+		}
 	}
 
 	// The admin port.
