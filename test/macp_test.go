@@ -181,6 +181,24 @@ func TestMACPDevAuth(t *testing.T) {
 		t.Errorf("through Warden: planner lists %v (want [A]), stranger lists %v (want none)", w[2].Sessions, w[3].Sessions)
 	}
 
+	// Subscribing to a session's history: participants only.
+	sub := []step{
+		sessionStart("planner", "W", taskMode, "planner", "worker"),
+		msg("planner", "W", taskMode, "TaskRequest", map[string]any{"task_id": "t1", "title": "secret", "requested_assignee": "worker"}),
+		{"as": "worker", "op": "subscribe", "session": "W"},
+		{"as": "stranger", "op": "subscribe", "session": "W"},
+	}
+	d = drive(t, direct, nil, sub)
+	w = drive(t, warden, nil, sub)
+	t.Logf("subscribe by a stranger: runtime alone ok=%v received %d envelopes %s; with Warden ok=%v received %d %s",
+		d[3].OK, d[3].Received, d[3].Code, w[3].OK, w[3].Received, w[3].Code)
+	if !w[2].OK || w[2].Received < 2 {
+		t.Errorf("participant's subscription through Warden: ok=%v received %d, want the 2 accepted envelopes", w[2].OK, w[2].Received)
+	}
+	if w[3].OK || w[3].Received != 0 || w[3].Code != "FORBIDDEN" {
+		t.Errorf("stranger's subscription through Warden: ok=%v received %d %s, want FORBIDDEN and nothing", w[3].OK, w[3].Received, w[3].Code)
+	}
+
 	// Control RPCs follow the commitment authority (the initiator by default).
 	control := []step{
 		sessionStart("planner", "C", taskMode, "planner", "worker"),

@@ -194,6 +194,7 @@ type result struct {
 	Code      string   `json:"code"`
 	Message   string   `json:"message"`
 	Sessions  []string `json:"sessions"`
+	Received  int      `json:"received"`
 	Results   []struct {
 		Type string `json:"type"`
 		OK   bool   `json:"ok"`

@@ -91,6 +91,30 @@ def stream(client, auth_cfg, session_id, step):
     return results
 
 
+def subscribe(client, auth_cfg, session_id):
+    """Subscribes to a session's history: reports how many envelopes came, or
+    the inline error."""
+    errors = []
+    st = client.open_stream(auth=auth_cfg)
+    st.on_inline_error(lambda e: errors.append(e.code or "ERROR"))
+    st.send_subscribe(session_id)
+    received = 0
+    deadline = time.time() + 2
+    try:
+        while time.time() < deadline and not errors:
+            try:
+                env = st.read(timeout=0.1)
+            except Exception:
+                continue
+            if env is not None:
+                received += 1
+    finally:
+        st.close()
+    if errors:
+        return {"ok": False, "code": errors[0], "received": received}
+    return {"ok": True, "received": received}
+
+
 def describe(step):
     if step.get("op"):
         return "%s %s %s" % (step["as"], step["op"], step.get("session", ""))
@@ -131,6 +155,8 @@ def main():
                 names = {v: k for k, v in sessions.items()}
                 out["ok"] = True
                 out["sessions"] = sorted(names.get(s.session_id, "?") for s in resp.sessions if s.session_id in names)
+            elif op == "subscribe":
+                out.update(subscribe(client, auth(step["as"]), sid(step["session"])))
             elif op == "stream":
                 out["results"] = stream(client, auth(step["as"]), sid(step["session"]), step)
                 out["ok"] = True
