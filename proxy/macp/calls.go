@@ -140,24 +140,34 @@ func member(m *macpv1.SessionMetadata, id string) bool {
 	return m.GetInitiator() == id || slices.Contains(m.GetParticipants(), id)
 }
 
-// getSession shows a session only to its participants; to anyone else it
-// looks like an unknown session.
-func (s *Server) getSession(ss grpc.ServerStream) error {
+// authedUnary authenticates a unary call, forwards it and decodes the
+// response into out, so the caller can filter what the caller may see.
+func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Message) (authn.Principal, *frame, error) {
 	p, err := s.principal(ss.Context())
 	if err != nil {
-		return err
+		return p, nil, err
 	}
 	req, err := recvOne(ss)
 	if err != nil {
-		return err
+		return p, nil, err
 	}
-	resp, err := s.invoke(ss, methodGet, req)
+	resp, err := s.invoke(ss, method, req)
+	if err != nil {
+		return p, nil, err
+	}
+	if err := proto.Unmarshal(resp.b, out); err != nil {
+		return p, nil, status.Error(codes.Internal, "the runtime's "+method+" response does not decode")
+	}
+	return p, resp, nil
+}
+
+// getSession shows a session only to its participants; to anyone else it
+// looks like an unknown session.
+func (s *Server) getSession(ss grpc.ServerStream) error {
+	var out macpv1.GetSessionResponse
+	p, resp, err := s.authedUnary(ss, methodGet, &out)
 	if err != nil {
 		return err
-	}
-	var out macpv1.GetSessionResponse
-	if err := proto.Unmarshal(resp.b, &out); err != nil {
-		return status.Error(codes.Internal, "upstream GetSessionResponse does not decode")
 	}
 	if !member(out.GetMetadata(), p.ID) {
 		return status.Error(codes.NotFound, "session not found")
@@ -167,21 +177,10 @@ func (s *Server) getSession(ss grpc.ServerStream) error {
 
 // listSessions lists only the caller's sessions.
 func (s *Server) listSessions(ss grpc.ServerStream) error {
-	p, err := s.principal(ss.Context())
-	if err != nil {
-		return err
-	}
-	req, err := recvOne(ss)
-	if err != nil {
-		return err
-	}
-	resp, err := s.invoke(ss, methodList, req)
-	if err != nil {
-		return err
-	}
 	var out macpv1.ListSessionsResponse
-	if err := proto.Unmarshal(resp.b, &out); err != nil {
-		return status.Error(codes.Internal, "upstream ListSessionsResponse does not decode")
+	p, resp, err := s.authedUnary(ss, methodList, &out)
+	if err != nil {
+		return err
 	}
 	kept := out.Sessions[:0]
 	for _, m := range out.GetSessions() {
