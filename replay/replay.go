@@ -104,35 +104,40 @@ func (r Result) OK() bool { return len(r.Failures) == 0 }
 // epoch is the replay clock's start: fixed, so runs are repeatable.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Run replays the transcript in file against a fresh Enforcer that uses
-// engine for its policies.
-func Run(ctx context.Context, engine *policies.Engine, file string) (Result, error) {
-	res := Result{File: file}
+// Step is one message of a transcript, ready to be decided.
+type Step struct {
+	Index    string
+	Sender   string
+	Type     string
+	Request  proxy.Request
+	At       time.Time // the replay clock when the message is decided
+	Expect   string    // accept | reject
+	WantCode string    // the expected error code, when given
+}
+
+// Transcript is a loaded transcript: its header and the requests to decide.
+type Transcript struct {
+	Name      string
+	Fixture   Fixture
+	SessionID string
+	Steps     []Step
+}
+
+// Load reads a transcript and builds its requests: the fixture's sender is
+// the authenticated principal (a bearer token in dev mode), unless a message
+// names another.
+func Load(file string) (*Transcript, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return res, fmt.Errorf("read transcript: %w", err)
+		return nil, fmt.Errorf("read transcript: %w", err)
 	}
 	var fx Fixture
 	if err := json.Unmarshal(b, &fx); err != nil {
-		return res, fmt.Errorf("decode transcript %s: %w", file, err)
+		return nil, fmt.Errorf("decode transcript %s: %w", file, err)
 	}
-	clock := epoch
-	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		return res, err
-	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: auth, Policies: engine, Now: func() time.Time { return clock }})
-	if err != nil {
-		return res, err
-	}
-	if fx.Policy != nil {
-		if err := enf.Policies().Register(*fx.Policy); err != nil {
-			return res, fmt.Errorf("transcript %s: %w", file, err)
-		}
-	}
-	sum := sha256.Sum256([]byte(filepath.Base(file)))
-	sid := uuidV4(sum[:16])
 	name := filepath.Base(file)
+	sum := sha256.Sum256([]byte(name))
+	tr := &Transcript{Name: name, Fixture: fx, SessionID: uuidV4(sum[:16])}
 
 	msgs := fx.Messages
 	hasStart := false
@@ -145,11 +150,11 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 			"policy_version": fx.PolicyVersion, "ttl_ms": fx.TTLMs, "intent": "replay",
 		})
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		msgs = append([]FixtureMessage{{Sender: fx.Initiator, MessageType: rules.TypeSessionStart, PayloadType: "SessionStart", Payload: start, Expect: "accept", MessageID: "start"}}, msgs...)
 	}
-
+	clock := epoch
 	for i, m := range msgs {
 		index := strconv.Itoa(i)
 		if !hasStart {
@@ -163,13 +168,15 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 		if principal == "" {
 			principal = m.Sender
 		}
-		req := proxy.Request{Credentials: authn.Credentials{Bearer: principal}}
+		st := Step{Index: index, Sender: m.Sender, Type: m.MessageType, At: clock, Expect: m.Expect, WantCode: m.ExpectedErrorCode,
+			Request: proxy.Request{Credentials: authn.Credentials{Bearer: principal}}}
 		if m.Op != "" {
-			req.Op, req.SessionID = m.Op, sid
+			st.Type = m.Op
+			st.Request.Op, st.Request.SessionID = m.Op, tr.SessionID
 		} else {
 			payload, err := encodePayload(m.PayloadType, m.Payload)
 			if err != nil {
-				return res, fmt.Errorf("%s:%s: %w", name, index, err)
+				return nil, fmt.Errorf("%s:%s: %w", name, index, err)
 			}
 			id := m.MessageID
 			if id == "" {
@@ -182,42 +189,92 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 			if m.MacpVersion != "" {
 				version = m.MacpVersion
 			}
-			req.Envelope = &macpv1.Envelope{
+			st.Request.Envelope = &macpv1.Envelope{
 				MacpVersion: version, Mode: mode, MessageType: m.MessageType, MessageId: id,
-				SessionId: sid, Sender: m.Sender, TimestampUnixMs: clock.UnixMilli(), Payload: payload,
+				SessionId: tr.SessionID, Sender: m.Sender, TimestampUnixMs: clock.UnixMilli(), Payload: payload,
 			}
 		}
-		d, err := enf.Enforce(ctx, req)
+		tr.Steps = append(tr.Steps, st)
+	}
+	return tr, nil
+}
+
+// Decide decides one step; Settle is the decider's business.
+type Decide func(ctx context.Context, st Step) (proxy.Decision, error)
+
+// Evaluate decides every step of tr with decide and compares the outcomes,
+// and then the session's final state (from session), with the transcript's
+// expectations.
+func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func() (*rules.Session, error)) (Result, error) {
+	res := Result{File: tr.Name}
+	for _, st := range tr.Steps {
+		d, err := decide(ctx, st)
 		if err != nil {
-			return res, fmt.Errorf("%s:%s: could not decide: %w", name, index, err)
+			return res, fmt.Errorf("%s:%s: could not decide: %w", tr.Name, st.Index, err)
 		}
-		d.Settle(d.Allow) // no upstream: an allowed message is taken as accepted
-		typ := m.MessageType
-		if m.Op != "" {
-			typ = m.Op
-		}
-		line := Line{File: name, Index: index, Sender: m.Sender, Type: typ, Accept: d.Allow, Code: d.Code, Reason: d.Reason,
-			Detail: d.Message, Roles: d.Roles, Expected: m.Expect, Match: true}
+		line := Line{File: tr.Name, Index: st.Index, Sender: st.Sender, Type: st.Type, Accept: d.Allow, Code: d.Code, Reason: d.Reason,
+			Detail: d.Message, Roles: d.Roles, Expected: st.Expect, Match: true}
 		switch {
-		case m.Expect == "accept" && !d.Allow:
+		case st.Expect == "accept" && !d.Allow:
 			line.Match = false
-			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected accept, got reject %s (%s: %s)", name, index, d.Code, d.Reason, d.Message))
-		case m.Expect == "reject" && d.Allow:
+			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected accept, got reject %s (%s: %s)", tr.Name, st.Index, d.Code, d.Reason, d.Message))
+		case st.Expect == "reject" && d.Allow:
 			line.Match = false
-			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected reject, got accept", name, index))
-		case m.Expect == "reject" && m.ExpectedErrorCode != "" && string(d.Code) != m.ExpectedErrorCode:
+			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected reject, got accept", tr.Name, st.Index))
+		case st.Expect == "reject" && st.WantCode != "" && string(d.Code) != st.WantCode:
 			line.Match = false
-			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected %s, got %s (%s: %s)", name, index, m.ExpectedErrorCode, d.Code, d.Reason, d.Message))
+			res.Failures = append(res.Failures, fmt.Sprintf("%s:%s: expected %s, got %s (%s: %s)", tr.Name, st.Index, st.WantCode, d.Code, d.Reason, d.Message))
 		}
 		res.Lines = append(res.Lines, line)
 	}
-
-	s, err := enf.Session(ctx, sid)
+	s, err := session()
 	if err != nil {
 		return res, err
 	}
-	res.Failures = append(res.Failures, checkFinal(name, &fx, s)...)
+	res.Failures = append(res.Failures, checkFinal(tr.Name, &tr.Fixture, s)...)
 	return res, nil
+}
+
+// NewEnforcer returns an offline Enforcer for a transcript: dev
+// authentication, the transcript's inline policy registered, and a clock the
+// caller sets to each step's time.
+func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*proxy.Enforcer, error) {
+	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		return nil, err
+	}
+	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	if tr.Fixture.Policy != nil {
+		if err := enf.Policies().Register(*tr.Fixture.Policy); err != nil {
+			return nil, fmt.Errorf("transcript %s: %w", tr.Name, err)
+		}
+	}
+	return enf, nil
+}
+
+// Run replays the transcript in file against a fresh Enforcer that uses
+// engine for its policies, committing every allowed message.
+func Run(ctx context.Context, engine *policies.Engine, file string) (Result, error) {
+	tr, err := Load(file)
+	if err != nil {
+		return Result{File: file}, err
+	}
+	clock := epoch
+	enf, err := NewEnforcer(engine, tr, func() time.Time { return clock })
+	if err != nil {
+		return Result{File: file}, err
+	}
+	return Evaluate(ctx, tr, func(ctx context.Context, st Step) (proxy.Decision, error) {
+		clock = st.At
+		d, err := enf.Enforce(ctx, st.Request)
+		if err == nil {
+			d.Settle(d.Allow) // no upstream: an allowed message is taken as accepted
+		}
+		return d, err
+	}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
 }
 
 // checkFinal compares the session's final state with the fixture's
