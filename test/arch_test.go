@@ -28,9 +28,10 @@ var allowed = map[string][]string{
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
 	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
-	"proxy/macp": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
-	"replay":     {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
-	"cmd":        {""}, // anything
+	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
+	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
+	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
+	"cmd":            {""}, // anything
 }
 
 // TestImportGraph checks every non-test import of every package.

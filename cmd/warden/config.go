@@ -12,6 +12,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/macp"
 )
 
@@ -22,6 +23,7 @@ type Config struct {
 	Policies policies.Config `yaml:"policies"`
 	Enforcer proxy.Config    `yaml:"enforcer"`
 	MACP     macp.Config     `yaml:"macp"`
+	ExtAuthz extauthz.Config `yaml:"extauthz"`
 	Log      LogConfig       `yaml:"log"`
 	Admin    AdminConfig     `yaml:"admin"`
 	Tracing  TracingConfig   `yaml:"tracing"`

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/macp"
 )
 
@@ -45,6 +46,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
+	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +70,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	set(&cfg.Log.Level, *logLevel)
 	set(&cfg.Admin.Listen, *adminListen)
 	set(&cfg.Tracing.OTLPEndpoint, *otlp)
+	set(&cfg.ExtAuthz.Listen, *extListen)
 	if *audience != "" {
 		cfg.Authn.JWT.Audience = authn.Audience{*audience}
 	}
@@ -95,6 +98,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(cfg.Authn.Mode) == 0 {
 		return errors.New("serve: choose an authentication method with --auth (or authn.mode in the config)")
 	}
+	if cfg.MACP.Listen == "" && cfg.ExtAuthz.Listen == "" {
+		return errors.New("serve: nothing to serve: give --macp-listen (sidecar) and/or --extauthz-listen (Envoy ext_authz)")
+	}
 
 	log, err := newLogger(stderr, cfg.Log.Level)
 	if err != nil {
@@ -113,25 +119,47 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer shutdownTracing()
-	up, err := macp.DialUpstream(cfg.MACP, tp)
-	if err != nil {
-		return err
+	// The runtime: the sidecar's upstream, and where state is rebuilt from
+	// (ext_authz too, when --macp-upstream is given).
+	var up *macp.Upstream
+	var rebuilder proxy.Rebuilder
+	if cfg.MACP.Upstream != "" {
+		if up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
+			return err
+		}
+		defer up.Close()
+		rebuilder = macp.NewRebuilder(up, log)
 	}
-	defer up.Close()
 	reg := newRegistry()
 	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: macp.NewRebuilder(up, log), Observer: newMetrics(reg)})
-	if err != nil {
-		return err
-	}
-	srv, err := macp.New(cfg.MACP, enf, up, log, tp)
+		Rebuilder: rebuilder, Observer: newMetrics(reg)})
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Run(gctx) })
+	if cfg.MACP.Listen != "" {
+		if up == nil {
+			return errors.New("serve: --macp-listen needs --macp-upstream")
+		}
+		srv, err := macp.New(cfg.MACP, enf, up, log, tp)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return srv.Run(gctx) })
+	}
+	if cfg.ExtAuthz.Listen != "" {
+		ext, err := extauthz.New(cfg.ExtAuthz, enf, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return ext.Run(gctx) })
+	}
 	if cfg.Admin.Listen != "" {
-		ad := &admin{addr: cfg.Admin.Listen, reg: reg, log: log, ready: up.Ready}
+		ready := func() error { return nil }
+		if up != nil {
+			ready = up.Ready
+		}
+		ad := &admin{addr: cfg.Admin.Listen, reg: reg, log: log, ready: ready}
 		g.Go(func() error { return ad.Run(gctx) })
 	}
 	return g.Wait()

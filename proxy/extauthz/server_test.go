@@ -1,0 +1,231 @@
+package extauthz
+
+import (
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/replay"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// frame prefixes a message as gRPC does on the wire.
+func frame(b []byte) []byte {
+	out := make([]byte, 5+len(b))
+	binary.BigEndian.PutUint32(out[1:5], uint32(len(b)))
+	copy(out[5:], b)
+	return out
+}
+
+// checkRequest builds a CheckRequest as Envoy's ext_authz filter does with
+// with_request_body and pack_as_bytes.
+func checkRequest(path, bearer string, body []byte) *authv3.CheckRequest {
+	headers := map[string]string{":authority": "runtime", ":method": "POST", ":path": path, "content-type": "application/grpc", "te": "trailers"}
+	if bearer != "" {
+		headers["authorization"] = "Bearer " + bearer
+	}
+	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+		Method: "POST", Path: path, Host: "runtime", Protocol: "HTTP/2", Headers: headers, RawBody: body,
+	}}}}
+}
+
+// toRequest turns a transcript step into what Envoy would send.
+func toRequest(t testing.TB, st replay.Step) *authv3.CheckRequest {
+	r := st.Request
+	var path string
+	var msg proto.Message
+	if r.Op != "" {
+		path, msg = service+r.Op, &macpv1.CancelSessionRequest{SessionId: r.SessionID}
+	} else {
+		path, msg = service+"Send", &macpv1.SendRequest{Envelope: r.Envelope}
+	}
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkRequest(path, r.Credentials.Bearer, frame(b))
+}
+
+// decision reads a CheckResponse back into a Decision.
+func decision(resp *authv3.CheckResponse) proxy.Decision {
+	d := proxy.Decision{Allow: resp.GetStatus().GetCode() == int32(code.Code_OK)}
+	if dr := resp.GetDeniedResponse(); dr != nil {
+		for _, h := range dr.GetHeaders() {
+			if h.GetHeader().GetKey() == "macp-error-code" {
+				d.Code = rules.Code(h.GetHeader().GetValue())
+			}
+		}
+		d.Message = resp.GetStatus().GetMessage()
+	}
+	return d
+}
+
+// TestTranscriptsThroughCheck replays the spec's conformance fixtures and
+// Warden's attack transcripts through Check with requests built as Envoy
+// builds them: every decision must equal the standalone sidecar's.
+func TestTranscriptsThroughCheck(t *testing.T) {
+	ctx := context.Background()
+	engine, err := policies.New(ctx, policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, g := range []string{"../../../shared/reference/macp/conformance/*.json", "../../test/attacks/macp/*.json"} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 60 {
+		t.Fatalf("found %d transcripts", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			tr, err := replay.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := time.Time{}
+			enf, err := replay.NewEnforcer(engine, tr, func() time.Time { return clock })
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, err := New(Config{Listen: "unused"}, enf, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
+				clock = st.At
+				resp, err := srv.Check(ctx, toRequest(t, st))
+				if err != nil {
+					return proxy.Decision{}, err
+				}
+				return decision(resp), nil
+			}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range res.Failures {
+				t.Error(f)
+			}
+		})
+	}
+}
+
+func TestMalformedChecks(t *testing.T) {
+	ctx := context.Background()
+	engine, err := policies.New(ctx, policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &replay.Transcript{Name: "x"}
+	enf, err := replay.NewEnforcer(engine, tr, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Listen: "unused"}, enf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
+	compressed := frame(env)
+	compressed[0] = 1
+	tests := []struct {
+		name    string
+		req     *authv3.CheckRequest
+		allowed bool
+		code    rules.Code
+		http    int32
+	}{
+		{"no http attributes", &authv3.CheckRequest{}, false, "", 400},
+		{"not gRPC", &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Path: "/x", Headers: map[string]string{"content-type": "text/html"}}}}}, false, "", 415},
+		{"body not buffered", checkRequest(service+"Send", "a", nil), false, rules.CodeInvalidEnvelope, 200},
+		{"compressed frame", checkRequest(service+"Send", "a", compressed), false, rules.CodeInvalidEnvelope, 200},
+		{"truncated frame", checkRequest(service+"Send", "a", frame(env)[:len(env)]), false, rules.CodeInvalidEnvelope, 200},
+		{"two messages", checkRequest(service+"Send", "a", append(frame(env), frame(env)...)), false, rules.CodeInvalidEnvelope, 200},
+		{"garbage message", checkRequest(service+"Send", "a", frame([]byte{0xff, 0xff})), false, rules.CodeInvalidEnvelope, 200},
+		{"unknown session", checkRequest(service+"Send", "a", frame(env)), false, rules.CodeSessionNotFound, 200},
+		{"stream without credentials", checkRequest(service+"StreamSession", "", nil), false, rules.CodeUnauthenticated, 200},
+		{"stream with credentials", checkRequest(service+"StreamSession", "a", nil), true, "", 0},
+		{"discovery without credentials", checkRequest(service+"ListModes", "", frame(nil)), false, rules.CodeUnauthenticated, 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := srv.Check(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := decision(resp)
+			if d.Allow != tc.allowed || d.Code != tc.code {
+				t.Fatalf("allow=%v code=%q (%s), want allow=%v code=%q", d.Allow, d.Code, d.Message, tc.allowed, tc.code)
+			}
+			if dr := resp.GetDeniedResponse(); dr != nil && int32(dr.GetStatus().GetCode()) != tc.http {
+				t.Fatalf("HTTP status %d, want %d", dr.GetStatus().GetCode(), tc.http)
+			}
+			if ok := resp.GetOkResponse(); ok != nil && (len(ok.GetHeaders()) != 1 || ok.GetHeaders()[0].GetHeader().GetValue() != "a") {
+				t.Fatalf("allowed without the principal header: %v", ok.GetHeaders())
+			}
+		})
+	}
+}
+
+// BenchmarkCheck measures Check for a denied MACP Send and an allowed one.
+// ext_authz commits on allow, so after the first iteration the allowed
+// TaskUpdate is a retransmission (answered as a duplicate); BenchmarkEnforce
+// in package proxy measures first-time allows.
+func BenchmarkCheck(b *testing.B) {
+	ctx := context.Background()
+	engine, err := policies.New(ctx, policies.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := replay.Load("../../test/attacks/macp/task_update_by_requester.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := time.Time{}
+	enf, err := replay.NewEnforcer(engine, tr, func() time.Time { return clock })
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, _ := New(Config{Listen: "unused"}, enf, nil)
+	var allowReq, denyReq *authv3.CheckRequest
+	for _, st := range tr.Steps {
+		clock = st.At
+		resp, err := srv.Check(ctx, toRequest(b, st))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Type == "TaskAccept" && decision(resp).Allow {
+			break // the worker is now the active assignee
+		}
+	}
+	for _, st := range tr.Steps {
+		if st.Type == "TaskUpdate" && st.Sender == "agent://planner" && denyReq == nil {
+			denyReq = toRequest(b, st)
+		}
+		if st.Type == "TaskUpdate" && st.Sender == "agent://worker" {
+			allowReq = toRequest(b, st)
+		}
+	}
+	for name, r := range map[string]*authv3.CheckRequest{"Send/allow-retransmitted": allowReq, "Send/deny": denyReq} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := srv.Check(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
