@@ -107,10 +107,14 @@ func (p *pki) issue(t *testing.T, name string, server bool, spiffe string) (cert
 }
 
 func sendStart(ctx context.Context, conn *grpc.ClientConn, identity string, payload []byte) (*macpv1.Ack, error) {
+	return sendStartIn(ctx, conn, "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102", identity, payload)
+}
+
+func sendStartIn(ctx context.Context, conn *grpc.ClientConn, sessionID, identity string, payload []byte) (*macpv1.Ack, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+identity)
 	resp, err := macpv1.NewMACPRuntimeServiceClient(conn).Send(ctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{
 		MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "start",
-		SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102", Sender: identity, TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+		SessionId: sessionID, Sender: identity, TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
 	return resp.GetAck(), err
 }
 

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
@@ -52,49 +54,54 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// apply puts the flags over a configuration read from the file; a reload
+	// reads the file again and applies the same flags.
+	apply := func(c *Config) {
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&c.MACP.Listen, *listen)
+		set(&c.MACP.Upstream, *upstream)
+		set(&c.Authn.Static.TokensFile, *tokens)
+		set(&c.Authn.JWT.JWKSURL, *jwksURL)
+		set(&c.Authn.JWT.JWKSFile, *jwksFile)
+		set(&c.Authn.JWT.Issuer, *issuer)
+		set(&c.Log.Level, *logLevel)
+		set(&c.Admin.Listen, *adminListen)
+		set(&c.Tracing.OTLPEndpoint, *otlp)
+		set(&c.ExtAuthz.Listen, *extListen)
+		if *audience != "" {
+			c.Authn.JWT.Audience = authn.Audience{*audience}
+		}
+		if *auth != "" {
+			c.Authn.Mode = nil
+			for _, m := range strings.Split(*auth, ",") {
+				c.Authn.Mode = append(c.Authn.Mode, authn.Method(strings.TrimSpace(m)))
+			}
+		}
+		c.Authn.Insecure = c.Authn.Insecure || *insecureAuth
+		c.MACP.Plaintext = c.MACP.Plaintext || *plaintext || *listenPlaintext
+		c.MACP.UpstreamPlaintext = c.MACP.UpstreamPlaintext || *plaintext || *upstreamPlaintext
+		set(&c.MACP.CertFile, *certFile)
+		set(&c.MACP.KeyFile, *keyFile)
+		set(&c.MACP.ClientCAFile, *clientCA)
+		set(&c.MACP.UpstreamCAFile, *upstreamCA)
+		if *maxMsg != 0 {
+			c.MACP.MaxMessageBytes = *maxMsg
+		}
+		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
+		if *sessions != 0 {
+			c.Enforcer.Sessions = *sessions
+		}
+		c.Policies.Files = append(c.Policies.Files, extra...)
+	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&cfg.MACP.Listen, *listen)
-	set(&cfg.MACP.Upstream, *upstream)
-	set(&cfg.Authn.Static.TokensFile, *tokens)
-	set(&cfg.Authn.JWT.JWKSURL, *jwksURL)
-	set(&cfg.Authn.JWT.JWKSFile, *jwksFile)
-	set(&cfg.Authn.JWT.Issuer, *issuer)
-	set(&cfg.Log.Level, *logLevel)
-	set(&cfg.Admin.Listen, *adminListen)
-	set(&cfg.Tracing.OTLPEndpoint, *otlp)
-	set(&cfg.ExtAuthz.Listen, *extListen)
-	if *audience != "" {
-		cfg.Authn.JWT.Audience = authn.Audience{*audience}
-	}
-	if *auth != "" {
-		cfg.Authn.Mode = nil
-		for _, m := range strings.Split(*auth, ",") {
-			cfg.Authn.Mode = append(cfg.Authn.Mode, authn.Method(strings.TrimSpace(m)))
-		}
-	}
-	cfg.Authn.Insecure = cfg.Authn.Insecure || *insecureAuth
-	cfg.MACP.Plaintext = cfg.MACP.Plaintext || *plaintext || *listenPlaintext
-	cfg.MACP.UpstreamPlaintext = cfg.MACP.UpstreamPlaintext || *plaintext || *upstreamPlaintext
-	set(&cfg.MACP.CertFile, *certFile)
-	set(&cfg.MACP.KeyFile, *keyFile)
-	set(&cfg.MACP.ClientCAFile, *clientCA)
-	set(&cfg.MACP.UpstreamCAFile, *upstreamCA)
-	if *maxMsg != 0 {
-		cfg.MACP.MaxMessageBytes = *maxMsg
-	}
-	cfg.Enforcer.DryRun = cfg.Enforcer.DryRun || *dryRun
-	if *sessions != 0 {
-		cfg.Enforcer.Sessions = *sessions
-	}
-	cfg.Policies.Files = append(cfg.Policies.Files, extra...)
+	apply(&cfg)
 	if len(cfg.Authn.Mode) == 0 {
 		return errors.New("serve: choose an authentication method with --auth (or authn.mode in the config)")
 	}
@@ -154,6 +161,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		g.Go(func() error { return ext.Run(gctx) })
 	}
+	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, enf, log) })
 	if cfg.Admin.Listen != "" {
 		ready := func() error { return nil }
 		if up != nil {
@@ -176,4 +184,38 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		w = os.Stderr
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// reloadOnHUP rebuilds the authenticator and the policies from the config
+// file on SIGHUP and swaps them in; when the new ones fail to build, the old
+// ones stay and the error is logged.
+func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+		}
+		cfg, err := loadConfig(cfgPath)
+		if err != nil {
+			log.Error("reload: keeping the current policies", "err", err)
+			continue
+		}
+		apply(&cfg)
+		a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
+		if err != nil {
+			log.Error("reload: keeping the current policies", "err", err)
+			continue
+		}
+		engine, err := policies.New(ctx, cfg.Policies)
+		if err != nil {
+			log.Error("reload: keeping the current policies", "err", err)
+			continue
+		}
+		enf.Swap(a, engine)
+		log.Info("reload: authentication and policies replaced", "policy_files", len(cfg.Policies.Files))
+	}
 }

@@ -1,0 +1,82 @@
+package test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// TestReloadOnSIGHUP changes an operator policy under a running Warden: a
+// SIGHUP installs it, and a broken policy on the next SIGHUP leaves the
+// previous one in force.
+func TestReloadOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "operator.rego")
+	write := func(src string) {
+		if err := os.WriteFile(policy, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("package warden.macp\n")
+	cfg := filepath.Join(dir, "warden.yaml")
+	if err := os.WriteFile(cfg, []byte("policies:\n  files: ["+policy+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	direct := startRuntime(t)
+	addr, proc := startWardenProcess(t, direct, "--auth", "dev", "--insecure-dev-auth", "--config", cfg)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"mallory", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	start := func() *macpv1.Ack {
+		n++
+		ack, err := sendStartIn(ctx, conn, "7a1c2a4e-9b7d-4c1e-8a2b-5d6e7f80910"+string(rune('0'+n)), "mallory", payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	hup := func() {
+		if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // the reload compiles the policies
+	}
+	if ack := start(); !ack.GetOk() {
+		t.Fatalf("before the reload: %v", ack.GetError())
+	}
+	write("package warden.macp\nimport rego.v1\ndeny contains {\"code\": \"FORBIDDEN\", \"msg\": \"mallory may not start sessions\"} if input.principal.id == \"mallory\"\n")
+	hup()
+	if ack := start(); ack.GetOk() || ack.GetError().GetCode() != "FORBIDDEN" || !strings.Contains(ack.GetError().GetMessage(), "mallory may not") {
+		t.Fatalf("after reloading the deny rule: %v", ack)
+	}
+	write("package warden.macp\ndeny contains x if {") // does not compile
+	hup()
+	if ack := start(); ack.GetOk() || ack.GetError().GetCode() != "FORBIDDEN" {
+		t.Fatalf("after a broken reload the previous policy must stay: %v", ack)
+	}
+	proc.mu.Lock()
+	logs := proc.out.String()
+	proc.mu.Unlock()
+	if !strings.Contains(logs, "reload: keeping the current policies") {
+		t.Errorf("the failed reload was not logged:\n%s", logs)
+	}
+}
