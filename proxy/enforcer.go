@@ -48,6 +48,12 @@ type Rebuilder interface {
 	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
 }
 
+// PolicySource fetches a governance policy Warden has not seen registered
+// (registered before Warden started, or through another replica).
+type PolicySource interface {
+	Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error)
+}
+
 // Observer is told of every decision and how long it took: the metrics hook.
 type Observer interface {
 	Decided(d Decision, took time.Duration)
@@ -62,8 +68,11 @@ type Options struct {
 	// Rebuilder is nil when no upstream can be asked (offline replay); a
 	// session the table does not hold is then unknown.
 	Rebuilder Rebuilder
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Policies fetches unknown policy_versions at SessionStart; nil means
+	// only registered policies bind.
+	PolicySource PolicySource
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Request is one message to decide: an envelope, or a control operation
@@ -144,6 +153,7 @@ type Enforcer struct {
 	table     *table
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
+	source    PolicySource
 	observer  Observer
 	log       *slog.Logger
 	now       func() time.Time
@@ -166,7 +176,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	e := &Enforcer{table: t, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, observer: opts.Observer, log: opts.Logger, now: opts.Now}
+	e := &Enforcer{table: t, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -307,7 +317,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		case req.Op != "":
 			out = rules.Control(state, req.Op, principal.ID, now)
 		case env.GetMessageType() == rules.TypeSessionStart:
-			out = rules.Start(state, env, principal.ID, e.registry.Lookup, now)
+			out = rules.Start(state, env, principal.ID, e.lookup(ctx), now)
 		default:
 			out = rules.Step(state, env, principal.ID, now)
 		}
@@ -367,6 +377,24 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	e.table.drop(en)
 	en.release()
 	return d, nil
+}
+
+// lookup resolves a policy_version: registered, or fetched from the source.
+func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
+	return func(id string) (rules.PolicyDescriptor, bool) {
+		if d, ok := e.registry.Lookup(id); ok || e.source == nil {
+			return d, ok
+		}
+		d, ok, err := e.source.Policy(ctx, id)
+		if err != nil {
+			e.log.Warn("could not fetch a policy from the upstream", "policy_id", id, "err", err)
+			return d, false
+		}
+		if ok {
+			_ = e.registry.Register(d) // a concurrent fetch may have registered it
+		}
+		return d, ok
+	}
 }
 
 // finish fills the decision from a verdict, applies dry-run and logs a refusal.

@@ -199,6 +199,27 @@ func TestMACPDevAuth(t *testing.T) {
 		t.Errorf("stranger's subscription through Warden: ok=%v received %d %s, want FORBIDDEN and nothing", w[3].OK, w[3].Received, w[3].Code)
 	}
 
+	// A policy registered with the runtime before (or without) Warden: Warden
+	// fetches it when a session binds it, and its governance applies.
+	reg := []step{{"as": "planner", "op": "RegisterPolicy", "policy_id": "policy.test.require-output", "policy_mode": taskMode,
+		"rules": map[string]any{"completion": map[string]any{"require_output": true}}}}
+	checkAllOK(t, "register the policy with the runtime", drive(t, direct, nil, reg))
+	bound := sessionStart("planner", "P", taskMode, "planner", "worker")
+	bound["payload"].(map[string]any)["policy_version"] = "policy.test.require-output"
+	noOutput := []step{bound,
+		msg("planner", "P", taskMode, "TaskRequest", map[string]any{"task_id": "t1", "requested_assignee": "worker"}),
+		msg("worker", "P", taskMode, "TaskAccept", map[string]any{"task_id": "t1", "assignee": "worker"}),
+		msg("worker", "P", taskMode, "TaskComplete", map[string]any{"task_id": "t1", "assignee": "worker", "summary": "no output"}),
+		commitment("planner", "P", taskMode, "task.completed", true),
+	}
+	d = drive(t, direct, nil, noOutput)
+	w = drive(t, warden, nil, noOutput)
+	t.Logf("commitment without output under require_output: runtime alone ok=%v %s, with Warden ok=%v %s", d[4].OK, d[4].Code, w[4].OK, w[4].Code)
+	checkAllOK(t, "session bound to a runtime-registered policy, through Warden", w[:4])
+	if w[4].OK || w[4].Code != "POLICY_DENIED" {
+		t.Errorf("through Warden: commitment without output ok=%v %s, want POLICY_DENIED", w[4].OK, w[4].Code)
+	}
+
 	// Control RPCs follow the commitment authority (the initiator by default).
 	control := []step{
 		sessionStart("planner", "C", taskMode, "planner", "worker"),

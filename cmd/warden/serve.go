@@ -130,16 +130,18 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	// (ext_authz too, when --macp-upstream is given).
 	var up *macp.Upstream
 	var rebuilder proxy.Rebuilder
+	var source proxy.PolicySource
 	if cfg.MACP.Upstream != "" {
 		if up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
 			return err
 		}
 		defer up.Close()
-		rebuilder = macp.NewRebuilder(up, log)
+		rb := macp.NewRebuilder(up, log)
+		rebuilder, source = rb, rb
 	}
 	reg := newRegistry()
 	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, Observer: newMetrics(reg)})
+		Rebuilder: rebuilder, PolicySource: source, Observer: newMetrics(reg)})
 	if err != nil {
 		return err
 	}

@@ -179,27 +179,46 @@ func (r *Rebuilder) metadata(ctx context.Context, sessionID string) (*macpv1.Ses
 	return out.GetMetadata(), nil
 }
 
+// Policy fetches a registered policy from the runtime (proxy.PolicySource).
+func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error) {
+	req, err := proto.Marshal(&macpv1.GetPolicyRequest{PolicyId: id})
+	if err != nil {
+		return rules.PolicyDescriptor{}, false, err
+	}
+	resp := &frame{}
+	err = r.up.Invoke(outgoing(ctx), service+"GetPolicy", &frame{b: req}, resp)
+	if status.Code(err) == codes.NotFound {
+		return rules.PolicyDescriptor{}, false, nil
+	}
+	if err != nil {
+		return rules.PolicyDescriptor{}, false, fmt.Errorf("get policy %s: %w", id, err)
+	}
+	var out macpv1.GetPolicyResponse
+	if err := proto.Unmarshal(resp.b, &out); err != nil {
+		return rules.PolicyDescriptor{}, false, err
+	}
+	pd := out.GetPolicyDescriptor()
+	if pd.GetPolicyId() != id {
+		return rules.PolicyDescriptor{}, false, nil
+	}
+	d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
+	if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
+		return rules.PolicyDescriptor{}, false, fmt.Errorf("policy %s rules: %w", id, err)
+	}
+	return d, true, nil
+}
+
 // policyLookup fetches the session's bound policy from the runtime.
 func (r *Rebuilder) policyLookup(ctx context.Context, id string) (rules.PolicyLookup, error) {
 	if id == "" || id == rules.DefaultPolicyID {
 		return nil, nil
 	}
-	req, err := proto.Marshal(&macpv1.GetPolicyRequest{PolicyId: id})
+	d, ok, err := r.Policy(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	resp := &frame{}
-	if err := r.up.Invoke(ctx, service+"GetPolicy", &frame{b: req}, resp); err != nil {
-		return nil, fmt.Errorf("get policy %s: %w", id, err)
-	}
-	var out macpv1.GetPolicyResponse
-	if err := proto.Unmarshal(resp.b, &out); err != nil {
-		return nil, err
-	}
-	pd := out.GetPolicyDescriptor()
-	d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), SchemaVersion: pd.GetSchemaVersion()}
-	if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
-		return nil, fmt.Errorf("policy %s rules: %w", id, err)
+	if !ok {
+		return nil, fmt.Errorf("policy %s is not registered with the runtime", id)
 	}
 	return func(want string) (rules.PolicyDescriptor, bool) { return d, want == d.PolicyID }, nil
 }

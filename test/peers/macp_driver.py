@@ -33,7 +33,7 @@ from macp.modes.multi_round.v1 import multi_round_pb2
 from macp.modes.proposal.v1 import proposal_pb2
 from macp.modes.quorum.v1 import quorum_pb2
 from macp.modes.task.v1 import task_pb2
-from macp.v1 import core_pb2
+from macp.v1 import core_pb2, policy_pb2
 from macp_sdk import AuthConfig, MacpClient
 from macp_sdk.envelope import build_envelope
 
@@ -155,6 +155,13 @@ def main():
                 names = {v: k for k, v in sessions.items()}
                 out["ok"] = True
                 out["sessions"] = sorted(names.get(s.session_id, "?") for s in resp.sessions if s.session_id in names)
+            elif op == "RegisterPolicy":
+                pd = policy_pb2.PolicyDescriptor(policy_id=step["policy_id"], mode=step["policy_mode"],
+                                                 description="test", rules=json.dumps(step["rules"]), schema_version=2)
+                resp = client.stub.RegisterPolicy(policy_pb2.RegisterPolicyRequest(policy_descriptor=pd),
+                                                  metadata=auth(step["as"]).metadata(), timeout=15)
+                out["ok"] = resp.ok
+                out["message"] = resp.error
             elif op == "subscribe":
                 out.update(subscribe(client, auth(step["as"]), sid(step["session"])))
             elif op == "stream":
