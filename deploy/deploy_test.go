@@ -6,6 +6,7 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -15,6 +16,10 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8syaml "sigs.k8s.io/yaml"
 )
 
 // loadBootstrap decodes an Envoy YAML bootstrap into go-control-plane's
@@ -76,5 +81,81 @@ func TestEnvoyMACP(t *testing.T) {
 		t.Errorf("max_request_bytes %d is below the runtime's 1 MiB payload limit", wb.GetMaxRequestBytes())
 	case ext.GetGrpcService().GetTimeout().AsDuration() <= 0:
 		t.Error("the ext_authz call needs a timeout")
+	}
+}
+
+// TestKubernetes decodes every manifest strictly (an unknown field fails)
+// into the Kubernetes API types, and checks that only Warden is exposed and
+// that Warden's configuration loads.
+func TestKubernetes(t *testing.T) {
+	b, err := os.ReadFile("kubernetes/warden.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		cm  corev1.ConfigMap
+		dep appsv1.Deployment
+		svc corev1.Service
+	)
+	kinds := map[string]any{"ConfigMap": &cm, "Deployment": &dep, "Service": &svc}
+	seen := map[string]bool{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := k8syaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		obj, ok := kinds[meta.Kind]
+		if !ok {
+			t.Fatalf("unexpected kind %q", meta.Kind)
+		}
+		if err := k8syaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s: %v", meta.Kind, err)
+		}
+		seen[meta.Kind] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("kinds %v", seen)
+	}
+	var warden, runtime *corev1.Container
+	for i, c := range dep.Spec.Template.Spec.Containers {
+		switch c.Name {
+		case "warden":
+			warden = &dep.Spec.Template.Spec.Containers[i]
+		case "runtime":
+			runtime = &dep.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if warden == nil || runtime == nil {
+		t.Fatal("the pod needs the runtime and the warden containers")
+	}
+	for _, e := range runtime.Env {
+		if e.Name == "MACP_BIND_ADDR" && !strings.HasPrefix(e.Value, "127.0.0.1:") {
+			t.Errorf("the runtime listens on %s: it must be reachable only through Warden", e.Value)
+		}
+	}
+	if len(runtime.Ports) != 0 {
+		t.Error("the runtime container must not expose ports")
+	}
+	if svc.Spec.Ports[0].TargetPort.StrVal != "macp" || warden.Ports[0].Name != "macp" {
+		t.Error("the Service must target Warden's macp port")
+	}
+	if warden.ReadinessProbe.HTTPGet.Path != "/readyz" || warden.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Error("probes must use Warden's admin endpoints")
+	}
+	// The configuration in the ConfigMap decodes strictly as Warden's.
+	var cfg struct {
+		Authn    map[string]any `yaml:"authn"`
+		MACP     map[string]any `yaml:"macp"`
+		Policies map[string]any `yaml:"policies"`
+		Admin    map[string]any `yaml:"admin"`
+		Log      map[string]any `yaml:"log"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(cm.Data["warden.yaml"]))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("warden.yaml in the ConfigMap: %v", err)
+	}
+	if cm.Data["operator.rego"] == "" {
+		t.Error("the ConfigMap carries no operator policy file")
 	}
 }
