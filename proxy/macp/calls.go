@@ -60,33 +60,41 @@ func undecided(err error) error {
 	return status.Error(codes.Unavailable, "warden could not decide this message; retry: "+err.Error())
 }
 
-// send decides one Send and forwards it when allowed.
-func (s *Server) send(ss grpc.ServerStream) error {
-	req, err := recvOne(ss)
-	if err != nil {
-		return err
+// send decides one Send and forwards it when allowed. It is registered as
+// a unary method (cheaper than the generic stream path every other call
+// takes); the answer is either Warden's refusal or the runtime's bytes.
+func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	req := &frame{}
+	if err := dec(req); err != nil {
+		return nil, err
 	}
 	var sr macpv1.SendRequest
 	if err := proto.Unmarshal(req.b, &sr); err != nil || sr.GetEnvelope() == nil {
-		return status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
+		return nil, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
 	}
 	env := sr.GetEnvelope()
-	d, err := s.enf.Enforce(ss.Context(), proxy.Request{Credentials: credentialsOf(ss.Context()), Envelope: env})
+	d, err := s.enf.Enforce(ctx, proxy.Request{Credentials: credentialsOf(ctx), Envelope: env})
 	if err != nil {
-		return undecided(err)
+		return nil, undecided(err)
 	}
 	if !d.Allow {
-		return ss.SendMsg(&macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())})
+		return &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())}, nil
 	}
-	resp, err := s.invoke(ss, methodSend, req)
+	var header, trailer metadata.MD
+	resp := &frame{}
+	err = s.up.Invoke(outgoing(ctx), methodSend, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
+	if len(header) > 0 {
+		_ = grpc.SetHeader(ctx, header)
+	}
+	_ = grpc.SetTrailer(ctx, trailer)
 	if err != nil {
 		d.Settle(false)
-		return err
+		return nil, err
 	}
 	var out macpv1.SendResponse
 	accepted := proto.Unmarshal(resp.b, &out) == nil && out.GetAck().GetOk()
 	d.Settle(accepted && !out.GetAck().GetDuplicate())
-	return ss.SendMsg(resp)
+	return resp, nil
 }
 
 // control decides CancelSession, SuspendSession and ResumeSession.

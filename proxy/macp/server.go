@@ -197,6 +197,13 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
 	}
 	s.srv = grpc.NewServer(srvOpts...)
+	// Send, the hot path, is a registered unary method; every other method
+	// of the service, and every other service, reaches handle.
+	s.srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "macp.v1.MACPRuntimeService",
+		HandlerType: (*any)(nil),
+		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
+	}, s)
 	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext)
 
 	errc := make(chan error, 1)
@@ -274,8 +281,6 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.Internal, "no method in stream")
 	}
 	switch method {
-	case methodSend:
-		return s.send(ss)
 	case methodStream:
 		return s.streamSession(ss)
 	case methodCancel, methodSuspend, methodResume:
