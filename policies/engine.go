@@ -68,11 +68,10 @@ type Denial struct {
 
 // Engine evaluates the prepared policy query. It is safe for concurrent use.
 type Engine struct {
-	query   rego.PreparedEvalQuery
-	reads   [][]string
-	memo    *lru.Cache[string, []Denial]
-	whyNot  string // why decisions are not memoized, when they are not
-	modules map[string]string
+	query  rego.PreparedEvalQuery
+	reads  [][]string
+	memo   *lru.Cache[string, []Denial]
+	whyNot string // why decisions are not memoized, when they are not
 }
 
 // Module is one Rego source file.
@@ -86,11 +85,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mods, tests, err := load(cfg.Files)
+	mods, _, err := load(cfg.Files) // test modules run only in Test
 	if err != nil {
 		return nil, err
 	}
-	_ = tests
 	return compile(ctx, mods, cfg.MemoSize)
 }
 
@@ -151,7 +149,6 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 		return nil, err
 	}
 	parsed := make(map[string]*ast.Module, len(mods))
-	sources := make(map[string]string, len(mods))
 	opts := []func(*rego.Rego){rego.Query(Query), rego.Store(inmem.NewFromObject(data))}
 	for _, m := range mods {
 		pm, err := ast.ParseModuleWithOpts(m.Name, m.Source, ast.ParserOptions{RegoVersion: ast.RegoV1})
@@ -159,14 +156,13 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 			return nil, fmt.Errorf("parse policy: %w", err)
 		}
 		parsed[m.Name] = pm
-		sources[m.Name] = m.Source
 		opts = append(opts, rego.ParsedModule(pm))
 	}
 	pq, err := rego.New(opts...).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("compile policies: %w", err)
 	}
-	e := &Engine{query: pq, modules: sources}
+	e := &Engine{query: pq}
 	reads, whyNot := analyze(parsed)
 	e.reads, e.whyNot = reads, whyNot
 	if memoSize == 0 {

@@ -192,6 +192,9 @@ func normalizePaths(paths [][]string) [][]string {
 		if len(p) > 2 {
 			p = p[:2]
 		}
+		if p[0] == "governance" || p[0] == "roles" { // keyed whole, whatever is read
+			p = p[:1]
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b []string) int {

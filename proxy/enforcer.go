@@ -138,11 +138,9 @@ func (d Decision) Settle(accepted bool) {
 
 // snapshot is what one decision reads: swapped whole on reload.
 type snapshot struct {
-	cfg     Config
-	authn   *authn.Authenticator
-	engine  *policies.Engine
-	dryRun  bool
-	created time.Time
+	cfg    Config
+	authn  *authn.Authenticator
+	engine *policies.Engine
 }
 
 // Enforcer decides messages. It is safe for concurrent use; messages of one
@@ -186,7 +184,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	e.idPrefix = hex.EncodeToString(b[:]) + "-"
-	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies, dryRun: cfg.DryRun, created: e.now()})
+	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
 	if cfg.DryRun {
 		e.log.Warn("dry-run mode: refusals are logged and the messages forwarded anyway")
 	}
@@ -197,7 +195,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 // under way finish with the old ones.
 func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 	old := e.snap.Load()
-	e.snap.Store(&snapshot{cfg: old.cfg, authn: a, engine: p, dryRun: old.dryRun, created: e.now()})
+	e.snap.Store(&snapshot{cfg: old.cfg, authn: a, engine: p})
 }
 
 // Authenticate checks credentials with the current authenticator, for calls
@@ -409,8 +407,8 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 	}
 	e.log.Info("refused",
 		"decision_id", d.ID, "principal", d.Principal, "session_id", d.SessionID, "mode", d.Mode,
-		"message_type", d.Type, "code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "dry_run", snap.dryRun)
-	if snap.dryRun {
+		"message_type", d.Type, "code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "dry_run", snap.cfg.DryRun)
+	if snap.cfg.DryRun {
 		d.Allow, d.DryRun = true, true
 	}
 	return d

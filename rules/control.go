@@ -64,19 +64,23 @@ func notOpen(s *Session) Verdict {
 // MaxSuspendMs; otherwise s itself. Expiry needs no message: time alone
 // moves the session, as the runtime's lazy expiry does.
 func (s *Session) Expire(now int64) *Session {
-	switch {
-	case s.State == StateOpen && now > s.DeadlineMs,
-		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+max(now-s.SuspendedAtMs, 0) > s.MaxSuspendMs:
-		c := s.clone()
-		c.State = StateExpired
-		return c
+	if !s.timedOut(now) {
+		return s
 	}
-	return s
+	c := s.clone()
+	c.State = StateExpired
+	return c
+}
+
+// timedOut reports whether time alone has expired the session.
+func (s *Session) timedOut(now int64) bool {
+	return s.State == StateOpen && now > s.DeadlineMs ||
+		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+max(now-s.SuspendedAtMs, 0) > s.MaxSuspendMs
 }
 
 // Expired reports whether the session can no longer accept messages: it
 // reached a terminal state or time has expired it. Such entries are the first
 // a bounded session table evicts.
 func (s *Session) Expired(now int64) bool {
-	return s.Expire(now).State.Terminal()
+	return s.State.Terminal() || s.timedOut(now)
 }

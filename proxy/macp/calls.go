@@ -422,19 +422,11 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 // checkMember asks the runtime, with the caller's own credentials, whether
 // the caller takes part in the session.
 func (s *Server) checkMember(ctx context.Context, sessionID string, p authn.Principal) error {
-	req, err := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sessionID})
+	m, err := sessionMetadata(ctx, s.up, sessionID)
 	if err != nil {
 		return err
 	}
-	resp := &frame{}
-	if err := s.up.Invoke(ctx, methodGet, &frame{b: req}, resp); err != nil {
-		return err
-	}
-	var out macpv1.GetSessionResponse
-	if err := proto.Unmarshal(resp.b, &out); err != nil {
-		return err
-	}
-	if !member(out.GetMetadata(), p.ID) {
+	if !member(m, p.ID) {
 		return errors.New("not a participant")
 	}
 	return nil

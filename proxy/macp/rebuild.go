@@ -45,7 +45,7 @@ var errDiverged = errors.New("the runtime's history holds a message Warden's rul
 // the session.
 func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Session, error) {
 	ctx = outgoing(ctx)
-	meta, err := r.metadata(ctx, sessionID)
+	meta, err := sessionMetadata(ctx, r.up, sessionID)
 	if status.Code(err) == codes.NotFound {
 		return nil, nil
 	}
@@ -163,13 +163,14 @@ func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata) *rule
 	return s
 }
 
-func (r *Rebuilder) metadata(ctx context.Context, sessionID string) (*macpv1.SessionMetadata, error) {
+// sessionMetadata asks the runtime for a session's metadata.
+func sessionMetadata(ctx context.Context, up *grpc.ClientConn, sessionID string) (*macpv1.SessionMetadata, error) {
 	req, err := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sessionID})
 	if err != nil {
 		return nil, err
 	}
 	resp := &frame{}
-	if err := r.up.Invoke(ctx, methodGet, &frame{b: req}, resp); err != nil {
+	if err := up.Invoke(ctx, methodGet, &frame{b: req}, resp); err != nil {
 		return nil, err
 	}
 	var out macpv1.GetSessionResponse
