@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Installs the real MACP peers the black-box tests drive, at pinned versions,
-# into the git-ignored .peers/ folder: the MACP reference runtime (crates.io)
-# and the MACP Python SDK (PyPI, in a virtualenv). A second run finds them and
-# skips the work.
+# Installs the real peers the black-box tests drive, at pinned versions: into
+# the git-ignored .peers/ folder the MACP reference runtime (crates.io), the
+# MACP Python SDK (PyPI, in a virtualenv) and the Go MCP SDK's conformance
+# everything-server (Go modules); into the git-ignored
+# test/peers/mcp/node_modules the MCP TypeScript SDK, the MCP conformance suite
+# and Node 22 to run it (npm, from the committed package-lock.json). A second
+# run finds them and skips the work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNTIME_VERSION=0.13.0
+GO_MCP_SDK_VERSION=v1.8.0
 PEERS=$PWD/.peers
 
 log() { echo "peers: $*" >&2; }
@@ -41,4 +45,25 @@ else
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check -r test/peers/requirements.txt
   cp test/peers/requirements.txt "$PEERS/venv/.requirements"
 fi
-log "ready: $PEERS/cargo/bin/macp-runtime, $PEERS/venv/bin/python"
+
+# The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the
+# committed lock file). The stamp is a copy of the lock file npm ci installed.
+MCP_DIR=test/peers/mcp
+if [ -d "$MCP_DIR/node_modules" ] && cmp -s "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock" 2>/dev/null; then
+  log "MCP node peers already installed"
+else
+  log "installing the MCP node peers into $MCP_DIR/node_modules (npm ci)"
+  (cd "$MCP_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock"
+fi
+
+# The Go MCP SDK's conformance everything-server. go install pkg@version builds
+# it in module-aware mode outside this repo's go.mod, which it does not touch.
+ES=$PEERS/bin/everything-server
+if [ -x "$ES" ] && [ "$(go version -m "$ES" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/modelcontextprotocol/go-sdk" { print $3 }')" = "$GO_MCP_SDK_VERSION" ]; then
+  log "everything-server (go-sdk $GO_MCP_SDK_VERSION) already installed"
+else
+  log "building the go-sdk $GO_MCP_SDK_VERSION conformance everything-server"
+  GOBIN=$PEERS/bin go install "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_MCP_SDK_VERSION"
+fi
+log "ready: $PEERS/cargo/bin/macp-runtime, $PEERS/venv/bin/python, $ES, $MCP_DIR/node_modules (sdk, conformance, node 22)"
