@@ -31,8 +31,14 @@ import (
 //go:embed rego
 var embedded embed.FS
 
-// Query is the decision every policy contributes to.
+// Query is the MACP decision every MACP policy contributes to.
 const Query = "data.warden.macp.deny"
+
+// QueryMCP is the MCP tasks decision.
+const QueryMCP = "data.warden.mcp.deny"
+
+// queries maps Input.Protocol to its decision.
+var queries = [...]struct{ protocol, query string }{{"macp", Query}, {"mcp", QueryMCP}}
 
 // DefaultMemoSize is the number of memoized decisions kept by default.
 const DefaultMemoSize = 8192
@@ -68,7 +74,8 @@ type Denial struct {
 
 // Engine evaluates the prepared policy query. It is safe for concurrent use.
 type Engine struct {
-	query  rego.PreparedEvalQuery
+	query  rego.PreparedEvalQuery // MACP
+	mcp    rego.PreparedEvalQuery
 	reads  [][]string
 	memo   *lru.Cache[string, []Denial]
 	whyNot string // why decisions are not memoized, when they are not
@@ -140,7 +147,16 @@ func matrixData() (map[string]any, error) {
 		return nil, fmt.Errorf("decode matrix: %w", err)
 	}
 	delete(m, "_comment")
-	return map[string]any{"warden": map[string]any{"matrix": m}}, nil
+	b, err = embedded.ReadFile("rego/mcp_matrix.json")
+	if err != nil {
+		return nil, fmt.Errorf("read MCP matrix: %w", err)
+	}
+	var mm map[string]any
+	if err := json.Unmarshal(b, &mm); err != nil {
+		return nil, fmt.Errorf("decode MCP matrix: %w", err)
+	}
+	delete(mm, "_comment")
+	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm}}, nil
 }
 
 func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) {
@@ -149,20 +165,27 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 		return nil, err
 	}
 	parsed := make(map[string]*ast.Module, len(mods))
-	opts := []func(*rego.Rego){rego.Query(Query), rego.Store(inmem.NewFromObject(data))}
 	for _, m := range mods {
 		pm, err := ast.ParseModuleWithOpts(m.Name, m.Source, ast.ParserOptions{RegoVersion: ast.RegoV1})
 		if err != nil {
 			return nil, fmt.Errorf("parse policy: %w", err)
 		}
 		parsed[m.Name] = pm
-		opts = append(opts, rego.ParsedModule(pm))
 	}
-	pq, err := rego.New(opts...).PrepareForEval(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("compile policies: %w", err)
+	store := inmem.NewFromObject(data)
+	var prepared [len(queries)]rego.PreparedEvalQuery
+	for i, q := range queries {
+		opts := []func(*rego.Rego){rego.Query(q.query), rego.Store(store)}
+		for _, pm := range parsed {
+			opts = append(opts, rego.ParsedModule(pm))
+		}
+		pq, err := rego.New(opts...).PrepareForEval(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("compile policies: %w", err)
+		}
+		prepared[i] = pq
 	}
-	e := &Engine{query: pq}
+	e := &Engine{query: prepared[0], mcp: prepared[1]}
 	reads, whyNot := analyze(parsed)
 	e.reads, e.whyNot = reads, whyNot
 	if memoSize == 0 {
@@ -239,6 +262,7 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]Denial, error) {
 		return e.Fresh(ctx, in)
 	}
 	buf := make([]byte, 0, 256)
+	buf = appendStr(buf, in.Protocol)
 	for _, p := range e.reads {
 		buf = in.appendKey(buf, p)
 	}
@@ -255,7 +279,11 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]Denial, error) {
 
 // Fresh evaluates the query without the memo.
 func (e *Engine) Fresh(ctx context.Context, in *Input) ([]Denial, error) {
-	rs, err := e.query.Eval(ctx, rego.EvalInput(in.value()))
+	q, name := &e.query, Query
+	if in.Protocol == "mcp" {
+		q, name = &e.mcp, QueryMCP
+	}
+	rs, err := q.Eval(ctx, rego.EvalInput(in.value()))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policy: %w", err)
 	}
@@ -264,7 +292,7 @@ func (e *Engine) Fresh(ctx context.Context, in *Input) ([]Denial, error) {
 	}
 	set, ok := rs[0].Expressions[0].Value.([]any)
 	if !ok {
-		return nil, fmt.Errorf("evaluate policy: %s is %T, want a set", Query, rs[0].Expressions[0].Value)
+		return nil, fmt.Errorf("evaluate policy: %s is %T, want a set", name, rs[0].Expressions[0].Value)
 	}
 	out := make([]Denial, 0, len(set))
 	for _, x := range set {
@@ -306,7 +334,8 @@ func toDenial(x any) Denial {
 // from an operator's policy becomes operator_policy.
 func knownReason(r rules.Reason) bool {
 	switch r {
-	case rules.ReasonNotAuthorized, rules.ReasonGovernance, rules.ReasonOutcomeMismatch, rules.ReasonNotEligible:
+	case rules.ReasonNotAuthorized, rules.ReasonGovernance, rules.ReasonOutcomeMismatch, rules.ReasonNotEligible,
+		rules.ReasonNotOwner, rules.ReasonTaskState:
 		return true
 	}
 	return false

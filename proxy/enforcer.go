@@ -111,6 +111,9 @@ type Decision struct {
 // pending holds a session locked between the decision and the upstream's
 // answer, and the state to commit if the upstream accepts the message.
 type pending struct {
+	// undo, for an MCP decision, gives back what the decision reserved when
+	// the upstream refused the request; t is then nil.
+	undo func()
 	t    *table
 	e    *entry
 	next *rules.Session
@@ -127,6 +130,12 @@ func (d Decision) Settle(accepted bool) {
 		return
 	}
 	p.once.Do(func() {
+		if p.t == nil {
+			if !accepted && p.undo != nil {
+				p.undo()
+			}
+			return
+		}
 		if accepted && p.next != nil {
 			p.t.settle(p.e, p.next, p.now)
 		} else {
@@ -149,6 +158,7 @@ type snapshot struct {
 type Enforcer struct {
 	snap      atomic.Pointer[snapshot]
 	table     *table
+	tasks     *tasks
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource
@@ -174,7 +184,11 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	e := &Enforcer{table: t, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
+	ts, err := newTasks(cfg.Sessions)
+	if err != nil {
+		return nil, fmt.Errorf("task table: %w", err)
+	}
+	e := &Enforcer{table: t, tasks: ts, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

@@ -25,6 +25,14 @@ const (
 	CodePolicyDenied            Code = "POLICY_DENIED"
 	CodeInvalidPolicyDefinition Code = "INVALID_POLICY_DEFINITION"
 	CodeResourceExhausted       Code = "RESOURCE_EXHAUSTED"
+
+	// MCP codes; the MCP adapter maps each to its JSON-RPC error.
+	CodeTaskNotFound     Code = "TASK_NOT_FOUND"     // -32602, the same for unknown and not owned
+	CodeInvalidTaskState Code = "INVALID_TASK_STATE" // -32602 (SEP-2669 status rules)
+	CodeInvalidParams    Code = "INVALID_PARAMS"     // -32602
+	CodeMethodNotFound   Code = "METHOD_NOT_FOUND"   // -32601 (taskSupport)
+	CodeHeaderMismatch   Code = "HEADER_MISMATCH"    // HTTP 400, -32020
+	CodeInvalidRequest   Code = "INVALID_REQUEST"    // HTTP 400, -32600
 )
 
 // Reason is the machine-readable cause of a verdict. The set is closed: the
@@ -66,6 +74,13 @@ const (
 	ReasonSenderMismatch      Reason = "sender_mismatch"
 	ReasonUnauthenticated     Reason = "unauthenticated"
 	ReasonTableFull           Reason = "session_table_full"
+	ReasonNotOwner            Reason = "not_task_owner"
+	ReasonTaskState           Reason = "task_state"
+	ReasonTaskSupport         Reason = "task_support"
+	ReasonSteerTooLarge       Reason = "steer_too_large"
+	ReasonSteerQueueFull      Reason = "steer_queue_full"
+	ReasonHeaderMismatch      Reason = "header_mismatch"
+	ReasonMalformedRequest    Reason = "malformed_request"
 )
 
 // Rank orders verdicts the way the reference runtime orders its checks, so that

@@ -14,6 +14,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/macp"
+	"github.com/agentwarden/warden/proxy/mcp"
 )
 
 // Config is the whole configuration file. Every section has defaults, so an
@@ -23,6 +24,7 @@ type Config struct {
 	Policies policies.Config `yaml:"policies"`
 	Enforcer proxy.Config    `yaml:"enforcer"`
 	MACP     macp.Config     `yaml:"macp"`
+	MCP      mcp.Config      `yaml:"mcp"`
 	ExtAuthz extauthz.Config `yaml:"extauthz"`
 	Log      LogConfig       `yaml:"log"`
 	Admin    AdminConfig     `yaml:"admin"`
@@ -57,6 +59,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Enforcer.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("enforcer: %w", err))
+	}
+	if err := c.MCP.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/macp"
+	"github.com/agentwarden/warden/proxy/mcp"
 )
 
 // serveCmd runs the sidecar: flags override the config file.
@@ -49,6 +50,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
+	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
+	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
+	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +76,13 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		set(&c.Admin.Listen, *adminListen)
 		set(&c.Tracing.OTLPEndpoint, *otlp)
 		set(&c.ExtAuthz.Listen, *extListen)
+		set(&c.MCP.Listen, *mcpListen)
+		set(&c.MCP.Upstream, *mcpUpstream)
+		set(&c.MCP.HandleKeyFile, *mcpKey)
+		c.MCP.Plaintext = c.MCP.Plaintext || *plaintext || *listenPlaintext
+		set(&c.MCP.CertFile, *certFile)
+		set(&c.MCP.KeyFile, *keyFile)
+		set(&c.MCP.ClientCAFile, *clientCA)
 		if *audience != "" {
 			c.Authn.JWT.Audience = authn.Audience{*audience}
 		}
@@ -105,8 +116,11 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if len(cfg.Authn.Mode) == 0 {
 		return errors.New("serve: choose an authentication method with --auth (or authn.mode in the config)")
 	}
-	if cfg.MACP.Listen == "" && cfg.ExtAuthz.Listen == "" {
-		return errors.New("serve: nothing to serve: give --macp-listen (sidecar) and/or --extauthz-listen (Envoy ext_authz)")
+	if cfg.MACP.Listen == "" && cfg.ExtAuthz.Listen == "" && cfg.MCP.Listen == "" {
+		return errors.New("serve: nothing to serve: give --macp-listen (MACP sidecar), --mcp-listen (MCP sidecar) and/or --extauthz-listen (Envoy ext_authz)")
+	}
+	if err := cfg.MCP.Validate(); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 
 	log, err := newLogger(stderr, cfg.Log.Level)
@@ -151,6 +165,20 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 			return errors.New("serve: --macp-listen needs --macp-upstream")
 		}
 		srv, err := macp.New(cfg.MACP, enf, up, log, tp)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return srv.Run(gctx) })
+	}
+	if cfg.MCP.Listen != "" {
+		key, err := mcp.LoadKey(cfg.MCP.HandleKeyFile)
+		if err != nil {
+			return err
+		}
+		if cfg.MCP.HandleKeyFile == "" {
+			log.Warn("mcp: no handle key file; task and session handles will not survive a restart nor work across replicas")
+		}
+		srv, err := mcp.New(cfg.MCP, enf, key, nil, log)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,396 @@
+// Package mcp is Warden's MCP sidecar: an HTTP reverse proxy in front of an
+// MCP server over Streamable HTTP. It authenticates every request, hands
+// clients principal-bound handles instead of upstream task and session IDs,
+// decides task requests with the Enforcer (ownership, SEP-2669 status rules,
+// tool-level taskSupport, steer bounds), and forwards everything else byte
+// for byte, streaming SSE responses event by event.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// Config is the MCP sidecar's part of the configuration.
+type Config struct {
+	// Listen is the address the sidecar serves on (host:port).
+	Listen string `yaml:"listen" json:"listen"`
+	// Upstream is the MCP server's endpoint URL (http://host:port/mcp).
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Plaintext serves without TLS (it must be set explicitly); otherwise
+	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
+	// when set, verifies client certificates (mTLS).
+	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
+	CertFile     string `yaml:"cert_file" json:"cert_file"`
+	KeyFile      string `yaml:"key_file" json:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
+	// HandleKeyFile holds the key (at least 32 bytes) that binds task and
+	// session handles to principals. Replicas share it; with none, a random
+	// key is made at start and handles do not survive a restart.
+	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
+	// AllowedOrigins are the browser origins allowed besides same-origin
+	// requests; a request with any other Origin gets 403.
+	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	// Resource is this protected resource's URL (RFC 9728), and
+	// AuthorizationServers the issuers clients get tokens from; with
+	// authorization servers set, Warden serves the metadata document.
+	Resource             string   `yaml:"resource" json:"resource"`
+	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
+	// MaxBodyBytes bounds a request body and one response message.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxSteerBytes bounds a tasks/steer message; MaxSteerQueue the steer
+	// messages accepted for a task until its status changes.
+	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
+	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
+	// ShutdownTimeout bounds how long in-flight requests may drain.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes    = 4 << 20
+	DefaultMaxSteerBytes   = 16 << 10
+	DefaultMaxSteerQueue   = 32
+	DefaultShutdownTimeout = 10 * time.Second
+	maxTools               = 4096
+)
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Listen == "" {
+		return nil
+	}
+	u, err := url.Parse(c.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("mcp.upstream: %q is not an http(s) URL", c.Upstream)
+	}
+	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
+		return errors.New("mcp: give a TLS certificate and key, or serve plaintext explicitly")
+	}
+	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
+		return errors.New("mcp: limits must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxSteerBytes == 0 {
+		c.MaxSteerBytes = DefaultMaxSteerBytes
+	}
+	if c.MaxSteerQueue == 0 {
+		c.MaxSteerQueue = DefaultMaxSteerQueue
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return c
+}
+
+// LoadKey reads the handle key file, or makes a random key when path is "".
+func LoadKey(path string) ([]byte, error) {
+	if path == "" {
+		k := make([]byte, 32)
+		_, _ = rand.Read(k)
+		return k, nil
+	}
+	k, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read handle key: %w", err)
+	}
+	k = bytes.TrimSpace(k)
+	if len(k) < 32 {
+		return nil, fmt.Errorf("handle key %s: %d bytes, need at least 32", path, len(k))
+	}
+	return k, nil
+}
+
+// Server is the MCP sidecar, an http.Handler.
+type Server struct {
+	cfg      Config
+	enforcer *proxy.Enforcer
+	upstream *url.URL
+	client   *http.Client
+	handles  handles
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	tools map[string]string // tool name -> execution.taskSupport
+}
+
+// New builds the sidecar. key binds handles to principals (see LoadKey);
+// client reaches the upstream (nil means a default one).
+func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(cfg.Upstream)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("mcp.upstream: %q is not an http(s) URL", cfg.Upstream)
+	}
+	if len(key) < 32 {
+		return nil, errors.New("mcp: the handle key must have at least 32 bytes")
+	}
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{
+			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+			ResponseHeaderTimeout: 0, DisableCompression: true,
+		}}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: handles{key: key}, log: log, tools: map[string]string{}}, nil
+}
+
+// ShutdownTimeout is how long in-flight requests may drain on shutdown.
+func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout }
+
+const metadataPath = "/.well-known/oauth-protected-resource"
+
+// ServeHTTP authenticates the request, decides it and forwards it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, metadataPath) && len(s.cfg.AuthorizationServers) > 0 {
+		s.metadata(w, r)
+		return
+	}
+	if !s.originAllowed(r) {
+		writeError(w, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
+		return
+	}
+	p, err := s.enforcer.Authenticate(r.Context(), credentials(r))
+	if errors.Is(err, authn.ErrKeysUnavailable) {
+		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
+		writeError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
+		return
+	}
+	if err != nil {
+		s.unauthorized(w, r, err)
+		return
+	}
+	sid, ok := s.session(r, p.ID)
+	if !ok {
+		writeError(w, http.StatusNotFound, nil, -32001, "Session not found")
+		return
+	}
+	if r.Method == http.MethodPost {
+		s.post(w, r, p, sid)
+		return
+	}
+	// GET (the standalone SSE stream), DELETE (end of session) and anything
+	// else: forwarded, with task notifications filtered on the way back.
+	x := &exchange{s: s, principal: p.ID}
+	s.forward(w, r, x, nil, sid, "")
+}
+
+// session returns the upstream session ID of the request's Mcp-Session-Id
+// handle; ok is false when the handle is not the caller's.
+func (s *Server) session(r *http.Request, principal string) (string, bool) {
+	h := r.Header.Get("Mcp-Session-Id")
+	if h == "" {
+		return "", true
+	}
+	return s.handles.open(kindSession, principal, h)
+}
+
+func credentials(r *http.Request) authn.Credentials {
+	var c authn.Credentials
+	if v := r.Header.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		c.Bearer = strings.TrimSpace(v[7:])
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		c.PeerCerts = r.TLS.VerifiedChains[0]
+	}
+	return c
+}
+
+// originAllowed validates Origin (Streamable HTTP requires it, against DNS
+// rebinding): absent, same-origin, or configured.
+func (s *Server) originAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	for _, a := range s.cfg.AllowedOrigins {
+		if o == a || a == "*" {
+			return true
+		}
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+func (s *Server) metadataURL(r *http.Request) string {
+	if s.cfg.Resource != "" {
+		u, err := url.Parse(s.cfg.Resource)
+		if err == nil {
+			return u.Scheme + "://" + u.Host + metadataPath + strings.TrimSuffix(u.Path, "/")
+		}
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + metadataPath + strings.TrimSuffix(r.URL.Path, "/")
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	v := "Bearer"
+	if len(s.cfg.AuthorizationServers) > 0 {
+		v += ` resource_metadata="` + s.metadataURL(r) + `"`
+	}
+	if !errors.Is(err, authn.ErrNoCredentials) {
+		v += `, error="invalid_token", error_description="` + authn.Reason(err) + `"`
+	}
+	w.Header().Set("WWW-Authenticate", v)
+	writeError(w, http.StatusUnauthorized, nil, -32001, "Unauthorized: "+authn.Reason(err))
+}
+
+// metadata serves the RFC 9728 protected-resource metadata document.
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	resource := s.cfg.Resource
+	if resource == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		resource = scheme + "://" + r.Host + strings.TrimPrefix(r.URL.Path, metadataPath)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"resource":                 resource,
+		"authorization_servers":    s.cfg.AuthorizationServers,
+		"bearer_methods_supported": []string{"header"},
+	})
+}
+
+// post decides one JSON-RPC message and forwards it.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, sid string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, mcprules.ErrInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
+		return
+	}
+	call, err := mcprules.Parse(body)
+	if err != nil {
+		var pe *mcprules.Error
+		code := mcprules.ErrParse
+		if errors.As(err, &pe) {
+			code = pe.Code
+		}
+		writeError(w, http.StatusBadRequest, nil, code, err.Error())
+		return
+	}
+	x := &exchange{s: s, principal: p.ID, call: call}
+	name := ""
+	if call.Kind != mcprules.KindResponse {
+		// Handles in the body (params.taskId, related-task metadata) become
+		// upstream IDs; one that is not the caller's is an unknown task.
+		rewritten, owner, ok := x.toUpstream(body)
+		if !ok {
+			rewritten = body
+		}
+		body = rewritten
+		h := mcprules.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
+		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
+		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcprules.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}}
+		req.Refused = mcprules.CheckHeaders(call, h)
+		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
+			req.TaskID, req.Owner = owner, ok && owner != ""
+			if h.HasName && req.Owner {
+				name = owner
+			}
+			req.Status = func(ctx context.Context) (string, error) {
+				return s.readStatus(ctx, r, sid, metaOf(call.Params), owner)
+			}
+		}
+		if call.Method == mcprules.MethodToolsCall {
+			req.Support = s.taskSupport(r.Context(), r, sid, metaOf(call.Params), call.Tool)
+		}
+		if decides(call) {
+			d, err := s.enforcer.EnforceTask(r.Context(), req)
+			if err != nil {
+				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
+				writeError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later")
+				return
+			}
+			if !d.Allow {
+				d.Settle(false)
+				status, code, msg := wire(d)
+				writeError(w, status, call.ID, code, msg)
+				return
+			}
+			x.decision = &d
+		}
+	}
+	s.forward(w, r, x, body, sid, name)
+}
+
+// decides reports whether a message goes through the Enforcer.
+func decides(c mcprules.Call) bool {
+	return c.Kind == mcprules.KindRequest &&
+		(mcprules.TaskMethod(c.Method) || c.Method == mcprules.MethodToolsCall || c.Method == mcprules.MethodList)
+}
+
+func headerValue(h http.Header, key string) (string, bool) {
+	v, ok := h[http.CanonicalHeaderKey(key)]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return v[0], true
+}
+
+// wire maps a refusal to the HTTP status, JSON-RPC code and message the
+// client's protocol understands.
+func wire(d proxy.Decision) (int, int, string) {
+	switch d.Code {
+	case rules.CodeTaskNotFound:
+		return http.StatusOK, mcprules.ErrInvalidParams, "Task not found"
+	case rules.CodeInvalidTaskState, rules.CodeInvalidParams:
+		return http.StatusOK, mcprules.ErrInvalidParams, d.Message
+	case rules.CodeMethodNotFound:
+		return http.StatusOK, mcprules.ErrMethodNotFound, d.Message
+	case rules.CodeHeaderMismatch:
+		return http.StatusBadRequest, mcprules.ErrHeaderMismatch, d.Message
+	case rules.CodeInvalidRequest:
+		return http.StatusBadRequest, mcprules.ErrInvalidRequest, d.Message
+	case rules.CodeUnauthenticated:
+		return http.StatusUnauthorized, -32001, "Unauthorized: " + d.Message
+	}
+	return http.StatusForbidden, mcprules.ErrInvalidRequest, "Forbidden: " + d.Message
+}
+
+// writeError answers with a JSON-RPC error of Warden's own.
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

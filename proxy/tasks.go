@@ -1,0 +1,203 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/mcp"
+)
+
+// TaskRequest is one MCP request to decide: a task method, tools/call or
+// tasks/list.
+type TaskRequest struct {
+	// Principal is the caller, authenticated by the adapter (an HTTP request
+	// is authenticated before its body is read).
+	Principal authn.Principal
+	Call      mcp.Call
+	// TaskID is the upstream's task ID; Owner is set when the caller proved
+	// the task is theirs (its handle verified for this principal).
+	TaskID string
+	Owner  bool
+	// Support is the tool's execution.taskSupport for tools/call, "" unknown.
+	Support string
+	// Status reads the task's status from the upstream when Warden does not
+	// know it; nil when it cannot be read.
+	Status func(ctx context.Context) (string, error)
+	Limits mcp.Limits
+	// Refused is a verdict the adapter reached from the transport (routing
+	// headers that disagree with the body); when set it is the decision.
+	Refused rules.Verdict
+}
+
+// task is what Warden keeps of one MCP task: a few dozen bytes.
+type task struct {
+	mu     sync.Mutex
+	owner  string
+	status string
+	steers int // accepted since the status last changed
+}
+
+// tasks is the bounded table of MCP tasks, keyed by the upstream's task ID.
+type tasks struct {
+	lru *lru.Cache[string, *task]
+}
+
+func newTasks(size int) (*tasks, error) {
+	c, err := lru.New[string, *task](size)
+	if err != nil {
+		return nil, err
+	}
+	return &tasks{lru: c}, nil
+}
+
+// get returns the task's entry, creating it when create is set.
+func (ts *tasks) get(id string, create bool) *task {
+	if t, ok := ts.lru.Get(id); ok || !create {
+		return t
+	}
+	t := &task{}
+	if prev, ok, _ := ts.lru.PeekOrAdd(id, t); ok {
+		return prev
+	}
+	return t
+}
+
+// TaskCreated records a task the upstream created for owner.
+func (e *Enforcer) TaskCreated(id, owner, status string) {
+	t := e.tasks.get(id, true)
+	t.mu.Lock()
+	t.owner = owner
+	t.setStatus(status)
+	t.mu.Unlock()
+}
+
+// TaskObserved records a status the upstream reported for a task; an
+// unknown task is not added (its owner is unknown).
+func (e *Enforcer) TaskObserved(id, status string) {
+	t := e.tasks.get(id, false)
+	if t == nil || !mcp.KnownStatus(status) {
+		return
+	}
+	t.mu.Lock()
+	t.setStatus(status)
+	t.mu.Unlock()
+}
+
+// TaskOwner returns the principal that created a task, when Warden knows it.
+func (e *Enforcer) TaskOwner(id string) (string, bool) {
+	t := e.tasks.get(id, false)
+	if t == nil {
+		return "", false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.owner, t.owner != ""
+}
+
+// setStatus changes the status; a change means the task passed a safe point,
+// so the steer messages queued before it count as delivered.
+func (t *task) setStatus(s string) {
+	if s == "" || s == t.status {
+		return
+	}
+	t.status = s
+	t.steers = 0
+}
+
+// EnforceTask decides one MCP request: the rules (taskSupport, steer bounds),
+// then the policy on {principal, method, roles, task status}. An error means
+// Warden could not decide (the task's status could not be read); the adapter
+// must refuse the request.
+func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
+	if e.observer == nil {
+		return e.enforceTask(ctx, req)
+	}
+	began := e.now()
+	d, err := e.enforceTask(ctx, req)
+	if err == nil {
+		e.observer.Decided(d, e.now().Sub(began))
+	}
+	return d, err
+}
+
+func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
+	snap := e.snap.Load()
+	c := req.Call
+	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
+
+	if !req.Refused.OK() {
+		return e.finish(snap, d, req.Refused), nil
+	}
+	var t *task
+	var roles []string
+	status, steers := "", 0
+	if mcp.TaskMethod(c.Method) && req.Owner {
+		roles = []string{"owner"}
+		t = e.tasks.get(req.TaskID, true)
+		t.mu.Lock()
+		t.owner = req.Principal.ID // a verified handle proves it, after a restart too
+		status, steers = t.status, t.steers
+		t.mu.Unlock()
+		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
+			s, err := req.Status(ctx)
+			if err != nil {
+				return Decision{}, fmt.Errorf("read status of task %s: %w", req.TaskID, err)
+			}
+			if mcp.KnownStatus(s) {
+				e.TaskObserved(req.TaskID, s)
+				status = s
+			}
+		}
+	}
+	d.Roles = roles
+
+	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: steers, Limits: req.Limits})
+	if verdict.OK() {
+		in := policies.Input{
+			Protocol:  "mcp",
+			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
+			Session:   policies.Session{State: status},
+			Roles:     roles,
+		}
+		denials, err := snap.engine.Evaluate(ctx, &in)
+		if err != nil {
+			return Decision{}, err
+		}
+		if len(denials) > 0 {
+			verdict = rules.Verdict{Code: denials[0].Code, Reason: denials[0].Reason, Detail: denials[0].Message, Rank: denials[0].Rank}
+		}
+	}
+	d = e.finish(snap, d, verdict)
+	if d.Allow && !d.DryRun && c.Method == mcp.MethodSteer && t != nil {
+		// Reserve the steer now, so concurrent steers cannot overshoot the
+		// bound; give it back if the upstream refuses it.
+		t.mu.Lock()
+		t.steers++
+		t.mu.Unlock()
+		d.pending = &pending{undo: func() {
+			t.mu.Lock()
+			if t.steers > 0 {
+				t.steers--
+			}
+			t.mu.Unlock()
+		}}
+	}
+	return d, nil
+}
+
+// claims returns what an MCP policy sees of the credential: a JWT's claims
+// or a static token's attributes.
+func claims(p authn.Principal) map[string]any {
+	if s := scopes(p); s != nil {
+		return s
+	}
+	return p.Claims
+}

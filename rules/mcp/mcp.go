@@ -1,0 +1,358 @@
+// Package mcp holds the pure rules of MCP task requests, for all three
+// generations Warden speaks (2025-11-25 tasks, the 2026-07-28 tasks extension
+// of SEP-2663, and the SEP-2669 interaction methods): how one JSON-RPC message
+// is read, which methods name a task, the task statuses, the routing headers a
+// request must agree with, tool-level taskSupport and the steer bounds.
+//
+// Who may call a task method in which status is the policy's matrix
+// (policies/rego/mcp_matrix.json); nothing here does I/O.
+package mcp
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// Methods Warden reads.
+const (
+	MethodInitialize = "initialize"
+	MethodToolsList  = "tools/list"
+	MethodToolsCall  = "tools/call"
+	MethodGet        = "tasks/get"
+	MethodResult     = "tasks/result"
+	MethodList       = "tasks/list"
+	MethodCancel     = "tasks/cancel"
+	MethodUpdate     = "tasks/update"
+	MethodSteer      = "tasks/steer"
+	MethodPause      = "tasks/pause"
+	MethodResume     = "tasks/resume"
+
+	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
+	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
+)
+
+// Task statuses; paused is SEP-2669's.
+const (
+	StatusWorking       = "working"
+	StatusInputRequired = "input_required"
+	StatusCompleted     = "completed"
+	StatusFailed        = "failed"
+	StatusCancelled     = "cancelled"
+	StatusPaused        = "paused"
+)
+
+// Tool-level execution.taskSupport values (2025-11-25); absent means forbidden.
+const (
+	SupportForbidden = "forbidden"
+	SupportOptional  = "optional"
+	SupportRequired  = "required"
+)
+
+// Extension is the SEP-2663 tasks extension identifier.
+const Extension = "io.modelcontextprotocol/tasks"
+
+// RelatedTask is the _meta key naming the task a message belongs to.
+const RelatedTask = "io.modelcontextprotocol/related-task"
+
+// Era2026 is the first protocol version with the tasks extension and the
+// standard routing headers (SEP-2243).
+const Era2026 = "2026-07-28"
+
+// Terminal reports whether a status is final.
+func Terminal(status string) bool {
+	return status == StatusCompleted || status == StatusFailed || status == StatusCancelled
+}
+
+// KnownStatus reports whether s is a task status.
+func KnownStatus(s string) bool {
+	switch s {
+	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled, StatusPaused:
+		return true
+	}
+	return false
+}
+
+// TaskMethod reports whether method acts on the task named by params.taskId.
+func TaskMethod(method string) bool {
+	switch method {
+	case MethodGet, MethodResult, MethodCancel, MethodUpdate, MethodSteer, MethodPause, MethodResume:
+		return true
+	}
+	return false
+}
+
+// NameRequired reports whether, from protocol 2026-07-28 on, the Mcp-Name
+// header must carry params.taskId (SEP-2663 and SEP-2669).
+func NameRequired(method string) bool {
+	switch method {
+	case MethodGet, MethodCancel, MethodUpdate, MethodSteer, MethodPause, MethodResume:
+		return true
+	}
+	return false
+}
+
+// NeedsStatus reports whether the decision on method depends on the task's
+// status (the SEP-2669 rules).
+func NeedsStatus(method string) bool {
+	switch method {
+	case MethodUpdate, MethodSteer, MethodPause, MethodResume:
+		return true
+	}
+	return false
+}
+
+// Kind is what a JSON-RPC message is.
+type Kind uint8
+
+// The kinds of message.
+const (
+	KindRequest Kind = iota + 1
+	KindNotification
+	KindResponse
+)
+
+// Call is one JSON-RPC message as Warden reads it. Params are kept raw; only
+// the fields the rules need are decoded.
+type Call struct {
+	Kind   Kind
+	ID     json.RawMessage // raw, echoed in Warden's own answers
+	Method string
+	Params json.RawMessage
+	// TaskID is params.taskId; HasTaskID is false when absent or not a string.
+	TaskID    string
+	HasTaskID bool
+	// Tool is params.name of tools/call.
+	Tool string
+	// TaskRequested is set when a 2025-11-25 request asks for task execution
+	// (params.task is an object).
+	TaskRequested bool
+	// SteerBytes is the length of tasks/steer's params.message.
+	SteerBytes int
+}
+
+// Error is a malformed message, with the JSON-RPC code to answer it with.
+type Error struct {
+	Code    int // -32700 parse error, -32600 invalid request
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// The JSON-RPC error codes Warden answers with.
+const (
+	ErrParse          = -32700
+	ErrInvalidRequest = -32600
+	ErrMethodNotFound = -32601
+	ErrInvalidParams  = -32602
+	ErrInternal       = -32603
+	ErrHeaderMismatch = -32020
+)
+
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+type params struct {
+	TaskID  json.RawMessage `json:"taskId"`
+	Name    json.RawMessage `json:"name"`
+	Task    json.RawMessage `json:"task"`
+	Message json.RawMessage `json:"message"`
+}
+
+// Parse reads one JSON-RPC message. Batches are refused: they were removed
+// from the protocol in 2025-06-18, and a batch would let one POST carry
+// messages decided differently.
+func Parse(body []byte) (Call, error) {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 {
+		return Call{}, &Error{ErrParse, "empty body: expected one JSON-RPC message"}
+	}
+	if b[0] == '[' {
+		if !json.Valid(b) {
+			return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
+		}
+		return Call{}, &Error{ErrInvalidRequest, "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) || !json.Valid(b) {
+			return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
+		}
+		return Call{}, &Error{ErrInvalidRequest, "invalid request: " + err.Error()}
+	}
+	if env.JSONRPC != "2.0" {
+		return Call{}, &Error{ErrInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`}
+	}
+	c := Call{ID: env.ID, Params: env.Params}
+	hasID := len(env.ID) > 0 && !bytes.Equal(env.ID, []byte("null"))
+	switch {
+	case env.Method != nil:
+		c.Method = *env.Method
+		if c.Method == "" {
+			return Call{}, &Error{ErrInvalidRequest, "invalid request: empty method"}
+		}
+		c.Kind = KindNotification
+		if hasID {
+			if !validID(env.ID) {
+				return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or a number"}
+			}
+			c.Kind = KindRequest
+		}
+	case env.Result != nil || env.Error != nil:
+		c.Kind = KindResponse
+		return c, nil
+	default:
+		return Call{}, &Error{ErrInvalidRequest, "invalid request: neither a method nor a result"}
+	}
+	if len(env.Params) == 0 || bytes.Equal(env.Params, []byte("null")) {
+		return c, nil
+	}
+	var p params
+	if err := json.Unmarshal(env.Params, &p); err != nil {
+		return c, nil // not an object: the upstream answers invalid params
+	}
+	c.TaskID, c.HasTaskID = str(p.TaskID)
+	c.Tool, _ = str(p.Name)
+	c.TaskRequested = len(p.Task) > 0 && p.Task[0] == '{'
+	if s, ok := str(p.Message); ok {
+		c.SteerBytes = len(s)
+	} else if len(p.Message) > 0 {
+		c.SteerBytes = len(p.Message)
+	}
+	return c, nil
+}
+
+func str(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func validID(raw json.RawMessage) bool {
+	switch raw[0] {
+	case '"':
+		_, ok := str(raw)
+		return ok
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		_, err := strconv.ParseFloat(string(raw), 64)
+		return err == nil
+	}
+	return false
+}
+
+// Headers are the routing headers of one HTTP request.
+type Headers struct {
+	ProtocolVersion string // MCP-Protocol-Version
+	Method          string // Mcp-Method
+	Name            string // Mcp-Name
+	HasName         bool
+}
+
+// CheckHeaders checks that the routing headers agree with the body
+// (SEP-2243): Mcp-Method equals the method, and on task methods Mcp-Name
+// equals params.taskId, required from protocol 2026-07-28 on. A task
+// method without a string taskId is invalid params.
+func CheckHeaders(c Call, h Headers) rules.Verdict {
+	if c.Kind != KindRequest && c.Kind != KindNotification {
+		return rules.Verdict{}
+	}
+	if h.Method != "" && h.Method != c.Method {
+		return mismatch(fmt.Sprintf("Mcp-Method header %q does not match the body's method %q", h.Method, c.Method))
+	}
+	if !TaskMethod(c.Method) {
+		if c.Method == MethodToolsCall && h.HasName && c.Tool != "" && decodeHeader(h.Name) != c.Tool {
+			return mismatch(fmt.Sprintf("Mcp-Name header %q does not match params.name %q", h.Name, c.Tool))
+		}
+		return rules.Verdict{}
+	}
+	if !c.HasTaskID {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest, Detail: c.Method + " needs a string params.taskId"}
+	}
+	if h.HasName {
+		if decodeHeader(h.Name) != c.TaskID {
+			return mismatch("Mcp-Name header does not match params.taskId")
+		}
+	} else if NameRequired(c.Method) && h.ProtocolVersion >= Era2026 {
+		return mismatch("Mcp-Name header is required on " + c.Method + " and must equal params.taskId")
+	}
+	return rules.Verdict{}
+}
+
+func mismatch(detail string) rules.Verdict {
+	return rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch, Detail: detail}
+}
+
+// decodeHeader decodes SEP-2243's =?base64?...?= form of non-ASCII values.
+func decodeHeader(v string) string {
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") {
+		if b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-2]); err == nil {
+			return string(b)
+		}
+	}
+	return v
+}
+
+// Limits bound SEP-2669 steering per task.
+type Limits struct {
+	MaxSteerBytes int // longest params.message accepted
+	MaxSteerQueue int // steer messages accepted since the task's last status change
+}
+
+// Request is what the rules see of one task request.
+type Request struct {
+	Call Call
+	// Support is the tool's execution.taskSupport for tools/call ("" when the
+	// tool is unknown).
+	Support string
+	// Steers counts the steer messages accepted since the task's status last
+	// changed (the task has not passed a safe point Warden saw since).
+	Steers int
+	Limits Limits
+}
+
+// Check applies the rules that need no policy: tool-level taskSupport
+// (2025-11-25) and the steer bounds. Ownership and status are the policy's.
+func Check(r Request) rules.Verdict {
+	c := r.Call
+	switch c.Method {
+	case MethodToolsCall:
+		support := r.Support
+		if support == "" {
+			return rules.Verdict{}
+		}
+		if c.TaskRequested && support == SupportForbidden {
+			return rules.Verdict{Code: rules.CodeMethodNotFound, Reason: rules.ReasonTaskSupport, Detail: "tool " + strconv.Quote(c.Tool) + " does not support task execution"}
+		}
+		if !c.TaskRequested && support == SupportRequired {
+			return rules.Verdict{Code: rules.CodeMethodNotFound, Reason: rules.ReasonTaskSupport, Detail: "tool " + strconv.Quote(c.Tool) + " requires task execution (params.task)"}
+		}
+	case MethodSteer:
+		if r.Limits.MaxSteerBytes > 0 && c.SteerBytes > r.Limits.MaxSteerBytes {
+			return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonSteerTooLarge,
+				Detail: fmt.Sprintf("steer message of %d bytes exceeds the limit of %d", c.SteerBytes, r.Limits.MaxSteerBytes)}
+		}
+		if r.Limits.MaxSteerQueue > 0 && r.Steers >= r.Limits.MaxSteerQueue {
+			return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonSteerQueueFull,
+				Detail: fmt.Sprintf("%d steer messages are already queued for this task; wait until it reaches a safe point", r.Steers)}
+		}
+	}
+	return rules.Verdict{}
+}
