@@ -48,8 +48,20 @@ func loadBootstrap(t *testing.T, file string) *bootstrapv3.Bootstrap {
 	return &bs
 }
 
-func TestEnvoyMACP(t *testing.T) {
-	bs := loadBootstrap(t, "envoy/macp.yaml")
+func TestEnvoy(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		minBytes uint32 // the upstream's own message limit
+	}{
+		{"envoy/macp.yaml", 1 << 20}, // the runtime's 1 MiB payload limit
+		{"envoy/mcp.yaml", 4 << 20},  // Warden's MCP max_body_bytes default
+	} {
+		t.Run(tc.file, func(t *testing.T) { checkEnvoy(t, tc.file, tc.minBytes) })
+	}
+}
+
+func checkEnvoy(t *testing.T, file string, minBytes uint32) {
+	bs := loadBootstrap(t, file)
 	var hcm hcmv3.HttpConnectionManager
 	if err := bs.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 		t.Fatal(err)
@@ -77,8 +89,8 @@ func TestEnvoyMACP(t *testing.T) {
 		t.Error("with_request_body.pack_as_bytes must be set: Check reads raw_body")
 	case wb.GetAllowPartialMessage():
 		t.Error("allow_partial_message must be false: Check refuses truncated frames")
-	case wb.GetMaxRequestBytes() < 1<<20:
-		t.Errorf("max_request_bytes %d is below the runtime's 1 MiB payload limit", wb.GetMaxRequestBytes())
+	case wb.GetMaxRequestBytes() < minBytes:
+		t.Errorf("max_request_bytes %d is below %d: large messages would be cut", wb.GetMaxRequestBytes(), minBytes)
 	case ext.GetGrpcService().GetTimeout().AsDuration() <= 0:
 		t.Error("the ext_authz call needs a timeout")
 	}

@@ -50,6 +50,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
+	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
@@ -76,6 +77,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		set(&c.Admin.Listen, *adminListen)
 		set(&c.Tracing.OTLPEndpoint, *otlp)
 		set(&c.ExtAuthz.Listen, *extListen)
+		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
 		set(&c.MCP.HandleKeyFile, *mcpKey)

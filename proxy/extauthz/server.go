@@ -42,6 +42,10 @@ type Config struct {
 	PrincipalHeader string `yaml:"principal_header" json:"principal_header"`
 	// PublicDiscovery lets discovery RPCs through without credentials.
 	PublicDiscovery bool `yaml:"public_discovery" json:"public_discovery"`
+	// MCP checks every request that is not gRPC as MCP Streamable HTTP.
+	MCP bool `yaml:"mcp" json:"mcp"`
+	// MaxSteerBytes bounds a tasks/steer message (MCP; default 16 KiB).
+	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 }
 
 // DefaultPrincipalHeader is the header an allowed request gains.
@@ -121,10 +125,13 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}
 	path, _, _ := strings.Cut(h.GetPath(), "?")
-	if !strings.HasPrefix(h.GetHeaders()["content-type"], "application/grpc") {
-		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here"), nil
-	}
 	creds := credentials(h.GetHeaders(), req.GetAttributes().GetSource())
+	if !strings.HasPrefix(h.GetHeaders()["content-type"], "application/grpc") {
+		if s.cfg.MCP {
+			return s.checkMCP(ctx, h, creds), nil
+		}
+		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here (set extauthz.mcp for MCP)"), nil
+	}
 	// The rebuilder calls the runtime with the client's own credentials.
 	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+creds.Bearer))
 

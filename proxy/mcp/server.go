@@ -24,7 +24,6 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -189,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sid, ok := s.session(r, p.ID)
 	if !ok {
-		writeError(w, http.StatusNotFound, nil, -32001, "Session not found")
+		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -262,7 +261,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error)
 		v += `, error="invalid_token", error_description="` + authn.Reason(err) + `"`
 	}
 	w.Header().Set("WWW-Authenticate", v)
-	writeError(w, http.StatusUnauthorized, nil, -32001, "Unauthorized: "+authn.Reason(err))
+	writeError(w, http.StatusUnauthorized, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err))
 }
 
 // metadata serves the RFC 9728 protected-resource metadata document.
@@ -340,7 +339,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			}
 			if !d.Allow {
 				d.Settle(false)
-				status, code, msg := wire(d)
+				status, code, msg := mcprules.Answer(d.Code, d.Message)
 				writeError(w, status, call.ID, code, msg)
 				return
 			}
@@ -364,32 +363,9 @@ func headerValue(h http.Header, key string) (string, bool) {
 	return v[0], true
 }
 
-// wire maps a refusal to the HTTP status, JSON-RPC code and message the
-// client's protocol understands.
-func wire(d proxy.Decision) (int, int, string) {
-	switch d.Code {
-	case rules.CodeTaskNotFound:
-		return http.StatusOK, mcprules.ErrInvalidParams, "Task not found"
-	case rules.CodeInvalidTaskState, rules.CodeInvalidParams:
-		return http.StatusOK, mcprules.ErrInvalidParams, d.Message
-	case rules.CodeMethodNotFound:
-		return http.StatusOK, mcprules.ErrMethodNotFound, d.Message
-	case rules.CodeHeaderMismatch:
-		return http.StatusBadRequest, mcprules.ErrHeaderMismatch, d.Message
-	case rules.CodeInvalidRequest:
-		return http.StatusBadRequest, mcprules.ErrInvalidRequest, d.Message
-	case rules.CodeUnauthenticated:
-		return http.StatusUnauthorized, -32001, "Unauthorized: " + d.Message
-	}
-	return http.StatusForbidden, mcprules.ErrInvalidRequest, "Forbidden: " + d.Message
-}
-
 // writeError answers with a JSON-RPC error of Warden's own.
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	b := mcprules.ErrorBody(id, code, msg)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)

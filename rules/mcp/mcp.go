@@ -155,20 +155,35 @@ const (
 	ErrHeaderMismatch = -32020
 )
 
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-}
-
-type params struct {
-	TaskID  json.RawMessage `json:"taskId"`
-	Name    json.RawMessage `json:"name"`
-	Task    json.RawMessage `json:"task"`
-	Message json.RawMessage `json:"message"`
+// members reads a JSON object's members with exact, case-sensitive names,
+// as JSON-RPC peers read them (encoding/json's struct decoding would also
+// take "Method" for "method"). A name given twice is refused: peers disagree
+// on which one counts.
+func members(raw []byte) (map[string]json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not an object")
+	}
+	m := map[string]json.RawMessage{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("member %q appears twice", k)
+		}
+		m[k] = v
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
@@ -179,58 +194,56 @@ func Parse(body []byte) (Call, error) {
 	if len(b) == 0 {
 		return Call{}, &Error{ErrParse, "empty body: expected one JSON-RPC message"}
 	}
+	if !json.Valid(b) {
+		return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
+	}
 	if b[0] == '[' {
-		if !json.Valid(b) {
-			return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
-		}
 		return Call{}, &Error{ErrInvalidRequest, "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
 	}
-	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) || !json.Valid(b) {
-			return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
-		}
+	env, err := members(b)
+	if err != nil {
 		return Call{}, &Error{ErrInvalidRequest, "invalid request: " + err.Error()}
 	}
-	if env.JSONRPC != "2.0" {
+	if v, _ := str(env["jsonrpc"]); v != "2.0" {
 		return Call{}, &Error{ErrInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`}
 	}
-	c := Call{ID: env.ID, Params: env.Params}
-	hasID := len(env.ID) > 0 && !bytes.Equal(env.ID, []byte("null"))
+	c := Call{ID: env["id"], Params: env["params"]}
+	hasID := len(c.ID) > 0 && !bytes.Equal(c.ID, []byte("null"))
+	method, hasMethod := env["method"]
 	switch {
-	case env.Method != nil:
-		c.Method = *env.Method
-		if c.Method == "" {
-			return Call{}, &Error{ErrInvalidRequest, "invalid request: empty method"}
+	case hasMethod:
+		m, ok := str(method)
+		if !ok || m == "" {
+			return Call{}, &Error{ErrInvalidRequest, "invalid request: method must be a non-empty string"}
 		}
+		c.Method = m
 		c.Kind = KindNotification
 		if hasID {
-			if !validID(env.ID) {
+			if !validID(c.ID) {
 				return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or a number"}
 			}
 			c.Kind = KindRequest
 		}
-	case env.Result != nil || env.Error != nil:
+	case env["result"] != nil || env["error"] != nil:
 		c.Kind = KindResponse
 		return c, nil
 	default:
 		return Call{}, &Error{ErrInvalidRequest, "invalid request: neither a method nor a result"}
 	}
-	if len(env.Params) == 0 || bytes.Equal(env.Params, []byte("null")) {
-		return c, nil
+	if len(c.Params) == 0 || c.Params[0] != '{' {
+		return c, nil // absent, null or not an object: the upstream answers invalid params
 	}
-	var p params
-	if err := json.Unmarshal(env.Params, &p); err != nil {
-		return c, nil // not an object: the upstream answers invalid params
+	p, err := members(c.Params)
+	if err != nil {
+		return Call{}, &Error{ErrInvalidRequest, "invalid request: params: " + err.Error()}
 	}
-	c.TaskID, c.HasTaskID = str(p.TaskID)
-	c.Tool, _ = str(p.Name)
-	c.TaskRequested = len(p.Task) > 0 && p.Task[0] == '{'
-	if s, ok := str(p.Message); ok {
+	c.TaskID, c.HasTaskID = str(p["taskId"])
+	c.Tool, _ = str(p["name"])
+	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
+	if s, ok := str(p["message"]); ok {
 		c.SteerBytes = len(s)
-	} else if len(p.Message) > 0 {
-		c.SteerBytes = len(p.Message)
+	} else {
+		c.SteerBytes = len(p["message"])
 	}
 	return c, nil
 }
@@ -355,4 +368,57 @@ func Check(r Request) rules.Verdict {
 		}
 	}
 	return rules.Verdict{}
+}
+
+// Answer is how a refusal reads on the wire: the HTTP status, the JSON-RPC
+// error code and the message. A task that is not the caller's reads exactly
+// as an unknown one.
+func Answer(code rules.Code, detail string) (httpStatus, rpcCode int, message string) {
+	switch code {
+	case rules.CodeTaskNotFound:
+		return 200, ErrInvalidParams, "Task not found"
+	case rules.CodeInvalidTaskState, rules.CodeInvalidParams:
+		return 200, ErrInvalidParams, detail
+	case rules.CodeMethodNotFound:
+		return 200, ErrMethodNotFound, detail
+	case rules.CodeHeaderMismatch:
+		return 400, ErrHeaderMismatch, detail
+	case rules.CodeInvalidRequest:
+		return 400, ErrInvalidRequest, detail
+	case rules.CodeUnauthenticated:
+		return 401, ErrUnauthorized, "Unauthorized: " + detail
+	case rules.CodeInternal:
+		return 503, ErrInternal, detail
+	}
+	return 403, ErrInvalidRequest, "Forbidden: " + detail
+}
+
+// ErrUnauthorized is the JSON-RPC code of a 401 answer's body, and
+// ErrSessionNotFound of a 404 for a session that is not the caller's (the
+// code the SDKs use).
+const (
+	ErrUnauthorized    = -32001
+	ErrSessionNotFound = -32001
+)
+
+// ErrorBody is a JSON-RPC error response; a missing id is null.
+func ErrorBody(id json.RawMessage, code int, message string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, message}})
+	if err != nil { // an id that is not JSON: answer with null
+		return ErrorBody(nil, code, message)
+	}
+	return b
 }

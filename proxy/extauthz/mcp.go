@@ -1,0 +1,113 @@
+package extauthz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// defaultMaxSteerBytes matches the standalone sidecar's default.
+const defaultMaxSteerBytes = 16 << 10
+
+// checkMCP decides an MCP Streamable HTTP request from the request alone:
+// Origin, authentication, the JSON-RPC message's shape, the routing headers
+// against the body, and the steer message bound. Task ownership, task status
+// and tool-level taskSupport are learned from responses, which Envoy does not
+// show here: they need the standalone sidecar.
+func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials) *authv3.CheckResponse {
+	hdr := h.GetHeaders()
+	if o := hdr["origin"]; o != "" {
+		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, h.GetHost()) {
+			return denyMCP(403, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+o+" is not allowed", "")
+		}
+	}
+	p, err := s.enf.Authenticate(ctx, creds)
+	if errors.Is(err, authn.ErrKeysUnavailable) {
+		return denyMCP(503, nil, mcprules.ErrInternal, "authentication is unavailable; retry later", "")
+	}
+	if err != nil {
+		resp := denyMCP(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), "")
+		v := "Bearer"
+		if !errors.Is(err, authn.ErrNoCredentials) {
+			v += `, error="invalid_token"`
+		}
+		dr := resp.GetDeniedResponse()
+		dr.Headers = append(dr.Headers, header("www-authenticate", v))
+		return resp
+	}
+	if h.GetMethod() != "POST" {
+		return allow(p.ID, "", s.cfg.PrincipalHeader) // GET (SSE) and DELETE carry no message
+	}
+	body := h.GetRawBody()
+	if len(body) == 0 {
+		body = []byte(h.GetBody())
+	}
+	call, err := mcprules.Parse(body)
+	if err != nil {
+		c := mcprules.ErrParse
+		var pe *mcprules.Error
+		if errors.As(err, &pe) {
+			c = pe.Code
+		}
+		return denyMCP(400, nil, c, err.Error()+" (if the body was cut, raise Envoy's max_request_bytes)", "")
+	}
+	name, hasName := hdr["mcp-name"]
+	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})
+	if v.OK() && call.Method == mcprules.MethodSteer {
+		limit := s.cfg.MaxSteerBytes
+		if limit == 0 {
+			limit = defaultMaxSteerBytes
+		}
+		v = mcprules.Check(mcprules.Request{Call: call, Limits: mcprules.Limits{MaxSteerBytes: limit}})
+	}
+	if v.OK() {
+		return allow(p.ID, "", s.cfg.PrincipalHeader)
+	}
+	// Through the Enforcer, so the refusal is logged and counted with an ID.
+	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: p, Call: call, Refused: v})
+	if err != nil {
+		return denyMCP(503, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later", "")
+	}
+	d.Settle(false)
+	if d.Allow { // dry-run
+		return allow(p.ID, d.ID, s.cfg.PrincipalHeader)
+	}
+	status, rpc, msg := mcprules.Answer(d.Code, d.Message)
+	return denyMCP(status, call.ID, rpc, msg, d.ID)
+}
+
+// denyMCP answers an MCP client with a JSON-RPC error body.
+func denyMCP(status int, id []byte, rpc int, msg, decisionID string) *authv3.CheckResponse {
+	headers := []*corev3.HeaderValueOption{header("content-type", "application/json")}
+	if decisionID != "" {
+		headers = append(headers, header("x-warden-decision", decisionID))
+	}
+	grpcCode := code.Code_PERMISSION_DENIED
+	switch status {
+	case 401:
+		grpcCode = code.Code_UNAUTHENTICATED
+	case 400, 413:
+		grpcCode = code.Code_INVALID_ARGUMENT
+	case 503:
+		grpcCode = code.Code_UNAVAILABLE
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(grpcCode), Message: fmt.Sprintf("%d %s", rpc, msg)},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode(status)}, Headers: headers,
+			Body: string(mcprules.ErrorBody(id, rpc, msg)),
+		}},
+	}
+}
