@@ -158,6 +158,27 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	}
 	d.Roles = roles
 
+	// A steer reserves its place in the task's queue now, under the task's
+	// lock, so concurrent steers cannot overshoot the bound; the reservation
+	// is given back when the decision or the upstream refuses the steer.
+	reserved := false
+	if c.Method == mcp.MethodSteer && t != nil {
+		t.mu.Lock()
+		steers = t.steers
+		if req.Limits.MaxSteerQueue <= 0 || steers < req.Limits.MaxSteerQueue {
+			t.steers++
+			reserved = true
+		}
+		t.mu.Unlock()
+	}
+	undo := func() {
+		t.mu.Lock()
+		if t.steers > 0 {
+			t.steers--
+		}
+		t.mu.Unlock()
+	}
+
 	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: steers, Limits: req.Limits})
 	if verdict.OK() {
 		in := policies.Input{
@@ -169,6 +190,9 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 		denials, err := snap.engine.Evaluate(ctx, &in)
 		if err != nil {
+			if reserved {
+				undo()
+			}
 			return Decision{}, err
 		}
 		if len(denials) > 0 {
@@ -176,19 +200,12 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 	}
 	d = e.finish(snap, d, verdict)
-	if d.Allow && !d.DryRun && c.Method == mcp.MethodSteer && t != nil {
-		// Reserve the steer now, so concurrent steers cannot overshoot the
-		// bound; give it back if the upstream refuses it.
-		t.mu.Lock()
-		t.steers++
-		t.mu.Unlock()
-		d.pending = &pending{undo: func() {
-			t.mu.Lock()
-			if t.steers > 0 {
-				t.steers--
-			}
-			t.mu.Unlock()
-		}}
+	if reserved {
+		if d.Allow && !d.DryRun {
+			d.pending = &pending{undo: undo}
+		} else {
+			undo()
+		}
 	}
 	return d, nil
 }
