@@ -178,6 +178,9 @@ func TestMCPTasksSDK(t *testing.T) {
 			}
 			var before map[string]int
 			getJSON(t, upstream+"/debug/invocations", &before)
+			if before["echo"] != 2 {
+				t.Errorf("direct: echo ran %d times, want 2 (the server runs a forbidden tool's handler on a task request)", before["echo"])
+			}
 
 			warden, _ := startMCPWarden(t, upstream)
 			r := runSDKClient(t, warden)

@@ -166,6 +166,23 @@ func count(xs []string, x string) int {
 // shown never to reach the server.
 func TestMCPSEP2669(t *testing.T) {
 	upstream := startFixtureMCP(t, "-lax")
+
+	// The server alone: anyone holding the ID steers it, and the rules are not kept.
+	raw := mcpClient{t, upstream, "alice"}.create(40, 50)
+	directBob := mcpClient{t, upstream, "bob"}
+	if r := directBob.call("tasks/steer", map[string]any{"taskId": raw, "message": "hijack"}, nil); r.Error != nil {
+		t.Fatalf("direct: bob's steer of alice's task was refused (%+v); the test proves nothing", r.Error)
+	}
+	if r := directBob.call("tasks/resume", map[string]any{"taskId": raw}, nil); r.Error != nil {
+		t.Fatalf("direct: resume of a working task was refused (%+v); the test proves nothing", r.Error)
+	}
+	directBob.call("tasks/cancel", map[string]any{"taskId": raw}, nil)
+	if resp, err := http.Post(upstream+"/debug/reset", "", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+
 	warden, _ := startMCPWarden(t, upstream)
 	alice := mcpClient{t, warden, "alice"}
 	bob := mcpClient{t, warden, "bob"}
