@@ -20,7 +20,7 @@ help:
 	@echo "make unit      Go unit tests with -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
-	@echo "make bench     micro-benchmarks with -benchmem, summarised by benchstat"
+	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct versus through Warden (QUICK=1: about 2 minutes)"
 	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, then replay the transcripts"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 
@@ -53,10 +53,28 @@ lint: $(TOOLS)/staticcheck
 generate:
 	bash scripts/generate.sh
 
-bench: $(TOOLS)/benchstat
-	@mkdir -p bench/results
-	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./policies/ ./proxy/ ./authn/ | tee bench/results/micro.txt
-	$(TOOLS)/benchstat bench/results/micro.txt
+# bench: the micro-benchmarks of every package below that has some, then the
+# end-to-end harness (bench/cmd/e2e: the real runtime direct and through
+# bin/warden, ext_authz, MCP, memory) whose table also carries the micro
+# figures. QUICK=1: -count=2, short -benchtime, short runs, 10,000 sessions;
+# its micro output goes to the git-ignored bench/results/tmp/.
+BENCHPKGS = $(sort $(patsubst %/,./%/,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' policies proxy authn rules wire))))
+ifneq ($(QUICK),)
+BENCHCOUNT := 2
+BENCHTIME  := -benchtime=100ms
+MICRO      := bench/results/tmp/micro-quick.txt
+E2EFLAGS   := -quick
+else
+BENCHTIME  :=
+MICRO      := bench/results/micro.txt
+E2EFLAGS   :=
+endif
+
+bench: $(TOOLS)/benchstat peers build
+	@mkdir -p bench/results/tmp
+	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
+	$(TOOLS)/benchstat $(MICRO)
+	$(GO) run ./bench/cmd/e2e $(E2EFLAGS) -micro $(MICRO)
 
 demo:
 	bash scripts/demo.sh

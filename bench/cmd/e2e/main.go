@@ -1,0 +1,147 @@
+// Command e2e is the end-to-end half of `make bench`: it starts the real MACP
+// runtime, Warden (`bin/warden serve`) and the other servers on loopback,
+// drives them with an open-loop generator at fixed rates and a closed loop at
+// saturation, direct and through Warden in the same run, and reports what
+// enforcement costs as differences and ratios: one table on the terminal
+// (with the micro-benchmark figures read from -micro), bench/results/<date>.json,
+// a latency chart, and latest.md/latest.png for the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentwarden/warden/bench/report"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// scenarioNames are the scenarios in the order they run.
+var scenarioNames = []string{"task", "handoff", "extauthz", "mcp", "memory"}
+
+func run() error {
+	quick := flag.Bool("quick", false, "fewer and shorter runs, 10,000 sessions only (about a minute)")
+	out := flag.String("out", "bench/results", "directory of the results")
+	micro := flag.String("micro", "", "`go test -bench` output whose figures join the table")
+	wardenBin := flag.String("warden", "bin/warden", "the Warden binary")
+	runtimeBin := flag.String("runtime", ".peers/cargo/bin/macp-runtime", "the MACP reference runtime")
+	mcpServer := flag.String("mcp-server", "", "MCP fixture server command (default: go build ./test/mcptasks)")
+	genProcs := flag.Int("gen-procs", 1, "GOMAXPROCS of the load generator (this program)")
+	wardenProcs := flag.Int("warden-procs", 1, "GOMAXPROCS of Warden and of the baseline Go servers")
+	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
+	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
+	flag.Parse()
+	if *nullAuthz != "" {
+		return serveNullAuthz(*nullAuthz)
+	}
+	runtime.GOMAXPROCS(*genProcs)
+	started := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logDir := filepath.Join(*out, "tmp")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	b := &bench{wardenBin: *wardenBin, runtimeBin: *runtimeBin, self: self, logDir: logDir, wardenProcs: *wardenProcs, quick: *quick,
+		timing: timing{warmup: time.Second, measure: 4 * time.Second, rounds: 2},
+		logf:   func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
+	if *quick {
+		b.timing = timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 1}
+	}
+	rec := record{
+		Date:  started.Format(time.RFC3339),
+		Quick: *quick,
+		Machine: describeMachine(map[string]string{
+			"generator":           strconv.Itoa(*genProcs),
+			"warden":              strconv.Itoa(*wardenProcs),
+			"null ext_authz":      strconv.Itoa(*wardenProcs),
+			"mcp servers (Go)":    strconv.Itoa(*wardenProcs),
+			"macp-runtime (Rust)": fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
+		}),
+		Timing: timingRecord{Warmup: b.timing.warmup.String(), Measure: b.timing.measure.String(), Rounds: b.timing.rounds},
+	}
+	if *micro != "" {
+		figs, medians, err := readMicro(*micro)
+		if err != nil {
+			return err
+		}
+		rec.Figures = append(rec.Figures, figs...)
+		rec.Micro = medians
+	}
+
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	var panels []report.Panel
+	var failed []string
+	for _, name := range scenarioNames {
+		if !want[name] || ctx.Err() != nil {
+			continue
+		}
+		b.logf("scenario %s", name)
+		t0 := time.Now()
+		var o outcome
+		var err error
+		switch name {
+		case "task":
+			o, err = b.macpTask(ctx)
+		case "handoff":
+			o, err = b.macpHandoff(ctx)
+		case "extauthz":
+			o, err = b.extAuthz(ctx)
+		case "mcp":
+			o, err = b.mcp(ctx, *mcpServer)
+		case "memory":
+			counts := []int{10_000, 100_000}
+			if *quick {
+				counts = counts[:1]
+			}
+			var points []memoryPoint
+			o, points, err = b.memory(ctx, counts)
+			rec.Memory = points
+		}
+		b.logf("scenario %s took %.0fs", name, time.Since(t0).Seconds())
+		rec.Runs = append(rec.Runs, o.runs...)
+		rec.Figures = append(rec.Figures, o.figs...)
+		panels = append(panels, o.panels...)
+		if err != nil {
+			reason := err.Error()
+			if !errors.Is(err, errNotRun) {
+				failed = append(failed, name)
+			}
+			reason = strings.TrimPrefix(reason, errNotRun.Error()+": ")
+			rec.Figures = append(rec.Figures, report.Figure{Group: name, Name: "scenario " + name, NotRun: reason})
+			rec.NotRun = append(rec.NotRun, name+": "+reason)
+			b.logf("scenario %s not run: %s", name, reason)
+		}
+	}
+	rec.WallSeconds = time.Since(started).Seconds()
+	if err := rec.write(*out, panels); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("scenarios failed: %s", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentwarden/warden/bench/report"
+)
+
+// record is everything one run measured, as written to <date>.json.
+type record struct {
+	Date        string            `json:"date"`
+	Quick       bool              `json:"quick"`
+	Machine     machine           `json:"machine"`
+	Timing      timingRecord      `json:"timing"`
+	WallSeconds float64           `json:"wall_seconds"`
+	Figures     []report.Figure   `json:"figures"`
+	Runs        []runRecord       `json:"runs"`
+	Memory      []memoryPoint     `json:"memory,omitempty"`
+	Micro       map[string]string `json:"micro_medians,omitempty"`
+	NotRun      []string          `json:"not_run,omitempty"`
+}
+
+// timingRecord is how long each run lasted.
+type timingRecord struct {
+	Warmup  string `json:"warmup_per_run"`
+	Measure string `json:"measured_per_run"`
+	Rounds  int    `json:"rounds_per_side_and_load"`
+}
+
+// readMicro reads the micro-benchmark output: the table's micro figures and
+// every benchmark's medians for the record.
+func readMicro(path string) ([]report.Figure, map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("micro results: %w", err)
+	}
+	defer f.Close()
+	m, err := report.ParseMicro(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("micro results %s: %w", path, err)
+	}
+	medians := map[string]string{}
+	for _, name := range m.Names("") {
+		var parts []string
+		for _, unit := range []string{"ns/op", "B/op", "allocs/op", "B/session"} {
+			if v, ok := m.Median(name, unit); ok {
+				parts = append(parts, fmt.Sprintf("%g %s", v, unit))
+			}
+		}
+		medians[name] = strings.Join(parts, ", ")
+	}
+	return report.MicroFigures(m), medians, nil
+}
+
+// heading says what the table is: when, where, how the cores were shared.
+func (r record) heading() string {
+	kind := "full run (`make bench`)"
+	if r.Quick {
+		kind = "quick run (`make bench QUICK=1`: fewer and shorter runs, 10,000 sessions only)"
+	}
+	return fmt.Sprintf("%s, %s; %s, %d cores, %s; GOMAXPROCS: generator %s, Warden %s, runtime %s; each run %s warm-up + %s measured, %d round(s) per side; %.0f s wall",
+		r.Date, kind, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.GOMAXPROCS["generator"], r.Machine.GOMAXPROCS["warden"],
+		r.Machine.GOMAXPROCS["macp-runtime (Rust)"], r.Timing.Warmup, r.Timing.Measure, r.Timing.Rounds, r.WallSeconds)
+}
+
+// write prints the table and writes the JSON record, the markdown table and
+// the chart. A quick run writes latest-quick.* so that it never replaces
+// the full run's latest.*.
+func (r record) write(dir string, panels []report.Panel) error {
+	day, _ := time.Parse(time.RFC3339, r.Date)
+	stem, latest := day.Format("2006-01-02"), "latest"
+	if r.Quick {
+		stem, latest = stem+"-quick", "latest-quick"
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, stem+".json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# Warden end-to-end benchmark\n\n%s\n\n", r.heading())
+	if err := report.WriteMarkdown(&md, r.Figures); err != nil {
+		return err
+	}
+	fmt.Fprintf(&md, "\n![latency, direct versus through Warden](%s.png)\n", latest)
+	if err := os.WriteFile(filepath.Join(dir, latest+".md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if len(panels) > 0 {
+		for _, name := range []string{stem, latest} {
+			if err := report.WriteChart(filepath.Join(dir, name+".png"), panels); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Println()
+	fmt.Println(r.heading())
+	fmt.Println()
+	if err := report.WriteText(os.Stdout, r.Figures); err != nil {
+		return err
+	}
+	if missed := report.MissedFigures(r.Figures); len(missed) > 0 {
+		fmt.Printf("\ntargets missed: %d\n", len(missed))
+		for _, f := range missed {
+			fmt.Printf("  %s: %s (target %s)\n", f.Group, f.ValueText(), f.TargetText())
+		}
+	}
+	for _, f := range r.Figures {
+		if f.Note != "" {
+			fmt.Printf("note (%s, %s): %s\n", f.Group, f.Name, f.Note)
+		}
+	}
+	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(dir, stem+".json"), filepath.Join(dir, latest+".md"), filepath.Join(dir, latest+".png"))
+	return nil
+}

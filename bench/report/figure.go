@@ -1,0 +1,151 @@
+// Package report turns the benchmark's measurements into figures, checks
+// them against DESIGN.md §12's targets, and writes them out: the terminal
+// table, its markdown copy, the JSON record and the latency chart.
+package report
+
+import (
+	"fmt"
+	"math"
+)
+
+// Op compares a figure with its target.
+type Op string
+
+// The comparisons a target uses.
+const (
+	AtMost  Op = "<="
+	AtLeast Op = ">="
+)
+
+// Target is a bound a figure must respect (DESIGN.md §12).
+type Target struct {
+	Op    Op      `json:"op"`
+	Limit float64 `json:"limit"`
+}
+
+// Met reports whether v respects the target.
+func (t Target) Met(v float64) bool {
+	switch t.Op {
+	case AtMost:
+		return v <= t.Limit
+	case AtLeast:
+		return v >= t.Limit
+	}
+	return false
+}
+
+// Figure is one line of the table.
+type Figure struct {
+	// Group is the scenario or section the figure belongs to.
+	Group string `json:"group"`
+	// Name says what was measured.
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Unit is one of the units Format knows: "µs", "ratio", "msg/s",
+	// "B/session", "MiB", "% core".
+	Unit string `json:"unit"`
+	// Target is nil for an informative figure.
+	Target *Target `json:"target,omitempty"`
+	// NotRun, when set, says why the figure could not be measured.
+	NotRun string `json:"not_run,omitempty"`
+	// Note qualifies the figure (how it was measured, a caveat).
+	Note string `json:"note,omitempty"`
+}
+
+// Verdict is what the table prints in its last column.
+type Verdict string
+
+// The verdicts.
+const (
+	Met         Verdict = "yes"
+	Missed      Verdict = "NO"
+	NoTarget    Verdict = "-"
+	NotMeasured Verdict = "not run"
+)
+
+// Verdict compares the figure with its target.
+func (f Figure) Verdict() Verdict {
+	switch {
+	case f.NotRun != "":
+		return NotMeasured
+	case f.Target == nil:
+		return NoTarget
+	case math.IsNaN(f.Value):
+		return Missed
+	case f.Target.Met(f.Value):
+		return Met
+	default:
+		return Missed
+	}
+}
+
+// DESIGN.md §12's targets.
+var (
+	// EnforceMedian bounds the in-process decision, per message.
+	EnforceMedian = &Target{AtMost, 10}
+	// AddedP50 bounds the sidecar's added median latency at a fixed rate.
+	AddedP50 = &Target{AtMost, 100}
+	// AddedP99 bounds the sidecar's added 99th-percentile latency at a fixed rate.
+	AddedP99 = &Target{AtMost, 500}
+	// ThroughputRatio bounds the sidecar's throughput relative to direct.
+	ThroughputRatio = &Target{AtLeast, 0.8}
+	// SessionBytes bounds the memory of one tracked session.
+	SessionBytes = &Target{AtMost, 1024}
+)
+
+// Format prints a value in its unit.
+func Format(v float64, unit string) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	switch unit {
+	case "ratio":
+		return fmt.Sprintf("%.2f", v)
+	case "µs":
+		if math.Abs(v) < 10 {
+			return fmt.Sprintf("%.1f µs", v)
+		}
+		return fmt.Sprintf("%.0f µs", v)
+	case "msg/s":
+		return fmt.Sprintf("%.0f msg/s", v)
+	case "B/session":
+		return fmt.Sprintf("%.0f B/session", v)
+	case "MiB":
+		return fmt.Sprintf("%.1f MiB", v)
+	case "% core":
+		return fmt.Sprintf("%.1f%% of a core", v)
+	default:
+		return fmt.Sprintf("%.3g %s", v, unit)
+	}
+}
+
+// TargetText prints the figure's target, or "-".
+func (f Figure) TargetText() string {
+	if f.Target == nil {
+		return "-"
+	}
+	op := "≤"
+	if f.Target.Op == AtLeast {
+		op = "≥"
+	}
+	return op + " " + Format(f.Target.Limit, f.Unit)
+}
+
+// ValueText prints the figure's value, or why it is missing.
+func (f Figure) ValueText() string {
+	if f.NotRun != "" {
+		return "not run: " + f.NotRun
+	}
+	return Format(f.Value, f.Unit)
+}
+
+// MissedFigures lists the figures that have a target and miss it.
+func MissedFigures(figs []Figure) []Figure {
+	var out []Figure
+	for _, f := range figs {
+		if f.Verdict() == Missed {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/bench/load"
+)
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		name string
+		fig  Figure
+		want Verdict
+	}{
+		{"added p50 under", Figure{Value: 80, Target: AddedP50}, Met},
+		{"added p50 on the bound", Figure{Value: 100, Target: AddedP50}, Met},
+		{"added p50 over", Figure{Value: 101, Target: AddedP50}, Missed},
+		{"negative added latency (noise)", Figure{Value: -12, Target: AddedP99}, Met},
+		{"throughput ratio met", Figure{Value: 0.93, Target: ThroughputRatio}, Met},
+		{"throughput ratio missed", Figure{Value: 0.44, Target: ThroughputRatio}, Missed},
+		{"memory", Figure{Value: 1500, Target: SessionBytes}, Missed},
+		{"enforce", Figure{Value: 4.2, Target: EnforceMedian}, Met},
+		{"no target", Figure{Value: 1e9}, NoTarget},
+		{"not run wins", Figure{Value: 1, Target: AddedP50, NotRun: "no server"}, NotMeasured},
+		{"NaN misses", Figure{Value: math.NaN(), Target: AddedP50}, Missed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fig.Verdict(); got != tc.want {
+				t.Fatalf("Verdict = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormat(t *testing.T) {
+	tests := []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{4.25, "µs", "4.2 µs"},
+		{412.6, "µs", "413 µs"},
+		{0.876, "ratio", "0.88"},
+		{2480.4, "msg/s", "2480 msg/s"},
+		{731.2, "B/session", "731 B/session"},
+		{12.34, "MiB", "12.3 MiB"},
+		{7.26, "% core", "7.3% of a core"},
+		{math.NaN(), "µs", "n/a"},
+	}
+	for _, tc := range tests {
+		if got := Format(tc.v, tc.unit); got != tc.want {
+			t.Errorf("Format(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
+		}
+	}
+	f := Figure{Value: 0.9, Unit: "ratio", Target: ThroughputRatio}
+	if got := f.TargetText(); got != "≥ 0.80" {
+		t.Errorf("TargetText = %q", got)
+	}
+}
+
+const microOut = `goos: linux
+pkg: github.com/agentwarden/warden/proxy
+BenchmarkEnforce/task/TaskUpdate/allow-2         	  300000	      4100 ns/op	    1200 B/op	      20 allocs/op
+BenchmarkEnforce/task/TaskUpdate/allow-2         	  300000	      3900 ns/op	    1200 B/op	      20 allocs/op
+BenchmarkEnforce/task/TaskUpdate/allow-2         	  300000	      4000 ns/op	    1200 B/op	      20 allocs/op
+BenchmarkEnforce/task/Commitment/allow-2         	  100000	     12000 ns/op	    3600 B/op	      40 allocs/op
+BenchmarkEnforce/task/Commitment/allow-2         	  100000	     14000 ns/op	    3600 B/op	      40 allocs/op
+BenchmarkSessionMemory-2                         	       1	 900000000 ns/op	       700.0 B/session
+BenchmarkSessionMemory-2                         	       1	 900000000 ns/op	       720.0 B/session
+PASS
+ok  	github.com/agentwarden/warden/proxy	10.0s
+pkg: github.com/agentwarden/warden/proxy/extauthz
+BenchmarkCheck/Send/deny-8   	  50000	     20000 ns/op
+`
+
+func TestMicro(t *testing.T) {
+	m, err := ParseMicro(strings.NewReader(microOut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, unit string
+		want       float64
+		ok         bool
+	}{
+		{"BenchmarkEnforce/task/TaskUpdate/allow", "ns/op", 4000, true},
+		{"BenchmarkEnforce/task/Commitment/allow", "ns/op", 13000, true},
+		{"BenchmarkSessionMemory", "B/session", 710, true},
+		{"BenchmarkCheck/Send/deny", "ns/op", 20000, true},
+		{"BenchmarkEnforce/task/TaskUpdate/allow", "B/session", 0, false},
+		{"BenchmarkMissing", "ns/op", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+" "+tc.unit, func(t *testing.T) {
+			got, ok := m.Median(tc.name, tc.unit)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("Median = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	figs := MicroFigures(m)
+	var names []string
+	for _, f := range figs {
+		names = append(names, f.Name+"="+f.ValueText()+" "+string(f.Verdict()))
+	}
+	want := []string{
+		"Enforce median, TaskUpdate allowed=4.0 µs yes",
+		"Enforce median, slowest of 2 messages (task/Commitment/allow)=13 µs NO",
+		"ext_authz Check median, Send/deny=20 µs -",
+		"heap per tracked task session=710 B/session yes",
+	}
+	if strings.Join(names, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("micro figures:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestTables(t *testing.T) {
+	figs := []Figure{
+		{Group: "MACP task", Name: "added p50 at 500 msg/s", Value: 60, Unit: "µs", Target: AddedP50, Note: "no errors"},
+		{Group: "MACP task", Name: "throughput ratio", Value: 0.5, Unit: "ratio", Target: ThroughputRatio},
+		{Group: "MCP", Name: "scenario mcp", NotRun: "warden serve has no --mcp-listen | yet"},
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, figs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| MACP task | added p50 at 500 msg/s [1] | 60 µs | ≤ 100 µs | yes |",
+		"| MACP task | throughput ratio | 0.50 | ≥ 0.80 | NO |",
+		`| MCP | scenario mcp | not run: warden serve has no --mcp-listen \| yet | - | not run |`,
+		"1. no errors",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	var txt bytes.Buffer
+	if err := WriteText(&txt, figs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "MACP TASK") || !strings.Contains(txt.String(), "not run") {
+		t.Errorf("text table:\n%s", txt.String())
+	}
+	if missed := MissedFigures(figs); len(missed) != 1 || missed[0].Name != "throughput ratio" {
+		t.Errorf("missed %v", missed)
+	}
+}
+
+func TestChart(t *testing.T) {
+	curve := func(scale float64) []load.Point {
+		return []load.Point{{Percentile: 0, Micros: 100 * scale}, {Percentile: 50, Micros: 300 * scale}, {Percentile: 99, Micros: 900 * scale}, {Percentile: 100, Micros: 2000 * scale}}
+	}
+	path := filepath.Join(t.TempDir(), "chart.png")
+	err := WriteChart(path, []Panel{
+		{Title: "MACP task, 1000 msg/s", Series: []Series{{Name: "direct", Points: curve(1)}, {Name: "Warden", Points: curve(1.2)}}},
+		{Title: "MACP handoff, 1000 msg/s", Series: []Series{{Name: "direct", Points: curve(1)}, {Name: "Warden", Points: nil}}},
+		{Title: "ext_authz", Series: []Series{{Name: "null", Points: curve(0.1)}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("not a PNG (%v)", err)
+	}
+	if err := WriteChart(path, nil); err == nil {
+		t.Fatal("no panels: want an error")
+	}
+}
