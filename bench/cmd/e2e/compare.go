@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -150,27 +151,36 @@ func errorNote(b, w runRecord) string {
 			parts = append(parts, fmt.Sprintf("%s: %d failed, %d dropped (%s)", r.Side, s.Errors, s.Dropped, s.FirstError))
 		}
 	}
-	for _, r := range []runRecord{b, w} {
-		if o := r.CPU["other"]; o > noisy {
-			parts = append(parts, fmt.Sprintf("other work on the machine used %.2f cores during the %s runs", o, r.Side))
-		}
-	}
 	return strings.Join(parts, "; ")
 }
 
-// noisy is the CPU, in cores, other work may use during a run before the
-// table says so.
+// noisy is the CPU, in cores, other work may use during a comparison's runs
+// before the table says so.
 const noisy = 0.25
+
+// noiseNote adds to the comparison's first figure how much other work shared
+// the machine during its runs, when that was more than noisy.
+func noiseNote(figs []report.Figure, runs []runRecord) {
+	most := 0.0
+	for _, r := range runs {
+		most = max(most, r.CPU["other"])
+	}
+	if most <= noisy || len(figs) == 0 {
+		return
+	}
+	n := fmt.Sprintf("other work on the machine (not the benchmark's processes) used up to %.1f of the %d cores during these runs", most, runtime.NumCPU())
+	figs[0].Note = strings.TrimPrefix(figs[0].Note+"; "+n, "; ")
+}
 
 // run measures every load and derives the figures: added latency at each
 // fixed rate, Warden's CPU per 1,000 messages a second, and the throughput
 // ratio at saturation.
-func (c comparison) run(ctx context.Context, logf func(string, ...any)) (outcome, error) {
-	var out outcome
+func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out outcome, err error) {
 	unit := c.unit
 	if unit == "" {
 		unit = "msg/s"
 	}
+	defer func() { noiseNote(out.figs, out.runs) }()
 	var cpuFig *report.Figure
 	for _, rate := range c.rates {
 		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: c.timing.measure}

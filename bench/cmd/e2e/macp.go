@@ -176,13 +176,20 @@ func (w *handoffWork) setup(ctx context.Context, n int) error {
 	})
 }
 
-func (w *handoffWork) do(ctx context.Context, i int) error {
+// handoffSlot maps message i onto its session and says whether it is the
+// offer (else the accept): each block of 2*handoffBlock messages holds the
+// offers of handoffBlock sessions, then their accepts.
+func handoffSlot(i int) (session int, offer bool) {
 	block, j := i/(2*handoffBlock), i%(2*handoffBlock)
-	k := block*handoffBlock + j%handoffBlock
+	return block*handoffBlock + j%handoffBlock, j < handoffBlock
+}
+
+func (w *handoffWork) do(ctx context.Context, i int) error {
+	k, offer := handoffSlot(i)
 	if k >= len(w.sessions) {
 		return fmt.Errorf("message %d beyond the %d sessions set up", i, len(w.sessions))
 	}
-	if j < handoffBlock {
+	if offer {
 		defer close(w.offered[k])
 		return w.c.send(ctx, handoffMode, "HandoffOffer", "o", w.sessions[k], "triage", handoffOffer)
 	}

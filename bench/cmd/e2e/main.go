@@ -66,7 +66,7 @@ func run() error {
 		timing: timing{warmup: time.Second, measure: 4 * time.Second, rounds: 2},
 		logf:   func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
 	if *quick {
-		b.timing = timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 1}
+		b.timing = timing{warmup: 300 * time.Millisecond, measure: 1500 * time.Millisecond, rounds: 1}
 	}
 	rec := record{
 		Date:  started.Format(time.RFC3339),

@@ -167,6 +167,8 @@ type mcpServer struct {
 type mcpWorkload struct {
 	group string
 	work  func(*mcpClient) workload
+	// rates overrides the fixed rates, for a server slower than the rest.
+	rates []float64
 }
 
 // mcpRates are the fixed rates of the MCP scenarios, in requests per second.
@@ -175,6 +177,14 @@ func (b *bench) mcpRates() []float64 {
 		return []float64{500}
 	}
 	return []float64{200, 1000}
+}
+
+// slowMCPRates are the fixed rates for the everything-server.
+func (b *bench) slowMCPRates() []float64 {
+	if b.quick {
+		return []float64{100}
+	}
+	return []float64{100, 300}
 }
 
 // mcp compares MCP servers direct and through Warden's MCP sidecar: the
@@ -197,8 +207,8 @@ func (b *bench) mcp(ctx context.Context, fixtureBin string) (outcome, error) {
 			return startProc(b.logDir, "mcptasks", addr, procsEnv, fixtureBin, "-listen", addr)
 		},
 		workloads: []mcpWorkload{
-			{"MCP tasks/get (fixture task server)", func(c *mcpClient) workload { return &tasksGetWork{c: c} }},
-			{"MCP tools/call greet (fixture task server)", func(c *mcpClient) workload {
+			{group: "MCP tasks/get (fixture task server)", work: func(c *mcpClient) workload { return &tasksGetWork{c: c} }},
+			{group: "MCP tools/call greet (fixture task server)", work: func(c *mcpClient) workload {
 				return &toolCallWork{c: c, call: newMCPRequest("tools/call", "greet", map[string]any{"name": "greet", "arguments": map[string]any{"name": "bench"}}, "hello, bench")}
 			}},
 		},
@@ -209,9 +219,11 @@ func (b *bench) mcp(ctx context.Context, fixtureBin string) (outcome, error) {
 			start: func(addr string) (*proc, error) {
 				return startProc(b.logDir, "everything-server", addr, procsEnv, everything, "-http", addr)
 			},
-			workloads: []mcpWorkload{{"MCP tools/call test_simple_text (go-sdk everything-server)", func(c *mcpClient) workload {
+			// it needs about a millisecond of CPU per call: 500 a second would
+			// queue on its one core
+			workloads: []mcpWorkload{{group: "MCP tools/call test_simple_text (go-sdk everything-server)", work: func(c *mcpClient) workload {
 				return &toolCallWork{c: c, call: newMCPRequest("tools/call", "test_simple_text", map[string]any{"name": "test_simple_text", "arguments": map[string]any{}}, `"content"`)}
-			}}},
+			}, rates: b.slowMCPRates()}},
 		})
 	}
 	var all outcome
@@ -253,11 +265,14 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 	defer through.close()
 	var all outcome
 	for _, wl := range s.workloads {
+		if wl.rates == nil {
+			wl.rates = b.mcpRates()
+		}
 		c := comparison{
 			group:   wl.group,
 			base:    side{name: "direct", work: func() workload { return wl.work(direct) }, procs: map[string]int{"upstream": up.pid()}},
 			warden:  side{name: "Warden", work: func() workload { return wl.work(through) }, procs: map[string]int{"warden": w.pid(), "upstream": up.pid()}},
-			rates:   b.mcpRates(),
+			rates:   wl.rates,
 			workers: 16,
 			satMax:  int(15000 * (b.timing.warmup + b.timing.measure).Seconds()),
 			timing:  b.timing,

@@ -115,9 +115,13 @@ func cpuTime(pid string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cpu time: %w", err)
 	}
+	return parseStat(string(b))
+}
+
+// parseStat reads utime + stime from the text of /proc/<pid>/stat.
+func parseStat(s string) (time.Duration, error) {
 	// The command name (field 2) may hold spaces; the fields after it are
 	// counted from its closing parenthesis.
-	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0, errors.New("cpu time: malformed stat")
@@ -137,12 +141,16 @@ func cpuTime(pid string) (time.Duration, error) {
 
 // rss is a process's resident memory in bytes, VmRSS of /proc/<pid>/status.
 func rss(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("rss: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseRSS(string(b))
+}
+
+// parseRSS reads VmRSS from the text of /proc/<pid>/status, in bytes.
+func parseRSS(status string) (int64, error) {
+	sc := bufio.NewScanner(strings.NewReader(status))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
