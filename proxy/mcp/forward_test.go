@@ -1,0 +1,325 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+func TestSameID(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any // as decode gives it (UseNumber)
+		raw  string
+		want bool
+	}{
+		{"integer", json.Number("1"), `1`, true},
+		{"negative", json.Number("-7"), `-7`, true},
+		{"fraction", json.Number("1.5"), `1.5`, true},
+		{"string", "abc", `"abc"`, true},
+		{"empty string", "", `""`, true},
+		{"raw with spaces", "abc", ` "abc" `, true},
+		{"unicode", "é", `"é"`, true},
+		{"number vs string", json.Number("1"), `"1"`, false},
+		{"string vs number", "1", `1`, false},
+		{"other number", json.Number("2"), `1`, false},
+		{"other string", "abd", `"abc"`, false},
+		{"no id in the request", json.Number("1"), ``, false},
+		{"raw not JSON", "a", `"a`, false},
+		{"missing id in the answer", nil, `1`, false},
+		{"object", map[string]any{"a": json.Number("1")}, `{"a":1}`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sameID(tc.v, json.RawMessage(tc.raw)); got != tc.want {
+				t.Fatalf("sameID(%#v, %s) = %v, want %v", tc.v, tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSameIDEscapes: an id is the same id however its JSON string is
+// escaped; json.Marshal escapes <, > and & (and U+2028/9), a client or
+// upstream may or may not.
+func TestSameIDEscapes(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		raw  string
+	}{
+		{"< and > written plain", "<1>", `"<1>"`},
+		{"& written plain", "a&b", `"a&b"`},
+		{"U+2028 written plain", "a\u2028b", "\"a\u2028b\""},
+		{"an escape the client chose", "a", `"\u0061"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !sameID(tc.v, json.RawMessage(tc.raw)) {
+				t.Errorf("BUG: sameID(%q, %s) = false: forward.go sameID compares the bytes of json.Marshal(v), which escapes <, >, & and U+2028/9, with the compacted raw id instead of comparing decoded values", tc.v, tc.raw)
+			}
+		})
+	}
+}
+
+func TestWalk(t *testing.T) {
+	var v any
+	if err := json.Unmarshal([]byte(`{"a":{"b":[{"c":1},{"d":{"e":{}}},[{"f":2}],3,"s"]},"g":null}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	seen := map[string]bool{}
+	walk(v, func(m map[string]any) {
+		n++
+		for k := range m {
+			seen[k] = true
+		}
+	})
+	if n != 7 {
+		t.Fatalf("walk visited %d objects, want 7", n)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		if !seen[k] {
+			t.Errorf("key %s not seen", k)
+		}
+	}
+	walk("scalar", func(map[string]any) { t.Fatal("called on a scalar") })
+	walk(nil, func(map[string]any) { t.Fatal("called on nil") })
+}
+
+// unitServer is a Server whose upstream is never called.
+func unitServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := New(Config{Upstream: "http://127.0.0.1:1/mcp"}, newEnforcer(t), testKey, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func exchangeFor(t *testing.T, s *Server, principal, body string) *exchange {
+	t.Helper()
+	c, err := mcprules.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &exchange{s: s, principal: principal, call: c}
+}
+
+func TestToUpstream(t *testing.T) {
+	s := unitServer(t)
+	mine := s.handles.seal(kindTask, alice, "t-a")
+	other := s.handles.seal(kindTask, alice, "t-a2")
+	bobs := s.handles.seal(kindTask, bob, "t-b")
+	session := s.handles.seal(kindSession, alice, "t-a")
+	tests := []struct {
+		name   string
+		body   string
+		out    string // "": unchanged
+		taskID string
+		ok     bool
+	}{
+		{"no handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-a"}}`, "", "", true},
+		{"own handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", true},
+		{"own handles everywhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"t-a"}],"message":"m","taskId":"t-a"}}`, "t-a", true},
+		{"raw id with an own handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-b","_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + mine + `"}}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/cancel","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}},"taskId":"t-b"}}`, "", true},
+		{"handle in another field is left alone", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"note":"` + mine + `"}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"note":"` + mine + `"},"name":"x"}}`, "", true},
+		{"numbers kept exactly", `{"jsonrpc":"2.0","id":12345678901234567890,"method":"tasks/get","params":{"taskId":"` + mine + `","n":1.50}}`,
+			`{"id":12345678901234567890,"jsonrpc":"2.0","method":"tasks/get","params":{"n":1.50,"taskId":"t-a"}}`, "t-a", true},
+		{"no HTML escaping", `{"jsonrpc":"2.0","id":"<&>","method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
+			`{"id":"<&>","jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", true},
+		{"another principal's handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + bobs + `"}}`, "", "", false},
+		{"another principal's handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`, "", "", false},
+		{"a session handle as a task's", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + session + `"}}`, "", "", false},
+		{"a garbled handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt1.zz.zz"}}`, "", "", false},
+		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["` + mine + `"]}`, `{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":["` + mine + `"]}`, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := exchangeFor(t, s, alice, tc.body)
+			out, taskID, ok := x.toUpstream([]byte(tc.body))
+			want := tc.out
+			if want == "" {
+				want = tc.body
+			}
+			if string(out) != want || taskID != tc.taskID || ok != tc.ok {
+				t.Fatalf("toUpstream =\n%s %q %v\nwant\n%s %q %v", out, taskID, ok, want, tc.taskID, tc.ok)
+			}
+		})
+	}
+}
+
+func TestFromUpstream(t *testing.T) {
+	s := unitServer(t)
+	e := s.enforcer
+	e.TaskCreated("t-a", alice, mcprules.StatusWorking)
+	e.TaskCreated("t-b", bob, mcprules.StatusWorking)
+	ha := s.handles.seal(kindTask, alice, "t-a")
+	tests := []struct {
+		name    string
+		request string // the caller's request
+		data    string
+		out     string // "": unchanged
+		keep    bool
+	}{
+		{"not JSON", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `hello`, "", true},
+		{"JSON but not an object", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[1,2]`, "", true},
+		{"answer without tasks, byte for byte", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0", "id":1, "result":{}}`, "", true},
+		{"notification about own task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-a","status":"working"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"status":"working","taskId":"` + ha + `"}}`, true},
+		{"notification about another's task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-b","status":"working"}}`, "", false},
+		{"notification about an unknown task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"t-zzz","status":"working"}}`, "", false},
+		{"server request about another's task", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`,
+			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"t-b"}}}}`, "", false},
+		{"server request about own task", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`,
+			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"t-a"}}}}`,
+			`{"id":"e1","jsonrpc":"2.0","method":"elicitation/create","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + ha + `"}}}}`, true},
+		{"notification with a handle already", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"` + ha + `"}}`, "", true},
+		{"answer about own task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-a","status":"working"}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"status":"working","taskId":"` + ha + `"}}`, true},
+		{"task list filtered", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
+			`{"jsonrpc":"2.0","id":"l","result":{"tasks":[{"taskId":"t-b"},{"taskId":"t-a"},{"taskId":"t-zzz"},"junk"],"nextCursor":"c"}}`,
+			`{"id":"l","jsonrpc":"2.0","result":{"nextCursor":"c","tasks":[{"taskId":"` + ha + `"}]}}`, true},
+		{"task list without tasks", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`, `{"jsonrpc":"2.0","id":"l","result":{}}`, "", true},
+		{"task list for another request id", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
+			`{"jsonrpc":"2.0","id":"m","result":{"tasks":[{"taskId":"t-a"}]}}`,
+			`{"id":"m","jsonrpc":"2.0","result":{"tasks":[{"taskId":"` + ha + `"}]}}`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := exchangeFor(t, s, alice, tc.request)
+			out, keep := x.fromUpstream([]byte(tc.data))
+			want := tc.out
+			if want == "" && tc.keep {
+				want = tc.data
+			}
+			if keep != tc.keep || (keep && string(out) != want) {
+				t.Fatalf("fromUpstream =\n%s %v\nwant\n%s %v", out, keep, want, tc.keep)
+			}
+		})
+	}
+}
+
+func TestFromUpstreamLearns(t *testing.T) {
+	s := unitServer(t)
+	e := s.enforcer
+	t.Run("tools/list", func(t *testing.T) {
+		x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"},{"name":"c","execution":{"taskSupport":""}},{"name":""},"junk"]}}`))
+		for tool, want := range map[string]string{"a": "required", "b": "forbidden", "c": "forbidden"} {
+			if got := s.taskSupport(context.Background(), nil, "", nil, tool); got != want {
+				t.Errorf("taskSupport(%s) = %q, want %q", tool, got, want)
+			}
+		}
+		if _, ok := s.tools[""]; ok {
+			t.Error("a tool without a name was recorded")
+		}
+	})
+	t.Run("created task, 2025", func(t *testing.T) {
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
+		out, _ := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"new-1","status":"working"}}}`))
+		if owner, ok := e.TaskOwner("new-1"); !ok || owner != bob {
+			t.Fatalf("owner %q %v", owner, ok)
+		}
+		if !strings.Contains(string(out), s.handles.seal(kindTask, bob, "new-1")) {
+			t.Fatalf("%s", out)
+		}
+	})
+	t.Run("created task, 2026", func(t *testing.T) {
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a"}}`)
+		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"new-2","status":"working"}}`))
+		if owner, ok := e.TaskOwner("new-2"); !ok || owner != bob {
+			t.Fatalf("owner %q %v", owner, ok)
+		}
+	})
+	t.Run("not a task result", func(t *testing.T) {
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a"}}`)
+		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":4,"result":{"resultType":"complete","taskId":"new-3"}}`))
+		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"x","data":{"task":{"taskId":"new-4"}}}}`))
+		x2 := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"a"}}`)
+		x2.fromUpstream([]byte(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"new-5"}}}`))
+		for _, id := range []string{"new-3", "new-4", "new-5"} {
+			if _, ok := e.TaskOwner(id); ok {
+				t.Errorf("%s recorded", id)
+			}
+		}
+	})
+	t.Run("statuses", func(t *testing.T) {
+		e.TaskCreated("st-1", alice, mcprules.StatusWorking)
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		// Bob's stream does not get alice's notification, but Warden
+		// learns the status from it.
+		if _, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"st-1","status":"paused"}}`)); keep {
+			t.Fatal("kept")
+		}
+		d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
+			Principal: authn.Principal{ID: alice}, TaskID: "st-1", Owner: true,
+			Call: mcprules.Call{Kind: mcprules.KindRequest, Method: mcprules.MethodPause, HasTaskID: true, TaskID: "h"},
+		})
+		if err != nil || d.Allow {
+			t.Fatalf("pause of a paused task: %+v %v", d, err)
+		}
+	})
+}
+
+func TestFromUpstreamSettles(t *testing.T) {
+	s := unitServer(t)
+	e := s.enforcer
+	e.TaskCreated("t-a", alice, mcprules.StatusWorking)
+	limits := mcprules.Limits{MaxSteerQueue: 1}
+	steer := func(id string) *exchange {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/steer","params":{"taskId":"h","message":"m"}}`
+		x := exchangeFor(t, s, alice, body)
+		d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{Principal: authn.Principal{ID: alice}, Call: x.call, TaskID: "t-a", Owner: true, Limits: limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allow {
+			return nil
+		}
+		x.decision = &d
+		return x
+	}
+	tests := []struct {
+		name   string
+		answer string
+		free   bool // the queue place is given back
+	}{
+		{"error answer", `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}`, true},
+		{"answer to another id", `{"jsonrpc":"2.0","id":2,"result":{}}`, true},
+		{"a notification", `{"jsonrpc":"2.0","method":"notifications/message","params":{}}`, true},
+		{"result", `{"jsonrpc":"2.0","id":1,"result":{}}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := steer("1")
+			if x == nil {
+				t.Fatal("first steer refused")
+			}
+			x.fromUpstream([]byte(tc.answer))
+			x.settle(false) // what forward does when the exchange ends
+			second := steer("3")
+			if (second != nil) != tc.free {
+				t.Fatalf("second steer allowed: %v, want %v", second != nil, tc.free)
+			}
+			if second != nil {
+				second.settle(false)
+			}
+			e.TaskObserved("t-a", mcprules.StatusInputRequired) // reset for the next case
+			e.TaskObserved("t-a", mcprules.StatusWorking)
+		})
+	}
+}

@@ -1,0 +1,893 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+const (
+	alice = "alice"
+	bob   = "bob"
+)
+
+func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
+	h := newHarness(t, Config{})
+	t.Run("2025-11-25 nested result.task", func(t *testing.T) {
+		handle := h.createTask(t, alice)
+		id := h.upstreamID(t, alice, handle)
+		if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
+		}
+		if _, ok := h.srv.handles.open(kindTask, bob, handle); ok {
+			t.Fatal("alice's handle opens for bob")
+		}
+	})
+	t.Run("2026-07-28 flat resultType task", func(t *testing.T) {
+		r := h.post(t, alice, rpc("c-1", "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}}),
+			hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": "tools/call", "Mcp-Name": "slow"})
+		res := r.result(t)
+		handle, _ := res["taskId"].(string)
+		if res["resultType"] != "task" || !strings.HasPrefix(handle, handlePrefix) {
+			t.Fatalf("result %v", res)
+		}
+		id := h.upstreamID(t, alice, handle)
+		if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
+		}
+		if strings.Contains(string(r.body), `"`+id+`"`) {
+			t.Fatalf("the upstream ID leaked: %s", r.body)
+		}
+	})
+	t.Run("no task: result unchanged", func(t *testing.T) {
+		r := h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "plain"}), nil)
+		if r.status != http.StatusOK || r.errCode(t) != 0 {
+			t.Fatalf("HTTP %d %s", r.status, r.body)
+		}
+		want := `{"id":2,"jsonrpc":"2.0","result":{"content":[{"text":"done","type":"text"}]}}` // as the fake encodes it
+		if string(r.body) != want {
+			t.Fatalf("body %s, want it byte for byte as the upstream sent it: %s", r.body, want)
+		}
+	})
+}
+
+func TestTasksListFiltered(t *testing.T) {
+	h := newHarness(t, Config{})
+	a1, a2 := h.createTask(t, alice), h.createTask(t, alice)
+	b1 := h.createTask(t, bob)
+	orphan := h.up.addTask(mcprules.StatusWorking) // created behind Warden's back
+	for _, tc := range []struct {
+		principal string
+		want      []string
+	}{
+		{alice, []string{a1, a2}},
+		{bob, []string{b1}},
+		{"carol", nil},
+	} {
+		t.Run(tc.principal, func(t *testing.T) {
+			r := h.post(t, tc.principal, rpc(7, "tasks/list", map[string]any{}), nil)
+			got := taskIDs(t, r.result(t))
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("tasks/list for %s = %v, want %v", tc.principal, got, want)
+			}
+			if strings.Contains(string(r.body), orphan) || strings.Contains(string(r.body), `"task-`) {
+				t.Fatalf("upstream IDs in %s", r.body)
+			}
+		})
+	}
+	if n := len(h.up.received("tasks/list")); n != 3 {
+		t.Fatalf("upstream saw %d tasks/list", n)
+	}
+}
+
+func TestTaskMethodsThroughHandles(t *testing.T) {
+	h := newHarness(t, Config{})
+	handle := h.createTask(t, alice)
+	id := h.upstreamID(t, alice, handle)
+	bobs := h.createTask(t, bob)
+	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		t.Run(m+" by the owner", func(t *testing.T) {
+			before := len(h.up.received(m))
+			r := h.post(t, alice, rpc(3, m, map[string]any{"taskId": handle}), nil)
+			calls := h.up.received(m)
+			if len(calls) != before+1 {
+				t.Fatalf("upstream saw %d %s", len(calls)-before, m)
+			}
+			if got := calls[len(calls)-1].params["taskId"]; got != id {
+				t.Fatalf("upstream got taskId %v, want %s", got, id)
+			}
+			res := r.result(t)
+			if res["taskId"] != handle {
+				t.Fatalf("answer carries taskId %v, want the handle", res["taskId"])
+			}
+		})
+		for _, tc := range []struct{ name, principal, taskID string }{
+			{"another principal's handle", bob, handle},
+			{"a raw upstream ID", bob, id},
+			{"the owner with the raw upstream ID", alice, id},
+			{"a forged handle", bob, handlePrefix + "dGFzay0x.AAAAAAAAAAAAAAAAAAAAAA"},
+			{"an unknown ID", bob, "task-999"},
+			{"own handle in the wrong field", bob, "x"},
+		} {
+			t.Run(m+" with "+tc.name, func(t *testing.T) {
+				before := len(h.up.received(m))
+				params := map[string]any{"taskId": tc.taskID}
+				if tc.name == "own handle in the wrong field" {
+					params["_meta"] = map[string]any{mcprules.RelatedTask: map[string]any{"taskId": bobs}}
+				}
+				r := h.post(t, tc.principal, rpc(4, m, params), nil)
+				if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+					t.Fatalf("HTTP %d %s, want -32602 Task not found", r.status, r.body)
+				}
+				if got := r.last(t)["id"]; got != float64(4) {
+					t.Fatalf("answer id %v", got)
+				}
+				if n := len(h.up.received(m)) - before; n != 0 {
+					t.Fatalf("the upstream saw %d %s", n, m)
+				}
+			})
+		}
+	}
+	if owner, _ := h.e.TaskOwner(id); owner != alice {
+		t.Fatalf("owner %q", owner)
+	}
+}
+
+func TestSSENotificationsFiltered(t *testing.T) {
+	h := newHarness(t, Config{})
+	a := h.createTask(t, alice)
+	b := h.createTask(t, bob)
+	orphan := h.up.addTask(mcprules.StatusWorking)
+	h.up.setStatus(h.upstreamID(t, alice, a), mcprules.StatusInputRequired)
+
+	t.Run("POST stream", func(t *testing.T) {
+		r := h.post(t, bob, rpc(5, "tools/call", map[string]any{"name": "stream"}), nil)
+		if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("HTTP %d %v", r.status, r.header)
+		}
+		// Every id line survives, so Last-Event-ID stays right.
+		if !slices.Equal(r.ids, []string{"1", "2", "3", "4"}) {
+			t.Fatalf("event ids %v", r.ids)
+		}
+		if len(r.msgs) != 2 {
+			t.Fatalf("bob got %d messages: %s", len(r.msgs), r.body)
+		}
+		p, _ := r.msgs[0]["params"].(map[string]any)
+		if p["taskId"] != b {
+			t.Fatalf("notification for %v, want bob's handle", p["taskId"])
+		}
+		if r.errCode(t) != 0 {
+			t.Fatalf("answer %v", r.last(t))
+		}
+		if strings.Contains(string(r.body), orphan) || strings.Contains(string(r.body), a) {
+			t.Fatalf("another principal's task in %s", r.body)
+		}
+	})
+	t.Run("GET stream", func(t *testing.T) {
+		r := h.do(t, http.MethodGet, "/mcp", alice, "", nil)
+		if len(r.msgs) != 1 {
+			t.Fatalf("alice got %d messages: %s", len(r.msgs), r.body)
+		}
+		p, _ := r.msgs[0]["params"].(map[string]any)
+		if p["taskId"] != a || p["status"] != mcprules.StatusInputRequired {
+			t.Fatalf("notification %v", p)
+		}
+		if len(r.ids) != 3 {
+			t.Fatalf("event ids %v", r.ids)
+		}
+	})
+	t.Run("statuses learned from the stream", func(t *testing.T) {
+		// Alice's task is input_required now, as the stream said: resume
+		// (paused only) is refused without asking the upstream.
+		r := h.post(t, alice, rpc(6, "tasks/resume", map[string]any{"taskId": a}), nil)
+		if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "input_required") {
+			t.Fatalf("%s", r.body)
+		}
+		if n := len(h.up.received("tasks/get")); n != 0 {
+			t.Fatalf("upstream asked %d times", n)
+		}
+	})
+}
+
+func TestSessionHandles(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.post(t, alice, rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25"}), nil)
+	sess := r.header.Get("Mcp-Session-Id")
+	if !strings.HasPrefix(sess, handlePrefix) {
+		t.Fatalf("Mcp-Session-Id %q is not a handle", sess)
+	}
+	if id, ok := h.srv.handles.open(kindSession, alice, sess); !ok || id != "up-sess-1" {
+		t.Fatalf("session handle opens to %q, %v", id, ok)
+	}
+	if _, ok := h.srv.handles.open(kindTask, alice, sess); ok {
+		t.Fatal("a session handle opens as a task handle")
+	}
+
+	t.Run("rewritten upstream", func(t *testing.T) {
+		h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "plain"}), hdr{"Mcp-Session-Id": sess})
+		calls := h.up.received("tools/call")
+		if got := calls[len(calls)-1].header.Get("Mcp-Session-Id"); got != "up-sess-1" {
+			t.Fatalf("upstream got Mcp-Session-Id %q", got)
+		}
+		// Warden's own tools/list for taskSupport runs in the caller's session.
+		for _, c := range h.up.received("tools/list") {
+			if c.header.Get("Mcp-Session-Id") != "up-sess-1" || c.header.Get("Authorization") != "Bearer alice" {
+				t.Fatalf("Warden's tools/list headers %v", c.header)
+			}
+		}
+	})
+	t.Run("GET and DELETE", func(t *testing.T) {
+		for _, m := range []string{http.MethodGet, http.MethodDelete} {
+			h.do(t, m, "/mcp", alice, "", hdr{"Mcp-Session-Id": sess})
+			calls := h.up.received("")
+			last := calls[len(calls)-1]
+			if last.httpMethod != m || last.header.Get("Mcp-Session-Id") != "up-sess-1" {
+				t.Fatalf("%s reached the upstream as %s with %q", m, last.httpMethod, last.header.Get("Mcp-Session-Id"))
+			}
+		}
+	})
+	for _, tc := range []struct{ name, principal, sess string }{
+		{"another principal's handle", bob, sess},
+		{"the raw upstream ID", alice, "up-sess-1"},
+		{"a task handle", alice, h.srv.handles.seal(kindTask, alice, "up-sess-1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(""))
+			r := h.post(t, tc.principal, rpc(3, "tools/list", nil), hdr{"Mcp-Session-Id": tc.sess})
+			if r.status != http.StatusNotFound || r.errCode(t) != -32001 {
+				t.Fatalf("HTTP %d %s", r.status, r.body)
+			}
+			if n := len(h.up.received("")) - before; n != 0 {
+				t.Fatalf("upstream called %d times", n)
+			}
+		})
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	h := newHarness(t, Config{AllowedOrigins: []string{"https://app.example"}})
+	tests := []struct {
+		name   string
+		origin string
+		status int
+	}{
+		{"none", "", http.StatusOK},
+		{"same origin", h.front.URL, http.StatusOK},
+		{"same host, other scheme", strings.Replace(h.front.URL, "http://", "https://", 1), http.StatusOK},
+		{"configured", "https://app.example", http.StatusOK},
+		{"foreign", "http://evil.example", http.StatusForbidden},
+		{"configured with another port", "https://app.example:8443", http.StatusForbidden},
+		{"null", "null", http.StatusForbidden},
+		{"same host as a path", "http://evil.example/" + strings.TrimPrefix(h.front.URL, "http://"), http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(""))
+			hd := hdr{}
+			if tc.origin != "" {
+				hd["Origin"] = tc.origin
+			}
+			r := h.post(t, alice, rpc(1, "ping", nil), hd)
+			if r.status != tc.status {
+				t.Fatalf("HTTP %d %s, want %d", r.status, r.body, tc.status)
+			}
+			called := len(h.up.received("")) > before
+			if called != (tc.status == http.StatusOK) {
+				t.Fatalf("upstream called: %v", called)
+			}
+			if tc.status == http.StatusForbidden && r.errCode(t) != mcprules.ErrInvalidRequest {
+				t.Fatalf("body %s", r.body)
+			}
+		})
+	}
+	t.Run("wildcard", func(t *testing.T) {
+		h := newHarness(t, Config{AllowedOrigins: []string{"*"}})
+		if r := h.post(t, alice, rpc(1, "ping", nil), hdr{"Origin": "http://evil.example"}); r.status != http.StatusOK {
+			t.Fatalf("HTTP %d", r.status)
+		}
+	})
+}
+
+func TestUnauthorized(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		path string
+		want string // WWW-Authenticate; HOST is the front's host
+	}{
+		{"no authorization servers", Config{}, "/mcp", `Bearer`},
+		{"metadata from the request", Config{AuthorizationServers: []string{"https://as.example"}}, "/mcp",
+			`Bearer resource_metadata="http://HOST/.well-known/oauth-protected-resource/mcp"`},
+		{"metadata at the root", Config{AuthorizationServers: []string{"https://as.example"}}, "/",
+			`Bearer resource_metadata="http://HOST/.well-known/oauth-protected-resource"`},
+		{"metadata from the configured resource", Config{AuthorizationServers: []string{"https://as.example"}, Resource: "https://mcp.example/api/mcp/"}, "/mcp",
+			`Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/api/mcp"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			for _, auth := range []string{"", "Basic YWxpY2U6cHc=", "Bearer ", "Bearer"} {
+				req, _ := http.NewRequest(http.MethodPost, h.front.URL+tc.path, strings.NewReader(rpc(1, "ping", nil)))
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				resp, err := h.front.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var body map[string]any
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("auth %q: HTTP %d", auth, resp.StatusCode)
+				}
+				want := strings.ReplaceAll(tc.want, "HOST", strings.TrimPrefix(h.front.URL, "http://"))
+				if got := resp.Header.Get("WWW-Authenticate"); got != want {
+					t.Fatalf("WWW-Authenticate %q, want %q", got, want)
+				}
+				e, _ := body["error"].(map[string]any)
+				if e["code"] != float64(-32001) || body["id"] != nil {
+					t.Fatalf("body %v", body)
+				}
+			}
+			if n := len(h.up.received("")); n != 0 {
+				t.Fatalf("upstream called %d times", n)
+			}
+		})
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	as := []string{"https://as.example", "https://as2.example"}
+	for _, tc := range []struct {
+		name, path, resource, want string
+	}{
+		{"for the MCP path", "/.well-known/oauth-protected-resource/mcp", "", "http://HOST/mcp"},
+		{"at the root", "/.well-known/oauth-protected-resource", "", "http://HOST"},
+		{"configured resource", "/.well-known/oauth-protected-resource/mcp", "https://mcp.example/mcp", "https://mcp.example/mcp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{AuthorizationServers: as, Resource: tc.resource})
+			// No credentials and a foreign Origin: the document is public.
+			r := h.do(t, http.MethodGet, tc.path, "", "", hdr{"Origin": "http://evil.example"})
+			if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+				t.Fatalf("HTTP %d %v %s", r.status, r.header, r.body)
+			}
+			var doc struct {
+				Resource             string   `json:"resource"`
+				AuthorizationServers []string `json:"authorization_servers"`
+				BearerMethods        []string `json:"bearer_methods_supported"`
+			}
+			if err := json.Unmarshal(r.body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			want := strings.ReplaceAll(tc.want, "HOST", strings.TrimPrefix(h.front.URL, "http://"))
+			if doc.Resource != want || !slices.Equal(doc.AuthorizationServers, as) || !slices.Equal(doc.BearerMethods, []string{"header"}) {
+				t.Fatalf("document %+v, want resource %s", doc, want)
+			}
+			if n := len(h.up.received("")); n != 0 {
+				t.Fatalf("upstream called %d times", n)
+			}
+		})
+	}
+	t.Run("not served without authorization servers", func(t *testing.T) {
+		h := newHarness(t, Config{})
+		if r := h.do(t, http.MethodGet, "/.well-known/oauth-protected-resource/mcp", "", "", nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("HTTP %d", r.status)
+		}
+	})
+}
+
+func TestMalformedRequests(t *testing.T) {
+	h := newHarness(t, Config{MaxBodyBytes: 512})
+	pad := func(n int) string {
+		s := rpc(1, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{"x": ""}})
+		return strings.Replace(s, `"x":""`, `"x":"`+strings.Repeat("a", n-len(s))+`"`, 1)
+	}
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		code   int
+	}{
+		{"at the body limit", pad(512), http.StatusOK, 0},
+		{"over the body limit", pad(513), http.StatusRequestEntityTooLarge, mcprules.ErrInvalidRequest},
+		{"broken JSON", `{"jsonrpc":"2.0","id":1,"method":`, http.StatusBadRequest, mcprules.ErrParse},
+		{"empty body", ``, http.StatusBadRequest, mcprules.ErrParse},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
+		{"object id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
+		{"task method without taskId", rpc(9, "tasks/get", map[string]any{}), http.StatusOK, mcprules.ErrInvalidParams},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(""))
+			r := h.post(t, alice, tc.body, nil)
+			if r.status != tc.status || r.errCode(t) != tc.code {
+				t.Fatalf("HTTP %d %s, want %d %d", r.status, r.body, tc.status, tc.code)
+			}
+			called := len(h.up.received("tools/call")) > 0 && len(h.up.received("")) > before
+			if called != (tc.status == http.StatusOK && tc.code == 0) {
+				t.Fatalf("upstream called: %v", called)
+			}
+			if tc.code != 0 && r.errMessage(t) == "" {
+				t.Fatal("no message")
+			}
+		})
+	}
+}
+
+func TestHeaderMismatch(t *testing.T) {
+	h := newHarness(t, Config{})
+	handle := h.createTask(t, alice)
+	id := h.upstreamID(t, alice, handle)
+	v26 := mcprules.Era2026
+	tests := []struct {
+		name   string
+		method string
+		params map[string]any
+		h      hdr
+		status int
+		code   int
+		name2  string // Mcp-Name the upstream must see, when allowed
+	}{
+		{"Mcp-Name different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": "other"}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Name is the upstream ID", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": id}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Name missing on 2026", "tasks/cancel", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel"}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Name different on 2025", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Name": "other"}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Method different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel", "Mcp-Name": handle}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Name different on tools/call", "tools/call", map[string]any{"name": "plain"}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tools/call", "Mcp-Name": "fast"}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"another principal's handle, agreeing headers", "tasks/get", map[string]any{"taskId": h.srv.handles.seal(kindTask, bob, id)},
+			hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": h.srv.handles.seal(kindTask, bob, id)}, 200, mcprules.ErrInvalidParams, ""},
+		{"agreeing headers", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": handle}, 200, 0, id},
+		{"agreeing base64 Mcp-Name", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": "=?base64?" + b64std(handle) + "?="}, 200, 0, id},
+		{"Mcp-Name on tasks/result 2025", "tasks/result", map[string]any{"taskId": handle}, hdr{"Mcp-Name": handle}, 200, 0, id},
+		{"no Mcp-Name on 2025", "tasks/get", map[string]any{"taskId": handle}, nil, 200, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(tc.method))
+			r := h.post(t, alice, rpc(11, tc.method, tc.params), tc.h)
+			if r.status != tc.status || r.errCode(t) != tc.code {
+				t.Fatalf("HTTP %d %s, want %d %d", r.status, r.body, tc.status, tc.code)
+			}
+			calls := h.up.received(tc.method)
+			if tc.code != 0 {
+				if len(calls) != before {
+					t.Fatal("the upstream was called")
+				}
+				if r.last(t)["id"] != float64(11) {
+					t.Fatalf("answer id %v", r.last(t)["id"])
+				}
+				return
+			}
+			if len(calls) != before+1 {
+				t.Fatalf("upstream calls %d", len(calls)-before)
+			}
+			if got := calls[len(calls)-1].header.Get("Mcp-Name"); got != tc.name2 {
+				t.Fatalf("upstream got Mcp-Name %q, want %q", got, tc.name2)
+			}
+		})
+	}
+}
+
+// TestHeaderMismatchEveryMethod: SEP-2243 routing headers that disagree with
+// the body are refused whatever the method, not only on the methods Warden
+// decides: intermediaries behind Warden may route on them.
+func TestHeaderMismatchEveryMethod(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, tc := range []struct{ name, body, mcpMethod string }{
+		{"request", rpc(1, "resources/read", map[string]any{"uri": "file:///x"}), "tools/call"},
+		{"notification", rpc(nil, "notifications/initialized", nil), "tools/call"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(""))
+			r := h.post(t, alice, tc.body, hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": tc.mcpMethod})
+			if r.status != http.StatusBadRequest || len(h.up.received("")) != before {
+				t.Errorf("BUG: Mcp-Method %q on a %s body: HTTP %d, upstream called %v; want 400 -32020 and no upstream call (server.go post: CheckHeaders' verdict is only used when decides(call))",
+					tc.mcpMethod, tc.name, r.status, len(h.up.received("")) != before)
+			}
+		})
+	}
+}
+
+func b64std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func TestTaskSupport(t *testing.T) {
+	h := newHarness(t, Config{})
+	task := map[string]any{"ttl": 1000}
+	tests := []struct {
+		name string
+		tool string
+		task bool
+		code int
+	}{
+		{"forbidden tool with a task", "fast", true, mcprules.ErrMethodNotFound},
+		{"forbidden tool without a task", "fast", false, 0},
+		{"tool without execution, with a task", "plain", true, mcprules.ErrMethodNotFound},
+		{"required tool without a task", "must", false, mcprules.ErrMethodNotFound},
+		{"required tool with a task", "must", true, 0},
+		{"optional tool with a task", "slow", true, 0},
+		{"unknown tool: the upstream decides", "ghost", true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received("tools/call"))
+			params := map[string]any{"name": tc.tool, "arguments": map[string]any{}}
+			if tc.task {
+				params["task"] = task
+			}
+			r := h.post(t, alice, rpc("x", "tools/call", params), nil)
+			if r.status != http.StatusOK || r.errCode(t) != tc.code {
+				t.Fatalf("HTTP %d %s, want code %d", r.status, r.body, tc.code)
+			}
+			called := len(h.up.received("tools/call")) > before
+			if called != (tc.code == 0) {
+				t.Fatalf("upstream tools/call handler invoked: %v", called)
+			}
+			if tc.code != 0 && (!strings.Contains(r.errMessage(t), tc.tool) || r.last(t)["id"] != "x") {
+				t.Fatalf("answer %s", r.body)
+			}
+		})
+	}
+	// Warden read both pages once, for the first tool, and once more for the
+	// unknown one; every sub-request is its own.
+	lists := h.up.received("tools/list")
+	if len(lists) != 4 {
+		t.Fatalf("upstream saw %d tools/list", len(lists))
+	}
+	for _, c := range lists {
+		if c.id != `"warden-tools-list"` {
+			t.Fatalf("sub-request id %s", c.id)
+		}
+	}
+	if c, _ := lists[1].params["cursor"].(string); c != "2" {
+		t.Fatalf("second page cursor %v", lists[1].params)
+	}
+}
+
+func TestTaskSupportLearnedFromClientToolsList(t *testing.T) {
+	h := newHarness(t, Config{})
+	r := h.post(t, alice, rpc(1, "tools/list", map[string]any{}), nil)
+	if len(r.result(t)["tools"].([]any)) != 3 {
+		t.Fatalf("%s", r.body)
+	}
+	r = h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "fast", "task": map[string]any{}}), nil)
+	if r.errCode(t) != mcprules.ErrMethodNotFound {
+		t.Fatalf("%s", r.body)
+	}
+	if n := len(h.up.received("tools/list")); n != 1 {
+		t.Fatalf("upstream saw %d tools/list, want only the client's", n)
+	}
+}
+
+func TestTaskSupportOverSSE(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.up.configure(func(u *fakeUpstream) { u.sse = true })
+	r := h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "fast", "task": map[string]any{}}), nil)
+	if r.errCode(t) != mcprules.ErrMethodNotFound {
+		t.Fatalf("%s", r.body)
+	}
+}
+
+func TestSteerBoundAndSettle(t *testing.T) {
+	h := newHarness(t, Config{MaxSteerQueue: 1, MaxSteerBytes: 16})
+	handle := h.createTask(t, alice)
+	steer := func(msg string) reply {
+		return h.post(t, alice, rpc("s", "tasks/steer", map[string]any{"taskId": handle, "message": msg}), nil)
+	}
+	// The upstream refuses: the reservation is given back.
+	h.up.configure(func(u *fakeUpstream) { u.refuse = true })
+	for range 2 {
+		if r := steer("left"); r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "refused" {
+			t.Fatalf("%s", r.body)
+		}
+	}
+	h.up.configure(func(u *fakeUpstream) { u.refuse = false })
+	if r := steer("left"); r.errCode(t) != 0 {
+		t.Fatalf("%s", r.body)
+	}
+	before := len(h.up.received("tasks/steer"))
+	r := steer("right")
+	if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "queued") {
+		t.Fatalf("%s", r.body)
+	}
+	if r = steer(strings.Repeat("x", 17)); r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "exceeds") {
+		t.Fatalf("%s", r.body)
+	}
+	if n := len(h.up.received("tasks/steer")) - before; n != 0 {
+		t.Fatalf("upstream saw %d refused steers", n)
+	}
+	// A status change seen on a stream delivers the queue.
+	h.up.setStatus(h.upstreamID(t, alice, handle), mcprules.StatusPaused)
+	h.do(t, http.MethodGet, "/mcp", alice, "", nil)
+	if r := steer("again"); r.errCode(t) != 0 {
+		t.Fatalf("%s", r.body)
+	}
+}
+
+func TestStatusReadAfterRestart(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		name := "json"
+		if sse {
+			name = "sse"
+		}
+		t.Run(name, func(t *testing.T) {
+			first := newHarness(t, Config{})
+			handle := first.createTask(t, alice)
+			id := first.upstreamID(t, alice, handle)
+			first.up.setStatus(id, mcprules.StatusCompleted)
+			first.up.configure(func(u *fakeUpstream) { u.sse = sse })
+
+			// Another Warden with the same key: the handle still works, and
+			// the status is read from the upstream with tasks/get.
+			h := newHarnessFor(t, Config{}, first.up, first.upSrv)
+			r := h.post(t, alice, rpc(1, "tasks/pause", map[string]any{"taskId": handle, "_meta": map[string]any{"k": "v"}}), hdr{"Mcp-Protocol-Version": "2025-11-25"})
+			if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "completed") {
+				t.Fatalf("%s", r.body)
+			}
+			gets := h.up.received("tasks/get")
+			if len(gets) != 1 || gets[0].params["taskId"] != id || gets[0].id != `"warden-tasks-get"` {
+				t.Fatalf("tasks/get sub-requests %+v", gets)
+			}
+			if m, _ := gets[0].params["_meta"].(map[string]any); m["k"] != "v" {
+				t.Fatalf("_meta not repeated: %v", gets[0].params)
+			}
+			if len(h.up.received("tasks/pause")) != 0 {
+				t.Fatal("pause reached the upstream")
+			}
+			if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+				t.Fatalf("owner %q %v", owner, ok)
+			}
+			// Bob still cannot use it.
+			if r := h.post(t, bob, rpc(2, "tasks/get", map[string]any{"taskId": handle}), nil); r.errMessage(t) != "Task not found" {
+				t.Fatalf("%s", r.body)
+			}
+		})
+	}
+	t.Run("2026 sub-request headers", func(t *testing.T) {
+		first := newHarness(t, Config{})
+		handle := first.createTask(t, alice)
+		id := first.upstreamID(t, alice, handle)
+		h := newHarnessFor(t, Config{}, first.up, first.upSrv)
+		r := h.post(t, alice, rpc(1, "tasks/steer", map[string]any{"taskId": handle, "message": "m"}),
+			hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": "tasks/steer", "Mcp-Name": handle})
+		if r.errCode(t) != 0 {
+			t.Fatalf("%s", r.body)
+		}
+		gets := h.up.received("tasks/get")
+		if len(gets) != 1 || gets[0].header.Get("Mcp-Method") != "tasks/get" || gets[0].header.Get("Mcp-Name") != id {
+			t.Fatalf("tasks/get headers %v", gets)
+		}
+		steers := h.up.received("tasks/steer")
+		if got := steers[len(steers)-1].header.Get("Mcp-Name"); got != id {
+			t.Fatalf("steer reached the upstream with Mcp-Name %q", got)
+		}
+	})
+	t.Run("status unreadable", func(t *testing.T) {
+		first := newHarness(t, Config{})
+		handle := first.createTask(t, alice)
+		first.up.configure(func(u *fakeUpstream) { u.failGet = true })
+		h := newHarnessFor(t, Config{}, first.up, first.upSrv)
+		r := h.post(t, alice, rpc(1, "tasks/resume", map[string]any{"taskId": handle}), nil)
+		if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) {
+			t.Fatalf("HTTP %d %s", r.status, r.body)
+		}
+		if len(h.up.received("tasks/resume")) != 0 {
+			t.Fatal("resume reached the upstream")
+		}
+	})
+}
+
+func TestUpstreamFailures(t *testing.T) {
+	t.Run("unreachable", func(t *testing.T) {
+		h := newHarness(t, Config{})
+		h.upSrv.Close()
+		r := h.post(t, alice, rpc(1, "ping", nil), nil)
+		if r.status != http.StatusBadGateway || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) {
+			t.Fatalf("HTTP %d %s", r.status, r.body)
+		}
+	})
+	t.Run("answer over the limit", func(t *testing.T) {
+		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 2048 })
+		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
+		if r.status != http.StatusBadGateway || r.errCode(t) != mcprules.ErrInternal {
+			t.Fatalf("HTTP %d %s", r.status, r.body)
+		}
+	})
+	t.Run("answer at the limit", func(t *testing.T) {
+		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 900 })
+		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
+		if r.status != http.StatusOK || r.errCode(t) != 0 {
+			t.Fatalf("HTTP %d %s", r.status, r.body)
+		}
+	})
+}
+
+func TestNew(t *testing.T) {
+	e := newEnforcer(t)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		key  []byte
+		ok   bool
+	}{
+		{"valid", Config{Upstream: "http://127.0.0.1:1/mcp"}, testKey, true},
+		{"short key", Config{Upstream: "http://127.0.0.1:1/mcp"}, testKey[:31], false},
+		{"no upstream host", Config{Upstream: "/mcp"}, testKey, false},
+		{"listening needs an http upstream", Config{Listen: ":0", Upstream: "ftp://x", Plaintext: true}, testKey, false},
+		{"listening needs TLS or plaintext", Config{Listen: ":0", Upstream: "http://x"}, testKey, false},
+		{"negative limits", Config{Listen: ":0", Upstream: "http://x", Plaintext: true, MaxSteerQueue: -1}, testKey, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg, e, tc.key, nil, nil)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v", err)
+			}
+			if tc.ok && (s.cfg.MaxBodyBytes != DefaultMaxBodyBytes || s.cfg.MaxSteerQueue != DefaultMaxSteerQueue || s.ShutdownTimeout() != DefaultShutdownTimeout) {
+				t.Fatalf("defaults %+v", s.cfg)
+			}
+		})
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeError(w, http.StatusTeapot, json.RawMessage(`"a"`), mcprules.ErrInvalidParams, "m")
+	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != `{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"m"}}` {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+}
+
+// TestIDWithHTMLCharacters: a request id is any string. The answer must be
+// recognized as the answer to the request whatever the id holds, or tasks/list
+// is not filtered and created tasks are not recorded.
+func TestIDWithHTMLCharacters(t *testing.T) {
+	h := newHarness(t, Config{})
+	mine := h.createTask(t, alice)
+	bobs := h.createTask(t, bob)
+	bobsID := h.upstreamID(t, bob, bobs)
+	// Written by hand: json.Marshal would send the id as "\u003c1\u003e".
+	r := h.post(t, alice, `{"jsonrpc":"2.0","id":"<1>","method":"tasks/list","params":{}}`, nil)
+	got := taskIDs(t, r.result(t))
+	if !slices.Equal(got, []string{mine}) {
+		t.Errorf("BUG: tasks/list with id \"<1>\" returned %v to alice (bob's upstream ID %s included): forward.go sameID compares json.Marshal (HTML-escaped \\u003c) with the raw id, so learn() never filters the list", got, bobsID)
+	}
+	r = h.post(t, alice, `{"jsonrpc":"2.0","id":"a&b","method":"tools/call","params":{"name":"slow","task":{}}}`, nil)
+	tk, _ := r.result(t)["task"].(map[string]any)
+	if id, _ := tk["taskId"].(string); !strings.HasPrefix(id, handlePrefix) {
+		t.Errorf("BUG: tools/call with id \"a&b\" created a task the client sees as %q, not a handle (the task is not recorded)", id)
+	}
+}
+
+// TestIDWithHTMLCharactersSteerBound: the steer bound holds whatever the
+// request ids look like.
+func TestIDWithHTMLCharactersSteerBound(t *testing.T) {
+	h := newHarness(t, Config{MaxSteerQueue: 1})
+	handle := h.createTask(t, alice)
+	accepted := 0
+	for i := range 3 {
+		body := `{"jsonrpc":"2.0","id":"<` + string(rune('a'+i)) + `>","method":"tasks/steer","params":{"taskId":"` + handle + `","message":"m"}}`
+		if r := h.post(t, alice, body, nil); r.errCode(t) == 0 {
+			accepted++
+		}
+	}
+	if accepted != 1 {
+		t.Errorf("BUG: %d steers with ids like \"<a>\" were accepted with MaxSteerQueue 1: the upstream's answer is not matched (forward.go sameID), so every accepted steer's reservation is given back by forward's deferred settle(false)", accepted)
+	}
+}
+
+// TestCaseVariantTaskID: a body whose params hold both "taskId" (the
+// upstream's, and the one Warden rewrites) and a case variant ("TaskId",
+// read by Parse's case-insensitive decoding) must not let one principal act
+// on another's task.
+func TestCaseVariantTaskID(t *testing.T) {
+	h := newHarness(t, Config{})
+	alices := h.createTask(t, alice)
+	victim := h.upstreamID(t, alice, alices)
+	mine := h.createTask(t, bob)
+	for _, tc := range []struct{ name, params string }{
+		{"own handle in TaskId", `{"taskId":"` + victim + `","TaskId":"` + mine + `"}`},
+		{"any string in TaskId, a prefix elsewhere", `{"taskId":"` + victim + `","TaskId":"x","_meta":{"note":"` + handlePrefix + `"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received("tasks/cancel"))
+			body := `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":` + tc.params + `}`
+			r := h.post(t, bob, body, nil)
+			calls := h.up.received("tasks/cancel")[before:]
+			if len(calls) != 0 {
+				t.Errorf("BUG: bob's %s reached the upstream as a cancel of task %v (alice's); answer %s; want -32602 Task not found and no upstream call", body, calls[0].params["taskId"], r.body)
+			} else if r.errMessage(t) != "Task not found" {
+				t.Errorf("answer %s", r.body)
+			}
+		})
+	}
+	if owner, _ := h.e.TaskOwner(victim); owner != alice {
+		t.Errorf("BUG: Warden now records %q as the owner of alice's task %s", owner, victim)
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(good, append(append([]byte("  "), testKey...), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte(strings.Repeat("k", 31)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadKey(good)
+	if err != nil || string(k) != string(testKey) {
+		t.Fatalf("LoadKey = %q, %v", k, err)
+	}
+	for _, p := range []string{short, filepath.Join(dir, "missing")} {
+		if _, err := LoadKey(p); err == nil {
+			t.Errorf("LoadKey(%s) succeeded", p)
+		}
+	}
+	a, err := LoadKey("")
+	b, _ := LoadKey("")
+	if err != nil || len(a) != 32 || string(a) == string(b) {
+		t.Fatalf("random keys %x %x %v", a, b, err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	up := newFakeUpstream()
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	srv, err := New(Config{Upstream: upSrv.URL + "/mcp", Plaintext: true}, newEnforcer(t), testKey, upSrv.Client(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+lis.Addr().String()+"/mcp", strings.NewReader(rpc(1, "ping", nil)))
+	req.Header.Set("Authorization", "Bearer alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve = %v", err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+
+	t.Run("TLS files missing", func(t *testing.T) {
+		s, err := New(Config{Upstream: upSrv.URL, CertFile: "/nonexistent/cert.pem", KeyFile: "/nonexistent/key.pem"}, newEnforcer(t), testKey, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Serve(t.Context(), lis); err == nil {
+			t.Fatal("Serve without a certificate succeeded")
+		}
+	})
+}

@@ -1,0 +1,567 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/mcp"
+)
+
+const (
+	alice = "alice"
+	bob   = "bob"
+)
+
+var taskMethods = []string{mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel, mcp.MethodUpdate, mcp.MethodSteer, mcp.MethodPause, mcp.MethodResume}
+
+// taskReq is a request from principal on task id; owner says whether the
+// adapter verified the caller's handle for it.
+func taskReq(method, principal, id string, owner bool) TaskRequest {
+	return TaskRequest{
+		Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)},
+		Call:      mcp.Call{Kind: mcp.KindRequest, ID: []byte(`1`), Method: method, TaskID: "wt1.handle-of-" + id, HasTaskID: true},
+		TaskID:    id,
+		Owner:     owner,
+	}
+}
+
+func steerReq(principal, id string, queue int) TaskRequest {
+	r := taskReq(mcp.MethodSteer, principal, id, true)
+	r.Call.SteerBytes = 4
+	r.Limits = mcp.Limits{MaxSteerBytes: 64, MaxSteerQueue: queue}
+	return r
+}
+
+func enforceTask(t *testing.T, e *Enforcer, r TaskRequest) Decision {
+	t.Helper()
+	d, err := e.EnforceTask(context.Background(), r)
+	if err != nil {
+		t.Fatalf("EnforceTask %s: %v", r.Call.Method, err)
+	}
+	if d.ID == "" {
+		t.Fatal("decision without an id")
+	}
+	return d
+}
+
+// fakeStatus is a Status func that counts its calls.
+type fakeStatus struct {
+	mu     sync.Mutex
+	status string
+	err    error
+	calls  int
+}
+
+func (f *fakeStatus) read(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.status, f.err
+}
+
+func (f *fakeStatus) n() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
+
+func TestEnforceTaskOwnership(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("t-alice", alice, "") // no status known: only ownership decides
+	var refusals []Decision
+	for _, m := range taskMethods {
+		t.Run(m+" by the owner", func(t *testing.T) {
+			d := enforceTask(t, e, taskReq(m, alice, "t-alice", true))
+			defer d.Settle(true)
+			if !d.Allow || d.DryRun || d.Reason != rules.ReasonAllowed {
+				t.Fatalf("refused: %+v", d)
+			}
+			if d.Mode != "mcp" || d.Type != m || d.Principal != alice || d.SessionID != "t-alice" {
+				t.Errorf("decision fields: %+v", d)
+			}
+			if len(d.Roles) != 1 || d.Roles[0] != "owner" {
+				t.Errorf("roles %v", d.Roles)
+			}
+		})
+		for _, tc := range []struct {
+			name, principal, id string
+		}{
+			{"another principal", bob, "t-alice"},
+			{"the creator without a handle", alice, "t-alice"},
+			{"an unknown task", bob, "t-nobody"},
+			{"no task id", bob, ""},
+		} {
+			t.Run(m+" by "+tc.name, func(t *testing.T) {
+				s := &fakeStatus{status: mcp.StatusCompleted}
+				r := taskReq(m, tc.principal, tc.id, false)
+				r.Status = s.read
+				d := enforceTask(t, e, r)
+				d.Settle(false)
+				if d.Allow || d.Code != rules.CodeTaskNotFound || d.Reason != rules.ReasonNotOwner || d.Message != "Task not found" {
+					t.Fatalf("got %+v, want TASK_NOT_FOUND", d)
+				}
+				if len(d.Roles) != 0 {
+					t.Errorf("roles %v", d.Roles)
+				}
+				if s.n() != 0 {
+					t.Error("the status of a task that is not the caller's was read")
+				}
+				refusals = append(refusals, d)
+			})
+		}
+	}
+	// Every refusal looks the same, whatever the method and whether the task
+	// exists: task IDs cannot be probed.
+	for _, d := range refusals[1:] {
+		if d.Code != refusals[0].Code || d.Reason != refusals[0].Reason || d.Message != refusals[0].Message || d.Allow {
+			t.Errorf("refusals differ: %+v vs %+v", d, refusals[0])
+		}
+	}
+	if owner, ok := e.TaskOwner("t-alice"); !ok || owner != alice {
+		t.Errorf("TaskOwner = %q, %v after refused attempts", owner, ok)
+	}
+}
+
+func TestEnforceTaskListAndToolsCall(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	for _, m := range []string{mcp.MethodList, mcp.MethodToolsCall} {
+		t.Run(m, func(t *testing.T) {
+			r := TaskRequest{Principal: authn.Principal{ID: bob, Method: "dev"}, Call: mcp.Call{Kind: mcp.KindRequest, Method: m, Tool: "slow"}}
+			d := enforceTask(t, e, r)
+			d.Settle(true)
+			if !d.Allow || len(d.Roles) != 0 {
+				t.Fatalf("%+v", d)
+			}
+		})
+	}
+	t.Run("tools/call with a task on a forbidden tool", func(t *testing.T) {
+		r := TaskRequest{Principal: authn.Principal{ID: bob, Method: "dev"}, Support: mcp.SupportForbidden,
+			Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodToolsCall, Tool: "fast", TaskRequested: true}}
+		d := enforceTask(t, e, r)
+		if d.Allow || d.Code != rules.CodeMethodNotFound || d.Reason != rules.ReasonTaskSupport {
+			t.Fatalf("%+v", d)
+		}
+	})
+}
+
+func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
+	// A verified handle proves ownership on its own: a fresh Enforcer (a
+	// restart, another replica) learns the owner from it.
+	e, _ := newEnforcer(t, Config{}, nil)
+	if _, ok := e.TaskOwner("t1"); ok {
+		t.Fatal("a fresh enforcer knows an owner")
+	}
+	d := enforceTask(t, e, taskReq(mcp.MethodGet, alice, "t1", true))
+	d.Settle(true)
+	if !d.Allow {
+		t.Fatalf("%+v", d)
+	}
+	if owner, ok := e.TaskOwner("t1"); !ok || owner != alice {
+		t.Fatalf("TaskOwner = %q, %v", owner, ok)
+	}
+}
+
+func TestTaskObserved(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskObserved("unknown", mcp.StatusWorking)
+	if _, ok := e.TaskOwner("unknown"); ok {
+		t.Fatal("TaskObserved added a task with no owner")
+	}
+	if e.tasks.get("unknown", false) != nil {
+		t.Fatal("TaskObserved added an entry")
+	}
+	e.TaskCreated("t1", alice, "")
+	// Unknown statuses are ignored: resume (paused only) is still decided
+	// without a status.
+	e.TaskObserved("t1", "bogus")
+	d := enforceTask(t, e, taskReq(mcp.MethodResume, alice, "t1", true))
+	if !d.Allow {
+		t.Fatalf("resume with no known status: %+v", d)
+	}
+}
+
+func TestEnforceTaskStatuses(t *testing.T) {
+	statuses := []string{mcp.StatusWorking, mcp.StatusInputRequired, mcp.StatusPaused, mcp.StatusCompleted, mcp.StatusFailed, mcp.StatusCancelled}
+	allowed := map[string][]string{
+		mcp.MethodGet:    statuses,
+		mcp.MethodResult: statuses,
+		mcp.MethodCancel: statuses,
+		mcp.MethodSteer:  {mcp.StatusWorking, mcp.StatusInputRequired, mcp.StatusPaused},
+		mcp.MethodPause:  {mcp.StatusWorking, mcp.StatusInputRequired},
+		mcp.MethodResume: {mcp.StatusPaused},
+		mcp.MethodUpdate: {mcp.StatusWorking, mcp.StatusInputRequired},
+	}
+	e, _ := newEnforcer(t, Config{}, nil)
+	n := 0
+	for _, m := range taskMethods {
+		for _, st := range statuses {
+			want := false
+			for _, a := range allowed[m] {
+				want = want || a == st
+			}
+			for _, how := range []string{"created", "observed"} {
+				t.Run(fmt.Sprintf("%s while %s (%s)", m, st, how), func(t *testing.T) {
+					n++
+					id := fmt.Sprintf("t%d", n)
+					if how == "created" {
+						e.TaskCreated(id, alice, st)
+					} else {
+						e.TaskCreated(id, alice, mcp.StatusWorking)
+						e.TaskObserved(id, st)
+					}
+					s := &fakeStatus{status: mcp.StatusWorking}
+					r := taskReq(m, alice, id, true)
+					r.Status = s.read
+					d := enforceTask(t, e, r)
+					defer d.Settle(false)
+					if s.n() != 0 {
+						t.Error("a known status was read from the upstream")
+					}
+					if d.Allow != want {
+						t.Fatalf("allow = %v, want %v: %+v", d.Allow, want, d)
+					}
+					if !want && (d.Code != rules.CodeInvalidTaskState || d.Reason != rules.ReasonTaskState || d.Message == "") {
+						t.Fatalf("refusal %+v, want INVALID_TASK_STATE", d)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestEnforceTaskStatusRead(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+
+	t.Run("read once and cached", func(t *testing.T) {
+		e.TaskCreated("r1", alice, "")
+		s := &fakeStatus{status: mcp.StatusCompleted}
+		r := taskReq(mcp.MethodResume, alice, "r1", true)
+		r.Status = s.read
+		d := enforceTask(t, e, r)
+		if d.Allow || d.Code != rules.CodeInvalidTaskState {
+			t.Fatalf("resume of a completed task: %+v", d)
+		}
+		if s.n() != 1 {
+			t.Fatalf("Status called %d times", s.n())
+		}
+		r = taskReq(mcp.MethodPause, alice, "r1", true)
+		r.Status = s.read
+		d = enforceTask(t, e, r)
+		if d.Allow || s.n() != 1 {
+			t.Fatalf("second decision: %+v, %d reads", d, s.n())
+		}
+	})
+	t.Run("answer used", func(t *testing.T) {
+		s := &fakeStatus{status: mcp.StatusPaused}
+		r := taskReq(mcp.MethodResume, alice, "r2", true) // a task Warden never saw
+		r.Status = s.read
+		d := enforceTask(t, e, r)
+		if !d.Allow || s.n() != 1 {
+			t.Fatalf("resume of a paused task: %+v, %d reads", d, s.n())
+		}
+		r = taskReq(mcp.MethodUpdate, alice, "r2", true)
+		r.Status = s.read
+		if d := enforceTask(t, e, r); d.Allow || d.Code != rules.CodeInvalidTaskState {
+			t.Fatalf("update while paused: %+v", d)
+		}
+	})
+	t.Run("unknown answer not cached", func(t *testing.T) {
+		s := &fakeStatus{status: "submitted"}
+		r := taskReq(mcp.MethodPause, alice, "r3", true)
+		r.Status = s.read
+		if d := enforceTask(t, e, r); !d.Allow {
+			t.Fatalf("%+v", d)
+		}
+		if d := enforceTask(t, e, r); !d.Allow || s.n() != 2 {
+			t.Fatalf("%+v, %d reads", d, s.n())
+		}
+	})
+	t.Run("not read for methods without status rules", func(t *testing.T) {
+		for _, m := range []string{mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel} {
+			s := &fakeStatus{status: mcp.StatusCompleted}
+			r := taskReq(m, alice, "r4", true)
+			r.Status = s.read
+			if d := enforceTask(t, e, r); !d.Allow || s.n() != 0 {
+				t.Fatalf("%s: %+v, %d reads", m, d, s.n())
+			}
+		}
+	})
+	t.Run("no Status func", func(t *testing.T) {
+		if d := enforceTask(t, e, taskReq(mcp.MethodResume, alice, "r5", true)); !d.Allow {
+			t.Fatalf("%+v", d)
+		}
+	})
+	t.Run("error", func(t *testing.T) {
+		boom := errors.New("upstream down")
+		s := &fakeStatus{err: boom}
+		r := taskReq(mcp.MethodSteer, alice, "r6", true)
+		r.Status = s.read
+		d, err := e.EnforceTask(context.Background(), r)
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want %v", err, boom)
+		}
+		if d.Allow || d.ID != "" {
+			t.Fatalf("a decision with the error: %+v", d)
+		}
+	})
+}
+
+func TestEnforceTaskRefused(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("t1", alice, mcp.StatusWorking)
+	s := &fakeStatus{status: mcp.StatusWorking}
+	r := taskReq(mcp.MethodSteer, alice, "t1", true)
+	r.Status = s.read
+	r.Refused = rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch, Detail: "Mcp-Name header does not match params.taskId"}
+	d := enforceTask(t, e, r)
+	d.Settle(true)
+	if d.Allow || d.Code != rules.CodeHeaderMismatch || d.Reason != rules.ReasonHeaderMismatch || d.Message != r.Refused.Detail {
+		t.Fatalf("%+v", d)
+	}
+	if d.Type != mcp.MethodSteer || d.Principal != alice || d.Mode != "mcp" {
+		t.Errorf("decision fields: %+v", d)
+	}
+	if s.n() != 0 {
+		t.Error("status read for a refused request")
+	}
+	if tk := e.tasks.get("t1", false); tk.steers != 0 {
+		t.Errorf("a refused steer reserved a slot: %d", tk.steers)
+	}
+}
+
+func TestEnforceTaskSteerBound(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("s1", alice, mcp.StatusWorking)
+	steer := func() Decision { return enforceTask(t, e, steerReq(alice, "s1", 2)) }
+	full := func(t *testing.T, d Decision) {
+		t.Helper()
+		d.Settle(true)
+		if d.Allow || d.Code != rules.CodeInvalidParams || d.Reason != rules.ReasonSteerQueueFull {
+			t.Fatalf("got %+v, want steer_queue_full", d)
+		}
+	}
+	allowed := func(t *testing.T, d Decision) {
+		t.Helper()
+		if !d.Allow {
+			t.Fatalf("refused: %+v", d)
+		}
+	}
+
+	d1 := steer()
+	allowed(t, d1)
+	d1.Settle(true)
+	d2 := steer()
+	allowed(t, d2) // not settled yet: its reservation counts already
+	full(t, steer())
+
+	// The upstream refuses the second steer: its slot is given back, once.
+	d2.Settle(false)
+	d2.Settle(false)
+	d3 := steer()
+	allowed(t, d3)
+	d3.Settle(true)
+	d3.Settle(false) // a second Settle changes nothing
+	full(t, steer())
+
+	// Another status, or the same one again, or an unknown one.
+	e.TaskObserved("s1", mcp.StatusWorking)
+	full(t, steer())
+	e.TaskObserved("s1", "bogus")
+	full(t, steer())
+	e.TaskObserved("s1", mcp.StatusInputRequired) // a safe point: the queue was delivered
+	for range 2 {
+		d := steer()
+		allowed(t, d)
+		d.Settle(true)
+	}
+	full(t, steer())
+	e.TaskCreated("s1", alice, mcp.StatusPaused)
+	d := steer()
+	allowed(t, d)
+	d.Settle(true)
+
+	// The bound is per task.
+	e.TaskCreated("s2", alice, mcp.StatusWorking)
+	d = enforceTask(t, e, steerReq(alice, "s2", 2))
+	allowed(t, d)
+
+	// A give-back after the status changed does not go below zero.
+	e.TaskCreated("s3", alice, mcp.StatusWorking)
+	d = enforceTask(t, e, steerReq(alice, "s3", 1))
+	allowed(t, d)
+	e.TaskObserved("s3", mcp.StatusPaused)
+	d.Settle(false)
+	if tk := e.tasks.get("s3", false); tk.steers != 0 {
+		t.Fatalf("steers = %d", tk.steers)
+	}
+}
+
+func TestEnforceTaskSteerTooLarge(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("s1", alice, mcp.StatusWorking)
+	r := steerReq(alice, "s1", 2)
+	r.Call.SteerBytes = 65
+	d := enforceTask(t, e, r)
+	if d.Allow || d.Code != rules.CodeInvalidParams || d.Reason != rules.ReasonSteerTooLarge {
+		t.Fatalf("%+v", d)
+	}
+	if tk := e.tasks.get("s1", false); tk.steers != 0 {
+		t.Fatalf("steers = %d", tk.steers)
+	}
+}
+
+func TestEnforceTaskOtherMethodsReserveNothing(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("t1", alice, mcp.StatusWorking)
+	for _, m := range []string{mcp.MethodGet, mcp.MethodUpdate, mcp.MethodPause, mcp.MethodCancel} {
+		r := taskReq(m, alice, "t1", true)
+		r.Limits = mcp.Limits{MaxSteerQueue: 1}
+		d := enforceTask(t, e, r)
+		d.Settle(false)
+		if !d.Allow {
+			t.Fatalf("%s: %+v", m, d)
+		}
+	}
+	d := enforceTask(t, e, steerReq(alice, "t1", 1))
+	if !d.Allow {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// TestEnforceTaskSteerBoundConcurrent runs two steers for one task whose
+// status Warden does not know yet, with a bound of one: the first reads the
+// status from the upstream and, while it waits, the second is decided and
+// allowed. The bound must still hold when the first one's answer comes.
+func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	e.TaskCreated("c1", alice, "") // owner known, status not yet
+	reading, release := make(chan struct{}), make(chan struct{})
+	first := steerReq(alice, "c1", 1)
+	first.Status = func(context.Context) (string, error) {
+		close(reading)
+		<-release
+		return mcp.StatusWorking, nil
+	}
+	type result struct {
+		d   Decision
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := e.EnforceTask(context.Background(), first)
+		done <- result{d, err}
+	}()
+	<-reading
+	second := steerReq(alice, "c1", 1)
+	second.Status = func(context.Context) (string, error) { return mcp.StatusWorking, nil }
+	d2 := enforceTask(t, e, second)
+	close(release)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.d.Settle(true)
+	defer d2.Settle(true)
+	if r.d.Allow && d2.Allow {
+		t.Errorf("both steers allowed with MaxSteerQueue 1 (steers now %d)", e.tasks.get("c1", false).steers)
+	}
+}
+
+func TestEnforceTaskDryRun(t *testing.T) {
+	e, _ := newEnforcer(t, Config{DryRun: true}, nil)
+	e.TaskCreated("t1", alice, mcp.StatusCompleted)
+	tests := []struct {
+		name string
+		req  TaskRequest
+		code rules.Code
+	}{
+		{"not owner", taskReq(mcp.MethodCancel, bob, "t1", false), rules.CodeTaskNotFound},
+		{"status", taskReq(mcp.MethodResume, alice, "t1", true), rules.CodeInvalidTaskState},
+		{"steer on a completed task", steerReq(alice, "t1", 1), rules.CodeInvalidTaskState},
+		{"header mismatch", func() TaskRequest {
+			r := taskReq(mcp.MethodGet, alice, "t1", true)
+			r.Refused = rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch}
+			return r
+		}(), rules.CodeHeaderMismatch},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := enforceTask(t, e, tc.req)
+			defer d.Settle(false)
+			if !d.Allow || !d.DryRun || d.Code != tc.code {
+				t.Fatalf("%+v", d)
+			}
+		})
+	}
+	// A dry-run allowance reserves no steer.
+	if tk := e.tasks.get("t1", false); tk.steers != 0 {
+		t.Fatalf("steers = %d", tk.steers)
+	}
+	// What is allowed anyway is not marked.
+	d := enforceTask(t, e, taskReq(mcp.MethodGet, alice, "t1", true))
+	if !d.Allow || d.DryRun || d.Code != "" {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// countObserver is a fake Observer.
+type countObserver struct {
+	mu sync.Mutex
+	ds []Decision
+}
+
+func (o *countObserver) Decided(d Decision, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ds = append(o.ds, d)
+}
+
+func TestEnforceTaskObserved(t *testing.T) {
+	o := &countObserver{}
+	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t), Observer: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := enforceTask(t, e, taskReq(mcp.MethodGet, bob, "t1", false))
+	r := taskReq(mcp.MethodPause, alice, "t2", true)
+	r.Status = func(context.Context) (string, error) { return "", errors.New("down") }
+	if _, err := e.EnforceTask(context.Background(), r); err == nil {
+		t.Fatal("no error")
+	}
+	if len(o.ds) != 1 || o.ds[0].ID != d.ID || o.ds[0].Code != rules.CodeTaskNotFound {
+		t.Fatalf("observed %+v", o.ds)
+	}
+}
+
+func TestEnforceTaskConcurrent(t *testing.T) {
+	// Decisions on many tasks, from many goroutines, with statuses changing
+	// underneath: for the race detector.
+	e, _ := newEnforcer(t, Config{}, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				id := fmt.Sprintf("t%d", i%5)
+				switch i % 4 {
+				case 0:
+					e.TaskCreated(id, alice, mcp.StatusWorking)
+				case 1:
+					e.TaskObserved(id, mcp.StatusInputRequired)
+				default:
+					d, err := e.EnforceTask(context.Background(), steerReq(alice, id, 3))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					d.Settle(g%2 == 0)
+					_, _ = e.TaskOwner(id)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,557 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// parseCase is one body and what Parse must make of it. When code is not 0
+// Parse must fail with that JSON-RPC code and the other fields are ignored.
+type parseCase struct {
+	name string
+	body string
+	code int // 0: parsed
+
+	kind          Kind
+	id            string // raw id ("" none)
+	method        string
+	taskID        string
+	hasTaskID     bool
+	tool          string
+	taskRequested bool
+	steerBytes    int
+	params        string // raw params, checked when not ""
+}
+
+var parseCases = []parseCase{
+	// Requests, with every id type JSON-RPC allows.
+	{name: "request string id", body: `{"jsonrpc":"2.0","id":"a-1","method":"tasks/get","params":{"taskId":"t1"}}`,
+		kind: KindRequest, id: `"a-1"`, method: MethodGet, taskID: "t1", hasTaskID: true, params: `{"taskId":"t1"}`},
+	{name: "request integer id", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, kind: KindRequest, id: `7`, method: MethodToolsList},
+	{name: "request zero id", body: `{"jsonrpc":"2.0","id":0,"method":"ping"}`, kind: KindRequest, id: `0`, method: "ping"},
+	{name: "request negative id", body: `{"jsonrpc":"2.0","id":-3,"method":"ping"}`, kind: KindRequest, id: `-3`, method: "ping"},
+	{name: "request fractional id", body: `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, kind: KindRequest, id: `1.5`, method: "ping"},
+	{name: "request exponent id", body: `{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, kind: KindRequest, id: `1e3`, method: "ping"},
+	{name: "request empty string id", body: `{"jsonrpc":"2.0","id":"","method":"ping"}`, kind: KindRequest, id: `""`, method: "ping"},
+	{name: "request escaped string id", body: `{"jsonrpc":"2.0","id":"\u0041\n","method":"ping"}`, kind: KindRequest, id: `"\u0041\n"`, method: "ping"},
+	{name: "leading whitespace", body: " \r\n\t" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, kind: KindRequest, id: `1`, method: "ping"},
+	{name: "trailing whitespace", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n  ", kind: KindRequest, id: `1`, method: "ping"},
+	{name: "fields in any order", body: `{"params":{"taskId":"t9"},"method":"tasks/cancel","id":2,"jsonrpc":"2.0"}`,
+		kind: KindRequest, id: `2`, method: MethodCancel, taskID: "t9", hasTaskID: true},
+
+	// Notifications: no id, or a null id.
+	{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, kind: KindNotification, method: "notifications/initialized"},
+	{name: "notification null id", body: `{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled"}`, kind: KindNotification, id: `null`, method: "notifications/cancelled"},
+	{name: "notification with taskId", body: `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t1","status":"working"}}`,
+		kind: KindNotification, method: NotifyStatus, taskID: "t1", hasTaskID: true},
+
+	// Responses: result or error; Warden does not read their params.
+	{name: "response result", body: `{"jsonrpc":"2.0","id":1,"result":{"tasks":[]}}`, kind: KindResponse, id: `1`},
+	{name: "response null result", body: `{"jsonrpc":"2.0","id":1,"result":null}`, kind: KindResponse, id: `1`},
+	{name: "response error", body: `{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Task not found"}}`, kind: KindResponse, id: `"x"`},
+	{name: "response error null id", body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`, kind: KindResponse, id: `null`},
+	{name: "response object id is not checked", body: `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`, kind: KindResponse, id: `{"a":1}`},
+
+	// Batches were removed in 2025-06-18.
+	{name: "batch", body: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, code: ErrInvalidRequest},
+	{name: "empty batch", body: `[]`, code: ErrInvalidRequest},
+	{name: "batch after whitespace", body: "\n [{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}]", code: ErrInvalidRequest},
+	{name: "broken batch", body: `[{"jsonrpc":"2.0"`, code: ErrParse},
+
+	// Not JSON.
+	{name: "empty body", body: ``, code: ErrParse},
+	{name: "whitespace only", body: " \n\t\r", code: ErrParse},
+	{name: "truncated", body: `{"jsonrpc":"2.0","id":1,"method":`, code: ErrParse},
+	{name: "trailing garbage", body: `{"jsonrpc":"2.0","id":1,"method":"ping"} x`, code: ErrParse},
+	{name: "two messages", body: `{"jsonrpc":"2.0","method":"a"}{"jsonrpc":"2.0","method":"b"}`, code: ErrParse},
+	{name: "single quotes", body: `{'jsonrpc':'2.0'}`, code: ErrParse},
+	{name: "byte order mark", body: "\xef\xbb\xbf" + `{"jsonrpc":"2.0","method":"ping"}`, code: ErrParse},
+	{name: "bare word", body: `hello`, code: ErrParse},
+
+	// JSON, but not a JSON-RPC 2.0 message.
+	{name: "jsonrpc 1.0", body: `{"jsonrpc":"1.0","id":1,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "jsonrpc missing", body: `{"id":1,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "jsonrpc number", body: `{"jsonrpc":2.0,"id":1,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "top-level null", body: `null`, code: ErrInvalidRequest},
+	{name: "top-level string", body: `"ping"`, code: ErrInvalidRequest},
+	{name: "top-level number", body: `42`, code: ErrInvalidRequest},
+	{name: "empty object", body: `{}`, code: ErrInvalidRequest},
+	{name: "neither method nor result", body: `{"jsonrpc":"2.0","id":1}`, code: ErrInvalidRequest},
+	{name: "empty method", body: `{"jsonrpc":"2.0","id":1,"method":""}`, code: ErrInvalidRequest},
+	{name: "method not a string", body: `{"jsonrpc":"2.0","id":1,"method":5}`, code: ErrInvalidRequest},
+	{name: "id object", body: `{"jsonrpc":"2.0","id":{"n":1},"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id array", body: `{"jsonrpc":"2.0","id":[1],"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id true", body: `{"jsonrpc":"2.0","id":true,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id false", body: `{"jsonrpc":"2.0","id":false,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id number out of range", body: `{"jsonrpc":"2.0","id":1e999,"method":"ping"}`, code: ErrInvalidRequest},
+
+	// Members are read with their exact names, and only once.
+	{name: "duplicate method", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","method":"ping"}`, code: ErrInvalidRequest},
+	{name: "duplicate id", body: `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "duplicate jsonrpc", body: `{"jsonrpc":"2.0","jsonrpc":"2.0","method":"ping"}`, code: ErrInvalidRequest},
+	{name: "duplicate taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"a","taskId":"b"}}`, code: ErrInvalidRequest},
+	{name: "duplicate result", body: `{"jsonrpc":"2.0","id":1,"result":{},"result":{}}`, code: ErrInvalidRequest},
+	{name: "Method is not method", body: `{"jsonrpc":"2.0","id":1,"Method":"ping"}`, code: ErrInvalidRequest},
+	{name: "JSONRPC is not jsonrpc", body: `{"JSONRPC":"2.0","id":1,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "TaskId is not taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"TaskId":"t1"}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "Name is not name", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"x","Task":{}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall},
+	{name: "duplicates deeper down are the upstream's", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"a":2}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "x"},
+
+	// Params that are not an object are the upstream's to refuse.
+	{name: "params array", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["t1"]}`, kind: KindRequest, id: `1`, method: MethodGet, params: `["t1"]`},
+	{name: "params string", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":"t1"}`, kind: KindRequest, id: `1`, method: MethodGet, params: `"t1"`},
+	{name: "params number", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":3}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "params null", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":null}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "params empty object", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}`, kind: KindRequest, id: `1`, method: MethodGet},
+
+	// params.taskId must be a string.
+	{name: "taskId number", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":12}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "taskId null", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":null}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "taskId object", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":{"id":"t1"}}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "taskId array", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":["t1"]}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "taskId bool", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":true}}`, kind: KindRequest, id: `1`, method: MethodGet},
+	{name: "taskId empty string", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":""}}`, kind: KindRequest, id: `1`, method: MethodGet, hasTaskID: true},
+	{name: "taskId escaped", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t\u00e9\"1"}}`, kind: KindRequest, id: `1`, method: MethodGet, taskID: "té\"1", hasTaskID: true},
+
+	// tools/call: the tool name and the 2025-11-25 task request.
+	{name: "tools/call", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "echo"},
+	{name: "tools/call task object", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":{"ttl":60000}}}`,
+		kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow", taskRequested: true},
+	{name: "tools/call empty task object", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":{}}}`,
+		kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow", taskRequested: true},
+	{name: "tools/call task true", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":true}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow"},
+	{name: "tools/call task null", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":null}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow"},
+	{name: "tools/call task array", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":[{}]}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow"},
+	{name: "tools/call task string", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","task":"{}"}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "slow"},
+	{name: "tools/call name not a string", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`, kind: KindRequest, id: `1`, method: MethodToolsCall},
+
+	// tasks/steer: the message length, in bytes of the decoded string.
+	{name: "steer ascii", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1","message":"go left"}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true, steerBytes: 7},
+	{name: "steer multibyte", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1","message":"héllo"}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true, steerBytes: 6},
+	{name: "steer escapes decoded", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1","message":"a\nb\u0041"}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true, steerBytes: 4},
+	{name: "steer empty message", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1","message":""}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true},
+	{name: "steer object message counts raw bytes", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1","message":{"text":"hi"}}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true, steerBytes: len(`{"text":"hi"}`)},
+	{name: "steer without message", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t1"}}`,
+		kind: KindRequest, id: `1`, method: MethodSteer, taskID: "t1", hasTaskID: true},
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range parseCases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.body))
+			if tc.code != 0 {
+				var pe *Error
+				if !errors.As(err, &pe) {
+					t.Fatalf("Parse = %+v, %v; want a *Error with code %d", c, err, tc.code)
+				}
+				if pe.Code != tc.code {
+					t.Fatalf("code %d (%s), want %d", pe.Code, pe.Message, tc.code)
+				}
+				if pe.Error() == "" || pe.Error() != pe.Message {
+					t.Errorf("Error() = %q, want the message %q", pe.Error(), pe.Message)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if c.Kind != tc.kind {
+				t.Errorf("Kind = %d, want %d", c.Kind, tc.kind)
+			}
+			if string(c.ID) != tc.id {
+				t.Errorf("ID = %s, want %s", c.ID, tc.id)
+			}
+			if c.Method != tc.method {
+				t.Errorf("Method = %q, want %q", c.Method, tc.method)
+			}
+			if c.TaskID != tc.taskID || c.HasTaskID != tc.hasTaskID {
+				t.Errorf("TaskID = %q/%v, want %q/%v", c.TaskID, c.HasTaskID, tc.taskID, tc.hasTaskID)
+			}
+			if c.Tool != tc.tool {
+				t.Errorf("Tool = %q, want %q", c.Tool, tc.tool)
+			}
+			if c.TaskRequested != tc.taskRequested {
+				t.Errorf("TaskRequested = %v, want %v", c.TaskRequested, tc.taskRequested)
+			}
+			if c.SteerBytes != tc.steerBytes {
+				t.Errorf("SteerBytes = %d, want %d", c.SteerBytes, tc.steerBytes)
+			}
+			if tc.params != "" && string(c.Params) != tc.params {
+				t.Errorf("Params = %s, want %s", c.Params, tc.params)
+			}
+		})
+	}
+}
+
+// TestParseKeysAreCaseSensitive checks that Parse reads the members the
+// upstream reads. JSON-RPC member names are case-sensitive, and the upstream
+// (and Warden's own handle rewriting in proxy/mcp, which decodes into a map)
+// read "taskId" and "method" exactly; a reader that also accepts "TaskId" or
+// "Method" decides on another value than the one the upstream acts on.
+func TestParseKeysAreCaseSensitive(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		method string
+		taskID string
+	}{
+		{"params.TaskId after taskId", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"victim","TaskId":"mine"}}`, MethodCancel, "victim"},
+		{"params.TaskId before taskId", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"TaskId":"mine","taskId":"victim"}}`, MethodCancel, "victim"},
+		{"params.TASKID alone", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"TASKID":"mine"}}`, MethodCancel, ""},
+		{"Method after method", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","Method":"ping","params":{"taskId":"victim"}}`, MethodCancel, "victim"},
+		{"METHOD before method", `{"jsonrpc":"2.0","id":1,"METHOD":"ping","method":"tasks/cancel","params":{"taskId":"victim"}}`, MethodCancel, "victim"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.body))
+			if err != nil {
+				return // refusing such a body is as good
+			}
+			if c.Method != tc.method || c.TaskID != tc.taskID {
+				t.Errorf("Parse read method %q taskId %q; the upstream reads method %q taskId %q", c.Method, c.TaskID, tc.method, tc.taskID)
+			}
+		})
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		code   rules.Code
+		detail string
+		status int
+		rpc    int
+		msg    string
+	}{
+		{rules.CodeTaskNotFound, "detail that must not show", 200, ErrInvalidParams, "Task not found"},
+		{rules.CodeInvalidTaskState, "pause is not allowed", 200, ErrInvalidParams, "pause is not allowed"},
+		{rules.CodeInvalidParams, "too large", 200, ErrInvalidParams, "too large"},
+		{rules.CodeMethodNotFound, "no tasks", 200, ErrMethodNotFound, "no tasks"},
+		{rules.CodeHeaderMismatch, "Mcp-Name", 400, ErrHeaderMismatch, "Mcp-Name"},
+		{rules.CodeInvalidRequest, "bad", 400, ErrInvalidRequest, "bad"},
+		{rules.CodeUnauthenticated, "expired", 401, ErrUnauthorized, "Unauthorized: expired"},
+		{rules.CodeInternal, "retry", 503, ErrInternal, "retry"},
+		{rules.CodeForbidden, "operator rule", 403, ErrInvalidRequest, "Forbidden: operator rule"},
+		{rules.CodePolicyDenied, "x", 403, ErrInvalidRequest, "Forbidden: x"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.code), func(t *testing.T) {
+			status, code, msg := Answer(tc.code, tc.detail)
+			if status != tc.status || code != tc.rpc || msg != tc.msg {
+				t.Fatalf("Answer = %d %d %q, want %d %d %q", status, code, msg, tc.status, tc.rpc, tc.msg)
+			}
+		})
+	}
+}
+
+func TestErrorBody(t *testing.T) {
+	tests := []struct {
+		name string
+		id   json.RawMessage
+		want string
+	}{
+		{"no id", nil, `{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"m \u003c\u003e"}}`},
+		{"string id", json.RawMessage(`"a"`), `{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"m \u003c\u003e"}}`},
+		{"number id", json.RawMessage(`7`), `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"m \u003c\u003e"}}`},
+		{"id that is not JSON", json.RawMessage(`{`), `{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"m \u003c\u003e"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(ErrorBody(tc.id, ErrInvalidParams, "m <>")); got != tc.want {
+				t.Fatalf("ErrorBody = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPredicates(t *testing.T) {
+	methods := []string{MethodInitialize, MethodToolsList, MethodToolsCall, MethodGet, MethodResult, MethodList,
+		MethodCancel, MethodUpdate, MethodSteer, MethodPause, MethodResume, NotifyStatus, NotifyTasks, "", "tasks/other", "TASKS/GET"}
+	type want struct{ task, name, status bool }
+	wants := map[string]want{
+		MethodGet:    {task: true, name: true},
+		MethodResult: {task: true},
+		MethodCancel: {task: true, name: true},
+		MethodUpdate: {task: true, name: true, status: true},
+		MethodSteer:  {task: true, name: true, status: true},
+		MethodPause:  {task: true, name: true, status: true},
+		MethodResume: {task: true, name: true, status: true},
+	}
+	for _, m := range methods {
+		t.Run("method "+strconv.Quote(m), func(t *testing.T) {
+			w := wants[m]
+			if got := TaskMethod(m); got != w.task {
+				t.Errorf("TaskMethod = %v, want %v", got, w.task)
+			}
+			if got := NameRequired(m); got != w.name {
+				t.Errorf("NameRequired = %v, want %v", got, w.name)
+			}
+			if got := NeedsStatus(m); got != w.status {
+				t.Errorf("NeedsStatus = %v, want %v", got, w.status)
+			}
+		})
+	}
+	statuses := []struct {
+		s               string
+		known, terminal bool
+	}{
+		{StatusWorking, true, false},
+		{StatusInputRequired, true, false},
+		{StatusPaused, true, false},
+		{StatusCompleted, true, true},
+		{StatusFailed, true, true},
+		{StatusCancelled, true, true},
+		{"", false, false},
+		{"canceled", false, false},
+		{"Working", false, false},
+		{"submitted", false, false},
+	}
+	for _, tc := range statuses {
+		t.Run("status "+strconv.Quote(tc.s), func(t *testing.T) {
+			if got := KnownStatus(tc.s); got != tc.known {
+				t.Errorf("KnownStatus = %v, want %v", got, tc.known)
+			}
+			if got := Terminal(tc.s); got != tc.terminal {
+				t.Errorf("Terminal = %v, want %v", got, tc.terminal)
+			}
+		})
+	}
+}
+
+// b64 is SEP-2243's =?base64?...?= form of a header value.
+func b64(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
+
+func call(method string, params string) Call {
+	c, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func TestCheckHeaders(t *testing.T) {
+	const v25, v26 = "2025-11-25", Era2026
+	named := func(v, name string) Headers { return Headers{ProtocolVersion: v, Name: name, HasName: true} }
+	get := call(MethodGet, `{"taskId":"t1"}`)
+	notif, err := Parse([]byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatch, invalid := rules.CodeHeaderMismatch, rules.CodeInvalidParams
+	tests := []struct {
+		name string
+		call Call
+		h    Headers
+		code rules.Code // "": allowed
+	}{
+		// Mcp-Method.
+		{"no headers", get, Headers{}, ""},
+		{"Mcp-Method equal", get, Headers{Method: MethodGet}, ""},
+		{"Mcp-Method different", get, Headers{Method: MethodCancel}, mismatch},
+		{"Mcp-Method is case sensitive", get, Headers{Method: "TASKS/GET"}, mismatch},
+		{"Mcp-Method on a non-task request", call(MethodToolsList, `{}`), Headers{Method: MethodToolsCall}, mismatch},
+		{"Mcp-Method on a notification", notif, Headers{Method: "notifications/other"}, mismatch},
+		{"Mcp-Method equal on a notification", notif, Headers{Method: NotifyStatus}, ""},
+		{"response has no headers to check", resp, Headers{Method: "anything", Name: "x", HasName: true, ProtocolVersion: v26}, ""},
+
+		// A task method needs a string taskId.
+		{"taskId missing", call(MethodGet, `{}`), Headers{}, invalid},
+		{"taskId number", call(MethodCancel, `{"taskId":1}`), Headers{}, invalid},
+		{"params not an object", call(MethodGet, `["t1"]`), Headers{}, invalid},
+		{"taskId missing, 2026", call(MethodGet, `{}`), Headers{ProtocolVersion: v26}, invalid},
+
+		// Mcp-Name is required from 2026-07-28 on SEP-2663 and SEP-2669 methods.
+		{"get without Mcp-Name 2026", get, Headers{ProtocolVersion: v26}, mismatch},
+		{"update without Mcp-Name 2026", call(MethodUpdate, `{"taskId":"t1"}`), Headers{ProtocolVersion: v26}, mismatch},
+		{"cancel without Mcp-Name 2026", call(MethodCancel, `{"taskId":"t1"}`), Headers{ProtocolVersion: v26}, mismatch},
+		{"steer without Mcp-Name 2026", call(MethodSteer, `{"taskId":"t1","message":"m"}`), Headers{ProtocolVersion: v26}, mismatch},
+		{"pause without Mcp-Name 2026", call(MethodPause, `{"taskId":"t1"}`), Headers{ProtocolVersion: v26}, mismatch},
+		{"resume without Mcp-Name 2026", call(MethodResume, `{"taskId":"t1"}`), Headers{ProtocolVersion: v26}, mismatch},
+		{"later version without Mcp-Name", get, Headers{ProtocolVersion: "2027-01-01"}, mismatch},
+		{"result without Mcp-Name 2026", call(MethodResult, `{"taskId":"t1"}`), Headers{ProtocolVersion: v26}, ""},
+		{"get without Mcp-Name 2025", get, Headers{ProtocolVersion: v25}, ""},
+		{"cancel without Mcp-Name, no version", call(MethodCancel, `{"taskId":"t1"}`), Headers{}, ""},
+		{"get with Mcp-Name 2026", get, named(v26, "t1"), ""},
+		{"steer with Mcp-Name 2026", call(MethodSteer, `{"taskId":"t1"}`), named(v26, "t1"), ""},
+		{"empty Mcp-Name 2026", get, named(v26, ""), mismatch},
+
+		// Present and different is a mismatch in every version.
+		{"get Mcp-Name different 2026", get, named(v26, "t2"), mismatch},
+		{"get Mcp-Name different 2025", get, named(v25, "t2"), mismatch},
+		{"result Mcp-Name different 2025", call(MethodResult, `{"taskId":"t1"}`), named(v25, "t2"), mismatch},
+		{"result Mcp-Name equal 2025", call(MethodResult, `{"taskId":"t1"}`), named(v25, "t1"), ""},
+		{"Mcp-Name is case sensitive", get, named(v26, "T1"), mismatch},
+
+		// SEP-2243's base64 form.
+		{"base64 Mcp-Name", call(MethodGet, `{"taskId":"tâche-1"}`), named(v26, b64("tâche-1")), ""},
+		{"base64 of a plain value", get, named(v26, b64("t1")), ""},
+		{"base64 of another value", get, named(v26, b64("t2")), mismatch},
+		{"base64 sentinel as a literal", call(MethodGet, `{"taskId":"=?base64?literal?="}`), named(v26, b64("=?base64?literal?=")), ""},
+		{"undecodable base64 mismatch", get, named(v26, "=?base64?!!?="), mismatch},
+		{"prefix without suffix", call(MethodGet, `{"taskId":"=?base64?dDE="}`), named(v26, "=?base64?dDE="), ""},
+
+		// tools/call: Mcp-Name is params.name when present.
+		{"tools/call Mcp-Name equal", call(MethodToolsCall, `{"name":"echo"}`), named(v26, "echo"), ""},
+		{"tools/call Mcp-Name different", call(MethodToolsCall, `{"name":"echo"}`), named(v26, "rm"), mismatch},
+		{"tools/call Mcp-Name base64", call(MethodToolsCall, `{"name":"écho"}`), named(v26, b64("écho")), ""},
+		{"tools/call without Mcp-Name", call(MethodToolsCall, `{"name":"echo"}`), Headers{ProtocolVersion: v26}, ""},
+		{"tools/call without params.name", call(MethodToolsCall, `{}`), named(v26, "echo"), ""},
+		{"tools/list ignores Mcp-Name", call(MethodToolsList, `{}`), named(v26, "anything"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := CheckHeaders(tc.call, tc.h)
+			if v.Code != tc.code {
+				t.Fatalf("code %q (%s), want %q", v.Code, v.Detail, tc.code)
+			}
+			switch tc.code {
+			case mismatch:
+				if v.Reason != rules.ReasonHeaderMismatch || v.Detail == "" {
+					t.Errorf("reason %q detail %q", v.Reason, v.Detail)
+				}
+			case invalid:
+				if v.Reason != rules.ReasonMalformedRequest || !strings.Contains(v.Detail, "taskId") {
+					t.Errorf("reason %q detail %q", v.Reason, v.Detail)
+				}
+			case "":
+				if v != (rules.Verdict{}) {
+					t.Errorf("allowed verdict carries %+v", v)
+				}
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	task := call(MethodToolsCall, `{"name":"slow","task":{}}`)
+	plain := call(MethodToolsCall, `{"name":"slow"}`)
+	steer := func(n int) Call {
+		return call(MethodSteer, `{"taskId":"t1","message":"`+strings.Repeat("x", n)+`"}`)
+	}
+	lim := Limits{MaxSteerBytes: 8, MaxSteerQueue: 2}
+	tests := []struct {
+		name   string
+		req    Request
+		code   rules.Code
+		reason rules.Reason
+	}{
+		{"forbidden with task", Request{Call: task, Support: SupportForbidden}, rules.CodeMethodNotFound, rules.ReasonTaskSupport},
+		{"forbidden without task", Request{Call: plain, Support: SupportForbidden}, "", ""},
+		{"required without task", Request{Call: plain, Support: SupportRequired}, rules.CodeMethodNotFound, rules.ReasonTaskSupport},
+		{"required with task", Request{Call: task, Support: SupportRequired}, "", ""},
+		{"optional with task", Request{Call: task, Support: SupportOptional}, "", ""},
+		{"optional without task", Request{Call: plain, Support: SupportOptional}, "", ""},
+		{"unknown tool with task", Request{Call: task}, "", ""},
+		{"unknown tool without task", Request{Call: plain}, "", ""},
+		{"unknown support value with task", Request{Call: task, Support: "sometimes"}, "", ""},
+		{"unknown support value without task", Request{Call: plain, Support: "sometimes"}, "", ""},
+		{"task: true is no task request", Request{Call: call(MethodToolsCall, `{"name":"slow","task":true}`), Support: SupportForbidden}, "", ""},
+
+		{"steer at the size bound", Request{Call: steer(8), Limits: lim}, "", ""},
+		{"steer over the size bound", Request{Call: steer(9), Limits: lim}, rules.CodeInvalidParams, rules.ReasonSteerTooLarge},
+		{"steer size unbounded", Request{Call: steer(1 << 12), Limits: Limits{MaxSteerQueue: 2}}, "", ""},
+		{"steer queue below the bound", Request{Call: steer(1), Steers: 1, Limits: lim}, "", ""},
+		{"steer queue at the bound", Request{Call: steer(1), Steers: 2, Limits: lim}, rules.CodeInvalidParams, rules.ReasonSteerQueueFull},
+		{"steer queue over the bound", Request{Call: steer(1), Steers: 5, Limits: lim}, rules.CodeInvalidParams, rules.ReasonSteerQueueFull},
+		{"steer queue unbounded", Request{Call: steer(1), Steers: 1000, Limits: Limits{MaxSteerBytes: 8}}, "", ""},
+		{"too large wins over queue full", Request{Call: steer(9), Steers: 2, Limits: lim}, rules.CodeInvalidParams, rules.ReasonSteerTooLarge},
+		{"bounds apply only to steer", Request{Call: call(MethodPause, `{"taskId":"t1","message":"`+strings.Repeat("x", 20)+`"}`), Steers: 9, Limits: lim}, "", ""},
+		{"support applies only to tools/call", Request{Call: call(MethodGet, `{"taskId":"t1","task":{}}`), Support: SupportForbidden}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(tc.req)
+			if v.Code != tc.code || v.Reason != tc.reason {
+				t.Fatalf("got %q/%q (%s), want %q/%q", v.Code, v.Reason, v.Detail, tc.code, tc.reason)
+			}
+			if tc.code != "" && v.Detail == "" {
+				t.Error("a refusal without a detail")
+			}
+		})
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, tc := range parseCases {
+		f.Add([]byte(tc.body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := Parse(body)
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is not a *Error", err)
+			}
+			if pe.Code != ErrParse && pe.Code != ErrInvalidRequest {
+				t.Fatalf("code %d", pe.Code)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("parsed a body that is not JSON: %q", body)
+		}
+		switch c.Kind {
+		case KindRequest:
+			if c.Method == "" {
+				t.Fatal("request without a method")
+			}
+			if !json.Valid(c.ID) {
+				t.Fatalf("request id %q is not JSON", c.ID)
+			}
+			var id any
+			dec := json.NewDecoder(bytes.NewReader(c.ID))
+			dec.UseNumber()
+			if err := dec.Decode(&id); err != nil {
+				t.Fatal(err)
+			}
+			switch v := id.(type) {
+			case string:
+			case json.Number:
+				if _, err := strconv.ParseFloat(v.String(), 64); err != nil {
+					t.Fatalf("request id %s is out of range", v)
+				}
+			default:
+				t.Fatalf("request id %s is a %T", c.ID, id)
+			}
+		case KindNotification:
+			if c.Method == "" {
+				t.Fatal("notification without a method")
+			}
+			if len(c.ID) != 0 && string(c.ID) != "null" {
+				t.Fatalf("notification with id %s", c.ID)
+			}
+		case KindResponse:
+			if c.Method != "" || c.HasTaskID || c.Tool != "" || c.TaskRequested || c.SteerBytes != 0 {
+				t.Fatalf("response with request fields: %+v", c)
+			}
+		default:
+			t.Fatalf("kind %d", c.Kind)
+		}
+		if !c.HasTaskID && c.TaskID != "" {
+			t.Fatalf("TaskID %q without HasTaskID", c.TaskID)
+		}
+		if c.SteerBytes < 0 {
+			t.Fatalf("SteerBytes %d", c.SteerBytes)
+		}
+		// Parsing is a function of the body.
+		again, err := Parse(body)
+		if err != nil || again.Method != c.Method || again.TaskID != c.TaskID || string(again.ID) != string(c.ID) {
+			t.Fatalf("second Parse differs: %+v %v", again, err)
+		}
+	})
+}
