@@ -32,7 +32,7 @@ func TestSameID(t *testing.T) {
 		{"no id in the request", json.Number("1"), ``, false},
 		{"raw not JSON", "a", `"a`, false},
 		{"missing id in the answer", nil, `1`, false},
-		{"object", map[string]any{"a": json.Number("1")}, `{"a":1}`, true},
+		{"object (not a JSON-RPC id; Parse refuses it)", map[string]any{"a": json.Number("1")}, `{"a":1}`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

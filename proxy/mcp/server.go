@@ -330,7 +330,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		if call.Method == mcprules.MethodToolsCall {
 			req.Support = s.taskSupport(r.Context(), r, sid, metaOf(call.Params), call.Tool)
 		}
-		if decides(call) {
+		// Every message whose routing headers disagree with its body is
+		// refused; the others that name a task or a tool are decided.
+		if decides(call) || !req.Refused.OK() {
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
 				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)

@@ -77,6 +77,8 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]
 					if err := emit(); err != nil {
 						return err
 					}
+				} else {
+					size = 0 // a keep-alive newline between events
 				}
 			case bytes.HasPrefix(l, []byte("data:")):
 				v := bytes.TrimPrefix(l[len("data:"):], []byte(" "))
