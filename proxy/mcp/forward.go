@@ -281,6 +281,14 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, ok bool) 
 	if !bytes.Contains(body, []byte(handlePrefix)) {
 		return body, "", true
 	}
+	if out, taskID, ok, done := x.toUpstreamFast(body); done {
+		return out, taskID, ok
+	}
+	return toUpstreamDecoded(x, body)
+}
+
+// toUpstreamDecoded is toUpstream on the decoded message.
+func toUpstreamDecoded(x *exchange, body []byte) (out []byte, taskID string, ok bool) {
 	msg, err := decode(body)
 	if err != nil {
 		return body, "", false
@@ -310,12 +318,138 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, ok bool) 
 	return encode(msg), taskID, true
 }
 
+// toUpstreamFast is toUpstream without decoding: the handles' bytes are
+// replaced in place. done is false when the body needs the decoding path.
+func (x *exchange) toUpstreamFast(body []byte) (out []byte, taskID string, ok, done bool) {
+	spans, readable := scanStrings(body, "taskId")
+	if !readable {
+		return nil, "", false, false
+	}
+	var rep []span
+	var with []string
+	for _, s := range spans {
+		if s.key != "taskId" {
+			continue
+		}
+		h := string(body[s.start:s.end])
+		if !strings.HasPrefix(h, handlePrefix) {
+			continue
+		}
+		id, good := x.s.handles.open(kindTask, x.principal, h)
+		if !good {
+			return body, "", false, true
+		}
+		if !plainString(id) {
+			return nil, "", false, false
+		}
+		rep, with = append(rep, s), append(with, id)
+		if h == x.call.TaskID {
+			taskID = id // params.taskId, as Parse read it
+		}
+	}
+	return splice(body, rep, with), taskID, true, true
+}
+
+// plainString reports whether s can sit between JSON quotes unescaped.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// fromUpstreamFast is fromUpstream without decoding, for the messages that
+// need no restructuring (everything but the answers to tools/list,
+// tools/call and tasks/list). done is false when the decoding path must run.
+func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
+	if !json.Valid(data) {
+		return nil, false, false
+	}
+	spans, readable := scanStrings(data, "taskId", "status")
+	if !readable {
+		return nil, false, false
+	}
+	var id []byte
+	hasResult, hasError, hasMethod := false, false, false
+	for _, s := range spans {
+		if s.depth != 1 {
+			continue
+		}
+		switch s.key {
+		case "id":
+			if s.end > s.start {
+				id = data[s.start:s.end]
+			}
+		case "result":
+			hasResult = true
+		case "error":
+			hasError = true
+		case "method":
+			hasMethod = s.end > s.start+2 && data[s.start] == '"' // a non-empty string
+		}
+	}
+	if !hasMethod && (hasResult || hasError) && x.call.Kind == mcprules.KindRequest && id != nil {
+		if d, err := decode(append(append([]byte(`{"id":`), id...), '}')); err == nil && sameID(d["id"], x.call.ID) {
+			if hasResult && learns(x.call.Method) {
+				return nil, false, false
+			}
+			x.settle(hasResult)
+		}
+	}
+	statuses := map[int]string{}
+	for _, s := range spans {
+		if s.key == "status" && s.depth > 1 {
+			statuses[s.obj] = string(data[s.start:s.end])
+		}
+	}
+	var rep []span
+	var with []string
+	for _, s := range spans {
+		if s.key != "taskId" || s.depth == 1 {
+			continue
+		}
+		tid := string(data[s.start:s.end])
+		if strings.HasPrefix(tid, handlePrefix) {
+			continue
+		}
+		if st, ok := statuses[s.obj]; ok {
+			x.s.enforcer.TaskObserved(tid, st)
+		}
+		owner, known := x.s.enforcer.TaskOwner(tid)
+		switch {
+		case known && owner == x.principal:
+			rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
+		case hasMethod:
+			return nil, false, true // someone else's (or an unknown) task: not for this caller
+		}
+	}
+	if len(rep) == 0 {
+		return data, true, true
+	}
+	return splice(data, rep, with), true, true
+}
+
+// learns reports whether the answer to method is read whole (learn).
+func learns(method string) bool {
+	return method == mcprules.MethodToolsList || method == mcprules.MethodToolsCall || method == mcprules.MethodList
+}
+
 // fromUpstream reads one message from the upstream: it settles the pending
 // decision on the answer to the request, learns tools, created tasks and
 // statuses, keeps only the caller's tasks in tasks/list, and replaces task
 // IDs with the caller's handles. A notification or request about a task that
 // is not the caller's is dropped.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
+	if out, keep, done := x.fromUpstreamFast(data); done {
+		return out, keep
+	}
+	return x.fromUpstreamDecoded(data)
+}
+
+// fromUpstreamDecoded is fromUpstream on the decoded message.
+func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	msg, err := decode(data)
 	if err != nil {
 		return data, true // not JSON-RPC: passed unchanged

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -150,7 +151,7 @@ func TestToUpstream(t *testing.T) {
 			if want == "" {
 				want = tc.body
 			}
-			if string(out) != want || taskID != tc.taskID || ok != tc.ok {
+			if !sameJSON(out, []byte(want)) || taskID != tc.taskID || ok != tc.ok {
 				t.Fatalf("toUpstream =\n%s %q %v\nwant\n%s %q %v", out, taskID, ok, want, tc.taskID, tc.ok)
 			}
 		})
@@ -206,7 +207,7 @@ func TestFromUpstream(t *testing.T) {
 			if want == "" && tc.keep {
 				want = tc.data
 			}
-			if keep != tc.keep || (keep && string(out) != want) {
+			if keep != tc.keep || (keep && !sameJSON(out, []byte(want))) {
 				t.Fatalf("fromUpstream =\n%s %v\nwant\n%s %v", out, keep, want, tc.keep)
 			}
 		})
@@ -322,4 +323,14 @@ func TestFromUpstreamSettles(t *testing.T) {
 			e.TaskObserved("t-a", mcprules.StatusWorking)
 		})
 	}
+}
+
+// sameJSON compares two JSON documents by value (member order and spacing
+// aside); non-JSON compares as bytes.
+func sameJSON(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return string(a) == string(b)
+	}
+	return reflect.DeepEqual(va, vb)
 }

@@ -1,0 +1,146 @@
+package mcp
+
+import "bytes"
+
+// span is one string member of interest found in a JSON message: its key,
+// the object that holds it (numbered in order of appearance), that object's
+// depth (1 for the message itself) and the value's bytes without quotes.
+type span struct {
+	key        string
+	obj, depth int
+	start, end int // b[start:end] is the value, between its quotes
+}
+
+// scanStrings finds, in one pass and without decoding, every member named
+// one of keys whose value is a string. b must be valid JSON (json.Valid). ok
+// is false when the message cannot be read this way (not an object, an
+// escape in a key or in a wanted value); callers then take the decoding path. It never reads a
+// string's content as structure, so a "taskId" inside a text is not a member.
+func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	var stack []int // object numbers; -1 for an array
+	objects := 0
+	for i < len(b) {
+		switch c := b[i]; c {
+		case '{':
+			objects++
+			stack = append(stack, objects)
+			i++
+		case '[':
+			stack = append(stack, -1)
+			i++
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil, false
+			}
+			stack = stack[:len(stack)-1]
+			i++
+			if len(stack) == 0 {
+				if skipSpace(b, i) != len(b) {
+					return nil, false
+				}
+				return spans, true
+			}
+		case '"':
+			start := i + 1
+			end, escaped := stringEnd(b, start)
+			if end < 0 {
+				return nil, false
+			}
+			i = skipSpace(b, end+1)
+			if i >= len(b) || b[i] != ':' || len(stack) == 0 || stack[len(stack)-1] < 0 {
+				continue // a value, not a key
+			}
+			key := b[start:end]
+			if escaped && bytes.IndexByte(key, '\\') >= 0 {
+				return nil, false // "task\u0049d" is taskId to a decoder
+			}
+			i = skipSpace(b, i+1)
+			if len(stack) == 1 {
+				// The message's own members: where they are, for the id
+				// and the kind of message.
+				switch string(key) {
+				case "id", "result", "error", "method":
+					spans = append(spans, span{key: string(key), obj: stack[0], depth: 1, start: i, end: valueEnd(b, i)})
+				}
+			}
+			for _, k := range keys {
+				if string(key) != k || i >= len(b) || b[i] != '"' {
+					continue
+				}
+				vEnd, vEsc := stringEnd(b, i+1)
+				if vEnd < 0 || vEsc {
+					return nil, false
+				}
+				spans = append(spans, span{key: k, obj: stack[len(stack)-1], depth: len(stack), start: i + 1, end: vEnd})
+			}
+		default:
+			i++
+		}
+	}
+	return nil, false
+}
+
+// valueEnd returns the end of a string, number or literal value starting at
+// i (quotes included), or -1 for an object or array (its presence is what
+// matters).
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		e, _ := stringEnd(b, i+1)
+		if e < 0 {
+			return -1
+		}
+		return e + 1
+	case '{', '[':
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// stringEnd returns the index of the closing quote of the string whose
+// content starts at i, and whether it holds an escape; -1 if unterminated.
+func stringEnd(b []byte, i int) (int, bool) {
+	escaped := false
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			return i, escaped
+		case '\\':
+			escaped = true
+			i += 2
+			continue
+		}
+		i++
+	}
+	return -1, escaped
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// splice replaces spans of b with the given strings (spans in order).
+func splice(b []byte, spans []span, with []string) []byte {
+	out := make([]byte, 0, len(b)+64*len(spans))
+	last := 0
+	for k, s := range spans {
+		out = append(out, b[last:s.start]...)
+		out = append(out, with[k]...)
+		last = s.end
+	}
+	return append(out, b[last:]...)
+}

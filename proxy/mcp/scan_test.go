@@ -1,0 +1,131 @@
+package mcp
+
+import (
+	"testing"
+
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+func TestScanStrings(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string // key=value of taskId members found
+		ok   bool
+	}{
+		{"params", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a"}}`, []string{"taskId=a"}, true},
+		{"nested and arrays", `{"result":{"tasks":[{"taskId":"a"},{"taskId":"b"}]}}`, []string{"taskId=a", "taskId=b"}, true},
+		{"inside a text is not a member", `{"result":{"text":"{\"taskId\":\"x\"}"}}`, nil, true},
+		{"key with an escape", `{"params":{"task\u0049d":"a"}}`, nil, false},
+		{"value with an escape", `{"params":{"taskId":"a\"b"}}`, nil, false},
+		{"number value ignored", `{"params":{"taskId":5}}`, nil, true},
+		{"array at top", `[{"taskId":"a"}]`, nil, false},
+		{"unterminated", `{"params":{"taskId":"a`, nil, false},
+		{"trailing garbage", `{"params":{"taskId":"a"}} x`, nil, false},
+		{"whitespace", " { \"params\" : { \"taskId\" : \"a\" } } ", []string{"taskId=a"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spans, ok := scanStrings([]byte(tc.in), "taskId")
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			var got []string
+			for _, s := range spans {
+				if s.key == "taskId" {
+					got = append(got, s.key+"="+tc.in[s.start:s.end])
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("found %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("found %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// FuzzFromUpstreamFast checks the scanning path against the decoding one:
+// wherever the fast path answers, it keeps or drops the same messages and
+// gives the same document.
+func FuzzFromUpstreamFast(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-a","status":"working"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-b","status":"completed"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-a","status":"paused"}}`,
+		`{"jsonrpc":"2.0","id":"e","method":"elicitation/create","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Task not found","data":{"taskId":"t-b"}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"taskId\":\"t-b\"}"}]}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		s := unitServer(t)
+		s.enforcer.TaskCreated("t-a", alice, mcprules.StatusWorking)
+		s.enforcer.TaskCreated("t-b", bob, mcprules.StatusWorking)
+		req := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`
+		fast, keepFast, done := exchangeFor(t, s, alice, req).fromUpstreamFast([]byte(data))
+		if !done {
+			return
+		}
+		slow, keepSlow := exchangeFor(t, s, alice, req).fromUpstreamDecoded([]byte(data))
+		if keepFast != keepSlow || keepFast && !sameJSON(fast, slow) {
+			t.Fatalf("fast %s %v, decoded %s %v", fast, keepFast, slow, keepSlow)
+		}
+	})
+}
+
+// FuzzToUpstreamFast does the same for requests.
+func FuzzToUpstreamFast(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"HA"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"HA","message":"m","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"HA"}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"HB"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-b"},"x":{"taskId":"HA"}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		s := unitServer(t)
+		body = replaceAll(body, "HA", s.handles.seal(kindTask, alice, "t-a"))
+		body = replaceAll(body, "HB", s.handles.seal(kindTask, bob, "t-b"))
+		c, err := mcprules.Parse([]byte(body))
+		if err != nil || c.Kind == mcprules.KindResponse {
+			return
+		}
+		x := &exchange{s: s, principal: alice, call: c}
+		fast, idFast, okFast, done := x.toUpstreamFast([]byte(body))
+		if !done {
+			return
+		}
+		x.s.handles = s.handles
+		slow, idSlow, okSlow := toUpstreamDecoded(x, []byte(body))
+		if okFast != okSlow || idFast != idSlow || okFast && !sameJSON(fast, slow) {
+			t.Fatalf("fast %s %q %v, decoded %s %q %v", fast, idFast, okFast, slow, idSlow, okSlow)
+		}
+	})
+}
+
+func replaceAll(s, old, repl string) string {
+	out := ""
+	for {
+		i := indexOf(s, old)
+		if i < 0 {
+			return out + s
+		}
+		out += s[:i] + repl
+		s = s[i+len(old):]
+	}
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
