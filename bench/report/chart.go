@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -50,6 +51,33 @@ func (percentileTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// latencyTicks marks the powers of ten of a log latency axis in µs, ms or s.
+type latencyTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.LogTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" {
+			ticks[i].Label = micros(t.Value)
+		}
+	}
+	return ticks
+}
+
+// micros prints a latency given in microseconds in the largest unit that
+// keeps it whole-ish: 100 µs, 10 ms, 1 s.
+func micros(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', 3, 64) + " s"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'g', 3, 64) + " ms"
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64) + " µs"
+	}
+}
+
 // palette colours the series of a panel in order.
 var palette = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
@@ -63,11 +91,11 @@ func newPlot(p Panel) (*plot.Plot, error) {
 	pl := plot.New()
 	pl.Title.Text = p.Title
 	pl.X.Label.Text = "percentile"
-	pl.Y.Label.Text = "latency (µs, log)"
+	pl.Y.Label.Text = "latency (log scale)"
 	pl.X.Tick.Marker = percentileTicks{}
 	pl.X.Min, pl.X.Max = 0, maxNines
 	pl.Y.Scale = plot.LogScale{}
-	pl.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	pl.Y.Tick.Marker = latencyTicks{}
 	pl.Legend.Top = true
 	pl.Legend.Left = true
 	pl.Add(plotter.NewGrid())

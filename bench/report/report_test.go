@@ -173,3 +173,20 @@ func TestChart(t *testing.T) {
 		t.Fatal("no panels: want an error")
 	}
 }
+
+func TestLatencyTicks(t *testing.T) {
+	for v, want := range map[float64]string{100: "100 µs", 1000: "1 ms", 25_000: "25 ms", 1e6: "1 s", 3.5e6: "3.5 s"} {
+		if got := micros(v); got != want {
+			t.Errorf("micros(%v) = %q, want %q", v, got, want)
+		}
+	}
+	var labels []string
+	for _, tk := range (latencyTicks{}).Ticks(300, 2e6) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if l := strings.Join(labels, ","); !strings.Contains(l, "1 ms,10 ms,100 ms,1 s") || strings.Contains(l, "e+") {
+		t.Errorf("labels %v", labels)
+	}
+}

@@ -219,7 +219,8 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 			{Name: c.base.name, Points: bs.Curve}, {Name: c.warden.name, Points: ws.Curve}}})
 	}
 	if len(out.panels) > 1 {
-		out.panels = out.panels[len(out.panels)-1:] // the chart shows the highest fixed rate
+		mid := len(out.panels) / 2 // the chart shows the middle fixed rate
+		out.panels = out.panels[mid : mid+1]
 	}
 	if cpuFig != nil {
 		out.figs = append(out.figs, *cpuFig)

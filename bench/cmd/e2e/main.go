@@ -63,7 +63,9 @@ func run() error {
 		return err
 	}
 	b := &bench{wardenBin: *wardenBin, runtimeBin: *runtimeBin, self: self, logDir: logDir, wardenProcs: *wardenProcs, quick: *quick,
-		timing: timing{warmup: time.Second, measure: 4 * time.Second, rounds: 2},
+		// four short rounds per side rather than one long one: the machine is
+		// shared, and alternating often spreads other work evenly over both sides
+		timing: timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
 		logf:   func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
 	if *quick {
 		b.timing = timing{warmup: 300 * time.Millisecond, measure: 1500 * time.Millisecond, rounds: 1}

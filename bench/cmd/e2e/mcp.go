@@ -173,18 +173,12 @@ type mcpWorkload struct {
 
 // mcpRates are the fixed rates of the MCP scenarios, in requests per second.
 func (b *bench) mcpRates() []float64 {
-	if b.quick {
-		return []float64{500}
-	}
-	return []float64{200, 1000}
+	return []float64{500}
 }
 
 // slowMCPRates are the fixed rates for the everything-server.
 func (b *bench) slowMCPRates() []float64 {
-	if b.quick {
-		return []float64{100}
-	}
-	return []float64{100, 300}
+	return []float64{200}
 }
 
 // mcp compares MCP servers direct and through Warden's MCP sidecar: the

@@ -143,7 +143,7 @@ func (b *bench) extAuthz(ctx context.Context) (outcome, error) {
 	defer through.close()
 	rates := []float64{1000}
 	if !b.quick {
-		rates = []float64{500, 2000}
+		rates = []float64{2000}
 	}
 	var all outcome
 	for _, allow := range []bool{true, false} {
