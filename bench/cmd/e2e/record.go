@@ -64,9 +64,27 @@ func (r record) heading() string {
 	if r.Quick {
 		kind = "quick run (`make bench QUICK=1`: fewer and shorter runs, 10,000 sessions only)"
 	}
-	return fmt.Sprintf("%s, %s; %s, %d cores, %s; GOMAXPROCS: generator %s, Warden %s, runtime %s; each run %s warm-up + %s measured, %d round(s) per side; %.0f s wall",
+	h := fmt.Sprintf("%s, %s; %s, %d cores, %s; GOMAXPROCS: generator %s, Warden %s, runtime %s; each run %s warm-up + %s measured, %d round(s) per side, alternating which side goes first; %.0f s wall",
 		r.Date, kind, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.GOMAXPROCS["generator"], r.Machine.GOMAXPROCS["warden"],
 		r.Machine.GOMAXPROCS["macp-runtime (Rust)"], r.Timing.Warmup, r.Timing.Measure, r.Timing.Rounds, r.WallSeconds)
+	if mean, most := r.otherCPU(); most > 0 {
+		h += fmt.Sprintf("; other work shared the machine: %.2f cores on average during the runs, %.2f at most (/proc/stat minus the benchmark's processes)", mean, most)
+	}
+	return h
+}
+
+// otherCPU is the CPU other work used during the runs, in cores: the mean
+// over the runs and the largest.
+func (r record) otherCPU() (mean, most float64) {
+	for _, run := range r.Runs {
+		o := run.CPU["other"]
+		mean += o
+		most = max(most, o)
+	}
+	if len(r.Runs) > 0 {
+		mean /= float64(len(r.Runs))
+	}
+	return mean, most
 }
 
 // write prints the table and writes the JSON record, the markdown table and
