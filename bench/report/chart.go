@@ -51,15 +51,27 @@ func (percentileTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// latencyTicks marks the powers of ten of a log latency axis in µs, ms or s.
+// latencyTicks marks a log latency axis at 1, 2 and 5 times the powers of
+// ten (labelled in µs, ms or s), with unlabelled ticks between them.
 type latencyTicks struct{}
 
 // Ticks implements plot.Ticker.
 func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.LogTicks{}.Ticks(lo, hi)
-	for i, t := range ticks {
-		if t.Label != "" {
-			ticks[i].Label = micros(t.Value)
+	if lo <= 0 || hi <= lo {
+		return nil
+	}
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1.0; m <= 9; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = micros(v)
+			}
+			ticks = append(ticks, t)
 		}
 	}
 	return ticks

@@ -180,13 +180,23 @@ func TestLatencyTicks(t *testing.T) {
 			t.Errorf("micros(%v) = %q, want %q", v, got, want)
 		}
 	}
-	var labels []string
-	for _, tk := range (latencyTicks{}).Ticks(300, 2e6) {
-		if tk.Label != "" {
-			labels = append(labels, tk.Label)
-		}
+	tests := []struct {
+		lo, hi float64
+		labels string
+	}{
+		{300, 5000, "500 µs,1 ms,2 ms,5 ms"},
+		{90, 2.5e6, "100 µs,200 µs,500 µs,1 ms,2 ms,5 ms,10 ms,20 ms,50 ms,100 ms,200 ms,500 ms,1 s,2 s"},
+		{0, 10, ""},
 	}
-	if l := strings.Join(labels, ","); !strings.Contains(l, "1 ms,10 ms,100 ms,1 s") || strings.Contains(l, "e+") {
-		t.Errorf("labels %v", labels)
+	for _, tc := range tests {
+		var labels []string
+		for _, tk := range (latencyTicks{}).Ticks(tc.lo, tc.hi) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if l := strings.Join(labels, ","); l != tc.labels {
+			t.Errorf("Ticks(%v, %v) labels %q, want %q", tc.lo, tc.hi, l, tc.labels)
+		}
 	}
 }

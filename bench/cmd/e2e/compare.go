@@ -64,9 +64,8 @@ type runRecord struct {
 
 // outcome is what a comparison produced.
 type outcome struct {
-	runs   []runRecord
-	figs   []report.Figure
-	panels []report.Panel
+	runs []runRecord
+	figs []report.Figure
 }
 
 // accum merges the rounds of one side at one load.
@@ -215,12 +214,6 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 			}
 			cpuFig = &report.Figure{Group: c.group, Name: label, Value: 100 * cpu / (ws.Throughput / 1000), Unit: "% core"}
 		}
-		out.panels = append(out.panels, report.Panel{Title: fmt.Sprintf("%s, %s", c.group, name), Series: []report.Series{
-			{Name: c.base.name, Points: bs.Curve}, {Name: c.warden.name, Points: ws.Curve}}})
-	}
-	if len(out.panels) > 1 {
-		mid := len(out.panels) / 2 // the chart shows the middle fixed rate
-		out.panels = out.panels[mid : mid+1]
 	}
 	if cpuFig != nil {
 		out.figs = append(out.figs, *cpuFig)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,26 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestChartPanels(t *testing.T) {
+	run := func(sc, side, load string, rate float64) runRecord {
+		return runRecord{Scenario: sc, Side: side, Load: load, Rate: rate}
+	}
+	panels := chartPanels([]runRecord{
+		run("task", "direct", "200 msg/s", 200), run("task", "Warden", "200 msg/s", 200),
+		run("task", "direct", "1000 msg/s", 1000), run("task", "Warden", "1000 msg/s", 1000),
+		run("task", "direct", "500 msg/s", 500), run("task", "Warden", "500 msg/s", 500),
+		run("task", "direct", "saturation", 0), run("task", "Warden", "saturation", 0),
+		run("mcp", "direct", "500 req/s", 500), run("mcp", "Warden", "500 req/s", 500),
+		run("memory", "Warden", "", 0),
+	})
+	var got []string
+	for _, p := range panels {
+		got = append(got, fmt.Sprintf("%s: %d series", p.Title, len(p.Series)))
+	}
+	if want := "task, 500 msg/s: 2 series|mcp, 500 req/s: 2 series"; strings.Join(got, "|") != want {
+		t.Fatalf("panels %q, want %q", strings.Join(got, "|"), want)
 	}
 }

@@ -45,9 +45,17 @@ func run() error {
 	wardenProcs := flag.Int("warden-procs", 1, "GOMAXPROCS of Warden and of the baseline Go servers")
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
+	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
 	flag.Parse()
 	if *nullAuthz != "" {
 		return serveNullAuthz(*nullAuthz)
+	}
+	if *render != "" {
+		rec, err := readRecord(*render)
+		if err != nil {
+			return err
+		}
+		return rec.write(*out)
 	}
 	runtime.GOMAXPROCS(*genProcs)
 	started := time.Now()
@@ -95,7 +103,6 @@ func run() error {
 	for _, s := range strings.Split(*only, ",") {
 		want[strings.TrimSpace(s)] = true
 	}
-	var panels []report.Panel
 	var failed []string
 	for _, name := range scenarioNames {
 		if !want[name] || ctx.Err() != nil {
@@ -126,7 +133,6 @@ func run() error {
 		b.logf("scenario %s took %.0fs", name, time.Since(t0).Seconds())
 		rec.Runs = append(rec.Runs, o.runs...)
 		rec.Figures = append(rec.Figures, o.figs...)
-		panels = append(panels, o.panels...)
 		if err != nil {
 			reason := err.Error()
 			if !errors.Is(err, errNotRun) {
@@ -139,7 +145,7 @@ func run() error {
 		}
 	}
 	rec.WallSeconds = time.Since(started).Seconds()
-	if err := rec.write(*out, panels); err != nil {
+	if err := rec.write(*out); err != nil {
 		return err
 	}
 	if len(failed) > 0 {

@@ -225,7 +225,6 @@ func (b *bench) mcp(ctx context.Context, fixtureBin string) (outcome, error) {
 		out, err := b.mcpServer(ctx, s)
 		all.runs = append(all.runs, out.runs...)
 		all.figs = append(all.figs, out.figs...)
-		all.panels = append(all.panels, out.panels...)
 		if err != nil {
 			return all, err
 		}
@@ -275,7 +274,6 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 		out, err := c.run(ctx, b.logf)
 		all.runs = append(all.runs, out.runs...)
 		all.figs = append(all.figs, out.figs...)
-		all.panels = append(all.panels, out.panels...)
 		if err != nil {
 			return all, err
 		}

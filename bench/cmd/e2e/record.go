@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ func (r record) otherCPU() (mean, most float64) {
 // write prints the table and writes the JSON record, the markdown table and
 // the chart. A quick run writes latest-quick.* so that it never replaces
 // the full run's latest.*.
-func (r record) write(dir string, panels []report.Panel) error {
+func (r record) write(dir string) error {
 	day, _ := time.Parse(time.RFC3339, r.Date)
 	stem, latest := day.Format("2006-01-02"), "latest"
 	if r.Quick {
@@ -112,7 +113,7 @@ func (r record) write(dir string, panels []report.Panel) error {
 	if err := os.WriteFile(filepath.Join(dir, latest+".md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	if len(panels) > 0 {
+	if panels := chartPanels(r.Runs); len(panels) > 0 {
 		for _, name := range []string{stem, latest} {
 			if err := report.WriteChart(filepath.Join(dir, name+".png"), panels); err != nil {
 				return err
@@ -138,4 +139,50 @@ func (r record) write(dir string, panels []report.Panel) error {
 	}
 	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(dir, stem+".json"), filepath.Join(dir, latest+".md"), filepath.Join(dir, latest+".png"))
 	return nil
+}
+
+// readRecord reads a JSON record written by an earlier run.
+func readRecord(path string) (record, error) {
+	var r record
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// chartPanels picks, for every scenario, its middle fixed rate and draws
+// both sides' latency distributions there.
+func chartPanels(runs []runRecord) []report.Panel {
+	var order []string
+	rates := map[string][]float64{}
+	for _, r := range runs {
+		if r.Rate <= 0 {
+			continue
+		}
+		if _, ok := rates[r.Scenario]; !ok {
+			order = append(order, r.Scenario)
+		}
+		if !slices.Contains(rates[r.Scenario], r.Rate) {
+			rates[r.Scenario] = append(rates[r.Scenario], r.Rate)
+		}
+	}
+	var panels []report.Panel
+	for _, sc := range order {
+		rs := rates[sc]
+		slices.Sort(rs)
+		rate := rs[len(rs)/2]
+		p := report.Panel{}
+		for _, r := range runs {
+			if r.Scenario == sc && r.Rate == rate {
+				p.Title = sc + ", " + r.Load
+				p.Series = append(p.Series, report.Series{Name: r.Side, Points: r.Summary.Curve})
+			}
+		}
+		panels = append(panels, p)
+	}
+	return panels
 }

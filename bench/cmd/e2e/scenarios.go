@@ -169,7 +169,6 @@ func (b *bench) extAuthz(ctx context.Context) (outcome, error) {
 		}
 		all.runs = append(all.runs, out.runs...)
 		all.figs = append(all.figs, out.figs...)
-		all.panels = append(all.panels, out.panels...)
 	}
 	return all, nil
 }
