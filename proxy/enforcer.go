@@ -90,7 +90,9 @@ type Request struct {
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
 // Every Decision must be settled, exactly once, with Settle.
 type Decision struct {
-	ID        string
+	ID string
+	// Protocol is "macp" or "mcp", the metric label.
+	Protocol  string
 	Allow     bool
 	Duplicate bool
 	// DryRun is set when the message was allowed only because of dry-run mode.
@@ -239,21 +241,26 @@ func (e *Enforcer) Session(ctx context.Context, id string) (*rules.Session, erro
 // authentication and sender binding, session state, rules, policy. An error
 // means Warden could not decide; the adapter must refuse the message.
 func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
-	if e.observer != nil {
-		began := time.Now()
-		d, err := e.enforce(ctx, req)
-		if err == nil {
-			e.observer.Decided(d, time.Since(began))
-		}
-		return d, err
+	return observed(e, ctx, req, e.enforce)
+}
+
+// observed runs one decision and tells the observer about it.
+func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(context.Context, R) (Decision, error)) (Decision, error) {
+	if e.observer == nil {
+		return decide(ctx, req)
 	}
-	return e.enforce(ctx, req)
+	began := time.Now()
+	d, err := decide(ctx, req)
+	if err == nil {
+		e.observer.Decided(d, time.Since(began))
+	}
+	return d, err
 }
 
 func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	snap := e.snap.Load()
 	now := e.now().UnixMilli()
-	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36)}
+	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "macp"}
 	env := req.Envelope
 	if req.Op != "" {
 		d.Type, d.SessionID = req.Op, req.SessionID

@@ -116,21 +116,13 @@ func (t *task) setStatus(s string) {
 // Warden could not decide (the task's status could not be read); the adapter
 // must refuse the request.
 func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	if e.observer == nil {
-		return e.enforceTask(ctx, req)
-	}
-	began := e.now()
-	d, err := e.enforceTask(ctx, req)
-	if err == nil {
-		e.observer.Decided(d, e.now().Sub(began))
-	}
-	return d, err
+	return observed(e, ctx, req, e.enforceTask)
 }
 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
 	snap := e.snap.Load()
 	c := req.Call
-	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
+	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "mcp", Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil

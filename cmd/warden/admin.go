@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
 // metrics records decisions for Prometheus. Label values come from closed
@@ -40,14 +41,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-var knownModes = map[string]bool{rules.ModeTask: true, rules.ModeHandoff: true, rules.ModeDecision: true, rules.ModeProposal: true, rules.ModeQuorum: true, rules.ModeMultiRound: true, "": true}
+var knownModes = map[string]bool{rules.ModeTask: true, rules.ModeHandoff: true, rules.ModeDecision: true, rules.ModeProposal: true, rules.ModeQuorum: true, rules.ModeMultiRound: true, "mcp": true, "": true}
 
 var knownTypes = map[string]bool{}
 
 func init() {
 	for _, t := range []string{"SessionStart", "Commitment", "Signal", "Progress", "TaskRequest", "TaskAccept", "TaskReject", "TaskUpdate", "TaskComplete", "TaskFail",
 		"HandoffOffer", "HandoffContext", "HandoffAccept", "HandoffDecline", "Proposal", "Evaluation", "Objection", "Vote", "CounterProposal", "Accept",
-		"Reject", "Withdraw", "ApprovalRequest", "Approve", "Abstain", "Contribute", rules.OpCancel, rules.OpSuspend, rules.OpResume} {
+		"Reject", "Withdraw", "ApprovalRequest", "Approve", "Abstain", "Contribute", rules.OpCancel, rules.OpSuspend, rules.OpResume,
+		mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel, mcprules.MethodUpdate, mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume} {
 		knownTypes[t] = true
 	}
 }
@@ -70,8 +72,8 @@ func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	case d.Duplicate:
 		outcome = "duplicate"
 	}
-	m.decisions.WithLabelValues("macp", label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason)).Inc()
-	m.latency.WithLabelValues("macp").Observe(took.Seconds())
+	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason)).Inc()
+	m.latency.WithLabelValues(d.Protocol).Observe(took.Seconds())
 }
 
 // admin serves /healthz, /readyz, /metrics and the Go profiler under
