@@ -35,6 +35,29 @@ const (
 	CodeInvalidRequest   Code = "INVALID_REQUEST"    // HTTP 400, -32600
 )
 
+// GRPCStatus is the gRPC status code (numbered as google.golang.org/grpc/codes)
+// a gRPC call refused with c carries: how the runtime refuses control RPCs,
+// and how Envoy answers a gRPC call Warden's ext_authz denied.
+func (c Code) GRPCStatus() uint32 {
+	switch c {
+	case CodeUnauthenticated:
+		return 16 // UNAUTHENTICATED
+	case CodeForbidden, CodePolicyDenied:
+		return 7 // PERMISSION_DENIED
+	case CodeSessionNotFound, CodeUnknownPolicyVersion:
+		return 5 // NOT_FOUND
+	case CodeSessionNotOpen:
+		return 9 // FAILED_PRECONDITION
+	case CodeSessionAlreadyExists, CodeDuplicateMessage:
+		return 6 // ALREADY_EXISTS
+	case CodeResourceExhausted, CodeRateLimited, CodePayloadTooLarge:
+		return 8 // RESOURCE_EXHAUSTED
+	case CodeInternal:
+		return 14 // UNAVAILABLE: Warden could not decide; retry
+	}
+	return 3 // INVALID_ARGUMENT
+}
+
 // Reason is the machine-readable cause of a verdict. The set is closed: the
 // same value is the metric label, the log field and the decision-log entry.
 type Reason string

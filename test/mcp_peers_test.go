@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -23,8 +23,7 @@ func startNodeMCP(t testing.TB, env ...string) string {
 	peer(t, "test/peers/mcp/node_modules/@modelcontextprotocol/sdk/package.json")
 	addr := freeAddr(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
-	p := start(t, "mcp-task-server", addr, append([]string{"PORT=" + port}, env...), "node", filepath.Join(dir, "server.mjs"))
-	_ = p
+	start(t, "mcp-task-server", addr, append([]string{"PORT=" + port}, env...), "node", filepath.Join(dir, "server.mjs"))
 	return "http://" + addr
 }
 
@@ -32,31 +31,9 @@ func startNodeMCP(t testing.TB, env ...string) string {
 // fixture server.
 func startFixtureMCP(t testing.TB, args ...string) string {
 	t.Helper()
-	fixture.once.Do(func() {
-		dir, err := os.MkdirTemp("", "mcptasks-bin")
-		if err != nil {
-			fixture.err = err
-			return
-		}
-		fixture.path = filepath.Join(dir, "mcptasks")
-		cmd := exec.Command("go", "build", "-o", fixture.path, "./test/mcptasks")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fixture.err = fmt.Errorf("go build mcptasks: %v\n%s", err, out)
-		}
-	})
-	if fixture.err != nil {
-		t.Fatal(fixture.err)
-	}
 	addr := freeAddr(t)
-	start(t, "mcptasks", addr, nil, fixture.path, append([]string{"-listen", addr}, args...)...)
+	start(t, "mcptasks", addr, nil, buildOnce(t, "./test/mcptasks"), append([]string{"-listen", addr}, args...)...)
 	return "http://" + addr
-}
-
-var fixture struct {
-	once sync.Once
-	path string
-	err  error
 }
 
 // startMCPWarden starts `warden serve` as an MCP sidecar in front of
@@ -65,19 +42,10 @@ func startMCPWarden(t testing.TB, upstream string, args ...string) (string, *pro
 	t.Helper()
 	addr := freeAddr(t)
 	base := []string{"serve", "--mcp-listen", addr, "--mcp-upstream", upstream + "/mcp", "--plaintext"}
-	if !contains(args, "--auth") {
+	if !slices.Contains(args, "--auth") {
 		base = append(base, "--auth", "dev", "--insecure-dev-auth")
 	}
 	return "http://" + addr, start(t, "warden", addr, nil, wardenBinary(t), append(base, args...)...)
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // sdkRun is what test/peers/mcp/client.mjs reports.
@@ -249,7 +217,7 @@ func TestMCPTasksSDK(t *testing.T) {
 			}
 			var auths []string
 			getJSON(t, upstream+"/debug/authorization", &auths)
-			if !contains(auths, "Bearer alice") || !contains(auths, "Bearer bob") {
+			if !slices.Contains(auths, "Bearer alice") || !slices.Contains(auths, "Bearer bob") {
 				t.Errorf("the upstream did not receive the callers' credentials: %v", auths)
 			}
 		})

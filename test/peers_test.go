@@ -46,32 +46,43 @@ func peer(t testing.TB, rel string) string {
 	return p
 }
 
-var build struct {
+var builds sync.Map // package path -> *built
+
+type built struct {
 	once sync.Once
 	path string
 	err  error
 }
 
+// buildOnce builds a main package of this module once per test run and
+// returns the binary.
+func buildOnce(t testing.TB, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &built{})
+	b := v.(*built)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "warden-test-bin")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
 // wardenBinary builds bin/warden once per test run.
 func wardenBinary(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "warden-bin")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "warden")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/warden")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return buildOnce(t, "./cmd/warden")
 }
 
 func freeAddr(t testing.TB) string {

@@ -226,32 +226,10 @@ func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) a
 	return c
 }
 
-// grpcStatus maps a MACP error code onto the gRPC status a denied gRPC call
-// carries.
-func grpcStatus(c rules.Code) code.Code {
-	switch c {
-	case rules.CodeUnauthenticated:
-		return code.Code_UNAUTHENTICATED
-	case rules.CodeForbidden, rules.CodePolicyDenied:
-		return code.Code_PERMISSION_DENIED
-	case rules.CodeSessionNotFound, rules.CodeUnknownPolicyVersion:
-		return code.Code_NOT_FOUND
-	case rules.CodeSessionNotOpen:
-		return code.Code_FAILED_PRECONDITION
-	case rules.CodeSessionAlreadyExists, rules.CodeDuplicateMessage:
-		return code.Code_ALREADY_EXISTS
-	case rules.CodeResourceExhausted, rules.CodeRateLimited, rules.CodePayloadTooLarge:
-		return code.Code_RESOURCE_EXHAUSTED
-	case rules.CodeInternal:
-		return code.Code_UNAVAILABLE
-	}
-	return code.Code_INVALID_ARGUMENT
-}
-
 // denyGRPC answers a gRPC client: HTTP 200 with a trailers-only gRPC status,
 // the MACP error code in macp-error-code, and the decision id.
 func denyGRPC(c rules.Code, msg, decisionID string) *authv3.CheckResponse {
-	st := grpcStatus(c)
+	st := code.Code(c.GRPCStatus())
 	text := string(c) + ": " + msg
 	if decisionID != "" {
 		text += " (warden decision " + decisionID + ")"

@@ -113,7 +113,7 @@ func (s *Server) control(ss grpc.ServerStream, op string) error {
 	}
 	if !d.Allow {
 		// The runtime refuses control RPCs with a gRPC status, not an Ack.
-		return status.Error(controlStatus(d.Code), string(d.Code)+": "+d.Message+" (warden decision "+d.ID+")")
+		return status.Error(codes.Code(d.Code.GRPCStatus()), string(d.Code)+": "+d.Message+" (warden decision "+d.ID+")")
 	}
 	resp, err := s.invoke(ss, service+op, req)
 	if err != nil {
@@ -123,24 +123,6 @@ func (s *Server) control(ss grpc.ServerStream, op string) error {
 	var out macpv1.CancelSessionResponse
 	d.Settle(proto.Unmarshal(resp.b, &out) == nil && out.GetAck().GetOk())
 	return ss.SendMsg(resp)
-}
-
-// controlStatus maps a refusal of a control RPC onto the gRPC status the
-// runtime uses for it.
-func controlStatus(c rules.Code) codes.Code {
-	switch c {
-	case rules.CodeForbidden:
-		return codes.PermissionDenied
-	case rules.CodeUnauthenticated:
-		return codes.Unauthenticated
-	case rules.CodeSessionNotFound:
-		return codes.NotFound
-	case rules.CodeSessionNotOpen:
-		return codes.FailedPrecondition
-	case rules.CodeResourceExhausted:
-		return codes.ResourceExhausted
-	}
-	return codes.InvalidArgument
 }
 
 // member reports whether id takes part in the session.

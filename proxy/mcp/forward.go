@@ -117,8 +117,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 // call sends Warden's own request (tasks/get for a status, tools/list for
 // taskSupport) upstream with the caller's credentials, session and protocol
 // version, and returns the result.
-func (s *Server) call(ctx context.Context, r *http.Request, sid string, meta json.RawMessage, method string, params map[string]any) (map[string]any, error) {
-	if len(meta) > 0 {
+func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
+	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
 	}
 	id := "warden-" + strings.ReplaceAll(method, "/", "-")
@@ -190,8 +190,8 @@ func metaOf(params json.RawMessage) json.RawMessage {
 }
 
 // readStatus asks the upstream for a task's status (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, meta json.RawMessage, id string) (string, error) {
-	res, err := s.call(ctx, r, sid, meta, mcprules.MethodGet, map[string]any{"taskId": id})
+func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, id string) (string, error) {
+	res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +201,7 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, me
 
 // taskSupport returns a tool's execution.taskSupport, learned from tools/list
 // responses or, for a tool not seen yet, read with tools/list.
-func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, meta json.RawMessage, tool string) string {
+func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, tool string) string {
 	if tool == "" {
 		return ""
 	}
@@ -217,7 +217,7 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, m
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := s.call(ctx, r, sid, meta, mcprules.MethodToolsList, params)
+		res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodToolsList, params)
 		if err != nil || res == nil {
 			s.log.Debug("could not read tools/list for taskSupport", "tool", tool, "err", err)
 			break
@@ -391,18 +391,20 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 	}
 	if !hasMethod && (hasResult || hasError) && x.call.Kind == mcprules.KindRequest && id != nil {
-		if d, err := decode(append(append([]byte(`{"id":`), id...), '}')); err == nil && sameID(d["id"], x.call.ID) {
+		if v, ok := idValue(id); ok && sameID(v, x.call.ID) {
 			if hasResult && learns(x.call.Method) {
 				return nil, false, false
 			}
 			x.settle(hasResult)
 		}
 	}
-	statuses := map[int]string{}
-	for _, s := range spans {
-		if s.key == "status" && s.depth > 1 {
-			statuses[s.obj] = string(data[s.start:s.end])
+	statusOf := func(obj int) (string, bool) {
+		for _, s := range spans {
+			if s.key == "status" && s.obj == obj && s.depth > 1 {
+				return string(data[s.start:s.end]), true
+			}
 		}
+		return "", false
 	}
 	var rep []span
 	var with []string
@@ -414,7 +416,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if strings.HasPrefix(tid, handlePrefix) {
 			continue
 		}
-		if st, ok := statuses[s.obj]; ok {
+		if st, ok := statusOf(s.obj); ok {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
 		owner, known := x.s.enforcer.TaskOwner(tid)
@@ -565,15 +567,24 @@ func walk(v any, fn func(map[string]any)) {
 	}
 }
 
+// idValue decodes a raw JSON-RPC id (numbers kept as their literal).
+func idValue(raw []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
 // sameID compares a decoded id with the request's raw id.
 func sameID(v any, raw json.RawMessage) bool {
 	if len(raw) == 0 {
 		return false
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var want any
-	if d.Decode(&want) != nil {
+	want, ok := idValue(raw)
+	if !ok {
 		return false
 	}
 	// Strings compare by value (escapes differ between encoders), numbers

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"strings"
 	"testing"
 
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -90,8 +91,8 @@ func FuzzToUpstreamFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		s := unitServer(t)
-		body = replaceAll(body, "HA", s.handles.seal(kindTask, alice, "t-a"))
-		body = replaceAll(body, "HB", s.handles.seal(kindTask, bob, "t-b"))
+		body = strings.ReplaceAll(body, "HA", s.handles.seal(kindTask, alice, "t-a"))
+		body = strings.ReplaceAll(body, "HB", s.handles.seal(kindTask, bob, "t-b"))
 		c, err := mcprules.Parse([]byte(body))
 		if err != nil || c.Kind == mcprules.KindResponse {
 			return
@@ -107,25 +108,4 @@ func FuzzToUpstreamFast(f *testing.F) {
 			t.Fatalf("fast %s %q %v, decoded %s %q %v", fast, idFast, okFast, slow, idSlow, okSlow)
 		}
 	})
-}
-
-func replaceAll(s, old, repl string) string {
-	out := ""
-	for {
-		i := indexOf(s, old)
-		if i < 0 {
-			return out + s
-		}
-		out += s[:i] + repl
-		s = s[i+len(old):]
-	}
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }

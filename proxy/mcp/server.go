@@ -324,11 +324,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				name = owner
 			}
 			req.Status = func(ctx context.Context) (string, error) {
-				return s.readStatus(ctx, r, sid, metaOf(call.Params), owner)
+				return s.readStatus(ctx, r, sid, call.Params, owner)
 			}
 		}
 		if call.Method == mcprules.MethodToolsCall {
-			req.Support = s.taskSupport(r.Context(), r, sid, metaOf(call.Params), call.Tool)
+			req.Support = s.taskSupport(r.Context(), r, sid, call.Params, call.Tool)
 		}
 		// Every message whose routing headers disagree with its body is
 		// refused; the others that name a task or a tool are decided.
