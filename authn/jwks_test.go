@@ -255,3 +255,21 @@ func TestJWKSFile(t *testing.T) {
 		})
 	}
 }
+
+// A token verified before its key left the JWKS stops working within
+// jwks_refresh, not jwks_refresh + jwks_stale_grace: the cached verification
+// is redone once the key set is due for a refresh.
+func TestJWKSRemovedKeyStopsCachedToken(t *testing.T) {
+	k := keysOnce()
+	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.rsaOther))
+	clock := newClock()
+	a := urlJWTAuthenticator(t, srv, clock)
+	tok := sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(t0, "agent-a"))
+	expect(t, a, tok, nil)
+
+	srv.setBody(jwksJSON(t, k.rsa)) // the issuer revokes rsaOther
+	clock.Advance(time.Minute)
+	expect(t, a, tok, nil) // still within jwks_refresh: cached
+	clock.Advance(defaultJWKSRefresh)
+	expect(t, a, tok, ErrInvalidCredentials)
+}

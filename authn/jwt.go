@@ -26,7 +26,7 @@ type verified struct {
 	token    string // the exact token, compared on every hit
 	p        Principal
 	expires  time.Time // exp + leeway: past it the token is expired
-	recheck  time.Time // verification time + stale grace: past it the token is verified again
+	recheck  time.Time // verification time + JWKS refresh interval: past it the token is verified again
 	gen      uint64    // key generation it was verified under
 	hmacOnly bool      // verified with the HMAC secret, which never changes
 }
@@ -197,10 +197,21 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 		token:    strings.Clone(token),
 		p:        Principal{ID: id, Method: string(MethodJWT), Claims: claims, Expiry: exp},
 		expires:  exp.Add(v.leeway),
-		recheck:  now.Add(v.grace),
+		recheck:  now.Add(v.recheckAfter()),
 		gen:      gen,
 		hmacOnly: hmacOnly,
 	}, nil
+}
+
+// recheckAfter is how long a cached verification stands before the token is
+// verified again against the key set: the JWKS refresh interval, so that a
+// key removed from the JWKS stops working within jwks_refresh (a cache hit
+// alone never reads the key set).
+func (v *jwtVerifier) recheckAfter() time.Duration {
+	if v.keys != nil && v.keys.ttl < v.grace {
+		return v.keys.ttl
+	}
+	return v.grace
 }
 
 // verifyWithJWKS checks the signature with the JWKS key the token names (by

@@ -1,0 +1,136 @@
+package authn
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The headers a credential may arrive in: Authorization (RFC 6750 Bearer)
+// and the MACP runtime's x-macp-token. Adapters that pass a request upstream
+// strip both and re-add the one Warden decided on (see Forwarded).
+const (
+	HeaderAuthorization = "authorization"
+	HeaderMACPToken     = "x-macp-token"
+)
+
+// ErrAmbiguousCredentials means a request carried more than one credential
+// (two Authorization headers, or Authorization and x-macp-token with different
+// tokens) or a credential in a form Warden does not read. Warden refuses it
+// rather than guess which one the upstream will act on. It wraps
+// ErrInvalidCredentials.
+var ErrAmbiguousCredentials = fmt.Errorf("%w: ambiguous credentials", ErrInvalidCredentials)
+
+// FromHeaders is the one credential parser every adapter uses. get returns
+// every value of a header, by its lower-case name (gRPC metadata,
+// http.Header.Values, or Envoy's header map split on commas); chain is the
+// verified TLS client chain, leaf first, or nil.
+//
+// The Bearer scheme is matched case-insensitively (RFC 7235 §2.1). A request
+// with more than one credential value, or an Authorization header of another
+// scheme, is refused with ErrAmbiguousCredentials: the upstream might read a
+// different one than Warden decided on.
+func FromHeaders(get func(name string) []string, chain []*x509.Certificate) (Credentials, error) {
+	c := Credentials{PeerCerts: chain}
+	auth := get(HeaderAuthorization)
+	tok := get(HeaderMACPToken)
+	if len(auth) > 1 || len(tok) > 1 {
+		return c, fmt.Errorf("%w: more than one credential header", ErrAmbiguousCredentials)
+	}
+	if len(auth) == 1 {
+		b, err := bearer(auth[0])
+		if err != nil {
+			return c, err
+		}
+		c.Bearer = b
+	}
+	if len(tok) == 1 {
+		t := strings.TrimSpace(tok[0])
+		if t == "" || strings.ContainsAny(t, ", \t") {
+			return c, fmt.Errorf("%w: malformed x-macp-token", ErrAmbiguousCredentials)
+		}
+		if c.Bearer != "" && c.Bearer != t {
+			return c, fmt.Errorf("%w: authorization and x-macp-token differ", ErrAmbiguousCredentials)
+		}
+		c.Bearer = t
+	}
+	return c, nil
+}
+
+// bearer returns the token of an Authorization value "Bearer <token68>".
+func bearer(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	scheme, tok, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", fmt.Errorf("%w: authorization is not a Bearer credential", ErrAmbiguousCredentials)
+	}
+	tok = strings.TrimLeft(tok, " ")
+	if tok == "" || strings.ContainsAny(tok, ", \t") {
+		return "", fmt.Errorf("%w: malformed bearer token", ErrAmbiguousCredentials)
+	}
+	return tok, nil
+}
+
+// FromHTTP reads the credentials of an HTTP request: its headers and, when
+// the connection was TLS with a verified client chain, that chain.
+func FromHTTP(r *http.Request) (Credentials, error) {
+	var chain []*x509.Certificate
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		chain = r.TLS.VerifiedChains[0]
+	}
+	return FromHeaders(func(name string) []string { return headerValues(r.Header, name) }, chain)
+}
+
+// headerValues returns every value of a header, each comma-separated list
+// item on its own, so that "Authorization: a, b" counts as two.
+func headerValues(h http.Header, name string) []string {
+	vs := h.Values(name)
+	if len(vs) == 1 && !strings.Contains(vs[0], ",") {
+		return vs
+	}
+	var out []string
+	for _, v := range vs {
+		out = append(out, strings.Split(v, ",")...)
+	}
+	return out
+}
+
+// SplitHeader turns one header value of a map that joins repeated headers
+// with commas (Envoy's CheckRequest) into its values; "" is no value.
+func SplitHeader(v string, present bool) []string {
+	if !present {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// StripsCredentials reports whether the upstream must not see the client's
+// credential headers for p: p was authenticated from something the upstream
+// cannot check (a client certificate), so a bearer the client also sent would
+// let it act upstream as someone else.
+func StripsCredentials(p Principal) bool {
+	return p.Method == string(MethodMTLS)
+}
+
+// UpstreamTokens maps principals to the credential Warden presents upstream
+// for them when it strips the client's own (see StripsCredentials).
+type UpstreamTokens map[string]string
+
+// LoadUpstreamTokens reads a token file in the MACP runtime's shape (the
+// runtime's own token file serves): a JSON list of {token, sender} objects.
+// A sender listed twice is an error.
+func LoadUpstreamTokens(path string) (UpstreamTokens, error) {
+	s, err := loadStatic(path)
+	if err != nil {
+		return nil, fmt.Errorf("upstream tokens: %w", err)
+	}
+	out := make(UpstreamTokens, len(s.byHash))
+	for _, t := range s.byHash {
+		if _, dup := out[t.p.ID]; dup {
+			return nil, fmt.Errorf("upstream tokens %s: sender %q has more than one token", path, t.p.ID)
+		}
+		out[t.p.ID] = string(t.token)
+	}
+	return out, nil
+}
