@@ -2,6 +2,7 @@ package authn
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -133,4 +134,22 @@ func LoadUpstreamTokens(path string) (UpstreamTokens, error) {
 		out[t.p.ID] = string(t.token)
 	}
 	return out, nil
+}
+
+// Challenge is the WWW-Authenticate value (RFC 6750 §3) for a request that
+// failed authentication with err: the Bearer scheme, the protected-resource
+// metadata URL (RFC 9728) when there is one, and error="invalid_token" when
+// a credential was presented but refused.
+func Challenge(resourceMetadata string, err error) string {
+	var params []string
+	if resourceMetadata != "" {
+		params = append(params, `resource_metadata="`+resourceMetadata+`"`)
+	}
+	if err != nil && !errors.Is(err, ErrNoCredentials) {
+		params = append(params, `error="invalid_token"`, `error_description="`+Reason(err)+`"`)
+	}
+	if len(params) == 0 {
+		return "Bearer"
+	}
+	return "Bearer " + strings.Join(params, ", ")
 }

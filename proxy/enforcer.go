@@ -82,9 +82,13 @@ type Request struct {
 	// authenticates once, when it opens); otherwise Credentials are checked.
 	Principal   *authn.Principal
 	Credentials authn.Credentials
-	Envelope    *macpv1.Envelope
-	Op          string // rules.OpCancel, OpSuspend, OpResume
-	SessionID   string // for Op
+	// AuthError is set when the adapter's front door could not read the
+	// credentials (two of them, another scheme): the message is refused as
+	// unauthenticated with its reason.
+	AuthError error
+	Envelope  *macpv1.Envelope
+	Op        string // rules.OpCancel, OpSuspend, OpResume
+	SessionID string // for Op
 }
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -101,6 +105,8 @@ type Decision struct {
 	Reason    rules.Reason
 	Message   string
 	Principal string
+	// Via is how the principal was authenticated (authn.Principal.Method).
+	Via       string
 	Type      string
 	Mode      string
 	SessionID string
@@ -270,6 +276,9 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 
 	// Authenticate and bind the sender.
 	var principal authn.Principal
+	if req.AuthError != nil {
+		return e.finish(snap, d, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(req.AuthError)}), nil
+	}
 	if req.Principal != nil {
 		principal = *req.Principal
 	} else {
@@ -282,7 +291,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		}
 		principal = p
 	}
-	d.Principal = principal.ID
+	d.Principal, d.Via = principal.ID, principal.Method
 	if req.Op == "" {
 		if env == nil {
 			return e.finish(snap, d, rules.CheckEnvelope(nil)), nil
@@ -299,7 +308,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	// Load the session, locked for this decision.
 	var out rules.Outcome
 	var en *entry
-	if req.Op == "" && env.GetMessageType() == rules.TypeSignal {
+	if req.Op == "" && rules.Ambient(env) {
 		out = rules.Step(nil, env, principal.ID, now)
 	} else {
 		// Only a SessionStart, or a message the upstream can rebuild the
@@ -396,6 +405,18 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	e.table.drop(en)
 	en.release()
 	return d, nil
+}
+
+// Forget drops a session from the table, so that its next message rebuilds
+// the state from the upstream: for when the upstream's answer shows that
+// Warden's state no longer follows it (the upstream does not know the
+// session, applied a retransmission as new, or its answer was lost). Without
+// a rebuilder nothing is forgotten, as nothing could be rebuilt.
+func (e *Enforcer) Forget(ctx context.Context, sessionID string) {
+	if e.rebuilder == nil || sessionID == "" {
+		return
+	}
+	e.table.forget(ctx, sessionID)
 }
 
 // lookup resolves a policy_version: registered, or fetched from the source.

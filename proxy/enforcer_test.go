@@ -151,11 +151,17 @@ func TestEnforceRefusals(t *testing.T) {
 		t.Fatalf("honest update: %v %+v", err, d)
 	}
 	d.Settle(true)
-	d, err = e.Enforce(context.Background(), req(env(sid, worker, "TaskAccept", "acc", nil)))
+	d, err = e.Enforce(context.Background(), req(env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}))))
 	if err != nil || !d.Allow || !d.Duplicate {
 		t.Fatalf("retransmitted accept: %v %+v", err, d)
 	}
 	d.Settle(true)
+	// Its id reused for other content is no retransmission.
+	d, err = e.Enforce(context.Background(), req(env(sid, worker, "TaskAccept", "acc", nil)))
+	if err != nil || d.Allow || d.Reason != rules.ReasonReusedID {
+		t.Fatalf("reused id: %v %+v", err, d)
+	}
+	d.Settle(false)
 }
 
 // TestCommitOnlyOnAck checks that the pending state is committed only when

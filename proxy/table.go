@@ -159,9 +159,13 @@ func (t *table) settle(e *entry, s *rules.Session, now int64) {
 // drop forgets an entry that holds no state (a refused SessionStart, a
 // failed rebuild); the caller holds the entry's lock.
 func (t *table) drop(e *entry) {
-	if e.state != nil {
-		return
+	if e.state == nil {
+		t.remove(e)
 	}
+}
+
+// remove takes an entry out of the table; the caller holds its lock.
+func (t *table) remove(e *entry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !e.gone {
@@ -169,6 +173,21 @@ func (t *table) drop(e *entry) {
 		t.live.Remove(e.id)
 		t.done.Remove(e.id)
 	}
+}
+
+// forget removes a session whatever its state, once no decision holds it.
+func (t *table) forget(ctx context.Context, id string) {
+	t.mu.Lock()
+	e, ok := t.live.Peek(id)
+	if !ok {
+		e, ok = t.done.Peek(id)
+	}
+	t.mu.Unlock()
+	if !ok || e.acquire(ctx) != nil {
+		return
+	}
+	defer e.release()
+	t.remove(e)
 }
 
 // Len returns the number of sessions held.

@@ -17,23 +17,26 @@ func TestDeduplication(t *testing.T) {
 	runModeCases(t, def, []modeCase{
 		{name: "retransmission by the same sender", msgs: []msg{
 			p1,
-			// The payload and type of a retransmission are not looked at.
 			{from: "alice", typ: "Proposal", id: "x-1", body: decProposal("p1", "deploy"), want: duplicate(rP)},
-			{from: "alice", typ: "Vote", id: "x-1", body: decVote("p1", "APPROVE"), want: duplicate(rP)},
-			{from: "alice", typ: "Proposal", id: "x-1", raw: []byte{0xff}, want: duplicate(rP)},
+			// A retransmission is the same message: the id reused for
+			// another type or payload is refused, never answered as a
+			// duplicate (the runtime may not have recorded the id).
+			{from: "alice", typ: "Vote", id: "x-1", body: decVote("p1", "APPROVE"), want: refused(CodeDuplicateMessage, ReasonReusedID, RankPre)},
+			{from: "alice", typ: "Proposal", id: "x-1", raw: []byte{0xff}, want: refused(CodeDuplicateMessage, ReasonReusedID, RankPre)},
+			{from: "alice", typ: "Proposal", id: "x-1", body: decProposal("p1", "deploy2"), want: refused(CodeDuplicateMessage, ReasonReusedID, RankPre)},
 		}, final: map[string]any{"phase": "Evaluation"}},
 		{name: "same id from another sender", msgs: []msg{
 			p1,
 			{from: "bob", typ: "Proposal", id: "x-1", body: decProposal("p2", "other"), want: foreign},
 			{from: "mallory", typ: "Proposal", id: "x-1", body: decProposal("p2", "other"), want: foreign},
 			{from: "alice", typ: "Proposal", id: "m-start", body: decProposal("p2", "other"), want: foreign},
-			{from: "lead", typ: "Vote", id: "m-start", body: decVote("p1", "APPROVE"), want: duplicate(lead...)},
+			{from: "lead", typ: "Vote", id: "m-start", body: decVote("p1", "APPROVE"), want: refused(CodeDuplicateMessage, ReasonReusedID, RankPre)},
 			// Ids are compared exactly.
 			{from: "bob", typ: "Proposal", id: "X-1", body: decProposal("p2", "other"), want: accepted(rP)},
 		}},
 		{name: "deduplication comes before the mode check", msgs: []msg{
 			p1,
-			{from: "alice", typ: "Proposal", id: "x-1", mode: ModeTask, want: duplicate(rP)},
+			{from: "alice", typ: "Proposal", id: "x-1", mode: ModeTask, want: refused(CodeDuplicateMessage, ReasonReusedID, RankPre)},
 			{from: "bob", typ: "Proposal", id: "x-1", mode: ModeTask, want: foreign},
 			{from: "alice", typ: "Proposal", id: "x-2", mode: ModeTask, want: bad(ReasonModeMismatch, RankPre)},
 		}},
@@ -46,7 +49,7 @@ func TestDeduplication(t *testing.T) {
 		}},
 		{name: "deduplication comes before the TTL", msgs: []msg{
 			p1,
-			{from: "alice", typ: "Proposal", id: "x-1", at: ttl + 1, want: duplicate(rP)},
+			{from: "alice", typ: "Proposal", id: "x-1", at: ttl + 1, body: decProposal("p1", "deploy"), want: duplicate(rP)},
 			{from: "alice", typ: "Proposal", id: "x-2", at: ttl + 2, body: decProposal("p2", "x"), want: refused(CodeSessionNotOpen, ReasonSessionExpired, RankPre)},
 		}},
 		{name: "a refused message consumes no id", msgs: []msg{

@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // State is a session's lifecycle state, numbered as macp.v1.SessionState.
@@ -50,8 +52,9 @@ const (
 // and the index of its sender in Session.Participants, or a negative index
 // into Session.senders for a sender outside the list.
 type seenID struct {
-	hash   uint64
-	sender int32
+	hash    uint64
+	sender  int32
+	content uint32 // digest of what the message says (see contentDigest)
 }
 
 // Session is the protocol state of one session: what the upstream accepted.
@@ -130,22 +133,49 @@ func (s *Session) senderIndex(sender string) int32 {
 	return notSeen
 }
 
-// lookupID reports whether message id was accepted before and, if so, whether
-// it came from sender.
-func (s *Session) lookupID(id, sender string) (seen, sameSender bool) {
+// duplicate checks env's message_id against the accepted ones. A
+// retransmission is the same message: same id, same sender and same content
+// (type, mode, payload); it is answered by the upstream, never re-applied.
+// The same id from another sender, or with other content, is refused: the
+// runtime does not record every id (Progress, ids of sessions it lost on a
+// restart), so a "duplicate" it does not recognise would be applied unchecked.
+func (s *Session) duplicate(env *macpv1.Envelope, sender string) (v Verdict, dup bool) {
 	if len(s.seen) == 0 {
-		return false, false
+		return Verdict{}, false
 	}
-	h := maphash.String(s.seed, id)
+	h := maphash.String(s.seed, env.GetMessageId())
 	for _, e := range s.seen {
-		if e.hash == h {
-			return true, e.sender == s.senderIndex(sender)
+		if e.hash != h {
+			continue
 		}
+		switch {
+		case e.sender != s.senderIndex(sender):
+			return deny(RankPre, CodeDuplicateMessage, ReasonDuplicateForeignID,
+				"message_id "+env.GetMessageId()+" was already accepted from another sender"), false
+		case e.content != s.contentDigest(env):
+			return deny(RankPre, CodeDuplicateMessage, ReasonReusedID,
+				"message_id "+env.GetMessageId()+" was already accepted with other content"), false
+		}
+		return Verdict{Reason: ReasonDuplicate}, true
 	}
-	return false, false
+	return Verdict{}, false
 }
 
-func (s *Session) recordID(id, sender string) {
+// contentDigest is a keyed 32-bit digest of what a message says. Keyed with
+// the session's random seed, it cannot be aimed at: content that passes for
+// an accepted message's takes about 2^31 refused attempts on average.
+func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(env.GetMessageType())
+	h.WriteByte(0)
+	h.WriteString(env.GetMode())
+	h.WriteByte(0)
+	h.Write(env.GetPayload())
+	return uint32(h.Sum64())
+}
+
+func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
 		s.senders = append(s.senders, sender)
@@ -154,7 +184,7 @@ func (s *Session) recordID(id, sender string) {
 	if s.seed == (maphash.Seed{}) {
 		s.seed = maphash.MakeSeed()
 	}
-	s.seen = append(s.seen, seenID{hash: maphash.String(s.seed, id), sender: idx})
+	s.seen = append(s.seen, seenID{hash: maphash.String(s.seed, env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
 }
 
 // clone returns a copy whose slices and mode state can be changed without

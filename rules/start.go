@@ -30,10 +30,14 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		out.Verdict = v
 		return out
 	}
+	if v := checkClock(env, now); !v.OK() {
+		out.Verdict = v
+		return out
+	}
 	if existing != nil {
-		if seen, same := existing.lookupID(env.GetMessageId(), sender); seen && same {
+		if v, dup := existing.duplicate(env, sender); dup {
 			out.Duplicate = true
-			out.Verdict.Reason = ReasonDuplicate
+			out.Verdict = v
 			out.Roles = existing.baseRoles(sender)
 			return out
 		}
@@ -118,7 +122,7 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 	case ModeMultiRound:
 		s.multiRound = &multiRoundState{}
 	}
-	s.recordID(env.GetMessageId(), sender)
+	s.recordID(env, sender)
 	out.Roles = s.baseRoles(sender)
 	out.Verdict.Reason = ReasonAllowed
 	out.Next = s

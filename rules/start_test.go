@@ -90,7 +90,14 @@ func TestCheckEnvelope(t *testing.T) {
 			e.MessageId = ""
 			return e
 		}, CodeInvalidEnvelope, ReasonMalformedEnvelope},
-		{"progress is session scoped", func() *macpv1.Envelope { return envelopeNoSession(TypeProgress) }, CodeInvalidEnvelope, ReasonMalformedEnvelope},
+		// The runtime accepts a Progress outside any session and relays it
+		// to signal watchers.
+		{"ambient progress", func() *macpv1.Envelope { return envelopeNoSession(TypeProgress) }, CodeOK, ""},
+		{"progress with a mode but no session", func() *macpv1.Envelope {
+			e := envelopeNoSession(TypeProgress)
+			e.Mode = ModeTask
+			return e
+		}, CodeInvalidEnvelope, ReasonMalformedEnvelope},
 		{"client SessionCancel", func() *macpv1.Envelope { e := ok(); e.MessageType = TypeSessionCancel; return e }, CodeInvalidEnvelope, ReasonRuntimeOnly},
 		{"client SessionSuspend", func() *macpv1.Envelope { e := ok(); e.MessageType = TypeSessionSuspend; return e }, CodeInvalidEnvelope, ReasonRuntimeOnly},
 		{"client SessionResume", func() *macpv1.Envelope { e := ok(); e.MessageType = TypeSessionResume; return e }, CodeInvalidEnvelope, ReasonRuntimeOnly},
@@ -341,11 +348,18 @@ func TestStartTTLBase(t *testing.T) {
 		{"zero", 0, now},
 		{"negative", -1, now},
 		{"in the future", now + 1, now},
-		{"far future", now + 86_400_000, now},
+		{"within the clock skew", now + MaxClockSkewMs, now},
 		{"now", now, now},
 		{"in the past", now - 4_000, now - 4_000},
 		{"long past", 1, 1},
 	}
+	t.Run("beyond the clock skew", func(t *testing.T) {
+		env := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead"}}.envelope()
+		env.TimestampUnixMs = now + MaxClockSkewMs + 1
+		if out := Start(nil, env, "lead", nil, now); out.Verdict.Reason != ReasonClockSkew || out.Next != nil {
+			t.Fatalf("a post-dated SessionStart: %+v", out.Verdict)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead"}}.envelope()
@@ -390,9 +404,9 @@ func TestStartExisting(t *testing.T) {
 		{"retransmitted start after resolution", resolved, restart("m-start"), "lead", duplicate(lead...)},
 		{"new message id", s, restart("m-start-2"), "lead", refused(CodeSessionAlreadyExists, ReasonSessionExists, RankPre)},
 		{"same id other sender", s, restart("m-start"), "alice", refused(CodeSessionAlreadyExists, ReasonSessionExists, RankPre)},
-		// The id of an accepted later message from the same sender is a
-		// duplicate too: deduplication is keyed on message_id alone.
-		{"id of a later message", s, restart("m-1"), "lead", duplicate(lead...)},
+		// The id of an accepted later message is not a retransmission of
+		// this SessionStart: a duplicate is the same message.
+		{"id of a later message", s, restart("m-1"), "lead", refused(CodeSessionAlreadyExists, ReasonSessionExists, RankPre)},
 		{"different mode", s, func() *macpv1.Envelope { e := restart("m-start-3"); e.Mode = ModeDecision; return e }(), "lead", refused(CodeSessionAlreadyExists, ReasonSessionExists, RankPre)},
 		// Existence is checked before the payload.
 		{"garbage payload", s, func() *macpv1.Envelope { e := restart("m-start-4"); e.Payload = []byte{0xff}; return e }(), "lead", refused(CodeSessionAlreadyExists, ReasonSessionExists, RankPre)},

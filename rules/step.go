@@ -84,11 +84,12 @@ func CheckEnvelope(env *macpv1.Envelope) Verdict {
 	case env.GetMessageId() == "":
 		return invalid(RankPre, ReasonMalformedEnvelope, "message_id is empty")
 	}
+	if Ambient(env) {
+		return Verdict{}
+	}
 	switch env.GetMessageType() {
 	case TypeSignal:
-		if env.GetSessionId() != "" || env.GetMode() != "" {
-			return invalid(RankPre, ReasonMalformedEnvelope, "an ambient Signal must carry an empty session_id and mode")
-		}
+		return invalid(RankPre, ReasonMalformedEnvelope, "an ambient Signal must carry an empty session_id and mode")
 	case TypeSessionCancel, TypeSessionSuspend, TypeSessionResume:
 		return invalid(RankPre, ReasonRuntimeOnly, env.GetMessageType()+" is emitted by the runtime only")
 	default:
@@ -102,6 +103,32 @@ func CheckEnvelope(env *macpv1.Envelope) Verdict {
 	return Verdict{}
 }
 
+// Ambient reports whether env belongs to no session: a Signal, or a Progress
+// with an empty session_id and mode, which the runtime accepts and relays to
+// signal watchers.
+func Ambient(env *macpv1.Envelope) bool {
+	switch env.GetMessageType() {
+	case TypeSignal, TypeProgress:
+		return env.GetSessionId() == "" && env.GetMode() == ""
+	}
+	return false
+}
+
+// MaxClockSkewMs bounds how far ahead of Warden's clock a message's
+// timestamp_unix_ms may be. The runtime takes a SessionStart's timestamp as
+// the TTL base and keeps every timestamp in the history a rebuild replays, so
+// a post-dated message would stretch the deadline or make the rebuilt
+// session diverge; it is refused when first decided.
+const MaxClockSkewMs = 60_000
+
+// checkClock refuses a timestamp more than MaxClockSkewMs ahead of now.
+func checkClock(env *macpv1.Envelope, now int64) Verdict {
+	if ts := env.GetTimestampUnixMs(); ts > now+MaxClockSkewMs {
+		return invalid(RankPre, ReasonClockSkew, fmt.Sprintf("timestamp_unix_ms %d is more than %d ms ahead of Warden's clock", ts, MaxClockSkewMs))
+	}
+	return Verdict{}
+}
+
 // Step decides one session-scoped envelope (not SessionStart, see Start)
 // against session s, which is nil when the session is unknown. sender is the
 // authenticated sender; now is the decision time in Unix milliseconds.
@@ -111,7 +138,11 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		out.Verdict = v
 		return out
 	}
-	if env.GetMessageType() == TypeSignal {
+	if v := checkClock(env, now); !v.OK() {
+		out.Verdict = v
+		return out
+	}
+	if Ambient(env) {
 		out.Roles = []string{}
 		out.Verdict.Reason = ReasonAllowed
 		return out
@@ -123,15 +154,12 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if env.GetMessageType() == TypeSessionStart {
 		return Start(s, env, sender, nil, now)
 	}
-	if seen, same := s.lookupID(env.GetMessageId(), sender); seen {
-		if same {
+	if v, dup := s.duplicate(env, sender); dup || !v.OK() {
+		out.Verdict = v
+		if dup {
 			out.Duplicate = true
-			out.Verdict.Reason = ReasonDuplicate
 			out.Roles = s.baseRoles(sender)
-			return out
 		}
-		out.Verdict = deny(RankPre, CodeDuplicateMessage, ReasonDuplicateForeignID,
-			"message_id "+env.GetMessageId()+" was already accepted from another sender")
 		return out
 	}
 	if env.GetMode() != s.Mode {
@@ -168,7 +196,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		out.Verdict = v
 		return out
 	}
-	c.next.recordID(env.GetMessageId(), sender)
+	c.next.recordID(env, sender)
 	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
 		c.next.State = StateResolved
 	}

@@ -84,6 +84,8 @@ const (
 	ReasonUnknownPolicy       Reason = "unknown_policy"
 	ReasonPolicyModeMismatch  Reason = "policy_mode_mismatch"
 	ReasonDuplicateForeignID  Reason = "duplicate_message_id_other_sender"
+	ReasonReusedID            Reason = "message_id_reused"
+	ReasonClockSkew           Reason = "timestamp_ahead"
 	ReasonIdentityMismatch    Reason = "payload_identity_mismatch"
 	ReasonUnknownReference    Reason = "unknown_reference"
 	ReasonStateConflict       Reason = "state_conflict"

@@ -26,29 +26,33 @@ const defaultMaxSteerBytes = 16 << 10
 // against the body, and the steer message bound. Task ownership, task status
 // and tool-level taskSupport are learned from responses, which Envoy does not
 // show here: they need the standalone sidecar.
-func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials) *authv3.CheckResponse {
+func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
 	hdr := h.GetHeaders()
-	if o := hdr["origin"]; o != "" {
-		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, h.GetHost()) {
-			return denyMCP(403, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+o+" is not allowed", "")
-		}
+	if o := hdr["origin"]; o != "" && !originAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
+		return denyMCP(403, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+o+" is not allowed", "")
 	}
-	p, err := s.enf.Authenticate(ctx, creds)
+	switch h.GetMethod() {
+	case "POST", "GET", "DELETE":
+	default:
+		return denyMCP(405, nil, mcprules.ErrInvalidRequest, "Method not allowed: Streamable HTTP uses POST, GET and DELETE", "")
+	}
+	p, err := creds, credErr
+	var principal authn.Principal
+	if err == nil {
+		principal, err = s.enf.Authenticate(ctx, p)
+	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
+		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
 		return denyMCP(503, nil, mcprules.ErrInternal, "authentication is unavailable; retry later", "")
 	}
 	if err != nil {
 		resp := denyMCP(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), "")
-		v := "Bearer"
-		if !errors.Is(err, authn.ErrNoCredentials) {
-			v += `, error="invalid_token"`
-		}
 		dr := resp.GetDeniedResponse()
-		dr.Headers = append(dr.Headers, header("www-authenticate", v))
+		dr.Headers = append(dr.Headers, header("www-authenticate", authn.Challenge("", err)))
 		return resp
 	}
 	if h.GetMethod() != "POST" {
-		return allow(p.ID, "", s.cfg.PrincipalHeader) // GET (SSE) and DELETE carry no message
+		return s.allow(principal, "") // GET (SSE) and DELETE carry no message
 	}
 	body := h.GetRawBody()
 	if len(body) == 0 {
@@ -73,19 +77,32 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		v = mcprules.Check(mcprules.Request{Call: call, Limits: mcprules.Limits{MaxSteerBytes: limit}})
 	}
 	if v.OK() {
-		return allow(p.ID, "", s.cfg.PrincipalHeader)
+		return s.allow(principal, "")
 	}
 	// Through the Enforcer, so the refusal is logged and counted with an ID.
-	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: p, Call: call, Refused: v})
+	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: principal, Call: call, Refused: v})
 	if err != nil {
+		s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "err", err)
 		return denyMCP(503, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later", "")
 	}
 	d.Settle(false)
 	if d.Allow { // dry-run
-		return allow(p.ID, d.ID, s.cfg.PrincipalHeader)
+		return s.allow(principal, d.ID)
 	}
 	status, rpc, msg := mcprules.Answer(d.Code, d.Message)
 	return denyMCP(status, call.ID, rpc, msg, d.ID)
+}
+
+// originAllowed validates Origin (Streamable HTTP requires it, against DNS
+// rebinding): same-origin, or one of the configured origins.
+func originAllowed(origin, host string, allowed []string) bool {
+	for _, a := range allowed {
+		if origin == a || a == "*" {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 // denyMCP answers an MCP client with a JSON-RPC error body.

@@ -8,12 +8,14 @@ package extauthz
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +48,15 @@ type Config struct {
 	MCP bool `yaml:"mcp" json:"mcp"`
 	// MaxSteerBytes bounds a tasks/steer message (MCP; default 16 KiB).
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
+	// PassThrough are the gRPC services allowed without credentials besides
+	// the runtime's own; nil means gRPC health and reflection.
+	PassThrough []string `yaml:"pass_through" json:"pass_through"`
+	// UpstreamTokensFile: as macp.upstream_tokens_file, for principals
+	// authenticated by the client certificate Envoy forwards.
+	UpstreamTokensFile string `yaml:"upstream_tokens_file" json:"upstream_tokens_file"`
+	// AllowedOrigins are the browser origins allowed besides same-origin
+	// requests (MCP), as mcp.allowed_origins.
+	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
 }
 
 // DefaultPrincipalHeader is the header an allowed request gains.
@@ -62,9 +73,11 @@ func (c Config) Validate() error {
 // Server answers Check calls.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
-	cfg Config
-	enf *proxy.Enforcer
-	log *slog.Logger
+	cfg     Config
+	methods proxy.Methods
+	tokens  authn.UpstreamTokens
+	enf     *proxy.Enforcer
+	log     *slog.Logger
 }
 
 // New builds the server; it starts no goroutines.
@@ -72,10 +85,21 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if cfg.PrincipalHeader == "" {
 		cfg.PrincipalHeader = DefaultPrincipalHeader
 	}
+	cfg.PrincipalHeader = strings.ToLower(cfg.PrincipalHeader)
+	if cfg.PassThrough == nil {
+		cfg.PassThrough = proxy.DefaultPassThrough
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, enf: enf, log: log}, nil
+	var tokens authn.UpstreamTokens
+	if cfg.UpstreamTokensFile != "" {
+		var err error
+		if tokens, err = authn.LoadUpstreamTokens(cfg.UpstreamTokensFile); err != nil {
+			return nil, fmt.Errorf("extauthz.upstream_tokens_file: %w", err)
+		}
+	}
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends.
@@ -108,35 +132,54 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-const service = "/macp.v1.MACPRuntimeService/"
+const service = proxy.MACPService
 
 var controlOps = map[string]string{service + "CancelSession": rules.OpCancel, service + "SuspendSession": rules.OpSuspend, service + "ResumeSession": rules.OpResume}
 
-var discovery = map[string]bool{
-	service + "Initialize": true, service + "GetManifest": true, service + "ListModes": true, service + "ListRoots": true,
-	service + "ListExtModes": true, service + "WatchModeRegistry": true, service + "WatchRoots": true,
-}
-
 // Check decides one request as Envoy describes it. A request Warden cannot
-// make sense of is denied, never allowed.
+// make sense of is denied, never allowed. Which gRPC methods exist and how
+// each is treated comes from the table the sidecar uses too (proxy.Methods).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	h := req.GetAttributes().GetRequest().GetHttp()
 	if h == nil {
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}
-	path, _, _ := strings.Cut(h.GetPath(), "?")
-	creds := credentials(h.GetHeaders(), req.GetAttributes().GetSource())
-	if !strings.HasPrefix(h.GetHeaders()["content-type"], "application/grpc") {
+	hdr := h.GetHeaders()
+	creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
+	if !s.grpcRequest(h) {
 		if s.cfg.MCP {
-			return s.checkMCP(ctx, h, creds), nil
+			return s.checkMCP(ctx, h, creds, credErr), nil
 		}
 		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here (set extauthz.mcp for MCP)"), nil
 	}
-	// The rebuilder calls the runtime with the client's own credentials.
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+creds.Bearer))
+	// A gRPC method is served only by its exact path, framed as gRPC.
+	path := h.GetPath()
+	if h.GetMethod() != "POST" || !grpcContentType(hdr["content-type"]) {
+		return denyGRPC(rules.CodeInvalidEnvelope, "a gRPC method must be called with POST and content-type application/grpc", ""), nil
+	}
+	call := s.methods.Lookup(path)
+	if call == proxy.CallUnknown {
+		return denyStatus(code.Code_UNIMPLEMENTED, "unknown method "+strconv.Quote(path)), nil
+	}
+	if call == proxy.CallPassThrough || call == proxy.CallDiscovery && s.cfg.PublicDiscovery {
+		return s.allow(authn.Principal{}, ""), nil
+	}
+	if credErr != nil {
+		return s.decide(ctx, proxy.Request{AuthError: credErr}, call)
+	}
+	p, err := s.enf.Authenticate(ctx, creds)
+	if errors.Is(err, authn.ErrKeysUnavailable) {
+		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
+		return denyGRPC(rules.CodeInternal, "authentication keys unavailable; retry", ""), nil
+	}
+	if err != nil {
+		return s.decide(ctx, proxy.Request{AuthError: err}, call)
+	}
+	// The rebuilder calls the runtime with the credential it accepts for p.
+	ctx = metadata.NewOutgoingContext(ctx, s.upstreamMD(p, creds))
 
-	switch {
-	case path == service+"Send":
+	switch call {
+	case proxy.CallSend:
 		body, err := grpcMessage(h)
 		if err != nil {
 			return denyGRPC(rules.CodeInvalidEnvelope, err.Error(), ""), nil
@@ -145,8 +188,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if err := proto.Unmarshal(body, &sr); err != nil || sr.GetEnvelope() == nil {
 			return denyGRPC(rules.CodeInvalidEnvelope, "SendRequest does not decode or carries no envelope", ""), nil
 		}
-		return s.decide(ctx, proxy.Request{Credentials: creds, Envelope: sr.GetEnvelope()})
-	case controlOps[path] != "":
+		return s.decide(ctx, proxy.Request{Principal: &p, Envelope: sr.GetEnvelope()}, call)
+	case proxy.CallControl:
 		body, err := grpcMessage(h)
 		if err != nil {
 			return denyGRPC(rules.CodeInvalidEnvelope, err.Error(), ""), nil
@@ -155,35 +198,77 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if err := proto.Unmarshal(body, &cr); err != nil || cr.GetSessionId() == "" {
 			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
 		}
-		return s.decide(ctx, proxy.Request{Credentials: creds, Op: controlOps[path], SessionID: cr.GetSessionId()})
-	case discovery[path] && s.cfg.PublicDiscovery:
-		return allow("", "", s.cfg.PrincipalHeader), nil
+		return s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
 	}
 	// Every other call, StreamSession included: the caller must be
 	// authenticated; what it sends later on a stream is not seen here.
-	p, err := s.enf.Authenticate(ctx, creds)
-	if errors.Is(err, authn.ErrKeysUnavailable) {
-		return denyGRPC(rules.CodeInternal, "authentication keys unavailable; retry", ""), nil
+	return s.allow(p, ""), nil
+}
+
+// grpcRequest reports whether the request names a gRPC method Warden must
+// decide as gRPC, whatever its HTTP method and content type: a gRPC content
+// type, or a path that, once its query and fragment are cut, its escapes
+// decoded and its slashes merged, names the runtime's service or a
+// pass-through service. The upstream may route such a request to the method
+// whatever it is framed as.
+func (s *Server) grpcRequest(h *authv3.AttributeContext_HttpRequest) bool {
+	if grpcContentType(h.GetHeaders()["content-type"]) || strings.HasPrefix(strings.ToLower(h.GetHeaders()["content-type"]), "application/grpc") {
+		return true
 	}
-	if err != nil {
-		return denyGRPC(rules.CodeUnauthenticated, "authentication failed: "+authn.Reason(err), ""), nil
+	p := h.GetPath()
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
 	}
-	return allow(p.ID, "", s.cfg.PrincipalHeader), nil
+	if u, err := url.PathUnescape(p); err == nil {
+		p = u
+	}
+	for strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
+	}
+	p = strings.ToLower(p)
+	if strings.HasPrefix(p, strings.ToLower(service)) || strings.HasPrefix(p, "/macp.") {
+		return true
+	}
+	return s.methods.Lookup(h.GetPath()) != proxy.CallUnknown
+}
+
+// grpcContentType reports whether ct is gRPC's (application/grpc,
+// optionally +proto).
+func grpcContentType(ct string) bool {
+	return ct == "application/grpc" || ct == "application/grpc+proto"
+}
+
+// upstreamMD is the credential the runtime receives for p: the client's own
+// when p was authenticated from it, or the configured token for a principal
+// authenticated by certificate.
+func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD {
+	if authn.StripsCredentials(p) {
+		if t, ok := s.tokens[p.ID]; ok {
+			return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
+		}
+		return metadata.MD{}
+	}
+	return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+c.Bearer)
 }
 
 // decide runs the Enforcer and commits on allow: the upstream's reply is
 // invisible here.
-func (s *Server) decide(ctx context.Context, r proxy.Request) (*authv3.CheckResponse, error) {
+func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*authv3.CheckResponse, error) {
 	d, err := s.enf.Enforce(ctx, r)
 	if err != nil {
-		// Could not decide: refuse, retryable.
-		return denyGRPC(rules.CodeInternal, "warden could not decide this message; retry: "+err.Error(), ""), nil
+		// Could not decide: refuse, retryable; the detail goes to the log.
+		s.log.Warn("could not decide a MACP request; refusing it", "err", err)
+		return denyGRPC(rules.CodeInternal, "warden could not decide this message; retry", ""), nil
 	}
 	d.Settle(d.Allow)
 	if !d.Allow {
 		return denyGRPC(d.Code, d.Message, d.ID), nil
 	}
-	return allow(d.Principal, d.ID, s.cfg.PrincipalHeader), nil
+	p := authn.Principal{ID: d.Principal, Method: d.Via}
+	if r.Principal != nil {
+		p = *r.Principal
+	}
+	return s.allow(p, d.ID), nil
 }
 
 // grpcMessage returns the single gRPC message of a buffered unary request:
@@ -207,23 +292,20 @@ func grpcMessage(h *authv3.AttributeContext_HttpRequest) ([]byte, error) {
 	return body[5:], nil
 }
 
-// credentials reads the bearer (authorization or x-macp-token) and, when
-// Envoy terminated mTLS, the client certificate it forwards.
-func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) authn.Credentials {
-	var c authn.Credentials
-	if b, ok := strings.CutPrefix(headers["authorization"], "Bearer "); ok {
-		c.Bearer = strings.TrimSpace(b)
-	} else if t := headers["x-macp-token"]; t != "" {
-		c.Bearer = strings.TrimSpace(t)
-	}
+// credentials reads the request's credentials with the parser every adapter
+// shares (Envoy joins repeated headers with commas) and, when Envoy
+// terminated mTLS, the client certificate it forwards.
+func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) (authn.Credentials, error) {
+	var chain []*x509.Certificate
 	if pemURL := src.GetCertificate(); pemURL != "" {
 		if pem, err := url.QueryUnescape(pemURL); err == nil {
-			if cert := parsePEM(pem); cert != nil {
-				c.PeerCerts = cert
-			}
+			chain = parsePEM(pem)
 		}
 	}
-	return c
+	return authn.FromHeaders(func(name string) []string {
+		v, ok := headers[name]
+		return authn.SplitHeader(v, ok)
+	}, chain)
 }
 
 // denyGRPC answers a gRPC client: HTTP 200 with a trailers-only gRPC status,
@@ -262,19 +344,47 @@ func denyHTTP(status int32, msg string) *authv3.CheckResponse {
 	}
 }
 
-// allow lets the request through with the principal in a header and the
-// decision id in the dynamic metadata.
-func allow(principal, decisionID, principalHeader string) *authv3.CheckResponse {
+// allow lets the request through with the principal in the principal
+// header (a client's copy is always removed or overwritten, never passed)
+// and the decision id in the dynamic metadata. When p was authenticated by
+// certificate, the client's credential headers are removed and the
+// configured upstream token, if any, takes their place.
+func (s *Server) allow(p authn.Principal, decisionID string) *authv3.CheckResponse {
 	ok := &authv3.OkHttpResponse{}
-	if principal != "" {
-		ok.Headers = []*corev3.HeaderValueOption{header(principalHeader, principal)}
+	if p.ID != "" {
+		ok.Headers = []*corev3.HeaderValueOption{header(s.cfg.PrincipalHeader, p.ID)}
+	} else {
+		ok.HeadersToRemove = []string{s.cfg.PrincipalHeader}
+	}
+	if authn.StripsCredentials(p) {
+		ok.HeadersToRemove = append(ok.HeadersToRemove, authn.HeaderMACPToken)
+		if t, has := s.tokens[p.ID]; has {
+			ok.Headers = append(ok.Headers, header(authn.HeaderAuthorization, "Bearer "+t))
+		} else {
+			ok.HeadersToRemove = append(ok.HeadersToRemove, authn.HeaderAuthorization)
+		}
 	}
 	resp := &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code.Code_OK)}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok}}
 	if decisionID != "" {
-		md, _ := structpb.NewStruct(map[string]any{"decision_id": decisionID, "principal": principal})
+		md, _ := structpb.NewStruct(map[string]any{"decision_id": decisionID, "principal": p.ID})
 		resp.DynamicMetadata = md
 	}
 	return resp
+}
+
+// denyStatus answers a gRPC client with a bare gRPC status.
+func denyStatus(c code.Code, msg string) *authv3.CheckResponse {
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(c), Message: msg},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode_OK},
+			Headers: []*corev3.HeaderValueOption{
+				header("content-type", "application/grpc"),
+				header("grpc-status", fmt.Sprint(int32(c))),
+				header("grpc-message", url.PathEscape(msg)),
+			},
+		}},
+	}
 }
 
 func header(k, v string) *corev3.HeaderValueOption {

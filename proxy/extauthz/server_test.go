@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -228,4 +229,164 @@ func BenchmarkCheck(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestFrontDoor: what ext_authz decides as gRPC, and what it passes upstream
+// as identity, whatever the request is framed as.
+func TestFrontDoor(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, Config{Listen: "unused", MCP: true, PublicDiscovery: true})
+	send, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
+	with := func(r *authv3.CheckRequest, f func(h *authv3.AttributeContext_HttpRequest)) *authv3.CheckRequest {
+		f(r.GetAttributes().GetRequest().GetHttp())
+		return r
+	}
+	framed := func(method, ct string) func(h *authv3.AttributeContext_HttpRequest) {
+		return func(h *authv3.AttributeContext_HttpRequest) {
+			h.Method, h.Headers[":method"] = method, method
+			h.Headers["content-type"] = ct
+		}
+	}
+	tests := []struct {
+		name     string
+		req      *authv3.CheckRequest
+		grpcCode code.Code
+		// removed lists headers the allowed request must lose; principal is
+		// the principal header it must carry ("" for none).
+		removed   []string
+		principal string
+	}{
+		{name: "query on the method path", req: checkRequest(service+"Send?x=1", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "fragment on the method path", req: checkRequest(service+"Send#f", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "escaped method name", req: checkRequest(service+"Se%6Ed", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "query on a listing", req: checkRequest(service+"ListSessions?x=1", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "unknown method", req: checkRequest(service+"Nope", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "Send framed as GET", req: with(checkRequest(service+"Send", "a", frame(send)), framed("GET", "application/grpc")), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "Send framed as PUT text", req: with(checkRequest(service+"Send", "a", frame(send)), framed("PUT", "text/plain")), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "Send framed as JSON POST", req: with(checkRequest(service+"Send", "a", frame(send)), framed("POST", "application/json")), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "Send framed as DELETE with a query", req: with(checkRequest(service+"Send?x", "a", frame(send)), framed("DELETE", "")), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "two credentials naming different principals", req: with(checkRequest(service+"StreamSession", "bob", nil), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["x-macp-token"] = "alice"
+		}), grpcCode: code.Code_UNAUTHENTICATED},
+		{name: "comma-joined authorization headers", req: with(checkRequest(service+"StreamSession", "", nil), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["authorization"] = "Bearer alice,Bearer bob"
+		}), grpcCode: code.Code_UNAUTHENTICATED},
+		{name: "lower-case bearer", req: with(checkRequest(service+"StreamSession", "", nil), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["authorization"] = "bearer alice"
+		}), principal: "alice"},
+		{name: "a client's principal header is overwritten", req: with(checkRequest(service+"StreamSession", "alice", nil), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["x-warden-principal"] = "planner"
+		}), principal: "alice"},
+		{name: "public discovery drops a client's principal header", req: with(checkRequest(service+"ListModes", "", frame(nil)), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["x-warden-principal"] = "planner"
+		}), removed: []string{"x-warden-principal"}},
+		{name: "health without credentials", req: checkRequest("/grpc.health.v1.Health/Check", "", frame(nil)), removed: []string{"x-warden-principal"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := srv.Check(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := code.Code(resp.GetStatus().GetCode()); got != tc.grpcCode {
+				t.Fatalf("status %v (%s), want %v", got, resp.GetStatus().GetMessage(), tc.grpcCode)
+			}
+			ok := resp.GetOkResponse()
+			if tc.grpcCode != code.Code_OK {
+				if ok != nil {
+					t.Fatal("allowed")
+				}
+				return
+			}
+			var principal string
+			for _, h := range ok.GetHeaders() {
+				if h.GetHeader().GetKey() == "x-warden-principal" {
+					principal = h.GetHeader().GetValue()
+				}
+			}
+			if principal != tc.principal {
+				t.Errorf("principal header %q, want %q", principal, tc.principal)
+			}
+			for _, r := range tc.removed {
+				if !slices.Contains(ok.GetHeadersToRemove(), r) {
+					t.Errorf("%s is not removed: %v", r, ok.GetHeadersToRemove())
+				}
+			}
+		})
+	}
+}
+
+// TestMCPFrontDoor: ext_authz in MCP mode reads credentials with the shared
+// parser, answers a valid RFC 6750 challenge and takes Streamable HTTP's
+// methods only.
+func TestMCPFrontDoor(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, Config{Listen: "unused", MCP: true, AllowedOrigins: []string{"https://app.example"}})
+	req := func(method string, headers map[string]string) *authv3.CheckRequest {
+		h := map[string]string{"content-type": "application/json", "accept": "application/json, text/event-stream"}
+		for k, v := range headers {
+			h[k] = v
+		}
+		return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: method, Path: "/mcp", Host: "mcp.local", Headers: h, RawBody: []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`),
+		}}}}
+	}
+	tests := []struct {
+		name      string
+		req       *authv3.CheckRequest
+		status    int32 // 0: allowed
+		challenge string
+	}{
+		{"no credentials", req("POST", nil), 401, "Bearer"},
+		{"two credentials", req("POST", map[string]string{"authorization": "bearer bob", "x-macp-token": "alice"}), 401, `Bearer error="invalid_token", error_description="invalid_credentials"`},
+		{"lower-case bearer", req("POST", map[string]string{"authorization": "bearer bob"}), 0, ""},
+		{"PUT", req("PUT", map[string]string{"authorization": "Bearer bob"}), 405, ""},
+		{"configured origin", req("POST", map[string]string{"authorization": "Bearer bob", "origin": "https://app.example"}), 0, ""},
+		{"foreign origin", req("POST", map[string]string{"authorization": "Bearer bob", "origin": "https://evil.example"}), 403, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := srv.Check(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dr := resp.GetDeniedResponse()
+			if tc.status == 0 {
+				if dr != nil {
+					t.Fatalf("denied: %v", resp.GetStatus())
+				}
+				return
+			}
+			if dr == nil || int32(dr.GetStatus().GetCode()) != tc.status {
+				t.Fatalf("got %v, want HTTP %d", resp, tc.status)
+			}
+			var challenge string
+			for _, h := range dr.GetHeaders() {
+				if h.GetHeader().GetKey() == "www-authenticate" {
+					challenge = h.GetHeader().GetValue()
+				}
+			}
+			if challenge != tc.challenge {
+				t.Fatalf("challenge %q, want %q", challenge, tc.challenge)
+			}
+		})
+	}
+}
+
+// newServer is a Server with the default policies and an empty session table.
+func newServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := replay.NewEnforcer(engine, &replay.Transcript{Name: "x"}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, enf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,17 +31,18 @@ func recvOne(ss grpc.ServerStream) (*frame, error) {
 	return f, nil
 }
 
-// invoke forwards one unary request and relays the upstream's headers.
-func (s *Server) invoke(ss grpc.ServerStream, method string, req *frame) (*frame, error) {
+// invoke forwards one unary request with the upstream context ctx and
+// relays the upstream's headers.
+func (s *Server) invoke(ctx context.Context, ss grpc.ServerStream, method string, req *frame) (*frame, error) {
 	var header, trailer metadata.MD
 	resp := &frame{}
-	err := s.up.Invoke(outgoing(ss.Context()), method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
+	err := s.up.Invoke(ctx, method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
 	if len(header) > 0 {
 		_ = ss.SetHeader(header)
 	}
 	ss.SetTrailer(trailer)
 	if err != nil {
-		return nil, err
+		return nil, s.upstreamError(err)
 	}
 	return resp, nil
 }
@@ -52,12 +55,76 @@ func refusal(d proxy.Decision, sessionID, messageID string) *macpv1.Ack {
 	}
 }
 
-// undecided maps "could not decide" onto the wire: refused, retryable.
-func undecided(err error) error {
+// undecided maps "could not decide" onto the wire, once for every MACP call:
+// refused, retryable, with a generic text for the client and the detail in
+// the log.
+func (s *Server) undecided(ctx context.Context, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err).Err()
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
 	}
-	return status.Error(codes.Unavailable, "warden could not decide this message; retry: "+err.Error())
+	s.log.Warn("could not decide a MACP message; refusing it", "err", err)
+	return status.Error(codes.Unavailable, "warden could not decide this message; retry")
+}
+
+// upstreamError is what the client sees when the call to the runtime failed:
+// the runtime's own status passes; a transport failure (runtime down,
+// unreachable) is UNAVAILABLE without Warden's internal address or error
+// text, which go to the log.
+func (s *Server) upstreamError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		s.log.Warn("runtime call failed", "err", err)
+		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
+	}
+	if st.Code() == codes.Unavailable || st.Code() == codes.Unknown && strings.Contains(st.Message(), "transport") {
+		s.log.Warn("runtime unavailable", "err", err)
+		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
+	}
+	return err
+}
+
+// decide authenticates the call through the front door and decides r; ctx
+// is returned with the metadata the runtime is to receive.
+func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, context.Context, error) {
+	c, err := credentialsOf(ctx)
+	var p authn.Principal
+	if err == nil {
+		p, err = s.enf.Authenticate(ctx, c)
+	}
+	if errors.Is(err, authn.ErrKeysUnavailable) {
+		return proxy.Decision{}, nil, err
+	}
+	if err != nil {
+		r.AuthError = err
+	} else {
+		r.Principal = &p
+		ctx = s.upstreamContext(ctx, p)
+	}
+	d, err := s.enf.Enforce(ctx, r)
+	return d, ctx, err
+}
+
+// settle ends a decision by the runtime's answer to the message: accepted
+// commits the state. When the answer shows Warden's state no longer follows
+// the runtime (it does not know the session, it applied a retransmission as
+// new, or the answer was lost), the session is forgotten and rebuilt on its
+// next message.
+func (s *Server) settle(ctx context.Context, d proxy.Decision, ack *macpv1.Ack, err error) {
+	switch {
+	case err != nil:
+		d.Settle(false)
+		s.enf.Forget(ctx, d.SessionID)
+	case ack.GetOk() && d.Duplicate && !ack.GetDuplicate():
+		d.Settle(false)
+		s.enf.Forget(ctx, d.SessionID)
+	case !ack.GetOk() && ack.GetError().GetCode() == string(rules.CodeSessionNotFound):
+		d.Settle(false)
+		s.enf.Forget(ctx, d.SessionID)
+	default:
+		d.Settle(ack.GetOk() && !ack.GetDuplicate())
+	}
 }
 
 // send decides one Send and forwards it when allowed. It is registered as
@@ -73,27 +140,28 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 		return nil, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
 	}
 	env := sr.GetEnvelope()
-	d, err := s.enf.Enforce(ctx, proxy.Request{Credentials: credentialsOf(ctx), Envelope: env})
+	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env})
 	if err != nil {
-		return nil, undecided(err)
+		return nil, s.undecided(ctx, err)
 	}
 	if !d.Allow {
 		return &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())}, nil
 	}
 	var header, trailer metadata.MD
 	resp := &frame{}
-	err = s.up.Invoke(outgoing(ctx), methodSend, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
+	err = s.up.Invoke(upctx, methodSend, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
 	if len(header) > 0 {
 		_ = grpc.SetHeader(ctx, header)
 	}
 	_ = grpc.SetTrailer(ctx, trailer)
-	if err != nil {
-		d.Settle(false)
-		return nil, err
-	}
 	var out macpv1.SendResponse
-	accepted := proto.Unmarshal(resp.b, &out) == nil && out.GetAck().GetOk()
-	d.Settle(accepted && !out.GetAck().GetDuplicate())
+	if err == nil && proto.Unmarshal(resp.b, &out) != nil {
+		err = errors.New("the runtime's SendResponse does not decode")
+	}
+	s.settle(ctx, d, out.GetAck(), err)
+	if err != nil {
+		return nil, s.upstreamError(err)
+	}
 	return resp, nil
 }
 
@@ -107,21 +175,23 @@ func (s *Server) control(ss grpc.ServerStream, op string) error {
 	if err := proto.Unmarshal(req.b, &cr); err != nil || cr.GetSessionId() == "" {
 		return status.Error(codes.InvalidArgument, op+" request does not decode or names no session")
 	}
-	d, err := s.enf.Enforce(ss.Context(), proxy.Request{Credentials: credentialsOf(ss.Context()), Op: op, SessionID: cr.GetSessionId()})
+	d, upctx, err := s.decide(ss.Context(), proxy.Request{Op: op, SessionID: cr.GetSessionId()})
 	if err != nil {
-		return undecided(err)
+		return s.undecided(ss.Context(), err)
 	}
 	if !d.Allow {
 		// The runtime refuses control RPCs with a gRPC status, not an Ack.
 		return status.Error(codes.Code(d.Code.GRPCStatus()), string(d.Code)+": "+d.Message+" (warden decision "+d.ID+")")
 	}
-	resp, err := s.invoke(ss, service+op, req)
+	resp, err := s.invoke(upctx, ss, service+op, req)
+	var out macpv1.CancelSessionResponse
+	if err == nil && proto.Unmarshal(resp.b, &out) != nil {
+		err = errors.New("the runtime's control response does not decode")
+	}
+	s.settle(ss.Context(), d, out.GetAck(), err)
 	if err != nil {
-		d.Settle(false)
 		return err
 	}
-	var out macpv1.CancelSessionResponse
-	d.Settle(proto.Unmarshal(resp.b, &out) == nil && out.GetAck().GetOk())
 	return ss.SendMsg(resp)
 }
 
@@ -133,7 +203,7 @@ func member(m *macpv1.SessionMetadata, id string) bool {
 // authedUnary authenticates a unary call, forwards it and decodes the
 // response into out, so the caller can filter what the caller may see.
 func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Message) (authn.Principal, *frame, error) {
-	p, err := s.principal(ss.Context())
+	p, ctx, err := s.admit(ss.Context())
 	if err != nil {
 		return p, nil, err
 	}
@@ -141,7 +211,7 @@ func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Mess
 	if err != nil {
 		return p, nil, err
 	}
-	resp, err := s.invoke(ss, method, req)
+	resp, err := s.invoke(ctx, ss, method, req)
 	if err != nil {
 		return p, nil, err
 	}
@@ -151,16 +221,25 @@ func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Mess
 	return p, resp, nil
 }
 
+// errNoSession is the one answer for a session the caller may not see,
+// whether it exists or not, so that session ids cannot be probed.
+var errNoSession = status.Error(codes.NotFound, "session not found")
+
 // getSession shows a session only to its participants; to anyone else it
-// looks like an unknown session.
+// looks exactly like an unknown session (the runtime's PermissionDenied for
+// an existing session included).
 func (s *Server) getSession(ss grpc.ServerStream) error {
 	var out macpv1.GetSessionResponse
 	p, resp, err := s.authedUnary(ss, methodGet, &out)
-	if err != nil {
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.NotFound, codes.PermissionDenied:
+		return errNoSession
+	default:
 		return err
 	}
 	if !member(out.GetMetadata(), p.ID) {
-		return status.Error(codes.NotFound, "session not found")
+		return errNoSession
 	}
 	return ss.SendMsg(resp)
 }
@@ -168,7 +247,7 @@ func (s *Server) getSession(ss grpc.ServerStream) error {
 // listSessions lists only the caller's sessions.
 func (s *Server) listSessions(ss grpc.ServerStream) error {
 	var out macpv1.ListSessionsResponse
-	p, resp, err := s.authedUnary(ss, methodList, &out)
+	p, resp, err := s.authedUnary(ss, service+"ListSessions", &out)
 	if err != nil {
 		return err
 	}
@@ -187,11 +266,13 @@ func (s *Server) listSessions(ss grpc.ServerStream) error {
 
 // watchSessions relays only the lifecycle events of the caller's sessions.
 func (s *Server) watchSessions(ss grpc.ServerStream) error {
-	p, err := s.principal(ss.Context())
+	p, ctx, err := s.admit(ss.Context())
 	if err != nil {
 		return err
 	}
-	return s.relay(ss, methodWatch, func(f *frame) (bool, error) {
+	ctx, stop := s.guard(ctx, p)
+	defer stop()
+	return s.relay(ss, service+"WatchSessions", ctx, func(f *frame) (bool, error) {
 		var ev macpv1.WatchSessionsResponse
 		if err := proto.Unmarshal(f.b, &ev); err != nil {
 			return false, status.Error(codes.Internal, "upstream WatchSessionsResponse does not decode")
@@ -203,14 +284,15 @@ func (s *Server) watchSessions(ss grpc.ServerStream) error {
 // registerPolicy forwards a registration and, when the runtime accepts it,
 // records the descriptor so sessions can bind it.
 func (s *Server) registerPolicy(ss grpc.ServerStream) error {
-	if _, err := s.principal(ss.Context()); err != nil {
+	_, ctx, err := s.admit(ss.Context())
+	if err != nil {
 		return err
 	}
 	req, err := recvOne(ss)
 	if err != nil {
 		return err
 	}
-	resp, err := s.invoke(ss, methodRegisterPo, req)
+	resp, err := s.invoke(ctx, ss, methodRegisterPo, req)
 	if err != nil {
 		return err
 	}
@@ -228,19 +310,15 @@ func (s *Server) registerPolicy(ss grpc.ServerStream) error {
 	return ss.SendMsg(resp)
 }
 
-// pipe forwards a call of any shape untouched.
-func (s *Server) pipe(ss grpc.ServerStream, method string) error {
-	return s.relay(ss, method, nil)
-}
-
-// relay runs a call of any shape against the upstream: client frames go up
-// as they come, upstream frames come down through keep (nil keeps all).
-func (s *Server) relay(ss grpc.ServerStream, method string, keep func(*frame) (bool, error)) error {
-	ctx, cancel := context.WithCancel(outgoing(ss.Context()))
+// relay runs a call of any shape against the upstream with the upstream
+// context upctx: client frames go up as they come, upstream frames come down
+// through keep (nil keeps all).
+func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Context, keep func(*frame) (bool, error)) error {
+	ctx, cancel := context.WithCancel(upctx)
 	defer cancel()
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
 	if err != nil {
-		return err
+		return s.upstreamError(err)
 	}
 	upErr := make(chan error, 1)
 	go func() {
@@ -272,7 +350,7 @@ func (s *Server) relay(ss grpc.ServerStream, method string, keep func(*frame) (b
 		}
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
-			return err
+			return s.streamEnd(ctx, err)
 		}
 		if keep != nil {
 			ok, err := keep(f)
@@ -289,36 +367,64 @@ func (s *Server) relay(ss grpc.ServerStream, method string, keep func(*frame) (b
 	}
 }
 
+// echoTimeout bounds how long an allowed StreamSession envelope holds its
+// session waiting for the runtime to echo it; past it the decision is
+// released and the session rebuilt from the runtime on its next message.
+const echoTimeout = 10 * time.Second
+
 // streamSession enforces every envelope a client sends on a StreamSession and
-// commits the state when the runtime echoes the envelope back.
+// commits the state when the runtime echoes the envelope back. A Progress,
+// which the runtime relays to signal watchers instead of echoing, is settled
+// when forwarded, so that it never holds its session.
 func (s *Server) streamSession(ss grpc.ServerStream) error {
-	p, err := s.principal(ss.Context())
+	p, upctx, err := s.admit(ss.Context())
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(outgoing(ss.Context()))
+	gctx, stop := s.guard(upctx, p)
+	defer stop()
+	ctx, cancel := context.WithCancel(gctx)
 	defer cancel()
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
 	if err != nil {
-		return err
+		return s.upstreamError(err)
 	}
 	var (
 		mu      sync.Mutex // serializes writes to the client and guards pending
 		pending = map[string]proxy.Decision{}
 	)
-	settleAll := func() {
+	// release ends one pending decision if it is still d's.
+	release := func(id string, accepted bool, forget bool) {
 		mu.Lock()
-		defer mu.Unlock()
-		for id, d := range pending {
-			d.Settle(false)
-			delete(pending, id)
+		d, ok := pending[id]
+		delete(pending, id)
+		mu.Unlock()
+		if !ok {
+			return
+		}
+		d.Settle(accepted)
+		if forget {
+			s.enf.Forget(context.WithoutCancel(ctx), d.SessionID)
 		}
 	}
-	defer settleAll()
+	defer func() {
+		mu.Lock()
+		ids := make([]string, 0, len(pending))
+		for id := range pending {
+			ids = append(ids, id)
+		}
+		mu.Unlock()
+		for _, id := range ids {
+			release(id, false, true) // the answer is lost with the stream
+		}
+	}()
 	toClient := func(m any) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return ss.SendMsg(m)
+	}
+	streamErr := func(code rules.Code, msg, sid, mid string) {
+		_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
 	}
 
 	go func() {
@@ -332,15 +438,20 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				}
 				return
 			}
+			if ctx.Err() != nil {
+				return
+			}
 			var req macpv1.StreamSessionRequest
 			if err := proto.Unmarshal(f.b, &req); err != nil {
-				_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(rules.CodeInvalidEnvelope), Message: "StreamSessionRequest does not decode"}}})
+				streamErr(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
 				continue
 			}
+			var settleNow *proxy.Decision
 			if env := req.GetEnvelope(); env != nil {
 				d, err := s.enf.Enforce(ctx, proxy.Request{Principal: &p, Envelope: env})
 				if err != nil {
-					_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(rules.CodeInternal), Message: "warden could not decide this message; retry", SessionId: env.GetSessionId(), MessageId: env.GetMessageId()}}})
+					s.log.Warn("could not decide a MACP stream message; refusing it", "err", err)
+					streamErr(rules.CodeInternal, "warden could not decide this message; retry", env.GetSessionId(), env.GetMessageId())
 					continue
 				}
 				if !d.Allow {
@@ -348,19 +459,27 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 					_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 					continue
 				}
-				mu.Lock()
-				if old, ok := pending[env.GetMessageId()]; ok {
-					old.Settle(false)
+				if env.GetMessageType() == rules.TypeProgress {
+					settleNow = &d
+				} else {
+					id := env.GetMessageId()
+					release(id, false, true)
+					mu.Lock()
+					pending[id] = d
+					mu.Unlock()
+					time.AfterFunc(echoTimeout, func() { release(id, false, true) })
 				}
-				pending[env.GetMessageId()] = d
-				mu.Unlock()
 			} else if sid := req.GetSubscribeSessionId(); sid != "" {
 				if err := s.checkMember(ctx, sid, p); err != nil {
-					_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(rules.CodeForbidden), Message: "only participants may subscribe to a session", SessionId: sid}}})
+					streamErr(rules.CodeForbidden, "only participants may subscribe to a session", sid, "")
 					continue
 				}
 			}
-			if err := cs.SendMsg(f); err != nil {
+			err := cs.SendMsg(f)
+			if settleNow != nil {
+				settleNow.Settle(err == nil)
+			}
+			if err != nil {
 				return
 			}
 		}
@@ -377,28 +496,75 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			return err
+			return s.streamEnd(ctx, err)
 		}
 		var resp macpv1.StreamSessionResponse
 		if proto.Unmarshal(f.b, &resp) == nil {
-			mu.Lock()
 			if env := resp.GetEnvelope(); env != nil {
-				if d, ok := pending[env.GetMessageId()]; ok {
-					d.Settle(true) // the runtime accepted and echoed it
-					delete(pending, env.GetMessageId())
-				}
+				release(env.GetMessageId(), true, false) // the runtime accepted and echoed it
 			} else if e := resp.GetError(); e != nil {
-				if d, ok := pending[e.GetMessageId()]; ok {
-					d.Settle(false)
-					delete(pending, e.GetMessageId())
-				}
+				release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
 			}
-			mu.Unlock()
 		}
 		if err := toClient(f); err != nil {
 			return err
 		}
 	}
+}
+
+// watchSignals relays ambient signals to every authenticated caller and the
+// signals of a session (Progress) only to its participants: the runtime
+// sends every session's signals to every watcher.
+func (s *Server) watchSignals(ss grpc.ServerStream) error {
+	p, ctx, err := s.admit(ss.Context())
+	if err != nil {
+		return err
+	}
+	ctx, stop := s.guard(ctx, p)
+	defer stop()
+	const maxKnown = 4096
+	known := map[string]bool{} // session -> the caller takes part; only this goroutine uses it
+	return s.relay(ss, service+"WatchSignals", ctx, func(f *frame) (bool, error) {
+		var ev macpv1.WatchSignalsResponse
+		if err := proto.Unmarshal(f.b, &ev); err != nil {
+			return false, status.Error(codes.Internal, "the runtime's WatchSignalsResponse does not decode")
+		}
+		sid := ev.GetEnvelope().GetSessionId()
+		if sid == "" {
+			return true, nil
+		}
+		ok, seen := known[sid]
+		if !seen {
+			if len(known) >= maxKnown {
+				clear(known)
+			}
+			ok = s.checkMember(ctx, sid, p) == nil
+			known[sid] = ok
+		}
+		return ok, nil
+	})
+}
+
+// errCredentialGone ends a long-lived call whose credential expired or was
+// revoked while it was open.
+var errCredentialGone = errors.New("the credential expired or was revoked")
+
+// guard returns ctx cancelled once p's credential stops being valid: at its
+// expiry, or when re-authenticating the call's credentials every
+// CredentialCheck interval fails (a token removed from the static file and
+// reloaded, a key removed from the JWKS) or names someone else. stop ends
+// the watch.
+func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context, func()) {
+	c, _ := credentialsOf(ctx)
+	return s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
+}
+
+// streamEnd is what the client sees when a relayed stream ends with err.
+func (s *Server) streamEnd(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errCredentialGone) {
+		return status.Error(codes.Unauthenticated, "authentication failed: the credential expired or was revoked")
+	}
+	return s.upstreamError(err)
 }
 
 // checkMember asks the runtime, with the caller's own credentials, whether

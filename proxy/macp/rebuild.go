@@ -42,11 +42,11 @@ func NewRebuilder(up *Upstream, log *slog.Logger) *Rebuilder {
 var errDiverged = errors.New("the runtime's history holds a message Warden's rules refuse")
 
 // Rebuild returns the session's state, or nil when the runtime does not know
-// the session.
+// the session or does not show it to the caller. It calls the runtime with
+// ctx's outgoing metadata: the adapter's credential for the caller.
 func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Session, error) {
-	ctx = outgoing(ctx)
 	meta, err := sessionMetadata(ctx, r.up, sessionID)
-	if status.Code(err) == codes.NotFound {
+	if c := status.Code(err); c == codes.NotFound || c == codes.PermissionDenied {
 		return nil, nil
 	}
 	if err != nil {
@@ -95,18 +95,19 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	// (not the SessionStart): the replay is complete when that many have come.
 	var s *rules.Session
 	seen := 0
+	suspended := false // the history holds suspensions, which move the deadline
 	for want == 0 || s == nil || seen < want {
 		var f *frame
 		select {
 		case f = <-frames:
 		case err := <-errc:
 			if errors.Is(err, io.EOF) && s != nil {
-				return r.finish(s, meta), nil
+				return r.finish(s, meta, suspended), nil
 			}
 			return nil, fmt.Errorf("replay: %w", err)
 		case <-time.After(r.Quiet):
 			if s != nil {
-				return r.finish(s, meta), nil
+				return r.finish(s, meta, suspended), nil
 			}
 			return nil, errors.New("replay: the runtime sent no history")
 		case <-sctx.Done():
@@ -125,9 +126,15 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 		}
 		switch env.GetMessageType() {
 		case rules.TypeSessionCancel, rules.TypeSessionSuspend, rules.TypeSessionResume:
+			suspended = suspended || env.GetMessageType() != rules.TypeSessionCancel
 			continue // runtime annotations; the final state comes from the metadata
 		}
+		// A client timestamp is taken as the message's time, within the same
+		// caps as a live decision: never ahead of Warden's clock.
 		ts := env.GetTimestampUnixMs()
+		if wall := time.Now().UnixMilli(); ts <= 0 || ts > wall {
+			ts = wall
+		}
 		var out rules.Outcome
 		if env.GetMessageType() == rules.TypeSessionStart {
 			out = rules.Start(s, env, env.GetSender(), lookup, ts)
@@ -148,17 +155,24 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	if s == nil {
 		return nil, errors.New("replay: no SessionStart in the history")
 	}
-	return r.finish(s, meta), nil
+	return r.finish(s, meta, suspended), nil
 }
 
 // finish applies what only the metadata knows: the lifecycle state set by
-// control RPCs and the deadline on the runtime's clock.
-func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata) *rules.Session {
+// control RPCs and the deadline on the runtime's clock. The runtime's
+// deadline is taken when it is earlier than the one the replay computed;
+// a later one only as far as suspensions in the history explain it, so a
+// deadline the runtime stretched from a client's timestamp is not adopted.
+func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata, suspended bool) *rules.Session {
 	if st := rules.State(meta.GetState()); st != rules.StateUnspecified {
 		s.State = st
 	}
 	if d := meta.GetExpiresAtUnixMs(); d > 0 {
-		s.DeadlineMs = d
+		limit := s.DeadlineMs
+		if suspended {
+			limit += s.MaxSuspendMs
+		}
+		s.DeadlineMs = min(d, limit)
 	}
 	return s
 }
@@ -187,7 +201,7 @@ func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescript
 		return rules.PolicyDescriptor{}, false, err
 	}
 	resp := &frame{}
-	err = r.up.Invoke(outgoing(ctx), service+"GetPolicy", &frame{b: req}, resp)
+	err = r.up.Invoke(ctx, service+"GetPolicy", &frame{b: req}, resp)
 	if status.Code(err) == codes.NotFound {
 		return rules.PolicyDescriptor{}, false, nil
 	}

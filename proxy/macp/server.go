@@ -56,6 +56,18 @@ type Config struct {
 	PublicDiscovery bool `yaml:"public_discovery" json:"public_discovery"`
 	// ShutdownTimeout bounds how long in-flight calls may drain on shutdown.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// PassThrough are the gRPC services (package.Service) forwarded without
+	// credentials besides the runtime's own; nil means gRPC health and
+	// reflection. Every other path is refused with UNIMPLEMENTED.
+	PassThrough []string `yaml:"pass_through" json:"pass_through"`
+	// UpstreamTokensFile maps principals authenticated by client
+	// certificate to the token presented to the runtime for them (the
+	// runtime's own token file serves); their client-sent credentials are
+	// stripped. Without an entry the call reaches the runtime with none.
+	UpstreamTokensFile string `yaml:"upstream_tokens_file" json:"upstream_tokens_file"`
+	// CredentialCheck is how often an open stream's credential is checked
+	// again (expiry, revocation by reload or JWKS change); default 1s.
+	CredentialCheck time.Duration `yaml:"credential_check" json:"credential_check"`
 }
 
 // Defaults.
@@ -79,17 +91,22 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < 0 {
 		errs = append(errs, errors.New("macp.max_message_bytes: negative"))
 	}
+	if c.CredentialCheck < 0 {
+		errs = append(errs, errors.New("macp.credential_check: negative"))
+	}
 	return errors.Join(errs...)
 }
 
 // Server is the MACP sidecar.
 type Server struct {
-	cfg Config
-	enf *proxy.Enforcer
-	log *slog.Logger
-	tp  trace.TracerProvider
-	up  *grpc.ClientConn
-	srv *grpc.Server
+	cfg     Config
+	methods proxy.Methods
+	tokens  authn.UpstreamTokens
+	enf     *proxy.Enforcer
+	log     *slog.Logger
+	tp      trace.TracerProvider
+	up      *grpc.ClientConn
+	srv     *grpc.Server
 }
 
 // Upstream is the connection to the runtime, shared by the sidecar and the
@@ -152,6 +169,12 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.PassThrough == nil {
+		c.PassThrough = proxy.DefaultPassThrough
+	}
+	if c.CredentialCheck == 0 {
+		c.CredentialCheck = proxy.DefaultCredentialCheck
+	}
 	return c
 }
 
@@ -164,7 +187,15 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg.withDefaults(), enf: enf, log: log, tp: tp, up: up.conn}, nil
+	cfg = cfg.withDefaults()
+	var tokens authn.UpstreamTokens
+	if cfg.UpstreamTokensFile != "" {
+		var err error
+		if tokens, err = authn.LoadUpstreamTokens(cfg.UpstreamTokensFile); err != nil {
+			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
+		}
+	}
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conn}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -255,90 +286,120 @@ func loadPool(file string) (*x509.CertPool, error) {
 
 // Full method names.
 const (
-	service          = "/macp.v1.MACPRuntimeService/"
+	service          = proxy.MACPService
 	methodSend       = service + "Send"
 	methodStream     = service + "StreamSession"
 	methodGet        = service + "GetSession"
-	methodList       = service + "ListSessions"
-	methodWatch      = service + "WatchSessions"
-	methodCancel     = service + "CancelSession"
-	methodSuspend    = service + "SuspendSession"
-	methodResume     = service + "ResumeSession"
 	methodRegisterPo = service + "RegisterPolicy"
 )
 
-// discovery RPCs answer without credentials when PublicDiscovery is set.
-var discovery = map[string]bool{
-	service + "Initialize": true, service + "GetManifest": true, service + "ListModes": true,
-	service + "ListRoots": true, service + "ListExtModes": true, service + "WatchModeRegistry": true,
-	service + "WatchRoots": true, "/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
-}
-
-// handle dispatches every call: Warden registers no typed service.
+// handle dispatches every call but Send by the one method table the sidecar
+// and ext_authz share: a path that is not exactly a runtime method or a
+// pass-through service is refused, never piped.
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
 	}
-	switch method {
-	case methodStream:
+	switch s.methods.Lookup(method) {
+	case proxy.CallStream:
 		return s.streamSession(ss)
-	case methodCancel, methodSuspend, methodResume:
+	case proxy.CallControl:
 		return s.control(ss, strings.TrimPrefix(method, service))
-	case methodGet:
+	case proxy.CallGetSession:
 		return s.getSession(ss)
-	case methodList:
+	case proxy.CallListSessions:
 		return s.listSessions(ss)
-	case methodWatch:
+	case proxy.CallWatchSessions:
 		return s.watchSessions(ss)
-	case methodRegisterPo:
+	case proxy.CallWatchSignals:
+		return s.watchSignals(ss)
+	case proxy.CallRegisterPolicy:
 		return s.registerPolicy(ss)
-	}
-	if !(discovery[method] && s.cfg.PublicDiscovery) {
-		if _, err := s.principal(ss.Context()); err != nil {
-			return err
+	case proxy.CallPassThrough:
+		return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
+	case proxy.CallDiscovery:
+		if s.cfg.PublicDiscovery {
+			return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
 		}
+	case proxy.CallAuthenticated:
+	default: // CallUnknown, and CallSend reached by another route
+		return status.Errorf(codes.Unimplemented, "unknown method %q", method)
 	}
-	return s.pipe(ss, method)
+	p, ctx, err := s.admit(ss.Context())
+	if err != nil {
+		return err
+	}
+	ctx, stop := s.guard(ctx, p)
+	defer stop()
+	return s.relay(ss, method, ctx, nil)
 }
 
-// credentials extracts what authn needs from the call.
-func credentialsOf(ctx context.Context) authn.Credentials {
-	var c authn.Credentials
+// credentialsOf extracts what authn needs from the call with the one
+// credential parser every adapter shares.
+func credentialsOf(ctx context.Context) (authn.Credentials, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("authorization"); len(v) > 0 {
-		if b, ok := strings.CutPrefix(v[0], "Bearer "); ok {
-			c.Bearer = strings.TrimSpace(b)
-		}
-	}
-	if c.Bearer == "" {
-		if v := md.Get("x-macp-token"); len(v) > 0 {
-			c.Bearer = strings.TrimSpace(v[0])
-		}
-	}
+	var chain []*x509.Certificate
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-			c.PeerCerts = ti.State.VerifiedChains[0]
+			chain = ti.State.VerifiedChains[0]
 		}
 	}
-	return c
+	return authn.FromHeaders(md.Get, chain)
 }
 
-// principal authenticates the call, mapping a failure to the gRPC status the
-// runtime uses.
-func (s *Server) principal(ctx context.Context) (authn.Principal, error) {
-	p, err := s.enf.Authenticate(ctx, credentialsOf(ctx))
+// admit authenticates the call and returns the principal and the context for
+// calls to the runtime on its behalf (see upstreamMD). A failure is mapped to
+// the gRPC status the runtime uses.
+func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, error) {
+	c, err := credentialsOf(ctx)
+	var p authn.Principal
+	if err == nil {
+		p, err = s.enf.Authenticate(ctx, c)
+	}
 	switch {
 	case errors.Is(err, authn.ErrKeysUnavailable):
-		return p, status.Error(codes.Unavailable, "authentication keys unavailable; retry")
+		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
+		return p, nil, status.Error(codes.Unavailable, "authentication keys unavailable; retry")
 	case err != nil:
-		return p, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err))
+		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err))
 	}
-	return p, nil
+	return p, s.upstreamContext(ctx, p), nil
 }
 
-// outgoing forwards the caller's metadata (its credential included) upstream.
-func outgoing(ctx context.Context) context.Context {
+// upstreamContext is ctx with the metadata the runtime receives for a call
+// made as p: the caller's metadata without the identity headers Warden
+// owns, and the credential the runtime can check for p. A credential the
+// client sent is forwarded unchanged when it is what p was authenticated
+// from; when p was authenticated by something the runtime cannot see (a
+// client certificate), client credentials are stripped and the configured
+// upstream token for p, if any, is presented instead.
+func (s *Server) upstreamContext(ctx context.Context, p authn.Principal) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx)
-	return metadata.NewOutgoingContext(ctx, md.Copy())
+	md = md.Copy()
+	delete(md, principalHeader)
+	if authn.StripsCredentials(p) {
+		delete(md, authn.HeaderAuthorization)
+		delete(md, authn.HeaderMACPToken)
+		if t, ok := s.tokens[p.ID]; ok {
+			md.Set(authn.HeaderAuthorization, "Bearer "+t)
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// principalHeader is the identity header Warden owns; a client's copy is
+// never forwarded.
+const principalHeader = "x-warden-principal"
+
+// outgoingAnonymous is the context for a call forwarded without
+// authentication: the caller's metadata without any credential or identity
+// header, so that nothing unchecked reaches the runtime as an identity.
+func outgoingAnonymous(ctx context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(ctx)
+	md = md.Copy()
+	delete(md, principalHeader)
+	delete(md, authn.HeaderAuthorization)
+	delete(md, authn.HeaderMACPToken)
+	return metadata.NewOutgoingContext(ctx, md)
 }
