@@ -27,12 +27,16 @@ help:
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
 
+# unit: peer tests skip with a reason when the peers are not installed;
+# make test installs them first and sets WARDEN_REQUIRE_PEERS=1, so that a
+# missing peer fails there instead.
 unit:
 	$(GO) test -race -count=1 ./...
 
 peers:
 	bash scripts/peers.sh
 
+test: export WARDEN_REQUIRE_PEERS = 1
 test: lint peers unit build
 	@echo "== replay: conformance fixtures and attack transcripts through bin/warden"
 	./bin/warden replay $(CONFORMANCE)/*.json > /dev/null

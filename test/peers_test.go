@@ -35,13 +35,18 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
-// peer returns the path of an installed peer; a missing peer fails the test:
-// scripts/peers.sh (run by `make test`) installs them.
+// peer returns the path of an installed peer. A missing peer skips the test
+// with the reason, unless WARDEN_REQUIRE_PEERS=1 (set by `make test`, which
+// installs them with scripts/peers.sh first): there a missing peer fails, so
+// that a broken install cannot pass CI.
 func peer(t testing.TB, rel string) string {
 	t.Helper()
 	p := filepath.Join(repoRoot(t), rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("peer %s is missing (%v): run scripts/peers.sh", rel, err)
+		if os.Getenv("WARDEN_REQUIRE_PEERS") == "1" {
+			t.Fatalf("peer %s is missing (%v): run scripts/peers.sh", rel, err)
+		}
+		t.Skipf("peer %s is not installed (run scripts/peers.sh, or make test)", rel)
 	}
 	return p
 }

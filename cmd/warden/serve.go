@@ -53,6 +53,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
+	upTokens := fs.String("upstream-tokens-file", "", "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
@@ -77,6 +78,8 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		set(&c.Admin.Listen, *adminListen)
 		set(&c.Tracing.OTLPEndpoint, *otlp)
 		set(&c.ExtAuthz.Listen, *extListen)
+		set(&c.MACP.UpstreamTokensFile, *upTokens)
+		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
