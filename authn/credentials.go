@@ -48,7 +48,7 @@ func FromHeaders(get func(name string) []string, chain []*x509.Certificate) (Cre
 	}
 	if len(tok) == 1 {
 		t := strings.TrimSpace(tok[0])
-		if t == "" || strings.ContainsAny(t, ", \t") {
+		if !validToken(t) {
 			return c, fmt.Errorf("%w: malformed x-macp-token", ErrAmbiguousCredentials)
 		}
 		if c.Bearer != "" && c.Bearer != t {
@@ -67,10 +67,24 @@ func bearer(v string) (string, error) {
 		return "", fmt.Errorf("%w: authorization is not a Bearer credential", ErrAmbiguousCredentials)
 	}
 	tok = strings.TrimLeft(tok, " ")
-	if tok == "" || strings.ContainsAny(tok, ", \t") {
+	if !validToken(tok) {
 		return "", fmt.Errorf("%w: malformed bearer token", ErrAmbiguousCredentials)
 	}
 	return tok, nil
+}
+
+// validToken reports whether t is one credential: non-empty visible ASCII
+// without commas, so that no upstream can split or trim it otherwise.
+func validToken(t string) bool {
+	if t == "" {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f || c == ',' {
+			return false
+		}
+	}
+	return true
 }
 
 // FromHTTP reads the credentials of an HTTP request: its headers and, when

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -89,4 +90,37 @@ func TestLoadUpstreamTokens(t *testing.T) {
 	if _, err := LoadUpstreamTokens(dup); err == nil {
 		t.Fatal("a sender with two tokens must be refused")
 	}
+}
+
+// FuzzFromHeaders: whatever the headers, the parser either refuses them or
+// returns one token that the upstream reads the same way (no separators).
+func FuzzFromHeaders(f *testing.F) {
+	f.Add("Bearer abc", "", false)
+	f.Add("bearer a, Bearer b", "x", true)
+	f.Add("Basic xyz", "", false)
+	f.Add("", "tok", true)
+	f.Fuzz(func(t *testing.T, auth, token string, withToken bool) {
+		get := func(name string) []string {
+			switch {
+			case name == HeaderAuthorization && auth != "":
+				return []string{auth}
+			case name == HeaderMACPToken && withToken:
+				return []string{token}
+			}
+			return nil
+		}
+		c, err := FromHeaders(get, nil)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidCredentials) {
+				t.Fatalf("a refusal that is not invalid_credentials: %v", err)
+			}
+			return
+		}
+		if strings.ContainsFunc(c.Bearer, func(r rune) bool { return r <= ' ' || r == ',' || r >= 0x7f }) {
+			t.Fatalf("token %q holds a separator", c.Bearer)
+		}
+		if auth != "" && c.Bearer == "" {
+			t.Fatalf("an Authorization header %q gave no token and no error", auth)
+		}
+	})
 }

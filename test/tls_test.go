@@ -126,8 +126,16 @@ func TestMACPTLS(t *testing.T) {
 	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
 	_, _, planner := p.issue(t, "planner", false, "spiffe://warden.test/planner")
 	direct := startRuntime(t)
+	// The runtime (dev auth) cannot see client certificates: Warden presents
+	// it the token configured for the certificate's principal, in the
+	// runtime's own token-file shape (in dev mode the bearer is the sender).
+	upTokens := filepath.Join(p.dir, "upstream-tokens.json")
+	if err := os.WriteFile(upTokens, []byte(`[{"token":"spiffe://warden.test/planner","sender":"spiffe://warden.test/planner"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	warden := startWarden(t, direct, "--auth", "mtls", "--tls-cert", serverCert, "--tls-key", serverKey,
-		"--tls-client-ca", filepath.Join(p.dir, "ca.pem"), "--upstream-plaintext", "--max-message-bytes", "65536")
+		"--tls-client-ca", filepath.Join(p.dir, "ca.pem"), "--upstream-plaintext", "--max-message-bytes", "65536",
+		"--upstream-tokens-file", upTokens)
 
 	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"spiffe://warden.test/planner", "worker"},
 		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
@@ -149,11 +157,38 @@ func TestMACPTLS(t *testing.T) {
 		return conn
 	}
 
-	// The certificate's SPIFFE ID is the principal; the runtime (dev auth)
-	// sees the same identity in the bearer the client forwards.
+	// The certificate's SPIFFE ID is the principal; the runtime sees the
+	// credential configured for it.
 	ack, err := sendStart(ctx, dial(&planner), "spiffe://warden.test/planner", payload)
 	if err != nil || !ack.GetOk() {
 		t.Fatalf("mTLS SessionStart: %v %v", err, ack.GetError())
+	}
+	// Impersonation (issue 17, case 3): the planner's certificate with
+	// another agent's bearer and an empty envelope sender. Warden decides as
+	// the planner and strips the bearer, so the runtime records the planner
+	// as the initiator, not the agent named by the bearer.
+	const impersonated = "6c1c2a4e-9b7d-4c1e-8a2b-5d6e7f809103"
+	ictx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer worker")
+	resp, err := macpv1.NewMACPRuntimeServiceClient(dial(&planner)).Send(ictx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{
+		MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "start", SessionId: impersonated,
+		TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+	if err != nil {
+		t.Fatalf("SessionStart with a certificate and another agent's bearer: %v", err)
+	}
+	if resp.GetAck().GetOk() {
+		rt, err := grpc.NewClient(direct, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		got, err := macpv1.NewMACPRuntimeServiceClient(rt).GetSession(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer spiffe://warden.test/planner"),
+			&macpv1.GetSessionRequest{SessionId: impersonated})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if init := got.GetMetadata().GetInitiator(); init != "spiffe://warden.test/planner" {
+			t.Errorf("the runtime recorded %q as the initiator, want the certificate's principal", init)
+		}
 	}
 	// Without a client certificate there is no principal.
 	ack, err = sendStart(ctx, dial(nil), "spiffe://warden.test/planner", payload)
