@@ -306,17 +306,27 @@ func TestMACPStreamCredentialRevoked(t *testing.T) {
 		}
 	}
 	write(`[{"token":"tok-planner","sender":"planner","can_start_sessions":true},{"token":"tok-worker","sender":"worker"}]`)
-	runtime := startRuntime(t)
+	runtime := startRuntime(t, "MACP_AUTH_TOKENS_FILE="+tokens)
 	addr, proc := startWardenProcess(t, runtime, "--auth", "static", "--static-tokens", tokens)
 	w := dialMACP(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s := newSession()
+	start := envelope("planner", s, "SessionStart", "", &macpv1.SessionStartPayload{Intent: "t", Participants: []string{"planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "cfg-1", TtlMs: 60_000})
+	var resp macpv1.SendResponse
+	if err := w.conn.Invoke(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-planner"), "/macp.v1.MACPRuntimeService/Send", &macpv1.SendRequest{Envelope: start}, &resp); err != nil || !resp.GetAck().GetOk() {
+		t.Fatalf("SessionStart: %v %v", err, resp.GetAck().GetError())
+	}
 	st, err := macpv1.NewMACPRuntimeServiceClient(w.conn).StreamSession(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-worker"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Send(&macpv1.StreamSessionRequest{Envelope: envelope("worker", "", "Signal", "", &macpv1.SignalPayload{SignalType: "hello"})}); err != nil {
+	if err := st.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: s}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatalf("the subscription's replay: %v", err)
 	}
 	write(`[{"token":"tok-planner","sender":"planner","can_start_sessions":true}]`)
 	if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -351,7 +361,7 @@ func TestMACPUpstreamDown(t *testing.T) {
 	rt.stop()
 	s := newSession()
 	_, err := w.sendOn("/macp.v1.MACPRuntimeService/Send", envelope("planner", s, "SessionStart", "", &macpv1.SessionStartPayload{Intent: "t",
-		Participants: []string{"planner"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000}))
+		Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000}))
 	t.Logf("Send with the runtime down: %v", err)
 	if status.Code(err) != codes.Unavailable || strings.Contains(status.Convert(err).Message(), "127.0.0.1") || strings.Contains(status.Convert(err).Message(), "dial") {
 		t.Errorf("got %v, want UNAVAILABLE without the upstream's address", err)
