@@ -111,7 +111,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		default:
 			s.log.Warn("MCP event stream ended early", "method", x.call.Method, "err", err)
 		}
-	case "application/json":
+	default:
+		if mt != "application/json" && resp.StatusCode/100 != 2 {
+			// An error page (text/plain, text/html): no JSON-RPC message.
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		// application/json, or a successful answer of another type that
+		// holds JSON a client might still read: read whole and filtered.
 		b, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1))
 		if err != nil || int64(len(b)) > s.cfg.MaxBodyBytes {
 			for k := range w.Header() {
@@ -121,7 +129,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			return
 		}
 		status := resp.StatusCode
-		if len(bytes.TrimSpace(b)) > 0 {
+		if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
 			nb, keep := x.fromUpstream(b)
 			if !keep {
 				// Never passed unfiltered: an answer to no request of this
@@ -133,9 +141,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
-	default:
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
 	}
 }
 

@@ -1031,3 +1031,34 @@ func TestStreamEndsAtCredentialExpiry(t *testing.T) {
 		t.Fatalf("the event before expiry was not delivered: %q", rec.Body.String())
 	}
 }
+
+// TestAnswerContentTypes: an answer is filtered whatever type the upstream
+// labels it with, as long as a client could read it as JSON.
+func TestAnswerContentTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+		want           string // in the body Warden sends
+	}{
+		{"json", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"json in upper case", "Application/JSON; charset=utf-8", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"json labelled text", "text/plain", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"a batch labelled text", "text/plain", `[{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}]`, 502, `-32603`},
+		{"another id", "application/json", `{"jsonrpc":"2.0","id":2,"result":{}}`, 502, `-32603`},
+		{"plain text", "text/plain", `OK`, 200, `OK`},
+		{"own answer", "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`, 200, `"result":{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ct)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer up.Close()
+			h := newHarnessFor(t, Config{}, newFakeUpstream(), up)
+			r := h.post(t, alice, rpc(1, "ping", nil), nil)
+			if r.status != tc.status || !strings.Contains(string(r.body), tc.want) || strings.Contains(string(r.body), "t-x") {
+				t.Fatalf("HTTP %d %s, want %d with %s", r.status, r.body, tc.status, tc.want)
+			}
+		})
+	}
+}
