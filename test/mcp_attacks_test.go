@@ -303,3 +303,105 @@ func fmtJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// sdkSession initializes a 2025-11-25 session with the TypeScript SDK
+// server (directly or through Warden) and returns its Mcp-Session-Id.
+func sdkSession(t *testing.T, base, token string) string {
+	t.Helper()
+	post := func(body, sid string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, b := post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{}},"clientInfo":{"name":"attacks","version":"0"}}}`, "")
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, b)
+	}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid)
+	return sid
+}
+
+// TestMCPAttacksSDK runs the id-spelling attack (10) against the MCP
+// TypeScript SDK server, which answers "id":1.0 with "id":1: a proxy that
+// matches answers by their spelling never recognises the answer to bob's
+// tasks/list, and passed the leaky server's list (alice's task IDs) to him
+// unfiltered. Through Warden the request is refused, and the canonical id
+// gets the filtered list.
+func TestMCPAttacksSDK(t *testing.T) {
+	upstream := startNodeMCP(t, "LEAKY=1", "JSON_RESP=1")
+	warden, _ := startMCPWarden(t, upstream)
+	create := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow_sum","arguments":{"a":1,"b":2,"delay_ms":5000},"task":{"ttl":60000}}}`
+	list := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/list","params":{}}` }
+	hdr := func(sid string) map[string]string {
+		return map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+	}
+
+	// Direct: the answer's id is respelled, and bob sees alice's task.
+	aliceSid := sdkSession(t, upstream, "alice")
+	_, created := rawPost(t, upstream, "alice", create, hdr(aliceSid))
+	var c struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(created, &c) != nil || c.Result.Task.TaskID == "" {
+		t.Fatalf("direct create: %s", created)
+	}
+	bobSid := sdkSession(t, upstream, "bob")
+	_, b := rawPost(t, upstream, "bob", list("1.0"), hdr(bobSid))
+	if !bytes.Contains(b, []byte(`"id":1,`)) && !bytes.Contains(b, []byte(`"id":1}`)) {
+		t.Fatalf("direct: the SDK kept the spelling 1.0 (%s); the attack proves nothing", b)
+	}
+	if !bytes.Contains(b, []byte(c.Result.Task.TaskID)) {
+		t.Fatalf("direct: bob's list %s lacks alice's task; the server is not leaky", b)
+	}
+
+	// Through Warden.
+	aliceSid = sdkSession(t, warden, "alice")
+	_, created = rawPost(t, warden, "alice", create, hdr(aliceSid))
+	if json.Unmarshal(created, &c) != nil || !strings.HasPrefix(c.Result.Task.TaskID, "wt2.") {
+		t.Fatalf("create through Warden: %s", created)
+	}
+	bobSid = sdkSession(t, warden, "bob")
+	for _, id := range []string{"1.0", "1e0", "1E0", "0.1e1", "-0", "9007199254740993"} {
+		status, b := rawPost(t, warden, "bob", list(id), hdr(bobSid))
+		if status != 400 || rpcCode(t, b) != -32600 {
+			t.Errorf("tasks/list id %s: HTTP %d %s, want 400 -32600", id, status, b)
+		}
+	}
+	status, b := rawPost(t, warden, "bob", list("1"), hdr(bobSid))
+	var l struct {
+		Result struct {
+			Tasks []struct {
+				TaskID string `json:"taskId"`
+			} `json:"tasks"`
+		} `json:"result"`
+	}
+	if status != 200 || json.Unmarshal(b, &l) != nil || bytes.Contains(b, []byte(`"taskId":"`+c.Result.Task.TaskID)) || len(l.Result.Tasks) != 0 {
+		t.Errorf("bob's tasks/list through Warden: HTTP %d %s, want an empty list", status, b)
+	}
+	status, b = rawPost(t, warden, "alice", list(`"a"`), hdr(aliceSid))
+	if status != 200 || json.Unmarshal(b, &l) != nil || len(l.Result.Tasks) != 1 || l.Result.Tasks[0].TaskID != c.Result.Task.TaskID {
+		t.Errorf("alice's tasks/list through Warden: HTTP %d %s, want her one task", status, b)
+	}
+	// A cursor that is not a handle of the caller's is refused.
+	status, b = rawPost(t, warden, "alice", `{"jsonrpc":"2.0","id":3,"method":"tasks/list","params":{"cursor":"1"}}`, hdr(aliceSid))
+	if status != 200 || rpcCode(t, b) != -32602 {
+		t.Errorf("raw cursor: HTTP %d %s, want -32602", status, b)
+	}
+}
