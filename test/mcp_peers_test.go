@@ -208,11 +208,11 @@ func TestMCPTasksSDK(t *testing.T) {
 				t.Errorf("alice did not get the completed notification for her task (as a handle): %+v", r.Notifications)
 			}
 			for _, n := range r.BNotifications {
-				if n.TaskID == r.Created || !strings.HasPrefix(n.TaskID, "wt1.") {
+				if n.TaskID == r.Created || !strings.HasPrefix(n.TaskID, "wt2.") {
 					t.Errorf("bob received a notification about a task that is not his: %+v", n)
 				}
 			}
-			if !strings.HasPrefix(r.Created, "wt1.") {
+			if !strings.HasPrefix(r.Created, "wt2.") {
 				t.Errorf("alice's task ID %q is not a Warden handle", r.Created)
 			}
 			var auths []string

@@ -188,7 +188,7 @@ func TestMCPSEP2669(t *testing.T) {
 	bob := mcpClient{t, warden, "bob"}
 
 	h := alice.create(40, 50)
-	if !strings.HasPrefix(h, "wt1.") {
+	if !strings.HasPrefix(h, "wt2.") {
 		t.Fatalf("task ID %q is not a handle", h)
 	}
 

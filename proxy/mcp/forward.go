@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentwarden/warden/proxy"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -41,14 +43,17 @@ func (s *Server) target(r *http.Request) string {
 }
 
 // forward sends the request upstream (with body when not nil) and streams
-// the answer back through the exchange.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, sid, name string) {
+// the answer back through the exchange. An event stream ends when the
+// caller's credential expires.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
 	defer x.settle(false) // no answer seen: nothing to commit
 	var rd io.Reader = r.Body
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, s.target(r), rd)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, r.Method, s.target(r), rd)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
 		return
@@ -60,8 +65,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	} else {
 		out.ContentLength = r.ContentLength
 	}
-	if sid != "" {
-		out.Header.Set("Mcp-Session-Id", sid)
+	out.Header.Del("Mcp-Session-Id")
+	if x.sid != "" {
+		out.Header.Set("Mcp-Session-Id", x.sid)
+	}
+	out.Header.Del("Last-Event-ID")
+	if x.lastEventID != "" {
+		out.Header.Set("Last-Event-ID", x.lastEventID)
 	}
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)
@@ -79,19 +89,37 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
 		w.Header().Set("Mcp-Session-Id", s.handles.seal(kindSession, x.principal, v))
 	}
-	ct := resp.Header.Get("Content-Type")
-	switch {
-	case strings.HasPrefix(ct, "text/event-stream"):
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "text/event-stream":
+		if !x.expiry.IsZero() {
+			// The stream must not outlive the credential it was opened with.
+			t := time.AfterFunc(time.Until(x.expiry), cancel)
+			defer t.Stop()
+		}
 		w.WriteHeader(resp.StatusCode)
 		flush := func() {}
 		if f, ok := w.(http.Flusher); ok {
 			flush = f.Flush
 			flush()
 		}
-		if err := copyEvents(w, flush, resp.Body, int(s.cfg.MaxBodyBytes), x.fromUpstream); err != nil && r.Context().Err() == nil {
+		err := copyEvents(w, flush, resp.Body, int(s.cfg.MaxBodyBytes), x.fromUpstream, x.eventID)
+		switch {
+		case err == nil || r.Context().Err() != nil:
+		case ctx.Err() != nil:
+			s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
+		default:
 			s.log.Warn("MCP event stream ended early", "method", x.call.Method, "err", err)
 		}
-	case strings.HasPrefix(ct, "application/json"):
+	default:
+		if mt != "application/json" && resp.StatusCode/100 != 2 {
+			// An error page (text/plain, text/html): no JSON-RPC message.
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		// application/json, or a successful answer of another type that
+		// holds JSON a client might still read: read whole and filtered.
 		b, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1))
 		if err != nil || int64(len(b)) > s.cfg.MaxBodyBytes {
 			for k := range w.Header() {
@@ -100,18 +128,29 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be read whole")
 			return
 		}
-		if len(bytes.TrimSpace(b)) > 0 {
-			if nb, keep := x.fromUpstream(b); keep {
-				b = nb
+		status := resp.StatusCode
+		if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
+			nb, keep := x.fromUpstream(b)
+			if !keep {
+				// Never passed unfiltered: an answer to no request of this
+				// exchange, or about a task that is not the caller's.
+				nb, status = mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be matched to the request"), http.StatusBadGateway
 			}
+			b = nb
 		}
 		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-		w.WriteHeader(resp.StatusCode)
+		w.WriteHeader(status)
 		_, _ = w.Write(b)
-	default:
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
 	}
+}
+
+// eventID seals an SSE event id toward the caller: bound to the principal
+// and the upstream session, so only they can resume from it.
+func (x *exchange) eventID(id []byte) []byte {
+	if len(id) == 0 {
+		return id
+	}
+	return []byte(x.s.handles.sealIn(kindEvent, x.principal, x.sid, string(id)))
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
@@ -161,7 +200,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = copyEvents(io.Discard, func() {}, resp.Body, int(s.cfg.MaxBodyBytes), pick)
+		err = copyEvents(io.Discard, func() {}, resp.Body, int(s.cfg.MaxBodyBytes), pick, nil)
 	} else {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
@@ -258,13 +297,18 @@ func (s *Server) learnTools(result map[string]any) {
 	}
 }
 
-// exchange is one request and its answer, seen by one principal.
+// exchange is one request and its answer, seen by one principal in one
+// upstream session (sid, "" without sessions).
 type exchange struct {
 	s         *Server
 	principal string
-	call      mcprules.Call
-	decision  *proxy.Decision
-	settled   bool
+	sid       string
+	expiry    time.Time // the credential's; zero if it never expires
+	// lastEventID is the upstream event id the caller resumes from.
+	lastEventID string
+	call        mcprules.Call
+	decision    *proxy.Decision
+	settled     bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -274,24 +318,64 @@ func (x *exchange) settle(accepted bool) {
 	}
 }
 
-// toUpstream replaces the caller's task handles in a request body with the
-// upstream IDs. It returns the upstream ID params.taskId names, and ok false
-// when some handle is not the caller's (the body is then not rewritten).
-func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, ok bool) {
-	if !bytes.Contains(body, []byte(handlePrefix)) {
-		return body, "", true
+// refusal is why toUpstream refused a message.
+type refusal uint8
+
+const (
+	refuseNone   refusal = iota
+	refuseTask           // a place for a task handle holds anything but the caller's: "Task not found"
+	refuseCursor         // a tasks/list cursor that is not the caller's
+)
+
+// toUpstream checks every place of a request where a handle belongs and
+// replaces the caller's handles with the upstream IDs. The places are read
+// by Parse after JSON decoding (so "wt2\u002e..." is a handle like any
+// other): params.taskId of a request, the related-task _meta (params, or
+// result of a client's answer), and tasks/list's params.cursor; each must
+// hold a valid handle of the caller, anything else (a raw upstream ID,
+// another principal's handle) is refused. Any other taskId member that
+// holds a handle is replaced too, and refused when it is not the caller's.
+// taskID is the upstream ID params.taskId names.
+func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
+	c := x.call
+	h := x.s.handles
+	strictTask := c.HasTaskID && c.Kind == mcprules.KindRequest
+	if strictTask {
+		id, ok := h.open(kindTask, x.principal, c.TaskID)
+		if !ok {
+			return body, "", refuseTask
+		}
+		taskID = id
 	}
-	if out, taskID, ok, done := x.toUpstreamFast(body); done {
-		return out, taskID, ok
+	if c.HasRelatedTask {
+		if _, ok := h.open(kindTask, x.principal, c.RelatedTaskID); !ok {
+			return body, "", refuseTask
+		}
 	}
-	return toUpstreamDecoded(x, body)
+	cursor := c.Kind == mcprules.KindRequest && c.Method == mcprules.MethodList && c.HasCursor
+	if cursor {
+		if _, ok := h.openIn(kindCursor, x.principal, x.sid, c.Cursor); !ok {
+			return body, "", refuseCursor
+		}
+	}
+	if !strictTask && !c.HasRelatedTask && !cursor && !c.HasTaskID && !bytes.Contains(body, []byte(handlePrefix)) {
+		return body, "", refuseNone
+	}
+	out, ok, done := x.toUpstreamFast(body, cursor)
+	if !done {
+		out, ok = x.toUpstreamDecoded(body, cursor)
+	}
+	if !ok {
+		return body, "", refuseTask
+	}
+	return out, taskID, refuseNone
 }
 
-// toUpstreamDecoded is toUpstream on the decoded message.
-func toUpstreamDecoded(x *exchange, body []byte) (out []byte, taskID string, ok bool) {
+// toUpstreamDecoded is toUpstream's rewriting on the decoded message.
+func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok bool) {
 	msg, err := decode(body)
 	if err != nil {
-		return body, "", false
+		return body, false
 	}
 	ok = true
 	walk(msg, func(obj map[string]any) {
@@ -307,47 +391,57 @@ func toUpstreamDecoded(x *exchange, body []byte) (out []byte, taskID string, ok 
 		obj["taskId"] = id
 	})
 	if !ok {
-		return body, "", false
+		return body, false
 	}
-	if p, isObj := msg["params"].(map[string]any); isObj {
-		taskID, _ = p["taskId"].(string)
-		if taskID == x.call.TaskID {
-			taskID = "" // not a handle: a raw upstream ID proves nothing
+	if p, isObj := msg["params"].(map[string]any); isObj && cursor {
+		if c, isStr := p["cursor"].(string); isStr {
+			id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
+			if !good {
+				return body, false
+			}
+			p["cursor"] = id
 		}
 	}
-	return encode(msg), taskID, true
+	return encode(msg), true
 }
 
-// toUpstreamFast is toUpstream without decoding: the handles' bytes are
-// replaced in place. done is false when the body needs the decoding path.
-func (x *exchange) toUpstreamFast(body []byte) (out []byte, taskID string, ok, done bool) {
-	spans, readable := scanStrings(body, "taskId")
+// toUpstreamFast is toUpstream's rewriting without decoding: the handles'
+// bytes are replaced in place. done is false when the body needs the
+// decoding path (an escape in a key or a handle, an upstream ID that would
+// need escaping).
+func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, done bool) {
+	spans, readable := scanStrings(body, "taskId", "cursor")
 	if !readable {
-		return nil, "", false, false
+		return nil, false, false
 	}
 	var rep []span
 	var with []string
 	for _, s := range spans {
-		if s.key != "taskId" {
-			continue
+		if s.key != "taskId" && s.key != "cursor" {
+			continue // the message's own members
 		}
 		h := string(body[s.start:s.end])
-		if !strings.HasPrefix(h, handlePrefix) {
+		var id string
+		switch {
+		case s.key == "taskId" && strings.HasPrefix(h, handlePrefix):
+			var good bool
+			if id, good = x.s.handles.open(kindTask, x.principal, h); !good {
+				return body, false, true
+			}
+		case s.key == "cursor" && cursor && s.depth == 2: // params.cursor
+			var good bool
+			if id, good = x.s.handles.openIn(kindCursor, x.principal, x.sid, h); !good {
+				return body, false, true
+			}
+		default:
 			continue
 		}
-		id, good := x.s.handles.open(kindTask, x.principal, h)
-		if !good {
-			return body, "", false, true
-		}
 		if !plainString(id) {
-			return nil, "", false, false
+			return nil, false, false
 		}
 		rep, with = append(rep, s), append(with, id)
-		if h == x.call.TaskID {
-			taskID = id // params.taskId, as Parse read it
-		}
 	}
-	return splice(body, rep, with), taskID, true, true
+	return splice(body, rep, with), true, true
 }
 
 // plainString reports whether s can sit between JSON quotes unescaped.
@@ -362,7 +456,8 @@ func plainString(s string) bool {
 
 // fromUpstreamFast is fromUpstream without decoding, for the messages that
 // need no restructuring (everything but the answers to tools/list,
-// tools/call and tasks/list). done is false when the decoding path must run.
+// tools/call and tasks/list) and name only the caller's tasks. done is false
+// when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	if !json.Valid(data) {
 		return nil, false, false
@@ -379,6 +474,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 		switch s.key {
 		case "id":
+			id = nil
 			if s.end > s.start {
 				id = data[s.start:s.end]
 			}
@@ -390,13 +486,15 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			hasMethod = s.end > s.start+2 && data[s.start] == '"' // a non-empty string
 		}
 	}
-	if !hasMethod && (hasResult || hasError) && x.call.Kind == mcprules.KindRequest && id != nil {
-		if v, ok := idValue(id); ok && sameID(v, x.call.ID) {
-			if hasResult && learns(x.call.Method) {
-				return nil, false, false
-			}
-			x.settle(hasResult)
+	if !hasMethod && (hasResult || hasError) {
+		v, ok := idValue(id)
+		if !ok || !x.answers(v) {
+			return nil, false, true // an answer to no request of this exchange
 		}
+		if hasResult && learns(x.call.Method) {
+			return nil, false, false
+		}
+		x.settle(hasResult)
 	}
 	statusOf := func(obj int) (string, bool) {
 		for _, s := range spans {
@@ -409,23 +507,20 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	var rep []span
 	var with []string
 	for _, s := range spans {
-		if s.key != "taskId" || s.depth == 1 {
+		if s.key != "taskId" {
 			continue
 		}
 		tid := string(data[s.start:s.end])
-		if strings.HasPrefix(tid, handlePrefix) {
+		if x.ownHandle(tid) {
 			continue
 		}
 		if st, ok := statusOf(s.obj); ok {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
-		owner, known := x.s.enforcer.TaskOwner(tid)
-		switch {
-		case known && owner == x.principal:
-			rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
-		case hasMethod:
-			return nil, false, true // someone else's (or an unknown) task: not for this caller
+		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
+			return nil, false, false // not the caller's: the decoding path decides
 		}
+		rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
 	}
 	if len(rep) == 0 {
 		return data, true, true
@@ -433,16 +528,41 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	return splice(data, rep, with), true, true
 }
 
+// answers reports whether an answer's decoded id is the id of this
+// exchange's request.
+func (x *exchange) answers(id any) bool {
+	return x.call.Kind == mcprules.KindRequest && sameID(id, x.call.ID)
+}
+
+// ownHandle reports whether an upstream value is already one of the
+// caller's task handles (an upstream echoing one back).
+func (x *exchange) ownHandle(v string) bool {
+	if !strings.HasPrefix(v, handlePrefix) {
+		return false
+	}
+	_, ok := x.s.handles.open(kindTask, x.principal, v)
+	return ok
+}
+
 // learns reports whether the answer to method is read whole (learn).
 func learns(method string) bool {
 	return method == mcprules.MethodToolsList || method == mcprules.MethodToolsCall || method == mcprules.MethodList
 }
 
-// fromUpstream reads one message from the upstream: it settles the pending
-// decision on the answer to the request, learns tools, created tasks and
-// statuses, keeps only the caller's tasks in tasks/list, and replaces task
-// IDs with the caller's handles. A notification or request about a task that
-// is not the caller's is dropped.
+// fromUpstream reads one message from the upstream toward the caller. It
+// fails closed:
+//   - an answer (result or error) that does not answer this exchange's
+//     request is dropped: Warden cannot know what it answers, so it cannot
+//     filter it (on the standalone GET stream every answer is such);
+//   - data that is JSON but not one object (a batch) is dropped, data that
+//     is not JSON at all passes only when empty (an SSE priming event);
+//   - a message naming a task that is not the caller's is dropped, and the
+//     answer to the caller's request is replaced with a JSON-RPC error.
+//
+// Otherwise it settles the pending decision on the answer, learns tools,
+// created tasks and statuses, keeps only the caller's tasks in tasks/list
+// (sealing its nextCursor), and replaces task IDs with the caller's handles.
+// keep is false when the message must not reach the caller.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if out, keep, done := x.fromUpstreamFast(data); done {
 		return out, keep
@@ -450,47 +570,60 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	return x.fromUpstreamDecoded(data)
 }
 
+// foreignAnswer replaces the answer to the caller's request when it names
+// a task that is not the caller's.
+func (x *exchange) foreignAnswer() []byte {
+	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer named a task that is not the caller's")
+}
+
 // fromUpstreamDecoded is fromUpstream on the decoded message.
 func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
+	if !json.Valid(data) {
+		return data, len(bytes.TrimSpace(data)) == 0
+	}
 	msg, err := decode(data)
 	if err != nil {
-		return data, true // not JSON-RPC: passed unchanged
+		return nil, false // JSON, but not one JSON-RPC object
 	}
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
-	changed := false
-	if method == "" && (isResult || isError) && x.call.Kind == mcprules.KindRequest && sameID(msg["id"], x.call.ID) {
+	changed, answer := false, false
+	if method == "" && (isResult || isError) {
+		if !x.answers(msg["id"]) {
+			return nil, false
+		}
+		answer = true
 		x.settle(isResult)
 		if res, ok := msg["result"].(map[string]any); ok {
 			changed = x.learn(res)
 		}
 	}
-	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) {
+	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && bytes.IndexByte(data, '\\') < 0 {
 		return data, true
 	}
-	keep := true
+	foreign := false
 	walk(msg, func(obj map[string]any) {
 		id, ok := obj["taskId"].(string)
-		if !ok || strings.HasPrefix(id, handlePrefix) {
+		if !ok || x.ownHandle(id) {
 			return
 		}
 		if st, ok := obj["status"].(string); ok {
 			x.s.enforcer.TaskObserved(id, st)
 		}
-		owner, known := x.s.enforcer.TaskOwner(id)
-		switch {
-		case known && owner == x.principal:
+		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
 			obj["taskId"] = x.s.handles.seal(kindTask, x.principal, id)
 			changed = true
-		case method != "":
-			keep = false // someone else's (or an unknown) task: not for this caller
+			return
 		}
+		foreign = true // someone else's (or an unknown) task: not for this caller
 	})
-	if !keep {
+	switch {
+	case foreign && answer:
+		return x.foreignAnswer(), true
+	case foreign:
 		return nil, false
-	}
-	if !changed {
+	case !changed:
 		return data, true
 	}
 	return encode(msg), true
@@ -513,9 +646,14 @@ func (x *exchange) learn(res map[string]any) bool {
 			e.TaskCreated(id, x.principal, st)
 		}
 	case mcprules.MethodList:
+		changed := false
+		if c, ok := res["nextCursor"].(string); ok {
+			res["nextCursor"] = x.s.handles.sealIn(kindCursor, x.principal, x.sid, c)
+			changed = true
+		}
 		list, ok := res["tasks"].([]any)
 		if !ok {
-			return false
+			return changed
 		}
 		kept := make([]any, 0, len(list))
 		for _, t := range list {

@@ -117,42 +117,63 @@ func TestToUpstream(t *testing.T) {
 	other := s.handles.seal(kindTask, alice, "t-a2")
 	bobs := s.handles.seal(kindTask, bob, "t-b")
 	session := s.handles.seal(kindSession, alice, "t-a")
+	cursor := s.handles.sealIn(kindCursor, alice, "s1", "page-2")
+	otherSession := s.handles.sealIn(kindCursor, alice, "s2", "page-2")
+	escaped := strings.Replace(mine, ".", `\u002e`, 1)
+	rt := mcprules.RelatedTask
 	tests := []struct {
 		name   string
 		body   string
 		out    string // "": unchanged
 		taskID string
-		ok     bool
+		why    refusal
 	}{
-		{"no handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-a"}}`, "", "", true},
+		{"raw id", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-a"}}`, "", "", refuseTask},
 		{"own handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", true},
-		{"own handles everywhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"t-a"}],"message":"m","taskId":"t-a"}}`, "t-a", true},
-		{"raw id with an own handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-b","_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + mine + `"}}}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tasks/cancel","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}},"taskId":"t-b"}}`, "", true},
-		{"handle in another field is left alone", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"note":"` + mine + `"}}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"note":"` + mine + `"},"name":"x"}}`, "", true},
-		{"numbers kept exactly", `{"jsonrpc":"2.0","id":12345678901234567890,"method":"tasks/get","params":{"taskId":"` + mine + `","n":1.50}}`,
-			`{"id":12345678901234567890,"jsonrpc":"2.0","method":"tasks/get","params":{"n":1.50,"taskId":"t-a"}}`, "t-a", true},
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handle, escaped", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + escaped + `"}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handles everywhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + rt + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"t-a"}],"message":"m","taskId":"t-a"}}`, "t-a", refuseNone},
+		{"raw id with an own handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-b","_meta":{"` + rt + `":{"taskId":"` + mine + `"}}}}`, "", "", refuseTask},
+		{"own handle with a raw id in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + mine + `","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
+		{"raw related task on tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
+		{"own related task on tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"` + rt + `":{"taskId":"` + mine + `"}}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}},"name":"x"}}`, "", refuseNone},
+		{"raw related task in a notification", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
+		{"own related task in a client's answer", `{"jsonrpc":"2.0","id":"s1","result":{"action":"accept","_meta":{"` + rt + `":{"taskId":"` + mine + `"}}}}`,
+			`{"id":"s1","jsonrpc":"2.0","result":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}},"action":"accept"}}`, "", refuseNone},
+		{"raw related task in a client's answer", `{"jsonrpc":"2.0","id":"s1","result":{"_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
+		{"a client's own task in a notification", `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"client-1","status":"working"}}`, "", "", refuseNone},
+		{"taskId on another request", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","taskId":"t-b"}}`, "", "", refuseTask},
+		{"handle in another field is left alone", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"note":"` + mine + `"}}}`, "", "", refuseNone},
+		{"numbers kept exactly", `{"jsonrpc":"2.0","id":9007199254740992,"method":"tasks/get","params":{"taskId":"` + mine + `","n":1.50}}`,
+			`{"id":9007199254740992,"jsonrpc":"2.0","method":"tasks/get","params":{"n":1.50,"taskId":"t-a"}}`, "t-a", refuseNone},
 		{"no HTML escaping", `{"jsonrpc":"2.0","id":"<&>","method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
-			`{"id":"<&>","jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", true},
-		{"another principal's handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + bobs + `"}}`, "", "", false},
-		{"another principal's handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`, "", "", false},
-		{"a session handle as a task's", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + session + `"}}`, "", "", false},
-		{"a garbled handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt1.zz.zz"}}`, "", "", false},
-		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["` + mine + `"]}`, `{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":["` + mine + `"]}`, "", true},
+			`{"id":"<&>","jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
+		{"another principal's handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + bobs + `"}}`, "", "", refuseTask},
+		{"another principal's handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`, "", "", refuseTask},
+		{"a session handle as a task's", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + session + `"}}`, "", "", refuseTask},
+		{"a garbled handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.zz"}}`, "", "", refuseTask},
+		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["` + mine + `"]}`, "", "", refuseNone},
+		{"own cursor", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"` + cursor + `"}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/list","params":{"cursor":"page-2"}}`, "", refuseNone},
+		{"raw cursor", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"page-2"}}`, "", "", refuseCursor},
+		{"cursor of another session", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"` + otherSession + `"}}`, "", "", refuseCursor},
+		{"a task handle as a cursor", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"` + mine + `"}}`, "", "", refuseCursor},
+		{"tools/list cursors are the server's", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"page-2"}}`, "", "", refuseNone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			x := exchangeFor(t, s, alice, tc.body)
-			out, taskID, ok := x.toUpstream([]byte(tc.body))
+			x.sid = "s1"
+			out, taskID, why := x.toUpstream([]byte(tc.body))
 			want := tc.out
 			if want == "" {
 				want = tc.body
 			}
-			if !sameJSON(out, []byte(want)) || taskID != tc.taskID || ok != tc.ok {
-				t.Fatalf("toUpstream =\n%s %q %v\nwant\n%s %q %v", out, taskID, ok, want, tc.taskID, tc.ok)
+			if !sameJSON(out, []byte(want)) || taskID != tc.taskID || why != tc.why {
+				t.Fatalf("toUpstream =\n%s %q %v\nwant\n%s %q %v", out, taskID, why, want, tc.taskID, tc.why)
 			}
 		})
 	}
@@ -171,8 +192,18 @@ func TestFromUpstream(t *testing.T) {
 		out     string // "": unchanged
 		keep    bool
 	}{
-		{"not JSON", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `hello`, "", true},
-		{"JSON but not an object", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[1,2]`, "", true},
+		{"not JSON", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `hello`, "", false},
+		{"empty (an SSE priming event)", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, ``, "", true},
+		{"JSON but not an object", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[1,2]`, "", false},
+		{"a batch of answers", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `[{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-b"}}]`, "", false},
+		{"two objects", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":1,"result":{}} {"jsonrpc":"2.0","id":1,"result":{"taskId":"t-b"}}`, "", false},
+		{"answer with another spelling of the id", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":1.0,"result":{}}`, "", false},
+		{"answer on a stream with no request", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, `{"jsonrpc":"2.0","id":1,"result":{}}`, "", false},
+		{"answer naming another's task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"taskId":"t-b"}}}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"the MCP server's answer named a task that is not the caller's"}}`, true},
+		{"a message that is not JSON-RPC, naming another's task", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":1,"Result":{"taskId":"t-b"}}`, "", false},
+		{"a task ID at the top", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","taskId":"t-b"}`, "", false},
+		{"an escaped key", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","method":"notifications/message","params":{"task\u0049d":"t-b"}}`, "", false},
 		{"answer without tasks, byte for byte", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0", "id":1, "result":{}}`, "", true},
 		{"notification about own task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
 			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-a","status":"working"}}`,
@@ -193,11 +224,10 @@ func TestFromUpstream(t *testing.T) {
 			`{"id":1,"jsonrpc":"2.0","result":{"status":"working","taskId":"` + ha + `"}}`, true},
 		{"task list filtered", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
 			`{"jsonrpc":"2.0","id":"l","result":{"tasks":[{"taskId":"t-b"},{"taskId":"t-a"},{"taskId":"t-zzz"},"junk"],"nextCursor":"c"}}`,
-			`{"id":"l","jsonrpc":"2.0","result":{"nextCursor":"c","tasks":[{"taskId":"` + ha + `"}]}}`, true},
+			`{"id":"l","jsonrpc":"2.0","result":{"nextCursor":"` + s.handles.sealIn(kindCursor, alice, "", "c") + `","tasks":[{"taskId":"` + ha + `"}]}}`, true},
 		{"task list without tasks", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`, `{"jsonrpc":"2.0","id":"l","result":{}}`, "", true},
 		{"task list for another request id", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
-			`{"jsonrpc":"2.0","id":"m","result":{"tasks":[{"taskId":"t-a"}]}}`,
-			`{"id":"m","jsonrpc":"2.0","result":{"tasks":[{"taskId":"` + ha + `"}]}}`, true},
+			`{"jsonrpc":"2.0","id":"m","result":{"tasks":[{"taskId":"t-a"}]}}`, "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,6 +60,13 @@ func FuzzFromUpstreamFast(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"e","method":"elicitation/create","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Task not found","data":{"taskId":"t-b"}}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"taskId\":\"t-b\"}"}]}}`,
+		`{"jsonrpc":"2.0","id":2,"result":{"taskId":"t-a"}}`,
+		`{"jsonrpc":"2.0","id":1.0,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-a","taskId":"t-b"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-b","taskId":"t-a"}}`,
+		`{"jsonrpc":"2.0","id":1,"Result":{"taskId":"t-b"}}`,
+		`{"jsonrpc":"2.0","taskId":"t-b"}`,
+		`[{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-b"}}]`,
 	} {
 		f.Add(seed)
 	}
@@ -86,6 +93,9 @@ func FuzzToUpstreamFast(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"HA","message":"m","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"HA"}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"HB"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t-b"},"x":{"taskId":"HA"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"HC"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"HC","x":{"cursor":"HC"}}}`,
+		`{"jsonrpc":"2.0","id":"s","result":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"HA"}}}}`,
 	} {
 		f.Add(seed)
 	}
@@ -93,19 +103,20 @@ func FuzzToUpstreamFast(f *testing.F) {
 		s := unitServer(t)
 		body = strings.ReplaceAll(body, "HA", s.handles.seal(kindTask, alice, "t-a"))
 		body = strings.ReplaceAll(body, "HB", s.handles.seal(kindTask, bob, "t-b"))
+		body = strings.ReplaceAll(body, "HC", s.handles.sealIn(kindCursor, alice, "s1", "c-2"))
 		c, err := mcprules.Parse([]byte(body))
-		if err != nil || c.Kind == mcprules.KindResponse {
+		if err != nil {
 			return
 		}
-		x := &exchange{s: s, principal: alice, call: c}
-		fast, idFast, okFast, done := x.toUpstreamFast([]byte(body))
+		x := &exchange{s: s, principal: alice, sid: "s1", call: c}
+		cursor := c.Kind == mcprules.KindRequest && c.Method == mcprules.MethodList && c.HasCursor
+		fast, okFast, done := x.toUpstreamFast([]byte(body), cursor)
 		if !done {
 			return
 		}
-		x.s.handles = s.handles
-		slow, idSlow, okSlow := toUpstreamDecoded(x, []byte(body))
-		if okFast != okSlow || idFast != idSlow || okFast && !sameJSON(fast, slow) {
-			t.Fatalf("fast %s %q %v, decoded %s %q %v", fast, idFast, okFast, slow, idSlow, okSlow)
+		slow, okSlow := x.toUpstreamDecoded([]byte(body), cursor)
+		if okFast != okSlow || okFast && !sameJSON(fast, slow) {
+			t.Fatalf("fast %s %v, decoded %s %v", fast, okFast, slow, okSlow)
 		}
 	})
 }

@@ -4,6 +4,33 @@
 // decides task requests with the Enforcer (ownership, SEP-2669 status rules,
 // tool-level taskSupport, steer bounds), and forwards everything else byte
 // for byte, streaming SSE responses event by event.
+//
+// What the sidecar reads is what the upstream reads, or the request is
+// refused:
+//   - Messages are read by rules/mcp.Parse, which refuses member names that
+//     differ only in case (as encoding/json folds them) where Warden reads,
+//     and ids other than strings and canonical integers within ±2^53.
+//   - Task methods, tools/call and tasks/list sent without an id (a
+//     notification, which would not be decided) are refused.
+//   - Routing headers (Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method,
+//     Mcp-Name, Last-Event-ID) given more than once are refused.
+//
+// Identifiers are handles (handle.go): upstream task IDs, session IDs, SSE
+// event ids and tasks/list cursors are sealed with XChaCha20-Poly1305 to the
+// principal (event ids and cursors also to the upstream session), so they
+// reveal nothing and open only for their owner. Every place a handle belongs
+// (params.taskId, the related-task _meta, tasks/list's cursor, Mcp-Name,
+// Mcp-Session-Id, Last-Event-ID) must hold one of the caller's, read after
+// JSON decoding; anything else is refused as an unknown task (-32602 "Task
+// not found"), an invalid cursor, or (Last-Event-ID) a 400, without asking
+// the upstream.
+//
+// Answers fail closed: an answer that does not match the request of its
+// exchange (an id spelled differently, any answer on the standalone GET
+// stream), data that is JSON but not one object, and messages naming a task
+// that is not the caller's are dropped (the answer to the caller's own
+// request is replaced with a JSON-RPC error). An event stream is closed when
+// the caller's credential expires.
 package mcp
 
 import (
@@ -24,6 +51,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -158,7 +186,11 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: handles{key: key}, log: log, tools: map[string]string{}}, nil
+	h, err := newHandles(key)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: map[string]string{}}, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
@@ -176,6 +208,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}
+	if k, ok := repeatedHeader(r.Header); !ok {
+		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
+		return
+	}
 	p, err := s.enforcer.Authenticate(r.Context(), credentials(r))
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
@@ -191,14 +227,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
+	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		// A stream is resumed only from an event id given to this
+		// principal in this session; the upstream is not asked otherwise.
+		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
+		if !ok {
+			writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
+			return
+		}
+		x.lastEventID = id
+	}
 	if r.Method == http.MethodPost {
-		s.post(w, r, p, sid)
+		s.post(w, r, p, x)
 		return
 	}
 	// GET (the standalone SSE stream), DELETE (end of session) and anything
 	// else: forwarded, with task notifications filtered on the way back.
-	x := &exchange{s: s, principal: p.ID}
-	s.forward(w, r, x, nil, sid, "")
+	s.forward(w, r, x, nil, "")
+}
+
+// routingHeaders are read once by Warden and by the upstream; a second value
+// could be the one the upstream reads.
+var routingHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-Id"}
+
+// repeatedHeader returns a routing header given more than once (ok false).
+func repeatedHeader(h http.Header) (string, bool) {
+	for _, k := range routingHeaders {
+		if len(h.Values(k)) > 1 {
+			return k, false
+		}
+	}
+	return "", true
 }
 
 // session returns the upstream session ID of the request's Mcp-Session-Id
@@ -283,7 +343,8 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 }
 
 // post decides one JSON-RPC message and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, sid string) {
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange) {
+	sid := x.sid
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -304,22 +365,37 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		writeError(w, http.StatusBadRequest, nil, code, err.Error())
 		return
 	}
-	x := &exchange{s: s, principal: p.ID, call: call}
-	name := ""
-	if call.Kind != mcprules.KindResponse {
-		// Handles in the body (params.taskId, related-task metadata) become
-		// upstream IDs; one that is not the caller's is an unknown task.
-		rewritten, owner, ok := x.toUpstream(body)
-		if !ok {
-			rewritten = body
-		}
+	x.call = call
+	if decided(call.Method) && call.Kind == mcprules.KindNotification {
+		// A task method, tools/call or tasks/list without an id would not
+		// be decided; the upstream may still act on it.
+		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: "+call.Method+" is a request and needs an id")
+		return
+	}
+	// Every place a handle belongs (params.taskId, related-task metadata,
+	// the tasks/list cursor) must hold one of the caller's; they become
+	// upstream IDs.
+	rewritten, owner, why := x.toUpstream(body)
+	var refused rules.Verdict
+	switch why {
+	case refuseTask:
+		refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonNotOwner, Detail: "Task not found"}
+	case refuseCursor:
+		refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonNotOwner, Detail: "Invalid cursor"}
+	default:
 		body = rewritten
+	}
+	name := ""
+	if call.Kind != mcprules.KindResponse || !refused.OK() {
 		h := mcprules.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
 		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcprules.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}}
 		req.Refused = mcprules.CheckHeaders(call, h)
+		if req.Refused.OK() && !refused.OK() && !(why == refuseTask && mcprules.TaskMethod(call.Method)) {
+			req.Refused = refused
+		}
 		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
-			req.TaskID, req.Owner = owner, ok && owner != ""
+			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
 			if h.HasName && req.Owner {
 				name = owner
 			}
@@ -327,11 +403,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				return s.readStatus(ctx, r, sid, call.Params, owner)
 			}
 		}
-		if call.Method == mcprules.MethodToolsCall {
+		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
 			req.Support = s.taskSupport(r.Context(), r, sid, call.Params, call.Tool)
 		}
-		// Every message whose routing headers disagree with its body is
-		// refused; the others that name a task or a tool are decided.
+		// Every message whose routing headers disagree with its body, or
+		// that names a task or cursor not the caller's, is refused; the
+		// others that name a task or a tool are decided.
 		if decides(call) || !req.Refused.OK() {
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
@@ -348,13 +425,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			x.decision = &d
 		}
 	}
-	s.forward(w, r, x, body, sid, name)
+	s.forward(w, r, x, body, name)
 }
 
 // decides reports whether a message goes through the Enforcer.
 func decides(c mcprules.Call) bool {
-	return c.Kind == mcprules.KindRequest &&
-		(mcprules.TaskMethod(c.Method) || c.Method == mcprules.MethodToolsCall || c.Method == mcprules.MethodList)
+	return c.Kind == mcprules.KindRequest && decided(c.Method)
+}
+
+// decided reports whether requests of method are decided.
+func decided(method string) bool {
+	return mcprules.TaskMethod(method) || method == mcprules.MethodToolsCall || method == mcprules.MethodList
 }
 
 func headerValue(h http.Header, key string) (string, bool) {

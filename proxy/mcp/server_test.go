@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"fmt"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"io"
+	"time"
 )
 
 const (
@@ -157,9 +160,18 @@ func TestSSENotificationsFiltered(t *testing.T) {
 		if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
 			t.Fatalf("HTTP %d %v", r.status, r.header)
 		}
-		// Every id line survives, so Last-Event-ID stays right.
-		if !slices.Equal(r.ids, []string{"1", "2", "3", "4"}) {
-			t.Fatalf("event ids %v", r.ids)
+		// Every id line survives, so Last-Event-ID stays right, sealed to
+		// bob and his session.
+		var ids []string
+		for _, v := range r.ids {
+			id, ok := h.srv.handles.openIn(kindEvent, bob, "", v)
+			if !ok {
+				t.Fatalf("event id %q is not bob's", v)
+			}
+			ids = append(ids, id)
+		}
+		if !slices.Equal(ids, []string{"1", "2", "3", "4"}) {
+			t.Fatalf("event ids %v", ids)
 		}
 		if len(r.msgs) != 2 {
 			t.Fatalf("bob got %d messages: %s", len(r.msgs), r.body)
@@ -810,7 +822,7 @@ func TestCaseVariantTaskID(t *testing.T) {
 			calls := h.up.received("tasks/cancel")[before:]
 			if len(calls) != 0 {
 				t.Errorf("BUG: bob's %s reached the upstream as a cancel of task %v (alice's); answer %s; want -32602 Task not found and no upstream call", body, calls[0].params["taskId"], r.body)
-			} else if r.errMessage(t) != "Task not found" {
+			} else if r.errMessage(t) != "Task not found" && r.errCode(t) != mcprules.ErrInvalidRequest {
 				t.Errorf("answer %s", r.body)
 			}
 		})
@@ -890,4 +902,163 @@ func TestServe(t *testing.T) {
 			t.Fatal("Serve without a certificate succeeded")
 		}
 	})
+}
+
+// TestLastEventID: a stream is resumed only from an event id Warden gave
+// the same principal in the same session; the upstream gets the raw id, and
+// is not asked at all otherwise.
+func TestLastEventID(t *testing.T) {
+	h := newHarness(t, Config{})
+	mine := h.srv.handles.sealIn(kindEvent, alice, "", "7")
+	for _, tc := range []struct {
+		name, value string
+		status      int
+		upstream    string // the Last-Event-ID the upstream gets; "" not asked
+	}{
+		{"own event id", mine, http.StatusOK, "7"},
+		{"another principal's", h.srv.handles.sealIn(kindEvent, bob, "", "7"), http.StatusBadRequest, ""},
+		{"another session's", h.srv.handles.sealIn(kindEvent, alice, "up-sess-9", "7"), http.StatusBadRequest, ""},
+		{"a raw upstream event id", "7", http.StatusBadRequest, ""},
+		{"a task handle", h.srv.handles.seal(kindTask, alice, "7"), http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.calls)
+			r := h.do(t, http.MethodGet, "/mcp", alice, "", hdr{"Last-Event-ID": tc.value})
+			if r.status != tc.status {
+				t.Fatalf("HTTP %d %s, want %d", r.status, r.body, tc.status)
+			}
+			h.up.mu.Lock()
+			calls := h.up.calls[before:]
+			h.up.mu.Unlock()
+			if tc.upstream == "" {
+				if len(calls) != 0 || r.errCode(t) != mcprules.ErrInvalidRequest {
+					t.Fatalf("the upstream was asked (%d calls), answer %s", len(calls), r.body)
+				}
+				return
+			}
+			if len(calls) != 1 || calls[0].header.Get("Last-Event-ID") != tc.upstream {
+				t.Fatalf("upstream calls %+v, want one with Last-Event-ID %s", calls, tc.upstream)
+			}
+			for _, v := range r.ids {
+				if _, ok := h.srv.handles.openIn(kindEvent, alice, "", v); !ok {
+					t.Fatalf("event id %q sent to alice is not sealed to her", v)
+				}
+			}
+		})
+	}
+}
+
+// TestRefusedBeforeTheUpstream: requests Warden would not decide, or that
+// carry a routing header twice, never reach the upstream.
+func TestRefusedBeforeTheUpstream(t *testing.T) {
+	h := newHarness(t, Config{})
+	handle := h.createTask(t, alice)
+	send := func(t *testing.T, body string, headers http.Header) (int, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(body))
+		req.Header = headers
+		req.Header.Set("Authorization", "Bearer "+alice)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	get := rpc(1, "tasks/get", map[string]any{"taskId": handle})
+	for _, tc := range []struct {
+		name    string
+		body    string
+		headers http.Header
+		method  string
+	}{
+		{"tasks/cancel as a notification", rpc(nil, "tasks/cancel", map[string]any{"taskId": handle}), http.Header{}, "tasks/cancel"},
+		{"tools/call as a notification", rpc(nil, "tools/call", map[string]any{"name": "slow", "task": map[string]any{}}), http.Header{}, "tools/call"},
+		{"two Mcp-Name values", get, http.Header{"Mcp-Name": {handle, "task-1"}}, "tasks/get"},
+		{"two Mcp-Method values", get, http.Header{"Mcp-Method": {"tasks/get", "tasks/cancel"}}, "tasks/get"},
+		{"two protocol versions", get, http.Header{"Mcp-Protocol-Version": {"2025-11-25", "2026-07-28"}}, "tasks/get"},
+		{"two session ids", get, http.Header{"Mcp-Session-Id": {"a", "b"}}, "tasks/get"},
+		{"id 1.0", `{"jsonrpc":"2.0","id":1.0,"method":"tasks/list"}`, http.Header{}, "tasks/list"},
+		{"Method beside method", `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tasks/cancel","params":{"taskId":"` + handle + `"}}`, http.Header{}, "ping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received(tc.method))
+			status, body := send(t, tc.body, tc.headers)
+			if status != http.StatusBadRequest || !strings.Contains(string(body), `"code":-32600`) {
+				t.Fatalf("HTTP %d %s, want 400 -32600", status, body)
+			}
+			if n := len(h.up.received(tc.method)) - before; n != 0 {
+				t.Fatalf("the upstream received %d %s", n, tc.method)
+			}
+		})
+	}
+}
+
+// TestStreamEndsAtCredentialExpiry: an event stream is closed when the
+// credential it was opened with expires.
+func TestStreamEndsAtCredentialExpiry(t *testing.T) {
+	closed := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, "id: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // an open stream, until Warden closes it
+		close(closed)
+	}))
+	defer up.Close()
+	s, err := New(Config{Upstream: up.URL + "/mcp", Plaintext: true}, newEnforcer(t), testKey, up.Client(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exchange{s: s, principal: alice, expiry: time.Now().Add(300 * time.Millisecond)}
+	req := httptest.NewRequest(http.MethodGet, "/mcp", nil)
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { s.forward(rec, req, x, nil, ""); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream outlived the credential by seconds")
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("the stream closed after %v, before the credential expired", d)
+	}
+	<-closed
+	if !strings.Contains(rec.Body.String(), "notifications/message") {
+		t.Fatalf("the event before expiry was not delivered: %q", rec.Body.String())
+	}
+}
+
+// TestAnswerContentTypes: an answer is filtered whatever type the upstream
+// labels it with, as long as a client could read it as JSON.
+func TestAnswerContentTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct, body string
+		status         int
+		want           string // in the body Warden sends
+	}{
+		{"json", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"json in upper case", "Application/JSON; charset=utf-8", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"json labelled text", "text/plain", `{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}`, 200, `-32603`},
+		{"a batch labelled text", "text/plain", `[{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-x"}}]`, 502, `-32603`},
+		{"another id", "application/json", `{"jsonrpc":"2.0","id":2,"result":{}}`, 502, `-32603`},
+		{"plain text", "text/plain", `OK`, 200, `OK`},
+		{"own answer", "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`, 200, `"result":{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ct)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer up.Close()
+			h := newHarnessFor(t, Config{}, newFakeUpstream(), up)
+			r := h.post(t, alice, rpc(1, "ping", nil), nil)
+			if r.status != tc.status || !strings.Contains(string(r.body), tc.want) || strings.Contains(string(r.body), "t-x") {
+				t.Fatalf("HTTP %d %s, want %d with %s", r.status, r.body, tc.status, tc.want)
+			}
+		})
+	}
 }

@@ -14,10 +14,11 @@ var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
 // copyEvents copies a text/event-stream from r to w event by event: each
 // event's data goes through fn, which returns the data to send and whether to
-// keep the event at all. Lines other than data (id, event, retry, comments)
-// pass unchanged; a dropped event keeps its id line, so a client's
-// Last-Event-ID stays right. Every event is flushed as soon as it is written.
-func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]byte) ([]byte, bool)) error {
+// keep the event at all, and each id line's value through idFn (nil: kept).
+// Other lines (event, retry, comments) pass unchanged; a dropped event keeps
+// its id line, so a client's Last-Event-ID stays right. Every event is
+// flushed as soon as it is written.
+func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]byte) ([]byte, bool), idFn func([]byte) []byte) error {
 	br := bufio.NewReaderSize(r, 32<<10)
 	var other [][]byte // non-data lines of the current event
 	var data []byte
@@ -30,7 +31,15 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]
 			data, keep = fn(data)
 		}
 		for _, l := range other {
-			if !keep && !bytes.HasPrefix(l, []byte("id:")) && !bytes.HasPrefix(l, []byte("retry:")) {
+			isID := bytes.HasPrefix(l, []byte("id:"))
+			if !keep && !isID && !bytes.HasPrefix(l, []byte("retry:")) {
+				continue
+			}
+			if isID && idFn != nil {
+				v := bytes.TrimPrefix(l[len("id:"):], []byte(" "))
+				out.WriteString("id: ")
+				out.Write(idFn(v))
+				out.WriteByte('\n')
 				continue
 			}
 			out.Write(l)

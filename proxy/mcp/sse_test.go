@@ -100,7 +100,7 @@ func TestCopyEvents(t *testing.T) {
 			}
 			var rec recorder
 			var d dropper
-			err := copyEvents(&rec, rec.flush, strings.NewReader(tc.in), max, d.fn)
+			err := copyEvents(&rec, rec.flush, strings.NewReader(tc.in), max, d.fn, nil)
 			if !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
@@ -141,7 +141,7 @@ func shorten(s string) string {
 func TestCopyEventsBlankLines(t *testing.T) {
 	in := strings.Repeat("\n", 64) + "data: a\n\n"
 	var rec recorder
-	err := copyEvents(&rec, rec.flush, strings.NewReader(in), 16, func(b []byte) ([]byte, bool) { return b, true })
+	err := copyEvents(&rec, rec.flush, strings.NewReader(in), 16, func(b []byte) ([]byte, bool) { return b, true }, nil)
 	if err != nil {
 		t.Errorf("BUG: copyEvents(64 blank lines + an 8-byte event, max 16) = %v; the blank lines are counted in the event's size (size is reset only by emit)", err)
 	}
@@ -153,7 +153,7 @@ func TestCopyEventsBlankLines(t *testing.T) {
 func TestCopyEventsWriteError(t *testing.T) {
 	boom := errors.New("client gone")
 	rec := recorder{fail: boom}
-	err := copyEvents(&rec, rec.flush, strings.NewReader("data: a\n\ndata: b\n\n"), 1<<10, func(b []byte) ([]byte, bool) { return b, true })
+	err := copyEvents(&rec, rec.flush, strings.NewReader("data: a\n\ndata: b\n\n"), 1<<10, func(b []byte) ([]byte, bool) { return b, true }, nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -169,7 +169,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func TestCopyEventsReadError(t *testing.T) {
 	boom := errors.New("upstream reset")
 	var rec recorder
-	err := copyEvents(&rec, rec.flush, io.MultiReader(strings.NewReader("data: a\n\n"), errReader{boom}), 1<<10, func(b []byte) ([]byte, bool) { return b, true })
+	err := copyEvents(&rec, rec.flush, io.MultiReader(strings.NewReader("data: a\n\n"), errReader{boom}), 1<<10, func(b []byte) ([]byte, bool) { return b, true }, nil)
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -195,7 +195,7 @@ func FuzzCopyEvents(f *testing.F) {
 		bound := int(max%512) + 1
 		var rec recorder
 		var d dropper
-		err := copyEvents(&rec, rec.flush, bytes.NewReader(in), bound, d.fn)
+		err := copyEvents(&rec, rec.flush, bytes.NewReader(in), bound, d.fn, nil)
 		if err != nil && !errors.Is(err, errEventTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("unexpected error %v", err)
 		}
@@ -224,10 +224,10 @@ func FuzzCopyEvents(f *testing.F) {
 		// With fn the identity, copying is a fixed point after one pass.
 		id := func(b []byte) ([]byte, bool) { return b, true }
 		var once, twice recorder
-		if err := copyEvents(&once, once.flush, bytes.NewReader(in), 1<<20, id); err != nil {
+		if err := copyEvents(&once, once.flush, bytes.NewReader(in), 1<<20, id, nil); err != nil {
 			t.Fatalf("identity pass: %v", err)
 		}
-		if err := copyEvents(&twice, twice.flush, strings.NewReader(once.String()), 1<<20, id); err != nil {
+		if err := copyEvents(&twice, twice.flush, strings.NewReader(once.String()), 1<<20, id, nil); err != nil {
 			t.Fatalf("second pass: %v", err)
 		}
 		if once.String() != twice.String() {

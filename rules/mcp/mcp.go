@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentwarden/warden/rules"
 )
@@ -135,6 +137,13 @@ type Call struct {
 	TaskRequested bool
 	// SteerBytes is the length of tasks/steer's params.message.
 	SteerBytes int
+	// RelatedTaskID is the taskId of the io.modelcontextprotocol/related-task
+	// object in params._meta (result._meta for a client's answer).
+	RelatedTaskID  string
+	HasRelatedTask bool
+	// Cursor is params.cursor (tasks/list pages through it).
+	Cursor    string
+	HasCursor bool
 }
 
 // Error is a malformed message, with the JSON-RPC code to answer it with.
@@ -155,16 +164,28 @@ const (
 	ErrHeaderMismatch = -32020
 )
 
-// members reads a JSON object's members with exact, case-sensitive names,
-// as JSON-RPC peers read them (encoding/json's struct decoding would also
-// take "Method" for "method"). A name given twice is refused: peers disagree
-// on which one counts.
-func members(raw []byte) (map[string]json.RawMessage, error) {
+// Member names Warden reads, per object. A name that differs from one of
+// these only in case is refused: encoding/json (and other case-insensitive
+// decoders) would read it as the member Warden did not see.
+var (
+	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta"}
+	metaNames     = []string{RelatedTask}
+	relatedNames  = []string{"taskId"}
+)
+
+// members reads a JSON object's members with exact names, as JSON-RPC peers
+// read them, and refuses the names peers could read differently: a name
+// given twice, two names equal under Unicode case folding (encoding/json
+// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
+// to it), and a name that folds to one of known without being it.
+func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not an object")
 	}
 	m := map[string]json.RawMessage{}
+	folded := map[string]string{}
 	for d.More() {
 		t, err := d.Token()
 		if err != nil {
@@ -178,7 +199,16 @@ func members(raw []byte) (map[string]json.RawMessage, error) {
 		if _, dup := m[k]; dup {
 			return nil, fmt.Errorf("member %q appears twice", k)
 		}
-		m[k] = v
+		f := Fold(k)
+		if prev, dup := folded[f]; dup {
+			return nil, fmt.Errorf("members %q and %q differ only in case", prev, k)
+		}
+		for _, n := range known {
+			if k != n && f == Fold(n) {
+				return nil, fmt.Errorf("member %q must be spelled %q", k, n)
+			}
+		}
+		m[k], folded[f] = v, k
 	}
 	if _, err := d.Token(); err != nil {
 		return nil, err
@@ -186,9 +216,57 @@ func members(raw []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
+// Fold returns the case-folded form of a member name: two names have the
+// same Fold exactly when encoding/json's struct decoding takes one for the
+// other (ASCII letters upper-cased, any other rune replaced by the smallest
+// rune of its Unicode simple-folding orbit, so 'ſ' is 'S' and the Kelvin
+// sign is 'K'; bytes.EqualFold is the same relation).
+func Fold(name string) string {
+	ascii := true
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= utf8.RuneSelf || ('a' <= c && c <= 'z') {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return name
+	}
+	var b strings.Builder
+	b.Grow(len(name))
+	for _, r := range name { // invalid UTF-8 reads as U+FFFD, as decoders read it
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteByte(byte(r))
+			continue
+		}
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+// foldRune returns the smallest rune of r's simple-folding orbit.
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
+
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
 // from the protocol in 2025-06-18, and a batch would let one POST carry
-// messages decided differently.
+// messages decided differently. Every member Warden reads is read the way
+// any peer reads it, or the message is refused (-32600): member names that
+// differ only in case, at the envelope, in params, params._meta, its
+// related-task object and params.task; ids other than strings and integers
+// in canonical form within ±2^53 (a server answers 1.0 with 1, and Warden
+// could not match the answer); a null id on a request; a message that is
+// both a request and an answer.
 func Parse(body []byte) (Call, error) {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 {
@@ -200,7 +278,7 @@ func Parse(body []byte) (Call, error) {
 	if b[0] == '[' {
 		return Call{}, &Error{ErrInvalidRequest, "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
 	}
-	env, err := members(b)
+	env, err := members(b, envelopeNames)
 	if err != nil {
 		return Call{}, &Error{ErrInvalidRequest, "invalid request: " + err.Error()}
 	}
@@ -208,24 +286,35 @@ func Parse(body []byte) (Call, error) {
 		return Call{}, &Error{ErrInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`}
 	}
 	c := Call{ID: env["id"], Params: env["params"]}
-	hasID := len(c.ID) > 0 && !bytes.Equal(c.ID, []byte("null"))
 	method, hasMethod := env["method"]
+	_, hasResult := env["result"]
+	_, hasError := env["error"]
 	switch {
 	case hasMethod:
+		if hasResult || hasError {
+			return Call{}, &Error{ErrInvalidRequest, "invalid request: both a method and a result or error"}
+		}
 		m, ok := str(method)
 		if !ok || m == "" {
 			return Call{}, &Error{ErrInvalidRequest, "invalid request: method must be a non-empty string"}
 		}
 		c.Method = m
 		c.Kind = KindNotification
-		if hasID {
-			if !validID(c.ID) {
-				return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or a number"}
+		if len(c.ID) > 0 {
+			if !ValidID(c.ID) {
+				return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
 			}
 			c.Kind = KindRequest
 		}
-	case env["result"] != nil || env["error"] != nil:
+	case hasResult || hasError:
 		c.Kind = KindResponse
+		if res := env["result"]; len(res) > 0 && res[0] == '{' {
+			// A client's answer to a server request may name a task in
+			// result._meta; that is a handle too.
+			if err := c.readMeta(res, []string{"_meta"}); err != nil {
+				return Call{}, &Error{ErrInvalidRequest, "invalid request: result: " + err.Error()}
+			}
+		}
 		return c, nil
 	default:
 		return Call{}, &Error{ErrInvalidRequest, "invalid request: neither a method nor a result"}
@@ -233,19 +322,73 @@ func Parse(body []byte) (Call, error) {
 	if len(c.Params) == 0 || c.Params[0] != '{' {
 		return c, nil // absent, null or not an object: the upstream answers invalid params
 	}
-	p, err := members(c.Params)
+	p, err := c.readParams()
 	if err != nil {
 		return Call{}, &Error{ErrInvalidRequest, "invalid request: params: " + err.Error()}
 	}
 	c.TaskID, c.HasTaskID = str(p["taskId"])
 	c.Tool, _ = str(p["name"])
+	c.Cursor, c.HasCursor = str(p["cursor"])
 	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
+	if c.TaskRequested {
+		if _, err := members(p["task"], nil); err != nil {
+			return Call{}, &Error{ErrInvalidRequest, "invalid request: params.task: " + err.Error()}
+		}
+	}
 	if s, ok := str(p["message"]); ok {
 		c.SteerBytes = len(s)
 	} else {
 		c.SteerBytes = len(p["message"])
 	}
 	return c, nil
+}
+
+func (c *Call) readParams() (map[string]json.RawMessage, error) {
+	p, err := members(c.Params, paramNames)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readMetaOf(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readMeta reads the _meta of an object (a result).
+func (c *Call) readMeta(obj json.RawMessage, known []string) error {
+	m, err := members(obj, known)
+	if err != nil {
+		return err
+	}
+	return c.readMetaOf(m)
+}
+
+// readMetaOf reads _meta's related-task, whose taskId must be a string.
+func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
+	raw, ok := obj["_meta"]
+	if !ok || len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	meta, err := members(raw, metaNames)
+	if err != nil {
+		return fmt.Errorf("_meta: %w", err)
+	}
+	rt, ok := meta[RelatedTask]
+	if !ok {
+		return nil
+	}
+	if len(rt) == 0 || rt[0] != '{' {
+		return fmt.Errorf("_meta %s must be an object", RelatedTask)
+	}
+	related, err := members(rt, relatedNames)
+	if err != nil {
+		return fmt.Errorf("_meta %s: %w", RelatedTask, err)
+	}
+	c.RelatedTaskID, c.HasRelatedTask = str(related["taskId"])
+	if !c.HasRelatedTask {
+		return fmt.Errorf("_meta %s needs a string taskId", RelatedTask)
+	}
+	return nil
 }
 
 func str(raw json.RawMessage) (string, bool) {
@@ -259,16 +402,35 @@ func str(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-func validID(raw json.RawMessage) bool {
-	switch raw[0] {
-	case '"':
+// MaxID is the largest integer id magnitude: every integer up to 2^53 has
+// one float64, so every peer reads it as the same number.
+const MaxID = 1 << 53
+
+// ValidID reports whether a raw JSON-RPC request id is one every peer reads
+// and echoes alike: a string, or an integer in canonical form (no fraction,
+// exponent, leading zero, plus sign or "-0") within ±2^53.
+func ValidID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
 		_, ok := str(raw)
 		return ok
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		_, err := strconv.ParseFloat(string(raw), 64)
-		return err == nil
 	}
-	return false
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 16 || (digits[0] == '0' && len(raw) > 1) {
+		return false // "-0" and "01" are not canonical
+	}
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseUint(string(digits), 10, 64)
+	return err == nil && n <= MaxID
 }
 
 // Headers are the routing headers of one HTTP request.

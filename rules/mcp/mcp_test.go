@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/agentwarden/warden/rules"
 )
@@ -28,6 +29,8 @@ type parseCase struct {
 	taskRequested bool
 	steerBytes    int
 	params        string // raw params, checked when not ""
+	related       string // params._meta related-task taskId
+	cursor        string
 }
 
 var parseCases = []parseCase{
@@ -37,8 +40,8 @@ var parseCases = []parseCase{
 	{name: "request integer id", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, kind: KindRequest, id: `7`, method: MethodToolsList},
 	{name: "request zero id", body: `{"jsonrpc":"2.0","id":0,"method":"ping"}`, kind: KindRequest, id: `0`, method: "ping"},
 	{name: "request negative id", body: `{"jsonrpc":"2.0","id":-3,"method":"ping"}`, kind: KindRequest, id: `-3`, method: "ping"},
-	{name: "request fractional id", body: `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, kind: KindRequest, id: `1.5`, method: "ping"},
-	{name: "request exponent id", body: `{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, kind: KindRequest, id: `1e3`, method: "ping"},
+	{name: "request largest id", body: `{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}`, kind: KindRequest, id: `9007199254740992`, method: "ping"},
+	{name: "request smallest id", body: `{"jsonrpc":"2.0","id":-9007199254740992,"method":"ping"}`, kind: KindRequest, id: `-9007199254740992`, method: "ping"},
 	{name: "request empty string id", body: `{"jsonrpc":"2.0","id":"","method":"ping"}`, kind: KindRequest, id: `""`, method: "ping"},
 	{name: "request escaped string id", body: `{"jsonrpc":"2.0","id":"\u0041\n","method":"ping"}`, kind: KindRequest, id: `"\u0041\n"`, method: "ping"},
 	{name: "leading whitespace", body: " \r\n\t" + `{"jsonrpc":"2.0","id":1,"method":"ping"}`, kind: KindRequest, id: `1`, method: "ping"},
@@ -48,7 +51,7 @@ var parseCases = []parseCase{
 
 	// Notifications: no id, or a null id.
 	{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, kind: KindNotification, method: "notifications/initialized"},
-	{name: "notification null id", body: `{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled"}`, kind: KindNotification, id: `null`, method: "notifications/cancelled"},
+	{name: "request null id", body: `{"jsonrpc":"2.0","id":null,"method":"notifications/cancelled"}`, code: ErrInvalidRequest},
 	{name: "notification with taskId", body: `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t1","status":"working"}}`,
 		kind: KindNotification, method: NotifyStatus, taskID: "t1", hasTaskID: true},
 
@@ -100,9 +103,50 @@ var parseCases = []parseCase{
 	{name: "duplicate result", body: `{"jsonrpc":"2.0","id":1,"result":{},"result":{}}`, code: ErrInvalidRequest},
 	{name: "Method is not method", body: `{"jsonrpc":"2.0","id":1,"Method":"ping"}`, code: ErrInvalidRequest},
 	{name: "JSONRPC is not jsonrpc", body: `{"JSONRPC":"2.0","id":1,"method":"ping"}`, code: ErrInvalidRequest},
-	{name: "TaskId is not taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"TaskId":"t1"}}`, kind: KindRequest, id: `1`, method: MethodGet},
-	{name: "Name is not name", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"x","Task":{}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall},
+	{name: "TaskId is not taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"TaskId":"t1"}}`, code: ErrInvalidRequest},
+	{name: "Name is not name", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"Name":"x","Task":{}}}`, code: ErrInvalidRequest},
 	{name: "duplicates deeper down are the upstream's", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"a":2}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "x"},
+
+	// Names equal under case folding (encoding/json reads them as one).
+	{name: "method and Method", body: `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tasks/cancel","params":{"taskId":"t"}}`, code: ErrInvalidRequest},
+	{name: "Method and method", body: `{"jsonrpc":"2.0","id":1,"Method":"tasks/cancel","method":"ping"}`, code: ErrInvalidRequest},
+	{name: "ID makes a request", body: `{"jsonrpc":"2.0","ID":9,"method":"tasks/pause","params":{"taskId":"t"}}`, code: ErrInvalidRequest},
+	{name: "id and Id", body: `{"jsonrpc":"2.0","id":1,"Id":2,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "Params alone", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","Params":{"taskId":"t"}}`, code: ErrInvalidRequest},
+	{name: "Result alone", body: `{"jsonrpc":"2.0","id":1,"Result":{}}`, code: ErrInvalidRequest},
+	{name: "Kelvin sign folds to k", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","tas\u212aId":"u"}}`, code: ErrInvalidRequest},
+	{name: "long s folds to s", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","taſkId":"u"}}`, code: ErrInvalidRequest},
+	{name: "long s alone", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taſkId":"u"}}`, code: ErrInvalidRequest},
+	{name: "escaped upper case", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","\u0054askId":"u"}}`, code: ErrInvalidRequest},
+	{name: "jsonRPC", body: `{"jsonRPC":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "Task object", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","Task":{}}}`, code: ErrInvalidRequest},
+	{name: "case duplicates in task", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","task":{"ttl":1,"TTL":2}}}`, code: ErrInvalidRequest},
+	{name: "case duplicates in _meta", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"a":1,"A":2}}}`, code: ErrInvalidRequest},
+	{name: "related-task spelled in upper case", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"IO.modelcontextprotocol/related-task":{"taskId":"t"}}}}`, code: ErrInvalidRequest},
+	{name: "related-task TaskId", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"TaskId":"t"}}}}`, code: ErrInvalidRequest},
+	{name: "related-task not an object", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":"t"}}}`, code: ErrInvalidRequest},
+	{name: "related-task taskId not a string", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":1}}}}`, code: ErrInvalidRequest},
+	{name: "Cursor", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"Cursor":"c"}}`, code: ErrInvalidRequest},
+	{name: "case duplicates in a client's result _meta", body: `{"jsonrpc":"2.0","id":1,"result":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"a","taskid":"b"}}}}`, code: ErrInvalidRequest},
+	{name: "related task read", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t\u0031"}}}}`,
+		kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "x", related: "t1"},
+	{name: "related task in a client's result", body: `{"jsonrpc":"2.0","id":"s1","result":{"action":"accept","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t2"}}}}`,
+		kind: KindResponse, id: `"s1"`, related: "t2"},
+	{name: "cursor read", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"c1"}}`, kind: KindRequest, id: `1`, method: MethodList, cursor: "c1"},
+	{name: "case duplicates inside arguments are the tool's", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1,"A":2}}}`, kind: KindRequest, id: `1`, method: MethodToolsCall, tool: "x"},
+	{name: "method and result", body: `{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}`, code: ErrInvalidRequest},
+
+	// Ids: strings and canonical integers within ±2^53; anything a peer
+	// would echo in another spelling is refused.
+	{name: "id 1.0", body: `{"jsonrpc":"2.0","id":1.0,"method":"tasks/list"}`, code: ErrInvalidRequest},
+	{name: "id 1e0", body: `{"jsonrpc":"2.0","id":1e0,"method":"tasks/list"}`, code: ErrInvalidRequest},
+	{name: "id 1E0", body: `{"jsonrpc":"2.0","id":1E0,"method":"tasks/list"}`, code: ErrInvalidRequest},
+	{name: "id 0.1e1", body: `{"jsonrpc":"2.0","id":0.1e1,"method":"tasks/list"}`, code: ErrInvalidRequest},
+	{name: "id -0", body: `{"jsonrpc":"2.0","id":-0,"method":"tasks/list"}`, code: ErrInvalidRequest},
+	{name: "id 1.5", body: `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id 2^53+1", body: `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id -(2^53+1)", body: `{"jsonrpc":"2.0","id":-9007199254740993,"method":"ping"}`, code: ErrInvalidRequest},
+	{name: "id beyond uint64", body: `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}`, code: ErrInvalidRequest},
 
 	// Params that are not an object are the upstream's to refuse.
 	{name: "params array", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["t1"]}`, kind: KindRequest, id: `1`, method: MethodGet, params: `["t1"]`},
@@ -190,6 +234,12 @@ func TestParse(t *testing.T) {
 			}
 			if tc.params != "" && string(c.Params) != tc.params {
 				t.Errorf("Params = %s, want %s", c.Params, tc.params)
+			}
+			if c.RelatedTaskID != tc.related || c.HasRelatedTask != (tc.related != "") {
+				t.Errorf("RelatedTaskID = %q/%v, want %q", c.RelatedTaskID, c.HasRelatedTask, tc.related)
+			}
+			if c.Cursor != tc.cursor || c.HasCursor != (tc.cursor != "") {
+				t.Errorf("Cursor = %q/%v, want %q", c.Cursor, c.HasCursor, tc.cursor)
 			}
 		})
 	}
@@ -522,8 +572,9 @@ func FuzzParse(f *testing.F) {
 			switch v := id.(type) {
 			case string:
 			case json.Number:
-				if _, err := strconv.ParseFloat(v.String(), 64); err != nil {
-					t.Fatalf("request id %s is out of range", v)
+				n, err := strconv.ParseInt(v.String(), 10, 64)
+				if err != nil || n > MaxID || n < -MaxID || strconv.FormatInt(n, 10) != string(c.ID) {
+					t.Fatalf("request id %s is not a canonical integer within 2^53", v)
 				}
 			default:
 				t.Fatalf("request id %s is a %T", c.ID, id)
@@ -532,7 +583,7 @@ func FuzzParse(f *testing.F) {
 			if c.Method == "" {
 				t.Fatal("notification without a method")
 			}
-			if len(c.ID) != 0 && string(c.ID) != "null" {
+			if len(c.ID) != 0 {
 				t.Fatalf("notification with id %s", c.ID)
 			}
 		case KindResponse:
@@ -552,6 +603,105 @@ func FuzzParse(f *testing.F) {
 		again, err := Parse(body)
 		if err != nil || again.Method != c.Method || again.TaskID != c.TaskID || string(again.ID) != string(c.ID) {
 			t.Fatalf("second Parse differs: %+v %v", again, err)
+		}
+	})
+}
+
+// TestFoldMatchesEncodingJSON checks Fold against encoding/json's own
+// matching for every rune: a one-rune member name decodes into the field
+// named by another rune exactly when their Folds are equal. Runes are
+// checked against the fold orbit's members (the only candidates).
+func TestFoldMatchesEncodingJSON(t *testing.T) {
+	for r := rune(0x20); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF || r == '"' || r == '\\' {
+			continue
+		}
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			if Fold(string(r)) != Fold(string(o)) {
+				t.Fatalf("Fold(%U) = %q, Fold(%U) = %q: encoding/json folds them together", r, Fold(string(r)), o, Fold(string(o)))
+			}
+		}
+		if u := unicode.ToUpper(r); u != r && Fold(string(u)) == Fold(string(r)) != bytes.EqualFold([]byte(string(u)), []byte(string(r))) {
+			t.Fatalf("Fold and bytes.EqualFold disagree on %U and %U", r, u)
+		}
+	}
+	// And end to end, on the names the rules read.
+	for _, tc := range []struct{ name, key string }{
+		{"Kelvin", "tas\u212aId"}, {"long s", "taſkId"}, {"upper", "TASKID"}, {"dotless i is not i", "taskıd"},
+	} {
+		var v struct {
+			TaskID string `json:"taskId"`
+		}
+		_ = json.Unmarshal([]byte(`{"`+tc.key+`":"x"}`), &v)
+		if got, want := v.TaskID == "x", Fold(tc.key) == Fold("taskId"); got != want {
+			t.Errorf("%s: encoding/json matched %v, Fold matched %v", tc.name, got, want)
+		}
+	}
+}
+
+// envelope is how a Go server built on encoding/json reads a message.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// goParams is how such a server reads the params Warden reads.
+type goParams struct {
+	TaskID string          `json:"taskId"`
+	Name   string          `json:"name"`
+	Task   json.RawMessage `json:"task"`
+	Cursor string          `json:"cursor"`
+	Meta   struct {
+		Related *struct {
+			TaskID string `json:"taskId"`
+		} `json:"io.modelcontextprotocol/related-task"`
+	} `json:"_meta"`
+}
+
+// FuzzParseAgreesWithEncodingJSON: for every message Parse accepts, a Go
+// server decoding it with encoding/json (case-insensitive member names, last
+// duplicate wins) reads the same method, the same id (present or not, same
+// bytes) and the same params; and where it decodes the params Warden reads
+// (taskId, name, task, cursor, _meta related-task), the same values.
+func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
+	for _, tc := range parseCases {
+		f.Add([]byte(tc.body))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"ping","Method":"tasks/cancel","params":{"taskId":"t"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","ID":9,"method":"tasks/pause","params":{"taskId":"t"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"ta\u017fkId":"t"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c, err := Parse(body)
+		if err != nil || c.Kind == KindResponse {
+			return
+		}
+		var e envelope
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("Parse accepted what encoding/json refuses: %v", err)
+		}
+		if e.Method != c.Method {
+			t.Fatalf("method: Warden %q, encoding/json %q", c.Method, e.Method)
+		}
+		if (len(e.ID) > 0) != (c.Kind == KindRequest) || !bytes.Equal(e.ID, c.ID) {
+			t.Fatalf("id: Warden %s (kind %d), encoding/json %s", c.ID, c.Kind, e.ID)
+		}
+		if !bytes.Equal(e.Params, c.Params) {
+			t.Fatalf("params: Warden %s, encoding/json %s", c.Params, e.Params)
+		}
+		var p goParams
+		if len(c.Params) == 0 || c.Params[0] != '{' || json.Unmarshal(c.Params, &p) != nil {
+			return // a server refuses params it cannot decode
+		}
+		if p.TaskID != c.TaskID || p.Name != c.Tool || p.Cursor != c.Cursor {
+			t.Fatalf("params: Warden taskId %q name %q cursor %q, encoding/json %q %q %q", c.TaskID, c.Tool, c.Cursor, p.TaskID, p.Name, p.Cursor)
+		}
+		if (len(p.Task) > 0 && p.Task[0] == '{') != c.TaskRequested {
+			t.Fatalf("params.task: Warden %v, encoding/json %s", c.TaskRequested, p.Task)
+		}
+		if (p.Meta.Related != nil) != c.HasRelatedTask || (p.Meta.Related != nil && p.Meta.Related.TaskID != c.RelatedTaskID) {
+			t.Fatalf("related task: Warden %q/%v, encoding/json %+v", c.RelatedTaskID, c.HasRelatedTask, p.Meta.Related)
 		}
 	})
 }
