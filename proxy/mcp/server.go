@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
 	// ShutdownTimeout bounds how long in-flight requests may drain.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// Limits bounds the listener's connections and the dial to the upstream;
+	// zero fields take listener's defaults.
+	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
@@ -85,6 +89,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("mcp.limits: %w", err)
 	}
 	return nil
 }
@@ -153,6 +160,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		client = &http.Client{Transport: &http.Transport{
 			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 			ResponseHeaderTimeout: 0, DisableCompression: true,
+			DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
 		}}
 	}
 	if log == nil {
