@@ -68,8 +68,13 @@ func (c Config) Validate() error {
 	if err := c.MCP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Limits.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("limits: %w", err))
+	for _, l := range []struct {
+		key string
+		v   listener.Limits
+	}{{"limits", c.Limits}, {"macp.limits", c.MACP.Limits}, {"extauthz.limits", c.ExtAuthz.Limits}} {
+		if err := l.v.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.key, err))
+		}
 	}
 	return errors.Join(errs...)
 }
