@@ -28,9 +28,11 @@ var allowed = map[string][]string{
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
 	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
-	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
-	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", "golang.org/x/crypto/chacha20poly1305"}, // sealed handles
-	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
+	// and the listener bounds they share, which imports no adapter
+	"proxy/listener": {"google.golang.org/grpc"},
+	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
+	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", "golang.org/x/crypto/chacha20poly1305"}, // sealed handles,
+	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
 	"cmd":            {""}, // anything
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/mcp"
 )
@@ -26,9 +27,13 @@ type Config struct {
 	MACP     macp.Config     `yaml:"macp"`
 	MCP      mcp.Config      `yaml:"mcp"`
 	ExtAuthz extauthz.Config `yaml:"extauthz"`
-	Log      LogConfig       `yaml:"log"`
-	Admin    AdminConfig     `yaml:"admin"`
-	Tracing  TracingConfig   `yaml:"tracing"`
+	// Limits bounds every listener's connections and the reconnects
+	// upstream; a listener's own limits (macp.limits, ...) override it key
+	// by key.
+	Limits  listener.Limits `yaml:"limits"`
+	Log     LogConfig       `yaml:"log"`
+	Admin   AdminConfig     `yaml:"admin"`
+	Tracing TracingConfig   `yaml:"tracing"`
 }
 
 // TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.
@@ -63,7 +68,24 @@ func (c Config) Validate() error {
 	if err := c.MCP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	for _, l := range []struct {
+		key string
+		v   listener.Limits
+	}{{"limits", c.Limits}, {"macp.limits", c.MACP.Limits}, {"extauthz.limits", c.ExtAuthz.Limits}} {
+		if err := l.v.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", l.key, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// inheritLimits gives each listener the top-level limits where its own leave
+// a key unset, and over both the limits given as flags.
+func (c *Config) inheritLimits(flags listener.Limits) {
+	c.MACP.Limits = flags.Inherit(c.MACP.Limits.Inherit(c.Limits))
+	c.MCP.Limits = flags.Inherit(c.MCP.Limits.Inherit(c.Limits))
+	c.ExtAuthz.Limits = flags.Inherit(c.ExtAuthz.Limits.Inherit(c.Limits))
+	c.Limits = flags.Inherit(c.Limits)
 }
 
 // loadConfig decodes path strictly: an unknown key is an error naming it.

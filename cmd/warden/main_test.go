@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -91,5 +94,55 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if code, _, errOut := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: exit %d %q", code, errOut)
+	}
+}
+
+func TestLimitsConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		yaml          string
+		flags         listener.Limits
+		macp, mcp, ex listener.Limits // the fields compared: header, idle, max connections
+		err           string
+	}{
+		{name: "none", yaml: "", macp: listener.Limits{}, mcp: listener.Limits{}, ex: listener.Limits{}},
+		{name: "top level for every listener",
+			yaml: "limits:\n  header_timeout: 5s\n  max_connections: 100\n",
+			macp: listener.Limits{HeaderTimeout: 5 * time.Second, MaxConnections: 100},
+			mcp:  listener.Limits{HeaderTimeout: 5 * time.Second, MaxConnections: 100},
+			ex:   listener.Limits{HeaderTimeout: 5 * time.Second, MaxConnections: 100}},
+		{name: "a listener's own keys win",
+			yaml: "limits:\n  header_timeout: 5s\n  idle_timeout: 30s\nmcp:\n  limits:\n    idle_timeout: 10m\n",
+			macp: listener.Limits{HeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second},
+			mcp:  listener.Limits{HeaderTimeout: 5 * time.Second, IdleTimeout: 10 * time.Minute},
+			ex:   listener.Limits{HeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}},
+		{name: "flags win over both",
+			yaml:  "limits:\n  header_timeout: 5s\nmacp:\n  limits:\n    header_timeout: 7s\n",
+			flags: listener.Limits{HeaderTimeout: time.Second},
+			macp:  listener.Limits{HeaderTimeout: time.Second},
+			mcp:   listener.Limits{HeaderTimeout: time.Second},
+			ex:    listener.Limits{HeaderTimeout: time.Second}},
+		{name: "negative", yaml: "extauthz:\n  limits:\n    idle_timeout: -1s\n", err: "extauthz.limits: idle_timeout: negative"},
+		{name: "unknown key", yaml: "limits:\n  idle: 1s\n", err: "field idle not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(write(t, "warden.yaml", tc.yaml))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.inheritLimits(tc.flags)
+			pick := func(l listener.Limits) listener.Limits {
+				return listener.Limits{HeaderTimeout: l.HeaderTimeout, IdleTimeout: l.IdleTimeout, MaxConnections: l.MaxConnections}
+			}
+			if pick(cfg.MACP.Limits) != tc.macp || pick(cfg.MCP.Limits) != tc.mcp || pick(cfg.ExtAuthz.Limits) != tc.ex {
+				t.Errorf("macp %+v\nmcp %+v\nextauthz %+v", cfg.MACP.Limits, cfg.MCP.Limits, cfg.ExtAuthz.Limits)
+			}
+		})
 	}
 }

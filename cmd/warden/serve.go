@@ -18,6 +18,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/mcp"
 )
@@ -55,6 +56,17 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	upTokens := fs.String("upstream-tokens-file", "", "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
+	var lim listener.Limits
+	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
+	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", 0, "HTTP: time to read a whole request, body included; responses are not bounded (default 60s)")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", 0, "close an HTTP keep-alive connection without a request, or a gRPC connection without a call, after this long (default 75s)")
+	fs.DurationVar(&lim.GRPCConnectionTimeout, "grpc-connection-timeout", 0, "gRPC: time for TLS handshake and HTTP/2 preface of a new connection (default 10s)")
+	fs.DurationVar(&lim.GRPCKeepaliveTime, "grpc-keepalive-time", 0, "gRPC: ping a connection silent this long (default 60s)")
+	fs.DurationVar(&lim.GRPCKeepaliveTimeout, "grpc-keepalive-timeout", 0, "gRPC: close a connection whose ping is unanswered this long (default 20s)")
+	fs.DurationVar(&lim.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", 0, "gRPC: shortest interval at which clients may ping (default 10s)")
+	fs.DurationVar(&lim.UpstreamBackoffMax, "upstream-backoff-max", 0, "longest delay between reconnects to the MACP runtime (default 1s)")
+	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +124,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 			c.Enforcer.Sessions = *sessions
 		}
 		c.Policies.Files = append(c.Policies.Files, extra...)
+		c.inheritLimits(lim)
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -126,6 +139,9 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err := cfg.MCP.Validate(); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return fmt.Errorf("serve: limits: %w", err)
 	}
 
 	log, err := newLogger(stderr, cfg.Log.Level)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -57,15 +58,24 @@ type Config struct {
 	// AllowedOrigins are the browser origins allowed besides same-origin
 	// requests (MCP), as mcp.allowed_origins.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	// Limits bounds the listener's connections; zero fields take listener's
+	// defaults.
+	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // DefaultPrincipalHeader is the header an allowed request gains.
 const DefaultPrincipalHeader = "x-warden-principal"
 
+// shutdownTimeout bounds how long in-flight Check calls may drain.
+const shutdownTimeout = 10 * time.Second
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.Listen == "" {
 		return errors.New("extauthz.listen: required")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("extauthz.limits: %w", err)
 	}
 	return nil
 }
@@ -102,7 +112,8 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log}, nil
 }
 
-// Run serves Check on cfg.Listen until ctx ends.
+// Run serves Check on cfg.Listen until ctx ends, then drains in-flight
+// calls for at most 10 seconds.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.cfg.Validate(); err != nil {
 		return err
@@ -111,24 +122,13 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("extauthz listen: %w", err)
 	}
-	srv := grpc.NewServer()
+	lim := s.cfg.Limits.WithDefaults()
+	srv := grpc.NewServer(listener.GRPCServerOptions(lim)...)
 	authv3.RegisterAuthorizationServer(srv, s)
-	s.log.Info("ext_authz listening", "listen", lis.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
+	s.log.Info("ext_authz listening", "listen", lis.Addr().String(), "max_connections", lim.MaxConnections)
+	if err := listener.Serve(ctx, srv, listener.Cap(lis, lim.MaxConnections, s.log), shutdownTimeout, s.log); err != nil {
 		return fmt.Errorf("extauthz serve: %w", err)
-	case <-ctx.Done():
 	}
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		srv.Stop()
-	}
-	<-errc
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 // Config is the MACP sidecar's configuration.
@@ -68,6 +68,9 @@ type Config struct {
 	// CredentialCheck is how often an open stream's credential is checked
 	// again (expiry, revocation by reload or JWKS change); default 1s.
 	CredentialCheck time.Duration `yaml:"credential_check" json:"credential_check"`
+	// Limits bounds the listener's connections and the reconnects to the
+	// runtime; zero fields take listener's defaults.
+	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
@@ -93,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.CredentialCheck < 0 {
 		errs = append(errs, errors.New("macp.credential_check: negative"))
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("macp.limits: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -124,15 +130,16 @@ func DialUpstream(cfg Config, tp trace.TracerProvider) (*Upstream, error) {
 	if !cfg.UpstreamPlaintext {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.UpstreamCAFile != "" {
-			pool, err := loadPool(cfg.UpstreamCAFile)
+			pool, err := listener.CertPool(cfg.UpstreamCAFile)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("macp upstream tls: %w", err)
 			}
 			tc.RootCAs = pool
 		}
 		creds = credentials.NewTLS(tc)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	// Reconnects follow the runtime back within about a second.
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, listener.GRPCDialOptions(cfg.Limits.WithDefaults())...)
 	if tp != nil {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
@@ -210,20 +217,21 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	srvOpts := []grpc.ServerOption{
+	lim := s.cfg.Limits.WithDefaults()
+	srvOpts := append([]grpc.ServerOption{
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
-	}
+	}, listener.GRPCServerOptions(lim)...)
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
 	if !s.cfg.Plaintext {
-		tc, err := s.serverTLS()
+		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile)
 		if err != nil {
 			lis.Close()
-			return err
+			return fmt.Errorf("macp tls: %w", err)
 		}
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
 	}
@@ -235,53 +243,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		HandlerType: (*any)(nil),
 		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
 	}, s)
-	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext)
-
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(lis) }()
-	select {
-	case err := <-errc:
+	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
+		"max_connections", lim.MaxConnections)
+	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
 		return fmt.Errorf("macp serve: %w", err)
-	case <-ctx.Done():
 	}
-	stopped := make(chan struct{})
-	go func() { s.srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(s.cfg.ShutdownTimeout):
-		s.log.Warn("macp sidecar: shutdown timeout, closing remaining calls", "timeout", s.cfg.ShutdownTimeout)
-		s.srv.Stop()
-	}
-	<-errc
 	return nil
-}
-
-func (s *Server) serverTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(s.cfg.CertFile, s.cfg.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("macp tls: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if s.cfg.ClientCAFile != "" {
-		pool, err := loadPool(s.cfg.ClientCAFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return tc, nil
-}
-
-func loadPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("CA file %s holds no PEM certificate", file)
-	}
-	return pool, nil
 }
 
 // Full method names.

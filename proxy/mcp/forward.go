@@ -59,6 +59,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	copyHeaders(out.Header, r.Header)
+	out.Header.Del("X-Warden-Principal") // an identity header Warden owns, never the client's
+	if x.strip {
+		out.Header.Del("Authorization")
+		out.Header.Del("X-Macp-Token")
+	}
 	out.Host = r.Host
 	if body != nil {
 		out.ContentLength = int64(len(body))
@@ -96,6 +101,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			// The stream must not outlive the credential it was opened with.
 			t := time.AfterFunc(time.Until(x.expiry), cancel)
 			defer t.Stop()
+		}
+		if x.guard != nil {
+			// Nor its revocation (a reload, a key leaving the JWKS).
+			gctx, stop := x.guard(ctx)
+			defer stop()
+			context.AfterFunc(gctx, cancel)
 		}
 		w.WriteHeader(resp.StatusCode)
 		flush := func() {}
@@ -304,6 +315,13 @@ type exchange struct {
 	principal string
 	sid       string
 	expiry    time.Time // the credential's; zero if it never expires
+	// strip removes the client's credential headers toward the upstream:
+	// the principal was authenticated by something the upstream cannot
+	// check (a client certificate).
+	strip bool
+	// guard, when set, watches the credential of a long-lived answer (an
+	// event stream): its context ends when the credential is revoked.
+	guard func(context.Context) (context.Context, func())
 	// lastEventID is the upstream event id the caller resumes from.
 	lastEventID string
 	call        mcprules.Call

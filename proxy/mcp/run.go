@@ -3,13 +3,10 @@ package mcp
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
-	"time"
+
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 // Run serves the sidecar on cfg.Listen until ctx ends, then drains in-flight
@@ -22,54 +19,28 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, lis)
 }
 
-// Serve is Run on a listener the caller opened.
+// Serve is Run on a listener the caller opened. Connections are capped and
+// bounded by the configured limits: a request's headers must arrive within
+// the header timeout and its body within the body timeout, a keep-alive
+// connection closes after the idle timeout, and a request refused before its
+// body was read (bad credentials) is answered at once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	lim := s.cfg.Limits.WithDefaults()
+	srv := listener.NewHTTPServer(s, lim)
+	lis = listener.Cap(lis, lim.MaxConnections, s.log)
 	if !s.cfg.Plaintext {
-		tc, err := s.serverTLS()
+		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2", "http/1.1")
 		if err != nil {
 			lis.Close()
-			return err
+			return fmt.Errorf("mcp tls: %w", err)
 		}
 		srv.TLSConfig = tc
 		lis = tls.NewListener(lis, tc)
 	}
-	s.log.Info("mcp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("mcp serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		s.log.Warn("mcp sidecar: shutdown timeout, closing remaining requests", "timeout", s.cfg.ShutdownTimeout)
-		_ = srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	s.log.Info("mcp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
+		"max_connections", lim.MaxConnections)
+	if err := listener.Serve(ctx, listener.HTTP(srv), lis, s.cfg.ShutdownTimeout, s.log); err != nil {
 		return fmt.Errorf("mcp serve: %w", err)
 	}
 	return nil
-}
-
-func (s *Server) serverTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(s.cfg.CertFile, s.cfg.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("mcp tls: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-	if s.cfg.ClientCAFile != "" {
-		pem, err := os.ReadFile(s.cfg.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("mcp tls: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mcp tls: no certificate in %s", s.cfg.ClientCAFile)
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return tc, nil
 }

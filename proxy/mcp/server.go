@@ -51,6 +51,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
@@ -88,6 +89,9 @@ type Config struct {
 	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
 	// ShutdownTimeout bounds how long in-flight requests may drain.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// Limits bounds the listener's connections and the dial to the upstream;
+	// zero fields take listener's defaults.
+	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
@@ -113,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("mcp.limits: %w", err)
 	}
 	return nil
 }
@@ -181,6 +188,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		client = &http.Client{Transport: &http.Transport{
 			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 			ResponseHeaderTimeout: 0, DisableCompression: true,
+			DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
 		}}
 	}
 	if log == nil {
@@ -212,7 +220,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
 		return
 	}
-	p, err := s.enforcer.Authenticate(r.Context(), credentials(r))
+	creds, err := authn.FromHTTP(r)
+	var p authn.Principal
+	if err == nil {
+		p, err = s.enforcer.Authenticate(r.Context(), creds)
+	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
 		writeError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
@@ -227,7 +239,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
-	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry}
+	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p),
+		guard: func(ctx context.Context) (context.Context, func()) {
+			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
+		}}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
@@ -271,16 +286,9 @@ func (s *Server) session(r *http.Request, principal string) (string, bool) {
 	return s.handles.open(kindSession, principal, h)
 }
 
-func credentials(r *http.Request) authn.Credentials {
-	var c authn.Credentials
-	if v := r.Header.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		c.Bearer = strings.TrimSpace(v[7:])
-	}
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		c.PeerCerts = r.TLS.VerifiedChains[0]
-	}
-	return c
-}
+// errCredentialGone ends an event stream whose credential expired or was
+// revoked while it was open.
+var errCredentialGone = errors.New("the credential expired or was revoked")
 
 // originAllowed validates Origin (Streamable HTTP requires it, against DNS
 // rebinding): absent, same-origin, or configured.
@@ -313,14 +321,11 @@ func (s *Server) metadataURL(r *http.Request) string {
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	v := "Bearer"
+	var metadata string
 	if len(s.cfg.AuthorizationServers) > 0 {
-		v += ` resource_metadata="` + s.metadataURL(r) + `"`
+		metadata = s.metadataURL(r)
 	}
-	if !errors.Is(err, authn.ErrNoCredentials) {
-		v += `, error="invalid_token", error_description="` + authn.Reason(err) + `"`
-	}
-	w.Header().Set("WWW-Authenticate", v)
+	w.Header().Set("WWW-Authenticate", authn.Challenge(metadata, err))
 	writeError(w, http.StatusUnauthorized, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err))
 }
 

@@ -345,6 +345,16 @@ func TestUnauthorized(t *testing.T) {
 					t.Fatalf("auth %q: HTTP %d", auth, resp.StatusCode)
 				}
 				want := strings.ReplaceAll(tc.want, "HOST", strings.TrimPrefix(h.front.URL, "http://"))
+				if auth != "" {
+					// A credential Warden cannot read (another scheme, no
+					// token) is a refused one: a valid RFC 6750 challenge
+					// with error="invalid_token", never "Bearer, ...".
+					sep := " "
+					if want != "Bearer" {
+						sep = ", "
+					}
+					want += sep + `error="invalid_token", error_description="invalid_credentials"`
+				}
 				if got := resp.Header.Get("WWW-Authenticate"); got != want {
 					t.Fatalf("WWW-Authenticate %q, want %q", got, want)
 				}
@@ -1060,5 +1070,58 @@ func TestAnswerContentTypes(t *testing.T) {
 				t.Fatalf("HTTP %d %s, want %d with %s", r.status, r.body, tc.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestCredentialHeaders: the credential the MCP server sees is the one
+// Warden decided on. Two Authorization headers, or Authorization and
+// x-macp-token naming different tokens, are refused before the upstream;
+// a client's x-warden-principal never reaches it.
+func TestCredentialHeaders(t *testing.T) {
+	h := newHarness(t, Config{})
+	send := func(set func(http.Header)) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, h.front.URL+"/mcp", strings.NewReader(rpc(1, "ping", nil)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		set(req.Header)
+		resp, err := h.front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, set := range map[string]func(http.Header){
+		"two Authorization headers": func(hd http.Header) {
+			hd.Add("Authorization", "Bearer "+alice)
+			hd.Add("Authorization", "Bearer "+bob)
+		},
+		"a comma-joined Authorization": func(hd http.Header) { hd.Set("Authorization", "Bearer "+alice+", Bearer "+bob) },
+		"Authorization and another x-macp-token": func(hd http.Header) {
+			hd.Set("Authorization", "bearer "+bob)
+			hd.Set("X-Macp-Token", alice)
+		},
+	} {
+		before := len(h.up.received(""))
+		if got := send(set); got != http.StatusUnauthorized {
+			t.Errorf("%s: HTTP %d, want 401", name, got)
+		}
+		if len(h.up.received("")) != before {
+			t.Errorf("%s: the upstream was called", name)
+		}
+	}
+	before := len(h.up.received(""))
+	if got := send(func(hd http.Header) {
+		hd.Set("Authorization", "bearer "+alice) // the scheme is case-insensitive
+		hd.Set("X-Warden-Principal", bob)
+	}); got != http.StatusOK {
+		t.Fatalf("lower-case bearer: HTTP %d", got)
+	}
+	calls := h.up.received("")
+	if len(calls) != before+1 {
+		t.Fatalf("the upstream got %d calls", len(calls)-before)
+	}
+	if v := calls[len(calls)-1].header.Get("X-Warden-Principal"); v != "" {
+		t.Errorf("a client's x-warden-principal reached the upstream: %q", v)
 	}
 }

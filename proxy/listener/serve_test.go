@@ -1,0 +1,199 @@
+package listener
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestServeDrains(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler time.Duration // how long the in-flight request takes
+		want    time.Duration // how long Serve takes to return after ctx ends
+	}{
+		{"in-flight call finishes", 200 * time.Millisecond, 200 * time.Millisecond},
+		{"shutdown timeout closes it", time.Hour, 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan struct{})
+			srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(started)
+				select {
+				case <-time.After(tc.handler):
+				case <-r.Context().Done():
+				}
+			}), Limits{}.WithDefaults())
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, HTTP(srv), lis, 500*time.Millisecond, nil) }()
+			go func() { _, _ = http.Get("http://" + lis.Addr().String()) }()
+			<-started
+			start := time.Now()
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			if d := time.Since(start); d < tc.want-50*time.Millisecond || d > tc.want+slack {
+				t.Errorf("Serve returned %v after ctx ended, want about %v", d, tc.want)
+			}
+		})
+	}
+	t.Run("a failing listener ends Serve", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis.Close()
+		if err := Serve(context.Background(), grpc.NewServer(), lis, time.Second, nil); err == nil {
+			t.Error("Serve on a closed listener: nil error")
+		}
+	})
+}
+
+// TestUpstreamBackoff stops a gRPC server for long enough that gRPC's own
+// backoff would have grown past 3 s, starts it again on the same port, and
+// measures how soon a client built with GRPCDialOptions is served again.
+func TestUpstreamBackoff(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	up := grpc.NewServer()
+	healthpb.RegisterHealthServer(up, health.NewServer())
+	go func() { _ = up.Serve(lis) }()
+
+	cc, err := grpc.NewClient(addr, append(GRPCDialOptions(Limits{}.WithDefaults()), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	check := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	up.Stop()
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) { // calls during the outage keep it reconnecting
+		_ = check()
+		time.Sleep(100 * time.Millisecond)
+	}
+	lis, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s taken meanwhile: %v", addr, err)
+	}
+	up = grpc.NewServer()
+	healthpb.RegisterHealthServer(up, health.NewServer())
+	go func() { _ = up.Serve(lis) }()
+	defer up.Stop()
+	back := time.Now()
+	for check() != nil {
+		if time.Since(back) > 10*time.Second {
+			t.Fatal("not reconnected within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d := time.Since(back)
+	t.Logf("served again %v after the upstream came back", d.Round(time.Millisecond))
+	if d > DefaultUpstreamBackoffMax*6/5+slack {
+		t.Errorf("served again after %v, want within the backoff cap (%v) plus jitter", d, DefaultUpstreamBackoffMax)
+	}
+}
+
+func TestServerTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key, ca := writeCert(t, dir)
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, []byte("no pem here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		cert, ca   string
+		mtls       bool
+		wantErr    string
+		nextProtos []string
+	}{
+		{"certificate only", cert, "", false, "", nil},
+		{"client CA", cert, ca, true, "", []string{"h2", "http/1.1"}},
+		{"missing certificate", filepath.Join(dir, "nope.pem"), "", false, "load certificate", nil},
+		{"CA file without PEM", cert, empty, false, "holds no PEM certificate", nil},
+		{"missing CA file", cert, filepath.Join(dir, "nope.pem"), false, "read CA file", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc2, err := ServerTLS(tc.cert, key, tc.ca, tc.nextProtos...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc2.MinVersion != tls.VersionTLS12 || len(tc2.Certificates) != 1 || len(tc2.NextProtos) != len(tc.nextProtos) {
+				t.Errorf("config %+v", tc2)
+			}
+			if got := tc2.ClientAuth == tls.VerifyClientCertIfGiven && tc2.ClientCAs != nil; got != tc.mtls {
+				t.Errorf("client certificates verified: %v, want %v", got, tc.mtls)
+			}
+		})
+	}
+}
+
+// writeCert writes a self-signed certificate, its key, and the same
+// certificate as a CA bundle.
+func writeCert(t *testing.T, dir string) (cert, key, ca string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "warden-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, ca = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	for f, b := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: der}, ca: {Type: "CERTIFICATE", Bytes: der}, key: {Type: "EC PRIVATE KEY", Bytes: kd}} {
+		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key, ca
+}
