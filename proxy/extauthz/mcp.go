@@ -31,10 +31,8 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	if o := hdr["origin"]; o != "" && !originAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
 		return denyMCP(403, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+o+" is not allowed", "")
 	}
-	switch h.GetMethod() {
-	case "POST", "GET", "DELETE":
-	default:
-		return denyMCP(405, nil, mcprules.ErrInvalidRequest, "Method not allowed: Streamable HTTP uses POST, GET and DELETE", "")
+	if status, msg := mcprules.CheckHTTPMethod(h.GetMethod(), len(h.GetRawBody()) > 0 || h.GetBody() != "" || h.GetSize() > 0); status != 0 {
+		return denyMCP(status, nil, mcprules.ErrInvalidRequest, msg, "")
 	}
 	p, err := creds, credErr
 	var principal authn.Principal

@@ -216,6 +216,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}
+	if status, msg := mcprules.CheckHTTPMethod(r.Method, r.ContentLength != 0); status != 0 {
+		writeError(w, status, nil, mcprules.ErrInvalidRequest, msg)
+		return
+	}
 	if k, ok := repeatedHeader(r.Header); !ok {
 		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
 		return
@@ -257,8 +261,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.post(w, r, p, x)
 		return
 	}
-	// GET (the standalone SSE stream), DELETE (end of session) and anything
-	// else: forwarded, with task notifications filtered on the way back.
+	// GET (the standalone SSE stream) and DELETE (end of session), without
+	// a body: forwarded, with task notifications filtered on the way back.
 	s.forward(w, r, x, nil, "")
 }
 

@@ -1125,3 +1125,26 @@ func TestCredentialHeaders(t *testing.T) {
 		t.Errorf("a client's x-warden-principal reached the upstream: %q", v)
 	}
 }
+
+// TestHTTPMethods: only Streamable HTTP's methods reach the server, and GET
+// and DELETE only without a body.
+func TestHTTPMethods(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, tc := range []struct {
+		method, body string
+		want         int
+	}{
+		{http.MethodPut, rpc(1, "tasks/cancel", map[string]any{"taskId": "x"}), http.StatusMethodNotAllowed},
+		{http.MethodPatch, "", http.StatusMethodNotAllowed},
+		{http.MethodGet, rpc(1, "tasks/cancel", map[string]any{"taskId": "x"}), http.StatusBadRequest},
+		{http.MethodDelete, rpc(1, "tasks/cancel", map[string]any{"taskId": "x"}), http.StatusBadRequest},
+	} {
+		before := len(h.up.received(""))
+		if r := h.do(t, tc.method, "/mcp", alice, tc.body, nil); r.status != tc.want {
+			t.Errorf("%s: HTTP %d, want %d", tc.method, r.status, tc.want)
+		}
+		if len(h.up.received("")) != before {
+			t.Errorf("%s: the upstream was called", tc.method)
+		}
+	}
+}
