@@ -34,6 +34,11 @@ type TaskRequest struct {
 	// Refused is a verdict the adapter reached from the transport (routing
 	// headers that disagree with the body); when set it is the decision.
 	Refused rules.Verdict
+	// OwnershipUnknown is set by an adapter that cannot know who owns a
+	// task (ext_authz): the caller of a task method gets the role
+	// mcp.RoleOwnershipUnknown instead of none, so the policy decides
+	// everything but ownership, operator rules included.
+	OwnershipUnknown bool
 }
 
 // task is what Warden keeps of one MCP task: a few dozen bytes.
@@ -147,6 +152,9 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 				status = s
 			}
 		}
+	}
+	if mcp.TaskMethod(c.Method) && !req.Owner && req.OwnershipUnknown {
+		roles = []string{mcp.RoleOwnershipUnknown}
 	}
 	d.Roles = roles
 

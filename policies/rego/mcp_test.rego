@@ -51,3 +51,14 @@ test_list_and_call_open if {
 	count(mcp.deny) == 0 with input as {"message": {"type": "tasks/list"}, "roles": []}
 	count(mcp.deny) == 0 with input as {"message": {"type": "tools/call"}, "roles": []}
 }
+
+# ext_authz cannot know owners: the ownership rule stands aside, the status
+# rules and operator rules still run.
+test_ownership_unknown_not_refused_for_ownership if {
+	count(mcp.deny) == 0 with input as object.union(owner_get, {"roles": ["ownership_unknown"]})
+}
+
+test_ownership_unknown_status_rules_apply if {
+	some d in mcp.deny with input as {"message": {"type": "tasks/steer"}, "roles": ["ownership_unknown"], "session": {"state": "completed"}}
+	d.code == "INVALID_TASK_STATE"
+}

@@ -67,24 +67,25 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	name, hasName := hdr["mcp-name"]
 	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})
-	if v.OK() && call.Method == mcprules.MethodSteer {
-		limit := s.cfg.MaxSteerBytes
-		if limit == 0 {
-			limit = defaultMaxSteerBytes
-		}
-		v = mcprules.Check(mcprules.Request{Call: call, Limits: mcprules.Limits{MaxSteerBytes: limit}})
-	}
-	if v.OK() {
+	if v.OK() && !(call.Kind == mcprules.KindRequest && mcprules.Decided(call.Method)) {
 		return s.allow(principal, "")
 	}
-	// Through the Enforcer, so the refusal is logged and counted with an ID.
-	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: principal, Call: call, Refused: v})
+	// Decided requests go through the Enforcer like the sidecar's, with
+	// ownership unknown (the create response is invisible here): the steer
+	// bound and operator warden.mcp rules apply, and refusals are logged and
+	// counted with an ID.
+	limit := s.cfg.MaxSteerBytes
+	if limit == 0 {
+		limit = defaultMaxSteerBytes
+	}
+	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: principal, Call: call, Refused: v, OwnershipUnknown: true,
+		Limits: mcprules.Limits{MaxSteerBytes: limit}})
 	if err != nil {
 		s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "err", err)
 		return denyMCP(503, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later", "")
 	}
-	d.Settle(false)
-	if d.Allow { // dry-run
+	d.Settle(d.Allow)
+	if d.Allow {
 		return s.allow(principal, d.ID)
 	}
 	status, rpc, msg := mcprules.Answer(d.Code, d.Message)

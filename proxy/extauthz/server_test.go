@@ -3,8 +3,10 @@ package extauthz
 import (
 	"context"
 	"encoding/binary"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -389,4 +391,51 @@ func newServer(t *testing.T, cfg Config) *Server {
 		t.Fatal(err)
 	}
 	return srv
+}
+
+// TestMCPOperatorRules: ext_authz runs the operator's warden.mcp rules on
+// task methods although it cannot know owners, and lets the owner question
+// stand aside rather than refuse everything.
+func TestMCPOperatorRules(t *testing.T) {
+	ctx := context.Background()
+	rego := filepath.Join(t.TempDir(), "operator.rego")
+	if err := os.WriteFile(rego, []byte(`package warden.mcp
+import rego.v1
+deny contains {"code": "FORBIDDEN", "reason": "operator_policy", "rank": 6, "msg": "bob may not steer"} if {
+	input.message.type == "tasks/steer"
+	input.principal.id == "bob"
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policies.New(ctx, policies.Config{Files: []string{rego}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := replay.NewEnforcer(engine, &replay.Transcript{Name: "x"}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Listen: "unused", MCP: true}, enf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steer := func(who string) *authv3.CheckResponse {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tasks/steer","params":{"taskId":"wt2.x","message":{"role":"user","content":{"type":"text","text":"go"}}}}`
+		resp, err := srv.Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: "/mcp", Host: "mcp.local", RawBody: []byte(body),
+			Headers: map[string]string{"content-type": "application/json", "authorization": "Bearer " + who, "mcp-method": "tasks/steer", "mcp-name": "wt2.x"},
+		}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := steer("alice"); r.GetDeniedResponse() != nil {
+		t.Fatalf("alice's steer refused: %v", r.GetStatus())
+	}
+	r := steer("bob")
+	if r.GetDeniedResponse() == nil || !strings.Contains(r.GetDeniedResponse().GetBody(), "bob may not steer") {
+		t.Fatalf("the operator rule did not run on ext_authz: %v", r)
+	}
 }

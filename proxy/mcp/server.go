@@ -443,9 +443,7 @@ func decides(c mcprules.Call) bool {
 }
 
 // decided reports whether requests of method are decided.
-func decided(method string) bool {
-	return mcprules.TaskMethod(method) || method == mcprules.MethodToolsCall || method == mcprules.MethodList
-}
+func decided(method string) bool { return mcprules.Decided(method) }
 
 func headerValue(h http.Header, key string) (string, bool) {
 	v, ok := h[http.CanonicalHeaderKey(key)]

@@ -600,3 +600,15 @@ func CheckHTTPMethod(method string, hasBody bool) (status int, msg string) {
 	}
 	return 405, "method not allowed: Streamable HTTP uses POST, GET and DELETE"
 }
+
+// Decided reports whether requests of method go through the Enforcer (task
+// methods, tools/call, tasks/list): the one list both MCP adapters use.
+func Decided(method string) bool {
+	return TaskMethod(method) || method == MethodToolsCall || method == MethodList
+}
+
+// RoleOwnershipUnknown is the role an adapter that cannot know a task's
+// owner (ext_authz, which never sees the create response) gives the caller
+// of a task method: the default policy does not refuse for ownership, and
+// operator rules still run.
+const RoleOwnershipUnknown = "ownership_unknown"
