@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -156,7 +157,11 @@ func matrixData() (map[string]any, error) {
 		return nil, fmt.Errorf("decode MCP matrix: %w", err)
 	}
 	delete(mm, "_comment")
-	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm}}, nil
+	ranks := make(map[string]any, len(rules.RankNames))
+	for name, r := range rules.RankNames {
+		ranks[name] = json.Number(strconv.Itoa(int(r)))
+	}
+	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm, "ranks": ranks}}, nil
 }
 
 func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) {

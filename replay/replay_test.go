@@ -3,9 +3,11 @@ package replay
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/rules"
 )
 
 // TestConformance replays the spec's conformance fixtures.
@@ -42,5 +44,19 @@ func runDir(t *testing.T, glob string, min int) {
 				t.Error(f)
 			}
 		})
+	}
+}
+
+// TestPayloadTypesCoverCatalog: replay encodes exactly the catalog's payload
+// types.
+func TestPayloadTypesCoverCatalog(t *testing.T) {
+	want := rules.PayloadTypes()
+	var got []string
+	for k := range payloadTypes {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("replay payload types %v, catalog %v", got, want)
 	}
 }

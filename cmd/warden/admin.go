@@ -41,15 +41,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-var knownModes = map[string]bool{rules.ModeTask: true, rules.ModeHandoff: true, rules.ModeDecision: true, rules.ModeProposal: true, rules.ModeQuorum: true, rules.ModeMultiRound: true, "mcp": true, "": true}
+var knownModes = map[string]bool{"mcp": true, "": true}
 
 var knownTypes = map[string]bool{}
 
+// init fills the label sets from the one catalog of MACP modes and types
+// (rules.ModeTypes) and the MCP methods Warden decides.
 func init() {
-	for _, t := range []string{"SessionStart", "Commitment", "Signal", "Progress", "TaskRequest", "TaskAccept", "TaskReject", "TaskUpdate", "TaskComplete", "TaskFail",
-		"HandoffOffer", "HandoffContext", "HandoffAccept", "HandoffDecline", "Proposal", "Evaluation", "Objection", "Vote", "CounterProposal", "Accept",
-		"Reject", "Withdraw", "ApprovalRequest", "Approve", "Abstain", "Contribute", rules.OpCancel, rules.OpSuspend, rules.OpResume,
-		mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel, mcprules.MethodUpdate, mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume} {
+	for m := range rules.ModeTypes {
+		knownModes[m] = true
+	}
+	for _, t := range rules.MessageTypes() {
+		knownTypes[t] = true
+	}
+	for _, t := range []string{mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel,
+		mcprules.MethodUpdate, mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume} {
 		knownTypes[t] = true
 	}
 }

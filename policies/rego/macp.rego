@@ -13,14 +13,15 @@ package warden.macp
 
 import rego.v1
 
-# Ranks (see rules.Rank).
-rank_coarse := 1
+# Ranks: data.warden.ranks, filled from rules.RankNames (the order of checks
+# is written once, in Go).
+rank_coarse := data.warden.ranks.coarse_authority
 
-rank_fine := 3
+rank_fine := data.warden.ranks.fine_authority
 
-rank_mode_post := 4
+rank_mode_post := data.warden.ranks.mode_post
 
-rank_governance := 5
+rank_governance := data.warden.ranks.governance
 
 matrix := data.warden.matrix
 

@@ -12,9 +12,10 @@ package warden.mcp
 
 import rego.v1
 
-rank_authority := 1
+# Ranks from data.warden.ranks (rules.RankNames).
+rank_authority := data.warden.ranks.coarse_authority
 
-rank_status := 3
+rank_status := data.warden.ranks.fine_authority
 
 matrix := data.warden.mcp_matrix
 

@@ -1,0 +1,136 @@
+package policies
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// TestEveryInputFieldKeyed: for every field of Input, two inputs that differ
+// in that field alone differ in the memo key exactly when they differ in the
+// document the policy sees (value), for MACP and MCP inputs. A field added to
+// one of value and appendKey and not the other fails here: equal keys for
+// different inputs would be stale decisions.
+func TestEveryInputFieldKeyed(t *testing.T) {
+	gov := func(id string, rulesDoc map[string]any) *rules.Governance {
+		g, err := rules.Bind(rules.PolicyDescriptor{PolicyID: id, Mode: rules.ModeDecision, Rules: rulesDoc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	bases := map[string]Input{
+		"macp": {
+			Protocol:   "macp",
+			Principal:  Principal{ID: "alice", Method: "jwt", Scopes: map[string]any{"can_start_sessions": true}},
+			Message:    Message{Mode: rules.ModeDecision, Type: "Vote", Sender: "alice", ID: "m1", SessionID: "s1"},
+			Session:    Session{State: "Open", Policy: "p"},
+			Roles:      []string{rules.RoleParticipant},
+			Facts:      map[string]any{"votes": 2},
+			Governance: gov("p", map[string]any{"voting": map[string]any{"algorithm": "majority"}}),
+			Verdict:    rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized, Detail: "d", Rank: rules.RankMode},
+		},
+		"mcp": {
+			Protocol:  "mcp",
+			Principal: Principal{ID: "bob", Method: "dev"},
+			Message:   Message{Type: "tasks/steer", Sender: "bob", SessionID: "task-1"},
+			Session:   Session{State: "working"},
+			Roles:     []string{"owner"},
+		},
+	}
+	every := [][]string{{}} // a policy that reads input whole
+	key := func(in *Input) string {
+		var b []byte
+		for _, p := range normalizePaths(every) {
+			b = in.appendKey(b, p)
+		}
+		return string(b)
+	}
+	doc := func(in *Input) string {
+		b, err := json.Marshal(in.value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for proto, base := range bases {
+		// Every leaf field, changed by reflection.
+		var walk func(path string, v reflect.Value)
+		check := func(path string) {
+			in := cloneInput(base)
+			mutate(t, reflect.ValueOf(&in).Elem(), path)
+			b := base
+			if (key(&in) != key(&b)) != (doc(&in) != doc(&b)) {
+				t.Errorf("%s: changing %s changes the memo key: %v, the policy's input: %v", proto, path, key(&in) != key(&b), doc(&in) != doc(&b))
+			}
+		}
+		walk = func(path string, v reflect.Value) {
+			switch v.Kind() {
+			case reflect.Struct:
+				for i := range v.NumField() {
+					f := v.Type().Field(i)
+					if f.IsExported() {
+						walk(path+"."+f.Name, v.Field(i))
+					}
+				}
+			default:
+				check(path)
+			}
+		}
+		walk("", reflect.ValueOf(base))
+		// Governance is keyed by its canonical form: another policy.
+		in := cloneInput(base)
+		in.Governance = gov("q", map[string]any{"voting": map[string]any{"algorithm": "unanimous"}})
+		if key(&in) == key(&base) {
+			t.Errorf("%s: another governance policy gives the same memo key", proto)
+		}
+	}
+}
+
+func cloneInput(in Input) Input {
+	out := in
+	out.Roles = append([]string(nil), in.Roles...)
+	return out
+}
+
+// mutate changes the leaf at path (".Message.Type") of v.
+func mutate(t *testing.T, v reflect.Value, path string) {
+	for _, name := range splitPath(path) {
+		v = v.FieldByName(name)
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(v.String() + "x")
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(v.Int() + 1)
+	case reflect.Uint8, reflect.Uint32, reflect.Uint64:
+		v.SetUint(v.Uint() + 1)
+	case reflect.Slice:
+		v.Set(reflect.Append(v, reflect.ValueOf("x")))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for _, k := range v.MapKeys() {
+			m.SetMapIndex(k, v.MapIndex(k))
+		}
+		m.SetMapIndex(reflect.ValueOf("added"), reflect.ValueOf(any(1)))
+		v.Set(m)
+	case reflect.Pointer:
+		v.Set(reflect.Zero(v.Type()))
+	default:
+		t.Fatalf("no mutation for %s (%s)", path, v.Kind())
+	}
+}
+
+func splitPath(p string) []string {
+	var out []string
+	for _, s := range []rune(p) {
+		if s == '.' {
+			out = append(out, "")
+			continue
+		}
+		out[len(out)-1] += string(s)
+	}
+	return out
+}
