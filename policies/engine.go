@@ -65,20 +65,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Denial is one reason a policy refuses a message.
-type Denial struct {
-	Code    rules.Code
-	Reason  rules.Reason
-	Rank    rules.Rank
-	Message string
-}
-
 // Engine evaluates the prepared policy query. It is safe for concurrent use.
 type Engine struct {
 	query  rego.PreparedEvalQuery // MACP
 	mcp    rego.PreparedEvalQuery
 	reads  [][]string
-	memo   *lru.Cache[string, []Denial]
+	memo   *lru.Cache[string, []rules.Verdict]
 	whyNot string // why decisions are not memoized, when they are not
 }
 
@@ -197,7 +189,7 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 		memoSize = DefaultMemoSize
 	}
 	if memoSize > 0 && whyNot == "" {
-		e.memo, err = lru.New[string, []Denial](memoSize)
+		e.memo, err = lru.New[string, []rules.Verdict](memoSize)
 		if err != nil {
 			return nil, fmt.Errorf("create decision memo: %w", err)
 		}
@@ -262,7 +254,7 @@ func (e *Engine) Memoized() (bool, string) { return e.memo != nil, e.whyNot }
 
 // Evaluate returns the policy's denials for in, sorted by rank; none means
 // allow. An error means the policy could not decide.
-func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]Denial, error) {
+func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, error) {
 	if e.memo == nil {
 		return e.Fresh(ctx, in)
 	}
@@ -283,7 +275,7 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]Denial, error) {
 }
 
 // Fresh evaluates the query without the memo.
-func (e *Engine) Fresh(ctx context.Context, in *Input) ([]Denial, error) {
+func (e *Engine) Fresh(ctx context.Context, in *Input) ([]rules.Verdict, error) {
 	q, name := &e.query, Query
 	if in.Protocol == "mcp" {
 		q, name = &e.mcp, QueryMCP
@@ -299,23 +291,24 @@ func (e *Engine) Fresh(ctx context.Context, in *Input) ([]Denial, error) {
 	if !ok {
 		return nil, fmt.Errorf("evaluate policy: %s is %T, want a set", name, rs[0].Expressions[0].Value)
 	}
-	out := make([]Denial, 0, len(set))
+	out := make([]rules.Verdict, 0, len(set))
 	for _, x := range set {
 		out = append(out, toDenial(x))
 	}
-	slices.SortFunc(out, func(a, b Denial) int {
-		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Message, b.Message))
+	slices.SortFunc(out, func(a, b rules.Verdict) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Detail, b.Detail))
 	})
 	return out, nil
 }
 
-// toDenial reads one deny entry; missing fields default to an operator's
-// FORBIDDEN, so a hand-written `deny contains "no"` still denies.
-func toDenial(x any) Denial {
-	d := Denial{Code: rules.CodeForbidden, Reason: rules.ReasonOperatorPolicy, Rank: rules.RankOperator}
+// toDenial reads one deny entry as the verdict it is; missing fields
+// default to an operator's FORBIDDEN, so a hand-written `deny contains "no"`
+// still denies.
+func toDenial(x any) rules.Verdict {
+	d := rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOperatorPolicy, Rank: rules.RankOperator}
 	obj, ok := x.(map[string]any)
 	if !ok {
-		d.Message = fmt.Sprint(x)
+		d.Detail = fmt.Sprint(x)
 		return d
 	}
 	if s, ok := obj["code"].(string); ok && s != "" {
@@ -330,7 +323,7 @@ func toDenial(x any) Denial {
 		}
 	}
 	if s, ok := obj["msg"].(string); ok {
-		d.Message = s
+		d.Detail = s
 	}
 	return d
 }

@@ -176,7 +176,7 @@ deny contains {"code": "FORBIDDEN", "reason": "no_mallory", "msg": "mallory is b
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Denial{{Code: rules.CodeForbidden, Reason: rules.ReasonOperatorPolicy, Rank: rules.RankOperator, Message: "mallory is blocked"}}
+	want := []rules.Verdict{{Code: rules.CodeForbidden, Reason: rules.ReasonOperatorPolicy, Rank: rules.RankOperator, Detail: "mallory is blocked"}}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("got %+v, want %+v", d, want)
 	}

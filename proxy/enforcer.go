@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,68 +87,6 @@ type Request struct {
 	Envelope  *macpv1.Envelope
 	Op        string // rules.OpCancel, OpSuspend, OpResume
 	SessionID string // for Op
-}
-
-// Decision is the Enforcer's answer. A denial is a Decision, never an error.
-// Every Decision must be settled, exactly once, with Settle.
-type Decision struct {
-	ID string
-	// Protocol is "macp" or "mcp", the metric label.
-	Protocol  string
-	Allow     bool
-	Duplicate bool
-	// DryRun is set when the message was allowed only because of dry-run mode.
-	DryRun    bool
-	Code      rules.Code
-	Reason    rules.Reason
-	Message   string
-	Principal string
-	// Via is how the principal was authenticated (authn.Principal.Method).
-	Via       string
-	Type      string
-	Mode      string
-	SessionID string
-	// Roles are the sender's roles, for logs and replay output.
-	Roles []string
-
-	pending *pending
-}
-
-// pending holds a session locked between the decision and the upstream's
-// answer, and the state to commit if the upstream accepts the message.
-type pending struct {
-	// undo, for an MCP decision, gives back what the decision reserved when
-	// the upstream refused the request; t is then nil.
-	undo func()
-	t    *table
-	e    *entry
-	next *rules.Session
-	now  int64
-	once sync.Once
-}
-
-// Settle ends the decision: when accepted is true (the upstream acknowledged
-// the message) the pending state is committed; otherwise nothing changes.
-// It releases the session for the next message and is safe to call on a denial.
-func (d Decision) Settle(accepted bool) {
-	p := d.pending
-	if p == nil {
-		return
-	}
-	p.once.Do(func() {
-		if p.t == nil {
-			if !accepted && p.undo != nil {
-				p.undo()
-			}
-			return
-		}
-		if accepted && p.next != nil {
-			p.t.settle(p.e, p.next, p.now)
-		} else {
-			p.t.drop(p.e)
-		}
-		p.e.release()
-	})
 }
 
 // snapshot is what one decision reads: swapped whole on reload.
@@ -263,150 +199,6 @@ func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(contex
 	return d, err
 }
 
-func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
-	snap := e.snap.Load()
-	now := e.now().UnixMilli()
-	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "macp"}
-	env := req.Envelope
-	if req.Op != "" {
-		d.Type, d.SessionID = req.Op, req.SessionID
-	} else if env != nil {
-		d.Type, d.Mode, d.SessionID = env.GetMessageType(), env.GetMode(), env.GetSessionId()
-	}
-
-	// Authenticate and bind the sender.
-	var principal authn.Principal
-	if req.AuthError != nil {
-		return e.finish(snap, d, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(req.AuthError)}), nil
-	}
-	if req.Principal != nil {
-		principal = *req.Principal
-	} else {
-		p, err := snap.authn.Authenticate(ctx, req.Credentials)
-		if errors.Is(err, authn.ErrKeysUnavailable) {
-			return Decision{}, fmt.Errorf("authenticate: %w", err)
-		}
-		if err != nil {
-			return e.finish(snap, d, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)}), nil
-		}
-		principal = p
-	}
-	d.Principal, d.Via = principal.ID, principal.Method
-	if req.Op == "" {
-		if env == nil {
-			return e.finish(snap, d, rules.CheckEnvelope(nil)), nil
-		}
-		if s := env.GetSender(); s != "" && s != principal.ID {
-			return e.finish(snap, d, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonSenderMismatch,
-				Detail: "envelope sender " + strconv.Quote(s) + " is not the authenticated identity " + strconv.Quote(principal.ID)}), nil
-		}
-		if v := rules.CheckEnvelope(env); !v.OK() {
-			return e.finish(snap, d, v), nil
-		}
-	}
-
-	// Load the session, locked for this decision.
-	var out rules.Outcome
-	var en *entry
-	if req.Op == "" && rules.Ambient(env) {
-		out = rules.Step(nil, env, principal.ID, now)
-	} else {
-		// Only a SessionStart, or a message the upstream can rebuild the
-		// state for, takes a slot in the table.
-		create := e.rebuilder != nil || req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
-		var err error
-		en, err = e.table.acquire(ctx, d.SessionID, now, create)
-		if errors.Is(err, errTableFull) {
-			return e.finish(snap, d, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}), nil
-		}
-		if err != nil {
-			return Decision{}, fmt.Errorf("lock session %s: %w", d.SessionID, err)
-		}
-		if en != nil && en.state == nil && e.rebuilder != nil && (req.Op != "" || env.GetMessageType() != rules.TypeSessionStart) {
-			s, err := e.rebuilder.Rebuild(ctx, d.SessionID)
-			if err != nil {
-				e.table.drop(en)
-				en.release()
-				return Decision{}, fmt.Errorf("rebuild session %s: %w", d.SessionID, err)
-			}
-			en.state = s
-		}
-		var state *rules.Session
-		if en != nil {
-			state = en.state
-		}
-		if state != nil {
-			if x := state.Expire(now); x != state {
-				e.table.settle(en, x, now) // time alone expired it
-				state = x
-			}
-		}
-		switch {
-		case req.Op != "":
-			out = rules.Control(state, req.Op, principal.ID, now)
-		case env.GetMessageType() == rules.TypeSessionStart:
-			out = rules.Start(state, env, principal.ID, e.lookup(ctx), now)
-		default:
-			out = rules.Step(state, env, principal.ID, now)
-		}
-	}
-	d.Roles = out.Roles
-
-	// Policy, unless the rules refused before any authority check or the
-	// message is a retransmission of one already accepted from this sender
-	// (answered by the upstream as a duplicate, as the runtime does before
-	// any authorization).
-	verdict := out.Verdict
-	if !out.Duplicate && (verdict.OK() || verdict.Rank > rules.RankPre) {
-		in := policies.Input{
-			Protocol:  "macp",
-			Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: scopes(principal)},
-			Message:   policies.Message{Type: d.Type, Sender: principal.ID, SessionID: d.SessionID},
-			Roles:     out.Roles,
-			Facts:     out.Facts,
-			Verdict:   verdict,
-		}
-		if env != nil {
-			in.Message.Mode, in.Message.ID = env.GetMode(), env.GetMessageId()
-		}
-		if en != nil && en.state != nil {
-			in.Session = policies.Session{State: en.state.State.String(), Policy: en.state.Policy.ID}
-			in.Message.Mode = en.state.Mode
-		} else if out.Next != nil {
-			in.Session = policies.Session{State: out.Next.State.String(), Policy: out.Next.Policy.ID}
-		}
-		if out.Facts != nil && out.Next != nil {
-			in.Governance = out.Next.Policy
-		}
-		denials, err := snap.engine.Evaluate(ctx, &in)
-		if err != nil {
-			if en != nil {
-				e.table.drop(en)
-				en.release()
-			}
-			return Decision{}, err
-		}
-		// The lowest rank wins; at equal rank the rules' verdict comes first.
-		if len(denials) > 0 && (verdict.OK() || denials[0].Rank < verdict.Rank) {
-			verdict = rules.Verdict{Code: denials[0].Code, Reason: denials[0].Reason, Detail: denials[0].Message, Rank: denials[0].Rank}
-		}
-	}
-
-	d.Duplicate = out.Duplicate
-	d = e.finish(snap, d, verdict)
-	if en == nil {
-		return d, nil
-	}
-	if d.Allow && !d.DryRun && out.Next != nil {
-		d.pending = &pending{t: e.table, e: en, next: out.Next, now: now}
-		return d, nil
-	}
-	// Nothing to commit: free the session now.
-	e.table.drop(en)
-	en.release()
-	return d, nil
-}
-
 // Forget drops a session from the table, so that its next message rebuilds
 // the state from the upstream: for when the upstream's answer shows that
 // Warden's state no longer follows it (the upstream does not know the
@@ -435,25 +227,6 @@ func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
 		}
 		return d, ok
 	}
-}
-
-// finish fills the decision from a verdict, applies dry-run and logs a refusal.
-func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision {
-	d.Allow = v.OK()
-	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
-	if d.Allow {
-		if d.Reason == "" {
-			d.Reason = rules.ReasonAllowed
-		}
-		return d
-	}
-	e.log.Info("refused",
-		"decision_id", d.ID, "principal", d.Principal, "session_id", d.SessionID, "mode", d.Mode,
-		"message_type", d.Type, "code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "dry_run", snap.cfg.DryRun)
-	if snap.cfg.DryRun {
-		d.Allow, d.DryRun = true, true
-	}
-	return d
 }
 
 // scopes returns the credential's MACP scopes: a JWT's macp_scopes claim, or

@@ -196,13 +196,17 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 			return Decision{}, err
 		}
 		if len(denials) > 0 {
-			verdict = rules.Verdict{Code: denials[0].Code, Reason: denials[0].Reason, Detail: denials[0].Message, Rank: denials[0].Rank}
+			verdict = denials[0]
 		}
 	}
 	d = e.finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
-			d.pending = &pending{undo: undo}
+			d.pending = &pending{settle: func(accepted bool) {
+				if !accepted {
+					undo() // the upstream refused the steer: its place is free again
+				}
+			}}
 		} else {
 			undo()
 		}

@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// Decision is the Enforcer's answer. A denial is a Decision, never an error.
+// Every Decision must be settled, exactly once, with Settle.
+type Decision struct {
+	ID string
+	// Protocol is "macp" or "mcp", the metric label.
+	Protocol  string
+	Allow     bool
+	Duplicate bool
+	// DryRun is set when the message was allowed only because of dry-run mode.
+	DryRun    bool
+	Code      rules.Code
+	Reason    rules.Reason
+	Message   string
+	Principal string
+	// Via is how the principal was authenticated (authn.Principal.Method).
+	Via       string
+	Type      string
+	Mode      string
+	SessionID string
+	// Roles are the sender's roles, for logs and replay output.
+	Roles []string
+
+	pending *pending
+}
+
+// pending is what a decision holds until the upstream answers: settle runs
+// once, with whether the upstream accepted the message (a MACP decision
+// commits the session's next state and releases its lock; an MCP steer gives
+// its queue place back when refused).
+type pending struct {
+	settle func(accepted bool)
+	once   sync.Once
+}
+
+// Settle ends the decision: when accepted is true (the upstream acknowledged
+// the message) the pending state is committed; otherwise nothing changes.
+// It releases the session for the next message and is safe to call on a denial.
+func (d Decision) Settle(accepted bool) {
+	if p := d.pending; p != nil {
+		p.once.Do(func() { p.settle(accepted) })
+	}
+}
+
+// newDecision starts a decision with a fresh id.
+func (e *Enforcer) newDecision(protocol string) Decision {
+	return Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: protocol}
+}
+
+// finish fills the decision from a verdict, applies dry-run and logs a refusal.
+func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision {
+	d.Allow = v.OK()
+	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
+	if d.Allow {
+		if d.Reason == "" {
+			d.Reason = rules.ReasonAllowed
+		}
+		return d
+	}
+	e.log.Info("refused",
+		"decision_id", d.ID, "principal", d.Principal, "session_id", d.SessionID, "mode", d.Mode,
+		"message_type", d.Type, "code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "dry_run", snap.cfg.DryRun)
+	if snap.cfg.DryRun {
+		d.Allow, d.DryRun = true, true
+	}
+	return d
+}

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/rules"
+)
+
+// enforce decides one MACP message in DESIGN.md §4's steps: snapshot,
+// authentication and sender binding, the session (locked, rebuilt when
+// unknown), the rules, the policy, and the decision with what it holds until
+// the upstream answers.
+func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
+	snap := e.snap.Load()
+	now := e.now().UnixMilli()
+	d := e.newDecision("macp")
+	d.Type, d.Mode, d.SessionID = req.describe()
+
+	principal, v, err := e.authenticate(ctx, snap, req)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Principal, d.Via = principal.ID, principal.Method
+	if !v.OK() {
+		return e.finish(snap, d, v), nil
+	}
+	en, out, err := e.applyRules(ctx, req, principal.ID, now)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Roles, d.Duplicate = out.Roles, out.Duplicate
+	verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
+	if err != nil {
+		e.release(en)
+		return Decision{}, err
+	}
+	d = e.finish(snap, d, verdict)
+	return e.hold(d, en, out, now), nil
+}
+
+// describe returns the type, mode and session a request names.
+func (r Request) describe() (typ, mode, session string) {
+	if r.Op != "" {
+		return r.Op, "", r.SessionID
+	}
+	return r.Envelope.GetMessageType(), r.Envelope.GetMode(), r.Envelope.GetSessionId()
+}
+
+// authenticate is step 2: the principal, and a refusal when the credential
+// fails or the envelope claims another sender. An error means the keys to
+// decide with are unavailable.
+func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request) (authn.Principal, rules.Verdict, error) {
+	if req.AuthError != nil {
+		return authn.Principal{}, unauthenticated(req.AuthError), nil
+	}
+	principal := authn.Principal{}
+	if req.Principal != nil {
+		principal = *req.Principal
+	} else {
+		p, err := snap.authn.Authenticate(ctx, req.Credentials)
+		if errors.Is(err, authn.ErrKeysUnavailable) {
+			return p, rules.Verdict{}, fmt.Errorf("authenticate: %w", err)
+		}
+		if err != nil {
+			return p, unauthenticated(err), nil
+		}
+		principal = p
+	}
+	if req.Op != "" {
+		return principal, rules.Verdict{}, nil
+	}
+	env := req.Envelope
+	if env == nil {
+		return principal, rules.CheckEnvelope(nil), nil
+	}
+	if s := env.GetSender(); s != "" && s != principal.ID {
+		return principal, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonSenderMismatch,
+			Detail: "envelope sender " + strconv.Quote(s) + " is not the authenticated identity " + strconv.Quote(principal.ID)}, nil
+	}
+	return principal, rules.CheckEnvelope(env), nil
+}
+
+func unauthenticated(err error) rules.Verdict {
+	return rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)}
+}
+
+// applyRules is steps 3 and 4: the session's entry, locked (nil for an
+// ambient message or an unknown session that takes no slot), rebuilt from
+// the upstream when the table does not hold it, and the rules' outcome.
+func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, error) {
+	env := req.Envelope
+	if req.Op == "" && rules.Ambient(env) {
+		return nil, rules.Step(nil, env, sender, now), nil
+	}
+	_, _, sessionID := req.describe()
+	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
+	// Only a SessionStart, or a message the upstream can rebuild the state
+	// for, takes a slot in the table.
+	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || start)
+	if errors.Is(err, errTableFull) {
+		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil
+	}
+	if err != nil {
+		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
+	}
+	if en != nil && en.state == nil && e.rebuilder != nil && !start {
+		s, err := e.rebuilder.Rebuild(ctx, sessionID)
+		if err != nil {
+			e.release(en)
+			return nil, rules.Outcome{}, fmt.Errorf("rebuild session %s: %w", sessionID, err)
+		}
+		en.state = s
+	}
+	var state *rules.Session
+	if en != nil {
+		state = en.state
+	}
+	if state != nil {
+		if x := state.Expire(now); x != state {
+			e.table.settle(en, x, now) // time alone expired it
+			state = x
+		}
+	}
+	switch {
+	case req.Op != "":
+		return en, rules.Control(state, req.Op, sender, now), nil
+	case start:
+		return en, rules.Start(state, env, sender, e.lookup(ctx), now), nil
+	}
+	return en, rules.Step(state, env, sender, now), nil
+}
+
+// applyPolicy is step 5: the policy on {principal, message, session, roles,
+// facts, the rules' verdict}, unless the rules refused before any authority
+// check or the message is a retransmission of one already accepted from this
+// sender (answered by the upstream as a duplicate, as the runtime does
+// before any authorization). The lowest rank wins; at equal rank the rules'
+// verdict comes first.
+func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out rules.Outcome) (rules.Verdict, error) {
+	verdict := out.Verdict
+	if out.Duplicate || !verdict.OK() && verdict.Rank <= rules.RankPre {
+		return verdict, nil
+	}
+	typ, mode, sessionID := req.describe()
+	in := policies.Input{
+		Protocol:  "macp",
+		Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: scopes(principal)},
+		Message:   policies.Message{Type: typ, Mode: mode, Sender: principal.ID, ID: req.Envelope.GetMessageId(), SessionID: sessionID},
+		Roles:     out.Roles,
+		Facts:     out.Facts,
+		Verdict:   verdict,
+	}
+	if en != nil && en.state != nil {
+		in.Session = policies.Session{State: en.state.State.String(), Policy: en.state.Policy.ID}
+		in.Message.Mode = en.state.Mode
+	} else if out.Next != nil {
+		in.Session = policies.Session{State: out.Next.State.String(), Policy: out.Next.Policy.ID}
+	}
+	if out.Facts != nil && out.Next != nil {
+		in.Governance = out.Next.Policy
+	}
+	denials, err := snap.engine.Evaluate(ctx, &in)
+	if err != nil {
+		return verdict, err
+	}
+	if len(denials) > 0 && (verdict.OK() || denials[0].Rank < verdict.Rank) {
+		verdict = denials[0]
+	}
+	return verdict, nil
+}
+
+// hold is step 6: an allowed message with a next state keeps its session
+// locked until the upstream answers (Settle); anything else frees it now.
+func (e *Enforcer) hold(d Decision, en *entry, out rules.Outcome, now int64) Decision {
+	if en == nil {
+		return d
+	}
+	if d.Allow && !d.DryRun && out.Next != nil {
+		next := out.Next
+		d.pending = &pending{settle: func(accepted bool) {
+			if accepted {
+				e.table.settle(en, next, now)
+			} else {
+				e.table.drop(en)
+			}
+			en.release()
+		}}
+		return d
+	}
+	e.release(en)
+	return d
+}
+
+// release frees a session entry that holds nothing to commit.
+func (e *Enforcer) release(en *entry) {
+	if en != nil {
+		e.table.drop(en)
+		en.release()
+	}
+}
