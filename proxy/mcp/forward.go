@@ -81,6 +81,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)
 	}
+	x.start = time.Now()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -114,7 +115,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			flush = f.Flush
 			flush()
 		}
-		err := copyEvents(w, flush, resp.Body, int(s.cfg.MaxBodyBytes), x.fromUpstream, x.eventID)
+		err := copyEvents(w, flush, resp.Body, events{data: x.fromUpstream, id: x.eventID, max: s.maxResponse(), tooBig: x.tooBig})
 		switch {
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
@@ -131,12 +132,20 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		// application/json, or a successful answer of another type that
 		// holds JSON a client might still read: read whole and filtered.
-		b, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1))
-		if err != nil || int64(len(b)) > s.cfg.MaxBodyBytes {
+		b, err := readBody(resp.Body, s.cfg.MaxResponseBytes)
+		if err != nil {
 			for k := range w.Header() {
 				delete(w.Header(), k)
 			}
-			writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be read whole")
+			msg := "the MCP server's answer could not be read whole"
+			if errors.Is(err, errBodyTooLarge) {
+				msg = s.responseLimit()
+				s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
+					"limit", s.cfg.MaxResponseBytes)
+			} else if r.Context().Err() == nil {
+				s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
+			}
+			writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, msg)
 			return
 		}
 		status := resp.StatusCode
@@ -153,6 +162,58 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
+}
+
+// errBodyTooLarge is an upstream answer over mcp.max_response_bytes.
+var errBodyTooLarge = errors.New("the answer exceeds mcp.max_response_bytes")
+
+// readBody reads an upstream answer whole, within max bytes (-1: no bound).
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	if max < 0 {
+		return io.ReadAll(r)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, errBodyTooLarge
+	}
+	return b, err
+}
+
+// maxResponse is the bound of one SSE event (0: none).
+func (s *Server) maxResponse() int {
+	if s.cfg.MaxResponseBytes < 0 {
+		return 0
+	}
+	return int(s.cfg.MaxResponseBytes)
+}
+
+// responseLimit is what a caller reads when an answer is over the bound.
+func (s *Server) responseLimit() string {
+	return fmt.Sprintf("the MCP server's answer exceeds Warden's limit mcp.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)
+}
+
+// tooBig answers for an SSE event over mcp.max_response_bytes, given the
+// part of it Warden held. Warden cannot check what it did not read, so the
+// event never passes: when it is the answer to this exchange's request (no
+// method, and its id, when shown, is the request's), the caller gets a
+// JSON-RPC error for that id naming the limit, and a later answer to the
+// same id is dropped; anything else is dropped. Both are logged.
+func (x *exchange) tooBig(prefix []byte) []byte {
+	h := scanHead(prefix)
+	log := x.s.log.With("method", x.call.Method, "principal", x.principal, "limit", x.s.cfg.MaxResponseBytes)
+	answer := !h.hasMethod && !x.answered && x.call.Kind == mcprules.KindRequest
+	if answer && h.id != nil {
+		v, ok := idValue(h.id)
+		answer = ok && sameID(v, x.call.ID)
+	}
+	if !answer {
+		log.Warn("MCP event over mcp.max_response_bytes dropped", "message_method", h.method)
+		return nil
+	}
+	log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error")
+	x.answered = true
+	x.settle(false)
+	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, x.s.responseLimit())
 }
 
 // eventID seals an SSE event id toward the caller: bound to the principal
@@ -211,11 +272,12 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = copyEvents(io.Discard, func() {}, resp.Body, int(s.cfg.MaxBodyBytes), pick, nil)
+		err = copyEvents(io.Discard, func() {}, resp.Body, events{data: pick, max: s.maxResponse()})
 	} else {
 		var b []byte
-		b, err = io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
-		pick(b)
+		if b, err = readBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
+			pick(b)
+		}
 	}
 	if found == nil {
 		if err == nil {
@@ -327,6 +389,13 @@ type exchange struct {
 	call        mcprules.Call
 	decision    *proxy.Decision
 	settled     bool
+	// support is the called tool's taskSupport (tools/call), start when
+	// the request left for the upstream.
+	support string
+	start   time.Time
+	// answered is set once the caller got Warden's error in place of an
+	// answer too large to check; the upstream's answer no longer passes.
+	answered bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -509,8 +578,11 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if !ok || !x.answers(v) {
 			return nil, false, true // an answer to no request of this exchange
 		}
-		if hasResult && learns(x.call.Method) {
+		if hasResult && learns(x.call.Method) && (x.call.Method != mcprules.MethodToolsCall || hasKey(spans, "taskId")) {
 			return nil, false, false
+		}
+		if hasResult && x.call.Method == mcprules.MethodToolsCall {
+			x.plainAnswered() // no task in it
 		}
 		x.settle(hasResult)
 	}
@@ -536,7 +608,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
-			return nil, false, false // not the caller's: the decoding path decides
+			return nil, false, false // not the caller's, or new: the decoding path decides
 		}
 		rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
 	}
@@ -546,10 +618,27 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	return splice(data, rep, with), true, true
 }
 
+func hasKey(spans []span, key string) bool {
+	for _, s := range spans {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// plainAnswered notes a plain call of a tool the server may have run as a
+// task of its own (implicitCalls), answered without naming it.
+func (x *exchange) plainAnswered() {
+	if !x.call.TaskRequested && x.support == mcprules.SupportOptional && !x.start.IsZero() {
+		x.s.implicit.add(x.principal, x.start, time.Now())
+	}
+}
+
 // answers reports whether an answer's decoded id is the id of this
 // exchange's request.
 func (x *exchange) answers(id any) bool {
-	return x.call.Kind == mcprules.KindRequest && sameID(id, x.call.ID)
+	return x.call.Kind == mcprules.KindRequest && !x.answered && sameID(id, x.call.ID)
 }
 
 // ownHandle reports whether an upstream value is already one of the
@@ -560,6 +649,33 @@ func (x *exchange) ownHandle(v string) bool {
 	}
 	_, ok := x.s.handles.open(kindTask, x.principal, v)
 	return ok
+}
+
+// creates reports whether the exchange is the caller's own tools/call, whose
+// stream names the task the call made.
+func (x *exchange) creates() bool {
+	return x.call.Kind == mcprules.KindRequest && x.call.Method == mcprules.MethodToolsCall && !x.answered
+}
+
+// learnRelated learns the task a message on the stream of the caller's
+// tools/call relates itself to (the related-task _meta of the answer's
+// result, or of a notification or request's params): the server ran the
+// call as that task, so it is the caller's. Only a task Warden does not
+// know yet is learned; bare status notifications are not, as a server that
+// broadcasts them would give the caller someone else's task.
+func (x *exchange) learnRelated(msg map[string]any) {
+	for _, k := range []string{"result", "params"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		id, _ := rel["taskId"].(string)
+		if id == "" || strings.HasPrefix(id, handlePrefix) {
+			continue
+		}
+		if _, known := x.s.enforcer.TaskOwner(id); !known {
+			x.s.enforcer.TaskCreated(id, x.principal, "")
+		}
+	}
 }
 
 // learns reports whether the answer to method is read whole (learn).
@@ -606,6 +722,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
+	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
+		x.learnRelated(msg)
+	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
 		if !x.answers(msg["id"]) {
@@ -677,7 +796,19 @@ func (x *exchange) learn(res map[string]any) bool {
 		for _, t := range list {
 			m, _ := t.(map[string]any)
 			id, _ := m["taskId"].(string)
-			if owner, known := e.TaskOwner(id); known && owner == x.principal {
+			owner, known := e.TaskOwner(id)
+			if !known && id != "" {
+				// A task no answer named: one a plain call made (implicitCalls).
+				created, _ := m["createdAt"].(string)
+				if at, err := time.Parse(time.RFC3339Nano, created); err == nil {
+					if p, ok := x.s.implicit.owner(at); ok {
+						st, _ := m["status"].(string)
+						e.TaskCreated(id, p, st)
+						owner, known = p, true
+					}
+				}
+			}
+			if known && owner == x.principal {
 				kept = append(kept, t)
 			}
 		}

@@ -722,7 +722,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 	})
 	t.Run("answer over the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h := newHarness(t, Config{MaxResponseBytes: 1024})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 2048 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		if r.status != http.StatusBadGateway || r.errCode(t) != mcprules.ErrInternal {
@@ -730,7 +730,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 	})
 	t.Run("answer at the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h := newHarness(t, Config{MaxResponseBytes: 1024})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 900 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		if r.status != http.StatusOK || r.errCode(t) != 0 {
