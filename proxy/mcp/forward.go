@@ -137,15 +137,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			for k := range w.Header() {
 				delete(w.Header(), k)
 			}
-			msg := "the MCP server's answer could not be read whole"
+			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
 			if errors.Is(err, errBodyTooLarge) {
-				msg = s.responseLimit()
+				// The server answered; its answer is replaced by an error
+				// the client's SDK reads as the answer to its request.
+				msg, status = s.responseLimit(), http.StatusOK
 				s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
 					"limit", s.cfg.MaxResponseBytes)
 			} else if r.Context().Err() == nil {
 				s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
 			}
-			writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, msg)
+			writeError(w, status, x.call.ID, mcprules.ErrInternal, msg)
 			return
 		}
 		status := resp.StatusCode
