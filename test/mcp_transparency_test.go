@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,4 +136,36 @@ func TestMCPTransparency(t *testing.T) {
 			t.Errorf("bob's tasks/list %+v (alice's %+v), want only his own", b.Tasks, a.Tasks)
 		}
 	})
+}
+
+// TestMCPDryRun: with --dry-run, Warden forwards every request as the server
+// would receive it without Warden and shows the client what the server
+// answered (the leaky server's lists unfiltered, bob's read of alice's task
+// answered as direct), and logs each refusal it would have made.
+func TestMCPDryRun(t *testing.T) {
+	upstream := startNodeMCP(t, "LEAKY=1")
+	direct := runSDKClient(t, upstream)
+	warden, w := startMCPWarden(t, upstream, "--dry-run")
+	r := runSDKClient(t, warden)
+	if _, refused := asErr(r.BGetA); refused {
+		t.Errorf("bob's tasks/get of alice's task in dry run: %s, want the server's answer (direct: %s)", r.BGetA, direct.BGetA)
+	}
+	// The leaky server lists every task to everyone, the direct run's too.
+	if !slices.Contains(r.BList, r.Created) || !slices.Contains(r.AList, r.BCreated) || !slices.Contains(r.BList, direct.Created) {
+		t.Errorf("tasks/list in dry run: alice %v bob %v, want unfiltered as the server answers (alice's %s and bob's %s in both)", r.AList, r.BList, r.Created, r.BCreated)
+	}
+	if r.Final != "completed" || fmt.Sprint(r.Result) != "sum=42" {
+		t.Errorf("alice's task in dry run: %q %v", r.Final, r.Result)
+	}
+	if strings.HasPrefix(r.Created, "wt2.") {
+		t.Errorf("dry run handed out a handle %s, not the server's task ID", r.Created)
+	}
+	w.mu.Lock()
+	log := w.out.String()
+	w.mu.Unlock()
+	for _, want := range []string{`"message_type":"tasks/get"`, `tasks/list would have shown`} {
+		if !strings.Contains(log, want) || !strings.Contains(log, `"dry_run":true`) {
+			t.Errorf("Warden's log lacks a dry-run refusal with %s", want)
+		}
+	}
 }

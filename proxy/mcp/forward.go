@@ -93,7 +93,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
-		w.Header().Set("Mcp-Session-Id", s.handles.seal(kindSession, x.principal, v))
+		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
@@ -218,13 +218,25 @@ func (x *exchange) tooBig(prefix []byte) []byte {
 	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, x.s.responseLimit())
 }
 
+// seal returns the caller's handle of an upstream identifier; in dry-run
+// mode, the identifier itself (what the client would see without Warden).
+func (x *exchange) seal(kind byte, id string) string {
+	switch {
+	case x.dry:
+		return id
+	case kind == kindEvent || kind == kindCursor:
+		return x.s.handles.sealIn(kind, x.principal, x.sid, id)
+	}
+	return x.s.handles.seal(kind, x.principal, id)
+}
+
 // eventID seals an SSE event id toward the caller: bound to the principal
 // and the upstream session, so only they can resume from it.
 func (x *exchange) eventID(id []byte) []byte {
 	if len(id) == 0 {
 		return id
 	}
-	return []byte(x.s.handles.sealIn(kindEvent, x.principal, x.sid, string(id)))
+	return []byte(x.seal(kindEvent, string(id)))
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
@@ -395,6 +407,10 @@ type exchange struct {
 	// the request left for the upstream.
 	support string
 	start   time.Time
+	// dry is dry-run mode: identifiers are not sealed, nothing is
+	// withheld, refusals are logged. replaced is set when an answer would
+	// have been replaced with an error.
+	dry, replaced bool
 	// answered is set once the caller got Warden's error in place of an
 	// answer too large to check; the upstream's answer no longer passes.
 	answered bool
@@ -612,7 +628,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
 			return nil, false, false // not the caller's, or new: the decoding path decides
 		}
-		rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
+		rep, with = append(rep, s), append(with, x.seal(kindTask, tid))
 	}
 	if len(rep) == 0 {
 		return data, true, true
@@ -700,10 +716,20 @@ func learns(method string) bool {
 // (sealing its nextCursor), and replaces task IDs with the caller's handles.
 // keep is false when the message must not reach the caller.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
-	if out, keep, done := x.fromUpstreamFast(data); done {
-		return out, keep
+	out, keep, done := x.fromUpstreamFast(data)
+	if !done {
+		out, keep = x.fromUpstreamDecoded(data)
 	}
-	return x.fromUpstreamDecoded(data)
+	if x.dry {
+		// Learned from, passed as the server sent it; what would have been
+		// held back is logged.
+		if !keep || x.replaced {
+			x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
+				"reason", "answer_not_matched_or_foreign_task", "detail", "an upstream message would have been withheld from the caller")
+		}
+		return data, true
+	}
+	return out, keep
 }
 
 // foreignAnswer replaces the answer to the caller's request when it names
@@ -751,7 +777,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			x.s.enforcer.TaskObserved(id, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
-			obj["taskId"] = x.s.handles.seal(kindTask, x.principal, id)
+			obj["taskId"] = x.seal(kindTask, id)
 			changed = true
 			return
 		}
@@ -759,6 +785,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	})
 	switch {
 	case foreign && answer:
+		x.replaced = true
 		return x.foreignAnswer(), true
 	case foreign:
 		return nil, false
@@ -787,7 +814,7 @@ func (x *exchange) learn(res map[string]any) bool {
 	case mcprules.MethodList:
 		changed := false
 		if c, ok := res["nextCursor"].(string); ok {
-			res["nextCursor"] = x.s.handles.sealIn(kindCursor, x.principal, x.sid, c)
+			res["nextCursor"] = x.seal(kindCursor, c)
 			changed = true
 		}
 		list, ok := res["tasks"].([]any)
@@ -795,6 +822,12 @@ func (x *exchange) learn(res map[string]any) bool {
 			return changed
 		}
 		kept := make([]any, 0, len(list))
+		defer func() {
+			if x.dry && len(kept) < len(list) {
+				x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
+					"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
+			}
+		}()
 		for _, t := range list {
 			m, _ := t.(map[string]any)
 			id, _ := m["taskId"].(string)

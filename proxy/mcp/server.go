@@ -254,12 +254,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.unauthorized(w, r, err)
 		return
 	}
+	dry := s.enforcer.DryRun()
 	sid, ok := s.session(r, p.ID)
+	if !ok && dry {
+		// Dry-run mode hands out the server's own session IDs; only
+		// another principal's handle is a refusal to log.
+		sid, ok = r.Header.Get("Mcp-Session-Id"), true
+		if strings.HasPrefix(sid, handlePrefix) {
+			s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Mcp-Session-Id is not a session of the caller")
+		}
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
-	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p),
+	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry,
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
@@ -267,6 +276,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
 		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
+		if !ok && dry {
+			id, ok = v, true
+			if strings.HasPrefix(v, handlePrefix) {
+				s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Last-Event-ID is not an event of this session")
+			}
+		}
 		if !ok {
 			writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
 			return
@@ -430,6 +445,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
 			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
+			if x.dry && why == refuseTask {
+				// The raw ID a client sees in dry-run mode: decided on the
+				// owner Warden knows, forwarded as it is.
+				o, known := s.enforcer.TaskOwner(call.TaskID)
+				req.TaskID, req.Owner, owner = call.TaskID, known && o == p.ID, call.TaskID
+			}
 			if h.HasName && req.Owner {
 				name = owner
 			}
