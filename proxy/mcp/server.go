@@ -30,7 +30,11 @@
 // stream), data that is JSON but not one object, and messages naming a task
 // that is not the caller's are dropped (the answer to the caller's own
 // request is replaced with a JSON-RPC error). An event stream is closed when
-// the caller's credential expires.
+// the caller's credential expires. Each answer body or SSE event is read
+// whole to be checked, within mcp.max_response_bytes; an answer over it
+// becomes a JSON-RPC error for its request naming the limit (tooBig), never
+// a silent drop. In dry-run mode nothing is sealed or withheld: the refusals
+// are logged and the traffic passes as without Warden.
 package mcp
 
 import (
