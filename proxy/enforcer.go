@@ -162,6 +162,11 @@ func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn
 	return e.snap.Load().authn.Authenticate(ctx, c)
 }
 
+// DryRun reports whether refusals are only logged (dry-run mode): adapters
+// then forward every message as the upstream would receive it without
+// Warden.
+func (e *Enforcer) DryRun() bool { return e.snap.Load().cfg.DryRun }
+
 // Policies is the registry of governance policies sessions bind at start.
 func (e *Enforcer) Policies() *PolicyRegistry { return e.registry }
 

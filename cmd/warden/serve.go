@@ -55,6 +55,8 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	upTokens := fs.String("upstream-tokens-file", "", "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)")
+	mcpMaxBody := fs.Int64("mcp-max-body-bytes", 0, "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
+	mcpMaxResp := fs.Int64("mcp-max-response-bytes", 0, "MCP: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
@@ -96,6 +98,12 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
 		set(&c.MCP.HandleKeyFile, *mcpKey)
+		if *mcpMaxBody != 0 {
+			c.MCP.MaxBodyBytes = *mcpMaxBody
+		}
+		if *mcpMaxResp != 0 {
+			c.MCP.MaxResponseBytes = *mcpMaxResp
+		}
 		c.MCP.Plaintext = c.MCP.Plaintext || *plaintext || *listenPlaintext
 		set(&c.MCP.CertFile, *certFile)
 		set(&c.MCP.KeyFile, *keyFile)

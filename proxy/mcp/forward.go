@@ -81,6 +81,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)
 	}
+	x.start = time.Now()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -92,7 +93,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer resp.Body.Close()
 	copyHeaders(w.Header(), resp.Header)
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
-		w.Header().Set("Mcp-Session-Id", s.handles.seal(kindSession, x.principal, v))
+		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
@@ -114,7 +115,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			flush = f.Flush
 			flush()
 		}
-		err := copyEvents(w, flush, resp.Body, int(s.cfg.MaxBodyBytes), x.fromUpstream, x.eventID)
+		err := copyEvents(w, flush, resp.Body, events{data: x.fromUpstream, id: x.eventID, max: s.maxResponse(), tooBig: x.tooBig})
 		switch {
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
@@ -131,12 +132,22 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		// application/json, or a successful answer of another type that
 		// holds JSON a client might still read: read whole and filtered.
-		b, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1))
-		if err != nil || int64(len(b)) > s.cfg.MaxBodyBytes {
+		b, err := readBody(resp.Body, s.cfg.MaxResponseBytes)
+		if err != nil {
 			for k := range w.Header() {
 				delete(w.Header(), k)
 			}
-			writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be read whole")
+			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
+			if errors.Is(err, errBodyTooLarge) {
+				// The server answered; its answer is replaced by an error
+				// the client's SDK reads as the answer to its request.
+				msg, status = s.responseLimit(), http.StatusOK
+				s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
+					"limit", s.cfg.MaxResponseBytes)
+			} else if r.Context().Err() == nil {
+				s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
+			}
+			writeError(w, status, x.call.ID, mcprules.ErrInternal, msg)
 			return
 		}
 		status := resp.StatusCode
@@ -155,13 +166,77 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 }
 
+// errBodyTooLarge is an upstream answer over mcp.max_response_bytes.
+var errBodyTooLarge = errors.New("the answer exceeds mcp.max_response_bytes")
+
+// readBody reads an upstream answer whole, within max bytes (-1: no bound).
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	if max < 0 {
+		return io.ReadAll(r)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, errBodyTooLarge
+	}
+	return b, err
+}
+
+// maxResponse is the bound of one SSE event (0: none).
+func (s *Server) maxResponse() int {
+	if s.cfg.MaxResponseBytes < 0 {
+		return 0
+	}
+	return int(s.cfg.MaxResponseBytes)
+}
+
+// responseLimit is what a caller reads when an answer is over the bound.
+func (s *Server) responseLimit() string {
+	return fmt.Sprintf("the MCP server's answer exceeds Warden's limit mcp.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)
+}
+
+// tooBig answers for an SSE event over mcp.max_response_bytes, given the
+// part of it Warden held. Warden cannot check what it did not read, so the
+// event never passes: when it is the answer to this exchange's request (no
+// method, and its id, when shown, is the request's), the caller gets a
+// JSON-RPC error for that id naming the limit, and a later answer to the
+// same id is dropped; anything else is dropped. Both are logged.
+func (x *exchange) tooBig(prefix []byte) []byte {
+	h := scanHead(prefix)
+	log := x.s.log.With("method", x.call.Method, "principal", x.principal, "limit", x.s.cfg.MaxResponseBytes)
+	answer := !h.hasMethod && !x.answered && x.call.Kind == mcprules.KindRequest
+	if answer && h.id != nil {
+		v, ok := idValue(h.id)
+		answer = ok && sameID(v, x.call.ID)
+	}
+	if !answer {
+		log.Warn("MCP event over mcp.max_response_bytes dropped", "message_method", h.method)
+		return nil
+	}
+	log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error")
+	x.answered = true
+	x.settle(false)
+	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, x.s.responseLimit())
+}
+
+// seal returns the caller's handle of an upstream identifier; in dry-run
+// mode, the identifier itself (what the client would see without Warden).
+func (x *exchange) seal(kind byte, id string) string {
+	switch {
+	case x.dry:
+		return id
+	case kind == kindEvent || kind == kindCursor:
+		return x.s.handles.sealIn(kind, x.principal, x.sid, id)
+	}
+	return x.s.handles.seal(kind, x.principal, id)
+}
+
 // eventID seals an SSE event id toward the caller: bound to the principal
 // and the upstream session, so only they can resume from it.
 func (x *exchange) eventID(id []byte) []byte {
 	if len(id) == 0 {
 		return id
 	}
-	return []byte(x.s.handles.sealIn(kindEvent, x.principal, x.sid, string(id)))
+	return []byte(x.seal(kindEvent, string(id)))
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
@@ -211,11 +286,12 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = copyEvents(io.Discard, func() {}, resp.Body, int(s.cfg.MaxBodyBytes), pick, nil)
+		err = copyEvents(io.Discard, func() {}, resp.Body, events{data: pick, max: s.maxResponse()})
 	} else {
 		var b []byte
-		b, err = io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes))
-		pick(b)
+		if b, err = readBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
+			pick(b)
+		}
 	}
 	if found == nil {
 		if err == nil {
@@ -327,6 +403,17 @@ type exchange struct {
 	call        mcprules.Call
 	decision    *proxy.Decision
 	settled     bool
+	// support is the called tool's taskSupport (tools/call), start when
+	// the request left for the upstream.
+	support string
+	start   time.Time
+	// dry is dry-run mode: identifiers are not sealed, nothing is
+	// withheld, refusals are logged. replaced is set when an answer would
+	// have been replaced with an error.
+	dry, replaced bool
+	// answered is set once the caller got Warden's error in place of an
+	// answer too large to check; the upstream's answer no longer passes.
+	answered bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -509,8 +596,11 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if !ok || !x.answers(v) {
 			return nil, false, true // an answer to no request of this exchange
 		}
-		if hasResult && learns(x.call.Method) {
+		if hasResult && learns(x.call.Method) && (x.call.Method != mcprules.MethodToolsCall || hasKey(spans, "taskId")) {
 			return nil, false, false
+		}
+		if hasResult && x.call.Method == mcprules.MethodToolsCall {
+			x.plainAnswered() // no task in it
 		}
 		x.settle(hasResult)
 	}
@@ -536,9 +626,9 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
-			return nil, false, false // not the caller's: the decoding path decides
+			return nil, false, false // not the caller's, or new: the decoding path decides
 		}
-		rep, with = append(rep, s), append(with, x.s.handles.seal(kindTask, x.principal, tid))
+		rep, with = append(rep, s), append(with, x.seal(kindTask, tid))
 	}
 	if len(rep) == 0 {
 		return data, true, true
@@ -546,10 +636,27 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	return splice(data, rep, with), true, true
 }
 
+func hasKey(spans []span, key string) bool {
+	for _, s := range spans {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// plainAnswered notes a plain call of a tool the server may have run as a
+// task of its own (implicitCalls), answered without naming it.
+func (x *exchange) plainAnswered() {
+	if !x.call.TaskRequested && x.support == mcprules.SupportOptional && !x.start.IsZero() {
+		x.s.implicit.add(x.principal, x.start, time.Now())
+	}
+}
+
 // answers reports whether an answer's decoded id is the id of this
 // exchange's request.
 func (x *exchange) answers(id any) bool {
-	return x.call.Kind == mcprules.KindRequest && sameID(id, x.call.ID)
+	return x.call.Kind == mcprules.KindRequest && !x.answered && sameID(id, x.call.ID)
 }
 
 // ownHandle reports whether an upstream value is already one of the
@@ -560,6 +667,33 @@ func (x *exchange) ownHandle(v string) bool {
 	}
 	_, ok := x.s.handles.open(kindTask, x.principal, v)
 	return ok
+}
+
+// creates reports whether the exchange is the caller's own tools/call, whose
+// stream names the task the call made.
+func (x *exchange) creates() bool {
+	return x.call.Kind == mcprules.KindRequest && x.call.Method == mcprules.MethodToolsCall && !x.answered
+}
+
+// learnRelated learns the task a message on the stream of the caller's
+// tools/call relates itself to (the related-task _meta of the answer's
+// result, or of a notification or request's params): the server ran the
+// call as that task, so it is the caller's. Only a task Warden does not
+// know yet is learned; bare status notifications are not, as a server that
+// broadcasts them would give the caller someone else's task.
+func (x *exchange) learnRelated(msg map[string]any) {
+	for _, k := range []string{"result", "params"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		id, _ := rel["taskId"].(string)
+		if id == "" || strings.HasPrefix(id, handlePrefix) {
+			continue
+		}
+		if _, known := x.s.enforcer.TaskOwner(id); !known {
+			x.s.enforcer.TaskCreated(id, x.principal, "")
+		}
+	}
 }
 
 // learns reports whether the answer to method is read whole (learn).
@@ -582,10 +716,20 @@ func learns(method string) bool {
 // (sealing its nextCursor), and replaces task IDs with the caller's handles.
 // keep is false when the message must not reach the caller.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
-	if out, keep, done := x.fromUpstreamFast(data); done {
-		return out, keep
+	out, keep, done := x.fromUpstreamFast(data)
+	if !done {
+		out, keep = x.fromUpstreamDecoded(data)
 	}
-	return x.fromUpstreamDecoded(data)
+	if x.dry {
+		// Learned from, passed as the server sent it; what would have been
+		// held back is logged.
+		if !keep || x.replaced {
+			x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
+				"reason", "answer_not_matched_or_foreign_task", "detail", "an upstream message would have been withheld from the caller")
+		}
+		return data, true
+	}
+	return out, keep
 }
 
 // foreignAnswer replaces the answer to the caller's request when it names
@@ -606,6 +750,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
+	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
+		x.learnRelated(msg)
+	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
 		if !x.answers(msg["id"]) {
@@ -630,7 +777,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			x.s.enforcer.TaskObserved(id, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
-			obj["taskId"] = x.s.handles.seal(kindTask, x.principal, id)
+			obj["taskId"] = x.seal(kindTask, id)
 			changed = true
 			return
 		}
@@ -638,6 +785,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	})
 	switch {
 	case foreign && answer:
+		x.replaced = true
 		return x.foreignAnswer(), true
 	case foreign:
 		return nil, false
@@ -666,7 +814,7 @@ func (x *exchange) learn(res map[string]any) bool {
 	case mcprules.MethodList:
 		changed := false
 		if c, ok := res["nextCursor"].(string); ok {
-			res["nextCursor"] = x.s.handles.sealIn(kindCursor, x.principal, x.sid, c)
+			res["nextCursor"] = x.seal(kindCursor, c)
 			changed = true
 		}
 		list, ok := res["tasks"].([]any)
@@ -674,10 +822,28 @@ func (x *exchange) learn(res map[string]any) bool {
 			return changed
 		}
 		kept := make([]any, 0, len(list))
+		defer func() {
+			if x.dry && len(kept) < len(list) {
+				x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
+					"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
+			}
+		}()
 		for _, t := range list {
 			m, _ := t.(map[string]any)
 			id, _ := m["taskId"].(string)
-			if owner, known := e.TaskOwner(id); known && owner == x.principal {
+			owner, known := e.TaskOwner(id)
+			if !known && id != "" {
+				// A task no answer named: one a plain call made (implicitCalls).
+				created, _ := m["createdAt"].(string)
+				if at, err := time.Parse(time.RFC3339Nano, created); err == nil {
+					if p, ok := x.s.implicit.owner(at); ok {
+						st, _ := m["status"].(string)
+						e.TaskCreated(id, p, st)
+						owner, known = p, true
+					}
+				}
+			}
+			if known && owner == x.principal {
 				kept = append(kept, t)
 			}
 		}

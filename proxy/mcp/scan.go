@@ -144,3 +144,66 @@ func splice(b []byte, spans []span, with []string) []byte {
 	}
 	return append(out, b[last:]...)
 }
+
+// head is what the first bytes of a message show of its own members: the
+// method (hasMethod for any method member), and the id's raw value when it
+// came whole.
+type head struct {
+	method    string
+	hasMethod bool
+	id        []byte
+}
+
+// scanHead reads the top-level members of a message that may be cut short
+// (the part of an oversized message Warden held), without decoding. It never
+// reads a string's content as structure; it stops at the first thing it
+// cannot read (an escape in a key).
+func scanHead(b []byte) head {
+	var h head
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return h
+	}
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			depth--
+			i++
+			if depth == 0 {
+				return h
+			}
+		case '"':
+			end, escaped := stringEnd(b, i+1)
+			if end < 0 {
+				return h
+			}
+			key := b[i+1 : end]
+			i = skipSpace(b, end+1)
+			if depth != 1 || i >= len(b) || b[i] != ':' {
+				continue // a value, or a member of a nested object
+			}
+			if escaped && bytes.IndexByte(key, '\\') >= 0 {
+				return h
+			}
+			i = skipSpace(b, i+1)
+			switch string(key) {
+			case "method":
+				h.hasMethod = true
+				if e := valueEnd(b, i); e > i+1 && e <= len(b) && b[i] == '"' {
+					h.method = string(b[i+1 : e-1])
+				}
+			case "id":
+				if e := valueEnd(b, i); e > i && e < len(b) {
+					h.id = b[i:e]
+				}
+			}
+		default:
+			i++
+		}
+	}
+	return h
+}

@@ -30,7 +30,11 @@
 // stream), data that is JSON but not one object, and messages naming a task
 // that is not the caller's are dropped (the answer to the caller's own
 // request is replaced with a JSON-RPC error). An event stream is closed when
-// the caller's credential expires.
+// the caller's credential expires. Each answer body or SSE event is read
+// whole to be checked, within mcp.max_response_bytes; an answer over it
+// becomes a JSON-RPC error for its request naming the limit (tooBig), never
+// a silent drop. In dry-run mode nothing is sealed or withheld: the refusals
+// are logged and the traffic passes as without Warden.
 package mcp
 
 import (
@@ -81,8 +85,19 @@ type Config struct {
 	// authorization servers set, Warden serves the metadata document.
 	Resource             string   `yaml:"resource" json:"resource"`
 	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
-	// MaxBodyBytes bounds a request body and one response message.
+	// MaxBodyBytes bounds a request body. A larger one is answered 413 with
+	// a JSON-RPC error (the request's id when its first bytes show it) that
+	// names the setting; the upstream never sees it.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxResponseBytes bounds one message from the upstream: a JSON answer
+	// body or one SSE event, which Warden reads whole to match it to its
+	// request and rewrite task IDs before any of it reaches the caller. An
+	// answer over it becomes a JSON-RPC error for the request's id that
+	// names the setting (an SSE event carrying it, with the oversized
+	// event's id so a resumed stream moves past it); other oversized
+	// messages are dropped; each is logged. -1 sets no bound of Warden's
+	// own.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
 	// MaxSteerBytes bounds a tasks/steer message; MaxSteerQueue the steer
 	// messages accepted for a task until its status changes.
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
@@ -96,11 +111,12 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes    = 4 << 20
-	DefaultMaxSteerBytes   = 16 << 10
-	DefaultMaxSteerQueue   = 32
-	DefaultShutdownTimeout = 10 * time.Second
-	maxTools               = 4096
+	DefaultMaxBodyBytes     = 4 << 20
+	DefaultMaxResponseBytes = 64 << 20
+	DefaultMaxSteerBytes    = 16 << 10
+	DefaultMaxSteerQueue    = 32
+	DefaultShutdownTimeout  = 10 * time.Second
+	maxTools                = 4096
 )
 
 // Validate checks the configuration.
@@ -118,6 +134,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
+	if c.MaxResponseBytes < -1 {
+		return errors.New("mcp.max_response_bytes: give a positive bound, or -1 for none")
+	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("mcp.limits: %w", err)
 	}
@@ -127,6 +146,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if c.MaxSteerBytes == 0 {
 		c.MaxSteerBytes = DefaultMaxSteerBytes
@@ -167,6 +189,8 @@ type Server struct {
 	handles  handles
 	log      *slog.Logger
 
+	implicit *implicitCalls
+
 	mu    sync.Mutex
 	tools map[string]string // tool name -> execution.taskSupport
 }
@@ -198,7 +222,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: map[string]string{}}, nil
+	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: map[string]string{}, implicit: newImplicitCalls()}, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
@@ -238,12 +262,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.unauthorized(w, r, err)
 		return
 	}
+	dry := s.enforcer.DryRun()
 	sid, ok := s.session(r, p.ID)
+	if !ok && dry {
+		// Dry-run mode hands out the server's own session IDs; only
+		// another principal's handle is a refusal to log.
+		sid, ok = r.Header.Get("Mcp-Session-Id"), true
+		if strings.HasPrefix(sid, handlePrefix) {
+			s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Mcp-Session-Id is not a session of the caller")
+		}
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
-	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p),
+	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry,
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
@@ -251,6 +284,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
 		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
+		if !ok && dry {
+			id, ok = v, true
+			if strings.HasPrefix(v, handlePrefix) {
+				s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Last-Event-ID is not an event of this session")
+			}
+		}
 		if !ok {
 			writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
 			return
@@ -358,7 +397,16 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, mcprules.ErrInvalidRequest, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+			// Answered for the request's id when its first bytes show it.
+			var id json.RawMessage
+			if h := scanHead(body); h.id != nil {
+				if v, ok := idValue(h.id); ok && (isString(v) || isNumber(v)) {
+					id = h.id
+				}
+			}
+			s.log.Warn("MCP request over mcp.max_body_bytes refused", "principal", p.ID, "limit", s.cfg.MaxBodyBytes)
+			writeError(w, http.StatusRequestEntityTooLarge, id, mcprules.ErrInvalidRequest,
+				fmt.Sprintf("the request exceeds Warden's limit mcp.max_body_bytes (%d bytes)", s.cfg.MaxBodyBytes))
 			return
 		}
 		writeError(w, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
@@ -405,6 +453,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
 			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
+			if x.dry && why == refuseTask {
+				// The raw ID a client sees in dry-run mode: decided on the
+				// owner Warden knows, forwarded as it is.
+				o, known := s.enforcer.TaskOwner(call.TaskID)
+				req.TaskID, req.Owner, owner = call.TaskID, known && o == p.ID, call.TaskID
+			}
 			if h.HasName && req.Owner {
 				name = owner
 			}
@@ -414,6 +468,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
 			req.Support = s.taskSupport(r.Context(), r, sid, call.Params, call.Tool)
+			x.support = req.Support
 		}
 		// Every message whose routing headers disagree with its body, or
 		// that names a task or cursor not the caller's, is refused; the
@@ -452,6 +507,10 @@ func headerValue(h http.Header, key string) (string, bool) {
 	}
 	return v[0], true
 }
+
+func isString(v any) bool { _, ok := v.(string); return ok }
+
+func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
 
 // writeError answers with a JSON-RPC error of Warden's own.
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {

@@ -722,15 +722,18 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 	})
 	t.Run("answer over the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h := newHarness(t, Config{MaxResponseBytes: 1024})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 2048 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
-		if r.status != http.StatusBadGateway || r.errCode(t) != mcprules.ErrInternal {
+		// The answer to the request, naming the limit, for the client's SDK
+		// to read as such (200, as the server answered).
+		if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) ||
+			!strings.Contains(string(r.body), "mcp.max_response_bytes (1024 bytes)") {
 			t.Fatalf("HTTP %d %s", r.status, r.body)
 		}
 	})
 	t.Run("answer at the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxBodyBytes: 1024})
+		h := newHarness(t, Config{MaxResponseBytes: 1024})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 900 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		if r.status != http.StatusOK || r.errCode(t) != 0 {

@@ -8,37 +8,59 @@ import (
 	"io"
 )
 
-// errEventTooLarge ends a stream whose event exceeds the bound: forwarding
-// half an event is never an option.
+// errEventTooLarge ends a stream whose event exceeds the bound when the
+// caller gave no way to answer for it: forwarding half an event is never an
+// option.
 var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
-// copyEvents copies a text/event-stream from r to w event by event: each
-// event's data goes through fn, which returns the data to send and whether to
-// keep the event at all, and each id line's value through idFn (nil: kept).
-// Other lines (event, retry, comments) pass unchanged; a dropped event keeps
-// its id line, so a client's Last-Event-ID stays right. Every event is
+// events says what copyEvents does with each event.
+type events struct {
+	// data gets each event's data and returns the data to send and whether
+	// to keep the event at all.
+	data func([]byte) ([]byte, bool)
+	// id gets each id line's value (nil: kept).
+	id func([]byte) []byte
+	// max bounds one event (<= 0: no bound). An event over it is read to
+	// its end without being held; tooBig gets the part held (max bytes of
+	// data at most) and returns the data to send instead, nil to send none
+	// (the event's id line is still sent, so a client resuming with
+	// Last-Event-ID moves past it). With tooBig nil, the stream ends with
+	// errEventTooLarge.
+	max    int
+	tooBig func(prefix []byte) []byte
+}
+
+// copyEvents copies a text/event-stream from r to w event by event, as ev
+// says. Other lines (event, retry, comments) pass unchanged; a dropped event
+// keeps its id line, so a client's Last-Event-ID stays right. Every event is
 // flushed as soon as it is written.
-func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]byte) ([]byte, bool), idFn func([]byte) []byte) error {
+func copyEvents(w io.Writer, flush func(), r io.Reader, ev events) error {
 	br := bufio.NewReaderSize(r, 32<<10)
 	var other [][]byte // non-data lines of the current event
 	var data []byte
 	hasData := false
 	size := 0
+	skipping := false // the event is over the bound: read to its end, not held
+	var out bytes.Buffer
 	emit := func() error {
-		var out bytes.Buffer
 		keep := true
-		if hasData {
-			data, keep = fn(data)
+		switch {
+		case skipping:
+			data = ev.tooBig(data)
+			hasData, keep = data != nil, data != nil
+		case hasData:
+			data, keep = ev.data(data)
 		}
+		out.Reset()
 		for _, l := range other {
 			isID := bytes.HasPrefix(l, []byte("id:"))
 			if !keep && !isID && !bytes.HasPrefix(l, []byte("retry:")) {
 				continue
 			}
-			if isID && idFn != nil {
+			if isID && ev.id != nil {
 				v := bytes.TrimPrefix(l[len("id:"):], []byte(" "))
 				out.WriteString("id: ")
-				out.Write(idFn(v))
+				out.Write(ev.id(v))
 				out.WriteByte('\n')
 				continue
 			}
@@ -46,40 +68,117 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, maxEvent int, fn func([]
 			out.WriteByte('\n')
 		}
 		if hasData && keep {
-			for _, l := range bytes.Split(data, []byte("\n")) {
+			// Large data is written as it is, not copied once more.
+			for more := true; more; {
+				l := data
+				if i := bytes.IndexByte(data, '\n'); i >= 0 {
+					l, data = data[:i], data[i+1:]
+				} else {
+					more = false
+				}
 				out.WriteString("data: ")
-				out.Write(l)
+				if len(l) < 4<<10 {
+					out.Write(l)
+				} else {
+					if _, err := w.Write(out.Bytes()); err != nil {
+						return err
+					}
+					out.Reset()
+					if _, err := w.Write(l); err != nil {
+						return err
+					}
+				}
 				out.WriteByte('\n')
 			}
 		}
 		out.WriteByte('\n')
-		other, data, hasData, size = other[:0], nil, false, 0
+		other, data, hasData, size, skipping = other[:0], nil, false, 0, false
 		if _, err := w.Write(out.Bytes()); err != nil {
 			return err
 		}
 		flush()
 		return nil
 	}
+	over := func(n int) bool { return ev.max > 0 && n > ev.max }
+	// startSkip is the event going over the bound; part is the data line
+	// being read when it did.
+	startSkip := func(part []byte) error {
+		if ev.tooBig == nil {
+			return errEventTooLarge
+		}
+		if v, ok := bytes.CutPrefix(part, []byte("data:")); ok {
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			if len(data) > ev.max {
+				data = data[:ev.max]
+			}
+		}
+		skipping = true
+		return nil
+	}
+	midLine := false // skipping: the rest of a long line follows
 	for {
 		line, err := br.ReadSlice('\n')
+		if skipping {
+			// Read to the event's end: keep its short non-data lines (the
+			// id), drop everything else.
+			complete := !errors.Is(err, bufio.ErrBufferFull)
+			if !midLine {
+				l := bytes.TrimRight(line, "\r\n")
+				switch {
+				case complete && len(l) == 0:
+					if err := emit(); err != nil {
+						return err
+					}
+				case complete && !bytes.HasPrefix(l, []byte("data:")):
+					other = append(other, append([]byte(nil), l...))
+				}
+			}
+			midLine = !complete
+			if err == io.EOF {
+				return fmt.Errorf("stream ended inside an event: %w", io.ErrUnexpectedEOF)
+			}
+			if err != nil && complete {
+				return err
+			}
+			continue
+		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A long line: gather it whole, within the bound.
 			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				if size+len(long) > maxEvent {
-					return errEventTooLarge
-				}
+			for errors.Is(err, bufio.ErrBufferFull) && !over(size+len(long)) {
 				line, err = br.ReadSlice('\n')
 				long = append(long, line...)
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				if err := startSkip(long); err != nil {
+					return err
+				}
+				midLine = true
+				continue
 			}
 			line = long
 		}
 		if len(line) > 0 {
 			size += len(line)
-			if size > maxEvent {
-				return errEventTooLarge
-			}
 			l := bytes.TrimRight(line, "\r\n")
+			if over(size) {
+				if err := startSkip(l); err != nil {
+					return err
+				}
+				if len(l) == 0 {
+					if err := emit(); err != nil {
+						return err
+					}
+				}
+				midLine = false
+				if err == io.EOF {
+					return fmt.Errorf("stream ended inside an event: %w", io.ErrUnexpectedEOF)
+				}
+				continue
+			}
 			switch {
 			case len(l) == 0:
 				if len(other) > 0 || hasData {

@@ -5,11 +5,13 @@
 //   JSON_RESP=1 node server.mjs          # application/json responses instead of SSE
 //   LEAKY=1 node server.mjs              # task store ignores the session (SDK issue #1486)
 //   LOG_WIRE=1 node server.mjs           # log every request and response on stdout
+//   EVENT_STORE=1 node server.mjs        # resumable SSE streams (the SDK's InMemoryEventStore)
 //
 // Tools:
 //   echo      taskSupport forbidden: returns its text
 //   slow_sum  taskSupport optional:  a+b after delay_ms
 //   must_task taskSupport required:  "done" after delay_ms
+//   big       taskSupport forbidden: a text of exactly `bytes` bytes ("x" repeated)
 // Debug endpoints (GET):
 //   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n} handler/createTask calls
 //   /debug/authorization  Authorization header values seen on /mcp, first-seen order
@@ -19,13 +21,15 @@ import { z } from 'zod';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 
 const PORT = Number(process.env.PORT || 3901);
 const JSON_RESP = process.env.JSON_RESP === '1';
 const LEAKY = process.env.LEAKY === '1';
 const LOG_WIRE = process.env.LOG_WIRE === '1';
+const EVENT_STORE = process.env.EVENT_STORE === '1';
 
-const invocations = { echo: 0, slow_sum: 0, must_task: 0 };
+const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0 };
 const authorizations = [];
 
 // The SDK's InMemoryTaskStore binds a task to the session that created it.
@@ -77,6 +81,8 @@ function makeServer() {
   });
   server.registerTool('echo', { description: 'echo text', inputSchema: { text: z.string() } },
     async ({ text }) => { invocations.echo++; return { content: [{ type: 'text', text }] }; });
+  server.registerTool('big', { description: 'a text of `bytes` bytes', inputSchema: { bytes: z.number() } },
+    async ({ bytes }) => { invocations.big++; return { content: [{ type: 'text', text: 'x'.repeat(bytes) }] }; });
   server.experimental.tasks.registerToolTask('slow_sum', {
     description: 'adds a+b after delay_ms (task-capable)',
     inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(300) },
@@ -145,6 +151,7 @@ const httpServer = http.createServer(async (req, res) => {
       }
       t = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(), enableJsonResponse: JSON_RESP,
+        eventStore: EVENT_STORE ? new InMemoryEventStore() : undefined,
         onsessioninitialized: (id) => transports.set(id, t),
       });
       t.onclose = () => { if (t.sessionId) transports.delete(t.sessionId); };
@@ -159,5 +166,5 @@ const httpServer = http.createServer(async (req, res) => {
 // PORT=0 picks a free port; the line below names the one in use.
 httpServer.listen(PORT, '127.0.0.1', () => {
   console.error(`tiny MCP task server on http://127.0.0.1:${httpServer.address().port}/mcp`);
-  console.error(`modes: json=${JSON_RESP} leaky=${LEAKY} log_wire=${LOG_WIRE}`);
+  console.error(`modes: json=${JSON_RESP} leaky=${LEAKY} log_wire=${LOG_WIRE} event_store=${EVENT_STORE}`);
 });

@@ -1,0 +1,194 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTooBigEvents: an SSE event over the bound is never forwarded, in part
+// or whole; the answer to the exchange's request becomes an error naming
+// the limit, with the event's id, and other messages are dropped (their id
+// kept); the stream goes on.
+func TestTooBigEvents(t *testing.T) {
+	big := strings.Repeat("x", 200<<10) // over the 64 KiB bound, longer than the read buffer
+	tests := []struct {
+		name    string
+		request string
+		event   string
+		want    []string // substrings of the output, in order
+		wantNot []string
+	}{
+		{"answer, id last (TypeScript SDK)", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big"}}`,
+			"id: e1\nevent: message\ndata: {\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + big + "\"}]},\"jsonrpc\":\"2.0\",\"id\":7}\n\n",
+			[]string{"id: e1\n", "event: message\n", `"id":7`, "mcp.max_response_bytes (65536 bytes)", "data: after"}, []string{"xxxx"}},
+		{"answer, id first (Go SDK)", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"big"}}`,
+			"data: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{\"text\":\"" + big + "\"}}\nid: e2\n\n",
+			[]string{"id: e2\n", `"id":"a"`, "mcp.max_response_bytes", "data: after"}, []string{"xxxx"}},
+		{"answer to another id", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`,
+			"id: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"text\":\"" + big + "\"}}\n\n",
+			[]string{"id: e3\n", "data: after"}, []string{"xxxx", "max_response_bytes", "data: {"}},
+		{"notification", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`,
+			"id: e4\ndata: {\"method\":\"notifications/message\",\"params\":{\"data\":\"" + big + "\"},\"jsonrpc\":\"2.0\"}\n\n",
+			[]string{"id: e4\n", "data: after"}, []string{"xxxx", "max_response_bytes", "data: {"}},
+		{"many short data lines", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`,
+			"id: e5\n" + strings.Repeat("data: "+strings.Repeat("y", 1000)+"\n", 100) + "\n",
+			[]string{"id: e5\n", `"id":1`, "mcp.max_response_bytes", "data: after"}, []string{"yyyy"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := unitServer(t)
+			s.cfg.MaxResponseBytes = 64 << 10
+			x := exchangeFor(t, s, alice, tc.request)
+			var rec recorder
+			in := tc.event + "data: after\n\n"
+			err := copyEvents(&rec, rec.flush, strings.NewReader(in), events{
+				data: func(b []byte) ([]byte, bool) { return b, true }, max: s.maxResponse(), tooBig: x.tooBig})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := rec.String()
+			rest := out
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("output lacks %q (in order):\n%.400s", w, out)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(out, w) {
+					t.Fatalf("output holds %q:\n%.400s", w, out)
+				}
+			}
+			if rec.flushes != 2 {
+				t.Errorf("%d flushes, want 2 (one per event)", rec.flushes)
+			}
+		})
+	}
+	t.Run("a later answer to the same id is dropped", func(t *testing.T) {
+		s := unitServer(t)
+		x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+		if b := x.tooBig([]byte(`{"result":{"x":"`)); !bytes.Contains(b, []byte("max_response_bytes")) {
+			t.Fatalf("tooBig = %s", b)
+		}
+		if _, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":7,"result":{}}`)); keep {
+			t.Fatal("a second answer to 7 passed")
+		}
+	})
+	t.Run("no handler ends the stream", func(t *testing.T) {
+		var rec recorder
+		err := copyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), events{data: func(b []byte) ([]byte, bool) { return b, true }, max: 1024})
+		if err != errEventTooLarge {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("unbounded", func(t *testing.T) {
+		var rec recorder
+		err := copyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), events{data: func(b []byte) ([]byte, bool) { return b, true }})
+		if err != nil || rec.String() != "data: "+big+"\n\n" {
+			t.Fatalf("err %v, %d bytes", err, len(rec.String()))
+		}
+	})
+}
+
+// TestRequestBound: a request over mcp.max_body_bytes is answered 413 for
+// its id, naming the limit, and never reaches the upstream.
+func TestRequestBound(t *testing.T) {
+	h := newHarness(t, Config{MaxBodyBytes: 512})
+	before := len(h.up.received("tools/call"))
+	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"fast","arguments":{"t":"` + strings.Repeat("z", 1024) + `"}}}`
+	r := h.post(t, alice, body, nil)
+	if r.status != 413 || r.last(t)["id"] != float64(42) || !strings.Contains(string(r.body), "mcp.max_body_bytes (512 bytes)") {
+		t.Fatalf("HTTP %d %s", r.status, r.body)
+	}
+	if len(h.up.received("tools/call")) != before {
+		t.Fatal("the upstream saw the request")
+	}
+}
+
+func TestScanHead(t *testing.T) {
+	for _, tc := range []struct {
+		in, method, id string
+		hasMethod      bool
+	}{
+		{`{"result":{"id":9,"method":"x"},"jsonrpc":"2.0","id":7}`, "", "7", false},
+		{`{"jsonrpc":"2.0","id":"a","result":{"text":"xx`, "", `"a"`, false},
+		{`{"method":"notifications/message","params":{"data":"xx`, "notifications/message", "", true},
+		{`{"params":{"method":"m"},"id":1`, "", "", false}, // the id may go on: 12
+		{`{"text":"\"method\":\"m\"","id":3,`, "", "3", false},
+		{`{"meth\u006fd":"m"}`, "", "", false},
+		{`[{"method":"m"}]`, "", "", false},
+		{``, "", "", false},
+	} {
+		h := scanHead([]byte(tc.in))
+		if h.method != tc.method || h.hasMethod != tc.hasMethod || string(h.id) != tc.id {
+			t.Errorf("scanHead(%s) = %q %v %q, want %q %v %q", tc.in, h.method, h.hasMethod, h.id, tc.method, tc.hasMethod, tc.id)
+		}
+	}
+}
+
+// FuzzScanHead: on a whole message, scanHead agrees with a decoder about
+// the top-level method and id; on any prefix it does not panic.
+func FuzzScanHead(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"result":{}}`, `{"method":"a","params":{"id":2}}`, `{"id":"x\"y","method":"m"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s)
+		for i := 0; i <= len(b); i += 7 {
+			scanHead(b[:i])
+		}
+		if !json.Valid(b) {
+			return
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) != nil || bytes.Contains(b, []byte(`\`)) {
+			return
+		}
+		h := scanHead(b)
+		_, hasMethod := m["method"]
+		if h.hasMethod != hasMethod {
+			t.Fatalf("scanHead(%s): method %v, decoder %v", s, h.hasMethod, hasMethod)
+		}
+		if id, ok := m["id"]; ok && h.id != nil && !bytes.Equal(bytes.TrimSpace(id), h.id) {
+			t.Fatalf("scanHead(%s): id %s, decoder %s", s, h.id, id)
+		}
+	})
+}
+
+func TestImplicitCalls(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tests := []struct {
+		name    string
+		calls   [][3]any // principal, start ms, end ms
+		created int
+		owner   string
+	}{
+		{"one call", [][3]any{{"alice", 0, 300}}, 5, "alice"},
+		{"within skew", [][3]any{{"alice", 2000, 2300}}, 1500, "alice"},
+		{"no call then", [][3]any{{"alice", 0, 300}}, 5000, ""},
+		{"two principals at once", [][3]any{{"alice", 0, 300}, {"bob", 100, 400}}, 150, ""},
+		{"two calls of one principal", [][3]any{{"alice", 0, 300}, {"alice", 100, 400}}, 150, "alice"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newImplicitCalls()
+			for _, k := range tc.calls {
+				c.add(k[0].(string), at(k[1].(int)), at(k[2].(int)))
+			}
+			got, ok := c.owner(at(tc.created))
+			if got != tc.owner || ok != (tc.owner != "") {
+				t.Fatalf("owner = %q %v, want %q", got, ok, tc.owner)
+			}
+			if ok && len(tc.calls) == 1 {
+				if again, ok := c.owner(at(tc.created)); ok {
+					t.Fatalf("a claimed call gave a second task to %q", again)
+				}
+			}
+		})
+	}
+}
