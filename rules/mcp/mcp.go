@@ -308,6 +308,12 @@ func Parse(body []byte) (Call, error) {
 		}
 	case hasResult || hasError:
 		c.Kind = KindResponse
+		// An answer's id is held to the same spellings as a request's (null
+		// only for an error about an unreadable request), so that the
+		// server matches it to the request Warden saw answered.
+		if len(c.ID) > 0 && string(c.ID) != "null" && !ValidID(c.ID) {
+			return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
+		}
 		if res := env["result"]; len(res) > 0 && res[0] == '{' {
 			// A client's answer to a server request may name a task in
 			// result._meta; that is a handle too.

@@ -60,7 +60,10 @@ var parseCases = []parseCase{
 	{name: "response null result", body: `{"jsonrpc":"2.0","id":1,"result":null}`, kind: KindResponse, id: `1`},
 	{name: "response error", body: `{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"Task not found"}}`, kind: KindResponse, id: `"x"`},
 	{name: "response error null id", body: `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`, kind: KindResponse, id: `null`},
-	{name: "response object id is not checked", body: `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`, kind: KindResponse, id: `{"a":1}`},
+	// An answer's id follows the request rules: the server must match it to
+	// the request Warden saw answered.
+	{name: "response object id", body: `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`, code: ErrInvalidRequest},
+	{name: "response id 1e0", body: `{"jsonrpc":"2.0","id":1e0,"result":{}}`, code: ErrInvalidRequest},
 
 	// Batches were removed in 2025-06-18.
 	{name: "batch", body: `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, code: ErrInvalidRequest},
