@@ -138,4 +138,6 @@ func TestEnvelopeAgreesWithTypeScriptSDK(t *testing.T) {
 	}
 }
 
-func isNumber(raw []byte) bool { return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') }
+func isNumber(raw []byte) bool {
+	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
+}
