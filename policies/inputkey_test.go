@@ -3,6 +3,7 @@ package policies
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
@@ -124,13 +125,5 @@ func mutate(t *testing.T, v reflect.Value, path string) {
 }
 
 func splitPath(p string) []string {
-	var out []string
-	for _, s := range []rune(p) {
-		if s == '.' {
-			out = append(out, "")
-			continue
-		}
-		out[len(out)-1] += string(s)
-	}
-	return out
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
 }
