@@ -1,0 +1,125 @@
+package macp
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// fakeRuntime is a MACP runtime that accepts everything it is sent, as much
+// of one as the transcripts need: Send acks every envelope (a duplicate when
+// the same sender sent the message_id before, SESSION_NOT_FOUND for a session
+// it never saw started), the control RPCs ack every session it knows, and
+// GetSession answers from the SessionStarts it accepted. It keeps what it
+// received, so a test can tell what the sidecar forwarded.
+type fakeRuntime struct {
+	macpv1.UnimplementedMACPRuntimeServiceServer
+
+	mu       sync.Mutex
+	sessions map[string]*fakeSession
+	received []string // message ids and control RPCs, in arrival order
+}
+
+type fakeSession struct {
+	meta *macpv1.SessionMetadata
+	seen map[[2]string]bool // {sender, message_id}
+}
+
+// startFakeRuntime serves a fakeRuntime on a loopback port until the test
+// ends and returns it with its address.
+func startFakeRuntime(t testing.TB) (*fakeRuntime, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRuntime{sessions: map[string]*fakeSession{}}
+	srv := grpc.NewServer()
+	macpv1.RegisterMACPRuntimeServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return f, lis.Addr().String()
+}
+
+// forwarded returns how many calls reached the runtime.
+func (f *fakeRuntime) forwarded() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.received)
+}
+
+func (f *fakeRuntime) Send(_ context.Context, req *macpv1.SendRequest) (*macpv1.SendResponse, error) {
+	env := req.GetEnvelope()
+	if env == nil {
+		return nil, status.Error(codes.InvalidArgument, "no envelope")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.received = append(f.received, env.GetMessageId())
+	ack := &macpv1.Ack{Ok: true, MessageId: env.GetMessageId(), SessionId: env.GetSessionId(), SessionState: macpv1.SessionState_SESSION_STATE_OPEN}
+	s := f.sessions[env.GetSessionId()]
+	if s == nil && env.GetMessageType() == rules.TypeSessionStart {
+		var p macpv1.SessionStartPayload
+		_ = proto.Unmarshal(env.GetPayload(), &p)
+		s = &fakeSession{seen: map[[2]string]bool{}, meta: &macpv1.SessionMetadata{
+			SessionId: env.GetSessionId(), Mode: env.GetMode(), State: macpv1.SessionState_SESSION_STATE_OPEN,
+			Initiator: env.GetSender(), Participants: p.GetParticipants(), ModeVersion: p.GetModeVersion(),
+			ConfigurationVersion: p.GetConfigurationVersion(), PolicyVersion: p.GetPolicyVersion(),
+		}}
+		f.sessions[env.GetSessionId()] = s
+	}
+	if s == nil {
+		ack.Ok, ack.SessionState = false, macpv1.SessionState_SESSION_STATE_UNSPECIFIED
+		ack.Error = &macpv1.MACPError{Code: string(rules.CodeSessionNotFound), Message: "session not found", SessionId: env.GetSessionId(), MessageId: env.GetMessageId()}
+		return &macpv1.SendResponse{Ack: ack}, nil
+	}
+	key := [2]string{env.GetSender(), env.GetMessageId()}
+	ack.Duplicate = s.seen[key]
+	s.seen[key] = true
+	return &macpv1.SendResponse{Ack: ack}, nil
+}
+
+// control acks a control RPC on a session the runtime knows.
+func (f *fakeRuntime) control(op, sessionID string) (*macpv1.Ack, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.received = append(f.received, op)
+	if f.sessions[sessionID] == nil {
+		return nil, status.Error(codes.NotFound, "SESSION_NOT_FOUND: session not found")
+	}
+	return &macpv1.Ack{Ok: true, SessionId: sessionID}, nil
+}
+
+func (f *fakeRuntime) CancelSession(_ context.Context, req *macpv1.CancelSessionRequest) (*macpv1.CancelSessionResponse, error) {
+	ack, err := f.control("CancelSession", req.GetSessionId())
+	return &macpv1.CancelSessionResponse{Ack: ack}, err
+}
+
+func (f *fakeRuntime) SuspendSession(_ context.Context, req *macpv1.SuspendSessionRequest) (*macpv1.SuspendSessionResponse, error) {
+	ack, err := f.control("SuspendSession", req.GetSessionId())
+	return &macpv1.SuspendSessionResponse{Ack: ack}, err
+}
+
+func (f *fakeRuntime) ResumeSession(_ context.Context, req *macpv1.ResumeSessionRequest) (*macpv1.ResumeSessionResponse, error) {
+	ack, err := f.control("ResumeSession", req.GetSessionId())
+	return &macpv1.ResumeSessionResponse{Ack: ack}, err
+}
+
+func (f *fakeRuntime) GetSession(_ context.Context, req *macpv1.GetSessionRequest) (*macpv1.GetSessionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.sessions[req.GetSessionId()]
+	if s == nil {
+		return nil, status.Error(codes.NotFound, "session not found")
+	}
+	return &macpv1.GetSessionResponse{Metadata: proto.Clone(s.meta).(*macpv1.SessionMetadata)}, nil
+}

@@ -1,0 +1,182 @@
+package macp
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/replay"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// testClock is the Enforcer's clock, set by the test to each step's time and
+// read by the sidecar's goroutines.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// transcriptFiles are the spec's conformance fixtures and Warden's attack
+// transcripts.
+func transcriptFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, g := range []string{"../../../shared/reference/macp/conformance/*.json", "../../test/attacks/macp/*.json"} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 61 {
+		t.Fatalf("found %d transcripts, want at least 61", len(files))
+	}
+	return files
+}
+
+// startSidecar serves a Server for enf on a loopback port in front of
+// upstream until the test ends and returns a client connection to it.
+func startSidecar(t *testing.T, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
+	t.Helper()
+	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true}
+	up, err := DialUpstream(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	srv, err := New(cfg, enf, up, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// sendStep sends one transcript step through a MACP client, with the step's
+// principal as a dev bearer, and reads the answer back into a Decision: a
+// Send's Ack, or a control RPC's status, whose message starts with the MACP
+// code ("SESSION_NOT_OPEN: ...").
+func sendStep(ctx context.Context, c macpv1.MACPRuntimeServiceClient, st replay.Step) (proxy.Decision, error) {
+	r := st.Request
+	if r.Credentials.Bearer != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+r.Credentials.Bearer)
+	}
+	var ack *macpv1.Ack
+	var err error
+	switch r.Op {
+	case "":
+		var resp *macpv1.SendResponse
+		resp, err = c.Send(ctx, &macpv1.SendRequest{Envelope: r.Envelope})
+		ack = resp.GetAck()
+	case rules.OpCancel:
+		var resp *macpv1.CancelSessionResponse
+		resp, err = c.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: r.SessionID})
+		ack = resp.GetAck()
+	case rules.OpSuspend:
+		var resp *macpv1.SuspendSessionResponse
+		resp, err = c.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: r.SessionID})
+		ack = resp.GetAck()
+	case rules.OpResume:
+		var resp *macpv1.ResumeSessionResponse
+		resp, err = c.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: r.SessionID})
+		ack = resp.GetAck()
+	}
+	if err != nil {
+		st, ok := status.FromError(err)
+		code, msg, found := strings.Cut(st.Message(), ": ")
+		if r.Op == "" || !ok || !found {
+			return proxy.Decision{}, err // not an answer: the call failed
+		}
+		return proxy.Decision{Code: rules.Code(code), Message: msg}, nil
+	}
+	return proxy.Decision{Allow: ack.GetOk(), Duplicate: ack.GetDuplicate(), Code: rules.Code(ack.GetError().GetCode()), Message: ack.GetError().GetMessage()}, nil
+}
+
+// TestTranscriptsThroughSidecar replays the spec's conformance fixtures and
+// Warden's attack transcripts through the standalone sidecar over gRPC, in
+// front of a runtime that accepts everything: every outcome a client sees must
+// be the transcript's (as in replay and ext_authz), the session must end as
+// the transcript says, and exactly the allowed messages reach the runtime.
+func TestTranscriptsThroughSidecar(t *testing.T) {
+	ctx := context.Background()
+	engine, err := policies.New(ctx, policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range transcriptFiles(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			tr, err := replay.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := &testClock{}
+			enf, err := replay.NewEnforcer(engine, tr, clock.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime, addr := startFakeRuntime(t)
+			client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr))
+			res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
+				clock.set(st.At)
+				before := runtime.forwarded()
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				d, err := sendStep(ctx, client, st)
+				if err != nil {
+					return d, err
+				}
+				if got := runtime.forwarded() - before; got != map[bool]int{true: 1, false: 0}[d.Allow] {
+					t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
+				}
+				return d, nil
+			}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range res.Failures {
+				t.Error(f)
+			}
+		})
+	}
+}
