@@ -363,3 +363,24 @@ func uuidV4(b []byte) string {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
+
+// Conformance returns the spec's conformance fixtures in specDir, each one
+// Warden keeps a corrected copy of in overridesDir (test/conformance: where
+// a fixture disagrees with the runtime, which the fixtures' README ranks
+// above them) replaced by that copy.
+func Conformance(specDir, overridesDir string) ([]string, error) {
+	spec, err := filepath.Glob(filepath.Join(specDir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(spec) == 0 {
+		return nil, fmt.Errorf("no conformance fixtures in %s", specDir)
+	}
+	for i, f := range spec {
+		o := filepath.Join(overridesDir, filepath.Base(f))
+		if _, err := os.Stat(o); err == nil {
+			spec[i] = o
+		}
+	}
+	return spec, nil
+}

@@ -142,6 +142,7 @@ var goldenScenarios = []struct {
 		{from: "coord", typ: TypeCommitment, body: commit("multi_round.converged", true)},
 		contributeRaw("bob", "", expect{}),
 		contribute("mallory", "option_a", expect{}),
+		contribute("coord", "option_a", expect{}),
 		contributeRaw("bob", `{"value":"option_a"}`, expect{}),
 		contribute("alice", "option_b", expect{}),
 		{from: "alice", typ: TypeCommitment, body: commit("multi_round.converged", true)},

@@ -60,13 +60,13 @@ func (m *multiRoundState) step(c *stepCtx) Verdict {
 	return unknownType(c)
 }
 
-// convergedOn reports whether every participant other than the coordinating
-// initiator has contributed and all contributions are equal.
+// convergedOn reports whether every listed participant, the initiator
+// included when listed, has contributed and all contributions are equal: the
+// runtime's check_convergence (macp-modes 0.13.0). Counting fewer would let
+// Warden refuse the contributions the runtime still waits for, and the
+// session could never resolve through Warden.
 func (m *multiRoundState) convergedOn(s *Session) bool {
 	for _, id := range s.Participants {
-		if id == s.Initiator {
-			continue
-		}
 		found := false
 		for _, ct := range m.contributions {
 			found = found || ct.sender == id

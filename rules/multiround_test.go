@@ -29,23 +29,28 @@ func TestMultiRound(t *testing.T) {
 			contribute("bob", "option_b", accepted(rP)),
 			notConverged,
 			contribute("bob", "option_a", accepted(rP)),
+			notConverged, // the coordinator is listed: it must contribute too (the fixture omits it; see test/conformance)
+			contribute("coord", "option_a", accepted(coord...)),
 			converge,
-		}, final: map[string]any{"round": 3, "converged": true, "contributions": map[string]any{"alice": "option_a", "bob": "option_a"}}},
+		}, final: map[string]any{"round": 4, "converged": true, "contributions": map[string]any{"alice": "option_a", "bob": "option_a", "coord": "option_a"}}},
 
 		{name: "legacy JSON payloads", state: StateResolved, msgs: []msg{
 			contributeRaw("alice", `{"value":"x"}`, accepted(rP)),
 			contributeRaw("bob", ` { "value" : "y", "note": 1 } `, accepted(rP)),
 			contributeRaw("bob", `{"value":"x"}`, accepted(rP)),
+			contributeRaw("coord", `{"value":"x"}`, accepted(coord...)),
 			converge,
-		}, final: map[string]any{"round": 3, "contributions": map[string]any{"alice": "x", "bob": "x"}}},
+		}, final: map[string]any{"round": 4, "contributions": map[string]any{"alice": "x", "bob": "x", "coord": "x"}}},
 		{name: "legacy JSON and protobuf agree", msgs: []msg{
 			contributeRaw("alice", `{"value":"x"}`, accepted(rP)),
 			contribute("bob", "x", accepted(rP)),
+			contribute("coord", "x", accepted(coord...)),
 		}, final: map[string]any{"converged": true}},
 		{name: "an empty legacy value is a value", msgs: []msg{
 			contributeRaw("alice", `{"value":""}`, accepted(rP)),
 			contributeRaw("bob", `{"value":""}`, accepted(rP)),
-		}, final: map[string]any{"converged": true, "contributions": map[string]any{"alice": "", "bob": ""}}},
+			contributeRaw("coord", `{"value":""}`, accepted(coord...)),
+		}, final: map[string]any{"converged": true, "contributions": map[string]any{"alice": "", "bob": "", "coord": ""}}},
 		{name: "payloads that do not decode", msgs: []msg{
 			{from: "alice", typ: "Contribute", want: malformed},
 			// A protobuf empty value encodes to no bytes at all.
@@ -63,9 +68,15 @@ func TestMultiRound(t *testing.T) {
 			contribute("alice", "b", accepted(rP)),
 		}, final: map[string]any{"round": 2, "converged": false, "contributions": map[string]any{"alice": "b"}}},
 
-		// Convergence: every participant but the coordinating initiator has
-		// contributed and all contributions are equal.
-		{name: "the initiator need not contribute", msgs: []msg{
+		// Convergence: every listed participant, the initiator included when
+		// listed, has contributed and all contributions are equal (the
+		// runtime's check_convergence).
+		{name: "a listed initiator must contribute", msgs: []msg{
+			contribute("alice", "a", accepted(rP)),
+			contribute("bob", "a", accepted(rP)),
+			notConverged,
+		}, final: map[string]any{"converged": false}},
+		{name: "an initiator that is not listed need not", setup: &setup{mode: ModeMultiRound, initiator: "coord", participants: []string{"alice", "bob"}}, msgs: []msg{
 			contribute("alice", "a", accepted(rP)),
 			contribute("bob", "a", accepted(rP)),
 		}, final: map[string]any{"converged": true}},
@@ -81,9 +92,11 @@ func TestMultiRound(t *testing.T) {
 			contribute("mallory", "z", authz()),
 			contribute("alice", "a", accepted(rP)),
 			contribute("bob", "a", accepted(rP)),
+			contribute("coord", "a", accepted(coord...)),
 		}, final: map[string]any{"converged": true}},
 		{name: "one other participant", setup: &setup{mode: ModeMultiRound, initiator: "coord", participants: []string{"coord", "alice"}}, msgs: []msg{
 			contribute("alice", "a", accepted(rP)),
+			contribute("coord", "a", accepted(coord...)),
 			converge,
 		}, state: StateResolved},
 		{name: "the initiator alone", setup: &setup{mode: ModeMultiRound, initiator: "coord", participants: []string{"coord"}}, msgs: []msg{
@@ -94,16 +107,18 @@ func TestMultiRound(t *testing.T) {
 		{name: "nothing after convergence", msgs: []msg{
 			contribute("alice", "a", accepted(rP)),
 			contribute("bob", "a", accepted(rP)),
+			contribute("coord", "a", accepted(coord...)),
 			contribute("bob", "b", bad(ReasonStateConflict, RankMode, rP)),
 			contributeRaw("bob", "\xff", bad(ReasonStateConflict, RankMode, rP)),
-			contribute("coord", "a", bad(ReasonStateConflict, RankMode, coord...)),
-		}, final: map[string]any{"round": 2, "contributions": map[string]any{"alice": "a", "bob": "a"}}},
+			contribute("coord", "b", bad(ReasonStateConflict, RankMode, coord...)),
+		}, final: map[string]any{"round": 3, "contributions": map[string]any{"alice": "a", "bob": "a", "coord": "a"}}},
 
 		{name: "commitment", msgs: []msg{
 			// Convergence is checked before the payload.
 			{from: "coord", typ: TypeCommitment, raw: []byte{0xff}, want: bad(ReasonNotEligible, RankModePost, coord...)},
 			contribute("alice", "a", accepted(rP)),
 			contribute("bob", "a", accepted(rP)),
+			contribute("coord", "a", accepted(coord...)),
 			{from: "coord", typ: TypeCommitment, raw: []byte{0xff}, want: bad(ReasonMalformedPayload, RankModePost, coord...)},
 			{from: "coord", typ: TypeCommitment, body: commit("multi_round.failed", true), want: bad(ReasonOutcomeMismatch, RankModePost, coord...)},
 			{from: "alice", typ: TypeCommitment, body: commit("multi_round.converged", true), want: authz(rP)},

@@ -41,7 +41,11 @@ echo
 echo "== Warden's log of refusals: $LOGS/warden.log"
 echo
 echo "== offline: the spec's conformance fixtures and Warden's attack transcripts (warden replay)"
-bin/warden replay ../shared/reference/macp/conformance/*.json test/attacks/macp/*.json > "$LOGS/replay.txt"
+fixtures=()
+for f in ../shared/reference/macp/conformance/*.json; do
+  if [ -f "test/conformance/$(basename "$f")" ]; then fixtures+=("test/conformance/$(basename "$f")"); else fixtures+=("$f"); fi
+done
+bin/warden replay "${fixtures[@]}" test/attacks/macp/*.json > "$LOGS/replay.txt"
 echo "  $(wc -l < "$LOGS/replay.txt") messages decided, $(grep -c ' reject ' "$LOGS/replay.txt") of them refused; every outcome as the transcripts expect"
 echo "  a few refusals:"
 grep ' reject ' "$LOGS/replay.txt" | grep -E 'forged|hijack|spoof|reoffer|positive_commit' | head -8 | sed 's/^/    /'

@@ -81,14 +81,15 @@ func TestTranscriptsThroughCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files []string
-	for _, g := range []string{"../../../shared/reference/macp/conformance/*.json", "../../test/attacks/macp/*.json"} {
-		m, err := filepath.Glob(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
+	files, err := replay.Conformance("../../../shared/reference/macp/conformance", "../../test/conformance")
+	if err != nil {
+		t.Fatal(err)
 	}
+	attacks, err := filepath.Glob("../../test/attacks/macp/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, attacks...)
 	if len(files) < 60 {
 		t.Fatalf("found %d transcripts", len(files))
 	}

@@ -44,14 +44,15 @@ func (c *testClock) now() time.Time {
 // transcripts.
 func transcriptFiles(t *testing.T) []string {
 	t.Helper()
-	var files []string
-	for _, g := range []string{"../../../shared/reference/macp/conformance/*.json", "../../test/attacks/macp/*.json"} {
-		m, err := filepath.Glob(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
+	files, err := replay.Conformance("../../../shared/reference/macp/conformance", "../../test/conformance")
+	if err != nil {
+		t.Fatal(err)
 	}
+	attacks, err := filepath.Glob("../../test/attacks/macp/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, attacks...)
 	if len(files) < 61 {
 		t.Fatalf("found %d transcripts, want at least 61", len(files))
 	}
