@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -365,5 +367,61 @@ func TestMACPUpstreamDown(t *testing.T) {
 	t.Logf("Send with the runtime down: %v", err)
 	if status.Code(err) != codes.Unavailable || strings.Contains(status.Convert(err).Message(), "127.0.0.1") || strings.Contains(status.Convert(err).Message(), "dial") {
 		t.Errorf("got %v, want UNAVAILABLE without the upstream's address", err)
+	}
+}
+
+// TestDecisionLog: with --decision-log, every decision, allowed and refused,
+// is one OPA-shaped JSON record.
+func TestDecisionLog(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "decisions.log")
+	runtime := startRuntime(t)
+	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--decision-log", logFile))
+	s := failedTask(w)                       // four allowed messages
+	ack := w.send(positiveCommitment(s, "")) // refused: polarity
+	if ack.GetOk() {
+		t.Fatal("the forged commitment was accepted")
+	}
+	type record struct {
+		DecisionID string `json:"decision_id"`
+		Path       string `json:"path"`
+		Input      struct {
+			Principal string `json:"principal"`
+			Type      string `json:"type"`
+		} `json:"input"`
+		Result struct {
+			Allow  bool   `json:"allow"`
+			Code   string `json:"code"`
+			Reason string `json:"reason"`
+		} `json:"result"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(logFile)
+		var recs []record
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r record
+			if json.Unmarshal([]byte(line), &r) == nil && r.DecisionID != "" {
+				recs = append(recs, r)
+			}
+		}
+		allowed, refused := 0, 0
+		for _, r := range recs {
+			if r.Path != "warden/macp" {
+				t.Fatalf("record path %q", r.Path)
+			}
+			if r.Result.Allow {
+				allowed++
+			} else if r.Result.Code == "POLICY_DENIED" {
+				refused++
+			}
+		}
+		if allowed >= 4 && refused == 1 {
+			t.Logf("%d records: %d allowed, %d refused", len(recs), allowed, refused)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decision log after 5 s: %d allowed, %d refused:\n%s", allowed, refused, b)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -67,6 +67,16 @@ func label(known map[string]bool, v string) string {
 	return "other"
 }
 
+// observers tells every observer of every decision.
+type observers []proxy.Observer
+
+// Decided implements proxy.Observer.
+func (o observers) Decided(d proxy.Decision, took time.Duration) {
+	for _, x := range o {
+		x.Decided(d, took)
+	}
+}
+
 // Decided implements proxy.Observer.
 func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	outcome := "allow"

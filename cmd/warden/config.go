@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/agentwarden/warden/decisionlog"
 	"io"
 	"os"
 
@@ -30,10 +31,12 @@ type Config struct {
 	// Limits bounds every listener's connections and the reconnects
 	// upstream; a listener's own limits (macp.limits, ...) override it key
 	// by key.
-	Limits  listener.Limits `yaml:"limits"`
-	Log     LogConfig       `yaml:"log"`
-	Admin   AdminConfig     `yaml:"admin"`
-	Tracing TracingConfig   `yaml:"tracing"`
+	Limits listener.Limits `yaml:"limits"`
+	Log    LogConfig       `yaml:"log"`
+	// DecisionLog writes one OPA-shaped record per decision.
+	DecisionLog decisionlog.Config `yaml:"decision_log"`
+	Admin       AdminConfig        `yaml:"admin"`
+	Tracing     TracingConfig      `yaml:"tracing"`
 }
 
 // TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentwarden/warden/decisionlog"
 	"io"
 	"log/slog"
 	"os"
@@ -54,6 +55,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
+	decisionLog := fs.String("decision-log", "", "write one OPA-shaped record per decision to this file (- for standard output; off when empty)")
 	upTokens := fs.String("upstream-tokens-file", "", "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)")
 	mcpMaxBody := fs.Int64("mcp-max-body-bytes", 0, "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
 	mcpMaxResp := fs.Int64("mcp-max-response-bytes", 0, "MCP: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
@@ -93,6 +95,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		set(&c.Tracing.OTLPEndpoint, *otlp)
 		set(&c.ExtAuthz.Listen, *extListen)
 		set(&c.MACP.UpstreamTokensFile, *upTokens)
+		set(&c.DecisionLog.Path, *decisionLog)
 		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		set(&c.MCP.Listen, *mcpListen)
@@ -183,12 +186,24 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		rebuilder, source = rb, rb
 	}
 	reg := newRegistry()
+	observer := observers{newMetrics(reg)}
+	dl, err := decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version})
+	if err != nil {
+		return err
+	}
+	if dl != nil {
+		defer dl.Close() // after the listeners drained
+		observer = append(observer, dl)
+	}
 	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: newMetrics(reg)})
+		Rebuilder: rebuilder, PolicySource: source, Observer: observer})
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if dl != nil {
+		g.Go(func() error { return dl.Run(gctx) })
+	}
 	if cfg.MACP.Listen != "" {
 		if up == nil {
 			return errors.New("serve: --macp-listen needs --macp-upstream")

@@ -1,0 +1,172 @@
+// Package decisionlog writes one structured record per decision, allowed and
+// refused, in the shape of OPA's decision logs (decision_id, timestamp,
+// labels, path, input, result, metrics), so that pipelines that already take
+// OPA's logs take Warden's. Refusals are always written; allowed decisions
+// at a configured sampling rate.
+package decisionlog
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentwarden/warden/proxy"
+)
+
+// Config selects where decisions go.
+type Config struct {
+	// Path is "" (off), "-" (standard output) or a file, appended to.
+	Path string `yaml:"path" json:"path"`
+	// SampleAllowed is the fraction of allowed decisions written, 0..1;
+	// refusals are always written. Nil means 1 (every decision).
+	SampleAllowed *float64 `yaml:"sample_allowed" json:"sample_allowed"`
+	// FlushInterval bounds how long a record waits in the buffer; default 1s.
+	FlushInterval time.Duration `yaml:"flush_interval" json:"flush_interval"`
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.SampleAllowed != nil && (*c.SampleAllowed < 0 || *c.SampleAllowed > 1) {
+		return fmt.Errorf("decision_log.sample_allowed: %v is outside 0..1", *c.SampleAllowed)
+	}
+	if c.FlushInterval < 0 {
+		return errors.New("decision_log.flush_interval: negative")
+	}
+	return nil
+}
+
+// Record is one decision as written: OPA's decision-log fields.
+type Record struct {
+	DecisionID string            `json:"decision_id"`
+	Timestamp  time.Time         `json:"timestamp"`
+	Labels     map[string]string `json:"labels"`
+	Path       string            `json:"path"`
+	Input      Input             `json:"input"`
+	Result     Result            `json:"result"`
+	Metrics    map[string]int64  `json:"metrics"`
+}
+
+// Input is what was decided.
+type Input struct {
+	Protocol  string   `json:"protocol"`
+	Principal string   `json:"principal"`
+	Via       string   `json:"via,omitempty"`
+	SessionID string   `json:"session_id,omitempty"`
+	Mode      string   `json:"mode,omitempty"`
+	Type      string   `json:"type"`
+	Roles     []string `json:"roles,omitempty"`
+}
+
+// Result is the decision.
+type Result struct {
+	Allow     bool   `json:"allow"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Reason    string `json:"reason"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Logger writes decision records; it is a proxy.Observer. Records are
+// buffered and flushed by Run every flush interval and when Run ends.
+type Logger struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	closer io.Closer
+	sample float64
+	labels map[string]string
+	every  time.Duration
+	enc    *json.Encoder
+}
+
+// New opens the log cfg names (nil Logger when it is off). labels go into
+// every record (for example the Warden version and instance). It starts no
+// goroutines; Run flushes.
+func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var w io.Writer
+	var closer io.Closer
+	switch cfg.Path {
+	case "":
+		return nil, nil
+	case "-":
+		w = stdout
+	default:
+		f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		if err != nil {
+			return nil, fmt.Errorf("decision_log.path: %w", err)
+		}
+		w, closer = f, f
+	}
+	l := &Logger{w: bufio.NewWriterSize(w, 64<<10), closer: closer, sample: 1, labels: labels, every: cfg.FlushInterval}
+	if cfg.SampleAllowed != nil {
+		l.sample = *cfg.SampleAllowed
+	}
+	if l.every == 0 {
+		l.every = time.Second
+	}
+	l.enc = json.NewEncoder(l.w)
+	return l, nil
+}
+
+// Decided writes d's record (proxy.Observer).
+func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
+	if d.Allow && !d.DryRun && l.sample < 1 && rand.Float64() >= l.sample {
+		return
+	}
+	path := "warden/" + d.Protocol
+	r := Record{
+		DecisionID: d.ID, Timestamp: time.Now().UTC(), Labels: l.labels, Path: path,
+		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles},
+		Result: Result{Allow: d.Allow, Duplicate: d.Duplicate, DryRun: d.DryRun, Code: string(d.Code), Reason: string(d.Reason),
+			Message: d.Message},
+		Metrics: map[string]int64{"timer_warden_decision_ns": took.Nanoseconds()},
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.enc.Encode(&r) // a write error surfaces on the next flush
+}
+
+// Run flushes the buffer every flush interval until ctx ends. Close writes
+// what decisions made after that (while listeners drain) left.
+func (l *Logger) Run(ctx context.Context) error {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := l.flush(); err != nil {
+				return fmt.Errorf("decision log: %w", err)
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// Close flushes the buffer and closes the file.
+func (l *Logger) Close() error {
+	err := l.flush()
+	if l.closer != nil {
+		err = errors.Join(err, l.closer.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("decision log: %w", err)
+	}
+	return nil
+}
+
+func (l *Logger) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Flush()
+}
