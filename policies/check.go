@@ -3,6 +3,8 @@ package policies
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -80,4 +82,72 @@ func Summary(results []TestResult) string {
 		s += ": " + strings.Join(failed, ", ")
 	}
 	return s
+}
+
+// The packages operator policies may extend. The decisions are
+// data.warden.macp.deny and data.warden.mcp.deny, so a deny rule in any other
+// package would never be consulted; such a file is refused, not ignored.
+var operatorRoots = []string{"warden.macp", "warden.mcp"}
+
+// FilePackage is the package one operator file declares.
+type FilePackage struct {
+	File    string
+	Package string // e.g. warden.macp
+	Test    bool   // a _test.rego file
+	// Sub is set for a sub-package (warden.macp.limits): its rules count
+	// only where warden.macp or warden.mcp refers to them.
+	Sub bool
+}
+
+// Packages parses cfg's operator files and returns the package each one
+// extends, or an error for a file outside warden.macp and warden.mcp (and
+// their sub-packages; test files may also be in a package ending in _test).
+func Packages(cfg Config) ([]FilePackage, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var out []FilePackage
+	for _, f := range cfg.Files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read policy file: %w", err)
+		}
+		fp, err := operatorPackage(Module{Name: f, Source: string(b)}, isTest(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fp)
+	}
+	return out, nil
+}
+
+// isTest reports whether an operator file holds Rego unit tests.
+func isTest(file string) bool { return strings.HasSuffix(filepath.Base(file), "_test.rego") }
+
+// operatorPackage checks the package of one operator module.
+func operatorPackage(m Module, test bool) (FilePackage, error) {
+	pm, err := ast.ParseModuleWithOpts(m.Name, m.Source, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		return FilePackage{}, fmt.Errorf("parse policy: %w", err)
+	}
+	// The package path is data.a.b.c; drop "data".
+	pkg := strings.TrimPrefix(pm.Package.Path.String(), "data.")
+	fp := FilePackage{File: m.Name, Package: pkg, Test: test}
+	for _, root := range operatorRoots {
+		if pkg == root {
+			return fp, nil
+		}
+		if strings.HasPrefix(pkg, root+".") {
+			fp.Sub = true
+			return fp, nil
+		}
+	}
+	if test && strings.HasSuffix(pkg, "_test") {
+		return fp, nil
+	}
+	want := "package warden.macp or warden.mcp (or a sub-package)"
+	if test {
+		want += ", or a package ending in _test"
+	}
+	return fp, fmt.Errorf("policy file %s: package %s is not consulted by any decision (data.warden.macp.deny, data.warden.mcp.deny): use %s", m.Name, pkg, want)
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,8 +46,10 @@ const DefaultMemoSize = 8192
 // Config selects the policies to load.
 type Config struct {
 	// Files are operator Rego modules compiled together with the defaults,
-	// typically adding deny rules to package warden.macp. Files ending in
-	// _test.rego are tests, run by `warden check`.
+	// adding deny rules to package warden.macp or warden.mcp (or helpers in
+	// their sub-packages); a file in any other package is an error. Files
+	// ending in _test.rego are tests, run by `warden check`; they may also be
+	// in a package ending in _test.
 	Files []string `yaml:"files" json:"files"`
 	// MemoSize bounds the decision memo; 0 means DefaultMemoSize, a negative
 	// value turns memoization off.
@@ -120,7 +121,10 @@ func load(files []string) (mods, tests []Module, err error) {
 			return nil, nil, fmt.Errorf("read policy file: %w", err)
 		}
 		m := Module{Name: f, Source: string(b)}
-		if strings.HasSuffix(filepath.Base(f), "_test.rego") {
+		if _, err := operatorPackage(m, isTest(f)); err != nil {
+			return nil, nil, err
+		}
+		if isTest(f) {
 			tests = append(tests, m)
 		} else {
 			mods = append(mods, m)

@@ -15,15 +15,18 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -48,6 +51,9 @@ type Fixture struct {
 	ExpectedResolution   map[string]any          `json:"expected_resolution"`
 	ExpectedModeState    map[string]any          `json:"expected_mode_state"`
 	ResolutionPresent    *bool                   `json:"expect_resolution_present"`
+	// Description and Comment are prose, ignored.
+	Description string `json:"description"`
+	Comment     string `json:"_comment"`
 }
 
 // FixtureMessage is one message of a transcript.
@@ -65,6 +71,7 @@ type FixtureMessage struct {
 	Op          string `json:"op"`
 	Mode        string `json:"mode"`
 	MacpVersion string `json:"macp_version"`
+	Comment     string `json:"_comment"`
 }
 
 // Line is the decision on one message.
@@ -131,9 +138,9 @@ func Load(file string) (*Transcript, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}
-	var fx Fixture
-	if err := json.Unmarshal(b, &fx); err != nil {
-		return nil, fmt.Errorf("decode transcript %s: %w", file, err)
+	fx, err := decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("transcript %s: %w", file, err)
 	}
 	name := filepath.Base(file)
 	sum := sha256.Sum256([]byte(name))
@@ -197,6 +204,47 @@ func Load(file string) (*Transcript, error) {
 		tr.Steps = append(tr.Steps, st)
 	}
 	return tr, nil
+}
+
+// decode reads a transcript strictly: an unknown key (a misspelled
+// "expect", say) is an error, as are a document that is not a transcript at
+// all and a message without a valid expectation.
+func decode(b []byte) (Fixture, error) {
+	var fx Fixture
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fx); err != nil {
+		return fx, fmt.Errorf("not a transcript in the conformance-fixture format: %w", err)
+	}
+	if dec.More() {
+		return fx, errors.New("not a transcript: data after the JSON object")
+	}
+	var missing []string
+	if fx.Mode == "" {
+		missing = append(missing, `"mode"`)
+	}
+	if fx.Initiator == "" {
+		missing = append(missing, `"initiator"`)
+	}
+	if len(fx.Messages) == 0 {
+		missing = append(missing, `"messages"`)
+	}
+	if len(missing) > 0 {
+		return fx, fmt.Errorf("not a transcript in the conformance-fixture format: no %s", strings.Join(missing, ", "))
+	}
+	for i, m := range fx.Messages {
+		switch m.Expect {
+		case "accept", "reject":
+		case "":
+			return fx, fmt.Errorf("message %d: no \"expect\" (want \"accept\" or \"reject\")", i)
+		default:
+			return fx, fmt.Errorf("message %d: \"expect\" is %q, want \"accept\" or \"reject\"", i, m.Expect)
+		}
+		if m.ExpectedErrorCode != "" && m.Expect != "reject" {
+			return fx, fmt.Errorf("message %d: \"expected_error_code\" %s on a message expected to be accepted", i, m.ExpectedErrorCode)
+		}
+	}
+	return fx, nil
 }
 
 // Decide decides one step; Settle is the decider's business.

@@ -2,8 +2,10 @@ package replay
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/policies"
@@ -71,5 +73,52 @@ func TestPayloadTypesCoverCatalog(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("replay payload types %v, catalog %v", got, want)
+	}
+}
+
+// TestNotATranscript: a JSON document that is not a transcript, and a
+// message whose expectation is missing or misspelled, are errors that say
+// so, never a mismatch or a silent pass.
+func TestNotATranscript(t *testing.T) {
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(extra string) string {
+		return `{"mode": "macp.mode.task.v1", "initiator": "agent://a", "participants": ["agent://a", "agent://b"],
+			"mode_version": "1.0.0", "configuration_version": "c", "policy_version": "", "ttl_ms": 60000,
+			"messages": [{"sender": "agent://a", "message_type": "TaskRequest", "payload_type": "task.TaskRequest",
+			"payload": {"taskId": "t1", "title": "x", "requestedAssignee": "agent://b"}` + extra + `}]}`
+	}
+	for _, tc := range []struct{ name, doc, err string }{
+		{"empty object", `{}`, `not a transcript in the conformance-fixture format: no "mode", "initiator", "messages"`},
+		{"array", `[]`, "not a transcript in the conformance-fixture format"},
+		{"other JSON", `{"name": "warden", "version": "1"}`, `unknown field "name"`},
+		{"two documents", `{} {}`, "data after the JSON object"},
+		{"expect missing", msg(``), `message 0: no "expect"`},
+		{"expect misspelled", msg(`, "expcet": "reject"`), `unknown field "expcet"`},
+		{"expect value misspelled", msg(`, "expect": "rejected"`), `"expect" is "rejected"`},
+		{"error code on an accept", msg(`, "expect": "accept", "expected_error_code": "FORBIDDEN"`), `"expected_error_code" FORBIDDEN on a message expected to be accepted`},
+		{"top-level key misspelled", strings.Replace(msg(`, "expect": "accept"`), `"ttl_ms"`, `"expected_final_sate": "Open", "ttl_ms"`, 1), `unknown field "expected_final_sate"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "x.json")
+			if err := os.WriteFile(f, []byte(tc.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Run(context.Background(), engine, f)
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+		})
+	}
+	// The same message with a valid expectation is a transcript.
+	f := filepath.Join(t.TempDir(), "ok.json")
+	if err := os.WriteFile(f, []byte(msg(`, "expect": "accept"`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), engine, f)
+	if err != nil || !res.OK() {
+		t.Fatalf("valid transcript: %v %v", err, res.Failures)
 	}
 }

@@ -6,7 +6,17 @@
 # transcripts offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/peers.sh
+
+# refusals prints a few refusals of attack transcripts from a replay output.
+# One awk reads the whole file: no pipe into head, whose early exit would
+# kill the writer with SIGPIPE (exit 141 under pipefail) once the output
+# passes the writer's 4 KiB buffer.
+refusals() {
+  awk '/ reject / && /forged|hijack|spoof|reoffer|positive_commit/ && n < 8 { print "    " $0; n++ }' "$1"
+}
+if [ "${1:-}" = --refusals ]; then refusals "$2"; exit; fi # for scripts/demo_test.sh
+
+bash scripts/peers.sh macp # the runtime and the Python SDK: no npm, no MCP peers
 make -s build
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
@@ -48,5 +58,5 @@ done
 bin/warden replay "${fixtures[@]}" test/attacks/macp/*.json > "$LOGS/replay.txt"
 echo "  $(wc -l < "$LOGS/replay.txt") messages decided, $(grep -c ' reject ' "$LOGS/replay.txt") of them refused; every outcome as the transcripts expect"
 echo "  a few refusals:"
-grep ' reject ' "$LOGS/replay.txt" | grep -E 'forged|hijack|spoof|reoffer|positive_commit' | head -8 | sed 's/^/    /'
+refusals "$LOGS/replay.txt"
 echo "  full list: $LOGS/replay.txt"

@@ -6,8 +6,20 @@
 # test/peers/mcp/node_modules the MCP TypeScript SDK, the MCP conformance suite
 # and Node 22 to run it (npm, from the committed package-lock.json). A second
 # run finds them and skips the work.
+#
+# usage: scripts/peers.sh [all|macp|mcp]
+#   all   everything (default; make test, make bench)
+#   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
+#   mcp   the MCP node peers and the go-sdk everything-server only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+WHAT=${1:-all}
+case "$WHAT" in
+  all|macp|mcp) ;;
+  *) echo "usage: $0 [all|macp|mcp]" >&2; exit 2 ;;
+esac
+want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
 
 RUNTIME_VERSION=0.13.0
 GO_MCP_SDK_VERSION=v1.8.0
@@ -16,54 +28,65 @@ PEERS=$PWD/.peers
 log() { echo "peers: $*" >&2; }
 mkdir -p "$PEERS"
 
-# protoc is needed to build the runtime.
-if ! command -v protoc >/dev/null; then
-  log "installing protobuf-compiler (Debian)"
-  apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null
-fi
-
-# The MACP reference runtime.
-if [ -x "$PEERS/cargo/bin/macp-runtime" ] && [ -f "$PEERS/cargo/.version" ] && [ "$(cat "$PEERS/cargo/.version")" = "$RUNTIME_VERSION" ]; then
-  log "macp-runtime $RUNTIME_VERSION already installed"
-else
-  log "building macp-runtime $RUNTIME_VERSION (several minutes on 2 cores)"
-  # --locked first; the published lock file names a webpki-roots release the
-  # registry no longer serves, so fall back to the newest compatible versions.
-  if ! cargo install --quiet --locked --version "$RUNTIME_VERSION" --root "$PEERS/cargo" macp-runtime 2>"$PEERS/cargo-locked.log"; then
-    log "the published Cargo.lock does not resolve here; building with compatible versions"
-    cargo install --quiet --version "$RUNTIME_VERSION" --root "$PEERS/cargo" macp-runtime
+ready=()
+install_macp() {
+  # protoc is needed to build the runtime.
+  if ! command -v protoc >/dev/null; then
+    log "installing protobuf-compiler (Debian)"
+    apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null
   fi
-  echo "$RUNTIME_VERSION" > "$PEERS/cargo/.version"
-fi
 
-# The MACP Python SDK.
-if [ -x "$PEERS/venv/bin/python" ] && cmp -s test/peers/requirements.txt "$PEERS/venv/.requirements" 2>/dev/null; then
-  log "macp-sdk-python already installed"
-else
-  log "installing the MACP Python SDK into .peers/venv"
-  python3 -m venv "$PEERS/venv"
-  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check -r test/peers/requirements.txt
-  cp test/peers/requirements.txt "$PEERS/venv/.requirements"
-fi
+  # The MACP reference runtime.
+  if [ -x "$PEERS/cargo/bin/macp-runtime" ] && [ -f "$PEERS/cargo/.version" ] && [ "$(cat "$PEERS/cargo/.version")" = "$RUNTIME_VERSION" ]; then
+    log "macp-runtime $RUNTIME_VERSION already installed"
+  else
+    log "building macp-runtime $RUNTIME_VERSION (several minutes on 2 cores)"
+    # --locked first; the published lock file names a webpki-roots release the
+    # registry no longer serves, so fall back to the newest compatible versions.
+    if ! cargo install --quiet --locked --version "$RUNTIME_VERSION" --root "$PEERS/cargo" macp-runtime 2>"$PEERS/cargo-locked.log"; then
+      log "the published Cargo.lock does not resolve here; building with compatible versions"
+      cargo install --quiet --version "$RUNTIME_VERSION" --root "$PEERS/cargo" macp-runtime
+    fi
+    echo "$RUNTIME_VERSION" > "$PEERS/cargo/.version"
+  fi
 
-# The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the
-# committed lock file). The stamp is a copy of the lock file npm ci installed.
-MCP_DIR=test/peers/mcp
-if [ -d "$MCP_DIR/node_modules" ] && cmp -s "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock" 2>/dev/null; then
-  log "MCP node peers already installed"
-else
-  log "installing the MCP node peers into $MCP_DIR/node_modules (npm ci)"
-  (cd "$MCP_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2)
-  cp "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock"
-fi
+  # The MACP Python SDK.
+  if [ -x "$PEERS/venv/bin/python" ] && cmp -s test/peers/requirements.txt "$PEERS/venv/.requirements" 2>/dev/null; then
+    log "macp-sdk-python already installed"
+  else
+    log "installing the MACP Python SDK into .peers/venv"
+    python3 -m venv "$PEERS/venv"
+    "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check -r test/peers/requirements.txt
+    cp test/peers/requirements.txt "$PEERS/venv/.requirements"
+  fi
+  ready+=("$PEERS/cargo/bin/macp-runtime" "$PEERS/venv/bin/python")
+}
 
-# The Go MCP SDK's conformance everything-server. go install pkg@version builds
-# it in module-aware mode outside this repo's go.mod, which it does not touch.
-ES=$PEERS/bin/everything-server
-if [ -x "$ES" ] && [ "$(go version -m "$ES" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/modelcontextprotocol/go-sdk" { print $3 }')" = "$GO_MCP_SDK_VERSION" ]; then
-  log "everything-server (go-sdk $GO_MCP_SDK_VERSION) already installed"
-else
-  log "building the go-sdk $GO_MCP_SDK_VERSION conformance everything-server"
-  GOBIN=$PEERS/bin go install "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_MCP_SDK_VERSION"
-fi
-log "ready: $PEERS/cargo/bin/macp-runtime, $PEERS/venv/bin/python, $ES, $MCP_DIR/node_modules (sdk, conformance, node 22)"
+install_mcp() {
+
+  # The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the
+  # committed lock file). The stamp is a copy of the lock file npm ci installed.
+  MCP_DIR=test/peers/mcp
+  if [ -d "$MCP_DIR/node_modules" ] && cmp -s "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock" 2>/dev/null; then
+    log "MCP node peers already installed"
+  else
+    log "installing the MCP node peers into $MCP_DIR/node_modules (npm ci)"
+    (cd "$MCP_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    cp "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock"
+  fi
+
+  # The Go MCP SDK's conformance everything-server. go install pkg@version builds
+  # it in module-aware mode outside this repo's go.mod, which it does not touch.
+  ES=$PEERS/bin/everything-server
+  if [ -x "$ES" ] && [ "$(go version -m "$ES" 2>/dev/null | awk '$1 == "mod" && $2 == "github.com/modelcontextprotocol/go-sdk" { print $3 }')" = "$GO_MCP_SDK_VERSION" ]; then
+    log "everything-server (go-sdk $GO_MCP_SDK_VERSION) already installed"
+  else
+    log "building the go-sdk $GO_MCP_SDK_VERSION conformance everything-server"
+    GOBIN=$PEERS/bin go install "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_MCP_SDK_VERSION"
+  fi
+  ready+=("$ES" "$MCP_DIR/node_modules (sdk, conformance, node 22)")
+}
+
+if want macp; then install_macp; fi
+if want mcp; then install_mcp; fi
+log "ready ($WHAT): ${ready[*]}"

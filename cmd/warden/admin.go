@@ -107,7 +107,10 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-func (a *admin) Run(ctx context.Context) error {
+// handler serves the admin endpoints. /healthz is liveness only: it
+// answers while the process serves; /readyz answers 503 while an upstream
+// is unreachable.
+func (a *admin) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -120,11 +123,15 @@ func (a *admin) Run(ctx context.Context) error {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	return mux
+}
+
+func (a *admin) Run(ctx context.Context) error {
 	lis, err := net.Listen("tcp", a.addr)
 	if err != nil {
 		return fmt.Errorf("admin listen: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
 	a.log.Info("admin listening", "listen", lis.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/agentwarden/warden/decisionlog"
 	"io"
+	"net"
 	"os"
 
 	"gopkg.in/yaml.v3"
@@ -56,7 +57,8 @@ type LogConfig struct {
 	Level string `yaml:"level"` // debug, info (default), warn, error
 }
 
-// Validate checks every section.
+// Validate checks every section of the file; serveValidate adds what serve
+// needs once the flags are applied.
 func (c Config) Validate() error {
 	var errs []error
 	if err := c.Authn.Validate(); err != nil && len(c.Authn.Mode) > 0 {
@@ -70,6 +72,22 @@ func (c Config) Validate() error {
 	}
 	if err := c.MCP.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := newLogger(io.Discard, c.Log.Level); err != nil {
+		errs = append(errs, fmt.Errorf("log.level: %w", err))
+	}
+	if c.Admin.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("admin.listen: %w", err))
+		}
+	}
+	if c.Tracing.OTLPEndpoint != "" {
+		if _, _, err := net.SplitHostPort(c.Tracing.OTLPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("tracing.otlp_endpoint: %w", err))
+		}
+	}
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		errs = append(errs, fmt.Errorf("tracing.sample_ratio: %v is not between 0 and 1", c.Tracing.SampleRatio))
 	}
 	for _, l := range []struct {
 		key string

@@ -3,9 +3,9 @@
 //
 // Subcommands:
 //
-//	warden serve ...                 the MACP sidecar in front of a runtime
+//	warden serve ...                 run the MACP sidecar, the MCP sidecar and/or the Envoy ext_authz service
+//	warden check [--config FILE] [--policy FILE...]   validate a configuration as serve would, compile and test policies
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
-//	warden check [--config FILE] [--policy FILE...]   validate config, compile and test policies
 //	warden version
 package main
 
@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -23,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/replay"
 )
 
@@ -31,18 +33,19 @@ var version = ""
 
 const usage = `usage: warden <command> [flags]
 
+Warden enforces agent-protocol rules in front of the service agents talk to.
+warden serve runs one or more of its modes at once:
+  MACP sidecar  --macp-listen ADDR --macp-upstream RUNTIME   gRPC, in front of a MACP runtime
+  MCP sidecar   --mcp-listen ADDR --mcp-upstream URL         Streamable HTTP, in front of an MCP server
+  ext_authz     --extauthz-listen ADDR [--extauthz-mcp]      Envoy's external authorization service (MACP, MCP)
+
 commands:
-  serve --macp-listen ADDR --macp-upstream ADDR --auth dev|static|jwt|mtls [--config FILE] ...
-        run the MACP sidecar in front of a runtime (warden serve -h lists every flag)
-  replay [--json] [--policy FILE]... FILE...
-        run MACP transcripts (conformance-fixture format) through Warden's
-        rules and policies offline and print each decision; exit 0 only when
-        every outcome matches the transcript's expectations
-  check [--config FILE] [--policy FILE]...
-        validate the configuration, compile the policies (embedded defaults
-        plus operator files) and run their Rego unit tests
-  version
-        print the version
+  serve    run the modes above (--auth dev|static|jwt|mtls, or --config FILE)
+  check    validate a configuration as serve would, compile the policies and run their Rego tests
+  replay   decide MACP transcripts (conformance-fixture format) offline and compare with their expectations
+  version  print the version
+
+Run 'warden <command> -h' for a command's flags.
 `
 
 func main() {
@@ -50,6 +53,15 @@ func main() {
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// usageError is a command line that does not parse; run reports it in one
+// line with a pointer to the command's -h.
+type usageError struct {
+	cmd string // "serve", ...; "" for warden itself
+	err error
+}
+
+func (e usageError) Error() string { return e.err.Error() }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -59,26 +71,67 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "replay":
-		return replayCmd(ctx, args[1:], stdout, stderr)
+		err = replayCmd(ctx, args[1:], stdout, stderr)
 	case "check":
-		err = checkCmd(ctx, args[1:], stdout, stderr)
+		err = checkCmd(ctx, args[1:], stdout)
 	case "serve":
-		err = serveCmd(ctx, args[1:], stderr)
+		err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "warden", versionString())
-		return 0
-	case "help", "-h", "--help":
+		err = versionCmd(args[1:], stdout)
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "warden: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		err = usageError{err: fmt.Errorf("unknown command %q", args[0])}
 	}
-	if err != nil {
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		name := strings.TrimSpace("warden " + ue.cmd)
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, ue.err, name)
+		return 2
+	default:
 		fmt.Fprintln(stderr, "warden:", err)
 		return 1
 	}
-	return 0
+}
+
+// parseFlags parses a command's flags. -h prints the command's usage to
+// stdout and returns flag.ErrHelp; a bad flag or an unexpected argument is a
+// usageError. The flag package itself prints nothing.
+func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout io.Writer, positional bool) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, strings.Replace("usage: warden "+fs.Name()+" "+synopsis, " \n", "\n", 1))
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(stdout, "\nflags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return flag.ErrHelp
+	}
+	if err != nil {
+		return usageError{cmd: fs.Name(), err: err}
+	}
+	if !positional && fs.NArg() > 0 {
+		return usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+func versionCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if err := parseFlags(fs, "\n\nPrint the version.", args, stdout, false); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "warden", versionString())
+	return nil
 }
 
 func versionString() string {
@@ -104,31 +157,31 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per message instead of text lines")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, `[--json] [--policy FILE]... FILE...
+
+Run MACP transcripts (conformance-fixture format) through Warden's rules and
+policies offline and print each decision; exit 0 only when every outcome
+matches the transcript's expectations.`, args, stdout, true); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "warden replay: no transcript files given")
-		return 2
+		return usageError{cmd: "replay", err: errors.New("no transcript files given")}
 	}
 	engine, err := policies.New(ctx, policies.Config{Files: extra})
 	if err != nil {
-		fmt.Fprintln(stderr, "warden replay:", err)
-		return 1
+		return fmt.Errorf("replay: %w", err)
 	}
 	enc := json.NewEncoder(stdout)
 	failed, files := 0, 0
 	for _, f := range fs.Args() {
 		res, err := replay.Run(ctx, engine, f)
 		if err != nil {
-			fmt.Fprintln(stderr, "warden replay:", err)
-			return 1
+			return fmt.Errorf("replay: %w", err)
 		}
 		files++
 		for _, l := range res.Lines {
@@ -146,22 +199,28 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "warden replay: %d of %d transcripts did not match their expectations\n", failed, files)
-		return 1
+		return fmt.Errorf("replay: %d of %d transcripts did not match their expectations", failed, files)
 	}
 	if !*asJSON {
 		fmt.Fprintf(stderr, "warden replay: all %d transcripts matched their expectations\n", files)
 	}
-	return 0
+	return nil
 }
 
-func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// checkCmd validates what serve would run: with --config, the whole
+// configuration exactly as serve builds it (every section, every file it
+// names); without, the policies alone.
+func checkCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	cfgPath := fs.String("config", "", "configuration file (YAML), checked as serve --config FILE would build it")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, `[--config FILE] [--policy FILE]...
+
+Validate the configuration as serve would (every section, every file it
+names: tokens, JWKS, TLS certificates, keys and CAs, the MCP handle key,
+upstream tokens, policies), compile the policies (embedded defaults plus
+operator files) and run their Rego unit tests.`, args, stdout, false); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath)
@@ -169,12 +228,40 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.Policies.Files = append(cfg.Policies.Files, extra...)
-	engine, err := policies.New(ctx, cfg.Policies)
-	if err != nil {
-		return err
+	var engine *policies.Engine
+	var packages []policies.FilePackage
+	if *cfgPath != "" {
+		cfg.inheritLimits(listener.Limits{})
+		p, err := build(ctx, cfg, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			return fmt.Errorf("config %s: %w", *cfgPath, err)
+		}
+		p.Close()
+		engine, packages = p.engine, p.packages
+		fmt.Fprintln(stdout, "config: ok")
+		for _, m := range p.modes {
+			fmt.Fprintln(stdout, "  serves:", m)
+		}
+	} else {
+		if packages, err = policies.Packages(cfg.Policies); err != nil {
+			return err
+		}
+		if engine, err = policies.New(ctx, cfg.Policies); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "config: none given (--config FILE checks one as serve would run it)")
 	}
-	fmt.Fprintln(stdout, "config: ok")
 	fmt.Fprintf(stdout, "policies: compiled (%d operator files)\n", len(cfg.Policies.Files))
+	for _, fp := range packages {
+		switch {
+		case fp.Test:
+			fmt.Fprintf(stdout, "  %s: tests, package %s\n", fp.File, fp.Package)
+		case fp.Sub:
+			fmt.Fprintf(stdout, "  %s: extends %s (a sub-package: its rules count where warden.macp or warden.mcp refers to them)\n", fp.File, fp.Package)
+		default:
+			fmt.Fprintf(stdout, "  %s: extends %s\n", fp.File, fp.Package)
+		}
+	}
 	if ok, why := engine.Memoized(); ok {
 		fmt.Fprintf(stdout, "memoization: on, keyed on %s\n", strings.Join(engine.Reads(), ", "))
 	} else {

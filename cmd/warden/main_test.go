@@ -82,18 +82,73 @@ func TestCheckCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "insecure") {
 		t.Fatalf("dev without insecure: exit %d, stderr %q", code, errOut)
 	}
-	cfg = write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nenforcer:\n  sessions: 10\n")
+	cfg = write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nenforcer:\n  sessions: 10\nextauthz:\n  listen: 127.0.0.1:0\n")
 	if code, out, errOut := runCmd(t, "check", "--config", cfg); code != 0 {
 		t.Fatalf("valid config: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
-func TestVersionAndUsage(t *testing.T) {
-	if code, out, _ := runCmd(t, "version"); code != 0 || !strings.HasPrefix(out, "warden ") {
-		t.Fatalf("version: exit %d %q", code, out)
+// TestCLI: -h exits 0 everywhere and prints to stdout; a bad flag or
+// command prints one error line and a pointer to -h, exit 2.
+func TestCLI(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		stdout  []string // substrings
+		stderr  string   // exact, when not ""
+		noUsage bool     // stdout must stay empty
+	}{
+		{name: "warden -h", args: []string{"-h"}, stdout: []string{"MACP sidecar", "MCP sidecar", "ext_authz", "\n  serve ", "\n  check ", "\n  replay ", "\n  version "}},
+		{name: "warden --help", args: []string{"--help"}, stdout: []string{"MCP sidecar"}},
+		{name: "warden help", args: []string{"help"}, stdout: []string{"MCP sidecar"}},
+		{name: "serve -h", args: []string{"serve", "-h"}, stdout: []string{"usage: warden serve", "MCP sidecar", "-mcp-upstream", "-extauthz-listen"}},
+		{name: "serve --help", args: []string{"serve", "--help"}, stdout: []string{"usage: warden serve"}},
+		{name: "check -h", args: []string{"check", "-h"}, stdout: []string{"usage: warden check", "-config"}},
+		{name: "replay -h", args: []string{"replay", "-h"}, stdout: []string{"usage: warden replay", "-json"}},
+		{name: "version -h", args: []string{"version", "-h"}, stdout: []string{"usage: warden version\n"}},
+		{name: "bad flag value", args: []string{"serve", "--sessions", "many"}, code: 2, noUsage: true,
+			stderr: "warden serve: invalid value \"many\" for flag -sessions: parse error\nRun 'warden serve -h' for usage.\n"},
+		{name: "unknown flag", args: []string{"serve", "--frob"}, code: 2, noUsage: true,
+			stderr: "warden serve: flag provided but not defined: -frob\nRun 'warden serve -h' for usage.\n"},
+		{name: "check unknown flag", args: []string{"check", "--polcy", "x.rego"}, code: 2, noUsage: true,
+			stderr: "warden check: flag provided but not defined: -polcy\nRun 'warden check -h' for usage.\n"},
+		{name: "serve stray argument", args: []string{"serve", "warden.yaml"}, code: 2, noUsage: true,
+			stderr: "warden serve: unexpected argument \"warden.yaml\"\nRun 'warden serve -h' for usage.\n"},
+		{name: "replay without files", args: []string{"replay"}, code: 2, noUsage: true,
+			stderr: "warden replay: no transcript files given\nRun 'warden replay -h' for usage.\n"},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, noUsage: true,
+			stderr: "warden: unknown command \"frobnicate\"\nRun 'warden -h' for usage.\n"},
+		{name: "version", args: []string{"version"}, stdout: []string{"warden "}},
+		{name: "serve refuses", args: []string{"serve", "--auth", "dev"}, code: 1, noUsage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out, errOut)
+			}
+			for _, want := range tc.stdout {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.stderr != "" && errOut != tc.stderr {
+				t.Errorf("stderr %q, want %q", errOut, tc.stderr)
+			}
+			if tc.noUsage && (out != "" || strings.Contains(errOut, "-admin-listen") || strings.Count(errOut, "\n") > 2) {
+				t.Errorf("usage printed:\nstdout %q\nstderr %q", out, errOut)
+			}
+			if tc.code == 0 && errOut != "" {
+				t.Errorf("stderr %q", errOut)
+			}
+		})
 	}
-	if code, _, errOut := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
-		t.Fatalf("unknown command: exit %d %q", code, errOut)
+	// The usage lists each mode and each command on one line.
+	_, out, _ := runCmd(t, "-h")
+	for _, want := range []string{"--macp-listen ADDR --macp-upstream RUNTIME", "--mcp-listen ADDR --mcp-upstream URL", "--extauthz-listen ADDR"} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("usage names %q %d times", want, strings.Count(out, want))
+		}
 	}
 }
 
@@ -146,3 +201,5 @@ func TestLimitsConfig(t *testing.T) {
 		})
 	}
 }
+
+func writeTo(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/agentwarden/warden/decisionlog"
 	"io"
 	"log/slog"
 	"os"
@@ -18,16 +16,21 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/listener"
-	"github.com/agentwarden/warden/proxy/macp"
-	"github.com/agentwarden/warden/proxy/mcp"
 )
 
+const serveSynopsis = `[--config FILE] [flags]
+
+Run Warden in one or more modes at once (flags override the config file):
+  MACP sidecar  --macp-listen ADDR --macp-upstream RUNTIME   gRPC, in front of a MACP runtime
+  MCP sidecar   --mcp-listen ADDR --mcp-upstream URL         Streamable HTTP, in front of an MCP server
+  ext_authz     --extauthz-listen ADDR [--extauthz-mcp]      Envoy's external authorization service
+Every mode needs an authentication method (--auth) and TLS or an explicit
+--plaintext. SIGHUP reloads authentication and policies.`
+
 // serveCmd runs the sidecar: flags override the config file.
-func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
+func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
 	listen := fs.String("macp-listen", "", "address the MACP sidecar listens on (host:port)")
 	upstream := fs.String("macp-upstream", "", "address of the MACP runtime (host:port)")
@@ -73,7 +76,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, serveSynopsis, args, stdout, false); err != nil {
 		return err
 	}
 	// apply puts the flags over a configuration read from the file; a reload
@@ -142,28 +145,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	apply(&cfg)
-	if len(cfg.Authn.Mode) == 0 {
-		return errors.New("serve: choose an authentication method with --auth (or authn.mode in the config)")
-	}
-	if cfg.MACP.Listen == "" && cfg.ExtAuthz.Listen == "" && cfg.MCP.Listen == "" {
-		return errors.New("serve: nothing to serve: give --macp-listen (MACP sidecar), --mcp-listen (MCP sidecar) and/or --extauthz-listen (Envoy ext_authz)")
-	}
-	if err := cfg.MCP.Validate(); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	if err := cfg.Limits.Validate(); err != nil {
-		return fmt.Errorf("serve: limits: %w", err)
-	}
-
 	log, err := newLogger(stderr, cfg.Log.Level)
-	if err != nil {
-		return err
-	}
-	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	engine, err := policies.New(ctx, cfg.Policies)
 	if err != nil {
 		return err
 	}
@@ -172,76 +154,27 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer shutdownTracing()
-	// The runtime: the sidecar's upstream, and where state is rebuilt from
-	// (ext_authz too, when --macp-upstream is given).
-	var up *macp.Upstream
-	var rebuilder proxy.Rebuilder
-	var source proxy.PolicySource
-	if cfg.MACP.Upstream != "" {
-		if up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
-			return err
-		}
-		defer up.Close()
-		rb := macp.NewRebuilder(up, log)
-		rebuilder, source = rb, rb
-	}
-	reg := newRegistry()
-	observer := observers{newMetrics(reg)}
-	dl, err := decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version})
+	p, err := build(ctx, cfg, log, tp)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
-	if dl != nil {
-		defer dl.Close() // after the listeners drained
-		observer = append(observer, dl)
-	}
-	enf, err := proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: observer})
-	if err != nil {
-		return err
-	}
+	defer p.Close()
 	g, gctx := errgroup.WithContext(ctx)
-	if dl != nil {
-		g.Go(func() error { return dl.Run(gctx) })
+	if p.dl != nil {
+		g.Go(func() error { return p.dl.Run(gctx) })
 	}
-	if cfg.MACP.Listen != "" {
-		if up == nil {
-			return errors.New("serve: --macp-listen needs --macp-upstream")
-		}
-		srv, err := macp.New(cfg.MACP, enf, up, log, tp)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return srv.Run(gctx) })
+	if p.macp != nil {
+		g.Go(func() error { return p.macp.Run(gctx) })
 	}
-	if cfg.MCP.Listen != "" {
-		key, err := mcp.LoadKey(cfg.MCP.HandleKeyFile)
-		if err != nil {
-			return err
-		}
-		if cfg.MCP.HandleKeyFile == "" {
-			log.Warn("mcp: no handle key file; task and session handles will not survive a restart nor work across replicas")
-		}
-		srv, err := mcp.New(cfg.MCP, enf, key, nil, log)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return srv.Run(gctx) })
+	if p.mcp != nil {
+		g.Go(func() error { return p.mcp.Run(gctx) })
 	}
-	if cfg.ExtAuthz.Listen != "" {
-		ext, err := extauthz.New(cfg.ExtAuthz, enf, log)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return ext.Run(gctx) })
+	if p.ext != nil {
+		g.Go(func() error { return p.ext.Run(gctx) })
 	}
-	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, enf, log) })
+	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, log) })
 	if cfg.Admin.Listen != "" {
-		ready := func() error { return nil }
-		if up != nil {
-			ready = up.Ready
-		}
-		ad := &admin{addr: cfg.Admin.Listen, reg: reg, log: log, ready: ready}
+		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready}
 		g.Go(func() error { return ad.Run(gctx) })
 	}
 	return g.Wait()
@@ -273,23 +206,30 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *
 			return nil
 		case <-hup:
 		}
-		cfg, err := loadConfig(cfgPath)
-		if err != nil {
+		if err := reload(ctx, cfgPath, apply, enf, log); err != nil {
 			log.Error("reload: keeping the current policies", "err", err)
-			continue
 		}
-		apply(&cfg)
-		a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
-		if err != nil {
-			log.Error("reload: keeping the current policies", "err", err)
-			continue
-		}
-		engine, err := policies.New(ctx, cfg.Policies)
-		if err != nil {
-			log.Error("reload: keeping the current policies", "err", err)
-			continue
-		}
-		enf.Swap(a, engine)
-		log.Info("reload: authentication and policies replaced", "policy_files", len(cfg.Policies.Files))
 	}
+}
+
+// reload rebuilds the authenticator and the policies from the config file
+// with the flags applied and swaps them into enf; on any error enf keeps
+// what it has.
+func reload(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, log *slog.Logger) error {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return err
+	}
+	apply(&cfg)
+	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	engine, err := policies.New(ctx, cfg.Policies)
+	if err != nil {
+		return err
+	}
+	enf.Swap(a, engine)
+	log.Info("reload: authentication and policies replaced", "policy_files", len(cfg.Policies.Files))
+	return nil
 }

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy/listener"
+)
+
+// upstream is an HTTP server that counts the connections it accepts.
+func upstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// TestDialProbe: the MCP upstream probe dials once per cache period, and
+// reports an upstream that is down.
+func TestDialProbe(t *testing.T) {
+	srv, conns := upstream(t)
+	now := time.Unix(1000, 0)
+	p := newDialProbe(srv.Listener.Addr().String(), time.Second, func() time.Time { return now })
+	for i := range 5 {
+		if err := p.Ready(); err != nil {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+	}
+	waitFor(t, func() bool { return conns.Load() == 1 }, "one connection for five probes within the cache period")
+	now = now.Add(probeCache)
+	if err := p.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return conns.Load() == 2 }, "a new dial once the cache expired")
+	srv.Close()
+	if err := p.Ready(); err != nil {
+		t.Fatalf("cached result changed before expiry: %v", err)
+	}
+	now = now.Add(probeCache)
+	if err := p.Ready(); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("upstream down: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal(what)
+}
+
+// TestReadyzCoversMCPUpstream: with the MCP sidecar configured, /readyz
+// answers 503 while the MCP server is down and 200 while it is up;
+// /healthz stays 200 (liveness only).
+func TestReadyzCoversMCPUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ready bool
+	}{{"server up", true}, {"server down", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := upstream(t)
+			if !tc.ready {
+				srv.Close()
+			}
+			cfg, err := loadConfig(write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nmcp:\n  listen: 127.0.0.1:0\n  plaintext: true\n  upstream: "+srv.URL+"/mcp\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.inheritLimits(listener.Limits{})
+			p, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			h := (&admin{reg: p.reg, ready: p.ready, log: slog.New(slog.DiscardHandler)}).handler()
+			get := func(path string) (int, string) {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				return rec.Code, rec.Body.String()
+			}
+			if code, _ := get("/healthz"); code != http.StatusOK {
+				t.Errorf("/healthz %d", code)
+			}
+			code, body := get("/readyz")
+			switch {
+			case tc.ready && code != http.StatusOK:
+				t.Errorf("/readyz %d %q with the MCP server up", code, body)
+			case !tc.ready && (code != http.StatusServiceUnavailable || !strings.Contains(body, "mcp upstream "+srv.URL)):
+				t.Errorf("/readyz %d %q with the MCP server down", code, body)
+			}
+		})
+	}
+}
+
+// TestReloadKeepsPoliciesOnError: a SIGHUP reload whose policy file is in
+// the wrong package fails and keeps the running authentication and
+// policies; a valid one replaces them.
+func TestReloadKeepsPoliciesOnError(t *testing.T) {
+	dir := files(t)
+	cfgPath := write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nextauthz:\n  listen: 127.0.0.1:0\n")
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	devWorks := func() bool {
+		_, err := p.enf.Authenticate(context.Background(), authn.Credentials{Bearer: "agent://mallory"})
+		return err == nil
+	}
+	static := "authn:\n  mode: static\n  static:\n    tokens_file: " + dir + "/tokens.json\nextauthz:\n  listen: 127.0.0.1:0\n"
+	for _, tc := range []struct {
+		name, yaml, err string
+		devAfter        bool
+	}{
+		{"wrong package", static + "policies:\n  files: [" + dir + "/foo.rego]\n", "package foo is not consulted", true},
+		{"broken file", static + "log:\n  levl: x\n", "field levl not found", true},
+		{"valid", static + "policies:\n  files: [" + dir + "/operator.rego]\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := writeTo(cfgPath, tc.yaml); err != nil {
+				t.Fatal(err)
+			}
+			err := reload(context.Background(), cfgPath, func(*Config) {}, p.enf, slog.New(slog.DiscardHandler))
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("reload: %v, want %q", err, tc.err)
+			}
+			if devWorks() != tc.devAfter {
+				t.Fatalf("dev authentication in force: %v, want %v", devWorks(), tc.devAfter)
+			}
+		})
+	}
+}

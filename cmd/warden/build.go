@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/agentwarden/warden/decisionlog"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp"
+	"github.com/agentwarden/warden/proxy/mcp"
+)
+
+// parts is everything serve runs, built from one configuration: what
+// `warden check --config` builds too, so that check refuses exactly what
+// serve would.
+type parts struct {
+	engine   *policies.Engine
+	enf      *proxy.Enforcer
+	up       *macp.Upstream // nil without macp.upstream
+	macp     *macp.Server   // nil when the mode is off, as mcp and ext
+	mcp      *mcp.Server
+	ext      *extauthz.Server
+	reg      *prometheus.Registry
+	dl       *decisionlog.Logger // nil when the decision log is off
+	ready    func() error        // every configured upstream reachable
+	modes    []string            // what is served, one line each
+	packages []policies.FilePackage
+}
+
+// Close releases the upstream connection and flushes and closes the
+// decision log (after the listeners drained); it is safe on a nil parts.
+func (p *parts) Close() {
+	if p == nil {
+		return
+	}
+	if p.up != nil {
+		_ = p.up.Close()
+	}
+	if p.dl != nil {
+		_ = p.dl.Close()
+	}
+}
+
+// build validates cfg as serve runs it (flags applied, limits inherited)
+// and builds every part: the authenticator (reading the tokens and JWKS
+// files), the policies, the Enforcer and the server of each configured mode
+// (reading TLS certificates, keys and CA bundles, the MCP handle key and the
+// upstream token files). It opens no socket and starts no goroutine; tp may
+// be nil.
+func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerProvider) (*parts, error) {
+	if err := cfg.serveValidate(); err != nil {
+		return nil, err
+	}
+	packages, err := policies.Packages(cfg.Policies)
+	if err != nil {
+		return nil, err
+	}
+	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	engine, err := policies.New(ctx, cfg.Policies)
+	if err != nil {
+		return nil, err
+	}
+	p := &parts{engine: engine, reg: newRegistry(), packages: packages}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Close()
+		}
+	}()
+	// The runtime: the sidecar's upstream, and where state is rebuilt from
+	// (ext_authz too, when macp.upstream is given).
+	var rebuilder proxy.Rebuilder
+	var source proxy.PolicySource
+	var checks []namedCheck
+	if cfg.MACP.Upstream != "" {
+		if p.up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
+			return nil, err
+		}
+		rb := macp.NewRebuilder(p.up, log)
+		rebuilder, source = rb, rb
+		checks = append(checks, namedCheck{"macp upstream " + cfg.MACP.Upstream, p.up.Ready})
+	}
+	observer := observers{newMetrics(p.reg)}
+	if p.dl, err = decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version}); err != nil {
+		return nil, err
+	}
+	if p.dl != nil {
+		observer = append(observer, p.dl)
+	}
+	p.enf, err = proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
+		Rebuilder: rebuilder, PolicySource: source, Observer: observer})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MACP.Listen != "" {
+		if err := checkTLS("macp", cfg.MACP.Plaintext, cfg.MACP.CertFile, cfg.MACP.KeyFile, cfg.MACP.ClientCAFile); err != nil {
+			return nil, err
+		}
+		if p.macp, err = macp.New(cfg.MACP, p.enf, p.up, log, tp); err != nil {
+			return nil, err
+		}
+		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s", cfg.MACP.Listen, cfg.MACP.Upstream))
+	}
+	if cfg.MCP.Listen != "" {
+		if err := checkTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile); err != nil {
+			return nil, err
+		}
+		key, err := mcp.LoadKey(cfg.MCP.HandleKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mcp.handle_key_file: %w", err)
+		}
+		if cfg.MCP.HandleKeyFile == "" {
+			log.Warn("mcp: no handle key file; task and session handles will not survive a restart nor work across replicas")
+		}
+		if p.mcp, err = mcp.New(cfg.MCP, p.enf, key, nil, log); err != nil {
+			return nil, err
+		}
+		addr, err := dialAddr(cfg.MCP.Upstream)
+		if err != nil {
+			return nil, err
+		}
+		probe := newDialProbe(addr, min(cfg.MCP.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
+		checks = append(checks, namedCheck{"mcp upstream " + cfg.MCP.Upstream, probe.Ready})
+		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s", cfg.MCP.Listen, cfg.MCP.Upstream))
+	}
+	if cfg.ExtAuthz.Listen != "" {
+		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {
+			return nil, err
+		}
+		m := "ext_authz on " + cfg.ExtAuthz.Listen + " (MACP"
+		if cfg.ExtAuthz.MCP {
+			m += " and MCP"
+		}
+		p.modes = append(p.modes, m+")")
+	}
+	p.ready = func() error {
+		for _, c := range checks {
+			if err := c.check(); err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+		}
+		return nil
+	}
+	ok = true
+	return p, nil
+}
+
+// serveValidate is Validate plus what serve needs beyond a valid file: an
+// authentication method, something to serve, and each configured mode's own
+// validation.
+func (c Config) serveValidate() error {
+	var errs []error
+	if len(c.Authn.Mode) == 0 { // Validate checks authn when a mode is given
+		errs = append(errs, errors.New("choose an authentication method with --auth (or authn.mode in the config)"))
+	}
+	if c.MACP.Listen == "" && c.ExtAuthz.Listen == "" && c.MCP.Listen == "" {
+		errs = append(errs, errors.New("nothing to serve: give --macp-listen (MACP sidecar), --mcp-listen (MCP sidecar) and/or --extauthz-listen (Envoy ext_authz)"))
+	}
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MACP.Listen != "" {
+		if err := c.MACP.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ExtAuthz.Listen != "" {
+		if err := c.ExtAuthz.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return joinUnique(errs)
+}
+
+// joinUnique joins errs, each distinct line once (a section's Validate and
+// the file's may name the same problem).
+func joinUnique(errs []error) error {
+	seen := map[string]bool{}
+	var out []error
+	for _, err := range errs {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !seen[line] {
+				seen[line] = true
+				out = append(out, errors.New(line))
+			}
+		}
+	}
+	return errors.Join(out...)
+}
+
+// checkTLS loads a listener's certificate, key and client CA bundle, as the
+// listener will when it starts, so that a missing or broken file is found
+// before anything is served.
+func checkTLS(section string, plaintext bool, cert, key, clientCA string) error {
+	if plaintext {
+		return nil
+	}
+	if _, err := listener.ServerTLS(cert, key, clientCA); err != nil {
+		return fmt.Errorf("%s tls: %w", section, err)
+	}
+	return nil
+}
+
+// namedCheck is one readiness condition.
+type namedCheck struct {
+	name  string
+	check func() error
+}
+
+// dialAddr is the host:port an http(s) URL connects to.
+func dialAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("mcp.upstream: %q is not an http(s) URL", raw)
+	}
+	if u.Port() != "" {
+		return u.Host, nil
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// Readiness probe bounds: one TCP dial of at most probeTimeout, its result
+// reused for probeCache, so that probes do not hammer the upstream.
+const (
+	probeTimeout = time.Second
+	probeCache   = time.Second
+)
+
+// dialProbe reports whether a TCP connection to addr can be opened. A result
+// is reused for probeCache; concurrent callers share one dial.
+type dialProbe struct {
+	addr    string
+	timeout time.Duration
+	now     func() time.Time
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	mu   sync.Mutex
+	at   time.Time
+	last error
+}
+
+func newDialProbe(addr string, timeout time.Duration, now func() time.Time) *dialProbe {
+	d := &net.Dialer{}
+	return &dialProbe{addr: addr, timeout: timeout, now: now, dial: d.DialContext}
+}
+
+// Ready dials the upstream, or returns the result of a dial less than
+// probeCache old.
+func (p *dialProbe) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && p.now().Sub(p.at) < probeCache {
+		return p.last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	c, err := p.dial(ctx, "tcp", p.addr)
+	if err == nil {
+		_ = c.Close()
+	} else {
+		err = fmt.Errorf("unreachable: %w", err)
+	}
+	p.at, p.last = p.now(), err
+	return err
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// files writes every kind of file a configuration can name into a temporary
+// directory and returns the directory.
+func files(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	put := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "warden"}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("tls.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	put("tls.key", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+	put("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwk, err := json.Marshal(jose.JSONWebKey{Key: pub, KeyID: "k1", Algorithm: "EdDSA", Use: "sig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("jwks.json", []byte(`{"keys": [`+string(jwk)+`]}`))
+	put("tokens.json", []byte(`[{"token": "tok-a", "sender": "agent://a"}]`))
+	put("upstream-tokens.json", []byte(`[{"token": "up-a", "sender": "spiffe://example.org/a"}]`))
+	put("mcp.key", []byte(strings.Repeat("k", 32)))
+	put("short.key", []byte(strings.Repeat("k", 31)))
+	put("operator.rego", []byte("package warden.macp\nimport rego.v1\ndeny contains \"no mallory\" if input.principal.id == \"mallory\"\n"))
+	put("foo.rego", []byte("package foo\nimport rego.v1\ndeny contains \"everything\" if { true }\n"))
+	put("garbage.pem", []byte("not PEM\n"))
+	return dir
+}
+
+// TestCheckConfig: warden check --config refuses exactly what serve refuses,
+// in every section and for every file the configuration names.
+func TestCheckConfig(t *testing.T) {
+	dir := files(t)
+	const dev = "authn:\n  mode: dev\n  insecure: true\n"
+	const macpPlain = "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n  upstream_plaintext: true\n"
+	const mcpPlain = "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  plaintext: true\n"
+	const ext = "extauthz:\n  listen: 127.0.0.1:0\n"
+	for _, tc := range []struct {
+		name, yaml string
+		err        string // "" when valid
+	}{
+		{"macp sidecar", dev + macpPlain, ""},
+		{"mcp sidecar", dev + mcpPlain + "  handle_key_file: D/mcp.key\n", ""},
+		{"ext_authz", dev + ext + "  mcp: true\n", ""},
+		{"all three with files", "authn:\n  mode: [jwt, static, mtls]\n  jwt:\n    jwks_file: D/jwks.json\n    issuer: i\n    audience: a\n  static:\n    tokens_file: D/tokens.json\n" +
+			"macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/ca.pem\n  upstream_ca_file: D/ca.pem\n  upstream_tokens_file: D/upstream-tokens.json\n" +
+			"mcp:\n  listen: 127.0.0.1:0\n  upstream: https://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  handle_key_file: D/mcp.key\n" +
+			ext + "  upstream_tokens_file: D/upstream-tokens.json\npolicies:\n  files: [D/operator.rego]\n", ""},
+
+		{"no authentication", macpPlain, "choose an authentication method"},
+		{"nothing to serve", dev, "nothing to serve"},
+		{"missing static tokens file", "authn:\n  mode: static\n  static:\n    tokens_file: D/none.json\n" + macpPlain, "static.tokens_file"},
+		{"missing JWKS file", "authn:\n  mode: jwt\n  jwt:\n    jwks_file: D/none.json\n    issuer: i\n    audience: a\n" + macpPlain, "jwt.jwks_file"},
+		{"handle key under 32 bytes", dev + mcpPlain + "  handle_key_file: D/short.key\n", "31 bytes, need at least 32"},
+		{"missing handle key", dev + mcpPlain + "  handle_key_file: D/none.key\n", "mcp.handle_key_file"},
+		{"macp without upstream", dev + "macp:\n  listen: 127.0.0.1:0\n  plaintext: true\n", "macp.upstream: required"},
+		{"macp without TLS", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  upstream_plaintext: true\n", "cert_file and key_file are required"},
+		{"macp missing certificate", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  upstream_plaintext: true\n  cert_file: D/none.crt\n  key_file: D/tls.key\n", "macp tls"},
+		{"macp client CA not PEM", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  upstream_plaintext: true\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/garbage.pem\n", "holds no PEM certificate"},
+		{"macp missing upstream CA", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n  upstream_ca_file: D/none.pem\n", "macp upstream tls"},
+		{"macp missing upstream tokens", dev + macpPlain + "  upstream_tokens_file: D/none.json\n", "macp.upstream_tokens_file"},
+		{"macp negative limit", dev + macpPlain + "  credential_check: -1s\n", "macp.credential_check: negative"},
+		{"mcp missing certificate", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/none.key\n", "mcp tls"},
+		{"mcp bad upstream", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n", "is not an http(s) URL"},
+		{"ext_authz missing upstream tokens", dev + ext + "  upstream_tokens_file: D/none.json\n", "extauthz.upstream_tokens_file"},
+		{"ext_authz rebuild upstream CA missing", dev + ext + "macp:\n  upstream: 127.0.0.1:1\n  upstream_ca_file: D/none.pem\n", "macp upstream tls"},
+		{"missing policy file", dev + macpPlain + "policies:\n  files: [D/none.rego]\n", "read policy file"},
+		{"policy in the wrong package", dev + macpPlain + "policies:\n  files: [D/foo.rego]\n", "package foo is not consulted"},
+		{"bad log level", dev + macpPlain + "log:\n  level: loud\n", "log.level"},
+		{"bad admin address", dev + macpPlain + "admin:\n  listen: 9090\n", "admin.listen"},
+		{"bad tracing endpoint", dev + macpPlain + "tracing:\n  otlp_endpoint: collector\n", "tracing.otlp_endpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := write(t, "warden.yaml", strings.ReplaceAll(tc.yaml, "D/", dir+"/"))
+			code, out, errOut := runCmd(t, "check", "--config", cfg)
+			if tc.err == "" {
+				if code != 0 || !strings.Contains(out, "config: ok") || !strings.Contains(out, "serves:") {
+					t.Fatalf("exit %d\n%s%s", code, out, errOut)
+				}
+				return
+			}
+			if code != 1 || !strings.Contains(errOut, tc.err) {
+				t.Fatalf("exit %d, stderr %q, want %q", code, errOut, tc.err)
+			}
+			// serve refuses the same configuration before serving anything.
+			code, _, serveErr := runCmd(t, "serve", "--config", cfg)
+			if code != 1 || !strings.Contains(serveErr, tc.err) {
+				t.Fatalf("serve: exit %d, stderr %q, want %q", code, serveErr, tc.err)
+			}
+		})
+	}
+}
+
+// TestCheckPolicyPackages: check names the package each operator file
+// extends and refuses one outside warden.macp / warden.mcp.
+func TestCheckPolicyPackages(t *testing.T) {
+	dir := files(t)
+	sub := write(t, "limits.rego", "package warden.mcp.limits\nimport rego.v1\nmax := 3\n")
+	test := write(t, "extra_test.rego", "package warden.extra_test\nimport rego.v1\ntest_ok if true\n")
+	code, out, errOut := runCmd(t, "check", "--policy", dir+"/operator.rego", "--policy", sub, "--policy", test)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		dir + "/operator.rego: extends warden.macp\n",
+		sub + ": extends warden.mcp.limits (a sub-package",
+		test + ": tests, package warden.extra_test\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCmd(t, "check", "--policy", dir+"/foo.rego")
+	if code != 1 || !strings.Contains(errOut, "package foo is not consulted by any decision") || strings.Contains(out, "compiled") {
+		t.Fatalf("wrong package: exit %d\n%s%s", code, out, errOut)
+	}
+	// replay refuses it too, instead of accepting every message.
+	code, _, errOut = runCmd(t, "replay", "--policy", dir+"/foo.rego", "../../../shared/reference/macp/conformance/task_happy_path.json")
+	if code != 1 || !strings.Contains(errOut, "package foo") {
+		t.Fatalf("replay: exit %d %q", code, errOut)
+	}
+}
