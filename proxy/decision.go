@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/agentwarden/warden/rules"
 )
@@ -53,6 +54,24 @@ func (d Decision) Settle(accepted bool) {
 // newDecision starts a decision with a fresh id.
 func (e *Enforcer) newDecision(protocol string) Decision {
 	return Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: protocol}
+}
+
+// Refuse records a refusal made at an adapter's front door, before there
+// is a message to decide (authentication, Origin, malformed input, a method
+// outside the allow-list): logged and observed like every decision (metrics,
+// decision log), with an ID for the client. Dry run does not apply: there is
+// nothing Warden could forward.
+func (e *Enforcer) Refuse(protocol, principal, typ string, v rules.Verdict) Decision {
+	began := time.Now()
+	d := e.newDecision(protocol)
+	d.Principal, d.Type = principal, typ
+	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
+	e.log.Info("refused", "decision_id", d.ID, "protocol", protocol, "principal", principal, "message_type", typ,
+		"code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "front_door", true)
+	if e.observer != nil {
+		e.observer.Decided(d, time.Since(began))
+	}
+	return d
 }
 
 // finish fills the decision from a verdict, applies dry-run and logs a refusal.

@@ -106,6 +106,8 @@ const (
 	ReasonSteerQueueFull      Reason = "steer_queue_full"
 	ReasonHeaderMismatch      Reason = "header_mismatch"
 	ReasonMalformedRequest    Reason = "malformed_request"
+	ReasonUnknownMethod       Reason = "unknown_method"
+	ReasonOriginRefused       Reason = "origin_refused"
 )
 
 // Rank orders verdicts the way the reference runtime orders its checks, so that

@@ -381,6 +381,15 @@ func TestDecisionLog(t *testing.T) {
 	if ack.GetOk() {
 		t.Fatal("the forged commitment was accepted")
 	}
+	// Front-door refusals are decisions too: an unknown method, a call
+	// without credentials.
+	if _, err := w.sendOn("/macp.v1.MACPRuntimeService/Send?x=1", positiveCommitment(s, "")); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Send?x=1: %v", err)
+	}
+	var list macpv1.ListSessionsResponse
+	if err := w.conn.Invoke(context.Background(), "/macp.v1.MACPRuntimeService/ListSessions", &macpv1.ListSessionsRequest{}, &list); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("ListSessions without credentials: %v", err)
+	}
 	type record struct {
 		DecisionID string `json:"decision_id"`
 		Path       string `json:"path"`
@@ -404,23 +413,26 @@ func TestDecisionLog(t *testing.T) {
 				recs = append(recs, r)
 			}
 		}
-		allowed, refused := 0, 0
+		allowed, refused, frontDoor := 0, 0, 0
 		for _, r := range recs {
 			if r.Path != "warden/macp" {
 				t.Fatalf("record path %q", r.Path)
 			}
-			if r.Result.Allow {
+			switch {
+			case r.Result.Allow:
 				allowed++
-			} else if r.Result.Code == "POLICY_DENIED" {
+			case r.Result.Code == "POLICY_DENIED":
 				refused++
+			case r.Result.Reason == "unknown_method" || r.Result.Reason == "unauthenticated":
+				frontDoor++
 			}
 		}
-		if allowed >= 4 && refused == 1 {
+		if allowed >= 4 && refused == 1 && frontDoor == 2 {
 			t.Logf("%d records: %d allowed, %d refused", len(recs), allowed, refused)
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("decision log after 5 s: %d allowed, %d refused:\n%s", allowed, refused, b)
+			t.Fatalf("decision log after 5 s: %d allowed, %d refused, %d at the front door:\n%s", allowed, refused, frontDoor, b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -29,10 +30,13 @@ const defaultMaxSteerBytes = 16 << 10
 func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
 	hdr := h.GetHeaders()
 	if o := hdr["origin"]; o != "" && !originAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
-		return denyMCP(403, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+o+" is not allowed", "")
+		msg := "Forbidden: Origin " + o + " is not allowed"
+		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})
+		return denyMCP(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
 	if status, msg := mcprules.CheckHTTPMethod(h.GetMethod(), len(h.GetRawBody()) > 0 || h.GetBody() != "" || h.GetSize() > 0); status != 0 {
-		return denyMCP(status, nil, mcprules.ErrInvalidRequest, msg, "")
+		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyMCP(status, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
 	p, err := creds, credErr
 	var principal authn.Principal
@@ -44,7 +48,8 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		return denyMCP(503, nil, mcprules.ErrInternal, "authentication is unavailable; retry later", "")
 	}
 	if err != nil {
-		resp := denyMCP(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), "")
+		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
+		resp := denyMCP(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), d.ID)
 		dr := resp.GetDeniedResponse()
 		dr.Headers = append(dr.Headers, header("www-authenticate", authn.Challenge("", err)))
 		return resp
@@ -63,7 +68,9 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		if errors.As(err, &pe) {
 			c = pe.Code
 		}
-		return denyMCP(400, nil, c, err.Error()+" (if the body was cut, raise Envoy's max_request_bytes)", "")
+		msg := err.Error() + " (if the body was cut, raise Envoy's max_request_bytes)"
+		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyMCP(400, nil, c, msg, d.ID)
 	}
 	name, hasName := hdr["mcp-name"]
 	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})

@@ -155,11 +155,15 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	// A gRPC method is served only by its exact path, framed as gRPC.
 	path := h.GetPath()
 	if h.GetMethod() != "POST" || !grpcContentType(hdr["content-type"]) {
-		return denyGRPC(rules.CodeInvalidEnvelope, "a gRPC method must be called with POST and content-type application/grpc", ""), nil
+		msg := "a gRPC method must be called with POST and content-type application/grpc"
+		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyGRPC(rules.CodeInvalidEnvelope, msg, d.ID), nil
 	}
 	call := s.methods.Lookup(path)
 	if call == proxy.CallUnknown {
-		return denyStatus(code.Code_UNIMPLEMENTED, "unknown method "+strconv.Quote(path)), nil
+		msg := "unknown method " + strconv.Quote(path)
+		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: msg})
+		return denyStatus(code.Code_UNIMPLEMENTED, msg+" (warden decision "+d.ID+")"), nil
 	}
 	if call == proxy.CallPassThrough || call == proxy.CallDiscovery && s.cfg.PublicDiscovery {
 		return s.allow(authn.Principal{}, ""), nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules"
 )
 
 // Config is the MACP sidecar's configuration.
@@ -291,7 +293,8 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		}
 	case proxy.CallAuthenticated:
 	default: // CallUnknown, and CallSend reached by another route
-		return status.Errorf(codes.Unimplemented, "unknown method %q", method)
+		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: "unknown method " + strconv.Quote(method)})
+		return status.Errorf(codes.Unimplemented, "unknown method %q (warden decision %s)", method, d.ID)
 	}
 	p, ctx, err := s.admit(ss.Context())
 	if err != nil {
@@ -329,7 +332,9 @@ func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, e
 		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
 		return p, nil, status.Error(codes.Unavailable, "authentication keys unavailable; retry")
 	case err != nil:
-		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err))
+		method, _ := grpc.Method(ctx)
+		d := s.enf.Refuse("macp", "", strings.TrimPrefix(method, service), rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
+		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err)+" (warden decision "+d.ID+")")
 	}
 	return p, s.upstreamContext(ctx, p), nil
 }

@@ -237,15 +237,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.originAllowed(r) {
-		writeError(w, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
+		s.refuse(w, "", rules.CodeForbidden, rules.ReasonOriginRefused, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}
 	if status, msg := mcprules.CheckHTTPMethod(r.Method, r.ContentLength != 0); status != 0 {
-		writeError(w, status, nil, mcprules.ErrInvalidRequest, msg)
+		s.refuse(w, "", rules.CodeInvalidRequest, rules.ReasonMalformedRequest, status, nil, mcprules.ErrInvalidRequest, msg)
 		return
 	}
 	if k, ok := repeatedHeader(r.Header); !ok {
-		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
+		s.refuse(w, "", rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
 		return
 	}
 	creds, err := authn.FromHTTP(r)
@@ -273,7 +273,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
+		s.refuse(w, p.ID, rules.CodeSessionNotFound, rules.ReasonSessionUnknown, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
 		return
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry,
@@ -291,7 +291,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !ok {
-			writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
+			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
 			return
 		}
 		x.lastEventID = id
@@ -369,7 +369,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error)
 		metadata = s.metadataURL(r)
 	}
 	w.Header().Set("WWW-Authenticate", authn.Challenge(metadata, err))
-	writeError(w, http.StatusUnauthorized, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err))
+	s.refuse(w, "", rules.CodeUnauthenticated, rules.ReasonUnauthenticated, http.StatusUnauthorized, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err))
 }
 
 // metadata serves the RFC 9728 protected-resource metadata document.
@@ -405,11 +405,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				}
 			}
 			s.log.Warn("MCP request over mcp.max_body_bytes refused", "principal", p.ID, "limit", s.cfg.MaxBodyBytes)
-			writeError(w, http.StatusRequestEntityTooLarge, id, mcprules.ErrInvalidRequest,
+			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusRequestEntityTooLarge, id, mcprules.ErrInvalidRequest,
 				fmt.Sprintf("the request exceeds Warden's limit mcp.max_body_bytes (%d bytes)", s.cfg.MaxBodyBytes))
 			return
 		}
-		writeError(w, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
+		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
 		return
 	}
 	call, err := mcprules.Parse(body)
@@ -419,14 +419,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		if errors.As(err, &pe) {
 			code = pe.Code
 		}
-		writeError(w, http.StatusBadRequest, nil, code, err.Error())
+		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, code, err.Error())
 		return
 	}
 	x.call = call
 	if decided(call.Method) && call.Kind == mcprules.KindNotification {
 		// A task method, tools/call or tasks/list without an id would not
 		// be decided; the upstream may still act on it.
-		writeError(w, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: "+call.Method+" is a request and needs an id")
+		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: "+call.Method+" is a request and needs an id")
 		return
 	}
 	// Every place a handle belongs (params.taskId, related-task metadata,
@@ -511,6 +511,15 @@ func headerValue(h http.Header, key string) (string, bool) {
 func isString(v any) bool { _, ok := v.(string); return ok }
 
 func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
+
+// refuse answers a request refused at the front door (before there is a
+// message to decide) and records the refusal as a decision: logged, counted
+// and in the decision log, its ID in X-Warden-Decision.
+func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
+	d := s.enforcer.Refuse("mcp", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
+	w.Header().Set("X-Warden-Decision", d.ID)
+	writeError(w, status, id, code, msg)
+}
 
 // writeError answers with a JSON-RPC error of Warden's own.
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
