@@ -312,7 +312,8 @@ func (s *Server) dispatch(method string, p *params) (any, *rpcError) {
 	case "ping":
 		return ack(), nil
 	case "tools/list":
-		return map[string]any{"resultType": "complete", "tools": toolList}, nil
+		// 2026-07-28 requires ttlMs and cacheScope on list results (CacheableResult).
+		return map[string]any{"resultType": "complete", "tools": toolList, "ttlMs": 60000, "cacheScope": "private"}, nil
 	case "tools/call":
 		return s.toolsCall(p)
 	}
