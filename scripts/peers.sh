@@ -85,6 +85,18 @@ install_mcp() {
     GOBIN=$PEERS/bin go install "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_MCP_SDK_VERSION"
   fi
   ready+=("$ES" "$MCP_DIR/node_modules (sdk, conformance, node 22)")
+
+  # The MCP Python SDK 2.3.0 in a virtualenv of its own, every package
+  # pinned (test/peers/mcp-py/requirements.txt is a pip freeze).
+  if [ -x "$PEERS/mcp-venv/bin/python" ] && cmp -s test/peers/mcp-py/requirements.txt "$PEERS/mcp-venv/.requirements" 2>/dev/null; then
+    log "MCP Python SDK already installed"
+  else
+    log "installing the MCP Python SDK into .peers/mcp-venv"
+    python3 -m venv "$PEERS/mcp-venv"
+    "$PEERS/mcp-venv/bin/pip" install --quiet --disable-pip-version-check -r test/peers/mcp-py/requirements.txt
+    cp test/peers/mcp-py/requirements.txt "$PEERS/mcp-venv/.requirements"
+  fi
+  ready+=("$PEERS/mcp-venv/bin/python (MCP Python SDK)")
 }
 
 if want macp; then install_macp; fi

