@@ -157,3 +157,29 @@ func TestChartPanels(t *testing.T) {
 		t.Fatalf("panels %q, want %q", strings.Join(got, "|"), want)
 	}
 }
+
+func TestNginxConf(t *testing.T) {
+	tests := []struct {
+		proto string
+		want  []string
+		not   []string
+	}{
+		{"grpc", []string{"listen 127.0.0.1:9000 http2;", "grpc_pass grpc://upstream;", "server 127.0.0.1:8000;", "keepalive 64;"}, []string{"proxy_pass"}},
+		{"http", []string{"listen 127.0.0.1:9000;", "proxy_pass http://upstream;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "proxy_buffering off;"}, []string{"grpc_pass", "http2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.proto, func(t *testing.T) {
+			conf := nginxConf("/tmp/x", "127.0.0.1:9000", tc.proto, "127.0.0.1:8000")
+			for _, w := range append(tc.want, "master_process off;", "daemon off;", "worker_processes 1;", "error_log stderr", "pid /tmp/x/nginx.pid;") {
+				if !strings.Contains(conf, w) {
+					t.Errorf("config lacks %q:\n%s", w, conf)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(conf, n) {
+					t.Errorf("config has %q:\n%s", n, conf)
+				}
+			}
+		})
+	}
+}

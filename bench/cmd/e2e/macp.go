@@ -29,6 +29,11 @@ const (
 // what is measured.
 const updatesPerSession = 100
 
+// hotSessionUpdates is how many TaskUpdates go to one session in the hot
+// session workload: every message in flight is on the same session, and a
+// fresh session takes over before its history slows the runtime down.
+const hotSessionUpdates = 1000
+
 // handoffBlock is how many sessions get their HandoffOffer before the first
 // of them gets its HandoffAccept, so that an accept rarely waits for its
 // offer's answer.
@@ -123,12 +128,22 @@ func parallel(ctx context.Context, n int, f func(ctx context.Context, i int) err
 // taskWork sends TaskUpdates from the assignee, updatesPerSession to each
 // session, in sessions set up with SessionStart, TaskRequest and TaskAccept.
 type taskWork struct {
-	c        *macpClient
-	sessions []string
+	c *macpClient
+	// perSession is how many updates go to one session (updatesPerSession
+	// if 0).
+	perSession int
+	sessions   []string
+}
+
+func (w *taskWork) per() int {
+	if w.perSession > 0 {
+		return w.perSession
+	}
+	return updatesPerSession
 }
 
 func (w *taskWork) setup(ctx context.Context, n int) error {
-	w.sessions = make([]string, (n+updatesPerSession-1)/updatesPerSession)
+	w.sessions = make([]string, (n+w.per()-1)/w.per())
 	for i := range w.sessions {
 		w.sessions[i] = newSessionID()
 	}
@@ -145,7 +160,7 @@ func (w *taskWork) setup(ctx context.Context, n int) error {
 }
 
 func (w *taskWork) do(ctx context.Context, i int) error {
-	k := i / updatesPerSession
+	k := i / w.per()
 	if k >= len(w.sessions) {
 		return fmt.Errorf("message %d beyond the %d sessions set up", i, len(w.sessions))
 	}
