@@ -183,3 +183,32 @@ func TestNginxConf(t *testing.T) {
 		})
 	}
 }
+
+func TestTaskSessions(t *testing.T) {
+	many := &taskWork{sessions: make([]string, 10)}
+	hot := &taskWork{hot: true, sessions: make([]string, 3)}
+	// 16 messages in flight: on 10 sessions for the many-sessions workload,
+	// on one for the hot one
+	inFlight := func(w *taskWork, from int) map[int]bool {
+		seen := map[int]bool{}
+		for i := from; i < from+16; i++ {
+			seen[w.session(i)] = true
+		}
+		return seen
+	}
+	if got := len(inFlight(many, 500)); got != 10 {
+		t.Errorf("many sessions: 16 in flight on %d sessions, want 10", got)
+	}
+	if got := len(inFlight(hot, hotSessionUpdates+10)); got != 1 {
+		t.Errorf("hot session: 16 in flight on %d sessions, want 1", got)
+	}
+	counts := map[int]int{}
+	for i := range 10 * updatesPerSession {
+		counts[many.session(i)]++
+	}
+	for k, n := range counts {
+		if n != updatesPerSession {
+			t.Errorf("session %d got %d updates, want %d", k, n, updatesPerSession)
+		}
+	}
+}

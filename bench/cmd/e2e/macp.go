@@ -127,17 +127,19 @@ func parallel(ctx context.Context, n int, f func(ctx context.Context, i int) err
 
 // taskWork sends TaskUpdates from the assignee, updatesPerSession to each
 // session, in sessions set up with SessionStart, TaskRequest and TaskAccept.
+// The sessions take turns (message i goes to session i mod their number), so
+// that the messages in flight at saturation are on as many sessions; with hot
+// set, hotSessionUpdates go to one session before the next, so that every
+// message in flight is on the same session.
 type taskWork struct {
-	c *macpClient
-	// perSession is how many updates go to one session (updatesPerSession
-	// if 0).
-	perSession int
-	sessions   []string
+	c        *macpClient
+	hot      bool
+	sessions []string
 }
 
 func (w *taskWork) per() int {
-	if w.perSession > 0 {
-		return w.perSession
+	if w.hot {
+		return hotSessionUpdates
 	}
 	return updatesPerSession
 }
@@ -159,8 +161,16 @@ func (w *taskWork) setup(ctx context.Context, n int) error {
 	})
 }
 
+// session is the session message i goes to.
+func (w *taskWork) session(i int) int {
+	if w.hot {
+		return i / hotSessionUpdates
+	}
+	return i % len(w.sessions)
+}
+
 func (w *taskWork) do(ctx context.Context, i int) error {
-	k := i / w.per()
+	k := w.session(i)
 	if k >= len(w.sessions) {
 		return fmt.Errorf("message %d beyond the %d sessions set up", i, len(w.sessions))
 	}

@@ -24,6 +24,9 @@ type bench struct {
 	quick       bool
 	timing      timing
 	logf        func(string, ...any)
+	// wardenEnv is added to Warden's environment (-warden-env), for
+	// diagnosis: GODEBUG=gctrace=1, GOGC=...
+	wardenEnv []string
 	// profile is -profile: where Warden's saturation profiles go ("": none).
 	profile string
 	// nullOnce builds the null Go pass-through (bench/cmd/null) once.
@@ -58,7 +61,7 @@ func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) 
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}
+	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
 	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(append([]string{"serve"}, args...), "--admin-listen", admin)...)
 	if err != nil {
 		return nil, err
@@ -220,7 +223,7 @@ func (b *bench) macpTask(ctx context.Context) (outcome, error) {
 	return b.macp(ctx,
 		macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }},
 		macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
-			work: func(c *macpClient) workload { return &taskWork{c: c, perSession: hotSessionUpdates} }})
+			work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
 }
 
 // macpHandoff is the HandoffOffer/HandoffAccept scenario.
