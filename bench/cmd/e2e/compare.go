@@ -226,7 +226,11 @@ func (c comparison) figure(name, unit string, values []float64, target func(ngin
 func describe(sides []side, values []float64, unit string) string {
 	parts := make([]string, len(sides))
 	for i, s := range sides {
-		parts[i] = s.name + " " + report.Format(values[i], unit)
+		if unit == "µs" {
+			parts[i] = s.name + " " + report.Format(values[i], unit)
+		} else {
+			parts[i] = fmt.Sprintf("%s %.0f %s", s.name, values[i], unit)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

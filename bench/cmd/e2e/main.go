@@ -46,6 +46,7 @@ func run() error {
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
 	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
+	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
 	flag.Parse()
 	if *nullAuthz != "" {
@@ -77,6 +78,9 @@ func run() error {
 		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
 		logf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
 		profile: *profile}
+	if *wardenEnv != "" {
+		b.wardenEnv = strings.Split(*wardenEnv, ",")
+	}
 	if *profile != "" {
 		if err := os.MkdirAll(*profile, 0o755); err != nil {
 			return err
