@@ -24,7 +24,7 @@ help:
 	@echo "make unit      Go unit tests with -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
-	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct versus through Warden (QUICK=1: about 2 minutes)"
+	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden, a null Go pass-through and nginx (QUICK=1: about 2 minutes; PROFILE=dir: Warden's profiles)"
 	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, then replay the transcripts"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 
@@ -65,7 +65,8 @@ generate:
 # end-to-end harness (bench/cmd/e2e: the real runtime direct and through
 # bin/warden, ext_authz, MCP, memory) whose table also carries the micro
 # figures. QUICK=1: -count=2, short -benchtime, short runs, 10,000 sessions;
-# its micro output goes to the git-ignored bench/results/tmp/.
+# its micro output goes to the git-ignored bench/results/tmp/. PROFILE=dir:
+# Warden's CPU and heap profiles at saturation, per scenario, into dir.
 BENCHPKGS = $(sort $(patsubst %/,./%/,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' policies proxy authn rules wire))))
 ifneq ($(QUICK),)
 BENCHCOUNT := 2
@@ -82,7 +83,7 @@ bench: $(TOOLS)/benchstat peers build
 	@mkdir -p bench/results/tmp
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
 	$(TOOLS)/benchstat $(MICRO)
-	$(GO) run ./bench/cmd/e2e $(E2EFLAGS) -micro $(MICRO)
+	$(GO) run ./bench/cmd/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)
 
 demo:
 	bash scripts/demo.sh

@@ -2,13 +2,14 @@
 # Installs the real peers the black-box tests drive, at pinned versions: into
 # the git-ignored .peers/ folder the MACP reference runtime (crates.io), the
 # MACP Python SDK (PyPI, in a virtualenv) and the Go MCP SDK's conformance
-# everything-server (Go modules); into the git-ignored
+# everything-server (Go modules); nginx from Debian (make bench's baseline
+# hop, all only); into the git-ignored
 # test/peers/mcp/node_modules the MCP TypeScript SDK, the MCP conformance suite
 # and Node 22 to run it (npm, from the committed package-lock.json). A second
 # run finds them and skips the work.
 #
 # usage: scripts/peers.sh [all|macp|mcp]
-#   all   everything (default; make test, make bench)
+#   all   everything, nginx included (default; make test, make bench)
 #   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
 #   mcp   the MCP node peers and the go-sdk everything-server only
 set -euo pipefail
@@ -99,6 +100,24 @@ install_mcp() {
   ready+=("$PEERS/mcp-venv/bin/python (MCP Python SDK)")
 }
 
+# nginx: the reference hop make bench compares Warden with (grpc_pass and
+# proxy_pass); nginx-light where Debian still ships it, else nginx.
+install_nginx() {
+  if command -v nginx >/dev/null; then
+    log "nginx already installed ($(nginx -v 2>&1))"
+  else
+    log "installing nginx (Debian)"
+    apt-get update -qq
+    if apt-cache show nginx-light >/dev/null 2>&1; then
+      apt-get install -y -qq nginx-light >/dev/null
+    else
+      apt-get install -y -qq nginx >/dev/null
+    fi
+  fi
+  ready+=("$(command -v nginx)")
+}
+
 if want macp; then install_macp; fi
 if want mcp; then install_mcp; fi
+if [ "$WHAT" = all ]; then install_nginx; fi
 log "ready ($WHAT): ${ready[*]}"

@@ -21,6 +21,9 @@ const (
 type Target struct {
 	Op    Op      `json:"op"`
 	Limit float64 `json:"limit"`
+	// Basis says how a limit relative to a baseline was derived
+	// ("nginx + 25 µs"); empty for an absolute one.
+	Basis string `json:"basis,omitempty"`
 }
 
 // Met reports whether v respects the target.
@@ -50,6 +53,40 @@ type Figure struct {
 	NotRun string `json:"not_run,omitempty"`
 	// Note qualifies the figure (how it was measured, a caveat).
 	Note string `json:"note,omitempty"`
+	// Baselines are the same figure for the other hops measured beside
+	// Warden (NullHop, Nginx), for the table's side-by-side columns.
+	Baselines []Baseline `json:"baselines,omitempty"`
+}
+
+// Baseline is one figure of a hop other than Warden.
+type Baseline struct {
+	Side  string  `json:"side"`
+	Value float64 `json:"value"`
+}
+
+// The hops the table shows beside Warden, by side name.
+const (
+	NullHop = "null Go"
+	Nginx   = "nginx"
+)
+
+// Baseline returns the figure's value for a side, and false when that side
+// was not measured.
+func (f Figure) Baseline(side string) (float64, bool) {
+	for _, b := range f.Baselines {
+		if b.Side == side {
+			return b.Value, true
+		}
+	}
+	return 0, false
+}
+
+// BaselineText prints the figure's value for a side, or "-".
+func (f Figure) BaselineText(side string) string {
+	if v, ok := f.Baseline(side); ok {
+		return Format(v, f.Unit)
+	}
+	return "-"
 }
 
 // Verdict is what the table prints in its last column.
@@ -79,19 +116,42 @@ func (f Figure) Verdict() Verdict {
 	}
 }
 
-// DESIGN.md §12's targets.
+// DESIGN.md §12's absolute targets.
 var (
 	// EnforceMedian bounds the in-process decision, per message.
-	EnforceMedian = &Target{AtMost, 10}
-	// AddedP50 bounds the sidecar's added median latency at a fixed rate.
-	AddedP50 = &Target{AtMost, 100}
-	// AddedP99 bounds the sidecar's added 99th-percentile latency at a fixed rate.
-	AddedP99 = &Target{AtMost, 500}
-	// ThroughputRatio bounds the sidecar's throughput relative to direct.
-	ThroughputRatio = &Target{AtLeast, 0.8}
+	EnforceMedian = &Target{Op: AtMost, Limit: 10}
 	// SessionBytes bounds the memory of one tracked session.
-	SessionBytes = &Target{AtMost, 1024}
+	SessionBytes = &Target{Op: AtMost, Limit: 1024}
 )
+
+// DESIGN.md §12's targets relative to nginx, each built from nginx's figure
+// in the same run.
+
+// AddedP50 bounds the sidecar's added median latency at a fixed rate.
+func AddedP50(nginx float64) *Target {
+	return &Target{Op: AtMost, Limit: nginx + 25, Basis: "nginx + 25 µs"}
+}
+
+// AddedP99 bounds the sidecar's added 99th-percentile latency at a fixed rate.
+func AddedP99(nginx float64) *Target {
+	return &Target{Op: AtMost, Limit: nginx + 150, Basis: "nginx + 150 µs"}
+}
+
+// CPUPer1000 bounds the sidecar's CPU per 1,000 messages a second.
+func CPUPer1000(nginx float64) *Target {
+	return &Target{Op: AtMost, Limit: 1.25 * nginx, Basis: "1.25 × nginx"}
+}
+
+// ThroughputRatio bounds the sidecar's throughput relative to direct at
+// saturation with many sessions.
+func ThroughputRatio(nginx float64) *Target {
+	return &Target{Op: AtLeast, Limit: nginx, Basis: "nginx's"}
+}
+
+// HotSessionRatio bounds the same ratio on one hot session.
+func HotSessionRatio(nginx float64) *Target {
+	return &Target{Op: AtLeast, Limit: 0.8 * nginx, Basis: "0.8 × nginx"}
+}
 
 // Format prints a value in its unit.
 func Format(v float64, unit string) string {
@@ -128,7 +188,11 @@ func (f Figure) TargetText() string {
 	if f.Target.Op == AtLeast {
 		op = "≥"
 	}
-	return op + " " + Format(f.Target.Limit, f.Unit)
+	t := op + " " + Format(f.Target.Limit, f.Unit)
+	if f.Target.Basis != "" {
+		t += " (" + f.Target.Basis + ")"
+	}
+	return t
 }
 
 // ValueText prints the figure's value, or why it is missing.

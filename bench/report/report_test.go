@@ -17,17 +17,23 @@ func TestVerdict(t *testing.T) {
 		fig  Figure
 		want Verdict
 	}{
-		{"added p50 under", Figure{Value: 80, Target: AddedP50}, Met},
-		{"added p50 on the bound", Figure{Value: 100, Target: AddedP50}, Met},
-		{"added p50 over", Figure{Value: 101, Target: AddedP50}, Missed},
-		{"negative added latency (noise)", Figure{Value: -12, Target: AddedP99}, Met},
-		{"throughput ratio met", Figure{Value: 0.93, Target: ThroughputRatio}, Met},
-		{"throughput ratio missed", Figure{Value: 0.44, Target: ThroughputRatio}, Missed},
+		{"added p50 under", Figure{Value: 80, Target: AddedP50(75)}, Met},
+		{"added p50 on the bound", Figure{Value: 100, Target: AddedP50(75)}, Met},
+		{"added p50 over", Figure{Value: 101, Target: AddedP50(75)}, Missed},
+		{"added p99 within nginx + 150 µs", Figure{Value: 400, Target: AddedP99(300)}, Met},
+		{"added p99 over nginx + 150 µs", Figure{Value: 451, Target: AddedP99(300)}, Missed},
+		{"negative added latency (noise)", Figure{Value: -12, Target: AddedP99(-30)}, Met},
+		{"cpu within 1.25 x nginx", Figure{Value: 12, Target: CPUPer1000(10)}, Met},
+		{"cpu over 1.25 x nginx", Figure{Value: 13, Target: CPUPer1000(10)}, Missed},
+		{"throughput ratio met", Figure{Value: 0.93, Target: ThroughputRatio(0.9)}, Met},
+		{"throughput ratio missed", Figure{Value: 0.44, Target: ThroughputRatio(0.8)}, Missed},
+		{"hot session ratio met", Figure{Value: 0.65, Target: HotSessionRatio(0.8)}, Met},
+		{"hot session ratio missed", Figure{Value: 0.63, Target: HotSessionRatio(0.8)}, Missed},
 		{"memory", Figure{Value: 1500, Target: SessionBytes}, Missed},
 		{"enforce", Figure{Value: 4.2, Target: EnforceMedian}, Met},
 		{"no target", Figure{Value: 1e9}, NoTarget},
-		{"not run wins", Figure{Value: 1, Target: AddedP50, NotRun: "no server"}, NotMeasured},
-		{"NaN misses", Figure{Value: math.NaN(), Target: AddedP50}, Missed},
+		{"not run wins", Figure{Value: 1, Target: AddedP50(0), NotRun: "no server"}, NotMeasured},
+		{"NaN misses", Figure{Value: math.NaN(), Target: AddedP50(0)}, Missed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +64,11 @@ func TestFormat(t *testing.T) {
 			t.Errorf("Format(%v, %q) = %q, want %q", tc.v, tc.unit, got, tc.want)
 		}
 	}
-	f := Figure{Value: 0.9, Unit: "ratio", Target: ThroughputRatio}
-	if got := f.TargetText(); got != "≥ 0.80" {
+	f := Figure{Value: 0.9, Unit: "ratio", Target: ThroughputRatio(0.8)}
+	if got := f.TargetText(); got != "≥ 0.80 (nginx's)" {
+		t.Errorf("TargetText = %q", got)
+	}
+	if got := (Figure{Unit: "B/session", Target: SessionBytes}).TargetText(); got != "≤ 1024 B/session" {
 		t.Errorf("TargetText = %q", got)
 	}
 }
@@ -122,8 +131,9 @@ func TestMicro(t *testing.T) {
 
 func TestTables(t *testing.T) {
 	figs := []Figure{
-		{Group: "MACP task", Name: "added p50 at 500 msg/s", Value: 60, Unit: "µs", Target: AddedP50, Note: "no errors"},
-		{Group: "MACP task", Name: "throughput ratio", Value: 0.5, Unit: "ratio", Target: ThroughputRatio},
+		{Group: "MACP task", Name: "added p50 at 500 msg/s", Value: 60, Unit: "µs", Target: AddedP50(75), Note: "no errors",
+			Baselines: []Baseline{{NullHop, 240}, {Nginx, 75}}},
+		{Group: "MACP task", Name: "throughput ratio", Value: 0.5, Unit: "ratio", Target: ThroughputRatio(0.8), Baselines: []Baseline{{Nginx, 0.8}}},
 		{Group: "MCP", Name: "scenario mcp", NotRun: "warden serve has no --mcp-listen | yet"},
 	}
 	var md bytes.Buffer
@@ -131,9 +141,10 @@ func TestTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| MACP task | added p50 at 500 msg/s [1] | 60 µs | ≤ 100 µs | yes |",
-		"| MACP task | throughput ratio | 0.50 | ≥ 0.80 | NO |",
-		`| MCP | scenario mcp | not run: warden serve has no --mcp-listen \| yet | - | not run |`,
+		"| scenario | figure | Warden | null Go pass-through | nginx | target | met |",
+		"| MACP task | added p50 at 500 msg/s [1] | 60 µs | 240 µs | 75 µs | ≤ 100 µs (nginx + 25 µs) | yes |",
+		"| MACP task | throughput ratio | 0.50 | - | 0.80 | ≥ 0.80 (nginx's) | NO |",
+		`| MCP | scenario mcp | not run: warden serve has no --mcp-listen \| yet | - | - | - | not run |`,
 		"1. no errors",
 	} {
 		if !strings.Contains(md.String(), want) {

@@ -11,22 +11,23 @@ import (
 // each group's figures.
 func WriteText(w io.Writer, figs []Figure) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tvalue\ttarget\tmet\t")
+	fmt.Fprintln(tw, "figure\tWarden\t"+NullHop+"\t"+Nginx+"\ttarget\tmet\t")
 	group := ""
 	for _, f := range figs {
 		if f.Group != group {
 			group = f.Group
-			fmt.Fprintf(tw, "%s\t\t\t\t\n", strings.ToUpper(group))
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\n", strings.ToUpper(group))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\n", f.Name, f.ValueText(), f.TargetText(), f.Verdict())
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", f.Name, f.ValueText(), f.BaselineText(NullHop), f.BaselineText(Nginx), f.TargetText(), f.Verdict())
 	}
 	return tw.Flush()
 }
 
-// WriteMarkdown prints the figures as a markdown table, then the notes.
+// WriteMarkdown prints the figures as a markdown table, Warden's value
+// beside the null Go pass-through's and nginx's, then the notes.
 func WriteMarkdown(w io.Writer, figs []Figure) error {
 	var b strings.Builder
-	b.WriteString("| scenario | figure | value | target | met |\n|---|---|---|---|---|\n")
+	b.WriteString("| scenario | figure | Warden | " + NullHop + " pass-through | " + Nginx + " | target | met |\n|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, f := range figs {
 		name := f.Name
@@ -34,7 +35,8 @@ func WriteMarkdown(w io.Writer, figs []Figure) error {
 			notes = append(notes, f.Note)
 			name += fmt.Sprintf(" [%d]", len(notes))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(f.Group), cell(name), cell(f.ValueText()), cell(f.TargetText()), f.Verdict())
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(f.Group), cell(name), cell(f.ValueText()),
+			cell(f.BaselineText(NullHop)), cell(f.BaselineText(Nginx)), cell(f.TargetText()), f.Verdict())
 	}
 	if len(notes) > 0 {
 		b.WriteString("\n")

@@ -3,23 +3,30 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentwarden/warden/bench/load"
 	"github.com/agentwarden/warden/bench/report"
 )
 
-// side is one way of reaching the same upstream: direct, or through Warden.
+// side is one way of reaching the same upstream: direct, through Warden,
+// through the null Go pass-through or through nginx.
 type side struct {
 	name string
 	// work returns a workload with fresh state (new sessions) for one run.
 	work func() workload
 	// procs are the servers whose CPU is measured during the side's runs,
-	// by label ("warden", "upstream") and pid.
+	// by label ("hop", "upstream") and pid.
 	procs map[string]int
+	// admin is Warden's admin address: its CPU and heap profiles are taken
+	// there at saturation when the benchmark runs with -profile.
+	admin string
 }
 
 // timing is how long the runs of a comparison last.
@@ -29,22 +36,31 @@ type timing struct {
 	rounds  int           // runs per side and load, alternating which side goes first
 }
 
-// comparison measures one scenario on two sides, at fixed rates and at
-// saturation, on the same upstream with the same generator.
+// comparison measures one scenario on several sides, at fixed rates and at
+// saturation, on the same upstream with the same generator: the base
+// (direct) and the hops in front of it, Warden first.
 type comparison struct {
-	group        string
-	base, warden side
-	rates        []float64
+	// id names the scenario in file names (profiles).
+	id    string
+	group string
+	base  side
+	hops  []side
+	rates []float64
 	// workers is the closed loop's concurrency at saturation; satMax bounds
 	// its messages (state for them is set up before the run).
 	workers int
 	satMax  int
-	timing  timing
+	// hot says the workload puts every message in flight on one session:
+	// its throughput target is 0.8 x nginx's rather than nginx's.
+	hot    bool
+	timing timing
 	// unit names what one message is, for the table ("msg/s" or "req/s").
 	unit string
 	// informative drops the targets: DESIGN.md §12 sets them for the
 	// standalone sidecar only.
 	informative bool
+	// profile, when set, is the directory Warden's saturation profiles go to.
+	profile string
 }
 
 // runRecord is one side at one load, kept in the JSON record.
@@ -56,9 +72,9 @@ type runRecord struct {
 	Workers  int          `json:"workers,omitempty"`
 	Summary  load.Summary `json:"summary"`
 	// CPU is what each process used during the runs, in cores (1 = one core
-	// busy the whole time): the side's servers by label, "generator", the
-	// whole "machine", and "other" (the machine minus the benchmark's own
-	// processes: other work sharing the machine).
+	// busy the whole time): the side's servers by label ("hop", "upstream"),
+	// "generator", the whole "machine", and "other" (the machine minus the
+	// benchmark's own processes: other work sharing the machine).
 	CPU map[string]float64 `json:"cpu_cores"`
 }
 
@@ -68,6 +84,12 @@ type outcome struct {
 	figs []report.Figure
 }
 
+// add appends another outcome.
+func (o *outcome) add(p outcome) {
+	o.runs = append(o.runs, p.runs...)
+	o.figs = append(o.figs, p.figs...)
+}
+
 // accum merges the rounds of one side at one load.
 type accum struct {
 	res  *load.Result
@@ -75,8 +97,9 @@ type accum struct {
 	wall float64
 }
 
-// runSide sets up a fresh workload and runs it once.
-func runSide(ctx context.Context, s side, n int, run func(load.Func) *load.Result, a *accum) error {
+// runSide sets up a fresh workload and runs it once; during (if not nil)
+// runs beside it and is waited for.
+func runSide(ctx context.Context, s side, n int, run func(load.Func) *load.Result, a *accum, during func()) error {
 	w := s.work()
 	if err := w.setup(ctx, n); err != nil {
 		return fmt.Errorf("%s setup: %w", s.name, err)
@@ -85,11 +108,16 @@ func runSide(ctx context.Context, s side, n int, run func(load.Func) *load.Resul
 	for label, pid := range s.procs {
 		meters[label] = startCPU(strconv.Itoa(pid))
 	}
+	var side sync.WaitGroup
+	if during != nil {
+		side.Go(during)
+	}
 	busy0, _ := machineBusy()
 	t0 := time.Now()
 	res := run(w.do)
 	wall := time.Since(t0).Seconds()
 	busy1, _ := machineBusy()
+	side.Wait()
 	if a.cpu == nil {
 		a.cpu = map[string]float64{}
 	}
@@ -106,24 +134,32 @@ func runSide(ctx context.Context, s side, n int, run func(load.Func) *load.Resul
 	return ctx.Err()
 }
 
-// measure runs both sides at one load for the configured rounds.
-func (c comparison) measure(ctx context.Context, n int, run func(load.Func) *load.Result) (base, warden *accum, err error) {
-	base, warden = &accum{}, &accum{}
+// sides is the base, then the hops.
+func (c comparison) sides() []side { return append([]side{c.base}, c.hops...) }
+
+// measure runs every side at one load for the configured rounds, rotating
+// which side goes first; accums[0] is the base's, then the hops' in order.
+// profile, when set, is the file stem Warden's profiles of its first round
+// are saved under.
+func (c comparison) measure(ctx context.Context, n int, run func(load.Func) *load.Result, profile string) ([]*accum, error) {
+	sides := c.sides()
+	accums := make([]*accum, len(sides))
+	for i := range accums {
+		accums[i] = &accum{}
+	}
 	for r := range max(c.timing.rounds, 1) {
-		order := []struct {
-			s side
-			a *accum
-		}{{c.base, base}, {c.warden, warden}}
-		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, o := range order {
-			if err := runSide(ctx, o.s, n, run, o.a); err != nil {
-				return nil, nil, err
+		for k := range sides {
+			i := (k + r) % len(sides)
+			var during func()
+			if profile != "" && r == 0 && sides[i].admin != "" {
+				during = func() { c.saveProfiles(ctx, sides[i].admin, profile) }
+			}
+			if err := runSide(ctx, sides[i], n, run, accums[i], during); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return base, warden, nil
+	return accums, nil
 }
 
 // record turns an accumulated side into its JSON record.
@@ -142,10 +178,10 @@ func (c comparison) record(s side, a *accum, loadName string, rate float64, work
 	return r
 }
 
-// errorNote describes the failed messages of both sides, if any.
-func errorNote(b, w runRecord) string {
+// errorNote describes the failed messages of every side, if any.
+func errorNote(recs []runRecord) string {
 	var parts []string
-	for _, r := range []runRecord{b, w} {
+	for _, r := range recs {
 		if s := r.Summary; s.Errors > 0 || s.Dropped > 0 {
 			parts = append(parts, fmt.Sprintf("%s: %d failed, %d dropped (%s)", r.Side, s.Errors, s.Dropped, s.FirstError))
 		}
@@ -171,8 +207,36 @@ func noiseNote(figs []report.Figure, runs []runRecord) {
 	figs[0].Note = strings.TrimPrefix(figs[0].Note+"; "+n, "; ")
 }
 
+// figure is one figure of the table: Warden's value (hops[0]), the other
+// hops' beside it, and the target built from nginx's value when nginx was
+// measured and the comparison has targets.
+func (c comparison) figure(name, unit string, values []float64, target func(nginx float64) *report.Target, note string) report.Figure {
+	f := report.Figure{Group: c.group, Name: name, Value: values[0], Unit: unit, Note: note}
+	for i, h := range c.hops[1:] {
+		f.Baselines = append(f.Baselines, report.Baseline{Side: h.name, Value: values[i+1]})
+	}
+	if nginx, ok := f.Baseline(report.Nginx); ok && target != nil && !c.informative && !math.IsNaN(nginx) {
+		f.Target = target(nginx)
+	}
+	return f
+}
+
+// describe lists every hop's value of one figure, for the log and the
+// figure's name ("direct 500 µs, Warden 900 µs, ...").
+func describe(sides []side, values []float64, unit string) string {
+	parts := make([]string, len(sides))
+	for i, s := range sides {
+		if unit == "µs" {
+			parts[i] = s.name + " " + report.Format(values[i], unit)
+		} else {
+			parts[i] = fmt.Sprintf("%s %.0f %s", s.name, values[i], unit)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // run measures every load and derives the figures: added latency at each
-// fixed rate, Warden's CPU per 1,000 messages a second, and the throughput
+// fixed rate, each hop's CPU per 1,000 messages a second, and the throughput
 // ratio at saturation.
 func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out outcome, err error) {
 	unit := c.unit
@@ -180,39 +244,68 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		unit = "msg/s"
 	}
 	defer func() { noiseNote(out.figs, out.runs) }()
+	sides := c.sides()
+	hopName := "Warden"
+	if len(c.hops) > 0 {
+		hopName = c.hops[0].name
+	}
 	var cpuFig *report.Figure
 	for _, rate := range c.rates {
 		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: c.timing.measure}
-		b, w, err := c.measure(ctx, open.Count(), func(do load.Func) *load.Result { return open.Run(ctx, do) })
+		acc, err := c.measure(ctx, open.Count(), func(do load.Func) *load.Result { return open.Run(ctx, do) }, "")
 		if err != nil {
 			return out, fmt.Errorf("%s at %v %s: %w", c.group, rate, unit, err)
 		}
 		name := fmt.Sprintf("%.0f %s", rate, unit)
-		br, wr := c.record(c.base, b, name, rate, 0), c.record(c.warden, w, name, rate, 0)
-		out.runs = append(out.runs, br, wr)
-		bs, ws := br.Summary, wr.Summary
-		logf("%s at %s: %s p50 %.0f p99 %.0f µs, %s p50 %.0f p99 %.0f µs (errors %d/%d)", c.group, name,
-			c.base.name, bs.P50, bs.P99, c.warden.name, ws.P50, ws.P99, bs.Errors+bs.Dropped, ws.Errors+ws.Dropped)
-		note := errorNote(br, wr)
+		recs := make([]runRecord, len(sides))
+		for i, s := range sides {
+			recs[i] = c.record(s, acc[i], name, rate, 0)
+		}
+		out.runs = append(out.runs, recs...)
+		var errs int64
+		p50, p99 := make([]float64, len(sides)), make([]float64, len(sides))
+		for i, r := range recs {
+			p50[i], p99[i] = r.Summary.P50, r.Summary.P99
+			errs += r.Summary.Errors + r.Summary.Dropped
+		}
+		logf("%s at %s: p50 %s; p99 %s (errors %d)", c.group, name, describe(sides, p50, "µs"), describe(sides, p99, "µs"), errs)
+		note := errorNote(recs)
+		bs := recs[0].Summary
 		for _, p := range []struct {
 			label  string
-			b, w   float64
-			target *report.Target
-		}{{"p50", bs.P50, ws.P50, report.AddedP50}, {"p90", bs.P90, ws.P90, nil}, {"p99", bs.P99, ws.P99, report.AddedP99}} {
-			if c.informative {
-				p.target = nil
+			get    func(load.Summary) float64
+			target func(float64) *report.Target
+		}{
+			{"p50", func(s load.Summary) float64 { return s.P50 }, report.AddedP50},
+			{"p90", func(s load.Summary) float64 { return s.P90 }, nil},
+			{"p99", func(s load.Summary) float64 { return s.P99 }, report.AddedP99},
+		} {
+			added := make([]float64, len(c.hops))
+			abs := make([]float64, len(sides))
+			for i, r := range recs {
+				abs[i] = p.get(r.Summary)
+				if i > 0 {
+					added[i-1] = abs[i] - p.get(bs)
+				}
 			}
-			out.figs = append(out.figs, report.Figure{Group: c.group,
-				Name:  fmt.Sprintf("added %s at %s (%s %s, %s %s)", p.label, name, c.base.name, report.Format(p.b, "µs"), c.warden.name, report.Format(p.w, "µs")),
-				Value: p.w - p.b, Unit: "µs", Target: p.target, Note: note})
+			out.figs = append(out.figs, c.figure(fmt.Sprintf("added %s at %s (%s %s)", p.label, name, c.base.name, report.Format(abs[0], "µs")), "µs", added, p.target, note))
 			note = "" // once per rate
 		}
-		if cpu := wr.CPU["warden"]; cpu > 0 && ws.Throughput > 0 {
-			label := fmt.Sprintf("Warden CPU per 1,000 %s (measured at %s)", unit, name)
-			if up := br.CPU["upstream"]; up > 0 && bs.Throughput > 0 {
-				label = fmt.Sprintf("Warden CPU per 1,000 %s (measured at %s; the upstream itself, direct: %s)", unit, name, report.Format(100*up/(bs.Throughput/1000), "% core"))
+		// CPU per 1,000 messages a second, of each hop's own process
+		cpu := make([]float64, len(c.hops))
+		for i, r := range recs[1:] {
+			cpu[i] = math.NaN()
+			if r.CPU["hop"] > 0 && r.Summary.Throughput > 0 {
+				cpu[i] = 100 * r.CPU["hop"] / (r.Summary.Throughput / 1000)
 			}
-			cpuFig = &report.Figure{Group: c.group, Name: label, Value: 100 * cpu / (ws.Throughput / 1000), Unit: "% core"}
+		}
+		if !math.IsNaN(cpu[0]) {
+			label := fmt.Sprintf("%s CPU per 1,000 %s (measured at %s)", hopName, unit, name)
+			if up := recs[0].CPU["upstream"]; up > 0 && bs.Throughput > 0 {
+				label = fmt.Sprintf("hop CPU per 1,000 %s (measured at %s; the upstream itself, direct: %s)", unit, name, report.Format(100*up/(bs.Throughput/1000), "% core"))
+			}
+			f := c.figure(label, "% core", cpu, report.CPUPer1000, "")
+			cpuFig = &f
 		}
 	}
 	if cpuFig != nil {
@@ -220,30 +313,42 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 	}
 	if c.workers > 0 {
 		closed := load.Closed{Workers: c.workers, Max: c.satMax, Warmup: c.timing.warmup, Duration: c.timing.measure}
-		b, w, err := c.measure(ctx, c.satMax, func(do load.Func) *load.Result { return closed.Run(ctx, do) })
+		profile := ""
+		if c.profile != "" {
+			profile = filepath.Join(c.profile, c.id)
+		}
+		acc, err := c.measure(ctx, c.satMax, func(do load.Func) *load.Result { return closed.Run(ctx, do) }, profile)
 		if err != nil {
 			return out, fmt.Errorf("%s at saturation: %w", c.group, err)
 		}
 		name := fmt.Sprintf("saturation, %d in flight", c.workers)
-		br, wr := c.record(c.base, b, name, 0, c.workers), c.record(c.warden, w, name, 0, c.workers)
-		out.runs = append(out.runs, br, wr)
-		bs, ws := br.Summary, wr.Summary
-		logf("%s at %s: %s %.0f %s, %s %.0f %s", c.group, name, c.base.name, bs.Throughput, unit, c.warden.name, ws.Throughput, unit)
-		ratio := 0.0
-		if bs.Throughput > 0 {
-			ratio = ws.Throughput / bs.Throughput
+		if c.hot {
+			name += " on one session"
 		}
-		note := errorNote(br, wr)
-		if g := br.CPU["generator"]; g > 0.9 {
+		recs := make([]runRecord, len(sides))
+		tput := make([]float64, len(sides))
+		for i, s := range sides {
+			recs[i] = c.record(s, acc[i], name, 0, c.workers)
+			tput[i] = recs[i].Summary.Throughput
+		}
+		out.runs = append(out.runs, recs...)
+		logf("%s at %s: %s", c.group, name, describe(sides, tput, unit))
+		ratio := make([]float64, len(c.hops))
+		for i := range c.hops {
+			ratio[i] = math.NaN()
+			if tput[0] > 0 {
+				ratio[i] = tput[i+1] / tput[0]
+			}
+		}
+		note := errorNote(recs)
+		if g := recs[0].CPU["generator"]; g > 0.9 {
 			note = strings.TrimPrefix(note+fmt.Sprintf("; the generator used %.0f%% of its core against %s: it may limit that figure", 100*g, c.base.name), "; ")
 		}
 		target := report.ThroughputRatio
-		if c.informative {
-			target = nil
+		if c.hot {
+			target = report.HotSessionRatio
 		}
-		out.figs = append(out.figs, report.Figure{Group: c.group,
-			Name:  fmt.Sprintf("throughput ratio at saturation, %d in flight (%s %.0f %s, %s %.0f %s)", c.workers, c.base.name, bs.Throughput, unit, c.warden.name, ws.Throughput, unit),
-			Value: ratio, Unit: "ratio", Target: target, Note: note})
+		out.figs = append(out.figs, c.figure(fmt.Sprintf("throughput ratio at %s (%s %.0f %s, %s %.0f)", name, c.base.name, tput[0], unit, hopName, tput[1]), "ratio", ratio, target, note))
 	}
 	return out, nil
 }

@@ -157,3 +157,58 @@ func TestChartPanels(t *testing.T) {
 		t.Fatalf("panels %q, want %q", strings.Join(got, "|"), want)
 	}
 }
+
+func TestNginxConf(t *testing.T) {
+	tests := []struct {
+		proto string
+		want  []string
+		not   []string
+	}{
+		{"grpc", []string{"listen 127.0.0.1:9000 http2;", "grpc_pass grpc://upstream;", "server 127.0.0.1:8000;", "keepalive 64;"}, []string{"proxy_pass"}},
+		{"http", []string{"listen 127.0.0.1:9000;", "proxy_pass http://upstream;", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "proxy_buffering off;"}, []string{"grpc_pass", "http2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.proto, func(t *testing.T) {
+			conf := nginxConf("/tmp/x", "127.0.0.1:9000", tc.proto, "127.0.0.1:8000")
+			for _, w := range append(tc.want, "master_process off;", "daemon off;", "worker_processes 1;", "error_log stderr", "pid /tmp/x/nginx.pid;") {
+				if !strings.Contains(conf, w) {
+					t.Errorf("config lacks %q:\n%s", w, conf)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(conf, n) {
+					t.Errorf("config has %q:\n%s", n, conf)
+				}
+			}
+		})
+	}
+}
+
+func TestTaskSessions(t *testing.T) {
+	many := &taskWork{sessions: make([]string, 10)}
+	hot := &taskWork{hot: true, sessions: make([]string, 3)}
+	// 16 messages in flight: on 10 sessions for the many-sessions workload,
+	// on one for the hot one
+	inFlight := func(w *taskWork, from int) map[int]bool {
+		seen := map[int]bool{}
+		for i := from; i < from+16; i++ {
+			seen[w.session(i)] = true
+		}
+		return seen
+	}
+	if got := len(inFlight(many, 500)); got != 10 {
+		t.Errorf("many sessions: 16 in flight on %d sessions, want 10", got)
+	}
+	if got := len(inFlight(hot, hotSessionUpdates+10)); got != 1 {
+		t.Errorf("hot session: 16 in flight on %d sessions, want 1", got)
+	}
+	counts := map[int]int{}
+	for i := range 10 * updatesPerSession {
+		counts[many.session(i)]++
+	}
+	for k, n := range counts {
+		if n != updatesPerSession {
+			t.Errorf("session %d got %d updates, want %d", k, n, updatesPerSession)
+		}
+	}
+}

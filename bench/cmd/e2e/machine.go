@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 )
@@ -16,6 +17,8 @@ type machine struct {
 	// GOMAXPROCS says how the cores were shared between the generator,
 	// Warden and the servers behind it.
 	GOMAXPROCS map[string]string `json:"gomaxprocs"`
+	// Nginx is `nginx -v` of the reference hop ("" when not installed).
+	Nginx string `json:"nginx,omitempty"`
 }
 
 // describeMachine reads the CPU model from /proc/cpuinfo and the kernel
@@ -31,6 +34,10 @@ func describeMachine(procs map[string]string) machine {
 			}
 		}
 		f.Close()
+	}
+	if bin := nginxBin(); bin != "" {
+		out, _ := exec.Command(bin, "-v").CombinedOutput()
+		m.Nginx = strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: ")
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))

@@ -29,6 +29,11 @@ const (
 // what is measured.
 const updatesPerSession = 100
 
+// hotSessionUpdates is how many TaskUpdates go to one session in the hot
+// session workload: every message in flight is on the same session, and a
+// fresh session takes over before its history slows the runtime down.
+const hotSessionUpdates = 1000
+
 // handoffBlock is how many sessions get their HandoffOffer before the first
 // of them gets its HandoffAccept, so that an accept rarely waits for its
 // offer's answer.
@@ -122,13 +127,25 @@ func parallel(ctx context.Context, n int, f func(ctx context.Context, i int) err
 
 // taskWork sends TaskUpdates from the assignee, updatesPerSession to each
 // session, in sessions set up with SessionStart, TaskRequest and TaskAccept.
+// The sessions take turns (message i goes to session i mod their number), so
+// that the messages in flight at saturation are on as many sessions; with hot
+// set, hotSessionUpdates go to one session before the next, so that every
+// message in flight is on the same session.
 type taskWork struct {
 	c        *macpClient
+	hot      bool
 	sessions []string
 }
 
+func (w *taskWork) per() int {
+	if w.hot {
+		return hotSessionUpdates
+	}
+	return updatesPerSession
+}
+
 func (w *taskWork) setup(ctx context.Context, n int) error {
-	w.sessions = make([]string, (n+updatesPerSession-1)/updatesPerSession)
+	w.sessions = make([]string, (n+w.per()-1)/w.per())
 	for i := range w.sessions {
 		w.sessions[i] = newSessionID()
 	}
@@ -144,8 +161,16 @@ func (w *taskWork) setup(ctx context.Context, n int) error {
 	})
 }
 
+// session is the session message i goes to.
+func (w *taskWork) session(i int) int {
+	if w.hot {
+		return i / hotSessionUpdates
+	}
+	return i % len(w.sessions)
+}
+
 func (w *taskWork) do(ctx context.Context, i int) error {
-	k := i / updatesPerSession
+	k := w.session(i)
 	if k >= len(w.sessions) {
 		return fmt.Errorf("message %d beyond the %d sessions set up", i, len(w.sessions))
 	}

@@ -45,6 +45,8 @@ func run() error {
 	wardenProcs := flag.Int("warden-procs", 1, "GOMAXPROCS of Warden and of the baseline Go servers")
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
+	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
+	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
 	flag.Parse()
 	if *nullAuthz != "" {
@@ -73,8 +75,17 @@ func run() error {
 	b := &bench{wardenBin: *wardenBin, runtimeBin: *runtimeBin, self: self, logDir: logDir, wardenProcs: *wardenProcs, quick: *quick,
 		// four short rounds per side rather than one long one: the machine is
 		// shared, and alternating often spreads other work evenly over both sides
-		timing: timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
-		logf:   func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) }}
+		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
+		logf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
+		profile: *profile}
+	if *wardenEnv != "" {
+		b.wardenEnv = strings.Split(*wardenEnv, ",")
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return err
+		}
+	}
 	if *quick {
 		b.timing = timing{warmup: 300 * time.Millisecond, measure: 1500 * time.Millisecond, rounds: 1}
 	}
@@ -82,11 +93,13 @@ func run() error {
 		Date:  started.Format(time.RFC3339),
 		Quick: *quick,
 		Machine: describeMachine(map[string]string{
-			"generator":           strconv.Itoa(*genProcs),
-			"warden":              strconv.Itoa(*wardenProcs),
-			"null ext_authz":      strconv.Itoa(*wardenProcs),
-			"mcp servers (Go)":    strconv.Itoa(*wardenProcs),
-			"macp-runtime (Rust)": fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
+			"generator":            strconv.Itoa(*genProcs),
+			"warden":               strconv.Itoa(*wardenProcs),
+			"null ext_authz":       strconv.Itoa(*wardenProcs),
+			"null Go pass-through": strconv.Itoa(*wardenProcs),
+			"nginx":                "1 worker process",
+			"mcp servers (Go)":     strconv.Itoa(*wardenProcs),
+			"macp-runtime (Rust)":  fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
 		}),
 		Timing: timingRecord{Warmup: b.timing.warmup.String(), Measure: b.timing.measure.String(), Rounds: b.timing.rounds},
 	}

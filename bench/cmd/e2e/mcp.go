@@ -223,8 +223,7 @@ func (b *bench) mcp(ctx context.Context, fixtureBin string) (outcome, error) {
 	var all outcome
 	for _, s := range servers {
 		out, err := b.mcpServer(ctx, s)
-		all.runs = append(all.runs, out.runs...)
-		all.figs = append(all.figs, out.figs...)
+		all.add(out)
 		if err != nil {
 			return all, err
 		}
@@ -253,27 +252,45 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 		return outcome{}, err
 	}
 	defer w.stop()
-	direct, through := newMCPClient("http://"+addr+"/mcp"), newMCPClient("http://"+wAddr+"/mcp")
+	direct := newMCPClient("http://" + addr + "/mcp")
 	defer direct.close()
-	defer through.close()
+	var clients []*mcpClient
+	defer func() {
+		for _, c := range clients {
+			c.close()
+		}
+	}()
+	// each hop's side carries the workload's factory through wl below
+	var wl mcpWorkload
+	hops, stop, err := b.hops(s.id, w, wAddr, "mcp", addr, func(name, hopAddr string, p *proc) side {
+		c := newMCPClient("http://" + hopAddr + "/mcp")
+		clients = append(clients, c)
+		return side{name: name, work: func() workload { return wl.work(c) }, procs: map[string]int{"hop": p.pid(), "upstream": up.pid()}}
+	})
+	defer stop()
+	if err != nil {
+		return outcome{}, err
+	}
 	var all outcome
-	for _, wl := range s.workloads {
+	for i := range s.workloads {
+		wl = s.workloads[i]
 		if wl.rates == nil {
 			wl.rates = b.mcpRates()
 		}
 		c := comparison{
+			id:      fmt.Sprintf("%s-%d", s.id, i),
 			group:   wl.group,
 			base:    side{name: "direct", work: func() workload { return wl.work(direct) }, procs: map[string]int{"upstream": up.pid()}},
-			warden:  side{name: "Warden", work: func() workload { return wl.work(through) }, procs: map[string]int{"warden": w.pid(), "upstream": up.pid()}},
+			hops:    hops,
 			rates:   wl.rates,
 			workers: 16,
 			satMax:  int(15000 * (b.timing.warmup + b.timing.measure).Seconds()),
 			timing:  b.timing,
 			unit:    "req/s",
+			profile: b.profile,
 		}
 		out, err := c.run(ctx, b.logf)
-		all.runs = append(all.runs, out.runs...)
-		all.figs = append(all.figs, out.figs...)
+		all.add(out)
 		if err != nil {
 			return all, err
 		}

@@ -41,17 +41,14 @@ func (b *bench) memory(ctx context.Context, counts []int) (outcome, []memoryPoin
 	if err != nil {
 		return outcome{}, nil, err
 	}
-	admin, err := freeAddr()
-	if err != nil {
-		return outcome{}, nil, err
-	}
 	largest := counts[len(counts)-1]
 	w, err := b.startWarden("warden-memory", wAddr, "--macp-listen", wAddr, "--macp-upstream", rtAddr,
-		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--admin-listen", admin, "--sessions", strconv.Itoa(2*largest))
+		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--sessions", strconv.Itoa(2*largest))
 	if err != nil {
 		return outcome{}, nil, err
 	}
 	defer w.stop()
+	admin := w.admin
 	c, err := dialMACP(wAddr)
 	if err != nil {
 		return outcome{}, nil, err

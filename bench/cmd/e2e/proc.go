@@ -21,6 +21,10 @@ type proc struct {
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
+	// admin is Warden's admin (and pprof) address, if it has one.
+	admin string
+	// cleanup runs after the process exited (nginx's temporary directory).
+	cleanup func()
 }
 
 // startProc starts bin on loopback with env added to the benchmark's own
@@ -91,6 +95,9 @@ func (p *proc) stop() {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+	if p.cleanup != nil {
+		p.cleanup()
 	}
 }
 

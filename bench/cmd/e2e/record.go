@@ -68,6 +68,9 @@ func (r record) heading() string {
 	h := fmt.Sprintf("%s, %s; %s, %d cores, %s; GOMAXPROCS: generator %s, Warden %s, runtime %s; each run %s warm-up + %s measured, %d round(s) per side, alternating which side goes first; %.0f s wall",
 		r.Date, kind, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.GOMAXPROCS["generator"], r.Machine.GOMAXPROCS["warden"],
 		r.Machine.GOMAXPROCS["macp-runtime (Rust)"], r.Timing.Warmup, r.Timing.Measure, r.Timing.Rounds, r.WallSeconds)
+	if r.Machine.Nginx != "" {
+		h += fmt.Sprintf("; baselines beside Warden: a null Go pass-through (bench/cmd/null, GOMAXPROCS %s) and %s (one process, master_process off), each in the same rounds", r.Machine.GOMAXPROCS["warden"], r.Machine.Nginx)
+	}
 	if mean, most := r.otherCPU(); most > 0 {
 		h += fmt.Sprintf("; other work shared the machine: %.2f cores on average during the runs, %.2f at most (/proc/stat minus the benchmark's processes)", mean, most)
 	}

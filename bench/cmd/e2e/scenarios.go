@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"sync"
+
+	"github.com/agentwarden/warden/bench/report"
 )
 
 // bench holds what every scenario shares: the binaries, the settings and
@@ -19,6 +24,15 @@ type bench struct {
 	quick       bool
 	timing      timing
 	logf        func(string, ...any)
+	// wardenEnv is added to Warden's environment (-warden-env), for
+	// diagnosis: GODEBUG=gctrace=1, GOGC=...
+	wardenEnv []string
+	// profile is -profile: where Warden's saturation profiles go ("": none).
+	profile string
+	// nullOnce builds the null Go pass-through (bench/cmd/null) once.
+	nullOnce sync.Once
+	nullPath string
+	nullErr  error
 }
 
 // runtimeEnv is the runtime's environment, as in test/peers_test.go, with its
@@ -40,11 +54,81 @@ func (b *bench) startRuntime() (*proc, string, error) {
 	return p, addr, err
 }
 
-// startWarden starts `warden serve` with GOMAXPROCS pinned and waits for
-// listen.
+// startWarden starts `warden serve` with GOMAXPROCS pinned, its admin port
+// (metrics, pprof) on a free loopback port, and waits for listen.
 func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) {
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
+	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(append([]string{"serve"}, args...), "--admin-listen", admin)...)
+	if err != nil {
+		return nil, err
+	}
+	p.admin = admin
+	return p, nil
+}
+
+// startNull starts the null Go pass-through (bench/cmd/null, built on first
+// use) on listen, relaying to upstream: proto is "macp" (gRPC) or "mcp"
+// (HTTP, upstream a URL).
+func (b *bench) startNull(name, listen, proto, upstream string) (*proc, error) {
+	b.nullOnce.Do(func() {
+		b.nullPath = filepath.Join(b.logDir, "nullhop")
+		if out, err := exec.Command("go", "build", "-o", b.nullPath, "./bench/cmd/null").CombinedOutput(); err != nil {
+			b.nullErr = fmt.Errorf("go build ./bench/cmd/null: %v %s", err, out)
+		}
+	})
+	if b.nullErr != nil {
+		return nil, b.nullErr
+	}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}
-	return startProc(b.logDir, name, listen, env, b.wardenBin, append([]string{"serve"}, args...)...)
+	return startProc(b.logDir, name, listen, env, b.nullPath, "-listen", listen, "-"+proto, upstream)
+}
+
+// hops starts the hops of a comparison in front of an upstream: Warden
+// (already started), the null Go pass-through and nginx. newSide makes a
+// side that reaches the upstream through a hop's address; stop stops them.
+// nginx is left out, with a log line, when it is not installed.
+func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide func(name, addr string, p *proc) side) (hops []side, stop func(), err error) {
+	var started []*proc
+	stop = func() {
+		for _, p := range started {
+			p.stop()
+		}
+	}
+	hops = []side{newSide("Warden", wAddr, w)}
+	hops[0].admin = w.admin
+	nAddr, err := freeAddr()
+	if err != nil {
+		return nil, stop, err
+	}
+	nullUp, ngProto := upstream, "grpc"
+	if proto == "mcp" {
+		nullUp, ngProto = "http://"+upstream, "http"
+	}
+	n, err := b.startNull("null-"+id, nAddr, proto, nullUp)
+	if err != nil {
+		return nil, stop, err
+	}
+	started = append(started, n)
+	hops = append(hops, newSide(report.NullHop, nAddr, n))
+	if nginxBin() == "" {
+		b.logf("%s: nginx is not installed (scripts/peers.sh all installs it): no nginx baseline, no targets", id)
+		return hops, stop, nil
+	}
+	gAddr, err := freeAddr()
+	if err != nil {
+		return nil, stop, err
+	}
+	g, err := b.startNginx("nginx-"+id, gAddr, ngProto, upstream)
+	if err != nil {
+		return nil, stop, err
+	}
+	started = append(started, g)
+	hops = append(hops, newSide(report.Nginx, gAddr, g))
+	return hops, stop, nil
 }
 
 // macpRates are the fixed rates of the MACP scenarios, in messages per
@@ -56,58 +140,95 @@ func (b *bench) macpRates() []float64 {
 	return []float64{200, 500, 1000}
 }
 
-// macp compares the runtime direct and through Warden for one workload.
-func (b *bench) macp(ctx context.Context, id, group string, newWork func(*macpClient) workload) (outcome, error) {
+// macpWorkload is one comparison run against the runtime.
+type macpWorkload struct {
+	id, group string
+	work      func(*macpClient) workload
+	// hot: saturation only, every message in flight on one session.
+	hot bool
+}
+
+// macp compares the runtime direct, through Warden, through the null Go
+// pass-through and through nginx, for each workload.
+func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) {
 	rt, rtAddr, err := b.startRuntime()
 	if err != nil {
 		return outcome{}, err
 	}
 	defer rt.stop()
+	id := wls[0].id
 	wAddr, err := freeAddr()
 	if err != nil {
 		return outcome{}, err
 	}
-	admin, err := freeAddr()
-	if err != nil {
-		return outcome{}, err
-	}
 	w, err := b.startWarden("warden-"+id, wAddr, "--macp-listen", wAddr, "--macp-upstream", rtAddr,
-		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000", "--admin-listen", admin)
+		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000")
 	if err != nil {
 		return outcome{}, err
 	}
 	defer w.stop()
-	b.logf("%s: runtime %s, Warden %s (pid %d, admin and pprof on %s)", group, rtAddr, wAddr, w.pid(), admin)
+	b.logf("%s: runtime %s, Warden %s (pid %d, admin and pprof on %s)", id, rtAddr, wAddr, w.pid(), w.admin)
 	direct, err := dialMACP(rtAddr)
 	if err != nil {
 		return outcome{}, err
 	}
 	defer direct.close()
-	through, err := dialMACP(wAddr)
+	var clients []*macpClient
+	defer func() {
+		for _, c := range clients {
+			c.close()
+		}
+	}()
+	// each hop's side carries the workload's factory through wl below
+	var wl macpWorkload
+	hops, stop, err := b.hops(id, w, wAddr, "macp", rtAddr, func(name, addr string, p *proc) side {
+		c, derr := dialMACP(addr)
+		if derr != nil { // grpc.NewClient fails only on a malformed target
+			panic(derr)
+		}
+		clients = append(clients, c)
+		return side{name: name, work: func() workload { return wl.work(c) }, procs: map[string]int{"hop": p.pid(), "upstream": rt.pid()}}
+	})
+	defer stop()
 	if err != nil {
 		return outcome{}, err
 	}
-	defer through.close()
-	c := comparison{
-		group:   group,
-		base:    side{name: "direct", work: func() workload { return newWork(direct) }, procs: map[string]int{"upstream": rt.pid()}},
-		warden:  side{name: "Warden", work: func() workload { return newWork(through) }, procs: map[string]int{"warden": w.pid(), "upstream": rt.pid()}},
-		rates:   b.macpRates(),
-		workers: 16,
-		satMax:  int(6000 * (b.timing.warmup + b.timing.measure).Seconds()),
-		timing:  b.timing,
+	var all outcome
+	for _, wl = range wls {
+		c := comparison{
+			id:      wl.id,
+			group:   wl.group,
+			base:    side{name: "direct", work: func() workload { return wl.work(direct) }, procs: map[string]int{"upstream": rt.pid()}},
+			hops:    hops,
+			rates:   b.macpRates(),
+			workers: 16,
+			satMax:  int(6000 * (b.timing.warmup + b.timing.measure).Seconds()),
+			timing:  b.timing,
+			profile: b.profile,
+		}
+		if wl.hot {
+			c.rates, c.hot = nil, true
+		}
+		out, err := c.run(ctx, b.logf)
+		all.add(out)
+		if err != nil {
+			return all, err
+		}
 	}
-	return c.run(ctx, b.logf)
+	return all, nil
 }
 
-// macpTask is the TaskUpdate scenario.
+// macpTask is the TaskUpdate scenario: many sessions, then one hot session.
 func (b *bench) macpTask(ctx context.Context) (outcome, error) {
-	return b.macp(ctx, "task", "MACP task (TaskUpdate)", func(c *macpClient) workload { return &taskWork{c: c} })
+	return b.macp(ctx,
+		macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }},
+		macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
+			work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
 }
 
 // macpHandoff is the HandoffOffer/HandoffAccept scenario.
 func (b *bench) macpHandoff(ctx context.Context) (outcome, error) {
-	return b.macp(ctx, "handoff", "MACP handoff (Offer/Accept)", func(c *macpClient) workload { return &handoffWork{c: c} })
+	return b.macp(ctx, macpWorkload{id: "handoff", group: "MACP handoff (Offer/Accept)", work: func(c *macpClient) workload { return &handoffWork{c: c} }})
 }
 
 // extAuthz compares Warden's ext_authz Check with a null ext_authz server
@@ -151,10 +272,16 @@ func (b *bench) extAuthz(ctx context.Context) (outcome, error) {
 		if !allow {
 			group = "ext_authz Check, TaskUpdate denied"
 		}
+		id := "extauthz-allow"
+		if !allow {
+			id = "extauthz-deny"
+		}
 		c := comparison{
+			id:      id,
 			group:   group,
 			base:    side{name: "null ext_authz", work: func() workload { return &checkWork{c: base, allow: allow} }, procs: map[string]int{"null ext_authz": null.pid()}},
-			warden:  side{name: "Warden", work: func() workload { return &checkWork{c: through, allow: allow} }, procs: map[string]int{"warden": w.pid()}},
+			hops:    []side{{name: "Warden", work: func() workload { return &checkWork{c: through, allow: allow} }, procs: map[string]int{"hop": w.pid()}, admin: w.admin}},
+			profile: b.profile,
 			rates:   rates,
 			workers: 16,
 			satMax:  int(15000 * (b.timing.warmup + b.timing.measure).Seconds()),
@@ -167,8 +294,7 @@ func (b *bench) extAuthz(ctx context.Context) (outcome, error) {
 		if err != nil {
 			return all, err
 		}
-		all.runs = append(all.runs, out.runs...)
-		all.figs = append(all.figs, out.figs...)
+		all.add(out)
 	}
 	return all, nil
 }
