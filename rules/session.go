@@ -191,8 +191,12 @@ func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 // touching s. Participants and Policy are immutable and shared.
 func (s *Session) clone() *Session {
 	c := *s
-	c.seen = slices.Clone(s.seen)
-	c.senders = slices.Clone(s.senders)
+	// The accepted ids and senders are only appended to: the copy shares
+	// them with its capacity cut to their length, so an append reallocates
+	// instead of writing into s's array (copied once per accepted message,
+	// not on every decision).
+	c.seen = s.seen[:len(s.seen):len(s.seen)]
+	c.senders = s.senders[:len(s.senders):len(s.senders)]
 	if s.task != nil {
 		t := *s.task
 		t.rejected = slices.Clone(s.task.rejected)
