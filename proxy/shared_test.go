@@ -272,3 +272,32 @@ func TestSharedStoreFaults(t *testing.T) {
 		t.Fatalf("the status read from the upstream was not written back: %q", got)
 	}
 }
+
+// TestSharedStatusWrittenOnce: the status a decision just read from the
+// store is not written back when the upstream's answer repeats it; a new
+// one is.
+func TestSharedStatusWrittenOnce(t *testing.T) {
+	store := newMemStore()
+	e := replicas(t, 1, store)[0]
+	e.TaskCreated("w", alice, mcp.StatusWorking)
+	ops := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.ops }
+	for _, tc := range []struct {
+		name, observed string
+		writes         int
+	}{
+		{"same status", mcp.StatusWorking, 0},
+		{"new status", mcp.StatusInputRequired, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enforceTask(t, e, taskReq(mcp.MethodGet, alice, "w", true)).Settle(true)
+			before := ops()
+			e.TaskObserved("w", tc.observed)
+			if got := ops() - before; got != tc.writes {
+				t.Fatalf("%d store operations, want %d", got, tc.writes)
+			}
+			if s, _ := store.Claim(context.Background(), "w", alice); s != tc.observed {
+				t.Fatalf("store status %q, want %q", s, tc.observed)
+			}
+		})
+	}
+}

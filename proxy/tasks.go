@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -47,7 +48,15 @@ type task struct {
 	owner  string
 	status string
 	steers int // accepted since the status last changed
+	// synced is when status was last read from or written to the shared
+	// store: an observation of the same status soon after is not written
+	// again (a tasks/get pays one round trip to the store, not two).
+	synced time.Time
 }
+
+// syncedFor is how long a status read from the shared store is taken as
+// the store's without asking again.
+const syncedFor = time.Second
 
 // tasks is the bounded table of MCP tasks, keyed by the upstream's task ID.
 type tasks struct {
@@ -105,15 +114,35 @@ func (e *Enforcer) observe(ctx context.Context, id, status string) error {
 	if !mcp.KnownStatus(status) {
 		return nil
 	}
-	if t := e.tasks.get(id, false); t != nil {
+	t := e.tasks.get(id, false)
+	if t != nil {
 		t.mu.Lock()
+		fresh := e.store != nil && t.status == status && time.Since(t.synced) < syncedFor
 		t.setStatus(status)
 		t.mu.Unlock()
+		if fresh {
+			return nil
+		}
 	}
 	if e.store == nil {
 		return nil
 	}
-	return e.store.Observe(ctx, id, status)
+	if err := e.store.Observe(ctx, id, status); err != nil {
+		return err
+	}
+	if t != nil {
+		t.sync(status)
+	}
+	return nil
+}
+
+// sync notes that the shared store holds status for the task.
+func (t *task) sync(status string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status == status {
+		t.synced = time.Now()
+	}
 }
 
 // TaskOwner returns the principal that created a task, when Warden knows it:
@@ -223,6 +252,9 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 				return Decision{}, fmt.Errorf("read the shared state of task %s: %w", req.TaskID, err)
 			}
 			status = s
+			t.mu.Lock()
+			t.status, t.synced = s, time.Now()
+			t.mu.Unlock()
 		}
 		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
 			s, err := req.Status(ctx)
