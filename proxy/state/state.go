@@ -145,26 +145,25 @@ func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []stri
 	return v, nil
 }
 
-// claim: a verified handle proves the owner; returns {status, steers}.
-var claim = redis.NewScript(`
-redis.call('HSET', KEYS[1], 'o', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('HMGET', KEYS[1], 's', 'n')`)
-
 // Claim records that owner owns task id (the caller verified a handle that
 // proves it), refreshes the entry's expiry and returns the task's status
-// ("" when unknown).
+// ("" when unknown). It is the one round trip of most decisions: a
+// MULTI/EXEC transaction, cheaper on the server than a script.
 func (r *Redis) Claim(ctx context.Context, id, owner string) (string, error) {
-	v, err := r.run(ctx, claim, "claim task", []string{r.key(id)}, owner, r.ttl())
-	if err != nil {
-		return "", err
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	k := r.key(id)
+	var status *redis.StringCmd
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, k, "o", owner)
+		p.PExpire(ctx, k, r.cfg.TTL)
+		status = p.HGet(ctx, k, "s")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
 	}
-	a, _ := v.([]any)
-	if len(a) == 0 {
-		return "", nil
-	}
-	s, _ := a[0].(string)
-	return s, nil
+	return status.Val(), nil
 }
 
 // create: the upstream created the task for owner; a new status resets the

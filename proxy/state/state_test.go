@@ -21,7 +21,13 @@ func redisServer(t *testing.T) (addr string, stop func()) {
 	return addr, stop
 }
 
-func redisProcess(t *testing.T) (addr string, stop func(), proc *os.Process) {
+func redisServerB(b *testing.B) (addr string, stop func()) {
+	b.Helper()
+	addr, stop, _ = redisProcess(b)
+	return addr, stop
+}
+
+func redisProcess(t testing.TB) (addr string, stop func(), proc *os.Process) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
