@@ -52,6 +52,29 @@ type PolicySource interface {
 	Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error)
 }
 
+// TaskStore is the MCP task table Warden replicas share (proxy/state keeps
+// it in Redis). This replica's table stays in front of it as a cache of task
+// owners, which never change; status and steer counts are read from the
+// store at each decision. An error means the store could not be reached:
+// the decision fails closed.
+type TaskStore interface {
+	// Claim records that owner owns task id (a verified handle proves it)
+	// and returns the task's status, "" when unknown.
+	Claim(ctx context.Context, id, owner string) (status string, err error)
+	// Create records a task the upstream created for owner.
+	Create(ctx context.Context, id, owner, status string) error
+	// Observe records a status the upstream reported for a known task; a
+	// change restarts its steer count.
+	Observe(ctx context.Context, id, status string) error
+	// Steer reserves a place in the task's steer queue unless max (> 0) are
+	// taken, atomically across replicas; queued is the count before.
+	Steer(ctx context.Context, id string, max int) (reserved bool, queued int, err error)
+	// Unsteer gives a reserved place back.
+	Unsteer(ctx context.Context, id string) error
+	// Owners returns each task's owner, "" when unknown.
+	Owners(ctx context.Context, ids []string) ([]string, error)
+}
+
 // Observer is told of every decision and how long it took: the metrics hook.
 type Observer interface {
 	Decided(d Decision, took time.Duration)
@@ -69,8 +92,11 @@ type Options struct {
 	// Policies fetches unknown policy_versions at SessionStart; nil means
 	// only registered policies bind.
 	PolicySource PolicySource
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Tasks is the MCP task table shared with other replicas; nil means
+	// this replica's own table only.
+	Tasks  TaskStore
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Request is one message to decide: an envelope, or a control operation
@@ -103,6 +129,7 @@ type Enforcer struct {
 	snap      atomic.Pointer[snapshot]
 	table     *table
 	tasks     *tasks
+	store     TaskStore
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource
@@ -132,7 +159,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
+	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

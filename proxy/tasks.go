@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -47,7 +48,15 @@ type task struct {
 	owner  string
 	status string
 	steers int // accepted since the status last changed
+	// synced is when status was last read from or written to the shared
+	// store: an observation of the same status soon after is not written
+	// again (a tasks/get pays one round trip to the store, not two).
+	synced time.Time
 }
+
+// syncedFor is how long a status read from the shared store is taken as
+// the store's without asking again.
+const syncedFor = time.Second
 
 // tasks is the bounded table of MCP tasks, keyed by the upstream's task ID.
 type tasks struct {
@@ -74,36 +83,129 @@ func (ts *tasks) get(id string, create bool) *task {
 	return t
 }
 
-// TaskCreated records a task the upstream created for owner.
+// TaskCreated records a task the upstream created for owner. With a shared
+// store, a write that fails is logged and the task stays known here: its
+// handle still proves its owner on every replica, and other replicas list it
+// once its owner used it through them.
 func (e *Enforcer) TaskCreated(id, owner, status string) {
 	t := e.tasks.get(id, true)
 	t.mu.Lock()
 	t.owner = owner
 	t.setStatus(status)
 	t.mu.Unlock()
+	if e.store != nil {
+		if err := e.store.Create(context.Background(), id, owner, status); err != nil {
+			e.log.Warn("could not record a task in the shared state", "task_id", id, "err", err)
+		}
+	}
 }
 
 // TaskObserved records a status the upstream reported for a task; an
-// unknown task is not added (its owner is unknown).
+// unknown task is not added (its owner is unknown). A failed write to the
+// shared store is logged; the next decision on the task reads its status
+// again.
 func (e *Enforcer) TaskObserved(id, status string) {
-	t := e.tasks.get(id, false)
-	if t == nil || !mcp.KnownStatus(status) {
-		return
+	if err := e.observe(context.Background(), id, status); err != nil {
+		e.log.Warn("could not record a task status in the shared state", "task_id", id, "err", err)
 	}
-	t.mu.Lock()
-	t.setStatus(status)
-	t.mu.Unlock()
 }
 
-// TaskOwner returns the principal that created a task, when Warden knows it.
-func (e *Enforcer) TaskOwner(id string) (string, bool) {
-	t := e.tasks.get(id, false)
-	if t == nil {
-		return "", false
+func (e *Enforcer) observe(ctx context.Context, id, status string) error {
+	if !mcp.KnownStatus(status) {
+		return nil
 	}
+	t := e.tasks.get(id, false)
+	if t != nil {
+		t.mu.Lock()
+		fresh := e.store != nil && t.status == status && time.Since(t.synced) < syncedFor
+		t.setStatus(status)
+		t.mu.Unlock()
+		if fresh {
+			return nil
+		}
+	}
+	if e.store == nil {
+		return nil
+	}
+	if err := e.store.Observe(ctx, id, status); err != nil {
+		return err
+	}
+	if t != nil {
+		t.sync(status)
+	}
+	return nil
+}
+
+// sync notes that the shared store holds status for the task.
+func (t *task) sync(status string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.owner, t.owner != ""
+	if t.status == status {
+		t.synced = time.Now()
+	}
+}
+
+// TaskOwner returns the principal that created a task, when Warden knows it:
+// from this replica's table, else from the shared store. A store that cannot
+// be read is logged and the task is unknown (so it is nobody's).
+func (e *Enforcer) TaskOwner(id string) (string, bool) {
+	if t := e.tasks.get(id, false); t != nil {
+		t.mu.Lock()
+		o := t.owner
+		t.mu.Unlock()
+		if o != "" || e.store == nil {
+			return o, o != ""
+		}
+	}
+	if e.store == nil {
+		return "", false
+	}
+	o, err := e.TaskOwners(context.Background(), []string{id})
+	if err != nil {
+		e.log.Warn("could not read a task owner from the shared state", "task_id", id, "err", err)
+		return "", false
+	}
+	return o[0], o[0] != ""
+}
+
+// TaskOwners returns the owner of each task, "" when unknown: what this
+// replica knows, the rest from the shared store in one round trip. An error
+// means the store could not be read: the caller cannot tell whose the tasks
+// are.
+func (e *Enforcer) TaskOwners(ctx context.Context, ids []string) ([]string, error) {
+	out := make([]string, len(ids))
+	var miss []int
+	for i, id := range ids {
+		if t := e.tasks.get(id, false); t != nil {
+			t.mu.Lock()
+			out[i] = t.owner
+			t.mu.Unlock()
+		}
+		if out[i] == "" && id != "" {
+			miss = append(miss, i)
+		}
+	}
+	if e.store == nil || len(miss) == 0 {
+		return out, nil
+	}
+	ask := make([]string, len(miss))
+	for j, i := range miss {
+		ask[j] = ids[i]
+	}
+	got, err := e.store.Owners(ctx, ask)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range miss {
+		if o := got[j]; o != "" {
+			out[i] = o
+			t := e.tasks.get(ids[i], true) // owners never change: cached here
+			t.mu.Lock()
+			t.owner = o
+			t.mu.Unlock()
+		}
+	}
+	return out, nil
 }
 
 // setStatus changes the status; a change means the task passed a safe point,
@@ -142,13 +244,27 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		t.owner = req.Principal.ID // a verified handle proves it, after a restart too
 		status, steers = t.status, t.steers
 		t.mu.Unlock()
+		if e.store != nil {
+			// The shared entry is claimed (rebuilt, when the store lost it)
+			// and its status is the one every replica sees.
+			s, err := e.store.Claim(ctx, req.TaskID, req.Principal.ID)
+			if err != nil {
+				return Decision{}, fmt.Errorf("read the shared state of task %s: %w", req.TaskID, err)
+			}
+			status = s
+			t.mu.Lock()
+			t.status, t.synced = s, time.Now()
+			t.mu.Unlock()
+		}
 		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
 			s, err := req.Status(ctx)
 			if err != nil {
 				return Decision{}, fmt.Errorf("read status of task %s: %w", req.TaskID, err)
 			}
 			if mcp.KnownStatus(s) {
-				e.TaskObserved(req.TaskID, s)
+				if err := e.observe(ctx, req.TaskID, s); err != nil {
+					return Decision{}, fmt.Errorf("record status of task %s: %w", req.TaskID, err)
+				}
 				status = s
 			}
 		}
@@ -159,19 +275,37 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	d.Roles = roles
 
 	// A steer reserves its place in the task's queue now, under the task's
-	// lock, so concurrent steers cannot overshoot the bound; the reservation
-	// is given back when the decision or the upstream refuses the steer.
+	// lock (in the shared store: atomically there, so the bound holds across
+	// replicas), so concurrent steers cannot overshoot the bound; the
+	// reservation is given back when the decision or the upstream refuses
+	// the steer.
 	reserved := false
 	if c.Method == mcp.MethodSteer && t != nil {
-		t.mu.Lock()
-		steers = t.steers
-		if req.Limits.MaxSteerQueue <= 0 || steers < req.Limits.MaxSteerQueue {
-			t.steers++
-			reserved = true
+		if e.store != nil {
+			ok, n, err := e.store.Steer(ctx, req.TaskID, req.Limits.MaxSteerQueue)
+			if err != nil {
+				return Decision{}, fmt.Errorf("reserve a steer of task %s: %w", req.TaskID, err)
+			}
+			reserved, steers = ok, n
+		} else {
+			t.mu.Lock()
+			steers = t.steers
+			if req.Limits.MaxSteerQueue <= 0 || steers < req.Limits.MaxSteerQueue {
+				t.steers++
+				reserved = true
+			}
+			t.mu.Unlock()
 		}
-		t.mu.Unlock()
 	}
 	undo := func() {
+		if e.store != nil {
+			// Not the request's context: the upstream's refusal may come
+			// after the client left.
+			if err := e.store.Unsteer(context.Background(), req.TaskID); err != nil {
+				e.log.Warn("could not give back a steer place in the shared state", "task_id", req.TaskID, "err", err)
+			}
+			return
+		}
 		t.mu.Lock()
 		if t.steers > 0 {
 			t.steers--

@@ -5,13 +5,15 @@
 # everything-server (Go modules); nginx from Debian (make bench's baseline
 # hop, all only); into the git-ignored
 # test/peers/mcp/node_modules the MCP TypeScript SDK, the MCP conformance suite
-# and Node 22 to run it (npm, from the committed package-lock.json). A second
-# run finds them and skips the work.
+# and Node 22 to run it (npm, from the committed package-lock.json); and
+# Debian's redis-server, which the tests start on a free loopback port (never
+# as a system service) for Warden's shared state. A second run finds them and
+# skips the work.
 #
 # usage: scripts/peers.sh [all|macp|mcp]
 #   all   everything, nginx included (default; make test, make bench)
 #   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
-#   mcp   the MCP node peers and the go-sdk everything-server only
+#   mcp   the MCP node peers, the go-sdk everything-server and redis-server only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +66,12 @@ install_macp() {
 }
 
 install_mcp() {
+  # Redis, for the shared state of MCP sidecar replicas (the tests run their
+  # own redis-server; the package's service is not used).
+  if ! command -v redis-server >/dev/null; then
+    log "installing redis-server (Debian)"
+    apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+  fi
 
   # The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the
   # committed lock file). The stamp is a copy of the lock file npm ci installed.
@@ -85,7 +93,7 @@ install_mcp() {
     log "building the go-sdk $GO_MCP_SDK_VERSION conformance everything-server"
     GOBIN=$PEERS/bin go install "github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$GO_MCP_SDK_VERSION"
   fi
-  ready+=("$ES" "$MCP_DIR/node_modules (sdk, conformance, node 22)")
+  ready+=("$ES" "$MCP_DIR/node_modules (sdk, conformance, node 22)" "$(command -v redis-server)")
 
   # The MCP Python SDK 2.3.0 in a virtualenv of its own, every package
   # pinned (test/peers/mcp-py/requirements.txt is a pip freeze).

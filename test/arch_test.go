@@ -30,6 +30,8 @@ var allowed = map[string][]string{
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
 	// and the listener bounds they share, which imports no adapter
 	"proxy/listener": {"google.golang.org/grpc"},
+	// the shared state backend: Redis only; proxy declares what it consumes
+	"proxy/state":    {"github.com/redis/go-redis"},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", "golang.org/x/crypto/chacha20poly1305"}, // sealed handles,
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -148,6 +150,82 @@ func TestReloadKeepsPoliciesOnError(t *testing.T) {
 			}
 			if devWorks() != tc.devAfter {
 				t.Fatalf("dev authentication in force: %v, want %v", devWorks(), tc.devAfter)
+			}
+		})
+	}
+}
+
+// redisServer starts redis-server on a free loopback port for the test; it
+// skips when redis-server is not installed, unless WARDEN_REQUIRE_PEERS=1.
+func redisServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("WARDEN_REQUIRE_PEERS") == "1" {
+			t.Fatal("redis-server is missing: run scripts/peers.sh")
+		}
+		t.Skip("redis-server is not installed (run scripts/peers.sh)")
+	}
+	addr := freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, "redis-server did not listen")
+	return addr
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestReadyzCoversState: with state.url set, /readyz answers 503 naming
+// Redis (without its password) while it does not answer.
+func TestReadyzCoversState(t *testing.T) {
+	srv, _ := upstream(t)
+	for _, tc := range []struct {
+		name     string
+		addr     func(t *testing.T) string
+		userinfo string
+		ready    bool
+	}{{"redis up", redisServer, "", true}, {"redis down", freePort, ":secret@", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.addr(t)
+			cfg, err := loadConfig(write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nmcp:\n  listen: 127.0.0.1:0\n  plaintext: true\n  upstream: "+srv.URL+"/mcp\nstate:\n  url: redis://"+tc.userinfo+addr+"/3\n  timeout: 100ms\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.inheritLimits(listener.Limits{})
+			p, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			h := (&admin{reg: p.reg, ready: p.ready, log: slog.New(slog.DiscardHandler)}).handler()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			body := rec.Body.String()
+			switch {
+			case strings.Contains(body, "secret"):
+				t.Errorf("/readyz shows the password: %q", body)
+			case tc.ready && rec.Code != http.StatusOK:
+				t.Errorf("/readyz %d %q with Redis up", rec.Code, body)
+			case !tc.ready && (rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, "state redis://"+addr+"/3")):
+				t.Errorf("/readyz %d %q with Redis down", rec.Code, body)
 			}
 		})
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/mcp"
+	"github.com/agentwarden/warden/proxy/state"
 )
 
 // parts is everything serve runs, built from one configuration: what
@@ -37,6 +38,7 @@ type parts struct {
 	ext      *extauthz.Server
 	reg      *prometheus.Registry
 	dl       *decisionlog.Logger // nil when the decision log is off
+	state    *state.Redis        // nil without state.url
 	ready    func() error        // every configured upstream reachable
 	modes    []string            // what is served, one line each
 	packages []policies.FilePackage
@@ -53,6 +55,9 @@ func (p *parts) Close() {
 	}
 	if p.dl != nil {
 		_ = p.dl.Close()
+	}
+	if p.state != nil {
+		_ = p.state.Close()
 	}
 }
 
@@ -105,8 +110,19 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	if p.dl != nil {
 		observer = append(observer, p.dl)
 	}
+	// The shared state: the MCP task table on Redis, this replica's table
+	// its cache. Connected on first use: an unreachable Redis makes the
+	// decisions that need it fail closed and /readyz report it.
+	var tasks proxy.TaskStore
+	if cfg.State.URL != "" {
+		if p.state, err = state.New(cfg.State); err != nil {
+			return nil, err
+		}
+		tasks = p.state
+		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
+	}
 	p.enf, err = proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: observer})
+		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks})
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +166,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 			m += " and MCP"
 		}
 		p.modes = append(p.modes, m+")")
+	}
+	if p.state != nil {
+		p.modes = append(p.modes, "MCP task table shared through "+p.state.String())
 	}
 	p.ready = func() error {
 		for _, c := range checks {

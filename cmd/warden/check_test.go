@@ -108,6 +108,9 @@ func TestCheckConfig(t *testing.T) {
 		{"bad log level", dev + macpPlain + "log:\n  level: loud\n", "log.level"},
 		{"bad admin address", dev + macpPlain + "admin:\n  listen: 9090\n", "admin.listen"},
 		{"bad tracing endpoint", dev + macpPlain + "tracing:\n  otlp_endpoint: collector\n", "tracing.otlp_endpoint"},
+		{"state not a redis URL", dev + macpPlain + "state:\n  url: http://127.0.0.1:6379\n", "state.url"},
+		{"state ttl too short", dev + macpPlain + "state:\n  url: redis://127.0.0.1:6379/0\n  ttl: 10ms\n", "state.ttl"},
+		{"state unknown key", dev + macpPlain + "state:\n  addr: 127.0.0.1:6379\n", "field addr not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := write(t, "warden.yaml", strings.ReplaceAll(tc.yaml, "D/", dir+"/"))

@@ -18,6 +18,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/mcp"
+	"github.com/agentwarden/warden/proxy/state"
 )
 
 // Config is the whole configuration file. Every section has defaults, so an
@@ -29,6 +30,9 @@ type Config struct {
 	MACP     macp.Config     `yaml:"macp"`
 	MCP      mcp.Config      `yaml:"mcp"`
 	ExtAuthz extauthz.Config `yaml:"extauthz"`
+	// State shares the MCP task table between replicas through Redis;
+	// without a URL each replica keeps its own.
+	State state.Config `yaml:"state"`
 	// Limits bounds every listener's connections and the reconnects
 	// upstream; a listener's own limits (macp.limits, ...) override it key
 	// by key.
@@ -71,6 +75,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("enforcer: %w", err))
 	}
 	if err := c.MCP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.State.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := newLogger(io.Discard, c.Log.Level); err != nil {

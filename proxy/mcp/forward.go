@@ -761,7 +761,14 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		answer = true
 		x.settle(isResult)
 		if res, ok := msg["result"].(map[string]any); ok {
-			changed = x.learn(res)
+			var err error
+			if changed, err = x.learn(res); err != nil {
+				// Whose tasks these are cannot be told: nothing of the
+				// answer passes.
+				x.s.log.Warn("could not filter an MCP answer; replacing it with an error", "method", x.call.Method, "principal", x.principal, "err", err)
+				x.replaced = true
+				return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, unavailable), true
+			}
 		}
 	}
 	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && bytes.IndexByte(data, '\\') < 0 {
@@ -796,8 +803,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 }
 
 // learn reads the result answering the caller's request; it reports whether
-// it changed the result.
-func (x *exchange) learn(res map[string]any) bool {
+// it changed the result. An error means the owners of the listed tasks could
+// not be read (the shared state is unreachable).
+func (x *exchange) learn(res map[string]any) (bool, error) {
 	e := x.s.enforcer
 	switch x.call.Method {
 	case mcprules.MethodToolsList:
@@ -819,7 +827,16 @@ func (x *exchange) learn(res map[string]any) bool {
 		}
 		list, ok := res["tasks"].([]any)
 		if !ok {
-			return changed
+			return changed, nil
+		}
+		ids := make([]string, len(list))
+		for i, t := range list {
+			m, _ := t.(map[string]any)
+			ids[i], _ = m["taskId"].(string)
+		}
+		owners, err := e.TaskOwners(context.Background(), ids)
+		if err != nil {
+			return false, err
 		}
 		kept := make([]any, 0, len(list))
 		defer func() {
@@ -828,10 +845,10 @@ func (x *exchange) learn(res map[string]any) bool {
 					"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
 			}
 		}()
-		for _, t := range list {
+		for i, t := range list {
 			m, _ := t.(map[string]any)
-			id, _ := m["taskId"].(string)
-			owner, known := e.TaskOwner(id)
+			id := ids[i]
+			owner, known := owners[i], owners[i] != ""
 			if !known && id != "" {
 				// A task no answer named: one a plain call made (implicitCalls).
 				created, _ := m["createdAt"].(string)
@@ -848,9 +865,9 @@ func (x *exchange) learn(res map[string]any) bool {
 			}
 		}
 		res["tasks"] = kept
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 func decode(b []byte) (map[string]any, error) {

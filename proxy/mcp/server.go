@@ -477,7 +477,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
 				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-				writeError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later")
+				writeError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
 				return
 			}
 			if !d.Allow {
@@ -491,6 +491,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	s.forward(w, r, x, body, name)
 }
+
+// unavailable is the message of Warden's answer when it could not decide (a
+// task's status or the shared state could not be read): the client may
+// retry.
+const unavailable = "Warden could not decide this request; retry later"
 
 // decides reports whether a message goes through the Enforcer.
 func decides(c mcprules.Call) bool {

@@ -3,11 +3,13 @@
 // SEP-2669 draft methods tasks/steer, tasks/pause and tasks/resume, for
 // black-box tests that put it behind Warden.
 //
-//	mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax]
+//	mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list]
 //
 // -lax skips the SEP-2669 status rules (steer on a terminal task, pause when
 // not working/input_required, resume when not paused, update while paused are
-// acked and applied naively). GET /debug/requests lists every JSON-RPC message
+// acked and applied naively). -list serves tasks/list as the 2025-11-25 tasks
+// did, every task unfiltered (SEP-2663 has no list), for tests of Warden's
+// filtering. GET /debug/requests lists every JSON-RPC message
 // received on the endpoint; POST /debug/reset clears that list.
 package main
 
@@ -29,9 +31,10 @@ func main() {
 	listen := flag.String("listen", "", "address to listen on, e.g. 127.0.0.1:3990 (required)")
 	path := flag.String("path", "/mcp", "MCP endpoint path")
 	lax := flag.Bool("lax", false, "do not enforce the SEP-2669 status rules (simulates an uneven runtime)")
+	list := flag.Bool("list", false, "serve tasks/list: every task, whoever created it (SEP-2663 has no list)")
 	flag.Parse()
 	if *listen == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax]")
+		fmt.Fprintln(os.Stderr, "usage: mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list]")
 		os.Exit(2)
 	}
 	if !strings.HasPrefix(*path, "/") || strings.HasPrefix(*path, "/debug/") {
@@ -44,6 +47,7 @@ func main() {
 		os.Exit(1)
 	}
 	s := NewServer(*lax)
+	s.List = *list
 	hs := &http.Server{
 		Handler:           s.Handler(*path),
 		ReadHeaderTimeout: 10 * time.Second,

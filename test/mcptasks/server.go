@@ -19,6 +19,7 @@ package main
 // tasks/get|update|cancel.
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -135,6 +136,9 @@ type task struct {
 type Server struct {
 	lax      bool
 	maxTasks int
+	// List serves tasks/list (see list); SEP-2663 has none, so it is off
+	// unless asked for.
+	List bool
 
 	mu     sync.Mutex
 	tasks  map[string]*task
@@ -216,7 +220,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	s.record(logEntry{Method: method, TaskID: p.TaskID, Authorization: r.Header.Get("Authorization"), McpName: r.Header.Get("Mcp-Name")})
 
 	sse := method == "tools/call" && strings.Contains(strings.ToLower(strings.Join(r.Header.Values("Accept"), ",")), "text/event-stream")
-	if e := checkHeaders(r, id == nil, method, &p, perr); e != nil {
+	if e := s.checkHeaders(r, id == nil, method, &p, perr); e != nil {
 		writeRPC(w, false, id, nil, e)
 		return
 	}
@@ -230,7 +234,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 
 // checkHeaders applies the 2026-07-28 transport rules (version, Mcp-Method,
 // Mcp-Name) and the params shape check, in that order.
-func checkHeaders(r *http.Request, notification bool, method string, p *params, perr error) *rpcError {
+func (s *Server) checkHeaders(r *http.Request, notification bool, method string, p *params, perr error) *rpcError {
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version == "" && !notification {
 		return unsupported("missing MCP-Protocol-Version header")
@@ -256,13 +260,13 @@ func checkHeaders(r *http.Request, notification bool, method string, p *params, 
 	if notification {
 		return nil
 	}
-	if !knownMethod(method) {
+	if !knownMethod(method) && !(method == "tasks/list" && s.List) {
 		return errf(http.StatusNotFound, codeNoMethod, "Method not found: %s", method)
 	}
 	names := r.Header.Values("Mcp-Name")
 	var want string
 	switch {
-	case strings.HasPrefix(method, "tasks/"):
+	case strings.HasPrefix(method, "tasks/") && method != "tasks/list":
 		if p.TaskID == "" {
 			return invalid("taskId is required")
 		}
@@ -316,6 +320,8 @@ func (s *Server) dispatch(method string, p *params) (any, *rpcError) {
 		return map[string]any{"resultType": "complete", "tools": toolList, "ttlMs": 60000, "cacheScope": "private"}, nil
 	case "tools/call":
 		return s.toolsCall(p)
+	case "tasks/list":
+		return s.list(), nil
 	}
 	return s.taskMethod(method, p)
 }
@@ -542,6 +548,26 @@ func (s *Server) view(t *task, resultType string) map[string]any {
 		m["error"] = t.errObj
 	}
 	return m
+}
+
+// list answers tasks/list (as the 2025-11-25 tasks did; SEP-2663 has no
+// list) with every task, oldest first, whoever created it, in one page: a
+// server that leaves filtering to Warden.
+func (s *Server) list() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b *task) int { return cmp.Or(a.created.Compare(b.created), strings.Compare(a.id, b.id)) })
+	out := make([]any, len(ts))
+	for i, t := range ts {
+		v := s.view(t, "complete")
+		delete(v, "resultType")
+		out[i] = v
+	}
+	return map[string]any{"resultType": "complete", "tasks": out}
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

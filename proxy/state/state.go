@@ -1,0 +1,293 @@
+// Package state keeps the protocol state Warden replicas share in Redis: for
+// now the MCP task table (owner, status and steer count of each upstream
+// task). Every operation is one round trip, atomic on the server (a Lua
+// script), and bounded by the configured timeout; an error means the state
+// could not be read or written, and the caller fails closed.
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Config selects the shared state backend. An empty URL means none: each
+// replica keeps its own table.
+type Config struct {
+	// URL is redis://[user:password@]host:port[/db] (rediss:// for TLS).
+	URL string `yaml:"url"`
+	// Timeout bounds each operation, the connection included (default 200ms).
+	Timeout time.Duration `yaml:"timeout"`
+	// Prefix starts every key Warden writes (default "warden:").
+	Prefix string `yaml:"prefix"`
+	// TTL is how long a task's entry lives after its last use (default 24h).
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// Defaults of Config.
+const (
+	DefaultTimeout = 200 * time.Millisecond
+	DefaultPrefix  = "warden:"
+	DefaultTTL     = 24 * time.Hour
+)
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.URL == "" {
+		return nil
+	}
+	if _, err := redis.ParseURL(c.URL); err != nil {
+		return fmt.Errorf("state.url: %w", err)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("state.timeout: %v is negative", c.Timeout)
+	}
+	if c.TTL < 0 || c.TTL > 0 && c.TTL < time.Second {
+		return fmt.Errorf("state.ttl: %v is below one second", c.TTL)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	return c
+}
+
+// Redis is the shared task table. It is safe for concurrent use.
+type Redis struct {
+	cfg    Config
+	client *redis.Client
+	addr   string
+}
+
+// New returns the Redis backend of cfg. It connects lazily, on the first
+// operation, and starts no goroutine.
+func New(cfg Config) (*Redis, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.URL == "" {
+		return nil, errors.New("state: no url")
+	}
+	cfg = cfg.withDefaults()
+	opt, err := redis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("state.url: %w", err)
+	}
+	// Fail fast: one attempt per operation, bounded by the timeout; the
+	// caller refuses what it cannot decide rather than waiting.
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.MinIdleConns = 0 // no background dialing
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL)}, nil
+}
+
+// Redact returns a Redis URL without its credentials, for logs.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "redis"
+	}
+	u.User = nil
+	return u.String()
+}
+
+// String names the backend without credentials.
+func (r *Redis) String() string { return r.addr }
+
+// Close closes the connections.
+func (r *Redis) Close() error { return r.client.Close() }
+
+// Ready reports whether Redis answers a PING within the timeout.
+func (r *Redis) Ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", r.addr, err)
+	}
+	return nil
+}
+
+// A task is one hash, <prefix>mcp:task:<upstream task id>, with the fields
+// o (owner principal), s (status) and n (steer messages accepted since the
+// status last changed); it expires TTL after its last use.
+func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
+
+func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
+
+// run runs a script under the timeout.
+func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	v, err := s.Run(ctx, r.client, keys, args...).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redis %s: %s: %w", r.addr, op, err)
+	}
+	return v, nil
+}
+
+// Claim records that owner owns task id (the caller verified a handle that
+// proves it), refreshes the entry's expiry and returns the task's status
+// ("" when unknown). It is the one round trip of most decisions: a
+// MULTI/EXEC transaction, cheaper on the server than a script.
+func (r *Redis) Claim(ctx context.Context, id, owner string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	k := r.key(id)
+	var status *redis.StringCmd
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, k, "o", owner)
+		p.PExpire(ctx, k, r.cfg.TTL)
+		status = p.HGet(ctx, k, "s")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
+	}
+	return status.Val(), nil
+}
+
+// create: the upstream created the task for owner; a new status resets the
+// steer count.
+var create = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'o', ARGV[1])
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 's') ~= ARGV[2] then
+  redis.call('HSET', KEYS[1], 's', ARGV[2], 'n', 0)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`)
+
+// Create records a task the upstream created for owner, with its status
+// when known.
+func (r *Redis) Create(ctx context.Context, id, owner, status string) error {
+	_, err := r.run(ctx, create, "record task", []string{r.key(id)}, owner, status, r.ttl())
+	return err
+}
+
+// observe: a status the upstream reported, for a task with an entry only; a
+// change means the task passed a safe point, so its steer count restarts.
+var observe = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[1], 's') ~= ARGV[1] then
+  redis.call('HSET', KEYS[1], 's', ARGV[1], 'n', 0)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`)
+
+// Observe records a status the upstream reported for a task; a task without
+// an entry is not added (its owner is unknown).
+func (r *Redis) Observe(ctx context.Context, id, status string) error {
+	_, err := r.run(ctx, observe, "record task status", []string{r.key(id)}, status, r.ttl())
+	return err
+}
+
+// steer: reserve a place in the queue unless max (> 0) are taken; returns
+// {reserved, steers before}.
+var steer = redis.NewScript(`
+local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+local max = tonumber(ARGV[1])
+local ok = 0
+if max <= 0 or n < max then
+  redis.call('HINCRBY', KEYS[1], 'n', 1)
+  ok = 1
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {ok, n}`)
+
+// Steer reserves a place in the task's steer queue when fewer than max are
+// taken (max <= 0: no bound), atomically across every replica. It returns
+// whether it did and how many places were taken before.
+func (r *Redis) Steer(ctx context.Context, id string, max int) (bool, int, error) {
+	v, err := r.run(ctx, steer, "reserve steer", []string{r.key(id)}, max, r.ttl())
+	if err != nil {
+		return false, 0, err
+	}
+	a, _ := v.([]any)
+	if len(a) != 2 {
+		return false, 0, fmt.Errorf("redis %s: reserve steer: unexpected answer %v", r.addr, v)
+	}
+	ok, _ := a[0].(int64)
+	n, _ := a[1].(int64)
+	return ok == 1, int(n), nil
+}
+
+var unsteer = redis.NewScript(`
+local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+if n > 0 then redis.call('HINCRBY', KEYS[1], 'n', -1) end
+return 1`)
+
+// Unsteer gives back a place Steer reserved (the upstream refused the steer).
+func (r *Redis) Unsteer(ctx context.Context, id string) error {
+	_, err := r.run(ctx, unsteer, "release steer", []string{r.key(id)})
+	return err
+}
+
+// owners: the owner of each task ("" when unknown), refreshing the expiry of
+// the known ones.
+var owners = redis.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local o = redis.call('HGET', k, 'o')
+  if o then
+    redis.call('PEXPIRE', k, ARGV[1])
+    out[i] = o
+  else
+    out[i] = ''
+  end
+end
+return out`)
+
+// Owners returns the owner of each task, "" for a task without an entry, in
+// one round trip.
+func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = r.key(id)
+	}
+	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl())
+	if err != nil {
+		return nil, err
+	}
+	a, _ := v.([]any)
+	if len(a) != len(ids) {
+		return nil, fmt.Errorf("redis %s: read task owners: %d answers for %d tasks", r.addr, len(a), len(ids))
+	}
+	out := make([]string, len(ids))
+	for i := range a {
+		out[i], _ = a[i].(string)
+	}
+	return out, nil
+}
+
+// LogTo sends the Redis client library's own messages (failed dials, which
+// the operations' errors report too) to log at debug level. The library's
+// logger is process-wide: cmd/warden sets it once.
+func LogTo(log *slog.Logger) { redis.SetLogger(slogLogger{log}) }
+
+type slogLogger struct{ log *slog.Logger }
+
+func (l slogLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client", "msg", fmt.Sprintf(format, v...))
+}
