@@ -333,6 +333,13 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 			verdict = denials[0]
 		}
 	}
+	if verdict.Reason == rules.ReasonNotOwner && !e.ownedByAnother(req) {
+		// The same answer on the wire (Task not found); in the log and the
+		// metrics, the honest reason: Warden does not know this task (a
+		// handle that does not open for the caller, a made-up id), which is
+		// not the same as knowing it is someone else's.
+		verdict.Reason = rules.ReasonUnknownTask
+	}
 	d = e.finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
@@ -346,6 +353,16 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 	}
 	return d, nil
+}
+
+// ownedByAnother reports whether Warden knows the request's task to belong
+// to another principal.
+func (e *Enforcer) ownedByAnother(req TaskRequest) bool {
+	if req.TaskID == "" {
+		return false
+	}
+	o, ok := e.TaskOwner(req.TaskID)
+	return ok && o != req.Principal.ID
 }
 
 // claims returns what an MCP policy sees of the credential: a JWT's claims

@@ -85,13 +85,16 @@ func TestEnforceTaskOwnership(t *testing.T) {
 				t.Errorf("roles %v", d.Roles)
 			}
 		})
+		// The same answer on the wire; the reason says what Warden knows:
+		// another's task, or one it cannot place (no proof, unknown id).
 		for _, tc := range []struct {
 			name, principal, id string
+			reason              rules.Reason
 		}{
-			{"another principal", bob, "t-alice"},
-			{"the creator without a handle", alice, "t-alice"},
-			{"an unknown task", bob, "t-nobody"},
-			{"no task id", bob, ""},
+			{"another principal", bob, "t-alice", rules.ReasonNotOwner},
+			{"the creator without a handle", alice, "t-alice", rules.ReasonUnknownTask},
+			{"an unknown task", bob, "t-nobody", rules.ReasonUnknownTask},
+			{"no task id", bob, "", rules.ReasonUnknownTask},
 		} {
 			t.Run(m+" by "+tc.name, func(t *testing.T) {
 				s := &fakeStatus{status: mcp.StatusCompleted}
@@ -99,7 +102,7 @@ func TestEnforceTaskOwnership(t *testing.T) {
 				r.Status = s.read
 				d := enforceTask(t, e, r)
 				d.Settle(false)
-				if d.Allow || d.Code != rules.CodeTaskNotFound || d.Reason != rules.ReasonNotOwner || d.Message != "Task not found" {
+				if d.Allow || d.Code != rules.CodeTaskNotFound || d.Reason != tc.reason || d.Message != "Task not found" {
 					t.Fatalf("got %+v, want TASK_NOT_FOUND", d)
 				}
 				if len(d.Roles) != 0 {
@@ -112,10 +115,11 @@ func TestEnforceTaskOwnership(t *testing.T) {
 			})
 		}
 	}
-	// Every refusal looks the same, whatever the method and whether the task
-	// exists: task IDs cannot be probed.
+	// Every refusal looks the same on the wire (code and message), whatever
+	// the method and whether the task exists: task IDs cannot be probed. Only
+	// the reason, for the log and metrics, says what Warden knew.
 	for _, d := range refusals[1:] {
-		if d.Code != refusals[0].Code || d.Reason != refusals[0].Reason || d.Message != refusals[0].Message || d.Allow {
+		if d.Code != refusals[0].Code || d.Message != refusals[0].Message || d.Allow {
 			t.Errorf("refusals differ: %+v vs %+v", d, refusals[0])
 		}
 	}

@@ -100,6 +100,7 @@ const (
 	ReasonUnauthenticated     Reason = "unauthenticated"
 	ReasonTableFull           Reason = "session_table_full"
 	ReasonNotOwner            Reason = "not_task_owner"
+	ReasonUnknownTask         Reason = "unknown_task"
 	ReasonTaskState           Reason = "task_state"
 	ReasonTaskSupport         Reason = "task_support"
 	ReasonSteerTooLarge       Reason = "steer_too_large"

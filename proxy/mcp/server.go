@@ -436,9 +436,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	var refused rules.Verdict
 	switch why {
 	case refuseTask:
-		refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonNotOwner, Detail: "Task not found"}
+		refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: "Task not found"}
 	case refuseCursor:
-		refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonNotOwner, Detail: "Invalid cursor"}
+		refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonUnknownTask, Detail: "Invalid cursor"}
 	default:
 		body = rewritten
 	}
