@@ -80,6 +80,28 @@ type Observer interface {
 	Decided(d Decision, took time.Duration)
 }
 
+// EventObserver is what an Observer may also implement to count what is not
+// a decision: calls to an upstream that failed (runtime or server down,
+// transport errors) and session rebuilds, by outcome.
+type EventObserver interface {
+	UpstreamFailed(protocol string)
+	Rebuilt(ok bool)
+}
+
+// UpstreamFailed tells the observer that a call to protocol's upstream
+// failed; adapters call it where they answer "unavailable".
+func (e *Enforcer) UpstreamFailed(protocol string) {
+	if o, ok := e.observer.(EventObserver); ok {
+		o.UpstreamFailed(protocol)
+	}
+}
+
+func (e *Enforcer) rebuilt(ok bool) {
+	if o, is := e.observer.(EventObserver); is {
+		o.Rebuilt(ok)
+	}
+}
+
 // Options are the Enforcer's dependencies.
 type Options struct {
 	// Observer receives every decision; nil means none.

@@ -110,6 +110,7 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	}
 	if en != nil && en.state == nil && e.rebuilder != nil && !start {
 		s, err := e.rebuilder.Rebuild(ctx, sessionID)
+		e.rebuilt(err == nil)
 		if err != nil {
 			e.release(en)
 			return nil, rules.Outcome{}, fmt.Errorf("rebuild session %s: %w", sessionID, err)

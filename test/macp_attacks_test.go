@@ -359,7 +359,8 @@ func TestMACPStreamCredentialRevoked(t *testing.T) {
 func TestMACPUpstreamDown(t *testing.T) {
 	addr := freeAddr(t)
 	rt := start(t, "macp-runtime", addr, []string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}, peer(t, ".peers/cargo/bin/macp-runtime"))
-	w := dialMACP(t, startWarden(t, addr, "--auth", "dev", "--insecure-dev-auth"))
+	adminAddr := freeAddr(t)
+	w := dialMACP(t, startWarden(t, addr, "--auth", "dev", "--insecure-dev-auth", "--admin-listen", adminAddr))
 	rt.stop()
 	s := newSession()
 	_, err := w.sendOn("/macp.v1.MACPRuntimeService/Send", envelope("planner", s, "SessionStart", "", &macpv1.SessionStartPayload{Intent: "t",
@@ -367,6 +368,9 @@ func TestMACPUpstreamDown(t *testing.T) {
 	t.Logf("Send with the runtime down: %v", err)
 	if status.Code(err) != codes.Unavailable || strings.Contains(status.Convert(err).Message(), "127.0.0.1") || strings.Contains(status.Convert(err).Message(), "dial") {
 		t.Errorf("got %v, want UNAVAILABLE without the upstream's address", err)
+	}
+	if body, _ := httpGet(t, "http://"+adminAddr+"/metrics"); !strings.Contains(body, `warden_upstream_errors_total{protocol="macp"}`) {
+		t.Errorf("the failed upstream call is not counted:\n%.1500s", body)
 	}
 }
 

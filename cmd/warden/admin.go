@@ -25,6 +25,8 @@ import (
 type metrics struct {
 	decisions *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	upstream  *prometheus.CounterVec
+	rebuilds  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,8 +39,49 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 2.5e-2, 0.1},
 		}, []string{"protocol"}),
 	}
-	reg.MustRegister(m.decisions, m.latency)
+	m.upstream = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_upstream_errors_total", Help: "Calls to an upstream that failed (down, unreachable, transport errors), by protocol.",
+	}, []string{"protocol"})
+	m.rebuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_rebuilds_total", Help: "MACP session states rebuilt from the runtime, by result.",
+	}, []string{"result"})
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds)
 	return m
+}
+
+// UpstreamFailed implements proxy.EventObserver.
+func (m *metrics) UpstreamFailed(protocol string) {
+	if protocol != "macp" && protocol != "mcp" {
+		protocol = "other"
+	}
+	m.upstream.WithLabelValues(protocol).Inc()
+}
+
+// Rebuilt implements proxy.EventObserver.
+func (m *metrics) Rebuilt(ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.rebuilds.WithLabelValues(result).Inc()
+}
+
+// UpstreamFailed implements proxy.EventObserver for every observer that does.
+func (o observers) UpstreamFailed(protocol string) {
+	for _, x := range o {
+		if e, ok := x.(proxy.EventObserver); ok {
+			e.UpstreamFailed(protocol)
+		}
+	}
+}
+
+// Rebuilt implements proxy.EventObserver for every observer that does.
+func (o observers) Rebuilt(ok bool) {
+	for _, x := range o {
+		if e, is := x.(proxy.EventObserver); is {
+			e.Rebuilt(ok)
+		}
+	}
 }
 
 var knownModes = map[string]bool{"mcp": true, "": true}

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 )
 
@@ -203,3 +206,42 @@ func TestLimitsConfig(t *testing.T) {
 }
 
 func writeTo(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// TestEventMetrics: upstream failures and rebuilds are counted, through the
+// observer chain the Enforcer is given.
+func TestEventMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var o proxy.Observer = observers{newMetrics(reg)}
+	e, ok := o.(proxy.EventObserver)
+	if !ok {
+		t.Fatal("the observer chain does not count events")
+	}
+	e.UpstreamFailed("macp")
+	e.UpstreamFailed("mcp")
+	e.UpstreamFailed("weird")
+	e.Rebuilt(true)
+	e.Rebuilt(false)
+	e.Rebuilt(false)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue()
+		}
+	}
+	for k, want := range map[string]float64{
+		"warden_upstream_errors_total,macp": 1, "warden_upstream_errors_total,mcp": 1, "warden_upstream_errors_total,other": 1,
+		"warden_rebuilds_total,ok": 1, "warden_rebuilds_total,failed": 2,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

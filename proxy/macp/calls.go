@@ -76,10 +76,12 @@ func (s *Server) upstreamError(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		s.log.Warn("runtime call failed", "err", err)
+		s.enf.UpstreamFailed("macp")
 		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
 	}
 	if st.Code() == codes.Unavailable || st.Code() == codes.Unknown && strings.Contains(st.Message(), "transport") {
 		s.log.Warn("runtime unavailable", "err", err)
+		s.enf.UpstreamFailed("macp")
 		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
 	}
 	return err

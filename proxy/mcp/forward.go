@@ -86,6 +86,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("MCP upstream unavailable", "err", err)
+			s.enforcer.UpstreamFailed("mcp")
 		}
 		writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
 		return
