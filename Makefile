@@ -46,6 +46,8 @@ test: lint peers unit build
 	./bin/warden replay $(FIXTURES) > /dev/null
 	./bin/warden replay $(ATTACKS)/*.json > /dev/null
 	./bin/warden check > /dev/null
+	@echo "== demo: the refusal excerpt never dies of SIGPIPE (20 runs)"
+	bash scripts/demo_test.sh 20
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install $(STATICCHECK)
