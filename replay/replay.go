@@ -432,3 +432,18 @@ func Conformance(specDir, overridesDir string) ([]string, error) {
 	}
 	return spec, nil
 }
+
+// Transcripts returns the conformance fixtures (see Conformance) followed by
+// the attack transcripts in attacksDir: every transcript the adapters' tests
+// replay.
+func Transcripts(specDir, overridesDir, attacksDir string) ([]string, error) {
+	files, err := Conformance(specDir, overridesDir)
+	if err != nil {
+		return nil, err
+	}
+	attacks, err := filepath.Glob(filepath.Join(attacksDir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	return append(files, attacks...), nil
+}

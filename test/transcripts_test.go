@@ -222,15 +222,11 @@ func finalState(c macpClient, initiator, sid string) string {
 func TestTranscriptsThroughRuntime(t *testing.T) {
 	direct := dialMACP(t, startRuntime(t))
 	warden := dialMACP(t, startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth"))
-	files, err := replay.Conformance(filepath.Join(repoRoot(t), "../shared/reference/macp/conformance"), filepath.Join(repoRoot(t), "test/conformance"))
+	root := repoRoot(t)
+	files, err := replay.Transcripts(filepath.Join(root, "../shared/reference/macp/conformance"), filepath.Join(root, "test/conformance"), filepath.Join(root, "test/attacks/macp"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	attacks, err := filepath.Glob(filepath.Join(repoRoot(t), "test/attacks/macp/*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, attacks...)
 	if len(files) < 61 {
 		t.Fatalf("found %d transcripts, want at least 61", len(files))
 	}

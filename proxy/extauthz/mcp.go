@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -29,7 +27,7 @@ const defaultMaxSteerBytes = 16 << 10
 // show here: they need the standalone sidecar.
 func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
 	hdr := h.GetHeaders()
-	if o := hdr["origin"]; o != "" && !originAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
+	if o := hdr["origin"]; !mcprules.OriginAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
 		msg := "Forbidden: Origin " + o + " is not allowed"
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})
 		return denyMCP(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)
@@ -97,18 +95,6 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	status, rpc, msg := mcprules.Answer(d.Code, d.Message)
 	return denyMCP(status, call.ID, rpc, msg, d.ID)
-}
-
-// originAllowed validates Origin (Streamable HTTP requires it, against DNS
-// rebinding): same-origin, or one of the configured origins.
-func originAllowed(origin, host string, allowed []string) bool {
-	for _, a := range allowed {
-		if origin == a || a == "*" {
-			return true
-		}
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 // denyMCP answers an MCP client with a JSON-RPC error body.

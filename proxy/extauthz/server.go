@@ -216,7 +216,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 // pass-through service. The upstream may route such a request to the method
 // whatever it is framed as.
 func (s *Server) grpcRequest(h *authv3.AttributeContext_HttpRequest) bool {
-	if grpcContentType(h.GetHeaders()["content-type"]) || strings.HasPrefix(strings.ToLower(h.GetHeaders()["content-type"]), "application/grpc") {
+	if strings.HasPrefix(strings.ToLower(h.GetHeaders()["content-type"]), "application/grpc") { // any gRPC variant, +web included
 		return true
 	}
 	p := h.GetPath()

@@ -81,15 +81,10 @@ func TestTranscriptsThroughCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := replay.Conformance("../../../shared/reference/macp/conformance", "../../test/conformance")
+	files, err := replay.Transcripts("../../../shared/reference/macp/conformance", "../../test/conformance", "../../test/attacks/macp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	attacks, err := filepath.Glob("../../test/attacks/macp/*.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, attacks...)
 	if len(files) < 60 {
 		t.Fatalf("found %d transcripts", len(files))
 	}

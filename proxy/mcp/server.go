@@ -236,7 +236,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metadata(w, r)
 		return
 	}
-	if !s.originAllowed(r) {
+	if !mcprules.OriginAllowed(r.Header.Get("Origin"), r.Host, s.cfg.AllowedOrigins) {
 		s.refuse(w, "", rules.CodeForbidden, rules.ReasonOriginRefused, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}
@@ -332,22 +332,6 @@ func (s *Server) session(r *http.Request, principal string) (string, bool) {
 // errCredentialGone ends an event stream whose credential expired or was
 // revoked while it was open.
 var errCredentialGone = errors.New("the credential expired or was revoked")
-
-// originAllowed validates Origin (Streamable HTTP requires it, against DNS
-// rebinding): absent, same-origin, or configured.
-func (s *Server) originAllowed(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	for _, a := range s.cfg.AllowedOrigins {
-		if o == a || a == "*" {
-			return true
-		}
-	}
-	u, err := url.Parse(o)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
-}
 
 func (s *Server) metadataURL(r *http.Request) string {
 	if s.cfg.Resource != "" {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
@@ -618,3 +619,19 @@ func Decided(method string) bool {
 // of a task method: the default policy does not refuse for ownership, and
 // operator rules still run.
 const RoleOwnershipUnknown = "ownership_unknown"
+
+// OriginAllowed is Streamable HTTP's Origin check (against DNS rebinding),
+// one for both MCP adapters: no Origin, one of the allowed origins ("*"
+// allows any), or same-origin with host.
+func OriginAllowed(origin, host string, allowed []string) bool {
+	if origin == "" {
+		return true
+	}
+	for _, a := range allowed {
+		if origin == a || a == "*" {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
