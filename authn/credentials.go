@@ -132,6 +132,18 @@ func StripsCredentials(p Principal) bool {
 // for them when it strips the client's own (see StripsCredentials).
 type UpstreamTokens map[string]string
 
+// Upstream is the one rule for the credential the upstream receives for p,
+// who presented c: when p was authenticated from c's bearer, that bearer,
+// passed unchanged (replace false); when p was authenticated by something
+// the upstream cannot check (StripsCredentials), the client's credential
+// headers are replaced by the token configured for p, or by none ("").
+func (t UpstreamTokens) Upstream(p Principal, c Credentials) (bearer string, replace bool) {
+	if StripsCredentials(p) {
+		return t[p.ID], true
+	}
+	return c.Bearer, false
+}
+
 // LoadUpstreamTokens reads a token file in the MACP runtime's shape (the
 // runtime's own token file serves): a JSON list of {token, sender} objects.
 // A sender listed twice is an error.

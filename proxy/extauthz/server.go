@@ -246,13 +246,10 @@ func grpcContentType(ct string) bool {
 // when p was authenticated from it, or the configured token for a principal
 // authenticated by certificate.
 func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD {
-	if authn.StripsCredentials(p) {
-		if t, ok := s.tokens[p.ID]; ok {
-			return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
-		}
-		return metadata.MD{}
+	if t, _ := s.tokens.Upstream(p, c); t != "" {
+		return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
 	}
-	return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+c.Bearer)
+	return metadata.MD{}
 }
 
 // decide runs the Enforcer and commits on allow: the upstream's reply is
@@ -360,9 +357,9 @@ func (s *Server) allow(p authn.Principal, decisionID string) *authv3.CheckRespon
 	} else {
 		ok.HeadersToRemove = []string{s.cfg.PrincipalHeader}
 	}
-	if authn.StripsCredentials(p) {
+	if t, replace := s.tokens.Upstream(p, authn.Credentials{}); replace {
 		ok.HeadersToRemove = append(ok.HeadersToRemove, authn.HeaderMACPToken)
-		if t, has := s.tokens[p.ID]; has {
+		if t != "" {
 			ok.Headers = append(ok.Headers, header(authn.HeaderAuthorization, "Bearer "+t))
 		} else {
 			ok.HeadersToRemove = append(ok.HeadersToRemove, authn.HeaderAuthorization)

@@ -102,7 +102,7 @@ func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, c
 		r.AuthError = err
 	} else {
 		r.Principal = &p
-		ctx = s.upstreamContext(ctx, p)
+		ctx = s.upstreamContext(ctx, p, c)
 	}
 	d, err := s.enf.Enforce(ctx, r)
 	return d, ctx, err

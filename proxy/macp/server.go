@@ -336,7 +336,7 @@ func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, e
 		d := s.enf.Refuse("macp", "", strings.TrimPrefix(method, service), rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
 		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err)+" (warden decision "+d.ID+")")
 	}
-	return p, s.upstreamContext(ctx, p), nil
+	return p, s.upstreamContext(ctx, p, c), nil
 }
 
 // upstreamContext is ctx with the metadata the runtime receives for a call
@@ -346,14 +346,14 @@ func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, e
 // from; when p was authenticated by something the runtime cannot see (a
 // client certificate), client credentials are stripped and the configured
 // upstream token for p, if any, is presented instead.
-func (s *Server) upstreamContext(ctx context.Context, p authn.Principal) context.Context {
+func (s *Server) upstreamContext(ctx context.Context, p authn.Principal, c authn.Credentials) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx)
 	md = md.Copy()
 	delete(md, principalHeader)
-	if authn.StripsCredentials(p) {
+	if t, replace := s.tokens.Upstream(p, c); replace {
 		delete(md, authn.HeaderAuthorization)
 		delete(md, authn.HeaderMACPToken)
-		if t, ok := s.tokens[p.ID]; ok {
+		if t != "" {
 			md.Set(authn.HeaderAuthorization, "Bearer "+t)
 		}
 	}
