@@ -181,6 +181,15 @@ var (
 // matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
 // to it), and a name that folds to one of known without being it.
 func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	if m, scanned, err := scanMembers(raw, known); scanned {
+		return m, err
+	}
+	return decodeMembers(raw, known)
+}
+
+// decodeMembers is members by encoding/json's tokenizer: the reference
+// scanMembers agrees with, and the path for what it does not read.
+func decodeMembers(raw []byte, known []string) (map[string]json.RawMessage, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not an object")
@@ -401,6 +410,9 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 func str(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
+	}
+	if s, ok := plainString(raw); ok {
+		return s, true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
