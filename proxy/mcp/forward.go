@@ -909,6 +909,9 @@ func walk(v any, fn func(map[string]any)) {
 
 // idValue decodes a raw JSON-RPC id (numbers kept as their literal).
 func idValue(raw []byte) (any, bool) {
+	if v, ok := plainID(raw); ok {
+		return v, true
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any

@@ -8,7 +8,9 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -44,13 +46,25 @@ var kinds = [...]byte{kindTask, kindSession, kindEvent, kindCursor}
 // key, one pair per kind; any replica holding the key opens a handle, before
 // and after a restart, with no state.
 type handles struct {
-	aead  map[byte]cipher.AEAD
-	nonce map[byte][]byte // HMAC keys of the synthetic nonces
+	aead map[byte]cipher.AEAD
+	// scratch holds what one seal or open works with (keyed HMAC states,
+	// buffers), so that a handle costs no allocation but its string.
+	scratch *sync.Pool
+}
+
+// scratch is one seal's or open's working state.
+type scratch struct {
+	mac   map[byte]hash.Hash // HMAC-SHA256 of the synthetic nonces, keyed per kind
+	ad    []byte
+	plain []byte
+	raw   []byte
+	sum   [sha256.Size]byte
 }
 
 // newHandles derives the per-kind keys from the handle key.
 func newHandles(key []byte) (handles, error) {
-	h := handles{aead: map[byte]cipher.AEAD{}, nonce: map[byte][]byte{}}
+	h := handles{aead: map[byte]cipher.AEAD{}}
+	nonceKeys := map[byte][]byte{}
 	for _, k := range kinds {
 		ek, err := hkdf.Key(sha256.New, key, nil, "warden mcp handle v2 aead "+string(k), chacha20poly1305.KeySize)
 		if err != nil {
@@ -64,15 +78,25 @@ func newHandles(key []byte) (handles, error) {
 		if err != nil {
 			return handles{}, fmt.Errorf("handle cipher: %w", err)
 		}
-		h.aead[k], h.nonce[k] = a, nk
+		h.aead[k], nonceKeys[k] = a, nk
 	}
+	h.scratch = &sync.Pool{New: func() any {
+		s := &scratch{mac: make(map[byte]hash.Hash, len(kinds))}
+		for k, nk := range nonceKeys {
+			s.mac[k] = hmac.New(sha256.New, nk)
+		}
+		return s
+	}}
 	return h, nil
 }
 
 // additional is the data a handle is bound to: version, kind, principal and
 // session, each length-prefixed so no two bindings read alike.
 func additional(kind byte, principal, session string) []byte {
-	ad := make([]byte, 0, 4+2*binary.MaxVarintLen64+len(principal)+len(session))
+	return appendAdditional(nil, kind, principal, session)
+}
+
+func appendAdditional(ad []byte, kind byte, principal, session string) []byte {
 	ad = append(ad, "wt2"...)
 	ad = append(ad, kind)
 	ad = binary.AppendUvarint(ad, uint64(len(principal)))
@@ -81,11 +105,14 @@ func additional(kind byte, principal, session string) []byte {
 	return append(ad, session...)
 }
 
-func (h handles) syntheticNonce(kind byte, ad []byte, id string) []byte {
-	mac := hmac.New(sha256.New, h.nonce[kind])
+// syntheticNonce is HMAC-SHA256(kind's nonce key, ad ‖ id), cut to the
+// nonce size; it lives in sc until sc's next use.
+func (sc *scratch) syntheticNonce(kind byte, ad, id []byte) []byte {
+	mac := sc.mac[kind]
+	mac.Reset()
 	mac.Write(ad)
-	mac.Write([]byte(id))
-	return mac.Sum(nil)[:chacha20poly1305.NonceSizeX]
+	mac.Write(id)
+	return mac.Sum(sc.sum[:0])[:chacha20poly1305.NonceSizeX]
 }
 
 // seal returns principal's handle for the upstream id (kinds bound to the
@@ -101,15 +128,28 @@ func (h handles) open(kind byte, principal, handle string) (id string, ok bool) 
 	return h.openIn(kind, principal, "", handle)
 }
 
+// maxScratch is the largest buffer a scratch keeps for the next handle.
+const maxScratch = 64 << 10
+
+func (h handles) put(sc *scratch) {
+	if cap(sc.plain) <= maxScratch && cap(sc.raw) <= maxScratch && cap(sc.ad) <= maxScratch {
+		h.scratch.Put(sc)
+	}
+}
+
 // sealIn is seal for the kinds also bound to an upstream session.
 func (h handles) sealIn(kind byte, principal, session, id string) string {
 	a := h.aead[kind]
-	ad := additional(kind, principal, session)
-	nonce := h.syntheticNonce(kind, ad, id)
-	out := make([]byte, 0, len(nonce)+len(id)+a.Overhead())
-	out = append(out, nonce...)
-	out = a.Seal(out, nonce, []byte(id), ad)
-	return handlePrefix + base64.RawURLEncoding.EncodeToString(out)
+	sc := h.scratch.Get().(*scratch)
+	defer h.put(sc)
+	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
+	sc.plain = append(sc.plain[:0], id...)
+	nonce := sc.syntheticNonce(kind, sc.ad, sc.plain)
+	sc.raw = append(sc.raw[:0], nonce...)
+	sc.raw = a.Seal(sc.raw, nonce, sc.plain, sc.ad)
+	out := append(sc.plain[:0], handlePrefix...)
+	sc.plain = base64.RawURLEncoding.AppendEncode(out, sc.raw)
+	return string(sc.plain)
 }
 
 // openIn is open for the kinds also bound to an upstream session.
@@ -119,14 +159,22 @@ func (h handles) openIn(kind byte, principal, session, handle string) (id string
 	if !known || !found {
 		return "", false
 	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	sc := h.scratch.Get().(*scratch)
+	defer h.put(sc)
+	sc.plain = append(sc.plain[:0], rest...)
+	raw, err := base64.RawURLEncoding.Strict().AppendDecode(sc.raw[:0], sc.plain)
+	sc.raw = raw
 	if err != nil || len(raw) < chacha20poly1305.NonceSizeX+a.Overhead() {
 		return "", false
 	}
 	nonce, sealed := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
-	ad := additional(kind, principal, session)
-	plain, err := a.Open(nil, nonce, sealed, ad)
-	if err != nil || !hmac.Equal(nonce, h.syntheticNonce(kind, ad, string(plain))) {
+	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
+	plain, err := a.Open(sc.plain[:0], nonce, sealed, sc.ad)
+	if err != nil {
+		return "", false
+	}
+	sc.plain = plain
+	if !hmac.Equal(nonce, sc.syntheticNonce(kind, sc.ad, plain)) {
 		return "", false
 	}
 	return string(plain), true

@@ -411,7 +411,7 @@ func str(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
-	if s, ok := plainString(raw); ok {
+	if s, ok := PlainString(raw); ok {
 		return s, true
 	}
 	var s string

@@ -84,10 +84,10 @@ func scanMembers(raw []byte, known []string) (m map[string]json.RawMessage, scan
 	return nil, false, nil
 }
 
-// plainString returns the value of a JSON string literal that needs no
+// PlainString returns the value of a JSON string literal that needs no
 // unescaping (no backslash, no control character, valid UTF-8): exactly what
 // encoding/json decodes it to. ok is false for any other literal.
-func plainString(raw []byte) (string, bool) {
+func PlainString(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}

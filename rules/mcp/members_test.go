@@ -57,7 +57,7 @@ func errText(err error) string {
 
 // FuzzScanMembers checks the scan against the decoding path on every valid
 // JSON input it reads: the same refusal with the same text, or the same
-// value for every member it keeps; and plainString against encoding/json.
+// value for every member it keeps; and PlainString against encoding/json.
 func FuzzScanMembers(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.x","_meta":{}}}`,
@@ -67,10 +67,10 @@ func FuzzScanMembers(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if s, ok := plainString(b); ok {
+		if s, ok := PlainString(b); ok {
 			var ref string
 			if err := json.Unmarshal(b, &ref); err != nil || ref != s {
-				t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", b, s, ref, err)
+				t.Fatalf("PlainString(%q) = %q; encoding/json: %q, %v", b, s, ref, err)
 			}
 		}
 		if !json.Valid(b) {
