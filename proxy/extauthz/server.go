@@ -367,8 +367,8 @@ func (s *Server) allow(p authn.Principal, decisionID string) *authv3.CheckRespon
 	}
 	resp := &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code.Code_OK)}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok}}
 	if decisionID != "" {
-		md, _ := structpb.NewStruct(map[string]any{"decision_id": decisionID, "principal": p.ID})
-		resp.DynamicMetadata = md
+		resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			"decision_id": structpb.NewStringValue(decisionID), "principal": structpb.NewStringValue(p.ID)}}
 	}
 	return resp
 }
@@ -388,6 +388,13 @@ func denyStatus(c code.Code, msg string) *authv3.CheckResponse {
 	}
 }
 
+// header is one header to set, both of its messages in one allocation.
 func header(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+	h := new(struct {
+		opt corev3.HeaderValueOption
+		val corev3.HeaderValue
+	})
+	h.val.Key, h.val.Value = k, v
+	h.opt.Header, h.opt.AppendAction = &h.val, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	return &h.opt
 }
