@@ -12,9 +12,9 @@ import (
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
-// benchUpstream is an MCP server as lean as can be: tools/call with a task
-// creates "task-1", every other tools/call answers a text, tasks/get
-// answers "task-1" working. Its own cost is the same before and after any
+// benchUpstream is an MCP server as lean as can be: it lists one tool,
+// "fast"; tools/call with a task creates "task-1", every other tools/call
+// answers a text, tasks/get answers "task-1" working. Its own cost is the same before and after any
 // change to Warden.
 type benchUpstream struct{}
 
@@ -37,6 +37,8 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = `{"task":{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}}`
 	case msg.Method == mcprules.MethodToolsCall:
 		result = `{"content":[{"type":"text","text":"done"}]}`
+	case msg.Method == mcprules.MethodToolsList:
+		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
 	case msg.Method == mcprules.MethodGet:
 		result = `{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`
 	default:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,12 +23,23 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
 }
 
+// copyHeaders copies src's end-to-end headers into dst, every value in one
+// allocation (each key's slice capped, so that appending to one copies it).
 func copyHeaders(dst, src http.Header) {
+	n := 0
+	for k, vs := range src {
+		if !hopHeaders[k] {
+			n += len(vs)
+		}
+	}
+	all := make([]string, 0, n)
 	for k, vs := range src {
 		if hopHeaders[k] {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], vs...)
+		start := len(all)
+		all = append(all, vs...)
+		dst[k] = all[start:len(all):len(all)]
 	}
 }
 
@@ -161,7 +173,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			}
 			b = nb
 		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
