@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
@@ -42,6 +43,8 @@ type Config struct {
 	DecisionLog decisionlog.Config `yaml:"decision_log"`
 	Admin       AdminConfig        `yaml:"admin"`
 	Tracing     TracingConfig      `yaml:"tracing"`
+	// GC puts a floor under the collector's heap goal (see package gc).
+	GC gc.Config `yaml:"gc"`
 }
 
 // TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.
@@ -78,6 +81,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.State.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.GC.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := newLogger(io.Discard, c.Log.Level); err != nil {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/replay"
@@ -242,6 +243,7 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		for _, m := range p.modes {
 			fmt.Fprintln(stdout, "  serves:", m)
 		}
+		fmt.Fprintln(stdout, "  gc:", gc.Describe(cfg.GC))
 	} else {
 		if packages, err = policies.Packages(cfg.Policies); err != nil {
 			return err

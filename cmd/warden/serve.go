@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -78,6 +79,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
+	gcFloor := fs.Int64("gc-min-heap-bytes", 0, "floor under the garbage collector's heap goal: no collection before the heap reaches it; -1 for none (default 64 MiB)")
+	gcPercent := fs.Int("gc-percent", 0, "GOGC above the floor; -1 for off but for the memory limit (default: GOGC's, 100)")
+	gcLimit := fs.Int64("gc-memory-limit-bytes", 0, "the runtime's soft memory limit, GOMEMLIMIT (default: GOMEMLIMIT's, none)")
 	if err := parseFlags(fs, serveSynopsis, args, stdout, false); err != nil {
 		return err
 	}
@@ -142,6 +146,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		c.Policies.Files = append(c.Policies.Files, extra...)
 		c.inheritLimits(lim)
+		if *gcFloor != 0 {
+			c.GC.MinHeapBytes = *gcFloor
+		}
+		if *gcPercent != 0 {
+			c.GC.Percent = *gcPercent
+		}
+		if *gcLimit != 0 {
+			c.GC.MemoryLimitBytes = *gcLimit
+		}
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -163,7 +176,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer p.Close()
+	tuner, err := gc.New(cfg.GC)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return tuner.Run(gctx) })
 	if p.dl != nil {
 		g.Go(func() error { return p.dl.Run(gctx) })
 	}
