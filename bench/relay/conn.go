@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -185,12 +186,27 @@ func (c *conn) finish(code http2.ErrCode) {
 	case <-c.writerDone:
 	case <-time.After(c.r.cfg.WriteTimeout):
 	}
+	if c.server {
+		lingerClose(c.nc)
+	}
 	c.nc.Close()
 	for _, l := range legs {
 		if p := l.peer; p.c != nil {
 			p.c.resetLeg(p, code)
 		}
 	}
+}
+
+// lingerClose half-closes a client connection and reads what the client
+// still sends for a moment, so that the last frames (a GOAWAY) reach it
+// rather than a TCP reset for unread data.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 1<<16))
 }
 
 // abort sends GOAWAY(NO_ERROR) and makes the reader stop.

@@ -15,7 +15,6 @@ import (
 // time until the connection ends.
 func (c *conn) serveDown() {
 	go c.writeLoop()
-	c.preface()
 	code, say := c.handshake()
 	if say {
 		code, say = c.readDown()
@@ -26,14 +25,16 @@ func (c *conn) serveDown() {
 	c.finish(http2.ErrCodeCancel)
 }
 
-// handshake reads the client preface and the first frame, which must be
-// SETTINGS, within HandshakeTimeout.
+// handshake reads the client preface (a connection without it is closed
+// without a word), answers with the relay's SETTINGS and reads the first
+// frame, which must be SETTINGS, all within HandshakeTimeout.
 func (c *conn) handshake() (http2.ErrCode, bool) {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.HandshakeTimeout))
 	var pre [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.nc, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
-		return http2.ErrCodeProtocol, err == nil
+		return 0, false
 	}
+	c.preface()
 	f, err := c.fr.ReadFrame()
 	if err != nil {
 		return connErrCode(err)
