@@ -58,7 +58,7 @@ func (e *echo) FullDuplexCall(s testpb.TestService_FullDuplexCallServer) error {
 // setup starts the echo upstream (capped at 128 streams per connection,
 // as the MACP runtime is), a relay in front of it and a client of the
 // relay; everything stops with the test.
-func setup(t *testing.T, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
+func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
 	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -83,7 +83,7 @@ func setup(t *testing.T, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
 
 // startRelay serves a relay with cfg on a loopback port until the test
 // ends, and checks that Serve then returns.
-func startRelay(t *testing.T, cfg Config) (*Relay, string) {
+func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 	t.Helper()
 	r, err := New(cfg)
 	if err != nil {
@@ -267,5 +267,20 @@ func TestUpstreamDown(t *testing.T) {
 	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v, want Unavailable", err)
+	}
+}
+
+// BenchmarkUnary is one small unary call through the relay, client, relay
+// and upstream in this process (profile with -cpuprofile and focus on
+// bench/relay to see the relay's share).
+func BenchmarkUnary(b *testing.B) {
+	c, _, _ := setup(b, Config{})
+	ctx := context.Background()
+	req := &testpb.SimpleRequest{Payload: payload(200)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.UnaryCall(ctx, req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
