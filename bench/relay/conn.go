@@ -172,6 +172,7 @@ func (c *conn) writeLoop() {
 // side is reset with code.
 func (c *conn) finish(code http2.ErrCode) {
 	c.mu.Lock()
+	c.dead = true // what is queued still goes out; nothing more is, and no stream opens
 	legs := make([]*leg, 0, len(c.streams))
 	for _, l := range c.streams {
 		l.gone = true

@@ -59,6 +59,12 @@ func (e *echo) FullDuplexCall(s testpb.TestService_FullDuplexCallServer) error {
 // as the MACP runtime is), a relay in front of it and a client of the
 // relay; everything stops with the test.
 func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
+	c, e, r, _ := setupServer(t, cfg)
+	return c, e, r
+}
+
+// setupServer is setup that also returns the upstream server.
+func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay, *grpc.Server) {
 	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,7 +84,7 @@ func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc), e, r
+	return testpb.NewTestServiceClient(cc), e, r, srv
 }
 
 // startRelay serves a relay with cfg on a loopback port until the test
@@ -242,6 +248,42 @@ func TestCancel(t *testing.T) {
 	for e.canceled.Load() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the upstream never saw the canceled call end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUpstreamGone: when the upstream goes away under an open stream, the
+// client's stream ends with an error rather than hanging, and the relay
+// forgets the connection.
+func TestUpstreamGone(t *testing.T) {
+	c, _, r, srv := setupServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if _, err := s.Recv(); err == nil || ctx.Err() != nil {
+		t.Fatalf("after the upstream stopped: %v (context: %v), want the stream to fail at once", err, ctx.Err())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.pool.mu.Lock()
+		n := len(r.pool.conns)
+		r.pool.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream connections still pooled after the upstream stopped", n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
