@@ -113,13 +113,15 @@ type Server struct {
 	enf     *proxy.Enforcer
 	log     *slog.Logger
 	tp      trace.TracerProvider
-	up      *grpc.ClientConn
+	up      grpc.ClientConnInterface
 	srv     *grpc.Server
 }
 
-// Upstream is the connection to the runtime, shared by the sidecar and the
-// Rebuilder. It connects lazily, on the first call.
-type Upstream struct{ conn *grpc.ClientConn }
+// Upstream is the connections to the runtime, shared by the sidecar and the
+// Rebuilder: a small pool (see connPool), so that held streams never use up
+// the runtime's streams on one connection. It connects lazily, on the first
+// call.
+type Upstream struct{ conns *connPool }
 
 // DialUpstream prepares the connection to cfg.Upstream. With a tracer
 // provider, calls to the runtime are traced and carry the trace context.
@@ -145,26 +147,33 @@ func DialUpstream(cfg Config, tp trace.TracerProvider) (*Upstream, error) {
 	if tp != nil {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
-	conn, err := grpc.NewClient(cfg.Upstream, append(opts,
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
-			grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))...)
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
+		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	conns, err := newConnPool(func() (*grpc.ClientConn, error) {
+		conn, err := grpc.NewClient(cfg.Upstream, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
+		}
+		return conn, nil
+	}, streamsPerConn, maxUpstreamConns)
 	if err != nil {
-		return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
+		return nil, err
 	}
-	return &Upstream{conn: conn}, nil
+	return &Upstream{conns: conns}, nil
 }
 
-// Close closes the connection.
-func (u *Upstream) Close() error { return u.conn.Close() }
+// Close closes the connections.
+func (u *Upstream) Close() error { return u.conns.Close() }
 
 // Ready reports whether the runtime is reachable: an idle connection is asked
 // to connect, a failing one is not ready.
 func (u *Upstream) Ready() error {
-	switch st := u.conn.GetState(); st {
+	conn := u.conns.first()
+	switch st := conn.GetState(); st {
 	case connectivity.Ready:
 		return nil
 	case connectivity.Idle:
-		u.conn.Connect()
+		conn.Connect()
 		return errors.New("upstream connection idle; connecting")
 	default:
 		return fmt.Errorf("upstream connection %s", st)
@@ -204,7 +213,7 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conn}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls

@@ -97,6 +97,7 @@ func run() error {
 			"warden":               strconv.Itoa(*wardenProcs),
 			"null ext_authz":       strconv.Itoa(*wardenProcs),
 			"null Go pass-through": strconv.Itoa(*wardenProcs),
+			"null relay":           strconv.Itoa(*wardenProcs),
 			"nginx":                "1 worker process",
 			"mcp servers (Go)":     strconv.Itoa(*wardenProcs),
 			"macp-runtime (Rust)":  fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
