@@ -228,14 +228,14 @@ func newHookRecorder(t testing.TB) *hookRecorder {
 	return h
 }
 
-// waitFor returns the first call whose body mentions s, waiting up to 10 s
-// (the Python server sends its pushes in the background).
-func (h *hookRecorder) waitFor(s string) (hookCall, bool) {
-	deadline := time.Now().Add(10 * time.Second)
+// waitFor returns the first call that match accepts, waiting up to d (the
+// Python server sends its pushes in the background).
+func (h *hookRecorder) waitFor(d time.Duration, match func(hookCall) bool) (hookCall, bool) {
+	deadline := time.Now().Add(d)
 	for {
 		h.mu.Lock()
 		for _, c := range h.seen {
-			if strings.Contains(c.body, s) {
+			if match(c) {
 				h.mu.Unlock()
 				return c, true
 			}
@@ -264,7 +264,7 @@ func TestA2APeersValidFlows(t *testing.T) {
 					t.Run(c.name+"/"+binding, func(t *testing.T) {
 						got := c.drive(t, base, "tok-alice", hook.url, binding)
 						checkA2AFlows(t, got, wantA2AFlows(s.name, c.name, binding), hook.url)
-						call, ok := hook.waitFor(got.Push.TaskID)
+						call, ok := hook.waitFor(10*time.Second, func(c hookCall) bool { return strings.Contains(c.body, got.Push.TaskID) })
 						if !ok {
 							t.Fatalf("no push for task %s reached the webhook", got.Push.TaskID)
 						}

@@ -9,7 +9,10 @@
 //	             message on that task completes it with "answer: <text>"
 //	stream N     a task streaming N artifact chunks, then completed
 //	wait         a working task that runs until cancelled (or 60 s pass)
-//	anything     a task completed with the artifact "echo: <text>"
+//	anything     a task completed with the artifact "echo: <text>", followed
+//	             by " [ref ID: TEXT]" for each task the message's
+//	             referenceTaskIds name (loaded by the SDK's
+//	             ReferencedTasksLoader)
 //
 // Authentication is the SDK's: a call interceptor maps the bearer token to an
 // a2asrv.User (tokens from -tokens or A2A_TOKENS, "name=token,..."); a request
@@ -42,6 +45,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 )
 
 func main() {
@@ -75,9 +79,14 @@ func run() error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	card := publicCard(base)
+	// The store NewHandler would make by default, made here so that the
+	// SDK's ReferencedTasksLoader can read referenceTaskIds from it.
+	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	handler := a2asrv.NewHandler(
 		agent{},
 		a2asrv.WithLogger(logger),
+		a2asrv.WithTaskStore(store),
+		a2asrv.WithExecutorContextInterceptor(&a2asrv.ReferencedTasksLoader{Store: store}),
 		a2asrv.WithCallInterceptors(bearerAuth{users: users}),
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 2 * time.Second})),
 		a2asrv.WithExtendedAgentCard(extendedCard(card)),
@@ -228,7 +237,7 @@ func (agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[
 				finish(yield, ec, "waited")
 			}
 		default:
-			finish(yield, ec, "echo: "+text)
+			finish(yield, ec, "echo: "+text+referenced(ec))
 		}
 	}
 }
@@ -256,6 +265,23 @@ func pause(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// referenced shows what the agent was given of the referenced tasks.
+func referenced(ec *a2asrv.ExecutorContext) string {
+	var b strings.Builder
+	for _, t := range ec.RelatedTasks {
+		var texts []string
+		for _, a := range t.Artifacts {
+			for _, p := range a.Parts {
+				if s := p.Text(); s != "" {
+					texts = append(texts, s)
+				}
+			}
+		}
+		fmt.Fprintf(&b, " [ref %s: %s]", t.ID, strings.Join(texts, " "))
+	}
+	return b.String()
 }
 
 func firstText(m *a2a.Message) string {
