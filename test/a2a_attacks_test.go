@@ -62,18 +62,48 @@ type a2aAnswer struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-	raw string
+	raw   string
+	named []string // the ids the request named
 }
 
 func (a *a2aAnswer) String() string { return a.raw }
 
-// sameAsMadeUp: the same error code and message (the error data of a2a-go
-// carries a timestamp and is not compared).
+// sameAsMadeUp: both answered, or both failed with the same error code and
+// message once the ids each request named are replaced by "<id>" (the error
+// data of a2a-go carries a timestamp and is not compared).
 func (a *a2aAnswer) sameAsMadeUp(m *a2aAnswer) bool {
 	if a.Error == nil || m.Error == nil {
-		return a.Error == nil && m.Error == nil && string(a.Result) == string(m.Result)
+		return a.Error == nil && m.Error == nil
 	}
-	return *a.Error == *m.Error
+	return a.Error.Code == m.Error.Code && a.errorMessage() == m.errorMessage()
+}
+
+func (a *a2aAnswer) errorMessage() string {
+	msg := a.Error.Message
+	for _, id := range a.named {
+		if id != "" {
+			msg = strings.ReplaceAll(msg, id, "<id>")
+		}
+	}
+	return msg
+}
+
+// namedIDs are the task and context ids a request's params name.
+func namedIDs(params any) []string {
+	p, _ := params.(map[string]any)
+	var ids []string
+	for _, k := range []string{"id", "taskId", "contextId"} {
+		if s, ok := p[k].(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	if m, ok := p["message"].(map[string]any); ok {
+		ids = append(ids, namedIDs(m)...)
+		if refs, ok := m["referenceTaskIds"].([]string); ok {
+			ids = append(ids, refs...)
+		}
+	}
+	return ids
 }
 
 // call sends one JSON-RPC request with token ("" for none) and returns the
@@ -118,7 +148,7 @@ func (e *a2aAttackEnv) call(t testing.TB, token, method string, params any) *a2a
 		}
 		raw = b.Bytes()
 	}
-	a := &a2aAnswer{raw: string(raw)}
+	a := &a2aAnswer{raw: string(raw), named: namedIDs(params)}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, a); err != nil {
 			t.Fatalf("%s: HTTP %d, not JSON-RPC: %q", method, resp.StatusCode, raw)
@@ -371,7 +401,8 @@ func runA2AAttacks(t *testing.T, rpc string, want map[string]a2aOutcome) map[str
 // mentioning taskID reached the webhook within 3 s.
 func (e *a2aAttackEnv) pushedTo(token, taskID string) bool {
 	_, ok := e.hook.waitFor(3*time.Second, func(c hookCall) bool {
-		return c.header.Get("A2A-Notification-Token") == token && strings.Contains(c.body, taskID)
+		got := c.header.Get("A2A-Notification-Token") + c.header.Get("X-A2A-Notification-Token") // a2a-go, a2a-sdk
+		return got == token && strings.Contains(c.body, taskID)
 	})
 	return ok
 }
@@ -388,4 +419,44 @@ func TestA2AAttacksDirect(t *testing.T) {
 			t.Logf("    answer %s\n    made-up %s", seen[at.name].answer, seen[at.name].madeUp)
 		}
 	}
+}
+
+// TestA2AAttacksPythonServer runs the same table against the Python a2a-sdk
+// 1.3.0 server, whose task and push-config stores are scoped by owner: the
+// control that shows the table tells refusals from successes.
+func TestA2AAttacksPythonServer(t *testing.T) {
+	base := startA2APy(t)
+	seen := runA2AAttacks(t, base+"/jsonrpc", a2aPythonOutcomes)
+	for _, at := range a2aAttacks {
+		t.Logf("| %s | %s |", at.name, seen[at.name].outcome)
+		if seen[at.name].outcome != a2aSucceeds {
+			t.Logf("    answer %s\n    made-up %s", seen[at.name].answer, seen[at.name].madeUp)
+		}
+	}
+}
+
+// a2aPythonOutcomes: the a2a-sdk 1.3.0 server refuses every task and
+// push-config operation on a foreign id like a made-up one, but lets a
+// second tenant add tasks to a foreign context, accepts any webhook URL
+// (its push-URL validator is off unless configured) and serves the extended
+// card to anyone. Its agent here does not read referenceTaskIds, so that row
+// says nothing about the SDK.
+var a2aPythonOutcomes = map[string]a2aOutcome{
+	"get-task":                a2aRefused,
+	"cancel-task":             a2aRefused,
+	"continue-task":           a2aRefused,
+	"continue-context":        a2aSucceeds,
+	"subscribe":               a2aRefused,
+	"push-create":             a2aRefused,
+	"push-get":                a2aRefused,
+	"push-list":               a2aRefused,
+	"push-delete":             a2aRefused,
+	"reference-task":          a2aRefused,
+	"list-tasks":              a2aRefused,
+	"webhook-loopback":        a2aSucceeds,
+	"webhook-private":         a2aSucceeds,
+	"webhook-link-local":      a2aSucceeds,
+	"extended-card-anonymous": a2aSucceeds,
+	"message-terminal-task":   a2aRefused,
+	"probe-cancel-terminal":   a2aRefused,
 }
