@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -42,9 +44,10 @@ type a2aAttack struct {
 	run        func(t testing.TB, e *a2aAttackEnv) (ok bool, answer, madeUp *a2aAnswer)
 }
 
-// a2aAttackEnv is the endpoint under attack and its two tenants.
+// a2aAttackEnv is the endpoint under attack.
 type a2aAttackEnv struct {
-	rpc  string // the JSON-RPC endpoint
+	url  string // the JSON-RPC endpoint, or the REST base with rest
+	rest bool   // the HTTP+JSON binding
 	hook *hookRecorder
 }
 
@@ -58,12 +61,16 @@ const (
 // a2aAnswer is one JSON-RPC answer (the first SSE event for a stream).
 type a2aAnswer struct {
 	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	raw   string
-	named []string // the ids the request named
+	Error  *a2aError       `json:"error"`
+	raw    string
+	named  []string // the ids the request named
+}
+
+// a2aError is a JSON-RPC error, or the google.rpc.Status error of the REST
+// binding (its code is the HTTP status), or an HTTP status without either.
+type a2aError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 func (a *a2aAnswer) String() string { return a.raw }
@@ -89,8 +96,7 @@ func (a *a2aAnswer) errorMessage() string {
 }
 
 // namedIDs are the task and context ids a request's params name.
-func namedIDs(params any) []string {
-	p, _ := params.(map[string]any)
+func namedIDs(p map[string]any) []string {
 	var ids []string
 	for _, k := range []string{"id", "taskId", "contextId"} {
 		if s, ok := p[k].(string); ok {
@@ -106,21 +112,32 @@ func namedIDs(params any) []string {
 	return ids
 }
 
-// call sends one JSON-RPC request with token ("" for none) and returns the
-// answer: the body, or the first event of an SSE stream. Bounded to 10 s.
-func (e *a2aAttackEnv) call(t testing.TB, token, method string, params any) *a2aAnswer {
+// call sends one A2A operation (its JSON-RPC method name and params) with
+// token ("" for none) over the endpoint's binding and returns the answer:
+// the body, or the first event of an SSE stream. Bounded to 10 s.
+func (e *a2aAttackEnv) call(t testing.TB, token, method string, params map[string]any) *a2aAnswer {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
+	verb, url, payload := http.MethodPost, e.url, any(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if e.rest {
+		verb, url, payload = restRoute(e.url, method, params)
+	}
+	var body io.Reader
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(b)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.rpc, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, verb, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("A2A-Version", "1.0")
 	if token != "" {
@@ -141,22 +158,51 @@ func (e *a2aAttackEnv) call(t testing.TB, token, method string, params any) *a2a
 				break
 			}
 		}
-	} else {
-		var b bytes.Buffer
-		if _, err := b.ReadFrom(resp.Body); err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-		raw = b.Bytes()
+	} else if raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+		t.Fatalf("%s: %v", method, err)
 	}
-	a := &a2aAnswer{raw: string(raw), named: namedIDs(params)}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, a); err != nil {
-			t.Fatalf("%s: HTTP %d, not JSON-RPC: %q", method, resp.StatusCode, raw)
-		}
-	} else if resp.StatusCode != http.StatusOK {
-		a.raw = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	a := &a2aAnswer{raw: fmt.Sprintf("HTTP %d %s", resp.StatusCode, raw), named: namedIDs(params)}
+	switch {
+	case e.rest && resp.StatusCode/100 == 2:
+		// REST: the body is the result (empty for a delete).
+		a.Result = json.RawMessage(raw)
+	case len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, a) == nil && (a.Error != nil || a.Result != nil):
+		// JSON-RPC, an SSE event, or a REST google.rpc.Status error.
+	default:
+		a.Result = nil
+		a.Error = &a2aError{Code: resp.StatusCode, Message: string(raw)}
 	}
 	return a
+}
+
+// restRoute maps an operation onto the HTTP+JSON binding (spec §11).
+func restRoute(base, method string, p map[string]any) (verb, url string, body any) {
+	id := func(k string) string { s, _ := p[k].(string); return neturl.PathEscape(s) }
+	switch method {
+	case "SendMessage":
+		return http.MethodPost, base + "/message:send", p
+	case "SendStreamingMessage":
+		return http.MethodPost, base + "/message:stream", p
+	case "GetTask":
+		return http.MethodGet, base + "/tasks/" + id("id"), nil
+	case "ListTasks":
+		return http.MethodGet, base + "/tasks", nil
+	case "CancelTask":
+		return http.MethodPost, base + "/tasks/" + id("id") + ":cancel", map[string]any{}
+	case "SubscribeToTask":
+		return http.MethodPost, base + "/tasks/" + id("id") + ":subscribe", nil
+	case "CreateTaskPushNotificationConfig":
+		return http.MethodPost, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs", p
+	case "GetTaskPushNotificationConfig":
+		return http.MethodGet, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs/" + id("id"), nil
+	case "ListTaskPushNotificationConfigs":
+		return http.MethodGet, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs", nil
+	case "DeleteTaskPushNotificationConfig":
+		return http.MethodDelete, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs/" + id("id"), nil
+	case "GetExtendedAgentCard":
+		return http.MethodGet, base + "/extendedAgentCard", nil
+	}
+	panic("restRoute: no route for " + method)
 }
 
 // a2aTask is the part of a task the attacks use.
@@ -372,7 +418,18 @@ type a2aSeen struct {
 // want; it returns what each attack saw.
 func runA2AAttacks(t *testing.T, rpc string, want map[string]a2aOutcome) map[string]a2aSeen {
 	t.Helper()
-	e := &a2aAttackEnv{rpc: rpc, hook: newHookRecorder(t)}
+	return runA2AAttacksOn(t, &a2aAttackEnv{url: rpc, hook: newHookRecorder(t)}, want)
+}
+
+// runA2AAttacksREST runs the table over the HTTP+JSON binding whose base
+// URL is base (the a2a-go server's /rest, or Warden's REST listener).
+func runA2AAttacksREST(t *testing.T, base string, want map[string]a2aOutcome) map[string]a2aSeen {
+	t.Helper()
+	return runA2AAttacksOn(t, &a2aAttackEnv{url: base, rest: true, hook: newHookRecorder(t)}, want)
+}
+
+func runA2AAttacksOn(t *testing.T, e *a2aAttackEnv, want map[string]a2aOutcome) map[string]a2aSeen {
+	t.Helper()
 	seen := map[string]a2aSeen{}
 	for _, at := range a2aAttacks {
 		t.Run(at.name, func(t *testing.T) {
@@ -408,17 +465,16 @@ func (e *a2aAttackEnv) pushedTo(token, taskID string) bool {
 }
 
 // TestA2AAttacksDirect runs the attack table against the a2a-go v2.3.1 server
-// with nothing in front: most attacks succeed (a2a-go checks the owner on
-// ListTasks and on task creation only).
+// with nothing in front, over both bindings: most attacks succeed (a2a-go
+// checks the owner on ListTasks and on task creation only).
 func TestA2AAttacksDirect(t *testing.T) {
 	base := startA2AGo(t)
-	seen := runA2AAttacks(t, base+"/jsonrpc", a2aDirectOutcomes)
-	for _, at := range a2aAttacks {
-		t.Logf("| %s | %s | %s |", at.name, at.what, seen[at.name].outcome)
-		if seen[at.name].outcome == a2aRefusedLeaky {
-			t.Logf("    answer %s\n    made-up %s", seen[at.name].answer, seen[at.name].madeUp)
-		}
-	}
+	t.Run("JSONRPC", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacks(t, base+"/jsonrpc", a2aDirectOutcomes))
+	})
+	t.Run("HTTP+JSON", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacksREST(t, base+"/rest", a2aDirectOutcomes))
+	})
 }
 
 // TestA2AAttacksPythonServer runs the same table against the Python a2a-sdk
@@ -426,10 +482,21 @@ func TestA2AAttacksDirect(t *testing.T) {
 // control that shows the table tells refusals from successes.
 func TestA2AAttacksPythonServer(t *testing.T) {
 	base := startA2APy(t)
-	seen := runA2AAttacks(t, base+"/jsonrpc", a2aPythonOutcomes)
+	t.Run("JSONRPC", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacks(t, base+"/jsonrpc", a2aPythonOutcomes))
+	})
+	t.Run("HTTP+JSON", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacksREST(t, base+"/rest", a2aPythonOutcomes))
+	})
+}
+
+// logA2AAttacks logs the table as README rows, with the answers of the
+// refusals that differ from a made-up id's.
+func logA2AAttacks(t *testing.T, seen map[string]a2aSeen) {
+	t.Helper()
 	for _, at := range a2aAttacks {
-		t.Logf("| %s | %s |", at.name, seen[at.name].outcome)
-		if seen[at.name].outcome != a2aSucceeds {
+		t.Logf("| %s | %s | %s |", at.name, at.what, seen[at.name].outcome)
+		if seen[at.name].outcome == a2aRefusedLeaky {
 			t.Logf("    answer %s\n    made-up %s", seen[at.name].answer, seen[at.name].madeUp)
 		}
 	}
