@@ -506,8 +506,8 @@ func logA2AAttacks(t *testing.T, seen map[string]a2aSeen) {
 // push-config operation on a foreign id like a made-up one, but lets a
 // second tenant add tasks to a foreign context, accepts any webhook URL
 // (its push-URL validator is off unless configured) and serves the extended
-// card to anyone. Its agent here does not read referenceTaskIds, so that row
-// says nothing about the SDK.
+// card to anyone. Its referenced tasks are read through the owner-scoped
+// store, so a foreign one is simply not handed to the agent.
 var a2aPythonOutcomes = map[string]a2aOutcome{
 	"get-task":                a2aRefused,
 	"cancel-task":             a2aRefused,

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -83,8 +83,9 @@ type a2aFlows struct {
 		State  string   `json:"state"`
 		Chunks []string `json:"chunks"`
 	} `json:"stream"`
-	Get  a2aResult `json:"get"`
-	List struct {
+	Get       a2aResult `json:"get"`
+	Reference a2aResult `json:"reference"`
+	List      struct {
 		HasSend bool `json:"hasSend"`
 	} `json:"list"`
 	Input  a2aResult `json:"input"`
@@ -139,19 +140,12 @@ func runA2ADriver(t testing.TB, name string, env []string, bin string, args ...s
 	out, runErr := cmd.Output()
 	var f a2aFlows
 	if err := json.Unmarshal(out, &f); err != nil {
-		t.Fatalf("%s: %v (output %q)\n%s", name, errors2(runErr, err), out, stderr.String())
+		t.Fatalf("%s: %v (output %q)\n%s", name, errors.Join(runErr, err), out, stderr.String())
 	}
 	if f.Error != "" || runErr != nil {
 		t.Fatalf("%s: %s %v\n%s", name, f.Error, runErr, stderr.String())
 	}
 	return f
-}
-
-func errors2(a, b error) error {
-	if a == nil {
-		return b
-	}
-	return fmt.Errorf("%w; %w", a, b)
 }
 
 // wantA2AFlows is the answer every valid flow must give: the same for every
@@ -172,6 +166,7 @@ func wantA2AFlows(server, client, binding string) a2aFlows {
 	w.Stream.State = "TASK_STATE_COMPLETED"
 	w.Stream.Chunks = []string{"chunk 1", "chunk 2", "chunk 3"}
 	w.Get = w.Send
+	w.Reference = a2aResult{State: "TASK_STATE_COMPLETED", Text: "echo: summarise [ref <id>: echo: hello]"}
 	w.List.HasSend = true
 	w.Input = a2aResult{State: "TASK_STATE_INPUT_REQUIRED", Question: "input required: name?"}
 	w.Answer = a2aResult{State: "TASK_STATE_COMPLETED", Text: "answer: alice"}
@@ -251,7 +246,8 @@ func (h *hookRecorder) waitFor(d time.Duration, match func(hookCall) bool) (hook
 // TestA2APeersValidFlows drives each SDK client (Python a2a-sdk 1.3.0,
 // @a2a-js/sdk 1.3.0) over each binding (JSON-RPC, HTTP+JSON) through every
 // valid flow against each server (a2a-go v2.3.1, a2a-sdk 1.3.0): card and
-// extended card, send, a plain message reply, stream, get, list, multi-turn
+// extended card, send, a plain message reply, stream, get, a message whose
+// referenceTaskIds name the caller's own task, list, multi-turn
 // input-required, push-config create/get/list/delete with a delivered push,
 // cancel and subscribe.
 func TestA2APeersValidFlows(t *testing.T) {
