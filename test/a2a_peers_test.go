@@ -17,8 +17,8 @@ import (
 )
 
 // The A2A peers (issue 15), installed by scripts/peers.sh a2a: the a2a-go
-// v2.3.1 server (test/peers/a2a-go), the Python a2a-sdk 1.3.0 server and
-// client (test/peers/a2a-py) and the @a2a-js/sdk 1.3.0 client
+// v2.3.1 server and client (test/peers/a2a-go), the Python a2a-sdk 1.3.0
+// server and client (test/peers/a2a-py) and the @a2a-js/sdk 1.3.0 client
 // (test/peers/a2a-js). The servers take the same bearer tokens; alice runs
 // the valid flows, bob is the second tenant of a2a_attacks_test.go.
 const a2aTokens = "alice=tok-alice,bob=tok-bob"
@@ -45,7 +45,7 @@ func a2aServers() []a2aServer {
 }
 
 func a2aClients() []a2aClient {
-	return []a2aClient{{"a2a-py", driveA2APy}, {"a2a-js", driveA2AJS}}
+	return []a2aClient{{"a2a-go", driveA2AGo}, {"a2a-py", driveA2APy}, {"a2a-js", driveA2AJS}}
 }
 
 // startA2AGo builds test/peers/a2a-go (offline; scripts/peers.sh a2a put its
@@ -113,6 +113,13 @@ type a2aResult struct {
 	Question string `json:"question,omitempty"`
 }
 
+func driveA2AGo(t testing.TB, base, token, hook, binding string) a2aFlows {
+	t.Helper()
+	peer(t, ".peers/bin/a2a-go-client")
+	bin := buildIn(t, "test/peers/a2a-go", "./client")
+	return runA2ADriver(t, "a2a-go client", nil, bin, "-url", base, "-token", token, "-hook", hook, "-binding", binding)
+}
+
 func driveA2APy(t testing.TB, base, token, hook, binding string) a2aFlows {
 	t.Helper()
 	py := peer(t, ".peers/a2a-venv/bin/python")
@@ -156,7 +163,7 @@ func runA2ADriver(t testing.TB, name string, env []string, bin string, args ...s
 // all the same).
 func wantA2AFlows(server, client, binding string) a2aFlows {
 	var w a2aFlows
-	w.SDK = map[string]string{"a2a-py": "a2a-sdk 1.3.0", "a2a-js": "@a2a-js/sdk 1.3.0"}[client]
+	w.SDK = map[string]string{"a2a-go": "a2a-go v2.3.1", "a2a-py": "a2a-sdk 1.3.0", "a2a-js": "@a2a-js/sdk 1.3.0"}[client]
 	w.Binding = binding
 	w.Card = "warden-" + server + "-peer"
 	w.ExtendedSkills = []string{"echo", "internal-admin"}
@@ -243,8 +250,8 @@ func (h *hookRecorder) waitFor(d time.Duration, match func(hookCall) bool) (hook
 	}
 }
 
-// TestA2APeersValidFlows drives each SDK client (Python a2a-sdk 1.3.0,
-// @a2a-js/sdk 1.3.0) over each binding (JSON-RPC, HTTP+JSON) through every
+// TestA2APeersValidFlows drives each SDK client (a2a-go v2.3.1, Python
+// a2a-sdk 1.3.0, @a2a-js/sdk 1.3.0) over each binding (JSON-RPC, HTTP+JSON) through every
 // valid flow against each server (a2a-go v2.3.1, a2a-sdk 1.3.0): card and
 // extended card, send, a plain message reply, stream, get, a message whose
 // referenceTaskIds name the caller's own task, list, multi-turn
