@@ -355,6 +355,20 @@ var a2aAttacks = []a2aAttack{
 		e.send(t, bobToken, "done", map[string]any{"taskId": own.ID}, false)
 		return e.pushedTo(marker, own.ID), a, nil
 	}},
+	{"webhook-inline", "bob's SendMessage carries a webhook on 127.0.0.1 in its configuration and it is called", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
+		marker := "inline-" + madeUpID()
+		a := e.call(t, bobToken, "SendMessage", map[string]any{
+			"message":       a2aMessage("hello", nil),
+			"configuration": map[string]any{"taskPushNotificationConfig": map[string]any{"url": e.hook.url, "token": marker}},
+		})
+		var r struct {
+			Task a2aTask `json:"task"`
+		}
+		if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || r.Task.ID == "" {
+			return false, a, nil
+		}
+		return e.pushedTo(marker, r.Task.ID), a, nil
+	}},
 	// The private and link-local configs go on bob's completed task: no
 	// more events, so the server never calls them during the test.
 	{"webhook-private", "bob's webhook on 10.0.0.1 (private range) is accepted", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
@@ -399,6 +413,7 @@ var a2aDirectOutcomes = map[string]a2aOutcome{
 	"reference-task":          a2aSucceeds,
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
+	"webhook-inline":          a2aSucceeds,
 	"webhook-private":         a2aSucceeds,
 	"webhook-link-local":      a2aSucceeds,
 	"extended-card-anonymous": a2aSucceeds,
@@ -521,6 +536,7 @@ var a2aPythonOutcomes = map[string]a2aOutcome{
 	"reference-task":          a2aRefused,
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
+	"webhook-inline":          a2aSucceeds,
 	"webhook-private":         a2aSucceeds,
 	"webhook-link-local":      a2aSucceeds,
 	"extended-card-anonymous": a2aSucceeds,
