@@ -18,9 +18,10 @@ import (
 // The A2A attack table (issue 15): what a second tenant (bob) can do to the
 // first tenant's (alice's) tasks, contexts and push configs, what anyone can
 // do with webhook URLs and the extended card, and what ids reveal. Each
-// attack builds alice's state itself over the same JSON-RPC endpoint, so the
+// attack builds alice's state itself over the endpoint under attack, so the
 // table runs unchanged against the a2a-go v2.3.1 server direct and against
-// Warden in front of it: runA2AAttacks(t, rpcURL, wantOutcomes).
+// Warden in front of it: runA2AAttacks(t, rpcURL, wantOutcomes) over
+// JSON-RPC, runA2AAttacksREST(t, restBase, wantOutcomes) over HTTP+JSON.
 
 // a2aOutcome is how an attack ended.
 type a2aOutcome string
@@ -58,7 +59,8 @@ const (
 	aliceSecret = "alice-private-7f3a"
 )
 
-// a2aAnswer is one JSON-RPC answer (the first SSE event for a stream).
+// a2aAnswer is one answer: a JSON-RPC response, a REST body, or the first
+// SSE event of a stream.
 type a2aAnswer struct {
 	Result json.RawMessage `json:"result"`
 	Error  *a2aError       `json:"error"`
