@@ -318,7 +318,7 @@ var a2aAttacks = []a2aAttack{
 		}
 		a := e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(v.ID))
 		e.send(t, aliceToken, aliceSecret, map[string]any{"taskId": v.ID}, false)
-		return e.pushedTo(marker, v.ID), a, e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(madeUpID()))
+		return a.Error == nil && e.pushedTo(marker, v.ID), a, e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(madeUpID()))
 	}},
 	{"push-get", "bob reads alice's push config and its credentials (GetTaskPushNotificationConfig)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "input name")
@@ -355,7 +355,7 @@ var a2aAttacks = []a2aAttack{
 		marker := "loopback-" + madeUpID()
 		a := e.call(t, bobToken, "CreateTaskPushNotificationConfig", map[string]any{"taskId": own.ID, "url": e.hook.url, "token": marker})
 		e.send(t, bobToken, "done", map[string]any{"taskId": own.ID}, false)
-		return e.pushedTo(marker, own.ID), a, nil
+		return a.Error == nil && e.pushedTo(marker, own.ID), a, nil
 	}},
 	{"webhook-inline", "bob's SendMessage carries a webhook on 127.0.0.1 in its configuration and it is called", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		marker := "inline-" + madeUpID()
@@ -472,9 +472,10 @@ func runA2AAttacksOn(t *testing.T, e *a2aAttackEnv, want map[string]a2aOutcome) 
 }
 
 // pushedTo reports whether a push carrying the notification token token and
-// mentioning taskID reached the webhook within 3 s.
+// mentioning taskID reached the webhook within 10 s (the Python server
+// pushes in the background; a refused config is not waited for).
 func (e *a2aAttackEnv) pushedTo(token, taskID string) bool {
-	_, ok := e.hook.waitFor(3*time.Second, func(c hookCall) bool {
+	_, ok := e.hook.waitFor(10*time.Second, func(c hookCall) bool {
 		got := c.header.Get("A2A-Notification-Token") + c.header.Get("X-A2A-Notification-Token") // a2a-go, a2a-sdk
 		return got == token && strings.Contains(c.body, taskID)
 	})

@@ -260,24 +260,32 @@ func (h *hookRecorder) waitFor(d time.Duration, match func(hookCall) bool) (hook
 func TestA2APeersValidFlows(t *testing.T) {
 	for _, s := range a2aServers() {
 		t.Run(s.name, func(t *testing.T) {
-			base := s.start(t)
-			hook := newHookRecorder(t)
-			for _, c := range a2aClients() {
-				for _, binding := range a2aBindings {
-					t.Run(c.name+"/"+binding, func(t *testing.T) {
-						got := c.drive(t, base, "tok-alice", hook.url, binding)
-						checkA2AFlows(t, got, wantA2AFlows(s.name, c.name, binding), hook.url)
-						call, ok := hook.waitFor(10*time.Second, func(c hookCall) bool { return strings.Contains(c.body, got.Push.TaskID) })
-						if !ok {
-							t.Fatalf("no push for task %s reached the webhook", got.Push.TaskID)
-						}
-						token := call.header.Get("A2A-Notification-Token") + call.header.Get("X-A2A-Notification-Token")
-						if token != "tok-123" || call.header.Get("Authorization") != "Bearer cred-xyz" {
-							t.Errorf("push headers: token %q, authorization %q", token, call.header.Get("Authorization"))
-						}
-					})
-				}
-			}
+			checkA2AValidFlows(t, s.name, s.start(t))
 		})
+	}
+}
+
+// checkA2AValidFlows drives every client over every binding against the
+// agent at base (a server of the named kind, direct or behind Warden) and
+// checks each answer, and that each run's push reached the webhook with its
+// token and credentials.
+func checkA2AValidFlows(t *testing.T, server, base string) {
+	t.Helper()
+	hook := newHookRecorder(t)
+	for _, c := range a2aClients() {
+		for _, binding := range a2aBindings {
+			t.Run(c.name+"/"+binding, func(t *testing.T) {
+				got := c.drive(t, base, aliceToken, hook.url, binding)
+				checkA2AFlows(t, got, wantA2AFlows(server, c.name, binding), hook.url)
+				call, ok := hook.waitFor(10*time.Second, func(c hookCall) bool { return strings.Contains(c.body, got.Push.TaskID) })
+				if !ok {
+					t.Fatalf("no push for task %s reached the webhook", got.Push.TaskID)
+				}
+				token := call.header.Get("A2A-Notification-Token") + call.header.Get("X-A2A-Notification-Token")
+				if token != "tok-123" || call.header.Get("Authorization") != "Bearer cred-xyz" {
+					t.Errorf("push headers: token %q, authorization %q", token, call.header.Get("Authorization"))
+				}
+			})
+		}
 	}
 }
