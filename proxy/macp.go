@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // enforce decides one MACP message in DESIGN.md §4's steps: snapshot,
@@ -40,7 +42,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d = e.finish(snap, d, verdict)
-	return e.hold(d, en, out, now), nil
+	return e.hold(d, en, req, principal.ID, out, now), nil
 }
 
 // describe returns the type, mode and session a request names.
@@ -108,32 +110,62 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	if err != nil {
 		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
-	if en != nil && en.state == nil && e.rebuilder != nil && !start {
+	for {
+		out, used, err := e.decideOn(ctx, req, en, sender, start, now)
+		if err != nil {
+			e.release(en)
+			return nil, rules.Outcome{}, err
+		}
+		// A state-changing message is decided on the state every flight of
+		// its session has landed on, and commits over that very state: the
+		// lock held, no new flight starts.
+		if en == nil || e.depth <= 1 || out.Next == nil || out.RecordOnly || en.idle() && en.state.Load() == used {
+			return en, out, nil
+		}
+		if err := en.wait(ctx, "", 1); err != nil {
+			e.release(en)
+			return nil, rules.Outcome{}, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
+	}
+}
+
+// decideOn applies the rules to the session's committed state, locked in en
+// (nil for no entry), rebuilding it from the upstream first when the table
+// does not know it, and returns the state it decided on. When pipelining, it first waits until the message's id
+// is not in flight and the session has room for one more flight.
+func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (rules.Outcome, *rules.Session, error) {
+	env := req.Envelope
+	_, _, sessionID := req.describe()
+	if en != nil && e.depth > 1 {
+		if err := en.wait(ctx, env.GetMessageId(), e.depth); err != nil {
+			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
+	}
+	if en != nil && en.state.Load() == nil && e.rebuilder != nil && !start {
+		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
+			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
 		s, err := e.rebuilder.Rebuild(ctx, sessionID)
 		e.rebuilt(err == nil)
 		if err != nil {
-			e.release(en)
-			return nil, rules.Outcome{}, fmt.Errorf("rebuild session %s: %w", sessionID, err)
+			return rules.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
 		}
-		en.state = s
+		en.update(func(*rules.Session) *rules.Session { return s })
 	}
 	var state *rules.Session
 	if en != nil {
-		state = en.state
+		state = en.state.Load()
 	}
-	if state != nil {
-		if x := state.Expire(now); x != state {
-			e.table.settle(en, x, now) // time alone expired it
-			state = x
-		}
+	if state != nil && state.Expire(now) != state {
+		state = e.table.expire(en, now) // time alone expired it
 	}
 	switch {
 	case req.Op != "":
-		return en, rules.Control(state, req.Op, sender, now), nil
+		return rules.Control(state, req.Op, sender, now), state, nil
 	case start:
-		return en, rules.Start(state, env, sender, e.lookup(ctx), now), nil
+		return rules.Start(state, env, sender, e.lookup(ctx), now), state, nil
 	}
-	return en, rules.Step(state, env, sender, now), nil
+	return rules.Step(state, env, sender, now), state, nil
 }
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
@@ -156,9 +188,9 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 		Facts:     out.Facts,
 		Verdict:   verdict,
 	}
-	if en != nil && en.state != nil {
-		in.Session = policies.Session{State: en.state.State.String(), Policy: en.state.Policy.ID}
-		in.Message.Mode = en.state.Mode
+	if s := stateOf(en); s != nil {
+		in.Session = policies.Session{State: s.State.String(), Policy: s.Policy.ID}
+		in.Message.Mode = s.Mode
 	} else if out.Next != nil {
 		in.Session = policies.Session{State: out.Next.State.String(), Policy: out.Next.Policy.ID}
 	}
@@ -175,11 +207,24 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 	return verdict, nil
 }
 
+// stateOf returns en's committed state, nil for no entry.
+func stateOf(en *entry) *rules.Session {
+	if en == nil {
+		return nil
+	}
+	return en.state.Load()
+}
+
 // hold is step 6: an allowed message with a next state keeps its session
-// locked until the upstream answers (Settle); anything else frees it now.
-func (e *Enforcer) hold(d Decision, en *entry, out rules.Outcome, now int64) Decision {
+// locked until the upstream answers (Settle), unless it is record-only and
+// pipelining is on: it then flies and frees the session now, like anything
+// else.
+func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out rules.Outcome, now int64) Decision {
 	if en == nil {
 		return d
+	}
+	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && e.depth > 1 {
+		return e.fly(d, en, req.Envelope, sender, out, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
 		next := out.Next
@@ -203,4 +248,34 @@ func (e *Enforcer) release(en *entry) {
 		e.table.drop(en)
 		en.release()
 	}
+}
+
+// fly forwards a record-only message without holding its session. When the
+// upstream accepts it, the rules run again on the state committed by then
+// (other flights may have landed): the message must still be allowed,
+// record-only, with the roles and the lifecycle state the policy decided on,
+// and its id record is committed. Otherwise Warden no longer follows the
+// runtime (it accepted what the committed state refuses): the entry is marked
+// stale and rebuilt from the upstream on its next message.
+func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, now int64) Decision {
+	id := env.GetMessageId()
+	en.fly(id)
+	en.release()
+	d.pending = &pending{settle: func(accepted bool) {
+		if !accepted {
+			en.land(id, nil)
+			return
+		}
+		en.land(id, func(cur *rules.Session) *rules.Session {
+			again := rules.Step(cur, env, sender, now)
+			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
+				again.Next.State == out.Next.State && slices.Equal(again.Roles, out.Roles) {
+				return again.Next
+			}
+			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
+				"session_id", en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+			return nil
+		})
+	}}
+	return d
 }
