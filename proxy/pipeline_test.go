@@ -361,3 +361,46 @@ func TestPipelineStale(t *testing.T) {
 		t.Fatalf("after a stale landing: %v %+v, %d rebuilds", err, d, rb.calls)
 	}
 }
+
+// BenchmarkPipeline decides and commits 16 TaskUpdates of one session per
+// op: one at a time (serial: each settled before the next is decided), or
+// all 16 in flight before any lands. A fresh session every op keeps the id
+// record from growing; its start is part of both.
+func BenchmarkPipeline(b *testing.B) {
+	const n = 16
+	for _, bc := range []struct {
+		name  string
+		depth int
+	}{{"serial", 1}, {"16-in-flight", n}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, _ := newEnforcer(b, Config{PipelineDepth: bc.depth, Sessions: 1 << 20}, nil)
+			payload := mustMarshal(b, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
+			updates := make([]Request, n)
+			flights := make([]Decision, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sid := sessionID(i)
+				i++
+				startTask(b, e, sid, true)
+				for j := range updates {
+					updates[j] = req(env(sid, worker, "TaskUpdate", fmt.Sprint("u", i, "-", j), payload))
+				}
+				for j, r := range updates {
+					d, err := e.Enforce(ctx, r)
+					if err != nil || !d.Allow {
+						b.Fatalf("%v %+v", err, d)
+					}
+					if bc.depth == 1 {
+						d.Settle(true)
+					}
+					flights[j] = d
+				}
+				for _, d := range flights {
+					d.Settle(true) // a no-op when already settled
+				}
+			}
+		})
+	}
+}
