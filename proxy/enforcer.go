@@ -41,8 +41,7 @@ const DefaultSessions = 100_000
 // DefaultPipelineDepth is warden's default PipelineDepth.
 const DefaultPipelineDepth = 16
 
-// MaxPipelineDepth bounds PipelineDepth: each flight is a goroutine-free
-// closure, but a session should not hold an unbounded share of the upstream.
+// MaxPipelineDepth bounds PipelineDepth.
 const MaxPipelineDepth = 1024
 
 // Validate checks the configuration.

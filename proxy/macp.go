@@ -131,8 +131,9 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 
 // decideOn applies the rules to the session's committed state, locked in en
 // (nil for no entry), rebuilding it from the upstream first when the table
-// does not know it, and returns the state it decided on. When pipelining, it first waits until the message's id
-// is not in flight and the session has room for one more flight.
+// does not know it, and returns the state it decided on. When pipelining, it
+// first waits until the message's id is not in flight and the session has
+// room for one more flight.
 func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (rules.Outcome, *rules.Session, error) {
 	env := req.Envelope
 	_, _, sessionID := req.describe()
@@ -258,7 +259,7 @@ func (e *Enforcer) release(en *entry) {
 // runtime (it accepted what the committed state refuses): the entry is marked
 // stale and rebuilt from the upstream on its next message.
 func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, now int64) Decision {
-	id := env.GetMessageId()
+	id, state, roles := env.GetMessageId(), out.Next.State, out.Roles
 	en.fly(id)
 	en.release()
 	d.pending = &pending{settle: func(accepted bool) {
@@ -269,7 +270,7 @@ func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender strin
 		en.land(id, func(cur *rules.Session) *rules.Session {
 			again := rules.Step(cur, env, sender, now)
 			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-				again.Next.State == out.Next.State && slices.Equal(again.Roles, out.Roles) {
+				again.Next.State == state && slices.Equal(again.Roles, roles) {
 				return again.Next
 			}
 			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",

@@ -293,8 +293,8 @@ func TestPipelineFlights(t *testing.T) {
 	flights = append(flights[1:], d)
 
 	reused := decideAsync(t, e, update("u3", 0.9)) // u3 in flight, other content
-	complete := decideAsync(t, e, req(env(sid, worker, "TaskComplete", "done", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker}))))
 	waiting(t, reused, "a message whose id is in flight")
+	complete := decideAsync(t, e, req(env(sid, worker, "TaskComplete", "done", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker}))))
 	waiting(t, complete, "a TaskComplete behind it")
 
 	var wg sync.WaitGroup
@@ -401,6 +401,47 @@ func BenchmarkPipeline(b *testing.B) {
 					d.Settle(true) // a no-op when already settled
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkHotSession sends TaskUpdates of one session from 16 senders to an
+// upstream that answers each after 1 ms: serial, a session's messages
+// queue behind that round trip; pipelined, up to 16 are in flight. ns/op is
+// the wall time per message (its inverse the session's throughput).
+func BenchmarkHotSession(b *testing.B) {
+	const senders, rtt = 16, time.Millisecond
+	for _, bc := range []struct {
+		name  string
+		depth int
+	}{{"serial", 1}, {"depth-16", 16}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, _ := newEnforcer(b, Config{PipelineDepth: bc.depth}, nil)
+			sid := sessionID(60)
+			startTask(b, e, sid, true)
+			payload := mustMarshal(b, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
+			work := make(chan int)
+			var wg sync.WaitGroup
+			for range senders {
+				wg.Go(func() {
+					for i := range work {
+						d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", fmt.Sprint("u", i), payload)))
+						if err != nil || !d.Allow {
+							b.Errorf("%v %+v", err, d)
+						}
+						time.Sleep(rtt) // the upstream's round trip
+						d.Settle(true)
+					}
+				})
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				work <- i
+				i++
+			}
+			close(work)
+			wg.Wait()
 		})
 	}
 }
