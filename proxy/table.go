@@ -20,7 +20,7 @@ var errTableFull = errors.New("session table full of live sessions")
 // upstream answers it. Record-only messages (rules.Outcome.RecordOnly) give
 // the lock back once forwarded and fly: each lands with the upstream's answer
 // and commits its id record onto the then-committed state. gone is guarded by
-// lock; state, flights and landed by mu.
+// lock; state and flights by mu.
 type entry struct {
 	id    string
 	lock  chan struct{}
@@ -29,8 +29,22 @@ type entry struct {
 	done  bool                          // on the terminal list; guarded by table.mu
 
 	mu      sync.Mutex
-	flights []string      // message ids of the record-only messages in flight
-	landed  chan struct{} // closed when a flight lands; nil while nobody waits
+	flights *flights // nil while none is in flight and nobody waits
+}
+
+// flights are a session's record-only messages in flight: kept apart, and
+// only while used, so that an idle entry costs one pointer for them.
+type flights struct {
+	ids    []string      // message ids
+	landed chan struct{} // closed when a flight lands; nil while nobody waits
+}
+
+// count returns how many flights are under way; f may be nil.
+func (f *flights) count() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.ids)
 }
 
 func (e *entry) acquire(ctx context.Context) error {
@@ -66,7 +80,10 @@ func (e *entry) update(f func(*rules.Session) *rules.Session) {
 func (e *entry) fly(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.flights = append(e.flights, id)
+	if e.flights == nil {
+		e.flights = &flights{}
+	}
+	e.flights.ids = append(e.flights.ids, id)
 }
 
 // land ends the flight of message id; commit, when not nil (the upstream
@@ -74,15 +91,22 @@ func (e *entry) fly(id string) {
 func (e *entry) land(id string, commit func(*rules.Session) *rules.Session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if i := slices.Index(e.flights, id); i >= 0 {
-		e.flights = slices.Delete(e.flights, i, i+1)
+	f := e.flights
+	if f == nil {
+		return
+	}
+	if i := slices.Index(f.ids, id); i >= 0 {
+		f.ids = slices.Delete(f.ids, i, i+1)
 	}
 	if commit != nil {
 		e.state.Store(commit(e.state.Load()))
 	}
-	if e.landed != nil {
-		close(e.landed)
-		e.landed = nil
+	if f.landed != nil {
+		close(f.landed)
+		f.landed = nil
+	}
+	if len(f.ids) == 0 {
+		e.flights = nil
 	}
 }
 
@@ -90,7 +114,7 @@ func (e *entry) land(id string, commit func(*rules.Session) *rules.Session) {
 func (e *entry) idle() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.flights) == 0
+	return e.flights.count() == 0
 }
 
 // wait blocks until fewer than depth flights are under way and none carries
@@ -99,14 +123,15 @@ func (e *entry) idle() bool {
 func (e *entry) wait(ctx context.Context, id string, depth int) error {
 	for {
 		e.mu.Lock()
-		if len(e.flights) < depth && (id == "" || !slices.Contains(e.flights, id)) {
+		f := e.flights
+		if f == nil || len(f.ids) < depth && (id == "" || !slices.Contains(f.ids, id)) {
 			e.mu.Unlock()
 			return nil
 		}
-		if e.landed == nil {
-			e.landed = make(chan struct{})
+		if f.landed == nil {
+			f.landed = make(chan struct{})
 		}
-		ch := e.landed
+		ch := f.landed
 		e.mu.Unlock()
 		select {
 		case <-ch:
