@@ -31,7 +31,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	if !v.OK() {
 		return e.finish(snap, d, v), nil
 	}
-	en, out, err := e.applyRules(ctx, req, principal.ID, now)
+	en, out, base, err := e.applyRules(ctx, req, principal.ID, now)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -42,7 +42,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d = e.finish(snap, d, verdict)
-	return e.hold(d, en, req, principal.ID, out, now), nil
+	return e.hold(d, en, req, principal.ID, out, base, now), nil
 }
 
 // describe returns the type, mode and session a request names.
@@ -93,11 +93,12 @@ func unauthenticated(err error) rules.Verdict {
 
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an
 // ambient message or an unknown session that takes no slot), rebuilt from
-// the upstream when the table does not hold it, and the rules' outcome.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, error) {
+// the upstream when the table does not hold it, the rules' outcome, and the
+// committed state it was decided on.
+func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, *rules.Session, error) {
 	env := req.Envelope
 	if req.Op == "" && rules.Ambient(env) {
-		return nil, rules.Step(nil, env, sender, now), nil
+		return nil, rules.Step(nil, env, sender, now), nil, nil
 	}
 	_, _, sessionID := req.describe()
 	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
@@ -105,26 +106,26 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	// for, takes a slot in the table.
 	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || start)
 	if errors.Is(err, errTableFull) {
-		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil
+		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
 	}
 	if err != nil {
-		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
+		return nil, rules.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
 	for {
 		out, used, err := e.decideOn(ctx, req, en, sender, start, now)
 		if err != nil {
 			e.release(en)
-			return nil, rules.Outcome{}, err
+			return nil, rules.Outcome{}, nil, err
 		}
 		// A state-changing message is decided on the state every flight of
 		// its session has landed on, and commits over that very state: the
 		// lock held, no new flight starts.
 		if en == nil || e.depth <= 1 || out.Next == nil || out.RecordOnly || en.idle() && en.state.Load() == used {
-			return en, out, nil
+			return en, out, used, nil
 		}
 		if err := en.wait(ctx, "", 1); err != nil {
 			e.release(en)
-			return nil, rules.Outcome{}, fmt.Errorf("wait for session %s: %w", sessionID, err)
+			return nil, rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 	}
 }
@@ -220,12 +221,12 @@ func stateOf(en *entry) *rules.Session {
 // locked until the upstream answers (Settle), unless it is record-only and
 // pipelining is on: it then flies and frees the session now, like anything
 // else.
-func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out rules.Outcome, now int64) Decision {
+func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
 	if en == nil {
 		return d
 	}
 	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && e.depth > 1 {
-		return e.fly(d, en, req.Envelope, sender, out, now)
+		return e.fly(d, en, req.Envelope, sender, out, base, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
 		next := out.Next
@@ -252,14 +253,15 @@ func (e *Enforcer) release(en *entry) {
 }
 
 // fly forwards a record-only message without holding its session. When the
-// upstream accepts it, the rules run again on the state committed by then
-// (other flights may have landed): the message must still be allowed,
-// record-only, with the roles and the lifecycle state the policy decided on,
-// and its id record is committed. Otherwise Warden no longer follows the
-// runtime (it accepted what the committed state refuses): the entry is marked
-// stale and rebuilt from the upstream on its next message.
-func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, now int64) Decision {
-	id, state, roles := env.GetMessageId(), out.Next.State, out.Roles
+// upstream accepts it, its next state is committed if no other flight landed
+// since the decision (the committed state is still base); otherwise the
+// rules run again on the state committed by then: the message must still be
+// allowed, record-only, with the roles and the lifecycle state the policy
+// decided on, and its id record is committed. Otherwise Warden no longer
+// follows the runtime (it accepted what the committed state refuses): the
+// entry is marked stale and rebuilt from the upstream on its next message.
+func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
+	id, next, roles := env.GetMessageId(), out.Next, out.Roles
 	en.fly(id)
 	en.release()
 	d.pending = &pending{settle: func(accepted bool) {
@@ -268,9 +270,12 @@ func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender strin
 			return
 		}
 		en.land(id, func(cur *rules.Session) *rules.Session {
+			if cur == base {
+				return next
+			}
 			again := rules.Step(cur, env, sender, now)
 			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-				again.Next.State == state && slices.Equal(again.Roles, roles) {
+				again.Next.State == next.State && slices.Equal(again.Roles, roles) {
 				return again.Next
 			}
 			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
