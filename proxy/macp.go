@@ -278,6 +278,9 @@ func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender strin
 				again.Next.State == next.State && slices.Equal(again.Roles, roles) {
 				return again.Next
 			}
+			if cur != nil && cur.State == rules.StateExpired {
+				return cur // Warden's clock expired it meanwhile: it accepts nothing more
+			}
 			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
 				"session_id", en.id, "message_id", id, "reason", string(again.Verdict.Reason))
 			return nil

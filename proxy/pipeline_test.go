@@ -362,6 +362,27 @@ func TestPipelineStale(t *testing.T) {
 	}
 }
 
+// TestPipelineExpiry checks that a flight landing on a session Warden's
+// clock expired meanwhile leaves it expired, not stale.
+func TestPipelineExpiry(t *testing.T) {
+	e, c := newEnforcer(t, Config{PipelineDepth: 4}, nil)
+	sid := sessionID(52)
+	startTask(t, e, sid, true)
+	d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+	if err != nil || !d.Allow {
+		t.Fatalf("%v %+v", err, d)
+	}
+	c.add(2 * time.Minute) // past the 60 s TTL
+	late, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u2", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+	if err != nil || late.Allow || late.Reason != rules.ReasonSessionExpired {
+		t.Fatalf("after the TTL: %v %+v", err, late)
+	}
+	d.Settle(true)
+	if s, _ := e.Session(context.Background(), sid); s == nil || s.State != rules.StateExpired {
+		t.Fatalf("after a landing on an expired session: %+v", s)
+	}
+}
+
 // BenchmarkPipeline decides and commits 16 TaskUpdates of one session per
 // op: one at a time (serial: each settled before the next is decided), or
 // all 16 in flight before any lands. A fresh session every op keeps the id
