@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
@@ -121,6 +122,55 @@ func TestMACPPipelinedSession(t *testing.T) {
 		if a.GetOk() || a.GetError().GetCode() != b.GetError().GetCode() {
 			t.Errorf("racing update id %d reused: the pipelined Warden %+v, a fresh one %+v", i, a, b)
 		}
+	}
+	warden.mustAccept(envelope("planner", s, "Commitment", s+"-c", &macpv1.CommitmentPayload{CommitmentId: "c1", Action: "task.completed",
+		AuthorityScope: "task", Reason: "done", ModeVersion: "1.0.0", ConfigurationVersion: "cfg-1", OutcomePositive: true}))
+}
+
+// TestMACPPipelinedStream sends 16 TaskUpdates and then a TaskComplete on one
+// StreamSession through bin/warden: the updates fly until the runtime echoes
+// them, the completion waits for them (its wait is answered by the stream's
+// own echoes) and is echoed in turn, and the planner's Commitment, which
+// needs the completion committed, is accepted.
+func TestMACPPipelinedStream(t *testing.T) {
+	runtime := startRuntime(t)
+	direct := dialMACP(t, runtime)
+	warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
+	s := newSession()
+	runningTask(warden, s)
+	ctx, cancel := as("worker")
+	defer cancel()
+	st, err := macpv1.NewMACPRuntimeServiceClient(warden.conn).StreamSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 16 {
+		env := envelope("worker", s, "TaskUpdate", fmt.Sprint(s, "-su", i), &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: float64(i) / 16})
+		if err := st.Send(&macpv1.StreamSessionRequest{Envelope: env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := envelope("worker", s, "TaskComplete", s+"-sdone", &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: "worker", Summary: "done"})
+	if err := st.Send(&macpv1.StreamSessionRequest{Envelope: done}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	for echoed := 0; echoed < 17; {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after %d echoes: %v", echoed, err)
+		}
+		if e := resp.GetError(); e != nil {
+			t.Fatalf("refused on the stream: %s %s (%s)", e.GetMessageId(), e.GetCode(), e.GetMessage())
+		}
+		if resp.GetEnvelope().GetSessionId() == s {
+			echoed++
+		}
+	}
+	t.Logf("16 streamed TaskUpdates and a TaskComplete echoed in %v", time.Since(began).Round(time.Millisecond))
+	_ = st.CloseSend()
+	if got := workerCount(t, direct, s); got != 1+16+1 {
+		t.Errorf("the runtime counts %d messages from the worker, want 18", got)
 	}
 	warden.mustAccept(envelope("planner", s, "Commitment", s+"-c", &macpv1.CommitmentPayload{CommitmentId: "c1", Action: "task.completed",
 		AuthorityScope: "task", Reason: "done", ModeVersion: "1.0.0", ConfigurationVersion: "cfg-1", OutcomePositive: true}))
