@@ -275,9 +275,10 @@ func (t *table) file(e *entry, s *rules.Session, now int64) {
 }
 
 // drop forgets an entry that holds no state (a refused SessionStart, a
-// failed rebuild); the caller holds the entry's lock.
+// failed rebuild) and no flight (a stale entry is rebuilt once they landed);
+// the caller holds the entry's lock.
 func (t *table) drop(e *entry) {
-	if e.state.Load() == nil {
+	if e.state.Load() == nil && e.idle() {
 		t.remove(e)
 	}
 }
