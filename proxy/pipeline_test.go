@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,17 +139,28 @@ func TestPipelineModel(t *testing.T) {
 	if testing.Short() {
 		sessions = 200
 	}
-	for _, depth := range []int{2, 16} {
-		t.Run(fmt.Sprint("depth=", depth), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		depth int
+		// evict: a table of 8 entries, sessions rebuilt from the serial
+		// Enforcer's committed state (what the runtime accepted)
+		evict bool
+	}{{"depth=2", 2, false}, {"depth=16", 16, false}, {"depth=16,evicting", 16, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			serial, _ := newEnforcer(t, Config{PipelineDepth: 1}, nil)
-			piped, _ := newEnforcer(t, Config{PipelineDepth: depth}, nil)
+			cfg, rt := Config{PipelineDepth: tc.depth}, &runtimeOf{e: serial}
+			var rb Rebuilder
+			if tc.evict {
+				cfg.Sessions, rb = 8, rt
+			}
+			piped, _ := newEnforcer(t, cfg, rb)
 			const workers = 4
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					rnd := rand.New(rand.NewPCG(uint64(depth), uint64(w)))
+					rnd := rand.New(rand.NewPCG(uint64(tc.depth), uint64(w)))
 					for n := w; n < sessions; n += workers {
 						mode := rules.ModeTask
 						if n%3 == 2 {
@@ -162,8 +174,26 @@ func TestPipelineModel(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			if tc.evict {
+				t.Logf("%d rebuilds for %d sessions in a table of 8", rt.calls.Load(), sessions)
+				if rt.calls.Load() == 0 {
+					t.Error("no session was rebuilt")
+				}
+			}
 		})
 	}
+}
+
+// runtimeOf rebuilds sessions from a serial Enforcer's committed state,
+// which is what the runtime accepted.
+type runtimeOf struct {
+	e     *Enforcer
+	calls atomic.Int64
+}
+
+func (r *runtimeOf) Rebuild(ctx context.Context, id string) (*rules.Session, error) {
+	r.calls.Add(1)
+	return r.e.Session(ctx, id)
 }
 
 // modelRun sends one session's messages to both Enforcers and compares.
@@ -172,15 +202,15 @@ func modelRun(serial, piped *Enforcer, rnd *rand.Rand, msgs []modelMsg) error {
 	var pending []flight
 	for _, m := range msgs {
 		r := req(m.env)
+		got, err := decideLanding(piped, r, rnd, &pending)
+		if err != nil {
+			return err
+		}
 		want, err := serial.Enforce(ctx, r)
 		if err != nil {
 			return err
 		}
 		want.Settle(m.accept)
-		got, err := decideLanding(piped, r, rnd, &pending)
-		if err != nil {
-			return err
-		}
 		if got.Allow != want.Allow || got.Code != want.Code || got.Reason != want.Reason || got.Duplicate != want.Duplicate {
 			return fmt.Errorf("%s %s %s from %s: pipelined %v %s %s, serial %v %s %s", m.env.GetSessionId(), m.env.GetMessageType(), m.env.GetMessageId(), m.env.GetSender(),
 				got.Allow, got.Code, got.Reason, want.Allow, want.Code, want.Reason)
@@ -196,6 +226,9 @@ func modelRun(serial, piped *Enforcer, rnd *rand.Rand, msgs []modelMsg) error {
 	sid := msgs[0].env.GetSessionId()
 	a, _ := serial.Session(ctx, sid)
 	b, _ := piped.Session(ctx, sid)
+	if b == nil && piped.rebuilder != nil {
+		return nil // evicted or stale: its next message rebuilds it
+	}
 	if msg := sameSession(a, b, msgs); msg != "" {
 		return fmt.Errorf("%s: final states differ: %s", sid, msg)
 	}
