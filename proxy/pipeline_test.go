@@ -135,7 +135,7 @@ func decideLanding(e *Enforcer, r Request, rnd *rand.Rand, pending *[]flight) (D
 // pipelined Enforcer never allows what the serial committed state refuses),
 // and once every answer has landed the committed states must be equivalent.
 func TestPipelineModel(t *testing.T) {
-	sessions := 2000
+	sessions := 1000
 	if testing.Short() {
 		sessions = 200
 	}
