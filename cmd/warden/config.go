@@ -123,8 +123,10 @@ func (c *Config) inheritLimits(flags listener.Limits) {
 }
 
 // loadConfig decodes path strictly: an unknown key is an error naming it.
+// Keys whose default is not their zero value are set before decoding.
 func loadConfig(path string) (Config, error) {
 	var cfg Config
+	cfg.Enforcer.PipelineDepth = proxy.DefaultPipelineDepth
 	if path == "" {
 		return cfg, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	audience := fs.String("jwt-audience", "", "required JWT audience")
 	sessions := fs.Int("sessions", 0, "session table bound (default 100000)")
 	dryRun := fs.Bool("dry-run", false, "log refusals and forward everything")
+	var depth *int
+	fs.Func("pipeline-depth", "MACP TaskUpdate, Progress and HandoffContext messages of one session that may await the runtime's answer at once; 0 or 1: one message of a session at a time (default 16)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		depth = &n
+		return err
+	})
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
@@ -143,6 +150,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {
 			c.Enforcer.Sessions = *sessions
+		}
+		if depth != nil {
+			c.Enforcer.PipelineDepth = *depth
 		}
 		c.Policies.Files = append(c.Policies.Files, extra...)
 		c.inheritLimits(lim)

@@ -24,6 +24,8 @@ type bench struct {
 	quick       bool
 	timing      timing
 	logf        func(string, ...any)
+	// wardenArgs are added to every warden serve (-warden-args).
+	wardenArgs []string
 	// wardenEnv is added to Warden's environment (-warden-env), for
 	// diagnosis: GODEBUG=gctrace=1, GOGC=...
 	wardenEnv []string
@@ -62,7 +64,8 @@ func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) 
 		return nil, err
 	}
 	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
-	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(append([]string{"serve"}, args...), "--admin-listen", admin)...)
+	args = append(append([]string{"serve"}, args...), b.wardenArgs...)
+	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(args, "--admin-listen", admin)...)
 	if err != nil {
 		return nil, err
 	}
@@ -231,12 +234,15 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	return all, nil
 }
 
-// macpTask is the TaskUpdate scenario: many sessions, then one hot session.
+// macpTask is the TaskUpdate scenario on many sessions.
 func (b *bench) macpTask(ctx context.Context) (outcome, error) {
-	return b.macp(ctx,
-		macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }},
-		macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
-			work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
+	return b.macp(ctx, macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }})
+}
+
+// macpTaskHot is the TaskUpdate scenario on one hot session.
+func (b *bench) macpTaskHot(ctx context.Context) (outcome, error) {
+	return b.macp(ctx, macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
+		work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
 }
 
 // macpHandoff is the HandoffOffer/HandoffAccept scenario.
