@@ -179,8 +179,11 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if err != nil {
 		return s.decide(ctx, proxy.Request{AuthError: err}, call)
 	}
-	// The rebuilder calls the runtime with the credential it accepts for p.
-	ctx = metadata.NewOutgoingContext(ctx, s.upstreamMD(p, creds))
+	// The rebuilder calls the runtime with the credential it accepts for p
+	// (none to add: a server's context carries no outgoing metadata).
+	if md := s.upstreamMD(p, creds); md != nil {
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
 
 	switch call {
 	case proxy.CallSend:
@@ -243,13 +246,13 @@ func grpcContentType(ct string) bool {
 }
 
 // upstreamMD is the credential the runtime receives for p: the client's own
-// when p was authenticated from it, or the configured token for a principal
-// authenticated by certificate.
+// when p was authenticated from it (nil: nothing to add), or the configured
+// token for a principal authenticated by certificate.
 func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD {
 	if t, _ := s.tokens.Upstream(p, c); t != "" {
 		return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
 	}
-	return metadata.MD{}
+	return nil
 }
 
 // decide runs the Enforcer and commits on allow: the upstream's reply is

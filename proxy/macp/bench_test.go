@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/bench/load"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
@@ -123,11 +125,18 @@ func BenchmarkSidecarSend(b *testing.B) {
 	c := benchSidecar(b)
 	updates, ctx := benchSessions(b, c, 1)
 	b.ReportAllocs()
+	defer reportCPU(b, load.CPU())
 	for b.Loop() {
 		if err := sendUpdate(ctx, c, updates[0]); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// reportCPU reports the CPU time per operation since start: the client's,
+// the sidecar's and the upstream's together.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkSidecarSendParallel is BenchmarkSidecarSend from every core at
@@ -138,6 +147,7 @@ func BenchmarkSidecarSendParallel(b *testing.B) {
 	updates, ctx := benchSessions(b, c, sessions)
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b, load.CPU())
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {

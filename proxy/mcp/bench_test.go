@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentwarden/warden/bench/load"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -102,6 +104,12 @@ type benchError struct {
 
 func (e *benchError) Error() string { return http.StatusText(e.status) + ": " + e.body }
 
+// reportCPU reports the CPU time per operation since start: the client's,
+// the sidecar's and the upstream's together.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkSidecar measures one MCP request end to end in one process: a
 // net/http client, the sidecar (authentication, handle, decision,
 // forwarding, answer check and rewrite) and an upstream that answers at
@@ -117,6 +125,7 @@ func benchSidecar(b *testing.B, parallel bool) {
 	for _, c := range calls {
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, load.CPU())
 			if !parallel {
 				for b.Loop() {
 					if err := h.benchPost(client, c); err != nil {
