@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"hash/maphash"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -103,7 +102,7 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		StartedAtMs:   base,
 		DeadlineMs:    base + p.GetTtlMs(),
 		MaxSuspendMs:  p.GetMaxSuspendMs(),
-		seed:          maphash.MakeSeed(),
+		key:           newKey(),
 	}
 	if s.MaxSuspendMs == 0 {
 		s.MaxSuspendMs = DefaultMaxSuspend
