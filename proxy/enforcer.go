@@ -116,9 +116,12 @@ type Options struct {
 	PolicySource PolicySource
 	// Tasks is the MCP task table shared with other replicas; nil means
 	// this replica's own table only.
-	Tasks  TaskStore
-	Logger *slog.Logger
-	Now    func() time.Time
+	Tasks TaskStore
+	// Sessions is the MACP session state shared with other ext_authz
+	// replicas; nil means this replica's own table only.
+	Sessions SessionStore
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Request is one message to decide: an envelope, or a control operation
@@ -152,6 +155,7 @@ type Enforcer struct {
 	table     *table
 	tasks     *tasks
 	store     TaskStore
+	sessions  SessionStore
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource
@@ -181,7 +185,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
+	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

@@ -29,18 +29,32 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	if !v.OK() {
 		return e.finish(snap, d, v), nil
 	}
-	en, out, err := e.applyRules(ctx, req, principal.ID, now)
-	if err != nil {
-		return Decision{}, err
+	for attempt := 1; ; attempt++ {
+		en, out, err := e.applyRules(ctx, req, principal.ID, now)
+		if err != nil {
+			return Decision{}, err
+		}
+		d.Roles, d.Duplicate = out.Roles, out.Duplicate
+		verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
+		if err != nil {
+			e.release(en)
+			return Decision{}, err
+		}
+		decided := e.finish(snap, d, verdict)
+		ok, err := e.share(ctx, decided, en, out, now)
+		switch {
+		case err != nil:
+			e.release(en)
+			return Decision{}, err
+		case !ok && attempt == maxCommitAttempts:
+			e.release(en)
+			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
+		case !ok:
+			e.release(en) // another replica committed first: decide on its state
+			continue
+		}
+		return e.hold(decided, en, out, now), nil
 	}
-	d.Roles, d.Duplicate = out.Roles, out.Duplicate
-	verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
-	if err != nil {
-		e.release(en)
-		return Decision{}, err
-	}
-	d = e.finish(snap, d, verdict)
-	return e.hold(d, en, out, now), nil
 }
 
 // describe returns the type, mode and session a request names.
@@ -99,14 +113,18 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	}
 	_, _, sessionID := req.describe()
 	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
-	// Only a SessionStart, or a message the upstream can rebuild the state
-	// for, takes a slot in the table.
-	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || start)
+	// Only a SessionStart, or a message the upstream or the shared store
+	// can give the state for, takes a slot in the table.
+	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || e.sessions != nil || start)
 	if errors.Is(err, errTableFull) {
 		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil
 	}
 	if err != nil {
 		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
+	}
+	if err := e.load(ctx, en, now); err != nil {
+		e.release(en)
+		return nil, rules.Outcome{}, fmt.Errorf("load session %s: %w", sessionID, err)
 	}
 	if en != nil && en.state == nil && e.rebuilder != nil && !start {
 		s, err := e.rebuilder.Rebuild(ctx, sessionID)

@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// SessionStore is the MACP session state Warden replicas share for an
+// ext_authz fleet (proxy/state keeps it in Redis): each session's encoded
+// state (rules.Session.AppendBinary) under a version that changes on every
+// commit. The local table stays in front of it as a cache: a decision checks
+// that its entry's version is the store's (reloading when it is not) and
+// commits with compare-and-set on it, so no replica decides on a history
+// another one has extended, nor overwrites it. Only an adapter that commits
+// on allow (ext_authz) may use it: the commit happens before the decision is
+// returned. An error means the store could not be reached: the decision
+// fails closed.
+type SessionStore interface {
+	// Load returns the session's state and version when the version is not
+	// have; changed is false when it is (nothing is read). version "" means
+	// the store holds no entry.
+	Load(ctx context.Context, id, have string) (data []byte, version string, changed bool, err error)
+	// Commit stores data when the session's version is still have ("": no
+	// entry), keeping it until expireAt plus the store's TTL, and returns
+	// the new version; ok is false when another replica committed first.
+	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, ok bool, err error)
+}
+
+// maxCommitAttempts bounds how often a decision is taken again after
+// another replica committed the same session first.
+const maxCommitAttempts = 8
+
+// ErrSessionContention means a session changed on other replicas at every
+// attempt to decide one of its messages: the decision fails closed.
+var ErrSessionContention = errors.New("session state changed on other replicas at every attempt")
+
+// load brings a locked entry up to date with the shared store: a newer
+// state replaces the cached one, and a session the store no longer holds
+// (expired, or Redis restarted empty) is forgotten here too, so that it is
+// rebuilt from the runtime as an evicted entry is.
+func (e *Enforcer) load(ctx context.Context, en *entry, now int64) error {
+	if e.sessions == nil || en == nil {
+		return nil
+	}
+	data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+	if err != nil || !changed {
+		return err
+	}
+	var s *rules.Session
+	if version != "" {
+		if s, err = rules.DecodeSession(data); err != nil {
+			return fmt.Errorf("shared session %s: %w", en.id, err)
+		}
+	}
+	en.version = version
+	e.table.settle(en, s, now)
+	return nil
+}
+
+// share commits an allowed decision's next state to the shared store; ok
+// is false when another replica committed the session first (the decision
+// must be taken again on its state).
+func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.Outcome, now int64) (ok bool, err error) {
+	if e.sessions == nil || en == nil || !d.Allow || d.DryRun || out.Next == nil {
+		return true, nil
+	}
+	data, err := out.Next.AppendBinary(nil)
+	if err != nil {
+		return false, fmt.Errorf("encode session %s: %w", en.id, err)
+	}
+	version, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	if err != nil || !ok {
+		return false, err
+	}
+	en.version = version
+	return true, nil
+}
+
+// endsAt is when a session can accept no more messages, as far as is known
+// now: its deadline while open, plus the suspension allowance while
+// suspended; now once it is terminal.
+func endsAt(s *rules.Session, now int64) int64 {
+	switch {
+	case s.State.Terminal():
+		return now
+	case s.State == rules.StateSuspended:
+		return max(s.DeadlineMs, now) + s.MaxSuspendMs
+	}
+	return max(s.DeadlineMs, now)
+}
