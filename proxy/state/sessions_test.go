@@ -1,0 +1,95 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestSessions(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	end := time.Now().Add(time.Minute)
+
+	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || changed || v != "" || data != nil {
+		t.Fatalf("unknown session: %q %q %v %v", data, v, changed, err)
+	}
+	v1, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end)
+	if err != nil || !ok || v1 == "" {
+		t.Fatalf("first commit: %q %v %v", v1, ok, err)
+	}
+	if _, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end); err != nil || ok {
+		t.Fatalf("a second create must conflict: %v %v", ok, err)
+	}
+	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || !changed || v != v1 || string(data) != "one\x00\xff" {
+		t.Fatalf("load from nothing: %q %q %v %v", data, v, changed, err)
+	}
+	if data, v, changed, err := r.Load(ctx, "s1", v1); err != nil || changed || v != v1 || data != nil {
+		t.Fatalf("load when current: %q %q %v %v", data, v, changed, err)
+	}
+	v2, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end)
+	if err != nil || !ok || v2 == v1 {
+		t.Fatalf("second commit: %q %v %v", v2, ok, err)
+	}
+	if _, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end); ok {
+		t.Fatal("a commit on a stale version must conflict")
+	}
+	if data, v, changed, _ := r.Load(ctx, "s1", v1); !changed || v != v2 || string(data) != "two" {
+		t.Fatalf("load when stale: %q %q %v", data, v, changed)
+	}
+	ttl := r.client.PTTL(ctx, r.sessionKey("s1")).Val()
+	if want := time.Minute + DefaultTTL; ttl <= want-5*time.Second || ttl > want {
+		t.Fatalf("expiry %v, want about the session's end plus %v", ttl, DefaultTTL)
+	}
+}
+
+// TestSessionCommitRace: many writers commit on one version; exactly one
+// wins.
+func TestSessionCommitRace(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	v0, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 16 {
+		wg.Go(func() {
+			_, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d writers won one version", wins)
+	}
+}
+
+func TestSessionsDown(t *testing.T) {
+	addr, stop := redisServer(t)
+	r := newStore(t, addr)
+	stop()
+	began := time.Now()
+	if _, _, _, err := r.Load(context.Background(), "s", ""); err == nil {
+		t.Fatal("load from a stopped Redis succeeded")
+	}
+	if _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now()); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("commit to a stopped Redis: %v", err)
+	}
+	if took := time.Since(began); took > 4*DefaultTimeout {
+		t.Fatalf("failing took %v, more than the timeouts", took)
+	}
+}
