@@ -30,7 +30,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		return e.finish(snap, d, v), nil
 	}
 	for attempt := 1; ; attempt++ {
-		en, out, err := e.applyRules(ctx, req, principal.ID, now)
+		en, out, err := e.applyRules(ctx, req, d.ID, principal.ID, now)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -106,7 +106,7 @@ func unauthenticated(err error) rules.Verdict {
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an
 // ambient message or an unknown session that takes no slot), rebuilt from
 // the upstream when the table does not hold it, and the rules' outcome.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, error) {
+func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, rules.Outcome, error) {
 	env := req.Envelope
 	if req.Op == "" && rules.Ambient(env) {
 		return nil, rules.Step(nil, env, sender, now), nil
@@ -122,7 +122,7 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	if err != nil {
 		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
-	if err := e.load(ctx, en, now); err != nil {
+	if err := e.load(ctx, en, decision, now); err != nil {
 		e.release(en)
 		return nil, rules.Outcome{}, fmt.Errorf("load session %s: %w", sessionID, err)
 	}

@@ -26,8 +26,9 @@ type SessionStore interface {
 	Load(ctx context.Context, id, have string) (data []byte, version string, changed bool, err error)
 	// Commit stores data when the session's version is still have ("": no
 	// entry), keeping it until expireAt plus the store's TTL, and returns
-	// the new version; ok is false when another replica committed first.
-	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, ok bool, err error)
+	// the new version. When another replica committed first, ok is false
+	// and version and current are what the store holds ("", nil: none).
+	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error)
 }
 
 // maxCommitAttempts bounds how often a decision is taken again after
@@ -41,17 +42,31 @@ var ErrSessionContention = errors.New("session state changed on other replicas a
 // load brings a locked entry up to date with the shared store: a newer
 // state replaces the cached one, and a session the store no longer holds
 // (expired, or Redis restarted empty) is forgotten here too, so that it is
-// rebuilt from the runtime as an evicted entry is.
-func (e *Enforcer) load(ctx context.Context, en *entry, now int64) error {
+// rebuilt from the runtime as an evicted entry is. The decision whose
+// commit just lost a race skips the read: the commit's answer brought the
+// winner's state.
+func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int64) error {
 	if e.sessions == nil || en == nil {
 		return nil
+	}
+	if fresh := en.fresh; fresh != "" {
+		en.fresh = ""
+		if fresh == decision {
+			return nil
+		}
 	}
 	data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
 	if err != nil || !changed {
 		return err
 	}
+	return e.replace(en, version, data, now)
+}
+
+// replace installs the store's version of a session in its entry.
+func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) error {
 	var s *rules.Session
 	if version != "" {
+		var err error
 		if s, err = rules.DecodeSession(data); err != nil {
 			return fmt.Errorf("shared session %s: %w", en.id, err)
 		}
@@ -72,9 +87,16 @@ func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.O
 	if err != nil {
 		return false, fmt.Errorf("encode session %s: %w", en.id, err)
 	}
-	version, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
-	if err != nil || !ok {
+	version, current, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	switch {
+	case err != nil:
 		return false, err
+	case !ok:
+		if err := e.replace(en, version, current, now); err != nil {
+			return false, err
+		}
+		en.fresh = d.ID
+		return false, nil
 	}
 	en.version = version
 	return true, nil

@@ -25,7 +25,7 @@ type memSessions struct {
 	// check switched off.
 	stale bool
 	// beforeCommit runs (unlocked) before each Commit.
-	beforeCommit func()
+	beforeCommit              func()
 	loads, commits, conflicts int
 }
 
@@ -47,7 +47,7 @@ func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, 
 	return m.data[id], v, true, nil
 }
 
-func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time) (string, bool, error) {
+func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time) (string, []byte, bool, error) {
 	if f := m.beforeCommit; f != nil {
 		f()
 	}
@@ -55,16 +55,16 @@ func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ 
 	defer m.mu.Unlock()
 	m.commits++
 	if m.down {
-		return "", false, errDown
+		return "", nil, false, errDown
 	}
-	if m.versions[id] != have {
+	if v := m.versions[id]; v != have {
 		m.conflicts++
-		return "", false, nil
+		return v, m.data[id], false, nil
 	}
 	m.seq++
 	v := "v" + strconv.Itoa(m.seq)
 	m.data[id], m.versions[id] = data, v
-	return v, true, nil
+	return v, nil, true, nil
 }
 
 func (m *memSessions) restart() {

@@ -50,28 +50,44 @@ func (r *Redis) Load(ctx context.Context, id, have string) ([]byte, string, bool
 	return data, version, true, nil
 }
 
-// commit: compare-and-set on the version.
+// commit: compare-and-set on the version; {1} when written, else {0, the
+// current version, the current state} ({0, ”} when there is no entry).
 var commit = redis.NewScript(`
-if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[1] then return 0 end
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd')
+local v = cur[1] or ''
+if v ~= ARGV[1] then
+  if v == '' then return {0, ''} end
+  return {0, v, cur[2] or ''}
+end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
-return 1`)
+return {1}`)
 
 // Commit stores data as the session's state when its version is still have
-// ("" for none) and returns the new version (proxy.SessionStore); ok is
-// false when another replica committed first. The entry expires TTL after
-// expireAt.
-func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (string, bool, error) {
-	version := newVersion()
+// ("" for none) and returns the new version (proxy.SessionStore). When
+// another replica committed first, ok is false and version and current are
+// the store's, so that the caller decides again without reading them. The
+// entry expires TTL after expireAt.
+func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error) {
+	next := newVersion()
 	at := strconv.FormatInt(expireAt.Add(r.cfg.TTL).UnixMilli(), 10)
-	v, err := r.run(ctx, commit, "commit session", []string{r.sessionKey(id)}, have, version, data, at)
+	v, err := r.run(ctx, commit, "commit session", []string{r.sessionKey(id)}, have, next, data, at)
 	if err != nil {
-		return "", false, err
+		return "", nil, false, err
 	}
-	if n, _ := v.(int64); n != 1 {
-		return "", false, nil
+	a, _ := v.([]any)
+	if len(a) == 0 {
+		return "", nil, false, fmt.Errorf("redis %s: commit session: unexpected answer %v", r.addr, v)
 	}
-	return version, true, nil
+	if n, _ := a[0].(int64); n == 1 {
+		return next, nil, true, nil
+	}
+	if len(a) == 3 {
+		version, _ = a[1].(string)
+		d, _ := a[2].(string)
+		current = []byte(d)
+	}
+	return version, current, false, nil
 }
 
 // newVersion is 64 random bits from the runtime's ChaCha8 generator.

@@ -17,12 +17,12 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || changed || v != "" || data != nil {
 		t.Fatalf("unknown session: %q %q %v %v", data, v, changed, err)
 	}
-	v1, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end)
+	v1, _, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end)
 	if err != nil || !ok || v1 == "" {
 		t.Fatalf("first commit: %q %v %v", v1, ok, err)
 	}
-	if _, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end); err != nil || ok {
-		t.Fatalf("a second create must conflict: %v %v", ok, err)
+	if v, cur, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
+		t.Fatalf("a second create must conflict and return the winner's state: %q %q %v %v", v, cur, ok, err)
 	}
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || !changed || v != v1 || string(data) != "one\x00\xff" {
 		t.Fatalf("load from nothing: %q %q %v %v", data, v, changed, err)
@@ -30,12 +30,15 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", v1); err != nil || changed || v != v1 || data != nil {
 		t.Fatalf("load when current: %q %q %v %v", data, v, changed, err)
 	}
-	v2, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end)
+	v2, _, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end)
 	if err != nil || !ok || v2 == v1 {
 		t.Fatalf("second commit: %q %v %v", v2, ok, err)
 	}
-	if _, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end); ok {
-		t.Fatal("a commit on a stale version must conflict")
+	if v, cur, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end); ok || v != v2 || string(cur) != "two" {
+		t.Fatalf("a commit on a stale version must conflict: %q %q %v", v, cur, ok)
+	}
+	if v, cur, ok, _ := r.Commit(ctx, "gone", "x", []byte("late"), end); ok || v != "" || cur != nil {
+		t.Fatalf("a commit on an entry Redis lost must conflict with none: %q %q %v", v, cur, ok)
 	}
 	if data, v, changed, _ := r.Load(ctx, "s1", v1); !changed || v != v2 || string(data) != "two" {
 		t.Fatalf("load when stale: %q %q %v", data, v, changed)
@@ -52,7 +55,7 @@ func TestSessionCommitRace(t *testing.T) {
 	addr, _ := redisServer(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	v0, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now())
+	v0, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func TestSessionCommitRace(t *testing.T) {
 	wins := 0
 	for range 16 {
 		wg.Go(func() {
-			_, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now())
+			_, _, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now())
 			if err != nil {
 				t.Error(err)
 			}
@@ -86,7 +89,7 @@ func TestSessionsDown(t *testing.T) {
 	if _, _, _, err := r.Load(context.Background(), "s", ""); err == nil {
 		t.Fatal("load from a stopped Redis succeeded")
 	}
-	if _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now()); err == nil || errors.Is(err, context.Canceled) {
+	if _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now()); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("commit to a stopped Redis: %v", err)
 	}
 	if took := time.Since(began); took > 4*DefaultTimeout {
