@@ -21,8 +21,8 @@ type memSessions struct {
 	versions map[string]string
 	seq      int
 	down     bool
-	// stale makes Load report every version as current: the coherence
-	// check switched off.
+	// stale makes Load report a cached version as current whatever the
+	// store holds: the coherence check switched off.
 	stale bool
 	// beforeCommit runs (unlocked) before each Commit.
 	beforeCommit              func()
@@ -41,7 +41,7 @@ func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, 
 		return nil, "", false, errDown
 	}
 	v := m.versions[id]
-	if v == have || m.stale {
+	if v == have || m.stale && have != "" {
 		return nil, have, false, nil
 	}
 	return m.data[id], v, true, nil

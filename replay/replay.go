@@ -287,11 +287,17 @@ func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func()
 // authentication, the transcript's inline policy registered, and a clock the
 // caller sets to each step's time.
 func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*proxy.Enforcer, error) {
+	return NewReplica(engine, tr, now, nil)
+}
+
+// NewReplica is NewEnforcer for one of several replicas sharing sessions
+// through store (nil: none), as an ext_authz fleet on Redis does.
+func NewReplica(engine *policies.Engine, tr *Transcript, now func() time.Time, store proxy.SessionStore) (*proxy.Enforcer, error) {
 	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
 		return nil, err
 	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
+	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: auth, Policies: engine, Now: now, Sessions: store})
 	if err != nil {
 		return nil, err
 	}
