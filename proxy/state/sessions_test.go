@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -95,4 +96,41 @@ func TestSessionsDown(t *testing.T) {
 	if took := time.Since(began); took > 4*DefaultTimeout {
 		t.Fatalf("failing took %v, more than the timeouts", took)
 	}
+}
+
+// TestSessionsSlow: a Redis that stops answering fails each operation
+// within about the timeout, and a commit that timed out is not half done.
+func TestSessionsSlow(t *testing.T) {
+	addr, _, proc := redisProcess(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	v, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Signal(syscall.SIGCONT)
+	for name, op := range map[string]func() error{
+		"load":   func() error { _, _, _, err := r.Load(ctx, "s", ""); return err },
+		"commit": func() error { _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now()); return err },
+	} {
+		began := time.Now()
+		err := op()
+		if took := time.Since(began); err == nil || took < DefaultTimeout/2 || took > 3*DefaultTimeout {
+			t.Fatalf("%s on a stopped Redis: %v after %v, want an error after about %v", name, err, took, DefaultTimeout)
+		}
+	}
+	_ = proc.Signal(syscall.SIGCONT)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		data, got, _, err := r.Load(ctx, "s", "")
+		if err == nil {
+			if got != v || string(data) != "a" {
+				t.Fatalf("after the stop the session is %q %q, want the last commit %q", got, data, v)
+			}
+			return
+		}
+	}
+	t.Fatal("Redis did not answer after SIGCONT")
 }
