@@ -31,6 +31,13 @@ type SessionStore interface {
 	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error)
 }
 
+// ConflictObserver is what an Observer may also implement to count the
+// commits of shared sessions that lost a race to another replica (each is
+// decided again): how contended the fleet's sessions are.
+type ConflictObserver interface {
+	SessionConflict()
+}
+
 // maxCommitAttempts bounds how often a decision is taken again after
 // another replica committed the same session first.
 const maxCommitAttempts = 8
@@ -96,6 +103,9 @@ func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.O
 			return false, err
 		}
 		en.fresh = d.ID
+		if o, is := e.observer.(ConflictObserver); is {
+			o.SessionConflict()
+		}
 		return false, nil
 	}
 	en.version = version

@@ -77,10 +77,21 @@ func (m *memSessions) restart() {
 // do; each commits on allow.
 func macpReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder) []*Enforcer {
 	t.Helper()
+	return observedReplicas(t, n, store, rb, nil)
+}
+
+// conflicts counts what ConflictObserver is told.
+type conflicts struct{ n atomic.Int64 }
+
+func (c *conflicts) Decided(Decision, time.Duration) {}
+func (c *conflicts) SessionConflict()                { c.n.Add(1) }
+
+func observedReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder, o Observer) []*Enforcer {
+	t.Helper()
 	out := make([]*Enforcer, n)
 	for i := range out {
 		c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-		opts := Options{Authenticator: devAuth(t), Policies: engine(t), Sessions: store, Now: c.now}
+		opts := Options{Authenticator: devAuth(t), Policies: engine(t), Sessions: store, Now: c.now, Observer: o}
 		if rb != nil {
 			opts.Rebuilder = rb
 		}
@@ -161,7 +172,8 @@ func TestSharedSessionsDecideAsOne(t *testing.T) {
 // the winner's state and refuses: exactly one is allowed.
 func TestSharedSessionRace(t *testing.T) {
 	store := newMemSessions()
-	rs := macpReplicas(t, 2, store, nil)
+	seen := &conflicts{}
+	rs := observedReplicas(t, 2, store, nil, seen)
 	sid := sessionID(52)
 	msgs := taskTranscript(t, sid)
 	decideAll(t, rs, msgs[:6])
@@ -184,8 +196,8 @@ func TestSharedSessionRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Settle(d.Allow)
-	if !other.Allow || d.Allow || d.Code != rules.CodeSessionNotOpen || store.conflicts != 1 {
-		t.Fatalf("B allowed=%v, A allowed=%v %s, conflicts %d: want exactly B's commitment", other.Allow, d.Allow, d.Code, store.conflicts)
+	if !other.Allow || d.Allow || d.Code != rules.CodeSessionNotOpen || store.conflicts != 1 || seen.n.Load() != 1 {
+		t.Fatalf("B allowed=%v, A allowed=%v %s, conflicts %d (observed %d): want exactly B's commitment", other.Allow, d.Allow, d.Code, store.conflicts, seen.n.Load())
 	}
 }
 
