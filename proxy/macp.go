@@ -45,7 +45,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		switch {
 		case err != nil:
 			e.release(en)
-			return Decision{}, err
+			return Decision{}, fmt.Errorf("share session %s: %w", d.SessionID, err)
 		case !ok && attempt == maxCommitAttempts:
 			e.release(en)
 			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
@@ -124,7 +124,7 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender
 	}
 	if err := e.load(ctx, en, decision, now); err != nil {
 		e.release(en)
-		return nil, rules.Outcome{}, fmt.Errorf("load session %s: %w", sessionID, err)
+		return nil, rules.Outcome{}, fmt.Errorf("shared state of session %s: %w", sessionID, err)
 	}
 	if en != nil && en.state == nil && e.rebuilder != nil && !start {
 		s, err := e.rebuilder.Rebuild(ctx, sessionID)

@@ -75,7 +75,7 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 	if version != "" {
 		var err error
 		if s, err = rules.DecodeSession(data); err != nil {
-			return fmt.Errorf("shared session %s: %w", en.id, err)
+			return fmt.Errorf("decode the shared state: %w", err)
 		}
 	}
 	en.version = version
@@ -92,7 +92,7 @@ func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.O
 	}
 	data, err := out.Next.AppendBinary(nil)
 	if err != nil {
-		return false, fmt.Errorf("encode session %s: %w", en.id, err)
+		return false, fmt.Errorf("encode the state: %w", err)
 	}
 	version, current, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
 	switch {
