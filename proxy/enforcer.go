@@ -156,6 +156,7 @@ type Enforcer struct {
 	tasks     *tasks
 	store     TaskStore
 	sessions  SessionStore
+	decoder   rules.Decoder // of shared sessions
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource

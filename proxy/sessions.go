@@ -74,7 +74,7 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 	var s *rules.Session
 	if version != "" {
 		var err error
-		if s, err = rules.DecodeSession(data); err != nil {
+		if s, err = e.decoder.Decode(data); err != nil {
 			return fmt.Errorf("decode the shared state: %w", err)
 		}
 	}

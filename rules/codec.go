@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // codecV1 is the first byte of a session's binary encoding (AppendBinary).
@@ -168,7 +169,43 @@ func (s *Session) appendMode(w *writer) {
 // DecodeSession decodes what AppendBinary wrote. Input it did not write (of
 // another version, truncated, with trailing bytes or inconsistent indexes)
 // is an error wrapping a description, never a panic nor a partial session.
-func DecodeSession(b []byte) (*Session, error) {
+func DecodeSession(b []byte) (*Session, error) { return decodeSession(b, bindCanonical) }
+
+// Decoder decodes sessions as DecodeSession does, binding each distinct
+// policy once (a replica decodes a session every time another one changed
+// it; binding a policy again parses its JSON). The zero value is ready; it
+// is safe for concurrent use and keeps at most maxBound policies.
+type Decoder struct {
+	mu    sync.Mutex
+	bound map[string]*Governance
+}
+
+const maxBound = 256
+
+// Decode decodes what AppendBinary wrote.
+func (d *Decoder) Decode(b []byte) (*Session, error) { return decodeSession(b, d.bind) }
+
+func (d *Decoder) bind(canonical string) (*Governance, error) {
+	d.mu.Lock()
+	g, ok := d.bound[canonical]
+	d.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := bindCanonical(canonical)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bound == nil || len(d.bound) >= maxBound {
+		d.bound = map[string]*Governance{}
+	}
+	d.bound[canonical] = g
+	return g, nil
+}
+
+func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (*Session, error) {
 	if len(b) == 0 || b[0] != codecV1 {
 		return nil, fmt.Errorf("%w: not version %d", errCodec, codecV1)
 	}
@@ -211,7 +248,7 @@ func DecodeSession(b []byte) (*Session, error) {
 		}
 	}
 	if canonical != "" {
-		g, err := bindCanonical(canonical)
+		g, err := bind(canonical)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errCodec, err)
 		}

@@ -177,15 +177,37 @@ func BenchmarkSessionCodec(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(buf)), "bytes")
 	})
-	for name, s := range map[string]*Session{"decode": plain, "decode_bound_policy": bound} {
-		in, _ := s.AppendBinary(nil)
-		b.Run(name, func(b *testing.B) {
+	var dec Decoder
+	for _, c := range []struct {
+		name   string
+		s      *Session
+		decode func([]byte) (*Session, error)
+	}{{"decode", plain, DecodeSession}, {"decode_bound_policy", bound, DecodeSession}, {"decoder_bound_policy", bound, dec.Decode}} {
+		in, _ := c.s.AppendBinary(nil)
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := DecodeSession(in); err != nil {
+				if _, err := c.decode(in); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// TestDecoderBindsOnce: a Decoder gives every session with one policy the
+// same bound policy, equal to what DecodeSession binds.
+func TestDecoderBindsOnce(t *testing.T) {
+	var dec Decoder
+	s := fuzzStates()[len(goldenScenarios[0].msgs)].s // a bound policy
+	b, _ := s.AppendBinary(nil)
+	x, err := dec.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := dec.Decode(b)
+	z, _ := DecodeSession(b)
+	if x.Policy != y.Policy || x.Policy == z.Policy || comparable(x) != comparable(z) {
+		t.Fatal("the Decoder does not reuse its bound policy, or decodes differently")
 	}
 }
