@@ -229,6 +229,24 @@ func TestExtAuthzRedisFaults(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second {
 		t.Errorf("refusing with Redis down took %v", took)
 	}
+	// Traffic on every replica while Redis is down: all of it refused, none
+	// allowed, whatever the message.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]int{}
+	for i := range 30 {
+		wg.Go(func() {
+			got := reps[i%3].send(msgs[3+i%3])
+			mu.Lock()
+			answers[got]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Logf("30 messages refused in %v with Redis down", time.Since(began))
+	if answers[string(rules.CodeInternal)] != 30 {
+		t.Errorf("30 messages with Redis down answered %v, want all %s", answers, rules.CodeInternal)
+	}
 	if body, code := httpGet(t, "http://"+admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "state "+rd.url()) {
 		t.Errorf("/readyz with Redis down: %d %q", code, body)
 	}
