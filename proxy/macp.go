@@ -40,8 +40,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 			e.release(en)
 			return Decision{}, err
 		}
-		decided := e.finish(snap, d, verdict)
-		ok, err := e.share(ctx, decided, en, out, now)
+		ok, err := e.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now)
 		switch {
 		case err != nil:
 			e.release(en)
@@ -50,10 +49,10 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 			e.release(en)
 			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
 		case !ok:
-			e.release(en) // another replica committed first: decide on its state
+			e.release(en) // another replica changed the session: decide on its state
 			continue
 		}
-		return e.hold(decided, en, out, now), nil
+		return e.hold(e.finish(snap, d, verdict), en, out, now), nil
 	}
 }
 

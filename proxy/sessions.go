@@ -46,22 +46,28 @@ const maxCommitAttempts = 8
 // attempt to decide one of its messages: the decision fails closed.
 var ErrSessionContention = errors.New("session state changed on other replicas at every attempt")
 
-// load brings a locked entry up to date with the shared store: a newer
-// state replaces the cached one, and a session the store no longer holds
-// (expired, or Redis restarted empty) is forgotten here too, so that it is
-// rebuilt from the runtime as an evicted entry is. The decision whose
-// commit just lost a race skips the read: the commit's answer brought the
-// winner's state.
+// load brings a locked entry up to date with the shared store before a
+// decision, where the entry cannot be decided on as it is: a session it does
+// not hold, or one this replica never saw committed, is read (a session the
+// store no longer holds, expired or lost in a Redis restart, is forgotten
+// here too, so that it is rebuilt from the runtime as an evicted entry is).
+// A cached committed state is decided on as it is, and share then checks
+// its version. The decision whose last attempt brought the store's state
+// reads nothing.
 func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int64) error {
 	if e.sessions == nil || en == nil {
 		return nil
 	}
-	if fresh := en.fresh; fresh != "" {
-		en.fresh = ""
-		if fresh == decision {
-			return nil
-		}
+	fresh := en.fresh == decision
+	en.fresh = ""
+	if fresh {
+		en.checked = decision
+		return nil
 	}
+	if en.state != nil && en.version != "" {
+		return nil
+	}
+	en.checked = decision
 	data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
 	if err != nil || !changed {
 		return err
@@ -83,12 +89,25 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 	return nil
 }
 
-// share commits an allowed decision's next state to the shared store; ok
-// is false when another replica committed the session first (the decision
-// must be taken again on its state).
-func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.Outcome, now int64) (ok bool, err error) {
-	if e.sessions == nil || en == nil || !d.Allow || d.DryRun || out.Next == nil {
+// share makes a decision taken on a locked entry true for the fleet: one
+// that commits a next state (an allow) does it with compare-and-set on the
+// version it was decided on; any other checks that version, unless load
+// read it for this decision. ok is false when another replica changed the
+// session: its state is then in the entry and the decision must be taken
+// again.
+func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *entry, out rules.Outcome, now int64) (ok bool, err error) {
+	if e.sessions == nil || en == nil {
 		return true, nil
+	}
+	if !commit {
+		if en.checked == decision {
+			return true, nil
+		}
+		data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+		if err != nil || !changed {
+			return err == nil, err
+		}
+		return false, e.changed(en, decision, version, data, now)
 	}
 	data, err := out.Next.AppendBinary(nil)
 	if err != nil {
@@ -99,17 +118,23 @@ func (e *Enforcer) share(ctx context.Context, d Decision, en *entry, out rules.O
 	case err != nil:
 		return false, err
 	case !ok:
-		if err := e.replace(en, version, current, now); err != nil {
-			return false, err
-		}
-		en.fresh = d.ID
 		if o, is := e.observer.(ConflictObserver); is {
 			o.SessionConflict()
 		}
-		return false, nil
+		return false, e.changed(en, decision, version, current, now)
 	}
 	en.version = version
 	return true, nil
+}
+
+// changed installs the state another replica committed, for decision to be
+// taken again on it without reading the store.
+func (e *Enforcer) changed(en *entry, decision, version string, data []byte, now int64) error {
+	if err := e.replace(en, version, data, now); err != nil {
+		return err
+	}
+	en.fresh = decision
+	return nil
 }
 
 // endsAt is when a session can accept no more messages, as far as is known

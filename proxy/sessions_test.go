@@ -151,8 +151,8 @@ func TestSharedSessionsDecideAsOne(t *testing.T) {
 			t.Errorf("#%d: three replicas %q, one %q", i, got[i], want[i])
 		}
 	}
-	if store.commits == 0 || store.loads < len(msgs) {
-		t.Errorf("store used %d loads, %d commits", store.loads, store.commits)
+	if store.commits == 0 || store.loads+store.commits < len(msgs) {
+		t.Errorf("store used %d loads, %d commits for %d decisions: some decision did not check the store", store.loads, store.commits, len(msgs))
 	}
 
 	incoherent := newMemSessions()
@@ -232,5 +232,21 @@ func TestSharedSessionFaults(t *testing.T) {
 		if err != nil || d.Allow || d.Code != rules.CodeSessionNotFound || rb.calls != calls+1 {
 			t.Fatalf("replica %d after an empty restart: %v %+v (rebuilds %d)", i, err, d, rb.calls-calls)
 		}
+	}
+}
+
+// TestSharedSessionRoundTrips: a replica whose cache is current pays one
+// store operation per message: the compare-and-set of an allow, the version
+// check of a denial; only a session it does not hold is read first.
+func TestSharedSessionRoundTrips(t *testing.T) {
+	store := newMemSessions()
+	r := macpReplicas(t, 1, store, nil)
+	msgs := taskTranscript(t, sessionID(54))
+	got := decideAll(t, r, msgs[:5]) // start, request, accept, update; a forged completion
+	if got[4] != "TaskComplete false FORBIDDEN" {
+		t.Fatalf("forged completion: %s", got[4])
+	}
+	if store.loads != 2 || store.commits != 4 {
+		t.Fatalf("%d loads and %d commits for 4 allows and 1 denial: want the start's read, 4 commits and the denial's check", store.loads, store.commits)
 	}
 }

@@ -21,10 +21,11 @@ type entry struct {
 	state *rules.Session // nil until the session is started or rebuilt
 	// version is the shared store's version of state ("": none); fresh is
 	// the decision that may use state without reading the store again (its
-	// commit lost a race and brought the winner's). Both guarded by lock.
-	version, fresh string
-	gone           bool // evicted: holders must look the session up again
-	done           bool // on the terminal list; guarded by table.mu
+	// last attempt brought the store's state), checked the one that read it
+	// before deciding. All guarded by lock.
+	version, fresh, checked string
+	gone                    bool // evicted: holders must look the session up again
+	done                    bool // on the terminal list; guarded by table.mu
 }
 
 func (e *entry) acquire(ctx context.Context) error {
