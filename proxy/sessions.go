@@ -32,8 +32,8 @@ type SessionStore interface {
 }
 
 // ConflictObserver is what an Observer may also implement to count the
-// commits of shared sessions that lost a race to another replica (each is
-// decided again): how contended the fleet's sessions are.
+// commits of shared sessions that found the session changed by another
+// replica (a stale cache or a race; each is decided again).
 type ConflictObserver interface {
 	SessionConflict()
 }

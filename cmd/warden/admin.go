@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "warden_rebuilds_total", Help: "MACP session states rebuilt from the runtime, by result.",
 	}, []string{"result"})
 	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "warden_state_conflicts_total", Help: "Commits of MACP sessions shared through Redis that lost a race to another replica (decided again).",
+		Name: "warden_state_conflicts_total", Help: "Decisions on MACP sessions shared through Redis that found the session changed by another replica (decided again).",
 	})
 	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts)
 	return m
