@@ -182,24 +182,26 @@ func TestExampleConfigs(t *testing.T) {
 			}
 		})
 	}
-	t.Run("kubernetes ConfigMap", func(t *testing.T) {
-		b, err := os.ReadFile("kubernetes/warden.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range strings.Split(string(b), "\n---\n") {
-			var cm corev1.ConfigMap
-			if err := k8syaml.Unmarshal([]byte(doc), &cm); err != nil || cm.Kind != "ConfigMap" {
-				continue
-			}
-			if err := os.WriteFile(filepath.Join(dir, "warden", "operator.rego"), []byte(cm.Data["operator.rego"]), 0o600); err != nil {
+	for _, manifest := range []string{"kubernetes/warden.yaml", "kubernetes/extauthz-replicas.yaml"} {
+		t.Run(manifest+" ConfigMap", func(t *testing.T) {
+			b, err := os.ReadFile(manifest)
+			if err != nil {
 				t.Fatal(err)
 			}
-			check(t, "the ConfigMap's warden.yaml", cm.Data["warden.yaml"], dir)
-			return
-		}
-		t.Fatal("no ConfigMap")
-	})
+			for _, doc := range strings.Split(string(b), "\n---\n") {
+				var cm corev1.ConfigMap
+				if err := k8syaml.Unmarshal([]byte(doc), &cm); err != nil || cm.Kind != "ConfigMap" {
+					continue
+				}
+				if err := os.WriteFile(filepath.Join(dir, "warden", "operator.rego"), []byte(cm.Data["operator.rego"]), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				check(t, "the ConfigMap's warden.yaml", cm.Data["warden.yaml"], dir)
+				return
+			}
+			t.Fatal("no ConfigMap")
+		})
+	}
 }
 
 // TestDockerfile: the image carries the configuration its CMD names, stamps

@@ -6,6 +6,7 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -169,5 +170,77 @@ func TestKubernetes(t *testing.T) {
 	}
 	if cm.Data["operator.rego"] == "" {
 		t.Error("the ConfigMap carries no operator policy file")
+	}
+}
+
+// TestKubernetesReplicas decodes the replicated ext_authz manifest strictly
+// and checks that the replicas share one Redis through its Service, are
+// exposed on their ext_authz port and probed on /readyz (which reports
+// Redis).
+func TestKubernetesReplicas(t *testing.T) {
+	b, err := os.ReadFile("kubernetes/extauthz-replicas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	deps := map[string]*appsv1.Deployment{}
+	svcs := map[string]*corev1.Service{}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var meta struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := k8syaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		var obj any
+		switch meta.Kind {
+		case "ConfigMap":
+			obj = &cm
+		case "Deployment":
+			deps[meta.Name] = &appsv1.Deployment{}
+			obj = deps[meta.Name]
+		case "Service":
+			svcs[meta.Name] = &corev1.Service{}
+			obj = svcs[meta.Name]
+		default:
+			t.Fatalf("unexpected kind %q", meta.Kind)
+		}
+		if err := k8syaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s %s: %v", meta.Kind, meta.Name, err)
+		}
+	}
+	w, r := deps["warden-extauthz"], deps["warden-redis"]
+	if w == nil || r == nil || svcs["warden-extauthz"] == nil || svcs["warden-redis"] == nil {
+		t.Fatalf("want the Deployments and Services warden-extauthz and warden-redis: %v %v", deps, svcs)
+	}
+	if w.Spec.Replicas == nil || *w.Spec.Replicas < 2 {
+		t.Error("ext_authz is not replicated")
+	}
+	c := w.Spec.Template.Spec.Containers[0]
+	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || svcs["warden-extauthz"].Spec.Ports[0].TargetPort.StrVal != c.Ports[0].Name {
+		t.Error("the Service must target the replicas' ext_authz port and the replicas be probed on /readyz")
+	}
+	var cfg struct {
+		ExtAuthz struct {
+			Listen string `yaml:"listen"`
+		} `yaml:"extauthz"`
+		State struct {
+			URL string `yaml:"url"`
+		} `yaml:"state"`
+		Rest map[string]any `yaml:",inline"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["warden.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	redisPort := svcs["warden-redis"].Spec.Ports[0].Port
+	if want := "redis://warden-redis:" + strconv.Itoa(int(redisPort)) + "/0"; cfg.State.URL != want {
+		t.Errorf("state.url %q, want the Redis Service %s", cfg.State.URL, want)
+	}
+	if !strings.HasSuffix(cfg.ExtAuthz.Listen, ":"+strconv.Itoa(int(c.Ports[0].ContainerPort))) {
+		t.Errorf("extauthz.listen %s is not the container's port %d", cfg.ExtAuthz.Listen, c.Ports[0].ContainerPort)
+	}
+	if args := strings.Join(r.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--appendonly no") {
+		t.Errorf("Redis args %q: the manifest documents a Redis without persistence", args)
 	}
 }

@@ -131,9 +131,12 @@ type Options struct {
 	PolicySource PolicySource
 	// Tasks is the MCP task table shared with other replicas; nil means
 	// this replica's own table only.
-	Tasks  TaskStore
-	Logger *slog.Logger
-	Now    func() time.Time
+	Tasks TaskStore
+	// Sessions is the MACP session state shared with other ext_authz
+	// replicas; nil means this replica's own table only.
+	Sessions SessionStore
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Request is one message to decide: an envelope, or a control operation
@@ -168,6 +171,8 @@ type Enforcer struct {
 	table     *table
 	tasks     *tasks
 	store     TaskStore
+	sessions  SessionStore
+	decoder   rules.Decoder // of shared sessions
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource
@@ -198,7 +203,12 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth}
+	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth}
+	if e.sessions != nil {
+		// Shared sessions commit on allow, before the answer (ext_authz):
+		// nothing is in flight, so nothing is pipelined.
+		e.depth = 1
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}

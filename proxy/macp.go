@@ -31,18 +31,31 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	if !v.OK() {
 		return e.finish(snap, d, v), nil
 	}
-	en, out, base, err := e.applyRules(ctx, req, principal.ID, now)
-	if err != nil {
-		return Decision{}, err
+	for attempt := 1; ; attempt++ {
+		en, out, base, err := e.applyRules(ctx, req, d.ID, principal.ID, now)
+		if err != nil {
+			return Decision{}, err
+		}
+		d.Roles, d.Duplicate = out.Roles, out.Duplicate
+		verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
+		if err != nil {
+			e.release(en)
+			return Decision{}, err
+		}
+		ok, err := e.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now)
+		switch {
+		case err != nil:
+			e.release(en)
+			return Decision{}, fmt.Errorf("share session %s: %w", d.SessionID, err)
+		case !ok && attempt == maxCommitAttempts:
+			e.release(en)
+			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
+		case !ok:
+			e.release(en) // another replica changed the session: decide on its state
+			continue
+		}
+		return e.hold(e.finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
 	}
-	d.Roles, d.Duplicate = out.Roles, out.Duplicate
-	verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
-	if err != nil {
-		e.release(en)
-		return Decision{}, err
-	}
-	d = e.finish(snap, d, verdict)
-	return e.hold(d, en, req, principal.ID, out, base, now), nil
 }
 
 // describe returns the type, mode and session a request names.
@@ -93,23 +106,27 @@ func unauthenticated(err error) rules.Verdict {
 
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an
 // ambient message or an unknown session that takes no slot), rebuilt from
-// the upstream when the table does not hold it, the rules' outcome, and the
-// committed state it was decided on.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, *rules.Session, error) {
+// the upstream or the shared store when the table does not hold it, the
+// rules' outcome, and the committed state it was decided on.
+func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, rules.Outcome, *rules.Session, error) {
 	env := req.Envelope
 	if req.Op == "" && rules.Ambient(env) {
 		return nil, rules.Step(nil, env, sender, now), nil, nil
 	}
 	_, _, sessionID := req.describe()
 	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
-	// Only a SessionStart, or a message the upstream can rebuild the state
-	// for, takes a slot in the table.
-	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || start)
+	// Only a SessionStart, or a message the upstream or the shared store
+	// can give the state for, takes a slot in the table.
+	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || e.sessions != nil || start)
 	if errors.Is(err, errTableFull) {
 		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
 	}
 	if err != nil {
 		return nil, rules.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
+	}
+	if err := e.load(ctx, en, decision, now); err != nil {
+		e.release(en)
+		return nil, rules.Outcome{}, nil, fmt.Errorf("shared state of session %s: %w", sessionID, err)
 	}
 	for {
 		out, used, err := e.decideOn(ctx, req, en, sender, start, now)

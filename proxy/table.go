@@ -27,6 +27,11 @@ type entry struct {
 	state atomic.Pointer[rules.Session] // committed; nil until started or rebuilt, or when stale
 	gone  bool                          // evicted: holders must look the session up again
 	done  bool                          // on the terminal list; guarded by table.mu
+	// version is the shared store's version of state ("": none); fresh is
+	// the decision that may use state without reading the store again (its
+	// last attempt brought the store's state), checked the one that read it
+	// before deciding. All guarded by lock.
+	version, fresh, checked string
 
 	mu      sync.Mutex
 	flights *flights // nil while none is in flight and nobody waits

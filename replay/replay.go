@@ -288,11 +288,17 @@ func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func()
 // authentication, the transcript's inline policy registered, a clock the
 // caller sets to each step's time, and warden's default pipeline depth.
 func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*proxy.Enforcer, error) {
+	return NewReplica(engine, tr, now, nil)
+}
+
+// NewReplica is NewEnforcer for one of several replicas sharing sessions
+// through store (nil: none), as an ext_authz fleet on Redis does.
+func NewReplica(engine *policies.Engine, tr *Transcript, now func() time.Time, store proxy.SessionStore) (*proxy.Enforcer, error) {
 	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
 		return nil, err
 	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64, PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
+	enf, err := proxy.New(proxy.Config{Sessions: 64, PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine, Now: now, Sessions: store})
 	if err != nil {
 		return nil, err
 	}

@@ -116,6 +116,26 @@ type fuzzState struct {
 	s    *Session
 }
 
+// walk steps s through msgs, committing what the rules allow and the fake
+// authority lets through, and calls visit with each committed state; it
+// returns the last.
+func walk(s *Session, msgs []msg, visit func(i int, s *Session)) *Session {
+	at := int64(0)
+	for i, m := range msgs {
+		if m.at != 0 {
+			at = m.at
+		} else {
+			at++
+		}
+		o := Step(s, m.envelope(s, i), m.from, t0+at)
+		if o.Verdict.OK() && o.Next != nil && authority(s.Mode, m.typ, o.Roles) {
+			s = o.Next
+			visit(i, s)
+		}
+	}
+	return s
+}
+
 // fuzzStates are sessions in interesting states: every state a golden
 // scenario passes through (fresh, mid-protocol, eligible, resolved, in every
 // mode, default and bound policies), plus suspended and cancelled copies.
@@ -127,19 +147,9 @@ var fuzzStates = sync.OnceValue(func() []fuzzState {
 			panic(fmt.Sprintf("%s: %+v", sc.name, o.Verdict))
 		}
 		out = append(out, fuzzState{sc.name + "/0", s})
-		at := int64(0)
-		for i, m := range sc.msgs {
-			if m.at != 0 {
-				at = m.at
-			} else {
-				at++
-			}
-			o := Step(s, m.envelope(s, i), m.from, t0+at)
-			if o.Verdict.OK() && o.Next != nil && authority(s.Mode, m.typ, o.Roles) {
-				s = o.Next
-				out = append(out, fuzzState{fmt.Sprintf("%s/%d", sc.name, i+1), s})
-			}
-		}
+		walk(s, sc.msgs, func(i int, s *Session) {
+			out = append(out, fuzzState{fmt.Sprintf("%s/%d", sc.name, i+1), s})
+		})
 	}
 	n := len(out)
 	for i := 0; i < n; i += 3 {

@@ -174,37 +174,42 @@ var goldenScenarios = []struct {
 func TestGolden(t *testing.T) {
 	for _, sc := range goldenScenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			got := transcript(t, sc.su, sc.msgs)
-			file := filepath.Join("testdata", sc.name+".golden")
-			if *update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test ./rules -update)", err)
-			}
-			if got != string(want) {
-				gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-				for i := 0; i < len(gl) || i < len(wl); i++ {
-					var g, w string
-					if i < len(gl) {
-						g = gl[i]
-					}
-					if i < len(wl) {
-						w = wl[i]
-					}
-					if g != w {
-						t.Fatalf("%s differs at line %d:\ngot  %s\nwant %s\n(run go test ./rules -update to accept)", file, i+1, g, w)
-					}
-				}
-			}
+			checkGolden(t, filepath.Join("testdata", sc.name+".golden"), transcript(t, sc.su, sc.msgs))
 		})
+	}
+}
+
+// checkGolden compares got with file, or rewrites file under -update.
+func checkGolden(t *testing.T, file, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./rules -update)", err)
+	}
+	if got == string(want) {
+		return
+	}
+	gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < len(gl) || i < len(wl); i++ {
+		var g, w string
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if g != w {
+			t.Fatalf("%s differs at line %d:\ngot  %s\nwant %s\n(run go test ./rules -update to accept)", file, i+1, g, w)
+		}
 	}
 }
 

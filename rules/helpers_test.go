@@ -258,8 +258,8 @@ func dump(s *Session) string {
 	if s.Policy != nil {
 		fmt.Fprintf(&b, "policy=%p %q\n", s.Policy, s.Policy.Canonical)
 	}
-	fmt.Fprintf(&b, "started=%d deadline=%d suspended=%d total=%d cap=%d seed=%v\n",
-		s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs, s.seed)
+	fmt.Fprintf(&b, "started=%d deadline=%d suspended=%d total=%d cap=%d key=%v\n",
+		s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs, s.key)
 	if s.Resolution != nil {
 		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution)
 	}

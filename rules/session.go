@@ -1,9 +1,11 @@
 package rules
 
 import (
-	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"slices"
+
+	"github.com/dchest/siphash"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -46,8 +48,8 @@ const (
 	ModeMultiRound = "ext.multi_round.v1"
 )
 
-// seenID is one accepted message_id: a 64-bit hash keyed with the session's
-// random seed (so the table costs a few bytes per message, not the id's
+// seenID is one accepted message_id: its 64-bit SipHash-2-4 keyed with the
+// session's random key (so the table costs a few bytes per message, not the id's
 // length, and nobody can craft a second id that passes for an accepted one)
 // and the index of its sender in Session.Participants, or a negative index
 // into Session.senders for a sender outside the list.
@@ -78,7 +80,7 @@ type Session struct {
 	MaxSuspendMs     int64
 	Resolution       *Resolution
 
-	seed       maphash.Seed
+	key        [2]uint64 // SipHash-2-4 key of the accepted ids and contents
 	seen       []seenID
 	senders    []string // senders of accepted messages outside Participants
 	task       *taskState
@@ -143,7 +145,7 @@ func (s *Session) duplicate(env *macpv1.Envelope, sender string) (v Verdict, dup
 	if len(s.seen) == 0 {
 		return Verdict{}, false
 	}
-	h := maphash.String(s.seed, env.GetMessageId())
+	h := s.idHash(env.GetMessageId())
 	for _, e := range s.seen {
 		if e.hash != h {
 			continue
@@ -161,18 +163,28 @@ func (s *Session) duplicate(env *macpv1.Envelope, sender string) (v Verdict, dup
 	return Verdict{}, false
 }
 
+// newKey returns a random SipHash key from the runtime's ChaCha8 generator
+// (the source maphash seeds come from), so that every replica sharing the
+// session hashes its ids alike and nobody outside can predict them.
+func newKey() [2]uint64 { return [2]uint64{rand.Uint64(), rand.Uint64()} }
+
+// idHash is the keyed 64-bit hash of a message_id. SipHash-2-4 is a PRF made
+// for short inputs under a secret key: ids cannot be crafted to collide.
+func (s *Session) idHash(id string) uint64 {
+	return siphash.Hash(s.key[0], s.key[1], []byte(id))
+}
+
 // contentDigest is a keyed 32-bit digest of what a message says. Keyed with
-// the session's random seed, it cannot be aimed at: content that passes for
-// an accepted message's takes about 2^31 refused attempts on average.
+// the session's random key, it cannot be aimed at: content that passes for
+// an accepted message's takes about 2^31 refused attempts on average. The
+// payload's hash keys the hash of type and mode, so nothing is copied.
 func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(env.GetMessageType())
-	h.WriteByte(0)
-	h.WriteString(env.GetMode())
-	h.WriteByte(0)
-	h.Write(env.GetPayload())
-	return uint32(h.Sum64())
+	var buf [96]byte
+	b := append(buf[:0], env.GetMessageType()...)
+	b = append(b, 0)
+	b = append(b, env.GetMode()...)
+	b = append(b, 0)
+	return uint32(siphash.Hash(s.key[0]^siphash.Hash(s.key[0], s.key[1], env.GetPayload()), s.key[1], b))
 }
 
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
@@ -181,10 +193,10 @@ func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 		s.senders = append(s.senders, sender)
 		idx = int32(-len(s.senders))
 	}
-	if s.seed == (maphash.Seed{}) {
-		s.seed = maphash.MakeSeed()
+	if s.key == ([2]uint64{}) {
+		s.key = newKey()
 	}
-	s.seen = append(s.seen, seenID{hash: maphash.String(s.seed, env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
+	s.seen = append(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
 }
 
 // clone returns a copy whose slices and mode state can be changed without

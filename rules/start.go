@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -104,7 +103,7 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		StartedAtMs:   base,
 		DeadlineMs:    base + p.GetTtlMs(),
 		MaxSuspendMs:  p.GetMaxSuspendMs(),
-		seed:          maphash.MakeSeed(),
+		key:           newKey(),
 	}
 	if s.MaxSuspendMs == 0 {
 		s.MaxSuspendMs = DefaultMaxSuspend

@@ -212,6 +212,21 @@ func finalState(c macpClient, initiator, sid string) string {
 	return s[:1] + strings.ToLower(s[1:])
 }
 
+// transcriptFiles lists every transcript: the spec's conformance fixtures,
+// Warden's own and the attacks.
+func transcriptFiles(t *testing.T) []string {
+	t.Helper()
+	root := repoRoot(t)
+	files, err := replay.Transcripts(filepath.Join(root, "../shared/reference/macp/conformance"), filepath.Join(root, "test/conformance"), filepath.Join(root, "test/attacks/macp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 61 {
+		t.Fatalf("found %d transcripts, want at least 61", len(files))
+	}
+	return files
+}
+
 // TestTranscriptsThroughRuntime sends every conformance fixture and attack
 // transcript to the real runtime twice, on fresh sessions with timestamps of
 // now: directly, and through bin/warden in front of another runtime. Through
@@ -222,14 +237,7 @@ func finalState(c macpClient, initiator, sid string) string {
 func TestTranscriptsThroughRuntime(t *testing.T) {
 	direct := dialMACP(t, startRuntime(t))
 	warden := dialMACP(t, startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth"))
-	root := repoRoot(t)
-	files, err := replay.Transcripts(filepath.Join(root, "../shared/reference/macp/conformance"), filepath.Join(root, "test/conformance"), filepath.Join(root, "test/attacks/macp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) < 61 {
-		t.Fatalf("found %d transcripts, want at least 61", len(files))
-	}
+	files := transcriptFiles(t)
 	usedFirst := map[string]bool{}
 	var table, notes, first strings.Builder
 	table.WriteString("| transcript:step | type | expected | runtime alone | with Warden |\n|---|---|---|---|---|\n")

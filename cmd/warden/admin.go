@@ -27,6 +27,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	upstream  *prometheus.CounterVec
 	rebuilds  *prometheus.CounterVec
+	conflicts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,7 +46,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.rebuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warden_rebuilds_total", Help: "MACP session states rebuilt from the runtime, by result.",
 	}, []string{"result"})
-	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds)
+	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "warden_state_conflicts_total", Help: "Decisions on MACP sessions shared through Redis that found the session changed by another replica (decided again).",
+	})
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts)
 	return m
 }
 
@@ -64,6 +68,19 @@ func (m *metrics) Rebuilt(ok bool) {
 		result = "failed"
 	}
 	m.rebuilds.WithLabelValues(result).Inc()
+}
+
+// SessionConflict implements proxy.ConflictObserver.
+func (m *metrics) SessionConflict() { m.conflicts.Inc() }
+
+// SessionConflict implements proxy.ConflictObserver for every observer that
+// does.
+func (o observers) SessionConflict() {
+	for _, x := range o {
+		if c, ok := x.(proxy.ConflictObserver); ok {
+			c.SessionConflict()
+		}
+	}
 }
 
 // UpstreamFailed implements proxy.EventObserver for every observer that does.

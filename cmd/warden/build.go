@@ -110,19 +110,24 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	if p.dl != nil {
 		observer = append(observer, p.dl)
 	}
-	// The shared state: the MCP task table on Redis, this replica's table
-	// its cache. Connected on first use: an unreachable Redis makes the
-	// decisions that need it fail closed and /readyz report it.
+	// The shared state: the MCP task table on Redis and, for an ext_authz
+	// fleet, the MACP sessions, this replica's tables their cache. Connected
+	// on first use: an unreachable Redis makes the decisions that need it
+	// fail closed and /readyz report it.
 	var tasks proxy.TaskStore
+	var sessions proxy.SessionStore
 	if cfg.State.URL != "" {
 		if p.state, err = state.New(cfg.State); err != nil {
 			return nil, err
 		}
 		tasks = p.state
+		if cfg.ExtAuthz.Listen != "" { // serveValidate refuses it with the MACP sidecar
+			sessions = p.state
+		}
 		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
 	}
 	p.enf, err = proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks})
+		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks, Sessions: sessions})
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +172,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		}
 		p.modes = append(p.modes, m+")")
 	}
-	if p.state != nil {
+	if sessions != nil {
+		p.modes = append(p.modes, "MCP task table and MACP sessions shared through "+p.state.String())
+	} else if p.state != nil {
 		p.modes = append(p.modes, "MCP task table shared through "+p.state.String())
 	}
 	p.ready = func() error {
@@ -205,6 +212,11 @@ func (c Config) serveValidate() error {
 		if err := c.ExtAuthz.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.State.URL != "" && c.ExtAuthz.Listen != "" && c.MACP.Listen != "" {
+		errs = append(errs, errors.New("state.url with extauthz.listen shares MACP sessions between ext_authz replicas, which commit on allow; "+
+			"the MACP sidecar commits on the runtime's Ack, after which a replica's concurrent commit could no longer be refused: "+
+			"run the sidecar (one per runtime instance) and the ext_authz fleet as separate processes"))
 	}
 	return joinUnique(errs)
 }

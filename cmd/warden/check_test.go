@@ -81,6 +81,7 @@ func TestCheckConfig(t *testing.T) {
 		{"macp sidecar", dev + macpPlain, ""},
 		{"mcp sidecar", dev + mcpPlain + "  handle_key_file: D/mcp.key\n", ""},
 		{"ext_authz", dev + ext + "  mcp: true\n", ""},
+		{"ext_authz replicas on redis", dev + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", ""},
 		{"all three with files", "authn:\n  mode: [jwt, static, mtls]\n  jwt:\n    jwks_file: D/jwks.json\n    issuer: i\n    audience: a\n  static:\n    tokens_file: D/tokens.json\n" +
 			"macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/ca.pem\n  upstream_ca_file: D/ca.pem\n  upstream_tokens_file: D/upstream-tokens.json\n" +
 			"mcp:\n  listen: 127.0.0.1:0\n  upstream: https://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  handle_key_file: D/mcp.key\n" +
@@ -110,6 +111,7 @@ func TestCheckConfig(t *testing.T) {
 		{"bad tracing endpoint", dev + macpPlain + "tracing:\n  otlp_endpoint: collector\n", "tracing.otlp_endpoint"},
 		{"state not a redis URL", dev + macpPlain + "state:\n  url: http://127.0.0.1:6379\n", "state.url"},
 		{"state ttl too short", dev + macpPlain + "state:\n  url: redis://127.0.0.1:6379/0\n  ttl: 10ms\n", "state.ttl"},
+		{"state shared by the sidecar and ext_authz", dev + macpPlain + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", "run the sidecar (one per runtime instance) and the ext_authz fleet as separate processes"},
 		{"state unknown key", dev + macpPlain + "state:\n  addr: 127.0.0.1:6379\n", "field addr not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,8 +31,9 @@ type Config struct {
 	MACP     macp.Config     `yaml:"macp"`
 	MCP      mcp.Config      `yaml:"mcp"`
 	ExtAuthz extauthz.Config `yaml:"extauthz"`
-	// State shares the MCP task table between replicas through Redis;
-	// without a URL each replica keeps its own.
+	// State shares the MCP task table, and for ext_authz the MACP
+	// sessions, between replicas through Redis; without a URL each replica
+	// keeps its own.
 	State state.Config `yaml:"state"`
 	// Limits bounds every listener's connections and the reconnects
 	// upstream; a listener's own limits (macp.limits, ...) override it key

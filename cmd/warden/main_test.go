@@ -215,8 +215,8 @@ func TestLimitsConfig(t *testing.T) {
 
 func writeTo(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
 
-// TestEventMetrics: upstream failures and rebuilds are counted, through the
-// observer chain the Enforcer is given.
+// TestEventMetrics: upstream failures, rebuilds and shared-session conflicts
+// are counted, through the observer chain the Enforcer is given.
 func TestEventMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var o proxy.Observer = observers{newMetrics(reg)}
@@ -230,6 +230,7 @@ func TestEventMetrics(t *testing.T) {
 	e.Rebuilt(true)
 	e.Rebuilt(false)
 	e.Rebuilt(false)
+	o.(proxy.ConflictObserver).SessionConflict()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func TestEventMetrics(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		"warden_upstream_errors_total,macp": 1, "warden_upstream_errors_total,mcp": 1, "warden_upstream_errors_total,other": 1,
-		"warden_rebuilds_total,ok": 1, "warden_rebuilds_total,failed": 2,
+		"warden_rebuilds_total,ok": 1, "warden_rebuilds_total,failed": 2, "warden_state_conflicts_total": 1,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)

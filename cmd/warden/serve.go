@@ -72,7 +72,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mcpMaxBody := fs.Int64("mcp-max-body-bytes", 0, "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
 	mcpMaxResp := fs.Int64("mcp-max-response-bytes", 0, "MCP: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
-	stateURL := fs.String("state", "", "share the MCP task table between replicas through Redis: redis://host:port/db (state.url; off when empty)")
+	stateURL := fs.String("state", "", "share the MCP task table, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")

@@ -1,6 +1,7 @@
-// Package state keeps the protocol state Warden replicas share in Redis: for
-// now the MCP task table (owner, status and steer count of each upstream
-// task). Every operation is one round trip, atomic on the server (a Lua
+// Package state keeps the protocol state Warden replicas share in Redis: the
+// MCP task table (owner, status and steer count of each upstream task) and,
+// for ext_authz fleets, the MACP sessions (encoded state under a version for
+// compare-and-set). Every operation is one round trip, atomic on the server (a Lua
 // script), and bounded by the configured timeout; an error means the state
 // could not be read or written, and the caller fails closed.
 package state
@@ -27,7 +28,8 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Prefix starts every key Warden writes (default "warden:").
 	Prefix string `yaml:"prefix"`
-	// TTL is how long a task's entry lives after its last use (default 24h).
+	// TTL is how long a task's entry lives after its last use, and a MACP
+	// session's after it can accept no more messages (default 24h).
 	TTL time.Duration `yaml:"ttl"`
 }
 

@@ -79,6 +79,18 @@ type checkWork struct {
 	c        *authzClient
 	allow    bool
 	sessions []string
+	// others are more replicas: message i of the run and step i of a
+	// session's setup go to replica i mod (1 + len(others)), so consecutive
+	// messages of a session are decided on different replicas.
+	others []*authzClient
+}
+
+// replica is the client of the i-th message.
+func (w *checkWork) replica(i int) *authzClient {
+	if n := 1 + len(w.others); i%n != 0 {
+		return w.others[i%n-1]
+	}
+	return w.c
 }
 
 func (w *checkWork) setup(ctx context.Context, n int) error {
@@ -88,12 +100,12 @@ func (w *checkWork) setup(ctx context.Context, n int) error {
 	}
 	return parallel(ctx, len(w.sessions), func(ctx context.Context, i int) error {
 		sid := w.sessions[i]
-		for _, r := range []*authv3.CheckRequest{
+		for j, r := range []*authv3.CheckRequest{
 			sendCheck(taskMode, "SessionStart", "s", sid, "planner", taskStart),
 			sendCheck(taskMode, "TaskRequest", "r", sid, "planner", taskRequest),
 			sendCheck(taskMode, "TaskAccept", "a", sid, "worker", taskAccept),
 		} {
-			if err := w.c.check(ctx, r, true); err != nil {
+			if err := w.replica(j).check(ctx, r, true); err != nil {
 				return err
 			}
 		}
@@ -110,7 +122,7 @@ func (w *checkWork) do(ctx context.Context, i int) error {
 	if !w.allow {
 		sender = "planner"
 	}
-	return w.c.check(ctx, sendCheck(taskMode, "TaskUpdate", "u"+strconv.Itoa(i), w.sessions[k], sender, taskUpdate), w.allow)
+	return w.replica(i).check(ctx, sendCheck(taskMode, "TaskUpdate", "u"+strconv.Itoa(i), w.sessions[k], sender, taskUpdate), w.allow)
 }
 
 // nullAuthz is the baseline ext_authz server: it allows every request

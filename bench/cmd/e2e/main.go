@@ -32,7 +32,7 @@ func main() {
 }
 
 // scenarioNames are the scenarios in the order they run.
-var scenarioNames = []string{"task", "task-hot", "handoff", "extauthz", "mcp", "memory"}
+var scenarioNames = []string{"task", "task-hot", "handoff", "extauthz", "extauthz-redis", "mcp", "memory"}
 
 func run() error {
 	quick := flag.Bool("quick", false, "fewer and shorter runs, 10,000 sessions only (about a minute)")
@@ -137,6 +137,8 @@ func run() error {
 			o, err = b.macpHandoff(ctx)
 		case "extauthz":
 			o, err = b.extAuthz(ctx)
+		case "extauthz-redis":
+			o, err = b.extAuthzRedis(ctx)
 		case "mcp":
 			o, err = b.mcp(ctx, *mcpServer)
 		case "memory":

@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// SessionStore is the MACP session state Warden replicas share for an
+// ext_authz fleet (proxy/state keeps it in Redis): each session's encoded
+// state (rules.Session.AppendBinary) under a version that changes on every
+// commit. The local table stays in front of it as a cache: a decision checks
+// that its entry's version is the store's (reloading when it is not) and
+// commits with compare-and-set on it, so no replica decides on a history
+// another one has extended, nor overwrites it. Only an adapter that commits
+// on allow (ext_authz) may use it: the commit happens before the decision is
+// returned. An error means the store could not be reached: the decision
+// fails closed.
+type SessionStore interface {
+	// Load returns the session's state and version when the version is not
+	// have; changed is false when it is (nothing is read). version "" means
+	// the store holds no entry.
+	Load(ctx context.Context, id, have string) (data []byte, version string, changed bool, err error)
+	// Commit stores data when the session's version is still have ("": no
+	// entry), keeping it until expireAt plus the store's TTL, and returns
+	// the new version. When another replica committed first, ok is false
+	// and version and current are what the store holds ("", nil: none).
+	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error)
+}
+
+// ConflictObserver is what an Observer may also implement to count the
+// commits of shared sessions that found the session changed by another
+// replica (a stale cache or a race; each is decided again).
+type ConflictObserver interface {
+	SessionConflict()
+}
+
+// maxCommitAttempts bounds how often a decision is taken again after
+// another replica committed the same session first.
+const maxCommitAttempts = 8
+
+// ErrSessionContention means a session changed on other replicas at every
+// attempt to decide one of its messages: the decision fails closed.
+var ErrSessionContention = errors.New("session state changed on other replicas at every attempt")
+
+// load brings a locked entry up to date with the shared store before a
+// decision, where the entry cannot be decided on as it is: a session it does
+// not hold, or one this replica never saw committed, is read (a session the
+// store no longer holds, expired or lost in a Redis restart, is forgotten
+// here too, so that it is rebuilt from the runtime as an evicted entry is).
+// A cached committed state is decided on as it is, and share then checks
+// its version. The decision whose last attempt brought the store's state
+// reads nothing.
+func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int64) error {
+	if e.sessions == nil || en == nil {
+		return nil
+	}
+	fresh := en.fresh == decision
+	en.fresh = ""
+	if fresh {
+		en.checked = decision
+		return nil
+	}
+	if en.state.Load() != nil && en.version != "" {
+		return nil
+	}
+	en.checked = decision
+	data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+	if err != nil || !changed {
+		return err
+	}
+	return e.replace(en, version, data, now)
+}
+
+// replace installs the store's version of a session in its entry.
+func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) error {
+	var s *rules.Session
+	if version != "" {
+		var err error
+		if s, err = e.decoder.Decode(data); err != nil {
+			return fmt.Errorf("decode the shared state: %w", err)
+		}
+	}
+	en.version = version
+	e.table.settle(en, s, now)
+	return nil
+}
+
+// share makes a decision taken on a locked entry true for the fleet: one
+// that commits a next state (an allow) does it with compare-and-set on the
+// version it was decided on; any other checks that version, unless load
+// read it for this decision. ok is false when another replica changed the
+// session: its state is then in the entry and the decision must be taken
+// again.
+func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *entry, out rules.Outcome, now int64) (ok bool, err error) {
+	if e.sessions == nil || en == nil {
+		return true, nil
+	}
+	if !commit {
+		if en.checked == decision {
+			return true, nil
+		}
+		data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+		if err != nil || !changed {
+			return err == nil, err
+		}
+		return false, e.changed(en, decision, version, data, now)
+	}
+	data, err := out.Next.AppendBinary(nil)
+	if err != nil {
+		return false, fmt.Errorf("encode the state: %w", err)
+	}
+	version, current, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	switch {
+	case err != nil:
+		return false, err
+	case !ok:
+		if o, is := e.observer.(ConflictObserver); is {
+			o.SessionConflict()
+		}
+		return false, e.changed(en, decision, version, current, now)
+	}
+	en.version = version
+	return true, nil
+}
+
+// changed installs the state another replica committed, for decision to be
+// taken again on it without reading the store.
+func (e *Enforcer) changed(en *entry, decision, version string, data []byte, now int64) error {
+	if err := e.replace(en, version, data, now); err != nil {
+		return err
+	}
+	en.fresh = decision
+	return nil
+}
+
+// endsAt is when a session can accept no more messages, as far as is known
+// now: its deadline while open, plus the suspension allowance while
+// suspended; now once it is terminal.
+func endsAt(s *rules.Session, now int64) int64 {
+	switch {
+	case s.State.Terminal():
+		return now
+	case s.State == rules.StateSuspended:
+		return max(s.DeadlineMs, now) + s.MaxSuspendMs
+	}
+	return max(s.DeadlineMs, now)
+}

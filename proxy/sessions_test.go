@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// memSessions is a SessionStore in memory, as Redis keeps it (proxy/state).
+type memSessions struct {
+	mu       sync.Mutex
+	data     map[string][]byte
+	versions map[string]string
+	seq      int
+	down     bool
+	// stale makes Load report a cached version as current whatever the
+	// store holds: the coherence check switched off.
+	stale bool
+	// beforeCommit runs (unlocked) before each Commit.
+	beforeCommit              func()
+	loads, commits, conflicts int
+}
+
+func newMemSessions() *memSessions {
+	return &memSessions{data: map[string][]byte{}, versions: map[string]string{}}
+}
+
+func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loads++
+	if m.down {
+		return nil, "", false, errDown
+	}
+	v := m.versions[id]
+	if v == have || m.stale && have != "" {
+		return nil, have, false, nil
+	}
+	return m.data[id], v, true, nil
+}
+
+func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time) (string, []byte, bool, error) {
+	if f := m.beforeCommit; f != nil {
+		f()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.commits++
+	if m.down {
+		return "", nil, false, errDown
+	}
+	if v := m.versions[id]; v != have {
+		m.conflicts++
+		return v, m.data[id], false, nil
+	}
+	m.seq++
+	v := "v" + strconv.Itoa(m.seq)
+	m.data[id], m.versions[id] = data, v
+	return v, nil, true, nil
+}
+
+func (m *memSessions) restart() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.data, m.versions = map[string][]byte{}, map[string]string{}
+}
+
+// macpReplicas are n Enforcers sharing one session store, as ext_authz replicas
+// do; each commits on allow.
+func macpReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder) []*Enforcer {
+	t.Helper()
+	return observedReplicas(t, n, store, rb, nil)
+}
+
+// conflicts counts what ConflictObserver is told.
+type conflicts struct{ n atomic.Int64 }
+
+func (c *conflicts) Decided(Decision, time.Duration) {}
+func (c *conflicts) SessionConflict()                { c.n.Add(1) }
+
+func observedReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder, o Observer) []*Enforcer {
+	t.Helper()
+	out := make([]*Enforcer, n)
+	for i := range out {
+		c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+		opts := Options{Authenticator: devAuth(t), Policies: engine(t), Sessions: store, Now: c.now, Observer: o}
+		if rb != nil {
+			opts.Rebuilder = rb
+		}
+		e, err := New(Config{}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// decideAll decides each message on the replica its index picks, committing
+// on allow as ext_authz does, and returns the answers.
+func decideAll(t *testing.T, rs []*Enforcer, msgs []*macpv1.Envelope) []string {
+	t.Helper()
+	var out []string
+	for i, m := range msgs {
+		d, err := rs[i%len(rs)].Enforce(context.Background(), req(m))
+		if err != nil {
+			t.Fatalf("#%d %s: %v", i, m.GetMessageType(), err)
+		}
+		d.Settle(d.Allow)
+		out = append(out, m.GetMessageType()+" "+strconv.FormatBool(d.Allow)+" "+string(d.Code))
+	}
+	return out
+}
+
+func taskTranscript(t *testing.T, sid string) []*macpv1.Envelope {
+	update := mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
+	return []*macpv1.Envelope{
+		env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: []string{planner, worker, other}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000,
+		})),
+		env(sid, planner, "TaskRequest", "req", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker})),
+		env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker})),
+		env(sid, worker, "TaskUpdate", "u1", update),
+		env(sid, other, "TaskComplete", "forged", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker})),
+		env(sid, worker, "TaskComplete", "done", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker})),
+		env(sid, other, "TaskUpdate", "acc", update),
+		env(sid, planner, "Commitment", "c1", mustMarshal(t, &macpv1.CommitmentPayload{CommitmentId: "c1", Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true})),
+		env(sid, worker, "TaskUpdate", "u2", update),
+	}
+}
+
+// TestSharedSessionsDecideAsOne: consecutive messages of a session spread
+// over three replicas are decided as one replica decides them, and not when
+// the replicas trust their caches without checking the store's version.
+func TestSharedSessionsDecideAsOne(t *testing.T) {
+	sid := sessionID(50)
+	msgs := taskTranscript(t, sid)
+	want := decideAll(t, macpReplicas(t, 1, nil, nil), msgs)
+	store := newMemSessions()
+	got := decideAll(t, macpReplicas(t, 3, store, nil), msgs)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("#%d: three replicas %q, one %q", i, got[i], want[i])
+		}
+	}
+	if store.commits == 0 || store.loads+store.commits < len(msgs) {
+		t.Errorf("store used %d loads, %d commits for %d decisions: some decision did not check the store", store.loads, store.commits, len(msgs))
+	}
+
+	incoherent := newMemSessions()
+	incoherent.stale = true
+	rs := macpReplicas(t, 3, incoherent, nil)
+	differ := false
+	for i, g := range decideAll(t, rs, taskTranscript(t, sessionID(51))) {
+		differ = differ || g != want[i]
+	}
+	if !differ {
+		t.Fatal("replicas that never reload decided as one: the test cannot see a stale cache")
+	}
+}
+
+// TestSharedSessionRace: two replicas decide conflicting Commitments of one
+// session at once; the loser's compare-and-set fails, it decides again on
+// the winner's state and refuses: exactly one is allowed.
+func TestSharedSessionRace(t *testing.T) {
+	store := newMemSessions()
+	seen := &conflicts{}
+	rs := observedReplicas(t, 2, store, nil, seen)
+	sid := sessionID(52)
+	msgs := taskTranscript(t, sid)
+	decideAll(t, rs, msgs[:6])
+	commit := func(id string) *macpv1.Envelope {
+		return env(sid, planner, "Commitment", id, mustMarshal(t, &macpv1.CommitmentPayload{CommitmentId: id, Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true}))
+	}
+	var other Decision
+	var fired atomic.Bool
+	store.beforeCommit = func() {
+		if fired.CompareAndSwap(false, true) { // B commits between A's load and A's commit
+			var err error
+			if other, err = rs[1].Enforce(context.Background(), req(commit("c-b"))); err != nil {
+				t.Error(err)
+			}
+			other.Settle(other.Allow)
+		}
+	}
+	d, err := rs[0].Enforce(context.Background(), req(commit("c-a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(d.Allow)
+	if !other.Allow || d.Allow || d.Code != rules.CodeSessionNotOpen || store.conflicts != 1 || seen.n.Load() != 1 {
+		t.Fatalf("B allowed=%v, A allowed=%v %s, conflicts %d (observed %d): want exactly B's commitment", other.Allow, d.Allow, d.Code, store.conflicts, seen.n.Load())
+	}
+}
+
+func TestSharedSessionFaults(t *testing.T) {
+	store := newMemSessions()
+	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	rs := macpReplicas(t, 2, store, rb)
+	sid := sessionID(53)
+	msgs := taskTranscript(t, sid)
+	decideAll(t, rs, msgs[:3])
+
+	// Another replica always commits first: bounded retries, then an error.
+	store.beforeCommit = func() { store.mu.Lock(); store.versions[sid] += "x"; store.mu.Unlock() }
+	if _, err := rs[0].Enforce(context.Background(), req(msgs[3])); !errors.Is(err, ErrSessionContention) || store.conflicts != maxCommitAttempts {
+		t.Fatalf("endless contention: %v after %d conflicts", err, store.conflicts)
+	}
+	store.beforeCommit = nil
+
+	// Down: could not decide.
+	store.down = true
+	if _, err := rs[1].Enforce(context.Background(), req(msgs[3])); !errors.Is(err, errDown) {
+		t.Fatalf("store down: %v", err)
+	}
+	store.down = false
+
+	// Restarted empty: the session is rebuilt from the runtime, which lost
+	// it too here: SESSION_NOT_FOUND, on both replicas.
+	store.restart()
+	for i, r := range rs {
+		calls := rb.calls
+		d, err := r.Enforce(context.Background(), req(msgs[3]))
+		if err != nil || d.Allow || d.Code != rules.CodeSessionNotFound || rb.calls != calls+1 {
+			t.Fatalf("replica %d after an empty restart: %v %+v (rebuilds %d)", i, err, d, rb.calls-calls)
+		}
+	}
+}
+
+// TestSharedSessionRoundTrips: a replica whose cache is current pays one
+// store operation per message: the compare-and-set of an allow, the version
+// check of a denial; only a session it does not hold is read first.
+func TestSharedSessionRoundTrips(t *testing.T) {
+	store := newMemSessions()
+	r := macpReplicas(t, 1, store, nil)
+	msgs := taskTranscript(t, sessionID(54))
+	got := decideAll(t, r, msgs[:5]) // start, request, accept, update; a forged completion
+	if got[4] != "TaskComplete false FORBIDDEN" {
+		t.Fatalf("forged completion: %s", got[4])
+	}
+	if store.loads != 2 || store.commits != 4 {
+		t.Fatalf("%d loads and %d commits for 4 allows and 1 denial: want the start's read, 4 commits and the denial's check", store.loads, store.commits)
+	}
+}

@@ -1,0 +1,136 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestSessions(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	end := time.Now().Add(time.Minute)
+
+	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || changed || v != "" || data != nil {
+		t.Fatalf("unknown session: %q %q %v %v", data, v, changed, err)
+	}
+	v1, _, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end)
+	if err != nil || !ok || v1 == "" {
+		t.Fatalf("first commit: %q %v %v", v1, ok, err)
+	}
+	if v, cur, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
+		t.Fatalf("a second create must conflict and return the winner's state: %q %q %v %v", v, cur, ok, err)
+	}
+	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || !changed || v != v1 || string(data) != "one\x00\xff" {
+		t.Fatalf("load from nothing: %q %q %v %v", data, v, changed, err)
+	}
+	if data, v, changed, err := r.Load(ctx, "s1", v1); err != nil || changed || v != v1 || data != nil {
+		t.Fatalf("load when current: %q %q %v %v", data, v, changed, err)
+	}
+	v2, _, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end)
+	if err != nil || !ok || v2 == v1 {
+		t.Fatalf("second commit: %q %v %v", v2, ok, err)
+	}
+	if v, cur, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end); ok || v != v2 || string(cur) != "two" {
+		t.Fatalf("a commit on a stale version must conflict: %q %q %v", v, cur, ok)
+	}
+	if v, cur, ok, _ := r.Commit(ctx, "gone", "x", []byte("late"), end); ok || v != "" || cur != nil {
+		t.Fatalf("a commit on an entry Redis lost must conflict with none: %q %q %v", v, cur, ok)
+	}
+	if data, v, changed, _ := r.Load(ctx, "s1", v1); !changed || v != v2 || string(data) != "two" {
+		t.Fatalf("load when stale: %q %q %v", data, v, changed)
+	}
+	ttl := r.client.PTTL(ctx, r.sessionKey("s1")).Val()
+	if want := time.Minute + DefaultTTL; ttl <= want-5*time.Second || ttl > want {
+		t.Fatalf("expiry %v, want about the session's end plus %v", ttl, DefaultTTL)
+	}
+}
+
+// TestSessionCommitRace: many writers commit on one version; exactly one
+// wins.
+func TestSessionCommitRace(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	v0, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 16 {
+		wg.Go(func() {
+			_, _, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d writers won one version", wins)
+	}
+}
+
+func TestSessionsDown(t *testing.T) {
+	addr, stop := redisServer(t)
+	r := newStore(t, addr)
+	stop()
+	began := time.Now()
+	if _, _, _, err := r.Load(context.Background(), "s", ""); err == nil {
+		t.Fatal("load from a stopped Redis succeeded")
+	}
+	if _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now()); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("commit to a stopped Redis: %v", err)
+	}
+	if took := time.Since(began); took > 4*DefaultTimeout {
+		t.Fatalf("failing took %v, more than the timeouts", took)
+	}
+}
+
+// TestSessionsSlow: a Redis that stops answering fails each operation
+// within about the timeout, and a commit that timed out is not half done.
+func TestSessionsSlow(t *testing.T) {
+	addr, _, proc := redisProcess(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	v, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Signal(syscall.SIGCONT)
+	for name, op := range map[string]func() error{
+		"load":   func() error { _, _, _, err := r.Load(ctx, "s", ""); return err },
+		"commit": func() error { _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now()); return err },
+	} {
+		began := time.Now()
+		err := op()
+		if took := time.Since(began); err == nil || took < DefaultTimeout/2 || took > 3*DefaultTimeout {
+			t.Fatalf("%s on a stopped Redis: %v after %v, want an error after about %v", name, err, took, DefaultTimeout)
+		}
+	}
+	_ = proc.Signal(syscall.SIGCONT)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		data, got, _, err := r.Load(ctx, "s", "")
+		if err == nil {
+			if got != v || string(data) != "a" {
+				t.Fatalf("after the stop the session is %q %q, want the last commit %q", got, data, v)
+			}
+			return
+		}
+	}
+	t.Fatal("Redis did not answer after SIGCONT")
+}
