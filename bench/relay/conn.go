@@ -48,9 +48,11 @@ type conn struct {
 	peerMaxStreams uint32
 	goneAway       bool // GOAWAY received (upstream: no new streams)
 
-	maxClientID uint32 // down: highest client stream id seen
-	nextID      uint32 // up: next stream id
-	lastOK      uint32 // up: the last stream id of a GOAWAY
+	maxClientID uint32    // down: highest client stream id seen
+	resets      int       // down: streams the client reset since resetsFrom
+	resetsFrom  time.Time // down: start of the current one-second window
+	nextID      uint32    // up: next stream id
+	lastOK      uint32    // up: the last stream id of a GOAWAY
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.

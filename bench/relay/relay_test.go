@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -66,6 +68,22 @@ func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
 // setupServer is setup that also returns the upstream server.
 func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay, *grpc.Server) {
 	t.Helper()
+	e, srv, up := startEcho(t)
+	cfg.Upstream = up
+	r, addr := startRelay(t, cfg)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc), e, r, srv
+}
+
+// startEcho serves the echo upstream on a loopback port, capped at 128
+// streams a connection as the MACP runtime is, until the test ends.
+func startEcho(t testing.TB) (*echo, *grpc.Server, string) {
+	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,16 +93,7 @@ func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Re
 	testpb.RegisterTestServiceServer(srv, e)
 	go srv.Serve(up)
 	t.Cleanup(srv.Stop)
-
-	cfg.Upstream = up.Addr().String()
-	r, addr := startRelay(t, cfg)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc), e, r, srv
+	return e, srv, up.Addr().String()
 }
 
 // startRelay serves a relay with cfg on a loopback port until the test
@@ -319,6 +328,51 @@ func BenchmarkUnary(b *testing.B) {
 	for b.Loop() {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestRapidReset: a client that opens and resets streams faster than twice
+// its stream limit a second is cut off with ENHANCE_YOUR_CALM
+// (CVE-2023-44487: each reset stream costs an upstream stream).
+func TestRapidReset(t *testing.T) {
+	_, _, up := startEcho(t)
+	_, addr := startRelay(t, Config{Upstream: up, MaxStreams: 8})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for i := 0; i+1 < len(request); i += 2 {
+		_ = enc.WriteField(hpack.HeaderField{Name: request[i], Value: request[i+1]})
+	}
+	go func() { // a writer of its own: the relay answers while the client floods
+		_ = fr.WriteSettings()
+		for id := uint32(1); id < 200; id += 2 {
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
+				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return
+			}
+		}
+	}()
+	rd := http2.NewFramer(nil, nc)
+	for {
+		f, err := rd.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY before %v", err)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			if ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
+			}
+			return
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"time"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -332,15 +334,31 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 		return err
 	}
 	c.remove(l)
+	flood := c.server && c.countReset()
 	c.mu.Unlock()
 	code := f.ErrCode
 	if c.server {
 		code = http2.ErrCodeCancel
 	}
+	if flood {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
 	if l.peer.c != nil {
 		l.peer.c.resetLeg(l.peer, code)
 	}
 	return nil
+}
+
+// countReset counts a stream the client reset and reports a rapid-reset
+// flood (CVE-2023-44487): more than twice MaxStreams resets in a second,
+// each of which cost an upstream stream. It runs under mu.
+func (c *conn) countReset() bool {
+	now := time.Now()
+	if now.Sub(c.resetsFrom) > time.Second {
+		c.resetsFrom, c.resets = now, 0
+	}
+	c.resets++
+	return c.resets > 2*int(c.r.cfg.MaxStreams)
 }
 
 // unknownStream answers a frame for a stream c does not hold: from a client,
