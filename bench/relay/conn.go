@@ -136,6 +136,11 @@ func (c *conn) kick() {
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	var buf []byte
+	// the write deadline is moved only when less than half of WriteTimeout
+	// is left (setting it costs about as much as a small write's framing):
+	// a write gets between half and all of WriteTimeout
+	var deadline time.Time
+	wt := c.r.cfg.WriteTimeout
 	for {
 		quit := false
 		select {
@@ -150,7 +155,10 @@ func (c *conn) writeLoop() {
 		}
 		c.mu.Unlock()
 		if len(buf) > 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.r.cfg.WriteTimeout))
+			if now := time.Now(); deadline.Sub(now) < wt/2 {
+				deadline = now.Add(wt)
+				_ = c.nc.SetWriteDeadline(deadline)
+			}
 			if _, err := c.nc.Write(buf); err != nil {
 				c.mu.Lock()
 				c.dead = true

@@ -48,7 +48,8 @@ type Config struct {
 	// HandshakeTimeout bounds the client preface and first SETTINGS
 	// (default 10 s).
 	HandshakeTimeout time.Duration
-	// WriteTimeout bounds one batched write (default 30 s).
+	// WriteTimeout bounds a batched write (default 30 s; the deadline is
+	// moved at most every WriteTimeout/2, so a write gets at least half).
 	WriteTimeout time.Duration
 	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
 	// streams are refused for a backoff that doubles up to MaxBackoff.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,7 +111,9 @@ func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx, lis) }()
+	// the relay's goroutines carry the label relay=serve, for profiles
+	// (go tool pprof -tagfocus relay=serve)
+	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { done <- r.Serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -318,8 +321,8 @@ func TestUpstreamDown(t *testing.T) {
 }
 
 // BenchmarkUnary is one small unary call through the relay, client, relay
-// and upstream in this process (profile with -cpuprofile and focus on
-// bench/relay to see the relay's share).
+// and upstream in this process (with -cpuprofile, -tagfocus relay=serve
+// shows the relay's share).
 func BenchmarkUnary(b *testing.B) {
 	c, _, _ := setup(b, Config{})
 	ctx := context.Background()
