@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -53,6 +54,8 @@ type conn struct {
 	resetsFrom  time.Time // down: start of the current one-second window
 	nextID      uint32    // up: next stream id
 	lastOK      uint32    // up: the last stream id of a GOAWAY
+
+	lastRead atomic.Int64 // unix nanoseconds of the last frame read, for keepalive
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.
@@ -80,6 +83,7 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 		peerInitWin: 65535, peerMaxFrame: 16384, peerMaxStreams: 100,
 		nextID: 1,
 	}
+	c.lastRead.Store(time.Now().UnixNano())
 	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
@@ -141,12 +145,20 @@ func (c *conn) writeLoop() {
 	// a write gets between half and all of WriteTimeout
 	var deadline time.Time
 	wt := c.r.cfg.WriteTimeout
+	ka := keepalive{every: c.r.cfg.KeepaliveTime, timeout: c.r.cfg.KeepaliveTimeout}
+	tick := time.NewTicker(min(ka.every, ka.timeout) / 2)
+	defer tick.Stop()
 	for {
 		quit := false
 		select {
 		case <-c.wake:
 		case <-c.quit:
 			quit = true
+		case now := <-tick.C:
+			if !ka.check(c, now) {
+				c.nc.Close() // the peer stopped answering; the reader ends
+			}
+			continue
 		}
 		c.mu.Lock()
 		buf, c.out = c.out, buf[:0]
@@ -175,6 +187,36 @@ func (c *conn) writeLoop() {
 			buf = nil
 		}
 	}
+}
+
+// keepalive pings a peer that has been silent for every and gives up on it
+// when the ping is not answered (nor anything else read) within timeout.
+// The writer runs it; the reader stamps lastRead.
+type keepalive struct {
+	every, timeout time.Duration
+	pingAt         time.Time // zero: no ping outstanding
+}
+
+// check runs on the writer's tick: it queues a ping when the peer has
+// been silent for every and reports false when a ping went unanswered.
+func (k *keepalive) check(c *conn, now time.Time) bool {
+	last := time.Unix(0, c.lastRead.Load())
+	if !k.pingAt.IsZero() {
+		if last.After(k.pingAt) {
+			k.pingAt = time.Time{}
+		} else if now.Sub(k.pingAt) >= k.timeout {
+			return false
+		}
+		return true
+	}
+	if now.Sub(last) >= k.every {
+		k.pingAt = now
+		c.mu.Lock()
+		_ = c.wfr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'})
+		c.kick()
+		c.mu.Unlock()
+	}
+	return true
 }
 
 // finish ends the connection after its reader stopped: the writer flushes

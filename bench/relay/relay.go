@@ -51,6 +51,11 @@ type Config struct {
 	// WriteTimeout bounds a batched write (default 30 s; the deadline is
 	// moved at most every WriteTimeout/2, so a write gets at least half).
 	WriteTimeout time.Duration
+	// KeepaliveTime: a connection silent this long is pinged (default
+	// 60 s), and closed, its streams reset, when nothing is read within
+	// KeepaliveTimeout after the ping (default 20 s): Warden's gRPC
+	// keepalive defaults.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
 	// streams are refused for a backoff that doubles up to MaxBackoff.
 	DialTimeout time.Duration
@@ -89,6 +94,8 @@ func (c *Config) defaults() {
 	setD(&c.HandshakeTimeout, 10*time.Second)
 	setD(&c.WriteTimeout, 30*time.Second)
 	setD(&c.DialTimeout, 5*time.Second)
+	setD(&c.KeepaliveTime, 60*time.Second)
+	setD(&c.KeepaliveTimeout, 20*time.Second)
 	setD(&c.MaxBackoff, time.Second)
 	set(&c.MaxWriteBuffer, 4<<20)
 }

@@ -379,3 +379,39 @@ func TestRapidReset(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamSilent: an upstream that accepts the connection and then
+// says nothing is pinged, given up on, and the call fails long before its
+// deadline rather than hanging.
+func TestUpstreamSilent(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			nc, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, nc) }() // reads, never answers
+		}
+	}()
+	_, addr := startRelay(t, Config{Upstream: up.Addr().String(), KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("call to a silent upstream: %v after %v, want it to fail within a second", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("call to a silent upstream failed after %v, want within about 300 ms", d)
+	}
+}
