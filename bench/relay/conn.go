@@ -25,7 +25,7 @@ type conn struct {
 	server bool
 	fr     *http2.Framer // reads; reader goroutine only
 	// scratch collects the credit a drain owes other connections; reader
-	// goroutine only.
+	// goroutine only (the writer has its own).
 	scratch []credit
 
 	wake       chan struct{} // cap 1: out has frames
@@ -148,6 +148,7 @@ func (c *conn) writeLoop() {
 	ka := keepalive{every: c.r.cfg.KeepaliveTime, timeout: c.r.cfg.KeepaliveTimeout}
 	tick := time.NewTicker(min(ka.every, ka.timeout) / 2)
 	defer tick.Stop()
+	var owed []credit // credit the writer's drains collect
 	for {
 		quit := false
 		select {
@@ -186,6 +187,13 @@ func (c *conn) writeLoop() {
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
+		// DATA held back for room in out goes now
+		c.mu.Lock()
+		if len(c.blocked) > 0 && !c.dead {
+			c.drain(&owed)
+		}
+		c.mu.Unlock()
+		payCredits(&owed)
 	}
 }
 

@@ -62,7 +62,9 @@ type Config struct {
 	// MaxBackoff caps the upstream redial backoff (default 1 s).
 	MaxBackoff time.Duration
 	// MaxWriteBuffer bounds the bytes queued toward one peer (default
-	// 4 MiB); a peer that lets more pile up (it does not read) is cut off.
+	// 4 MiB): DATA waits in its stream once half of it is queued, and a
+	// peer that lets control frames pile up beyond it (it does not read
+	// while it pings or resets) is cut off.
 	MaxWriteBuffer int
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger

@@ -170,7 +170,17 @@ func TestUnary(t *testing.T) {
 }
 
 func TestBidiStream(t *testing.T) {
-	c, _, _ := setup(t, Config{})
+	for name, cfg := range map[string]Config{
+		"defaults": {},
+		// DATA waits in its stream while a peer's write buffer is half full
+		"small write buffer": {MaxWriteBuffer: 64 << 10},
+	} {
+		t.Run(name, func(t *testing.T) { bidi(t, cfg) })
+	}
+}
+
+func bidi(t *testing.T, cfg Config) {
+	c, _, _ := setup(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := c.FullDuplexCall(ctx)
