@@ -62,26 +62,30 @@ func TestRelayMACP(t *testing.T) {
 }
 
 // subscriptions opens n StreamSession subscriptions to session on target
-// as worker, waits for the first replayed envelope of each, then sends one
+// as worker, 100 a client connection, waits for the first replayed envelope of each, then sends one
 // envelope with Send while they stay open. It reports how many subscribed
 // within the deadline and the Send's error.
 func subscriptions(t *testing.T, target, session string, n int) (int, error) {
 	t.Helper()
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	// 100 on a client connection: a hop takes 128 calls a connection at most
+	var rpcs []macpv1.MACPRuntimeServiceClient
+	for range (n + 99) / 100 {
+		conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		rpcs = append(rpcs, macpv1.NewMACPRuntimeServiceClient(conn))
 	}
-	defer conn.Close()
-	rpc := macpv1.NewMACPRuntimeServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer worker")
 	var mu sync.Mutex
 	live := 0
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		wg.Go(func() {
-			s, err := rpc.StreamSession(wctx)
+			s, err := rpcs[i/100].StreamSession(wctx)
 			if err != nil {
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -24,7 +25,7 @@ type conn struct {
 	server bool
 	fr     *http2.Framer // reads; reader goroutine only
 	// scratch collects the credit a drain owes other connections; reader
-	// goroutine only.
+	// goroutine only (the writer has its own).
 	scratch []credit
 
 	wake       chan struct{} // cap 1: out has frames
@@ -48,9 +49,13 @@ type conn struct {
 	peerMaxStreams uint32
 	goneAway       bool // GOAWAY received (upstream: no new streams)
 
-	maxClientID uint32 // down: highest client stream id seen
-	nextID      uint32 // up: next stream id
-	lastOK      uint32 // up: the last stream id of a GOAWAY
+	maxClientID uint32    // down: highest client stream id seen
+	resets      int       // down: streams the client reset since resetsFrom
+	resetsFrom  time.Time // down: start of the current one-second window
+	nextID      uint32    // up: next stream id
+	lastOK      uint32    // up: the last stream id of a GOAWAY
+
+	lastRead atomic.Int64 // unix nanoseconds of the last frame read, for keepalive
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.
@@ -78,6 +83,7 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 		peerInitWin: 65535, peerMaxFrame: 16384, peerMaxStreams: 100,
 		nextID: 1,
 	}
+	c.lastRead.Store(time.Now().UnixNano())
 	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
@@ -134,12 +140,26 @@ func (c *conn) kick() {
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
 	var buf []byte
+	// the write deadline is moved only when less than half of WriteTimeout
+	// is left (setting it costs about as much as a small write's framing):
+	// a write gets between half and all of WriteTimeout
+	var deadline time.Time
+	wt := c.r.cfg.WriteTimeout
+	ka := keepalive{every: c.r.cfg.KeepaliveTime, timeout: c.r.cfg.KeepaliveTimeout}
+	tick := time.NewTicker(min(ka.every, ka.timeout) / 2)
+	defer tick.Stop()
+	var owed []credit // credit the writer's drains collect
 	for {
 		quit := false
 		select {
 		case <-c.wake:
 		case <-c.quit:
 			quit = true
+		case now := <-tick.C:
+			if !ka.check(c, now) {
+				c.nc.Close() // the peer stopped answering; the reader ends
+			}
+			continue
 		}
 		c.mu.Lock()
 		buf, c.out = c.out, buf[:0]
@@ -148,7 +168,10 @@ func (c *conn) writeLoop() {
 		}
 		c.mu.Unlock()
 		if len(buf) > 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.r.cfg.WriteTimeout))
+			if now := time.Now(); deadline.Sub(now) < wt/2 {
+				deadline = now.Add(wt)
+				_ = c.nc.SetWriteDeadline(deadline)
+			}
 			if _, err := c.nc.Write(buf); err != nil {
 				c.mu.Lock()
 				c.dead = true
@@ -164,7 +187,44 @@ func (c *conn) writeLoop() {
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
+		// DATA held back for room in out goes now
+		c.mu.Lock()
+		if len(c.blocked) > 0 && !c.dead {
+			c.drain(&owed)
+		}
+		c.mu.Unlock()
+		payCredits(&owed)
 	}
+}
+
+// keepalive pings a peer that has been silent for every and gives up on it
+// when the ping is not answered (nor anything else read) within timeout.
+// The writer runs it; the reader stamps lastRead.
+type keepalive struct {
+	every, timeout time.Duration
+	pingAt         time.Time // zero: no ping outstanding
+}
+
+// check runs on the writer's tick: it queues a ping when the peer has
+// been silent for every and reports false when a ping went unanswered.
+func (k *keepalive) check(c *conn, now time.Time) bool {
+	last := time.Unix(0, c.lastRead.Load())
+	if !k.pingAt.IsZero() {
+		if last.After(k.pingAt) {
+			k.pingAt = time.Time{}
+		} else if now.Sub(k.pingAt) >= k.timeout {
+			return false
+		}
+		return true
+	}
+	if now.Sub(last) >= k.every {
+		k.pingAt = now
+		c.mu.Lock()
+		_ = c.wfr.WritePing(false, [8]byte{'k', 'e', 'e', 'p'})
+		c.kick()
+		c.mu.Unlock()
+	}
+	return true
 }
 
 // finish ends the connection after its reader stopped: the writer flushes

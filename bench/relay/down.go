@@ -64,6 +64,7 @@ func (c *conn) armIdle() {
 func (c *conn) readDown() (http2.ErrCode, bool) {
 	for {
 		f, err := c.fr.ReadFrame()
+		c.lastRead.Store(time.Now().UnixNano())
 		if err == nil {
 			err = c.downFrame(f)
 		}

@@ -48,15 +48,23 @@ type Config struct {
 	// HandshakeTimeout bounds the client preface and first SETTINGS
 	// (default 10 s).
 	HandshakeTimeout time.Duration
-	// WriteTimeout bounds one batched write (default 30 s).
+	// WriteTimeout bounds a batched write (default 30 s; the deadline is
+	// moved at most every WriteTimeout/2, so a write gets at least half).
 	WriteTimeout time.Duration
+	// KeepaliveTime: a connection silent this long is pinged (default
+	// 60 s), and closed, its streams reset, when nothing is read within
+	// KeepaliveTimeout after the ping (default 20 s): Warden's gRPC
+	// keepalive defaults.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
 	// streams are refused for a backoff that doubles up to MaxBackoff.
 	DialTimeout time.Duration
 	// MaxBackoff caps the upstream redial backoff (default 1 s).
 	MaxBackoff time.Duration
 	// MaxWriteBuffer bounds the bytes queued toward one peer (default
-	// 4 MiB); a peer that lets more pile up (it does not read) is cut off.
+	// 4 MiB): DATA waits in its stream once half of it is queued, and a
+	// peer that lets control frames pile up beyond it (it does not read
+	// while it pings or resets) is cut off.
 	MaxWriteBuffer int
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
@@ -88,6 +96,8 @@ func (c *Config) defaults() {
 	setD(&c.HandshakeTimeout, 10*time.Second)
 	setD(&c.WriteTimeout, 30*time.Second)
 	setD(&c.DialTimeout, 5*time.Second)
+	setD(&c.KeepaliveTime, 60*time.Second)
+	setD(&c.KeepaliveTimeout, 20*time.Second)
 	setD(&c.MaxBackoff, time.Second)
 	set(&c.MaxWriteBuffer, 4<<20)
 }

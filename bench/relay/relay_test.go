@@ -6,12 +6,15 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -66,6 +69,22 @@ func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
 // setupServer is setup that also returns the upstream server.
 func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay, *grpc.Server) {
 	t.Helper()
+	e, srv, up := startEcho(t)
+	cfg.Upstream = up
+	r, addr := startRelay(t, cfg)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc), e, r, srv
+}
+
+// startEcho serves the echo upstream on a loopback port, capped at 128
+// streams a connection as the MACP runtime is, until the test ends.
+func startEcho(t testing.TB) (*echo, *grpc.Server, string) {
+	t.Helper()
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,16 +94,7 @@ func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Re
 	testpb.RegisterTestServiceServer(srv, e)
 	go srv.Serve(up)
 	t.Cleanup(srv.Stop)
-
-	cfg.Upstream = up.Addr().String()
-	r, addr := startRelay(t, cfg)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc), e, r, srv
+	return e, srv, up.Addr().String()
 }
 
 // startRelay serves a relay with cfg on a loopback port until the test
@@ -101,7 +111,9 @@ func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Serve(ctx, lis) }()
+	// the relay's goroutines carry the label relay=serve, for profiles
+	// (go tool pprof -tagfocus relay=serve)
+	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { done <- r.Serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -158,7 +170,17 @@ func TestUnary(t *testing.T) {
 }
 
 func TestBidiStream(t *testing.T) {
-	c, _, _ := setup(t, Config{})
+	for name, cfg := range map[string]Config{
+		"defaults": {},
+		// DATA waits in its stream while a peer's write buffer is half full
+		"small write buffer": {MaxWriteBuffer: 64 << 10},
+	} {
+		t.Run(name, func(t *testing.T) { bidi(t, cfg) })
+	}
+}
+
+func bidi(t *testing.T, cfg Config) {
+	c, _, _ := setup(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	s, err := c.FullDuplexCall(ctx)
@@ -292,12 +314,8 @@ func TestUpstreamGone(t *testing.T) {
 // TestUpstreamDown: with nothing listening upstream, a call fails fast
 // with Unavailable instead of hanging.
 func TestUpstreamDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	// port 1 (tcpmux) has no listener: dials are refused at once
+	addr := "127.0.0.1:1"
 	_, raddr := startRelay(t, Config{Upstream: addr})
 	cc, err := grpc.NewClient(raddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -313,8 +331,8 @@ func TestUpstreamDown(t *testing.T) {
 }
 
 // BenchmarkUnary is one small unary call through the relay, client, relay
-// and upstream in this process (profile with -cpuprofile and focus on
-// bench/relay to see the relay's share).
+// and upstream in this process (with -cpuprofile, -tagfocus relay=serve
+// shows the relay's share).
 func BenchmarkUnary(b *testing.B) {
 	c, _, _ := setup(b, Config{})
 	ctx := context.Background()
@@ -324,5 +342,86 @@ func BenchmarkUnary(b *testing.B) {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRapidReset: a client that opens and resets streams faster than twice
+// its stream limit a second is cut off with ENHANCE_YOUR_CALM
+// (CVE-2023-44487: each reset stream costs an upstream stream).
+func TestRapidReset(t *testing.T) {
+	_, _, up := startEcho(t)
+	_, addr := startRelay(t, Config{Upstream: up, MaxStreams: 8})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for i := 0; i+1 < len(request); i += 2 {
+		_ = enc.WriteField(hpack.HeaderField{Name: request[i], Value: request[i+1]})
+	}
+	go func() { // a writer of its own: the relay answers while the client floods
+		_ = fr.WriteSettings()
+		for id := uint32(1); id < 200; id += 2 {
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
+				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return
+			}
+		}
+	}()
+	rd := http2.NewFramer(nil, nc)
+	for {
+		f, err := rd.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY before %v", err)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			if ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
+			}
+			return
+		}
+	}
+}
+
+// TestUpstreamSilent: an upstream that accepts the connection and then
+// says nothing is pinged, given up on, and the call fails long before its
+// deadline rather than hanging.
+func TestUpstreamSilent(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			nc, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, nc) }() // reads, never answers
+		}
+	}()
+	_, addr := startRelay(t, Config{Upstream: up.Addr().String(), KeepaliveTime: 100 * time.Millisecond, KeepaliveTimeout: 100 * time.Millisecond})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("call to a silent upstream: %v after %v, want it to fail within a second", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("call to a silent upstream failed after %v, want within about 300 ms", d)
 	}
 }

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"time"
+
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -121,7 +123,10 @@ func (c *conn) writeData(l *leg, data []byte, end bool) int {
 	}
 	sent := 0
 	for sent < len(data) {
-		n := int(min(c.sendWin, l.sendWin, int64(c.peerMaxFrame), int64(len(data)-sent)))
+		// DATA waits in the leg rather than in out once out holds half of
+		// MaxWriteBuffer: the writer drains it after its next write
+		room := int64(c.r.cfg.MaxWriteBuffer/2 - len(c.out))
+		n := int(min(c.sendWin, l.sendWin, int64(c.peerMaxFrame), int64(len(data)-sent), room))
 		if n <= 0 {
 			break
 		}
@@ -163,8 +168,9 @@ func (c *conn) sendHeaders(l *leg, fields []hpack.HeaderField, end bool) {
 }
 
 // drain sends what blocked legs hold as far as the windows now allow; it
-// runs under mu and appends the credit owed to their peers to c.scratch.
-func (c *conn) drain() {
+// runs under mu and appends the credit owed to their peers to *owed.
+func (c *conn) drain(owed *[]credit) {
+	before := len(c.out)
 	kept := c.blocked[:0]
 	for _, l := range c.blocked {
 		if l.gone {
@@ -173,7 +179,7 @@ func (c *conn) drain() {
 		}
 		n := c.writeData(l, l.pend, l.pendEnd && l.pendTrail == nil)
 		if n > 0 {
-			c.scratch = append(c.scratch, credit{l.peer, n})
+			*owed = append(*owed, credit{l.peer, n})
 		}
 		l.pend = l.pend[n:]
 		if len(l.pend) > 0 {
@@ -193,17 +199,19 @@ func (c *conn) drain() {
 	}
 	clear(c.blocked[len(kept):])
 	c.blocked = kept
-	c.kick()
+	if len(c.out) != before {
+		c.kick()
+	}
 }
 
-// payCredits returns the credit collected in c.scratch; it runs without
-// locks held.
-func (c *conn) payCredits() {
-	for i, cr := range c.scratch {
+// payCredits returns the credit a drain collected in owed and empties it;
+// it runs without locks held.
+func payCredits(owed *[]credit) {
+	for i, cr := range *owed {
 		cr.l.c.credit(cr.l, cr.n)
-		c.scratch[i] = credit{}
+		(*owed)[i] = credit{}
 	}
-	c.scratch = c.scratch[:0]
+	*owed = (*owed)[:0]
 }
 
 // credit returns n bytes of stream receive window to the peer of l once
@@ -300,9 +308,9 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 		}
 	}
-	c.drain()
+	c.drain(&c.scratch)
 	c.mu.Unlock()
-	c.payCredits()
+	payCredits(&c.scratch)
 	return nil
 }
 
@@ -315,10 +323,10 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	c.mu.Lock()
 	err := c.applySettings(f)
 	if err == nil {
-		c.drain()
+		c.drain(&c.scratch)
 	}
 	c.mu.Unlock()
-	c.payCredits()
+	payCredits(&c.scratch)
 	return err
 }
 
@@ -332,15 +340,31 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 		return err
 	}
 	c.remove(l)
+	flood := c.server && c.countReset()
 	c.mu.Unlock()
 	code := f.ErrCode
 	if c.server {
 		code = http2.ErrCodeCancel
 	}
+	if flood {
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
 	if l.peer.c != nil {
 		l.peer.c.resetLeg(l.peer, code)
 	}
 	return nil
+}
+
+// countReset counts a stream the client reset and reports a rapid-reset
+// flood (CVE-2023-44487): more than twice MaxStreams resets in a second,
+// each of which cost an upstream stream. It runs under mu.
+func (c *conn) countReset() bool {
+	now := time.Now()
+	if now.Sub(c.resetsFrom) > time.Second {
+		c.resetsFrom, c.resets = now, 0
+	}
+	c.resets++
+	return c.resets > 2*int(c.r.cfg.MaxStreams)
 }
 
 // unknownStream answers a frame for a stream c does not hold: from a client,

@@ -128,6 +128,7 @@ func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool) bool {
 func (c *conn) serveUp() {
 	for {
 		f, err := c.fr.ReadFrame()
+		c.lastRead.Store(time.Now().UnixNano())
 		if err == nil {
 			err = c.upFrame(f)
 		}

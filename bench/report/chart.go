@@ -96,6 +96,7 @@ var palette = []color.Color{
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
 // newPlot draws one panel: latency against percentile, both on log scales.

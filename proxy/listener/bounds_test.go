@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // slack is what a bound may be overshot by on a loaded 2-core machine.
@@ -242,6 +244,30 @@ func TestGRPCBounds(t *testing.T) {
 			}
 		})
 	}
+	t.Run("calls per connection", func(t *testing.T) {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		hc := healthpb.NewHealthClient(cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := range GRPCMaxStreams { // held open: Watch streams until the context ends
+			w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+			}
+			if err != nil {
+				t.Fatalf("call %d of %d: %v", i+1, GRPCMaxStreams, err)
+			}
+		}
+		over, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer stop()
+		if _, err := hc.Check(over, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("call %d on the connection: %v, want it to wait for a free stream", GRPCMaxStreams+1, err)
+		}
+	})
 	t.Run("a client idle past the bound reconnects", func(t *testing.T) {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {

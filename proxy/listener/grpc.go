@@ -9,8 +9,14 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
+// GRPCMaxStreams is how many calls one client connection may have open at
+// once: the MACP runtime's own limit (and nginx's http2_max_concurrent_streams);
+// a client needing more opens more connections, within the listener's cap.
+const GRPCMaxStreams = 128
+
 // GRPCServerOptions bounds a gRPC server's connections by l (WithDefaults
-// applied by the caller): a connection that has not finished its TLS
+// applied by the caller): at most GRPCMaxStreams calls a connection at
+// once; a connection that has not finished its TLS
 // handshake and HTTP/2 preface within GRPCConnectionTimeout is closed; one
 // with no call for IdleTimeout is sent GOAWAY and closed; one silent for
 // GRPCKeepaliveTime is pinged and closed if the ping is not answered within
@@ -18,6 +24,7 @@ import (
 // without calls.
 func GRPCServerOptions(l Limits) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(GRPCMaxStreams),
 		grpc.ConnectionTimeout(l.GRPCConnectionTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: l.IdleTimeout,
