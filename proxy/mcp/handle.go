@@ -1,20 +1,9 @@
 package mcp
 
-import (
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
-	"fmt"
-	"strings"
+import "github.com/agentwarden/warden/proxy/handle"
 
-	"golang.org/x/crypto/chacha20poly1305"
-)
-
-// handlePrefix marks Warden's handles: "wt2." + base64url(nonce ‖ sealed ID).
-const handlePrefix = "wt2."
+// handlePrefix marks Warden's handles.
+const handlePrefix = handle.Prefix
 
 // Kinds of identifier. Each has its own keys and is bound into the
 // additional data, so a handle of one kind never opens as another.
@@ -27,107 +16,27 @@ const (
 
 var kinds = [...]byte{kindTask, kindSession, kindEvent, kindCursor}
 
-// handles turns upstream identifiers (task IDs, MCP session IDs, SSE event
-// ids, list cursors) into handles bound to one principal (and, for event ids
-// and cursors, one upstream session), and back.
-//
-// A handle is the identifier encrypted and authenticated with
-// XChaCha20-Poly1305; the additional data is the kind, the principal and the
-// session, so a handle reveals nothing of the identifier and opens only for
-// the principal (and session) it was given to. The nonce is synthetic
-// (SIV-like): HMAC-SHA256 over the additional data and the identifier, so
-// one identifier has exactly one handle per principal; clients and SDKs
-// compare task IDs (a status notification with the task a call created), and
-// open checks the nonce too, so no other spelling of a handle opens. The
-// cost of determinism is that equal handles show equal identifiers, which a
-// client learns anyway. Keys are derived with HKDF-SHA256 from the handle
-// key, one pair per kind; any replica holding the key opens a handle, before
-// and after a restart, with no state.
-type handles struct {
-	aead  map[byte]cipher.AEAD
-	nonce map[byte][]byte // HMAC keys of the synthetic nonces
-}
+// handles are the MCP domain's sealed handles (proxy/handle): upstream task
+// IDs, MCP session IDs, SSE event ids and tasks/list cursors bound to one
+// principal (and, for event ids and cursors, one upstream session).
+type handles struct{ s handle.Sealer }
 
 // newHandles derives the per-kind keys from the handle key.
 func newHandles(key []byte) (handles, error) {
-	h := handles{aead: map[byte]cipher.AEAD{}, nonce: map[byte][]byte{}}
-	for _, k := range kinds {
-		ek, err := hkdf.Key(sha256.New, key, nil, "warden mcp handle v2 aead "+string(k), chacha20poly1305.KeySize)
-		if err != nil {
-			return handles{}, fmt.Errorf("derive handle key: %w", err)
-		}
-		nk, err := hkdf.Key(sha256.New, key, nil, "warden mcp handle v2 nonce "+string(k), 32)
-		if err != nil {
-			return handles{}, fmt.Errorf("derive handle key: %w", err)
-		}
-		a, err := chacha20poly1305.NewX(ek)
-		if err != nil {
-			return handles{}, fmt.Errorf("handle cipher: %w", err)
-		}
-		h.aead[k], h.nonce[k] = a, nk
-	}
-	return h, nil
+	s, err := handle.New(key, "mcp", kinds[:])
+	return handles{s}, err
 }
 
-// additional is the data a handle is bound to: version, kind, principal and
-// session, each length-prefixed so no two bindings read alike.
-func additional(kind byte, principal, session string) []byte {
-	ad := make([]byte, 0, 4+2*binary.MaxVarintLen64+len(principal)+len(session))
-	ad = append(ad, "wt2"...)
-	ad = append(ad, kind)
-	ad = binary.AppendUvarint(ad, uint64(len(principal)))
-	ad = append(ad, principal...)
-	ad = binary.AppendUvarint(ad, uint64(len(session)))
-	return append(ad, session...)
+func (h handles) seal(kind byte, principal, id string) string { return h.s.Seal(kind, principal, id) }
+
+func (h handles) open(kind byte, principal, v string) (string, bool) {
+	return h.s.Open(kind, principal, v)
 }
 
-func (h handles) syntheticNonce(kind byte, ad []byte, id string) []byte {
-	mac := hmac.New(sha256.New, h.nonce[kind])
-	mac.Write(ad)
-	mac.Write([]byte(id))
-	return mac.Sum(nil)[:chacha20poly1305.NonceSizeX]
-}
-
-// seal returns principal's handle for the upstream id (kinds bound to the
-// principal only).
-func (h handles) seal(kind byte, principal, id string) string {
-	return h.sealIn(kind, principal, "", id)
-}
-
-// open returns the upstream id of principal's handle; ok is false for
-// anything else (another principal's handle, a forged or garbled one, a raw
-// upstream ID, a handle of another kind).
-func (h handles) open(kind byte, principal, handle string) (id string, ok bool) {
-	return h.openIn(kind, principal, "", handle)
-}
-
-// sealIn is seal for the kinds also bound to an upstream session.
 func (h handles) sealIn(kind byte, principal, session, id string) string {
-	a := h.aead[kind]
-	ad := additional(kind, principal, session)
-	nonce := h.syntheticNonce(kind, ad, id)
-	out := make([]byte, 0, len(nonce)+len(id)+a.Overhead())
-	out = append(out, nonce...)
-	out = a.Seal(out, nonce, []byte(id), ad)
-	return handlePrefix + base64.RawURLEncoding.EncodeToString(out)
+	return h.s.SealIn(kind, principal, session, id)
 }
 
-// openIn is open for the kinds also bound to an upstream session.
-func (h handles) openIn(kind byte, principal, session, handle string) (id string, ok bool) {
-	a, known := h.aead[kind]
-	rest, found := strings.CutPrefix(handle, handlePrefix)
-	if !known || !found {
-		return "", false
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
-	if err != nil || len(raw) < chacha20poly1305.NonceSizeX+a.Overhead() {
-		return "", false
-	}
-	nonce, sealed := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
-	ad := additional(kind, principal, session)
-	plain, err := a.Open(nil, nonce, sealed, ad)
-	if err != nil || !hmac.Equal(nonce, h.syntheticNonce(kind, ad, string(plain))) {
-		return "", false
-	}
-	return string(plain), true
+func (h handles) openIn(kind byte, principal, session, v string) (string, bool) {
+	return h.s.OpenIn(kind, principal, session, v)
 }
