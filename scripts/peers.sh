@@ -10,17 +10,24 @@
 # as a system service) for Warden's shared state. A second run finds them and
 # skips the work.
 #
-# usage: scripts/peers.sh [all|macp|mcp]
+# For A2A: the a2a-go v2.3.1 test server (test/peers/a2a-go, a Go module of
+# its own, built into .peers/bin/a2a-go-server; its modules stay in the Go
+# module cache so the tests can rebuild it offline), the Python a2a-sdk 1.3.0
+# (.peers/a2a-venv) and the @a2a-js/sdk 1.3.0 client
+# (test/peers/a2a-js/node_modules).
+#
+# usage: scripts/peers.sh [all|macp|mcp|a2a]
 #   all   everything, nginx included (default; make test, make bench)
 #   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
 #   mcp   the MCP node peers, the go-sdk everything-server and redis-server only
+#   a2a   the A2A peers only (a2a-go server, a2a-sdk, @a2a-js/sdk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WHAT=${1:-all}
 case "$WHAT" in
-  all|macp|mcp) ;;
-  *) echo "usage: $0 [all|macp|mcp]" >&2; exit 2 ;;
+  all|macp|mcp|a2a) ;;
+  *) echo "usage: $0 [all|macp|mcp|a2a]" >&2; exit 2 ;;
 esac
 want() { [ "$WHAT" = all ] || [ "$WHAT" = "$1" ]; }
 
@@ -32,6 +39,18 @@ log() { echo "peers: $*" >&2; }
 mkdir -p "$PEERS"
 
 ready=()
+
+# npm_peers DIR WHAT installs DIR's node_modules from its committed lock file
+# (npm ci) unless the stamp, a copy of the lock file npm ci installed, matches.
+npm_peers() {
+  if [ -d "$1/node_modules" ] && cmp -s "$1/package-lock.json" "$1/node_modules/.warden-lock" 2>/dev/null; then
+    log "$2 already installed"
+  else
+    log "installing $2 into $1/node_modules (npm ci)"
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    cp "$1/package-lock.json" "$1/node_modules/.warden-lock"
+  fi
+}
 install_macp() {
   # protoc is needed to build the runtime.
   if ! command -v protoc >/dev/null; then
@@ -76,13 +95,7 @@ install_mcp() {
   # The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the
   # committed lock file). The stamp is a copy of the lock file npm ci installed.
   MCP_DIR=test/peers/mcp
-  if [ -d "$MCP_DIR/node_modules" ] && cmp -s "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock" 2>/dev/null; then
-    log "MCP node peers already installed"
-  else
-    log "installing the MCP node peers into $MCP_DIR/node_modules (npm ci)"
-    (cd "$MCP_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2)
-    cp "$MCP_DIR/package-lock.json" "$MCP_DIR/node_modules/.warden-lock"
-  fi
+  npm_peers "$MCP_DIR" "the MCP node peers"
 
   # The Go MCP SDK's conformance everything-server. go install pkg@version builds
   # it in module-aware mode outside this repo's go.mod, which it does not touch.
@@ -108,6 +121,40 @@ install_mcp() {
   ready+=("$PEERS/mcp-venv/bin/python (MCP Python SDK)")
 }
 
+install_a2a() {
+  # The a2a-go v2.3.1 server. Its own go.mod/go.sum pin the SDK; the stamp is
+  # a hash of the module's sources, so an edited server is rebuilt.
+  A2A_GO=test/peers/a2a-go
+  BIN=$PEERS/bin/a2a-go-server
+  sum=$(cat "$A2A_GO"/go.mod "$A2A_GO"/go.sum "$A2A_GO"/*.go | sha256sum | cut -d' ' -f1)
+  if [ -x "$BIN" ] && [ "$(cat "$BIN.sum" 2>/dev/null)" = "$sum" ]; then
+    log "a2a-go-server (a2a-go v2.3.1) already installed"
+  else
+    log "building the a2a-go v2.3.1 server into $BIN"
+    (cd "$A2A_GO" && go mod download && go build -trimpath -o "$BIN" .)
+    echo "$sum" > "$BIN.sum"
+  fi
+  ready+=("$BIN")
+
+  # The Python a2a-sdk 1.3.0, server and client (a pip freeze, every
+  # package pinned).
+  REQ=test/peers/a2a-py/requirements.txt
+  if [ -x "$PEERS/a2a-venv/bin/python" ] && cmp -s "$REQ" "$PEERS/a2a-venv/.requirements" 2>/dev/null; then
+    log "a2a-sdk (Python) already installed"
+  else
+    log "installing the Python a2a-sdk into .peers/a2a-venv"
+    python3 -m venv "$PEERS/a2a-venv"
+    "$PEERS/a2a-venv/bin/pip" install --quiet --disable-pip-version-check -r "$REQ"
+    cp "$REQ" "$PEERS/a2a-venv/.requirements"
+  fi
+  ready+=("$PEERS/a2a-venv/bin/python (a2a-sdk)")
+
+  # The @a2a-js/sdk client (npm, pinned by the committed lock file).
+  JS_DIR=test/peers/a2a-js
+  npm_peers "$JS_DIR" "@a2a-js/sdk"
+  ready+=("$JS_DIR/node_modules (@a2a-js/sdk)")
+}
+
 # nginx: the reference hop make bench compares Warden with (grpc_pass and
 # proxy_pass); nginx-light where Debian still ships it, else nginx.
 install_nginx() {
@@ -127,5 +174,6 @@ install_nginx() {
 
 if want macp; then install_macp; fi
 if want mcp; then install_mcp; fi
+if want a2a; then install_a2a; fi
 if [ "$WHAT" = all ]; then install_nginx; fi
 log "ready ($WHAT): ${ready[*]}"

@@ -63,19 +63,32 @@ type built struct {
 // returns the binary.
 func buildOnce(t testing.TB, pkg string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(pkg, &built{})
+	return buildIn(t, ".", pkg)
+}
+
+// buildIn builds the main package pkg of the Go module in dir (relative to
+// the repo root) once per test run and returns the binary. A module of its
+// own (a test peer) builds offline (GOPROXY=off, -mod=readonly): its
+// modules were downloaded by scripts/peers.sh, and nothing downloads at
+// test time.
+func buildIn(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(dir+"\x00"+pkg, &built{})
 	b := v.(*built)
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "warden-test-bin")
+		tmp, err := os.MkdirTemp("", "warden-test-bin")
 		if err != nil {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(dir, filepath.Base(pkg))
+		b.path = filepath.Join(tmp, filepath.Base(filepath.Join(dir, pkg)))
 		cmd := exec.Command("go", "build", "-o", b.path, pkg)
-		cmd.Dir = repoRoot(t)
+		cmd.Dir = filepath.Join(repoRoot(t), dir)
+		if dir != "." {
+			cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			b.err = fmt.Errorf("go build %s in %s: %v\n%s", pkg, dir, err, out)
 		}
 	})
 	if b.err != nil {
