@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"proxy/relay":    {},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
+	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"decisionlog":    {module + "/proxy", module + "/rules"},
 	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},

@@ -5,13 +5,16 @@
 package handle
 
 import (
+	"bytes"
 	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -124,4 +127,22 @@ func (h Sealer) OpenIn(kind byte, principal, session, handle string) (id string,
 		return "", false
 	}
 	return string(plain), true
+}
+
+// LoadKey reads the handle key file, or makes a random key when path is "".
+func LoadKey(path string) ([]byte, error) {
+	if path == "" {
+		k := make([]byte, 32)
+		_, _ = rand.Read(k)
+		return k, nil
+	}
+	k, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read handle key: %w", err)
+	}
+	k = bytes.TrimSpace(k)
+	if len(k) < 32 {
+		return nil, fmt.Errorf("handle key %s: %d bytes, need at least 32", path, len(k))
+	}
+	return k, nil
 }

@@ -85,24 +85,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		if !x.expiry.IsZero() {
-			// The stream must not outlive the credential it was opened with.
-			t := time.AfterFunc(time.Until(x.expiry), cancel)
-			defer t.Stop()
-		}
-		if x.guard != nil {
-			// Nor its revocation (a reload, a key leaving the JWKS).
-			gctx, stop := x.guard(ctx)
-			defer stop()
-			context.AfterFunc(gctx, cancel)
-		}
-		w.WriteHeader(resp.StatusCode)
-		flush := func() {}
-		if f, ok := w.(http.Flusher); ok {
-			flush = f.Flush
-			flush()
-		}
-		err := relay.CopyEvents(w, flush, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: s.maxResponse(), TooBig: x.tooBig})
+		// The stream must not outlive the credential it was opened with,
+		// nor its revocation.
+		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: s.maxResponse(), TooBig: x.tooBig})
 		switch {
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
