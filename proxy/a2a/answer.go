@@ -29,6 +29,9 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if _, isErr := env["error"]; isErr {
 		return data, true // the upstream's refusal of the caller's own request
 	}
+	if isEmpty(env["result"]) {
+		return data, true // nothing to rewrite (a deleted push config)
+	}
 	res, ok := env["result"].(map[string]any)
 	if !ok {
 		return nil, false
@@ -313,4 +316,10 @@ func (s *Server) rewriteCard(c map[string]any, public string) {
 	if v, ok := c["url"].(string); ok && isEndpoint(v) && public != "" {
 		c["url"] = public // 0.3's main URL
 	}
+}
+
+// isEmpty reports whether a result names nothing: null or {}.
+func isEmpty(v any) bool {
+	m, ok := v.(map[string]any)
+	return v == nil || ok && len(m) == 0
 }
