@@ -31,6 +31,11 @@ type A2ARequest struct {
 	// webhook URL, an id that is not the caller's); when set it is the
 	// decision.
 	Refused rules.Verdict
+	// OwnershipUnknown is set by an adapter that cannot know who owns a task
+	// (ext_authz, which never sees the answers that create them): the
+	// caller gets the role a2a.RoleOwnershipUnknown, so the policy decides
+	// everything but ownership, operator rules included.
+	OwnershipUnknown bool
 }
 
 // A2A tasks and contexts share the task table with MCP's, under keys of
@@ -129,6 +134,9 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 				e.A2AObserved(req.TaskID, state)
 			}
 		}
+	}
+	if req.OwnershipUnknown && !req.New {
+		roles = append(roles, a2a.RoleOwnershipUnknown)
 	}
 	d.Roles = roles
 	in := policies.Input{

@@ -190,6 +190,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		if cfg.ExtAuthz.MCP {
 			m += " and MCP"
 		}
+		if cfg.ExtAuthz.A2A {
+			m += " and A2A"
+		}
 		p.modes = append(p.modes, m+")")
 	}
 	if p.state != nil {

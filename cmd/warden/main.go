@@ -38,7 +38,7 @@ warden serve runs one or more of its modes at once:
   MACP sidecar  --macp-listen ADDR --macp-upstream RUNTIME   gRPC, in front of a MACP runtime
   MCP sidecar   --mcp-listen ADDR --mcp-upstream URL         Streamable HTTP, in front of an MCP server
   A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
-  ext_authz     --extauthz-listen ADDR [--extauthz-mcp]      Envoy's external authorization service (MACP, MCP)
+  ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service (MACP, MCP, A2A)
 
 commands:
   serve    run the modes above (--auth dev|static|jwt|mtls, or --config FILE)

@@ -41,3 +41,7 @@ test_list_and_card_for_anyone_authenticated if {
 	count(a2a.deny) == 0 with input as {"message": {"type": "ListTasks"}, "roles": [], "session": {"state": ""}}
 	count(a2a.deny) == 0 with input as {"message": {"type": "GetExtendedAgentCard"}, "roles": [], "session": {"state": ""}}
 }
+
+test_ownership_unknown_decides_the_rest if {
+	count(a2a.deny) == 0 with input as {"message": {"type": "GetTask"}, "roles": ["ownership_unknown"], "session": {"state": ""}}
+}

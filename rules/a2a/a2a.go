@@ -34,6 +34,11 @@ const (
 	MethodMessageContinue = "SendMessage:continue" // the matrix's name for a message naming a task or context
 )
 
+// RoleOwnershipUnknown is the role an adapter that cannot know a task's
+// owner (ext_authz) gives the caller: the default policy does not refuse for
+// ownership, operator rules still run.
+const RoleOwnershipUnknown = "ownership_unknown"
+
 // Known reports whether method is an A2A 1.0 JSON-RPC method.
 func Known(method string) bool {
 	switch method {
