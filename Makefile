@@ -20,7 +20,7 @@ BENCHCOUNT  ?= 6
 help:
 	@echo "make build     build bin/warden"
 	@echo "make test      everything CI runs (lint, installs the real peers, tests with -race incl. real-peer tests)"
-	@echo "make peers     install the MACP runtime and Python SDK at pinned versions into .peers/"
+	@echo "make peers     install the real peers (MACP, MCP, A2A) at pinned versions (scripts/peers.sh)"
 	@echo "make unit      Go unit tests with -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
@@ -59,6 +59,8 @@ lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+	@# the a2a-go test peer is a module of its own, outside ./...
+	cd test/peers/a2a-go && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 
 generate:
 	bash scripts/generate.sh

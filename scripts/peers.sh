@@ -10,9 +10,10 @@
 # as a system service) for Warden's shared state. A second run finds them and
 # skips the work.
 #
-# For A2A: the a2a-go v2.3.1 test server (test/peers/a2a-go, a Go module of
-# its own, built into .peers/bin/a2a-go-server; its modules stay in the Go
-# module cache so the tests can rebuild it offline), the Python a2a-sdk 1.3.0
+# For A2A: the a2a-go v2.3.1 test server and client (test/peers/a2a-go, a Go
+# module of its own, built into .peers/bin/a2a-go-{server,client}; its
+# modules stay in the Go module cache so the tests can rebuild them
+# offline), the Python a2a-sdk 1.3.0
 # (.peers/a2a-venv) and the @a2a-js/sdk 1.3.0 client
 # (test/peers/a2a-js/node_modules).
 #
@@ -20,7 +21,7 @@
 #   all   everything, nginx included (default; make test, make bench)
 #   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
 #   mcp   the MCP node peers, the go-sdk everything-server and redis-server only
-#   a2a   the A2A peers only (a2a-go server, a2a-sdk, @a2a-js/sdk)
+#   a2a   the A2A peers only (a2a-go server and client, a2a-sdk, @a2a-js/sdk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -122,19 +123,19 @@ install_mcp() {
 }
 
 install_a2a() {
-  # The a2a-go v2.3.1 server. Its own go.mod/go.sum pin the SDK; the stamp is
-  # a hash of the module's sources, so an edited server is rebuilt.
+  # The a2a-go v2.3.1 server and client. Their own go.mod/go.sum pin the SDK;
+  # the stamp is a hash of the module's sources, so an edited peer is rebuilt.
   A2A_GO=test/peers/a2a-go
   BIN=$PEERS/bin/a2a-go-server
-  sum=$(cat "$A2A_GO"/go.mod "$A2A_GO"/go.sum "$A2A_GO"/*.go | sha256sum | cut -d' ' -f1)
-  if [ -x "$BIN" ] && [ "$(cat "$BIN.sum" 2>/dev/null)" = "$sum" ]; then
-    log "a2a-go-server (a2a-go v2.3.1) already installed"
+  sum=$(cat "$A2A_GO"/go.mod "$A2A_GO"/go.sum "$A2A_GO"/*.go "$A2A_GO"/client/*.go | sha256sum | cut -d' ' -f1)
+  if [ -x "$BIN" ] && [ -x "$PEERS/bin/a2a-go-client" ] && [ "$(cat "$BIN.sum" 2>/dev/null)" = "$sum" ]; then
+    log "a2a-go-server and a2a-go-client (a2a-go v2.3.1) already installed"
   else
-    log "building the a2a-go v2.3.1 server into $BIN"
-    (cd "$A2A_GO" && go mod download && go build -trimpath -o "$BIN" .)
+    log "building the a2a-go v2.3.1 server and client into $PEERS/bin"
+    (cd "$A2A_GO" && go mod download && go build -trimpath -o "$BIN" . && go build -trimpath -o "$PEERS/bin/a2a-go-client" ./client)
     echo "$sum" > "$BIN.sum"
   fi
-  ready+=("$BIN")
+  ready+=("$BIN" "$PEERS/bin/a2a-go-client")
 
   # The Python a2a-sdk 1.3.0, server and client (a pip freeze, every
   # package pinned).

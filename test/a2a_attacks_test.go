@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +18,10 @@ import (
 // The A2A attack table (issue 15): what a second tenant (bob) can do to the
 // first tenant's (alice's) tasks, contexts and push configs, what anyone can
 // do with webhook URLs and the extended card, and what ids reveal. Each
-// attack builds alice's state itself over the same JSON-RPC endpoint, so the
+// attack builds alice's state itself over the endpoint under attack, so the
 // table runs unchanged against the a2a-go v2.3.1 server direct and against
-// Warden in front of it: runA2AAttacks(t, rpcURL, wantOutcomes).
+// Warden in front of it: runA2AAttacks(t, rpcURL, wantOutcomes) over
+// JSON-RPC, runA2AAttacksREST(t, restBase, wantOutcomes) over HTTP+JSON.
 
 // a2aOutcome is how an attack ended.
 type a2aOutcome string
@@ -42,9 +45,10 @@ type a2aAttack struct {
 	run        func(t testing.TB, e *a2aAttackEnv) (ok bool, answer, madeUp *a2aAnswer)
 }
 
-// a2aAttackEnv is the endpoint under attack and its two tenants.
+// a2aAttackEnv is the endpoint under attack.
 type a2aAttackEnv struct {
-	rpc  string // the JSON-RPC endpoint
+	url  string // the JSON-RPC endpoint, or the REST base with rest
+	rest bool   // the HTTP+JSON binding
 	hook *hookRecorder
 }
 
@@ -55,42 +59,87 @@ const (
 	aliceSecret = "alice-private-7f3a"
 )
 
-// a2aAnswer is one JSON-RPC answer (the first SSE event for a stream).
+// a2aAnswer is one answer: a JSON-RPC response, a REST body, or the first
+// SSE event of a stream.
 type a2aAnswer struct {
 	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	raw string
+	Error  *a2aError       `json:"error"`
+	raw    string
+	named  []string // the ids the request named
+}
+
+// a2aError is a JSON-RPC error, or the google.rpc.Status error of the REST
+// binding (its code is the HTTP status), or an HTTP status without either.
+type a2aError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 func (a *a2aAnswer) String() string { return a.raw }
 
-// sameAsMadeUp: the same error code and message (the error data of a2a-go
-// carries a timestamp and is not compared).
+// sameAsMadeUp: both answered, or both failed with the same error code and
+// message once the ids each request named are replaced by "<id>" (the error
+// data of a2a-go carries a timestamp and is not compared).
 func (a *a2aAnswer) sameAsMadeUp(m *a2aAnswer) bool {
 	if a.Error == nil || m.Error == nil {
-		return a.Error == nil && m.Error == nil && string(a.Result) == string(m.Result)
+		return a.Error == nil && m.Error == nil
 	}
-	return *a.Error == *m.Error
+	return a.Error.Code == m.Error.Code && a.errorMessage() == m.errorMessage()
 }
 
-// call sends one JSON-RPC request with token ("" for none) and returns the
-// answer: the body, or the first event of an SSE stream. Bounded to 10 s.
-func (e *a2aAttackEnv) call(t testing.TB, token, method string, params any) *a2aAnswer {
+func (a *a2aAnswer) errorMessage() string {
+	msg := a.Error.Message
+	for _, id := range a.named {
+		if id != "" {
+			msg = strings.ReplaceAll(msg, id, "<id>")
+		}
+	}
+	return msg
+}
+
+// namedIDs are the task and context ids a request's params name.
+func namedIDs(p map[string]any) []string {
+	var ids []string
+	for _, k := range []string{"id", "taskId", "contextId"} {
+		if s, ok := p[k].(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	if m, ok := p["message"].(map[string]any); ok {
+		ids = append(ids, namedIDs(m)...)
+		if refs, ok := m["referenceTaskIds"].([]string); ok {
+			ids = append(ids, refs...)
+		}
+	}
+	return ids
+}
+
+// call sends one A2A operation (its JSON-RPC method name and params) with
+// token ("" for none) over the endpoint's binding and returns the answer:
+// the body, or the first event of an SSE stream. Bounded to 10 s.
+func (e *a2aAttackEnv) call(t testing.TB, token, method string, params map[string]any) *a2aAnswer {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
+	verb, url, payload := http.MethodPost, e.url, any(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if e.rest {
+		verb, url, payload = restRoute(e.url, method, params)
+	}
+	var body io.Reader
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(b)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.rpc, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, verb, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("A2A-Version", "1.0")
 	if token != "" {
@@ -111,22 +160,51 @@ func (e *a2aAttackEnv) call(t testing.TB, token, method string, params any) *a2a
 				break
 			}
 		}
-	} else {
-		var b bytes.Buffer
-		if _, err := b.ReadFrom(resp.Body); err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-		raw = b.Bytes()
+	} else if raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+		t.Fatalf("%s: %v", method, err)
 	}
-	a := &a2aAnswer{raw: string(raw)}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, a); err != nil {
-			t.Fatalf("%s: HTTP %d, not JSON-RPC: %q", method, resp.StatusCode, raw)
-		}
-	} else if resp.StatusCode != http.StatusOK {
-		a.raw = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	a := &a2aAnswer{raw: fmt.Sprintf("HTTP %d %s", resp.StatusCode, raw), named: namedIDs(params)}
+	switch {
+	case e.rest && resp.StatusCode/100 == 2:
+		// REST: the body is the result (empty for a delete).
+		a.Result = json.RawMessage(raw)
+	case len(bytes.TrimSpace(raw)) > 0 && json.Unmarshal(raw, a) == nil && (a.Error != nil || a.Result != nil):
+		// JSON-RPC, an SSE event, or a REST google.rpc.Status error.
+	default:
+		a.Result = nil
+		a.Error = &a2aError{Code: resp.StatusCode, Message: string(raw)}
 	}
 	return a
+}
+
+// restRoute maps an operation onto the HTTP+JSON binding (spec §11).
+func restRoute(base, method string, p map[string]any) (verb, url string, body any) {
+	id := func(k string) string { s, _ := p[k].(string); return neturl.PathEscape(s) }
+	switch method {
+	case "SendMessage":
+		return http.MethodPost, base + "/message:send", p
+	case "SendStreamingMessage":
+		return http.MethodPost, base + "/message:stream", p
+	case "GetTask":
+		return http.MethodGet, base + "/tasks/" + id("id"), nil
+	case "ListTasks":
+		return http.MethodGet, base + "/tasks", nil
+	case "CancelTask":
+		return http.MethodPost, base + "/tasks/" + id("id") + ":cancel", map[string]any{}
+	case "SubscribeToTask":
+		return http.MethodPost, base + "/tasks/" + id("id") + ":subscribe", nil
+	case "CreateTaskPushNotificationConfig":
+		return http.MethodPost, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs", p
+	case "GetTaskPushNotificationConfig":
+		return http.MethodGet, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs/" + id("id"), nil
+	case "ListTaskPushNotificationConfigs":
+		return http.MethodGet, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs", nil
+	case "DeleteTaskPushNotificationConfig":
+		return http.MethodDelete, base + "/tasks/" + id("taskId") + "/pushNotificationConfigs/" + id("id"), nil
+	case "GetExtendedAgentCard":
+		return http.MethodGet, base + "/extendedAgentCard", nil
+	}
+	panic("restRoute: no route for " + method)
 }
 
 // a2aTask is the part of a task the attacks use.
@@ -247,7 +325,7 @@ var a2aAttacks = []a2aAttack{
 		}
 		a := e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(v.ID))
 		e.send(t, aliceToken, aliceSecret, map[string]any{"taskId": v.ID}, false)
-		return e.pushedTo(marker, v.ID), a, e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(madeUpID()))
+		return a.Error == nil && e.pushedTo(marker, v.ID), a, e.call(t, bobToken, "CreateTaskPushNotificationConfig", params(madeUpID()))
 	}},
 	{"push-get", "bob reads alice's push config and its credentials (GetTaskPushNotificationConfig)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "input name")
@@ -284,7 +362,21 @@ var a2aAttacks = []a2aAttack{
 		marker := "loopback-" + madeUpID()
 		a := e.call(t, bobToken, "CreateTaskPushNotificationConfig", map[string]any{"taskId": own.ID, "url": e.hook.url, "token": marker})
 		e.send(t, bobToken, "done", map[string]any{"taskId": own.ID}, false)
-		return e.pushedTo(marker, own.ID), a, nil
+		return a.Error == nil && e.pushedTo(marker, own.ID), a, nil
+	}},
+	{"webhook-inline", "bob's SendMessage carries a webhook on 127.0.0.1 in its configuration and it is called", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
+		marker := "inline-" + madeUpID()
+		a := e.call(t, bobToken, "SendMessage", map[string]any{
+			"message":       a2aMessage("hello", nil),
+			"configuration": map[string]any{"taskPushNotificationConfig": map[string]any{"url": e.hook.url, "token": marker}},
+		})
+		var r struct {
+			Task a2aTask `json:"task"`
+		}
+		if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || r.Task.ID == "" {
+			return false, a, nil
+		}
+		return e.pushedTo(marker, r.Task.ID), a, nil
 	}},
 	// The private and link-local configs go on bob's completed task: no
 	// more events, so the server never calls them during the test.
@@ -330,6 +422,7 @@ var a2aDirectOutcomes = map[string]a2aOutcome{
 	"reference-task":          a2aSucceeds,
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
+	"webhook-inline":          a2aSucceeds,
 	"webhook-private":         a2aSucceeds,
 	"webhook-link-local":      a2aSucceeds,
 	"extended-card-anonymous": a2aSucceeds,
@@ -349,7 +442,18 @@ type a2aSeen struct {
 // want; it returns what each attack saw.
 func runA2AAttacks(t *testing.T, rpc string, want map[string]a2aOutcome) map[string]a2aSeen {
 	t.Helper()
-	e := &a2aAttackEnv{rpc: rpc, hook: newHookRecorder(t)}
+	return runA2AAttacksOn(t, &a2aAttackEnv{url: rpc, hook: newHookRecorder(t)}, want)
+}
+
+// runA2AAttacksREST runs the table over the HTTP+JSON binding whose base
+// URL is base (the a2a-go server's /rest, or Warden's REST listener).
+func runA2AAttacksREST(t *testing.T, base string, want map[string]a2aOutcome) map[string]a2aSeen {
+	t.Helper()
+	return runA2AAttacksOn(t, &a2aAttackEnv{url: base, rest: true, hook: newHookRecorder(t)}, want)
+}
+
+func runA2AAttacksOn(t *testing.T, e *a2aAttackEnv, want map[string]a2aOutcome) map[string]a2aSeen {
+	t.Helper()
 	seen := map[string]a2aSeen{}
 	for _, at := range a2aAttacks {
 		t.Run(at.name, func(t *testing.T) {
@@ -375,24 +479,77 @@ func runA2AAttacks(t *testing.T, rpc string, want map[string]a2aOutcome) map[str
 }
 
 // pushedTo reports whether a push carrying the notification token token and
-// mentioning taskID reached the webhook within 3 s.
+// mentioning taskID reached the webhook within 10 s (the Python server
+// pushes in the background; a refused config is not waited for).
 func (e *a2aAttackEnv) pushedTo(token, taskID string) bool {
-	_, ok := e.hook.waitFor(3*time.Second, func(c hookCall) bool {
-		return c.header.Get("A2A-Notification-Token") == token && strings.Contains(c.body, taskID)
+	_, ok := e.hook.waitFor(10*time.Second, func(c hookCall) bool {
+		got := c.header.Get("A2A-Notification-Token") + c.header.Get("X-A2A-Notification-Token") // a2a-go, a2a-sdk
+		return got == token && strings.Contains(c.body, taskID)
 	})
 	return ok
 }
 
 // TestA2AAttacksDirect runs the attack table against the a2a-go v2.3.1 server
-// with nothing in front: most attacks succeed (a2a-go checks the owner on
-// ListTasks and on task creation only).
+// with nothing in front, over both bindings: most attacks succeed (a2a-go
+// checks the owner on ListTasks and on task creation only).
 func TestA2AAttacksDirect(t *testing.T) {
 	base := startA2AGo(t)
-	seen := runA2AAttacks(t, base+"/jsonrpc", a2aDirectOutcomes)
+	t.Run("JSONRPC", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacks(t, base+"/jsonrpc", a2aDirectOutcomes))
+	})
+	t.Run("HTTP+JSON", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacksREST(t, base+"/rest", a2aDirectOutcomes))
+	})
+}
+
+// TestA2AAttacksPythonServer runs the same table against the Python a2a-sdk
+// 1.3.0 server, whose task and push-config stores are scoped by owner: the
+// control that shows the table tells refusals from successes.
+func TestA2AAttacksPythonServer(t *testing.T) {
+	base := startA2APy(t)
+	t.Run("JSONRPC", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacks(t, base+"/jsonrpc", a2aPythonOutcomes))
+	})
+	t.Run("HTTP+JSON", func(t *testing.T) {
+		logA2AAttacks(t, runA2AAttacksREST(t, base+"/rest", a2aPythonOutcomes))
+	})
+}
+
+// logA2AAttacks logs the table as README rows, with the answers of the
+// refusals that differ from a made-up id's.
+func logA2AAttacks(t *testing.T, seen map[string]a2aSeen) {
+	t.Helper()
 	for _, at := range a2aAttacks {
 		t.Logf("| %s | %s | %s |", at.name, at.what, seen[at.name].outcome)
 		if seen[at.name].outcome == a2aRefusedLeaky {
 			t.Logf("    answer %s\n    made-up %s", seen[at.name].answer, seen[at.name].madeUp)
 		}
 	}
+}
+
+// a2aPythonOutcomes: the a2a-sdk 1.3.0 server refuses every task and
+// push-config operation on a foreign id like a made-up one, but lets a
+// second tenant add tasks to a foreign context, accepts any webhook URL
+// (its push-URL validator is off unless configured) and serves the extended
+// card to anyone. Its referenced tasks are read through the owner-scoped
+// store, so a foreign one is simply not handed to the agent.
+var a2aPythonOutcomes = map[string]a2aOutcome{
+	"get-task":                a2aRefused,
+	"cancel-task":             a2aRefused,
+	"continue-task":           a2aRefused,
+	"continue-context":        a2aSucceeds,
+	"subscribe":               a2aRefused,
+	"push-create":             a2aRefused,
+	"push-get":                a2aRefused,
+	"push-list":               a2aRefused,
+	"push-delete":             a2aRefused,
+	"reference-task":          a2aRefused,
+	"list-tasks":              a2aRefused,
+	"webhook-loopback":        a2aSucceeds,
+	"webhook-inline":          a2aSucceeds,
+	"webhook-private":         a2aSucceeds,
+	"webhook-link-local":      a2aSucceeds,
+	"extended-card-anonymous": a2aSucceeds,
+	"message-terminal-task":   a2aRefused,
+	"probe-cancel-terminal":   a2aRefused,
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,8 +17,8 @@ import (
 )
 
 // The A2A peers (issue 15), installed by scripts/peers.sh a2a: the a2a-go
-// v2.3.1 server (test/peers/a2a-go), the Python a2a-sdk 1.3.0 server and
-// client (test/peers/a2a-py) and the @a2a-js/sdk 1.3.0 client
+// v2.3.1 server and client (test/peers/a2a-go), the Python a2a-sdk 1.3.0
+// server and client (test/peers/a2a-py) and the @a2a-js/sdk 1.3.0 client
 // (test/peers/a2a-js). The servers take the same bearer tokens; alice runs
 // the valid flows, bob is the second tenant of a2a_attacks_test.go.
 const a2aTokens = "alice=tok-alice,bob=tok-bob"
@@ -45,7 +45,7 @@ func a2aServers() []a2aServer {
 }
 
 func a2aClients() []a2aClient {
-	return []a2aClient{{"a2a-py", driveA2APy}, {"a2a-js", driveA2AJS}}
+	return []a2aClient{{"a2a-go", driveA2AGo}, {"a2a-py", driveA2APy}, {"a2a-js", driveA2AJS}}
 }
 
 // startA2AGo builds test/peers/a2a-go (offline; scripts/peers.sh a2a put its
@@ -83,8 +83,9 @@ type a2aFlows struct {
 		State  string   `json:"state"`
 		Chunks []string `json:"chunks"`
 	} `json:"stream"`
-	Get  a2aResult `json:"get"`
-	List struct {
+	Get       a2aResult `json:"get"`
+	Reference a2aResult `json:"reference"`
+	List      struct {
 		HasSend bool `json:"hasSend"`
 	} `json:"list"`
 	Input  a2aResult `json:"input"`
@@ -110,6 +111,13 @@ type a2aResult struct {
 	State    string `json:"state,omitempty"`
 	Text     string `json:"text,omitempty"`
 	Question string `json:"question,omitempty"`
+}
+
+func driveA2AGo(t testing.TB, base, token, hook, binding string) a2aFlows {
+	t.Helper()
+	peer(t, ".peers/bin/a2a-go-client")
+	bin := buildIn(t, "test/peers/a2a-go", "./client")
+	return runA2ADriver(t, "a2a-go client", nil, bin, "-url", base, "-token", token, "-hook", hook, "-binding", binding)
 }
 
 func driveA2APy(t testing.TB, base, token, hook, binding string) a2aFlows {
@@ -139,19 +147,12 @@ func runA2ADriver(t testing.TB, name string, env []string, bin string, args ...s
 	out, runErr := cmd.Output()
 	var f a2aFlows
 	if err := json.Unmarshal(out, &f); err != nil {
-		t.Fatalf("%s: %v (output %q)\n%s", name, errors2(runErr, err), out, stderr.String())
+		t.Fatalf("%s: %v (output %q)\n%s", name, errors.Join(runErr, err), out, stderr.String())
 	}
 	if f.Error != "" || runErr != nil {
 		t.Fatalf("%s: %s %v\n%s", name, f.Error, runErr, stderr.String())
 	}
 	return f
-}
-
-func errors2(a, b error) error {
-	if a == nil {
-		return b
-	}
-	return fmt.Errorf("%w; %w", a, b)
 }
 
 // wantA2AFlows is the answer every valid flow must give: the same for every
@@ -162,7 +163,7 @@ func errors2(a, b error) error {
 // all the same).
 func wantA2AFlows(server, client, binding string) a2aFlows {
 	var w a2aFlows
-	w.SDK = map[string]string{"a2a-py": "a2a-sdk 1.3.0", "a2a-js": "@a2a-js/sdk 1.3.0"}[client]
+	w.SDK = map[string]string{"a2a-go": "a2a-go v2.3.1", "a2a-py": "a2a-sdk 1.3.0", "a2a-js": "@a2a-js/sdk 1.3.0"}[client]
 	w.Binding = binding
 	w.Card = "warden-" + server + "-peer"
 	w.ExtendedSkills = []string{"echo", "internal-admin"}
@@ -172,6 +173,7 @@ func wantA2AFlows(server, client, binding string) a2aFlows {
 	w.Stream.State = "TASK_STATE_COMPLETED"
 	w.Stream.Chunks = []string{"chunk 1", "chunk 2", "chunk 3"}
 	w.Get = w.Send
+	w.Reference = a2aResult{State: "TASK_STATE_COMPLETED", Text: "echo: summarise [ref <id>: echo: hello]"}
 	w.List.HasSend = true
 	w.Input = a2aResult{State: "TASK_STATE_INPUT_REQUIRED", Question: "input required: name?"}
 	w.Answer = a2aResult{State: "TASK_STATE_COMPLETED", Text: "answer: alice"}
@@ -248,33 +250,42 @@ func (h *hookRecorder) waitFor(d time.Duration, match func(hookCall) bool) (hook
 	}
 }
 
-// TestA2APeersValidFlows drives each SDK client (Python a2a-sdk 1.3.0,
-// @a2a-js/sdk 1.3.0) over each binding (JSON-RPC, HTTP+JSON) through every
+// TestA2APeersValidFlows drives each SDK client (a2a-go v2.3.1, Python
+// a2a-sdk 1.3.0, @a2a-js/sdk 1.3.0) over each binding (JSON-RPC, HTTP+JSON) through every
 // valid flow against each server (a2a-go v2.3.1, a2a-sdk 1.3.0): card and
-// extended card, send, a plain message reply, stream, get, list, multi-turn
+// extended card, send, a plain message reply, stream, get, a message whose
+// referenceTaskIds name the caller's own task, list, multi-turn
 // input-required, push-config create/get/list/delete with a delivered push,
 // cancel and subscribe.
 func TestA2APeersValidFlows(t *testing.T) {
 	for _, s := range a2aServers() {
 		t.Run(s.name, func(t *testing.T) {
-			base := s.start(t)
-			hook := newHookRecorder(t)
-			for _, c := range a2aClients() {
-				for _, binding := range a2aBindings {
-					t.Run(c.name+"/"+binding, func(t *testing.T) {
-						got := c.drive(t, base, "tok-alice", hook.url, binding)
-						checkA2AFlows(t, got, wantA2AFlows(s.name, c.name, binding), hook.url)
-						call, ok := hook.waitFor(10*time.Second, func(c hookCall) bool { return strings.Contains(c.body, got.Push.TaskID) })
-						if !ok {
-							t.Fatalf("no push for task %s reached the webhook", got.Push.TaskID)
-						}
-						token := call.header.Get("A2A-Notification-Token") + call.header.Get("X-A2A-Notification-Token")
-						if token != "tok-123" || call.header.Get("Authorization") != "Bearer cred-xyz" {
-							t.Errorf("push headers: token %q, authorization %q", token, call.header.Get("Authorization"))
-						}
-					})
-				}
-			}
+			checkA2AValidFlows(t, s.name, s.start(t))
 		})
+	}
+}
+
+// checkA2AValidFlows drives every client over every binding against the
+// agent at base (a server of the named kind, direct or behind Warden) and
+// checks each answer, and that each run's push reached the webhook with its
+// token and credentials.
+func checkA2AValidFlows(t *testing.T, server, base string) {
+	t.Helper()
+	hook := newHookRecorder(t)
+	for _, c := range a2aClients() {
+		for _, binding := range a2aBindings {
+			t.Run(c.name+"/"+binding, func(t *testing.T) {
+				got := c.drive(t, base, aliceToken, hook.url, binding)
+				checkA2AFlows(t, got, wantA2AFlows(server, c.name, binding), hook.url)
+				call, ok := hook.waitFor(10*time.Second, func(c hookCall) bool { return strings.Contains(c.body, got.Push.TaskID) })
+				if !ok {
+					t.Fatalf("no push for task %s reached the webhook", got.Push.TaskID)
+				}
+				token := call.header.Get("A2A-Notification-Token") + call.header.Get("X-A2A-Notification-Token")
+				if token != "tok-123" || call.header.Get("Authorization") != "Bearer cred-xyz" {
+					t.Errorf("push headers: token %q, authorization %q", token, call.header.Get("Authorization"))
+				}
+			})
+		}
 	}
 }

@@ -3,6 +3,8 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -79,9 +81,26 @@ func BenchmarkSend(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 				i++
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportPercentiles(b, lat)
 		})
 	}
+}
+
+// reportPercentiles reports the median and p99 of a benchmark's round trips.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// timedDo sends req and returns its status, its body and the round trip.
+func timedDo(b *testing.B, client *http.Client, req *http.Request) (int, []byte, time.Duration) {
+	t0 := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, out, time.Since(t0)
 }

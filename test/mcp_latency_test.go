@@ -3,9 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 )
@@ -32,21 +30,13 @@ func BenchmarkTasksGet(b *testing.B) {
 				req.Header.Set("Mcp-Method", "tasks/get")
 				req.Header.Set("Mcp-Name", id)
 				req.Header.Set("Authorization", "Bearer alice")
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				lat = append(lat, time.Since(t0))
-				if resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"status":"working"`)) {
-					b.Fatalf("tasks/get: HTTP %d %s", resp.StatusCode, out)
+				status, out, d := timedDo(b, client, req)
+				lat = append(lat, d)
+				if status != 200 || !bytes.Contains(out, []byte(`"status":"working"`)) {
+					b.Fatalf("tasks/get: HTTP %d %s", status, out)
 				}
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportPercentiles(b, lat)
 			c.call("tasks/cancel", map[string]any{"taskId": id}, nil)
 		})
 	}

@@ -1,6 +1,7 @@
 // Drives the @a2a-js/sdk 1.3.0 client through the valid A2A flows, in the
 // same order and with the same JSON answer as ../a2a-py/client.py: card,
-// extended card, send, plain message reply, stream, get, list, multi-turn
+// extended card, send, plain message reply, stream, get, a message
+// referencing the sent task, list, multi-turn
 // input-required, push-config CRUD (A2A_HOOK as the webhook), cancel and
 // subscribe. It resolves the card at A2A_URL, picks the card's preferred
 // binding (or A2A_BINDING: JSONRPC or HTTP+JSON) and sends A2A_TOKEN as a
@@ -73,6 +74,11 @@ async function run() {
 
   const got = await client.getTask({ id: sent.id, tenant: '' }, signal());
   out.get = { state: state(got), text: text(got) };
+
+  const refReq = request('summarise');
+  refReq.message.referenceTaskIds = [sent.id];
+  const ref = await client.sendMessage(refReq, signal());
+  out.reference = { state: state(ref), text: text(ref).replaceAll(sent.id, '<id>') };
 
   const listed = await client.listTasks({ tenant: '', contextId: '', pageToken: '', status: TaskState.TASK_STATE_UNSPECIFIED }, signal());
   out.list = { hasSend: listed.tasks.some((t) => t.id === sent.id) };

@@ -3,8 +3,9 @@
 It resolves the agent card at --url, builds the SDK's client for the card's
 preferred binding (or --binding JSONRPC|HTTP+JSON), authenticates with
 --token as a bearer token and runs: card, extended card, send, plain message
-reply, stream, get, list, multi-turn input-required, push-config CRUD (with
---hook as the webhook), cancel and subscribe. It prints one JSON object whose
+reply, stream, get, a message referencing the sent task, list, multi-turn
+input-required, push-config CRUD (with --hook as the webhook), cancel and
+subscribe. It prints one JSON object whose
 fields test/a2a_peers_test.go compares (the same shape as a2a-js/client.mjs);
 any SDK error is printed as {"error": ...} with exit status 1. Every wait is
 bounded.
@@ -99,6 +100,11 @@ async def run(args) -> dict:
 
     got = await plain.get_task(GetTaskRequest(id=sent.id))
     out['get'] = {'state': state(got), 'text': text(got)}
+
+    ref_msg = request('summarise')
+    ref_msg.message.reference_task_ids.append(sent.id)
+    ref = (await one(plain, ref_msg)).task
+    out['reference'] = {'state': state(ref), 'text': text(ref).replace(sent.id, '<id>')}
 
     listed = await plain.list_tasks(ListTasksRequest())
     out['list'] = {'hasSend': any(t.id == sent.id for t in listed.tasks)}

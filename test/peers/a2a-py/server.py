@@ -10,7 +10,11 @@ agent as test/peers/a2a-go (the first text part selects it):
                  message on that task completes it with "answer: <text>"
     stream N     a task streaming N artifact chunks, then completed
     wait         a working task that runs until cancelled (or 60 s pass)
-    anything     a task completed with the artifact "echo: <text>"
+    anything     a task completed with the artifact "echo: <text>", followed
+                 by " [ref ID: TEXT]" for each task the message's
+                 referenceTaskIds name (loaded by the SDK's
+                 SimpleRequestContextBuilder, which reads them through the
+                 owner-scoped task store)
 
 Authentication is Starlette's AuthenticationMiddleware with a bearer-token
 backend (tokens from --tokens or A2A_TOKENS, "name=token,..."): the SDK's
@@ -46,6 +50,9 @@ from a2a.helpers.proto_helpers import (
     new_text_part,
 )
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution.simple_request_context_builder import (
+    SimpleRequestContextBuilder,
+)
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import (
@@ -114,10 +121,18 @@ class Agent(AgentExecutor):
             await asyncio.sleep(60)
             await finish(updater, 'waited')
         else:
-            await finish(updater, 'echo: ' + text)
+            await finish(updater, 'echo: ' + text + referenced(context))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+def referenced(context: RequestContext) -> str:
+    """What the agent was given of the referenced tasks."""
+    return ''.join(
+        f' [ref {t.id}: ' + ' '.join(p.text for a in t.artifacts for p in a.parts if p.text) + ']'
+        for t in context.related_tasks
+    )
 
 
 async def finish(updater: TaskUpdater, text: str) -> None:
@@ -184,9 +199,12 @@ def main() -> None:
     extended.skills.append(AgentSkill(id='internal-admin', name='internal admin',
                                       description='extended-card-only skill', tags=['internal']))
     push_store = InMemoryPushNotificationConfigStore()
+    task_store = InMemoryTaskStore()
     handler = DefaultRequestHandler(
         agent_executor=Agent(),
-        task_store=InMemoryTaskStore(),
+        task_store=task_store,
+        request_context_builder=SimpleRequestContextBuilder(should_populate_referred_tasks=True,
+                                                            task_store=task_store),
         agent_card=public,
         extended_agent_card=extended,
         push_config_store=push_store,
