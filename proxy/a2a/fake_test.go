@@ -167,7 +167,7 @@ var (
 	policyErr  error
 )
 
-func newEnforcer(t *testing.T) *proxy.Enforcer {
+func newEnforcer(t testing.TB) *proxy.Enforcer {
 	t.Helper()
 	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
 	if policyErr != nil {
@@ -193,7 +193,7 @@ type harness struct {
 	srv   *Server
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
@@ -211,7 +211,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 
 // rpc sends one JSON-RPC request as principal ("" for none) and returns the
 // HTTP status and the body.
-func (h *harness) rpc(t *testing.T, principal, body string) (int, string) {
+func (h *harness) rpc(t testing.TB, principal, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -228,7 +228,7 @@ func (h *harness) rpc(t *testing.T, principal, body string) (int, string) {
 }
 
 // call is rpc with a method and params, decoding the answer.
-func (h *harness) call(t *testing.T, principal, method string, params any) (int, map[string]any) {
+func (h *harness) call(t testing.TB, principal, method string, params any) (int, map[string]any) {
 	t.Helper()
 	p, _ := json.Marshal(params)
 	status, body := h.rpc(t, principal, fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, method, p))
@@ -243,7 +243,7 @@ func (h *harness) call(t *testing.T, principal, method string, params any) (int,
 }
 
 // send starts a task for principal with text and returns its task object.
-func (h *harness) send(t *testing.T, principal, text string) map[string]any {
+func (h *harness) send(t testing.TB, principal, text string) map[string]any {
 	t.Helper()
 	_, m := h.call(t, principal, "SendMessage", map[string]any{"message": map[string]any{"messageId": "m-" + text, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}})
 	res, _ := m["result"].(map[string]any)

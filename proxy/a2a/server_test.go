@@ -275,3 +275,22 @@ func FuzzFromUpstream(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSidecar times one GetTask and one SendMessage through the sidecar
+// in front of the in-process fake, both on real loopback HTTP servers.
+func BenchmarkSidecar(b *testing.B) {
+	h := newHarness(b, Config{})
+	task := h.send(b, "alice", "input x")
+	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"` + task["id"].(string) + `"}}`
+	send := `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello"}]}}}`
+	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if status, body := h.rpc(b, "alice", bc.body); status != 200 || strings.Contains(body, `"error"`) {
+					b.Fatalf("%d %s", status, body)
+				}
+			}
+		})
+	}
+}
