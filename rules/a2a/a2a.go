@@ -237,7 +237,9 @@ func (c *Call) read(raw json.RawMessage) error {
 			err = c.webhook(p)
 		}
 	case MethodListTasks:
-		c.Context, c.HasContext, err = member(p, "contextId")
+		if c.Context, c.HasContext, err = member(p, "contextId"); err == nil {
+			_, _, err = member(p, "pageToken")
+		}
 	case MethodSend, MethodSendStreaming:
 		err = c.readMessage(raw)
 	}

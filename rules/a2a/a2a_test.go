@@ -52,6 +52,7 @@ func TestParse(t *testing.T) {
 		{"task id a number", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}`, jsonrpc.ErrInvalidParams, nil},
 		{"get task without id", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}`, jsonrpc.ErrInvalidParams, nil},
 		{"references not strings", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[1]}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"page token a number", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":5}}`, jsonrpc.ErrInvalidParams, nil},
 		{"params a list", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, jsonrpc.ErrInvalidRequest, nil},
 	}
 	for _, tc := range tests {
