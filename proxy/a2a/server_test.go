@@ -59,6 +59,10 @@ func TestOwnerFlows(t *testing.T) {
 			t.Fatalf("%s shows an upstream id: %s", method, b)
 		}
 	}
+	// A handle of another kind never opens as a task: her own context's.
+	if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": ctx}); errorCode(m) != -32001 {
+		t.Fatalf("a context handle opened as a task: %v", m)
+	}
 	for _, b := range h.up.received() {
 		if strings.Contains(b, handle.Prefix) {
 			t.Fatalf("the upstream received a handle: %s", b)

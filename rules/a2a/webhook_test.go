@@ -27,6 +27,7 @@ func TestCheckWebhook(t *testing.T) {
 		{"http://127.0.0.1./", false},
 		{"http://127.0.0.%31/", false},
 		{"http://LOCALHOST/", false},
+		{"http://localhost./", false},
 		{"http://a.localhost/", false},
 		{"http://[::1]/", false},
 		{"http://[::ffff:127.0.0.1]/", false},
