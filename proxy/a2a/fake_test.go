@@ -167,7 +167,9 @@ var (
 	policyErr  error
 )
 
-func newEnforcer(t testing.TB) *proxy.Enforcer {
+func newEnforcer(t testing.TB) *proxy.Enforcer { return newEnforcerWith(t, proxy.Config{}) }
+
+func newEnforcerWith(t testing.TB, cfg proxy.Config) *proxy.Enforcer {
 	t.Helper()
 	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
 	if policyErr != nil {
@@ -177,7 +179,7 @@ func newEnforcer(t testing.TB) *proxy.Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: policyEng})
+	e, err := proxy.New(cfg, proxy.Options{Authenticator: a, Policies: policyEng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +195,16 @@ type harness struct {
 	srv   *Server
 }
 
-func newHarness(t testing.TB, cfg Config) *harness {
+func newHarness(t testing.TB, cfg Config) *harness { return newHarnessWith(t, cfg, newEnforcer(t)) }
+
+func newHarnessWith(t testing.TB, cfg Config, e *proxy.Enforcer) *harness {
 	t.Helper()
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
 	up.base = upSrv.URL
 	cfg.Upstream = upSrv.URL + "/jsonrpc"
-	srv, err := New(cfg, newEnforcer(t), testKey, upSrv.Client(), nil)
+	srv, err := New(cfg, e, testKey, upSrv.Client(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 )
 
@@ -207,6 +208,23 @@ func TestRefusals(t *testing.T) {
 		if resp.StatusCode != tc.status || !json.Valid(b) {
 			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, resp.StatusCode, b, tc.status)
 		}
+	}
+}
+
+// TestDryRun: refusals are logged and the request is forwarded as the
+// client wrote it.
+func TestDryRun(t *testing.T) {
+	h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{DryRun: true}))
+	h.send(t, "alice", "input x")
+	if _, m := h.call(t, "bob", "GetTask", map[string]any{"id": "task-1"}); m["error"] != nil {
+		t.Fatalf("dry run refused: %v", m)
+	}
+	if _, m := h.call(t, "bob", "CreateTaskPushNotificationConfig", map[string]any{"taskId": "task-1", "url": "http://127.0.0.1/"}); m["error"] != nil {
+		t.Fatalf("dry run refused: %v", m)
+	}
+	got := h.up.received()
+	if last := got[len(got)-1]; !strings.Contains(last, `"taskId":"task-1"`) || !strings.Contains(last, "127.0.0.1") {
+		t.Fatalf("forwarded %s", last)
 	}
 }
 
