@@ -192,15 +192,16 @@ func Parse(body []byte) (Call, error) {
 		return Call{}, invalid("method must be a non-empty string")
 	}
 	c.Method = m
+	var pm map[string]json.RawMessage // the params' members, raw
 	if raw, ok := env["params"]; ok && string(raw) != "null" {
-		if _, err := jsonrpc.Members(raw, paramNames); err != nil {
+		if pm, err = jsonrpc.Members(raw, paramNames); err != nil {
 			return c, invalid("params: " + err.Error())
 		}
 		if err := decode(raw, &c.Params); err != nil || c.Params == nil {
 			return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: params must be an object"}
 		}
 	}
-	if err := c.read(env["params"]); err != nil {
+	if err := c.read(pm); err != nil {
 		return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: " + err.Error()}
 	}
 	return c, nil
@@ -223,8 +224,8 @@ func decode(raw []byte, v any) error {
 	return nil
 }
 
-// read fills the places of the method's params.
-func (c *Call) read(raw json.RawMessage) error {
+// read fills the places of the method's params (pm: their raw members).
+func (c *Call) read(pm map[string]json.RawMessage) error {
 	p := c.Params
 	var err error
 	switch c.Method {
@@ -241,7 +242,7 @@ func (c *Call) read(raw json.RawMessage) error {
 			_, _, err = member(p, "pageToken")
 		}
 	case MethodSend, MethodSendStreaming:
-		err = c.readMessage(raw)
+		err = c.readMessage(pm)
 	}
 	if err != nil {
 		return err
@@ -252,8 +253,8 @@ func (c *Call) read(raw json.RawMessage) error {
 	return nil
 }
 
-func (c *Call) readMessage(raw json.RawMessage) error {
-	mraw, ok := rawMember(raw, "message")
+func (c *Call) readMessage(pm map[string]json.RawMessage) error {
+	mraw, ok := pm["message"]
 	if !ok {
 		return errors.New("message is required")
 	}
@@ -284,16 +285,17 @@ func (c *Call) readMessage(raw json.RawMessage) error {
 			c.References = append(c.References, s)
 		}
 	}
-	craw, ok := rawMember(raw, "configuration")
+	craw, ok := pm["configuration"]
 	if !ok || string(craw) == "null" {
 		return nil
 	}
-	if _, err := jsonrpc.Members(craw, configNames); err != nil {
+	cm, err := jsonrpc.Members(craw, configNames)
+	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	conf, _ := c.Params["configuration"].(map[string]any)
 	for _, k := range configNames {
-		praw, ok := rawMember(craw, k)
+		praw, ok := cm[k]
 		if !ok || string(praw) == "null" {
 			continue
 		}
@@ -335,17 +337,6 @@ func member(obj map[string]any, name string) (string, bool, error) {
 		return "", false, fmt.Errorf("%s must be a string", name)
 	}
 	return s, true, nil
-}
-
-// rawMember returns an object member's raw JSON (the object was checked by
-// jsonrpc.Members already, so a failure here is an absent member).
-func rawMember(raw json.RawMessage, name string) (json.RawMessage, bool) {
-	m, err := jsonrpc.Members(raw, nil)
-	if err != nil {
-		return nil, false
-	}
-	v, ok := m[name]
-	return v, ok
 }
 
 // Answer is how a refusal reads on the wire: HTTP status, JSON-RPC code and

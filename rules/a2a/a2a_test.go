@@ -98,3 +98,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParse(b *testing.B) {
+	for _, bc := range []struct{ name, body string }{
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"wt2.xjsDIy_PG9j4Ehg1X93SkegMgC9nPbLJM2EUAxC4AugTgwDeAwwp2Y9PO9PaRw"}}`},
+		{"SendMessage", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"wt2.a","contextId":"wt2.b","parts":[{"text":"hello there"}]},"configuration":{"taskPushNotificationConfig":{"url":"https://hooks.example.com/a2a","token":"t"}}}}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			body := []byte(bc.body)
+			for b.Loop() {
+				if _, err := Parse(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
