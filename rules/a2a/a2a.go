@@ -39,6 +39,13 @@ const (
 // ownership, operator rules still run.
 const RoleOwnershipUnknown = "ownership_unknown"
 
+// Methods are the message types A2A decisions carry: the methods and
+// MethodMessageContinue (the closed set of the metric label).
+func Methods() []string {
+	return []string{MethodSend, MethodSendStreaming, MethodMessageContinue, MethodGetTask, MethodListTasks, MethodCancelTask, MethodSubscribe,
+		MethodCreatePush, MethodGetPush, MethodListPush, MethodDeletePush, MethodExtendedCard}
+}
+
 // Known reports whether method is an A2A 1.0 JSON-RPC method.
 func Known(method string) bool {
 	switch method {
