@@ -164,6 +164,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown method", "alice", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 200, -32601},
 		{"REST-style method", "alice", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, 200, -32601},
 		{"case-folded member", "alice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"x"}}`, 200, -32600},
+		{"Protocol Buffers name of taskId (ProtoJSON parsers read it)", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","task_id":"task-1","role":"ROLE_USER","parts":[]}}}`, 200, -32602},
 		{"notification", "alice", `{"jsonrpc":"2.0","method":"CancelTask","params":{"id":"x"}}`, 200, -32600},
 		{"batch", "alice", `[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}]`, 200, -32600},
 		{"not JSON", "alice", `{"jsonrpc":`, 200, -32700},

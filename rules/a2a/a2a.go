@@ -13,6 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode"
 
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -161,6 +164,44 @@ var (
 	pushNames     = []string{"url", "taskId", "id", "token", "authentication"}
 )
 
+// members is jsonrpc.Members that also refuses the Protocol Buffers name of
+// a member Warden reads (task_id for taskId): ProtoJSON parsers, the Python
+// SDK's among them, accept both spellings, and the one Warden did not read
+// would be the one the server acts on.
+func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	m, err := jsonrpc.Members(raw, known)
+	if err != nil {
+		return nil, err
+	}
+	for k := range m {
+		if !strings.Contains(k, "_") {
+			continue
+		}
+		if c := camel(k); slices.Contains(known, c) {
+			return nil, fmt.Errorf("member %q must be spelled %q", k, c)
+		}
+	}
+	return m, nil
+}
+
+// camel is a Protocol Buffers field name's JSON name (task_id: taskId).
+func camel(name string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			up = true
+		case up:
+			b.WriteRune(unicode.ToUpper(r))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // errParse is a body that is not one JSON-RPC request.
 var errParse = errors.New("parse error")
 
@@ -201,7 +242,7 @@ func Parse(body []byte) (Call, error) {
 	c.Method = m
 	var pm map[string]json.RawMessage // the params' members, raw
 	if raw, ok := env["params"]; ok && string(raw) != "null" {
-		if pm, err = jsonrpc.Members(raw, paramNames); err != nil {
+		if pm, err = members(raw, paramNames); err != nil {
 			return c, invalid("params: " + err.Error())
 		}
 		if err := decode(raw, &c.Params); err != nil || c.Params == nil {
@@ -265,7 +306,7 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 	if !ok {
 		return errors.New("message is required")
 	}
-	if _, err := jsonrpc.Members(mraw, messageNames); err != nil {
+	if _, err := members(mraw, messageNames); err != nil {
 		return fmt.Errorf("message: %w", err)
 	}
 	msg, _ := c.Params["message"].(map[string]any)
@@ -296,7 +337,7 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 	if !ok || string(craw) == "null" {
 		return nil
 	}
-	cm, err := jsonrpc.Members(craw, configNames)
+	cm, err := members(craw, configNames)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
@@ -306,7 +347,7 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 		if !ok || string(praw) == "null" {
 			continue
 		}
-		if _, err := jsonrpc.Members(praw, pushNames); err != nil {
+		if _, err := members(praw, pushNames); err != nil {
 			return fmt.Errorf("configuration.%s: %w", k, err)
 		}
 		push, _ := conf[k].(map[string]any)
