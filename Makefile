@@ -15,7 +15,7 @@ FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),
 ATTACKS     := test/attacks/macp
 BENCHCOUNT  ?= 6
 
-.PHONY: help build unit test lint generate bench demo fuzz clean peers
+.PHONY: help build unit test lint generate bench demo fuzz clean peers h2spec
 
 help:
 	@echo "make build     build bin/warden"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden, a null Go pass-through and nginx (QUICK=1: about 2 minutes; PROFILE=dir: Warden's profiles)"
 	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, replay the transcripts, then one A2A hijack direct and through Warden"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
+	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (bench/relay)"
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
@@ -41,7 +42,7 @@ peers:
 	bash scripts/peers.sh
 
 test: export WARDEN_REQUIRE_PEERS = 1
-test: lint peers unit build
+test: lint peers unit build h2spec
 	@echo "== replay: conformance fixtures and attack transcripts through bin/warden"
 	./bin/warden replay $(FIXTURES) > /dev/null
 	./bin/warden replay $(ATTACKS)/*.json > /dev/null
@@ -54,6 +55,16 @@ $(TOOLS)/staticcheck:
 
 $(TOOLS)/benchstat:
 	GOBIN=$(TOOLS) $(GO) install $(BENCHSTAT)
+
+# h2spec: built from bench/tools/h2spec, a module of its own whose go.mod and
+# go.sum pin h2spec and its dependencies (fetched through the Go module
+# proxy, or from the module cache offline).
+H2SPEC ?= $(TOOLS)/h2spec
+$(H2SPEC):
+	cd bench/tools/h2spec && $(GO) build -o $(abspath $(H2SPEC)) github.com/summerwind/h2spec/cmd/h2spec
+
+h2spec: $(H2SPEC)
+	set -o pipefail; H2SPEC=$(abspath $(H2SPEC)) $(GO) test -race -count=1 -run '^TestH2spec$$' -v ./bench/relay/ | grep -E '^(---|ok|FAIL)|h2spec against'
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

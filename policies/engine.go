@@ -14,6 +14,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"slices"
@@ -71,12 +72,22 @@ func (c Config) Validate() error {
 
 // Engine evaluates the prepared policy query. It is safe for concurrent use.
 type Engine struct {
-	query  rego.PreparedEvalQuery // MACP
-	mcp    rego.PreparedEvalQuery
-	a2a    rego.PreparedEvalQuery
-	reads  [][]string
-	memo   *lru.Cache[string, []rules.Verdict]
+	query rego.PreparedEvalQuery // MACP
+	mcp   rego.PreparedEvalQuery
+	a2a   rego.PreparedEvalQuery
+	reads [][]string
+	// memo maps a hash of the memo key to the key and its decision, so a
+	// hit is a lookup and a comparison with no allocation; a key that
+	// collides with another is a miss.
+	memo   *lru.Cache[uint64, memoized]
+	seed   maphash.Seed
 	whyNot string // why decisions are not memoized, when they are not
+}
+
+// memoized is one memo entry: the key it was made for and the decision.
+type memoized struct {
+	key     string
+	denials []rules.Verdict
 }
 
 // Module is one Rego source file.
@@ -206,7 +217,8 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 		memoSize = DefaultMemoSize
 	}
 	if memoSize > 0 && whyNot == "" {
-		e.memo, err = lru.New[string, []rules.Verdict](memoSize)
+		e.memo, err = lru.New[uint64, memoized](memoSize)
+		e.seed = maphash.MakeSeed()
 		if err != nil {
 			return nil, fmt.Errorf("create decision memo: %w", err)
 		}
@@ -280,14 +292,15 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, erro
 	for _, p := range e.reads {
 		buf = in.appendKey(buf, p)
 	}
-	if d, ok := e.memo.Get(string(buf)); ok {
-		return d, nil
+	h := maphash.Bytes(e.seed, buf)
+	if m, ok := e.memo.Get(h); ok && m.key == string(buf) {
+		return m.denials, nil
 	}
 	d, err := e.Fresh(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	e.memo.Add(string(buf), d)
+	e.memo.Add(h, memoized{key: string(buf), denials: d})
 	return d, nil
 }
 

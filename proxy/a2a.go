@@ -102,7 +102,7 @@ func (e *Enforcer) A2AOwner(taskID string) (string, bool) {
 // then the policy. An error means Warden could not decide (the task's state
 // could not be read); the adapter must refuse the request.
 func (e *Enforcer) EnforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
-	return observed(e, ctx, req, e.enforceA2A)
+	return observed(e, ctx, req, (*Enforcer).enforceA2A)
 }
 
 func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {

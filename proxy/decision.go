@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -84,9 +86,10 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 		}
 		return d
 	}
-	e.log.Info("refused",
-		"decision_id", d.ID, "principal", d.Principal, "session_id", d.SessionID, "mode", d.Mode,
-		"message_type", d.Type, "code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "dry_run", snap.cfg.DryRun)
+	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
+		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
+		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), slog.String("detail", d.Message),
+		slog.Bool("dry_run", snap.cfg.DryRun))
 	if snap.cfg.DryRun {
 		d.Allow, d.DryRun = true, true
 	}

@@ -27,15 +27,30 @@ type Config struct {
 	Sessions int `yaml:"sessions" json:"sessions"`
 	// DryRun logs every refusal and allows the message anyway.
 	DryRun bool `yaml:"dry_run" json:"dry_run"`
+	// PipelineDepth bounds how many record-only messages (TaskUpdate,
+	// Progress, HandoffContext) of one MACP session may await the upstream's
+	// answer at once; 0 or 1 decides a session's messages strictly one at a
+	// time across the round trip. warden's configuration defaults it to
+	// DefaultPipelineDepth.
+	PipelineDepth int `yaml:"pipeline_depth" json:"pipeline_depth"`
 }
 
 // DefaultSessions is the default session table bound.
 const DefaultSessions = 100_000
 
+// DefaultPipelineDepth is warden's default PipelineDepth.
+const DefaultPipelineDepth = 16
+
+// MaxPipelineDepth bounds PipelineDepth.
+const MaxPipelineDepth = 1024
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.Sessions < 0 {
 		return fmt.Errorf("sessions: %d is negative", c.Sessions)
+	}
+	if c.PipelineDepth < 0 || c.PipelineDepth > MaxPipelineDepth {
+		return fmt.Errorf("pipeline_depth: %d is outside 0..%d", c.PipelineDepth, MaxPipelineDepth)
 	}
 	return nil
 }
@@ -146,7 +161,8 @@ type snapshot struct {
 
 // Enforcer decides messages. It is safe for concurrent use; messages of one
 // session are decided one at a time, different sessions never wait for each
-// other.
+// other. A state-changing message holds its session until the upstream
+// answers; up to Config.PipelineDepth record-only ones may be in flight.
 type Enforcer struct {
 	snap      atomic.Pointer[snapshot]
 	table     *table
@@ -160,6 +176,7 @@ type Enforcer struct {
 	now       func() time.Time
 	idPrefix  string
 	seq       atomic.Uint64
+	depth     int // Config.PipelineDepth; <= 1 is serial
 }
 
 // New builds an Enforcer. It starts no goroutines.
@@ -181,7 +198,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now}
+	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -230,23 +247,24 @@ func (e *Enforcer) Session(ctx context.Context, id string) (*rules.Session, erro
 		return nil, err
 	}
 	defer en.release()
-	return en.state, nil
+	return en.state.Load(), nil
 }
 
 // Enforce decides one message, following DESIGN.md §4: snapshot,
 // authentication and sender binding, session state, rules, policy. An error
 // means Warden could not decide; the adapter must refuse the message.
 func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
-	return observed(e, ctx, req, e.enforce)
+	return observed(e, ctx, req, (*Enforcer).enforce)
 }
 
-// observed runs one decision and tells the observer about it.
-func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(context.Context, R) (Decision, error)) (Decision, error) {
+// observed runs one decision and tells the observer about it. decide is a
+// method expression, so that no closure is allocated per decision.
+func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(*Enforcer, context.Context, R) (Decision, error)) (Decision, error) {
 	if e.observer == nil {
-		return decide(ctx, req)
+		return decide(e, ctx, req)
 	}
 	began := time.Now()
-	d, err := decide(ctx, req)
+	d, err := decide(e, ctx, req)
 	if err == nil {
 		e.observer.Decided(d, time.Since(began))
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // enforce decides one MACP message in DESIGN.md §4's steps: snapshot,
@@ -29,7 +31,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	if !v.OK() {
 		return e.finish(snap, d, v), nil
 	}
-	en, out, err := e.applyRules(ctx, req, principal.ID, now)
+	en, out, base, err := e.applyRules(ctx, req, principal.ID, now)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -40,7 +42,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d = e.finish(snap, d, verdict)
-	return e.hold(d, en, out, now), nil
+	return e.hold(d, en, req, principal.ID, out, base, now), nil
 }
 
 // describe returns the type, mode and session a request names.
@@ -91,11 +93,12 @@ func unauthenticated(err error) rules.Verdict {
 
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an
 // ambient message or an unknown session that takes no slot), rebuilt from
-// the upstream when the table does not hold it, and the rules' outcome.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, error) {
+// the upstream when the table does not hold it, the rules' outcome, and the
+// committed state it was decided on.
+func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, now int64) (*entry, rules.Outcome, *rules.Session, error) {
 	env := req.Envelope
 	if req.Op == "" && rules.Ambient(env) {
-		return nil, rules.Step(nil, env, sender, now), nil
+		return nil, rules.Step(nil, env, sender, now), nil, nil
 	}
 	_, _, sessionID := req.describe()
 	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
@@ -103,37 +106,68 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, sender string, n
 	// for, takes a slot in the table.
 	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || start)
 	if errors.Is(err, errTableFull) {
-		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil
+		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
 	}
 	if err != nil {
-		return nil, rules.Outcome{}, fmt.Errorf("lock session %s: %w", sessionID, err)
+		return nil, rules.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
-	if en != nil && en.state == nil && e.rebuilder != nil && !start {
+	for {
+		out, used, err := e.decideOn(ctx, req, en, sender, start, now)
+		if err != nil {
+			e.release(en)
+			return nil, rules.Outcome{}, nil, err
+		}
+		// A state-changing message is decided on the state every flight of
+		// its session has landed on, and commits over that very state: the
+		// lock held, no new flight starts.
+		if en == nil || e.depth <= 1 || out.Next == nil || out.RecordOnly || en.idle() && en.state.Load() == used {
+			return en, out, used, nil
+		}
+		if err := en.wait(ctx, "", 1); err != nil {
+			e.release(en)
+			return nil, rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
+	}
+}
+
+// decideOn applies the rules to the session's committed state, locked in en
+// (nil for no entry), rebuilding it from the upstream first when the table
+// does not know it, and returns the state it decided on. When pipelining, it
+// first waits until the message's id is not in flight and the session has
+// room for one more flight.
+func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (rules.Outcome, *rules.Session, error) {
+	env := req.Envelope
+	_, _, sessionID := req.describe()
+	if en != nil && e.depth > 1 {
+		if err := en.wait(ctx, env.GetMessageId(), e.depth); err != nil {
+			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
+	}
+	if en != nil && en.state.Load() == nil && e.rebuilder != nil && !start {
+		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
+			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		}
 		s, err := e.rebuilder.Rebuild(ctx, sessionID)
 		e.rebuilt(err == nil)
 		if err != nil {
-			e.release(en)
-			return nil, rules.Outcome{}, fmt.Errorf("rebuild session %s: %w", sessionID, err)
+			return rules.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
 		}
-		en.state = s
+		en.update(func(*rules.Session) *rules.Session { return s })
 	}
 	var state *rules.Session
 	if en != nil {
-		state = en.state
+		state = en.state.Load()
 	}
-	if state != nil {
-		if x := state.Expire(now); x != state {
-			e.table.settle(en, x, now) // time alone expired it
-			state = x
-		}
+	if state != nil && state.Expire(now) != state {
+		state = e.table.expire(en, now) // time alone expired it
 	}
 	switch {
 	case req.Op != "":
-		return en, rules.Control(state, req.Op, sender, now), nil
+		return rules.Control(state, req.Op, sender, now), state, nil
 	case start:
-		return en, rules.Start(state, env, sender, e.lookup(ctx), now), nil
+		return rules.Start(state, env, sender, e.lookup(ctx), now), state, nil
 	}
-	return en, rules.Step(state, env, sender, now), nil
+	return rules.Step(state, env, sender, now), state, nil
 }
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
@@ -156,9 +190,9 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 		Facts:     out.Facts,
 		Verdict:   verdict,
 	}
-	if en != nil && en.state != nil {
-		in.Session = policies.Session{State: en.state.State.String(), Policy: en.state.Policy.ID}
-		in.Message.Mode = en.state.Mode
+	if s := stateOf(en); s != nil {
+		in.Session = policies.Session{State: s.State.String(), Policy: s.Policy.ID}
+		in.Message.Mode = s.Mode
 	} else if out.Next != nil {
 		in.Session = policies.Session{State: out.Next.State.String(), Policy: out.Next.Policy.ID}
 	}
@@ -175,11 +209,24 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 	return verdict, nil
 }
 
+// stateOf returns en's committed state, nil for no entry.
+func stateOf(en *entry) *rules.Session {
+	if en == nil {
+		return nil
+	}
+	return en.state.Load()
+}
+
 // hold is step 6: an allowed message with a next state keeps its session
-// locked until the upstream answers (Settle); anything else frees it now.
-func (e *Enforcer) hold(d Decision, en *entry, out rules.Outcome, now int64) Decision {
+// locked until the upstream answers (Settle), unless it is record-only and
+// pipelining is on: it then flies and frees the session now, like anything
+// else.
+func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
 	if en == nil {
 		return d
+	}
+	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && e.depth > 1 {
+		return e.fly(d, en, req.Envelope, sender, out, base, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
 		next := out.Next
@@ -203,4 +250,41 @@ func (e *Enforcer) release(en *entry) {
 		e.table.drop(en)
 		en.release()
 	}
+}
+
+// fly forwards a record-only message without holding its session. When the
+// upstream accepts it, its next state is committed if no other flight landed
+// since the decision (the committed state is still base); otherwise the
+// rules run again on the state committed by then: the message must still be
+// allowed, record-only, with the roles and the lifecycle state the policy
+// decided on, and its id record is committed. Otherwise Warden no longer
+// follows the runtime (it accepted what the committed state refuses): the
+// entry is marked stale and rebuilt from the upstream on its next message.
+func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
+	id, next, roles := env.GetMessageId(), out.Next, out.Roles
+	en.fly(id)
+	en.release()
+	d.pending = &pending{settle: func(accepted bool) {
+		if !accepted {
+			en.land(id, nil)
+			return
+		}
+		en.land(id, func(cur *rules.Session) *rules.Session {
+			if cur == base {
+				return next
+			}
+			again := rules.Step(cur, env, sender, now)
+			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
+				again.Next.State == next.State && slices.Equal(again.Roles, roles) {
+				return again.Next
+			}
+			if cur != nil && cur.State == rules.StateExpired {
+				return cur // Warden's clock expired it meanwhile: it accepts nothing more
+			}
+			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
+				"session_id", en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+			return nil
+		})
+	}}
+	return d
 }

@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
@@ -13,14 +15,36 @@ import (
 // errTableFull means the table holds only live sessions it may not forget.
 var errTableFull = errors.New("session table full of live sessions")
 
-// entry is one session's slot. lock serializes the session's messages; state
-// and gone are guarded by it.
+// entry is one session's slot. lock serializes the session's decisions: it is
+// held while a message is decided, and by a state-changing message until the
+// upstream answers it. Record-only messages (rules.Outcome.RecordOnly) give
+// the lock back once forwarded and fly: each lands with the upstream's answer
+// and commits its id record onto the then-committed state. gone is guarded by
+// lock; state and flights by mu.
 type entry struct {
 	id    string
 	lock  chan struct{}
-	state *rules.Session // nil until the session is started or rebuilt
-	gone  bool           // evicted: holders must look the session up again
-	done  bool           // on the terminal list; guarded by table.mu
+	state atomic.Pointer[rules.Session] // committed; nil until started or rebuilt, or when stale
+	gone  bool                          // evicted: holders must look the session up again
+	done  bool                          // on the terminal list; guarded by table.mu
+
+	mu      sync.Mutex
+	flights *flights // nil while none is in flight and nobody waits
+}
+
+// flights are a session's record-only messages in flight: kept apart, and
+// only while used, so that an idle entry costs one pointer for them.
+type flights struct {
+	ids    []string      // message ids
+	landed chan struct{} // closed when a flight lands; nil while nobody waits
+}
+
+// count returns how many flights are under way; f may be nil.
+func (f *flights) count() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.ids)
 }
 
 func (e *entry) acquire(ctx context.Context) error {
@@ -42,6 +66,80 @@ func (e *entry) tryAcquire() bool {
 }
 
 func (e *entry) release() { <-e.lock }
+
+// update replaces the committed state with f of it; commits are serialized
+// with the landing of flights.
+func (e *entry) update(f func(*rules.Session) *rules.Session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state.Store(f(e.state.Load()))
+}
+
+// fly records a record-only message forwarded while the session's lock is
+// held; the lock may then be given back.
+func (e *entry) fly(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.flights == nil {
+		e.flights = &flights{}
+	}
+	e.flights.ids = append(e.flights.ids, id)
+}
+
+// land ends the flight of message id; commit, when not nil (the upstream
+// accepted it), computes the new committed state from the current one.
+func (e *entry) land(id string, commit func(*rules.Session) *rules.Session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f := e.flights
+	if f == nil {
+		return
+	}
+	if i := slices.Index(f.ids, id); i >= 0 {
+		f.ids = slices.Delete(f.ids, i, i+1)
+	}
+	if commit != nil {
+		e.state.Store(commit(e.state.Load()))
+	}
+	if f.landed != nil {
+		close(f.landed)
+		f.landed = nil
+	}
+	if len(f.ids) == 0 {
+		e.flights = nil
+	}
+}
+
+// idle reports whether no flight is under way.
+func (e *entry) idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.flights.count() == 0
+}
+
+// wait blocks until fewer than depth flights are under way and none carries
+// message id ("" for none): the caller holds the lock, so no flight starts
+// meanwhile. depth 1 waits until every flight has landed.
+func (e *entry) wait(ctx context.Context, id string, depth int) error {
+	for {
+		e.mu.Lock()
+		f := e.flights
+		if f == nil || len(f.ids) < depth && (id == "" || !slices.Contains(f.ids, id)) {
+			e.mu.Unlock()
+			return nil
+		}
+		if f.landed == nil {
+			f.landed = make(chan struct{})
+		}
+		ch := f.landed
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // table is the bounded session table: live sessions in one LRU list and
 // terminal or expired ones in another, evicted first.
@@ -109,12 +207,13 @@ const evictScan = 16
 
 // evictOne frees one slot: the oldest terminal session, else an expired live
 // one among the oldest, else (when allowed) the least recently used live one.
-// Entries being decided right now are skipped. Called with t.mu held.
+// Entries being decided right now, or with messages in flight, are skipped.
+// Called with t.mu held.
 func (t *table) evictOne(now int64) bool {
 	if t.evictFrom(t.done, func(*entry) bool { return true }) {
 		return true
 	}
-	expired := func(e *entry) bool { return e.state == nil || e.state.Expired(now) }
+	expired := func(e *entry) bool { s := e.state.Load(); return s == nil || s.Expired(now) }
 	if t.evictFrom(t.live, expired) {
 		return true
 	}
@@ -130,7 +229,7 @@ func (t *table) evictFrom(l *simplelru.LRU[string, *entry], ok func(*entry) bool
 		if !e.tryAcquire() {
 			continue
 		}
-		if ok(e) {
+		if ok(e) && e.idle() {
 			e.gone = true
 			l.Remove(k)
 			e.release()
@@ -143,7 +242,26 @@ func (t *table) evictFrom(l *simplelru.LRU[string, *entry], ok func(*entry) bool
 
 // settle records the entry's new state; the caller holds the entry's lock.
 func (t *table) settle(e *entry, s *rules.Session, now int64) {
-	e.state = s
+	e.update(func(*rules.Session) *rules.Session { return s })
+	t.file(e, s, now)
+}
+
+// expire commits what time alone did to the entry's state (flights may land
+// meanwhile) and returns the state; the caller holds the entry's lock.
+func (t *table) expire(e *entry, now int64) *rules.Session {
+	var s *rules.Session
+	e.update(func(cur *rules.Session) *rules.Session {
+		if cur != nil {
+			s = cur.Expire(now)
+		}
+		return s
+	})
+	t.file(e, s, now)
+	return s
+}
+
+// file moves an entry whose state s has expired to the terminal list.
+func (t *table) file(e *entry, s *rules.Session, now int64) {
 	if s == nil || !s.Expired(now) {
 		return
 	}
@@ -157,9 +275,10 @@ func (t *table) settle(e *entry, s *rules.Session, now int64) {
 }
 
 // drop forgets an entry that holds no state (a refused SessionStart, a
-// failed rebuild); the caller holds the entry's lock.
+// failed rebuild) and no flight (a stale entry is rebuilt once they landed);
+// the caller holds the entry's lock.
 func (t *table) drop(e *entry) {
-	if e.state == nil {
+	if e.state.Load() == nil && e.idle() {
 		t.remove(e)
 	}
 }
@@ -175,7 +294,9 @@ func (t *table) remove(e *entry) {
 	}
 }
 
-// forget removes a session whatever its state, once no decision holds it.
+// forget removes a session whatever its state, once no decision holds it
+// and its flights have landed (so that a rebuild sees them); when ctx ends
+// first, the state is marked stale instead, to be rebuilt.
 func (t *table) forget(ctx context.Context, id string) {
 	t.mu.Lock()
 	e, ok := t.live.Peek(id)
@@ -187,6 +308,10 @@ func (t *table) forget(ctx context.Context, id string) {
 		return
 	}
 	defer e.release()
+	if e.wait(ctx, "", 1) != nil {
+		e.update(func(*rules.Session) *rules.Session { return nil })
+		return
+	}
 	t.remove(e)
 }
 

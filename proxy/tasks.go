@@ -223,7 +223,7 @@ func (t *task) setStatus(s string) {
 // Warden could not decide (the task's status could not be read); the adapter
 // must refuse the request.
 func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	return observed(e, ctx, req, e.enforceTask)
+	return observed(e, ctx, req, (*Enforcer).enforceTask)
 }
 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {

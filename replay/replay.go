@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -284,14 +285,14 @@ func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func()
 }
 
 // NewEnforcer returns an offline Enforcer for a transcript: dev
-// authentication, the transcript's inline policy registered, and a clock the
-// caller sets to each step's time.
+// authentication, the transcript's inline policy registered, a clock the
+// caller sets to each step's time, and warden's default pipeline depth.
 func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*proxy.Enforcer, error) {
 	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
 		return nil, err
 	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
+	enf, err := proxy.New(proxy.Config{Sessions: 64, PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +305,12 @@ func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) 
 }
 
 // Run replays the transcript in file against a fresh Enforcer that uses
-// engine for its policies, committing every allowed message.
+// engine for its policies, taking every allowed message as accepted. The
+// acceptances land late, as a runtime's answers do under load: those of the
+// messages allowed so far land, last first, while the next step is decided,
+// so record-only messages are decided with others in flight and
+// state-changing ones wait for them. The decisions are those of a strictly
+// serial replay (proxy's pipelining guarantees it).
 func Run(ctx context.Context, engine *policies.Engine, file string) (Result, error) {
 	tr, err := Load(file)
 	if err != nil {
@@ -315,14 +321,32 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 	if err != nil {
 		return Result{File: file}, err
 	}
+	var (
+		landing sync.WaitGroup
+		flights []proxy.Decision
+	)
+	land := func() {
+		answered := flights
+		flights = nil
+		landing.Go(func() {
+			for i := len(answered) - 1; i >= 0; i-- {
+				answered[i].Settle(true) // no upstream: an allowed message is taken as accepted
+			}
+		})
+	}
 	return Evaluate(ctx, tr, func(ctx context.Context, st Step) (proxy.Decision, error) {
 		clock = st.At
+		land()
 		d, err := enf.Enforce(ctx, st.Request)
-		if err == nil {
-			d.Settle(d.Allow) // no upstream: an allowed message is taken as accepted
+		if err == nil && d.Allow {
+			flights = append(flights, d)
 		}
 		return d, err
-	}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+	}, func() (*rules.Session, error) {
+		land()
+		landing.Wait()
+		return enf.Session(ctx, tr.SessionID)
+	})
 }
 
 // checkFinal compares the session's final state with the fixture's

@@ -284,6 +284,16 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if got, want := n.MessageCount(sender), s.MessageCount(sender)+1; got != want {
 		t.Fatalf("%s: MessageCount = %d, want %d", label, got, want)
 	}
+	// A record-only message changes nothing but the id record: pipelining
+	// (proxy) decides others while it is in flight on that promise.
+	if out.RecordOnly != slices.Contains([]string{TypeProgress, "TaskUpdate", "HandoffContext"}, typ) {
+		t.Fatalf("%s: RecordOnly = %v", label, out.RecordOnly)
+	}
+	if out.RecordOnly && (n.State != s.State || n.Resolution != s.Resolution || !reflect.DeepEqual(n.task, s.task) ||
+		!reflect.DeepEqual(n.handoff, s.handoff) || !reflect.DeepEqual(n.decision, s.decision) || !reflect.DeepEqual(n.proposal, s.proposal) ||
+		!reflect.DeepEqual(n.quorum, s.quorum) || !reflect.DeepEqual(n.multiRound, s.multiRound)) {
+		t.Fatalf("%s: a record-only message changed the session: %s -> %s", label, before, dump(n))
+	}
 	if o := Step(n, env, sender, now); !o.Duplicate {
 		t.Fatalf("%s: the same message again is not a duplicate: %+v", label, o.Verdict)
 	}

@@ -88,7 +88,8 @@ func (h *handoffState) step(c *stepCtx) Verdict {
 		if o.owner == c.sender {
 			c.role(RoleOfferOwner)
 		}
-		return Verdict{} // late context is permitted (RFC-MACP-0010 §2.1)
+		c.out.RecordOnly = true // the offer is unchanged
+		return Verdict{}        // late context is permitted (RFC-MACP-0010 §2.1)
 
 	case "HandoffAccept", "HandoffDecline":
 		accept := c.env.GetMessageType() == "HandoffAccept"

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -92,11 +93,11 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 	}
 	s := &Session{
 		ID:            env.GetSessionId(),
-		Mode:          env.GetMode(),
+		Mode:          canonical(env.GetMode(), ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound),
 		State:         StateOpen,
 		Initiator:     sender,
-		Participants:  p.GetParticipants(),
-		ModeVersion:   p.GetModeVersion(),
+		Participants:  shareNames(p.GetParticipants(), sender),
+		ModeVersion:   canonical(p.GetModeVersion(), SupportedModeVer),
 		ConfigVersion: p.GetConfigurationVersion(),
 		PolicyVersion: p.GetPolicyVersion(),
 		Policy:        gov,
@@ -126,6 +127,30 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 	out.Roles = s.baseRoles(sender)
 	out.Verdict.Reason = ReasonAllowed
 	out.Next = s
+	return out
+}
+
+// canonical returns the one of known that equals s, so that a session holds
+// the program's copy of a mode or version name and not one per session; s
+// when none does.
+func canonical(s string, known ...string) string {
+	for _, k := range known {
+		if s == k {
+			return k
+		}
+	}
+	return s
+}
+
+// shareNames returns the participants in a slice of their own length, the
+// sender's name shared with the principal's (one copy across sessions).
+func shareNames(parts []string, sender string) []string {
+	out := slices.Clone(parts)
+	for i, id := range out {
+		if id == sender {
+			out[i] = sender
+		}
+	}
 	return out
 }
 

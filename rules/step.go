@@ -50,6 +50,12 @@ type Outcome struct {
 	// Duplicate marks a retransmission of an accepted message by its own
 	// sender: answered by the upstream, never re-applied.
 	Duplicate bool
+	// RecordOnly marks an allowed message whose acceptance changes nothing
+	// the rules read but the record of accepted message ids (Progress,
+	// TaskUpdate, HandoffContext): Next is the session with its id recorded.
+	// Such messages of one session may be decided while others are in
+	// flight (see proxy's pipelining).
+	RecordOnly bool
 }
 
 // stepCtx is the working set of one Step.
@@ -177,6 +183,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	switch {
 	case env.GetMessageType() == TypeProgress:
 		v = Verdict{} // informational; authority is the policy's
+		out.RecordOnly = true
 	case s.task != nil:
 		v = c.next.task.step(c)
 	case s.handoff != nil:
@@ -193,7 +200,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		v = deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+s.Mode+" is not supported")
 	}
 	if !v.OK() {
-		out.Verdict = v
+		out.Verdict, out.RecordOnly = v, false
 		return out
 	}
 	c.next.recordID(env, sender)

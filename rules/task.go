@@ -113,6 +113,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 			return v
 		}
 		t.activeRole(c)
+		c.out.RecordOnly = true // progress on the running task; nothing else changes
 		return Verdict{}
 
 	case "TaskComplete", "TaskFail":

@@ -54,7 +54,8 @@ type Figure struct {
 	// Note qualifies the figure (how it was measured, a caveat).
 	Note string `json:"note,omitempty"`
 	// Baselines are the same figure for the other hops measured beside
-	// Warden (NullHop, Nginx), for the table's side-by-side columns.
+	// Warden (NullHop, NullRelay, Nginx), for the table's side-by-side
+	// columns.
 	Baselines []Baseline `json:"baselines,omitempty"`
 }
 
@@ -64,11 +65,17 @@ type Baseline struct {
 	Value float64 `json:"value"`
 }
 
-// The hops the table shows beside Warden, by side name.
+// The hops the table shows beside Warden, by side name: the null grpc-go
+// (or net/http) pass-through, the null HTTP/2 frame relay (MACP only) and
+// nginx.
 const (
-	NullHop = "null Go"
-	Nginx   = "nginx"
+	NullHop   = "null Go"
+	NullRelay = "null relay"
+	Nginx     = "nginx"
 )
+
+// Baselines are the sides of the table's columns after Warden's, in order.
+var Baselines = []string{NullHop, NullRelay, Nginx}
 
 // Baseline returns the figure's value for a side, and false when that side
 // was not measured.

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a"
@@ -44,6 +45,8 @@ type Config struct {
 	DecisionLog decisionlog.Config `yaml:"decision_log"`
 	Admin       AdminConfig        `yaml:"admin"`
 	Tracing     TracingConfig      `yaml:"tracing"`
+	// GC puts a floor under the collector's heap goal (see package gc).
+	GC gc.Config `yaml:"gc"`
 }
 
 // TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.
@@ -85,6 +88,9 @@ func (c Config) Validate() error {
 	if err := c.State.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.GC.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := newLogger(io.Discard, c.Log.Level); err != nil {
 		errs = append(errs, fmt.Errorf("log.level: %w", err))
 	}
@@ -123,8 +129,10 @@ func (c *Config) inheritLimits(flags listener.Limits) {
 }
 
 // loadConfig decodes path strictly: an unknown key is an error naming it.
+// Keys whose default is not their zero value are set before decoding.
 func loadConfig(path string) (Config, error) {
 	var cfg Config
+	cfg.Enforcer.PipelineDepth = proxy.DefaultPipelineDepth
 	if path == "" {
 		return cfg, nil
 	}

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/replay"
@@ -243,6 +244,7 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		for _, m := range p.modes {
 			fmt.Fprintln(stdout, "  serves:", m)
 		}
+		fmt.Fprintln(stdout, "  gc:", gc.Describe(cfg.GC))
 	} else {
 		if packages, err = policies.Packages(cfg.Policies); err != nil {
 			return err
@@ -262,6 +264,11 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		default:
 			fmt.Fprintf(stdout, "  %s: extends %s\n", fp.File, fp.Package)
 		}
+	}
+	if d := cfg.Enforcer.PipelineDepth; d > 1 {
+		fmt.Fprintf(stdout, "pipelining: up to %d record-only MACP messages (TaskUpdate, Progress, HandoffContext) of one session in flight; state-changing ones wait for them\n", d)
+	} else {
+		fmt.Fprintf(stdout, "pipelining: off (pipeline_depth %d): one message of a session at a time across the runtime's round trip\n", d)
 	}
 	if ok, why := engine.Memoized(); ok {
 		fmt.Fprintf(stdout, "memoization: on, keyed on %s\n", strings.Join(engine.Reads(), ", "))

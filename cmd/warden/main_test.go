@@ -86,8 +86,16 @@ func TestCheckCommand(t *testing.T) {
 		t.Fatalf("dev without insecure: exit %d, stderr %q", code, errOut)
 	}
 	cfg = write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nenforcer:\n  sessions: 10\nextauthz:\n  listen: 127.0.0.1:0\n")
-	if code, out, errOut := runCmd(t, "check", "--config", cfg); code != 0 {
+	if code, out, errOut := runCmd(t, "check", "--config", cfg); code != 0 || !strings.Contains(out, "pipelining: up to 16 ") {
 		t.Fatalf("valid config: exit %d\n%s%s", code, out, errOut)
+	}
+	cfg = write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nenforcer:\n  pipeline_depth: 0\nextauthz:\n  listen: 127.0.0.1:0\n")
+	if code, out, errOut := runCmd(t, "check", "--config", cfg); code != 0 || !strings.Contains(out, "pipelining: off (pipeline_depth 0)") {
+		t.Fatalf("serial config: exit %d\n%s%s", code, out, errOut)
+	}
+	cfg = write(t, "warden.yaml", "enforcer:\n  pipeline_depth: -1\n")
+	if code, _, errOut := runCmd(t, "check", "--config", cfg); code != 1 || !strings.Contains(errOut, "pipeline_depth: -1 is outside 0..1024") {
+		t.Fatalf("negative depth: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -53,6 +55,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	audience := fs.String("jwt-audience", "", "required JWT audience")
 	sessions := fs.Int("sessions", 0, "session table bound (default 100000)")
 	dryRun := fs.Bool("dry-run", false, "log refusals and forward everything")
+	var depth *int
+	fs.Func("pipeline-depth", "MACP TaskUpdate, Progress and HandoffContext messages of one session that may await the runtime's answer at once; 0 or 1: one message of a session at a time (default 16)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		depth = &n
+		return err
+	})
 	logLevel := fs.String("log-level", "", "debug, info, warn or error")
 	adminListen := fs.String("admin-listen", "", "address of the admin port: /healthz, /readyz, /metrics (off when empty)")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
@@ -85,6 +93,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
+	gcFloor := fs.Int64("gc-min-heap-bytes", 0, "floor under the garbage collector's heap goal: no collection before the heap reaches it; -1 for none (default 64 MiB)")
+	gcPercent := fs.Int("gc-percent", 0, "GOGC above the floor; -1 for off but for the memory limit (default: GOGC's, 100)")
+	gcLimit := fs.Int64("gc-memory-limit-bytes", 0, "the runtime's soft memory limit, GOMEMLIMIT (default: GOMEMLIMIT's, none)")
 	if err := parseFlags(fs, serveSynopsis, args, stdout, false); err != nil {
 		return err
 	}
@@ -157,8 +168,20 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *sessions != 0 {
 			c.Enforcer.Sessions = *sessions
 		}
+		if depth != nil {
+			c.Enforcer.PipelineDepth = *depth
+		}
 		c.Policies.Files = append(c.Policies.Files, extra...)
 		c.inheritLimits(lim)
+		if *gcFloor != 0 {
+			c.GC.MinHeapBytes = *gcFloor
+		}
+		if *gcPercent != 0 {
+			c.GC.Percent = *gcPercent
+		}
+		if *gcLimit != 0 {
+			c.GC.MemoryLimitBytes = *gcLimit
+		}
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -180,7 +203,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer p.Close()
+	tuner, err := gc.New(cfg.GC)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return tuner.Run(gctx) })
 	if p.dl != nil {
 		g.Go(func() error { return p.dl.Run(gctx) })
 	}

@@ -198,8 +198,11 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if err != nil {
 		return s.decide(ctx, proxy.Request{AuthError: err}, call)
 	}
-	// The rebuilder calls the runtime with the credential it accepts for p.
-	ctx = metadata.NewOutgoingContext(ctx, s.upstreamMD(p, creds))
+	// The rebuilder calls the runtime with the credential it accepts for p
+	// (none to add: a server's context carries no outgoing metadata).
+	if md := s.upstreamMD(p, creds); md != nil {
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
 
 	switch call {
 	case proxy.CallSend:
@@ -262,13 +265,13 @@ func grpcContentType(ct string) bool {
 }
 
 // upstreamMD is the credential the runtime receives for p: the client's own
-// when p was authenticated from it, or the configured token for a principal
-// authenticated by certificate.
+// when p was authenticated from it (nil: nothing to add), or the configured
+// token for a principal authenticated by certificate.
 func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD {
 	if t, _ := s.tokens.Upstream(p, c); t != "" {
 		return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
 	}
-	return metadata.MD{}
+	return nil
 }
 
 // decide runs the Enforcer and commits on allow: the upstream's reply is
@@ -386,8 +389,8 @@ func (s *Server) allow(p authn.Principal, decisionID string) *authv3.CheckRespon
 	}
 	resp := &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code.Code_OK)}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok}}
 	if decisionID != "" {
-		md, _ := structpb.NewStruct(map[string]any{"decision_id": decisionID, "principal": p.ID})
-		resp.DynamicMetadata = md
+		resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			"decision_id": structpb.NewStringValue(decisionID), "principal": structpb.NewStringValue(p.ID)}}
 	}
 	return resp
 }
@@ -407,6 +410,13 @@ func denyStatus(c code.Code, msg string) *authv3.CheckResponse {
 	}
 }
 
+// header is one header to set, both of its messages in one allocation.
 func header(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+	h := new(struct {
+		opt corev3.HeaderValueOption
+		val corev3.HeaderValue
+	})
+	h.val.Key, h.val.Value = k, v
+	h.opt.Header, h.opt.AppendAction = &h.val, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	return &h.opt
 }

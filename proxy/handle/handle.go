@@ -14,8 +14,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -36,18 +38,30 @@ const Prefix = "wt2."
 // open checks the nonce too, so no other spelling of a handle opens. The
 // cost of determinism is that equal handles show equal identifiers, which a
 // client learns anyway. Keys are derived with HKDF-SHA256 from the handle
-// key, one pair per domain and kind; any replica holding the key opens a
-// handle, before and after a restart, with no state.
+// key, one pair per domain and kind; any replica holding the key opens a handle, before
+// and after a restart, with no state.
 type Sealer struct {
-	aead  map[byte]cipher.AEAD
-	nonce map[byte][]byte // HMAC keys of the synthetic nonces
+	aead map[byte]cipher.AEAD
+	// scratch holds what one seal or open works with (keyed HMAC states,
+	// buffers), so that a handle costs no allocation but its string.
+	scratch *sync.Pool
+}
+
+// scratch is one seal's or open's working state.
+type scratch struct {
+	mac   map[byte]hash.Hash // HMAC-SHA256 of the synthetic nonces, keyed per kind
+	ad    []byte
+	plain []byte
+	raw   []byte
+	sum   [sha256.Size]byte
 }
 
 // New derives the keys of each kind of identifier of domain ("mcp", "a2a")
 // from the handle key. Each kind has its own keys and is bound into the
 // additional data, so a handle of one kind never opens as another.
 func New(key []byte, domain string, kinds []byte) (Sealer, error) {
-	h := Sealer{aead: map[byte]cipher.AEAD{}, nonce: map[byte][]byte{}}
+	h := Sealer{aead: map[byte]cipher.AEAD{}}
+	nonceKeys := map[byte][]byte{}
 	for _, k := range kinds {
 		ek, err := hkdf.Key(sha256.New, key, nil, "warden "+domain+" handle v2 aead "+string(k), chacha20poly1305.KeySize)
 		if err != nil {
@@ -61,15 +75,25 @@ func New(key []byte, domain string, kinds []byte) (Sealer, error) {
 		if err != nil {
 			return Sealer{}, fmt.Errorf("handle cipher: %w", err)
 		}
-		h.aead[k], h.nonce[k] = a, nk
+		h.aead[k], nonceKeys[k] = a, nk
 	}
+	h.scratch = &sync.Pool{New: func() any {
+		s := &scratch{mac: make(map[byte]hash.Hash, len(kinds))}
+		for k, nk := range nonceKeys {
+			s.mac[k] = hmac.New(sha256.New, nk)
+		}
+		return s
+	}}
 	return h, nil
 }
 
 // additional is the data a handle is bound to: version, kind, principal and
 // session, each length-prefixed so no two bindings read alike.
 func additional(kind byte, principal, session string) []byte {
-	ad := make([]byte, 0, 4+2*binary.MaxVarintLen64+len(principal)+len(session))
+	return appendAdditional(nil, kind, principal, session)
+}
+
+func appendAdditional(ad []byte, kind byte, principal, session string) []byte {
 	ad = append(ad, "wt2"...)
 	ad = append(ad, kind)
 	ad = binary.AppendUvarint(ad, uint64(len(principal)))
@@ -78,11 +102,14 @@ func additional(kind byte, principal, session string) []byte {
 	return append(ad, session...)
 }
 
-func (h Sealer) syntheticNonce(kind byte, ad []byte, id string) []byte {
-	mac := hmac.New(sha256.New, h.nonce[kind])
+// syntheticNonce is HMAC-SHA256(kind's nonce key, ad ‖ id), cut to the
+// nonce size; it lives in sc until sc's next use.
+func (sc *scratch) syntheticNonce(kind byte, ad, id []byte) []byte {
+	mac := sc.mac[kind]
+	mac.Reset()
 	mac.Write(ad)
-	mac.Write([]byte(id))
-	return mac.Sum(nil)[:chacha20poly1305.NonceSizeX]
+	mac.Write(id)
+	return mac.Sum(sc.sum[:0])[:chacha20poly1305.NonceSizeX]
 }
 
 // Seal returns principal's handle for the upstream id (kinds bound to the
@@ -98,15 +125,28 @@ func (h Sealer) Open(kind byte, principal, handle string) (id string, ok bool) {
 	return h.OpenIn(kind, principal, "", handle)
 }
 
+// maxScratch is the largest buffer a scratch keeps for the next handle.
+const maxScratch = 64 << 10
+
+func (h Sealer) put(sc *scratch) {
+	if cap(sc.plain) <= maxScratch && cap(sc.raw) <= maxScratch && cap(sc.ad) <= maxScratch {
+		h.scratch.Put(sc)
+	}
+}
+
 // SealIn is Seal for the kinds also bound to an upstream session.
 func (h Sealer) SealIn(kind byte, principal, session, id string) string {
 	a := h.aead[kind]
-	ad := additional(kind, principal, session)
-	nonce := h.syntheticNonce(kind, ad, id)
-	out := make([]byte, 0, len(nonce)+len(id)+a.Overhead())
-	out = append(out, nonce...)
-	out = a.Seal(out, nonce, []byte(id), ad)
-	return Prefix + base64.RawURLEncoding.EncodeToString(out)
+	sc := h.scratch.Get().(*scratch)
+	defer h.put(sc)
+	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
+	sc.plain = append(sc.plain[:0], id...)
+	nonce := sc.syntheticNonce(kind, sc.ad, sc.plain)
+	sc.raw = append(sc.raw[:0], nonce...)
+	sc.raw = a.Seal(sc.raw, nonce, sc.plain, sc.ad)
+	out := append(sc.plain[:0], Prefix...)
+	sc.plain = base64.RawURLEncoding.AppendEncode(out, sc.raw)
+	return string(sc.plain)
 }
 
 // OpenIn is Open for the kinds also bound to an upstream session.
@@ -116,14 +156,22 @@ func (h Sealer) OpenIn(kind byte, principal, session, handle string) (id string,
 	if !known || !found {
 		return "", false
 	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	sc := h.scratch.Get().(*scratch)
+	defer h.put(sc)
+	sc.plain = append(sc.plain[:0], rest...)
+	raw, err := base64.RawURLEncoding.Strict().AppendDecode(sc.raw[:0], sc.plain)
+	sc.raw = raw
 	if err != nil || len(raw) < chacha20poly1305.NonceSizeX+a.Overhead() {
 		return "", false
 	}
 	nonce, sealed := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
-	ad := additional(kind, principal, session)
-	plain, err := a.Open(nil, nonce, sealed, ad)
-	if err != nil || !hmac.Equal(nonce, h.syntheticNonce(kind, ad, string(plain))) {
+	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
+	plain, err := a.Open(sc.plain[:0], nonce, sealed, sc.ad)
+	if err != nil {
+		return "", false
+	}
+	sc.plain = plain
+	if !hmac.Equal(nonce, sc.syntheticNonce(kind, sc.ad, plain)) {
 		return "", false
 	}
 	return string(plain), true

@@ -37,7 +37,7 @@ func (s *Server) invoke(ctx context.Context, ss grpc.ServerStream, method string
 	var header, trailer metadata.MD
 	resp := &frame{}
 	err := s.up.Invoke(ctx, method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
-	if len(header) > 0 {
+	if relayable(header) {
 		_ = ss.SetHeader(header)
 	}
 	ss.SetTrailer(trailer)
@@ -45,6 +45,17 @@ func (s *Server) invoke(ctx context.Context, ss grpc.ServerStream, method string
 		return nil, s.upstreamError(err)
 	}
 	return resp, nil
+}
+
+// relayable reports whether the runtime's response headers hold anything
+// to relay: grpc-go sends its own content-type and drops a relayed one.
+func relayable(header metadata.MD) bool {
+	for k := range header {
+		if k != "content-type" {
+			return true
+		}
+	}
+	return false
 }
 
 // refusal is the Ack the runtime itself sends for a refused message.
@@ -90,7 +101,7 @@ func (s *Server) upstreamError(err error) error {
 // decide authenticates the call through the front door and decides r; ctx
 // is returned with the metadata the runtime is to receive.
 func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, context.Context, error) {
-	c, err := credentialsOf(ctx)
+	c, md, err := credentialsOf(ctx)
 	var p authn.Principal
 	if err == nil {
 		p, err = s.enf.Authenticate(ctx, c)
@@ -102,7 +113,7 @@ func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, c
 		r.AuthError = err
 	} else {
 		r.Principal = &p
-		ctx = s.upstreamContext(ctx, p, c)
+		ctx = s.upstreamContext(ctx, md, p, c)
 	}
 	d, err := s.enf.Enforce(ctx, r)
 	return d, ctx, err
@@ -152,7 +163,7 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 	var header, trailer metadata.MD
 	resp := &frame{}
 	err = s.up.Invoke(upctx, methodSend, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
-	if len(header) > 0 {
+	if relayable(header) {
 		_ = grpc.SetHeader(ctx, header)
 	}
 	_ = grpc.SetTrailer(ctx, trailer)
@@ -557,7 +568,7 @@ var errCredentialGone = errors.New("the credential expired or was revoked")
 // reloaded, a key removed from the JWKS) or names someone else. stop ends
 // the watch.
 func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context, func()) {
-	c, _ := credentialsOf(ctx)
+	c, _, _ := credentialsOf(ctx)
 	return s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
 }
 

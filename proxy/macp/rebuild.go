@@ -23,7 +23,7 @@ import (
 // StreamSession subscription through the same rules. It calls the runtime
 // with the credentials of the request that needs the state.
 type Rebuilder struct {
-	up  *grpc.ClientConn
+	up  grpc.ClientConnInterface
 	log *slog.Logger
 	// Quiet is how long the replay may pause before it is taken as complete
 	// when the metadata's message counts cannot tell.
@@ -35,7 +35,7 @@ func NewRebuilder(up *Upstream, log *slog.Logger) *Rebuilder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Rebuilder{up: up.conn, log: log, Quiet: 300 * time.Millisecond}
+	return &Rebuilder{up: up.conns, log: log, Quiet: 300 * time.Millisecond}
 }
 
 // errDiverged means the runtime accepted a message Warden's rules refuse.
@@ -178,7 +178,7 @@ func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata, suspe
 }
 
 // sessionMetadata asks the runtime for a session's metadata.
-func sessionMetadata(ctx context.Context, up *grpc.ClientConn, sessionID string) (*macpv1.SessionMetadata, error) {
+func sessionMetadata(ctx context.Context, up grpc.ClientConnInterface, sessionID string) (*macpv1.SessionMetadata, error) {
 	req, err := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sessionID})
 	if err != nil {
 		return nil, err

@@ -113,13 +113,15 @@ type Server struct {
 	enf     *proxy.Enforcer
 	log     *slog.Logger
 	tp      trace.TracerProvider
-	up      *grpc.ClientConn
+	up      grpc.ClientConnInterface
 	srv     *grpc.Server
 }
 
-// Upstream is the connection to the runtime, shared by the sidecar and the
-// Rebuilder. It connects lazily, on the first call.
-type Upstream struct{ conn *grpc.ClientConn }
+// Upstream is the connections to the runtime, shared by the sidecar and the
+// Rebuilder: a small pool (see connPool), so that held streams never use up
+// the runtime's streams on one connection. It connects lazily, on the first
+// call.
+type Upstream struct{ conns *connPool }
 
 // DialUpstream prepares the connection to cfg.Upstream. With a tracer
 // provider, calls to the runtime are traced and carry the trace context.
@@ -145,26 +147,33 @@ func DialUpstream(cfg Config, tp trace.TracerProvider) (*Upstream, error) {
 	if tp != nil {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
-	conn, err := grpc.NewClient(cfg.Upstream, append(opts,
-		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
-			grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))...)
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{}),
+		grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes), grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes)))
+	conns, err := newConnPool(func() (*grpc.ClientConn, error) {
+		conn, err := grpc.NewClient(cfg.Upstream, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
+		}
+		return conn, nil
+	}, streamsPerConn, maxUpstreamConns)
 	if err != nil {
-		return nil, fmt.Errorf("macp upstream %s: %w", cfg.Upstream, err)
+		return nil, err
 	}
-	return &Upstream{conn: conn}, nil
+	return &Upstream{conns: conns}, nil
 }
 
-// Close closes the connection.
-func (u *Upstream) Close() error { return u.conn.Close() }
+// Close closes the connections.
+func (u *Upstream) Close() error { return u.conns.Close() }
 
 // Ready reports whether the runtime is reachable: an idle connection is asked
 // to connect, a failing one is not ready.
 func (u *Upstream) Ready() error {
-	switch st := u.conn.GetState(); st {
+	conn := u.conns.first()
+	switch st := conn.GetState(); st {
 	case connectivity.Ready:
 		return nil
 	case connectivity.Idle:
-		u.conn.Connect()
+		conn.Connect()
 		return errors.New("upstream connection idle; connecting")
 	default:
 		return fmt.Errorf("upstream connection %s", st)
@@ -204,7 +213,7 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conn}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -306,23 +315,25 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 }
 
 // credentialsOf extracts what authn needs from the call with the one
-// credential parser every adapter shares.
-func credentialsOf(ctx context.Context) (authn.Credentials, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
+// credential parser every adapter shares. md is the call's metadata, a copy
+// the caller owns (upstreamContext makes it the runtime's).
+func credentialsOf(ctx context.Context) (c authn.Credentials, md metadata.MD, err error) {
+	md, _ = metadata.FromIncomingContext(ctx)
 	var chain []*x509.Certificate
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
 			chain = ti.State.VerifiedChains[0]
 		}
 	}
-	return authn.FromHeaders(md.Get, chain)
+	c, err = authn.FromHeaders(md.Get, chain)
+	return c, md, err
 }
 
 // admit authenticates the call and returns the principal and the context for
 // calls to the runtime on its behalf (see upstreamMD). A failure is mapped to
 // the gRPC status the runtime uses.
 func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, error) {
-	c, err := credentialsOf(ctx)
+	c, md, err := credentialsOf(ctx)
 	var p authn.Principal
 	if err == nil {
 		p, err = s.enf.Authenticate(ctx, c)
@@ -336,19 +347,20 @@ func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, e
 		d := s.enf.Refuse("macp", "", strings.TrimPrefix(method, service), rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
 		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err)+" (warden decision "+d.ID+")")
 	}
-	return p, s.upstreamContext(ctx, p, c), nil
+	return p, s.upstreamContext(ctx, md, p, c), nil
 }
 
 // upstreamContext is ctx with the metadata the runtime receives for a call
-// made as p: the caller's metadata without the identity headers Warden
+// made as p: the caller's metadata md (changed in place) without the identity headers Warden
 // owns, and the credential the runtime can check for p. A credential the
 // client sent is forwarded unchanged when it is what p was authenticated
 // from; when p was authenticated by something the runtime cannot see (a
 // client certificate), client credentials are stripped and the configured
 // upstream token for p, if any, is presented instead.
-func (s *Server) upstreamContext(ctx context.Context, p authn.Principal, c authn.Credentials) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	md = md.Copy()
+func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Principal, c authn.Credentials) context.Context {
+	if md == nil {
+		md = metadata.MD{}
+	}
 	delete(md, principalHeader)
 	if t, replace := s.tokens.Upstream(p, c); replace {
 		delete(md, authn.HeaderAuthorization)
@@ -368,8 +380,7 @@ const principalHeader = "x-warden-principal"
 // authentication: the caller's metadata without any credential or identity
 // header, so that nothing unchecked reaches the runtime as an identity.
 func outgoingAnonymous(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
-	md = md.Copy()
+	md, _ := metadata.FromIncomingContext(ctx) // a copy
 	delete(md, principalHeader)
 	delete(md, authn.HeaderAuthorization)
 	delete(md, authn.HeaderMACPToken)

@@ -56,7 +56,7 @@ func transcriptFiles(t *testing.T) []string {
 
 // startSidecar serves a Server for enf on a loopback port in front of
 // upstream until the test ends and returns a client connection to it.
-func startSidecar(t *testing.T, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
+func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
 	t.Helper()
 	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true}
 	up, err := DialUpstream(cfg, nil)

@@ -259,7 +259,7 @@ var sharedPolicies = sync.OnceValues(func() (*policies.Engine, error) {
 	return policies.New(context.Background(), policies.Config{})
 })
 
-func newEnforcer(t *testing.T) *proxy.Enforcer {
+func newEnforcer(t testing.TB) *proxy.Enforcer {
 	t.Helper()
 	pe, err := sharedPolicies()
 	if err != nil {
@@ -295,7 +295,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 }
 
 // newHarnessFor puts a fresh Warden (a restart) in front of an upstream.
-func newHarnessFor(t *testing.T, cfg Config, up *fakeUpstream, upSrv *httptest.Server) *harness {
+func newHarnessFor(t testing.TB, cfg Config, up *fakeUpstream, upSrv *httptest.Server) *harness {
 	t.Helper()
 	cfg.Upstream = upSrv.URL + "/mcp"
 	cfg.Plaintext = true
@@ -322,7 +322,7 @@ type reply struct {
 }
 
 // last returns the last message: the answer.
-func (r reply) last(t *testing.T) map[string]any {
+func (r reply) last(t testing.TB) map[string]any {
 	t.Helper()
 	if len(r.msgs) == 0 {
 		t.Fatalf("no message in the reply (HTTP %d): %s", r.status, r.body)
@@ -348,7 +348,7 @@ func (r reply) errMessage(t *testing.T) string {
 	return s
 }
 
-func (r reply) result(t *testing.T) map[string]any {
+func (r reply) result(t testing.TB) map[string]any {
 	t.Helper()
 	res, ok := r.last(t)["result"].(map[string]any)
 	if !ok {
@@ -359,7 +359,7 @@ func (r reply) result(t *testing.T) map[string]any {
 
 type hdr map[string]string
 
-func (h *harness) do(t *testing.T, method, path, principal, body string, headers hdr) reply {
+func (h *harness) do(t testing.TB, method, path, principal, body string, headers hdr) reply {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -417,7 +417,7 @@ func (h *harness) do(t *testing.T, method, path, principal, body string, headers
 	return out
 }
 
-func (h *harness) post(t *testing.T, principal, body string, headers hdr) reply {
+func (h *harness) post(t testing.TB, principal, body string, headers hdr) reply {
 	t.Helper()
 	return h.do(t, http.MethodPost, "/mcp", principal, body, headers)
 }
@@ -439,7 +439,7 @@ func rpc(id any, method string, params any) string {
 
 // createTask has principal create a task (2025-11-25, nested result) and
 // returns its handle.
-func (h *harness) createTask(t *testing.T, principal string) string {
+func (h *harness) createTask(t testing.TB, principal string) string {
 	t.Helper()
 	r := h.post(t, principal, rpc(1, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}}), nil)
 	res := r.result(t)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			}
 			b = nb
 		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
@@ -866,6 +867,9 @@ func walk(v any, fn func(map[string]any)) {
 
 // idValue decodes a raw JSON-RPC id (numbers kept as their literal).
 func idValue(raw []byte) (any, bool) {
+	if v, ok := plainID(raw); ok {
+		return v, true
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any

@@ -11,6 +11,9 @@ type span struct {
 	start, end int // b[start:end] is the value, between its quotes
 }
 
+// ownMembers are the message's own members scanStrings reports.
+var ownMembers = [...]string{"id", "result", "error", "method"}
+
 // scanStrings finds, in one pass and without decoding, every member named
 // one of keys whose value is a string. b must be valid JSON (json.Valid). ok
 // is false when the message cannot be read this way (not an object, an
@@ -21,7 +24,8 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	var stack []int // object numbers; -1 for an array
+	stack := make([]int, 0, 16) // object numbers; -1 for an array
+	spans = make([]span, 0, 8)
 	objects := 0
 	for i < len(b) {
 		switch c := b[i]; c {
@@ -62,9 +66,10 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 			if len(stack) == 1 {
 				// The message's own members: where they are, for the id
 				// and the kind of message.
-				switch string(key) {
-				case "id", "result", "error", "method":
-					spans = append(spans, span{key: string(key), obj: stack[0], depth: 1, start: i, end: valueEnd(b, i)})
+				for _, m := range ownMembers {
+					if string(key) == m {
+						spans = append(spans, span{key: m, obj: stack[0], depth: 1, start: i, end: valueEnd(b, i)})
+					}
 				}
 			}
 			for _, k := range keys {

@@ -12,13 +12,23 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
 }
 
-// CopyHeaders copies src's end-to-end headers into dst.
+// CopyHeaders copies src's end-to-end headers into dst, every value in one
+// allocation (each key's slice capped, so that appending to one copies it).
 func CopyHeaders(dst, src http.Header) {
+	n := 0
+	for k, vs := range src {
+		if !hopHeaders[k] {
+			n += len(vs)
+		}
+	}
+	all := make([]string, 0, n)
 	for k, vs := range src {
 		if hopHeaders[k] {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], vs...)
+		start := len(all)
+		all = append(all, vs...)
+		dst[k] = all[start:len(all):len(all)]
 	}
 }
 

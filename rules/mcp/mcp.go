@@ -172,12 +172,6 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 	return jsonrpc.ErrorBody(id, code, message)
 }
 
-func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return jsonrpc.Members(raw, known)
-}
-
-func str(raw json.RawMessage) (string, bool) { return jsonrpc.String(raw) }
-
 // Member names Warden reads, per object. A name that differs from one of
 // these only in case is refused: encoding/json (and other case-insensitive
 // decoders) would read it as the member Warden did not see.
@@ -187,6 +181,25 @@ var (
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
 )
+
+// members reads a JSON object's members with exact names, as JSON-RPC peers
+// read them, and refuses the names peers could read differently: a name
+// given twice, two names equal under Unicode case folding (encoding/json
+// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
+// to it), and a name that folds to one of known without being it.
+func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	if m, scanned, err := scanMembers(raw, known); scanned {
+		return m, err
+	}
+	return decodeMembers(raw, known)
+}
+
+// decodeMembers is members by encoding/json's tokenizer (jsonrpc.Members):
+// the reference scanMembers agrees with, and the path for what it does not
+// read.
+func decodeMembers(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	return jsonrpc.Members(raw, known)
+}
 
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
 // from the protocol in 2025-06-18, and a batch would let one POST carry
@@ -325,6 +338,15 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 		return fmt.Errorf("_meta %s needs a string taskId", RelatedTask)
 	}
 	return nil
+}
+
+func str(raw json.RawMessage) (string, bool) {
+	if len(raw) > 0 && raw[0] == '"' {
+		if s, ok := PlainString(raw); ok {
+			return s, true
+		}
+	}
+	return jsonrpc.String(raw)
 }
 
 // Headers are the routing headers of one HTTP request.

@@ -32,7 +32,7 @@ func main() {
 }
 
 // scenarioNames are the scenarios in the order they run.
-var scenarioNames = []string{"task", "handoff", "extauthz", "mcp", "a2a", "memory"}
+var scenarioNames = []string{"task", "task-hot", "handoff", "extauthz", "mcp", "a2a", "memory"}
 
 func run() error {
 	quick := flag.Bool("quick", false, "fewer and shorter runs, 10,000 sessions only (about a minute)")
@@ -46,6 +46,7 @@ func run() error {
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
 	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
+	wardenArgs := flag.String("warden-args", "", "space-separated flags added to every `warden serve` (for example --pipeline-depth 1)")
 	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
 	flag.Parse()
@@ -78,6 +79,7 @@ func run() error {
 		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
 		logf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
 		profile: *profile}
+	b.wardenArgs = strings.Fields(*wardenArgs)
 	if *wardenEnv != "" {
 		b.wardenEnv = strings.Split(*wardenEnv, ",")
 	}
@@ -97,6 +99,7 @@ func run() error {
 			"warden":               strconv.Itoa(*wardenProcs),
 			"null ext_authz":       strconv.Itoa(*wardenProcs),
 			"null Go pass-through": strconv.Itoa(*wardenProcs),
+			"null relay":           strconv.Itoa(*wardenProcs),
 			"nginx":                "1 worker process",
 			"mcp servers (Go)":     strconv.Itoa(*wardenProcs),
 			"macp-runtime (Rust)":  fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
@@ -128,6 +131,8 @@ func run() error {
 		switch name {
 		case "task":
 			o, err = b.macpTask(ctx)
+		case "task-hot":
+			o, err = b.macpTaskHot(ctx)
 		case "handoff":
 			o, err = b.macpHandoff(ctx)
 		case "extauthz":

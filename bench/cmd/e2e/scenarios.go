@@ -24,6 +24,8 @@ type bench struct {
 	quick       bool
 	timing      timing
 	logf        func(string, ...any)
+	// wardenArgs are added to every warden serve (-warden-args).
+	wardenArgs []string
 	// wardenEnv is added to Warden's environment (-warden-env), for
 	// diagnosis: GODEBUG=gctrace=1, GOGC=...
 	wardenEnv []string
@@ -62,7 +64,8 @@ func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) 
 		return nil, err
 	}
 	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
-	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(append([]string{"serve"}, args...), "--admin-listen", admin)...)
+	args = append(append([]string{"serve"}, args...), b.wardenArgs...)
+	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(args, "--admin-listen", admin)...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +75,8 @@ func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) 
 
 // startNull starts the null Go pass-through (bench/cmd/null, built on first
 // use) on listen, relaying to upstream: proto is "macp" (gRPC) or "mcp"
-// (HTTP, upstream a URL).
-func (b *bench) startNull(name, listen, proto, upstream string) (*proc, error) {
+// (HTTP, upstream a URL); extra flags follow (-relay: the frame relay).
+func (b *bench) startNull(name, listen, proto, upstream string, extra ...string) (*proc, error) {
 	b.nullOnce.Do(func() {
 		b.nullPath = filepath.Join(b.logDir, "nullhop")
 		if out, err := exec.Command("go", "build", "-o", b.nullPath, "./bench/cmd/null").CombinedOutput(); err != nil {
@@ -84,11 +87,12 @@ func (b *bench) startNull(name, listen, proto, upstream string) (*proc, error) {
 		return nil, b.nullErr
 	}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}
-	return startProc(b.logDir, name, listen, env, b.nullPath, "-listen", listen, "-"+proto, upstream)
+	return startProc(b.logDir, name, listen, env, b.nullPath, append([]string{"-listen", listen, "-" + proto, upstream}, extra...)...)
 }
 
 // hops starts the hops of a comparison in front of an upstream: Warden
-// (already started), the null Go pass-through and nginx. newSide makes a
+// (already started), the null Go pass-through, for MACP the null frame relay
+// (bench/relay), and nginx. newSide makes a
 // side that reaches the upstream through a hop's address; stop stops them.
 // nginx is left out, with a log line, when it is not installed.
 func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide func(name, addr string, p *proc) side) (hops []side, stop func(), err error) {
@@ -114,6 +118,18 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 	}
 	started = append(started, n)
 	hops = append(hops, newSide(report.NullHop, nAddr, n))
+	if proto == "macp" {
+		rAddr, err := freeAddr()
+		if err != nil {
+			return nil, stop, err
+		}
+		r, err := b.startNull("relay-"+id, rAddr, proto, nullUp, "-relay")
+		if err != nil {
+			return nil, stop, err
+		}
+		started = append(started, r)
+		hops = append(hops, newSide(report.NullRelay, rAddr, r))
+	}
 	if nginxBin() == "" {
 		b.logf("%s: nginx is not installed (scripts/peers.sh all installs it): no nginx baseline, no targets", id)
 		return hops, stop, nil
@@ -218,12 +234,15 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	return all, nil
 }
 
-// macpTask is the TaskUpdate scenario: many sessions, then one hot session.
+// macpTask is the TaskUpdate scenario on many sessions.
 func (b *bench) macpTask(ctx context.Context) (outcome, error) {
-	return b.macp(ctx,
-		macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }},
-		macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
-			work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
+	return b.macp(ctx, macpWorkload{id: "task", group: "MACP task (TaskUpdate)", work: func(c *macpClient) workload { return &taskWork{c: c} }})
+}
+
+// macpTaskHot is the TaskUpdate scenario on one hot session.
+func (b *bench) macpTaskHot(ctx context.Context) (outcome, error) {
+	return b.macp(ctx, macpWorkload{id: "task-hot", group: "MACP task (TaskUpdate), one hot session", hot: true,
+		work: func(c *macpClient) workload { return &taskWork{c: c, hot: true} }})
 }
 
 // macpHandoff is the HandoffOffer/HandoffAccept scenario.

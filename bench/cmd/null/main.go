@@ -2,7 +2,8 @@
 // with: the same hop built from the stock Go stacks, doing no enforcement.
 // With -macp it is a grpc-go server that relays every call, as raw frames,
 // to the runtime over one client connection; with -mcp it is an
-// httputil.ReverseProxy that flushes every write.
+// httputil.ReverseProxy that flushes every write. With -macp and -relay it
+// is the HTTP/2 frame relay of bench/relay instead of grpc-go.
 package main
 
 import (
@@ -23,6 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/agentwarden/warden/bench/relay"
 )
 
 func main() {
@@ -36,6 +39,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve on")
 	macpUp := flag.String("macp", "", "relay gRPC to this runtime address (host:port)")
 	mcpUp := flag.String("mcp", "", "reverse-proxy HTTP to this URL")
+	frames := flag.Bool("relay", false, "with -macp: relay HTTP/2 frames (bench/relay) instead of grpc-go calls")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -44,6 +48,12 @@ func run() error {
 		return err
 	}
 	switch {
+	case *macpUp != "" && *frames:
+		r, err := relay.New(relay.Config{Upstream: *macpUp})
+		if err != nil {
+			return err
+		}
+		return r.Serve(ctx, lis)
 	case *macpUp != "":
 		return serveGRPC(ctx, lis, *macpUp)
 	case *mcpUp != "":

@@ -1,0 +1,304 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// conn is one HTTP/2 connection of the relay: a client's (server side,
+// down) or an upstream's (client side). Its reader goroutine owns fr; every
+// other field behind mu is shared with the readers of the connections its
+// streams are paired with. A goroutine holds at most one conn's mu at a
+// time, so the pairs never deadlock.
+type conn struct {
+	r      *Relay
+	nc     net.Conn
+	server bool
+	fr     *http2.Framer // reads; reader goroutine only
+	// scratch collects the credit a drain owes other connections; reader
+	// goroutine only.
+	scratch []credit
+
+	wake       chan struct{} // cap 1: out has frames
+	quit       chan struct{} // closed by the reader when it ends
+	writerDone chan struct{}
+
+	mu      sync.Mutex
+	out     []byte        // frames queued for the writer
+	wfr     *http2.Framer // writes into out
+	enc     *hpack.Encoder
+	hbuf    bytes.Buffer
+	dead    bool // nothing more is written
+	streams map[uint32]*leg
+	blocked []*leg // legs with DATA waiting for send window
+
+	sendWin        int64 // connection-level send window
+	recvWin        int64 // connection-level: what the peer may still send
+	connOwed       int64 // connection-level credit not yet returned
+	peerInitWin    int64
+	peerMaxFrame   uint32
+	peerMaxStreams uint32
+	goneAway       bool // GOAWAY received (upstream: no new streams)
+
+	maxClientID uint32 // down: highest client stream id seen
+	nextID      uint32 // up: next stream id
+	lastOK      uint32 // up: the last stream id of a GOAWAY
+}
+
+// credit is stream credit owed to a leg's peer after its DATA went out.
+type credit struct {
+	l *leg
+	n int
+}
+
+// outWriter lets the write framer append to out; it runs under mu.
+type outWriter struct{ c *conn }
+
+func (w outWriter) Write(p []byte) (int, error) {
+	if !w.c.dead {
+		w.c.out = append(w.c.out, p...)
+	}
+	return len(p), nil
+}
+
+func newConn(r *Relay, nc net.Conn, server bool) *conn {
+	c := &conn{r: r, nc: nc, server: server,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		streams:     map[uint32]*leg{},
+		sendWin:     65535,
+		recvWin:     65535,
+		peerInitWin: 65535, peerMaxFrame: 16384, peerMaxStreams: 100,
+		nextID: 1,
+	}
+	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
+	c.fr.SetReuseFrames()
+	c.fr.SetMaxReadFrameSize(16384)
+	c.fr.MaxHeaderListSize = r.cfg.MaxHeaderListSize
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.wfr = http2.NewFramer(outWriter{c}, nil)
+	c.enc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// preface queues the relay's SETTINGS and connection window.
+func (c *conn) preface() {
+	cfg := &c.r.cfg
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.server {
+		c.out = append(c.out, http2.ClientPreface...)
+	}
+	settings := []http2.Setting{
+		{ID: http2.SettingInitialWindowSize, Val: cfg.StreamWindow},
+		{ID: http2.SettingMaxHeaderListSize, Val: cfg.MaxHeaderListSize},
+	}
+	if c.server {
+		settings = append(settings, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cfg.MaxStreams})
+	} else {
+		settings = append(settings, http2.Setting{ID: http2.SettingEnablePush, Val: 0})
+	}
+	_ = c.wfr.WriteSettings(settings...)
+	if inc := int64(cfg.ConnWindow) - c.recvWin; inc > 0 {
+		_ = c.wfr.WriteWindowUpdate(0, uint32(inc))
+		c.recvWin += inc
+	}
+	c.kick()
+}
+
+// kick wakes the writer; it runs under mu. A peer that lets more than
+// MaxWriteBuffer pile up is cut off.
+func (c *conn) kick() {
+	if len(c.out) > c.r.cfg.MaxWriteBuffer {
+		c.dead = true
+		c.out = nil
+		c.nc.Close()
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes what the others queued, in batches: whatever piled up
+// while the last write was in the kernel goes out in one write. Two
+// buffers take turns, so the steady state allocates nothing.
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	var buf []byte
+	for {
+		quit := false
+		select {
+		case <-c.wake:
+		case <-c.quit:
+			quit = true
+		}
+		c.mu.Lock()
+		buf, c.out = c.out, buf[:0]
+		if quit {
+			c.dead = true
+		}
+		c.mu.Unlock()
+		if len(buf) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.r.cfg.WriteTimeout))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.mu.Lock()
+				c.dead = true
+				c.out = nil
+				c.mu.Unlock()
+				c.nc.Close() // the reader sees it and ends
+				return
+			}
+		}
+		if quit {
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}
+
+// finish ends the connection after its reader stopped: the writer flushes
+// what is queued (a GOAWAY), the socket closes, and every stream's other
+// side is reset with code.
+func (c *conn) finish(code http2.ErrCode) {
+	c.mu.Lock()
+	c.dead = true // what is queued still goes out; nothing more is, and no stream opens
+	legs := make([]*leg, 0, len(c.streams))
+	for _, l := range c.streams {
+		l.gone = true
+		l.pend = nil
+		legs = append(legs, l)
+	}
+	clear(c.streams)
+	c.blocked = nil
+	c.mu.Unlock()
+	close(c.quit)
+	select {
+	case <-c.writerDone:
+	case <-time.After(c.r.cfg.WriteTimeout):
+	}
+	if c.server {
+		lingerClose(c.nc)
+	}
+	c.nc.Close()
+	for _, l := range legs {
+		if p := l.peer; p.c != nil {
+			p.c.resetLeg(p, code)
+		}
+	}
+}
+
+// lingerClose half-closes a client connection and reads what the client
+// still sends for a moment, so that the last frames (a GOAWAY) reach it
+// rather than a TCP reset for unread data.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 1<<16))
+}
+
+// abort sends GOAWAY(NO_ERROR) and makes the reader stop.
+func (c *conn) abort() {
+	c.mu.Lock()
+	if c.server {
+		_ = c.wfr.WriteGoAway(c.maxClientID, http2.ErrCodeNo, nil)
+	}
+	c.kick()
+	c.mu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// goAway queues GOAWAY with code; the caller then ends the reader.
+func (c *conn) goAway(code http2.ErrCode) {
+	c.mu.Lock()
+	_ = c.wfr.WriteGoAway(c.maxClientID, code, nil)
+	c.kick()
+	c.mu.Unlock()
+}
+
+// connErrCode maps a read error onto the GOAWAY code it calls for, or false
+// for a connection that failed or closed (nothing to say).
+func connErrCode(err error) (http2.ErrCode, bool) {
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &ce):
+		return http2.ErrCode(ce), true
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		return http2.ErrCodeFrameSize, true
+	case isIOError(err):
+		return 0, false
+	}
+	return http2.ErrCodeProtocol, true
+}
+
+// writeHeaders encodes fields with this connection's HPACK state and
+// queues HEADERS and CONTINUATION frames; it runs under mu.
+func (c *conn) writeHeaders(id uint32, fields []hpack.HeaderField, end bool) {
+	c.hbuf.Reset()
+	for _, f := range fields {
+		_ = c.enc.WriteField(f)
+	}
+	block := c.hbuf.Bytes()
+	max := int(c.peerMaxFrame)
+	first := block
+	if len(first) > max {
+		first = first[:max]
+	}
+	block = block[len(first):]
+	_ = c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(block) == 0})
+	for len(block) > 0 {
+		n := min(len(block), max)
+		_ = c.wfr.WriteContinuation(id, n == len(block), block[:n])
+		block = block[n:]
+	}
+}
+
+// applySettings applies a peer's SETTINGS and acknowledges them; it runs
+// under mu and returns legs to drain.
+func (c *conn) applySettings(f *http2.SettingsFrame) error {
+	var delta int64
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			delta += int64(s.Val) - (c.peerInitWin + delta)
+		case http2.SettingMaxFrameSize:
+			c.peerMaxFrame = s.Val
+		case http2.SettingHeaderTableSize:
+			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+		case http2.SettingMaxConcurrentStreams:
+			c.peerMaxStreams = s.Val
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if delta != 0 {
+		c.peerInitWin += delta
+		for _, l := range c.streams {
+			l.sendWin += delta
+			if l.sendWin > maxWindow {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+		}
+	}
+	_ = c.wfr.WriteSettingsAck()
+	c.kick()
+	return nil
+}

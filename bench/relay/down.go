@@ -1,0 +1,229 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// serveDown runs a client connection: the handshake, then one frame at a
+// time until the connection ends.
+func (c *conn) serveDown() {
+	go c.writeLoop()
+	code, say := c.handshake()
+	if say {
+		code, say = c.readDown()
+	}
+	if say {
+		c.goAway(code)
+	}
+	c.finish(http2.ErrCodeCancel)
+}
+
+// handshake reads the client preface (a connection without it is closed
+// without a word), answers with the relay's SETTINGS and reads the first
+// frame, which must be SETTINGS, all within HandshakeTimeout.
+func (c *conn) handshake() (http2.ErrCode, bool) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.HandshakeTimeout))
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.nc, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
+		return 0, false
+	}
+	c.preface()
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return connErrCode(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		return http2.ErrCodeProtocol, true
+	}
+	if err := c.onSettings(sf); err != nil {
+		return connErrCode(err)
+	}
+	c.mu.Lock()
+	c.armIdle()
+	c.mu.Unlock()
+	return 0, true
+}
+
+// armIdle sets the idle deadline of a client connection without streams;
+// it runs under mu.
+func (c *conn) armIdle() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.IdleTimeout))
+}
+
+// readDown reads and relays frames; it returns the GOAWAY code to end with
+// (and false when there is nothing to say: the connection closed or timed
+// out idle).
+func (c *conn) readDown() (http2.ErrCode, bool) {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err == nil {
+			err = c.downFrame(f)
+		}
+		if err == nil {
+			continue
+		}
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			c.mu.Lock()
+			c.maxClientID = max(c.maxClientID, se.StreamID)
+			c.mu.Unlock()
+			c.resetPair(se.StreamID, se.Code, http2.ErrCodeCancel)
+			continue
+		}
+		if isIOError(err) {
+			c.mu.Lock()
+			idle := len(c.streams) == 0
+			c.mu.Unlock()
+			// a client idle past IdleTimeout is told why it is closed
+			return http2.ErrCodeNo, idle && isTimeout(err)
+		}
+		return connErrCode(err)
+	}
+}
+
+func (c *conn) downFrame(f http2.Frame) error {
+	if ok, err := c.handle(f); ok {
+		return err
+	}
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		if f.HasPriority() && f.Priority.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+		return c.downHeaders(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		c.goneAway = true
+		c.mu.Unlock()
+	}
+	return nil // PRIORITY and unknown frames are ignored
+}
+
+// downHeaders opens a stream upstream for a request, or relays trailers.
+func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.mu.Lock()
+	if l := c.streams[id]; l != nil {
+		if l.remoteDone {
+			c.mu.Unlock()
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+		}
+		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+			c.mu.Unlock()
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		if l.wantLen >= 0 && l.gotLen != l.wantLen {
+			c.mu.Unlock()
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		l.remoteDone = true
+		c.maybeRemove(l)
+		c.mu.Unlock()
+		l.peer.c.sendHeaders(l.peer, f.Fields, true)
+		return nil
+	}
+	if id <= c.maxClientID {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.maxClientID = id
+	if c.goneAway || len(c.streams) >= int(c.r.cfg.MaxStreams) {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	c.mu.Unlock()
+	if f.Truncated {
+		c.refuse(id, "431")
+		return nil
+	}
+	wantLen, err := checkRequest(f)
+	if err == nil && f.StreamEnded() && wantLen > 0 {
+		err = errContentLength
+	}
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
+	}
+	d := &leg{c: c, id: id, wantLen: wantLen, recvWin: int64(c.r.cfg.StreamWindow)}
+	u := &leg{peer: d, wantLen: -1, recvWin: int64(c.r.cfg.StreamWindow)}
+	d.peer = u
+	end := f.StreamEnded()
+	d.remoteDone = end
+	c.mu.Lock()
+	d.sendWin = c.peerInitWin
+	if c.dead {
+		c.mu.Unlock()
+		return nil
+	}
+	if len(c.streams) == 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	c.streams[id] = d
+	c.mu.Unlock()
+	if err := c.r.pool.open(u, f.Fields, end); err != nil {
+		c.r.log.Debug("relay: stream refused", "err", err)
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
+	}
+	return nil
+}
+
+// refuse answers a request with status and no body.
+func (c *conn) refuse(id uint32, status string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeHeaders(id, []hpack.HeaderField{{Name: ":status", Value: status}}, true)
+	_ = c.wfr.WriteRSTStream(id, http2.ErrCodeNo)
+	c.kick()
+}
+
+var (
+	errPseudo        = errors.New("request lacks :method, :scheme or :path, or carries :status")
+	errConnHeader    = errors.New("connection-specific header field")
+	errContentLength = errors.New("malformed content-length")
+)
+
+// checkRequest applies RFC 9113 §8.2 and §8.3 to a request's header list
+// (the framer already checked names, pseudo-header order and duplicates)
+// and returns its content-length, -1 if it has none.
+func checkRequest(f *http2.MetaHeadersFrame) (int64, error) {
+	if f.PseudoValue("method") == "" || f.PseudoValue("scheme") == "" || f.PseudoValue("path") == "" || f.PseudoValue("status") != "" {
+		return 0, errPseudo
+	}
+	want := int64(-1)
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return 0, errConnHeader
+		case "te":
+			if hf.Value != "trailers" {
+				return 0, errConnHeader
+			}
+		case "content-length":
+			n, err := strconv.ParseUint(hf.Value, 10, 63)
+			if err != nil || (want >= 0 && int64(n) != want) {
+				return 0, errContentLength
+			}
+			want = int64(n)
+		}
+	}
+	return want, nil
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}

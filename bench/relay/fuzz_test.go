@@ -1,0 +1,120 @@
+package relay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// frames encodes a client's frames after its preface, for the seeds.
+func frames(write func(fr *http2.Framer, hb func(...string) []byte)) []byte {
+	var b bytes.Buffer
+	fr := http2.NewFramer(&b, nil)
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	hb := func(kv ...string) []byte {
+		hbuf.Reset()
+		for i := 0; i+1 < len(kv); i += 2 {
+			_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		return bytes.Clone(hbuf.Bytes())
+	}
+	write(fr, hb)
+	return b.Bytes()
+}
+
+var request = []string{":method", "POST", ":scheme", "http", ":path", "/macp.v1.MACPRuntimeService/Send", ":authority", "x", "content-type", "application/grpc", "te", "trailers"}
+
+// FuzzClientFrames feeds arbitrary bytes, after a valid preface and
+// SETTINGS, into a relay connection whose upstream is a net/http h2c
+// server. The relay must not crash, must end the connection once the
+// client is gone, and everything it sends back must parse as HTTP/2 frames
+// with a valid HPACK state.
+func FuzzClientFrames(f *testing.F) {
+	f.Add(frames(func(fr *http2.Framer, hb func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb(request...), EndHeaders: true})
+		_ = fr.WriteData(1, true, []byte("\x00\x00\x00\x00\x02hi"))
+	}))
+	f.Add(frames(func(fr *http2.Framer, hb func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb(request[:6]...), EndHeaders: false})
+		_ = fr.WriteContinuation(1, true, hb(request[6:]...))
+		_ = fr.WriteWindowUpdate(1, 100)
+		_ = fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		_ = fr.WriteData(1, false, []byte("late"))
+	}))
+	f.Add(frames(func(fr *http2.Framer, hb func(...string) []byte) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb(request...), EndStream: true, EndHeaders: true})
+		_ = fr.WritePing(false, [8]byte{1})
+		_ = fr.WriteWindowUpdate(0, 1<<31-1)
+		_ = fr.WriteGoAway(3, http2.ErrCodeNo, nil)
+	}))
+	f.Add([]byte{0, 0, 4, 8, 0, 0, 0, 0, 1, 0, 0, 0, 0}) // WINDOW_UPDATE on an idle stream
+	f.Add([]byte{0, 0, 0, 9, 4, 0, 0, 0, 1})             // CONTINUATION without HEADERS
+
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		_, _ = io.WriteString(w, "answer")
+	}), Protocols: new(http.Protocols), ReadHeaderTimeout: time.Second}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(up)
+	f.Cleanup(func() { srv.Close() })
+	r, err := New(Config{Upstream: up.Addr().String(), HandshakeTimeout: time.Second, WriteTimeout: time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { r.shutdown(); r.wg.Wait() })
+	hello := append([]byte(http2.ClientPreface), frames(func(fr *http2.Framer, _ func(...string) []byte) { _ = fr.WriteSettings() })...)
+
+	f.Fuzz(func(t *testing.T, in []byte) {
+		client, server := net.Pipe()
+		served := make(chan struct{})
+		go func() { r.ServeConn(server); close(served) }()
+		read := make(chan error, 1)
+		go func() {
+			fr := http2.NewFramer(nil, client)
+			fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+			for {
+				if _, err := fr.ReadFrame(); err != nil {
+					if isIOError(err) {
+						err = nil
+					}
+					read <- err
+					_, _ = io.Copy(io.Discard, client)
+					return
+				}
+			}
+		}()
+		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := client.Write(hello); err == nil {
+			_, _ = client.Write(in)
+		}
+		time.Sleep(time.Millisecond) // let the relay answer what it can
+		client.Close()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the relay did not end a connection its client closed")
+		}
+		if err := <-read; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("the relay sent something that is not HTTP/2: %v", err)
+		}
+		r.mu.Lock()
+		n := len(r.downs)
+		r.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d client connections still tracked after they ended", n)
+		}
+	})
+}

@@ -1,0 +1,232 @@
+// Package relay is an HTTP/2 frame relay: it serves h2c (prior knowledge)
+// and maps every client stream onto a stream of a small pool of multiplexed
+// upstream connections, passing DATA frames through with flow control kept
+// on both sides, header blocks decoded and encoded again per connection
+// (HPACK state belongs to a connection), write buffers reused and writes
+// batched. It has no goroutine per stream: two per connection, one reading
+// frames, one writing what the others queued. It lives under bench/ while
+// its cost is measured against the grpc-go hop (issue 12); it makes no
+// decisions.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Config bounds a relay. Zero fields take the defaults New documents.
+type Config struct {
+	// Upstream is the h2c server every stream goes to (host:port).
+	Upstream string
+	// MaxConns caps the client connections served at once (default 1024);
+	// one more is closed on accept.
+	MaxConns int
+	// MaxStreams is SETTINGS_MAX_CONCURRENT_STREAMS toward clients
+	// (default 256); a stream beyond it is refused (REFUSED_STREAM).
+	MaxStreams uint32
+	// MaxUpstreamConns caps the upstream pool (default 16). A connection
+	// takes streams until the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+	// (100 until its SETTINGS arrive); then the next one is dialed.
+	MaxUpstreamConns int
+	// StreamWindow is the receive window of every stream, on both sides
+	// (default 64 KiB): what a stream may hold in the relay while its
+	// other side has no send window.
+	StreamWindow uint32
+	// ConnWindow is the connection-level receive window (default 1 MiB).
+	ConnWindow uint32
+	// MaxHeaderListSize bounds a header list (default 64 KiB).
+	MaxHeaderListSize uint32
+	// IdleTimeout closes a client connection without streams (default 75 s,
+	// nginx's keepalive_timeout).
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the client preface and first SETTINGS
+	// (default 10 s).
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds one batched write (default 30 s).
+	WriteTimeout time.Duration
+	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
+	// streams are refused for a backoff that doubles up to MaxBackoff.
+	DialTimeout time.Duration
+	// MaxBackoff caps the upstream redial backoff (default 1 s).
+	MaxBackoff time.Duration
+	// MaxWriteBuffer bounds the bytes queued toward one peer (default
+	// 4 MiB); a peer that lets more pile up (it does not read) is cut off.
+	MaxWriteBuffer int
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set32 := func(v *uint32, d uint32) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.MaxConns, 1024)
+	set32(&c.MaxStreams, 256)
+	set(&c.MaxUpstreamConns, 16)
+	set32(&c.StreamWindow, 1<<16)
+	set32(&c.ConnWindow, 1<<20)
+	set32(&c.MaxHeaderListSize, 1<<16)
+	setD(&c.IdleTimeout, 75*time.Second)
+	setD(&c.HandshakeTimeout, 10*time.Second)
+	setD(&c.WriteTimeout, 30*time.Second)
+	setD(&c.DialTimeout, 5*time.Second)
+	setD(&c.MaxBackoff, time.Second)
+	set(&c.MaxWriteBuffer, 4<<20)
+}
+
+// maxWindow is the largest flow-control window HTTP/2 allows.
+const maxWindow = 1<<31 - 1
+
+// Validate reports a configuration the relay cannot run with.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Upstream == "" {
+		errs = append(errs, errors.New("upstream is required"))
+	}
+	if c.MaxConns < 0 || c.MaxUpstreamConns < 0 || c.MaxWriteBuffer < 0 {
+		errs = append(errs, errors.New("connection and buffer bounds must not be negative"))
+	}
+	if c.StreamWindow > maxWindow || c.ConnWindow > maxWindow {
+		errs = append(errs, fmt.Errorf("windows must be at most %d", maxWindow))
+	}
+	if c.StreamWindow != 0 && c.StreamWindow < 1<<14 {
+		errs = append(errs, errors.New("stream window must be at least 16 KiB (one frame)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Relay relays client streams to the upstream. Serve runs it.
+type Relay struct {
+	cfg  Config
+	log  *slog.Logger
+	pool *pool
+	sem  chan struct{}
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	downs map[*conn]struct{}
+	done  bool
+}
+
+// New checks cfg and returns a relay; it starts nothing.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("relay config: %w", err)
+	}
+	cfg.defaults()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{}}
+	r.pool = &pool{r: r}
+	return r, nil
+}
+
+// Serve accepts client connections on lis until ctx ends, then closes every
+// connection (clients get GOAWAY) and waits for their goroutines.
+func (r *Relay) Serve(ctx context.Context, lis net.Listener) error {
+	stop := context.AfterFunc(ctx, func() {
+		lis.Close()
+		r.shutdown()
+	})
+	defer stop()
+	var backoff time.Duration
+	for {
+		nc, err := lis.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				r.wg.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			r.shutdown()
+			r.wg.Wait()
+			return fmt.Errorf("relay accept: %w", err)
+		}
+		backoff = 0
+		select {
+		case r.sem <- struct{}{}:
+		default:
+			r.log.Warn("relay: connection cap reached, closing a new connection", "cap", r.cfg.MaxConns)
+			nc.Close()
+			continue
+		}
+		r.wg.Go(func() {
+			defer func() { <-r.sem }()
+			r.ServeConn(nc)
+		})
+	}
+}
+
+// ServeConn serves one client connection until it ends, and closes it.
+func (r *Relay) ServeConn(nc net.Conn) {
+	c := newConn(r, nc, true)
+	if !r.track(c) {
+		nc.Close()
+		return
+	}
+	defer r.untrack(c)
+	c.serveDown()
+}
+
+func (r *Relay) track(c *conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return false
+	}
+	r.downs[c] = struct{}{}
+	return true
+}
+
+func (r *Relay) untrack(c *conn) {
+	r.mu.Lock()
+	delete(r.downs, c)
+	r.mu.Unlock()
+}
+
+// shutdown sends GOAWAY to every client and ends every connection.
+func (r *Relay) shutdown() {
+	r.mu.Lock()
+	r.done = true
+	downs := make([]*conn, 0, len(r.downs))
+	for c := range r.downs {
+		downs = append(downs, c)
+	}
+	r.mu.Unlock()
+	for _, c := range downs {
+		c.abort()
+	}
+	r.pool.closeAll()
+}
+
+// isIOError reports whether err came from the connection rather than from
+// what the peer sent.
+func isIOError(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
+}

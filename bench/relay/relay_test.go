@@ -1,0 +1,328 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// echo is the upstream of the tests: grpc-go's interop TestService, each
+// call answered with what it carried.
+type echo struct {
+	testpb.UnimplementedTestServiceServer
+	open     atomic.Int64 // FullDuplexCalls in progress
+	canceled atomic.Int64 // FullDuplexCalls that saw their context end
+}
+
+func (*echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("fail")) > 0 {
+		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
+	}
+	return &testpb.SimpleResponse{Payload: in.GetPayload()}, nil
+}
+
+func (e *echo) FullDuplexCall(s testpb.TestService_FullDuplexCallServer) error {
+	e.open.Add(1)
+	defer e.open.Add(-1)
+	for {
+		in, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if s.Context().Err() != nil {
+				e.canceled.Add(1)
+			}
+			return err
+		}
+		if err := s.Send(&testpb.StreamingOutputCallResponse{Payload: in.GetPayload()}); err != nil {
+			return err
+		}
+	}
+}
+
+// setup starts the echo upstream (capped at 128 streams per connection,
+// as the MACP runtime is), a relay in front of it and a client of the
+// relay; everything stops with the test.
+func setup(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay) {
+	c, e, r, _ := setupServer(t, cfg)
+	return c, e, r
+}
+
+// setupServer is setup that also returns the upstream server.
+func setupServer(t testing.TB, cfg Config) (testpb.TestServiceClient, *echo, *Relay, *grpc.Server) {
+	t.Helper()
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.MaxConcurrentStreams(128))
+	e := &echo{}
+	testpb.RegisterTestServiceServer(srv, e)
+	go srv.Serve(up)
+	t.Cleanup(srv.Stop)
+
+	cfg.Upstream = up.Addr().String()
+	r, addr := startRelay(t, cfg)
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20), grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc), e, r, srv
+}
+
+// startRelay serves a relay with cfg on a loopback port until the test
+// ends, and checks that Serve then returns.
+func startRelay(t testing.TB, cfg Config) (*Relay, string) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return after its context ended")
+		}
+	})
+	return r, lis.Addr().String()
+}
+
+func payload(n int) *testpb.Payload {
+	return &testpb.Payload{Body: bytes.Repeat([]byte("x"), n)}
+}
+
+func TestUnary(t *testing.T) {
+	c, _, _ := setup(t, Config{})
+	for _, tc := range []struct {
+		name string
+		size int
+		fail bool
+	}{
+		{"empty", 0, false},
+		{"small", 200, false},
+		{"one frame", 16 << 10, false},
+		{"beyond the stream window", 1 << 20, false},
+		{"beyond the connection window", 3 << 20, false},
+		{"status from the upstream", 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if tc.fail {
+				ctx = metadata.AppendToOutgoingContext(ctx, "fail", "1")
+			}
+			resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(tc.size)})
+			if tc.fail {
+				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "asked to fail") {
+					t.Fatalf("got %v, want the upstream's FailedPrecondition", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(resp.GetPayload().GetBody()); got != tc.size {
+				t.Fatalf("echoed %d bytes, want %d", got, tc.size)
+			}
+		})
+	}
+}
+
+func TestBidiStream(t *testing.T) {
+	c, _, _ := setup(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		size := 100 + i*997 // up to about 200 KiB: windows fill and drain
+		if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(size)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		in, err := s.Recv()
+		if err != nil {
+			t.Fatalf("recv %d: %v", i, err)
+		}
+		if len(in.GetPayload().GetBody()) != size {
+			t.Fatalf("message %d: %d bytes, want %d", i, len(in.GetPayload().GetBody()), size)
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+}
+
+// TestManyStreams holds more streams open than one upstream connection
+// takes (128): the pool opens more connections, and every stream works.
+func TestManyStreams(t *testing.T) {
+	const n = 300
+	c, e, r := setup(t, Config{MaxStreams: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	streams := make([]testpb.TestService_FullDuplexCallClient, n)
+	for i := range streams {
+		s, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(10)}); err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = s
+	}
+	for i, s := range streams {
+		if _, err := s.Recv(); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	if got := e.open.Load(); got != n {
+		t.Fatalf("upstream has %d calls open, want %d", got, n)
+	}
+	r.pool.mu.Lock()
+	conns := len(r.pool.conns)
+	r.pool.mu.Unlock()
+	if conns < 3 {
+		t.Fatalf("pool has %d upstream connections for %d streams at 128 each, want >= 3", conns, n)
+	}
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Go(func() {
+			_ = s.CloseSend()
+			_, _ = s.Recv()
+		})
+	}
+	wg.Wait()
+}
+
+// TestCancel: a client that cancels its call resets the stream, and the
+// upstream sees the call end.
+func TestCancel(t *testing.T) {
+	c, e, _ := setup(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.canceled.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream never saw the canceled call end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUpstreamGone: when the upstream goes away under an open stream, the
+// client's stream ends with an error rather than hanging, and the relay
+// forgets the connection.
+func TestUpstreamGone(t *testing.T) {
+	c, _, r, srv := setupServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(10)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if _, err := s.Recv(); err == nil || ctx.Err() != nil {
+		t.Fatalf("after the upstream stopped: %v (context: %v), want the stream to fail at once", err, ctx.Err())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.pool.mu.Lock()
+		n := len(r.pool.conns)
+		r.pool.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream connections still pooled after the upstream stopped", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUpstreamDown: with nothing listening upstream, a call fails fast
+// with Unavailable instead of hanging.
+func TestUpstreamDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, raddr := startRelay(t, Config{Upstream: addr})
+	cc, err := grpc.NewClient(raddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want Unavailable", err)
+	}
+}
+
+// BenchmarkUnary is one small unary call through the relay, client, relay
+// and upstream in this process (profile with -cpuprofile and focus on
+// bench/relay to see the relay's share).
+func BenchmarkUnary(b *testing.B) {
+	c, _, _ := setup(b, Config{})
+	ctx := context.Background()
+	req := &testpb.SimpleRequest{Payload: payload(200)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.UnaryCall(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package macp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/bench/load"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// benchRuntime acks the messages that start a session and refuses every
+// other one as rate limited: the benchmark's TaskUpdate then reaches the
+// runtime and back each time while the session's state never moves (its
+// list of accepted message ids does not grow with b.N).
+type benchRuntime struct {
+	macpv1.UnimplementedMACPRuntimeServiceServer
+}
+
+func (benchRuntime) Send(_ context.Context, req *macpv1.SendRequest) (*macpv1.SendResponse, error) {
+	env := req.GetEnvelope()
+	ack := &macpv1.Ack{Ok: true, MessageId: env.GetMessageId(), SessionId: env.GetSessionId(), SessionState: macpv1.SessionState_SESSION_STATE_OPEN}
+	if env.GetMessageType() == "TaskUpdate" {
+		ack.Ok = false
+		ack.Error = &macpv1.MACPError{Code: string(rules.CodeRateLimited), Message: "slow down", SessionId: env.GetSessionId(), MessageId: env.GetMessageId()}
+	}
+	return &macpv1.SendResponse{Ack: ack}, nil
+}
+
+func startBenchRuntime(b *testing.B) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	macpv1.RegisterMACPRuntimeServiceServer(srv, benchRuntime{})
+	go func() { _ = srv.Serve(lis) }()
+	b.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// benchSessions starts n task sessions through the sidecar (TaskRequest and
+// TaskAccept accepted) and returns, for each, the TaskUpdate its worker
+// sends and the worker's call context.
+func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*macpv1.SendRequest, context.Context) {
+	const planner, worker = "agent://planner", "agent://worker"
+	as := func(p string) context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+p)
+	}
+	mk := func(sid, sender, typ, id string, payload proto.Message) *macpv1.SendRequest {
+		p, err := proto.Marshal(payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ,
+			MessageId: id, SessionId: sid, Sender: sender, Payload: p}}
+	}
+	updates := make([]*macpv1.SendRequest, n)
+	for i := range n {
+		sid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		for _, st := range []struct {
+			who string
+			req *macpv1.SendRequest
+		}{
+			{planner, mk(sid, planner, rules.TypeSessionStart, "s", &macpv1.SessionStartPayload{Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: rules.MaxTTLMs})},
+			{planner, mk(sid, planner, "TaskRequest", "r", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker})},
+			{worker, mk(sid, worker, "TaskAccept", "a", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker})},
+		} {
+			resp, err := c.Send(as(st.who), st.req)
+			if err != nil || !resp.GetAck().GetOk() {
+				b.Fatalf("setup %s: %v %v", st.req.GetEnvelope().GetMessageType(), err, resp)
+			}
+		}
+		updates[i] = mk(sid, worker, "TaskUpdate", "u", &taskv1.TaskUpdatePayload{TaskId: "t", Progress: 0.5, Message: "half way"})
+	}
+	return updates, as(worker)
+}
+
+func benchSidecar(b *testing.B) macpv1.MACPRuntimeServiceClient {
+	ctx := context.Background()
+	engine, err := policies.New(ctx, policies.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return macpv1.NewMACPRuntimeServiceClient(startSidecar(b, enf, startBenchRuntime(b)))
+}
+
+// sendUpdate sends one TaskUpdate and checks that the runtime's own answer
+// came back (the sidecar allowed and forwarded it).
+func sendUpdate(ctx context.Context, c macpv1.MACPRuntimeServiceClient, r *macpv1.SendRequest) error {
+	resp, err := c.Send(ctx, r)
+	if err != nil {
+		return err
+	}
+	if got := resp.GetAck().GetError().GetCode(); got != string(rules.CodeRateLimited) {
+		return fmt.Errorf("ack %v: not the runtime's answer", resp.GetAck())
+	}
+	return nil
+}
+
+// BenchmarkSidecarSend measures one MACP Send end to end in one process: a
+// grpc-go client, the sidecar (authentication, decision, forwarding) and a
+// runtime that answers at once. allocs/op counts all three; the client's
+// and the runtime's share does not change with Warden's code.
+func BenchmarkSidecarSend(b *testing.B) {
+	c := benchSidecar(b)
+	updates, ctx := benchSessions(b, c, 1)
+	b.ReportAllocs()
+	defer reportCPU(b, load.CPU())
+	for b.Loop() {
+		if err := sendUpdate(ctx, c, updates[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// reportCPU reports the CPU time per operation since start: the client's,
+// the sidecar's and the upstream's together.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkSidecarSendParallel is BenchmarkSidecarSend from every core at
+// once, each goroutine on sessions of its own turn.
+func BenchmarkSidecarSendParallel(b *testing.B) {
+	c := benchSidecar(b)
+	const sessions = 64
+	updates, ctx := benchSessions(b, c, sessions)
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b, load.CPU())
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if err := sendUpdate(ctx, c, updates[i%sessions]); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/bench/load"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// benchUpstream is an MCP server as lean as can be: it lists one tool,
+// "fast"; tools/call with a task creates "task-1", every other tools/call
+// answers a text, tasks/get answers "task-1" working. Its own cost is the same before and after any
+// change to Warden.
+type benchUpstream struct{}
+
+func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Task json.RawMessage `json:"task"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	var result string
+	switch {
+	case msg.Method == mcprules.MethodToolsCall && msg.Params.Task != nil:
+		result = `{"task":{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}}`
+	case msg.Method == mcprules.MethodToolsCall:
+		result = `{"content":[{"type":"text","text":"done"}]}`
+	case msg.Method == mcprules.MethodToolsList:
+		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
+	case msg.Method == mcprules.MethodGet:
+		result = `{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`
+	default:
+		result = `{}`
+	}
+	w.Header().Set("Content-Type", "application/json")
+	var out bytes.Buffer
+	out.WriteString(`{"jsonrpc":"2.0","id":`)
+	out.Write(msg.ID)
+	out.WriteString(`,"result":`)
+	out.WriteString(result)
+	out.WriteString(`}`)
+	_, _ = w.Write(out.Bytes())
+}
+
+// benchCall is one request of BenchmarkSidecar: its body and what the
+// answer must contain to show the upstream's result came back.
+type benchCall struct {
+	name, body, want string
+}
+
+func benchHarness(b *testing.B) (*harness, []benchCall) {
+	upSrv := httptest.NewServer(benchUpstream{})
+	b.Cleanup(upSrv.Close)
+	h := newHarnessFor(b, Config{Listen: "127.0.0.1:0"}, nil, upSrv)
+	handle := h.createTask(b, "alice")
+	return h, []benchCall{
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`},
+	}
+}
+
+// benchPost sends one request as alice and checks the answer.
+func (h *harness) benchPost(client *http.Client, c benchCall) error {
+	req, err := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(c.body))
+	if err != nil {
+		return err
+	}
+	req.Header["Authorization"] = []string{"Bearer alice"}
+	req.Header["Content-Type"] = []string{"application/json"}
+	req.Header["Accept"] = []string{"application/json, text/event-stream"}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(c.want)) {
+		return &benchError{resp.StatusCode, string(b)}
+	}
+	return nil
+}
+
+type benchError struct {
+	status int
+	body   string
+}
+
+func (e *benchError) Error() string { return http.StatusText(e.status) + ": " + e.body }
+
+// reportCPU reports the CPU time per operation since start: the client's,
+// the sidecar's and the upstream's together.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkSidecar measures one MCP request end to end in one process: a
+// net/http client, the sidecar (authentication, handle, decision,
+// forwarding, answer check and rewrite) and an upstream that answers at
+// once. allocs/op counts all three.
+func BenchmarkSidecar(b *testing.B) { benchSidecar(b, false) }
+
+// BenchmarkSidecarParallel is BenchmarkSidecar from every core at once.
+func BenchmarkSidecarParallel(b *testing.B) { benchSidecar(b, true) }
+
+func benchSidecar(b *testing.B, parallel bool) {
+	h, calls := benchHarness(b)
+	client := h.front.Client()
+	for _, c := range calls {
+		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b, load.CPU())
+			if !parallel {
+				for b.Loop() {
+					if err := h.benchPost(client, c); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := h.benchPost(client, c); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
