@@ -25,7 +25,7 @@ help:
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
 	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden, a null Go pass-through, the null frame relay (MACP) and nginx (QUICK=1: about 2 minutes; PROFILE=dir: Warden's profiles)"
-	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, then replay the transcripts"
+	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, replay the transcripts, then one A2A hijack direct and through Warden"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (bench/relay)"
 

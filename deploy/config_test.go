@@ -96,7 +96,8 @@ func mounted(t *testing.T) string {
 	put("warden-tls/tls.crt", crt)
 	put("warden-tls/tls.key", k)
 	put("warden/mcp.key", []byte("c2VjcmV0LWtleS1zaGFyZWQtYnktcmVwbGljYXMtMzI=\n"))
-	for _, f := range []string{"operator.rego", "operator-mcp.rego"} {
+	put("warden/a2a.key", []byte("YW5vdGhlci1rZXktc2hhcmVkLWJ5LXJlcGxpY2FzLTMy\n"))
+	for _, f := range []string{"operator.rego", "operator-mcp.rego", "operator-a2a.rego"} {
 		b, err := os.ReadFile(filepath.Join("config", f))
 		if err != nil {
 			t.Fatal(err)
@@ -158,6 +159,7 @@ func TestExampleConfigs(t *testing.T) {
 	want := map[string]string{
 		"macp-sidecar.yaml": "serves: MACP sidecar on 0.0.0.0:50051",
 		"mcp-sidecar.yaml":  "serves: MCP sidecar on 0.0.0.0:3001",
+		"a2a-sidecar.yaml":  "serves: A2A sidecar on 0.0.0.0:8443",
 		"extauthz.yaml":     "serves: ext_authz on 127.0.0.1:9191 (MACP and MCP)",
 	}
 	files, err := filepath.Glob("config/*.yaml")
@@ -177,7 +179,7 @@ func TestExampleConfigs(t *testing.T) {
 			if w := want[filepath.Base(f)]; !strings.Contains(out, w) || strings.Count(out, "serves:") != 1 {
 				t.Errorf("output lacks %q (and only it):\n%s", w, out)
 			}
-			if !strings.Contains(out, ": extends warden.m") {
+			if !strings.Contains(out, ": extends warden.") {
 				t.Errorf("the example's operator policy is not reported:\n%s", out)
 			}
 		})

@@ -85,9 +85,9 @@ func Summary(results []TestResult) string {
 }
 
 // The packages operator policies may extend. The decisions are
-// data.warden.macp.deny and data.warden.mcp.deny, so a deny rule in any other
+// data.warden.macp.deny, data.warden.mcp.deny and data.warden.a2a.deny, so a deny rule in any other
 // package would never be consulted; such a file is refused, not ignored.
-var operatorRoots = []string{"warden.macp", "warden.mcp"}
+var operatorRoots = []string{"warden.macp", "warden.mcp", "warden.a2a"}
 
 // FilePackage is the package one operator file declares.
 type FilePackage struct {
@@ -145,9 +145,9 @@ func operatorPackage(m Module, test bool) (FilePackage, error) {
 	if test && strings.HasSuffix(pkg, "_test") {
 		return fp, nil
 	}
-	want := "package warden.macp or warden.mcp (or a sub-package)"
+	want := "package warden.macp, warden.mcp or warden.a2a (or a sub-package)"
 	if test {
 		want += ", or a package ending in _test"
 	}
-	return fp, fmt.Errorf("policy file %s: package %s is not consulted by any decision (data.warden.macp.deny, data.warden.mcp.deny): use %s", m.Name, pkg, want)
+	return fp, fmt.Errorf("policy file %s: package %s is not consulted by any decision (data.warden.macp.deny, data.warden.mcp.deny, data.warden.a2a.deny): use %s", m.Name, pkg, want)
 }

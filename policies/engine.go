@@ -38,8 +38,11 @@ const Query = "data.warden.macp.deny"
 // QueryMCP is the MCP tasks decision.
 const QueryMCP = "data.warden.mcp.deny"
 
+// QueryA2A is the A2A decision.
+const QueryA2A = "data.warden.a2a.deny"
+
 // queries maps Input.Protocol to its decision.
-var queries = [...]struct{ protocol, query string }{{"macp", Query}, {"mcp", QueryMCP}}
+var queries = [...]struct{ protocol, query string }{{"macp", Query}, {"mcp", QueryMCP}, {"a2a", QueryA2A}}
 
 // DefaultMemoSize is the number of memoized decisions kept by default.
 const DefaultMemoSize = 8192
@@ -47,7 +50,7 @@ const DefaultMemoSize = 8192
 // Config selects the policies to load.
 type Config struct {
 	// Files are operator Rego modules compiled together with the defaults,
-	// adding deny rules to package warden.macp or warden.mcp (or helpers in
+	// adding deny rules to package warden.macp, warden.mcp or warden.a2a (or helpers in
 	// their sub-packages); a file in any other package is an error. Files
 	// ending in _test.rego are tests, run by `warden check`; they may also be
 	// in a package ending in _test.
@@ -71,6 +74,7 @@ func (c Config) Validate() error {
 type Engine struct {
 	query rego.PreparedEvalQuery // MACP
 	mcp   rego.PreparedEvalQuery
+	a2a   rego.PreparedEvalQuery
 	reads [][]string
 	// memo maps a hash of the memo key to the key and its decision, so a
 	// hit is a lookup and a comparison with no allocation; a key that
@@ -164,11 +168,20 @@ func matrixData() (map[string]any, error) {
 		return nil, fmt.Errorf("decode MCP matrix: %w", err)
 	}
 	delete(mm, "_comment")
+	b, err = embedded.ReadFile("rego/a2a_matrix.json")
+	if err != nil {
+		return nil, fmt.Errorf("read A2A matrix: %w", err)
+	}
+	var am map[string]any
+	if err := json.Unmarshal(b, &am); err != nil {
+		return nil, fmt.Errorf("decode A2A matrix: %w", err)
+	}
+	delete(am, "_comment")
 	ranks := make(map[string]any, len(rules.RankNames))
 	for name, r := range rules.RankNames {
 		ranks[name] = json.Number(strconv.Itoa(int(r)))
 	}
-	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm, "ranks": ranks}}, nil
+	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm, "a2a_matrix": am, "ranks": ranks}}, nil
 }
 
 func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) {
@@ -197,7 +210,7 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 		}
 		prepared[i] = pq
 	}
-	e := &Engine{query: prepared[0], mcp: prepared[1]}
+	e := &Engine{query: prepared[0], mcp: prepared[1], a2a: prepared[2]}
 	reads, whyNot := analyze(parsed)
 	e.reads, e.whyNot = reads, whyNot
 	if memoSize == 0 {
@@ -294,8 +307,11 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, erro
 // Fresh evaluates the query without the memo.
 func (e *Engine) Fresh(ctx context.Context, in *Input) ([]rules.Verdict, error) {
 	q, name := &e.query, Query
-	if in.Protocol == "mcp" {
+	switch in.Protocol {
+	case "mcp":
 		q, name = &e.mcp, QueryMCP
+	case "a2a":
+		q, name = &e.a2a, QueryA2A
 	}
 	rs, err := q.Eval(ctx, rego.EvalInput(in.value()))
 	if err != nil {

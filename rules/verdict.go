@@ -109,6 +109,7 @@ const (
 	ReasonMalformedRequest    Reason = "malformed_request"
 	ReasonUnknownMethod       Reason = "unknown_method"
 	ReasonOriginRefused       Reason = "origin_refused"
+	ReasonWebhookRefused      Reason = "webhook_refused"
 )
 
 // Rank orders verdicts the way the reference runtime orders its checks, so that

@@ -3,7 +3,8 @@
 # front of it on loopback, plays a short story with the MACP Python SDK and
 # prints what each agent sent and what Warden decided; stops everything it
 # started. Then replays the spec's conformance fixtures and Warden's attack
-# transcripts offline.
+# transcripts offline. Last, one A2A hijack: the a2a-go v2.3.1 server
+# (test/peers/a2a-go) direct and with Warden in front.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,3 +61,40 @@ echo "  $(wc -l < "$LOGS/replay.txt") messages decided, $(grep -c ' reject ' "$L
 echo "  a few refusals:"
 refusals "$LOGS/replay.txt"
 echo "  full list: $LOGS/replay.txt"
+
+echo
+echo "== A2A: the a2a-go v2.3.1 server, direct and with Warden in front; bob tries to read alice's task"
+(cd test/peers/a2a-go && go build -trimpath -o "$LOGS/a2a-go-server" .)
+A2=127.0.0.1:$(free_port)
+WA=127.0.0.1:$(free_port)
+printf '[{"token":"tok-alice","sender":"alice"},{"token":"tok-bob","sender":"bob"}]' >"$LOGS/a2a-tokens.json"
+"$LOGS/a2a-go-server" -listen "$A2" -tokens alice=tok-alice,bob=tok-bob >"$LOGS/a2a-go.log" 2>&1 &
+pids+=($!)
+wait_port "$A2"
+bin/warden serve --a2a-listen "$WA" --a2a-upstream "http://$A2/jsonrpc" --plaintext --auth static --static-tokens "$LOGS/a2a-tokens.json" >"$LOGS/warden-a2a.log" 2>&1 &
+pids+=($!)
+wait_port "$WA"
+# rpc TOKEN URL METHOD PARAMS: one JSON-RPC call, its answer on one line.
+rpc() {
+  curl -s "$2" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$3\",\"params\":$4}"
+}
+task_id() { python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'; }
+# show: an error as it came; a task as its state and alice's words in it.
+show() {
+  python3 -c 'import json,sys
+a = json.load(sys.stdin)
+if "error" in a: print("error", json.dumps(a["error"])[:110])
+else:
+  t = a["result"]; words = [p.get("text") for m in t.get("history", []) for p in m.get("parts", [])]
+  print("the task,", t["status"]["state"] + ", with alice'"'"'s words", words)'
+}
+msg='{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"input alice-private-note"}]}}'
+for where in direct warden; do
+  if [ $where = direct ]; then url=http://$A2/jsonrpc; else url=http://$WA/jsonrpc; fi
+  id=$(rpc tok-alice "$url" SendMessage "$msg" | task_id)
+  echo "  $where: alice's task $id"
+  echo "  $where: bob GetTask on it  -> $(rpc tok-bob "$url" GetTask "{\"id\":\"$id\"}" | show)"
+  echo "  $where: bob GetTask made-up -> $(rpc tok-bob "$url" GetTask '{"id":"0193a6f0-0000-7000-8000-000000000000"}' | show)"
+done
+echo "  (direct, a2a-go hands alice's task to bob; through Warden he gets the made-up id's answer: ids are sealed to their owner)"

@@ -256,7 +256,7 @@ func (e *a2aAttackEnv) victim(t testing.TB, text string) a2aTask {
 func (e *a2aAttackEnv) alicePush(t testing.TB, taskID string) string {
 	t.Helper()
 	a := e.call(t, aliceToken, "CreateTaskPushNotificationConfig", map[string]any{
-		"taskId": taskID, "url": e.hook.url, "token": aliceSecret + "-token",
+		"taskId": taskID, "url": e.aliceHook(), "token": aliceSecret + "-token",
 		"authentication": map[string]any{"scheme": "Bearer", "credentials": aliceSecret},
 	})
 	var cfg struct {
@@ -266,6 +266,13 @@ func (e *a2aAttackEnv) alicePush(t testing.TB, taskID string) string {
 		t.Fatalf("alice's push config was not created: %s", a)
 	}
 	return cfg.ID
+}
+
+// aliceHook is alice's webhook: the recorder named "localhost", the way an
+// operator names an internal receiver it allows (Warden's
+// --a2a-webhook-allow localhost), while bob's attacks spell it 127.0.0.1.
+func (e *a2aAttackEnv) aliceHook() string {
+	return strings.Replace(e.hook.url, "//127.0.0.1:", "//localhost:", 1)
 }
 
 func madeUpID() string {

@@ -9,12 +9,13 @@ import (
 )
 
 // BenchmarkA2A measures GetTask of a working task and SendMessage of a
-// one-shot echo task on the a2a-go v2.3.1 server's JSON-RPC binding, direct;
-// benchA2ARPC runs the same on any endpoint (Warden's listener) in the same
-// run. It reports the median and p99 round trips besides the mean.
+// one-shot echo task on the a2a-go v2.3.1 server's JSON-RPC binding, direct
+// and through Warden's A2A sidecar, in the same run. It reports the median
+// and p99 round trips besides the mean.
 func BenchmarkA2A(b *testing.B) {
 	base := startA2AGo(b)
 	benchA2ARPC(b, "direct", base+"/jsonrpc")
+	benchA2ARPC(b, "warden", startA2AWarden(b, base)+"/jsonrpc")
 }
 
 func benchA2ARPC(b *testing.B, name, rpc string) {

@@ -31,9 +31,13 @@ var allowed = map[string][]string{
 	// and the listener bounds they share, which imports no adapter
 	"proxy/listener": {"google.golang.org/grpc"},
 	// the shared state backend: Redis only; proxy declares what it consumes
-	"proxy/state":    {"github.com/redis/go-redis"},
+	"proxy/state": {"github.com/redis/go-redis"},
+	// what the HTTP adapters share: sealed handles and the relay of an exchange
+	"proxy/handle":   {"golang.org/x/crypto/chacha20poly1305"},
+	"proxy/relay":    {},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
-	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", "golang.org/x/crypto/chacha20poly1305"}, // sealed handles,
+	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
+	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"decisionlog":    {module + "/proxy", module + "/rules"},
 	"gc":             {}, // the standard library only

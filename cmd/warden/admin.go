@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	a2arules "github.com/agentwarden/warden/rules/a2a"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -55,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // UpstreamFailed implements proxy.EventObserver.
 func (m *metrics) UpstreamFailed(protocol string) {
-	if protocol != "macp" && protocol != "mcp" {
+	if protocol != "macp" && protocol != "mcp" && protocol != "a2a" {
 		protocol = "other"
 	}
 	m.upstream.WithLabelValues(protocol).Inc()
@@ -101,12 +102,12 @@ func (o observers) Rebuilt(ok bool) {
 	}
 }
 
-var knownModes = map[string]bool{"mcp": true, "": true}
+var knownModes = map[string]bool{"mcp": true, "a2a": true, "": true}
 
 var knownTypes = map[string]bool{}
 
 // init fills the label sets from the one catalog of MACP modes and types
-// (rules.ModeTypes) and the MCP methods Warden decides.
+// (rules.ModeTypes), the MCP methods Warden decides and the A2A methods.
 func init() {
 	for m := range rules.ModeTypes {
 		knownModes[m] = true
@@ -116,6 +117,9 @@ func init() {
 	}
 	for _, t := range []string{mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel,
 		mcprules.MethodUpdate, mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume} {
+		knownTypes[t] = true
+	}
+	for _, t := range a2arules.Methods() {
 		knownTypes[t] = true
 	}
 }

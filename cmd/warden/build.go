@@ -19,7 +19,9 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/mcp"
@@ -35,6 +37,7 @@ type parts struct {
 	up       *macp.Upstream // nil without macp.upstream
 	macp     *macp.Server   // nil when the mode is off, as mcp and ext
 	mcp      *mcp.Server
+	a2a      *a2a.Server
 	ext      *extauthz.Server
 	reg      *prometheus.Registry
 	dl       *decisionlog.Logger // nil when the decision log is off
@@ -144,7 +147,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		if err := checkTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile); err != nil {
 			return nil, err
 		}
-		key, err := mcp.LoadKey(cfg.MCP.HandleKeyFile)
+		key, err := handle.LoadKey(cfg.MCP.HandleKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("mcp.handle_key_file: %w", err)
 		}
@@ -162,6 +165,28 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		checks = append(checks, namedCheck{"mcp upstream " + cfg.MCP.Upstream, probe.Ready})
 		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s", cfg.MCP.Listen, cfg.MCP.Upstream))
 	}
+	if cfg.A2A.Listen != "" {
+		if err := checkTLS("a2a", cfg.A2A.Plaintext, cfg.A2A.CertFile, cfg.A2A.KeyFile, cfg.A2A.ClientCAFile); err != nil {
+			return nil, err
+		}
+		key, err := handle.LoadKey(cfg.A2A.HandleKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("a2a.handle_key_file: %w", err)
+		}
+		if cfg.A2A.HandleKeyFile == "" {
+			log.Warn("a2a: no handle key file; task and context handles will not survive a restart nor work across replicas")
+		}
+		if p.a2a, err = a2a.New(cfg.A2A, p.enf, key, nil, log); err != nil {
+			return nil, err
+		}
+		addr, err := dialAddr(cfg.A2A.Upstream)
+		if err != nil {
+			return nil, err
+		}
+		probe := newDialProbe(addr, min(cfg.A2A.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
+		checks = append(checks, namedCheck{"a2a upstream " + cfg.A2A.Upstream, probe.Ready})
+		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s", cfg.A2A.Listen, cfg.A2A.Upstream))
+	}
 	if cfg.ExtAuthz.Listen != "" {
 		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {
 			return nil, err
@@ -169,6 +194,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		m := "ext_authz on " + cfg.ExtAuthz.Listen + " (MACP"
 		if cfg.ExtAuthz.MCP {
 			m += " and MCP"
+		}
+		if cfg.ExtAuthz.A2A {
+			m += " and A2A"
 		}
 		p.modes = append(p.modes, m+")")
 	}
@@ -197,8 +225,8 @@ func (c Config) serveValidate() error {
 	if len(c.Authn.Mode) == 0 { // Validate checks authn when a mode is given
 		errs = append(errs, errors.New("choose an authentication method with --auth (or authn.mode in the config)"))
 	}
-	if c.MACP.Listen == "" && c.ExtAuthz.Listen == "" && c.MCP.Listen == "" {
-		errs = append(errs, errors.New("nothing to serve: give --macp-listen (MACP sidecar), --mcp-listen (MCP sidecar) and/or --extauthz-listen (Envoy ext_authz)"))
+	if c.MACP.Listen == "" && c.ExtAuthz.Listen == "" && c.MCP.Listen == "" && c.A2A.Listen == "" {
+		errs = append(errs, errors.New("nothing to serve: give --macp-listen (MACP sidecar), --mcp-listen (MCP sidecar), --a2a-listen (A2A sidecar) and/or --extauthz-listen (Envoy ext_authz)"))
 	}
 	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
@@ -260,7 +288,7 @@ type namedCheck struct {
 func dialAddr(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("mcp.upstream: %q is not an http(s) URL", raw)
+		return "", fmt.Errorf("upstream: %q is not an http(s) URL", raw)
 	}
 	if u.Port() != "" {
 		return u.Host, nil

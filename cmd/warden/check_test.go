@@ -74,6 +74,7 @@ func TestCheckConfig(t *testing.T) {
 	const macpPlain = "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n  upstream_plaintext: true\n"
 	const mcpPlain = "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  plaintext: true\n"
 	const ext = "extauthz:\n  listen: 127.0.0.1:0\n"
+	const a2aPlain = "a2a:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/jsonrpc\n  plaintext: true\n"
 	for _, tc := range []struct {
 		name, yaml string
 		err        string // "" when valid
@@ -82,6 +83,10 @@ func TestCheckConfig(t *testing.T) {
 		{"mcp sidecar", dev + mcpPlain + "  handle_key_file: D/mcp.key\n", ""},
 		{"ext_authz", dev + ext + "  mcp: true\n", ""},
 		{"ext_authz replicas on redis", dev + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", ""},
+		{"a2a sidecar", dev + a2aPlain + "  handle_key_file: D/mcp.key\n  webhook_allow: [10.1.0.0/16, hooks.internal]\n", ""},
+		{"a2a missing handle key", dev + a2aPlain + "  handle_key_file: D/none.key\n", "a2a.handle_key_file"},
+		{"a2a bad webhook allowlist", dev + a2aPlain + "  webhook_allow: [\"http://x/\"]\n", "a2a.webhook_allow"},
+		{"a2a upstream not http", dev + "a2a:\n  listen: 127.0.0.1:0\n  upstream: grpc://x\n  plaintext: true\n", "a2a.upstream"},
 		{"all three with files", "authn:\n  mode: [jwt, static, mtls]\n  jwt:\n    jwks_file: D/jwks.json\n    issuer: i\n    audience: a\n  static:\n    tokens_file: D/tokens.json\n" +
 			"macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/ca.pem\n  upstream_ca_file: D/ca.pem\n  upstream_tokens_file: D/upstream-tokens.json\n" +
 			"mcp:\n  listen: 127.0.0.1:0\n  upstream: https://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  handle_key_file: D/mcp.key\n" +

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
@@ -30,6 +31,7 @@ type Config struct {
 	Enforcer proxy.Config    `yaml:"enforcer"`
 	MACP     macp.Config     `yaml:"macp"`
 	MCP      mcp.Config      `yaml:"mcp"`
+	A2A      a2a.Config      `yaml:"a2a"`
 	ExtAuthz extauthz.Config `yaml:"extauthz"`
 	// State shares the MCP task table, and for ext_authz the MACP
 	// sessions, between replicas through Redis; without a URL each replica
@@ -81,6 +83,9 @@ func (c Config) Validate() error {
 	if err := c.MCP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.A2A.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.State.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -119,6 +124,7 @@ func (c Config) Validate() error {
 func (c *Config) inheritLimits(flags listener.Limits) {
 	c.MACP.Limits = flags.Inherit(c.MACP.Limits.Inherit(c.Limits))
 	c.MCP.Limits = flags.Inherit(c.MCP.Limits.Inherit(c.Limits))
+	c.A2A.Limits = flags.Inherit(c.A2A.Limits.Inherit(c.Limits))
 	c.ExtAuthz.Limits = flags.Inherit(c.ExtAuthz.Limits.Inherit(c.Limits))
 	c.Limits = flags.Inherit(c.Limits)
 }

@@ -3,7 +3,7 @@
 //
 // Subcommands:
 //
-//	warden serve ...                 run the MACP sidecar, the MCP sidecar and/or the Envoy ext_authz service
+//	warden serve ...                 run the MACP sidecar, the MCP sidecar, the A2A sidecar and/or the Envoy ext_authz service
 //	warden check [--config FILE] [--policy FILE...]   validate a configuration as serve would, compile and test policies
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
 //	warden version
@@ -38,7 +38,8 @@ Warden enforces agent-protocol rules in front of the service agents talk to.
 warden serve runs one or more of its modes at once:
   MACP sidecar  --macp-listen ADDR --macp-upstream RUNTIME   gRPC, in front of a MACP runtime
   MCP sidecar   --mcp-listen ADDR --mcp-upstream URL         Streamable HTTP, in front of an MCP server
-  ext_authz     --extauthz-listen ADDR [--extauthz-mcp]      Envoy's external authorization service (MACP, MCP)
+  A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
+  ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service (MACP, MCP, A2A)
 
 commands:
   serve    run the modes above (--auth dev|static|jwt|mtls, or --config FILE)
@@ -219,7 +220,7 @@ func checkCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, `[--config FILE] [--policy FILE]...
 
 Validate the configuration as serve would (every section, every file it
-names: tokens, JWKS, TLS certificates, keys and CAs, the MCP handle key,
+names: tokens, JWKS, TLS certificates, keys and CAs, the MCP and A2A handle keys,
 upstream tokens, policies), compile the policies (embedded defaults plus
 operator files) and run their Rego unit tests.`, args, stdout, false); err != nil {
 		return err
@@ -259,7 +260,7 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		case fp.Test:
 			fmt.Fprintf(stdout, "  %s: tests, package %s\n", fp.File, fp.Package)
 		case fp.Sub:
-			fmt.Fprintf(stdout, "  %s: extends %s (a sub-package: its rules count where warden.macp or warden.mcp refers to them)\n", fp.File, fp.Package)
+			fmt.Fprintf(stdout, "  %s: extends %s (a sub-package: its rules count where warden.macp, warden.mcp or warden.a2a refers to them)\n", fp.File, fp.Package)
 		default:
 			fmt.Fprintf(stdout, "  %s: extends %s\n", fp.File, fp.Package)
 		}

@@ -226,6 +226,7 @@ func TestEventMetrics(t *testing.T) {
 	}
 	e.UpstreamFailed("macp")
 	e.UpstreamFailed("mcp")
+	e.UpstreamFailed("a2a")
 	e.UpstreamFailed("weird")
 	e.Rebuilt(true)
 	e.Rebuilt(false)
@@ -246,11 +247,29 @@ func TestEventMetrics(t *testing.T) {
 		}
 	}
 	for k, want := range map[string]float64{
-		"warden_upstream_errors_total,macp": 1, "warden_upstream_errors_total,mcp": 1, "warden_upstream_errors_total,other": 1,
+		"warden_upstream_errors_total,macp": 1, "warden_upstream_errors_total,mcp": 1, "warden_upstream_errors_total,a2a": 1, "warden_upstream_errors_total,other": 1,
 		"warden_rebuilds_total,ok": 1, "warden_rebuilds_total,failed": 2, "warden_state_conflicts_total": 1,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+}
+
+// TestA2ALabels: A2A decisions keep their mode and method as metric labels
+// (closed sets), anything else reads "other".
+func TestA2ALabels(t *testing.T) {
+	for _, tc := range []struct {
+		set     map[string]bool
+		v, want string
+	}{
+		{knownModes, "a2a", "a2a"},
+		{knownTypes, "GetTask", "GetTask"},
+		{knownTypes, "SendMessage:continue", "SendMessage:continue"},
+		{knownTypes, "message/send", "other"},
+	} {
+		if got := label(tc.set, tc.v); got != tc.want {
+			t.Errorf("label(%q) = %q, want %q", tc.v, got, tc.want)
 		}
 	}
 }

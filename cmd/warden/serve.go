@@ -27,7 +27,8 @@ const serveSynopsis = `[--config FILE] [flags]
 Run Warden in one or more modes at once (flags override the config file):
   MACP sidecar  --macp-listen ADDR --macp-upstream RUNTIME   gRPC, in front of a MACP runtime
   MCP sidecar   --mcp-listen ADDR --mcp-upstream URL         Streamable HTTP, in front of an MCP server
-  ext_authz     --extauthz-listen ADDR [--extauthz-mcp]      Envoy's external authorization service
+  A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
+  ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service
 Every mode needs an authentication method (--auth) and TLS or an explicit
 --plaintext. SIGHUP reloads authentication and policies.`
 
@@ -65,6 +66,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
+	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	decisionLog := fs.String("decision-log", "", "write one OPA-shaped record per decision to this file (- for standard output; off when empty)")
@@ -72,6 +74,11 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mcpMaxBody := fs.Int64("mcp-max-body-bytes", 0, "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
 	mcpMaxResp := fs.Int64("mcp-max-response-bytes", 0, "MCP: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	mcpKey := fs.String("mcp-handle-key-file", "", "key (>= 32 bytes) binding MCP task and session handles to principals; replicas share it (random per start when empty)")
+	a2aListen := fs.String("a2a-listen", "", "address the A2A sidecar listens on (host:port)")
+	a2aUpstream := fs.String("a2a-upstream", "", "the A2A server's JSON-RPC endpoint URL (http://host:port/path)")
+	a2aKey := fs.String("a2a-handle-key-file", "", "key (>= 32 bytes) binding A2A task, context and page-token handles to principals; replicas share it (random per start when empty)")
+	var a2aAllow multi
+	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
 	stateURL := fs.String("state", "", "share the MCP task table, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
@@ -114,10 +121,20 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.DecisionLog.Path, *decisionLog)
 		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
+		c.ExtAuthz.A2A = c.ExtAuthz.A2A || *extA2A
+		c.ExtAuthz.A2AWebhookAllow = append(c.ExtAuthz.A2AWebhookAllow, a2aAllow...)
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
 		set(&c.MCP.HandleKeyFile, *mcpKey)
 		set(&c.State.URL, *stateURL)
+		set(&c.A2A.Listen, *a2aListen)
+		set(&c.A2A.Upstream, *a2aUpstream)
+		set(&c.A2A.HandleKeyFile, *a2aKey)
+		c.A2A.WebhookAllow = append(c.A2A.WebhookAllow, a2aAllow...)
+		c.A2A.Plaintext = c.A2A.Plaintext || *plaintext || *listenPlaintext
+		set(&c.A2A.CertFile, *certFile)
+		set(&c.A2A.KeyFile, *keyFile)
+		set(&c.A2A.ClientCAFile, *clientCA)
 		if *mcpMaxBody != 0 {
 			c.MCP.MaxBodyBytes = *mcpMaxBody
 		}
@@ -200,6 +217,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if p.mcp != nil {
 		g.Go(func() error { return p.mcp.Run(gctx) })
+	}
+	if p.a2a != nil {
+		g.Go(func() error { return p.a2a.Run(gctx) })
 	}
 	if p.ext != nil {
 		g.Go(func() error { return p.ext.Run(gctx) })

@@ -30,11 +30,11 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	if o := hdr["origin"]; !mcprules.OriginAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
 		msg := "Forbidden: Origin " + o + " is not allowed"
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})
-		return denyMCP(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)
+		return denyJSONRPC(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
 	if status, msg := mcprules.CheckHTTPMethod(h.GetMethod(), len(h.GetRawBody()) > 0 || h.GetBody() != "" || h.GetSize() > 0); status != 0 {
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
-		return denyMCP(status, nil, mcprules.ErrInvalidRequest, msg, d.ID)
+		return denyJSONRPC(status, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
 	p, err := creds, credErr
 	var principal authn.Principal
@@ -43,11 +43,11 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
-		return denyMCP(503, nil, mcprules.ErrInternal, "authentication is unavailable; retry later", "")
+		return denyJSONRPC(503, nil, mcprules.ErrInternal, "authentication is unavailable; retry later", "")
 	}
 	if err != nil {
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
-		resp := denyMCP(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), d.ID)
+		resp := denyJSONRPC(401, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err), d.ID)
 		dr := resp.GetDeniedResponse()
 		dr.Headers = append(dr.Headers, header("www-authenticate", authn.Challenge("", err)))
 		return resp
@@ -68,7 +68,7 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		}
 		msg := err.Error() + " (if the body was cut, raise Envoy's max_request_bytes)"
 		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
-		return denyMCP(400, nil, c, msg, d.ID)
+		return denyJSONRPC(400, nil, c, msg, d.ID)
 	}
 	name, hasName := hdr["mcp-name"]
 	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})
@@ -87,18 +87,18 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		Limits: mcprules.Limits{MaxSteerBytes: limit}})
 	if err != nil {
 		s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "err", err)
-		return denyMCP(503, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later", "")
+		return denyJSONRPC(503, call.ID, mcprules.ErrInternal, "Warden could not decide this request; retry later", "")
 	}
 	d.Settle(d.Allow)
 	if d.Allow {
 		return s.allow(principal, d.ID)
 	}
 	status, rpc, msg := mcprules.Answer(d.Code, d.Message)
-	return denyMCP(status, call.ID, rpc, msg, d.ID)
+	return denyJSONRPC(status, call.ID, rpc, msg, d.ID)
 }
 
-// denyMCP answers an MCP client with a JSON-RPC error body.
-func denyMCP(status int, id []byte, rpc int, msg, decisionID string) *authv3.CheckResponse {
+// denyJSONRPC answers an MCP or A2A client with a JSON-RPC error body.
+func denyJSONRPC(status int, id []byte, rpc int, msg, decisionID string) *authv3.CheckResponse {
 	headers := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if decisionID != "" {
 		headers = append(headers, header("x-warden-decision", decisionID))

@@ -33,6 +33,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
+	a2arules "github.com/agentwarden/warden/rules/a2a"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -47,6 +48,10 @@ type Config struct {
 	PublicDiscovery bool `yaml:"public_discovery" json:"public_discovery"`
 	// MCP checks every request that is not gRPC as MCP Streamable HTTP.
 	MCP bool `yaml:"mcp" json:"mcp"`
+	// A2A checks every request that is not gRPC as A2A's JSON-RPC binding
+	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow.
+	A2A             bool     `yaml:"a2a" json:"a2a"`
+	A2AWebhookAllow []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
 	// MaxSteerBytes bounds a tasks/steer message (MCP; default 16 KiB).
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	// PassThrough are the gRPC services allowed without credentials besides
@@ -77,17 +82,24 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("extauthz.limits: %w", err)
 	}
+	if c.MCP && c.A2A {
+		return errors.New("extauthz: mcp and a2a both read requests that are not gRPC; run one ext_authz listener per protocol")
+	}
+	if _, err := a2arules.ParseAllow(c.A2AWebhookAllow); err != nil {
+		return fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
+	}
 	return nil
 }
 
 // Server answers Check calls.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
-	cfg     Config
-	methods proxy.Methods
-	tokens  authn.UpstreamTokens
-	enf     *proxy.Enforcer
-	log     *slog.Logger
+	cfg      Config
+	methods  proxy.Methods
+	tokens   authn.UpstreamTokens
+	enf      *proxy.Enforcer
+	log      *slog.Logger
+	webhooks a2arules.Allow // A2A webhook allowlist
 }
 
 // New builds the server; it starts no goroutines.
@@ -109,7 +121,11 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("extauthz.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log}, nil
+	allow, err := a2arules.ParseAllow(cfg.A2AWebhookAllow)
+	if err != nil {
+		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
+	}
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, webhooks: allow}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -150,7 +166,10 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if s.cfg.MCP {
 			return s.checkMCP(ctx, h, creds, credErr), nil
 		}
-		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here (set extauthz.mcp for MCP)"), nil
+		if s.cfg.A2A {
+			return s.checkA2A(ctx, h, creds, credErr), nil
+		}
+		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here (set extauthz.mcp for MCP, extauthz.a2a for A2A)"), nil
 	}
 	// A gRPC method is served only by its exact path, framed as gRPC.
 	path := h.GetPath()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/proxy/relay"
 )
 
 // TestTooBigEvents: an SSE event over the bound is never forwarded, in part
@@ -44,8 +46,8 @@ func TestTooBigEvents(t *testing.T) {
 			x := exchangeFor(t, s, alice, tc.request)
 			var rec recorder
 			in := tc.event + "data: after\n\n"
-			err := copyEvents(&rec, rec.flush, strings.NewReader(in), events{
-				data: func(b []byte) ([]byte, bool) { return b, true }, max: s.maxResponse(), tooBig: x.tooBig})
+			err := relay.CopyEvents(&rec, rec.flush, strings.NewReader(in), relay.Events{
+				Data: func(b []byte) ([]byte, bool) { return b, true }, Max: s.maxResponse(), TooBig: x.tooBig})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,14 +82,14 @@ func TestTooBigEvents(t *testing.T) {
 	})
 	t.Run("no handler ends the stream", func(t *testing.T) {
 		var rec recorder
-		err := copyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), events{data: func(b []byte) ([]byte, bool) { return b, true }, max: 1024})
-		if err != errEventTooLarge {
+		err := relay.CopyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), relay.Events{Data: func(b []byte) ([]byte, bool) { return b, true }, Max: 1024})
+		if err != relay.ErrEventTooLarge {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("unbounded", func(t *testing.T) {
 		var rec recorder
-		err := copyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), events{data: func(b []byte) ([]byte, bool) { return b, true }})
+		err := relay.CopyEvents(&rec, rec.flush, strings.NewReader("data: "+big+"\n\n"), relay.Events{Data: func(b []byte) ([]byte, bool) { return b, true }})
 		if err != nil || rec.String() != "data: "+big+"\n\n" {
 			t.Fatalf("err %v, %d bytes", err, len(rec.String()))
 		}
@@ -192,3 +194,12 @@ func TestImplicitCalls(t *testing.T) {
 		})
 	}
 }
+
+// recorder is the writer side of relay.CopyEvents: what was written and how
+// many flushes followed.
+type recorder struct {
+	strings.Builder
+	flushes int
+}
+
+func (r *recorder) flush() { r.flushes++ }

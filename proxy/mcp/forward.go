@@ -14,34 +14,9 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/relay"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
-
-// hopHeaders are not forwarded (RFC 9110 §7.6.1).
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
-}
-
-// copyHeaders copies src's end-to-end headers into dst, every value in one
-// allocation (each key's slice capped, so that appending to one copies it).
-func copyHeaders(dst, src http.Header) {
-	n := 0
-	for k, vs := range src {
-		if !hopHeaders[k] {
-			n += len(vs)
-		}
-	}
-	all := make([]string, 0, n)
-	for k, vs := range src {
-		if hopHeaders[k] {
-			continue
-		}
-		start := len(all)
-		all = append(all, vs...)
-		dst[k] = all[start:len(all):len(all)]
-	}
-}
 
 // target is the upstream URL for a request path: the upstream's endpoint
 // when it names one (MCP has a single endpoint), the request's path otherwise.
@@ -70,7 +45,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
 		return
 	}
-	copyHeaders(out.Header, r.Header)
+	relay.CopyHeaders(out.Header, r.Header)
 	out.Header.Del("X-Warden-Principal") // an identity header Warden owns, never the client's
 	if x.strip {
 		out.Header.Del("Authorization")
@@ -104,31 +79,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header)
+	relay.CopyHeaders(w.Header(), resp.Header)
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
 		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		if !x.expiry.IsZero() {
-			// The stream must not outlive the credential it was opened with.
-			t := time.AfterFunc(time.Until(x.expiry), cancel)
-			defer t.Stop()
-		}
-		if x.guard != nil {
-			// Nor its revocation (a reload, a key leaving the JWKS).
-			gctx, stop := x.guard(ctx)
-			defer stop()
-			context.AfterFunc(gctx, cancel)
-		}
-		w.WriteHeader(resp.StatusCode)
-		flush := func() {}
-		if f, ok := w.(http.Flusher); ok {
-			flush = f.Flush
-			flush()
-		}
-		err := copyEvents(w, flush, resp.Body, events{data: x.fromUpstream, id: x.eventID, max: s.maxResponse(), tooBig: x.tooBig})
+		// The stream must not outlive the credential it was opened with,
+		// nor its revocation.
+		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: s.maxResponse(), TooBig: x.tooBig})
 		switch {
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
@@ -145,13 +106,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		// application/json, or a successful answer of another type that
 		// holds JSON a client might still read: read whole and filtered.
-		b, err := readBody(resp.Body, s.cfg.MaxResponseBytes)
+		b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
 		if err != nil {
 			for k := range w.Header() {
 				delete(w.Header(), k)
 			}
 			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
-			if errors.Is(err, errBodyTooLarge) {
+			if errors.Is(err, relay.ErrBodyTooLarge) {
 				// The server answered; its answer is replaced by an error
 				// the client's SDK reads as the answer to its request.
 				msg, status = s.responseLimit(), http.StatusOK
@@ -177,21 +138,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
-}
-
-// errBodyTooLarge is an upstream answer over mcp.max_response_bytes.
-var errBodyTooLarge = errors.New("the answer exceeds mcp.max_response_bytes")
-
-// readBody reads an upstream answer whole, within max bytes (-1: no bound).
-func readBody(r io.Reader, max int64) ([]byte, error) {
-	if max < 0 {
-		return io.ReadAll(r)
-	}
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err == nil && int64(len(b)) > max {
-		return nil, errBodyTooLarge
-	}
-	return b, err
 }
 
 // maxResponse is the bound of one SSE event (0: none).
@@ -299,10 +245,10 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = copyEvents(io.Discard, func() {}, resp.Body, events{data: pick, max: s.maxResponse()})
+		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: s.maxResponse()})
 	} else {
 		var b []byte
-		if b, err = readBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
+		if b, err = relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
 			pick(b)
 		}
 	}

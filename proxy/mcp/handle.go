@@ -1,22 +1,9 @@
 package mcp
 
-import (
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
-	"fmt"
-	"hash"
-	"strings"
-	"sync"
+import "github.com/agentwarden/warden/proxy/handle"
 
-	"golang.org/x/crypto/chacha20poly1305"
-)
-
-// handlePrefix marks Warden's handles: "wt2." + base64url(nonce ‖ sealed ID).
-const handlePrefix = "wt2."
+// handlePrefix marks Warden's handles.
+const handlePrefix = handle.Prefix
 
 // Kinds of identifier. Each has its own keys and is bound into the
 // additional data, so a handle of one kind never opens as another.
@@ -29,153 +16,27 @@ const (
 
 var kinds = [...]byte{kindTask, kindSession, kindEvent, kindCursor}
 
-// handles turns upstream identifiers (task IDs, MCP session IDs, SSE event
-// ids, list cursors) into handles bound to one principal (and, for event ids
-// and cursors, one upstream session), and back.
-//
-// A handle is the identifier encrypted and authenticated with
-// XChaCha20-Poly1305; the additional data is the kind, the principal and the
-// session, so a handle reveals nothing of the identifier and opens only for
-// the principal (and session) it was given to. The nonce is synthetic
-// (SIV-like): HMAC-SHA256 over the additional data and the identifier, so
-// one identifier has exactly one handle per principal; clients and SDKs
-// compare task IDs (a status notification with the task a call created), and
-// open checks the nonce too, so no other spelling of a handle opens. The
-// cost of determinism is that equal handles show equal identifiers, which a
-// client learns anyway. Keys are derived with HKDF-SHA256 from the handle
-// key, one pair per kind; any replica holding the key opens a handle, before
-// and after a restart, with no state.
-type handles struct {
-	aead map[byte]cipher.AEAD
-	// scratch holds what one seal or open works with (keyed HMAC states,
-	// buffers), so that a handle costs no allocation but its string.
-	scratch *sync.Pool
-}
-
-// scratch is one seal's or open's working state.
-type scratch struct {
-	mac   map[byte]hash.Hash // HMAC-SHA256 of the synthetic nonces, keyed per kind
-	ad    []byte
-	plain []byte
-	raw   []byte
-	sum   [sha256.Size]byte
-}
+// handles are the MCP domain's sealed handles (proxy/handle): upstream task
+// IDs, MCP session IDs, SSE event ids and tasks/list cursors bound to one
+// principal (and, for event ids and cursors, one upstream session).
+type handles struct{ s handle.Sealer }
 
 // newHandles derives the per-kind keys from the handle key.
 func newHandles(key []byte) (handles, error) {
-	h := handles{aead: map[byte]cipher.AEAD{}}
-	nonceKeys := map[byte][]byte{}
-	for _, k := range kinds {
-		ek, err := hkdf.Key(sha256.New, key, nil, "warden mcp handle v2 aead "+string(k), chacha20poly1305.KeySize)
-		if err != nil {
-			return handles{}, fmt.Errorf("derive handle key: %w", err)
-		}
-		nk, err := hkdf.Key(sha256.New, key, nil, "warden mcp handle v2 nonce "+string(k), 32)
-		if err != nil {
-			return handles{}, fmt.Errorf("derive handle key: %w", err)
-		}
-		a, err := chacha20poly1305.NewX(ek)
-		if err != nil {
-			return handles{}, fmt.Errorf("handle cipher: %w", err)
-		}
-		h.aead[k], nonceKeys[k] = a, nk
-	}
-	h.scratch = &sync.Pool{New: func() any {
-		s := &scratch{mac: make(map[byte]hash.Hash, len(kinds))}
-		for k, nk := range nonceKeys {
-			s.mac[k] = hmac.New(sha256.New, nk)
-		}
-		return s
-	}}
-	return h, nil
+	s, err := handle.New(key, "mcp", kinds[:])
+	return handles{s}, err
 }
 
-// additional is the data a handle is bound to: version, kind, principal and
-// session, each length-prefixed so no two bindings read alike.
-func additional(kind byte, principal, session string) []byte {
-	return appendAdditional(nil, kind, principal, session)
+func (h handles) seal(kind byte, principal, id string) string { return h.s.Seal(kind, principal, id) }
+
+func (h handles) open(kind byte, principal, v string) (string, bool) {
+	return h.s.Open(kind, principal, v)
 }
 
-func appendAdditional(ad []byte, kind byte, principal, session string) []byte {
-	ad = append(ad, "wt2"...)
-	ad = append(ad, kind)
-	ad = binary.AppendUvarint(ad, uint64(len(principal)))
-	ad = append(ad, principal...)
-	ad = binary.AppendUvarint(ad, uint64(len(session)))
-	return append(ad, session...)
-}
-
-// syntheticNonce is HMAC-SHA256(kind's nonce key, ad ‖ id), cut to the
-// nonce size; it lives in sc until sc's next use.
-func (sc *scratch) syntheticNonce(kind byte, ad, id []byte) []byte {
-	mac := sc.mac[kind]
-	mac.Reset()
-	mac.Write(ad)
-	mac.Write(id)
-	return mac.Sum(sc.sum[:0])[:chacha20poly1305.NonceSizeX]
-}
-
-// seal returns principal's handle for the upstream id (kinds bound to the
-// principal only).
-func (h handles) seal(kind byte, principal, id string) string {
-	return h.sealIn(kind, principal, "", id)
-}
-
-// open returns the upstream id of principal's handle; ok is false for
-// anything else (another principal's handle, a forged or garbled one, a raw
-// upstream ID, a handle of another kind).
-func (h handles) open(kind byte, principal, handle string) (id string, ok bool) {
-	return h.openIn(kind, principal, "", handle)
-}
-
-// maxScratch is the largest buffer a scratch keeps for the next handle.
-const maxScratch = 64 << 10
-
-func (h handles) put(sc *scratch) {
-	if cap(sc.plain) <= maxScratch && cap(sc.raw) <= maxScratch && cap(sc.ad) <= maxScratch {
-		h.scratch.Put(sc)
-	}
-}
-
-// sealIn is seal for the kinds also bound to an upstream session.
 func (h handles) sealIn(kind byte, principal, session, id string) string {
-	a := h.aead[kind]
-	sc := h.scratch.Get().(*scratch)
-	defer h.put(sc)
-	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
-	sc.plain = append(sc.plain[:0], id...)
-	nonce := sc.syntheticNonce(kind, sc.ad, sc.plain)
-	sc.raw = append(sc.raw[:0], nonce...)
-	sc.raw = a.Seal(sc.raw, nonce, sc.plain, sc.ad)
-	out := append(sc.plain[:0], handlePrefix...)
-	sc.plain = base64.RawURLEncoding.AppendEncode(out, sc.raw)
-	return string(sc.plain)
+	return h.s.SealIn(kind, principal, session, id)
 }
 
-// openIn is open for the kinds also bound to an upstream session.
-func (h handles) openIn(kind byte, principal, session, handle string) (id string, ok bool) {
-	a, known := h.aead[kind]
-	rest, found := strings.CutPrefix(handle, handlePrefix)
-	if !known || !found {
-		return "", false
-	}
-	sc := h.scratch.Get().(*scratch)
-	defer h.put(sc)
-	sc.plain = append(sc.plain[:0], rest...)
-	raw, err := base64.RawURLEncoding.Strict().AppendDecode(sc.raw[:0], sc.plain)
-	sc.raw = raw
-	if err != nil || len(raw) < chacha20poly1305.NonceSizeX+a.Overhead() {
-		return "", false
-	}
-	nonce, sealed := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
-	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
-	plain, err := a.Open(sc.plain[:0], nonce, sealed, sc.ad)
-	if err != nil {
-		return "", false
-	}
-	sc.plain = plain
-	if !hmac.Equal(nonce, sc.syntheticNonce(kind, sc.ad, plain)) {
-		return "", false
-	}
-	return string(plain), true
+func (h handles) openIn(kind byte, principal, session, v string) (string, bool) {
+	return h.s.OpenIn(kind, principal, session, v)
 }

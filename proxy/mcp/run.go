@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -19,28 +18,10 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, lis)
 }
 
-// Serve is Run on a listener the caller opened. Connections are capped and
-// bounded by the configured limits: a request's headers must arrive within
-// the header timeout and its body within the body timeout, a keep-alive
-// connection closes after the idle timeout, and a request refused before its
-// body was read (bad credentials) is answered at once.
+// Serve is Run on a listener the caller opened (listener.ServeSidecar): a
+// request refused before its body was read (bad credentials) is answered at
+// once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	lim := s.cfg.Limits.WithDefaults()
-	srv := listener.NewHTTPServer(s, lim)
-	lis = listener.Cap(lis, lim.MaxConnections, s.log)
-	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2", "http/1.1")
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("mcp tls: %w", err)
-		}
-		srv.TLSConfig = tc
-		lis = tls.NewListener(lis, tc)
-	}
-	s.log.Info("mcp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
-		"max_connections", lim.MaxConnections)
-	if err := listener.Serve(ctx, listener.HTTP(srv), lis, s.cfg.ShutdownTimeout, s.log); err != nil {
-		return fmt.Errorf("mcp serve: %w", err)
-	}
-	return nil
+	return listener.ServeSidecar(ctx, s, lis, listener.Sidecar{Name: "mcp", Upstream: s.cfg.Upstream, Plaintext: s.cfg.Plaintext,
+		CertFile: s.cfg.CertFile, KeyFile: s.cfg.KeyFile, ClientCAFile: s.cfg.ClientCAFile, Limits: s.cfg.Limits, ShutdownTimeout: s.cfg.ShutdownTimeout}, s.log)
 }

@@ -38,9 +38,7 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,13 +46,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -162,23 +160,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// LoadKey reads the handle key file, or makes a random key when path is "".
-func LoadKey(path string) ([]byte, error) {
-	if path == "" {
-		k := make([]byte, 32)
-		_, _ = rand.Read(k)
-		return k, nil
-	}
-	k, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read handle key: %w", err)
-	}
-	k = bytes.TrimSpace(k)
-	if len(k) < 32 {
-		return nil, fmt.Errorf("handle key %s: %d bytes, need at least 32", path, len(k))
-	}
-	return k, nil
-}
+// LoadKey reads the handle key file, or makes a random key when path is ""
+// (handle.LoadKey).
+func LoadKey(path string) ([]byte, error) { return handle.LoadKey(path) }
 
 // Server is the MCP sidecar, an http.Handler.
 type Server struct {

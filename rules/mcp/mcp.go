@@ -12,15 +12,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // Methods Warden reads.
@@ -111,16 +109,6 @@ func NeedsStatus(method string) bool {
 	return false
 }
 
-// Kind is what a JSON-RPC message is.
-type Kind uint8
-
-// The kinds of message.
-const (
-	KindRequest Kind = iota + 1
-	KindNotification
-	KindResponse
-)
-
 // Call is one JSON-RPC message as Warden reads it. Params are kept raw; only
 // the fields the rules need are decoded.
 type Call struct {
@@ -147,23 +135,42 @@ type Call struct {
 	HasCursor bool
 }
 
-// Error is a malformed message, with the JSON-RPC code to answer it with.
-type Error struct {
-	Code    int // -32700 parse error, -32600 invalid request
-	Message string
-}
+// The JSON-RPC envelope is rules/jsonrpc's; MCP reads it under these names.
+type (
+	Kind  = jsonrpc.Kind
+	Error = jsonrpc.Error
+)
 
-func (e *Error) Error() string { return e.Message }
+// The kinds of message.
+const (
+	KindRequest      = jsonrpc.KindRequest
+	KindNotification = jsonrpc.KindNotification
+	KindResponse     = jsonrpc.KindResponse
+)
 
 // The JSON-RPC error codes Warden answers with.
 const (
-	ErrParse          = -32700
-	ErrInvalidRequest = -32600
-	ErrMethodNotFound = -32601
-	ErrInvalidParams  = -32602
-	ErrInternal       = -32603
+	ErrParse          = jsonrpc.ErrParse
+	ErrInvalidRequest = jsonrpc.ErrInvalidRequest
+	ErrMethodNotFound = jsonrpc.ErrMethodNotFound
+	ErrInvalidParams  = jsonrpc.ErrInvalidParams
+	ErrInternal       = jsonrpc.ErrInternal
 	ErrHeaderMismatch = -32020
 )
+
+// MaxID is the largest integer id magnitude (jsonrpc.MaxID).
+const MaxID = jsonrpc.MaxID
+
+// Fold is jsonrpc.Fold: the case-folded form of a member name.
+func Fold(name string) string { return jsonrpc.Fold(name) }
+
+// ValidID is jsonrpc.ValidID.
+func ValidID(raw json.RawMessage) bool { return jsonrpc.ValidID(raw) }
+
+// ErrorBody is jsonrpc.ErrorBody: a JSON-RPC error response.
+func ErrorBody(id json.RawMessage, code int, message string) []byte {
+	return jsonrpc.ErrorBody(id, code, message)
+}
 
 // Member names Warden reads, per object. A name that differs from one of
 // these only in case is refused: encoding/json (and other case-insensitive
@@ -187,85 +194,11 @@ func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
 	return decodeMembers(raw, known)
 }
 
-// decodeMembers is members by encoding/json's tokenizer: the reference
-// scanMembers agrees with, and the path for what it does not read.
+// decodeMembers is members by encoding/json's tokenizer (jsonrpc.Members):
+// the reference scanMembers agrees with, and the path for what it does not
+// read.
 func decodeMembers(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not an object")
-	}
-	m := map[string]json.RawMessage{}
-	folded := map[string]string{}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, fmt.Errorf("member %q appears twice", k)
-		}
-		f := Fold(k)
-		if prev, dup := folded[f]; dup {
-			return nil, fmt.Errorf("members %q and %q differ only in case", prev, k)
-		}
-		for _, n := range known {
-			if k != n && f == Fold(n) {
-				return nil, fmt.Errorf("member %q must be spelled %q", k, n)
-			}
-		}
-		m[k], folded[f] = v, k
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// Fold returns the case-folded form of a member name: two names have the
-// same Fold exactly when encoding/json's struct decoding takes one for the
-// other (ASCII letters upper-cased, any other rune replaced by the smallest
-// rune of its Unicode simple-folding orbit, so 'ſ' is 'S' and the Kelvin
-// sign is 'K'; bytes.EqualFold is the same relation).
-func Fold(name string) string {
-	ascii := true
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c >= utf8.RuneSelf || ('a' <= c && c <= 'z') {
-			ascii = false
-			break
-		}
-	}
-	if ascii {
-		return name
-	}
-	var b strings.Builder
-	b.Grow(len(name))
-	for _, r := range name { // invalid UTF-8 reads as U+FFFD, as decoders read it
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			b.WriteByte(byte(r))
-			continue
-		}
-		b.WriteRune(foldRune(r))
-	}
-	return b.String()
-}
-
-// foldRune returns the smallest rune of r's simple-folding orbit.
-func foldRune(r rune) rune {
-	for {
-		r2 := unicode.SimpleFold(r)
-		if r2 <= r {
-			return r2
-		}
-		r = r2
-	}
+	return jsonrpc.Members(raw, known)
 }
 
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
@@ -280,20 +213,20 @@ func foldRune(r rune) rune {
 func Parse(body []byte) (Call, error) {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	if len(b) == 0 {
-		return Call{}, &Error{ErrParse, "empty body: expected one JSON-RPC message"}
+		return Call{}, &Error{Code: ErrParse, Message: "empty body: expected one JSON-RPC message"}
 	}
 	if !json.Valid(b) {
-		return Call{}, &Error{ErrParse, "parse error: the body is not valid JSON"}
+		return Call{}, &Error{Code: ErrParse, Message: "parse error: the body is not valid JSON"}
 	}
 	if b[0] == '[' {
-		return Call{}, &Error{ErrInvalidRequest, "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
 	}
 	env, err := members(b, envelopeNames)
 	if err != nil {
-		return Call{}, &Error{ErrInvalidRequest, "invalid request: " + err.Error()}
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
 	if v, _ := str(env["jsonrpc"]); v != "2.0" {
-		return Call{}, &Error{ErrInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`}
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
 	}
 	c := Call{ID: env["id"], Params: env["params"]}
 	method, hasMethod := env["method"]
@@ -302,17 +235,17 @@ func Parse(body []byte) (Call, error) {
 	switch {
 	case hasMethod:
 		if hasResult || hasError {
-			return Call{}, &Error{ErrInvalidRequest, "invalid request: both a method and a result or error"}
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: both a method and a result or error"}
 		}
 		m, ok := str(method)
 		if !ok || m == "" {
-			return Call{}, &Error{ErrInvalidRequest, "invalid request: method must be a non-empty string"}
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: method must be a non-empty string"}
 		}
 		c.Method = m
 		c.Kind = KindNotification
 		if len(c.ID) > 0 {
 			if !ValidID(c.ID) {
-				return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
+				return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
 			}
 			c.Kind = KindRequest
 		}
@@ -322,25 +255,25 @@ func Parse(body []byte) (Call, error) {
 		// only for an error about an unreadable request), so that the
 		// server matches it to the request Warden saw answered.
 		if len(c.ID) > 0 && string(c.ID) != "null" && !ValidID(c.ID) {
-			return Call{}, &Error{ErrInvalidRequest, "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
 		}
 		if res := env["result"]; len(res) > 0 && res[0] == '{' {
 			// A client's answer to a server request may name a task in
 			// result._meta; that is a handle too.
 			if err := c.readMeta(res, []string{"_meta"}); err != nil {
-				return Call{}, &Error{ErrInvalidRequest, "invalid request: result: " + err.Error()}
+				return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: result: " + err.Error()}
 			}
 		}
 		return c, nil
 	default:
-		return Call{}, &Error{ErrInvalidRequest, "invalid request: neither a method nor a result"}
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: neither a method nor a result"}
 	}
 	if len(c.Params) == 0 || c.Params[0] != '{' {
 		return c, nil // absent, null or not an object: the upstream answers invalid params
 	}
 	p, err := c.readParams()
 	if err != nil {
-		return Call{}, &Error{ErrInvalidRequest, "invalid request: params: " + err.Error()}
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params: " + err.Error()}
 	}
 	c.TaskID, c.HasTaskID = str(p["taskId"])
 	c.Tool, _ = str(p["name"])
@@ -348,7 +281,7 @@ func Parse(body []byte) (Call, error) {
 	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
 	if c.TaskRequested {
 		if _, err := members(p["task"], nil); err != nil {
-			return Call{}, &Error{ErrInvalidRequest, "invalid request: params.task: " + err.Error()}
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.task: " + err.Error()}
 		}
 	}
 	if s, ok := str(p["message"]); ok {
@@ -408,48 +341,12 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 }
 
 func str(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	if s, ok := PlainString(raw); ok {
-		return s, true
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// MaxID is the largest integer id magnitude: every integer up to 2^53 has
-// one float64, so every peer reads it as the same number.
-const MaxID = 1 << 53
-
-// ValidID reports whether a raw JSON-RPC request id is one every peer reads
-// and echoes alike: a string, or an integer in canonical form (no fraction,
-// exponent, leading zero, plus sign or "-0") within ±2^53.
-func ValidID(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	if raw[0] == '"' {
-		_, ok := str(raw)
-		return ok
-	}
-	digits := raw
-	if digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 16 || (digits[0] == '0' && len(raw) > 1) {
-		return false // "-0" and "01" are not canonical
-	}
-	for _, d := range digits {
-		if d < '0' || d > '9' {
-			return false
+	if len(raw) > 0 && raw[0] == '"' {
+		if s, ok := PlainString(raw); ok {
+			return s, true
 		}
 	}
-	n, err := strconv.ParseUint(string(digits), 10, 64)
-	return err == nil && n <= MaxID
+	return jsonrpc.String(raw)
 }
 
 // Headers are the routing headers of one HTTP request.
@@ -581,26 +478,6 @@ const (
 	ErrUnauthorized    = -32001
 	ErrSessionNotFound = -32001
 )
-
-// ErrorBody is a JSON-RPC error response; a missing id is null.
-func ErrorBody(id json.RawMessage, code int, message string) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	type rpcError struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{code, message}})
-	if err != nil { // an id that is not JSON: answer with null
-		return ErrorBody(nil, code, message)
-	}
-	return b
-}
 
 // CheckHTTPMethod is the Streamable HTTP allow-list of HTTP methods: POST
 // carries a message; GET (the standalone event stream) and DELETE (end of

@@ -32,7 +32,7 @@ func main() {
 }
 
 // scenarioNames are the scenarios in the order they run.
-var scenarioNames = []string{"task", "task-hot", "handoff", "extauthz", "extauthz-redis", "mcp", "memory"}
+var scenarioNames = []string{"task", "task-hot", "handoff", "extauthz", "extauthz-redis", "mcp", "a2a", "memory"}
 
 func run() error {
 	quick := flag.Bool("quick", false, "fewer and shorter runs, 10,000 sessions only (about a minute)")
@@ -141,6 +141,8 @@ func run() error {
 			o, err = b.extAuthzRedis(ctx)
 		case "mcp":
 			o, err = b.mcp(ctx, *mcpServer)
+		case "a2a":
+			o, err = b.a2a(ctx)
 		case "memory":
 			counts := []int{10_000, 100_000}
 			if *quick {

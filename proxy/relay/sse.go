@@ -1,4 +1,8 @@
-package mcp
+// Package relay is what Warden's HTTP adapters share to relay an exchange:
+// server-sent events copied event by event (each one checked or rewritten
+// before it is sent), the hop-by-hop header filter and the bounded read of an
+// answer body.
+package relay
 
 import (
 	"bufio"
@@ -8,33 +12,33 @@ import (
 	"io"
 )
 
-// errEventTooLarge ends a stream whose event exceeds the bound when the
+// ErrEventTooLarge ends a stream whose event exceeds the bound when the
 // caller gave no way to answer for it: forwarding half an event is never an
 // option.
-var errEventTooLarge = errors.New("server-sent event exceeds the size limit")
+var ErrEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
-// events says what copyEvents does with each event.
-type events struct {
-	// data gets each event's data and returns the data to send and whether
+// Events says what CopyEvents does with each event.
+type Events struct {
+	// Data gets each event's data and returns the data to send and whether
 	// to keep the event at all.
-	data func([]byte) ([]byte, bool)
-	// id gets each id line's value (nil: kept).
-	id func([]byte) []byte
-	// max bounds one event (<= 0: no bound). An event over it is read to
-	// its end without being held; tooBig gets the part held (max bytes of
+	Data func([]byte) ([]byte, bool)
+	// ID gets each id line's value (nil: kept).
+	ID func([]byte) []byte
+	// Max bounds one event (<= 0: no bound). An event over it is read to
+	// its end without being held; TooBig gets the part held (max bytes of
 	// data at most) and returns the data to send instead, nil to send none
 	// (the event's id line is still sent, so a client resuming with
-	// Last-Event-ID moves past it). With tooBig nil, the stream ends with
-	// errEventTooLarge.
-	max    int
-	tooBig func(prefix []byte) []byte
+	// Last-Event-ID moves past it). With TooBig nil, the stream ends with
+	// ErrEventTooLarge.
+	Max    int
+	TooBig func(prefix []byte) []byte
 }
 
-// copyEvents copies a text/event-stream from r to w event by event, as ev
+// CopyEvents copies a text/event-stream from r to w event by event, as ev
 // says. Other lines (event, retry, comments) pass unchanged; a dropped event
 // keeps its id line, so a client's Last-Event-ID stays right. Every event is
 // flushed as soon as it is written.
-func copyEvents(w io.Writer, flush func(), r io.Reader, ev events) error {
+func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 	br := bufio.NewReaderSize(r, 32<<10)
 	var other [][]byte // non-data lines of the current event
 	var data []byte
@@ -46,10 +50,10 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, ev events) error {
 		keep := true
 		switch {
 		case skipping:
-			data = ev.tooBig(data)
+			data = ev.TooBig(data)
 			hasData, keep = data != nil, data != nil
 		case hasData:
-			data, keep = ev.data(data)
+			data, keep = ev.Data(data)
 		}
 		out.Reset()
 		for _, l := range other {
@@ -57,10 +61,10 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, ev events) error {
 			if !keep && !isID && !bytes.HasPrefix(l, []byte("retry:")) {
 				continue
 			}
-			if isID && ev.id != nil {
+			if isID && ev.ID != nil {
 				v := bytes.TrimPrefix(l[len("id:"):], []byte(" "))
 				out.WriteString("id: ")
-				out.Write(ev.id(v))
+				out.Write(ev.ID(v))
 				out.WriteByte('\n')
 				continue
 			}
@@ -99,20 +103,20 @@ func copyEvents(w io.Writer, flush func(), r io.Reader, ev events) error {
 		flush()
 		return nil
 	}
-	over := func(n int) bool { return ev.max > 0 && n > ev.max }
+	over := func(n int) bool { return ev.Max > 0 && n > ev.Max }
 	// startSkip is the event going over the bound; part is the data line
 	// being read when it did.
 	startSkip := func(part []byte) error {
-		if ev.tooBig == nil {
-			return errEventTooLarge
+		if ev.TooBig == nil {
+			return ErrEventTooLarge
 		}
 		if v, ok := bytes.CutPrefix(part, []byte("data:")); ok {
 			if hasData {
 				data = append(data, '\n')
 			}
 			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
-			if len(data) > ev.max {
-				data = data[:ev.max]
+			if len(data) > ev.Max {
+				data = data[:ev.Max]
 			}
 		}
 		skipping = true

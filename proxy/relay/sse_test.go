@@ -1,4 +1,4 @@
-package mcp
+package relay
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// recorder is the writer side of copyEvents: what was written, call by call,
+// recorder is the writer side of CopyEvents: what was written, call by call,
 // and how many flushes followed.
 type recorder struct {
 	writes  []string
@@ -82,15 +82,15 @@ func TestCopyEvents(t *testing.T) {
 		{name: "unterminated event", in: "data: a\n", out: "", err: io.ErrUnexpectedEOF},
 		{name: "unterminated comment", in: ": x\n", out: "", err: io.ErrUnexpectedEOF},
 
-		{name: "event over the bound", in: "data: 0123456789abcdef\n\n", max: 16, err: errEventTooLarge},
+		{name: "event over the bound", in: "data: 0123456789abcdef\n\n", max: 16, err: ErrEventTooLarge},
 		{name: "at the bound", in: "data: 0123456789\n\n", max: 18, out: "data: 0123456789\n\n", seen: []string{"0123456789"}, flushes: 1},
-		{name: "over the bound after a good event", in: "data: a\n\ndata: 0123456789abcdef\n\n", max: 16, out: "data: a\n\n", seen: []string{"a"}, flushes: 1, err: errEventTooLarge},
-		{name: "the bound counts every line of an event", in: "data: 0123\ndata: 4567\ndata: 89ab\n\n", max: 24, err: errEventTooLarge},
-		{name: "the bound counts field lines", in: "id: 0123456789\nevent: 0123456789\ndata: x\n\n", max: 24, err: errEventTooLarge},
+		{name: "over the bound after a good event", in: "data: a\n\ndata: 0123456789abcdef\n\n", max: 16, out: "data: a\n\n", seen: []string{"a"}, flushes: 1, err: ErrEventTooLarge},
+		{name: "the bound counts every line of an event", in: "data: 0123\ndata: 4567\ndata: 89ab\n\n", max: 24, err: ErrEventTooLarge},
+		{name: "the bound counts field lines", in: "id: 0123456789\nevent: 0123456789\ndata: x\n\n", max: 24, err: ErrEventTooLarge},
 		{name: "the bound is per event", in: strings.Repeat("data: 0123456789\n\n", 10), max: 20, out: strings.Repeat("data: 0123456789\n\n", 10), flushes: 10,
 			seen: strings.Split(strings.Repeat("0123456789,", 10), ",")[:10]},
-		{name: "long line over the bound", in: "data: a\n\ndata: " + long + "\n\n", max: 40 << 10, out: "data: a\n\n", seen: []string{"a"}, flushes: 1, err: errEventTooLarge},
-		{name: "long unterminated line over the bound", in: "data: " + long, max: 40 << 10, err: errEventTooLarge},
+		{name: "long line over the bound", in: "data: a\n\ndata: " + long + "\n\n", max: 40 << 10, out: "data: a\n\n", seen: []string{"a"}, flushes: 1, err: ErrEventTooLarge},
+		{name: "long unterminated line over the bound", in: "data: " + long, max: 40 << 10, err: ErrEventTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestCopyEvents(t *testing.T) {
 			}
 			var rec recorder
 			var d dropper
-			err := copyEvents(&rec, rec.flush, strings.NewReader(tc.in), events{max: max, data: d.fn})
+			err := CopyEvents(&rec, rec.flush, strings.NewReader(tc.in), Events{Max: max, Data: d.fn})
 			if !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
@@ -140,9 +140,9 @@ func shorten(s string) string {
 func TestCopyEventsBlankLines(t *testing.T) {
 	in := strings.Repeat("\n", 64) + "data: a\n\n"
 	var rec recorder
-	err := copyEvents(&rec, rec.flush, strings.NewReader(in), events{max: 16, data: func(b []byte) ([]byte, bool) { return b, true }})
+	err := CopyEvents(&rec, rec.flush, strings.NewReader(in), Events{Max: 16, Data: func(b []byte) ([]byte, bool) { return b, true }})
 	if err != nil {
-		t.Errorf("BUG: copyEvents(64 blank lines + an 8-byte event, max 16) = %v; the blank lines are counted in the event's size (size is reset only by emit)", err)
+		t.Errorf("BUG: CopyEvents(64 blank lines + an 8-byte event, max 16) = %v; the blank lines are counted in the event's size (size is reset only by emit)", err)
 	}
 	if rec.String() != "data: a\n\n" {
 		t.Errorf("output %q", rec.String())
@@ -152,7 +152,7 @@ func TestCopyEventsBlankLines(t *testing.T) {
 func TestCopyEventsWriteError(t *testing.T) {
 	boom := errors.New("client gone")
 	rec := recorder{fail: boom}
-	err := copyEvents(&rec, rec.flush, strings.NewReader("data: a\n\ndata: b\n\n"), events{max: 1 << 10, data: func(b []byte) ([]byte, bool) { return b, true }})
+	err := CopyEvents(&rec, rec.flush, strings.NewReader("data: a\n\ndata: b\n\n"), Events{Max: 1 << 10, Data: func(b []byte) ([]byte, bool) { return b, true }})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -168,7 +168,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 func TestCopyEventsReadError(t *testing.T) {
 	boom := errors.New("upstream reset")
 	var rec recorder
-	err := copyEvents(&rec, rec.flush, io.MultiReader(strings.NewReader("data: a\n\n"), errReader{boom}), events{max: 1 << 10, data: func(b []byte) ([]byte, bool) { return b, true }})
+	err := CopyEvents(&rec, rec.flush, io.MultiReader(strings.NewReader("data: a\n\n"), errReader{boom}), Events{Max: 1 << 10, Data: func(b []byte) ([]byte, bool) { return b, true }})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -194,8 +194,8 @@ func FuzzCopyEvents(f *testing.F) {
 		bound := int(max%512) + 1
 		var rec recorder
 		var d dropper
-		err := copyEvents(&rec, rec.flush, bytes.NewReader(in), events{max: bound, data: d.fn})
-		if err != nil && !errors.Is(err, errEventTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		err := CopyEvents(&rec, rec.flush, bytes.NewReader(in), Events{Max: bound, Data: d.fn})
+		if err != nil && !errors.Is(err, ErrEventTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("unexpected error %v", err)
 		}
 		// Only whole events are written, one write each, each flushed.
@@ -223,10 +223,10 @@ func FuzzCopyEvents(f *testing.F) {
 		// With fn the identity, copying is a fixed point after one pass.
 		id := func(b []byte) ([]byte, bool) { return b, true }
 		var once, twice recorder
-		if err := copyEvents(&once, once.flush, bytes.NewReader(in), events{max: 1 << 20, data: id}); err != nil {
+		if err := CopyEvents(&once, once.flush, bytes.NewReader(in), Events{Max: 1 << 20, Data: id}); err != nil {
 			t.Fatalf("identity pass: %v", err)
 		}
-		if err := copyEvents(&twice, twice.flush, strings.NewReader(once.String()), events{max: 1 << 20, data: id}); err != nil {
+		if err := CopyEvents(&twice, twice.flush, strings.NewReader(once.String()), Events{Max: 1 << 20, Data: id}); err != nil {
 			t.Fatalf("second pass: %v", err)
 		}
 		if once.String() != twice.String() {

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/a2a"
+)
+
+// A2ARequest is one A2A request to decide.
+type A2ARequest struct {
+	// Principal is the caller, authenticated by the adapter.
+	Principal authn.Principal
+	// Method is the JSON-RPC method; a message naming a task or context is
+	// decided as a2a.MethodMessageContinue.
+	Method string
+	// TaskID is the upstream id of the task the request names ("" none).
+	TaskID string
+	// Owner is set when every task and context the request names is the
+	// caller's (each handle verified for this principal); New when a message
+	// names none.
+	Owner, New bool
+	// Status reads the task's state from the upstream when Warden does not
+	// know it; nil when it cannot be read.
+	Status func(ctx context.Context) (string, error)
+	// Refused is a verdict the adapter reached from the request alone (a
+	// webhook URL, an id that is not the caller's); when set it is the
+	// decision.
+	Refused rules.Verdict
+	// OwnershipUnknown is set by an adapter that cannot know who owns a task
+	// (ext_authz, which never sees the answers that create them): the
+	// caller gets the role a2a.RoleOwnershipUnknown, so the policy decides
+	// everything but ownership, operator rules included.
+	OwnershipUnknown bool
+}
+
+// A2A tasks and contexts share the task table with MCP's, under keys of
+// their own.
+const (
+	a2aTaskKey    = "a2a:t:"
+	a2aContextKey = "a2a:c:"
+)
+
+// A2ASeen records a task (and its context) the upstream answered about to
+// owner, the principal whose handle named it or whose message created it,
+// with its state when the answer gave one. A2A state is this replica's
+// only: a handle proves its owner on every replica.
+func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
+	if taskID != "" {
+		t := e.tasks.get(a2aTaskKey+taskID, true)
+		t.mu.Lock()
+		if t.owner == "" {
+			t.owner = owner
+		}
+		if s := a2a.State(state); s != "" {
+			t.status = s
+		}
+		t.mu.Unlock()
+	}
+	if contextID != "" {
+		c := e.tasks.get(a2aContextKey+contextID, true)
+		c.mu.Lock()
+		if c.owner == "" {
+			c.owner = owner
+		}
+		c.mu.Unlock()
+	}
+}
+
+// A2AObserved records a task state the upstream reported; an unknown task
+// is not added (its owner is unknown).
+func (e *Enforcer) A2AObserved(taskID, state string) {
+	s := a2a.State(state)
+	if s == "" {
+		return
+	}
+	if t := e.tasks.get(a2aTaskKey+taskID, false); t != nil {
+		t.mu.Lock()
+		t.status = s
+		t.mu.Unlock()
+	}
+}
+
+// A2AOwner returns the principal an A2A task belongs to, when this replica
+// knows it.
+func (e *Enforcer) A2AOwner(taskID string) (string, bool) {
+	t := e.tasks.get(a2aTaskKey+taskID, false)
+	if t == nil {
+		return "", false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.owner, t.owner != ""
+}
+
+// EnforceA2A decides one A2A request: the caller's roles (owner of what it
+// names, or new), the task's state where the matrix restricts the method,
+// then the policy. An error means Warden could not decide (the task's state
+// could not be read); the adapter must refuse the request.
+func (e *Enforcer) EnforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
+	return observed(e, ctx, req, (*Enforcer).enforceA2A)
+}
+
+func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
+	snap := e.snap.Load()
+	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "a2a", Principal: req.Principal.ID,
+		Via: req.Principal.Method, Type: req.Method, Mode: "a2a", SessionID: req.TaskID}
+	if !req.Refused.OK() {
+		return e.finish(snap, d, req.Refused), nil
+	}
+	var roles []string
+	state := ""
+	if req.New {
+		roles = append(roles, "new")
+	}
+	if req.Owner {
+		roles = append(roles, "owner")
+		if req.TaskID != "" {
+			t := e.tasks.get(a2aTaskKey+req.TaskID, true)
+			t.mu.Lock()
+			t.owner = req.Principal.ID // a verified handle proves it, after a restart too
+			state = t.status
+			t.mu.Unlock()
+			if state == "" && needsState(req.Method) && req.Status != nil {
+				s, err := req.Status(ctx)
+				if err != nil {
+					return Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
+				}
+				state = a2a.State(s)
+				e.A2AObserved(req.TaskID, state)
+			}
+		}
+	}
+	if req.OwnershipUnknown && !req.New {
+		roles = append(roles, a2a.RoleOwnershipUnknown)
+	}
+	d.Roles = roles
+	in := policies.Input{
+		Protocol:  "a2a",
+		Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+		Message:   policies.Message{Type: req.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
+		Session:   policies.Session{State: state},
+		Roles:     roles,
+	}
+	var verdict rules.Verdict
+	denials, err := snap.engine.Evaluate(ctx, &in)
+	if err != nil {
+		return Decision{}, err
+	}
+	if len(denials) > 0 {
+		verdict = denials[0]
+	}
+	if verdict.Reason == rules.ReasonNotOwner && !req.Owner {
+		// The same answer on the wire; in the log and the metrics, what
+		// Warden knew: an id that is not the caller's handle is unknown.
+		verdict.Reason = rules.ReasonUnknownTask
+	}
+	return e.finish(snap, d, verdict), nil
+}
+
+// needsState reports whether the matrix restricts method to task states.
+func needsState(method string) bool {
+	return method == a2a.MethodMessageContinue || method == a2a.MethodSubscribe
+}

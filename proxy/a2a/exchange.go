@@ -1,0 +1,249 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/relay"
+	"github.com/agentwarden/warden/rules"
+	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+// exchange is one request and its answer, seen by one principal.
+type exchange struct {
+	s         *Server
+	principal string
+	expiry    time.Time
+	strip     bool // Warden authenticated from what the upstream cannot see
+	dry       bool
+	guard     func(context.Context) (context.Context, func())
+	call      a2arules.Call
+	taskID    string // the upstream id of the task the request names
+	public    string // the JSON-RPC endpoint as the caller reached it
+}
+
+// open returns the upstream id of one of the caller's handles. ok is false
+// for anything else; in dry-run mode the value is then forwarded as it is.
+func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
+	id, ok := x.s.handles.Open(byte(kind), x.principal, v)
+	if !ok {
+		return v, false
+	}
+	return id, true
+}
+
+// seal returns the caller's handle of an upstream id.
+func (x *exchange) seal(kind a2arules.Kind, id string) string {
+	return x.s.handles.Seal(byte(kind), x.principal, id)
+}
+
+// toUpstream opens every handle of the request, checks its webhook URLs and
+// returns what to decide and the body to forward.
+func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
+	req := proxy.A2ARequest{Method: c.Method}
+	owner, cursorOK := true, true
+	p := c.Params
+	openAt := func(obj map[string]any, name string, kind a2arules.Kind) string {
+		v, _ := obj[name].(string)
+		id, ok := x.open(kind, v)
+		owner = owner && ok
+		obj[name] = id
+		return id
+	}
+	switch {
+	case c.Method == a2arules.MethodGetTask || c.Method == a2arules.MethodCancelTask || c.Method == a2arules.MethodSubscribe:
+		req.TaskID = openAt(p, "id", a2arules.KindTask)
+	case a2arules.PushMethod(c.Method):
+		req.TaskID = openAt(p, "taskId", a2arules.KindTask)
+	case c.Method == a2arules.MethodListTasks:
+		if c.HasContext {
+			openAt(p, "contextId", a2arules.KindContext)
+		}
+		if t, ok := p["pageToken"].(string); ok && t != "" {
+			id, ok := x.open(a2arules.KindCursor, t)
+			p["pageToken"], cursorOK = id, ok
+		}
+	case a2arules.Sends(c.Method):
+		msg := p["message"].(map[string]any) // Parse checked it
+		if c.HasTask {
+			req.TaskID = openAt(msg, "taskId", a2arules.KindTask)
+		}
+		if c.HasContext {
+			openAt(msg, "contextId", a2arules.KindContext)
+		}
+		if len(c.References) > 0 {
+			refs := make([]any, len(c.References))
+			for i, r := range c.References {
+				id, ok := x.open(a2arules.KindTask, r)
+				owner = owner && ok
+				refs[i] = id
+			}
+			msg["referenceTaskIds"] = refs
+		}
+		if c.Continues() {
+			req.Method = a2arules.MethodMessageContinue
+		}
+	}
+	// Every id the request names must be the caller's; a message naming
+	// none starts something new.
+	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
+	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
+	switch {
+	case !owner:
+		req.Refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2arules.TaskNotFound}
+	case !cursorOK:
+		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonUnknownTask, Detail: "Invalid parameters: pageToken is not one Warden gave"}
+	default:
+		for _, u := range c.Webhooks {
+			if err := a2arules.CheckWebhook(u, x.s.allow); err != nil {
+				req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "Invalid parameters: " + err.Error()}
+				break
+			}
+		}
+	}
+	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
+	if p != nil {
+		env["params"] = p
+	}
+	body, err := encode(env)
+	if err != nil && req.Refused.OK() {
+		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
+	}
+	return req, body
+}
+
+// forward sends the decided request upstream and relays the answer back
+// through the exchange: a JSON answer read whole, an SSE stream event by
+// event. A stream ends when the caller's credential expires.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
+		return
+	}
+	relay.CopyHeaders(out.Header, r.Header)
+	out.Header.Del("X-Warden-Principal")
+	if x.strip {
+		out.Header.Del("Authorization")
+	}
+	out.Host = r.Host
+	out.ContentLength = int64(len(body))
+	resp, err := s.client.Do(out)
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.log.Warn("A2A upstream unavailable", "err", err)
+			s.enforcer.UpstreamFailed("a2a")
+		}
+		writeError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "the A2A server is unavailable")
+		return
+	}
+	defer resp.Body.Close()
+	relay.CopyHeaders(w.Header(), resp.Header)
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, Max: s.maxResponse(), TooBig: x.tooBig})
+		if err != nil && r.Context().Err() == nil && ctx.Err() == nil {
+			s.log.Warn("A2A event stream ended early", "method", x.call.Method, "err", err)
+		}
+		return
+	}
+	b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+	if err != nil {
+		for k := range w.Header() {
+			delete(w.Header(), k)
+		}
+		msg, status := "the A2A server's answer could not be read whole", http.StatusBadGateway
+		if errors.Is(err, relay.ErrBodyTooLarge) {
+			msg, status = s.responseLimit(), http.StatusOK
+		}
+		writeError(w, status, x.call.ID, jsonrpc.ErrInternal, msg)
+		return
+	}
+	status := resp.StatusCode
+	if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
+		nb, keep := x.fromUpstream(b)
+		if !keep {
+			nb, status = jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the A2A server's answer could not be matched to the request"), http.StatusBadGateway
+		}
+		b = nb
+	} else if status/100 == 2 {
+		// Not JSON: nothing Warden could check passes.
+		b, status = jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the A2A server's answer is not JSON"), http.StatusBadGateway
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) maxResponse() int {
+	if s.cfg.MaxResponseBytes < 0 {
+		return 0
+	}
+	return int(s.cfg.MaxResponseBytes)
+}
+
+func (s *Server) responseLimit() string {
+	return fmt.Sprintf("the A2A server's answer exceeds Warden's limit a2a.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)
+}
+
+// tooBig answers for an SSE event over the bound: an error for the
+// request, never a part of the event.
+func (x *exchange) tooBig([]byte) []byte {
+	x.s.log.Warn("A2A event over a2a.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+	return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, x.s.responseLimit())
+}
+
+// readState asks the upstream for a task's state (GetTask), with the
+// caller's credentials.
+func (s *Server) readState(ctx context.Context, r *http.Request, taskID string) (string, error) {
+	body, _ := encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2arules.MethodGetTask,
+		"params": map[string]any{"id": taskID, "historyLength": 0}})
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	for _, k := range []string{"Authorization", "A2a-Version", "A2a-Extensions"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			out.Header[k] = v
+		}
+	}
+	out.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(out)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+	if err != nil {
+		return "", err
+	}
+	var ans struct {
+		Result *struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"result"`
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return "", fmt.Errorf("GetTask answer: %w", err)
+	}
+	if ans.Result == nil {
+		return "", nil // the upstream decides about a task it does not know
+	}
+	return ans.Result.Status.State, nil
+}

@@ -1,0 +1,319 @@
+package a2a
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/handle"
+)
+
+func resultOf(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	r, ok := m["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("no result: %v", m)
+	}
+	return r
+}
+
+func errorCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+// TestOwnerFlows: the owner's task, context and push configs work through
+// Warden with handles in place of the upstream's ids, and push credentials
+// never come back.
+func TestOwnerFlows(t *testing.T) {
+	h := newHarness(t, Config{})
+	task := h.send(t, "alice", "input name")
+	id, ctx := task["id"].(string), task["contextId"].(string)
+	if !strings.HasPrefix(id, handle.Prefix) || !strings.HasPrefix(ctx, handle.Prefix) {
+		t.Fatalf("ids are not handles: %v", task)
+	}
+	if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": id}); resultOf(t, m)["id"] != id {
+		t.Fatalf("GetTask = %v", m)
+	}
+	_, m := h.call(t, "alice", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m2", "taskId": id, "contextId": ctx, "role": "ROLE_USER", "parts": []any{map[string]any{"text": "bob"}}}})
+	if got := resultOf(t, m)["task"].(map[string]any)["id"]; got != id {
+		t.Fatalf("continuing the task answered %v", m)
+	}
+	_, m = h.call(t, "alice", "CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "https://hooks.example.com/a2a", "token": "tok-secret"})
+	for _, mm := range []map[string]any{m} {
+		b, _ := json.Marshal(mm)
+		if strings.Contains(string(b), "tok-secret") || strings.Contains(string(b), "secret-credential") {
+			t.Fatalf("push config create leaks credentials: %s", b)
+		}
+	}
+	for _, method := range []string{"GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs"} {
+		_, m := h.call(t, "alice", method, map[string]any{"taskId": id, "id": "push-1"})
+		b, _ := json.Marshal(m)
+		if m["error"] != nil || strings.Contains(string(b), "tok-secret") || strings.Contains(string(b), "secret-credential") || !strings.Contains(string(b), "hooks.example.com") {
+			t.Fatalf("%s = %s", method, b)
+		}
+		if strings.Contains(string(b), `"task-`) {
+			t.Fatalf("%s shows an upstream id: %s", method, b)
+		}
+	}
+	// A handle of another kind never opens as a task: her own context's.
+	if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": ctx}); errorCode(m) != -32001 {
+		t.Fatalf("a context handle opened as a task: %v", m)
+	}
+	for _, b := range h.up.received() {
+		if strings.Contains(b, handle.Prefix) {
+			t.Fatalf("the upstream received a handle: %s", b)
+		}
+	}
+}
+
+// TestListFiltered: ListTasks shows the caller's tasks only, with handles,
+// a total that does not count others' tasks and a sealed page token.
+func TestListFiltered(t *testing.T) {
+	h := newHarness(t, Config{})
+	a := h.send(t, "alice", "hello")
+	h.send(t, "bob", "hello")
+	h.send(t, "bob", "hello again")
+	_, m := h.call(t, "alice", "ListTasks", map[string]any{})
+	res := resultOf(t, m)
+	tasks := res["tasks"].([]any)
+	if len(tasks) != 1 || tasks[0].(map[string]any)["id"] != a["id"] || res["totalSize"] != float64(1) {
+		t.Fatalf("alice's list = %v", res)
+	}
+	tok, _ := res["nextPageToken"].(string)
+	if !strings.HasPrefix(tok, handle.Prefix) {
+		t.Fatalf("page token %q is not sealed", tok)
+	}
+	if _, m := h.call(t, "alice", "ListTasks", map[string]any{"pageToken": tok}); m["error"] != nil {
+		t.Fatalf("her own page token refused: %v", m)
+	}
+	if _, m := h.call(t, "bob", "ListTasks", map[string]any{"pageToken": tok}); errorCode(m) != -32602 {
+		t.Fatalf("alice's page token for bob: %v", m)
+	}
+	if _, m := h.call(t, "alice", "ListTasks", map[string]any{"contextId": a["contextId"]}); m["error"] != nil {
+		t.Fatalf("filter by her own context refused: %v", m)
+	}
+}
+
+// TestForeignIDsLookMadeUp: every request naming another principal's task
+// or context, a raw upstream id or a made-up id gets the same bytes, and the
+// upstream never sees it.
+func TestForeignIDsLookMadeUp(t *testing.T) {
+	h := newHarness(t, Config{})
+	v := h.send(t, "alice", "input secret")
+	id, ctx := v["id"].(string), v["contextId"].(string)
+	before := len(h.up.received())
+	msg := func(fields map[string]any) map[string]any {
+		m := map[string]any{"messageId": "x", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}}
+		for k, v := range fields {
+			m[k] = v
+		}
+		return map[string]any{"message": m}
+	}
+	for _, ref := range []string{id, "task-1", "wt2.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "made-up"} {
+		tests := []struct {
+			method string
+			params any
+		}{
+			{"GetTask", map[string]any{"id": ref}},
+			{"CancelTask", map[string]any{"id": ref}},
+			{"SubscribeToTask", map[string]any{"id": ref}},
+			{"SendMessage", msg(map[string]any{"taskId": ref})},
+			{"SendMessage", msg(map[string]any{"contextId": strings.Replace(ref, id, ctx, 1)})},
+			{"SendStreamingMessage", msg(map[string]any{"referenceTaskIds": []string{ref}})},
+			{"CreateTaskPushNotificationConfig", map[string]any{"taskId": ref, "url": "https://hooks.example.com/"}},
+			{"GetTaskPushNotificationConfig", map[string]any{"taskId": ref, "id": "push-1"}},
+			{"ListTaskPushNotificationConfigs", map[string]any{"taskId": ref}},
+			{"DeleteTaskPushNotificationConfig", map[string]any{"taskId": ref, "id": "push-1"}},
+			{"ListTasks", map[string]any{"contextId": strings.Replace(ref, id, ctx, 1)}},
+		}
+		for _, tc := range tests {
+			p, _ := json.Marshal(tc.params)
+			status, body := h.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"`+tc.method+`","params":`+string(p)+`}`)
+			want := `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+			if status != 200 || body != want {
+				t.Errorf("%s naming %.20s: %d %s, want 200 %s", tc.method, ref, status, body, want)
+			}
+		}
+	}
+	if n := len(h.up.received()); n != before {
+		t.Fatalf("the upstream received %d refused requests", n-before)
+	}
+}
+
+// TestRefusals: webhooks on internal addresses, messages to terminal tasks,
+// unknown methods, malformed requests, missing credentials, other paths.
+func TestRefusals(t *testing.T) {
+	h := newHarness(t, Config{WebhookAllow: []string{"127.0.0.1:9999"}})
+	own := h.send(t, "alice", "input x")
+	done := h.send(t, "alice", "hello")
+	before := len(h.up.received())
+	tests := []struct {
+		name, principal, body string
+		status                int
+		code                  float64
+	}{
+		{"webhook loopback", "alice", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"` + own["id"].(string) + `","url":"http://0x7f.1:8080/"}}`, 200, -32602},
+		{"webhook metadata in a message", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://[::ffff:169.254.169.254]/"}}}}`, 200, -32602},
+		{"message to a completed task", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","taskId":"` + done["id"].(string) + `","role":"ROLE_USER","parts":[]}}}`, 200, -32004},
+		{"subscribe to a completed task", "alice", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + done["id"].(string) + `"}}`, 200, -32004},
+		{"unknown method", "alice", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 200, -32601},
+		{"REST-style method", "alice", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, 200, -32601},
+		{"case-folded member", "alice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"x"}}`, 200, -32600},
+		{"Protocol Buffers name of taskId (ProtoJSON parsers read it)", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","task_id":"task-1","role":"ROLE_USER","parts":[]}}}`, 200, -32602},
+		{"notification", "alice", `{"jsonrpc":"2.0","method":"CancelTask","params":{"id":"x"}}`, 200, -32600},
+		{"batch", "alice", `[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}]`, 200, -32600},
+		{"not JSON", "alice", `{"jsonrpc":`, 200, -32700},
+		{"no credentials", "", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, 401, -32600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := h.rpc(t, tc.principal, tc.body)
+			var m map[string]any
+			if err := json.Unmarshal([]byte(body), &m); err != nil {
+				t.Fatalf("%d %q", status, body)
+			}
+			if status != tc.status || errorCode(m) != tc.code {
+				t.Fatalf("%d %s, want %d code %v", status, body, tc.status, tc.code)
+			}
+		})
+	}
+	if n := len(h.up.received()) - before; n > 2 {
+		// Only the two state reads of the terminal-task checks reach it.
+		t.Fatalf("the upstream received %d requests", n)
+	}
+	// The allowlisted webhook passes.
+	if _, m := h.call(t, "alice", "CreateTaskPushNotificationConfig", map[string]any{"taskId": own["id"], "url": "http://127.0.0.1:9999/hook"}); m["error"] != nil {
+		t.Fatalf("allowlisted webhook refused: %v", m)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/jsonrpc", 405},
+		{http.MethodPost, "/rest/message:send", 404},
+		{http.MethodGet, "/rest/tasks/x", 404},
+	} {
+		req, _ := http.NewRequest(tc.method, h.front.URL+tc.path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer alice")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !json.Valid(b) {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, resp.StatusCode, b, tc.status)
+		}
+	}
+}
+
+// TestDryRun: refusals are logged and the request is forwarded as the
+// client wrote it.
+func TestDryRun(t *testing.T) {
+	h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{DryRun: true}))
+	h.send(t, "alice", "input x")
+	if _, m := h.call(t, "bob", "GetTask", map[string]any{"id": "task-1"}); m["error"] != nil {
+		t.Fatalf("dry run refused: %v", m)
+	}
+	if _, m := h.call(t, "bob", "CreateTaskPushNotificationConfig", map[string]any{"taskId": "task-1", "url": "http://127.0.0.1/"}); m["error"] != nil {
+		t.Fatalf("dry run refused: %v", m)
+	}
+	got := h.up.received()
+	if last := got[len(got)-1]; !strings.Contains(last, `"taskId":"task-1"`) || !strings.Contains(last, "127.0.0.1") {
+		t.Fatalf("forwarded %s", last)
+	}
+}
+
+// TestCard: the public card points at Warden's JSON-RPC endpoint and no
+// longer offers the REST binding; interfaces elsewhere stay.
+func TestCard(t *testing.T) {
+	h := newHarness(t, Config{})
+	resp, err := http.Get(h.front.URL + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct {
+		Interfaces []struct {
+			URL     string `json:"url"`
+			Binding string `json:"protocolBinding"`
+		} `json:"supportedInterfaces"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Interfaces) != 2 || c.Interfaces[0].URL != h.front.URL+"/jsonrpc" || c.Interfaces[1].URL != "https://elsewhere.example/a2a" {
+		t.Fatalf("card interfaces %+v", c.Interfaces)
+	}
+	_, m := h.call(t, "alice", "GetExtendedAgentCard", map[string]any{})
+	b, _ := json.Marshal(m)
+	if !strings.Contains(string(b), h.front.URL+"/jsonrpc") {
+		t.Fatalf("extended card not rewritten: %s", b)
+	}
+}
+
+// TestStream: every event of a stream is checked and rewritten.
+func TestStream(t *testing.T) {
+	h := newHarness(t, Config{})
+	status, body := h.rpc(t, "alice", `{"jsonrpc":"2.0","id":"s1","method":"SendStreamingMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"wait"}]}}}`)
+	events := strings.Split(strings.TrimSpace(body), "\n\n")
+	if status != 200 || len(events) != 2 {
+		t.Fatalf("%d %q", status, body)
+	}
+	if strings.Contains(body, `"task-`) || strings.Contains(body, `"ctx-`) || strings.Count(body, handle.Prefix) != 4 {
+		t.Fatalf("stream not rewritten: %s", body)
+	}
+}
+
+func FuzzFromUpstream(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"t","contextId":"c","history":[{"taskId":"t","referenceTaskIds":["r"]}]}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"t"}],"nextPageToken":"p"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"x"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := New(Config{Upstream: "http://127.0.0.1:1/jsonrpc"}, newEnforcer(t), testKey, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{"SendMessage", "GetTask", "ListTasks", "GetTaskPushNotificationConfig", "GetExtendedAgentCard"} {
+			x := &exchange{s: s, principal: "alice"}
+			x.call.ID, x.call.Method = json.RawMessage("7"), method
+			out, keep := x.fromUpstream(data)
+			if keep && !json.Valid(out) {
+				t.Fatalf("%s: kept an answer that is not JSON: %q", method, out)
+			}
+			if keep && strings.Contains(string(out), `"credentials"`) && method == "GetTaskPushNotificationConfig" {
+				var m map[string]any
+				_ = json.Unmarshal(out, &m)
+				if r, ok := m["result"].(map[string]any); ok {
+					if a, ok := r["authentication"].(map[string]any); ok && a["credentials"] != nil {
+						t.Fatalf("credentials passed: %s", out)
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkSidecar times one GetTask and one SendMessage through the sidecar
+// in front of the in-process fake, both on real loopback HTTP servers.
+func BenchmarkSidecar(b *testing.B) {
+	h := newHarness(b, Config{})
+	task := h.send(b, "alice", "input x")
+	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"` + task["id"].(string) + `"}}`
+	send := `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello"}]}}}`
+	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if status, body := h.rpc(b, "alice", bc.body); status != 200 || strings.Contains(body, `"error"`) {
+					b.Fatalf("%d %s", status, body)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,420 @@
+// Package a2a holds the pure rules of A2A 1.0 requests over the JSON-RPC
+// binding: the methods Warden serves, how one request is read (every member
+// Warden reads read as any peer reads it), the places where a task, context
+// or page-token handle belongs, the task states, webhook URLs a push config
+// may name, and how a refusal reads on the wire.
+//
+// Who may call a method in which task state is the policy's matrix
+// (policies/rego/a2a_matrix.json); nothing here does I/O.
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+// The JSON-RPC methods of A2A 1.0 (§9.4), the allow-list of the adapter.
+const (
+	MethodSend            = "SendMessage"
+	MethodSendStreaming   = "SendStreamingMessage"
+	MethodGetTask         = "GetTask"
+	MethodListTasks       = "ListTasks"
+	MethodCancelTask      = "CancelTask"
+	MethodSubscribe       = "SubscribeToTask"
+	MethodCreatePush      = "CreateTaskPushNotificationConfig"
+	MethodGetPush         = "GetTaskPushNotificationConfig"
+	MethodListPush        = "ListTaskPushNotificationConfigs"
+	MethodDeletePush      = "DeleteTaskPushNotificationConfig"
+	MethodExtendedCard    = "GetExtendedAgentCard"
+	MethodMessageContinue = "SendMessage:continue" // the matrix's name for a message naming a task or context
+)
+
+// RoleOwnershipUnknown is the role an adapter that cannot know a task's
+// owner (ext_authz) gives the caller: the default policy does not refuse for
+// ownership, operator rules still run.
+const RoleOwnershipUnknown = "ownership_unknown"
+
+// Methods are the message types A2A decisions carry: the methods and
+// MethodMessageContinue (the closed set of the metric label).
+func Methods() []string {
+	return []string{MethodSend, MethodSendStreaming, MethodMessageContinue, MethodGetTask, MethodListTasks, MethodCancelTask, MethodSubscribe,
+		MethodCreatePush, MethodGetPush, MethodListPush, MethodDeletePush, MethodExtendedCard}
+}
+
+// Known reports whether method is an A2A 1.0 JSON-RPC method.
+func Known(method string) bool {
+	switch method {
+	case MethodSend, MethodSendStreaming, MethodGetTask, MethodListTasks, MethodCancelTask, MethodSubscribe,
+		MethodCreatePush, MethodGetPush, MethodListPush, MethodDeletePush, MethodExtendedCard:
+		return true
+	}
+	return false
+}
+
+// Streams reports whether method answers with an SSE stream.
+func Streams(method string) bool { return method == MethodSendStreaming || method == MethodSubscribe }
+
+// Sends reports whether method sends a message.
+func Sends(method string) bool { return method == MethodSend || method == MethodSendStreaming }
+
+// PushMethod reports whether method is one of the four push-config methods.
+func PushMethod(method string) bool {
+	switch method {
+	case MethodCreatePush, MethodGetPush, MethodListPush, MethodDeletePush:
+		return true
+	}
+	return false
+}
+
+// Task states (ProtoJSON enum names, §5.5).
+const (
+	StateSubmitted     = "TASK_STATE_SUBMITTED"
+	StateWorking       = "TASK_STATE_WORKING"
+	StateCompleted     = "TASK_STATE_COMPLETED"
+	StateFailed        = "TASK_STATE_FAILED"
+	StateCanceled      = "TASK_STATE_CANCELED"
+	StateInputRequired = "TASK_STATE_INPUT_REQUIRED"
+	StateRejected      = "TASK_STATE_REJECTED"
+	StateAuthRequired  = "TASK_STATE_AUTH_REQUIRED"
+)
+
+// State returns the enum name of a task state as servers spell it: the 1.0
+// enum name, or a 0.3 lower-case name; "" for anything else.
+func State(s string) string {
+	switch s {
+	case StateSubmitted, "submitted":
+		return StateSubmitted
+	case StateWorking, "working":
+		return StateWorking
+	case StateCompleted, "completed":
+		return StateCompleted
+	case StateFailed, "failed":
+		return StateFailed
+	case StateCanceled, "canceled", "cancelled":
+		return StateCanceled
+	case StateInputRequired, "input-required":
+		return StateInputRequired
+	case StateRejected, "rejected":
+		return StateRejected
+	case StateAuthRequired, "auth-required":
+		return StateAuthRequired
+	}
+	return ""
+}
+
+// Terminal reports whether a task in state s accepts nothing more (§4.1.3).
+func Terminal(s string) bool {
+	switch State(s) {
+	case StateCompleted, StateFailed, StateCanceled, StateRejected:
+		return true
+	}
+	return false
+}
+
+// Kind is the kind of identifier a handle stands for.
+type Kind byte
+
+// The identifiers the adapter hands out as handles.
+const (
+	KindTask    Kind = 't'
+	KindContext Kind = 'x'
+	KindCursor  Kind = 'c'
+)
+
+// Call is one A2A JSON-RPC request as Warden reads it.
+type Call struct {
+	ID     json.RawMessage
+	Method string
+	// Params are the request's params, decoded (nil when absent).
+	Params map[string]any
+	// Task is the task the method acts on: params.id of GetTask,
+	// CancelTask and SubscribeToTask, params.taskId of the push-config
+	// methods, params.message.taskId of a message.
+	Task    string
+	HasTask bool
+	// Context is params.message.contextId of a message, params.contextId of
+	// ListTasks.
+	Context    string
+	HasContext bool
+	// References are params.message.referenceTaskIds.
+	References []string
+	// Webhooks are the push-notification URLs the request registers.
+	Webhooks []string
+}
+
+// Continues reports whether a message names a task or a context: it
+// continues something that must be the caller's.
+func (c Call) Continues() bool { return Sends(c.Method) && (c.HasTask || c.HasContext) }
+
+// Member names Warden reads, per object: a name that folds to one of them
+// without being it is refused (jsonrpc.Members).
+var (
+	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+	paramNames    = []string{"id", "taskId", "contextId", "message", "configuration", "url", "pageToken", "tenant"}
+	messageNames  = []string{"taskId", "contextId", "referenceTaskIds", "messageId"}
+	configNames   = []string{"taskPushNotificationConfig", "pushNotificationConfig"}
+	pushNames     = []string{"url", "taskId", "id", "token", "authentication"}
+)
+
+// members is jsonrpc.Members that also refuses the Protocol Buffers name of
+// a member Warden reads (task_id for taskId): ProtoJSON parsers, the Python
+// SDK's among them, accept both spellings, and the one Warden did not read
+// would be the one the server acts on.
+func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	m, err := jsonrpc.Members(raw, known)
+	if err != nil {
+		return nil, err
+	}
+	for k := range m {
+		if !strings.Contains(k, "_") {
+			continue
+		}
+		if c := camel(k); slices.Contains(known, c) {
+			return nil, fmt.Errorf("member %q must be spelled %q", k, c)
+		}
+	}
+	return m, nil
+}
+
+// camel is a Protocol Buffers field name's JSON name (task_id: taskId).
+func camel(name string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range name {
+		switch {
+		case r == '_':
+			up = true
+		case up:
+			b.WriteRune(unicode.ToUpper(r))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// errParse is a body that is not one JSON-RPC request.
+var errParse = errors.New("parse error")
+
+// Parse reads one A2A JSON-RPC request. Batches, notifications and answers
+// are refused (A2A clients send one request per HTTP request and every A2A
+// method answers), as are ids other than strings and canonical integers
+// within ±2^53, member names Warden reads spelled in another case, and
+// places holding a task, context or URL that are not strings.
+func Parse(body []byte) (Call, error) {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || !json.Valid(b) {
+		return Call{}, &jsonrpc.Error{Code: jsonrpc.ErrParse, Message: "Invalid JSON payload"}
+	}
+	if b[0] == '[' {
+		return Call{}, invalid("JSON-RPC batches are not supported")
+	}
+	env, err := jsonrpc.Members(b, envelopeNames)
+	if err != nil {
+		return Call{}, invalid(err.Error())
+	}
+	if v, _ := jsonrpc.String(env["jsonrpc"]); v != "2.0" {
+		return Call{}, invalid(`"jsonrpc" must be "2.0"`)
+	}
+	if _, ok := env["result"]; ok {
+		return Call{}, invalid("a request, not an answer, is expected")
+	}
+	if _, ok := env["error"]; ok {
+		return Call{}, invalid("a request, not an answer, is expected")
+	}
+	c := Call{ID: env["id"]}
+	if !jsonrpc.ValidID(c.ID) {
+		return Call{}, invalid("the id must be a string or an integer (notifications are not A2A requests)")
+	}
+	m, ok := jsonrpc.String(env["method"])
+	if !ok || m == "" {
+		return Call{}, invalid("method must be a non-empty string")
+	}
+	c.Method = m
+	var pm map[string]json.RawMessage // the params' members, raw
+	if raw, ok := env["params"]; ok && string(raw) != "null" {
+		if pm, err = members(raw, paramNames); err != nil {
+			return c, invalid("params: " + err.Error())
+		}
+		if err := decode(raw, &c.Params); err != nil || c.Params == nil {
+			return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: params must be an object"}
+		}
+	}
+	if err := c.read(pm); err != nil {
+		return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: " + err.Error()}
+	}
+	return c, nil
+}
+
+func invalid(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.ErrInvalidRequest, Message: "Request payload validation error: " + msg}
+}
+
+// decode reads JSON keeping numbers as they were written.
+func decode(raw []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errParse
+	}
+	return nil
+}
+
+// read fills the places of the method's params (pm: their raw members).
+func (c *Call) read(pm map[string]json.RawMessage) error {
+	p := c.Params
+	var err error
+	switch c.Method {
+	case MethodGetTask, MethodCancelTask, MethodSubscribe:
+		c.Task, c.HasTask, err = member(p, "id")
+	case MethodGetPush, MethodListPush, MethodDeletePush:
+		c.Task, c.HasTask, err = member(p, "taskId")
+	case MethodCreatePush:
+		if c.Task, c.HasTask, err = member(p, "taskId"); err == nil {
+			err = c.webhook(p)
+		}
+	case MethodListTasks:
+		if c.Context, c.HasContext, err = member(p, "contextId"); err == nil {
+			_, _, err = member(p, "pageToken")
+		}
+	case MethodSend, MethodSendStreaming:
+		err = c.readMessage(pm)
+	}
+	if err != nil {
+		return err
+	}
+	if (c.Method == MethodGetTask || c.Method == MethodCancelTask || c.Method == MethodSubscribe || PushMethod(c.Method)) && !c.HasTask {
+		return fmt.Errorf("%s needs a task id", c.Method)
+	}
+	return nil
+}
+
+func (c *Call) readMessage(pm map[string]json.RawMessage) error {
+	mraw, ok := pm["message"]
+	if !ok {
+		return errors.New("message is required")
+	}
+	if _, err := members(mraw, messageNames); err != nil {
+		return fmt.Errorf("message: %w", err)
+	}
+	msg, _ := c.Params["message"].(map[string]any)
+	if msg == nil {
+		return errors.New("message must be an object")
+	}
+	var err error
+	if c.Task, c.HasTask, err = member(msg, "taskId"); err != nil {
+		return err
+	}
+	if c.Context, c.HasContext, err = member(msg, "contextId"); err != nil {
+		return err
+	}
+	if refs, ok := msg["referenceTaskIds"]; ok && refs != nil {
+		list, ok := refs.([]any)
+		if !ok {
+			return errors.New("referenceTaskIds must be a list of strings")
+		}
+		for _, r := range list {
+			s, ok := r.(string)
+			if !ok {
+				return errors.New("referenceTaskIds must be a list of strings")
+			}
+			c.References = append(c.References, s)
+		}
+	}
+	craw, ok := pm["configuration"]
+	if !ok || string(craw) == "null" {
+		return nil
+	}
+	cm, err := members(craw, configNames)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	conf, _ := c.Params["configuration"].(map[string]any)
+	for _, k := range configNames {
+		praw, ok := cm[k]
+		if !ok || string(praw) == "null" {
+			continue
+		}
+		if _, err := members(praw, pushNames); err != nil {
+			return fmt.Errorf("configuration.%s: %w", k, err)
+		}
+		push, _ := conf[k].(map[string]any)
+		if push == nil {
+			return fmt.Errorf("configuration.%s must be an object", k)
+		}
+		if err := c.webhook(push); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhook reads a push config's url.
+func (c *Call) webhook(p map[string]any) error {
+	u, ok, err := member(p, "url")
+	if err != nil {
+		return err
+	}
+	if ok {
+		c.Webhooks = append(c.Webhooks, u)
+	}
+	return nil
+}
+
+// member returns a string member of an object: absent (or null) is not an
+// error, any other type is.
+func member(obj map[string]any, name string) (string, bool, error) {
+	v, ok := obj[name]
+	if !ok || v == nil {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", false, fmt.Errorf("%s must be a string", name)
+	}
+	return s, true, nil
+}
+
+// Answer is how a refusal reads on the wire: HTTP status, JSON-RPC code and
+// message. Every id that is not the caller's reads exactly as a made-up one:
+// TaskNotFoundError (-32001, §5.4), the error A2A servers give for an
+// unknown task, with Warden's one message.
+func Answer(code rules.Code, detail string) (httpStatus, rpcCode int, message string) {
+	switch code {
+	case rules.CodeTaskNotFound:
+		return 200, ErrTaskNotFound, TaskNotFound
+	case rules.CodeInvalidTaskState:
+		return 200, ErrUnsupportedOperation, detail
+	case rules.CodeInvalidParams:
+		return 200, jsonrpc.ErrInvalidParams, detail
+	case rules.CodeMethodNotFound:
+		return 200, jsonrpc.ErrMethodNotFound, detail
+	case rules.CodeInvalidRequest:
+		return 400, jsonrpc.ErrInvalidRequest, detail
+	case rules.CodeUnauthenticated:
+		return 401, jsonrpc.ErrInvalidRequest, "Unauthorized: " + detail
+	case rules.CodeInternal:
+		return 503, jsonrpc.ErrInternal, detail
+	}
+	return 403, jsonrpc.ErrInvalidRequest, "Forbidden: " + detail
+}
+
+// A2A error codes (§5.4) and Warden's one answer for an id that is not the
+// caller's.
+const (
+	ErrTaskNotFound         = -32001
+	ErrUnsupportedOperation = -32004
+	TaskNotFound            = "Task not found"
+)

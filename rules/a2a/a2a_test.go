@@ -1,0 +1,125 @@
+package a2a
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name, body string
+		code       int // 0: parsed
+		check      func(t *testing.T, c Call)
+	}{
+		{"get task", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t1","historyLength":2}}`, 0, func(t *testing.T, c Call) {
+			if c.Task != "t1" || !c.HasTask || c.Continues() {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"message continuing", `{"jsonrpc":"2.0","id":"a","method":"SendMessage","params":{"message":{"messageId":"m","taskId":"t","contextId":"c","referenceTaskIds":["r1","r2"],"parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://x/"}}}}`, 0, func(t *testing.T, c Call) {
+			if c.Task != "t" || c.Context != "c" || !slices.Equal(c.References, []string{"r1", "r2"}) || !c.Continues() || !slices.Equal(c.Webhooks, []string{"http://x/"}) {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"new message", `{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","parts":[]}}}`, 0, func(t *testing.T, c Call) {
+			if c.Continues() {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"push create", `{"jsonrpc":"2.0","id":3,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"http://10.0.0.1/"}}`, 0, func(t *testing.T, c Call) {
+			if c.Task != "t" || len(c.Webhooks) != 1 {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"list by context", `{"jsonrpc":"2.0","id":4,"method":"ListTasks","params":{"contextId":"c"}}`, 0, func(t *testing.T, c Call) {
+			if c.Context != "c" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"unknown method parses", `{"jsonrpc":"2.0","id":5,"method":"tasks/get"}`, 0, nil},
+		{"not json", `{`, jsonrpc.ErrParse, nil},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, jsonrpc.ErrInvalidRequest, nil},
+		{"notification", `{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"float id", `{"jsonrpc":"2.0","id":1.0,"method":"GetTask","params":{"id":"t"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"answer", `{"jsonrpc":"2.0","id":1,"result":{}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"Id in params", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"Id":"t"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"id twice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a","id":"b"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"TaskId in message", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"TaskId":"t"}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"URL in push config", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"taskPushNotificationConfig":{"URL":"http://127.0.0.1/"}}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"task id a number", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}`, jsonrpc.ErrInvalidParams, nil},
+		{"get task without id", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}`, jsonrpc.ErrInvalidParams, nil},
+		{"references not strings", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[1]}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of a message's taskId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"task_id":"t"}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of contextId", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":"c"}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of referenceTaskIds", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"reference_task_ids":["r"]}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of a push config's taskId", `{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfigs","params":{"task_id":"t"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"proto name of the push config", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"task_push_notification_config":{"url":"http://127.0.0.1/"}}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of a push URL's object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":{"taskPushNotificationConfig":{"url":"https://x/","task_id":"t"}}}}`, jsonrpc.ErrInvalidParams, nil},
+		{"proto name of pageToken", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"page_token":"p"}}`, jsonrpc.ErrInvalidRequest, nil},
+		{"other snake names pass", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","history_length":2}}`, 0, nil},
+		{"page token a number", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":5}}`, jsonrpc.ErrInvalidParams, nil},
+		{"params a list", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, jsonrpc.ErrInvalidRequest, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.body))
+			var je *jsonrpc.Error
+			switch {
+			case tc.code == 0 && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tc.code != 0 && (!errors.As(err, &je) || je.Code != tc.code):
+				t.Fatalf("Parse = %v, want code %d", err, tc.code)
+			}
+			if tc.check != nil {
+				tc.check(t, c)
+			}
+		})
+	}
+}
+
+func TestStates(t *testing.T) {
+	for s, term := range map[string]bool{"TASK_STATE_COMPLETED": true, "canceled": true, "TASK_STATE_REJECTED": true, "failed": true,
+		"TASK_STATE_WORKING": false, "input-required": false, "": false, "bogus": false} {
+		if Terminal(s) != term {
+			t.Errorf("Terminal(%q) = %v", s, !term)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"t","referenceTaskIds":["a"]},"configuration":{"taskPushNotificationConfig":{"url":"http://x/"}}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{"id":"t"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) {
+				t.Fatalf("error without a JSON-RPC code: %v", err)
+			}
+			return
+		}
+		if !jsonrpc.ValidID(c.ID) || c.Method == "" {
+			t.Fatalf("parsed %q with id %s method %q", b, c.ID, c.Method)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	for _, bc := range []struct{ name, body string }{
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"wt2.xjsDIy_PG9j4Ehg1X93SkegMgC9nPbLJM2EUAxC4AugTgwDeAwwp2Y9PO9PaRw"}}`},
+		{"SendMessage", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"wt2.a","contextId":"wt2.b","parts":[{"text":"hello there"}]},"configuration":{"taskPushNotificationConfig":{"url":"https://hooks.example.com/a2a","token":"t"}}}}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			body := []byte(bc.body)
+			for b.Loop() {
+				if _, err := Parse(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,202 @@
+package a2a
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Allow is the webhook allowlist: networks (CIDR prefixes), host names and
+// host:port pairs a push config may name even where CheckWebhook would
+// refuse them.
+type Allow struct {
+	Prefixes []netip.Prefix
+	Hosts    []string // lower case, host or host:port
+}
+
+// ParseAllow reads allowlist entries: "10.0.0.0/8", "192.0.2.7",
+// "hooks.internal", "127.0.0.1:8080", "[::1]:9000".
+func ParseAllow(entries []string) (Allow, error) {
+	var a Allow
+	for _, e := range entries {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if p, err := netip.ParsePrefix(e); err == nil {
+			a.Prefixes = append(a.Prefixes, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(e); err == nil {
+			a.Prefixes = append(a.Prefixes, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		if e == "" || strings.ContainsAny(e, "/?#@ ") {
+			return Allow{}, fmt.Errorf("webhook allowlist entry %q: give a CIDR prefix, an address, a host or host:port", e)
+		}
+		a.Hosts = append(a.Hosts, e)
+	}
+	return a, nil
+}
+
+// CheckWebhook refuses a push-notification URL Warden must not let the
+// server call (A2A §13.2, SSRF): anything but an absolute http(s) URL,
+// userinfo, and hosts that are loopback, private, link-local, unspecified,
+// multicast, shared (100.64/10) or "localhost", in every spelling an HTTP
+// client accepts: IPv4 in dotted, decimal, octal and hex forms with 1 to 4
+// parts, IPv6 with IPv4-mapped, -compatible and NAT64 addresses, zones,
+// percent-escapes and trailing dots. Names are not resolved (the server
+// resolves them); operators who need a name that resolves inside list it,
+// or a network, in allow.
+func CheckWebhook(raw string, allow Allow) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("the webhook URL is not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("the webhook URL must be an absolute http(s) URL")
+	}
+	if u.User != nil {
+		return fmt.Errorf("the webhook URL must not carry credentials")
+	}
+	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, h := range allow.Hosts {
+		if h == host || h == host+":"+port || h == "["+host+"]:"+port {
+			return nil
+		}
+	}
+	ip, isIP := Address(host)
+	if !isIP {
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "" {
+			return fmt.Errorf("the webhook host %s is loopback", host)
+		}
+		return nil
+	}
+	for _, p := range allow.Prefixes {
+		if p.Contains(ip) {
+			return nil
+		}
+	}
+	if why := internal(ip); why != "" {
+		return fmt.Errorf("the webhook address %s is %s", ip, why)
+	}
+	return nil
+}
+
+// internal says why an address is not one a webhook may name, or "".
+func internal(ip netip.Addr) string {
+	switch {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.IsPrivate():
+		return "private"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return "link-local"
+	case ip.IsUnspecified():
+		return "unspecified"
+	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return "multicast"
+	}
+	for _, p := range reserved {
+		if p.Contains(ip) {
+			return "reserved"
+		}
+	}
+	return ""
+}
+
+// reserved are IPv4 ranges netip does not classify that reach inside: "this
+// network", shared address space (carrier NAT), IETF protocol assignments,
+// benchmarking and the class E and broadcast block.
+var reserved = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// Address reads a URL host as an IP address the way HTTP clients do
+// (inet_aton forms for IPv4; IPv6 with its zone dropped), unwrapping IPv4
+// addresses embedded in IPv6 (mapped, compatible, NAT64 64:ff9b::/96).
+func Address(host string) (netip.Addr, bool) {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if i := strings.IndexByte(host, '%'); i >= 0 && strings.Contains(host, ":") {
+		host = host[:i]
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return unwrap(ip), true
+	}
+	if ip, ok := inetAton(host); ok {
+		return ip, true
+	}
+	return netip.Addr{}, false
+}
+
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+func unwrap(ip netip.Addr) netip.Addr {
+	ip = ip.WithZone("")
+	if ip.Is4In6() {
+		return ip.Unmap()
+	}
+	if ip.Is6() {
+		b := ip.As16()
+		compatible := true
+		for _, x := range b[:12] {
+			if x != 0 {
+				compatible = false
+				break
+			}
+		}
+		if nat64.Contains(ip) || compatible && (b[12] != 0 || b[13] != 0) {
+			return netip.AddrFrom4([4]byte(b[12:]))
+		}
+	}
+	return ip
+}
+
+// inetAton reads the IPv4 forms of inet_aton: 1 to 4 parts, each decimal,
+// octal (leading 0) or hex (0x), the last filling the remaining bytes.
+func inetAton(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 || s == "" {
+		return netip.Addr{}, false
+	}
+	vals := make([]uint64, len(parts))
+	for i, p := range parts {
+		if p == "" {
+			return netip.Addr{}, false
+		}
+		base, digits := 10, p
+		switch {
+		case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
+			base, digits = 16, p[2:]
+			if digits == "" {
+				digits = "0"
+			}
+		case len(p) > 1 && p[0] == '0':
+			base, digits = 8, p[1:]
+		}
+		v, err := strconv.ParseUint(digits, base, 32)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		vals[i] = v
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(8*(5-len(vals))) {
+		return netip.Addr{}, false
+	}
+	n := last
+	for i, v := range vals[:len(vals)-1] {
+		if v > 255 {
+			return netip.Addr{}, false
+		}
+		n |= v << (8 * (3 - i))
+	}
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}

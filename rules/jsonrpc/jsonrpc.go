@@ -1,0 +1,190 @@
+// Package jsonrpc reads the JSON-RPC 2.0 envelope the way every peer reads
+// it, for the protocols Warden speaks over it (MCP, A2A): object members with
+// exact names (no two that fold alike), canonical ids, and Warden's own error
+// answers.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Kind is what a JSON-RPC message is.
+type Kind uint8
+
+// The kinds of message.
+const (
+	KindRequest Kind = iota + 1
+	KindNotification
+	KindResponse
+)
+
+// Error is a malformed message, with the JSON-RPC code to answer it with.
+type Error struct {
+	Code    int // -32700 parse error, -32600 invalid request
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// The JSON-RPC error codes Warden answers with.
+const (
+	ErrParse          = -32700
+	ErrInvalidRequest = -32600
+	ErrMethodNotFound = -32601
+	ErrInvalidParams  = -32602
+	ErrInternal       = -32603
+)
+
+// Members reads a JSON object's members with exact names, as JSON-RPC peers
+// read them, and refuses the names peers could read differently: a name
+// given twice, two names equal under Unicode case folding (encoding/json
+// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
+// to it), and a name that folds to one of known without being it.
+func Members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not an object")
+	}
+	m := map[string]json.RawMessage{}
+	folded := map[string]string{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("member %q appears twice", k)
+		}
+		f := Fold(k)
+		if prev, dup := folded[f]; dup {
+			return nil, fmt.Errorf("members %q and %q differ only in case", prev, k)
+		}
+		for _, n := range known {
+			if k != n && f == Fold(n) {
+				return nil, fmt.Errorf("member %q must be spelled %q", k, n)
+			}
+		}
+		m[k], folded[f] = v, k
+	}
+	if _, err := d.Token(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Fold returns the case-folded form of a member name: two names have the
+// same Fold exactly when encoding/json's struct decoding takes one for the
+// other (ASCII letters upper-cased, any other rune replaced by the smallest
+// rune of its Unicode simple-folding orbit, so 'ſ' is 'S' and the Kelvin
+// sign is 'K'; bytes.EqualFold is the same relation).
+func Fold(name string) string {
+	ascii := true
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= utf8.RuneSelf || ('a' <= c && c <= 'z') {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return name
+	}
+	var b strings.Builder
+	b.Grow(len(name))
+	for _, r := range name { // invalid UTF-8 reads as U+FFFD, as decoders read it
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteByte(byte(r))
+			continue
+		}
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+// foldRune returns the smallest rune of r's simple-folding orbit.
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
+
+// String decodes a JSON string; ok is false for anything else.
+func String(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// MaxID is the largest integer id magnitude: every integer up to 2^53 has
+// one float64, so every peer reads it as the same number.
+const MaxID = 1 << 53
+
+// ValidID reports whether a raw JSON-RPC request id is one every peer reads
+// and echoes alike: a string, or an integer in canonical form (no fraction,
+// exponent, leading zero, plus sign or "-0") within ±2^53.
+func ValidID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		_, ok := String(raw)
+		return ok
+	}
+	digits := raw
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 16 || (digits[0] == '0' && len(raw) > 1) {
+		return false // "-0" and "01" are not canonical
+	}
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseUint(string(digits), 10, 64)
+	return err == nil && n <= MaxID
+}
+
+// ErrorBody is a JSON-RPC error response; a missing id is null.
+func ErrorBody(id json.RawMessage, code int, message string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, message}})
+	if err != nil { // an id that is not JSON: answer with null
+		return ErrorBody(nil, code, message)
+	}
+	return b
+}

@@ -1,0 +1,91 @@
+package test
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// startA2AWarden starts bin/warden's A2A sidecar in front of an A2A server's
+// JSON-RPC endpoint (BASE/jsonrpc), authenticating tok-alice and tok-bob as
+// the server does, and returns Warden's base URL.
+func startA2AWarden(t testing.TB, base string, args ...string) string {
+	t.Helper()
+	file := []map[string]any{{"token": aliceToken, "sender": "alice"}, {"token": bobToken, "sender": "bob"}}
+	b, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(tokens, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	start(t, "warden", addr, nil, wardenBinary(t), append([]string{"serve", "--a2a-listen", addr, "--a2a-upstream", base + "/jsonrpc",
+		"--plaintext", "--auth", "static", "--static-tokens", tokens}, args...)...)
+	return "http://" + addr
+}
+
+// refID is a referenced task's id in the agent's text.
+var refID = regexp.MustCompile(`\[ref [^:\]]+:`)
+
+// a2aWardenOutcomes: through Warden every attack of the table is refused,
+// with the answer a made-up id gets wherever the attack names an id.
+func a2aWardenOutcomes() map[string]a2aOutcome {
+	out := map[string]a2aOutcome{}
+	for _, at := range a2aAttacks {
+		out[at.name] = a2aRefused
+	}
+	return out
+}
+
+// TestA2AThroughWarden runs the attack table against Warden in front of the
+// a2a-go v2.3.1 server (every attack refused, ids answered like made-up
+// ones, while TestA2AAttacksDirect shows them succeeding direct), then every
+// valid flow of both SDK clients against both servers, direct and through
+// Warden: the same answers.
+func TestA2AThroughWarden(t *testing.T) {
+	t.Run("attacks", func(t *testing.T) {
+		warden := startA2AWarden(t, startA2AGo(t), "--a2a-webhook-allow", "localhost")
+		seen := runA2AAttacks(t, warden+"/jsonrpc", a2aWardenOutcomes())
+		for _, at := range a2aAttacks {
+			t.Logf("| %s | %s | %s | %s |", at.name, at.what, a2aDirectOutcomes[at.name], seen[at.name].outcome)
+		}
+	})
+	for _, s := range a2aServers() {
+		t.Run("flows/"+s.name, func(t *testing.T) {
+			base := s.start(t)
+			hook := newHookRecorder(t)
+			u, err := url.Parse(hook.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The test's webhook is on loopback: allowed by name and port,
+			// as an operator would allow an internal receiver.
+			warden := startA2AWarden(t, base, "--a2a-webhook-allow", u.Host)
+			for _, c := range a2aClients() {
+				t.Run(c.name, func(t *testing.T) {
+					direct := c.drive(t, base, aliceToken, hook.url, "JSONRPC")
+					through := c.drive(t, warden, aliceToken, hook.url, "JSONRPC")
+					// The agent writes the referenced task's id into its
+					// text: the server's own id, which Warden cannot
+					// rewrite in free text (and which opens nothing through
+					// Warden); the driver blanks only the id it was given.
+					through.Reference.Text = refID.ReplaceAllString(through.Reference.Text, "[ref <id>:")
+					want := wantA2AFlows(s.name, c.name, "JSONRPC")
+					checkA2AFlows(t, direct, want, hook.url)
+					checkA2AFlows(t, through, want, hook.url)
+					through.Push.TaskID = direct.Push.TaskID
+					d, _ := json.Marshal(direct)
+					w, _ := json.Marshal(through)
+					if string(d) != string(w) {
+						t.Errorf("through Warden differs from direct:\n direct %s\n warden %s", d, w)
+					}
+				})
+			}
+		})
+	}
+}
