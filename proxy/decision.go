@@ -55,7 +55,14 @@ func (d Decision) Settle(accepted bool) {
 
 // newDecision starts a decision with a fresh id.
 func (e *Enforcer) newDecision(protocol string) Decision {
-	return Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: protocol}
+	return Decision{ID: e.nextID(), Protocol: protocol}
+}
+
+// nextID is a fresh decision id: the Enforcer's random prefix and the next
+// sequence number, built in one allocation.
+func (e *Enforcer) nextID() string {
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], e.idPrefix...), e.seq.Add(1), 36))
 }
 
 // Refuse records a refusal made at an adapter's front door, before there
