@@ -55,7 +55,14 @@ func (d Decision) Settle(accepted bool) {
 
 // newDecision starts a decision with a fresh id.
 func (e *Enforcer) newDecision(protocol string) Decision {
-	return Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: protocol}
+	return Decision{ID: e.nextID(), Protocol: protocol}
+}
+
+// nextID is a fresh decision id: the Enforcer's random prefix and the next
+// sequence number, built in one allocation.
+func (e *Enforcer) nextID() string {
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], e.idPrefix...), e.seq.Add(1), 36))
 }
 
 // Refuse records a refusal made at an adapter's front door, before there
@@ -68,8 +75,9 @@ func (e *Enforcer) Refuse(protocol, principal, typ string, v rules.Verdict) Deci
 	d := e.newDecision(protocol)
 	d.Principal, d.Type = principal, typ
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
-	e.log.Info("refused", "decision_id", d.ID, "protocol", protocol, "principal", principal, "message_type", typ,
-		"code", string(d.Code), "reason", string(d.Reason), "detail", d.Message, "front_door", true)
+	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("decision_id", d.ID), slog.String("protocol", protocol),
+		slog.String("principal", principal), slog.String("message_type", typ), slog.String("code", string(d.Code)),
+		slog.String("reason", string(d.Reason)), slog.String("detail", d.Message), slog.Bool("front_door", true))
 	if e.observer != nil {
 		e.observer.Decided(d, time.Since(began))
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -229,7 +228,7 @@ func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
 	snap := e.snap.Load()
 	c := req.Call
-	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "mcp", Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
+	d := Decision{ID: e.nextID(), Protocol: "mcp", Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil

@@ -78,7 +78,8 @@ func median(vs []float64) (float64, bool) {
 
 // MicroFigures picks the micro-benchmark figures the table shows: the
 // Enforce medians (the representative TaskUpdate and the slowest message),
-// ext_authz's Check, and the heap per tracked session.
+// ext_authz's Check, allocations and CPU per message through the sidecars,
+// and the heap per tracked session.
 func MicroFigures(m Micro) []Figure {
 	const group = "micro (in process)"
 	var figs []Figure
@@ -103,6 +104,25 @@ func MicroFigures(m Micro) []Figure {
 	for _, n := range m.Names("BenchmarkCheck/") {
 		if v, ok := us(n); ok {
 			figs = append(figs, Figure{Group: group, Name: "ext_authz Check median, " + strings.TrimPrefix(n, "BenchmarkCheck/"), Value: v, Unit: "µs"})
+		}
+	}
+	// Whole messages through a sidecar in one process (a real client, Warden,
+	// a lean upstream): every allocation and CPU nanosecond of the three.
+	sidecars := append(m.Names("BenchmarkSidecarSend"), m.Names("BenchmarkSidecar/")...)
+	for _, n := range sidecars {
+		what := "MACP Send"
+		if rest, ok := strings.CutPrefix(n, "BenchmarkSidecar/"); ok {
+			what = "MCP " + rest
+		} else if n != "BenchmarkSidecarSend" {
+			continue // BenchmarkSidecarSendParallel
+		}
+		if v, ok := m.Median(n, "allocs/op"); ok {
+			figs = append(figs, Figure{Group: group, Name: "allocations per message through the sidecar, " + what, Value: v, Unit: "allocs/op",
+				Note: n + ": client, Warden and upstream in one process"})
+		}
+		if v, ok := m.Median(n, "cpu-ns/op"); ok {
+			figs = append(figs, Figure{Group: group, Name: "CPU per message through the sidecar, " + what, Value: v / 1e3, Unit: "µs",
+				Note: n + ": client, Warden and upstream in one process"})
 		}
 	}
 	if v, ok := m.Median("BenchmarkSessionMemory", "B/session"); ok {

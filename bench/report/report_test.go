@@ -86,6 +86,11 @@ PASS
 ok  	github.com/agentwarden/warden/proxy	10.0s
 pkg: github.com/agentwarden/warden/proxy/extauthz
 BenchmarkCheck/Send/deny-8   	  50000	     20000 ns/op
+pkg: github.com/agentwarden/warden/proxy/macp
+BenchmarkSidecarSend-2   	    3000	    400000 ns/op	    130000 cpu-ns/op	   23000 B/op	     361 allocs/op
+BenchmarkSidecarSendParallel-2   	    3000	    300000 ns/op	    150000 cpu-ns/op	   23000 B/op	     360 allocs/op
+pkg: github.com/agentwarden/warden/proxy/mcp
+BenchmarkSidecar/tasks-get-2   	    3000	    300000 ns/op	    118000 cpu-ns/op	   21000 B/op	     240 allocs/op
 `
 
 func TestMicro(t *testing.T) {
@@ -122,6 +127,10 @@ func TestMicro(t *testing.T) {
 		"Enforce median, TaskUpdate allowed=4.0 µs yes",
 		"Enforce median, slowest of 2 messages (task/Commitment/allow)=13 µs NO",
 		"ext_authz Check median, Send/deny=20 µs -",
+		"allocations per message through the sidecar, MACP Send=361 allocs/op -",
+		"CPU per message through the sidecar, MACP Send=130 µs -",
+		"allocations per message through the sidecar, MCP tasks-get=240 allocs/op -",
+		"CPU per message through the sidecar, MCP tasks-get=118 µs -",
 		"heap per tracked task session=710 B/session yes",
 	}
 	if strings.Join(names, "\n") != strings.Join(want, "\n") {
