@@ -96,6 +96,7 @@ func mounted(t *testing.T) string {
 	put("warden-tls/tls.crt", crt)
 	put("warden-tls/tls.key", k)
 	put("warden/mcp.key", []byte("c2VjcmV0LWtleS1zaGFyZWQtYnktcmVwbGljYXMtMzI=\n"))
+	put("warden-keys/mcp.key", []byte("c2VjcmV0LWtleS1zaGFyZWQtYnktcmVwbGljYXMtMzI=\n"))
 	put("warden/a2a.key", []byte("YW5vdGhlci1rZXktc2hhcmVkLWJ5LXJlcGxpY2FzLTMy\n"))
 	for _, f := range []string{"operator.rego", "operator-mcp.rego", "operator-a2a.rego"} {
 		b, err := os.ReadFile(filepath.Join("config", f))
@@ -184,7 +185,7 @@ func TestExampleConfigs(t *testing.T) {
 			}
 		})
 	}
-	for _, manifest := range []string{"kubernetes/warden.yaml", "kubernetes/extauthz-replicas.yaml"} {
+	for _, manifest := range []string{"kubernetes/warden.yaml", "kubernetes/extauthz-replicas.yaml", "kubernetes/mcp-replicas.yaml"} {
 		t.Run(manifest+" ConfigMap", func(t *testing.T) {
 			b, err := os.ReadFile(manifest)
 			if err != nil {
@@ -195,8 +196,10 @@ func TestExampleConfigs(t *testing.T) {
 				if err := k8syaml.Unmarshal([]byte(doc), &cm); err != nil || cm.Kind != "ConfigMap" {
 					continue
 				}
-				if err := os.WriteFile(filepath.Join(dir, "warden", "operator.rego"), []byte(cm.Data["operator.rego"]), 0o600); err != nil {
-					t.Fatal(err)
+				for name, data := range cm.Data { // the ConfigMap is mounted at /etc/warden
+					if err := os.WriteFile(filepath.Join(dir, "warden", name), []byte(data), 0o600); err != nil {
+						t.Fatal(err)
+					}
 				}
 				check(t, "the ConfigMap's warden.yaml", cm.Data["warden.yaml"], dir)
 				return

@@ -173,74 +173,90 @@ func TestKubernetes(t *testing.T) {
 	}
 }
 
-// TestKubernetesReplicas decodes the replicated ext_authz manifest strictly
-// and checks that the replicas share one Redis through its Service, are
-// exposed on their ext_authz port and probed on /readyz (which reports
-// Redis).
+// TestKubernetesReplicas decodes each replicated manifest strictly and
+// checks that the Wardens are replicated, share one Redis through its
+// Service, are exposed on their listener's port, probed on /readyz (which
+// reports Redis), and that a server beside them is reachable only through
+// its Warden.
 func TestKubernetesReplicas(t *testing.T) {
-	b, err := os.ReadFile("kubernetes/extauthz-replicas.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm corev1.ConfigMap
-	deps := map[string]*appsv1.Deployment{}
-	svcs := map[string]*corev1.Service{}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		var meta struct {
-			metav1.TypeMeta   `json:",inline"`
-			metav1.ObjectMeta `json:"metadata"`
-		}
-		if err := k8syaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatal(err)
-		}
-		var obj any
-		switch meta.Kind {
-		case "ConfigMap":
-			obj = &cm
-		case "Deployment":
-			deps[meta.Name] = &appsv1.Deployment{}
-			obj = deps[meta.Name]
-		case "Service":
-			svcs[meta.Name] = &corev1.Service{}
-			obj = svcs[meta.Name]
-		default:
-			t.Fatalf("unexpected kind %q", meta.Kind)
-		}
-		if err := k8syaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("%s %s: %v", meta.Kind, meta.Name, err)
-		}
-	}
-	w, r := deps["warden-extauthz"], deps["warden-redis"]
-	if w == nil || r == nil || svcs["warden-extauthz"] == nil || svcs["warden-redis"] == nil {
-		t.Fatalf("want the Deployments and Services warden-extauthz and warden-redis: %v %v", deps, svcs)
-	}
-	if w.Spec.Replicas == nil || *w.Spec.Replicas < 2 {
-		t.Error("ext_authz is not replicated")
-	}
-	c := w.Spec.Template.Spec.Containers[0]
-	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || svcs["warden-extauthz"].Spec.Ports[0].TargetPort.StrVal != c.Ports[0].Name {
-		t.Error("the Service must target the replicas' ext_authz port and the replicas be probed on /readyz")
-	}
-	var cfg struct {
-		ExtAuthz struct {
-			Listen string `yaml:"listen"`
-		} `yaml:"extauthz"`
-		State struct {
-			URL string `yaml:"url"`
-		} `yaml:"state"`
-		Rest map[string]any `yaml:",inline"`
-	}
-	if err := yaml.Unmarshal([]byte(cm.Data["warden.yaml"]), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	redisPort := svcs["warden-redis"].Spec.Ports[0].Port
-	if want := "redis://warden-redis:" + strconv.Itoa(int(redisPort)) + "/0"; cfg.State.URL != want {
-		t.Errorf("state.url %q, want the Redis Service %s", cfg.State.URL, want)
-	}
-	if !strings.HasSuffix(cfg.ExtAuthz.Listen, ":"+strconv.Itoa(int(c.Ports[0].ContainerPort))) {
-		t.Errorf("extauthz.listen %s is not the container's port %d", cfg.ExtAuthz.Listen, c.Ports[0].ContainerPort)
-	}
-	if args := strings.Join(r.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--appendonly no") {
-		t.Errorf("Redis args %q: the manifest documents a Redis without persistence", args)
+	for _, tc := range []struct {
+		manifest, deployment, service, section string
+	}{
+		{"kubernetes/extauthz-replicas.yaml", "warden-extauthz", "warden-extauthz", "extauthz"},
+		{"kubernetes/mcp-replicas.yaml", "mcp-server", "mcp-server", "mcp"},
+	} {
+		t.Run(tc.manifest, func(t *testing.T) {
+			b, err := os.ReadFile(tc.manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cm corev1.ConfigMap
+			deps := map[string]*appsv1.Deployment{}
+			svcs := map[string]*corev1.Service{}
+			for _, doc := range strings.Split(string(b), "\n---\n") {
+				var meta struct {
+					metav1.TypeMeta   `json:",inline"`
+					metav1.ObjectMeta `json:"metadata"`
+				}
+				if err := k8syaml.Unmarshal([]byte(doc), &meta); err != nil {
+					t.Fatal(err)
+				}
+				var obj any
+				switch meta.Kind {
+				case "ConfigMap":
+					obj = &cm
+				case "Deployment":
+					deps[meta.Name] = &appsv1.Deployment{}
+					obj = deps[meta.Name]
+				case "Service":
+					svcs[meta.Name] = &corev1.Service{}
+					obj = svcs[meta.Name]
+				default:
+					t.Fatalf("unexpected kind %q", meta.Kind)
+				}
+				if err := k8syaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+					t.Fatalf("%s %s: %v", meta.Kind, meta.Name, err)
+				}
+			}
+			w, r := deps[tc.deployment], deps["warden-redis"]
+			if w == nil || r == nil || svcs[tc.service] == nil || svcs["warden-redis"] == nil {
+				t.Fatalf("want the Deployments and Services %s and warden-redis: %v %v", tc.deployment, deps, svcs)
+			}
+			if w.Spec.Replicas == nil || *w.Spec.Replicas < 2 {
+				t.Errorf("%s is not replicated", tc.deployment)
+			}
+			var c *corev1.Container
+			for i, x := range w.Spec.Template.Spec.Containers {
+				switch {
+				case x.Name == "warden":
+					c = &w.Spec.Template.Spec.Containers[i]
+				case len(x.Ports) != 0:
+					t.Errorf("container %s exposes ports: only Warden may be reachable", x.Name)
+				}
+			}
+			if c == nil {
+				t.Fatal("no warden container")
+			}
+			if c.ReadinessProbe.HTTPGet.Path != "/readyz" || svcs[tc.service].Spec.Ports[0].TargetPort.StrVal != c.Ports[0].Name {
+				t.Error("the Service must target Warden's listener port and Warden be probed on /readyz")
+			}
+			var cfg map[string]struct {
+				Listen string `yaml:"listen"`
+				URL    string `yaml:"url"`
+			}
+			if err := yaml.Unmarshal([]byte(cm.Data["warden.yaml"]), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			redisPort := svcs["warden-redis"].Spec.Ports[0].Port
+			if want := "redis://warden-redis:" + strconv.Itoa(int(redisPort)) + "/0"; cfg["state"].URL != want {
+				t.Errorf("state.url %q, want the Redis Service %s", cfg["state"].URL, want)
+			}
+			if l := cfg[tc.section].Listen; !strings.HasSuffix(l, ":"+strconv.Itoa(int(c.Ports[0].ContainerPort))) {
+				t.Errorf("%s.listen %q is not the container's port %d", tc.section, l, c.Ports[0].ContainerPort)
+			}
+			if args := strings.Join(r.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--appendonly no") {
+				t.Errorf("Redis args %q: the manifest documents a Redis without persistence", args)
+			}
+		})
 	}
 }
