@@ -109,10 +109,13 @@ func MicroFigures(m Micro) []Figure {
 	// Whole messages through a sidecar in one process (a real client, Warden,
 	// a lean upstream): every allocation and CPU nanosecond of the three.
 	sidecars := append(m.Names("BenchmarkSidecarSend"), m.Names("BenchmarkSidecar/")...)
+	sidecars = append(sidecars, m.Names("BenchmarkA2ASidecar/")...)
 	for _, n := range sidecars {
 		what := "MACP Send"
 		if rest, ok := strings.CutPrefix(n, "BenchmarkSidecar/"); ok {
 			what = "MCP " + rest
+		} else if rest, ok := strings.CutPrefix(n, "BenchmarkA2ASidecar/"); ok {
+			what = "A2A " + rest
 		} else if n != "BenchmarkSidecarSend" {
 			continue // BenchmarkSidecarSendParallel
 		}

@@ -299,9 +299,9 @@ func FuzzFromUpstream(f *testing.F) {
 	})
 }
 
-// BenchmarkSidecar times one GetTask and one SendMessage through the sidecar
+// BenchmarkA2ASidecar times one GetTask and one SendMessage through the sidecar
 // in front of the in-process fake, both on real loopback HTTP servers.
-func BenchmarkSidecar(b *testing.B) {
+func BenchmarkA2ASidecar(b *testing.B) {
 	h := newHarness(b, Config{})
 	task := h.send(b, "alice", "input x")
 	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"` + task["id"].(string) + `"}}`

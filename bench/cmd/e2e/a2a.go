@@ -111,7 +111,11 @@ func (b *bench) a2a(ctx context.Context) (outcome, error) {
 	if !bytes.Contains(out, []byte("-a2a-listen")) {
 		return outcome{}, notRun("%s serve has no --a2a-listen", b.wardenBin)
 	}
-	server := filepath.Join(b.logDir, "a2a-go-server")
+	// go build -C resolves -o in the peer's folder: the path must be absolute.
+	server, err := filepath.Abs(filepath.Join(b.logDir, "a2a-go-server"))
+	if err != nil {
+		return outcome{}, err
+	}
 	if out, err := exec.Command("go", "build", "-C", "test/peers/a2a-go", "-o", server, ".").CombinedOutput(); err != nil {
 		return outcome{}, notRun("build test/peers/a2a-go (scripts/peers.sh a2a fetches its modules): %v %s", err, out)
 	}
