@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -35,13 +36,54 @@ type Decision struct {
 	pending *pending
 }
 
-// pending is what a decision holds until the upstream answers: settle runs
-// once, with whether the upstream accepted the message (a MACP decision
-// commits the session's next state and releases its lock; an MCP steer gives
-// its queue place back when refused).
+// pending is what a decision holds until the upstream answers, settled once
+// with whether the upstream accepted the message: a held MACP decision
+// commits the session's next state and releases its lock, a flying one lands
+// (see Enforcer.fly), an MCP steer gives its queue place back when refused.
+// It is one value rather than a closure so that a decision allocates it
+// once.
 type pending struct {
-	settle func(accepted bool)
-	once   sync.Once
+	once sync.Once
+	kind pendingKind
+	e    *Enforcer
+	en   *entry
+	next *rules.Session // held and flying: the state to commit
+	now  int64
+	// flying: the message, the state it was decided on and its roles.
+	env    *macpv1.Envelope
+	sender string
+	base   *rules.Session
+	roles  []string
+	// steer: what gives the queue place back.
+	undo func()
+}
+
+// pendingKind is what a pending decision holds.
+type pendingKind uint8
+
+const (
+	pendingHeld   pendingKind = iota + 1 // a MACP session, locked
+	pendingFlying                        // a record-only MACP message in flight
+	pendingSteer                         // an MCP steer's queue place
+)
+
+// settle runs once per pending decision.
+func (p *pending) settle(accepted bool) {
+	switch p.kind {
+	case pendingHeld:
+		if accepted {
+			p.e.table.settle(p.en, p.next, p.now)
+		} else {
+			p.e.table.drop(p.en)
+		}
+		p.en.release()
+	case pendingFlying:
+		p.e.land(p, accepted)
+	case pendingSteer:
+		if !accepted {
+			p.undo() // the upstream refused the steer: its place is free again
+		}
+	}
 }
 
 // Settle ends the decision: when accepted is true (the upstream acknowledged

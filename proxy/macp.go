@@ -246,15 +246,7 @@ func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out r
 		return e.fly(d, en, req.Envelope, sender, out, base, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
-		next := out.Next
-		d.pending = &pending{settle: func(accepted bool) {
-			if accepted {
-				e.table.settle(en, next, now)
-			} else {
-				e.table.drop(en)
-			}
-			en.release()
-		}}
+		d.pending = &pending{kind: pendingHeld, e: e, en: en, next: out.Next, now: now}
 		return d
 	}
 	e.release(en)
@@ -278,30 +270,34 @@ func (e *Enforcer) release(en *entry) {
 // follows the runtime (it accepted what the committed state refuses): the
 // entry is marked stale and rebuilt from the upstream on its next message.
 func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
-	id, next, roles := env.GetMessageId(), out.Next, out.Roles
-	en.fly(id)
+	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &pending{settle: func(accepted bool) {
-		if !accepted {
-			en.land(id, nil)
-			return
-		}
-		en.land(id, func(cur *rules.Session) *rules.Session {
-			if cur == base {
-				return next
-			}
-			again := rules.Step(cur, env, sender, now)
-			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-				again.Next.State == next.State && slices.Equal(again.Roles, roles) {
-				return again.Next
-			}
-			if cur != nil && cur.State == rules.StateExpired {
-				return cur // Warden's clock expired it meanwhile: it accepts nothing more
-			}
-			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
-				"session_id", en.id, "message_id", id, "reason", string(again.Verdict.Reason))
-			return nil
-		})
-	}}
+	d.pending = &pending{kind: pendingFlying, e: e, en: en, next: out.Next, now: now,
+		env: env, sender: sender, base: base, roles: out.Roles}
 	return d
+}
+
+// land settles a flying message p (see fly).
+func (e *Enforcer) land(p *pending, accepted bool) {
+	id := p.env.GetMessageId()
+	if !accepted {
+		p.en.land(id, nil)
+		return
+	}
+	p.en.land(id, func(cur *rules.Session) *rules.Session {
+		if cur == p.base {
+			return p.next
+		}
+		again := rules.Step(cur, p.env, p.sender, p.now)
+		if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
+			again.Next.State == p.next.State && slices.Equal(again.Roles, p.roles) {
+			return again.Next
+		}
+		if cur != nil && cur.State == rules.StateExpired {
+			return cur // Warden's clock expired it meanwhile: it accepts nothing more
+		}
+		e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
+			"session_id", p.en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+		return nil
+	})
 }
