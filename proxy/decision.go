@@ -4,11 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentwarden/warden/rules"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -33,56 +32,48 @@ type Decision struct {
 	// Roles are the sender's roles, for logs and replay output.
 	Roles []string
 
-	pending *pending
+	pending pending
 }
 
-// pending is what a decision holds until the upstream answers, settled once
-// with whether the upstream accepted the message: a held MACP decision
-// commits the session's next state and releases its lock, a flying one lands
-// (see Enforcer.fly), an MCP steer gives its queue place back when refused.
-// It is one value rather than a closure so that a decision allocates it
-// once.
-type pending struct {
-	once sync.Once
-	kind pendingKind
-	e    *Enforcer
+// pending is what a decision holds until the upstream answers; settle runs
+// once, with whether the upstream accepted the message. Each kind is a small
+// struct with a method rather than a closure, so that a decision allocates
+// one value: held (a MACP session locked until it commits), flying (a
+// record-only MACP message, see Enforcer.fly) and steer (an MCP steer's
+// queue place).
+type pending interface{ settle(accepted bool) }
+
+// held is a MACP decision holding its session's lock: accepted commits next.
+type held struct {
+	done atomic.Bool
+	t    *table
 	en   *entry
-	next *rules.Session // held and flying: the state to commit
+	next *rules.Session
 	now  int64
-	// flying: the message, the state it was decided on and its roles.
-	env    *macpv1.Envelope
-	sender string
-	base   *rules.Session
-	roles  []string
-	// steer: what gives the queue place back.
+}
+
+func (h *held) settle(accepted bool) {
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	if accepted {
+		h.t.settle(h.en, h.next, h.now)
+	} else {
+		h.t.drop(h.en)
+	}
+	h.en.release()
+}
+
+// steer is an MCP steer's place in its task's queue, given back when the
+// upstream refuses the steer.
+type steer struct {
+	done atomic.Bool
 	undo func()
 }
 
-// pendingKind is what a pending decision holds.
-type pendingKind uint8
-
-const (
-	pendingHeld   pendingKind = iota + 1 // a MACP session, locked
-	pendingFlying                        // a record-only MACP message in flight
-	pendingSteer                         // an MCP steer's queue place
-)
-
-// settle runs once per pending decision.
-func (p *pending) settle(accepted bool) {
-	switch p.kind {
-	case pendingHeld:
-		if accepted {
-			p.e.table.settle(p.en, p.next, p.now)
-		} else {
-			p.e.table.drop(p.en)
-		}
-		p.en.release()
-	case pendingFlying:
-		p.e.land(p, accepted)
-	case pendingSteer:
-		if !accepted {
-			p.undo() // the upstream refused the steer: its place is free again
-		}
+func (s *steer) settle(accepted bool) {
+	if s.done.CompareAndSwap(false, true) && !accepted {
+		s.undo()
 	}
 }
 
@@ -90,8 +81,8 @@ func (p *pending) settle(accepted bool) {
 // the message) the pending state is committed; otherwise nothing changes.
 // It releases the session for the next message and is safe to call on a denial.
 func (d Decision) Settle(accepted bool) {
-	if p := d.pending; p != nil {
-		p.once.Do(func() { p.settle(accepted) })
+	if d.pending != nil {
+		d.pending.settle(accepted)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -246,7 +247,7 @@ func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out r
 		return e.fly(d, en, req.Envelope, sender, out, base, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
-		d.pending = &pending{kind: pendingHeld, e: e, en: en, next: out.Next, now: now}
+		d.pending = &held{t: e.table, en: en, next: out.Next, now: now}
 		return d
 	}
 	e.release(en)
@@ -272,32 +273,48 @@ func (e *Enforcer) release(en *entry) {
 func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
 	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &pending{kind: pendingFlying, e: e, en: en, next: out.Next, now: now,
-		env: env, sender: sender, base: base, roles: out.Roles}
+	d.pending = &flying{e: e, en: en, next: out.Next, now: now, env: env, sender: sender, base: base, roles: out.Roles}
 	return d
 }
 
-// land settles a flying message p (see fly).
-func (e *Enforcer) land(p *pending, accepted bool) {
-	id := p.env.GetMessageId()
-	if !accepted {
-		p.en.land(id, nil)
+// flying is a record-only message in flight (see fly): the message, the
+// state it was decided on, its roles and its next state.
+type flying struct {
+	done   atomic.Bool
+	e      *Enforcer
+	en     *entry
+	env    *macpv1.Envelope
+	sender string
+	base   *rules.Session
+	next   *rules.Session
+	roles  []string
+	now    int64
+}
+
+// settle lands the flight.
+func (f *flying) settle(accepted bool) {
+	if !f.done.CompareAndSwap(false, true) {
 		return
 	}
-	p.en.land(id, func(cur *rules.Session) *rules.Session {
-		if cur == p.base {
-			return p.next
+	id := f.env.GetMessageId()
+	if !accepted {
+		f.en.land(id, nil)
+		return
+	}
+	f.en.land(id, func(cur *rules.Session) *rules.Session {
+		if cur == f.base {
+			return f.next
 		}
-		again := rules.Step(cur, p.env, p.sender, p.now)
+		again := rules.Step(cur, f.env, f.sender, f.now)
 		if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-			again.Next.State == p.next.State && slices.Equal(again.Roles, p.roles) {
+			again.Next.State == f.next.State && slices.Equal(again.Roles, f.roles) {
 			return again.Next
 		}
 		if cur != nil && cur.State == rules.StateExpired {
 			return cur // Warden's clock expired it meanwhile: it accepts nothing more
 		}
-		e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
-			"session_id", p.en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+		f.e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
+			"session_id", f.en.id, "message_id", id, "reason", string(again.Verdict.Reason))
 		return nil
 	})
 }

@@ -342,7 +342,7 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	d = e.finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
-			d.pending = &pending{kind: pendingSteer, undo: undo}
+			d.pending = &steer{undo: undo}
 		} else {
 			undo()
 		}
