@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentwarden/warden/rules"
@@ -32,24 +32,57 @@ type Decision struct {
 	// Roles are the sender's roles, for logs and replay output.
 	Roles []string
 
-	pending *pending
+	pending pending
 }
 
-// pending is what a decision holds until the upstream answers: settle runs
-// once, with whether the upstream accepted the message (a MACP decision
-// commits the session's next state and releases its lock; an MCP steer gives
-// its queue place back when refused).
-type pending struct {
-	settle func(accepted bool)
-	once   sync.Once
+// pending is what a decision holds until the upstream answers; settle runs
+// once, with whether the upstream accepted the message. Each kind is a small
+// struct with a method rather than a closure, so that a decision allocates
+// one value: held (a MACP session locked until it commits), flying (a
+// record-only MACP message, see Enforcer.fly) and steer (an MCP steer's
+// queue place).
+type pending interface{ settle(accepted bool) }
+
+// held is a MACP decision holding its session's lock: accepted commits next.
+type held struct {
+	done atomic.Bool
+	t    *table
+	en   *entry
+	next *rules.Session
+	now  int64
+}
+
+func (h *held) settle(accepted bool) {
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	if accepted {
+		h.t.settle(h.en, h.next, h.now)
+	} else {
+		h.t.drop(h.en)
+	}
+	h.en.release()
+}
+
+// steer is an MCP steer's place in its task's queue, given back when the
+// upstream refuses the steer.
+type steer struct {
+	done atomic.Bool
+	undo func()
+}
+
+func (s *steer) settle(accepted bool) {
+	if s.done.CompareAndSwap(false, true) && !accepted {
+		s.undo()
+	}
 }
 
 // Settle ends the decision: when accepted is true (the upstream acknowledged
 // the message) the pending state is committed; otherwise nothing changes.
 // It releases the session for the next message and is safe to call on a denial.
 func (d Decision) Settle(accepted bool) {
-	if p := d.pending; p != nil {
-		p.once.Do(func() { p.settle(accepted) })
+	if d.pending != nil {
+		d.pending.settle(accepted)
 	}
 }
 

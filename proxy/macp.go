@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -246,15 +247,7 @@ func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out r
 		return e.fly(d, en, req.Envelope, sender, out, base, now)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
-		next := out.Next
-		d.pending = &pending{settle: func(accepted bool) {
-			if accepted {
-				e.table.settle(en, next, now)
-			} else {
-				e.table.drop(en)
-			}
-			en.release()
-		}}
+		d.pending = &held{t: e.table, en: en, next: out.Next, now: now}
 		return d
 	}
 	e.release(en)
@@ -278,30 +271,50 @@ func (e *Enforcer) release(en *entry) {
 // follows the runtime (it accepted what the committed state refuses): the
 // entry is marked stale and rebuilt from the upstream on its next message.
 func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
-	id, next, roles := env.GetMessageId(), out.Next, out.Roles
-	en.fly(id)
+	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &pending{settle: func(accepted bool) {
-		if !accepted {
-			en.land(id, nil)
-			return
-		}
-		en.land(id, func(cur *rules.Session) *rules.Session {
-			if cur == base {
-				return next
-			}
-			again := rules.Step(cur, env, sender, now)
-			if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-				again.Next.State == next.State && slices.Equal(again.Roles, roles) {
-				return again.Next
-			}
-			if cur != nil && cur.State == rules.StateExpired {
-				return cur // Warden's clock expired it meanwhile: it accepts nothing more
-			}
-			e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
-				"session_id", en.id, "message_id", id, "reason", string(again.Verdict.Reason))
-			return nil
-		})
-	}}
+	d.pending = &flying{e: e, en: en, next: out.Next, now: now, env: env, sender: sender, base: base, roles: out.Roles}
 	return d
+}
+
+// flying is a record-only message in flight (see fly): the message, the
+// state it was decided on, its roles and its next state.
+type flying struct {
+	done   atomic.Bool
+	e      *Enforcer
+	en     *entry
+	env    *macpv1.Envelope
+	sender string
+	base   *rules.Session
+	next   *rules.Session
+	roles  []string
+	now    int64
+}
+
+// settle lands the flight.
+func (f *flying) settle(accepted bool) {
+	if !f.done.CompareAndSwap(false, true) {
+		return
+	}
+	id := f.env.GetMessageId()
+	if !accepted {
+		f.en.land(id, nil)
+		return
+	}
+	f.en.land(id, func(cur *rules.Session) *rules.Session {
+		if cur == f.base {
+			return f.next
+		}
+		again := rules.Step(cur, f.env, f.sender, f.now)
+		if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
+			again.Next.State == f.next.State && slices.Equal(again.Roles, f.roles) {
+			return again.Next
+		}
+		if cur != nil && cur.State == rules.StateExpired {
+			return cur // Warden's clock expired it meanwhile: it accepts nothing more
+		}
+		f.e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
+			"session_id", f.en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+		return nil
+	})
 }

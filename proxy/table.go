@@ -15,18 +15,22 @@ import (
 // errTableFull means the table holds only live sessions it may not forget.
 var errTableFull = errors.New("session table full of live sessions")
 
-// entry is one session's slot. lock serializes the session's decisions: it is
-// held while a message is decided, and by a state-changing message until the
-// upstream answers it. Record-only messages (rules.Outcome.RecordOnly) give
-// the lock back once forwarded and fly: each lands with the upstream's answer
-// and commits its id record onto the then-committed state. gone is guarded by
-// lock; state and flights by mu.
+// entry is one session's slot. Its lock (acquire, release) serializes the
+// session's decisions: it is held while a message is decided, and by a
+// state-changing message until the upstream answers it. Record-only messages
+// (rules.Outcome.RecordOnly) give the lock back once forwarded and fly: each
+// lands with the upstream's answer and commits its id record onto the
+// then-committed state. gone is guarded by the lock; held, unlocked, state
+// and flights by mu.
 type entry struct {
 	id    string
-	lock  chan struct{}
 	state atomic.Pointer[rules.Session] // committed; nil until started or rebuilt, or when stale
 	gone  bool                          // evicted: holders must look the session up again
 	done  bool                          // on the terminal list; guarded by table.mu
+	held  bool                          // the lock is taken
+	// unlocked is closed when the lock is given back; nil while nobody
+	// waits, so that an idle entry costs one pointer for it.
+	unlocked chan struct{}
 	// version is the shared store's version of state ("": none); fresh is
 	// the decision that may use state without reading the store again (its
 	// last attempt brought the store's state), checked the one that read it
@@ -52,25 +56,49 @@ func (f *flights) count() int {
 	return len(f.ids)
 }
 
+// acquire takes the entry's lock, waiting for it until ctx ends.
 func (e *entry) acquire(ctx context.Context) error {
-	select {
-	case e.lock <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		e.mu.Lock()
+		if !e.held {
+			e.held = true
+			e.mu.Unlock()
+			return nil
+		}
+		if e.unlocked == nil {
+			e.unlocked = make(chan struct{})
+		}
+		ch := e.unlocked
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
+// tryAcquire takes the entry's lock if it is free.
 func (e *entry) tryAcquire() bool {
-	select {
-	case e.lock <- struct{}{}:
-		return true
-	default:
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.held {
 		return false
 	}
+	e.held = true
+	return true
 }
 
-func (e *entry) release() { <-e.lock }
+// release gives the entry's lock back and wakes whoever waits for it.
+func (e *entry) release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.held = false
+	if e.unlocked != nil {
+		close(e.unlocked)
+		e.unlocked = nil
+	}
+}
 
 // update replaces the committed state with f of it; commits are serialized
 // with the landing of flights.
@@ -202,7 +230,7 @@ func (t *table) lookup(id string, now int64, create bool) (*entry, error) {
 	if t.live.Len()+t.done.Len() >= t.capacity && !t.evictOne(now) {
 		return nil, errTableFull
 	}
-	e := &entry{id: id, lock: make(chan struct{}, 1)}
+	e := &entry{id: id}
 	t.live.Add(id, e)
 	return e, nil
 }

@@ -342,11 +342,7 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	d = e.finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
-			d.pending = &pending{settle: func(accepted bool) {
-				if !accepted {
-					undo() // the upstream refused the steer: its place is free again
-				}
-			}}
+			d.pending = &steer{undo: undo}
 		} else {
 			undo()
 		}

@@ -64,7 +64,7 @@ type stepCtx struct {
 	env    *macpv1.Envelope
 	sender string
 	now    int64
-	out    *Outcome
+	out    Outcome
 }
 
 func (c *stepCtx) role(r string) { c.out.Roles = append(c.out.Roles, r) }
@@ -177,13 +177,15 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		return out
 	}
 
-	c := &stepCtx{next: s.clone(), env: env, sender: sender, now: now, out: &out}
-	out.Roles = s.baseRoles(sender)
+	// The outcome lives in the working set, which stays on the stack: a
+	// pointer to a local would move it to the heap.
+	c := &stepCtx{next: s.clone(), env: env, sender: sender, now: now}
+	c.out.Roles = s.baseRoles(sender)
 	var v Verdict
 	switch {
 	case env.GetMessageType() == TypeProgress:
 		v = Verdict{} // informational; authority is the policy's
-		out.RecordOnly = true
+		c.out.RecordOnly = true
 	case s.task != nil:
 		v = c.next.task.step(c)
 	case s.handoff != nil:
@@ -200,16 +202,16 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		v = deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+s.Mode+" is not supported")
 	}
 	if !v.OK() {
-		out.Verdict, out.RecordOnly = v, false
-		return out
+		c.out.Verdict, c.out.RecordOnly = v, false
+		return c.out
 	}
 	c.next.recordID(env, sender)
 	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
 		c.next.State = StateResolved
 	}
-	out.Verdict.Reason = ReasonAllowed
-	out.Next = c.next
-	return out
+	c.out.Verdict.Reason = ReasonAllowed
+	c.out.Next = c.next
+	return c.out
 }
 
 // baseRoles are the roles a sender holds in any mode.

@@ -124,19 +124,19 @@ func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, c
 // the runtime (it does not know the session, it applied a retransmission as
 // new, or the answer was lost), the session is forgotten and rebuilt on its
 // next message.
-func (s *Server) settle(ctx context.Context, d proxy.Decision, ack *macpv1.Ack, err error) {
+func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	switch {
 	case err != nil:
 		d.Settle(false)
 		s.enf.Forget(ctx, d.SessionID)
-	case ack.GetOk() && d.Duplicate && !ack.GetDuplicate():
+	case a.ok && d.Duplicate && !a.duplicate:
 		d.Settle(false)
 		s.enf.Forget(ctx, d.SessionID)
-	case !ack.GetOk() && ack.GetError().GetCode() == string(rules.CodeSessionNotFound):
+	case !a.ok && string(a.code) == string(rules.CodeSessionNotFound):
 		d.Settle(false)
 		s.enf.Forget(ctx, d.SessionID)
 	default:
-		d.Settle(ack.GetOk() && !ack.GetDuplicate())
+		d.Settle(a.ok && !a.duplicate)
 	}
 }
 
@@ -167,11 +167,13 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 		_ = grpc.SetHeader(ctx, header)
 	}
 	_ = grpc.SetTrailer(ctx, trailer)
-	var out macpv1.SendResponse
-	if err == nil && proto.Unmarshal(resp.b, &out) != nil {
-		err = errors.New("the runtime's SendResponse does not decode")
+	var a ack
+	if err == nil {
+		if a, err = readAck(resp.b); err != nil {
+			err = errors.New("the runtime's SendResponse does not decode")
+		}
 	}
-	s.settle(ctx, d, out.GetAck(), err)
+	s.settle(ctx, d, a, err)
 	if err != nil {
 		return nil, s.upstreamError(err)
 	}
@@ -197,11 +199,13 @@ func (s *Server) control(ss grpc.ServerStream, op string) error {
 		return status.Error(codes.Code(d.Code.GRPCStatus()), string(d.Code)+": "+d.Message+" (warden decision "+d.ID+")")
 	}
 	resp, err := s.invoke(upctx, ss, service+op, req)
-	var out macpv1.CancelSessionResponse
-	if err == nil && proto.Unmarshal(resp.b, &out) != nil {
-		err = errors.New("the runtime's control response does not decode")
+	var a ack // the three responses share {ack}
+	if err == nil {
+		if a, err = readAck(resp.b); err != nil {
+			err = errors.New("the runtime's control response does not decode")
+		}
 	}
-	s.settle(ss.Context(), d, out.GetAck(), err)
+	s.settle(ss.Context(), d, a, err)
 	if err != nil {
 		return err
 	}
