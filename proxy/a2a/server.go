@@ -43,6 +43,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -100,17 +101,13 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	u, err := url.Parse(c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("a2a.upstream: %q is not an http(s) URL", c.Upstream)
+	if err := c.Sidecar().Validate(); err != nil {
+		return err
 	}
 	if c.PublicURL != "" {
 		if p, err := url.Parse(c.PublicURL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("a2a.public_url: %q is not an http(s) URL", c.PublicURL)
 		}
-	}
-	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
-		return errors.New("a2a: give a TLS certificate and key, or serve plaintext explicitly")
 	}
 	if c.MaxBodyBytes < 0 {
 		return errors.New("a2a.max_body_bytes must not be negative")
@@ -120,9 +117,6 @@ func (c Config) Validate() error {
 	}
 	if _, err := a2arules.ParseAllow(c.WebhookAllow); err != nil {
 		return fmt.Errorf("a2a.webhook_allow: %w", err)
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("a2a.limits: %w", err)
 	}
 	return nil
 }
@@ -172,10 +166,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
 	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			DisableCompression: true, DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
-		}}
+		client = listener.UpstreamClient(cfg.Limits)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -233,7 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.ErrInternal, "authentication is unavailable; retry later")
+		relay.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.ErrInternal, "authentication is unavailable; retry later")
 		return
 	}
 	if err != nil {
@@ -290,14 +281,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)
 	if err != nil {
 		s.log.Warn("could not decide an A2A request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+		relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
 		return
 	}
 	d.Settle(d.Allow)
 	if !d.Allow {
 		status, code, msg := a2arules.Answer(d.Code, d.Message)
 		w.Header().Set("X-Warden-Decision", d.ID)
-		writeError(w, status, call.ID, code, msg)
+		relay.WriteError(w, status, call.ID, code, msg)
 		return
 	}
 	x.taskID = req.TaskID
@@ -312,15 +303,7 @@ const unavailable = "Warden could not decide this request; retry later"
 func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
 	d := s.enforcer.Refuse("a2a", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
 	w.Header().Set("X-Warden-Decision", d.ID)
-	writeError(w, status, id, code, msg)
-}
-
-// writeError answers with a JSON-RPC error of Warden's own.
-func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	b := jsonrpc.ErrorBody(id, code, msg)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	relay.WriteError(w, status, id, code, msg)
 }
 
 // restError answers in the HTTP+JSON binding's error shape (§11.6).

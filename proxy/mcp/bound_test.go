@@ -47,7 +47,7 @@ func TestTooBigEvents(t *testing.T) {
 			var rec recorder
 			in := tc.event + "data: after\n\n"
 			err := relay.CopyEvents(&rec, rec.flush, strings.NewReader(in), relay.Events{
-				Data: func(b []byte) ([]byte, bool) { return b, true }, Max: s.maxResponse(), TooBig: x.tooBig})
+				Data: func(b []byte) ([]byte, bool) { return b, true }, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 			if err != nil {
 				t.Fatal(err)
 			}

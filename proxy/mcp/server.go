@@ -54,6 +54,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
@@ -122,21 +123,14 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	u, err := url.Parse(c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("mcp.upstream: %q is not an http(s) URL", c.Upstream)
-	}
-	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
-		return errors.New("mcp: give a TLS certificate and key, or serve plaintext explicitly")
+	if err := c.Sidecar().Validate(); err != nil {
+		return err
 	}
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
 	if c.MaxResponseBytes < -1 {
 		return errors.New("mcp.max_response_bytes: give a positive bound, or -1 for none")
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("mcp.limits: %w", err)
 	}
 	return nil
 }
@@ -193,11 +187,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, errors.New("mcp: the handle key must have at least 32 bytes")
 	}
 	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			ResponseHeaderTimeout: 0, DisableCompression: true,
-			DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
-		}}
+		client = listener.UpstreamClient(cfg.Limits)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -239,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
+		relay.WriteError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
 		return
 	}
 	if err != nil {
@@ -445,13 +435,13 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
 				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-				writeError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
+				relay.WriteError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
 				return
 			}
 			if !d.Allow {
 				d.Settle(false)
 				status, code, msg := mcprules.Answer(d.Code, d.Message)
-				writeError(w, status, call.ID, code, msg)
+				relay.WriteError(w, status, call.ID, code, msg)
 				return
 			}
 			x.decision = &d
@@ -491,13 +481,5 @@ func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
 func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
 	d := s.enforcer.Refuse("mcp", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
 	w.Header().Set("X-Warden-Decision", d.ID)
-	writeError(w, status, id, code, msg)
-}
-
-// writeError answers with a JSON-RPC error of Warden's own.
-func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	b := mcprules.ErrorBody(id, code, msg)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	relay.WriteError(w, status, id, code, msg)
 }

@@ -769,14 +769,6 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func TestWriteError(t *testing.T) {
-	w := httptest.NewRecorder()
-	writeError(w, http.StatusTeapot, json.RawMessage(`"a"`), mcprules.ErrInvalidParams, "m")
-	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != `{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"m"}}` {
-		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
-	}
-}
-
 // TestIDWithHTMLCharacters: a request id is any string. The answer must be
 // recognized as the answer to the request whatever the id holds, or tasks/list
 // is not filtered and created tasks are not recorded.
