@@ -113,7 +113,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	if p.dl != nil {
 		observer = append(observer, p.dl)
 	}
-	// The shared state: the MCP task table on Redis and, for an ext_authz
+	// The shared state: the MCP and A2A task table on Redis and, for an ext_authz
 	// fleet, the MACP sessions, this replica's tables their cache. Connected
 	// on first use: an unreachable Redis makes the decisions that need it
 	// fail closed and /readyz report it.
@@ -179,9 +179,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		p.modes = append(p.modes, m+")")
 	}
 	if sessions != nil {
-		p.modes = append(p.modes, "MCP task table and MACP sessions shared through "+p.state.String())
+		p.modes = append(p.modes, "task table and MACP sessions shared through "+p.state.String())
 	} else if p.state != nil {
-		p.modes = append(p.modes, "MCP task table shared through "+p.state.String())
+		p.modes = append(p.modes, "task table shared through "+p.state.String())
 	}
 	p.ready = func() error {
 		for _, c := range checks {

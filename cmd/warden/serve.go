@@ -79,7 +79,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a2aKey := fs.String("a2a-handle-key-file", "", "key (>= 32 bytes) binding A2A task, context and page-token handles to principals; replicas share it (random per start when empty)")
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
-	stateURL := fs.String("state", "", "share the MCP task table, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
+	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")

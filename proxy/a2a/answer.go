@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/relay"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // fromUpstream checks one answer (a body or an SSE event's data) and
@@ -42,7 +44,12 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
 		x.task(res, true)
 	case m == a2arules.MethodListTasks:
-		x.list(res)
+		if err := x.list(res); err != nil {
+			// Whose tasks these are cannot be told: nothing of the page
+			// passes.
+			x.s.log.Warn("could not filter an A2A task list; replacing it with an error", "principal", x.principal, "err", err)
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
+		}
 	case m == a2arules.MethodCreatePush || m == a2arules.MethodGetPush:
 		x.pushConfig(res)
 	case m == a2arules.MethodListPush:
@@ -159,18 +166,26 @@ func (x *exchange) message(m map[string]any, learn bool) {
 	}
 }
 
-// list keeps the tasks of a ListTasks page that this replica knows to be
-// the caller's (an unknown owner is nobody's), and seals the page token.
-func (x *exchange) list(res map[string]any) {
+// list keeps the tasks of a ListTasks page that Warden knows to be the
+// caller's (this replica, else the shared store; an unknown owner is
+// nobody's), and seals the page token. An error means the owners could not
+// be read (the shared store is unreachable): nothing of the page may pass.
+func (x *exchange) list(res map[string]any) error {
 	ts, _ := res["tasks"].([]any)
-	kept := ts[:0]
-	for _, t := range ts {
-		t, ok := t.(map[string]any)
-		if !ok {
-			continue
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		if t, ok := t.(map[string]any); ok {
+			ids[i], _ = t["id"].(string)
 		}
-		id, _ := t["id"].(string)
-		if o, known := x.s.enforcer.A2AOwner(id); !known || o != x.principal {
+	}
+	owners, err := x.s.enforcer.A2AOwners(context.Background(), ids)
+	if err != nil {
+		return err
+	}
+	kept := ts[:0]
+	for i, t := range ts {
+		t, ok := t.(map[string]any)
+		if !ok || owners[i] == "" || owners[i] != x.principal {
 			continue
 		}
 		x.task(t, false)
@@ -186,6 +201,7 @@ func (x *exchange) list(res map[string]any) {
 		}
 	}
 	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
+	return nil
 }
 
 // pushConfig seals a push config's task and withholds its credentials: the

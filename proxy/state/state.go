@@ -1,5 +1,6 @@
 // Package state keeps the protocol state Warden replicas share in Redis: the
-// MCP task table (owner, status and steer count of each upstream task) and,
+// task table (owner, status and steer count of each upstream MCP task, owner
+// and state of each A2A task) and,
 // for ext_authz fleets, the MACP sessions (encoded state under a version for
 // compare-and-set). Every operation is one round trip, atomic on the server (a Lua
 // script), and bounded by the configured timeout; an error means the state
@@ -131,7 +132,9 @@ func (r *Redis) Ready() error {
 
 // A task is one hash, <prefix>mcp:task:<upstream task id>, with the fields
 // o (owner principal), s (status) and n (steer messages accepted since the
-// status last changed); it expires TTL after its last use.
+// status last changed); it expires TTL after its last use. An A2A task's id
+// comes with the Enforcer's prefix a2a:t:, so its hash is
+// <prefix>mcp:task:a2a:t:<upstream task id> (no steer count).
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
 func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
