@@ -40,7 +40,8 @@ func roundRobin(t testing.TB, bases []string) string {
 // tasks Warden knows to be the caller's); the attack table, its requests
 // spread round robin over the replicas, is refused throughout; Redis killed,
 // what needs the shared state is refused as undecidable (never allowed),
-// another's task is still refused, and /readyz says so.
+// another's task is still refused, and /readyz says so; Redis restarted
+// empty, service resumes, ownership rebuilt from the handles.
 func TestA2AReplicasOnRedis(t *testing.T) {
 	rd := startRedis(t)
 	base := startA2AGo(t)
@@ -120,6 +121,24 @@ func TestA2AReplicasOnRedis(t *testing.T) {
 		}
 		if body, code := httpGet(t, "http://"+admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "state "+rd.url()) {
 			t.Errorf("/readyz with Redis down: %d %q", code, body)
+		}
+	})
+
+	rd.start() // empty
+	t.Run("redis restarted empty", func(t *testing.T) {
+		waitReady(t, "http://"+admin+"/readyz")
+		// Ownership comes from the handles and is written back; owners
+		// already learned stay in each replica's cache.
+		for i := range replicas {
+			if a := on(i).call(t, aliceToken, "GetTask", map[string]any{"id": alices[0].ID}); !contains(a, "alice-task-a") {
+				t.Errorf("replica %d, alice's GetTask after the restart: %s", i, a)
+			}
+			if a := on(i).call(t, bobToken, "GetTask", map[string]any{"id": alices[0].ID}); a.Error == nil || a.Error.Code != -32001 {
+				t.Errorf("replica %d, bob's GetTask after the restart: %s, want -32001", i, a)
+			}
+			if a := list(i, aliceToken); !contains(a, "echo: alice-task-a") || !contains(a, "echo: alice-task-b") {
+				t.Errorf("replica %d, alice's list after the restart: %s", i, a)
+			}
 		}
 	})
 }
