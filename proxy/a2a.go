@@ -102,6 +102,41 @@ func (e *Enforcer) a2aObserve(ctx context.Context, taskID, state string) error {
 	return e.observeKnown(ctx, a2aTaskKey+taskID, state)
 }
 
+// A2AObservedAll is A2AObserved for the tasks of a list (states[i] of
+// taskIDs[i]): the shared store is written once for all of them, leaving
+// out what this replica synced within syncedFor. A failed write is logged.
+func (e *Enforcer) A2AObservedAll(taskIDs, states []string) {
+	var keys, changed []string
+	var entries []*task
+	for i, id := range taskIDs {
+		s := a2a.State(states[i])
+		if s == "" {
+			continue
+		}
+		t := e.tasks.get(a2aTaskKey+id, false)
+		if t == nil {
+			continue
+		}
+		t.mu.Lock()
+		fresh := t.status == s && time.Since(t.synced) < syncedFor
+		t.setStatus(s)
+		t.mu.Unlock()
+		if !fresh {
+			keys, changed, entries = append(keys, a2aTaskKey+id), append(changed, s), append(entries, t)
+		}
+	}
+	if e.store == nil || len(keys) == 0 {
+		return
+	}
+	if err := e.store.ObserveAll(context.Background(), keys, changed); err != nil {
+		e.log.Warn("could not record A2A task states in the shared state", "tasks", len(keys), "err", err)
+		return
+	}
+	for i, t := range entries {
+		t.sync(changed[i])
+	}
+}
+
 // A2AOwners returns the principal each A2A task belongs to, "" when
 // unknown: what this replica knows, the rest from the shared store in one
 // round trip. An error means the store could not be read: the caller cannot

@@ -110,3 +110,39 @@ func TestSharedA2A(t *testing.T) {
 		t.Errorf("owners of an unknown task with the store down: %v, want the store's error", err)
 	}
 }
+
+// TestA2AObservedAll: the states of a listed page reach the shared store in
+// one write, known tasks only; states just synced are not written again.
+func TestA2AObservedAll(t *testing.T) {
+	store := newMemStore()
+	e := replicas(t, 1, store)[0]
+	e.A2ASeen("a", "", "alice", "TASK_STATE_WORKING")
+	e.A2ASeen("b", "", "alice", "TASK_STATE_WORKING")
+	ops := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.ops }
+	for _, tc := range []struct {
+		name   string
+		ids    []string
+		states []string
+		writes int
+	}{
+		{"states just synced", []string{"a", "b"}, []string{"TASK_STATE_WORKING", "TASK_STATE_WORKING"}, 0},
+		{"a page with changes", []string{"a", "b", "unknown"}, []string{"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING"}, 1},
+		{"no states", []string{"a"}, []string{""}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ops()
+			e.A2AObservedAll(tc.ids, tc.states)
+			if got := ops() - before; got != tc.writes {
+				t.Fatalf("%d store operations, want %d", got, tc.writes)
+			}
+		})
+	}
+	for id, want := range map[string]string{"a": "TASK_STATE_COMPLETED", "b": "TASK_STATE_INPUT_REQUIRED"} {
+		if s, _ := store.Claim(context.Background(), a2aTaskKey+id, "alice"); s != want {
+			t.Errorf("store state of %s: %q, want %q", id, s, want)
+		}
+	}
+	if _, ok := store.tasks[a2aTaskKey+"unknown"]; ok {
+		t.Error("an unknown task was added to the store")
+	}
+}

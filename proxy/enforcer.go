@@ -82,6 +82,9 @@ type TaskStore interface {
 	// Observe records a status the upstream reported for a known task; a
 	// change restarts its steer count.
 	Observe(ctx context.Context, id, status string) error
+	// ObserveAll is Observe for several tasks (statuses[i] of ids[i]) at
+	// once.
+	ObserveAll(ctx context.Context, ids, statuses []string) error
 	// Steer reserves a place in the task's steer queue unless max (> 0) are
 	// taken, atomically across replicas; queued is the count before.
 	Steer(ctx context.Context, id string, max int) (reserved bool, queued int, err error)

@@ -125,17 +125,28 @@ func (x *exchange) streamResponse(res map[string]any) {
 func (x *exchange) task(t map[string]any, learn bool) {
 	id, _ := t["id"].(string)
 	contextID, _ := t["contextId"].(string)
-	state := ""
+	if learn {
+		x.s.enforcer.A2ASeen(id, contextID, x.principal, taskState(t))
+	} else {
+		x.s.enforcer.A2AObserved(id, taskState(t))
+	}
+	x.sealTask(t, learn)
+}
+
+// taskState is a Task's status.state, "" when it has none.
+func taskState(t map[string]any) string {
+	st, _ := t["status"].(map[string]any)
+	s, _ := st["state"].(string)
+	return s
+}
+
+// sealTask rewrites a Task's ids and its messages' (learn: recording the
+// messages' tasks and contexts as the caller's).
+func (x *exchange) sealTask(t map[string]any, learn bool) {
 	if st, ok := t["status"].(map[string]any); ok {
-		state, _ = st["state"].(string)
 		if m, ok := st["message"].(map[string]any); ok {
 			x.message(m, learn)
 		}
-	}
-	if learn {
-		x.s.enforcer.A2ASeen(id, contextID, x.principal, state)
-	} else {
-		x.s.enforcer.A2AObserved(id, state)
 	}
 	x.sealAt(t, "id", a2arules.KindTask)
 	x.sealAt(t, "contextId", a2arules.KindContext)
@@ -183,14 +194,17 @@ func (x *exchange) list(res map[string]any) error {
 		return err
 	}
 	kept := ts[:0]
+	var keptIDs, states []string
 	for i, t := range ts {
 		t, ok := t.(map[string]any)
 		if !ok || owners[i] == "" || owners[i] != x.principal {
 			continue
 		}
-		x.task(t, false)
+		keptIDs, states = append(keptIDs, ids[i]), append(states, taskState(t))
+		x.sealTask(t, false)
 		kept = append(kept, t)
 	}
+	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
 	if ts != nil {
 		res["tasks"] = kept
 		if len(kept) < len(ts) {

@@ -67,6 +67,15 @@ func (s *sharedTasks) Observe(_ context.Context, id, status string) error {
 	return nil
 }
 
+func (s *sharedTasks) ObserveAll(ctx context.Context, ids, statuses []string) error {
+	for i, id := range ids {
+		if err := s.Observe(ctx, id, statuses[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *sharedTasks) Steer(context.Context, string, int) (bool, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

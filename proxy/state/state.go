@@ -205,6 +205,39 @@ func (r *Redis) Observe(ctx context.Context, id, status string) error {
 	return err
 }
 
+// observeAll: observe for each key, its status the ARGV of the same index;
+// the last ARGV is the TTL.
+var observeAll = redis.NewScript(`
+local ttl = ARGV[#ARGV]
+for i, k in ipairs(KEYS) do
+  if redis.call('EXISTS', k) == 1 then
+    if redis.call('HGET', k, 's') ~= ARGV[i] then
+      redis.call('HSET', k, 's', ARGV[i], 'n', 0)
+    end
+    redis.call('PEXPIRE', k, ttl)
+  end
+end
+return 1`)
+
+// ObserveAll is Observe for several tasks (statuses[i] of ids[i]) in one
+// round trip.
+func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(statuses) != len(ids) {
+		return fmt.Errorf("redis %s: record task statuses: %d statuses for %d tasks", r.addr, len(statuses), len(ids))
+	}
+	keys := make([]string, len(ids))
+	args := make([]any, 0, len(ids)+1)
+	for i, id := range ids {
+		keys[i] = r.key(id)
+		args = append(args, statuses[i])
+	}
+	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttl())...)
+	return err
+}
+
 // steer: reserve a place in the queue unless max (> 0) are taken; returns
 // {reserved, steers before}.
 var steer = redis.NewScript(`
