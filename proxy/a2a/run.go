@@ -9,8 +9,7 @@ import (
 
 // Sidecar is how the sidecar serves (listener.Sidecar).
 func (c Config) Sidecar() listener.Sidecar {
-	return listener.Sidecar{Name: "a2a", Listen: c.Listen, Upstream: c.Upstream, Plaintext: c.Plaintext,
-		CertFile: c.CertFile, KeyFile: c.KeyFile, ClientCAFile: c.ClientCAFile, Limits: c.Limits, ShutdownTimeout: c.ShutdownTimeout}
+	return listener.Sidecar{Name: "a2a", HTTPConfig: c.HTTPConfig}
 }
 
 // Run serves the sidecar on cfg.Listen until ctx ends, then drains in-flight

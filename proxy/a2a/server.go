@@ -49,51 +49,27 @@ import (
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
-// Config is the A2A sidecar's part of the configuration.
+// Config is the A2A sidecar's part of the configuration: an HTTP sidecar's
+// (its Upstream is the A2A server's JSON-RPC endpoint URL,
+// http://host:port/jsonrpc, and its agent card is read from the same
+// origin), and the agent card's URL and the webhooks allowed.
 type Config struct {
-	// Listen is the address the sidecar serves on (host:port).
-	Listen string `yaml:"listen" json:"listen"`
-	// Upstream is the A2A server's JSON-RPC endpoint URL
-	// (http://host:port/jsonrpc); its agent card is read from the same
-	// origin.
-	Upstream string `yaml:"upstream" json:"upstream"`
+	listener.HTTPConfig `yaml:",inline"`
 	// PublicURL is the JSON-RPC endpoint as clients reach Warden, written
 	// into the agent card; empty means the request's scheme and Host with
 	// the upstream's path.
 	PublicURL string `yaml:"public_url" json:"public_url"`
-	// Plaintext serves without TLS (it must be set explicitly); otherwise
-	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
-	// when set, verifies client certificates (mTLS).
-	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
-	CertFile     string `yaml:"cert_file" json:"cert_file"`
-	KeyFile      string `yaml:"key_file" json:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
-	// HandleKeyFile holds the key (at least 32 bytes) that binds task,
-	// context and page-token handles to principals. Replicas share it; with
-	// none, a random key is made at start and handles do not survive a
-	// restart.
-	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
 	// WebhookAllow lists networks (CIDR), addresses, hosts and host:port
 	// pairs a push-notification URL may name although they are loopback,
 	// private or link-local.
 	WebhookAllow []string `yaml:"webhook_allow" json:"webhook_allow"`
-	// MaxBodyBytes bounds a request body (413 with a JSON-RPC error over it).
-	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxResponseBytes bounds one answer body or SSE event from the
-	// upstream, read whole to be checked; an answer over it becomes a
-	// JSON-RPC error for the request. -1 sets no bound of Warden's own.
-	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
-	// ShutdownTimeout bounds how long in-flight requests may drain.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
-	// Limits bounds the listener's connections and the dial to the upstream.
-	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes     = 4 << 20
-	DefaultMaxResponseBytes = 64 << 20
-	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultMaxBodyBytes     = listener.DefaultMaxBodyBytes
+	DefaultMaxResponseBytes = listener.DefaultMaxResponseBytes
+	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
 )
 
 // Validate checks the configuration.
@@ -112,9 +88,6 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return errors.New("a2a.max_body_bytes must not be negative")
 	}
-	if c.MaxResponseBytes < -1 {
-		return errors.New("a2a.max_response_bytes: give a positive bound, or -1 for none")
-	}
 	if _, err := a2arules.ParseAllow(c.WebhookAllow); err != nil {
 		return fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
@@ -122,15 +95,7 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults()
 	return c
 }
 

@@ -59,23 +59,13 @@ import (
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
-// Config is the MCP sidecar's part of the configuration.
+// Config is the MCP sidecar's part of the configuration: an HTTP sidecar's
+// (its Upstream is the MCP server's endpoint URL, http://host:port/mcp; an
+// answer over MaxResponseBytes on an SSE stream becomes an error event with
+// the oversized event's id, so a resumed stream moves past it, and other
+// oversized messages are dropped, each logged), and MCP's own.
 type Config struct {
-	// Listen is the address the sidecar serves on (host:port).
-	Listen string `yaml:"listen" json:"listen"`
-	// Upstream is the MCP server's endpoint URL (http://host:port/mcp).
-	Upstream string `yaml:"upstream" json:"upstream"`
-	// Plaintext serves without TLS (it must be set explicitly); otherwise
-	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
-	// when set, verifies client certificates (mTLS).
-	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
-	CertFile     string `yaml:"cert_file" json:"cert_file"`
-	KeyFile      string `yaml:"key_file" json:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
-	// HandleKeyFile holds the key (at least 32 bytes) that binds task and
-	// session handles to principals. Replicas share it; with none, a random
-	// key is made at start and handles do not survive a restart.
-	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
+	listener.HTTPConfig `yaml:",inline"`
 	// AllowedOrigins are the browser origins allowed besides same-origin
 	// requests; a request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
@@ -84,37 +74,19 @@ type Config struct {
 	// authorization servers set, Warden serves the metadata document.
 	Resource             string   `yaml:"resource" json:"resource"`
 	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
-	// MaxBodyBytes bounds a request body. A larger one is answered 413 with
-	// a JSON-RPC error (the request's id when its first bytes show it) that
-	// names the setting; the upstream never sees it.
-	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxResponseBytes bounds one message from the upstream: a JSON answer
-	// body or one SSE event, which Warden reads whole to match it to its
-	// request and rewrite task IDs before any of it reaches the caller. An
-	// answer over it becomes a JSON-RPC error for the request's id that
-	// names the setting (an SSE event carrying it, with the oversized
-	// event's id so a resumed stream moves past it); other oversized
-	// messages are dropped; each is logged. -1 sets no bound of Warden's
-	// own.
-	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
 	// MaxSteerBytes bounds a tasks/steer message; MaxSteerQueue the steer
 	// messages accepted for a task until its status changes.
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
-	// ShutdownTimeout bounds how long in-flight requests may drain.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
-	// Limits bounds the listener's connections and the dial to the upstream;
-	// zero fields take listener's defaults.
-	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes     = 4 << 20
-	DefaultMaxResponseBytes = 64 << 20
+	DefaultMaxBodyBytes     = listener.DefaultMaxBodyBytes
+	DefaultMaxResponseBytes = listener.DefaultMaxResponseBytes
 	DefaultMaxSteerBytes    = 16 << 10
 	DefaultMaxSteerQueue    = 32
-	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
 	maxTools                = 4096
 )
 
@@ -129,27 +101,16 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
-	if c.MaxResponseBytes < -1 {
-		return errors.New("mcp.max_response_bytes: give a positive bound, or -1 for none")
-	}
 	return nil
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults()
 	if c.MaxSteerBytes == 0 {
 		c.MaxSteerBytes = DefaultMaxSteerBytes
 	}
 	if c.MaxSteerQueue == 0 {
 		c.MaxSteerQueue = DefaultMaxSteerQueue
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	return c
 }

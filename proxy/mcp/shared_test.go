@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -122,7 +123,7 @@ func sharedHarnesses(t *testing.T, n int, store proxy.TaskStore) []*harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := New(Config{Upstream: upSrv.URL + "/mcp", Plaintext: true}, e, testKey, upSrv.Client(), nil)
+		srv, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: upSrv.URL + "/mcp", Plaintext: true}}, e, testKey, upSrv.Client(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
