@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -39,7 +40,9 @@ type A2ARequest struct {
 }
 
 // A2A tasks and contexts share the task table with MCP's, under keys of
-// their own.
+// their own; with a shared store, an A2A task's entry (owner and state) is
+// there under the same key, a context's is this replica's only (no decision
+// reads it).
 const (
 	a2aTaskKey    = "a2a:t:"
 	a2aContextKey = "a2a:c:"
@@ -47,19 +50,31 @@ const (
 
 // A2ASeen records a task (and its context) the upstream answered about to
 // owner, the principal whose handle named it or whose message created it,
-// with its state when the answer gave one. A2A state is this replica's
-// only: a handle proves its owner on every replica.
+// with its state when the answer gave one. With a shared store the task is
+// written there too, unless this replica synced the same owner and state
+// with it within syncedFor; a write that fails is logged (the task's handle
+// still proves its owner on every replica, and other replicas list it once
+// its owner used it through them).
 func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
 	if taskID != "" {
 		t := e.tasks.get(a2aTaskKey+taskID, true)
+		s := a2a.State(state)
 		t.mu.Lock()
 		if t.owner == "" {
 			t.owner = owner
 		}
-		if s := a2a.State(state); s != "" {
+		write := e.store != nil && t.owner == owner && !((s == "" || s == t.status) && time.Since(t.synced) < syncedFor)
+		if s != "" {
 			t.status = s
 		}
 		t.mu.Unlock()
+		if write {
+			if err := e.store.Create(context.Background(), a2aTaskKey+taskID, owner, s); err != nil {
+				e.log.Warn("could not record an A2A task in the shared state", "task_id", taskID, "err", err)
+			} else {
+				t.sync(s)
+			}
+		}
 	}
 	if contextID != "" {
 		c := e.tasks.get(a2aContextKey+contextID, true)
@@ -72,29 +87,68 @@ func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
 }
 
 // A2AObserved records a task state the upstream reported; an unknown task
-// is not added (its owner is unknown).
+// is not added (its owner is unknown). A failed write to the shared store is
+// logged; the next decision on the task reads its state again.
 func (e *Enforcer) A2AObserved(taskID, state string) {
-	s := a2a.State(state)
-	if s == "" {
-		return
-	}
-	if t := e.tasks.get(a2aTaskKey+taskID, false); t != nil {
-		t.mu.Lock()
-		t.status = s
-		t.mu.Unlock()
+	if err := e.a2aObserve(context.Background(), taskID, a2a.State(state)); err != nil {
+		e.log.Warn("could not record an A2A task state in the shared state", "task_id", taskID, "err", err)
 	}
 }
 
-// A2AOwner returns the principal an A2A task belongs to, when this replica
-// knows it.
-func (e *Enforcer) A2AOwner(taskID string) (string, bool) {
-	t := e.tasks.get(a2aTaskKey+taskID, false)
-	if t == nil {
-		return "", false
+func (e *Enforcer) a2aObserve(ctx context.Context, taskID, state string) error {
+	if state == "" {
+		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.owner, t.owner != ""
+	return e.observeKnown(ctx, a2aTaskKey+taskID, state)
+}
+
+// A2AObservedAll is A2AObserved for the tasks of a list (states[i] of
+// taskIDs[i]): the shared store is written once for all of them, leaving
+// out what this replica synced within syncedFor. A failed write is logged.
+func (e *Enforcer) A2AObservedAll(taskIDs, states []string) {
+	var keys, changed []string
+	var entries []*task
+	for i, id := range taskIDs {
+		s := a2a.State(states[i])
+		if s == "" {
+			continue
+		}
+		t := e.tasks.get(a2aTaskKey+id, false)
+		if t == nil {
+			continue
+		}
+		t.mu.Lock()
+		fresh := t.status == s && time.Since(t.synced) < syncedFor
+		t.setStatus(s)
+		t.mu.Unlock()
+		if !fresh {
+			keys, changed, entries = append(keys, a2aTaskKey+id), append(changed, s), append(entries, t)
+		}
+	}
+	if e.store == nil || len(keys) == 0 {
+		return
+	}
+	if err := e.store.ObserveAll(context.Background(), keys, changed); err != nil {
+		e.log.Warn("could not record A2A task states in the shared state", "tasks", len(keys), "err", err)
+		return
+	}
+	for i, t := range entries {
+		t.sync(changed[i])
+	}
+}
+
+// A2AOwners returns the principal each A2A task belongs to, "" when
+// unknown: what this replica knows, the rest from the shared store in one
+// round trip. An error means the store could not be read: the caller cannot
+// tell whose the tasks are.
+func (e *Enforcer) A2AOwners(ctx context.Context, taskIDs []string) ([]string, error) {
+	keys := make([]string, len(taskIDs))
+	for i, id := range taskIDs {
+		if id != "" {
+			keys[i] = a2aTaskKey + id
+		}
+	}
+	return e.TaskOwners(ctx, keys)
 }
 
 // EnforceA2A decides one A2A request: the caller's roles (owner of what it
@@ -125,13 +179,22 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 			t.owner = req.Principal.ID // a verified handle proves it, after a restart too
 			state = t.status
 			t.mu.Unlock()
+			if e.store != nil {
+				s, err := e.claim(ctx, t, a2aTaskKey+req.TaskID, req.TaskID, req.Principal.ID)
+				if err != nil {
+					return Decision{}, err
+				}
+				state = s
+			}
 			if state == "" && needsState(req.Method) && req.Status != nil {
 				s, err := req.Status(ctx)
 				if err != nil {
 					return Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
 				}
 				state = a2a.State(s)
-				e.A2AObserved(req.TaskID, state)
+				if err := e.a2aObserve(ctx, req.TaskID, state); err != nil {
+					return Decision{}, fmt.Errorf("record the state of task %s: %w", req.TaskID, err)
+				}
 			}
 		}
 	}

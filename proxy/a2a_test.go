@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
@@ -60,7 +61,88 @@ func TestEnforceA2A(t *testing.T) {
 	if reads != 2 {
 		t.Errorf("the upstream was asked %d times, want 2 (fresh once, gone once)", reads)
 	}
-	if o, ok := e.A2AOwner("open"); !ok || o != "alice" {
-		t.Errorf("A2AOwner = %q, %v", o, ok)
+	if o, err := e.A2AOwners(context.Background(), []string{"open", "unknown"}); err != nil || o[0] != "alice" || o[1] != "" {
+		t.Errorf("A2AOwners = %q, %v", o, err)
+	}
+}
+
+// TestSharedA2A: replicas on one store share A2A owners and states; with
+// the store down, what needs it fails closed, and what a handle refuses is
+// refused without it.
+func TestSharedA2A(t *testing.T) {
+	store := newMemStore()
+	r := replicas(t, 3, store)
+	al := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
+	r[0].A2ASeen("t1", "c1", "alice", "TASK_STATE_WORKING")
+	r[1].A2ASeen("t2", "c2", "bob", "")
+	for i, e := range r {
+		if o, err := e.A2AOwners(context.Background(), []string{"t2", "unknown", "t1", ""}); err != nil || fmt.Sprint(o) != "[bob  alice ]" {
+			t.Errorf("replica %d: owners %q %v", i, o, err)
+		}
+	}
+	r[0].A2AObserved("t1", "TASK_STATE_COMPLETED")
+	reads := 0
+	req := A2ARequest{Principal: al, Method: a2a.MethodMessageContinue, TaskID: "t1", Owner: true,
+		Status: func(context.Context) (string, error) { reads++; return "TASK_STATE_WORKING", nil }}
+	for i, e := range r {
+		d, err := e.EnforceA2A(context.Background(), req)
+		if err != nil || d.Allow || d.Reason != rules.ReasonTaskState {
+			t.Errorf("replica %d: a message to a task another replica saw completed: %+v %v", i, d, err)
+		}
+	}
+	if reads != 0 {
+		t.Errorf("a state the store knows was read from the upstream %d times", reads)
+	}
+
+	store.set(true)
+	defer store.set(false)
+	for _, m := range []string{a2a.MethodGetTask, a2a.MethodMessageContinue, a2a.MethodCancelTask} {
+		d, err := r[2].EnforceA2A(context.Background(), A2ARequest{Principal: al, Method: m, TaskID: "t1", Owner: true})
+		if !errors.Is(err, errDown) {
+			t.Errorf("%s with the store down: %+v %v, want the store's error", m, d, err)
+		}
+	}
+	if d, err := r[2].EnforceA2A(context.Background(), A2ARequest{Principal: al, Method: a2a.MethodGetTask, TaskID: "t2",
+		Refused: rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2a.TaskNotFound}}); err != nil || d.Allow {
+		t.Errorf("another's task with the store down: %+v %v", d, err)
+	}
+	if _, err := r[2].A2AOwners(context.Background(), []string{"t1", "t3"}); !errors.Is(err, errDown) {
+		t.Errorf("owners of an unknown task with the store down: %v, want the store's error", err)
+	}
+}
+
+// TestA2AObservedAll: the states of a listed page reach the shared store in
+// one write, known tasks only; states just synced are not written again.
+func TestA2AObservedAll(t *testing.T) {
+	store := newMemStore()
+	e := replicas(t, 1, store)[0]
+	e.A2ASeen("a", "", "alice", "TASK_STATE_WORKING")
+	e.A2ASeen("b", "", "alice", "TASK_STATE_WORKING")
+	ops := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.ops }
+	for _, tc := range []struct {
+		name   string
+		ids    []string
+		states []string
+		writes int
+	}{
+		{"states just synced", []string{"a", "b"}, []string{"TASK_STATE_WORKING", "TASK_STATE_WORKING"}, 0},
+		{"a page with changes", []string{"a", "b", "unknown"}, []string{"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING"}, 1},
+		{"no states", []string{"a"}, []string{""}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ops()
+			e.A2AObservedAll(tc.ids, tc.states)
+			if got := ops() - before; got != tc.writes {
+				t.Fatalf("%d store operations, want %d", got, tc.writes)
+			}
+		})
+	}
+	for id, want := range map[string]string{"a": "TASK_STATE_COMPLETED", "b": "TASK_STATE_INPUT_REQUIRED"} {
+		if s, _ := store.Claim(context.Background(), a2aTaskKey+id, "alice"); s != want {
+			t.Errorf("store state of %s: %q, want %q", id, s, want)
+		}
+	}
+	if _, ok := store.tasks[a2aTaskKey+"unknown"]; ok {
+		t.Error("an unknown task was added to the store")
 	}
 }

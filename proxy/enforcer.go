@@ -67,8 +67,9 @@ type PolicySource interface {
 	Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error)
 }
 
-// TaskStore is the MCP task table Warden replicas share (proxy/state keeps
-// it in Redis). This replica's table stays in front of it as a cache of task
+// TaskStore is the task table Warden replicas share (proxy/state keeps it
+// in Redis): MCP tasks under their upstream ids, A2A tasks under a2a:t: and
+// theirs. This replica's table stays in front of it as a cache of task
 // owners, which never change; status and steer counts are read from the
 // store at each decision. An error means the store could not be reached:
 // the decision fails closed.
@@ -81,6 +82,9 @@ type TaskStore interface {
 	// Observe records a status the upstream reported for a known task; a
 	// change restarts its steer count.
 	Observe(ctx context.Context, id, status string) error
+	// ObserveAll is Observe for several tasks (statuses[i] of ids[i]) at
+	// once.
+	ObserveAll(ctx context.Context, ids, statuses []string) error
 	// Steer reserves a place in the task's steer queue unless max (> 0) are
 	// taken, atomically across replicas; queued is the count before.
 	Steer(ctx context.Context, id string, max int) (reserved bool, queued int, err error)
@@ -129,7 +133,7 @@ type Options struct {
 	// Policies fetches unknown policy_versions at SessionStart; nil means
 	// only registered policies bind.
 	PolicySource PolicySource
-	// Tasks is the MCP task table shared with other replicas; nil means
+	// Tasks is the MCP and A2A task table shared with other replicas; nil means
 	// this replica's own table only.
 	Tasks TaskStore
 	// Sessions is the MACP session state shared with other ext_authz

@@ -92,6 +92,20 @@ func (m *memStore) Observe(_ context.Context, id, status string) error {
 	return nil
 }
 
+func (m *memStore) ObserveAll(_ context.Context, ids, statuses []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.op(); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if t := m.tasks[id]; t != nil {
+			t.setStatus(statuses[i])
+		}
+	}
+	return nil
+}
+
 func (m *memStore) Steer(_ context.Context, id string, max int) (bool, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

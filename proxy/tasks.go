@@ -113,6 +113,12 @@ func (e *Enforcer) observe(ctx context.Context, id, status string) error {
 	if !mcp.KnownStatus(status) {
 		return nil
 	}
+	return e.observeKnown(ctx, id, status)
+}
+
+// observeKnown records a known status of the task under key id, here and,
+// unless this replica synced it within syncedFor, in the shared store.
+func (e *Enforcer) observeKnown(ctx context.Context, id, status string) error {
 	t := e.tasks.get(id, false)
 	if t != nil {
 		t.mu.Lock()
@@ -244,16 +250,11 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		status, steers = t.status, t.steers
 		t.mu.Unlock()
 		if e.store != nil {
-			// The shared entry is claimed (rebuilt, when the store lost it)
-			// and its status is the one every replica sees.
-			s, err := e.store.Claim(ctx, req.TaskID, req.Principal.ID)
+			s, err := e.claim(ctx, t, req.TaskID, req.TaskID, req.Principal.ID)
 			if err != nil {
-				return Decision{}, fmt.Errorf("read the shared state of task %s: %w", req.TaskID, err)
+				return Decision{}, err
 			}
 			status = s
-			t.mu.Lock()
-			t.status, t.synced = s, time.Now()
-			t.mu.Unlock()
 		}
 		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
 			s, err := req.Status(ctx)
@@ -348,6 +349,21 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 	}
 	return d, nil
+}
+
+// claim claims the shared entry of task id, under key in the store, for
+// owner (a verified handle proves it; the entry is rebuilt when the store
+// lost it) and returns its status, the one every replica sees, which t
+// caches.
+func (e *Enforcer) claim(ctx context.Context, t *task, key, id, owner string) (string, error) {
+	s, err := e.store.Claim(ctx, key, owner)
+	if err != nil {
+		return "", fmt.Errorf("read the shared state of task %s: %w", id, err)
+	}
+	t.mu.Lock()
+	t.status, t.synced = s, time.Now()
+	t.mu.Unlock()
+	return s, nil
 }
 
 // ownedByAnother reports whether Warden knows the request's task to belong

@@ -10,12 +10,14 @@ import (
 
 // BenchmarkA2A measures GetTask of a working task and SendMessage of a
 // one-shot echo task on the a2a-go v2.3.1 server's JSON-RPC binding, direct
-// and through Warden's A2A sidecar, in the same run. It reports the median
-// and p99 round trips besides the mean.
+// and through Warden's A2A sidecar, alone and with its task table on a
+// redis-server (--state), in the same run. It reports the median and p99
+// round trips besides the mean.
 func BenchmarkA2A(b *testing.B) {
 	base := startA2AGo(b)
 	benchA2ARPC(b, "direct", base+"/jsonrpc")
 	benchA2ARPC(b, "warden", startA2AWarden(b, base)+"/jsonrpc")
+	benchA2ARPC(b, "warden+redis", startA2AWarden(b, base, "--state", startRedis(b).url())+"/jsonrpc")
 }
 
 func benchA2ARPC(b *testing.B, name, rpc string) {

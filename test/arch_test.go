@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"proxy/state": {"github.com/redis/go-redis"},
 	// what the HTTP adapters share: sealed handles and the relay of an exchange
 	"proxy/handle":   {"golang.org/x/crypto/chacha20poly1305"},
-	"proxy/relay":    {},
+	"proxy/relay":    {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},

@@ -113,7 +113,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	if p.dl != nil {
 		observer = append(observer, p.dl)
 	}
-	// The shared state: the MCP task table on Redis and, for an ext_authz
+	// The shared state: the MCP and A2A task table on Redis and, for an ext_authz
 	// fleet, the MACP sessions, this replica's tables their cache. Connected
 	// on first use: an unreachable Redis makes the decisions that need it
 	// fail closed and /readyz report it.
@@ -144,47 +144,25 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s", cfg.MACP.Listen, cfg.MACP.Upstream))
 	}
 	if cfg.MCP.Listen != "" {
-		if err := checkTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile); err != nil {
-			return nil, err
-		}
-		key, err := handle.LoadKey(cfg.MCP.HandleKeyFile)
+		key, check, err := httpSidecar(cfg.MCP.Sidecar(), cfg.MCP.HandleKeyFile, "task and session", log)
 		if err != nil {
-			return nil, fmt.Errorf("mcp.handle_key_file: %w", err)
-		}
-		if cfg.MCP.HandleKeyFile == "" {
-			log.Warn("mcp: no handle key file; task and session handles will not survive a restart nor work across replicas")
+			return nil, err
 		}
 		if p.mcp, err = mcp.New(cfg.MCP, p.enf, key, nil, log); err != nil {
 			return nil, err
 		}
-		addr, err := dialAddr(cfg.MCP.Upstream)
-		if err != nil {
-			return nil, err
-		}
-		probe := newDialProbe(addr, min(cfg.MCP.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
-		checks = append(checks, namedCheck{"mcp upstream " + cfg.MCP.Upstream, probe.Ready})
+		checks = append(checks, check)
 		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s", cfg.MCP.Listen, cfg.MCP.Upstream))
 	}
 	if cfg.A2A.Listen != "" {
-		if err := checkTLS("a2a", cfg.A2A.Plaintext, cfg.A2A.CertFile, cfg.A2A.KeyFile, cfg.A2A.ClientCAFile); err != nil {
-			return nil, err
-		}
-		key, err := handle.LoadKey(cfg.A2A.HandleKeyFile)
+		key, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
 		if err != nil {
-			return nil, fmt.Errorf("a2a.handle_key_file: %w", err)
-		}
-		if cfg.A2A.HandleKeyFile == "" {
-			log.Warn("a2a: no handle key file; task and context handles will not survive a restart nor work across replicas")
+			return nil, err
 		}
 		if p.a2a, err = a2a.New(cfg.A2A, p.enf, key, nil, log); err != nil {
 			return nil, err
 		}
-		addr, err := dialAddr(cfg.A2A.Upstream)
-		if err != nil {
-			return nil, err
-		}
-		probe := newDialProbe(addr, min(cfg.A2A.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
-		checks = append(checks, namedCheck{"a2a upstream " + cfg.A2A.Upstream, probe.Ready})
+		checks = append(checks, check)
 		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s", cfg.A2A.Listen, cfg.A2A.Upstream))
 	}
 	if cfg.ExtAuthz.Listen != "" {
@@ -201,9 +179,9 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		p.modes = append(p.modes, m+")")
 	}
 	if sessions != nil {
-		p.modes = append(p.modes, "MCP task table and MACP sessions shared through "+p.state.String())
+		p.modes = append(p.modes, "task table and MACP sessions shared through "+p.state.String())
 	} else if p.state != nil {
-		p.modes = append(p.modes, "MCP task table shared through "+p.state.String())
+		p.modes = append(p.modes, "task table shared through "+p.state.String())
 	}
 	p.ready = func() error {
 		for _, c := range checks {
@@ -276,6 +254,32 @@ func checkTLS(section string, plaintext bool, cert, key, clientCA string) error 
 		return fmt.Errorf("%s tls: %w", section, err)
 	}
 	return nil
+}
+
+// httpSidecar prepares what an HTTP sidecar (MCP, A2A) needs before it is
+// built: its TLS files read, its handle key loaded from keyFile (a random
+// one, with a warning naming the handles that will not survive, when none),
+// and the readiness check of its upstream.
+func httpSidecar(sc listener.Sidecar, keyFile, handles string, log *slog.Logger) ([]byte, namedCheck, error) {
+	if err := checkTLS(sc.Name, sc.Plaintext, sc.CertFile, sc.KeyFile, sc.ClientCAFile); err != nil {
+		return nil, namedCheck{}, err
+	}
+	key, err := handle.LoadKey(keyFile)
+	if err != nil {
+		return nil, namedCheck{}, fmt.Errorf("%s.handle_key_file: %w", sc.Name, err)
+	}
+	if keyFile == "" {
+		log.Warn(sc.Name + ": no handle key file; " + handles + " handles will not survive a restart nor work across replicas")
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, namedCheck{}, err
+	}
+	addr, err := dialAddr(sc.Upstream)
+	if err != nil {
+		return nil, namedCheck{}, err
+	}
+	probe := newDialProbe(addr, min(sc.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
+	return key, namedCheck{sc.Name + " upstream " + sc.Upstream, probe.Ready}, nil
 }
 
 // namedCheck is one readiness condition.

@@ -79,7 +79,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a2aKey := fs.String("a2a-handle-key-file", "", "key (>= 32 bytes) binding A2A task, context and page-token handles to principals; replicas share it (random per start when empty)")
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
-	stateURL := fs.String("state", "", "share the MCP task table, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
+	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -107,6 +107,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				*dst = v
 			}
 		}
+		// listenTLS puts the listener flags (plaintext, certificate, key,
+		// client CA) over one listener's section.
+		listenTLS := func(plain *bool, cert, key, clientCAFile *string) {
+			*plain = *plain || *plaintext || *listenPlaintext
+			set(cert, *certFile)
+			set(key, *keyFile)
+			set(clientCAFile, *clientCA)
+		}
 		set(&c.MACP.Listen, *listen)
 		set(&c.MACP.Upstream, *upstream)
 		set(&c.Authn.Static.TokensFile, *tokens)
@@ -131,20 +139,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.A2A.Upstream, *a2aUpstream)
 		set(&c.A2A.HandleKeyFile, *a2aKey)
 		c.A2A.WebhookAllow = append(c.A2A.WebhookAllow, a2aAllow...)
-		c.A2A.Plaintext = c.A2A.Plaintext || *plaintext || *listenPlaintext
-		set(&c.A2A.CertFile, *certFile)
-		set(&c.A2A.KeyFile, *keyFile)
-		set(&c.A2A.ClientCAFile, *clientCA)
+		listenTLS(&c.A2A.Plaintext, &c.A2A.CertFile, &c.A2A.KeyFile, &c.A2A.ClientCAFile)
 		if *mcpMaxBody != 0 {
 			c.MCP.MaxBodyBytes = *mcpMaxBody
 		}
 		if *mcpMaxResp != 0 {
 			c.MCP.MaxResponseBytes = *mcpMaxResp
 		}
-		c.MCP.Plaintext = c.MCP.Plaintext || *plaintext || *listenPlaintext
-		set(&c.MCP.CertFile, *certFile)
-		set(&c.MCP.KeyFile, *keyFile)
-		set(&c.MCP.ClientCAFile, *clientCA)
+		listenTLS(&c.MCP.Plaintext, &c.MCP.CertFile, &c.MCP.KeyFile, &c.MCP.ClientCAFile)
 		if *audience != "" {
 			c.Authn.JWT.Audience = authn.Audience{*audience}
 		}
@@ -155,11 +157,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 		c.Authn.Insecure = c.Authn.Insecure || *insecureAuth
-		c.MACP.Plaintext = c.MACP.Plaintext || *plaintext || *listenPlaintext
+		listenTLS(&c.MACP.Plaintext, &c.MACP.CertFile, &c.MACP.KeyFile, &c.MACP.ClientCAFile)
 		c.MACP.UpstreamPlaintext = c.MACP.UpstreamPlaintext || *plaintext || *upstreamPlaintext
-		set(&c.MACP.CertFile, *certFile)
-		set(&c.MACP.KeyFile, *keyFile)
-		set(&c.MACP.ClientCAFile, *clientCA)
 		set(&c.MACP.UpstreamCAFile, *upstreamCA)
 		if *maxMsg != 0 {
 			c.MACP.MaxMessageBytes = *maxMsg

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/relay"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // fromUpstream checks one answer (a body or an SSE event's data) and
@@ -42,7 +44,12 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
 		x.task(res, true)
 	case m == a2arules.MethodListTasks:
-		x.list(res)
+		if err := x.list(res); err != nil {
+			// Whose tasks these are cannot be told: nothing of the page
+			// passes.
+			x.s.log.Warn("could not filter an A2A task list; replacing it with an error", "principal", x.principal, "err", err)
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
+		}
 	case m == a2arules.MethodCreatePush || m == a2arules.MethodGetPush:
 		x.pushConfig(res)
 	case m == a2arules.MethodListPush:
@@ -118,17 +125,28 @@ func (x *exchange) streamResponse(res map[string]any) {
 func (x *exchange) task(t map[string]any, learn bool) {
 	id, _ := t["id"].(string)
 	contextID, _ := t["contextId"].(string)
-	state := ""
+	if learn {
+		x.s.enforcer.A2ASeen(id, contextID, x.principal, taskState(t))
+	} else {
+		x.s.enforcer.A2AObserved(id, taskState(t))
+	}
+	x.sealTask(t, learn)
+}
+
+// taskState is a Task's status.state, "" when it has none.
+func taskState(t map[string]any) string {
+	st, _ := t["status"].(map[string]any)
+	s, _ := st["state"].(string)
+	return s
+}
+
+// sealTask rewrites a Task's ids and its messages' (learn: recording the
+// messages' tasks and contexts as the caller's).
+func (x *exchange) sealTask(t map[string]any, learn bool) {
 	if st, ok := t["status"].(map[string]any); ok {
-		state, _ = st["state"].(string)
 		if m, ok := st["message"].(map[string]any); ok {
 			x.message(m, learn)
 		}
-	}
-	if learn {
-		x.s.enforcer.A2ASeen(id, contextID, x.principal, state)
-	} else {
-		x.s.enforcer.A2AObserved(id, state)
 	}
 	x.sealAt(t, "id", a2arules.KindTask)
 	x.sealAt(t, "contextId", a2arules.KindContext)
@@ -159,23 +177,34 @@ func (x *exchange) message(m map[string]any, learn bool) {
 	}
 }
 
-// list keeps the tasks of a ListTasks page that this replica knows to be
-// the caller's (an unknown owner is nobody's), and seals the page token.
-func (x *exchange) list(res map[string]any) {
+// list keeps the tasks of a ListTasks page that Warden knows to be the
+// caller's (this replica, else the shared store; an unknown owner is
+// nobody's), and seals the page token. An error means the owners could not
+// be read (the shared store is unreachable): nothing of the page may pass.
+func (x *exchange) list(res map[string]any) error {
 	ts, _ := res["tasks"].([]any)
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		if t, ok := t.(map[string]any); ok {
+			ids[i], _ = t["id"].(string)
+		}
+	}
+	owners, err := x.s.enforcer.A2AOwners(context.Background(), ids)
+	if err != nil {
+		return err
+	}
 	kept := ts[:0]
-	for _, t := range ts {
+	var keptIDs, states []string
+	for i, t := range ts {
 		t, ok := t.(map[string]any)
-		if !ok {
+		if !ok || owners[i] == "" || owners[i] != x.principal {
 			continue
 		}
-		id, _ := t["id"].(string)
-		if o, known := x.s.enforcer.A2AOwner(id); !known || o != x.principal {
-			continue
-		}
-		x.task(t, false)
+		keptIDs, states = append(keptIDs, ids[i]), append(states, taskState(t))
+		x.sealTask(t, false)
 		kept = append(kept, t)
 	}
+	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
 	if ts != nil {
 		res["tasks"] = kept
 		if len(kept) < len(ts) {
@@ -186,6 +215,7 @@ func (x *exchange) list(res map[string]any) {
 		}
 	}
 	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
+	return nil
 }
 
 // pushConfig seals a push config's task and withholds its credentials: the

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -20,7 +22,7 @@ func TestCardGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Upstream: "http://127.0.0.1:9100/jsonrpc"}, newEnforcer(t), testKey, nil, nil)
+	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:9100/jsonrpc"}}, newEnforcer(t), testKey, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,15 +128,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
 	if err != nil {
-		writeError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.CopyHeaders(out.Header, r.Header)
-	out.Header.Del("X-Warden-Principal")
-	if x.strip {
-		out.Header.Del("Authorization")
-	}
-	out.Host = r.Host
+	relay.Outbound(out, r, x.strip, "Authorization")
 	out.ContentLength = int64(len(body))
 	resp, err := s.client.Do(out)
 	if err != nil {
@@ -144,7 +139,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			s.log.Warn("A2A upstream unavailable", "err", err)
 			s.enforcer.UpstreamFailed("a2a")
 		}
-		writeError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "the A2A server is unavailable")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "the A2A server is unavailable")
 		return
 	}
 	defer resp.Body.Close()
@@ -152,7 +147,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, Max: s.maxResponse(), TooBig: x.tooBig})
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		if err != nil && r.Context().Err() == nil && ctx.Err() == nil {
 			s.log.Warn("A2A event stream ended early", "method", x.call.Method, "err", err)
 		}
@@ -167,7 +162,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		if errors.Is(err, relay.ErrBodyTooLarge) {
 			msg, status = s.responseLimit(), http.StatusOK
 		}
-		writeError(w, status, x.call.ID, jsonrpc.ErrInternal, msg)
+		relay.WriteError(w, status, x.call.ID, jsonrpc.ErrInternal, msg)
 		return
 	}
 	status := resp.StatusCode
@@ -185,13 +180,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-func (s *Server) maxResponse() int {
-	if s.cfg.MaxResponseBytes < 0 {
-		return 0
-	}
-	return int(s.cfg.MaxResponseBytes)
 }
 
 func (s *Server) responseLimit() string {

@@ -43,56 +43,33 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
-// Config is the A2A sidecar's part of the configuration.
+// Config is the A2A sidecar's part of the configuration: an HTTP sidecar's
+// (its Upstream is the A2A server's JSON-RPC endpoint URL,
+// http://host:port/jsonrpc, and its agent card is read from the same
+// origin), and the agent card's URL and the webhooks allowed.
 type Config struct {
-	// Listen is the address the sidecar serves on (host:port).
-	Listen string `yaml:"listen" json:"listen"`
-	// Upstream is the A2A server's JSON-RPC endpoint URL
-	// (http://host:port/jsonrpc); its agent card is read from the same
-	// origin.
-	Upstream string `yaml:"upstream" json:"upstream"`
+	listener.HTTPConfig `yaml:",inline"`
 	// PublicURL is the JSON-RPC endpoint as clients reach Warden, written
 	// into the agent card; empty means the request's scheme and Host with
 	// the upstream's path.
 	PublicURL string `yaml:"public_url" json:"public_url"`
-	// Plaintext serves without TLS (it must be set explicitly); otherwise
-	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
-	// when set, verifies client certificates (mTLS).
-	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
-	CertFile     string `yaml:"cert_file" json:"cert_file"`
-	KeyFile      string `yaml:"key_file" json:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
-	// HandleKeyFile holds the key (at least 32 bytes) that binds task,
-	// context and page-token handles to principals. Replicas share it; with
-	// none, a random key is made at start and handles do not survive a
-	// restart.
-	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
 	// WebhookAllow lists networks (CIDR), addresses, hosts and host:port
 	// pairs a push-notification URL may name although they are loopback,
 	// private or link-local.
 	WebhookAllow []string `yaml:"webhook_allow" json:"webhook_allow"`
-	// MaxBodyBytes bounds a request body (413 with a JSON-RPC error over it).
-	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxResponseBytes bounds one answer body or SSE event from the
-	// upstream, read whole to be checked; an answer over it becomes a
-	// JSON-RPC error for the request. -1 sets no bound of Warden's own.
-	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
-	// ShutdownTimeout bounds how long in-flight requests may drain.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
-	// Limits bounds the listener's connections and the dial to the upstream.
-	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes     = 4 << 20
-	DefaultMaxResponseBytes = 64 << 20
-	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultMaxBodyBytes     = listener.DefaultMaxBodyBytes
+	DefaultMaxResponseBytes = listener.DefaultMaxResponseBytes
+	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
 )
 
 // Validate checks the configuration.
@@ -100,43 +77,25 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	u, err := url.Parse(c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("a2a.upstream: %q is not an http(s) URL", c.Upstream)
+	if err := c.Sidecar().Validate(); err != nil {
+		return err
 	}
 	if c.PublicURL != "" {
 		if p, err := url.Parse(c.PublicURL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("a2a.public_url: %q is not an http(s) URL", c.PublicURL)
 		}
 	}
-	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
-		return errors.New("a2a: give a TLS certificate and key, or serve plaintext explicitly")
-	}
 	if c.MaxBodyBytes < 0 {
 		return errors.New("a2a.max_body_bytes must not be negative")
 	}
-	if c.MaxResponseBytes < -1 {
-		return errors.New("a2a.max_response_bytes: give a positive bound, or -1 for none")
-	}
 	if _, err := a2arules.ParseAllow(c.WebhookAllow); err != nil {
 		return fmt.Errorf("a2a.webhook_allow: %w", err)
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("a2a.limits: %w", err)
 	}
 	return nil
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults()
 	return c
 }
 
@@ -172,10 +131,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
 	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			DisableCompression: true, DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
-		}}
+		client = listener.UpstreamClient(cfg.Limits)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -233,7 +189,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.ErrInternal, "authentication is unavailable; retry later")
+		relay.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.ErrInternal, "authentication is unavailable; retry later")
 		return
 	}
 	if err != nil {
@@ -290,14 +246,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)
 	if err != nil {
 		s.log.Warn("could not decide an A2A request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+		relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
 		return
 	}
 	d.Settle(d.Allow)
 	if !d.Allow {
 		status, code, msg := a2arules.Answer(d.Code, d.Message)
 		w.Header().Set("X-Warden-Decision", d.ID)
-		writeError(w, status, call.ID, code, msg)
+		relay.WriteError(w, status, call.ID, code, msg)
 		return
 	}
 	x.taskID = req.TaskID
@@ -312,15 +268,7 @@ const unavailable = "Warden could not decide this request; retry later"
 func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
 	d := s.enforcer.Refuse("a2a", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
 	w.Header().Set("X-Warden-Decision", d.ID)
-	writeError(w, status, id, code, msg)
-}
-
-// writeError answers with a JSON-RPC error of Warden's own.
-func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	b := jsonrpc.ErrorBody(id, code, msg)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	relay.WriteError(w, status, id, code, msg)
 }
 
 // restError answers in the HTTP+JSON binding's error shape (§11.6).

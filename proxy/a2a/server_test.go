@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 func resultOf(t *testing.T, m map[string]any) map[string]any {
@@ -275,7 +276,7 @@ func FuzzFromUpstream(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"t"}],"nextPageToken":"p"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"x"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := New(Config{Upstream: "http://127.0.0.1:1/jsonrpc"}, newEnforcer(t), testKey, nil, nil)
+		s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/jsonrpc"}}, newEnforcer(t), testKey, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,21 +3,114 @@ package listener
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 )
 
+// HTTPConfig is the part of an HTTP sidecar's configuration section (mcp:, a2a:)
+// that every HTTP sidecar has, inline in the section.
+type HTTPConfig struct {
+	// Listen is the address the sidecar serves on (host:port).
+	Listen string `yaml:"listen" json:"listen"`
+	// Upstream is the server's endpoint URL (http://host:port/path).
+	Upstream string `yaml:"upstream" json:"upstream"`
+	// Plaintext serves without TLS (it must be set explicitly); otherwise
+	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
+	// when set, verifies client certificates (mTLS).
+	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
+	CertFile     string `yaml:"cert_file" json:"cert_file"`
+	KeyFile      string `yaml:"key_file" json:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
+	// HandleKeyFile holds the key (at least 32 bytes) that binds handles
+	// (task, session, context, event id, cursor) to principals. Replicas
+	// share it; with none, a random key is made at start and handles do not
+	// survive a restart.
+	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
+	// MaxBodyBytes bounds a request body. A larger one is answered 413 with
+	// a JSON-RPC error that names the setting; the upstream never sees it.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxResponseBytes bounds one message from the upstream: an answer body
+	// or one SSE event, which Warden reads whole to check it before any of
+	// it reaches the caller. An answer over it becomes a JSON-RPC error for
+	// its request that names the setting. -1 sets no bound of Warden's own.
+	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
+	// ShutdownTimeout bounds how long in-flight requests may drain.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// Limits bounds the listener's connections and the dial to the upstream;
+	// zero fields take the defaults.
+	Limits Limits `yaml:"limits" json:"limits"`
+}
+
+// Defaults of HTTPConfig.
+const (
+	DefaultMaxBodyBytes     = 4 << 20
+	DefaultMaxResponseBytes = 64 << 20
+	DefaultShutdownTimeout  = 10 * time.Second
+)
+
+// WithDefaults fills the zero bounds with their defaults.
+func (h HTTPConfig) WithDefaults() HTTPConfig {
+	if h.MaxBodyBytes == 0 {
+		h.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if h.MaxResponseBytes == 0 {
+		h.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if h.ShutdownTimeout == 0 {
+		h.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return h
+}
+
 // Sidecar is how an HTTP sidecar (MCP, A2A) serves: its name for logs and
-// errors, TLS or plaintext, the connection bounds and the drain time.
+// errors (its configuration section) and its configuration.
 type Sidecar struct {
-	Name, Upstream                  string
-	Plaintext                       bool
-	CertFile, KeyFile, ClientCAFile string
-	Limits                          Limits
-	ShutdownTimeout                 time.Duration
+	Name string
+	HTTPConfig
+}
+
+// Validate checks what every HTTP sidecar needs: an http(s) upstream URL,
+// TLS or plaintext chosen explicitly, a response bound, and valid limits. Errors name the keys
+// of sc.Name's section.
+func (sc Sidecar) Validate() error {
+	u, err := url.Parse(sc.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s.upstream: %q is not an http(s) URL", sc.Name, sc.Upstream)
+	}
+	if !sc.Plaintext && (sc.CertFile == "" || sc.KeyFile == "") {
+		return errors.New(sc.Name + ": give a TLS certificate and key, or serve plaintext explicitly")
+	}
+	if sc.MaxResponseBytes < -1 {
+		return errors.New(sc.Name + ".max_response_bytes: give a positive bound, or -1 for none")
+	}
+	if err := sc.Limits.Validate(); err != nil {
+		return fmt.Errorf("%s.limits: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// UpstreamClient is the HTTP client a sidecar reaches its upstream with: no
+// proxy from the environment, no compression (answers are read as sent),
+// keep-alive connections, and the dial bounded by l (Dialer).
+func UpstreamClient(l Limits) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
+		DisableCompression: true, DialContext: Dialer(l.WithDefaults()).DialContext,
+	}}
+}
+
+// RunSidecar listens on sc.Listen and serves h there (ServeSidecar).
+func RunSidecar(ctx context.Context, h http.Handler, sc Sidecar, log *slog.Logger) error {
+	lis, err := net.Listen("tcp", sc.Listen)
+	if err != nil {
+		return fmt.Errorf("%s listen: %w", sc.Name, err)
+	}
+	return ServeSidecar(ctx, h, lis, sc, log)
 }
 
 // ServeSidecar serves h on lis until ctx ends, then drains in-flight

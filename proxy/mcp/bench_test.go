@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/bench/load"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -65,7 +66,7 @@ type benchCall struct {
 func benchHarness(b *testing.B) (*harness, []benchCall) {
 	upSrv := httptest.NewServer(benchUpstream{})
 	b.Cleanup(upSrv.Close)
-	h := newHarnessFor(b, Config{Listen: "127.0.0.1:0"}, nil, upSrv)
+	h := newHarnessFor(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv)
 	handle := h.createTask(b, "alice")
 	return h, []benchCall{
 		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 )
 
@@ -47,7 +48,7 @@ func TestTooBigEvents(t *testing.T) {
 			var rec recorder
 			in := tc.event + "data: after\n\n"
 			err := relay.CopyEvents(&rec, rec.flush, strings.NewReader(in), relay.Events{
-				Data: func(b []byte) ([]byte, bool) { return b, true }, Max: s.maxResponse(), TooBig: x.tooBig})
+				Data: func(b []byte) ([]byte, bool) { return b, true }, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestTooBigEvents(t *testing.T) {
 // TestRequestBound: a request over mcp.max_body_bytes is answered 413 for
 // its id, naming the limit, and never reaches the upstream.
 func TestRequestBound(t *testing.T) {
-	h := newHarness(t, Config{MaxBodyBytes: 512})
+	h := newHarness(t, Config{HTTPConfig: listener.HTTPConfig{MaxBodyBytes: 512}})
 	before := len(h.up.received("tools/call"))
 	body := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"fast","arguments":{"t":"` + strings.Repeat("z", 1024) + `"}}}`
 	r := h.post(t, alice, body, nil)

@@ -42,16 +42,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, s.target(r), rd)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.CopyHeaders(out.Header, r.Header)
-	out.Header.Del("X-Warden-Principal") // an identity header Warden owns, never the client's
-	if x.strip {
-		out.Header.Del("Authorization")
-		out.Header.Del("X-Macp-Token")
-	}
-	out.Host = r.Host
+	relay.Outbound(out, r, x.strip, "Authorization", "X-Macp-Token")
 	if body != nil {
 		out.ContentLength = int64(len(body))
 	} else {
@@ -75,7 +69,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			s.log.Warn("MCP upstream unavailable", "err", err)
 			s.enforcer.UpstreamFailed("mcp")
 		}
-		writeError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
 		return
 	}
 	defer resp.Body.Close()
@@ -89,7 +83,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		// The stream must not outlive the credential it was opened with,
 		// nor its revocation.
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: s.maxResponse(), TooBig: x.tooBig})
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		switch {
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
@@ -121,7 +115,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			} else if r.Context().Err() == nil {
 				s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
 			}
-			writeError(w, status, x.call.ID, mcprules.ErrInternal, msg)
+			relay.WriteError(w, status, x.call.ID, mcprules.ErrInternal, msg)
 			return
 		}
 		status := resp.StatusCode
@@ -138,14 +132,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
-}
-
-// maxResponse is the bound of one SSE event (0: none).
-func (s *Server) maxResponse() int {
-	if s.cfg.MaxResponseBytes < 0 {
-		return 0
-	}
-	return int(s.cfg.MaxResponseBytes)
 }
 
 // responseLimit is what a caller reads when an answer is over the bound.
@@ -245,7 +231,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: s.maxResponse()})
+		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes)})
 	} else {
 		var b []byte
 		if b, err = relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -95,7 +96,7 @@ func TestWalk(t *testing.T) {
 // unitServer is a Server whose upstream is never called.
 func unitServer(t *testing.T) *Server {
 	t.Helper()
-	s, err := New(Config{Upstream: "http://127.0.0.1:1/mcp"}, newEnforcer(t), testKey, nil, nil)
+	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, newEnforcer(t), testKey, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,26 +2,25 @@ package mcp
 
 import (
 	"context"
-	"fmt"
 	"net"
 
 	"github.com/agentwarden/warden/proxy/listener"
 )
 
+// Sidecar is how the sidecar serves (listener.Sidecar).
+func (c Config) Sidecar() listener.Sidecar {
+	return listener.Sidecar{Name: "mcp", HTTPConfig: c.HTTPConfig}
+}
+
 // Run serves the sidecar on cfg.Listen until ctx ends, then drains in-flight
 // requests for at most the shutdown timeout.
 func (s *Server) Run(ctx context.Context) error {
-	lis, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("mcp listen: %w", err)
-	}
-	return s.Serve(ctx, lis)
+	return listener.RunSidecar(ctx, s, s.cfg.Sidecar(), s.log)
 }
 
 // Serve is Run on a listener the caller opened (listener.ServeSidecar): a
 // request refused before its body was read (bad credentials) is answered at
 // once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	return listener.ServeSidecar(ctx, s, lis, listener.Sidecar{Name: "mcp", Upstream: s.cfg.Upstream, Plaintext: s.cfg.Plaintext,
-		CertFile: s.cfg.CertFile, KeyFile: s.cfg.KeyFile, ClientCAFile: s.cfg.ClientCAFile, Limits: s.cfg.Limits, ShutdownTimeout: s.cfg.ShutdownTimeout}, s.log)
+	return listener.ServeSidecar(ctx, s, lis, s.cfg.Sidecar(), s.log)
 }

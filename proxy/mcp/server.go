@@ -54,27 +54,18 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
-// Config is the MCP sidecar's part of the configuration.
+// Config is the MCP sidecar's part of the configuration: an HTTP sidecar's
+// (its Upstream is the MCP server's endpoint URL, http://host:port/mcp; an
+// answer over MaxResponseBytes on an SSE stream becomes an error event with
+// the oversized event's id, so a resumed stream moves past it, and other
+// oversized messages are dropped, each logged), and MCP's own.
 type Config struct {
-	// Listen is the address the sidecar serves on (host:port).
-	Listen string `yaml:"listen" json:"listen"`
-	// Upstream is the MCP server's endpoint URL (http://host:port/mcp).
-	Upstream string `yaml:"upstream" json:"upstream"`
-	// Plaintext serves without TLS (it must be set explicitly); otherwise
-	// CertFile and KeyFile are the listener's certificate, and ClientCAFile,
-	// when set, verifies client certificates (mTLS).
-	Plaintext    bool   `yaml:"plaintext" json:"plaintext"`
-	CertFile     string `yaml:"cert_file" json:"cert_file"`
-	KeyFile      string `yaml:"key_file" json:"key_file"`
-	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
-	// HandleKeyFile holds the key (at least 32 bytes) that binds task and
-	// session handles to principals. Replicas share it; with none, a random
-	// key is made at start and handles do not survive a restart.
-	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
+	listener.HTTPConfig `yaml:",inline"`
 	// AllowedOrigins are the browser origins allowed besides same-origin
 	// requests; a request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
@@ -83,37 +74,19 @@ type Config struct {
 	// authorization servers set, Warden serves the metadata document.
 	Resource             string   `yaml:"resource" json:"resource"`
 	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
-	// MaxBodyBytes bounds a request body. A larger one is answered 413 with
-	// a JSON-RPC error (the request's id when its first bytes show it) that
-	// names the setting; the upstream never sees it.
-	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// MaxResponseBytes bounds one message from the upstream: a JSON answer
-	// body or one SSE event, which Warden reads whole to match it to its
-	// request and rewrite task IDs before any of it reaches the caller. An
-	// answer over it becomes a JSON-RPC error for the request's id that
-	// names the setting (an SSE event carrying it, with the oversized
-	// event's id so a resumed stream moves past it); other oversized
-	// messages are dropped; each is logged. -1 sets no bound of Warden's
-	// own.
-	MaxResponseBytes int64 `yaml:"max_response_bytes" json:"max_response_bytes"`
 	// MaxSteerBytes bounds a tasks/steer message; MaxSteerQueue the steer
 	// messages accepted for a task until its status changes.
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
-	// ShutdownTimeout bounds how long in-flight requests may drain.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
-	// Limits bounds the listener's connections and the dial to the upstream;
-	// zero fields take listener's defaults.
-	Limits listener.Limits `yaml:"limits" json:"limits"`
 }
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes     = 4 << 20
-	DefaultMaxResponseBytes = 64 << 20
+	DefaultMaxBodyBytes     = listener.DefaultMaxBodyBytes
+	DefaultMaxResponseBytes = listener.DefaultMaxResponseBytes
 	DefaultMaxSteerBytes    = 16 << 10
 	DefaultMaxSteerQueue    = 32
-	DefaultShutdownTimeout  = 10 * time.Second
+	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
 	maxTools                = 4096
 )
 
@@ -122,40 +95,22 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	u, err := url.Parse(c.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("mcp.upstream: %q is not an http(s) URL", c.Upstream)
-	}
-	if !c.Plaintext && (c.CertFile == "" || c.KeyFile == "") {
-		return errors.New("mcp: give a TLS certificate and key, or serve plaintext explicitly")
+	if err := c.Sidecar().Validate(); err != nil {
+		return err
 	}
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
-	}
-	if c.MaxResponseBytes < -1 {
-		return errors.New("mcp.max_response_bytes: give a positive bound, or -1 for none")
-	}
-	if err := c.Limits.Validate(); err != nil {
-		return fmt.Errorf("mcp.limits: %w", err)
 	}
 	return nil
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
+	c.HTTPConfig = c.HTTPConfig.WithDefaults()
 	if c.MaxSteerBytes == 0 {
 		c.MaxSteerBytes = DefaultMaxSteerBytes
 	}
 	if c.MaxSteerQueue == 0 {
 		c.MaxSteerQueue = DefaultMaxSteerQueue
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	return c
 }
@@ -193,11 +148,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, errors.New("mcp: the handle key must have at least 32 bytes")
 	}
 	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-			ResponseHeaderTimeout: 0, DisableCompression: true,
-			DialContext: listener.Dialer(cfg.Limits.WithDefaults()).DialContext,
-		}}
+		client = listener.UpstreamClient(cfg.Limits)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -239,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, authn.ErrKeysUnavailable) {
 		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
+		relay.WriteError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
 		return
 	}
 	if err != nil {
@@ -445,13 +396,13 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
 				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-				writeError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
+				relay.WriteError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
 				return
 			}
 			if !d.Allow {
 				d.Settle(false)
 				status, code, msg := mcprules.Answer(d.Code, d.Message)
-				writeError(w, status, call.ID, code, msg)
+				relay.WriteError(w, status, call.ID, code, msg)
 				return
 			}
 			x.decision = &d
@@ -491,13 +442,5 @@ func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
 func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
 	d := s.enforcer.Refuse("mcp", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
 	w.Header().Set("X-Warden-Decision", d.ID)
-	writeError(w, status, id, code, msg)
-}
-
-// writeError answers with a JSON-RPC error of Warden's own.
-func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	b := mcprules.ErrorBody(id, code, msg)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	relay.WriteError(w, status, id, code, msg)
 }

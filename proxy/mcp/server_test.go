@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"fmt"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 	"io"
 	"time"
@@ -412,7 +413,7 @@ func TestMetadata(t *testing.T) {
 }
 
 func TestMalformedRequests(t *testing.T) {
-	h := newHarness(t, Config{MaxBodyBytes: 512})
+	h := newHarness(t, Config{HTTPConfig: listener.HTTPConfig{MaxBodyBytes: 512}})
 	pad := func(n int) string {
 		s := rpc(1, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{"x": ""}})
 		return strings.Replace(s, `"x":""`, `"x":"`+strings.Repeat("a", n-len(s))+`"`, 1)
@@ -722,7 +723,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 	})
 	t.Run("answer over the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxResponseBytes: 1024})
+		h := newHarness(t, Config{HTTPConfig: listener.HTTPConfig{MaxResponseBytes: 1024}})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 2048 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		// The answer to the request, naming the limit, for the client's SDK
@@ -733,7 +734,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 	})
 	t.Run("answer at the limit", func(t *testing.T) {
-		h := newHarness(t, Config{MaxResponseBytes: 1024})
+		h := newHarness(t, Config{HTTPConfig: listener.HTTPConfig{MaxResponseBytes: 1024}})
 		h.up.configure(func(u *fakeUpstream) { u.bigAnswer = 900 })
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		if r.status != http.StatusOK || r.errCode(t) != 0 {
@@ -750,12 +751,12 @@ func TestNew(t *testing.T) {
 		key  []byte
 		ok   bool
 	}{
-		{"valid", Config{Upstream: "http://127.0.0.1:1/mcp"}, testKey, true},
-		{"short key", Config{Upstream: "http://127.0.0.1:1/mcp"}, testKey[:31], false},
-		{"no upstream host", Config{Upstream: "/mcp"}, testKey, false},
-		{"listening needs an http upstream", Config{Listen: ":0", Upstream: "ftp://x", Plaintext: true}, testKey, false},
-		{"listening needs TLS or plaintext", Config{Listen: ":0", Upstream: "http://x"}, testKey, false},
-		{"negative limits", Config{Listen: ":0", Upstream: "http://x", Plaintext: true, MaxSteerQueue: -1}, testKey, false},
+		{"valid", Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, testKey, true},
+		{"short key", Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, testKey[:31], false},
+		{"no upstream host", Config{HTTPConfig: listener.HTTPConfig{Upstream: "/mcp"}}, testKey, false},
+		{"listening needs an http upstream", Config{HTTPConfig: listener.HTTPConfig{Listen: ":0", Upstream: "ftp://x", Plaintext: true}}, testKey, false},
+		{"listening needs TLS or plaintext", Config{HTTPConfig: listener.HTTPConfig{Listen: ":0", Upstream: "http://x"}}, testKey, false},
+		{"negative limits", Config{HTTPConfig: listener.HTTPConfig{Listen: ":0", Upstream: "http://x", Plaintext: true}, MaxSteerQueue: -1}, testKey, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.cfg, e, tc.key, nil, nil)
@@ -766,14 +767,6 @@ func TestNew(t *testing.T) {
 				t.Fatalf("defaults %+v", s.cfg)
 			}
 		})
-	}
-}
-
-func TestWriteError(t *testing.T) {
-	w := httptest.NewRecorder()
-	writeError(w, http.StatusTeapot, json.RawMessage(`"a"`), mcprules.ErrInvalidParams, "m")
-	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != `{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"m"}}` {
-		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 }
 
@@ -875,7 +868,7 @@ func TestServe(t *testing.T) {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
-	srv, err := New(Config{Upstream: upSrv.URL + "/mcp", Plaintext: true}, newEnforcer(t), testKey, upSrv.Client(), nil)
+	srv, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: upSrv.URL + "/mcp", Plaintext: true}}, newEnforcer(t), testKey, upSrv.Client(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -903,7 +896,7 @@ func TestServe(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 
 	t.Run("TLS files missing", func(t *testing.T) {
-		s, err := New(Config{Upstream: upSrv.URL, CertFile: "/nonexistent/cert.pem", KeyFile: "/nonexistent/key.pem"}, newEnforcer(t), testKey, nil, nil)
+		s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: upSrv.URL, CertFile: "/nonexistent/cert.pem", KeyFile: "/nonexistent/key.pem"}}, newEnforcer(t), testKey, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1021,7 +1014,7 @@ func TestStreamEndsAtCredentialExpiry(t *testing.T) {
 		close(closed)
 	}))
 	defer up.Close()
-	s, err := New(Config{Upstream: up.URL + "/mcp", Plaintext: true}, newEnforcer(t), testKey, up.Client(), nil)
+	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: up.URL + "/mcp", Plaintext: true}}, newEnforcer(t), testKey, up.Client(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

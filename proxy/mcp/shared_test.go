@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -67,6 +68,15 @@ func (s *sharedTasks) Observe(_ context.Context, id, status string) error {
 	return nil
 }
 
+func (s *sharedTasks) ObserveAll(ctx context.Context, ids, statuses []string) error {
+	for i, id := range ids {
+		if err := s.Observe(ctx, id, statuses[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *sharedTasks) Steer(context.Context, string, int) (bool, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,7 +123,7 @@ func sharedHarnesses(t *testing.T, n int, store proxy.TaskStore) []*harness {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := New(Config{Upstream: upSrv.URL + "/mcp", Plaintext: true}, e, testKey, upSrv.Client(), nil)
+		srv, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: upSrv.URL + "/mcp", Plaintext: true}}, e, testKey, upSrv.Client(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,12 @@
 package relay
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // hopHeaders are not forwarded (RFC 9110 §7.6.1).
@@ -45,4 +48,37 @@ func ReadBody(r io.Reader, max int64) ([]byte, error) {
 		return nil, ErrBodyTooLarge
 	}
 	return b, err
+}
+
+// WriteError answers with a JSON-RPC error of Warden's own.
+func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	b := jsonrpc.ErrorBody(id, code, msg)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// EventMax is the bound of one SSE event (Events.Max) for a sidecar's
+// max_response_bytes: -1 (no bound of Warden's own) is 0.
+func EventMax(maxResponse int64) int {
+	if maxResponse < 0 {
+		return 0
+	}
+	return int(maxResponse)
+}
+
+// Outbound copies the caller's request onto out, the request to the
+// upstream: its end-to-end headers, never X-Warden-Principal (an identity
+// header Warden owns, never the client's), and its Host. With strip (Warden
+// authenticated from what the upstream cannot check), the credential headers
+// are left out too.
+func Outbound(out, in *http.Request, strip bool, credentials ...string) {
+	CopyHeaders(out.Header, in.Header)
+	out.Header.Del("X-Warden-Principal")
+	if strip {
+		for _, k := range credentials {
+			out.Header.Del(k)
+		}
+	}
+	out.Host = in.Host
 }

@@ -1,5 +1,6 @@
 // Package state keeps the protocol state Warden replicas share in Redis: the
-// MCP task table (owner, status and steer count of each upstream task) and,
+// task table (owner, status and steer count of each upstream MCP task, owner
+// and state of each A2A task) and,
 // for ext_authz fleets, the MACP sessions (encoded state under a version for
 // compare-and-set). Every operation is one round trip, atomic on the server (a Lua
 // script), and bounded by the configured timeout; an error means the state
@@ -131,7 +132,9 @@ func (r *Redis) Ready() error {
 
 // A task is one hash, <prefix>mcp:task:<upstream task id>, with the fields
 // o (owner principal), s (status) and n (steer messages accepted since the
-// status last changed); it expires TTL after its last use.
+// status last changed); it expires TTL after its last use. An A2A task's id
+// comes with the Enforcer's prefix a2a:t:, so its hash is
+// <prefix>mcp:task:a2a:t:<upstream task id> (no steer count).
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
 func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
@@ -199,6 +202,39 @@ return 1`)
 // an entry is not added (its owner is unknown).
 func (r *Redis) Observe(ctx context.Context, id, status string) error {
 	_, err := r.run(ctx, observe, "record task status", []string{r.key(id)}, status, r.ttl())
+	return err
+}
+
+// observeAll: observe for each key, its status the ARGV of the same index;
+// the last ARGV is the TTL.
+var observeAll = redis.NewScript(`
+local ttl = ARGV[#ARGV]
+for i, k in ipairs(KEYS) do
+  if redis.call('EXISTS', k) == 1 then
+    if redis.call('HGET', k, 's') ~= ARGV[i] then
+      redis.call('HSET', k, 's', ARGV[i], 'n', 0)
+    end
+    redis.call('PEXPIRE', k, ttl)
+  end
+end
+return 1`)
+
+// ObserveAll is Observe for several tasks (statuses[i] of ids[i]) in one
+// round trip.
+func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(statuses) != len(ids) {
+		return fmt.Errorf("redis %s: record task statuses: %d statuses for %d tasks", r.addr, len(statuses), len(ids))
+	}
+	keys := make([]string, len(ids))
+	args := make([]any, 0, len(ids)+1)
+	for i, id := range ids {
+		keys[i] = r.key(id)
+		args = append(args, statuses[i])
+	}
+	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttl())...)
 	return err
 }
 

@@ -159,6 +159,26 @@ func TestTasks(t *testing.T) {
 	if ok, _, err := r.Steer(ctx, "t1", 0); err != nil || !ok {
 		t.Fatalf("unbounded steer: %v %v", ok, err)
 	}
+
+	// Several statuses in one round trip: known tasks only, a change
+	// restarts the steer count.
+	if ok, _, err := r.Steer(ctx, "t1", 0); err != nil || !ok {
+		t.Fatalf("steer: %v %v", ok, err)
+	}
+	if err := r.ObserveAll(ctx, []string{"t1", "t2", "t9"}, []string{"completed", "working", "working"}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"t1": "completed", "t2": "working", "t9": ""} {
+		if s, err := r.client.HGet(ctx, r.key(id), "s").Result(); s != want || err != nil && want != "" {
+			t.Errorf("status of %s after ObserveAll: %q %v, want %q", id, s, err, want)
+		}
+	}
+	if n, _ := r.client.HGet(ctx, r.key("t1"), "n").Result(); n != "0" {
+		t.Errorf("steer count after a status change: %q, want 0", n)
+	}
+	if err := r.ObserveAll(ctx, []string{"t1"}, nil); err == nil {
+		t.Error("ObserveAll with fewer statuses than tasks: no error")
+	}
 }
 
 // TestSteerBoundConcurrent: many clients (as many replicas would) reserve
@@ -230,13 +250,14 @@ func TestDownAndRestart(t *testing.T) {
 	}
 	stop()
 	ops := map[string]func() error{
-		"ready":   r.Ready,
-		"claim":   func() error { _, err := r.Claim(ctx, "t", "alice"); return err },
-		"create":  func() error { return r.Create(ctx, "u", "alice", "") },
-		"observe": func() error { return r.Observe(ctx, "t", "completed") },
-		"steer":   func() error { _, _, err := r.Steer(ctx, "t", 1); return err },
-		"unsteer": func() error { return r.Unsteer(ctx, "t") },
-		"owners":  func() error { _, err := r.Owners(ctx, []string{"t"}); return err },
+		"ready":       r.Ready,
+		"claim":       func() error { _, err := r.Claim(ctx, "t", "alice"); return err },
+		"create":      func() error { return r.Create(ctx, "u", "alice", "") },
+		"observe":     func() error { return r.Observe(ctx, "t", "completed") },
+		"observe all": func() error { return r.ObserveAll(ctx, []string{"t"}, []string{"completed"}) },
+		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1); return err },
+		"unsteer":     func() error { return r.Unsteer(ctx, "t") },
+		"owners":      func() error { _, err := r.Owners(ctx, []string{"t"}); return err },
 	}
 	for name, op := range ops {
 		t.Run("down/"+name, func(t *testing.T) {

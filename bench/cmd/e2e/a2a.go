@@ -169,18 +169,8 @@ func (b *bench) a2a(ctx context.Context) (outcome, error) {
 		{"A2A SendMessage (a2a-go v2.3.1)", func(c *a2aClient) workload { return &sendWork{c: c} }},
 	} {
 		work = wl.work
-		c := comparison{
-			id:      fmt.Sprintf("a2a-%d", i),
-			group:   wl.group,
-			base:    side{name: "direct", work: func() workload { return work(direct) }, procs: map[string]int{"upstream": up.pid()}},
-			hops:    hops,
-			rates:   b.slowMCPRates(),
-			workers: 16,
-			satMax:  int(15000 * (b.timing.warmup + b.timing.measure).Seconds()),
-			timing:  b.timing,
-			unit:    "req/s",
-			profile: b.profile,
-		}
+		c := b.httpComparison(fmt.Sprintf("a2a-%d", i), wl.group, b.slowMCPRates(),
+			side{name: "direct", work: func() workload { return work(direct) }, procs: map[string]int{"upstream": up.pid()}}, hops)
 		out, err := c.run(ctx, b.logf)
 		all.add(out)
 		if err != nil {

@@ -277,18 +277,8 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 		if wl.rates == nil {
 			wl.rates = b.mcpRates()
 		}
-		c := comparison{
-			id:      fmt.Sprintf("%s-%d", s.id, i),
-			group:   wl.group,
-			base:    side{name: "direct", work: func() workload { return wl.work(direct) }, procs: map[string]int{"upstream": up.pid()}},
-			hops:    hops,
-			rates:   wl.rates,
-			workers: 16,
-			satMax:  int(15000 * (b.timing.warmup + b.timing.measure).Seconds()),
-			timing:  b.timing,
-			unit:    "req/s",
-			profile: b.profile,
-		}
+		c := b.httpComparison(fmt.Sprintf("%s-%d", s.id, i), wl.group, wl.rates,
+			side{name: "direct", work: func() workload { return wl.work(direct) }, procs: map[string]int{"upstream": up.pid()}}, hops)
 		out, err := c.run(ctx, b.logf)
 		all.add(out)
 		if err != nil {
@@ -296,6 +286,14 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 		}
 	}
 	return all, nil
+}
+
+// httpComparison is one workload of an HTTP sidecar (MCP, A2A) at rates:
+// base (the server direct) against each hop, 16 workers, in requests per
+// second.
+func (b *bench) httpComparison(id, group string, rates []float64, base side, hops []side) comparison {
+	return comparison{id: id, group: group, base: base, hops: hops, rates: rates, workers: 16,
+		satMax: int(15000 * (b.timing.warmup + b.timing.measure).Seconds()), timing: b.timing, unit: "req/s", profile: b.profile}
 }
 
 // wardenHasMCP reports whether the Warden binary has the MCP sidecar

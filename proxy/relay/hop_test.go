@@ -1,0 +1,60 @@
+package relay
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+func TestWriteError(t *testing.T) {
+	w := httptest.NewRecorder()
+	WriteError(w, http.StatusTeapot, json.RawMessage(`"a"`), jsonrpc.ErrInvalidParams, "m")
+	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != `{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"m"}}` {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+}
+
+func TestEventMax(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want int
+	}{{-1, 0}, {0, 0}, {1, 1}, {64 << 20, 64 << 20}} {
+		if got := EventMax(tc.in); got != tc.want {
+			t.Errorf("EventMax(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestOutbound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		strip bool
+		want  http.Header
+	}{
+		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}}},
+		{"credentials stripped", true, http.Header{"X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := httptest.NewRequest(http.MethodPost, "http://warden.test/rpc", nil)
+			in.Header = http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"},
+				"X-Warden-Principal": {"mallory"}, "Connection": {"close"}}
+			out := httptest.NewRequest(http.MethodPost, "http://upstream.test/rpc", nil)
+			out.Header = http.Header{}
+			Outbound(out, in, tc.strip, "Authorization")
+			if out.Host != "warden.test" {
+				t.Errorf("Host = %q", out.Host)
+			}
+			if len(out.Header) != len(tc.want) {
+				t.Fatalf("headers %v, want %v", out.Header, tc.want)
+			}
+			for k, v := range tc.want {
+				if got := out.Header.Values(k); len(got) != 1 || got[0] != v[0] {
+					t.Errorf("%s = %v, want %v", k, got, v)
+				}
+			}
+		})
+	}
+}
