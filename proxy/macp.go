@@ -53,6 +53,9 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
 		case !ok:
 			e.release(en) // another replica changed the session: decide on its state
+			if err := conflictBackoff(ctx, attempt); err != nil {
+				return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, err)
+			}
 			continue
 		}
 		return e.hold(e.finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/agentwarden/warden/rules"
@@ -41,6 +42,29 @@ type ConflictObserver interface {
 // maxCommitAttempts bounds how often a decision is taken again after
 // another replica committed the same session first.
 const maxCommitAttempts = 8
+
+// conflictStep scales the random wait of a decision taken again after a
+// lost compare-and-set.
+const conflictStep = 250 * time.Microsecond
+
+// conflictBackoff waits before a decision is taken again after its commit
+// found the session changed by another replica: not at all after the first
+// loss (the winner's state is at hand and current), then a random time up to
+// (attempt-1) x conflictStep, so that replicas racing on one session do not
+// meet again in lockstep. It returns ctx's error when ctx ends first.
+func conflictBackoff(ctx context.Context, attempt int) error {
+	if attempt <= 1 {
+		return nil
+	}
+	t := time.NewTimer(rand.N(time.Duration(attempt-1) * conflictStep))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // ErrSessionContention means a session changed on other replicas at every
 // attempt to decide one of its messages: the decision fails closed.

@@ -250,3 +250,34 @@ func TestSharedSessionRoundTrips(t *testing.T) {
 		t.Fatalf("%d loads and %d commits for 4 allows and 1 denial: want the start's read, 4 commits and the denial's check", store.loads, store.commits)
 	}
 }
+
+// TestConflictBackoff: the first retry after a lost race does not wait (the
+// winner's state is current); later ones wait, and give up when the request
+// ends.
+func TestConflictBackoff(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		attempt int
+		want    error
+	}{
+		{1, nil},
+		{2, context.Canceled},
+		{maxCommitAttempts - 1, context.Canceled},
+	} {
+		// A random wait of zero may still win the race with ctx.Done;
+		// a canceled context must win within a few tries.
+		var err error
+		for range 64 {
+			if err = conflictBackoff(ended, tc.attempt); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("attempt %d on an ended request: %v, want %v", tc.attempt, err, tc.want)
+		}
+	}
+	if err := conflictBackoff(context.Background(), 3); err != nil {
+		t.Errorf("attempt 3 on a live request: %v", err)
+	}
+}
