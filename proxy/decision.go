@@ -59,6 +59,9 @@ func (h *held) settle(accepted bool) {
 	if accepted {
 		h.t.settle(h.en, h.next, h.now)
 	} else {
+		// A shared session's version may already name the refused next
+		// state (committed on allow): read it again before trusting it.
+		h.en.version = ""
 		h.t.drop(h.en)
 	}
 	h.en.release()

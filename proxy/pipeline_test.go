@@ -499,3 +499,45 @@ func BenchmarkHotSession(b *testing.B) {
 		})
 	}
 }
+
+// TestPipelineForgetInFlight checks that forgetting a session while one of
+// its messages is in flight does not wait for the landing (a stream's
+// receive loop forgets it and is the one that lands the flight): the state
+// is marked stale at once, the landing changes nothing, and the next message
+// waits for it and rebuilds the session.
+func TestPipelineForgetInFlight(t *testing.T) {
+	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+	sid := sessionID(52)
+	startTask(t, e, sid, true)
+	before, _ := e.Session(context.Background(), sid)
+	d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+	if err != nil || !d.Allow {
+		t.Fatalf("%v %+v", err, d)
+	}
+	done := make(chan struct{})
+	go func() {
+		e.Forget(context.Background(), sid)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		d.Settle(true)
+		<-done
+		t.Fatal("Forget waited for the flight to land")
+	}
+	if s, _ := e.Session(context.Background(), sid); s != nil {
+		t.Fatalf("a forgotten session in flight kept state %s", s.State)
+	}
+	d.Settle(true)
+	if s, _ := e.Session(context.Background(), sid); s != nil {
+		t.Fatalf("the landing revived a forgotten session: %s", s.State)
+	}
+	rb.state[sid] = before
+	d, err = e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u2", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+	if err != nil || !d.Allow || rb.calls != 1 {
+		t.Fatalf("after forgetting: %v %+v, %d rebuilds", err, d, rb.calls)
+	}
+	d.Settle(true)
+}

@@ -327,9 +327,11 @@ func (t *table) remove(e *entry) {
 	}
 }
 
-// forget removes a session whatever its state, once no decision holds it
-// and its flights have landed (so that a rebuild sees them); when ctx ends
-// first, the state is marked stale instead, to be rebuilt.
+// forget removes a session whatever its state, once no decision holds it.
+// While flights of the session are under way it marks the state stale
+// instead of waiting for them: they may land only through the caller (a
+// stream's receive loop), and the next decision waits for them before it
+// rebuilds the session, so the rebuild still sees them.
 func (t *table) forget(ctx context.Context, id string) {
 	t.mu.Lock()
 	e, ok := t.live.Peek(id)
@@ -341,7 +343,7 @@ func (t *table) forget(ctx context.Context, id string) {
 		return
 	}
 	defer e.release()
-	if e.wait(ctx, "", 1) != nil {
+	if !e.idle() {
 		e.update(func(*rules.Session) *rules.Session { return nil })
 		return
 	}
