@@ -17,6 +17,19 @@ import (
 // option.
 var ErrEventTooLarge = errors.New("server-sent event exceeds the size limit")
 
+// ErrBareCR means an event line holds a carriage return that is not part of
+// its end. SSE clients end a line at a lone CR as well, so they would read
+// lines (data, id) Warden did not check: the stream ends instead.
+var ErrBareCR = errors.New("server-sent event line holds a bare carriage return")
+
+// lineOf returns a line without its end ("\n" or "\r\n"), and false when
+// it still holds a carriage return.
+func lineOf(line []byte) ([]byte, bool) {
+	l := bytes.TrimSuffix(line, []byte("\n"))
+	l = bytes.TrimSuffix(l, []byte("\r"))
+	return l, bytes.IndexByte(l, '\r') < 0
+}
+
 // Events says what CopyEvents does with each event.
 type Events struct {
 	// Data gets each event's data and returns the data to send and whether
@@ -130,7 +143,10 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 			// id), drop everything else.
 			complete := !errors.Is(err, bufio.ErrBufferFull)
 			if !midLine {
-				l := bytes.TrimRight(line, "\r\n")
+				l, ok := lineOf(line)
+				if complete && !ok {
+					return ErrBareCR
+				}
 				switch {
 				case complete && len(l) == 0:
 					if err := emit(); err != nil {
@@ -167,7 +183,10 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 		}
 		if len(line) > 0 {
 			size += len(line)
-			l := bytes.TrimRight(line, "\r\n")
+			l, ok := lineOf(line)
+			if !ok {
+				return ErrBareCR
+			}
 			if over(size) {
 				if err := startSkip(l); err != nil {
 					return err

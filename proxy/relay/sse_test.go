@@ -63,6 +63,8 @@ func TestCopyEvents(t *testing.T) {
 		{name: "one event", in: "data: {\"a\":1}\n\n", out: "data: {\"a\":1}\n\n", seen: []string{`{"a":1}`}, flushes: 1},
 		{name: "multi-line data", in: "data: a\ndata: b\ndata: c\n\n", out: "data: a\ndata: b\ndata: c\n\n", seen: []string{"a\nb\nc"}, flushes: 1},
 		{name: "CRLF", in: "id: 1\r\ndata: a\r\ndata: b\r\n\r\n", out: "id: 1\ndata: a\ndata: b\n\n", seen: []string{"a\nb"}, flushes: 1},
+		{name: "bare CR inside a line", in: "id: 1\rdata: {\"raw\":1}\r\r\n", out: "", err: ErrBareCR},
+		{name: "bare CR ends an event line", in: "data: a\r\r\n\n", out: "", err: ErrBareCR},
 		{name: "no space after colon", in: "data:x\n\n", out: "data: x\n\n", seen: []string{"x"}, flushes: 1},
 		{name: "only one space removed", in: "data:  x\n\n", out: "data:  x\n\n", seen: []string{" x"}, flushes: 1},
 		{name: "empty data", in: "data:\n\n", out: "data: \n\n", seen: []string{""}, flushes: 1},
@@ -195,7 +197,7 @@ func FuzzCopyEvents(f *testing.F) {
 		var rec recorder
 		var d dropper
 		err := CopyEvents(&rec, rec.flush, bytes.NewReader(in), Events{Max: bound, Data: d.fn})
-		if err != nil && !errors.Is(err, ErrEventTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if err != nil && !errors.Is(err, ErrEventTooLarge) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrBareCR) {
 			t.Fatalf("unexpected error %v", err)
 		}
 		// Only whole events are written, one write each, each flushed.
@@ -203,6 +205,9 @@ func FuzzCopyEvents(f *testing.F) {
 			t.Fatalf("%d writes, %d flushes", len(rec.writes), rec.flushes)
 		}
 		for _, w := range rec.writes {
+			if strings.Contains(w, "\r") {
+				t.Fatalf("write %q holds a carriage return a client would read as a line end", w)
+			}
 			if w != "\n" && !strings.HasSuffix(w, "\n\n") {
 				t.Fatalf("write %q is not a whole event", w)
 			}
