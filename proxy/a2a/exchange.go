@@ -194,8 +194,9 @@ func (x *exchange) tooBig([]byte) []byte {
 }
 
 // readState asks the upstream for a task's state (GetTask), with the
-// caller's credentials.
-func (s *Server) readState(ctx context.Context, r *http.Request, taskID string) (string, error) {
+// caller's credentials unless strip says the upstream must not see them (as
+// forward does).
+func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
 	body, _ := encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2arules.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
@@ -203,7 +204,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, taskID string) 
 		return "", err
 	}
 	for _, k := range []string{"Authorization", "A2a-Version", "A2a-Extensions"} {
-		if v := r.Header.Values(k); len(v) > 0 {
+		if v := r.Header.Values(k); len(v) > 0 && !(strip && k == "Authorization") {
 			out.Header[k] = v
 		}
 	}

@@ -242,7 +242,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	x.call = call
 	req, out := x.toUpstream(call)
 	req.Principal = p
-	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, req.TaskID) }
+	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)
 	if err != nil {
 		s.log.Warn("could not decide an A2A request; refusing it", "method", call.Method, "principal", p.ID, "err", err)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // Allow is the webhook allowlist: networks (CIDR prefixes), host names and
@@ -58,7 +60,18 @@ func CheckWebhook(raw string, allow Allow) error {
 	if u.User != nil {
 		return fmt.Errorf("the webhook URL must not carry credentials")
 	}
-	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
+	host := u.Hostname()
+	if !isASCII(host) {
+		// HTTP clients map an internationalized name to ASCII first
+		// (UTS #46: "127。0。0。1" and "①②⑦.0.0.1" are 127.0.0.1): the
+		// check reads the name they will connect to.
+		a, err := idna.Lookup.ToASCII(host)
+		if err != nil {
+			return fmt.Errorf("the webhook host is not a valid host name")
+		}
+		host = a
+	}
+	host = strings.TrimRight(strings.ToLower(host), ".")
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
@@ -84,6 +97,16 @@ func CheckWebhook(raw string, allow Allow) error {
 		return fmt.Errorf("the webhook address %s is %s", ip, why)
 	}
 	return nil
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // internal says why an address is not one a webhook may name, or "".

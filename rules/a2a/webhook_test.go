@@ -18,6 +18,10 @@ func TestCheckWebhook(t *testing.T) {
 		{"http://93.184.216.34/x", true},
 		{"http://[2606:2800:220:1::1]/", true},
 		{"http://127.0.0.1/", false},
+		{"http://127。0。0。1/", false}, // ideographic full stops
+		{"http://①②⑦.0.0.1/", false}, // circled digits: 127.0.0.1 after UTS #46
+		{"http://ｌｏｃａｌｈｏｓｔ/", false}, // fullwidth localhost
+		{"http://bücher.example/", true},
 		{"http://127.1/", false},
 		{"http://2130706433/", false},
 		{"http://0x7f000001/", false},
