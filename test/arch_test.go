@@ -23,7 +23,7 @@ type pkg struct {
 // modules it may import (DESIGN.md §3: arrows point down the table only).
 var allowed = map[string][]string{
 	"wire":     {"google.golang.org/protobuf", "google.golang.org/grpc"},
-	"rules":    {module + "/wire", "google.golang.org/protobuf", "github.com/dchest/siphash"}, // keyed id digests replicas can share
+	"rules":    {module + "/wire", "google.golang.org/protobuf", "github.com/dchest/siphash", "golang.org/x/net/idna"}, // keyed id digests replicas can share; host names read as HTTP clients read them (A2A webhooks)
 	"policies": {module + "/rules", "github.com/open-policy-agent/opa", "github.com/hashicorp/golang-lru"},
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
 	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
