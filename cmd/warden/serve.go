@@ -67,6 +67,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
+	extA2APath := fs.String("extauthz-a2a-path", "", "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)")
+	extMCPPath := fs.String("extauthz-mcp-path", "", "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	decisionLog := fs.String("decision-log", "", "write one OPA-shaped record per decision to this file (- for standard output; off when empty)")
@@ -131,6 +133,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		c.ExtAuthz.A2A = c.ExtAuthz.A2A || *extA2A
 		c.ExtAuthz.A2AWebhookAllow = append(c.ExtAuthz.A2AWebhookAllow, a2aAllow...)
+		set(&c.ExtAuthz.A2APath, *extA2APath)
+		set(&c.ExtAuthz.MCPPath, *extMCPPath)
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
 		set(&c.MCP.HandleKeyFile, *mcpKey)

@@ -13,20 +13,33 @@ import (
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
-// checkA2A decides an A2A JSON-RPC request from the request alone: the
-// agent card is public; everything else needs credentials, a POST whose body
-// is one A2A 1.0 request (the HTTP+JSON binding's paths and bodies are
-// refused), and push-notification URLs that pass the SSRF check. Task and
+// checkA2A decides an A2A JSON-RPC request from the request alone: GET of
+// the agent card is public; everything else needs the JSON-RPC endpoint's
+// exact path (extauthz.a2a_path; the HTTP+JSON binding's paths and every
+// other spelling are refused), credentials, a POST whose body is one A2A 1.0
+// request, and push-notification URLs that pass the SSRF check. Task and
 // context ownership rest on the handles the standalone sidecar hands out in
 // its answers, which Envoy does not show here: ids reach the server as the
 // client wrote them, and the policy runs with ownership unknown.
 func (s *Server) checkA2A(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
-	path := h.GetPath()
-	if (path == "/.well-known/agent-card.json" || path == "/.well-known/agent.json") && (h.GetMethod() == "GET" || h.GetMethod() == "HEAD") {
-		return s.allow(authn.Principal{}, "")
-	}
-	if h.GetMethod() != "POST" {
-		msg := "A2A's JSON-RPC binding takes POST (the HTTP+JSON binding is not enforced)"
+	path, method := h.GetPath(), h.GetMethod()
+	switch {
+	case pathIn(path, a2aCardPaths):
+		if method == "GET" || method == "HEAD" {
+			return s.allow(authn.Principal{}, "")
+		}
+		msg := "the agent card is read with GET"
+		d := s.enf.Refuse("a2a", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyJSONRPC(405, nil, jsonrpc.ErrInvalidRequest, msg, d.ID)
+	case !pathIs(path, s.cfg.A2APath):
+		// The HTTP+JSON binding's paths, and any spelling of the endpoint
+		// other than its own: the upstream may route them to a handler that
+		// reads the body otherwise.
+		msg := "Warden serves A2A's JSON-RPC binding at " + s.cfg.A2APath + " only (extauthz.a2a_path; the HTTP+JSON binding is not enforced)"
+		d := s.enf.Refuse("a2a", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg})
+		return denyJSONRPC(404, nil, jsonrpc.ErrInvalidRequest, msg, d.ID)
+	case method != "POST":
+		msg := "A2A's JSON-RPC binding takes POST"
 		d := s.enf.Refuse("a2a", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyJSONRPC(405, nil, jsonrpc.ErrInvalidRequest, msg, d.ID)
 	}

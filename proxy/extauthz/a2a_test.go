@@ -11,7 +11,7 @@ import (
 // TestA2AChecks: what ext_authz decides about A2A from the request alone.
 func TestA2AChecks(t *testing.T) {
 	ctx := context.Background()
-	srv := newServer(t, Config{Listen: "unused", A2A: true, A2AWebhookAllow: []string{"hooks.internal"}})
+	srv := newServer(t, Config{Listen: "unused", A2A: true, A2AWebhookAllow: []string{"hooks.internal"}, A2APath: "/jsonrpc"})
 	req := func(method, path, bearer, body string) *authv3.CheckRequest {
 		h := map[string]string{"content-type": "application/json"}
 		if bearer != "" {
@@ -21,6 +21,7 @@ func TestA2AChecks(t *testing.T) {
 			Method: method, Path: path, Host: "agent.local", Headers: h, RawBody: []byte(body),
 		}}}}
 	}
+	const listTasks = `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
 	push := func(url string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t1","url":"` + url + `"}}`
 	}
@@ -34,8 +35,28 @@ func TestA2AChecks(t *testing.T) {
 		{"no credentials", req("POST", "/jsonrpc", "", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`), 401, ""},
 		{"extended card", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`), 0, ""},
 		{"get task (ownership needs the sidecar)", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t1"}}`), 0, ""},
-		{"REST read", req("GET", "/rest/tasks/t1", "bob", ""), 405, ""},
-		{"REST send", req("POST", "/rest/message:send", "bob", `{"message":{"parts":[]}}`), 400, ""},
+		{"REST read", req("GET", "/rest/tasks/t1", "bob", ""), 404, ""},
+		{"REST send", req("POST", "/rest/message:send", "bob", `{"message":{"parts":[]}}`), 404, ""},
+		// A JSON-RPC body Warden would allow, on a path the server routes
+		// to another handler (the HTTP+JSON binding's cancel): refused on
+		// the path, whatever the body.
+		{"REST cancel with a JSON-RPC body", req("POST", "/v1/tasks/t1:cancel", "bob", listTasks), 404, "extauthz.a2a_path"},
+		{"REST cancel under the endpoint", req("POST", "/jsonrpc/tasks/t1:cancel", "bob", listTasks), 404, ""},
+		{"endpoint with a trailing slash", req("POST", "/jsonrpc/", "bob", listTasks), 404, ""},
+		{"endpoint with a doubled slash", req("POST", "//jsonrpc", "bob", listTasks), 404, ""},
+		{"endpoint percent-escaped", req("POST", "/%6Asonrpc", "bob", listTasks), 404, ""},
+		{"endpoint escaped slash", req("POST", "/v1%2F..%2Fjsonrpc", "bob", listTasks), 404, ""},
+		{"endpoint through a dot segment", req("POST", "/v1/../jsonrpc", "bob", listTasks), 404, ""},
+		{"endpoint with a dot segment", req("POST", "/./jsonrpc", "bob", listTasks), 404, ""},
+		{"endpoint in another case", req("POST", "/JSONRPC", "bob", listTasks), 404, ""},
+		{"endpoint with a fragment", req("POST", "/jsonrpc#x", "bob", listTasks), 404, ""},
+		{"endpoint with a path parameter", req("POST", "/jsonrpc;x=1", "bob", listTasks), 404, ""},
+		{"endpoint with a query", req("POST", "/jsonrpc?tenant=a", "bob", listTasks), 0, ""},
+		{"GET of the endpoint", req("GET", "/jsonrpc", "bob", ""), 405, ""},
+		{"card written to", req("POST", "/.well-known/agent-card.json", "bob", listTasks), 405, ""},
+		{"0.3 card", req("GET", "/.well-known/agent.json?x=1", "", ""), 0, ""},
+		{"card escaped", req("GET", "/.well-known/agent-card%2Ejson", "", ""), 404, ""},
+		{"anonymous elsewhere", req("GET", "/admin", "", ""), 404, ""},
 		{"unknown method", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`), 200, `"code":-32601`},
 		{"case-folded member", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"t1"}}`), 400, `"code":-32600`},
 		{"public webhook", req("POST", "/jsonrpc", "bob", push("https://hooks.example.com/x")), 0, ""},
@@ -63,5 +84,41 @@ func TestA2AChecks(t *testing.T) {
 	}
 	if err := (Config{Listen: "x", MCP: true, A2A: true}).Validate(); err == nil {
 		t.Fatal("mcp and a2a together accepted")
+	}
+	// The default endpoint is "/".
+	def := newServer(t, Config{Listen: "unused", A2A: true})
+	for path, want := range map[string]int32{"/": 0, "/?x": 0, "/jsonrpc": 404, "//": 404, "/%2F": 404} {
+		resp, err := def.Check(ctx, req("POST", path, "bob", listTasks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int32(resp.GetDeniedResponse().GetStatus().GetCode()); got != want {
+			t.Errorf("default path: POST %s = HTTP %d, want %d (0: allowed)", path, got, want)
+		}
+	}
+}
+
+// TestEndpointPathConfig: a configured endpoint path is in the one spelling
+// requests are compared with.
+func TestEndpointPathConfig(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/", true}, {"/jsonrpc", true}, {"/a2a/v1", true}, {"/mcp/", true},
+		{"", false}, {"jsonrpc", false}, {"//jsonrpc", false}, {"/a/../jsonrpc", false}, {"/./x", false}, {"/x/.", false},
+		{"/%6A", false}, {"/x?y", false}, {"/x#y", false}, {"/x y", false}, {`/x\y`, false}, {"/x\x00", false},
+	} {
+		errA := (Config{Listen: "x", A2A: true, A2APath: tc.path}).Validate()
+		errM := (Config{Listen: "x", MCP: true, MCPPath: tc.path}).Validate()
+		if tc.path == "" { // empty: the default
+			errA, errM = validEndpointPath("a2a_path", ""), validEndpointPath("mcp_path", "")
+		}
+		if (errA == nil) != tc.ok || (errM == nil) != tc.ok {
+			t.Errorf("path %q: a2a %v, mcp %v, want ok=%v", tc.path, errA, errM, tc.ok)
+		}
+	}
+	if _, err := New(Config{Listen: "x", A2A: true, A2APath: "/a/../b"}, nil, nil); err == nil {
+		t.Error("New took an unclean path")
 	}
 }

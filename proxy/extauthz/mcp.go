@@ -21,12 +21,20 @@ import (
 const defaultMaxSteerBytes = 16 << 10
 
 // checkMCP decides an MCP Streamable HTTP request from the request alone:
-// Origin, authentication, the JSON-RPC message's shape, the routing headers
+// the endpoint's exact path (extauthz.mcp_path), Origin, authentication, the JSON-RPC message's shape, the routing headers
 // against the body, and the steer message bound. Task ownership, task status
 // and tool-level taskSupport are learned from responses, which Envoy does not
 // show here: they need the standalone sidecar.
 func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
 	hdr := h.GetHeaders()
+	if !pathIs(h.GetPath(), s.cfg.MCPPath) {
+		// MCP has one endpoint; another path may reach another handler
+		// (a legacy SSE transport, an admin route) that reads the body, or
+		// a GET, otherwise.
+		msg := "Warden serves the MCP endpoint at " + s.cfg.MCPPath + " only (extauthz.mcp_path)"
+		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg})
+		return denyJSONRPC(404, nil, mcprules.ErrInvalidRequest, msg, d.ID)
+	}
 	if o := hdr["origin"]; !mcprules.OriginAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
 		msg := "Forbidden: Origin " + o + " is not allowed"
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})

@@ -149,3 +149,45 @@ func BenchmarkCheckMCP(b *testing.B) {
 		})
 	}
 }
+
+// TestMCPPath: MCP has one endpoint; a body or a GET on any other path,
+// however close its spelling, is denied before anything else is read.
+func TestMCPPath(t *testing.T) {
+	srv := mcpServer(t)
+	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"abc"}}`
+	for _, tc := range []struct {
+		method, path string
+		allow        bool
+	}{
+		{"POST", "/mcp", true},
+		{"POST", "/mcp?session=1", true},
+		{"GET", "/mcp", true},
+		{"POST", "/messages?sessionId=1", false}, // the legacy HTTP+SSE transport's endpoint
+		{"GET", "/sse", false},
+		{"GET", "/admin", false},
+		{"POST", "/mcp/", false},
+		{"POST", "//mcp", false},
+		{"POST", "/%6Dcp", false},
+		{"POST", "/x/../mcp", false},
+		{"POST", "/MCP", false},
+		{"POST", "/mcp#x", false},
+	} {
+		body := get
+		if tc.method != "POST" {
+			body = ""
+		}
+		req := mcpCheck(tc.method, body, nil)
+		req.GetAttributes().GetRequest().GetHttp().Path = tc.path
+		resp, err := srv.Check(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dr := resp.GetDeniedResponse()
+		if tc.allow != (dr == nil) {
+			t.Errorf("%s %s: denied=%v (%s), want allowed=%v", tc.method, tc.path, dr != nil, dr.GetBody(), tc.allow)
+		}
+		if !tc.allow && (dr.GetStatus().GetCode() != 404 || !strings.Contains(dr.GetBody(), "extauthz.mcp_path")) {
+			t.Errorf("%s %s: %d %s, want 404 naming extauthz.mcp_path", tc.method, tc.path, dr.GetStatus().GetCode(), dr.GetBody())
+		}
+	}
+}

@@ -52,6 +52,13 @@ type Config struct {
 	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow.
 	A2A             bool     `yaml:"a2a" json:"a2a"`
 	A2AWebhookAllow []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
+	// A2APath is the path of the A2A server's JSON-RPC endpoint (default
+	// "/"), MCPPath the MCP server's endpoint (default "/mcp"): a request
+	// whose path, query cut, is not exactly it is denied (A2A: but for GET
+	// of the agent card). Envoy routes on the path, so a body decided as
+	// JSON-RPC must reach the JSON-RPC handler and no other.
+	A2APath string `yaml:"a2a_path" json:"a2a_path"`
+	MCPPath string `yaml:"mcp_path" json:"mcp_path"`
 	// MaxSteerBytes bounds a tasks/steer message (MCP; default 16 KiB).
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	// PassThrough are the gRPC services allowed without credentials besides
@@ -88,6 +95,16 @@ func (c Config) Validate() error {
 	if _, err := a2arules.ParseAllow(c.A2AWebhookAllow); err != nil {
 		return fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
+	if c.A2APath != "" {
+		if err := validEndpointPath("extauthz.a2a_path", c.A2APath); err != nil {
+			return err
+		}
+	}
+	if c.MCPPath != "" {
+		if err := validEndpointPath("extauthz.mcp_path", c.MCPPath); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -110,6 +127,18 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	cfg.PrincipalHeader = strings.ToLower(cfg.PrincipalHeader)
 	if cfg.PassThrough == nil {
 		cfg.PassThrough = proxy.DefaultPassThrough
+	}
+	if cfg.A2APath == "" {
+		cfg.A2APath = DefaultA2APath
+	}
+	if cfg.MCPPath == "" {
+		cfg.MCPPath = DefaultMCPPath
+	}
+	if err := validEndpointPath("extauthz.a2a_path", cfg.A2APath); err != nil {
+		return nil, err
+	}
+	if err := validEndpointPath("extauthz.mcp_path", cfg.MCPPath); err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
