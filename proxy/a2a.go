@@ -41,8 +41,9 @@ type A2ARequest struct {
 
 // A2A tasks and contexts share the task table with MCP's, under keys of
 // their own; with a shared store, an A2A task's entry (owner and state) is
-// there under the same key, a context's is this replica's only (no decision
-// reads it).
+// there under the same key, a context's is this replica's only (the adapter
+// reads it to tell whose a context an answer names; a request's context is
+// proven by its handle).
 const (
 	a2aTaskKey    = "a2a:t:"
 	a2aContextKey = "a2a:c:"
@@ -50,12 +51,15 @@ const (
 
 // A2ASeen records a task (and its context) the upstream answered about to
 // owner, the principal whose handle named it or whose message created it,
-// with its state when the answer gave one. With a shared store the task is
-// written there too, unless this replica synced the same owner and state
-// with it within syncedFor; a write that fails is logged (the task's handle
-// still proves its owner on every replica, and other replicas list it once
-// its owner used it through them).
-func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
+// unless another owns it already, with its state when the answer gave one;
+// it returns their owners afterwards ("" for an empty id). With a shared
+// store the task is written there too, unless this replica synced the same
+// owner and state with it within syncedFor; a write that fails is logged
+// (the task's handle still proves its owner on every replica, and other
+// replicas list it once its owner used it through them). The caller reads
+// the shared store's owner first (A2AOwners): this writes the owner it
+// records.
+func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) (taskOwner, contextOwner string) {
 	if taskID != "" {
 		t := e.tasks.get(a2aTaskKey+taskID, true)
 		s := a2a.State(state)
@@ -63,6 +67,7 @@ func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
 		if t.owner == "" {
 			t.owner = owner
 		}
+		taskOwner = t.owner
 		write := e.store != nil && t.owner == owner && !((s == "" || s == t.status) && time.Since(t.synced) < syncedFor)
 		if s != "" {
 			t.status = s
@@ -82,8 +87,25 @@ func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) {
 		if c.owner == "" {
 			c.owner = owner
 		}
+		contextOwner = c.owner
 		c.mu.Unlock()
 	}
+	return taskOwner, contextOwner
+}
+
+// A2AContextOwner returns the principal an A2A context belongs to as this
+// replica knows it, "" when unknown.
+func (e *Enforcer) A2AContextOwner(contextID string) string {
+	if contextID == "" {
+		return ""
+	}
+	c := e.tasks.get(a2aContextKey+contextID, false)
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner
 }
 
 // A2AObserved records a task state the upstream reported; an unknown task

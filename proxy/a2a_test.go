@@ -11,6 +11,31 @@ import (
 	"github.com/agentwarden/warden/rules/a2a"
 )
 
+// TestA2ASeenFirstOwner: an answer teaches an owner only for ids nobody
+// owns; it returns who owns them, so an adapter never hands a caller a
+// handle to another's task or context.
+func TestA2ASeenFirstOwner(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	if to, co := e.A2ASeen("t", "c", "alice", "TASK_STATE_WORKING"); to != "alice" || co != "alice" {
+		t.Fatalf("first answer: owners %q %q, want alice", to, co)
+	}
+	if to, co := e.A2ASeen("t", "c", "bob", ""); to != "alice" || co != "alice" {
+		t.Fatalf("another's answer naming them: owners %q %q, want alice", to, co)
+	}
+	if to, co := e.A2ASeen("", "", "bob", ""); to != "" || co != "" {
+		t.Fatalf("no ids: %q %q", to, co)
+	}
+	if o := e.A2AContextOwner("c"); o != "alice" {
+		t.Fatalf("context owner %q", o)
+	}
+	if o := e.A2AContextOwner("unknown"); o != "" {
+		t.Fatalf("unknown context owner %q", o)
+	}
+	if o, err := e.A2AOwners(context.Background(), []string{"t"}); err != nil || o[0] != "alice" {
+		t.Fatalf("task owner %v %v", o, err)
+	}
+}
+
 // TestEnforceA2A: roles from what the adapter proved, task states read once
 // when unknown, and a state that cannot be read fails closed.
 func TestEnforceA2A(t *testing.T) {

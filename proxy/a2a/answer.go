@@ -15,20 +15,37 @@ import (
 
 // fromUpstream checks one answer (a body or an SSE event's data) and
 // rewrites it for the caller: it must be one JSON-RPC answer to this
-// exchange's request; upstream ids become the caller's handles, ListTasks
-// keeps the caller's tasks only, push configs lose their credentials. keep
-// is false for anything else.
+// exchange's request, an error or a result and not both; upstream ids
+// become the caller's handles only where they are the caller's (see
+// ownership), ListTasks keeps the caller's tasks only, push configs lose
+// their credentials. keep is false for an answer that cannot be matched to
+// the request. An answer about a task that is not the caller's becomes
+// TaskNotFoundError, and in a stream ends what passes of it.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
+	if x.failed {
+		return nil, false // a stream that named another's task: nothing more passes
+	}
 	var env map[string]any
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	if d.Decode(&env) != nil || d.More() || env == nil {
 		return nil, false
 	}
+	// A member spelled in another case ("Result") is read by clients that
+	// match names without case, and would pass unread here.
+	if _, err := jsonrpc.Members(data, answerNames); err != nil {
+		return nil, false
+	}
 	if !x.answers(env["id"]) {
 		return nil, false
 	}
-	if _, isErr := env["error"]; isErr {
+	if e, isErr := env["error"]; isErr {
+		_, hasResult := env["result"]
+		if _, isObj := e.(map[string]any); !isObj || hasResult {
+			// Both, or an error that is not one: a client reading the
+			// result would read what Warden did not check.
+			return nil, false
+		}
 		return data, true // the upstream's refusal of the caller's own request
 	}
 	if isEmpty(env["result"]) {
@@ -38,11 +55,12 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
+	ok = true
 	switch m := x.call.Method; {
 	case a2arules.Sends(m) || m == a2arules.MethodSubscribe:
-		x.streamResponse(res)
+		ok = x.streamResponse(res)
 	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
-		x.task(res, true)
+		ok = x.task(res)
 	case m == a2arules.MethodListTasks:
 		if err := x.list(res); err != nil {
 			// Whose tasks these are cannot be told: nothing of the page
@@ -51,17 +69,26 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
 		}
 	case m == a2arules.MethodCreatePush || m == a2arules.MethodGetPush:
-		x.pushConfig(res)
+		ok = x.pushConfig(res)
 	case m == a2arules.MethodListPush:
-		if cs, ok := res["configs"].([]any); ok {
+		if cs, isList := res["configs"].([]any); isList {
+			kept := cs[:0]
 			for _, c := range cs {
-				if c, ok := c.(map[string]any); ok {
-					x.pushConfig(c)
+				if c, isObj := c.(map[string]any); isObj && x.pushConfig(c) {
+					kept = append(kept, c)
 				}
 			}
+			res["configs"] = kept
 		}
 	case m == a2arules.MethodExtendedCard:
 		x.s.rewriteCard(res, x.public)
+	}
+	if !ok {
+		// The answer is about a task or context that is not the caller's:
+		// what a made-up id gets, and nothing of it.
+		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
+		x.failed = true
+		return jsonrpc.ErrorBody(x.call.ID, a2arules.ErrTaskNotFound, a2arules.TaskNotFound), true
 	}
 	b, err := encode(env)
 	if err != nil {
@@ -69,6 +96,9 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	}
 	return b, true
 }
+
+// answerNames are the members of a JSON-RPC answer.
+var answerNames = []string{"jsonrpc", "id", "result", "error"}
 
 // answers reports whether a decoded answer id is the request's.
 func (x *exchange) answers(id any) bool {
@@ -89,48 +119,186 @@ func (x *exchange) answers(id any) bool {
 	return false
 }
 
-// streamResponse rewrites a SendMessage result or one StreamResponse: a
-// task, a message, a status or an artifact update. Every task it names was
-// created by, or (handles proven) belongs to, the caller.
-func (x *exchange) streamResponse(res map[string]any) {
-	if t, ok := res["task"].(map[string]any); ok {
-		x.task(t, true)
+// Ownership. An id in an answer becomes a handle, which proves ownership
+// from then on, only where it is the caller's: a handle of the request named
+// it (x.mine), or Warden knows the caller owns it. The task an answer is
+// about (a result's task, an event's taskId) must be the one the request
+// named; a message may also create one, which nobody owns yet and which the
+// caller then owns (adopt), with its context. Anything else an answer names
+// is not handed over: a history or status message's taskId and contextId
+// are left out (both optional in a Message), a referenceTaskIds entry is
+// dropped (the list stays a list of the caller's tasks; a replacement would
+// be an id that opens nothing), a ListTasks task or a push config of another
+// task is left out, and a result or event about another's task is answered
+// TaskNotFoundError.
+
+// idKey is one upstream id of one kind.
+type idKey struct {
+	kind a2arules.Kind
+	id   string
+}
+
+// prove records that a handle of the request proved id the caller's.
+func (x *exchange) prove(kind a2arules.Kind, id string) {
+	if x.mine == nil {
+		x.mine = map[idKey]bool{}
 	}
-	if m, ok := res["message"].(map[string]any); ok {
-		x.message(m, true)
+	x.mine[idKey{kind, id}] = true
+}
+
+// owner returns who owns a task or a context as Warden knows it ("" when
+// unknown); an error means the shared store could not be read.
+func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
+	if x.mine[idKey{kind, id}] {
+		return x.principal, nil
+	}
+	if kind == a2arules.KindContext {
+		return x.s.enforcer.A2AContextOwner(id), nil
+	}
+	o, err := x.s.enforcer.A2AOwners(context.Background(), []string{id})
+	if err != nil {
+		return "", err
+	}
+	return o[0], nil
+}
+
+// owns reports whether a task or context is the caller's. What could not be
+// read is nobody's.
+func (x *exchange) owns(kind a2arules.Kind, id string) bool {
+	o, err := x.owner(kind, id)
+	if err != nil {
+		x.s.log.Warn("could not read whose an A2A task is; its id is left out of the answer", "task_id", id, "err", err)
+	}
+	if o == x.principal {
+		x.prove(kind, id)
+		return true
+	}
+	return x.dryRun("an id of another's", id)
+}
+
+// dryRun reports whether what an answer would not hand over passes all the
+// same (dry-run mode), logging it.
+func (x *exchange) dryRun(what, id string) bool {
+	if x.dry {
+		x.s.log.Info("dry run: an A2A answer hands over "+what, "method", x.call.Method, "principal", x.principal, "id", id)
+	}
+	return x.dry
+}
+
+// adopt reports whether an id the answer is about is the caller's, making
+// it so when nobody owns it and create allows (a message's answer).
+func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool {
+	o, err := x.owner(kind, id)
+	if err != nil {
+		x.s.log.Warn("could not read whose an A2A task is; the answer about it does not pass", "task_id", id, "err", err)
+		return false
+	}
+	if o == "" && create {
+		if kind == a2arules.KindTask {
+			o, _ = x.s.enforcer.A2ASeen(id, "", x.principal, state)
+		} else {
+			_, o = x.s.enforcer.A2ASeen("", id, x.principal, "")
+		}
+	} else if o == x.principal && kind == a2arules.KindTask {
+		x.s.enforcer.A2AObserved(id, state)
+	}
+	if o != x.principal {
+		return x.dryRun("a task or context of another's", id)
+	}
+	x.prove(kind, id)
+	return true
+}
+
+// subject reports whether the task an answer is about, and its context, are
+// the caller's, adopting them when the request is a message; it seals both.
+// A task's context is the caller's when Warden does not know it otherwise:
+// Warden let the task be made only in a context of the caller's or a new
+// one.
+func (x *exchange) subject(obj map[string]any, idName, state string) bool {
+	id, _ := obj[idName].(string)
+	if id == "" {
+		return false
+	}
+	if x.taskID != "" && !a2arules.Sends(x.call.Method) && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
+		return false // a result or event about another task than the one asked for
+	}
+	c, _ := obj["contextId"].(string)
+	if c != "" {
+		// Another's context first: the task is then not adopted either.
+		if o, err := x.owner(a2arules.KindContext, c); err != nil || o != "" && o != x.principal && !x.dryRun("a context of another's", c) {
+			return false
+		}
+	}
+	if !x.adopt(a2arules.KindTask, id, state, a2arules.Sends(x.call.Method)) {
+		return false
+	}
+	obj[idName] = x.seal(a2arules.KindTask, id)
+	if c != "" {
+		if !x.adopt(a2arules.KindContext, c, "", true) {
+			return false
+		}
+		obj["contextId"] = x.seal(a2arules.KindContext, c)
+	}
+	return true
+}
+
+// streamResponse rewrites a SendMessage result or one StreamResponse: a
+// task, a message, a status or an artifact update. It reports false when
+// what it is about is not the caller's.
+func (x *exchange) streamResponse(res map[string]any) bool {
+	if t, ok := res["task"].(map[string]any); ok && !x.task(t) {
+		return false
+	}
+	if m, ok := res["message"].(map[string]any); ok && !x.reply(m) {
+		return false
 	}
 	for _, k := range []string{"statusUpdate", "artifactUpdate"} {
 		if u, ok := res[k].(map[string]any); ok {
-			taskID, _ := u["taskId"].(string)
-			contextID, _ := u["contextId"].(string)
 			state := ""
-			if st, ok := u["status"].(map[string]any); ok {
+			st, _ := u["status"].(map[string]any)
+			if st != nil {
 				state, _ = st["state"].(string)
-				if m, ok := st["message"].(map[string]any); ok {
-					x.message(m, true)
-				}
 			}
-			x.s.enforcer.A2ASeen(taskID, contextID, x.principal, state)
-			x.sealAt(u, "taskId", a2arules.KindTask)
-			x.sealAt(u, "contextId", a2arules.KindContext)
+			if !x.subject(u, "taskId", state) {
+				return false
+			}
+			if m, ok := st["message"].(map[string]any); ok {
+				x.message(m)
+			}
 		}
 	}
 	if _, isTask := res["id"]; isTask {
 		// A 0.3-style result: the task itself.
-		x.task(res, true)
+		return x.task(res)
 	}
+	return true
 }
 
-// task rewrites a Task; learn records it as the caller's.
-func (x *exchange) task(t map[string]any, learn bool) {
-	id, _ := t["id"].(string)
-	contextID, _ := t["contextId"].(string)
-	if learn {
-		x.s.enforcer.A2ASeen(id, contextID, x.principal, taskState(t))
-	} else {
-		x.s.enforcer.A2AObserved(id, taskState(t))
+// reply rewrites a message a message request was answered with: its task
+// and context, when it names them, are what the answer is about.
+func (x *exchange) reply(m map[string]any) bool {
+	if t, _ := m["taskId"].(string); t != "" {
+		if !x.subject(m, "taskId", "") {
+			return false
+		}
+	} else if c, _ := m["contextId"].(string); c != "" {
+		if !x.adopt(a2arules.KindContext, c, "", a2arules.Sends(x.call.Method)) {
+			return false
+		}
+		m["contextId"] = x.seal(a2arules.KindContext, c)
 	}
-	x.sealTask(t, learn)
+	x.references(m)
+	return true
+}
+
+// task rewrites a Task the answer is about; false when it is not the
+// caller's.
+func (x *exchange) task(t map[string]any) bool {
+	if !x.subject(t, "id", taskState(t)) {
+		return false
+	}
+	x.taskMessages(t)
+	return true
 }
 
 // taskState is a Task's status.state, "" when it has none.
@@ -140,41 +308,56 @@ func taskState(t map[string]any) string {
 	return s
 }
 
-// sealTask rewrites a Task's ids and its messages' (learn: recording the
-// messages' tasks and contexts as the caller's).
-func (x *exchange) sealTask(t map[string]any, learn bool) {
+// taskMessages rewrites the messages of a Task whose ids are sealed.
+func (x *exchange) taskMessages(t map[string]any) {
 	if st, ok := t["status"].(map[string]any); ok {
 		if m, ok := st["message"].(map[string]any); ok {
-			x.message(m, learn)
+			x.message(m)
 		}
 	}
-	x.sealAt(t, "id", a2arules.KindTask)
-	x.sealAt(t, "contextId", a2arules.KindContext)
 	if h, ok := t["history"].([]any); ok {
 		for _, m := range h {
 			if m, ok := m.(map[string]any); ok {
-				x.message(m, learn)
+				x.message(m)
 			}
 		}
 	}
 }
 
-// message rewrites a Message's task, context and referenced tasks.
-func (x *exchange) message(m map[string]any, learn bool) {
-	if learn {
-		taskID, _ := m["taskId"].(string)
-		contextID, _ := m["contextId"].(string)
-		x.s.enforcer.A2ASeen(taskID, contextID, x.principal, "")
-	}
-	x.sealAt(m, "taskId", a2arules.KindTask)
-	x.sealAt(m, "contextId", a2arules.KindContext)
-	if refs, ok := m["referenceTaskIds"].([]any); ok {
-		for i, r := range refs {
-			if r, ok := r.(string); ok {
-				refs[i] = x.seal(a2arules.KindTask, r)
-			}
+// message rewrites a Message inside a task or an event: its task and
+// context become handles where they are the caller's and are left out
+// otherwise; so are its referenced tasks.
+func (x *exchange) message(m map[string]any) {
+	for _, p := range []struct {
+		name string
+		kind a2arules.Kind
+	}{{"taskId", a2arules.KindTask}, {"contextId", a2arules.KindContext}} {
+		v, isStr := m[p.name].(string)
+		switch {
+		case !isStr || v == "":
+		case x.owns(p.kind, v):
+			m[p.name] = x.seal(p.kind, v)
+		default:
+			delete(m, p.name)
 		}
 	}
+	x.references(m)
+}
+
+// references keeps the referenced tasks of a message that are the caller's,
+// as handles.
+func (x *exchange) references(m map[string]any) {
+	refs, ok := m["referenceTaskIds"].([]any)
+	if !ok {
+		return
+	}
+	kept := refs[:0]
+	for _, r := range refs {
+		if r, ok := r.(string); ok && r != "" && x.owns(a2arules.KindTask, r) {
+			kept = append(kept, x.seal(a2arules.KindTask, r))
+		}
+	}
+	m["referenceTaskIds"] = kept
 }
 
 // list keeps the tasks of a ListTasks page that Warden knows to be the
@@ -200,8 +383,16 @@ func (x *exchange) list(res map[string]any) error {
 		if !ok || owners[i] == "" || owners[i] != x.principal {
 			continue
 		}
+		x.prove(a2arules.KindTask, ids[i])
+		t["id"] = x.seal(a2arules.KindTask, ids[i])
+		if c, _ := t["contextId"].(string); c != "" {
+			if !x.adopt(a2arules.KindContext, c, "", true) {
+				continue // the caller's task in another's context: not listed
+			}
+			t["contextId"] = x.seal(a2arules.KindContext, c)
+		}
 		keptIDs, states = append(keptIDs, ids[i]), append(states, taskState(t))
-		x.sealTask(t, false)
+		x.taskMessages(t)
 		kept = append(kept, t)
 	}
 	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
@@ -220,8 +411,12 @@ func (x *exchange) list(res map[string]any) error {
 
 // pushConfig seals a push config's task and withholds its credentials: the
 // notification token and the authentication credentials stay between the
-// client that set them and the server (A2A §13.2).
-func (x *exchange) pushConfig(c map[string]any) {
+// client that set them and the server (A2A §13.2). A config of another task
+// than the one the request named is not the caller's: false.
+func (x *exchange) pushConfig(c map[string]any) bool {
+	if t, ok := c["taskId"]; ok && t != x.taskID && !x.dryRun("a push config of another task", x.taskID) {
+		return false
+	}
 	x.sealAt(c, "taskId", a2arules.KindTask)
 	delete(c, "token")
 	if a, ok := c["authentication"].(map[string]any); ok {
@@ -234,6 +429,7 @@ func (x *exchange) pushConfig(c map[string]any) {
 			delete(a, "credentials")
 		}
 	}
+	return true
 }
 
 // sealAt replaces a non-empty string member with the caller's handle.

@@ -23,19 +23,28 @@ type exchange struct {
 	principal string
 	expiry    time.Time
 	strip     bool // Warden authenticated from what the upstream cannot see
-	dry       bool
+	dry       bool // dry run: what an answer would not hand over is logged and passes
 	guard     func(context.Context) (context.Context, func())
 	call      a2arules.Call
 	taskID    string // the upstream id of the task the request names
 	public    string // the JSON-RPC endpoint as the caller reached it
+	// mine are the upstream ids known to be the caller's: proven by the
+	// request's handles, or learned while reading the answer.
+	mine map[idKey]bool
+	// failed is set once an answer named another's task: nothing more of
+	// a stream passes.
+	failed bool
 }
 
-// open returns the upstream id of one of the caller's handles. ok is false
-// for anything else; in dry-run mode the value is then forwarded as it is.
+// open returns the upstream id of one of the caller's handles, which it
+// proves the caller's. ok is false for anything else.
 func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
 	id, ok := x.s.handles.Open(byte(kind), x.principal, v)
 	if !ok {
 		return v, false
+	}
+	if kind != a2arules.KindCursor {
+		x.prove(kind, id)
 	}
 	return id, true
 }
@@ -220,6 +229,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 	}
 	var ans struct {
 		Result *struct {
+			ID     string `json:"id"`
 			Status struct {
 				State string `json:"state"`
 			} `json:"status"`
@@ -233,6 +243,9 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 	}
 	if ans.Result == nil {
 		return "", nil // the upstream decides about a task it does not know
+	}
+	if ans.Result.ID != taskID {
+		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
 	}
 	return ans.Result.Status.State, nil
 }

@@ -25,6 +25,9 @@ type fakeUpstream struct {
 	push  map[string][]map[string]any
 	seen  []string // the bodies it received
 	base  string
+	// hostile, when set, answers instead of the fake when it returns a
+	// body: an SSE stream when the body starts with "data:".
+	hostile func(method string, p map[string]any) string
 }
 
 func newFakeUpstream() *fakeUpstream {
@@ -49,6 +52,16 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(b, &req); err != nil {
 		http.Error(w, "bad", 400)
 		return
+	}
+	if f.hostile != nil {
+		if body := f.hostile(req.Method, req.Params); body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			if strings.HasPrefix(body, "data:") {
+				w.Header().Set("Content-Type", "text/event-stream")
+			}
+			_, _ = io.WriteString(w, body)
+			return
+		}
 	}
 	result, rpcErr := f.handle(req.Method, req.Params)
 	answer := func(res any) []byte {

@@ -1,0 +1,182 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/proxy/handle"
+)
+
+// TestHostileAnswers: an answer hands the caller handles only for what is
+// the caller's. An agent that echoes another tenant's ids (in a result, an
+// event, a history or status message, referenceTaskIds, a push config)
+// hands nothing over: the answer about another's task is TaskNotFoundError,
+// a stray id inside the caller's own task is left out, and no answer
+// teaches Warden that another's task is the caller's. Answers that are not
+// one JSON-RPC answer (an error with a result, a member in another case)
+// never pass.
+func TestHostileAnswers(t *testing.T) {
+	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+	type want struct {
+		body    string   // exact body ("" when not compared)
+		has     []string // substrings of the body
+		hasNot  []string
+		handles int // handles in the body (-1: not counted)
+	}
+	task := func(id, ctx string, extra string) string {
+		return `{"id":"` + id + `","contextId":"` + ctx + `","status":{"state":"TASK_STATE_COMPLETED"}` + extra + `}`
+	}
+	answer := func(result string) string { return `{"jsonrpc":"2.0","id":7,"result":` + result + `}` }
+	msg := func(fields string) string {
+		return `{"messageId":"a1","role":"ROLE_AGENT","parts":[{"text":"hi"}]` + fields + `}`
+	}
+	tests := []struct {
+		name    string
+		method  string
+		params  func(own string) map[string]any // own: bob's own task handle
+		upChunk string                          // what the upstream answers (%s: bob's own upstream task id)
+		want    want
+	}{
+		{"send answered with another's task", "SendMessage", send, answer(`{"task":` + task("task-1", "ctx-9", "") + `}`), want{body: notFound}},
+		{"send answered in another's context", "SendMessage", send, answer(`{"task":` + task("task-9", "ctx-1", "") + `}`), want{body: notFound}},
+		{"0.3 send result: another's task", "SendMessage", send, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
+		{"history names another's task, context and reference", "SendMessage", send,
+			answer(`{"task":` + task("task-9", "ctx-9", `,"history":[`+msg(`,"taskId":"task-1","contextId":"ctx-1","referenceTaskIds":["task-1","task-9"]`)+`]`) + `}`),
+			want{hasNot: []string{`"task-1"`, `"ctx-1"`}, has: []string{`"referenceTaskIds":["wt`}, handles: 3}},
+		{"status message names another's task", "SendMessage", send,
+			answer(`{"task":{"id":"task-9","contextId":"ctx-9","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":` + msg(`,"taskId":"task-1","contextId":"ctx-1","referenceTaskIds":["task-1"]`) + `}}}`),
+			want{hasNot: []string{`"task-1"`, `"ctx-1"`, `"taskId"`}, has: []string{`"referenceTaskIds":[]`}, handles: 2}},
+		{"reply message references another's task", "SendMessage", send, answer(`{"message":` + msg(`,"referenceTaskIds":["task-1"]`) + `}`),
+			want{has: []string{`"referenceTaskIds":[]`}, handles: 0}},
+		{"reply message in another's context", "SendMessage", send, answer(`{"message":` + msg(`,"contextId":"ctx-1"`) + `}`), want{body: notFound}},
+		{"reply message names another's task", "SendMessage", send, answer(`{"message":` + msg(`,"taskId":"task-1"`) + `}`), want{body: notFound}},
+		{"GetTask answered with another's task", "GetTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
+		{"GetTask answered with an unknown task", "GetTask", byID, answer(task("task-77", "ctx-77", "")), want{body: notFound}},
+		{"CancelTask answered with another task", "CancelTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
+		{"SubscribeToTask: an event about another's task ends the stream", "SubscribeToTask", byID,
+			"data: " + answer(`{"task":`+task("%s", "ctx-2", "")+`}`) + "\n\n" +
+				"data: " + answer(`{"statusUpdate":{"taskId":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}`) + "\n\n" +
+				"data: " + answer(`{"task":`+task("task-1", "ctx-1", "")+`}`) + "\n\n",
+			want{has: []string{`"code":-32001`}, hasNot: []string{`"task-1"`, `"ctx-1"`}, handles: 2}},
+		{"send stream: an artifact update of another's task", "SendStreamingMessage", send,
+			"data: " + answer(`{"artifactUpdate":{"taskId":"task-1","contextId":"ctx-1","artifact":{"artifactId":"a","parts":[{"text":"x"}]}}}`) + "\n\n",
+			want{has: []string{`"code":-32001`}, hasNot: []string{`"task-1"`}, handles: 0}},
+		{"an error with a result", "GetTask", byID, `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"x"},"result":` + task("task-1", "ctx-1", "") + `}`,
+			want{has: []string{`"code":-32603`, "could not be matched"}, hasNot: []string{"task-1"}}},
+		{"a null error with a result", "GetTask", byID, `{"jsonrpc":"2.0","id":7,"error":null,"result":` + task("task-1", "ctx-1", "") + `}`,
+			want{has: []string{`"code":-32603`}, hasNot: []string{"task-1"}}},
+		{"an error that is not an object", "GetTask", byID, `{"jsonrpc":"2.0","id":7,"error":"x"}`, want{has: []string{`"code":-32603`}}},
+		{"the result spelled in another case", "GetTask", byID, `{"jsonrpc":"2.0","id":7,"Result":` + task("task-1", "ctx-1", "") + `}`,
+			want{has: []string{`"code":-32603`}, hasNot: []string{"task-1"}}},
+		{"push config of another task", "CreateTaskPushNotificationConfig", push, answer(`{"id":"p","taskId":"task-1","url":"https://hooks.example.com/"}`), want{body: notFound}},
+		{"push configs of another task left out", "ListTaskPushNotificationConfigs", byTaskID,
+			answer(`{"configs":[{"id":"p1","taskId":"task-1","url":"https://a.example/"},{"id":"p2","taskId":"%s","url":"https://b.example/"}]}`),
+			want{has: []string{"b.example"}, hasNot: []string{"a.example", "task-1"}, handles: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			alice := h.send(t, "alice", "input secret") // task-1 in ctx-1
+			own := h.send(t, "bob", "input mine")       // task-2 in ctx-2
+			h.up.hostile = func(method string, _ map[string]any) string {
+				if method != tc.method {
+					return ""
+				}
+				return strings.ReplaceAll(tc.upChunk, "%s", "task-2")
+			}
+			p, _ := json.Marshal(tc.params(own["id"].(string)))
+			_, body := h.rpc(t, "bob", fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, tc.method, p))
+			if tc.want.body != "" && body != tc.want.body {
+				t.Fatalf("answer %s, want %s", body, tc.want.body)
+			}
+			for _, s := range tc.want.has {
+				if !strings.Contains(body, s) {
+					t.Errorf("answer %s lacks %s", body, s)
+				}
+			}
+			for _, s := range tc.want.hasNot {
+				if strings.Contains(body, s) {
+					t.Errorf("answer %s holds %s", body, s)
+				}
+			}
+			if n := strings.Count(body, handle.Prefix); tc.want.body == "" && tc.want.handles >= 0 && n != tc.want.handles {
+				t.Errorf("answer %s holds %d handles, want %d", body, n, tc.want.handles)
+			}
+			// No handle bob got opens alice's task, and she still owns it.
+			h.up.hostile = nil
+			for _, hd := range handlesIn(body) {
+				if id, ok := h.srv.handles.Open('t', "bob", hd); ok && id == "task-1" {
+					t.Fatalf("bob was handed alice's task: %s", body)
+				}
+				if id, ok := h.srv.handles.Open('x', "bob", hd); ok && id == "ctx-1" {
+					t.Fatalf("bob was handed alice's context: %s", body)
+				}
+			}
+			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
+				t.Fatalf("alice's task now owned by %v", o)
+			}
+			if o := h.srv.enforcer.A2AContextOwner("ctx-1"); o != "alice" {
+				t.Fatalf("alice's context now owned by %q", o)
+			}
+			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
+				t.Fatalf("alice lost her task: %v", m)
+			}
+		})
+	}
+}
+
+func send(string) map[string]any {
+	return map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hello"}}}}
+}
+func byID(own string) map[string]any     { return map[string]any{"id": own} }
+func byTaskID(own string) map[string]any { return map[string]any{"taskId": own} }
+func push(own string) map[string]any {
+	return map[string]any{"taskId": own, "url": "https://hooks.example.com/"}
+}
+
+// handlesIn returns the handles a body holds.
+func handlesIn(body string) []string {
+	var out []string
+	for _, part := range strings.Split(body, `"`) {
+		if strings.HasPrefix(part, handle.Prefix) {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// TestOwnReferences: the caller's own referenced tasks, and the context a
+// reply message starts, come back as handles that work (valid traffic
+// stays valid).
+func TestOwnReferences(t *testing.T) {
+	h := newHarness(t, Config{})
+	first := h.send(t, "alice", "hello")
+	_, m := h.call(t, "alice", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m2", "role": "ROLE_USER",
+		"parts": []any{map[string]any{"text": "again"}}, "referenceTaskIds": []string{first["id"].(string)}}})
+	hist := resultOf(t, m)["task"].(map[string]any)["history"].([]any)
+	refs := hist[0].(map[string]any)["referenceTaskIds"].([]any)
+	if len(refs) != 1 || refs[0] != first["id"] {
+		t.Fatalf("her reference came back as %v, want [%s]", refs, first["id"])
+	}
+	// A reply message (no task) in a context the server just made.
+	h.up.hostile = func(method string, _ map[string]any) string {
+		if method == "SendMessage" {
+			return `{"jsonrpc":"2.0","id":7,"result":{"message":{"messageId":"r","role":"ROLE_AGENT","contextId":"ctx-new","parts":[{"text":"hi"}]}}}`
+		}
+		return ""
+	}
+	_, m = h.call(t, "alice", "SendMessage", send(""))
+	ctx, _ := resultOf(t, m)["message"].(map[string]any)["contextId"].(string)
+	if !strings.HasPrefix(ctx, handle.Prefix) {
+		t.Fatalf("reply context %q is not a handle", ctx)
+	}
+	h.up.hostile = nil
+	if _, m := h.call(t, "alice", "ListTasks", map[string]any{"contextId": ctx}); m["error"] != nil {
+		t.Fatalf("her new context refused: %v", m)
+	}
+	if _, m := h.call(t, "bob", "ListTasks", map[string]any{"contextId": ctx}); errorCode(m) != -32001 {
+		t.Fatalf("her new context for bob: %v", m)
+	}
+}
