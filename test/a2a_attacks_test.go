@@ -352,6 +352,24 @@ var a2aAttacks = []a2aAttack{
 		_, m := e.send(t, bobToken, "summarise", map[string]any{"referenceTaskIds": []string{madeUpID()}}, false)
 		return contains(a, aliceSecret), a, m
 	}},
+	{"agent-cites-task", "the agent cites alice's task in its answer to bob (referenceTaskIds of a status message) and bob reads it with the id he was given", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
+		e.victim(t, "input "+aliceSecret)
+		_, a := e.send(t, bobToken, "related", nil, false)
+		var r struct {
+			Task struct {
+				Status struct {
+					Message struct {
+						Refs []string `json:"referenceTaskIds"`
+					} `json:"message"`
+				} `json:"status"`
+			} `json:"task"`
+		}
+		if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || len(r.Task.Status.Message.Refs) == 0 {
+			return false, a, nil // nothing handed over
+		}
+		g := e.call(t, bobToken, "GetTask", map[string]any{"id": r.Task.Status.Message.Refs[0]})
+		return contains(g, aliceSecret), g, e.call(t, bobToken, "GetTask", map[string]any{"id": madeUpID()})
+	}},
 	{"list-tasks", "bob lists tasks and sees alice's (ListTasks)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "hello "+aliceSecret)
 		a := e.call(t, bobToken, "ListTasks", map[string]any{})
@@ -420,6 +438,7 @@ var a2aDirectOutcomes = map[string]a2aOutcome{
 	"push-list":               a2aSucceeds,
 	"push-delete":             a2aSucceeds,
 	"reference-task":          a2aSucceeds,
+	"agent-cites-task":        a2aSucceeds,
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
 	"webhook-inline":          a2aSucceeds,
@@ -544,6 +563,7 @@ var a2aPythonOutcomes = map[string]a2aOutcome{
 	"push-list":               a2aRefused,
 	"push-delete":             a2aRefused,
 	"reference-task":          a2aRefused,
+	"agent-cites-task":        a2aRefused, // its agent cites nothing
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
 	"webhook-inline":          a2aSucceeds,

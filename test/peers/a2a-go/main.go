@@ -9,6 +9,10 @@
 //	             message on that task completes it with "answer: <text>"
 //	stream N     a task streaming N artifact chunks, then completed
 //	wait         a working task that runs until cancelled (or 60 s pass)
+//	related      a task completed with a status message whose
+//	             referenceTaskIds name the latest task anyone started: an
+//	             agent that cites other tenants' tasks (a "see also" drawn
+//	             from a shared store), what an answer must not hand over
 //	anything     a task completed with the artifact "echo: <text>", followed
 //	             by " [ref ID: TEXT]" for each task the message's
 //	             referenceTaskIds name (loaded by the SDK's
@@ -39,6 +43,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -83,7 +88,7 @@ func run() error {
 	// SDK's ReferencedTasksLoader can read referenceTaskIds from it.
 	store := taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()})
 	handler := a2asrv.NewHandler(
-		agent{},
+		agent{latest: &latestTask{}},
 		a2asrv.WithLogger(logger),
 		a2asrv.WithTaskStore(store),
 		a2asrv.WithExecutorContextInterceptor(&a2asrv.ReferencedTasksLoader{Store: store}),
@@ -188,12 +193,41 @@ func extendedCard(public *a2a.AgentCard) *a2a.AgentCard {
 	return &c
 }
 
-// agent is the AgentExecutor.
-type agent struct{}
+// agent is the AgentExecutor; latest is the last task anyone started.
+type agent struct{ latest *latestTask }
 
-func (agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+type latestTask struct {
+	mu sync.Mutex
+	id a2a.TaskID
+}
+
+func (l *latestTask) swap(id a2a.TaskID) a2a.TaskID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev := l.id
+	if id != "" {
+		l.id = id
+	}
+	return prev
+}
+
+func (a agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		text := firstText(ec.Message)
+		if text == "related" {
+			if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+				return
+			}
+			q := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("see also"))
+			if prev := a.latest.swap(""); prev != "" {
+				q.ReferenceTasks = []a2a.TaskID{prev}
+			}
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, q), nil)
+			return
+		}
+		if ec.StoredTask == nil {
+			a.latest.swap(ec.TaskID)
+		}
 		if ec.StoredTask != nil && ec.StoredTask.Status.State == a2a.TaskStateInputRequired {
 			finish(yield, ec, "answer: "+text)
 			return
