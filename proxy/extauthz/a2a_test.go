@@ -62,6 +62,7 @@ func TestA2AChecks(t *testing.T) {
 		{"public webhook", req("POST", "/jsonrpc", "bob", push("https://hooks.example.com/x")), 0, ""},
 		{"allowlisted webhook", req("POST", "/jsonrpc", "bob", push("http://hooks.internal/x")), 0, ""},
 		{"loopback webhook", req("POST", "/jsonrpc", "bob", push("http://2130706433/")), 200, `"code":-32602`},
+		{"loopback webhook in 0.3's nesting", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t1","pushNotificationConfig":{"url":"http://127.0.0.1/"}}}`), 200, `"code":-32602`},
 		{"metadata webhook in a message", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://[::ffff:a9fe:a9fe]/"}}}}`), 200, `"code":-32602`},
 	}
 	for _, tc := range tests {

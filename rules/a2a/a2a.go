@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode"
@@ -161,7 +162,9 @@ var (
 	paramNames    = []string{"id", "taskId", "contextId", "message", "configuration", "url", "pageToken", "tenant"}
 	messageNames  = []string{"taskId", "contextId", "referenceTaskIds", "messageId"}
 	configNames   = []string{"taskPushNotificationConfig", "pushNotificationConfig"}
-	pushNames     = []string{"url", "taskId", "id", "token", "authentication"}
+	// webhookNames are the names of the places a push config's URL sits
+	// in, at any depth.
+	webhookNames = []string{"url", "taskId", "id", "token", "authentication", "taskPushNotificationConfig", "pushNotificationConfig", "config"}
 )
 
 // members is jsonrpc.Members that also refuses the Protocol Buffers name of
@@ -249,7 +252,7 @@ func Parse(body []byte) (Call, error) {
 			return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: params must be an object"}
 		}
 	}
-	if err := c.read(pm); err != nil {
+	if err := c.read(env["params"], pm); err != nil {
 		return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: " + err.Error()}
 	}
 	return c, nil
@@ -272,8 +275,8 @@ func decode(raw []byte, v any) error {
 	return nil
 }
 
-// read fills the places of the method's params (pm: their raw members).
-func (c *Call) read(pm map[string]json.RawMessage) error {
+// read fills the places of the method's params (raw; pm: their members).
+func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
 	p := c.Params
 	var err error
 	switch c.Method {
@@ -283,7 +286,7 @@ func (c *Call) read(pm map[string]json.RawMessage) error {
 		c.Task, c.HasTask, err = member(p, "taskId")
 	case MethodCreatePush:
 		if c.Task, c.HasTask, err = member(p, "taskId"); err == nil {
-			err = c.webhook(p)
+			err = c.webhooks(raw, 0)
 		}
 	case MethodListTasks:
 		if c.Context, c.HasContext, err = member(p, "contextId"); err == nil {
@@ -337,37 +340,68 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 	if !ok || string(craw) == "null" {
 		return nil
 	}
-	cm, err := members(craw, configNames)
-	if err != nil {
+	if _, err := members(craw, configNames); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	conf, _ := c.Params["configuration"].(map[string]any)
-	for _, k := range configNames {
-		praw, ok := cm[k]
-		if !ok || string(praw) == "null" {
-			continue
-		}
-		if _, err := members(praw, pushNames); err != nil {
-			return fmt.Errorf("configuration.%s: %w", k, err)
-		}
-		push, _ := conf[k].(map[string]any)
-		if push == nil {
-			return fmt.Errorf("configuration.%s must be an object", k)
-		}
-		if err := c.webhook(push); err != nil {
-			return err
-		}
+	if conf, _ := c.Params["configuration"].(map[string]any); conf == nil {
+		return errors.New("configuration must be an object")
+	}
+	if err := c.webhooks(craw, 0); err != nil {
+		return fmt.Errorf("configuration: %w", err)
 	}
 	return nil
 }
 
-// webhook reads a push config's url.
-func (c *Call) webhook(p map[string]any) error {
-	u, ok, err := member(p, "url")
+// maxWebhookDepth bounds how deep webhooks looks for URLs; a push config is
+// two or three objects deep.
+const maxWebhookDepth = 8
+
+// webhooks reads every URL a push config can carry: a "url" member at any
+// depth of raw, so a 1.0 config's own (params.url,
+// configuration.taskPushNotificationConfig.url), 0.3's nesting
+// (pushNotificationConfig.url), a draft's (config.url) and any other a
+// server might read. Names that differ from those Warden reads only in case
+// or spelling (URL, push_notification_config) are refused at every depth,
+// and so is a url that is not a string: a server could read either.
+func (c *Call) webhooks(raw json.RawMessage, depth int) error {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 || raw[0] != '{' && raw[0] != '[' {
+		return nil
+	}
+	if depth >= maxWebhookDepth {
+		return errors.New("a push config is nested too deep")
+	}
+	if raw[0] == '[' {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return err
+		}
+		for _, v := range list {
+			if err := c.webhooks(v, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	m, err := members(raw, webhookNames)
 	if err != nil {
 		return err
 	}
-	if ok {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		if k != "url" {
+			if err := c.webhooks(v, depth+1); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			continue
+		}
+		if string(v) == "null" {
+			continue
+		}
+		u, ok := jsonrpc.String(v)
+		if !ok {
+			return errors.New("url must be a string")
+		}
 		c.Webhooks = append(c.Webhooks, u)
 	}
 	return nil

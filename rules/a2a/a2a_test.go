@@ -61,6 +61,27 @@ func TestParse(t *testing.T) {
 		{"proto name of pageToken", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"page_token":"p"}}`, jsonrpc.ErrInvalidRequest, nil},
 		{"other snake names pass", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","history_length":2}}`, 0, nil},
 		{"page token a number", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":5}}`, jsonrpc.ErrInvalidParams, nil},
+		// Every place a push config's URL can sit is read: 1.0's, 0.3's
+		// nesting, a draft's, any other; names a server reads alike are
+		// refused; a url that is not a string is refused (the JS SDK's
+		// server reads String(url)).
+		{"push create, 0.3 nesting", pushCreate(`"pushNotificationConfig":{"url":"http://127.0.0.1/"}`), 0, webhooks("http://127.0.0.1/")},
+		{"push create, draft nesting", pushCreate(`"config":{"url":"http://127.0.0.1/"}`), 0, webhooks("http://127.0.0.1/")},
+		{"push create, draft nesting twice", pushCreate(`"config":{"pushNotificationConfig":{"url":"http://10.0.0.1/"}}`), 0, webhooks("http://10.0.0.1/")},
+		{"push create, every place", pushCreate(`"url":"https://a/","pushNotificationConfig":{"url":"https://b/"},"config":{"url":"https://c/"}`), 0, webhooks("https://c/", "https://b/", "https://a/")},
+		{"push create, a list of configs", pushCreate(`"configs":[{"url":"http://127.0.0.1/"},{"x":{"url":"http://10.0.0.1/"}}]`), 0, webhooks("http://127.0.0.1/", "http://10.0.0.1/")},
+		{"push create, null url", pushCreate(`"url":null`), 0, webhooks()},
+		{"push create, URL nested", pushCreate(`"pushNotificationConfig":{"URL":"http://127.0.0.1/"}`), jsonrpc.ErrInvalidParams, nil},
+		{"push create, Config", pushCreate(`"Config":{"url":"http://127.0.0.1/"}`), jsonrpc.ErrInvalidParams, nil},
+		{"push create, proto name of the nesting", pushCreate(`"push_notification_config":{"url":"http://127.0.0.1/"}`), jsonrpc.ErrInvalidParams, nil},
+		{"push create, url a list", pushCreate(`"pushNotificationConfig":{"url":["http://127.0.0.1/"]}`), jsonrpc.ErrInvalidParams, nil},
+		{"push create, url an object", pushCreate(`"config":{"url":{"href":"http://127.0.0.1/"}}`), jsonrpc.ErrInvalidParams, nil},
+		{"push create, nested too deep", pushCreate(`"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"url":"https://x/"}}}}}}}}`), jsonrpc.ErrInvalidParams, nil},
+		{"message, 0.3 push config", message(`"pushNotificationConfig":{"url":"http://127.0.0.1/"}`), 0, webhooks("http://127.0.0.1/")},
+		{"message, 0.3 shape inside 1.0's", message(`"taskPushNotificationConfig":{"pushNotificationConfig":{"url":"http://127.0.0.1/"}}`), 0, webhooks("http://127.0.0.1/")},
+		{"message, both", message(`"taskPushNotificationConfig":{"url":"https://a/"},"pushNotificationConfig":{"url":"https://b/"}`), 0, webhooks("https://b/", "https://a/")},
+		{"message, URL", message(`"pushNotificationConfig":{"Url":"http://127.0.0.1/"}`), jsonrpc.ErrInvalidParams, nil},
+		{"message, configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":[{"url":"http://127.0.0.1/"}]}}`, jsonrpc.ErrInvalidParams, nil},
 		{"params a list", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, jsonrpc.ErrInvalidRequest, nil},
 	}
 	for _, tc := range tests {
@@ -80,6 +101,27 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// pushCreate is a CreateTaskPushNotificationConfig request with members
+// besides taskId.
+func pushCreate(members string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t",` + members + `}}`
+}
+
+// message is a SendMessage request with a configuration's members.
+func message(conf string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","parts":[]},"configuration":{` + conf + `}}}`
+}
+
+// webhooks checks the URLs read, in order.
+func webhooks(want ...string) func(t *testing.T, c Call) {
+	return func(t *testing.T, c Call) {
+		t.Helper()
+		if !slices.Equal(c.Webhooks, want) {
+			t.Fatalf("webhooks %q, want %q", c.Webhooks, want)
+		}
+	}
+}
+
 func TestStates(t *testing.T) {
 	for s, term := range map[string]bool{"TASK_STATE_COMPLETED": true, "canceled": true, "TASK_STATE_REJECTED": true, "failed": true,
 		"TASK_STATE_WORKING": false, "input-required": false, "": false, "bogus": false} {
@@ -92,6 +134,7 @@ func TestStates(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"t","referenceTaskIds":["a"]},"configuration":{"taskPushNotificationConfig":{"url":"http://x/"}}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{"id":"t"}}`))
+	f.Add([]byte(pushCreate(`"url":"https://a/","pushNotificationConfig":{"url":"https://b/"},"config":[{"url":"https://c/"}]`)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err != nil {
