@@ -36,7 +36,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if _, err := jsonrpc.Members(data, answerNames); err != nil {
 		return nil, false
 	}
-	if !x.answers(env["id"]) {
+	if !jsonrpc.SameID(env["id"], x.call.ID) {
 		return nil, false
 	}
 	if e, isErr := env["error"]; isErr {
@@ -99,25 +99,6 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 
 // answerNames are the members of a JSON-RPC answer.
 var answerNames = []string{"jsonrpc", "id", "result", "error"}
-
-// answers reports whether a decoded answer id is the request's.
-func (x *exchange) answers(id any) bool {
-	var want any
-	d := json.NewDecoder(bytes.NewReader(x.call.ID))
-	d.UseNumber()
-	if d.Decode(&want) != nil {
-		return false
-	}
-	switch w := want.(type) {
-	case string:
-		got, ok := id.(string)
-		return ok && got == w
-	case json.Number:
-		got, ok := id.(json.Number)
-		return ok && got.String() == w.String()
-	}
-	return false
-}
 
 // Ownership. An id in an answer becomes a handle, which proves ownership
 // from then on, only where it is the caller's: a handle of the request named

@@ -3,13 +3,8 @@ package extauthz
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/genproto/googleapis/rpc/code"
-	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -21,8 +16,9 @@ import (
 const defaultMaxSteerBytes = 16 << 10
 
 // checkMCP decides an MCP Streamable HTTP request from the request alone:
-// the endpoint's exact path (extauthz.mcp_path), Origin, authentication, the JSON-RPC message's shape, the routing headers
-// against the body, and the steer message bound. Task ownership, task status
+// the endpoint's exact path (extauthz.mcp_path), Origin, authentication,
+// the JSON-RPC message's shape, the routing headers against the body, and
+// the steer message bound. Task ownership, task status
 // and tool-level taskSupport are learned from responses, which Envoy does not
 // show here: they need the standalone sidecar.
 func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
@@ -103,28 +99,4 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	status, rpc, msg := mcprules.Answer(d.Code, d.Message)
 	return denyJSONRPC(status, call.ID, rpc, msg, d.ID)
-}
-
-// denyJSONRPC answers an MCP or A2A client with a JSON-RPC error body.
-func denyJSONRPC(status int, id []byte, rpc int, msg, decisionID string) *authv3.CheckResponse {
-	headers := []*corev3.HeaderValueOption{header("content-type", "application/json")}
-	if decisionID != "" {
-		headers = append(headers, header("x-warden-decision", decisionID))
-	}
-	grpcCode := code.Code_PERMISSION_DENIED
-	switch status {
-	case 401:
-		grpcCode = code.Code_UNAUTHENTICATED
-	case 400, 413:
-		grpcCode = code.Code_INVALID_ARGUMENT
-	case 503:
-		grpcCode = code.Code_UNAVAILABLE
-	}
-	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(grpcCode), Message: fmt.Sprintf("%d %s", rpc, msg)},
-		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode(status)}, Headers: headers,
-			Body: string(mcprules.ErrorBody(id, rpc, msg)),
-		}},
-	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/relay"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -866,23 +867,4 @@ func idValue(raw []byte) (any, bool) {
 }
 
 // sameID compares a decoded id with the request's raw id.
-func sameID(v any, raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	want, ok := idValue(raw)
-	if !ok {
-		return false
-	}
-	// Strings compare by value (escapes differ between encoders), numbers
-	// by their literal, as peers echo them.
-	switch w := want.(type) {
-	case string:
-		got, ok := v.(string)
-		return ok && got == w
-	case json.Number:
-		got, ok := v.(json.Number)
-		return ok && got == w
-	}
-	return false
-}
+func sameID(v any, raw json.RawMessage) bool { return jsonrpc.SameID(v, raw) }

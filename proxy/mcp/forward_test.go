@@ -13,61 +13,6 @@ import (
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
-func TestSameID(t *testing.T) {
-	tests := []struct {
-		name string
-		v    any // as decode gives it (UseNumber)
-		raw  string
-		want bool
-	}{
-		{"integer", json.Number("1"), `1`, true},
-		{"negative", json.Number("-7"), `-7`, true},
-		{"fraction", json.Number("1.5"), `1.5`, true},
-		{"string", "abc", `"abc"`, true},
-		{"empty string", "", `""`, true},
-		{"raw with spaces", "abc", ` "abc" `, true},
-		{"unicode", "é", `"é"`, true},
-		{"number vs string", json.Number("1"), `"1"`, false},
-		{"string vs number", "1", `1`, false},
-		{"other number", json.Number("2"), `1`, false},
-		{"other string", "abd", `"abc"`, false},
-		{"no id in the request", json.Number("1"), ``, false},
-		{"raw not JSON", "a", `"a`, false},
-		{"missing id in the answer", nil, `1`, false},
-		{"object (not a JSON-RPC id; Parse refuses it)", map[string]any{"a": json.Number("1")}, `{"a":1}`, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := sameID(tc.v, json.RawMessage(tc.raw)); got != tc.want {
-				t.Fatalf("sameID(%#v, %s) = %v, want %v", tc.v, tc.raw, got, tc.want)
-			}
-		})
-	}
-}
-
-// TestSameIDEscapes: an id is the same id however its JSON string is
-// escaped; json.Marshal escapes <, > and & (and U+2028/9), a client or
-// upstream may or may not.
-func TestSameIDEscapes(t *testing.T) {
-	tests := []struct {
-		name string
-		v    any
-		raw  string
-	}{
-		{"< and > written plain", "<1>", `"<1>"`},
-		{"& written plain", "a&b", `"a&b"`},
-		{"U+2028 written plain", "a\u2028b", "\"a\u2028b\""},
-		{"an escape the client chose", "a", `"\u0061"`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if !sameID(tc.v, json.RawMessage(tc.raw)) {
-				t.Errorf("BUG: sameID(%q, %s) = false: forward.go sameID compares the bytes of json.Marshal(v), which escapes <, >, & and U+2028/9, with the compacted raw id instead of comparing decoded values", tc.v, tc.raw)
-			}
-		})
-	}
-}
-
 func TestWalk(t *testing.T) {
 	var v any
 	if err := json.Unmarshal([]byte(`{"a":{"b":[{"c":1},{"d":{"e":{}}},[{"f":2}],3,"s"]},"g":null}`), &v); err != nil {

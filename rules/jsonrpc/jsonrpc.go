@@ -169,6 +169,31 @@ func ValidID(raw json.RawMessage) bool {
 	return err == nil && n <= MaxID
 }
 
+// SameID reports whether v, an answer's id as a decoder with UseNumber
+// gives it, is the request's raw id: strings by value (encoders escape
+// differently), numbers by their literal, as peers echo them. Anything else
+// (null, a missing id, an object) is no request's id.
+func SameID(v any, raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	switch got := v.(type) {
+	case string:
+		if raw[0] != '"' {
+			return false
+		}
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+			return string(raw[1:len(raw)-1]) == got // no escapes: the bytes are the value
+		}
+		var w string
+		return json.Unmarshal(raw, &w) == nil && w == got
+	case json.Number:
+		return json.Valid(raw) && string(raw) == string(got)
+	}
+	return false
+}
+
 // ErrorBody is a JSON-RPC error response; a missing id is null.
 func ErrorBody(id json.RawMessage, code int, message string) []byte {
 	if len(id) == 0 {

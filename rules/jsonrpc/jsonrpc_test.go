@@ -37,6 +37,41 @@ func TestValidID(t *testing.T) {
 	}
 }
 
+// TestSameID: an answer's id is the request's by value for strings, by
+// literal for numbers, never across types.
+func TestSameID(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any // as a decoder with UseNumber gives it
+		raw  string
+		want bool
+	}{
+		{"integer", json.Number("1"), `1`, true},
+		{"integer with spaces", json.Number("-7"), ` -7 `, true},
+		{"string", "abc", `"abc"`, true},
+		{"empty string", "", `""`, true},
+		{"escaped in the request", "a<b", `"a\u003cb"`, true},
+		{"escape the client chose", "a", `"\u0061"`, true},
+		{"< > & plain (json.Marshal would escape them)", "<a&b>", `"<a&b>"`, true},
+		{"U+2028 plain", "a\u2028b", "\"a\u2028b\"", true},
+		{"number vs string", json.Number("1"), `"1"`, false},
+		{"string vs number", "1", `1`, false},
+		{"other literal of the number", json.Number("1.0"), `1`, false},
+		{"other string", "abd", `"abc"`, false},
+		{"no request id", json.Number("1"), ``, false},
+		{"request id not JSON", "a", `"a`, false},
+		{"null answer id", nil, `1`, false},
+		{"object", map[string]any{}, `{}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SameID(tc.v, json.RawMessage(tc.raw)); got != tc.want {
+				t.Fatalf("SameID(%#v, %s) = %v, want %v", tc.v, tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestErrorBody(t *testing.T) {
 	tests := []struct{ id, want string }{
 		{`7`, `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`},
