@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,24 @@ func TestA2AThroughWarden(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestA2ASizeFlags: --a2a-max-body-bytes and --a2a-max-response-bytes bound
+// what Warden reads, answered with JSON-RPC errors naming the limit.
+func TestA2ASizeFlags(t *testing.T) {
+	base := startA2AGo(t)
+	small := &a2aAttackEnv{url: startA2AWarden(t, base, "--a2a-max-body-bytes", "512") + "/jsonrpc"}
+	a := small.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage(strings.Repeat("x", 1000), nil)})
+	if a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "a2a.max_body_bytes (512 bytes)") || !strings.HasPrefix(a.raw, "HTTP 413") {
+		t.Fatalf("a 1000-byte message under a 512-byte bound: %s", a)
+	}
+	if a := small.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage("hi", nil)}); a.Error != nil {
+		t.Fatalf("a small message refused: %s", a)
+	}
+	tight := &a2aAttackEnv{url: startA2AWarden(t, base, "--a2a-max-response-bytes", "200") + "/jsonrpc"}
+	a = tight.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage("hello", nil)})
+	if a.Error == nil || a.Error.Code != -32603 || !strings.Contains(a.Error.Message, "a2a.max_response_bytes (200 bytes)") {
+		t.Fatalf("an answer over a 200-byte bound: %s", a)
 	}
 }

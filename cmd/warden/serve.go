@@ -79,6 +79,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a2aListen := fs.String("a2a-listen", "", "address the A2A sidecar listens on (host:port)")
 	a2aUpstream := fs.String("a2a-upstream", "", "the A2A server's JSON-RPC endpoint URL (http://host:port/path)")
 	a2aKey := fs.String("a2a-handle-key-file", "", "key (>= 32 bytes) binding A2A task, context and page-token handles to principals; replicas share it (random per start when empty)")
+	a2aMaxBody := fs.Int64("a2a-max-body-bytes", 0, "A2A: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
+	a2aMaxResp := fs.Int64("a2a-max-response-bytes", 0, "A2A: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
 	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
@@ -143,6 +145,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.A2A.Upstream, *a2aUpstream)
 		set(&c.A2A.HandleKeyFile, *a2aKey)
 		c.A2A.WebhookAllow = append(c.A2A.WebhookAllow, a2aAllow...)
+		if *a2aMaxBody != 0 {
+			c.A2A.MaxBodyBytes = *a2aMaxBody
+		}
+		if *a2aMaxResp != 0 {
+			c.A2A.MaxResponseBytes = *a2aMaxResp
+		}
 		listenTLS(&c.A2A.Plaintext, &c.A2A.CertFile, &c.A2A.KeyFile, &c.A2A.ClientCAFile)
 		if *mcpMaxBody != 0 {
 			c.MCP.MaxBodyBytes = *mcpMaxBody
