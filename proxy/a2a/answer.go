@@ -483,8 +483,9 @@ func (s *Server) publicEndpoint(r *http.Request) string {
 }
 
 // rewriteCard points the card's interfaces on the upstream at public: the
-// JSON-RPC endpoint becomes Warden's, other bindings on the upstream are
-// left out (Warden does not serve them), interfaces elsewhere stay.
+// JSON-RPC endpoint becomes Warden's, other bindings on the upstream and
+// interfaces routed by tenant are left out (Warden does not serve them),
+// interfaces elsewhere stay.
 func (s *Server) rewriteCard(c map[string]any, public string) {
 	onUpstream := func(v string) bool {
 		u, err := url.Parse(v)
@@ -510,8 +511,9 @@ func (s *Server) rewriteCard(c map[string]any, public string) {
 			if binding == "" {
 				binding, _ = m["transport"].(string) // 0.3
 			}
+			tenant, _ := m["tenant"].(string)
 			if onUpstream(v) {
-				if !strings.EqualFold(binding, "JSONRPC") || !isEndpoint(v) || public == "" {
+				if !strings.EqualFold(binding, "JSONRPC") || !isEndpoint(v) || public == "" || tenant != "" {
 					continue
 				}
 				m["url"] = public

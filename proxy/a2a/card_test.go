@@ -15,8 +15,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // TestCardGolden: a card in a2a-go v2.3.1's shape (with 0.3's url and
 // additionalInterfaces) rewritten for a public endpoint: the JSON-RPC
-// interfaces on the server point at Warden, the server's other bindings are
-// gone, interfaces elsewhere and every other member stay, text unescaped.
+// interfaces on the server point at Warden, the server's other bindings and
+// its interfaces routed by tenant are gone, interfaces elsewhere and every
+// other member stay, text unescaped.
 func TestCardGolden(t *testing.T) {
 	in, err := os.ReadFile(filepath.Join("testdata", "card.json"))
 	if err != nil {

@@ -162,6 +162,7 @@ func TestRefusals(t *testing.T) {
 		{"webhook metadata in a message", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://[::ffff:169.254.169.254]/"}}}}`, 200, -32602},
 		{"message to a completed task", "alice", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","taskId":"` + done["id"].(string) + `","role":"ROLE_USER","parts":[]}}}`, 200, -32004},
 		{"subscribe to a completed task", "alice", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"` + done["id"].(string) + `"}}`, 200, -32004},
+		{"tenant routing (ids are not bound to a tenant)", "alice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"` + own["id"].(string) + `","tenant":"other"}}`, 200, -32602},
 		{"unknown method", "alice", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, 200, -32601},
 		{"REST-style method", "alice", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`, 200, -32601},
 		{"case-folded member", "alice", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"x"}}`, 200, -32600},

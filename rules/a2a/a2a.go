@@ -149,6 +149,9 @@ type Call struct {
 	References []string
 	// Webhooks are the push-notification URLs the request registers.
 	Webhooks []string
+	// Tenant is params.tenant, the routing identifier a gateway may send
+	// the request on by (multi-tenancy.md §3); "" when absent.
+	Tenant string
 }
 
 // Continues reports whether a message names a task or a context: it
@@ -279,6 +282,9 @@ func decode(raw []byte, v any) error {
 func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
 	p := c.Params
 	var err error
+	if c.Tenant, _, err = member(p, "tenant"); err != nil {
+		return err
+	}
 	switch c.Method {
 	case MethodGetTask, MethodCancelTask, MethodSubscribe:
 		c.Task, c.HasTask, err = member(p, "id")

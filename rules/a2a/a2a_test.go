@@ -82,6 +82,13 @@ func TestParse(t *testing.T) {
 		{"message, both", message(`"taskPushNotificationConfig":{"url":"https://a/"},"pushNotificationConfig":{"url":"https://b/"}`), 0, webhooks("https://b/", "https://a/")},
 		{"message, URL", message(`"pushNotificationConfig":{"Url":"http://127.0.0.1/"}`), jsonrpc.ErrInvalidParams, nil},
 		{"message, configuration not an object", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{},"configuration":[{"url":"http://127.0.0.1/"}]}}`, jsonrpc.ErrInvalidParams, nil},
+		{"tenant", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","tenant":"acme"}}`, 0, func(t *testing.T, c Call) {
+			if c.Tenant != "acme" {
+				t.Fatalf("%+v", c)
+			}
+		}},
+		{"tenant not a string", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"tenant":["a"]}}`, jsonrpc.ErrInvalidParams, nil},
+		{"Tenant", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"Tenant":"a"}}`, jsonrpc.ErrInvalidRequest, nil},
 		{"params a list", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, jsonrpc.ErrInvalidRequest, nil},
 	}
 	for _, tc := range tests {
