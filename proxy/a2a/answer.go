@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/relay"
@@ -32,8 +33,9 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 		return nil, false
 	}
 	// A member spelled in another case ("Result") is read by clients that
-	// match names without case, and would pass unread here.
-	if _, err := jsonrpc.Members(data, answerNames); err != nil {
+	// match names without case, and would pass unread here. (A member
+	// given twice is read as its last by every decoder, Warden's too.)
+	if !exactNames(env) {
 		return nil, false
 	}
 	if !jsonrpc.SameID(env["id"], x.call.ID) {
@@ -99,6 +101,23 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 
 // answerNames are the members of a JSON-RPC answer.
 var answerNames = []string{"jsonrpc", "id", "result", "error"}
+
+// exactNames reports whether no member of an answer folds to one of
+// answerNames without being it.
+func exactNames(env map[string]any) bool {
+	for k := range env {
+		if slices.Contains(answerNames, k) {
+			continue
+		}
+		f := jsonrpc.Fold(k)
+		for _, n := range answerNames {
+			if f == jsonrpc.Fold(n) {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // Ownership. An id in an answer becomes a handle, which proves ownership
 // from then on, only where it is the caller's: a handle of the request named
