@@ -87,9 +87,13 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	}
 	if !ok {
 		// The answer is about a task or context that is not the caller's:
-		// what a made-up id gets, and nothing of it.
+		// what a made-up id gets, and nothing of it (or, when whose it is
+		// could not be read, Warden's retryable error).
 		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
 		x.failed = true
+		if x.unreadable {
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
+		}
 		return jsonrpc.ErrorBody(x.call.ID, a2arules.ErrTaskNotFound, a2arules.TaskNotFound), true
 	}
 	b, err := encode(env)
@@ -191,6 +195,7 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool
 	o, err := x.owner(kind, id)
 	if err != nil {
 		x.s.log.Warn("could not read whose an A2A task is; the answer about it does not pass", "task_id", id, "err", err)
+		x.unreadable = true
 		return false
 	}
 	if o == "" && create {

@@ -1,11 +1,16 @@
 package a2a
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 )
 
@@ -178,5 +183,38 @@ func TestOwnReferences(t *testing.T) {
 	}
 	if _, m := h.call(t, "bob", "ListTasks", map[string]any{"contextId": ctx}); errorCode(m) != -32001 {
 		t.Fatalf("her new context for bob: %v", m)
+	}
+}
+
+// downStore is a shared task table that cannot be reached.
+type downStore struct{}
+
+var errDown = errors.New("store down")
+
+func (downStore) Claim(context.Context, string, string) (string, error) { return "", errDown }
+func (downStore) Create(context.Context, string, string, string) error  { return errDown }
+func (downStore) Observe(context.Context, string, string) error         { return errDown }
+func (downStore) ObserveAll(context.Context, []string, []string) error  { return errDown }
+func (downStore) Steer(context.Context, string, int) (bool, int, error) { return false, 0, errDown }
+func (downStore) Unsteer(context.Context, string) error                 { return errDown }
+func (downStore) Owners(context.Context, []string) ([]string, error)    { return nil, errDown }
+
+// TestAnswerOwnersUnreadable: when whose a new task is cannot be read (the
+// shared store is down), the answer that would hand it over is Warden's
+// retryable error, not a handle and not "Task not found".
+func TestAnswerOwnersUnreadable(t *testing.T) {
+	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: policyEng, Tasks: downStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, Config{}, e)
+	_, m := h.call(t, "alice", "SendMessage", send(""))
+	if errorCode(m) != -32603 {
+		t.Fatalf("a new task with the store down: %v, want -32603", m)
 	}
 }

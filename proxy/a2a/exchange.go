@@ -34,6 +34,9 @@ type exchange struct {
 	// failed is set once an answer named another's task: nothing more of
 	// a stream passes.
 	failed bool
+	// unreadable is set when whose a task is could not be read (the
+	// shared store): the answer is then Warden's retryable error.
+	unreadable bool
 }
 
 // open returns the upstream id of one of the caller's handles, which it
