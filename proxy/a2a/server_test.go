@@ -192,6 +192,20 @@ func TestRefusals(t *testing.T) {
 	if _, m := h.call(t, "alice", "CreateTaskPushNotificationConfig", map[string]any{"taskId": own["id"], "url": "http://127.0.0.1:9999/hook"}); m["error"] != nil {
 		t.Fatalf("allowlisted webhook refused: %v", m)
 	}
+	for _, ce := range []string{"gzip", "br"} {
+		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Content-Encoding", ce)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(b), "Content-Encoding") {
+			t.Errorf("Content-Encoding %s: %d %s, want 415", ce, resp.StatusCode, b)
+		}
+	}
 	for _, tc := range []struct {
 		method, path string
 		status       int

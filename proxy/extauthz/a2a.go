@@ -58,9 +58,10 @@ func (s *Server) checkA2A(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		dr.Headers = append(dr.Headers, header("www-authenticate", authn.Challenge("", err)))
 		return resp
 	}
-	body := h.GetRawBody()
-	if len(body) == 0 {
-		body = []byte(h.GetBody())
+	body, msg := jsonBody(h)
+	if msg != "" {
+		d := s.enf.Refuse("a2a", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyJSONRPC(415, nil, jsonrpc.ErrInvalidRequest, msg, d.ID)
 	}
 	call, err := a2arules.Parse(body)
 	if err != nil {

@@ -65,6 +65,24 @@ func TestA2AChecks(t *testing.T) {
 		{"loopback webhook in 0.3's nesting", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t1","pushNotificationConfig":{"url":"http://127.0.0.1/"}}}`), 200, `"code":-32602`},
 		{"metadata webhook in a message", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://[::ffff:a9fe:a9fe]/"}}}}`), 200, `"code":-32602`},
 	}
+	for _, ce := range []string{"gzip", "br", "deflate", "identity, gzip"} {
+		r := req("POST", "/jsonrpc", "bob", listTasks)
+		r.GetAttributes().GetRequest().GetHttp().GetHeaders()["content-encoding"] = ce
+		tests = append(tests, struct {
+			name   string
+			req    *authv3.CheckRequest
+			status int32
+			body   string
+		}{"body with Content-Encoding " + ce + " (the server would read other bytes)", r, 415, "Content-Encoding"})
+	}
+	r := req("POST", "/jsonrpc", "bob", listTasks)
+	r.GetAttributes().GetRequest().GetHttp().GetHeaders()["content-encoding"] = "identity"
+	tests = append(tests, struct {
+		name   string
+		req    *authv3.CheckRequest
+		status int32
+		body   string
+	}{"Content-Encoding identity", r, 0, ""})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := srv.Check(ctx, tc.req)

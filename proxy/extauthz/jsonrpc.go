@@ -2,6 +2,7 @@ package extauthz
 
 import (
 	"fmt"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -22,7 +23,7 @@ func denyJSONRPC(status int, id []byte, rpc int, msg, decisionID string) *authv3
 	switch status {
 	case 401:
 		grpcCode = code.Code_UNAUTHENTICATED
-	case 400, 413:
+	case 400, 413, 415:
 		grpcCode = code.Code_INVALID_ARGUMENT
 	case 503:
 		grpcCode = code.Code_UNAVAILABLE
@@ -34,4 +35,19 @@ func denyJSONRPC(status int, id []byte, rpc int, msg, decisionID string) *authv3
 			Body: string(jsonrpc.ErrorBody(id, rpc, msg)),
 		}},
 	}
+}
+
+// jsonBody returns a JSON-RPC request's body as Envoy buffered it, or why it
+// cannot be decided on: a Content-Encoding other than identity means the
+// server reads other bytes than these (Node's body-parser inflates gzip,
+// deflate and br).
+func jsonBody(h *authv3.AttributeContext_HttpRequest) ([]byte, string) {
+	if ce := strings.TrimSpace(h.GetHeaders()["content-encoding"]); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, "a request body with Content-Encoding " + ce + " is not decided on (send it uncompressed)"
+	}
+	body := h.GetRawBody()
+	if len(body) == 0 {
+		body = []byte(h.GetBody())
+	}
+	return body, ""
 }

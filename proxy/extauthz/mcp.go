@@ -59,9 +59,10 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	if h.GetMethod() != "POST" {
 		return s.allow(principal, "") // GET (SSE) and DELETE carry no message
 	}
-	body := h.GetRawBody()
-	if len(body) == 0 {
-		body = []byte(h.GetBody())
+	body, msg := jsonBody(h)
+	if msg != "" {
+		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
+		return denyJSONRPC(415, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
 	call, err := mcprules.Parse(body)
 	if err != nil {

@@ -191,3 +191,20 @@ func TestMCPPath(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPContentEncoding: a compressed body is not decided on; the server
+// may inflate it into another message.
+func TestMCPContentEncoding(t *testing.T) {
+	srv := mcpServer(t)
+	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"abc"}}`
+	for ce, allow := range map[string]bool{"gzip": false, "deflate": false, "br": false, "identity": true, "": true} {
+		resp, err := srv.Check(context.Background(), mcpCheck("POST", get, map[string]string{"content-encoding": ce}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dr := resp.GetDeniedResponse()
+		if allow != (dr == nil) || !allow && dr.GetStatus().GetCode() != 415 {
+			t.Errorf("Content-Encoding %q: %v, want allowed=%v (else 415)", ce, resp, allow)
+		}
+	}
+}
