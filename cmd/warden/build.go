@@ -171,10 +171,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		}
 		m := "ext_authz on " + cfg.ExtAuthz.Listen + " (MACP"
 		if cfg.ExtAuthz.MCP {
-			m += " and MCP"
+			m += " and MCP at " + orDefault(cfg.ExtAuthz.MCPPath, extauthz.DefaultMCPPath)
 		}
 		if cfg.ExtAuthz.A2A {
-			m += " and A2A"
+			m += " and A2A at " + orDefault(cfg.ExtAuthz.A2APath, extauthz.DefaultA2APath)
 		}
 		p.modes = append(p.modes, m+")")
 	}
@@ -347,4 +347,12 @@ func (p *dialProbe) Ready() error {
 	}
 	p.at, p.last = p.now(), err
 	return err
+}
+
+// orDefault is v, or def when v is empty.
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
