@@ -218,3 +218,22 @@ func TestAnswerOwnersUnreadable(t *testing.T) {
 		t.Fatalf("a new task with the store down: %v, want -32603", m)
 	}
 }
+
+// TestStateReadOtherTask: the state Warden reads to decide (GetTask) must be
+// the task's own; an answer about another task decides nothing.
+func TestStateReadOtherTask(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.send(t, "bob", "input x") // task-1, bob's
+	h.up.hostile = func(method string, p map[string]any) string {
+		if method == "GetTask" {
+			return `{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_WORKING"}}}`
+		}
+		return ""
+	}
+	// alice's task the upstream has and Warden never saw (a restart).
+	hd := h.srv.handles.Seal('t', "alice", "task-9")
+	status, m := h.call(t, "alice", "SubscribeToTask", map[string]any{"id": hd})
+	if status != 503 || errorCode(m) != -32603 {
+		t.Fatalf("subscribe decided on another task's state: %d %v", status, m)
+	}
+}
