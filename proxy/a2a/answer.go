@@ -29,8 +29,8 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	var env map[string]any
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	if d.Decode(&env) != nil || d.More() || env == nil {
-		return nil, false
+	if d.Decode(&env) != nil || len(bytes.TrimSpace(data[d.InputOffset():])) > 0 || env == nil {
+		return nil, false // not one JSON object (More misses a stray '}' or ']')
 	}
 	// A member spelled in another case ("Result") is read by clients that
 	// match names without case, and would pass unread here. (A member

@@ -12,6 +12,8 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/listener"
+	a2arules "github.com/agentwarden/warden/rules/a2a"
 )
 
 // TestHostileAnswers: an answer hands the caller handles only for what is
@@ -236,4 +238,54 @@ func TestStateReadOtherTask(t *testing.T) {
 	if status != 503 || errorCode(m) != -32603 {
 		t.Fatalf("subscribe decided on another task's state: %d %v", status, m)
 	}
+}
+
+// FuzzAnswer feeds arbitrary answers to bob's exchanges of every method:
+// nothing panics, what passes is JSON, and no handle in it opens alice's
+// task or context.
+func FuzzAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-9","contextId":"ctx-9","history":[{"taskId":"task-1","contextId":"ctx-1","referenceTaskIds":["task-1","task-9"]}]}}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"message":{"contextId":"ctx-1","referenceTaskIds":["task-1"]}}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"statusUpdate":{"taskId":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_WORKING","message":{"taskId":"task-1"}}}}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"task-1","contextId":"ctx-1"},{"id":"task-2","contextId":"ctx-1"}],"nextPageToken":"p"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"configs":[{"taskId":"task-1","url":"https://a/"}]}}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"x"},"Result":{"id":"task-1"}}`,
+	} {
+		for m := range 8 {
+			f.Add(uint8(m), []byte(s))
+		}
+	}
+	methods := []string{"SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask", "ListTasks", "ListTaskPushNotificationConfigs", "CreateTaskPushNotificationConfig"}
+	e := newEnforcer(f)
+	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/jsonrpc"}}, e, testKey, nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	e.A2ASeen("task-1", "ctx-1", "alice", "TASK_STATE_WORKING")
+	e.A2ASeen("task-2", "ctx-2", "bob", "TASK_STATE_WORKING")
+	f.Fuzz(func(t *testing.T, m uint8, data []byte) {
+		method := methods[int(m)%len(methods)]
+		x := &exchange{s: s, principal: "bob", call: a2arules.Call{ID: json.RawMessage("7"), Method: method}}
+		if method != "SendMessage" && method != "SendStreamingMessage" && method != "ListTasks" {
+			x.taskID = "task-2"
+			x.prove(a2arules.KindTask, "task-2")
+		}
+		out, keep := x.fromUpstream(data)
+		if !keep {
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("passed %q as %q, not JSON", data, out)
+		}
+		for _, hd := range handlesIn(string(out)) {
+			if id, ok := s.handles.Open(byte(a2arules.KindTask), "bob", hd); ok && id == "task-1" {
+				t.Fatalf("%s: bob got alice's task from %s: %s", method, data, out)
+			}
+			if id, ok := s.handles.Open(byte(a2arules.KindContext), "bob", hd); ok && id == "ctx-1" {
+				t.Fatalf("%s: bob got alice's context from %s: %s", method, data, out)
+			}
+		}
+	})
 }
