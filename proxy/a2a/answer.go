@@ -89,11 +89,11 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 		// The answer is about a task or context that is not the caller's:
 		// what a made-up id gets, and nothing of it (or, when whose it is
 		// could not be read, Warden's retryable error).
-		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
 		x.failed = true
 		if x.unreadable {
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
 		}
+		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
 		return jsonrpc.ErrorBody(x.call.ID, a2arules.ErrTaskNotFound, a2arules.TaskNotFound), true
 	}
 	b, err := encode(env)
