@@ -263,6 +263,16 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if n == s {
 		t.Fatalf("%s: Next is the input session", label)
 	}
+	// A record-only message landing on the state it was decided on commits
+	// Step's next state; any other message moves the state so that a flight
+	// decided before it must be decided again.
+	if out.RecordOnly {
+		if r, ok := s.Record(s, env, sender); !ok || dump(r) != dump(n) {
+			t.Fatalf("%s: Record on the state decided on: %v\n%s\nStep gave\n%s", label, ok, dump(r), dump(n))
+		}
+	} else if _, ok := n.Record(s, env, sender); ok {
+		t.Fatalf("%s: Record landed on a state this message changed", label)
+	}
 	if n.ID != s.ID || n.Mode != s.Mode || n.Initiator != s.Initiator || !slices.Equal(n.Participants, s.Participants) ||
 		n.Policy != s.Policy || n.StartedAtMs != s.StartedAtMs {
 		t.Fatalf("%s: Next changed the session's identity: %s", label, dump(n))

@@ -62,9 +62,13 @@ type seenID struct {
 // Session is the protocol state of one session: what the upstream accepted.
 // A Session is never mutated once published; Step works on a copy.
 type Session struct {
-	ID            string
-	Mode          string
-	State         State
+	ID    string
+	Mode  string
+	State State
+	// epoch counts the changes to anything but the record of accepted ids
+	// (see Record): every accepted message that is not record-only, every
+	// control operation, expiry.
+	epoch uint32
 	Initiator     string
 	Participants  []string
 	ModeVersion   string
@@ -199,9 +203,24 @@ func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	s.seen = append(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
 }
 
-// clone returns a copy whose slices and mode state can be changed without
-// touching s. Participants and Policy are immutable and shared.
-func (s *Session) clone() *Session {
+// Record returns the state after a record-only message (Outcome.RecordOnly)
+// that Step allowed on base is accepted upstream, s being the state committed
+// by then: s with env's message_id recorded as accepted from sender, exactly
+// what Step would return on s. ok is false when s has changed since base in
+// more than its record of accepted ids (another message changed it, or time
+// expired it): the message must then be decided again on s with Step.
+func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (next *Session, ok bool) {
+	if s == nil || base == nil || s.epoch != base.epoch || s.State != base.State {
+		return nil, false
+	}
+	c := s.share()
+	c.recordID(env, sender)
+	return c, true
+}
+
+// share returns a copy that may append to the id record only: the mode state
+// is shared with s (never mutated once published).
+func (s *Session) share() *Session {
 	c := *s
 	// The accepted ids and senders are only appended to: the copy shares
 	// them with its capacity cut to their length, so an append reallocates
@@ -209,6 +228,13 @@ func (s *Session) clone() *Session {
 	// not on every decision).
 	c.seen = s.seen[:len(s.seen):len(s.seen)]
 	c.senders = s.senders[:len(s.senders):len(s.senders)]
+	return &c
+}
+
+// clone returns a copy whose slices and mode state can be changed without
+// touching s. Participants and Policy are immutable and shared.
+func (s *Session) clone() *Session {
+	c := s.share()
 	if s.task != nil {
 		t := *s.task
 		t.rejected = slices.Clone(s.task.rejected)
@@ -244,7 +270,7 @@ func (s *Session) clone() *Session {
 		m.contributions = slices.Clone(s.multiRound.contributions)
 		c.multiRound = &m
 	}
-	return &c
+	return c
 }
 
 // ModeState returns a summary of the mode's state in the vocabulary of the

@@ -206,6 +206,9 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		return c.out
 	}
 	c.next.recordID(env, sender)
+	if !c.out.RecordOnly {
+		c.next.epoch++
+	}
 	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
 		c.next.State = StateResolved
 	}
