@@ -31,14 +31,29 @@ type entry struct {
 	// unlocked is closed when the lock is given back; nil while nobody
 	// waits, so that an idle entry costs one pointer for it.
 	unlocked chan struct{}
-	// version is the shared store's version of state ("": none); fresh is
-	// the decision that may use state without reading the store again (its
-	// last attempt brought the store's state), checked the one that read it
-	// before deciding. All guarded by lock.
-	version, fresh, checked string
+	// shared is the entry's place in the shared store (guarded by lock);
+	// nil without a store, so that an entry costs one pointer for it.
+	shared *shared
 
 	mu      sync.Mutex
 	flights *flights // nil while none is in flight and nobody waits
+}
+
+// shared is what an entry knows of the shared store's copy of its session:
+// version is the store's version of state ("": none); fresh is the decision
+// that may use state without reading the store again (its last attempt
+// brought the store's state), checked the one that read it before deciding.
+type shared struct {
+	version, fresh, checked string
+}
+
+// store returns the entry's shared-store record, made on first use; the
+// caller holds the lock.
+func (e *entry) store() *shared {
+	if e.shared == nil {
+		e.shared = &shared{}
+	}
+	return e.shared
 }
 
 // flights are a session's record-only messages in flight: kept apart, and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unique"
 )
 
 // codecV1 is the first byte of a session's binary encoding (AppendBinary).
@@ -39,9 +40,10 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 	w.b = append(w.b, byte(s.State))
 	w.str(s.Initiator)
 	w.strs(s.Participants)
-	w.str(s.ModeVersion)
-	w.str(s.ConfigVersion)
-	w.str(s.PolicyVersion)
+	v := s.Versions()
+	w.str(v.Mode)
+	w.str(v.Config)
+	w.str(v.Policy)
 	if s.Policy == nil {
 		w.str("")
 	} else {
@@ -216,9 +218,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	s.State = State(r.byte())
 	s.Initiator = r.str()
 	s.Participants = r.strs()
-	s.ModeVersion = r.str()
-	s.ConfigVersion = r.str()
-	s.PolicyVersion = r.str()
+	s.versions = unique.Make(Versions{Mode: r.str(), Config: r.str(), Policy: r.str()})
 	canonical := r.str()
 	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int(), r.int(), r.int(), r.int()
 	if r.bool() {

@@ -253,8 +253,9 @@ func dump(s *Session) string {
 		return "<nil>"
 	}
 	var b strings.Builder
+	v := s.Versions()
 	fmt.Fprintf(&b, "id=%q mode=%q state=%v init=%q parts=%q mv=%q cv=%q pv=%q\n",
-		s.ID, s.Mode, s.State, s.Initiator, s.Participants, s.ModeVersion, s.ConfigVersion, s.PolicyVersion)
+		s.ID, s.Mode, s.State, s.Initiator, s.Participants, v.Mode, v.Config, v.Policy)
 	if s.Policy != nil {
 		fmt.Fprintf(&b, "policy=%p %q\n", s.Policy, s.Policy.Canonical)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"unique"
 
 	"github.com/dchest/siphash"
 
@@ -68,12 +69,10 @@ type Session struct {
 	// epoch counts the changes to anything but the record of accepted ids
 	// (see Record): every accepted message that is not record-only, every
 	// control operation, expiry.
-	epoch uint32
+	epoch         uint32
 	Initiator     string
 	Participants  []string
-	ModeVersion   string
-	ConfigVersion string
-	PolicyVersion string // as bound: "" resolves to policy.default
+	versions      unique.Handle[Versions]
 	Policy        *Governance
 	StartedAtMs   int64
 	DeadlineMs    int64
@@ -93,6 +92,22 @@ type Session struct {
 	proposal   *proposalState
 	quorum     *quorumState
 	multiRound *multiRoundState
+}
+
+// Versions are the versions a session was started with. Sessions started
+// alike hold one shared copy.
+type Versions struct {
+	Mode   string // mode_version
+	Config string // configuration_version
+	Policy string // policy_version as bound: "" resolves to policy.default
+}
+
+// Versions returns the versions the session was started with.
+func (s *Session) Versions() Versions {
+	if s.versions == (unique.Handle[Versions]{}) {
+		return Versions{}
+	}
+	return s.versions.Value()
 }
 
 // Resolution is what the accepted Commitment bound.
@@ -194,13 +209,23 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		s.senders = append(s.senders, sender)
+		s.senders = grow(s.senders, sender)
 		idx = int32(-len(s.senders))
 	}
 	if s.key == ([2]uint64{}) {
 		s.key = newKey()
 	}
-	s.seen = append(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
+	s.seen = grow(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
+}
+
+// grow appends v to a record in an array of exactly the new length: a
+// published session's record is never appended to in place (see clone), so
+// room to spare would only cost memory.
+func grow[T any](s []T, v T) []T {
+	out := make([]T, len(s)+1)
+	copy(out, s)
+	out[len(s)] = v
+	return out
 }
 
 // Record returns the state after a record-only message (Outcome.RecordOnly)

@@ -16,16 +16,16 @@ const (
 // taskState is RFC-MACP-0009's task: one request, one active assignee.
 type taskState struct {
 	taskID            string
-	requested         bool
 	requestedAssignee string
 	active            string
 	rejected          []string // participants whose TaskReject was accepted
 	report            string
-	hasOutput         bool
 	// completionID is the message_id of the first accepted TaskComplete or
 	// TaskFail: with task_id and assignee, the outcome idempotency key of
 	// RFC-MACP-0009 §8.
 	completionID string
+	requested    bool
+	hasOutput    bool
 }
 
 func (t *taskState) step(c *stepCtx) Verdict {
@@ -44,7 +44,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		case p.GetRequestedAssignee() != "" && !s.IsParticipant(p.GetRequestedAssignee()):
 			return invalid(RankMode, ReasonInvalidParticipants, "requested_assignee "+p.GetRequestedAssignee()+" is not a participant")
 		}
-		t.requested, t.taskID, t.requestedAssignee = true, p.GetTaskId(), p.GetRequestedAssignee()
+		t.requested, t.taskID, t.requestedAssignee = true, p.GetTaskId(), c.next.name(p.GetRequestedAssignee())
 		return Verdict{}
 
 	case "TaskAccept":
