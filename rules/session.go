@@ -83,15 +83,23 @@ type Session struct {
 	MaxSuspendMs     int64
 	Resolution       *Resolution
 
-	key        [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen       []seenID
-	senders    []string // senders of accepted messages outside Participants
-	task       *taskState
-	handoff    *handoffState
-	decision   *decisionState
-	proposal   *proposalState
-	quorum     *quorumState
-	multiRound *multiRoundState
+	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen    []seenID
+	senders []string // senders of accepted messages outside Participants
+	// modal is the mode's own state; nil for a mode Warden does not know.
+	modal modal
+}
+
+// modal is a mode's own state: one kind per mode. Each kind also has a
+// step method, called with its concrete type (see Step), so that the step's
+// working set stays on the stack.
+type modal interface {
+	// clone returns a copy that step can change without touching the
+	// receiver.
+	clone() modal
+	// summary adds the state to out in the vocabulary of the conformance
+	// fixtures' expected_mode_state.
+	summary(s *Session, out map[string]any)
 }
 
 // Versions are the versions a session was started with. Sessions started
@@ -260,40 +268,8 @@ func (s *Session) share() *Session {
 // touching s. Participants and Policy are immutable and shared.
 func (s *Session) clone() *Session {
 	c := s.share()
-	if s.task != nil {
-		t := *s.task
-		t.rejected = slices.Clone(s.task.rejected)
-		c.task = &t
-	}
-	if s.handoff != nil {
-		h := *s.handoff
-		h.offers = slices.Clone(s.handoff.offers)
-		c.handoff = &h
-	}
-	if s.decision != nil {
-		d := *s.decision
-		d.proposals = slices.Clone(s.decision.proposals)
-		d.evaluations = slices.Clone(s.decision.evaluations)
-		d.objections = slices.Clone(s.decision.objections)
-		d.votes = slices.Clone(s.decision.votes)
-		c.decision = &d
-	}
-	if s.proposal != nil {
-		p := *s.proposal
-		p.proposals = slices.Clone(s.proposal.proposals)
-		p.accepts = slices.Clone(s.proposal.accepts)
-		p.terminalRejects = slices.Clone(s.proposal.terminalRejects)
-		c.proposal = &p
-	}
-	if s.quorum != nil {
-		q := *s.quorum
-		q.ballots = slices.Clone(s.quorum.ballots)
-		c.quorum = &q
-	}
-	if s.multiRound != nil {
-		m := *s.multiRound
-		m.contributions = slices.Clone(s.multiRound.contributions)
-		c.multiRound = &m
+	if s.modal != nil {
+		c.modal = s.modal.clone()
 	}
 	return c
 }
@@ -303,19 +279,8 @@ func (s *Session) clone() *Session {
 // replay and debugging. It is not on the hot path.
 func (s *Session) ModeState() map[string]any {
 	out := map[string]any{}
-	switch {
-	case s.task != nil:
-		s.task.summary(out)
-	case s.handoff != nil:
-		s.handoff.summary(out)
-	case s.decision != nil:
-		s.decision.summary(s, out)
-	case s.proposal != nil:
-		s.proposal.summary(s, out)
-	case s.quorum != nil:
-		s.quorum.summary(out)
-	case s.multiRound != nil:
-		s.multiRound.summary(out)
+	if s.modal != nil {
+		s.modal.summary(s, out)
 	}
 	return out
 }

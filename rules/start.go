@@ -109,17 +109,17 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 	}
 	switch s.Mode {
 	case ModeTask:
-		s.task = &taskState{}
+		s.modal = &taskState{}
 	case ModeHandoff:
-		s.handoff = &handoffState{}
+		s.modal = &handoffState{}
 	case ModeDecision:
-		s.decision = &decisionState{}
+		s.modal = &decisionState{}
 	case ModeProposal:
-		s.proposal = &proposalState{}
+		s.modal = &proposalState{}
 	case ModeQuorum:
-		s.quorum = &quorumState{}
+		s.modal = &quorumState{}
 	case ModeMultiRound:
-		s.multiRound = &multiRoundState{}
+		s.modal = &multiRoundState{}
 	}
 	s.recordID(env, sender)
 	out.Roles = s.baseRoles(sender)
