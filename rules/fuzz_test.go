@@ -306,7 +306,7 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	}
 	// A record-only message changes nothing but the id record: pipelining
 	// (proxy) decides others while it is in flight on that promise.
-	if out.RecordOnly != slices.Contains([]string{TypeProgress, "TaskUpdate", "HandoffContext"}, typ) {
+	if out.RecordOnly != recordOnly(typ) {
 		t.Fatalf("%s: RecordOnly = %v", label, out.RecordOnly)
 	}
 	if out.RecordOnly && (n.State != s.State || n.Resolution != s.Resolution || !reflect.DeepEqual(n.modal, s.modal)) {

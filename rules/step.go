@@ -179,7 +179,13 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 
 	// The outcome lives in the working set, which stays on the stack: a
 	// pointer to a local would move it to the heap.
-	c := &stepCtx{next: s.clone(), env: env, sender: sender, now: now}
+	// A record-only type's step only reads the mode state (FuzzStep checks
+	// that no step changes its input): the next state shares it.
+	next := s.share
+	if !recordOnly(env.GetMessageType()) {
+		next = s.clone
+	}
+	c := &stepCtx{next: next(), env: env, sender: sender, now: now}
 	c.out.Roles = s.baseRoles(sender)
 	var v Verdict
 	switch {
@@ -250,4 +256,15 @@ func stepMode(c *stepCtx) Verdict {
 		return m.step(c)
 	}
 	return deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+c.next.Mode+" is not supported")
+}
+
+// recordOnly reports whether a message of type typ is record-only when
+// allowed (Outcome.RecordOnly): Progress in any mode, TaskUpdate in a task,
+// HandoffContext in a handoff.
+func recordOnly(typ string) bool {
+	switch typ {
+	case TypeProgress, "TaskUpdate", "HandoffContext":
+		return true
+	}
+	return false
 }
