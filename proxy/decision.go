@@ -61,7 +61,9 @@ func (h *held) settle(accepted bool) {
 	} else {
 		// A shared session's version may already name the refused next
 		// state (committed on allow): read it again before trusting it.
-		h.en.version = ""
+		if h.en.shared != nil {
+			h.en.shared.version = ""
+		}
 		h.t.drop(h.en)
 	}
 	h.en.release()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -179,7 +178,7 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 	if en != nil {
 		state = en.state.Load()
 	}
-	if state != nil && state.Expire(now) != state {
+	if state != nil && state.Expired(now) && !state.State.Terminal() {
 		state = e.table.expire(en, now) // time alone expired it
 	}
 	switch {
@@ -247,7 +246,7 @@ func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out r
 		return d
 	}
 	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && e.depth > 1 {
-		return e.fly(d, en, req.Envelope, sender, out, base, now)
+		return e.fly(d, en, req.Envelope, sender, out, base)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
 		d.pending = &held{t: e.table, en: en, next: out.Next, now: now}
@@ -267,21 +266,21 @@ func (e *Enforcer) release(en *entry) {
 
 // fly forwards a record-only message without holding its session. When the
 // upstream accepts it, its next state is committed if no other flight landed
-// since the decision (the committed state is still base); otherwise the
-// rules run again on the state committed by then: the message must still be
-// allowed, record-only, with the roles and the lifecycle state the policy
-// decided on, and its id record is committed. Otherwise Warden no longer
-// follows the runtime (it accepted what the committed state refuses): the
+// since the decision (the committed state is still base); otherwise its id is
+// recorded on the state committed by then (rules.Session.Record), which only
+// other flights can have moved: a state-changing message waits for every
+// flight to land. A state that moved otherwise means Warden no longer
+// follows the runtime (it accepted what the committed state may refuse): the
 // entry is marked stale and rebuilt from the upstream on its next message.
-func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
+func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session) Decision {
 	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &flying{e: e, en: en, next: out.Next, now: now, env: env, sender: sender, base: base, roles: out.Roles}
+	d.pending = &flying{e: e, en: en, next: out.Next, env: env, sender: sender, base: base}
 	return d
 }
 
 // flying is a record-only message in flight (see fly): the message, the
-// state it was decided on, its roles and its next state.
+// state it was decided on and its next state.
 type flying struct {
 	done   atomic.Bool
 	e      *Enforcer
@@ -290,8 +289,6 @@ type flying struct {
 	sender string
 	base   *rules.Session
 	next   *rules.Session
-	roles  []string
-	now    int64
 }
 
 // settle lands the flight.
@@ -308,16 +305,17 @@ func (f *flying) settle(accepted bool) {
 		if cur == f.base {
 			return f.next
 		}
-		again := rules.Step(cur, f.env, f.sender, f.now)
-		if again.Verdict.OK() && again.RecordOnly && again.Next != nil &&
-			again.Next.State == f.next.State && slices.Equal(again.Roles, f.roles) {
-			return again.Next
+		if next, ok := cur.Record(f.base, f.env, f.sender); ok {
+			return next
 		}
-		if cur != nil && cur.State == rules.StateExpired {
+		switch {
+		case cur == nil:
+			return nil // forgotten meanwhile: already stale
+		case cur.State == rules.StateExpired:
 			return cur // Warden's clock expired it meanwhile: it accepts nothing more
 		}
-		f.e.log.Warn("a pipelined message diverged from the committed state; the session will be rebuilt",
-			"session_id", f.en.id, "message_id", id, "reason", string(again.Verdict.Reason))
+		f.e.log.Warn("a pipelined message landed on a session that changed since it was decided; the session will be rebuilt",
+			"session_id", f.en.id, "message_id", id)
 		return nil
 	})
 }

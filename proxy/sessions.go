@@ -82,17 +82,18 @@ func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int
 	if e.sessions == nil || en == nil {
 		return nil
 	}
-	fresh := en.fresh == decision
-	en.fresh = ""
+	sh := en.store()
+	fresh := sh.fresh == decision
+	sh.fresh = ""
 	if fresh {
-		en.checked = decision
+		sh.checked = decision
 		return nil
 	}
-	if en.state.Load() != nil && en.version != "" {
+	if en.state.Load() != nil && sh.version != "" {
 		return nil
 	}
-	en.checked = decision
-	data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+	sh.checked = decision
+	data, version, changed, err := e.sessions.Load(ctx, en.id, sh.version)
 	if err != nil || !changed {
 		return err
 	}
@@ -108,7 +109,7 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 			return fmt.Errorf("decode the shared state: %w", err)
 		}
 	}
-	en.version = version
+	en.store().version = version
 	e.table.settle(en, s, now)
 	return nil
 }
@@ -123,11 +124,12 @@ func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *
 	if e.sessions == nil || en == nil {
 		return true, nil
 	}
+	sh := en.store()
 	if !commit {
-		if en.checked == decision {
+		if sh.checked == decision {
 			return true, nil
 		}
-		data, version, changed, err := e.sessions.Load(ctx, en.id, en.version)
+		data, version, changed, err := e.sessions.Load(ctx, en.id, sh.version)
 		if err != nil || !changed {
 			return err == nil, err
 		}
@@ -137,7 +139,7 @@ func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *
 	if err != nil {
 		return false, fmt.Errorf("encode the state: %w", err)
 	}
-	version, current, ok, err := e.sessions.Commit(ctx, en.id, en.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	version, current, ok, err := e.sessions.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
 	switch {
 	case err != nil:
 		return false, err
@@ -147,7 +149,7 @@ func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *
 		}
 		return false, e.changed(en, decision, version, current, now)
 	}
-	en.version = version
+	sh.version = version
 	return true, nil
 }
 
@@ -157,7 +159,7 @@ func (e *Enforcer) changed(en *entry, decision, version string, data []byte, now
 	if err := e.replace(en, version, data, now); err != nil {
 		return err
 	}
-	en.fresh = decision
+	en.store().fresh = decision
 	return nil
 }
 

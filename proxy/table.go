@@ -3,11 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/agentwarden/warden/rules"
 )
@@ -31,14 +30,33 @@ type entry struct {
 	// unlocked is closed when the lock is given back; nil while nobody
 	// waits, so that an idle entry costs one pointer for it.
 	unlocked chan struct{}
-	// version is the shared store's version of state ("": none); fresh is
-	// the decision that may use state without reading the store again (its
-	// last attempt brought the store's state), checked the one that read it
-	// before deciding. All guarded by lock.
-	version, fresh, checked string
+	// shared is the entry's place in the shared store (guarded by lock);
+	// nil without a store, so that an entry costs one pointer for it.
+	shared *shared
 
 	mu      sync.Mutex
 	flights *flights // nil while none is in flight and nobody waits
+
+	// newer and older link the entry into its list of the table (live or
+	// terminal); guarded by table.mu.
+	newer, older *entry
+}
+
+// shared is what an entry knows of the shared store's copy of its session:
+// version is the store's version of state ("": none); fresh is the decision
+// that may use state without reading the store again (its last attempt
+// brought the store's state), checked the one that read it before deciding.
+type shared struct {
+	version, fresh, checked string
+}
+
+// store returns the entry's shared-store record, made on first use; the
+// caller holds the lock.
+func (e *entry) store() *shared {
+	if e.shared == nil {
+		e.shared = &shared{}
+	}
+	return e.shared
 }
 
 // flights are a session's record-only messages in flight: kept apart, and
@@ -175,25 +193,73 @@ func (e *entry) wait(ctx context.Context, id string, depth int) error {
 }
 
 // table is the bounded session table: live sessions in one LRU list and
-// terminal or expired ones in another, evicted first.
+// terminal or expired ones in another, evicted first. The lists run through
+// the entries themselves, so that a tracked session costs its entry and one
+// map slot.
 type table struct {
 	mu        sync.Mutex
 	capacity  int
-	live      *simplelru.LRU[string, *entry]
-	done      *simplelru.LRU[string, *entry]
+	entries   map[string]*entry
+	live      useList
+	done      useList
 	evictLive bool // live sessions may be forgotten (they can be rebuilt)
 }
 
+// useList is a list of entries, most recently used first.
+type useList struct {
+	newest, oldest *entry
+	n              int
+}
+
+// push adds e as the most recently used.
+func (l *useList) push(e *entry) {
+	e.newer, e.older = nil, l.newest
+	if l.newest != nil {
+		l.newest.newer = e
+	} else {
+		l.oldest = e
+	}
+	l.newest = e
+	l.n++
+}
+
+// remove takes e out of the list.
+func (l *useList) remove(e *entry) {
+	if e.newer != nil {
+		e.newer.older = e.older
+	} else {
+		l.newest = e.older
+	}
+	if e.older != nil {
+		e.older.newer = e.newer
+	} else {
+		l.oldest = e.newer
+	}
+	e.newer, e.older = nil, nil
+	l.n--
+}
+
+// touch marks e as the most recently used.
+func (l *useList) touch(e *entry) {
+	if l.newest != e {
+		l.remove(e)
+		l.push(e)
+	}
+}
+
 func newTable(capacity int, evictLive bool) (*table, error) {
-	live, err := simplelru.NewLRU[string, *entry](capacity, nil)
-	if err != nil {
-		return nil, err
+	if capacity <= 0 {
+		return nil, fmt.Errorf("session table of %d entries: must be positive", capacity)
 	}
-	done, err := simplelru.NewLRU[string, *entry](capacity, nil)
-	if err != nil {
-		return nil, err
+	return &table{capacity: capacity, entries: make(map[string]*entry), evictLive: evictLive}, nil
+}
+
+// list returns the list e is on; the caller holds t.mu.
+func (t *table) list(e *entry) *useList {
+	if e.done {
+		return &t.done
 	}
-	return &table{capacity: capacity, live: live, done: done, evictLive: evictLive}, nil
+	return &t.live
 }
 
 // acquire returns the session's entry, locked. For a session the table does
@@ -218,20 +284,19 @@ func (t *table) acquire(ctx context.Context, id string, now int64, create bool) 
 func (t *table) lookup(id string, now int64, create bool) (*entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.live.Get(id); ok {
-		return e, nil
-	}
-	if e, ok := t.done.Get(id); ok {
+	if e, ok := t.entries[id]; ok {
+		t.list(e).touch(e)
 		return e, nil
 	}
 	if !create {
 		return nil, nil
 	}
-	if t.live.Len()+t.done.Len() >= t.capacity && !t.evictOne(now) {
+	if len(t.entries) >= t.capacity && !t.evictOne(now) {
 		return nil, errTableFull
 	}
 	e := &entry{id: id}
-	t.live.Add(id, e)
+	t.entries[id] = e
+	t.live.push(e)
 	return e, nil
 }
 
@@ -243,34 +308,38 @@ const evictScan = 16
 // Entries being decided right now, or with messages in flight, are skipped.
 // Called with t.mu held.
 func (t *table) evictOne(now int64) bool {
-	if t.evictFrom(t.done, func(*entry) bool { return true }) {
+	if t.evictFrom(&t.done, func(*entry) bool { return true }) {
 		return true
 	}
 	expired := func(e *entry) bool { s := e.state.Load(); return s == nil || s.Expired(now) }
-	if t.evictFrom(t.live, expired) {
+	if t.evictFrom(&t.live, expired) {
 		return true
 	}
-	return t.evictLive && t.evictFrom(t.live, func(*entry) bool { return true })
+	return t.evictLive && t.evictFrom(&t.live, func(*entry) bool { return true })
 }
 
-func (t *table) evictFrom(l *simplelru.LRU[string, *entry], ok func(*entry) bool) bool {
-	for i, k := range l.Keys() { // oldest first
-		if i == evictScan {
-			return false
-		}
-		e, _ := l.Peek(k)
-		if !e.tryAcquire() {
-			continue
-		}
-		if ok(e) && e.idle() {
-			e.gone = true
-			l.Remove(k)
+func (t *table) evictFrom(l *useList, ok func(*entry) bool) bool {
+	e := l.oldest
+	for i := 0; e != nil && i < evictScan; i++ {
+		newer := e.newer
+		if e.tryAcquire() {
+			if ok(e) && e.idle() {
+				e.gone = true
+				t.unlink(e)
+				e.release()
+				return true
+			}
 			e.release()
-			return true
 		}
-		e.release()
+		e = newer
 	}
 	return false
+}
+
+// unlink takes e out of the table; the caller holds t.mu.
+func (t *table) unlink(e *entry) {
+	t.list(e).remove(e)
+	delete(t.entries, e.id)
 }
 
 // settle records the entry's new state; the caller holds the entry's lock.
@@ -301,8 +370,8 @@ func (t *table) file(e *entry, s *rules.Session, now int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !e.done && !e.gone {
-		t.live.Remove(e.id)
-		t.done.Add(e.id, e)
+		t.live.remove(e)
+		t.done.push(e)
 		e.done = true
 	}
 }
@@ -322,8 +391,7 @@ func (t *table) remove(e *entry) {
 	defer t.mu.Unlock()
 	if !e.gone {
 		e.gone = true
-		t.live.Remove(e.id)
-		t.done.Remove(e.id)
+		t.unlink(e)
 	}
 }
 
@@ -334,10 +402,7 @@ func (t *table) remove(e *entry) {
 // rebuilds the session, so the rebuild still sees them.
 func (t *table) forget(ctx context.Context, id string) {
 	t.mu.Lock()
-	e, ok := t.live.Peek(id)
-	if !ok {
-		e, ok = t.done.Peek(id)
-	}
+	e, ok := t.entries[id]
 	t.mu.Unlock()
 	if !ok || e.acquire(ctx) != nil {
 		return
@@ -354,5 +419,5 @@ func (t *table) forget(ctx context.Context, id string) {
 func (t *table) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.live.Len() + t.done.Len()
+	return len(t.entries)
 }

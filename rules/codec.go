@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
+	"unique"
 )
 
 // codecV1 is the first byte of a session's binary encoding (AppendBinary).
@@ -39,9 +41,10 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 	w.b = append(w.b, byte(s.State))
 	w.str(s.Initiator)
 	w.strs(s.Participants)
-	w.str(s.ModeVersion)
-	w.str(s.ConfigVersion)
-	w.str(s.PolicyVersion)
+	v := s.Versions()
+	w.str(v.Mode)
+	w.str(v.Config)
+	w.str(v.Policy)
 	if s.Policy == nil {
 		w.str("")
 	} else {
@@ -74,30 +77,30 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 }
 
 func (s *Session) appendMode(w *writer) {
-	switch {
-	case s.task != nil:
-		t := s.task
+	switch m := s.modal.(type) {
+	case *taskState:
+		t := m
 		w.b = append(w.b, tagTask)
 		w.str(t.taskID)
 		w.bool(t.requested)
 		w.str(t.requestedAssignee)
 		w.str(t.active)
 		w.strs(t.rejected)
-		w.str(t.report)
+		w.str(t.report.String())
 		w.bool(t.hasOutput)
 		w.str(t.completionID)
-	case s.handoff != nil:
+	case *handoffState:
 		w.b = append(w.b, tagHandoff)
-		w.uint(uint64(len(s.handoff.offers)))
-		for _, o := range s.handoff.offers {
+		w.uint(uint64(len(m.offers)))
+		for _, o := range m.offers {
 			w.str(o.id)
 			w.str(o.target)
 			w.str(o.owner)
 			w.b = append(w.b, o.disposition)
 			w.int(o.offeredAtMs)
 		}
-	case s.decision != nil:
-		d := s.decision
+	case *decisionState:
+		d := m
 		w.b = append(w.b, tagDecision, d.phase)
 		w.uint(uint64(len(d.proposals)))
 		for _, p := range d.proposals {
@@ -123,8 +126,8 @@ func (s *Session) appendMode(w *writer) {
 			w.str(v.voter)
 			w.str(v.vote)
 		}
-	case s.proposal != nil:
-		p := s.proposal
+	case *proposalState:
+		p := m
 		w.b = append(w.b, tagProposal)
 		w.uint(uint64(len(p.proposals)))
 		for _, x := range p.proposals {
@@ -140,8 +143,8 @@ func (s *Session) appendMode(w *writer) {
 		}
 		w.strs(p.terminalRejects)
 		w.int(int64(p.counters))
-	case s.quorum != nil:
-		q := s.quorum
+	case *quorumState:
+		q := m
 		w.b = append(w.b, tagQuorum)
 		w.bool(q.requested)
 		w.str(q.requestID)
@@ -151,8 +154,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(x.sender)
 			w.str(x.choice)
 		}
-	case s.multiRound != nil:
-		m := s.multiRound
+	case *multiRoundState:
 		w.b = append(w.b, tagMultiRound)
 		w.int(int64(m.round))
 		w.uint(uint64(len(m.contributions)))
@@ -216,9 +218,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	s.State = State(r.byte())
 	s.Initiator = r.str()
 	s.Participants = r.strs()
-	s.ModeVersion = r.str()
-	s.ConfigVersion = r.str()
-	s.PolicyVersion = r.str()
+	s.versions = unique.Make(Versions{Mode: r.str(), Config: r.str(), Policy: r.str()})
 	canonical := r.str()
 	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int(), r.int(), r.int(), r.int()
 	if r.bool() {
@@ -261,8 +261,14 @@ func (s *Session) decodeMode(r *reader) {
 	switch tag := r.byte(); tag {
 	case tagNone:
 	case tagTask:
-		s.task = &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(),
-			rejected: r.strs(), report: r.str(), hasOutput: r.bool(), completionID: r.str()}
+		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(), rejected: r.strs()}
+		rep := slices.Index(reportNames[:], r.str())
+		if rep < 0 {
+			r.fail("unknown task report")
+			rep = 0
+		}
+		t.report, t.hasOutput, t.completionID = report(rep), r.bool(), r.str()
+		s.modal = t
 	case tagHandoff:
 		h := &handoffState{}
 		if n := r.count(5); n > 0 {
@@ -274,7 +280,7 @@ func (s *Session) decodeMode(r *reader) {
 				}
 			}
 		}
-		s.handoff = h
+		s.modal = h
 	case tagDecision:
 		d := &decisionState{phase: r.byte()}
 		if int(d.phase) >= len(decisionPhases) {
@@ -304,7 +310,7 @@ func (s *Session) decodeMode(r *reader) {
 				d.votes[i] = dVote{proposal: r.str(), voter: r.str(), vote: r.str()}
 			}
 		}
-		s.decision = d
+		s.modal = d
 	case tagProposal:
 		p := &proposalState{}
 		if n := r.count(4); n > 0 {
@@ -321,7 +327,7 @@ func (s *Session) decodeMode(r *reader) {
 		}
 		p.terminalRejects = r.strs()
 		p.counters = int(r.int())
-		s.proposal = p
+		s.modal = p
 	case tagQuorum:
 		q := &quorumState{requested: r.bool(), requestID: r.str()}
 		req := r.uint()
@@ -335,7 +341,7 @@ func (s *Session) decodeMode(r *reader) {
 				q.ballots[i] = ballot{sender: r.str(), choice: r.str()}
 			}
 		}
-		s.quorum = q
+		s.modal = q
 	case tagMultiRound:
 		m := &multiRoundState{round: int(r.int())}
 		if n := r.count(2); n > 0 {
@@ -345,7 +351,7 @@ func (s *Session) decodeMode(r *reader) {
 			}
 		}
 		m.converged = r.bool()
-		s.multiRound = m
+		s.modal = m
 	default:
 		r.fail(fmt.Sprintf("unknown mode tag %d", tag))
 	}

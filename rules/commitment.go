@@ -25,10 +25,10 @@ func commitment(c *stepCtx) (*macpv1.CommitmentPayload, Verdict) {
 	switch {
 	case blank(p.GetCommitmentId()), blank(p.GetAction()), blank(p.GetAuthorityScope()), blank(p.GetReason()):
 		return nil, invalid(RankModePost, ReasonMalformedPayload, "commitment_id, action, authority_scope and reason must be non-empty")
-	case p.GetModeVersion() != s.ModeVersion:
-		return nil, invalid(RankModePost, ReasonVersionMismatch, "mode_version "+p.GetModeVersion()+" does not echo the session's "+s.ModeVersion)
-	case p.GetConfigurationVersion() != s.ConfigVersion:
-		return nil, invalid(RankModePost, ReasonVersionMismatch, "configuration_version "+p.GetConfigurationVersion()+" does not echo the session's "+s.ConfigVersion)
+	case p.GetModeVersion() != s.Versions().Mode:
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "mode_version "+p.GetModeVersion()+" does not echo the session's "+s.Versions().Mode)
+	case p.GetConfigurationVersion() != s.Versions().Config:
+		return nil, invalid(RankModePost, ReasonVersionMismatch, "configuration_version "+p.GetConfigurationVersion()+" does not echo the session's "+s.Versions().Config)
 	}
 	if pv := p.GetPolicyVersion(); pv != "" && pv != s.policy().ID {
 		return nil, invalid(RankModePost, ReasonVersionMismatch, "policy_version "+pv+" does not echo the session's "+s.policy().ID)

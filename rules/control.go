@@ -19,6 +19,7 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 	s = s.Expire(now)
 	out.Roles = s.baseRoles(sender)
 	next := s.clone()
+	next.epoch++
 	switch op {
 	case OpCancel:
 		if s.State != StateOpen && s.State != StateSuspended {
@@ -68,7 +69,7 @@ func (s *Session) Expire(now int64) *Session {
 		return s
 	}
 	c := s.clone()
-	c.State = StateExpired
+	c.State, c.epoch = StateExpired, s.epoch+1
 	return c
 }
 

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
@@ -195,4 +196,13 @@ func (d *decisionState) summary(s *Session, out map[string]any) {
 		per[v.voter] = map[string]any{"vote": v.vote}
 	}
 	out["votes"] = votes
+}
+
+func (d *decisionState) clone() modal {
+	c := *d
+	c.proposals = slices.Clone(d.proposals)
+	c.evaluations = slices.Clone(d.evaluations)
+	c.objections = slices.Clone(d.objections)
+	c.votes = slices.Clone(d.votes)
+	return &c
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
+	"slices"
 )
 
 // Offer dispositions.
@@ -152,10 +153,16 @@ func (h *handoffState) step(c *stepCtx) Verdict {
 	return unknownType(c)
 }
 
-func (h *handoffState) summary(out map[string]any) {
+func (h *handoffState) summary(_ *Session, out map[string]any) {
 	offers := map[string]any{}
 	for _, o := range h.offers {
 		offers[o.id] = map[string]any{"disposition": dispositionNames[o.disposition], "target": o.target}
 	}
 	out["offers"] = offers
+}
+
+func (h *handoffState) clone() modal {
+	c := *h
+	c.offers = slices.Clone(h.offers)
+	return &c
 }

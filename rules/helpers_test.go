@@ -253,8 +253,9 @@ func dump(s *Session) string {
 		return "<nil>"
 	}
 	var b strings.Builder
+	v := s.Versions()
 	fmt.Fprintf(&b, "id=%q mode=%q state=%v init=%q parts=%q mv=%q cv=%q pv=%q\n",
-		s.ID, s.Mode, s.State, s.Initiator, s.Participants, s.ModeVersion, s.ConfigVersion, s.PolicyVersion)
+		s.ID, s.Mode, s.State, s.Initiator, s.Participants, v.Mode, v.Config, v.Policy)
 	if s.Policy != nil {
 		fmt.Fprintf(&b, "policy=%p %q\n", s.Policy, s.Policy.Canonical)
 	}
@@ -264,23 +265,8 @@ func dump(s *Session) string {
 		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution)
 	}
 	fmt.Fprintf(&b, "seen=%v senders=%q\n", s.seen, s.senders)
-	if s.task != nil {
-		fmt.Fprintf(&b, "task=%+v\n", *s.task)
-	}
-	if s.handoff != nil {
-		fmt.Fprintf(&b, "handoff=%+v\n", *s.handoff)
-	}
-	if s.decision != nil {
-		fmt.Fprintf(&b, "decision=%+v\n", *s.decision)
-	}
-	if s.proposal != nil {
-		fmt.Fprintf(&b, "proposal=%+v\n", *s.proposal)
-	}
-	if s.quorum != nil {
-		fmt.Fprintf(&b, "quorum=%+v\n", *s.quorum)
-	}
-	if s.multiRound != nil {
-		fmt.Fprintf(&b, "multiRound=%+v\n", *s.multiRound)
+	if s.modal != nil {
+		fmt.Fprintf(&b, "%T=%+v\n", s.modal, s.modal)
 	}
 	ms, err := json.Marshal(s.ModeState())
 	if err != nil {

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"testing"
+	"unique"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
@@ -460,7 +461,7 @@ func TestModeStateIsACopy(t *testing.T) {
 // refused rather than crashing.
 func TestHandBuiltSession(t *testing.T) {
 	s := &Session{ID: sid, Mode: ModeDecision, State: StateOpen, Initiator: "lead", Participants: []string{"lead", "alice"},
-		ModeVersion: SupportedModeVer, ConfigVersion: cfg, Policy: defaultGovernance, DeadlineMs: t0 + ttl, decision: &decisionState{}}
+		versions: unique.Make(Versions{Mode: SupportedModeVer, Config: cfg}), Policy: defaultGovernance, DeadlineMs: t0 + ttl, modal: &decisionState{}}
 	env := envelope(ModeDecision, "Proposal", "m-1", "alice", marshal(decProposal("p1", "x")))
 	out := Step(s, env, "alice", t0)
 	checkOutcome(t, "first message", out, accepted(rP))

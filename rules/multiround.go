@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -143,7 +144,7 @@ func (e payloadError) Error() string { return string(e) }
 
 const errEmptyPayload = payloadError("empty payload")
 
-func (m *multiRoundState) summary(out map[string]any) {
+func (m *multiRoundState) summary(_ *Session, out map[string]any) {
 	values := map[string]any{}
 	for _, ct := range m.contributions {
 		values[ct.sender] = ct.value
@@ -151,4 +152,10 @@ func (m *multiRoundState) summary(out map[string]any) {
 	out["round"] = m.round
 	out["contributions"] = values
 	out["converged"] = m.converged
+}
+
+func (m *multiRoundState) clone() modal {
+	c := *m
+	c.contributions = slices.Clone(m.contributions)
+	return &c
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	proposalv1 "github.com/agentwarden/warden/wire/modes/proposal/v1"
+	"slices"
 )
 
 type pProposal struct {
@@ -210,4 +211,12 @@ func (n *proposalState) summary(s *Session, out map[string]any) {
 		props[p.id] = map[string]any{"proposal_id": p.id, "proposer": p.proposer, "disposition": disp}
 	}
 	out["proposals"] = props
+}
+
+func (n *proposalState) clone() modal {
+	c := *n
+	c.proposals = slices.Clone(n.proposals)
+	c.accepts = slices.Clone(n.accepts)
+	c.terminalRejects = slices.Clone(n.terminalRejects)
+	return &c
 }

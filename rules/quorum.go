@@ -2,6 +2,7 @@ package rules
 
 import (
 	quorumv1 "github.com/agentwarden/warden/wire/modes/quorum/v1"
+	"slices"
 )
 
 type ballot struct{ sender, choice string }
@@ -96,11 +97,17 @@ func (q *quorumState) step(c *stepCtx) Verdict {
 	return unknownType(c)
 }
 
-func (q *quorumState) summary(out map[string]any) {
+func (q *quorumState) summary(_ *Session, out map[string]any) {
 	ballots := map[string]any{}
 	for _, b := range q.ballots {
 		ballots[b.sender] = b.choice
 	}
 	out["request_id"] = q.requestID
 	out["ballots"] = ballots
+}
+
+func (q *quorumState) clone() modal {
+	c := *q
+	c.ballots = slices.Clone(q.ballots)
+	return &c
 }

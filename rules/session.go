@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"unique"
 
 	"github.com/dchest/siphash"
 
@@ -62,14 +63,16 @@ type seenID struct {
 // Session is the protocol state of one session: what the upstream accepted.
 // A Session is never mutated once published; Step works on a copy.
 type Session struct {
-	ID            string
-	Mode          string
-	State         State
+	ID    string
+	Mode  string
+	State State
+	// epoch counts the changes to anything but the record of accepted ids
+	// (see Record): every accepted message that is not record-only, every
+	// control operation, expiry.
+	epoch         uint32
 	Initiator     string
 	Participants  []string
-	ModeVersion   string
-	ConfigVersion string
-	PolicyVersion string // as bound: "" resolves to policy.default
+	versions      unique.Handle[Versions]
 	Policy        *Governance
 	StartedAtMs   int64
 	DeadlineMs    int64
@@ -80,15 +83,39 @@ type Session struct {
 	MaxSuspendMs     int64
 	Resolution       *Resolution
 
-	key        [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen       []seenID
-	senders    []string // senders of accepted messages outside Participants
-	task       *taskState
-	handoff    *handoffState
-	decision   *decisionState
-	proposal   *proposalState
-	quorum     *quorumState
-	multiRound *multiRoundState
+	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen    []seenID
+	senders []string // senders of accepted messages outside Participants
+	// modal is the mode's own state; nil for a mode Warden does not know.
+	modal modal
+}
+
+// modal is a mode's own state: one kind per mode. Each kind also has a
+// step method, called with its concrete type (see Step), so that the step's
+// working set stays on the stack.
+type modal interface {
+	// clone returns a copy that step can change without touching the
+	// receiver.
+	clone() modal
+	// summary adds the state to out in the vocabulary of the conformance
+	// fixtures' expected_mode_state.
+	summary(s *Session, out map[string]any)
+}
+
+// Versions are the versions a session was started with. Sessions started
+// alike hold one shared copy.
+type Versions struct {
+	Mode   string // mode_version
+	Config string // configuration_version
+	Policy string // policy_version as bound: "" resolves to policy.default
+}
+
+// Versions returns the versions the session was started with.
+func (s *Session) Versions() Versions {
+	if s.versions == (unique.Handle[Versions]{}) {
+		return Versions{}
+	}
+	return s.versions.Value()
 }
 
 // Resolution is what the accepted Commitment bound.
@@ -190,18 +217,43 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		s.senders = append(s.senders, sender)
+		s.senders = grow(s.senders, sender)
 		idx = int32(-len(s.senders))
 	}
 	if s.key == ([2]uint64{}) {
 		s.key = newKey()
 	}
-	s.seen = append(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
+	s.seen = grow(s.seen, seenID{hash: s.idHash(env.GetMessageId()), sender: idx, content: s.contentDigest(env)})
 }
 
-// clone returns a copy whose slices and mode state can be changed without
-// touching s. Participants and Policy are immutable and shared.
-func (s *Session) clone() *Session {
+// grow appends v to a record in an array of exactly the new length: a
+// published session's record is never appended to in place (see clone), so
+// room to spare would only cost memory.
+func grow[T any](s []T, v T) []T {
+	out := make([]T, len(s)+1)
+	copy(out, s)
+	out[len(s)] = v
+	return out
+}
+
+// Record returns the state after a record-only message (Outcome.RecordOnly)
+// that Step allowed on base is accepted upstream, s being the state committed
+// by then: s with env's message_id recorded as accepted from sender, exactly
+// what Step would return on s. ok is false when s has changed since base in
+// more than its record of accepted ids (another message changed it, or time
+// expired it): the message must then be decided again on s with Step.
+func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (next *Session, ok bool) {
+	if s == nil || base == nil || s.epoch != base.epoch || s.State != base.State {
+		return nil, false
+	}
+	c := s.share()
+	c.recordID(env, sender)
+	return c, true
+}
+
+// share returns a copy that may append to the id record only: the mode state
+// is shared with s (never mutated once published).
+func (s *Session) share() *Session {
 	c := *s
 	// The accepted ids and senders are only appended to: the copy shares
 	// them with its capacity cut to their length, so an append reallocates
@@ -209,42 +261,17 @@ func (s *Session) clone() *Session {
 	// not on every decision).
 	c.seen = s.seen[:len(s.seen):len(s.seen)]
 	c.senders = s.senders[:len(s.senders):len(s.senders)]
-	if s.task != nil {
-		t := *s.task
-		t.rejected = slices.Clone(s.task.rejected)
-		c.task = &t
-	}
-	if s.handoff != nil {
-		h := *s.handoff
-		h.offers = slices.Clone(s.handoff.offers)
-		c.handoff = &h
-	}
-	if s.decision != nil {
-		d := *s.decision
-		d.proposals = slices.Clone(s.decision.proposals)
-		d.evaluations = slices.Clone(s.decision.evaluations)
-		d.objections = slices.Clone(s.decision.objections)
-		d.votes = slices.Clone(s.decision.votes)
-		c.decision = &d
-	}
-	if s.proposal != nil {
-		p := *s.proposal
-		p.proposals = slices.Clone(s.proposal.proposals)
-		p.accepts = slices.Clone(s.proposal.accepts)
-		p.terminalRejects = slices.Clone(s.proposal.terminalRejects)
-		c.proposal = &p
-	}
-	if s.quorum != nil {
-		q := *s.quorum
-		q.ballots = slices.Clone(s.quorum.ballots)
-		c.quorum = &q
-	}
-	if s.multiRound != nil {
-		m := *s.multiRound
-		m.contributions = slices.Clone(s.multiRound.contributions)
-		c.multiRound = &m
-	}
 	return &c
+}
+
+// clone returns a copy whose slices and mode state can be changed without
+// touching s. Participants and Policy are immutable and shared.
+func (s *Session) clone() *Session {
+	c := s.share()
+	if s.modal != nil {
+		c.modal = s.modal.clone()
+	}
+	return c
 }
 
 // ModeState returns a summary of the mode's state in the vocabulary of the
@@ -252,19 +279,8 @@ func (s *Session) clone() *Session {
 // replay and debugging. It is not on the hot path.
 func (s *Session) ModeState() map[string]any {
 	out := map[string]any{}
-	switch {
-	case s.task != nil:
-		s.task.summary(out)
-	case s.handoff != nil:
-		s.handoff.summary(out)
-	case s.decision != nil:
-		s.decision.summary(s, out)
-	case s.proposal != nil:
-		s.proposal.summary(s, out)
-	case s.quorum != nil:
-		s.quorum.summary(out)
-	case s.multiRound != nil:
-		s.multiRound.summary(out)
+	if s.modal != nil {
+		s.modal.summary(s, out)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unique"
 
 	"google.golang.org/protobuf/proto"
 
@@ -91,36 +92,34 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		base = now // a client cannot stretch its TTL by post-dating its start
 	}
 	s := &Session{
-		ID:            env.GetSessionId(),
-		Mode:          canonical(env.GetMode(), ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound),
-		State:         StateOpen,
-		Initiator:     sender,
-		Participants:  shareNames(p.GetParticipants(), sender),
-		ModeVersion:   canonical(p.GetModeVersion(), SupportedModeVer),
-		ConfigVersion: p.GetConfigurationVersion(),
-		PolicyVersion: p.GetPolicyVersion(),
-		Policy:        gov,
-		StartedAtMs:   base,
-		DeadlineMs:    base + p.GetTtlMs(),
-		MaxSuspendMs:  p.GetMaxSuspendMs(),
-		key:           newKey(),
+		ID:           env.GetSessionId(),
+		Mode:         canonical(env.GetMode(), ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound),
+		State:        StateOpen,
+		Initiator:    unique.Make(sender).Value(),
+		Participants: shareNames(p.GetParticipants()),
+		versions:     unique.Make(Versions{Mode: p.GetModeVersion(), Config: p.GetConfigurationVersion(), Policy: p.GetPolicyVersion()}),
+		Policy:       gov,
+		StartedAtMs:  base,
+		DeadlineMs:   base + p.GetTtlMs(),
+		MaxSuspendMs: p.GetMaxSuspendMs(),
+		key:          newKey(),
 	}
 	if s.MaxSuspendMs == 0 {
 		s.MaxSuspendMs = DefaultMaxSuspend
 	}
 	switch s.Mode {
 	case ModeTask:
-		s.task = &taskState{}
+		s.modal = &taskState{}
 	case ModeHandoff:
-		s.handoff = &handoffState{}
+		s.modal = &handoffState{}
 	case ModeDecision:
-		s.decision = &decisionState{}
+		s.modal = &decisionState{}
 	case ModeProposal:
-		s.proposal = &proposalState{}
+		s.modal = &proposalState{}
 	case ModeQuorum:
-		s.quorum = &quorumState{}
+		s.modal = &quorumState{}
 	case ModeMultiRound:
-		s.multiRound = &multiRoundState{}
+		s.modal = &multiRoundState{}
 	}
 	s.recordID(env, sender)
 	out.Roles = s.baseRoles(sender)
@@ -141,16 +140,24 @@ func canonical(s string, known ...string) string {
 	return s
 }
 
-// shareNames returns the participants in a slice of their own length, the
-// sender's name shared with the principal's (one copy across sessions).
-func shareNames(parts []string, sender string) []string {
-	out := slices.Clone(parts)
-	for i, id := range out {
-		if id == sender {
-			out[i] = sender
-		}
+// shareNames returns the participants in a slice of their own length, every
+// name the process's canonical copy (unique.Make), so that agents taking part
+// in many sessions cost one copy of their name.
+func shareNames(parts []string) []string {
+	out := make([]string, len(parts))
+	for i, id := range parts {
+		out[i] = unique.Make(id).Value()
 	}
 	return out
+}
+
+// name returns the session's copy of a participant's name: the one in
+// Participants when id is a participant, else id.
+func (s *Session) name(id string) string {
+	if i := slices.Index(s.Participants, id); i >= 0 {
+		return s.Participants[i]
+	}
+	return id
 }
 
 func supportedMode(mode string) bool {

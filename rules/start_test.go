@@ -305,11 +305,11 @@ func TestStart(t *testing.T) {
 			if s.Policy == nil || s.Policy.ID != want {
 				t.Errorf("bound policy = %+v, want %s", s.Policy, want)
 			}
-			if s.PolicyVersion != p.PolicyVersion {
-				t.Errorf("PolicyVersion = %q, want %q (as sent)", s.PolicyVersion, p.PolicyVersion)
+			if s.Versions().Policy != p.PolicyVersion {
+				t.Errorf("policy version = %q, want %q (as sent)", s.Versions().Policy, p.PolicyVersion)
 			}
 			if s.ID != env.SessionId || s.Mode != tc.mode || s.State != StateOpen || s.Initiator != "lead" ||
-				s.ModeVersion != p.ModeVersion || s.ConfigVersion != p.ConfigurationVersion ||
+				s.Versions().Mode != p.ModeVersion || s.Versions().Config != p.ConfigurationVersion ||
 				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution != nil {
 				t.Errorf("session = %s", dump(s))
 			}

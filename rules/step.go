@@ -179,25 +179,21 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 
 	// The outcome lives in the working set, which stays on the stack: a
 	// pointer to a local would move it to the heap.
-	c := &stepCtx{next: s.clone(), env: env, sender: sender, now: now}
+	// A record-only type's step only reads the mode state (FuzzStep checks
+	// that no step changes its input): the next state shares it.
+	next := s.share
+	if !recordOnly(env.GetMessageType()) {
+		next = s.clone
+	}
+	c := &stepCtx{next: next(), env: env, sender: sender, now: now}
 	c.out.Roles = s.baseRoles(sender)
 	var v Verdict
 	switch {
 	case env.GetMessageType() == TypeProgress:
 		v = Verdict{} // informational; authority is the policy's
 		c.out.RecordOnly = true
-	case s.task != nil:
-		v = c.next.task.step(c)
-	case s.handoff != nil:
-		v = c.next.handoff.step(c)
-	case s.decision != nil:
-		v = c.next.decision.step(c)
-	case s.proposal != nil:
-		v = c.next.proposal.step(c)
-	case s.quorum != nil:
-		v = c.next.quorum.step(c)
-	case s.multiRound != nil:
-		v = c.next.multiRound.step(c)
+	case c.next.modal != nil:
+		v = stepMode(c)
 	default:
 		v = deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+s.Mode+" is not supported")
 	}
@@ -206,6 +202,9 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		return c.out
 	}
 	c.next.recordID(env, sender)
+	if !c.out.RecordOnly {
+		c.next.epoch++
+	}
 	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
 		c.next.State = StateResolved
 	}
@@ -236,4 +235,36 @@ func unknownType(c *stepCtx) Verdict {
 
 func badPayload(c *stepCtx, err error) Verdict {
 	return invalid(RankMode, ReasonMalformedPayload, fmt.Sprintf("%s payload does not decode: %v", c.env.GetMessageType(), err))
+}
+
+// stepMode decides a message of the session's mode on its next state. The
+// calls are static: through the interface, the working set would escape to
+// the heap.
+func stepMode(c *stepCtx) Verdict {
+	switch m := c.next.modal.(type) {
+	case *taskState:
+		return m.step(c)
+	case *handoffState:
+		return m.step(c)
+	case *decisionState:
+		return m.step(c)
+	case *proposalState:
+		return m.step(c)
+	case *quorumState:
+		return m.step(c)
+	case *multiRoundState:
+		return m.step(c)
+	}
+	return deny(RankPre, CodeModeNotSupported, ReasonModeNotSupported, "mode "+c.next.Mode+" is not supported")
+}
+
+// recordOnly reports whether a message of type typ is record-only when
+// allowed (Outcome.RecordOnly): Progress in any mode, TaskUpdate in a task,
+// HandoffContext in a handoff.
+func recordOnly(typ string) bool {
+	switch typ {
+	case TypeProgress, "TaskUpdate", "HandoffContext":
+		return true
+	}
+	return false
 }

@@ -6,26 +6,33 @@ import (
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
-// Terminal reports of a task.
+// report is a task's terminal report.
+type report uint8
+
+// The terminal reports, named as reportNames spells them.
 const (
-	reportNone      = ""
-	reportCompleted = "completed"
-	reportFailed    = "failed"
+	reportNone report = iota
+	reportCompleted
+	reportFailed
 )
+
+var reportNames = [...]string{"", "completed", "failed"}
+
+func (r report) String() string { return reportNames[r] }
 
 // taskState is RFC-MACP-0009's task: one request, one active assignee.
 type taskState struct {
 	taskID            string
-	requested         bool
 	requestedAssignee string
 	active            string
 	rejected          []string // participants whose TaskReject was accepted
-	report            string
-	hasOutput         bool
 	// completionID is the message_id of the first accepted TaskComplete or
 	// TaskFail: with task_id and assignee, the outcome idempotency key of
 	// RFC-MACP-0009 §8.
 	completionID string
+	report       report
+	requested    bool
+	hasOutput    bool
 }
 
 func (t *taskState) step(c *stepCtx) Verdict {
@@ -44,7 +51,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		case p.GetRequestedAssignee() != "" && !s.IsParticipant(p.GetRequestedAssignee()):
 			return invalid(RankMode, ReasonInvalidParticipants, "requested_assignee "+p.GetRequestedAssignee()+" is not a participant")
 		}
-		t.requested, t.taskID, t.requestedAssignee = true, p.GetTaskId(), p.GetRequestedAssignee()
+		t.requested, t.taskID, t.requestedAssignee = true, p.GetTaskId(), c.next.name(p.GetRequestedAssignee())
 		return Verdict{}
 
 	case "TaskAccept":
@@ -153,7 +160,7 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		if t.report == reportNone {
 			return invalid(RankModePost, ReasonNotEligible, "no TaskComplete or TaskFail has been accepted")
 		}
-		c.fact("report", t.report)
+		c.fact("report", t.report.String())
 		c.fact("has_output", t.hasOutput)
 		return Verdict{}
 	}
@@ -188,10 +195,16 @@ func (t *taskState) activeRole(c *stepCtx) {
 	}
 }
 
-func (t *taskState) summary(out map[string]any) {
+func (t *taskState) summary(_ *Session, out map[string]any) {
 	out["task_id"] = t.taskID
 	out["active_assignee"] = t.active
-	out["report"] = t.report
+	out["report"] = t.report.String()
 	out["rejected"] = slices.Clone(t.rejected)
 	out["completion_message_id"] = t.completionID
+}
+
+func (t *taskState) clone() modal {
+	c := *t
+	c.rejected = slices.Clone(t.rejected)
+	return &c
 }

@@ -2,6 +2,8 @@ package handle
 
 import (
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -180,5 +182,31 @@ func TestDomains(t *testing.T) {
 	}
 	if a2a.Seal(kindTask, "alice", "task-1") == h {
 		t.Fatal("two domains give the same handle")
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(good, append(append([]byte("  "), testKey...), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(short, []byte(strings.Repeat("k", 31)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadKey(good)
+	if err != nil || string(k) != string(testKey) {
+		t.Fatalf("LoadKey = %q, %v", k, err)
+	}
+	for _, p := range []string{short, filepath.Join(dir, "missing")} {
+		if _, err := LoadKey(p); err == nil {
+			t.Errorf("LoadKey(%s) succeeded", p)
+		}
+	}
+	a, err := LoadKey("")
+	b, _ := LoadKey("")
+	if err != nil || len(a) != 32 || string(a) == string(b) {
+		t.Fatalf("random keys %x %x %v", a, b, err)
 	}
 }

@@ -3,7 +3,7 @@ package mcp
 import (
 	"encoding/json"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // plainID decodes the ids that need no decoder, exactly as idValue's
@@ -12,7 +12,7 @@ import (
 // ok is false for anything else, which idValue then decodes.
 func plainID(raw []byte) (v any, ok bool) {
 	if len(raw) > 0 && raw[0] == '"' {
-		s, ok := mcprules.PlainString(raw)
+		s, ok := jsonrpc.PlainString(raw)
 		return s, ok
 	}
 	digits := raw

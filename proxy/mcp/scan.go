@@ -1,6 +1,10 @@
 package mcp
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
 
 // span is one string member of interest found in a JSON message: its key,
 // the object that holds it (numbered in order of appearance), that object's
@@ -20,7 +24,7 @@ var ownMembers = [...]string{"id", "result", "error", "method"}
 // escape in a key or in a wanted value); callers then take the decoding path. It never reads a
 // string's content as structure, so a "taskId" inside a text is not a member.
 func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
-	i := skipSpace(b, 0)
+	i := jsonrpc.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
@@ -43,32 +47,31 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 			stack = stack[:len(stack)-1]
 			i++
 			if len(stack) == 0 {
-				if skipSpace(b, i) != len(b) {
+				if jsonrpc.SkipSpace(b, i) != len(b) {
 					return nil, false
 				}
 				return spans, true
 			}
 		case '"':
-			start := i + 1
-			end, escaped := stringEnd(b, start)
+			end, escaped := jsonrpc.StringEnd(b, i)
 			if end < 0 {
 				return nil, false
 			}
-			i = skipSpace(b, end+1)
+			key := b[i+1 : end-1]
+			i = jsonrpc.SkipSpace(b, end)
 			if i >= len(b) || b[i] != ':' || len(stack) == 0 || stack[len(stack)-1] < 0 {
 				continue // a value, not a key
 			}
-			key := b[start:end]
 			if escaped && bytes.IndexByte(key, '\\') >= 0 {
 				return nil, false // "task\u0049d" is taskId to a decoder
 			}
-			i = skipSpace(b, i+1)
+			i = jsonrpc.SkipSpace(b, i+1)
 			if len(stack) == 1 {
 				// The message's own members: where they are, for the id
 				// and the kind of message.
 				for _, m := range ownMembers {
 					if string(key) == m {
-						spans = append(spans, span{key: m, obj: stack[0], depth: 1, start: i, end: valueEnd(b, i)})
+						spans = append(spans, span{key: m, obj: stack[0], depth: 1, start: i, end: scalarEnd(b, i)})
 					}
 				}
 			}
@@ -76,11 +79,11 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 				if string(key) != k || i >= len(b) || b[i] != '"' {
 					continue
 				}
-				vEnd, vEsc := stringEnd(b, i+1)
+				vEnd, vEsc := jsonrpc.StringEnd(b, i)
 				if vEnd < 0 || vEsc {
 					return nil, false
 				}
-				spans = append(spans, span{key: k, obj: stack[len(stack)-1], depth: len(stack), start: i + 1, end: vEnd})
+				spans = append(spans, span{key: k, obj: stack[len(stack)-1], depth: len(stack), start: i + 1, end: vEnd - 1})
 			}
 		default:
 			i++
@@ -89,53 +92,14 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 	return nil, false
 }
 
-// valueEnd returns the end of a string, number or literal value starting at
-// i (quotes included), or -1 for an object or array (its presence is what
-// matters).
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
+// scalarEnd returns the end of a string, number or literal value starting
+// at i (quotes included), or -1 for an object or array (its presence is what
+// matters) and for a value that does not end.
+func scalarEnd(b []byte, i int) int {
+	if i < len(b) && (b[i] == '{' || b[i] == '[') {
 		return -1
 	}
-	switch b[i] {
-	case '"':
-		e, _ := stringEnd(b, i+1)
-		if e < 0 {
-			return -1
-		}
-		return e + 1
-	case '{', '[':
-		return -1
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j
-}
-
-// stringEnd returns the index of the closing quote of the string whose
-// content starts at i, and whether it holds an escape; -1 if unterminated.
-func stringEnd(b []byte, i int) (int, bool) {
-	escaped := false
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			return i, escaped
-		case '\\':
-			escaped = true
-			i += 2
-			continue
-		}
-		i++
-	}
-	return -1, escaped
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
+	return jsonrpc.ValueEnd(b, i)
 }
 
 // splice replaces spans of b with the given strings (spans in order).
@@ -165,7 +129,7 @@ type head struct {
 // cannot read (an escape in a key).
 func scanHead(b []byte) head {
 	var h head
-	i := skipSpace(b, 0)
+	i := jsonrpc.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return h
 	}
@@ -182,27 +146,27 @@ func scanHead(b []byte) head {
 				return h
 			}
 		case '"':
-			end, escaped := stringEnd(b, i+1)
+			end, escaped := jsonrpc.StringEnd(b, i)
 			if end < 0 {
 				return h
 			}
-			key := b[i+1 : end]
-			i = skipSpace(b, end+1)
+			key := b[i+1 : end-1]
+			i = jsonrpc.SkipSpace(b, end)
 			if depth != 1 || i >= len(b) || b[i] != ':' {
 				continue // a value, or a member of a nested object
 			}
 			if escaped && bytes.IndexByte(key, '\\') >= 0 {
 				return h
 			}
-			i = skipSpace(b, i+1)
+			i = jsonrpc.SkipSpace(b, i+1)
 			switch string(key) {
 			case "method":
 				h.hasMethod = true
-				if e := valueEnd(b, i); e > i+1 && e <= len(b) && b[i] == '"' {
+				if e := scalarEnd(b, i); e > i+1 && e <= len(b) && b[i] == '"' {
 					h.method = string(b[i+1 : e-1])
 				}
 			case "id":
-				if e := valueEnd(b, i); e > i && e < len(b) {
+				if e := scalarEnd(b, i); e > i && e < len(b) {
 					h.id = b[i:e]
 				}
 			}

@@ -52,7 +52,6 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
@@ -115,10 +114,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// LoadKey reads the handle key file, or makes a random key when path is ""
-// (handle.LoadKey).
-func LoadKey(path string) ([]byte, error) { return handle.LoadKey(path) }
-
 // Server is the MCP sidecar, an http.Handler.
 type Server struct {
 	cfg      Config
@@ -134,7 +129,7 @@ type Server struct {
 	tools map[string]string // tool name -> execution.taskSupport
 }
 
-// New builds the sidecar. key binds handles to principals (see LoadKey);
+// New builds the sidecar. key binds handles to principals (see handle.LoadKey);
 // client reaches the upstream (nil means a default one).
 func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {

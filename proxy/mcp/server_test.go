@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -835,32 +833,6 @@ func TestCaseVariantTaskID(t *testing.T) {
 	}
 	if owner, _ := h.e.TaskOwner(victim); owner != alice {
 		t.Errorf("BUG: Warden now records %q as the owner of alice's task %s", owner, victim)
-	}
-}
-
-func TestLoadKey(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	short := filepath.Join(dir, "short")
-	if err := os.WriteFile(good, append(append([]byte("  "), testKey...), '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(short, []byte(strings.Repeat("k", 31)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := LoadKey(good)
-	if err != nil || string(k) != string(testKey) {
-		t.Fatalf("LoadKey = %q, %v", k, err)
-	}
-	for _, p := range []string{short, filepath.Join(dir, "missing")} {
-		if _, err := LoadKey(p); err == nil {
-			t.Errorf("LoadKey(%s) succeeded", p)
-		}
-	}
-	a, err := LoadKey("")
-	b, _ := LoadKey("")
-	if err != nil || len(a) != 32 || string(a) == string(b) {
-		t.Fatalf("random keys %x %x %v", a, b, err)
 	}
 }
 

@@ -188,25 +188,15 @@ func (r *Redis) Create(ctx context.Context, id, owner, status string) error {
 	return err
 }
 
-// observe: a status the upstream reported, for a task with an entry only; a
-// change means the task passed a safe point, so its steer count restarts.
-var observe = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HGET', KEYS[1], 's') ~= ARGV[1] then
-  redis.call('HSET', KEYS[1], 's', ARGV[1], 'n', 0)
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1`)
-
 // Observe records a status the upstream reported for a task; a task without
 // an entry is not added (its owner is unknown).
 func (r *Redis) Observe(ctx context.Context, id, status string) error {
-	_, err := r.run(ctx, observe, "record task status", []string{r.key(id)}, status, r.ttl())
-	return err
+	return r.ObserveAll(ctx, []string{id}, []string{status})
 }
 
-// observeAll: observe for each key, its status the ARGV of the same index;
-// the last ARGV is the TTL.
+// observeAll: a status the upstream reported, for each key with an entry
+// only (its status the ARGV of the same index; the last ARGV is the TTL); a
+// change means the task passed a safe point, so its steer count restarts.
 var observeAll = redis.NewScript(`
 local ttl = ARGV[#ARGV]
 for i, k in ipairs(KEYS) do

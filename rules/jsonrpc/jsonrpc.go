@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -46,8 +48,29 @@ const (
 // read them, and refuses the names peers could read differently: a name
 // given twice, two names equal under Unicode case folding (encoding/json
 // matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
-// to it), and a name that folds to one of known without being it.
+// to it), and a name that folds to one of known without being it. raw must
+// be valid JSON (json.Valid): an object whose names are plain ASCII is read
+// by a direct scan that trusts it, any other by encoding/json's tokenizer.
 func Members(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	return members(raw, known, true)
+}
+
+// Known is Members that returns only the members named in known: every
+// member is checked all the same, and the others cost nothing to keep.
+func Known(raw []byte, known []string) (map[string]json.RawMessage, error) {
+	return members(raw, known, false)
+}
+
+func members(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
+	if m, scanned, err := scan(raw, known, all); scanned {
+		return m, err
+	}
+	return decode(raw, known, all)
+}
+
+// decode is members by encoding/json's tokenizer: the reference scan agrees
+// with, and the path for what scan does not read.
+func decode(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("not an object")
@@ -80,6 +103,9 @@ func Members(raw []byte, known []string) (map[string]json.RawMessage, error) {
 	}
 	if _, err := d.Token(); err != nil {
 		return nil, err
+	}
+	if !all {
+		maps.DeleteFunc(m, func(k string, _ json.RawMessage) bool { return !slices.Contains(known, k) })
 	}
 	return m, nil
 }

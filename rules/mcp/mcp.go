@@ -158,12 +158,6 @@ const (
 	ErrHeaderMismatch = -32020
 )
 
-// MaxID is the largest integer id magnitude (jsonrpc.MaxID).
-const MaxID = jsonrpc.MaxID
-
-// Fold is jsonrpc.Fold: the case-folded form of a member name.
-func Fold(name string) string { return jsonrpc.Fold(name) }
-
 // ValidID is jsonrpc.ValidID.
 func ValidID(raw json.RawMessage) bool { return jsonrpc.ValidID(raw) }
 
@@ -181,25 +175,6 @@ var (
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
 )
-
-// members reads a JSON object's members with exact names, as JSON-RPC peers
-// read them, and refuses the names peers could read differently: a name
-// given twice, two names equal under Unicode case folding (encoding/json
-// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
-// to it), and a name that folds to one of known without being it.
-func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	if m, scanned, err := scanMembers(raw, known); scanned {
-		return m, err
-	}
-	return decodeMembers(raw, known)
-}
-
-// decodeMembers is members by encoding/json's tokenizer (jsonrpc.Members):
-// the reference scanMembers agrees with, and the path for what it does not
-// read.
-func decodeMembers(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return jsonrpc.Members(raw, known)
-}
 
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
 // from the protocol in 2025-06-18, and a batch would let one POST carry
@@ -221,7 +196,7 @@ func Parse(body []byte) (Call, error) {
 	if b[0] == '[' {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
 	}
-	env, err := members(b, envelopeNames)
+	env, err := jsonrpc.Known(b, envelopeNames)
 	if err != nil {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
@@ -280,7 +255,7 @@ func Parse(body []byte) (Call, error) {
 	c.Cursor, c.HasCursor = str(p["cursor"])
 	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
 	if c.TaskRequested {
-		if _, err := members(p["task"], nil); err != nil {
+		if _, err := jsonrpc.Known(p["task"], nil); err != nil {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.task: " + err.Error()}
 		}
 	}
@@ -293,7 +268,7 @@ func Parse(body []byte) (Call, error) {
 }
 
 func (c *Call) readParams() (map[string]json.RawMessage, error) {
-	p, err := members(c.Params, paramNames)
+	p, err := jsonrpc.Known(c.Params, paramNames)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +280,7 @@ func (c *Call) readParams() (map[string]json.RawMessage, error) {
 
 // readMeta reads the _meta of an object (a result).
 func (c *Call) readMeta(obj json.RawMessage, known []string) error {
-	m, err := members(obj, known)
+	m, err := jsonrpc.Known(obj, known)
 	if err != nil {
 		return err
 	}
@@ -318,7 +293,7 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 	if !ok || len(raw) == 0 || raw[0] != '{' {
 		return nil
 	}
-	meta, err := members(raw, metaNames)
+	meta, err := jsonrpc.Known(raw, metaNames)
 	if err != nil {
 		return fmt.Errorf("_meta: %w", err)
 	}
@@ -329,7 +304,7 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 	if len(rt) == 0 || rt[0] != '{' {
 		return fmt.Errorf("_meta %s must be an object", RelatedTask)
 	}
-	related, err := members(rt, relatedNames)
+	related, err := jsonrpc.Known(rt, relatedNames)
 	if err != nil {
 		return fmt.Errorf("_meta %s: %w", RelatedTask, err)
 	}
@@ -342,7 +317,7 @@ func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
 
 func str(raw json.RawMessage) (string, bool) {
 	if len(raw) > 0 && raw[0] == '"' {
-		if s, ok := PlainString(raw); ok {
+		if s, ok := jsonrpc.PlainString(raw); ok {
 			return s, true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // parseCase is one body and what Parse must make of it. When code is not 0
@@ -576,7 +577,7 @@ func FuzzParse(f *testing.F) {
 			case string:
 			case json.Number:
 				n, err := strconv.ParseInt(v.String(), 10, 64)
-				if err != nil || n > MaxID || n < -MaxID || strconv.FormatInt(n, 10) != string(c.ID) {
+				if err != nil || n > jsonrpc.MaxID || n < -jsonrpc.MaxID || strconv.FormatInt(n, 10) != string(c.ID) {
 					t.Fatalf("request id %s is not a canonical integer within 2^53", v)
 				}
 			default:
@@ -620,11 +621,11 @@ func TestFoldMatchesEncodingJSON(t *testing.T) {
 			continue
 		}
 		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
-			if Fold(string(r)) != Fold(string(o)) {
-				t.Fatalf("Fold(%U) = %q, Fold(%U) = %q: encoding/json folds them together", r, Fold(string(r)), o, Fold(string(o)))
+			if jsonrpc.Fold(string(r)) != jsonrpc.Fold(string(o)) {
+				t.Fatalf("Fold(%U) = %q, Fold(%U) = %q: encoding/json folds them together", r, jsonrpc.Fold(string(r)), o, jsonrpc.Fold(string(o)))
 			}
 		}
-		if u := unicode.ToUpper(r); u != r && Fold(string(u)) == Fold(string(r)) != bytes.EqualFold([]byte(string(u)), []byte(string(r))) {
+		if u := unicode.ToUpper(r); u != r && jsonrpc.Fold(string(u)) == jsonrpc.Fold(string(r)) != bytes.EqualFold([]byte(string(u)), []byte(string(r))) {
 			t.Fatalf("Fold and bytes.EqualFold disagree on %U and %U", r, u)
 		}
 	}
@@ -636,7 +637,7 @@ func TestFoldMatchesEncodingJSON(t *testing.T) {
 			TaskID string `json:"taskId"`
 		}
 		_ = json.Unmarshal([]byte(`{"`+tc.key+`":"x"}`), &v)
-		if got, want := v.TaskID == "x", Fold(tc.key) == Fold("taskId"); got != want {
+		if got, want := v.TaskID == "x", jsonrpc.Fold(tc.key) == jsonrpc.Fold("taskId"); got != want {
 			t.Errorf("%s: encoding/json matched %v, Fold matched %v", tc.name, got, want)
 		}
 	}
@@ -721,6 +722,18 @@ func TestCheckHTTPMethod(t *testing.T) {
 	} {
 		if got, msg := CheckHTTPMethod(tc.method, tc.body); got != tc.want || (got != 0) != (msg != "") {
 			t.Errorf("%s body=%v: %d %q, want %d", tc.method, tc.body, got, msg, tc.want)
+		}
+	}
+}
+
+// BenchmarkParse measures reading one request the way every MCP adapter
+// does.
+func BenchmarkParse(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fast","arguments":{"q":"x"},"_meta":{"progressToken":1}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"bytes"
@@ -6,7 +6,9 @@ import (
 	"testing"
 )
 
-func TestScanMembers(t *testing.T) {
+var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+func TestScan(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw string
 		scanned   bool
@@ -15,7 +17,7 @@ func TestScanMembers(t *testing.T) {
 	}{
 		{"request", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"t"}}`, true, "",
 			map[string]string{"jsonrpc": `"2.0"`, "id": "7", "method": `"tasks/get"`, "params": `{"taskId":"t"}`}},
-		{"spaces", " {\n \"id\" : [1, {\"a\":\"}\"}] , \"x\":null }\t", true, "", map[string]string{"id": `[1, {"a":"}"}]`}},
+		{"spaces", " {\n \"id\" : [1, {\"a\":\"}\"}] , \"x\":null }\t", true, "", map[string]string{"id": `[1, {"a":"}"}]`, "x": "null"}},
 		{"empty", `{}`, true, "", map[string]string{}},
 		{"twice", `{"id":1,"id":2}`, true, `member "id" appears twice`, nil},
 		{"case pair", `{"x":1,"X":2}`, true, `members "x" and "X" differ only in case`, nil},
@@ -26,7 +28,7 @@ func TestScanMembers(t *testing.T) {
 		{"many members", `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17}`, false, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, scanned, err := scanMembers([]byte(tc.raw), envelopeNames)
+			m, scanned, err := scan([]byte(tc.raw), envelopeNames, true)
 			if scanned != tc.scanned {
 				t.Fatalf("scanned = %v, want %v", scanned, tc.scanned)
 			}
@@ -55,14 +57,15 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// FuzzScanMembers checks the scan against the decoding path on every valid
-// JSON input it reads: the same refusal with the same text, or the same
-// value for every member it keeps; and PlainString against encoding/json.
-func FuzzScanMembers(f *testing.F) {
+// FuzzScan checks the scan against the decoding path on every valid JSON
+// input it reads: the same refusal with the same text, or the same members
+// with the same values; and PlainString against encoding/json.
+func FuzzScan(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.x","_meta":{}}}`,
 		`{"id":1,"ID":2}`, `{"taskid":"x"}`, `{"a":"\u00e9","b":[{"c":"]"}],"d":-1.5e3,"e":true}`,
 		`{"name":"fast","arguments":{"q":"x"},"task":{"ttl":1}}`, `{"k":"\xff"}`, `{ }`, `"x\"y"`,
+		`{"task_id":"x","taskId":"y"}`, `{"":1,"id":2}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -76,34 +79,54 @@ func FuzzScanMembers(f *testing.F) {
 		if !json.Valid(b) {
 			return
 		}
-		for _, known := range [][]string{envelopeNames, paramNames, metaNames, nil} {
-			m, scanned, err := scanMembers(b, known)
+		for _, c := range []struct {
+			known []string
+			all   bool
+		}{{envelopeNames, true}, {envelopeNames, false}, {[]string{"taskId", "name", "task"}, false}, {nil, true}} {
+			m, scanned, err := scan(b, c.known, c.all)
 			if !scanned {
 				continue
 			}
-			ref, rerr := decodeMembers(b, known)
+			ref, rerr := decode(b, c.known, c.all)
 			if errText(err) != errText(rerr) {
 				t.Fatalf("%q: scan %v, decode %v", b, err, rerr)
 			}
-			for _, k := range known {
-				got, in := m[k]
-				want, inRef := ref[k]
-				if in != inRef || !bytes.Equal(got, want) {
-					t.Fatalf("%q: %s is %q (%v) scanned, %q (%v) decoded", b, k, got, in, want, inRef)
+			if err != nil {
+				continue
+			}
+			if len(m) != len(ref) {
+				t.Fatalf("%q: %d members scanned, %d decoded", b, len(m), len(ref))
+			}
+			for k, want := range ref {
+				if got, in := m[k]; !in || !bytes.Equal(got, want) {
+					t.Fatalf("%q: %s is %q (%v) scanned, %q decoded", b, k, got, in, want)
 				}
 			}
 		}
 	})
 }
 
-// BenchmarkParse measures reading one request the way every MCP adapter
-// does.
-func BenchmarkParse(b *testing.B) {
-	body := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fast","arguments":{"q":"x"},"_meta":{"progressToken":1}}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Parse(body); err != nil {
-			b.Fatal(err)
+func TestValueEnd(t *testing.T) {
+	for in, want := range map[string]int{
+		`"a\"b",`: 6, `{"a":"}"} `: 9, `[1,[2]]`: 7, `12.5e3}`: 6, `true`: 4, `"open`: -1, `{"a":1`: -1, ``: -1,
+	} {
+		if got := ValueEnd([]byte(in), 0); got != want {
+			t.Errorf("ValueEnd(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// TestKnown checks that Known keeps only the named members, on the scanning
+// path and on the decoding one (a name outside ASCII).
+func TestKnown(t *testing.T) {
+	for raw, members := range map[string]int{`{"id":1,"x":{"a":2},"":3}`: 3, "{\"id\":1,\"\u212a\":2}": 2} {
+		m, err := Known([]byte(raw), []string{"id", "method"})
+		if err != nil || len(m) != 1 || string(m["id"]) != "1" {
+			t.Errorf("Known(%s) = %q, %v; want only id", raw, m, err)
+		}
+		all, err := Members([]byte(raw), []string{"id", "method"})
+		if err != nil || len(all) != members {
+			t.Errorf("Members(%s) = %q, %v; want every member", raw, all, err)
 		}
 	}
 }

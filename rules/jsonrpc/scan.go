@@ -1,4 +1,4 @@
-package mcp
+package jsonrpc
 
 import (
 	"encoding/json"
@@ -6,34 +6,42 @@ import (
 	"unicode/utf8"
 )
 
-// maxScanned is the most members scanMembers compares pairwise; a larger
-// object takes the decoding path.
+// This file reads JSON without decoding it, for the hot path: the members of
+// an object as sub-slices of the message, string literals that need no
+// unescaping, and where a value ends. Every reader here trusts its input to
+// be valid JSON (json.Valid), which every caller checked first for the
+// whole message; on other input it returns nonsense, never panics.
+
+// maxScanned is the most members scan compares pairwise; a larger object
+// takes the decoding path.
 const maxScanned = 16
 
-// scanMembers is members without decoding: one pass over raw (which must be
-// valid JSON, as Parse checks first) that keeps only the members named in
-// known, as sub-slices of raw, and refuses exactly what decodeMembers
-// refuses, with the same messages. scanned is false when it cannot read the
-// object this way (not an object, an escape or a byte outside ASCII in a
-// name, more than maxScanned members): the caller then decodes. With every
-// name in ASCII, two names are equal under Fold exactly when they are equal
-// ignoring ASCII case, which needs no allocation to test.
-func scanMembers(raw []byte, known []string) (m map[string]json.RawMessage, scanned bool, err error) {
-	i := skipSpace(raw, 0)
+// scan is members without decoding: one pass over raw that returns every
+// member (all) or those named in known as sub-slices of raw, and refuses
+// exactly what decode refuses, with the same messages. scanned is false when it cannot read the object this
+// way (not an object, an escape or a byte outside ASCII in a name, more than
+// maxScanned members): the caller then decodes. With every name in ASCII,
+// two names are equal under Fold exactly when they are equal ignoring ASCII
+// case, which needs no allocation to test.
+func scan(raw []byte, known []string, all bool) (m map[string]json.RawMessage, scanned bool, err error) {
+	i := SkipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil, false, nil
 	}
 	var names [maxScanned][]byte
-	n := 0
-	i = skipSpace(raw, i+1)
+	var values [maxScanned]json.RawMessage
+	var keys [maxScanned]string // the name each kept member is kept under
+	var keep [maxScanned]bool
+	n, kept := 0, 0
+	i = SkipSpace(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
-		return nil, skipSpace(raw, i+1) == len(raw), nil
+		return nil, SkipSpace(raw, i+1) == len(raw), nil
 	}
 	for n < maxScanned {
 		if i >= len(raw) || raw[i] != '"' {
 			return nil, false, nil
 		}
-		end, escaped := stringEnd(raw, i)
+		end, escaped := StringEnd(raw, i)
 		if end < 0 || escaped {
 			return nil, false, nil
 		}
@@ -41,12 +49,12 @@ func scanMembers(raw []byte, known []string) (m map[string]json.RawMessage, scan
 		if !isASCII(k) {
 			return nil, false, nil
 		}
-		i = skipSpace(raw, end)
+		i = SkipSpace(raw, end)
 		if i >= len(raw) || raw[i] != ':' {
 			return nil, false, nil
 		}
-		vs := skipSpace(raw, i+1)
-		ve := valueEnd(raw, vs)
+		vs := SkipSpace(raw, i+1)
+		ve := ValueEnd(raw, vs)
 		if ve < 0 {
 			return nil, false, nil
 		}
@@ -58,25 +66,41 @@ func scanMembers(raw []byte, known []string) (m map[string]json.RawMessage, scan
 				return nil, true, fmt.Errorf("members %q and %q differ only in case", p, k)
 			}
 		}
+		keep[n] = false
 		for _, name := range known {
 			switch {
 			case string(k) == name:
-				if m == nil {
-					m = make(map[string]json.RawMessage, len(known))
-				}
-				m[name] = raw[vs:ve:ve]
+				keys[n], keep[n] = name, true // the caller's copy of the name: no allocation
 			case foldEqual(k, name):
 				return nil, true, fmt.Errorf("member %q must be spelled %q", k, name)
 			}
 		}
-		names[n] = k
+		if !keep[n] && all {
+			keys[n], keep[n] = string(k), true
+		}
+		if keep[n] {
+			kept++
+		}
+		names[n], values[n] = k, raw[vs:ve:ve]
 		n++
-		i = skipSpace(raw, ve)
+		i = SkipSpace(raw, ve)
 		switch {
 		case i < len(raw) && raw[i] == ',':
-			i = skipSpace(raw, i+1)
+			i = SkipSpace(raw, i+1)
 		case i < len(raw) && raw[i] == '}':
-			return m, skipSpace(raw, i+1) == len(raw), nil
+			if SkipSpace(raw, i+1) != len(raw) {
+				return nil, false, nil
+			}
+			if kept == 0 {
+				return nil, true, nil // nil reads as an empty map, and costs nothing
+			}
+			m = make(map[string]json.RawMessage, kept)
+			for j := range n {
+				if keep[j] {
+					m[keys[j]] = values[j]
+				}
+			}
+			return m, true, nil
 		default:
 			return nil, false, nil
 		}
@@ -132,16 +156,18 @@ func isASCII(b []byte) bool {
 	return true
 }
 
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
 		i++
 	}
 	return i
 }
 
-// stringEnd returns the index just past the string literal starting at
+// StringEnd returns the index just past the string literal that starts at
 // b[i] (a quote), -1 when it does not end, and whether it holds an escape.
-func stringEnd(b []byte, i int) (end int, escaped bool) {
+func StringEnd(b []byte, i int) (end int, escaped bool) {
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '\\':
@@ -154,16 +180,16 @@ func stringEnd(b []byte, i int) (end int, escaped bool) {
 	return -1, escaped
 }
 
-// valueEnd returns the index just past the JSON value starting at b[i], or
-// -1. It trusts b to be valid JSON: it finds where a value ends, it does
-// not check the value.
-func valueEnd(b []byte, i int) int {
+// ValueEnd returns the index just past the JSON value that starts at b[i],
+// or -1 when it does not end. It finds where a value ends; it does not check
+// the value.
+func ValueEnd(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
 	case '"':
-		end, _ := stringEnd(b, i)
+		end, _ := StringEnd(b, i)
 		return end
 	case '{', '[':
 		depth := 0
@@ -176,7 +202,7 @@ func valueEnd(b []byte, i int) int {
 					return j + 1
 				}
 			case '"':
-				end, _ := stringEnd(b, j)
+				end, _ := StringEnd(b, j)
 				if end < 0 {
 					return -1
 				}

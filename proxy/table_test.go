@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// TestTableOrder checks the table's eviction order: terminal sessions
+// first, then the least recently used live one (when live ones may go), a
+// lookup making a session the most recently used.
+func TestTableOrder(t *testing.T) {
+	tb, err := newTable(3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(id string) *entry {
+		t.Helper()
+		e, err := tb.lookup(id, 0, true)
+		if err != nil || e == nil {
+			t.Fatalf("add %s: %v", id, err)
+		}
+		return e
+	}
+	held := func() []string {
+		var ids []string
+		for id := range tb.entries {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	a, _, _ := add("a"), add("b"), add("c")
+	add("a") // a is now the most recently used: b is the least
+	add("d")
+	if got := held(); !slices.Equal(got, []string{"a", "c", "d"}) {
+		t.Fatalf("after d: %q, want the least recently used (b) evicted", got)
+	}
+	tb.mu.Lock()
+	tb.live.remove(a)
+	tb.done.push(a)
+	a.done = true
+	tb.mu.Unlock()
+	add("e")
+	if got := held(); !slices.Equal(got, []string{"c", "d", "e"}) {
+		t.Fatalf("after e: %q, want the terminal session (a) evicted first", got)
+	}
+	if tb.len() != 3 || tb.live.n+tb.done.n != 3 {
+		t.Fatalf("len %d, lists %d + %d", tb.len(), tb.live.n, tb.done.n)
+	}
+	if _, err := newTable(0, false); err == nil {
+		t.Error("a table of 0 entries was made")
+	}
+}
+
+// BenchmarkTableEvict adds a session to a full table of 100,000 live ones
+// that may be evicted: each op evicts the least recently used.
+func BenchmarkTableEvict(b *testing.B) {
+	const n = 100_000
+	tb, err := newTable(n, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, 2*n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("s", i)
+	}
+	for _, id := range ids[:n] {
+		if _, err := tb.lookup(id, 0, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	i := n
+	for b.Loop() {
+		if _, err := tb.lookup(ids[i%len(ids)], 0, true); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
