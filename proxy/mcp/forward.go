@@ -63,6 +63,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		out.Header.Set("Mcp-Name", name)
 	}
 	x.start = time.Now()
+	defer x.recordCall()()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -359,6 +360,9 @@ type exchange struct {
 	// answered is set once the caller got Warden's error in place of an
 	// answer too large to check; the upstream's answer no longer passes.
 	answered bool
+	// learned is set once an answer or message of the caller's tools/call
+	// named the task the call made.
+	learned bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -544,9 +548,6 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if hasResult && learns(x.call.Method) && (x.call.Method != mcprules.MethodToolsCall || hasKey(spans, "taskId")) {
 			return nil, false, false
 		}
-		if hasResult && x.call.Method == mcprules.MethodToolsCall {
-			x.plainAnswered() // no task in it
-		}
 		x.settle(hasResult)
 	}
 	statusOf := func(obj int) (string, bool) {
@@ -590,12 +591,21 @@ func hasKey(spans []span, key string) bool {
 	return false
 }
 
-// plainAnswered notes a plain call of a tool the server may have run as a
-// task of its own (implicitCalls), answered without naming it.
-func (x *exchange) plainAnswered() {
-	if !x.call.TaskRequested && x.support == mcprules.SupportOptional && !x.start.IsZero() {
-		x.s.implicit.add(x.principal, x.start, time.Now())
+// recordCall records, as it leaves for the upstream, a tools/call that may
+// make a task Warden is never told about (implicitCalls): a plain call of a
+// tool whose taskSupport is optional, or any task-augmented call. The
+// returned func ends the record, whatever became of the call.
+func (x *exchange) recordCall() func() {
+	c := x.call
+	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall {
+		return func() {}
 	}
+	plain := !c.TaskRequested
+	if plain && x.support != mcprules.SupportOptional {
+		return func() {} // a plain call of a tool that runs no task
+	}
+	k := x.s.implicit.begin(x.principal, x.start, plain)
+	return func() { x.s.implicit.end(k, time.Now(), x.learned) }
 }
 
 // answers reports whether an answer's decoded id is the id of this
@@ -635,6 +645,7 @@ func (x *exchange) learnRelated(msg map[string]any) {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
+		x.learned = true
 		if _, known := x.s.enforcer.TaskOwner(id); !known {
 			x.s.enforcer.TaskCreated(id, x.principal, "")
 		}
@@ -763,6 +774,7 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 		if id, ok := task["taskId"].(string); ok && id != "" {
 			st, _ := task["status"].(string)
 			e.TaskCreated(id, x.principal, st)
+			x.learned = true
 		}
 	case mcprules.MethodList:
 		changed := false
@@ -794,8 +806,10 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			m, _ := t.(map[string]any)
 			id := ids[i]
 			owner, known := owners[i], owners[i] != ""
-			if !known && id != "" {
-				// A task no answer named: one a plain call made (implicitCalls).
+			if !known && id != "" && !e.SharesTasks() {
+				// A task no answer named: one a plain call made
+				// (implicitCalls). With a shared store, calls made
+				// through other replicas are not seen here: never placed.
 				created, _ := m["createdAt"].(string)
 				if at, err := time.Parse(time.RFC3339Nano, created); err == nil {
 					if p, ok := x.s.implicit.owner(at); ok {
