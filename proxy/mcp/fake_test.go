@@ -61,6 +61,7 @@ var fakeTools = [][]map[string]any{
 		{"name": "must", "execution": map[string]any{"taskSupport": "required"}},
 		{"name": "plain"},
 		{"name": "big"},
+		{"name": "echo"},
 	},
 }
 
@@ -188,6 +189,8 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			events = append(events, map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": map[string]any{"content": []any{}}})
 			writeSSE(w, events...)
+		case name == "echo":
+			answer(map[string]any{"content": []any{}, "structuredContent": params["arguments"]})
 		case name == "big":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("b", u.bigAnswer)}}})
 		case v2026 && name == "slow":

@@ -360,6 +360,8 @@ type exchange struct {
 	// answered is set once the caller got Warden's error in place of an
 	// answer too large to check; the upstream's answer no longer passes.
 	answered bool
+	// taskID is the upstream ID the request's params.taskId named.
+	taskID string
 	// learned is set once an answer or message of the caller's tools/call
 	// named the task the call made.
 	learned bool
@@ -384,11 +386,12 @@ const (
 // toUpstream checks every place of a request where a handle belongs and
 // replaces the caller's handles with the upstream IDs. The places are read
 // by Parse after JSON decoding (so "wt2\u002e..." is a handle like any
-// other): params.taskId of a request, the related-task _meta (params, or
-// result of a client's answer), and tasks/list's params.cursor; each must
+// other): params.taskId, the related-task _meta (params, or result of a
+// client's answer), and tasks/list's params.cursor; in a request each must
 // hold a valid handle of the caller, anything else (a raw upstream ID,
-// another principal's handle) is refused. Any other taskId member that
-// holds a handle is replaced too, and refused when it is not the caller's.
+// another principal's handle) is refused. Nothing else is rewritten: a
+// handle elsewhere (a tool's arguments) reaches the server as the opaque
+// string it is, so a tool never learns a task's upstream ID to echo back.
 // taskID is the upstream ID params.taskId names.
 func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
 	c := x.call
@@ -412,7 +415,7 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 			return body, "", refuseCursor
 		}
 	}
-	if !strictTask && !c.HasRelatedTask && !cursor && !c.HasTaskID && !bytes.Contains(body, []byte(handlePrefix)) {
+	if !c.HasTaskID && !c.HasRelatedTask && !cursor {
 		return body, "", refuseNone
 	}
 	out, ok, done := x.toUpstreamFast(body, cursor)
@@ -431,58 +434,84 @@ func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok b
 	if err != nil {
 		return body, false
 	}
-	ok = true
-	walk(msg, func(obj map[string]any) {
-		h, isStr := obj["taskId"].(string)
-		if !isStr || !strings.HasPrefix(h, handlePrefix) {
-			return
-		}
-		id, good := x.s.handles.open(kindTask, x.principal, h)
-		if !good {
-			ok = false
-			return
-		}
-		obj["taskId"] = id
-	})
+	p, _ := msg["params"].(map[string]any)
+	ok = x.openTask(p)
+	for _, k := range []string{"params", "result"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		ok = ok && x.openTask(rel)
+	}
 	if !ok {
 		return body, false
 	}
-	if p, isObj := msg["params"].(map[string]any); isObj && cursor {
-		if c, isStr := p["cursor"].(string); isStr {
-			id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
-			if !good {
-				return body, false
-			}
-			p["cursor"] = id
+	if c, isStr := p["cursor"].(string); isStr && cursor {
+		id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
+		if !good {
+			return body, false
 		}
+		p["cursor"] = id
 	}
 	return encode(msg), true
 }
 
-// toUpstreamFast is toUpstream's rewriting without decoding: the handles'
+// openTask replaces the caller's handle in obj.taskId with the upstream ID;
+// it is false when that member holds a handle that is not the caller's.
+func (x *exchange) openTask(obj map[string]any) bool {
+	h, isStr := obj["taskId"].(string)
+	if !isStr || !strings.HasPrefix(h, handlePrefix) {
+		return true
+	}
+	id, ok := x.s.handles.open(kindTask, x.principal, h)
+	if ok {
+		obj["taskId"] = id
+	}
+	return ok
+}
+
+// toUpstreamFast is toUpstream's rewriting without decoding, for requests
+// whose places of handles are params.taskId and params.cursor: the handles'
 // bytes are replaced in place. done is false when the body needs the
-// decoding path (an escape in a key or a handle, an upstream ID that would
+// decoding path (a related-task _meta, members of the same name elsewhere
+// at that depth, an escape in a key or a handle, an upstream ID that would
 // need escaping).
 func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, done bool) {
+	if x.call.HasRelatedTask {
+		return nil, false, false
+	}
 	spans, readable := scanStrings(body, "taskId", "cursor")
 	if !readable {
 		return nil, false, false
 	}
+	tasks, cursors := 0, 0
+	for _, s := range spans {
+		switch {
+		case s.depth == 1 && (s.key == "result" || s.key == "error"):
+			return nil, false, false // an answer: its object at depth 2 is not params
+		case s.depth == 2 && s.key == "taskId":
+			tasks++
+		case s.depth == 2 && s.key == "cursor":
+			cursors++
+		}
+	}
+	if tasks > 1 || cursors > 1 {
+		return nil, false, false // which one is params' cannot be told here
+	}
 	var rep []span
 	var with []string
 	for _, s := range spans {
-		if s.key != "taskId" && s.key != "cursor" {
-			continue // the message's own members
+		if s.depth != 2 {
+			continue
 		}
 		h := string(body[s.start:s.end])
 		var id string
 		switch {
-		case s.key == "taskId" && strings.HasPrefix(h, handlePrefix):
+		case s.key == "taskId" && x.call.HasTaskID && strings.HasPrefix(h, handlePrefix):
 			var good bool
 			if id, good = x.s.handles.open(kindTask, x.principal, h); !good {
 				return body, false, true
 			}
-		case s.key == "cursor" && cursor && s.depth == 2: // params.cursor
+		case s.key == "cursor" && cursor: // params.cursor
 			var good bool
 			if id, good = x.s.handles.openIn(kindCursor, x.principal, x.sid, h); !good {
 				return body, false, true
@@ -520,7 +549,8 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	if !readable {
 		return nil, false, false
 	}
-	var id []byte
+	var id, method []byte
+	var result span
 	hasResult, hasError, hasMethod := false, false, false
 	for _, s := range spans {
 		if s.depth != 1 {
@@ -534,10 +564,14 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			}
 		case "result":
 			hasResult = true
+			result = s
 		case "error":
 			hasError = true
 		case "method":
 			hasMethod = s.end > s.start+2 && data[s.start] == '"' // a non-empty string
+			if hasMethod {
+				method = data[s.start+1 : s.end-1]
+			}
 		}
 	}
 	if !hasMethod && (hasResult || hasError) {
@@ -550,9 +584,12 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 		x.settle(hasResult)
 	}
+	// Statuses are read only where the server states them (observe): at
+	// depth 2, in the answer's result or the notification's params.
+	source := hasMethod && statusNotice(string(method)) || !hasMethod && hasResult && !hasError && statusAnswer(x.call.Method)
 	statusOf := func(obj int) (string, bool) {
 		for _, s := range spans {
-			if s.key == "status" && s.obj == obj && s.depth > 1 {
+			if s.key == "status" && s.obj == obj && s.depth == 2 {
 				return string(data[s.start:s.end]), true
 			}
 		}
@@ -568,7 +605,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if x.ownHandle(tid) {
 			continue
 		}
-		if st, ok := statusOf(s.obj); ok {
+		if st, ok := statusOf(s.obj); ok && source && s.depth == 2 && (hasMethod || tid == x.taskID && s.start > result.start && s.end < objectEnd(data, result.start)) {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
@@ -580,6 +617,31 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		return data, true, true
 	}
 	return splice(data, rep, with), true, true
+}
+
+// objectEnd returns the index just past the object or array of valid JSON
+// starting at b[i], or -1.
+func objectEnd(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			e, _ := stringEnd(b, i+1)
+			if e < 0 {
+				return -1
+			}
+			i = e
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+		i++
+	}
+	return -1
 }
 
 func hasKey(spans []span, key string) bool {
@@ -731,13 +793,13 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		return data, true
 	}
 	foreign := false
+	if answer || method != "" {
+		x.observe(msg, method)
+	}
 	walk(msg, func(obj map[string]any) {
 		id, ok := obj["taskId"].(string)
 		if !ok || x.ownHandle(id) {
 			return
-		}
-		if st, ok := obj["status"].(string); ok {
-			x.s.enforcer.TaskObserved(id, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
 			obj["taskId"] = x.seal(kindTask, id)
@@ -756,6 +818,47 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		return data, true
 	}
 	return encode(msg), true
+}
+
+// observe records the status of a task where the server states it: the
+// params of a task status notification, or the result answering the
+// caller's tasks/get (or cancel, pause, resume) about the task it named.
+// A taskId and status anywhere else (a tool's output, which may echo what
+// the caller sent) say nothing about a task. tasks/list items are read by
+// learn, created tasks by learn and learnRelated.
+func (x *exchange) observe(msg map[string]any, method string) {
+	var obj map[string]any
+	switch {
+	case statusNotice(method):
+		obj, _ = msg["params"].(map[string]any)
+	case method == "" && statusAnswer(x.call.Method):
+		obj, _ = msg["result"].(map[string]any)
+		if id, _ := obj["taskId"].(string); id != x.taskID {
+			return
+		}
+	}
+	id, _ := obj["taskId"].(string)
+	st, _ := obj["status"].(string)
+	if id != "" && st != "" && !strings.HasPrefix(id, handlePrefix) {
+		x.s.enforcer.TaskObserved(id, st)
+	}
+}
+
+// statusNotice reports whether notifications of method state a task's
+// status in their params (2025-11-25 and SEP-2669; the 2026-07-28
+// extension).
+func statusNotice(method string) bool {
+	return method == mcprules.NotifyStatus || method == mcprules.NotifyTasks
+}
+
+// statusAnswer reports whether the result answering method is the task its
+// params.taskId named, with its status.
+func statusAnswer(method string) bool {
+	switch method {
+	case mcprules.MethodGet, mcprules.MethodCancel, mcprules.MethodPause, mcprules.MethodResume:
+		return true
+	}
+	return false
 }
 
 // learn reads the result answering the caller's request; it reports whether
@@ -806,6 +909,9 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			m, _ := t.(map[string]any)
 			id := ids[i]
 			owner, known := owners[i], owners[i] != ""
+			if st, _ := m["status"].(string); known && st != "" {
+				e.TaskObserved(id, st)
+			}
 			if !known && id != "" && !e.SharesTasks() {
 				// A task no answer named: one a plain call made
 				// (implicitCalls). With a shared store, calls made

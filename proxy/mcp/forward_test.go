@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -134,8 +135,11 @@ func TestToUpstream(t *testing.T) {
 			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
 		{"own handle, escaped", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + escaped + `"}}`,
 			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
-		{"own handles everywhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + rt + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"t-a"}],"message":"m","taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handles in every place, and elsewhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + rt + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"` + mine + `"}],"message":"m","taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handle in a tool's arguments stays a handle", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"taskId":"` + mine + `","status":"input_required"}}}`, "", "", refuseNone},
+		{"a taskId member beside params", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `"},"x":{"taskId":"` + other + `"}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"},"x":{"taskId":"` + other + `"}}`, "t-a", refuseNone},
 		{"raw id with an own handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-b","_meta":{"` + rt + `":{"taskId":"` + mine + `"}}}}`, "", "", refuseTask},
 		{"own handle with a raw id in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + mine + `","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
 		{"raw related task on tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
@@ -153,7 +157,9 @@ func TestToUpstream(t *testing.T) {
 		{"no HTML escaping", `{"jsonrpc":"2.0","id":"<&>","method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
 			`{"id":"<&>","jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
 		{"another principal's handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + bobs + `"}}`, "", "", refuseTask},
-		{"another principal's handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`, "", "", refuseTask},
+		{"another principal's handle outside the places", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"_meta":{"x":{"taskId":"` + bobs + `"}},"taskId":"t-a"}}`, "t-a", refuseNone},
+		{"another principal's related task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"` + rt + `":{"taskId":"` + bobs + `"}}}}`, "", "", refuseTask},
 		{"a session handle as a task's", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + session + `"}}`, "", "", refuseTask},
 		{"a garbled handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.zz"}}`, "", "", refuseTask},
 		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["` + mine + `"]}`, "", "", refuseNone},
@@ -305,6 +311,65 @@ func TestFromUpstreamLearns(t *testing.T) {
 			t.Fatalf("pause of a paused task: %+v %v", d, err)
 		}
 	})
+}
+
+// TestStatusSources: a task's status is read only where the server states
+// it, on the fast and the decoding path alike; a taskId and status a tool
+// echoes, or any other nested pair, changes nothing.
+func TestStatusSources(t *testing.T) {
+	s := unitServer(t)
+	e := s.enforcer
+	get := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"h"}}`
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	tests := []struct {
+		name     string
+		request  string
+		data     string // TASK is the task's upstream ID
+		observed bool
+	}{
+		{"tasks/get answer", get, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK","status":"paused"}}`, true},
+		{"tasks/get answer about another task", get, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK-other","status":"paused"},"x":{"taskId":"TASK","status":"paused"}}`, false},
+		{"tasks/get error", get, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"a tool's echo", call, `{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"a tool's echo at the result's top", call, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK","status":"paused"}}`, false},
+		{"status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"2026 tasks notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"nested in a status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK-other","status":"working","x":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"another notification", call, `{"jsonrpc":"2.0","method":"notifications/message","params":{"taskId":"TASK","status":"paused"}}`, false},
+		{"a log message's data", call, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"tasks/list item", `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`, `{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"TASK","status":"paused"}]}}`, true},
+	}
+	n := 0
+	for _, tc := range tests {
+		for _, path := range []string{"fast", "decoded"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				n++
+				id := fmt.Sprintf("st-%d", n)
+				e.TaskCreated(id, alice, mcprules.StatusWorking)
+				e.TaskCreated(id+"-other", alice, mcprules.StatusWorking)
+				x := exchangeFor(t, s, alice, tc.request)
+				x.taskID = id
+				data := []byte(strings.ReplaceAll(tc.data, "TASK", id))
+				if path == "fast" {
+					x.fromUpstream(data)
+				} else {
+					x.fromUpstreamDecoded(data)
+				}
+				// resume is allowed from paused only.
+				d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
+					Principal: authn.Principal{ID: alice}, TaskID: id, Owner: true,
+					Call: mcprules.Call{Kind: mcprules.KindRequest, Method: mcprules.MethodResume, HasTaskID: true, TaskID: "h"},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Settle(false)
+				if d.Allow != tc.observed {
+					t.Fatalf("status paused observed = %v, want %v", d.Allow, tc.observed)
+				}
+			})
+		}
+	}
 }
 
 func TestFromUpstreamSettles(t *testing.T) {

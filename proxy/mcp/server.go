@@ -408,6 +408,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			x.decision = &d
 		}
 	}
+	x.taskID = owner
 	s.forward(w, r, x, body, name)
 }
 

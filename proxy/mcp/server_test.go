@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -637,6 +638,31 @@ func TestSteerBoundAndSettle(t *testing.T) {
 	h.do(t, http.MethodGet, "/mcp", alice, "", nil)
 	if r := steer("again"); r.errCode(t) != 0 {
 		t.Fatalf("%s", r.body)
+	}
+}
+
+// TestEchoedStatusIgnored: a tool that echoes {"taskId": <the caller's
+// handle>, "status": ...} neither reaches the server with the task's
+// upstream ID nor passes for a status change that resets the steer bound.
+func TestEchoedStatusIgnored(t *testing.T) {
+	h := newHarness(t, Config{MaxSteerQueue: 2})
+	handle := h.createTask(t, alice)
+	steer := rpc("s", "tasks/steer", map[string]any{"taskId": handle, "message": "m"})
+	for i := range 6 {
+		h.post(t, alice, steer, nil)
+		st := []string{mcprules.StatusInputRequired, mcprules.StatusWorking}[i%2]
+		r := h.post(t, alice, rpc(3, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"taskId": handle, "status": st}}), nil)
+		if got := r.result(t)["structuredContent"]; !reflect.DeepEqual(got, map[string]any{"taskId": handle, "status": st}) {
+			t.Fatalf("echo: %s", r.body)
+		}
+	}
+	if n := len(h.up.received("tasks/steer")); n != 2 {
+		t.Fatalf("the server got %d steers, want the bound of 2", n)
+	}
+	for _, c := range h.up.received("tools/call") {
+		if args, _ := c.params["arguments"].(map[string]any); c.params["name"] == "echo" && args["taskId"] != handle {
+			t.Fatalf("the tool got %v, want the handle as sent", args)
+		}
 	}
 }
 
