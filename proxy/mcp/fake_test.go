@@ -264,11 +264,18 @@ var sharedPolicies = sync.OnceValues(func() (*policies.Engine, error) {
 
 func newEnforcer(t testing.TB) *proxy.Enforcer {
 	t.Helper()
+	return newEnforcerFor(t, authn.MethodDev)
+}
+
+// newEnforcerFor is an Enforcer with the default policies that
+// authenticates with one method.
+func newEnforcerFor(t testing.TB, m authn.Method) *proxy.Enforcer {
+	t.Helper()
 	pe, err := sharedPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	a, err := authn.New(authn.Config{Mode: authn.Methods{m}, Insecure: true}, authn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

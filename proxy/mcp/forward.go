@@ -45,7 +45,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.Outbound(out, r, x.strip, "Authorization", "X-Macp-Token")
+	relay.Outbound(out, r, x.strip, credentialHeaders...)
 	if body != nil {
 		out.ContentLength = int64(len(body))
 	} else {
@@ -135,6 +135,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 }
 
+// credentialHeaders are the headers a client's credential travels in.
+var credentialHeaders = []string{"Authorization", "X-Macp-Token"}
+
 // responseLimit is what a caller reads when an answer is over the bound.
 func (s *Server) responseLimit() string {
 	return fmt.Sprintf("the MCP server's answer exceeds Warden's limit mcp.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)
@@ -186,9 +189,9 @@ func (x *exchange) eventID(id []byte) []byte {
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
-// taskSupport) upstream with the caller's credentials, session and protocol
-// version, and returns the result.
-func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
+// taskSupport) upstream with the caller's credentials (none with strip, as
+// forward sends none), session and protocol version, and returns the result.
+func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
 	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
 	}
@@ -201,11 +204,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"Authorization", "Mcp-Protocol-Version"} {
-		if v := r.Header.Get(k); v != "" {
-			out.Header.Set(k, v)
-		}
-	}
+	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
 	out.Host = r.Host
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
@@ -262,8 +261,8 @@ func metaOf(params json.RawMessage) json.RawMessage {
 }
 
 // readStatus asks the upstream for a task's status (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, id string) (string, error) {
-	res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (string, error) {
+	res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
 		return "", err
 	}
@@ -273,7 +272,7 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, ca
 
 // taskSupport returns a tool's execution.taskSupport, learned from tools/list
 // responses or, for a tool not seen yet, read with tools/list.
-func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, tool string) string {
+func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, tool string) string {
 	if tool == "" {
 		return ""
 	}
@@ -289,7 +288,7 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, c
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodToolsList, params)
+		res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodToolsList, params)
 		if err != nil || res == nil {
 			s.log.Debug("could not read tools/list for taskSupport", "tool", tool, "err", err)
 			break

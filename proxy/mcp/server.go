@@ -382,11 +382,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				name = owner
 			}
 			req.Status = func(ctx context.Context) (string, error) {
-				return s.readStatus(ctx, r, sid, call.Params, owner)
+				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
 			}
 		}
 		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
-			req.Support = s.taskSupport(r.Context(), r, sid, call.Params, call.Tool)
+			req.Support = s.taskSupport(r.Context(), r, x.strip, sid, call.Params, call.Tool)
 			x.support = req.Support
 		}
 		// Every message whose routing headers disagree with its body, or
