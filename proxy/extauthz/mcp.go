@@ -70,6 +70,10 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyJSONRPC(400, nil, c, msg, d.ID)
 	}
+	if v := mcprules.CheckKind(call); !v.OK() {
+		d := s.enf.Refuse("mcp", principal.ID, "", v)
+		return denyJSONRPC(400, nil, mcprules.ErrInvalidRequest, v.Detail, d.ID)
+	}
 	name, hasName := hdr["mcp-name"]
 	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})
 	if v.OK() && !(call.Kind == mcprules.KindRequest && mcprules.Decided(call.Method)) {

@@ -94,6 +94,11 @@ func TestMCPThroughCheck(t *testing.T) {
 		{"Mcp-Name missing on 2025-11-25", "POST", get, map[string]string{"mcp-name": "", "mcp-protocol-version": "2025-11-25"}, true, 0, ""},
 		{"Mcp-Method mismatch", "POST", get, map[string]string{"mcp-method": "tools/call"}, false, 400, `"code":-32020`},
 		{"steer over the bound", "POST", `{"jsonrpc":"2.0","id":4,"method":"tasks/steer","params":{"taskId":"abc","message":"` + strings.Repeat("x", 17<<10) + `"}}`, nil, false, 200, `"id":4,"error":{"code":-32602`},
+		{"steer without an id, over the bound", "POST", `{"jsonrpc":"2.0","method":"tasks/steer","params":{"taskId":"abc","message":"` + strings.Repeat("x", 17<<10) + `"}}`, nil, false, 400, "tasks/steer is a request and needs an id"},
+		{"cancel without an id", "POST", `{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"abc"}}`, nil, false, 400, `"code":-32600`},
+		{"tools/call without an id", "POST", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, map[string]string{"mcp-name": "", "mcp-method": ""}, false, 400, "needs an id"},
+		{"tasks/list without an id", "POST", `{"jsonrpc":"2.0","method":"tasks/list"}`, map[string]string{"mcp-name": "", "mcp-method": ""}, false, 400, "needs an id"},
+		{"a notification", "POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"mcp-name": "", "mcp-method": ""}, true, 0, ""},
 		{"steer within the bound", "POST", `{"jsonrpc":"2.0","id":4,"method":"tasks/steer","params":{"taskId":"abc","message":"focus"}}`, nil, true, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -342,10 +342,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		return
 	}
 	x.call = call
-	if decided(call.Method) && call.Kind == mcprules.KindNotification {
-		// A task method, tools/call or tasks/list without an id would not
-		// be decided; the upstream may still act on it.
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: "+call.Method+" is a request and needs an id")
+	if v := mcprules.CheckKind(call); !v.OK() {
+		s.refuse(w, p.ID, v.Code, v.Reason, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, v.Detail)
 		return
 	}
 	// Every place a handle belongs (params.taskId, related-task metadata,

@@ -503,6 +503,16 @@ func Decided(method string) bool {
 	return TaskMethod(method) || method == MethodToolsCall || method == MethodList
 }
 
+// CheckKind refuses a decided method (Decided) sent without an id: as a
+// notification it would not be decided, while the server may still act on
+// it. The one check both MCP adapters make before deciding.
+func CheckKind(c Call) rules.Verdict {
+	if c.Kind == KindNotification && Decided(c.Method) {
+		return rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: " + c.Method + " is a request and needs an id"}
+	}
+	return rules.Verdict{}
+}
+
 // RoleOwnershipUnknown is the role an adapter that cannot know a task's
 // owner (ext_authz, which never sees the create response) gives the caller
 // of a task method: the default policy does not refuse for ownership, and

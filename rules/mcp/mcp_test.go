@@ -724,3 +724,28 @@ func TestCheckHTTPMethod(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckKind(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		refused bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t","message":"m"}}`, false},
+		{`{"jsonrpc":"2.0","method":"tasks/steer","params":{"taskId":"t","message":"m"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"t"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tasks/list"}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t","status":"working"}}`, false},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false},
+	} {
+		c, err := Parse([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := CheckKind(c)
+		if v.OK() == tc.refused || tc.refused && (v.Code != rules.CodeInvalidRequest || !strings.Contains(v.Detail, "needs an id")) {
+			t.Errorf("CheckKind(%s) = %+v, refused want %v", tc.body, v, tc.refused)
+		}
+	}
+}
