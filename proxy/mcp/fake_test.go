@@ -46,6 +46,11 @@ type fakeUpstream struct {
 	refuse bool
 	// bigAnswer makes tools/call "big" answer with this many bytes.
 	bigAnswer int
+	// failList makes tools/list answer HTTP 500 without a body.
+	failList bool
+	// toolsFor is the one-page tool list of a caller (by Authorization),
+	// instead of fakeTools.
+	toolsFor map[string][]map[string]any
 }
 
 func newFakeUpstream() *fakeUpstream { return &fakeUpstream{tasks: map[string]string{}} }
@@ -163,6 +168,14 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Mcp-Session-Id", fmt.Sprintf("up-sess-%d", u.sessions))
 		answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tasks": map[string]any{"list": map[string]any{}}}})
 	case mcprules.MethodToolsList:
+		if u.failList {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if tools, ok := u.toolsFor[r.Header.Get("Authorization")]; ok {
+			answer(map[string]any{"tools": tools})
+			return
+		}
 		page := 0
 		if c, _ := params["cursor"].(string); c == "2" {
 			page = 1

@@ -270,63 +270,73 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, si
 	return st, nil
 }
 
-// taskSupport returns a tool's execution.taskSupport, learned from tools/list
-// responses or, for a tool not seen yet, read with tools/list.
-func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, tool string) string {
+// toolKey names a tool as one principal sees it in one upstream session: a
+// server may list other tools, or the same tool with another taskSupport,
+// to another session or caller.
+type toolKey struct{ principal, sid, name string }
+
+// errUnlisted says the server's complete tools/list does not name a tool.
+var errUnlisted = errors.New("the tool is not in the server's tools/list")
+
+// maxToolPages bounds the tools/list pages Warden reads for one tool.
+const maxToolPages = 10
+
+// taskSupport returns a tool's execution.taskSupport in the caller's
+// session, learned from tools/list answers or, for a tool not seen yet, read
+// with tools/list. An error means it could not be learned: errUnlisted, or
+// the list could not be read whole.
+func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, tool string) (string, error) {
 	if tool == "" {
-		return ""
+		return "", nil // no tool: the server answers invalid params
 	}
-	s.mu.Lock()
-	v, ok := s.tools[tool]
-	s.mu.Unlock()
-	if ok {
-		return v
+	if v, ok := s.tools.Get(toolKey{principal, sid, tool}); ok {
+		return v, nil
 	}
 	cursor := ""
-	for page := 0; page < 10; page++ {
+	for range maxToolPages {
 		params := map[string]any{}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
 		res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodToolsList, params)
-		if err != nil || res == nil {
-			s.log.Debug("could not read tools/list for taskSupport", "tool", tool, "err", err)
-			break
+		if err == nil && res == nil {
+			err = errors.New("an error answer")
 		}
-		s.learnTools(res)
-		cursor, _ = res["nextCursor"].(string)
-		if cursor == "" {
-			break
+		if err != nil {
+			return "", fmt.Errorf("tools/list for taskSupport: %w", err)
+		}
+		if v, found := s.learnTools(principal, sid, res, tool); found {
+			return v, nil
+		}
+		if cursor, _ = res["nextCursor"].(string); cursor == "" {
+			return "", errUnlisted
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tools[tool]
+	return "", fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
 }
 
 // learnTools records execution.taskSupport of every listed tool (absent
-// means forbidden).
-func (s *Server) learnTools(result map[string]any) {
+// means forbidden) for the principal's session, and returns want's.
+func (s *Server) learnTools(principal, sid string, result map[string]any, want string) (support string, found bool) {
 	tools, _ := result["tools"].([]any)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, t := range tools {
 		m, _ := t.(map[string]any)
 		name, _ := m["name"].(string)
 		if name == "" {
 			continue
 		}
-		support := mcprules.SupportForbidden
+		v := mcprules.SupportForbidden
 		if ex, ok := m["execution"].(map[string]any); ok {
-			if v, ok := ex["taskSupport"].(string); ok && v != "" {
-				support = v
+			if ts, ok := ex["taskSupport"].(string); ok && ts != "" {
+				v = ts
 			}
 		}
-		if _, known := s.tools[name]; !known && len(s.tools) >= maxTools {
-			continue
+		s.tools.Add(toolKey{principal, sid, name}, v)
+		if name == want {
+			support, found = v, true
 		}
-		s.tools[name] = support
 	}
+	return support, found
 }
 
 // exchange is one request and its answer, seen by one principal in one
@@ -867,7 +877,7 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 	e := x.s.enforcer
 	switch x.call.Method {
 	case mcprules.MethodToolsList:
-		x.s.learnTools(res)
+		x.s.learnTools(x.principal, x.sid, res, "")
 	case mcprules.MethodToolsCall:
 		task, _ := res["task"].(map[string]any) // 2025-11-25: {task: Task}
 		if task == nil && res["resultType"] == "task" {

@@ -47,8 +47,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -87,7 +88,7 @@ const (
 	DefaultMaxSteerBytes    = 16 << 10
 	DefaultMaxSteerQueue    = 32
 	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
-	maxTools                = 4096
+	maxTools                = 16384 // taskSupport entries (principal, session, tool) remembered
 )
 
 // Validate checks the configuration.
@@ -130,8 +131,7 @@ type Server struct {
 
 	implicit *implicitCalls
 
-	mu    sync.Mutex
-	tools map[string]string // tool name -> execution.taskSupport
+	tools *lru.Cache[toolKey, string] // execution.taskSupport
 }
 
 // New builds the sidecar. key binds handles to principals (see LoadKey);
@@ -157,7 +157,11 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: map[string]string{}, implicit: newImplicitCalls()}, nil
+	tools, err := lru.New[toolKey, string](maxTools)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls()}, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
@@ -384,8 +388,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			}
 		}
 		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
-			req.Support = s.taskSupport(r.Context(), r, x.strip, sid, call.Params, call.Tool)
-			x.support = req.Support
+			support, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
+			if err != nil {
+				// Fail closed: whether the call may run as it asks cannot
+				// be told.
+				s.log.Warn("could not learn a tool's taskSupport; refusing the call", "tool", call.Tool, "principal", p.ID, "err", err)
+				req.Refused = mcprules.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
+			}
+			req.Support, x.support = support, support
 		}
 		// Every message whose routing headers disagree with its body, or
 		// that names a task or cursor not the caller's, is refused; the

@@ -543,7 +543,7 @@ func TestTaskSupport(t *testing.T) {
 		{"required tool without a task", "must", false, mcprules.ErrMethodNotFound},
 		{"required tool with a task", "must", true, 0},
 		{"optional tool with a task", "slow", true, 0},
-		{"unknown tool: the upstream decides", "ghost", true, 0},
+		{"tool the server does not list", "ghost", true, mcprules.ErrInvalidParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -565,10 +565,11 @@ func TestTaskSupport(t *testing.T) {
 			}
 		})
 	}
-	// Warden read both pages once, for the first tool, and once more for the
-	// unknown one; every sub-request is its own.
+	// Warden read the first page for the first tool, both pages for the
+	// first tool of the second, and both again for the unlisted one; every
+	// sub-request is its own.
 	lists := h.up.received("tools/list")
-	if len(lists) != 4 {
+	if len(lists) != 5 {
 		t.Fatalf("upstream saw %d tools/list", len(lists))
 	}
 	for _, c := range lists {
@@ -576,8 +577,42 @@ func TestTaskSupport(t *testing.T) {
 			t.Fatalf("sub-request id %s", c.id)
 		}
 	}
-	if c, _ := lists[1].params["cursor"].(string); c != "2" {
-		t.Fatalf("second page cursor %v", lists[1].params)
+	if c, _ := lists[2].params["cursor"].(string); c != "2" {
+		t.Fatalf("second page cursor %v", lists[2].params)
+	}
+}
+
+// TestTaskSupportUnknown: a tools/call whose tool's taskSupport cannot be
+// learned is refused, never forwarded; and a tool's taskSupport is the one
+// listed to the caller, not to another principal.
+func TestTaskSupportUnknown(t *testing.T) {
+	h := newHarness(t, Config{})
+	call := func(who, tool string) reply {
+		return h.post(t, who, rpc("x", "tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "task": map[string]any{}}), nil)
+	}
+	h.up.configure(func(u *fakeUpstream) { u.failList = true })
+	r := call(alice, "slow")
+	if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcprules.ErrInternal || !strings.Contains(r.errMessage(t), `"slow"`) {
+		t.Fatalf("tools/list failing: HTTP %d %s", r.status, r.body)
+	}
+	// Bob's server lists "fast" as optional, alice's as forbidden.
+	h.up.configure(func(u *fakeUpstream) {
+		u.failList = false
+		u.toolsFor = map[string][]map[string]any{
+			"Bearer bob": {{"name": "fast", "execution": map[string]any{"taskSupport": "optional"}}},
+		}
+	})
+	if r := h.post(t, bob, rpc(1, "tools/list", map[string]any{}), nil); len(r.result(t)["tools"].([]any)) != 1 {
+		t.Fatalf("bob's tools/list: %s", r.body)
+	}
+	if r := call(bob, "fast"); r.errCode(t) != 0 {
+		t.Fatalf("bob's task call of his optional tool: %s", r.body)
+	}
+	if r := call(alice, "fast"); r.errCode(t) != mcprules.ErrMethodNotFound {
+		t.Fatalf("alice's task call of her forbidden tool: %s", r.body)
+	}
+	if n := len(h.up.received("tools/call")); n != 1 {
+		t.Fatalf("the server ran %d tools/call, want bob's only", n)
 	}
 }
 

@@ -448,6 +448,19 @@ func Check(r Request) rules.Verdict {
 	return rules.Verdict{}
 }
 
+// UnknownSupport is the verdict on a tools/call whose tool's taskSupport
+// an adapter that checks it could not learn: refused, as Warden cannot tell
+// whether the call may run as it asks. unlisted says the server's complete
+// tools/list does not name the tool (the server would not run it either);
+// otherwise the list could not be read (an error, too many pages).
+func UnknownSupport(tool string, unlisted bool) rules.Verdict {
+	if unlisted {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonTaskSupport, Detail: "Unknown tool: " + strconv.Quote(tool) + " is not in the MCP server's tools/list"}
+	}
+	return rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonTaskSupport,
+		Detail: "Warden could not read the taskSupport of tool " + strconv.Quote(tool) + " from the MCP server's tools/list; retry later"}
+}
+
 // Answer is how a refusal reads on the wire: the HTTP status, the JSON-RPC
 // error code and the message. A task that is not the caller's reads exactly
 // as an unknown one.

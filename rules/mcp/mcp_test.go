@@ -749,3 +749,21 @@ func TestCheckKind(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownSupport(t *testing.T) {
+	for _, tc := range []struct {
+		unlisted  bool
+		status    int
+		code      int
+		inMessage string
+	}{
+		{true, 200, ErrInvalidParams, `Unknown tool: "t"`},
+		{false, 503, ErrInternal, `taskSupport of tool "t"`},
+	} {
+		v := UnknownSupport("t", tc.unlisted)
+		status, code, msg := Answer(v.Code, v.Detail)
+		if v.OK() || v.Reason != rules.ReasonTaskSupport || status != tc.status || code != tc.code || !strings.Contains(msg, tc.inMessage) {
+			t.Errorf("UnknownSupport(unlisted %v) = %+v, reads %d %d %q", tc.unlisted, v, status, code, msg)
+		}
+	}
+}
