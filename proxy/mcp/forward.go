@@ -396,8 +396,9 @@ const (
 // replaces the caller's handles with the upstream IDs. The places are read
 // by Parse after JSON decoding (so "wt2\u002e..." is a handle like any
 // other): params.taskId, the related-task _meta (params, or result of a
-// client's answer), and tasks/list's params.cursor; in a request each must
-// hold a valid handle of the caller, anything else (a raw upstream ID,
+// client's answer), tasks/list's params.cursor and subscriptions/listen's
+// params.notifications.taskIds; each must hold a valid handle of the
+// caller (params.taskId in a request), anything else (a raw upstream ID,
 // another principal's handle) is refused. Nothing else is rewritten: a
 // handle elsewhere (a tool's arguments) reaches the server as the opaque
 // string it is, so a tool never learns a task's upstream ID to echo back.
@@ -424,7 +425,12 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 			return body, "", refuseCursor
 		}
 	}
-	if !c.HasTaskID && !c.HasRelatedTask && !cursor {
+	for _, t := range c.TaskIDs {
+		if _, ok := h.open(kindTask, x.principal, t); !ok {
+			return body, "", refuseTask
+		}
+	}
+	if !c.HasTaskID && !c.HasRelatedTask && !cursor && !c.HasTaskIDs {
 		return body, "", refuseNone
 	}
 	out, ok, done := x.toUpstreamFast(body, cursor)
@@ -453,6 +459,16 @@ func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok b
 	}
 	if !ok {
 		return body, false
+	}
+	n, _ := p["notifications"].(map[string]any)
+	ids, _ := n["taskIds"].([]any)
+	for i, v := range ids {
+		h, _ := v.(string)
+		id, good := x.s.handles.open(kindTask, x.principal, h)
+		if !good {
+			return body, false
+		}
+		ids[i] = id
 	}
 	if c, isStr := p["cursor"].(string); isStr && cursor {
 		id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
@@ -485,7 +501,7 @@ func (x *exchange) openTask(obj map[string]any) bool {
 // at that depth, an escape in a key or a handle, an upstream ID that would
 // need escaping).
 func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, done bool) {
-	if x.call.HasRelatedTask {
+	if x.call.HasRelatedTask || x.call.HasTaskIDs {
 		return nil, false, false
 	}
 	spans, readable := scanStrings(body, "taskId", "cursor")
@@ -551,8 +567,8 @@ func plainString(s string) bool {
 // tools/call and tasks/list) and name only the caller's tasks. done is false
 // when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
-	if !json.Valid(data) {
-		return nil, false, false
+	if !json.Valid(data) || bytes.Contains(data, []byte(`"taskIds"`)) {
+		return nil, false, false // taskIds (a listen acknowledgement) is an array
 	}
 	spans, readable := scanStrings(data, "taskId", "status")
 	if !readable {
@@ -798,24 +814,37 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			}
 		}
 	}
-	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && bytes.IndexByte(data, '\\') < 0 {
+	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
 		return data, true
 	}
 	foreign := false
 	if answer || method != "" {
 		x.observe(msg, method)
 	}
-	walk(msg, func(obj map[string]any) {
-		id, ok := obj["taskId"].(string)
-		if !ok || x.ownHandle(id) {
-			return
+	// mine replaces a task ID with the caller's handle; it is false for a
+	// task that is someone else's or unknown: not for this caller.
+	mine := func(id string) (string, bool) {
+		if x.ownHandle(id) {
+			return id, true
 		}
 		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
-			obj["taskId"] = x.seal(kindTask, id)
 			changed = true
-			return
+			return x.seal(kindTask, id), true
 		}
-		foreign = true // someone else's (or an unknown) task: not for this caller
+		return id, false
+	}
+	walk(msg, func(obj map[string]any) {
+		if id, ok := obj["taskId"].(string); ok {
+			h, ok := mine(id)
+			obj["taskId"], foreign = h, foreign || !ok
+		}
+		ids, _ := obj["taskIds"].([]any) // a listen acknowledgement
+		for i, v := range ids {
+			if id, ok := v.(string); ok {
+				h, ok := mine(id)
+				ids[i], foreign = h, foreign || !ok
+			}
+		}
 	})
 	switch {
 	case foreign && answer:

@@ -19,7 +19,8 @@
 // event ids and tasks/list cursors are sealed with XChaCha20-Poly1305 to the
 // principal (event ids and cursors also to the upstream session), so they
 // reveal nothing and open only for their owner. Every place a handle belongs
-// (params.taskId, the related-task _meta, tasks/list's cursor, Mcp-Name,
+// (params.taskId, the related-task _meta, tasks/list's cursor,
+// subscriptions/listen's params.notifications.taskIds, Mcp-Name,
 // Mcp-Session-Id, Last-Event-ID) must hold one of the caller's, read after
 // JSON decoding; anything else is refused as an unknown task (-32602 "Task
 // not found"), an invalid cursor, or (Last-Event-ID) a 400, without asking

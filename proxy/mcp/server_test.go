@@ -701,6 +701,32 @@ func TestEchoedStatusIgnored(t *testing.T) {
 	}
 }
 
+// TestListenTaskIDs: subscriptions/listen reaches the server with the
+// upstream IDs of the caller's handles, and is refused as an unknown task
+// when it names anything else.
+func TestListenTaskIDs(t *testing.T) {
+	h := newHarness(t, Config{})
+	mine, bobs := h.createTask(t, alice), h.createTask(t, bob)
+	listen := func(ids ...string) reply {
+		return h.post(t, alice, rpc(5, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids}}), nil)
+	}
+	for _, ids := range [][]string{{mine, bobs}, {mine, h.upstreamID(t, alice, mine)}, {"made-up"}} {
+		if r := listen(ids...); r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+			t.Fatalf("listen to %v: %s", ids, r.body)
+		}
+	}
+	if n := len(h.up.received("subscriptions/listen")); n != 0 {
+		t.Fatalf("the server got %d refused listens", n)
+	}
+	if r := listen(mine); r.errCode(t) != 0 {
+		t.Fatalf("listen to own task: %s", r.body)
+	}
+	got := h.up.received("subscriptions/listen")
+	if len(got) != 1 || fmt.Sprint(got[0].params["notifications"]) != fmt.Sprint(map[string]any{"taskIds": []any{h.upstreamID(t, alice, mine)}}) {
+		t.Fatalf("the server got %v", got)
+	}
+}
+
 func TestStatusReadAfterRestart(t *testing.T) {
 	for _, sse := range []bool{false, true} {
 		name := "json"

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -37,6 +38,12 @@ const (
 
 	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
 	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
+
+	// MethodListen subscribes to notifications, tasks' among them
+	// (params.notifications.taskIds, 2026-07-28 tasks extension); the
+	// server's acknowledgement names the task IDs it agreed to.
+	MethodListen       = "subscriptions/listen"
+	NotifyAcknowledged = "notifications/subscriptions/acknowledged"
 )
 
 // Task statuses; paused is SEP-2669's.
@@ -133,6 +140,10 @@ type Call struct {
 	// Cursor is params.cursor (tasks/list pages through it).
 	Cursor    string
 	HasCursor bool
+	// TaskIDs is params.notifications.taskIds (subscriptions/listen), each
+	// a string; HasTaskIDs is false when absent.
+	TaskIDs    []string
+	HasTaskIDs bool
 }
 
 // The JSON-RPC envelope is rules/jsonrpc's; MCP reads it under these names.
@@ -177,7 +188,8 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications"}
+	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
 )
@@ -289,7 +301,36 @@ func Parse(body []byte) (Call, error) {
 	} else {
 		c.SteerBytes = len(p["message"])
 	}
+	if err := c.readTaskIDs(p["notifications"]); err != nil {
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.notifications: " + err.Error()}
+	}
 	return c, nil
+}
+
+// readTaskIDs reads params.notifications.taskIds: an array of strings.
+func (c *Call) readTaskIDs(raw json.RawMessage) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	n, err := members(raw, notifyNames)
+	if err != nil {
+		return err
+	}
+	ids, ok := n["taskIds"]
+	if !ok {
+		return nil
+	}
+	var list []json.RawMessage
+	if len(ids) == 0 || ids[0] != '[' || json.Unmarshal(ids, &list) != nil {
+		return errors.New("taskIds must be an array of strings")
+	}
+	c.TaskIDs, c.HasTaskIDs = make([]string, len(list)), true
+	for i, v := range list {
+		if c.TaskIDs[i], ok = str(v); !ok {
+			return errors.New("taskIds must be an array of strings")
+		}
+	}
+	return nil
 }
 
 func (c *Call) readParams() (map[string]json.RawMessage, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ type parseCase struct {
 	params        string // raw params, checked when not ""
 	related       string // params._meta related-task taskId
 	cursor        string
+	taskIDs       []string // params.notifications.taskIds; nil: absent
 }
 
 var parseCases = []parseCase{
@@ -48,6 +50,18 @@ var parseCases = []parseCase{
 	{name: "trailing whitespace", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n  ", kind: KindRequest, id: `1`, method: "ping"},
 	{name: "fields in any order", body: `{"params":{"taskId":"t9"},"method":"tasks/cancel","id":2,"jsonrpc":"2.0"}`,
 		kind: KindRequest, id: `2`, method: MethodCancel, taskID: "t9", hasTaskID: true},
+
+	// subscriptions/listen names tasks in params.notifications.taskIds.
+	{name: "listen to tasks", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a","\u0062"]}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen, taskIDs: []string{"a", "b"}},
+	{name: "listen to no task", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[]}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen, taskIDs: []string{}},
+	{name: "listen without taskIds", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"other":true}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen},
+	{name: "taskIds not an array", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":"a"}}}`, code: ErrInvalidRequest},
+	{name: "taskIds holding a number", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a",1]}}}`, code: ErrInvalidRequest},
+	{name: "taskIds in another case", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"TaskIds":["a"]}}}`, code: ErrInvalidRequest},
+	{name: "notifications in another case", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"Notifications":{"taskIds":["a"]}}}`, code: ErrInvalidRequest},
 
 	// Notifications: no id, or a null id.
 	{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, kind: KindNotification, method: "notifications/initialized"},
@@ -243,6 +257,9 @@ func TestParse(t *testing.T) {
 			}
 			if c.Cursor != tc.cursor || c.HasCursor != (tc.cursor != "") {
 				t.Errorf("Cursor = %q/%v, want %q", c.Cursor, c.HasCursor, tc.cursor)
+			}
+			if c.HasTaskIDs != (tc.taskIDs != nil) || !slices.Equal(c.TaskIDs, tc.taskIDs) {
+				t.Errorf("TaskIDs = %q/%v, want %q", c.TaskIDs, c.HasTaskIDs, tc.taskIDs)
 			}
 		})
 	}
@@ -661,6 +678,9 @@ type goParams struct {
 			TaskID string `json:"taskId"`
 		} `json:"io.modelcontextprotocol/related-task"`
 	} `json:"_meta"`
+	Notifications struct {
+		TaskIDs []string `json:"taskIds"`
+	} `json:"notifications"`
 }
 
 // FuzzParseAgreesWithEncodingJSON: for every message Parse accepts, a Go
@@ -675,6 +695,7 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"ping","Method":"tasks/cancel","params":{"taskId":"t"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","ID":9,"method":"tasks/pause","params":{"taskId":"t"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"ta\u017fkId":"t"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"],"ta\u017fkIds":["b"]}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := Parse(body)
 		if err != nil || c.Kind == KindResponse {
@@ -702,6 +723,9 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 		}
 		if (len(p.Task) > 0 && p.Task[0] == '{') != c.TaskRequested {
 			t.Fatalf("params.task: Warden %v, encoding/json %s", c.TaskRequested, p.Task)
+		}
+		if !slices.Equal(p.Notifications.TaskIDs, c.TaskIDs) {
+			t.Fatalf("notifications.taskIds: Warden %q, encoding/json %q", c.TaskIDs, p.Notifications.TaskIDs)
 		}
 		if (p.Meta.Related != nil) != c.HasRelatedTask || (p.Meta.Related != nil && p.Meta.Related.TaskID != c.RelatedTaskID) {
 			t.Fatalf("related task: Warden %q/%v, encoding/json %+v", c.RelatedTaskID, c.HasRelatedTask, p.Meta.Related)
