@@ -27,7 +27,7 @@ const defaultMaxSteerBytes = 16 << 10
 // show here: they need the standalone sidecar.
 func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *authv3.CheckResponse {
 	hdr := h.GetHeaders()
-	if o := hdr["origin"]; !mcprules.OriginAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
+	if o := hdr["origin"]; !mcprules.OriginAllowed(o, s.cfg.AllowedHosts, s.cfg.AllowedOrigins) {
 		msg := "Forbidden: Origin " + o + " is not allowed"
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})
 		return denyJSONRPC(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)

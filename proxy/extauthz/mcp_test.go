@@ -28,7 +28,7 @@ func mcpServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Listen: "unused", MCP: true}, enf, nil)
+	srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, enf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func mcpCheck(method, body string, extra map[string]string) *authv3.CheckRequest
 		}
 	}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-		Method: method, Path: "/mcp", Host: "mcp.local", Protocol: "HTTP/1.1", Headers: headers, RawBody: []byte(body),
+		Method: method, Path: "/mcp", Host: headers[":authority"], Protocol: "HTTP/1.1", Headers: headers, RawBody: []byte(body),
 	}}}}
 }
 
@@ -85,7 +85,8 @@ func TestMCPThroughCheck(t *testing.T) {
 		{"GET stream", "GET", "", nil, true, 0, ""},
 		{"no credentials", "POST", get, map[string]string{"authorization": ""}, false, 401, `"code":-32001`},
 		{"foreign origin", "POST", get, map[string]string{"origin": "http://evil.example"}, false, 403, "Origin"},
-		{"same origin", "POST", get, map[string]string{"origin": "https://mcp.local"}, true, 0, ""},
+		{"an allowed host", "POST", get, map[string]string{"origin": "https://mcp.local"}, true, 0, ""},
+		{"a rebound name as Origin and Host", "POST", get, map[string]string{"origin": "https://rebound.example", ":authority": "rebound.example"}, false, 403, "Origin"},
 		{"broken JSON", "POST", `{"jsonrpc":"2.0","id":3,"method":`, nil, false, 400, `"code":-32700`},
 		{"truncated body", "POST", get[:30], nil, false, 400, "max_request_bytes"},
 		{"batch", "POST", "[" + get + "]", nil, false, 400, `"code":-32600`},

@@ -399,6 +399,9 @@ func (h *harness) do(t testing.TB, method, path, principal, body string, headers
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range headers {
 		req.Header.Set(k, v)
+		if k == "Host" {
+			req.Host = v
+		}
 	}
 	resp, err := h.front.Client().Do(req)
 	if err != nil {

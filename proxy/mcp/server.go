@@ -45,7 +45,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -68,9 +70,16 @@ import (
 // oversized messages are dropped, each logged), and MCP's own.
 type Config struct {
 	listener.HTTPConfig `yaml:",inline"`
-	// AllowedOrigins are the browser origins allowed besides same-origin
-	// requests; a request with any other Origin gets 403.
+	// AllowedOrigins are the browser origins allowed besides those of
+	// AllowedHosts; a request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	// AllowedHosts are the names (host or host:port) this endpoint is served
+	// under that a browser page may call it from as same-origin. nil means
+	// the listen address's: loopback names (localhost, 127.0.0.1, [::1])
+	// for a loopback or wildcard address, the address itself for another IP
+	// literal, none for a host name. The request's Host header is never
+	// trusted for it (DNS rebinding).
+	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
 	// Resource is this protected resource's URL (RFC 9728), and
 	// AuthorizationServers the issuers clients get tokens from; with
 	// authorization servers set, Warden serves the metadata document.
@@ -103,6 +112,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
+	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("mcp.allowed_hosts: %w", err)
+	}
 	return nil
 }
 
@@ -114,7 +126,26 @@ func (c Config) withDefaults() Config {
 	if c.MaxSteerQueue == 0 {
 		c.MaxSteerQueue = DefaultMaxSteerQueue
 	}
+	if c.AllowedHosts == nil {
+		c.AllowedHosts = defaultHosts(c.Listen)
+	}
 	return c
+}
+
+// defaultHosts are the allowed hosts of a listen address (Config.AllowedHosts).
+func defaultHosts(listen string) []string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	ip, ipErr := netip.ParseAddr(host)
+	switch {
+	case host == "" || strings.EqualFold(host, "localhost") || ipErr == nil && (ip.IsLoopback() || ip.IsUnspecified()):
+		return []string{net.JoinHostPort("localhost", port), net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+	case ipErr == nil:
+		return []string{net.JoinHostPort(host, port)}
+	}
+	return nil // a name someone else's DNS could point here: configure it
 }
 
 // LoadKey reads the handle key file, or makes a random key when path is ""
@@ -176,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metadata(w, r)
 		return
 	}
-	if !mcprules.OriginAllowed(r.Header.Get("Origin"), r.Host, s.cfg.AllowedOrigins) {
+	if !mcprules.OriginAllowed(r.Header.Get("Origin"), s.cfg.AllowedHosts, s.cfg.AllowedOrigins) {
 		s.refuse(w, "", rules.CodeForbidden, rules.ReasonOriginRefused, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}

@@ -271,20 +271,23 @@ func TestSessionHandles(t *testing.T) {
 }
 
 func TestOrigin(t *testing.T) {
-	h := newHarness(t, Config{AllowedOrigins: []string{"https://app.example"}})
+	h := newHarness(t, Config{AllowedOrigins: []string{"https://app.example"}, AllowedHosts: []string{"127.0.0.1"}})
+	port := h.front.URL[strings.LastIndex(h.front.URL, ":")+1:]
 	tests := []struct {
 		name   string
 		origin string
+		host   string // the request's Host; "" for the listener's
 		status int
 	}{
-		{"none", "", http.StatusOK},
-		{"same origin", h.front.URL, http.StatusOK},
-		{"same host, other scheme", strings.Replace(h.front.URL, "http://", "https://", 1), http.StatusOK},
-		{"configured", "https://app.example", http.StatusOK},
-		{"foreign", "http://evil.example", http.StatusForbidden},
-		{"configured with another port", "https://app.example:8443", http.StatusForbidden},
-		{"null", "null", http.StatusForbidden},
-		{"same host as a path", "http://evil.example/" + strings.TrimPrefix(h.front.URL, "http://"), http.StatusForbidden},
+		{"none", "", "", http.StatusOK},
+		{"an allowed host", h.front.URL, "", http.StatusOK},
+		{"an allowed host, other scheme", strings.Replace(h.front.URL, "http://", "https://", 1), "", http.StatusOK},
+		{"a rebound name as Origin and Host", "http://rebound.example:" + port, "rebound.example:" + port, http.StatusForbidden},
+		{"configured", "https://app.example", "", http.StatusOK},
+		{"foreign", "http://evil.example", "", http.StatusForbidden},
+		{"configured with another port", "https://app.example:8443", "", http.StatusForbidden},
+		{"null", "null", "", http.StatusForbidden},
+		{"allowed host as a path", "http://evil.example/" + strings.TrimPrefix(h.front.URL, "http://"), "", http.StatusForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,6 +295,9 @@ func TestOrigin(t *testing.T) {
 			hd := hdr{}
 			if tc.origin != "" {
 				hd["Origin"] = tc.origin
+			}
+			if tc.host != "" {
+				hd["Host"] = tc.host
 			}
 			r := h.post(t, alice, rpc(1, "ping", nil), hd)
 			if r.status != tc.status {
@@ -1228,6 +1234,27 @@ func TestHTTPMethods(t *testing.T) {
 		}
 		if len(h.up.received("")) != before {
 			t.Errorf("%s: the upstream was called", tc.method)
+		}
+	}
+}
+
+func TestDefaultHosts(t *testing.T) {
+	loopback := []string{"localhost:3001", "127.0.0.1:3001", "[::1]:3001"}
+	for _, tc := range []struct {
+		listen string
+		want   []string
+	}{
+		{"127.0.0.1:3001", loopback},
+		{"[::1]:3001", loopback},
+		{"localhost:3001", loopback},
+		{"0.0.0.0:3001", loopback},
+		{":3001", loopback},
+		{"10.0.0.5:3001", []string{"10.0.0.5:3001"}},
+		{"mcp.example:3001", nil},
+		{"", nil},
+	} {
+		if got := defaultHosts(tc.listen); !slices.Equal(got, tc.want) {
+			t.Errorf("defaultHosts(%q) = %q, want %q", tc.listen, got, tc.want)
 		}
 	}
 }

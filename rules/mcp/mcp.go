@@ -574,17 +574,46 @@ func CheckKind(c Call) rules.Verdict {
 const RoleOwnershipUnknown = "ownership_unknown"
 
 // OriginAllowed is Streamable HTTP's Origin check (against DNS rebinding),
-// one for both MCP adapters: no Origin, one of the allowed origins ("*"
-// allows any), or same-origin with host.
-func OriginAllowed(origin, host string, allowed []string) bool {
+// one for both MCP adapters: no Origin (not a browser), one of origins ("*"
+// allows any), or an origin whose host is one of hosts: the names (host or
+// host:port; without a port, any port) this endpoint is served under that
+// no other site can take. The request's own Host is never trusted for this:
+// a page on a name its attacker rebound to this address sends that name as
+// both Origin and Host.
+func OriginAllowed(origin string, hosts, origins []string) bool {
 	if origin == "" {
 		return true
 	}
-	for _, a := range allowed {
+	for _, a := range origins {
 		if origin == a || a == "*" {
 			return true
 		}
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+	if err != nil || u.Host == "" || u.Path != "" || u.User != nil {
+		return false
+	}
+	name, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, h := range hosts {
+		a := url.URL{Host: h}
+		if strings.EqualFold(a.Hostname(), name) && (a.Port() == "" || a.Port() == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidHosts checks a list of allowed hosts (OriginAllowed): each a host
+// name or address, with an optional port, nothing else.
+func ValidHosts(hosts []string) error {
+	for _, h := range hosts {
+		u, err := url.Parse("http://" + h)
+		if h == "" || err != nil || u.Host != h || u.Hostname() == "" || u.User != nil {
+			return fmt.Errorf("%q is not host or host:port", h)
+		}
+	}
+	return nil
 }

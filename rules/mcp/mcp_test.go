@@ -791,3 +791,58 @@ func TestUnknownSupport(t *testing.T) {
 		}
 	}
 }
+
+func TestOriginAllowed(t *testing.T) {
+	hosts := []string{"localhost:3001", "127.0.0.1:3001", "[::1]:3001", "mcp.example"}
+	origins := []string{"https://app.example"}
+	for _, tc := range []struct {
+		origin string
+		want   bool
+	}{
+		{"", true},
+		{"http://localhost:3001", true},
+		{"http://LOCALHOST:3001", true},
+		{"http://127.0.0.1:3001", true},
+		{"http://[::1]:3001", true},
+		{"https://mcp.example", true},
+		{"https://mcp.example:8443", true}, // no port configured: any
+		{"https://app.example", true},
+		{"http://localhost:3002", false},
+		{"http://localhost", false}, // port 80
+		{"http://rebound.example:3001", false},
+		{"https://app.example:443", false}, // origins compare exactly
+		{"http://localhost:3001/x", false},
+		{"http://user@localhost:3001", false},
+		{"null", false},
+		{"localhost:3001", false},
+	} {
+		if got := OriginAllowed(tc.origin, hosts, origins); got != tc.want {
+			t.Errorf("OriginAllowed(%q) = %v, want %v", tc.origin, got, tc.want)
+		}
+	}
+	if !OriginAllowed("http://anything.example", nil, []string{"*"}) {
+		t.Error(`"*" does not allow every origin`)
+	}
+	if !OriginAllowed("http://localhost", []string{"localhost:80"}, nil) {
+		t.Error("the scheme's default port is not the origin's")
+	}
+}
+
+func TestValidHosts(t *testing.T) {
+	for _, tc := range []struct {
+		hosts []string
+		ok    bool
+	}{
+		{nil, true},
+		{[]string{"localhost:3001", "127.0.0.1", "[::1]:80", "mcp.example"}, true},
+		{[]string{""}, false},
+		{[]string{"http://mcp.example"}, false},
+		{[]string{"mcp.example/mcp"}, false},
+		{[]string{"user@mcp.example"}, false},
+		{[]string{":3001"}, false},
+	} {
+		if err := ValidHosts(tc.hosts); (err == nil) != tc.ok {
+			t.Errorf("ValidHosts(%q) = %v, want ok %v", tc.hosts, err, tc.ok)
+		}
+	}
+}
