@@ -73,12 +73,12 @@ type Config struct {
 	// AllowedOrigins are the browser origins allowed besides those of
 	// AllowedHosts; a request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
-	// AllowedHosts are the names (host or host:port) this endpoint is served
-	// under that a browser page may call it from as same-origin. nil means
-	// the listen address's: loopback names (localhost, 127.0.0.1, [::1])
-	// for a loopback or wildcard address, the address itself for another IP
-	// literal, none for a host name. The request's Host header is never
-	// trusted for it (DNS rebinding).
+	// AllowedHosts are the names (host, any port, or host:port) this
+	// endpoint is served under that a browser page may call it from as
+	// same-origin. nil means the listen address's: the loopback names
+	// (localhost, 127.0.0.1, [::1]) for a loopback or wildcard address, the
+	// address itself for another IP literal, none for a host name. The
+	// request's Host header is never trusted for it (DNS rebinding).
 	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
 	// Resource is this protected resource's URL (RFC 9728), and
 	// AuthorizationServers the issuers clients get tokens from; with
@@ -132,18 +132,20 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// defaultHosts are the allowed hosts of a listen address (Config.AllowedHosts).
+// defaultHosts are the allowed hosts of a listen address
+// (Config.AllowedHosts), any port: names no DNS answer can give another
+// site (as the MCP TypeScript SDK's localhost default).
 func defaultHosts(listen string) []string {
-	host, port, err := net.SplitHostPort(listen)
+	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil
 	}
 	ip, ipErr := netip.ParseAddr(host)
 	switch {
 	case host == "" || strings.EqualFold(host, "localhost") || ipErr == nil && (ip.IsLoopback() || ip.IsUnspecified()):
-		return []string{net.JoinHostPort("localhost", port), net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)}
+		return []string{"localhost", "127.0.0.1", "[::1]"}
 	case ipErr == nil:
-		return []string{net.JoinHostPort(host, port)}
+		return []string{strings.TrimSuffix(net.JoinHostPort(host, "0"), ":0")} // [v6] bracketed
 	}
 	return nil // a name someone else's DNS could point here: configure it
 }

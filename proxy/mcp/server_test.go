@@ -1239,7 +1239,7 @@ func TestHTTPMethods(t *testing.T) {
 }
 
 func TestDefaultHosts(t *testing.T) {
-	loopback := []string{"localhost:3001", "127.0.0.1:3001", "[::1]:3001"}
+	loopback := []string{"localhost", "127.0.0.1", "[::1]"}
 	for _, tc := range []struct {
 		listen string
 		want   []string
@@ -1249,7 +1249,8 @@ func TestDefaultHosts(t *testing.T) {
 		{"localhost:3001", loopback},
 		{"0.0.0.0:3001", loopback},
 		{":3001", loopback},
-		{"10.0.0.5:3001", []string{"10.0.0.5:3001"}},
+		{"10.0.0.5:3001", []string{"10.0.0.5"}},
+		{"[2001:db8::5]:3001", []string{"[2001:db8::5]"}},
 		{"mcp.example:3001", nil},
 		{"", nil},
 	} {

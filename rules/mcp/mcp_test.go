@@ -823,6 +823,9 @@ func TestOriginAllowed(t *testing.T) {
 	if !OriginAllowed("http://anything.example", nil, []string{"*"}) {
 		t.Error(`"*" does not allow every origin`)
 	}
+	if !OriginAllowed("http://[2001:db8::5]:3001", []string{"[2001:db8::5]"}, nil) {
+		t.Error("a bracketed IPv6 host does not match")
+	}
 	if !OriginAllowed("http://localhost", []string{"localhost:80"}, nil) {
 		t.Error("the scheme's default port is not the origin's")
 	}
