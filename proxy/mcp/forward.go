@@ -678,20 +678,18 @@ func hasKey(spans []span, key string) bool {
 	return false
 }
 
-// recordCall records, as it leaves for the upstream, a tools/call that may
-// make a task Warden is never told about (implicitCalls): a plain call of a
-// tool whose taskSupport is optional, or any task-augmented call. The
-// returned func ends the record, whatever became of the call.
+// recordCall records, as it leaves for the upstream, every tools/call
+// (implicitCalls): a plain one may make a task Warden is never told about
+// (whatever taskSupport Warden last read for its tool: the server's list may
+// have changed since), and a task-augmented one a task whose answer Warden
+// may never read. The returned func ends the record, whatever became of the
+// call.
 func (x *exchange) recordCall() func() {
 	c := x.call
 	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall {
 		return func() {}
 	}
-	plain := !c.TaskRequested
-	if plain && x.support != mcprules.SupportOptional {
-		return func() {} // a plain call of a tool that runs no task
-	}
-	k := x.s.implicit.begin(x.principal, x.start, plain)
+	k := x.s.implicit.begin(x.principal, x.start, !c.TaskRequested)
 	return func() { x.s.implicit.end(k, time.Now(), x.learned) }
 }
 

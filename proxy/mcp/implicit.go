@@ -13,7 +13,7 @@ import (
 // answer over the limit) made a task nobody was told about. Such tasks show
 // up later, unknown to Warden, in tasks/list.
 //
-// Every such call is recorded when it leaves for the upstream, whatever
+// Every tools/call is recorded when it leaves for the upstream, whatever
 // becomes of it, and its window ends when Warden stops waiting for it. A
 // task is given to a principal only when the calls under way at its
 // createdAt (within skew, for clocks that differ) are all plain calls of
@@ -22,6 +22,10 @@ import (
 // task after Warden stopped waiting) makes the task nobody's, and so does
 // any time Warden no longer remembers (calls forgotten to stay within max
 // or keep). Tasks it cannot place stay unknown, so no caller sees them.
+//
+// It assumes what a sidecar gives: every call to the server passes through
+// this Warden (no shared store, no other way in), and the server's clock,
+// which writes createdAt, is within skew of Warden's.
 type implicitCalls struct {
 	mu    sync.Mutex
 	calls []*implicitCall // in the order they started, at most max
@@ -46,7 +50,7 @@ type implicitCall struct {
 }
 
 func newImplicitCalls() *implicitCalls {
-	return &implicitCalls{max: 4096, keep: time.Hour, skew: time.Second, late: 5 * time.Minute}
+	return &implicitCalls{max: 16384, keep: time.Hour, skew: time.Second, late: 5 * time.Minute}
 }
 
 // begin records a call of principal leaving at start; plain tells a plain

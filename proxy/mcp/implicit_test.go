@@ -90,6 +90,7 @@ func (u *holdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
+			Name string          `json:"name"`
 			Task json.RawMessage `json:"task"`
 		} `json:"params"`
 	}
@@ -107,7 +108,13 @@ func (u *holdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case m.Method == mcprules.MethodToolsList:
-		writeJSON(w, m.ID, map[string]any{"tools": []any{map[string]any{"name": "slow", "execution": map[string]any{"taskSupport": "optional"}}}})
+		writeJSON(w, m.ID, map[string]any{"tools": []any{map[string]any{"name": "slow", "execution": map[string]any{"taskSupport": "optional"}}, map[string]any{"name": "fast"}}})
+	case m.Method == mcprules.MethodToolsCall && m.Params.Name == "fast":
+		// Listed without taskSupport, run as a task all the same (the
+		// server's list changed).
+		newTask("alice-task")
+		close(u.created)
+		writeJSON(w, m.ID, map[string]any{"content": []any{}})
 	case m.Method == mcprules.MethodToolsCall && m.Params.Task != nil:
 		tk := newTask("alice-task")
 		close(u.created)
@@ -147,13 +154,15 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 	tests := []struct {
 		name     string
 		ending   string
-		implicit bool // mallory's plain call makes a task itself; alice makes none
+		tool     string // alice's tool: "slow" with a task, or "fast" plainly
+		implicit bool   // mallory's plain call makes a task itself; alice makes none
 		mallory  int  // tasks in mallory's list
 		alice    int
 	}{
-		{name: "alice's client went away", ending: "gone"},
-		{name: "alice's answer over the limit", ending: "big"},
-		{name: "alice's answer read", alice: 1},
+		{name: "alice's client went away", ending: "gone", tool: "slow"},
+		{name: "alice's answer over the limit", ending: "big", tool: "slow"},
+		{name: "alice's answer read", tool: "slow", alice: 1},
+		{name: "alice's plain call of a tool listed without tasks", tool: "fast"},
 		{name: "the plain call's own task", implicit: true, mallory: 1},
 	}
 	for _, tc := range tests {
@@ -176,7 +185,11 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					body := rpc(7, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}})
+					params := map[string]any{"name": tc.tool, "arguments": map[string]any{}}
+					if tc.tool == "slow" {
+						params["task"] = map[string]any{"ttl": 60000}
+					}
+					body := rpc(7, "tools/call", params)
 					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.front.URL+"/mcp", strings.NewReader(body))
 					req.Header.Set("Authorization", "Bearer alice")
 					req.Header.Set("Content-Type", "application/json")
