@@ -156,7 +156,7 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 		ending   string
 		tool     string // alice's tool: "slow" with a task, or "fast" plainly
 		implicit bool   // mallory's plain call makes a task itself; alice makes none
-		mallory  int  // tasks in mallory's list
+		mallory  int    // tasks in mallory's list
 		alice    int
 	}{
 		{name: "alice's client went away", ending: "gone", tool: "slow"},
