@@ -730,10 +730,12 @@ func (x *exchange) learnRelated(msg map[string]any) {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
-		x.learned = true
-		if _, known := x.s.enforcer.TaskOwner(id); !known {
+		owner, known := x.s.enforcer.TaskOwner(id)
+		if !known {
 			x.s.enforcer.TaskCreated(id, x.principal, "")
 		}
+		// The call's task is known; another's named here does not say so.
+		x.learned = x.learned || !known || owner == x.principal
 	}
 }
 
@@ -911,9 +913,13 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			task = res // 2026-07-28: a flat CreateTaskResult
 		}
 		if id, ok := task["taskId"].(string); ok && id != "" {
-			st, _ := task["status"].(string)
-			e.TaskCreated(id, x.principal, st)
-			x.learned = true
+			// A task already known as another's is not taken over: the
+			// answer then names a task that is not the caller's.
+			if owner, known := e.TaskOwner(id); !known || owner == x.principal {
+				st, _ := task["status"].(string)
+				e.TaskCreated(id, x.principal, st)
+				x.learned = true
+			}
 		}
 	case mcprules.MethodList:
 		changed := false

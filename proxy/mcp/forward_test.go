@@ -288,6 +288,14 @@ func TestFromUpstreamLearns(t *testing.T) {
 			t.Fatalf("%s", out)
 		}
 	})
+	t.Run("a created task already another's", func(t *testing.T) {
+		e.TaskCreated("taken", alice, mcprules.StatusWorking)
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
+		out, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"taken","status":"working"}}}`))
+		if owner, _ := e.TaskOwner("taken"); owner != alice || !keep || !strings.Contains(string(out), "not the caller's") {
+			t.Fatalf("owner %q; %s %v", owner, out, keep)
+		}
+	})
 	t.Run("created task, 2026", func(t *testing.T) {
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a"}}`)
 		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"new-2","status":"working"}}`))
@@ -304,6 +312,22 @@ func TestFromUpstreamLearns(t *testing.T) {
 		for _, id := range []string{"new-3", "new-4", "new-5"} {
 			if _, ok := e.TaskOwner(id); ok {
 				t.Errorf("%s recorded", id)
+			}
+		}
+	})
+	t.Run("a related task resolves the call only when it is the caller's", func(t *testing.T) {
+		e.TaskCreated("rel-bob", bob, mcprules.StatusWorking)
+		rel := func(id string) []byte {
+			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
+		}
+		for _, tc := range []struct {
+			id      string
+			learned bool
+		}{{"rel-bob", false}, {"rel-new", true}} {
+			x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a","task":{}}}`)
+			x.fromUpstream(rel(tc.id))
+			if x.learned != tc.learned {
+				t.Errorf("related %s: learned %v, want %v", tc.id, x.learned, tc.learned)
 			}
 		}
 	})
