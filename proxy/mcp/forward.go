@@ -315,6 +315,16 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 	return "", fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
 }
 
+// forgetTools forgets the taskSupport learned for a principal's session,
+// whose server said its tool list changed: it is read again when needed.
+func (s *Server) forgetTools(principal, sid string) {
+	for _, k := range s.tools.Keys() {
+		if k.principal == principal && k.sid == sid {
+			s.tools.Remove(k)
+		}
+	}
+}
+
 // learnTools records execution.taskSupport of every listed tool (absent
 // means forbidden) for the principal's session, and returns want's.
 func (s *Server) learnTools(principal, sid string, result map[string]any, want string) (support string, found bool) {
@@ -609,6 +619,9 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 		x.settle(hasResult)
 	}
+	if hasMethod && string(method) == mcprules.NotifyToolsChanged {
+		x.s.forgetTools(x.principal, x.sid)
+	}
 	// Statuses are read only where the server states them (observe): at
 	// depth 2, in the answer's result or the notification's params.
 	source := hasMethod && statusNotice(string(method)) || !hasMethod && hasResult && !hasError && statusAnswer(x.call.Method)
@@ -793,6 +806,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
+	if method == mcprules.NotifyToolsChanged {
+		x.s.forgetTools(x.principal, x.sid)
+	}
 	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
 		x.learnRelated(msg)
 	}

@@ -466,3 +466,28 @@ func sameJSON(a, b []byte) bool {
 	}
 	return reflect.DeepEqual(va, vb)
 }
+
+// TestToolsChangedForgets: a server's notifications/tools/list_changed on a
+// session makes Warden read that session's taskSupport again, on the fast
+// and the decoding path; other sessions keep theirs.
+func TestToolsChangedForgets(t *testing.T) {
+	for _, data := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"\u006e":1}}`, // an escaped key: the decoding path
+	} {
+		s := unitServer(t)
+		list := map[string]any{"tools": []any{map[string]any{"name": "a", "execution": map[string]any{"taskSupport": "optional"}}}}
+		s.learnTools(alice, "s1", list, "")
+		s.learnTools(alice, "s2", list, "")
+		s.learnTools(bob, "s1", list, "")
+		x := &exchange{s: s, principal: alice, sid: "s1"}
+		if _, keep := x.fromUpstream([]byte(data)); !keep {
+			t.Fatalf("%s dropped", data)
+		}
+		for k, want := range map[toolKey]bool{{alice, "s1", "a"}: false, {alice, "s2", "a"}: true, {bob, "s1", "a"}: true} {
+			if got := s.tools.Contains(k); got != want {
+				t.Errorf("%s: %+v remembered %v, want %v", data, k, got, want)
+			}
+		}
+	}
+}

@@ -38,6 +38,8 @@ const (
 
 	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
 	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
+	// NotifyToolsChanged says the server's tool list changed.
+	NotifyToolsChanged = "notifications/tools/list_changed"
 
 	// MethodListen subscribes to notifications, tasks' among them
 	// (params.notifications.taskIds, 2026-07-28 tasks extension); the
