@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"sort"
 	"sync"
 	"time"
 )
@@ -35,13 +36,14 @@ type implicitCalls struct {
 	late  time.Duration
 	// horizon is the latest time a forgotten call may have covered: a task
 	// created before it (plus skew) cannot be placed.
-	horizon time.Time
+	horizon int64
 }
 
-// implicitCall is one recorded call.
+// implicitCall is one recorded call; times are Unix nanoseconds (wall
+// clock, as createdAt), compared as integers.
 type implicitCall struct {
 	principal  string
-	start, end time.Time // end is zero while the call is under way
+	start, end int64 // end is 0 while the call is under way
 	// plain is a plain call, a candidate owner; otherwise a task-augmented
 	// call, which blocks its window unless resolved.
 	plain    bool
@@ -54,28 +56,33 @@ func newImplicitCalls() *implicitCalls {
 }
 
 // begin records a call of principal leaving at start; plain tells a plain
-// call from a task-augmented one. The call must be ended with end.
+// call from a task-augmented one. The call must be ended with end. Calls
+// are kept in the order of their starts: a start before the last one's
+// (another call began in between) is taken as that one's, still before the
+// call leaves.
 func (c *implicitCalls) begin(principal string, start time.Time, plain bool) *implicitCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	at := start.UnixNano()
+	if n := len(c.calls); n > 0 && at < c.calls[n-1].start {
+		at = c.calls[n-1].start
+	}
 	cut := 0
 	for cut < len(c.calls) {
 		k := c.calls[cut]
-		ended := !k.end.IsZero() && start.Sub(k.end) > c.keep
+		ended := k.end != 0 && at-k.end > int64(c.keep)
 		if len(c.calls)-cut < c.max && !ended {
 			break
 		}
 		// Forgotten: what it covered can no longer be told.
-		until := start
-		if !k.end.IsZero() {
+		until := at
+		if k.end != 0 {
 			until = c.until(k)
 		}
-		if until.After(c.horizon) {
-			c.horizon = until
-		}
+		c.horizon = max(c.horizon, until)
 		cut++
 	}
-	k := &implicitCall{principal: principal, start: start, plain: plain}
+	k := &implicitCall{principal: principal, start: at, plain: plain}
 	c.calls = append(c.calls[cut:], k)
 	return k
 }
@@ -85,30 +92,33 @@ func (c *implicitCalls) begin(principal string, start time.Time, plain bool) *im
 func (c *implicitCalls) end(k *implicitCall, at time.Time, resolved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k.end, k.resolved = at, resolved
+	k.end, k.resolved = max(at.UnixNano(), k.start), resolved
 }
 
 // until is the end of an ended call's window, skew not included.
-func (c *implicitCalls) until(k *implicitCall) time.Time {
+func (c *implicitCalls) until(k *implicitCall) int64 {
 	if k.plain || k.resolved {
 		return k.end
 	}
-	return k.end.Add(c.late)
+	return k.end + int64(c.late)
 }
 
 // owner returns the principal whose plain call was under way when a task
 // was created, and claims that call; ok is false when none was, when calls
 // of several principals were, when a task-augmented call whose task Warden
 // never learned was, or when Warden forgot calls of that time.
-func (c *implicitCalls) owner(created time.Time) (string, bool) {
+func (c *implicitCalls) owner(createdAt time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !created.After(c.horizon.Add(c.skew)) {
+	created, skew := createdAt.UnixNano(), int64(c.skew)
+	if created <= c.horizon+skew {
 		return "", false
 	}
 	var found *implicitCall
-	for _, k := range c.calls {
-		if created.Before(k.start.Add(-c.skew)) || !k.end.IsZero() && created.After(c.until(k).Add(c.skew)) {
+	// Calls that began after created (and skew) cannot have made the task.
+	last := sort.Search(len(c.calls), func(i int) bool { return c.calls[i].start-skew > created })
+	for _, k := range c.calls[:last] {
+		if k.end != 0 && created > c.until(k)+skew {
 			continue
 		}
 		switch {

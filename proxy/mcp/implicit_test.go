@@ -217,3 +217,27 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkImplicitCalls is what every tools/call pays (begin and end with
+// the record full), and what a tasks/list pays per task no answer named.
+func BenchmarkImplicitCalls(b *testing.B) {
+	c := newImplicitCalls()
+	t0 := time.Now()
+	for i := range c.max {
+		c.end(c.begin("p", t0.Add(time.Duration(i)*time.Millisecond), true), t0.Add(time.Duration(i)*time.Millisecond+time.Microsecond), false)
+	}
+	at := t0.Add(time.Duration(c.max) * time.Millisecond)
+	b.Run("call", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			at = at.Add(time.Millisecond)
+			c.end(c.begin("p", at, true), at.Add(time.Microsecond), false)
+		}
+	})
+	b.Run("owner", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.owner(at.Add(-5 * time.Second)) // within the record: a full scan
+		}
+	})
+}
