@@ -606,6 +606,9 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			hasMethod = s.end > s.start+2 && data[s.start] == '"' // a non-empty string
 			if hasMethod {
 				method = data[s.start+1 : s.end-1]
+				if bytes.IndexByte(method, '\\') >= 0 {
+					return nil, false, false // the decoding path reads it as the client does
+				}
 			}
 		}
 	}

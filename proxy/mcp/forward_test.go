@@ -369,6 +369,7 @@ func TestStatusSources(t *testing.T) {
 		{"a tool's echo", call, `{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"taskId":"TASK","status":"paused"}}}`, false},
 		{"a tool's echo at the result's top", call, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK","status":"paused"}}`, false},
 		{"status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"status notification, escaped method", call, `{"jsonrpc":"2.0","method":"notifications\/tasks\/status","params":{"taskId":"TASK","status":"paused"}}`, true},
 		{"2026 tasks notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"TASK","status":"paused"}}`, true},
 		{"nested in a status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK-other","status":"working","x":{"taskId":"TASK","status":"paused"}}}`, false},
 		{"another notification", call, `{"jsonrpc":"2.0","method":"notifications/message","params":{"taskId":"TASK","status":"paused"}}`, false},
@@ -474,6 +475,7 @@ func TestToolsChangedForgets(t *testing.T) {
 	for _, data := range []string{
 		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
 		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"\u006e":1}}`, // an escaped key: the decoding path
+		`{"jsonrpc":"2.0","method":"notifications\/tools\/list_changed"}`,                     // an escaped method
 	} {
 		s := unitServer(t)
 		list := map[string]any{"tools": []any{map[string]any{"name": "a", "execution": map[string]any{"taskSupport": "optional"}}}}
