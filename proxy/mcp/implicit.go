@@ -35,8 +35,11 @@ type implicitCalls struct {
 	skew  time.Duration
 	late  time.Duration
 	// horizon is the latest time a forgotten call may have covered: a task
-	// created before it (plus skew) cannot be placed.
+	// created before it (plus skew) cannot be placed. open counts the
+	// forgotten calls still under way, whose windows have no end yet: while
+	// there are any, no task is placed.
 	horizon int64
+	open    int
 }
 
 // implicitCall is one recorded call; times are Unix nanoseconds (wall
@@ -47,8 +50,9 @@ type implicitCall struct {
 	// plain is a plain call, a candidate owner; otherwise a task-augmented
 	// call, which blocks its window unless resolved.
 	plain    bool
-	resolved bool // a task-augmented call whose task Warden learned
-	claimed  bool // a plain call that was given a task
+	resolved  bool // a task-augmented call whose task Warden learned
+	claimed   bool // a plain call that was given a task
+	forgotten bool // dropped from calls while under way (implicitCalls.open)
 }
 
 func newImplicitCalls() *implicitCalls {
@@ -75,11 +79,12 @@ func (c *implicitCalls) begin(principal string, start time.Time, plain bool) *im
 			break
 		}
 		// Forgotten: what it covered can no longer be told.
-		until := at
-		if k.end != 0 {
-			until = c.until(k)
+		if k.end == 0 {
+			k.forgotten = true
+			c.open++
+		} else {
+			c.horizon = max(c.horizon, c.until(k))
 		}
-		c.horizon = max(c.horizon, until)
 		cut++
 	}
 	k := &implicitCall{principal: principal, start: at, plain: plain}
@@ -93,6 +98,11 @@ func (c *implicitCalls) end(k *implicitCall, at time.Time, resolved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k.end, k.resolved = max(at.UnixNano(), k.start), resolved
+	if k.forgotten {
+		k.forgotten = false
+		c.open--
+		c.horizon = max(c.horizon, c.until(k))
+	}
 }
 
 // until is the end of an ended call's window, skew not included.
@@ -111,7 +121,7 @@ func (c *implicitCalls) owner(createdAt time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	created, skew := createdAt.UnixNano(), int64(c.skew)
-	if created <= c.horizon+skew {
+	if created <= c.horizon+skew || c.open > 0 {
 		return "", false
 	}
 	var found *implicitCall

@@ -42,6 +42,7 @@ func TestImplicitCalls(t *testing.T) {
 		{name: "an answered task call does not block", calls: []call{{"mallory", 0, 900, false, false}, {"alice", 100, 400, true, true}}, created: 150, owner: "mallory"},
 		{name: "long after an unanswered task call", calls: []call{{"alice", 100, 400, true, false}, {"mallory", 600000, 600100, false, false}}, created: 600050, owner: "mallory"},
 		{name: "forgotten calls", max: 2, calls: []call{{"alice", 100, 400, true, false}, {"mallory", 0, 900, false, false}, {"bob", 5000, 5100, false, false}}, created: 150},
+		{name: "a forgotten call still under way", max: 2, calls: []call{{"alice", 100, -1, true, false}, {"mallory", 200, 900, false, false}, {"bob", 5000, 5100, false, false}}, created: 5050},
 		{name: "after what was forgotten", max: 2, calls: []call{{"alice", 100, 400, false, false}, {"mallory", 800, 900, false, false}, {"bob", 5000, 5100, false, false}}, created: 5050, owner: "bob"},
 	}
 	for _, tc := range tests {
@@ -66,6 +67,34 @@ func TestImplicitCalls(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestImplicitCallsForgottenOpen: a call forgotten while under way blocks
+// every placement until it ends, then its window as any other's.
+func TestImplicitCallsForgottenOpen(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	c := newImplicitCalls()
+	c.max = 1
+	alice := c.begin("alice", at(100), false) // a task call, still open
+	c.begin("bob", at(5000), true)            // pushes alice's out
+	for _, step := range []struct {
+		end     bool // alice's call ends first, at 400 ms
+		created int
+		owner   string
+	}{
+		{false, 5050, ""},
+		{false, 900000, ""},
+		{true, 5050, ""},      // within alice's window and its 5 min of lateness
+		{true, 900000, "bob"}, // after it
+	} {
+		if step.end && alice.end == 0 {
+			c.end(alice, at(400), false)
+		}
+		if got, _ := c.owner(at(step.created)); got != step.owner {
+			t.Errorf("alice's call ended %v, task at %d ms: owner %q, want %q", step.end, step.created, got, step.owner)
+		}
 	}
 }
 
