@@ -49,7 +49,7 @@ type implicitCall struct {
 	start, end int64 // end is 0 while the call is under way
 	// plain is a plain call, a candidate owner; otherwise a task-augmented
 	// call, which blocks its window unless resolved.
-	plain    bool
+	plain     bool
 	resolved  bool // a task-augmented call whose task Warden learned
 	claimed   bool // a plain call that was given a task
 	forgotten bool // dropped from calls while under way (implicitCalls.open)
