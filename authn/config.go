@@ -138,7 +138,9 @@ type StaticConfig struct {
 
 // MTLSConfig configures client-certificate authentication.
 type MTLSConfig struct {
-	// AllowSubject lets a certificate without a SPIFFE ID authenticate as its subject CommonName.
+	// AllowSubject lets a certificate without a SPIFFE ID authenticate as its
+	// subject CommonName, unless that holds a ':' (it could read as a URI
+	// principal only a URI SAN may prove).
 	AllowSubject bool `yaml:"allow_subject" json:"allow_subject"`
 }
 

@@ -25,6 +25,9 @@ const (
 	// minRefreshInterval is the shortest time between two JWKS fetches, whatever
 	// triggers them (expiry, an unknown kid, an earlier failure).
 	minRefreshInterval = 10 * time.Second
+	// fetchTimeout bounds one JWKS fetch, which runs on its own, not under
+	// the context of the caller that triggered it.
+	fetchTimeout = 10 * time.Second
 	// maxJWKSBytes bounds a JWKS document.
 	maxJWKSBytes = 1 << 20
 	// minRSABits is the smallest RSA key accepted from a JWKS (RFC 7518 §3.3).
@@ -87,16 +90,20 @@ func keyFits(key any, alg string) bool {
 	return false
 }
 
-// keySource fetches, caches and refreshes a JWKS. Refreshes happen on the
-// request path, one at a time; while one runs, callers holding usable keys
-// keep using them and the others wait for its result.
+// keySource fetches, caches and refreshes a JWKS. Refreshes are triggered on
+// the request path, one at a time and at most once per minRefreshInterval;
+// while one runs, callers holding usable keys keep using them and the others
+// wait for its result or until they give up. A refresh runs to its end
+// (within timeout) whether or not the caller that triggered it is still
+// there, so callers that hang up cannot make Warden fetch again and again.
 type keySource struct {
-	fetch func(ctx context.Context) ([]byte, error)
-	where string // the file or URL, for errors and logs
-	ttl   time.Duration
-	grace time.Duration
-	now   func() time.Time
-	log   *slog.Logger
+	fetch   func(ctx context.Context) ([]byte, error)
+	where   string // the file or URL, for errors and logs
+	ttl     time.Duration
+	grace   time.Duration
+	timeout time.Duration // bounds one fetch; 0 means fetchTimeout
+	now     func() time.Time
+	log     *slog.Logger
 
 	// gen counts key removals; a cached token verified under an older
 	// generation is verified again.
@@ -105,7 +112,7 @@ type keySource struct {
 	mu          sync.Mutex
 	set         *keySet       // the newest good key set, nil before the first success
 	inflight    chan struct{} // closed when the running refresh ends; nil if none runs
-	lastAttempt time.Time     // start of the last refresh that was not abandoned by its caller
+	lastAttempt time.Time     // start of the last refresh
 	lastErr     error         // error of the last refresh, nil if it succeeded
 }
 
@@ -199,40 +206,53 @@ func (s *keySource) get(ctx context.Context, force bool) (*keySet, error) {
 			}
 			return nil, fmt.Errorf("jwks %s: %w: %v", s.where, ErrKeysUnavailable, lastErr)
 		}
-		return s.refresh(ctx, now, force)
+		ch := s.refresh(ctx, now)
+		select {
+		case <-ch:
+			// Its result is read on the next turn.
+		case <-ctx.Done():
+			return nil, fmt.Errorf("jwks %s: %w: %v", s.where, ErrKeysUnavailable, ctx.Err())
+		}
 	}
 }
 
-// refresh fetches a new key set. It is called with s.mu held and releases it.
-func (s *keySource) refresh(ctx context.Context, now time.Time, force bool) (*keySet, error) {
+// refresh starts fetching a new key set, detached from the caller's
+// cancellation, and returns a channel closed when it is recorded. It is
+// called with s.mu held and releases it.
+func (s *keySource) refresh(ctx context.Context, now time.Time) <-chan struct{} {
 	ch := make(chan struct{})
 	s.inflight = ch
-	prevAttempt := s.lastAttempt
 	s.lastAttempt = now
 	s.mu.Unlock()
+	timeout := s.timeout
+	if timeout <= 0 {
+		timeout = fetchTimeout
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	go func() {
+		defer cancel()
+		next, err := s.load(fctx)
+		s.record(next, err)
+		close(ch)
+	}()
+	return ch
+}
 
-	next, err := s.load(ctx)
-
+// record keeps the outcome of a refresh.
+func (s *keySource) record(next *keySet, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight = nil
-	close(ch)
-	now = s.now()
+	now := s.now()
 	if err != nil {
-		if ctx.Err() != nil {
-			// The caller gave up; that says nothing about the source, so the
-			// next caller may try again at once.
-			s.lastAttempt = prevAttempt
-		} else {
-			s.lastErr = err
-		}
-		old := s.set
-		if !force && old != nil && now.Sub(old.fetched) < s.ttl+s.grace {
-			s.log.Warn("authn: jwks refresh failed; using cached keys",
+		s.lastErr = err
+		if old := s.set; old != nil && now.Sub(old.fetched) < s.ttl+s.grace {
+			s.log.Warn("authn: jwks refresh failed; using cached keys for tokens they verify",
 				"jwks", s.where, "error", err.Error(), "keys_age", now.Sub(old.fetched).String())
-			return old, nil
+		} else {
+			s.log.Warn("authn: jwks refresh failed", "jwks", s.where, "error", err.Error())
 		}
-		return nil, fmt.Errorf("jwks %s: %w: %v", s.where, ErrKeysUnavailable, err)
+		return
 	}
 	next.fetched = now
 	if removedKeys(s.set, next) {
@@ -241,7 +261,6 @@ func (s *keySource) refresh(ctx context.Context, now time.Time, force bool) (*ke
 	s.set = next
 	s.lastErr = nil
 	s.log.Debug("authn: jwks refreshed", "jwks", s.where, "keys", len(next.keys))
-	return next, nil
 }
 
 // load fetches and parses the JWKS.

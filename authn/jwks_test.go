@@ -193,23 +193,40 @@ func TestJWKSURLSingleFlight(t *testing.T) {
 	expectFetches(t, srv, 1)
 }
 
+// TestJWKSURLCallerCancel: a caller that gives up gets its error at once,
+// but the fetch it triggered runs on: the next caller gets its keys, and
+// callers hanging up over and over cannot make Warden fetch again within
+// minRefreshInterval.
 func TestJWKSURLCallerCancel(t *testing.T) {
 	k := keysOnce()
 	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
-	srv.delay.Store(int64(5 * time.Second))
+	srv.delay.Store(int64(300 * time.Millisecond))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
 	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	other := sign(t, k.ec, "unknown-kid", claimsAt(t0, "agent-b"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := a.Authenticate(ctx, Credentials{Bearer: tok}); !errors.Is(err, ErrKeysUnavailable) {
-		t.Fatalf("err = %v, want keys unavailable", err)
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		start := time.Now()
+		_, err := a.Authenticate(ctx, Credentials{Bearer: []string{tok, other}[i%2]})
+		cancel()
+		if !errors.Is(err, ErrKeysUnavailable) {
+			t.Fatalf("caller %d: err = %v, want keys unavailable", i, err)
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Fatalf("caller %d waited %v after giving up", i, d)
+		}
 	}
-	// An abandoned fetch is not held against the issuer: the next caller fetches at once.
-	srv.delay.Store(0)
-	expect(t, a, tok, nil)
-	expectFetches(t, srv, 2)
+	expect(t, a, tok, nil) // waits for the one fetch
+	expectFetches(t, srv, 1)
+	// An unknown key within minRefreshInterval fetches nothing more.
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		_, _ = a.Authenticate(ctx, Credentials{Bearer: other})
+		cancel()
+	}
+	expectFetches(t, srv, 1)
 }
 
 func TestJWKSKeyRemovalInvalidatesCache(t *testing.T) {

@@ -15,7 +15,8 @@ type mtlsVerifier struct {
 }
 
 // authenticate returns the leaf's first SPIFFE ID, or its subject CommonName
-// when allowed. The chain was verified by the TLS stack; only the leaf's
+// when allowed and it holds no ':' (so it never reads as a SPIFFE ID or any
+// other URI principal). The chain was verified by the TLS stack; only the leaf's
 // expiry is checked again, for long-lived connections.
 func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal, error) {
 	if len(c.PeerCerts) == 0 || c.PeerCerts[0] == nil {
@@ -35,8 +36,13 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		}
 		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
-	if m.allowSubject && leaf.Subject.CommonName != "" {
-		return Principal{ID: leaf.Subject.CommonName, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
+	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {
+		if strings.Contains(cn, ":") {
+			// A name with a colon could read as a URI principal
+			// (spiffe://td/alice) that only a URI SAN may prove.
+			return Principal{}, fmt.Errorf("mtls: %w: subject CommonName %q holds a ':' (only a URI SAN may name a URI principal)", ErrInvalidCredentials, cn)
+		}
+		return Principal{ID: cn, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
 	return Principal{}, fmt.Errorf("mtls: %w: client certificate has no SPIFFE ID", ErrInvalidCredentials)
 }

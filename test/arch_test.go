@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"proxy/handle":   {"golang.org/x/crypto/chacha20poly1305"},
 	"proxy/relay":    {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
-	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
+	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
 	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"decisionlog":    {module + "/proxy", module + "/rules"},

@@ -220,11 +220,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 	if err != nil {
 		return "", err
 	}
-	for _, k := range []string{"Authorization", "A2a-Version", "A2a-Extensions"} {
-		if v := r.Header.Values(k); len(v) > 0 && !(strip && k == "Authorization") {
-			out.Header[k] = v
-		}
-	}
+	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
 	out.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(out)
 	if err != nil {

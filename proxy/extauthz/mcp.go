@@ -31,7 +31,7 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg})
 		return denyJSONRPC(404, nil, mcprules.ErrInvalidRequest, msg, d.ID)
 	}
-	if o := hdr["origin"]; !mcprules.OriginAllowed(o, h.GetHost(), s.cfg.AllowedOrigins) {
+	if o := hdr["origin"]; !mcprules.OriginAllowed(o, s.cfg.AllowedHosts, s.cfg.AllowedOrigins) {
 		msg := "Forbidden: Origin " + o + " is not allowed"
 		d := s.enf.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: msg})
 		return denyJSONRPC(403, nil, mcprules.ErrInvalidRequest, msg, d.ID)
@@ -74,6 +74,10 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 		msg := err.Error() + " (if the body was cut, raise Envoy's max_request_bytes)"
 		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyJSONRPC(400, nil, c, msg, d.ID)
+	}
+	if v := mcprules.CheckKind(call); !v.OK() {
+		d := s.enf.Refuse("mcp", principal.ID, "", v)
+		return denyJSONRPC(400, nil, mcprules.ErrInvalidRequest, v.Detail, d.ID)
 	}
 	name, hasName := hdr["mcp-name"]
 	v := mcprules.CheckHeaders(call, mcprules.Headers{ProtocolVersion: hdr["mcp-protocol-version"], Method: hdr["mcp-method"], Name: name, HasName: hasName})

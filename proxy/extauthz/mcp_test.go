@@ -28,7 +28,7 @@ func mcpServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Listen: "unused", MCP: true}, enf, nil)
+	srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, enf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func mcpCheck(method, body string, extra map[string]string) *authv3.CheckRequest
 		}
 	}
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-		Method: method, Path: "/mcp", Host: "mcp.local", Protocol: "HTTP/1.1", Headers: headers, RawBody: []byte(body),
+		Method: method, Path: "/mcp", Host: headers[":authority"], Protocol: "HTTP/1.1", Headers: headers, RawBody: []byte(body),
 	}}}}
 }
 
@@ -85,7 +85,8 @@ func TestMCPThroughCheck(t *testing.T) {
 		{"GET stream", "GET", "", nil, true, 0, ""},
 		{"no credentials", "POST", get, map[string]string{"authorization": ""}, false, 401, `"code":-32001`},
 		{"foreign origin", "POST", get, map[string]string{"origin": "http://evil.example"}, false, 403, "Origin"},
-		{"same origin", "POST", get, map[string]string{"origin": "https://mcp.local"}, true, 0, ""},
+		{"an allowed host", "POST", get, map[string]string{"origin": "https://mcp.local"}, true, 0, ""},
+		{"a rebound name as Origin and Host", "POST", get, map[string]string{"origin": "https://rebound.example", ":authority": "rebound.example"}, false, 403, "Origin"},
 		{"broken JSON", "POST", `{"jsonrpc":"2.0","id":3,"method":`, nil, false, 400, `"code":-32700`},
 		{"truncated body", "POST", get[:30], nil, false, 400, "max_request_bytes"},
 		{"batch", "POST", "[" + get + "]", nil, false, 400, `"code":-32600`},
@@ -94,6 +95,11 @@ func TestMCPThroughCheck(t *testing.T) {
 		{"Mcp-Name missing on 2025-11-25", "POST", get, map[string]string{"mcp-name": "", "mcp-protocol-version": "2025-11-25"}, true, 0, ""},
 		{"Mcp-Method mismatch", "POST", get, map[string]string{"mcp-method": "tools/call"}, false, 400, `"code":-32020`},
 		{"steer over the bound", "POST", `{"jsonrpc":"2.0","id":4,"method":"tasks/steer","params":{"taskId":"abc","message":"` + strings.Repeat("x", 17<<10) + `"}}`, nil, false, 200, `"id":4,"error":{"code":-32602`},
+		{"steer without an id, over the bound", "POST", `{"jsonrpc":"2.0","method":"tasks/steer","params":{"taskId":"abc","message":"` + strings.Repeat("x", 17<<10) + `"}}`, nil, false, 400, "tasks/steer is a request and needs an id"},
+		{"cancel without an id", "POST", `{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"abc"}}`, nil, false, 400, `"code":-32600`},
+		{"tools/call without an id", "POST", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, map[string]string{"mcp-name": "", "mcp-method": ""}, false, 400, "needs an id"},
+		{"tasks/list without an id", "POST", `{"jsonrpc":"2.0","method":"tasks/list"}`, map[string]string{"mcp-name": "", "mcp-method": ""}, false, 400, "needs an id"},
+		{"a notification", "POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, map[string]string{"mcp-name": "", "mcp-method": ""}, true, 0, ""},
 		{"steer within the bound", "POST", `{"jsonrpc":"2.0","id":4,"method":"tasks/steer","params":{"taskId":"abc","message":"focus"}}`, nil, true, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -67,9 +68,13 @@ type Config struct {
 	// UpstreamTokensFile: as macp.upstream_tokens_file, for principals
 	// authenticated by the client certificate Envoy forwards.
 	UpstreamTokensFile string `yaml:"upstream_tokens_file" json:"upstream_tokens_file"`
-	// AllowedOrigins are the browser origins allowed besides same-origin
-	// requests (MCP), as mcp.allowed_origins.
+	// AllowedOrigins are the browser origins allowed besides those of
+	// AllowedHosts (MCP), as mcp.allowed_origins.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	// AllowedHosts are the names the MCP endpoint behind Envoy is served
+	// under, as mcp.allowed_hosts; there is no default (the names are
+	// Envoy's), so without it a browser's request needs AllowedOrigins.
+	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
 	// Limits bounds the listener's connections; zero fields take listener's
 	// defaults.
 	Limits listener.Limits `yaml:"limits" json:"limits"`
@@ -104,6 +109,9 @@ func (c Config) Validate() error {
 		if err := validEndpointPath("extauthz.mcp_path", c.MCPPath); err != nil {
 			return err
 		}
+	}
+	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("extauthz.allowed_hosts: %w", err)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case msg.Method == mcprules.MethodToolsCall:
 		result = `{"content":[{"type":"text","text":"done"}]}`
 	case msg.Method == mcprules.MethodToolsList:
-		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
+		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
 	case msg.Method == mcprules.MethodGet:
 		result = `{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`
 	default:

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
@@ -160,40 +159,6 @@ func FuzzScanHead(f *testing.F) {
 			t.Fatalf("scanHead(%s): id %s, decoder %s", s, h.id, id)
 		}
 	})
-}
-
-func TestImplicitCalls(t *testing.T) {
-	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	tests := []struct {
-		name    string
-		calls   [][3]any // principal, start ms, end ms
-		created int
-		owner   string
-	}{
-		{"one call", [][3]any{{"alice", 0, 300}}, 5, "alice"},
-		{"within skew", [][3]any{{"alice", 2000, 2300}}, 1500, "alice"},
-		{"no call then", [][3]any{{"alice", 0, 300}}, 5000, ""},
-		{"two principals at once", [][3]any{{"alice", 0, 300}, {"bob", 100, 400}}, 150, ""},
-		{"two calls of one principal", [][3]any{{"alice", 0, 300}, {"alice", 100, 400}}, 150, "alice"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newImplicitCalls()
-			for _, k := range tc.calls {
-				c.add(k[0].(string), at(k[1].(int)), at(k[2].(int)))
-			}
-			got, ok := c.owner(at(tc.created))
-			if got != tc.owner || ok != (tc.owner != "") {
-				t.Fatalf("owner = %q %v, want %q", got, ok, tc.owner)
-			}
-			if ok && len(tc.calls) == 1 {
-				if again, ok := c.owner(at(tc.created)); ok {
-					t.Fatalf("a claimed call gave a second task to %q", again)
-				}
-			}
-		})
-	}
 }
 
 // recorder is the writer side of relay.CopyEvents: what was written and how

@@ -46,6 +46,11 @@ type fakeUpstream struct {
 	refuse bool
 	// bigAnswer makes tools/call "big" answer with this many bytes.
 	bigAnswer int
+	// failList makes tools/list answer HTTP 500 without a body.
+	failList bool
+	// toolsFor is the one-page tool list of a caller (by Authorization),
+	// instead of fakeTools.
+	toolsFor map[string][]map[string]any
 }
 
 func newFakeUpstream() *fakeUpstream { return &fakeUpstream{tasks: map[string]string{}} }
@@ -61,6 +66,7 @@ var fakeTools = [][]map[string]any{
 		{"name": "must", "execution": map[string]any{"taskSupport": "required"}},
 		{"name": "plain"},
 		{"name": "big"},
+		{"name": "echo"},
 	},
 }
 
@@ -162,6 +168,14 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Mcp-Session-Id", fmt.Sprintf("up-sess-%d", u.sessions))
 		answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tasks": map[string]any{"list": map[string]any{}}}})
 	case mcprules.MethodToolsList:
+		if u.failList {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		if tools, ok := u.toolsFor[r.Header.Get("Authorization")]; ok {
+			answer(map[string]any{"tools": tools})
+			return
+		}
 		page := 0
 		if c, _ := params["cursor"].(string); c == "2" {
 			page = 1
@@ -188,6 +202,8 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			events = append(events, map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": map[string]any{"content": []any{}}})
 			writeSSE(w, events...)
+		case name == "echo":
+			answer(map[string]any{"content": []any{}, "structuredContent": params["arguments"]})
 		case name == "big":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("b", u.bigAnswer)}}})
 		case v2026 && name == "slow":
@@ -261,11 +277,18 @@ var sharedPolicies = sync.OnceValues(func() (*policies.Engine, error) {
 
 func newEnforcer(t testing.TB) *proxy.Enforcer {
 	t.Helper()
+	return newEnforcerFor(t, authn.MethodDev)
+}
+
+// newEnforcerFor is an Enforcer with the default policies that
+// authenticates with one method.
+func newEnforcerFor(t testing.TB, m authn.Method) *proxy.Enforcer {
+	t.Helper()
 	pe, err := sharedPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	a, err := authn.New(authn.Config{Mode: authn.Methods{m}, Insecure: true}, authn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,6 +399,9 @@ func (h *harness) do(t testing.TB, method, path, principal, body string, headers
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range headers {
 		req.Header.Set(k, v)
+		if k == "Host" {
+			req.Host = v
+		}
 	}
 	resp, err := h.front.Client().Do(req)
 	if err != nil {

@@ -46,7 +46,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.Outbound(out, r, x.strip, "Authorization", "X-Macp-Token")
+	relay.Outbound(out, r, x.strip, credentialHeaders...)
 	if body != nil {
 		out.ContentLength = int64(len(body))
 	} else {
@@ -64,6 +64,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		out.Header.Set("Mcp-Name", name)
 	}
 	x.start = time.Now()
+	defer x.recordCall()()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -135,6 +136,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 }
 
+// credentialHeaders are the headers a client's credential travels in.
+var credentialHeaders = []string{"Authorization", "X-Macp-Token"}
+
 // responseLimit is what a caller reads when an answer is over the bound.
 func (s *Server) responseLimit() string {
 	return fmt.Sprintf("the MCP server's answer exceeds Warden's limit mcp.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)
@@ -186,9 +190,9 @@ func (x *exchange) eventID(id []byte) []byte {
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
-// taskSupport) upstream with the caller's credentials, session and protocol
-// version, and returns the result.
-func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
+// taskSupport) upstream with the caller's credentials (none with strip, as
+// forward sends none), session and protocol version, and returns the result.
+func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
 	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
 	}
@@ -201,11 +205,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, sid string, callerPa
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"Authorization", "Mcp-Protocol-Version"} {
-		if v := r.Header.Get(k); v != "" {
-			out.Header.Set(k, v)
-		}
-	}
+	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
 	out.Host = r.Host
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
@@ -262,8 +262,8 @@ func metaOf(params json.RawMessage) json.RawMessage {
 }
 
 // readStatus asks the upstream for a task's status (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, id string) (string, error) {
-	res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (string, error) {
+	res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
 		return "", err
 	}
@@ -271,63 +271,83 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, sid string, ca
 	return st, nil
 }
 
-// taskSupport returns a tool's execution.taskSupport, learned from tools/list
-// responses or, for a tool not seen yet, read with tools/list.
-func (s *Server) taskSupport(ctx context.Context, r *http.Request, sid string, callerParams json.RawMessage, tool string) string {
+// toolKey names a tool as one principal sees it in one upstream session: a
+// server may list other tools, or the same tool with another taskSupport,
+// to another session or caller.
+type toolKey struct{ principal, sid, name string }
+
+// errUnlisted says the server's complete tools/list does not name a tool.
+var errUnlisted = errors.New("the tool is not in the server's tools/list")
+
+// maxToolPages bounds the tools/list pages Warden reads for one tool.
+const maxToolPages = 10
+
+// taskSupport returns a tool's execution.taskSupport in the caller's
+// session, learned from tools/list answers or, for a tool not seen yet, read
+// with tools/list. An error means it could not be learned: errUnlisted, or
+// the list could not be read whole.
+func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, tool string) (string, error) {
 	if tool == "" {
-		return ""
+		return "", nil // no tool: the server answers invalid params
 	}
-	s.mu.Lock()
-	v, ok := s.tools[tool]
-	s.mu.Unlock()
-	if ok {
-		return v
+	if v, ok := s.tools.Get(toolKey{principal, sid, tool}); ok {
+		return v, nil
 	}
 	cursor := ""
-	for page := 0; page < 10; page++ {
+	for range maxToolPages {
 		params := map[string]any{}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := s.call(ctx, r, sid, callerParams, mcprules.MethodToolsList, params)
-		if err != nil || res == nil {
-			s.log.Debug("could not read tools/list for taskSupport", "tool", tool, "err", err)
-			break
+		res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodToolsList, params)
+		if err == nil && res == nil {
+			err = errors.New("an error answer")
 		}
-		s.learnTools(res)
-		cursor, _ = res["nextCursor"].(string)
-		if cursor == "" {
-			break
+		if err != nil {
+			return "", fmt.Errorf("tools/list for taskSupport: %w", err)
+		}
+		if v, found := s.learnTools(principal, sid, res, tool); found {
+			return v, nil
+		}
+		if cursor, _ = res["nextCursor"].(string); cursor == "" {
+			return "", errUnlisted
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tools[tool]
+	return "", fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
+}
+
+// forgetTools forgets the taskSupport learned for a principal's session,
+// whose server said its tool list changed: it is read again when needed.
+func (s *Server) forgetTools(principal, sid string) {
+	for _, k := range s.tools.Keys() {
+		if k.principal == principal && k.sid == sid {
+			s.tools.Remove(k)
+		}
+	}
 }
 
 // learnTools records execution.taskSupport of every listed tool (absent
-// means forbidden).
-func (s *Server) learnTools(result map[string]any) {
+// means forbidden) for the principal's session, and returns want's.
+func (s *Server) learnTools(principal, sid string, result map[string]any, want string) (support string, found bool) {
 	tools, _ := result["tools"].([]any)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, t := range tools {
 		m, _ := t.(map[string]any)
 		name, _ := m["name"].(string)
 		if name == "" {
 			continue
 		}
-		support := mcprules.SupportForbidden
+		v := mcprules.SupportForbidden
 		if ex, ok := m["execution"].(map[string]any); ok {
-			if v, ok := ex["taskSupport"].(string); ok && v != "" {
-				support = v
+			if ts, ok := ex["taskSupport"].(string); ok && ts != "" {
+				v = ts
 			}
 		}
-		if _, known := s.tools[name]; !known && len(s.tools) >= maxTools {
-			continue
+		s.tools.Add(toolKey{principal, sid, name}, v)
+		if name == want {
+			support, found = v, true
 		}
-		s.tools[name] = support
 	}
+	return support, found
 }
 
 // exchange is one request and its answer, seen by one principal in one
@@ -360,6 +380,11 @@ type exchange struct {
 	// answered is set once the caller got Warden's error in place of an
 	// answer too large to check; the upstream's answer no longer passes.
 	answered bool
+	// taskID is the upstream ID the request's params.taskId named.
+	taskID string
+	// learned is set once an answer or message of the caller's tools/call
+	// named the task the call made.
+	learned bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -381,11 +406,13 @@ const (
 // toUpstream checks every place of a request where a handle belongs and
 // replaces the caller's handles with the upstream IDs. The places are read
 // by Parse after JSON decoding (so "wt2\u002e..." is a handle like any
-// other): params.taskId of a request, the related-task _meta (params, or
-// result of a client's answer), and tasks/list's params.cursor; each must
-// hold a valid handle of the caller, anything else (a raw upstream ID,
-// another principal's handle) is refused. Any other taskId member that
-// holds a handle is replaced too, and refused when it is not the caller's.
+// other): params.taskId, the related-task _meta (params, or result of a
+// client's answer), tasks/list's params.cursor and subscriptions/listen's
+// params.notifications.taskIds; each must hold a valid handle of the
+// caller (params.taskId in a request), anything else (a raw upstream ID,
+// another principal's handle) is refused. Nothing else is rewritten: a
+// handle elsewhere (a tool's arguments) reaches the server as the opaque
+// string it is, so a tool never learns a task's upstream ID to echo back.
 // taskID is the upstream ID params.taskId names.
 func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
 	c := x.call
@@ -409,7 +436,12 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 			return body, "", refuseCursor
 		}
 	}
-	if !strictTask && !c.HasRelatedTask && !cursor && !c.HasTaskID && !bytes.Contains(body, []byte(handlePrefix)) {
+	for _, t := range c.TaskIDs {
+		if _, ok := h.open(kindTask, x.principal, t); !ok {
+			return body, "", refuseTask
+		}
+	}
+	if !c.HasTaskID && !c.HasRelatedTask && !cursor && !c.HasTaskIDs {
 		return body, "", refuseNone
 	}
 	out, ok, done := x.toUpstreamFast(body, cursor)
@@ -428,58 +460,94 @@ func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok b
 	if err != nil {
 		return body, false
 	}
-	ok = true
-	walk(msg, func(obj map[string]any) {
-		h, isStr := obj["taskId"].(string)
-		if !isStr || !strings.HasPrefix(h, handlePrefix) {
-			return
-		}
-		id, good := x.s.handles.open(kindTask, x.principal, h)
-		if !good {
-			ok = false
-			return
-		}
-		obj["taskId"] = id
-	})
+	p, _ := msg["params"].(map[string]any)
+	ok = x.openTask(p)
+	for _, k := range []string{"params", "result"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		ok = ok && x.openTask(rel)
+	}
 	if !ok {
 		return body, false
 	}
-	if p, isObj := msg["params"].(map[string]any); isObj && cursor {
-		if c, isStr := p["cursor"].(string); isStr {
-			id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
-			if !good {
-				return body, false
-			}
-			p["cursor"] = id
+	n, _ := p["notifications"].(map[string]any)
+	ids, _ := n["taskIds"].([]any)
+	for i, v := range ids {
+		h, _ := v.(string)
+		id, good := x.s.handles.open(kindTask, x.principal, h)
+		if !good {
+			return body, false
 		}
+		ids[i] = id
+	}
+	if c, isStr := p["cursor"].(string); isStr && cursor {
+		id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
+		if !good {
+			return body, false
+		}
+		p["cursor"] = id
 	}
 	return encode(msg), true
 }
 
-// toUpstreamFast is toUpstream's rewriting without decoding: the handles'
+// openTask replaces the caller's handle in obj.taskId with the upstream ID;
+// it is false when that member holds a handle that is not the caller's.
+func (x *exchange) openTask(obj map[string]any) bool {
+	h, isStr := obj["taskId"].(string)
+	if !isStr || !strings.HasPrefix(h, handlePrefix) {
+		return true
+	}
+	id, ok := x.s.handles.open(kindTask, x.principal, h)
+	if ok {
+		obj["taskId"] = id
+	}
+	return ok
+}
+
+// toUpstreamFast is toUpstream's rewriting without decoding, for requests
+// whose places of handles are params.taskId and params.cursor: the handles'
 // bytes are replaced in place. done is false when the body needs the
-// decoding path (an escape in a key or a handle, an upstream ID that would
+// decoding path (a related-task _meta, members of the same name elsewhere
+// at that depth, an escape in a key or a handle, an upstream ID that would
 // need escaping).
 func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, done bool) {
+	if x.call.HasRelatedTask || x.call.HasTaskIDs {
+		return nil, false, false
+	}
 	spans, readable := scanStrings(body, "taskId", "cursor")
 	if !readable {
 		return nil, false, false
 	}
+	tasks, cursors := 0, 0
+	for _, s := range spans {
+		switch {
+		case s.depth == 1 && (s.key == "result" || s.key == "error"):
+			return nil, false, false // an answer: its object at depth 2 is not params
+		case s.depth == 2 && s.key == "taskId":
+			tasks++
+		case s.depth == 2 && s.key == "cursor":
+			cursors++
+		}
+	}
+	if tasks > 1 || cursors > 1 {
+		return nil, false, false // which one is params' cannot be told here
+	}
 	var rep []span
 	var with []string
 	for _, s := range spans {
-		if s.key != "taskId" && s.key != "cursor" {
-			continue // the message's own members
+		if s.depth != 2 {
+			continue
 		}
 		h := string(body[s.start:s.end])
 		var id string
 		switch {
-		case s.key == "taskId" && strings.HasPrefix(h, handlePrefix):
+		case s.key == "taskId" && x.call.HasTaskID && strings.HasPrefix(h, handlePrefix):
 			var good bool
 			if id, good = x.s.handles.open(kindTask, x.principal, h); !good {
 				return body, false, true
 			}
-		case s.key == "cursor" && cursor && s.depth == 2: // params.cursor
+		case s.key == "cursor" && cursor: // params.cursor
 			var good bool
 			if id, good = x.s.handles.openIn(kindCursor, x.principal, x.sid, h); !good {
 				return body, false, true
@@ -510,14 +578,15 @@ func plainString(s string) bool {
 // tools/call and tasks/list) and name only the caller's tasks. done is false
 // when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
-	if !json.Valid(data) {
-		return nil, false, false
+	if !json.Valid(data) || bytes.Contains(data, []byte(`"taskIds"`)) {
+		return nil, false, false // taskIds (a listen acknowledgement) is an array
 	}
 	spans, readable := scanStrings(data, "taskId", "status")
 	if !readable {
 		return nil, false, false
 	}
-	var id []byte
+	var id, method []byte
+	var result span
 	hasResult, hasError, hasMethod := false, false, false
 	for _, s := range spans {
 		if s.depth != 1 {
@@ -531,10 +600,17 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			}
 		case "result":
 			hasResult = true
+			result = s
 		case "error":
 			hasError = true
 		case "method":
 			hasMethod = s.end > s.start+2 && data[s.start] == '"' // a non-empty string
+			if hasMethod {
+				method = data[s.start+1 : s.end-1]
+				if bytes.IndexByte(method, '\\') >= 0 {
+					return nil, false, false // the decoding path reads it as the client does
+				}
+			}
 		}
 	}
 	if !hasMethod && (hasResult || hasError) {
@@ -545,14 +621,17 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if hasResult && learns(x.call.Method) && (x.call.Method != mcprules.MethodToolsCall || hasKey(spans, "taskId")) {
 			return nil, false, false
 		}
-		if hasResult && x.call.Method == mcprules.MethodToolsCall {
-			x.plainAnswered() // no task in it
-		}
 		x.settle(hasResult)
 	}
+	if hasMethod && string(method) == mcprules.NotifyToolsChanged {
+		x.s.forgetTools(x.principal, x.sid)
+	}
+	// Statuses are read only where the server states them (observe): at
+	// depth 2, in the answer's result or the notification's params.
+	source := hasMethod && statusNotice(string(method)) || !hasMethod && hasResult && !hasError && statusAnswer(x.call.Method)
 	statusOf := func(obj int) (string, bool) {
 		for _, s := range spans {
-			if s.key == "status" && s.obj == obj && s.depth > 1 {
+			if s.key == "status" && s.obj == obj && s.depth == 2 {
 				return string(data[s.start:s.end]), true
 			}
 		}
@@ -568,7 +647,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if x.ownHandle(tid) {
 			continue
 		}
-		if st, ok := statusOf(s.obj); ok {
+		if st, ok := statusOf(s.obj); ok && source && s.depth == 2 && (hasMethod || tid == x.taskID && s.start > result.start && s.end < jsonrpc.ValueEnd(data, result.start)) {
 			x.s.enforcer.TaskObserved(tid, st)
 		}
 		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
@@ -591,12 +670,19 @@ func hasKey(spans []span, key string) bool {
 	return false
 }
 
-// plainAnswered notes a plain call of a tool the server may have run as a
-// task of its own (implicitCalls), answered without naming it.
-func (x *exchange) plainAnswered() {
-	if !x.call.TaskRequested && x.support == mcprules.SupportOptional && !x.start.IsZero() {
-		x.s.implicit.add(x.principal, x.start, time.Now())
+// recordCall records, as it leaves for the upstream, every tools/call
+// (implicitCalls): a plain one may make a task Warden is never told about
+// (whatever taskSupport Warden last read for its tool: the server's list may
+// have changed since), and a task-augmented one a task whose answer Warden
+// may never read. The returned func ends the record, whatever became of the
+// call.
+func (x *exchange) recordCall() func() {
+	c := x.call
+	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall {
+		return func() {}
 	}
+	k := x.s.implicit.begin(x.principal, x.start, !c.TaskRequested)
+	return func() { x.s.implicit.end(k, time.Now(), x.learned) }
 }
 
 // answers reports whether an answer's decoded id is the id of this
@@ -636,9 +722,12 @@ func (x *exchange) learnRelated(msg map[string]any) {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
-		if _, known := x.s.enforcer.TaskOwner(id); !known {
+		owner, known := x.s.enforcer.TaskOwner(id)
+		if !known {
 			x.s.enforcer.TaskCreated(id, x.principal, "")
 		}
+		// The call's task is known; another's named here does not say so.
+		x.learned = x.learned || !known || owner == x.principal
 	}
 }
 
@@ -696,6 +785,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
+	if method == mcprules.NotifyToolsChanged {
+		x.s.forgetTools(x.principal, x.sid)
+	}
 	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
 		x.learnRelated(msg)
 	}
@@ -717,24 +809,37 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			}
 		}
 	}
-	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && bytes.IndexByte(data, '\\') < 0 {
+	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
 		return data, true
 	}
 	foreign := false
-	walk(msg, func(obj map[string]any) {
-		id, ok := obj["taskId"].(string)
-		if !ok || x.ownHandle(id) {
-			return
-		}
-		if st, ok := obj["status"].(string); ok {
-			x.s.enforcer.TaskObserved(id, st)
+	if answer || method != "" {
+		x.observe(msg, method)
+	}
+	// mine replaces a task ID with the caller's handle; it is false for a
+	// task that is someone else's or unknown: not for this caller.
+	mine := func(id string) (string, bool) {
+		if x.ownHandle(id) {
+			return id, true
 		}
 		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
-			obj["taskId"] = x.seal(kindTask, id)
 			changed = true
-			return
+			return x.seal(kindTask, id), true
 		}
-		foreign = true // someone else's (or an unknown) task: not for this caller
+		return id, false
+	}
+	walk(msg, func(obj map[string]any) {
+		if id, ok := obj["taskId"].(string); ok {
+			h, ok := mine(id)
+			obj["taskId"], foreign = h, foreign || !ok
+		}
+		ids, _ := obj["taskIds"].([]any) // a listen acknowledgement
+		for i, v := range ids {
+			if id, ok := v.(string); ok {
+				h, ok := mine(id)
+				ids[i], foreign = h, foreign || !ok
+			}
+		}
 	})
 	switch {
 	case foreign && answer:
@@ -748,6 +853,47 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	return encode(msg), true
 }
 
+// observe records the status of a task where the server states it: the
+// params of a task status notification, or the result answering the
+// caller's tasks/get (or cancel, pause, resume) about the task it named.
+// A taskId and status anywhere else (a tool's output, which may echo what
+// the caller sent) say nothing about a task. tasks/list items are read by
+// learn, created tasks by learn and learnRelated.
+func (x *exchange) observe(msg map[string]any, method string) {
+	var obj map[string]any
+	switch {
+	case statusNotice(method):
+		obj, _ = msg["params"].(map[string]any)
+	case method == "" && statusAnswer(x.call.Method):
+		obj, _ = msg["result"].(map[string]any)
+		if id, _ := obj["taskId"].(string); id != x.taskID {
+			return
+		}
+	}
+	id, _ := obj["taskId"].(string)
+	st, _ := obj["status"].(string)
+	if id != "" && st != "" && !strings.HasPrefix(id, handlePrefix) {
+		x.s.enforcer.TaskObserved(id, st)
+	}
+}
+
+// statusNotice reports whether notifications of method state a task's
+// status in their params (2025-11-25 and SEP-2669; the 2026-07-28
+// extension).
+func statusNotice(method string) bool {
+	return method == mcprules.NotifyStatus || method == mcprules.NotifyTasks
+}
+
+// statusAnswer reports whether the result answering method is the task its
+// params.taskId named, with its status.
+func statusAnswer(method string) bool {
+	switch method {
+	case mcprules.MethodGet, mcprules.MethodCancel, mcprules.MethodPause, mcprules.MethodResume:
+		return true
+	}
+	return false
+}
+
 // learn reads the result answering the caller's request; it reports whether
 // it changed the result. An error means the owners of the listed tasks could
 // not be read (the shared state is unreachable).
@@ -755,15 +901,20 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 	e := x.s.enforcer
 	switch x.call.Method {
 	case mcprules.MethodToolsList:
-		x.s.learnTools(res)
+		x.s.learnTools(x.principal, x.sid, res, "")
 	case mcprules.MethodToolsCall:
 		task, _ := res["task"].(map[string]any) // 2025-11-25: {task: Task}
 		if task == nil && res["resultType"] == "task" {
 			task = res // 2026-07-28: a flat CreateTaskResult
 		}
 		if id, ok := task["taskId"].(string); ok && id != "" {
-			st, _ := task["status"].(string)
-			e.TaskCreated(id, x.principal, st)
+			// A task already known as another's is not taken over: the
+			// answer then names a task that is not the caller's.
+			if owner, known := e.TaskOwner(id); !known || owner == x.principal {
+				st, _ := task["status"].(string)
+				e.TaskCreated(id, x.principal, st)
+				x.learned = true
+			}
 		}
 	case mcprules.MethodList:
 		changed := false
@@ -795,8 +946,13 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			m, _ := t.(map[string]any)
 			id := ids[i]
 			owner, known := owners[i], owners[i] != ""
-			if !known && id != "" {
-				// A task no answer named: one a plain call made (implicitCalls).
+			if st, _ := m["status"].(string); known && st != "" {
+				e.TaskObserved(id, st)
+			}
+			if !known && id != "" && !e.SharesTasks() {
+				// A task no answer named: one a plain call made
+				// (implicitCalls). With a shared store, calls made
+				// through other replicas are not seen here: never placed.
 				created, _ := m["createdAt"].(string)
 				if at, err := time.Parse(time.RFC3339Nano, created); err == nil {
 					if p, ok := x.s.implicit.owner(at); ok {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,8 +80,11 @@ func TestToUpstream(t *testing.T) {
 			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
 		{"own handle, escaped", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + escaped + `"}}`,
 			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
-		{"own handles everywhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + rt + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
-			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"t-a"}],"message":"m","taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handles in every place, and elsewhere", `{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"` + mine + `","message":"m","_meta":{"` + rt + `":{"taskId":"` + other + `"}},"list":[{"taskId":"` + mine + `"}]}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/steer","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-a2"}},"list":[{"taskId":"` + mine + `"}],"message":"m","taskId":"t-a"}}`, "t-a", refuseNone},
+		{"own handle in a tool's arguments stays a handle", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"taskId":"` + mine + `","status":"input_required"}}}`, "", "", refuseNone},
+		{"a taskId member beside params", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `"},"x":{"taskId":"` + other + `"}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"},"x":{"taskId":"` + other + `"}}`, "t-a", refuseNone},
 		{"raw id with an own handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"t-b","_meta":{"` + rt + `":{"taskId":"` + mine + `"}}}}`, "", "", refuseTask},
 		{"own handle with a raw id in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + mine + `","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
 		{"raw related task on tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"` + rt + `":{"taskId":"t-b"}}}}`, "", "", refuseTask},
@@ -98,7 +102,9 @@ func TestToUpstream(t *testing.T) {
 		{"no HTML escaping", `{"jsonrpc":"2.0","id":"<&>","method":"tasks/get","params":{"taskId":"` + mine + `"}}`,
 			`{"id":"<&>","jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"t-a"}}`, "t-a", refuseNone},
 		{"another principal's handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + bobs + `"}}`, "", "", refuseTask},
-		{"another principal's handle in _meta", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`, "", "", refuseTask},
+		{"another principal's handle outside the places", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"x":{"taskId":"` + bobs + `"}}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"tasks/get","params":{"_meta":{"x":{"taskId":"` + bobs + `"}},"taskId":"t-a"}}`, "t-a", refuseNone},
+		{"another principal's related task", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + mine + `","_meta":{"` + rt + `":{"taskId":"` + bobs + `"}}}}`, "", "", refuseTask},
 		{"a session handle as a task's", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + session + `"}}`, "", "", refuseTask},
 		{"a garbled handle", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.zz"}}`, "", "", refuseTask},
 		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["` + mine + `"]}`, "", "", refuseNone},
@@ -107,6 +113,10 @@ func TestToUpstream(t *testing.T) {
 		{"raw cursor", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"page-2"}}`, "", "", refuseCursor},
 		{"cursor of another session", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"` + otherSession + `"}}`, "", "", refuseCursor},
 		{"a task handle as a cursor", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"` + mine + `"}}`, "", "", refuseCursor},
+		{"listen to own tasks", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["` + mine + `","` + escaped + `"]}}}`,
+			`{"id":1,"jsonrpc":"2.0","method":"subscriptions/listen","params":{"notifications":{"taskIds":["t-a","t-a"]}}}`, "", refuseNone},
+		{"listen to a raw id", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["` + mine + `","t-b"]}}}`, "", "", refuseTask},
+		{"listen to another principal's task", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["` + bobs + `"]}}}`, "", "", refuseTask},
 		{"tools/list cursors are the server's", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"page-2"}}`, "", "", refuseNone},
 	}
 	for _, tc := range tests {
@@ -171,6 +181,14 @@ func TestFromUpstream(t *testing.T) {
 		{"task list filtered", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
 			`{"jsonrpc":"2.0","id":"l","result":{"tasks":[{"taskId":"t-b"},{"taskId":"t-a"},{"taskId":"t-zzz"},"junk"],"nextCursor":"c"}}`,
 			`{"id":"l","jsonrpc":"2.0","result":{"nextCursor":"` + s.handles.sealIn(kindCursor, alice, "", "c") + `","tasks":[{"taskId":"` + ha + `"}]}}`, true},
+		{"listen acknowledged for own task", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}`,
+			`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":["t-a","` + ha + `"]}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":["` + ha + `","` + ha + `"]}}}`, true},
+		{"listen acknowledged for another's task", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}`,
+			`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":["t-a","t-b"]}}}`, "", false},
+		{"task IDs listed in an answer", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"taskIds":["t-zzz"]}}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"the MCP server's answer named a task that is not the caller's"}}`, true},
 		{"task list without tasks", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`, `{"jsonrpc":"2.0","id":"l","result":{}}`, "", true},
 		{"task list for another request id", `{"jsonrpc":"2.0","id":"l","method":"tasks/list"}`,
 			`{"jsonrpc":"2.0","id":"m","result":{"tasks":[{"taskId":"t-a"}]}}`, "", false},
@@ -197,11 +215,11 @@ func TestFromUpstreamLearns(t *testing.T) {
 		x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"},{"name":"c","execution":{"taskSupport":""}},{"name":""},"junk"]}}`))
 		for tool, want := range map[string]string{"a": "required", "b": "forbidden", "c": "forbidden"} {
-			if got := s.taskSupport(context.Background(), nil, "", nil, tool); got != want {
+			if got, err := s.taskSupport(context.Background(), nil, false, alice, "", nil, tool); err != nil || got != want {
 				t.Errorf("taskSupport(%s) = %q, want %q", tool, got, want)
 			}
 		}
-		if _, ok := s.tools[""]; ok {
+		if s.tools.Contains(toolKey{alice, "", ""}) {
 			t.Error("a tool without a name was recorded")
 		}
 	})
@@ -213,6 +231,14 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 		if !strings.Contains(string(out), s.handles.seal(kindTask, bob, "new-1")) {
 			t.Fatalf("%s", out)
+		}
+	})
+	t.Run("a created task already another's", func(t *testing.T) {
+		e.TaskCreated("taken", alice, mcprules.StatusWorking)
+		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
+		out, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"taken","status":"working"}}}`))
+		if owner, _ := e.TaskOwner("taken"); owner != alice || !keep || !strings.Contains(string(out), "not the caller's") {
+			t.Fatalf("owner %q; %s %v", owner, out, keep)
 		}
 	})
 	t.Run("created task, 2026", func(t *testing.T) {
@@ -234,6 +260,22 @@ func TestFromUpstreamLearns(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a related task resolves the call only when it is the caller's", func(t *testing.T) {
+		e.TaskCreated("rel-bob", bob, mcprules.StatusWorking)
+		rel := func(id string) []byte {
+			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
+		}
+		for _, tc := range []struct {
+			id      string
+			learned bool
+		}{{"rel-bob", false}, {"rel-new", true}} {
+			x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a","task":{}}}`)
+			x.fromUpstream(rel(tc.id))
+			if x.learned != tc.learned {
+				t.Errorf("related %s: learned %v, want %v", tc.id, x.learned, tc.learned)
+			}
+		}
+	})
 	t.Run("statuses", func(t *testing.T) {
 		e.TaskCreated("st-1", alice, mcprules.StatusWorking)
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -250,6 +292,66 @@ func TestFromUpstreamLearns(t *testing.T) {
 			t.Fatalf("pause of a paused task: %+v %v", d, err)
 		}
 	})
+}
+
+// TestStatusSources: a task's status is read only where the server states
+// it, on the fast and the decoding path alike; a taskId and status a tool
+// echoes, or any other nested pair, changes nothing.
+func TestStatusSources(t *testing.T) {
+	s := unitServer(t)
+	e := s.enforcer
+	get := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"h"}}`
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`
+	tests := []struct {
+		name     string
+		request  string
+		data     string // TASK is the task's upstream ID
+		observed bool
+	}{
+		{"tasks/get answer", get, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK","status":"paused"}}`, true},
+		{"tasks/get answer about another task", get, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK-other","status":"paused"},"x":{"taskId":"TASK","status":"paused"}}`, false},
+		{"tasks/get error", get, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"m","data":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"a tool's echo", call, `{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"a tool's echo at the result's top", call, `{"jsonrpc":"2.0","id":1,"result":{"taskId":"TASK","status":"paused"}}`, false},
+		{"status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"status notification, escaped method", call, `{"jsonrpc":"2.0","method":"notifications\/tasks\/status","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"2026 tasks notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"TASK","status":"paused"}}`, true},
+		{"nested in a status notification", call, `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"TASK-other","status":"working","x":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"another notification", call, `{"jsonrpc":"2.0","method":"notifications/message","params":{"taskId":"TASK","status":"paused"}}`, false},
+		{"a log message's data", call, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"taskId":"TASK","status":"paused"}}}`, false},
+		{"tasks/list item", `{"jsonrpc":"2.0","id":1,"method":"tasks/list"}`, `{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"TASK","status":"paused"}]}}`, true},
+	}
+	n := 0
+	for _, tc := range tests {
+		for _, path := range []string{"fast", "decoded"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				n++
+				id := fmt.Sprintf("st-%d", n)
+				e.TaskCreated(id, alice, mcprules.StatusWorking)
+				e.TaskCreated(id+"-other", alice, mcprules.StatusWorking)
+				x := exchangeFor(t, s, alice, tc.request)
+				x.taskID = id
+				data := []byte(strings.ReplaceAll(tc.data, "TASK", id))
+				if path == "fast" {
+					x.fromUpstream(data)
+				} else {
+					x.fromUpstreamDecoded(data)
+				}
+				// resume is allowed from paused only.
+				d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
+					Principal: authn.Principal{ID: alice}, TaskID: id, Owner: true,
+					Call: mcprules.Call{Kind: mcprules.KindRequest, Method: mcprules.MethodResume, HasTaskID: true, TaskID: "h"},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Settle(false)
+				if d.Allow != tc.observed {
+					t.Fatalf("status paused observed = %v, want %v", d.Allow, tc.observed)
+				}
+			})
+		}
+	}
 }
 
 func TestFromUpstreamSettles(t *testing.T) {
@@ -309,4 +411,30 @@ func sameJSON(a, b []byte) bool {
 		return string(a) == string(b)
 	}
 	return reflect.DeepEqual(va, vb)
+}
+
+// TestToolsChangedForgets: a server's notifications/tools/list_changed on a
+// session makes Warden read that session's taskSupport again, on the fast
+// and the decoding path; other sessions keep theirs.
+func TestToolsChangedForgets(t *testing.T) {
+	for _, data := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"\u006e":1}}`, // an escaped key: the decoding path
+		`{"jsonrpc":"2.0","method":"notifications\/tools\/list_changed"}`,                     // an escaped method
+	} {
+		s := unitServer(t)
+		list := map[string]any{"tools": []any{map[string]any{"name": "a", "execution": map[string]any{"taskSupport": "optional"}}}}
+		s.learnTools(alice, "s1", list, "")
+		s.learnTools(alice, "s2", list, "")
+		s.learnTools(bob, "s1", list, "")
+		x := &exchange{s: s, principal: alice, sid: "s1"}
+		if _, keep := x.fromUpstream([]byte(data)); !keep {
+			t.Fatalf("%s dropped", data)
+		}
+		for k, want := range map[toolKey]bool{{alice, "s1", "a"}: false, {alice, "s2", "a"}: true, {bob, "s1", "a"}: true} {
+			if got := s.tools.Contains(k); got != want {
+				t.Errorf("%s: %+v remembered %v, want %v", data, k, got, want)
+			}
+		}
+	}
 }

@@ -19,7 +19,8 @@
 // event ids and tasks/list cursors are sealed with XChaCha20-Poly1305 to the
 // principal (event ids and cursors also to the upstream session), so they
 // reveal nothing and open only for their owner. Every place a handle belongs
-// (params.taskId, the related-task _meta, tasks/list's cursor, Mcp-Name,
+// (params.taskId, the related-task _meta, tasks/list's cursor,
+// subscriptions/listen's params.notifications.taskIds, Mcp-Name,
 // Mcp-Session-Id, Last-Event-ID) must hold one of the caller's, read after
 // JSON decoding; anything else is refused as an unknown task (-32602 "Task
 // not found"), an invalid cursor, or (Last-Event-ID) a 400, without asking
@@ -44,11 +45,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -65,9 +69,16 @@ import (
 // oversized messages are dropped, each logged), and MCP's own.
 type Config struct {
 	listener.HTTPConfig `yaml:",inline"`
-	// AllowedOrigins are the browser origins allowed besides same-origin
-	// requests; a request with any other Origin gets 403.
+	// AllowedOrigins are the browser origins allowed besides those of
+	// AllowedHosts; a request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	// AllowedHosts are the names (host, any port, or host:port) this
+	// endpoint is served under that a browser page may call it from as
+	// same-origin. nil means the listen address's: the loopback names
+	// (localhost, 127.0.0.1, [::1]) for a loopback or wildcard address, the
+	// address itself for another IP literal, none for a host name. The
+	// request's Host header is never trusted for it (DNS rebinding).
+	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
 	// Resource is this protected resource's URL (RFC 9728), and
 	// AuthorizationServers the issuers clients get tokens from; with
 	// authorization servers set, Warden serves the metadata document.
@@ -86,7 +97,7 @@ const (
 	DefaultMaxSteerBytes    = 16 << 10
 	DefaultMaxSteerQueue    = 32
 	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
-	maxTools                = 4096
+	maxTools                = 16384 // taskSupport entries (principal, session, tool) remembered
 )
 
 // Validate checks the configuration.
@@ -100,6 +111,9 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
+	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
+		return fmt.Errorf("mcp.allowed_hosts: %w", err)
+	}
 	return nil
 }
 
@@ -111,7 +125,28 @@ func (c Config) withDefaults() Config {
 	if c.MaxSteerQueue == 0 {
 		c.MaxSteerQueue = DefaultMaxSteerQueue
 	}
+	if c.AllowedHosts == nil {
+		c.AllowedHosts = defaultHosts(c.Listen)
+	}
 	return c
+}
+
+// defaultHosts are the allowed hosts of a listen address
+// (Config.AllowedHosts), any port: names no DNS answer can give another
+// site (as the MCP TypeScript SDK's localhost default).
+func defaultHosts(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil
+	}
+	ip, ipErr := netip.ParseAddr(host)
+	switch {
+	case host == "" || strings.EqualFold(host, "localhost") || ipErr == nil && (ip.IsLoopback() || ip.IsUnspecified()):
+		return []string{"localhost", "127.0.0.1", "[::1]"}
+	case ipErr == nil:
+		return []string{strings.TrimSuffix(net.JoinHostPort(host, "0"), ":0")} // [v6] bracketed
+	}
+	return nil // a name someone else's DNS could point here: configure it
 }
 
 // Server is the MCP sidecar, an http.Handler.
@@ -125,8 +160,7 @@ type Server struct {
 
 	implicit *implicitCalls
 
-	mu    sync.Mutex
-	tools map[string]string // tool name -> execution.taskSupport
+	tools *lru.Cache[toolKey, string] // execution.taskSupport
 }
 
 // New builds the sidecar. key binds handles to principals (see handle.LoadKey);
@@ -152,7 +186,11 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: map[string]string{}, implicit: newImplicitCalls()}, nil
+	tools, err := lru.New[toolKey, string](maxTools)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls()}, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
@@ -166,7 +204,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metadata(w, r)
 		return
 	}
-	if !mcprules.OriginAllowed(r.Header.Get("Origin"), r.Host, s.cfg.AllowedOrigins) {
+	if !mcprules.OriginAllowed(r.Header.Get("Origin"), s.cfg.AllowedHosts, s.cfg.AllowedOrigins) {
 		s.refuse(w, "", rules.CodeForbidden, rules.ReasonOriginRefused, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
 		return
 	}
@@ -337,10 +375,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		return
 	}
 	x.call = call
-	if decided(call.Method) && call.Kind == mcprules.KindNotification {
-		// A task method, tools/call or tasks/list without an id would not
-		// be decided; the upstream may still act on it.
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: "+call.Method+" is a request and needs an id")
+	if v := mcprules.CheckKind(call); !v.OK() {
+		s.refuse(w, p.ID, v.Code, v.Reason, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, v.Detail)
 		return
 	}
 	// Every place a handle belongs (params.taskId, related-task metadata,
@@ -377,12 +413,18 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				name = owner
 			}
 			req.Status = func(ctx context.Context) (string, error) {
-				return s.readStatus(ctx, r, sid, call.Params, owner)
+				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
 			}
 		}
 		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
-			req.Support = s.taskSupport(r.Context(), r, sid, call.Params, call.Tool)
-			x.support = req.Support
+			support, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
+			if err != nil {
+				// Fail closed: whether the call may run as it asks cannot
+				// be told.
+				s.log.Warn("could not learn a tool's taskSupport; refusing the call", "tool", call.Tool, "principal", p.ID, "err", err)
+				req.Refused = mcprules.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
+			}
+			req.Support, x.support = support, support
 		}
 		// Every message whose routing headers disagree with its body, or
 		// that names a task or cursor not the caller's, is refused; the
@@ -403,6 +445,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			x.decision = &d
 		}
 	}
+	x.taskID = owner
 	s.forward(w, r, x, body, name)
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -268,20 +269,23 @@ func TestSessionHandles(t *testing.T) {
 }
 
 func TestOrigin(t *testing.T) {
-	h := newHarness(t, Config{AllowedOrigins: []string{"https://app.example"}})
+	h := newHarness(t, Config{AllowedOrigins: []string{"https://app.example"}, AllowedHosts: []string{"127.0.0.1"}})
+	port := h.front.URL[strings.LastIndex(h.front.URL, ":")+1:]
 	tests := []struct {
 		name   string
 		origin string
+		host   string // the request's Host; "" for the listener's
 		status int
 	}{
-		{"none", "", http.StatusOK},
-		{"same origin", h.front.URL, http.StatusOK},
-		{"same host, other scheme", strings.Replace(h.front.URL, "http://", "https://", 1), http.StatusOK},
-		{"configured", "https://app.example", http.StatusOK},
-		{"foreign", "http://evil.example", http.StatusForbidden},
-		{"configured with another port", "https://app.example:8443", http.StatusForbidden},
-		{"null", "null", http.StatusForbidden},
-		{"same host as a path", "http://evil.example/" + strings.TrimPrefix(h.front.URL, "http://"), http.StatusForbidden},
+		{"none", "", "", http.StatusOK},
+		{"an allowed host", h.front.URL, "", http.StatusOK},
+		{"an allowed host, other scheme", strings.Replace(h.front.URL, "http://", "https://", 1), "", http.StatusOK},
+		{"a rebound name as Origin and Host", "http://rebound.example:" + port, "rebound.example:" + port, http.StatusForbidden},
+		{"configured", "https://app.example", "", http.StatusOK},
+		{"foreign", "http://evil.example", "", http.StatusForbidden},
+		{"configured with another port", "https://app.example:8443", "", http.StatusForbidden},
+		{"null", "null", "", http.StatusForbidden},
+		{"allowed host as a path", "http://evil.example/" + strings.TrimPrefix(h.front.URL, "http://"), "", http.StatusForbidden},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -289,6 +293,9 @@ func TestOrigin(t *testing.T) {
 			hd := hdr{}
 			if tc.origin != "" {
 				hd["Origin"] = tc.origin
+			}
+			if tc.host != "" {
+				hd["Host"] = tc.host
 			}
 			r := h.post(t, alice, rpc(1, "ping", nil), hd)
 			if r.status != tc.status {
@@ -540,7 +547,7 @@ func TestTaskSupport(t *testing.T) {
 		{"required tool without a task", "must", false, mcprules.ErrMethodNotFound},
 		{"required tool with a task", "must", true, 0},
 		{"optional tool with a task", "slow", true, 0},
-		{"unknown tool: the upstream decides", "ghost", true, 0},
+		{"tool the server does not list", "ghost", true, mcprules.ErrInvalidParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -562,10 +569,11 @@ func TestTaskSupport(t *testing.T) {
 			}
 		})
 	}
-	// Warden read both pages once, for the first tool, and once more for the
-	// unknown one; every sub-request is its own.
+	// Warden read the first page for the first tool, both pages for the
+	// first tool of the second, and both again for the unlisted one; every
+	// sub-request is its own.
 	lists := h.up.received("tools/list")
-	if len(lists) != 4 {
+	if len(lists) != 5 {
 		t.Fatalf("upstream saw %d tools/list", len(lists))
 	}
 	for _, c := range lists {
@@ -573,8 +581,42 @@ func TestTaskSupport(t *testing.T) {
 			t.Fatalf("sub-request id %s", c.id)
 		}
 	}
-	if c, _ := lists[1].params["cursor"].(string); c != "2" {
-		t.Fatalf("second page cursor %v", lists[1].params)
+	if c, _ := lists[2].params["cursor"].(string); c != "2" {
+		t.Fatalf("second page cursor %v", lists[2].params)
+	}
+}
+
+// TestTaskSupportUnknown: a tools/call whose tool's taskSupport cannot be
+// learned is refused, never forwarded; and a tool's taskSupport is the one
+// listed to the caller, not to another principal.
+func TestTaskSupportUnknown(t *testing.T) {
+	h := newHarness(t, Config{})
+	call := func(who, tool string) reply {
+		return h.post(t, who, rpc("x", "tools/call", map[string]any{"name": tool, "arguments": map[string]any{}, "task": map[string]any{}}), nil)
+	}
+	h.up.configure(func(u *fakeUpstream) { u.failList = true })
+	r := call(alice, "slow")
+	if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcprules.ErrInternal || !strings.Contains(r.errMessage(t), `"slow"`) {
+		t.Fatalf("tools/list failing: HTTP %d %s", r.status, r.body)
+	}
+	// Bob's server lists "fast" as optional, alice's as forbidden.
+	h.up.configure(func(u *fakeUpstream) {
+		u.failList = false
+		u.toolsFor = map[string][]map[string]any{
+			"Bearer bob": {{"name": "fast", "execution": map[string]any{"taskSupport": "optional"}}},
+		}
+	})
+	if r := h.post(t, bob, rpc(1, "tools/list", map[string]any{}), nil); len(r.result(t)["tools"].([]any)) != 1 {
+		t.Fatalf("bob's tools/list: %s", r.body)
+	}
+	if r := call(bob, "fast"); r.errCode(t) != 0 {
+		t.Fatalf("bob's task call of his optional tool: %s", r.body)
+	}
+	if r := call(alice, "fast"); r.errCode(t) != mcprules.ErrMethodNotFound {
+		t.Fatalf("alice's task call of her forbidden tool: %s", r.body)
+	}
+	if n := len(h.up.received("tools/call")); n != 1 {
+		t.Fatalf("the server ran %d tools/call, want bob's only", n)
 	}
 }
 
@@ -635,6 +677,57 @@ func TestSteerBoundAndSettle(t *testing.T) {
 	h.do(t, http.MethodGet, "/mcp", alice, "", nil)
 	if r := steer("again"); r.errCode(t) != 0 {
 		t.Fatalf("%s", r.body)
+	}
+}
+
+// TestEchoedStatusIgnored: a tool that echoes {"taskId": <the caller's
+// handle>, "status": ...} neither reaches the server with the task's
+// upstream ID nor passes for a status change that resets the steer bound.
+func TestEchoedStatusIgnored(t *testing.T) {
+	h := newHarness(t, Config{MaxSteerQueue: 2})
+	handle := h.createTask(t, alice)
+	steer := rpc("s", "tasks/steer", map[string]any{"taskId": handle, "message": "m"})
+	for i := range 6 {
+		h.post(t, alice, steer, nil)
+		st := []string{mcprules.StatusInputRequired, mcprules.StatusWorking}[i%2]
+		r := h.post(t, alice, rpc(3, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"taskId": handle, "status": st}}), nil)
+		if got := r.result(t)["structuredContent"]; !reflect.DeepEqual(got, map[string]any{"taskId": handle, "status": st}) {
+			t.Fatalf("echo: %s", r.body)
+		}
+	}
+	if n := len(h.up.received("tasks/steer")); n != 2 {
+		t.Fatalf("the server got %d steers, want the bound of 2", n)
+	}
+	for _, c := range h.up.received("tools/call") {
+		if args, _ := c.params["arguments"].(map[string]any); c.params["name"] == "echo" && args["taskId"] != handle {
+			t.Fatalf("the tool got %v, want the handle as sent", args)
+		}
+	}
+}
+
+// TestListenTaskIDs: subscriptions/listen reaches the server with the
+// upstream IDs of the caller's handles, and is refused as an unknown task
+// when it names anything else.
+func TestListenTaskIDs(t *testing.T) {
+	h := newHarness(t, Config{})
+	mine, bobs := h.createTask(t, alice), h.createTask(t, bob)
+	listen := func(ids ...string) reply {
+		return h.post(t, alice, rpc(5, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids}}), nil)
+	}
+	for _, ids := range [][]string{{mine, bobs}, {mine, h.upstreamID(t, alice, mine)}, {"made-up"}} {
+		if r := listen(ids...); r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+			t.Fatalf("listen to %v: %s", ids, r.body)
+		}
+	}
+	if n := len(h.up.received("subscriptions/listen")); n != 0 {
+		t.Fatalf("the server got %d refused listens", n)
+	}
+	if r := listen(mine); r.errCode(t) != 0 {
+		t.Fatalf("listen to own task: %s", r.body)
+	}
+	got := h.up.received("subscriptions/listen")
+	if len(got) != 1 || fmt.Sprint(got[0].params["notifications"]) != fmt.Sprint(map[string]any{"taskIds": []any{h.upstreamID(t, alice, mine)}}) {
+		t.Fatalf("the server got %v", got)
 	}
 }
 
@@ -1113,6 +1206,28 @@ func TestHTTPMethods(t *testing.T) {
 		}
 		if len(h.up.received("")) != before {
 			t.Errorf("%s: the upstream was called", tc.method)
+		}
+	}
+}
+
+func TestDefaultHosts(t *testing.T) {
+	loopback := []string{"localhost", "127.0.0.1", "[::1]"}
+	for _, tc := range []struct {
+		listen string
+		want   []string
+	}{
+		{"127.0.0.1:3001", loopback},
+		{"[::1]:3001", loopback},
+		{"localhost:3001", loopback},
+		{"0.0.0.0:3001", loopback},
+		{":3001", loopback},
+		{"10.0.0.5:3001", []string{"10.0.0.5"}},
+		{"[2001:db8::5]:3001", []string{"[2001:db8::5]"}},
+		{"mcp.example:3001", nil},
+		{"", nil},
+	} {
+		if got := defaultHosts(tc.listen); !slices.Equal(got, tc.want) {
+			t.Errorf("defaultHosts(%q) = %q, want %q", tc.listen, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -65,6 +66,20 @@ func EventMax(maxResponse int64) int {
 		return 0
 	}
 	return int(maxResponse)
+}
+
+// Behalf copies onto out, a request Warden makes of its own for a caller
+// (a task's status, a tool list), the headers keys of in, the caller's
+// request; with strip, as Outbound does, the credential headers are left
+// out.
+func Behalf(out, in http.Header, strip bool, keys []string, credentials ...string) {
+	for _, k := range keys {
+		k = http.CanonicalHeaderKey(k)
+		credential := slices.ContainsFunc(credentials, func(c string) bool { return http.CanonicalHeaderKey(c) == k })
+		if v := in.Values(k); len(v) > 0 && !(strip && credential) {
+			out[k] = slices.Clone(v)
+		}
+	}
 }
 
 // Outbound copies the caller's request onto out, the request to the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -54,6 +55,27 @@ func TestOutbound(t *testing.T) {
 				if got := out.Header.Values(k); len(got) != 1 || got[0] != v[0] {
 					t.Errorf("%s = %v, want %v", k, got, v)
 				}
+			}
+		})
+	}
+}
+
+func TestBehalf(t *testing.T) {
+	in := http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}, "X-Other": {"o"}}
+	keys := []string{"authorization", "X-Macp-Token", "mcp-protocol-version", "Absent"}
+	for _, tc := range []struct {
+		name  string
+		strip bool
+		want  http.Header
+	}{
+		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}}},
+		{"credentials stripped", true, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := http.Header{}
+			Behalf(out, in, tc.strip, keys, "Authorization", "X-Macp-Token")
+			if !reflect.DeepEqual(out, tc.want) {
+				t.Fatalf("headers %v, want %v", out, tc.want)
 			}
 		})
 	}

@@ -30,6 +30,31 @@ func lineOf(line []byte) ([]byte, bool) {
 	return l, bytes.IndexByte(l, '\r') < 0
 }
 
+// bom is the byte order mark an event stream may start with; SSE clients
+// strip it before reading the first line.
+var bom = []byte("\xEF\xBB\xBF")
+
+// dataValue returns the value of a data line: "data:" and an optional space
+// before it, or a bare "data" (a field without a colon has an empty value).
+func dataValue(l []byte) ([]byte, bool) {
+	if string(l) == "data" {
+		return []byte{}, true
+	}
+	v, ok := bytes.CutPrefix(l, []byte("data:"))
+	return bytes.TrimPrefix(v, []byte(" ")), ok
+}
+
+func isData(l []byte) bool { _, ok := dataValue(l); return ok }
+
+// idValue returns the value of an id line, as dataValue does for data.
+func idValue(l []byte) ([]byte, bool) {
+	if string(l) == "id" {
+		return []byte{}, true
+	}
+	v, ok := bytes.CutPrefix(l, []byte("id:"))
+	return bytes.TrimPrefix(v, []byte(" ")), ok
+}
+
 // Events says what CopyEvents does with each event.
 type Events struct {
 	// Data gets each event's data and returns the data to send and whether
@@ -70,12 +95,11 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 		}
 		out.Reset()
 		for _, l := range other {
-			isID := bytes.HasPrefix(l, []byte("id:"))
+			v, isID := idValue(l)
 			if !keep && !isID && !bytes.HasPrefix(l, []byte("retry:")) {
 				continue
 			}
 			if isID && ev.ID != nil {
-				v := bytes.TrimPrefix(l[len("id:"):], []byte(" "))
 				out.WriteString("id: ")
 				out.Write(ev.ID(v))
 				out.WriteByte('\n')
@@ -123,11 +147,11 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 		if ev.TooBig == nil {
 			return ErrEventTooLarge
 		}
-		if v, ok := bytes.CutPrefix(part, []byte("data:")); ok {
+		if v, ok := dataValue(part); ok {
 			if hasData {
 				data = append(data, '\n')
 			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			data = append(data, v...)
 			if len(data) > ev.Max {
 				data = data[:ev.Max]
 			}
@@ -136,8 +160,13 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 		return nil
 	}
 	midLine := false // skipping: the rest of a long line follows
-	for {
+	for first := true; ; first = false {
 		line, err := br.ReadSlice('\n')
+		if first {
+			// A leading BOM is not part of the first line to a client:
+			// nor to Warden, or that line would pass unread.
+			line = bytes.TrimPrefix(line, bom)
+		}
 		if skipping {
 			// Read to the event's end: keep its short non-data lines (the
 			// id), drop everything else.
@@ -152,7 +181,7 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 					if err := emit(); err != nil {
 						return err
 					}
-				case complete && !bytes.HasPrefix(l, []byte("data:")):
+				case complete && !isData(l):
 					other = append(other, append([]byte(nil), l...))
 				}
 			}
@@ -211,8 +240,8 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 				} else {
 					size = 0 // a keep-alive newline between events
 				}
-			case bytes.HasPrefix(l, []byte("data:")):
-				v := bytes.TrimPrefix(l[len("data:"):], []byte(" "))
+			case isData(l):
+				v, _ := dataValue(l)
 				if hasData {
 					data = append(data, '\n')
 				}

@@ -77,6 +77,12 @@ func TestCopyEvents(t *testing.T) {
 		{name: "dropped between kept", in: "id: 1\ndata: a\n\nid: 2\ndata: drop\n\nid: 3\ndata: c\n\n", out: "id: 1\ndata: a\n\nid: 2\n\nid: 3\ndata: c\n\n", seen: []string{"a", "drop", "c"}, flushes: 3},
 		{name: "rewritten data on several lines", in: "data: rewrite\n\n", out: "data: REWRITTEN\ndata: LINE\n\n", seen: []string{"rewrite"}, flushes: 1},
 		{name: "blank lines between events", in: "\n\ndata: a\n\n\n\ndata: b\n\n\n", out: "data: a\n\ndata: b\n\n", seen: []string{"a", "b"}, flushes: 2},
+		{name: "a leading BOM", in: "\xEF\xBB\xBFdata: drop the first\n\ndata: a\n\n", out: "\ndata: a\n\n", seen: []string{"drop the first", "a"}, flushes: 2},
+		{name: "a leading BOM before an id", in: "\xEF\xBB\xBFid: 1\ndata: a\n\n", out: "id: 1\ndata: a\n\n", seen: []string{"a"}, flushes: 1},
+		{name: "a BOM later is part of its field's name", in: "data: a\n\n\xEF\xBB\xBFdata: b\n\n", out: "data: a\n\n\xEF\xBB\xBFdata: b\n\n", seen: []string{"a"}, flushes: 2},
+		{name: "a bare data field", in: "data\ndata: drop\n\n", out: "\n", seen: []string{"\ndrop"}, flushes: 1},
+		{name: "a bare data field alone", in: "data\n\n", out: "data: \n\n", seen: []string{""}, flushes: 1},
+		{name: "a bare id field is kept with a dropped event", in: "id\ndata: drop\n\n", out: "id\n\n", seen: []string{"drop"}, flushes: 1},
 		{name: "long line within the bound", in: "data: " + long + "\n\n", out: "data: " + long + "\n\n", seen: []string{long}, flushes: 1},
 		{name: "long line CRLF", in: "data: " + long + "\r\n\r\n", out: "data: " + long + "\n\n", seen: []string{long}, flushes: 1},
 
@@ -188,6 +194,8 @@ func FuzzCopyEvents(f *testing.F) {
 		"data: a\n\ndata: b",
 		"id: 7\nid: 8\ndata: drop\n\nid:9\n\n",
 		"\r\n\r\ndata: \r\r\n\n",
+		"\xEF\xBB\xBFdata: drop\n\n",
+		"data\ndata: x\nid\n\n",
 	} {
 		f.Add([]byte(s), uint16(64))
 		f.Add([]byte(s), uint16(4))

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -37,6 +38,14 @@ const (
 
 	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
 	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
+	// NotifyToolsChanged says the server's tool list changed.
+	NotifyToolsChanged = "notifications/tools/list_changed"
+
+	// MethodListen subscribes to notifications, tasks' among them
+	// (params.notifications.taskIds, 2026-07-28 tasks extension); the
+	// server's acknowledgement names the task IDs it agreed to.
+	MethodListen       = "subscriptions/listen"
+	NotifyAcknowledged = "notifications/subscriptions/acknowledged"
 )
 
 // Task statuses; paused is SEP-2669's.
@@ -133,6 +142,10 @@ type Call struct {
 	// Cursor is params.cursor (tasks/list pages through it).
 	Cursor    string
 	HasCursor bool
+	// TaskIDs is params.notifications.taskIds (subscriptions/listen), each
+	// a string; HasTaskIDs is false when absent.
+	TaskIDs    []string
+	HasTaskIDs bool
 }
 
 // The JSON-RPC envelope is rules/jsonrpc's; MCP reads it under these names.
@@ -171,7 +184,8 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications"}
+	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
 )
@@ -264,7 +278,36 @@ func Parse(body []byte) (Call, error) {
 	} else {
 		c.SteerBytes = len(p["message"])
 	}
+	if err := c.readTaskIDs(p["notifications"]); err != nil {
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.notifications: " + err.Error()}
+	}
 	return c, nil
+}
+
+// readTaskIDs reads params.notifications.taskIds: an array of strings.
+func (c *Call) readTaskIDs(raw json.RawMessage) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	n, err := jsonrpc.Known(raw, notifyNames)
+	if err != nil {
+		return err
+	}
+	ids, ok := n["taskIds"]
+	if !ok {
+		return nil
+	}
+	var list []json.RawMessage
+	if len(ids) == 0 || ids[0] != '[' || json.Unmarshal(ids, &list) != nil {
+		return errors.New("taskIds must be an array of strings")
+	}
+	c.TaskIDs, c.HasTaskIDs = make([]string, len(list)), true
+	for i, v := range list {
+		if c.TaskIDs[i], ok = str(v); !ok {
+			return errors.New("taskIds must be an array of strings")
+		}
+	}
+	return nil
 }
 
 func (c *Call) readParams() (map[string]json.RawMessage, error) {
@@ -423,6 +466,19 @@ func Check(r Request) rules.Verdict {
 	return rules.Verdict{}
 }
 
+// UnknownSupport is the verdict on a tools/call whose tool's taskSupport
+// an adapter that checks it could not learn: refused, as Warden cannot tell
+// whether the call may run as it asks. unlisted says the server's complete
+// tools/list does not name the tool (the server would not run it either);
+// otherwise the list could not be read (an error, too many pages).
+func UnknownSupport(tool string, unlisted bool) rules.Verdict {
+	if unlisted {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonTaskSupport, Detail: "Unknown tool: " + strconv.Quote(tool) + " is not in the MCP server's tools/list"}
+	}
+	return rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonTaskSupport,
+		Detail: "Warden could not read the taskSupport of tool " + strconv.Quote(tool) + " from the MCP server's tools/list; retry later"}
+}
+
 // Answer is how a refusal reads on the wire: the HTTP status, the JSON-RPC
 // error code and the message. A task that is not the caller's reads exactly
 // as an unknown one.
@@ -478,6 +534,16 @@ func Decided(method string) bool {
 	return TaskMethod(method) || method == MethodToolsCall || method == MethodList
 }
 
+// CheckKind refuses a decided method (Decided) sent without an id: as a
+// notification it would not be decided, while the server may still act on
+// it. The one check both MCP adapters make before deciding.
+func CheckKind(c Call) rules.Verdict {
+	if c.Kind == KindNotification && Decided(c.Method) {
+		return rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: " + c.Method + " is a request and needs an id"}
+	}
+	return rules.Verdict{}
+}
+
 // RoleOwnershipUnknown is the role an adapter that cannot know a task's
 // owner (ext_authz, which never sees the create response) gives the caller
 // of a task method: the default policy does not refuse for ownership, and
@@ -485,17 +551,46 @@ func Decided(method string) bool {
 const RoleOwnershipUnknown = "ownership_unknown"
 
 // OriginAllowed is Streamable HTTP's Origin check (against DNS rebinding),
-// one for both MCP adapters: no Origin, one of the allowed origins ("*"
-// allows any), or same-origin with host.
-func OriginAllowed(origin, host string, allowed []string) bool {
+// one for both MCP adapters: no Origin (not a browser), one of origins ("*"
+// allows any), or an origin whose host is one of hosts: the names (host or
+// host:port; without a port, any port) this endpoint is served under that
+// no other site can take. The request's own Host is never trusted for this:
+// a page on a name its attacker rebound to this address sends that name as
+// both Origin and Host.
+func OriginAllowed(origin string, hosts, origins []string) bool {
 	if origin == "" {
 		return true
 	}
-	for _, a := range allowed {
+	for _, a := range origins {
 		if origin == a || a == "*" {
 			return true
 		}
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+	if err != nil || u.Host == "" || u.Path != "" || u.User != nil {
+		return false
+	}
+	name, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	for _, h := range hosts {
+		a := url.URL{Host: h}
+		if strings.EqualFold(a.Hostname(), name) && (a.Port() == "" || a.Port() == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidHosts checks a list of allowed hosts (OriginAllowed): each a host
+// name or address, with an optional port, nothing else.
+func ValidHosts(hosts []string) error {
+	for _, h := range hosts {
+		u, err := url.Parse("http://" + h)
+		if h == "" || err != nil || u.Host != h || u.Hostname() == "" || u.User != nil {
+			return fmt.Errorf("%q is not host or host:port", h)
+		}
+	}
+	return nil
 }

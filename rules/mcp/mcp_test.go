@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ type parseCase struct {
 	params        string // raw params, checked when not ""
 	related       string // params._meta related-task taskId
 	cursor        string
+	taskIDs       []string // params.notifications.taskIds; nil: absent
 }
 
 var parseCases = []parseCase{
@@ -49,6 +51,18 @@ var parseCases = []parseCase{
 	{name: "trailing whitespace", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}` + "\n  ", kind: KindRequest, id: `1`, method: "ping"},
 	{name: "fields in any order", body: `{"params":{"taskId":"t9"},"method":"tasks/cancel","id":2,"jsonrpc":"2.0"}`,
 		kind: KindRequest, id: `2`, method: MethodCancel, taskID: "t9", hasTaskID: true},
+
+	// subscriptions/listen names tasks in params.notifications.taskIds.
+	{name: "listen to tasks", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a","\u0062"]}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen, taskIDs: []string{"a", "b"}},
+	{name: "listen to no task", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":[]}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen, taskIDs: []string{}},
+	{name: "listen without taskIds", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"other":true}}}`,
+		kind: KindRequest, id: `1`, method: MethodListen},
+	{name: "taskIds not an array", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":"a"}}}`, code: ErrInvalidRequest},
+	{name: "taskIds holding a number", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a",1]}}}`, code: ErrInvalidRequest},
+	{name: "taskIds in another case", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"TaskIds":["a"]}}}`, code: ErrInvalidRequest},
+	{name: "notifications in another case", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"Notifications":{"taskIds":["a"]}}}`, code: ErrInvalidRequest},
 
 	// Notifications: no id, or a null id.
 	{name: "notification", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, kind: KindNotification, method: "notifications/initialized"},
@@ -244,6 +258,9 @@ func TestParse(t *testing.T) {
 			}
 			if c.Cursor != tc.cursor || c.HasCursor != (tc.cursor != "") {
 				t.Errorf("Cursor = %q/%v, want %q", c.Cursor, c.HasCursor, tc.cursor)
+			}
+			if c.HasTaskIDs != (tc.taskIDs != nil) || !slices.Equal(c.TaskIDs, tc.taskIDs) {
+				t.Errorf("TaskIDs = %q/%v, want %q", c.TaskIDs, c.HasTaskIDs, tc.taskIDs)
 			}
 		})
 	}
@@ -662,6 +679,9 @@ type goParams struct {
 			TaskID string `json:"taskId"`
 		} `json:"io.modelcontextprotocol/related-task"`
 	} `json:"_meta"`
+	Notifications struct {
+		TaskIDs []string `json:"taskIds"`
+	} `json:"notifications"`
 }
 
 // FuzzParseAgreesWithEncodingJSON: for every message Parse accepts, a Go
@@ -676,6 +696,7 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"ping","Method":"tasks/cancel","params":{"taskId":"t"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","ID":9,"method":"tasks/pause","params":{"taskId":"t"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"ta\u017fkId":"t"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["a"],"ta\u017fkIds":["b"]}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := Parse(body)
 		if err != nil || c.Kind == KindResponse {
@@ -703,6 +724,9 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 		}
 		if (len(p.Task) > 0 && p.Task[0] == '{') != c.TaskRequested {
 			t.Fatalf("params.task: Warden %v, encoding/json %s", c.TaskRequested, p.Task)
+		}
+		if !slices.Equal(p.Notifications.TaskIDs, c.TaskIDs) {
+			t.Fatalf("notifications.taskIds: Warden %q, encoding/json %q", c.TaskIDs, p.Notifications.TaskIDs)
 		}
 		if (p.Meta.Related != nil) != c.HasRelatedTask || (p.Meta.Related != nil && p.Meta.Related.TaskID != c.RelatedTaskID) {
 			t.Fatalf("related task: Warden %q/%v, encoding/json %+v", c.RelatedTaskID, c.HasRelatedTask, p.Meta.Related)
@@ -734,6 +758,107 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestCheckKind(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		refused bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"t","message":"m"}}`, false},
+		{`{"jsonrpc":"2.0","method":"tasks/steer","params":{"taskId":"t","message":"m"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"t"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}`, true},
+		{`{"jsonrpc":"2.0","method":"tasks/list"}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t","status":"working"}}`, false},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false},
+	} {
+		c, err := Parse([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := CheckKind(c)
+		if v.OK() == tc.refused || tc.refused && (v.Code != rules.CodeInvalidRequest || !strings.Contains(v.Detail, "needs an id")) {
+			t.Errorf("CheckKind(%s) = %+v, refused want %v", tc.body, v, tc.refused)
+		}
+	}
+}
+
+func TestUnknownSupport(t *testing.T) {
+	for _, tc := range []struct {
+		unlisted  bool
+		status    int
+		code      int
+		inMessage string
+	}{
+		{true, 200, ErrInvalidParams, `Unknown tool: "t"`},
+		{false, 503, ErrInternal, `taskSupport of tool "t"`},
+	} {
+		v := UnknownSupport("t", tc.unlisted)
+		status, code, msg := Answer(v.Code, v.Detail)
+		if v.OK() || v.Reason != rules.ReasonTaskSupport || status != tc.status || code != tc.code || !strings.Contains(msg, tc.inMessage) {
+			t.Errorf("UnknownSupport(unlisted %v) = %+v, reads %d %d %q", tc.unlisted, v, status, code, msg)
+		}
+	}
+}
+
+func TestOriginAllowed(t *testing.T) {
+	hosts := []string{"localhost:3001", "127.0.0.1:3001", "[::1]:3001", "mcp.example"}
+	origins := []string{"https://app.example"}
+	for _, tc := range []struct {
+		origin string
+		want   bool
+	}{
+		{"", true},
+		{"http://localhost:3001", true},
+		{"http://LOCALHOST:3001", true},
+		{"http://127.0.0.1:3001", true},
+		{"http://[::1]:3001", true},
+		{"https://mcp.example", true},
+		{"https://mcp.example:8443", true}, // no port configured: any
+		{"https://app.example", true},
+		{"http://localhost:3002", false},
+		{"http://localhost", false}, // port 80
+		{"http://rebound.example:3001", false},
+		{"https://app.example:443", false}, // origins compare exactly
+		{"http://localhost:3001/x", false},
+		{"http://user@localhost:3001", false},
+		{"null", false},
+		{"localhost:3001", false},
+	} {
+		if got := OriginAllowed(tc.origin, hosts, origins); got != tc.want {
+			t.Errorf("OriginAllowed(%q) = %v, want %v", tc.origin, got, tc.want)
+		}
+	}
+	if !OriginAllowed("http://anything.example", nil, []string{"*"}) {
+		t.Error(`"*" does not allow every origin`)
+	}
+	if !OriginAllowed("http://[2001:db8::5]:3001", []string{"[2001:db8::5]"}, nil) {
+		t.Error("a bracketed IPv6 host does not match")
+	}
+	if !OriginAllowed("http://localhost", []string{"localhost:80"}, nil) {
+		t.Error("the scheme's default port is not the origin's")
+	}
+}
+
+func TestValidHosts(t *testing.T) {
+	for _, tc := range []struct {
+		hosts []string
+		ok    bool
+	}{
+		{nil, true},
+		{[]string{"localhost:3001", "127.0.0.1", "[::1]:80", "mcp.example"}, true},
+		{[]string{""}, false},
+		{[]string{"http://mcp.example"}, false},
+		{[]string{"mcp.example/mcp"}, false},
+		{[]string{"user@mcp.example"}, false},
+		{[]string{":3001"}, false},
+	} {
+		if err := ValidHosts(tc.hosts); (err == nil) != tc.ok {
+			t.Errorf("ValidHosts(%q) = %v, want ok %v", tc.hosts, err, tc.ok)
 		}
 	}
 }
