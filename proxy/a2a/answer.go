@@ -157,7 +157,7 @@ func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
 		return x.principal, nil
 	}
 	if kind == a2arules.KindContext {
-		return x.s.enforcer.A2AContextOwner(id), nil
+		return x.s.enforcer.A2AContextOwner(context.Background(), id)
 	}
 	o, err := x.s.enforcer.A2AOwners(context.Background(), []string{id})
 	if err != nil {
@@ -200,9 +200,14 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool
 	}
 	if o == "" && create {
 		if kind == a2arules.KindTask {
-			o, _ = x.s.enforcer.A2ASeen(id, "", x.principal, state)
+			o, err = x.s.enforcer.A2ATaskSeen(context.Background(), id, x.principal, state)
 		} else {
-			_, o = x.s.enforcer.A2ASeen("", id, x.principal, "")
+			o, err = x.s.enforcer.A2AContextSeen(context.Background(), id, x.principal)
+		}
+		if err != nil {
+			x.s.log.Warn("could not record whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
+			x.unreadable = true
+			return false
 		}
 	} else if o == x.principal && kind == a2arules.KindTask {
 		x.s.enforcer.A2AObserved(id, state)
@@ -230,7 +235,13 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	c, _ := obj["contextId"].(string)
 	if c != "" {
 		// Another's context first: the task is then not adopted either.
-		if o, err := x.owner(a2arules.KindContext, c); err != nil || o != "" && o != x.principal && !x.dryRun("a context of another's", c) {
+		o, err := x.owner(a2arules.KindContext, c)
+		if err != nil {
+			x.s.log.Warn("could not read whose an A2A context is; the answer about it does not pass", "context_id", c, "err", err)
+			x.unreadable = true
+			return false
+		}
+		if o != "" && o != x.principal && !x.dryRun("a context of another's", c) {
 			return false
 		}
 	}

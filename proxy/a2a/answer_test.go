@@ -124,7 +124,7 @@ func TestHostileAnswers(t *testing.T) {
 			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
 				t.Fatalf("alice's task now owned by %v", o)
 			}
-			if o := h.srv.enforcer.A2AContextOwner("ctx-1"); o != "alice" {
+			if o, _ := h.srv.enforcer.A2AContextOwner(context.Background(), "ctx-1"); o != "alice" {
 				t.Fatalf("alice's context now owned by %q", o)
 			}
 			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
@@ -193,13 +193,15 @@ type downStore struct{}
 
 var errDown = errors.New("store down")
 
-func (downStore) Claim(context.Context, string, string) (string, error) { return "", errDown }
-func (downStore) Create(context.Context, string, string, string) error  { return errDown }
-func (downStore) Observe(context.Context, string, string) error         { return errDown }
-func (downStore) ObserveAll(context.Context, []string, []string) error  { return errDown }
-func (downStore) Steer(context.Context, string, int) (bool, int, error) { return false, 0, errDown }
-func (downStore) Unsteer(context.Context, string) error                 { return errDown }
-func (downStore) Owners(context.Context, []string) ([]string, error)    { return nil, errDown }
+func (downStore) Claim(context.Context, string, string) (string, string, error) {
+	return "", "", errDown
+}
+func (downStore) Create(context.Context, string, string, string) (string, error) { return "", errDown }
+func (downStore) Observe(context.Context, string, string) error                  { return errDown }
+func (downStore) ObserveAll(context.Context, []string, []string) error           { return errDown }
+func (downStore) Steer(context.Context, string, int) (bool, int, error)          { return false, 0, errDown }
+func (downStore) Unsteer(context.Context, string) error                          { return errDown }
+func (downStore) Owners(context.Context, []string) ([]string, error)             { return nil, errDown }
 
 // TestAnswerOwnersUnreadable: when whose a new task is cannot be read (the
 // shared store is down), the answer that would hand it over is Warden's
@@ -263,8 +265,14 @@ func FuzzAnswer(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e.A2ASeen("task-1", "ctx-1", "alice", "TASK_STATE_WORKING")
-	e.A2ASeen("task-2", "ctx-2", "bob", "TASK_STATE_WORKING")
+	for _, k := range []struct{ task, ctx, owner string }{{"task-1", "ctx-1", "alice"}, {"task-2", "ctx-2", "bob"}} {
+		if _, err := e.A2ATaskSeen(context.Background(), k.task, k.owner, "TASK_STATE_WORKING"); err != nil {
+			f.Fatal(err)
+		}
+		if _, err := e.A2AContextSeen(context.Background(), k.ctx, k.owner); err != nil {
+			f.Fatal(err)
+		}
+	}
 	f.Fuzz(func(t *testing.T, m uint8, data []byte) {
 		method := methods[int(m)%len(methods)]
 		x := &exchange{s: s, principal: "bob", call: a2arules.Call{ID: json.RawMessage("7"), Method: method}}
