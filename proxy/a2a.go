@@ -53,20 +53,34 @@ const (
 // its state when the answer gave one; it returns its owner afterwards. With
 // a shared store the entry is written there, set if absent (of replicas
 // that raced, the first owner stays and each is told it), unless this
-// replica synced the same owner and state with it within syncedFor. An
-// error means the store could not be written: whose the task is cannot be
-// told.
+// replica synced the same owner and state with it within syncedFor. With
+// no shared store, an id this replica's table evicted (among the last it
+// remembers, see forgotten) is nobody's: "" is returned and nothing
+// recorded. An error means the store could not be written: whose the task
+// is cannot be told.
 func (e *Enforcer) A2ATaskSeen(ctx context.Context, taskID, owner, state string) (string, error) {
-	return e.a2aSeen(ctx, a2aTaskKey, taskID, owner, a2a.State(state))
+	return e.a2aSeen(ctx, a2aTaskKey, taskID, owner, a2a.State(state), false)
 }
 
 // A2AContextSeen is A2ATaskSeen for a context: one round trip to the shared
 // store for a context this replica has not recorded.
 func (e *Enforcer) A2AContextSeen(ctx context.Context, contextID, owner string) (string, error) {
-	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "")
+	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", false)
 }
 
-func (e *Enforcer) a2aSeen(ctx context.Context, prefix, id, owner, state string) (string, error) {
+// A2AContextRecalled is A2AContextSeen for the context of a task owner
+// owned already, which the adapter checked when the task was made: a
+// context this replica evicted is owner's again.
+func (e *Enforcer) A2AContextRecalled(ctx context.Context, contextID, owner string) (string, error) {
+	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", true)
+}
+
+func (e *Enforcer) a2aSeen(ctx context.Context, prefix, id, owner, state string, recall bool) (string, error) {
+	if !recall && e.store == nil && e.tasks.evicted.has(prefix+id) && e.tasks.owner(prefix+id) == "" {
+		// Known once, then evicted: whose it was is forgotten, so it is
+		// nobody's to hand over (until its owner's handle proves it again).
+		return "", nil
+	}
 	t := e.tasks.get(prefix+id, true)
 	t.mu.Lock()
 	if t.owner != "" && t.owner != owner {

@@ -57,17 +57,24 @@ type task struct {
 // the store's without asking again.
 const syncedFor = time.Second
 
-// tasks is the bounded table of MCP tasks, keyed by the upstream's task ID.
+// tasks is the bounded table of MCP tasks, keyed by the upstream's task ID
+// (and of A2A tasks and contexts, under their prefixes); evicted remembers
+// the keys it evicted.
 type tasks struct {
-	lru *lru.Cache[string, *task]
+	lru     *lru.Cache[string, *task]
+	evicted *forgotten
 }
 
 func newTasks(size int) (*tasks, error) {
-	c, err := lru.New[string, *task](size)
+	ts := &tasks{}
+	c, err := lru.NewWithEvict[string, *task](size, func(key string, _ *task) {
+		ts.evicted.add(key)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &tasks{lru: c}, nil
+	ts.lru, ts.evicted = c, newForgotten(size)
+	return ts, nil
 }
 
 // get returns the task's entry, creating it when create is set.
@@ -80,6 +87,17 @@ func (ts *tasks) get(id string, create bool) *task {
 		return prev
 	}
 	return t
+}
+
+// owner returns the owner of the entry under key, "" when unknown.
+func (ts *tasks) owner(key string) string {
+	t := ts.get(key, false)
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.owner
 }
 
 // TaskCreated records a task the upstream created for owner, unless Warden

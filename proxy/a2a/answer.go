@@ -127,8 +127,10 @@ func exactNames(env map[string]any) bool {
 // from then on, only where it is the caller's: a handle of the request named
 // it (x.mine), or Warden knows the caller owns it. The task an answer is
 // about (a result's task, an event's taskId) must be the one the request
-// named; a message may also create one, which nobody owns yet and which the
-// caller then owns (adopt), with its context. Anything else an answer names
+// named; a message that named none may create one (the first its answer is
+// about), which nobody owns yet and which the caller then owns (adopt), with
+// its context. An id Warden knew and forgot (evicted from a replica's
+// table with no shared store) is nobody's: not adopted. Anything else an answer names
 // is not handed over: a history or status message's taskId and contextId
 // are left out (both optional in a Message), a referenceTaskIds entry is
 // dropped (the list stays a list of the caller's tasks; a replacement would
@@ -189,34 +191,55 @@ func (x *exchange) dryRun(what, id string) bool {
 	return x.dry
 }
 
+// creation says what an answer may make the caller's of an id nobody owns.
+type creation int
+
+const (
+	// noCreate: nothing; only what is the caller's already.
+	noCreate creation = iota
+	// create: a new id, which a message's answer created; an id Warden
+	// knew and forgot is not new.
+	create
+	// ofOwnTask: the context of a task that was the caller's before this
+	// answer (Warden let the task be made only in a context of the
+	// caller's or a new one), forgotten or not.
+	ofOwnTask
+)
+
 // adopt reports whether an id the answer is about is the caller's, making
-// it so when nobody owns it and create allows (a message's answer).
-func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool {
+// it so when nobody owns it and how allows; created is set when this
+// answer made it the caller's.
+func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) (ok, created bool) {
 	o, err := x.owner(kind, id)
 	if err != nil {
 		x.s.log.Warn("could not read whose an A2A task is; the answer about it does not pass", "task_id", id, "err", err)
 		x.unreadable = true
-		return false
+		return false, false
 	}
-	if o == "" && create {
-		if kind == a2arules.KindTask {
-			o, err = x.s.enforcer.A2ATaskSeen(context.Background(), id, x.principal, state)
-		} else {
-			o, err = x.s.enforcer.A2AContextSeen(context.Background(), id, x.principal)
+	if o == "" && how != noCreate {
+		ctx := context.Background()
+		switch {
+		case kind == a2arules.KindTask:
+			o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
+		case how == ofOwnTask:
+			o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
+		default:
+			o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
 		}
 		if err != nil {
 			x.s.log.Warn("could not record whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
 			x.unreadable = true
-			return false
+			return false, false
 		}
+		created = o == x.principal
 	} else if o == x.principal && kind == a2arules.KindTask {
 		x.s.enforcer.A2AObserved(id, state)
 	}
 	if o != x.principal {
-		return x.dryRun("a task or context of another's", id)
+		return x.dryRun("a task or context of another's", id), false
 	}
 	x.prove(kind, id)
-	return true
+	return true, created
 }
 
 // subject reports whether the task an answer is about, and its context, are
@@ -229,8 +252,8 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	if id == "" {
 		return false
 	}
-	if x.taskID != "" && !a2arules.Sends(x.call.Method) && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
-		return false // a result or event about another task than the one asked for
+	if x.taskID != "" && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
+		return false // a result or event about another task than the one asked for (or continued)
 	}
 	c, _ := obj["contextId"].(string)
 	if c != "" {
@@ -245,12 +268,26 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 			return false
 		}
 	}
-	if !x.adopt(a2arules.KindTask, id, state, a2arules.Sends(x.call.Method)) {
+	// A message that named no task creates one at most: the first its
+	// answer is about; another id after it is no creation of this answer.
+	how := noCreate
+	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
+		how = create
+	}
+	ok, created := x.adopt(a2arules.KindTask, id, state, how)
+	if !ok {
 		return false
+	}
+	if how == create {
+		x.created = id
 	}
 	obj[idName] = x.seal(a2arules.KindTask, id)
 	if c != "" {
-		if !x.adopt(a2arules.KindContext, c, "", true) {
+		how = ofOwnTask
+		if created {
+			how = create // a new task: its context is new or the caller's
+		}
+		if ok, _ := x.adopt(a2arules.KindContext, c, "", how); !ok {
 			return false
 		}
 		obj["contextId"] = x.seal(a2arules.KindContext, c)
@@ -298,7 +335,11 @@ func (x *exchange) reply(m map[string]any) bool {
 			return false
 		}
 	} else if c, _ := m["contextId"].(string); c != "" {
-		if !x.adopt(a2arules.KindContext, c, "", a2arules.Sends(x.call.Method)) {
+		how := noCreate
+		if a2arules.Sends(x.call.Method) {
+			how = create
+		}
+		if ok, _ := x.adopt(a2arules.KindContext, c, "", how); !ok {
 			return false
 		}
 		m["contextId"] = x.seal(a2arules.KindContext, c)
@@ -402,7 +443,7 @@ func (x *exchange) list(res map[string]any) error {
 		x.prove(a2arules.KindTask, ids[i])
 		t["id"] = x.seal(a2arules.KindTask, ids[i])
 		if c, _ := t["contextId"].(string); c != "" {
-			if !x.adopt(a2arules.KindContext, c, "", true) {
+			if ok, _ := x.adopt(a2arules.KindContext, c, "", ofOwnTask); !ok {
 				continue // the caller's task in another's context: not listed
 			}
 			t["contextId"] = x.seal(a2arules.KindContext, c)

@@ -59,6 +59,11 @@ func TestHostileAnswers(t *testing.T) {
 			want{has: []string{`"referenceTaskIds":[]`}, handles: 0}},
 		{"reply message in another's context", "SendMessage", send, answer(`{"message":` + msg(`,"contextId":"ctx-1"`) + `}`), want{body: notFound}},
 		{"reply message names another's task", "SendMessage", send, answer(`{"message":` + msg(`,"taskId":"task-1"`) + `}`), want{body: notFound}},
+		{"message to bob's task answered about another task", "SendMessage", continueOwn, answer(`{"task":` + task("task-77", "ctx-2", "") + `}`), want{body: notFound}},
+		{"send stream: a second task after the one it created", "SendStreamingMessage", send,
+			"data: " + answer(`{"task":`+task("task-9", "ctx-9", "")+`}`) + "\n\n" +
+				"data: " + answer(`{"statusUpdate":{"taskId":"task-77","contextId":"ctx-9","status":{"state":"TASK_STATE_COMPLETED"}}}`) + "\n\n",
+			want{has: []string{`"code":-32001`}, hasNot: []string{`"task-77"`}, handles: 2}},
 		{"GetTask answered with another's task", "GetTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
 		{"GetTask answered with an unknown task", "GetTask", byID, answer(task("task-77", "ctx-77", "")), want{body: notFound}},
 		{"CancelTask answered with another task", "CancelTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
@@ -136,6 +141,11 @@ func TestHostileAnswers(t *testing.T) {
 
 func send(string) map[string]any {
 	return map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hello"}}}}
+}
+func continueOwn(own string) map[string]any {
+	m := send("")
+	m["message"].(map[string]any)["taskId"] = own
+	return m
 }
 func byID(own string) map[string]any     { return map[string]any{"id": own} }
 func byTaskID(own string) map[string]any { return map[string]any{"taskId": own} }
@@ -296,4 +306,46 @@ func FuzzAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEvictedIDNotAdopted: with no shared store, an id the table evicted is
+// nobody's: an answer to bob naming alice's forgotten task or context hands
+// him nothing (without the memory of evictions it would have been his),
+// and alice's handle still opens her task, which Warden then knows again.
+func TestEvictedIDNotAdopted(t *testing.T) {
+	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+	msg := `{"messageId":"a1","role":"ROLE_AGENT","parts":[{"text":"hi"}]`
+	for _, tc := range []struct{ name, answer string }{
+		{"her task", `{"task":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}`},
+		{"her task in a new context", `{"task":{"id":"task-1","contextId":"ctx-new","status":{"state":"TASK_STATE_COMPLETED"}}}`},
+		{"her context in a reply", `{"message":` + msg + `,"contextId":"ctx-1"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{Sessions: 4}))
+			alice := h.send(t, "alice", "input secret") // task-1 in ctx-1
+			for range 2 {
+				h.send(t, "carol", "hello") // task-1 and ctx-1 evicted
+			}
+			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "" {
+				t.Fatalf("task-1 still in the table (owner %q): the test evicts nothing", o[0])
+			}
+			h.up.hostile = func(method string, _ map[string]any) string {
+				if method != "SendMessage" {
+					return ""
+				}
+				return `{"jsonrpc":"2.0","id":7,"result":` + tc.answer + `}`
+			}
+			p, _ := json.Marshal(send(""))
+			if _, body := h.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":`+string(p)+`}`); body != notFound {
+				t.Fatalf("bob's answer naming alice's forgotten ids: %s, want %s", body, notFound)
+			}
+			h.up.hostile = nil
+			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
+				t.Fatalf("alice's handle after the eviction: %v", m)
+			}
+			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "alice" {
+				t.Fatalf("task-1 owner after alice used it: %q", o[0])
+			}
+		})
+	}
 }
