@@ -207,46 +207,47 @@ const (
 )
 
 // adopt reports whether an id the answer is about is the caller's, making
-// it so when nobody owns it and how allows; created is set when this
-// answer made it the caller's.
-func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) (ok, created bool) {
-	o, err := x.owner(kind, id)
-	if err != nil {
-		x.s.log.Warn("could not read whose an A2A task is; the answer about it does not pass", "task_id", id, "err", err)
-		x.unreadable = true
-		return false, false
+// it so when nobody owns it and how allows. Recording it tells whose it is
+// (set if absent, here and in the shared store): one round trip for a new
+// id, none for one this replica knows.
+func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) bool {
+	var o string
+	var err error
+	ctx := context.Background()
+	switch {
+	case x.mine[idKey{kind, id}]:
+		o = x.principal
+	case how == noCreate:
+		o, err = x.owner(kind, id)
+	case kind == a2arules.KindTask:
+		o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
+	case how == ofOwnTask:
+		o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
+	default:
+		o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
 	}
-	if o == "" && how != noCreate {
-		ctx := context.Background()
-		switch {
-		case kind == a2arules.KindTask:
-			o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
-		case how == ofOwnTask:
-			o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
-		default:
-			o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
-		}
-		if err != nil {
-			x.s.log.Warn("could not record whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
-			x.unreadable = true
-			return false, false
-		}
-		created = o == x.principal
-	} else if o == x.principal && kind == a2arules.KindTask {
+	if err != nil {
+		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
+		x.unreadable = true
+		return false
+	}
+	if o == x.principal && kind == a2arules.KindTask && (how == noCreate || x.mine[idKey{kind, id}]) {
 		x.s.enforcer.A2AObserved(id, state)
 	}
 	if o != x.principal {
-		return x.dryRun("a task or context of another's", id), false
+		return x.dryRun("a task or context of another's", id)
 	}
 	x.prove(kind, id)
-	return true, created
+	return true
 }
 
 // subject reports whether the task an answer is about, and its context, are
-// the caller's, adopting them when the request is a message; it seals both.
-// A task's context is the caller's when Warden does not know it otherwise:
-// Warden let the task be made only in a context of the caller's or a new
-// one.
+// the caller's, adopting them when the request is a message that named no
+// task; it seals both. A new task's context is adopted first (another's
+// context: the task is not adopted either); the context of a task the
+// caller owned already is the caller's when Warden does not know it
+// otherwise: Warden let the task be made only in a context of the caller's
+// or a new one.
 func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	id, _ := obj[idName].(string)
 	if id == "" {
@@ -256,40 +257,18 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 		return false // a result or event about another task than the one asked for (or continued)
 	}
 	c, _ := obj["contextId"].(string)
-	if c != "" {
-		// Another's context first: the task is then not adopted either.
-		o, err := x.owner(a2arules.KindContext, c)
-		if err != nil {
-			x.s.log.Warn("could not read whose an A2A context is; the answer about it does not pass", "context_id", c, "err", err)
-			x.unreadable = true
-			return false
-		}
-		if o != "" && o != x.principal && !x.dryRun("a context of another's", c) {
-			return false
-		}
-	}
 	// A message that named no task creates one at most: the first its
 	// answer is about; another id after it is no creation of this answer.
-	how := noCreate
 	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
-		how = create
-	}
-	ok, created := x.adopt(a2arules.KindTask, id, state, how)
-	if !ok {
-		return false
-	}
-	if how == create {
+		if c != "" && !x.adopt(a2arules.KindContext, c, "", create) || !x.adopt(a2arules.KindTask, id, state, create) {
+			return false
+		}
 		x.created = id
+	} else if !x.adopt(a2arules.KindTask, id, state, noCreate) || c != "" && !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
+		return false
 	}
 	obj[idName] = x.seal(a2arules.KindTask, id)
 	if c != "" {
-		how = ofOwnTask
-		if created {
-			how = create // a new task: its context is new or the caller's
-		}
-		if ok, _ := x.adopt(a2arules.KindContext, c, "", how); !ok {
-			return false
-		}
 		obj["contextId"] = x.seal(a2arules.KindContext, c)
 	}
 	return true
@@ -339,7 +318,7 @@ func (x *exchange) reply(m map[string]any) bool {
 		if a2arules.Sends(x.call.Method) {
 			how = create
 		}
-		if ok, _ := x.adopt(a2arules.KindContext, c, "", how); !ok {
+		if !x.adopt(a2arules.KindContext, c, "", how) {
 			return false
 		}
 		m["contextId"] = x.seal(a2arules.KindContext, c)
@@ -443,7 +422,7 @@ func (x *exchange) list(res map[string]any) error {
 		x.prove(a2arules.KindTask, ids[i])
 		t["id"] = x.seal(a2arules.KindTask, ids[i])
 		if c, _ := t["contextId"].(string); c != "" {
-			if ok, _ := x.adopt(a2arules.KindContext, c, "", ofOwnTask); !ok {
+			if !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
 				continue // the caller's task in another's context: not listed
 			}
 			t["contextId"] = x.seal(a2arules.KindContext, c)

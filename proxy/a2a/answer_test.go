@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -217,16 +216,7 @@ func (downStore) Owners(context.Context, []string) ([]string, error)            
 // shared store is down), the answer that would hand it over is Warden's
 // retryable error, not a handle and not "Task not found".
 func TestAnswerOwnersUnreadable(t *testing.T) {
-	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: policyEng, Tasks: downStore{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessWith(t, Config{}, e)
+	h := newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, downStore{}))
 	_, m := h.call(t, "alice", "SendMessage", send(""))
 	if errorCode(m) != -32603 {
 		t.Fatalf("a new task with the store down: %v, want -32603", m)
@@ -347,5 +337,137 @@ func TestEvictedIDNotAdopted(t *testing.T) {
 				t.Fatalf("task-1 owner after alice used it: %q", o[0])
 			}
 		})
+	}
+}
+
+// ownerStore is a shared task table in memory (owners and states, set if
+// absent as proxy/state keeps them) that counts its round trips.
+type ownerStore struct {
+	mu     sync.Mutex
+	owner  map[string]string
+	state  map[string]string
+	ops    int
+	broken bool
+}
+
+func newOwnerStore() *ownerStore {
+	return &ownerStore{owner: map[string]string{}, state: map[string]string{}}
+}
+
+func (s *ownerStore) op() error {
+	s.ops++
+	if s.broken {
+		return errDown
+	}
+	return nil
+}
+
+func (s *ownerStore) Claim(_ context.Context, id, owner string) (string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return "", "", err
+	}
+	if s.owner[id] == "" {
+		s.owner[id] = owner
+	}
+	return s.state[id], s.owner[id], nil
+}
+
+func (s *ownerStore) Create(_ context.Context, id, owner, state string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return "", err
+	}
+	if s.owner[id] == "" {
+		s.owner[id] = owner
+	}
+	if state != "" && s.owner[id] == owner {
+		s.state[id] = state
+	}
+	return s.owner[id], nil
+}
+
+func (s *ownerStore) Observe(_ context.Context, id, state string) error {
+	return s.ObserveAll(context.Background(), []string{id}, []string{state})
+}
+
+func (s *ownerStore) ObserveAll(_ context.Context, ids, states []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if s.owner[id] != "" {
+			s.state[id] = states[i]
+		}
+	}
+	return nil
+}
+
+func (s *ownerStore) Steer(context.Context, string, int) (bool, int, error) { return true, 0, nil }
+func (s *ownerStore) Unsteer(context.Context, string) error                 { return nil }
+
+func (s *ownerStore) Owners(_ context.Context, ids []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = s.owner[id]
+	}
+	return out, nil
+}
+
+func (s *ownerStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.ops }
+
+// TestContextsAcrossReplicas: a context's owner is in the shared store, so
+// a replica that never saw alice's context refuses an answer putting bob's
+// new task in it (and records nothing of the task); a new task in a new
+// context costs two round trips, one per id; the store down, the answer is
+// -32603 retry.
+func TestContextsAcrossReplicas(t *testing.T) {
+	store := newOwnerStore()
+	replica := func() *harness { return newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store)) }
+	first, other := replica(), replica()
+	first.send(t, "alice", "input secret") // task-1 in ctx-1, through the first replica
+	answer := func(task, ctx string) {
+		other.up.hostile = func(method string, _ map[string]any) string {
+			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"` + task + `","contextId":"` + ctx + `","status":{"state":"TASK_STATE_WORKING"}}}}`
+		}
+	}
+	bob := func() string {
+		p, _ := json.Marshal(send(""))
+		_, body := other.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":`+string(p)+`}`)
+		return body
+	}
+
+	answer("task-50", "ctx-50")
+	before := store.count()
+	if body := bob(); !strings.Contains(body, handle.Prefix) {
+		t.Fatalf("bob's new task in a new context: %s", body)
+	}
+	if n := store.count() - before; n != 2 {
+		t.Errorf("a new task in a new context: %d round trips to the store, want 2", n)
+	}
+
+	answer("task-51", "ctx-1")
+	if body := bob(); body != `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}` {
+		t.Fatalf("bob's task in alice's context, on a replica that never saw it: %s", body)
+	}
+	if o, _ := store.Owners(t.Context(), []string{"a2a:t:task-51", "a2a:c:ctx-1"}); o[0] != "" || o[1] != "alice" {
+		t.Fatalf("store owners after the refused answer: %q, want none for the task and alice for her context", o)
+	}
+
+	store.mu.Lock()
+	store.broken = true
+	store.mu.Unlock()
+	answer("task-52", "ctx-52")
+	if body := bob(); !strings.Contains(body, `"code":-32603`) {
+		t.Fatalf("a new context with the store down: %s, want -32603", body)
 	}
 }
