@@ -10,8 +10,8 @@ import (
 // remembers whose an evicted id was, so an answer naming it must not teach
 // a new owner (it would hand the next caller an id that was another's).
 // Keys evicted before those are forgotten for good: the limit of a table in
-// memory, which a shared store (--state) lifts. About 30 bytes a key, taken
-// as keys are evicted.
+// memory, which a shared store (--state) lifts. 32 bytes a key (heap
+// measured at 100,000 keys), taken as keys are evicted.
 type forgotten struct {
 	mu    sync.Mutex
 	seed  maphash.Seed
