@@ -163,18 +163,23 @@ func (r *Redis) Claim(ctx context.Context, id, owner string) (string, string, er
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	k := r.key(id)
-	var status, first *redis.StringCmd
+	var got *redis.SliceCmd
 	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSetNX(ctx, k, "o", owner)
 		p.PExpire(ctx, k, r.cfg.TTL)
-		status = p.HGet(ctx, k, "s")
-		first = p.HGet(ctx, k, "o")
+		got = p.HMGet(ctx, k, "s", "o")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
 	}
-	return status.Val(), first.Val(), nil
+	v := got.Val()
+	if len(v) != 2 {
+		return "", "", fmt.Errorf("redis %s: claim task: %d fields read, want 2", r.addr, len(v))
+	}
+	status, _ := v[0].(string) // nil when unknown
+	first, _ := v[1].(string)
+	return status, first, nil
 }
 
 // create: the upstream created the task for owner, unless the entry names
