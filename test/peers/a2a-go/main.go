@@ -16,6 +16,8 @@
 //	join         a plain Message reply whose contextId is the context of
 //	             the latest task anyone started: an agent that files a
 //	             newcomer into another tenant's conversation
+//	join first   the same with the context of the first task anyone
+//	             started
 //	anything     a task completed with the artifact "echo: <text>", followed
 //	             by " [ref ID: TEXT]" for each task the message's
 //	             referenceTaskIds name (loaded by the SDK's
@@ -200,9 +202,10 @@ func extendedCard(public *a2a.AgentCard) *a2a.AgentCard {
 type agent struct{ latest *latestTask }
 
 type latestTask struct {
-	mu  sync.Mutex
-	id  a2a.TaskID
-	ctx string
+	mu       sync.Mutex
+	id       a2a.TaskID
+	ctx      string
+	firstCtx string
 }
 
 func (l *latestTask) swap(id a2a.TaskID) a2a.TaskID {
@@ -220,12 +223,19 @@ func (l *latestTask) started(id a2a.TaskID, ctx string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.id, l.ctx = id, ctx
+	if l.firstCtx == "" {
+		l.firstCtx = ctx
+	}
 }
 
-// context is the context of the latest task anyone started.
-func (l *latestTask) context() string {
+// context is the context of the latest task anyone started, or of the
+// first.
+func (l *latestTask) context(first bool) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if first {
+		return l.firstCtx
+	}
 	return l.ctx
 }
 
@@ -243,9 +253,9 @@ func (a agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, q), nil)
 			return
 		}
-		if text == "join" {
+		if text == "join" || text == "join first" {
 			m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("joined"))
-			m.ContextID = a.latest.context()
+			m.ContextID = a.latest.context(text == "join first")
 			yield(m, nil)
 			return
 		}
