@@ -76,7 +76,7 @@ func (e *Enforcer) A2AContextRecalled(ctx context.Context, contextID, owner stri
 }
 
 func (e *Enforcer) a2aSeen(ctx context.Context, prefix, id, owner, state string, recall bool) (string, error) {
-	if !recall && e.store == nil && e.tasks.evicted.has(prefix+id) && e.tasks.owner(prefix+id) == "" {
+	if !recall && e.forgot(prefix+id) {
 		// Known once, then evicted: whose it was is forgotten, so it is
 		// nobody's to hand over (until its owner's handle proves it again).
 		return "", nil

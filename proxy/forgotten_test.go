@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // TestForgotten: the last size evicted keys are remembered, a key evicted
@@ -69,5 +73,26 @@ func BenchmarkForgotten(b *testing.B) {
 		f.add(k)
 		_ = f.has(k)
 		i++
+	}
+}
+
+// TestTaskCreatedForgotten: with no shared store, an MCP task the table
+// evicted is not learned for whoever an answer names next (the MCP adapter
+// then hands it to nobody), and its owner's handle proves it again.
+func TestTaskCreatedForgotten(t *testing.T) {
+	e, _ := newEnforcer(t, Config{Sessions: 2}, nil)
+	e.TaskCreated("a", "alice", mcp.StatusWorking)
+	e.TaskCreated("b", "carol", mcp.StatusWorking)
+	e.TaskCreated("c", "carol", mcp.StatusWorking) // "a" evicted
+	e.TaskCreated("a", "bob", mcp.StatusWorking)
+	if o, ok := e.TaskOwner("a"); ok {
+		t.Fatalf("alice's evicted task learned for %q", o)
+	}
+	alice := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
+	if d, err := e.EnforceTask(context.Background(), TaskRequest{Principal: alice, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "a", Owner: true}); err != nil || !d.Allow {
+		t.Fatalf("alice's handle after the eviction: %+v %v", d, err)
+	}
+	if o, ok := e.TaskOwner("a"); !ok || o != "alice" {
+		t.Fatalf("owner after alice's handle: %q %v", o, ok)
 	}
 }

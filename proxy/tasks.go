@@ -100,13 +100,27 @@ func (ts *tasks) owner(key string) string {
 	return t.owner
 }
 
+// forgot reports whether Warden knew the entry under key and forgot it:
+// with no shared store, this replica's table evicted it (among the last
+// evictions it remembers) and nobody has proven it theirs since. Whose it
+// was is unknown, so it is nobody's to learn from an answer.
+func (e *Enforcer) forgot(key string) bool {
+	return e.store == nil && e.tasks.evicted.has(key) && e.tasks.owner(key) == ""
+}
+
 // TaskCreated records a task the upstream created for owner, unless Warden
 // knows another owner of it (an owner never changes: the first recorded
-// stays, here and, across replicas that raced, in the shared store). With a
-// shared store, a write that fails is logged and the task stays known here:
-// its handle still proves its owner on every replica, and other replicas
-// list it once its owner used it through them.
+// stays, here and, across replicas that raced, in the shared store) or knew
+// it and forgot it (forgot: it stays unknown, so no answer hands it over
+// until its owner's handle proves it again). With a shared store, a write
+// that fails is logged and the task stays known here: its handle still
+// proves its owner on every replica, and other replicas list it once its
+// owner used it through them.
 func (e *Enforcer) TaskCreated(id, owner, status string) {
+	if e.forgot(id) {
+		e.log.Warn("the upstream named as new a task this replica evicted; it stays unknown", "task_id", id)
+		return
+	}
 	if e.store != nil {
 		o, err := e.store.Create(context.Background(), id, owner, status)
 		if err != nil {
