@@ -40,72 +40,91 @@ type A2ARequest struct {
 }
 
 // A2A tasks and contexts share the task table with MCP's, under keys of
-// their own; with a shared store, an A2A task's entry (owner and state) is
-// there under the same key, a context's is this replica's only (the adapter
-// reads it to tell whose a context an answer names; a request's context is
-// proven by its handle).
+// their own; with a shared store, their entries (a task's owner and state,
+// a context's owner) are there under the same keys, so every replica tells
+// whose an id an answer names.
 const (
 	a2aTaskKey    = "a2a:t:"
 	a2aContextKey = "a2a:c:"
 )
 
-// A2ASeen records a task (and its context) the upstream answered about to
-// owner, the principal whose handle named it or whose message created it,
-// unless another owns it already, with its state when the answer gave one;
-// it returns their owners afterwards ("" for an empty id). With a shared
-// store the task is written there too, unless this replica synced the same
-// owner and state with it within syncedFor; a write that fails is logged
-// (the task's handle still proves its owner on every replica, and other
-// replicas list it once its owner used it through them). The caller reads
-// the shared store's owner first (A2AOwners): this writes the owner it
-// records.
-func (e *Enforcer) A2ASeen(taskID, contextID, owner, state string) (taskOwner, contextOwner string) {
-	if taskID != "" {
-		t := e.tasks.get(a2aTaskKey+taskID, true)
-		s := a2a.State(state)
-		t.mu.Lock()
-		if t.owner == "" {
-			t.owner = owner
-		}
-		taskOwner = t.owner
-		write := e.store != nil && t.owner == owner && !((s == "" || s == t.status) && time.Since(t.synced) < syncedFor)
-		if s != "" {
-			t.status = s
-		}
-		t.mu.Unlock()
-		if write {
-			if err := e.store.Create(context.Background(), a2aTaskKey+taskID, owner, s); err != nil {
-				e.log.Warn("could not record an A2A task in the shared state", "task_id", taskID, "err", err)
-			} else {
-				t.sync(s)
-			}
-		}
-	}
-	if contextID != "" {
-		c := e.tasks.get(a2aContextKey+contextID, true)
-		c.mu.Lock()
-		if c.owner == "" {
-			c.owner = owner
-		}
-		contextOwner = c.owner
-		c.mu.Unlock()
-	}
-	return taskOwner, contextOwner
+// A2ATaskSeen records a task the upstream answered about as owner's, the
+// principal whose message created it, unless another owns it already, with
+// its state when the answer gave one; it returns its owner afterwards. With
+// a shared store the entry is written there, set if absent (of replicas
+// that raced, the first owner stays and each is told it), unless this
+// replica synced the same owner and state with it within syncedFor. With
+// no shared store, an id this replica's table evicted (among the last it
+// remembers, see forgotten) is nobody's: "" is returned and nothing
+// recorded. An error means the store could not be written: whose the task
+// is cannot be told.
+func (e *Enforcer) A2ATaskSeen(ctx context.Context, taskID, owner, state string) (string, error) {
+	return e.a2aSeen(ctx, a2aTaskKey, taskID, owner, a2a.State(state), false)
 }
 
-// A2AContextOwner returns the principal an A2A context belongs to as this
-// replica knows it, "" when unknown.
-func (e *Enforcer) A2AContextOwner(contextID string) string {
+// A2AContextSeen is A2ATaskSeen for a context: one round trip to the shared
+// store for a context this replica has not recorded.
+func (e *Enforcer) A2AContextSeen(ctx context.Context, contextID, owner string) (string, error) {
+	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", false)
+}
+
+// A2AContextRecalled is A2AContextSeen for the context of a task owner
+// owned already, which the adapter checked when the task was made: a
+// context this replica evicted is owner's again.
+func (e *Enforcer) A2AContextRecalled(ctx context.Context, contextID, owner string) (string, error) {
+	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", true)
+}
+
+func (e *Enforcer) a2aSeen(ctx context.Context, prefix, id, owner, state string, recall bool) (string, error) {
+	if !recall && e.forgot(prefix+id) {
+		// Known once, then evicted: whose it was is forgotten, so it is
+		// nobody's to hand over (until its owner's handle proves it again).
+		return "", nil
+	}
+	t := e.tasks.get(prefix+id, true)
+	t.mu.Lock()
+	if t.owner != "" && t.owner != owner {
+		o := t.owner
+		t.mu.Unlock()
+		return o, nil
+	}
+	if e.store == nil {
+		t.owner = owner
+		t.setStatus(state)
+		t.mu.Unlock()
+		return owner, nil
+	}
+	fresh := t.owner == owner && (state == "" || state == t.status) && time.Since(t.synced) < syncedFor
+	t.mu.Unlock()
+	if fresh {
+		return owner, nil
+	}
+	o, err := e.store.Create(ctx, prefix+id, owner, state)
+	if err != nil {
+		return "", fmt.Errorf("record the owner of %s%s: %w", prefix, id, err)
+	}
+	t.mu.Lock()
+	t.owner = o // the store's: the first recorded
+	if o == owner {
+		t.setStatus(state)
+		t.synced = time.Now()
+	}
+	t.mu.Unlock()
+	return o, nil
+}
+
+// A2AContextOwner returns the principal an A2A context belongs to, "" when
+// unknown: as this replica knows it, else from the shared store in one
+// round trip. An error means the store could not be read.
+func (e *Enforcer) A2AContextOwner(ctx context.Context, contextID string) (string, error) {
 	if contextID == "" {
-		return ""
+		return "", nil
 	}
-	c := e.tasks.get(a2aContextKey+contextID, false)
-	if c == nil {
-		return ""
+	o, err := e.TaskOwners(ctx, []string{a2aContextKey + contextID})
+	if err != nil {
+		return "", err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.owner
+	return o[0], nil
 }
 
 // A2AObserved records a task state the upstream reported; an unknown task
@@ -193,21 +212,16 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 	if req.New {
 		roles = append(roles, "new")
 	}
-	if req.Owner {
+	owner := req.Owner
+	if owner && req.TaskID != "" {
+		var err error
+		if _, state, owner, err = e.own(ctx, a2aTaskKey+req.TaskID, req.TaskID, req.Principal.ID); err != nil {
+			return Decision{}, err
+		}
+	}
+	if owner {
 		roles = append(roles, "owner")
 		if req.TaskID != "" {
-			t := e.tasks.get(a2aTaskKey+req.TaskID, true)
-			t.mu.Lock()
-			t.owner = req.Principal.ID // a verified handle proves it, after a restart too
-			state = t.status
-			t.mu.Unlock()
-			if e.store != nil {
-				s, err := e.claim(ctx, t, a2aTaskKey+req.TaskID, req.TaskID, req.Principal.ID)
-				if err != nil {
-					return Decision{}, err
-				}
-				state = s
-			}
 			if state == "" && needsState(req.Method) && req.Status != nil {
 				s, err := req.Status(ctx)
 				if err != nil {

@@ -9,29 +9,45 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/mcp"
 )
+
+// seen records a task and its context as an answer does.
+func seen(t testing.TB, e *Enforcer, taskID, contextID, owner, state string) (to, co string) {
+	t.Helper()
+	var err error
+	if taskID != "" {
+		if to, err = e.A2ATaskSeen(context.Background(), taskID, owner, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if contextID != "" {
+		if co, err = e.A2AContextSeen(context.Background(), contextID, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return to, co
+}
 
 // TestA2ASeenFirstOwner: an answer teaches an owner only for ids nobody
 // owns; it returns who owns them, so an adapter never hands a caller a
 // handle to another's task or context.
 func TestA2ASeenFirstOwner(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	if to, co := e.A2ASeen("t", "c", "alice", "TASK_STATE_WORKING"); to != "alice" || co != "alice" {
+	if to, co := seen(t, e, "t", "c", "alice", "TASK_STATE_WORKING"); to != "alice" || co != "alice" {
 		t.Fatalf("first answer: owners %q %q, want alice", to, co)
 	}
-	if to, co := e.A2ASeen("t", "c", "bob", ""); to != "alice" || co != "alice" {
+	if to, co := seen(t, e, "t", "c", "bob", ""); to != "alice" || co != "alice" {
 		t.Fatalf("another's answer naming them: owners %q %q, want alice", to, co)
 	}
-	if to, co := e.A2ASeen("", "", "bob", ""); to != "" || co != "" {
-		t.Fatalf("no ids: %q %q", to, co)
+	ctx := context.Background()
+	if o, err := e.A2AContextOwner(ctx, "c"); err != nil || o != "alice" {
+		t.Fatalf("context owner %q %v", o, err)
 	}
-	if o := e.A2AContextOwner("c"); o != "alice" {
-		t.Fatalf("context owner %q", o)
+	if o, err := e.A2AContextOwner(ctx, "unknown"); err != nil || o != "" {
+		t.Fatalf("unknown context owner %q %v", o, err)
 	}
-	if o := e.A2AContextOwner("unknown"); o != "" {
-		t.Fatalf("unknown context owner %q", o)
-	}
-	if o, err := e.A2AOwners(context.Background(), []string{"t"}); err != nil || o[0] != "alice" {
+	if o, err := e.A2AOwners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
 		t.Fatalf("task owner %v %v", o, err)
 	}
 }
@@ -41,8 +57,8 @@ func TestA2ASeenFirstOwner(t *testing.T) {
 func TestEnforceA2A(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
 	alice := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
-	e.A2ASeen("done", "ctx", "alice", "TASK_STATE_COMPLETED")
-	e.A2ASeen("open", "ctx", "alice", "TASK_STATE_INPUT_REQUIRED")
+	seen(t, e, "done", "ctx", "alice", "TASK_STATE_COMPLETED")
+	seen(t, e, "open", "ctx", "alice", "TASK_STATE_INPUT_REQUIRED")
 	reads := 0
 	status := func(s string, err error) func(context.Context) (string, error) {
 		return func(context.Context) (string, error) { reads++; return s, err }
@@ -98,8 +114,8 @@ func TestSharedA2A(t *testing.T) {
 	store := newMemStore()
 	r := replicas(t, 3, store)
 	al := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
-	r[0].A2ASeen("t1", "c1", "alice", "TASK_STATE_WORKING")
-	r[1].A2ASeen("t2", "c2", "bob", "")
+	seen(t, r[0], "t1", "c1", "alice", "TASK_STATE_WORKING")
+	seen(t, r[1], "t2", "c2", "bob", "")
 	for i, e := range r {
 		if o, err := e.A2AOwners(context.Background(), []string{"t2", "unknown", "t1", ""}); err != nil || fmt.Sprint(o) != "[bob  alice ]" {
 			t.Errorf("replica %d: owners %q %v", i, o, err)
@@ -141,8 +157,8 @@ func TestSharedA2A(t *testing.T) {
 func TestA2AObservedAll(t *testing.T) {
 	store := newMemStore()
 	e := replicas(t, 1, store)[0]
-	e.A2ASeen("a", "", "alice", "TASK_STATE_WORKING")
-	e.A2ASeen("b", "", "alice", "TASK_STATE_WORKING")
+	seen(t, e, "a", "", "alice", "TASK_STATE_WORKING")
+	seen(t, e, "b", "", "alice", "TASK_STATE_WORKING")
 	ops := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.ops }
 	for _, tc := range []struct {
 		name   string
@@ -163,11 +179,80 @@ func TestA2AObservedAll(t *testing.T) {
 		})
 	}
 	for id, want := range map[string]string{"a": "TASK_STATE_COMPLETED", "b": "TASK_STATE_INPUT_REQUIRED"} {
-		if s, _ := store.Claim(context.Background(), a2aTaskKey+id, "alice"); s != want {
+		if s, _, _ := store.Claim(context.Background(), a2aTaskKey+id, "alice"); s != want {
 			t.Errorf("store state of %s: %q, want %q", id, s, want)
 		}
 	}
 	if _, ok := store.tasks[a2aTaskKey+"unknown"]; ok {
 		t.Error("an unknown task was added to the store")
+	}
+}
+
+// TestSharedA2AContexts: a context's owner is in the shared store, so a
+// replica that never saw it tells it (an answer putting bob's task in
+// alice's context is refused there too); replicas that record one id for
+// different principals at once agree on the first; with the store down
+// whose a context is cannot be told.
+func TestSharedA2AContexts(t *testing.T) {
+	store := newMemStore()
+	r := replicas(t, 3, store)
+	ctx := context.Background()
+	seen(t, r[0], "", "c-alice", "alice", "")
+	for i, e := range r {
+		if o, err := e.A2AContextOwner(ctx, "c-alice"); err != nil || o != "alice" {
+			t.Errorf("replica %d: owner of alice's context %q %v", i, o, err)
+		}
+		if o, err := e.A2AContextSeen(ctx, "c-alice", "bob"); err != nil || o != "alice" {
+			t.Errorf("replica %d: bob's answer naming alice's context: owner %q %v, want alice", i, o, err)
+		}
+	}
+	// Two replicas that both have not seen an id record it for two
+	// principals: the second is told the first's.
+	if o, err := r[1].A2ATaskSeen(ctx, "t-race", "alice", "TASK_STATE_WORKING"); err != nil || o != "alice" {
+		t.Fatalf("first: %q %v", o, err)
+	}
+	if o, err := r[2].A2ATaskSeen(ctx, "t-race", "bob", "TASK_STATE_COMPLETED"); err != nil || o != "alice" {
+		t.Fatalf("second replica, bob: %q %v, want alice", o, err)
+	}
+	if s, o, _ := store.Claim(ctx, a2aTaskKey+"t-race", "bob"); o != "alice" || s != "TASK_STATE_WORKING" {
+		t.Fatalf("store after the race: owner %q state %q, want alice's working", o, s)
+	}
+
+	store.set(true)
+	defer store.set(false)
+	if _, err := r[1].A2AContextSeen(ctx, "c-new", "bob"); !errors.Is(err, errDown) {
+		t.Errorf("a new context with the store down: %v, want the store's error", err)
+	}
+	if _, err := r[2].A2AContextOwner(ctx, "c-unknown"); !errors.Is(err, errDown) {
+		t.Errorf("owner of an unknown context with the store down: %v, want the store's error", err)
+	}
+}
+
+// TestHandleOfAnothersTask: a handle for an id the shared store gives
+// another (replicas raced to record it for two principals) proves nothing:
+// the request is refused and the owner stays, for MCP and A2A alike.
+func TestHandleOfAnothersTask(t *testing.T) {
+	store := newMemStore()
+	r := replicas(t, 3, store)
+	ctx := context.Background()
+	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
+	r[0].TaskCreated("m", "alice", mcp.StatusWorking)
+	r[1].TaskCreated("m", "bob", mcp.StatusWorking)
+	if o, ok := r[1].TaskOwner("m"); !ok || o != "alice" {
+		t.Fatalf("MCP task created for bob after alice: owner %q, want alice", o)
+	}
+	seen(t, r[0], "a", "", "alice", "TASK_STATE_WORKING")
+	for i, e := range r {
+		d, err := e.EnforceTask(ctx, TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "m", Owner: true})
+		if err != nil || d.Allow {
+			t.Errorf("replica %d: bob's handle of alice's MCP task: %+v %v, want refused", i, d, err)
+		}
+		d, err = e.EnforceA2A(ctx, A2ARequest{Principal: bob, Method: a2a.MethodCancelTask, TaskID: "a", Owner: true})
+		if err != nil || d.Allow {
+			t.Errorf("replica %d: bob's handle of alice's A2A task: %+v %v, want refused", i, d, err)
+		}
+	}
+	if o, _ := store.Owners(ctx, []string{"m", a2aTaskKey + "a"}); fmt.Sprint(o) != "[alice alice]" {
+		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

@@ -75,10 +75,13 @@ type PolicySource interface {
 // the decision fails closed.
 type TaskStore interface {
 	// Claim records that owner owns task id (a verified handle proves it)
-	// and returns the task's status, "" when unknown.
-	Claim(ctx context.Context, id, owner string) (status string, err error)
-	// Create records a task the upstream created for owner.
-	Create(ctx context.Context, id, owner, status string) error
+	// unless another does already, and returns the task's status ("" when
+	// unknown) and its owner afterwards.
+	Claim(ctx context.Context, id, owner string) (status, claimed string, err error)
+	// Create records a task the upstream created for owner unless another
+	// owns it already (set if absent, atomically across replicas), and
+	// returns its owner afterwards.
+	Create(ctx context.Context, id, owner, status string) (created string, err error)
 	// Observe records a status the upstream reported for a known task; a
 	// change restarts its steer count.
 	Observe(ctx context.Context, id, status string) error

@@ -57,27 +57,33 @@ func (t *memTask) setStatus(s string) {
 	}
 }
 
-func (m *memStore) Claim(_ context.Context, id, owner string) (string, error) {
+func (m *memStore) Claim(_ context.Context, id, owner string) (string, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.op(); err != nil {
+		return "", "", err
+	}
+	t := m.task(id)
+	if t.owner == "" {
+		t.owner = owner
+	}
+	return t.status, t.owner, nil
+}
+
+func (m *memStore) Create(_ context.Context, id, owner, status string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
 		return "", err
 	}
 	t := m.task(id)
-	t.owner = owner
-	return t.status, nil
-}
-
-func (m *memStore) Create(_ context.Context, id, owner, status string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.op(); err != nil {
-		return err
+	if t.owner == "" {
+		t.owner = owner
 	}
-	t := m.task(id)
-	t.owner = owner
-	t.setStatus(status)
-	return nil
+	if t.owner == owner {
+		t.setStatus(status)
+	}
+	return t.owner, nil
 }
 
 func (m *memStore) Observe(_ context.Context, id, status string) error {
@@ -282,7 +288,7 @@ func TestSharedStoreFaults(t *testing.T) {
 	if o, err := store.Owners(context.Background(), []string{"f"}); err != nil || o[0] != alice {
 		t.Fatalf("the handle's owner was not written back: %q %v", o, err)
 	}
-	if got, _ := store.Claim(context.Background(), "f", alice); got != mcp.StatusPaused {
+	if got, _, _ := store.Claim(context.Background(), "f", alice); got != mcp.StatusPaused {
 		t.Fatalf("the status read from the upstream was not written back: %q", got)
 	}
 }
@@ -309,7 +315,7 @@ func TestSharedStatusWrittenOnce(t *testing.T) {
 			if got := ops() - before; got != tc.writes {
 				t.Fatalf("%d store operations, want %d", got, tc.writes)
 			}
-			if s, _ := store.Claim(context.Background(), "w", alice); s != tc.observed {
+			if s, _, _ := store.Claim(context.Background(), "w", alice); s != tc.observed {
 				t.Fatalf("store status %q, want %q", s, tc.observed)
 			}
 		})

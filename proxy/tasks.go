@@ -57,17 +57,24 @@ type task struct {
 // the store's without asking again.
 const syncedFor = time.Second
 
-// tasks is the bounded table of MCP tasks, keyed by the upstream's task ID.
+// tasks is the bounded table of MCP tasks, keyed by the upstream's task ID
+// (and of A2A tasks and contexts, under their prefixes); evicted remembers
+// the keys it evicted.
 type tasks struct {
-	lru *lru.Cache[string, *task]
+	lru     *lru.Cache[string, *task]
+	evicted *forgotten
 }
 
 func newTasks(size int) (*tasks, error) {
-	c, err := lru.New[string, *task](size)
+	ts := &tasks{}
+	c, err := lru.NewWithEvict[string, *task](size, func(key string, _ *task) {
+		ts.evicted.add(key)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &tasks{lru: c}, nil
+	ts.lru, ts.evicted = c, newForgotten(size)
+	return ts, nil
 }
 
 // get returns the task's entry, creating it when create is set.
@@ -82,21 +89,56 @@ func (ts *tasks) get(id string, create bool) *task {
 	return t
 }
 
-// TaskCreated records a task the upstream created for owner. With a shared
-// store, a write that fails is logged and the task stays known here: its
-// handle still proves its owner on every replica, and other replicas list it
-// once its owner used it through them.
-func (e *Enforcer) TaskCreated(id, owner, status string) {
-	t := e.tasks.get(id, true)
+// owner returns the owner of the entry under key, "" when unknown.
+func (ts *tasks) owner(key string) string {
+	t := ts.get(key, false)
+	if t == nil {
+		return ""
+	}
 	t.mu.Lock()
-	t.owner = owner
-	t.setStatus(status)
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	return t.owner
+}
+
+// forgot reports whether Warden knew the entry under key and forgot it:
+// with no shared store, this replica's table evicted it (among the last
+// evictions it remembers) and nobody has proven it theirs since. Whose it
+// was is unknown, so it is nobody's to learn from an answer.
+func (e *Enforcer) forgot(key string) bool {
+	return e.store == nil && e.tasks.evicted.has(key) && e.tasks.owner(key) == ""
+}
+
+// TaskCreated records a task the upstream created for owner, unless Warden
+// knows another owner of it (an owner never changes: the first recorded
+// stays, here and, across replicas that raced, in the shared store) or knew
+// it and forgot it (forgot: it stays unknown, so no answer hands it over
+// until its owner's handle proves it again). With a shared store, a write
+// that fails is logged and the task stays known here: its handle still
+// proves its owner on every replica, and other replicas list it once its
+// owner used it through them.
+func (e *Enforcer) TaskCreated(id, owner, status string) {
+	if e.forgot(id) {
+		e.log.Warn("the upstream named as new a task this replica evicted; it stays unknown", "task_id", id)
+		return
+	}
 	if e.store != nil {
-		if err := e.store.Create(context.Background(), id, owner, status); err != nil {
+		o, err := e.store.Create(context.Background(), id, owner, status)
+		if err != nil {
 			e.log.Warn("could not record a task in the shared state", "task_id", id, "err", err)
+		} else if o != owner {
+			e.log.Warn("a task the upstream created for a principal is another's in the shared state; it stays the other's", "task_id", id)
+			owner, status = o, ""
 		}
 	}
+	t := e.tasks.get(id, true)
+	t.mu.Lock()
+	if t.owner == "" {
+		t.owner = owner
+	}
+	if t.owner == owner {
+		t.setStatus(status)
+	}
+	t.mu.Unlock()
 }
 
 // SharesTasks reports whether task owners are kept in a store other
@@ -246,20 +288,22 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	var t *task
 	var roles []string
 	status, steers := "", 0
+	owner := false
 	if mcp.TaskMethod(c.Method) && req.Owner {
-		roles = []string{"owner"}
-		t = e.tasks.get(req.TaskID, true)
-		t.mu.Lock()
-		t.owner = req.Principal.ID // a verified handle proves it, after a restart too
-		status, steers = t.status, t.steers
-		t.mu.Unlock()
-		if e.store != nil {
-			s, err := e.claim(ctx, t, req.TaskID, req.TaskID, req.Principal.ID)
-			if err != nil {
-				return Decision{}, err
-			}
-			status = s
+		var err error
+		t, status, owner, err = e.own(ctx, req.TaskID, req.TaskID, req.Principal.ID)
+		if err != nil {
+			return Decision{}, err
 		}
+		if !owner {
+			t, status = nil, "" // no steer place reserved for another's task
+		}
+	}
+	if owner {
+		roles = []string{"owner"}
+		t.mu.Lock()
+		steers = t.steers
+		t.mu.Unlock()
 		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
 			s, err := req.Status(ctx)
 			if err != nil {
@@ -355,19 +399,36 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	return d, nil
 }
 
-// claim claims the shared entry of task id, under key in the store, for
-// owner (a verified handle proves it; the entry is rebuilt when the store
-// lost it) and returns its status, the one every replica sees, which t
-// caches.
-func (e *Enforcer) claim(ctx context.Context, t *task, key, id, owner string) (string, error) {
-	s, err := e.store.Claim(ctx, key, owner)
+// own records that principal owns the entry under key of task id (the
+// caller verified a handle that proves it; the entry is rebuilt when this
+// replica or the store lost it) unless another owns it already, and returns
+// the entry and its status, in the shared store the one every replica sees,
+// which the entry caches. ok is false when the entry is another's: the
+// handle was given for an id that turned out another's (replicas that
+// raced to record it), and proves nothing.
+func (e *Enforcer) own(ctx context.Context, key, id, principal string) (t *task, status string, ok bool, err error) {
+	t = e.tasks.get(key, true)
+	t.mu.Lock()
+	if t.owner == "" {
+		t.owner = principal
+	}
+	ok, status = t.owner == principal, t.status
+	t.mu.Unlock()
+	if !ok || e.store == nil {
+		return t, status, ok, nil
+	}
+	s, o, err := e.store.Claim(ctx, key, principal)
 	if err != nil {
-		return "", fmt.Errorf("read the shared state of task %s: %w", id, err)
+		return nil, "", false, fmt.Errorf("read the shared state of task %s: %w", id, err)
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if o != principal {
+		t.owner = o
+		return t, "", false, nil
+	}
 	t.status, t.synced = s, time.Now()
-	t.mu.Unlock()
-	return s, nil
+	return t, s, true, nil
 }
 
 // ownedByAnother reports whether Warden knows the request's task to belong

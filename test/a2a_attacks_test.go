@@ -370,6 +370,22 @@ var a2aAttacks = []a2aAttack{
 		g := e.call(t, bobToken, "GetTask", map[string]any{"id": r.Task.Status.Message.Refs[0]})
 		return contains(g, aliceSecret), g, e.call(t, bobToken, "GetTask", map[string]any{"id": madeUpID()})
 	}},
+	{"agent-shares-context", "the agent answers bob with a message in alice's context (the a2a-go peer's agent 'join') and bob files a task into it with the id he was given", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
+		e.victim(t, "hello "+aliceSecret)
+		a := e.call(t, bobToken, "SendMessage", map[string]any{"message": a2aMessage("join", nil)})
+		var r struct {
+			Message struct {
+				ContextID string `json:"contextId"`
+			} `json:"message"`
+		}
+		if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || r.Message.ContextID == "" {
+			_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+			return false, a, m // nothing handed over
+		}
+		task, in := e.send(t, bobToken, "hello", map[string]any{"contextId": r.Message.ContextID}, false)
+		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+		return task.ID != "" && task.ContextID == r.Message.ContextID, in, m
+	}},
 	{"list-tasks", "bob lists tasks and sees alice's (ListTasks)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "hello "+aliceSecret)
 		a := e.call(t, bobToken, "ListTasks", map[string]any{})
@@ -439,6 +455,7 @@ var a2aDirectOutcomes = map[string]a2aOutcome{
 	"push-delete":             a2aSucceeds,
 	"reference-task":          a2aSucceeds,
 	"agent-cites-task":        a2aSucceeds,
+	"agent-shares-context":    a2aSucceeds,
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
 	"webhook-inline":          a2aSucceeds,
@@ -564,6 +581,7 @@ var a2aPythonOutcomes = map[string]a2aOutcome{
 	"push-delete":             a2aRefused,
 	"reference-task":          a2aRefused,
 	"agent-cites-task":        a2aRefused, // its agent cites nothing
+	"agent-shares-context":    a2aRefused, // its agent answers with a task of bob's own
 	"list-tasks":              a2aRefused,
 	"webhook-loopback":        a2aSucceeds,
 	"webhook-inline":          a2aSucceeds,

@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -107,5 +108,40 @@ func TestA2ASizeFlags(t *testing.T) {
 	a = tight.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage("hello", nil)})
 	if a.Error == nil || a.Error.Code != -32603 || !strings.Contains(a.Error.Message, "a2a.max_response_bytes (200 bytes)") {
 		t.Fatalf("an answer over a 200-byte bound: %s", a)
+	}
+}
+
+// TestA2AEvictedIDs: one Warden with no shared state and a table of four
+// entries in front of the a2a-go server. Alice's task and context are
+// evicted by bob's traffic; the agent then answers bob with a message in
+// alice's context (its 'join first'): Warden once knew whose it was, so it
+// hands it to nobody (the answer is -32001 like a made-up id) rather than
+// to the next asker, and alice's handles still open her task.
+func TestA2AEvictedIDs(t *testing.T) {
+	e := &a2aAttackEnv{url: startA2AWarden(t, startA2AGo(t), "--sessions", "4") + "/jsonrpc"}
+	alice := e.victim(t, "hello "+aliceSecret) // the server's first task: its context is the one 'join first' names
+	for i := range 3 {
+		if task, a := e.send(t, bobToken, fmt.Sprint("filler ", i), nil, false); task.ID == "" {
+			t.Fatalf("bob's filler task: %s", a)
+		}
+	}
+	a := e.call(t, bobToken, "SendMessage", map[string]any{"message": a2aMessage("join first", nil)})
+	var r struct {
+		Message struct {
+			ContextID string `json:"contextId"`
+		} `json:"message"`
+	}
+	if a.Error == nil && json.Unmarshal(a.Result, &r) == nil && r.Message.ContextID != "" {
+		task, in := e.send(t, bobToken, "hello", map[string]any{"contextId": r.Message.ContextID}, false)
+		t.Fatalf("bob was handed alice's forgotten context %s; his task in it: %+v %s", r.Message.ContextID, task, in)
+	}
+	if a.Error == nil || a.Error.Code != -32001 || a.Error.Message != "Task not found" {
+		t.Fatalf("the answer naming alice's forgotten context: %s, want -32001 Task not found", a)
+	}
+	if g := e.call(t, aliceToken, "GetTask", map[string]any{"id": alice.ID}); !contains(g, aliceSecret) {
+		t.Fatalf("alice's GetTask after the eviction: %s", g)
+	}
+	if l := e.call(t, aliceToken, "ListTasks", map[string]any{"contextId": alice.ContextID}); !contains(l, aliceSecret) {
+		t.Fatalf("alice's ListTasks of her context after the eviction: %s", l)
 	}
 }

@@ -127,8 +127,10 @@ func exactNames(env map[string]any) bool {
 // from then on, only where it is the caller's: a handle of the request named
 // it (x.mine), or Warden knows the caller owns it. The task an answer is
 // about (a result's task, an event's taskId) must be the one the request
-// named; a message may also create one, which nobody owns yet and which the
-// caller then owns (adopt), with its context. Anything else an answer names
+// named; a message that named none may create one (the first its answer is
+// about), which nobody owns yet and which the caller then owns (adopt), with
+// its context. An id Warden knew and forgot (evicted from a replica's
+// table with no shared store) is nobody's: not adopted. Anything else an answer names
 // is not handed over: a history or status message's taskId and contextId
 // are left out (both optional in a Message), a referenceTaskIds entry is
 // dropped (the list stays a list of the caller's tasks; a replacement would
@@ -157,7 +159,7 @@ func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
 		return x.principal, nil
 	}
 	if kind == a2arules.KindContext {
-		return x.s.enforcer.A2AContextOwner(id), nil
+		return x.s.enforcer.A2AContextOwner(context.Background(), id)
 	}
 	o, err := x.s.enforcer.A2AOwners(context.Background(), []string{id})
 	if err != nil {
@@ -189,22 +191,47 @@ func (x *exchange) dryRun(what, id string) bool {
 	return x.dry
 }
 
+// creation says what an answer may make the caller's of an id nobody owns.
+type creation int
+
+const (
+	// noCreate: nothing; only what is the caller's already.
+	noCreate creation = iota
+	// create: a new id, which a message's answer created; an id Warden
+	// knew and forgot is not new.
+	create
+	// ofOwnTask: the context of a task that was the caller's before this
+	// answer (Warden let the task be made only in a context of the
+	// caller's or a new one), forgotten or not.
+	ofOwnTask
+)
+
 // adopt reports whether an id the answer is about is the caller's, making
-// it so when nobody owns it and create allows (a message's answer).
-func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool {
-	o, err := x.owner(kind, id)
+// it so when nobody owns it and how allows. Recording it tells whose it is
+// (set if absent, here and in the shared store): one round trip for a new
+// id, none for one this replica knows.
+func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) bool {
+	var o string
+	var err error
+	ctx := context.Background()
+	switch {
+	case x.mine[idKey{kind, id}]:
+		o = x.principal
+	case how == noCreate:
+		o, err = x.owner(kind, id)
+	case kind == a2arules.KindTask:
+		o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
+	case how == ofOwnTask:
+		o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
+	default:
+		o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
+	}
 	if err != nil {
-		x.s.log.Warn("could not read whose an A2A task is; the answer about it does not pass", "task_id", id, "err", err)
+		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
 		x.unreadable = true
 		return false
 	}
-	if o == "" && create {
-		if kind == a2arules.KindTask {
-			o, _ = x.s.enforcer.A2ASeen(id, "", x.principal, state)
-		} else {
-			_, o = x.s.enforcer.A2ASeen("", id, x.principal, "")
-		}
-	} else if o == x.principal && kind == a2arules.KindTask {
+	if o == x.principal && kind == a2arules.KindTask && (how == noCreate || x.mine[idKey{kind, id}]) {
 		x.s.enforcer.A2AObserved(id, state)
 	}
 	if o != x.principal {
@@ -215,33 +242,33 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, create bool) bool
 }
 
 // subject reports whether the task an answer is about, and its context, are
-// the caller's, adopting them when the request is a message; it seals both.
-// A task's context is the caller's when Warden does not know it otherwise:
-// Warden let the task be made only in a context of the caller's or a new
-// one.
+// the caller's, adopting them when the request is a message that named no
+// task; it seals both. A new task's context is adopted first (another's
+// context: the task is not adopted either); the context of a task the
+// caller owned already is the caller's when Warden does not know it
+// otherwise: Warden let the task be made only in a context of the caller's
+// or a new one.
 func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	id, _ := obj[idName].(string)
 	if id == "" {
 		return false
 	}
-	if x.taskID != "" && !a2arules.Sends(x.call.Method) && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
-		return false // a result or event about another task than the one asked for
+	if x.taskID != "" && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
+		return false // a result or event about another task than the one asked for (or continued)
 	}
 	c, _ := obj["contextId"].(string)
-	if c != "" {
-		// Another's context first: the task is then not adopted either.
-		if o, err := x.owner(a2arules.KindContext, c); err != nil || o != "" && o != x.principal && !x.dryRun("a context of another's", c) {
+	// A message that named no task creates one at most: the first its
+	// answer is about; another id after it is no creation of this answer.
+	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
+		if c != "" && !x.adopt(a2arules.KindContext, c, "", create) || !x.adopt(a2arules.KindTask, id, state, create) {
 			return false
 		}
-	}
-	if !x.adopt(a2arules.KindTask, id, state, a2arules.Sends(x.call.Method)) {
+		x.created = id
+	} else if !x.adopt(a2arules.KindTask, id, state, noCreate) || c != "" && !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
 		return false
 	}
 	obj[idName] = x.seal(a2arules.KindTask, id)
 	if c != "" {
-		if !x.adopt(a2arules.KindContext, c, "", true) {
-			return false
-		}
 		obj["contextId"] = x.seal(a2arules.KindContext, c)
 	}
 	return true
@@ -287,7 +314,11 @@ func (x *exchange) reply(m map[string]any) bool {
 			return false
 		}
 	} else if c, _ := m["contextId"].(string); c != "" {
-		if !x.adopt(a2arules.KindContext, c, "", a2arules.Sends(x.call.Method)) {
+		how := noCreate
+		if a2arules.Sends(x.call.Method) {
+			how = create
+		}
+		if !x.adopt(a2arules.KindContext, c, "", how) {
 			return false
 		}
 		m["contextId"] = x.seal(a2arules.KindContext, c)
@@ -391,7 +422,7 @@ func (x *exchange) list(res map[string]any) error {
 		x.prove(a2arules.KindTask, ids[i])
 		t["id"] = x.seal(a2arules.KindTask, ids[i])
 		if c, _ := t["contextId"].(string); c != "" {
-			if !x.adopt(a2arules.KindContext, c, "", true) {
+			if !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
 				continue // the caller's task in another's context: not listed
 			}
 			t["contextId"] = x.seal(a2arules.KindContext, c)

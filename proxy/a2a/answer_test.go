@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -59,6 +58,11 @@ func TestHostileAnswers(t *testing.T) {
 			want{has: []string{`"referenceTaskIds":[]`}, handles: 0}},
 		{"reply message in another's context", "SendMessage", send, answer(`{"message":` + msg(`,"contextId":"ctx-1"`) + `}`), want{body: notFound}},
 		{"reply message names another's task", "SendMessage", send, answer(`{"message":` + msg(`,"taskId":"task-1"`) + `}`), want{body: notFound}},
+		{"message to bob's task answered about another task", "SendMessage", continueOwn, answer(`{"task":` + task("task-77", "ctx-2", "") + `}`), want{body: notFound}},
+		{"send stream: a second task after the one it created", "SendStreamingMessage", send,
+			"data: " + answer(`{"task":`+task("task-9", "ctx-9", "")+`}`) + "\n\n" +
+				"data: " + answer(`{"statusUpdate":{"taskId":"task-77","contextId":"ctx-9","status":{"state":"TASK_STATE_COMPLETED"}}}`) + "\n\n",
+			want{has: []string{`"code":-32001`}, hasNot: []string{`"task-77"`}, handles: 2}},
 		{"GetTask answered with another's task", "GetTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
 		{"GetTask answered with an unknown task", "GetTask", byID, answer(task("task-77", "ctx-77", "")), want{body: notFound}},
 		{"CancelTask answered with another task", "CancelTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
@@ -124,7 +128,7 @@ func TestHostileAnswers(t *testing.T) {
 			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
 				t.Fatalf("alice's task now owned by %v", o)
 			}
-			if o := h.srv.enforcer.A2AContextOwner("ctx-1"); o != "alice" {
+			if o, _ := h.srv.enforcer.A2AContextOwner(context.Background(), "ctx-1"); o != "alice" {
 				t.Fatalf("alice's context now owned by %q", o)
 			}
 			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
@@ -136,6 +140,11 @@ func TestHostileAnswers(t *testing.T) {
 
 func send(string) map[string]any {
 	return map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hello"}}}}
+}
+func continueOwn(own string) map[string]any {
+	m := send("")
+	m["message"].(map[string]any)["taskId"] = own
+	return m
 }
 func byID(own string) map[string]any     { return map[string]any{"id": own} }
 func byTaskID(own string) map[string]any { return map[string]any{"taskId": own} }
@@ -193,28 +202,21 @@ type downStore struct{}
 
 var errDown = errors.New("store down")
 
-func (downStore) Claim(context.Context, string, string) (string, error) { return "", errDown }
-func (downStore) Create(context.Context, string, string, string) error  { return errDown }
-func (downStore) Observe(context.Context, string, string) error         { return errDown }
-func (downStore) ObserveAll(context.Context, []string, []string) error  { return errDown }
-func (downStore) Steer(context.Context, string, int) (bool, int, error) { return false, 0, errDown }
-func (downStore) Unsteer(context.Context, string) error                 { return errDown }
-func (downStore) Owners(context.Context, []string) ([]string, error)    { return nil, errDown }
+func (downStore) Claim(context.Context, string, string) (string, string, error) {
+	return "", "", errDown
+}
+func (downStore) Create(context.Context, string, string, string) (string, error) { return "", errDown }
+func (downStore) Observe(context.Context, string, string) error                  { return errDown }
+func (downStore) ObserveAll(context.Context, []string, []string) error           { return errDown }
+func (downStore) Steer(context.Context, string, int) (bool, int, error)          { return false, 0, errDown }
+func (downStore) Unsteer(context.Context, string) error                          { return errDown }
+func (downStore) Owners(context.Context, []string) ([]string, error)             { return nil, errDown }
 
 // TestAnswerOwnersUnreadable: when whose a new task is cannot be read (the
 // shared store is down), the answer that would hand it over is Warden's
 // retryable error, not a handle and not "Task not found".
 func TestAnswerOwnersUnreadable(t *testing.T) {
-	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: policyEng, Tasks: downStore{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessWith(t, Config{}, e)
+	h := newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, downStore{}))
 	_, m := h.call(t, "alice", "SendMessage", send(""))
 	if errorCode(m) != -32603 {
 		t.Fatalf("a new task with the store down: %v, want -32603", m)
@@ -263,8 +265,14 @@ func FuzzAnswer(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e.A2ASeen("task-1", "ctx-1", "alice", "TASK_STATE_WORKING")
-	e.A2ASeen("task-2", "ctx-2", "bob", "TASK_STATE_WORKING")
+	for _, k := range []struct{ task, ctx, owner string }{{"task-1", "ctx-1", "alice"}, {"task-2", "ctx-2", "bob"}} {
+		if _, err := e.A2ATaskSeen(context.Background(), k.task, k.owner, "TASK_STATE_WORKING"); err != nil {
+			f.Fatal(err)
+		}
+		if _, err := e.A2AContextSeen(context.Background(), k.ctx, k.owner); err != nil {
+			f.Fatal(err)
+		}
+	}
 	f.Fuzz(func(t *testing.T, m uint8, data []byte) {
 		method := methods[int(m)%len(methods)]
 		x := &exchange{s: s, principal: "bob", call: a2arules.Call{ID: json.RawMessage("7"), Method: method}}
@@ -288,4 +296,178 @@ func FuzzAnswer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEvictedIDNotAdopted: with no shared store, an id the table evicted is
+// nobody's: an answer to bob naming alice's forgotten task or context hands
+// him nothing (without the memory of evictions it would have been his),
+// and alice's handle still opens her task, which Warden then knows again.
+func TestEvictedIDNotAdopted(t *testing.T) {
+	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+	msg := `{"messageId":"a1","role":"ROLE_AGENT","parts":[{"text":"hi"}]`
+	for _, tc := range []struct{ name, answer string }{
+		{"her task", `{"task":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}`},
+		{"her task in a new context", `{"task":{"id":"task-1","contextId":"ctx-new","status":{"state":"TASK_STATE_COMPLETED"}}}`},
+		{"her context in a reply", `{"message":` + msg + `,"contextId":"ctx-1"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{Sessions: 4}))
+			alice := h.send(t, "alice", "input secret") // task-1 in ctx-1
+			for range 2 {
+				h.send(t, "carol", "hello") // task-1 and ctx-1 evicted
+			}
+			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "" {
+				t.Fatalf("task-1 still in the table (owner %q): the test evicts nothing", o[0])
+			}
+			h.up.hostile = func(method string, _ map[string]any) string {
+				if method != "SendMessage" {
+					return ""
+				}
+				return `{"jsonrpc":"2.0","id":7,"result":` + tc.answer + `}`
+			}
+			p, _ := json.Marshal(send(""))
+			if _, body := h.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":`+string(p)+`}`); body != notFound {
+				t.Fatalf("bob's answer naming alice's forgotten ids: %s, want %s", body, notFound)
+			}
+			h.up.hostile = nil
+			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
+				t.Fatalf("alice's handle after the eviction: %v", m)
+			}
+			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "alice" {
+				t.Fatalf("task-1 owner after alice used it: %q", o[0])
+			}
+		})
+	}
+}
+
+// ownerStore is a shared task table in memory (owners and states, set if
+// absent as proxy/state keeps them) that counts its round trips.
+type ownerStore struct {
+	mu     sync.Mutex
+	owner  map[string]string
+	state  map[string]string
+	ops    int
+	broken bool
+}
+
+func newOwnerStore() *ownerStore {
+	return &ownerStore{owner: map[string]string{}, state: map[string]string{}}
+}
+
+func (s *ownerStore) op() error {
+	s.ops++
+	if s.broken {
+		return errDown
+	}
+	return nil
+}
+
+func (s *ownerStore) Claim(_ context.Context, id, owner string) (string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return "", "", err
+	}
+	if s.owner[id] == "" {
+		s.owner[id] = owner
+	}
+	return s.state[id], s.owner[id], nil
+}
+
+func (s *ownerStore) Create(_ context.Context, id, owner, state string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return "", err
+	}
+	if s.owner[id] == "" {
+		s.owner[id] = owner
+	}
+	if state != "" && s.owner[id] == owner {
+		s.state[id] = state
+	}
+	return s.owner[id], nil
+}
+
+func (s *ownerStore) Observe(_ context.Context, id, state string) error {
+	return s.ObserveAll(context.Background(), []string{id}, []string{state})
+}
+
+func (s *ownerStore) ObserveAll(_ context.Context, ids, states []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if s.owner[id] != "" {
+			s.state[id] = states[i]
+		}
+	}
+	return nil
+}
+
+func (s *ownerStore) Steer(context.Context, string, int) (bool, int, error) { return true, 0, nil }
+func (s *ownerStore) Unsteer(context.Context, string) error                 { return nil }
+
+func (s *ownerStore) Owners(_ context.Context, ids []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.op(); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = s.owner[id]
+	}
+	return out, nil
+}
+
+func (s *ownerStore) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.ops }
+
+// TestContextsAcrossReplicas: a context's owner is in the shared store, so
+// a replica that never saw alice's context refuses an answer putting bob's
+// new task in it (and records nothing of the task); a new task in a new
+// context costs two round trips, one per id; the store down, the answer is
+// -32603 retry.
+func TestContextsAcrossReplicas(t *testing.T) {
+	store := newOwnerStore()
+	replica := func() *harness { return newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store)) }
+	first, other := replica(), replica()
+	first.send(t, "alice", "input secret") // task-1 in ctx-1, through the first replica
+	answer := func(task, ctx string) {
+		other.up.hostile = func(method string, _ map[string]any) string {
+			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"` + task + `","contextId":"` + ctx + `","status":{"state":"TASK_STATE_WORKING"}}}}`
+		}
+	}
+	bob := func() string {
+		p, _ := json.Marshal(send(""))
+		_, body := other.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":`+string(p)+`}`)
+		return body
+	}
+
+	answer("task-50", "ctx-50")
+	before := store.count()
+	if body := bob(); !strings.Contains(body, handle.Prefix) {
+		t.Fatalf("bob's new task in a new context: %s", body)
+	}
+	if n := store.count() - before; n != 2 {
+		t.Errorf("a new task in a new context: %d round trips to the store, want 2", n)
+	}
+
+	answer("task-51", "ctx-1")
+	if body := bob(); body != `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}` {
+		t.Fatalf("bob's task in alice's context, on a replica that never saw it: %s", body)
+	}
+	if o, _ := store.Owners(t.Context(), []string{"a2a:t:task-51", "a2a:c:ctx-1"}); o[0] != "" || o[1] != "alice" {
+		t.Fatalf("store owners after the refused answer: %q, want none for the task and alice for her context", o)
+	}
+
+	store.mu.Lock()
+	store.broken = true
+	store.mu.Unlock()
+	answer("task-52", "ctx-52")
+	if body := bob(); !strings.Contains(body, `"code":-32603`) {
+		t.Fatalf("a new context with the store down: %s, want -32603", body)
+	}
 }

@@ -37,6 +37,9 @@ type exchange struct {
 	// unreadable is set when whose a task is could not be read (the
 	// shared store): the answer is then Warden's retryable error.
 	unreadable bool
+	// created is the task a message that named none was first answered
+	// about: the one task its answer may create.
+	created string
 }
 
 // open returns the upstream id of one of the caller's handles, which it

@@ -184,6 +184,12 @@ func newEnforcer(t testing.TB) *proxy.Enforcer { return newEnforcerWith(t, proxy
 
 func newEnforcerWith(t testing.TB, cfg proxy.Config) *proxy.Enforcer {
 	t.Helper()
+	return newEnforcerOn(t, cfg, nil)
+}
+
+// newEnforcerOn is newEnforcerWith on a shared task table (nil: none).
+func newEnforcerOn(t testing.TB, cfg proxy.Config, store proxy.TaskStore) *proxy.Enforcer {
+	t.Helper()
 	policyOnce.Do(func() { policyEng, policyErr = policies.New(context.Background(), policies.Config{}) })
 	if policyErr != nil {
 		t.Fatal(policyErr)
@@ -192,7 +198,7 @@ func newEnforcerWith(t testing.TB, cfg proxy.Config) *proxy.Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := proxy.New(cfg, proxy.Options{Authenticator: a, Policies: policyEng})
+	e, err := proxy.New(cfg, proxy.Options{Authenticator: a, Policies: policyEng, Tasks: store})
 	if err != nil {
 		t.Fatal(err)
 	}

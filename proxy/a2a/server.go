@@ -221,10 +221,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, jsonrpc.ErrParse, "could not read the request body")
 		return
 	}
-	if ce := strings.TrimSpace(r.Header.Get("Content-Encoding")); ce != "" && !strings.EqualFold(ce, "identity") {
-		// The server would inflate other bytes than the ones decided on.
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusUnsupportedMediaType, nil, jsonrpc.ErrInvalidRequest,
-			"a request body with Content-Encoding "+ce+" is not decided on (send it uncompressed)")
+	if err := listener.CheckBodyEncoding(r.Header.Values("Content-Encoding")...); err != nil {
+		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusUnsupportedMediaType, nil, jsonrpc.ErrInvalidRequest, err.Error())
 		return
 	}
 	call, err := a2arules.Parse(body)

@@ -192,10 +192,10 @@ func TestRefusals(t *testing.T) {
 	if _, m := h.call(t, "alice", "CreateTaskPushNotificationConfig", map[string]any{"taskId": own["id"], "url": "http://127.0.0.1:9999/hook"}); m["error"] != nil {
 		t.Fatalf("allowlisted webhook refused: %v", m)
 	}
-	for _, ce := range []string{"gzip", "br"} {
+	for _, ce := range [][]string{{"gzip"}, {"br"}, {"identity", "gzip"}} {
 		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
 		req.Header.Set("Authorization", "Bearer alice")
-		req.Header.Set("Content-Encoding", ce)
+		req.Header["Content-Encoding"] = ce // a second field line too: the server reads both
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

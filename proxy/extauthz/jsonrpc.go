@@ -2,7 +2,6 @@ package extauthz
 
 import (
 	"fmt"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -10,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -38,12 +38,11 @@ func denyJSONRPC(status int, id []byte, rpc int, msg, decisionID string) *authv3
 }
 
 // jsonBody returns a JSON-RPC request's body as Envoy buffered it, or why it
-// cannot be decided on: a Content-Encoding other than identity means the
-// server reads other bytes than these (Node's body-parser inflates gzip,
-// deflate and br).
+// cannot be decided on (listener.CheckBodyEncoding: a Content-Encoding other
+// than identity).
 func jsonBody(h *authv3.AttributeContext_HttpRequest) ([]byte, string) {
-	if ce := strings.TrimSpace(h.GetHeaders()["content-encoding"]); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil, "a request body with Content-Encoding " + ce + " is not decided on (send it uncompressed)"
+	if err := listener.CheckBodyEncoding(h.GetHeaders()["content-encoding"]); err != nil {
+		return nil, err.Error()
 	}
 	body := h.GetRawBody()
 	if len(body) == 0 {

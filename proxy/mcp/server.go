@@ -364,6 +364,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
 		return
 	}
+	if err := listener.CheckBodyEncoding(r.Header.Values("Content-Encoding")...); err != nil {
+		// The server would read other bytes than the ones decided on.
+		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusUnsupportedMediaType, nil, mcprules.ErrInvalidRequest, err.Error())
+		return
+	}
 	call, err := mcprules.Parse(body)
 	if err != nil {
 		var pe *mcprules.Error

@@ -1231,3 +1231,37 @@ func TestDefaultHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestContentEncodingRefused: a body with a Content-Encoding other than
+// identity is refused 415 and never forwarded: the server may inflate other
+// bytes than Warden decided on (Node's body-parser inflates gzip, deflate
+// and br), as A2A's sidecar and ext_authz refuse it.
+func TestContentEncodingRefused(t *testing.T) {
+	h := newHarness(t, Config{})
+	call := rpc(1, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{}})
+	for _, tc := range []struct {
+		coding string
+		status int
+	}{
+		{"gzip", http.StatusUnsupportedMediaType},
+		{"br", http.StatusUnsupportedMediaType},
+		{"deflate", http.StatusUnsupportedMediaType},
+		{"identity, gzip", http.StatusUnsupportedMediaType},
+		{"identity", http.StatusOK},
+	} {
+		t.Run(tc.coding, func(t *testing.T) {
+			before := len(h.up.received("tools/call"))
+			r := h.post(t, alice, call, hdr{"Content-Encoding": tc.coding})
+			if r.status != tc.status {
+				t.Fatalf("HTTP %d %s, want %d", r.status, r.body, tc.status)
+			}
+			forwarded := len(h.up.received("tools/call")) - before
+			if tc.status != http.StatusOK && (r.errCode(t) != mcprules.ErrInvalidRequest || !strings.Contains(r.errMessage(t), "Content-Encoding") || forwarded != 0) {
+				t.Fatalf("refusal %s, forwarded %d, want -32600 naming Content-Encoding, none forwarded", r.body, forwarded)
+			}
+			if tc.status == http.StatusOK && forwarded != 1 {
+				t.Fatalf("identity: forwarded %d, want 1", forwarded)
+			}
+		})
+	}
+}

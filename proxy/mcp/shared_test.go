@@ -33,27 +33,31 @@ func (s *sharedTasks) fail() error {
 	return nil
 }
 
-func (s *sharedTasks) Claim(_ context.Context, id, owner string) (string, error) {
+func (s *sharedTasks) Claim(_ context.Context, id, owner string) (string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail(); err != nil {
+		return "", "", err
+	}
+	if s.owner[id] == "" {
+		s.owner[id] = owner
+	}
+	return s.status[id], s.owner[id], nil
+}
+
+func (s *sharedTasks) Create(_ context.Context, id, owner, status string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fail(); err != nil {
 		return "", err
 	}
-	s.owner[id] = owner
-	return s.status[id], nil
-}
-
-func (s *sharedTasks) Create(_ context.Context, id, owner, status string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fail(); err != nil {
-		return err
+	if s.owner[id] == "" {
+		s.owner[id] = owner
 	}
-	s.owner[id] = owner
-	if status != "" {
+	if status != "" && s.owner[id] == owner {
 		s.status[id] = status
 	}
-	return nil
+	return s.owner[id], nil
 }
 
 func (s *sharedTasks) Observe(_ context.Context, id, status string) error {

@@ -1,6 +1,7 @@
 // Package state keeps the protocol state Warden replicas share in Redis: the
 // task table (owner, status and steer count of each upstream MCP task, owner
-// and state of each A2A task) and,
+// and state of each A2A task, owner of each A2A context; an owner is set
+// once, by the first replica to record it) and,
 // for ext_authz fleets, the MACP sessions (encoded state under a version for
 // compare-and-set). Every operation is one round trip, atomic on the server (a Lua
 // script), and bounded by the configured timeout; an error means the state
@@ -134,7 +135,8 @@ func (r *Redis) Ready() error {
 // o (owner principal), s (status) and n (steer messages accepted since the
 // status last changed); it expires TTL after its last use. An A2A task's id
 // comes with the Enforcer's prefix a2a:t:, so its hash is
-// <prefix>mcp:task:a2a:t:<upstream task id> (no steer count).
+// <prefix>mcp:task:a2a:t:<upstream task id> (no steer count); an A2A
+// context's, with the prefix a2a:c:, has its owner only.
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
 func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
@@ -151,41 +153,65 @@ func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []stri
 }
 
 // Claim records that owner owns task id (the caller verified a handle that
-// proves it), refreshes the entry's expiry and returns the task's status
-// ("" when unknown). It is the one round trip of most decisions: a
-// MULTI/EXEC transaction, cheaper on the server than a script.
-func (r *Redis) Claim(ctx context.Context, id, owner string) (string, error) {
+// proves it) unless another owns it already, refreshes the entry's expiry
+// and returns the task's status ("" when unknown) and its owner afterwards:
+// owner, or the one the entry named first (the caller then holds a handle
+// of an id the store gave another; it is not the caller's). It is the one
+// round trip of most decisions: a MULTI/EXEC transaction, cheaper on the
+// server than a script.
+func (r *Redis) Claim(ctx context.Context, id, owner string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	k := r.key(id)
-	var status *redis.StringCmd
+	var got *redis.SliceCmd
 	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k, "o", owner)
+		p.HSetNX(ctx, k, "o", owner)
 		p.PExpire(ctx, k, r.cfg.TTL)
-		status = p.HGet(ctx, k, "s")
+		got = p.HMGet(ctx, k, "s", "o")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
+		return "", "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
 	}
-	return status.Val(), nil
+	v := got.Val()
+	if len(v) != 2 {
+		return "", "", fmt.Errorf("redis %s: claim task: %d fields read, want 2", r.addr, len(v))
+	}
+	status, _ := v[0].(string) // nil when unknown
+	first, _ := v[1].(string)
+	return status, first, nil
 }
 
-// create: the upstream created the task for owner; a new status resets the
-// steer count.
+// create: the upstream created the task for owner, unless the entry names
+// another already (replicas that raced: the first owner stays, and only its
+// status is written); a new status resets the steer count. Returns the
+// owner afterwards.
 var create = redis.NewScript(`
-redis.call('HSET', KEYS[1], 'o', ARGV[1])
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 's') ~= ARGV[2] then
+local o = redis.call('HGET', KEYS[1], 'o')
+if not o then
+  redis.call('HSET', KEYS[1], 'o', ARGV[1])
+  o = ARGV[1]
+end
+if o == ARGV[1] and ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 's') ~= ARGV[2] then
   redis.call('HSET', KEYS[1], 's', ARGV[2], 'n', 0)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1`)
+return o`)
 
 // Create records a task the upstream created for owner, with its status
-// when known.
-func (r *Redis) Create(ctx context.Context, id, owner, status string) error {
-	_, err := r.run(ctx, create, "record task", []string{r.key(id)}, owner, status, r.ttl())
-	return err
+// when known, unless another owns it already (set if absent, atomically
+// across replicas). It returns the task's owner afterwards: owner, or the
+// one recorded first.
+func (r *Redis) Create(ctx context.Context, id, owner, status string) (string, error) {
+	v, err := r.run(ctx, create, "record task", []string{r.key(id)}, owner, status, r.ttl())
+	if err != nil {
+		return "", err
+	}
+	o, ok := v.(string)
+	if !ok || o == "" {
+		return "", fmt.Errorf("redis %s: record task: unexpected answer %v", r.addr, v)
+	}
+	return o, nil
 }
 
 // Observe records a status the upstream reported for a task; a task without

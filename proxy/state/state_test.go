@@ -115,10 +115,10 @@ func TestTasks(t *testing.T) {
 		t.Fatalf("owner of an unknown task: %q %v", o, err)
 	}
 
-	if err := r.Create(ctx, "t1", "alice", "working"); err != nil {
+	if _, err := r.Create(ctx, "t1", "alice", "working"); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := r.Claim(ctx, "t2", "bob"); err != nil || s != "" {
+	if s, o, err := r.Claim(ctx, "t2", "bob"); err != nil || s != "" || o != "bob" {
 		t.Fatalf("claim of a new task: %q %v", s, err)
 	}
 	o, err := r.Owners(ctx, []string{"t1", "t2", "t3"})
@@ -153,7 +153,7 @@ func TestTasks(t *testing.T) {
 			}
 		})
 	}
-	if s, err := r.Claim(ctx, "t1", "alice"); err != nil || s != "input_required" {
+	if s, _, err := r.Claim(ctx, "t1", "alice"); err != nil || s != "input_required" {
 		t.Fatalf("status: %q %v", s, err)
 	}
 	if ok, _, err := r.Steer(ctx, "t1", 0); err != nil || !ok {
@@ -181,18 +181,25 @@ func TestTasks(t *testing.T) {
 	}
 }
 
+// replicaStores returns n stores on one Redis, with the same prefix and
+// connections of their own, as n replicas have.
+func replicaStores(t *testing.T, addr string, n int) []*Redis {
+	stores := []*Redis{newStore(t, addr)}
+	for range n - 1 {
+		s := *stores[0]
+		s.client = newStore(t, addr).client
+		stores = append(stores, &s)
+	}
+	return stores
+}
+
 // TestSteerBoundConcurrent: many clients (as many replicas would) reserve
 // at once; exactly max succeed.
 func TestSteerBoundConcurrent(t *testing.T) {
 	addr, _ := redisServer(t)
-	stores := []*Redis{newStore(t, addr), nil, nil}
-	for i := 1; i < len(stores); i++ {
-		s := *stores[0]
-		s.client = newStore(t, addr).client // same prefix, its own connections
-		stores[i] = &s
-	}
+	stores := replicaStores(t, addr, 3)
 	ctx := context.Background()
-	if err := stores[0].Create(ctx, "t", "alice", "working"); err != nil {
+	if _, err := stores[0].Create(ctx, "t", "alice", "working"); err != nil {
 		t.Fatal(err)
 	}
 	const max, tries = 5, 60
@@ -218,6 +225,54 @@ func TestSteerBoundConcurrent(t *testing.T) {
 	}
 }
 
+// TestOwnerSetIfAbsent: replicas that record the same task for different
+// principals at once (Create) leave one owner, the one every caller is told;
+// a handle's claim never replaces it, nor does the loser's status land.
+func TestOwnerSetIfAbsent(t *testing.T) {
+	addr, _ := redisServer(t)
+	stores := replicaStores(t, addr, 3)
+	ctx := context.Background()
+	for round := range 20 {
+		id := fmt.Sprint("race-", round)
+		principals := []string{"alice", "bob", "carol", "dave", "erin", "frank"}
+		got := make([]string, len(principals))
+		var wg sync.WaitGroup
+		for i, p := range principals {
+			wg.Go(func() {
+				o, err := stores[i%len(stores)].Create(ctx, id, p, "working")
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = o
+			})
+		}
+		wg.Wait()
+		o, err := stores[0].Owners(ctx, []string{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if g != o[0] {
+				t.Fatalf("round %d: Create for %s answered %q, the store holds %q", round, principals[i], g, o[0])
+			}
+		}
+	}
+
+	r := stores[0]
+	if o, err := r.Create(ctx, "t", "alice", "working"); err != nil || o != "alice" {
+		t.Fatalf("Create: %q %v", o, err)
+	}
+	if o, err := r.Create(ctx, "t", "bob", "completed"); err != nil || o != "alice" {
+		t.Fatalf("Create of alice's task for bob: %q %v, want alice", o, err)
+	}
+	if s, o, err := r.Claim(ctx, "t", "bob"); err != nil || o != "alice" || s != "working" {
+		t.Fatalf("Claim of alice's task by bob: %q %q %v, want working alice (the loser's status not written)", s, o, err)
+	}
+	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
+		t.Fatalf("owner after bob's create and claim: %q %v, want alice", o, err)
+	}
+}
+
 func TestExpiry(t *testing.T) {
 	addr, _ := redisServer(t)
 	r, err := New(Config{URL: "redis://" + addr, TTL: time.Second, Prefix: "exp:"})
@@ -226,7 +281,7 @@ func TestExpiry(t *testing.T) {
 	}
 	defer r.Close()
 	ctx := context.Background()
-	if err := r.Create(ctx, "t", "alice", "working"); err != nil {
+	if _, err := r.Create(ctx, "t", "alice", "working"); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := r.client.PTTL(ctx, "exp:mcp:task:t").Result()
@@ -245,14 +300,14 @@ func TestDownAndRestart(t *testing.T) {
 	addr, stop := redisServer(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	if err := r.Create(ctx, "t", "alice", "working"); err != nil {
+	if _, err := r.Create(ctx, "t", "alice", "working"); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	ops := map[string]func() error{
 		"ready":       r.Ready,
-		"claim":       func() error { _, err := r.Claim(ctx, "t", "alice"); return err },
-		"create":      func() error { return r.Create(ctx, "u", "alice", "") },
+		"claim":       func() error { _, _, err := r.Claim(ctx, "t", "alice"); return err },
+		"create":      func() error { _, err := r.Create(ctx, "u", "alice", ""); return err },
 		"observe":     func() error { return r.Observe(ctx, "t", "completed") },
 		"observe all": func() error { return r.ObserveAll(ctx, []string{"t"}, []string{"completed"}) },
 		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1); return err },
@@ -287,7 +342,7 @@ func TestDownAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
-	if s, err := r.Claim(ctx, "t", "alice"); err != nil || s != "" {
+	if s, _, err := r.Claim(ctx, "t", "alice"); err != nil || s != "" {
 		t.Fatalf("claim after the restart: %q %v (the state is gone, the handle proves the owner)", s, err)
 	}
 	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
@@ -305,7 +360,7 @@ func TestSlow(t *testing.T) {
 	// timeout: the test is about a stopped one, so it waits for a live one.
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err = r.Create(ctx, "t", "alice", "working"); err == nil {
+		if _, err = r.Create(ctx, "t", "alice", "working"); err == nil {
 			break
 		}
 	}
@@ -324,7 +379,7 @@ func TestSlow(t *testing.T) {
 	}
 	_ = proc.Signal(syscall.SIGCONT)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err = r.Claim(ctx, "t", "alice"); err == nil {
+		if _, _, err = r.Claim(ctx, "t", "alice"); err == nil {
 			return
 		}
 	}

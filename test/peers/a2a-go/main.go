@@ -13,6 +13,11 @@
 //	             referenceTaskIds name the latest task anyone started: an
 //	             agent that cites other tenants' tasks (a "see also" drawn
 //	             from a shared store), what an answer must not hand over
+//	join         a plain Message reply whose contextId is the context of
+//	             the latest task anyone started: an agent that files a
+//	             newcomer into another tenant's conversation
+//	join first   the same with the context of the first task anyone
+//	             started
 //	anything     a task completed with the artifact "echo: <text>", followed
 //	             by " [ref ID: TEXT]" for each task the message's
 //	             referenceTaskIds name (loaded by the SDK's
@@ -197,8 +202,10 @@ func extendedCard(public *a2a.AgentCard) *a2a.AgentCard {
 type agent struct{ latest *latestTask }
 
 type latestTask struct {
-	mu sync.Mutex
-	id a2a.TaskID
+	mu       sync.Mutex
+	id       a2a.TaskID
+	ctx      string
+	firstCtx string
 }
 
 func (l *latestTask) swap(id a2a.TaskID) a2a.TaskID {
@@ -209,6 +216,27 @@ func (l *latestTask) swap(id a2a.TaskID) a2a.TaskID {
 		l.id = id
 	}
 	return prev
+}
+
+// started records the task and context of a task just started.
+func (l *latestTask) started(id a2a.TaskID, ctx string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.id, l.ctx = id, ctx
+	if l.firstCtx == "" {
+		l.firstCtx = ctx
+	}
+}
+
+// context is the context of the latest task anyone started, or of the
+// first.
+func (l *latestTask) context(first bool) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if first {
+		return l.firstCtx
+	}
+	return l.ctx
 }
 
 func (a agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
@@ -225,8 +253,14 @@ func (a agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, q), nil)
 			return
 		}
+		if text == "join" || text == "join first" {
+			m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("joined"))
+			m.ContextID = a.latest.context(text == "join first")
+			yield(m, nil)
+			return
+		}
 		if ec.StoredTask == nil {
-			a.latest.swap(ec.TaskID)
+			a.latest.started(ec.TaskID, ec.ContextID)
 		}
 		if ec.StoredTask != nil && ec.StoredTask.Status.State == a2a.TaskStateInputRequired {
 			finish(yield, ec, "answer: "+text)
