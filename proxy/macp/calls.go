@@ -392,7 +392,9 @@ const echoTimeout = 10 * time.Second
 // streamSession enforces every envelope a client sends on a StreamSession and
 // commits the state when the runtime echoes the envelope back. A Progress,
 // which the runtime relays to signal watchers instead of echoing, is settled
-// when forwarded, so that it never holds its session.
+// when forwarded, so that it never holds its session. Settling never waits on
+// the client: what goes to the client is queued (clientWriter), and a client
+// that does not read has its stream ended.
 func (s *Server) streamSession(ss grpc.ServerStream) error {
 	p, upctx, err := s.admit(ss.Context())
 	if err != nil {
@@ -400,14 +402,16 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	}
 	gctx, stop := s.guard(upctx, p)
 	defer stop()
-	ctx, cancel := context.WithCancel(gctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(gctx)
+	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
 	if err != nil {
 		return s.upstreamError(err)
 	}
+	out := newClientWriter(ss, cancel, clientQueueBytes, clientSendTimeout)
+	go out.Run(ctx)
 	var (
-		mu      sync.Mutex // serializes writes to the client and guards pending
+		mu      sync.Mutex // guards pending only; never held across I/O
 		pending = map[string]proxy.Decision{}
 	)
 	// release ends one pending decision if it is still d's.
@@ -435,13 +439,8 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 			release(id, false, true) // the answer is lost with the stream
 		}
 	}()
-	toClient := func(m any) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return ss.SendMsg(m)
-	}
 	streamErr := func(code rules.Code, msg, sid, mid string) {
-		_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
+		out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
 	}
 
 	go func() {
@@ -451,7 +450,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				if errors.Is(err, io.EOF) {
 					_ = cs.CloseSend()
 				} else {
-					cancel()
+					cancel(nil)
 				}
 				return
 			}
@@ -473,7 +472,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				}
 				if !d.Allow {
 					a := refusal(d, env.GetSessionId(), env.GetMessageId())
-					_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
+					out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 					continue
 				}
 				if env.GetMessageType() == rules.TypeProgress {
@@ -503,7 +502,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	}()
 
 	if h, err := cs.Header(); err == nil && len(h) > 0 {
-		_ = ss.SendHeader(h)
+		out.send(header{h})
 	}
 	for {
 		f := &frame{}
@@ -511,6 +510,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
 			if errors.Is(err, io.EOF) {
+				out.flush()
 				return nil
 			}
 			return s.streamEnd(ctx, err)
@@ -523,8 +523,8 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
 			}
 		}
-		if err := toClient(f); err != nil {
-			return err
+		if !out.send(f) {
+			return s.streamEnd(ctx, context.Cause(ctx))
 		}
 	}
 }
@@ -578,8 +578,13 @@ func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context,
 
 // streamEnd is what the client sees when a relayed stream ends with err.
 func (s *Server) streamEnd(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errCredentialGone) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCredentialGone):
 		return status.Error(codes.Unauthenticated, "authentication failed: the credential expired or was revoked")
+	case errors.Is(cause, errClientBehind):
+		return status.Error(codes.ResourceExhausted, cause.Error())
+	case errors.Is(cause, errClientStuck):
+		return status.Error(codes.DeadlineExceeded, cause.Error())
 	}
 	return s.upstreamError(err)
 }

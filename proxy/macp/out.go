@@ -1,0 +1,164 @@
+package macp
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// Bounds of what a stream holds for a client that does not read.
+const (
+	// clientQueueBytes is how many bytes of messages may wait for a slow
+	// client; one message always fits, however large.
+	clientQueueBytes = 1 << 20
+	// clientSendTimeout is how long one write to the client may block (the
+	// client's HTTP/2 window closed) before the stream is ended.
+	clientSendTimeout = 10 * time.Second
+)
+
+// Why a stream to a client that does not read is ended (the cause of the
+// stream's context).
+var (
+	errClientBehind = errors.New("the client does not read its stream: too many messages wait for it")
+	errClientStuck  = errors.New("the client does not read its stream: a write to it timed out")
+)
+
+// clientWriter is the only writer to a server stream: messages are queued
+// without blocking and written in order by Run, so that no caller ever waits
+// on the client's flow control. A full queue, or one write blocked past the
+// timeout, ends the stream through end.
+type clientWriter struct {
+	ss      grpc.ServerStream
+	end     context.CancelCauseFunc
+	limit   int
+	timeout time.Duration
+
+	mu     sync.Mutex
+	queue  []any
+	bytes  int
+	closed bool
+	wake   chan struct{} // one token: the queue changed
+	done   chan struct{} // Run returned
+}
+
+// header is a queued SendHeader.
+type header struct{ md metadata.MD }
+
+// newClientWriter returns a writer to ss; end cancels the stream's work.
+func newClientWriter(ss grpc.ServerStream, end context.CancelCauseFunc, limit int, timeout time.Duration) *clientWriter {
+	return &clientWriter{ss: ss, end: end, limit: limit, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// size is what a queued message counts against the limit.
+func size(m any) int {
+	if f, ok := m.(*frame); ok {
+		return len(f.b)
+	}
+	return 256 // Warden's own small messages
+}
+
+// send queues m. It reports false, and ends the stream, when the client is
+// too far behind.
+func (w *clientWriter) send(m any) bool {
+	n := size(m)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return false
+	}
+	if len(w.queue) > 0 && w.bytes+n > w.limit {
+		w.closed = true
+		w.mu.Unlock()
+		w.end(errClientBehind)
+		return false
+	}
+	w.queue = append(w.queue, m)
+	w.bytes += n
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// close lets Run return once the queue is written.
+func (w *clientWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush closes the writer and waits at most the send timeout for what is
+// queued to be written.
+func (w *clientWriter) flush() {
+	w.close()
+	t := time.NewTimer(w.timeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+}
+
+// Run writes queued messages until the writer is closed and drained, a write
+// fails, or ctx ends. A write blocked past the timeout ends the stream; the
+// write itself returns when the stream's handler does.
+func (w *clientWriter) Run(ctx context.Context) {
+	defer close(w.done)
+	stuck := time.AfterFunc(time.Hour, func() { w.end(errClientStuck) })
+	stuck.Stop()
+	defer stuck.Stop()
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			closed := w.closed
+			w.mu.Unlock()
+			if closed {
+				return
+			}
+			select {
+			case <-w.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		m := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.bytes -= size(m)
+		w.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		stuck.Reset(w.timeout)
+		var err error
+		if h, ok := m.(header); ok {
+			err = w.ss.SendHeader(h.md)
+		} else {
+			err = w.ss.SendMsg(m)
+		}
+		stuck.Stop()
+		if err != nil && !isHeader(m) {
+			w.mu.Lock()
+			w.closed = true
+			w.mu.Unlock()
+			w.end(err)
+			return
+		}
+	}
+}
+
+func isHeader(m any) bool {
+	_, ok := m.(header)
+	return ok
+}
