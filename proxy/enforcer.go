@@ -59,6 +59,9 @@ func (c Config) Validate() error {
 // or seen before a restart) from the upstream runtime.
 type Rebuilder interface {
 	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
+	// Exists reports whether the upstream holds the session, whether or not
+	// the caller may see it.
+	Exists(ctx context.Context, sessionID string) (bool, error)
 }
 
 // PolicySource fetches a governance policy Warden has not seen registered

@@ -158,6 +158,19 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	return r.finish(s, meta, suspended), nil
 }
 
+// Exists reports whether the runtime holds the session, asking it with ctx's
+// outgoing metadata: a session the caller may not see exists all the same.
+func (r *Rebuilder) Exists(ctx context.Context, sessionID string) (bool, error) {
+	_, err := sessionMetadata(ctx, r.up, sessionID)
+	switch status.Code(err) {
+	case codes.OK, codes.PermissionDenied:
+		return true, nil
+	case codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("get session: %w", err)
+}
+
 // finish applies what only the metadata knows: the lifecycle state set by
 // control RPCs and the deadline on the runtime's clock. The runtime's
 // deadline is taken when it is earlier than the one the replay computed;
