@@ -105,6 +105,8 @@ func TestCheckConfig(t *testing.T) {
 		{"macp missing upstream CA", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n  upstream_ca_file: D/none.pem\n", "macp upstream tls"},
 		{"macp missing upstream tokens", dev + macpPlain + "  upstream_tokens_file: D/none.json\n", "macp.upstream_tokens_file"},
 		{"macp negative limit", dev + macpPlain + "  credential_check: -1s\n", "macp.credential_check: negative"},
+		{"macp streams above the pool", dev + macpPlain + "  streams:\n    max: 800\n", "macp.streams: max 800 is above 700"},
+		{"macp negative streams", dev + macpPlain + "  streams:\n    per_principal: -1\n", "macp.streams: negative"},
 		{"mcp missing certificate", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/none.key\n", "mcp tls"},
 		{"mcp bad upstream", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n", "is not an http(s) URL"},
 		{"ext_authz missing upstream tokens", dev + ext + "  upstream_tokens_file: D/none.json\n", "extauthz.upstream_tokens_file"},

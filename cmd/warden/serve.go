@@ -19,6 +19,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/state"
 )
 
@@ -80,6 +81,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
 	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
+	var streams macp.StreamLimits
+	fs.IntVar(&streams.Max, "max-streams", 0, fmt.Sprintf("MACP: relayed calls held open at once (StreamSession, the watches, pass-through), all callers together; at most %d, the rest of the runtime's streams stay for decided calls (default %d)", macp.MaxStreamsLimit, macp.DefaultMaxStreams))
+	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
+	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -162,6 +167,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.MACP.UpstreamCAFile, *upstreamCA)
 		if *maxMsg != 0 {
 			c.MACP.MaxMessageBytes = *maxMsg
+		}
+		for _, f := range []struct {
+			dst *int
+			v   int
+		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous}} {
+			if f.v != 0 {
+				*f.dst = f.v
+			}
 		}
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {

@@ -126,6 +126,8 @@ func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, c
 // next message.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	switch {
+	case errors.Is(err, errUpstreamFull): // it never reached the runtime
+		d.Settle(false)
 	case err != nil:
 		d.Settle(false)
 		s.enf.Forget(ctx, d.SessionID)
@@ -287,6 +289,11 @@ func (s *Server) watchSessions(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
 	return s.relay(ss, service+"WatchSessions", ctx, func(f *frame) (bool, error) {
@@ -400,6 +407,11 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	gctx, stop := s.guard(upctx, p)
 	defer stop()
 	ctx, cancel := context.WithCancelCause(gctx)
@@ -537,6 +549,11 @@ func (s *Server) watchSignals(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
 	const maxKnown = 4096

@@ -42,7 +42,7 @@ func startFakeRuntime(t testing.TB) (*fakeRuntime, string) {
 }
 
 // startFakeRuntimeWith serves the runtime wrap makes of a fakeRuntime.
-func startFakeRuntimeWith(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRuntimeServiceServer) (*fakeRuntime, string) {
+func startFakeRuntimeWith(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRuntimeServiceServer, also ...func(*grpc.Server)) (*fakeRuntime, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,6 +51,9 @@ func startFakeRuntimeWith(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRunti
 	f := &fakeRuntime{sessions: map[string]*fakeSession{}}
 	srv := grpc.NewServer()
 	macpv1.RegisterMACPRuntimeServiceServer(srv, wrap(f))
+	for _, register := range also {
+		register(srv)
+	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return f, lis.Addr().String()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -57,6 +58,28 @@ func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSession
 	}
 }
 
+// happyPath is the spec's task happy path stamped now, and an Enforcer with
+// the wall clock for it.
+func happyPath(t *testing.T) (*replay.Transcript, *proxy.Enforcer) {
+	t.Helper()
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := replay.Load("../../../shared/reference/macp/conformance/task_happy_path.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range tr.Steps {
+		st.Request.Envelope.TimestampUnixMs = time.Now().UnixMilli()
+	}
+	enf, err := replay.NewEnforcer(engine, tr, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, enf
+}
+
 func as(ctx context.Context, who string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+who)
 }
@@ -77,21 +100,7 @@ func TestStreamClientNotReading(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			engine, err := policies.New(ctx, policies.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := replay.Load("../../../shared/reference/macp/conformance/task_happy_path.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range tr.Steps {
-				st.Request.Envelope.TimestampUnixMs = time.Now().UnixMilli()
-			}
-			enf, err := replay.NewEnforcer(engine, tr, time.Now)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr, enf := happyPath(t)
 			f, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, tc.n, tc.size} })
 			_ = f
 			conn := startSidecar(t, enf, addr)

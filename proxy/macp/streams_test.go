@@ -1,0 +1,83 @@
+package macp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// watchingRuntime is a fakeRuntime whose WatchSignals stays open, sending
+// nothing, until the caller leaves.
+type watchingRuntime struct{ *fakeRuntime }
+
+func (watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+	<-ss.Context().Done()
+	return nil
+}
+
+// TestRelayedStreamCaps: the calls the sidecar relays on streams of their own
+// are bounded per principal, for anonymous callers (the gRPC health Watch is
+// relayed without credentials) and in total, so that nobody can take every
+// stream the runtime's connections hold: Send is answered however many such
+// streams were asked for.
+func TestRelayedStreamCaps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f} },
+		func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) })
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2}})
+	hc := healthpb.NewHealthClient(conn)
+	mc := macpv1.NewMACPRuntimeServiceClient(conn)
+	open := func(who string) error {
+		if who == "" {
+			w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+			}
+			return err
+		}
+		w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
+		if err != nil {
+			return err
+		}
+		// Nothing comes on an open watch; a refused one ends at once.
+		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer rcancel()
+		done := make(chan error, 1)
+		go func() { _, err := w.Recv(); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-rctx.Done():
+			return nil
+		}
+	}
+	for i, tc := range []struct {
+		who  string // "" for no credentials
+		want codes.Code
+	}{
+		{"", codes.OK}, {"", codes.OK}, {"", codes.ResourceExhausted}, // anonymous: 2
+		{"agent://a", codes.OK}, {"agent://a", codes.OK}, {"agent://a", codes.OK}, {"agent://a", codes.ResourceExhausted}, // per principal: 3
+		{"agent://b", codes.OK}, {"agent://b", codes.OK}, {"agent://b", codes.OK}, // 8 in all
+		{"agent://c", codes.ResourceExhausted}, {"", codes.ResourceExhausted},
+	} {
+		if got := status.Code(open(tc.who)); got != tc.want {
+			t.Errorf("stream %d as %q: %v, want %v", i, tc.who, got, tc.want)
+		}
+	}
+	st := tr.Steps[0].Request
+	sctx, scancel := context.WithTimeout(as(ctx, st.Credentials.Bearer), 5*time.Second)
+	defer scancel()
+	if r, err := mc.Send(sctx, &macpv1.SendRequest{Envelope: st.Envelope}); err != nil || !r.GetAck().GetOk() {
+		t.Errorf("Send beside the held streams: %v %v", err, r.GetAck())
+	}
+}
