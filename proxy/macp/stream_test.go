@@ -204,7 +204,7 @@ func TestClientWriter(t *testing.T) {
 			for range tc.sends {
 				w.send(&frame{b: make([]byte, tc.size)})
 			}
-			if d := time.Since(began); d > 50*time.Millisecond {
+			if d := time.Since(began); d > time.Second { // it never waits for the client; the bound is for a loaded machine
 				t.Errorf("queueing %d messages took %v", tc.sends, d)
 			}
 			select {

@@ -50,7 +50,7 @@ func TestRelayedStreamCaps(t *testing.T) {
 			return err
 		}
 		// Nothing comes on an open watch; a refused one ends at once.
-		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		defer rcancel()
 		done := make(chan error, 1)
 		go func() { _, err := w.Recv(); done <- err }()
