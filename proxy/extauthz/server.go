@@ -225,10 +225,30 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
 		}
 		return s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
+	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+		// Whether the runtime accepts it is not seen here: the copy of the
+		// policy held is dropped, so that the next SessionStart binding the
+		// id reads the runtime's.
+		if body, err := grpcMessage(h); err == nil {
+			s.enf.Policies().Remove(policyID(call, body))
+		}
 	}
 	// Every other call, StreamSession included: the caller must be
 	// authenticated; what it sends later on a stream is not seen here.
 	return s.allow(p, ""), nil
+}
+
+// policyID is the policy a RegisterPolicy or UnregisterPolicy request names
+// ("" when it does not decode).
+func policyID(call proxy.Call, body []byte) string {
+	if call == proxy.CallRegisterPolicy {
+		var r macpv1.RegisterPolicyRequest
+		_ = proto.Unmarshal(body, &r)
+		return r.GetPolicyDescriptor().GetPolicyId()
+	}
+	var r macpv1.UnregisterPolicyRequest
+	_ = proto.Unmarshal(body, &r)
+	return r.GetPolicyId()
 }
 
 // grpcRequest reports whether the request names a gRPC method Warden must

@@ -301,6 +301,8 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.watchSignals(ss)
 	case proxy.CallRegisterPolicy:
 		return s.registerPolicy(ss)
+	case proxy.CallUnregisterPolicy:
+		return s.unregisterPolicy(ss)
 	case proxy.CallPassThrough:
 		return s.relayAnonymous(ss, method)
 	case proxy.CallDiscovery:
