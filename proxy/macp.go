@@ -227,13 +227,14 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
 // facts, the rules' verdict}, unless the rules refused before any authority
-// check or the message is a retransmission of one already accepted from this
-// sender (answered by the upstream as a duplicate, as the runtime does
-// before any authorization). The lowest rank wins; at equal rank the rules'
-// verdict comes first.
+// check. A retransmission of a message already accepted from this sender
+// (answered by the upstream as a duplicate) meets the policy too: the
+// default one does not ask it for the roles it had, the credential's scopes
+// and the operator's rules decide it as any message. The lowest rank wins;
+// at equal rank the rules' verdict comes first.
 func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out rules.Outcome) (rules.Verdict, error) {
 	verdict := out.Verdict
-	if out.Duplicate || !verdict.OK() && verdict.Rank <= rules.RankPre {
+	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
 	}
 	typ, mode, sessionID := req.describe()
