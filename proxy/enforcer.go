@@ -253,6 +253,10 @@ func (e *Enforcer) DryRun() bool { return e.snap.Load().cfg.DryRun }
 // Policies is the registry of governance policies sessions bind at start.
 func (e *Enforcer) Policies() *PolicyRegistry { return e.registry }
 
+// SharesSessions reports whether MACP session state lives in a store shared
+// by replicas, the table being its cache.
+func (e *Enforcer) SharesSessions() bool { return e.sessions != nil }
+
 // Sessions returns the number of sessions the table holds.
 func (e *Enforcer) Sessions() int { return e.table.len() }
 

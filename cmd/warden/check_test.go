@@ -109,6 +109,7 @@ func TestCheckConfig(t *testing.T) {
 		{"macp negative streams", dev + macpPlain + "  streams:\n    per_principal: -1\n", "macp.streams: negative"},
 		{"mcp missing certificate", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/none.key\n", "mcp tls"},
 		{"mcp bad upstream", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n", "is not an http(s) URL"},
+		{"ext_authz negative unconfirmed starts", dev + ext + "  max_unconfirmed_starts: -1\n", "extauthz.max_unconfirmed_starts: negative"},
 		{"ext_authz missing upstream tokens", dev + ext + "  upstream_tokens_file: D/none.json\n", "extauthz.upstream_tokens_file"},
 		{"ext_authz rebuild upstream CA missing", dev + ext + "macp:\n  upstream: 127.0.0.1:1\n  upstream_ca_file: D/none.pem\n", "macp upstream tls"},
 		{"missing policy file", dev + macpPlain + "policies:\n  files: [D/none.rego]\n", "read policy file"},

@@ -18,6 +18,7 @@ import (
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/state"
@@ -67,6 +68,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
+	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that no later message used yet; one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
@@ -135,6 +137,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		c.ExtAuthz.A2A = c.ExtAuthz.A2A || *extA2A
+		if *extStarts != 0 {
+			c.ExtAuthz.MaxUnconfirmedStarts = *extStarts
+		}
 		c.ExtAuthz.A2AWebhookAllow = append(c.ExtAuthz.A2AWebhookAllow, a2aAllow...)
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
