@@ -362,12 +362,16 @@ func (s *Server) unregisterPolicy(ss grpc.ServerStream) error {
 // context upctx: client frames go up as they come, upstream frames come down
 // through keep (nil keeps all).
 func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Context, keep func(*frame) (bool, error)) error {
-	ctx, cancel := context.WithCancel(upctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(upctx)
+	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
 	if err != nil {
 		return s.upstreamError(err)
 	}
+	// The client is written through a bounded queue: one that does not read
+	// has its call ended instead of holding the runtime's stream.
+	out := newClientWriter(ss, cancel, clientQueueBytes, clientSendTimeout)
+	go out.Run(ctx)
 	upErr := make(chan error, 1)
 	go func() {
 		for {
@@ -387,14 +391,14 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 		}
 	}()
 	if h, err := cs.Header(); err == nil && len(h) > 0 {
-		_ = ss.SendHeader(h)
+		out.send(header{h})
 	}
 	for {
 		f := &frame{}
 		err := cs.RecvMsg(f)
 		if errors.Is(err, io.EOF) {
 			ss.SetTrailer(cs.Trailer())
-			return nil
+			return out.flush()
 		}
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
@@ -409,8 +413,8 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 				continue
 			}
 		}
-		if err := ss.SendMsg(f); err != nil {
-			return err
+		if !out.send(f) {
+			return s.streamEnd(ctx, context.Cause(ctx))
 		}
 	}
 }
@@ -546,8 +550,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
 			if errors.Is(err, io.EOF) {
-				out.flush()
-				return nil
+				return out.flush()
 			}
 			return s.streamEnd(ctx, err)
 		}

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // Bounds of what a stream holds for a client that does not read.
@@ -98,14 +100,22 @@ func (w *clientWriter) close() {
 }
 
 // flush closes the writer and waits at most the send timeout for what is
-// queued to be written.
-func (w *clientWriter) flush() {
+// queued to be written. The error, when it was not, is the call's status:
+// the client must not take a stream cut short for a complete one.
+func (w *clientWriter) flush() error {
 	w.close()
 	t := time.NewTimer(w.timeout)
 	defer t.Stop()
 	select {
 	case <-w.done:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.queue) > 0 {
+			return status.Error(codes.DeadlineExceeded, errClientStuck.Error())
+		}
+		return nil
 	case <-t.C:
+		return status.Error(codes.DeadlineExceeded, errClientStuck.Error())
 	}
 }
 

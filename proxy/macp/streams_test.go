@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -14,11 +15,20 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// watchingRuntime is a fakeRuntime whose WatchSignals stays open, sending
-// nothing, until the caller leaves.
-type watchingRuntime struct{ *fakeRuntime }
+// watchingRuntime is a fakeRuntime whose WatchSignals sends big ambient
+// signals of 1 MiB, then stays open until the caller leaves.
+type watchingRuntime struct {
+	*fakeRuntime
+	big int
+}
 
-func (watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+func (w watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+	for i := range w.big {
+		env := &macpv1.Envelope{MacpVersion: "1.0", MessageType: "Signal", MessageId: "sig-" + string(rune('a'+i)), Sender: "agent://x", Payload: make([]byte, 1<<20)}
+		if err := ss.Send(&macpv1.WatchSignalsResponse{Envelope: env}); err != nil {
+			return err
+		}
+	}
 	<-ss.Context().Done()
 	return nil
 }
@@ -32,7 +42,7 @@ func TestRelayedStreamCaps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, enf := happyPath(t)
-	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f} },
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} },
 		func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) })
 	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2}})
 	hc := healthpb.NewHealthClient(conn)
@@ -79,5 +89,41 @@ func TestRelayedStreamCaps(t *testing.T) {
 	defer scancel()
 	if r, err := mc.Send(sctx, &macpv1.SendRequest{Envelope: st.Envelope}); err != nil || !r.GetAck().GetOk() {
 		t.Errorf("Send beside the held streams: %v %v", err, r.GetAck())
+	}
+}
+
+// TestRelayClientNotReading: a relayed call whose client does not read (a
+// small HTTP/2 window never opened) is ended with RESOURCE_EXHAUSTED once
+// more than the queue waits for it, and gives its stream back: the same
+// principal, allowed one relayed stream, opens another.
+func TestRelayClientNotReading(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 4} })
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{PerPrincipal: 1}})
+	slow, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	stalled, err := macpv1.NewMACPRuntimeServiceClient(slow).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the signals fill the window and the queue
+	for err == nil {        // read at last: what was queued, then the end
+		_, err = stalled.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("the stalled watch ended with %v, want RESOURCE_EXHAUSTED", err)
+	}
+	again, err := macpv1.NewMACPRuntimeServiceClient(conn).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
+	if err == nil {
+		_, err = again.Recv() // the first signal: the watch is open
+	}
+	if err != nil {
+		t.Errorf("a new watch once the stalled one ended: %v", err)
 	}
 }
