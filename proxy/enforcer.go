@@ -160,6 +160,11 @@ type Request struct {
 	Envelope  *macpv1.Envelope
 	Op        string // rules.OpCancel, OpSuspend, OpResume
 	SessionID string // for Op
+	// Acked is set when the upstream's own answer decides the commit (the
+	// sidecar's unary Send: an Ack ok and not a duplicate): a SessionStart
+	// for a session the table does not hold then needs no look-up, as the
+	// runtime refuses one it holds.
+	Acked bool
 }
 
 // snapshot is what one decision reads: swapped whole on reload.

@@ -187,7 +187,7 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 		return rules.Control(state, req.Op, sender, now), state, nil
 	case start:
 		out := rules.Start(state, env, sender, e.lookup(ctx), now)
-		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil {
+		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil && !req.Acked {
 			return e.startUnknown(ctx, en, env, sender, now, out)
 		}
 		return out, state, nil
@@ -199,7 +199,8 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 // holds no state for (out) when the upstream can be asked: the session may
 // exist there all the same (Warden restarted without shared state, the entry
 // was evicted or lost from the store, the session was opened past Warden), and
-// a start committed on allow would install the sender as its initiator. A
+// a start committed on allow (ext_authz), or on an echo of its id
+// (StreamSession), would install the sender as its initiator. A
 // session the upstream knows is rebuilt when the caller may see it, so a
 // retransmitted start is answered as one, and otherwise refused as existing,
 // as the runtime answers.

@@ -58,16 +58,22 @@ func TestStartOnSessionUpstreamHolds(t *testing.T) {
 		allow    bool
 		code     rules.Code
 		err      bool
+		acked    bool // as the sidecar's unary Send
 	}{
-		{"upstream does not hold it", &upstreamSessions{}, start(mallory, "evil"), true, rules.CodeOK, false},
-		{"held, hidden from the sender", &upstreamSessions{state: map[string]*rules.Session{sid: held}, hidden: true}, start(mallory, "evil"), false, rules.CodeSessionAlreadyExists, false},
-		{"held, a participant starts it again", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, start(other, "again"), false, rules.CodeSessionAlreadyExists, false},
-		{"held, the initiator retransmits its start", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, original, true, rules.CodeOK, false},
-		{"the upstream cannot be asked", &upstreamSessions{err: errors.New("unavailable")}, start(mallory, "evil"), false, "", true},
+		{"upstream does not hold it", &upstreamSessions{}, start(mallory, "evil"), true, rules.CodeOK, false, false},
+		{"held, hidden from the sender", &upstreamSessions{state: map[string]*rules.Session{sid: held}, hidden: true}, start(mallory, "evil"), false, rules.CodeSessionAlreadyExists, false, false},
+		{"held, a participant starts it again", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, start(other, "again"), false, rules.CodeSessionAlreadyExists, false, false},
+		{"held, the initiator retransmits its start", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, original, true, rules.CodeOK, false, false},
+		{"the upstream cannot be asked", &upstreamSessions{err: errors.New("unavailable")}, start(mallory, "evil"), false, "", true, false},
+		// The sidecar's unary Send commits only on the runtime's Ack, which
+		// refuses a session it holds: no look-up.
+		{"acked by the upstream", &upstreamSessions{err: errors.New("not to be asked")}, start(mallory, "evil"), true, rules.CodeOK, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _ := newEnforcer(t, Config{}, tc.upstream)
-			d, err := e.Enforce(context.Background(), req(tc.msg))
+			r := req(tc.msg)
+			r.Acked = tc.acked
+			d, err := e.Enforce(context.Background(), r)
 			if (err != nil) != tc.err {
 				t.Fatalf("err = %v, want error %v", err, tc.err)
 			}

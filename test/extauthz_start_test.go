@@ -48,3 +48,38 @@ func TestExtAuthzStartOnUnknownSession(t *testing.T) {
 		})
 	}
 }
+
+// TestMACPStartOnUnknownSession: the sidecar, fresh, in front of a runtime
+// holding the planner's session: a stranger's SessionStart for it is refused
+// on Send (by the runtime's own answer, which the commit waits for) and on a
+// StreamSession (asked of the runtime first: an echo would commit it), and
+// the planner's next message is decided on the runtime's session.
+func TestMACPStartOnUnknownSession(t *testing.T) {
+	runtime := startRuntime(t)
+	direct := dialMACP(t, runtime)
+	sid := newSession()
+	msgs := taskMessages(sid)
+	direct.mustAccept(msgs[0])
+	c := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
+	b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"mallory", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
+	evil := func(id string) *macpv1.Envelope {
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "SessionStart", MessageId: id, SessionId: sid,
+			Sender: "mallory", TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
+	}
+	if ack := c.send(evil("evil-send")); ack.GetOk() {
+		t.Errorf("a stranger's SessionStart on Send: accepted")
+	}
+	ctx, cancel := as("mallory")
+	defer cancel()
+	stream, err := macpv1.NewMACPRuntimeServiceClient(c.conn).StreamSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&macpv1.StreamSessionRequest{Envelope: evil("evil-stream")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := stream.Recv(); err != nil || r.GetError().GetCode() != string(rules.CodeSessionAlreadyExists) {
+		t.Errorf("a stranger's SessionStart on a stream: %v %v, want SESSION_ALREADY_EXISTS", r, err)
+	}
+	c.mustAccept(msgs[1]) // the planner's TaskRequest
+}

@@ -155,7 +155,7 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 		return nil, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
 	}
 	env := sr.GetEnvelope()
-	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env})
+	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env, Acked: true})
 	if err != nil {
 		return nil, s.undecided(ctx, err)
 	}
