@@ -309,10 +309,15 @@ func (e *Enforcer) Forget(ctx context.Context, sessionID string) {
 	e.table.forget(ctx, sessionID)
 }
 
-// lookup resolves a policy_version: registered, or fetched from the source.
+// lookup resolves a policy_version: registered, or fetched from the source
+// (again once the copy fetched is fetchedFor old).
 func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
 	return func(id string) (rules.PolicyDescriptor, bool) {
-		if d, ok := e.registry.Lookup(id); ok || e.source == nil {
+		if e.source == nil {
+			return e.registry.Lookup(id)
+		}
+		now := e.now()
+		if d, ok := e.registry.current(id, now); ok {
 			return d, ok
 		}
 		d, ok, err := e.source.Policy(ctx, id)
@@ -321,7 +326,9 @@ func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
 			return d, false
 		}
 		if ok {
-			_ = e.registry.Register(d) // a concurrent fetch may have registered it
+			_ = e.registry.fetched(d, now) // a concurrent fetch may have recorded it
+		} else {
+			e.registry.Remove(id) // unregistered upstream
 		}
 		return d, ok
 	}
