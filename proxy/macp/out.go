@@ -12,15 +12,23 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Bounds of what a stream holds for a client that does not read.
-const (
-	// clientQueueBytes is how many bytes of messages may wait for a slow
-	// client; one message always fits, however large.
-	clientQueueBytes = 1 << 20
-	// clientSendTimeout is how long one write to the client may block (the
-	// client's HTTP/2 window closed) before the stream is ended.
-	clientSendTimeout = 10 * time.Second
-)
+// writerBounds are what a stream holds for a client that reads slowly or
+// not at all.
+type writerBounds struct {
+	// queue is how many bytes of messages may wait for the client; one
+	// message always fits, however large. Beyond it more are queued only
+	// while the client reads (a write completed within stall), up to most:
+	// a burst (the history a subscription replays) does not end the stream
+	// of a client that keeps reading.
+	queue, most int
+	stall       time.Duration
+	// stuck is how long one write to the client may block (its HTTP/2
+	// window closed) before the stream is ended.
+	stuck time.Duration
+}
+
+// clientBounds are the bounds of every relayed stream.
+var clientBounds = writerBounds{queue: 1 << 20, most: 16 << 20, stall: 2 * time.Second, stuck: 10 * time.Second}
 
 // Why a stream to a client that does not read is ended (the cause of the
 // stream's context).
@@ -31,28 +39,29 @@ var (
 
 // clientWriter is the only writer to a server stream: messages are queued
 // without blocking and written in order by Run, so that no caller ever waits
-// on the client's flow control. A full queue, or one write blocked past the
-// timeout, ends the stream through end.
+// on the client's flow control. A queue past its bounds, or one write blocked
+// past the timeout, ends the stream through end.
 type clientWriter struct {
-	ss      grpc.ServerStream
-	end     context.CancelCauseFunc
-	limit   int
-	timeout time.Duration
+	ss  grpc.ServerStream
+	end context.CancelCauseFunc
+	b   writerBounds
 
-	mu     sync.Mutex
-	queue  []any
-	bytes  int
-	closed bool
-	wake   chan struct{} // one token: the queue changed
-	done   chan struct{} // Run returned
+	mu       sync.Mutex
+	queue    []any
+	bytes    int
+	closed   bool
+	progress time.Time     // the last write completed (or the start)
+	wake     chan struct{} // one token: the queue changed
+	done     chan struct{} // Run returned
 }
 
 // header is a queued SendHeader.
 type header struct{ md metadata.MD }
 
-// newClientWriter returns a writer to ss; end cancels the stream's work.
-func newClientWriter(ss grpc.ServerStream, end context.CancelCauseFunc, limit int, timeout time.Duration) *clientWriter {
-	return &clientWriter{ss: ss, end: end, limit: limit, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newClientWriter returns a writer to ss within b; end cancels the stream's
+// work.
+func newClientWriter(ss grpc.ServerStream, end context.CancelCauseFunc, b writerBounds) *clientWriter {
+	return &clientWriter{ss: ss, end: end, b: b, progress: time.Now(), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // size is what a queued message counts against the limit.
@@ -72,7 +81,7 @@ func (w *clientWriter) send(m any) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if len(w.queue) > 0 && w.bytes+n > w.limit {
+	if over := len(w.queue) > 0 && w.bytes+n > w.b.queue; over && (w.bytes+n > w.b.most || time.Since(w.progress) > w.b.stall) {
 		w.closed = true
 		w.mu.Unlock()
 		w.end(errClientBehind)
@@ -104,7 +113,7 @@ func (w *clientWriter) close() {
 // the client must not take a stream cut short for a complete one.
 func (w *clientWriter) flush() error {
 	w.close()
-	t := time.NewTimer(w.timeout)
+	t := time.NewTimer(w.b.stuck)
 	defer t.Stop()
 	select {
 	case <-w.done:
@@ -150,7 +159,7 @@ func (w *clientWriter) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		stuck.Reset(w.timeout)
+		stuck.Reset(w.b.stuck)
 		var err error
 		if h, ok := m.(header); ok {
 			err = w.ss.SendHeader(h.md)
@@ -158,6 +167,11 @@ func (w *clientWriter) Run(ctx context.Context) {
 			err = w.ss.SendMsg(m)
 		}
 		stuck.Stop()
+		if err == nil {
+			w.mu.Lock()
+			w.progress = time.Now()
+			w.mu.Unlock()
+		}
 		if err != nil && !isHeader(m) {
 			w.mu.Lock()
 			w.closed = true

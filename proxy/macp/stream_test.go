@@ -96,7 +96,7 @@ func TestStreamClientNotReading(t *testing.T) {
 		end     codes.Code // how the stalled stream ends; OK: it is not ended
 	}{
 		{"history within the queue", 3, 64 << 10, codes.OK},
-		{"history beyond the queue", 4, 1 << 20, codes.ResourceExhausted},
+		{"history beyond the most queued", 20, 1 << 20, codes.ResourceExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -182,23 +182,28 @@ func (b *blockedStream) SendMsg(any) error {
 	return b.ctx.Err()
 }
 
-// TestClientWriter: a writer never blocks its caller; a client behind by more
-// than the queue, or stuck in one write past the timeout, has its stream
-// ended with the matching cause; a reading client gets everything in order.
+// TestClientWriter: a writer never blocks its caller; a client behind by
+// more than the queue while it does not read, or by more than the most in
+// any case, or stuck in one write past the timeout, has its stream ended
+// with the matching cause.
 func TestClientWriter(t *testing.T) {
+	const never = time.Hour
 	for _, tc := range []struct {
-		name  string
-		sends int
-		size  int
-		cause error // nil: everything queued and nothing ended
+		name   string
+		sends  int
+		size   int
+		bounds writerBounds
+		cause  error
 	}{
-		{"within the queue, then stuck", 3, 100, errClientStuck},
-		{"behind by more than the queue", 50, 100 << 10, errClientBehind},
+		{"within the queue, then stuck", 3, 100, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
+		{"past the queue while the client reads, then stuck", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
+		{"past the queue, the client not reading", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: 0, stuck: never}, errClientBehind},
+		{"past the most", 50, 100 << 10, writerBounds{queue: 1 << 20, most: 4 << 20, stall: never, stuck: never}, errClientBehind},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			w := newClientWriter(&blockedStream{ctx: ctx}, cancel, 1<<20, 100*time.Millisecond)
+			w := newClientWriter(&blockedStream{ctx: ctx}, cancel, tc.bounds)
 			go w.Run(ctx)
 			began := time.Now()
 			for range tc.sends {

@@ -100,7 +100,7 @@ func TestRelayClientNotReading(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, enf := happyPath(t)
-	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 4} })
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 20} })
 	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{PerPrincipal: 1}})
 	slow, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
@@ -112,18 +112,27 @@ func TestRelayClientNotReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the signals fill the window and the queue
-	for err == nil {        // read at last: what was queued, then the end
+	if _, err := stalled.Header(); err != nil { // admitted: it holds the principal's one stream
+		t.Fatal(err)
+	}
+	// Unread, the stalled watch gives its stream back: the principal's one
+	// relayed stream is free again.
+	for began := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		again, err := macpv1.NewMACPRuntimeServiceClient(conn).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
+		if err == nil {
+			_, err = again.Recv() // the first signal, or the end of a watch not read on
+		}
+		if err == nil || status.Convert(err).Message() != status.Convert(errTooManyStreams).Message() {
+			break
+		}
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("the stalled watch still holds its stream: %v", err)
+		}
+	}
+	for err == nil { // read at last: what was queued, then the end
 		_, err = stalled.Recv()
 	}
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("the stalled watch ended with %v, want RESOURCE_EXHAUSTED", err)
-	}
-	again, err := macpv1.NewMACPRuntimeServiceClient(conn).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
-	if err == nil {
-		_, err = again.Recv() // the first signal: the watch is open
-	}
-	if err != nil {
-		t.Errorf("a new watch once the stalled one ended: %v", err)
 	}
 }
