@@ -59,6 +59,9 @@ func (c Config) Validate() error {
 // or seen before a restart) from the upstream runtime.
 type Rebuilder interface {
 	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
+	// Exists reports whether the upstream holds the session, whether or not
+	// the caller may see it.
+	Exists(ctx context.Context, sessionID string) (bool, error)
 }
 
 // PolicySource fetches a governance policy Warden has not seen registered
@@ -160,6 +163,11 @@ type Request struct {
 	Envelope  *macpv1.Envelope
 	Op        string // rules.OpCancel, OpSuspend, OpResume
 	SessionID string // for Op
+	// Acked is set when the upstream's own answer decides the commit (the
+	// sidecar's unary Send: an Ack ok and not a duplicate): a SessionStart
+	// for a session the table does not hold then needs no look-up, as the
+	// runtime refuses one it holds.
+	Acked bool
 }
 
 // snapshot is what one decision reads: swapped whole on reload.
@@ -253,6 +261,10 @@ func (e *Enforcer) DryRun() bool { return e.snap.Load().cfg.DryRun }
 // Policies is the registry of governance policies sessions bind at start.
 func (e *Enforcer) Policies() *PolicyRegistry { return e.registry }
 
+// SharesSessions reports whether MACP session state lives in a store shared
+// by replicas, the table being its cache.
+func (e *Enforcer) SharesSessions() bool { return e.sessions != nil }
+
 // Sessions returns the number of sessions the table holds.
 func (e *Enforcer) Sessions() int { return e.table.len() }
 
@@ -300,10 +312,15 @@ func (e *Enforcer) Forget(ctx context.Context, sessionID string) {
 	e.table.forget(ctx, sessionID)
 }
 
-// lookup resolves a policy_version: registered, or fetched from the source.
+// lookup resolves a policy_version: registered, or fetched from the source
+// (again once the copy fetched is fetchedFor old).
 func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
 	return func(id string) (rules.PolicyDescriptor, bool) {
-		if d, ok := e.registry.Lookup(id); ok || e.source == nil {
+		if e.source == nil {
+			return e.registry.Lookup(id)
+		}
+		now := e.now()
+		if d, ok := e.registry.current(id, now); ok {
 			return d, ok
 		}
 		d, ok, err := e.source.Policy(ctx, id)
@@ -312,7 +329,9 @@ func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
 			return d, false
 		}
 		if ok {
-			_ = e.registry.Register(d) // a concurrent fetch may have registered it
+			_ = e.registry.fetched(d, now) // a concurrent fetch may have recorded it
+		} else {
+			e.registry.Remove(id) // unregistered upstream
 		}
 		return d, ok
 	}

@@ -326,6 +326,12 @@ func (f *fakeRebuilder) Rebuild(_ context.Context, id string) (*rules.Session, e
 	return f.state[id], nil
 }
 
+func (f *fakeRebuilder) Exists(_ context.Context, id string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state[id] != nil, f.err
+}
+
 func TestRebuild(t *testing.T) {
 	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
 	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)

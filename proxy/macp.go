@@ -185,20 +185,56 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 	case req.Op != "":
 		return rules.Control(state, req.Op, sender, now), state, nil
 	case start:
-		return rules.Start(state, env, sender, e.lookup(ctx), now), state, nil
+		out := rules.Start(state, env, sender, e.lookup(ctx), now)
+		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil && !req.Acked {
+			return e.startUnknown(ctx, en, env, sender, now, out)
+		}
+		return out, state, nil
 	}
 	return rules.Step(state, env, sender, now), state, nil
 }
 
+// startUnknown decides a SessionStart the rules allow on a session the table
+// holds no state for (out) when the upstream can be asked: the session may
+// exist there all the same (Warden restarted without shared state, the entry
+// was evicted or lost from the store, the session was opened past Warden), and
+// a start committed on allow (ext_authz), or on an echo of its id
+// (StreamSession), would install the sender as its initiator. A
+// session the upstream knows is rebuilt when the caller may see it, so a
+// retransmitted start is answered as one, and otherwise refused as existing,
+// as the runtime answers.
+func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Envelope, sender string, now int64, out rules.Outcome) (rules.Outcome, *rules.Session, error) {
+	sessionID := env.GetSessionId()
+	exists, err := e.rebuilder.Exists(ctx, sessionID)
+	if err != nil {
+		return rules.Outcome{}, nil, fmt.Errorf("look up session %s: %w", sessionID, err)
+	}
+	if !exists {
+		return out, nil, nil
+	}
+	if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
+		return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+	}
+	s, err := e.rebuilder.Rebuild(ctx, sessionID)
+	e.rebuilt(err == nil && s != nil)
+	if err != nil || s == nil {
+		return rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,
+			Detail: "session " + sessionID + " already exists"}}, nil, nil
+	}
+	en.update(func(*rules.Session) *rules.Session { return s })
+	return rules.Start(s, env, sender, e.lookup(ctx), now), s, nil
+}
+
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
 // facts, the rules' verdict}, unless the rules refused before any authority
-// check or the message is a retransmission of one already accepted from this
-// sender (answered by the upstream as a duplicate, as the runtime does
-// before any authorization). The lowest rank wins; at equal rank the rules'
-// verdict comes first.
+// check. A retransmission of a message already accepted from this sender
+// (answered by the upstream as a duplicate) meets the policy too: the
+// default one does not ask it for the roles it had, the credential's scopes
+// and the operator's rules decide it as any message. The lowest rank wins;
+// at equal rank the rules' verdict comes first.
 func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out rules.Outcome) (rules.Verdict, error) {
 	verdict := out.Verdict
-	if out.Duplicate || !verdict.OK() && verdict.Rank <= rules.RankPre {
+	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
 	}
 	typ, mode, sessionID := req.describe()

@@ -28,6 +28,8 @@ const (
 	CallWatchSignals
 	// CallRegisterPolicy is forwarded and recorded.
 	CallRegisterPolicy
+	// CallUnregisterPolicy is forwarded and the policy forgotten.
+	CallUnregisterPolicy
 	// CallAuthenticated is forwarded after authentication.
 	CallAuthenticated
 	// CallDiscovery is forwarded after authentication, or without it when
@@ -50,7 +52,7 @@ var macpCalls = map[string]Call{
 	MACPService + "WatchSessions":     CallWatchSessions,
 	MACPService + "WatchSignals":      CallWatchSignals,
 	MACPService + "RegisterPolicy":    CallRegisterPolicy,
-	MACPService + "UnregisterPolicy":  CallAuthenticated,
+	MACPService + "UnregisterPolicy":  CallUnregisterPolicy,
 	MACPService + "GetPolicy":         CallAuthenticated,
 	MACPService + "ListPolicies":      CallAuthenticated,
 	MACPService + "WatchPolicies":     CallAuthenticated,

@@ -196,6 +196,11 @@ func (r *runtimeOf) Rebuild(ctx context.Context, id string) (*rules.Session, err
 	return r.e.Session(ctx, id)
 }
 
+func (r *runtimeOf) Exists(ctx context.Context, id string) (bool, error) {
+	s, err := r.e.Session(ctx, id)
+	return s != nil, err
+}
+
 // modelRun sends one session's messages to both Enforcers and compares.
 func modelRun(serial, piped *Enforcer, rnd *rand.Rand, msgs []modelMsg) error {
 	ctx := context.Background()

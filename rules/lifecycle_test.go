@@ -61,7 +61,7 @@ func TestDeduplication(t *testing.T) {
 		}},
 		{name: "senders outside the participants", msgs: []msg{
 			{from: "mallory", typ: TypeProgress, id: "x-9", want: forced()},
-			{from: "mallory", typ: TypeProgress, id: "x-9", want: duplicate()},
+			{from: "mallory", typ: TypeProgress, id: "x-9", want: forced()}, // relayed again by the runtime: decided as new
 			{from: "alice", typ: TypeProgress, id: "x-9", want: foreign},
 			{from: "eve", typ: TypeProgress, id: "x-9", want: foreign},
 		}},
@@ -81,6 +81,13 @@ func TestOpenGate(t *testing.T) {
 			{from: "alice", typ: TypeProgress, want: notOpen},
 			{from: "lead", typ: TypeCommitment, body: commit("decision.rejected", false), want: notOpen},
 			{from: "alice", typ: "Bogus", raw: []byte{0xff}, want: notOpen},
+		}, final: map[string]any{"phase": "Committed"}},
+		{name: "a resent Progress after resolution", state: StateResolved, msgs: []msg{
+			{from: "alice", typ: TypeProgress, id: "pg", want: accepted(rP)},
+			{from: "alice", typ: "Proposal", id: "pp", body: decProposal("p1", "x"), want: accepted(rP)},
+			{from: "lead", typ: TypeCommitment, body: commit("decision.selected", true), want: accepted(lead...)},
+			{from: "alice", typ: TypeProgress, id: "pg", want: notOpen},
+			{from: "alice", typ: "Proposal", id: "pp", body: decProposal("p1", "x"), want: duplicate(rP)}, // answered, as the runtime does
 		}, final: map[string]any{"phase": "Committed"}},
 		{name: "TTL boundary is strict", msgs: []msg{
 			{from: "alice", typ: "Proposal", body: decProposal("p1", "x"), at: ttl, want: accepted(rP)},
@@ -382,7 +389,7 @@ func TestMessageCount(t *testing.T) {
 		{from: "lead", typ: "ApprovalRequest", id: "a", body: approvalRequest("r1", 1), want: accepted(rI, rC)},
 		castBallot("Approve", "alice", "r1", accepted(rP)),
 		{from: "alice", typ: TypeProgress, id: "p", want: accepted(rP)},
-		{from: "alice", typ: TypeProgress, id: "p", want: duplicate(rP)},
+		{from: "alice", typ: TypeProgress, id: "p", want: accepted(rP)}, // decided as new, counted once
 		castBallot("Approve", "bob", "r9", bad(ReasonUnknownReference, RankMode, rP)),
 		{from: "mallory", typ: TypeProgress, id: "q", want: forced()},
 		{from: "eve", typ: TypeProgress, id: "r", want: forced()},
@@ -416,9 +423,10 @@ func TestMessageCountManySenders(t *testing.T) {
 		if got := s.MessageCount(who); got != 2 {
 			t.Fatalf("MessageCount(%s) = %d, want 2", who, got)
 		}
-		// Retransmission by the same outsider is a duplicate; by another, a
+		// A Progress resent by the same outsider is decided as new (the
+		// runtime relays it again) and not counted again; by another, a
 		// foreign duplicate.
-		if out := Step(s, envelope(ModeDecision, TypeProgress, who+"-0", who, nil), who, t0+2); !out.Duplicate {
+		if out := Step(s, envelope(ModeDecision, TypeProgress, who+"-0", who, nil), who, t0+2); out.Duplicate || !out.Verdict.OK() || out.Next.MessageCount(who) != 2 {
 			t.Fatalf("%s retransmission: %+v", who, out)
 		}
 		if out := Step(s, envelope(ModeDecision, TypeProgress, who+"-0", "alice", nil), "alice", t0+2); out.Verdict.Code != CodeDuplicateMessage {

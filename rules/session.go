@@ -247,7 +247,9 @@ func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (ne
 		return nil, false
 	}
 	c := s.share()
-	c.recordID(env, sender)
+	if _, dup := s.duplicate(env, sender); !dup { // a resent Progress is not recorded twice (as in Step)
+		c.recordID(env, sender)
+	}
 	return c, true
 }
 

@@ -160,8 +160,14 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if env.GetMessageType() == TypeSessionStart {
 		return Start(s, env, sender, nil, now)
 	}
-	if v, dup := s.duplicate(env, sender); dup || !v.OK() {
-		out.Verdict = v
+	// A retransmission is answered as a duplicate before the session's state
+	// is checked, as the runtime does, except a Progress: the runtime neither
+	// deduplicates nor checks the session of one, it relays every Progress
+	// to the signal watchers again, so a resent one is decided as new.
+	dv, dup := s.duplicate(env, sender)
+	resent := dup && env.GetMessageType() == TypeProgress
+	if dup && !resent || !dv.OK() {
+		out.Verdict = dv
 		if dup {
 			out.Duplicate = true
 			out.Roles = s.baseRoles(sender)
@@ -201,7 +207,9 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		c.out.Verdict, c.out.RecordOnly = v, false
 		return c.out
 	}
-	c.next.recordID(env, sender)
+	if !resent {
+		c.next.recordID(env, sender)
+	}
 	if !c.out.RecordOnly {
 		c.next.epoch++
 	}

@@ -165,7 +165,7 @@ func TestManySubscriptions(t *testing.T) {
 	direct := startRuntime(t)
 	hops := map[string]string{
 		"relay":  startRelay(t, direct),
-		"Warden": startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth"),
+		"Warden": startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--max-streams-per-principal", "256"), // one principal holds them all
 	}
 	for _, name := range []string{"relay", "Warden"} {
 		t.Run(name, func(t *testing.T) {

@@ -18,7 +18,9 @@ import (
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/state"
 )
 
@@ -66,6 +68,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
+	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that no later message used yet; one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	extA2APath := fs.String("extauthz-a2a-path", "", "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)")
 	extMCPPath := fs.String("extauthz-mcp-path", "", "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)")
@@ -84,6 +87,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
 	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
+	var streams macp.StreamLimits
+	fs.IntVar(&streams.Max, "max-streams", 0, fmt.Sprintf("MACP: relayed calls held open at once (StreamSession, the watches, pass-through), all callers together; at most %d, the rest of the runtime's streams stay for decided calls (default %d)", macp.MaxStreamsLimit, macp.DefaultMaxStreams))
+	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
+	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -134,6 +141,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		c.ExtAuthz.A2A = c.ExtAuthz.A2A || *extA2A
+		if *extStarts != 0 {
+			c.ExtAuthz.MaxUnconfirmedStarts = *extStarts
+		}
 		c.ExtAuthz.A2AWebhookAllow = append(c.ExtAuthz.A2AWebhookAllow, a2aAllow...)
 		set(&c.ExtAuthz.A2APath, *extA2APath)
 		set(&c.ExtAuthz.MCPPath, *extMCPPath)
@@ -174,6 +184,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.MACP.UpstreamCAFile, *upstreamCA)
 		if *maxMsg != 0 {
 			c.MACP.MaxMessageBytes = *maxMsg
+		}
+		for _, f := range []struct {
+			dst *int
+			v   int
+		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous}} {
+			if f.v != 0 {
+				*f.dst = f.v
+			}
 		}
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {

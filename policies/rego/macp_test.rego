@@ -21,6 +21,20 @@ test_requester_may_not_update if {
 	x.rank == 3
 }
 
+# A retransmission had its authority when first accepted: the active
+# assignee's TaskComplete again, after the report ended that role.
+test_retransmission_keeps_its_authority if {
+	count(macp.deny) == 0 with input as {"message": msg("macp.mode.task.v1", "TaskComplete"), "roles": ["participant"], "verdict": {"code": "", "reason": "duplicate", "rank": 0}}
+	d := macp.deny with input as {"message": msg("macp.mode.task.v1", "TaskComplete"), "roles": ["participant"], "verdict": {"code": "", "reason": "allowed", "rank": 0}}
+	codes(d) == {"FORBIDDEN"}
+}
+
+# ... but not the credential's scopes.
+test_retransmission_meets_the_scopes if {
+	d := macp.deny with input as {"message": msg("macp.mode.task.v1", "TaskComplete"), "roles": ["participant"], "verdict": {"code": "", "reason": "duplicate", "rank": 0}, "principal": {"scopes": {"allowed_modes": ["macp.mode.decision.v1"]}}}
+	codes(d) == {"FORBIDDEN"}
+}
+
 test_outsider_refused_before_mode_checks if {
 	d := macp.deny with input as {"message": msg("macp.mode.decision.v1", "Vote"), "roles": []}
 	some x in d

@@ -78,6 +78,12 @@ type Config struct {
 	// Limits bounds the listener's connections; zero fields take listener's
 	// defaults.
 	Limits listener.Limits `yaml:"limits" json:"limits"`
+	// MaxUnconfirmedStarts bounds the MACP sessions one principal may have
+	// started through this replica that no later message has used yet
+	// (committed on allow, they may be ones the runtime refused); one more
+	// SessionStart is refused with RESOURCE_EXHAUSTED. 0 means
+	// DefaultMaxUnconfirmedStarts.
+	MaxUnconfirmedStarts int `yaml:"max_unconfirmed_starts" json:"max_unconfirmed_starts"`
 }
 
 // DefaultPrincipalHeader is the header an allowed request gains.
@@ -93,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Limits.Validate(); err != nil {
 		return fmt.Errorf("extauthz.limits: %w", err)
+	}
+	if c.MaxUnconfirmedStarts < 0 {
+		return errors.New("extauthz.max_unconfirmed_starts: negative")
 	}
 	if c.MCP && c.A2A {
 		return errors.New("extauthz: mcp and a2a both read requests that are not gRPC; run one ext_authz listener per protocol")
@@ -125,6 +134,7 @@ type Server struct {
 	enf      *proxy.Enforcer
 	log      *slog.Logger
 	webhooks a2arules.Allow // A2A webhook allowlist
+	starts   *starts
 }
 
 // New builds the server; it starts no goroutines.
@@ -148,6 +158,9 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if err := validEndpointPath("extauthz.mcp_path", cfg.MCPPath); err != nil {
 		return nil, err
 	}
+	if cfg.MaxUnconfirmedStarts == 0 {
+		cfg.MaxUnconfirmedStarts = DefaultMaxUnconfirmedStarts
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -162,7 +175,7 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, webhooks: allow}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts)}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -251,7 +264,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if err := proto.Unmarshal(body, &sr); err != nil || sr.GetEnvelope() == nil {
 			return denyGRPC(rules.CodeInvalidEnvelope, "SendRequest does not decode or carries no envelope", ""), nil
 		}
-		return s.decide(ctx, proxy.Request{Principal: &p, Envelope: sr.GetEnvelope()}, call)
+		return s.decideSend(ctx, p, sr.GetEnvelope(), call)
 	case proxy.CallControl:
 		body, err := grpcMessage(h)
 		if err != nil {
@@ -261,11 +274,35 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if err := proto.Unmarshal(body, &cr); err != nil || cr.GetSessionId() == "" {
 			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
 		}
-		return s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
+		resp, err := s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
+		if err == nil && resp.GetStatus().GetCode() == 0 {
+			s.starts.used(cr.GetSessionId())
+		}
+		return resp, err
+	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+		// Whether the runtime accepts it is not seen here: the copy of the
+		// policy held is dropped, so that the next SessionStart binding the
+		// id reads the runtime's.
+		if body, err := grpcMessage(h); err == nil {
+			s.enf.Policies().Remove(policyID(call, body))
+		}
 	}
 	// Every other call, StreamSession included: the caller must be
 	// authenticated; what it sends later on a stream is not seen here.
 	return s.allow(p, ""), nil
+}
+
+// policyID is the policy a RegisterPolicy or UnregisterPolicy request names
+// ("" when it does not decode).
+func policyID(call proxy.Call, body []byte) string {
+	if call == proxy.CallRegisterPolicy {
+		var r macpv1.RegisterPolicyRequest
+		_ = proto.Unmarshal(body, &r)
+		return r.GetPolicyDescriptor().GetPolicyId()
+	}
+	var r macpv1.UnregisterPolicyRequest
+	_ = proto.Unmarshal(body, &r)
+	return r.GetPolicyId()
 }
 
 // grpcRequest reports whether the request names a gRPC method Warden must
@@ -329,6 +366,36 @@ func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*au
 		p = *r.Principal
 	}
 	return s.allow(p, d.ID), nil
+}
+
+// decideSend decides a Send, within the principal's unconfirmed starts (see
+// starts): a SessionStart allowed is counted until a later message allowed
+// on its session confirms it. Replicas sharing the sessions in a store do
+// not count: the table is only the store's cache, and a session's later
+// messages go to other replicas.
+func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.Envelope, call proxy.Call) (*authv3.CheckResponse, error) {
+	if s.enf.SharesSessions() {
+		return s.decide(ctx, proxy.Request{Principal: &p, Envelope: env}, call)
+	}
+	now := time.Now().UnixMilli()
+	start := env.GetMessageType() == rules.TypeSessionStart
+	if start && !s.enf.DryRun() && s.starts.full(p.ID, now) {
+		d := s.enf.Refuse("macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
+			Detail: "too many sessions started and not used yet; send on them first, or retry later"})
+		return denyGRPC(d.Code, d.Message, d.ID), nil
+	}
+	resp, err := s.decide(ctx, proxy.Request{Principal: &p, Envelope: env}, call)
+	if err != nil || resp.GetStatus().GetCode() != 0 {
+		return resp, err
+	}
+	if start {
+		var sp macpv1.SessionStartPayload
+		_ = proto.Unmarshal(env.GetPayload(), &sp) // the rules decoded it already
+		s.starts.started(p.ID, env.GetSessionId(), deadline(now, sp.GetTtlMs()))
+	} else {
+		s.starts.used(env.GetSessionId())
+	}
+	return resp, nil
 }
 
 // grpcMessage returns the single gRPC message of a buffered unary request:

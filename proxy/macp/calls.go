@@ -126,6 +126,8 @@ func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, c
 // next message.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	switch {
+	case errors.Is(err, errUpstreamFull): // it never reached the runtime
+		d.Settle(false)
 	case err != nil:
 		d.Settle(false)
 		s.enf.Forget(ctx, d.SessionID)
@@ -153,7 +155,7 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 		return nil, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
 	}
 	env := sr.GetEnvelope()
-	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env})
+	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env, Acked: true})
 	if err != nil {
 		return nil, s.undecided(ctx, err)
 	}
@@ -287,6 +289,11 @@ func (s *Server) watchSessions(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
 	return s.relay(ss, service+"WatchSessions", ctx, func(f *frame) (bool, error) {
@@ -298,18 +305,25 @@ func (s *Server) watchSessions(ss grpc.ServerStream) error {
 	})
 }
 
-// registerPolicy forwards a registration and, when the runtime accepts it,
-// records the descriptor so sessions can bind it.
-func (s *Server) registerPolicy(ss grpc.ServerStream) error {
+// policyCall authenticates a unary policy call and forwards it; the caller
+// reads the request and response it returns.
+func (s *Server) policyCall(ss grpc.ServerStream, method string) (req, resp *frame, err error) {
 	_, ctx, err := s.admit(ss.Context())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	req, err := recvOne(ss)
-	if err != nil {
-		return err
+	if req, err = recvOne(ss); err != nil {
+		return nil, nil, err
 	}
-	resp, err := s.invoke(ctx, ss, methodRegisterPo, req)
+	resp, err = s.invoke(ctx, ss, method, req)
+	return req, resp, err
+}
+
+// registerPolicy forwards a registration and, when the runtime accepts it,
+// records the descriptor so sessions can bind it, over any copy held (the
+// runtime accepts an id it holds no policy under).
+func (s *Server) registerPolicy(ss grpc.ServerStream) error {
+	req, resp, err := s.policyCall(ss, methodRegisterPo)
 	if err != nil {
 		return err
 	}
@@ -319,10 +333,27 @@ func (s *Server) registerPolicy(ss grpc.ServerStream) error {
 		pd := in.GetPolicyDescriptor()
 		d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
 		if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
+			s.enf.Policies().Remove(d.PolicyID)
 			s.log.Warn("registered policy has rules that are not JSON; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)
-		} else if err := s.enf.Policies().Register(d); err != nil {
+		} else if err := s.enf.Policies().Replace(d); err != nil {
+			s.enf.Policies().Remove(d.PolicyID)
 			s.log.Warn("could not record a registered policy", "policy_id", d.PolicyID, "err", err)
 		}
+	}
+	return ss.SendMsg(resp)
+}
+
+// unregisterPolicy forwards an unregistration and, when the runtime accepts
+// it, forgets the policy, so that new sessions cannot bind it.
+func (s *Server) unregisterPolicy(ss grpc.ServerStream) error {
+	req, resp, err := s.policyCall(ss, service+"UnregisterPolicy")
+	if err != nil {
+		return err
+	}
+	var in macpv1.UnregisterPolicyRequest
+	var out macpv1.UnregisterPolicyResponse
+	if proto.Unmarshal(req.b, &in) == nil && proto.Unmarshal(resp.b, &out) == nil && out.GetOk() {
+		s.enf.Policies().Remove(in.GetPolicyId())
 	}
 	return ss.SendMsg(resp)
 }
@@ -331,12 +362,16 @@ func (s *Server) registerPolicy(ss grpc.ServerStream) error {
 // context upctx: client frames go up as they come, upstream frames come down
 // through keep (nil keeps all).
 func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Context, keep func(*frame) (bool, error)) error {
-	ctx, cancel := context.WithCancel(upctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(upctx)
+	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
 	if err != nil {
 		return s.upstreamError(err)
 	}
+	// The client is written through a bounded queue: one that does not read
+	// has its call ended instead of holding the runtime's stream.
+	out := newClientWriter(ss, cancel, clientBounds)
+	go out.Run(ctx)
 	upErr := make(chan error, 1)
 	go func() {
 		for {
@@ -356,14 +391,14 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 		}
 	}()
 	if h, err := cs.Header(); err == nil && len(h) > 0 {
-		_ = ss.SendHeader(h)
+		out.send(header{h})
 	}
 	for {
 		f := &frame{}
 		err := cs.RecvMsg(f)
 		if errors.Is(err, io.EOF) {
 			ss.SetTrailer(cs.Trailer())
-			return nil
+			return out.flush()
 		}
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
@@ -378,8 +413,8 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 				continue
 			}
 		}
-		if err := ss.SendMsg(f); err != nil {
-			return err
+		if !out.send(f) {
+			return s.streamEnd(ctx, context.Cause(ctx))
 		}
 	}
 }
@@ -392,22 +427,31 @@ const echoTimeout = 10 * time.Second
 // streamSession enforces every envelope a client sends on a StreamSession and
 // commits the state when the runtime echoes the envelope back. A Progress,
 // which the runtime relays to signal watchers instead of echoing, is settled
-// when forwarded, so that it never holds its session.
+// when forwarded, so that it never holds its session. Settling never waits on
+// the client: what goes to the client is queued (clientWriter), and a client
+// that does not read has its stream ended.
 func (s *Server) streamSession(ss grpc.ServerStream) error {
 	p, upctx, err := s.admit(ss.Context())
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	gctx, stop := s.guard(upctx, p)
 	defer stop()
-	ctx, cancel := context.WithCancel(gctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(gctx)
+	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
 	if err != nil {
 		return s.upstreamError(err)
 	}
+	out := newClientWriter(ss, cancel, clientBounds)
+	go out.Run(ctx)
 	var (
-		mu      sync.Mutex // serializes writes to the client and guards pending
+		mu      sync.Mutex // guards pending only; never held across I/O
 		pending = map[string]proxy.Decision{}
 	)
 	// release ends one pending decision if it is still d's.
@@ -435,13 +479,8 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 			release(id, false, true) // the answer is lost with the stream
 		}
 	}()
-	toClient := func(m any) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return ss.SendMsg(m)
-	}
 	streamErr := func(code rules.Code, msg, sid, mid string) {
-		_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
+		out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
 	}
 
 	go func() {
@@ -451,7 +490,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				if errors.Is(err, io.EOF) {
 					_ = cs.CloseSend()
 				} else {
-					cancel()
+					cancel(nil)
 				}
 				return
 			}
@@ -473,7 +512,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				}
 				if !d.Allow {
 					a := refusal(d, env.GetSessionId(), env.GetMessageId())
-					_ = toClient(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
+					out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 					continue
 				}
 				if env.GetMessageType() == rules.TypeProgress {
@@ -503,7 +542,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	}()
 
 	if h, err := cs.Header(); err == nil && len(h) > 0 {
-		_ = ss.SendHeader(h)
+		out.send(header{h})
 	}
 	for {
 		f := &frame{}
@@ -511,7 +550,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 		if err != nil {
 			ss.SetTrailer(cs.Trailer())
 			if errors.Is(err, io.EOF) {
-				return nil
+				return out.flush()
 			}
 			return s.streamEnd(ctx, err)
 		}
@@ -523,8 +562,8 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
 			}
 		}
-		if err := toClient(f); err != nil {
-			return err
+		if !out.send(f) {
+			return s.streamEnd(ctx, context.Cause(ctx))
 		}
 	}
 }
@@ -537,6 +576,11 @@ func (s *Server) watchSignals(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
 	const maxKnown = 4096
@@ -578,8 +622,13 @@ func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context,
 
 // streamEnd is what the client sees when a relayed stream ends with err.
 func (s *Server) streamEnd(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errCredentialGone) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCredentialGone):
 		return status.Error(codes.Unauthenticated, "authentication failed: the credential expired or was revoked")
+	case errors.Is(cause, errClientBehind):
+		return status.Error(codes.ResourceExhausted, cause.Error())
+	case errors.Is(cause, errClientStuck):
+		return status.Error(codes.DeadlineExceeded, cause.Error())
 	}
 	return s.upstreamError(err)
 }

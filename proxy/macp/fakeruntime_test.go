@@ -38,13 +38,22 @@ type fakeSession struct {
 // ends and returns it with its address.
 func startFakeRuntime(t testing.TB) (*fakeRuntime, string) {
 	t.Helper()
+	return startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return f })
+}
+
+// startFakeRuntimeWith serves the runtime wrap makes of a fakeRuntime.
+func startFakeRuntimeWith(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRuntimeServiceServer, also ...func(*grpc.Server)) (*fakeRuntime, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeRuntime{sessions: map[string]*fakeSession{}}
 	srv := grpc.NewServer()
-	macpv1.RegisterMACPRuntimeServiceServer(srv, f)
+	macpv1.RegisterMACPRuntimeServiceServer(srv, wrap(f))
+	for _, register := range also {
+		register(srv)
+	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return f, lis.Addr().String()

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The runtime takes at most 128 concurrent streams on one HTTP/2
@@ -14,19 +16,25 @@ import (
 // other call, so calls are spread over a few connections.
 const (
 	// streamsPerConn is how many calls go to one connection before the next
-	// is used: below the runtime's 128, leaving room for the rebuild's own
-	// calls.
+	// is used: below the runtime's 128.
 	streamsPerConn = 100
 	// maxUpstreamConns bounds the connections to the runtime: 800 calls in
-	// flight at once before calls queue on the least busy connection.
+	// flight at once; one more is refused (RESOURCE_EXHAUSTED), never queued.
 	maxUpstreamConns = 8
+	// upstreamCalls is how many calls the pool holds in flight at once.
+	upstreamCalls = streamsPerConn * maxUpstreamConns
 )
+
+// errUpstreamFull refuses a call when every connection to the runtime is as
+// busy as it may be: waiting would hold the caller for a slot that long-lived
+// streams may never give back.
+var errUpstreamFull = status.Error(codes.ResourceExhausted, "every stream to the MACP runtime is in use; retry later")
 
 // connPool is the connections to the runtime, used as one
 // grpc.ClientConnInterface: a call goes to the first connection with fewer
 // than perConn calls in flight; the next connection is made (lazily, as
-// grpc.NewClient does) when all are that busy, up to max; beyond that, to
-// the least busy one.
+// grpc.NewClient does) when all are that busy, up to max; beyond that, the
+// call is refused with errUpstreamFull.
 type connPool struct {
 	dial    func() (*grpc.ClientConn, error)
 	perConn int
@@ -61,14 +69,10 @@ func (p *connPool) first() *grpc.ClientConn {
 func (p *connPool) pick() (*pooledConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	least := p.conns[0]
 	for _, c := range p.conns {
 		if c.active < p.perConn {
 			c.active++
 			return c, nil
-		}
-		if c.active < least.active {
-			least = c
 		}
 	}
 	if len(p.conns) < p.max {
@@ -80,8 +84,7 @@ func (p *connPool) pick() (*pooledConn, error) {
 		p.conns = append(p.conns, c)
 		return c, nil
 	}
-	least.active++
-	return least, nil
+	return nil, errUpstreamFull
 }
 
 func (p *connPool) release(c *pooledConn) {

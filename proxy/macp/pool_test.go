@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // TestConnPool holds more streams open than one connection of the server
@@ -74,6 +76,19 @@ func TestConnPool(t *testing.T) {
 	var f frame
 	if err := p.Invoke(ctx, "/x.Y/Z", &frame{b: []byte("unary")}, &f); err != nil || string(f.b) != "unary" {
 		t.Fatalf("unary call beside the streams: %q %v", f.b, err)
+	}
+	// with every slot taken, a call is refused at once, not queued
+	cs, err := p.NewStream(ctx, desc, "/x.Y/Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams = append(streams, cs)
+	began := time.Now()
+	if err := p.Invoke(ctx, "/x.Y/Z", &frame{b: []byte("unary")}, &f); status.Code(err) != codes.ResourceExhausted || time.Since(began) > time.Second {
+		t.Errorf("a call with every slot taken: %v after %v, want RESOURCE_EXHAUSTED at once", err, time.Since(began))
+	}
+	if _, err := p.NewStream(ctx, desc, "/x.Y/Z"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a stream with every slot taken: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	for _, cs := range streams {
 		if err := cs.CloseSend(); err != nil {

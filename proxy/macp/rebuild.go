@@ -95,19 +95,19 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	// (not the SessionStart): the replay is complete when that many have come.
 	var s *rules.Session
 	seen := 0
-	suspended := false // the history holds suspensions, which move the deadline
+	var bank, last int64 // time banked by suspensions the history does not show; the last message's time
 	for want == 0 || s == nil || seen < want {
 		var f *frame
 		select {
 		case f = <-frames:
 		case err := <-errc:
 			if errors.Is(err, io.EOF) && s != nil {
-				return r.finish(s, meta, suspended), nil
+				return r.finish(s, meta, last), nil
 			}
 			return nil, fmt.Errorf("replay: %w", err)
 		case <-time.After(r.Quiet):
 			if s != nil {
-				return r.finish(s, meta, suspended), nil
+				return r.finish(s, meta, last), nil
 			}
 			return nil, errors.New("replay: the runtime sent no history")
 		case <-sctx.Done():
@@ -124,10 +124,8 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 			}
 			continue
 		}
-		switch env.GetMessageType() {
-		case rules.TypeSessionCancel, rules.TypeSessionSuspend, rules.TypeSessionResume:
-			suspended = suspended || env.GetMessageType() != rules.TypeSessionCancel
-			continue // runtime annotations; the final state comes from the metadata
+		if env.GetMessageType() == rules.TypeSessionCancel {
+			continue // a runtime annotation; the final state comes from the metadata
 		}
 		// A client timestamp is taken as the message's time, within the same
 		// caps as a live decision: never ahead of Warden's clock.
@@ -136,9 +134,34 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 			ts = wall
 		}
 		var out rules.Outcome
-		if env.GetMessageType() == rules.TypeSessionStart {
+		switch env.GetMessageType() {
+		case rules.TypeSessionStart:
 			out = rules.Start(s, env, env.GetSender(), lookup, ts)
-		} else {
+			if s == nil && out.Next != nil {
+				// The runtime's replay need not show suspensions (the
+				// reference runtime's does not); its metadata shows the time
+				// they banked, which messages of the history may have used.
+				bank = banked(out.Next, meta, time.Now().UnixMilli())
+				out.Next.DeadlineMs += bank
+				out.Next.SuspendedTotalMs += bank
+			}
+		case rules.TypeSessionSuspend, rules.TypeSessionResume:
+			// The runtime's annotations of SuspendSession and ResumeSession,
+			// where it sends them, stamped by it: replayed as the live
+			// decisions were, they bank the time suspended into the
+			// deadline, once (the metadata's share is taken back).
+			op := rules.OpSuspend
+			if env.GetMessageType() == rules.TypeSessionResume {
+				op = rules.OpResume
+			}
+			out = rules.Control(s, op, env.GetSender(), ts)
+			if op == rules.OpResume && out.Next != nil {
+				again := min(out.Next.DeadlineMs-s.DeadlineMs, bank)
+				out.Next.DeadlineMs -= again
+				out.Next.SuspendedTotalMs -= again
+				bank -= again
+			}
+		default:
 			out = rules.Step(s, env, env.GetSender(), ts)
 			seen++
 		}
@@ -150,31 +173,62 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 				"message_type", env.GetMessageType(), "message_id", env.GetMessageId(), "code", string(out.Verdict.Code), "detail", out.Verdict.Detail)
 			return nil, fmt.Errorf("%w: %s %s (%s)", errDiverged, env.GetMessageType(), env.GetMessageId(), out.Verdict.Code)
 		}
-		s = out.Next
+		s, last = out.Next, ts
 	}
 	if s == nil {
 		return nil, errors.New("replay: no SessionStart in the history")
 	}
-	return r.finish(s, meta, suspended), nil
+	return r.finish(s, meta, last), nil
+}
+
+// Exists reports whether the runtime holds the session, asking it with ctx's
+// outgoing metadata: a session the caller may not see exists all the same.
+func (r *Rebuilder) Exists(ctx context.Context, sessionID string) (bool, error) {
+	_, err := sessionMetadata(ctx, r.up, sessionID)
+	switch status.Code(err) {
+	case codes.OK, codes.PermissionDenied:
+		return true, nil
+	case codes.NotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("get session: %w", err)
 }
 
 // finish applies what only the metadata knows: the lifecycle state set by
 // control RPCs and the deadline on the runtime's clock. The runtime's
-// deadline is taken when it is earlier than the one the replay computed;
-// a later one only as far as suspensions in the history explain it, so a
-// deadline the runtime stretched from a client's timestamp is not adopted.
-func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata, suspended bool) *rules.Session {
-	if st := rules.State(meta.GetState()); st != rules.StateUnspecified {
+// deadline is taken when it is earlier than the one the replay computed
+// (suspensions banked), never a later one, so a deadline the runtime
+// stretched from a client's timestamp is not adopted. A session suspended
+// where the history does not show when is taken as suspended since its last
+// message (last), the earliest it can have been.
+func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata, last int64) *rules.Session {
+	st := rules.State(meta.GetState())
+	if st == rules.StateSuspended && s.State != rules.StateSuspended {
+		s.SuspendedAtMs = last
+	}
+	if st != rules.StateUnspecified {
 		s.State = st
 	}
 	if d := meta.GetExpiresAtUnixMs(); d > 0 {
-		limit := s.DeadlineMs
-		if suspended {
-			limit += s.MaxSuspendMs
-		}
-		s.DeadlineMs = min(d, limit)
+		s.DeadlineMs = min(d, s.DeadlineMs)
 	}
 	return s
+}
+
+// banked is the time the runtime's metadata shows banked into the deadline of
+// s, just started, by suspensions: its deadline past its start and TTL,
+// within the time that has passed since the start (wall) and the session's
+// cap on suspensions.
+func banked(s *rules.Session, meta *macpv1.SessionMetadata, wall int64) int64 {
+	started, expires := meta.GetStartedAtUnixMs(), meta.GetExpiresAtUnixMs()
+	if started <= 0 || expires <= 0 {
+		return 0
+	}
+	b := min(expires-started-(s.DeadlineMs-s.StartedAtMs), wall-started)
+	if s.MaxSuspendMs > 0 {
+		b = min(b, s.MaxSuspendMs)
+	}
+	return max(b, 0)
 }
 
 // sessionMetadata asks the runtime for a session's metadata.

@@ -73,6 +73,9 @@ type Config struct {
 	// Limits bounds the listener's connections and the reconnects to the
 	// runtime; zero fields take listener's defaults.
 	Limits listener.Limits `yaml:"limits" json:"limits"`
+	// Streams bounds the relayed calls held open (StreamSession, the
+	// watches, pass-through); zero fields take the defaults.
+	Streams StreamLimits `yaml:"streams" json:"streams"`
 }
 
 // Defaults.
@@ -102,6 +105,9 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("macp.limits: %w", err))
 	}
+	if err := c.Streams.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("macp.streams: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -114,6 +120,7 @@ type Server struct {
 	log     *slog.Logger
 	tp      trace.TracerProvider
 	up      grpc.ClientConnInterface
+	streams *streamCaps
 	srv     *grpc.Server
 }
 
@@ -213,7 +220,7 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams)}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -294,11 +301,13 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.watchSignals(ss)
 	case proxy.CallRegisterPolicy:
 		return s.registerPolicy(ss)
+	case proxy.CallUnregisterPolicy:
+		return s.unregisterPolicy(ss)
 	case proxy.CallPassThrough:
-		return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
+		return s.relayAnonymous(ss, method)
 	case proxy.CallDiscovery:
 		if s.cfg.PublicDiscovery {
-			return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
+			return s.relayAnonymous(ss, method)
 		}
 	case proxy.CallAuthenticated:
 	default: // CallUnknown, and CallSend reached by another route
@@ -309,9 +318,25 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
 	return s.relay(ss, method, ctx, nil)
+}
+
+// relayAnonymous forwards a call without credentials, within the anonymous
+// callers' share of the runtime's streams.
+func (s *Server) relayAnonymous(ss grpc.ServerStream, method string) error {
+	done, err := s.streams.take("")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
 }
 
 // credentialsOf extracts what authn needs from the call with the one

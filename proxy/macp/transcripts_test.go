@@ -58,7 +58,14 @@ func transcriptFiles(t *testing.T) []string {
 // upstream until the test ends and returns a client connection to it.
 func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
 	t.Helper()
-	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true}
+	return startSidecarWith(t, enf, Config{Upstream: upstream})
+}
+
+// startSidecarWith is startSidecar with cfg, served in plaintext on a
+// loopback port.
+func startSidecarWith(t testing.TB, enf *proxy.Enforcer, cfg Config) *grpc.ClientConn {
+	t.Helper()
+	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,148 @@
+package macp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// historyConn is a runtime that answers GetSession with meta and a
+// StreamSession subscription with history.
+type historyConn struct {
+	meta    *macpv1.SessionMetadata
+	history []*macpv1.Envelope
+}
+
+func (h *historyConn) Invoke(_ context.Context, _ string, _, reply any, _ ...grpc.CallOption) error {
+	b, err := proto.Marshal(&macpv1.GetSessionResponse{Metadata: h.meta})
+	reply.(*frame).b = b
+	return err
+}
+
+func (h *historyConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return &replayStream{out: h.history}, nil
+}
+
+// replayStream sends its envelopes, then ends.
+type replayStream struct {
+	grpc.ClientStream
+	out []*macpv1.Envelope
+}
+
+func (s *replayStream) SendMsg(any) error            { return nil }
+func (s *replayStream) CloseSend() error             { return nil }
+func (s *replayStream) Header() (metadata.MD, error) { return nil, nil }
+func (s *replayStream) Trailer() metadata.MD         { return nil }
+func (s *replayStream) Context() context.Context     { return context.Background() }
+func (s *replayStream) RecvMsg(m any) error {
+	if len(s.out) == 0 {
+		return io.EOF
+	}
+	b, err := proto.Marshal(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Envelope{Envelope: s.out[0]}})
+	s.out = s.out[1:]
+	m.(*frame).b = b
+	return err
+}
+
+// TestRebuildSuspensions: the runtime's SessionSuspend and SessionResume
+// annotations in a session's history are replayed with their times, so that
+// the time suspended is banked into the deadline as the live decisions did:
+// a message accepted after the original deadline but before the banked one
+// rebuilds, rather than reading as a divergence that refuses the session
+// until it expires.
+func TestRebuildSuspensions(t *testing.T) {
+	t0 := time.Now().Add(-100 * time.Second).UnixMilli() // the TTL is 60 s
+	const sid = "5b1a1a4e-0c7e-4c9e-9a57-3d0e7c1f6a10"
+	start := &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: rules.TypeSessionStart, MessageId: "start", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: t0,
+		Payload: mustProto(t, &macpv1.SessionStartPayload{Participants: []string{"agent://planner", "agent://worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})}
+	annotation := func(typ string, at int64) *macpv1.Envelope {
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ, MessageId: typ + "-1", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at}
+	}
+	request := func(at int64) *macpv1.Envelope {
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskRequest", MessageId: "req", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at,
+			Payload: mustProto(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "agent://worker"})}
+	}
+	const none = -1 // no start or expiry in the metadata
+	for _, tc := range []struct {
+		name             string
+		state            macpv1.SessionState
+		started, expires int64 // the metadata's, ms after t0
+		history          []*macpv1.Envelope
+		wantErr          error
+		want             rules.State
+		deadline         int64 // ms after t0
+		suspendedAt      int64 // ms after t0, for a suspended session
+	}{
+		{"no suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
+			[]*macpv1.Envelope{start, request(t0 + 30_000)}, nil, rules.StateOpen, 60_000, 0},
+		{"a message past the deadline, no suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
+			[]*macpv1.Envelope{start, request(t0 + 90_000)}, errDiverged, 0, 0, 0},
+		// The reference runtime: the history does not show suspensions, the
+		// metadata's deadline holds the time they banked.
+		{"resumed, banked in the metadata only", macpv1.SessionState_SESSION_STATE_OPEN, 0, 120_000,
+			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+		{"suspended, the metadata only", macpv1.SessionState_SESSION_STATE_SUSPENDED, 0, 60_000,
+			[]*macpv1.Envelope{start, request(t0 + 5_000)}, nil, rules.StateSuspended, 60_000, 5_000},
+		{"banked beyond the time passed", macpv1.SessionState_SESSION_STATE_OPEN, 0, 900_000,
+			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, rules.StateOpen, 160_000, 0}, // the test's clock moved on a little: see slack
+		// A runtime whose history shows them: replayed with their times.
+		{"resumed, annotated and banked in the metadata", macpv1.SessionState_SESSION_STATE_OPEN, 0, 120_000,
+			[]*macpv1.Envelope{start, annotation(rules.TypeSessionSuspend, t0+10_000), annotation(rules.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+		{"resumed, annotated only", macpv1.SessionState_SESSION_STATE_OPEN, none, 200_000,
+			[]*macpv1.Envelope{start, annotation(rules.TypeSessionSuspend, t0+10_000), annotation(rules.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+		// The replay ends with the last counted message: an annotation after
+		// it is not waited for.
+		{"suspended, annotated after the last message", macpv1.SessionState_SESSION_STATE_SUSPENDED, 0, 60_000,
+			[]*macpv1.Envelope{start, request(t0 + 5_000), annotation(rules.TypeSessionSuspend, t0+10_000)}, nil, rules.StateSuspended, 60_000, 5_000},
+		{"resumed without a suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
+			[]*macpv1.Envelope{start, annotation(rules.TypeSessionResume, t0+20_000)}, errDiverged, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := t0 + tc.started
+			if tc.started == none {
+				started = 0
+			}
+			conn := &historyConn{
+				meta: &macpv1.SessionMetadata{SessionId: sid, Mode: rules.ModeTask, State: tc.state, Initiator: "agent://planner",
+					Participants: []string{"agent://planner", "agent://worker"}, StartedAtUnixMs: started, ExpiresAtUnixMs: t0 + tc.expires,
+					ParticipantActivity: []*macpv1.ParticipantActivity{{ParticipantId: "agent://planner", MessageCount: 1}}},
+				history: tc.history,
+			}
+			rb := &Rebuilder{up: conn, log: slog.New(slog.DiscardHandler), Quiet: 300 * time.Millisecond}
+			s, err := rb.Rebuild(context.Background(), sid)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("rebuild: %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			const slack = 2_000 // the wall clock bounds what is banked; the test takes time
+			if s.State != tc.want || s.DeadlineMs-t0 < tc.deadline || s.DeadlineMs-t0 > tc.deadline+slack {
+				t.Errorf("rebuilt %s, deadline t0%+d ms; want %s, t0%+d ms", s.State, s.DeadlineMs-t0, tc.want, tc.deadline)
+			}
+			if s.State == rules.StateSuspended && s.SuspendedAtMs-t0 != tc.suspendedAt {
+				t.Errorf("suspended at t0%+d ms, want t0%+d ms", s.SuspendedAtMs-t0, tc.suspendedAt)
+			}
+		})
+	}
+}
+
+func mustProto(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

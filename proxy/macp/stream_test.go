@@ -1,0 +1,226 @@
+package macp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/replay"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// historyRuntime is a fakeRuntime whose StreamSession replays a history of
+// n messages of size bytes to every subscriber, then echoes every envelope
+// it accepts, as the runtime does.
+type historyRuntime struct {
+	*fakeRuntime
+	n, size int
+}
+
+func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSessionServer) error {
+	for {
+		req, err := ss.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if sid := req.GetSubscribeSessionId(); sid != "" {
+			for i := range h.n {
+				env := &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "TaskUpdate", MessageId: "h" + strconv.Itoa(i),
+					SessionId: sid, Sender: "agent://worker", Payload: make([]byte, h.size)}
+				if err := ss.Send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Envelope{Envelope: env}}); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if env := req.GetEnvelope(); env != nil {
+			if resp, _ := h.Send(ss.Context(), &macpv1.SendRequest{Envelope: env}); resp.GetAck().GetOk() {
+				if err := ss.Send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Envelope{Envelope: env}}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// happyPath is the spec's task happy path stamped now, and an Enforcer with
+// the wall clock for it.
+func happyPath(t *testing.T) (*replay.Transcript, *proxy.Enforcer) {
+	t.Helper()
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := replay.Load("../../../shared/reference/macp/conformance/task_happy_path.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range tr.Steps {
+		st.Request.Envelope.TimestampUnixMs = time.Now().UnixMilli()
+	}
+	enf, err := replay.NewEnforcer(engine, tr, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, enf
+}
+
+func as(ctx context.Context, who string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+who)
+}
+
+// TestStreamClientNotReading: a participant whose StreamSession never reads
+// (a tiny HTTP/2 window, a history larger than it) and who sends a
+// state-changing envelope on it must not hold the session for anyone: the
+// other participant's Send is answered at once, and a stream too far behind
+// is ended with RESOURCE_EXHAUSTED.
+func TestStreamClientNotReading(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, size int
+		end     codes.Code // how the stalled stream ends; OK: it is not ended
+	}{
+		{"history within the queue", 3, 64 << 10, codes.OK},
+		{"history beyond the most queued", 20, 1 << 20, codes.ResourceExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			tr, enf := happyPath(t)
+			f, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, tc.n, tc.size} })
+			_ = f
+			conn := startSidecar(t, enf, addr)
+			client := macpv1.NewMACPRuntimeServiceClient(conn)
+			start, request, accept := tr.Steps[0].Request, tr.Steps[1].Request, tr.Steps[2].Request
+			if r, err := client.Send(as(ctx, start.Credentials.Bearer), &macpv1.SendRequest{Envelope: start.Envelope}); err != nil || !r.GetAck().GetOk() {
+				t.Fatalf("SessionStart: %v %v", err, r)
+			}
+
+			slow, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slow.Close()
+			sctx, scancel := context.WithCancel(as(ctx, start.Credentials.Bearer))
+			defer scancel()
+			stream, err := macpv1.NewMACPRuntimeServiceClient(slow).StreamSession(sctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: tr.SessionID}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // the history fills the window
+			if err := stream.Send(&macpv1.StreamSessionRequest{Envelope: request.Envelope}); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+
+			cctx, cancel := context.WithTimeout(as(ctx, accept.Credentials.Bearer), 5*time.Second)
+			defer cancel()
+			began := time.Now()
+			r, err := client.Send(cctx, &macpv1.SendRequest{Envelope: accept.Envelope})
+			if err != nil {
+				t.Fatalf("the other participant's Send after %v: %v (the session is held by a stream that does not read)", time.Since(began), err)
+			}
+			if tc.end == codes.OK && !r.GetAck().GetOk() {
+				t.Errorf("TaskAccept after the streamed TaskRequest: %v", r.GetAck())
+			}
+
+			// Now read the stalled stream to its end.
+			if tc.end == codes.OK {
+				return
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer rcancel()
+			context.AfterFunc(rctx, scancel)
+			for {
+				if _, err = stream.Recv(); err != nil {
+					break
+				}
+			}
+			if status.Code(err) != tc.end {
+				t.Errorf("the stalled stream ended with %v, want %v", err, tc.end)
+			}
+		})
+	}
+}
+
+// blockedStream is a server stream whose client never reads: every write
+// blocks until its context ends.
+type blockedStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	mu    sync.Mutex
+	wrote int
+}
+
+func (b *blockedStream) SendMsg(any) error {
+	b.mu.Lock()
+	b.wrote++
+	n := b.wrote
+	b.mu.Unlock()
+	if n == 1 {
+		return nil // the first write fits the window
+	}
+	<-b.ctx.Done()
+	return b.ctx.Err()
+}
+
+// TestClientWriter: a writer never blocks its caller; a client behind by
+// more than the queue while it does not read, or by more than the most in
+// any case, or stuck in one write past the timeout, has its stream ended
+// with the matching cause.
+func TestClientWriter(t *testing.T) {
+	const never = time.Hour
+	for _, tc := range []struct {
+		name   string
+		sends  int
+		size   int
+		bounds writerBounds
+		cause  error
+	}{
+		{"within the queue, then stuck", 3, 100, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
+		{"past the queue while the client reads, then stuck", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
+		{"past the queue, the client not reading", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: 0, stuck: never}, errClientBehind},
+		{"past the most", 50, 100 << 10, writerBounds{queue: 1 << 20, most: 4 << 20, stall: never, stuck: never}, errClientBehind},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			w := newClientWriter(&blockedStream{ctx: ctx}, cancel, tc.bounds)
+			go w.Run(ctx)
+			began := time.Now()
+			for range tc.sends {
+				w.send(&frame{b: make([]byte, tc.size)})
+			}
+			if d := time.Since(began); d > time.Second { // it never waits for the client; the bound is for a loaded machine
+				t.Errorf("queueing %d messages took %v", tc.sends, d)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the stream was not ended")
+			}
+			if got := context.Cause(ctx); !errors.Is(got, tc.cause) {
+				t.Errorf("ended by %v, want %v", got, tc.cause)
+			}
+			<-w.done
+		})
+	}
+}

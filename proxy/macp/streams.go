@@ -1,0 +1,111 @@
+package macp
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// StreamLimits bounds the calls the sidecar relays to the runtime on streams
+// of their own (StreamSession, WatchSignals, WatchSessions, the pass-through
+// services, the other relayed methods), which may stay open for as long as
+// the client likes. Their total stays below the upstream pool's calls
+// (upstreamCalls), so that decided unary calls (Send, the control RPCs,
+// GetSession) and rebuilds always find a free one.
+type StreamLimits struct {
+	// Max is the relayed calls open at once, all callers together.
+	Max int `yaml:"max" json:"max"`
+	// PerPrincipal is the relayed calls one authenticated principal may
+	// hold open at once.
+	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
+	// Anonymous is the relayed calls without credentials (the pass-through
+	// services, public discovery) open at once, all callers together.
+	Anonymous int `yaml:"anonymous" json:"anonymous"`
+}
+
+// Defaults of StreamLimits; the reserve is what Max may not take of the
+// upstream pool.
+const (
+	DefaultMaxStreams          = 600
+	DefaultStreamsPerPrincipal = 64
+	DefaultAnonymousStreams    = 32
+	reservedUpstreamCalls      = 100
+	// MaxStreamsLimit is the largest Max: the upstream pool's calls but
+	// the reserve.
+	MaxStreamsLimit = upstreamCalls - reservedUpstreamCalls
+)
+
+// WithDefaults fills zero fields.
+func (l StreamLimits) WithDefaults() StreamLimits {
+	if l.Max == 0 {
+		l.Max = DefaultMaxStreams
+	}
+	if l.PerPrincipal == 0 {
+		l.PerPrincipal = DefaultStreamsPerPrincipal
+	}
+	if l.Anonymous == 0 {
+		l.Anonymous = DefaultAnonymousStreams
+	}
+	return l
+}
+
+// Validate checks the limits.
+func (l StreamLimits) Validate() error {
+	var errs []error
+	if l.Max < 0 || l.PerPrincipal < 0 || l.Anonymous < 0 {
+		errs = append(errs, errors.New("negative"))
+	}
+	if l.Max > MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("max %d is above %d: the runtime's connections hold %d calls, and %d stay for decided calls", l.Max, MaxStreamsLimit, upstreamCalls, reservedUpstreamCalls))
+	}
+	return errors.Join(errs...)
+}
+
+// errTooManyStreams refuses a relayed call beyond its caller's limit.
+var errTooManyStreams = status.Error(codes.ResourceExhausted, "too many open streams; close one and retry")
+
+// streamCaps counts the relayed calls open, in total and by caller.
+type streamCaps struct {
+	lim StreamLimits
+
+	mu    sync.Mutex
+	total int
+	by    map[string]int // principal ID -> calls open; "" is every anonymous caller
+}
+
+func newStreamCaps(lim StreamLimits) *streamCaps {
+	return &streamCaps{lim: lim.WithDefaults(), by: map[string]int{}}
+}
+
+// take counts one more call of who ("" for an anonymous caller) or refuses
+// it with errTooManyStreams; done gives it back.
+func (c *streamCaps) take(who string) (done func(), err error) {
+	limit := c.lim.PerPrincipal
+	if who == "" {
+		limit = c.lim.Anonymous
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.total >= c.lim.Max || c.by[who] >= limit {
+		return nil, errTooManyStreams
+	}
+	c.total++
+	c.by[who]++
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.total--
+		if c.by[who]--; c.by[who] == 0 {
+			delete(c.by, who)
+		}
+	}), nil
+}
+
+// String describes the limits as `warden check` prints them.
+func (l StreamLimits) String() string {
+	l = l.WithDefaults()
+	return fmt.Sprintf("%d relayed streams in all, %d per principal, %d anonymous", l.Max, l.PerPrincipal, l.Anonymous)
+}

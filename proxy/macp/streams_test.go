@@ -1,0 +1,138 @@
+package macp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// watchingRuntime is a fakeRuntime whose WatchSignals sends big ambient
+// signals of 1 MiB, then stays open until the caller leaves.
+type watchingRuntime struct {
+	*fakeRuntime
+	big int
+}
+
+func (w watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+	for i := range w.big {
+		env := &macpv1.Envelope{MacpVersion: "1.0", MessageType: "Signal", MessageId: "sig-" + string(rune('a'+i)), Sender: "agent://x", Payload: make([]byte, 1<<20)}
+		if err := ss.Send(&macpv1.WatchSignalsResponse{Envelope: env}); err != nil {
+			return err
+		}
+	}
+	<-ss.Context().Done()
+	return nil
+}
+
+// TestRelayedStreamCaps: the calls the sidecar relays on streams of their own
+// are bounded per principal, for anonymous callers (the gRPC health Watch is
+// relayed without credentials) and in total, so that nobody can take every
+// stream the runtime's connections hold: Send is answered however many such
+// streams were asked for.
+func TestRelayedStreamCaps(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} },
+		func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) })
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2}})
+	hc := healthpb.NewHealthClient(conn)
+	mc := macpv1.NewMACPRuntimeServiceClient(conn)
+	open := func(who string) error {
+		if who == "" {
+			w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+			}
+			return err
+		}
+		w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
+		if err != nil {
+			return err
+		}
+		// Nothing comes on an open watch; a refused one ends at once.
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		defer rcancel()
+		done := make(chan error, 1)
+		go func() { _, err := w.Recv(); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-rctx.Done():
+			return nil
+		}
+	}
+	for i, tc := range []struct {
+		who  string // "" for no credentials
+		want codes.Code
+	}{
+		{"", codes.OK}, {"", codes.OK}, {"", codes.ResourceExhausted}, // anonymous: 2
+		{"agent://a", codes.OK}, {"agent://a", codes.OK}, {"agent://a", codes.OK}, {"agent://a", codes.ResourceExhausted}, // per principal: 3
+		{"agent://b", codes.OK}, {"agent://b", codes.OK}, {"agent://b", codes.OK}, // 8 in all
+		{"agent://c", codes.ResourceExhausted}, {"", codes.ResourceExhausted},
+	} {
+		if got := status.Code(open(tc.who)); got != tc.want {
+			t.Errorf("stream %d as %q: %v, want %v", i, tc.who, got, tc.want)
+		}
+	}
+	st := tr.Steps[0].Request
+	sctx, scancel := context.WithTimeout(as(ctx, st.Credentials.Bearer), 5*time.Second)
+	defer scancel()
+	if r, err := mc.Send(sctx, &macpv1.SendRequest{Envelope: st.Envelope}); err != nil || !r.GetAck().GetOk() {
+		t.Errorf("Send beside the held streams: %v %v", err, r.GetAck())
+	}
+}
+
+// TestRelayClientNotReading: a relayed call whose client does not read (a
+// small HTTP/2 window never opened) is ended with RESOURCE_EXHAUSTED once
+// more than the queue waits for it, and gives its stream back: the same
+// principal, allowed one relayed stream, opens another.
+func TestRelayClientNotReading(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 20} })
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{PerPrincipal: 1}})
+	slow, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	stalled, err := macpv1.NewMACPRuntimeServiceClient(slow).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stalled.Header(); err != nil { // admitted: it holds the principal's one stream
+		t.Fatal(err)
+	}
+	// Unread, the stalled watch gives its stream back: the principal's one
+	// relayed stream is free again.
+	for began := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		again, err := macpv1.NewMACPRuntimeServiceClient(conn).WatchSignals(as(ctx, "agent://a"), &macpv1.WatchSignalsRequest{})
+		if err == nil {
+			_, err = again.Recv() // the first signal, or the end of a watch not read on
+		}
+		if err == nil || status.Convert(err).Message() != status.Convert(errTooManyStreams).Message() {
+			break
+		}
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("the stalled watch still holds its stream: %v", err)
+		}
+	}
+	for err == nil { // read at last: what was queued, then the end
+		_, err = stalled.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("the stalled watch ended with %v, want RESOURCE_EXHAUSTED", err)
+	}
+}

@@ -1,0 +1,66 @@
+package test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
+)
+
+// TestMACPStreamClientNotReading: a participant subscribes to a session with
+// a long history over a StreamSession whose HTTP/2 window it never opens,
+// then sends a state-changing envelope on it. The real runtime echoes it;
+// Warden must settle it whatever the stalled client, so that the other
+// participant's Send is answered (before: it waited until its deadline, and
+// the session was held for everyone).
+func TestMACPStreamClientNotReading(t *testing.T) {
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
+	c := dialMACP(t, warden)
+	sid := newSession()
+	c.mustAccept(envelope("planner", sid, "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
+	c.mustAccept(envelope("planner", sid, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "worker"}))
+	c.mustAccept(envelope("worker", sid, "TaskAccept", "", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: "worker"}))
+	for range 4 { // about 400 KB of history, beyond the client's 64 KB window
+		c.mustAccept(envelope("worker", sid, "TaskUpdate", "", &taskv1.TaskUpdatePayload{TaskId: "t1", Status: "working", PartialOutput: make([]byte, 100<<10)}))
+	}
+
+	slow, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	sctx, scancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer worker"))
+	defer scancel()
+	stream, err := macpv1.NewMACPRuntimeServiceClient(slow).StreamSession(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the history fills the window
+	complete := envelope("worker", sid, "TaskComplete", "", &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: "worker", Summary: "done"})
+	if err := stream.Send(&macpv1.StreamSessionRequest{Envelope: complete}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+
+	began := time.Now()
+	ack, err := c.sendOn(macpService+"Send", envelope("planner", sid, "Commitment", "", &macpv1.CommitmentPayload{CommitmentId: "c1", Action: "task.completed",
+		AuthorityScope: "test", Reason: "done", OutcomePositive: true, ModeVersion: "1.0.0", ConfigurationVersion: "c"}))
+	if err != nil || time.Since(began) > 5*time.Second {
+		t.Fatalf("the planner's Commitment after %v: %v %v (the session is held by a stream that does not read)", time.Since(began), err, ack)
+	}
+	if !ack.GetOk() {
+		t.Errorf("the planner's Commitment after the streamed TaskComplete: %s %s", ack.GetError().GetCode(), ack.GetError().GetMessage())
+	}
+}
