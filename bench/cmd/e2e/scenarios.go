@@ -92,7 +92,7 @@ func (b *bench) startNull(name, listen, proto, upstream string, extra ...string)
 
 // hops starts the hops of a comparison in front of an upstream: Warden
 // (already started), the null Go pass-through, for MACP the null frame relay
-// (bench/relay), and nginx. newSide makes a
+// (proxy/frames), and nginx. newSide makes a
 // side that reaches the upstream through a hop's address; stop stops them.
 // nginx is left out, with a log line, when it is not installed.
 func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide func(name, addr string, p *proc) side) (hops []side, stop func(), err error) {

@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"bytes"
@@ -32,10 +32,10 @@ func frames(write func(fr *http2.Framer, hb func(...string) []byte)) []byte {
 
 var request = []string{":method", "POST", ":scheme", "http", ":path", "/macp.v1.MACPRuntimeService/Send", ":authority", "x", "content-type", "application/grpc", "te", "trailers"}
 
-// exchange serves one client connection that sends in, waits a moment for
+// serveBytes serves one client connection that sends in, waits a moment for
 // the answer and hangs up: the relay must end the connection, and what it
 // sent must parse as HTTP/2 frames with a consistent HPACK state.
-func exchange(t *testing.T, r *Relay, in []byte, wait time.Duration) {
+func serveBytes(t *testing.T, r *Relay, in []byte, wait time.Duration) {
 	t.Helper()
 	client, server := net.Pipe()
 	served := make(chan struct{})
@@ -115,7 +115,7 @@ func FuzzClientFrames(f *testing.F) {
 	hello := append([]byte(http2.ClientPreface), frames(func(fr *http2.Framer, _ func(...string) []byte) { _ = fr.WriteSettings() })...)
 
 	f.Fuzz(func(t *testing.T, in []byte) {
-		exchange(t, r, append(hello[:len(hello):len(hello)], in...), time.Millisecond)
+		serveBytes(t, r, append(hello[:len(hello):len(hello)], in...), time.Millisecond)
 		r.mu.Lock()
 		n := len(r.downs)
 		r.mu.Unlock()
@@ -186,7 +186,7 @@ func FuzzUpstreamFrames(f *testing.F) {
 			t.Fatal(err)
 		}
 		answers <- in
-		exchange(t, r, hello, 2*time.Millisecond) // the upstream answers meanwhile
+		serveBytes(t, r, hello, 2*time.Millisecond) // the upstream answers meanwhile
 		r.shutdown()
 		r.wg.Wait()
 		select { // an answer no connection took

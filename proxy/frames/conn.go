@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"bufio"
@@ -237,6 +237,9 @@ func (c *conn) finish(code http2.ErrCode) {
 	for _, l := range c.streams {
 		l.gone = true
 		l.pend = nil
+		if l.x != nil {
+			l.x.cancel()
+		}
 		legs = append(legs, l)
 	}
 	clear(c.streams)
@@ -252,9 +255,7 @@ func (c *conn) finish(code http2.ErrCode) {
 	}
 	c.nc.Close()
 	for _, l := range legs {
-		if p := l.peer; p.c != nil {
-			p.c.resetLeg(p, code)
-		}
+		l.resetPeer(code)
 	}
 }
 

@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"time"
@@ -29,6 +29,22 @@ type leg struct {
 	gone       bool // no longer in c.streams
 
 	wantLen, gotLen int64 // content-length of a request (-1: none)
+
+	x    *exchange // client side of a stream a Handler handles
+	hold *held     // upstream side of a stream a Handler forwarded
+}
+
+// resetPeer ends the other side of l after l ended with code: the paired
+// stream is reset, or a Handler waiting for the upstream's answer on l is
+// told it will not come.
+func (l *leg) resetPeer(code http2.ErrCode) {
+	if l.hold != nil {
+		l.hold.fail(http2.StreamError{StreamID: l.id, Code: code})
+		return
+	}
+	if p := l.peer; p != nil && p.c != nil {
+		p.c.resetLeg(p, code)
+	}
 }
 
 // remove drops l from its connection; it runs under c.mu.
@@ -40,6 +56,9 @@ func (c *conn) remove(l *leg) {
 	l.pend = nil
 	l.pendTrail = nil
 	delete(c.streams, l.id)
+	if l.x != nil {
+		l.x.cancel()
+	}
 	switch {
 	case len(c.streams) > 0:
 	case c.server:
@@ -79,8 +98,8 @@ func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) {
 		c.remove(l)
 	}
 	c.mu.Unlock()
-	if l != nil && l.peer.c != nil {
-		l.peer.c.resetLeg(l.peer, cancel)
+	if l != nil {
+		l.resetPeer(cancel)
 	}
 }
 
@@ -208,7 +227,9 @@ func (c *conn) drain(owed *[]credit) {
 // it runs without locks held.
 func payCredits(owed *[]credit) {
 	for i, cr := range *owed {
-		cr.l.c.credit(cr.l, cr.n)
+		if cr.l.c != nil { // nil: the answer of a Handler that forwarded nothing
+			cr.l.c.credit(cr.l, cr.n)
+		}
 		(*owed)[i] = credit{}
 	}
 	*owed = (*owed)[:0]
@@ -222,13 +243,7 @@ func (c *conn) credit(l *leg, n int) {
 	if l.gone || l.remoteDone {
 		return
 	}
-	l.owed += int64(n)
-	if l.owed >= int64(c.r.cfg.StreamWindow)/2 {
-		_ = c.wfr.WriteWindowUpdate(l.id, uint32(l.owed))
-		l.recvWin += l.owed
-		l.owed = 0
-		c.kick()
-	}
+	c.returnCredit(l, int64(n))
 }
 
 // onData relays a DATA frame to the paired stream.
@@ -278,12 +293,36 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		l.remoteDone = true
 		c.maybeRemove(l)
 	}
+	if l.x != nil || l.hold != nil {
+		// kept here, not relayed: the window is returned at once (the
+		// buffer is bounded by the Route's MaxBody)
+		c.returnCredit(l, int64(len(data)))
+		c.mu.Unlock()
+		if l.x != nil {
+			l.x.body(data, end)
+		} else {
+			l.hold.data(c, l, data, end)
+		}
+		return nil
+	}
 	p := l.peer
 	c.mu.Unlock()
 	if n := p.c.sendData(p, data, end); n > 0 && !end {
 		c.credit(l, n)
 	}
 	return nil
+}
+
+// returnCredit owes n bytes of l's receive window back to its sender and
+// returns what is owed once it is half the window; it runs under mu.
+func (c *conn) returnCredit(l *leg, n int64) {
+	l.owed += n
+	if !l.remoteDone && l.owed >= int64(c.r.cfg.StreamWindow)/2 {
+		_ = c.wfr.WriteWindowUpdate(l.id, uint32(l.owed))
+		l.recvWin += l.owed
+		l.owed = 0
+		c.kick()
+	}
 }
 
 // onWindowUpdate grows a send window and sends what waited for it.
@@ -349,9 +388,7 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 	if flood {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
-	if l.peer.c != nil {
-		l.peer.c.resetLeg(l.peer, code)
-	}
+	l.resetPeer(code)
 	return nil
 }
 

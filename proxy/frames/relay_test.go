@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"bytes"
@@ -29,9 +29,11 @@ type echo struct {
 	testpb.UnimplementedTestServiceServer
 	open     atomic.Int64 // FullDuplexCalls in progress
 	canceled atomic.Int64 // FullDuplexCalls that saw their context end
+	unary    atomic.Int64 // UnaryCalls received
 }
 
-func (*echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (e *echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	e.unary.Add(1)
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("fail")) > 0 {
 		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
 	}
@@ -234,9 +236,9 @@ func TestManyStreams(t *testing.T) {
 	if got := e.open.Load(); got != n {
 		t.Fatalf("upstream has %d calls open, want %d", got, n)
 	}
-	r.pool.mu.Lock()
-	conns := len(r.pool.conns)
-	r.pool.mu.Unlock()
+	r.pools[0].mu.Lock()
+	conns := len(r.pools[0].conns)
+	r.pools[0].mu.Unlock()
 	if conns < 3 {
 		t.Fatalf("pool has %d upstream connections for %d streams at 128 each, want >= 3", conns, n)
 	}
@@ -298,9 +300,9 @@ func TestUpstreamGone(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r.pool.mu.Lock()
-		n := len(r.pool.conns)
-		r.pool.mu.Unlock()
+		r.pools[0].mu.Lock()
+		n := len(r.pools[0].conns)
+		r.pools[0].mu.Unlock()
 		if n == 0 {
 			break
 		}

@@ -1,13 +1,19 @@
-// Package relay is an HTTP/2 frame relay: it serves h2c (prior knowledge)
-// and maps every client stream onto a stream of a small pool of multiplexed
+// Package frames is a protocol-neutral HTTP/2 frame relay: it serves HTTP/2
+// with prior knowledge (h2c, or over a TLS listener the caller wraps) and
+// maps every client stream onto a stream of a small pool of multiplexed
 // upstream connections, passing DATA frames through with flow control kept
 // on both sides, header blocks decoded and encoded again per connection
 // (HPACK state belongs to a connection), write buffers reused and writes
-// batched. It has no goroutine per stream: two per connection, one reading
-// frames, one writing what the others queued. It lives under bench/ while
-// its cost is measured against the grpc-go hop (issue 12); it makes no
-// decisions.
-package relay
+// batched. A passed-through stream costs no goroutine: two per connection,
+// one reading frames, one writing what the others queued.
+//
+// It makes no decisions itself. A Router, chosen by the consumer, picks
+// each stream's route from its request header list: pass it through to one
+// of the upstream pools, or buffer its request body and hand it to a
+// Handler, which answers locally or forwards the original bytes and sees
+// the upstream's whole answer before the client does (one goroutine for
+// such a stream, while it is handled).
+package frames
 
 import (
 	"context"
@@ -22,8 +28,15 @@ import (
 
 // Config bounds a relay. Zero fields take the defaults New documents.
 type Config struct {
-	// Upstream is the h2c server every stream goes to (host:port).
+	// Upstream is the h2c server every stream goes to (host:port) unless
+	// Upstreams is set; it is then ignored.
 	Upstream string
+	// Upstreams are the upstream pools a Router routes to by index; pool 0
+	// takes every stream when there is no Router.
+	Upstreams []Upstream
+	// Router picks each stream's route; nil passes every stream through to
+	// pool 0.
+	Router Router
 	// MaxConns caps the client connections served at once (default 1024);
 	// one more is closed on accept.
 	MaxConns int
@@ -108,8 +121,13 @@ const maxWindow = 1<<31 - 1
 // Validate reports a configuration the relay cannot run with.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Upstream == "" {
+	if c.Upstream == "" && len(c.Upstreams) == 0 {
 		errs = append(errs, errors.New("upstream is required"))
+	}
+	for i, u := range c.Upstreams {
+		if u.Addr == "" && u.Dial == nil {
+			errs = append(errs, fmt.Errorf("upstream %d: an address or a dialer is required", i))
+		}
 	}
 	if c.MaxConns < 0 || c.MaxUpstreamConns < 0 || c.MaxWriteBuffer < 0 {
 		errs = append(errs, errors.New("connection and buffer bounds must not be negative"))
@@ -125,11 +143,11 @@ func (c *Config) Validate() error {
 
 // Relay relays client streams to the upstream. Serve runs it.
 type Relay struct {
-	cfg  Config
-	log  *slog.Logger
-	pool *pool
-	sem  chan struct{}
-	wg   sync.WaitGroup
+	cfg   Config
+	log   *slog.Logger
+	pools []*pool
+	sem   chan struct{}
+	wg    sync.WaitGroup
 
 	mu    sync.Mutex
 	downs map[*conn]struct{}
@@ -147,7 +165,13 @@ func New(cfg Config) (*Relay, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{}}
-	r.pool = &pool{r: r}
+	ups := cfg.Upstreams
+	if len(ups) == 0 {
+		ups = []Upstream{{Addr: cfg.Upstream}}
+	}
+	for _, u := range ups {
+		r.pools = append(r.pools, &pool{r: r, up: u})
+	}
 	return r, nil
 }
 
@@ -231,7 +255,9 @@ func (r *Relay) shutdown() {
 	for _, c := range downs {
 		c.abort()
 	}
-	r.pool.closeAll()
+	for _, p := range r.pools {
+		p.closeAll()
+	}
 }
 
 // isIOError reports whether err came from the connection rather than from

@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"bytes"
@@ -135,6 +135,10 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		l.remoteDone = true
 		c.maybeRemove(l)
 		c.mu.Unlock()
+		if l.x != nil {
+			l.x.body(nil, true) // request trailers end the body; they are not forwarded
+			return nil
+		}
 		l.peer.c.sendHeaders(l.peer, f.Fields, true)
 		return nil
 	}
@@ -159,11 +163,18 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
+	rt, err := c.r.route(f.Fields)
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeInternal, Cause: err}
+	}
 	d := &leg{c: c, id: id, wantLen: wantLen, recvWin: int64(c.r.cfg.StreamWindow)}
 	u := &leg{peer: d, wantLen: -1, recvWin: int64(c.r.cfg.StreamWindow)}
 	d.peer = u
 	end := f.StreamEnded()
 	d.remoteDone = end
+	if rt.Handler != nil {
+		d.x = newExchange(c, d, rt, f.Fields)
+	}
 	c.mu.Lock()
 	d.sendWin = c.peerInitWin
 	if c.dead {
@@ -175,7 +186,13 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.streams[id] = d
 	c.mu.Unlock()
-	if err := c.r.pool.open(u, f.Fields, end); err != nil {
+	if d.x != nil {
+		if end {
+			d.x.body(nil, true)
+		}
+		return nil
+	}
+	if err := c.r.pools[rt.Pool].open(u, f.Fields, end); err != nil {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}

@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"context"
@@ -27,7 +27,8 @@ var (
 // when none has room and the pool is below MaxUpstreamConns, one more is
 // dialed.
 type pool struct {
-	r *Relay
+	r  *Relay
+	up Upstream
 
 	mu        sync.Mutex
 	conns     []*conn
@@ -74,8 +75,14 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 func (p *pool) dial() (*conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.r.cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", p.r.cfg.Upstream)
+	dial := p.up.Dial
+	if dial == nil {
+		dial = func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", p.up.Addr)
+		}
+	}
+	nc, err := dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
@@ -181,15 +188,22 @@ func (c *conn) upHeaders(f *http2.MetaHeadersFrame) error {
 		c.maybeRemove(l)
 	}
 	c.mu.Unlock()
-	fields := slices.DeleteFunc(f.Fields, func(hf hpack.HeaderField) bool {
-		switch hf.Name {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return true
-		}
-		return false
-	})
+	fields := slices.DeleteFunc(f.Fields, hopByHop)
+	if l.hold != nil {
+		l.hold.headers(fields, end)
+		return nil
+	}
 	l.peer.c.sendHeaders(l.peer, fields, end)
 	return nil
+}
+
+// hopByHop reports a connection-specific field, never relayed.
+func hopByHop(hf hpack.HeaderField) bool {
+	switch hf.Name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
 }
 
 // onGoAway stops new streams on c and refuses, toward their clients, the
@@ -208,7 +222,7 @@ func (c *conn) onGoAway(f *http2.GoAwayFrame) {
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
 	for _, l := range refused {
-		l.peer.c.resetLeg(l.peer, http2.ErrCodeRefusedStream)
+		l.resetPeer(http2.ErrCodeRefusedStream)
 	}
 	if idle {
 		c.nc.Close()

@@ -1,0 +1,163 @@
+package frames
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// testRouter sends UnaryCall to testHandler and FullDuplexCall to pool 1.
+type testRouter struct {
+	h       *testHandler
+	maxBody int
+}
+
+func (r testRouter) Route(header []hpack.HeaderField) Route {
+	for _, f := range header {
+		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
+			return Route{Handler: r.h, MaxBody: r.maxBody}
+		}
+	}
+	return Route{Pool: 1}
+}
+
+// testHandler acts on the request's "mode" header: "local" answers with
+// PERMISSION_DENIED itself, "forward" forwards to pool 0 and releases the
+// answer, "replace" forwards and answers FAILED_PRECONDITION naming the
+// upstream's grpc-status, "wait" waits for the stream's end.
+type testHandler struct {
+	ended chan error // "wait": ctx.Err() once the stream ended
+}
+
+func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
+	mode := ""
+	for _, f := range req.Header {
+		if f.Name == "mode" {
+			mode = f.Value
+		}
+	}
+	if req.Truncated {
+		return grpcStatus(codes.ResourceExhausted, "too large")
+	}
+	switch mode {
+	case "local":
+		return grpcStatus(codes.PermissionDenied, "refused locally")
+	case "wait":
+		<-ctx.Done()
+		h.ended <- ctx.Err()
+		return Response{}
+	}
+	resp, err := req.Forward(ctx, 0, req.Header)
+	if err != nil {
+		return grpcStatus(codes.Unavailable, err.Error())
+	}
+	if _, err := req.Forward(ctx, 0, req.Header); err != ErrForwarded {
+		return grpcStatus(codes.Internal, "forwarded twice")
+	}
+	if mode == "replace" {
+		for _, f := range resp.Trailer {
+			if f.Name == "grpc-status" {
+				return grpcStatus(codes.FailedPrecondition, "upstream said "+f.Value)
+			}
+		}
+	}
+	return resp
+}
+
+func grpcStatus(c codes.Code, msg string) Response {
+	return Response{Header: []hpack.HeaderField{
+		{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"},
+		{Name: "grpc-status", Value: strconv.Itoa(int(c))}, {Name: "grpc-message", Value: msg},
+	}}
+}
+
+func TestRoute(t *testing.T) {
+	a, _, upA := startEcho(t)
+	b, _, upB := startEcho(t)
+	h := &testHandler{ended: make(chan error, 1)}
+	_, addr := startRelay(t, Config{
+		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
+		Router:    testRouter{h: h, maxBody: 64 << 10},
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestServiceClient(cc)
+	for _, tc := range []struct {
+		mode    string
+		size    int
+		code    codes.Code
+		msg     string
+		reached int64 // UnaryCalls upstream A gets
+	}{
+		{"local", 10, codes.PermissionDenied, "refused locally", 0},
+		{"forward", 10, codes.OK, "", 1},
+		{"forward", 60 << 10, codes.OK, "", 1}, // several DATA frames each way, within the bound
+		{"replace", 10, codes.FailedPrecondition, "upstream said 0", 1},
+		{"forward", 70 << 10, codes.ResourceExhausted, "too large", 0},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			before := a.unary.Load()
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", tc.mode), 5*time.Second)
+			defer cancel()
+			resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(tc.size)})
+			if st := status.Convert(err); st.Code() != tc.code || st.Message() != tc.msg {
+				t.Fatalf("status %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
+			}
+			if tc.code == codes.OK && len(resp.GetPayload().GetBody()) != tc.size {
+				t.Errorf("answer carries %d bytes, want %d", len(resp.GetPayload().GetBody()), tc.size)
+			}
+			if got := a.unary.Load() - before; got != tc.reached {
+				t.Errorf("upstream A got %d calls, want %d", got, tc.reached)
+			}
+		})
+	}
+	t.Run("pool B passes through", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := s.Recv(); err != nil || len(m.GetPayload().GetBody()) != i+1 {
+				t.Fatalf("echo %d: %v", i, err)
+			}
+		}
+		if b.open.Load() != 1 || a.open.Load() != 0 {
+			t.Errorf("streams open: A %d, B %d; want the stream on B", a.open.Load(), b.open.Load())
+		}
+		_ = s.CloseSend()
+	})
+	t.Run("client cancel ends the handler", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "wait"))
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("call: %v", err)
+		}
+		select {
+		case err := <-h.ended:
+			if err == nil || !strings.Contains(err.Error(), "canceled") {
+				t.Errorf("handler context: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context did not end with the stream")
+		}
+	})
+}
