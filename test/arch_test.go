@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"proxy/relay":  {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
 	"proxy/frames":   {"golang.org/x/net/http2"},
-	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
+	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},

@@ -73,6 +73,11 @@ type Config struct {
 	// Limits bounds the listener's connections and the reconnects to the
 	// runtime; zero fields take listener's defaults.
 	Limits listener.Limits `yaml:"limits" json:"limits"`
+	// Transport is the front door: "grpc" (the default; grpc-go server and
+	// client) or "relay" (the HTTP/2 frame relay, Send decided on it, every
+	// other call handed to the grpc-go sidecar in process). See
+	// TransportGRPC and TransportRelay.
+	Transport string `yaml:"transport" json:"transport"`
 }
 
 // Defaults.
@@ -102,7 +107,25 @@ func (c Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("macp.limits: %w", err))
 	}
+	switch c.Transport {
+	case "", TransportGRPC:
+	case TransportRelay:
+		if c.ClientCAFile != "" {
+			errs = append(errs, errors.New("macp.transport: relay does not yet carry a client certificate to the calls it hands to the grpc-go sidecar; use transport grpc with client_ca_file (mTLS)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("macp.transport: %q is neither grpc nor relay", c.Transport))
+	}
 	return errors.Join(errs...)
+}
+
+// FrontDoor is the transport the sidecar serves with: Transport, or
+// TransportGRPC when it is empty.
+func (c Config) FrontDoor() string {
+	if c.Transport == "" {
+		return TransportGRPC
+	}
+	return c.Transport
 }
 
 // Server is the MACP sidecar.
@@ -228,7 +251,29 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if s.cfg.Transport == TransportRelay {
+		return s.serveRelay(ctx, lis)
+	}
 	lim := s.cfg.Limits.WithDefaults()
+	var tc *tls.Config
+	if !s.cfg.Plaintext {
+		var err error
+		if tc, err = listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile); err != nil {
+			lis.Close()
+			return fmt.Errorf("macp tls: %w", err)
+		}
+	}
+	s.srv = s.grpcServer(lim, tc)
+	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
+		"max_connections", lim.MaxConnections)
+	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
+		return fmt.Errorf("macp serve: %w", err)
+	}
+	return nil
+}
+
+// grpcServer is the grpc-go sidecar, serving TLS with tc when not nil.
+func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config) *grpc.Server {
 	srvOpts := append([]grpc.ServerOption{
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
@@ -238,28 +283,18 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
-	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("macp tls: %w", err)
-		}
+	if tc != nil {
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	s.srv = grpc.NewServer(srvOpts...)
+	srv := grpc.NewServer(srvOpts...)
 	// Send, the hot path, is a registered unary method; every other method
 	// of the service, and every other service, reaches handle.
-	s.srv.RegisterService(&grpc.ServiceDesc{
+	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "macp.v1.MACPRuntimeService",
 		HandlerType: (*any)(nil),
 		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
 	}, s)
-	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
-		"max_connections", lim.MaxConnections)
-	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
-		return fmt.Errorf("macp serve: %w", err)
-	}
-	return nil
+	return srv
 }
 
 // Full method names.

@@ -54,11 +54,16 @@ func transcriptFiles(t *testing.T) []string {
 	return files
 }
 
+// transports are the sidecar's front doors; every test that runs a
+// sidecar runs on each.
+var transports = []string{TransportGRPC, TransportRelay}
+
 // startSidecar serves a Server for enf on a loopback port in front of
-// upstream until the test ends and returns a client connection to it.
-func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
+// upstream, with the front door transport, until the test ends and returns
+// a client connection to it.
+func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string) *grpc.ClientConn {
 	t.Helper()
-	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true}
+	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true, Transport: transport}
 	up, err := DialUpstream(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -140,39 +145,41 @@ func TestTranscriptsThroughSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, file := range transcriptFiles(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			tr, err := replay.Load(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := &testClock{}
-			enf, err := replay.NewEnforcer(engine, tr, clock.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runtime, addr := startFakeRuntime(t)
-			client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr))
-			res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
-				clock.set(st.At)
-				before := runtime.forwarded()
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				d, err := sendStep(ctx, client, st)
+	for _, transport := range transports {
+		for _, file := range transcriptFiles(t) {
+			t.Run(transport+"/"+filepath.Base(file), func(t *testing.T) {
+				tr, err := replay.Load(file)
 				if err != nil {
-					return d, err
+					t.Fatal(err)
 				}
-				if got := runtime.forwarded() - before; got != map[bool]int{true: 1, false: 0}[d.Allow] {
-					t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
+				clock := &testClock{}
+				enf, err := replay.NewEnforcer(engine, tr, clock.now)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return d, nil
-			}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range res.Failures {
-				t.Error(f)
-			}
-		})
+				runtime, addr := startFakeRuntime(t)
+				client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, transport))
+				res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
+					clock.set(st.At)
+					before := runtime.forwarded()
+					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					d, err := sendStep(ctx, client, st)
+					if err != nil {
+						return d, err
+					}
+					if got := runtime.forwarded() - before; got != map[bool]int{true: 1, false: 0}[d.Allow] {
+						t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
+					}
+					return d, nil
+				}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range res.Failures {
+					t.Error(f)
+				}
+			})
+		}
 	}
 }
