@@ -88,20 +88,25 @@ func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*m
 }
 
 func benchSidecar(b *testing.B, transport string) macpv1.MACPRuntimeServiceClient {
-	ctx := context.Background()
-	engine, err := policies.New(ctx, policies.Config{})
+	return macpv1.NewMACPRuntimeServiceClient(startSidecar(b, devEnforcer(b), startBenchRuntime(b), transport))
+}
+
+// devEnforcer is an Enforcer with the default policies and dev
+// authentication (the bearer is the principal).
+func devEnforcer(t testing.TB) *proxy.Enforcer {
+	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	return macpv1.NewMACPRuntimeServiceClient(startSidecar(b, enf, startBenchRuntime(b), transport))
+	return enf
 }
 
 // sendUpdate sends one TaskUpdate and checks that the runtime's own answer

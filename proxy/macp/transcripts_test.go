@@ -63,7 +63,20 @@ var transports = []string{TransportGRPC, TransportRelay}
 // a client connection to it.
 func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string) *grpc.ClientConn {
 	t.Helper()
-	cfg := Config{Listen: "127.0.0.1:0", Upstream: upstream, Plaintext: true, UpstreamPlaintext: true, Transport: transport}
+	addr := serveSidecar(t, enf, Config{Upstream: upstream, Transport: transport})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// serveSidecar serves a plaintext Server with cfg (plaintext both ways, on
+// a loopback port) until the test ends and returns its address.
+func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
+	t.Helper()
+	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,12 +99,7 @@ func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string)
 			t.Errorf("serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return lis.Addr().String()
 }
 
 // sendStep sends one transcript step through a MACP client, with the step's
