@@ -210,3 +210,51 @@ func TestMACPTLS(t *testing.T) {
 		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
 	}
 }
+
+// TestMACPServerTLS runs Warden with a TLS listener (no client
+// certificates; dev bearer tokens) on both front doors: a TLS client's
+// Send and a session read work, a plaintext client gets nowhere, and a
+// message over the limit is refused before anything is forwarded.
+func TestMACPServerTLS(t *testing.T) { eachTransport(t, testMACPServerTLS) }
+
+func testMACPServerTLS(t *testing.T) {
+	p := newPKI(t)
+	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--tls-cert", serverCert, "--tls-key", serverKey,
+		"--upstream-plaintext", "--max-message-bytes", "65536")
+	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient(warden, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const sid = "7d1c2a4e-9b7d-4c1e-8a2b-5d6e7f809104"
+	if ack, err := sendStartIn(ctx, conn, sid, "planner", payload); err != nil || !ack.GetOk() {
+		t.Fatalf("SessionStart over TLS: %v %v", err, ack.GetError())
+	}
+	got, err := macpv1.NewMACPRuntimeServiceClient(conn).GetSession(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer planner"),
+		&macpv1.GetSessionRequest{SessionId: sid})
+	if err != nil || got.GetMetadata().GetInitiator() != "planner" {
+		t.Fatalf("GetSession over TLS: %v %v", err, got)
+	}
+	plain, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	if _, err := sendStart(pctx, plain, "planner", payload); status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("plaintext client: %v, want Unavailable", err)
+	}
+	if _, err := sendStart(ctx, conn, "planner", make([]byte, 100_000)); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
+	}
+}
