@@ -291,7 +291,9 @@ func stallRest(c net.Conn, start time.Time, limit time.Duration) time.Duration {
 // TestUpstreamRecovery kills the MACP runtime behind bin/warden, keeps
 // sending through Warden during a 5-second outage, starts the runtime again
 // on the same port, and measures how soon a Send through Warden succeeds.
-func TestUpstreamRecovery(t *testing.T) {
+func TestUpstreamRecovery(t *testing.T) { eachTransport(t, testUpstreamRecovery) }
+
+func testUpstreamRecovery(t *testing.T) {
 	addr := freeAddr(t)
 	env := []string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}
 	rt := start(t, "macp-runtime", addr, env, peer(t, ".peers/cargo/bin/macp-runtime"))
