@@ -152,6 +152,9 @@ type Relay struct {
 	mu    sync.Mutex
 	downs map[*conn]struct{}
 	done  bool
+
+	work    chan func()   // exchanges handed to idle workers
+	closing chan struct{} // closed by shutdown: idle workers end
 }
 
 // New checks cfg and returns a relay; it starts nothing.
@@ -164,7 +167,8 @@ func New(cfg Config) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{}}
+	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{},
+		work: make(chan func()), closing: make(chan struct{})}
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
 		ups = []Upstream{{Addr: cfg.Upstream}}
@@ -246,6 +250,9 @@ func (r *Relay) untrack(c *conn) {
 // shutdown sends GOAWAY to every client and ends every connection.
 func (r *Relay) shutdown() {
 	r.mu.Lock()
+	if !r.done {
+		close(r.closing)
+	}
 	r.done = true
 	downs := make([]*conn, 0, len(r.downs))
 	for c := range r.downs {

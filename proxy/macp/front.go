@@ -127,7 +127,7 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField) frames.Route {
 	if _, ok := sendContentType(header); ok {
-		return frames.Route{Handler: r.s, MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
+		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
 	}
 	return frames.Route{Pool: poolFallback}
 }
@@ -169,11 +169,15 @@ func grpcMessage(body []byte) ([]byte, bool) {
 	return body[grpcPrefix:], true
 }
 
+// sendHandler decides the Sends the relay buffers.
+type sendHandler struct{ s *Server }
+
 // Handle decides one Send the relay buffered, as send does on grpc-go, and
 // answers as it answers: Warden's refusal, or the runtime's own answer after
 // the decision settled on its Ack. A body that is not exactly one
 // uncompressed message goes to the grpc-go sidecar, which answers it.
-func (s *Server) Handle(ctx context.Context, req *frames.Request) frames.Response {
+func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Response {
+	s := h.s
 	ct, _ := sendContentType(req.Header)
 	if req.Truncated {
 		n := uint32(0)
