@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +93,9 @@ func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
+	// the sidecar's goroutines carry the label side=warden, for profiles
+	// (go tool pprof -tagfocus side=warden)
+	go pprof.Do(ctx, pprof.Labels("side", "warden"), func(ctx context.Context) { done <- srv.Serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
