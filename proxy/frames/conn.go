@@ -48,6 +48,7 @@ type conn struct {
 	peerMaxFrame   uint32
 	peerMaxStreams uint32
 	goneAway       bool // GOAWAY received (upstream: no new streams)
+	draining       bool // down: GOAWAY sent; closes when its last stream ends
 
 	maxClientID uint32    // down: highest client stream id seen
 	resets      int       // down: streams the client reset since resetsFrom
@@ -280,6 +281,20 @@ func (c *conn) abort() {
 	c.kick()
 	c.mu.Unlock()
 	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// windDown sends a client GOAWAY(NO_ERROR): streams it opened so far may
+// finish, later ones are refused, and the connection closes once it has
+// none.
+func (c *conn) windDown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.draining = true
+	_ = c.wfr.WriteGoAway(c.maxClientID, http2.ErrCodeNo, nil)
+	c.kick()
+	if len(c.streams) == 0 {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
 }
 
 // goAway queues GOAWAY with code; the caller then ends the reader.

@@ -147,7 +147,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxClientID = id
-	if c.goneAway || len(c.streams) >= int(c.r.cfg.MaxStreams) {
+	if c.goneAway || c.draining || len(c.streams) >= int(c.r.cfg.MaxStreams) {
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}

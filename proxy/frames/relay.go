@@ -79,6 +79,12 @@ type Config struct {
 	// peer that lets control frames pile up beyond it (it does not read
 	// while it pings or resets) is cut off.
 	MaxWriteBuffer int
+	// DrainTimeout is how long, once Serve's context ends, the streams
+	// already open may finish: every client is sent GOAWAY at once, new
+	// streams are refused, a connection closes when its last stream ends,
+	// and what is still open after DrainTimeout is closed. Zero closes every
+	// connection at once.
+	DrainTimeout time.Duration
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 }
@@ -149,9 +155,11 @@ type Relay struct {
 	sem   chan struct{}
 	wg    sync.WaitGroup
 
-	mu    sync.Mutex
-	downs map[*conn]struct{}
-	done  bool
+	mu       sync.Mutex
+	downs    map[*conn]struct{}
+	done     bool
+	draining bool
+	drained  chan struct{} // closed once draining and no client connection is left
 
 	work    chan func()   // exchanges handed to idle workers
 	closing chan struct{} // closed by shutdown: idle workers end
@@ -168,7 +176,7 @@ func New(cfg Config) (*Relay, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{},
-		work: make(chan func()), closing: make(chan struct{})}
+		work: make(chan func()), closing: make(chan struct{}), drained: make(chan struct{})}
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
 		ups = []Upstream{{Addr: cfg.Upstream}}
@@ -179,11 +187,22 @@ func New(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Serve accepts client connections on lis until ctx ends, then closes every
-// connection (clients get GOAWAY) and waits for their goroutines.
+// Serve accepts client connections on lis until ctx ends, then lets open
+// streams finish for at most DrainTimeout, closes every connection
+// (clients get GOAWAY) and waits for their goroutines.
 func (r *Relay) Serve(ctx context.Context, lis net.Listener) error {
 	stop := context.AfterFunc(ctx, func() {
 		lis.Close()
+		if r.cfg.DrainTimeout > 0 {
+			r.drain()
+			t := time.NewTimer(r.cfg.DrainTimeout)
+			select {
+			case <-r.drained:
+			case <-t.C:
+				r.log.Warn("relay: drain timeout, closing the remaining connections", "timeout", r.cfg.DrainTimeout)
+			}
+			t.Stop()
+		}
 		r.shutdown()
 	})
 	defer stop()
@@ -244,13 +263,39 @@ func (r *Relay) track(c *conn) bool {
 func (r *Relay) untrack(c *conn) {
 	r.mu.Lock()
 	delete(r.downs, c)
+	if r.draining && len(r.downs) == 0 {
+		close(r.drained)
+		r.draining = false
+	}
 	r.mu.Unlock()
+}
+
+// drain tells every client to open no more streams (GOAWAY NO_ERROR) and
+// has each connection close once its last stream ended.
+func (r *Relay) drain() {
+	r.mu.Lock()
+	r.done = true // no new connection is served
+	downs := make([]*conn, 0, len(r.downs))
+	for c := range r.downs {
+		downs = append(downs, c)
+	}
+	if len(downs) == 0 {
+		close(r.drained)
+	} else {
+		r.draining = true
+	}
+	r.mu.Unlock()
+	for _, c := range downs {
+		c.windDown()
+	}
 }
 
 // shutdown sends GOAWAY to every client and ends every connection.
 func (r *Relay) shutdown() {
 	r.mu.Lock()
-	if !r.done {
+	select {
+	case <-r.closing:
+	default:
 		close(r.closing)
 	}
 	r.done = true

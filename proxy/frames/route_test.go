@@ -2,6 +2,7 @@ package frames
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,4 +161,73 @@ func TestRoute(t *testing.T) {
 			t.Fatal("the handler's context did not end with the stream")
 		}
 	})
+}
+
+// gate is a Handler that answers OK once released.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gate) Route([]hpack.HeaderField) Route { return Route{Handler: g} }
+
+func (g gate) Handle(context.Context, *Request) Response {
+	g.entered <- struct{}{}
+	<-g.release
+	return grpcStatus(codes.AlreadyExists, "answered")
+}
+
+// TestDrain ends Serve while a stream is being handled: the stream still
+// gets its answer, the client is told to open no more (GOAWAY), and Serve
+// returns once the connection closed, well before DrainTimeout.
+func TestDrain(t *testing.T) {
+	_, _, up := startEcho(t)
+	g := gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	r, err := New(Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx, lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestServiceClient(cc)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		answered <- err
+	}()
+	<-g.entered
+	start := time.Now()
+	cancel()
+	time.Sleep(100 * time.Millisecond) // the GOAWAY reaches the client
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned with a stream open: %v", err)
+	default:
+	}
+	close(g.release)
+	if err := <-answered; status.Code(err) != codes.AlreadyExists {
+		t.Errorf("the stream open at shutdown: %v, want its answer", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Serve returned %v after its context ended", d)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("Serve did not return once the last stream ended")
+	}
 }

@@ -61,6 +61,8 @@ func (c *conn) remove(l *leg) {
 	}
 	switch {
 	case len(c.streams) > 0:
+	case c.server && c.draining:
+		_ = c.nc.SetReadDeadline(time.Now()) // the reader ends; the connection closes
 	case c.server:
 		c.armIdle()
 	case c.goneAway || c.nextID > maxStreamID:

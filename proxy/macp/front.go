@@ -72,6 +72,7 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		KeepaliveTimeout: lim.GRPCKeepaliveTimeout,
 		DialTimeout:      lim.UpstreamConnectTimeout,
 		MaxBackoff:       lim.UpstreamBackoffMax,
+		DrainTimeout:     s.cfg.ShutdownTimeout,
 		Logger:           s.log,
 	})
 	if err != nil {
