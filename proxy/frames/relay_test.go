@@ -103,21 +103,9 @@ func startEcho(t testing.TB) (*echo, *grpc.Server, string) {
 // ends, and checks that Serve then returns.
 func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 	t.Helper()
-	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	// the relay's goroutines carry the label relay=serve, for profiles
-	// (go tool pprof -tagfocus relay=serve)
-	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { done <- r.Serve(ctx, lis) })
+	r, addr, stop, done := runRelay(t, cfg)
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -127,7 +115,27 @@ func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 			t.Error("Serve did not return after its context ended")
 		}
 	})
-	return r, lis.Addr().String()
+	return r, addr
+}
+
+// runRelay serves a relay with cfg on a loopback port until stop; done
+// receives what Serve returned.
+func runRelay(t testing.TB, cfg Config) (r *Relay, addr string, stop func(), done <-chan error) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	// the relay's goroutines carry the label relay=serve, for profiles
+	// (go tool pprof -tagfocus relay=serve)
+	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { served <- r.Serve(ctx, lis) })
+	return r, lis.Addr().String(), cancel, served
 }
 
 func payload(n int) *testpb.Payload {

@@ -2,7 +2,6 @@ package frames
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,19 +182,9 @@ func (g gate) Handle(context.Context, *Request) Response {
 func TestDrain(t *testing.T) {
 	_, _, up := startEcho(t)
 	g := gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	r, err := New(Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- r.Serve(ctx, lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	_, addr, stop, served := runRelay(t, Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
+	defer stop()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +197,7 @@ func TestDrain(t *testing.T) {
 	}()
 	<-g.entered
 	start := time.Now()
-	cancel()
+	stop()
 	time.Sleep(100 * time.Millisecond) // the GOAWAY reaches the client
 	select {
 	case err := <-served:
