@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -121,7 +122,9 @@ func sendStartIn(ctx context.Context, conn *grpc.ClientConn, sessionID, identity
 // TestMACPTLS runs Warden with a TLS listener that verifies client
 // certificates (mTLS, SPIFFE IDs as principals) in front of the runtime, and
 // checks the message size limit.
-func TestMACPTLS(t *testing.T) {
+func TestMACPTLS(t *testing.T) { eachTransport(t, testMACPTLS) }
+
+func testMACPTLS(t *testing.T) {
 	p := newPKI(t)
 	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
 	_, _, planner := p.issue(t, "planner", false, "spiffe://warden.test/planner")
@@ -190,10 +193,33 @@ func TestMACPTLS(t *testing.T) {
 			t.Errorf("the runtime recorded %q as the initiator, want the certificate's principal", init)
 		}
 	}
+	// A call Warden does not decide itself (GetSession) is made as the
+	// certificate's principal too.
+	got, err := macpv1.NewMACPRuntimeServiceClient(dial(&planner)).GetSession(ctx, &macpv1.GetSessionRequest{SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102"})
+	if err != nil || got.GetMetadata().GetInitiator() != "spiffe://warden.test/planner" {
+		t.Fatalf("GetSession with the planner's certificate through Warden: %v %v", err, got)
+	}
 	// Without a client certificate there is no principal.
 	ack, err = sendStart(ctx, dial(nil), "spiffe://warden.test/planner", payload)
 	if err != nil || ack.GetOk() || ack.GetError().GetCode() != "UNAUTHENTICATED" {
 		t.Fatalf("no client certificate: err=%v ack=%v, want UNAUTHENTICATED", err, ack)
+	}
+	// Nor does a client make one by sending, itself, the header that carries
+	// a verified chain from the relay front door to the calls it hands on.
+	planCert, err := os.ReadFile(filepath.Join(p.dir, "planner.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(planCert)
+	fctx := metadata.AppendToOutgoingContext(ctx, "x-warden-client-chain", base64.StdEncoding.EncodeToString(blk.Bytes))
+	resp, err = macpv1.NewMACPRuntimeServiceClient(dial(nil)).Send(fctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{
+		MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "forged", SessionId: "8e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809105",
+		Sender: "spiffe://warden.test/planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+	if err != nil || resp.GetAck().GetOk() || resp.GetAck().GetError().GetCode() != "UNAUTHENTICATED" {
+		t.Fatalf("forged chain header on Send: err=%v ack=%v, want UNAUTHENTICATED", err, resp.GetAck())
+	}
+	if _, err := macpv1.NewMACPRuntimeServiceClient(dial(nil)).GetSession(fctx, &macpv1.GetSessionRequest{SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("forged chain header on GetSession: %v, want UNAUTHENTICATED", err)
 	}
 	// A plaintext client cannot talk to the TLS listener at all.
 	plain, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -3,6 +3,7 @@ package frames
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -56,7 +57,8 @@ type conn struct {
 	nextID      uint32    // up: next stream id
 	lastOK      uint32    // up: the last stream id of a GOAWAY
 
-	lastRead atomic.Int64 // unix nanoseconds of the last frame read, for keepalive
+	lastRead atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
+	tls      *tls.ConnectionState // down: the client's TLS state, set before the first stream
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.

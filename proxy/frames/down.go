@@ -2,6 +2,7 @@ package frames
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"strconv"
@@ -17,6 +18,10 @@ func (c *conn) serveDown() {
 	go c.writeLoop()
 	code, say := c.handshake()
 	if say {
+		if tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			cs := tc.ConnectionState() // the handshake completed with the preface
+			c.tls = &cs
+		}
 		code, say = c.readDown()
 	}
 	if say {
@@ -163,7 +168,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
-	rt, err := c.r.route(f.Fields)
+	rt, err := c.r.route(f.Fields, c.tls)
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeInternal, Cause: err}
 	}
@@ -192,7 +197,11 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		}
 		return nil
 	}
-	if err := c.r.pools[rt.Pool].open(u, f.Fields, end); err != nil {
+	header := f.Fields
+	if rt.Header != nil {
+		header = rt.Header
+	}
+	if err := c.r.pools[rt.Pool].open(u, header, end); err != nil {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}

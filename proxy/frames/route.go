@@ -2,6 +2,7 @@ package frames
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,10 +22,11 @@ type Upstream struct {
 }
 
 // Router picks what the relay does with a stream from its request header
-// list (pseudo-header fields first, as received). It runs on the client
-// connection's reader, so it must not block.
+// list (pseudo-header fields first, as received) and, on a TLS listener,
+// the client connection's TLS state (nil without TLS). It runs on the
+// client connection's reader, so it must not block.
 type Router interface {
-	Route(header []hpack.HeaderField) Route
+	Route(header []hpack.HeaderField, tls *tls.ConnectionState) Route
 }
 
 // Route is what the relay does with one stream.
@@ -32,6 +34,9 @@ type Route struct {
 	// Pool is the index in Config.Upstreams of the pool a passed-through
 	// stream goes to.
 	Pool int
+	// Header, when not nil, is the header list a passed-through stream
+	// opens upstream with, in place of the client's.
+	Header []hpack.HeaderField
 	// Handler, when set, handles the stream instead: the relay buffers the
 	// request body (up to MaxBody bytes) and calls it once the body ended
 	// or outgrew MaxBody.
@@ -61,6 +66,8 @@ type Request struct {
 	// when Truncated.
 	Body      []byte
 	Truncated bool
+	// TLS is the client connection's TLS state; nil without TLS.
+	TLS *tls.ConnectionState
 
 	x *exchange
 }
@@ -120,11 +127,11 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 }
 
 // route asks the Router for a stream's route.
-func (r *Relay) route(header []hpack.HeaderField) (Route, error) {
+func (r *Relay) route(header []hpack.HeaderField, tls *tls.ConnectionState) (Route, error) {
 	if r.cfg.Router == nil {
 		return Route{}, nil
 	}
-	rt := r.cfg.Router.Route(header)
+	rt := r.cfg.Router.Route(header, tls)
 	if rt.Pool < 0 || rt.Pool >= len(r.pools) {
 		return Route{}, fmt.Errorf("%w: %d", errNoSuchPool, rt.Pool)
 	}
@@ -179,7 +186,7 @@ func (x *exchange) body(data []byte, end bool) {
 // run calls the Handler and sends its answer to the client.
 func (x *exchange) run() {
 	defer x.cancel()
-	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, x: x})
+	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, x: x})
 	x.c.respond(x.d, resp)
 }
 

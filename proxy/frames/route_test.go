@@ -2,6 +2,7 @@ package frames
 
 import (
 	"context"
+	"crypto/tls"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ type testRouter struct {
 	maxBody int
 }
 
-func (r testRouter) Route(header []hpack.HeaderField) Route {
+func (r testRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
 	for _, f := range header {
 		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
 			return Route{Handler: r.h, MaxBody: r.maxBody}
@@ -168,7 +169,7 @@ type gate struct {
 	release chan struct{}
 }
 
-func (g gate) Route([]hpack.HeaderField) Route { return Route{Handler: g} }
+func (g gate) Route([]hpack.HeaderField, *tls.ConnectionState) Route { return Route{Handler: g} }
 
 func (g gate) Handle(context.Context, *Request) Response {
 	g.entered <- struct{}{}

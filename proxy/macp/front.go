@@ -3,10 +3,13 @@ package macp
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,7 +51,7 @@ const (
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
 	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, "", "h2")
+		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2")
 		if err != nil {
 			lis.Close()
 			return fmt.Errorf("macp tls: %w", err)
@@ -126,11 +129,66 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 // sidecar's own answer.
 type router struct{ s *Server }
 
-func (r router) Route(header []hpack.HeaderField) frames.Route {
+func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frames.Route {
 	if _, ok := sendContentType(header); ok {
 		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
 	}
-	return frames.Route{Pool: poolFallback}
+	return frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+}
+
+// chainHeader carries, from the relay front door to the grpc-go sidecar
+// behind it, the client certificate chain the relay's TLS handshake
+// verified: one value per certificate, leaf first, base64 DER. The relay
+// strips a client's copy from every request, and the sidecar reads it only
+// on a call that came through the in-process pipe (innerAddr); it is never
+// forwarded to the runtime.
+const chainHeader = "x-warden-client-chain"
+
+// verifiedChain is the client certificate chain a TLS handshake verified,
+// or nil.
+func verifiedChain(cs *tls.ConnectionState) []*x509.Certificate {
+	if cs == nil || len(cs.VerifiedChains) == 0 {
+		return nil
+	}
+	return cs.VerifiedChains[0]
+}
+
+// innerHeader is the header list the grpc-go sidecar receives for a
+// request: the client's without any chainHeader, with the verified chain
+// added; nil (the client's unchanged) when there is nothing to remove or
+// add.
+func innerHeader(header []hpack.HeaderField, cs *tls.ConnectionState) []hpack.HeaderField {
+	chain := verifiedChain(cs)
+	if chain == nil && !slices.ContainsFunc(header, func(f hpack.HeaderField) bool { return f.Name == chainHeader }) {
+		return nil
+	}
+	out := make([]hpack.HeaderField, 0, len(header)+len(chain))
+	for _, f := range header {
+		if f.Name != chainHeader {
+			out = append(out, f)
+		}
+	}
+	for _, c := range chain {
+		out = append(out, hpack.HeaderField{Name: chainHeader, Value: base64.StdEncoding.EncodeToString(c.Raw), Sensitive: true})
+	}
+	return out
+}
+
+// parseChain reads the chain innerHeader wrote.
+func parseChain(values []string) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	for _, v := range values {
+		der, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
+		}
+		chain = append(chain, c)
+	}
+	return chain, nil
 }
 
 // sendContentType returns the content type of a request the relay decides
@@ -194,7 +252,11 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	msg, ok := grpcMessage(req.Body)
 	if !ok {
-		resp, err := req.Forward(ctx, poolFallback, req.Header)
+		header := req.Header
+		if h := innerHeader(header, req.TLS); h != nil {
+			header = h
+		}
+		resp, err := req.Forward(ctx, poolFallback, header)
 		if err != nil {
 			return statusAnswer(ct, s.upstreamError(err))
 		}
@@ -206,7 +268,8 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	env := sr.GetEnvelope()
 	md := incomingMD(req.Header)
-	c, err := authn.FromHeaders(md.Get, nil)
+	delete(md, chainHeader)
+	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
 	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env})
 	if err != nil {
 		return statusAnswer(ct, s.undecided(ctx, err))
@@ -295,7 +358,7 @@ func forwardHeader(header []hpack.HeaderField, up metadata.MD) []hpack.HeaderFie
 	out := make([]hpack.HeaderField, 0, len(header)+1)
 	for _, f := range header {
 		switch f.Name {
-		case principalHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
+		case principalHeader, chainHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
 			continue
 		}
 		out = append(out, f)
@@ -427,12 +490,12 @@ func (l *pipeListener) Close() error {
 	return nil
 }
 
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+func (l *pipeListener) Addr() net.Addr { return innerAddr{} }
 
 func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {
 	client, server := net.Pipe()
 	select {
-	case l.conns <- server:
+	case l.conns <- innerConn{server}:
 		return client, nil
 	case <-l.done:
 		return nil, net.ErrClosed
@@ -441,7 +504,14 @@ func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {
 	}
 }
 
-type pipeAddr struct{}
+// innerAddr is the address of both ends of the in-process pipe: a call
+// whose peer has it came through the relay front door.
+type innerAddr struct{}
 
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "in-process" }
+func (innerAddr) Network() string { return "pipe" }
+func (innerAddr) String() string  { return "in-process" }
+
+// innerConn is the sidecar's end of the pipe, its peer innerAddr.
+type innerConn struct{ net.Conn }
+
+func (innerConn) RemoteAddr() net.Addr { return innerAddr{} }

@@ -2,10 +2,14 @@ package macp
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,4 +240,50 @@ func FuzzRelaySend(f *testing.F) {
 			t.Fatalf("%x reached the runtime", body)
 		}
 	})
+}
+
+// TestInnerHeader checks what the relay hands the grpc-go sidecar: a
+// client's own chain header never, a verified chain as parseChain reads it.
+func TestInnerHeader(t *testing.T) {
+	cert := &x509.Certificate{Raw: []byte("not parsed here")}
+	forged := hpack.HeaderField{Name: chainHeader, Value: "Zm9yZ2Vk"}
+	path := hpack.HeaderField{Name: ":path", Value: methodGet}
+	for _, tc := range []struct {
+		name   string
+		header []hpack.HeaderField
+		cs     *tls.ConnectionState
+		want   []hpack.HeaderField // nil: the client's list unchanged
+	}{
+		{"plain request", []hpack.HeaderField{path}, nil, nil},
+		{"TLS without a client certificate", []hpack.HeaderField{path}, &tls.ConnectionState{}, nil},
+		{"forged chain header", []hpack.HeaderField{path, forged}, nil, []hpack.HeaderField{path}},
+		{"forged beside a verified chain", []hpack.HeaderField{forged, path}, &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}},
+			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := innerHeader(tc.header, tc.cs); !slices.Equal(got, tc.want) {
+				t.Errorf("innerHeader = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := parseChain([]string{"Zm9yZ2Vk"}); err == nil {
+		t.Error("parseChain took bytes that are not a certificate")
+	}
+}
+
+func TestConfigTransport(t *testing.T) {
+	base := Config{Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Plaintext: true}
+	for _, tc := range []struct {
+		transport, door string
+		ok              bool
+	}{{"", TransportGRPC, true}, {"grpc", TransportGRPC, true}, {"relay", TransportRelay, true}, {"h3", "h3", false}, {"Relay", "Relay", false}} {
+		c := base
+		c.Transport = tc.transport
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("transport %q: Validate() = %v, want ok=%v", tc.transport, err, tc.ok)
+		}
+		if got := c.FrontDoor(); got != tc.door {
+			t.Errorf("transport %q: FrontDoor() = %q, want %q", tc.transport, got, tc.door)
+		}
+	}
 }

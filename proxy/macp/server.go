@@ -108,11 +108,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("macp.limits: %w", err))
 	}
 	switch c.Transport {
-	case "", TransportGRPC:
-	case TransportRelay:
-		if c.ClientCAFile != "" {
-			errs = append(errs, errors.New("macp.transport: relay does not yet carry a client certificate to the calls it hands to the grpc-go sidecar; use transport grpc with client_ca_file (mTLS)"))
-		}
+	case "", TransportGRPC, TransportRelay:
 	default:
 		errs = append(errs, fmt.Errorf("macp.transport: %q is neither grpc nor relay", c.Transport))
 	}
@@ -358,8 +354,14 @@ func credentialsOf(ctx context.Context) (c authn.Credentials, md metadata.MD, er
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
 			chain = ti.State.VerifiedChains[0]
+		} else if _, inner := p.Addr.(innerAddr); inner {
+			// behind the relay front door, which verified the chain
+			if chain, err = parseChain(md[chainHeader]); err != nil {
+				return c, md, err
+			}
 		}
 	}
+	delete(md, chainHeader)
 	c, err = authn.FromHeaders(md.Get, chain)
 	return c, md, err
 }
@@ -397,6 +399,7 @@ func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Pr
 		md = metadata.MD{}
 	}
 	delete(md, principalHeader)
+	delete(md, chainHeader)
 	if t, replace := s.tokens.Upstream(p, c); replace {
 		delete(md, authn.HeaderAuthorization)
 		delete(md, authn.HeaderMACPToken)
@@ -417,6 +420,7 @@ const principalHeader = "x-warden-principal"
 func outgoingAnonymous(ctx context.Context) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx) // a copy
 	delete(md, principalHeader)
+	delete(md, chainHeader)
 	delete(md, authn.HeaderAuthorization)
 	delete(md, authn.HeaderMACPToken)
 	return metadata.NewOutgoingContext(ctx, md)
