@@ -53,6 +53,8 @@ type conn struct {
 
 	maxClientID uint32    // down: highest client stream id seen
 	resets      int       // down: streams the client reset since resetsFrom
+	lastPing    time.Time // down: when the client last pinged
+	pingStrikes int       // down: pings too early since data was last sent to the client
 	resetsFrom  time.Time // down: start of the current one-second window
 	nextID      uint32    // up: next stream id
 	lastOK      uint32    // up: the last stream id of a GOAWAY
@@ -325,6 +327,7 @@ func connErrCode(err error) (http2.ErrCode, bool) {
 // writeHeaders encodes fields with this connection's HPACK state and
 // queues HEADERS and CONTINUATION frames; it runs under mu.
 func (c *conn) writeHeaders(id uint32, fields []hpack.HeaderField, end bool) {
+	c.pingStrikes = 0
 	c.hbuf.Reset()
 	for _, f := range fields {
 		_ = c.enc.WriteField(f)

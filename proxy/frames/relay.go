@@ -69,6 +69,11 @@ type Config struct {
 	// KeepaliveTimeout after the ping (default 20 s): Warden's gRPC
 	// keepalive defaults.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MinPingInterval is how often a client may ping: one that pings
+	// sooner three times with nothing sent to it in between is sent GOAWAY
+	// ENHANCE_YOUR_CALM, as grpc-go's keepalive enforcement does. Zero
+	// answers every ping.
+	MinPingInterval time.Duration
 	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
 	// streams are refused for a backoff that doubles up to MaxBackoff.
 	DialTimeout time.Duration

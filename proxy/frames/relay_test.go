@@ -435,3 +435,52 @@ func TestUpstreamSilent(t *testing.T) {
 		t.Fatalf("call to a silent upstream failed after %v, want within about 300 ms", d)
 	}
 }
+
+// TestPingPolicy pings the relay faster than MinPingInterval: the first
+// pings are answered, the fourth too early one ends the connection with
+// GOAWAY ENHANCE_YOUR_CALM; with no MinPingInterval every ping is answered.
+func TestPingPolicy(t *testing.T) {
+	_, _, up := startEcho(t)
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		calm  bool
+	}{{"policed", time.Minute, true}, {"not policed", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := startRelay(t, Config{Upstream: up, MinPingInterval: tc.every})
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(nc, nc)
+			_ = fr.WriteSettings()
+			acks := 0
+			for i := range 6 {
+				_ = fr.WritePing(false, [8]byte{byte(i)})
+				for answered := false; !answered; {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						t.Fatalf("ping %d: %v", i, err)
+					}
+					switch f := f.(type) {
+					case *http2.PingFrame:
+						answered, acks = f.IsAck(), acks+1
+					case *http2.GoAwayFrame:
+						if !tc.calm || f.ErrCode != http2.ErrCodeEnhanceYourCalm || acks != 3 {
+							t.Fatalf("GOAWAY %v after %d answered pings", f.ErrCode, acks)
+						}
+						return
+					}
+				}
+			}
+			if tc.calm {
+				t.Fatalf("%d pings answered, want GOAWAY ENHANCE_YOUR_CALM after 3", acks)
+			}
+		})
+	}
+}

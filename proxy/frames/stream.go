@@ -153,6 +153,7 @@ func (c *conn) writeData(l *leg, data []byte, end bool) int {
 		}
 		last := sent+n == len(data)
 		_ = c.wfr.WriteData(l.id, end && last, data[sent:sent+n])
+		c.pingStrikes = 0 // pings after data are welcome (BDP estimation)
 		c.sendWin -= int64(n)
 		l.sendWin -= int64(n)
 		sent += n
@@ -417,15 +418,31 @@ func (c *conn) unknownStream(id uint32) error {
 }
 
 // onPing answers a PING.
-func (c *conn) onPing(f *http2.PingFrame) {
+func (c *conn) onPing(f *http2.PingFrame) error {
 	if f.IsAck() {
-		return
+		return nil
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if every := c.r.cfg.MinPingInterval; c.server && every > 0 {
+		// grpc-go's keepalive enforcement: a client pinging more often
+		// than MinPingInterval, three times with nothing sent to it in
+		// between, is sent GOAWAY ENHANCE_YOUR_CALM
+		now := time.Now()
+		if now.Sub(c.lastPing) < every {
+			if c.pingStrikes++; c.pingStrikes > maxPingStrikes {
+				return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+			}
+		}
+		c.lastPing = now
+	}
 	_ = c.wfr.WritePing(true, f.Data)
 	c.kick()
-	c.mu.Unlock()
+	return nil
 }
+
+// maxPingStrikes is how many pings too early a client is forgiven (grpc-go's).
+const maxPingStrikes = 2
 
 // handle dispatches the frames both sides treat alike; it reports false for
 // a frame the caller handles.
@@ -440,8 +457,7 @@ func (c *conn) handle(f http2.Frame) (bool, error) {
 	case *http2.RSTStreamFrame:
 		return true, c.onRST(f)
 	case *http2.PingFrame:
-		c.onPing(f)
-		return true, nil
+		return true, c.onPing(f)
 	case *http2.PushPromiseFrame:
 		return true, http2.ConnectionError(http2.ErrCodeProtocol)
 	}

@@ -73,6 +73,7 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		HandshakeTimeout: lim.GRPCConnectionTimeout,
 		KeepaliveTime:    lim.GRPCKeepaliveTime,
 		KeepaliveTimeout: lim.GRPCKeepaliveTimeout,
+		MinPingInterval:  lim.GRPCKeepaliveMinTime,
 		DialTimeout:      lim.UpstreamConnectTimeout,
 		MaxBackoff:       lim.UpstreamBackoffMax,
 		DrainTimeout:     s.cfg.ShutdownTimeout,
