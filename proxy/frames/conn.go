@@ -59,8 +59,9 @@ type conn struct {
 	nextID      uint32    // up: next stream id
 	lastOK      uint32    // up: the last stream id of a GOAWAY
 
-	lastRead atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
-	tls      *tls.ConnectionState // down: the client's TLS state, set before the first stream
+	lastRead   atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
+	tls        *tls.ConnectionState // down: the client's TLS state, set before the first stream
+	noTrailers bool                 // up: request trailers become an empty DATA frame (Upstream.NoRequestTrailers)
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.

@@ -144,7 +144,11 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 			l.x.body(nil, true) // request trailers end the body; they are not forwarded
 			return nil
 		}
-		l.peer.c.sendHeaders(l.peer, f.Fields, true)
+		if p := l.peer; p.c.noTrailers {
+			p.c.sendData(p, nil, true)
+		} else {
+			p.c.sendHeaders(p, f.Fields, true)
+		}
 		return nil
 	}
 	if id <= c.maxClientID {

@@ -19,6 +19,18 @@ import (
 type Upstream struct {
 	Addr string
 	Dial func(ctx context.Context) (net.Conn, error)
+	// MaxStreams, when not zero, caps the streams open on one connection
+	// below the upstream's SETTINGS_MAX_CONCURRENT_STREAMS: an upstream
+	// counts a stream the relay reset until its handler ended, so opening
+	// right up to its limit races with it (REFUSED_STREAM).
+	MaxStreams uint32
+	// NoRequestTrailers ends a stream whose client sent trailers with an
+	// empty DATA frame instead of relaying them: for a gRPC upstream, which
+	// has no use for request trailers, and grpc-go in particular, which
+	// treats HEADERS on a stream it already ended as an error of the whole
+	// connection (not ignored, as RFC 9113 §5.1 asks), so that one client's
+	// trailers racing with its answer would reset every stream on it.
+	NoRequestTrailers bool
 }
 
 // Router picks what the relay does with a stream from its request header

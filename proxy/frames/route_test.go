@@ -1,13 +1,18 @@
 package frames
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -219,5 +224,56 @@ func TestDrain(t *testing.T) {
 		}
 	case <-time.After(8 * time.Second):
 		t.Fatal("Serve did not return once the last stream ended")
+	}
+}
+
+// TestNoRequestTrailers sends a request with trailers through a relay
+// whose upstream takes none: the upstream sees the body end without them
+// (grpc-go would end the whole connection for trailers on a stream it
+// already answered); another relay passes them on.
+func TestNoRequestTrailers(t *testing.T) {
+	got := make(chan string, 1)
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Trailer.Get("x-t")
+	}), Protocols: new(http.Protocols), ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(up) }()
+	t.Cleanup(func() { srv.Close() })
+	for _, drop := range []bool{true, false} {
+		_, addr := startRelay(t, Config{Upstreams: []Upstream{{Addr: up.Addr().String(), NoRequestTrailers: drop}}})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(nc, http2.ClientPreface)
+		fr := http2.NewFramer(nc, nc)
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/"},
+			{Name: ":authority", Value: "relay"}, {Name: "trailer", Value: "x-t"}} {
+			_ = enc.WriteField(f)
+		}
+		_ = fr.WriteSettings()
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(1, false, []byte("body"))
+		hb.Reset()
+		_ = enc.WriteField(hpack.HeaderField{Name: "x-t", Value: "v"})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: true})
+		want := map[bool]string{true: "", false: "v"}[drop]
+		select {
+		case tr := <-got:
+			if tr != want {
+				t.Errorf("NoRequestTrailers %v: the upstream saw trailer %q, want %q", drop, tr, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("NoRequestTrailers %v: the request did not end upstream", drop)
+		}
+		nc.Close()
 	}
 }

@@ -46,7 +46,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 		return net.ErrClosed
 	}
 	for _, c := range p.conns {
-		if c.tryOpen(u, fields, end) {
+		if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 			return nil
 		}
 	}
@@ -64,7 +64,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	}
 	p.backoff = 0
 	p.conns = append(p.conns, c)
-	if c.tryOpen(u, fields, end) {
+	if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 		return nil
 	}
 	return errPoolFull
@@ -90,6 +90,7 @@ func (p *pool) dial() (*conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	c := newConn(p.r, nc, false)
+	c.noTrailers = p.up.NoRequestTrailers
 	c.preface()
 	p.r.wg.Go(c.writeLoop)
 	p.r.wg.Go(func() { c.serveUp(); p.drop(c) })
@@ -113,11 +114,16 @@ func (p *pool) closeAll() {
 	}
 }
 
-// tryOpen opens u on c if c has room; it sends the header block.
-func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool) bool {
+// tryOpen opens u on c if c has room under the upstream's limit and
+// maxStreams (0: none); it sends the header block.
+func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams uint32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dead || c.goneAway || uint32(len(c.streams)) >= c.peerMaxStreams || c.nextID > maxStreamID {
+	limit := c.peerMaxStreams
+	if maxStreams > 0 {
+		limit = min(limit, maxStreams)
+	}
+	if c.dead || c.goneAway || uint32(len(c.streams)) >= limit || c.nextID > maxStreamID {
 		return false
 	}
 	u.c, u.id = c, c.nextID
@@ -209,6 +215,9 @@ func hopByHop(hf hpack.HeaderField) bool {
 // onGoAway stops new streams on c and refuses, toward their clients, the
 // streams the upstream says it never processed (they can be retried).
 func (c *conn) onGoAway(f *http2.GoAwayFrame) {
+	if f.ErrCode != http2.ErrCodeNo {
+		c.r.log.Warn("relay: upstream sent GOAWAY", "code", f.ErrCode, "last_stream", f.LastStreamID, "debug", string(f.DebugData()))
+	}
 	c.mu.Lock()
 	c.goneAway = true
 	c.lastOK = f.LastStreamID

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -65,7 +66,12 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	r, err := frames.New(frames.Config{
-		Upstreams:        []frames.Upstream{poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime}, poolFallback: {Addr: "in-process", Dial: inner.dial}},
+		Upstreams: []frames.Upstream{
+			// below the runtime's 128 and the inner server's innerMaxStreams:
+			// a stream the relay reset counts there a little longer
+			poolRuntime:  {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
+			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, NoRequestTrailers: true},
+		},
 		Router:           router{s},
 		MaxConns:         lim.MaxConnections,
 		MaxStreams:       listener.GRPCMaxStreams,
@@ -83,7 +89,11 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		lis.Close()
 		return fmt.Errorf("macp relay: %w", err)
 	}
-	s.srv = s.grpcServer(lim, nil) // TLS ends at the relay
+	// TLS ends at the relay, which bounds the streams of each client; the
+	// in-process server takes more streams a connection than the relay
+	// opens on one, so streams the relay reset and it still counts never
+	// make it refuse one
+	s.srv = s.grpcServer(lim, nil, grpc.MaxConcurrentStreams(innerMaxStreams))
 	ictx, stopInner := context.WithCancel(context.WithoutCancel(ctx))
 	innerDone := make(chan error, 1)
 	go func() { innerDone <- listener.Serve(ictx, s.srv, inner, s.cfg.ShutdownTimeout, s.log) }()
@@ -99,6 +109,10 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	}
 	return nil
 }
+
+// innerMaxStreams is the in-process grpc-go server's stream limit a
+// connection, well above the listener.GRPCMaxStreams the relay opens.
+const innerMaxStreams = 8 * listener.GRPCMaxStreams
 
 // runtimeDialer connects the relay to the runtime: TCP, then TLS offering
 // h2 unless upstream_plaintext.

@@ -268,8 +268,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// grpcServer is the grpc-go sidecar, serving TLS with tc when not nil.
-func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config) *grpc.Server {
+// grpcServer is the grpc-go sidecar, serving TLS with tc when not nil;
+// extra options come last.
+func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.ServerOption) *grpc.Server {
 	srvOpts := append([]grpc.ServerOption{
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
@@ -282,7 +283,7 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config) *grpc.Server {
 	if tc != nil {
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	srv := grpc.NewServer(srvOpts...)
+	srv := grpc.NewServer(append(srvOpts, extra...)...)
 	// Send, the hot path, is a registered unary method; every other method
 	// of the service, and every other service, reaches handle.
 	srv.RegisterService(&grpc.ServiceDesc{
