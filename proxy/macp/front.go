@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -283,6 +285,8 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	env := sr.GetEnvelope()
 	md := incomingMD(req.Header)
+	ctx, endSpan := s.span(ctx, mdCarrier(md), trace.SpanKindServer)
+	defer endSpan()
 	delete(md, chainHeader)
 	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
 	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env})
@@ -293,7 +297,9 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 		return messageAnswer(ct, &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())})
 	}
 	up, _ := metadata.FromOutgoingContext(upctx)
-	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up))
+	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
+	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up, fctx))
+	endCall()
 	var a ack
 	if err == nil {
 		a, err = runtimeAck(resp)
@@ -368,13 +374,19 @@ func incomingMD(header []hpack.HeaderField) metadata.MD {
 
 // forwardHeader is the header list the runtime receives for a decided
 // Send: the client's, but that the identity and credential headers are
-// the ones upstreamContext chose (up).
-func forwardHeader(header []hpack.HeaderField, up metadata.MD) []hpack.HeaderField {
-	out := make([]hpack.HeaderField, 0, len(header)+1)
+// the ones upstreamContext chose (up), and the trace context is ctx's
+// span when it is traced.
+func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+	traced := trace.SpanContextFromContext(ctx).IsValid()
+	out := make([]hpack.HeaderField, 0, len(header)+2)
 	for _, f := range header {
 		switch f.Name {
 		case principalHeader, chainHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
 			continue
+		case "traceparent", "tracestate":
+			if traced {
+				continue
+			}
 		}
 		out = append(out, f)
 	}
@@ -383,7 +395,52 @@ func forwardHeader(header []hpack.HeaderField, up metadata.MD) []hpack.HeaderFie
 			out = append(out, hpack.HeaderField{Name: name, Value: v, Sensitive: true})
 		}
 	}
+	if traced {
+		tc := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, tc)
+		for k, v := range tc {
+			out = append(out, hpack.HeaderField{Name: k, Value: v})
+		}
+	}
 	return out
+}
+
+// mdCarrier reads a trace context from a request's metadata.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// sendSpan is the name of a relayed Send's spans, as otelgrpc names them.
+const sendSpan = "macp.v1.MACPRuntimeService/Send"
+
+// span starts a span of kind for a Send decided on the relay, as otelgrpc
+// does on the grpc-go path (the server span continues the trace context
+// in from, when not nil); end ends it. Without a tracer provider it does
+// nothing.
+func (s *Server) span(ctx context.Context, from propagation.TextMapCarrier, kind trace.SpanKind) (context.Context, func()) {
+	if s.tp == nil {
+		return ctx, func() {}
+	}
+	if from != nil {
+		ctx = propagation.TraceContext{}.Extract(ctx, from)
+	}
+	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(kind))
+	return ctx, func() { span.End() }
 }
 
 // statusAnswer is the Trailers-Only answer grpc-go sends for err.
