@@ -382,7 +382,9 @@ func testMACPUpstreamDown(t *testing.T) {
 
 // TestDecisionLog: with --decision-log, every decision, allowed and refused,
 // is one OPA-shaped JSON record.
-func TestDecisionLog(t *testing.T) {
+func TestDecisionLog(t *testing.T) { eachTransport(t, testDecisionLog) }
+
+func testDecisionLog(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "decisions.log")
 	runtime := startRuntime(t)
 	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--decision-log", logFile))
