@@ -2,10 +2,13 @@ package frames
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,7 +110,10 @@ func FuzzClientFrames(f *testing.F) {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(up)
 	f.Cleanup(func() { srv.Close() })
-	r, err := New(Config{Upstream: up.Addr().String(), HandshakeTimeout: time.Second, WriteTimeout: time.Second})
+	// Send streams are buffered for a Handler (a small bound, so bodies
+	// outgrow it too), the others passed through
+	r, err := New(Config{Upstream: up.Addr().String(), HandshakeTimeout: time.Second, WriteTimeout: time.Second,
+		Router: fuzzRouter{}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -194,4 +200,26 @@ func FuzzUpstreamFrames(f *testing.F) {
 		default:
 		}
 	})
+}
+
+// fuzzRouter hands Send streams to forwarder and passes the others through.
+type fuzzRouter struct{}
+
+func (fuzzRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
+	for _, f := range header {
+		if f.Name == ":path" && strings.HasSuffix(f.Value, "/Send") {
+			return Route{Handler: forwarder{}, MaxBody: 64}
+		}
+	}
+	return Route{}
+}
+
+// forwarder forwards what it can and answers the rest itself.
+type forwarder struct{}
+
+func (forwarder) Handle(ctx context.Context, req *Request) Response {
+	if resp, err := req.Forward(ctx, 0, req.Header); err == nil {
+		return resp
+	}
+	return Response{Header: []hpack.HeaderField{{Name: ":status", Value: "502"}}}
 }
