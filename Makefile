@@ -27,7 +27,7 @@ help:
 	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden, a null Go pass-through, the null frame relay (MACP) and nginx (QUICK=1: about 2 minutes; PROFILE=dir: Warden's profiles)"
 	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, replay the transcripts, then one A2A hijack direct and through Warden"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
-	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (bench/relay)"
+	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (proxy/frames) and the MACP sidecar's relay front door (proxy/macp)"
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
@@ -64,7 +64,7 @@ $(H2SPEC):
 	cd bench/tools/h2spec && $(GO) build -o $(abspath $(H2SPEC)) github.com/summerwind/h2spec/cmd/h2spec
 
 h2spec: $(H2SPEC)
-	set -o pipefail; H2SPEC=$(abspath $(H2SPEC)) $(GO) test -race -count=1 -run '^TestH2spec$$' -v ./bench/relay/ | grep -E '^(---|ok|FAIL)|h2spec against'
+	set -o pipefail; H2SPEC=$(abspath $(H2SPEC)) $(GO) test -race -count=1 -run '^TestH2spec$$' -v ./proxy/frames/ ./proxy/macp/ | grep -E '^(---|ok|FAIL)|h2spec against|h2spec case'
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -33,9 +33,11 @@ var allowed = map[string][]string{
 	// the shared state backend: Redis only; proxy declares what it consumes
 	"proxy/state": {"github.com/redis/go-redis"},
 	// what the HTTP adapters share: sealed handles and the relay of an exchange
-	"proxy/handle":   {"golang.org/x/crypto/chacha20poly1305"},
-	"proxy/relay":    {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
-	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/"},
+	"proxy/handle": {"golang.org/x/crypto/chacha20poly1305"},
+	"proxy/relay":  {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
+	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
+	"proxy/frames":   {"golang.org/x/net/http2"},
+	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
 	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay"},
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},

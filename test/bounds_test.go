@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,7 +96,9 @@ func until(t *testing.T, name string, start time.Time, limit time.Duration, f fu
 // served once the flood's connections have been evicted. It then checks, on
 // the MCP listener, that a request refused for its credentials is answered
 // before its body arrives and that an idle keep-alive connection is closed.
-func TestConnectionBounds(t *testing.T) {
+func TestConnectionBounds(t *testing.T) { eachTransport(t, testConnectionBounds) }
+
+func testConnectionBounds(t *testing.T) {
 	const (
 		maxConns = 64
 		stalled  = 200
@@ -110,7 +113,8 @@ func TestConnectionBounds(t *testing.T) {
 	start(t, "warden", macpAddr, nil, wardenBinary(t), "serve", "--plaintext", "--auth", "dev", "--insecure-dev-auth",
 		"--macp-listen", macpAddr, "--macp-upstream", runtime, "--mcp-listen", mcpAddr, "--mcp-upstream", fixture+"/mcp",
 		"--extauthz-listen", extAddr, "--max-connections", fmt.Sprint(maxConns), "--header-timeout", header.String(),
-		"--grpc-connection-timeout", header.String(), "--body-timeout", body.String(), "--idle-timeout", idle.String())
+		"--grpc-connection-timeout", header.String(), "--body-timeout", body.String(), "--idle-timeout", idle.String(),
+		"--transport", cmp.Or(wardenTransport, "grpc"))
 	waitListening(t, mcpAddr)
 	waitListening(t, extAddr)
 
@@ -291,7 +295,9 @@ func stallRest(c net.Conn, start time.Time, limit time.Duration) time.Duration {
 // TestUpstreamRecovery kills the MACP runtime behind bin/warden, keeps
 // sending through Warden during a 5-second outage, starts the runtime again
 // on the same port, and measures how soon a Send through Warden succeeds.
-func TestUpstreamRecovery(t *testing.T) {
+func TestUpstreamRecovery(t *testing.T) { eachTransport(t, testUpstreamRecovery) }
+
+func testUpstreamRecovery(t *testing.T) {
 	addr := freeAddr(t)
 	env := []string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}
 	rt := start(t, "macp-runtime", addr, env, peer(t, ".peers/cargo/bin/macp-runtime"))

@@ -15,7 +15,9 @@ import (
 
 // TestMACPJWT runs the runtime and Warden on the same JWKS: agents present
 // RS256 tokens signed by a key made here, `sub` is the identity.
-func TestMACPJWT(t *testing.T) {
+func TestMACPJWT(t *testing.T) { eachTransport(t, testMACPJWT) }
+
+func testMACPJWT(t *testing.T) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +69,15 @@ func TestMACPJWT(t *testing.T) {
 	res := drive(t, warden, map[string]string{"planner": forged}, []step{sessionStart("planner", "F", taskMode, "planner", "worker")})
 	if res[0].OK || res[0].Code != "UNAUTHENTICATED" {
 		t.Errorf("forged token through Warden: ok=%v %s, want UNAUTHENTICATED", res[0].OK, res[0].Code)
+	}
+	// So is a token of the right key that expired.
+	expired, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "planner", Issuer: "macp-auth-service", Audience: jwt.Audience{"macp-runtime"},
+		IssuedAt: jwt.NewNumericDate(time.Now().Add(-2 * time.Hour)), Expiry: jwt.NewNumericDate(time.Now().Add(-time.Hour))}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = drive(t, warden, map[string]string{"planner": expired}, []step{sessionStart("planner", "E", taskMode, "planner", "worker")})
+	if res[0].OK || res[0].Code != "UNAUTHENTICATED" {
+		t.Errorf("expired token through Warden: ok=%v %s, want UNAUTHENTICATED", res[0].OK, res[0].Code)
 	}
 }

@@ -135,7 +135,9 @@ func positiveCommitment(s, id string) *macpv1.Envelope {
 // TestMACPSideEntrances is the MACP half of the attack catalogue of issue
 // 17: each side entrance is shown working against the real runtime alone
 // and refused through Warden, while honest traffic passes.
-func TestMACPSideEntrances(t *testing.T) {
+func TestMACPSideEntrances(t *testing.T) { eachTransport(t, testMACPSideEntrances) }
+
+func testMACPSideEntrances(t *testing.T) {
 	runtime := startRuntime(t)
 	direct, warden := dialMACP(t, runtime), dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
 	const send = "/macp.v1.MACPRuntimeService/Send"
@@ -299,7 +301,9 @@ func TestMACPSideEntrances(t *testing.T) {
 
 // TestMACPStreamCredentialRevoked: a StreamSession opened with a static
 // token stops acting once the token is removed and Warden reloaded.
-func TestMACPStreamCredentialRevoked(t *testing.T) {
+func TestMACPStreamCredentialRevoked(t *testing.T) { eachTransport(t, testMACPStreamCredentialRevoked) }
+
+func testMACPStreamCredentialRevoked(t *testing.T) {
 	dir := t.TempDir()
 	tokens := dir + "/tokens.json"
 	write := func(s string) {
@@ -356,7 +360,9 @@ func TestMACPStreamCredentialRevoked(t *testing.T) {
 
 // TestMACPUpstreamDown: with the runtime gone, a client is told the runtime
 // is unavailable, without Warden's internal address or error text.
-func TestMACPUpstreamDown(t *testing.T) {
+func TestMACPUpstreamDown(t *testing.T) { eachTransport(t, testMACPUpstreamDown) }
+
+func testMACPUpstreamDown(t *testing.T) {
 	addr := freeAddr(t)
 	rt := start(t, "macp-runtime", addr, []string{"MACP_BIND_ADDR=" + addr, "MACP_MEMORY_ONLY=1", "MACP_ALLOW_INSECURE=1", "RUST_LOG=warn"}, peer(t, ".peers/cargo/bin/macp-runtime"))
 	adminAddr := freeAddr(t)
@@ -376,7 +382,9 @@ func TestMACPUpstreamDown(t *testing.T) {
 
 // TestDecisionLog: with --decision-log, every decision, allowed and refused,
 // is one OPA-shaped JSON record.
-func TestDecisionLog(t *testing.T) {
+func TestDecisionLog(t *testing.T) { eachTransport(t, testDecisionLog) }
+
+func testDecisionLog(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "decisions.log")
 	runtime := startRuntime(t)
 	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--decision-log", logFile))

@@ -56,7 +56,9 @@ func workerCount(t *testing.T, c macpClient, s string) uint32 {
 // racing 16 TaskUpdates is decided safely: every update Warden let through
 // the runtime accepted, none after the completion, and Warden's state
 // afterwards is the runtime's.
-func TestMACPPipelinedSession(t *testing.T) {
+func TestMACPPipelinedSession(t *testing.T) { eachTransport(t, testMACPPipelinedSession) }
+
+func testMACPPipelinedSession(t *testing.T) {
 	runtime := startRuntime(t)
 	direct := dialMACP(t, runtime)
 	warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
@@ -132,7 +134,9 @@ func TestMACPPipelinedSession(t *testing.T) {
 // them, the completion waits for them (its wait is answered by the stream's
 // own echoes) and is echoed in turn, and the planner's Commitment, which
 // needs the completion committed, is accepted.
-func TestMACPPipelinedStream(t *testing.T) {
+func TestMACPPipelinedStream(t *testing.T) { eachTransport(t, testMACPPipelinedStream) }
+
+func testMACPPipelinedStream(t *testing.T) {
 	runtime := startRuntime(t)
 	direct := dialMACP(t, runtime)
 	warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))

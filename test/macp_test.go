@@ -156,7 +156,9 @@ func checkAllOK(t *testing.T, name string, res []result) {
 // TestMACPDevAuth runs the seeds' sessions and the attacks against the real
 // runtime in its dev-auth mode (MACP_ALLOW_INSECURE=1), direct and through
 // Warden.
-func TestMACPDevAuth(t *testing.T) {
+func TestMACPDevAuth(t *testing.T) { eachTransport(t, testMACPDevAuth) }
+
+func testMACPDevAuth(t *testing.T) {
 	direct := startRuntime(t)
 	adminAddr := freeAddr(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--admin-listen", adminAddr)
@@ -276,7 +278,9 @@ func httpGet(t *testing.T, url string) (string, int) {
 
 // TestMACPStaticTokens runs the runtime and Warden on the same static token
 // file.
-func TestMACPStaticTokens(t *testing.T) {
+func TestMACPStaticTokens(t *testing.T) { eachTransport(t, testMACPStaticTokens) }
+
+func testMACPStaticTokens(t *testing.T) {
 	agents := []string{"planner", "worker", "reviewer", "triage", "billing", "payments"}
 	tokens := map[string]string{}
 	var file []map[string]any
@@ -303,7 +307,9 @@ func TestMACPStaticTokens(t *testing.T) {
 // runtime, never guessed at: with a one-entry session table two interleaved
 // sessions get the same decisions as direct, and a restarted Warden still
 // refuses a forged completion in a session it never saw.
-func TestMACPRebuild(t *testing.T) {
+func TestMACPRebuild(t *testing.T) { eachTransport(t, testMACPRebuild) }
+
+func testMACPRebuild(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--sessions", "1")
 	a, b := taskSession("A"), taskSession("B")
@@ -344,7 +350,9 @@ func TestMACPRebuild(t *testing.T) {
 // TestMACPStreamSession sends on StreamSession with the SDK's MacpStream:
 // refusals come back inline and the stream stays open; accepted envelopes
 // the runtime echoes commit Warden's state.
-func TestMACPStreamSession(t *testing.T) {
+func TestMACPStreamSession(t *testing.T) { eachTransport(t, testMACPStreamSession) }
+
+func testMACPStreamSession(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
 	streamed := func(as string, msgs ...step) step {

@@ -20,7 +20,9 @@ import (
 // the size. The runtime's own payload bound (MACP_MAX_PAYLOAD_BYTES, 1 MiB
 // by default) is met first at default settings. Outcomes and times are
 // logged.
-func TestMACPTransparency(t *testing.T) {
+func TestMACPTransparency(t *testing.T) { eachTransport(t, testMACPTransparency) }
+
+func testMACPTransparency(t *testing.T) {
 	const mb = 1 << 20
 	// complete runs a task to its TaskComplete with an output of n bytes and
 	// returns whether it was accepted, and how long the TaskComplete took.

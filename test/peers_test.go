@@ -202,10 +202,30 @@ func startWarden(t testing.TB, upstream string, args ...string) string {
 	return addr
 }
 
+// wardenTransport is the MACP front door startWarden serves with (empty:
+// the default, grpc); eachTransport sets it for the tests it runs.
+var wardenTransport string
+
+// eachTransport runs test once per MACP front door (macp.transport grpc and
+// relay), each a subtest named for it, with startWarden serving it: the
+// same black-box tests hold on both.
+func eachTransport(t *testing.T, test func(t *testing.T)) {
+	for _, tr := range []string{"grpc", "relay"} {
+		t.Run(tr, func(t *testing.T) {
+			wardenTransport = tr
+			defer func() { wardenTransport = "" }()
+			test(t)
+		})
+	}
+}
+
 func startWardenProcess(t testing.TB, upstream string, args ...string) (string, *process) {
 	t.Helper()
 	addr := freeAddr(t)
 	base := []string{"serve", "--macp-listen", addr, "--macp-upstream", upstream}
+	if wardenTransport != "" {
+		base = append(base, "--transport", wardenTransport)
+	}
 	if !slices.Contains(args, "--tls-cert") {
 		base = append(base, "--plaintext")
 	}

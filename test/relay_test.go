@@ -18,7 +18,7 @@ import (
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
-// startRelay starts the frame relay of bench/relay (bench/cmd/null -relay)
+// startRelay starts the frame relay of proxy/frames (bench/cmd/null -relay)
 // in front of upstream.
 func startRelay(t *testing.T, upstream string) string {
 	t.Helper()

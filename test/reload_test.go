@@ -19,7 +19,9 @@ import (
 // TestReloadOnSIGHUP changes an operator policy under a running Warden: a
 // SIGHUP installs it, and a broken policy on the next SIGHUP leaves the
 // previous one in force.
-func TestReloadOnSIGHUP(t *testing.T) {
+func TestReloadOnSIGHUP(t *testing.T) { eachTransport(t, testReloadOnSIGHUP) }
+
+func testReloadOnSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "operator.rego")
 	write := func(src string) {

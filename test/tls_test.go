@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -121,7 +122,9 @@ func sendStartIn(ctx context.Context, conn *grpc.ClientConn, sessionID, identity
 // TestMACPTLS runs Warden with a TLS listener that verifies client
 // certificates (mTLS, SPIFFE IDs as principals) in front of the runtime, and
 // checks the message size limit.
-func TestMACPTLS(t *testing.T) {
+func TestMACPTLS(t *testing.T) { eachTransport(t, testMACPTLS) }
+
+func testMACPTLS(t *testing.T) {
 	p := newPKI(t)
 	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
 	_, _, planner := p.issue(t, "planner", false, "spiffe://warden.test/planner")
@@ -190,10 +193,33 @@ func TestMACPTLS(t *testing.T) {
 			t.Errorf("the runtime recorded %q as the initiator, want the certificate's principal", init)
 		}
 	}
+	// A call Warden does not decide itself (GetSession) is made as the
+	// certificate's principal too.
+	got, err := macpv1.NewMACPRuntimeServiceClient(dial(&planner)).GetSession(ctx, &macpv1.GetSessionRequest{SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102"})
+	if err != nil || got.GetMetadata().GetInitiator() != "spiffe://warden.test/planner" {
+		t.Fatalf("GetSession with the planner's certificate through Warden: %v %v", err, got)
+	}
 	// Without a client certificate there is no principal.
 	ack, err = sendStart(ctx, dial(nil), "spiffe://warden.test/planner", payload)
 	if err != nil || ack.GetOk() || ack.GetError().GetCode() != "UNAUTHENTICATED" {
 		t.Fatalf("no client certificate: err=%v ack=%v, want UNAUTHENTICATED", err, ack)
+	}
+	// Nor does a client make one by sending, itself, the header that carries
+	// a verified chain from the relay front door to the calls it hands on.
+	planCert, err := os.ReadFile(filepath.Join(p.dir, "planner.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(planCert)
+	fctx := metadata.AppendToOutgoingContext(ctx, "x-warden-client-chain", base64.StdEncoding.EncodeToString(blk.Bytes))
+	resp, err = macpv1.NewMACPRuntimeServiceClient(dial(nil)).Send(fctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{
+		MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "forged", SessionId: "8e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809105",
+		Sender: "spiffe://warden.test/planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+	if err != nil || resp.GetAck().GetOk() || resp.GetAck().GetError().GetCode() != "UNAUTHENTICATED" {
+		t.Fatalf("forged chain header on Send: err=%v ack=%v, want UNAUTHENTICATED", err, resp.GetAck())
+	}
+	if _, err := macpv1.NewMACPRuntimeServiceClient(dial(nil)).GetSession(fctx, &macpv1.GetSessionRequest{SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809102"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("forged chain header on GetSession: %v, want UNAUTHENTICATED", err)
 	}
 	// A plaintext client cannot talk to the TLS listener at all.
 	plain, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -207,6 +233,54 @@ func TestMACPTLS(t *testing.T) {
 	// Messages over the limit are refused before anything is forwarded.
 	big := make([]byte, 100_000)
 	if _, err := sendStart(ctx, dial(&planner), "spiffe://warden.test/planner", big); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
+	}
+}
+
+// TestMACPServerTLS runs Warden with a TLS listener (no client
+// certificates; dev bearer tokens) on both front doors: a TLS client's
+// Send and a session read work, a plaintext client gets nowhere, and a
+// message over the limit is refused before anything is forwarded.
+func TestMACPServerTLS(t *testing.T) { eachTransport(t, testMACPServerTLS) }
+
+func testMACPServerTLS(t *testing.T) {
+	p := newPKI(t)
+	serverCert, serverKey, _ := p.issue(t, "warden", true, "")
+	direct := startRuntime(t)
+	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--tls-cert", serverCert, "--tls-key", serverKey,
+		"--upstream-plaintext", "--max-message-bytes", "65536")
+	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient(warden, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const sid = "7d1c2a4e-9b7d-4c1e-8a2b-5d6e7f809104"
+	if ack, err := sendStartIn(ctx, conn, sid, "planner", payload); err != nil || !ack.GetOk() {
+		t.Fatalf("SessionStart over TLS: %v %v", err, ack.GetError())
+	}
+	got, err := macpv1.NewMACPRuntimeServiceClient(conn).GetSession(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer planner"),
+		&macpv1.GetSessionRequest{SessionId: sid})
+	if err != nil || got.GetMetadata().GetInitiator() != "planner" {
+		t.Fatalf("GetSession over TLS: %v %v", err, got)
+	}
+	plain, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pcancel()
+	if _, err := sendStart(pctx, plain, "planner", payload); status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("plaintext client: %v, want Unavailable", err)
+	}
+	if _, err := sendStart(ctx, conn, "planner", make([]byte, 100_000)); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("oversized message: %v, want ResourceExhausted", err)
 	}
 }

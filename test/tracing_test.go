@@ -44,7 +44,9 @@ func (c *collector) names() []string {
 
 // TestMACPTracing checks that Warden exports a server span for each call and
 // a client span for the call it makes to the runtime.
-func TestMACPTracing(t *testing.T) {
+func TestMACPTracing(t *testing.T) { eachTransport(t, testMACPTracing) }
+
+func testMACPTracing(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -234,7 +234,9 @@ func transcriptFiles(t *testing.T) []string {
 // runtimeFirst says the runtime refuses first) and the session must end in
 // the transcript's state; the runtime alone is logged beside it, the attacks
 // it lets through.
-func TestTranscriptsThroughRuntime(t *testing.T) {
+func TestTranscriptsThroughRuntime(t *testing.T) { eachTransport(t, testTranscriptsThroughRuntime) }
+
+func testTranscriptsThroughRuntime(t *testing.T) {
 	direct := dialMACP(t, startRuntime(t))
 	warden := dialMACP(t, startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth"))
 	files := transcriptFiles(t)

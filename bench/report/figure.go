@@ -54,7 +54,7 @@ type Figure struct {
 	// Note qualifies the figure (how it was measured, a caveat).
 	Note string `json:"note,omitempty"`
 	// Baselines are the same figure for the other hops measured beside
-	// Warden (NullHop, NullRelay, Nginx), for the table's side-by-side
+	// Warden (WardenRelay, NullHop, NullRelay, Nginx), for the table's side-by-side
 	// columns.
 	Baselines []Baseline `json:"baselines,omitempty"`
 }
@@ -65,17 +65,19 @@ type Baseline struct {
 	Value float64 `json:"value"`
 }
 
-// The hops the table shows beside Warden, by side name: the null grpc-go
-// (or net/http) pass-through, the null HTTP/2 frame relay (MACP only) and
-// nginx.
+// The hops the table shows beside Warden, by side name: Warden with the
+// frame relay front door (MACP only, macp.transport relay), the null
+// grpc-go (or net/http) pass-through, the null HTTP/2 frame relay (MACP
+// only) and nginx.
 const (
-	NullHop   = "null Go"
-	NullRelay = "null relay"
-	Nginx     = "nginx"
+	WardenRelay = "Warden relay"
+	NullHop     = "null Go"
+	NullRelay   = "null relay"
+	Nginx       = "nginx"
 )
 
 // Baselines are the sides of the table's columns after Warden's, in order.
-var Baselines = []string{NullHop, NullRelay, Nginx}
+var Baselines = []string{WardenRelay, NullHop, NullRelay, Nginx}
 
 // Baseline returns the figure's value for a side, and false when that side
 // was not measured.

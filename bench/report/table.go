@@ -27,7 +27,7 @@ func WriteText(w io.Writer, figs []Figure) error {
 // beside the null Go pass-through's and nginx's, then the notes.
 func WriteMarkdown(w io.Writer, figs []Figure) error {
 	var b strings.Builder
-	b.WriteString("| scenario | figure | Warden | " + NullHop + " pass-through | " + NullRelay + " | " + Nginx + " | target | met |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scenario | figure | Warden | " + WardenRelay + " | " + NullHop + " pass-through | " + NullRelay + " | " + Nginx + " | target | met |\n|---|---|---|---|---|---|---|---|---|\n")
 	var notes []string
 	for _, f := range figs {
 		name := f.Name

@@ -141,7 +141,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		if p.macp, err = macp.New(cfg.MACP, p.enf, p.up, log, tp); err != nil {
 			return nil, err
 		}
-		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (%s)", cfg.MACP.Listen, cfg.MACP.Upstream, cfg.MACP.Streams))
+		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (transport %s; %s)", cfg.MACP.Listen, cfg.MACP.Upstream, cfg.MACP.FrontDoor(), cfg.MACP.Streams))
 	}
 	if cfg.MCP.Listen != "" {
 		key, check, err := httpSidecar(cfg.MCP.Sidecar(), cfg.MCP.HandleKeyFile, "task and session", log)

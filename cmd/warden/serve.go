@@ -40,6 +40,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
 	listen := fs.String("macp-listen", "", "address the MACP sidecar listens on (host:port)")
 	upstream := fs.String("macp-upstream", "", "address of the MACP runtime (host:port)")
+	transport := fs.String("transport", "", "the MACP sidecar's front door: grpc (grpc-go server and client) or relay (HTTP/2 frame relay deciding Send itself) (macp.transport; default grpc)")
 	auth := fs.String("auth", "", "authentication: jwt, static, mtls or dev (comma-separated to try several)")
 	insecureAuth := fs.Bool("insecure-dev-auth", false, "allow --auth dev: the bearer value is taken as the identity, unverified")
 	plaintext := fs.Bool("plaintext", false, "serve and dial the runtime without TLS (loopback and tests only)")
@@ -128,6 +129,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		set(&c.MACP.Listen, *listen)
 		set(&c.MACP.Upstream, *upstream)
+		set(&c.MACP.Transport, *transport)
 		set(&c.Authn.Static.TokensFile, *tokens)
 		set(&c.Authn.JWT.JWKSURL, *jwksURL)
 		set(&c.Authn.JWT.JWKSFile, *jwksFile)

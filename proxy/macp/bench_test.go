@@ -87,21 +87,26 @@ func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*m
 	return updates, as(worker)
 }
 
-func benchSidecar(b *testing.B) macpv1.MACPRuntimeServiceClient {
-	ctx := context.Background()
-	engine, err := policies.New(ctx, policies.Config{})
+func benchSidecar(b *testing.B, transport string) macpv1.MACPRuntimeServiceClient {
+	return macpv1.NewMACPRuntimeServiceClient(startSidecar(b, devEnforcer(b), startBenchRuntime(b), transport))
+}
+
+// devEnforcer is an Enforcer with the default policies and dev
+// authentication (the bearer is the principal).
+func devEnforcer(t testing.TB) *proxy.Enforcer {
+	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	return macpv1.NewMACPRuntimeServiceClient(startSidecar(b, enf, startBenchRuntime(b)))
+	return enf
 }
 
 // sendUpdate sends one TaskUpdate and checks that the runtime's own answer
@@ -121,8 +126,14 @@ func sendUpdate(ctx context.Context, c macpv1.MACPRuntimeServiceClient, r *macpv
 // grpc-go client, the sidecar (authentication, decision, forwarding) and a
 // runtime that answers at once. allocs/op counts all three; the client's
 // and the runtime's share does not change with Warden's code.
-func BenchmarkSidecarSend(b *testing.B) {
-	c := benchSidecar(b)
+func BenchmarkSidecarSend(b *testing.B) { benchSend(b, TransportGRPC) }
+
+// BenchmarkSidecarSendRelay is BenchmarkSidecarSend with the frame relay
+// as the front door.
+func BenchmarkSidecarSendRelay(b *testing.B) { benchSend(b, TransportRelay) }
+
+func benchSend(b *testing.B, transport string) {
+	c := benchSidecar(b, transport)
 	updates, ctx := benchSessions(b, c, 1)
 	b.ReportAllocs()
 	defer reportCPU(b, load.CPU())
@@ -142,7 +153,7 @@ func reportCPU(b *testing.B, start time.Duration) {
 // BenchmarkSidecarSendParallel is BenchmarkSidecarSend from every core at
 // once, each goroutine on sessions of its own turn.
 func BenchmarkSidecarSendParallel(b *testing.B) {
-	c := benchSidecar(b)
+	c := benchSidecar(b, TransportGRPC)
 	const sessions = 64
 	updates, ctx := benchSessions(b, c, sessions)
 	b.ReportAllocs()

@@ -102,6 +102,13 @@ func (s *Server) upstreamError(err error) error {
 // is returned with the metadata the runtime is to receive.
 func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, context.Context, error) {
 	c, md, err := credentialsOf(ctx)
+	return s.decideAs(ctx, c, md, err, r)
+}
+
+// decideAs is decide on credentials already read (c, or the error reading
+// them) from the call's metadata md, which it changes: both transports
+// decide through it.
+func (s *Server) decideAs(ctx context.Context, c authn.Credentials, md metadata.MD, err error, r proxy.Request) (proxy.Decision, context.Context, error) {
 	var p authn.Principal
 	if err == nil {
 		p, err = s.enf.Authenticate(ctx, c)

@@ -47,7 +47,7 @@ func TestPolicyRegistration(t *testing.T) {
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
 		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
 	})
-	client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr))
+	client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, TransportGRPC))
 	register := func(desc string) *macpv1.RegisterPolicyRequest {
 		return &macpv1.RegisterPolicyRequest{PolicyDescriptor: &macpv1.PolicyDescriptor{PolicyId: "policy.review", Mode: "macp.mode.decision.v1",
 			Description: desc, Rules: `{}`, SchemaVersion: 1}}

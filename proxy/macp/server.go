@@ -76,6 +76,11 @@ type Config struct {
 	// Streams bounds the relayed calls held open (StreamSession, the
 	// watches, pass-through); zero fields take the defaults.
 	Streams StreamLimits `yaml:"streams" json:"streams"`
+	// Transport is the front door: "grpc" (the default; grpc-go server and
+	// client) or "relay" (the HTTP/2 frame relay, Send decided on it, every
+	// other call handed to the grpc-go sidecar in process). See
+	// TransportGRPC and TransportRelay.
+	Transport string `yaml:"transport" json:"transport"`
 }
 
 // Defaults.
@@ -108,7 +113,21 @@ func (c Config) Validate() error {
 	if err := c.Streams.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("macp.streams: %w", err))
 	}
+	switch c.Transport {
+	case "", TransportGRPC, TransportRelay:
+	default:
+		errs = append(errs, fmt.Errorf("macp.transport: %q is neither grpc nor relay", c.Transport))
+	}
 	return errors.Join(errs...)
+}
+
+// FrontDoor is the transport the sidecar serves with: Transport, or
+// TransportGRPC when it is empty.
+func (c Config) FrontDoor() string {
+	if c.Transport == "" {
+		return TransportGRPC
+	}
+	return c.Transport
 }
 
 // Server is the MACP sidecar.
@@ -235,7 +254,30 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if s.cfg.Transport == TransportRelay {
+		return s.serveRelay(ctx, lis)
+	}
 	lim := s.cfg.Limits.WithDefaults()
+	var tc *tls.Config
+	if !s.cfg.Plaintext {
+		var err error
+		if tc, err = listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile); err != nil {
+			lis.Close()
+			return fmt.Errorf("macp tls: %w", err)
+		}
+	}
+	s.srv = s.grpcServer(lim, tc)
+	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
+		"max_connections", lim.MaxConnections)
+	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
+		return fmt.Errorf("macp serve: %w", err)
+	}
+	return nil
+}
+
+// grpcServer is the grpc-go sidecar, serving TLS with tc when not nil;
+// extra options come last.
+func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.ServerOption) *grpc.Server {
 	srvOpts := append([]grpc.ServerOption{
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.UnknownServiceHandler(s.handle),
@@ -245,28 +287,18 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
 	}
-	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile)
-		if err != nil {
-			lis.Close()
-			return fmt.Errorf("macp tls: %w", err)
-		}
+	if tc != nil {
 		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	s.srv = grpc.NewServer(srvOpts...)
+	srv := grpc.NewServer(append(srvOpts, extra...)...)
 	// Send, the hot path, is a registered unary method; every other method
 	// of the service, and every other service, reaches handle.
-	s.srv.RegisterService(&grpc.ServiceDesc{
+	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "macp.v1.MACPRuntimeService",
 		HandlerType: (*any)(nil),
 		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
 	}, s)
-	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
-		"max_connections", lim.MaxConnections)
-	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
-		return fmt.Errorf("macp serve: %w", err)
-	}
-	return nil
+	return srv
 }
 
 // Full method names.
@@ -348,8 +380,14 @@ func credentialsOf(ctx context.Context) (c authn.Credentials, md metadata.MD, er
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
 			chain = ti.State.VerifiedChains[0]
+		} else if _, inner := p.Addr.(innerAddr); inner {
+			// behind the relay front door, which verified the chain
+			if chain, err = parseChain(md[chainHeader]); err != nil {
+				return c, md, err
+			}
 		}
 	}
+	delete(md, chainHeader)
 	c, err = authn.FromHeaders(md.Get, chain)
 	return c, md, err
 }
@@ -387,6 +425,7 @@ func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Pr
 		md = metadata.MD{}
 	}
 	delete(md, principalHeader)
+	delete(md, chainHeader)
 	if t, replace := s.tokens.Upstream(p, c); replace {
 		delete(md, authn.HeaderAuthorization)
 		delete(md, authn.HeaderMACPToken)
@@ -407,6 +446,7 @@ const principalHeader = "x-warden-principal"
 func outgoingAnonymous(ctx context.Context) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx) // a copy
 	delete(md, principalHeader)
+	delete(md, chainHeader)
 	delete(md, authn.HeaderAuthorization)
 	delete(md, authn.HeaderMACPToken)
 	return metadata.NewOutgoingContext(ctx, md)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -54,16 +55,33 @@ func transcriptFiles(t *testing.T) []string {
 	return files
 }
 
+// transports are the sidecar's front doors; every test that runs a
+// sidecar runs on each.
+var transports = []string{TransportGRPC, TransportRelay}
+
 // startSidecar serves a Server for enf on a loopback port in front of
-// upstream until the test ends and returns a client connection to it.
-func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream string) *grpc.ClientConn {
+// upstream, with the front door transport, until the test ends and returns
+// a client connection to it.
+func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string) *grpc.ClientConn {
 	t.Helper()
-	return startSidecarWith(t, enf, Config{Upstream: upstream})
+	return startSidecarWith(t, enf, Config{Upstream: upstream, Transport: transport})
 }
 
-// startSidecarWith is startSidecar with cfg, served in plaintext on a
-// loopback port.
+// startSidecarWith is startSidecar with cfg (plaintext both ways).
 func startSidecarWith(t testing.TB, enf *proxy.Enforcer, cfg Config) *grpc.ClientConn {
+	t.Helper()
+	addr := serveSidecar(t, enf, cfg)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// serveSidecar serves a plaintext Server with cfg (plaintext both ways, on
+// a loopback port) until the test ends and returns its address.
+func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
 	t.Helper()
 	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)
@@ -81,19 +99,16 @@ func startSidecarWith(t testing.TB, enf *proxy.Enforcer, cfg Config) *grpc.Clien
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
+	// the sidecar's goroutines carry the label side=warden, for profiles
+	// (go tool pprof -tagfocus side=warden)
+	go pprof.Do(ctx, pprof.Labels("side", "warden"), func(ctx context.Context) { done <- srv.Serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return lis.Addr().String()
 }
 
 // sendStep sends one transcript step through a MACP client, with the step's
@@ -147,39 +162,41 @@ func TestTranscriptsThroughSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, file := range transcriptFiles(t) {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			tr, err := replay.Load(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := &testClock{}
-			enf, err := replay.NewEnforcer(engine, tr, clock.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runtime, addr := startFakeRuntime(t)
-			client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr))
-			res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
-				clock.set(st.At)
-				before := runtime.forwarded()
-				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				d, err := sendStep(ctx, client, st)
+	for _, transport := range transports {
+		for _, file := range transcriptFiles(t) {
+			t.Run(transport+"/"+filepath.Base(file), func(t *testing.T) {
+				tr, err := replay.Load(file)
 				if err != nil {
-					return d, err
+					t.Fatal(err)
 				}
-				if got := runtime.forwarded() - before; got != map[bool]int{true: 1, false: 0}[d.Allow] {
-					t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
+				clock := &testClock{}
+				enf, err := replay.NewEnforcer(engine, tr, clock.now)
+				if err != nil {
+					t.Fatal(err)
 				}
-				return d, nil
-			}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range res.Failures {
-				t.Error(f)
-			}
-		})
+				runtime, addr := startFakeRuntime(t)
+				client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, transport))
+				res, err := replay.Evaluate(ctx, tr, func(ctx context.Context, st replay.Step) (proxy.Decision, error) {
+					clock.set(st.At)
+					before := runtime.forwarded()
+					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
+					d, err := sendStep(ctx, client, st)
+					if err != nil {
+						return d, err
+					}
+					if got := runtime.forwarded() - before; got != map[bool]int{true: 1, false: 0}[d.Allow] {
+						t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
+					}
+					return d, nil
+				}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range res.Failures {
+					t.Error(f)
+				}
+			})
+		}
 	}
 }

@@ -46,6 +46,7 @@ func run() error {
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
 	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
+	wardenRelay := flag.Bool("warden-relay", true, "MACP scenarios: also run a second Warden with --transport relay (the frame relay front door), its column beside Warden's")
 	wardenArgs := flag.String("warden-args", "", "space-separated flags added to every `warden serve` (for example --pipeline-depth 1)")
 	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
@@ -78,7 +79,7 @@ func run() error {
 		// shared, and alternating often spreads other work evenly over both sides
 		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
 		logf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
-		profile: *profile}
+		profile: *profile, wardenRelay: *wardenRelay}
 	b.wardenArgs = strings.Fields(*wardenArgs)
 	if *wardenEnv != "" {
 		b.wardenEnv = strings.Split(*wardenEnv, ",")

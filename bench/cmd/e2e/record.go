@@ -69,7 +69,7 @@ func (r record) heading() string {
 		r.Date, kind, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.GOMAXPROCS["generator"], r.Machine.GOMAXPROCS["warden"],
 		r.Machine.GOMAXPROCS["macp-runtime (Rust)"], r.Timing.Warmup, r.Timing.Measure, r.Timing.Rounds, r.WallSeconds)
 	if r.Machine.Nginx != "" {
-		h += fmt.Sprintf("; baselines beside Warden: a null Go pass-through (bench/cmd/null, GOMAXPROCS %[1]s), for MACP a null HTTP/2 frame relay (bench/cmd/null -relay: bench/relay, GOMAXPROCS %[1]s) and %[2]s (one process, master_process off), each in the same rounds", r.Machine.GOMAXPROCS["warden"], r.Machine.Nginx)
+		h += fmt.Sprintf("; beside Warden: for MACP Warden on the frame relay front door (--transport relay), a null Go pass-through (bench/cmd/null, GOMAXPROCS %[1]s), for MACP a null HTTP/2 frame relay (bench/cmd/null -relay: proxy/frames, GOMAXPROCS %[1]s) and %[2]s (one process, master_process off), each in the same rounds", r.Machine.GOMAXPROCS["warden"], r.Machine.Nginx)
 	}
 	if mean, most := r.otherCPU(); most > 0 {
 		h += fmt.Sprintf("; other work shared the machine: %.2f cores on average during the runs, %.2f at most (/proc/stat minus the benchmark's processes)", mean, most)

@@ -31,6 +31,9 @@ type bench struct {
 	wardenEnv []string
 	// profile is -profile: where Warden's saturation profiles go ("": none).
 	profile string
+	// wardenRelay runs, in the MACP scenarios, a second Warden on the frame
+	// relay front door (-warden-relay).
+	wardenRelay bool
 	// nullOnce builds the null Go pass-through (bench/cmd/null) once.
 	nullOnce sync.Once
 	nullPath string
@@ -91,8 +94,9 @@ func (b *bench) startNull(name, listen, proto, upstream string, extra ...string)
 }
 
 // hops starts the hops of a comparison in front of an upstream: Warden
-// (already started), the null Go pass-through, for MACP the null frame relay
-// (bench/relay), and nginx. newSide makes a
+// (already started), for MACP Warden on the relay front door
+// (-warden-relay), the null Go pass-through, for MACP the null frame relay
+// (proxy/frames), and nginx. newSide makes a
 // side that reaches the upstream through a hop's address; stop stops them.
 // nginx is left out, with a log line, when it is not installed.
 func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide func(name, addr string, p *proc) side) (hops []side, stop func(), err error) {
@@ -104,6 +108,18 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 	}
 	hops = []side{newSide("Warden", wAddr, w)}
 	hops[0].admin = w.admin
+	if proto == "macp" && b.wardenRelay {
+		rAddr, err := freeAddr()
+		if err != nil {
+			return nil, stop, err
+		}
+		r, err := b.startWarden("warden-relay-"+id, rAddr, macpWardenArgs(rAddr, upstream, "--transport", "relay")...)
+		if err != nil {
+			return nil, stop, err
+		}
+		started = append(started, r)
+		hops = append(hops, newSide(report.WardenRelay, rAddr, r))
+	}
 	nAddr, err := freeAddr()
 	if err != nil {
 		return nil, stop, err
@@ -147,6 +163,13 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 	return hops, stop, nil
 }
 
+// macpWarden are the flags of a MACP sidecar Warden on listen in front of
+// the runtime at upstream, then extra.
+func macpWardenArgs(listen, upstream string, extra ...string) []string {
+	return append([]string{"--macp-listen", listen, "--macp-upstream", upstream,
+		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000"}, extra...)
+}
+
 // macpRates are the fixed rates of the MACP scenarios, in messages per
 // second.
 func (b *bench) macpRates() []float64 {
@@ -177,8 +200,7 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
-	w, err := b.startWarden("warden-"+id, wAddr, "--macp-listen", wAddr, "--macp-upstream", rtAddr,
-		"--plaintext", "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000")
+	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr)...)
 	if err != nil {
 		return outcome{}, err
 	}

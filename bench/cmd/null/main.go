@@ -3,7 +3,7 @@
 // With -macp it is a grpc-go server that relays every call, as raw frames,
 // to the runtime over one client connection; with -mcp it is an
 // httputil.ReverseProxy that flushes every write. With -macp and -relay it
-// is the HTTP/2 frame relay of bench/relay instead of grpc-go.
+// is the HTTP/2 frame relay of proxy/frames instead of grpc-go.
 package main
 
 import (
@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/agentwarden/warden/bench/relay"
+	"github.com/agentwarden/warden/proxy/frames"
 )
 
 func main() {
@@ -39,7 +39,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve on")
 	macpUp := flag.String("macp", "", "relay gRPC to this runtime address (host:port)")
 	mcpUp := flag.String("mcp", "", "reverse-proxy HTTP to this URL")
-	frames := flag.Bool("relay", false, "with -macp: relay HTTP/2 frames (bench/relay) instead of grpc-go calls")
+	frameRelay := flag.Bool("relay", false, "with -macp: relay HTTP/2 frames (proxy/frames) instead of grpc-go calls")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -48,8 +48,8 @@ func run() error {
 		return err
 	}
 	switch {
-	case *macpUp != "" && *frames:
-		r, err := relay.New(relay.Config{Upstream: *macpUp})
+	case *macpUp != "" && *frameRelay:
+		r, err := frames.New(frames.Config{Upstream: *macpUp})
 		if err != nil {
 			return err
 		}

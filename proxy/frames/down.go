@@ -1,7 +1,8 @@
-package relay
+package frames
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"strconv"
@@ -17,6 +18,10 @@ func (c *conn) serveDown() {
 	go c.writeLoop()
 	code, say := c.handshake()
 	if say {
+		if tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+			cs := tc.ConnectionState() // the handshake completed with the preface
+			c.tls = &cs
+		}
 		code, say = c.readDown()
 	}
 	if say {
@@ -135,7 +140,15 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		l.remoteDone = true
 		c.maybeRemove(l)
 		c.mu.Unlock()
-		l.peer.c.sendHeaders(l.peer, f.Fields, true)
+		if l.x != nil {
+			l.x.body(nil, true) // request trailers end the body; they are not forwarded
+			return nil
+		}
+		if p := l.peer; p.c.noTrailers {
+			p.c.sendData(p, nil, true)
+		} else {
+			p.c.sendHeaders(p, f.Fields, true)
+		}
 		return nil
 	}
 	if id <= c.maxClientID {
@@ -143,7 +156,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxClientID = id
-	if c.goneAway || len(c.streams) >= int(c.r.cfg.MaxStreams) {
+	if c.goneAway || c.draining || len(c.streams) >= int(c.r.cfg.MaxStreams) {
 		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
@@ -159,11 +172,18 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
+	rt, err := c.r.route(f.Fields, c.tls)
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeInternal, Cause: err}
+	}
 	d := &leg{c: c, id: id, wantLen: wantLen, recvWin: int64(c.r.cfg.StreamWindow)}
 	u := &leg{peer: d, wantLen: -1, recvWin: int64(c.r.cfg.StreamWindow)}
 	d.peer = u
 	end := f.StreamEnded()
 	d.remoteDone = end
+	if rt.Handler != nil {
+		d.x = newExchange(c, d, rt, f.Fields)
+	}
 	c.mu.Lock()
 	d.sendWin = c.peerInitWin
 	if c.dead {
@@ -175,7 +195,17 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.streams[id] = d
 	c.mu.Unlock()
-	if err := c.r.pool.open(u, f.Fields, end); err != nil {
+	if d.x != nil {
+		if end {
+			d.x.body(nil, true)
+		}
+		return nil
+	}
+	header := f.Fields
+	if rt.Header != nil {
+		header = rt.Header
+	}
+	if err := c.r.pools[rt.Pool].open(u, header, end); err != nil {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}

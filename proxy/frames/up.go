@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"context"
@@ -27,7 +27,8 @@ var (
 // when none has room and the pool is below MaxUpstreamConns, one more is
 // dialed.
 type pool struct {
-	r *Relay
+	r  *Relay
+	up Upstream
 
 	mu        sync.Mutex
 	conns     []*conn
@@ -45,7 +46,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 		return net.ErrClosed
 	}
 	for _, c := range p.conns {
-		if c.tryOpen(u, fields, end) {
+		if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 			return nil
 		}
 	}
@@ -63,7 +64,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	}
 	p.backoff = 0
 	p.conns = append(p.conns, c)
-	if c.tryOpen(u, fields, end) {
+	if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 		return nil
 	}
 	return errPoolFull
@@ -74,8 +75,14 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 func (p *pool) dial() (*conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.r.cfg.DialTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", p.r.cfg.Upstream)
+	dial := p.up.Dial
+	if dial == nil {
+		dial = func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", p.up.Addr)
+		}
+	}
+	nc, err := dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream: %w", err)
 	}
@@ -83,6 +90,7 @@ func (p *pool) dial() (*conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	c := newConn(p.r, nc, false)
+	c.noTrailers = p.up.NoRequestTrailers
 	c.preface()
 	p.r.wg.Go(c.writeLoop)
 	p.r.wg.Go(func() { c.serveUp(); p.drop(c) })
@@ -106,11 +114,16 @@ func (p *pool) closeAll() {
 	}
 }
 
-// tryOpen opens u on c if c has room; it sends the header block.
-func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool) bool {
+// tryOpen opens u on c if c has room under the upstream's limit and
+// maxStreams (0: none); it sends the header block.
+func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams uint32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dead || c.goneAway || uint32(len(c.streams)) >= c.peerMaxStreams || c.nextID > maxStreamID {
+	limit := c.peerMaxStreams
+	if maxStreams > 0 {
+		limit = min(limit, maxStreams)
+	}
+	if c.dead || c.goneAway || uint32(len(c.streams)) >= limit || c.nextID > maxStreamID {
 		return false
 	}
 	u.c, u.id = c, c.nextID
@@ -181,20 +194,30 @@ func (c *conn) upHeaders(f *http2.MetaHeadersFrame) error {
 		c.maybeRemove(l)
 	}
 	c.mu.Unlock()
-	fields := slices.DeleteFunc(f.Fields, func(hf hpack.HeaderField) bool {
-		switch hf.Name {
-		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return true
-		}
-		return false
-	})
+	fields := slices.DeleteFunc(f.Fields, hopByHop)
+	if l.hold != nil {
+		l.hold.headers(fields, end)
+		return nil
+	}
 	l.peer.c.sendHeaders(l.peer, fields, end)
 	return nil
+}
+
+// hopByHop reports a connection-specific field, never relayed.
+func hopByHop(hf hpack.HeaderField) bool {
+	switch hf.Name {
+	case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
 }
 
 // onGoAway stops new streams on c and refuses, toward their clients, the
 // streams the upstream says it never processed (they can be retried).
 func (c *conn) onGoAway(f *http2.GoAwayFrame) {
+	if f.ErrCode != http2.ErrCodeNo {
+		c.r.log.Warn("relay: upstream sent GOAWAY", "code", f.ErrCode, "last_stream", f.LastStreamID, "debug", string(f.DebugData()))
+	}
 	c.mu.Lock()
 	c.goneAway = true
 	c.lastOK = f.LastStreamID
@@ -208,7 +231,7 @@ func (c *conn) onGoAway(f *http2.GoAwayFrame) {
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
 	for _, l := range refused {
-		l.peer.c.resetLeg(l.peer, http2.ErrCodeRefusedStream)
+		l.resetPeer(http2.ErrCodeRefusedStream)
 	}
 	if idle {
 		c.nc.Close()

@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"time"
@@ -29,6 +29,22 @@ type leg struct {
 	gone       bool // no longer in c.streams
 
 	wantLen, gotLen int64 // content-length of a request (-1: none)
+
+	x    *exchange // client side of a stream a Handler handles
+	hold *held     // upstream side of a stream a Handler forwarded
+}
+
+// resetPeer ends the other side of l after l ended with code: the paired
+// stream is reset, or a Handler waiting for the upstream's answer on l is
+// told it will not come.
+func (l *leg) resetPeer(code http2.ErrCode) {
+	if l.hold != nil {
+		l.hold.fail(http2.StreamError{StreamID: l.id, Code: code})
+		return
+	}
+	if p := l.peer; p != nil && p.c != nil {
+		p.c.resetLeg(p, code)
+	}
 }
 
 // remove drops l from its connection; it runs under c.mu.
@@ -40,8 +56,13 @@ func (c *conn) remove(l *leg) {
 	l.pend = nil
 	l.pendTrail = nil
 	delete(c.streams, l.id)
+	if l.x != nil {
+		l.x.cancel()
+	}
 	switch {
 	case len(c.streams) > 0:
+	case c.server && c.draining:
+		_ = c.nc.SetReadDeadline(time.Now()) // the reader ends; the connection closes
 	case c.server:
 		c.armIdle()
 	case c.goneAway || c.nextID > maxStreamID:
@@ -79,8 +100,8 @@ func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) {
 		c.remove(l)
 	}
 	c.mu.Unlock()
-	if l != nil && l.peer.c != nil {
-		l.peer.c.resetLeg(l.peer, cancel)
+	if l != nil {
+		l.resetPeer(cancel)
 	}
 }
 
@@ -132,6 +153,7 @@ func (c *conn) writeData(l *leg, data []byte, end bool) int {
 		}
 		last := sent+n == len(data)
 		_ = c.wfr.WriteData(l.id, end && last, data[sent:sent+n])
+		c.pingStrikes = 0 // pings after data are welcome (BDP estimation)
 		c.sendWin -= int64(n)
 		l.sendWin -= int64(n)
 		sent += n
@@ -208,7 +230,9 @@ func (c *conn) drain(owed *[]credit) {
 // it runs without locks held.
 func payCredits(owed *[]credit) {
 	for i, cr := range *owed {
-		cr.l.c.credit(cr.l, cr.n)
+		if cr.l.c != nil { // nil: the answer of a Handler that forwarded nothing
+			cr.l.c.credit(cr.l, cr.n)
+		}
 		(*owed)[i] = credit{}
 	}
 	*owed = (*owed)[:0]
@@ -222,13 +246,7 @@ func (c *conn) credit(l *leg, n int) {
 	if l.gone || l.remoteDone {
 		return
 	}
-	l.owed += int64(n)
-	if l.owed >= int64(c.r.cfg.StreamWindow)/2 {
-		_ = c.wfr.WriteWindowUpdate(l.id, uint32(l.owed))
-		l.recvWin += l.owed
-		l.owed = 0
-		c.kick()
-	}
+	c.returnCredit(l, int64(n))
 }
 
 // onData relays a DATA frame to the paired stream.
@@ -278,12 +296,36 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		l.remoteDone = true
 		c.maybeRemove(l)
 	}
+	if l.x != nil || l.hold != nil {
+		// kept here, not relayed: the window is returned at once (the
+		// buffer is bounded by the Route's MaxBody)
+		c.returnCredit(l, int64(len(data)))
+		c.mu.Unlock()
+		if l.x != nil {
+			l.x.body(data, end)
+		} else {
+			l.hold.data(c, l, data, end)
+		}
+		return nil
+	}
 	p := l.peer
 	c.mu.Unlock()
 	if n := p.c.sendData(p, data, end); n > 0 && !end {
 		c.credit(l, n)
 	}
 	return nil
+}
+
+// returnCredit owes n bytes of l's receive window back to its sender and
+// returns what is owed once it is half the window; it runs under mu.
+func (c *conn) returnCredit(l *leg, n int64) {
+	l.owed += n
+	if !l.remoteDone && l.owed >= int64(c.r.cfg.StreamWindow)/2 {
+		_ = c.wfr.WriteWindowUpdate(l.id, uint32(l.owed))
+		l.recvWin += l.owed
+		l.owed = 0
+		c.kick()
+	}
 }
 
 // onWindowUpdate grows a send window and sends what waited for it.
@@ -349,9 +391,7 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 	if flood {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}
-	if l.peer.c != nil {
-		l.peer.c.resetLeg(l.peer, code)
-	}
+	l.resetPeer(code)
 	return nil
 }
 
@@ -378,15 +418,31 @@ func (c *conn) unknownStream(id uint32) error {
 }
 
 // onPing answers a PING.
-func (c *conn) onPing(f *http2.PingFrame) {
+func (c *conn) onPing(f *http2.PingFrame) error {
 	if f.IsAck() {
-		return
+		return nil
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if every := c.r.cfg.MinPingInterval; c.server && every > 0 {
+		// grpc-go's keepalive enforcement: a client pinging more often
+		// than MinPingInterval, three times with nothing sent to it in
+		// between, is sent GOAWAY ENHANCE_YOUR_CALM
+		now := time.Now()
+		if now.Sub(c.lastPing) < every {
+			if c.pingStrikes++; c.pingStrikes > maxPingStrikes {
+				return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+			}
+		}
+		c.lastPing = now
+	}
 	_ = c.wfr.WritePing(true, f.Data)
 	c.kick()
-	c.mu.Unlock()
+	return nil
 }
+
+// maxPingStrikes is how many pings too early a client is forgiven (grpc-go's).
+const maxPingStrikes = 2
 
 // handle dispatches the frames both sides treat alike; it reports false for
 // a frame the caller handles.
@@ -401,8 +457,7 @@ func (c *conn) handle(f http2.Frame) (bool, error) {
 	case *http2.RSTStreamFrame:
 		return true, c.onRST(f)
 	case *http2.PingFrame:
-		c.onPing(f)
-		return true, nil
+		return true, c.onPing(f)
 	case *http2.PushPromiseFrame:
 		return true, http2.ConnectionError(http2.ErrCodeProtocol)
 	}

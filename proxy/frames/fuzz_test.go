@@ -1,11 +1,14 @@
-package relay
+package frames
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,10 +35,10 @@ func frames(write func(fr *http2.Framer, hb func(...string) []byte)) []byte {
 
 var request = []string{":method", "POST", ":scheme", "http", ":path", "/macp.v1.MACPRuntimeService/Send", ":authority", "x", "content-type", "application/grpc", "te", "trailers"}
 
-// exchange serves one client connection that sends in, waits a moment for
+// serveBytes serves one client connection that sends in, waits a moment for
 // the answer and hangs up: the relay must end the connection, and what it
 // sent must parse as HTTP/2 frames with a consistent HPACK state.
-func exchange(t *testing.T, r *Relay, in []byte, wait time.Duration) {
+func serveBytes(t *testing.T, r *Relay, in []byte, wait time.Duration) {
 	t.Helper()
 	client, server := net.Pipe()
 	served := make(chan struct{})
@@ -107,7 +110,10 @@ func FuzzClientFrames(f *testing.F) {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(up)
 	f.Cleanup(func() { srv.Close() })
-	r, err := New(Config{Upstream: up.Addr().String(), HandshakeTimeout: time.Second, WriteTimeout: time.Second})
+	// Send streams are buffered for a Handler (a small bound, so bodies
+	// outgrow it too), the others passed through
+	r, err := New(Config{Upstream: up.Addr().String(), HandshakeTimeout: time.Second, WriteTimeout: time.Second,
+		Router: fuzzRouter{}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -115,7 +121,7 @@ func FuzzClientFrames(f *testing.F) {
 	hello := append([]byte(http2.ClientPreface), frames(func(fr *http2.Framer, _ func(...string) []byte) { _ = fr.WriteSettings() })...)
 
 	f.Fuzz(func(t *testing.T, in []byte) {
-		exchange(t, r, append(hello[:len(hello):len(hello)], in...), time.Millisecond)
+		serveBytes(t, r, append(hello[:len(hello):len(hello)], in...), time.Millisecond)
 		r.mu.Lock()
 		n := len(r.downs)
 		r.mu.Unlock()
@@ -186,7 +192,7 @@ func FuzzUpstreamFrames(f *testing.F) {
 			t.Fatal(err)
 		}
 		answers <- in
-		exchange(t, r, hello, 2*time.Millisecond) // the upstream answers meanwhile
+		serveBytes(t, r, hello, 2*time.Millisecond) // the upstream answers meanwhile
 		r.shutdown()
 		r.wg.Wait()
 		select { // an answer no connection took
@@ -194,4 +200,26 @@ func FuzzUpstreamFrames(f *testing.F) {
 		default:
 		}
 	})
+}
+
+// fuzzRouter hands Send streams to forwarder and passes the others through.
+type fuzzRouter struct{}
+
+func (fuzzRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
+	for _, f := range header {
+		if f.Name == ":path" && strings.HasSuffix(f.Value, "/Send") {
+			return Route{Handler: forwarder{}, MaxBody: 64}
+		}
+	}
+	return Route{}
+}
+
+// forwarder forwards what it can and answers the rest itself.
+type forwarder struct{}
+
+func (forwarder) Handle(ctx context.Context, req *Request) Response {
+	if resp, err := req.Forward(ctx, 0, req.Header); err == nil {
+		return resp
+	}
+	return Response{Header: []hpack.HeaderField{{Name: ":status", Value: "502"}}}
 }

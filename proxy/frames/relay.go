@@ -1,13 +1,19 @@
-// Package relay is an HTTP/2 frame relay: it serves h2c (prior knowledge)
-// and maps every client stream onto a stream of a small pool of multiplexed
+// Package frames is a protocol-neutral HTTP/2 frame relay: it serves HTTP/2
+// with prior knowledge (h2c, or over a TLS listener the caller wraps) and
+// maps every client stream onto a stream of a small pool of multiplexed
 // upstream connections, passing DATA frames through with flow control kept
 // on both sides, header blocks decoded and encoded again per connection
 // (HPACK state belongs to a connection), write buffers reused and writes
-// batched. It has no goroutine per stream: two per connection, one reading
-// frames, one writing what the others queued. It lives under bench/ while
-// its cost is measured against the grpc-go hop (issue 12); it makes no
-// decisions.
-package relay
+// batched. A passed-through stream costs no goroutine: two per connection,
+// one reading frames, one writing what the others queued.
+//
+// It makes no decisions itself. A Router, chosen by the consumer, picks
+// each stream's route from its request header list: pass it through to one
+// of the upstream pools, or buffer its request body and hand it to a
+// Handler, which answers locally or forwards the original bytes and sees
+// the upstream's whole answer before the client does (one goroutine for
+// such a stream, while it is handled).
+package frames
 
 import (
 	"context"
@@ -22,8 +28,15 @@ import (
 
 // Config bounds a relay. Zero fields take the defaults New documents.
 type Config struct {
-	// Upstream is the h2c server every stream goes to (host:port).
+	// Upstream is the h2c server every stream goes to (host:port) unless
+	// Upstreams is set; it is then ignored.
 	Upstream string
+	// Upstreams are the upstream pools a Router routes to by index; pool 0
+	// takes every stream when there is no Router.
+	Upstreams []Upstream
+	// Router picks each stream's route; nil passes every stream through to
+	// pool 0.
+	Router Router
 	// MaxConns caps the client connections served at once (default 1024);
 	// one more is closed on accept.
 	MaxConns int
@@ -56,6 +69,11 @@ type Config struct {
 	// KeepaliveTimeout after the ping (default 20 s): Warden's gRPC
 	// keepalive defaults.
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MinPingInterval is how often a client may ping: one that pings
+	// sooner three times with nothing sent to it in between is sent GOAWAY
+	// ENHANCE_YOUR_CALM, as grpc-go's keepalive enforcement does. Zero
+	// answers every ping.
+	MinPingInterval time.Duration
 	// DialTimeout bounds an upstream dial (default 5 s); after a failed dial
 	// streams are refused for a backoff that doubles up to MaxBackoff.
 	DialTimeout time.Duration
@@ -66,6 +84,12 @@ type Config struct {
 	// peer that lets control frames pile up beyond it (it does not read
 	// while it pings or resets) is cut off.
 	MaxWriteBuffer int
+	// DrainTimeout is how long, once Serve's context ends, the streams
+	// already open may finish: every client is sent GOAWAY at once, new
+	// streams are refused, a connection closes when its last stream ends,
+	// and what is still open after DrainTimeout is closed. Zero closes every
+	// connection at once.
+	DrainTimeout time.Duration
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 }
@@ -108,8 +132,13 @@ const maxWindow = 1<<31 - 1
 // Validate reports a configuration the relay cannot run with.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Upstream == "" {
+	if c.Upstream == "" && len(c.Upstreams) == 0 {
 		errs = append(errs, errors.New("upstream is required"))
+	}
+	for i, u := range c.Upstreams {
+		if u.Addr == "" && u.Dial == nil {
+			errs = append(errs, fmt.Errorf("upstream %d: an address or a dialer is required", i))
+		}
 	}
 	if c.MaxConns < 0 || c.MaxUpstreamConns < 0 || c.MaxWriteBuffer < 0 {
 		errs = append(errs, errors.New("connection and buffer bounds must not be negative"))
@@ -125,15 +154,20 @@ func (c *Config) Validate() error {
 
 // Relay relays client streams to the upstream. Serve runs it.
 type Relay struct {
-	cfg  Config
-	log  *slog.Logger
-	pool *pool
-	sem  chan struct{}
-	wg   sync.WaitGroup
+	cfg   Config
+	log   *slog.Logger
+	pools []*pool
+	sem   chan struct{}
+	wg    sync.WaitGroup
 
-	mu    sync.Mutex
-	downs map[*conn]struct{}
-	done  bool
+	mu       sync.Mutex
+	downs    map[*conn]struct{}
+	done     bool
+	draining bool
+	drained  chan struct{} // closed once draining and no client connection is left
+
+	work    chan func()   // exchanges handed to idle workers
+	closing chan struct{} // closed by shutdown: idle workers end
 }
 
 // New checks cfg and returns a relay; it starts nothing.
@@ -146,16 +180,34 @@ func New(cfg Config) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{}}
-	r.pool = &pool{r: r}
+	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{},
+		work: make(chan func()), closing: make(chan struct{}), drained: make(chan struct{})}
+	ups := cfg.Upstreams
+	if len(ups) == 0 {
+		ups = []Upstream{{Addr: cfg.Upstream}}
+	}
+	for _, u := range ups {
+		r.pools = append(r.pools, &pool{r: r, up: u})
+	}
 	return r, nil
 }
 
-// Serve accepts client connections on lis until ctx ends, then closes every
-// connection (clients get GOAWAY) and waits for their goroutines.
+// Serve accepts client connections on lis until ctx ends, then lets open
+// streams finish for at most DrainTimeout, closes every connection
+// (clients get GOAWAY) and waits for their goroutines.
 func (r *Relay) Serve(ctx context.Context, lis net.Listener) error {
 	stop := context.AfterFunc(ctx, func() {
 		lis.Close()
+		if r.cfg.DrainTimeout > 0 {
+			r.drain()
+			t := time.NewTimer(r.cfg.DrainTimeout)
+			select {
+			case <-r.drained:
+			case <-t.C:
+				r.log.Warn("relay: drain timeout, closing the remaining connections", "timeout", r.cfg.DrainTimeout)
+			}
+			t.Stop()
+		}
 		r.shutdown()
 	})
 	defer stop()
@@ -216,12 +268,41 @@ func (r *Relay) track(c *conn) bool {
 func (r *Relay) untrack(c *conn) {
 	r.mu.Lock()
 	delete(r.downs, c)
+	if r.draining && len(r.downs) == 0 {
+		close(r.drained)
+		r.draining = false
+	}
 	r.mu.Unlock()
+}
+
+// drain tells every client to open no more streams (GOAWAY NO_ERROR) and
+// has each connection close once its last stream ended.
+func (r *Relay) drain() {
+	r.mu.Lock()
+	r.done = true // no new connection is served
+	downs := make([]*conn, 0, len(r.downs))
+	for c := range r.downs {
+		downs = append(downs, c)
+	}
+	if len(downs) == 0 {
+		close(r.drained)
+	} else {
+		r.draining = true
+	}
+	r.mu.Unlock()
+	for _, c := range downs {
+		c.windDown()
+	}
 }
 
 // shutdown sends GOAWAY to every client and ends every connection.
 func (r *Relay) shutdown() {
 	r.mu.Lock()
+	select {
+	case <-r.closing:
+	default:
+		close(r.closing)
+	}
 	r.done = true
 	downs := make([]*conn, 0, len(r.downs))
 	for c := range r.downs {
@@ -231,12 +312,15 @@ func (r *Relay) shutdown() {
 	for _, c := range downs {
 		c.abort()
 	}
-	r.pool.closeAll()
+	for _, p := range r.pools {
+		p.closeAll()
+	}
 }
 
 // isIOError reports whether err came from the connection rather than from
 // what the peer sent.
 func isIOError(err error) bool {
 	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.As(err, &ne)
 }

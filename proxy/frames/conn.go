@@ -1,8 +1,9 @@
-package relay
+package frames
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -48,14 +49,19 @@ type conn struct {
 	peerMaxFrame   uint32
 	peerMaxStreams uint32
 	goneAway       bool // GOAWAY received (upstream: no new streams)
+	draining       bool // down: GOAWAY sent; closes when its last stream ends
 
 	maxClientID uint32    // down: highest client stream id seen
 	resets      int       // down: streams the client reset since resetsFrom
+	lastPing    time.Time // down: when the client last pinged
+	pingStrikes int       // down: pings too early since data was last sent to the client
 	resetsFrom  time.Time // down: start of the current one-second window
 	nextID      uint32    // up: next stream id
 	lastOK      uint32    // up: the last stream id of a GOAWAY
 
-	lastRead atomic.Int64 // unix nanoseconds of the last frame read, for keepalive
+	lastRead   atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
+	tls        *tls.ConnectionState // down: the client's TLS state, set before the first stream
+	noTrailers bool                 // up: request trailers become an empty DATA frame (Upstream.NoRequestTrailers)
 }
 
 // credit is stream credit owed to a leg's peer after its DATA went out.
@@ -237,6 +243,9 @@ func (c *conn) finish(code http2.ErrCode) {
 	for _, l := range c.streams {
 		l.gone = true
 		l.pend = nil
+		if l.x != nil {
+			l.x.cancel()
+		}
 		legs = append(legs, l)
 	}
 	clear(c.streams)
@@ -252,9 +261,7 @@ func (c *conn) finish(code http2.ErrCode) {
 	}
 	c.nc.Close()
 	for _, l := range legs {
-		if p := l.peer; p.c != nil {
-			p.c.resetLeg(p, code)
-		}
+		l.resetPeer(code)
 	}
 }
 
@@ -279,6 +286,20 @@ func (c *conn) abort() {
 	c.kick()
 	c.mu.Unlock()
 	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// windDown sends a client GOAWAY(NO_ERROR): streams it opened so far may
+// finish, later ones are refused, and the connection closes once it has
+// none.
+func (c *conn) windDown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.draining = true
+	_ = c.wfr.WriteGoAway(c.maxClientID, http2.ErrCodeNo, nil)
+	c.kick()
+	if len(c.streams) == 0 {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
 }
 
 // goAway queues GOAWAY with code; the caller then ends the reader.
@@ -307,6 +328,7 @@ func connErrCode(err error) (http2.ErrCode, bool) {
 // writeHeaders encodes fields with this connection's HPACK state and
 // queues HEADERS and CONTINUATION frames; it runs under mu.
 func (c *conn) writeHeaders(id uint32, fields []hpack.HeaderField, end bool) {
+	c.pingStrikes = 0
 	c.hbuf.Reset()
 	for _, f := range fields {
 		_ = c.enc.WriteField(f)

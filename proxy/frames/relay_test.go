@@ -1,4 +1,4 @@
-package relay
+package frames
 
 import (
 	"bytes"
@@ -29,9 +29,11 @@ type echo struct {
 	testpb.UnimplementedTestServiceServer
 	open     atomic.Int64 // FullDuplexCalls in progress
 	canceled atomic.Int64 // FullDuplexCalls that saw their context end
+	unary    atomic.Int64 // UnaryCalls received
 }
 
-func (*echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (e *echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	e.unary.Add(1)
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("fail")) > 0 {
 		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
 	}
@@ -101,21 +103,9 @@ func startEcho(t testing.TB) (*echo, *grpc.Server, string) {
 // ends, and checks that Serve then returns.
 func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 	t.Helper()
-	r, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	// the relay's goroutines carry the label relay=serve, for profiles
-	// (go tool pprof -tagfocus relay=serve)
-	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { done <- r.Serve(ctx, lis) })
+	r, addr, stop, done := runRelay(t, cfg)
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		select {
 		case err := <-done:
 			if err != nil {
@@ -125,7 +115,27 @@ func startRelay(t testing.TB, cfg Config) (*Relay, string) {
 			t.Error("Serve did not return after its context ended")
 		}
 	})
-	return r, lis.Addr().String()
+	return r, addr
+}
+
+// runRelay serves a relay with cfg on a loopback port until stop; done
+// receives what Serve returned.
+func runRelay(t testing.TB, cfg Config) (r *Relay, addr string, stop func(), done <-chan error) {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	// the relay's goroutines carry the label relay=serve, for profiles
+	// (go tool pprof -tagfocus relay=serve)
+	go pprof.Do(ctx, pprof.Labels("relay", "serve"), func(ctx context.Context) { served <- r.Serve(ctx, lis) })
+	return r, lis.Addr().String(), cancel, served
 }
 
 func payload(n int) *testpb.Payload {
@@ -234,9 +244,9 @@ func TestManyStreams(t *testing.T) {
 	if got := e.open.Load(); got != n {
 		t.Fatalf("upstream has %d calls open, want %d", got, n)
 	}
-	r.pool.mu.Lock()
-	conns := len(r.pool.conns)
-	r.pool.mu.Unlock()
+	r.pools[0].mu.Lock()
+	conns := len(r.pools[0].conns)
+	r.pools[0].mu.Unlock()
 	if conns < 3 {
 		t.Fatalf("pool has %d upstream connections for %d streams at 128 each, want >= 3", conns, n)
 	}
@@ -298,9 +308,9 @@ func TestUpstreamGone(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r.pool.mu.Lock()
-		n := len(r.pool.conns)
-		r.pool.mu.Unlock()
+		r.pools[0].mu.Lock()
+		n := len(r.pools[0].conns)
+		r.pools[0].mu.Unlock()
 		if n == 0 {
 			break
 		}
@@ -423,5 +433,54 @@ func TestUpstreamSilent(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("call to a silent upstream failed after %v, want within about 300 ms", d)
+	}
+}
+
+// TestPingPolicy pings the relay faster than MinPingInterval: the first
+// pings are answered, the fourth too early one ends the connection with
+// GOAWAY ENHANCE_YOUR_CALM; with no MinPingInterval every ping is answered.
+func TestPingPolicy(t *testing.T) {
+	_, _, up := startEcho(t)
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		calm  bool
+	}{{"policed", time.Minute, true}, {"not policed", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := startRelay(t, Config{Upstream: up, MinPingInterval: tc.every})
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(nc, nc)
+			_ = fr.WriteSettings()
+			acks := 0
+			for i := range 6 {
+				_ = fr.WritePing(false, [8]byte{byte(i)})
+				for answered := false; !answered; {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						t.Fatalf("ping %d: %v", i, err)
+					}
+					switch f := f.(type) {
+					case *http2.PingFrame:
+						answered, acks = f.IsAck(), acks+1
+					case *http2.GoAwayFrame:
+						if !tc.calm || f.ErrCode != http2.ErrCodeEnhanceYourCalm || acks != 3 {
+							t.Fatalf("GOAWAY %v after %d answered pings", f.ErrCode, acks)
+						}
+						return
+					}
+				}
+			}
+			if tc.calm {
+				t.Fatalf("%d pings answered, want GOAWAY ENHANCE_YOUR_CALM after 3", acks)
+			}
+		})
 	}
 }

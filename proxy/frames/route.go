@@ -1,0 +1,315 @@
+package frames
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Upstream is one pool's upstream: HTTP/2 with prior knowledge on whatever
+// Dial returns (a TLS client negotiating h2, an in-memory pipe), or on a TCP
+// connection to Addr when Dial is nil.
+type Upstream struct {
+	Addr string
+	Dial func(ctx context.Context) (net.Conn, error)
+	// MaxStreams, when not zero, caps the streams open on one connection
+	// below the upstream's SETTINGS_MAX_CONCURRENT_STREAMS: an upstream
+	// counts a stream the relay reset until its handler ended, so opening
+	// right up to its limit races with it (REFUSED_STREAM).
+	MaxStreams uint32
+	// NoRequestTrailers ends a stream whose client sent trailers with an
+	// empty DATA frame instead of relaying them: for a gRPC upstream, which
+	// has no use for request trailers, and grpc-go in particular, which
+	// treats HEADERS on a stream it already ended as an error of the whole
+	// connection (not ignored, as RFC 9113 §5.1 asks), so that one client's
+	// trailers racing with its answer would reset every stream on it.
+	NoRequestTrailers bool
+}
+
+// Router picks what the relay does with a stream from its request header
+// list (pseudo-header fields first, as received) and, on a TLS listener,
+// the client connection's TLS state (nil without TLS). It runs on the
+// client connection's reader, so it must not block.
+type Router interface {
+	Route(header []hpack.HeaderField, tls *tls.ConnectionState) Route
+}
+
+// Route is what the relay does with one stream.
+type Route struct {
+	// Pool is the index in Config.Upstreams of the pool a passed-through
+	// stream goes to.
+	Pool int
+	// Header, when not nil, is the header list a passed-through stream
+	// opens upstream with, in place of the client's.
+	Header []hpack.HeaderField
+	// Handler, when set, handles the stream instead: the relay buffers the
+	// request body (up to MaxBody bytes) and calls it once the body ended
+	// or outgrew MaxBody.
+	Handler Handler
+	// MaxBody bounds a buffered request body, and the upstream answer a
+	// Handler forwards for (default 4 MiB).
+	MaxBody int
+}
+
+// DefaultMaxBody is Route.MaxBody's default.
+const DefaultMaxBody = 4 << 20
+
+// Handler answers a stream whose request the relay buffered. Handle runs
+// in a goroutine of its own; ctx ends when the client resets the stream or
+// the connection ends. It returns the answer the client gets: its own, or
+// the upstream's from Request.Forward. An answer without a header list
+// resets the stream (INTERNAL_ERROR).
+type Handler interface {
+	Handle(ctx context.Context, req *Request) Response
+}
+
+// Request is a buffered request.
+type Request struct {
+	// Header is the request's header list as the client sent it.
+	Header []hpack.HeaderField
+	// Body is the request body: all of it, or its first MaxBody bytes
+	// when Truncated.
+	Body      []byte
+	Truncated bool
+	// TLS is the client connection's TLS state; nil without TLS.
+	TLS *tls.ConnectionState
+
+	x *exchange
+}
+
+// Response is a whole answer: the header list, the body and the trailers
+// (none when Trailer is nil). An answer without body and trailers is one
+// HEADERS frame that ends the stream.
+type Response struct {
+	Header  []hpack.HeaderField
+	Body    []byte
+	Trailer []hpack.HeaderField
+}
+
+// Errors of Forward.
+var (
+	ErrTruncated       = errors.New("frames: the request body is incomplete")
+	ErrForwarded       = errors.New("frames: the request was already forwarded")
+	ErrAnswerTooLarge  = errors.New("frames: the upstream's answer exceeds the body bound")
+	errNoSuchPool      = errors.New("frames: no such upstream pool")
+	errIncompleteReply = errors.New("frames: the upstream ended the stream without an answer")
+)
+
+// Forward sends the request's original body, under header, on a new stream
+// of upstream pool pool, and returns the upstream's whole answer once it
+// ended its stream; nothing of it has reached the client. An error means
+// there is no answer: the stream could not be opened, was reset, its
+// connection failed, the answer outgrew MaxBody, or ctx ended (the upstream
+// stream is then reset).
+func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderField) (Response, error) {
+	x := r.x
+	switch {
+	case r.Truncated:
+		return Response{}, ErrTruncated
+	case x.forwarded:
+		return Response{}, ErrForwarded
+	case pool < 0 || pool >= len(x.c.r.pools):
+		return Response{}, fmt.Errorf("%w: %d", errNoSuchPool, pool)
+	}
+	x.forwarded = true
+	u := x.d.peer
+	h := &held{done: make(chan struct{}), max: x.max}
+	u.hold = h
+	end := len(r.Body) == 0
+	if err := x.c.r.pools[pool].open(u, header, end); err != nil {
+		return Response{}, fmt.Errorf("frames: open upstream stream: %w", err)
+	}
+	if !end {
+		u.c.sendData(u, r.Body, true)
+	}
+	select {
+	case <-h.done:
+		return h.resp, h.err
+	case <-ctx.Done():
+		u.c.resetLeg(u, http2.ErrCodeCancel)
+		return Response{}, ctx.Err()
+	}
+}
+
+// route asks the Router for a stream's route.
+func (r *Relay) route(header []hpack.HeaderField, tls *tls.ConnectionState) (Route, error) {
+	if r.cfg.Router == nil {
+		return Route{}, nil
+	}
+	rt := r.cfg.Router.Route(header, tls)
+	if rt.Pool < 0 || rt.Pool >= len(r.pools) {
+		return Route{}, fmt.Errorf("%w: %d", errNoSuchPool, rt.Pool)
+	}
+	if rt.MaxBody <= 0 {
+		rt.MaxBody = DefaultMaxBody
+	}
+	return rt, nil
+}
+
+// exchange is a stream a Handler handles, on its client side. Its fields
+// but cancel are the client reader's until the Handler starts, then the
+// Handler's.
+type exchange struct {
+	c      *conn
+	d      *leg
+	rt     Route
+	header []hpack.HeaderField
+	max    int
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	buf       []byte
+	truncated bool
+	started   bool
+	forwarded bool
+}
+
+func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel}
+}
+
+// body takes the next piece of the request body on the client reader; the
+// Handler starts once the body ended or outgrew the bound. What comes after
+// that is dropped (its window was returned).
+func (x *exchange) body(data []byte, end bool) {
+	if x.started {
+		return
+	}
+	if room := x.max - len(x.buf); len(data) > room {
+		x.buf = append(x.buf, data[:room]...)
+		x.truncated = true
+	} else {
+		x.buf = append(x.buf, data...)
+	}
+	if end || x.truncated {
+		x.started = true
+		x.c.r.spawn(x.run)
+	}
+}
+
+// run calls the Handler and sends its answer to the client.
+func (x *exchange) run() {
+	defer x.cancel()
+	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, x: x})
+	x.c.respond(x.d, resp)
+}
+
+// respond sends a whole answer on l, the client side of an exchange; a
+// client still sending its body is then told to stop (RST_STREAM NO_ERROR,
+// RFC 9113 §8.1).
+func (c *conn) respond(l *leg, resp Response) {
+	if len(resp.Header) == 0 {
+		c.resetLeg(l, http2.ErrCodeInternal)
+		return
+	}
+	bodyEnd := resp.Trailer == nil
+	headersEnd := len(resp.Body) == 0 && bodyEnd
+	c.sendHeaders(l, resp.Header, headersEnd)
+	if !headersEnd {
+		if len(resp.Body) > 0 || bodyEnd {
+			c.sendData(l, resp.Body, bodyEnd)
+		}
+		if resp.Trailer != nil {
+			c.sendHeaders(l, resp.Trailer, true)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !l.gone && l.localDone && !l.remoteDone {
+		_ = c.wfr.WriteRSTStream(l.id, http2.ErrCodeNo)
+		c.remove(l)
+		c.kick()
+	}
+}
+
+// held collects, on the upstream reader, the answer to a forwarded
+// request; done closes when it is whole or will not come.
+type held struct {
+	once sync.Once
+	done chan struct{}
+	max  int
+
+	resp      Response
+	gotHeader bool
+	err       error
+}
+
+// headers takes a header block of the answer: the first is its header
+// list, a later one its trailers.
+func (h *held) headers(fields []hpack.HeaderField, end bool) {
+	if !h.gotHeader {
+		h.resp.Header, h.gotHeader = fields, true
+	} else {
+		h.resp.Trailer = fields
+	}
+	if end {
+		h.finish(nil)
+	}
+}
+
+// data takes DATA of the answer; an answer outgrowing the bound resets the
+// upstream stream.
+func (h *held) data(c *conn, l *leg, data []byte, end bool) {
+	if len(h.resp.Body)+len(data) > h.max {
+		c.resetLeg(l, http2.ErrCodeCancel)
+		h.finish(ErrAnswerTooLarge)
+		return
+	}
+	h.resp.Body = append(h.resp.Body, data...)
+	if end {
+		h.finish(nil)
+	}
+}
+
+// fail reports that the answer will not come.
+func (h *held) fail(err error) { h.finish(err) }
+
+func (h *held) finish(err error) {
+	h.once.Do(func() {
+		if err == nil && !h.gotHeader {
+			err = errIncompleteReply
+		}
+		h.err = err
+		close(h.done)
+	})
+}
+
+// workerIdle is how long a Handler's goroutine waits for the next exchange
+// before it ends.
+const workerIdle = 10 * time.Second
+
+// spawn runs f on an idle worker goroutine, or on a new one. A worker's
+// stack has grown to what a Handler needs, so reusing it saves growing a
+// fresh goroutine's stack for every exchange (a tenth of the CPU of a
+// decided Send); workers idle for workerIdle end, so there are never more
+// than the exchanges in progress at once, and none after shutdown.
+func (r *Relay) spawn(f func()) {
+	select {
+	case r.work <- f:
+		return
+	default:
+	}
+	r.wg.Go(func() {
+		idle := time.NewTimer(workerIdle)
+		defer idle.Stop()
+		for {
+			f()
+			idle.Reset(workerIdle)
+			select {
+			case f = <-r.work:
+			case <-idle.C:
+				return
+			case <-r.closing:
+				return
+			}
+		}
+	})
+}

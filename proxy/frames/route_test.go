@@ -1,0 +1,279 @@
+package frames
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// testRouter sends UnaryCall to testHandler and FullDuplexCall to pool 1.
+type testRouter struct {
+	h       *testHandler
+	maxBody int
+}
+
+func (r testRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
+	for _, f := range header {
+		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
+			return Route{Handler: r.h, MaxBody: r.maxBody}
+		}
+	}
+	return Route{Pool: 1}
+}
+
+// testHandler acts on the request's "mode" header: "local" answers with
+// PERMISSION_DENIED itself, "forward" forwards to pool 0 and releases the
+// answer, "replace" forwards and answers FAILED_PRECONDITION naming the
+// upstream's grpc-status, "wait" waits for the stream's end.
+type testHandler struct {
+	ended chan error // "wait": ctx.Err() once the stream ended
+}
+
+func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
+	mode := ""
+	for _, f := range req.Header {
+		if f.Name == "mode" {
+			mode = f.Value
+		}
+	}
+	if req.Truncated {
+		return grpcStatus(codes.ResourceExhausted, "too large")
+	}
+	switch mode {
+	case "local":
+		return grpcStatus(codes.PermissionDenied, "refused locally")
+	case "wait":
+		<-ctx.Done()
+		h.ended <- ctx.Err()
+		return Response{}
+	}
+	resp, err := req.Forward(ctx, 0, req.Header)
+	if err != nil {
+		return grpcStatus(codes.Unavailable, err.Error())
+	}
+	if _, err := req.Forward(ctx, 0, req.Header); err != ErrForwarded {
+		return grpcStatus(codes.Internal, "forwarded twice")
+	}
+	if mode == "replace" {
+		for _, f := range resp.Trailer {
+			if f.Name == "grpc-status" {
+				return grpcStatus(codes.FailedPrecondition, "upstream said "+f.Value)
+			}
+		}
+	}
+	return resp
+}
+
+func grpcStatus(c codes.Code, msg string) Response {
+	return Response{Header: []hpack.HeaderField{
+		{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"},
+		{Name: "grpc-status", Value: strconv.Itoa(int(c))}, {Name: "grpc-message", Value: msg},
+	}}
+}
+
+func TestRoute(t *testing.T) {
+	a, _, upA := startEcho(t)
+	b, _, upB := startEcho(t)
+	h := &testHandler{ended: make(chan error, 1)}
+	_, addr := startRelay(t, Config{
+		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
+		Router:    testRouter{h: h, maxBody: 64 << 10},
+	})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestServiceClient(cc)
+	for _, tc := range []struct {
+		mode    string
+		size    int
+		code    codes.Code
+		msg     string
+		reached int64 // UnaryCalls upstream A gets
+	}{
+		{"local", 10, codes.PermissionDenied, "refused locally", 0},
+		{"forward", 10, codes.OK, "", 1},
+		{"forward", 60 << 10, codes.OK, "", 1}, // several DATA frames each way, within the bound
+		{"replace", 10, codes.FailedPrecondition, "upstream said 0", 1},
+		{"forward", 70 << 10, codes.ResourceExhausted, "too large", 0},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			before := a.unary.Load()
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", tc.mode), 5*time.Second)
+			defer cancel()
+			resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(tc.size)})
+			if st := status.Convert(err); st.Code() != tc.code || st.Message() != tc.msg {
+				t.Fatalf("status %v %q, want %v %q", st.Code(), st.Message(), tc.code, tc.msg)
+			}
+			if tc.code == codes.OK && len(resp.GetPayload().GetBody()) != tc.size {
+				t.Errorf("answer carries %d bytes, want %d", len(resp.GetPayload().GetBody()), tc.size)
+			}
+			if got := a.unary.Load() - before; got != tc.reached {
+				t.Errorf("upstream A got %d calls, want %d", got, tc.reached)
+			}
+		})
+	}
+	t.Run("pool B passes through", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := s.Recv(); err != nil || len(m.GetPayload().GetBody()) != i+1 {
+				t.Fatalf("echo %d: %v", i, err)
+			}
+		}
+		if b.open.Load() != 1 || a.open.Load() != 0 {
+			t.Errorf("streams open: A %d, B %d; want the stream on B", a.open.Load(), b.open.Load())
+		}
+		_ = s.CloseSend()
+	})
+	t.Run("client cancel ends the handler", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "wait"))
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("call: %v", err)
+		}
+		select {
+		case err := <-h.ended:
+			if err == nil || !strings.Contains(err.Error(), "canceled") {
+				t.Errorf("handler context: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context did not end with the stream")
+		}
+	})
+}
+
+// gate is a Handler that answers OK once released.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gate) Route([]hpack.HeaderField, *tls.ConnectionState) Route { return Route{Handler: g} }
+
+func (g gate) Handle(context.Context, *Request) Response {
+	g.entered <- struct{}{}
+	<-g.release
+	return grpcStatus(codes.AlreadyExists, "answered")
+}
+
+// TestDrain ends Serve while a stream is being handled: the stream still
+// gets its answer, the client is told to open no more (GOAWAY), and Serve
+// returns once the connection closed, well before DrainTimeout.
+func TestDrain(t *testing.T) {
+	_, _, up := startEcho(t)
+	g := gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	_, addr, stop, served := runRelay(t, Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
+	defer stop()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestServiceClient(cc)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		answered <- err
+	}()
+	<-g.entered
+	start := time.Now()
+	stop()
+	time.Sleep(100 * time.Millisecond) // the GOAWAY reaches the client
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned with a stream open: %v", err)
+	default:
+	}
+	close(g.release)
+	if err := <-answered; status.Code(err) != codes.AlreadyExists {
+		t.Errorf("the stream open at shutdown: %v, want its answer", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Serve returned %v after its context ended", d)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("Serve did not return once the last stream ended")
+	}
+}
+
+// TestNoRequestTrailers sends a request with trailers through a relay
+// whose upstream takes none: the upstream sees the body end without them
+// (grpc-go would end the whole connection for trailers on a stream it
+// already answered); another relay passes them on.
+func TestNoRequestTrailers(t *testing.T) {
+	got := make(chan string, 1)
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Trailer.Get("x-t")
+	}), Protocols: new(http.Protocols), ReadHeaderTimeout: 10 * time.Second}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = srv.Serve(up) }()
+	t.Cleanup(func() { srv.Close() })
+	for _, drop := range []bool{true, false} {
+		_, addr := startRelay(t, Config{Upstreams: []Upstream{{Addr: up.Addr().String(), NoRequestTrailers: drop}}})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(nc, http2.ClientPreface)
+		fr := http2.NewFramer(nc, nc)
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/"},
+			{Name: ":authority", Value: "relay"}, {Name: "trailer", Value: "x-t"}} {
+			_ = enc.WriteField(f)
+		}
+		_ = fr.WriteSettings()
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+		_ = fr.WriteData(1, false, []byte("body"))
+		hb.Reset()
+		_ = enc.WriteField(hpack.HeaderField{Name: "x-t", Value: "v"})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: true})
+		want := map[bool]string{true: "", false: "v"}[drop]
+		select {
+		case tr := <-got:
+			if tr != want {
+				t.Errorf("NoRequestTrailers %v: the upstream saw trailer %q, want %q", drop, tr, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("NoRequestTrailers %v: the request did not end upstream", drop)
+		}
+		nc.Close()
+	}
+}

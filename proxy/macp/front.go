@@ -1,0 +1,589 @@
+package macp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/frames"
+	"github.com/agentwarden/warden/proxy/listener"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// Transports of the MACP sidecar's front door.
+const (
+	// TransportGRPC serves every call with grpc-go: a server toward clients
+	// and a client call toward the runtime per call.
+	TransportGRPC = "grpc"
+	// TransportRelay serves the front door with the HTTP/2 frame relay
+	// (proxy/frames): Send is decided on the relay and its original bytes
+	// relayed to the runtime; every other call goes to the grpc-go sidecar,
+	// served in process behind the relay, and is handled exactly as with
+	// TransportGRPC.
+	TransportRelay = "relay"
+)
+
+// The relay's upstream pools.
+const (
+	poolRuntime  = 0 // the runtime, for decided Sends
+	poolFallback = 1 // the in-process grpc-go sidecar, for everything else
+)
+
+// serveRelay serves the front door with the frame relay on lis until ctx
+// ends, and the grpc-go sidecar behind it on an in-memory listener.
+func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
+	lim := s.cfg.Limits.WithDefaults()
+	if !s.cfg.Plaintext {
+		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2")
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("macp tls: %w", err)
+		}
+		lis = tls.NewListener(lis, tc)
+	}
+	inner := newPipeListener()
+	dialRuntime, err := s.runtimeDialer(lim)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	r, err := frames.New(frames.Config{
+		Upstreams: []frames.Upstream{
+			// below the runtime's 128 and the inner server's innerMaxStreams:
+			// a stream the relay reset counts there a little longer
+			poolRuntime:  {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
+			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, NoRequestTrailers: true},
+		},
+		Router:           router{s},
+		MaxConns:         lim.MaxConnections,
+		MaxStreams:       listener.GRPCMaxStreams,
+		IdleTimeout:      lim.IdleTimeout,
+		HandshakeTimeout: lim.GRPCConnectionTimeout,
+		KeepaliveTime:    lim.GRPCKeepaliveTime,
+		KeepaliveTimeout: lim.GRPCKeepaliveTimeout,
+		MinPingInterval:  lim.GRPCKeepaliveMinTime,
+		DialTimeout:      lim.UpstreamConnectTimeout,
+		MaxBackoff:       lim.UpstreamBackoffMax,
+		DrainTimeout:     s.cfg.ShutdownTimeout,
+		Logger:           s.log,
+	})
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("macp relay: %w", err)
+	}
+	// TLS ends at the relay, which bounds the streams of each client; the
+	// in-process server takes more streams a connection than the relay
+	// opens on one, so streams the relay reset and it still counts never
+	// make it refuse one
+	s.srv = s.grpcServer(lim, nil, grpc.MaxConcurrentStreams(innerMaxStreams))
+	ictx, stopInner := context.WithCancel(context.WithoutCancel(ctx))
+	innerDone := make(chan error, 1)
+	go func() { innerDone <- listener.Serve(ictx, s.srv, inner, s.cfg.ShutdownTimeout, s.log) }()
+	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
+		"max_connections", lim.MaxConnections, "transport", TransportRelay)
+	err = r.Serve(ctx, lis)
+	stopInner()
+	if ierr := <-innerDone; err == nil && ierr != nil {
+		err = ierr
+	}
+	if err != nil {
+		return fmt.Errorf("macp serve: %w", err)
+	}
+	return nil
+}
+
+// innerMaxStreams is the in-process grpc-go server's stream limit a
+// connection, well above the listener.GRPCMaxStreams the relay opens.
+const innerMaxStreams = 8 * listener.GRPCMaxStreams
+
+// runtimeDialer connects the relay to the runtime: TCP, then TLS offering
+// h2 unless upstream_plaintext.
+func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.Conn, error), error) {
+	d := listener.Dialer(lim)
+	if s.cfg.UpstreamPlaintext {
+		return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
+	}
+	host, _, err := net.SplitHostPort(s.cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("macp.upstream: %w", err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, NextProtos: []string{"h2"}}
+	if s.cfg.UpstreamCAFile != "" {
+		pool, err := listener.CertPool(s.cfg.UpstreamCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("macp upstream tls: %w", err)
+		}
+		tc.RootCAs = pool
+	}
+	td := &tls.Dialer{NetDialer: d, Config: tc}
+	return func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
+}
+
+// router decides Send on the relay and sends every other stream to the
+// grpc-go sidecar. Only a Send the grpc-go server would read as one (POST,
+// a gRPC protobuf content type, no compression) is decided on the relay;
+// anything else, a path that differs in a byte included, gets the grpc-go
+// sidecar's own answer.
+type router struct{ s *Server }
+
+func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frames.Route {
+	if _, ok := sendContentType(header); ok {
+		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
+	}
+	return frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+}
+
+// chainHeader carries, from the relay front door to the grpc-go sidecar
+// behind it, the client certificate chain the relay's TLS handshake
+// verified: one value per certificate, leaf first, base64 DER. The relay
+// strips a client's copy from every request, and the sidecar reads it only
+// on a call that came through the in-process pipe (innerAddr); it is never
+// forwarded to the runtime.
+const chainHeader = "x-warden-client-chain"
+
+// verifiedChain is the client certificate chain a TLS handshake verified,
+// or nil.
+func verifiedChain(cs *tls.ConnectionState) []*x509.Certificate {
+	if cs == nil || len(cs.VerifiedChains) == 0 {
+		return nil
+	}
+	return cs.VerifiedChains[0]
+}
+
+// innerHeader is the header list the grpc-go sidecar receives for a
+// request: the client's without any chainHeader, with the verified chain
+// added; nil (the client's unchanged) when there is nothing to remove or
+// add.
+func innerHeader(header []hpack.HeaderField, cs *tls.ConnectionState) []hpack.HeaderField {
+	chain := verifiedChain(cs)
+	if chain == nil && !slices.ContainsFunc(header, func(f hpack.HeaderField) bool { return f.Name == chainHeader }) {
+		return nil
+	}
+	out := make([]hpack.HeaderField, 0, len(header)+len(chain))
+	for _, f := range header {
+		if f.Name != chainHeader {
+			out = append(out, f)
+		}
+	}
+	for _, c := range chain {
+		out = append(out, hpack.HeaderField{Name: chainHeader, Value: base64.StdEncoding.EncodeToString(c.Raw), Sensitive: true})
+	}
+	return out
+}
+
+// parseChain reads the chain innerHeader wrote.
+func parseChain(values []string) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	for _, v := range values {
+		der, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
+		}
+		chain = append(chain, c)
+	}
+	return chain, nil
+}
+
+// sendContentType returns the content type of a request the relay decides
+// itself: a gRPC Send as grpc-go reads it.
+func sendContentType(header []hpack.HeaderField) (string, bool) {
+	var path, method, ct string
+	for _, f := range header {
+		switch f.Name {
+		case ":path":
+			path = f.Value
+		case ":method":
+			method = f.Value
+		case "content-type":
+			if ct != "" {
+				return "", false
+			}
+			ct = f.Value
+		case "grpc-encoding":
+			if f.Value != "identity" {
+				return "", false
+			}
+		}
+	}
+	ok := path == methodSend && method == "POST" && (ct == "application/grpc" || ct == "application/grpc+proto")
+	return ct, ok
+}
+
+// grpcPrefix is the length of a gRPC message's prefix: a compression flag
+// and a four-byte big-endian length.
+const grpcPrefix = 5
+
+// grpcMessage returns the one uncompressed message body holds, or false.
+func grpcMessage(body []byte) ([]byte, bool) {
+	if len(body) < grpcPrefix || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:grpcPrefix])) != len(body)-grpcPrefix {
+		return nil, false
+	}
+	return body[grpcPrefix:], true
+}
+
+// sendHandler decides the Sends the relay buffers.
+type sendHandler struct{ s *Server }
+
+// Handle decides one Send the relay buffered, as send does on grpc-go, and
+// answers as it answers: Warden's refusal, or the runtime's own answer after
+// the decision settled on its Ack. A body that is not exactly one
+// uncompressed message goes to the grpc-go sidecar, which answers it.
+func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Response {
+	s := h.s
+	ct, _ := sendContentType(req.Header)
+	if req.Truncated {
+		n := uint32(0)
+		if len(req.Body) >= grpcPrefix {
+			n = binary.BigEndian.Uint32(req.Body[1:grpcPrefix])
+		}
+		return statusAnswer(ct, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxMessageBytes))
+	}
+	if d, ok := grpcTimeout(req.Header); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	msg, ok := grpcMessage(req.Body)
+	if !ok {
+		header := req.Header
+		if h := innerHeader(header, req.TLS); h != nil {
+			header = h
+		}
+		resp, err := req.Forward(ctx, poolFallback, header)
+		if err != nil {
+			return statusAnswer(ct, s.upstreamError(err))
+		}
+		return resp
+	}
+	var sr macpv1.SendRequest
+	if err := proto.Unmarshal(msg, &sr); err != nil || sr.GetEnvelope() == nil {
+		return statusAnswer(ct, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope"))
+	}
+	env := sr.GetEnvelope()
+	md := incomingMD(req.Header)
+	ctx, endSpan := s.span(ctx, mdCarrier(md), trace.SpanKindServer)
+	defer endSpan()
+	delete(md, chainHeader)
+	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
+	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env})
+	if err != nil {
+		return statusAnswer(ct, s.undecided(ctx, err))
+	}
+	if !d.Allow {
+		return messageAnswer(ct, &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())})
+	}
+	up, _ := metadata.FromOutgoingContext(upctx)
+	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
+	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up, fctx))
+	endCall()
+	var a ack
+	if err == nil {
+		a, err = runtimeAck(resp)
+	}
+	s.settle(ctx, d, a, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return statusAnswer(ct, status.FromContextError(ctx.Err()).Err())
+		}
+		if e := s.upstreamError(err); e != err {
+			return statusAnswer(ct, e)
+		}
+	}
+	return resp
+}
+
+// runtimeAck reads the runtime's answer to a Send: its Ack when the call
+// succeeded, its status error when it failed, and a plain error (a
+// transport failure to the client) when it is not a gRPC answer.
+func runtimeAck(resp frames.Response) (ack, error) {
+	st := resp.Trailer
+	if st == nil {
+		st = resp.Header // Trailers-Only
+	}
+	code, msg, found := "", "", false
+	for _, f := range st {
+		switch f.Name {
+		case "grpc-status":
+			code, found = f.Value, true
+		case "grpc-message":
+			msg = f.Value
+		}
+	}
+	n, err := strconv.ParseUint(code, 10, 32)
+	if !found || err != nil || headerValue(resp.Header, ":status") != "200" {
+		return ack{}, errors.New("the runtime's answer is not a gRPC response")
+	}
+	if n != 0 {
+		return ack{}, status.Error(codes.Code(n), decodeGRPCMessage(msg))
+	}
+	m, ok := grpcMessage(resp.Body)
+	if !ok {
+		return ack{}, errors.New("the runtime's SendResponse is not one uncompressed message")
+	}
+	a, err := readAck(m)
+	if err != nil {
+		return ack{}, errors.New("the runtime's SendResponse does not decode")
+	}
+	return a, nil
+}
+
+func headerValue(h []hpack.HeaderField, name string) string {
+	for _, f := range h {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// incomingMD is a request's metadata as grpc-go gives it to a handler: its
+// regular header fields by name.
+func incomingMD(header []hpack.HeaderField) metadata.MD {
+	md := metadata.MD{}
+	for _, f := range header {
+		if len(f.Name) > 0 && f.Name[0] != ':' {
+			md[f.Name] = append(md[f.Name], f.Value)
+		}
+	}
+	return md
+}
+
+// forwardHeader is the header list the runtime receives for a decided
+// Send: the client's, but that the identity and credential headers are
+// the ones upstreamContext chose (up), and the trace context is ctx's
+// span when it is traced.
+func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+	traced := trace.SpanContextFromContext(ctx).IsValid()
+	out := make([]hpack.HeaderField, 0, len(header)+2)
+	for _, f := range header {
+		switch f.Name {
+		case principalHeader, chainHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
+			continue
+		case "traceparent", "tracestate":
+			if traced {
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	for _, name := range []string{authn.HeaderAuthorization, authn.HeaderMACPToken} {
+		for _, v := range up[name] {
+			out = append(out, hpack.HeaderField{Name: name, Value: v, Sensitive: true})
+		}
+	}
+	if traced {
+		tc := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, tc)
+		for k, v := range tc {
+			out = append(out, hpack.HeaderField{Name: k, Value: v})
+		}
+	}
+	return out
+}
+
+// mdCarrier reads a trace context from a request's metadata.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// sendSpan is the name of a relayed Send's spans, as otelgrpc names them.
+const sendSpan = "macp.v1.MACPRuntimeService/Send"
+
+// span starts a span of kind for a Send decided on the relay, as otelgrpc
+// does on the grpc-go path (the server span continues the trace context
+// in from, when not nil); end ends it. Without a tracer provider it does
+// nothing.
+func (s *Server) span(ctx context.Context, from propagation.TextMapCarrier, kind trace.SpanKind) (context.Context, func()) {
+	if s.tp == nil {
+		return ctx, func() {}
+	}
+	if from != nil {
+		ctx = propagation.TraceContext{}.Extract(ctx, from)
+	}
+	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(kind))
+	return ctx, func() { span.End() }
+}
+
+// statusAnswer is the Trailers-Only answer grpc-go sends for err.
+func statusAnswer(ct string, err error) frames.Response {
+	st := status.Convert(err)
+	h := []hpack.HeaderField{
+		{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct},
+		{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
+		{Name: "grpc-message", Value: encodeGRPCMessage(st.Message())},
+	}
+	return frames.Response{Header: h}
+}
+
+// messageAnswer is the answer grpc-go sends for a unary call that returned
+// m: the header list, the message, and trailers with status OK.
+func messageAnswer(ct string, m proto.Message) frames.Response {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return statusAnswer(ct, status.Error(codes.Internal, "grpc: error while marshaling: "+err.Error()))
+	}
+	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
+	return frames.Response{
+		Header:  []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}},
+		Body:    append(body, b...),
+		Trailer: []hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: ""}},
+	}
+}
+
+// encodeGRPCMessage percent-encodes a status message as gRPC's HTTP/2
+// mapping asks (every byte outside printable ASCII, and '%').
+func encodeGRPCMessage(msg string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c >= ' ' && c <= '~' && c != '%' {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(msg)+8), msg[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	if b == nil {
+		return msg
+	}
+	return string(b)
+}
+
+// decodeGRPCMessage undoes encodeGRPCMessage; a malformed escape is kept.
+func decodeGRPCMessage(msg string) string {
+	var b []byte
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '%' && i+2 < len(msg) {
+			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
+				if b == nil {
+					b = append([]byte(nil), msg[:i]...)
+				}
+				b = append(b, byte(v))
+				i += 2
+				continue
+			}
+		}
+		if b != nil {
+			b = append(b, msg[i])
+		}
+	}
+	if b == nil {
+		return msg
+	}
+	return string(b)
+}
+
+// grpcTimeout reads a request's grpc-timeout ("1S", "250m", ...).
+func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
+	v := headerValue(header, "grpc-timeout")
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v[:len(v)-1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
+	if unit == 0 {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// pipeListener is the in-memory listener the grpc-go sidecar serves on
+// behind the relay: each dial is one end of a net.Pipe, the other end
+// accepted.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return innerAddr{} }
+
+func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- innerConn{server}:
+		return client, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// innerAddr is the address of both ends of the in-process pipe: a call
+// whose peer has it came through the relay front door.
+type innerAddr struct{}
+
+func (innerAddr) Network() string { return "pipe" }
+func (innerAddr) String() string  { return "in-process" }
+
+// innerConn is the sidecar's end of the pipe, its peer innerAddr.
+type innerConn struct{ net.Conn }
+
+func (innerConn) RemoteAddr() net.Addr { return innerAddr{} }

@@ -1,0 +1,289 @@
+package macp
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
+
+// rawAnswer is what a client saw for one request on the wire: the status
+// fields of the answer's header list and trailers, the Ack code a
+// SendResponse carried, and the stream's reset, if any.
+type rawAnswer struct {
+	Status, GRPCStatus, GRPCMessage, Ack string
+	Reset                                http2.ErrCode
+}
+
+// decisionID is the part of an answer's text that differs per decision.
+var decisionID = regexp.MustCompile(`warden decision [0-9a-zA-Z-]+`)
+
+// rawCall sends one request, header list and body as given (END_STREAM on
+// the last DATA frame), on a connection of its own, and reads the answer.
+func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte) rawAnswer {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range header {
+		_ = enc.WriteField(f)
+	}
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	_ = fr.WriteSettings()
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: len(body) == 0})
+	for len(body) > 0 {
+		n := min(len(body), 16384)
+		_ = fr.WriteData(1, n == len(body), body[:n])
+		body = body[n:]
+	}
+	var a rawAnswer
+	var data []byte
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				switch hf.Name {
+				case ":status":
+					a.Status = hf.Value
+				case "grpc-status":
+					a.GRPCStatus = hf.Value
+				case "grpc-message":
+					a.GRPCMessage = decisionID.ReplaceAllString(hf.Value, "warden decision ID")
+				}
+			}
+			if f.StreamEnded() {
+				return a.withAck(t, data)
+			}
+		case *http2.DataFrame:
+			data = append(data, f.Data()...)
+			if f.StreamEnded() {
+				return a.withAck(t, data)
+			}
+		case *http2.RSTStreamFrame:
+			a.Reset = f.ErrCode
+			return a.withAck(t, data)
+		case *http2.GoAwayFrame:
+			return a
+		}
+	}
+}
+
+// withAck reads the Ack code of the SendResponse data holds.
+func (a rawAnswer) withAck(t *testing.T, data []byte) rawAnswer {
+	if len(data) == 0 {
+		return a
+	}
+	msg, ok := grpcMessage(data)
+	var resp macpv1.SendResponse
+	if !ok || proto.Unmarshal(msg, &resp) != nil {
+		t.Fatalf("the answer's body is not one SendResponse: %x", data)
+	}
+	a.Ack = fmt.Sprintf("ok=%v %s", resp.GetAck().GetOk(), resp.GetAck().GetError().GetCode())
+	return a
+}
+
+// framed is msg with a gRPC message prefix declaring n bytes.
+func framed(msg []byte, n int, flag byte) []byte {
+	b := make([]byte, grpcPrefix, grpcPrefix+len(msg))
+	b[0] = flag
+	binary.BigEndian.PutUint32(b[1:], uint32(n))
+	return append(b, msg...)
+}
+
+// TestFrontDoorBadInput sends what a client should not through both
+// transports: each is answered with the same protocol-native error on both
+// (the grpc-go server's answer is the reference) and none reaches the
+// runtime, while a well-formed Send does.
+func TestFrontDoorBadInput(t *testing.T) {
+	start, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(sid string) []byte {
+		b, err := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+			MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	hdr := func(path, ct, auth string, extra ...hpack.HeaderField) []hpack.HeaderField {
+		h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: ct}, {Name: "te", Value: "trailers"}}
+		if auth != "" {
+			h = append(h, hpack.HeaderField{Name: "authorization", Value: auth})
+		}
+		return append(h, extra...)
+	}
+	const maxMsg = 1024
+	sendPath, grpcCT, planner := methodSend, "application/grpc", "Bearer planner"
+	for _, tc := range []struct {
+		name    string
+		header  []hpack.HeaderField
+		body    func(sid string) []byte
+		reaches bool   // the runtime gets the message
+		want    string // grpc-status, or the Ack's "ok=... CODE"
+	}{
+		{"well-formed Send", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, true, "ok=true "},
+		{"grpc+proto content type", hdr(sendPath, "application/grpc+proto", planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, true, "ok=true "},
+		{"no credentials", hdr(sendPath, grpcCT, ""), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
+		{"malformed credentials", hdr(sendPath, grpcCT, "Basic cGxhbm5lcg=="), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
+		{"two credentials", hdr(sendPath, grpcCT, planner, hpack.HeaderField{Name: "x-macp-token", Value: "worker"}), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
+		{"sender is not the caller", hdr(sendPath, grpcCT, "Bearer worker"), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
+		{"oversized message", hdr(sendPath, grpcCT, planner), func(string) []byte { return framed(bytes.Repeat([]byte{0}, 2*maxMsg), 2*maxMsg, 0) }, false, "8"},
+		{"truncated message", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b[:10], len(b), 0) }, false, "13"},
+		{"no message", hdr(sendPath, grpcCT, planner), func(string) []byte { return nil }, false, "13"},
+		{"two messages", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return append(framed(b, len(b), 0), framed(b, len(b), 0)...) }, false, "13"},
+		{"compressed flag, no encoding", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 1) }, false, "13"},
+		{"not a SendRequest", hdr(sendPath, grpcCT, planner), func(string) []byte { return framed([]byte{0xff, 0xff}, 2, 0) }, false, "3"},
+		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "3"},
+		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
+		{"query string", hdr(sendPath+"?x=1", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
+		{"upper-case path", hdr(service+"SEND", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
+		{"escaped slash", hdr("/macp.v1.MACPRuntimeService%2FSend", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]rawAnswer
+			for i, transport := range transports {
+				runtime, up := startFakeRuntime(t)
+				addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: transport, MaxMessageBytes: maxMsg})
+				got[i] = rawCall(t, addr, tc.header, tc.body(sessionID()))
+				if n := runtime.forwarded(); (n == 1) != tc.reaches || n > 1 {
+					t.Errorf("%s: %d messages reached the runtime, want reaches=%v", transport, n, tc.reaches)
+				}
+				if w := got[i].GRPCStatus; got[i].Ack != "" {
+					if w != "0" || got[i].Ack != tc.want {
+						t.Errorf("%s: %+v, want status 0 and %s", transport, got[i], tc.want)
+					}
+				} else if w != tc.want {
+					t.Errorf("%s: %+v, want grpc-status %s", transport, got[i], tc.want)
+				}
+			}
+			t.Logf("grpc: %+v", got[0])
+			if got[0] != got[1] {
+				t.Errorf("the transports answer differently:\ngrpc  %+v\nrelay %+v", got[0], got[1])
+			}
+		})
+	}
+}
+
+// sessionSeq numbers the sessions sessionID names.
+var sessionSeq atomic.Int64
+
+// sessionID is a new version-4-shaped UUID, a session id the runtime takes.
+func sessionID() string {
+	return fmt.Sprintf("6b1f0c9e-2d4a-4f6b-9c1e-%012x", sessionSeq.Add(1))
+}
+
+// FuzzRelaySend sends arbitrary bodies as a Send through the relay front
+// door with a valid credential: every one is answered with a gRPC status
+// (never a hang or a dropped stream), and one reaches the runtime only when
+// it is exactly one uncompressed SendRequest whose envelope the caller sent.
+func FuzzRelaySend(f *testing.F) {
+	runtime, up := startFakeRuntime(f)
+	addr := serveSidecar(f, devEnforcer(f), Config{Upstream: up, Transport: TransportRelay, MaxMessageBytes: 4096})
+	start, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	valid, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+		MessageId: "m1", SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-3a5d7e9f1b2c", Sender: "planner", Payload: start}})
+	f.Add(framed(valid, len(valid), 0))
+	f.Add(framed(valid, len(valid), 1))
+	f.Add(framed(valid[:7], len(valid), 0))
+	f.Add(append(framed(valid, len(valid), 0), 0))
+	f.Add([]byte{})
+	f.Add(framed(nil, 5000, 0))
+	header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "authorization", Value: "Bearer planner"}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		before := runtime.forwarded()
+		a := rawCall(t, addr, header, body)
+		if a.GRPCStatus == "" {
+			t.Fatalf("answer without a gRPC status: %+v", a)
+		}
+		if runtime.forwarded() == before {
+			return
+		}
+		msg, ok := grpcMessage(body)
+		var sr macpv1.SendRequest
+		if !ok || proto.Unmarshal(msg, &sr) != nil || sr.GetEnvelope().GetSender() != "planner" {
+			t.Fatalf("%x reached the runtime", body)
+		}
+	})
+}
+
+// TestInnerHeader checks what the relay hands the grpc-go sidecar: a
+// client's own chain header never, a verified chain as parseChain reads it.
+func TestInnerHeader(t *testing.T) {
+	cert := &x509.Certificate{Raw: []byte("not parsed here")}
+	forged := hpack.HeaderField{Name: chainHeader, Value: "Zm9yZ2Vk"}
+	path := hpack.HeaderField{Name: ":path", Value: methodGet}
+	for _, tc := range []struct {
+		name   string
+		header []hpack.HeaderField
+		cs     *tls.ConnectionState
+		want   []hpack.HeaderField // nil: the client's list unchanged
+	}{
+		{"plain request", []hpack.HeaderField{path}, nil, nil},
+		{"TLS without a client certificate", []hpack.HeaderField{path}, &tls.ConnectionState{}, nil},
+		{"forged chain header", []hpack.HeaderField{path, forged}, nil, []hpack.HeaderField{path}},
+		{"forged beside a verified chain", []hpack.HeaderField{forged, path}, &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}},
+			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := innerHeader(tc.header, tc.cs); !slices.Equal(got, tc.want) {
+				t.Errorf("innerHeader = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := parseChain([]string{"Zm9yZ2Vk"}); err == nil {
+		t.Error("parseChain took bytes that are not a certificate")
+	}
+}
+
+func TestConfigTransport(t *testing.T) {
+	base := Config{Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Plaintext: true}
+	for _, tc := range []struct {
+		transport, door string
+		ok              bool
+	}{{"", TransportGRPC, true}, {"grpc", TransportGRPC, true}, {"relay", TransportRelay, true}, {"h3", "h3", false}, {"Relay", "Relay", false}} {
+		c := base
+		c.Transport = tc.transport
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("transport %q: Validate() = %v, want ok=%v", tc.transport, err, tc.ok)
+		}
+		if got := c.FrontDoor(); got != tc.door {
+			t.Errorf("transport %q: FrontDoor() = %q, want %q", tc.transport, got, tc.door)
+		}
+	}
+}
