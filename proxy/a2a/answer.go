@@ -125,17 +125,21 @@ func exactNames(env map[string]any) bool {
 
 // Ownership. An id in an answer becomes a handle, which proves ownership
 // from then on, only where it is the caller's: a handle of the request named
-// it (x.mine), or Warden knows the caller owns it. The task an answer is
-// about (a result's task, an event's taskId) must be the one the request
-// named; a message that named none may create one (the first its answer is
-// about), which nobody owns yet and which the caller then owns (adopt), with
-// its context. An id Warden knew and forgot (evicted from a replica's
-// table with no shared store) is nobody's: not adopted. Anything else an answer names
-// is not handed over: a history or status message's taskId and contextId
-// are left out (both optional in a Message), a referenceTaskIds entry is
-// dropped (the list stays a list of the caller's tasks; a replacement would
-// be an id that opens nothing), a ListTasks task or a push config of another
-// task is left out, and a result or event about another's task is answered
+// it (x.mine), or Warden knows the caller owns it. A message that names no
+// task and no context is given a fresh context by Warden, recorded as the
+// caller's before it is forwarded: contexts are never adopted from answers,
+// so an answer to another caller cannot claim one while its creator's
+// request is in flight. The task an answer is about (a result's task, an
+// event's taskId) must be the one the request named; a message that named
+// none may create one (the first its answer is about) in the message's
+// context, which nobody owns yet and which the caller then owns (adopt). An
+// id Warden knew and forgot (evicted from a replica's table with no shared
+// store) is nobody's: not adopted. Anything else an answer names is not
+// handed over: a history or status message's taskId and contextId are left
+// out (both optional in a Message), a referenceTaskIds entry is dropped (the
+// list stays a list of the caller's tasks; a replacement would be an id that
+// opens nothing), a ListTasks task or a push config of another task is left
+// out, and a result or event about another's task is answered
 // TaskNotFoundError.
 
 // idKey is one upstream id of one kind.
@@ -197,7 +201,7 @@ type creation int
 const (
 	// noCreate: nothing; only what is the caller's already.
 	noCreate creation = iota
-	// create: a new id, which a message's answer created; an id Warden
+	// create: a new task, which a message's answer created; an id Warden
 	// knew and forgot is not new.
 	create
 	// ofOwnTask: the context of a task that was the caller's before this
@@ -221,10 +225,8 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) boo
 		o, err = x.owner(kind, id)
 	case kind == a2arules.KindTask:
 		o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
-	case how == ofOwnTask:
+	default: // ofOwnTask
 		o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
-	default:
-		o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
 	}
 	if err != nil {
 		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
@@ -242,12 +244,11 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) boo
 }
 
 // subject reports whether the task an answer is about, and its context, are
-// the caller's, adopting them when the request is a message that named no
-// task; it seals both. A new task's context is adopted first (another's
-// context: the task is not adopted either); the context of a task the
-// caller owned already is the caller's when Warden does not know it
-// otherwise: Warden let the task be made only in a context of the caller's
-// or a new one.
+// the caller's, adopting the task when the request is a message that named
+// no task; it seals both. A new task must be in the message's context (the
+// one it named or Warden gave it, the caller's already); the context of a
+// task the caller owned already is the caller's when Warden does not know it
+// otherwise: Warden let the task be made only in a context of the caller's.
 func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	id, _ := obj[idName].(string)
 	if id == "" {
@@ -260,7 +261,7 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	// A message that named no task creates one at most: the first its
 	// answer is about; another id after it is no creation of this answer.
 	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
-		if c != "" && !x.adopt(a2arules.KindContext, c, "", create) || !x.adopt(a2arules.KindTask, id, state, create) {
+		if c != x.contextID && !x.dryRun("a task in another context than the message's", c) || !x.adopt(a2arules.KindTask, id, state, create) {
 			return false
 		}
 		x.created = id
@@ -314,11 +315,9 @@ func (x *exchange) reply(m map[string]any) bool {
 			return false
 		}
 	} else if c, _ := m["contextId"].(string); c != "" {
-		how := noCreate
-		if a2arules.Sends(x.call.Method) {
-			how = create
-		}
-		if !x.adopt(a2arules.KindContext, c, "", how) {
+		// The message's own context (named, or Warden's fresh one) or
+		// another of the caller's; a context nobody owns is not adopted.
+		if !x.adopt(a2arules.KindContext, c, "", noCreate) {
 			return false
 		}
 		m["contextId"] = x.seal(a2arules.KindContext, c)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
@@ -40,6 +42,13 @@ type exchange struct {
 	// created is the task a message that named none was first answered
 	// about: the one task its answer may create.
 	created string
+	// contextID is the upstream context a message request is in: the one
+	// it named, or the fresh one Warden put in it (fresh), recorded as the
+	// caller's before it is forwarded. A task the answer creates must be in
+	// it.
+	contextID string
+	// fresh is set when Warden generated contextID.
+	fresh bool
 }
 
 // open returns the upstream id of one of the caller's handles, which it
@@ -92,7 +101,14 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 			req.TaskID = openAt(msg, "taskId", a2arules.KindTask)
 		}
 		if c.HasContext {
-			openAt(msg, "contextId", a2arules.KindContext)
+			x.contextID = openAt(msg, "contextId", a2arules.KindContext)
+		} else if !c.HasTask {
+			// A message naming no task and no context starts a context:
+			// Warden names it, so that it is the caller's before any
+			// answer names it (an answer to another caller cannot then
+			// hand it over while this request is in flight).
+			x.contextID, x.fresh = uuid.NewString(), true
+			msg["contextId"] = x.contextID
 		}
 		if len(c.References) > 0 {
 			refs := make([]any, len(c.References))

@@ -261,6 +261,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		return
 	}
 	x.taskID = req.TaskID
+	if x.fresh {
+		// The context Warden named is the caller's before the upstream
+		// sees it (here and in the shared store).
+		o, err := s.enforcer.A2AContextSeen(r.Context(), x.contextID, p.ID)
+		if err != nil || o != p.ID {
+			s.log.Warn("could not record a new A2A context; refusing the message", "principal", p.ID, "err", err)
+			relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+			return
+		}
+		x.prove(a2arules.KindContext, x.contextID)
+	}
 	s.forward(w, r, x, out)
 }
 
