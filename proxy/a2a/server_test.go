@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -331,5 +332,39 @@ func BenchmarkA2ASidecar(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpstreamHost: the upstream is asked under its own name, never the
+// client's Host (a virtual-hosted gateway would route another name to
+// another agent than the one Warden's handles and state address).
+func TestUpstreamHost(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(body))
+		req.Host = "other-agent.internal"
+		req.Header.Set("Authorization", "Bearer alice")
+		resp, err := h.front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: HTTP %d", body, resp.StatusCode)
+		}
+	}
+	up, _ := url.Parse(h.up.base)
+	h.up.mu.Lock()
+	defer h.up.mu.Unlock()
+	if len(h.up.hosts) != 2 {
+		t.Fatalf("the upstream got %d requests, want 2", len(h.up.hosts))
+	}
+	for _, got := range h.up.hosts {
+		if got != up.Host {
+			t.Errorf("the upstream was asked as %q, want its own %q", got, up.Host)
+		}
 	}
 }
