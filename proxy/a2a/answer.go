@@ -433,12 +433,12 @@ func (x *exchange) list(res map[string]any) error {
 	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
 	if ts != nil {
 		res["tasks"] = kept
-		if len(kept) < len(ts) {
-			// The total must not count the tasks of others.
-			if _, ok := res["totalSize"]; ok {
-				res["totalSize"] = len(kept)
-			}
-		}
+	}
+	if _, ok := res["totalSize"]; ok {
+		// The server's total counts every tenant's tasks (also when none
+		// of this page was left out, or the page is empty): the caller's
+		// count is what it is told.
+		res["totalSize"] = len(kept)
 	}
 	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
 	return nil

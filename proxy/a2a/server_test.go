@@ -368,3 +368,30 @@ func TestUpstreamHost(t *testing.T) {
 		}
 	}
 }
+
+// TestListTotalSize: ListTasks' totalSize counts the caller's tasks only,
+// also when the page left none out or is empty: the server's count of
+// every tenant's tasks never reaches the caller.
+func TestListTotalSize(t *testing.T) {
+	for _, tc := range []struct {
+		name, result string
+		want         float64
+	}{
+		{"an empty page", `{"tasks":[],"totalSize":42}`, 0},
+		{"no tasks member", `{"totalSize":42}`, 0},
+		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, 1},
+		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			c := upstreamContext(t, h, "alice", h.send(t, "alice", "hello")) // task-1
+			h.up.hostile = func(method string, _ map[string]any) string {
+				return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(tc.result, "%c", c) + `}`
+			}
+			_, m := h.call(t, "alice", "ListTasks", map[string]any{})
+			if got := resultOf(t, m)["totalSize"]; got != tc.want {
+				t.Fatalf("totalSize %v, want %v: %v", got, tc.want, m)
+			}
+		})
+	}
+}
