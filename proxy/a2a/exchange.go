@@ -128,22 +128,14 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
 	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
 	switch {
-	case c.Tenant != "":
-		// A gateway may route on the tenant to another agent, whose ids
-		// the handles (bound to a principal, not a tenant) do not tell
-		// from this one's.
-		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest, Detail: "Invalid parameters: Warden does not enforce tenant routing; send no tenant (run one Warden per tenant's endpoint)"}
+	case !a2arules.TenantRefused(c).OK():
+		req.Refused = a2arules.TenantRefused(c)
 	case !owner:
 		req.Refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2arules.TaskNotFound}
 	case !cursorOK:
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonUnknownTask, Detail: "Invalid parameters: pageToken is not one Warden gave"}
 	default:
-		for _, u := range c.Webhooks {
-			if err := a2arules.CheckWebhook(u, x.s.allow); err != nil {
-				req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "Invalid parameters: " + err.Error()}
-				break
-			}
-		}
+		req.Refused = a2arules.WebhookRefused(c, x.s.allow)
 	}
 	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
 	if p != nil {
