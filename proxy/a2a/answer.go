@@ -60,7 +60,12 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	ok = true
 	switch m := x.call.Method; {
 	case a2arules.Sends(m) || m == a2arules.MethodSubscribe:
-		ok = x.streamResponse(res)
+		var known bool
+		if ok, known = x.streamResponse(res); !known {
+			// No member Warden reads: whatever a client would read of it
+			// was not checked.
+			return nil, false
+		}
 	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
 		ok = x.task(res)
 	case m == a2arules.MethodListTasks:
@@ -276,35 +281,61 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 }
 
 // streamResponse rewrites a SendMessage result or one StreamResponse: a
-// task, a message, a status or an artifact update. It reports false when
-// what it is about is not the caller's.
-func (x *exchange) streamResponse(res map[string]any) bool {
-	if t, ok := res["task"].(map[string]any); ok && !x.task(t) {
-		return false
+// task, a message, a status or an artifact update, or 0.3's object itself
+// (a task, a message or an event, told by its members). ok is false when
+// what it is about is not the caller's; known is false when it holds none of
+// these (nothing of it was checked).
+func (x *exchange) streamResponse(res map[string]any) (ok, known bool) {
+	if t, isObj := res["task"].(map[string]any); isObj {
+		if known = true; !x.task(t) {
+			return false, true
+		}
 	}
-	if m, ok := res["message"].(map[string]any); ok && !x.reply(m) {
-		return false
+	if m, isObj := res["message"].(map[string]any); isObj {
+		if known = true; !x.reply(m) {
+			return false, true
+		}
 	}
 	for _, k := range []string{"statusUpdate", "artifactUpdate"} {
-		if u, ok := res[k].(map[string]any); ok {
-			state := ""
-			st, _ := u["status"].(map[string]any)
-			if st != nil {
-				state, _ = st["state"].(string)
-			}
-			if !x.subject(u, "taskId", state) {
-				return false
-			}
-			if m, ok := st["message"].(map[string]any); ok {
-				x.message(m)
+		if u, isObj := res[k].(map[string]any); isObj {
+			if known = true; !x.update(u) {
+				return false, true
 			}
 		}
 	}
-	if _, isTask := res["id"]; isTask {
-		// A 0.3-style result: the task itself.
-		return x.task(res)
+	// A 0.3-style result, which is the object itself ("kind" names it):
+	// a task (id), an event (taskId), a message (messageId, or a bare
+	// contextId). Read whatever else the result holds, as a client of
+	// 0.3 would.
+	switch {
+	case isString(res["id"]):
+		return x.task(res), true
+	case isString(res["taskId"]):
+		return x.update(res), true
+	case isString(res["messageId"]) || isString(res["contextId"]):
+		return x.reply(res), true
+	}
+	return true, known
+}
+
+// update rewrites a status or an artifact update; false when its task is
+// not the caller's.
+func (x *exchange) update(u map[string]any) bool {
+	st, _ := u["status"].(map[string]any)
+	state, _ := st["state"].(string)
+	if !x.subject(u, "taskId", state) {
+		return false
+	}
+	if m, ok := st["message"].(map[string]any); ok {
+		x.message(m)
 	}
 	return true
+}
+
+// isString reports whether v is a string.
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }
 
 // reply rewrites a message a message request was answered with: its task
