@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -88,7 +89,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			res["configs"] = kept
 		}
 	case m == a2arules.MethodExtendedCard:
-		x.s.rewriteCard(res, x.public)
+		x.s.rewriteCard(res, x.s.public)
 	}
 	if !ok {
 		// The answer is about a task or context that is not the caller's:
@@ -537,7 +538,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(b)
 		return
 	}
-	s.rewriteCard(c, s.publicEndpoint(r))
+	s.rewriteCard(c, s.public)
 	b, err = encode(c)
 	if err != nil {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten")
@@ -550,21 +551,28 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// publicEndpoint is the JSON-RPC endpoint as clients reach Warden: the
-// configured public URL, else the request's scheme and host with the
-// upstream's path ("" when neither is known).
-func (s *Server) publicEndpoint(r *http.Request) string {
-	if s.cfg.PublicURL != "" {
-		return s.cfg.PublicURL
+// publicEndpoint is the JSON-RPC endpoint as clients reach Warden, written
+// into the agent card: the configured public URL, else the listen address
+// (a wildcard's as localhost) with the upstream's path, https unless the
+// listener is plaintext; "" when neither is set. Never the request's Host,
+// which the client chose (a card cached by a shared client or a gateway
+// would send the next caller where the first named).
+func publicEndpoint(cfg Config, path string) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicURL
 	}
-	if r == nil {
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
 		return ""
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
 	}
-	return scheme + "://" + r.Host + s.endpoint()
+	scheme := "https"
+	if cfg.Plaintext {
+		scheme = "http"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // rewriteCard points the card's interfaces on the upstream at public: the

@@ -29,7 +29,6 @@ type exchange struct {
 	guard     func(context.Context) (context.Context, func())
 	call      a2arules.Call
 	taskID    string // the upstream id of the task the request names
-	public    string // the JSON-RPC endpoint as the caller reached it
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
 	mine map[idKey]bool

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,31 +247,60 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// TestCard: the public card points at Warden's JSON-RPC endpoint and no
-// longer offers the REST binding; interfaces elsewhere stay.
+// TestCard: the public card points at Warden's JSON-RPC endpoint (the
+// configured public URL, else the listen address, never the Host the client
+// sent) and no longer offers the REST binding; interfaces elsewhere stay.
+// With neither, the JSON-RPC interface on the server is left out.
 func TestCard(t *testing.T) {
-	h := newHarness(t, Config{})
-	resp, err := http.Get(h.front.URL + "/.well-known/agent-card.json")
-	if err != nil {
-		t.Fatal(err)
+	plain := func(listen, public string) Config {
+		return Config{HTTPConfig: listener.HTTPConfig{Listen: listen, Plaintext: true}, PublicURL: public}
 	}
-	defer resp.Body.Close()
-	var c struct {
-		Interfaces []struct {
-			URL     string `json:"url"`
-			Binding string `json:"protocolBinding"`
-		} `json:"supportedInterfaces"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Interfaces) != 2 || c.Interfaces[0].URL != h.front.URL+"/jsonrpc" || c.Interfaces[1].URL != "https://elsewhere.example/a2a" {
-		t.Fatalf("card interfaces %+v", c.Interfaces)
-	}
-	_, m := h.call(t, "alice", "GetExtendedAgentCard", map[string]any{})
-	b, _ := json.Marshal(m)
-	if !strings.Contains(string(b), h.front.URL+"/jsonrpc") {
-		t.Fatalf("extended card not rewritten: %s", b)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // the JSON-RPC interface's URL, "" when left out
+	}{
+		{"public URL", plain("127.0.0.1:8443", "https://agent.example/a2a"), "https://agent.example/a2a"},
+		{"listen address", plain("127.0.0.1:8443", ""), "http://127.0.0.1:8443/jsonrpc"},
+		{"wildcard listen address", plain(":8443", ""), "http://localhost:8443/jsonrpc"},
+		{"IPv6 wildcard", plain("[::]:8443", ""), "http://localhost:8443/jsonrpc"},
+		{"neither", Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			req, _ := http.NewRequest(http.MethodGet, h.front.URL+"/.well-known/agent-card.json", nil)
+			req.Host = "evil.example"
+			resp, err := h.front.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var c struct {
+				Interfaces []struct {
+					URL     string `json:"url"`
+					Binding string `json:"protocolBinding"`
+				} `json:"supportedInterfaces"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+				t.Fatal(err)
+			}
+			var urls []string
+			for _, it := range c.Interfaces {
+				urls = append(urls, it.URL)
+			}
+			want := []string{"https://elsewhere.example/a2a"}
+			if tc.want != "" {
+				want = append([]string{tc.want}, want...)
+			}
+			if !slices.Equal(urls, want) {
+				t.Fatalf("card interfaces %v, want %v", urls, want)
+			}
+			_, m := h.call(t, "alice", "GetExtendedAgentCard", map[string]any{})
+			b, _ := json.Marshal(m)
+			if strings.Contains(string(b), "evil.example") || tc.want != "" && !strings.Contains(string(b), tc.want) {
+				t.Fatalf("extended card: %s, want %s", b, tc.want)
+			}
+		})
 	}
 }
 
