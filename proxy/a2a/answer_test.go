@@ -519,72 +519,89 @@ func TestContextsAcrossReplicas(t *testing.T) {
 // context, and her own answer, when it comes, is hers. Without the fresh
 // context the first answer naming it made it bob's.
 func TestTakeoverInFlight(t *testing.T) {
-	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
 	for _, tc := range []struct{ name, join string }{
 		{"a reply in her context", `{"message":{"messageId":"r","role":"ROLE_AGENT","parts":[{"text":"joined"}],"contextId":"%c"}}`},
 		{"her task", `{"task":{"id":"task-alice","contextId":"%c","status":{"state":"TASK_STATE_WORKING"}}}`},
 		{"her task, no context", `{"task":{"id":"task-alice","status":{"state":"TASK_STATE_WORKING"}}}`},
 		{"an event about her task", `{"statusUpdate":{"taskId":"task-alice","contextId":"%c","status":{"state":"TASK_STATE_WORKING"}}}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, Config{})
-			release, inFlight := make(chan struct{}), make(chan string, 1)
-			h.up.hostile = func(method string, p map[string]any) string {
-				msg, _ := p["message"].(map[string]any)
-				parts, _ := msg["parts"].([]any)
-				if len(parts) == 0 {
-					return ""
-				}
-				text, _ := parts[0].(map[string]any)["text"].(string)
-				c, _ := msg["contextId"].(string)
-				switch text {
-				case "wait": // alice's, in the context her message names (the server's own when none)
-					if c == "" {
-						c = "ctx-alice"
-					}
-					inFlight <- c
-					<-release
-					return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-alice","contextId":"` + c + `","status":{"state":"TASK_STATE_COMPLETED"}}}}`
-				case "join": // bob's: answered about alice's conversation
-					return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(tc.join, "%c", <-inFlight) + `}`
-				}
-				return ""
+		for _, replicas := range []string{"one replica", "two replicas on one store"} {
+			t.Run(tc.name+"/"+replicas, func(t *testing.T) {
+				takeoverInFlight(t, tc.join, replicas != "one replica")
+			})
+		}
+	}
+}
+
+// takeoverInFlight runs one case of TestTakeoverInFlight: alice through
+// the first replica, bob through the second when there are two.
+func takeoverInFlight(t *testing.T, join string, two bool) {
+	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+	var h, b *harness // alice's replica, bob's
+	if two {
+		store := newOwnerStore()
+		h = newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store))
+		b = newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store))
+	} else {
+		h = newHarness(t, Config{})
+		b = h
+	}
+	release, inFlight := make(chan struct{}), make(chan string, 1)
+	h.up.hostile = func(method string, p map[string]any) string {
+		msg, _ := p["message"].(map[string]any)
+		parts, _ := msg["parts"].([]any)
+		if len(parts) == 0 {
+			return ""
+		}
+		text, _ := parts[0].(map[string]any)["text"].(string)
+		c, _ := msg["contextId"].(string)
+		switch text {
+		case "wait": // alice's, in the context her message names (the server's own when none)
+			if c == "" {
+				c = "ctx-alice"
 			}
-			msg := func(text string, fields map[string]any) string {
-				m := map[string]any{"messageId": "m-" + text, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
-				for k, v := range fields {
-					m[k] = v
-				}
-				p, _ := json.Marshal(map[string]any{"message": m})
-				return `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":` + string(p) + `}`
-			}
-			done := make(chan string, 1)
-			go func() { _, b := h.rpc(t, "alice", msg("wait", nil)); done <- b }()
-			_, joined := h.rpc(t, "bob", msg("join", nil))
-			if joined != notFound {
-				t.Errorf("bob's answer about alice's conversation: %s, want %s", joined, notFound)
-			}
-			for _, hd := range handlesIn(joined) {
-				_, b := h.rpc(t, "bob", msg("hello", map[string]any{"contextId": hd}))
-				if strings.Contains(b, `"result"`) {
-					t.Errorf("bob filed a task with %s: %s", hd, b)
-				}
-			}
-			close(release)
-			var a map[string]any
-			if err := json.Unmarshal([]byte(<-done), &a); err != nil || a["error"] != nil {
-				t.Fatalf("alice's own answer: %v (%v)", a, err)
-			}
-			task := resultOf(t, a)["task"].(map[string]any)
-			if id, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
-				t.Fatalf("alice's task came back as %v", task["id"])
-			}
-			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
-				t.Fatalf("alice's task owned by %v (%v)", o, err)
-			}
-			if o, _ := h.srv.enforcer.A2AContextOwner(t.Context(), upstreamContext(t, h, "alice", task)); o != "alice" {
-				t.Fatalf("alice's context owned by %q", o)
-			}
-		})
+			inFlight <- c
+			<-release
+			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-alice","contextId":"` + c + `","status":{"state":"TASK_STATE_COMPLETED"}}}}`
+		case "join": // bob's: answered about alice's conversation
+			return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(join, "%c", <-inFlight) + `}`
+		}
+		return ""
+	}
+	b.up.hostile = h.up.hostile
+	msg := func(text string, fields map[string]any) string {
+		m := map[string]any{"messageId": "m-" + text, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+		for k, v := range fields {
+			m[k] = v
+		}
+		p, _ := json.Marshal(map[string]any{"message": m})
+		return `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":` + string(p) + `}`
+	}
+	done := make(chan string, 1)
+	go func() { _, b := h.rpc(t, "alice", msg("wait", nil)); done <- b }()
+	_, joined := b.rpc(t, "bob", msg("join", nil))
+	if joined != notFound {
+		t.Errorf("bob's answer about alice's conversation: %s, want %s", joined, notFound)
+	}
+	for _, hd := range handlesIn(joined) {
+		_, got := b.rpc(t, "bob", msg("hello", map[string]any{"contextId": hd}))
+		if strings.Contains(got, `"result"`) {
+			t.Errorf("bob filed a task with %s: %s", hd, got)
+		}
+	}
+	close(release)
+	var a map[string]any
+	if err := json.Unmarshal([]byte(<-done), &a); err != nil || a["error"] != nil {
+		t.Fatalf("alice's own answer: %v (%v)", a, err)
+	}
+	task := resultOf(t, a)["task"].(map[string]any)
+	if id, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
+		t.Fatalf("alice's task came back as %v", task["id"])
+	}
+	if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
+		t.Fatalf("alice's task owned by %v (%v)", o, err)
+	}
+	if o, _ := b.srv.enforcer.A2AContextOwner(t.Context(), upstreamContext(t, h, "alice", task)); o != "alice" {
+		t.Fatalf("alice's context owned by %q where bob asked", o)
 	}
 }
