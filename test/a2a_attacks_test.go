@@ -386,6 +386,37 @@ var a2aAttacks = []a2aAttack{
 		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
 		return task.ID != "" && task.ContextID == r.Message.ContextID, in, m
 	}},
+	{"agent-shares-context-in-flight", "while alice's blocking SendMessage naming no context is in flight (the a2a-go peer's agent 'wait 3'), the agent answers bob with a message in her context ('join'): bob files a task into it, or alice's own answer fails", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
+		done := make(chan *a2aAnswer, 1)
+		go func() {
+			var a *a2aAnswer
+			defer func() { done <- a }() // also when call gives up
+			a = e.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage("wait 3", nil)})
+		}()
+		time.Sleep(time.Second) // her task started: the agent's latest context is hers
+		a := e.call(t, bobToken, "SendMessage", map[string]any{"message": a2aMessage("join", nil)})
+		var r struct {
+			Message struct {
+				ContextID string `json:"contextId"`
+			} `json:"message"`
+		}
+		filed, in := false, a
+		if a.Error == nil && json.Unmarshal(a.Result, &r) == nil && r.Message.ContextID != "" {
+			var task a2aTask
+			task, in = e.send(t, bobToken, "hello", map[string]any{"contextId": r.Message.ContextID}, false)
+			filed = task.ID != "" && task.ContextID == r.Message.ContextID
+		}
+		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+		var own struct {
+			Task a2aTask `json:"task"`
+		}
+		alice := <-done
+		lost := alice == nil || alice.Error != nil || json.Unmarshal(alice.Result, &own) != nil || own.Task.ID == ""
+		if lost {
+			t.Logf("alice's own answer: %v", alice)
+		}
+		return filed || lost, in, m
+	}},
 	{"list-tasks", "bob lists tasks and sees alice's (ListTasks)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "hello "+aliceSecret)
 		a := e.call(t, bobToken, "ListTasks", map[string]any{})
@@ -444,26 +475,27 @@ var a2aAttacks = []a2aAttack{
 // a2aDirectOutcomes is what each attack does to the a2a-go v2.3.1 server
 // with no Warden in front (README "A2A peers").
 var a2aDirectOutcomes = map[string]a2aOutcome{
-	"get-task":                a2aSucceeds,
-	"cancel-task":             a2aSucceeds,
-	"continue-task":           a2aSucceeds,
-	"continue-context":        a2aSucceeds,
-	"subscribe":               a2aSucceeds,
-	"push-create":             a2aSucceeds,
-	"push-get":                a2aSucceeds,
-	"push-list":               a2aSucceeds,
-	"push-delete":             a2aSucceeds,
-	"reference-task":          a2aSucceeds,
-	"agent-cites-task":        a2aSucceeds,
-	"agent-shares-context":    a2aSucceeds,
-	"list-tasks":              a2aRefused,
-	"webhook-loopback":        a2aSucceeds,
-	"webhook-inline":          a2aSucceeds,
-	"webhook-private":         a2aSucceeds,
-	"webhook-link-local":      a2aSucceeds,
-	"extended-card-anonymous": a2aSucceeds,
-	"message-terminal-task":   a2aRefusedLeaky,
-	"probe-cancel-terminal":   a2aRefusedLeaky,
+	"get-task":                       a2aSucceeds,
+	"cancel-task":                    a2aSucceeds,
+	"continue-task":                  a2aSucceeds,
+	"continue-context":               a2aSucceeds,
+	"subscribe":                      a2aSucceeds,
+	"push-create":                    a2aSucceeds,
+	"push-get":                       a2aSucceeds,
+	"push-list":                      a2aSucceeds,
+	"push-delete":                    a2aSucceeds,
+	"reference-task":                 a2aSucceeds,
+	"agent-cites-task":               a2aSucceeds,
+	"agent-shares-context":           a2aSucceeds,
+	"agent-shares-context-in-flight": a2aSucceeds,
+	"list-tasks":                     a2aRefused,
+	"webhook-loopback":               a2aSucceeds,
+	"webhook-inline":                 a2aSucceeds,
+	"webhook-private":                a2aSucceeds,
+	"webhook-link-local":             a2aSucceeds,
+	"extended-card-anonymous":        a2aSucceeds,
+	"message-terminal-task":          a2aRefusedLeaky,
+	"probe-cancel-terminal":          a2aRefusedLeaky,
 }
 
 // a2aSeen is one attack's outcome with the answers it was judged on.
@@ -570,24 +602,25 @@ func logA2AAttacks(t *testing.T, seen map[string]a2aSeen) {
 // card to anyone. Its referenced tasks are read through the owner-scoped
 // store, so a foreign one is simply not handed to the agent.
 var a2aPythonOutcomes = map[string]a2aOutcome{
-	"get-task":                a2aRefused,
-	"cancel-task":             a2aRefused,
-	"continue-task":           a2aRefused,
-	"continue-context":        a2aSucceeds,
-	"subscribe":               a2aRefused,
-	"push-create":             a2aRefused,
-	"push-get":                a2aRefused,
-	"push-list":               a2aRefused,
-	"push-delete":             a2aRefused,
-	"reference-task":          a2aRefused,
-	"agent-cites-task":        a2aRefused, // its agent cites nothing
-	"agent-shares-context":    a2aRefused, // its agent answers with a task of bob's own
-	"list-tasks":              a2aRefused,
-	"webhook-loopback":        a2aSucceeds,
-	"webhook-inline":          a2aSucceeds,
-	"webhook-private":         a2aSucceeds,
-	"webhook-link-local":      a2aSucceeds,
-	"extended-card-anonymous": a2aSucceeds,
-	"message-terminal-task":   a2aRefused,
-	"probe-cancel-terminal":   a2aRefused,
+	"get-task":                       a2aRefused,
+	"cancel-task":                    a2aRefused,
+	"continue-task":                  a2aRefused,
+	"continue-context":               a2aSucceeds,
+	"subscribe":                      a2aRefused,
+	"push-create":                    a2aRefused,
+	"push-get":                       a2aRefused,
+	"push-list":                      a2aRefused,
+	"push-delete":                    a2aRefused,
+	"reference-task":                 a2aRefused,
+	"agent-cites-task":               a2aRefused, // its agent cites nothing
+	"agent-shares-context":           a2aRefused, // its agent answers with a task of bob's own
+	"agent-shares-context-in-flight": a2aRefused, // the same
+	"list-tasks":                     a2aRefused,
+	"webhook-loopback":               a2aSucceeds,
+	"webhook-inline":                 a2aSucceeds,
+	"webhook-private":                a2aSucceeds,
+	"webhook-link-local":             a2aSucceeds,
+	"extended-card-anonymous":        a2aSucceeds,
+	"message-terminal-task":          a2aRefused,
+	"probe-cancel-terminal":          a2aRefused,
 }

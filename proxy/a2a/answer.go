@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -60,7 +61,12 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	ok = true
 	switch m := x.call.Method; {
 	case a2arules.Sends(m) || m == a2arules.MethodSubscribe:
-		ok = x.streamResponse(res)
+		var known bool
+		if ok, known = x.streamResponse(res); !known {
+			// No member Warden reads: whatever a client would read of it
+			// was not checked.
+			return nil, false
+		}
 	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
 		ok = x.task(res)
 	case m == a2arules.MethodListTasks:
@@ -83,7 +89,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			res["configs"] = kept
 		}
 	case m == a2arules.MethodExtendedCard:
-		x.s.rewriteCard(res, x.public)
+		x.s.rewriteCard(res, x.s.public)
 	}
 	if !ok {
 		// The answer is about a task or context that is not the caller's:
@@ -125,17 +131,21 @@ func exactNames(env map[string]any) bool {
 
 // Ownership. An id in an answer becomes a handle, which proves ownership
 // from then on, only where it is the caller's: a handle of the request named
-// it (x.mine), or Warden knows the caller owns it. The task an answer is
-// about (a result's task, an event's taskId) must be the one the request
-// named; a message that named none may create one (the first its answer is
-// about), which nobody owns yet and which the caller then owns (adopt), with
-// its context. An id Warden knew and forgot (evicted from a replica's
-// table with no shared store) is nobody's: not adopted. Anything else an answer names
-// is not handed over: a history or status message's taskId and contextId
-// are left out (both optional in a Message), a referenceTaskIds entry is
-// dropped (the list stays a list of the caller's tasks; a replacement would
-// be an id that opens nothing), a ListTasks task or a push config of another
-// task is left out, and a result or event about another's task is answered
+// it (x.mine), or Warden knows the caller owns it. A message that names no
+// task and no context is given a fresh context by Warden, recorded as the
+// caller's before it is forwarded: contexts are never adopted from answers,
+// so an answer to another caller cannot claim one while its creator's
+// request is in flight. The task an answer is about (a result's task, an
+// event's taskId) must be the one the request named; a message that named
+// none may create one (the first its answer is about) in the message's
+// context, which nobody owns yet and which the caller then owns (adopt). An
+// id Warden knew and forgot (evicted from a replica's table with no shared
+// store) is nobody's: not adopted. Anything else an answer names is not
+// handed over: a history or status message's taskId and contextId are left
+// out (both optional in a Message), a referenceTaskIds entry is dropped (the
+// list stays a list of the caller's tasks; a replacement would be an id that
+// opens nothing), a ListTasks task or a push config of another task is left
+// out, and a result or event about another's task is answered
 // TaskNotFoundError.
 
 // idKey is one upstream id of one kind.
@@ -197,7 +207,7 @@ type creation int
 const (
 	// noCreate: nothing; only what is the caller's already.
 	noCreate creation = iota
-	// create: a new id, which a message's answer created; an id Warden
+	// create: a new task, which a message's answer created; an id Warden
 	// knew and forgot is not new.
 	create
 	// ofOwnTask: the context of a task that was the caller's before this
@@ -221,10 +231,8 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) boo
 		o, err = x.owner(kind, id)
 	case kind == a2arules.KindTask:
 		o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
-	case how == ofOwnTask:
+	default: // ofOwnTask
 		o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
-	default:
-		o, err = x.s.enforcer.A2AContextSeen(ctx, id, x.principal)
 	}
 	if err != nil {
 		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
@@ -242,12 +250,11 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) boo
 }
 
 // subject reports whether the task an answer is about, and its context, are
-// the caller's, adopting them when the request is a message that named no
-// task; it seals both. A new task's context is adopted first (another's
-// context: the task is not adopted either); the context of a task the
-// caller owned already is the caller's when Warden does not know it
-// otherwise: Warden let the task be made only in a context of the caller's
-// or a new one.
+// the caller's, adopting the task when the request is a message that named
+// no task; it seals both. A new task must be in the message's context (the
+// one it named or Warden gave it, the caller's already); the context of a
+// task the caller owned already is the caller's when Warden does not know it
+// otherwise: Warden let the task be made only in a context of the caller's.
 func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	id, _ := obj[idName].(string)
 	if id == "" {
@@ -260,7 +267,7 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	// A message that named no task creates one at most: the first its
 	// answer is about; another id after it is no creation of this answer.
 	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
-		if c != "" && !x.adopt(a2arules.KindContext, c, "", create) || !x.adopt(a2arules.KindTask, id, state, create) {
+		if c != x.contextID && !x.dryRun("a task in another context than the message's", c) || !x.adopt(a2arules.KindTask, id, state, create) {
 			return false
 		}
 		x.created = id
@@ -275,35 +282,61 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 }
 
 // streamResponse rewrites a SendMessage result or one StreamResponse: a
-// task, a message, a status or an artifact update. It reports false when
-// what it is about is not the caller's.
-func (x *exchange) streamResponse(res map[string]any) bool {
-	if t, ok := res["task"].(map[string]any); ok && !x.task(t) {
-		return false
+// task, a message, a status or an artifact update, or 0.3's object itself
+// (a task, a message or an event, told by its members). ok is false when
+// what it is about is not the caller's; known is false when it holds none of
+// these (nothing of it was checked).
+func (x *exchange) streamResponse(res map[string]any) (ok, known bool) {
+	if t, isObj := res["task"].(map[string]any); isObj {
+		if known = true; !x.task(t) {
+			return false, true
+		}
 	}
-	if m, ok := res["message"].(map[string]any); ok && !x.reply(m) {
-		return false
+	if m, isObj := res["message"].(map[string]any); isObj {
+		if known = true; !x.reply(m) {
+			return false, true
+		}
 	}
 	for _, k := range []string{"statusUpdate", "artifactUpdate"} {
-		if u, ok := res[k].(map[string]any); ok {
-			state := ""
-			st, _ := u["status"].(map[string]any)
-			if st != nil {
-				state, _ = st["state"].(string)
-			}
-			if !x.subject(u, "taskId", state) {
-				return false
-			}
-			if m, ok := st["message"].(map[string]any); ok {
-				x.message(m)
+		if u, isObj := res[k].(map[string]any); isObj {
+			if known = true; !x.update(u) {
+				return false, true
 			}
 		}
 	}
-	if _, isTask := res["id"]; isTask {
-		// A 0.3-style result: the task itself.
-		return x.task(res)
+	// A 0.3-style result, which is the object itself ("kind" names it):
+	// a task (id), an event (taskId), a message (messageId, or a bare
+	// contextId). Read whatever else the result holds, as a client of
+	// 0.3 would.
+	switch {
+	case isString(res["id"]):
+		return x.task(res), true
+	case isString(res["taskId"]):
+		return x.update(res), true
+	case isString(res["messageId"]) || isString(res["contextId"]):
+		return x.reply(res), true
+	}
+	return true, known
+}
+
+// update rewrites a status or an artifact update; false when its task is
+// not the caller's.
+func (x *exchange) update(u map[string]any) bool {
+	st, _ := u["status"].(map[string]any)
+	state, _ := st["state"].(string)
+	if !x.subject(u, "taskId", state) {
+		return false
+	}
+	if m, ok := st["message"].(map[string]any); ok {
+		x.message(m)
 	}
 	return true
+}
+
+// isString reports whether v is a string.
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }
 
 // reply rewrites a message a message request was answered with: its task
@@ -314,11 +347,9 @@ func (x *exchange) reply(m map[string]any) bool {
 			return false
 		}
 	} else if c, _ := m["contextId"].(string); c != "" {
-		how := noCreate
-		if a2arules.Sends(x.call.Method) {
-			how = create
-		}
-		if !x.adopt(a2arules.KindContext, c, "", how) {
+		// The message's own context (named, or Warden's fresh one) or
+		// another of the caller's; a context nobody owns is not adopted.
+		if !x.adopt(a2arules.KindContext, c, "", noCreate) {
 			return false
 		}
 		m["contextId"] = x.seal(a2arules.KindContext, c)
@@ -434,12 +465,12 @@ func (x *exchange) list(res map[string]any) error {
 	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
 	if ts != nil {
 		res["tasks"] = kept
-		if len(kept) < len(ts) {
-			// The total must not count the tasks of others.
-			if _, ok := res["totalSize"]; ok {
-				res["totalSize"] = len(kept)
-			}
-		}
+	}
+	if _, ok := res["totalSize"]; ok {
+		// The server's total counts every tenant's tasks (also when none
+		// of this page was left out, or the page is empty): the caller's
+		// count is what it is told.
+		res["totalSize"] = len(kept)
 	}
 	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
 	return nil
@@ -507,7 +538,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(b)
 		return
 	}
-	s.rewriteCard(c, s.publicEndpoint(r))
+	s.rewriteCard(c, s.public)
 	b, err = encode(c)
 	if err != nil {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten")
@@ -520,21 +551,28 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// publicEndpoint is the JSON-RPC endpoint as clients reach Warden: the
-// configured public URL, else the request's scheme and host with the
-// upstream's path ("" when neither is known).
-func (s *Server) publicEndpoint(r *http.Request) string {
-	if s.cfg.PublicURL != "" {
-		return s.cfg.PublicURL
+// publicEndpoint is the JSON-RPC endpoint as clients reach Warden, written
+// into the agent card: the configured public URL, else the listen address
+// (a wildcard's as localhost) with the upstream's path, https unless the
+// listener is plaintext; "" when neither is set. Never the request's Host,
+// which the client chose (a card cached by a shared client or a gateway
+// would send the next caller where the first named).
+func publicEndpoint(cfg Config, path string) string {
+	if cfg.PublicURL != "" {
+		return cfg.PublicURL
 	}
-	if r == nil {
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
 		return ""
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
 	}
-	return scheme + "://" + r.Host + s.endpoint()
+	scheme := "https"
+	if cfg.Plaintext {
+		scheme = "http"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // rewriteCard points the card's interfaces on the upstream at public: the

@@ -63,6 +63,21 @@ func TestHostileAnswers(t *testing.T) {
 			"data: " + answer(`{"task":`+task("task-9", "ctx-9", "")+`}`) + "\n\n" +
 				"data: " + answer(`{"statusUpdate":{"taskId":"task-77","contextId":"ctx-9","status":{"state":"TASK_STATE_COMPLETED"}}}`) + "\n\n",
 			want{has: []string{`"code":-32001`}, hasNot: []string{`"task-77"`}, handles: 2}},
+		{"0.3 event of another's task", "SendMessage", send,
+			answer(`{"kind":"status-update","taskId":"task-1","contextId":"ctx-1","status":{"state":"working"},"final":false}`), want{body: notFound}},
+		{"0.3 event of another's task in the message's context", "SendMessage", send,
+			answer(`{"kind":"status-update","taskId":"task-1","contextId":"ctx-9","status":{"state":"working"}}`), want{body: notFound}},
+		{"0.3 message in another's context", "SendMessage", send, answer(`{"kind":"message","messageId":"r","role":"agent","contextId":"ctx-1"}`), want{body: notFound}},
+		{"0.3 event of the task it created", "SendMessage", send,
+			answer(`{"kind":"status-update","taskId":"task-9","contextId":"ctx-9","status":{"state":"completed"}}`), want{hasNot: []string{`"task-9"`, `"ctx-9"`}, handles: 2}},
+		{"a result with no member Warden reads", "SendMessage", send, answer(`{"kind":"task-ref","task_id":"task-1"}`),
+			want{has: []string{`"code":-32603`}, hasNot: []string{"task-1"}}},
+		{"a task member that is not an object", "SendMessage", send, answer(`{"task":"task-1"}`),
+			want{has: []string{`"code":-32603`}, hasNot: []string{"task-1"}}},
+		{"SubscribeToTask: an event with no member Warden reads is dropped", "SubscribeToTask", byID,
+			"data: " + answer(`{"task":`+task("%s", "ctx-2", "")+`}`) + "\n\n" +
+				"data: " + answer(`{"kind":"task-ref","ref":"task-1","ctx":"ctx-1"}`) + "\n\n",
+			want{hasNot: []string{"task-1", "ctx-1", "task-ref"}, handles: 2}},
 		{"GetTask answered with another's task", "GetTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
 		{"GetTask answered with an unknown task", "GetTask", byID, answer(task("task-77", "ctx-77", "")), want{body: notFound}},
 		{"CancelTask answered with another task", "CancelTask", byID, answer(task("task-1", "ctx-1", "")), want{body: notFound}},
@@ -91,11 +106,20 @@ func TestHostileAnswers(t *testing.T) {
 			h := newHarness(t, Config{})
 			alice := h.send(t, "alice", "input secret") // task-1 in ctx-1
 			own := h.send(t, "bob", "input mine")       // task-2 in ctx-2
-			h.up.hostile = func(method string, _ map[string]any) string {
+			// The contexts are Warden's (fresh for a message naming none):
+			// ctx-1 is alice's, ctx-2 bob's, ctx-9 the one Warden gave
+			// bob's message.
+			aliceCtx, bobCtx := upstreamContext(t, h, "alice", alice), upstreamContext(t, h, "bob", own)
+			ids := func(s, msgCtx string) string {
+				return strings.NewReplacer("%s", "task-2", "ctx-1", aliceCtx, "ctx-2", bobCtx, "ctx-9", msgCtx).Replace(s)
+			}
+			h.up.hostile = func(method string, p map[string]any) string {
 				if method != tc.method {
 					return ""
 				}
-				return strings.ReplaceAll(tc.upChunk, "%s", "task-2")
+				msg, _ := p["message"].(map[string]any)
+				c, _ := msg["contextId"].(string)
+				return ids(tc.upChunk, c)
 			}
 			p, _ := json.Marshal(tc.params(own["id"].(string)))
 			_, body := h.rpc(t, "bob", fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":%q,"params":%s}`, tc.method, p))
@@ -108,7 +132,7 @@ func TestHostileAnswers(t *testing.T) {
 				}
 			}
 			for _, s := range tc.want.hasNot {
-				if strings.Contains(body, s) {
+				if s = ids(s, "ctx-9"); strings.Contains(body, s) {
 					t.Errorf("answer %s holds %s", body, s)
 				}
 			}
@@ -121,14 +145,14 @@ func TestHostileAnswers(t *testing.T) {
 				if id, ok := h.srv.handles.Open('t', "bob", hd); ok && id == "task-1" {
 					t.Fatalf("bob was handed alice's task: %s", body)
 				}
-				if id, ok := h.srv.handles.Open('x', "bob", hd); ok && id == "ctx-1" {
+				if id, ok := h.srv.handles.Open('x', "bob", hd); ok && id == aliceCtx {
 					t.Fatalf("bob was handed alice's context: %s", body)
 				}
 			}
 			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
 				t.Fatalf("alice's task now owned by %v", o)
 			}
-			if o, _ := h.srv.enforcer.A2AContextOwner(context.Background(), "ctx-1"); o != "alice" {
+			if o, _ := h.srv.enforcer.A2AContextOwner(context.Background(), aliceCtx); o != "alice" {
 				t.Fatalf("alice's context now owned by %q", o)
 			}
 			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
@@ -176,10 +200,11 @@ func TestOwnReferences(t *testing.T) {
 	if len(refs) != 1 || refs[0] != first["id"] {
 		t.Fatalf("her reference came back as %v, want [%s]", refs, first["id"])
 	}
-	// A reply message (no task) in a context the server just made.
-	h.up.hostile = func(method string, _ map[string]any) string {
+	// A reply message (no task) in the context Warden gave the message.
+	h.up.hostile = func(method string, p map[string]any) string {
 		if method == "SendMessage" {
-			return `{"jsonrpc":"2.0","id":7,"result":{"message":{"messageId":"r","role":"ROLE_AGENT","contextId":"ctx-new","parts":[{"text":"hi"}]}}}`
+			c := p["message"].(map[string]any)["contextId"].(string)
+			return `{"jsonrpc":"2.0","id":7,"result":{"message":{"messageId":"r","role":"ROLE_AGENT","contextId":"` + c + `","parts":[{"text":"hi"}]}}}`
 		}
 		return ""
 	}
@@ -195,6 +220,17 @@ func TestOwnReferences(t *testing.T) {
 	if _, m := h.call(t, "bob", "ListTasks", map[string]any{"contextId": ctx}); errorCode(m) != -32001 {
 		t.Fatalf("her new context for bob: %v", m)
 	}
+}
+
+// upstreamContext is the upstream context of a task handed to who.
+func upstreamContext(t *testing.T, h *harness, who string, task map[string]any) string {
+	t.Helper()
+	c, _ := task["contextId"].(string)
+	id, ok := h.srv.handles.Open(byte(a2arules.KindContext), who, c)
+	if !ok {
+		t.Fatalf("%s's context %q is not a handle of hers", who, c)
+	}
+	return id
 }
 
 // downStore is a shared task table that cannot be reached.
@@ -434,9 +470,12 @@ func TestContextsAcrossReplicas(t *testing.T) {
 	store := newOwnerStore()
 	replica := func() *harness { return newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store)) }
 	first, other := replica(), replica()
-	first.send(t, "alice", "input secret") // task-1 in ctx-1, through the first replica
+	aliceCtx := upstreamContext(t, first, "alice", first.send(t, "alice", "input secret")) // task-1, through the first replica
 	answer := func(task, ctx string) {
-		other.up.hostile = func(method string, _ map[string]any) string {
+		other.up.hostile = func(method string, p map[string]any) string {
+			if ctx == "" { // the context Warden gave the message
+				ctx = p["message"].(map[string]any)["contextId"].(string)
+			}
 			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"` + task + `","contextId":"` + ctx + `","status":{"state":"TASK_STATE_WORKING"}}}}`
 		}
 	}
@@ -446,28 +485,123 @@ func TestContextsAcrossReplicas(t *testing.T) {
 		return body
 	}
 
-	answer("task-50", "ctx-50")
+	answer("task-50", "")
 	before := store.count()
 	if body := bob(); !strings.Contains(body, handle.Prefix) {
 		t.Fatalf("bob's new task in a new context: %s", body)
 	}
 	if n := store.count() - before; n != 2 {
-		t.Errorf("a new task in a new context: %d round trips to the store, want 2", n)
+		t.Errorf("a new task in a new context: %d round trips to the store, want 2 (the context before forwarding, the task)", n)
 	}
 
-	answer("task-51", "ctx-1")
+	answer("task-51", aliceCtx)
 	if body := bob(); body != `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}` {
 		t.Fatalf("bob's task in alice's context, on a replica that never saw it: %s", body)
 	}
-	if o, _ := store.Owners(t.Context(), []string{"a2a:t:task-51", "a2a:c:ctx-1"}); o[0] != "" || o[1] != "alice" {
+	if o, _ := store.Owners(t.Context(), []string{"a2a:t:task-51", "a2a:c:" + aliceCtx}); o[0] != "" || o[1] != "alice" {
 		t.Fatalf("store owners after the refused answer: %q, want none for the task and alice for her context", o)
 	}
 
 	store.mu.Lock()
 	store.broken = true
 	store.mu.Unlock()
-	answer("task-52", "ctx-52")
+	answer("task-52", "")
 	if body := bob(); !strings.Contains(body, `"code":-32603`) {
-		t.Fatalf("a new context with the store down: %s, want -32603", body)
+		t.Fatalf("a new context with the store down (not recorded, so not forwarded): %s, want -32603", body)
+	}
+}
+
+// TestTakeoverInFlight: while alice's blocking SendMessage (naming no task
+// and no context) is in flight, the agent answers bob about her context or
+// her task (an agent that files a newcomer into the latest conversation).
+// Warden gave her message a context of hers before forwarding it, so bob's
+// answer hands him nothing (-32001), he cannot file a task into her
+// context, and her own answer, when it comes, is hers. Without the fresh
+// context the first answer naming it made it bob's.
+func TestTakeoverInFlight(t *testing.T) {
+	for _, tc := range []struct{ name, join string }{
+		{"a reply in her context", `{"message":{"messageId":"r","role":"ROLE_AGENT","parts":[{"text":"joined"}],"contextId":"%c"}}`},
+		{"her task", `{"task":{"id":"task-alice","contextId":"%c","status":{"state":"TASK_STATE_WORKING"}}}`},
+		{"her task, no context", `{"task":{"id":"task-alice","status":{"state":"TASK_STATE_WORKING"}}}`},
+		{"an event about her task", `{"statusUpdate":{"taskId":"task-alice","contextId":"%c","status":{"state":"TASK_STATE_WORKING"}}}`},
+	} {
+		for _, replicas := range []string{"one replica", "two replicas on one store"} {
+			t.Run(tc.name+"/"+replicas, func(t *testing.T) {
+				takeoverInFlight(t, tc.join, replicas != "one replica")
+			})
+		}
+	}
+}
+
+// takeoverInFlight runs one case of TestTakeoverInFlight: alice through
+// the first replica, bob through the second when there are two.
+func takeoverInFlight(t *testing.T, join string, two bool) {
+	const notFound = `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
+	var h, b *harness // alice's replica, bob's
+	if two {
+		store := newOwnerStore()
+		h = newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store))
+		b = newHarnessWith(t, Config{}, newEnforcerOn(t, proxy.Config{}, store))
+	} else {
+		h = newHarness(t, Config{})
+		b = h
+	}
+	release, inFlight := make(chan struct{}), make(chan string, 1)
+	h.up.hostile = func(method string, p map[string]any) string {
+		msg, _ := p["message"].(map[string]any)
+		parts, _ := msg["parts"].([]any)
+		if len(parts) == 0 {
+			return ""
+		}
+		text, _ := parts[0].(map[string]any)["text"].(string)
+		c, _ := msg["contextId"].(string)
+		switch text {
+		case "wait": // alice's, in the context her message names (the server's own when none)
+			if c == "" {
+				c = "ctx-alice"
+			}
+			inFlight <- c
+			<-release
+			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-alice","contextId":"` + c + `","status":{"state":"TASK_STATE_COMPLETED"}}}}`
+		case "join": // bob's: answered about alice's conversation
+			return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(join, "%c", <-inFlight) + `}`
+		}
+		return ""
+	}
+	b.up.hostile = h.up.hostile
+	msg := func(text string, fields map[string]any) string {
+		m := map[string]any{"messageId": "m-" + text, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+		for k, v := range fields {
+			m[k] = v
+		}
+		p, _ := json.Marshal(map[string]any{"message": m})
+		return `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":` + string(p) + `}`
+	}
+	done := make(chan string, 1)
+	go func() { _, b := h.rpc(t, "alice", msg("wait", nil)); done <- b }()
+	_, joined := b.rpc(t, "bob", msg("join", nil))
+	if joined != notFound {
+		t.Errorf("bob's answer about alice's conversation: %s, want %s", joined, notFound)
+	}
+	for _, hd := range handlesIn(joined) {
+		_, got := b.rpc(t, "bob", msg("hello", map[string]any{"contextId": hd}))
+		if strings.Contains(got, `"result"`) {
+			t.Errorf("bob filed a task with %s: %s", hd, got)
+		}
+	}
+	close(release)
+	var a map[string]any
+	if err := json.Unmarshal([]byte(<-done), &a); err != nil || a["error"] != nil {
+		t.Fatalf("alice's own answer: %v (%v)", a, err)
+	}
+	task := resultOf(t, a)["task"].(map[string]any)
+	if id, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
+		t.Fatalf("alice's task came back as %v", task["id"])
+	}
+	if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
+		t.Fatalf("alice's task owned by %v (%v)", o, err)
+	}
+	if o, _ := b.srv.enforcer.A2AContextOwner(t.Context(), upstreamContext(t, h, "alice", task)); o != "alice" {
+		t.Fatalf("alice's context owned by %q where bob asked", o)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
@@ -27,7 +29,6 @@ type exchange struct {
 	guard     func(context.Context) (context.Context, func())
 	call      a2arules.Call
 	taskID    string // the upstream id of the task the request names
-	public    string // the JSON-RPC endpoint as the caller reached it
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
 	mine map[idKey]bool
@@ -40,6 +41,13 @@ type exchange struct {
 	// created is the task a message that named none was first answered
 	// about: the one task its answer may create.
 	created string
+	// contextID is the upstream context a message request is in: the one
+	// it named, or the fresh one Warden put in it (fresh), recorded as the
+	// caller's before it is forwarded. A task the answer creates must be in
+	// it.
+	contextID string
+	// fresh is set when Warden generated contextID.
+	fresh bool
 }
 
 // open returns the upstream id of one of the caller's handles, which it
@@ -92,7 +100,14 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 			req.TaskID = openAt(msg, "taskId", a2arules.KindTask)
 		}
 		if c.HasContext {
-			openAt(msg, "contextId", a2arules.KindContext)
+			x.contextID = openAt(msg, "contextId", a2arules.KindContext)
+		} else if !c.HasTask {
+			// A message naming no task and no context starts a context:
+			// Warden names it, so that it is the caller's before any
+			// answer names it (an answer to another caller cannot then
+			// hand it over while this request is in flight).
+			x.contextID, x.fresh = uuid.NewString(), true
+			msg["contextId"] = x.contextID
 		}
 		if len(c.References) > 0 {
 			refs := make([]any, len(c.References))
@@ -112,22 +127,14 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
 	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
 	switch {
-	case c.Tenant != "":
-		// A gateway may route on the tenant to another agent, whose ids
-		// the handles (bound to a principal, not a tenant) do not tell
-		// from this one's.
-		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest, Detail: "Invalid parameters: Warden does not enforce tenant routing; send no tenant (run one Warden per tenant's endpoint)"}
+	case !a2arules.TenantRefused(c).OK():
+		req.Refused = a2arules.TenantRefused(c)
 	case !owner:
 		req.Refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2arules.TaskNotFound}
 	case !cursorOK:
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonUnknownTask, Detail: "Invalid parameters: pageToken is not one Warden gave"}
 	default:
-		for _, u := range c.Webhooks {
-			if err := a2arules.CheckWebhook(u, x.s.allow); err != nil {
-				req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "Invalid parameters: " + err.Error()}
-				break
-			}
-		}
+		req.Refused = a2arules.WebhookRefused(c, x.s.allow)
 	}
 	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
 	if p != nil {

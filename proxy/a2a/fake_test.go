@@ -24,6 +24,7 @@ type fakeUpstream struct {
 	tasks map[string]map[string]any
 	push  map[string][]map[string]any
 	seen  []string // the bodies it received
+	hosts []string // the Host of each request
 	base  string
 	// hostile, when set, answers instead of the fake when it returns a
 	// body: an SSE stream when the body starts with "data:".
@@ -43,6 +44,7 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	f.seen = append(f.seen, string(b))
+	f.hosts = append(f.hosts, r.Host)
 	f.mu.Unlock()
 	var req struct {
 		ID     json.RawMessage `json:"id"`

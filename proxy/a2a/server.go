@@ -56,8 +56,8 @@ import (
 type Config struct {
 	listener.HTTPConfig `yaml:",inline"`
 	// PublicURL is the JSON-RPC endpoint as clients reach Warden, written
-	// into the agent card; empty means the request's scheme and Host with
-	// the upstream's path.
+	// into the agent card; empty means the listen address (a wildcard's as
+	// localhost) with the upstream's path, never the request's Host.
 	PublicURL string `yaml:"public_url" json:"public_url"`
 	// WebhookAllow lists networks (CIDR), addresses, hosts and host:port
 	// pairs a push-notification URL may name although they are loopback,
@@ -108,6 +108,7 @@ type Server struct {
 	client   *http.Client
 	handles  handle.Sealer
 	log      *slog.Logger
+	public   string // the JSON-RPC endpoint written into agent cards
 }
 
 // kinds are the identifiers A2A handles stand for.
@@ -140,7 +141,9 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log}, nil
+	s := &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log}
+	s.public = publicEndpoint(cfg, s.endpoint())
+	return s, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
@@ -197,7 +200,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, "", rules.CodeUnauthenticated, rules.ReasonUnauthenticated, http.StatusUnauthorized, nil, jsonrpc.ErrInvalidRequest, "Unauthorized: "+authn.Reason(err))
 		return
 	}
-	x := &exchange{s: s, principal: p.ID, public: s.publicEndpoint(r), expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
+	x := &exchange{s: s, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
@@ -261,6 +264,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		return
 	}
 	x.taskID = req.TaskID
+	if x.fresh {
+		// The context Warden named is the caller's before the upstream
+		// sees it (here and in the shared store).
+		o, err := s.enforcer.A2AContextSeen(r.Context(), x.contextID, p.ID)
+		if err != nil || o != p.ID {
+			s.log.Warn("could not record a new A2A context; refusing the message", "principal", p.ID, "err", err)
+			relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+			return
+		}
+		x.prove(a2arules.KindContext, x.contextID)
+	}
 	s.forward(w, r, x, out)
 }
 

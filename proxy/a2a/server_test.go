@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -245,31 +247,60 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// TestCard: the public card points at Warden's JSON-RPC endpoint and no
-// longer offers the REST binding; interfaces elsewhere stay.
+// TestCard: the public card points at Warden's JSON-RPC endpoint (the
+// configured public URL, else the listen address, never the Host the client
+// sent) and no longer offers the REST binding; interfaces elsewhere stay.
+// With neither, the JSON-RPC interface on the server is left out.
 func TestCard(t *testing.T) {
-	h := newHarness(t, Config{})
-	resp, err := http.Get(h.front.URL + "/.well-known/agent-card.json")
-	if err != nil {
-		t.Fatal(err)
+	plain := func(listen, public string) Config {
+		return Config{HTTPConfig: listener.HTTPConfig{Listen: listen, Plaintext: true}, PublicURL: public}
 	}
-	defer resp.Body.Close()
-	var c struct {
-		Interfaces []struct {
-			URL     string `json:"url"`
-			Binding string `json:"protocolBinding"`
-		} `json:"supportedInterfaces"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Interfaces) != 2 || c.Interfaces[0].URL != h.front.URL+"/jsonrpc" || c.Interfaces[1].URL != "https://elsewhere.example/a2a" {
-		t.Fatalf("card interfaces %+v", c.Interfaces)
-	}
-	_, m := h.call(t, "alice", "GetExtendedAgentCard", map[string]any{})
-	b, _ := json.Marshal(m)
-	if !strings.Contains(string(b), h.front.URL+"/jsonrpc") {
-		t.Fatalf("extended card not rewritten: %s", b)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // the JSON-RPC interface's URL, "" when left out
+	}{
+		{"public URL", plain("127.0.0.1:8443", "https://agent.example/a2a"), "https://agent.example/a2a"},
+		{"listen address", plain("127.0.0.1:8443", ""), "http://127.0.0.1:8443/jsonrpc"},
+		{"wildcard listen address", plain(":8443", ""), "http://localhost:8443/jsonrpc"},
+		{"IPv6 wildcard", plain("[::]:8443", ""), "http://localhost:8443/jsonrpc"},
+		{"neither", Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			req, _ := http.NewRequest(http.MethodGet, h.front.URL+"/.well-known/agent-card.json", nil)
+			req.Host = "evil.example"
+			resp, err := h.front.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var c struct {
+				Interfaces []struct {
+					URL     string `json:"url"`
+					Binding string `json:"protocolBinding"`
+				} `json:"supportedInterfaces"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+				t.Fatal(err)
+			}
+			var urls []string
+			for _, it := range c.Interfaces {
+				urls = append(urls, it.URL)
+			}
+			want := []string{"https://elsewhere.example/a2a"}
+			if tc.want != "" {
+				want = append([]string{tc.want}, want...)
+			}
+			if !slices.Equal(urls, want) {
+				t.Fatalf("card interfaces %v, want %v", urls, want)
+			}
+			_, m := h.call(t, "alice", "GetExtendedAgentCard", map[string]any{})
+			b, _ := json.Marshal(m)
+			if strings.Contains(string(b), "evil.example") || tc.want != "" && !strings.Contains(string(b), tc.want) {
+				t.Fatalf("extended card: %s, want %s", b, tc.want)
+			}
+		})
 	}
 }
 
@@ -329,6 +360,67 @@ func BenchmarkA2ASidecar(b *testing.B) {
 				if status, body := h.rpc(b, "alice", bc.body); status != 200 || strings.Contains(body, `"error"`) {
 					b.Fatalf("%d %s", status, body)
 				}
+			}
+		})
+	}
+}
+
+// TestUpstreamHost: the upstream is asked under its own name, never the
+// client's Host (a virtual-hosted gateway would route another name to
+// another agent than the one Warden's handles and state address).
+func TestUpstreamHost(t *testing.T) {
+	h := newHarness(t, Config{})
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(body))
+		req.Host = "other-agent.internal"
+		req.Header.Set("Authorization", "Bearer alice")
+		resp, err := h.front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: HTTP %d", body, resp.StatusCode)
+		}
+	}
+	up, _ := url.Parse(h.up.base)
+	h.up.mu.Lock()
+	defer h.up.mu.Unlock()
+	if len(h.up.hosts) != 2 {
+		t.Fatalf("the upstream got %d requests, want 2", len(h.up.hosts))
+	}
+	for _, got := range h.up.hosts {
+		if got != up.Host {
+			t.Errorf("the upstream was asked as %q, want its own %q", got, up.Host)
+		}
+	}
+}
+
+// TestListTotalSize: ListTasks' totalSize counts the caller's tasks only,
+// also when the page left none out or is empty: the server's count of
+// every tenant's tasks never reaches the caller.
+func TestListTotalSize(t *testing.T) {
+	for _, tc := range []struct {
+		name, result string
+		want         float64
+	}{
+		{"an empty page", `{"tasks":[],"totalSize":42}`, 0},
+		{"no tasks member", `{"totalSize":42}`, 0},
+		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, 1},
+		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			c := upstreamContext(t, h, "alice", h.send(t, "alice", "hello")) // task-1
+			h.up.hostile = func(method string, _ map[string]any) string {
+				return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(tc.result, "%c", c) + `}`
+			}
+			_, m := h.call(t, "alice", "ListTasks", map[string]any{})
+			if got := resultOf(t, m)["totalSize"]; got != tc.want {
+				t.Fatalf("totalSize %v, want %v: %v", got, tc.want, m)
 			}
 		})
 	}

@@ -83,11 +83,10 @@ func (s *Server) checkA2A(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	if call.Continues() {
 		req.Method = a2arules.MethodMessageContinue
 	}
-	for _, u := range call.Webhooks {
-		if err := a2arules.CheckWebhook(u, s.webhooks); err != nil {
-			req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "Invalid parameters: " + err.Error()}
-			break
-		}
+	// The sidecar's checks of what the request alone tells: a tenant
+	// (Envoy may route on it to another agent), then the webhook URLs.
+	if req.Refused = a2arules.TenantRefused(call); req.Refused.OK() {
+		req.Refused = a2arules.WebhookRefused(call, s.webhooks)
 	}
 	d, err := s.enf.EnforceA2A(ctx, req)
 	if err != nil {

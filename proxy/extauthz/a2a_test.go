@@ -63,6 +63,8 @@ func TestA2AChecks(t *testing.T) {
 		{"allowlisted webhook", req("POST", "/jsonrpc", "bob", push("http://hooks.internal/x")), 0, ""},
 		{"loopback webhook", req("POST", "/jsonrpc", "bob", push("http://2130706433/")), 200, `"code":-32602`},
 		{"loopback webhook in 0.3's nesting", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t1","pushNotificationConfig":{"url":"http://127.0.0.1/"}}}`), 200, `"code":-32602`},
+		{"tenant (a gateway may route it to another agent)", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"tenant":"acme"}}`), 200, `"code":-32602`},
+		{"tenant on a message", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"tenant":"acme","message":{"messageId":"m","parts":[]}}}`), 200, "tenant routing"},
 		{"metadata webhook in a message", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://[::ffff:a9fe:a9fe]/"}}}}`), 200, `"code":-32602`},
 	}
 	for _, ce := range []string{"gzip", "br", "deflate", "identity, gzip"} {

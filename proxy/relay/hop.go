@@ -84,9 +84,13 @@ func Behalf(out, in http.Header, strip bool, keys []string, credentials ...strin
 
 // Outbound copies the caller's request onto out, the request to the
 // upstream: its end-to-end headers, never X-Warden-Principal (an identity
-// header Warden owns, never the client's), and its Host. With strip (Warden
-// authenticated from what the upstream cannot check), the credential headers
-// are left out too.
+// header Warden owns, never the client's). Host stays out's, the upstream
+// URL's: the client's Host would let a virtual-hosted upstream or gateway
+// route to another agent than the one Warden's handles and state address
+// (and an upstream that checks Host against DNS rebinding would refuse
+// every name Warden is served under but its own; Warden checks Origin
+// itself). With strip (Warden authenticated from what the upstream cannot
+// check), the credential headers are left out too.
 func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 	CopyHeaders(out.Header, in.Header)
 	out.Header.Del("X-Warden-Principal")
@@ -95,5 +99,4 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 			out.Header.Del(k)
 		}
 	}
-	out.Host = in.Host
 }

@@ -39,14 +39,14 @@ func TestOutbound(t *testing.T) {
 		{"credentials stripped", true, http.Header{"X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := httptest.NewRequest(http.MethodPost, "http://warden.test/rpc", nil)
+			in := httptest.NewRequest(http.MethodPost, "http://other-agent.internal/rpc", nil)
 			in.Header = http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"},
 				"X-Warden-Principal": {"mallory"}, "Connection": {"close"}}
 			out := httptest.NewRequest(http.MethodPost, "http://upstream.test/rpc", nil)
 			out.Header = http.Header{}
 			Outbound(out, in, tc.strip, "Authorization")
-			if out.Host != "warden.test" {
-				t.Errorf("Host = %q", out.Host)
+			if out.Host != "upstream.test" {
+				t.Errorf("Host = %q, want the upstream's, never the client's", out.Host)
 			}
 			if len(out.Header) != len(tc.want) {
 				t.Fatalf("headers %v, want %v", out.Header, tc.want)

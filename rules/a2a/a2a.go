@@ -154,6 +154,29 @@ type Call struct {
 	Tenant string
 }
 
+// TenantRefused refuses a request that names a tenant (zero Verdict, OK,
+// when it names none): a gateway may route on the tenant to another agent,
+// whose ids Warden's handles and state (bound to a principal, not a tenant)
+// do not tell from this one's. The sidecar and ext_authz both ask it.
+func TenantRefused(c Call) rules.Verdict {
+	if c.Tenant == "" {
+		return rules.Verdict{}
+	}
+	return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		Detail: "Invalid parameters: Warden does not enforce tenant routing; send no tenant (run one Warden per tenant's endpoint)"}
+}
+
+// WebhookRefused refuses the first webhook URL of a request that allow does
+// not let through (zero Verdict, OK, when every one passes).
+func WebhookRefused(c Call, allow Allow) rules.Verdict {
+	for _, u := range c.Webhooks {
+		if err := CheckWebhook(u, allow); err != nil {
+			return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "Invalid parameters: " + err.Error()}
+		}
+	}
+	return rules.Verdict{}
+}
+
 // Continues reports whether a message names a task or a context: it
 // continues something that must be the caller's.
 func (c Call) Continues() bool { return Sends(c.Method) && (c.HasTask || c.HasContext) }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -169,6 +170,39 @@ func BenchmarkParse(b *testing.B) {
 				if _, err := Parse(body); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// TestRequestRefused: the checks of what a request alone tells, which the
+// sidecar and ext_authz share: a tenant is refused, so is a webhook URL
+// outside what allow lets through.
+func TestRequestRefused(t *testing.T) {
+	allow, err := ParseAllow([]string{"hooks.internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, body      string
+		tenant, webhook rules.Code
+	}{
+		{"neither", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, rules.CodeOK, rules.CodeOK},
+		{"tenant", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"tenant":"acme"}}`, rules.CodeInvalidParams, rules.CodeOK},
+		{"empty tenant", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"tenant":""}}`, rules.CodeOK, rules.CodeOK},
+		{"allowed webhook", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"http://hooks.internal/x"}}`, rules.CodeOK, rules.CodeOK},
+		{"loopback webhook", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"http://127.0.0.1/x"}}`, rules.CodeOK, rules.CodeInvalidParams},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := TenantRefused(c); got.Code != tc.tenant {
+				t.Errorf("TenantRefused = %v, want code %v", got, tc.tenant)
+			}
+			if got := WebhookRefused(c, allow); got.Code != tc.webhook {
+				t.Errorf("WebhookRefused = %v, want code %v", got, tc.webhook)
 			}
 		})
 	}

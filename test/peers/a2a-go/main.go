@@ -9,6 +9,7 @@
 //	             message on that task completes it with "answer: <text>"
 //	stream N     a task streaming N artifact chunks, then completed
 //	wait         a working task that runs until cancelled (or 60 s pass)
+//	wait N       the same, completed after N seconds (1 to 60)
 //	related      a task completed with a status message whose
 //	             referenceTaskIds name the latest task anyone started: an
 //	             agent that cites other tenants' tasks (a "see also" drawn
@@ -301,7 +302,11 @@ func (a agent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 			}
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
 		case "wait":
-			if pause(ctx, 60*time.Second) {
+			d := 60 * time.Second
+			if n, err := strconv.Atoi(arg); err == nil && n >= 1 && n <= 60 {
+				d = time.Duration(n) * time.Second
+			}
+			if pause(ctx, d) {
 				finish(yield, ec, "waited")
 			}
 		default:

@@ -10,6 +10,7 @@ agent as test/peers/a2a-go (the first text part selects it):
                  message on that task completes it with "answer: <text>"
     stream N     a task streaming N artifact chunks, then completed
     wait         a working task that runs until cancelled (or 60 s pass)
+    wait N       the same, completed after N seconds (1 to 60)
     anything     a task completed with the artifact "echo: <text>", followed
                  by " [ref ID: TEXT]" for each task the message's
                  referenceTaskIds name (loaded by the SDK's
@@ -118,7 +119,7 @@ class Agent(AgentExecutor):
                 await asyncio.sleep(0.02)
             await updater.complete()
         elif verb == 'wait':
-            await asyncio.sleep(60)
+            await asyncio.sleep(int(arg) if arg.isdigit() and 1 <= int(arg) <= 60 else 60)
             await finish(updater, 'waited')
         else:
             await finish(updater, 'echo: ' + text + referenced(context))
