@@ -206,7 +206,6 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return nil, err
 	}
 	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
-	out.Host = r.Host
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
 	if sid != "" {
