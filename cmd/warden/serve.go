@@ -69,7 +69,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
-	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that no later message used yet; one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
+	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that have not ended (terminal or expired); one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	extA2APath := fs.String("extauthz-a2a-path", "", "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)")
 	extMCPPath := fs.String("extauthz-mcp-path", "", "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)")
