@@ -372,7 +372,7 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 	}
 	// The client is written through a bounded queue: one that does not read
 	// has its call ended instead of holding the runtime's stream.
-	out := newClientWriter(ss, cancel, clientBounds)
+	out := newClientWriter(ss, cancel, clientBounds, s.queued)
 	go out.Run(ctx)
 	upErr := make(chan error, 1)
 	go func() {
@@ -450,7 +450,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	if err != nil {
 		return s.upstreamError(err)
 	}
-	out := newClientWriter(ss, cancel, clientBounds)
+	out := newClientWriter(ss, cancel, clientBounds, s.queued)
 	go out.Run(ctx)
 	var (
 		mu      sync.Mutex // guards pending only; never held across I/O
