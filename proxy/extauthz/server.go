@@ -275,7 +275,11 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if err := proto.Unmarshal(body, &cr); err != nil || cr.GetSessionId() == "" {
 			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
 		}
-		return s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
+		resp, err := s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
+		if err == nil && resp.GetStatus().GetCode() == 0 && !s.enf.SharesSessions() {
+			s.starts.decided(cr.GetSessionId(), time.Now().UnixMilli(), s.enf.Ended)
+		}
+		return resp, err
 	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
 		// Whether the runtime accepts it is not seen here: the copy of the
 		// policy held is dropped, so that the next SessionStart binding the
@@ -366,7 +370,9 @@ func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*au
 }
 
 // decideSend decides a Send, within the principal's started sessions (see
-// starts): a SessionStart allowed is counted until its session ends.
+// starts): a SessionStart allowed is counted until its session ends, seen
+// when a later message allowed on it ends it, or when its principal, at its
+// cap, has its sessions asked about.
 // Replicas sharing the sessions in a store do
 // not count: the table is only the store's cache, and a session's later
 // messages go to other replicas.
@@ -389,6 +395,8 @@ func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.
 		var sp macpv1.SessionStartPayload
 		_ = proto.Unmarshal(env.GetPayload(), &sp) // the rules decoded it already
 		s.starts.started(p.ID, env.GetSessionId(), deadline(now, sp.GetTtlMs()))
+	} else {
+		s.starts.decided(env.GetSessionId(), now, s.enf.Ended)
 	}
 	return resp, nil
 }

@@ -30,12 +30,26 @@ type starts struct {
 	max int
 
 	mu    sync.Mutex
-	by    map[string]map[string]int64 // principal -> session -> deadline (Unix ms)
-	owner map[string]string           // session -> principal
+	by    map[string]*started // principal -> its sessions
+	owner map[string]string   // session -> principal
 }
 
+// started are one principal's counted sessions.
+type started struct {
+	deadline map[string]int64 // session -> deadline (Unix ms)
+	// scanned is when the sessions were last asked about, full (Unix ms; 0
+	// never):
+	// within rescan of it, a principal at its cap is refused without asking
+	// again, so that a flood of starts past the cap costs one scan of the
+	// table per rescan, not one per start.
+	scanned int64
+}
+
+// rescan is how often a principal at its cap has its sessions asked about.
+const rescan = 100 * time.Millisecond
+
 func newStarts(max int) *starts {
-	return &starts{max: max, by: map[string]map[string]int64{}, owner: map[string]string{}}
+	return &starts{max: max, by: map[string]*started{}, owner: map[string]string{}}
 }
 
 // endedFunc reports whether the session table holds a session (held) and
@@ -44,20 +58,27 @@ type endedFunc func(sid string, now int64) (ended, held bool)
 
 // full reports whether p holds as many started sessions as it may at now,
 // after forgetting those that ended and those the table no longer holds past
-// their deadline.
+// their deadline (asked at most once per rescan while p stays full).
 func (s *starts) full(p string, now int64, ended endedFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	set := s.by[p]
-	if len(set) < s.max {
+	if set == nil || len(set.deadline) < s.max {
 		return false
 	}
-	for sid, deadline := range set {
+	if set.scanned != 0 && now >= set.scanned && now-set.scanned < rescan.Milliseconds() {
+		return true
+	}
+	for sid, deadline := range set.deadline {
 		if over, held := ended(sid, now); over || !held && deadline < now {
 			s.drop(p, sid)
 		}
 	}
-	return len(s.by[p]) >= s.max
+	if set = s.by[p]; set == nil || len(set.deadline) < s.max {
+		return false
+	}
+	set.scanned = now
+	return true
 }
 
 // started records p's allowed start of session sid, counted until it ends
@@ -70,19 +91,32 @@ func (s *starts) started(p, sid string, deadline int64) {
 	}
 	set := s.by[p]
 	if set == nil {
-		set = map[string]int64{}
+		set = &started{deadline: map[string]int64{}}
 		s.by[p] = set
 	}
-	set[sid] = deadline
+	set.deadline[sid] = deadline
 	s.owner[sid] = p
+}
+
+// decided forgets the start of session sid, if counted, when a message just
+// allowed on it ended it (a Commitment, a CancelSession): its principal may
+// start another at once, with no wait for the next scan.
+func (s *starts) decided(sid string, now int64, ended endedFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.owner[sid]; ok {
+		if over, _ := ended(sid, now); over {
+			s.drop(p, sid)
+		}
+	}
 }
 
 // drop forgets one start; s.mu is held.
 func (s *starts) drop(p, sid string) {
 	delete(s.owner, sid)
 	if set := s.by[p]; set != nil {
-		delete(set, sid)
-		if len(set) == 0 {
+		delete(set.deadline, sid)
+		if len(set.deadline) == 0 {
 			delete(s.by, p)
 		}
 	}

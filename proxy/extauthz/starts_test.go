@@ -2,12 +2,15 @@ package extauthz
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -152,6 +155,84 @@ func TestStartsDeadline(t *testing.T) {
 		}
 		if got := s.full("p", tc.now, ended); got != tc.full {
 			t.Errorf("%s: full = %v, want %v", tc.name, got, tc.full)
+		}
+	}
+}
+
+// TestStartsRescan: a principal at its cap has its sessions asked about at
+// most once per rescan (a flood of starts past the cap costs one scan of the
+// table per rescan); one ended by a message allowed on it is forgotten at
+// once.
+func TestStartsRescan(t *testing.T) {
+	s := newStarts(1)
+	s.started("p", "a", deadline(1_000, 60_000))
+	asked, over := 0, false
+	ended := func(string, int64) (bool, bool) { asked++; return over, true }
+	for _, tc := range []struct {
+		name  string
+		now   int64
+		over  bool
+		full  bool
+		asked int
+	}{
+		{"at the cap", 1_000, false, true, 1},
+		{"ended, within the rescan", 1_050, true, true, 1},
+		{"ended, past the rescan", 1_100, true, false, 2},
+	} {
+		over = tc.over
+		if got := s.full("p", tc.now, ended); got != tc.full || asked != tc.asked {
+			t.Errorf("%s: full %v after %d questions, want %v after %d", tc.name, got, asked, tc.full, tc.asked)
+		}
+	}
+	s.started("p", "b", deadline(1_200, 60_000))
+	over = false
+	if !s.full("p", 1_200, ended) {
+		t.Fatal("not full with b started")
+	}
+	s.decided("b", 1_210, func(string, int64) (bool, bool) { return true, true })
+	if s.full("p", 1_220, ended) {
+		t.Error("still full after a message ended b")
+	}
+}
+
+// BenchmarkStartAtCap: a SessionStart from a principal holding as many live
+// sessions as it may: each one refused asks the table about every one.
+func BenchmarkStartAtCap(b *testing.B) {
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: auth, Policies: engine})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(Config{Listen: "unused"}, enf, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	check := func(n int) rules.Code {
+		env := startOf("agent://flood", 0)
+		env.SessionId = fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
+		env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", rules.ModeTask, time.Now().UnixMilli()
+		body, _ := proto.Marshal(&macpv1.SendRequest{Envelope: env})
+		resp, err := srv.Check(context.Background(), checkRequest(service+"Send", env.GetSender(), frame(body)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return decision(resp).Code
+	}
+	for n := range DefaultMaxUnconfirmedStarts {
+		if got := check(n); got != rules.CodeOK {
+			b.Fatalf("start %d: %s", n, got)
+		}
+	}
+	for b.Loop() {
+		if got := check(DefaultMaxUnconfirmedStarts); got != rules.CodeResourceExhausted {
+			b.Fatalf("start past the cap: %q", got)
 		}
 	}
 }
