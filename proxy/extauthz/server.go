@@ -372,9 +372,8 @@ func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*au
 // decideSend decides a Send, within the principal's started sessions (see
 // starts): a SessionStart allowed is counted until its session ends, seen
 // when a later message allowed on it ends it, or when its principal, at its
-// cap, has its sessions asked about.
-// Replicas sharing the sessions in a store do
-// not count: the table is only the store's cache, and a session's later
+// cap, has its sessions looked up. Replicas sharing the sessions in a store
+// do not count: the table is only the store's cache, and a session's later
 // messages go to other replicas.
 func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.Envelope, call proxy.Call) (*authv3.CheckResponse, error) {
 	if s.enf.SharesSessions() {
