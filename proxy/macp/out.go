@@ -51,7 +51,9 @@ var (
 )
 
 // queueBudget is the bytes every stream's queue together may hold
-// (StreamLimits.QueuedBytes); one message on an empty queue is always taken.
+// (StreamLimits.QueuedBytes), a message counted until it is written; a
+// stream's first writerBounds.fair bytes are always taken (even one large
+// message is not: 600 streams of one 4 MiB message each would hold 2.4 GiB).
 type queueBudget struct {
 	max  int64
 	used atomic.Int64
@@ -133,7 +135,7 @@ func (w *clientWriter) send(m any) bool {
 		cause = errClientBehind
 	case over && w.slow(now):
 		cause = errClientSlow
-	case !w.budget.take(n, len(w.queue) == 0 || w.bytes+n <= w.b.fair):
+	case !w.budget.take(n, w.bytes+n <= w.b.fair):
 		cause = errQueueBudget
 	}
 	if cause != nil {

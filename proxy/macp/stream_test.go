@@ -279,6 +279,15 @@ func TestQueueBudgetShare(t *testing.T) {
 	if w.send(&frame{b: make([]byte, 64<<10)}) {
 		t.Error("a stream past its share queued into a budget taken")
 	}
+	// One large message, even on an empty queue, is past the share.
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	w2 := newClientWriter(&blockedStream{ctx: ctx2}, cancel2, clientBounds, budget)
+	go w2.Run(ctx2)
+	if w2.send(&frame{b: make([]byte, 1<<20)}) {
+		t.Error("a 1 MiB message queued into a budget taken")
+	}
+	<-w2.done
 	if got := context.Cause(ctx); !errors.Is(got, errQueueBudget) {
 		t.Errorf("ended by %v, want %v", got, errQueueBudget)
 	}
