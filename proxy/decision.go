@@ -41,7 +41,16 @@ type Decision struct {
 // one value: held (a MACP session locked until it commits), flying (a
 // record-only MACP message, see Enforcer.fly) and steer (an MCP steer's
 // queue place).
-type pending interface{ settle(accepted bool) }
+//
+// forget ends it with the upstream's answer unknown (lost, or showing that
+// Warden's state no longer follows the upstream): nothing is committed and,
+// when the session can be rebuilt, its state is marked stale before the
+// session is given back, so that no message waiting for it is decided on the
+// old state.
+type pending interface {
+	settle(accepted bool)
+	forget()
+}
 
 // held is a MACP decision holding its session's lock: accepted commits next.
 type held struct {
@@ -69,6 +78,22 @@ func (h *held) settle(accepted bool) {
 	h.en.release()
 }
 
+func (h *held) forget() {
+	if !h.t.evictLive { // nothing could rebuild it: keep what is committed
+		h.settle(false)
+		return
+	}
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	h.en.update(func(*rules.Session) *rules.Session { return nil })
+	if h.en.shared != nil {
+		h.en.shared.version = ""
+	}
+	h.t.drop(h.en) // idle: out of the table; with flights: stale
+	h.en.release()
+}
+
 // steer is an MCP steer's place in its task's queue, given back when the
 // upstream refuses the steer.
 type steer struct {
@@ -82,6 +107,8 @@ func (s *steer) settle(accepted bool) {
 	}
 }
 
+func (s *steer) forget() { s.settle(false) }
+
 // Settle ends the decision: when accepted is true (the upstream acknowledged
 // the message) the pending state is committed; otherwise nothing changes.
 // It releases the session for the next message and is safe to call on a denial.
@@ -89,6 +116,23 @@ func (d Decision) Settle(accepted bool) {
 	if d.pending != nil {
 		d.pending.settle(accepted)
 	}
+}
+
+// SettleForget ends decision d when the upstream's answer is unknown (it was
+// lost: the call failed, the stream ended, the echo never came) or shows
+// that Warden's state no longer follows the upstream (it does not know the
+// session, it applied a retransmission as new): nothing is committed and the
+// session is forgotten, so that its next message rebuilds it from the
+// upstream. A session d holds is marked stale before it is given back: a
+// message already waiting for it is decided on the upstream's state, never on
+// the old one (Settle then Forget left a gap between the two). Without a
+// rebuilder nothing is forgotten, as nothing could be rebuilt.
+func (e *Enforcer) SettleForget(ctx context.Context, d Decision) {
+	if d.pending != nil {
+		d.pending.forget()
+		return
+	}
+	e.Forget(ctx, d.SessionID)
 }
 
 // newDecision starts a decision with a fresh id.

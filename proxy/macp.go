@@ -355,3 +355,17 @@ func (f *flying) settle(accepted bool) {
 		return nil
 	})
 }
+
+// forget lands the flight with its answer unknown: the session is marked
+// stale (rebuilt on its next message, once every flight landed) when it can
+// be rebuilt.
+func (f *flying) forget() {
+	if !f.done.CompareAndSwap(false, true) {
+		return
+	}
+	if f.e.rebuilder == nil {
+		f.en.land(f.env.GetMessageId(), nil)
+		return
+	}
+	f.en.land(f.env.GetMessageId(), func(*rules.Session) *rules.Session { return nil })
+}

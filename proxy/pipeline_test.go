@@ -546,3 +546,79 @@ func TestPipelineForgetInFlight(t *testing.T) {
 	}
 	d.Settle(true)
 }
+
+// TestSettleForget: a decision whose answer was lost (or showed Warden's
+// state no longer follows the runtime) is settled and its session forgotten
+// in one step, while the decision still holds it: a message already waiting
+// for the session is decided on the state rebuilt from the runtime, which may
+// have accepted the lost one, never on the state before it. Settle then
+// Forget gave the session back in between. A lost record-only flight marks
+// the session stale as it lands. Without a rebuilder nothing is forgotten.
+func TestSettleForget(t *testing.T) {
+	ctx := context.Background()
+	accept := func(sid string) *macpv1.Envelope {
+		return env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}))
+	}
+	complete := func(sid string) *macpv1.Envelope {
+		return env(sid, worker, "TaskComplete", "done", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker}))
+	}
+	t.Run("held, a message waiting", func(t *testing.T) {
+		for n := range 50 { // the gap was a scheduling race: try it often
+			rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+			e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+			sid := sessionID(600 + n)
+			startTask(t, e, sid, false)
+			before, _ := e.Session(ctx, sid)
+			lost, err := e.Enforce(ctx, req(accept(sid)))
+			if err != nil || !lost.Allow {
+				t.Fatalf("%v %+v", err, lost)
+			}
+			waiter := decideAsync(t, e, req(complete(sid)))
+			waiting(t, waiter, "the worker's TaskComplete")
+			rb.mu.Lock()
+			rb.state[sid] = rules.Step(before, accept(sid), worker, before.StartedAtMs).Next // the runtime took the TaskAccept
+			rb.mu.Unlock()
+			e.SettleForget(ctx, lost)
+			d := received(t, waiter, "the worker's TaskComplete")
+			d.Settle(true)
+			rb.mu.Lock()
+			calls := rb.calls
+			rb.mu.Unlock()
+			if !d.Allow || calls != 1 {
+				t.Fatalf("try %d: the waiting TaskComplete: allow %v (%s), %d rebuilds; want allowed on the rebuilt state", n, d.Allow, d.Reason, calls)
+			}
+		}
+	})
+	t.Run("in flight", func(t *testing.T) {
+		rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+		e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+		sid := sessionID(700)
+		startTask(t, e, sid, true)
+		d, err := e.Enforce(ctx, req(env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
+		if err != nil || !d.Allow {
+			t.Fatalf("%v %+v", err, d)
+		}
+		e.SettleForget(ctx, d)
+		if s, _ := e.Session(ctx, sid); s != nil {
+			t.Fatalf("a lost flight left state %s", s.State)
+		}
+	})
+	t.Run("no rebuilder", func(t *testing.T) {
+		e, _ := newEnforcer(t, Config{PipelineDepth: 4}, nil)
+		sid := sessionID(701)
+		startTask(t, e, sid, false)
+		d, err := e.Enforce(ctx, req(accept(sid)))
+		if err != nil || !d.Allow {
+			t.Fatalf("%v %+v", err, d)
+		}
+		e.SettleForget(ctx, d)
+		if s, _ := e.Session(ctx, sid); s == nil {
+			t.Fatal("forgotten without a rebuilder: nothing could rebuild it")
+		}
+		again, _ := e.Enforce(ctx, req(accept(sid)))
+		again.Settle(false)
+		if !again.Allow {
+			t.Fatalf("the TaskAccept again: %s, want allowed (nothing was committed)", again.Reason)
+		}
+	})
+}

@@ -415,6 +415,28 @@ func (t *table) forget(ctx context.Context, id string) {
 	t.remove(e)
 }
 
+// ended reports whether the table holds session id (held) and, if so,
+// whether its committed state has ended: terminal, or expired by time at now.
+// A session being started or rebuilt (no state yet) has not ended.
+func (t *table) ended(id string, now int64) (ended, held bool) {
+	t.mu.Lock()
+	e, ok := t.entries[id]
+	t.mu.Unlock()
+	if !ok {
+		return false, false
+	}
+	s := e.state.Load()
+	return s != nil && s.Expired(now), true
+}
+
+// Ended reports whether the table holds session id (held) and, if so,
+// whether the session has ended there (terminal, or expired at now, Unix
+// ms). For the ext_authz adapter, which commits on allow and counts the
+// sessions each principal started until they end.
+func (e *Enforcer) Ended(id string, now int64) (ended, held bool) {
+	return e.table.ended(id, now)
+}
+
 // Len returns the number of sessions held.
 func (t *table) len() int {
 	t.mu.Lock()

@@ -83,3 +83,63 @@ func TestMACPStartOnUnknownSession(t *testing.T) {
 	}
 	c.mustAccept(msgs[1]) // the planner's TaskRequest
 }
+
+// TestExtAuthzStartSuspendFlood: ext_authz commits a SessionStart and a
+// SuspendSession on allow, whether or not the runtime takes them, and a
+// suspended session's TTL is paused. One principal's sessions count against
+// --extauthz-max-unconfirmed-starts until they end: start then suspend,
+// repeated, is refused past the cap (before, the suspend confirmed the start
+// and the principal could park sessions in the table without bound), whether
+// the runtime took them (forwarded here) or not (checked only); a session
+// cancelled makes room.
+func TestExtAuthzStartSuspendFlood(t *testing.T) {
+	runtime := startRuntime(t)
+	direct := dialMACP(t, runtime)
+	c, _ := startExtAuthz(t, "warden", runtime, "--extauthz-max-unconfirmed-starts", "3")
+	start := func(sid string) *macpv1.Envelope {
+		b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"mallory", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "SessionStart", MessageId: "start-" + sid[:8], SessionId: sid,
+			Sender: "mallory", TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
+	}
+	// control checks op on sid and, when allowed, forwards it as Envoy would.
+	control := func(op, sid string, forward bool) string {
+		got := c.call(macpService+op, "mallory", &macpv1.CancelSessionRequest{SessionId: sid})
+		if got != "allow" || !forward {
+			return got
+		}
+		ctx, cancel := as("mallory")
+		defer cancel()
+		rt := macpv1.NewMACPRuntimeServiceClient(direct.conn)
+		var err error
+		switch op {
+		case "SuspendSession":
+			_, err = rt.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: sid})
+		case "CancelSession":
+			_, err = rt.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: sid})
+		}
+		if err != nil {
+			t.Fatalf("the runtime refused the %s Warden allowed: %v", op, err)
+		}
+		return got
+	}
+	taken, phantom, phantom2, over := newSession(), newSession(), newSession(), newSession()
+	for _, tc := range []struct {
+		name string
+		do   func() string
+		want string
+	}{
+		{"a start the runtime takes", func() string { return envoy(t, c, direct, start(taken)) }, "allow"},
+		{"its suspension", func() string { return control("SuspendSession", taken, true) }, "allow"},
+		{"a start the runtime never sees", func() string { return c.send(start(phantom)) }, "allow"},
+		{"its suspension", func() string { return control("SuspendSession", phantom, false) }, "allow"},
+		{"another unseen start", func() string { return c.send(start(phantom2)) }, "allow"},
+		{"its suspension", func() string { return control("SuspendSession", phantom2, false) }, "allow"},
+		{"one start past the cap", func() string { return c.send(start(over)) }, string(rules.CodeResourceExhausted)},
+		{"the first cancelled", func() string { return control("CancelSession", taken, true) }, "allow"},
+		{"the start again", func() string { return envoy(t, c, direct, start(over)) }, "allow"},
+	} {
+		if got := tc.do(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -107,6 +107,7 @@ func TestCheckConfig(t *testing.T) {
 		{"macp negative limit", dev + macpPlain + "  credential_check: -1s\n", "macp.credential_check: negative"},
 		{"macp streams above the pool", dev + macpPlain + "  streams:\n    max: 800\n", "macp.streams: max 800 is above 700"},
 		{"macp negative streams", dev + macpPlain + "  streams:\n    per_principal: -1\n", "macp.streams: negative"},
+		{"macp negative queued bytes", dev + macpPlain + "  streams:\n    queued_bytes: -1\n", "macp.streams: negative"},
 		{"mcp missing certificate", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/none.key\n", "mcp tls"},
 		{"mcp bad upstream", dev + "mcp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n", "is not an http(s) URL"},
 		{"ext_authz negative unconfirmed starts", dev + ext + "  max_unconfirmed_starts: -1\n", "extauthz.max_unconfirmed_starts: negative"},

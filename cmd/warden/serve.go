@@ -69,7 +69,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	otlp := fs.String("otlp-endpoint", "", "OTLP/gRPC collector (host:port) that receives traces (off when empty)")
 	extListen := fs.String("extauthz-listen", "", "serve Envoy ext_authz Check on this address (host:port)")
 	extMCP := fs.Bool("extauthz-mcp", false, "ext_authz: check requests that are not gRPC as MCP Streamable HTTP")
-	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that no later message used yet; one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
+	extStarts := fs.Int("extauthz-max-unconfirmed-starts", 0, fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that have not ended (terminal or expired); one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts))
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	extA2APath := fs.String("extauthz-a2a-path", "", "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)")
 	extMCPPath := fs.String("extauthz-mcp-path", "", "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)")
@@ -91,6 +91,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var streams macp.StreamLimits
 	fs.IntVar(&streams.Max, "max-streams", 0, fmt.Sprintf("MACP: relayed calls held open at once (StreamSession, the watches, pass-through), all callers together; at most %d, the rest of the runtime's streams stay for decided calls (default %d)", macp.MaxStreamsLimit, macp.DefaultMaxStreams))
 	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
+	fs.Int64Var(&streams.QueuedBytes, "max-queued-bytes", 0, fmt.Sprintf("MACP: bytes of messages waiting for the clients of all relayed calls together; a call holding more than 64 KiB when it is taken up is ended (default %d)", macp.DefaultQueuedBytes))
 	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
@@ -194,6 +195,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if f.v != 0 {
 				*f.dst = f.v
 			}
+		}
+		if streams.QueuedBytes != 0 {
+			c.MACP.Streams.QueuedBytes = streams.QueuedBytes
 		}
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {

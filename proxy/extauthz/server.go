@@ -79,8 +79,9 @@ type Config struct {
 	// defaults.
 	Limits listener.Limits `yaml:"limits" json:"limits"`
 	// MaxUnconfirmedStarts bounds the MACP sessions one principal may have
-	// started through this replica that no later message has used yet
-	// (committed on allow, they may be ones the runtime refused); one more
+	// started through this replica that have not ended (terminal or expired
+	// in the session table; committed on allow, they may be ones the runtime
+	// refused, and no message of their initiator's confirms them); one more
 	// SessionStart is refused with RESOURCE_EXHAUSTED. 0 means
 	// DefaultMaxUnconfirmedStarts.
 	MaxUnconfirmedStarts int `yaml:"max_unconfirmed_starts" json:"max_unconfirmed_starts"`
@@ -275,8 +276,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
 		}
 		resp, err := s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
-		if err == nil && resp.GetStatus().GetCode() == 0 {
-			s.starts.used(cr.GetSessionId())
+		if err == nil && resp.GetStatus().GetCode() == 0 && !s.enf.SharesSessions() {
+			s.starts.decided(cr.GetSessionId(), time.Now().UnixMilli(), s.enf.Ended)
 		}
 		return resp, err
 	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
@@ -368,10 +369,11 @@ func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*au
 	return s.allow(p, d.ID), nil
 }
 
-// decideSend decides a Send, within the principal's unconfirmed starts (see
-// starts): a SessionStart allowed is counted until a later message allowed
-// on its session confirms it. Replicas sharing the sessions in a store do
-// not count: the table is only the store's cache, and a session's later
+// decideSend decides a Send, within the principal's started sessions (see
+// starts): a SessionStart allowed is counted until its session ends, seen
+// when a later message allowed on it ends it, or when its principal, at its
+// cap, has its sessions looked up. Replicas sharing the sessions in a store
+// do not count: the table is only the store's cache, and a session's later
 // messages go to other replicas.
 func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.Envelope, call proxy.Call) (*authv3.CheckResponse, error) {
 	if s.enf.SharesSessions() {
@@ -379,9 +381,9 @@ func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.
 	}
 	now := time.Now().UnixMilli()
 	start := env.GetMessageType() == rules.TypeSessionStart
-	if start && !s.enf.DryRun() && s.starts.full(p.ID, now) {
+	if start && !s.enf.DryRun() && s.starts.full(p.ID, now, s.enf.Ended) {
 		d := s.enf.Refuse("macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
-			Detail: "too many sessions started and not used yet; send on them first, or retry later"})
+			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
 		return denyGRPC(d.Code, d.Message, d.ID), nil
 	}
 	resp, err := s.decide(ctx, proxy.Request{Principal: &p, Envelope: env}, call)
@@ -393,7 +395,7 @@ func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.
 		_ = proto.Unmarshal(env.GetPayload(), &sp) // the rules decoded it already
 		s.starts.started(p.ID, env.GetSessionId(), deadline(now, sp.GetTtlMs()))
 	} else {
-		s.starts.used(env.GetSessionId())
+		s.starts.decided(env.GetSessionId(), now, s.enf.Ended)
 	}
 	return resp, nil
 }

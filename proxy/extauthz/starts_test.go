@@ -2,12 +2,15 @@ package extauthz
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -16,27 +19,57 @@ import (
 
 // TestUnconfirmedStarts: ext_authz commits a SessionStart on allow, unseen
 // by the runtime's answer, so one principal may hold only so many sessions
-// it started that no later message used: one more start is refused with
-// RESOURCE_EXHAUSTED, a message on one of them makes room, and other
-// principals are not affected. A flood of starts cannot fill the table.
+// it started that have not ended: one more start is refused with
+// RESOURCE_EXHAUSTED, and other principals are not affected. Nothing the
+// initiator sends on its session confirms the start (the runtime may have
+// refused both): a SuspendSession, which pauses the TTL, used to, so that
+// start-then-suspend, repeated, parked uncounted sessions in the table for
+// good. Nor does another participant's message. An ended session (cancelled
+// here) makes room.
 func TestUnconfirmedStarts(t *testing.T) {
 	srv := newServer(t, Config{Listen: "unused", MaxUnconfirmedStarts: 2})
 	for _, tc := range []struct {
 		name string
-		env  *macpv1.Envelope
+		code func() rules.Code
 		want rules.Code
 	}{
-		{"first start", startOf("agent://flood", 1), rules.CodeOK},
-		{"second start", startOf("agent://flood", 2), rules.CodeOK},
-		{"third start, none used", startOf("agent://flood", 3), rules.CodeResourceExhausted},
-		{"another principal", startOf("agent://other", 4), rules.CodeOK},
-		{"a message on the first", requestOf("agent://flood", 1), rules.CodeOK},
-		{"third start, one used", startOf("agent://flood", 5), rules.CodeOK},
-		{"fourth start", startOf("agent://flood", 6), rules.CodeResourceExhausted},
+		{"first start", sendOf(t, srv, startOf("agent://flood", 1)), rules.CodeOK},
+		{"first suspended", controlOf(t, srv, "SuspendSession", "agent://flood", 1), rules.CodeOK},
+		{"second start", sendOf(t, srv, startOf("agent://flood", 2)), rules.CodeOK},
+		{"a message on the second", sendOf(t, srv, requestOf("agent://flood", 2)), rules.CodeOK},
+		{"the worker's answer on the second", sendOf(t, srv, acceptOf("agent://worker", 2)), rules.CodeOK},
+		{"third start, none ended", sendOf(t, srv, startOf("agent://flood", 3)), rules.CodeResourceExhausted},
+		{"another principal", sendOf(t, srv, startOf("agent://other", 4)), rules.CodeOK},
+		{"first cancelled", controlOf(t, srv, "CancelSession", "agent://flood", 1), rules.CodeOK},
+		{"third start, one ended", sendOf(t, srv, startOf("agent://flood", 5)), rules.CodeOK},
+		{"fifth suspended", controlOf(t, srv, "SuspendSession", "agent://flood", 5), rules.CodeOK},
+		{"fifth resumed", controlOf(t, srv, "ResumeSession", "agent://flood", 5), rules.CodeOK},
+		{"fourth start", sendOf(t, srv, startOf("agent://flood", 6)), rules.CodeResourceExhausted},
 	} {
-		if got := checkSend(t, srv, tc.env); got != tc.want {
+		if got := tc.code(); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// sendOf checks a Send of env when called (see checkSend).
+func sendOf(t *testing.T, srv *Server, env *macpv1.Envelope) func() rules.Code {
+	return func() rules.Code { return checkSend(t, srv, env) }
+}
+
+// controlOf checks the control call op on session n by who when called and
+// returns the answer's code ("" for allowed).
+func controlOf(t *testing.T, srv *Server, op, who string, n int) func() rules.Code {
+	return func() rules.Code {
+		b, err := proto.Marshal(&macpv1.CancelSessionRequest{SessionId: sessionN(n)}) // the three share {session_id, reason}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Check(context.Background(), checkRequest(service+op, who, frame(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decision(resp).Code
 	}
 }
 
@@ -75,6 +108,11 @@ func requestOf(who string, n int) *macpv1.Envelope {
 	return &macpv1.Envelope{MessageType: "TaskRequest", MessageId: "req", SessionId: sessionN(n), Sender: who, Payload: b}
 }
 
+func acceptOf(who string, n int) *macpv1.Envelope {
+	b, _ := proto.Marshal(&taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: who})
+	return &macpv1.Envelope{MessageType: "TaskAccept", MessageId: "acc", SessionId: sessionN(n), Sender: who, Payload: b}
+}
+
 // checkSend checks a Send of env, stamped now, as its sender and returns the
 // answer's code ("" for allowed).
 func checkSend(t *testing.T, srv *Server, env *macpv1.Envelope) rules.Code {
@@ -91,16 +129,110 @@ func checkSend(t *testing.T, srv *Server, env *macpv1.Envelope) rules.Code {
 	return decision(resp).Code
 }
 
-// TestStartsDeadline: an unconfirmed start stops counting at its deadline.
+// TestStartsDeadline: a start counts until its session ends in the table,
+// however long that takes (a suspended session's TTL is paused); one the
+// table no longer holds (evicted) counts until its deadline.
 func TestStartsDeadline(t *testing.T) {
-	s := newStarts(1)
-	s.started("p", "a", deadline(1_000, 5_000))
 	for _, tc := range []struct {
-		now  int64
-		full bool
-	}{{1_000, true}, {6_000, true}, {6_001, false}} {
-		if got := s.full("p", tc.now); got != tc.full {
-			t.Errorf("full at %d = %v, want %v", tc.now, got, tc.full)
+		name        string
+		now         int64
+		ended, held bool
+		full        bool
+	}{
+		{"held, open", 1_000, false, true, true},
+		{"held, past the deadline (suspended)", 60_000, false, true, true},
+		{"held, ended", 1_000, true, true, false},
+		{"evicted, before the deadline", 6_000, false, false, true},
+		{"evicted, after the deadline", 6_001, false, false, false},
+	} {
+		s := newStarts(1)
+		s.started("p", "a", deadline(1_000, 5_000))
+		ended := func(sid string, now int64) (bool, bool) {
+			if sid != "a" || now != tc.now {
+				t.Fatalf("%s: asked about %s at %d", tc.name, sid, now)
+			}
+			return tc.ended, tc.held
+		}
+		if got := s.full("p", tc.now, ended); got != tc.full {
+			t.Errorf("%s: full = %v, want %v", tc.name, got, tc.full)
+		}
+	}
+}
+
+// TestStartsRescan: a principal at its cap has its sessions asked about at
+// most once per rescan (a flood of starts past the cap costs one scan of the
+// table per rescan); one ended by a message allowed on it is forgotten at
+// once.
+func TestStartsRescan(t *testing.T) {
+	s := newStarts(1)
+	s.started("p", "a", deadline(1_000, 60_000))
+	asked, over := 0, false
+	ended := func(string, int64) (bool, bool) { asked++; return over, true }
+	for _, tc := range []struct {
+		name  string
+		now   int64
+		over  bool
+		full  bool
+		asked int
+	}{
+		{"at the cap", 1_000, false, true, 1},
+		{"ended, within the rescan", 1_050, true, true, 1},
+		{"ended, past the rescan", 1_100, true, false, 2},
+	} {
+		over = tc.over
+		if got := s.full("p", tc.now, ended); got != tc.full || asked != tc.asked {
+			t.Errorf("%s: full %v after %d questions, want %v after %d", tc.name, got, asked, tc.full, tc.asked)
+		}
+	}
+	s.started("p", "b", deadline(1_200, 60_000))
+	over = false
+	if !s.full("p", 1_200, ended) {
+		t.Fatal("not full with b started")
+	}
+	s.decided("b", 1_210, func(string, int64) (bool, bool) { return true, true })
+	if s.full("p", 1_220, ended) {
+		t.Error("still full after a message ended b")
+	}
+}
+
+// BenchmarkStartAtCap: a SessionStart from a principal holding as many live
+// sessions as it may: each one refused asks the table about every one.
+func BenchmarkStartAtCap(b *testing.B) {
+	engine, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: auth, Policies: engine})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(Config{Listen: "unused"}, enf, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	check := func(n int) rules.Code {
+		env := startOf("agent://flood", 0)
+		env.SessionId = fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
+		env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", rules.ModeTask, time.Now().UnixMilli()
+		body, _ := proto.Marshal(&macpv1.SendRequest{Envelope: env})
+		resp, err := srv.Check(context.Background(), checkRequest(service+"Send", env.GetSender(), frame(body)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return decision(resp).Code
+	}
+	for n := range DefaultMaxUnconfirmedStarts {
+		if got := check(n); got != rules.CodeOK {
+			b.Fatalf("start %d: %s", n, got)
+		}
+	}
+	for b.Loop() {
+		if got := check(DefaultMaxUnconfirmedStarts); got != rules.CodeResourceExhausted {
+			b.Fatalf("start past the cap: %q", got)
 		}
 	}
 }

@@ -129,21 +129,16 @@ func (s *Server) decideAs(ctx context.Context, c authn.Credentials, md metadata.
 // settle ends a decision by the runtime's answer to the message: accepted
 // commits the state. When the answer shows Warden's state no longer follows
 // the runtime (it does not know the session, it applied a retransmission as
-// new, or the answer was lost), the session is forgotten and rebuilt on its
-// next message.
+// new, or the answer was lost), the session is forgotten, still held, and
+// rebuilt on its next message (proxy.Enforcer.SettleForget).
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	switch {
 	case errors.Is(err, errUpstreamFull): // it never reached the runtime
 		d.Settle(false)
-	case err != nil:
-		d.Settle(false)
-		s.enf.Forget(ctx, d.SessionID)
-	case a.ok && d.Duplicate && !a.duplicate:
-		d.Settle(false)
-		s.enf.Forget(ctx, d.SessionID)
-	case !a.ok && string(a.code) == string(rules.CodeSessionNotFound):
-		d.Settle(false)
-		s.enf.Forget(ctx, d.SessionID)
+	case err != nil,
+		a.ok && d.Duplicate && !a.duplicate,
+		!a.ok && string(a.code) == string(rules.CodeSessionNotFound):
+		s.enf.SettleForget(context.WithoutCancel(ctx), d)
 	default:
 		d.Settle(a.ok && !a.duplicate)
 	}
@@ -377,7 +372,7 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 	}
 	// The client is written through a bounded queue: one that does not read
 	// has its call ended instead of holding the runtime's stream.
-	out := newClientWriter(ss, cancel, clientBounds)
+	out := newClientWriter(ss, cancel, clientBounds, s.queued)
 	go out.Run(ctx)
 	upErr := make(chan error, 1)
 	go func() {
@@ -455,7 +450,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 	if err != nil {
 		return s.upstreamError(err)
 	}
-	out := newClientWriter(ss, cancel, clientBounds)
+	out := newClientWriter(ss, cancel, clientBounds, s.queued)
 	go out.Run(ctx)
 	var (
 		mu      sync.Mutex // guards pending only; never held across I/O
@@ -470,9 +465,10 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 		if !ok {
 			return
 		}
-		d.Settle(accepted)
 		if forget {
-			s.enf.Forget(context.WithoutCancel(ctx), d.SessionID)
+			s.enf.SettleForget(context.WithoutCancel(ctx), d)
+		} else {
+			d.Settle(accepted)
 		}
 	}
 	defer func() {

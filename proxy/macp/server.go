@@ -140,6 +140,7 @@ type Server struct {
 	tp      trace.TracerProvider
 	up      grpc.ClientConnInterface
 	streams *streamCaps
+	queued  *queueBudget // what the relayed calls' clients have waiting
 	srv     *grpc.Server
 }
 
@@ -239,7 +240,8 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams)}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
+		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls

@@ -187,28 +187,57 @@ func (b *blockedStream) SendMsg(any) error {
 	return b.ctx.Err()
 }
 
+// trickleStream is a client that reads, slowly: each write takes every.
+type trickleStream struct {
+	grpc.ServerStream
+	ctx   context.Context
+	every time.Duration
+}
+
+func (s *trickleStream) SendMsg(any) error {
+	select {
+	case <-time.After(s.every):
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
 // TestClientWriter: a writer never blocks its caller; a client behind by
-// more than the queue while it does not read, or by more than the most in
-// any case, or stuck in one write past the timeout, has its stream ended
-// with the matching cause.
+// more than the queue while it does not read, or reads slower than the drain
+// rate, or by more than the most in any case, or stuck in one write past the
+// timeout, or past its fair share when the budget all streams share is
+// taken, has its stream ended with the matching cause; the budget is given
+// back whole once the stream ended.
 func TestClientWriter(t *testing.T) {
 	const never = time.Hour
+	blocked := func(ctx context.Context) grpc.ServerStream { return &blockedStream{ctx: ctx} }
+	trickle := func(ctx context.Context) grpc.ServerStream {
+		return &trickleStream{ctx: ctx, every: 100 * time.Millisecond}
+	}
 	for _, tc := range []struct {
 		name   string
+		stream func(context.Context) grpc.ServerStream
 		sends  int
 		size   int
 		bounds writerBounds
+		budget int64
 		cause  error
 	}{
-		{"within the queue, then stuck", 3, 100, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
-		{"past the queue while the client reads, then stuck", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, errClientStuck},
-		{"past the queue, the client not reading", 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: 0, stuck: never}, errClientBehind},
-		{"past the most", 50, 100 << 10, writerBounds{queue: 1 << 20, most: 4 << 20, stall: never, stuck: never}, errClientBehind},
+		{"within the queue, then stuck", blocked, 3, 100, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, 1 << 30, errClientStuck},
+		{"past the queue while the client reads, then stuck", blocked, 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: 100 * time.Millisecond}, 1 << 30, errClientStuck},
+		{"past the queue, the client not reading", blocked, 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: 0, stuck: never}, 1 << 30, errClientBehind},
+		{"past the most", blocked, 50, 100 << 10, writerBounds{queue: 1 << 20, most: 4 << 20, stall: never, stuck: never}, 1 << 30, errClientBehind},
+		// 100 KiB every 100 ms is 1 MiB/s: every write completes in time,
+		// too slowly for a 4 MiB/s drain.
+		{"past the queue, the client reading a trickle", trickle, 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: 300 * time.Millisecond, drain: 4 << 20, stuck: never}, 1 << 30, errClientSlow},
+		{"past its share of a budget taken", blocked, 20, 100 << 10, writerBounds{queue: 1 << 20, most: 16 << 20, stall: never, stuck: never, fair: 64 << 10}, 512 << 10, errQueueBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			w := newClientWriter(&blockedStream{ctx: ctx}, cancel, tc.bounds)
+			budget := &queueBudget{max: tc.budget}
+			w := newClientWriter(tc.stream(ctx), cancel, tc.bounds, budget)
 			go w.Run(ctx)
 			began := time.Now()
 			for range tc.sends {
@@ -226,6 +255,44 @@ func TestClientWriter(t *testing.T) {
 				t.Errorf("ended by %v, want %v", got, tc.cause)
 			}
 			<-w.done
+			if n := budget.used.Load(); n != 0 {
+				t.Errorf("%d bytes of the budget not given back", n)
+			}
 		})
+	}
+}
+
+// TestQueueBudgetShare: a stream that holds no more than its fair share is
+// not ended when the shared budget is taken.
+func TestQueueBudgetShare(t *testing.T) {
+	budget := &queueBudget{max: 1 << 20}
+	budget.take(1<<20, true) // another stream holds it all
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	w := newClientWriter(&blockedStream{ctx: ctx}, cancel, clientBounds, budget)
+	go w.Run(ctx)
+	for range 4 {
+		if !w.send(&frame{b: make([]byte, 8<<10)}) {
+			t.Fatalf("a stream within its share was ended: %v", context.Cause(ctx))
+		}
+	}
+	if w.send(&frame{b: make([]byte, 64<<10)}) {
+		t.Error("a stream past its share queued into a budget taken")
+	}
+	// One large message, even on an empty queue, is past the share.
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	w2 := newClientWriter(&blockedStream{ctx: ctx2}, cancel2, clientBounds, budget)
+	go w2.Run(ctx2)
+	if w2.send(&frame{b: make([]byte, 1<<20)}) {
+		t.Error("a 1 MiB message queued into a budget taken")
+	}
+	<-w2.done
+	if got := context.Cause(ctx); !errors.Is(got, errQueueBudget) {
+		t.Errorf("ended by %v, want %v", got, errQueueBudget)
+	}
+	<-w.done
+	if n := budget.used.Load(); n != 1<<20 {
+		t.Errorf("budget holds %d bytes once the stream ended, want the other's %d", n, 1<<20)
 	}
 }

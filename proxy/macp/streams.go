@@ -24,6 +24,12 @@ type StreamLimits struct {
 	// Anonymous is the relayed calls without credentials (the pass-through
 	// services, public discovery) open at once, all callers together.
 	Anonymous int `yaml:"anonymous" json:"anonymous"`
+	// QueuedBytes is the bytes of messages waiting for their clients that
+	// the relayed calls may hold together (each holds at most 16 MiB, and
+	// past 1 MiB only while its client reads at least 256 KiB/s); a call
+	// holding more than 64 KiB when it is taken up is ended
+	// RESOURCE_EXHAUSTED.
+	QueuedBytes int64 `yaml:"queued_bytes" json:"queued_bytes"`
 }
 
 // Defaults of StreamLimits; the reserve is what Max may not take of the
@@ -32,6 +38,7 @@ const (
 	DefaultMaxStreams          = 600
 	DefaultStreamsPerPrincipal = 64
 	DefaultAnonymousStreams    = 32
+	DefaultQueuedBytes         = 256 << 20
 	reservedUpstreamCalls      = 100
 	// MaxStreamsLimit is the largest Max: the upstream pool's calls but
 	// the reserve.
@@ -49,13 +56,16 @@ func (l StreamLimits) WithDefaults() StreamLimits {
 	if l.Anonymous == 0 {
 		l.Anonymous = DefaultAnonymousStreams
 	}
+	if l.QueuedBytes == 0 {
+		l.QueuedBytes = DefaultQueuedBytes
+	}
 	return l
 }
 
 // Validate checks the limits.
 func (l StreamLimits) Validate() error {
 	var errs []error
-	if l.Max < 0 || l.PerPrincipal < 0 || l.Anonymous < 0 {
+	if l.Max < 0 || l.PerPrincipal < 0 || l.Anonymous < 0 || l.QueuedBytes < 0 {
 		errs = append(errs, errors.New("negative"))
 	}
 	if l.Max > MaxStreamsLimit {
@@ -107,5 +117,5 @@ func (c *streamCaps) take(who string) (done func(), err error) {
 // String describes the limits as `warden check` prints them.
 func (l StreamLimits) String() string {
 	l = l.WithDefaults()
-	return fmt.Sprintf("%d relayed streams in all, %d per principal, %d anonymous", l.Max, l.PerPrincipal, l.Anonymous)
+	return fmt.Sprintf("%d relayed streams in all, %d per principal, %d anonymous, %d MiB queued for their clients", l.Max, l.PerPrincipal, l.Anonymous, l.QueuedBytes>>20)
 }
