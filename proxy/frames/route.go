@@ -117,6 +117,8 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 		return Response{}, ErrForwarded
 	case pool < 0 || pool >= len(x.c.r.pools):
 		return Response{}, fmt.Errorf("%w: %d", errNoSuchPool, pool)
+	case ctx.Err() != nil:
+		return Response{}, ctx.Err() // the client left or the deadline passed: nothing opens upstream
 	}
 	x.forwarded = true
 	u := x.d.peer

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -40,9 +41,10 @@ func (r testRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Ro
 // testHandler acts on the request's "mode" header: "local" answers with
 // PERMISSION_DENIED itself, "forward" forwards to pool 0 and releases the
 // answer, "replace" forwards and answers FAILED_PRECONDITION naming the
-// upstream's grpc-status, "wait" waits for the stream's end.
+// upstream's grpc-status, "wait" waits for the stream's end, "late" waits
+// for it and then forwards.
 type testHandler struct {
-	ended chan error // "wait": ctx.Err() once the stream ended
+	ended chan error // "wait": ctx.Err() once the stream ended; "late": Forward's error
 }
 
 func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
@@ -61,6 +63,11 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
 	case "wait":
 		<-ctx.Done()
 		h.ended <- ctx.Err()
+		return Response{}
+	case "late":
+		<-ctx.Done()
+		_, err := req.Forward(ctx, 0, req.Header)
+		h.ended <- err
 		return Response{}
 	}
 	resp, err := req.Forward(ctx, 0, req.Header)
@@ -164,6 +171,30 @@ func TestRoute(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("the handler's context did not end with the stream")
+		}
+	})
+	// a Handler that forwards after its client left opens nothing upstream
+	// (and its upstream leg is its own: the client connection's reader
+	// ending the stream does not touch it, which -race checks)
+	t.Run("forward after the client left", func(t *testing.T) {
+		before := a.unary.Load()
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "late"))
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("call: %v", err)
+		}
+		select {
+		case err := <-h.ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Forward after the client left: %v, want context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if got := a.unary.Load() - before; got != 0 || a.open.Load() != 0 {
+			t.Errorf("upstream A got %d calls (%d streams open), want none", got, a.open.Load())
 		}
 	})
 }

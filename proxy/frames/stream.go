@@ -10,7 +10,10 @@ import (
 // leg is one side of a relayed stream: the stream on a client connection
 // or the stream on an upstream connection it is paired with (peer). Its
 // fields are guarded by c.mu; c, id and peer are set before a leg is
-// shared.
+// shared, but for the upstream leg of an exchange: the Handler's Forward
+// sets its c and id (under the upstream connection's mu) while the client
+// connection may be ending, so the client side never reads them. It ends
+// that upstream stream by cancelling the exchange's context instead.
 type leg struct {
 	c    *conn
 	id   uint32
@@ -36,8 +39,13 @@ type leg struct {
 
 // resetPeer ends the other side of l after l ended with code: the paired
 // stream is reset, or a Handler waiting for the upstream's answer on l is
-// told it will not come.
+// told it will not come. The upstream stream of an exchange is the
+// Handler's: it resets it when the exchange's context ends (remove and
+// finish cancel it), so it is not touched here.
 func (l *leg) resetPeer(code http2.ErrCode) {
+	if l.x != nil {
+		return
+	}
 	if l.hold != nil {
 		l.hold.fail(http2.StreamError{StreamID: l.id, Code: code})
 		return
@@ -200,7 +208,7 @@ func (c *conn) drain(owed *[]credit) {
 			continue
 		}
 		n := c.writeData(l, l.pend, l.pendEnd && l.pendTrail == nil)
-		if n > 0 {
+		if n > 0 && l.x == nil && l.hold == nil { // an exchange's legs owe no one credit
 			*owed = append(*owed, credit{l.peer, n})
 		}
 		l.pend = l.pend[n:]
@@ -230,9 +238,7 @@ func (c *conn) drain(owed *[]credit) {
 // it runs without locks held.
 func payCredits(owed *[]credit) {
 	for i, cr := range *owed {
-		if cr.l.c != nil { // nil: the answer of a Handler that forwarded nothing
-			cr.l.c.credit(cr.l, cr.n)
-		}
+		cr.l.c.credit(cr.l, cr.n)
 		(*owed)[i] = credit{}
 	}
 	*owed = (*owed)[:0]
