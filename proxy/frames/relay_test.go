@@ -260,6 +260,43 @@ func TestManyStreams(t *testing.T) {
 	wg.Wait()
 }
 
+// TestPoolCap: a pool's own MaxConns overrides MaxUpstreamConns; the
+// stream beyond every connection's room is refused.
+func TestPoolCap(t *testing.T) {
+	for _, tc := range []struct {
+		poolConns, open int
+	}{{0, 2}, {4, 8}} {
+		e, _, up := startEcho(t)
+		_, addr := startRelay(t, Config{Upstreams: []Upstream{{Addr: up, MaxStreams: 2, MaxConns: tc.poolConns}}, MaxUpstreamConns: 1})
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := testpb.NewTestServiceClient(cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for i := range tc.open + 1 {
+			s, err := c.FullDuplexCall(ctx)
+			if err == nil {
+				err = s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(1)})
+			}
+			if err == nil {
+				_, err = s.Recv()
+			}
+			if i < tc.open && err != nil {
+				t.Errorf("pool cap %d: stream %d: %v", tc.poolConns, i, err)
+			}
+			if i == tc.open && status.Code(err) != codes.Unavailable {
+				t.Errorf("pool cap %d: stream %d beyond the cap: %v, want UNAVAILABLE (REFUSED_STREAM)", tc.poolConns, i, err)
+			}
+		}
+		if got := e.open.Load(); got != int64(tc.open) {
+			t.Errorf("pool cap %d: upstream holds %d calls, want %d", tc.poolConns, got, tc.open)
+		}
+		cancel()
+		cc.Close()
+	}
+}
+
 // TestCancel: a client that cancels its call resets the stream, and the
 // upstream sees the call end.
 func TestCancel(t *testing.T) {

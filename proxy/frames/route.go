@@ -24,6 +24,11 @@ type Upstream struct {
 	// counts a stream the relay reset until its handler ended, so opening
 	// right up to its limit races with it (REFUSED_STREAM).
 	MaxStreams uint32
+	// MaxConns, when not zero, caps this pool's connections in place of
+	// Config.MaxUpstreamConns: a pool whose streams clients can hold open
+	// (an in-process server behind the relay) needs room for every
+	// client's, MaxConns x MaxStreams of Config over its MaxStreams.
+	MaxConns int
 	// NoRequestTrailers ends a stream whose client sent trailers with an
 	// empty DATA frame instead of relaying them: for a gRPC upstream, which
 	// has no use for request trailers, and grpc-go in particular, which
@@ -56,6 +61,12 @@ type Route struct {
 	// MaxBody bounds a buffered request body, and the upstream answer a
 	// Handler forwards for (default 4 MiB).
 	MaxBody int
+	// BodyTimeout, when not zero, bounds how long after its HEADERS the
+	// client may take to end its request (END_STREAM): a stream still
+	// sending then is reset (CANCEL) toward the client and upstream, so a
+	// client that opens streams and sends nothing holds them no longer.
+	// For requests of one message (a gRPC unary or server-streaming call).
+	BodyTimeout time.Duration
 }
 
 // DefaultMaxBody is Route.MaxBody's default.

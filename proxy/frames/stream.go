@@ -35,6 +35,8 @@ type leg struct {
 
 	x    *exchange // client side of a stream a Handler handles
 	hold *held     // upstream side of a stream a Handler forwarded
+
+	body *time.Timer // client side: Route.BodyTimeout, until END_STREAM
 }
 
 // resetPeer ends the other side of l after l ended with code: the paired
@@ -63,6 +65,9 @@ func (c *conn) remove(l *leg) {
 	l.gone = true
 	l.pend = nil
 	l.pendTrail = nil
+	if l.body != nil {
+		l.body.Stop()
+	}
 	delete(c.streams, l.id)
 	if l.x != nil {
 		l.x.cancel()
@@ -95,6 +100,21 @@ func (c *conn) resetLeg(l *leg, code http2.ErrCode) {
 	_ = c.wfr.WriteRSTStream(l.id, code)
 	c.remove(l)
 	c.kick()
+}
+
+// bodyLate resets l, a client stream whose request did not end within its
+// Route's BodyTimeout, and its pair.
+func (c *conn) bodyLate(l *leg) {
+	c.mu.Lock()
+	if l.gone || l.remoteDone {
+		c.mu.Unlock()
+		return
+	}
+	_ = c.wfr.WriteRSTStream(l.id, http2.ErrCodeCancel)
+	c.remove(l)
+	c.kick()
+	c.mu.Unlock()
+	l.resetPeer(http2.ErrCodeCancel)
 }
 
 // resetPair resets stream id on this connection with code (a stream error)

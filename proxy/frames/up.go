@@ -24,8 +24,8 @@ var (
 
 // pool is the relay's upstream connections. A stream goes to the first
 // connection with room under the upstream's SETTINGS_MAX_CONCURRENT_STREAMS;
-// when none has room and the pool is below MaxUpstreamConns, one more is
-// dialed.
+// when none has room and the pool is below its cap (Upstream.MaxConns, or
+// Config.MaxUpstreamConns), one more is dialed.
 type pool struct {
 	r  *Relay
 	up Upstream
@@ -50,7 +50,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 			return nil
 		}
 	}
-	if len(p.conns) >= p.r.cfg.MaxUpstreamConns {
+	if len(p.conns) >= p.maxConns() {
 		return errPoolFull
 	}
 	if time.Now().Before(p.failUntil) {
@@ -68,6 +68,14 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 		return nil
 	}
 	return errPoolFull
+}
+
+// maxConns is the pool's connection cap.
+func (p *pool) maxConns() int {
+	if p.up.MaxConns > 0 {
+		return p.up.MaxConns
+	}
+	return p.r.cfg.MaxUpstreamConns
 }
 
 // dial connects to the upstream and starts the connection's reader and

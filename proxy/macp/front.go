@@ -71,8 +71,11 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		Upstreams: []frames.Upstream{
 			// below the runtime's 128 and the inner server's innerMaxStreams:
 			// a stream the relay reset counts there a little longer
-			poolRuntime:  {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
-			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, NoRequestTrailers: true},
+			poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
+			// one in-process connection per client connection at most, as
+			// grpc-go serving the clients itself would hold: a client that
+			// keeps its streams open fills its own share, never another's
+			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, MaxConns: lim.MaxConnections, NoRequestTrailers: true},
 		},
 		Router:           router{s},
 		MaxConns:         lim.MaxConnections,
