@@ -22,13 +22,25 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// recvOne reads the single request of a unary call.
-func recvOne(ss grpc.ServerStream) (*frame, error) {
+// recvOne reads the one request message of a unary call, waiting for it at
+// most s.bodyTimeout: a client that opens a call and sends nothing holds its
+// stream no longer (grpc-go has no such bound; the reader it waits on ends
+// with the stream once the handler returned).
+func (s *Server) recvOne(ss grpc.ServerStream) (*frame, error) {
 	f := &frame{}
-	if err := ss.RecvMsg(f); err != nil {
-		return nil, err
+	got := make(chan error, 1)
+	go func() { got <- ss.RecvMsg(f) }()
+	t := time.NewTimer(s.bodyTimeout)
+	defer t.Stop()
+	select {
+	case err := <-got:
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	case <-t.C:
+		return nil, status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
 	}
-	return f, nil
 }
 
 // invoke forwards one unary request with the upstream context ctx and
@@ -154,7 +166,11 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 // takes); the answer is either Warden's refusal or the runtime's bytes.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	req := &frame{}
-	if err := dec(req); err != nil {
+	err := dec(req)
+	if t, ok := ctx.Value(bodyTimerKey{}).(*time.Timer); ok && !t.Stop() {
+		return nil, status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
+	}
+	if err != nil {
 		return nil, err
 	}
 	var sr macpv1.SendRequest
@@ -189,9 +205,14 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 	return resp, nil
 }
 
-// control decides CancelSession, SuspendSession and ResumeSession.
+// control decides CancelSession, SuspendSession and ResumeSession. The
+// caller is authenticated before its request is read: a client that cannot
+// authenticate holds no stream waiting for a body.
 func (s *Server) control(ss grpc.ServerStream, op string) error {
-	req, err := recvOne(ss)
+	if _, _, err := s.admit(ss.Context()); err != nil {
+		return err
+	}
+	req, err := s.recvOne(ss)
 	if err != nil {
 		return err
 	}
@@ -233,7 +254,7 @@ func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Mess
 	if err != nil {
 		return p, nil, err
 	}
-	req, err := recvOne(ss)
+	req, err := s.recvOne(ss)
 	if err != nil {
 		return p, nil, err
 	}
@@ -319,7 +340,7 @@ func (s *Server) policyCall(ss grpc.ServerStream, method string) (req, resp *fra
 	if err != nil {
 		return nil, nil, err
 	}
-	if req, err = recvOne(ss); err != nil {
+	if req, err = s.recvOne(ss); err != nil {
 		return nil, nil, err
 	}
 	resp, err = s.invoke(ctx, ss, method, req)

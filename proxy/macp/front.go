@@ -151,9 +151,18 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frames.Route {
 	if _, ok := sendContentType(header); ok {
-		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
+		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
-	return frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+	rt := frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+	// every call of the runtime but StreamSession sends one message: its
+	// request has body_timeout to end (a pass-through service's call may
+	// stream, as reflection does)
+	switch r.s.methods.Lookup(headerValue(header, ":path")) {
+	case proxy.CallStream, proxy.CallPassThrough:
+	default:
+		rt.BodyTimeout = r.s.bodyTimeout
+	}
+	return rt
 }
 
 // chainHeader carries, from the relay front door to the grpc-go sidecar

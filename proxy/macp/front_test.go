@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -37,6 +38,12 @@ var decisionID = regexp.MustCompile(`warden decision [0-9a-zA-Z-]+`)
 // the last DATA frame), on a connection of its own, and reads the answer.
 func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte) rawAnswer {
 	t.Helper()
+	return rawRequest(t, addr, header, body, true)
+}
+
+// rawRequest is rawCall that ends the request only when end.
+func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) rawAnswer {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +61,10 @@ func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte)
 	fr := http2.NewFramer(nc, nc)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: len(body) == 0})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end && len(body) == 0})
 	for len(body) > 0 {
 		n := min(len(body), 16384)
-		_ = fr.WriteData(1, n == len(body), body[:n])
+		_ = fr.WriteData(1, end && n == len(body), body[:n])
 		body = body[n:]
 	}
 	var a rawAnswer
@@ -196,6 +203,51 @@ func TestFrontDoorBadInput(t *testing.T) {
 				t.Errorf("the transports answer differently:\ngrpc  %+v\nrelay %+v", got[0], got[1])
 			}
 		})
+	}
+}
+
+// TestStalledRequest opens calls that send HEADERS and no message: a
+// control call without credentials is refused before any body (it holds
+// nothing), and a unary call from an authenticated client that sends
+// nothing ends after body_timeout (DEADLINE_EXCEEDED from the sidecar, a
+// Send CANCELLED by grpc-go, or the relay's RST_STREAM CANCEL), on both
+// front doors.
+func TestStalledRequest(t *testing.T) {
+	hdr := func(path, auth string) []hpack.HeaderField {
+		h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}
+		if auth != "" {
+			h = append(h, hpack.HeaderField{Name: "authorization", Value: auth})
+		}
+		return h
+	}
+	const timeout = 300 * time.Millisecond
+	for _, transport := range transports {
+		_, up := startFakeRuntime(t)
+		addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: transport, Limits: listener.Limits{BodyTimeout: timeout}})
+		for _, tc := range []struct {
+			name, path, auth string
+			unauthenticated  bool
+		}{
+			{"CancelSession without credentials", service + "CancelSession", "", true},
+			{"CancelSession", service + "CancelSession", "Bearer planner", false},
+			{"GetSession", service + "GetSession", "Bearer planner", false},
+			{"Send", methodSend, "Bearer planner", false},
+		} {
+			start := time.Now()
+			a := rawRequest(t, addr, hdr(tc.path, tc.auth), nil, false)
+			took := time.Since(start)
+			switch {
+			case tc.unauthenticated:
+				if a.GRPCStatus != "16" || took >= timeout {
+					t.Errorf("%s %s: %+v after %v, want UNAUTHENTICATED at once", transport, tc.name, a, took)
+				}
+			case a.GRPCStatus != "4" && a.GRPCStatus != "1" && a.Reset != http2.ErrCodeCancel:
+				t.Errorf("%s %s: %+v, want DEADLINE_EXCEEDED, CANCELLED or RST_STREAM CANCEL", transport, tc.name, a)
+			case took < timeout/2:
+				t.Errorf("%s %s: ended after %v, before body_timeout", transport, tc.name, took)
+			}
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -141,6 +142,9 @@ type Server struct {
 	up      grpc.ClientConnInterface
 	streams *streamCaps
 	srv     *grpc.Server
+	// bodyTimeout bounds the wait for a unary call's request message
+	// (limits body_timeout).
+	bodyTimeout time.Duration
 }
 
 // Upstream is the connections to the runtime, shared by the sidecar and the
@@ -239,7 +243,8 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams)}, nil
+	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
+		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -283,6 +288,7 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 		grpc.UnknownServiceHandler(s.handle),
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
+		grpc.InTapHandle(s.bodyTap),
 	}, listener.GRPCServerOptions(lim)...)
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
@@ -299,6 +305,21 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
 	}, s)
 	return srv
+}
+
+// bodyTimerKey is the context key of a Send's body timer (see bodyTap).
+type bodyTimerKey struct{}
+
+// bodyTap gives a Send body_timeout for its request message: grpc-go
+// bounds the wait for it by nothing, so the tap, which runs when the call's
+// header list arrives, cancels the call when its timer fires before send
+// read the message and stopped it.
+func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != methodSend {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return context.WithValue(ctx, bodyTimerKey{}, time.AfterFunc(s.bodyTimeout, cancel)), nil
 }
 
 // Full method names.
