@@ -81,7 +81,9 @@ func (c *conn) readDown() (http2.ErrCode, bool) {
 			c.mu.Lock()
 			c.maxClientID = max(c.maxClientID, se.StreamID)
 			c.mu.Unlock()
-			c.resetPair(se.StreamID, se.Code, http2.ErrCodeCancel)
+			if c.resetPair(se.StreamID, se.Code, http2.ErrCodeCancel) {
+				return http2.ErrCodeEnhanceYourCalm, true
+			}
 			continue
 		}
 		if isIOError(err) {

@@ -213,13 +213,7 @@ func TestBodyTimeout(t *testing.T) {
 		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 200 * time.Millisecond},
 	})
 	for _, path := range []string{"/grpc.testing.TestService/FullDuplexCall", "/grpc.testing.TestService/UnaryCall"} {
-		nc, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		_, _ = io.WriteString(nc, http2.ClientPreface)
-		fr := http2.NewFramer(nc, nc)
+		nc, fr := dialH2(t, addr)
 		var hb bytes.Buffer
 		enc := hpack.NewEncoder(&hb)
 		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},

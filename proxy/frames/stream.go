@@ -118,19 +118,24 @@ func (c *conn) bodyLate(l *leg) {
 }
 
 // resetPair resets stream id on this connection with code (a stream error)
-// and the stream paired with it with cancel.
-func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) {
+// and the stream paired with it with cancel. On a client connection it
+// reports a flood: a stream the client made the relay reset after it was
+// opened cost an upstream stream as a client reset does, so it counts toward
+// the rapid-reset limit (MadeYouReset, CVE-2025-8671); a refused one did not.
+func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) (flood bool) {
 	c.mu.Lock()
 	_ = c.wfr.WriteRSTStream(id, code)
 	c.kick()
 	l := c.streams[id]
 	if l != nil {
 		c.remove(l)
+		flood = c.server && code != http2.ErrCodeRefusedStream && c.countReset()
 	}
 	c.mu.Unlock()
 	if l != nil {
 		l.resetPeer(cancel)
 	}
+	return flood
 }
 
 // sendData queues data (and END_STREAM) on l as far as the send windows
@@ -421,9 +426,10 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 	return nil
 }
 
-// countReset counts a stream the client reset and reports a rapid-reset
-// flood (CVE-2023-44487): more than twice MaxStreams resets in a second,
-// each of which cost an upstream stream. It runs under mu.
+// countReset counts a stream the client reset, or made the relay reset, and
+// reports a rapid-reset flood (CVE-2023-44487, CVE-2025-8671): more than
+// twice MaxStreams resets in a second, each of which cost an upstream
+// stream. It runs under mu.
 func (c *conn) countReset() bool {
 	now := time.Now()
 	if now.Sub(c.resetsFrom) > time.Second {

@@ -158,7 +158,7 @@ func (c *conn) serveUp() {
 		}
 		var se http2.StreamError
 		if errors.As(err, &se) {
-			c.resetPair(se.StreamID, se.Code, se.Code)
+			_ = c.resetPair(se.StreamID, se.Code, se.Code) // an upstream's: no flood to count
 			continue
 		}
 		if !isIOError(err) {
