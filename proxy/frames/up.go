@@ -18,8 +18,10 @@ import (
 const maxStreamID = 1<<31 - 1
 
 var (
-	errPoolFull = errors.New("every upstream connection is at its stream limit")
-	errBackoff  = errors.New("upstream unreachable, backing off")
+	// ErrPoolFull refuses a stream when every connection of its pool is at
+	// its stream limit and the pool at its cap.
+	ErrPoolFull = errors.New("frames: every upstream connection is at its stream limit")
+	errBackoff  = errors.New("frames: upstream unreachable, backing off")
 )
 
 // pool is the relay's upstream connections. A stream goes to the first
@@ -51,7 +53,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 		}
 	}
 	if len(p.conns) >= p.maxConns() {
-		return errPoolFull
+		return ErrPoolFull
 	}
 	if time.Now().Before(p.failUntil) {
 		return errBackoff
@@ -67,7 +69,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 		return nil
 	}
-	return errPoolFull
+	return ErrPoolFull
 }
 
 // maxConns is the pool's connection cap.

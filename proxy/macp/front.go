@@ -301,7 +301,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	defer endSpan()
 	delete(md, chainHeader)
 	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
-	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env})
+	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env, Acked: true})
 	if err != nil {
 		return statusAnswer(ct, s.undecided(ctx, err))
 	}
@@ -313,10 +313,20 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up, fctx))
 	endCall()
 	var a ack
-	if err == nil {
+	settled := err
+	switch {
+	case err == nil:
 		a, err = runtimeAck(resp)
+		settled = err
+	case errors.Is(err, frames.ErrNotSent):
+		// it never reached the runtime, as the grpc-go path's
+		// errUpstreamFull: Warden's state still follows the runtime's
+		settled = errUpstreamFull
 	}
-	s.settle(ctx, d, a, err)
+	s.settle(ctx, d, a, settled)
+	if errors.Is(err, frames.ErrPoolFull) {
+		return statusAnswer(ct, errUpstreamFull)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return statusAnswer(ct, status.FromContextError(ctx.Err()).Err())

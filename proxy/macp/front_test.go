@@ -2,6 +2,7 @@ package macp
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -16,6 +17,9 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy/listener"
@@ -338,4 +342,53 @@ func TestConfigTransport(t *testing.T) {
 			t.Errorf("transport %q: FrontDoor() = %q, want %q", tc.transport, got, tc.door)
 		}
 	}
+}
+
+// TestRelayNotSentKeepsSession: a decided Send the relay could not send to
+// the runtime at all (it is down: the dial fails, then backs off) leaves
+// Warden's state alone, as errUpstreamFull does on the grpc-go path, rather
+// than forgetting the session for a rebuild; the client is told to retry.
+// The SessionStart before, settled by the runtime's Ack, needs no look-up.
+func TestRelayNotSentKeepsSession(t *testing.T) {
+	var rt *grpc.Server
+	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return f }, func(s *grpc.Server) { rt = s })
+	rb := noRebuild{exists: new(atomic.Int64)}
+	enf := devEnforcerWith(t, rb) // with a rebuilder, or Warden forgets nothing
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarWith(t, enf, Config{Upstream: up, Transport: TransportRelay}))
+	start, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+		MessageId: "m1", SessionId: sessionID(), Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}}
+	ctx, cancel := context.WithTimeout(as(context.Background(), "planner"), 10*time.Second)
+	defer cancel()
+	if resp, err := c.Send(ctx, req); err != nil || !resp.GetAck().GetOk() {
+		t.Fatalf("SessionStart: %v %v", resp, err)
+	}
+	if n := enf.Sessions(); n != 1 {
+		t.Fatalf("Warden tracks %d sessions, want 1", n)
+	}
+	if n := rb.exists.Load(); n != 0 {
+		t.Errorf("a Send settled by the runtime's Ack looked the session up %d times, want none (Acked)", n)
+	}
+	rt.Stop()
+	for i := range 2 { // the failed dial, then the backoff
+		_, err := c.Send(ctx, req) // the same message again: a duplicate, forwarded
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("Send %d with the runtime down: %v, want UNAVAILABLE", i, err)
+		}
+	}
+	if n := enf.Sessions(); n != 1 {
+		t.Errorf("after Sends that never reached the runtime Warden tracks %d sessions, want 1 (not forgotten)", n)
+	}
+}
+
+// noRebuild is a Rebuilder that knows no session and counts the look-ups.
+type noRebuild struct{ exists *atomic.Int64 }
+
+func (noRebuild) Rebuild(context.Context, string) (*rules.Session, error) { return nil, nil }
+func (r noRebuild) Exists(context.Context, string) (bool, error) {
+	r.exists.Add(1)
+	return false, nil
 }
