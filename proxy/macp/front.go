@@ -8,9 +8,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -310,7 +312,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	up, _ := metadata.FromOutgoingContext(upctx)
 	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
-	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up, fctx))
+	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, s.cfg.Upstream, up, fctx))
 	endCall()
 	var a ack
 	settled := err
@@ -395,22 +397,33 @@ func incomingMD(header []hpack.HeaderField) metadata.MD {
 }
 
 // forwardHeader is the header list the runtime receives for a decided
-// Send: the client's, but that the identity and credential headers are
-// the ones upstreamContext chose (up), and the trace context is ctx's
-// span when it is traced.
-func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+// Send: the client's, but that :authority is the runtime's (authority),
+// the identity and credential headers are the ones upstreamContext chose
+// (up), the trace context is ctx's span when it is traced, and the reserved
+// grpc-* fields are Warden's own as a grpc-go client's would be: none of
+// the client's (grpc-accept-encoding would have the runtime compress an Ack
+// Warden must read; grpc-status and the like are not a request's), and
+// grpc-timeout from ctx's deadline, which the client's grpc-timeout set.
+func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
 	traced := trace.SpanContextFromContext(ctx).IsValid()
-	out := make([]hpack.HeaderField, 0, len(header)+2)
+	out := make([]hpack.HeaderField, 0, len(header)+3)
 	for _, f := range header {
-		switch f.Name {
-		case principalHeader, chainHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
+		switch {
+		case f.Name == ":authority":
+			f.Value = authority
+		case f.Name == principalHeader, f.Name == chainHeader, f.Name == authn.HeaderAuthorization, f.Name == authn.HeaderMACPToken:
 			continue
-		case "traceparent", "tracestate":
+		case f.Name == "traceparent", f.Name == "tracestate":
 			if traced {
 				continue
 			}
+		case strings.HasPrefix(f.Name, "grpc-"):
+			continue
 		}
 		out = append(out, f)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		out = append(out, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(time.Until(dl))})
 	}
 	for _, name := range []string{authn.HeaderAuthorization, authn.HeaderMACPToken} {
 		for _, v := range up[name] {
@@ -425,6 +438,33 @@ func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Conte
 		}
 	}
 	return out
+}
+
+// encodeTimeout writes d as a grpc-timeout value, as grpc-go does: at most
+// eight digits in the finest unit that holds it, rounded up.
+func encodeTimeout(d time.Duration) string {
+	const maxValue = 1e8 - 1
+	if d <= 0 {
+		return "0n"
+	}
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
+		if n := ceilDiv(d, u.unit); n <= maxValue {
+			return strconv.FormatInt(n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(min(ceilDiv(d, time.Hour), maxValue), 10) + "H"
+}
+
+// ceilDiv is d/u rounded up, without overflow.
+func ceilDiv(d, u time.Duration) int64 {
+	n := int64(d / u)
+	if d%u > 0 {
+		n++
+	}
+	return n
 }
 
 // mdCarrier reads a trace context from a request's metadata.
@@ -553,6 +593,9 @@ func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
 	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
 	if unit == 0 {
 		return 0, false
+	}
+	if n > uint64(math.MaxInt64/unit) {
+		return math.MaxInt64, true // clamped, as grpc-go does ("99999999H")
 	}
 	return time.Duration(n) * unit, true
 }

@@ -373,6 +373,9 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 		t.Errorf("a Send settled by the runtime's Ack looked the session up %d times, want none (Acked)", n)
 	}
 	rt.Stop()
+	// the relay sees its runtime connection end (a Send on it before then
+	// may have reached the runtime, and rightly forgets)
+	time.Sleep(200 * time.Millisecond)
 	for i := range 2 { // the failed dial, then the backoff
 		_, err := c.Send(ctx, req) // the same message again: a duplicate, forwarded
 		if status.Code(err) != codes.Unavailable {
