@@ -278,9 +278,7 @@ func TestPoolCap(t *testing.T) {
 		for i := range tc.open + 1 {
 			s, err := c.FullDuplexCall(ctx)
 			if err == nil {
-				err = s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(1)})
-			}
-			if err == nil {
+				_ = s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(1)}) // io.EOF when refused: Recv tells why
 				_, err = s.Recv()
 			}
 			if i < tc.open && err != nil {
