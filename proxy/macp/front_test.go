@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"slices"
@@ -396,4 +397,44 @@ func (noRebuild) Rebuild(context.Context, string) (*rules.Session, error) { retu
 func (r noRebuild) Exists(context.Context, string) (bool, error) {
 	r.exists.Add(1)
 	return false, nil
+}
+
+// TestRelayHeldStreamsShareNothing: 17 authenticated clients each hold 128
+// CancelSession calls open without a body, more streams than 16 in-process
+// connections take; another client's GetSession is still answered (before,
+// the in-process pool's 16 connections were full and it was refused).
+func TestRelayHeldStreamsShareNothing(t *testing.T) {
+	_, up := startFakeRuntime(t)
+	addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + "CancelSession"},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}, {Name: "authorization", Value: "Bearer mallory"}} {
+		_ = enc.WriteField(f)
+	}
+	for range 17 {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = nc.Write([]byte(http2.ClientPreface))
+		fr := http2.NewFramer(nc, nc)
+		_ = fr.WriteSettings()
+		for id := uint32(1); id < 256; id += 2 {
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, nc) }() // read what the relay sends, never answer
+	}
+	time.Sleep(time.Second) // the held calls reach the in-process sidecar
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, addr))
+	ctx, cancel := context.WithTimeout(as(context.Background(), "planner"), 10*time.Second)
+	defer cancel()
+	_, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sessionID()})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("GetSession beside 2,176 held calls: %v, want NOT_FOUND (answered)", err)
+	}
 }
