@@ -22,25 +22,18 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// recvOne reads the one request message of a unary call, waiting for it at
-// most s.bodyTimeout: a client that opens a call and sends nothing holds its
-// stream no longer (grpc-go has no such bound; the reader it waits on ends
-// with the stream once the handler returned).
-func (s *Server) recvOne(ss grpc.ServerStream) (*frame, error) {
+// recvOne reads the one request message of a unary call; bodyTap bounds
+// the wait for it.
+func recvOne(ss grpc.ServerStream) (*frame, error) {
 	f := &frame{}
-	got := make(chan error, 1)
-	go func() { got <- ss.RecvMsg(f) }()
-	t := time.NewTimer(s.bodyTimeout)
-	defer t.Stop()
-	select {
-	case err := <-got:
-		if err != nil {
-			return nil, err
-		}
-		return f, nil
-	case <-t.C:
-		return nil, status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
+	err := ss.RecvMsg(f)
+	if !bodyArrived(ss.Context()) {
+		return nil, errBodyLate
 	}
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // invoke forwards one unary request with the upstream context ctx and
@@ -167,8 +160,8 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	req := &frame{}
 	err := dec(req)
-	if t, ok := ctx.Value(bodyTimerKey{}).(*time.Timer); ok && !t.Stop() {
-		return nil, status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
+	if !bodyArrived(ctx) {
+		return nil, errBodyLate
 	}
 	if err != nil {
 		return nil, err
@@ -212,7 +205,7 @@ func (s *Server) control(ss grpc.ServerStream, op string) error {
 	if _, _, err := s.admit(ss.Context()); err != nil {
 		return err
 	}
-	req, err := s.recvOne(ss)
+	req, err := recvOne(ss)
 	if err != nil {
 		return err
 	}
@@ -254,7 +247,7 @@ func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Mess
 	if err != nil {
 		return p, nil, err
 	}
-	req, err := s.recvOne(ss)
+	req, err := recvOne(ss)
 	if err != nil {
 		return p, nil, err
 	}
@@ -340,7 +333,7 @@ func (s *Server) policyCall(ss grpc.ServerStream, method string) (req, resp *fra
 	if err != nil {
 		return nil, nil, err
 	}
-	if req, err = s.recvOne(ss); err != nil {
+	if req, err = recvOne(ss); err != nil {
 		return nil, nil, err
 	}
 	resp, err = s.invoke(ctx, ss, method, req)

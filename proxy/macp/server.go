@@ -310,17 +310,31 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 // bodyTimerKey is the context key of a Send's body timer (see bodyTap).
 type bodyTimerKey struct{}
 
-// bodyTap gives a Send body_timeout for its request message: grpc-go
-// bounds the wait for it by nothing, so the tap, which runs when the call's
-// header list arrives, cancels the call when its timer fires before send
-// read the message and stopped it.
+// bodyTap gives a call of one request message that Warden reads itself
+// body_timeout for it: grpc-go bounds the wait for it by nothing, so the
+// tap, which runs when the call's header list arrives, cancels the call
+// when its timer fires before the handler read the message (bodyArrived).
 func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if info.FullMethodName != methodSend {
+	switch s.methods.Lookup(info.FullMethodName) {
+	case proxy.CallSend, proxy.CallControl, proxy.CallGetSession, proxy.CallListSessions, proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+	default:
 		return ctx, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	return context.WithValue(ctx, bodyTimerKey{}, time.AfterFunc(s.bodyTimeout, cancel)), nil
 }
+
+// bodyArrived stops the body timer of a call's context and reports whether
+// it was still running (true without one): false means the call was
+// cancelled for a message that came too late.
+func bodyArrived(ctx context.Context) bool {
+	t, ok := ctx.Value(bodyTimerKey{}).(*time.Timer)
+	return !ok || t.Stop()
+}
+
+// errBodyLate ends a call whose request message did not arrive in time
+// (grpc-go has then answered CANCELLED for the cancelled context already).
+var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
 
 // Full method names.
 const (
@@ -335,6 +349,7 @@ const (
 // and ext_authz share: a path that is not exactly a runtime method or a
 // pass-through service is refused, never piped.
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+	defer bodyArrived(ss.Context()) // a call refused before its message frees its timer
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
