@@ -96,7 +96,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
-	fs.DurationVar(&lim.BodyTimeout, "body-timeout", 0, "HTTP: time to read a whole request, body included; responses are not bounded (default 60s)")
+	fs.DurationVar(&lim.BodyTimeout, "body-timeout", 0, "HTTP: time to read a whole request, body included; gRPC: to receive a call's request message; responses are not bounded (default 60s)")
 	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", 0, "close an HTTP keep-alive connection without a request, or a gRPC connection without a call, after this long (default 75s)")
 	fs.DurationVar(&lim.GRPCConnectionTimeout, "grpc-connection-timeout", 0, "gRPC: time for TLS handshake and HTTP/2 preface of a new connection (default 10s)")
 	fs.DurationVar(&lim.GRPCKeepaliveTime, "grpc-keepalive-time", 0, "gRPC: ping a connection silent this long (default 60s)")

@@ -81,7 +81,9 @@ func (c *conn) readDown() (http2.ErrCode, bool) {
 			c.mu.Lock()
 			c.maxClientID = max(c.maxClientID, se.StreamID)
 			c.mu.Unlock()
-			c.resetPair(se.StreamID, se.Code, http2.ErrCodeCancel)
+			if c.resetPair(se.StreamID, se.Code, http2.ErrCodeCancel) {
+				return http2.ErrCodeEnhanceYourCalm, true
+			}
 			continue
 		}
 		if isIOError(err) {
@@ -198,6 +200,8 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if d.x != nil {
 		if end {
 			d.x.body(nil, true)
+		} else {
+			c.bodyDeadline(d, rt.BodyTimeout)
 		}
 		return nil
 	}
@@ -209,7 +213,23 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}
+	if !end {
+		c.bodyDeadline(d, rt.BodyTimeout) // after open: its timer may reset u
+	}
 	return nil
+}
+
+// bodyDeadline arms the BodyTimeout of d, a stream whose request is still
+// coming (none when within is zero).
+func (c *conn) bodyDeadline(d *leg, within time.Duration) {
+	if within <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !d.gone && !d.remoteDone {
+		d.body = time.AfterFunc(within, func() { c.bodyLate(d) })
+	}
 }
 
 // refuse answers a request with status and no body.

@@ -139,6 +139,9 @@ func (c *Config) Validate() error {
 		if u.Addr == "" && u.Dial == nil {
 			errs = append(errs, fmt.Errorf("upstream %d: an address or a dialer is required", i))
 		}
+		if u.MaxConns < 0 {
+			errs = append(errs, fmt.Errorf("upstream %d: negative connection cap", i))
+		}
 	}
 	if c.MaxConns < 0 || c.MaxUpstreamConns < 0 || c.MaxWriteBuffer < 0 {
 		errs = append(errs, errors.New("connection and buffer bounds must not be negative"))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,6 +261,43 @@ func TestManyStreams(t *testing.T) {
 	wg.Wait()
 }
 
+// TestPoolCap: a pool's own MaxConns overrides MaxUpstreamConns; the
+// stream beyond every connection's room is refused.
+func TestPoolCap(t *testing.T) {
+	for _, tc := range []struct {
+		poolConns, open int
+	}{{0, 2}, {4, 8}} {
+		e, _, up := startEcho(t)
+		_, addr := startRelay(t, Config{Upstreams: []Upstream{{Addr: up, MaxStreams: 2, MaxConns: tc.poolConns}}, MaxUpstreamConns: 1})
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := testpb.NewTestServiceClient(cc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for i := range tc.open + 1 {
+			s, err := c.FullDuplexCall(ctx)
+			if err == nil {
+				_ = s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(1)}) // io.EOF when refused: Recv tells why
+				_, err = s.Recv()
+			}
+			if i < tc.open && err != nil {
+				t.Errorf("pool cap %d: stream %d: %v", tc.poolConns, i, err)
+			}
+			// refused (REFUSED_STREAM, which grpc-go retries once, then reports
+			// as UNAVAILABLE or, racing with its Send, io.EOF)
+			if i == tc.open && err == nil {
+				t.Errorf("pool cap %d: stream %d beyond the cap was served", tc.poolConns, i)
+			}
+		}
+		if got := e.open.Load(); got != int64(tc.open) {
+			t.Errorf("pool cap %d: upstream holds %d calls, want %d", tc.poolConns, got, tc.open)
+		}
+		cancel()
+		cc.Close()
+	}
+}
+
 // TestCancel: a client that cancels its call resets the stream, and the
 // upstream sees the call end.
 func TestCancel(t *testing.T) {
@@ -355,48 +393,71 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
-// TestRapidReset: a client that opens and resets streams faster than twice
-// its stream limit a second is cut off with ENHANCE_YOUR_CALM
-// (CVE-2023-44487: each reset stream costs an upstream stream).
-func TestRapidReset(t *testing.T) {
-	_, _, up := startEcho(t)
-	_, addr := startRelay(t, Config{Upstream: up, MaxStreams: 8})
+// dialH2 connects to addr, sends the client preface and returns the
+// connection (10 s deadline) and a framer on it.
+func dialH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		nc.Close()
 		t.Fatal(err)
 	}
-	fr := http2.NewFramer(nc, nc)
-	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	for i := 0; i+1 < len(request); i += 2 {
-		_ = enc.WriteField(hpack.HeaderField{Name: request[i], Value: request[i+1]})
-	}
-	go func() { // a writer of its own: the relay answers while the client floods
-		_ = fr.WriteSettings()
-		for id := uint32(1); id < 200; id += 2 {
-			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
-				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
-				return
+	return nc, http2.NewFramer(nc, nc)
+}
+
+// TestRapidReset: a client that opens streams and has them reset faster
+// than twice its stream limit a second is cut off with ENHANCE_YOUR_CALM,
+// whether it resets them itself (CVE-2023-44487) or makes the relay reset
+// them with a stream error (MadeYouReset, CVE-2025-8671): each cost an
+// upstream stream.
+func TestRapidReset(t *testing.T) {
+	_, _, up := startEcho(t)
+	_, addr := startRelay(t, Config{Upstream: up, MaxStreams: 8})
+	for _, tc := range []struct {
+		name  string
+		extra []string // header fields beside request's
+		reset func(fr *http2.Framer, id uint32) error
+	}{
+		{"client RST_STREAM", nil, func(fr *http2.Framer, id uint32) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }},
+		{"WINDOW_UPDATE overflow", nil, func(fr *http2.Framer, id uint32) error { return fr.WriteWindowUpdate(id, 1<<31-1) }},
+		{"DATA beyond content-length", []string{"content-length", "1"}, func(fr *http2.Framer, id uint32) error { return fr.WriteData(id, false, []byte("xx")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, fr := dialH2(t, addr)
+			defer nc.Close()
+			var hbuf bytes.Buffer
+			enc := hpack.NewEncoder(&hbuf)
+			fields := append(slices.Clone(request), tc.extra...)
+			for i := 0; i+1 < len(fields); i += 2 {
+				_ = enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
 			}
-		}
-	}()
-	rd := http2.NewFramer(nil, nc)
-	for {
-		f, err := rd.ReadFrame()
-		if err != nil {
-			t.Fatalf("no GOAWAY before %v", err)
-		}
-		if ga, ok := f.(*http2.GoAwayFrame); ok {
-			if ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
-				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
+			go func() { // a writer of its own: the relay answers while the client floods
+				_ = fr.WriteSettings()
+				for id := uint32(1); id < 200; id += 2 {
+					if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
+						tc.reset(fr, id) != nil {
+						return
+					}
+				}
+			}()
+			rd := http2.NewFramer(nil, nc)
+			for {
+				f, err := rd.ReadFrame()
+				if err != nil {
+					t.Fatalf("no GOAWAY before %v", err)
+				}
+				if ga, ok := f.(*http2.GoAwayFrame); ok {
+					if ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+						t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", ga.ErrCode)
+					}
+					return
+				}
 			}
-			return
-		}
+		})
 	}
 }
 
@@ -448,16 +509,8 @@ func TestPingPolicy(t *testing.T) {
 	}{{"policed", time.Minute, true}, {"not policed", 0, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, addr := startRelay(t, Config{Upstream: up, MinPingInterval: tc.every})
-			nc, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
+			nc, fr := dialH2(t, addr)
 			defer nc.Close()
-			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
-				t.Fatal(err)
-			}
-			fr := http2.NewFramer(nc, nc)
 			_ = fr.WriteSettings()
 			acks := 0
 			for i := range 6 {

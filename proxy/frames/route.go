@@ -24,6 +24,11 @@ type Upstream struct {
 	// counts a stream the relay reset until its handler ended, so opening
 	// right up to its limit races with it (REFUSED_STREAM).
 	MaxStreams uint32
+	// MaxConns, when not zero, caps this pool's connections in place of
+	// Config.MaxUpstreamConns: a pool whose streams clients can hold open
+	// (an in-process server behind the relay) needs room for every
+	// client's, MaxConns x MaxStreams of Config over its MaxStreams.
+	MaxConns int
 	// NoRequestTrailers ends a stream whose client sent trailers with an
 	// empty DATA frame instead of relaying them: for a gRPC upstream, which
 	// has no use for request trailers, and grpc-go in particular, which
@@ -56,6 +61,12 @@ type Route struct {
 	// MaxBody bounds a buffered request body, and the upstream answer a
 	// Handler forwards for (default 4 MiB).
 	MaxBody int
+	// BodyTimeout, when not zero, bounds how long after its HEADERS the
+	// client may take to end its request (END_STREAM): a stream still
+	// sending then is reset (CANCEL) toward the client and upstream, so a
+	// client that opens streams and sends nothing holds them no longer.
+	// For requests of one message (a gRPC unary or server-streaming call).
+	BodyTimeout time.Duration
 }
 
 // DefaultMaxBody is Route.MaxBody's default.
@@ -95,9 +106,13 @@ type Response struct {
 
 // Errors of Forward.
 var (
-	ErrTruncated       = errors.New("frames: the request body is incomplete")
-	ErrForwarded       = errors.New("frames: the request was already forwarded")
-	ErrAnswerTooLarge  = errors.New("frames: the upstream's answer exceeds the body bound")
+	ErrTruncated      = errors.New("frames: the request body is incomplete")
+	ErrForwarded      = errors.New("frames: the request was already forwarded")
+	ErrAnswerTooLarge = errors.New("frames: the upstream's answer exceeds the body bound")
+	// ErrNotSent wraps the errors of a Forward that sent nothing upstream:
+	// ctx had ended, or no stream could be opened (ErrPoolFull, a dial that
+	// failed or is backing off).
+	ErrNotSent         = errors.New("frames: nothing was sent upstream")
 	errNoSuchPool      = errors.New("frames: no such upstream pool")
 	errIncompleteReply = errors.New("frames: the upstream ended the stream without an answer")
 )
@@ -105,9 +120,9 @@ var (
 // Forward sends the request's original body, under header, on a new stream
 // of upstream pool pool, and returns the upstream's whole answer once it
 // ended its stream; nothing of it has reached the client. An error means
-// there is no answer: the stream could not be opened, was reset, its
-// connection failed, the answer outgrew MaxBody, or ctx ended (the upstream
-// stream is then reset).
+// there is no answer: the stream could not be opened (ErrNotSent), was
+// reset, its connection failed, the answer outgrew MaxBody, or ctx ended
+// (ErrNotSent before the stream opened; the upstream stream is reset after).
 func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderField) (Response, error) {
 	x := r.x
 	switch {
@@ -117,6 +132,8 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 		return Response{}, ErrForwarded
 	case pool < 0 || pool >= len(x.c.r.pools):
 		return Response{}, fmt.Errorf("%w: %d", errNoSuchPool, pool)
+	case ctx.Err() != nil: // the client left or the deadline passed: nothing opens upstream
+		return Response{}, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
 	}
 	x.forwarded = true
 	u := x.d.peer
@@ -124,7 +141,7 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 	u.hold = h
 	end := len(r.Body) == 0
 	if err := x.c.r.pools[pool].open(u, header, end); err != nil {
-		return Response{}, fmt.Errorf("frames: open upstream stream: %w", err)
+		return Response{}, fmt.Errorf("%w: open upstream stream: %w", ErrNotSent, err)
 	}
 	if !end {
 		u.c.sendData(u, r.Body, true)

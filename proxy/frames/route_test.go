@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -22,27 +23,30 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// testRouter sends UnaryCall to testHandler and FullDuplexCall to pool 1.
+// testRouter sends UnaryCall to testHandler and FullDuplexCall to pool 1,
+// both with bodyTimeout.
 type testRouter struct {
-	h       *testHandler
-	maxBody int
+	h           *testHandler
+	maxBody     int
+	bodyTimeout time.Duration
 }
 
 func (r testRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
 	for _, f := range header {
 		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
-			return Route{Handler: r.h, MaxBody: r.maxBody}
+			return Route{Handler: r.h, MaxBody: r.maxBody, BodyTimeout: r.bodyTimeout}
 		}
 	}
-	return Route{Pool: 1}
+	return Route{Pool: 1, BodyTimeout: r.bodyTimeout}
 }
 
 // testHandler acts on the request's "mode" header: "local" answers with
 // PERMISSION_DENIED itself, "forward" forwards to pool 0 and releases the
 // answer, "replace" forwards and answers FAILED_PRECONDITION naming the
-// upstream's grpc-status, "wait" waits for the stream's end.
+// upstream's grpc-status, "wait" waits for the stream's end, "late" waits
+// for it and then forwards.
 type testHandler struct {
-	ended chan error // "wait": ctx.Err() once the stream ended
+	ended chan error // "wait": ctx.Err() once the stream ended; "late": Forward's error
 }
 
 func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
@@ -61,6 +65,11 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
 	case "wait":
 		<-ctx.Done()
 		h.ended <- ctx.Err()
+		return Response{}
+	case "late":
+		<-ctx.Done()
+		_, err := req.Forward(ctx, 0, req.Header)
+		h.ended <- err
 		return Response{}
 	}
 	resp, err := req.Forward(ctx, 0, req.Header)
@@ -93,7 +102,7 @@ func TestRoute(t *testing.T) {
 	h := &testHandler{ended: make(chan error, 1)}
 	_, addr := startRelay(t, Config{
 		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
-		Router:    testRouter{h: h, maxBody: 64 << 10},
+		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}, // met by every call
 	})
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -166,6 +175,78 @@ func TestRoute(t *testing.T) {
 			t.Fatal("the handler's context did not end with the stream")
 		}
 	})
+	// a Handler that forwards after its client left opens nothing upstream
+	// (and its upstream leg is its own: the client connection's reader
+	// ending the stream does not touch it, which -race checks)
+	t.Run("forward after the client left", func(t *testing.T) {
+		before := a.unary.Load()
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "late"))
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("call: %v", err)
+		}
+		select {
+		case err := <-h.ended:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Forward after the client left: %v, want context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if got := a.unary.Load() - before; got != 0 || a.open.Load() != 0 {
+			t.Errorf("upstream A got %d calls (%d streams open), want none", got, a.open.Load())
+		}
+	})
+}
+
+// TestBodyTimeout opens streams that send HEADERS and nothing more: past
+// the Route's BodyTimeout each is reset (CANCEL), the upstream call of a
+// passed-through one ends, and the Handler of a buffered one never runs.
+func TestBodyTimeout(t *testing.T) {
+	a, _, upA := startEcho(t)
+	b, _, upB := startEcho(t)
+	h := &testHandler{ended: make(chan error, 1)}
+	_, addr := startRelay(t, Config{
+		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
+		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 200 * time.Millisecond},
+	})
+	for _, path := range []string{"/grpc.testing.TestService/FullDuplexCall", "/grpc.testing.TestService/UnaryCall"} {
+		nc, fr := dialH2(t, addr)
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
+			{Name: ":authority", Value: "relay"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}} {
+			_ = enc.WriteField(f)
+		}
+		_ = fr.WriteSettings()
+		start := time.Now()
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("%s: no RST_STREAM before %v", path, err)
+			}
+			if rst, ok := f.(*http2.RSTStreamFrame); ok {
+				if rst.ErrCode != http2.ErrCodeCancel {
+					t.Errorf("%s: RST_STREAM %v, want CANCEL", path, rst.ErrCode)
+				}
+				break
+			}
+		}
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("%s: reset after %v, before the body timeout", path, d)
+		}
+		nc.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.open.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b.open.Load() != 0 || a.unary.Load() != 0 {
+		t.Errorf("upstream calls open %d, unary calls %d; want none", b.open.Load(), a.unary.Load())
+	}
 }
 
 // gate is a Handler that answers OK once released.

@@ -10,7 +10,10 @@ import (
 // leg is one side of a relayed stream: the stream on a client connection
 // or the stream on an upstream connection it is paired with (peer). Its
 // fields are guarded by c.mu; c, id and peer are set before a leg is
-// shared.
+// shared, but for the upstream leg of an exchange: the Handler's Forward
+// sets its c and id (under the upstream connection's mu) while the client
+// connection may be ending, so the client side never reads them. It ends
+// that upstream stream by cancelling the exchange's context instead.
 type leg struct {
 	c    *conn
 	id   uint32
@@ -32,12 +35,19 @@ type leg struct {
 
 	x    *exchange // client side of a stream a Handler handles
 	hold *held     // upstream side of a stream a Handler forwarded
+
+	body *time.Timer // client side: Route.BodyTimeout, until END_STREAM
 }
 
 // resetPeer ends the other side of l after l ended with code: the paired
 // stream is reset, or a Handler waiting for the upstream's answer on l is
-// told it will not come.
+// told it will not come. The upstream stream of an exchange is the
+// Handler's: it resets it when the exchange's context ends (remove and
+// finish cancel it), so it is not touched here.
 func (l *leg) resetPeer(code http2.ErrCode) {
+	if l.x != nil {
+		return
+	}
 	if l.hold != nil {
 		l.hold.fail(http2.StreamError{StreamID: l.id, Code: code})
 		return
@@ -55,6 +65,9 @@ func (c *conn) remove(l *leg) {
 	l.gone = true
 	l.pend = nil
 	l.pendTrail = nil
+	if l.body != nil {
+		l.body.Stop()
+	}
 	delete(c.streams, l.id)
 	if l.x != nil {
 		l.x.cancel()
@@ -89,20 +102,40 @@ func (c *conn) resetLeg(l *leg, code http2.ErrCode) {
 	c.kick()
 }
 
+// bodyLate resets l, a client stream whose request did not end within its
+// Route's BodyTimeout, and its pair.
+func (c *conn) bodyLate(l *leg) {
+	c.mu.Lock()
+	if l.gone || l.remoteDone {
+		c.mu.Unlock()
+		return
+	}
+	_ = c.wfr.WriteRSTStream(l.id, http2.ErrCodeCancel)
+	c.remove(l)
+	c.kick()
+	c.mu.Unlock()
+	l.resetPeer(http2.ErrCodeCancel)
+}
+
 // resetPair resets stream id on this connection with code (a stream error)
-// and the stream paired with it with cancel.
-func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) {
+// and the stream paired with it with cancel. On a client connection it
+// reports a flood: a stream the client made the relay reset after it was
+// opened cost an upstream stream as a client reset does, so it counts toward
+// the rapid-reset limit (MadeYouReset, CVE-2025-8671); a refused one did not.
+func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) (flood bool) {
 	c.mu.Lock()
 	_ = c.wfr.WriteRSTStream(id, code)
 	c.kick()
 	l := c.streams[id]
 	if l != nil {
 		c.remove(l)
+		flood = c.server && code != http2.ErrCodeRefusedStream && c.countReset()
 	}
 	c.mu.Unlock()
 	if l != nil {
 		l.resetPeer(cancel)
 	}
+	return flood
 }
 
 // sendData queues data (and END_STREAM) on l as far as the send windows
@@ -200,7 +233,7 @@ func (c *conn) drain(owed *[]credit) {
 			continue
 		}
 		n := c.writeData(l, l.pend, l.pendEnd && l.pendTrail == nil)
-		if n > 0 {
+		if n > 0 && l.x == nil && l.hold == nil { // an exchange's legs owe no one credit
 			*owed = append(*owed, credit{l.peer, n})
 		}
 		l.pend = l.pend[n:]
@@ -230,9 +263,7 @@ func (c *conn) drain(owed *[]credit) {
 // it runs without locks held.
 func payCredits(owed *[]credit) {
 	for i, cr := range *owed {
-		if cr.l.c != nil { // nil: the answer of a Handler that forwarded nothing
-			cr.l.c.credit(cr.l, cr.n)
-		}
+		cr.l.c.credit(cr.l, cr.n)
 		(*owed)[i] = credit{}
 	}
 	*owed = (*owed)[:0]
@@ -395,9 +426,10 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) error {
 	return nil
 }
 
-// countReset counts a stream the client reset and reports a rapid-reset
-// flood (CVE-2023-44487): more than twice MaxStreams resets in a second,
-// each of which cost an upstream stream. It runs under mu.
+// countReset counts a stream the client reset, or made the relay reset, and
+// reports a rapid-reset flood (CVE-2023-44487, CVE-2025-8671): more than
+// twice MaxStreams resets in a second, each of which cost an upstream
+// stream. It runs under mu.
 func (c *conn) countReset() bool {
 	now := time.Now()
 	if now.Sub(c.resetsFrom) > time.Second {

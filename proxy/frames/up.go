@@ -18,14 +18,16 @@ import (
 const maxStreamID = 1<<31 - 1
 
 var (
-	errPoolFull = errors.New("every upstream connection is at its stream limit")
-	errBackoff  = errors.New("upstream unreachable, backing off")
+	// ErrPoolFull refuses a stream when every connection of its pool is at
+	// its stream limit and the pool at its cap.
+	ErrPoolFull = errors.New("frames: every upstream connection is at its stream limit")
+	errBackoff  = errors.New("frames: upstream unreachable, backing off")
 )
 
 // pool is the relay's upstream connections. A stream goes to the first
 // connection with room under the upstream's SETTINGS_MAX_CONCURRENT_STREAMS;
-// when none has room and the pool is below MaxUpstreamConns, one more is
-// dialed.
+// when none has room and the pool is below its cap (Upstream.MaxConns, or
+// Config.MaxUpstreamConns), one more is dialed.
 type pool struct {
 	r  *Relay
 	up Upstream
@@ -50,8 +52,8 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 			return nil
 		}
 	}
-	if len(p.conns) >= p.r.cfg.MaxUpstreamConns {
-		return errPoolFull
+	if len(p.conns) >= p.maxConns() {
+		return ErrPoolFull
 	}
 	if time.Now().Before(p.failUntil) {
 		return errBackoff
@@ -67,7 +69,15 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	if c.tryOpen(u, fields, end, p.up.MaxStreams) {
 		return nil
 	}
-	return errPoolFull
+	return ErrPoolFull
+}
+
+// maxConns is the pool's connection cap.
+func (p *pool) maxConns() int {
+	if p.up.MaxConns > 0 {
+		return p.up.MaxConns
+	}
+	return p.r.cfg.MaxUpstreamConns
 }
 
 // dial connects to the upstream and starts the connection's reader and
@@ -150,7 +160,7 @@ func (c *conn) serveUp() {
 		}
 		var se http2.StreamError
 		if errors.As(err, &se) {
-			c.resetPair(se.StreamID, se.Code, se.Code)
+			_ = c.resetPair(se.StreamID, se.Code, se.Code) // an upstream's: no flood to count
 			continue
 		}
 		if !isIOError(err) {

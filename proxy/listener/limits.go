@@ -28,7 +28,8 @@ type Limits struct {
 	// HTTP request, counted from the connection's first byte (default 10s).
 	HeaderTimeout time.Duration `yaml:"header_timeout" json:"header_timeout"`
 	// BodyTimeout bounds reading a whole HTTP request, body included, from its
-	// first byte (default 60s, nginx's client_body_timeout). It does not bound
+	// first byte (default 60s, nginx's client_body_timeout), and the wait for
+	// a MACP call's one request message after its headers. It does not bound
 	// the response: an SSE stream may last as long as it needs.
 	BodyTimeout time.Duration `yaml:"body_timeout" json:"body_timeout"`
 	// IdleTimeout closes an HTTP keep-alive connection that has no request, or

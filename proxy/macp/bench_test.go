@@ -93,7 +93,10 @@ func benchSidecar(b *testing.B, transport string) macpv1.MACPRuntimeServiceClien
 
 // devEnforcer is an Enforcer with the default policies and dev
 // authentication (the bearer is the principal).
-func devEnforcer(t testing.TB) *proxy.Enforcer {
+func devEnforcer(t testing.TB) *proxy.Enforcer { return devEnforcerWith(t, nil) }
+
+// devEnforcerWith is devEnforcer with rebuilder rb (nil: none).
+func devEnforcerWith(t testing.TB, rb proxy.Rebuilder) *proxy.Enforcer {
 	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +105,7 @@ func devEnforcer(t testing.TB) *proxy.Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine, Rebuilder: rb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,15 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// recvOne reads the single request of a unary call.
+// recvOne reads the one request message of a unary call; bodyTap bounds
+// the wait for it.
 func recvOne(ss grpc.ServerStream) (*frame, error) {
 	f := &frame{}
-	if err := ss.RecvMsg(f); err != nil {
+	err := ss.RecvMsg(f)
+	if !bodyArrived(ss.Context()) {
+		return nil, errBodyLate
+	}
+	if err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -149,7 +154,11 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 // takes); the answer is either Warden's refusal or the runtime's bytes.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	req := &frame{}
-	if err := dec(req); err != nil {
+	err := dec(req)
+	if !bodyArrived(ctx) {
+		return nil, errBodyLate
+	}
+	if err != nil {
 		return nil, err
 	}
 	var sr macpv1.SendRequest
@@ -184,8 +193,13 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 	return resp, nil
 }
 
-// control decides CancelSession, SuspendSession and ResumeSession.
+// control decides CancelSession, SuspendSession and ResumeSession. The
+// caller is authenticated before its request is read: a client that cannot
+// authenticate holds no stream waiting for a body.
 func (s *Server) control(ss grpc.ServerStream, op string) error {
+	if _, _, err := s.admit(ss.Context()); err != nil {
+		return err
+	}
 	req, err := recvOne(ss)
 	if err != nil {
 		return err

@@ -8,9 +8,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +73,11 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		Upstreams: []frames.Upstream{
 			// below the runtime's 128 and the inner server's innerMaxStreams:
 			// a stream the relay reset counts there a little longer
-			poolRuntime:  {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
-			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, NoRequestTrailers: true},
+			poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
+			// one in-process connection per client connection at most, as
+			// grpc-go serving the clients itself would hold: a client that
+			// keeps its streams open fills its own share, never another's
+			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, MaxConns: lim.MaxConnections, NoRequestTrailers: true},
 		},
 		Router:           router{s},
 		MaxConns:         lim.MaxConnections,
@@ -148,9 +153,18 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frames.Route {
 	if _, ok := sendContentType(header); ok {
-		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes}
+		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
-	return frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+	rt := frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+	// every call of the runtime but StreamSession sends one message: its
+	// request has body_timeout to end (a pass-through service's call may
+	// stream, as reflection does)
+	switch r.s.methods.Lookup(headerValue(header, ":path")) {
+	case proxy.CallStream, proxy.CallPassThrough:
+	default:
+		rt.BodyTimeout = r.s.bodyTimeout
+	}
+	return rt
 }
 
 // chainHeader carries, from the relay front door to the grpc-go sidecar
@@ -289,7 +303,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	defer endSpan()
 	delete(md, chainHeader)
 	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
-	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env})
+	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env, Acked: true})
 	if err != nil {
 		return statusAnswer(ct, s.undecided(ctx, err))
 	}
@@ -298,13 +312,23 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	up, _ := metadata.FromOutgoingContext(upctx)
 	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
-	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, up, fctx))
+	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, s.cfg.Upstream, up, fctx))
 	endCall()
 	var a ack
-	if err == nil {
+	settled := err
+	switch {
+	case err == nil:
 		a, err = runtimeAck(resp)
+		settled = err
+	case errors.Is(err, frames.ErrNotSent):
+		// it never reached the runtime, as the grpc-go path's
+		// errUpstreamFull: Warden's state still follows the runtime's
+		settled = errUpstreamFull
 	}
-	s.settle(ctx, d, a, err)
+	s.settle(ctx, d, a, settled)
+	if errors.Is(err, frames.ErrPoolFull) {
+		return statusAnswer(ct, errUpstreamFull)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return statusAnswer(ct, status.FromContextError(ctx.Err()).Err())
@@ -373,22 +397,33 @@ func incomingMD(header []hpack.HeaderField) metadata.MD {
 }
 
 // forwardHeader is the header list the runtime receives for a decided
-// Send: the client's, but that the identity and credential headers are
-// the ones upstreamContext chose (up), and the trace context is ctx's
-// span when it is traced.
-func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+// Send: the client's, but that :authority is the runtime's (authority),
+// the identity and credential headers are the ones upstreamContext chose
+// (up), the trace context is ctx's span when it is traced, and the reserved
+// grpc-* fields are Warden's own as a grpc-go client's would be: none of
+// the client's (grpc-accept-encoding would have the runtime compress an Ack
+// Warden must read; grpc-status and the like are not a request's), and
+// grpc-timeout from ctx's deadline, which the client's grpc-timeout set.
+func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
 	traced := trace.SpanContextFromContext(ctx).IsValid()
-	out := make([]hpack.HeaderField, 0, len(header)+2)
+	out := make([]hpack.HeaderField, 0, len(header)+3)
 	for _, f := range header {
-		switch f.Name {
-		case principalHeader, chainHeader, authn.HeaderAuthorization, authn.HeaderMACPToken:
+		switch {
+		case f.Name == ":authority":
+			f.Value = authority
+		case f.Name == principalHeader, f.Name == chainHeader, f.Name == authn.HeaderAuthorization, f.Name == authn.HeaderMACPToken:
 			continue
-		case "traceparent", "tracestate":
+		case f.Name == "traceparent", f.Name == "tracestate":
 			if traced {
 				continue
 			}
+		case strings.HasPrefix(f.Name, "grpc-"):
+			continue
 		}
 		out = append(out, f)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		out = append(out, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(time.Until(dl))})
 	}
 	for _, name := range []string{authn.HeaderAuthorization, authn.HeaderMACPToken} {
 		for _, v := range up[name] {
@@ -403,6 +438,33 @@ func forwardHeader(header []hpack.HeaderField, up metadata.MD, ctx context.Conte
 		}
 	}
 	return out
+}
+
+// encodeTimeout writes d as a grpc-timeout value, as grpc-go does: at most
+// eight digits in the finest unit that holds it, rounded up.
+func encodeTimeout(d time.Duration) string {
+	const maxValue = 1e8 - 1
+	if d <= 0 {
+		return "0n"
+	}
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
+		if n := ceilDiv(d, u.unit); n <= maxValue {
+			return strconv.FormatInt(n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(min(ceilDiv(d, time.Hour), maxValue), 10) + "H"
+}
+
+// ceilDiv is d/u rounded up, without overflow.
+func ceilDiv(d, u time.Duration) int64 {
+	n := int64(d / u)
+	if d%u > 0 {
+		n++
+	}
+	return n
 }
 
 // mdCarrier reads a trace context from a request's metadata.
@@ -531,6 +593,9 @@ func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
 	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
 	if unit == 0 {
 		return 0, false
+	}
+	if n > uint64(math.MaxInt64/unit) {
+		return math.MaxInt64, true // clamped, as grpc-go does ("99999999H")
 	}
 	return time.Duration(n) * unit, true
 }

@@ -2,11 +2,13 @@ package macp
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"slices"
@@ -16,8 +18,12 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -37,6 +43,12 @@ var decisionID = regexp.MustCompile(`warden decision [0-9a-zA-Z-]+`)
 // the last DATA frame), on a connection of its own, and reads the answer.
 func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte) rawAnswer {
 	t.Helper()
+	return rawRequest(t, addr, header, body, true)
+}
+
+// rawRequest is rawCall that ends the request only when end.
+func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) rawAnswer {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +66,10 @@ func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte)
 	fr := http2.NewFramer(nc, nc)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: len(body) == 0})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end && len(body) == 0})
 	for len(body) > 0 {
 		n := min(len(body), 16384)
-		_ = fr.WriteData(1, n == len(body), body[:n])
+		_ = fr.WriteData(1, end && n == len(body), body[:n])
 		body = body[n:]
 	}
 	var a rawAnswer
@@ -199,6 +211,50 @@ func TestFrontDoorBadInput(t *testing.T) {
 	}
 }
 
+// TestStalledRequest opens calls that send HEADERS and no message: a
+// control call without credentials is refused before any body (it holds
+// nothing), and a unary call from an authenticated client that sends
+// nothing ends after body_timeout (CANCELLED from grpc-go, or the relay's
+// RST_STREAM CANCEL), on both front doors.
+func TestStalledRequest(t *testing.T) {
+	hdr := func(path, auth string) []hpack.HeaderField {
+		h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}}
+		if auth != "" {
+			h = append(h, hpack.HeaderField{Name: "authorization", Value: auth})
+		}
+		return h
+	}
+	const timeout = 300 * time.Millisecond
+	for _, transport := range transports {
+		_, up := startFakeRuntime(t)
+		addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: transport, Limits: listener.Limits{BodyTimeout: timeout}})
+		for _, tc := range []struct {
+			name, path, auth string
+			unauthenticated  bool
+		}{
+			{"CancelSession without credentials", service + "CancelSession", "", true},
+			{"CancelSession", service + "CancelSession", "Bearer planner", false},
+			{"GetSession", service + "GetSession", "Bearer planner", false},
+			{"Send", methodSend, "Bearer planner", false},
+		} {
+			start := time.Now()
+			a := rawRequest(t, addr, hdr(tc.path, tc.auth), nil, false)
+			took := time.Since(start)
+			switch {
+			case tc.unauthenticated:
+				if a.GRPCStatus != "16" || took >= timeout {
+					t.Errorf("%s %s: %+v after %v, want UNAUTHENTICATED at once", transport, tc.name, a, took)
+				}
+			case a.GRPCStatus != "1" && (transport == TransportGRPC || a.Reset != http2.ErrCodeCancel):
+				t.Errorf("%s %s: %+v, want CANCELLED (or on the relay RST_STREAM CANCEL)", transport, tc.name, a)
+			case took < timeout/2:
+				t.Errorf("%s %s: ended after %v, before body_timeout", transport, tc.name, took)
+			}
+		}
+	}
+}
+
 // sessionSeq numbers the sessions sessionID names.
 var sessionSeq atomic.Int64
 
@@ -236,7 +292,9 @@ func FuzzRelaySend(f *testing.F) {
 		}
 		msg, ok := grpcMessage(body)
 		var sr macpv1.SendRequest
-		if !ok || proto.Unmarshal(msg, &sr) != nil || sr.GetEnvelope().GetSender() != "planner" {
+		// an envelope without a sender passes the sender binding
+		// (proxy/macp.go refuses only a sender that is not the caller)
+		if !ok || proto.Unmarshal(msg, &sr) != nil || sr.GetEnvelope() == nil || (sr.GetEnvelope().GetSender() != "planner" && sr.GetEnvelope().GetSender() != "") {
 			t.Fatalf("%x reached the runtime", body)
 		}
 	})
@@ -285,5 +343,97 @@ func TestConfigTransport(t *testing.T) {
 		if got := c.FrontDoor(); got != tc.door {
 			t.Errorf("transport %q: FrontDoor() = %q, want %q", tc.transport, got, tc.door)
 		}
+	}
+}
+
+// TestRelayNotSentKeepsSession: a decided Send the relay could not send to
+// the runtime at all (it is down: the dial fails, then backs off) leaves
+// Warden's state alone, as errUpstreamFull does on the grpc-go path, rather
+// than forgetting the session for a rebuild; the client is told to retry.
+// The SessionStart before, settled by the runtime's Ack, needs no look-up.
+func TestRelayNotSentKeepsSession(t *testing.T) {
+	var rt *grpc.Server
+	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return f }, func(s *grpc.Server) { rt = s })
+	rb := noRebuild{exists: new(atomic.Int64)}
+	enf := devEnforcerWith(t, rb) // with a rebuilder, or Warden forgets nothing
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarWith(t, enf, Config{Upstream: up, Transport: TransportRelay}))
+	start, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+		MessageId: "m1", SessionId: sessionID(), Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}}
+	ctx, cancel := context.WithTimeout(as(context.Background(), "planner"), 10*time.Second)
+	defer cancel()
+	if resp, err := c.Send(ctx, req); err != nil || !resp.GetAck().GetOk() {
+		t.Fatalf("SessionStart: %v %v", resp, err)
+	}
+	if n := enf.Sessions(); n != 1 {
+		t.Fatalf("Warden tracks %d sessions, want 1", n)
+	}
+	if n := rb.exists.Load(); n != 0 {
+		t.Errorf("a Send settled by the runtime's Ack looked the session up %d times, want none (Acked)", n)
+	}
+	rt.Stop()
+	// the relay sees its runtime connection end (a Send on it before then
+	// may have reached the runtime, and rightly forgets)
+	time.Sleep(200 * time.Millisecond)
+	for i := range 2 { // the failed dial, then the backoff
+		_, err := c.Send(ctx, req) // the same message again: a duplicate, forwarded
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("Send %d with the runtime down: %v, want UNAVAILABLE", i, err)
+		}
+	}
+	if n := enf.Sessions(); n != 1 {
+		t.Errorf("after Sends that never reached the runtime Warden tracks %d sessions, want 1 (not forgotten)", n)
+	}
+}
+
+// noRebuild is a Rebuilder that knows no session and counts the look-ups.
+type noRebuild struct{ exists *atomic.Int64 }
+
+func (noRebuild) Rebuild(context.Context, string) (*rules.Session, error) { return nil, nil }
+func (r noRebuild) Exists(context.Context, string) (bool, error) {
+	r.exists.Add(1)
+	return false, nil
+}
+
+// TestRelayHeldStreamsShareNothing: 17 authenticated clients each hold 128
+// CancelSession calls open without a body, more streams than 16 in-process
+// connections take; another client's GetSession is still answered (before,
+// the in-process pool's 16 connections were full and it was refused).
+func TestRelayHeldStreamsShareNothing(t *testing.T) {
+	_, up := startFakeRuntime(t)
+	addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + "CancelSession"},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"}, {Name: "authorization", Value: "Bearer mallory"}} {
+		_ = enc.WriteField(f)
+	}
+	for range 17 {
+		nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = nc.Write([]byte(http2.ClientPreface))
+		fr := http2.NewFramer(nc, nc)
+		_ = fr.WriteSettings()
+		for id := uint32(1); id < 256; id += 2 {
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, nc) }() // read what the relay sends, never answer
+	}
+	time.Sleep(time.Second) // the held calls reach the in-process sidecar
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, addr))
+	ctx, cancel := context.WithTimeout(as(context.Background(), "planner"), 10*time.Second)
+	defer cancel()
+	_, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sessionID()})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("GetSession beside 2,176 held calls: %v, want NOT_FOUND (answered)", err)
 	}
 }

@@ -1,8 +1,13 @@
 package macp
 
 import (
+	"context"
+	"math"
+	"slices"
 	"testing"
+	"time"
 
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -21,5 +26,58 @@ func TestRelayable(t *testing.T) {
 				t.Errorf("relayable(%v) = %v, want %v", tc.md, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestForwardHeader: a decided Send reaches the runtime with its own
+// :authority, none of the client's reserved grpc-* fields nor credentials,
+// and grpc-timeout from the call's deadline.
+func TestForwardHeader(t *testing.T) {
+	in := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
+		{Name: ":authority", Value: "client.example"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "grpc-accept-encoding", Value: "gzip"}, {Name: "grpc-encoding", Value: "identity"}, {Name: "grpc-timeout", Value: "99999999H"},
+		{Name: "grpc-status", Value: "0"}, {Name: "authorization", Value: "Bearer client"}, {Name: principalHeader, Value: "forged"}, {Name: "x-app", Value: "1"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	got := forwardHeader(in, "runtime:50051", metadata.Pairs("authorization", "Bearer up"), ctx)
+	var names []string
+	for _, f := range got {
+		names = append(names, f.Name+"="+f.Value)
+	}
+	want := []string{":method=POST", ":scheme=http", ":path=" + methodSend, ":authority=runtime:50051", "content-type=application/grpc", "te=trailers", "x-app=1"}
+	if len(names) != len(want)+2 || !slices.Equal(names[:len(want)], want) || names[len(want)+1] != "authorization=Bearer up" {
+		t.Fatalf("forwarded %q, want %q then grpc-timeout and the upstream credential", names, want)
+	}
+	if d, ok := grpcTimeout(got); !ok || d <= time.Second || d > 2*time.Second {
+		t.Errorf("forwarded grpc-timeout %q (%v), want the deadline's 2 s", names[len(want)], d)
+	}
+}
+
+func TestGRPCTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"1S", time.Second, true},
+		{"250m", 250 * time.Millisecond, true},
+		{"99999999H", math.MaxInt64, true}, // clamped, not overflowed
+		{"99999999M", 99999999 * time.Minute, true},
+		{"1x", 0, false},
+		{"123456789S", 0, false},
+		{"S", 0, false},
+	} {
+		got, ok := grpcTimeout([]hpack.HeaderField{{Name: "grpc-timeout", Value: tc.in}})
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("grpcTimeout(%q) = %v %v, want %v %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{{0, "0n"}, {time.Second, "1000000u"}, {1500 * time.Millisecond, "1500000u"}, {time.Hour, "3600000m"}, {math.MaxInt64, "2562048H"}} {
+		if got := encodeTimeout(tc.in); got != tc.want {
+			t.Errorf("encodeTimeout(%v) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -142,6 +143,9 @@ type Server struct {
 	streams *streamCaps
 	queued  *queueBudget // what the relayed calls' clients have waiting
 	srv     *grpc.Server
+	// bodyTimeout bounds the wait for a unary call's request message
+	// (limits body_timeout).
+	bodyTimeout time.Duration
 }
 
 // Upstream is the connections to the runtime, shared by the sidecar and the
@@ -241,7 +245,8 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 		}
 	}
 	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
-		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}}, nil
+		queued:      &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes},
+		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls
@@ -285,6 +290,7 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 		grpc.UnknownServiceHandler(s.handle),
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
+		grpc.InTapHandle(s.bodyTap),
 	}, listener.GRPCServerOptions(lim)...)
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
@@ -303,6 +309,35 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 	return srv
 }
 
+// bodyTimerKey is the context key of a Send's body timer (see bodyTap).
+type bodyTimerKey struct{}
+
+// bodyTap gives a call of one request message that Warden reads itself
+// body_timeout for it: grpc-go bounds the wait for it by nothing, so the
+// tap, which runs when the call's header list arrives, cancels the call
+// when its timer fires before the handler read the message (bodyArrived).
+func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	switch s.methods.Lookup(info.FullMethodName) {
+	case proxy.CallSend, proxy.CallControl, proxy.CallGetSession, proxy.CallListSessions, proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+	default:
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return context.WithValue(ctx, bodyTimerKey{}, time.AfterFunc(s.bodyTimeout, cancel)), nil
+}
+
+// bodyArrived stops the body timer of a call's context and reports whether
+// it was still running (true without one): false means the call was
+// cancelled for a message that came too late.
+func bodyArrived(ctx context.Context) bool {
+	t, ok := ctx.Value(bodyTimerKey{}).(*time.Timer)
+	return !ok || t.Stop()
+}
+
+// errBodyLate ends a call whose request message did not arrive in time
+// (grpc-go has then answered CANCELLED for the cancelled context already).
+var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
+
 // Full method names.
 const (
 	service          = proxy.MACPService
@@ -316,6 +351,7 @@ const (
 // and ext_authz share: a path that is not exactly a runtime method or a
 // pass-through service is refused, never piped.
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
+	defer bodyArrived(ss.Context()) // a call refused before its message frees its timer
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")

@@ -70,7 +70,13 @@ func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string)
 // startSidecarWith is startSidecar with cfg (plaintext both ways).
 func startSidecarWith(t testing.TB, enf *proxy.Enforcer, cfg Config) *grpc.ClientConn {
 	t.Helper()
-	addr := serveSidecar(t, enf, cfg)
+	return startSidecarConn(t, serveSidecar(t, enf, cfg))
+}
+
+// startSidecarConn is a client connection to the sidecar at addr, closed
+// when the test ends.
+func startSidecarConn(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
