@@ -229,12 +229,19 @@ func (s *keySource) refresh(ctx context.Context, now time.Time) <-chan struct{} 
 		timeout = fetchTimeout
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	go func() {
+	run := func() {
 		defer cancel()
 		next, err := s.load(fctx)
 		s.record(next, err)
 		close(ch)
-	}()
+	}
+	if ctx.Done() == nil {
+		// A caller that cannot leave (New's first load) waits here: no
+		// goroutine to outlive it.
+		run()
+		return ch
+	}
+	go run()
 	return ch
 }
 
