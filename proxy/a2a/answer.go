@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -561,18 +560,10 @@ func publicEndpoint(cfg Config, path string) string {
 	if cfg.PublicURL != "" {
 		return cfg.PublicURL
 	}
-	host, port, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return ""
+	if o := cfg.ListenOrigin(); o != "" {
+		return o + path
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "localhost"
-	}
-	scheme := "https"
-	if cfg.Plaintext {
-		scheme = "http"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port) + path
+	return ""
 }
 
 // rewriteCard points the card's interfaces on the upstream at public: the

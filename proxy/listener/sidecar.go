@@ -74,6 +74,28 @@ type Sidecar struct {
 	HTTPConfig
 }
 
+// ListenOrigin is the origin clients reach the sidecar at when no public
+// URL is configured: the listen address (a wildcard's as localhost), https
+// unless the listener is plaintext; "" when Listen is not host:port. It is
+// what Warden writes into documents that name its own URL (agent cards,
+// protected-resource metadata) instead of the request's Host, which the
+// client chose: a document cached by a shared client or gateway would send
+// the next caller where the first one named.
+func (h HTTPConfig) ListenOrigin() string {
+	host, port, err := net.SplitHostPort(h.Listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	scheme := "https"
+	if h.Plaintext {
+		scheme = "http"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
 // Validate checks what every HTTP sidecar needs: an http(s) upstream URL,
 // TLS or plaintext chosen explicitly, a response bound, and valid limits. Errors name the keys
 // of sc.Name's section.

@@ -308,11 +308,24 @@ func (s *Server) metadataURL(r *http.Request) string {
 			return u.Scheme + "://" + u.Host + metadataPath + strings.TrimSuffix(u.Path, "/")
 		}
 	}
+	return s.ownOrigin(r) + metadataPath + strings.TrimSuffix(r.URL.Path, "/")
+}
+
+// ownOrigin is the origin of this endpoint as the client reached it, for
+// the protected-resource metadata when mcp.resource is not set: the
+// request's Host only when it is one of mcp.allowed_hosts (a name no other
+// site can take), else the listen address (listener.HTTPConfig.ListenOrigin):
+// a metadata document or challenge cached by a shared client must not point
+// the next caller at a host the first one chose.
+func (s *Server) ownOrigin(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + metadataPath + strings.TrimSuffix(r.URL.Path, "/")
+	if o := scheme + "://" + r.Host; r.Host != "" && mcprules.OriginAllowed(o, s.cfg.AllowedHosts, nil) {
+		return o
+	}
+	return s.cfg.ListenOrigin()
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
@@ -328,11 +341,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error)
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	resource := s.cfg.Resource
 	if resource == "" {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		resource = scheme + "://" + r.Host + strings.TrimPrefix(r.URL.Path, metadataPath)
+		resource = s.ownOrigin(r) + strings.TrimPrefix(r.URL.Path, metadataPath)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{

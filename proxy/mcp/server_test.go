@@ -334,6 +334,7 @@ func TestUnauthorized(t *testing.T) {
 			`Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/api/mcp"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Listen = "127.0.0.1:3001" // its loopback names are the allowed hosts
 			h := newHarness(t, tc.cfg)
 			for _, auth := range []string{"", "Basic YWxpY2U6cHc=", "Bearer ", "Bearer"} {
 				req, _ := http.NewRequest(http.MethodPost, h.front.URL+tc.path, strings.NewReader(rpc(1, "ping", nil)))
@@ -379,16 +380,26 @@ func TestUnauthorized(t *testing.T) {
 func TestMetadata(t *testing.T) {
 	as := []string{"https://as.example", "https://as2.example"}
 	for _, tc := range []struct {
-		name, path, resource, want string
+		name, path, resource, host, want string
 	}{
-		{"for the MCP path", "/.well-known/oauth-protected-resource/mcp", "", "http://HOST/mcp"},
-		{"at the root", "/.well-known/oauth-protected-resource", "", "http://HOST"},
-		{"configured resource", "/.well-known/oauth-protected-resource/mcp", "https://mcp.example/mcp", "https://mcp.example/mcp"},
+		{"for the MCP path", "/.well-known/oauth-protected-resource/mcp", "", "", "http://HOST/mcp"},
+		{"at the root", "/.well-known/oauth-protected-resource", "", "", "http://HOST"},
+		{"configured resource", "/.well-known/oauth-protected-resource/mcp", "https://mcp.example/mcp", "", "https://mcp.example/mcp"},
+		// A Host that is not one of mcp.allowed_hosts is the client's
+		// choice: the document names the listen address instead.
+		{"foreign Host", "/.well-known/oauth-protected-resource/mcp", "", "evil.example", "http://127.0.0.1:3001/mcp"},
+		{"foreign Host, configured resource", "/.well-known/oauth-protected-resource/mcp", "https://mcp.example/mcp", "evil.example", "https://mcp.example/mcp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, Config{AuthorizationServers: as, Resource: tc.resource})
+			cfg := Config{AuthorizationServers: as, Resource: tc.resource}
+			cfg.Listen = "127.0.0.1:3001"
+			h := newHarness(t, cfg)
 			// No credentials and a foreign Origin: the document is public.
-			r := h.do(t, http.MethodGet, tc.path, "", "", hdr{"Origin": "http://evil.example"})
+			headers := hdr{"Origin": "http://evil.example"}
+			if tc.host != "" {
+				headers["Host"] = tc.host
+			}
+			r := h.do(t, http.MethodGet, tc.path, "", "", headers)
 			if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 				t.Fatalf("HTTP %d %v %s", r.status, r.header, r.body)
 			}
