@@ -230,11 +230,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	call, err := a2arules.Parse(body)
 	if err != nil {
-		var pe *jsonrpc.Error
-		code := jsonrpc.ErrParse
-		if errors.As(err, &pe) {
-			code = pe.Code
-		}
+		code := jsonrpc.CodeOf(err)
 		var id json.RawMessage
 		if jsonrpc.ValidID(call.ID) {
 			id = call.ID

@@ -65,11 +65,7 @@ func (s *Server) checkA2A(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	call, err := a2arules.Parse(body)
 	if err != nil {
-		c := jsonrpc.ErrParse
-		var pe *jsonrpc.Error
-		if errors.As(err, &pe) {
-			c = pe.Code
-		}
+		c := jsonrpc.CodeOf(err)
 		msg := err.Error() + " (if the body was cut, raise Envoy's max_request_bytes)"
 		d := s.enf.Refuse("a2a", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyJSONRPC(400, nil, c, msg, d.ID)

@@ -9,6 +9,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -66,11 +67,7 @@ func (s *Server) checkMCP(ctx context.Context, h *authv3.AttributeContext_HttpRe
 	}
 	call, err := mcprules.Parse(body)
 	if err != nil {
-		c := mcprules.ErrParse
-		var pe *mcprules.Error
-		if errors.As(err, &pe) {
-			c = pe.Code
-		}
+		c := jsonrpc.CodeOf(err)
 		msg := err.Error() + " (if the body was cut, raise Envoy's max_request_bytes)"
 		d := s.enf.Refuse("mcp", principal.ID, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyJSONRPC(400, nil, c, msg, d.ID)

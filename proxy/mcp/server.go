@@ -59,6 +59,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -380,11 +381,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	call, err := mcprules.Parse(body)
 	if err != nil {
-		var pe *mcprules.Error
-		code := mcprules.ErrParse
-		if errors.As(err, &pe) {
-			code = pe.Code
-		}
+		code := jsonrpc.CodeOf(err)
 		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, code, err.Error())
 		return
 	}

@@ -35,6 +35,16 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// CodeOf is the JSON-RPC code to answer a read error with: an Error's own
+// code, else a parse error. Every JSON-RPC adapter answers with it.
+func CodeOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ErrParse
+}
+
 // The JSON-RPC error codes Warden answers with.
 const (
 	ErrParse          = -32700
