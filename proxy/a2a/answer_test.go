@@ -605,3 +605,38 @@ func takeoverInFlight(t *testing.T, join string, two bool) {
 		t.Fatalf("alice's context owned by %q where bob asked", o)
 	}
 }
+
+// TestStreamDropLeavesNoTrace: an event Warden withholds from a stream
+// leaves nothing behind (issue 24 item 10): no blank event at its time, and
+// no SSE id, whose gaps (a server's counter) would count the events
+// withheld; A2A resumes with SubscribeToTask, not Last-Event-ID, so ids are
+// left out. The old code sent "id: 2\n\n" for the dropped event and the ids.
+func TestStreamDropLeavesNoTrace(t *testing.T) {
+	h := newHarness(t, Config{})
+	own := h.send(t, "bob", "input mine")
+	bobCtx := upstreamContext(t, h, "bob", own)
+	ownID, _ := h.srv.handles.Open(byte(a2arules.KindTask), "bob", own["id"].(string))
+	answer := func(result string) string { return `{"jsonrpc":"2.0","id":7,"result":` + result + `}` }
+	mine := `{"id":"` + ownID + `","contextId":"` + bobCtx + `","status":{"state":"TASK_STATE_WORKING"}}`
+	h.up.hostile = func(method string, _ map[string]any) string {
+		if method != "SubscribeToTask" {
+			return ""
+		}
+		return "data: " + answer(`{"task":`+mine+`}`) + "\nid: 1\n\n" +
+			"data: " + answer(`{"kind":"task-ref","ref":"task-1"}`) + "\nid: 2\nretry: 500\n\n" +
+			": keep-alive\n\n" +
+			"data: " + answer(`{"statusUpdate":{"taskId":"`+ownID+`","contextId":"`+bobCtx+`","status":{"state":"TASK_STATE_COMPLETED"}}}`) + "\nid: 3\n\n"
+	}
+	_, body := h.rpc(t, "bob", fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"SubscribeToTask","params":{"id":%q}}`, own["id"]))
+	events := strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n")
+	// The dropped event's retry, a setting of the stream, comes with the
+	// next event sent.
+	if len(events) != 3 || events[1] != "retry: 500\n: keep-alive" {
+		t.Fatalf("events %q, want bob's two and the keep-alive", events)
+	}
+	for _, e := range events {
+		if strings.Contains(e, "id:") || strings.Contains(e, "task-ref") {
+			t.Fatalf("event %q tells of the dropped one", e)
+		}
+	}
+}

@@ -174,7 +174,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		if err != nil && r.Context().Err() == nil && ctx.Err() == nil {
 			s.log.Warn("A2A event stream ended early", "method", x.call.Method, "err", err)
 		}
@@ -208,6 +208,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// noEventID leaves SSE event ids out of A2A streams: A2A resumes a stream
+// with SubscribeToTask, not Last-Event-ID, and a server's ids (a counter)
+// would tell how many events Warden withheld.
+func noEventID([]byte) ([]byte, bool) { return nil, false }
 
 func (s *Server) responseLimit() string {
 	return fmt.Sprintf("the A2A server's answer exceeds Warden's limit a2a.max_response_bytes (%d bytes)", s.cfg.MaxResponseBytes)

@@ -182,11 +182,11 @@ func (x *exchange) seal(kind byte, id string) string {
 
 // eventID seals an SSE event id toward the caller: bound to the principal
 // and the upstream session, so only they can resume from it.
-func (x *exchange) eventID(id []byte) []byte {
+func (x *exchange) eventID(id []byte) ([]byte, bool) {
 	if len(id) == 0 {
-		return id
+		return id, true
 	}
-	return []byte(x.seal(kindEvent, string(id)))
+	return []byte(x.seal(kindEvent, string(id))), true
 }
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
