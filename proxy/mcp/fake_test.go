@@ -51,6 +51,9 @@ type fakeUpstream struct {
 	// toolsFor is the one-page tool list of a caller (by Authorization),
 	// instead of fakeTools.
 	toolsFor map[string][]map[string]any
+	// replay is what a GET with Last-Event-ID gets: the events of the
+	// stream it resumes (nil: the standalone stream's).
+	replay []any
 }
 
 func newFakeUpstream() *fakeUpstream { return &fakeUpstream{tasks: map[string]string{}} }
@@ -126,6 +129,9 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var events []any
 		for _, id := range u.order {
 			events = append(events, notification(id, u.tasks[id]))
+		}
+		if r.Header.Get("Last-Event-ID") != "" && u.replay != nil {
+			events = u.replay
 		}
 		u.mu.Unlock()
 		writeSSE(w, events...)

@@ -180,15 +180,6 @@ func (x *exchange) seal(kind byte, id string) string {
 	return x.s.handles.seal(kind, x.principal, id)
 }
 
-// eventID seals an SSE event id toward the caller: bound to the principal
-// and the upstream session, so only they can resume from it.
-func (x *exchange) eventID(id []byte) ([]byte, bool) {
-	if len(id) == 0 {
-		return id, true
-	}
-	return []byte(x.seal(kindEvent, string(id))), true
-}
-
 // call sends Warden's own request (tasks/get for a status, tools/list for
 // taskSupport) upstream with the caller's credentials (none with strip, as
 // forward sends none), session and protocol version, and returns the result.
@@ -363,8 +354,11 @@ type exchange struct {
 	// guard, when set, watches the credential of a long-lived answer (an
 	// event stream): its context ends when the credential is revoked.
 	guard func(context.Context) (context.Context, func())
-	// lastEventID is the upstream event id the caller resumes from.
+	// lastEventID is the upstream event id the caller resumes from;
+	// resumed is set when call is the request whose stream that resumes
+	// (resume.go), not one of this exchange.
 	lastEventID string
+	resumed     bool
 	call        mcprules.Call
 	decision    *proxy.Decision
 	settled     bool
@@ -677,7 +671,7 @@ func hasKey(spans []span, key string) bool {
 // call.
 func (x *exchange) recordCall() func() {
 	c := x.call
-	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall {
+	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall || x.resumed {
 		return func() {}
 	}
 	k := x.s.implicit.begin(x.principal, x.start, !c.TaskRequested)

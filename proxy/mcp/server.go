@@ -263,7 +263,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
 			return
 		}
-		x.lastEventID = id
+		x.resume(id, r.Method)
 	}
 	if r.Method == http.MethodPost {
 		s.post(w, r, p, x)

@@ -161,14 +161,19 @@ func TestSSENotificationsFiltered(t *testing.T) {
 			t.Fatalf("HTTP %d %v", r.status, r.header)
 		}
 		// Only the events bob gets have their id (a dropped one leaves no
-		// trace), sealed to bob and his session.
+		// trace), sealed to bob and his session with the request the
+		// stream answers.
 		var ids []string
 		for _, v := range r.ids {
 			id, ok := h.srv.handles.openIn(kindEvent, bob, "", v)
 			if !ok {
 				t.Fatalf("event id %q is not bob's", v)
 			}
-			ids = append(ids, id)
+			p := decodeResume(id)
+			if string(p.id) != "5" || p.method != "tools/call" {
+				t.Fatalf("event id %q resumes to %+v", v, p)
+			}
+			ids = append(ids, p.event)
 		}
 		if !slices.Equal(ids, []string{"2", "4"}) {
 			t.Fatalf("event ids %v", ids)

@@ -6,12 +6,16 @@
 //   LEAKY=1 node server.mjs              # task store ignores the session (SDK issue #1486)
 //   LOG_WIRE=1 node server.mjs           # log every request and response on stdout
 //   EVENT_STORE=1 node server.mjs        # resumable SSE streams (the SDK's InMemoryEventStore)
+//   RETRY_MS=50 node server.mjs          # the retry field of the priming event (with EVENT_STORE=1)
 //
 // Tools:
 //   echo      taskSupport forbidden: returns its text
 //   slow_sum  taskSupport optional:  a+b after delay_ms
 //   must_task taskSupport required:  "done" after delay_ms
 //   big       taskSupport forbidden: a text of exactly `bytes` bytes ("x" repeated)
+//   poll_sum  taskSupport forbidden: closes the request's SSE stream (SSE polling, with
+//             EVENT_STORE=1), then answers "sum=a+b" after delay_ms: the client gets the
+//             answer by resuming with GET + Last-Event-ID
 // Debug endpoints (GET):
 //   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n} handler/createTask calls
 //   /debug/authorization  Authorization header values seen on /mcp, first-seen order
@@ -28,8 +32,9 @@ const JSON_RESP = process.env.JSON_RESP === '1';
 const LEAKY = process.env.LEAKY === '1';
 const LOG_WIRE = process.env.LOG_WIRE === '1';
 const EVENT_STORE = process.env.EVENT_STORE === '1';
+const RETRY_MS = process.env.RETRY_MS ? Number(process.env.RETRY_MS) : undefined;
 
-const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0 };
+const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0, poll_sum: 0 };
 const authorizations = [];
 
 // The SDK's InMemoryTaskStore binds a task to the session that created it.
@@ -83,6 +88,15 @@ function makeServer() {
     async ({ text }) => { invocations.echo++; return { content: [{ type: 'text', text }] }; });
   server.registerTool('big', { description: 'a text of `bytes` bytes', inputSchema: { bytes: z.number() } },
     async ({ bytes }) => { invocations.big++; return { content: [{ type: 'text', text: 'x'.repeat(bytes) }] }; });
+  server.registerTool('poll_sum', {
+    description: 'closes the request stream, then a+b after delay_ms',
+    inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(500) },
+  }, async ({ a, b, delay_ms }, extra) => {
+    invocations.poll_sum++;
+    extra.closeSSEStream?.();
+    await new Promise(r => setTimeout(r, delay_ms));
+    return { content: [{ type: 'text', text: `sum=${a + b}` }] };
+  });
   server.experimental.tasks.registerToolTask('slow_sum', {
     description: 'adds a+b after delay_ms (task-capable)',
     inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(300) },
@@ -151,7 +165,7 @@ const httpServer = http.createServer(async (req, res) => {
       }
       t = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(), enableJsonResponse: JSON_RESP,
-        eventStore: EVENT_STORE ? new InMemoryEventStore() : undefined,
+        eventStore: EVENT_STORE ? new InMemoryEventStore() : undefined, retryInterval: RETRY_MS,
         onsessioninitialized: (id) => transports.set(id, t),
       });
       t.onclose = () => { if (t.sessionId) transports.delete(t.sessionId); };
