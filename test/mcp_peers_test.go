@@ -92,22 +92,29 @@ func asErr(raw json.RawMessage) (rpcErr, bool) {
 // runSDKClient runs the SDK client scenario against url.
 func runSDKClient(t testing.TB, url string) sdkRun {
 	t.Helper()
-	cmd := exec.Command("node", filepath.Join(repoRoot(t), "test/peers/mcp/client.mjs"))
-	cmd.Env = append(os.Environ(), "MCP_URL="+url+"/mcp", "TOKEN_A=alice", "TOKEN_B=bob")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("client.mjs: %v\n%s\n%s", err, out, stderr.String())
-	}
 	var r sdkRun
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("client.mjs output: %v\n%s", err, out)
-	}
+	runNode(t, "client.mjs", &r, "MCP_URL="+url+"/mcp", "TOKEN_A=alice", "TOKEN_B=bob")
 	if r.Fatal != nil {
 		t.Fatalf("client.mjs: %v", r.Fatal)
 	}
 	return r
+}
+
+// runNode runs a script of test/peers/mcp with env and reads the one JSON
+// object it prints into v.
+func runNode(t testing.TB, script string, v any, env ...string) {
+	t.Helper()
+	cmd := exec.Command("node", filepath.Join(repoRoot(t), "test/peers/mcp", script))
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s\n%s", script, err, out, stderr.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("%s output: %v\n%s", script, err, out)
+	}
 }
 
 func getJSON(t testing.TB, url string, v any) {

@@ -1,11 +1,6 @@
 package test
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,17 +24,10 @@ type resumeRun struct {
 
 func runResume(t testing.TB, url string) resumeRun {
 	t.Helper()
-	cmd := exec.Command("node", filepath.Join(repoRoot(t), "test/peers/mcp/resume.mjs"))
-	cmd.Env = append(os.Environ(), "MCP_URL="+url+"/mcp", "TOKEN_A=alice", "TOKEN_B=bob")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("resume.mjs: %v\n%s\n%s", err, out, stderr.String())
-	}
 	var r resumeRun
-	if err := json.Unmarshal(out, &r); err != nil || r.Fatal != nil {
-		t.Fatalf("resume.mjs output: %v %v\n%s", err, r.Fatal, out)
+	runNode(t, "resume.mjs", &r, "MCP_URL="+url+"/mcp", "TOKEN_A=alice", "TOKEN_B=bob")
+	if r.Fatal != nil {
+		t.Fatalf("resume.mjs: %v", r.Fatal)
 	}
 	return r
 }

@@ -1,12 +1,7 @@
 package test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,18 +31,8 @@ func runProbe(t testing.TB, url, token string, sizes ...int) probe {
 	for _, n := range sizes {
 		s = append(s, fmt.Sprint(n))
 	}
-	cmd := exec.Command("node", filepath.Join(repoRoot(t), "test/peers/mcp/transparency.mjs"))
-	cmd.Env = append(os.Environ(), "MCP_URL="+url+"/mcp", "TOKEN="+token, "SIZES="+strings.Join(s, ","))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("transparency.mjs: %v\n%s\n%s", err, out, stderr.String())
-	}
 	var p probe
-	if err := json.Unmarshal(out, &p); err != nil {
-		t.Fatalf("transparency.mjs output: %v\n%s", err, out)
-	}
+	runNode(t, "transparency.mjs", &p, "MCP_URL="+url+"/mcp", "TOKEN="+token, "SIZES="+strings.Join(s, ","))
 	if p.Fatal != nil {
 		t.Fatalf("transparency.mjs: %v", p.Fatal)
 	}
