@@ -467,9 +467,16 @@ func (x *exchange) list(res map[string]any) error {
 	}
 	if _, ok := res["totalSize"]; ok {
 		// The server's total counts every tenant's tasks (also when none
-		// of this page was left out, or the page is empty): the caller's
-		// count is what it is told.
-		res["totalSize"] = len(kept)
+		// of this page was left out, or the page is empty): never passed.
+		// The caller's own total is known when this page is the whole
+		// list (no page asked for, none to come); otherwise it is not,
+		// and the page's count would be a wrong total: left out.
+		next, _ := res["nextPageToken"].(string)
+		if asked, _ := x.call.Params["pageToken"].(string); asked == "" && next == "" {
+			res["totalSize"] = len(kept)
+		} else {
+			delete(res, "totalSize")
+		}
 	}
 	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
 	return nil

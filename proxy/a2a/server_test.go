@@ -84,7 +84,7 @@ func TestListFiltered(t *testing.T) {
 	_, m := h.call(t, "alice", "ListTasks", map[string]any{})
 	res := resultOf(t, m)
 	tasks := res["tasks"].([]any)
-	if len(tasks) != 1 || tasks[0].(map[string]any)["id"] != a["id"] || res["totalSize"] != float64(1) {
+	if _, total := res["totalSize"]; len(tasks) != 1 || tasks[0].(map[string]any)["id"] != a["id"] || total {
 		t.Fatalf("alice's list = %v", res)
 	}
 	tok, _ := res["nextPageToken"].(string)
@@ -401,26 +401,45 @@ func TestUpstreamHost(t *testing.T) {
 
 // TestListTotalSize: ListTasks' totalSize counts the caller's tasks only,
 // also when the page left none out or is empty: the server's count of
-// every tenant's tasks never reaches the caller.
+// every tenant's tasks never reaches the caller. The caller's total is
+// known only when the page is the whole list; on a page of several the
+// page's count would be a wrong total (issue 24 item 10): left out
+// (absent, want -1). The rows with a page token fail on the old code, which
+// gave the page's count.
 func TestListTotalSize(t *testing.T) {
 	for _, tc := range []struct {
 		name, result string
+		params       map[string]any
 		want         float64
 	}{
-		{"an empty page", `{"tasks":[],"totalSize":42}`, 0},
-		{"no tasks member", `{"totalSize":42}`, 0},
-		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, 1},
-		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, 1},
+		{"an empty page", `{"tasks":[],"totalSize":42}`, nil, 0},
+		{"no tasks member", `{"totalSize":42}`, nil, 0},
+		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, nil, 1},
+		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, nil, 1},
+		{"an empty next page token", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"","totalSize":42}`, nil, 1},
+		{"more pages to come", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil, -1},
+		{"more pages, none of hers here", `{"tasks":[{"id":"task-77"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil, -1},
+		{"the last of several pages", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, map[string]any{"pageToken": "page"}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
 			c := upstreamContext(t, h, "alice", h.send(t, "alice", "hello")) // task-1
-			h.up.hostile = func(method string, _ map[string]any) string {
+			h.up.hostile = func(method string, p map[string]any) string {
+				if _, paged := p["pageToken"]; tc.params != nil && !paged {
+					return `{"jsonrpc":"2.0","id":7,"result":{"tasks":[],"nextPageToken":"p2","totalSize":42}}`
+				}
 				return `{"jsonrpc":"2.0","id":7,"result":` + strings.ReplaceAll(tc.result, "%c", c) + `}`
 			}
-			_, m := h.call(t, "alice", "ListTasks", map[string]any{})
-			if got := resultOf(t, m)["totalSize"]; got != tc.want {
-				t.Fatalf("totalSize %v, want %v: %v", got, tc.want, m)
+			params := map[string]any{}
+			if tc.params != nil {
+				// A page token Warden gave her: the first page's.
+				_, first := h.call(t, "alice", "ListTasks", map[string]any{})
+				params["pageToken"] = resultOf(t, first)["nextPageToken"]
+			}
+			_, m := h.call(t, "alice", "ListTasks", params)
+			got, present := resultOf(t, m)["totalSize"]
+			if tc.want < 0 && present || tc.want >= 0 && got != tc.want {
+				t.Fatalf("totalSize %v (present %v), want %v (-1: absent): %v", got, present, tc.want, m)
 			}
 		})
 	}
