@@ -204,6 +204,9 @@ func TestSSENotificationsFiltered(t *testing.T) {
 		if len(r.ids) != 1 {
 			t.Fatalf("event ids %v: the dropped events left a trace", r.ids)
 		}
+		if n := strings.Count(string(r.body), "\n\n"); n != len(r.msgs) {
+			t.Fatalf("%d events for %d messages: a dropped one left a blank event: %q", n, len(r.msgs), r.body)
+		}
 	})
 	t.Run("statuses learned from the stream", func(t *testing.T) {
 		// Alice's task is input_required now, as the stream said: resume
