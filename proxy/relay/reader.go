@@ -156,10 +156,7 @@ func (r *Reader) Next() (Event, error) {
 				e.Fields = append(e.Fields, append([]byte(nil), l...))
 				continue
 			}
-			if e.HasData {
-				e.Data = append(e.Data, '\n')
-			}
-			e.Data, e.HasData = append(e.Data, v...), true
+			e.addData(v)
 			continue
 		}
 		// The event goes over the bound with this line.
@@ -167,11 +164,7 @@ func (r *Reader) Next() (Event, error) {
 			return Event{}, ErrEventTooLarge
 		}
 		if isData {
-			if e.HasData {
-				e.Data = append(e.Data, '\n')
-			}
-			e.Data = append(e.Data, v...)
-			e.HasData = true
+			e.addData(v)
 		}
 		e.Data = e.Data[:min(len(e.Data), r.max)]
 		for _, f := range e.Fields {
@@ -179,6 +172,14 @@ func (r *Reader) Next() (Event, error) {
 		}
 		e.Over = true
 	}
+}
+
+// addData adds a data line's value to the event's data.
+func (e *Event) addData(v []byte) {
+	if e.HasData {
+		e.Data = append(e.Data, '\n')
+	}
+	e.Data, e.HasData = append(e.Data, v...), true
 }
 
 // dataValue returns the value of a data line: "data:" and an optional space
