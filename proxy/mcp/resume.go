@@ -43,6 +43,11 @@ type resumePoint struct {
 	taskID string // the upstream task the request named
 }
 
+// resumePad is the multiple a resume point's plaintext is padded to: the
+// length of a handle must not follow the upstream id's (a counter's digits
+// would tell how many events went by, the caller's or not).
+const resumePad = 64
+
 // encode returns the plaintext of the point's event handle.
 func (p resumePoint) encode() string {
 	b := []byte{resumeV1}
@@ -50,7 +55,7 @@ func (p resumePoint) encode() string {
 		b = binary.AppendUvarint(b, uint64(len(f)))
 		b = append(b, f...)
 	}
-	return string(b)
+	return string(append(b, make([]byte, -len(b)&(resumePad-1))...))
 }
 
 // decodeResume reads an event handle's plaintext; a handle sealed before

@@ -98,6 +98,24 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// TestEventIDLength: the length of an event handle does not follow the
+// upstream id's, so a server's counter does not show through it.
+func TestEventIDLength(t *testing.T) {
+	s := unitServer(t)
+	x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`)
+	lengths := map[int]bool{}
+	for _, id := range []string{"1", "9", "10", "99", "100", "1000", "10000", "stream_1795789093461_64uydlyx"} {
+		h, ok := x.eventID([]byte(id))
+		if !ok {
+			t.Fatalf("%q left out", id)
+		}
+		lengths[len(h)] = true
+	}
+	if len(lengths) != 1 {
+		t.Fatalf("event handle lengths %v follow the upstream ids'", lengths)
+	}
+}
+
 func firstOr(ids []string) string {
 	if len(ids) == 0 {
 		return ""
@@ -112,7 +130,11 @@ func TestResumePoint(t *testing.T) {
 		{event: "", id: []byte("7"), method: "tasks/get"},
 		{event: strings.Repeat("x", 300), id: []byte(strings.Repeat("9", 200)), method: "m"},
 	} {
-		got := decodeResume(p.encode())
+		plain := p.encode()
+		if len(plain)%resumePad != 0 {
+			t.Errorf("%+v: %d bytes, not padded", p, len(plain))
+		}
+		got := decodeResume(plain)
 		if got.event != p.event || string(got.id) != string(p.id) || got.method != p.method || got.taskID != p.taskID {
 			t.Errorf("%+v read back as %+v", p, got)
 		}
