@@ -103,75 +103,95 @@ var bom = []byte("\xEF\xBB\xBF")
 // Next returns the next event: io.EOF when the stream ends between events,
 // an error wrapping io.ErrUnexpectedEOF when it ends inside one.
 func (r *Reader) Next() (Event, error) {
-	var e Event
-	size := 0 // the event's bytes on the wire so far
-	held := 0 // over: the bytes of Fields held
+	var p pending
 	for {
-		hold := -1 // how much of the line to hold
+		raw, err := r.readLine(r.hold(&p))
 		switch {
-		case e.Over:
-			hold = max(0, r.max-held) // fields only
-		case r.max > 0 && r.skip:
-			hold = r.max + len("data: ") // a line over the bound gives its first data
-		case r.max > 0:
-			hold = r.max - size
-		}
-		raw, err := r.readLine(hold)
-		if err != nil && (err != io.EOF || raw == 0 && size == 0) {
-			return Event{}, err // a read error, or the end between events
-		}
-		if err == io.EOF {
+		case err == io.EOF && (raw > 0 || p.size > 0):
 			return Event{}, errInsideEvent
+		case err != nil:
+			return Event{}, err // a read error, the end between events, or ErrEventTooLarge
 		}
 		whole := raw == len(r.line)
 		l, ok := lineOf(r.line)
-		if whole && !ok {
+		switch {
+		case whole && !ok:
 			return Event{}, ErrBareCR
+		case whole && len(l) == 0 && p.size == 0:
+			continue // a blank line between events (a keep-alive)
+		case whole && len(l) == 0:
+			return p.Event, r.end(&p, raw)
 		}
-		if len(l) == 0 && whole {
-			if size == 0 {
-				continue // a blank line between events (a keep-alive)
-			}
-			if !e.Over && r.max > 0 && size+raw > r.max {
-				if !r.skip {
-					return Event{}, ErrEventTooLarge
-				}
-				e.Over = true
-			}
-			return e, nil
+		p.size += raw
+		if err := r.add(&p, l, whole); err != nil {
+			return Event{}, err
 		}
-		size += raw
-		if e.Over {
-			// Read to the event's end: keep its short non-data lines (the
-			// id), drop the rest.
-			if _, isData := dataValue(l); whole && !isData {
-				e.Fields = append(e.Fields, append([]byte(nil), l...))
-				held += len(l)
-			}
-			continue
-		}
-		v, isData := dataValue(l)
-		if r.max <= 0 || size <= r.max { // then the line is held whole
-			if !isData {
-				e.Fields = append(e.Fields, append([]byte(nil), l...))
-				continue
-			}
-			e.addData(v)
-			continue
-		}
-		// The event goes over the bound with this line.
-		if !r.skip {
-			return Event{}, ErrEventTooLarge
-		}
-		if isData {
-			e.addData(v)
-		}
-		e.Data = e.Data[:min(len(e.Data), r.max)]
-		for _, f := range e.Fields {
-			held += len(f)
-		}
-		e.Over = true
 	}
+}
+
+// pending is the event being read.
+type pending struct {
+	Event
+	size int // its bytes on the wire so far
+	held int // over the bound: the bytes of Fields held
+}
+
+// hold is how much of the next line of p to hold.
+func (r *Reader) hold(p *pending) int {
+	switch {
+	case p.Over:
+		return max(0, r.max-p.held) // fields only
+	case r.max > 0 && r.skip:
+		return r.max + len("data: ") // a line over the bound gives its first data
+	case r.max > 0:
+		return r.max - p.size
+	}
+	return -1
+}
+
+// end is p's blank line, of raw bytes, which may take it over the bound.
+func (r *Reader) end(p *pending, raw int) error {
+	if p.Over || r.max <= 0 || p.size+raw <= r.max {
+		return nil
+	}
+	if !r.skip {
+		return ErrEventTooLarge
+	}
+	p.Over = true
+	return nil
+}
+
+// add adds line l (held whole or not) to p.
+func (r *Reader) add(p *pending, l []byte, whole bool) error {
+	v, isData := dataValue(l)
+	switch {
+	case p.Over:
+		// Read to the event's end: keep its short non-data lines (the
+		// id), drop the rest.
+		if whole && !isData {
+			p.Fields = append(p.Fields, append([]byte(nil), l...))
+			p.held += len(l)
+		}
+		return nil
+	case r.max > 0 && p.size > r.max && !r.skip:
+		return ErrEventTooLarge
+	case r.max > 0 && p.size > r.max:
+		// The event goes over the bound with this line: its data is
+		// held up to the bound, its fields are counted.
+		if isData {
+			p.addData(v)
+		}
+		p.Data = p.Data[:min(len(p.Data), r.max)]
+		for _, f := range p.Fields {
+			p.held += len(f)
+		}
+		p.Over = true
+	case isData: // within the bound, so held whole
+		p.addData(v)
+	default:
+		p.Fields = append(p.Fields, append([]byte(nil), l...))
+	}
+	return nil
 }
 
 // addData adds a data line's value to the event's data.
