@@ -30,12 +30,16 @@ type Events struct {
 // leaves no trace: nothing is written for it (no blank event, no id line,
 // so neither the timing nor the count of what was removed shows), except
 // that its retry field, a setting of the stream, comes with the next event
-// sent. A client resuming with Last-Event-ID then resumes from the last
+// sent when it changes the setting. A client resuming with Last-Event-ID then resumes from the last
 // event it got. Every event is flushed as soon as it is written.
 func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 	rd := NewReader(r, ev.Max, ev.TooBig != nil)
 	wr := NewWriter(w, flush)
-	var retry []byte // the last retry field of the events dropped since the last one sent
+	// sent is the last retry field sent; held that of the events dropped
+	// since, sent with the next event when it changes the setting and that
+	// event has no retry of its own (never a second retry line that would
+	// tell an event was dropped).
+	var sent, held []byte
 	for {
 		e, err := rd.Next()
 		if err == io.EOF {
@@ -46,21 +50,35 @@ func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
 		}
 		e, keep := ev.apply(e)
 		if !keep {
-			for _, f := range e.Fields {
-				if isRetry(f) {
-					retry = f
-				}
+			if l := lastRetry(e.Fields); l != nil {
+				held = l
 			}
 			continue
 		}
-		if retry != nil {
-			e.Fields = append([][]byte{retry}, e.Fields...)
-			retry = nil
+		own := lastRetry(e.Fields)
+		if own == nil && held != nil && !bytes.Equal(held, sent) {
+			e.Fields = append([][]byte{held}, e.Fields...)
+			own = held
 		}
+		if own != nil {
+			sent = own
+		}
+		held = nil
 		if err := wr.Write(e); err != nil {
 			return err
 		}
 	}
+}
+
+// lastRetry returns the last retry field of an event's fields, nil if none.
+func lastRetry(fields [][]byte) []byte {
+	var last []byte
+	for _, f := range fields {
+		if bytes.HasPrefix(f, []byte("retry:")) || string(f) == "retry" {
+			last = f
+		}
+	}
+	return last
 }
 
 // apply returns the event to send, and false when none is.
@@ -89,9 +107,4 @@ func (ev Events) apply(e Event) (Event, bool) {
 	}
 	e.Fields = fields
 	return e, true
-}
-
-// isRetry reports whether a field line is a retry field.
-func isRetry(l []byte) bool {
-	return bytes.HasPrefix(l, []byte("retry:")) || string(l) == "retry"
 }

@@ -78,6 +78,8 @@ func TestCopyEvents(t *testing.T) {
 		{name: "dropped event without id", in: "event: message\ndata: drop\n\n", out: "", seen: []string{"drop"}},
 		{name: "dropped between kept", in: "id: 1\ndata: a\n\nid: 2\ndata: drop\n\nid: 3\ndata: c\n\n", out: "id: 1\ndata: a\n\nid: 3\ndata: c\n\n", seen: []string{"a", "drop", "c"}, flushes: 2},
 		{name: "a dropped event's retry comes with the next", in: "retry: 5\ndata: drop\n\nretry: 7\ndata: drop\n\nid: 3\ndata: c\n\n", out: "retry: 7\nid: 3\ndata: c\n\n", seen: []string{"drop", "drop", "c"}, flushes: 1},
+		{name: "a dropped event's retry already in force", in: "retry: 5\ndata: a\n\nretry: 5\ndata: drop\n\ndata: c\n\n", out: "retry: 5\ndata: a\n\ndata: c\n\n", seen: []string{"a", "drop", "c"}, flushes: 2},
+		{name: "a dropped event's retry before the next's own", in: "retry: 5\ndata: drop\n\nretry: 9\ndata: c\n\n", out: "retry: 9\ndata: c\n\n", seen: []string{"drop", "c"}, flushes: 1},
 		{name: "dropped events then a comment", in: "data: drop\n\n: ping\n\n", out: ": ping\n\n", seen: []string{"drop"}, flushes: 1},
 		{name: "rewritten data on several lines", in: "data: rewrite\n\n", out: "data: REWRITTEN\ndata: LINE\n\n", seen: []string{"rewrite"}, flushes: 1},
 		{name: "blank lines between events", in: "\n\ndata: a\n\n\n\ndata: b\n\n\n", out: "data: a\n\ndata: b\n\n", seen: []string{"a", "b"}, flushes: 2},
