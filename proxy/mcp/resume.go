@@ -30,10 +30,10 @@ import (
 // does not start with it.
 const resumeV1 = 0x00
 
-// maxResumeID bounds the request id an event handle carries: a longer one
-// (a client's choice) would make every event id of its stream as long, and
-// its stream resumes without the request.
-const maxResumeID = 1 << 10
+// maxResume bounds what an event handle carries of the request (its id,
+// method and task, a client's choice): more would make every event id of its
+// stream as long, and such a stream resumes without the request.
+const maxResume = 1 << 10
 
 // resumePoint is what an event handle seals.
 type resumePoint struct {
@@ -93,7 +93,7 @@ func (x *exchange) eventID(id []byte) ([]byte, bool) {
 		return id, true
 	}
 	p := resumePoint{event: string(id)}
-	if x.call.Kind == mcprules.KindRequest && len(x.call.ID) <= maxResumeID {
+	if c := x.call; c.Kind == mcprules.KindRequest && len(c.ID)+len(c.Method)+len(x.taskID) <= maxResume {
 		p.id, p.method, p.taskID = x.call.ID, x.call.Method, x.taskID
 	}
 	return []byte(x.seal(kindEvent, p.encode())), true
