@@ -7,9 +7,10 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 LDFLAGS     := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-CONFORMANCE := ../shared/reference/macp/conformance
-# The spec's fixtures, each one Warden keeps a corrected copy of in
-# test/conformance (where it disagrees with the runtime) replaced by it.
+CONFORMANCE := testdata/macp/conformance
+# The spec's fixtures (copied verbatim into testdata/macp, see its SOURCE.md),
+# each one Warden keeps a corrected copy of in test/conformance (where it
+# disagrees with the runtime) replaced by it.
 OVERRIDES   := $(wildcard test/conformance/*.json)
 FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),$(wildcard $(CONFORMANCE)/*.json)) $(OVERRIDES)
 ATTACKS     := test/attacks/macp

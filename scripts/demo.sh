@@ -53,7 +53,7 @@ echo "== Warden's log of refusals: $LOGS/warden.log"
 echo
 echo "== offline: the spec's conformance fixtures and Warden's attack transcripts (warden replay)"
 fixtures=()
-for f in ../shared/reference/macp/conformance/*.json; do
+for f in testdata/macp/conformance/*.json; do
   if [ -f "test/conformance/$(basename "$f")" ]; then fixtures+=("test/conformance/$(basename "$f")"); else fixtures+=("$f"); fi
 done
 bin/warden replay "${fixtures[@]}" test/attacks/macp/*.json > "$LOGS/replay.txt"
