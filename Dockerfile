@@ -19,7 +19,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warden ./cmd/warden
+# the product module alone, not the repository's workspace (go.work)
+RUN CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warden ./cmd/warden
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /warden /usr/local/bin/warden

@@ -12,6 +12,9 @@ CONFORMANCE := testdata/macp/conformance
 # each one Warden keeps a corrected copy of in test/conformance (where it
 # disagrees with the runtime) replaced by it.
 OVERRIDES   := $(wildcard test/conformance/*.json)
+# Every package of the workspace (go.work): the product and the bench and
+# deploy modules, whose dependencies stay out of the product's go.mod.
+PKGS        := ./... ./bench/... ./deploy/...
 FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),$(wildcard $(CONFORMANCE)/*.json)) $(OVERRIDES)
 ATTACKS     := test/attacks/macp
 BENCHCOUNT  ?= 6
@@ -30,14 +33,16 @@ help:
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (proxy/frames) and the MACP sidecar's relay front door (proxy/macp)"
 
+# The product module alone (GOWORK=off): its go.mod, not the workspace's
+# (go.work adds bench/ and deploy/, modules of their own).
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
+	GOWORK=off $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
 
 # unit: peer tests skip with a reason when the peers are not installed;
 # make test installs them first and sets WARDEN_REQUIRE_PEERS=1, so that a
 # missing peer fails there instead.
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(PKGS)
 
 peers:
 	bash scripts/peers.sh
@@ -69,8 +74,8 @@ h2spec: $(H2SPEC)
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(TOOLS)/staticcheck ./...
+	$(GO) vet $(PKGS)
+	$(TOOLS)/staticcheck $(PKGS)
 	@# the a2a-go test peer is a module of its own, outside ./...
 	cd test/peers/a2a-go && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 

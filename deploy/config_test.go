@@ -40,7 +40,10 @@ func warden(t *testing.T) string {
 			return
 		}
 		binary = filepath.Join(binDir, "warden")
-		out, err := exec.Command("go", "build", "-o", binary, "../cmd/warden").CombinedOutput()
+		// From the repository root: deploy is a module of its own.
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/warden")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = err
 			binary = string(out)
