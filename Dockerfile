@@ -19,8 +19,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# the product module alone, not the repository's workspace (go.work)
-RUN CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warden ./cmd/warden
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warden ./cmd/warden
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /warden /usr/local/bin/warden

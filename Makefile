@@ -12,9 +12,12 @@ CONFORMANCE := testdata/macp/conformance
 # each one Warden keeps a corrected copy of in test/conformance (where it
 # disagrees with the runtime) replaced by it.
 OVERRIDES   := $(wildcard test/conformance/*.json)
-# Every package of the workspace (go.work): the product and the bench and
-# deploy modules, whose dependencies stay out of the product's go.mod.
-PKGS        := ./... ./bench/... ./deploy/...
+# Go modules of their own beside the product's, so that their dependencies
+# (gonum plot, HdrHistogram; the Kubernetes API types) stay out of the
+# product's go.mod; each requires the product through replace => ../.
+MODULES     := bench deploy
+# each: run a command in the product module and then in every one of MODULES
+each = $(1) ./... && for m in $(MODULES); do (cd $$m && $(1) ./...) || exit 1; done
 FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),$(wildcard $(CONFORMANCE)/*.json)) $(OVERRIDES)
 ATTACKS     := test/attacks/macp
 BENCHCOUNT  ?= 6
@@ -33,16 +36,14 @@ help:
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (proxy/frames) and the MACP sidecar's relay front door (proxy/macp)"
 
-# The product module alone (GOWORK=off): its go.mod, not the workspace's
-# (go.work adds bench/ and deploy/, modules of their own).
 build:
-	GOWORK=off $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
 
 # unit: peer tests skip with a reason when the peers are not installed;
 # make test installs them first and sets WARDEN_REQUIRE_PEERS=1, so that a
 # missing peer fails there instead.
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	$(call each,$(GO) test -race -count=1)
 
 peers:
 	bash scripts/peers.sh
@@ -74,8 +75,8 @@ h2spec: $(H2SPEC)
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
-	$(TOOLS)/staticcheck $(PKGS)
+	$(call each,$(GO) vet)
+	$(call each,$(TOOLS)/staticcheck)
 	@# the a2a-go test peer is a module of its own, outside ./...
 	cd test/peers/a2a-go && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 
@@ -104,7 +105,8 @@ bench: $(TOOLS)/benchstat peers build
 	@mkdir -p bench/results/tmp
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
 	$(TOOLS)/benchstat $(MICRO)
-	$(GO) run ./bench/cmd/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)
+	$(GO) build -C bench -o $(CURDIR)/bin/e2e ./cmd/e2e
+	bin/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)
 
 demo:
 	bash scripts/demo.sh

@@ -103,7 +103,7 @@ func permitted(imp string, prefixes []string) bool {
 // load harness's chart and histogram libraries (bench/) and the Kubernetes
 // API types the manifests' tests decode (deploy/) live in modules of their
 // own, outside every user's dependency review; and the product builds
-// without them (GOWORK=off: its go.mod alone).
+// without them (its go.mod alone, whatever go.work a developer has).
 func TestProductModule(t *testing.T) {
 	b, err := os.ReadFile("../go.mod")
 	if err != nil {

@@ -62,7 +62,7 @@ sizes are bytes. The example configurations in [deploy/config](../deploy/config)
 
 Sections: `)
 	cfg := reflect.TypeOf(Config{})
-	docs := &fieldDocs{parsed: map[string]*ast.Package{}, fset: token.NewFileSet()}
+	docs := &fieldDocs{parsed: map[string][]*ast.File{}, fset: token.NewFileSet()}
 	var names []string
 	for i := range cfg.NumField() {
 		names = append(names, "["+yamlName(cfg.Field(i))+"](#"+yamlName(cfg.Field(i))+")")
@@ -176,18 +176,14 @@ func cell(s string) string {
 // fieldDocs reads the doc comments of struct fields from the sources of
 // the packages that declare them (the module's own, relative to cmd/warden).
 type fieldDocs struct {
-	parsed map[string]*ast.Package
+	parsed map[string][]*ast.File // by import path: the package's non-test files
 	fset   *token.FileSet
 }
 
 const module = "github.com/agentwarden/warden"
 
 func (d *fieldDocs) spec(t *testing.T, typ reflect.Type) *ast.TypeSpec {
-	pkg := d.pkg(t, typ.PkgPath())
-	if pkg == nil {
-		return nil
-	}
-	for _, file := range pkg.Files {
+	for _, file := range d.files(t, typ.PkgPath()) {
 		for _, decl := range file.Decls {
 			gd, ok := decl.(*ast.GenDecl)
 			if !ok {
@@ -251,9 +247,9 @@ func (d *fieldDocs) of(t *testing.T, typ reflect.Type, field string) string {
 	return ""
 }
 
-func (d *fieldDocs) pkg(t *testing.T, path string) *ast.Package {
-	if p, ok := d.parsed[path]; ok {
-		return p
+func (d *fieldDocs) files(t *testing.T, path string) []*ast.File {
+	if fs, ok := d.parsed[path]; ok {
+		return fs
 	}
 	dir := "."
 	if path != "main" && path != module+"/cmd/warden" {
@@ -264,18 +260,21 @@ func (d *fieldDocs) pkg(t *testing.T, path string) *ast.Package {
 		}
 		dir = filepath.Join("..", "..", filepath.FromSlash(rel))
 	}
-	pkgs, err := parser.ParseDir(d.fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p *ast.Package
-	for name, pk := range pkgs {
-		if !strings.HasSuffix(name, "_test") {
-			p = pk
+	var fs []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(d.fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
 	}
-	d.parsed[path] = p
-	return p
+	d.parsed[path] = fs
+	return fs
 }
