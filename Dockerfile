@@ -3,13 +3,16 @@
 # the binary itself is built and tested by `make build` / `make test`, and
 # deploy/deploy_test.go checks this file against deploy/config.)
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t warden .
-#   docker run -v $PWD/tls:/etc/warden/tls:ro warden            # the MACP sidecar (deploy/config/macp-sidecar.yaml)
-#   docker run ... warden serve --config /etc/warden/mcp-sidecar.yaml
-#   docker run ... warden serve --config /etc/warden/extauthz.yaml
-# Mount your own /etc/warden (configuration, operator policies, TLS files,
-# MCP handle key) to replace the examples; `warden check --config FILE`
-# validates it as serve would.
+#   V=$(git describe --tags --always --dirty)
+#   docker build --build-arg VERSION=$V -t warden:$V .
+#   docker run -v $PWD/tls:/etc/warden/tls:ro warden:$V          # the MACP sidecar (deploy/config/macp-sidecar.yaml)
+#   docker run ... warden:$V serve --config mcp-sidecar.yaml     # relative to the WORKDIR, /etc/warden
+#   docker run ... warden:$V serve --config a2a-sidecar.yaml
+#   docker run ... warden:$V serve --config extauthz.yaml
+# The image carries the example configurations and operator policies, never
+# deploy/config's example TLS pair and handle keys: mount your own tls/ (and
+# mcp.key, a2a.key) under /etc/warden, or your own /etc/warden altogether;
+# `warden check --config FILE` validates it as serve would.
 FROM golang:1.26 AS build
 ARG VERSION=dev
 WORKDIR /src
@@ -20,11 +23,14 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /warden /usr/local/bin/warden
-# The example configurations, one per mode; the MACP sidecar's is the default.
-COPY deploy/config/ /etc/warden/
+# The example configurations, one per mode, and their operator policies; the
+# MACP sidecar's is the default. Their relative paths resolve against the
+# working directory.
+COPY deploy/config/*.yaml deploy/config/*.rego /etc/warden/
 COPY deploy/config/macp-sidecar.yaml /etc/warden/warden.yaml
+WORKDIR /etc/warden
 USER nonroot:nonroot
-# MACP sidecar, MCP sidecar, ext_authz, admin (/healthz, /readyz, /metrics)
-EXPOSE 50051 3001 9191 9090
+# MACP sidecar, MCP sidecar, A2A sidecar, ext_authz, admin (/healthz, /readyz, /metrics)
+EXPOSE 50051 3001 8443 9191 9090
 ENTRYPOINT ["/usr/local/bin/warden"]
 CMD ["serve", "--config", "/etc/warden/warden.yaml"]

@@ -7,10 +7,17 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 LDFLAGS     := -s -w -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCHSTAT   := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-CONFORMANCE := ../shared/reference/macp/conformance
-# The spec's fixtures, each one Warden keeps a corrected copy of in
-# test/conformance (where it disagrees with the runtime) replaced by it.
+CONFORMANCE := testdata/macp/conformance
+# The spec's fixtures (copied verbatim into testdata/macp, see its SOURCE.md),
+# each one Warden keeps a corrected copy of in test/conformance (where it
+# disagrees with the runtime) replaced by it.
 OVERRIDES   := $(wildcard test/conformance/*.json)
+# Go modules of their own beside the product's, so that their dependencies
+# (gonum plot, HdrHistogram; the Kubernetes API types) stay out of the
+# product's go.mod; each requires the product through replace => ../.
+MODULES     := bench deploy
+# each: run a command in the product module and then in every one of MODULES
+each = $(1) ./... && for m in $(MODULES); do (cd $$m && $(1) ./...) || exit 1; done
 FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),$(wildcard $(CONFORMANCE)/*.json)) $(OVERRIDES)
 ATTACKS     := test/attacks/macp
 BENCHCOUNT  ?= 6
@@ -36,7 +43,7 @@ build:
 # make test installs them first and sets WARDEN_REQUIRE_PEERS=1, so that a
 # missing peer fails there instead.
 unit:
-	$(GO) test -race -count=1 ./...
+	$(call each,$(GO) test -race -count=1)
 
 peers:
 	bash scripts/peers.sh
@@ -68,8 +75,8 @@ h2spec: $(H2SPEC)
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(TOOLS)/staticcheck ./...
+	$(call each,$(GO) vet)
+	$(call each,$(TOOLS)/staticcheck)
 	@# the a2a-go test peer is a module of its own, outside ./...
 	cd test/peers/a2a-go && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 
@@ -98,7 +105,8 @@ bench: $(TOOLS)/benchstat peers build
 	@mkdir -p bench/results/tmp
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
 	$(TOOLS)/benchstat $(MICRO)
-	$(GO) run ./bench/cmd/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)
+	$(GO) build -C bench -o $(CURDIR)/bin/e2e ./cmd/e2e
+	bin/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)
 
 demo:
 	bash scripts/demo.sh

@@ -40,7 +40,10 @@ func warden(t *testing.T) string {
 			return
 		}
 		binary = filepath.Join(binDir, "warden")
-		out, err := exec.Command("go", "build", "-o", binary, "../cmd/warden").CombinedOutput()
+		// From the repository root: deploy is a module of its own.
+		cmd := exec.Command("go", "build", "-o", binary, "./cmd/warden")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = err
 			binary = string(out)
@@ -132,6 +135,38 @@ func check(t *testing.T, name, config, dir string) string {
 	return string(out)
 }
 
+// filePaths returns every string value of a key that names a file
+// (*_file, files) in a decoded YAML document.
+func filePaths(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case []any:
+		for _, x := range v {
+			out = append(out, filePaths(x)...)
+		}
+	case map[string]any:
+		for k, x := range v {
+			switch x := x.(type) {
+			case string:
+				if strings.HasSuffix(k, "_file") {
+					out = append(out, x)
+				}
+			case []any:
+				if k == "files" {
+					for _, e := range x {
+						if e, ok := e.(string); ok {
+							out = append(out, e)
+						}
+					}
+					continue
+				}
+			}
+			out = append(out, filePaths(x)...)
+		}
+	}
+	return out
+}
+
 // etcPaths returns every string value under /etc/ in a decoded YAML document.
 func etcPaths(v any) []string {
 	var out []string
@@ -153,10 +188,11 @@ func etcPaths(v any) []string {
 }
 
 // TestExampleConfigs: every example configuration, one per mode, passes
-// `warden check --config` (serve's own validation, every file it names
-// present), and serves what its name says.
+// `warden check --config` as shipped (serve's own validation, every file it
+// names present), run from deploy/config, the directory its relative paths
+// resolve against (the image's WORKDIR /etc/warden); it names no absolute
+// path; and it serves what its name says.
 func TestExampleConfigs(t *testing.T) {
-	dir := mounted(t)
 	want := map[string]string{
 		"macp-sidecar.yaml": "serves: MACP sidecar on 0.0.0.0:50051",
 		"mcp-sidecar.yaml":  "serves: MCP sidecar on 0.0.0.0:3001",
@@ -170,21 +206,37 @@ func TestExampleConfigs(t *testing.T) {
 	if len(files) != len(want) {
 		t.Fatalf("deploy/config holds %v, want one per mode: %v", files, want)
 	}
+	bin := warden(t)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := check(t, f, string(b), dir)
-			if w := want[filepath.Base(f)]; !strings.Contains(out, w) || strings.Count(out, "serves:") != 1 {
+			var doc any
+			if err := yaml.Unmarshal(b, &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range filePaths(doc) {
+				if filepath.IsAbs(p) {
+					t.Errorf("%s names the absolute path %s: a clone cannot check it as shipped", f, p)
+				}
+			}
+			cmd := exec.Command(bin, "check", "--config", filepath.Base(f))
+			cmd.Dir = "config"
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("cd deploy/config && warden check --config %s: %v\n%s", filepath.Base(f), err, out)
+			}
+			if w := want[filepath.Base(f)]; !strings.Contains(string(out), w) || strings.Count(string(out), "serves:") != 1 {
 				t.Errorf("output lacks %q (and only it):\n%s", w, out)
 			}
-			if !strings.Contains(out, ": extends warden.") {
+			if !strings.Contains(string(out), ": extends warden.") {
 				t.Errorf("the example's operator policy is not reported:\n%s", out)
 			}
 		})
 	}
+	dir := mounted(t)
 	for _, manifest := range []string{"kubernetes/warden.yaml", "kubernetes/extauthz-replicas.yaml", "kubernetes/mcp-replicas.yaml"} {
 		t.Run(manifest+" ConfigMap", func(t *testing.T) {
 			b, err := os.ReadFile(manifest)
@@ -219,8 +271,10 @@ func TestDockerfile(t *testing.T) {
 	}
 	var (
 		copies  = map[string]string{} // destination -> source
+		sources []string              // the last stage's COPY sources but --from
 		exposed []string
 		cmd     string
+		workdir string // the last stage's
 		df      = string(b)
 	)
 	sc := bufio.NewScanner(strings.NewReader(df))
@@ -233,7 +287,12 @@ func TestDockerfile(t *testing.T) {
 		case "COPY":
 			if !strings.HasPrefix(f[1], "--from") {
 				copies[f[len(f)-1]] = f[1]
+				sources = append(sources, f[1:len(f)-1]...)
 			}
+		case "FROM":
+			workdir, sources = "", nil
+		case "WORKDIR":
+			workdir = f[1]
 		case "EXPOSE":
 			exposed = append(exposed, f[1:]...)
 		case "CMD":
@@ -251,6 +310,20 @@ func TestDockerfile(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("..", src)); err != nil {
 		t.Fatalf("the image's configuration %s: %v", src, err)
 	}
+	// The examples' relative paths resolve against the working directory.
+	if workdir != filepath.Dir(m[1]) {
+		t.Errorf("WORKDIR %q: the image's configuration %s resolves its relative paths against %s", workdir, m[1], filepath.Dir(m[1]))
+	}
+	// deploy/config's example TLS pair and handle keys are for warden check
+	// and local runs only: an image holding them would serve with a key
+	// anyone can read.
+	for _, src := range sources {
+		for _, secret := range []string{"config/tls/tls.key", "config/mcp.key", "config/a2a.key"} {
+			if ok, _ := filepath.Match(src, "deploy/"+secret); ok || strings.HasPrefix("deploy/"+secret, strings.TrimSuffix(src, "/")+"/") || src == "." {
+				t.Errorf("COPY %s puts the example secret deploy/%s into the image", src, secret)
+			}
+		}
+	}
 	if !strings.Contains(df, "ARG VERSION") || !strings.Contains(df, "-X main.version=${VERSION}") {
 		t.Error("the build must take a VERSION build arg into -ldflags -X main.version")
 	}
@@ -264,7 +337,7 @@ func TestDockerfile(t *testing.T) {
 		if err := yaml.Unmarshal(b, &cfg); err != nil {
 			t.Fatal(err)
 		}
-		for _, section := range []string{"macp", "mcp", "extauthz", "admin"} {
+		for _, section := range []string{"macp", "mcp", "a2a", "extauthz", "admin"} {
 			addr, _ := cfg[section]["listen"].(string)
 			if addr == "" {
 				continue

@@ -6,6 +6,8 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8syaml "sigs.k8s.io/yaml"
+
+	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp"
 )
 
 // loadBootstrap decodes an Envoy YAML bootstrap into go-control-plane's
@@ -54,8 +59,10 @@ func TestEnvoy(t *testing.T) {
 		file     string
 		minBytes uint32 // the upstream's own message limit
 	}{
-		{"envoy/macp.yaml", 1 << 20}, // the runtime's 1 MiB payload limit
-		{"envoy/mcp.yaml", 4 << 20},  // Warden's MCP max_body_bytes default
+		// Warden's own limits: Envoy must buffer whatever Warden would
+		// accept, or a message Warden allows is refused (413) before it is asked.
+		{"envoy/macp.yaml", macp.DefaultMaxMessageBytes + 5}, // one gRPC message and its 5-byte prefix
+		{"envoy/mcp.yaml", listener.DefaultMaxBodyBytes},     // mcp.max_body_bytes
 	} {
 		t.Run(tc.file, func(t *testing.T) { checkEnvoy(t, tc.file, tc.minBytes) })
 	}
@@ -258,5 +265,35 @@ func TestKubernetesReplicas(t *testing.T) {
 				t.Errorf("Redis args %q: the manifest documents a Redis without persistence", args)
 			}
 		})
+	}
+}
+
+// TestImageTags: every image the manifests run names a version, never
+// latest or no tag, so a rollout runs what was reviewed.
+func TestImageTags(t *testing.T) {
+	files, err := filepath.Glob("kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests: %v", err)
+	}
+	image := regexp.MustCompile(`(?m)^\s*(?:-\s*)?image:\s*(\S+)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := image.FindAllStringSubmatch(string(b), -1)
+		if len(ms) == 0 {
+			t.Errorf("%s: no image", f)
+		}
+		for _, m := range ms {
+			ref := m[1]
+			tag := ""
+			if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+				tag = ref[i+1:]
+			}
+			if tag == "" || tag == "latest" {
+				t.Errorf("%s: image %s names no version", f, ref)
+			}
+		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // corrected copies in test/conformance replacing the ones that disagree with
 // the runtime).
 func TestConformance(t *testing.T) {
-	files, err := Conformance("../../shared/reference/macp/conformance", "../test/conformance")
+	files, err := Conformance("../testdata/macp/conformance", "../test/conformance")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,9 @@
 # started. Then replays the spec's conformance fixtures and Warden's attack
 # transcripts offline. Last, one A2A hijack: the a2a-go v2.3.1 server
 # (test/peers/a2a-go) direct and with Warden in front.
+#   bash scripts/demo.sh          everything (make demo)
+#   bash scripts/demo.sh --a2a    the A2A hijack alone: needs Go, python3 and
+#                                 curl, builds no runtime (the README's quick start)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +20,9 @@ refusals() {
 }
 if [ "${1:-}" = --refusals ]; then refusals "$2"; exit; fi # for scripts/demo_test.sh
 
-bash scripts/peers.sh macp # the runtime and the Python SDK: no npm, no MCP peers
+A2A_ONLY=false
+if [ "${1:-}" = --a2a ]; then A2A_ONLY=true; fi
+$A2A_ONLY || bash scripts/peers.sh macp # the runtime and the Python SDK: no npm, no MCP peers
 make -s build
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
@@ -36,6 +41,7 @@ wait_port() {
   echo "demo: nothing listens on $1; logs in $LOGS" >&2; exit 1
 }
 
+if ! $A2A_ONLY; then
 MACP_BIND_ADDR=$RT MACP_MEMORY_ONLY=1 MACP_ALLOW_INSECURE=1 RUST_LOG=warn .peers/cargo/bin/macp-runtime >"$LOGS/runtime.log" 2>&1 &
 pids+=($!)
 wait_port "$RT"
@@ -53,7 +59,7 @@ echo "== Warden's log of refusals: $LOGS/warden.log"
 echo
 echo "== offline: the spec's conformance fixtures and Warden's attack transcripts (warden replay)"
 fixtures=()
-for f in ../shared/reference/macp/conformance/*.json; do
+for f in testdata/macp/conformance/*.json; do
   if [ -f "test/conformance/$(basename "$f")" ]; then fixtures+=("test/conformance/$(basename "$f")"); else fixtures+=("$f"); fi
 done
 bin/warden replay "${fixtures[@]}" test/attacks/macp/*.json > "$LOGS/replay.txt"
@@ -61,6 +67,8 @@ echo "  $(wc -l < "$LOGS/replay.txt") messages decided, $(grep -c ' reject ' "$L
 echo "  a few refusals:"
 refusals "$LOGS/replay.txt"
 echo "  full list: $LOGS/replay.txt"
+
+fi
 
 echo
 echo "== A2A: the a2a-go v2.3.1 server, direct and with Warden in front; bob tries to read alice's task"

@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 # The spec's fixtures, Warden's corrected copies (test/conformance) in place
 # of the ones that disagree with the runtime, as make test and the demo do.
 fixtures=()
-for f in ../shared/reference/macp/conformance/*.json; do
+for f in testdata/macp/conformance/*.json; do
   if [ -f "test/conformance/$(basename "$f")" ]; then fixtures+=("test/conformance/$(basename "$f")"); else fixtures+=("$f"); fi
 done
 bin/warden replay "${fixtures[@]}" test/attacks/macp/*.json >"$tmp/one.txt"

@@ -6,6 +6,7 @@ package test
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -96,4 +97,38 @@ func permitted(imp string, prefixes []string) bool {
 		}
 	}
 	return false
+}
+
+// TestProductModule: the product's go.mod lists what the product runs. The
+// load harness's chart and histogram libraries (bench/) and the Kubernetes
+// API types the manifests' tests decode (deploy/) live in modules of their
+// own, outside every user's dependency review; and the product builds
+// without them (its go.mod alone, whatever go.work a developer has).
+func TestProductModule(t *testing.T) {
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, banned := range []string{"gonum.org/", "k8s.io/", "sigs.k8s.io/", "github.com/HdrHistogram/"} {
+		if strings.Contains(string(b), banned) {
+			t.Errorf("go.mod requires %s*: a module of bench/ or deploy/, not of the product", banned)
+		}
+	}
+	for _, m := range []string{"../bench/go.mod", "../deploy/go.mod"} {
+		if _, err := os.Stat(m); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "./...")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the product alone (GOWORK=off go list -deps ./...): %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, module+"/bench") || strings.HasPrefix(p, module+"/deploy") {
+			t.Errorf("the product depends on %s", p)
+		}
+	}
 }

@@ -217,7 +217,7 @@ func finalState(c macpClient, initiator, sid string) string {
 func transcriptFiles(t *testing.T) []string {
 	t.Helper()
 	root := repoRoot(t)
-	files, err := replay.Transcripts(filepath.Join(root, "../shared/reference/macp/conformance"), filepath.Join(root, "test/conformance"), filepath.Join(root, "test/attacks/macp"))
+	files, err := replay.Transcripts(filepath.Join(root, "testdata/macp/conformance"), filepath.Join(root, "test/conformance"), filepath.Join(root, "test/attacks/macp"))
 	if err != nil {
 		t.Fatal(err)
 	}

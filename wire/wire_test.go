@@ -3,8 +3,6 @@ package wire_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,47 +181,13 @@ func sampleEnvelope(k payloadKind) *macpv1.Envelope {
 	}
 }
 
-// findMACPDir locates the shared MACP reference: ../shared/reference/macp
-// next to the directory holding go.mod.
-func findMACPDir() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-	ref := filepath.Join(dir, "..", "shared", "reference", "macp")
-	if _, err := os.Stat(ref); err != nil {
-		return "", err
-	}
-	return ref, nil
-}
-
-// macpDir returns findMACPDir's result and skips the test when the reference
-// tree is absent.
-func macpDir(tb testing.TB) string {
-	tb.Helper()
-	ref, err := findMACPDir()
-	if errors.Is(err, fs.ErrNotExist) {
-		tb.Skipf("MACP reference tree not present: %v", err)
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ref
-}
+// macpDir is the MACP specification's reference files Warden keeps in the
+// repository (testdata/macp, see its SOURCE.md): canonical example envelopes.
+const macpDir = "../testdata/macp"
 
 func readEnvelopeBin(tb testing.TB) []byte {
 	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(macpDir(tb), "examples", "envelope.bin"))
+	data, err := os.ReadFile(filepath.Join(macpDir, "examples", "envelope.bin"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -300,7 +264,7 @@ type canonicalEnvelope struct {
 
 func loadExampleEnvelopes(t *testing.T) map[string][]canonicalEnvelope {
 	t.Helper()
-	dir := filepath.Join(macpDir(t), "examples")
+	dir := filepath.Join(macpDir, "examples")
 	out := map[string][]canonicalEnvelope{}
 	singles, _ := filepath.Glob(filepath.Join(dir, "json-*.json"))
 	sessions, _ := filepath.Glob(filepath.Join(dir, "*-mode-session.json"))
@@ -591,10 +555,8 @@ func checkRoundTrip(t *testing.T, m proto.Message, data []byte) bool {
 }
 
 func addSeeds(f *testing.F) {
-	if ref, err := findMACPDir(); err == nil {
-		if data, err := os.ReadFile(filepath.Join(ref, "examples", "envelope.bin")); err == nil {
-			f.Add(data)
-		}
+	if data, err := os.ReadFile(filepath.Join(macpDir, "examples", "envelope.bin")); err == nil {
+		f.Add(data)
 	}
 	f.Add([]byte{})
 	f.Add([]byte(envelopeBinPlaceholder))

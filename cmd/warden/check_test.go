@@ -168,7 +168,7 @@ func TestCheckPolicyPackages(t *testing.T) {
 		t.Fatalf("wrong package: exit %d\n%s%s", code, out, errOut)
 	}
 	// replay refuses it too, instead of accepting every message.
-	code, _, errOut = runCmd(t, "replay", "--policy", dir+"/foo.rego", "../../../shared/reference/macp/conformance/task_happy_path.json")
+	code, _, errOut = runCmd(t, "replay", "--policy", dir+"/foo.rego", "../../testdata/macp/conformance/task_happy_path.json")
 	if code != 1 || !strings.Contains(errOut, "package foo") {
 		t.Fatalf("replay: exit %d %q", code, errOut)
 	}

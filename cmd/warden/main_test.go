@@ -32,7 +32,7 @@ func write(t *testing.T, name, content string) string {
 }
 
 func TestReplayCommand(t *testing.T) {
-	fixture := "../../../shared/reference/macp/conformance/task_happy_path.json"
+	fixture := "../../testdata/macp/conformance/task_happy_path.json"
 	code, out, _ := runCmd(t, "replay", fixture)
 	if code != 0 {
 		t.Fatalf("exit %d", code)

@@ -81,7 +81,7 @@ func TestTranscriptsThroughCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := replay.Transcripts("../../../shared/reference/macp/conformance", "../../test/conformance", "../../test/attacks/macp")
+	files, err := replay.Transcripts("../../testdata/macp/conformance", "../../test/conformance", "../../test/attacks/macp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/bench/load"
+	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
@@ -139,7 +139,7 @@ func benchSend(b *testing.B, transport string) {
 	c := benchSidecar(b, transport)
 	updates, ctx := benchSessions(b, c, 1)
 	b.ReportAllocs()
-	defer reportCPU(b, load.CPU())
+	defer reportCPU(b, cputime.Used())
 	for b.Loop() {
 		if err := sendUpdate(ctx, c, updates[0]); err != nil {
 			b.Fatal(err)
@@ -150,7 +150,7 @@ func benchSend(b *testing.B, transport string) {
 // reportCPU reports the CPU time per operation since start: the client's,
 // the sidecar's and the upstream's together.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkSidecarSendParallel is BenchmarkSidecarSend from every core at
@@ -161,7 +161,7 @@ func BenchmarkSidecarSendParallel(b *testing.B) {
 	updates, ctx := benchSessions(b, c, sessions)
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer reportCPU(b, load.CPU())
+	defer reportCPU(b, cputime.Used())
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {

@@ -66,7 +66,7 @@ func happyPath(t *testing.T) (*replay.Transcript, *proxy.Enforcer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := replay.Load("../../../shared/reference/macp/conformance/task_happy_path.json")
+	tr, err := replay.Load("../../testdata/macp/conformance/task_happy_path.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func (c *testClock) now() time.Time {
 // transcripts.
 func transcriptFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := replay.Transcripts("../../../shared/reference/macp/conformance", "../../test/conformance", "../../test/attacks/macp")
+	files, err := replay.Transcripts("../../testdata/macp/conformance", "../../test/conformance", "../../test/attacks/macp")
 	if err != nil {
 		t.Fatal(err)
 	}

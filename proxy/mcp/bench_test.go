@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentwarden/warden/bench/load"
+	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
@@ -108,7 +108,7 @@ func (e *benchError) Error() string { return http.StatusText(e.status) + ": " + 
 // reportCPU reports the CPU time per operation since start: the client's,
 // the sidecar's and the upstream's together.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(load.CPU()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkSidecar measures one MCP request end to end in one process: a
@@ -126,7 +126,7 @@ func benchSidecar(b *testing.B, parallel bool) {
 	for _, c := range calls {
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
-			defer reportCPU(b, load.CPU())
+			defer reportCPU(b, cputime.Used())
 			if !parallel {
 				for b.Loop() {
 					if err := h.benchPost(client, c); err != nil {

@@ -81,8 +81,12 @@ func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) 
 // (HTTP, upstream a URL); extra flags follow (-relay: the frame relay).
 func (b *bench) startNull(name, listen, proto, upstream string, extra ...string) (*proc, error) {
 	b.nullOnce.Do(func() {
-		b.nullPath = filepath.Join(b.logDir, "nullhop")
-		if out, err := exec.Command("go", "build", "-o", b.nullPath, "./bench/cmd/null").CombinedOutput(); err != nil {
+		// bench is a module of its own; go build -C resolves -o in it, so
+		// the path must be absolute.
+		if b.nullPath, b.nullErr = filepath.Abs(filepath.Join(b.logDir, "nullhop")); b.nullErr != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-C", "bench", "-o", b.nullPath, "./cmd/null").CombinedOutput(); err != nil {
 			b.nullErr = fmt.Errorf("go build ./bench/cmd/null: %v %s", err, out)
 		}
 	})
