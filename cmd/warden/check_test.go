@@ -86,6 +86,10 @@ func TestCheckConfig(t *testing.T) {
 		{"a2a sidecar", dev + a2aPlain + "  handle_key_file: D/mcp.key\n  webhook_allow: [10.1.0.0/16, hooks.internal]\n", ""},
 		{"a2a missing handle key", dev + a2aPlain + "  handle_key_file: D/none.key\n", "a2a.handle_key_file"},
 		{"a2a bad webhook allowlist", dev + a2aPlain + "  webhook_allow: [\"http://x/\"]\n", "a2a.webhook_allow"},
+		{"a2a allow-only without a list", dev + a2aPlain + "  webhook_allow_only: true\n", "a2a.webhook_allow_only"},
+		{"a2a push relay listen", dev + a2aPlain + "  push_relay:\n    listen: nowhere\n", "a2a.push_relay.listen"},
+		{"a2a push relay url", dev + a2aPlain + "  push_relay:\n    url: ftp://x/\n", "a2a.push_relay.url"},
+		{"a2a push relay", dev + a2aPlain + "  webhook_allow: [hooks.internal]\n  webhook_allow_only: true\n  push_relay:\n    listen: 127.0.0.1:0\n    url: http://warden.internal:9099\n    timeout: 5s\n", ""},
 		{"a2a upstream not http", dev + "a2a:\n  listen: 127.0.0.1:0\n  upstream: grpc://x\n  plaintext: true\n", "a2a.upstream"},
 		{"all three with files", "authn:\n  mode: [jwt, static, mtls]\n  jwt:\n    jwks_file: D/jwks.json\n    issuer: i\n    audience: a\n  static:\n    tokens_file: D/tokens.json\n" +
 			"macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/ca.pem\n  upstream_ca_file: D/ca.pem\n  upstream_tokens_file: D/upstream-tokens.json\n" +

@@ -87,6 +87,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a2aMaxResp := fs.Int64("a2a-max-response-bytes", 0, "A2A: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
+	a2aAllowOnly := fs.Bool("a2a-webhook-allow-only", false, "A2A: push notifications go only to what --a2a-webhook-allow names")
+	a2aRelayListen := fs.String("a2a-push-relay-listen", "", "A2A: address the push relay serves the A2A server on, plain HTTP; a fixed port lets push configs outlive a restart (default 127.0.0.1:0)")
+	a2aRelayURL := fs.String("a2a-push-relay-url", "", "A2A: the push relay's base URL as the A2A server reaches it (default http:// and the relay's listen address)")
+	a2aRelayTimeout := fs.Duration("a2a-push-timeout", 0, "A2A: time one push delivery may take, dial to answer (default 10s)")
 	stateURL := fs.String("state", "", "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)")
 	var streams macp.StreamLimits
 	fs.IntVar(&streams.Max, "max-streams", 0, fmt.Sprintf("MACP: relayed calls held open at once (StreamSession, the watches, pass-through), all callers together; at most %d, the rest of the runtime's streams stay for decided calls (default %d)", macp.MaxStreamsLimit, macp.DefaultMaxStreams))
@@ -158,6 +162,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.A2A.Upstream, *a2aUpstream)
 		set(&c.A2A.HandleKeyFile, *a2aKey)
 		c.A2A.WebhookAllow = append(c.A2A.WebhookAllow, a2aAllow...)
+		c.A2A.WebhookAllowOnly = c.A2A.WebhookAllowOnly || *a2aAllowOnly
+		set(&c.A2A.PushRelay.Listen, *a2aRelayListen)
+		set(&c.A2A.PushRelay.URL, *a2aRelayURL)
+		if *a2aRelayTimeout != 0 {
+			c.A2A.PushRelay.Timeout = *a2aRelayTimeout
+		}
 		if *a2aMaxBody != 0 {
 			c.A2A.MaxBodyBytes = *a2aMaxBody
 		}

@@ -490,6 +490,9 @@ func (x *exchange) pushConfig(c map[string]any) bool {
 	if t, ok := c["taskId"]; ok && t != x.taskID && !x.dryRun("a push config of another task", x.taskID) {
 		return false
 	}
+	if !x.s.relay.Restore(c, x.principal) && !x.dryRun("a push config of another's", x.taskID) {
+		return false // the server holds another principal's relay URL for it
+	}
 	x.sealAt(c, "taskId", a2arules.KindTask)
 	delete(c, "token")
 	if a, ok := c["authentication"].(map[string]any); ok {

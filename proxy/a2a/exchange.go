@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
@@ -136,6 +137,9 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	default:
 		req.Refused = a2arules.WebhookRefused(c, x.s.allow)
 	}
+	if len(c.Webhooks) > 0 && req.Refused.OK() && !x.relayed(c, req.TaskID) {
+		req.Refused = rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonWebhookRefused, Detail: "the push relay is not listening; retry later"}
+	}
 	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
 	if p != nil {
 		env["params"] = p
@@ -145,6 +149,22 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
 	}
 	return req, body
+}
+
+// relayed points every webhook URL of the request at the push relay
+// (pushrelay): the server pushes to Warden, which delivers to the client's
+// URL. False when the relay is not listening.
+func (x *exchange) relayed(c a2arules.Call, taskID string) bool {
+	t := pushrelay.Target{Principal: x.principal, Task: taskID, Context: x.contextID}
+	if c.Method == a2arules.MethodCreatePush {
+		return x.s.relay.Rewrite(c.Params, t)
+	}
+	return x.s.relay.Rewrite(c.Params["configuration"], t)
+}
+
+// sealFor is the handle of an upstream id for a principal.
+func (s *Server) sealFor(kind a2arules.Kind, principal, id string) string {
+	return s.handles.Seal(byte(kind), principal, id)
 }
 
 // forward sends the decided request upstream and relays the answer back

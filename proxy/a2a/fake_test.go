@@ -231,6 +231,9 @@ func newHarnessWith(t testing.TB, cfg Config, e *proxy.Enforcer) *harness {
 	}
 	front := httptest.NewServer(srv)
 	t.Cleanup(front.Close)
+	relay := httptest.NewServer(srv.relay)
+	t.Cleanup(relay.Close)
+	srv.relay.Bound(relay.Listener.Addr())
 	return &harness{up: up, front: front, srv: srv}
 }
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
@@ -63,6 +64,11 @@ type Config struct {
 	// pairs a push-notification URL may name although they are loopback,
 	// private or link-local.
 	WebhookAllow []string `yaml:"webhook_allow" json:"webhook_allow"`
+	// WebhookAllowOnly lets push notifications go to what WebhookAllow
+	// names only.
+	WebhookAllowOnly bool `yaml:"webhook_allow_only" json:"webhook_allow_only"`
+	// PushRelay is the push relay the server's notifications go through.
+	PushRelay pushrelay.Config `yaml:"push_relay" json:"push_relay"`
 }
 
 // Defaults.
@@ -91,7 +97,10 @@ func (c Config) Validate() error {
 	if _, err := a2arules.ParseAllow(c.WebhookAllow); err != nil {
 		return fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
-	return nil
+	if c.WebhookAllowOnly && len(c.WebhookAllow) == 0 {
+		return errors.New("a2a.webhook_allow_only: give the webhooks allowed in a2a.webhook_allow")
+	}
+	return c.PushRelay.Validate()
 }
 
 func (c Config) withDefaults() Config {
@@ -107,6 +116,7 @@ type Server struct {
 	allow    a2arules.Allow
 	client   *http.Client
 	handles  handle.Sealer
+	relay    *pushrelay.Relay
 	log      *slog.Logger
 	public   string // the JSON-RPC endpoint written into agent cards
 }
@@ -131,6 +141,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
+	allow.Only = cfg.WebhookAllowOnly
 	if client == nil {
 		client = listener.UpstreamClient(cfg.Limits)
 	}
@@ -143,6 +154,9 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	}
 	s := &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log}
 	s.public = publicEndpoint(cfg, s.endpoint())
+	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, key, e, s.sealFor, log); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

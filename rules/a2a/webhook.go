@@ -12,10 +12,32 @@ import (
 
 // Allow is the webhook allowlist: networks (CIDR prefixes), host names and
 // host:port pairs a push config may name even where CheckWebhook would
-// refuse them.
+// refuse them. With Only set, a push config may name nothing else.
 type Allow struct {
 	Prefixes []netip.Prefix
 	Hosts    []string // lower case, host or host:port
+	Only     bool
+}
+
+// named reports whether host (lower case, no trailing dot) or host:port is
+// one of the allowlist's names.
+func (a Allow) named(host, port string) bool {
+	for _, h := range a.Hosts {
+		if h == host || h == host+":"+port || h == "["+host+"]:"+port {
+			return true
+		}
+	}
+	return false
+}
+
+// contains reports whether ip is in one of the allowlist's networks.
+func (a Allow) contains(ip netip.Addr) bool {
+	for _, p := range a.Prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseAllow reads allowlist entries: "10.0.0.0/8", "192.0.2.7",
@@ -46,9 +68,11 @@ func ParseAllow(entries []string) (Allow, error) {
 // multicast, shared (100.64/10) or "localhost", in every spelling an HTTP
 // client accepts: IPv4 in dotted, decimal, octal and hex forms with 1 to 4
 // parts, IPv6 with IPv4-mapped, -compatible and NAT64 addresses, zones,
-// percent-escapes and trailing dots. Names are not resolved (the server
-// resolves them); operators who need a name that resolves inside list it,
-// or a network, in allow.
+// percent-escapes and trailing dots; with allow.Only, anything the
+// allowlist does not name. Names are not resolved here: this is the early,
+// clear refusal of a config, and the sidecar's push relay checks the
+// address a name resolves to when it delivers (CheckDial). Operators who
+// need a name that resolves inside list it, or a network, in allow.
 func CheckWebhook(raw string, allow Allow) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -60,38 +84,67 @@ func CheckWebhook(raw string, allow Allow) error {
 	if u.User != nil {
 		return fmt.Errorf("the webhook URL must not carry credentials")
 	}
-	host := u.Hostname()
-	if !isASCII(host) {
-		// HTTP clients map an internationalized name to ASCII first
-		// (UTS #46: "127。0。0。1" and "①②⑦.0.0.1" are 127.0.0.1): the
-		// check reads the name they will connect to.
-		a, err := idna.Lookup.ToASCII(host)
-		if err != nil {
-			return fmt.Errorf("the webhook host is not a valid host name")
-		}
-		host = a
+	// HTTP clients map an internationalized name to ASCII first (UTS #46:
+	// "127。0。0。1" and "①②⑦.0.0.1" are 127.0.0.1): the check reads the
+	// name they will connect to.
+	host, ok := Host(u.Hostname())
+	if !ok {
+		return fmt.Errorf("the webhook host is not a valid host name")
 	}
-	host = strings.TrimRight(strings.ToLower(host), ".")
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	for _, h := range allow.Hosts {
-		if h == host || h == host+":"+port || h == "["+host+"]:"+port {
-			return nil
-		}
+	if allow.named(host, port) {
+		return nil
 	}
 	ip, isIP := Address(host)
 	if !isIP {
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") || host == "" {
 			return fmt.Errorf("the webhook host %s is loopback", host)
 		}
+		if allow.Only {
+			return fmt.Errorf("the webhook host %s is not on the webhook allowlist", host)
+		}
 		return nil
 	}
-	for _, p := range allow.Prefixes {
-		if p.Contains(ip) {
-			return nil
+	return CheckDial(ip, false, allow)
+}
+
+// Host is the name a webhook URL's host is checked and allowed by: lower
+// case, in ASCII (UTS #46, as HTTP clients map it), without trailing dots.
+// ok is false for a host that is no valid name.
+func Host(host string) (string, bool) {
+	if !isASCII(host) {
+		a, err := idna.Lookup.ToASCII(host)
+		if err != nil {
+			return "", false
 		}
+		host = a
+	}
+	return strings.TrimRight(strings.ToLower(host), "."), true
+}
+
+// Named reports whether a webhook host (as Host reads it) and port are
+// named by the allowlist: an address it resolves to is then let through.
+func (a Allow) Named(host, port string) bool {
+	h, ok := Host(host)
+	return ok && a.named(h, port)
+}
+
+// CheckDial refuses an address a webhook delivery is about to connect to
+// (the address a name resolved to, the one actually dialled) unless the
+// allowlist lets it through: named says the allowlist names the URL's host.
+// Addresses embedded in IPv6 (IPv4-mapped, -compatible, NAT64) are read as
+// the IPv4 address they carry. With allow.Only, only named hosts and the
+// allowlist's networks pass.
+func CheckDial(ip netip.Addr, named bool, allow Allow) error {
+	ip = unwrap(ip)
+	if named || allow.contains(ip) {
+		return nil
+	}
+	if allow.Only {
+		return fmt.Errorf("the webhook address %s is not on the webhook allowlist", ip)
 	}
 	if why := internal(ip); why != "" {
 		return fmt.Errorf("the webhook address %s is %s", ip, why)

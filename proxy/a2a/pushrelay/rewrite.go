@@ -1,0 +1,169 @@
+package pushrelay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	a2arules "github.com/agentwarden/warden/rules/a2a"
+)
+
+// notification is one push being rewritten for its target's principal.
+type notification struct {
+	r     *Relay
+	ctx   context.Context
+	t     Target
+	owner map[string]string // kind+id: its owner as Warden knows it
+}
+
+// rewrite reads a notification (a Task, or a StreamResponse: task, message,
+// status or artifact update, at any nesting 0.3 or 1.0 use) and names every
+// task and context in it by the principal's handle. Every task id (a Task's
+// id, any taskId) and every context id must be the principal's, or nothing
+// is delivered; a referenced task that is not is left out of its list.
+func (r *Relay) rewrite(ctx context.Context, body []byte, t Target) ([]byte, error) {
+	var v map[string]any
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil || v == nil || len(bytes.TrimSpace(body[d.InputOffset():])) > 0 {
+		return nil, errors.New("the notification is not one JSON object")
+	}
+	n := &notification{r: r, ctx: ctx, t: t, owner: map[string]string{}}
+	if err := n.object(v, isTask(v), 0); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// isTask reports whether an object is a Task (its "id" is a task id): one
+// with an id and a status or context, as 0.3 and 1.0 Tasks have.
+func isTask(m map[string]any) bool {
+	_, id := m["id"].(string)
+	_, st := m["status"]
+	_, c := m["contextId"]
+	return id && (st || c)
+}
+
+func (n *notification) object(m map[string]any, task bool, depth int) error {
+	if depth > maxDepth {
+		return errors.New("the notification is nested too deep")
+	}
+	ctxID, _ := m["contextId"].(string)
+	for k, v := range m {
+		switch s, isStr := v.(string); {
+		case k == "taskId" && isStr, k == "id" && task && isStr:
+			h, err := n.task(s, ctxID)
+			if err != nil {
+				return err
+			}
+			m[k] = h
+		case k == "contextId" && isStr:
+			h, err := n.context(s)
+			if err != nil {
+				return err
+			}
+			m[k] = h
+		case k == "referenceTaskIds":
+			refs, _ := v.([]any)
+			kept := []any{}
+			for _, r := range refs {
+				if r, ok := r.(string); ok {
+					if h, err := n.task(r, ""); err == nil {
+						kept = append(kept, h)
+					}
+				}
+			}
+			m[k] = kept
+		default:
+			if err := n.value(v, k == "task", depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (n *notification) value(v any, task bool, depth int) error {
+	switch x := v.(type) {
+	case map[string]any:
+		return n.object(x, task && isTask(x), depth)
+	case []any:
+		for _, e := range x {
+			if err := n.value(e, false, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// task returns the principal's handle of a task the notification names: the
+// config's task, one Warden knows to be the principal's, or (for a config a
+// message set before its task existed) a task nobody owns yet in the
+// message's context, the principal's.
+func (n *notification) task(id, contextID string) (string, error) {
+	if id == "" {
+		return id, nil
+	}
+	mine, err := n.mine(a2arules.KindTask, id, func() bool {
+		return n.t.Task == "" && n.t.Context != "" && contextID == n.t.Context
+	})
+	if err != nil {
+		return "", err
+	}
+	if !mine {
+		return "", fmt.Errorf("the notification names task %s, which is not the config's owner's", id)
+	}
+	return n.r.handles(a2arules.KindTask, n.t.Principal, id), nil
+}
+
+// context returns the principal's handle of a context the notification
+// names: the message's, or one Warden knows to be the principal's.
+func (n *notification) context(id string) (string, error) {
+	if id == "" {
+		return id, nil
+	}
+	mine, err := n.mine(a2arules.KindContext, id, func() bool { return false })
+	if err != nil {
+		return "", err
+	}
+	if !mine {
+		return "", fmt.Errorf("the notification names context %s, which is not the config's owner's", id)
+	}
+	return n.r.handles(a2arules.KindContext, n.t.Principal, id), nil
+}
+
+// mine reports whether a task or context is the principal's: the config's
+// own, else as Warden knows it; unowned says whether an id nobody owns is.
+func (n *notification) mine(kind a2arules.Kind, id string, unowned func() bool) (bool, error) {
+	if kind == a2arules.KindTask && id == n.t.Task || kind == a2arules.KindContext && id == n.t.Context {
+		return true, nil
+	}
+	key := string(kind) + id
+	o, ok := n.owner[key]
+	if !ok {
+		if kind == a2arules.KindContext {
+			c, err := n.r.owners.A2AContextOwner(n.ctx, id)
+			if err != nil {
+				return false, err
+			}
+			o = c
+		} else {
+			os, err := n.r.owners.A2AOwners(n.ctx, []string{id})
+			if err != nil {
+				return false, err
+			}
+			o = os[0]
+		}
+		n.owner[key] = o
+	}
+	return o == n.t.Principal || o == "" && unowned(), nil
+}
