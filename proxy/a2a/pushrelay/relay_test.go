@@ -59,7 +59,9 @@ func newCounting(t *testing.T, h http.HandlerFunc) *counting {
 	return c
 }
 
-func (c *counting) port() string { return c.srv.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):] }
+func (c *counting) port() string {
+	return c.srv.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):]
+}
 
 // loopbackName is a name other than localhost that resolves to loopback
 // here (the machine's host name, in /etc/hosts), or "".
