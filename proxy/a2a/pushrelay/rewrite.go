@@ -57,16 +57,27 @@ func (n *notification) object(m map[string]any, task bool, depth int) error {
 		return errors.New("the notification is nested too deep")
 	}
 	ctxID, _ := m["contextId"].(string)
+	// The object's task first: a context nobody owns is the principal's in
+	// an object about the principal's task (a server may give a task's
+	// message or event a context of its own; the sidecar's answers adopt
+	// it the same way).
+	ofTask := false
+	for _, k := range []string{"taskId", "id"} {
+		s, isStr := m[k].(string)
+		if !isStr || k == "id" && !task {
+			continue
+		}
+		h, err := n.task(s, ctxID)
+		if err != nil {
+			return err
+		}
+		m[k], ofTask = h, s != ""
+	}
 	for k, v := range m {
 		switch s, isStr := v.(string); {
 		case k == "taskId" && isStr, k == "id" && task && isStr:
-			h, err := n.task(s, ctxID)
-			if err != nil {
-				return err
-			}
-			m[k] = h
 		case k == "contextId" && isStr:
-			h, err := n.context(s)
+			h, err := n.context(s, ofTask)
 			if err != nil {
 				return err
 			}
@@ -126,12 +137,13 @@ func (n *notification) task(id, contextID string) (string, error) {
 }
 
 // context returns the principal's handle of a context the notification
-// names: the message's, or one Warden knows to be the principal's.
-func (n *notification) context(id string) (string, error) {
+// names: the message's, one Warden knows to be the principal's, or one
+// nobody owns in an object about the principal's task (ofTask).
+func (n *notification) context(id string, ofTask bool) (string, error) {
 	if id == "" {
 		return id, nil
 	}
-	mine, err := n.mine(a2arules.KindContext, id, func() bool { return false })
+	mine, err := n.mine(a2arules.KindContext, id, func() bool { return ofTask })
 	if err != nil {
 		return "", err
 	}
