@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -178,6 +179,48 @@ func TestA2APushRelay(t *testing.T) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestA2ACardSpelling (issue 24 item 15): each server is started on
+// 127.0.0.1 and its card names itself so, while Warden is told the upstream
+// is localhost:PORT. The public and the extended card through Warden name no
+// address of the server in any spelling: every interface is Warden's.
+// Before, the interfaces were compared with the upstream's spelling, so the
+// server's own JSON-RPC and REST addresses passed through.
+func TestA2ACardSpelling(t *testing.T) {
+	for _, s := range a2aServers() {
+		t.Run(s.name, func(t *testing.T) {
+			base := s.start(t)
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+			warden := startA2AWarden(t, "http://localhost:"+port)
+			resp, err := http.Get(base + "/.well-known/agent-card.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var direct bytes.Buffer
+			_, _ = direct.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(direct.String(), "127.0.0.1:"+port) {
+				t.Fatalf("the server's card does not name it as 127.0.0.1: %s", direct.String())
+			}
+			resp, err = http.Get(warden + "/.well-known/agent-card.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var card bytes.Buffer
+			_, _ = card.ReadFrom(resp.Body)
+			resp.Body.Close()
+			ext := (&a2aAttackEnv{url: warden + "/jsonrpc"}).call(t, aliceToken, "GetExtendedAgentCard", map[string]any{})
+			for name, c := range map[string]string{"public card": card.String(), "extended card": ext.String()} {
+				if resp.StatusCode != http.StatusOK || strings.Contains(c, ":"+port) {
+					t.Errorf("the %s through Warden names the server: %s", name, c)
+				}
+				if !strings.Contains(c, warden+"/jsonrpc") {
+					t.Errorf("the %s through Warden does not name Warden: %s", name, c)
+				}
+			}
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -88,7 +87,9 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			res["configs"] = kept
 		}
 	case m == a2arules.MethodExtendedCard:
-		x.s.rewriteCard(res, x.s.public)
+		if !x.s.rewriteCard(res, x.s.public) {
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the extended agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)"), true
+		}
 	}
 	if !ok {
 		// The answer is about a task or context that is not the caller's:
@@ -547,7 +548,10 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(b)
 		return
 	}
-	s.rewriteCard(c, s.public)
+	if !s.rewriteCard(c, s.public) {
+		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)")
+		return
+	}
 	b, err = encode(c)
 	if err != nil {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten")
@@ -576,49 +580,54 @@ func publicEndpoint(cfg Config, path string) string {
 	return ""
 }
 
-// rewriteCard points the card's interfaces on the upstream at public: the
-// JSON-RPC endpoint becomes Warden's, other bindings on the upstream and
-// interfaces routed by tenant are left out (Warden does not serve them),
-// interfaces elsewhere stay.
-func (s *Server) rewriteCard(c map[string]any, public string) {
-	onUpstream := func(v string) bool {
-		u, err := url.Parse(v)
-		return err == nil && origin(u) == origin(s.upstream)
-	}
-	isEndpoint := func(v string) bool {
-		u, err := url.Parse(v)
-		return err == nil && origin(u) == origin(s.upstream) && strings.TrimSuffix(u.Path, "/") == strings.TrimSuffix(s.endpoint(), "/")
+// rewriteCard points the card's interfaces at public, whatever host,
+// address or spelling they name (the server may call itself localhost where
+// Warden calls it 127.0.0.1, or list a mirror): every JSON-RPC interface
+// becomes Warden's endpoint (one per protocol version), and every other
+// interface (other bindings, interfaces routed by tenant) is left out, since
+// Warden serves and enforces none of them. 0.3's main url becomes public and
+// its preferred transport JSON-RPC. false when there is no public endpoint
+// to point at: the card must not be served.
+func (s *Server) rewriteCard(c map[string]any, public string) bool {
+	if public == "" {
+		return false
 	}
 	for _, k := range []string{"supportedInterfaces", "additionalInterfaces"} {
 		list, ok := c[k].([]any)
 		if !ok {
+			if _, present := c[k]; present {
+				delete(c, k) // not a list: nothing a client reads of it is checked
+			}
 			continue
 		}
 		kept := list[:0]
+		seen := map[string]bool{}
 		for _, it := range list {
 			m, ok := it.(map[string]any)
 			if !ok {
 				continue
 			}
-			v, _ := m["url"].(string)
 			binding, _ := m["protocolBinding"].(string)
 			if binding == "" {
 				binding, _ = m["transport"].(string) // 0.3
 			}
-			tenant, _ := m["tenant"].(string)
-			if onUpstream(v) {
-				if !strings.EqualFold(binding, "JSONRPC") || !isEndpoint(v) || public == "" || tenant != "" {
-					continue
-				}
-				m["url"] = public
+			version, _ := m["protocolVersion"].(string)
+			if !strings.EqualFold(binding, "JSONRPC") || m["tenant"] != nil && m["tenant"] != "" || seen[version] {
+				continue
 			}
+			seen[version] = true
+			m["url"] = public
 			kept = append(kept, m)
 		}
 		c[k] = kept
 	}
-	if v, ok := c["url"].(string); ok && isEndpoint(v) && public != "" {
+	if _, ok := c["url"]; ok {
 		c["url"] = public // 0.3's main URL
 	}
+	if _, ok := c["preferredTransport"]; ok {
+		c["preferredTransport"] = "JSONRPC"
+	}
+	return true
 }
 
 // isEmpty reports whether a result names nothing: null or {}.

@@ -14,10 +14,11 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 // TestCardGolden: a card in a2a-go v2.3.1's shape (with 0.3's url and
-// additionalInterfaces) rewritten for a public endpoint: the JSON-RPC
-// interfaces on the server point at Warden, the server's other bindings and
-// its interfaces routed by tenant are gone, interfaces elsewhere and every
-// other member stay, text unescaped.
+// additionalInterfaces) rewritten for a public endpoint: every JSON-RPC
+// interface, whatever host or spelling it names (the server as localhost, a
+// mirror), points at Warden, one per protocol version; other bindings and
+// interfaces routed by tenant are gone; every other member stays, text
+// unescaped.
 func TestCardGolden(t *testing.T) {
 	in, err := os.ReadFile(filepath.Join("testdata", "card.json"))
 	if err != nil {
