@@ -395,6 +395,11 @@ func (x *exchange) taskMessages(t map[string]any) {
 // context become handles where they are the caller's and are left out
 // otherwise; so are its referenced tasks.
 func (x *exchange) message(m map[string]any) {
+	if x.fresh && x.ownMessage(m) {
+		// The client's message as it sent it: without the context Warden
+		// gave it before forwarding.
+		delete(m, "contextId")
+	}
 	for _, p := range []struct {
 		name string
 		kind a2arules.Kind
@@ -409,6 +414,15 @@ func (x *exchange) message(m map[string]any) {
 		}
 	}
 	x.references(m)
+}
+
+// ownMessage reports whether m is the message the request sent: the
+// user's, with its messageId.
+func (x *exchange) ownMessage(m map[string]any) bool {
+	sent, _ := x.call.Params["message"].(map[string]any)
+	id, _ := sent["messageId"].(string)
+	role, _ := m["role"].(string)
+	return id != "" && m["messageId"] == id && (role == "ROLE_USER" || role == "user")
 }
 
 // references keeps the referenced tasks of a message that are the caller's,

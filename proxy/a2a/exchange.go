@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
@@ -64,9 +66,10 @@ func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
 	return id, true
 }
 
-// seal returns the caller's handle of an upstream id.
+// seal returns the caller's handle of an upstream id (a context the
+// caller chose: the id it chose).
 func (x *exchange) seal(kind a2arules.Kind, id string) string {
-	return x.s.handles.Seal(byte(kind), x.principal, id)
+	return x.s.sealFor(kind, x.principal, id)
 }
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
@@ -88,7 +91,9 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	case a2arules.PushMethod(c.Method):
 		req.TaskID = openAt(p, "taskId", a2arules.KindTask)
 	case c.Method == a2arules.MethodListTasks:
-		if c.HasContext {
+		if id, ok := x.s.chosen(x.principal, c.Context); ok && c.HasContext {
+			p["contextId"] = id
+		} else if c.HasContext {
 			openAt(p, "contextId", a2arules.KindContext)
 		}
 		if t, ok := p["pageToken"].(string); ok && t != "" {
@@ -101,7 +106,14 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 			req.TaskID = openAt(msg, "taskId", a2arules.KindTask)
 		}
 		if c.HasContext {
-			x.contextID = openAt(msg, "contextId", a2arules.KindContext)
+			if id, ok := x.s.chosen(x.principal, c.Context); ok {
+				// A context the client chose (A2A lets it): the server
+				// gets one of the caller's own, proved by its derivation.
+				x.contextID, msg["contextId"] = id, id
+				x.prove(a2arules.KindContext, id)
+			} else {
+				x.contextID = openAt(msg, "contextId", a2arules.KindContext)
+			}
 		} else if !c.HasTask {
 			// A message naming no task and no context starts a context:
 			// Warden names it, so that it is the caller's before any
@@ -162,9 +174,31 @@ func (x *exchange) relayed(c a2arules.Call, taskID string) bool {
 	return x.s.relay.Rewrite(c.Params["configuration"], t)
 }
 
-// sealFor is the handle of an upstream id for a principal.
+// sealFor is the handle of an upstream id for a principal; a context the
+// principal chose reads as the id it chose.
 func (s *Server) sealFor(kind a2arules.Kind, principal, id string) string {
+	if kind == a2arules.KindContext && strings.HasPrefix(id, chosenPrefix) {
+		if v, ok := s.handles.Open(byte(a2arules.KindChosen), principal, handle.Prefix+strings.TrimPrefix(id, chosenPrefix)); ok {
+			return v
+		}
+	}
 	return s.handles.Seal(byte(kind), principal, id)
+}
+
+// chosenPrefix marks the server's id of a context a client chose.
+const chosenPrefix = "wc."
+
+// chosen returns the server's id of a context id the client chose: any
+// contextId that is not one of Warden's handles (a handle that does not
+// open is no choice: it stays the caller's error). The id is derived from
+// the principal and the choice with the handle key, so it is the caller's
+// by construction: another principal choosing the same id gets another
+// context, and nobody learns whether an id was taken.
+func (s *Server) chosen(principal, v string) (string, bool) {
+	if v == "" || strings.HasPrefix(v, handle.Prefix) {
+		return "", false
+	}
+	return chosenPrefix + strings.TrimPrefix(s.handles.Seal(byte(a2arules.KindChosen), principal, v), handle.Prefix), true
 }
 
 // forward sends the decided request upstream and relays the answer back

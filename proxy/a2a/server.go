@@ -122,7 +122,7 @@ type Server struct {
 }
 
 // kinds are the identifiers A2A handles stand for.
-var kinds = []byte{byte(a2arules.KindTask), byte(a2arules.KindContext), byte(a2arules.KindCursor)}
+var kinds = []byte{byte(a2arules.KindTask), byte(a2arules.KindContext), byte(a2arules.KindCursor), byte(a2arules.KindChosen)}
 
 // New builds the sidecar. key binds handles to principals (at least 32
 // bytes); client reaches the upstream (nil means a default one).

@@ -135,6 +135,9 @@ func TestForeignIDsLookMadeUp(t *testing.T) {
 			{"ListTasks", map[string]any{"contextId": strings.Replace(ref, id, ctx, 1)}},
 		}
 		for _, tc := range tests {
+			if c, _ := json.Marshal(tc.params); strings.Contains(string(c), `"contextId"`) && !strings.HasPrefix(ref, handle.Prefix) {
+				continue // a context the client chooses: TestChosenContext
+			}
 			p, _ := json.Marshal(tc.params)
 			status, body := h.rpc(t, "bob", `{"jsonrpc":"2.0","id":7,"method":"`+tc.method+`","params":`+string(p)+`}`)
 			want := `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}`
@@ -452,5 +455,81 @@ func TestListTotalSize(t *testing.T) {
 				t.Fatalf("totalSize %v (present %v), want %v (-1: absent): %v", got, present, tc.want, m)
 			}
 		})
+	}
+}
+
+// TestChosenContext (issue 24 item 14): a contextId the client chose (A2A
+// lets it; both SDK servers keep it) starts or continues a context of the
+// caller's own, read back as the client spelled it; two principals choosing
+// the same id, or one choosing another's raw upstream id, get contexts of
+// their own (the server never sees the chosen id), so nobody learns whether
+// an id was taken. Empty-string taskId and contextId are absent, as both
+// servers read them, and the first message reads back without the context
+// Warden gave it. Each of these was -32001 or a context the client never
+// sent before.
+func TestChosenContext(t *testing.T) {
+	h := newHarness(t, Config{})
+	msg := func(text string, fields map[string]any) map[string]any {
+		m := map[string]any{"messageId": "m-" + text, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+		for k, v := range fields {
+			m[k] = v
+		}
+		return map[string]any{"message": m}
+	}
+	task := func(principal string, params map[string]any) map[string]any {
+		t.Helper()
+		_, m := h.call(t, principal, "SendMessage", params)
+		tk, _ := resultOf(t, m)["task"].(map[string]any)
+		if tk == nil {
+			t.Fatalf("%s: %v", principal, m)
+		}
+		return tk
+	}
+	lastContext := func() string {
+		var req struct {
+			Params struct {
+				Message map[string]any `json:"message"`
+			} `json:"params"`
+		}
+		r := h.up.received()
+		_ = json.Unmarshal([]byte(r[len(r)-1]), &req)
+		c, _ := req.Params.Message["contextId"].(string)
+		return c
+	}
+	alice := task("alice", msg("hello", map[string]any{"contextId": "shared"}))
+	aliceUp := lastContext()
+	if alice["contextId"] != "shared" || aliceUp == "shared" || aliceUp == "" {
+		t.Fatalf("alice's chosen context: %v (the server got %q)", alice, aliceUp)
+	}
+	bob := task("bob", msg("hello", map[string]any{"contextId": "shared"}))
+	if bob["contextId"] != "shared" || lastContext() == aliceUp {
+		t.Fatalf("bob's choice of the same id: %v, the server got %q (alice's %q)", bob, lastContext(), aliceUp)
+	}
+	again := task("alice", msg("again", map[string]any{"contextId": "shared"}))
+	if again["contextId"] != "shared" || lastContext() != aliceUp {
+		t.Fatalf("alice continuing her chosen context: %v, the server got %q", again, lastContext())
+	}
+	if _, m := h.call(t, "bob", "ListTasks", map[string]any{"contextId": "shared"}); len(resultOf(t, m)["tasks"].([]any)) != 1 {
+		t.Fatalf("bob's tasks in his 'shared': %v", m)
+	}
+	// alice's context's raw upstream id, chosen by bob: a context of his.
+	plain := h.send(t, "alice", "plain")
+	h.up.mu.Lock()
+	raw := h.up.tasks["task-4"]["contextId"].(string)
+	h.up.mu.Unlock()
+	if b := task("bob", msg("raw", map[string]any{"contextId": raw})); b["contextId"] != raw || lastContext() == raw {
+		t.Fatalf("bob choosing alice's raw context %s: %v, the server got %q", raw, b, lastContext())
+	}
+	if plain["contextId"] == raw {
+		t.Fatalf("alice's context read back raw: %v", plain)
+	}
+	// Empty strings are absent, and the first message reads back as sent.
+	e := task("alice", msg("empty", map[string]any{"taskId": "", "contextId": ""}))
+	if r := h.up.received(); strings.Contains(r[len(r)-1], `"taskId"`) || lastContext() == "" {
+		t.Fatalf("empty ids forwarded as %s", r[len(r)-1])
+	}
+	hist, _ := e["history"].([]any)
+	if len(hist) != 1 || hist[0].(map[string]any)["contextId"] != nil || e["contextId"] == nil {
+		t.Fatalf("the first message reads back with a context it did not send: %v", e)
 	}
 }

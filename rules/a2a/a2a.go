@@ -128,6 +128,10 @@ const (
 	KindTask    Kind = 't'
 	KindContext Kind = 'x'
 	KindCursor  Kind = 'c'
+	// KindChosen is a context id the client chose: the sidecar gives the
+	// server an id derived from it and the principal, so that two clients
+	// choosing the same id never share a context.
+	KindChosen Kind = 'k'
 )
 
 // Call is one A2A JSON-RPC request as Warden reads it.
@@ -318,7 +322,7 @@ func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
 			err = c.webhooks(raw, 0)
 		}
 	case MethodListTasks:
-		if c.Context, c.HasContext, err = member(p, "contextId"); err == nil {
+		if c.Context, c.HasContext, err = absentIfEmpty(p, "contextId"); err == nil {
 			_, _, err = member(p, "pageToken")
 		}
 	case MethodSend, MethodSendStreaming:
@@ -346,10 +350,10 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 		return errors.New("message must be an object")
 	}
 	var err error
-	if c.Task, c.HasTask, err = member(msg, "taskId"); err != nil {
+	if c.Task, c.HasTask, err = absentIfEmpty(msg, "taskId"); err != nil {
 		return err
 	}
-	if c.Context, c.HasContext, err = member(msg, "contextId"); err != nil {
+	if c.Context, c.HasContext, err = absentIfEmpty(msg, "contextId"); err != nil {
 		return err
 	}
 	if refs, ok := msg["referenceTaskIds"]; ok && refs != nil {
@@ -448,6 +452,19 @@ func member(obj map[string]any, name string) (string, bool, error) {
 		return "", false, fmt.Errorf("%s must be a string", name)
 	}
 	return s, true, nil
+}
+
+// absentIfEmpty is member for the ids both SDK servers read as absent when
+// they are "" (a message's taskId and contextId, ListTasks' contextId): an
+// empty string is removed from obj, so what is forwarded is what was
+// decided.
+func absentIfEmpty(obj map[string]any, name string) (string, bool, error) {
+	s, ok, err := member(obj, name)
+	if ok && s == "" {
+		delete(obj, name)
+		return "", false, nil
+	}
+	return s, ok, err
 }
 
 // Answer is how a refusal reads on the wire: HTTP status, JSON-RPC code and
