@@ -224,3 +224,52 @@ func TestA2ACardSpelling(t *testing.T) {
 		})
 	}
 }
+
+// TestA2AChosenContext (issue 24 item 14), against both real servers through
+// Warden: a contextId alice chooses works and reads back as she spelled it
+// (it was -32001); bob choosing the same id gets a context of his own and
+// never sees her task; empty-string taskId and contextId are absent as both
+// servers read them (they were -32001); alice's first message reads back
+// without the context Warden gave it.
+func TestA2AChosenContext(t *testing.T) {
+	for _, s := range a2aServers() {
+		t.Run(s.name, func(t *testing.T) {
+			e := &a2aAttackEnv{url: startA2AWarden(t, s.start(t)) + "/jsonrpc"}
+			chosen := "alice-ctx-" + madeUpID()
+			alice, a := e.send(t, aliceToken, "hello "+aliceSecret, map[string]any{"contextId": chosen}, false)
+			if alice.ID == "" || alice.ContextID != chosen {
+				t.Fatalf("alice's chosen context: %s", a)
+			}
+			again, a := e.send(t, aliceToken, "again", map[string]any{"contextId": chosen}, false)
+			if again.ID == "" || again.ContextID != chosen {
+				t.Fatalf("alice continuing her chosen context: %s", a)
+			}
+			if g := e.call(t, aliceToken, "GetTask", map[string]any{"id": alice.ID}); g.Error != nil || !strings.Contains(g.String(), `"contextId":"`+chosen+`"`) {
+				t.Fatalf("GetTask of her task: %s", g)
+			}
+			bob, a := e.send(t, bobToken, "hello", map[string]any{"contextId": chosen}, false)
+			if bob.ID == "" || bob.ContextID != chosen || strings.Contains(a.String(), aliceSecret) {
+				t.Fatalf("bob choosing alice's id: %s", a)
+			}
+			if l := e.call(t, bobToken, "ListTasks", map[string]any{"contextId": chosen}); l.Error != nil || strings.Contains(l.String(), aliceSecret) || strings.Contains(l.String(), alice.ID) {
+				t.Fatalf("bob's ListTasks of his %s: %s", chosen, l)
+			}
+			if empty, a := e.send(t, aliceToken, "empty", map[string]any{"taskId": "", "contextId": ""}, false); empty.ID == "" {
+				t.Fatalf("empty-string ids: %s", a)
+			}
+			a = e.call(t, aliceToken, "SendMessage", map[string]any{"message": a2aMessage("first", nil)})
+			var r struct {
+				Task struct {
+					ContextID string           `json:"contextId"`
+					History   []map[string]any `json:"history"`
+				} `json:"task"`
+			}
+			if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || r.Task.ContextID == "" || len(r.Task.History) == 0 {
+				t.Fatalf("a first message: %s", a)
+			}
+			if c, ok := r.Task.History[0]["contextId"]; ok {
+				t.Errorf("the first message reads back with a context it never sent (%v): %s", c, a)
+			}
+		})
+	}
+}
