@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -318,6 +317,3 @@ func encode(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
-
-// origin is a URL's scheme and host.
-func origin(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
