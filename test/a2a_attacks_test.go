@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -283,6 +284,15 @@ func madeUpID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
+// madeUpContext is a made-up context handle: the shape of the one an
+// attack names (through Warden, a contextId that is no handle is a context
+// the client chooses, which A2A allows and which is the chooser's own).
+func madeUpContext() string {
+	b := make([]byte, 48)
+	_, _ = rand.Read(b)
+	return "wt2." + base64.RawURLEncoding.EncodeToString(b)
+}
+
 func contains(a *a2aAnswer, s string) bool {
 	return a.Error == nil && strings.Contains(string(a.Result), s)
 }
@@ -309,7 +319,7 @@ var a2aAttacks = []a2aAttack{
 	{"continue-context", "bob adds a task to alice's context (SendMessage with her contextId)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
 		v := e.victim(t, "hello "+aliceSecret)
 		task, a := e.send(t, bobToken, "hello", map[string]any{"contextId": v.ContextID}, false)
-		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpContext()}, false)
 		return task.ContextID == v.ContextID, a, m
 	}},
 	{"subscribe", "bob follows alice's working task (SubscribeToTask)", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
@@ -379,11 +389,11 @@ var a2aAttacks = []a2aAttack{
 			} `json:"message"`
 		}
 		if a.Error != nil || json.Unmarshal(a.Result, &r) != nil || r.Message.ContextID == "" {
-			_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+			_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpContext()}, false)
 			return false, a, m // nothing handed over
 		}
 		task, in := e.send(t, bobToken, "hello", map[string]any{"contextId": r.Message.ContextID}, false)
-		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpContext()}, false)
 		return task.ID != "" && task.ContextID == r.Message.ContextID, in, m
 	}},
 	{"agent-shares-context-in-flight", "while alice's blocking SendMessage naming no context is in flight (the a2a-go peer's agent 'wait 3'), the agent answers bob with a message in her context ('join'): bob files a task into it, or alice's own answer fails", func(t testing.TB, e *a2aAttackEnv) (bool, *a2aAnswer, *a2aAnswer) {
@@ -406,7 +416,7 @@ var a2aAttacks = []a2aAttack{
 			task, in = e.send(t, bobToken, "hello", map[string]any{"contextId": r.Message.ContextID}, false)
 			filed = task.ID != "" && task.ContextID == r.Message.ContextID
 		}
-		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpID()}, false)
+		_, m := e.send(t, bobToken, "hello", map[string]any{"contextId": madeUpContext()}, false)
 		var own struct {
 			Task a2aTask `json:"task"`
 		}
