@@ -533,3 +533,38 @@ func TestChosenContext(t *testing.T) {
 		t.Fatalf("the first message reads back with a context it did not send: %v", e)
 	}
 }
+
+// TestPushConfigsRelayed (issue 24 item 16): every webhook URL a request
+// sets, in a push config or in a message's configuration (1.0 and 0.3
+// nesting), reaches the server as a relay URL of Warden's, never as the
+// client's URL, and reads of the config give the client its URL back.
+// Before, the client's URL went to the server, which called it itself.
+func TestPushConfigsRelayed(t *testing.T) {
+	h := newHarness(t, Config{})
+	task := h.send(t, "alice", "input name")
+	hook := "https://hooks.example.com/a2a"
+	calls := []struct {
+		method string
+		params map[string]any
+	}{
+		{"CreateTaskPushNotificationConfig", map[string]any{"taskId": task["id"], "url": hook}},
+		{"SendMessage", map[string]any{"message": map[string]any{"messageId": "m1", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}},
+			"configuration": map[string]any{"taskPushNotificationConfig": map[string]any{"url": hook}}}},
+		{"SendMessage", map[string]any{"message": map[string]any{"messageId": "m2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}},
+			"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": hook}}}},
+	}
+	for _, c := range calls {
+		_, m := h.call(t, "alice", c.method, c.params)
+		if m["error"] != nil {
+			t.Fatalf("%s: %v", c.method, m)
+		}
+		r := h.up.received()
+		got := r[len(r)-1]
+		if strings.Contains(got, "hooks.example.com") || !strings.Contains(got, "/push/") {
+			t.Errorf("%s reached the server as %s", c.method, got)
+		}
+		if c.method == "CreateTaskPushNotificationConfig" && resultOf(t, m)["url"] != hook {
+			t.Errorf("the created config reads %v", m)
+		}
+	}
+}
