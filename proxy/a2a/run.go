@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/agentwarden/warden/proxy/listener"
 )
 
@@ -34,8 +32,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		lis.Close()
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.relay.Serve(gctx, push, s.cfg.ShutdownTimeout) })
-	g.Go(func() error { return listener.ServeSidecar(gctx, s, lis, s.cfg.Sidecar(), s.log) })
-	return g.Wait()
+	// Both serve until ctx ends or either stops; the first error is the
+	// answer.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	relayed := make(chan error, 1)
+	go func() { relayed <- s.relay.Serve(ctx, push, s.cfg.ShutdownTimeout); cancel() }()
+	err = listener.ServeSidecar(ctx, s, lis, s.cfg.Sidecar(), s.log)
+	cancel()
+	if rerr := <-relayed; err == nil {
+		err = rerr
+	}
+	return err
 }

@@ -1,15 +1,20 @@
 package a2a
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 )
@@ -566,5 +571,48 @@ func TestPushConfigsRelayed(t *testing.T) {
 		if c.method == "CreateTaskPushNotificationConfig" && resultOf(t, m)["url"] != hook {
 			t.Errorf("the created config reads %v", m)
 		}
+	}
+}
+
+// TestServeRunsTheRelay: Serve serves the push relay on its own listener
+// beside the sidecar, and both stop when ctx ends.
+func TestServeRunsTheRelay(t *testing.T) {
+	up := httptest.NewServer(newFakeUpstream())
+	defer up.Close()
+	srv, err := New(Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0", Upstream: up.URL + "/jsonrpc", Plaintext: true}}, newEnforcer(t), testKey, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	var relay string
+	for i := 0; i < 100 && relay == ""; i++ {
+		relay = srv.relay.URL(pushrelay.Target{Principal: "alice", URL: "https://hooks.example.com/"})
+		time.Sleep(10 * time.Millisecond)
+	}
+	if relay == "" {
+		t.Fatal("the relay is not listening")
+	}
+	resp, err := http.Post(relay+"x", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a forged relay URL: %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
 	}
 }
