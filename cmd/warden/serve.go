@@ -87,7 +87,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a2aMaxResp := fs.Int64("a2a-max-response-bytes", 0, "A2A: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
 	var a2aAllow multi
 	fs.Var(&a2aAllow, "a2a-webhook-allow", "A2A: a network (CIDR), address, host or host:port push-notification URLs may name although internal (repeatable)")
-	a2aAllowOnly := fs.Bool("a2a-webhook-allow-only", false, "A2A: push notifications go only to what --a2a-webhook-allow names")
+	a2aAllowOnly := fs.Bool("a2a-webhook-allow-only", false, "A2A (sidecar and ext_authz): push notifications go only to what --a2a-webhook-allow names")
 	a2aRelayListen := fs.String("a2a-push-relay-listen", "", "A2A: address the push relay serves the A2A server on, plain HTTP; a fixed port lets push configs outlive a restart (default 127.0.0.1:0)")
 	a2aRelayURL := fs.String("a2a-push-relay-url", "", "A2A: the push relay's base URL as the A2A server reaches it (default http:// and the relay's listen address)")
 	a2aRelayTimeout := fs.Duration("a2a-push-timeout", 0, "A2A: time one push delivery may take, dial to answer (default 10s)")
@@ -163,6 +163,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.A2A.HandleKeyFile, *a2aKey)
 		c.A2A.WebhookAllow = append(c.A2A.WebhookAllow, a2aAllow...)
 		c.A2A.WebhookAllowOnly = c.A2A.WebhookAllowOnly || *a2aAllowOnly
+		c.ExtAuthz.A2AWebhookAllowOnly = c.ExtAuthz.A2AWebhookAllowOnly || *a2aAllowOnly
 		set(&c.A2A.PushRelay.Listen, *a2aRelayListen)
 		set(&c.A2A.PushRelay.URL, *a2aRelayURL)
 		if *a2aRelayTimeout != 0 {

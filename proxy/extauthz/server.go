@@ -50,9 +50,14 @@ type Config struct {
 	// MCP checks every request that is not gRPC as MCP Streamable HTTP.
 	MCP bool `yaml:"mcp" json:"mcp"`
 	// A2A checks every request that is not gRPC as A2A's JSON-RPC binding
-	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow.
-	A2A             bool     `yaml:"a2a" json:"a2a"`
-	A2AWebhookAllow []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
+	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow,
+	// A2AWebhookAllowOnly a2a.webhook_allow_only. ext_authz decides the
+	// request and cannot point its push configs at the sidecar's push relay:
+	// the URL's string is all it checks, and allow-only is how to bound
+	// where the server pushes (names are not resolved here).
+	A2A                 bool     `yaml:"a2a" json:"a2a"`
+	A2AWebhookAllow     []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
+	A2AWebhookAllowOnly bool     `yaml:"a2a_webhook_allow_only" json:"a2a_webhook_allow_only"`
 	// A2APath is the path of the A2A server's JSON-RPC endpoint (default
 	// "/"), MCPPath the MCP server's endpoint (default "/mcp"): a request
 	// whose path, query cut, is not exactly it is denied (A2A: but for GET
@@ -109,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := a2arules.ParseAllow(c.A2AWebhookAllow); err != nil {
 		return fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
+	}
+	if c.A2AWebhookAllowOnly && len(c.A2AWebhookAllow) == 0 {
+		return errors.New("extauthz.a2a_webhook_allow_only: give the webhooks allowed in extauthz.a2a_webhook_allow")
 	}
 	if c.A2APath != "" {
 		if err := validEndpointPath("extauthz.a2a_path", c.A2APath); err != nil {
@@ -176,6 +184,7 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
+	allow.Only = cfg.A2AWebhookAllowOnly
 	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts)}, nil
 }
 

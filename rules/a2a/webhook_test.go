@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"net/netip"
 	"net/url"
 	"testing"
 )
@@ -97,4 +98,57 @@ func FuzzCheckWebhook(f *testing.F) {
 			t.Fatalf("accepted %q: %s is %s", s, ip, internal(ip))
 		}
 	})
+}
+
+// TestAllowOnly: with Only, a webhook URL must be named by the allowlist,
+// and so must the address a delivery dials; without it, CheckDial refuses
+// the internal addresses CheckWebhook refuses, in every embedded form.
+func TestAllowOnly(t *testing.T) {
+	allow, err := ParseAllow([]string{"203.0.113.0/24", "hooks.internal", "127.0.0.1:9999"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := allow
+	only.Only = true
+	for _, tc := range []struct {
+		url      string
+		ok, only bool
+	}{
+		{"https://hooks.example.com/a2a", true, false},
+		{"http://93.184.216.34/x", true, false},
+		{"http://hooks.internal/x", true, true},
+		{"http://203.0.113.9/", true, true},
+		{"http://127.0.0.1:9999/", true, true},
+		{"http://127.0.0.1:9998/", false, false},
+	} {
+		if err := CheckWebhook(tc.url, allow); (err == nil) != tc.ok {
+			t.Errorf("CheckWebhook(%s) = %v, want ok %v", tc.url, err, tc.ok)
+		}
+		if err := CheckWebhook(tc.url, only); (err == nil) != tc.only {
+			t.Errorf("CheckWebhook(%s, only) = %v, want ok %v", tc.url, err, tc.only)
+		}
+	}
+	for _, tc := range []struct {
+		ip             string
+		named, ok, onl bool
+	}{
+		{"93.184.216.34", false, true, false},
+		{"127.0.0.1", false, false, false},
+		{"::ffff:127.0.0.1", false, false, false},
+		{"::ffff:169.254.169.254", false, false, false},
+		{"64:ff9b::a00:1", false, false, false},
+		{"fe80::1", false, false, false},
+		{"10.1.2.3", false, false, false},
+		{"203.0.113.9", false, true, true},
+		{"::ffff:203.0.113.9", false, true, true},
+		{"127.0.0.1", true, true, true}, // the URL named an allowlisted host
+	} {
+		ip := netip.MustParseAddr(tc.ip)
+		if err := CheckDial(ip, tc.named, allow); (err == nil) != tc.ok {
+			t.Errorf("CheckDial(%s, named %v) = %v, want ok %v", tc.ip, tc.named, err, tc.ok)
+		}
+		if err := CheckDial(ip, tc.named, only); (err == nil) != tc.onl {
+			t.Errorf("CheckDial(%s, named %v, only) = %v, want ok %v", tc.ip, tc.named, err, tc.onl)
+		}
+	}
 }
