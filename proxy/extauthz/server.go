@@ -50,14 +50,15 @@ type Config struct {
 	// MCP checks every request that is not gRPC as MCP Streamable HTTP.
 	MCP bool `yaml:"mcp" json:"mcp"`
 	// A2A checks every request that is not gRPC as A2A's JSON-RPC binding
-	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow,
-	// A2AWebhookAllowOnly a2a.webhook_allow_only. ext_authz decides the
-	// request and cannot point its push configs at the sidecar's push relay:
-	// the URL's string is all it checks, and allow-only is how to bound
-	// where the server pushes (names are not resolved here).
-	A2A                 bool     `yaml:"a2a" json:"a2a"`
-	A2AWebhookAllow     []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
-	A2AWebhookAllowOnly bool     `yaml:"a2a_webhook_allow_only" json:"a2a_webhook_allow_only"`
+	// (not together with MCP); A2AWebhookAllow is a2a.webhook_allow.
+	A2A             bool     `yaml:"a2a" json:"a2a"`
+	A2AWebhookAllow []string `yaml:"a2a_webhook_allow" json:"a2a_webhook_allow"`
+	// A2AWebhookAllowOnly lets push-notification URLs name only what
+	// A2AWebhookAllow names. ext_authz decides a request but cannot point
+	// its push configs at the sidecar's push relay: the URL's string is all
+	// it checks (names are not resolved), so allow-only is how to bound
+	// where the server pushes.
+	A2AWebhookAllowOnly bool `yaml:"a2a_webhook_allow_only" json:"a2a_webhook_allow_only"`
 	// A2APath is the path of the A2A server's JSON-RPC endpoint (default
 	// "/"), MCPPath the MCP server's endpoint (default "/mcp"): a request
 	// whose path, query cut, is not exactly it is denied (A2A: but for GET
