@@ -609,9 +609,7 @@ func (s *Server) rewriteCard(c map[string]any, public string) bool {
 	for _, k := range []string{"supportedInterfaces", "additionalInterfaces"} {
 		list, ok := c[k].([]any)
 		if !ok {
-			if _, present := c[k]; present {
-				delete(c, k) // not a list: nothing a client reads of it is checked
-			}
+			delete(c, k) // absent, or not a list: nothing a client reads of it is checked
 			continue
 		}
 		kept := list[:0]
