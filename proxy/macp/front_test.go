@@ -36,7 +36,7 @@ import (
 // SendResponse carried, and the stream's reset, if any.
 type rawAnswer struct {
 	Status, GRPCStatus, GRPCMessage, Ack string
-	MACP                                 string // macp-error-code
+	AckMessage, MACP                     string // the Ack's error message; macp-error-code
 	Reset                                http2.ErrCode
 }
 
@@ -129,6 +129,7 @@ func (a rawAnswer) withAck(t *testing.T, data []byte) rawAnswer {
 		t.Fatalf("the answer's body is not one SendResponse: %x", data)
 	}
 	a.Ack = fmt.Sprintf("ok=%v %s", resp.GetAck().GetOk(), resp.GetAck().GetError().GetCode())
+	a.AckMessage = decisionID.ReplaceAllString(resp.GetAck().GetError().GetMessage(), "warden decision ID")
 	return a
 }
 
