@@ -214,6 +214,16 @@ func TestFrontDoorBadInput(t *testing.T) {
 		{"SessionStart payload with a field of the wrong wire type", hdr(sendPath, grpcCT, planner), func(s string) []byte {
 			return whole(marshal(&macpv1.SendRequest{Envelope: envelope(s, append(append([]byte{}, start...), 0x0a, 0x01, 'x', 0x30, 0x01, 0x30, 0x02, 0x35, 0, 0, 0, 0))}))
 		}, false, "ok=false INVALID_ENVELOPE", ""},
+		// the control calls and the other methods go through the same gate
+		{"CancelSession without credentials", hdr(service+"CancelSession", grpcCT, ""), func(s string) []byte { return whole(marshal(&macpv1.CancelSessionRequest{SessionId: s})) }, false, "16", ""},
+		{"CancelSession naming no session", hdr(service+"CancelSession", grpcCT, planner), func(string) []byte { return whole(nil) }, false, "3", ""},
+		{"SuspendSession with a field of the wrong wire type", hdr(service+"SuspendSession", grpcCT, planner), func(s string) []byte {
+			return whole(append(marshal(&macpv1.SuspendSessionRequest{SessionId: s}), 0x10, 0x01))
+		}, false, "3", ""},
+		{"ResumeSession of a session that does not exist", hdr(service+"ResumeSession", grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.ResumeSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
+		}, false, "5", ""},
+		{"discovery without credentials", hdr(service+"ListModes", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
 		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { return whole(send(s)) }, false, "3", "3"},
 		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
 		{"query string", hdr(sendPath+"?x=1", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
