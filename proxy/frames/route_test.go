@@ -104,12 +104,7 @@ func TestRoute(t *testing.T) {
 		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
 		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}, // met by every call
 	})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	c := testClient(t, addr)
 	for _, tc := range []struct {
 		mode    string
 		size    int
@@ -271,12 +266,7 @@ func TestDrain(t *testing.T) {
 	g := gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	_, addr, stop, served := runRelay(t, Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
 	defer stop()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	c := testClient(t, addr)
 	answered := make(chan error, 1)
 	go func() {
 		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
@@ -359,6 +349,18 @@ func TestNoRequestTrailers(t *testing.T) {
 	}
 }
 
+// testClient is a TestService client of the relay at addr, closed when the
+// test ends.
+func testClient(t *testing.T, addr string) testpb.TestServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc)
+}
+
 // admitter is testHandler that admits a stream on its header list first:
 // "refuse" is refused, anything else admitted after delay (while the
 // client is still sending its body).
@@ -400,12 +402,7 @@ func TestAdmitter(t *testing.T) {
 	a, _, up := startEcho(t)
 	h := admitter{testHandler: &testHandler{ended: make(chan error, 1)}, delay: 100 * time.Millisecond}
 	_, addr := startRelay(t, Config{Upstream: up, Router: admitRouter{h}})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	c := testClient(t, addr)
 	for _, tc := range []struct {
 		mode    string
 		size    int
