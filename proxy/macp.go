@@ -181,9 +181,13 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 	if state != nil && state.Expired(now) && !state.State.Terminal() {
 		state = e.table.expire(en, now) // time alone expired it
 	}
+	seen := state // what an outsider is decided on: no session at all
+	if state != nil && !start && !state.Member(sender) {
+		seen = nil
+	}
 	switch {
 	case req.Op != "":
-		return rules.Control(state, req.Op, sender, now), state, nil
+		return rules.Control(seen, req.Op, sender, now), state, nil
 	case start:
 		out := rules.Start(state, env, sender, e.lookup(ctx), now)
 		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil && !req.Acked {
@@ -191,7 +195,7 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 		}
 		return out, state, nil
 	}
-	return rules.Step(state, env, sender, now), state, nil
+	return rules.Step(seen, env, sender, now), state, nil
 }
 
 // startUnknown decides a SessionStart the rules allow on a session the table

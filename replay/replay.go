@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,7 +177,7 @@ func Load(file string) (*Transcript, error) {
 		if principal == "" {
 			principal = m.Sender
 		}
-		st := Step{Index: index, Sender: m.Sender, Type: m.MessageType, At: clock, Expect: m.Expect, WantCode: m.ExpectedErrorCode,
+		st := Step{Index: index, Sender: m.Sender, Type: m.MessageType, At: clock, Expect: m.Expect, WantCode: outsiderCode(fx, m, principal),
 			Request: proxy.Request{Credentials: authn.Credentials{Bearer: principal}}}
 		if m.Op != "" {
 			st.Type = m.Op
@@ -205,6 +206,25 @@ func Load(file string) (*Transcript, error) {
 		tr.Steps = append(tr.Steps, st)
 	}
 	return tr, nil
+}
+
+// outsiderCode is the error code expected of a message: the transcript's,
+// but that Warden answers a principal who is neither the session's
+// initiator nor a participant as for a session that does not exist
+// (SESSION_NOT_FOUND, where the runtime may say FORBIDDEN, DUPLICATE_MESSAGE
+// or SESSION_NOT_OPEN), once the credential and the envelope's own shape
+// passed: an outsider learns nothing of the session.
+func outsiderCode(fx Fixture, m FixtureMessage, principal string) string {
+	switch {
+	case m.Expect != "reject", m.MessageType == rules.TypeSessionStart,
+		principal == fx.Initiator, slices.Contains(fx.Participants, principal):
+		return m.ExpectedErrorCode
+	}
+	switch rules.Code(m.ExpectedErrorCode) {
+	case rules.CodeUnauthenticated, rules.CodeInvalidEnvelope:
+		return m.ExpectedErrorCode
+	}
+	return string(rules.CodeSessionNotFound)
 }
 
 // decode reads a transcript strictly: an unknown key (a misspelled

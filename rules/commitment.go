@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 var (
@@ -18,7 +19,7 @@ var (
 // governance reads, and stages the resolution on the next state.
 func commitment(c *stepCtx) (*macpv1.CommitmentPayload, Verdict) {
 	var p macpv1.CommitmentPayload
-	if err := proto.Unmarshal(c.env.GetPayload(), &p); err != nil {
+	if err := strictpb.Unmarshal(c.env.GetPayload(), &p); err != nil {
 		return nil, invalid(RankModePost, ReasonMalformedPayload, "Commitment payload does not decode: "+err.Error())
 	}
 	s := c.next
@@ -64,7 +65,7 @@ func blank(s string) bool { return strings.TrimSpace(s) == "" }
 // decode unmarshals a mode payload, or returns the verdict for a payload that
 // does not decode.
 func decode(c *stepCtx, m proto.Message) (Verdict, bool) {
-	if err := proto.Unmarshal(c.env.GetPayload(), m); err != nil {
+	if err := strictpb.Unmarshal(c.env.GetPayload(), m); err != nil {
 		return badPayload(c, err), false
 	}
 	return Verdict{}, true

@@ -6,9 +6,8 @@ import (
 	"io"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	multiroundv1 "github.com/agentwarden/warden/wire/modes/multiround/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 type contribution struct{ sender, value string }
@@ -96,7 +95,7 @@ func contributeValue(payload []byte) (string, error) {
 		return v, nil
 	}
 	var p multiroundv1.ContributePayload
-	if err := proto.Unmarshal(payload, &p); err != nil {
+	if err := strictpb.Unmarshal(payload, &p); err != nil {
 		return "", err
 	}
 	return p.GetValue(), nil

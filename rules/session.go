@@ -132,6 +132,15 @@ func (s *Session) IsParticipant(id string) bool {
 	return slices.Contains(s.Participants, id)
 }
 
+// Member reports whether sender takes part in the session: its initiator, a
+// participant, or a role its governance policy delegates commitment to.
+// To anyone else the session does not exist: every message and control
+// operation of an outsider is answered as for an unknown session, before
+// anything that would tell its mode, state or history.
+func (s *Session) Member(sender string) bool {
+	return sender == s.Initiator || s.IsParticipant(sender) || s.commitmentAuthority(sender)
+}
+
 // MessageCount returns how many accepted messages in this session came from
 // sender (SessionStart included), as SessionMetadata.participant_activity
 // reports it; a rebuild from the upstream uses it to know when its replay is

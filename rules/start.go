@@ -6,9 +6,8 @@ import (
 	"strings"
 	"unique"
 
-	"google.golang.org/protobuf/proto"
-
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // Session limits, as the reference runtime enforces them.
@@ -55,7 +54,7 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		return out
 	}
 	var p macpv1.SessionStartPayload
-	if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
+	if err := strictpb.Unmarshal(env.GetPayload(), &p); err != nil {
 		out.Verdict = invalid(RankPre, ReasonMalformedPayload, "SessionStart payload does not decode: "+err.Error())
 		return out
 	}

@@ -535,7 +535,7 @@ func TestCommitmentAuthorityRoles(t *testing.T) {
 }
 
 // TestStartPayloadFieldsIgnored: the fields Warden does not read do not change
-// the decision.
+// the decision; fields outside the schema refuse it.
 func TestStartPayloadFieldsIgnored(t *testing.T) {
 	p := startPayload("lead", "alice")
 	p.Intent = "anything"
@@ -545,15 +545,21 @@ func TestStartPayloadFieldsIgnored(t *testing.T) {
 	if out := Start(nil, env, "lead", nil, t0); !out.Verdict.OK() {
 		t.Fatal(out.Verdict)
 	}
-	// Unknown fields are ignored (forward compatibility).
-	b := marshal(p)
-	b = append(b, 0xf8, 0x07, 0x01) // field 127, varint 1
-	var probe macpv1.SessionStartPayload
-	if err := proto.Unmarshal(b, &probe); err != nil {
-		t.Fatal(err)
-	}
-	env.Payload = b
-	if out := Start(nil, env, "lead", nil, t0); !out.Verdict.OK() {
-		t.Fatal(out.Verdict)
+	// A field outside the payload's schema is refused, as prost refuses a
+	// known field of the wrong wire type (issue 24 item 2): Warden never
+	// decides on a reading the runtime does not share.
+	for _, extra := range [][]byte{
+		{0xf8, 0x07, 0x01},                         // field 127, varint 1
+		{0x30, 0x01, 0x30, 0x02, 0x35, 0, 0, 0, 0}, // ttl_ms (6) again as a fixed32
+	} {
+		b := append(marshal(p), extra...)
+		var probe macpv1.SessionStartPayload
+		if err := proto.Unmarshal(b, &probe); err != nil {
+			t.Fatal(err) // protobuf-go alone reads it
+		}
+		env.Payload = b
+		if out := Start(nil, env, "lead", nil, t0); out.Verdict.Reason != ReasonMalformedPayload {
+			t.Fatalf("payload + % x: %v, want malformed_payload", extra, out.Verdict)
+		}
 	}
 }

@@ -57,6 +57,28 @@ func (c checkClient) call(path, bearer string, msg proto.Message) string {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	return c.callRaw(path, bearer, b)
+}
+
+// callRaw is call with the message's bytes as given.
+func (c checkClient) callRaw(path, bearer string, b []byte) string {
+	c.t.Helper()
+	resp := c.check(path, bearer, b)
+	if resp.GetStatus().GetCode() == 0 {
+		return "allow"
+	}
+	for _, h := range resp.GetDeniedResponse().GetHeaders() {
+		if h.GetHeader().GetKey() == "macp-error-code" {
+			return h.GetHeader().GetValue()
+		}
+	}
+	return fmt.Sprintf("grpc %d", resp.GetStatus().GetCode())
+}
+
+// check asks the replica about one gRPC call of message bytes b, sent as
+// Envoy describes it.
+func (c checkClient) check(path, bearer string, b []byte) *authv3.CheckResponse {
+	c.t.Helper()
 	body := make([]byte, 5+len(b))
 	binary.BigEndian.PutUint32(body[1:5], uint32(len(b)))
 	copy(body[5:], b)
@@ -69,15 +91,7 @@ func (c checkClient) call(path, bearer string, msg proto.Message) string {
 	if err != nil {
 		c.t.Fatalf("%s: Check: %v", c.name, err)
 	}
-	if resp.GetStatus().GetCode() == 0 {
-		return "allow"
-	}
-	for _, h := range resp.GetDeniedResponse().GetHeaders() {
-		if h.GetHeader().GetKey() == "macp-error-code" {
-			return h.GetHeader().GetValue()
-		}
-	}
-	return fmt.Sprintf("grpc %d", resp.GetStatus().GetCode())
+	return resp
 }
 
 // step checks one transcript step on session sid, stamped now.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -74,33 +76,39 @@ func sendReal(c macpClient, st replay.Step, sid string) answer {
 	api := macpv1.NewMACPRuntimeServiceClient(c.conn)
 	var ack *macpv1.Ack
 	var err error
+	var trailer metadata.MD // a refusal's macp-error-code
+	tr := grpc.Trailer(&trailer)
 	switch r.Op {
 	case "":
 		env := proto.Clone(r.Envelope).(*macpv1.Envelope)
 		env.SessionId, env.TimestampUnixMs = sid, time.Now().UnixMilli()
 		var resp *macpv1.SendResponse
-		resp, err = api.Send(ctx, &macpv1.SendRequest{Envelope: env})
+		resp, err = api.Send(ctx, &macpv1.SendRequest{Envelope: env}, tr)
 		ack = resp.GetAck()
 	case rules.OpCancel:
 		var resp *macpv1.CancelSessionResponse
-		resp, err = api.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: sid, Reason: "transcript"})
+		resp, err = api.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
 	case rules.OpSuspend:
 		var resp *macpv1.SuspendSessionResponse
-		resp, err = api.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: sid, Reason: "transcript"})
+		resp, err = api.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
 	case rules.OpResume:
 		var resp *macpv1.ResumeSessionResponse
-		resp, err = api.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: sid, Reason: "transcript"})
+		resp, err = api.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
 	default:
 		c.t.Fatalf("step %s: unknown op %q", st.Index, r.Op)
 	}
 	switch {
-	case err != nil && r.Op == "":
-		c.t.Fatalf("step %s: Send failed: %v", st.Index, err)
 	case err != nil:
 		s, _ := status.FromError(err)
+		if code := trailer.Get("macp-error-code"); len(code) == 1 {
+			return answer{outcome(code[0]), s.Message()}
+		}
+		if r.Op == "" {
+			c.t.Fatalf("step %s: Send failed: %v", st.Index, err)
+		}
 		if m := codePrefix.FindStringSubmatch(s.Message()); m != nil {
 			return answer{outcome(m[1]), s.Message()}
 		}

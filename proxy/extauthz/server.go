@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -32,6 +32,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -145,6 +146,7 @@ type Server struct {
 	log      *slog.Logger
 	webhooks a2arules.Allow // A2A webhook allowlist
 	starts   *starts
+	gate     *admission.Gate
 }
 
 // New builds the server; it starts no goroutines.
@@ -186,7 +188,9 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
 	allow.Only = cfg.A2AWebhookAllowOnly
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts)}, nil
+	methods := proxy.NewMethods(cfg.PassThrough)
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts),
+		gate: admission.New(methods, enf, cfg.PublicDiscovery, log)}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -211,8 +215,6 @@ func (s *Server) Run(ctx context.Context) error {
 
 const service = proxy.MACPService
 
-var controlOps = map[string]string{service + "CancelSession": rules.OpCancel, service + "SuspendSession": rules.OpSuspend, service + "ResumeSession": rules.OpResume}
-
 // Check decides one request as Envoy describes it. A request Warden cannot
 // make sense of is denied, never allowed. Which gRPC methods exist and how
 // each is treated comes from the table the sidecar uses too (proxy.Methods).
@@ -222,8 +224,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}
 	hdr := h.GetHeaders()
-	creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
 	if !s.grpcRequest(h) {
+		creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
 		if s.cfg.MCP {
 			return s.checkMCP(ctx, h, creds, credErr), nil
 		}
@@ -239,63 +241,47 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonMalformedRequest, Detail: msg})
 		return denyGRPC(rules.CodeInvalidEnvelope, msg, d.ID), nil
 	}
-	call := s.methods.Lookup(path)
-	if call == proxy.CallUnknown {
-		msg := "unknown method " + strconv.Quote(path)
-		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: msg})
-		return denyStatus(code.Code_UNIMPLEMENTED, msg+" (warden decision "+d.ID+")"), nil
-	}
-	if call == proxy.CallPassThrough || call == proxy.CallDiscovery && s.cfg.PublicDiscovery {
+	// The one MACP admission the sidecar's doors use too: the method table,
+	// then the credentials, before the body is looked at.
+	a := s.gate.Admit(ctx, admission.Headers{Method: path, Get: headerGetter(hdr), Chain: chainOf(req.GetAttributes().GetSource())})
+	switch {
+	case a.Refusal != nil:
+		return deny(*a.Refusal), nil
+	case a.Anonymous:
 		return s.allow(authn.Principal{}, ""), nil
 	}
-	if credErr != nil {
-		return s.decide(ctx, proxy.Request{AuthError: credErr}, call)
-	}
-	p, err := s.enf.Authenticate(ctx, creds)
-	if errors.Is(err, authn.ErrKeysUnavailable) {
-		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
-		return denyGRPC(rules.CodeInternal, "authentication keys unavailable; retry", ""), nil
-	}
-	if err != nil {
-		return s.decide(ctx, proxy.Request{AuthError: err}, call)
-	}
+	p := a.Principal
 	// The rebuilder calls the runtime with the credential it accepts for p
 	// (none to add: a server's context carries no outgoing metadata).
-	if md := s.upstreamMD(p, creds); md != nil {
+	if md := s.upstreamMD(p, a.Credentials); md != nil {
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
 
-	switch call {
-	case proxy.CallSend:
+	switch a.Call {
+	case proxy.CallSend, proxy.CallControl:
 		body, err := grpcMessage(h)
 		if err != nil {
-			return denyGRPC(rules.CodeInvalidEnvelope, err.Error(), ""), nil
+			// a framing error, as grpc-go answers one: INTERNAL, no MACP code
+			return deny(admission.Refusal{Status: codes.Internal, Text: err.Error()}), nil
 		}
-		var sr macpv1.SendRequest
-		if err := proto.Unmarshal(body, &sr); err != nil || sr.GetEnvelope() == nil {
-			return denyGRPC(rules.CodeInvalidEnvelope, "SendRequest does not decode or carries no envelope", ""), nil
+		r, refused := s.gate.Request(a, body)
+		if refused != nil {
+			return deny(*refused), nil
 		}
-		return s.decideSend(ctx, p, sr.GetEnvelope(), call)
-	case proxy.CallControl:
-		body, err := grpcMessage(h)
-		if err != nil {
-			return denyGRPC(rules.CodeInvalidEnvelope, err.Error(), ""), nil
+		if a.Call == proxy.CallSend {
+			return s.decideSend(ctx, r), nil
 		}
-		var cr macpv1.CancelSessionRequest // the three requests share {session_id, reason}
-		if err := proto.Unmarshal(body, &cr); err != nil || cr.GetSessionId() == "" {
-			return denyGRPC(rules.CodeInvalidEnvelope, "control request does not decode or names no session", ""), nil
+		resp := s.decide(ctx, r)
+		if resp.GetStatus().GetCode() == 0 && !s.enf.SharesSessions() {
+			s.starts.decided(r.SessionID, time.Now().UnixMilli(), s.enf.Ended)
 		}
-		resp, err := s.decide(ctx, proxy.Request{Principal: &p, Op: controlOps[path], SessionID: cr.GetSessionId()}, call)
-		if err == nil && resp.GetStatus().GetCode() == 0 && !s.enf.SharesSessions() {
-			s.starts.decided(cr.GetSessionId(), time.Now().UnixMilli(), s.enf.Ended)
-		}
-		return resp, err
+		return resp, nil
 	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
 		// Whether the runtime accepts it is not seen here: the copy of the
 		// policy held is dropped, so that the next SessionStart binding the
 		// id reads the runtime's.
 		if body, err := grpcMessage(h); err == nil {
-			s.enf.Policies().Remove(policyID(call, body))
+			s.enf.Policies().Remove(policyID(a.Call, body))
 		}
 	}
 	// Every other call, StreamSession included: the caller must be
@@ -361,22 +347,18 @@ func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD 
 
 // decide runs the Enforcer and commits on allow: the upstream's reply is
 // invisible here.
-func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*authv3.CheckResponse, error) {
+func (s *Server) decide(ctx context.Context, r proxy.Request) *authv3.CheckResponse {
 	d, err := s.enf.Enforce(ctx, r)
 	if err != nil {
 		// Could not decide: refuse, retryable; the detail goes to the log.
 		s.log.Warn("could not decide a MACP request; refusing it", "err", err)
-		return denyGRPC(rules.CodeInternal, "warden could not decide this message; retry", ""), nil
+		return deny(admission.Undecided)
 	}
 	d.Settle(d.Allow)
 	if !d.Allow {
-		return denyGRPC(d.Code, d.Message, d.ID), nil
+		return deny(admission.Refused(d, r))
 	}
-	p := authn.Principal{ID: d.Principal, Method: d.Via}
-	if r.Principal != nil {
-		p = *r.Principal
-	}
-	return s.allow(p, d.ID), nil
+	return s.allow(*r.Principal, d.ID)
 }
 
 // decideSend decides a Send, within the principal's started sessions (see
@@ -385,20 +367,21 @@ func (s *Server) decide(ctx context.Context, r proxy.Request, _ proxy.Call) (*au
 // cap, has its sessions looked up. Replicas sharing the sessions in a store
 // do not count: the table is only the store's cache, and a session's later
 // messages go to other replicas.
-func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.Envelope, call proxy.Call) (*authv3.CheckResponse, error) {
+func (s *Server) decideSend(ctx context.Context, r proxy.Request) *authv3.CheckResponse {
 	if s.enf.SharesSessions() {
-		return s.decide(ctx, proxy.Request{Principal: &p, Envelope: env}, call)
+		return s.decide(ctx, r)
 	}
+	env, p := r.Envelope, r.Principal
 	now := time.Now().UnixMilli()
 	start := env.GetMessageType() == rules.TypeSessionStart
 	if start && !s.enf.DryRun() && s.starts.full(p.ID, now, s.enf.Ended) {
 		d := s.enf.Refuse("macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
 			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
-		return denyGRPC(d.Code, d.Message, d.ID), nil
+		return deny(admission.Refused(d, r))
 	}
-	resp, err := s.decide(ctx, proxy.Request{Principal: &p, Envelope: env}, call)
-	if err != nil || resp.GetStatus().GetCode() != 0 {
-		return resp, err
+	resp := s.decide(ctx, r)
+	if resp.GetStatus().GetCode() != 0 {
+		return resp
 	}
 	if start {
 		var sp macpv1.SessionStartPayload
@@ -407,7 +390,7 @@ func (s *Server) decideSend(ctx context.Context, p authn.Principal, env *macpv1.
 	} else {
 		s.starts.decided(env.GetSessionId(), now, s.enf.Ended)
 	}
-	return resp, nil
+	return resp
 }
 
 // grpcMessage returns the single gRPC message of a buffered unary request:
@@ -435,37 +418,55 @@ func grpcMessage(h *authv3.AttributeContext_HttpRequest) ([]byte, error) {
 // shares (Envoy joins repeated headers with commas) and, when Envoy
 // terminated mTLS, the client certificate it forwards.
 func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) (authn.Credentials, error) {
-	var chain []*x509.Certificate
-	if pemURL := src.GetCertificate(); pemURL != "" {
-		if pem, err := url.QueryUnescape(pemURL); err == nil {
-			chain = parsePEM(pem)
-		}
-	}
-	return authn.FromHeaders(func(name string) []string {
-		v, ok := headers[name]
-		return authn.SplitHeader(v, ok)
-	}, chain)
+	return authn.FromHeaders(headerGetter(headers), chainOf(src))
 }
 
-// denyGRPC answers a gRPC client: HTTP 200 with a trailers-only gRPC status,
-// the MACP error code in macp-error-code, and the decision id.
+// headerGetter reads a header's values as Envoy gives them (repeated
+// headers joined with commas).
+func headerGetter(headers map[string]string) func(string) []string {
+	return func(name string) []string {
+		v, ok := headers[name]
+		return authn.SplitHeader(v, ok)
+	}
+}
+
+// chainOf is the client certificate Envoy forwards when it terminated mTLS.
+func chainOf(src *authv3.AttributeContext_Peer) []*x509.Certificate {
+	if pemURL := src.GetCertificate(); pemURL != "" {
+		if pem, err := url.QueryUnescape(pemURL); err == nil {
+			return parsePEM(pem)
+		}
+	}
+	return nil
+}
+
+// denyGRPC answers a gRPC client with a refusal Warden made at the door
+// (see deny).
 func denyGRPC(c rules.Code, msg, decisionID string) *authv3.CheckResponse {
-	st := code.Code(c.GRPCStatus())
 	text := string(c) + ": " + msg
 	if decisionID != "" {
 		text += " (warden decision " + decisionID + ")"
 	}
+	return deny(admission.Refusal{Status: codes.Code(c.GRPCStatus()), Code: c, Text: text, DecisionID: decisionID})
+}
+
+// deny maps a MACP refusal onto Envoy's wire, once: HTTP 200 with a
+// trailers-only gRPC status, the MACP error code in macp-error-code (as
+// the runtime sends it), and the decision id when it names one.
+func deny(r admission.Refusal) *authv3.CheckResponse {
 	headers := []*corev3.HeaderValueOption{
 		header("content-type", "application/grpc"),
-		header("grpc-status", fmt.Sprint(int32(st))),
-		header("grpc-message", url.PathEscape(text)),
-		header("macp-error-code", string(c)),
+		header("grpc-status", fmt.Sprint(int32(r.Status))),
+		header("grpc-message", url.PathEscape(r.Text)),
 	}
-	if decisionID != "" {
-		headers = append(headers, header("x-warden-decision", decisionID))
+	if r.Code != "" {
+		headers = append(headers, header("macp-error-code", string(r.Code)))
+	}
+	if r.DecisionID != "" {
+		headers = append(headers, header("x-warden-decision", r.DecisionID))
 	}
 	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(st), Message: text},
+		Status: &rpcstatus.Status{Code: int32(r.Status), Message: r.Text},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
 			Status: &typev3.HttpStatus{Code: typev3.StatusCode_OK}, Headers: headers,
 		}},
@@ -509,21 +510,6 @@ func (s *Server) allow(p authn.Principal, decisionID string) *authv3.CheckRespon
 			"decision_id": structpb.NewStringValue(decisionID), "principal": structpb.NewStringValue(p.ID)}}
 	}
 	return resp
-}
-
-// denyStatus answers a gRPC client with a bare gRPC status.
-func denyStatus(c code.Code, msg string) *authv3.CheckResponse {
-	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(c), Message: msg},
-		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status: &typev3.HttpStatus{Code: typev3.StatusCode_OK},
-			Headers: []*corev3.HeaderValueOption{
-				header("content-type", "application/grpc"),
-				header("grpc-status", fmt.Sprint(int32(c))),
-				header("grpc-message", url.PathEscape(msg)),
-			},
-		}},
-	}
 }
 
 // header is one header to set, both of its messages in one allocation.

@@ -198,6 +198,9 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	c.streams[id] = d
 	c.mu.Unlock()
 	if d.x != nil {
+		if d.x.admitting {
+			c.r.spawn(d.x.admit)
+		}
 		if end {
 			d.x.body(nil, true)
 		} else {

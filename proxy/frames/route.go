@@ -81,6 +81,17 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) Response
 }
 
+// Admitter is a Handler that admits a stream on its header list before any
+// of its body is kept: Admit runs on a worker as soon as the HEADERS
+// arrived. Until it returns, the stream's body is not read further than
+// the receive window the client already had (none of it is returned); a
+// refusal (not nil) is the client's answer at once, and whatever body came
+// or comes is dropped. Otherwise the window is returned, the body taken up
+// to MaxBody, and Handle called with Request.Admitted set to admitted.
+type Admitter interface {
+	Admit(ctx context.Context, header []hpack.HeaderField, tls *tls.ConnectionState) (admitted any, refusal *Response)
+}
+
 // Request is a buffered request.
 type Request struct {
 	// Header is the request's header list as the client sent it.
@@ -91,6 +102,8 @@ type Request struct {
 	Truncated bool
 	// TLS is the client connection's TLS state; nil without TLS.
 	TLS *tls.ConnectionState
+	// Admitted is what an Admitter's Admit returned for the stream.
+	Admitted any
 
 	x *exchange
 }
@@ -184,20 +197,43 @@ type exchange struct {
 
 	buf       []byte
 	truncated bool
-	started   bool
+	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
+
+	// Under c.mu: the admission of an Admitter's stream.
+	admitting bool  // Admit has not returned
+	refused   bool  // Admit refused: the body is dropped
+	withheld  int64 // body bytes whose window is returned once admitted
+	bodyDone  bool  // started, as the admitting worker sees it
+	admitted  any
 }
 
 func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel}
+	_, admitting := rt.Handler.(Admitter)
+	return &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
+}
+
+// withhold reports whether n bytes of body just received keep their window
+// until the stream is admitted (counted then); it runs under c.mu.
+func (x *exchange) withhold(n int64) bool {
+	if x.admitting {
+		x.withheld += n
+	}
+	return x.admitting
 }
 
 // body takes the next piece of the request body on the client reader; the
-// Handler starts once the body ended or outgrew the bound. What comes after
-// that is dropped (its window was returned).
+// Handler starts once the body ended or outgrew the bound, and the stream
+// was admitted. What comes after that, or for a refused stream, is dropped.
 func (x *exchange) body(data []byte, end bool) {
 	if x.started {
+		return
+	}
+	x.c.mu.Lock()
+	refused := x.refused
+	x.c.mu.Unlock()
+	if refused {
 		return
 	}
 	if room := x.max - len(x.buf); len(data) > room {
@@ -208,14 +244,45 @@ func (x *exchange) body(data []byte, end bool) {
 	}
 	if end || x.truncated {
 		x.started = true
-		x.c.r.spawn(x.run)
+		x.c.mu.Lock()
+		x.bodyDone = true
+		start := !x.admitting && !x.refused
+		x.c.mu.Unlock()
+		if start {
+			x.c.r.spawn(x.run)
+		}
+	}
+}
+
+// admit runs the Admitter on a worker: a refusal is answered now; an
+// admitted stream gets its withheld window back, and the Handler runs here
+// once the body is whole (or on the client reader when it is whole later).
+func (x *exchange) admit() {
+	admitted, refusal := x.rt.Handler.(Admitter).Admit(x.ctx, x.header, x.c.tls)
+	c := x.c
+	c.mu.Lock()
+	x.admitting, x.admitted = false, admitted
+	if refusal != nil {
+		x.refused = true
+	} else if x.withheld > 0 && !x.d.gone {
+		c.returnCredit(x.d, x.withheld)
+	}
+	x.withheld = 0
+	start := refusal == nil && x.bodyDone
+	c.mu.Unlock()
+	switch {
+	case refusal != nil:
+		x.cancel()
+		c.respond(x.d, *refusal)
+	case start:
+		x.run()
 	}
 }
 
 // run calls the Handler and sends its answer to the client.
 func (x *exchange) run() {
 	defer x.cancel()
-	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, x: x})
+	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x})
 	x.c.respond(x.d, resp)
 }
 

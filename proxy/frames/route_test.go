@@ -104,12 +104,7 @@ func TestRoute(t *testing.T) {
 		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
 		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}, // met by every call
 	})
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	c := testClient(t, addr)
 	for _, tc := range []struct {
 		mode    string
 		size    int
@@ -271,12 +266,7 @@ func TestDrain(t *testing.T) {
 	g := gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	_, addr, stop, served := runRelay(t, Config{Upstream: up, Router: g, DrainTimeout: 10 * time.Second})
 	defer stop()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	c := testClient(t, addr)
 	answered := make(chan error, 1)
 	go func() {
 		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
@@ -356,5 +346,88 @@ func TestNoRequestTrailers(t *testing.T) {
 			t.Fatalf("NoRequestTrailers %v: the request did not end upstream", drop)
 		}
 		nc.Close()
+	}
+}
+
+// testClient is a TestService client of the relay at addr, closed when the
+// test ends.
+func testClient(t *testing.T, addr string) testpb.TestServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc)
+}
+
+// admitter is testHandler that admits a stream on its header list first:
+// "refuse" is refused, anything else admitted after delay (while the
+// client is still sending its body).
+type admitter struct {
+	*testHandler
+	delay time.Duration
+}
+
+func (a admitter) Admit(_ context.Context, header []hpack.HeaderField, _ *tls.ConnectionState) (any, *Response) {
+	for _, f := range header {
+		if f.Name == "mode" && f.Value == "refuse" {
+			r := grpcStatus(codes.PermissionDenied, "not admitted")
+			return nil, &r
+		}
+	}
+	time.Sleep(a.delay)
+	return "admitted", nil
+}
+
+func (a admitter) Handle(ctx context.Context, req *Request) Response {
+	if req.Admitted != "admitted" {
+		return grpcStatus(codes.Internal, "handled without its admission")
+	}
+	return a.testHandler.Handle(ctx, req)
+}
+
+type admitRouter struct{ h admitter }
+
+func (r admitRouter) Route([]hpack.HeaderField, *tls.ConnectionState) Route {
+	return Route{Handler: r.h, MaxBody: 1 << 20}
+}
+
+// TestAdmitter: a Handler that is an Admitter admits each stream on its
+// header list before the body is kept. A refused stream is answered with
+// the refusal and never reaches the upstream; an admitted one whose body is
+// larger than the stream window (so it stalls until the admission returned
+// the window) reaches the Handler whole, with what Admit returned.
+func TestAdmitter(t *testing.T) {
+	a, _, up := startEcho(t)
+	h := admitter{testHandler: &testHandler{ended: make(chan error, 1)}, delay: 100 * time.Millisecond}
+	_, addr := startRelay(t, Config{Upstream: up, Router: admitRouter{h}})
+	c := testClient(t, addr)
+	for _, tc := range []struct {
+		mode    string
+		size    int
+		code    codes.Code
+		reached int64
+	}{
+		{"refuse", 10, codes.PermissionDenied, 0},
+		{"refuse", 300 << 10, codes.PermissionDenied, 0},
+		{"forward", 10, codes.OK, 1},
+		{"forward", 300 << 10, codes.OK, 1}, // past the 64 KiB stream window
+	} {
+		t.Run(tc.mode+"/"+strconv.Itoa(tc.size), func(t *testing.T) {
+			before := a.unary.Load()
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", tc.mode), 5*time.Second)
+			defer cancel()
+			resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(tc.size), ResponseSize: 1})
+			if status.Code(err) != tc.code {
+				t.Fatalf("UnaryCall: %v, want %v", err, tc.code)
+			}
+			if err == nil && resp.GetPayload() == nil {
+				t.Error("no echo")
+			}
+			if got := a.unary.Load() - before; got != tc.reached {
+				t.Errorf("%d calls reached the upstream, want %d", got, tc.reached)
+			}
+		})
 	}
 }

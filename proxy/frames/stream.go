@@ -329,8 +329,11 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	if l.x != nil || l.hold != nil {
 		// kept here, not relayed: the window is returned at once (the
-		// buffer is bounded by the Route's MaxBody)
-		c.returnCredit(l, int64(len(data)))
+		// buffer is bounded by the Route's MaxBody), but for a stream not
+		// admitted yet
+		if l.x == nil || !l.x.withhold(int64(len(data))) {
+			c.returnCredit(l, int64(len(data)))
+		}
 		c.mu.Unlock()
 		if l.x != nil {
 			l.x.body(data, end)

@@ -2,7 +2,6 @@ package macp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"slices"
@@ -18,8 +17,10 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // recvOne reads the one request message of a unary call; bodyTap bounds
@@ -63,14 +64,6 @@ func relayable(header metadata.MD) bool {
 	return false
 }
 
-// refusal is the Ack the runtime itself sends for a refused message.
-func refusal(d proxy.Decision, sessionID, messageID string) *macpv1.Ack {
-	return &macpv1.Ack{
-		Ok: false, MessageId: messageID, SessionId: sessionID,
-		Error: &macpv1.MACPError{Code: string(d.Code), Message: d.Message + " (warden decision " + d.ID + ")", SessionId: sessionID, MessageId: messageID},
-	}
-}
-
 // undecided maps "could not decide" onto the wire, once for every MACP call:
 // refused, retryable, with a generic text for the client and the detail in
 // the log.
@@ -81,7 +74,7 @@ func (s *Server) undecided(ctx context.Context, err error) error {
 		}
 	}
 	s.log.Warn("could not decide a MACP message; refusing it", "err", err)
-	return status.Error(codes.Unavailable, "warden could not decide this message; retry")
+	return refuse(ctx, admission.Undecided)
 }
 
 // upstreamError is what the client sees when the call to the runtime failed:
@@ -101,34 +94,6 @@ func (s *Server) upstreamError(err error) error {
 		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
 	}
 	return err
-}
-
-// decide authenticates the call through the front door and decides r; ctx
-// is returned with the metadata the runtime is to receive.
-func (s *Server) decide(ctx context.Context, r proxy.Request) (proxy.Decision, context.Context, error) {
-	c, md, err := credentialsOf(ctx)
-	return s.decideAs(ctx, c, md, err, r)
-}
-
-// decideAs is decide on credentials already read (c, or the error reading
-// them) from the call's metadata md, which it changes: both transports
-// decide through it.
-func (s *Server) decideAs(ctx context.Context, c authn.Credentials, md metadata.MD, err error, r proxy.Request) (proxy.Decision, context.Context, error) {
-	var p authn.Principal
-	if err == nil {
-		p, err = s.enf.Authenticate(ctx, c)
-	}
-	if errors.Is(err, authn.ErrKeysUnavailable) {
-		return proxy.Decision{}, nil, err
-	}
-	if err != nil {
-		r.AuthError = err
-	} else {
-		r.Principal = &p
-		ctx = s.upstreamContext(ctx, md, p, c)
-	}
-	d, err := s.enf.Enforce(ctx, r)
-	return d, ctx, err
 }
 
 // settle ends a decision by the runtime's answer to the message: accepted
@@ -151,8 +116,14 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 
 // send decides one Send and forwards it when allowed. It is registered as
 // a unary method (cheaper than the generic stream path every other call
-// takes); the answer is either Warden's refusal or the runtime's bytes.
+// takes); the answer is either Warden's refusal or the runtime's bytes. The
+// caller is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	a, md := s.admit(ctx, methodSend)
+	if a.Refusal != nil {
+		bodyArrived(ctx)
+		return nil, refuse(ctx, *a.Refusal)
+	}
 	req := &frame{}
 	err := dec(req)
 	if !bodyArrived(ctx) {
@@ -161,17 +132,18 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 	if err != nil {
 		return nil, err
 	}
-	var sr macpv1.SendRequest
-	if err := proto.Unmarshal(req.b, &sr); err != nil || sr.GetEnvelope() == nil {
-		return nil, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope")
+	r, refused := s.gate.Request(a, req.b)
+	if refused != nil {
+		return nil, refuse(ctx, *refused)
 	}
-	env := sr.GetEnvelope()
-	d, upctx, err := s.decide(ctx, proxy.Request{Envelope: env, Acked: true})
+	r.Acked = true
+	upctx := s.upstreamContext(ctx, md, a.Principal, a.Credentials)
+	d, err := s.enf.Enforce(upctx, r)
 	if err != nil {
 		return nil, s.undecided(ctx, err)
 	}
 	if !d.Allow {
-		return &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())}, nil
+		return &macpv1.SendResponse{Ack: admission.Refused(d, r).Ack(r.Envelope)}, nil
 	}
 	var header, trailer metadata.MD
 	resp := &frame{}
@@ -180,50 +152,47 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 		_ = grpc.SetHeader(ctx, header)
 	}
 	_ = grpc.SetTrailer(ctx, trailer)
-	var a ack
+	var ak ack
 	if err == nil {
-		if a, err = readAck(resp.b); err != nil {
+		if ak, err = readAck(resp.b); err != nil {
 			err = errors.New("the runtime's SendResponse does not decode")
 		}
 	}
-	s.settle(ctx, d, a, err)
+	s.settle(ctx, d, ak, err)
 	if err != nil {
 		return nil, s.upstreamError(err)
 	}
 	return resp, nil
 }
 
-// control decides CancelSession, SuspendSession and ResumeSession. The
-// caller is authenticated before its request is read: a client that cannot
-// authenticate holds no stream waiting for a body.
-func (s *Server) control(ss grpc.ServerStream, op string) error {
-	if _, _, err := s.admit(ss.Context()); err != nil {
-		return err
-	}
+// control decides CancelSession, SuspendSession and ResumeSession, admitted
+// as a (authenticated before its request is read: a client that cannot
+// authenticate holds no stream waiting for a body).
+func (s *Server) control(ss grpc.ServerStream, a admission.Admission, upctx context.Context) error {
 	req, err := recvOne(ss)
 	if err != nil {
 		return err
 	}
-	var cr macpv1.CancelSessionRequest // the three requests share {session_id, reason}
-	if err := proto.Unmarshal(req.b, &cr); err != nil || cr.GetSessionId() == "" {
-		return status.Error(codes.InvalidArgument, op+" request does not decode or names no session")
+	r, refused := s.gate.Request(a, req.b)
+	if refused != nil {
+		return refuse(ss.Context(), *refused)
 	}
-	d, upctx, err := s.decide(ss.Context(), proxy.Request{Op: op, SessionID: cr.GetSessionId()})
+	d, err := s.enf.Enforce(upctx, r)
 	if err != nil {
 		return s.undecided(ss.Context(), err)
 	}
 	if !d.Allow {
 		// The runtime refuses control RPCs with a gRPC status, not an Ack.
-		return status.Error(codes.Code(d.Code.GRPCStatus()), string(d.Code)+": "+d.Message+" (warden decision "+d.ID+")")
+		return refuse(ss.Context(), admission.Refused(d, r))
 	}
-	resp, err := s.invoke(upctx, ss, service+op, req)
-	var a ack // the three responses share {ack}
+	resp, err := s.invoke(upctx, ss, a.Method, req)
+	var ak ack // the three responses share {ack}
 	if err == nil {
-		if a, err = readAck(resp.b); err != nil {
+		if ak, err = readAck(resp.b); err != nil {
 			err = errors.New("the runtime's control response does not decode")
 		}
 	}
-	s.settle(ss.Context(), d, a, err)
+	s.settle(ss.Context(), d, ak, err)
 	if err != nil {
 		return err
 	}
@@ -235,25 +204,22 @@ func member(m *macpv1.SessionMetadata, id string) bool {
 	return m.GetInitiator() == id || slices.Contains(m.GetParticipants(), id)
 }
 
-// authedUnary authenticates a unary call, forwards it and decodes the
-// response into out, so the caller can filter what the caller may see.
-func (s *Server) authedUnary(ss grpc.ServerStream, method string, out proto.Message) (authn.Principal, *frame, error) {
-	p, ctx, err := s.admit(ss.Context())
-	if err != nil {
-		return p, nil, err
-	}
+// authedUnary forwards a unary call admitted with the upstream context ctx
+// and decodes the response into out, so the caller can filter what the
+// caller may see.
+func (s *Server) authedUnary(ss grpc.ServerStream, ctx context.Context, method string, out proto.Message) (*frame, error) {
 	req, err := recvOne(ss)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	resp, err := s.invoke(ctx, ss, method, req)
 	if err != nil {
-		return p, nil, err
+		return nil, err
 	}
 	if err := proto.Unmarshal(resp.b, out); err != nil {
-		return p, nil, status.Error(codes.Internal, "the runtime's "+method+" response does not decode")
+		return nil, status.Error(codes.Internal, "the runtime's "+method+" response does not decode")
 	}
-	return p, resp, nil
+	return resp, nil
 }
 
 // errNoSession is the one answer for a session the caller may not see,
@@ -263,9 +229,9 @@ var errNoSession = status.Error(codes.NotFound, "session not found")
 // getSession shows a session only to its participants; to anyone else it
 // looks exactly like an unknown session (the runtime's PermissionDenied for
 // an existing session included).
-func (s *Server) getSession(ss grpc.ServerStream) error {
+func (s *Server) getSession(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
 	var out macpv1.GetSessionResponse
-	p, resp, err := s.authedUnary(ss, methodGet, &out)
+	resp, err := s.authedUnary(ss, ctx, methodGet, &out)
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.NotFound, codes.PermissionDenied:
@@ -280,9 +246,9 @@ func (s *Server) getSession(ss grpc.ServerStream) error {
 }
 
 // listSessions lists only the caller's sessions.
-func (s *Server) listSessions(ss grpc.ServerStream) error {
+func (s *Server) listSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
 	var out macpv1.ListSessionsResponse
-	p, resp, err := s.authedUnary(ss, service+"ListSessions", &out)
+	resp, err := s.authedUnary(ss, ctx, service+"ListSessions", &out)
 	if err != nil {
 		return err
 	}
@@ -300,11 +266,7 @@ func (s *Server) listSessions(ss grpc.ServerStream) error {
 }
 
 // watchSessions relays only the lifecycle events of the caller's sessions.
-func (s *Server) watchSessions(ss grpc.ServerStream) error {
-	p, ctx, err := s.admit(ss.Context())
-	if err != nil {
-		return err
-	}
+func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
 	done, err := s.streams.take(p.ID)
 	if err != nil {
 		return err
@@ -319,59 +281,6 @@ func (s *Server) watchSessions(ss grpc.ServerStream) error {
 		}
 		return member(ev.GetEvent().GetSession(), p.ID), nil
 	})
-}
-
-// policyCall authenticates a unary policy call and forwards it; the caller
-// reads the request and response it returns.
-func (s *Server) policyCall(ss grpc.ServerStream, method string) (req, resp *frame, err error) {
-	_, ctx, err := s.admit(ss.Context())
-	if err != nil {
-		return nil, nil, err
-	}
-	if req, err = recvOne(ss); err != nil {
-		return nil, nil, err
-	}
-	resp, err = s.invoke(ctx, ss, method, req)
-	return req, resp, err
-}
-
-// registerPolicy forwards a registration and, when the runtime accepts it,
-// records the descriptor so sessions can bind it, over any copy held (the
-// runtime accepts an id it holds no policy under).
-func (s *Server) registerPolicy(ss grpc.ServerStream) error {
-	req, resp, err := s.policyCall(ss, methodRegisterPo)
-	if err != nil {
-		return err
-	}
-	var in macpv1.RegisterPolicyRequest
-	var out macpv1.RegisterPolicyResponse
-	if proto.Unmarshal(req.b, &in) == nil && proto.Unmarshal(resp.b, &out) == nil && out.GetOk() {
-		pd := in.GetPolicyDescriptor()
-		d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
-		if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
-			s.enf.Policies().Remove(d.PolicyID)
-			s.log.Warn("registered policy has rules that are not JSON; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)
-		} else if err := s.enf.Policies().Replace(d); err != nil {
-			s.enf.Policies().Remove(d.PolicyID)
-			s.log.Warn("could not record a registered policy", "policy_id", d.PolicyID, "err", err)
-		}
-	}
-	return ss.SendMsg(resp)
-}
-
-// unregisterPolicy forwards an unregistration and, when the runtime accepts
-// it, forgets the policy, so that new sessions cannot bind it.
-func (s *Server) unregisterPolicy(ss grpc.ServerStream) error {
-	req, resp, err := s.policyCall(ss, service+"UnregisterPolicy")
-	if err != nil {
-		return err
-	}
-	var in macpv1.UnregisterPolicyRequest
-	var out macpv1.UnregisterPolicyResponse
-	if proto.Unmarshal(req.b, &in) == nil && proto.Unmarshal(resp.b, &out) == nil && out.GetOk() {
-		s.enf.Policies().Remove(in.GetPolicyId())
-	}
-	return ss.SendMsg(resp)
 }
 
 // relay runs a call of any shape against the upstream with the upstream
@@ -446,11 +355,7 @@ const echoTimeout = 10 * time.Second
 // when forwarded, so that it never holds its session. Settling never waits on
 // the client: what goes to the client is queued (clientWriter), and a client
 // that does not read has its stream ended.
-func (s *Server) streamSession(ss grpc.ServerStream) error {
-	p, upctx, err := s.admit(ss.Context())
-	if err != nil {
-		return err
-	}
+func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx context.Context) error {
 	done, err := s.streams.take(p.ID)
 	if err != nil {
 		return err
@@ -515,7 +420,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 				return
 			}
 			var req macpv1.StreamSessionRequest
-			if err := proto.Unmarshal(f.b, &req); err != nil {
+			if err := strictpb.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
 				streamErr(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
 				continue
 			}
@@ -528,7 +433,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 					continue
 				}
 				if !d.Allow {
-					a := refusal(d, env.GetSessionId(), env.GetMessageId())
+					a := admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
 					out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 					continue
 				}
@@ -588,11 +493,7 @@ func (s *Server) streamSession(ss grpc.ServerStream) error {
 // watchSignals relays ambient signals to every authenticated caller and the
 // signals of a session (Progress) only to its participants: the runtime
 // sends every session's signals to every watcher.
-func (s *Server) watchSignals(ss grpc.ServerStream) error {
-	p, ctx, err := s.admit(ss.Context())
-	if err != nil {
-		return err
-	}
+func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
 	done, err := s.streams.take(p.ID)
 	if err != nil {
 		return err
@@ -633,7 +534,8 @@ var errCredentialGone = errors.New("the credential expired or was revoked")
 // reloaded, a key removed from the JWKS) or names someone else. stop ends
 // the watch.
 func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context, func()) {
-	c, _, _ := credentialsOf(ctx)
+	h, _ := headersOf(ctx, "")
+	c, _ := authn.FromHeaders(h.Get, h.Chain)
 	return s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
 }
 

@@ -3,14 +3,10 @@ package macp
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,12 +19,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/frames"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -155,7 +151,7 @@ func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frame
 	if _, ok := sendContentType(header); ok {
 		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
-	rt := frames.Route{Pool: poolFallback, Header: innerHeader(header, cs)}
+	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, cs)}
 	// every call of the runtime but StreamSession sends one message: its
 	// request has body_timeout to end (a pass-through service's call may
 	// stream, as reflection does)
@@ -165,61 +161,6 @@ func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frame
 		rt.BodyTimeout = r.s.bodyTimeout
 	}
 	return rt
-}
-
-// chainHeader carries, from the relay front door to the grpc-go sidecar
-// behind it, the client certificate chain the relay's TLS handshake
-// verified: one value per certificate, leaf first, base64 DER. The relay
-// strips a client's copy from every request, and the sidecar reads it only
-// on a call that came through the in-process pipe (innerAddr); it is never
-// forwarded to the runtime.
-const chainHeader = "x-warden-client-chain"
-
-// verifiedChain is the client certificate chain a TLS handshake verified,
-// or nil.
-func verifiedChain(cs *tls.ConnectionState) []*x509.Certificate {
-	if cs == nil || len(cs.VerifiedChains) == 0 {
-		return nil
-	}
-	return cs.VerifiedChains[0]
-}
-
-// innerHeader is the header list the grpc-go sidecar receives for a
-// request: the client's without any chainHeader, with the verified chain
-// added; nil (the client's unchanged) when there is nothing to remove or
-// add.
-func innerHeader(header []hpack.HeaderField, cs *tls.ConnectionState) []hpack.HeaderField {
-	chain := verifiedChain(cs)
-	if chain == nil && !slices.ContainsFunc(header, func(f hpack.HeaderField) bool { return f.Name == chainHeader }) {
-		return nil
-	}
-	out := make([]hpack.HeaderField, 0, len(header)+len(chain))
-	for _, f := range header {
-		if f.Name != chainHeader {
-			out = append(out, f)
-		}
-	}
-	for _, c := range chain {
-		out = append(out, hpack.HeaderField{Name: chainHeader, Value: base64.StdEncoding.EncodeToString(c.Raw), Sensitive: true})
-	}
-	return out
-}
-
-// parseChain reads the chain innerHeader wrote.
-func parseChain(values []string) ([]*x509.Certificate, error) {
-	var chain []*x509.Certificate
-	for _, v := range values {
-		der, err := base64.StdEncoding.DecodeString(v)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
-		}
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			return nil, fmt.Errorf("client certificate chain from the relay: %w", err)
-		}
-		chain = append(chain, c)
-	}
-	return chain, nil
 }
 
 // sendContentType returns the content type of a request the relay decides
@@ -247,25 +188,35 @@ func sendContentType(header []hpack.HeaderField) (string, bool) {
 	return ct, ok
 }
 
-// grpcPrefix is the length of a gRPC message's prefix: a compression flag
-// and a four-byte big-endian length.
-const grpcPrefix = 5
-
-// grpcMessage returns the one uncompressed message body holds, or false.
-func grpcMessage(body []byte) ([]byte, bool) {
-	if len(body) < grpcPrefix || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:grpcPrefix])) != len(body)-grpcPrefix {
-		return nil, false
-	}
-	return body[grpcPrefix:], true
-}
-
-// sendHandler decides the Sends the relay buffers.
+// sendHandler decides the Sends the relay buffers, admitted on their
+// header list before any of their body is kept (frames.Admitter).
 type sendHandler struct{ s *Server }
 
-// Handle decides one Send the relay buffered, as send does on grpc-go, and
-// answers as it answers: Warden's refusal, or the runtime's own answer after
-// the decision settled on its Ack. A body that is not exactly one
-// uncompressed message goes to the grpc-go sidecar, which answers it.
+// relayAdmitted is a Send admitted on the relay: the admission and the
+// call's metadata (without a client's chain hand-off header).
+type relayAdmitted struct {
+	a  admission.Admission
+	md metadata.MD
+}
+
+// Admit admits a Send from its header list with the one gate every door
+// uses; a refusal is answered before any of its body is kept.
+func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
+	md := incomingMD(header)
+	handoff{}.strip(md)
+	a := h.s.gate.Admit(ctx, admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs)})
+	if a.Refusal != nil {
+		ct, _ := sendContentType(header)
+		resp := refusalAnswer(ct, *a.Refusal)
+		return nil, &resp
+	}
+	return relayAdmitted{a: a, md: md}, nil
+}
+
+// Handle decides one Send the relay admitted and buffered, as send does on
+// grpc-go, and answers as it answers: Warden's refusal, or the runtime's own
+// answer after the decision settled on its Ack. A body that is not exactly
+// one uncompressed message goes to the grpc-go sidecar, which answers it.
 func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Response {
 	s := h.s
 	ct, _ := sendContentType(req.Header)
@@ -284,7 +235,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	msg, ok := grpcMessage(req.Body)
 	if !ok {
 		header := req.Header
-		if h := innerHeader(header, req.TLS); h != nil {
+		if h := (handoff{}).give(header, req.TLS); h != nil {
 			header = h
 		}
 		resp, err := req.Forward(ctx, poolFallback, header)
@@ -293,22 +244,21 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 		}
 		return resp
 	}
-	var sr macpv1.SendRequest
-	if err := proto.Unmarshal(msg, &sr); err != nil || sr.GetEnvelope() == nil {
-		return statusAnswer(ct, status.Error(codes.InvalidArgument, "SendRequest does not decode or carries no envelope"))
+	adm := req.Admitted.(relayAdmitted)
+	r, refused := s.gate.Request(adm.a, msg)
+	if refused != nil {
+		return refusalAnswer(ct, *refused)
 	}
-	env := sr.GetEnvelope()
-	md := incomingMD(req.Header)
-	ctx, endSpan := s.span(ctx, mdCarrier(md), trace.SpanKindServer)
+	r.Acked = true
+	ctx, endSpan := s.span(ctx, mdCarrier(adm.md), trace.SpanKindServer)
 	defer endSpan()
-	delete(md, chainHeader)
-	c, err := authn.FromHeaders(md.Get, verifiedChain(req.TLS))
-	d, upctx, err := s.decideAs(ctx, c, md, err, proxy.Request{Envelope: env, Acked: true})
+	upctx := s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)
+	d, err := s.enf.Enforce(upctx, r)
 	if err != nil {
 		return statusAnswer(ct, s.undecided(ctx, err))
 	}
 	if !d.Allow {
-		return messageAnswer(ct, &macpv1.SendResponse{Ack: refusal(d, env.GetSessionId(), env.GetMessageId())})
+		return messageAnswer(ct, &macpv1.SendResponse{Ack: admission.Refused(d, r).Ack(r.Envelope)})
 	}
 	up, _ := metadata.FromOutgoingContext(upctx)
 	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
@@ -411,7 +361,7 @@ func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD,
 		switch {
 		case f.Name == ":authority":
 			f.Value = authority
-		case f.Name == principalHeader, f.Name == chainHeader, f.Name == authn.HeaderAuthorization, f.Name == authn.HeaderMACPToken:
+		case handoff{}.owned(f.Name), f.Name == authn.HeaderAuthorization, f.Name == authn.HeaderMACPToken:
 			continue
 		case f.Name == "traceparent", f.Name == "tracestate":
 			if traced {
@@ -438,33 +388,6 @@ func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD,
 		}
 	}
 	return out
-}
-
-// encodeTimeout writes d as a grpc-timeout value, as grpc-go does: at most
-// eight digits in the finest unit that holds it, rounded up.
-func encodeTimeout(d time.Duration) string {
-	const maxValue = 1e8 - 1
-	if d <= 0 {
-		return "0n"
-	}
-	for _, u := range []struct {
-		unit time.Duration
-		name string
-	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}} {
-		if n := ceilDiv(d, u.unit); n <= maxValue {
-			return strconv.FormatInt(n, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(min(ceilDiv(d, time.Hour), maxValue), 10) + "H"
-}
-
-// ceilDiv is d/u rounded up, without overflow.
-func ceilDiv(d, u time.Duration) int64 {
-	n := int64(d / u)
-	if d%u > 0 {
-		n++
-	}
-	return n
 }
 
 // mdCarrier reads a trace context from a request's metadata.
@@ -503,101 +426,6 @@ func (s *Server) span(ctx context.Context, from propagation.TextMapCarrier, kind
 	}
 	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(kind))
 	return ctx, func() { span.End() }
-}
-
-// statusAnswer is the Trailers-Only answer grpc-go sends for err.
-func statusAnswer(ct string, err error) frames.Response {
-	st := status.Convert(err)
-	h := []hpack.HeaderField{
-		{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct},
-		{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
-		{Name: "grpc-message", Value: encodeGRPCMessage(st.Message())},
-	}
-	return frames.Response{Header: h}
-}
-
-// messageAnswer is the answer grpc-go sends for a unary call that returned
-// m: the header list, the message, and trailers with status OK.
-func messageAnswer(ct string, m proto.Message) frames.Response {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return statusAnswer(ct, status.Error(codes.Internal, "grpc: error while marshaling: "+err.Error()))
-	}
-	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
-	return frames.Response{
-		Header:  []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}},
-		Body:    append(body, b...),
-		Trailer: []hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: ""}},
-	}
-}
-
-// encodeGRPCMessage percent-encodes a status message as gRPC's HTTP/2
-// mapping asks (every byte outside printable ASCII, and '%').
-func encodeGRPCMessage(msg string) string {
-	const hex = "0123456789ABCDEF"
-	var b []byte
-	for i := 0; i < len(msg); i++ {
-		c := msg[i]
-		if c >= ' ' && c <= '~' && c != '%' {
-			if b != nil {
-				b = append(b, c)
-			}
-			continue
-		}
-		if b == nil {
-			b = append(make([]byte, 0, len(msg)+8), msg[:i]...)
-		}
-		b = append(b, '%', hex[c>>4], hex[c&15])
-	}
-	if b == nil {
-		return msg
-	}
-	return string(b)
-}
-
-// decodeGRPCMessage undoes encodeGRPCMessage; a malformed escape is kept.
-func decodeGRPCMessage(msg string) string {
-	var b []byte
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == '%' && i+2 < len(msg) {
-			if v, err := strconv.ParseUint(msg[i+1:i+3], 16, 8); err == nil {
-				if b == nil {
-					b = append([]byte(nil), msg[:i]...)
-				}
-				b = append(b, byte(v))
-				i += 2
-				continue
-			}
-		}
-		if b != nil {
-			b = append(b, msg[i])
-		}
-	}
-	if b == nil {
-		return msg
-	}
-	return string(b)
-}
-
-// grpcTimeout reads a request's grpc-timeout ("1S", "250m", ...).
-func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
-	v := headerValue(header, "grpc-timeout")
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v[:len(v)-1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
-		return 0, false
-	}
-	if n > uint64(math.MaxInt64/unit) {
-		return math.MaxInt64, true // clamped, as grpc-go does ("99999999H")
-	}
-	return time.Duration(n) * unit, true
 }
 
 // pipeListener is the in-memory listener the grpc-go sidecar serves on

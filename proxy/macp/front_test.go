@@ -20,7 +20,10 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy/listener"
@@ -33,6 +36,7 @@ import (
 // SendResponse carried, and the stream's reset, if any.
 type rawAnswer struct {
 	Status, GRPCStatus, GRPCMessage, Ack string
+	AckMessage, MACP                     string // the Ack's error message; macp-error-code
 	Reset                                http2.ErrCode
 }
 
@@ -92,7 +96,9 @@ func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []by
 				case "grpc-status":
 					a.GRPCStatus = hf.Value
 				case "grpc-message":
-					a.GRPCMessage = decisionID.ReplaceAllString(hf.Value, "warden decision ID")
+					a.GRPCMessage = decisionID.ReplaceAllString(decodeGRPCMessage(hf.Value), "warden decision ID")
+				case "macp-error-code":
+					a.MACP = hf.Value
 				}
 			}
 			if f.StreamEnded() {
@@ -123,6 +129,7 @@ func (a rawAnswer) withAck(t *testing.T, data []byte) rawAnswer {
 		t.Fatalf("the answer's body is not one SendResponse: %x", data)
 	}
 	a.Ack = fmt.Sprintf("ok=%v %s", resp.GetAck().GetOk(), resp.GetAck().GetError().GetCode())
+	a.AckMessage = decisionID.ReplaceAllString(resp.GetAck().GetError().GetMessage(), "warden decision ID")
 	return a
 }
 
@@ -134,22 +141,37 @@ func framed(msg []byte, n int, flag byte) []byte {
 	return append(b, msg...)
 }
 
-// TestFrontDoorBadInput sends what a client should not through both
-// transports: each is answered with the same protocol-native error on both
-// (the grpc-go server's answer is the reference) and none reaches the
-// runtime, while a well-formed Send does.
+// TestFrontDoorBadInput sends what a client should not through MACP's
+// three front doors: each is answered with the same protocol-native error
+// (the grpc-go server's answer is the reference; the relay's is the same
+// bytes, ext_authz's the equivalent on Envoy's wire, see equivalent) and
+// none reaches the runtime, while a well-formed Send does. Credentials are
+// checked before the message on every door: a Send without valid ones is
+// refused UNAUTHENTICATED from its header list (on the old code the grpc-go
+// and relay doors read the message first and answered with an Ack).
 func TestFrontDoorBadInput(t *testing.T) {
 	start, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(sid string) []byte {
-		b, err := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
-			MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}})
+	envelope := func(sid string, payload []byte) *macpv1.Envelope {
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+			MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}
+	}
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
+	}
+	send := func(sid string) []byte { return marshal(&macpv1.SendRequest{Envelope: envelope(sid, start)}) }
+	// sendWith is a Send whose envelope (field 1) ends with extra, bytes
+	// protobuf-go keeps as unknown fields and prost refuses or reads
+	// otherwise.
+	sendWith := func(sid string, extra ...byte) []byte {
+		env := append(marshal(envelope(sid, start)), extra...)
+		return append(append([]byte{0x0a}, protowire.AppendVarint(nil, uint64(len(env)))...), env...)
 	}
 	hdr := func(path, ct, auth string, extra ...hpack.HeaderField) []hpack.HeaderField {
 		h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
@@ -159,6 +181,7 @@ func TestFrontDoorBadInput(t *testing.T) {
 		}
 		return append(h, extra...)
 	}
+	whole := func(b []byte) []byte { return framed(b, len(b), 0) }
 	const maxMsg = 1024
 	sendPath, grpcCT, planner := methodSend, "application/grpc", "Bearer planner"
 	for _, tc := range []struct {
@@ -167,45 +190,76 @@ func TestFrontDoorBadInput(t *testing.T) {
 		body    func(sid string) []byte
 		reaches bool   // the runtime gets the message
 		want    string // grpc-status, or the Ack's "ok=... CODE"
+		envoy   string // ext_authz's grpc-status where Envoy's framing answers differently ("": equivalent)
 	}{
-		{"well-formed Send", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, true, "ok=true "},
-		{"grpc+proto content type", hdr(sendPath, "application/grpc+proto", planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, true, "ok=true "},
-		{"no credentials", hdr(sendPath, grpcCT, ""), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
-		{"malformed credentials", hdr(sendPath, grpcCT, "Basic cGxhbm5lcg=="), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
-		{"two credentials", hdr(sendPath, grpcCT, planner, hpack.HeaderField{Name: "x-macp-token", Value: "worker"}), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
-		{"sender is not the caller", hdr(sendPath, grpcCT, "Bearer worker"), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "ok=false UNAUTHENTICATED"},
-		{"oversized message", hdr(sendPath, grpcCT, planner), func(string) []byte { return framed(bytes.Repeat([]byte{0}, 2*maxMsg), 2*maxMsg, 0) }, false, "8"},
-		{"truncated message", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b[:10], len(b), 0) }, false, "13"},
-		{"no message", hdr(sendPath, grpcCT, planner), func(string) []byte { return nil }, false, "13"},
-		{"two messages", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return append(framed(b, len(b), 0), framed(b, len(b), 0)...) }, false, "13"},
-		{"compressed flag, no encoding", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 1) }, false, "13"},
-		{"not a SendRequest", hdr(sendPath, grpcCT, planner), func(string) []byte { return framed([]byte{0xff, 0xff}, 2, 0) }, false, "3"},
-		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "3"},
-		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
-		{"query string", hdr(sendPath+"?x=1", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
-		{"upper-case path", hdr(service+"SEND", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
-		{"escaped slash", hdr("/macp.v1.MACPRuntimeService%2FSend", grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 0) }, false, "12"},
+		{"well-formed Send", hdr(sendPath, grpcCT, planner), func(s string) []byte { return whole(send(s)) }, true, "ok=true ", ""},
+		{"grpc+proto content type", hdr(sendPath, "application/grpc+proto", planner), func(s string) []byte { return whole(send(s)) }, true, "ok=true ", ""},
+		{"no credentials", hdr(sendPath, grpcCT, ""), func(s string) []byte { return whole(send(s)) }, false, "16", ""},
+		{"malformed credentials", hdr(sendPath, grpcCT, "Basic cGxhbm5lcg=="), func(s string) []byte { return whole(send(s)) }, false, "16", ""},
+		{"two credentials", hdr(sendPath, grpcCT, planner, hpack.HeaderField{Name: "x-macp-token", Value: "worker"}), func(s string) []byte { return whole(send(s)) }, false, "16", ""},
+		{"no credentials, not a SendRequest", hdr(sendPath, grpcCT, ""), func(string) []byte { return whole([]byte{0xff, 0xff}) }, false, "16", ""},
+		{"sender is not the caller", hdr(sendPath, grpcCT, "Bearer worker"), func(s string) []byte { return whole(send(s)) }, false, "ok=false UNAUTHENTICATED", ""},
+		{"oversized message", hdr(sendPath, grpcCT, planner), func(string) []byte { return framed(bytes.Repeat([]byte{0}, 2*maxMsg), 2*maxMsg, 0) }, false, "8", "3"},
+		{"truncated message", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b[:10], len(b), 0) }, false, "13", ""},
+		{"no message", hdr(sendPath, grpcCT, planner), func(string) []byte { return nil }, false, "13", ""},
+		{"two messages", hdr(sendPath, grpcCT, planner), func(s string) []byte { return append(whole(send(s)), whole(send(s))...) }, false, "13", ""},
+		{"compressed flag, no encoding", hdr(sendPath, grpcCT, planner), func(s string) []byte { b := send(s); return framed(b, len(b), 1) }, false, "13", ""},
+		{"not a SendRequest", hdr(sendPath, grpcCT, planner), func(string) []byte { return whole([]byte{0xff, 0xff}) }, false, "3", ""},
+		// issue 24 item 2: what protobuf-go keeps as unknown fields and
+		// prost refuses is refused before any decision, at any depth
+		{"envelope repeats sender as a varint", hdr(sendPath, grpcCT, planner), func(s string) []byte { return whole(sendWith(s, 0x30, 0x01)) }, false, "3", ""},
+		{"envelope with an unknown field", hdr(sendPath, grpcCT, planner), func(s string) []byte { return whole(sendWith(s, 0xf8, 0x07, 0x01)) }, false, "3", ""},
+		{"envelope sender not UTF-8", hdr(sendPath, grpcCT, planner), func(s string) []byte { return whole(sendWith(s, 0x32, 0x02, 0xff, 0xfe)) }, false, "3", ""},
+		{"SendRequest with an unknown field", hdr(sendPath, grpcCT, planner), func(s string) []byte { return whole(append(send(s), 0x10, 0x01)) }, false, "3", ""},
+		{"SessionStart payload with a field of the wrong wire type", hdr(sendPath, grpcCT, planner), func(s string) []byte {
+			return whole(marshal(&macpv1.SendRequest{Envelope: envelope(s, append(append([]byte{}, start...), 0x0a, 0x01, 'x', 0x30, 0x01, 0x30, 0x02, 0x35, 0, 0, 0, 0))}))
+		}, false, "ok=false INVALID_ENVELOPE", ""},
+		// the control calls and the other methods go through the same gate
+		{"CancelSession without credentials", hdr(service+"CancelSession", grpcCT, ""), func(s string) []byte { return whole(marshal(&macpv1.CancelSessionRequest{SessionId: s})) }, false, "16", ""},
+		{"CancelSession naming no session", hdr(service+"CancelSession", grpcCT, planner), func(string) []byte { return whole(nil) }, false, "3", ""},
+		{"SuspendSession with a field of the wrong wire type", hdr(service+"SuspendSession", grpcCT, planner), func(s string) []byte {
+			return whole(append(marshal(&macpv1.SuspendSessionRequest{SessionId: s}), 0x10, 0x01))
+		}, false, "3", ""},
+		{"ResumeSession of a session that does not exist", hdr(service+"ResumeSession", grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.ResumeSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
+		}, false, "5", ""},
+		{"discovery without credentials", hdr(service+"ListModes", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
+		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { return whole(send(s)) }, false, "3", "3"},
+		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
+		{"query string", hdr(sendPath+"?x=1", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
+		{"upper-case path", hdr(service+"SEND", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
+		{"escaped slash", hdr("/macp.v1.MACPRuntimeService%2FSend", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got [2]rawAnswer
-			for i, transport := range transports {
+			got := map[string]rawAnswer{}
+			for _, door := range doors {
 				runtime, up := startFakeRuntime(t)
-				addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Transport: transport, MaxMessageBytes: maxMsg})
-				got[i] = rawCall(t, addr, tc.header, tc.body(sessionID()))
+				call := openDoor(t, door, devEnforcer(t), up, maxMsg)
+				a := call(t, tc.header, tc.body(sessionID()))
+				got[door] = a
 				if n := runtime.forwarded(); (n == 1) != tc.reaches || n > 1 {
-					t.Errorf("%s: %d messages reached the runtime, want reaches=%v", transport, n, tc.reaches)
+					t.Errorf("%s: %d messages reached the runtime, want reaches=%v", door, n, tc.reaches)
 				}
-				if w := got[i].GRPCStatus; got[i].Ack != "" {
-					if w != "0" || got[i].Ack != tc.want {
-						t.Errorf("%s: %+v, want status 0 and %s", transport, got[i], tc.want)
+				switch w := a.GRPCStatus; {
+				case door == "extauthz" && tc.envoy != "":
+					if w != tc.envoy {
+						t.Errorf("%s: %+v, want grpc-status %s", door, a, tc.envoy)
 					}
-				} else if w != tc.want {
-					t.Errorf("%s: %+v, want grpc-status %s", transport, got[i], tc.want)
+				case door == "extauthz":
+					if !equivalent(door, got[TransportGRPC], a) {
+						t.Errorf("ext_authz's answer is not the grpc-go door's equivalent:\ngrpc     %+v\nextauthz %+v", got[TransportGRPC], a)
+					}
+				case a.Ack != "":
+					if w != "0" || a.Ack != tc.want {
+						t.Errorf("%s: %+v, want status 0 and %s", door, a, tc.want)
+					}
+				case w != tc.want:
+					t.Errorf("%s: %+v, want grpc-status %s", door, a, tc.want)
 				}
 			}
-			t.Logf("grpc: %+v", got[0])
-			if got[0] != got[1] {
-				t.Errorf("the transports answer differently:\ngrpc  %+v\nrelay %+v", got[0], got[1])
+			t.Logf("grpc: %+v", got[TransportGRPC])
+			if got[TransportGRPC] != got[TransportRelay] {
+				t.Errorf("the transports answer differently:\ngrpc  %+v\nrelay %+v", got[TransportGRPC], got[TransportRelay])
 			}
 		})
 	}
@@ -300,9 +354,11 @@ func FuzzRelaySend(f *testing.F) {
 	})
 }
 
-// TestInnerHeader checks what the relay hands the grpc-go sidecar: a
-// client's own chain header never, a verified chain as parseChain reads it.
-func TestInnerHeader(t *testing.T) {
+// TestHandoff checks the chain hand-off's one owner: what the relay hands
+// the grpc-go sidecar (a client's own chain header never, a verified chain
+// as take reads it), and what the sidecar takes (the field only from the
+// in-process pipe, and never left in the call's metadata).
+func TestHandoff(t *testing.T) {
 	cert := &x509.Certificate{Raw: []byte("not parsed here")}
 	forged := hpack.HeaderField{Name: chainHeader, Value: "Zm9yZ2Vk"}
 	path := hpack.HeaderField{Name: ":path", Value: methodGet}
@@ -319,13 +375,29 @@ func TestInnerHeader(t *testing.T) {
 			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := innerHeader(tc.header, tc.cs); !slices.Equal(got, tc.want) {
-				t.Errorf("innerHeader = %v, want %v", got, tc.want)
+			if got := (handoff{}).give(tc.header, tc.cs); !slices.Equal(got, tc.want) {
+				t.Errorf("give = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if _, err := parseChain([]string{"Zm9yZ2Vk"}); err == nil {
-		t.Error("parseChain took bytes that are not a certificate")
+	inner := peer.NewContext(context.Background(), &peer.Peer{Addr: innerAddr{}})
+	outer := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}})
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		wantErr bool
+	}{
+		{"through the pipe: not a certificate", inner, true},
+		{"from a client: ignored", outer, false},
+		{"no peer: ignored", context.Background(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := metadata.Pairs(chainHeader, "Zm9yZ2Vk")
+			chain, err := handoff{}.take(tc.ctx, md)
+			if (err != nil) != tc.wantErr || chain != nil || md[chainHeader] != nil {
+				t.Errorf("take = %v, %v; metadata left %v", chain, err, md)
+			}
+		})
 	}
 }
 

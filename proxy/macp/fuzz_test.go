@@ -10,6 +10,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -71,7 +72,7 @@ func FuzzSend(f *testing.F) {
 			if !d.Allow && d.Code == "" {
 				t.Fatalf("a refusal without a code: %+v", d)
 			}
-			_ = refusal(d, env.GetSessionId(), env.GetMessageId())
+			_ = admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
 			d.Settle(false)
 		}
 	})

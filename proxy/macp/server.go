@@ -8,13 +8,10 @@ package macp
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -26,14 +23,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 )
 
 // Config is the MACP sidecar's configuration.
@@ -143,6 +139,7 @@ type Server struct {
 	streams *streamCaps
 	queued  *queueBudget // what the relayed calls' clients have waiting
 	srv     *grpc.Server
+	gate    *admission.Gate
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
 	bodyTimeout time.Duration
@@ -244,7 +241,9 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
+	methods := proxy.NewMethods(cfg.PassThrough)
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
+		gate:        admission.New(methods, enf, cfg.PublicDiscovery, log),
 		queued:      &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes},
 		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
@@ -347,109 +346,102 @@ const (
 	methodRegisterPo = service + "RegisterPolicy"
 )
 
-// handle dispatches every call but Send by the one method table the sidecar
-// and ext_authz share: a path that is not exactly a runtime method or a
-// pass-through service is refused, never piped.
+// handle admits and dispatches every call but Send by the one method table
+// the sidecar and ext_authz share (admission.Gate): a path that is not
+// exactly a runtime method or a pass-through service is refused, never
+// piped; credentials are checked before any message is read.
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
-	defer bodyArrived(ss.Context()) // a call refused before its message frees its timer
+	ctx := ss.Context()
+	defer bodyArrived(ctx) // a call refused before its message frees its timer
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
 	}
-	switch s.methods.Lookup(method) {
-	case proxy.CallStream:
-		return s.streamSession(ss)
-	case proxy.CallControl:
-		return s.control(ss, strings.TrimPrefix(method, service))
-	case proxy.CallGetSession:
-		return s.getSession(ss)
-	case proxy.CallListSessions:
-		return s.listSessions(ss)
-	case proxy.CallWatchSessions:
-		return s.watchSessions(ss)
-	case proxy.CallWatchSignals:
-		return s.watchSignals(ss)
-	case proxy.CallRegisterPolicy:
-		return s.registerPolicy(ss)
-	case proxy.CallUnregisterPolicy:
-		return s.unregisterPolicy(ss)
-	case proxy.CallPassThrough:
-		return s.relayAnonymous(ss, method)
-	case proxy.CallDiscovery:
-		if s.cfg.PublicDiscovery {
-			return s.relayAnonymous(ss, method)
-		}
-	case proxy.CallAuthenticated:
-	default: // CallUnknown, and CallSend reached by another route
-		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: "unknown method " + strconv.Quote(method)})
-		return status.Errorf(codes.Unimplemented, "unknown method %q (warden decision %s)", method, d.ID)
+	if s.methods.Lookup(method) == proxy.CallSend { // Send is registered: this is another route to it
+		return refuse(ctx, s.gate.Unknown(method))
 	}
-	p, ctx, err := s.admit(ss.Context())
-	if err != nil {
-		return err
+	a, md := s.admit(ctx, method)
+	switch {
+	case a.Refusal != nil:
+		return refuse(ctx, *a.Refusal)
+	case a.Anonymous:
+		return s.relayAnonymous(ss, method, md)
+	}
+	p, upctx := a.Principal, s.upstreamContext(ctx, md, a.Principal, a.Credentials)
+	switch a.Call {
+	case proxy.CallStream:
+		return s.streamSession(ss, p, upctx)
+	case proxy.CallControl:
+		return s.control(ss, a, upctx)
+	case proxy.CallGetSession:
+		return s.getSession(ss, p, upctx)
+	case proxy.CallListSessions:
+		return s.listSessions(ss, p, upctx)
+	case proxy.CallWatchSessions:
+		return s.watchSessions(ss, p, upctx)
+	case proxy.CallWatchSignals:
+		return s.watchSignals(ss, p, upctx)
+	case proxy.CallRegisterPolicy:
+		return s.registerPolicy(ss, upctx)
+	case proxy.CallUnregisterPolicy:
+		return s.unregisterPolicy(ss, upctx)
 	}
 	done, err := s.streams.take(p.ID)
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, stop := s.guard(ctx, p)
+	upctx, stop := s.guard(upctx, p)
 	defer stop()
-	return s.relay(ss, method, ctx, nil)
+	return s.relay(ss, method, upctx, nil)
 }
 
 // relayAnonymous forwards a call without credentials, within the anonymous
-// callers' share of the runtime's streams.
-func (s *Server) relayAnonymous(ss grpc.ServerStream, method string) error {
+// callers' share of the runtime's streams: md, the call's metadata, loses
+// every credential and identity header, so that nothing unchecked reaches
+// the runtime as an identity.
+func (s *Server) relayAnonymous(ss grpc.ServerStream, method string, md metadata.MD) error {
 	done, err := s.streams.take("")
 	if err != nil {
 		return err
 	}
 	defer done()
-	return s.relay(ss, method, outgoingAnonymous(ss.Context()), nil)
+	delete(md, principalHeader)
+	delete(md, authn.HeaderAuthorization)
+	delete(md, authn.HeaderMACPToken)
+	return s.relay(ss, method, metadata.NewOutgoingContext(ss.Context(), md), nil)
 }
 
-// credentialsOf extracts what authn needs from the call with the one
-// credential parser every adapter shares. md is the call's metadata, a copy
-// the caller owns (upstreamContext makes it the runtime's).
-func credentialsOf(ctx context.Context) (c authn.Credentials, md metadata.MD, err error) {
-	md, _ = metadata.FromIncomingContext(ctx)
-	var chain []*x509.Certificate
-	if p, ok := peer.FromContext(ctx); ok {
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-			chain = ti.State.VerifiedChains[0]
-		} else if _, inner := p.Addr.(innerAddr); inner {
-			// behind the relay front door, which verified the chain
-			if chain, err = parseChain(md[chainHeader]); err != nil {
-				return c, md, err
-			}
-		}
+// headersOf is what the gate reads of a grpc-go call: its metadata md (a
+// copy the caller owns, without the chain hand-off header) and its
+// verified client chain.
+func headersOf(ctx context.Context, method string) (admission.Headers, metadata.MD) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if md == nil {
+		md = metadata.MD{}
 	}
-	delete(md, chainHeader)
-	c, err = authn.FromHeaders(md.Get, chain)
-	return c, md, err
+	chain, err := handoff{}.take(ctx, md)
+	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err}, md
 }
 
-// admit authenticates the call and returns the principal and the context for
-// calls to the runtime on its behalf (see upstreamMD). A failure is mapped to
-// the gRPC status the runtime uses.
-func (s *Server) admit(ctx context.Context) (authn.Principal, context.Context, error) {
-	c, md, err := credentialsOf(ctx)
-	var p authn.Principal
-	if err == nil {
-		p, err = s.enf.Authenticate(ctx, c)
-	}
-	switch {
-	case errors.Is(err, authn.ErrKeysUnavailable):
-		s.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
-		return p, nil, status.Error(codes.Unavailable, "authentication keys unavailable; retry")
-	case err != nil:
-		method, _ := grpc.Method(ctx)
-		d := s.enf.Refuse("macp", "", strings.TrimPrefix(method, service), rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
-		return p, nil, status.Error(codes.Unauthenticated, "authentication failed: "+authn.Reason(err)+" (warden decision "+d.ID+")")
-	}
-	return p, s.upstreamContext(ctx, md, p, c), nil
+// admit admits a grpc-go call (admission.Gate.Admit) and returns its
+// metadata, which upstreamContext makes the runtime's.
+func (s *Server) admit(ctx context.Context, method string) (admission.Admission, metadata.MD) {
+	h, md := headersOf(ctx, method)
+	return s.gate.Admit(ctx, h), md
 }
+
+// refuse maps a refusal onto grpc-go's wire: its status, and its MACP code
+// in the macp-error-code trailer, as the runtime sends one.
+func refuse(ctx context.Context, r admission.Refusal) error {
+	if r.Code != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(macpErrorCode, string(r.Code)))
+	}
+	return status.Error(r.Status, r.Text)
+}
+
+// macpErrorCode is the trailer the runtime names a refusal's MACP code in.
+const macpErrorCode = "macp-error-code"
 
 // upstreamContext is ctx with the metadata the runtime receives for a call
 // made as p: the caller's metadata md (changed in place) without the identity headers Warden
@@ -463,7 +455,6 @@ func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Pr
 		md = metadata.MD{}
 	}
 	delete(md, principalHeader)
-	delete(md, chainHeader)
 	if t, replace := s.tokens.Upstream(p, c); replace {
 		delete(md, authn.HeaderAuthorization)
 		delete(md, authn.HeaderMACPToken)
@@ -477,15 +468,3 @@ func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Pr
 // principalHeader is the identity header Warden owns; a client's copy is
 // never forwarded.
 const principalHeader = "x-warden-principal"
-
-// outgoingAnonymous is the context for a call forwarded without
-// authentication: the caller's metadata without any credential or identity
-// header, so that nothing unchecked reaches the runtime as an identity.
-func outgoingAnonymous(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx) // a copy
-	delete(md, principalHeader)
-	delete(md, chainHeader)
-	delete(md, authn.HeaderAuthorization)
-	delete(md, authn.HeaderMACPToken)
-	return metadata.NewOutgoingContext(ctx, md)
-}

@@ -5,7 +5,6 @@ import (
 	"net"
 	"path/filepath"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,13 +118,15 @@ func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
 
 // sendStep sends one transcript step through a MACP client, with the step's
 // principal as a dev bearer, and reads the answer back into a Decision: a
-// Send's Ack, or a control RPC's status, whose message starts with the MACP
-// code ("SESSION_NOT_OPEN: ...").
+// Send's Ack, or a refusal's status, whose macp-error-code trailer is the
+// MACP code (a call refused at the door, Send included, has no Ack).
 func sendStep(ctx context.Context, c macpv1.MACPRuntimeServiceClient, st replay.Step) (proxy.Decision, error) {
 	r := st.Request
 	if r.Credentials.Bearer != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+r.Credentials.Bearer)
 	}
+	var trailer metadata.MD
+	c = trailed{c, &trailer}
 	var ack *macpv1.Ack
 	var err error
 	switch r.Op {
@@ -148,13 +149,35 @@ func sendStep(ctx context.Context, c macpv1.MACPRuntimeServiceClient, st replay.
 	}
 	if err != nil {
 		st, ok := status.FromError(err)
-		code, msg, found := strings.Cut(st.Message(), ": ")
-		if r.Op == "" || !ok || !found {
+		code := trailer.Get("macp-error-code")
+		if !ok || len(code) != 1 {
 			return proxy.Decision{}, err // not an answer: the call failed
 		}
-		return proxy.Decision{Code: rules.Code(code), Message: msg}, nil
+		return proxy.Decision{Code: rules.Code(code[0]), Message: st.Message()}, nil
 	}
 	return proxy.Decision{Allow: ack.GetOk(), Duplicate: ack.GetDuplicate(), Code: rules.Code(ack.GetError().GetCode()), Message: ack.GetError().GetMessage()}, nil
+}
+
+// trailed is a client whose every call records its trailer.
+type trailed struct {
+	macpv1.MACPRuntimeServiceClient
+	trailer *metadata.MD
+}
+
+func (c trailed) Send(ctx context.Context, in *macpv1.SendRequest, opts ...grpc.CallOption) (*macpv1.SendResponse, error) {
+	return c.MACPRuntimeServiceClient.Send(ctx, in, append(opts, grpc.Trailer(c.trailer))...)
+}
+
+func (c trailed) CancelSession(ctx context.Context, in *macpv1.CancelSessionRequest, opts ...grpc.CallOption) (*macpv1.CancelSessionResponse, error) {
+	return c.MACPRuntimeServiceClient.CancelSession(ctx, in, append(opts, grpc.Trailer(c.trailer))...)
+}
+
+func (c trailed) SuspendSession(ctx context.Context, in *macpv1.SuspendSessionRequest, opts ...grpc.CallOption) (*macpv1.SuspendSessionResponse, error) {
+	return c.MACPRuntimeServiceClient.SuspendSession(ctx, in, append(opts, grpc.Trailer(c.trailer))...)
+}
+
+func (c trailed) ResumeSession(ctx context.Context, in *macpv1.ResumeSessionRequest, opts ...grpc.CallOption) (*macpv1.ResumeSessionResponse, error) {
+	return c.MACPRuntimeServiceClient.ResumeSession(ctx, in, append(opts, grpc.Trailer(c.trailer))...)
 }
 
 // TestTranscriptsThroughSidecar replays the spec's conformance fixtures and

@@ -36,6 +36,7 @@ from macp.modes.task.v1 import task_pb2
 from macp.v1 import core_pb2, policy_pb2
 from macp_sdk import AuthConfig, MacpClient
 from macp_sdk.envelope import build_envelope
+from macp_sdk.errors import MacpAckError
 
 PAYLOADS = {
     "SessionStart": core_pb2.SessionStartPayload,
@@ -190,6 +191,9 @@ def main():
         except grpc.RpcError as e:  # a call that failed with a gRPC status
             out["code"] = "GRPC_" + e.code().name
             out["message"] = e.details() or ""
+        except MacpAckError as e:  # a NACK the SDK read from a status and its macp-error-code (a call refused at the door)
+            out["code"] = e.failure.code
+            out["message"] = e.failure.message
         except Exception as e:  # the SDK refused or failed: report it, do not hide it
             out["code"] = "SDK_" + type(e).__name__
             out["message"] = str(e)

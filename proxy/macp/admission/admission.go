@@ -1,0 +1,209 @@
+// Package admission is MACP's front door, written once for its three doors:
+// the grpc-go sidecar, the HTTP/2 frame relay and Envoy's ext_authz. A door
+// hands it what it read of a call, in one order: the method path and the
+// credentials of the header list (Admit), then, for a call Warden decides,
+// the one request message (Request), and maps each Refusal onto its wire
+// once. Credentials are checked before any of a call's body is read: a call
+// whose credentials fail is answered from its header list.
+package admission
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
+)
+
+// Gate admits the MACP calls of one listener.
+type Gate struct {
+	methods         proxy.Methods
+	enf             *proxy.Enforcer
+	publicDiscovery bool
+	log             *slog.Logger
+}
+
+// New builds the gate: methods is the listener's method table; with
+// publicDiscovery the discovery calls are admitted without credentials.
+func New(methods proxy.Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.Logger) *Gate {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Gate{methods: methods, enf: enf, publicDiscovery: publicDiscovery, log: log}
+}
+
+// Headers is what a door read of a call's header list.
+type Headers struct {
+	// Method is the call's path (":path").
+	Method string
+	// Get returns a header's values, as the door's transport keeps them.
+	Get func(name string) []string
+	// Chain is the client certificate chain the door's TLS verified (nil
+	// without one); ChainErr is set when the door could not read it.
+	Chain    []*x509.Certificate
+	ChainErr error
+}
+
+// Admission is a call admitted, or refused, on its header list.
+type Admission struct {
+	// Call is the method's kind in the listener's table.
+	Call proxy.Call
+	// Method is the call's path; Op its method name ("CancelSession").
+	Method, Op string
+	// Anonymous is set for a call forwarded without credentials (a
+	// pass-through service, or discovery when public): no principal, and
+	// no credential or identity header of the client's may reach the
+	// upstream.
+	Anonymous bool
+	// Principal and Credentials: whom the credentials proved, and the
+	// credentials themselves (what the upstream is given for the principal
+	// depends on them).
+	Principal   authn.Principal
+	Credentials authn.Credentials
+	// Refusal, when not nil, is the answer: the call is refused.
+	Refusal *Refusal
+}
+
+// Refusal is a refused call as a value, mapped onto each door's wire once.
+type Refusal struct {
+	// Status is the gRPC status a status answer carries.
+	Status codes.Code
+	// Code is the MACP error code (macp-error-code; the Ack's error code),
+	// "" for a bare gRPC status (an unknown method).
+	Code rules.Code
+	// Text is a status answer's message; AckMessage the message of the Ack
+	// a refused Send is answered with where the door can send one.
+	Text, AckMessage string
+	// DecisionID is the decision's id ("" when the refusal names none).
+	DecisionID string
+}
+
+// Admit reads a call's method and credentials, in one order: the method
+// table (an unknown path is UNIMPLEMENTED), the calls forwarded without
+// credentials, then the credentials (UNAVAILABLE while the keys to check
+// them are; UNAUTHENTICATED when they fail).
+func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
+	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, proxy.MACPService)}
+	switch a.Call {
+	case proxy.CallUnknown:
+		r := g.Unknown(h.Method)
+		a.Refusal = &r
+		return a
+	case proxy.CallPassThrough:
+		a.Anonymous = true
+		return a
+	case proxy.CallDiscovery:
+		if g.publicDiscovery {
+			a.Anonymous = true
+			return a
+		}
+	}
+	err := h.ChainErr
+	if err == nil {
+		a.Credentials, err = authn.FromHeaders(h.Get, h.Chain)
+	}
+	if err == nil {
+		a.Principal, err = g.enf.Authenticate(ctx, a.Credentials)
+	}
+	switch {
+	case errors.Is(err, authn.ErrKeysUnavailable):
+		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
+		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
+	case err != nil:
+		d := g.enf.Refuse("macp", "", a.Op, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
+		r := decided(d)
+		a.Refusal = &r
+	}
+	return a
+}
+
+// Unknown is the answer to a path that is not exactly one of the
+// listener's methods: it is never forwarded.
+func (g *Gate) Unknown(method string) Refusal {
+	msg := "unknown method " + strconv.Quote(method)
+	d := g.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: msg})
+	return Refusal{Status: codes.Unimplemented, Text: msg + " (warden decision " + d.ID + ")", DecisionID: d.ID}
+}
+
+// Request reads the one request message of an admitted Send or control
+// call into the request to decide, as the runtime reads it (strictpb: a
+// message protobuf-go and prost would read differently is refused).
+func (g *Gate) Request(a Admission, msg []byte) (proxy.Request, *Refusal) {
+	p := a.Principal
+	switch a.Call {
+	case proxy.CallSend:
+		var sr macpv1.SendRequest
+		err := strictpb.Unmarshal(msg, &sr)
+		if err == nil && sr.GetEnvelope() == nil {
+			err = errors.New("no envelope")
+		}
+		if err != nil {
+			return proxy.Request{}, invalid("SendRequest does not decode or carries no envelope: " + err.Error())
+		}
+		return proxy.Request{Principal: &p, Envelope: sr.GetEnvelope()}, nil
+	case proxy.CallControl:
+		var cr macpv1.CancelSessionRequest // the three requests are {session_id, reason}
+		err := strictpb.Unmarshal(msg, &cr)
+		if err == nil && cr.GetSessionId() == "" {
+			err = errors.New("no session_id")
+		}
+		if err != nil {
+			return proxy.Request{}, invalid(a.Op + " request does not decode or names no session: " + err.Error())
+		}
+		return proxy.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId()}, nil
+	}
+	return proxy.Request{}, invalid(a.Op + " is not decided on its message")
+}
+
+func invalid(msg string) *Refusal {
+	return &Refusal{Status: codes.InvalidArgument, Code: rules.CodeInvalidEnvelope, Text: string(rules.CodeInvalidEnvelope) + ": " + msg, AckMessage: msg}
+}
+
+// Refused is the answer to a request the decision d refused. A session
+// the caller may not see (one that does not exist, or whose initiator and
+// participants the caller is not among) gets the runtime's own answer for
+// a session that does not exist, word for word and with no decision id, so
+// that nothing tells the two apart: SESSION_NOT_FOUND, "UnknownSession" in
+// a Send's Ack, NOT_FOUND "Session '<id>' not found" for a control call.
+func Refused(d proxy.Decision, r proxy.Request) Refusal {
+	if d.Code == rules.CodeSessionNotFound {
+		return unknownSession(r)
+	}
+	return decided(d)
+}
+
+// unknownSession is the runtime's answer for a session it does not hold.
+func unknownSession(r proxy.Request) Refusal {
+	if r.Op != "" {
+		return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: "Session '" + r.SessionID + "' not found"}
+	}
+	return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: string(rules.CodeSessionNotFound) + ": UnknownSession", AckMessage: "UnknownSession"}
+}
+
+// decided is the refusal of a decision: its code, and its message with the
+// decision id.
+func decided(d proxy.Decision) Refusal {
+	msg := d.Message + " (warden decision " + d.ID + ")"
+	return Refusal{Status: codes.Code(d.Code.GRPCStatus()), Code: d.Code, Text: string(d.Code) + ": " + msg, AckMessage: msg, DecisionID: d.ID}
+}
+
+// Undecided is the answer when Warden could not decide (a store or the
+// runtime failed; the detail goes to the log): refused, retryable.
+var Undecided = Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "warden could not decide this message; retry", AckMessage: "warden could not decide this message; retry"}
+
+// Ack is the Ack a refused Send is answered with, as the runtime answers
+// one, on a door that can send one.
+func (r Refusal) Ack(env *macpv1.Envelope) *macpv1.Ack {
+	sid, mid := env.GetSessionId(), env.GetMessageId()
+	return &macpv1.Ack{Ok: false, MessageId: mid, SessionId: sid,
+		Error: &macpv1.MACPError{Code: string(r.Code), Message: r.AckMessage, SessionId: sid, MessageId: mid}}
+}

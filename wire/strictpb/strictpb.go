@@ -1,0 +1,83 @@
+// Package strictpb decodes protobuf as the MACP runtime (prost) reads it, or
+// not at all. protobuf-go keeps what its schema does not expect (a field
+// number it does not know, or one it knows sent with another wire type) as
+// unknown fields and decodes the rest; prost refuses a known field with the
+// wrong wire type outright. A message Warden decided on such a reading would
+// not be the message the runtime refuses or reads, so every message Warden
+// decides on is decoded here: anything outside its schema, at any depth, is
+// refused.
+//
+// The check walks the decoded message's unknown fields instead of
+// re-marshalling and comparing the bytes: encodings that both readers accept
+// and read alike (fields out of order, a repeated scalar packed or not, a
+// singular field sent twice, a varint longer than needed) marshal back to
+// other bytes, and refusing them would refuse valid traffic.
+package strictpb
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// MaxDepth is prost's recursion limit: a message nested deeper does not
+// decode there.
+const MaxDepth = 100
+
+// ErrOutsideSchema is wrapped by the error for a message holding fields its
+// schema does not define (or defines with another wire type).
+var ErrOutsideSchema = errors.New("fields outside the message's schema")
+
+var opts = proto.UnmarshalOptions{RecursionLimit: MaxDepth}
+
+// Unmarshal decodes b into m, refusing what prost refuses and what it would
+// read otherwise than protobuf-go: invalid UTF-8 in a string (protobuf-go
+// refuses it too), nesting deeper than MaxDepth, and any unknown field or
+// field of the wrong wire type at any depth.
+func Unmarshal(b []byte, m proto.Message) error {
+	if err := opts.Unmarshal(b, m); err != nil {
+		return err
+	}
+	return Known(m)
+}
+
+// Known reports, as an error wrapping ErrOutsideSchema and naming the first
+// such message's path, whether m or any message it holds carries unknown
+// fields.
+func Known(m proto.Message) error {
+	return known(m.ProtoReflect(), string(m.ProtoReflect().Descriptor().Name()))
+}
+
+func known(m protoreflect.Message, path string) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%s: %w", path, ErrOutsideSchema)
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		p := path + "." + string(fd.Name())
+		switch {
+		case fd.IsMap():
+			if fd.MapValue().Message() == nil {
+				return true
+			}
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				err = known(mv.Message(), p+"["+k.String()+"]")
+				return err == nil
+			})
+		case fd.IsList():
+			if fd.Message() == nil {
+				return true
+			}
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = known(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i))
+			}
+		case fd.Message() != nil:
+			err = known(v.Message(), p)
+		}
+		return err == nil
+	})
+	return err
+}

@@ -1,0 +1,126 @@
+package strictpb_test
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
+)
+
+// field appends one length-delimited field.
+func field(b []byte, n protowire.Number, v []byte) []byte {
+	b = protowire.AppendTag(b, n, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func varint(b []byte, n protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, n, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func envelope(extra ...func([]byte) []byte) []byte {
+	b := field(nil, 1, []byte("1.0"))
+	b = field(b, 2, []byte("macp.mode.task.v1"))
+	b = field(b, 3, []byte("TaskAccept"))
+	b = field(b, 4, []byte("m1"))
+	b = field(b, 5, []byte("s1"))
+	b = field(b, 6, []byte("agent://bob"))
+	for _, f := range extra {
+		b = f(b)
+	}
+	return b
+}
+
+// TestUnmarshal: what prost refuses (or would read otherwise) is refused at
+// any depth; what both readers read alike passes. protobuf-go alone accepts
+// every "refused" row but the UTF-8 and depth ones.
+func TestUnmarshal(t *testing.T) {
+	nested := func(env []byte) []byte { return field(nil, 1, env) } // SendRequest.envelope
+	deep := []byte{}
+	for range strictpb.MaxDepth + 1 {
+		deep = field(nil, 7, deep) // roots[0] holds a field 7 Root does not define, and so on down
+	}
+	cases := []struct {
+		name   string
+		msg    func() proto.Message
+		b      []byte
+		refuse bool
+	}{
+		{"plain envelope", func() proto.Message { return &macpv1.Envelope{} }, envelope(), false},
+		{"sender repeated as a varint", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte { return varint(b, 6, 1) }), true},
+		{"payload as a fixed32", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte {
+				return protowire.AppendFixed32(protowire.AppendTag(b, 8, protowire.Fixed32Type), 7)
+			}), true},
+		{"timestamp as bytes", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte { return field(b, 7, []byte("x")) }), true},
+		{"unknown field number", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte { return field(b, 99, []byte("x")) }), true},
+		{"unknown group", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte {
+				b = protowire.AppendTag(b, 50, protowire.StartGroupType)
+				return protowire.AppendTag(b, 50, protowire.EndGroupType)
+			}), true},
+		{"invalid UTF-8", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte { return field(b, 6, []byte{0xff, 0xfe}) }), true},
+		{"nested: wrong wire type inside SendRequest.envelope", func() proto.Message { return &macpv1.SendRequest{} },
+			nested(envelope(func(b []byte) []byte { return varint(b, 6, 1) })), true},
+		{"nested: plain", func() proto.Message { return &macpv1.SendRequest{} }, nested(envelope()), false},
+		{"nested: truncated", func() proto.Message { return &macpv1.SendRequest{} }, nested(envelope())[:20], true},
+		{"list element: unknown field in SessionStartPayload.roots[0]", func() proto.Message { return &macpv1.SessionStartPayload{} },
+			field(nil, 7, field(field(nil, 1, []byte("file:///a")), 9, []byte("x"))), true},
+		{"list element: plain", func() proto.Message { return &macpv1.SessionStartPayload{} },
+			field(nil, 7, field(nil, 1, []byte("file:///a"))), false},
+		{"map of bytes", func() proto.Message { return &macpv1.SessionStartPayload{} },
+			field(nil, 9, field(field(nil, 1, []byte("k")), 2, []byte("v"))), false},
+		{"unknown fields nested past the depth limit", func() proto.Message { return &macpv1.SessionStartPayload{} }, deep, true},
+		// read alike by both: must pass
+		{"sender twice, last wins", func() proto.Message { return &macpv1.Envelope{} },
+			envelope(func(b []byte) []byte { return field(b, 6, []byte("agent://carol")) }), false},
+		{"fields out of order", func() proto.Message { return &macpv1.Envelope{} },
+			field(field(nil, 6, []byte("agent://bob")), 1, []byte("1.0")), false},
+		{"overlong varint", func() proto.Message { return &macpv1.Envelope{} },
+			append(protowire.AppendTag(nil, 7, protowire.VarintType), 0x81, 0x80, 0x00), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := strictpb.Unmarshal(c.b, c.msg())
+			if (err != nil) != c.refuse {
+				t.Fatalf("Unmarshal: %v, want refused %v", err, c.refuse)
+			}
+		})
+	}
+}
+
+func TestKnownNamesThePath(t *testing.T) {
+	b := field(nil, 1, envelope(func(b []byte) []byte { return varint(b, 6, 1) }))
+	err := strictpb.Unmarshal(b, &macpv1.SendRequest{})
+	if !errors.Is(err, strictpb.ErrOutsideSchema) || err.Error() != "SendRequest.envelope: fields outside the message's schema" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// FuzzUnmarshal: whatever strictpb accepts, protobuf-go reads with nothing
+// left over, and reads the same when unknown fields are discarded.
+func FuzzUnmarshal(f *testing.F) {
+	f.Add(field(nil, 1, envelope()))
+	f.Add(field(nil, 1, envelope(func(b []byte) []byte { return varint(b, 6, 1) })))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var strict macpv1.SendRequest
+		if strictpb.Unmarshal(b, &strict) != nil {
+			return
+		}
+		var lax macpv1.SendRequest
+		if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &lax); err != nil {
+			t.Fatalf("accepted, but protobuf-go refuses it: %v", err)
+		}
+		if !proto.Equal(&strict, &lax) {
+			t.Fatal("accepted a message with fields protobuf-go discards")
+		}
+	})
+}
