@@ -23,7 +23,7 @@ import (
 func startRelay(t *testing.T, upstream string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	start(t, "relay", addr, nil, buildOnce(t, "./bench/cmd/null"), "-listen", addr, "-macp", upstream, "-relay")
+	start(t, "relay", addr, nil, buildIn(t, "bench", "./cmd/null"), "-listen", addr, "-macp", upstream, "-relay")
 	return addr
 }
 
