@@ -6,8 +6,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,8 +192,6 @@ type Enforcer struct {
 	observer  Observer
 	log       *slog.Logger
 	now       func() time.Time
-	idPrefix  string
-	seq       atomic.Uint64
 	depth     int // Config.PipelineDepth; <= 1 is serial
 }
 
@@ -230,9 +226,6 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	e.idPrefix = hex.EncodeToString(b[:]) + "-"
 	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
 	if cfg.DryRun {
 		e.log.Warn("dry-run mode: refusals are logged and the messages forwarded anyway")
