@@ -279,26 +279,6 @@ func (s *Server) getSession(ss grpc.ServerStream) error {
 	return ss.SendMsg(resp)
 }
 
-// listSessions lists only the caller's sessions.
-func (s *Server) listSessions(ss grpc.ServerStream) error {
-	var out macpv1.ListSessionsResponse
-	p, resp, err := s.authedUnary(ss, service+"ListSessions", &out)
-	if err != nil {
-		return err
-	}
-	kept := out.Sessions[:0]
-	for _, m := range out.GetSessions() {
-		if member(m, p.ID) {
-			kept = append(kept, m)
-		}
-	}
-	if len(kept) == len(out.GetSessions()) {
-		return ss.SendMsg(resp) // untouched
-	}
-	out.Sessions = kept
-	return ss.SendMsg(&out)
-}
-
 // watchSessions relays only the lifecycle events of the caller's sessions.
 func (s *Server) watchSessions(ss grpc.ServerStream) error {
 	p, ctx, err := s.admit(ss.Context())

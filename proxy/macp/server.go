@@ -32,6 +32,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 )
@@ -141,7 +142,8 @@ type Server struct {
 	tp      trace.TracerProvider
 	up      grpc.ClientConnInterface
 	streams *streamCaps
-	queued  *queueBudget // what the relayed calls' clients have waiting
+	queued  *queueBudget  // what the relayed calls' clients have waiting
+	pages   handle.Sealer // ListSessions tokens (list.go)
 	srv     *grpc.Server
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
@@ -244,8 +246,12 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
+	pages, err := newPageSealer()
+	if err != nil {
+		return nil, fmt.Errorf("macp list tokens: %w", err)
+	}
 	return &Server{cfg: cfg, methods: proxy.NewMethods(cfg.PassThrough), tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
-		queued:      &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes},
+		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}, pages: pages,
 		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
 
