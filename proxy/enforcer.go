@@ -56,7 +56,12 @@ func (c Config) Validate() error {
 // Rebuilder recovers the state of a session the table does not hold (evicted,
 // or seen before a restart) from the upstream runtime.
 type Rebuilder interface {
-	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
+	// Rebuild binds the session to bound, the governance Warden recorded it
+	// bound at SessionStart (nil when none is recorded): the runtime shows
+	// which policy a session bound, never the definition, and the one
+	// registered under its id now may differ. A session whose non-default
+	// policy has no record binds rules.UnknownPolicy.
+	Rebuild(ctx context.Context, sessionID string, bound *rules.Governance) (*rules.Session, error)
 	// Exists reports whether the upstream holds the session, whether or not
 	// the caller may see it.
 	Exists(ctx context.Context, sessionID string) (bool, error)
