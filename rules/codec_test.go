@@ -232,4 +232,3 @@ func TestDecoderBindsOnce(t *testing.T) {
 		t.Fatal("the Decoder does not reuse its bound policy, or decodes differently")
 	}
 }
-

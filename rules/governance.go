@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // DefaultPolicyID is the built-in policy every runtime pre-registers
@@ -18,6 +20,31 @@ type PolicyDescriptor struct {
 	Description   string         `json:"description,omitempty"`
 	SchemaVersion uint32         `json:"schema_version"`
 	Rules         map[string]any `json:"rules"`
+}
+
+// DescriptorOf reads a policy descriptor as the runtime does
+// (policy_descriptor_to_definition in macp-runtime 0.13.0): its rules JSON
+// through serde_json, which reads as {} whatever it does not parse (an empty
+// string, a lone surrogate, nesting 128 deep, a number out of range, not
+// JSON at all). Go's encoding/json reads some of these as rules, so Warden
+// would have decided on rules the runtime never bound. Rules that are JSON
+// but not an object are an error (the runtime refuses such a definition).
+func DescriptorOf(pd *macpv1.PolicyDescriptor) (PolicyDescriptor, error) {
+	d := PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion(), Rules: map[string]any{}}
+	js := pd.GetRules()
+	if p := (serde{b: []byte(js)}); js == "" || !p.document() {
+		return d, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		return d, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return d, fmt.Errorf("policy %s: rules are not a JSON object", d.PolicyID)
+	}
+	d.Rules = m
+	return d, nil
 }
 
 // Governance is a policy descriptor bound to a session at SessionStart:

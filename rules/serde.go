@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -373,4 +375,91 @@ func (p *serde) skipNumber() bool {
 		}
 	}
 	return true
+}
+
+// valueDepth is serde_json's recursion limit: a container nested 128 deep
+// is refused.
+const valueDepth = 128
+
+// document reports whether serde_json::from_str::<serde_json::Value> reads
+// the input: one value, nothing after but whitespace.
+func (p *serde) document() bool {
+	return p.value(valueDepth) && p.ws() == eof
+}
+
+// value reads one value as the Value deserializer does: strings, keys
+// included, as parse_str (a lone surrogate refused), containers within the
+// recursion limit, numbers as finite floats.
+func (p *serde) value(depth int) bool {
+	switch c := p.ws(); c {
+	case 'n':
+		return p.ident("null")
+	case 't':
+		return p.ident("true")
+	case 'f':
+		return p.ident("false")
+	case '"':
+		p.i++
+		_, ok := p.str()
+		return ok
+	case '[', '{':
+		if depth--; depth == 0 {
+			return false
+		}
+		p.i++
+		return p.container(byte(c), depth)
+	default:
+		start := p.i
+		if c == '-' {
+			p.i++
+		}
+		if !p.skipNumber() {
+			return false
+		}
+		f, err := strconv.ParseFloat(string(p.b[start:p.i]), 64)
+		return err == nil && !math.IsInf(f, 0) // serde_json: number out of range
+	}
+}
+
+// container reads the rest of an array or object whose opening bracket was
+// read.
+func (p *serde) container(open byte, depth int) bool {
+	close := byte(']')
+	if open == '{' {
+		close = '}'
+	}
+	for first := true; ; first = false {
+		c := p.ws()
+		if c == int(close) && first {
+			p.i++
+			return true
+		}
+		if !first {
+			switch c {
+			case int(close):
+				p.i++
+				return true
+			case ',':
+				p.i++
+			default:
+				return false
+			}
+			if p.ws() == int(close) {
+				return false // a trailing comma
+			}
+		}
+		if open == '{' {
+			if p.ws() != '"' {
+				return false
+			}
+			p.i++
+			if _, ok := p.str(); !ok || p.ws() != ':' {
+				return false
+			}
+			p.i++
+		}
+		if !p.value(depth) {
+			return false
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	wardenrules "github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	multiroundv1 "github.com/agentwarden/warden/wire/modes/multiround/v1"
 )
@@ -93,5 +95,51 @@ func TestMACPContributeReadings(t *testing.T) {
 			}
 			t.Logf("the runtime: %q", answers[0])
 		})
+	}
+}
+
+// TestMACPPolicyRulesReadings: a registered policy's rules JSON, which Go's
+// encoding/json reads otherwise than the runtime's serde_json, is read by
+// Warden (rules.DescriptorOf) as the real runtime binds it: registered
+// directly with the runtime, the rules it shows back (GetPolicy) are the
+// ones Warden reads from the registration.
+func TestMACPPolicyRulesReadings(t *testing.T) {
+	c := dialMACP(t, startRuntime(t))
+	client := macpv1.NewMACPRuntimeServiceClient(c.conn)
+	const anyone = `"commitment":{"authority":"any_participant"}`
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for i, rules := range []string{
+		`{` + anyone + `,"_x":"\ud800"}`,
+		`{` + anyone + `,"_x":` + nest(127) + `}`,
+		`{` + anyone + `,"_x":` + nest(126) + `}`,
+		`{` + anyone + `,"_x":1e400}`,
+		`{authority: any}`,
+		``,
+		`{` + anyone + `,"_x":"\ud83d\ude00"}`,
+	} {
+		pd := &macpv1.PolicyDescriptor{PolicyId: "policy.r" + string(rune('a'+i)), Mode: taskMode, Description: "t", Rules: rules, SchemaVersion: 1}
+		ctx, cancel := as("admin")
+		reg, err := client.RegisterPolicy(ctx, &macpv1.RegisterPolicyRequest{PolicyDescriptor: pd})
+		if err != nil || !reg.GetOk() {
+			cancel()
+			t.Errorf("rules %.40q: the runtime refused the registration: %v %s", rules, err, reg.GetError())
+			continue
+		}
+		got, err := client.GetPolicy(ctx, &macpv1.GetPolicyRequest{PolicyId: pd.GetPolicyId()})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime, err := wardenrules.DescriptorOf(got.GetPolicyDescriptor()) // the runtime's own JSON: one reading
+		if err != nil {
+			t.Fatal(err)
+		}
+		warden, err := wardenrules.DescriptorOf(pd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := fmt.Sprint(runtime.Rules["commitment"]), fmt.Sprint(warden.Rules["commitment"]); a != b {
+			t.Errorf("rules %.40q: the runtime bound commitment %s, Warden reads %s", rules, a, b)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package macp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -285,9 +284,9 @@ func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescript
 	if pd.GetPolicyId() != id {
 		return rules.PolicyDescriptor{}, false, nil
 	}
-	d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
-	if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
-		return rules.PolicyDescriptor{}, false, fmt.Errorf("policy %s rules: %w", id, err)
+	d, err := rules.DescriptorOf(pd)
+	if err != nil {
+		return rules.PolicyDescriptor{}, false, err
 	}
 	return d, true, nil
 }
