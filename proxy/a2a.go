@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -202,8 +201,8 @@ func (e *Enforcer) EnforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 
 func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
 	snap := e.snap.Load()
-	d := Decision{ID: e.idPrefix + strconv.FormatUint(e.seq.Add(1), 36), Protocol: "a2a", Principal: req.Principal.ID,
-		Via: req.Principal.Method, Type: req.Method, Mode: "a2a", SessionID: req.TaskID}
+	d := e.newDecision("a2a")
+	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, req.Method, "a2a", req.TaskID
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil
 	}

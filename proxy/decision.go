@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -140,12 +140,12 @@ func (e *Enforcer) newDecision(protocol string) Decision {
 	return Decision{ID: e.nextID(), Protocol: protocol}
 }
 
-// nextID is a fresh decision id: the Enforcer's random prefix and the next
-// sequence number, built in one allocation.
-func (e *Enforcer) nextID() string {
-	var b [32]byte
-	return string(strconv.AppendUint(append(b[:0], e.idPrefix...), e.seq.Add(1), 36))
-}
+// nextID is a fresh decision id, the only place one is minted: 128 random
+// bits from crypto/rand (26 base32 characters). Clients see it (refusals
+// name it), so it must tell them nothing: no sequence to count other
+// principals' requests by (a counter given even on 401s did), no replica or
+// start time to tell processes apart.
+func (e *Enforcer) nextID() string { return rand.Text() }
 
 // Refuse records a refusal made at an adapter's front door, before there
 // is a message to decide (authentication, Origin, malformed input, a method

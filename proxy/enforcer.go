@@ -6,8 +6,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +56,12 @@ func (c Config) Validate() error {
 // Rebuilder recovers the state of a session the table does not hold (evicted,
 // or seen before a restart) from the upstream runtime.
 type Rebuilder interface {
-	Rebuild(ctx context.Context, sessionID string) (*rules.Session, error)
+	// Rebuild binds the session to bound, the governance Warden recorded it
+	// bound at SessionStart (nil when none is recorded): the runtime shows
+	// which policy a session bound, never the definition, and the one
+	// registered under its id now may differ. A session whose non-default
+	// policy has no record binds rules.UnknownPolicy.
+	Rebuild(ctx context.Context, sessionID string, bound *rules.Governance) (*rules.Session, error)
 	// Exists reports whether the upstream holds the session, whether or not
 	// the caller may see it.
 	Exists(ctx context.Context, sessionID string) (bool, error)
@@ -194,8 +197,6 @@ type Enforcer struct {
 	observer  Observer
 	log       *slog.Logger
 	now       func() time.Time
-	idPrefix  string
-	seq       atomic.Uint64
 	depth     int // Config.PipelineDepth; <= 1 is serial
 }
 
@@ -230,9 +231,6 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	e.idPrefix = hex.EncodeToString(b[:]) + "-"
 	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
 	if cfg.DryRun {
 		e.log.Warn("dry-run mode: refusals are logged and the messages forwarded anyway")

@@ -314,12 +314,16 @@ type fakeRebuilder struct {
 	calls int
 	state map[string]*rules.Session
 	err   error
+	bound map[string]*rules.Governance // what each rebuild was given
 }
 
-func (f *fakeRebuilder) Rebuild(_ context.Context, id string) (*rules.Session, error) {
+func (f *fakeRebuilder) Rebuild(_ context.Context, id string, bound *rules.Governance) (*rules.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if f.bound != nil {
+		f.bound[id] = bound
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -402,5 +406,46 @@ func TestKeysUnavailableFailsClosed(t *testing.T) {
 	_, err = e.Enforce(context.Background(), Request{Credentials: authn.Credentials{Bearer: token}, Envelope: env(sessionID(50), "", "TaskUpdate", "u", nil)})
 	if err == nil {
 		t.Fatal("want an error when the verification keys cannot be fetched")
+	}
+}
+
+// TestRebuildKeepsBinding: a session evicted from the table is rebuilt with
+// the governance it was committed with, recorded apart from its entry, even
+// once the policy was unregistered (or registered again with other rules):
+// the runtime keeps the definition bound at SessionStart and shows only its
+// id. A session whose binding was never recorded here is given none.
+func TestRebuildKeepsBinding(t *testing.T) {
+	rb := &fakeRebuilder{state: map[string]*rules.Session{}, bound: map[string]*rules.Governance{}}
+	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
+	if err := e.Policies().Register(rules.PolicyDescriptor{PolicyID: "policy.p", Mode: "*", SchemaVersion: 1,
+		Rules: map[string]any{"commitment": map[string]any{"authority": "any_participant"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := sessionID(40), sessionID(41)
+	start := env(a, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+		Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000, PolicyVersion: "policy.p"}))
+	d, err := e.Enforce(context.Background(), req(start))
+	if err != nil || !d.Allow {
+		t.Fatalf("start: %v %+v", err, d)
+	}
+	d.Settle(true)
+	s, _ := e.Session(context.Background(), a)
+	rb.state[a] = s
+	e.Policies().Remove("policy.p") // unregistered upstream
+	startTask(t, e, b, true)        // evicts a
+	d, err = e.Enforce(context.Background(), req(env(a, planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1"}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(false)
+	if g := rb.bound[a]; g != s.Policy || g == nil || !g.Known() || g.ID != "policy.p" {
+		t.Errorf("rebuilt with %+v, want the governance the session was committed with", g)
+	}
+	d, err = e.Enforce(context.Background(), req(env(b, planner, "TaskUpdate", "u", nil)))
+	if err == nil {
+		d.Settle(false)
+	}
+	if g, ok := rb.bound[b]; !ok || g != nil {
+		t.Errorf("a session of policy.default was rebuilt with %+v (%v), want none", g, ok)
 	}
 }

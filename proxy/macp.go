@@ -167,7 +167,7 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
-		s, err := e.rebuilder.Rebuild(ctx, sessionID)
+		s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
 		e.rebuilt(err == nil)
 		if err != nil {
 			return rules.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
@@ -219,7 +219,7 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 	if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 		return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 	}
-	s, err := e.rebuilder.Rebuild(ctx, sessionID)
+	s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
 	e.rebuilt(err == nil && s != nil)
 	if err != nil || s == nil {
 		return rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,

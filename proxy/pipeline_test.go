@@ -191,7 +191,7 @@ type runtimeOf struct {
 	calls atomic.Int64
 }
 
-func (r *runtimeOf) Rebuild(ctx context.Context, id string) (*rules.Session, error) {
+func (r *runtimeOf) Rebuild(ctx context.Context, id string, _ *rules.Governance) (*rules.Session, error) {
 	r.calls.Add(1)
 	return r.e.Session(ctx, id)
 }

@@ -281,3 +281,31 @@ func TestConflictBackoff(t *testing.T) {
 		t.Errorf("attempt 3 on a live request: %v", err)
 	}
 }
+
+// TestSharedUnknownPolicy: a session one replica rebuilt with a governance
+// policy Warden cannot know is stored so (the session encoding's version 2),
+// and another replica that loads it refuses what reads the definition as the
+// first would, rather than deciding on a definition of its own.
+func TestSharedUnknownPolicy(t *testing.T) {
+	sid := sessionID(90)
+	start := env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+		Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000, PolicyVersion: "policy.p"}))
+	start.TimestampUnixMs = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixMilli()
+	rebuilt := rules.StartBound(nil, start, planner, rules.UnknownPolicy("policy.p"), start.TimestampUnixMs).Next
+	rb := &fakeRebuilder{state: map[string]*rules.Session{sid: rebuilt}}
+	r := macpReplicas(t, 2, newMemSessions(), rb)
+	d, err := r[0].Enforce(context.Background(), req(env(sid, planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))))
+	if err != nil || !d.Allow {
+		t.Fatalf("TaskRequest on the rebuilt session: %v %+v", err, d)
+	}
+	d.Settle(true)
+	d, err = r[1].Enforce(context.Background(), req(env(sid, planner, "Commitment", "c", mustMarshal(t, &macpv1.CommitmentPayload{CommitmentId: "c1",
+		Action: "task.completed", AuthorityScope: "s", Reason: "r", OutcomePositive: true, ModeVersion: "1.0.0", ConfigurationVersion: "c"}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(false)
+	if d.Allow || d.Reason != rules.ReasonBoundPolicyUnknown || rb.calls != 1 {
+		t.Errorf("the other replica's Commitment: %+v (rebuilds %d); want refused as bound_policy_unknown from the shared state", d, rb.calls)
+	}
+}

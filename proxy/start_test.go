@@ -20,7 +20,7 @@ type upstreamSessions struct {
 	err    error
 }
 
-func (u *upstreamSessions) Rebuild(_ context.Context, id string) (*rules.Session, error) {
+func (u *upstreamSessions) Rebuild(_ context.Context, id string, _ *rules.Governance) (*rules.Session, error) {
 	if u.err != nil || u.hidden {
 		return nil, u.err
 	}

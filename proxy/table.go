@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/agentwarden/warden/rules"
 )
 
@@ -203,6 +205,10 @@ type table struct {
 	live      useList
 	done      useList
 	evictLive bool // live sessions may be forgotten (they can be rebuilt)
+	// bindings are the non-default governance policies sessions were
+	// committed with, as many as the table holds sessions, kept past their
+	// entries for the rebuild (binding).
+	bindings *lru.Cache[string, *rules.Governance]
 }
 
 // useList is a list of entries, most recently used first.
@@ -251,7 +257,11 @@ func newTable(capacity int, evictLive bool) (*table, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("session table of %d entries: must be positive", capacity)
 	}
-	return &table{capacity: capacity, entries: make(map[string]*entry), evictLive: evictLive}, nil
+	bindings, err := lru.New[string, *rules.Governance](capacity)
+	if err != nil {
+		return nil, fmt.Errorf("policy bindings: %w", err)
+	}
+	return &table{capacity: capacity, entries: make(map[string]*entry), evictLive: evictLive, bindings: bindings}, nil
 }
 
 // list returns the list e is on; the caller holds t.mu.
@@ -343,9 +353,25 @@ func (t *table) unlink(e *entry) {
 }
 
 // settle records the entry's new state; the caller holds the entry's lock.
+// A state committed with another governance than the entry held (a start,
+// a shared session loaded) records its binding.
 func (t *table) settle(e *entry, s *rules.Session, now int64) {
+	if s != nil && s.Policy != nil && s.Policy.Known() && s.Policy.ID != rules.DefaultPolicyID {
+		if prev := e.state.Load(); prev == nil || prev.Policy != s.Policy {
+			t.bindings.Add(e.id, s.Policy)
+		}
+	}
 	e.update(func(*rules.Session) *rules.Session { return s })
 	t.file(e, s, now)
+}
+
+// binding returns the governance session id was committed with, nil when
+// none is recorded (policy.default needs none). It outlives the entry: an
+// evicted or forgotten session is rebuilt from the runtime, which shows
+// which policy the session bound but not its definition.
+func (t *table) binding(id string) *rules.Governance {
+	g, _ := t.bindings.Get(id)
+	return g
 }
 
 // expire commits what time alone did to the entry's state (flights may land

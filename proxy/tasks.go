@@ -280,7 +280,8 @@ func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
 	snap := e.snap.Load()
 	c := req.Call
-	d := Decision{ID: e.nextID(), Protocol: "mcp", Principal: req.Principal.ID, Type: c.Method, Mode: "mcp", SessionID: req.TaskID}
+	d := e.newDecision("mcp")
+	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, c.Method, "mcp", req.TaskID
 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil

@@ -11,10 +11,24 @@ import (
 	"unique"
 )
 
-// codecV1 is the first byte of a session's binary encoding (AppendBinary).
-// A decoder refuses any other: replicas of different versions never guess at
-// each other's state.
-const codecV1 = 1
+// codecV1 and codecV2 are the first byte of a session's binary encoding
+// (AppendBinary writes version 2). A decoder refuses any other: replicas of
+// different versions never guess at each other's state. Version 2 adds to
+// version 1 a governance policy Warden cannot know (rules.UnknownPolicy) and
+// the earliest start of a suspension a rebuild could not date
+// (Session.SuspendedFromMs); a version 1 encoding holds neither and decodes
+// as it did.
+const (
+	codecV1 = 1
+	codecV2 = 2
+)
+
+// How version 2 encodes the bound governance policy.
+const (
+	policyDefault byte = iota // nil: policy.default
+	policyBound               // its canonical JSON follows
+	policyUnknown             // its id follows; the definition is unknown
+)
 
 // Mode tags of the binary encoding.
 const (
@@ -31,11 +45,11 @@ const (
 var errCodec = errors.New("session encoding")
 
 // AppendBinary appends the session's state to b in Warden's compact binary
-// encoding (version 1): what replicas sharing the session store and load.
+// encoding (version 2): what replicas sharing the session store and load.
 // Accepted message ids are kept as their keyed digests, never as text; the
 // bound governance policy as its canonical JSON.
 func (s *Session) AppendBinary(b []byte) ([]byte, error) {
-	w := writer{b: append(b, codecV1)}
+	w := writer{b: append(b, codecV2)}
 	w.str(s.ID)
 	w.str(s.Mode)
 	w.b = append(w.b, byte(s.State))
@@ -45,12 +59,17 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 	w.str(v.Mode)
 	w.str(v.Config)
 	w.str(v.Policy)
-	if s.Policy == nil {
-		w.str("")
-	} else {
-		w.str(s.Policy.Canonical)
+	switch g := s.Policy; {
+	case g == nil:
+		w.b = append(w.b, policyDefault)
+	case g.unknown:
+		w.b = append(w.b, policyUnknown)
+		w.str(g.ID)
+	default:
+		w.b = append(w.b, policyBound)
+		w.str(g.Canonical)
 	}
-	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs} {
+	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedFromMs, s.SuspendedTotalMs, s.MaxSuspendMs} {
 		w.int(v)
 	}
 	if r := s.Resolution; r != nil {
@@ -208,9 +227,10 @@ func (d *Decoder) bind(canonical string) (*Governance, error) {
 }
 
 func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (*Session, error) {
-	if len(b) == 0 || b[0] != codecV1 {
-		return nil, fmt.Errorf("%w: not version %d", errCodec, codecV1)
+	if len(b) == 0 || b[0] != codecV1 && b[0] != codecV2 {
+		return nil, fmt.Errorf("%w: not version %d or %d", errCodec, codecV1, codecV2)
 	}
+	v1 := b[0] == codecV1
 	r := reader{b: b[1:]}
 	s := &Session{}
 	s.ID = r.str()
@@ -219,8 +239,22 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	s.Initiator = r.str()
 	s.Participants = r.strs()
 	s.versions = unique.Make(Versions{Mode: r.str(), Config: r.str(), Policy: r.str()})
-	canonical := r.str()
-	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int(), r.int(), r.int(), r.int()
+	kind, canonical := policyBound, ""
+	if !v1 {
+		kind = r.byte()
+	}
+	switch kind {
+	case policyBound, policyUnknown:
+		canonical = r.str()
+	case policyDefault:
+	default:
+		r.fail("unknown policy kind")
+	}
+	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs = r.int(), r.int(), r.int()
+	if !v1 {
+		s.SuspendedFromMs = r.int()
+	}
+	s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int()
 	if r.bool() {
 		s.Resolution = &Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()}
 	}
@@ -247,7 +281,12 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 			return nil, fmt.Errorf("%w: sender index %d out of range", errCodec, e.sender)
 		}
 	}
-	if canonical != "" {
+	if kind == policyUnknown {
+		if canonical == "" {
+			return nil, fmt.Errorf("%w: an unknown policy without an id", errCodec)
+		}
+		s.Policy = UnknownPolicy(canonical)
+	} else if canonical != "" {
 		g, err := bind(canonical)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errCodec, err)

@@ -66,8 +66,10 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCodecGolden pins version 1 of the encoding: a session built with a
-// fixed key encodes to testdata/session_v1.golden, which decodes back.
+// TestCodecGolden pins version 2 of the encoding: a session built with a
+// fixed key encodes to testdata/session_v2.golden, which decodes back; the
+// version 1 encodings of the same sessions (testdata/session_v1.golden, what
+// replicas of the previous release store) decode to the same sessions.
 func TestCodecGolden(t *testing.T) {
 	var files []string
 	for _, sc := range goldenScenarios {
@@ -80,24 +82,33 @@ func TestCodecGolden(t *testing.T) {
 		files = append(files, sc.name+" "+hex.EncodeToString(b))
 	}
 	got := strings.Join(files, "\n") + "\n"
-	file := filepath.Join("testdata", "session_v1.golden")
-	checkGolden(t, file, got) // if it differs, bump codecV1 and keep decoding v1
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
-		name, h, _ := strings.Cut(line, " ")
-		b, err := hex.DecodeString(h)
+	file := filepath.Join("testdata", "session_v2.golden")
+	checkGolden(t, file, got) // if it differs, bump the version and keep decoding the old ones
+	v2 := map[string][]byte{}
+	for _, version := range []string{"v2", "v1"} {
+		want, err := os.ReadFile(filepath.Join("testdata", "session_"+version+".golden"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := DecodeSession(b)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if again, _ := s.AppendBinary(nil); !bytes.Equal(again, b) {
-			t.Fatalf("%s: the golden encoding does not round-trip", name)
+		for _, line := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+			name, h, _ := strings.Cut(line, " ")
+			b, err := hex.DecodeString(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := DecodeSession(b)
+			if err != nil {
+				t.Fatalf("%s %s: %v", version, name, err)
+			}
+			again, _ := s.AppendBinary(nil)
+			if version == "v2" {
+				v2[name] = b
+			} else {
+				b = v2[name]
+			}
+			if !bytes.Equal(again, b) {
+				t.Fatalf("%s %s: the golden encoding does not decode to the session", version, name)
+			}
 		}
 	}
 }
@@ -109,10 +120,20 @@ func TestDecodeSessionRefuses(t *testing.T) {
 		in   []byte
 	}{
 		{"empty", nil},
-		{"other version", append([]byte{2}, good[1:]...)},
+		{"other version", append([]byte{3}, good[1:]...)},
+		{"unknown policy kind", func() []byte {
+			b := append([]byte{}, good...)
+			st := fuzzStates()[3].s
+			at := bytes.Index(b, []byte(st.policy().Canonical)) - 2 // the kind, then a one-byte length
+			if at < 0 || b[at] != policyBound {
+				t.Fatal("the policy kind is not where the test expects it")
+			}
+			b[at] = 7
+			return b
+		}()},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(append([]byte{}, good...), 0)},
-		{"huge list", []byte{codecV1, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"huge list", []byte{codecV2, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"bad state", func() []byte {
 			b := append([]byte{}, good...)
 			b[3+len(fuzzStates()[3].s.ID)+len(fuzzStates()[3].s.Mode)] = 9

@@ -18,6 +18,12 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 	}
 	s = s.Expire(now)
 	out.Roles = s.baseRoles(sender)
+	if sender != s.Initiator { // the initiator may always; others as the policy says
+		if _, v := s.bound(); !v.OK() {
+			out.Verdict = v
+			return out
+		}
+	}
 	next := s.clone()
 	next.epoch++
 	switch op {
@@ -40,7 +46,14 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 		}
 		// The TTL is banked while suspended (RFC-MACP-0001 §7.5).
 		paused := max(now-s.SuspendedAtMs, 0) // a clock behind the suspension banks nothing
-		next.State, next.DeadlineMs, next.SuspendedAtMs = StateOpen, s.DeadlineMs+paused, 0
+		banked := paused
+		if s.SuspendedFromMs > 0 { // undated: bank the longest it can have lasted, within the cap
+			banked = max(now-s.SuspendedFromMs, paused)
+			if s.MaxSuspendMs > 0 {
+				banked = max(min(banked, s.MaxSuspendMs-s.SuspendedTotalMs), paused)
+			}
+		}
+		next.State, next.DeadlineMs, next.SuspendedAtMs, next.SuspendedFromMs = StateOpen, s.DeadlineMs+banked, 0, 0
 		next.SuspendedTotalMs += paused
 	default:
 		out.Verdict = invalid(RankPre, ReasonUnknownMessageType, "unknown control operation "+op)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // DefaultPolicyID is the built-in policy every runtime pre-registers
@@ -18,6 +20,31 @@ type PolicyDescriptor struct {
 	Description   string         `json:"description,omitempty"`
 	SchemaVersion uint32         `json:"schema_version"`
 	Rules         map[string]any `json:"rules"`
+}
+
+// DescriptorOf reads a policy descriptor as the runtime does
+// (policy_descriptor_to_definition in macp-runtime 0.13.0): its rules JSON
+// through serde_json, which reads as {} whatever it does not parse (an empty
+// string, a lone surrogate, nesting 128 deep, a number out of range, not
+// JSON at all). Go's encoding/json reads some of these as rules, so Warden
+// would have decided on rules the runtime never bound. Rules that are JSON
+// but not an object are an error (the runtime refuses such a definition).
+func DescriptorOf(pd *macpv1.PolicyDescriptor) (PolicyDescriptor, error) {
+	d := PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion(), Rules: map[string]any{}}
+	js := pd.GetRules()
+	if p := (serde{b: []byte(js)}); js == "" || !p.document() {
+		return d, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		return d, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return d, fmt.Errorf("policy %s: rules are not a JSON object", d.PolicyID)
+	}
+	d.Rules = m
+	return d, nil
 }
 
 // Governance is a policy descriptor bound to a session at SessionStart:
@@ -40,7 +67,26 @@ type Governance struct {
 	terminalOnAnyReject       bool
 	maxCounterRounds          int
 	acceptanceCriterion       string
+	// unknown marks the governance of a session whose bound definition
+	// Warden cannot know (UnknownPolicy): only its ID is.
+	unknown bool
 }
+
+// UnknownPolicy is the governance of a session that bound policy id at
+// SessionStart with a definition Warden cannot know: the session was
+// rebuilt from the runtime (after a restart or an eviction, without shared
+// state holding it), and the runtime shows which policy a session bound but
+// not the definition; the one registered under the id now may have replaced
+// it. What depends on the definition (a Commitment, a control call by anyone
+// but the initiator, reassignment after a rejection, counter-proposal rounds,
+// a non-terminal Reject) is refused with ReasonBoundPolicyUnknown, never
+// decided on other rules; everything else is decided as usual.
+func UnknownPolicy(id string) *Governance {
+	return &Governance{ID: id, unknown: true, authority: "initiator_only", Rules: map[string]any{}}
+}
+
+// Known reports whether the governance's definition is known.
+func (g *Governance) Known() bool { return !g.unknown }
 
 // defaultGovernance is policy.default: no constraints beyond the modes' own.
 var defaultGovernance = mustBind(PolicyDescriptor{PolicyID: DefaultPolicyID, Mode: "*", SchemaVersion: 1, Rules: map[string]any{}})
@@ -125,6 +171,18 @@ func (s *Session) policy() *Governance {
 		return defaultGovernance
 	}
 	return s.Policy
+}
+
+// bound returns the session's governance for a decision that reads its
+// definition, or the refusal when Warden does not know it (UnknownPolicy).
+func (s *Session) bound() (*Governance, Verdict) {
+	g := s.policy()
+	if !g.unknown {
+		return g, Verdict{}
+	}
+	return g, deny(RankPre, CodeUnknownPolicyVersion, ReasonBoundPolicyUnknown, "session "+s.ID+" bound governance policy "+g.ID+
+		" at SessionStart, and Warden does not hold that definition (the session was rebuilt from the runtime after a restart or eviction without shared state):"+
+		" what depends on it is not decided on whatever is registered under the id now")
 }
 
 // commitmentAuthority reports whether sender may emit a Commitment (and, as

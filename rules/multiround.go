@@ -1,10 +1,10 @@
 package rules
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"slices"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	multiroundv1 "github.com/agentwarden/warden/wire/modes/multiround/v1"
 	"github.com/agentwarden/warden/wire/strictpb"
@@ -83,16 +83,24 @@ func (m *multiRoundState) convergedOn(s *Session) bool {
 	return len(m.contributions) > 0
 }
 
-// contributeValue reads a Contribute payload: the legacy JSON object
-// {"value": "..."} the runtime still accepts (tried first, as it does, and
-// read as strictly as its reader: the key is case-sensitive, unknown keys are
-// ignored, a repeated "value" is an error), else protobuf.
+// contributeValue reads a Contribute payload as the runtime reads it at
+// semantics revision 3 and later (every session macp-runtime 0.13 starts is
+// at revision 4): parse_contribute_value of macp-modes 0.13.0. A payload is
+// the legacy JSON {"value": "..."} when serde_json reads it so (serde.go),
+// unless the same bytes are also the canonical protobuf encoding of a
+// ContributePayload (at value lengths 13, 32 and 123 a canonical payload can
+// read as JSON too): then, and for every payload that is not such JSON, it is
+// protobuf. Each byte string has one reading, the runtime's, so Warden never
+// decides convergence on a value the runtime did not read.
 func contributeValue(payload []byte) (string, error) {
 	if len(payload) == 0 {
 		return "", errEmptyPayload
 	}
-	if v, ok := legacyContribute(payload); ok {
-		return v, nil
+	if utf8.Valid(payload) {
+		p := serde{b: payload}
+		if v, ok := p.oneStringField("value"); ok && !canonicalContribute(payload) {
+			return v, nil
+		}
 	}
 	var p multiroundv1.ContributePayload
 	if err := strictpb.Unmarshal(payload, &p); err != nil {
@@ -101,40 +109,18 @@ func contributeValue(payload []byte) (string, error) {
 	return p.GetValue(), nil
 }
 
-// legacyContribute parses the JSON form; ok is false when payload is not
-// exactly one JSON object with one string "value".
-func legacyContribute(payload []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
+// canonicalContribute reports whether payload is exactly how prost encodes
+// a ContributePayload: field 1 with a non-empty UTF-8 value, length minimal,
+// nothing else (prost keeps no unknown fields, so its re-encoding of
+// anything else differs).
+func canonicalContribute(payload []byte) bool {
+	num, typ, n := protowire.ConsumeTag(payload)
+	if n != 1 || num != 1 || typ != protowire.BytesType {
+		return false
 	}
-	value, found := "", false
-	for dec.More() {
-		t, err := dec.Token()
-		key, isKey := t.(string)
-		if err != nil || !isKey {
-			return "", false
-		}
-		if key != "value" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return "", false
-			}
-			continue
-		}
-		var raw json.RawMessage
-		if found || dec.Decode(&raw) != nil || len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &value) != nil {
-			return "", false // a second value, or not a string (null included)
-		}
-		found = true
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return "", false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", false
-	}
-	return value, found
+	v, m := protowire.ConsumeBytes(payload[n:])
+	return m > 0 && n+m == len(payload) && len(v) > 0 && utf8.Valid(v) &&
+		m == protowire.SizeBytes(len(v))
 }
 
 type payloadError string

@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	multiroundv1 "github.com/agentwarden/warden/wire/modes/multiround/v1"
 )
@@ -130,4 +133,71 @@ func TestMultiRound(t *testing.T) {
 			{from: "alice", typ: "contribute", body: &multiroundv1.ContributePayload{Value: "a"}, want: bad(ReasonUnknownMessageType, RankMode, rP)},
 		}},
 	})
+}
+
+// TestContributeReadsAsTheRuntime: a Contribute payload has one reading,
+// the runtime's (parse_contribute_value of macp-modes 0.13.0 at semantics
+// revision 3 and later): serde_json's reading of {"value": ...} unless the
+// bytes are also canonical protobuf, else protobuf. Warden's old reader
+// (Go's encoding/json first) read the first five rows otherwise: a payload
+// the runtime took as another value, or refused, converged Warden's state.
+func TestContributeReadsAsTheRuntime(t *testing.T) {
+	canonical := func(v string) string {
+		b, err := proto.Marshal(&multiroundv1.ContributePayload{Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	v32 := `{"value":"` + strings.Repeat("b", 20) + `"}`
+	v123 := `"value":"` + strings.Repeat("c", 112) + `"}`
+	deep := `{"value":"a","x":` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}`
+	for _, tc := range []struct {
+		name, payload string
+		want          string // "" for refused
+	}{
+		{"canonical protobuf that is JSON too, length 13", canonical(`{"value":"x"}`), `{"value":"x"}`},
+		{"canonical protobuf that is JSON too, length 32", canonical(v32), v32},
+		{"canonical protobuf that is JSON too, length 123", canonical(v123), v123},
+		{"a lone surrogate in the value", `{"value":"\ud800"}`, ""},
+		{"invalid UTF-8 in the value", "{\"value\":\"\xff\"}", ""},
+		{"an array of one string", ` ["x"] `, "x"},
+		{"nesting past encoding/json's limit in a skipped value", deep, "a"},
+
+		{"legacy JSON", `{"value":"x"}`, "x"},
+		{"whitespace around", "\t{ \"value\" : \"x\" }\r\n", "x"},
+		{"an escaped key", `{"valu\u0065":"k"}`, "k"},
+		{"a surrogate pair", `{"value":"\ud83d\ude00"}`, "\U0001F600"},
+		{"skipped values of every kind", `{"n":null,"value":"a","x":[1,-2.5e+3,true,{"y":"\udc00"}],"z":{}}`, "a"},
+		{"protobuf", canonical("hello"), "hello"},
+		{"an empty value", `{"value":""}`, ""},
+
+		{"a duplicate value", `{"value":"a","value":"b"}`, ""},
+		// stricter than the runtime, which skips the unknown field: every
+		// payload Warden decides on is decoded by wire/strictpb (issue 24 item 2)
+		{"protobuf with an unknown field", canonical("v") + "\x10\x01", ""},
+		{"a trailing comma", `{"value":"a",}`, ""},
+		{"trailing bytes", `{"value":"a"} x`, ""},
+		{"null", `{"value":null}`, ""},
+		{"a number", `{"value":7}`, ""},
+		{"a leading zero in a skipped number", `{"value":"a","x":01}`, ""},
+		{"an array of two", `["x","y"]`, ""},
+		{"an empty array", `[]`, ""},
+		{"no value", `{"x":"a"}`, ""},
+		{"not JSON nor protobuf", "\xff\xff", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := contributeValue([]byte(tc.payload))
+			switch {
+			case tc.want == "" && tc.name != "an empty value":
+				if err == nil {
+					t.Errorf("read as %q, want refused (the runtime refuses it)", got)
+				}
+			case err != nil:
+				t.Errorf("refused (%v), want %q", err, tc.want)
+			case got != tc.want:
+				t.Errorf("read as %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -104,7 +104,10 @@ func (n *proposalState) step(c *stepCtx) Verdict {
 			return invalid(RankMode, ReasonStateConflict, "proposal_id "+p.GetProposalId()+" is not unique")
 		case n.find(p.GetSupersedesProposalId()) == nil:
 			return invalid(RankMode, ReasonUnknownReference, "supersedes_proposal_id "+p.GetSupersedesProposalId()+" does not exist")
-		case s.policy().maxCounterRounds > 0 && n.counters >= s.policy().maxCounterRounds:
+		}
+		if g, v := s.bound(); !v.OK() {
+			return v
+		} else if g.maxCounterRounds > 0 && n.counters >= g.maxCounterRounds {
 			return invalid(RankMode, ReasonPolicyForbids, "counter-proposal round limit reached")
 		}
 		n.proposals = append(n.proposals, pProposal{id: p.GetProposalId(), proposer: c.sender, supersedes: p.GetSupersedesProposalId()})
@@ -136,7 +139,15 @@ func (n *proposalState) step(c *stepCtx) Verdict {
 		if !n.live(p.GetProposalId()) {
 			return invalid(RankMode, ReasonUnknownReference, "proposal "+p.GetProposalId()+" is unknown or withdrawn")
 		}
-		if p.GetTerminal() || s.policy().terminalOnAnyReject {
+		terminal := p.GetTerminal()
+		if !terminal {
+			g, v := s.bound()
+			if !v.OK() {
+				return v
+			}
+			terminal = g.terminalOnAnyReject
+		}
+		if terminal {
 			n.terminalRejects = append(n.terminalRejects, p.GetProposalId())
 		}
 		return Verdict{}

@@ -77,6 +77,13 @@ type Session struct {
 	StartedAtMs   int64
 	DeadlineMs    int64
 	SuspendedAtMs int64
+	// SuspendedFromMs is set while suspended when the suspension's start is
+	// not known (a session rebuilt from the runtime, whose history does not
+	// show suspensions): the earliest it can have begun, SuspendedAtMs being
+	// the latest. A Resume then banks into the deadline the longest the
+	// suspension can have lasted and counts toward MaxSuspendMs the shortest,
+	// so that Warden refuses nothing the runtime accepts.
+	SuspendedFromMs int64
 	// SuspendedTotalMs is the time spent suspended before the current
 	// suspension; MaxSuspendMs caps the total (RFC-MACP-0001 §7.5).
 	SuspendedTotalMs int64

@@ -25,6 +25,23 @@ type PolicyLookup func(id string) (PolicyDescriptor, bool)
 // Start decides a SessionStart envelope. existing is the session already known
 // under that session_id, or nil; lookup resolves a non-default policy_version.
 func Start(existing *Session, env *macpv1.Envelope, sender string, lookup PolicyLookup, now int64) Outcome {
+	return start(existing, env, sender, lookup, nil, now)
+}
+
+// StartBound is Start for the SessionStart of a history the runtime
+// replays (a rebuild): the session binds g, the governance it bound when it
+// started (UnknownPolicy when Warden cannot know it), never the definition a
+// lookup finds registered now, which may have been replaced or withdrawn
+// since. g names the policy_version the runtime reports for the session;
+// policy.default needs none (nil).
+func StartBound(existing *Session, env *macpv1.Envelope, sender string, g *Governance, now int64) Outcome {
+	if g == nil {
+		g = defaultGovernance
+	}
+	return start(existing, env, sender, nil, g, now)
+}
+
+func start(existing *Session, env *macpv1.Envelope, sender string, lookup PolicyLookup, bound *Governance, now int64) Outcome {
 	var out Outcome
 	if v := CheckEnvelope(env); !v.OK() {
 		out.Verdict = v
@@ -63,7 +80,16 @@ func Start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		return out
 	}
 	gov := defaultGovernance
-	if id := p.GetPolicyVersion(); id != "" && id != DefaultPolicyID {
+	if id := p.GetPolicyVersion(); bound != nil {
+		if id == "" {
+			id = DefaultPolicyID
+		}
+		if bound.ID != id {
+			out.Verdict = deny(RankPre, CodeUnknownPolicyVersion, ReasonUnknownPolicy, "policy "+id+" is not the one the session bound ("+bound.ID+")")
+			return out
+		}
+		gov = bound
+	} else if id != "" && id != DefaultPolicyID {
 		var d PolicyDescriptor
 		var ok bool
 		if lookup != nil {

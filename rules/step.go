@@ -182,6 +182,12 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 		out.Verdict = notOpen(s)
 		return out
 	}
+	if env.GetMessageType() == TypeCommitment {
+		if _, v := s.bound(); !v.OK() {
+			out.Verdict, out.Roles = v, s.baseRoles(sender)
+			return out
+		}
+	}
 
 	// The outcome lives in the working set, which stays on the stack: a
 	// pointer to a local would move it to the heap.

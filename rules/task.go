@@ -65,8 +65,12 @@ func (t *taskState) step(c *stepCtx) Verdict {
 		if t.active != "" {
 			return invalid(RankMode, ReasonStateConflict, "task already has an active assignee "+t.active)
 		}
-		if len(t.rejected) > 0 && !s.policy().allowReassignmentOnReject {
-			return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "reassignment after rejection not allowed by policy")
+		if len(t.rejected) > 0 {
+			if g, v := s.bound(); !v.OK() {
+				return v
+			} else if !g.allowReassignmentOnReject {
+				return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "reassignment after rejection not allowed by policy")
+			}
 		}
 		if p.GetAssignee() != "" && p.GetAssignee() != c.sender {
 			return invalid(RankMode, ReasonIdentityMismatch, "TaskAccept.assignee "+p.GetAssignee()+" is not the sender")
@@ -89,7 +93,9 @@ func (t *taskState) step(c *stepCtx) Verdict {
 			if t.active != c.sender {
 				return invalid(RankMode, ReasonStateConflict, "only the active assignee may reject an assigned task")
 			}
-			if !s.policy().allowReassignmentOnReject {
+			if g, v := s.bound(); !v.OK() {
+				return v
+			} else if !g.allowReassignmentOnReject {
 				return deny(RankMode, CodePolicyDenied, ReasonPolicyForbids, "active assignee cannot reject without allow_reassignment_on_reject policy")
 			}
 		}

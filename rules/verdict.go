@@ -82,6 +82,7 @@ const (
 	ReasonInvalidParticipants Reason = "invalid_participants"
 	ReasonVersionMismatch     Reason = "version_mismatch"
 	ReasonUnknownPolicy       Reason = "unknown_policy"
+	ReasonBoundPolicyUnknown  Reason = "bound_policy_unknown"
 	ReasonPolicyModeMismatch  Reason = "policy_mode_mismatch"
 	ReasonDuplicateForeignID  Reason = "duplicate_message_id_other_sender"
 	ReasonReusedID            Reason = "message_id_reused"

@@ -245,26 +245,6 @@ func (s *Server) getSession(ss grpc.ServerStream, p authn.Principal, ctx context
 	return ss.SendMsg(resp)
 }
 
-// listSessions lists only the caller's sessions.
-func (s *Server) listSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	var out macpv1.ListSessionsResponse
-	resp, err := s.authedUnary(ss, ctx, service+"ListSessions", &out)
-	if err != nil {
-		return err
-	}
-	kept := out.Sessions[:0]
-	for _, m := range out.GetSessions() {
-		if member(m, p.ID) {
-			kept = append(kept, m)
-		}
-	}
-	if len(kept) == len(out.GetSessions()) {
-		return ss.SendMsg(resp) // untouched
-	}
-	out.Sessions = kept
-	return ss.SendMsg(&out)
-}
-
 // watchSessions relays only the lifecycle events of the caller's sessions.
 func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
 	done, err := s.streams.take(p.ID)

@@ -2,7 +2,11 @@ package macp
 
 import (
 	"context"
+	"encoding/base64"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -131,4 +135,39 @@ func (f *fakeRuntime) GetSession(_ context.Context, req *macpv1.GetSessionReques
 		return nil, status.Error(codes.NotFound, "session not found")
 	}
 	return &macpv1.GetSessionResponse{Metadata: proto.Clone(s.meta).(*macpv1.SessionMetadata)}, nil
+}
+
+// ListSessions pages over every session as the reference runtime does: in
+// ascending id order, page_size 0 meaning 100 and capped at 1000, with
+// next_page_token the base64url of "v1:" and the page's last id.
+func (f *fakeRuntime) ListSessions(_ context.Context, req *macpv1.ListSessionsRequest) (*macpv1.ListSessionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		return nil, status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: page_size must not be negative")
+	case size == 0:
+		size = 100
+	}
+	size = min(size, 1000)
+	after := ""
+	if tok := req.GetPageToken(); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		id, ok := strings.CutPrefix(string(raw), "v1:")
+		if err != nil || !ok {
+			return nil, status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: page_token is not a valid continuation token")
+		}
+		after = id
+	}
+	ids := slices.Sorted(maps.Keys(f.sessions))
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id <= after })
+	out := &macpv1.ListSessionsResponse{}
+	for _, id := range ids[:min(size, len(ids))] {
+		out.Sessions = append(out.Sessions, proto.Clone(f.sessions[id].meta).(*macpv1.SessionMetadata))
+	}
+	if len(ids) > size {
+		out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte("v1:" + ids[size-1]))
+	}
+	return out, nil
 }

@@ -464,7 +464,9 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 // noRebuild is a Rebuilder that knows no session and counts the look-ups.
 type noRebuild struct{ exists *atomic.Int64 }
 
-func (noRebuild) Rebuild(context.Context, string) (*rules.Session, error) { return nil, nil }
+func (noRebuild) Rebuild(context.Context, string, *rules.Governance) (*rules.Session, error) {
+	return nil, nil
+}
 func (r noRebuild) Exists(context.Context, string) (bool, error) {
 	r.exists.Add(1)
 	return false, nil

@@ -2,7 +2,6 @@ package macp
 
 import (
 	"context"
-	"encoding/json"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -32,11 +31,10 @@ func (s *Server) registerPolicy(ss grpc.ServerStream, ctx context.Context) error
 	var in macpv1.RegisterPolicyRequest
 	var out macpv1.RegisterPolicyResponse
 	if proto.Unmarshal(req.b, &in) == nil && proto.Unmarshal(resp.b, &out) == nil && out.GetOk() {
-		pd := in.GetPolicyDescriptor()
-		d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
-		if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
+		d, err := rules.DescriptorOf(in.GetPolicyDescriptor())
+		if err != nil {
 			s.enf.Policies().Remove(d.PolicyID)
-			s.log.Warn("registered policy has rules that are not JSON; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)
+			s.log.Warn("registered policy has rules that are not a JSON object; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)
 		} else if err := s.enf.Policies().Replace(d); err != nil {
 			s.enf.Policies().Remove(d.PolicyID)
 			s.log.Warn("could not record a registered policy", "policy_id", d.PolicyID, "err", err)

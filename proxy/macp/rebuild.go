@@ -2,7 +2,6 @@ package macp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,8 +42,12 @@ var errDiverged = errors.New("the runtime's history holds a message Warden's rul
 
 // Rebuild returns the session's state, or nil when the runtime does not know
 // the session or does not show it to the caller. It calls the runtime with
-// ctx's outgoing metadata: the adapter's credential for the caller.
-func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Session, error) {
+// ctx's outgoing metadata: the adapter's credential for the caller. The
+// session binds bound, the governance Warden recorded for it, or
+// rules.UnknownPolicy: never the definition registered under its id now,
+// which may have been withdrawn or replaced since the session started (the
+// runtime keeps the one bound at SessionStart and shows only its id).
+func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *rules.Governance) (*rules.Session, error) {
 	meta, err := sessionMetadata(ctx, r.up, sessionID)
 	if c := status.Code(err); c == codes.NotFound || c == codes.PermissionDenied {
 		return nil, nil
@@ -56,10 +59,7 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	for _, a := range meta.GetParticipantActivity() {
 		want += int(a.GetMessageCount())
 	}
-	lookup, err := r.policyLookup(ctx, meta.GetPolicyVersion())
-	if err != nil {
-		return nil, err
-	}
+	gov := boundPolicy(meta.GetPolicyVersion(), bound)
 
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -102,12 +102,12 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 		case f = <-frames:
 		case err := <-errc:
 			if errors.Is(err, io.EOF) && s != nil {
-				return r.finish(s, meta, last), nil
+				return finish(s, meta, last, time.Now().UnixMilli()), nil
 			}
 			return nil, fmt.Errorf("replay: %w", err)
 		case <-time.After(r.Quiet):
 			if s != nil {
-				return r.finish(s, meta, last), nil
+				return finish(s, meta, last, time.Now().UnixMilli()), nil
 			}
 			return nil, errors.New("replay: the runtime sent no history")
 		case <-sctx.Done():
@@ -136,7 +136,7 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 		var out rules.Outcome
 		switch env.GetMessageType() {
 		case rules.TypeSessionStart:
-			out = rules.Start(s, env, env.GetSender(), lookup, ts)
+			out = rules.StartBound(s, env, env.GetSender(), gov, ts)
 			if s == nil && out.Next != nil {
 				// The runtime's replay need not show suspensions (the
 				// reference runtime's does not); its metadata shows the time
@@ -178,7 +178,7 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string) (*rules.Sessi
 	if s == nil {
 		return nil, errors.New("replay: no SessionStart in the history")
 	}
-	return r.finish(s, meta, last), nil
+	return finish(s, meta, last, time.Now().UnixMilli()), nil
 }
 
 // Exists reports whether the runtime holds the session, asking it with ctx's
@@ -198,13 +198,27 @@ func (r *Rebuilder) Exists(ctx context.Context, sessionID string) (bool, error) 
 // control RPCs and the deadline on the runtime's clock. The runtime's
 // deadline is taken when it is earlier than the one the replay computed
 // (suspensions banked), never a later one, so a deadline the runtime
-// stretched from a client's timestamp is not adopted. A session suspended
-// where the history does not show when is taken as suspended since its last
-// message (last), the earliest it can have been.
-func (r *Rebuilder) finish(s *rules.Session, meta *macpv1.SessionMetadata, last int64) *rules.Session {
+// stretched from a client's timestamp is not adopted.
+//
+// A session suspended where the history does not show when (the runtime's
+// replay does not deliver its SessionSuspend entries, nor does any RPC show
+// when a suspension began) is dated with what is known: not before the
+// session's start and its last accepted message (the runtime's own stamps
+// in the metadata; last, the replay's, without them), not after now. It is
+// taken as suspended since now, so that the time left under max_suspend_ms
+// is never less than the runtime's (a Resume it accepts is not refused), and
+// a Resume banks into the deadline the longest it can have lasted.
+func finish(s *rules.Session, meta *macpv1.SessionMetadata, last, now int64) *rules.Session {
 	st := rules.State(meta.GetState())
 	if st == rules.StateSuspended && s.State != rules.StateSuspended {
-		s.SuspendedAtMs = last
+		from := meta.GetStartedAtUnixMs()
+		for _, a := range meta.GetParticipantActivity() {
+			from = max(from, a.GetLastMessageAtUnixMs())
+		}
+		if from <= 0 {
+			from = last
+		}
+		s.SuspendedFromMs, s.SuspendedAtMs = from, max(now, from)
 	}
 	if st != rules.StateUnspecified {
 		s.State = st
@@ -270,24 +284,22 @@ func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescript
 	if pd.GetPolicyId() != id {
 		return rules.PolicyDescriptor{}, false, nil
 	}
-	d := rules.PolicyDescriptor{PolicyID: pd.GetPolicyId(), Mode: pd.GetMode(), Description: pd.GetDescription(), SchemaVersion: pd.GetSchemaVersion()}
-	if err := json.Unmarshal([]byte(pd.GetRules()), &d.Rules); err != nil {
-		return rules.PolicyDescriptor{}, false, fmt.Errorf("policy %s rules: %w", id, err)
+	d, err := rules.DescriptorOf(pd)
+	if err != nil {
+		return rules.PolicyDescriptor{}, false, err
 	}
 	return d, true, nil
 }
 
-// policyLookup fetches the session's bound policy from the runtime.
-func (r *Rebuilder) policyLookup(ctx context.Context, id string) (rules.PolicyLookup, error) {
-	if id == "" || id == rules.DefaultPolicyID {
-		return nil, nil
+// boundPolicy is the governance a rebuilt session binds: policy.default
+// (nil), the one Warden recorded it bound (bound, when it names the
+// session's policy_version), else one Warden cannot know.
+func boundPolicy(id string, bound *rules.Governance) *rules.Governance {
+	switch {
+	case id == "" || id == rules.DefaultPolicyID:
+		return nil
+	case bound != nil && bound.ID == id:
+		return bound
 	}
-	d, ok, err := r.Policy(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("policy %s is not registered with the runtime", id)
-	}
-	return func(want string) (rules.PolicyDescriptor, bool) { return d, want == d.PolicyID }, nil
+	return rules.UnknownPolicy(id)
 }

@@ -60,7 +60,9 @@ func (s *replayStream) RecvMsg(m any) error {
 // the time suspended is banked into the deadline as the live decisions did:
 // a message accepted after the original deadline but before the banked one
 // rebuilds, rather than reading as a divergence that refuses the session
-// until it expires.
+// until it expires. A suspension the history does not date (the reference
+// runtime never shows when one began) is taken as begun at the rebuild, not
+// at the last message: the old dating refused Resumes the runtime accepted.
 func TestRebuildSuspensions(t *testing.T) {
 	t0 := time.Now().Add(-100 * time.Second).UnixMilli() // the TTL is 60 s
 	const sid = "5b1a1a4e-0c7e-4c9e-9a57-3d0e7c1f6a10"
@@ -82,7 +84,7 @@ func TestRebuildSuspensions(t *testing.T) {
 		wantErr          error
 		want             rules.State
 		deadline         int64 // ms after t0
-		suspendedAt      int64 // ms after t0, for a suspended session
+		suspendedFrom    int64 // ms after t0, the earliest a suspension not dated can have begun
 	}{
 		{"no suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
 			[]*macpv1.Envelope{start, request(t0 + 30_000)}, nil, rules.StateOpen, 60_000, 0},
@@ -116,11 +118,12 @@ func TestRebuildSuspensions(t *testing.T) {
 			conn := &historyConn{
 				meta: &macpv1.SessionMetadata{SessionId: sid, Mode: rules.ModeTask, State: tc.state, Initiator: "agent://planner",
 					Participants: []string{"agent://planner", "agent://worker"}, StartedAtUnixMs: started, ExpiresAtUnixMs: t0 + tc.expires,
-					ParticipantActivity: []*macpv1.ParticipantActivity{{ParticipantId: "agent://planner", MessageCount: 1}}},
+					ParticipantActivity: []*macpv1.ParticipantActivity{{ParticipantId: "agent://planner", MessageCount: 1, LastMessageAtUnixMs: t0 + 5_000}}},
 				history: tc.history,
 			}
 			rb := &Rebuilder{up: conn, log: slog.New(slog.DiscardHandler), Quiet: 300 * time.Millisecond}
-			s, err := rb.Rebuild(context.Background(), sid)
+			before := time.Now().UnixMilli()
+			s, err := rb.Rebuild(context.Background(), sid, nil)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("rebuild: %v, want %v", err, tc.wantErr)
 			}
@@ -131,8 +134,12 @@ func TestRebuildSuspensions(t *testing.T) {
 			if s.State != tc.want || s.DeadlineMs-t0 < tc.deadline || s.DeadlineMs-t0 > tc.deadline+slack {
 				t.Errorf("rebuilt %s, deadline t0%+d ms; want %s, t0%+d ms", s.State, s.DeadlineMs-t0, tc.want, tc.deadline)
 			}
-			if s.State == rules.StateSuspended && s.SuspendedAtMs-t0 != tc.suspendedAt {
-				t.Errorf("suspended at t0%+d ms, want t0%+d ms", s.SuspendedAtMs-t0, tc.suspendedAt)
+			// Not dated by the history: suspended since at least its last
+			// message and at most now, taken as now (the runtime accepts a
+			// Resume until max_suspend_ms after the suspension began).
+			if s.State == rules.StateSuspended && (s.SuspendedFromMs-t0 != tc.suspendedFrom || s.SuspendedAtMs < before) {
+				t.Errorf("suspended between t0%+d ms and t0%+d ms, want from t0%+d ms, taken as since the rebuild (t0%+d ms)",
+					s.SuspendedFromMs-t0, s.SuspendedAtMs-t0, tc.suspendedFrom, before-t0)
 			}
 		})
 	}

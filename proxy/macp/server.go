@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
 )
@@ -137,7 +138,8 @@ type Server struct {
 	tp      trace.TracerProvider
 	up      grpc.ClientConnInterface
 	streams *streamCaps
-	queued  *queueBudget // what the relayed calls' clients have waiting
+	queued  *queueBudget  // what the relayed calls' clients have waiting
+	pages   handle.Sealer // ListSessions tokens (list.go)
 	srv     *grpc.Server
 	gate    *admission.Gate
 	// bodyTimeout bounds the wait for a unary call's request message
@@ -241,10 +243,14 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 			return nil, fmt.Errorf("macp.upstream_tokens_file: %w", err)
 		}
 	}
+	pages, err := newPageSealer()
+	if err != nil {
+		return nil, fmt.Errorf("macp list tokens: %w", err)
+	}
 	methods := proxy.NewMethods(cfg.PassThrough)
 	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
-		gate:        admission.New(methods, enf, cfg.PublicDiscovery, log),
-		queued:      &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes},
+		gate:   admission.New(methods, enf, cfg.PublicDiscovery, log),
+		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}, pages: pages,
 		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
 
