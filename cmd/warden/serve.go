@@ -32,7 +32,8 @@ Run Warden in one or more modes at once (flags override the config file):
   A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
   ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service
 Every mode needs an authentication method (--auth) and TLS or an explicit
---plaintext. SIGHUP reloads authentication and policies.`
+--plaintext. SIGHUP reloads authentication, policies and the TLS files (also
+read again every --tls-reload-interval).`
 
 // serveCmd runs the sidecar: flags override the config file.
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -108,6 +109,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&lim.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", 0, "gRPC: shortest interval at which clients may ping (default 10s)")
 	fs.DurationVar(&lim.UpstreamBackoffMax, "upstream-backoff-max", 0, "longest delay between reconnects to the MACP runtime (default 1s)")
 	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
+	fs.DurationVar(&lim.TLSReloadInterval, "tls-reload-interval", 0, "how often the listeners' certificate, key and client CA files are read again; a change applies to new handshakes and closes connections whose client certificate no longer verifies (default 10s; SIGHUP reloads at once)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	gcFloor := fs.Int64("gc-min-heap-bytes", 0, "floor under the garbage collector's heap goal: no collection before the heap reaches it; -1 for none (default 64 MiB)")
@@ -270,7 +272,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p.ext != nil {
 		g.Go(func() error { return p.ext.Run(gctx) })
 	}
-	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, log) })
+	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, p.tls, log) })
 	if cfg.Admin.Listen != "" {
 		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready}
 		g.Go(func() error { return ad.Run(gctx) })
@@ -293,8 +295,9 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 
 // reloadOnHUP rebuilds the authenticator and the policies from the config
 // file on SIGHUP and swaps them in; when the new ones fail to build, the old
-// ones stay and the error is logged.
-func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, log *slog.Logger) error {
+// ones stay and the error is logged. It reads the listeners' TLS files again
+// too (the files named at start), whatever became of the rest.
+func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, tlss []*listener.TLS, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -303,6 +306,11 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *
 		case <-ctx.Done():
 			return nil
 		case <-hup:
+		}
+		for _, t := range tlss {
+			if err := t.Reload(); err != nil {
+				log.Error("reload: keeping the current TLS material", "err", err)
+			}
 		}
 		if err := reload(ctx, cfgPath, apply, enf, log); err != nil {
 			log.Error("reload: keeping the current policies", "err", err)

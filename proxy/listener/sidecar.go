@@ -44,6 +44,9 @@ type HTTPConfig struct {
 	// Limits bounds the listener's connections and the dial to the upstream;
 	// zero fields take the defaults.
 	Limits Limits `yaml:"limits" json:"limits"`
+	// TLS is the listener's TLS material when the caller loaded it (warden
+	// serve, to reload it on SIGHUP); nil: read from the files when serving.
+	TLS *TLS `yaml:"-" json:"-"`
 }
 
 // Defaults of HTTPConfig.
@@ -126,6 +129,18 @@ func UpstreamClient(l Limits) *http.Client {
 	}}
 }
 
+// LoadTLS is the listener's TLS material: sc.TLS, or read from the files.
+func (sc Sidecar) LoadTLS(log *slog.Logger) (*TLS, error) {
+	if sc.TLS != nil {
+		return sc.TLS, nil
+	}
+	t, err := NewTLS(sc.CertFile, sc.KeyFile, sc.ClientCAFile, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s tls: %w", sc.Name, err)
+	}
+	return t, nil
+}
+
 // RunSidecar listens on sc.Listen and serves h there (ServeSidecar).
 func RunSidecar(ctx context.Context, h http.Handler, sc Sidecar, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", sc.Listen)
@@ -145,13 +160,17 @@ func ServeSidecar(ctx context.Context, h http.Handler, lis net.Listener, sc Side
 	srv := NewHTTPServer(h, lim)
 	lis = Cap(lis, lim.MaxConnections, log)
 	if !sc.Plaintext {
-		tc, err := ServerTLS(sc.CertFile, sc.KeyFile, sc.ClientCAFile, "h2", "http/1.1")
+		t, err := sc.LoadTLS(log)
 		if err != nil {
 			lis.Close()
-			return fmt.Errorf("%s tls: %w", sc.Name, err)
+			return err
 		}
+		tc := t.Config("h2", "http/1.1")
 		srv.TLSConfig = tc
-		lis = tls.NewListener(lis, tc)
+		lis = tls.NewListener(t.Track(lis), tc)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
 	log.Info(sc.Name+" sidecar listening", "listen", lis.Addr().String(), "upstream", sc.Upstream, "plaintext", sc.Plaintext,
 		"max_connections", lim.MaxConnections)

@@ -52,12 +52,15 @@ const (
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
 	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2")
+		t, err := s.loadTLS()
 		if err != nil {
 			lis.Close()
-			return fmt.Errorf("macp tls: %w", err)
+			return err
 		}
-		lis = tls.NewListener(lis, tc)
+		lis = tls.NewListener(t.Track(lis), t.Config("h2"))
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
 	inner := newPipeListener()
 	dialRuntime, err := s.runtimeDialer(lim)
