@@ -156,7 +156,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 			return nil, err
 		}
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s", cfg.MCP.Listen, cfg.MCP.Upstream))
+		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s)", cfg.MCP.Listen, cfg.MCP.Upstream, cfg.MCP.WithDefaults().Streams))
 	}
 	if cfg.A2A.Listen != "" {
 		key, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
@@ -170,7 +170,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 			return nil, err
 		}
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s", cfg.A2A.Listen, cfg.A2A.Upstream))
+		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s)", cfg.A2A.Listen, cfg.A2A.Upstream, cfg.A2A.WithDefaults().Streams))
 	}
 	if cfg.ExtAuthz.Listen != "" {
 		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {

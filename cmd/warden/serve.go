@@ -98,6 +98,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
 	fs.Int64Var(&streams.QueuedBytes, "max-queued-bytes", 0, fmt.Sprintf("MACP: bytes of messages waiting for the clients of all relayed calls together; a call holding more than 64 KiB when it is taken up is ended (default %d)", macp.DefaultQueuedBytes))
 	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
+	var sideStreams listener.StreamLimits
+	fs.IntVar(&sideStreams.Max, "sidecar-max-streams", 0, "MCP and A2A: requests forwarded and held open at once (answers, SSE streams), all callers together; also caps the upstream connections (mcp.streams.max, a2a.streams.max; default: the listener's connection cap)")
+	fs.IntVar(&sideStreams.PerPrincipal, "sidecar-max-streams-per-principal", 0, fmt.Sprintf("MCP and A2A: requests one principal holds open at once; one more gets 429 with Retry-After and a JSON-RPC error (mcp.streams.per_principal, a2a.streams.per_principal; default %d)", listener.DefaultStreamsPerPrincipal))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -178,6 +181,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			c.A2A.MaxResponseBytes = *a2aMaxResp
 		}
 		listenTLS(&c.A2A.Plaintext, &c.A2A.CertFile, &c.A2A.KeyFile, &c.A2A.ClientCAFile)
+		for _, st := range []*listener.StreamLimits{&c.MCP.Streams, &c.A2A.Streams} {
+			if sideStreams.Max != 0 {
+				st.Max = sideStreams.Max
+			}
+			if sideStreams.PerPrincipal != 0 {
+				st.PerPrincipal = sideStreams.PerPrincipal
+			}
+		}
 		if *mcpMaxBody != 0 {
 			c.MCP.MaxBodyBytes = *mcpMaxBody
 		}

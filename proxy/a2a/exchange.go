@@ -205,6 +205,11 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 // through the exchange: a JSON answer read whole, an SSE stream event by
 // event. A stream ends when the caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+	done, ok := relay.Admit(w, s.streams, x.principal, x.call.ID)
+	if !ok {
+		return
+	}
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))

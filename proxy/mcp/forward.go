@@ -35,6 +35,11 @@ func (s *Server) target(r *http.Request) string {
 // caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
 	defer x.settle(false) // no answer seen: nothing to commit
+	done, ok := relay.Admit(w, s.streams, x.principal, x.call.ID)
+	if !ok {
+		return
+	}
+	defer done()
 	var rd io.Reader = r.Body
 	if body != nil {
 		rd = bytes.NewReader(body)

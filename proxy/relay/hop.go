@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -57,6 +58,19 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// Admit counts one more forwarded request of principal in streams, or
+// answers it refused (429 or 503, Retry-After, a JSON-RPC error with id) and
+// reports false. done gives the place back.
+func Admit(w http.ResponseWriter, streams *listener.Streams, principal string, id json.RawMessage) (done func(), ok bool) {
+	done, busy := streams.Take(principal)
+	if busy != nil {
+		busy.Header(w.Header())
+		WriteError(w, busy.Status, id, jsonrpc.ErrInternal, busy.Msg)
+		return nil, false
+	}
+	return done, true
 }
 
 // EventMax is the bound of one SSE event (Events.Max) for a sidecar's
