@@ -101,6 +101,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var sideStreams listener.StreamLimits
 	fs.IntVar(&sideStreams.Max, "sidecar-max-streams", 0, "MCP and A2A: requests forwarded and held open at once (answers, SSE streams), all callers together; also caps the upstream connections (mcp.streams.max, a2a.streams.max; default: the listener's connection cap)")
 	fs.IntVar(&sideStreams.PerPrincipal, "sidecar-max-streams-per-principal", 0, fmt.Sprintf("MCP and A2A: requests one principal holds open at once; one more gets 429 with Retry-After and a JSON-RPC error (mcp.streams.per_principal, a2a.streams.per_principal; default %d)", listener.DefaultStreamsPerPrincipal))
+	fs.Int64Var(&sideStreams.AnswerBytes, "sidecar-answer-bytes", 0, fmt.Sprintf("MCP and A2A: bytes of answers read whole to check them that the requests in flight hold together; one answer alone always fits, one more past the budget gets 503 with Retry-After and a JSON-RPC error (mcp.streams.answer_bytes, a2a.streams.answer_bytes; default %d)", listener.DefaultAnswerBytes))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -187,6 +188,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			if sideStreams.PerPrincipal != 0 {
 				st.PerPrincipal = sideStreams.PerPrincipal
+			}
+			if sideStreams.AnswerBytes != 0 {
+				st.AnswerBytes = sideStreams.AnswerBytes
 			}
 		}
 		if *mcpMaxBody != 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
@@ -239,10 +240,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		return
 	}
-	b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+	hold := s.streams.Hold()
+	defer hold.Release()
+	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 	if err != nil {
 		for k := range w.Header() {
 			delete(w.Header(), k)
+		}
+		if errors.Is(err, listener.ErrAnswerBudget) {
+			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+			relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
+			return
 		}
 		msg, status := "the A2A server's answer could not be read whole", http.StatusBadGateway
 		if errors.Is(err, relay.ErrBodyTooLarge) {

@@ -3,6 +3,7 @@ package listener
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -25,11 +26,19 @@ type StreamLimits struct {
 	// over a few HTTP/2 connections fills its own share, not the process's
 	// file descriptors.
 	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
+	// AnswerBytes is the bytes of answers Warden reads whole to check them
+	// (JSON answers) that the requests in flight may hold together (default
+	// 64 MiB, the default max_response_bytes). One answer alone always
+	// fits, up to max_response_bytes; a second that would pass the budget
+	// becomes a 503 with Retry-After and a JSON-RPC error. Decoding costs
+	// a multiple of the bytes held, so this bounds memory to that multiple.
+	AnswerBytes int64 `yaml:"answer_bytes" json:"answer_bytes"`
 }
 
 // Defaults of StreamLimits.
 const (
 	DefaultStreamsPerPrincipal = 64
+	DefaultAnswerBytes         = 64 << 20
 	// upstreamReserve is the connections to the upstream beyond
 	// StreamLimits.Max, for the requests Warden makes while deciding (a
 	// task's status, a tool list).
@@ -47,12 +56,15 @@ func (l StreamLimits) WithDefaults(maxConns int) StreamLimits {
 	if l.PerPrincipal == 0 {
 		l.PerPrincipal = DefaultStreamsPerPrincipal
 	}
+	if l.AnswerBytes == 0 {
+		l.AnswerBytes = DefaultAnswerBytes
+	}
 	return l
 }
 
 // Validate checks the limits.
 func (l StreamLimits) Validate() error {
-	if l.Max < 0 || l.PerPrincipal < 0 {
+	if l.Max < 0 || l.PerPrincipal < 0 || l.AnswerBytes < 0 {
 		return errors.New("negative")
 	}
 	return nil
@@ -84,6 +96,7 @@ type Streams struct {
 	mu    sync.Mutex
 	total int
 	by    map[string]int
+	held  int64 // answer bytes held by the requests in flight
 }
 
 // NewStreams returns the counter for lim (defaults applied by the caller)
@@ -119,5 +132,64 @@ func (s *Streams) Take(who string) (done func(), err *Busy) {
 
 // String describes the limits as `warden check` prints them.
 func (l StreamLimits) String() string {
-	return fmt.Sprintf("%d open requests and streams in all, %d per principal", l.Max, l.PerPrincipal)
+	return fmt.Sprintf("%d open requests and streams in all, %d per principal, %d MiB of answers in flight", l.Max, l.PerPrincipal, l.AnswerBytes>>20)
+}
+
+// ErrAnswerBudget ends the reading of an answer that would take the answer
+// bytes in flight past StreamLimits.AnswerBytes.
+var ErrAnswerBudget = errors.New("answer bytes in flight over the budget")
+
+// Hold is one request's share of the answer bytes in flight.
+type Hold struct {
+	s *Streams
+	n int64
+}
+
+// Hold returns an empty share; Release gives back what it took.
+func (s *Streams) Hold() *Hold { return &Hold{s: s} }
+
+// charge takes n more bytes: granted within the budget, or when this share
+// is the only one holding any (an answer alone always fits).
+func (h *Hold) charge(n int64) bool {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held+n > s.lim.AnswerBytes && s.held != h.n {
+		return false
+	}
+	s.held += n
+	h.n += n
+	return true
+}
+
+// Release gives back every byte the share took.
+func (h *Hold) Release() {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held -= h.n
+	h.n = 0
+}
+
+// Reader charges every byte read from r to the share; a read past the
+// budget fails with ErrAnswerBudget.
+func (h *Hold) Reader(r io.Reader) io.Reader { return &heldReader{r: r, h: h} }
+
+type heldReader struct {
+	r io.Reader
+	h *Hold
+}
+
+func (r *heldReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 && !r.h.charge(int64(n)) {
+		return 0, ErrAnswerBudget
+	}
+	return n, err
+}
+
+// BudgetBusy is the refusal of an answer read past the budget.
+func (s *Streams) BudgetBusy() *Busy {
+	return &Busy{Status: http.StatusServiceUnavailable,
+		Msg: fmt.Sprintf("Warden holds as many answer bytes as it may (%s.streams.answer_bytes %d); retry later", s.name, s.lim.AnswerBytes)}
 }

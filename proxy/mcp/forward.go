@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -107,10 +108,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		// application/json, or a successful answer of another type that
 		// holds JSON a client might still read: read whole and filtered.
-		b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+		hold := s.streams.Hold()
+		defer hold.Release()
+		b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 		if err != nil {
 			for k := range w.Header() {
 				delete(w.Header(), k)
+			}
+			if errors.Is(err, listener.ErrAnswerBudget) {
+				s.log.Warn("MCP answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+				relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
+				return
 			}
 			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
 			if errors.Is(err, relay.ErrBodyTooLarge) {

@@ -66,11 +66,17 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 func Admit(w http.ResponseWriter, streams *listener.Streams, principal string, id json.RawMessage) (done func(), ok bool) {
 	done, busy := streams.Take(principal)
 	if busy != nil {
-		busy.Header(w.Header())
-		WriteError(w, busy.Status, id, jsonrpc.ErrInternal, busy.Msg)
+		Busy(w, busy, id)
 		return nil, false
 	}
 	return done, true
+}
+
+// Busy answers a request refused for capacity: its status, Retry-After and
+// a JSON-RPC error with id.
+func Busy(w http.ResponseWriter, b *listener.Busy, id json.RawMessage) {
+	b.Header(w.Header())
+	WriteError(w, b.Status, id, jsonrpc.ErrInternal, b.Msg)
 }
 
 // EventMax is the bound of one SSE event (Events.Max) for a sidecar's
