@@ -206,8 +206,9 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 // through the exchange: a JSON answer read whole, an SSE stream event by
 // event. A stream ends when the caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
-	done, ok := relay.Admit(w, s.streams, x.principal, x.call.ID)
-	if !ok {
+	done, busy := s.streams.Take(x.principal)
+	if busy != nil {
+		relay.Busy(w, busy, x.call.ID)
 		return
 	}
 	defer done()

@@ -83,6 +83,9 @@ type Busy struct {
 
 func (b *Busy) Error() string { return b.Msg }
 
+// HTTPStatus is the status the refusal is answered with.
+func (b *Busy) HTTPStatus() int { return b.Status }
+
 // Header sets Retry-After on h.
 func (b *Busy) Header(h http.Header) {
 	h.Set("Retry-After", strconv.Itoa(int(busyRetryAfter/time.Second)))

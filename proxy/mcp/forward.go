@@ -36,8 +36,9 @@ func (s *Server) target(r *http.Request) string {
 // caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
 	defer x.settle(false) // no answer seen: nothing to commit
-	done, ok := relay.Admit(w, s.streams, x.principal, x.call.ID)
-	if !ok {
+	done, busy := s.streams.Take(x.principal)
+	if busy != nil {
+		relay.Busy(w, busy, x.call.ID)
 		return
 	}
 	defer done()

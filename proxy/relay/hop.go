@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -60,23 +59,19 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	_, _ = w.Write(b)
 }
 
-// Admit counts one more forwarded request of principal in streams, or
-// answers it refused (429 or 503, Retry-After, a JSON-RPC error with id) and
-// reports false. done gives the place back.
-func Admit(w http.ResponseWriter, streams *listener.Streams, principal string, id json.RawMessage) (done func(), ok bool) {
-	done, busy := streams.Take(principal)
-	if busy != nil {
-		Busy(w, busy, id)
-		return nil, false
-	}
-	return done, true
+// Refusal is a request refused for capacity (listener.Busy): its HTTP
+// status, and the headers it sets (Retry-After).
+type Refusal interface {
+	error
+	HTTPStatus() int
+	Header(http.Header)
 }
 
-// Busy answers a request refused for capacity: its status, Retry-After and
+// Busy answers a request refused for capacity: its status, its headers and
 // a JSON-RPC error with id.
-func Busy(w http.ResponseWriter, b *listener.Busy, id json.RawMessage) {
-	b.Header(w.Header())
-	WriteError(w, b.Status, id, jsonrpc.ErrInternal, b.Msg)
+func Busy(w http.ResponseWriter, r Refusal, id json.RawMessage) {
+	r.Header(w.Header())
+	WriteError(w, r.HTTPStatus(), id, jsonrpc.ErrInternal, r.Error())
 }
 
 // EventMax is the bound of one SSE event (Events.Max) for a sidecar's
