@@ -51,6 +51,7 @@ const (
 // ends, and the grpc-go sidecar behind it on an in-memory listener.
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
+	lis = listener.Cap(lis, lim.MaxConnections, s.log)
 	if !s.cfg.Plaintext {
 		t, err := s.loadTLS()
 		if err != nil {
@@ -78,8 +79,11 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			// keeps its streams open fills its own share, never another's
 			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, MaxConns: lim.MaxConnections, NoRequestTrailers: true},
 		},
-		Router:           router{s},
-		MaxConns:         lim.MaxConnections,
+		Router: router{s},
+		// listener.Cap holds the connections to lim.MaxConnections, fairly
+		// between addresses; the slack covers those it closed for a
+		// newcomer that the relay has not yet seen end
+		MaxConns:         lim.MaxConnections + capSlack,
 		MaxStreams:       listener.GRPCMaxStreams,
 		IdleTimeout:      lim.IdleTimeout,
 		HandshakeTimeout: lim.GRPCConnectionTimeout,
@@ -115,6 +119,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	}
 	return nil
 }
+
+// capSlack is the relay's connections beyond listener.Cap's.
+const capSlack = 64
 
 // innerMaxStreams is the in-process grpc-go server's stream limit a
 // connection, well above the listener.GRPCMaxStreams the relay opens.
