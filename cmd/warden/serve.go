@@ -98,6 +98,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
 	fs.Int64Var(&streams.QueuedBytes, "max-queued-bytes", 0, fmt.Sprintf("MACP: bytes of messages waiting for the clients of all relayed calls together; a call holding more than 64 KiB when it is taken up is ended (default %d)", macp.DefaultQueuedBytes))
 	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
+	fs.IntVar(&streams.Watches, "max-watches", 0, fmt.Sprintf("MACP: how many of --max-streams the watches (WatchSignals, WatchSessions) may hold, all callers together; the rest stays for StreamSession and the other relayed calls (default min(%d, max-streams / 3))", macp.DefaultWatches))
+	fs.IntVar(&streams.WatchesPerPrincipal, "max-watches-per-principal", 0, fmt.Sprintf("MACP: watches one principal holds open at once (default %d)", macp.DefaultWatchesPerPrincipal))
+	fs.DurationVar(&streams.WatchIdle, "watch-idle", 0, fmt.Sprintf("MACP: end a watch that passed its client nothing for this long, UNAVAILABLE (default %v)", macp.DefaultWatchIdle))
 	var sideStreams listener.StreamLimits
 	fs.IntVar(&sideStreams.Max, "sidecar-max-streams", 0, "MCP and A2A: requests forwarded and held open at once (answers, SSE streams), all callers together; also caps the upstream connections (mcp.streams.max, a2a.streams.max; default: the listener's connection cap)")
 	fs.IntVar(&sideStreams.PerPrincipal, "sidecar-max-streams-per-principal", 0, fmt.Sprintf("MCP and A2A: requests one principal holds open at once; one more gets 429 with Retry-After and a JSON-RPC error (mcp.streams.per_principal, a2a.streams.per_principal; default %d)", listener.DefaultStreamsPerPrincipal))
@@ -219,13 +222,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, f := range []struct {
 			dst *int
 			v   int
-		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous}} {
+		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous},
+			{&c.MACP.Streams.Watches, streams.Watches}, {&c.MACP.Streams.WatchesPerPrincipal, streams.WatchesPerPrincipal}} {
 			if f.v != 0 {
 				*f.dst = f.v
 			}
 		}
 		if streams.QueuedBytes != 0 {
 			c.MACP.Streams.QueuedBytes = streams.QueuedBytes
+		}
+		if streams.WatchIdle != 0 {
+			c.MACP.Streams.WatchIdle = streams.WatchIdle
 		}
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {
