@@ -235,7 +235,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		hold := s.streams.Hold()
+		defer hold.Release()
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		if errors.Is(err, listener.ErrAnswerBudget) {
+			s.log.Warn("A2A event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
+			relay.EndWithError(w, x.call.ID, jsonrpc.ErrInternal, s.streams.BudgetBusy().Msg)
+			return
+		}
 		if err != nil && r.Context().Err() == nil && ctx.Err() == nil {
 			s.log.Warn("A2A event stream ended early", "method", x.call.Method, "err", err)
 		}

@@ -191,6 +191,16 @@ func (r *heldReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Each wraps the handler of an event stream's events so that the share is
+// given back once each event is handled: a stream holds at most about one
+// event's bytes of the budget at a time, however long it lasts.
+func (h *Hold) Each(data func([]byte) ([]byte, bool)) func([]byte) ([]byte, bool) {
+	return func(b []byte) ([]byte, bool) {
+		defer h.Release()
+		return data(b)
+	}
+}
+
 // BudgetBusy is the refusal of an answer read past the budget.
 func (s *Streams) BudgetBusy() *Busy {
 	return &Busy{Status: http.StatusServiceUnavailable,

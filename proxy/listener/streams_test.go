@@ -65,3 +65,23 @@ func TestStreamsAnswerBudget(t *testing.T) {
 		t.Fatalf("past the budget with another holding: %v", err)
 	}
 }
+
+// TestStreamsAnswerBudgetEvents: an event stream gives its share back after
+// each event, so a long stream holds no more than about one event of the
+// budget, and another answer still fits beside it.
+func TestStreamsAnswerBudgetEvents(t *testing.T) {
+	s := NewStreams("mcp", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	stream, other := s.Hold(), s.Hold()
+	handle := stream.Each(func(b []byte) ([]byte, bool) { return b, true })
+	r := stream.Reader(bytes.NewReader(make([]byte, 8)))
+	for range 5 { // five events of 8 bytes: 40 in all, 8 at a time
+		if _, err := io.ReadFull(r, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		handle(nil)
+		r = stream.Reader(bytes.NewReader(make([]byte, 8)))
+	}
+	if _, err := io.ReadAll(other.Reader(bytes.NewReader(make([]byte, 10)))); err != nil {
+		t.Fatalf("an answer beside a stream that handled its events: %v", err)
+	}
+}

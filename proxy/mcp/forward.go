@@ -92,8 +92,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		// The stream must not outlive the credential it was opened with,
 		// nor its revocation.
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		hold := s.streams.Hold()
+		defer hold.Release()
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		switch {
+		case errors.Is(err, listener.ErrAnswerBudget):
+			s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
+			relay.EndWithError(w, x.call.ID, mcprules.ErrInternal, s.streams.BudgetBusy().Msg)
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
 			s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
