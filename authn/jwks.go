@@ -44,8 +44,9 @@ type publicKey struct {
 
 // keySet is one fetched JWKS.
 type keySet struct {
-	keys    []publicKey
-	fetched time.Time
+	keys      []publicKey
+	published int // keys in the document, usable or not
+	fetched   time.Time
 }
 
 // candidates returns the keys that may verify a token signed with alg and
@@ -267,6 +268,11 @@ func (s *keySource) record(next *keySet, err error) {
 	}
 	s.set = next
 	s.lastErr = nil
+	if len(next.keys) == 0 {
+		s.log.Warn("authn: jwks has no usable signature keys; every token it would verify is refused until the issuer publishes keys",
+			"jwks", s.where, "published", next.published)
+		return
+	}
 	s.log.Debug("authn: jwks refreshed", "jwks", s.where, "keys", len(next.keys))
 }
 
@@ -298,16 +304,23 @@ func removedKeys(old, next *keySet) bool {
 
 // parseJWKS extracts the usable signature-verification keys of a JWKS. Keys
 // it cannot use (encryption keys, symmetric keys, unknown types, short RSA
-// keys) are skipped; a set with no usable key is an error.
+// keys) are skipped. A document that is not a JWKS (not JSON, no "keys"
+// array) is an error, like a failed download; a valid JWKS with no usable key
+// is an empty set, not an error: the issuer has withdrawn its keys, and no
+// token verifies from then on (falling back to the old keys would keep a
+// withdrawn key verifying for jwks_refresh + jwks_stale_grace).
 func parseJWKS(b []byte, log *slog.Logger) (*keySet, error) {
 	var raw struct {
-		Keys []json.RawMessage `json:"keys"`
+		Keys *[]json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("parse jwks: %w", err)
 	}
+	if raw.Keys == nil {
+		return nil, errors.New(`parse jwks: no "keys" array`)
+	}
 	set := &keySet{}
-	for i, r := range raw.Keys {
+	for i, r := range *raw.Keys {
 		k, why := usableKey(r)
 		if why != "" {
 			log.Debug("authn: jwks key skipped", "index", i, "reason", why)
@@ -315,9 +328,7 @@ func parseJWKS(b []byte, log *slog.Logger) (*keySet, error) {
 		}
 		set.keys = append(set.keys, k)
 	}
-	if len(set.keys) == 0 {
-		return nil, fmt.Errorf("parse jwks: no usable signature keys among %d", len(raw.Keys))
-	}
+	set.published = len(*raw.Keys)
 	return set, nil
 }
 

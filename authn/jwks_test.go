@@ -1,9 +1,13 @@
 package authn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,7 +139,8 @@ func TestJWKSURLUnavailableFromStart(t *testing.T) {
 		body string
 	}{
 		{name: "not JSON", body: "<html>"},
-		{name: "no keys", body: `{"keys":[]}`},
+		{name: "not a JWKS", body: `{"issuer":"x"}`},
+		{name: "keys not an array", body: `{"keys":{}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,5 +293,79 @@ func TestJWKSRemovedKeyStopsCachedToken(t *testing.T) {
 	clock.Advance(time.Minute)
 	expect(t, a, tok, nil) // still within jwks_refresh: cached
 	clock.Advance(defaultJWKSRefresh)
+	expect(t, a, tok, ErrInvalidCredentials)
+}
+
+// TestJWKSEmptySetWithdrawsKeys: a valid JWKS with no usable key is the
+// issuer withdrawing its keys, not a failed download. Tokens stop verifying
+// as soon as Warden has read it (at the next refresh, or at once when a
+// token names a key it lacks), not jwks_refresh + jwks_stale_grace later,
+// and the log says why. Before, {"keys":[]} was a failed refresh: the old
+// key kept verifying (the "after refresh" rows passed with a nil error).
+func TestJWKSEmptySetWithdrawsKeys(t *testing.T) {
+	k := keysOnce()
+	tests := []struct {
+		name  string
+		empty string
+		// forced: a token naming an unknown kid triggers the refresh
+		// within jwks_refresh, instead of the refresh falling due.
+		forced bool
+	}{
+		{name: "no keys, after refresh", empty: `{"keys":[]}`},
+		{name: "no keys, unknown kid", empty: `{"keys":[]}`, forced: true},
+		{name: "only unusable keys", empty: `{"keys":[{"kty":"oct","k":"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+			clock := newClock()
+			var logs bytes.Buffer
+			cfg := jwtConfig()
+			cfg.JWT.JWKSURL = srv.URL + "/.well-known/jwks.json"
+			a, err := New(cfg, Options{Now: clock.Now, HTTPClient: srv.Client(),
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+			expect(t, a, cached, nil)
+
+			srv.setBody([]byte(tt.empty))
+			if tt.forced {
+				clock.Advance(minRefreshInterval)
+				expect(t, a, sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(clock.Now(), "agent-b")), ErrInvalidCredentials)
+			} else {
+				clock.Advance(defaultJWKSRefresh + time.Second)
+			}
+			expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), ErrInvalidCredentials)
+			expect(t, a, cached, ErrInvalidCredentials)
+			expectFetches(t, srv, 2)
+			if !strings.Contains(logs.String(), "jwks has no usable signature keys") {
+				t.Fatalf("no log reason; logs:\n%s", logs.String())
+			}
+
+			// The issuer publishes keys again: they verify from the next
+			// refresh on.
+			srv.setBody(jwksJSON(t, k.rsa))
+			clock.Advance(defaultJWKSRefresh + time.Second)
+			expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-d")), nil)
+		})
+	}
+}
+
+// TestJWKSFileEmptiedWithdrawsKeys: the same for jwks_file, read again every
+// jwks_refresh.
+func TestJWKSFileEmptiedWithdrawsKeys(t *testing.T) {
+	k := keysOnce()
+	cfg := jwtConfig()
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	clock := newClock()
+	a := mustNew(t, cfg, clock)
+	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	expect(t, a, tok, nil)
+	if err := os.WriteFile(cfg.JWT.JWKSFile, []byte(`{"keys":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(defaultJWKSRefresh + time.Second)
 	expect(t, a, tok, ErrInvalidCredentials)
 }

@@ -88,8 +88,14 @@ func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func(
 	switch {
 	case cfg.JWKSFile != "":
 		src.fetch, src.where = fileFetcher(cfg.JWKSFile), cfg.JWKSFile
-		if _, err := src.get(context.Background(), false); err != nil {
+		set, err := src.get(context.Background(), false)
+		if err != nil {
 			return nil, fmt.Errorf("jwt.jwks_file: %w", err)
+		}
+		if len(set.keys) == 0 {
+			// At start an empty file is a configuration mistake; later it
+			// means the keys were withdrawn.
+			return nil, fmt.Errorf("jwt.jwks_file: no usable signature keys among %d", set.published)
 		}
 	case cfg.JWKSURL != "":
 		src.fetch, src.where = urlFetcher(client, cfg.JWKSURL), cfg.JWKSURL
@@ -229,6 +235,9 @@ func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSigna
 			return nil, fmt.Errorf("verify jwt: unknown key: %w", err)
 		}
 		keys = set.candidates(kid, alg)
+	}
+	if len(set.keys) == 0 {
+		return nil, fmt.Errorf("verify jwt: %w: the JWKS has no usable keys (withdrawn by the issuer)", ErrInvalidCredentials)
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("verify jwt: %w: no key for kid %q and alg %s", ErrInvalidCredentials, kid, alg)

@@ -282,8 +282,10 @@ func TestParseJWKSSkipsUnusableKeys(t *testing.T) {
 		wantErr  bool
 	}{
 		{name: "mixed", doc: raw(good, enc, oct, priv, map[string]any{"kty": "weird"}), wantKids: []string{"ec", "ed-private"}},
-		{name: "only symmetric", doc: raw(oct), wantErr: true},
-		{name: "empty", doc: []byte(`{"keys":[]}`), wantErr: true},
+		{name: "only symmetric", doc: raw(oct)},
+		{name: "empty", doc: []byte(`{"keys":[]}`)},
+		{name: "no keys member", doc: []byte(`{}`), wantErr: true},
+		{name: "null keys", doc: []byte(`{"keys":null}`), wantErr: true},
 		{name: "not JSON", doc: []byte(`<html>`), wantErr: true},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,13 @@ import (
 // the server does, and returns Warden's base URL.
 func startA2AWarden(t testing.TB, base string, args ...string) string {
 	t.Helper()
+	u, _ := startA2AWardenProcess(t, base, args...)
+	return u
+}
+
+// startA2AWardenProcess is startA2AWarden, with the process.
+func startA2AWardenProcess(t testing.TB, base string, args ...string) (string, *process) {
+	t.Helper()
 	file := []map[string]any{{"token": aliceToken, "sender": "alice"}, {"token": bobToken, "sender": "bob"}}
 	b, err := json.Marshal(file)
 	if err != nil {
@@ -26,9 +33,9 @@ func startA2AWarden(t testing.TB, base string, args ...string) string {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	start(t, "warden", addr, nil, wardenBinary(t), append([]string{"serve", "--a2a-listen", addr, "--a2a-upstream", base + "/jsonrpc",
+	p := start(t, "warden", addr, nil, wardenBinary(t), append([]string{"serve", "--a2a-listen", addr, "--a2a-upstream", base + "/jsonrpc",
 		"--plaintext", "--auth", "static", "--static-tokens", tokens}, args...)...)
-	return "http://" + addr
+	return "http://" + addr, p
 }
 
 // refID is a referenced task's id in the agent's text.

@@ -43,6 +43,7 @@ type parts struct {
 	dl       *decisionlog.Logger // nil when the decision log is off
 	state    *state.Redis        // nil without state.url
 	ready    func() error        // every configured upstream reachable
+	tls      []*listener.TLS     // the listeners' TLS material, reloaded on SIGHUP
 	modes    []string            // what is served, one line each
 	packages []policies.FilePackage
 }
@@ -135,7 +136,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		return nil, err
 	}
 	if cfg.MACP.Listen != "" {
-		if err := checkTLS("macp", cfg.MACP.Plaintext, cfg.MACP.CertFile, cfg.MACP.KeyFile, cfg.MACP.ClientCAFile); err != nil {
+		if cfg.MACP.TLS, err = p.loadTLS("macp", cfg.MACP.Plaintext, cfg.MACP.CertFile, cfg.MACP.KeyFile, cfg.MACP.ClientCAFile, log); err != nil {
 			return nil, err
 		}
 		if p.macp, err = macp.New(cfg.MACP, p.enf, p.up, log, tp); err != nil {
@@ -148,22 +149,28 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		if err != nil {
 			return nil, err
 		}
+		if cfg.MCP.TLS, err = p.loadTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile, log); err != nil {
+			return nil, err
+		}
 		if p.mcp, err = mcp.New(cfg.MCP, p.enf, key, nil, log); err != nil {
 			return nil, err
 		}
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s", cfg.MCP.Listen, cfg.MCP.Upstream))
+		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s)", cfg.MCP.Listen, cfg.MCP.Upstream, cfg.MCP.WithDefaults().Streams))
 	}
 	if cfg.A2A.Listen != "" {
 		key, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
 		if err != nil {
 			return nil, err
 		}
+		if cfg.A2A.TLS, err = p.loadTLS("a2a", cfg.A2A.Plaintext, cfg.A2A.CertFile, cfg.A2A.KeyFile, cfg.A2A.ClientCAFile, log); err != nil {
+			return nil, err
+		}
 		if p.a2a, err = a2a.New(cfg.A2A, p.enf, key, nil, log); err != nil {
 			return nil, err
 		}
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s", cfg.A2A.Listen, cfg.A2A.Upstream))
+		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s)", cfg.A2A.Listen, cfg.A2A.Upstream, cfg.A2A.WithDefaults().Streams))
 	}
 	if cfg.ExtAuthz.Listen != "" {
 		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {
@@ -243,27 +250,26 @@ func joinUnique(errs []error) error {
 	return errors.Join(out...)
 }
 
-// checkTLS loads a listener's certificate, key and client CA bundle, as the
-// listener will when it starts, so that a missing or broken file is found
-// before anything is served.
-func checkTLS(section string, plaintext bool, cert, key, clientCA string) error {
+// loadTLS reads a listener's certificate, key and client CA bundle, so that
+// a missing or broken file is found before anything is served, and keeps the
+// material for SIGHUP to reload; nil for a plaintext listener.
+func (p *parts) loadTLS(section string, plaintext bool, cert, key, clientCA string, log *slog.Logger) (*listener.TLS, error) {
 	if plaintext {
-		return nil
+		return nil, nil
 	}
-	if _, err := listener.ServerTLS(cert, key, clientCA); err != nil {
-		return fmt.Errorf("%s tls: %w", section, err)
+	t, err := listener.NewTLS(cert, key, clientCA, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s tls: %w", section, err)
 	}
-	return nil
+	p.tls = append(p.tls, t)
+	return t, nil
 }
 
 // httpSidecar prepares what an HTTP sidecar (MCP, A2A) needs before it is
-// built: its TLS files read, its handle key loaded from keyFile (a random
+// built: its handle key loaded from keyFile (a random
 // one, with a warning naming the handles that will not survive, when none),
 // and the readiness check of its upstream.
 func httpSidecar(sc listener.Sidecar, keyFile, handles string, log *slog.Logger) ([]byte, namedCheck, error) {
-	if err := checkTLS(sc.Name, sc.Plaintext, sc.CertFile, sc.KeyFile, sc.ClientCAFile); err != nil {
-		return nil, namedCheck{}, err
-	}
 	key, err := handle.LoadKey(keyFile)
 	if err != nil {
 		return nil, namedCheck{}, fmt.Errorf("%s.handle_key_file: %w", sc.Name, err)

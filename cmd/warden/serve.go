@@ -32,7 +32,8 @@ Run Warden in one or more modes at once (flags override the config file):
   A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
   ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service
 Every mode needs an authentication method (--auth) and TLS or an explicit
---plaintext. SIGHUP reloads authentication and policies.`
+--plaintext. SIGHUP reloads authentication, policies and the TLS files (also
+read again every --tls-reload-interval).`
 
 // serveCmd runs the sidecar: flags override the config file.
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -97,6 +98,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&streams.PerPrincipal, "max-streams-per-principal", 0, fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal))
 	fs.Int64Var(&streams.QueuedBytes, "max-queued-bytes", 0, fmt.Sprintf("MACP: bytes of messages waiting for the clients of all relayed calls together; a call holding more than 64 KiB when it is taken up is ended (default %d)", macp.DefaultQueuedBytes))
 	fs.IntVar(&streams.Anonymous, "max-anonymous-streams", 0, fmt.Sprintf("MACP: relayed calls without credentials (pass-through services such as gRPC health, public discovery) open at once (default %d)", macp.DefaultAnonymousStreams))
+	fs.IntVar(&streams.Watches, "max-watches", 0, fmt.Sprintf("MACP: how many of --max-streams the watches (WatchSignals, WatchSessions) may hold, all callers together; the rest stays for StreamSession and the other relayed calls (default min(%d, max-streams / 3))", macp.DefaultWatches))
+	fs.IntVar(&streams.WatchesPerPrincipal, "max-watches-per-principal", 0, fmt.Sprintf("MACP: watches one principal holds open at once (default %d)", macp.DefaultWatchesPerPrincipal))
+	fs.DurationVar(&streams.WatchIdle, "watch-idle", 0, fmt.Sprintf("MACP: end a watch that passed its client nothing for this long, UNAVAILABLE (default %v)", macp.DefaultWatchIdle))
+	var sideStreams listener.StreamLimits
+	fs.IntVar(&sideStreams.Max, "sidecar-max-streams", 0, "MCP and A2A: requests forwarded and held open at once (answers, SSE streams), all callers together; also caps the upstream connections (mcp.streams.max, a2a.streams.max; default: the listener's connection cap)")
+	fs.IntVar(&sideStreams.PerPrincipal, "sidecar-max-streams-per-principal", 0, fmt.Sprintf("MCP and A2A: requests one principal holds open at once; one more gets 429 with Retry-After and a JSON-RPC error (mcp.streams.per_principal, a2a.streams.per_principal; default %d)", listener.DefaultStreamsPerPrincipal))
+	fs.Int64Var(&sideStreams.AnswerBytes, "sidecar-answer-bytes", 0, fmt.Sprintf("MCP and A2A: bytes of answers read whole to check them that the requests in flight hold together; one answer alone always fits, one more past the budget gets 503 with Retry-After and a JSON-RPC error (mcp.streams.answer_bytes, a2a.streams.answer_bytes; default %d)", listener.DefaultAnswerBytes))
 	var lim listener.Limits
 	fs.IntVar(&lim.MaxConnections, "max-connections", 0, "connections each listener holds open at once; more are closed at accept (default min(4096, (file limit - 256) / 4))")
 	fs.DurationVar(&lim.HeaderTimeout, "header-timeout", 0, "HTTP: time for TLS handshake, request line and headers (default 10s)")
@@ -108,6 +116,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&lim.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", 0, "gRPC: shortest interval at which clients may ping (default 10s)")
 	fs.DurationVar(&lim.UpstreamBackoffMax, "upstream-backoff-max", 0, "longest delay between reconnects to the MACP runtime (default 1s)")
 	fs.DurationVar(&lim.UpstreamConnectTimeout, "upstream-connect-timeout", 0, "time one connection attempt to an upstream may take (default 2s)")
+	fs.DurationVar(&lim.TLSReloadInterval, "tls-reload-interval", 0, "how often the listeners' certificate, key and client CA files are read again; a change applies to new handshakes and closes connections whose client certificate no longer verifies (default 10s; SIGHUP reloads at once)")
 	var extra multi
 	fs.Var(&extra, "policy", "an extra Rego policy file (repeatable)")
 	gcFloor := fs.Int64("gc-min-heap-bytes", 0, "floor under the garbage collector's heap goal: no collection before the heap reaches it; -1 for none (default 64 MiB)")
@@ -176,6 +185,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			c.A2A.MaxResponseBytes = *a2aMaxResp
 		}
 		listenTLS(&c.A2A.Plaintext, &c.A2A.CertFile, &c.A2A.KeyFile, &c.A2A.ClientCAFile)
+		for _, st := range []*listener.StreamLimits{&c.MCP.Streams, &c.A2A.Streams} {
+			if sideStreams.Max != 0 {
+				st.Max = sideStreams.Max
+			}
+			if sideStreams.PerPrincipal != 0 {
+				st.PerPrincipal = sideStreams.PerPrincipal
+			}
+			if sideStreams.AnswerBytes != 0 {
+				st.AnswerBytes = sideStreams.AnswerBytes
+			}
+		}
 		if *mcpMaxBody != 0 {
 			c.MCP.MaxBodyBytes = *mcpMaxBody
 		}
@@ -202,13 +222,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, f := range []struct {
 			dst *int
 			v   int
-		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous}} {
+		}{{&c.MACP.Streams.Max, streams.Max}, {&c.MACP.Streams.PerPrincipal, streams.PerPrincipal}, {&c.MACP.Streams.Anonymous, streams.Anonymous},
+			{&c.MACP.Streams.Watches, streams.Watches}, {&c.MACP.Streams.WatchesPerPrincipal, streams.WatchesPerPrincipal}} {
 			if f.v != 0 {
 				*f.dst = f.v
 			}
 		}
 		if streams.QueuedBytes != 0 {
 			c.MACP.Streams.QueuedBytes = streams.QueuedBytes
+		}
+		if streams.WatchIdle != 0 {
+			c.MACP.Streams.WatchIdle = streams.WatchIdle
 		}
 		c.Enforcer.DryRun = c.Enforcer.DryRun || *dryRun
 		if *sessions != 0 {
@@ -270,7 +294,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p.ext != nil {
 		g.Go(func() error { return p.ext.Run(gctx) })
 	}
-	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, log) })
+	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, p.tls, log) })
 	if cfg.Admin.Listen != "" {
 		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready}
 		g.Go(func() error { return ad.Run(gctx) })
@@ -293,8 +317,9 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 
 // reloadOnHUP rebuilds the authenticator and the policies from the config
 // file on SIGHUP and swaps them in; when the new ones fail to build, the old
-// ones stay and the error is logged.
-func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, log *slog.Logger) error {
+// ones stay and the error is logged. It reads the listeners' TLS files again
+// too (the files named at start), whatever became of the rest.
+func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, tlss []*listener.TLS, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -303,6 +328,11 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *
 		case <-ctx.Done():
 			return nil
 		case <-hup:
+		}
+		for _, t := range tlss {
+			if err := t.Reload(); err != nil {
+				log.Error("reload: keeping the current TLS material", "err", err)
+			}
 		}
 		if err := reload(ctx, cfgPath, apply, enf, log); err != nil {
 			log.Error("reload: keeping the current policies", "err", err)

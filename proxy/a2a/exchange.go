@@ -16,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
@@ -205,6 +206,12 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 // through the exchange: a JSON answer read whole, an SSE stream event by
 // event. A stream ends when the caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+	done, busy := s.streams.Take(x.principal)
+	if busy != nil {
+		relay.Busy(w, busy, x.call.ID)
+		return
+	}
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
@@ -228,16 +235,30 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		hold := s.streams.Hold()
+		defer hold.Release()
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		if errors.Is(err, listener.ErrAnswerBudget) {
+			s.log.Warn("A2A event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
+			relay.EndWithError(w, x.call.ID, jsonrpc.ErrInternal, s.streams.BudgetBusy().Msg)
+			return
+		}
 		if err != nil && r.Context().Err() == nil && ctx.Err() == nil {
 			s.log.Warn("A2A event stream ended early", "method", x.call.Method, "err", err)
 		}
 		return
 	}
-	b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+	hold := s.streams.Hold()
+	defer hold.Release()
+	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 	if err != nil {
 		for k := range w.Header() {
 			delete(w.Header(), k)
+		}
+		if errors.Is(err, listener.ErrAnswerBudget) {
+			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+			relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
+			return
 		}
 		msg, status := "the A2A server's answer could not be read whole", http.StatusBadGateway
 		if errors.Is(err, relay.ErrBodyTooLarge) {

@@ -117,7 +117,8 @@ type Server struct {
 	handles  handle.Sealer
 	relay    *pushrelay.Relay
 	log      *slog.Logger
-	public   string // the JSON-RPC endpoint written into agent cards
+	public   string            // the JSON-RPC endpoint written into agent cards
+	streams  *listener.Streams // the forwarded requests open
 }
 
 // kinds are the identifiers A2A handles stand for.
@@ -142,7 +143,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	}
 	allow.Only = cfg.WebhookAllowOnly
 	if client == nil {
-		client = listener.UpstreamClient(cfg.Limits)
+		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -151,7 +152,9 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
-	s := &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log,
+		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
 	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, key, e, s.sealFor, log); err != nil {
 		return nil, err

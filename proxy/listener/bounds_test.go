@@ -286,3 +286,78 @@ func TestGRPCBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestCapFairBySource: one address holding the listener full does not
+// starve another: a newcomer of a smaller holder closes the largest
+// holder's oldest connection and takes its place, until both hold their
+// share; the flood's own newcomers are refused. Before, every newcomer was
+// closed while one address held the cap.
+func TestCapFairBySource(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Cap(lis, 4, nil)
+	defer lim.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := lim.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	from := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+		c, err := d.Dial("tcp", lis.Addr().String())
+		if err != nil {
+			return nil // reset at accept before the dial returned
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	got := func() bool {
+		select {
+		case <-accepted:
+			return true
+		case <-time.After(300 * time.Millisecond):
+			return false
+		}
+	}
+	closed := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+	var flood []net.Conn
+	for range 4 {
+		flood = append(flood, from("127.0.0.1"))
+		if !got() {
+			t.Fatal("the flood's first connections are accepted")
+		}
+	}
+	for i, tc := range []struct {
+		ip       string
+		admitted bool
+	}{
+		{"127.0.0.2", true},  // 4 > 0+1: the flood gives one up
+		{"127.0.0.1", false}, // the largest holder's newcomer
+		{"127.0.0.2", true},  // 3 > 1+1
+		{"127.0.0.2", false}, // 2 and 2: even
+		{"127.0.0.3", true},  // 2 > 0+1
+	} {
+		from(tc.ip)
+		if a := got(); a != tc.admitted {
+			t.Fatalf("step %d from %s: admitted %v, want %v", i, tc.ip, a, tc.admitted)
+		}
+	}
+	if !closed(flood[0]) || !closed(flood[1]) {
+		t.Error("the flood's oldest connections were not the ones closed")
+	}
+	if n := lim.(*capped).Open(); n != 4 {
+		t.Errorf("open = %d, want 4", n)
+	}
+}

@@ -1,10 +1,10 @@
 package listener
 
 import (
+	"container/list"
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +14,16 @@ import (
 // immediately and its excess costs no file descriptor, while the timeouts
 // evict the connections that stall; a blocking Accept would instead queue
 // every newcomer, legitimate or not, behind the flood in the kernel's
-// backlog. The closures are logged at most every 10 seconds.
+// backlog.
+//
+// The cap is shared fairly between source addresses: when the listener is
+// full, a newcomer whose address holds fewer connections than the address
+// holding the most closes that address's oldest connection and takes its
+// place; only a newcomer of the largest holder is refused. One address
+// holding the listener full, reopening as Warden closes them, cannot starve
+// the others (nor authenticated clients behind them): each new address gets
+// in, at the flood's expense. The closures are logged at most every 10
+// seconds.
 func Cap(lis net.Listener, n int, log *slog.Logger) net.Listener {
 	if n <= 0 {
 		return lis
@@ -22,64 +31,153 @@ func Cap(lis net.Listener, n int, log *slog.Logger) net.Listener {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &capped{Listener: lis, max: int64(n), log: log}
+	return &capped{Listener: lis, max: n, log: log, bySrc: map[string]*list.List{}}
 }
 
 const shedLogEvery = 10 * time.Second
 
 type capped struct {
 	net.Listener
-	max  int64
-	open atomic.Int64
-	log  *slog.Logger
+	max int
+	log *slog.Logger
 
 	mu      sync.Mutex
-	shed    int // closed since the last log line
+	open    int
+	bySrc   map[string]*list.List // source address -> its open connections, oldest first
+	shed    int                   // closed since the last log line
+	evicted int                   // closed for a newcomer since the last log line
 	lastLog time.Time
 }
 
-// Accept returns the next connection while fewer than the cap are open, and
-// closes those that arrive while the listener is full.
+// source is the address a connection counts against: its IP.
+func source(c net.Conn) string {
+	a := c.RemoteAddr()
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if a == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// Accept returns the next connection while fewer than the cap are open or
+// a larger holder can give one up, and closes the others.
 func (c *capped) Accept() (net.Conn, error) {
 	for {
 		conn, err := c.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if c.open.Add(1) <= c.max {
-			return &countedConn{Conn: conn, release: func() { c.open.Add(-1) }}, nil
+		src := source(conn)
+		c.mu.Lock()
+		var victim *countedConn
+		if c.open >= c.max {
+			victim = c.largerHolder(src)
+			if victim == nil {
+				c.mu.Unlock()
+				reset(conn)
+				c.note(false)
+				continue
+			}
+			c.remove(victim)
 		}
-		c.open.Add(-1)
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // reset: no TIME_WAIT left behind
+		cc := &countedConn{Conn: conn, src: src, owner: c}
+		l := c.bySrc[src]
+		if l == nil {
+			l = list.New()
+			c.bySrc[src] = l
 		}
-		_ = conn.Close()
-		c.noteShed()
+		cc.elem = l.PushBack(cc)
+		c.open++
+		c.mu.Unlock()
+		if victim != nil {
+			reset(victim.Conn)
+			c.note(true)
+		}
+		return cc, nil
 	}
 }
 
-func (c *capped) noteShed() {
+// largerHolder is the oldest connection of the address holding the most,
+// when it holds more than src would after taking one; nil otherwise. Called
+// with c.mu held.
+func (c *capped) largerHolder(src string) *countedConn {
+	mine := 0
+	if l := c.bySrc[src]; l != nil {
+		mine = l.Len()
+	}
+	var most *list.List
+	for _, l := range c.bySrc {
+		if most == nil || l.Len() > most.Len() {
+			most = l
+		}
+	}
+	if most == nil || most.Len() <= mine+1 {
+		return nil
+	}
+	return most.Front().Value.(*countedConn)
+}
+
+// remove uncounts cc; called with c.mu held, at most once per connection.
+func (c *capped) remove(cc *countedConn) {
+	if cc.elem == nil {
+		return
+	}
+	l := c.bySrc[cc.src]
+	l.Remove(cc.elem)
+	cc.elem = nil
+	if l.Len() == 0 {
+		delete(c.bySrc, cc.src)
+	}
+	c.open--
+}
+
+// reset closes conn with a reset: no TIME_WAIT left behind.
+func reset(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+func (c *capped) note(evicted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.shed++
+	if evicted {
+		c.evicted++
+	} else {
+		c.shed++
+	}
 	if now := time.Now(); now.Sub(c.lastLog) >= shedLogEvery {
-		c.log.Warn("listener full: closing new connections", "listen", c.Addr().String(),
-			"max_connections", c.max, "closed", c.shed)
-		c.shed, c.lastLog = 0, now
+		c.log.Warn("listener full: closing connections", "listen", c.Addr().String(),
+			"max_connections", c.max, "refused", c.shed, "closed_for_other_addresses", c.evicted)
+		c.shed, c.evicted, c.lastLog = 0, 0, now
 	}
 }
 
 // Open is how many accepted connections are open.
-func (c *capped) Open() int { return int(c.open.Load()) }
+func (c *capped) Open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open
+}
 
 type countedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	src   string
+	owner *capped
+	elem  *list.Element // nil once uncounted; guarded by owner.mu
 }
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.owner.mu.Lock()
+	c.owner.remove(c)
+	c.owner.mu.Unlock()
 	return err
 }

@@ -59,6 +59,11 @@ type Limits struct {
 	// UpstreamConnectTimeout bounds one attempt to connect to the upstream:
 	// TCP and TLS for gRPC, the TCP dial for MCP (default 2s).
 	UpstreamConnectTimeout time.Duration `yaml:"upstream_connect_timeout" json:"upstream_connect_timeout"`
+	// TLSReloadInterval is how often the listener's certificate, key and
+	// client CA files are read again; a change is installed for new
+	// handshakes and the connections whose client chain no longer verifies
+	// are closed (default 10s; SIGHUP reloads at once).
+	TLSReloadInterval time.Duration `yaml:"tls_reload_interval" json:"tls_reload_interval"`
 }
 
 // Defaults. The connection cap's default depends on the file limit; see
@@ -117,6 +122,7 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.GRPCKeepaliveMinTime, DefaultGRPCKeepaliveMinTime)
 	def(&l.UpstreamBackoffMax, DefaultUpstreamBackoffMax)
 	def(&l.UpstreamConnectTimeout, DefaultUpstreamConnectTimeout)
+	def(&l.TLSReloadInterval, DefaultTLSReloadInterval)
 	return l
 }
 
@@ -140,6 +146,7 @@ func (l Limits) Inherit(parent Limits) Limits {
 	inherit(&l.GRPCKeepaliveMinTime, parent.GRPCKeepaliveMinTime)
 	inherit(&l.UpstreamBackoffMax, parent.UpstreamBackoffMax)
 	inherit(&l.UpstreamConnectTimeout, parent.UpstreamConnectTimeout)
+	inherit(&l.TLSReloadInterval, parent.TLSReloadInterval)
 	return l
 }
 
@@ -161,6 +168,7 @@ func (l Limits) Validate() error {
 		{"grpc_connection_timeout", l.GRPCConnectionTimeout}, {"grpc_keepalive_time", l.GRPCKeepaliveTime},
 		{"grpc_keepalive_timeout", l.GRPCKeepaliveTimeout}, {"grpc_keepalive_min_time", l.GRPCKeepaliveMinTime},
 		{"upstream_backoff_max", l.UpstreamBackoffMax}, {"upstream_connect_timeout", l.UpstreamConnectTimeout},
+		{"tls_reload_interval", l.TLSReloadInterval},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: negative", d.name))

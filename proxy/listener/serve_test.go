@@ -129,7 +129,7 @@ func TestUpstreamBackoff(t *testing.T) {
 	}
 }
 
-func TestServerTLS(t *testing.T) {
+func TestNewTLS(t *testing.T) {
 	dir := t.TempDir()
 	cert, key, ca := writeCert(t, dir)
 	empty := filepath.Join(dir, "empty.pem")
@@ -145,18 +145,23 @@ func TestServerTLS(t *testing.T) {
 	}{
 		{"certificate only", cert, "", false, "", nil},
 		{"client CA", cert, ca, true, "", []string{"h2", "http/1.1"}},
-		{"missing certificate", filepath.Join(dir, "nope.pem"), "", false, "load certificate", nil},
+		{"missing certificate", filepath.Join(dir, "nope.pem"), "", false, "nope.pem", nil},
+		{"certificate without PEM", empty, "", false, "load certificate", nil},
 		{"CA file without PEM", cert, empty, false, "holds no PEM certificate", nil},
-		{"missing CA file", cert, filepath.Join(dir, "nope.pem"), false, "read CA file", nil},
+		{"missing CA file", cert, filepath.Join(dir, "nope.pem"), false, "nope.pem", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc2, err := ServerTLS(tc.cert, key, tc.ca, tc.nextProtos...)
+			m, err := NewTLS(tc.cert, key, tc.ca, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
 				}
 				return
 			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc2, err := m.Config(tc.nextProtos...).GetConfigForClient(&tls.ClientHelloInfo{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,6 +44,12 @@ type HTTPConfig struct {
 	// Limits bounds the listener's connections and the dial to the upstream;
 	// zero fields take the defaults.
 	Limits Limits `yaml:"limits" json:"limits"`
+	// Streams bounds the requests forwarded upstream and held open at
+	// once, in total and per principal.
+	Streams StreamLimits `yaml:"streams" json:"streams"`
+	// TLS is the listener's TLS material when the caller loaded it (warden
+	// serve, to reload it on SIGHUP); nil: read from the files when serving.
+	TLS *TLS `yaml:"-" json:"-"`
 }
 
 // Defaults of HTTPConfig.
@@ -64,6 +70,7 @@ func (h HTTPConfig) WithDefaults() HTTPConfig {
 	if h.ShutdownTimeout == 0 {
 		h.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	h.Streams = h.Streams.WithDefaults(h.Limits.WithDefaults().MaxConnections)
 	return h
 }
 
@@ -113,17 +120,37 @@ func (sc Sidecar) Validate() error {
 	if err := sc.Limits.Validate(); err != nil {
 		return fmt.Errorf("%s.limits: %w", sc.Name, err)
 	}
+	if err := sc.Streams.Validate(); err != nil {
+		return fmt.Errorf("%s.streams: %w", sc.Name, err)
+	}
 	return nil
 }
 
 // UpstreamClient is the HTTP client a sidecar reaches its upstream with: no
 // proxy from the environment, no compression (answers are read as sent),
-// keep-alive connections, and the dial bounded by l (Dialer).
-func UpstreamClient(l Limits) *http.Client {
+// keep-alive connections, at most s.UpstreamConns() of them (a request
+// beyond waits for one, within its context), and the dial bounded by l
+// (Dialer).
+func UpstreamClient(l Limits, s StreamLimits) *http.Client {
+	l = l.WithDefaults()
+	s = s.WithDefaults(l.MaxConnections)
 	return &http.Client{Transport: &http.Transport{
 		Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
-		DisableCompression: true, DialContext: Dialer(l.WithDefaults()).DialContext,
+		MaxConnsPerHost:    s.UpstreamConns(),
+		DisableCompression: true, DialContext: Dialer(l).DialContext,
 	}}
+}
+
+// LoadTLS is the listener's TLS material: sc.TLS, or read from the files.
+func (sc Sidecar) LoadTLS(log *slog.Logger) (*TLS, error) {
+	if sc.TLS != nil {
+		return sc.TLS, nil
+	}
+	t, err := NewTLS(sc.CertFile, sc.KeyFile, sc.ClientCAFile, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s tls: %w", sc.Name, err)
+	}
+	return t, nil
 }
 
 // RunSidecar listens on sc.Listen and serves h there (ServeSidecar).
@@ -145,13 +172,17 @@ func ServeSidecar(ctx context.Context, h http.Handler, lis net.Listener, sc Side
 	srv := NewHTTPServer(h, lim)
 	lis = Cap(lis, lim.MaxConnections, log)
 	if !sc.Plaintext {
-		tc, err := ServerTLS(sc.CertFile, sc.KeyFile, sc.ClientCAFile, "h2", "http/1.1")
+		t, err := sc.LoadTLS(log)
 		if err != nil {
 			lis.Close()
-			return fmt.Errorf("%s tls: %w", sc.Name, err)
+			return err
 		}
+		tc := t.Config("h2", "http/1.1")
 		srv.TLSConfig = tc
-		lis = tls.NewListener(lis, tc)
+		lis = tls.NewListener(t.Track(lis), tc)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
 	log.Info(sc.Name+" sidecar listening", "listen", lis.Addr().String(), "upstream", sc.Upstream, "plaintext", sc.Plaintext,
 		"max_connections", lim.MaxConnections)

@@ -247,19 +247,25 @@ func (s *Server) getSession(ss grpc.ServerStream, p authn.Principal, ctx context
 
 // watchSessions relays only the lifecycle events of the caller's sessions.
 func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	done, err := s.streams.take(p.ID)
+	done, err := s.streams.takeWatch(p.ID)
 	if err != nil {
 		return err
 	}
 	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
+	ctx, touch, stopIdle := s.streams.idle(ctx)
+	defer stopIdle()
 	return s.relay(ss, service+"WatchSessions", ctx, func(f *frame) (bool, error) {
 		var ev macpv1.WatchSessionsResponse
 		if err := proto.Unmarshal(f.b, &ev); err != nil {
 			return false, status.Error(codes.Internal, "upstream WatchSessionsResponse does not decode")
 		}
-		return member(ev.GetEvent().GetSession(), p.ID), nil
+		ok := member(ev.GetEvent().GetSession(), p.ID)
+		if ok {
+			touch()
+		}
+		return ok, nil
 	})
 }
 
@@ -474,13 +480,15 @@ func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx co
 // signals of a session (Progress) only to its participants: the runtime
 // sends every session's signals to every watcher.
 func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	done, err := s.streams.take(p.ID)
+	done, err := s.streams.takeWatch(p.ID)
 	if err != nil {
 		return err
 	}
 	defer done()
 	ctx, stop := s.guard(ctx, p)
 	defer stop()
+	ctx, touch, stopIdle := s.streams.idle(ctx)
+	defer stopIdle()
 	const maxKnown = 4096
 	known := map[string]bool{} // session -> the caller takes part; only this goroutine uses it
 	return s.relay(ss, service+"WatchSignals", ctx, func(f *frame) (bool, error) {
@@ -490,6 +498,7 @@ func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx conte
 		}
 		sid := ev.GetEnvelope().GetSessionId()
 		if sid == "" {
+			touch()
 			return true, nil
 		}
 		ok, seen := known[sid]
@@ -499,6 +508,9 @@ func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx conte
 			}
 			ok = s.checkMember(ctx, sid, p) == nil
 			known[sid] = ok
+		}
+		if ok {
+			touch()
 		}
 		return ok, nil
 	})
@@ -528,6 +540,8 @@ func (s *Server) streamEnd(ctx context.Context, err error) error {
 		return status.Error(codes.ResourceExhausted, cause.Error())
 	case errors.Is(cause, errClientStuck):
 		return status.Error(codes.DeadlineExceeded, cause.Error())
+	case errors.Is(cause, errWatchIdle):
+		return status.Error(codes.Unavailable, cause.Error())
 	}
 	return s.upstreamError(err)
 }

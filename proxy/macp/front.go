@@ -51,13 +51,17 @@ const (
 // ends, and the grpc-go sidecar behind it on an in-memory listener.
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
+	lis = listener.Cap(lis, lim.MaxConnections, s.log)
 	if !s.cfg.Plaintext {
-		tc, err := listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, "h2")
+		t, err := s.loadTLS()
 		if err != nil {
 			lis.Close()
-			return fmt.Errorf("macp tls: %w", err)
+			return err
 		}
-		lis = tls.NewListener(lis, tc)
+		lis = tls.NewListener(t.Track(lis), t.Config("h2"))
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
 	inner := newPipeListener()
 	dialRuntime, err := s.runtimeDialer(lim)
@@ -75,8 +79,11 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			// keeps its streams open fills its own share, never another's
 			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, MaxConns: lim.MaxConnections, NoRequestTrailers: true},
 		},
-		Router:           router{s},
-		MaxConns:         lim.MaxConnections,
+		Router: router{s},
+		// listener.Cap holds the connections to lim.MaxConnections, fairly
+		// between addresses; the slack covers those it closed for a
+		// newcomer that the relay has not yet seen end
+		MaxConns:         lim.MaxConnections + capSlack,
 		MaxStreams:       listener.GRPCMaxStreams,
 		IdleTimeout:      lim.IdleTimeout,
 		HandshakeTimeout: lim.GRPCConnectionTimeout,
@@ -112,6 +119,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	}
 	return nil
 }
+
+// capSlack is the relay's connections beyond listener.Cap's.
+const capSlack = 64
 
 // innerMaxStreams is the in-process grpc-go server's stream limit a
 // connection, well above the listener.GRPCMaxStreams the relay opens.

@@ -47,6 +47,9 @@ type Config struct {
 	CertFile     string `yaml:"cert_file" json:"cert_file"`
 	KeyFile      string `yaml:"key_file" json:"key_file"`
 	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
+	// TLS is the listener's TLS material when the caller loaded it (warden
+	// serve, to reload it on SIGHUP); nil: read from the files when serving.
+	TLS *listener.TLS `yaml:"-" json:"-"`
 	// UpstreamCAFile verifies the runtime's certificate (system roots if empty).
 	UpstreamCAFile string `yaml:"upstream_ca_file" json:"upstream_ca_file"`
 	// MaxMessageBytes bounds one gRPC message in either direction.
@@ -270,21 +273,38 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return s.serveRelay(ctx, lis)
 	}
 	lim := s.cfg.Limits.WithDefaults()
+	lis = listener.Cap(lis, lim.MaxConnections, s.log)
 	var tc *tls.Config
 	if !s.cfg.Plaintext {
-		var err error
-		if tc, err = listener.ServerTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile); err != nil {
+		t, err := s.loadTLS()
+		if err != nil {
 			lis.Close()
-			return fmt.Errorf("macp tls: %w", err)
+			return err
 		}
+		tc, lis = t.Config(), t.Track(lis)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
 	s.srv = s.grpcServer(lim, tc)
 	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
 		"max_connections", lim.MaxConnections)
-	if err := listener.Serve(ctx, s.srv, listener.Cap(lis, lim.MaxConnections, s.log), s.cfg.ShutdownTimeout, s.log); err != nil {
+	if err := listener.Serve(ctx, s.srv, lis, s.cfg.ShutdownTimeout, s.log); err != nil {
 		return fmt.Errorf("macp serve: %w", err)
 	}
 	return nil
+}
+
+// loadTLS is the listener's TLS material: cfg.TLS, or read from the files.
+func (s *Server) loadTLS() (*listener.TLS, error) {
+	if s.cfg.TLS != nil {
+		return s.cfg.TLS, nil
+	}
+	t, err := listener.NewTLS(s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("macp tls: %w", err)
+	}
+	return t, nil
 }
 
 // grpcServer is the grpc-go sidecar, serving TLS with tc when not nil;

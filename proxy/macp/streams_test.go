@@ -44,7 +44,7 @@ func TestRelayedStreamCaps(t *testing.T) {
 	tr, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} },
 		func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) })
-	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2}})
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2, Watches: 8, WatchesPerPrincipal: 8}})
 	hc := healthpb.NewHealthClient(conn)
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
 	open := func(who string) error {
@@ -89,6 +89,73 @@ func TestRelayedStreamCaps(t *testing.T) {
 	defer scancel()
 	if r, err := mc.Send(sctx, &macpv1.SendRequest{Envelope: st.Envelope}); err != nil || !r.GetAck().GetOk() {
 		t.Errorf("Send beside the held streams: %v %v", err, r.GetAck())
+	}
+}
+
+// TestWatchesShare (issue 24 item 20): ten principals holding their
+// maximum of idle watches filled the relayed-stream cap, and every
+// StreamSession was refused. Watches now hold at most their share of the
+// cap and a few per principal, the rest stays for StreamSession, and a
+// watch that passes nothing for watch_idle ends (UNAVAILABLE) and gives its
+// place back. Before, the third and fourth rows were admitted, the
+// StreamSession refused, and no watch ended.
+func TestWatchesShare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} })
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 4, PerPrincipal: 4, Watches: 2, WatchesPerPrincipal: 1, WatchIdle: 500 * time.Millisecond}})
+	mc := macpv1.NewMACPRuntimeServiceClient(conn)
+	// watch opens a watch; ended reports how it ends, once it is open.
+	watch := func(who string) (ended <-chan error, err error) {
+		w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() { _, err := w.Recv(); done <- err }()
+		select {
+		case err := <-done:
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+			return done, nil
+		}
+	}
+	began := time.Now()
+	first, err := watch("agent://a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		who  string
+		want codes.Code
+	}{
+		{"agent://a", codes.ResourceExhausted}, // one watch a principal
+		{"agent://b", codes.OK},
+		{"agent://c", codes.ResourceExhausted}, // the watches' share is full
+	} {
+		if _, err := watch(tc.who); status.Code(err) != tc.want {
+			t.Errorf("watch %d as %s: %v, want %v", i, tc.who, err, tc.want)
+		}
+	}
+	// The rest of the cap stays for StreamSession.
+	for _, who := range []string{"agent://c", "agent://d"} {
+		st, err := mc.StreamSession(as(ctx, who))
+		if err == nil {
+			_, err = st.Header()
+		}
+		if err != nil {
+			t.Fatalf("StreamSession as %s beside the watches: %v", who, err)
+		}
+	}
+	// The idle watch ends and gives its place back.
+	err = <-first
+	if status.Code(err) != codes.Unavailable || time.Since(began) < 400*time.Millisecond {
+		t.Fatalf("the idle watch ended after %v with %v, want UNAVAILABLE after watch_idle", time.Since(began), err)
+	}
+	time.Sleep(700 * time.Millisecond) // b's watch too
+	if _, err := watch("agent://c"); err != nil {
+		t.Fatalf("a watch once the idle ones ended: %v", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -35,6 +36,12 @@ func (s *Server) target(r *http.Request) string {
 // caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
 	defer x.settle(false) // no answer seen: nothing to commit
+	done, busy := s.streams.Take(x.principal)
+	if busy != nil {
+		relay.Busy(w, busy, x.call.ID)
+		return
+	}
+	defer done()
 	var rd io.Reader = r.Body
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -85,8 +92,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		// The stream must not outlive the credential it was opened with,
 		// nor its revocation.
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		err := relay.Stream(w, resp.StatusCode, resp.Body, relay.Events{Data: x.fromUpstream, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		hold := s.streams.Hold()
+		defer hold.Release()
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		switch {
+		case errors.Is(err, listener.ErrAnswerBudget):
+			s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
+			relay.EndWithError(w, x.call.ID, mcprules.ErrInternal, s.streams.BudgetBusy().Msg)
 		case err == nil || r.Context().Err() != nil:
 		case ctx.Err() != nil:
 			s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
@@ -102,10 +114,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		// application/json, or a successful answer of another type that
 		// holds JSON a client might still read: read whole and filtered.
-		b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+		hold := s.streams.Hold()
+		defer hold.Release()
+		b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 		if err != nil {
 			for k := range w.Header() {
 				delete(w.Header(), k)
+			}
+			if errors.Is(err, listener.ErrAnswerBudget) {
+				s.log.Warn("MCP answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+				relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
+				return
 			}
 			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
 			if errors.Is(err, relay.ErrBodyTooLarge) {

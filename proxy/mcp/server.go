@@ -162,6 +162,8 @@ type Server struct {
 	implicit *implicitCalls
 
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
+
+	streams *listener.Streams // the forwarded requests open
 }
 
 // New builds the sidecar. key binds handles to principals (see handle.LoadKey);
@@ -178,7 +180,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, errors.New("mcp: the handle key must have at least 32 bytes")
 	}
 	if client == nil {
-		client = listener.UpstreamClient(cfg.Limits)
+		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -191,7 +193,9 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	return &Server{cfg: cfg.withDefaults(), enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls()}, nil
+	cfg = cfg.withDefaults()
+	return &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls(),
+		streams: listener.NewStreams("mcp", cfg.Streams)}, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.

@@ -59,6 +59,21 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	_, _ = w.Write(b)
 }
 
+// Refusal is a request refused for capacity (listener.Busy): its HTTP
+// status, and the headers it sets (Retry-After).
+type Refusal interface {
+	error
+	HTTPStatus() int
+	Header(http.Header)
+}
+
+// Busy answers a request refused for capacity: its status, its headers and
+// a JSON-RPC error with id.
+func Busy(w http.ResponseWriter, r Refusal, id json.RawMessage) {
+	r.Header(w.Header())
+	WriteError(w, r.HTTPStatus(), id, jsonrpc.ErrInternal, r.Error())
+}
+
 // EventMax is the bound of one SSE event (Events.Max) for a sidecar's
 // max_response_bytes: -1 (no bound of Warden's own) is 0.
 func EventMax(maxResponse int64) int {

@@ -2,9 +2,13 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // Stream answers with an event stream: the status, flushed at once, then
@@ -17,6 +21,15 @@ func Stream(w http.ResponseWriter, status int, r io.Reader, ev Events) error {
 		flush()
 	}
 	return CopyEvents(w, flush, r, ev)
+}
+
+// EndWithError writes a last event holding a JSON-RPC error with id, for a
+// stream Warden ends itself.
+func EndWithError(w http.ResponseWriter, id json.RawMessage, code int, msg string) {
+	_, _ = fmt.Fprintf(w, "data: %s\n\n", jsonrpc.ErrorBody(id, code, msg))
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Bound ends a stream (cancel) when the credential it was opened with

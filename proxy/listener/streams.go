@@ -1,0 +1,208 @@
+package listener
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// StreamLimits bounds the requests an HTTP sidecar (MCP, A2A) holds open
+// upstream: every forwarded request (a POST and its answer or SSE stream,
+// the standalone GET SSE stream, a DELETE) holds one upstream connection
+// until its answer ends. Zero fields take their defaults.
+type StreamLimits struct {
+	// Max is the forwarded requests open at once, every caller together;
+	// it also caps the connections to the upstream (with a small reserve
+	// for the requests Warden makes itself while deciding). Default: the
+	// listener's connection cap (Limits.MaxConnections), which leaves the
+	// upstream connections their quarter of the file limit.
+	Max int `yaml:"max" json:"max"`
+	// PerPrincipal is the forwarded requests one principal may hold open at
+	// once (default 64): one caller opening SSE streams by the thousand
+	// over a few HTTP/2 connections fills its own share, not the process's
+	// file descriptors.
+	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
+	// AnswerBytes is the bytes of answers Warden reads whole to check them
+	// (JSON answers) that the requests in flight may hold together (default
+	// 64 MiB, the default max_response_bytes). One answer alone always
+	// fits, up to max_response_bytes; a second that would pass the budget
+	// becomes a 503 with Retry-After and a JSON-RPC error. Decoding costs
+	// a multiple of the bytes held, so this bounds memory to that multiple.
+	AnswerBytes int64 `yaml:"answer_bytes" json:"answer_bytes"`
+}
+
+// Defaults of StreamLimits.
+const (
+	DefaultStreamsPerPrincipal = 64
+	DefaultAnswerBytes         = 64 << 20
+	// upstreamReserve is the connections to the upstream beyond
+	// StreamLimits.Max, for the requests Warden makes while deciding (a
+	// task's status, a tool list).
+	upstreamReserve = 64
+	// busyRetryAfter is the Retry-After of a request refused for capacity.
+	busyRetryAfter = time.Second
+)
+
+// WithDefaults fills the zero fields; maxConns is the listener's connection
+// cap (Limits.WithDefaults().MaxConnections).
+func (l StreamLimits) WithDefaults(maxConns int) StreamLimits {
+	if l.Max == 0 {
+		l.Max = maxConns
+	}
+	if l.PerPrincipal == 0 {
+		l.PerPrincipal = DefaultStreamsPerPrincipal
+	}
+	if l.AnswerBytes == 0 {
+		l.AnswerBytes = DefaultAnswerBytes
+	}
+	return l
+}
+
+// Validate checks the limits.
+func (l StreamLimits) Validate() error {
+	if l.Max < 0 || l.PerPrincipal < 0 || l.AnswerBytes < 0 {
+		return errors.New("negative")
+	}
+	return nil
+}
+
+// UpstreamConns is the cap on connections to the upstream for these limits.
+func (l StreamLimits) UpstreamConns() int { return l.Max + upstreamReserve }
+
+// Busy is a request refused for capacity: HTTP 429 when the caller holds
+// its own share (it can free one), 503 when the sidecar is full; both with
+// Retry-After.
+type Busy struct {
+	Status int
+	Msg    string
+}
+
+func (b *Busy) Error() string { return b.Msg }
+
+// HTTPStatus is the status the refusal is answered with.
+func (b *Busy) HTTPStatus() int { return b.Status }
+
+// Header sets Retry-After on h.
+func (b *Busy) Header(h http.Header) {
+	h.Set("Retry-After", strconv.Itoa(int(busyRetryAfter/time.Second)))
+}
+
+// Streams counts the forwarded requests open, in total and by principal.
+type Streams struct {
+	name string // the configuration section, for messages
+	lim  StreamLimits
+
+	mu    sync.Mutex
+	total int
+	by    map[string]int
+	held  int64 // answer bytes held by the requests in flight
+}
+
+// NewStreams returns the counter for lim (defaults applied by the caller)
+// of the sidecar whose section is name.
+func NewStreams(name string, lim StreamLimits) *Streams {
+	return &Streams{name: name, lim: lim, by: map[string]int{}}
+}
+
+// Take counts one more request of who, or refuses it; done gives it back
+// (once, whatever the number of calls).
+func (s *Streams) Take(who string) (done func(), err *Busy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.by[who] >= s.lim.PerPrincipal:
+		return nil, &Busy{Status: http.StatusTooManyRequests,
+			Msg: fmt.Sprintf("too many open requests and streams for this principal (%s.streams.per_principal %d); close one and retry", s.name, s.lim.PerPrincipal)}
+	case s.total >= s.lim.Max:
+		return nil, &Busy{Status: http.StatusServiceUnavailable,
+			Msg: fmt.Sprintf("Warden holds as many open requests and streams as it may (%s.streams.max %d); retry later", s.name, s.lim.Max)}
+	}
+	s.total++
+	s.by[who]++
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.total--
+		if s.by[who]--; s.by[who] == 0 {
+			delete(s.by, who)
+		}
+	}), nil
+}
+
+// String describes the limits as `warden check` prints them.
+func (l StreamLimits) String() string {
+	return fmt.Sprintf("%d open requests and streams in all, %d per principal, %d MiB of answers in flight", l.Max, l.PerPrincipal, l.AnswerBytes>>20)
+}
+
+// ErrAnswerBudget ends the reading of an answer that would take the answer
+// bytes in flight past StreamLimits.AnswerBytes.
+var ErrAnswerBudget = errors.New("answer bytes in flight over the budget")
+
+// Hold is one request's share of the answer bytes in flight.
+type Hold struct {
+	s *Streams
+	n int64
+}
+
+// Hold returns an empty share; Release gives back what it took.
+func (s *Streams) Hold() *Hold { return &Hold{s: s} }
+
+// charge takes n more bytes: granted within the budget, or when this share
+// is the only one holding any (an answer alone always fits).
+func (h *Hold) charge(n int64) bool {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held+n > s.lim.AnswerBytes && s.held != h.n {
+		return false
+	}
+	s.held += n
+	h.n += n
+	return true
+}
+
+// Release gives back every byte the share took.
+func (h *Hold) Release() {
+	s := h.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held -= h.n
+	h.n = 0
+}
+
+// Reader charges every byte read from r to the share; a read past the
+// budget fails with ErrAnswerBudget.
+func (h *Hold) Reader(r io.Reader) io.Reader { return &heldReader{r: r, h: h} }
+
+type heldReader struct {
+	r io.Reader
+	h *Hold
+}
+
+func (r *heldReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 && !r.h.charge(int64(n)) {
+		return 0, ErrAnswerBudget
+	}
+	return n, err
+}
+
+// Each wraps the handler of an event stream's events so that the share is
+// given back once each event is handled: a stream holds at most about one
+// event's bytes of the budget at a time, however long it lasts.
+func (h *Hold) Each(data func([]byte) ([]byte, bool)) func([]byte) ([]byte, bool) {
+	return func(b []byte) ([]byte, bool) {
+		defer h.Release()
+		return data(b)
+	}
+}
+
+// BudgetBusy is the refusal of an answer read past the budget.
+func (s *Streams) BudgetBusy() *Busy {
+	return &Busy{Status: http.StatusServiceUnavailable,
+		Msg: fmt.Sprintf("Warden holds as many answer bytes as it may (%s.streams.answer_bytes %d); retry later", s.name, s.lim.AnswerBytes)}
+}

@@ -1,0 +1,87 @@
+package listener
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+)
+
+func TestStreamsTake(t *testing.T) {
+	s := NewStreams("mcp", StreamLimits{Max: 3, PerPrincipal: 2, AnswerBytes: 10})
+	var dones []func()
+	for _, tc := range []struct {
+		who    string
+		status int // 0: admitted
+	}{
+		{"alice", 0}, {"alice", 0}, {"alice", http.StatusTooManyRequests},
+		{"bob", 0}, {"bob", http.StatusServiceUnavailable}, {"carol", http.StatusServiceUnavailable},
+	} {
+		done, busy := s.Take(tc.who)
+		switch {
+		case tc.status == 0 && busy != nil, tc.status != 0 && (busy == nil || busy.Status != tc.status):
+			t.Fatalf("%s: %v, want status %d", tc.who, busy, tc.status)
+		}
+		if done != nil {
+			dones = append(dones, done)
+		}
+	}
+	dones[0]()
+	dones[0]() // once
+	if _, busy := s.Take("carol"); busy != nil {
+		t.Fatalf("after one closed: %v", busy)
+	}
+	if _, busy := s.Take("dave"); busy == nil {
+		t.Fatal("a second done gave back a second place")
+	}
+}
+
+// TestStreamsAnswerBudget: one answer alone always fits (up to
+// max_response_bytes, bounded elsewhere); a second that would pass the
+// budget fails; a release makes room.
+func TestStreamsAnswerBudget(t *testing.T) {
+	s := NewStreams("a2a", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	read := func(h *Hold, n int) error {
+		_, err := io.ReadAll(h.Reader(bytes.NewReader(make([]byte, n))))
+		return err
+	}
+	first, second := s.Hold(), s.Hold()
+	if err := read(first, 25); err != nil {
+		t.Fatalf("an answer alone over the budget: %v", err)
+	}
+	if err := read(second, 1); !errors.Is(err, ErrAnswerBudget) {
+		t.Fatalf("a second answer past the budget: %v", err)
+	}
+	second.Release()
+	first.Release()
+	if err := read(second, 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(first, 4); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+	if err := read(first, 1); !errors.Is(err, ErrAnswerBudget) {
+		t.Fatalf("past the budget with another holding: %v", err)
+	}
+}
+
+// TestStreamsAnswerBudgetEvents: an event stream gives its share back after
+// each event, so a long stream holds no more than about one event of the
+// budget, and another answer still fits beside it.
+func TestStreamsAnswerBudgetEvents(t *testing.T) {
+	s := NewStreams("mcp", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	stream, other := s.Hold(), s.Hold()
+	handle := stream.Each(func(b []byte) ([]byte, bool) { return b, true })
+	r := stream.Reader(bytes.NewReader(make([]byte, 8)))
+	for range 5 { // five events of 8 bytes: 40 in all, 8 at a time
+		if _, err := io.ReadFull(r, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		handle(nil)
+		r = stream.Reader(bytes.NewReader(make([]byte, 8)))
+	}
+	if _, err := io.ReadAll(other.Reader(bytes.NewReader(make([]byte, 10)))); err != nil {
+		t.Fatalf("an answer beside a stream that handled its events: %v", err)
+	}
+}
