@@ -6,6 +6,7 @@
 //	warden serve ...                 run the MACP sidecar, the MCP sidecar, the A2A sidecar and/or the Envoy ext_authz service
 //	warden check [--config FILE] [--policy FILE...]   validate a configuration as serve would, compile and test policies
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
+//	warden what-if --policies DIR LOG...   decide a recorded decision log again under candidate policies
 //	warden version
 package main
 
@@ -45,6 +46,7 @@ commands:
   serve    run the modes above (--auth dev|static|jwt|mtls, or --config FILE)
   check    validate a configuration as serve would, compile the policies and run their Rego tests
   replay   decide MACP transcripts (conformance-fixture format) offline and compare with their expectations
+  what-if  decide a recorded decision log (or transcripts) again under candidate policies; exit 1 when decisions change
   version  print the version
 
 Run 'warden <command> -h' for a command's flags.
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = replayCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout)
+	case "what-if":
+		err = whatIfCmd(ctx, args[1:], stdout)
 	case "serve":
 		err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -87,9 +91,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = usageError{err: fmt.Errorf("unknown command %q", args[0])}
 	}
 	var ue usageError
+	var we whatIfError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errChanged):
+		return 1
+	case errors.As(err, &we):
+		fmt.Fprintln(stderr, "warden:", err)
+		return 2
 	case errors.As(err, &ue):
 		name := strings.TrimSpace("warden " + ue.cmd)
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, ue.err, name)
