@@ -122,6 +122,14 @@ type Logger struct {
 	every  time.Duration
 	enc    *json.Encoder
 	input  int // max recorded input bytes; 0: inputs are not recorded
+	now    func() time.Time
+}
+
+// WithClock makes l stamp records with now's time (the Enforcer's clock,
+// when it is not the wall clock: an offline replay); it returns l.
+func (l *Logger) WithClock(now func() time.Time) *Logger {
+	l.now = now
+	return l
 }
 
 // New opens the log cfg names (nil Logger when it is off). labels go into
@@ -152,6 +160,7 @@ func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error
 	if l.every == 0 {
 		l.every = time.Second
 	}
+	l.now = time.Now
 	if cfg.IncludeInput {
 		l.input = cmp.Or(cfg.MaxInputBytes, DefaultMaxInputBytes)
 	}
@@ -166,7 +175,7 @@ func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
 	}
 	path := "warden/" + d.Protocol
 	r := Record{
-		DecisionID: d.ID, Timestamp: time.Now().UTC(), Labels: l.labels, Path: path,
+		DecisionID: d.ID, Timestamp: l.now().UTC(), Labels: l.labels, Path: path,
 		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles},
 		Result: Result{Allow: d.Allow, Duplicate: d.Duplicate, DryRun: d.DryRun, Code: string(d.Code), Reason: string(d.Reason),
 			Message: d.Message},

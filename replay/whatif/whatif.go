@@ -106,6 +106,7 @@ func Record(ctx context.Context, engine *policies.Engine, file string) (Stream, 
 		return Stream{}, err
 	}
 	var clock time.Time
+	dl.WithClock(func() time.Time { return clock })
 	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
 		return Stream{}, err
@@ -137,8 +138,7 @@ func Record(ctx context.Context, engine *policies.Engine, file string) (Stream, 
 	if err != nil {
 		return Stream{}, err
 	}
-	for i := range log.Entries { // the record's time is the replay clock's
-		log.Entries[i].Record.Timestamp = tr.Steps[i].At
+	for i := range log.Entries {
 		log.Entries[i].Source = tr.Name + ":" + tr.Steps[i].Index
 	}
 	s.Entries = log.Entries

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestWhatIfCommand: exit 1 with the golden report when decisions change,
+// 0 when none does, 2 on errors (a malformed line named by its number, no
+// candidate, a log recorded without include_input).
+func TestWhatIfCommand(t *testing.T) {
+	dir := "../../testdata/whatif"
+	golden, err := os.ReadFile(dir + "/report.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand := t.TempDir()
+	b, err := os.ReadFile(dir + "/worker-no-complete.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cand+"/p.rego", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	same := t.TempDir()
+	if err := os.WriteFile(same+"/p.rego", []byte("package warden.macp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := dir + "/decisions.jsonl"
+	lines, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(lines), "\n")
+	bad := write(t, "bad.jsonl", first+"\nnot json\n")
+	noInput := write(t, "old.jsonl", `{"decision_id":"x-1","timestamp":"2026-01-01T00:00:00Z","labels":{},"path":"warden/macp","input":{"protocol":"macp","principal":"agent://a","type":"TaskRequest"},"result":{"allow":true,"reason":"allowed"},"metrics":{}}`+"\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"changes", []string{"what-if", "--policies", cand, log}, 1, string(golden)},
+		{"no change", []string{"what-if", "--policies", same, log}, 0, "changed: 0 (allow→deny 0, deny→allow 0, reason changed 0)\n"},
+		{"json", []string{"what-if", "--policies", cand, "--format", "json", log}, 1, `"allow_to_deny": 3`},
+		{"transcript", []string{"what-if", "--policies", cand, "../../test/attacks/macp/task_forged_complete.json"}, 1, "changed: 1 (allow→deny 1"},
+		{"malformed line", []string{"what-if", "--policies", cand, bad}, 2, "bad.jsonl:2: not a decision-log record"},
+		{"no input", []string{"what-if", "--policies", cand, noInput}, 2, "old.jsonl:1: decision x-1: recorded without decision_log.include_input"},
+		{"no candidate", []string{"what-if", log}, 2, "no candidate"},
+		{"bad format", []string{"what-if", "--policies", cand, "--format", "xml", log}, 2, "want text or json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			out = strings.ReplaceAll(out, dir+"/", "") // the golden report names the log by its base name
+			if code != tc.code || !strings.Contains(out+errOut, tc.out) {
+				t.Fatalf("exit %d, want %d; output %q, want %q", code, tc.code, out+errOut, tc.out)
+			}
+		})
+	}
+}

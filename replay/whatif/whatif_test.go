@@ -1,0 +1,253 @@
+package whatif
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/decisionlog"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/replay"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/whatif")
+
+// record replays transcripts through one Enforcer with the real decision
+// logger attached (include_input), every allowed message accepted as the
+// runtime would, and returns the log file it wrote.
+func record(t *testing.T, engine *policies.Engine, files []string) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	dl, err := decisionlog.New(decisionlog.Config{Path: path, IncludeInput: true}, nil, map[string]string{"app": "warden"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock time.Time
+	dl.WithClock(func() time.Time { return clock })
+	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
+		Now: func() time.Time { return clock }, Observer: dl, RecordInputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		tr, err := replay.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Fixture.Policy != nil {
+			t.Fatalf("%s registers a policy: pick transcripts without one", f)
+		}
+		for _, st := range tr.Steps {
+			clock = st.At
+			d, err := enf.Enforce(ctx, st.Request)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Settle(d.Allow)
+		}
+	}
+	if err := dl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func engine(t *testing.T, files ...string) *policies.Engine {
+	t.Helper()
+	e, err := policies.New(context.Background(), policies.Config{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func attackTranscripts(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../test/attacks/macp/*.json")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("attack transcripts: %v (%d)", err, len(files))
+	}
+	var out []string
+	for _, f := range files {
+		tr, err := replay.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Fixture.Policy == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func readLog(t *testing.T, path string) Stream {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := ReadLog(f, filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestWhatIf records a decision log with one policy set and decides it again
+// with another: exactly the decisions of (principal, type) the changed rule
+// names change, each once, and nothing else does, although later messages of
+// the same sessions depend on the refused ones (the state is rebuilt as the
+// runtime saw it). The expected set is read from the recorded log.
+func TestWhatIf(t *testing.T) {
+	noComplete := "../../testdata/whatif/worker-no-complete.rego"
+	noAccept := "../../testdata/whatif/worker-no-accept.rego"
+	files := attackTranscripts(t)
+	for _, tc := range []struct {
+		name           string
+		recorded, cand []string
+		principal, typ string
+		wasAllowed     bool // the changing decisions were allowed when recorded
+		kind           string
+	}{
+		{"unchanged defaults", nil, nil, "", "", false, ""},
+		{"unchanged operator file", []string{"../../deploy/config/operator.rego"}, []string{"../../deploy/config/operator.rego"}, "", "", false, ""},
+		{"refuse TaskComplete", nil, []string{noComplete}, "agent://worker", "TaskComplete", true, AllowToDeny},
+		{"refuse TaskAccept, later messages depend on it", nil, []string{noAccept}, "agent://worker", "TaskAccept", true, AllowToDeny},
+		{"drop the rule", []string{noComplete}, nil, "agent://worker", "TaskComplete", false, DenyToAllow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := readLog(t, record(t, engine(t, tc.recorded...), files))
+			var want []string
+			for _, e := range log.Entries {
+				in, res := e.Record.Input, e.Record.Result
+				if tc.kind != "" && in.Principal == tc.principal && in.Type == tc.typ && res.Allow == tc.wasAllowed {
+					// Under the rule, only the decisions the defaults allow change.
+					if tc.kind == AllowToDeny || res.Reason == "operator_policy" {
+						want = append(want, e.Record.DecisionID)
+					}
+				}
+			}
+			if tc.kind != "" && len(want) < 3 {
+				t.Fatalf("only %d decisions would change: a weak test", len(want))
+			}
+			rep, err := Run(context.Background(), Options{Candidate: engine(t, tc.cand...), Base: engine(t),
+				Enforcer: proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}}, []Stream{log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range rep.Changes {
+				got = append(got, c.DecisionID)
+				if c.Kind != tc.kind || c.Principal != tc.principal || c.Type != tc.typ {
+					t.Errorf("unexpected change %+v", c)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("changed %d decisions %v, want %d %v", len(got), got, len(want), want)
+			}
+			if rep.Changed() != len(want) || rep.Read != len(log.Entries) || rep.Redecided+sum(rep.Skipped) != rep.Read {
+				t.Errorf("counts: %+v", rep)
+			}
+			if len(rep.Notes) > 0 {
+				t.Errorf("notes: %v", rep.Notes)
+			}
+		})
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestBadLogs: a line that is not a record names its line; a log recorded
+// without include_input says so.
+func TestBadLogs(t *testing.T) {
+	ctx := context.Background()
+	good := readLog(t, record(t, engine(t), attackTranscripts(t)[:1]))
+	b, err := os.ReadFile(record(t, engine(t), attackTranscripts(t)[:1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	for _, tc := range []struct{ name, log, err string }{
+		{"not JSON", lines[0] + "{oops\n", "x.jsonl:2: not a decision-log record"},
+		{"another JSON", lines[0] + lines[1] + `{"name": "warden"}` + "\n", `x.jsonl:3: not a decision-log record: json: unknown field "name"`},
+		{"no decision id", `{"input": {"protocol": "macp"}}`, "x.jsonl:1: not a decision-log record: no decision_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadLog(strings.NewReader(tc.log), "x.jsonl")
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err %v, want %q", err, tc.err)
+			}
+		})
+	}
+	t.Run("recorded without include_input", func(t *testing.T) {
+		s := good
+		s.Entries = slices.Clone(s.Entries)
+		for i := range s.Entries {
+			in := &s.Entries[i].Record.Input
+			in.Recorded, in.Envelope, in.Policy, in.Claims = false, nil, nil, nil
+		}
+		_, err := Run(ctx, Options{Candidate: engine(t), Base: engine(t)}, []Stream{s})
+		if err == nil || !strings.Contains(err.Error(), "recorded without decision_log.include_input") || !strings.Contains(err.Error(), s.Entries[0].Source) {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+// TestGolden: the text report on a checked-in decision log (recorded by
+// this test with -update) with a checked-in candidate.
+func TestGolden(t *testing.T) {
+	dir := "../../testdata/whatif"
+	logFile := filepath.Join(dir, "decisions.jsonl")
+	if *update {
+		files := []string{"../../test/attacks/macp/task_forged_complete.json", "../../test/attacks/macp/task_late_report.json"}
+		b, err := os.ReadFile(record(t, engine(t), files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(logFile, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(context.Background(), Options{Candidate: engine(t, filepath.Join(dir, "worker-no-complete.rego")), Base: engine(t)},
+		[]Stream{readLog(t, logFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join(dir, "report.txt")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("report differs from %s (-update rewrites it):\n%s", golden, out.String())
+	}
+}
