@@ -16,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/whatif")
@@ -249,5 +250,88 @@ func TestGolden(t *testing.T) {
 	}
 	if !bytes.Equal(out.Bytes(), want) {
 		t.Errorf("report differs from %s (-update rewrites it):\n%s", golden, out.String())
+	}
+}
+
+// TestWhatIfA2A: A2A decisions are evaluated again on their recorded policy
+// input: a candidate rule refusing one principal's sends changes exactly
+// those, an ownership refusal keeps its reason, and the report says that the
+// task state is the one Warden saw.
+func TestWhatIfA2A(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a2a.jsonl")
+	dl, err := decisionlog.New(decisionlog.Config{Path: path, IncludeInput: true}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: auth, Policies: engine(t), Observer: dl, RecordInputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enf.A2ATaskSeen(ctx, "t-alice", "agent://alice", "TASK_STATE_WORKING"); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := authn.Principal{ID: "agent://alice", Method: "dev"}, authn.Principal{ID: "agent://bob", Method: "dev"}
+	var want []string
+	for _, req := range []proxy.A2ARequest{
+		{Principal: alice, Method: a2a.MethodSend, New: true},
+		{Principal: bob, Method: a2a.MethodSend, New: true},
+		{Principal: alice, Method: a2a.MethodGetTask, TaskID: "t-alice", Owner: true},
+		{Principal: bob, Method: a2a.MethodGetTask, TaskID: "t-alice"},
+		{Principal: bob, Method: a2a.MethodSend, New: true},
+		{Principal: alice, Method: a2a.MethodMessageContinue, TaskID: "t-alice", Owner: true},
+		{Principal: bob, Method: a2a.MethodSend, New: true},
+	} {
+		d, err := enf.EnforceA2A(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Settle(d.Allow)
+		if req.Principal.ID == bob.ID && req.Method == a2a.MethodSend && d.Allow {
+			want = append(want, d.ID)
+		}
+	}
+	if err := dl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 3 {
+		t.Fatalf("bob's sends allowed when recorded: %d, want 3", len(want))
+	}
+	cand := filepath.Join(t.TempDir(), "bob.rego")
+	if err := os.WriteFile(cand, []byte(`package warden.a2a
+import rego.v1
+deny contains {"code": "FORBIDDEN", "msg": "bob may not send"} if {
+	input.principal.id == "agent://bob"
+	input.message.type == "`+a2a.MethodSend+`"
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := readLog(t, path)
+	for _, tc := range []struct {
+		name string
+		cand []string
+		want []string
+	}{{"unchanged", nil, nil}, {"bob may not send", []string{cand}, want}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := Run(ctx, Options{Candidate: engine(t, tc.cand...), Base: engine(t)}, []Stream{log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range rep.Changes {
+				got = append(got, c.DecisionID)
+			}
+			if !slices.Equal(got, tc.want) || rep.Redecided != len(log.Entries) || rep.AllowToDeny != len(tc.want) {
+				t.Fatalf("changes %v, want %v; report %+v", got, tc.want, rep)
+			}
+			if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "not recorded") {
+				t.Errorf("notes %v", rep.Notes)
+			}
+		})
 	}
 }
