@@ -11,6 +11,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -279,6 +281,10 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		fmt.Fprintf(stdout, "pipelining: up to %d record-only MACP messages (TaskUpdate, Progress, HandoffContext) of one session in flight; state-changing ones wait for them\n", d)
 	} else {
 		fmt.Fprintf(stdout, "pipelining: off (pipeline_depth %d): one message of a session at a time across the runtime's round trip\n", d)
+	}
+	if dl := cfg.DecisionLog; dl.IncludeInput && dl.Path != "" {
+		fmt.Fprintf(stdout, "decision log: include_input on: every record holds what was decided (MACP envelopes, MCP and A2A policy inputs: message content, sensitive), up to %d bytes a decision\n",
+			cmp.Or(dl.MaxInputBytes, decisionlog.DefaultMaxInputBytes))
 	}
 	if ok, why := engine.Memoized(); ok {
 		fmt.Fprintf(stdout, "memoization: on, keyed on %s\n", strings.Join(engine.Reads(), ", "))

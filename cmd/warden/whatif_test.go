@@ -59,3 +59,14 @@ func TestWhatIfCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckIncludeInput: warden check says that a decision log records
+// message content, and its bound.
+func TestCheckIncludeInput(t *testing.T) {
+	cfg := write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nmacp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  plaintext: true\n  upstream_plaintext: true\n"+
+		"decision_log:\n  path: "+t.TempDir()+"/d.log\n  include_input: true\n  max_input_bytes: 1000\n")
+	code, out, errOut := runCmd(t, "check", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "include_input on") || !strings.Contains(out, "sensitive), up to 1000 bytes a decision") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+}

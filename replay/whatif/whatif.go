@@ -214,6 +214,7 @@ const (
 	skipNoMessage = "refused before there was a message or policy input to decide again"
 	skipOmitted   = "input over decision_log.max_input_bytes"
 	skipAuth      = "refused at authentication"
+	skipBefore    = "MACP session started before the log begins (its state is not in the log)"
 )
 
 // Run decides every entry of streams again, in order, and reports the
@@ -230,6 +231,7 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 	}
 	rep := &Report{Skipped: map[string]int{}, ByReason: map[string]int{}, Changes: []Change{}}
 	recorded, mcp := false, false
+	started := map[string]bool{} // MACP sessions whose SessionStart is in the streams
 	for _, s := range streams {
 		for _, p := range s.Policies {
 			if err := enf.Policies().Register(p); err != nil {
@@ -256,6 +258,11 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 				continue
 			case in.Protocol == "macp" && r.Result.Reason == string(rules.ReasonUnauthenticated):
 				rep.Skipped[skipAuth]++
+				continue
+			case in.Protocol == "macp" && in.Type == rules.TypeSessionStart:
+				started[in.SessionID] = true
+			case in.Protocol == "macp" && in.SessionID != "" && !started[in.SessionID]:
+				rep.Skipped[skipBefore]++
 				continue
 			}
 			clock = r.Timestamp

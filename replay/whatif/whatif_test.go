@@ -335,3 +335,30 @@ deny contains {"code": "FORBIDDEN", "msg": "bob may not send"} if {
 		})
 	}
 }
+
+// TestLogStartsMidSession: decisions of a MACP session whose SessionStart
+// is not in the log are not decided again on a state Warden does not have
+// (they would all read "unknown session"); they are counted as skipped.
+func TestLogStartsMidSession(t *testing.T) {
+	log := readLog(t, "../../testdata/whatif/decisions.jsonl")
+	cut := log
+	cut.Entries = slices.DeleteFunc(slices.Clone(log.Entries), func(e Entry) bool {
+		return e.Record.Input.Type == "SessionStart" && e.Record.Input.SessionID == log.Entries[0].Record.Input.SessionID
+	})
+	if len(cut.Entries) != len(log.Entries)-1 {
+		t.Fatalf("cut %d of %d", len(log.Entries)-len(cut.Entries), len(log.Entries))
+	}
+	rep, err := Run(context.Background(), Options{Candidate: engine(t), Base: engine(t)}, []Stream{cut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range cut.Entries {
+		if e.Record.Input.SessionID == log.Entries[0].Record.Input.SessionID {
+			n++
+		}
+	}
+	if rep.Changed() != 0 || rep.Skipped[skipBefore] != n || n == 0 {
+		t.Fatalf("report %+v, want %d skipped", rep, n)
+	}
+}
