@@ -59,9 +59,7 @@ func ReadLog(r io.Reader, name string) (Stream, error) {
 		line, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
 			var rec decisionlog.Record
-			dec := json.NewDecoder(bytes.NewReader(line))
-			dec.DisallowUnknownFields()
-			if derr := dec.Decode(&rec); derr != nil {
+			if derr := json.Unmarshal(line, &rec); derr != nil {
 				return s, fmt.Errorf("%s:%d: not a decision-log record: %w", name, n, derr)
 			}
 			if rec.DecisionID == "" || rec.Input.Protocol == "" {
@@ -215,6 +213,7 @@ const (
 	skipOmitted   = "input over decision_log.max_input_bytes"
 	skipAuth      = "refused at authentication"
 	skipBefore    = "MACP session started before the log begins (its state is not in the log)"
+	skipPolicy    = "MACP session under a governance policy the runtime supplied (not in the log)"
 )
 
 // Run decides every entry of streams again, in order, and reports the
@@ -232,6 +231,7 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 	rep := &Report{Skipped: map[string]int{}, ByReason: map[string]int{}, Changes: []Change{}}
 	recorded, mcp := false, false
 	started := map[string]bool{} // MACP sessions whose SessionStart is in the streams
+	lost := map[string]bool{}    // ... under a policy the runtime supplied
 	for _, s := range streams {
 		for _, p := range s.Policies {
 			if err := enf.Policies().Register(p); err != nil {
@@ -259,6 +259,9 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 			case in.Protocol == "macp" && r.Result.Reason == string(rules.ReasonUnauthenticated):
 				rep.Skipped[skipAuth]++
 				continue
+			case in.Protocol == "macp" && lost[in.SessionID]:
+				rep.Skipped[skipPolicy]++
+				continue
 			case in.Protocol == "macp" && in.Type == rules.TypeSessionStart:
 				started[in.SessionID] = true
 			case in.Protocol == "macp" && in.SessionID != "" && !started[in.SessionID]:
@@ -275,6 +278,14 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 			}
 			if err != nil {
 				return nil, err
+			}
+			if in.Type == rules.TypeSessionStart && before.Allow && after.Reason == string(rules.ReasonUnknownPolicy) {
+				// Warden fetched the policy_version from the runtime, which
+				// what-if does not ask: the session cannot be rebuilt.
+				delete(started, in.SessionID)
+				lost[in.SessionID] = true
+				rep.Skipped[skipPolicy]++
+				continue
 			}
 			rep.Redecided++
 			kind := ""
@@ -349,7 +360,7 @@ func decideMACP(ctx context.Context, enf *proxy.Enforcer, auth *authn.Authentica
 		return Outcome{}, fmt.Errorf("%s: decision %s: could not decide: %w", e.Source, e.Record.DecisionID, err)
 	}
 	b.Settle(true)
-	if !b.Allow || b.DryRun {
+	if (!b.Allow || b.DryRun) && b.Reason != rules.ReasonUnknownPolicy {
 		*notes = append(*notes, fmt.Sprintf("%s: session %s: the runtime accepted %s but Warden's rules refuse it with this configuration (%s): later decisions of the session are made on a state that misses it",
 			e.Source, in.SessionID, in.Type, b.Reason))
 	}
