@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/replay/whatif"
 )
 
 // TestWhatIfCommand: exit 1 with the golden report when decisions change,
@@ -11,10 +16,7 @@ import (
 // candidate, a log recorded without include_input).
 func TestWhatIfCommand(t *testing.T) {
 	dir := "../../testdata/whatif"
-	golden, err := os.ReadFile(dir + "/report.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
+	transcripts := []string{"../../test/attacks/macp/task_forged_complete.json", "../../test/attacks/macp/task_late_report.json"}
 	cand := t.TempDir()
 	b, err := os.ReadFile(dir + "/worker-no-complete.rego")
 	if err != nil {
@@ -27,12 +29,23 @@ func TestWhatIfCommand(t *testing.T) {
 	if err := os.WriteFile(same+"/p.rego", []byte("package warden.macp\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := dir + "/decisions.jsonl"
-	lines, err := os.ReadFile(log)
+	// A decision log, as serve writes it with include_input.
+	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, _ := strings.Cut(string(lines), "\n")
+	var logText bytes.Buffer
+	for _, f := range transcripts {
+		s, err := whatif.Record(context.Background(), engine, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := whatif.WriteLog(&logText, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := write(t, "decisions.jsonl", logText.String())
+	first, _, _ := strings.Cut(logText.String(), "\n")
 	bad := write(t, "bad.jsonl", first+"\nnot json\n")
 	noInput := write(t, "old.jsonl", `{"decision_id":"x-1","timestamp":"2026-01-01T00:00:00Z","labels":{},"path":"warden/macp","input":{"protocol":"macp","principal":"agent://a","type":"TaskRequest"},"result":{"allow":true,"reason":"allowed"},"metrics":{}}`+"\n")
 	for _, tc := range []struct {
@@ -41,10 +54,10 @@ func TestWhatIfCommand(t *testing.T) {
 		code int
 		out  string
 	}{
-		{"changes", []string{"what-if", "--policies", cand, log}, 1, string(golden)},
+		{"changes", []string{"what-if", "--policies", cand, log}, 1, "changed: 3 (allow→deny 3, deny→allow 0, reason changed 0)\n  3 now FORBIDDEN operator_policy: worker may not complete\ndecisions.jsonl:9 "},
+		{"transcripts", append([]string{"what-if", "--policies", cand}, transcripts...), 1, "task_late_report.json:6 "},
 		{"no change", []string{"what-if", "--policies", same, log}, 0, "changed: 0 (allow→deny 0, deny→allow 0, reason changed 0)\n"},
 		{"json", []string{"what-if", "--policies", cand, "--format", "json", log}, 1, `"allow_to_deny": 3`},
-		{"transcript", []string{"what-if", "--policies", cand, "../../test/attacks/macp/task_forged_complete.json"}, 1, "changed: 1 (allow→deny 1"},
 		{"malformed line", []string{"what-if", "--policies", cand, bad}, 2, "bad.jsonl:2: not a decision-log record"},
 		{"no input", []string{"what-if", "--policies", cand, noInput}, 2, "old.jsonl:1: decision x-1: recorded without decision_log.include_input"},
 		{"no candidate", []string{"what-if", log}, 2, "no candidate"},
@@ -52,7 +65,6 @@ func TestWhatIfCommand(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCmd(t, tc.args...)
-			out = strings.ReplaceAll(out, dir+"/", "") // the golden report names the log by its base name
 			if code != tc.code || !strings.Contains(out+errOut, tc.out) {
 				t.Fatalf("exit %d, want %d; output %q, want %q", code, tc.code, out+errOut, tc.out)
 			}

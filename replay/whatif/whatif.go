@@ -143,6 +143,18 @@ func Record(ctx context.Context, engine *policies.Engine, file string) (Stream, 
 	return s, nil
 }
 
+// WriteLog writes s's records as a decision log, one JSON record a line.
+func WriteLog(w io.Writer, s Stream) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for _, e := range s.Entries {
+		if err := enc.Encode(&e.Record); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
 // Options are the candidate and what state is rebuilt with.
 type Options struct {
 	// Candidate is the policy set decided with.
