@@ -54,7 +54,7 @@ func TestWhatIfCommand(t *testing.T) {
 		code int
 		out  string
 	}{
-		{"changes", []string{"what-if", "--policies", cand, log}, 1, "changed: 3 (allow→deny 3, deny→allow 0, reason changed 0)\n  3 now FORBIDDEN operator_policy: worker may not complete\ndecisions.jsonl:9 "},
+		{"changes", []string{"what-if", "--policies", cand, log}, 1, "changed: 3 (allow→deny 3, deny→allow 0, reason changed 0)\n  3 now FORBIDDEN operator_policy: worker may not complete\n" + log + ":9 "},
 		{"transcripts", append([]string{"what-if", "--policies", cand}, transcripts...), 1, "task_late_report.json:6 "},
 		{"no change", []string{"what-if", "--policies", same, log}, 0, "changed: 0 (allow→deny 0, deny→allow 0, reason changed 0)\n"},
 		{"json", []string{"what-if", "--policies", cand, "--format", "json", log}, 1, `"allow_to_deny": 3`},
