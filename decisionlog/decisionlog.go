@@ -32,13 +32,15 @@ type Config struct {
 	SampleAllowed *float64 `yaml:"sample_allowed" json:"sample_allowed"`
 	// FlushInterval bounds how long a record waits in the buffer; default 1s.
 	FlushInterval time.Duration `yaml:"flush_interval" json:"flush_interval"`
-	// IncludeInput records what each decision was made on (Input.Envelope,
-	// Input.Claims, Input.Policy), so that `warden what-if` can decide it
-	// again under other policies. Sensitive: it writes message content.
+	// IncludeInput records in each record what the decision was made on:
+	// the MACP envelope (protojson) and the principal's scopes, or the MCP
+	// or A2A policy input, so that `warden what-if` can decide it again.
+	// Sensitive: it writes message content. Needs sample_allowed 1 (a MACP
+	// session is rebuilt from every allowed message). Default false.
 	IncludeInput bool `yaml:"include_input" json:"include_input"`
 	// MaxInputBytes bounds the recorded input of one decision; a larger one
-	// is left out and the record says so (Input.Omitted). 0 means
-	// DefaultMaxInputBytes.
+	// is left out and the record says so (input.input_omitted). 0 means
+	// 65536 (64 KiB).
 	MaxInputBytes int `yaml:"max_input_bytes" json:"max_input_bytes"`
 }
 
