@@ -7,6 +7,7 @@ package decisionlog
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentwarden/warden/proxy"
 )
@@ -29,7 +32,24 @@ type Config struct {
 	SampleAllowed *float64 `yaml:"sample_allowed" json:"sample_allowed"`
 	// FlushInterval bounds how long a record waits in the buffer; default 1s.
 	FlushInterval time.Duration `yaml:"flush_interval" json:"flush_interval"`
+	// IncludeInput records in each record what the decision was made on:
+	// the MACP envelope (protojson) and the principal's scopes, or the MCP
+	// or A2A policy input, so that `warden what-if` can decide it again.
+	// Sensitive: it writes message content. Needs sample_allowed 1 (a MACP
+	// session is rebuilt from every allowed message). Default false.
+	IncludeInput bool `yaml:"include_input" json:"include_input"`
+	// MaxInputBytes bounds the recorded input of one decision; a larger one
+	// is left out and the record says so (input.input_omitted). 0 means
+	// 65536 (64 KiB).
+	MaxInputBytes int `yaml:"max_input_bytes" json:"max_input_bytes"`
 }
+
+// DefaultMaxInputBytes is the default bound of one decision's recorded input.
+const DefaultMaxInputBytes = 64 << 10
+
+// ErrNoInput is what a decision recorded without its input is, for a reader
+// that needs it.
+var ErrNoInput = errors.New("recorded without decision_log.include_input")
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
@@ -38,6 +58,13 @@ func (c Config) Validate() error {
 	}
 	if c.FlushInterval < 0 {
 		return errors.New("decision_log.flush_interval: negative")
+	}
+	if c.MaxInputBytes < 0 {
+		return errors.New("decision_log.max_input_bytes: negative")
+	}
+	if c.IncludeInput && c.SampleAllowed != nil && *c.SampleAllowed < 1 {
+		// A MACP session's state is rebuilt from every allowed message.
+		return fmt.Errorf("decision_log.include_input needs every decision recorded, but sample_allowed is %v", *c.SampleAllowed)
 	}
 	return nil
 }
@@ -62,6 +89,18 @@ type Input struct {
 	Mode      string   `json:"mode,omitempty"`
 	Type      string   `json:"type"`
 	Roles     []string `json:"roles,omitempty"`
+	// With include_input: Recorded is set on every decision made on a
+	// message (not on refusals at the front door, before there is one),
+	// with the MACP envelope (protojson; none for a control operation), the
+	// principal's scopes, and the MCP or A2A policy input (none when the
+	// protocol checks refused before the policies were asked); Omitted says
+	// why they are missing when the decision had an input over
+	// max_input_bytes.
+	Recorded bool            `json:"input_recorded,omitempty"`
+	Envelope json.RawMessage `json:"envelope,omitempty"`
+	Claims   map[string]any  `json:"claims,omitempty"`
+	Policy   json.RawMessage `json:"policy,omitempty"`
+	Omitted  string          `json:"input_omitted,omitempty"`
 }
 
 // Result is the decision.
@@ -84,6 +123,15 @@ type Logger struct {
 	labels map[string]string
 	every  time.Duration
 	enc    *json.Encoder
+	input  int // max recorded input bytes; 0: inputs are not recorded
+	now    func() time.Time
+}
+
+// WithClock makes l stamp records with now's time (the Enforcer's clock,
+// when it is not the wall clock: an offline replay); it returns l.
+func (l *Logger) WithClock(now func() time.Time) *Logger {
+	l.now = now
+	return l
 }
 
 // New opens the log cfg names (nil Logger when it is off). labels go into
@@ -114,6 +162,10 @@ func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error
 	if l.every == 0 {
 		l.every = time.Second
 	}
+	l.now = time.Now
+	if cfg.IncludeInput {
+		l.input = cmp.Or(cfg.MaxInputBytes, DefaultMaxInputBytes)
+	}
 	l.enc = json.NewEncoder(l.w)
 	return l, nil
 }
@@ -125,15 +177,41 @@ func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
 	}
 	path := "warden/" + d.Protocol
 	r := Record{
-		DecisionID: d.ID, Timestamp: time.Now().UTC(), Labels: l.labels, Path: path,
+		DecisionID: d.ID, Timestamp: l.now().UTC(), Labels: l.labels, Path: path,
 		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles},
 		Result: Result{Allow: d.Allow, Duplicate: d.Duplicate, DryRun: d.DryRun, Code: string(d.Code), Reason: string(d.Reason),
 			Message: d.Message},
 		Metrics: map[string]int64{"timer_warden_decision_ns": took.Nanoseconds()},
 	}
+	if l.input > 0 && d.Recorded != nil {
+		recordInput(&r.Input, d.Recorded, l.input)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_ = l.enc.Encode(&r) // a write error surfaces on the next flush
+}
+
+// recordInput puts rec into in, unless it is over max bytes.
+func recordInput(in *Input, rec *proxy.Recorded, max int) {
+	in.Recorded = true
+	var err error
+	if rec.Envelope != nil {
+		if in.Envelope, err = protojson.Marshal(rec.Envelope); err != nil {
+			in.Envelope, in.Omitted = nil, "envelope: "+err.Error()
+			return
+		}
+	}
+	if rec.Policy != nil {
+		if in.Policy, err = json.Marshal(rec.Policy); err != nil {
+			in.Policy, in.Omitted = nil, "policy input: "+err.Error()
+			return
+		}
+	}
+	in.Claims = rec.Claims
+	if n := len(in.Envelope) + len(in.Policy); n > max {
+		in.Envelope, in.Policy, in.Claims = nil, nil, nil
+		in.Omitted = fmt.Sprintf("input of %d bytes is over decision_log.max_input_bytes (%d)", n, max)
+	}
 }
 
 // Run flushes the buffer every flush interval until ctx ends. Close writes

@@ -244,6 +244,10 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		Session:   policies.Session{State: state},
 		Roles:     roles,
 	}
+	if e.record {
+		rec := in
+		d.Recorded = &Recorded{Policy: &rec}
+	}
 	var verdict rules.Verdict
 	denials, err := snap.engine.Evaluate(ctx, &in)
 	if err != nil {

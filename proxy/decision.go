@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -31,8 +33,23 @@ type Decision struct {
 	SessionID string
 	// Roles are the sender's roles, for logs and replay output.
 	Roles []string
+	// Recorded is what the decision was made on, set only when
+	// Options.RecordInputs asks for it (a decision log that records inputs,
+	// for `warden what-if`); nil otherwise.
+	Recorded *Recorded
 
 	pending pending
+}
+
+// Recorded is what a decision was made on: for MACP the message and the
+// principal's scopes, enough to decide it again through the Enforcer; for
+// MCP and A2A the policy input, enough to evaluate the policies again.
+type Recorded struct {
+	Envelope *macpv1.Envelope // nil for a control operation (Type names it)
+	// Claims are what of the principal's claims the policies read: a static
+	// token's attributes, or {"macp_scopes": ...} of a JWT.
+	Claims map[string]any
+	Policy *policies.Input // MCP and A2A, when the policies were asked
 }
 
 // pending is what a decision holds until the upstream answers; settle runs

@@ -133,7 +133,10 @@ func (e *Enforcer) rebuilt(ok bool) {
 // Options are the Enforcer's dependencies.
 type Options struct {
 	// Observer receives every decision; nil means none.
-	Observer      Observer
+	Observer Observer
+	// RecordInputs puts on every decision what it was made on
+	// (Decision.Recorded), for a decision log that records inputs.
+	RecordInputs  bool
 	Authenticator *authn.Authenticator
 	Policies      *policies.Engine
 	// Rebuilder is nil when no upstream can be asked (offline replay); a
@@ -198,6 +201,7 @@ type Enforcer struct {
 	log       *slog.Logger
 	now       func() time.Time
 	depth     int // Config.PipelineDepth; <= 1 is serial
+	record    bool
 }
 
 // New builds an Enforcer. It starts no goroutines.
@@ -219,7 +223,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth}
+	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth, record: opts.RecordInputs}
 	if e.sessions != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.
@@ -296,6 +300,16 @@ func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(*Enfor
 		e.observer.Decided(d, time.Since(began))
 	}
 	return d, err
+}
+
+// recordedClaims is what of p's claims the policies read (scopes), in a
+// shape scopes reads back.
+func recordedClaims(p authn.Principal) map[string]any {
+	s := scopes(p)
+	if s == nil || p.Method == "static" {
+		return s
+	}
+	return map[string]any{"macp_scopes": s}
 }
 
 // Forget drops a session from the table, so that its next message rebuilds

@@ -28,6 +28,9 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d.Principal, d.Via = principal.ID, principal.Method
+	if e.record {
+		d.Recorded = &Recorded{Envelope: req.Envelope, Claims: recordedClaims(principal)}
+	}
 	if !v.OK() {
 		return e.finish(snap, d, v), nil
 	}

@@ -371,6 +371,10 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 			Session:   policies.Session{State: status},
 			Roles:     roles,
 		}
+		if e.record {
+			rec := in
+			d.Recorded = &Recorded{Policy: &rec}
+		}
 		denials, err := snap.engine.Evaluate(ctx, &in)
 		if err != nil {
 			if reserved {

@@ -42,10 +42,10 @@ var allowed = map[string][]string{
 	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
 	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
 	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
-	"decisionlog":    {module + "/proxy", module + "/rules"},
-	"gc":             {}, // the standard library only
-	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", "google.golang.org/protobuf"},
-	"cmd":            {""}, // anything
+	"decisionlog":    {module + "/proxy", module + "/rules", "google.golang.org/protobuf"},                                                                                     // include_input writes MACP envelopes as protojson
+	"gc":             {},                                                                                                                                                       // the standard library only
+	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/decisionlog", "google.golang.org/protobuf"}, // what-if reads and writes decision logs
+	"cmd":            {""},                                                                                                                                                     // anything
 }
 
 // TestImportGraph checks every non-test import of every package.

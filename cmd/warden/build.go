@@ -131,7 +131,8 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
 	}
 	p.enf, err = proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks, Sessions: sessions})
+		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks, Sessions: sessions,
+		RecordInputs: p.dl != nil && cfg.DecisionLog.IncludeInput})
 	if err != nil {
 		return nil, err
 	}

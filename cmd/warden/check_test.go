@@ -125,6 +125,7 @@ func TestCheckConfig(t *testing.T) {
 		{"state not a redis URL", dev + macpPlain + "state:\n  url: http://127.0.0.1:6379\n", "state.url"},
 		{"state ttl too short", dev + macpPlain + "state:\n  url: redis://127.0.0.1:6379/0\n  ttl: 10ms\n", "state.ttl"},
 		{"state shared by the sidecar and ext_authz", dev + macpPlain + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", "run the sidecar (one per runtime instance) and the ext_authz fleet as separate processes"},
+		{"decision log inputs sampled", dev + macpPlain + "decision_log:\n  path: D/out.log\n  include_input: true\n  sample_allowed: 0.5\n", "decision_log.include_input needs every decision recorded"},
 		{"state unknown key", dev + macpPlain + "state:\n  addr: 127.0.0.1:6379\n", "field addr not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,10 +6,12 @@
 //	warden serve ...                 run the MACP sidecar, the MCP sidecar, the A2A sidecar and/or the Envoy ext_authz service
 //	warden check [--config FILE] [--policy FILE...]   validate a configuration as serve would, compile and test policies
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
+//	warden what-if --policies DIR LOG...   decide a recorded decision log again under candidate policies
 //	warden version
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +25,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -45,6 +48,7 @@ commands:
   serve    run the modes above (--auth dev|static|jwt|mtls, or --config FILE)
   check    validate a configuration as serve would, compile the policies and run their Rego tests
   replay   decide MACP transcripts (conformance-fixture format) offline and compare with their expectations
+  what-if  decide a recorded decision log (or transcripts) again under candidate policies; exit 1 when decisions change
   version  print the version
 
 Run 'warden <command> -h' for a command's flags.
@@ -76,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = replayCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout)
+	case "what-if":
+		err = whatIfCmd(ctx, args[1:], stdout)
 	case "serve":
 		err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -87,9 +93,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = usageError{err: fmt.Errorf("unknown command %q", args[0])}
 	}
 	var ue usageError
+	var we whatIfError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errChanged):
+		return 1
+	case errors.As(err, &we):
+		fmt.Fprintln(stderr, "warden:", err)
+		return 2
 	case errors.As(err, &ue):
 		name := strings.TrimSpace("warden " + ue.cmd)
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", name, ue.err, name)
@@ -269,6 +281,10 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		fmt.Fprintf(stdout, "pipelining: up to %d record-only MACP messages (TaskUpdate, Progress, HandoffContext) of one session in flight; state-changing ones wait for them\n", d)
 	} else {
 		fmt.Fprintf(stdout, "pipelining: off (pipeline_depth %d): one message of a session at a time across the runtime's round trip\n", d)
+	}
+	if dl := cfg.DecisionLog; dl.IncludeInput && dl.Path != "" {
+		fmt.Fprintf(stdout, "decision log: include_input on: every record holds what was decided (MACP envelopes, MCP and A2A policy inputs: message content, sensitive), up to %d bytes a decision\n",
+			cmp.Or(dl.MaxInputBytes, decisionlog.DefaultMaxInputBytes))
 	}
 	if ok, why := engine.Memoized(); ok {
 		fmt.Fprintf(stdout, "memoization: on, keyed on %s\n", strings.Join(engine.Reads(), ", "))

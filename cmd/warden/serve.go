@@ -77,6 +77,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	decisionLog := fs.String("decision-log", "", "write one OPA-shaped record per decision to this file (- for standard output; off when empty)")
+	decisionInput := fs.Bool("decision-log-include-input", false, "record in each decision-log record what it was decided on (the MACP envelope, the MCP or A2A policy input), for warden what-if; sensitive: message content (decision_log.include_input)")
 	upTokens := fs.String("upstream-tokens-file", "", "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)")
 	mcpMaxBody := fs.Int64("mcp-max-body-bytes", 0, "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)")
 	mcpMaxResp := fs.Int64("mcp-max-response-bytes", 0, "MCP: largest answer body or SSE event Warden reads whole to check it; a larger answer becomes a JSON-RPC error naming the limit, -1 for no bound (default 64 MiB)")
@@ -154,6 +155,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set(&c.ExtAuthz.Listen, *extListen)
 		set(&c.MACP.UpstreamTokensFile, *upTokens)
 		set(&c.DecisionLog.Path, *decisionLog)
+		c.DecisionLog.IncludeInput = c.DecisionLog.IncludeInput || *decisionInput
 		set(&c.ExtAuthz.UpstreamTokensFile, *upTokens)
 		c.ExtAuthz.MCP = c.ExtAuthz.MCP || *extMCP
 		c.ExtAuthz.A2A = c.ExtAuthz.A2A || *extA2A
