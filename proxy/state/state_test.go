@@ -67,7 +67,13 @@ func redisProcess(t testing.TB) (addr string, stop func(), proc *os.Process) {
 
 func newStore(t *testing.T, addr string) *Redis {
 	t.Helper()
-	r, err := New(Config{URL: "redis://" + addr + "/0", Prefix: fmt.Sprintf("t%d:", time.Now().UnixNano())})
+	return newStoreTimeout(t, addr, 0)
+}
+
+// newStoreTimeout is newStore with an operation timeout (0: the default).
+func newStoreTimeout(t *testing.T, addr string, timeout time.Duration) *Redis {
+	t.Helper()
+	r, err := New(Config{URL: "redis://" + addr + "/0", Prefix: fmt.Sprintf("t%d:", time.Now().UnixNano()), Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,11 +189,15 @@ func TestTasks(t *testing.T) {
 
 // replicaStores returns n stores on one Redis, with the same prefix and
 // connections of their own, as n replicas have.
+//
+// Their operation timeout is generous: the tests using them check what the
+// stores decide under contention, and a loaded machine running 60 round
+// trips at once under -race can take more than the 200 ms default for one.
 func replicaStores(t *testing.T, addr string, n int) []*Redis {
-	stores := []*Redis{newStore(t, addr)}
+	stores := []*Redis{newStoreTimeout(t, addr, 2*time.Second)}
 	for range n - 1 {
 		s := *stores[0]
-		s.client = newStore(t, addr).client
+		s.client = newStoreTimeout(t, addr, 2*time.Second).client
 		stores = append(stores, &s)
 	}
 	return stores
