@@ -165,17 +165,35 @@ func LoadUpstreamTokens(path string) (UpstreamTokens, error) {
 // Challenge is the WWW-Authenticate value (RFC 6750 §3) for a request that
 // failed authentication with err: the Bearer scheme, the protected-resource
 // metadata URL (RFC 9728) when there is one, and error="invalid_token" when
-// a credential was presented but refused.
+// a credential was presented but refused. Every parameter is a
+// quoted-string whatever it holds: in the URL, a byte outside visible ASCII,
+// '"' and '\\' are percent-encoded, so no value can end the string, add a
+// parameter (a scope a client would then ask for) or a header line.
 func Challenge(resourceMetadata string, err error) string {
 	var params []string
 	if resourceMetadata != "" {
-		params = append(params, `resource_metadata="`+resourceMetadata+`"`)
+		params = append(params, `resource_metadata="`+escapeURL(resourceMetadata)+`"`)
 	}
 	if err != nil && !errors.Is(err, ErrNoCredentials) {
-		params = append(params, `error="invalid_token"`, `error_description="`+Reason(err)+`"`)
+		params = append(params, `error="invalid_token"`, `error_description="`+escapeURL(Reason(err))+`"`)
 	}
 	if len(params) == 0 {
 		return "Bearer"
 	}
 	return "Bearer " + strings.Join(params, ", ")
+}
+
+// escapeURL percent-encodes the bytes of s that may not stand in a
+// quoted-string unescaped or that are not visible ASCII.
+func escapeURL(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

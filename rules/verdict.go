@@ -111,6 +111,7 @@ const (
 	ReasonUnknownMethod       Reason = "unknown_method"
 	ReasonOriginRefused       Reason = "origin_refused"
 	ReasonWebhookRefused      Reason = "webhook_refused"
+	ReasonUnavailable         Reason = "unavailable" // could not decide: keys, a store or a status could not be read
 )
 
 // Rank orders verdicts the way the reference runtime orders its checks, so that

@@ -36,12 +36,14 @@ var allowed = map[string][]string{
 	// what the HTTP adapters share: sealed handles and the relay of an exchange
 	"proxy/handle": {"golang.org/x/crypto/chacha20poly1305"},
 	"proxy/relay":  {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
+	// the JSON-RPC front door every MCP and A2A door admits through
+	"proxy/gate": {module + "/proxy", module + "/rules", module + "/authn"},
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
 	"proxy/frames":   {"golang.org/x/net/http2"},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
-	"proxy/mcp":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
-	"proxy/a2a":      {module + "/proxy", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
-	"proxy/extauthz": {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
+	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
+	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
+	"proxy/extauthz": {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"decisionlog":    {module + "/proxy", module + "/rules", "google.golang.org/protobuf"},                                                                                     // include_input writes MACP envelopes as protojson
 	"gc":             {},                                                                                                                                                       // the standard library only
 	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/decisionlog", "google.golang.org/protobuf"}, // what-if reads and writes decision logs

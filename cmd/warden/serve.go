@@ -74,6 +74,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	extA2A := fs.Bool("extauthz-a2a", false, "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)")
 	extA2APath := fs.String("extauthz-a2a-path", "", "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)")
 	extMCPPath := fs.String("extauthz-mcp-path", "", "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)")
+	extMaxBody := fs.Int64("extauthz-max-body-bytes", 0, "ext_authz: largest MCP or A2A request body; a larger one, or one Envoy cut (x-envoy-auth-partial-body), gets 413 (default 4 MiB; set Envoy's max_request_bytes at least as large)")
 	mcpListen := fs.String("mcp-listen", "", "address the MCP sidecar listens on (host:port)")
 	mcpUpstream := fs.String("mcp-upstream", "", "the MCP server's endpoint URL (http://host:port/mcp)")
 	decisionLog := fs.String("decision-log", "", "write one OPA-shaped record per decision to this file (- for standard output; off when empty)")
@@ -165,6 +166,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.ExtAuthz.A2AWebhookAllow = append(c.ExtAuthz.A2AWebhookAllow, a2aAllow...)
 		set(&c.ExtAuthz.A2APath, *extA2APath)
 		set(&c.ExtAuthz.MCPPath, *extMCPPath)
+		if *extMaxBody != 0 {
+			c.ExtAuthz.MaxBodyBytes = *extMaxBody
+		}
 		set(&c.MCP.Listen, *mcpListen)
 		set(&c.MCP.Upstream, *mcpUpstream)
 		set(&c.MCP.HandleKeyFile, *mcpKey)

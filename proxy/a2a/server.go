@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -41,12 +40,10 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
-	"github.com/agentwarden/warden/proxy/relay"
-	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
-	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // Config is the A2A sidecar's part of the configuration: an HTTP sidecar's
@@ -117,6 +114,7 @@ type Server struct {
 	handles  handle.Sealer
 	relay    *pushrelay.Relay
 	log      *slog.Logger
+	gate     *gate.Gate[a2arules.Call]
 	public   string            // the JSON-RPC endpoint written into agent cards
 	streams  *listener.Streams // the forwarded requests open
 }
@@ -159,120 +157,59 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, key, e, s.sealFor, log); err != nil {
 		return nil, err
 	}
+	s.gate = gate.New(gate.A2A(s.endpoint(), s.cfg.MaxBodyBytes, "a2a.max_body_bytes"), e, log)
 	return s, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
 func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout }
 
-// Agent card paths: A2A 1.0's, and 0.3's which servers still serve.
-const (
-	cardPath    = "/.well-known/agent-card.json"
-	oldCardPath = "/.well-known/agent.json"
-)
-
 // endpoint is the path of the JSON-RPC endpoint, the upstream's.
 func (s *Server) endpoint() string {
 	if s.upstream.Path == "" {
 		return "/"
 	}
-	return s.upstream.Path
+	return s.upstream.EscapedPath()
 }
 
-// ServeHTTP serves the agent card, and authenticates, decides and forwards
-// JSON-RPC requests; every other path is refused.
+// ServeHTTP serves the agent card, and admits (proxy/gate), decides and
+// forwards JSON-RPC requests; every other path is refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.URL.Path == cardPath || r.URL.Path == oldCardPath:
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			restError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "the agent card is read with GET")
-			return
-		}
+	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
+	if refused != nil {
+		refused.Write(w)
+		return
+	}
+	if in.Public != "" {
 		s.card(w, r)
 		return
-	case r.URL.Path != s.endpoint():
-		// The HTTP+JSON (REST) binding and anything else: not enforced,
-		// so not served.
-		s.enforcer.Refuse("a2a", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: "path " + r.URL.Path + " is not served"})
-		restError(w, http.StatusNotFound, "NOT_FOUND", "Warden serves A2A's JSON-RPC binding at "+s.endpoint()+" only")
-		return
-	case r.Method != http.MethodPost:
-		w.Header().Set("Allow", "POST")
-		s.refuse(w, "", rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusMethodNotAllowed, nil, jsonrpc.ErrInvalidRequest, "the JSON-RPC binding takes POST")
-		return
 	}
-	creds, err := authn.FromHTTP(r)
-	var p authn.Principal
-	if err == nil {
-		p, err = s.enforcer.Authenticate(r.Context(), creds)
-	}
-	if errors.Is(err, authn.ErrKeysUnavailable) {
-		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		relay.WriteError(w, http.StatusServiceUnavailable, nil, jsonrpc.ErrInternal, "authentication is unavailable; retry later")
-		return
-	}
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", authn.Challenge("", err))
-		s.refuse(w, "", rules.CodeUnauthenticated, rules.ReasonUnauthenticated, http.StatusUnauthorized, nil, jsonrpc.ErrInvalidRequest, "Unauthorized: "+authn.Reason(err))
-		return
-	}
+	p, creds := in.Principal, in.Creds
 	x := &exchange{s: s, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
-	s.post(w, r, p, x)
+	s.post(w, r, p, x, in.Call)
 }
 
 // errCredentialGone ends an event stream whose credential expired or was
 // revoked while it was open.
 var errCredentialGone = errors.New("the credential expired or was revoked")
 
-// post decides one JSON-RPC request and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusRequestEntityTooLarge, nil, jsonrpc.ErrInvalidRequest,
-				fmt.Sprintf("the request exceeds Warden's limit a2a.max_body_bytes (%d bytes)", s.cfg.MaxBodyBytes))
-			return
-		}
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, jsonrpc.ErrParse, "could not read the request body")
-		return
-	}
-	if err := listener.CheckBodyEncoding(r.Header.Values("Content-Encoding")...); err != nil {
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusUnsupportedMediaType, nil, jsonrpc.ErrInvalidRequest, err.Error())
-		return
-	}
-	call, err := a2arules.Parse(body)
-	if err != nil {
-		code := jsonrpc.CodeOf(err)
-		var id json.RawMessage
-		if jsonrpc.ValidID(call.ID) {
-			id = call.ID
-		}
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusOK, id, code, err.Error())
-		return
-	}
-	if !a2arules.Known(call.Method) {
-		s.refuse(w, p.ID, rules.CodeMethodNotFound, rules.ReasonUnknownMethod, http.StatusOK, call.ID, jsonrpc.ErrMethodNotFound, "Method not found")
-		return
-	}
+// post decides one JSON-RPC request, admitted by the gate, and forwards it.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2arules.Call) {
 	x.call = call
 	req, out := x.toUpstream(call)
 	req.Principal = p
 	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)
 	if err != nil {
-		s.log.Warn("could not decide an A2A request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-		relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+		s.gate.Unavailable(p.ID, call.Method, call.ID, err).Write(w)
 		return
 	}
 	d.Settle(d.Allow)
 	if !d.Allow {
-		status, code, msg := a2arules.Answer(d.Code, d.Message)
-		w.Header().Set("X-Warden-Decision", d.ID)
-		relay.WriteError(w, status, call.ID, code, msg)
+		s.gate.Refused(d, call.ID).Write(w)
 		return
 	}
 	x.taskID = req.TaskID
@@ -281,8 +218,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		// sees it (here and in the shared store).
 		o, err := s.enforcer.A2AContextSeen(r.Context(), x.contextID, p.ID)
 		if err != nil || o != p.ID {
-			s.log.Warn("could not record a new A2A context; refusing the message", "principal", p.ID, "err", err)
-			relay.WriteError(w, http.StatusServiceUnavailable, call.ID, jsonrpc.ErrInternal, unavailable)
+			if err == nil {
+				err = errors.New("the new context is another principal's")
+			}
+			s.gate.Unavailable(p.ID, call.Method, call.ID, fmt.Errorf("record a new A2A context: %w", err)).Write(w)
 			return
 		}
 		x.prove(a2arules.KindContext, x.contextID)
@@ -291,15 +230,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 }
 
 // unavailable is Warden's answer when it could not decide: retry.
-const unavailable = "Warden could not decide this request; retry later"
-
-// refuse answers a request refused at the front door and records the
-// refusal as a decision, its ID in X-Warden-Decision.
-func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
-	d := s.enforcer.Refuse("a2a", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
-	w.Header().Set("X-Warden-Decision", d.ID)
-	relay.WriteError(w, status, id, code, msg)
-}
+const unavailable = gate.Undecided
 
 // restError answers in the HTTP+JSON binding's error shape (§11.6).
 func restError(w http.ResponseWriter, status int, code, msg string) {

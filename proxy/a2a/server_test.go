@@ -205,6 +205,7 @@ func TestRefusals(t *testing.T) {
 	for _, ce := range [][]string{{"gzip"}, {"br"}, {"identity", "gzip"}} {
 		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
 		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Content-Type", "application/json")
 		req.Header["Content-Encoding"] = ce // a second field line too: the server reads both
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -395,6 +396,7 @@ func TestUpstreamHost(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/jsonrpc", strings.NewReader(body))
 		req.Host = "other-agent.internal"
 		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := h.front.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -40,7 +40,7 @@ func TestA2AChecks(t *testing.T) {
 		// A JSON-RPC body Warden would allow, on a path the server routes
 		// to another handler (the HTTP+JSON binding's cancel): refused on
 		// the path, whatever the body.
-		{"REST cancel with a JSON-RPC body", req("POST", "/v1/tasks/t1:cancel", "bob", listTasks), 404, "extauthz.a2a_path"},
+		{"REST cancel with a JSON-RPC body", req("POST", "/v1/tasks/t1:cancel", "bob", listTasks), 404, `"status":"NOT_FOUND"`},
 		{"REST cancel under the endpoint", req("POST", "/jsonrpc/tasks/t1:cancel", "bob", listTasks), 404, ""},
 		{"endpoint with a trailing slash", req("POST", "/jsonrpc/", "bob", listTasks), 404, ""},
 		{"endpoint with a doubled slash", req("POST", "//jsonrpc", "bob", listTasks), 404, ""},
@@ -58,7 +58,7 @@ func TestA2AChecks(t *testing.T) {
 		{"card escaped", req("GET", "/.well-known/agent-card%2Ejson", "", ""), 404, ""},
 		{"anonymous elsewhere", req("GET", "/admin", "", ""), 404, ""},
 		{"unknown method", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`), 200, `"code":-32601`},
-		{"case-folded member", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"t1"}}`), 400, `"code":-32600`},
+		{"case-folded member", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"t1"}}`), 200, `"id":1,"error":{"code":-32600`},
 		{"public webhook", req("POST", "/jsonrpc", "bob", push("https://hooks.example.com/x")), 0, ""},
 		{"allowlisted webhook", req("POST", "/jsonrpc", "bob", push("http://hooks.internal/x")), 0, ""},
 		{"loopback webhook", req("POST", "/jsonrpc", "bob", push("http://2130706433/")), 200, `"code":-32602`},

@@ -88,7 +88,8 @@ func TestMCPThroughCheck(t *testing.T) {
 		{"an allowed host", "POST", get, map[string]string{"origin": "https://mcp.local"}, true, 0, ""},
 		{"a rebound name as Origin and Host", "POST", get, map[string]string{"origin": "https://rebound.example", ":authority": "rebound.example"}, false, 403, "Origin"},
 		{"broken JSON", "POST", `{"jsonrpc":"2.0","id":3,"method":`, nil, false, 400, `"code":-32700`},
-		{"truncated body", "POST", get[:30], nil, false, 400, "max_request_bytes"},
+		{"truncated body", "POST", get[:30], nil, false, 400, `"code":-32700`},
+		{"body cut by Envoy", "POST", get[:30], map[string]string{"x-envoy-auth-partial-body": "true"}, false, 413, "max_request_bytes"},
 		{"batch", "POST", "[" + get + "]", nil, false, 400, `"code":-32600`},
 		{"Mcp-Name mismatch", "POST", get, map[string]string{"mcp-name": "other"}, false, 400, `"code":-32020`},
 		{"Mcp-Name missing on 2026-07-28", "POST", get, map[string]string{"mcp-name": ""}, false, 400, `"code":-32020`},
@@ -192,8 +193,8 @@ func TestMCPPath(t *testing.T) {
 		if tc.allow != (dr == nil) {
 			t.Errorf("%s %s: denied=%v (%s), want allowed=%v", tc.method, tc.path, dr != nil, dr.GetBody(), tc.allow)
 		}
-		if !tc.allow && (dr.GetStatus().GetCode() != 404 || !strings.Contains(dr.GetBody(), "extauthz.mcp_path")) {
-			t.Errorf("%s %s: %d %s, want 404 naming extauthz.mcp_path", tc.method, tc.path, dr.GetStatus().GetCode(), dr.GetBody())
+		if !tc.allow && (dr.GetStatus().GetCode() != 404 || !strings.Contains(dr.GetBody(), "endpoint at /mcp only")) {
+			t.Errorf("%s %s: %d %s, want 404 naming /mcp", tc.method, tc.path, dr.GetStatus().GetCode(), dr.GetBody())
 		}
 	}
 }

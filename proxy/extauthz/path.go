@@ -13,9 +13,6 @@ const (
 	DefaultMCPPath = "/mcp"
 )
 
-// A2A's agent card paths: 1.0's, and 0.3's which servers still serve.
-var a2aCardPaths = []string{"/.well-known/agent-card.json", "/.well-known/agent.json"}
-
 // validEndpointPath checks a configured endpoint path: absolute, in the one
 // spelling a request must use (no escapes, dot segments, doubled slashes,
 // query or fragment), so that comparing bytes is comparing paths.
@@ -34,24 +31,4 @@ func validEndpointPath(key, p string) error {
 		}
 	}
 	return nil
-}
-
-// pathIs reports whether an Envoy :path names the endpoint want: its query
-// cut, it must equal want byte for byte. A percent-escape, a dot segment, a
-// doubled slash or a fragment is not want, though an upstream may route it
-// to want's handler or to another: Warden decides on the path the upstream
-// is sent, never on its own reading of it.
-func pathIs(p, want string) bool {
-	p, _, _ = strings.Cut(p, "?")
-	return p == want
-}
-
-// pathIn is pathIs for several endpoints.
-func pathIn(p string, want []string) bool {
-	for _, w := range want {
-		if pathIs(p, w) {
-			return true
-		}
-	}
-	return false
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
 	"github.com/agentwarden/warden/rules"
@@ -67,6 +68,17 @@ type Config struct {
 	// JSON-RPC must reach the JSON-RPC handler and no other.
 	A2APath string `yaml:"a2a_path" json:"a2a_path"`
 	MCPPath string `yaml:"mcp_path" json:"mcp_path"`
+	// MaxBodyBytes bounds an MCP or A2A message (default
+	// listener.DefaultMaxBodyBytes); Envoy's max_request_bytes should be at
+	// least as large, or the body reaches Warden cut and is refused 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// Resource and AuthorizationServers: as mcp.resource and
+	// mcp.authorization_servers, for the MCP endpoint behind Envoy. With
+	// authorization servers set, Resource is required, the 401 challenge
+	// names its protected-resource metadata, and a GET of the metadata is
+	// answered by Warden.
+	Resource             string   `yaml:"resource" json:"resource"`
+	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
 	// MaxSteerBytes bounds a tasks/steer message (MCP; default 16 KiB).
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	// PassThrough are the gRPC services allowed without credentials besides
@@ -133,6 +145,14 @@ func (c Config) Validate() error {
 	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
 		return fmt.Errorf("extauthz.allowed_hosts: %w", err)
 	}
+	if c.MaxBodyBytes < 0 {
+		return errors.New("extauthz.max_body_bytes: negative")
+	}
+	if len(c.AuthorizationServers) > 0 {
+		if u, err := url.Parse(c.Resource); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("extauthz.resource: %q is not an http(s) URL (required with extauthz.authorization_servers)", c.Resource)
+		}
+	}
 	return nil
 }
 
@@ -146,7 +166,9 @@ type Server struct {
 	log      *slog.Logger
 	webhooks a2arules.Allow // A2A webhook allowlist
 	starts   *starts
-	gate     *admission.Gate
+	gate     *admission.Gate           // MACP's
+	mcp      *gate.Gate[mcprules.Call] // the JSON-RPC front doors
+	a2a      *gate.Gate[a2arules.Call]
 }
 
 // New builds the server; it starts no goroutines.
@@ -173,6 +195,10 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if cfg.MaxUnconfirmedStarts == 0 {
 		cfg.MaxUnconfirmedStarts = DefaultMaxUnconfirmedStarts
 	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = listener.DefaultMaxBodyBytes
+	}
+
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -190,7 +216,8 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	allow.Only = cfg.A2AWebhookAllowOnly
 	methods := proxy.NewMethods(cfg.PassThrough)
 	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts),
-		gate: admission.New(methods, enf, cfg.PublicDiscovery, log)}, nil
+		gate: admission.New(methods, enf, cfg.PublicDiscovery, log),
+		mcp:  gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -227,10 +254,10 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if !s.grpcRequest(h) {
 		creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
 		if s.cfg.MCP {
-			return s.checkMCP(ctx, h, creds, credErr), nil
+			return s.checkMCP(ctx, request(h, creds, credErr)), nil
 		}
 		if s.cfg.A2A {
-			return s.checkA2A(ctx, h, creds, credErr), nil
+			return s.checkA2A(ctx, request(h, creds, credErr)), nil
 		}
 		return denyHTTP(415, "warden ext_authz: only MACP gRPC requests are understood here (set extauthz.mcp for MCP, extauthz.a2a for A2A)"), nil
 	}

@@ -40,10 +40,8 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -56,10 +54,9 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
-	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
-	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -158,6 +155,7 @@ type Server struct {
 	client   *http.Client
 	handles  handles
 	log      *slog.Logger
+	gate     *gate.Gate[mcprules.Call]
 
 	implicit *implicitCalls
 
@@ -194,47 +192,31 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls(),
-		streams: listener.NewStreams("mcp", cfg.Streams)}, nil
+	s := &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls(),
+		streams: listener.NewStreams("mcp", cfg.Streams)}
+	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
+	if len(s.cfg.AuthorizationServers) > 0 {
+		gc.Metadata, gc.MetadataDoc = s.metadataURL, s.metadataDocPath()
+	}
+	s.gate = gate.New(gate.MCP(gc), e, log)
+	return s, nil
 }
 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
 func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout }
 
-const metadataPath = "/.well-known/oauth-protected-resource"
-
-// ServeHTTP authenticates the request, decides it and forwards it.
+// ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, metadataPath) && len(s.cfg.AuthorizationServers) > 0 {
+	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
+	if refused != nil {
+		refused.Write(w)
+		return
+	}
+	if in.Public != "" {
 		s.metadata(w, r)
 		return
 	}
-	if !mcprules.OriginAllowed(r.Header.Get("Origin"), s.cfg.AllowedHosts, s.cfg.AllowedOrigins) {
-		s.refuse(w, "", rules.CodeForbidden, rules.ReasonOriginRefused, http.StatusForbidden, nil, mcprules.ErrInvalidRequest, "Forbidden: Origin "+r.Header.Get("Origin")+" is not allowed")
-		return
-	}
-	if status, msg := mcprules.CheckHTTPMethod(r.Method, r.ContentLength != 0); status != 0 {
-		s.refuse(w, "", rules.CodeInvalidRequest, rules.ReasonMalformedRequest, status, nil, mcprules.ErrInvalidRequest, msg)
-		return
-	}
-	if k, ok := repeatedHeader(r.Header); !ok {
-		s.refuse(w, "", rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: the "+k+" header is given more than once")
-		return
-	}
-	creds, err := authn.FromHTTP(r)
-	var p authn.Principal
-	if err == nil {
-		p, err = s.enforcer.Authenticate(r.Context(), creds)
-	}
-	if errors.Is(err, authn.ErrKeysUnavailable) {
-		s.log.Warn("cannot authenticate: signing keys unavailable", "err", err)
-		relay.WriteError(w, http.StatusServiceUnavailable, nil, mcprules.ErrInternal, "authentication is unavailable; retry later")
-		return
-	}
-	if err != nil {
-		s.unauthorized(w, r, err)
-		return
-	}
+	p, creds := in.Principal, in.Creds
 	dry := s.enforcer.DryRun()
 	sid, ok := s.session(r, p.ID)
 	if !ok && dry {
@@ -246,7 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		s.refuse(w, p.ID, rules.CodeSessionNotFound, rules.ReasonSessionUnknown, http.StatusNotFound, nil, mcprules.ErrSessionNotFound, "Session not found")
+		s.gate.Refuse(p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcprules.ErrSessionNotFound, nil).Write(w)
 		return
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry,
@@ -264,32 +246,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !ok {
-			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, "invalid request: Last-Event-ID is not an event of this session")
+			s.gate.Refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
+				http.StatusBadRequest, mcprules.ErrInvalidRequest, nil).Write(w)
 			return
 		}
 		x.resume(id, r.Method)
 	}
-	if r.Method == http.MethodPost {
-		s.post(w, r, p, x)
+	if in.Message {
+		s.post(w, r, p, x, in.Call, in.Body)
 		return
 	}
 	// GET (the standalone SSE stream) and DELETE (end of session), without
 	// a body: forwarded, with task notifications filtered on the way back.
 	s.forward(w, r, x, nil, "")
-}
-
-// routingHeaders are read once by Warden and by the upstream; a second value
-// could be the one the upstream reads.
-var routingHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-Id"}
-
-// repeatedHeader returns a routing header given more than once (ok false).
-func repeatedHeader(h http.Header) (string, bool) {
-	for _, k := range routingHeaders {
-		if len(h.Values(k)) > 1 {
-			return k, false
-		}
-	}
-	return "", true
 }
 
 // session returns the upstream session ID of the request's Mcp-Session-Id
@@ -306,14 +275,35 @@ func (s *Server) session(r *http.Request, principal string) (string, bool) {
 // revoked while it was open.
 var errCredentialGone = errors.New("the credential expired or was revoked")
 
-func (s *Server) metadataURL(r *http.Request) string {
+// metadataURL is the protected-resource metadata URL of the 401 challenge:
+// from mcp.resource, or this endpoint's own origin (ownOrigin) and path,
+// never the request's path.
+func (s *Server) metadataURL(r *gate.Request) string {
 	if s.cfg.Resource != "" {
 		u, err := url.Parse(s.cfg.Resource)
 		if err == nil {
-			return u.Scheme + "://" + u.Host + metadataPath + strings.TrimSuffix(u.Path, "/")
+			return u.Scheme + "://" + u.Host + gate.MetadataPath(u.EscapedPath())
 		}
 	}
-	return s.ownOrigin(r) + metadataPath + strings.TrimSuffix(r.URL.Path, "/")
+	return s.ownOrigin(r.Host, r.TLS) + gate.MetadataPath(s.endpoint())
+}
+
+// metadataDocPath is where the sidecar serves the protected-resource
+// metadata: the path the challenge names.
+func (s *Server) metadataDocPath() string {
+	if u, err := url.Parse(s.cfg.Resource); err == nil && s.cfg.Resource != "" {
+		return gate.MetadataPath(u.EscapedPath())
+	}
+	return gate.MetadataPath(s.endpoint())
+}
+
+// endpoint is the MCP endpoint's path, the upstream's ("/" when it names
+// none).
+func (s *Server) endpoint() string {
+	if s.upstream.Path == "" {
+		return "/"
+	}
+	return s.upstream.EscapedPath()
 }
 
 // ownOrigin is the origin of this endpoint as the client reached it, for
@@ -322,78 +312,31 @@ func (s *Server) metadataURL(r *http.Request) string {
 // site can take), else the listen address (listener.HTTPConfig.ListenOrigin):
 // a metadata document or challenge cached by a shared client must not point
 // the next caller at a host the first one chose.
-func (s *Server) ownOrigin(r *http.Request) string {
+func (s *Server) ownOrigin(host string, tls bool) string {
 	scheme := "http"
-	if r.TLS != nil {
+	if tls {
 		scheme = "https"
 	}
-	if o := scheme + "://" + r.Host; r.Host != "" && mcprules.OriginAllowed(o, s.cfg.AllowedHosts, nil) {
+	if o := scheme + "://" + host; host != "" && mcprules.OriginAllowed(o, s.cfg.AllowedHosts, nil) {
 		return o
 	}
 	return s.cfg.ListenOrigin()
-}
-
-func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	var metadata string
-	if len(s.cfg.AuthorizationServers) > 0 {
-		metadata = s.metadataURL(r)
-	}
-	w.Header().Set("WWW-Authenticate", authn.Challenge(metadata, err))
-	s.refuse(w, "", rules.CodeUnauthenticated, rules.ReasonUnauthenticated, http.StatusUnauthorized, nil, mcprules.ErrUnauthorized, "Unauthorized: "+authn.Reason(err))
 }
 
 // metadata serves the RFC 9728 protected-resource metadata document.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	resource := s.cfg.Resource
 	if resource == "" {
-		resource = s.ownOrigin(r) + strings.TrimPrefix(r.URL.Path, metadataPath)
+		resource = s.ownOrigin(r.Host, r.TLS != nil) + s.endpoint()
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"resource":                 resource,
-		"authorization_servers":    s.cfg.AuthorizationServers,
-		"bearer_methods_supported": []string{"header"},
-	})
+	_, _ = w.Write(gate.MetadataDocument(resource, s.cfg.AuthorizationServers))
 }
 
-// post decides one JSON-RPC message and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange) {
+// post decides one JSON-RPC message, admitted by the gate, and forwards it.
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call mcprules.Call, body []byte) {
 	sid := x.sid
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			// Answered for the request's id when its first bytes show it.
-			var id json.RawMessage
-			if h := scanHead(body); h.id != nil {
-				if v, ok := idValue(h.id); ok && (isString(v) || isNumber(v)) {
-					id = h.id
-				}
-			}
-			s.log.Warn("MCP request over mcp.max_body_bytes refused", "principal", p.ID, "limit", s.cfg.MaxBodyBytes)
-			s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusRequestEntityTooLarge, id, mcprules.ErrInvalidRequest,
-				fmt.Sprintf("the request exceeds Warden's limit mcp.max_body_bytes (%d bytes)", s.cfg.MaxBodyBytes))
-			return
-		}
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, mcprules.ErrParse, "could not read the request body")
-		return
-	}
-	if err := listener.CheckBodyEncoding(r.Header.Values("Content-Encoding")...); err != nil {
-		// The server would read other bytes than the ones decided on.
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusUnsupportedMediaType, nil, mcprules.ErrInvalidRequest, err.Error())
-		return
-	}
-	call, err := mcprules.Parse(body)
-	if err != nil {
-		code := jsonrpc.CodeOf(err)
-		s.refuse(w, p.ID, rules.CodeInvalidRequest, rules.ReasonMalformedRequest, http.StatusBadRequest, nil, code, err.Error())
-		return
-	}
 	x.call = call
-	if v := mcprules.CheckKind(call); !v.OK() {
-		s.refuse(w, p.ID, v.Code, v.Reason, http.StatusBadRequest, nil, mcprules.ErrInvalidRequest, v.Detail)
-		return
-	}
 	// Every place a handle belongs (params.taskId, related-task metadata,
 	// the tasks/list cursor) must hold one of the caller's; they become
 	// upstream IDs.
@@ -447,14 +390,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		if decides(call) || !req.Refused.OK() {
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
-				s.log.Warn("could not decide an MCP request; refusing it", "method", call.Method, "principal", p.ID, "err", err)
-				relay.WriteError(w, http.StatusServiceUnavailable, call.ID, mcprules.ErrInternal, unavailable)
+				s.gate.Unavailable(p.ID, call.Method, call.ID, err).Write(w)
 				return
 			}
 			if !d.Allow {
 				d.Settle(false)
-				status, code, msg := mcprules.Answer(d.Code, d.Message)
-				relay.WriteError(w, status, call.ID, code, msg)
+				s.gate.Refused(d, call.ID).Write(w)
 				return
 			}
 			x.decision = &d
@@ -467,7 +408,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 // unavailable is the message of Warden's answer when it could not decide (a
 // task's status or the shared state could not be read): the client may
 // retry.
-const unavailable = "Warden could not decide this request; retry later"
+const unavailable = gate.Undecided
 
 // decides reports whether a message goes through the Enforcer.
 func decides(c mcprules.Call) bool {
@@ -483,17 +424,4 @@ func headerValue(h http.Header, key string) (string, bool) {
 		return "", false
 	}
 	return v[0], true
-}
-
-func isString(v any) bool { _, ok := v.(string); return ok }
-
-func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
-
-// refuse answers a request refused at the front door (before there is a
-// message to decide) and records the refusal as a decision: logged, counted
-// and in the decision log, its ID in X-Warden-Decision.
-func (s *Server) refuse(w http.ResponseWriter, principal string, c rules.Code, reason rules.Reason, status int, id json.RawMessage, code int, msg string) {
-	d := s.enforcer.Refuse("mcp", principal, "", rules.Verdict{Code: c, Reason: reason, Detail: msg})
-	w.Header().Set("X-Warden-Decision", d.ID)
-	relay.WriteError(w, status, id, code, msg)
 }

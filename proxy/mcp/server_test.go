@@ -336,8 +336,6 @@ func TestUnauthorized(t *testing.T) {
 		{"no authorization servers", Config{}, "/mcp", `Bearer`},
 		{"metadata from the request", Config{AuthorizationServers: []string{"https://as.example"}}, "/mcp",
 			`Bearer resource_metadata="http://HOST/.well-known/oauth-protected-resource/mcp"`},
-		{"metadata at the root", Config{AuthorizationServers: []string{"https://as.example"}}, "/",
-			`Bearer resource_metadata="http://HOST/.well-known/oauth-protected-resource"`},
 		{"metadata from the configured resource", Config{AuthorizationServers: []string{"https://as.example"}, Resource: "https://mcp.example/api/mcp/"}, "/mcp",
 			`Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/api/mcp"`},
 	} {
@@ -391,7 +389,6 @@ func TestMetadata(t *testing.T) {
 		name, path, resource, host, want string
 	}{
 		{"for the MCP path", "/.well-known/oauth-protected-resource/mcp", "", "", "http://HOST/mcp"},
-		{"at the root", "/.well-known/oauth-protected-resource", "", "", "http://HOST"},
 		{"configured resource", "/.well-known/oauth-protected-resource/mcp", "https://mcp.example/mcp", "", "https://mcp.example/mcp"},
 		// A Host that is not one of mcp.allowed_hosts is the client's
 		// choice: the document names the listen address instead.
@@ -428,12 +425,25 @@ func TestMetadata(t *testing.T) {
 			}
 		})
 	}
-	t.Run("not served without authorization servers", func(t *testing.T) {
-		h := newHarness(t, Config{})
-		if r := h.do(t, http.MethodGet, "/.well-known/oauth-protected-resource/mcp", "", "", nil); r.status != http.StatusUnauthorized {
-			t.Fatalf("HTTP %d", r.status)
-		}
-	})
+	// Only the endpoint's metadata exists (the challenge names no other),
+	// and none without authorization servers: any other path is not the
+	// endpoint (404), never a document naming what the request chose.
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		path string
+	}{
+		{"not served without authorization servers", Config{}, "/.well-known/oauth-protected-resource/mcp"},
+		{"another resource", Config{AuthorizationServers: as}, "/.well-known/oauth-protected-resource/other"},
+		{"the root", Config{AuthorizationServers: as}, "/.well-known/oauth-protected-resource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.cfg)
+			if r := h.do(t, http.MethodGet, tc.path, "", "", nil); r.status != http.StatusNotFound || r.header.Get("X-Warden-Decision") == "" {
+				t.Fatalf("HTTP %d %v %s", r.status, r.header, r.body)
+			}
+		})
+	}
 }
 
 func TestMalformedRequests(t *testing.T) {
@@ -965,6 +975,7 @@ func TestServe(t *testing.T) {
 	go func() { done <- srv.Serve(ctx, lis) }()
 	req, _ := http.NewRequest(http.MethodPost, "http://"+lis.Addr().String()+"/mcp", strings.NewReader(rpc(1, "ping", nil)))
 	req.Header.Set("Authorization", "Bearer alice")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

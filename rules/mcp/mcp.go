@@ -510,24 +510,6 @@ const (
 	ErrSessionNotFound = -32001
 )
 
-// CheckHTTPMethod is the Streamable HTTP allow-list of HTTP methods: POST
-// carries a message; GET (the standalone event stream) and DELETE (end of
-// session) carry none, so a body on them is refused rather than left for a
-// server that might read it unchecked. It returns the HTTP status and text
-// of a refusal, or 0.
-func CheckHTTPMethod(method string, hasBody bool) (status int, msg string) {
-	switch method {
-	case "POST":
-		return 0, ""
-	case "GET", "DELETE":
-		if hasBody {
-			return 400, "invalid request: " + method + " carries no message body in Streamable HTTP"
-		}
-		return 0, ""
-	}
-	return 405, "method not allowed: Streamable HTTP uses POST, GET and DELETE"
-}
-
 // Decided reports whether requests of method go through the Enforcer (task
 // methods, tools/call, tasks/list): the one list both MCP adapters use.
 func Decided(method string) bool {

@@ -734,22 +734,6 @@ func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
 	})
 }
 
-func TestCheckHTTPMethod(t *testing.T) {
-	for _, tc := range []struct {
-		method string
-		body   bool
-		want   int
-	}{
-		{"POST", true, 0}, {"POST", false, 0}, {"GET", false, 0}, {"DELETE", false, 0},
-		{"GET", true, 400}, {"DELETE", true, 400},
-		{"PUT", true, 405}, {"PATCH", false, 405}, {"get", false, 405}, {"OPTIONS", false, 405}, {"", false, 405},
-	} {
-		if got, msg := CheckHTTPMethod(tc.method, tc.body); got != tc.want || (got != 0) != (msg != "") {
-			t.Errorf("%s body=%v: %d %q, want %d", tc.method, tc.body, got, msg, tc.want)
-		}
-	}
-}
-
 // BenchmarkParse measures reading one request the way every MCP adapter
 // does.
 func BenchmarkParse(b *testing.B) {

@@ -1,0 +1,329 @@
+// Package gate is the one front door of Warden's JSON-RPC protocols (MCP
+// Streamable HTTP, A2A's JSON-RPC binding), whatever the transport: the
+// standalone sidecars build a Request from an *http.Request, ext_authz from
+// Envoy's CheckRequest, and both admit it here, in one order:
+//
+//  1. path: the endpoint's, byte for byte (a public document such as the
+//     agent card or the protected-resource metadata: GET or HEAD only);
+//  2. HTTP method: the protocol's; a method without a message carries no body;
+//  3. Origin and the protocol's routing headers;
+//  4. credentials: keys unavailable is 503, any other failure 401 with the
+//     challenge (RFC 6750, with RFC 9728's resource_metadata when the
+//     protocol has one);
+//  5. content headers: the body is application/json in UTF-8, with no
+//     parameter but charset=utf-8, no Content-Encoding but identity, no
+//     Transfer-Encoding but chunked, one Content-Type; every header that
+//     could make the upstream decode other characters than Warden read is
+//     refused (415);
+//  6. body bounds: over the limit (or cut by Envoy) is 413;
+//  7. parse: one JSON-RPC message in UTF-8, no byte order mark;
+//  8. the protocol's method allow-list.
+//
+// Every refusal is an Answer: a value recorded as a decision (its id in
+// X-Warden-Decision) and rendered once per wire, by Write for an
+// http.ResponseWriter and by ext_authz for Envoy's CheckResponse. What a
+// protocol adds (its paths, methods, codes, challenge, parser and allow-list)
+// is a Spec, not another copy of the sequence.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+// Request is one HTTP request as a door sees it.
+type Request struct {
+	Method string
+	// Path is the request target's path as sent (percent-escapes kept),
+	// without its query.
+	Path string
+	// Host is the request's host (HTTP/1.1 Host, HTTP/2 :authority), TLS
+	// whether it came over TLS.
+	Host string
+	TLS  bool
+	// Header holds every field line the door saw; Envoy's CheckRequest
+	// joins repeated fields with commas into one value.
+	Header http.Header
+	// Creds and CredErr are the request's credentials as the door reads
+	// them (authn.FromHTTP, or ext_authz's headers and client certificate).
+	Creds   authn.Credentials
+	CredErr error
+	// HasBody reports whether the request carries or announces a body.
+	HasBody bool
+	// Body returns the body, reading at most limit+1 bytes; over limit it
+	// returns what it read with ErrTooBig.
+	Body func(limit int64) ([]byte, error)
+}
+
+// FromHTTP is the Request of a sidecar's *http.Request; its body is read
+// through http.MaxBytesReader, so a client sending more than the limit has
+// its connection closed after the answer.
+func FromHTTP(w http.ResponseWriter, r *http.Request) *Request {
+	creds, err := authn.FromHTTP(r)
+	return &Request{
+		Method: r.Method, Path: r.URL.EscapedPath(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header,
+		Creds: creds, CredErr: err, HasBody: r.ContentLength != 0,
+		Body: func(limit int64) ([]byte, error) {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+				return b, ErrTooBig
+			}
+			return b, err
+		},
+	}
+}
+
+// ErrTooBig is Request.Body's error for a body over the limit, and ErrCut
+// for one Envoy buffered only in part: both are refused 413.
+var (
+	ErrTooBig = errors.New("the request body is over the limit")
+	ErrCut    = errors.New("the request body reached Warden cut short (raise Envoy's max_request_bytes to at least the body limit)")
+)
+
+// Spec is what a protocol gives the gate.
+type Spec[C any] struct {
+	// Protocol names the decisions ("mcp", "a2a").
+	Protocol string
+	// Endpoint is the JSON-RPC endpoint's path, compared byte for byte: an
+	// escape, a dot segment or a doubled slash is another path, which an
+	// upstream may route to another handler.
+	Endpoint string
+	// Public are the paths of documents read without credentials by GET or
+	// HEAD (the agent card, the protected-resource metadata).
+	Public []string
+	// REST answers refusals of paths and of public documents in the
+	// HTTP+JSON binding's error shape (A2A) instead of JSON-RPC's.
+	REST bool
+	// Methods are the endpoint's HTTP methods; POST carries a message, the
+	// others none.
+	Methods []string
+	// Origin reports whether a request's Origin may call the endpoint (nil:
+	// any).
+	Origin func(origin string) bool
+	// Routing returns why the protocol's routing headers cannot be read as
+	// the upstream reads them ("" when they can).
+	Routing func(h http.Header) string
+	// ResourceMetadata is the protected-resource metadata URL of the 401
+	// challenge ("" for none); it must come from configuration.
+	ResourceMetadata func(r *Request) string
+	// MaxBody bounds a message; MaxBodyKey names the setting.
+	MaxBody    int64
+	MaxBodyKey string
+	// ParseStatus is the HTTP status of a parse error's answer, and EchoID
+	// whether it names the request's id when it could be read.
+	ParseStatus int
+	EchoID      bool
+	// Parse reads the message; it returns the request's id as far as it
+	// could read it.
+	Parse func(body []byte) (C, json.RawMessage, error)
+	// Check is the protocol's method allow-list: a refusal of the message
+	// (and the id to answer it with), or an OK verdict.
+	Check func(C) (rules.Verdict, json.RawMessage)
+	// Answer maps a refusal's code to the protocol's HTTP status, JSON-RPC
+	// code and message.
+	Answer func(code rules.Code, detail string) (status, rpc int, msg string)
+}
+
+// Gate admits requests for one protocol.
+type Gate[C any] struct {
+	spec Spec[C]
+	enf  *proxy.Enforcer
+	log  *slog.Logger
+}
+
+// New builds a gate.
+func New[C any](spec Spec[C], enf *proxy.Enforcer, log *slog.Logger) *Gate[C] {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Gate[C]{spec: spec, enf: enf, log: log}
+}
+
+// Admitted is a request the gate let in.
+type Admitted[C any] struct {
+	// Public is set for a public document's path (read with GET or HEAD):
+	// nothing else was checked.
+	Public string
+	// Principal is the authenticated caller, Creds its credentials.
+	Principal authn.Principal
+	Creds     authn.Credentials
+	// Message reports whether the request carries a message (POST): Call
+	// and Body are set.
+	Message bool
+	Call    C
+	Body    []byte
+}
+
+// Admit runs the front door. A request is either admitted or refused with
+// the Answer to send.
+func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) {
+	var in Admitted[C]
+	if slices.Contains(g.spec.Public, r.Path) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			in.Public = r.Path
+			return in, nil
+		}
+		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the document at " + r.Path + " is read with GET"},
+			http.StatusMethodNotAllowed, jsonrpc.ErrInvalidRequest, nil, g.spec.REST)
+		a.Header = append(a.Header, [2]string{"Allow", "GET, HEAD"})
+		return in, &a
+	}
+	if r.Path != g.spec.Endpoint {
+		msg := "Warden serves the " + g.name() + " endpoint at " + g.spec.Endpoint + " only"
+		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg}, http.StatusNotFound, jsonrpc.ErrInvalidRequest, nil, g.spec.REST)
+		return in, &a
+	}
+	if !slices.Contains(g.spec.Methods, r.Method) {
+		msg := "method not allowed: the " + g.name() + " endpoint takes " + strings.Join(g.spec.Methods, ", ")
+		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusMethodNotAllowed, jsonrpc.ErrInvalidRequest, nil, false)
+		a.Header = append(a.Header, [2]string{"Allow", strings.Join(g.spec.Methods, ", ")})
+		return in, &a
+	}
+	in.Message = r.Method == http.MethodPost
+	if !in.Message && r.HasBody {
+		msg := "invalid request: " + r.Method + " carries no message body"
+		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusBadRequest, jsonrpc.ErrInvalidRequest, nil, false)
+		return in, &a
+	}
+	if o := r.Header.Get("Origin"); g.spec.Origin != nil && !g.spec.Origin(o) {
+		a := g.answer("", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "Origin " + o + " is not allowed"}, nil)
+		return in, &a
+	}
+	if g.spec.Routing != nil {
+		if why := g.spec.Routing(r.Header); why != "" {
+			a := g.answer("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil)
+			return in, &a
+		}
+	}
+	p, a := g.authenticate(ctx, r)
+	if a != nil {
+		return in, a
+	}
+	in.Principal, in.Creds = p, r.Creds
+	if !in.Message {
+		return in, nil
+	}
+	if why := checkContent(r.Header); why != "" {
+		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, http.StatusUnsupportedMediaType, jsonrpc.ErrInvalidRequest, nil, false)
+		return in, &a
+	}
+	body, err := r.Body(g.spec.MaxBody)
+	if errors.Is(err, ErrTooBig) || errors.Is(err, ErrCut) {
+		g.log.Warn("request over the body limit refused", "protocol", g.spec.Protocol, "principal", p.ID, "limit", g.spec.MaxBody, "err", err)
+		msg := fmt.Sprintf("the request exceeds Warden's limit %s (%d bytes)", g.spec.MaxBodyKey, g.spec.MaxBody)
+		if errors.Is(err, ErrCut) {
+			msg = err.Error()
+		}
+		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusRequestEntityTooLarge, jsonrpc.ErrInvalidRequest, headID(body), false)
+		return in, &a
+	}
+	if err != nil {
+		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "could not read the request body"}, http.StatusBadRequest, jsonrpc.ErrParse, nil, false)
+		return in, &a
+	}
+	call, id, err := g.parse(body)
+	if err != nil {
+		if !g.spec.EchoID || !jsonrpc.ValidID(id) {
+			id = nil
+		}
+		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: err.Error()}, g.spec.ParseStatus, jsonrpc.CodeOf(err), id, false)
+		return in, &a
+	}
+	if v, id := g.spec.Check(call); !v.OK() {
+		a := g.answer(p.ID, v, id)
+		return in, &a
+	}
+	in.Call, in.Body = call, body
+	return in, nil
+}
+
+// authenticate checks the request's credentials: keys unavailable is 503,
+// any other failure 401 with the challenge.
+func (g *Gate[C]) authenticate(ctx context.Context, r *Request) (authn.Principal, *Answer) {
+	var p authn.Principal
+	err := r.CredErr
+	if err == nil {
+		p, err = g.enf.Authenticate(ctx, r.Creds)
+	}
+	switch {
+	case errors.Is(err, authn.ErrKeysUnavailable):
+		g.log.Warn("cannot authenticate: verification keys unavailable", "protocol", g.spec.Protocol, "err", err)
+		a := g.answer("", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: "authentication is unavailable; retry later"}, nil)
+		return p, &a
+	case err != nil:
+		var metadata string
+		if g.spec.ResourceMetadata != nil {
+			metadata = g.spec.ResourceMetadata(r)
+		}
+		a := g.answer("", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: authn.Reason(err)}, nil)
+		a.Header = append(a.Header, [2]string{"WWW-Authenticate", authn.Challenge(metadata, err)})
+		return p, &a
+	}
+	return p, nil
+}
+
+// parse reads a message that must be UTF-8 JSON: a byte order mark or a
+// byte that is not UTF-8 is a parse error (peers that decode it replace or
+// strip it, each its own way).
+func (g *Gate[C]) parse(body []byte) (C, json.RawMessage, error) {
+	if why := checkText(body); why != "" {
+		var zero C
+		return zero, nil, &jsonrpc.Error{Code: jsonrpc.ErrParse, Message: why}
+	}
+	return g.spec.Parse(body)
+}
+
+func (g *Gate[C]) name() string { return strings.ToUpper(g.spec.Protocol) }
+
+// Refused is the Answer to a request the Enforcer refused (d.Allow false):
+// the protocol's status, code and message, the decision's id.
+func (g *Gate[C]) Refused(d proxy.Decision, id json.RawMessage) Answer {
+	status, rpc, msg := g.spec.Answer(d.Code, d.Message)
+	return jsonrpcAnswer(status, id, rpc, msg, d.ID)
+}
+
+// Refuse records a refusal the door makes after the gate (a session or an
+// event id that is not the caller's) and returns its Answer.
+func (g *Gate[C]) Refuse(principal string, v rules.Verdict, status, rpc int, id json.RawMessage) Answer {
+	return g.refuse(principal, v, status, rpc, id, false)
+}
+
+// Unavailable is the one answer to a request Warden could not decide (a
+// store, a status or the shared state could not be read): logged with the
+// cause, recorded, and 503 for the client to retry.
+func (g *Gate[C]) Unavailable(principal, method string, id json.RawMessage, err error) Answer {
+	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err)
+	return g.answer(principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: Undecided}, id)
+}
+
+// Undecided is what a client is told when Warden could not decide.
+const Undecided = "Warden could not decide this request; retry later"
+
+// answer records v and answers it as the protocol maps its code.
+func (g *Gate[C]) answer(principal string, v rules.Verdict, id json.RawMessage) Answer {
+	d := g.enf.Refuse(g.spec.Protocol, principal, "", v)
+	status, rpc, msg := g.spec.Answer(v.Code, v.Detail)
+	return jsonrpcAnswer(status, id, rpc, msg, d.ID)
+}
+
+// refuse records v and answers it with status and rpc (rest: in the
+// HTTP+JSON binding's shape).
+func (g *Gate[C]) refuse(principal string, v rules.Verdict, status, rpc int, id json.RawMessage, rest bool) Answer {
+	d := g.enf.Refuse(g.spec.Protocol, principal, "", v)
+	if rest {
+		return restAnswer(status, v.Detail, d.ID)
+	}
+	return jsonrpcAnswer(status, id, rpc, v.Detail, d.ID)
+}

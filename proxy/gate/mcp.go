@@ -1,0 +1,85 @@
+package gate
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/agentwarden/warden/rules"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// MCPConfig is what the MCP front door is configured with, by the sidecar
+// and by ext_authz alike.
+type MCPConfig struct {
+	// Path is the endpoint's path.
+	Path string
+	// Hosts and Origins are the allowed hosts and origins of
+	// rules/mcp.OriginAllowed.
+	Hosts, Origins []string
+	// Metadata is the protected-resource metadata URL the 401 challenge
+	// names, built from configuration (nil: none), and MetadataDoc the path
+	// the document is served at.
+	Metadata    func(*Request) string
+	MetadataDoc string
+	// MaxBody bounds a message; MaxBodyKey names the setting.
+	MaxBody    int64
+	MaxBodyKey string
+}
+
+// MCP is the MCP Streamable HTTP front door: the endpoint at one path with
+// POST, GET and DELETE, Origin against the allowed hosts and origins,
+// routing headers given once, the challenge naming the protected-resource
+// metadata, and one message (a decided method needs an id). Its errors are
+// the SDKs': a parse error is HTTP 400 with a null id.
+func MCP(c MCPConfig) Spec[mcprules.Call] {
+	s := Spec[mcprules.Call]{
+		Protocol: "mcp", Endpoint: c.Path, Methods: []string{http.MethodPost, http.MethodGet, http.MethodDelete},
+		Origin:           func(o string) bool { return mcprules.OriginAllowed(o, c.Hosts, c.Origins) },
+		Routing:          repeatedHeader,
+		ResourceMetadata: c.Metadata,
+		MaxBody:          c.MaxBody, MaxBodyKey: c.MaxBodyKey,
+		ParseStatus: http.StatusBadRequest,
+		Parse: func(b []byte) (mcprules.Call, json.RawMessage, error) {
+			call, err := mcprules.Parse(b)
+			return call, nil, err
+		},
+		Check:  func(call mcprules.Call) (rules.Verdict, json.RawMessage) { return mcprules.CheckKind(call), nil },
+		Answer: mcprules.Answer,
+	}
+	if c.Metadata != nil {
+		s.Public = []string{c.MetadataDoc}
+	}
+	return s
+}
+
+// MetadataPath is where the protected-resource metadata of a resource at
+// path is served (RFC 9728 §3.1).
+func MetadataPath(path string) string {
+	return "/.well-known/oauth-protected-resource" + strings.TrimSuffix(path, "/")
+}
+
+// MetadataDocument is the RFC 9728 protected-resource metadata document.
+func MetadataDocument(resource string, servers []string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"resource":                 resource,
+		"authorization_servers":    servers,
+		"bearer_methods_supported": []string{"header"},
+	})
+	return b
+}
+
+// routingHeaders are read once by Warden and by the upstream; a second value
+// could be the one the upstream reads.
+var routingHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-Id"}
+
+// repeatedHeader returns why a routing header is refused: given more than
+// once ("" when none is).
+func repeatedHeader(h http.Header) string {
+	for _, k := range routingHeaders {
+		if len(h.Values(k)) > 1 {
+			return "invalid request: the " + k + " header is given more than once"
+		}
+	}
+	return ""
+}
