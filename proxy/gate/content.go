@@ -26,9 +26,13 @@ import (
 //     removes; the sidecar's server never shows it).
 func checkContent(h http.Header) string {
 	ct := h.Values("Content-Type")
+	n := len(ct)
+	if n == 1 {
+		n = strings.Count(ct[0], ",") + 1 // one line holding a list: Envoy's CheckRequest joins two lines so
+	}
 	switch {
-	case len(ct) != 1:
-		return fmt.Sprintf("unsupported media type: the request needs one Content-Type: application/json header (%d given)", len(ct))
+	case n != 1:
+		return fmt.Sprintf("unsupported media type: the request needs one Content-Type: application/json header (%d given)", n)
 	case !plainJSON(ct[0]):
 		return "unsupported media type " + quote(ct[0]) + ": the request body must be application/json in UTF-8 (no parameter but charset=utf-8)"
 	}

@@ -74,10 +74,11 @@ func MetadataDocument(resource string, servers []string) []byte {
 var routingHeaders = []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-Id"}
 
 // repeatedHeader returns why a routing header is refused: given more than
-// once ("" when none is).
+// once, as two field lines or as a list in one (what Envoy's CheckRequest
+// makes of two lines) ("" when none is).
 func repeatedHeader(h http.Header) string {
 	for _, k := range routingHeaders {
-		if len(h.Values(k)) > 1 {
+		if v := h.Values(k); len(v) > 1 || len(v) == 1 && strings.Contains(v[0], ",") {
 			return "invalid request: the " + k + " header is given more than once"
 		}
 	}

@@ -1295,3 +1295,26 @@ func TestContentEncodingRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestChallengeFromConfiguration (issue 24 item 12): the 401 challenge is
+// built from configuration, never from the request's path: a path that
+// decodes to `",scope="admin` was written into WWW-Authenticate unescaped,
+// and a client then asked for the scope the attacker chose. Any path but
+// the endpoint is now 404, and the endpoint's challenge names the
+// configured resource's metadata.
+func TestChallengeFromConfiguration(t *testing.T) {
+	cfg := Config{AuthorizationServers: []string{"https://as.example"}}
+	cfg.Listen = "127.0.0.1:3001"
+	h := newHarness(t, cfg)
+	for _, path := range []string{`/mcp%22,scope=%22admin`, `/x%22,%20scope=%22admin%22,%20x=%22`, "/mcp/%0d%0aX-Evil:%201"} {
+		r := h.do(t, http.MethodPost, path, "", rpc(1, "ping", nil), nil)
+		if ch := r.header.Get("WWW-Authenticate"); r.status != http.StatusNotFound || ch != "" || r.header.Get("X-Evil") != "" {
+			t.Errorf("POST %s: HTTP %d, WWW-Authenticate %q; want 404 without a challenge", path, r.status, ch)
+		}
+	}
+	r := h.do(t, http.MethodPost, "/mcp", "", rpc(1, "ping", nil), nil)
+	want := `Bearer resource_metadata="` + h.front.URL + `/.well-known/oauth-protected-resource/mcp"`
+	if got := r.header.Get("WWW-Authenticate"); r.status != http.StatusUnauthorized || got != want {
+		t.Errorf("POST /mcp: HTTP %d %q, want 401 %q", r.status, got, want)
+	}
+}

@@ -1,0 +1,441 @@
+package test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a"
+	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/mcp"
+)
+
+// The door-equivalence table: every refusal of the JSON-RPC front door,
+// sent to every door of a protocol (the standalone sidecar over HTTP, and
+// ext_authz's Check as Envoy would call it), must get the same decision and
+// the same answer on each wire: the HTTP status, the JSON-RPC (or HTTP+JSON)
+// body, Content-Type, X-Warden-Decision, WWW-Authenticate and Allow; and an
+// admitted request reaches the upstream through the sidecar exactly when
+// ext_authz allows it.
+
+// doorCase is one request and the HTTP status every door answers it with (0:
+// admitted).
+type doorCase struct {
+	name   string
+	method string
+	path   string
+	header [][2]string // replaces the base headers of the same names (an empty value removes them)
+	body   string
+	status int
+	down   bool // with the verification keys unavailable
+}
+
+// doorAnswer is what a client sees from a door.
+type doorAnswer struct {
+	admitted bool
+	status   int
+	header   map[string]string // the headers compared, by canonical name
+	body     string
+}
+
+// comparedHeaders are the headers every door must give alike (the decision
+// id is compared for presence only).
+var comparedHeaders = []string{"Content-Type", "Www-Authenticate", "Allow"}
+
+// doorSecret signs the tokens of the table (HS256).
+var doorSecret = []byte("door-equivalence-secret-32-bytes-at-least")
+
+// jwtFor mints an HS256 token for sub expiring at exp, signed with key.
+func jwtFor(sub string, exp time.Time, key []byte) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	head := enc([]byte(`{"alg":"HS256","typ":"JWT"}`))
+	claims, _ := json.Marshal(map[string]any{"iss": "https://issuer.example", "aud": "warden", "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()})
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(head + "." + enc(claims)))
+	return head + "." + enc(claims) + "." + enc(m.Sum(nil))
+}
+
+var doorPolicies = sync.OnceValues(func() (*policies.Engine, error) {
+	return policies.New(context.Background(), policies.Config{})
+})
+
+// doorEnforcer authenticates HS256 tokens; with down, RS256 tokens whose
+// keys cannot be fetched (every credential is "keys unavailable").
+func doorEnforcer(t *testing.T, down bool) *proxy.Enforcer {
+	t.Helper()
+	pe, err := doorPolicies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwt := authn.JWTConfig{Issuer: "https://issuer.example", Audience: authn.Audience{"warden"}}
+	if down {
+		dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+		t.Cleanup(dead.Close)
+		jwt.JWKSURL, jwt.Algorithms = dead.URL+"/jwks", []string{"HS256", "RS256"}
+	} else {
+		jwt.Algorithms = []string{"HS256"}
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, doorSecret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jwt.HMACSecretFile = secret
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodJWT}, JWT: jwt}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: pe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// doorUpstream answers every JSON-RPC request with an empty result and
+// counts them.
+func doorUpstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		if len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tasks":[]}}`))
+	}))
+	t.Cleanup(up.Close)
+	return up, &n
+}
+
+// sidecarDoor sends c to a sidecar over HTTP.
+func sidecarDoor(t *testing.T, front string, upstream *atomic.Int64, base [][2]string, c doorCase) doorAnswer {
+	t.Helper()
+	req, err := http.NewRequest(c.method, front+c.path, strings.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.body == "" {
+		req.Body, req.ContentLength = nil, 0
+	}
+	for _, kv := range doorHeaders(base, c.header) {
+		if kv[0] == "Host" {
+			req.Host = kv[1]
+			continue
+		}
+		req.Header.Add(kv[0], kv[1])
+	}
+	before := upstream.Load()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if upstream.Load() != before {
+		return doorAnswer{admitted: true}
+	}
+	a := doorAnswer{status: resp.StatusCode, header: map[string]string{}, body: string(b)}
+	for _, k := range comparedHeaders {
+		a.header[k] = strings.Join(resp.Header.Values(k), ", ")
+	}
+	a.header["X-Warden-Decision"] = presence(resp.Header.Get("X-Warden-Decision"))
+	return a
+}
+
+// checkDoor sends c to ext_authz as Envoy describes it: headers lower-case,
+// repeated ones joined with commas, pseudo-headers, the buffered body.
+func checkDoor(t *testing.T, srv *extauthz.Server, base [][2]string, c doorCase) doorAnswer {
+	t.Helper()
+	h := map[string]string{":method": c.method, ":path": c.path, ":authority": "127.0.0.1"}
+	host := "127.0.0.1"
+	for _, kv := range doorHeaders(base, c.header) {
+		k := strings.ToLower(kv[0])
+		if k == "host" {
+			host, h[":authority"] = kv[1], kv[1]
+			continue
+		}
+		if v, ok := h[k]; ok {
+			h[k] = v + "," + kv[1]
+		} else {
+			h[k] = kv[1]
+		}
+	}
+	resp, err := srv.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+		Method: c.method, Path: c.path, Host: host, Scheme: "http", Protocol: "HTTP/1.1", Headers: h, RawBody: []byte(c.body), Size: int64(len(c.body)),
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr := resp.GetDeniedResponse()
+	if dr == nil {
+		return doorAnswer{admitted: true}
+	}
+	a := doorAnswer{status: int(dr.GetStatus().GetCode()), header: map[string]string{}, body: dr.GetBody()}
+	for _, hv := range dr.GetHeaders() {
+		k := http.CanonicalHeaderKey(hv.GetHeader().GetKey())
+		if k == "X-Warden-Decision" {
+			a.header[k] = presence(hv.GetHeader().GetValue())
+			continue
+		}
+		if a.header[k] != "" {
+			a.header[k] += ", "
+		}
+		a.header[k] += hv.GetHeader().GetValue()
+	}
+	for _, k := range comparedHeaders {
+		a.header[k] += "" // absent is empty, as on the sidecar
+	}
+	if _, ok := a.header["X-Warden-Decision"]; !ok {
+		a.header["X-Warden-Decision"] = presence("")
+	}
+	return a
+}
+
+func presence(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return "(present)"
+}
+
+// doorHeaders are base's headers with c's in place of those of the same
+// names.
+func doorHeaders(base, c [][2]string) [][2]string {
+	override := map[string]bool{}
+	for _, kv := range c {
+		override[http.CanonicalHeaderKey(kv[0])] = true
+	}
+	var out [][2]string
+	for _, kv := range base {
+		if !override[http.CanonicalHeaderKey(kv[0])] {
+			out = append(out, kv)
+		}
+	}
+	for _, kv := range c {
+		if kv[1] != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// contentCases are the refusals of the body's headers and bytes, the same
+// for both protocols but for the status of a parse error (MCP's SDKs answer
+// 400, A2A's 200) and the request.
+func contentCases(path, message string, parse int) []doorCase {
+	post := func(name string, header [][2]string, body string, status int) doorCase {
+		return doorCase{name: name, method: "POST", path: path, header: header, body: body, status: status}
+	}
+	ct := func(v ...string) [][2]string {
+		h := [][2]string{}
+		for _, x := range v {
+			h = append(h, [2]string{"Content-Type", x})
+		}
+		return h
+	}
+	utf7 := strings.Replace(message, `"2.0"`, `"2+AC4-0"`, 1)
+	return []doorCase{
+		post("no Content-Type", [][2]string{{"Content-Type", ""}}, message, 415),
+		post("text/plain", ct("text/plain"), message, 415),
+		post("application/json-seq", ct("application/json-seq"), message, 415),
+		post("charset=utf-7 (body-parser decodes it)", ct("application/json; charset=utf-7"), utf7, 415),
+		post("charset=UTF-16LE", ct("application/json; charset=UTF-16LE"), message, 415),
+		post("charset=latin1", ct("application/json;charset=latin1"), message, 415),
+		post("a parameter besides charset", ct("application/json; charset=utf-8; boundary=x"), message, 415),
+		post("an unknown parameter", ct("application/json; v=1"), message, 415),
+		post("charset twice", ct("application/json; charset=utf-8; charset=utf-7"), message, 415),
+		post("RFC 2231 charset*", ct("application/json; charset*=utf-8''utf-7"), message, 415),
+		post("two Content-Type lines", ct("application/json", "application/json"), message, 415),
+		post("two Content-Type values in one line", ct("application/json, application/json"), message, 415),
+		post("Content-Encoding gzip", [][2]string{{"Content-Encoding", "gzip"}}, message, 415),
+		post("Content-Encoding identity, br", [][2]string{{"Content-Encoding", "identity, br"}}, message, 415),
+		post("UTF-8 byte order mark", nil, "\xef\xbb\xbf"+message, parse),
+		post("UTF-16 body", nil, "\xff\xfe{\x00}\x00", parse),
+		post("a byte that is not UTF-8", nil, strings.Replace(message, `"2.0"`, "\"2.0\xff\"", 1), parse),
+		post("over the body limit", nil, `{"jsonrpc":"2.0","id":7,"method":"x","params":{"pad":"`+strings.Repeat("a", 600)+`"}}`, 413),
+		post("truncated JSON", nil, message[:len(message)/2], parse),
+		post("not JSON", nil, "hello", parse),
+		post("empty body", nil, "", parse),
+		post("charset=utf-8 (admitted)", ct("application/json; charset=UTF-8"), message, 0),
+		post("charset=\"utf-8\" (admitted)", ct(`application/json;charset="utf-8"`), message, 0),
+	}
+}
+
+// credentialCases are the refusals of credentials.
+func credentialCases(path, message string) []doorCase {
+	post := func(name string, auth [][2]string, status int) doorCase {
+		return doorCase{name: name, method: "POST", path: path, header: auth, body: message, status: status}
+	}
+	now := time.Now()
+	return []doorCase{
+		post("no credentials", [][2]string{{"Authorization", ""}}, 401),
+		post("another scheme", [][2]string{{"Authorization", "Basic YWxpY2U6cHc="}}, 401),
+		post("Bearer without a token", [][2]string{{"Authorization", "Bearer"}}, 401),
+		post("two credentials", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(time.Hour), doorSecret)}, {"Authorization", "Bearer " + jwtFor("bob", now.Add(time.Hour), doorSecret)}}, 401),
+		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(-time.Hour), doorSecret)}}, 401),
+		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, 401),
+		post("not a JWT", [][2]string{{"Authorization", "Bearer alice"}}, 401),
+		{name: "verification keys unavailable", method: "POST", path: path, body: message, status: 503, down: true,
+			header: [][2]string{{"Authorization", "Bearer eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhbGljZSJ9.c2ln"}}},
+	}
+}
+
+// doorPair is a protocol's doors: its sidecar (built with err) served over
+// HTTP, and ext_authz configured with cfg.
+func doorPair(t *testing.T, base [][2]string, upstream *atomic.Int64, side http.Handler, err error, cfg extauthz.Config, down bool) map[string]func(doorCase) doorAnswer {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(side)
+	t.Cleanup(front.Close)
+	ext, err := extauthz.New(cfg, doorEnforcer(t, down), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]func(doorCase) doorAnswer{
+		"sidecar":   func(c doorCase) doorAnswer { return sidecarDoor(t, front.URL, upstream, base, c) },
+		"ext_authz": func(c doorCase) doorAnswer { return checkDoor(t, ext, base, c) },
+	}
+}
+
+// runDoors runs cases against every door, each door built for keys up and
+// keys down.
+func runDoors(t *testing.T, doors func(t *testing.T, down bool) map[string]func(doorCase) doorAnswer, cases []doorCase) {
+	built := map[bool]map[string]func(doorCase) doorAnswer{false: doors(t, false), true: doors(t, true)}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var first string
+			var want doorAnswer
+			for name, door := range built[c.down] {
+				got := door(c)
+				switch {
+				case c.status == 0 && !got.admitted:
+					t.Errorf("%s refused it: HTTP %d %s", name, got.status, got.body)
+				case c.status != 0 && got.admitted:
+					t.Errorf("%s admitted it, want HTTP %d", name, c.status)
+				case c.status != 0 && got.status != c.status:
+					t.Errorf("%s: HTTP %d %s, want %d", name, got.status, got.body, c.status)
+				case c.status != 0 && got.header["X-Warden-Decision"] != "(present)":
+					t.Errorf("%s: no X-Warden-Decision on the refusal", name)
+				}
+				got.body = strings.ReplaceAll(got.body, "extauthz.max_body_bytes", "max_body_bytes")
+				got.body = strings.ReplaceAll(strings.ReplaceAll(got.body, "mcp.max_body_bytes", "max_body_bytes"), "a2a.max_body_bytes", "max_body_bytes")
+				if first == "" {
+					first, want = name, got
+					continue
+				}
+				if got.admitted != want.admitted || got.status != want.status || got.body != want.body {
+					t.Errorf("doors disagree:\n  %s: admitted %v HTTP %d %s\n  %s: admitted %v HTTP %d %s", first, want.admitted, want.status, want.body, name, got.admitted, got.status, got.body)
+				}
+				for k, v := range want.header {
+					if got.header[k] != v {
+						t.Errorf("doors disagree on %s: %s %q, %s %q", k, first, v, name, got.header[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMCPDoors: the MCP sidecar and MCP ext_authz answer every front-door
+// case alike.
+func TestMCPDoors(t *testing.T) {
+	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	base := [][2]string{{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}, {"Authorization", token}, {"Host", "127.0.0.1"}}
+	as := []string{"https://as.example"}
+	doors := func(t *testing.T, down bool) map[string]func(doorCase) doorAnswer {
+		up, n := doorUpstream(t)
+		cfg := mcp.Config{AuthorizationServers: as, Resource: "https://mcp.example/mcp"}
+		cfg.Listen, cfg.Upstream, cfg.Plaintext, cfg.MaxBodyBytes = "127.0.0.1:3001", up.URL+"/mcp", true, 512
+		side, err := mcp.New(cfg, doorEnforcer(t, down), []byte(strings.Repeat("k", 32)), up.Client(), nil)
+		return doorPair(t, base, n, side, err, extauthz.Config{Listen: "unused", MCP: true, MCPPath: "/mcp", AllowedHosts: []string{"localhost", "127.0.0.1", "[::1]"},
+			MaxBodyBytes: 512, AuthorizationServers: as, Resource: "https://mcp.example/mcp"}, down)
+	}
+	cases := []doorCase{
+		{name: "ping (admitted)", method: "POST", path: "/mcp", body: ping},
+		{name: "GET stream (admitted)", method: "GET", path: "/mcp", header: [][2]string{{"Content-Type", ""}}},
+		{name: "another path", method: "POST", path: "/admin", body: ping, status: 404},
+		{name: "the legacy SSE endpoint", method: "POST", path: "/messages?sessionId=1", body: ping, status: 404},
+		{name: "an escaped endpoint", method: "POST", path: "/m%63p", body: ping, status: 404},
+		{name: "a trailing slash", method: "POST", path: "/mcp/", body: ping, status: 404},
+		{name: "a doubled slash", method: "POST", path: "//mcp", body: ping, status: 404},
+		{name: "a dot segment", method: "POST", path: "/x/../mcp", body: ping, status: 404},
+		{name: "the metadata of another resource", method: "GET", path: "/.well-known/oauth-protected-resource/admin", status: 404},
+		{name: "POST to the metadata", method: "POST", path: "/.well-known/oauth-protected-resource/mcp", body: ping, status: 405},
+		{name: "PUT", method: "PUT", path: "/mcp", body: ping, status: 405},
+		{name: "PATCH without credentials", method: "PATCH", path: "/mcp", header: [][2]string{{"Authorization", ""}}, status: 405},
+		{name: "GET with a body", method: "GET", path: "/mcp", body: ping, status: 400},
+		{name: "a foreign Origin", method: "POST", path: "/mcp", header: [][2]string{{"Origin", "https://evil.example"}}, body: ping, status: 403},
+		{name: "an Origin with a path", method: "POST", path: "/mcp", header: [][2]string{{"Origin", "http://localhost/x"}}, body: ping, status: 403},
+		{name: "Mcp-Method twice", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}, {"Mcp-Method", "tasks/cancel"}}, body: ping, status: 400},
+		{name: "MCP-Protocol-Version twice in one line", method: "POST", path: "/mcp", header: [][2]string{{"MCP-Protocol-Version", "2025-11-25, 2026-07-28"}}, body: ping, status: 400},
+		{name: "a batch", method: "POST", path: "/mcp", body: "[" + ping + "]", status: 400},
+		{name: "a member spelled twice", method: "POST", path: "/mcp", body: `{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tasks/cancel"}`, status: 400},
+		{name: "tasks/cancel without an id", method: "POST", path: "/mcp", body: `{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"t"}}`, status: 400},
+		{name: "an id that is not canonical", method: "POST", path: "/mcp", body: `{"jsonrpc":"2.0","id":1.0,"method":"ping"}`, status: 400},
+		{name: "a foreign Origin and no credentials", method: "POST", path: "/mcp", header: [][2]string{{"Origin", "https://evil.example"}, {"Authorization", ""}}, body: ping, status: 403},
+		{name: "no credentials and text/plain", method: "POST", path: "/mcp", header: [][2]string{{"Authorization", ""}, {"Content-Type", "text/plain"}}, body: ping, status: 401},
+	}
+	cases = append(cases, credentialCases("/mcp", ping)...)
+	cases = append(cases, contentCases("/mcp", ping, 400)...)
+	runDoors(t, doors, cases)
+}
+
+// TestA2ADoors: the A2A sidecar and A2A ext_authz answer every front-door
+// case alike.
+func TestA2ADoors(t *testing.T) {
+	const list = `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
+	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	base := [][2]string{{"Content-Type", "application/json"}, {"Authorization", token}}
+	doors := func(t *testing.T, down bool) map[string]func(doorCase) doorAnswer {
+		up, n := doorUpstream(t)
+		cfg := a2a.Config{}
+		cfg.Listen, cfg.Upstream, cfg.Plaintext, cfg.MaxBodyBytes = "127.0.0.1:3002", up.URL+"/jsonrpc", true, 512
+		side, err := a2a.New(cfg, doorEnforcer(t, down), []byte(strings.Repeat("k", 32)), up.Client(), nil)
+		return doorPair(t, base, n, side, err, extauthz.Config{Listen: "unused", A2A: true, A2APath: "/jsonrpc", MaxBodyBytes: 512}, down)
+	}
+	cases := []doorCase{
+		{name: "ListTasks (admitted)", method: "POST", path: "/jsonrpc", body: list},
+		{name: "a REST path", method: "POST", path: "/v1/tasks/t1:cancel", body: list, status: 404},
+		{name: "a REST path without credentials", method: "GET", path: "/v1/tasks", header: [][2]string{{"Authorization", ""}}, status: 404},
+		{name: "under the endpoint", method: "POST", path: "/jsonrpc/x", body: list, status: 404},
+		{name: "an escaped endpoint", method: "POST", path: "/json%72pc", body: list, status: 404},
+		{name: "a doubled slash", method: "POST", path: "//jsonrpc", body: list, status: 404},
+		{name: "POST to the agent card", method: "POST", path: "/.well-known/agent-card.json", body: list, status: 405},
+		{name: "DELETE of 0.3's agent card", method: "DELETE", path: "/.well-known/agent.json", status: 405},
+		{name: "GET of the endpoint", method: "GET", path: "/jsonrpc", status: 405},
+		{name: "PUT of the endpoint", method: "PUT", path: "/jsonrpc", body: list, status: 405},
+		{name: "a batch", method: "POST", path: "/jsonrpc", body: "[" + list + "]", status: 200},
+		{name: "a notification", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","method":"ListTasks","params":{}}`, status: 200},
+		{name: "a member folded", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"ID":"t1"}}`, status: 200},
+		{name: "an unknown method", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`, status: 200},
+		{name: "0.3's method name", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":"a","method":"message/send","params":{}}`, status: 200},
+	}
+	cases = append(cases, credentialCases("/jsonrpc", list)...)
+	cases = append(cases, contentCases("/jsonrpc", list, 200)...)
+	runDoors(t, doors, cases)
+}
