@@ -7,6 +7,8 @@
 //   LOG_WIRE=1 node server.mjs           # log every request and response on stdout
 //   EVENT_STORE=1 node server.mjs        # resumable SSE streams (the SDK's InMemoryEventStore)
 //   RETRY_MS=50 node server.mjs          # the retry field of the priming event (with EVENT_STORE=1)
+//   EXPRESS=1 node server.mjs            # served by the SDK's createMcpExpressApp() (express.json(): body-parser
+//                                        # decodes the body in the charset its Content-Type names, utf-7 included)
 //
 // Tools:
 //   echo      taskSupport forbidden: returns its text
@@ -26,6 +28,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 
 const PORT = Number(process.env.PORT || 3901);
 const JSON_RESP = process.env.JSON_RESP === '1';
@@ -33,6 +36,7 @@ const LEAKY = process.env.LEAKY === '1';
 const LOG_WIRE = process.env.LOG_WIRE === '1';
 const EVENT_STORE = process.env.EVENT_STORE === '1';
 const RETRY_MS = process.env.RETRY_MS ? Number(process.env.RETRY_MS) : undefined;
+const EXPRESS = process.env.EXPRESS === '1';
 
 const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0, poll_sum: 0 };
 const authorizations = [];
@@ -146,14 +150,19 @@ const httpServer = http.createServer(async (req, res) => {
   if (req.method === 'GET' && path === '/debug/authorization') return sendJSON(res, 200, authorizations);
   if (path !== '/mcp') { res.writeHead(404).end(); return; }
 
-  const auth = req.headers.authorization ?? null;
-  if (!authorizations.includes(auth)) authorizations.push(auth);
   const chunks = []; for await (const c of req) chunks.push(c);
   const raw = Buffer.concat(chunks).toString('utf8');
   let body;
   try { body = raw ? JSON.parse(raw) : undefined; } catch {
     return sendJSON(res, 400, { jsonrpc: '2.0', error: { code: -32700, message: 'Parse error' }, id: null });
   }
+  await serve(req, res, body);
+});
+
+// serve hands one request, its body parsed, to its session's transport.
+async function serve(req, res, body) {
+  const auth = req.headers.authorization ?? null;
+  if (!authorizations.includes(auth)) authorizations.push(auth);
   const sid = req.headers['mcp-session-id'];
   log('>>', { http: `${req.method} ${req.url}`, sid: sid ?? null, pv: req.headers['mcp-protocol-version'] ?? null, auth, body: body ?? null });
   if (LOG_WIRE) wireLogger(res);
@@ -176,9 +185,19 @@ const httpServer = http.createServer(async (req, res) => {
     console.error('handler error', err);
     if (!res.headersSent) res.writeHead(500).end();
   }
-});
+}
+
 // PORT=0 picks a free port; the line below names the one in use.
-httpServer.listen(PORT, '127.0.0.1', () => {
-  console.error(`tiny MCP task server on http://127.0.0.1:${httpServer.address().port}/mcp`);
-  console.error(`modes: json=${JSON_RESP} leaky=${LEAKY} log_wire=${LOG_WIRE} event_store=${EVENT_STORE}`);
-});
+const listening = (srv) => () => {
+  console.error(`tiny MCP task server on http://127.0.0.1:${srv.address().port}/mcp`);
+  console.error(`modes: json=${JSON_RESP} leaky=${LEAKY} log_wire=${LOG_WIRE} event_store=${EVENT_STORE} express=${EXPRESS}`);
+};
+if (EXPRESS) {
+  const app = createMcpExpressApp();
+  app.get('/debug/invocations', (req, res) => sendJSON(res, 200, invocations));
+  app.get('/debug/authorization', (req, res) => sendJSON(res, 200, authorizations));
+  app.all('/mcp', (req, res) => serve(req, res, req.body));
+  const srv = app.listen(PORT, '127.0.0.1', () => listening(srv)());
+} else {
+  httpServer.listen(PORT, '127.0.0.1', listening(httpServer));
+}

@@ -1,0 +1,109 @@
+package test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// utf7 encodes s as one UTF-7 shifted sequence (RFC 2152): "+", the
+// modified base64 of its UTF-16BE code units, "-".
+func utf7(s string) string {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u>>8), byte(u))
+	}
+	return "+" + base64.RawStdEncoding.EncodeToString(b) + "-"
+}
+
+// smuggled is a message that reads as a ping with one opaque string in
+// UTF-8 (what Warden reads), and as a tools/call of the forbidden-as-task
+// tool echo in UTF-7 (what body-parser reads when the Content-Type says
+// charset=utf-7): the shifted sequence closes the string and the params, and
+// the later "method" and "params" members win in JSON.parse.
+func smuggled(id int) string {
+	hidden := `"},"method":"tools/call","params":{"name":"echo","arguments":{"text":"smuggled"},"w":"`
+	return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"ping","params":{"x":"` + utf7(hidden) + `"}}`
+}
+
+// TestContentTypeSmuggle (issue 24 item 1): the MCP TypeScript SDK's own
+// createMcpExpressApp() parses bodies with express.json(), whose body-parser
+// decodes any utf-* charset the Content-Type names. A message Warden reads
+// as a harmless ping runs a tools/call directly; through Warden, as the
+// sidecar and as ext_authz, every Content-Type but application/json
+// (charset=utf-8 at most) is refused before the server sees it.
+func TestContentTypeSmuggle(t *testing.T) {
+	upstream := startNodeMCP(t, "EXPRESS=1", "JSON_RESP=1")
+	warden, _ := startMCPWarden(t, upstream)
+	invocations := func() int {
+		var inv map[string]int
+		getJSON(t, upstream+"/debug/invocations", &inv)
+		return inv["echo"]
+	}
+	hdr := func(sid, ct string) map[string]string {
+		return map[string]string{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25", "Content-Type": ct}
+	}
+
+	// Direct: the ping is a tools/call to the server.
+	sid := sdkSession(t, upstream, "alice")
+	before := invocations()
+	status, b := rawPost(t, upstream, "alice", smuggled(1), hdr(sid, "application/json; charset=utf-7"))
+	if status != 200 || !strings.Contains(string(b), "smuggled") || invocations() != before+1 {
+		t.Fatalf("direct: HTTP %d %s, echo ran %d times; the smuggle proves nothing", status, b, invocations()-before)
+	}
+
+	// Through the sidecar: refused, the server never sees it.
+	sid = sdkSession(t, warden, "alice")
+	for _, ct := range []string{"application/json; charset=utf-7", "application/json; charset=UTF-7", `application/json; charset="utf-7"`,
+		"application/json;charset=utf-16", "application/json; charset=utf-8; charset=utf-7", "text/plain; charset=utf-7"} {
+		before := invocations()
+		status, b := rawPost(t, warden, "alice", smuggled(2), hdr(sid, ct))
+		if status != http.StatusUnsupportedMediaType || rpcCode(t, b) != -32600 || invocations() != before {
+			t.Errorf("sidecar, Content-Type %s: HTTP %d %s, echo ran %d times; want 415 and no call", ct, status, b, invocations()-before)
+		}
+	}
+	// The plain ping still passes.
+	if status, b := rawPost(t, warden, "alice", `{"jsonrpc":"2.0","id":3,"method":"ping"}`, hdr(sid, "application/json; charset=utf-8")); status != 200 || rpcCode(t, b) != 0 {
+		t.Errorf("ping with charset=utf-8: HTTP %d %s", status, b)
+	}
+
+	// ext_authz: the same request as Envoy describes it is denied.
+	ext := freeAddr(t)
+	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-mcp", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
+	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	check := func(ct string) *authv3.CheckResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		body := smuggled(4)
+		resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: "/mcp", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
+			Headers: map[string]string{":method": "POST", ":path": "/mcp", ":authority": "127.0.0.1", "content-type": ct, "authorization": "Bearer alice",
+				"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", "mcp-method": "ping"},
+		}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for _, ct := range []string{"application/json; charset=utf-7", "application/json;charset=utf-16le"} {
+		if dr := check(ct).GetDeniedResponse(); dr == nil || dr.GetStatus().GetCode() != http.StatusUnsupportedMediaType {
+			t.Errorf("ext_authz, Content-Type %s: %v, want denied 415", ct, dr)
+		}
+	}
+	if resp := check("application/json"); resp.GetOkResponse() == nil {
+		t.Errorf("ext_authz, the ping as UTF-8: %v, want allowed (it is a ping in UTF-8)", resp)
+	}
+}
