@@ -3,7 +3,10 @@ package test
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,5 +108,109 @@ func TestContentTypeSmuggle(t *testing.T) {
 	}
 	if resp := check("application/json"); resp.GetOkResponse() == nil {
 		t.Errorf("ext_authz, the ping as UTF-8: %v, want allowed (it is a ping in UTF-8)", resp)
+	}
+}
+
+// startA2AJS starts test/peers/a2a-js/server.mjs, an A2A server on
+// @a2a-js/sdk's own Express handlers, from a directory whose node_modules
+// links the SDK and jose from test/peers/a2a-js and express with its
+// dependencies from test/peers/mcp (the A2A peer package does not install
+// express); node resolves through the links as they are
+// (--preserve-symlinks).
+func startA2AJS(t testing.TB) string {
+	t.Helper()
+	root := repoRoot(t)
+	sdk := peer(t, "test/peers/a2a-js/node_modules/@a2a-js/sdk/package.json")
+	peer(t, "test/peers/mcp/node_modules/express/package.json")
+	dir := t.TempDir()
+	mods := filepath.Join(dir, "node_modules")
+	if err := os.Mkdir(mods, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "test/peers/mcp/node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := func(from, to string) {
+		if real, err := filepath.EvalSymlinks(from); err == nil {
+			from = real
+		}
+		_ = os.Remove(to)
+		if err := os.Symlink(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range entries {
+		link(filepath.Join(root, "test/peers/mcp/node_modules", e.Name()), filepath.Join(mods, e.Name()))
+	}
+	a2aMods := filepath.Dir(filepath.Dir(filepath.Dir(sdk)))
+	link(filepath.Join(a2aMods, "@a2a-js"), filepath.Join(mods, "@a2a-js"))
+	link(filepath.Join(a2aMods, "jose"), filepath.Join(mods, "jose"))
+	link(filepath.Join(root, "test/peers/a2a-js/server.mjs"), filepath.Join(dir, "server.mjs"))
+	addr := freeAddr(t)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	start(t, "a2a-js-server", addr, []string{"PORT=" + port}, "node", "--preserve-symlinks", "--preserve-symlinks-main", filepath.Join(dir, "server.mjs"))
+	return "http://" + addr
+}
+
+// TestContentTypeSmuggleA2A (issue 24 item 1, A2A): @a2a-js/sdk's
+// jsonRpcHandler parses with express.json() too. A ListTasks in UTF-8 is a
+// SendMessage in UTF-7, which the agent runs directly; through the A2A
+// sidecar and ext_authz it is refused 415.
+func TestContentTypeSmuggleA2A(t *testing.T) {
+	upstream := startA2AJS(t)
+	warden := startA2AWarden(t, upstream)
+	executions := func() int {
+		var e struct{ Executions int }
+		getJSON(t, upstream+"/debug/executions", &e)
+		return e.Executions
+	}
+	hidden := `"}}},"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"smuggled"}],"metadata":{"w":"`
+	body := `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"x":{"y":{"z":"` + utf7(hidden) + `"}}}}`
+	post := func(base, token, ct string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/jsonrpc", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("A2A-Version", "1.0")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	before := executions()
+	if status, b := post(upstream, "x", "application/json; charset=utf-7"); status != 200 || executions() != before+1 {
+		t.Fatalf("direct: HTTP %d %s, the agent ran %d messages; the smuggle proves nothing", status, b, executions()-before)
+	}
+	for _, ct := range []string{"application/json; charset=utf-7", "application/json; charset=utf-16be", "application/json; charset=utf-8; x=1"} {
+		before := executions()
+		if status, b := post(warden, aliceToken, ct); status != http.StatusUnsupportedMediaType || executions() != before {
+			t.Errorf("sidecar, Content-Type %s: HTTP %d %s, the agent ran %d messages; want 415 and none", ct, status, b, executions()-before)
+		}
+	}
+	if status, b := post(warden, aliceToken, "application/json"); status != 200 || strings.Contains(b, `"error"`) {
+		t.Errorf("the ListTasks as UTF-8: HTTP %d %s, want its answer", status, b)
+	}
+
+	ext := freeAddr(t)
+	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-a2a", "--extauthz-a2a-path", "/jsonrpc", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
+	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+		Method: "POST", Path: "/jsonrpc", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
+		Headers: map[string]string{":method": "POST", ":path": "/jsonrpc", ":authority": "127.0.0.1", "content-type": "application/json; charset=utf-7", "authorization": "Bearer alice", "a2a-version": "1.0"},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr := resp.GetDeniedResponse(); dr == nil || dr.GetStatus().GetCode() != http.StatusUnsupportedMediaType {
+		t.Errorf("ext_authz: %v, want denied 415", resp)
 	}
 }
