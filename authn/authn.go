@@ -170,6 +170,27 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 // fails, the most informative error is returned (keys_unavailable, then
 // expired, then invalid_credentials, then no_credentials).
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Principal, error) {
+	p, err := a.authenticate(ctx, c)
+	if err == nil && !headerSafe(p.ID) {
+		return Principal{}, fmt.Errorf("%w: the principal holds a control character", ErrInvalidCredentials)
+	}
+	return p, err
+}
+
+// headerSafe reports whether a principal can be named in a header field
+// (ext_authz's principal header, the upstream's metadata) as it is: no
+// control character but tab. Encoding it instead would let two principals
+// read alike upstream.
+func headerSafe(id string) bool {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, c Credentials) (Principal, error) {
 	if len(a.methods) == 1 {
 		return a.methods[0](ctx, c)
 	}
