@@ -134,6 +134,9 @@ func TestTaskMethodsThroughHandles(t *testing.T) {
 				if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
 					t.Fatalf("HTTP %d %s, want -32602 Task not found", r.status, r.body)
 				}
+				if r.header.Get("X-Warden-Decision") == "" {
+					t.Fatalf("the refusal names no decision (X-Warden-Decision)")
+				}
 				if got := r.last(t)["id"]; got != float64(4) {
 					t.Fatalf("answer id %v", got)
 				}
