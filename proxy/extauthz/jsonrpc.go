@@ -21,9 +21,11 @@ import (
 // (x-envoy-auth-partial-body, with_request_body.allow_partial_message).
 func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *gate.Request {
 	hdr := make(http.Header, len(h.GetHeaders()))
+	values := make([]string, 0, len(h.GetHeaders())) // one backing array for every header's one value
 	for k, v := range h.GetHeaders() {
 		if !strings.HasPrefix(k, ":") {
-			hdr[http.CanonicalHeaderKey(k)] = []string{v}
+			values = append(values, v)
+			hdr[http.CanonicalHeaderKey(k)] = values[len(values)-1 : len(values) : len(values)]
 		}
 	}
 	body := h.GetRawBody()
