@@ -214,3 +214,36 @@ func TestContentTypeSmuggleA2A(t *testing.T) {
 		t.Errorf("ext_authz: %v, want denied 415", resp)
 	}
 }
+
+// TestExtAuthzBodyBound: ext_authz answers a body over
+// extauthz.max_body_bytes with the gate's 413, and takes a CheckRequest
+// carrying a body of the default bound (4 MiB), which grpc-go's default
+// receive limit refused before the gate could read it.
+func TestExtAuthzBodyBound(t *testing.T) {
+	ext := freeAddr(t)
+	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-mcp", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
+	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, tc := range []struct {
+		size   int
+		status int
+	}{{4<<20 - 100, 0}, {4<<20 + 1, 413}} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("a", tc.size-55) + `"}}`
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: "/mcp", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
+			Headers: map[string]string{":method": "POST", ":path": "/mcp", ":authority": "127.0.0.1", "content-type": "application/json", "authorization": "Bearer alice",
+				"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", "mcp-method": "ping"},
+		}}}})
+		cancel()
+		if err != nil {
+			t.Fatalf("%d bytes: %v", len(body), err)
+		}
+		if dr := resp.GetDeniedResponse(); tc.status == 0 && dr != nil || tc.status != 0 && (dr == nil || int(dr.GetStatus().GetCode()) != tc.status) {
+			t.Errorf("%d bytes: %v, want HTTP %d (0: allowed)", len(body), dr.GetStatus(), tc.status)
+		}
+	}
+}

@@ -109,6 +109,10 @@ type Config struct {
 // DefaultPrincipalHeader is the header an allowed request gains.
 const DefaultPrincipalHeader = "x-warden-principal"
 
+// checkOverhead is what a CheckRequest may hold besides the body: headers
+// and attributes (Envoy's own header limit is 60 KiB by default).
+const checkOverhead = 1 << 20
+
 // shutdownTimeout bounds how long in-flight Check calls may drain.
 const shutdownTimeout = 10 * time.Second
 
@@ -231,7 +235,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("extauthz listen: %w", err)
 	}
 	lim := s.cfg.Limits.WithDefaults()
-	srv := grpc.NewServer(listener.GRPCServerOptions(lim)...)
+	// A CheckRequest carries a whole MCP or A2A body: it must fit, with its
+	// headers, or grpc-go refuses it (RESOURCE_EXHAUSTED) before the gate
+	// can answer 413.
+	srv := grpc.NewServer(append(listener.GRPCServerOptions(lim), grpc.MaxRecvMsgSize(int(max(s.cfg.MaxBodyBytes, listener.DefaultMaxBodyBytes))+checkOverhead))...)
 	authv3.RegisterAuthorizationServer(srv, s)
 	s.log.Info("ext_authz listening", "listen", lis.Addr().String(), "max_connections", lim.MaxConnections)
 	if err := listener.Serve(ctx, srv, listener.Cap(lis, lim.MaxConnections, s.log), shutdownTimeout, s.log); err != nil {
