@@ -80,26 +80,9 @@ func TestContentTypeSmuggle(t *testing.T) {
 	}
 
 	// ext_authz: the same request as Envoy describes it is denied.
-	ext := freeAddr(t)
-	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-mcp", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
-	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	call := extAuthzCheck(t, "--extauthz-mcp")
 	check := func(ct string) *authv3.CheckResponse {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		body := smuggled(4)
-		resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-			Method: "POST", Path: "/mcp", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
-			Headers: map[string]string{":method": "POST", ":path": "/mcp", ":authority": "127.0.0.1", "content-type": ct, "authorization": "Bearer alice",
-				"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", "mcp-method": "ping"},
-		}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return call("/mcp", withContentType(mcpCheckHeaders, ct), smuggled(4))
 	}
 	for _, ct := range []string{"application/json; charset=utf-7", "application/json;charset=utf-16le"} {
 		if dr := check(ct).GetDeniedResponse(); dr == nil || dr.GetStatus().GetCode() != http.StatusUnsupportedMediaType {
@@ -194,22 +177,7 @@ func TestContentTypeSmuggleA2A(t *testing.T) {
 		t.Errorf("the ListTasks as UTF-8: HTTP %d %s, want its answer", status, b)
 	}
 
-	ext := freeAddr(t)
-	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-a2a", "--extauthz-a2a-path", "/jsonrpc", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
-	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-		Method: "POST", Path: "/jsonrpc", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
-		Headers: map[string]string{":method": "POST", ":path": "/jsonrpc", ":authority": "127.0.0.1", "content-type": "application/json; charset=utf-7", "authorization": "Bearer alice", "a2a-version": "1.0"},
-	}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := extAuthzCheck(t, "--extauthz-a2a", "--extauthz-a2a-path", "/jsonrpc")("/jsonrpc", map[string]string{"content-type": "application/json; charset=utf-7", "a2a-version": "1.0"}, body)
 	if dr := resp.GetDeniedResponse(); dr == nil || dr.GetStatus().GetCode() != http.StatusUnsupportedMediaType {
 		t.Errorf("ext_authz: %v, want denied 415", resp)
 	}
@@ -220,30 +188,56 @@ func TestContentTypeSmuggleA2A(t *testing.T) {
 // carrying a body of the default bound (4 MiB), which grpc-go's default
 // receive limit refused before the gate could read it.
 func TestExtAuthzBodyBound(t *testing.T) {
-	ext := freeAddr(t)
-	start(t, "warden-extauthz", ext, nil, wardenBinary(t), "serve", "--extauthz-listen", ext, "--extauthz-mcp", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn")
-	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	check := extAuthzCheck(t, "--extauthz-mcp")
 	for _, tc := range []struct {
 		size   int
 		status int
 	}{{4<<20 - 100, 0}, {4<<20 + 1, 413}} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("a", tc.size-55) + `"}}`
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-			Method: "POST", Path: "/mcp", Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)),
-			Headers: map[string]string{":method": "POST", ":path": "/mcp", ":authority": "127.0.0.1", "content-type": "application/json", "authorization": "Bearer alice",
-				"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", "mcp-method": "ping"},
-		}}}})
-		cancel()
-		if err != nil {
-			t.Fatalf("%d bytes: %v", len(body), err)
-		}
+		resp := check("/mcp", withContentType(mcpCheckHeaders, "application/json"), body)
 		if dr := resp.GetDeniedResponse(); tc.status == 0 && dr != nil || tc.status != 0 && (dr == nil || int(dr.GetStatus().GetCode()) != tc.status) {
 			t.Errorf("%d bytes: %v, want HTTP %d (0: allowed)", len(body), dr.GetStatus(), tc.status)
 		}
 	}
+}
+
+// extAuthzCheck starts `warden serve --extauthz-listen` with args and
+// returns a function that sends it a POST of body to path with headers, as
+// Envoy describes a request (a failed call fails the test).
+func extAuthzCheck(t *testing.T, args ...string) func(path string, headers map[string]string, body string) *authv3.CheckResponse {
+	t.Helper()
+	ext := freeAddr(t)
+	start(t, "warden-extauthz", ext, nil, wardenBinary(t), append([]string{"serve", "--extauthz-listen", ext, "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn"}, args...)...)
+	conn, err := grpc.NewClient(ext, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return func(path string, headers map[string]string, body string) *authv3.CheckResponse {
+		t.Helper()
+		h := map[string]string{":method": "POST", ":path": path, ":authority": "127.0.0.1", "authorization": "Bearer alice"}
+		for k, v := range headers {
+			h[k] = v
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: "POST", Path: path, Host: "127.0.0.1", Scheme: "http", Protocol: "HTTP/1.1", RawBody: []byte(body), Size: int64(len(body)), Headers: h,
+		}}}})
+		if err != nil {
+			t.Fatalf("Check of %d bytes: %v", len(body), err)
+		}
+		return resp
+	}
+}
+
+// mcpCheckHeaders are an MCP ping's headers but its Content-Type.
+var mcpCheckHeaders = map[string]string{"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25", "mcp-method": "ping"}
+
+func withContentType(h map[string]string, ct string) map[string]string {
+	out := map[string]string{"content-type": ct}
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
 }
