@@ -6,8 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,7 +18,6 @@ import (
 	"github.com/agentwarden/warden/proxy/macp/admission"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
-	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // recvOne reads the one request message of a unary call; bodyTap bounds
@@ -322,152 +319,6 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 			}
 			if !ok {
 				continue
-			}
-		}
-		if !out.send(f) {
-			return s.streamEnd(ctx, context.Cause(ctx))
-		}
-	}
-}
-
-// echoTimeout bounds how long an allowed StreamSession envelope holds its
-// session waiting for the runtime to echo it; past it the decision is
-// released and the session rebuilt from the runtime on its next message.
-const echoTimeout = 10 * time.Second
-
-// streamSession enforces every envelope a client sends on a StreamSession and
-// commits the state when the runtime echoes the envelope back. A Progress,
-// which the runtime relays to signal watchers instead of echoing, is settled
-// when forwarded, so that it never holds its session. Settling never waits on
-// the client: what goes to the client is queued (clientWriter), and a client
-// that does not read has its stream ended.
-func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx context.Context) error {
-	done, err := s.streams.take(p.ID)
-	if err != nil {
-		return err
-	}
-	defer done()
-	gctx, stop := s.guard(upctx, p)
-	defer stop()
-	ctx, cancel := context.WithCancelCause(gctx)
-	defer cancel(nil)
-	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
-	if err != nil {
-		return s.upstreamError(err)
-	}
-	out := newClientWriter(ss, cancel, clientBounds, s.queued)
-	go out.Run(ctx)
-	var (
-		mu      sync.Mutex // guards pending only; never held across I/O
-		pending = map[string]proxy.Decision{}
-	)
-	// release ends one pending decision if it is still d's.
-	release := func(id string, accepted bool, forget bool) {
-		mu.Lock()
-		d, ok := pending[id]
-		delete(pending, id)
-		mu.Unlock()
-		if !ok {
-			return
-		}
-		if forget {
-			s.enf.SettleForget(context.WithoutCancel(ctx), d)
-		} else {
-			d.Settle(accepted)
-		}
-	}
-	defer func() {
-		mu.Lock()
-		ids := make([]string, 0, len(pending))
-		for id := range pending {
-			ids = append(ids, id)
-		}
-		mu.Unlock()
-		for _, id := range ids {
-			release(id, false, true) // the answer is lost with the stream
-		}
-	}()
-	streamErr := func(code rules.Code, msg, sid, mid string) {
-		out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
-	}
-
-	go func() {
-		for {
-			f := &frame{}
-			if err := ss.RecvMsg(f); err != nil {
-				if errors.Is(err, io.EOF) {
-					_ = cs.CloseSend()
-				} else {
-					cancel(nil)
-				}
-				return
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			var req macpv1.StreamSessionRequest
-			if err := strictpb.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
-				streamErr(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
-				continue
-			}
-			var settleNow *proxy.Decision
-			if env := req.GetEnvelope(); env != nil {
-				d, err := s.enf.Enforce(ctx, proxy.Request{Principal: &p, Envelope: env})
-				if err != nil {
-					s.log.Warn("could not decide a MACP stream message; refusing it", "err", err)
-					streamErr(rules.CodeInternal, "warden could not decide this message; retry", env.GetSessionId(), env.GetMessageId())
-					continue
-				}
-				if !d.Allow {
-					a := admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
-					out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
-					continue
-				}
-				if env.GetMessageType() == rules.TypeProgress {
-					settleNow = &d
-				} else {
-					id := env.GetMessageId()
-					release(id, false, true)
-					mu.Lock()
-					pending[id] = d
-					mu.Unlock()
-					time.AfterFunc(echoTimeout, func() { release(id, false, true) })
-				}
-			} else if sid := req.GetSubscribeSessionId(); sid != "" {
-				if err := s.checkMember(ctx, sid, p); err != nil {
-					streamErr(rules.CodeForbidden, "only participants may subscribe to a session", sid, "")
-					continue
-				}
-			}
-			err := cs.SendMsg(f)
-			if settleNow != nil {
-				settleNow.Settle(err == nil)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	if h, err := cs.Header(); err == nil && len(h) > 0 {
-		out.send(header{h})
-	}
-	for {
-		f := &frame{}
-		err := cs.RecvMsg(f)
-		if err != nil {
-			ss.SetTrailer(cs.Trailer())
-			if errors.Is(err, io.EOF) {
-				return out.flush()
-			}
-			return s.streamEnd(ctx, err)
-		}
-		var resp macpv1.StreamSessionResponse
-		if proto.Unmarshal(f.b, &resp) == nil {
-			if env := resp.GetEnvelope(); env != nil {
-				release(env.GetMessageId(), true, false) // the runtime accepted and echoed it
-			} else if e := resp.GetError(); e != nil {
-				release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
 			}
 		}
 		if !out.send(f) {

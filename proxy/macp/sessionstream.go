@@ -1,0 +1,222 @@
+package macp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
+)
+
+// echoTimeout bounds how long an allowed StreamSession envelope holds its
+// session waiting for the runtime to echo it; past it the decision is
+// released and the session rebuilt from the runtime on its next message.
+const echoTimeout = 10 * time.Second
+
+// sessionStream is one StreamSession call. Its up half enforces every
+// envelope the client sends; its down half relays what the runtime sends and
+// commits an envelope's decision when the runtime echoes it back. A Progress,
+// which the runtime relays to signal watchers instead of echoing, is settled
+// when forwarded, so that it never holds its session. Settling never waits on
+// the client: what goes to the client is queued (clientWriter), and a client
+// that does not read has its stream ended.
+type sessionStream struct {
+	s      *Server
+	p      authn.Principal
+	ss     grpc.ServerStream // the client's
+	cs     grpc.ClientStream // the runtime's
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	out    *clientWriter
+
+	mu      sync.Mutex // guards pending only; never held across I/O
+	pending map[string]proxy.Decision
+}
+
+// streamSession runs one StreamSession call: the up half in its own
+// goroutine, the down half in the caller's; decisions still pending when the
+// call ends are released as lost.
+func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx context.Context) error {
+	done, err := s.streams.take(p.ID)
+	if err != nil {
+		return err
+	}
+	defer done()
+	gctx, stop := s.guard(upctx, p)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(gctx)
+	defer cancel(nil)
+	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
+	if err != nil {
+		return s.upstreamError(err)
+	}
+	st := &sessionStream{
+		s: s, p: p, ss: ss, cs: cs, ctx: ctx, cancel: cancel,
+		out:     newClientWriter(ss, cancel, clientBounds, s.queued),
+		pending: map[string]proxy.Decision{},
+	}
+	go st.out.Run(ctx)
+	defer st.releaseAll()
+	go st.up()
+	return st.down()
+}
+
+// up reads the client's messages, decides each and forwards the admitted
+// ones to the runtime, until either side ends.
+func (st *sessionStream) up() {
+	for {
+		f := &frame{}
+		if err := st.ss.RecvMsg(f); err != nil {
+			if errors.Is(err, io.EOF) {
+				_ = st.cs.CloseSend()
+			} else {
+				st.cancel(nil)
+			}
+			return
+		}
+		if st.ctx.Err() != nil {
+			return
+		}
+		settleNow, ok := st.admit(f)
+		if !ok {
+			continue
+		}
+		err := st.cs.SendMsg(f)
+		if settleNow != nil {
+			settleNow.Settle(err == nil)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// admit decides one client message. ok is false when the client was
+// answered with an error instead and the message is not forwarded;
+// settleNow, if not nil, is settled once the message is forwarded.
+func (st *sessionStream) admit(f *frame) (settleNow *proxy.Decision, ok bool) {
+	var req macpv1.StreamSessionRequest
+	if err := strictpb.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
+		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
+		return nil, false
+	}
+	if env := req.GetEnvelope(); env != nil {
+		return st.admitEnvelope(env)
+	}
+	if sid := req.GetSubscribeSessionId(); sid != "" {
+		if err := st.s.checkMember(st.ctx, sid, st.p); err != nil {
+			st.fail(rules.CodeForbidden, "only participants may subscribe to a session", sid, "")
+			return nil, false
+		}
+	}
+	return nil, true
+}
+
+// admitEnvelope decides one envelope: a refused one is answered on the
+// stream, an allowed Progress is settled when forwarded and any other
+// allowed envelope is held until the runtime echoes it (or echoTimeout).
+func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.Decision, ok bool) {
+	d, err := st.s.enf.Enforce(st.ctx, proxy.Request{Principal: &st.p, Envelope: env})
+	if err != nil {
+		st.s.log.Warn("could not decide a MACP stream message; refusing it", "err", err)
+		st.fail(rules.CodeInternal, "warden could not decide this message; retry", env.GetSessionId(), env.GetMessageId())
+		return nil, false
+	}
+	if !d.Allow {
+		a := admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
+		st.out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
+		return nil, false
+	}
+	if env.GetMessageType() == rules.TypeProgress {
+		return &d, true
+	}
+	id := env.GetMessageId()
+	st.release(id, false, true)
+	st.mu.Lock()
+	st.pending[id] = d
+	st.mu.Unlock()
+	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
+	return nil, true
+}
+
+// fail answers the client with a MACP error on the stream.
+func (st *sessionStream) fail(code rules.Code, msg, sid, mid string) {
+	st.out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: &macpv1.MACPError{Code: string(code), Message: msg, SessionId: sid, MessageId: mid}}})
+}
+
+// down relays the runtime's messages to the client, settling the decisions
+// they answer, until the runtime ends the stream or the client falls behind.
+func (st *sessionStream) down() error {
+	if h, err := st.cs.Header(); err == nil && len(h) > 0 {
+		st.out.send(header{h})
+	}
+	for {
+		f := &frame{}
+		err := st.cs.RecvMsg(f)
+		if err != nil {
+			st.ss.SetTrailer(st.cs.Trailer())
+			if errors.Is(err, io.EOF) {
+				return st.out.flush()
+			}
+			return st.s.streamEnd(st.ctx, err)
+		}
+		st.settleEcho(f)
+		if !st.out.send(f) {
+			return st.s.streamEnd(st.ctx, context.Cause(st.ctx))
+		}
+	}
+}
+
+// settleEcho settles the decision a runtime message answers: an echoed
+// envelope was accepted, an error refused it.
+func (st *sessionStream) settleEcho(f *frame) {
+	var resp macpv1.StreamSessionResponse
+	if proto.Unmarshal(f.b, &resp) != nil {
+		return
+	}
+	if env := resp.GetEnvelope(); env != nil {
+		st.release(env.GetMessageId(), true, false) // the runtime accepted and echoed it
+	} else if e := resp.GetError(); e != nil {
+		st.release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
+	}
+}
+
+// release ends the pending decision of message id, if there still is one.
+func (st *sessionStream) release(id string, accepted bool, forget bool) {
+	st.mu.Lock()
+	d, ok := st.pending[id]
+	delete(st.pending, id)
+	st.mu.Unlock()
+	if !ok {
+		return
+	}
+	if forget {
+		st.s.enf.SettleForget(context.WithoutCancel(st.ctx), d)
+	} else {
+		d.Settle(accepted)
+	}
+}
+
+// releaseAll releases every decision still pending: the answer is lost with
+// the stream.
+func (st *sessionStream) releaseAll() {
+	st.mu.Lock()
+	ids := make([]string, 0, len(st.pending))
+	for id := range st.pending {
+		ids = append(ids, id)
+	}
+	st.mu.Unlock()
+	for _, id := range ids {
+		st.release(id, false, true)
+	}
+}
