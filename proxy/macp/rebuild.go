@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -55,15 +54,30 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *rules.
 	if err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	want := 0
-	for _, a := range meta.GetParticipantActivity() {
-		want += int(a.GetMessageCount())
-	}
-	gov := boundPolicy(meta.GetPolicyVersion(), bound)
-
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cs, err := r.up.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
+	h, err := r.history(sctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	rs := &replayState{id: sessionID, meta: meta, gov: boundPolicy(meta.GetPolicyVersion(), bound), log: r.log}
+	return rs.run(sctx, h, r.Quiet)
+}
+
+// history is a session's accepted history as the runtime replays it on a
+// StreamSession subscription.
+type history struct {
+	frames chan *frame
+	errc   chan error // the error that ended the stream, io.EOF included
+}
+
+// errQuiet means the history paused for longer than the Rebuilder's Quiet.
+var errQuiet = errors.New("the runtime paused its replay")
+
+// history subscribes to the session on a StreamSession and returns its
+// history, read by a goroutine that ends with the stream or ctx.
+func (r *Rebuilder) history(ctx context.Context, sessionID string) (*history, error) {
+	cs, err := r.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
@@ -74,111 +88,40 @@ func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *rules.
 	if err := cs.SendMsg(&frame{b: sub}); err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	frames := make(chan *frame)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			f := &frame{}
-			if err := cs.RecvMsg(f); err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case frames <- f:
-			case <-sctx.Done():
-				return
-			}
-		}
-	}()
+	h := &history{frames: make(chan *frame), errc: make(chan error, 1)}
+	go h.read(ctx, cs)
+	return h, nil
+}
 
-	// participant_activity counts the mode messages each participant sent
-	// (not the SessionStart): the replay is complete when that many have come.
-	var s *rules.Session
-	seen := 0
-	var bank, last int64 // time banked by suspensions the history does not show; the last message's time
-	for want == 0 || s == nil || seen < want {
-		var f *frame
+// read hands the stream's messages to next until the stream or ctx ends.
+func (h *history) read(ctx context.Context, cs grpc.ClientStream) {
+	for {
+		f := &frame{}
+		if err := cs.RecvMsg(f); err != nil {
+			h.errc <- err
+			return
+		}
 		select {
-		case f = <-frames:
-		case err := <-errc:
-			if errors.Is(err, io.EOF) && s != nil {
-				return finish(s, meta, last, time.Now().UnixMilli()), nil
-			}
-			return nil, fmt.Errorf("replay: %w", err)
-		case <-time.After(r.Quiet):
-			if s != nil {
-				return finish(s, meta, last, time.Now().UnixMilli()), nil
-			}
-			return nil, errors.New("replay: the runtime sent no history")
-		case <-sctx.Done():
-			return nil, fmt.Errorf("replay: %w", sctx.Err())
+		case h.frames <- f:
+		case <-ctx.Done():
+			return
 		}
-		var resp macpv1.StreamSessionResponse
-		if err := proto.Unmarshal(f.b, &resp); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-		env := resp.GetEnvelope()
-		if env == nil {
-			if e := resp.GetError(); e != nil {
-				return nil, fmt.Errorf("replay: runtime error %s: %s", e.GetCode(), e.GetMessage())
-			}
-			continue
-		}
-		if env.GetMessageType() == rules.TypeSessionCancel {
-			continue // a runtime annotation; the final state comes from the metadata
-		}
-		// A client timestamp is taken as the message's time, within the same
-		// caps as a live decision: never ahead of Warden's clock.
-		ts := env.GetTimestampUnixMs()
-		if wall := time.Now().UnixMilli(); ts <= 0 || ts > wall {
-			ts = wall
-		}
-		var out rules.Outcome
-		switch env.GetMessageType() {
-		case rules.TypeSessionStart:
-			out = rules.StartBound(s, env, env.GetSender(), gov, ts)
-			if s == nil && out.Next != nil {
-				// The runtime's replay need not show suspensions (the
-				// reference runtime's does not); its metadata shows the time
-				// they banked, which messages of the history may have used.
-				bank = banked(out.Next, meta, time.Now().UnixMilli())
-				out.Next.DeadlineMs += bank
-				out.Next.SuspendedTotalMs += bank
-			}
-		case rules.TypeSessionSuspend, rules.TypeSessionResume:
-			// The runtime's annotations of SuspendSession and ResumeSession,
-			// where it sends them, stamped by it: replayed as the live
-			// decisions were, they bank the time suspended into the
-			// deadline, once (the metadata's share is taken back).
-			op := rules.OpSuspend
-			if env.GetMessageType() == rules.TypeSessionResume {
-				op = rules.OpResume
-			}
-			out = rules.Control(s, op, env.GetSender(), ts)
-			if op == rules.OpResume && out.Next != nil {
-				again := min(out.Next.DeadlineMs-s.DeadlineMs, bank)
-				out.Next.DeadlineMs -= again
-				out.Next.SuspendedTotalMs -= again
-				bank -= again
-			}
-		default:
-			out = rules.Step(s, env, env.GetSender(), ts)
-			seen++
-		}
-		if out.Duplicate {
-			continue
-		}
-		if out.Next == nil {
-			r.log.Warn("rebuild: the runtime accepted a message Warden refuses", "session_id", sessionID,
-				"message_type", env.GetMessageType(), "message_id", env.GetMessageId(), "code", string(out.Verdict.Code), "detail", out.Verdict.Detail)
-			return nil, fmt.Errorf("%w: %s %s (%s)", errDiverged, env.GetMessageType(), env.GetMessageId(), out.Verdict.Code)
-		}
-		s, last = out.Next, ts
 	}
-	if s == nil {
-		return nil, errors.New("replay: no SessionStart in the history")
+}
+
+// next waits for the history's next message: the error is the stream's
+// (io.EOF at its end), errQuiet after a pause of quiet, or ctx's.
+func (h *history) next(ctx context.Context, quiet time.Duration) (*frame, error) {
+	select {
+	case f := <-h.frames:
+		return f, nil
+	case err := <-h.errc:
+		return nil, err
+	case <-time.After(quiet):
+		return nil, errQuiet
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return finish(s, meta, last, time.Now().UnixMilli()), nil
 }
 
 // Exists reports whether the runtime holds the session, asking it with ctx's
