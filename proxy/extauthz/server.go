@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentwarden/warden/authn"
@@ -37,7 +36,6 @@ import (
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Config is the ext_authz server's configuration.
@@ -106,6 +104,9 @@ type Config struct {
 	MaxUnconfirmedStarts int `yaml:"max_unconfirmed_starts" json:"max_unconfirmed_starts"`
 }
 
+// DefaultMaxUnconfirmedStarts is the default of Config.MaxUnconfirmedStarts.
+const DefaultMaxUnconfirmedStarts = admission.DefaultMaxUnconfirmedStarts
+
 // DefaultPrincipalHeader is the header an allowed request gains.
 const DefaultPrincipalHeader = "x-warden-principal"
 
@@ -168,9 +169,9 @@ type Server struct {
 	tokens   authn.UpstreamTokens
 	enf      *proxy.Enforcer
 	log      *slog.Logger
-	webhooks a2arules.Allow // A2A webhook allowlist
-	starts   *starts
+	webhooks a2arules.Allow            // A2A webhook allowlist
 	gate     *admission.Gate           // MACP's
+	blind    *admission.Blind          // MACP's decisions, blind to the runtime's answer
 	mcp      *gate.Gate[mcprules.Call] // the JSON-RPC front doors
 	a2a      *gate.Gate[a2arules.Call]
 }
@@ -196,9 +197,6 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	if err := validEndpointPath("extauthz.mcp_path", cfg.MCPPath); err != nil {
 		return nil, err
 	}
-	if cfg.MaxUnconfirmedStarts == 0 {
-		cfg.MaxUnconfirmedStarts = DefaultMaxUnconfirmedStarts
-	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = listener.DefaultMaxBodyBytes
 	}
@@ -219,9 +217,9 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	}
 	allow.Only = cfg.A2AWebhookAllowOnly
 	methods := proxy.NewMethods(cfg.PassThrough)
-	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, webhooks: allow, starts: newStarts(cfg.MaxUnconfirmedStarts),
-		gate: admission.New(methods, enf, cfg.PublicDiscovery, log),
-		mcp:  gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, webhooks: allow,
+		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), blind: admission.NewBlind(enf, cfg.MaxUnconfirmedStarts, log),
+		mcp: gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -291,8 +289,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
 
-	switch a.Call {
-	case proxy.CallSend, proxy.CallControl:
+	if a.Call == proxy.CallSend || a.Call == proxy.CallControl {
 		body, err := grpcMessage(h)
 		if err != nil {
 			// a framing error, as grpc-go answers one: INTERNAL, no MACP code
@@ -302,38 +299,17 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		if refused != nil {
 			return deny(*refused), nil
 		}
-		if a.Call == proxy.CallSend {
-			return s.decideSend(ctx, r), nil
+		id, refused := s.blind.Decide(ctx, a.Call, r)
+		if refused != nil {
+			return deny(*refused), nil
 		}
-		resp := s.decide(ctx, r)
-		if resp.GetStatus().GetCode() == 0 && !s.enf.SharesSessions() {
-			s.starts.decided(r.SessionID, time.Now().UnixMilli(), s.enf.Ended)
-		}
-		return resp, nil
-	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
-		// Whether the runtime accepts it is not seen here: the copy of the
-		// policy held is dropped, so that the next SessionStart binding the
-		// id reads the runtime's.
-		if body, err := grpcMessage(h); err == nil {
-			s.enf.Policies().Remove(policyID(a.Call, body))
-		}
+		return s.allow(*r.Principal, id), nil
 	}
 	// Every other call, StreamSession included: the caller must be
-	// authenticated; what it sends later on a stream is not seen here.
+	// authenticated; what it sends later on a stream is not seen here. One
+	// that changes what Warden holds (a policy registered) is noted.
+	s.blind.Passed(a.Call, func() ([]byte, error) { return grpcMessage(h) })
 	return s.allow(p, ""), nil
-}
-
-// policyID is the policy a RegisterPolicy or UnregisterPolicy request names
-// ("" when it does not decode).
-func policyID(call proxy.Call, body []byte) string {
-	if call == proxy.CallRegisterPolicy {
-		var r macpv1.RegisterPolicyRequest
-		_ = proto.Unmarshal(body, &r)
-		return r.GetPolicyDescriptor().GetPolicyId()
-	}
-	var r macpv1.UnregisterPolicyRequest
-	_ = proto.Unmarshal(body, &r)
-	return r.GetPolicyId()
 }
 
 // grpcRequest reports whether the request names a gRPC method Warden must
@@ -377,54 +353,6 @@ func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD 
 		return metadata.Pairs(authn.HeaderAuthorization, "Bearer "+t)
 	}
 	return nil
-}
-
-// decide runs the Enforcer and commits on allow: the upstream's reply is
-// invisible here.
-func (s *Server) decide(ctx context.Context, r proxy.Request) *authv3.CheckResponse {
-	d, err := s.enf.Enforce(ctx, r)
-	if err != nil {
-		// Could not decide: refuse, retryable; the detail goes to the log.
-		s.log.Warn("could not decide a MACP request; refusing it", "err", err)
-		return deny(admission.Undecided)
-	}
-	d.Settle(d.Allow)
-	if !d.Allow {
-		return deny(admission.Refused(d, r))
-	}
-	return s.allow(*r.Principal, d.ID)
-}
-
-// decideSend decides a Send, within the principal's started sessions (see
-// starts): a SessionStart allowed is counted until its session ends, seen
-// when a later message allowed on it ends it, or when its principal, at its
-// cap, has its sessions looked up. Replicas sharing the sessions in a store
-// do not count: the table is only the store's cache, and a session's later
-// messages go to other replicas.
-func (s *Server) decideSend(ctx context.Context, r proxy.Request) *authv3.CheckResponse {
-	if s.enf.SharesSessions() {
-		return s.decide(ctx, r)
-	}
-	env, p := r.Envelope, r.Principal
-	now := time.Now().UnixMilli()
-	start := env.GetMessageType() == rules.TypeSessionStart
-	if start && !s.enf.DryRun() && s.starts.full(p.ID, now, s.enf.Ended) {
-		d := s.enf.Refuse("macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
-			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
-		return deny(admission.Refused(d, r))
-	}
-	resp := s.decide(ctx, r)
-	if resp.GetStatus().GetCode() != 0 {
-		return resp
-	}
-	if start {
-		var sp macpv1.SessionStartPayload
-		_ = proto.Unmarshal(env.GetPayload(), &sp) // the rules decoded it already
-		s.starts.started(p.ID, env.GetSessionId(), deadline(now, sp.GetTtlMs()))
-	} else {
-		s.starts.decided(env.GetSessionId(), now, s.enf.Ended)
-	}
-	return resp
 }
 
 // grpcMessage returns the single gRPC message of a buffered unary request:

@@ -1,11 +1,11 @@
-package extauthz
+package admission
 
 import (
 	"sync"
 	"time"
 )
 
-// DefaultMaxUnconfirmedStarts is the default of Config.MaxUnconfirmedStarts.
+// DefaultMaxUnconfirmedStarts is the default cap of NewBlind.
 const DefaultMaxUnconfirmedStarts = 1000
 
 // unconfirmedFor bounds how long a start the session table no longer holds
