@@ -33,7 +33,6 @@ import (
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
-	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
@@ -268,10 +267,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	// A gRPC method is served only by its exact path, framed as gRPC.
 	path := h.GetPath()
-	if h.GetMethod() != "POST" || !grpcContentType(hdr["content-type"]) {
-		msg := "a gRPC method must be called with POST and content-type application/grpc"
-		d := s.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonMalformedRequest, Detail: msg})
-		return denyGRPC(rules.CodeInvalidEnvelope, msg, d.ID), nil
+	if refused := s.gate.Framed(h.GetMethod(), hdr["content-type"]); refused != nil {
+		return deny(*refused), nil
 	}
 	// The one MACP admission the sidecar's doors use too: the method table,
 	// then the credentials, before the body is looked at.
@@ -339,12 +336,6 @@ func (s *Server) grpcRequest(h *authv3.AttributeContext_HttpRequest) bool {
 	return s.methods.Lookup(h.GetPath()) != proxy.CallUnknown
 }
 
-// grpcContentType reports whether ct is gRPC's (application/grpc,
-// optionally +proto).
-func grpcContentType(ct string) bool {
-	return ct == "application/grpc" || ct == "application/grpc+proto"
-}
-
 // upstreamMD is the credential the runtime receives for p: the client's own
 // when p was authenticated from it (nil: nothing to add), or the configured
 // token for a principal authenticated by certificate.
@@ -400,16 +391,6 @@ func chainOf(src *authv3.AttributeContext_Peer) []*x509.Certificate {
 		}
 	}
 	return nil
-}
-
-// denyGRPC answers a gRPC client with a refusal Warden made at the door
-// (see deny).
-func denyGRPC(c rules.Code, msg, decisionID string) *authv3.CheckResponse {
-	text := string(c) + ": " + msg
-	if decisionID != "" {
-		text += " (warden decision " + decisionID + ")"
-	}
-	return deny(admission.Refusal{Status: codes.Code(c.GRPCStatus()), Code: c, Text: text, DecisionID: decisionID})
 }
 
 // deny maps a MACP refusal onto Envoy's wire, once: HTTP 200 with a

@@ -194,7 +194,7 @@ func sendContentType(header []hpack.HeaderField) (string, bool) {
 			}
 		}
 	}
-	ok := path == methodSend && method == "POST" && (ct == "application/grpc" || ct == "application/grpc+proto")
+	ok := path == methodSend && method == "POST" && admission.GRPCContentType(ct)
 	return ct, ok
 }
 

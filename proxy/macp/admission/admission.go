@@ -134,6 +134,29 @@ func (g *Gate) Unknown(method string) Refusal {
 	return Refusal{Status: codes.Unimplemented, Text: msg + " (warden decision " + d.ID + ")", DecisionID: d.ID}
 }
 
+// Framed is the answer to a call on a door whose transport does not hold
+// it to gRPC's framing (ext_authz sees every HTTP request): nil for a POST
+// with content type application/grpc or application/grpc+proto, else a
+// refusal. A gRPC method is served only framed as gRPC.
+func (g *Gate) Framed(httpMethod, contentType string) *Refusal {
+	if httpMethod == "POST" && GRPCContentType(contentType) {
+		return nil
+	}
+	const c, msg = rules.CodeInvalidEnvelope, "a gRPC method must be called with POST and content-type application/grpc"
+	d := g.enf.Refuse("macp", "", "", rules.Verdict{Code: c, Reason: rules.ReasonMalformedRequest, Detail: msg})
+	text := string(c) + ": " + msg
+	if d.ID != "" {
+		text += " (warden decision " + d.ID + ")"
+	}
+	return &Refusal{Status: codes.Code(c.GRPCStatus()), Code: c, Text: text, DecisionID: d.ID}
+}
+
+// GRPCContentType reports whether ct is gRPC's (application/grpc,
+// optionally +proto).
+func GRPCContentType(ct string) bool {
+	return ct == "application/grpc" || ct == "application/grpc+proto"
+}
+
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
 // message protobuf-go and prost would read differently is refused).
