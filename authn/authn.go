@@ -208,7 +208,7 @@ func (a *Authenticator) authenticate(ctx context.Context, c Credentials) (Princi
 }
 
 // errDevNoBearer is returned by dev mode for a request without a bearer token.
-var errDevNoBearer = fmt.Errorf("dev: %w: no bearer token", ErrNoCredentials)
+var errDevNoBearer = fail("dev", ErrNoCredentials, CauseMissing, "no bearer token")
 
 // authenticateDev accepts any non-empty bearer value as the principal.
 func authenticateDev(_ context.Context, c Credentials) (Principal, error) {

@@ -2,6 +2,7 @@ package authn
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,8 +61,8 @@ func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func(
 		grace:     cfg.JWKSStaleGrace,
 		claim:     cfg.PrincipalClaim,
 		now:       now,
-		noBearer:  fmt.Errorf("verify jwt: %w: no bearer token", ErrNoCredentials),
-		malformed: fmt.Errorf("verify jwt: %w: malformed token", ErrInvalidCredentials),
+		noBearer:  fail(jwtWhere, ErrNoCredentials, CauseMissing, "no bearer token"),
+		malformed: fail(jwtWhere, ErrInvalidCredentials, CauseMalformed, "malformed token"),
 	}
 	minSecret := 0
 	for _, alg := range cfg.Algorithms {
@@ -123,7 +126,7 @@ func (v *jwtVerifier) authenticate(ctx context.Context, c Credentials) (Principa
 	if e, ok := v.cache.Get(key); ok && e.token == c.Bearer {
 		if now.After(e.expires) {
 			v.cache.Remove(key)
-			return Principal{}, fmt.Errorf("verify jwt: %w: exp %s", ErrExpired, e.p.Expiry.UTC().Format(time.RFC3339))
+			return Principal{}, fail(jwtWhere, ErrExpired, CauseExpired, "exp "+e.p.Expiry.UTC().Format(time.RFC3339))
 		}
 		if now.Before(e.recheck) && (e.hmacOnly || e.gen == v.keys.generation()) {
 			return e.p, nil
@@ -144,14 +147,17 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 	}
 	jws, err := jose.ParseSignedCompact(token, v.algs)
 	if err != nil {
-		return nil, fmt.Errorf("verify jwt: %w: %v", ErrInvalidCredentials, err)
+		if alg, ok := headerAlg(token); ok && !slices.Contains(v.algs, jose.SignatureAlgorithm(alg)) {
+			return nil, fail(jwtWhere, ErrInvalidCredentials, CauseAlgorithm, "algorithm "+strconv.Quote(alg)+" not allowed")
+		}
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseMalformed, err.Error())
 	}
 	if len(jws.Signatures) != 1 {
 		return nil, v.malformed
 	}
 	h := jws.Signatures[0].Header
 	if _, ok := h.ExtraHeaders["b64"]; ok {
-		return nil, fmt.Errorf("verify jwt: %w: b64 header not allowed in a JWT", ErrInvalidCredentials)
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseMalformed, "b64 header not allowed in a JWT")
 	}
 	alg := h.Algorithm
 
@@ -162,16 +168,16 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 		// Only the configured secret ever verifies an HMAC token: a JWKS key
 		// is never used as an HMAC secret.
 		if v.hmacKey == nil {
-			return nil, fmt.Errorf("verify jwt: %w: algorithm %s not allowed", ErrInvalidCredentials, alg)
+			return nil, fail(jwtWhere, ErrInvalidCredentials, CauseAlgorithm, "algorithm "+alg+" not allowed")
 		}
 		payload, err = jws.Verify(v.hmacKey)
 		if err != nil {
-			return nil, fmt.Errorf("verify jwt: %w: bad signature", ErrInvalidCredentials)
+			return nil, errBadSignature
 		}
 		hmacOnly = true
 	} else {
 		if v.keys == nil {
-			return nil, fmt.Errorf("verify jwt: %w: algorithm %s not allowed", ErrInvalidCredentials, alg)
+			return nil, fail(jwtWhere, ErrInvalidCredentials, CauseAlgorithm, "algorithm "+alg+" not allowed")
 		}
 		gen = v.keys.generation()
 		payload, err = v.verifyWithJWKS(ctx, jws, h.KeyID, alg)
@@ -182,21 +188,20 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 
 	claims, std, err := parseClaims(payload)
 	if err != nil {
-		return nil, fmt.Errorf("verify jwt: %w: claims: %v", ErrInvalidCredentials, err)
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseClaims, "claims: "+err.Error())
 	}
 	if std.Expiry == nil {
-		return nil, fmt.Errorf("verify jwt: %w: no exp claim", ErrInvalidCredentials)
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseClaims, "no exp claim")
 	}
-	err = std.ValidateWithLeeway(jwt.Expected{Issuer: v.issuer, AnyAudience: v.audience, Time: now}, v.leeway)
-	switch {
-	case errors.Is(err, jwt.ErrExpired):
-		return nil, fmt.Errorf("verify jwt: %w: exp %s", ErrExpired, std.Expiry.Time().UTC().Format(time.RFC3339))
-	case err != nil:
-		return nil, fmt.Errorf("verify jwt: %w: %v", ErrInvalidCredentials, strings.TrimPrefix(err.Error(), "go-jose/go-jose/jwt: "))
+	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: v.issuer, AnyAudience: v.audience, Time: now}, v.leeway); err != nil {
+		if errors.Is(err, jwt.ErrExpired) {
+			return nil, fail(jwtWhere, ErrExpired, CauseExpired, "exp "+std.Expiry.Time().UTC().Format(time.RFC3339))
+		}
+		return nil, fail(jwtWhere, ErrInvalidCredentials, claimCause(err), strings.TrimPrefix(err.Error(), "go-jose/go-jose/jwt: "))
 	}
 	id, _ := claims[v.claim].(string)
 	if id == "" {
-		return nil, fmt.Errorf("verify jwt: %w: no %s claim", ErrInvalidCredentials, v.claim)
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseClaims, "no "+v.claim+" claim")
 	}
 	exp := std.Expiry.Time()
 	return &verified{
@@ -240,14 +245,51 @@ func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSigna
 		return nil, fmt.Errorf("verify jwt: %w: the JWKS has no usable keys (withdrawn by the issuer)", ErrInvalidCredentials)
 	}
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("verify jwt: %w: no key for kid %q and alg %s", ErrInvalidCredentials, kid, alg)
+		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, fmt.Sprintf("no key for kid %q and alg %s", kid, alg))
 	}
 	for _, k := range keys {
 		if payload, err := jws.Verify(k.key); err == nil {
 			return payload, nil
 		}
 	}
-	return nil, fmt.Errorf("verify jwt: %w: bad signature", ErrInvalidCredentials)
+	return nil, errBadSignature
+}
+
+// jwtWhere prefixes the JWT verifier's errors.
+const jwtWhere = "verify jwt"
+
+// errBadSignature is a token whose signature no fitting key verifies.
+var errBadSignature = fail(jwtWhere, ErrInvalidCredentials, CauseSignature, "bad signature")
+
+// claimCause classifies a registered-claim check that failed for a reason
+// other than expiry.
+func claimCause(err error) Cause {
+	switch {
+	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return CauseNotYetValid
+	case errors.Is(err, jwt.ErrInvalidAudience):
+		return CauseAudience
+	case errors.Is(err, jwt.ErrInvalidIssuer):
+		return CauseIssuer
+	}
+	return CauseClaims
+}
+
+// headerAlg reads the alg of a compact JWS's protected header, to tell a
+// token whose algorithm is not allowed from one that does not parse.
+func headerAlg(token string) (string, bool) {
+	seg, _, _ := strings.Cut(token, ".")
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return "", false
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(b, &h) != nil || h.Alg == "" {
+		return "", false
+	}
+	return h.Alg, true
 }
 
 // parseClaims decodes the payload once into the claims map the policy sees

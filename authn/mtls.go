@@ -20,11 +20,11 @@ type mtlsVerifier struct {
 // expiry is checked again, for long-lived connections.
 func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal, error) {
 	if len(c.PeerCerts) == 0 || c.PeerCerts[0] == nil {
-		return Principal{}, fmt.Errorf("mtls: %w: no client certificate", ErrNoCredentials)
+		return Principal{}, fail("mtls", ErrNoCredentials, CauseMissing, "no client certificate")
 	}
 	leaf := c.PeerCerts[0]
 	if m.now().After(leaf.NotAfter) {
-		return Principal{}, fmt.Errorf("mtls: %w: client certificate expired %s", ErrExpired, leaf.NotAfter.UTC().Format(time.RFC3339))
+		return Principal{}, fail("mtls", ErrExpired, CauseExpired, "client certificate expired "+leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	for _, u := range leaf.URIs {
 		if u == nil || !strings.EqualFold(u.Scheme, "spiffe") {
@@ -32,7 +32,7 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		}
 		id, err := spiffeID(u)
 		if err != nil {
-			return Principal{}, fmt.Errorf("mtls: %w: %v", ErrInvalidCredentials, err)
+			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
 		}
 		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
@@ -40,11 +40,11 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		if strings.Contains(cn, ":") {
 			// A name with a colon could read as a URI principal
 			// (spiffe://td/alice) that only a URI SAN may prove.
-			return Principal{}, fmt.Errorf("mtls: %w: subject CommonName %q holds a ':' (only a URI SAN may name a URI principal)", ErrInvalidCredentials, cn)
+			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, fmt.Sprintf("subject CommonName %q holds a ':' (only a URI SAN may name a URI principal)", cn))
 		}
 		return Principal{ID: cn, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
-	return Principal{}, fmt.Errorf("mtls: %w: client certificate has no SPIFFE ID", ErrInvalidCredentials)
+	return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, "client certificate has no SPIFFE ID")
 }
 
 // spiffeID validates a SPIFFE ID URI SAN (spiffe://trust-domain/path) as the

@@ -41,8 +41,8 @@ func loadStatic(path string) (*staticTokens, error) {
 	}
 	s := &staticTokens{
 		byHash:  make(map[[sha256.Size]byte]*staticToken, len(entries)),
-		noToken: fmt.Errorf("static token: %w: no bearer token", ErrNoCredentials),
-		unknown: fmt.Errorf("static token: %w: unknown token", ErrInvalidCredentials),
+		noToken: fail("static token", ErrNoCredentials, CauseMissing, "no bearer token"),
+		unknown: fail("static token", ErrInvalidCredentials, CauseUnknownToken, "unknown token"),
 	}
 	index := make(map[[sha256.Size]byte]int, len(entries))
 	for i, e := range entries {

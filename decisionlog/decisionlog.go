@@ -110,7 +110,9 @@ type Result struct {
 	DryRun    bool   `json:"dry_run,omitempty"`
 	Code      string `json:"code,omitempty"`
 	Reason    string `json:"reason"`
-	Message   string `json:"message,omitempty"`
+	// AuthReason is why authentication failed (authn.Cause), when it did.
+	AuthReason string `json:"auth_reason,omitempty"`
+	Message    string `json:"message,omitempty"`
 }
 
 // Logger writes decision records; it is a proxy.Observer. Records are
@@ -180,7 +182,7 @@ func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
 		DecisionID: d.ID, Timestamp: l.now().UTC(), Labels: l.labels, Path: path,
 		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles},
 		Result: Result{Allow: d.Allow, Duplicate: d.Duplicate, DryRun: d.DryRun, Code: string(d.Code), Reason: string(d.Reason),
-			Message: d.Message},
+			AuthReason: d.AuthReason, Message: d.Message},
 		Metrics: map[string]int64{"timer_warden_decision_ns": took.Nanoseconds()},
 	}
 	if l.input > 0 && d.Recorded != nil {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -33,6 +34,10 @@ type Decision struct {
 	SessionID string
 	// Roles are the sender's roles, for logs and replay output.
 	Roles []string
+	// AuthReason is why authentication failed (authn.Cause), for the
+	// operator's logs, decision records and metrics; never sent to the
+	// client. "" unless the refusal is an authentication failure.
+	AuthReason string
 	// Recorded is what the decision was made on, set only when
 	// Options.RecordInputs asks for it (a decision log that records inputs,
 	// for `warden what-if`); nil otherwise.
@@ -164,19 +169,29 @@ func (e *Enforcer) newDecision(protocol string) Decision {
 // start time to tell processes apart.
 func (e *Enforcer) nextID() string { return rand.Text() }
 
+// RefuseAuth is Refuse for a credential authn refused (err): the generic
+// unauthenticated verdict, with the cause for the operator in AuthReason.
+func (e *Enforcer) RefuseAuth(protocol, typ string, err error) Decision {
+	return e.refuse(protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)))
+}
+
 // Refuse records a refusal made at an adapter's front door, before there
 // is a message to decide (authentication, Origin, malformed input, a method
 // outside the allow-list): logged and observed like every decision (metrics,
 // decision log), with an ID for the client. Dry run does not apply: there is
 // nothing Warden could forward.
 func (e *Enforcer) Refuse(protocol, principal, typ string, v rules.Verdict) Decision {
+	return e.refuse(protocol, principal, typ, v, "")
+}
+
+func (e *Enforcer) refuse(protocol, principal, typ string, v rules.Verdict, authReason string) Decision {
 	began := time.Now()
 	d := e.newDecision(protocol)
-	d.Principal, d.Type = principal, typ
+	d.Principal, d.Type, d.AuthReason = principal, typ, authReason
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("decision_id", d.ID), slog.String("protocol", protocol),
 		slog.String("principal", principal), slog.String("message_type", typ), slog.String("code", string(d.Code)),
-		slog.String("reason", string(d.Reason)), slog.String("detail", d.Message), slog.Bool("front_door", true))
+		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), slog.Bool("front_door", true))
 	if e.observer != nil {
 		e.observer.Decided(d, time.Since(began))
 	}
@@ -195,10 +210,19 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
-		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), slog.String("detail", d.Message),
-		slog.Bool("dry_run", snap.cfg.DryRun))
+		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason),
+		slog.String("detail", d.Message), slog.Bool("dry_run", snap.cfg.DryRun))
 	if snap.cfg.DryRun {
 		d.Allow, d.DryRun = true, true
 	}
 	return d
+}
+
+// authReasonAttr is the auth_reason log field; empty (and so dropped by
+// slog) when the refusal is not an authentication failure.
+func authReasonAttr(r string) slog.Attr {
+	if r == "" {
+		return slog.Attr{}
+	}
+	return slog.String("auth_reason", r)
 }

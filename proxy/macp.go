@@ -23,7 +23,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	d := e.newDecision("macp")
 	d.Type, d.Mode, d.SessionID = req.describe()
 
-	principal, v, err := e.authenticate(ctx, snap, req)
+	principal, v, err := e.authenticate(ctx, snap, req, &d)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -73,10 +73,11 @@ func (r Request) describe() (typ, mode, session string) {
 }
 
 // authenticate is step 2: the principal, and a refusal when the credential
-// fails or the envelope claims another sender. An error means the keys to
+// fails (its cause in d.AuthReason) or the envelope claims another sender. An error means the keys to
 // decide with are unavailable.
-func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request) (authn.Principal, rules.Verdict, error) {
+func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request, d *Decision) (authn.Principal, rules.Verdict, error) {
 	if req.AuthError != nil {
+		d.AuthReason = string(authn.CauseOf(req.AuthError))
 		return authn.Principal{}, unauthenticated(req.AuthError), nil
 	}
 	principal := authn.Principal{}
@@ -88,6 +89,7 @@ func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request
 			return p, rules.Verdict{}, fmt.Errorf("authenticate: %w", err)
 		}
 		if err != nil {
+			d.AuthReason = string(authn.CauseOf(err))
 			return p, unauthenticated(err), nil
 		}
 		principal = p

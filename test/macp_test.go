@@ -253,7 +253,7 @@ func testMACPDevAuth(t *testing.T) {
 	for path, want := range map[string]string{
 		"/healthz": "ok",
 		"/readyz":  "ready",
-		"/metrics": `warden_decisions_total{decision="deny",message_type="TaskComplete",mode="macp.mode.task.v1",protocol="macp",reason="sender_not_authorized"}`,
+		"/metrics": `warden_decisions_total{auth_reason="",decision="deny",message_type="TaskComplete",mode="macp.mode.task.v1",protocol="macp",reason="sender_not_authorized"}`,
 	} {
 		body, code := httpGet(t, "http://"+adminAddr+path)
 		if code != 200 || !strings.Contains(body, want) {

@@ -34,8 +34,8 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warden_decisions_total", Help: "Decisions by protocol, mode, message type, outcome and reason.",
-		}, []string{"protocol", "mode", "message_type", "decision", "reason"}),
+			Name: "warden_decisions_total", Help: "Decisions by protocol, mode, message type, outcome, reason and, for authentication failures, why (auth_reason).",
+		}, []string{"protocol", "mode", "message_type", "decision", "reason", "auth_reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "warden_decision_seconds", Help: "Time to decide one message.",
 			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 2.5e-2, 0.1},
@@ -152,7 +152,7 @@ func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	case d.Duplicate:
 		outcome = "duplicate"
 	}
-	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason)).Inc()
+	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason), d.AuthReason).Inc()
 	m.latency.WithLabelValues(d.Protocol).Observe(took.Seconds())
 }
 

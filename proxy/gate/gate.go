@@ -267,7 +267,9 @@ func (g *Gate[C]) authenticate(ctx context.Context, r *Request) (authn.Principal
 		if g.spec.ResourceMetadata != nil {
 			metadata = g.spec.ResourceMetadata(r)
 		}
-		a := g.answer("", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: authn.Reason(err)}, nil)
+		d := g.enf.RefuseAuth(g.spec.Protocol, "", err) // the cause for the operator, the generic reason for the client
+		status, rpc, msg := g.spec.Answer(rules.CodeUnauthenticated, authn.Reason(err))
+		a := jsonrpcAnswer(status, nil, rpc, msg, d.ID)
 		a.Header = append(a.Header, [2]string{"WWW-Authenticate", authn.Challenge(metadata, err)})
 		return p, &a
 	}

@@ -119,7 +119,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
 		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
 	case err != nil:
-		d := g.enf.Refuse("macp", "", a.Op, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)})
+		d := g.enf.RefuseAuth("macp", a.Op, err)
 		r := decided(d)
 		a.Refusal = &r
 	}
