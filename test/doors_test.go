@@ -24,6 +24,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/mcp"
 )
 
@@ -371,7 +372,7 @@ func TestMCPDoors(t *testing.T) {
 		up, n := doorUpstream(t)
 		cfg := mcp.Config{AuthorizationServers: as, Resource: "https://mcp.example/mcp"}
 		cfg.Listen, cfg.Upstream, cfg.Plaintext, cfg.MaxBodyBytes = "127.0.0.1:3001", up.URL+"/mcp", true, 512
-		side, err := mcp.New(cfg, doorEnforcer(t, down), []byte(strings.Repeat("k", 32)), up.Client(), nil)
+		side, err := mcp.New(cfg, doorEnforcer(t, down), doorKeys(t), up.Client(), nil)
 		return doorPair(t, base, n, side, err, extauthz.Config{Listen: "unused", MCP: true, MCPPath: "/mcp", AllowedHosts: []string{"localhost", "127.0.0.1", "[::1]"},
 			MaxBodyBytes: 512, AuthorizationServers: as, Resource: "https://mcp.example/mcp"}, down)
 	}
@@ -415,7 +416,7 @@ func TestA2ADoors(t *testing.T) {
 		up, n := doorUpstream(t)
 		cfg := a2a.Config{}
 		cfg.Listen, cfg.Upstream, cfg.Plaintext, cfg.MaxBodyBytes = "127.0.0.1:3002", up.URL+"/jsonrpc", true, 512
-		side, err := a2a.New(cfg, doorEnforcer(t, down), []byte(strings.Repeat("k", 32)), up.Client(), nil)
+		side, err := a2a.New(cfg, doorEnforcer(t, down), doorKeys(t), up.Client(), nil)
 		return doorPair(t, base, n, side, err, extauthz.Config{Listen: "unused", A2A: true, A2APath: "/jsonrpc", MaxBodyBytes: 512}, down)
 	}
 	cases := []doorCase{
@@ -438,4 +439,14 @@ func TestA2ADoors(t *testing.T) {
 	cases = append(cases, credentialCases("/jsonrpc", list)...)
 	cases = append(cases, contentCases("/jsonrpc", list, 200)...)
 	runDoors(t, doors, cases)
+}
+
+// doorKeys is a one-key handle keyring for the doors' sidecars.
+func doorKeys(t *testing.T) *handle.Ring {
+	t.Helper()
+	r, err := handle.SingleKey([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

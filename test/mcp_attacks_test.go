@@ -210,7 +210,7 @@ func TestMCPAttacks(t *testing.T) {
 		if !strings.HasPrefix(h, "wt2.") {
 			t.Fatalf("handle %q", h)
 		}
-		body, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(h, "wt2."))
+		body, err := base64.RawURLEncoding.DecodeString(h[strings.LastIndex(h, ".")+1:]) // wt2.[key id.]base64
 		if err != nil {
 			t.Fatal(err)
 		}

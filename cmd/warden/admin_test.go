@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 )
 
@@ -118,15 +120,7 @@ func TestReadyzCoversMCPUpstream(t *testing.T) {
 func TestReloadKeepsPoliciesOnError(t *testing.T) {
 	dir := files(t)
 	cfgPath := write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nextauthz:\n  listen: 127.0.0.1:0\n")
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := buildFrom(t, cfgPath)
 	devWorks := func() bool {
 		_, err := p.enf.Authenticate(context.Background(), authn.Credentials{Bearer: "agent://mallory"})
 		return err == nil
@@ -144,7 +138,7 @@ func TestReloadKeepsPoliciesOnError(t *testing.T) {
 			if err := writeTo(cfgPath, tc.yaml); err != nil {
 				t.Fatal(err)
 			}
-			err := reload(context.Background(), cfgPath, func(*Config) {}, p.enf, slog.New(slog.DiscardHandler))
+			err := reload(context.Background(), cfgPath, func(*Config) {}, p, slog.New(slog.DiscardHandler))
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("reload: %v, want %q", err, tc.err)
 			}
@@ -229,4 +223,72 @@ func TestReadyzCoversState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReloadHandleKeys: a SIGHUP reload reads the handle keyring again: a
+// handle sealed under key 1 opens after the file rotates to {2, 1} (new
+// handles under key 2), is refused as sealed under a retired key once 1 is
+// removed, and a broken keyring file keeps the keys in force. Before, the
+// handle key was read once at start.
+func TestReloadHandleKeys(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := dir + "/handle.key"
+	ring := func(ids ...string) {
+		var keys []string
+		for _, id := range ids {
+			keys = append(keys, `{"id": "`+id+`", "secret": "`+strings.Repeat(id, 32)+`"}`)
+		}
+		if err := writeTo(keyFile, `{"keys": [`+strings.Join(keys, ",")+`]}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring("1")
+	cfgPath := write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nmcp:\n  listen: 127.0.0.1:0\n  plaintext: true\n  upstream: http://127.0.0.1:1/mcp\n  handle_key_file: "+keyFile+"\n")
+	p := buildFrom(t, cfgPath)
+	h, err := handle.NewSealer(p.mcpKeys, "mcp", []byte{'t'})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := h.Seal('t', "alice", "task-1")
+	reloadWith := func(ids ...string) error {
+		ring(ids...)
+		return reload(context.Background(), cfgPath, func(*Config) {}, p, slog.New(slog.DiscardHandler))
+	}
+	if err := reloadWith("2", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := h.Unseal('t', "alice", "", old); err != nil || id != "task-1" {
+		t.Fatalf("after rotating to {2,1}: %q %v", id, err)
+	}
+	if fresh := h.Seal('t', "alice", "task-1"); !strings.HasPrefix(fresh, handle.Prefix+"2.") {
+		t.Fatalf("new handle %q not under key 2", fresh)
+	}
+	if err := reloadWith("2", "2"); err == nil {
+		t.Fatal("a keyring listing an id twice reloaded")
+	}
+	if _, err := h.Unseal('t', "alice", "", old); err != nil {
+		t.Fatalf("a failed reload changed the keys: %v", err)
+	}
+	if err := reloadWith("2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Unseal('t', "alice", "", old); !errors.Is(err, handle.ErrRetiredKey) {
+		t.Fatalf("after removing key 1: %v", err)
+	}
+}
+
+// buildFrom builds the parts of the configuration file at cfgPath, closed
+// when the test ends.
+func buildFrom(t *testing.T, cfgPath string) *parts {
+	t.Helper()
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }

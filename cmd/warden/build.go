@@ -41,6 +41,8 @@ type parts struct {
 	ext      *extauthz.Server
 	reg      *prometheus.Registry
 	dl       *decisionlog.Logger // nil when the decision log is off
+	mcpKeys  *handle.Ring        // the MCP handle keys, nil when the mode is off; a reload swaps them
+	a2aKeys  *handle.Ring        // the A2A handle keys, likewise
 	state    *state.Redis        // nil without state.url
 	ready    func() error        // every configured upstream reachable
 	tls      []*listener.TLS     // the listeners' TLS material, reloaded on SIGHUP
@@ -146,32 +148,34 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (transport %s; %s)", cfg.MACP.Listen, cfg.MACP.Upstream, cfg.MACP.FrontDoor(), cfg.MACP.Streams))
 	}
 	if cfg.MCP.Listen != "" {
-		key, check, err := httpSidecar(cfg.MCP.Sidecar(), cfg.MCP.HandleKeyFile, "task and session", log)
+		keys, check, err := httpSidecar(cfg.MCP.Sidecar(), cfg.MCP.HandleKeyFile, "task and session", log)
 		if err != nil {
 			return nil, err
 		}
 		if cfg.MCP.TLS, err = p.loadTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile, log); err != nil {
 			return nil, err
 		}
-		if p.mcp, err = mcp.New(cfg.MCP, p.enf, key, nil, log); err != nil {
+		if p.mcp, err = mcp.New(cfg.MCP, p.enf, keys, nil, log); err != nil {
 			return nil, err
 		}
+		p.mcpKeys = keys
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s)", cfg.MCP.Listen, cfg.MCP.Upstream, cfg.MCP.WithDefaults().Streams))
+		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s; handle keys %s)", cfg.MCP.Listen, cfg.MCP.Upstream, cfg.MCP.WithDefaults().Streams, keyIDs(keys)))
 	}
 	if cfg.A2A.Listen != "" {
-		key, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
+		keys, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
 		if err != nil {
 			return nil, err
 		}
 		if cfg.A2A.TLS, err = p.loadTLS("a2a", cfg.A2A.Plaintext, cfg.A2A.CertFile, cfg.A2A.KeyFile, cfg.A2A.ClientCAFile, log); err != nil {
 			return nil, err
 		}
-		if p.a2a, err = a2a.New(cfg.A2A, p.enf, key, nil, log); err != nil {
+		if p.a2a, err = a2a.New(cfg.A2A, p.enf, keys, nil, log); err != nil {
 			return nil, err
 		}
+		p.a2aKeys = keys
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s)", cfg.A2A.Listen, cfg.A2A.Upstream, cfg.A2A.WithDefaults().Streams))
+		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s; handle keys %s)", cfg.A2A.Listen, cfg.A2A.Upstream, cfg.A2A.WithDefaults().Streams, keyIDs(keys)))
 	}
 	if cfg.ExtAuthz.Listen != "" {
 		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {
@@ -270,8 +274,8 @@ func (p *parts) loadTLS(section string, plaintext bool, cert, key, clientCA stri
 // built: its handle key loaded from keyFile (a random
 // one, with a warning naming the handles that will not survive, when none),
 // and the readiness check of its upstream.
-func httpSidecar(sc listener.Sidecar, keyFile, handles string, log *slog.Logger) ([]byte, namedCheck, error) {
-	key, err := handle.LoadKey(keyFile)
+func httpSidecar(sc listener.Sidecar, keyFile, handles string, log *slog.Logger) (*handle.Ring, namedCheck, error) {
+	keys, err := handle.LoadKeyring(keyFile)
 	if err != nil {
 		return nil, namedCheck{}, fmt.Errorf("%s.handle_key_file: %w", sc.Name, err)
 	}
@@ -286,7 +290,19 @@ func httpSidecar(sc listener.Sidecar, keyFile, handles string, log *slog.Logger)
 		return nil, namedCheck{}, err
 	}
 	probe := newDialProbe(addr, min(sc.Limits.WithDefaults().UpstreamConnectTimeout, probeTimeout), time.Now)
-	return key, namedCheck{sc.Name + " upstream " + sc.Upstream, probe.Ready}, nil
+	return handle.NewRing(keys), namedCheck{sc.Name + " upstream " + sc.Upstream, probe.Ready}, nil
+}
+
+// keyIDs names a ring's keys for `warden check` and the start-up line, the
+// sealing key first ("(no id)" for a single-key file's key).
+func keyIDs(r *handle.Ring) string {
+	ids := r.Keyring().IDs()
+	for i, id := range ids {
+		if id == "" {
+			ids[i] = "(no id)"
+		}
+	}
+	return strings.Join(ids, ", ")
 }
 
 // namedCheck is one readiness condition.

@@ -60,6 +60,8 @@ func files(t *testing.T) string {
 	put("upstream-tokens.json", []byte(`[{"token": "up-a", "sender": "spiffe://example.org/a"}]`))
 	put("mcp.key", []byte(strings.Repeat("k", 32)))
 	put("short.key", []byte(strings.Repeat("k", 31)))
+	put("ring.key", []byte(`{"keys": [{"id": "2", "secret": "`+strings.Repeat("2", 32)+`"}, {"id": "1", "secret": "`+strings.Repeat("1", 32)+`"}]}`))
+	put("dupring.key", []byte(`{"keys": [{"id": "1", "secret": "`+strings.Repeat("2", 32)+`"}, {"id": "1", "secret": "`+strings.Repeat("1", 32)+`"}]}`))
 	put("operator.rego", []byte("package warden.macp\nimport rego.v1\ndeny contains \"no mallory\" if input.principal.id == \"mallory\"\n"))
 	put("foo.rego", []byte("package foo\nimport rego.v1\ndeny contains \"everything\" if { true }\n"))
 	put("garbage.pem", []byte("not PEM\n"))
@@ -81,6 +83,7 @@ func TestCheckConfig(t *testing.T) {
 	}{
 		{"macp sidecar", dev + macpPlain, ""},
 		{"mcp sidecar", dev + mcpPlain + "  handle_key_file: D/mcp.key\n", ""},
+		{"mcp sidecar with a handle keyring", dev + mcpPlain + "  handle_key_file: D/ring.key\n", ""},
 		{"ext_authz", dev + ext + "  mcp: true\n", ""},
 		{"ext_authz replicas on redis", dev + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", ""},
 		{"a2a sidecar", dev + a2aPlain + "  handle_key_file: D/mcp.key\n  webhook_allow: [10.1.0.0/16, hooks.internal]\n", ""},
@@ -102,6 +105,7 @@ func TestCheckConfig(t *testing.T) {
 		{"missing JWKS file", "authn:\n  mode: jwt\n  jwt:\n    jwks_file: D/none.json\n    issuer: i\n    audience: a\n" + macpPlain, "jwt.jwks_file"},
 		{"handle key under 32 bytes", dev + mcpPlain + "  handle_key_file: D/short.key\n", "31 bytes, need at least 32"},
 		{"missing handle key", dev + mcpPlain + "  handle_key_file: D/none.key\n", "mcp.handle_key_file"},
+		{"handle keyring with an id twice", dev + mcpPlain + "  handle_key_file: D/dupring.key\n", `id "1" listed twice`},
 		{"macp without upstream", dev + "macp:\n  listen: 127.0.0.1:0\n  plaintext: true\n", "macp.upstream: required"},
 		{"macp without TLS", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  upstream_plaintext: true\n", "cert_file and key_file are required"},
 		{"macp missing certificate", dev + "macp:\n  listen: 127.0.0.1:0\n  upstream: 127.0.0.1:1\n  upstream_plaintext: true\n  cert_file: D/none.crt\n  key_file: D/tls.key\n", "macp tls"},

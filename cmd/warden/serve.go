@@ -17,8 +17,8 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
-	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
 	"github.com/agentwarden/warden/proxy/state"
@@ -300,7 +300,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if p.ext != nil {
 		g.Go(func() error { return p.ext.Run(gctx) })
 	}
-	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p.enf, p.tls, log) })
+	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p, log) })
 	if cfg.Admin.Listen != "" {
 		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready}
 		g.Go(func() error { return ad.Run(gctx) })
@@ -321,11 +321,12 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// reloadOnHUP rebuilds the authenticator and the policies from the config
-// file on SIGHUP and swaps them in; when the new ones fail to build, the old
-// ones stay and the error is logged. It reads the listeners' TLS files again
-// too (the files named at start), whatever became of the rest.
-func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, tlss []*listener.TLS, log *slog.Logger) error {
+// reloadOnHUP rebuilds the authenticator, the policies and the handle
+// keyrings from the config file on SIGHUP and swaps them in; when the new
+// ones fail to build, the old ones stay and the error is logged. It reads
+// the listeners' TLS files again too (the files named at start), whatever
+// became of the rest.
+func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), p *parts, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -335,21 +336,21 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), enf *
 			return nil
 		case <-hup:
 		}
-		for _, t := range tlss {
+		for _, t := range p.tls {
 			if err := t.Reload(); err != nil {
 				log.Error("reload: keeping the current TLS material", "err", err)
 			}
 		}
-		if err := reload(ctx, cfgPath, apply, enf, log); err != nil {
+		if err := reload(ctx, cfgPath, apply, p, log); err != nil {
 			log.Error("reload: keeping the current policies", "err", err)
 		}
 	}
 }
 
-// reload rebuilds the authenticator and the policies from the config file
-// with the flags applied and swaps them into enf; on any error enf keeps
-// what it has.
-func reload(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy.Enforcer, log *slog.Logger) error {
+// reload rebuilds the authenticator, the policies and the handle keyrings
+// from the config file with the flags applied and swaps them into p; on any
+// error p keeps everything it has.
+func reload(ctx context.Context, cfgPath string, apply func(*Config), p *parts, log *slog.Logger) error {
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		return err
@@ -363,7 +364,35 @@ func reload(ctx context.Context, cfgPath string, apply func(*Config), enf *proxy
 	if err != nil {
 		return err
 	}
-	enf.Swap(a, engine)
-	log.Info("reload: authentication and policies replaced", "policy_files", len(cfg.Policies.Files))
+	mcpKeys, err := reloadKeyring(p.mcpKeys, "mcp", cfg.MCP.HandleKeyFile)
+	if err != nil {
+		return err
+	}
+	a2aKeys, err := reloadKeyring(p.a2aKeys, "a2a", cfg.A2A.HandleKeyFile)
+	if err != nil {
+		return err
+	}
+	p.enf.Swap(a, engine)
+	if mcpKeys != nil {
+		p.mcpKeys.Set(mcpKeys)
+	}
+	if a2aKeys != nil {
+		p.a2aKeys.Set(a2aKeys)
+	}
+	log.Info("reload: authentication, policies and handle keys replaced", "policy_files", len(cfg.Policies.Files))
 	return nil
+}
+
+// reloadKeyring reads the keyring of a running sidecar's ring from file; nil
+// (keep the ring) when the sidecar is off or has no key file (its random key
+// stays: a new one would break every handle).
+func reloadKeyring(ring *handle.Ring, section, file string) (*handle.Keyring, error) {
+	if ring == nil || file == "" {
+		return nil, nil
+	}
+	k, err := handle.LoadKeyring(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s.handle_key_file: %w", section, err)
+	}
+	return k, nil
 }

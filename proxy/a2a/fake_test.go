@@ -14,6 +14,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/handle"
 )
 
 // fakeUpstream is a small A2A server with the ownership gaps of a2a-go
@@ -207,7 +208,7 @@ func newEnforcerOn(t testing.TB, cfg proxy.Config, store proxy.TaskStore) *proxy
 	return e
 }
 
-var testKey = []byte("0123456789abcdef0123456789abcdef")
+var testKey, _ = handle.SingleKey([]byte("0123456789abcdef0123456789abcdef"))
 
 // harness is Warden's A2A sidecar in front of the fake upstream.
 type harness struct {

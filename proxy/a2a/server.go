@@ -122,9 +122,10 @@ type Server struct {
 // kinds are the identifiers A2A handles stand for.
 var kinds = []byte{byte(a2arules.KindTask), byte(a2arules.KindContext), byte(a2arules.KindCursor), byte(a2arules.KindChosen)}
 
-// New builds the sidecar. key binds handles to principals (at least 32
-// bytes); client reaches the upstream (nil means a default one).
-func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *slog.Logger) (*Server, error) {
+// New builds the sidecar. keys bind handles to principals (see
+// handle.LoadKeyring; a reload swaps the ring's keys); client reaches the
+// upstream (nil means a default one).
+func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -132,8 +133,8 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("a2a.upstream: %q is not an http(s) URL", cfg.Upstream)
 	}
-	if len(key) < 32 {
-		return nil, errors.New("a2a: the handle key must have at least 32 bytes")
+	if keys == nil {
+		return nil, errors.New("a2a: no handle keys")
 	}
 	allow, err := a2arules.ParseAllow(cfg.WebhookAllow)
 	if err != nil {
@@ -146,7 +147,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h, err := handle.New(key, "a2a", kinds)
+	h, err := handle.NewSealer(keys, "a2a", kinds)
 	if err != nil {
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
@@ -154,7 +155,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	s := &Server{cfg: cfg, enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
-	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, key, e, s.sealFor, log); err != nil {
+	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, e, s.sealFor, log); err != nil {
 		return nil, err
 	}
 	s.gate = gate.New(gate.A2A(s.endpoint(), s.cfg.MaxBodyBytes, "a2a.max_body_bytes"), e, log)

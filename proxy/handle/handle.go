@@ -5,24 +5,26 @@
 package handle
 
 import (
-	"bytes"
 	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"hash"
-	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Prefix marks Warden's handles: "wt2." + base64url(nonce ‖ sealed ID).
+// Prefix marks Warden's handles: "wt2." + base64url(nonce ‖ sealed ID)
+// under the id-less key of a single-key file (the handles Warden always
+// made), "wt2." + key id + "." + base64url(nonce ‖ sealed ID) under a key
+// with an id. Base64url has no '.', so the two never read alike, and every
+// handle keeps the prefix callers recognise handles by.
 const Prefix = "wt2."
 
 // Sealer turns upstream identifiers into handles bound to one principal
@@ -37,11 +39,35 @@ const Prefix = "wt2."
 // compare task IDs (a status notification with the task a call created), and
 // open checks the nonce too, so no other spelling of a handle opens. The
 // cost of determinism is that equal handles show equal identifiers, which a
-// client learns anyway. Keys are derived with HKDF-SHA256 from the handle
-// key, one pair per domain and kind; any replica holding the key opens a handle, before
-// and after a restart, with no state.
+// client learns anyway. Keys are derived with HKDF-SHA256 from each handle
+// key of the keyring, one pair per domain and kind; any replica holding the
+// key opens a handle, before and after a restart, with no state. The
+// keyring's first key seals; a handle names the key it was sealed under, so
+// a rotated keyring opens every handle whose key it still lists.
 type Sealer struct {
-	aead map[byte]cipher.AEAD
+	ring   *Ring
+	domain string
+	kinds  []byte
+	keys   *derivedKeys
+}
+
+// derivedKeys caches the keys derived from the Ring's current keyring.
+type derivedKeys struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[derivedSet]
+}
+
+// derivedSet is one keyring's derived keys.
+type derivedSet struct {
+	from *Keyring
+	seal *keyed
+	byID map[string]*keyed
+}
+
+// keyed is one key's ciphers, one per kind, and its handles' prefix.
+type keyed struct {
+	prefix string
+	aead   map[byte]cipher.AEAD
 	// scratch holds what one seal or open works with (keyed HMAC states,
 	// buffers), so that a handle costs no allocation but its string.
 	scratch *sync.Pool
@@ -57,34 +83,94 @@ type scratch struct {
 }
 
 // New derives the keys of each kind of identifier of domain ("mcp", "a2a")
-// from the handle key. Each kind has its own keys and is bound into the
-// additional data, so a handle of one kind never opens as another.
+// from one handle key, whose handles carry no key id (a single-key file's).
+// Each kind has its own keys and is bound into the additional data, so a
+// handle of one kind never opens as another.
 func New(key []byte, domain string, kinds []byte) (Sealer, error) {
-	h := Sealer{aead: map[byte]cipher.AEAD{}}
-	nonceKeys := map[byte][]byte{}
-	for _, k := range kinds {
-		ek, err := hkdf.Key(sha256.New, key, nil, "warden "+domain+" handle v2 aead "+string(k), chacha20poly1305.KeySize)
+	return NewSealer(NewRing(&Keyring{keys: []Key{{Secret: key}}}), domain, kinds)
+}
+
+// NewSealer is New on a keyring that may change (Ring.Set): new handles are
+// sealed under its first key, and a handle opens while the key it was sealed
+// under is in the ring.
+func NewSealer(r *Ring, domain string, kinds []byte) (Sealer, error) {
+	h := Sealer{ring: r, domain: domain, kinds: append([]byte(nil), kinds...), keys: &derivedKeys{}}
+	if _, err := h.current(); err != nil {
+		return Sealer{}, err
+	}
+	return h, nil
+}
+
+// current returns the derived keys of the ring's keyring, deriving them
+// when the keyring changed.
+func (h Sealer) current() (*derivedSet, error) {
+	kr := h.ring.Keyring()
+	if d := h.keys.cur.Load(); d != nil && d.from == kr {
+		return d, nil
+	}
+	h.keys.mu.Lock()
+	defer h.keys.mu.Unlock()
+	old := h.keys.cur.Load()
+	if old != nil && old.from == kr {
+		return old, nil
+	}
+	d := &derivedSet{from: kr, byID: make(map[string]*keyed, len(kr.keys))}
+	for i, k := range kr.keys {
+		x, err := h.derive(k)
 		if err != nil {
-			return Sealer{}, fmt.Errorf("derive handle key: %w", err)
+			return nil, err
 		}
-		nk, err := hkdf.Key(sha256.New, key, nil, "warden "+domain+" handle v2 nonce "+string(k), 32)
+		if i == 0 {
+			d.seal = x
+		}
+		d.byID[k.ID] = x
+	}
+	h.keys.cur.Store(d)
+	return d, nil
+}
+
+// sealing returns the sealing key's ciphers. A keyring whose keys cannot be
+// derived (never: NewKeyring checked them) leaves the previous ones.
+func (h Sealer) sealing() *keyed {
+	d, err := h.current()
+	if err != nil {
+		return h.keys.cur.Load().seal
+	}
+	return d.seal
+}
+
+// derive makes key k's ciphers and nonce keys, one pair per kind, with
+// HKDF-SHA256: the same derivation for every key, so a single-key file's
+// handles open as before.
+func (h Sealer) derive(k Key) (*keyed, error) {
+	x := &keyed{prefix: Prefix, aead: map[byte]cipher.AEAD{}}
+	if k.ID != "" {
+		x.prefix = Prefix + k.ID + "."
+	}
+	nonceKeys := map[byte][]byte{}
+	for _, kind := range h.kinds {
+		ek, err := hkdf.Key(sha256.New, k.Secret, nil, "warden "+h.domain+" handle v2 aead "+string(kind), chacha20poly1305.KeySize)
 		if err != nil {
-			return Sealer{}, fmt.Errorf("derive handle key: %w", err)
+			return nil, fmt.Errorf("derive handle key: %w", err)
+		}
+		nk, err := hkdf.Key(sha256.New, k.Secret, nil, "warden "+h.domain+" handle v2 nonce "+string(kind), 32)
+		if err != nil {
+			return nil, fmt.Errorf("derive handle key: %w", err)
 		}
 		a, err := chacha20poly1305.NewX(ek)
 		if err != nil {
-			return Sealer{}, fmt.Errorf("handle cipher: %w", err)
+			return nil, fmt.Errorf("handle cipher: %w", err)
 		}
-		h.aead[k], nonceKeys[k] = a, nk
+		x.aead[kind], nonceKeys[kind] = a, nk
 	}
-	h.scratch = &sync.Pool{New: func() any {
-		s := &scratch{mac: make(map[byte]hash.Hash, len(kinds))}
-		for k, nk := range nonceKeys {
-			s.mac[k] = hmac.New(sha256.New, nk)
+	x.scratch = &sync.Pool{New: func() any {
+		s := &scratch{mac: make(map[byte]hash.Hash, len(nonceKeys))}
+		for kind, nk := range nonceKeys {
+			s.mac[kind] = hmac.New(sha256.New, nk)
 		}
 		return s
 	}}
-	return h, nil
+	return x, nil
 }
 
 // additional is the data a handle is bound to: version, kind, principal and
@@ -128,69 +214,76 @@ func (h Sealer) Open(kind byte, principal, handle string) (id string, ok bool) {
 // maxScratch is the largest buffer a scratch keeps for the next handle.
 const maxScratch = 64 << 10
 
-func (h Sealer) put(sc *scratch) {
+func (x *keyed) put(sc *scratch) {
 	if cap(sc.plain) <= maxScratch && cap(sc.raw) <= maxScratch && cap(sc.ad) <= maxScratch {
-		h.scratch.Put(sc)
+		x.scratch.Put(sc)
 	}
 }
 
 // SealIn is Seal for the kinds also bound to an upstream session.
 func (h Sealer) SealIn(kind byte, principal, session, id string) string {
-	a := h.aead[kind]
-	sc := h.scratch.Get().(*scratch)
-	defer h.put(sc)
+	x := h.sealing()
+	a := x.aead[kind]
+	sc := x.scratch.Get().(*scratch)
+	defer x.put(sc)
 	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
 	sc.plain = append(sc.plain[:0], id...)
 	nonce := sc.syntheticNonce(kind, sc.ad, sc.plain)
 	sc.raw = append(sc.raw[:0], nonce...)
 	sc.raw = a.Seal(sc.raw, nonce, sc.plain, sc.ad)
-	out := append(sc.plain[:0], Prefix...)
+	out := append(sc.plain[:0], x.prefix...)
 	sc.plain = base64.RawURLEncoding.AppendEncode(out, sc.raw)
 	return string(sc.plain)
 }
 
 // OpenIn is Open for the kinds also bound to an upstream session.
 func (h Sealer) OpenIn(kind byte, principal, session, handle string) (id string, ok bool) {
-	a, known := h.aead[kind]
-	rest, found := strings.CutPrefix(handle, Prefix)
-	if !known || !found {
-		return "", false
+	id, err := h.Unseal(kind, principal, session, handle)
+	return id, err == nil
+}
+
+// Unseal is OpenIn that says why a value does not open: an *Error
+// (ErrRawID, ErrMalformed, ErrRetiredKey or ErrForeign) for the operator.
+func (h Sealer) Unseal(kind byte, principal, session, handle string) (string, error) {
+	d, err := h.current()
+	if err != nil {
+		d = h.keys.cur.Load()
 	}
-	sc := h.scratch.Get().(*scratch)
-	defer h.put(sc)
+	rest, found := strings.CutPrefix(handle, Prefix)
+	if !found {
+		return "", ErrRawID
+	}
+	x := d.byID[""]
+	if id, body, keyed := strings.Cut(rest, "."); keyed {
+		if !validID(id) {
+			return "", ErrMalformed
+		}
+		x, rest = d.byID[id], body
+	}
+	if x == nil {
+		return "", ErrRetiredKey
+	}
+	a, known := x.aead[kind]
+	if !known {
+		return "", ErrForeign
+	}
+	sc := x.scratch.Get().(*scratch)
+	defer x.put(sc)
 	sc.plain = append(sc.plain[:0], rest...)
 	raw, err := base64.RawURLEncoding.Strict().AppendDecode(sc.raw[:0], sc.plain)
 	sc.raw = raw
 	if err != nil || len(raw) < chacha20poly1305.NonceSizeX+a.Overhead() {
-		return "", false
+		return "", ErrMalformed
 	}
 	nonce, sealed := raw[:chacha20poly1305.NonceSizeX], raw[chacha20poly1305.NonceSizeX:]
 	sc.ad = appendAdditional(sc.ad[:0], kind, principal, session)
 	plain, err := a.Open(sc.plain[:0], nonce, sealed, sc.ad)
 	if err != nil {
-		return "", false
+		return "", ErrForeign
 	}
 	sc.plain = plain
 	if !hmac.Equal(nonce, sc.syntheticNonce(kind, sc.ad, plain)) {
-		return "", false
+		return "", ErrForeign
 	}
-	return string(plain), true
-}
-
-// LoadKey reads the handle key file, or makes a random key when path is "".
-func LoadKey(path string) ([]byte, error) {
-	if path == "" {
-		k := make([]byte, 32)
-		_, _ = rand.Read(k)
-		return k, nil
-	}
-	k, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read handle key: %w", err)
-	}
-	k = bytes.TrimSpace(k)
-	if len(k) < 32 {
-		return nil, fmt.Errorf("handle key %s: %d bytes, need at least 32", path, len(k))
-	}
-	return k, nil
+	return string(plain), nil
 }

@@ -2,8 +2,6 @@ package handle
 
 import (
 	"encoding/base64"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,7 +70,7 @@ func TestHandlesRefused(t *testing.T) {
 	other := testHandles(t, []byte("fedcba9876543210fedcba9876543210"))
 	// The same bytes sealed under another nonce: authentic ciphertext, but
 	// not the one spelling of the handle.
-	a := h.aead[kindTask]
+	a := h.sealing().aead[kindTask]
 	nonce := make([]byte, 24)
 	ad := additional(kindTask, "alice", "")
 	forged := Prefix + base64.RawURLEncoding.EncodeToString(a.Seal(nonce, nonce, []byte("task-1"), ad))
@@ -182,31 +180,5 @@ func TestDomains(t *testing.T) {
 	}
 	if a2a.Seal(kindTask, "alice", "task-1") == h {
 		t.Fatal("two domains give the same handle")
-	}
-}
-
-func TestLoadKey(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good")
-	short := filepath.Join(dir, "short")
-	if err := os.WriteFile(good, append(append([]byte("  "), testKey...), '\n'), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(short, []byte(strings.Repeat("k", 31)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := LoadKey(good)
-	if err != nil || string(k) != string(testKey) {
-		t.Fatalf("LoadKey = %q, %v", k, err)
-	}
-	for _, p := range []string{short, filepath.Join(dir, "missing")} {
-		if _, err := LoadKey(p); err == nil {
-			t.Errorf("LoadKey(%s) succeeded", p)
-		}
-	}
-	a, err := LoadKey("")
-	b, _ := LoadKey("")
-	if err != nil || len(a) != 32 || string(a) == string(b) {
-		t.Fatalf("random keys %x %x %v", a, b, err)
 	}
 }

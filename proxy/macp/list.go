@@ -40,11 +40,11 @@ const kindListCursor byte = 'l'
 // own: a token lives as long as the process, as the runtime's are "short-lived
 // and implementation-defined".
 func newPageSealer() (handle.Sealer, error) {
-	key, err := handle.LoadKey("")
+	keys, err := handle.LoadKeyring("")
 	if err != nil {
 		return handle.Sealer{}, err
 	}
-	return handle.New(key, "macp", []byte{kindListCursor})
+	return handle.NewSealer(handle.NewRing(keys), "macp", []byte{kindListCursor})
 }
 
 // listCursor is where a caller's listing stands: the runtime's token of the

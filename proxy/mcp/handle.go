@@ -21,9 +21,9 @@ var kinds = [...]byte{kindTask, kindSession, kindEvent, kindCursor}
 // principal (and, for event ids and cursors, one upstream session).
 type handles struct{ s handle.Sealer }
 
-// newHandles derives the per-kind keys from the handle key.
-func newHandles(key []byte) (handles, error) {
-	s, err := handle.New(key, "mcp", kinds[:])
+// newHandles derives the per-kind keys from the handle keys.
+func newHandles(keys *handle.Ring) (handles, error) {
+	s, err := handle.NewSealer(keys, "mcp", kinds[:])
 	return handles{s}, err
 }
 

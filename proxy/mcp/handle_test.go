@@ -1,8 +1,12 @@
 package mcp
 
-import "testing"
+import (
+	"testing"
 
-var testKey = []byte("0123456789abcdef0123456789abcdef")
+	"github.com/agentwarden/warden/proxy/handle"
+)
+
+var testKey, _ = handle.SingleKey([]byte("0123456789abcdef0123456789abcdef"))
 
 // TestHandlesStable pins the MCP domain's handles to the ones Warden gave
 // before the sealing moved to proxy/handle: handles clients hold keep

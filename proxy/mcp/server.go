@@ -55,6 +55,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/gate"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -164,9 +165,10 @@ type Server struct {
 	streams *listener.Streams // the forwarded requests open
 }
 
-// New builds the sidecar. key binds handles to principals (see handle.LoadKey);
-// client reaches the upstream (nil means a default one).
-func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *slog.Logger) (*Server, error) {
+// New builds the sidecar. keys bind handles to principals (see
+// handle.LoadKeyring; a reload swaps the ring's keys); client reaches the
+// upstream (nil means a default one).
+func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -174,8 +176,8 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("mcp.upstream: %q is not an http(s) URL", cfg.Upstream)
 	}
-	if len(key) < 32 {
-		return nil, errors.New("mcp: the handle key must have at least 32 bytes")
+	if keys == nil {
+		return nil, errors.New("mcp: no handle keys")
 	}
 	if client == nil {
 		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
@@ -183,7 +185,7 @@ func New(cfg Config, e *proxy.Enforcer, key []byte, client *http.Client, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h, err := newHandles(key)
+	h, err := newHandles(keys)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"fmt"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 	"io"
@@ -871,11 +872,11 @@ func TestNew(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		key  []byte
+		key  *handle.Ring
 		ok   bool
 	}{
 		{"valid", Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, testKey, true},
-		{"short key", Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, testKey[:31], false},
+		{"no handle keys", Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, nil, false},
 		{"no upstream host", Config{HTTPConfig: listener.HTTPConfig{Upstream: "/mcp"}}, testKey, false},
 		{"listening needs an http upstream", Config{HTTPConfig: listener.HTTPConfig{Listen: ":0", Upstream: "ftp://x", Plaintext: true}}, testKey, false},
 		{"listening needs TLS or plaintext", Config{HTTPConfig: listener.HTTPConfig{Listen: ":0", Upstream: "http://x"}}, testKey, false},

@@ -138,13 +138,14 @@ const kindTarget = 'p'
 // pathPrefix is the path relay URLs are under.
 const pathPrefix = "/push/"
 
-// New builds the relay. key is the sidecar's handle key (relay URLs open
-// with it, on any replica that shares it); allow is the webhook allowlist.
-func New(cfg Config, limits listener.Limits, allow a2arules.Allow, key []byte, owners Owners, handles Handles, log *slog.Logger) (*Relay, error) {
+// New builds the relay. keys are the sidecar's handle keys (relay URLs open
+// with them, on any replica that shares them, while their key is in the
+// ring); allow is the webhook allowlist.
+func New(cfg Config, limits listener.Limits, allow a2arules.Allow, keys *handle.Ring, owners Owners, handles Handles, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sealer, err := handle.New(key, "a2a push relay", []byte{kindTarget})
+	sealer, err := handle.NewSealer(keys, "a2a push relay", []byte{kindTarget})
 	if err != nil {
 		return nil, fmt.Errorf("a2a push relay: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 )
@@ -147,7 +148,7 @@ func TestRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			allow.Only = tc.only
-			r, err := New(Config{}, listener.Limits{}, allow, []byte("0123456789abcdef0123456789abcdef"), tab, handles, nil)
+			r, err := New(Config{}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestRelay(t *testing.T) {
 // TestRelayURLs: a relay URL opens only with the key, a forged or altered
 // one is 404; Restore gives the owner its URL back and refuses another's.
 func TestRelayURLs(t *testing.T) {
-	r, err := New(Config{}, listener.Limits{}, a2arules.Allow{}, []byte("0123456789abcdef0123456789abcdef"), owners{}, handles, nil)
+	r, err := New(Config{}, listener.Limits{}, a2arules.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestRelayURLs(t *testing.T) {
 	if strings.Contains(ru, "hooks.example.com") || strings.Contains(ru, "alice") || strings.Contains(ru, "task-1") {
 		t.Fatalf("the relay URL shows what it stands for: %s", ru)
 	}
-	other, _ := New(Config{}, listener.Limits{}, a2arules.Allow{}, []byte("another key, 32 bytes long......"), owners{}, handles, nil)
+	other, _ := New(Config{}, listener.Limits{}, a2arules.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, nil)
 	other.Bound(front.Listener.Addr())
 	u, _ := url.Parse(ru)
 	for _, p := range []string{u.Path[:len(u.Path)-2] + "xx", "/push/", "/push/wt2." + u.Path[len("/push/"):], strings.TrimPrefix(other.URL(Target{Principal: "alice", URL: "http://x/"}), front.URL)} {
@@ -232,4 +233,14 @@ func TestRelayURLs(t *testing.T) {
 	if r.Restore(cfg, "bob") {
 		t.Fatalf("bob was given alice's config: %v", cfg)
 	}
+}
+
+// ring is a one-key handle keyring.
+func ring(t *testing.T, secret string) *handle.Ring {
+	t.Helper()
+	r, err := handle.SingleKey([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
