@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,11 @@ type metrics struct {
 	upstream  *prometheus.CounterVec
 	rebuilds  *prometheus.CounterVec
 	conflicts prometheus.Counter
+	// reloads counts SIGHUP reloads by result; lastReload is when the
+	// configuration last loaded whole (start-up or a reload).
+	reloads    *prometheus.CounterVec
+	lastReload prometheus.Gauge
+	now        func() time.Time
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,8 +56,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "warden_state_conflicts_total", Help: "Decisions on MACP sessions shared through Redis that found the session changed by another replica (decided again).",
 	})
-	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts)
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "warden_build_info", Help: "Always 1; the labels say which Warden runs: its version and the Go release it was built with.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(versionString(), runtime.Version()).Set(1)
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_reload_total", Help: "Configuration reloads (SIGHUP) by result: success (everything replaced) or failure (everything kept).",
+	}, []string{"result"})
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.lastReload = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "warden_last_reload_success_timestamp_seconds", Help: "Unix time the configuration last loaded whole: at start-up, then at each successful reload.",
+	})
+	m.now = time.Now
+	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, build, m.reloads, m.lastReload)
 	return m
+}
+
+// reloaded counts a reload's outcome and, when it succeeded, its time.
+func (m *metrics) reloaded(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("failure").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
 }
 
 // UpstreamFailed implements proxy.EventObserver.

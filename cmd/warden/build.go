@@ -40,6 +40,7 @@ type parts struct {
 	a2a      *a2a.Server
 	ext      *extauthz.Server
 	reg      *prometheus.Registry
+	metrics  *metrics
 	dl       *decisionlog.Logger // nil when the decision log is off
 	mcpKeys  *handle.Ring        // the MCP handle keys, nil when the mode is off; a reload swaps them
 	a2aKeys  *handle.Ring        // the A2A handle keys, likewise
@@ -109,7 +110,8 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 		rebuilder, source = rb, rb
 		checks = append(checks, namedCheck{"macp upstream " + cfg.MACP.Upstream, p.up.Ready})
 	}
-	observer := observers{newMetrics(p.reg)}
+	p.metrics = newMetrics(p.reg)
+	observer := observers{p.metrics}
 	if p.dl, err = decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version}); err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,4 +47,45 @@ func TestAuthReasonLabel(t *testing.T) {
 			t.Errorf("missing %s in\n%s", want, out)
 		}
 	}
+}
+
+// TestBuildAndReloadMetrics scrapes /metrics as Prometheus would:
+// warden_build_info names the version and Go release, and each reload is
+// counted by result, the last success's time kept (a failed reload leaves
+// it). None of these series existed before.
+func TestBuildAndReloadMetrics(t *testing.T) {
+	cfgPath := write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nextauthz:\n  listen: 127.0.0.1:0\n")
+	p := buildFrom(t, cfgPath)
+	clock := time.Unix(1_800_000_000, 0)
+	p.metrics.now = func() time.Time { return clock }
+	a := &admin{reg: p.reg, ready: func() error { return nil }}
+	expect := func(lines ...string) {
+		t.Helper()
+		out := scrape(t, a)
+		for _, l := range lines {
+			if !strings.Contains(out, "\n"+l+"\n") {
+				t.Errorf("no line %q in\n%s", l, out)
+			}
+		}
+	}
+	expect(`warden_build_info{goversion="`+runtime.Version()+`",version="`+versionString()+`"} 1`,
+		`warden_reload_total{result="failure"} 0`, `warden_reload_total{result="success"} 0`)
+	started := scrape(t, a)
+	if !strings.Contains(started, "\nwarden_last_reload_success_timestamp_seconds ") || strings.Contains(started, "\nwarden_last_reload_success_timestamp_seconds 0\n") {
+		t.Fatalf("no start-up load time:\n%s", started)
+	}
+
+	reloadFile := func(yaml string) {
+		t.Helper()
+		if err := writeTo(cfgPath, yaml); err != nil {
+			t.Fatal(err)
+		}
+		_ = reload(context.Background(), cfgPath, func(*Config) {}, p, slog.New(slog.DiscardHandler))
+	}
+	reloadFile("authn:\n  mode: dev\n  insecure: true\nextauthz:\n  listen: 127.0.0.1:0\n")
+	expect(`warden_reload_total{result="failure"} 0`, `warden_reload_total{result="success"} 1`, `warden_last_reload_success_timestamp_seconds 1.8e+09`)
+
+	clock = clock.Add(time.Minute)
+	reloadFile("authn:\n  mode: nonsense\n")
+	expect(`warden_reload_total{result="failure"} 1`, `warden_reload_total{result="success"} 1`, `warden_last_reload_success_timestamp_seconds 1.8e+09`)
 }

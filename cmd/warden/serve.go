@@ -350,7 +350,8 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), p *pa
 // reload rebuilds the authenticator, the policies and the handle keyrings
 // from the config file with the flags applied and swaps them into p; on any
 // error p keeps everything it has.
-func reload(ctx context.Context, cfgPath string, apply func(*Config), p *parts, log *slog.Logger) error {
+func reload(ctx context.Context, cfgPath string, apply func(*Config), p *parts, log *slog.Logger) (err error) {
+	defer func() { p.metrics.reloaded(err) }()
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		return err
