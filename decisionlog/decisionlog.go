@@ -120,7 +120,8 @@ type Result struct {
 type Logger struct {
 	mu     sync.Mutex
 	w      *bufio.Writer
-	closer io.Closer
+	path   string   // the file, "" for standard output
+	file   *os.File // the open file, nil for standard output
 	sample float64
 	labels map[string]string
 	every  time.Duration
@@ -144,20 +145,23 @@ func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error
 		return nil, err
 	}
 	var w io.Writer
-	var closer io.Closer
+	var file *os.File
 	switch cfg.Path {
 	case "":
 		return nil, nil
 	case "-":
 		w = stdout
 	default:
-		f, err := os.OpenFile(cfg.Path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		f, err := openLog(cfg.Path)
 		if err != nil {
-			return nil, fmt.Errorf("decision_log.path: %w", err)
+			return nil, err
 		}
-		w, closer = f, f
+		w, file = f, f
 	}
-	l := &Logger{w: bufio.NewWriterSize(w, 64<<10), closer: closer, sample: 1, labels: labels, every: cfg.FlushInterval}
+	l := &Logger{w: bufio.NewWriterSize(w, 64<<10), file: file, sample: 1, labels: labels, every: cfg.FlushInterval}
+	if file != nil {
+		l.path = cfg.Path
+	}
 	if cfg.SampleAllowed != nil {
 		l.sample = *cfg.SampleAllowed
 	}
@@ -233,12 +237,48 @@ func (l *Logger) Run(ctx context.Context) error {
 	}
 }
 
+// openLog opens the decision log file for appending, creating it.
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("decision_log.path: %w", err)
+	}
+	return f, nil
+}
+
+// Reopen opens the log file again by its path (SIGHUP, after logrotate
+// moved it): what is buffered goes to the file open until now, every later
+// record to the new one, so none is lost or written twice. When the path
+// cannot be opened, records keep going to the current file and the error is
+// returned. Standard output is not reopened.
+func (l *Logger) Reopen() error {
+	if l.path == "" {
+		return nil
+	}
+	f, err := openLog(l.path)
+	if err != nil {
+		return fmt.Errorf("decision log reopen: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err = l.w.Flush()
+	old := l.file
+	l.file = f
+	l.w.Reset(f)
+	if err := errors.Join(err, old.Close()); err != nil {
+		return fmt.Errorf("decision log reopen: %w", err)
+	}
+	return nil
+}
+
 // Close flushes the buffer and closes the file.
 func (l *Logger) Close() error {
 	err := l.flush()
-	if l.closer != nil {
-		err = errors.Join(err, l.closer.Close())
+	l.mu.Lock()
+	if l.file != nil {
+		err = errors.Join(err, l.file.Close())
 	}
+	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("decision log: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,3 +95,110 @@ func TestFileAndRun(t *testing.T) {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// TestReopenAfterRename is logrotate's move-then-signal: while decisions
+// are recorded and flushed, the file is renamed and Reopen called (what
+// SIGHUP does). Every record lands exactly once: those before the reopen in
+// the moved file, the rest in a new file at the path. Before Reopen, every
+// later record went on into the moved file.
+func TestReopenAfterRename(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "decisions.log")
+	l, err := New(Config{Path: path, FlushInterval: time.Millisecond}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- l.Run(ctx) }()
+	const n = 3000
+	reopened, started := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			switch i {
+			case n / 4:
+				close(started)
+			case n / 2:
+				<-reopened
+			}
+			l.Decided(proxy.Decision{ID: "d-" + strconv.Itoa(i), Protocol: "mcp", Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, AuthReason: "expired"}, time.Microsecond)
+		}
+	}()
+	<-started
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	close(reopened)
+	<-done
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, name := range []string{path + ".1", path} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(lines) == 0 || lines[0] == "" {
+			t.Fatalf("%s is empty", name)
+		}
+		for _, line := range lines {
+			var r Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%s: torn record %q: %v", name, line, err)
+			}
+			if r.Result.AuthReason != "expired" {
+				t.Fatalf("record without auth_reason: %s", line)
+			}
+			seen[r.DecisionID]++
+		}
+	}
+	for i := range n {
+		if c := seen["d-"+strconv.Itoa(i)]; c != 1 {
+			t.Fatalf("record d-%d written %d times", i, c)
+		}
+	}
+	// The new file holds the records made after the reopen.
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"decision_id":"d-`+strconv.Itoa(n-1)+`"`) {
+		t.Fatal("the last record is not in the reopened file")
+	}
+}
+
+// TestReopenFails: when the path cannot be opened, records go on into the
+// file open until now.
+func TestReopenFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "decisions.log")
+	if err := os.Mkdir(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Config{Path: path}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Dir(path), filepath.Join(dir, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(); err == nil {
+		t.Fatal("reopened a path whose directory is gone")
+	}
+	l.Decided(proxy.Decision{ID: "after", Protocol: "mcp"}, 0)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "moved", "decisions.log"))
+	if err != nil || !strings.Contains(string(b), `"after"`) {
+		t.Fatalf("record lost: %q %v", b, err)
+	}
+}

@@ -41,12 +41,18 @@ func startExtAuthz(t *testing.T, name, runtime string, args ...string) (checkCli
 	addr := freeAddr(t)
 	base := []string{"serve", "--extauthz-listen", addr, "--macp-upstream", runtime, "--upstream-plaintext", "--auth", "dev", "--insecure-dev-auth", "--log-level", "warn"}
 	p := start(t, name, addr, nil, wardenBinary(t), append(base, args...)...)
+	return dialCheck(t, name, addr), p
+}
+
+// dialCheck is an ext_authz client of the Warden at addr.
+func dialCheck(t *testing.T, name, addr string) checkClient {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return checkClient{t, name, authv3.NewAuthorizationClient(conn)}, p
+	return checkClient{t, name, authv3.NewAuthorizationClient(conn)}
 }
 
 // verdict is what Envoy would do with a Check answer: "allow", or the

@@ -321,11 +321,11 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// reloadOnHUP rebuilds the authenticator, the policies and the handle
-// keyrings from the config file on SIGHUP and swaps them in; when the new
-// ones fail to build, the old ones stay and the error is logged. It reads
-// the listeners' TLS files again too (the files named at start), whatever
-// became of the rest.
+// reloadOnHUP, on SIGHUP, reopens the decision log file (logrotate's
+// move-then-signal), reads the listeners' TLS files again (the files named
+// at start) and rebuilds the authenticator, the policies and the handle
+// keyrings from the config file and swaps them in; when the new ones fail
+// to build, the old ones stay and the error is logged.
 func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), p *parts, log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -335,6 +335,11 @@ func reloadOnHUP(ctx context.Context, cfgPath string, apply func(*Config), p *pa
 		case <-ctx.Done():
 			return nil
 		case <-hup:
+		}
+		if p.dl != nil {
+			if err := p.dl.Reopen(); err != nil {
+				log.Error("reload: the decision log goes on in the file open until now", "err", err)
+			}
 		}
 		for _, t := range p.tls {
 			if err := t.Reload(); err != nil {
