@@ -55,7 +55,7 @@ structs and the commands' flag sets. Do not edit: regenerate with
 Warden reads one YAML file (` + "`warden serve --config FILE`" + `), decoded strictly: an unknown key is an
 error that names it. Every key is optional; a key left out (or zero) takes the default its
 description names. Flags override the file. ` + "`warden check --config FILE`" + ` validates a file exactly
-as ` + "`serve`" + ` would, including every file it names. SIGHUP reloads authentication and policies.
+as ` + "`serve`" + ` would, including every file it names. SIGHUP reloads authentication, policies, handle keys and TLS files, and reopens the decision log.
 
 Relative paths resolve against Warden's working directory. Durations are Go durations (` + "`200ms`, `1s`, `24h`" + `);
 sizes are bytes. The example configurations in [deploy/config](../deploy/config) show each mode.

@@ -32,8 +32,9 @@ Run Warden in one or more modes at once (flags override the config file):
   A2A sidecar   --a2a-listen ADDR --a2a-upstream URL         A2A JSON-RPC over HTTP+SSE, in front of an A2A server
   ext_authz     --extauthz-listen ADDR [--extauthz-mcp|--extauthz-a2a]  Envoy's external authorization service
 Every mode needs an authentication method (--auth) and TLS or an explicit
---plaintext. SIGHUP reloads authentication, policies and the TLS files (also
-read again every --tls-reload-interval).`
+--plaintext. SIGHUP reloads authentication, policies, handle keys and the TLS
+files (also read again every --tls-reload-interval), and reopens the decision
+log file.`
 
 // serveCmd runs the sidecar: flags override the config file.
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

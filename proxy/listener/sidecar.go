@@ -27,7 +27,10 @@ type HTTPConfig struct {
 	KeyFile      string `yaml:"key_file" json:"key_file"`
 	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
 	// HandleKeyFile holds the key (at least 32 bytes) that binds handles
-	// (task, session, context, event id, cursor) to principals. Replicas
+	// (task, session, context, event id, cursor) to principals, or a keyring
+	// {"keys":[{"id":"2","secret":"..."},{"id":"1","secret":"..."}]}: the
+	// first key seals new handles, every listed key opens its own, so a key
+	// is rotated by prepending the new one and reloading (SIGHUP). Replicas
 	// share it; with none, a random key is made at start and handles do not
 	// survive a restart.
 	HandleKeyFile string `yaml:"handle_key_file" json:"handle_key_file"`
