@@ -141,10 +141,6 @@ func (e *Enforcer) TaskCreated(id, owner, status string) {
 	t.mu.Unlock()
 }
 
-// SharesTasks reports whether task owners are kept in a store other
-// replicas share: what this replica saw of the traffic is not all of it.
-func (e *Enforcer) SharesTasks() bool { return e.store != nil }
-
 // TaskObserved records a status the upstream reported for a task; an
 // unknown task is not added (its owner is unknown). A failed write to the
 // shared store is logged; the next decision on the task reads its status

@@ -70,8 +70,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)
 	}
-	x.start = time.Now()
-	defer x.recordCall()()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -381,10 +379,8 @@ type exchange struct {
 	call        mcprules.Call
 	decision    *proxy.Decision
 	settled     bool
-	// support is the called tool's taskSupport (tools/call), start when
-	// the request left for the upstream.
+	// support is the called tool's taskSupport (tools/call).
 	support string
-	start   time.Time
 	// dry is dry-run mode: identifiers are not sealed, nothing is
 	// withheld, refusals are logged. replaced is set when an answer would
 	// have been replaced with an error.
@@ -394,9 +390,6 @@ type exchange struct {
 	answered bool
 	// taskID is the upstream ID the request's params.taskId named.
 	taskID string
-	// learned is set once an answer or message of the caller's tools/call
-	// named the task the call made.
-	learned bool
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -682,21 +675,6 @@ func hasKey(spans []span, key string) bool {
 	return false
 }
 
-// recordCall records, as it leaves for the upstream, every tools/call
-// (implicitCalls): a plain one may make a task Warden is never told about
-// (whatever taskSupport Warden last read for its tool: the server's list may
-// have changed since), and a task-augmented one a task whose answer Warden
-// may never read. The returned func ends the record, whatever became of the
-// call.
-func (x *exchange) recordCall() func() {
-	c := x.call
-	if c.Kind != mcprules.KindRequest || c.Method != mcprules.MethodToolsCall || x.resumed {
-		return func() {}
-	}
-	k := x.s.implicit.begin(x.principal, x.start, !c.TaskRequested)
-	return func() { x.s.implicit.end(k, time.Now(), x.learned) }
-}
-
 // answers reports whether an answer's decoded id is the id of this
 // exchange's request.
 func (x *exchange) answers(id any) bool {
@@ -734,12 +712,9 @@ func (x *exchange) learnRelated(msg map[string]any) {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
-		owner, known := x.s.enforcer.TaskOwner(id)
-		if !known {
+		if _, known := x.s.enforcer.TaskOwner(id); !known {
 			x.s.enforcer.TaskCreated(id, x.principal, "")
 		}
-		// The call's task is known; another's named here does not say so.
-		x.learned = x.learned || !known || owner == x.principal
 	}
 }
 
@@ -925,7 +900,6 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			if owner, known := e.TaskOwner(id); !known || owner == x.principal {
 				st, _ := task["status"].(string)
 				e.TaskCreated(id, x.principal, st)
-				x.learned = true
 			}
 		}
 	case mcprules.MethodList:
@@ -961,19 +935,9 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			if st, _ := m["status"].(string); known && st != "" {
 				e.TaskObserved(id, st)
 			}
-			if !known && id != "" && !e.SharesTasks() {
-				// A task no answer named: one a plain call made
-				// (implicitCalls). With a shared store, calls made
-				// through other replicas are not seen here: never placed.
-				created, _ := m["createdAt"].(string)
-				if at, err := time.Parse(time.RFC3339Nano, created); err == nil {
-					if p, ok := x.s.implicit.owner(at); ok {
-						st, _ := m["status"].(string)
-						e.TaskCreated(id, p, st)
-						owner, known = p, true
-					}
-				}
-			}
+			// A task no answer to its owner's own request named (one a
+			// server made of a plain call, one whose answer Warden never
+			// read) is nobody's: its owner is never guessed.
 			if known && owner == x.principal {
 				kept = append(kept, t)
 			}

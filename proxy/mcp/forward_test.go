@@ -260,19 +260,16 @@ func TestFromUpstreamLearns(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a related task resolves the call only when it is the caller's", func(t *testing.T) {
+	t.Run("a related task is learned only when nobody's", func(t *testing.T) {
 		e.TaskCreated("rel-bob", bob, mcprules.StatusWorking)
 		rel := func(id string) []byte {
 			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
 		}
-		for _, tc := range []struct {
-			id      string
-			learned bool
-		}{{"rel-bob", false}, {"rel-new", true}} {
+		for _, tc := range []struct{ id, owner string }{{"rel-bob", bob}, {"rel-new", alice}} {
 			x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a","task":{}}}`)
 			x.fromUpstream(rel(tc.id))
-			if x.learned != tc.learned {
-				t.Errorf("related %s: learned %v, want %v", tc.id, x.learned, tc.learned)
+			if o, _ := e.TaskOwner(tc.id); o != tc.owner {
+				t.Errorf("related %s: owner %q, want %q", tc.id, o, tc.owner)
 			}
 		}
 	})

@@ -158,8 +158,6 @@ type Server struct {
 	log      *slog.Logger
 	gate     *gate.Gate[mcprules.Call]
 
-	implicit *implicitCalls
-
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
 
 	streams *listener.Streams // the forwarded requests open
@@ -194,7 +192,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools, implicit: newImplicitCalls(),
+	s := &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools,
 		streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
