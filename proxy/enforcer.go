@@ -95,8 +95,10 @@ type TaskStore interface {
 	// once.
 	ObserveAll(ctx context.Context, ids, statuses []string) error
 	// Steer reserves a place in the task's steer queue unless max (> 0) are
-	// taken, atomically across replicas; queued is the count before.
-	Steer(ctx context.Context, id string, max int) (reserved bool, queued int, err error)
+	// taken, atomically across replicas; queued is the count before. A mark
+	// (the task's lastUpdatedAt now) other than the one the count began at
+	// restarts the count: the server passed a step and took the queue.
+	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
 	// Unsteer gives a reserved place back.
 	Unsteer(ctx context.Context, id string) error
 	// Owners returns each task's owner, "" when unknown.

@@ -21,8 +21,8 @@ type memStore struct {
 }
 
 type memTask struct {
-	owner, status string
-	steers        int
+	owner, status, mark string
+	steers              int
 }
 
 var errDown = errors.New("store down")
@@ -112,13 +112,16 @@ func (m *memStore) ObserveAll(_ context.Context, ids, statuses []string) error {
 	return nil
 }
 
-func (m *memStore) Steer(_ context.Context, id string, max int) (bool, int, error) {
+func (m *memStore) Steer(_ context.Context, id string, max int, mark string) (bool, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
 		return false, 0, err
 	}
 	t := m.task(id)
+	if mark != "" && mark != t.mark {
+		t.mark, t.steers = mark, 0
+	}
 	n := t.steers
 	if max <= 0 || n < max {
 		t.steers++
@@ -232,21 +235,22 @@ func TestSharedSteerBound(t *testing.T) {
 	}
 }
 
-// TestSharedStatus: a status one replica learned decides on another.
+// TestSharedStatus: a terminal status one replica learned decides on
+// another without asking the upstream (a terminal status is final).
 func TestSharedStatus(t *testing.T) {
 	store := newMemStore()
 	r := replicas(t, 2, store)
 	r[0].TaskCreated("p", alice, mcp.StatusWorking)
 	enforceTask(t, r[1], taskReq(mcp.MethodGet, alice, "p", true)).Settle(true) // r[1] knows it as working
-	r[0].TaskObserved("p", mcp.StatusPaused)
+	r[0].TaskObserved("p", mcp.StatusCompleted)
 	s := &fakeStatus{status: mcp.StatusWorking}
 	req := taskReq(mcp.MethodPause, alice, "p", true)
 	req.Status = s.read
 	if d := enforceTask(t, r[1], req); d.Allow || d.Reason != rules.ReasonTaskState {
-		t.Fatalf("pause of a task another replica saw paused: %+v", d)
+		t.Fatalf("pause of a task another replica saw completed: %+v", d)
 	}
 	if s.n() != 0 {
-		t.Error("a status the store knows was read from the upstream")
+		t.Error("a terminal status the store knows was read from the upstream")
 	}
 }
 

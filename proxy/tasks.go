@@ -27,9 +27,10 @@ type TaskRequest struct {
 	Owner  bool
 	// Support is the tool's execution.taskSupport for tools/call, "" unknown.
 	Support string
-	// Status reads the task's status from the upstream when Warden does not
-	// know it; nil when it cannot be read.
-	Status func(ctx context.Context) (string, error)
+	// Status reads the task as the upstream reports it now (Warden's own
+	// tasks/get); nil when it cannot be read. A status-dependent rule is
+	// decided on what it returns unless Warden knows the task terminal.
+	Status func(ctx context.Context) (TaskView, error)
 	Limits mcp.Limits
 	// Refused is a verdict the adapter reached from the transport (routing
 	// headers that disagree with the body); when set it is the decision.
@@ -41,12 +42,23 @@ type TaskRequest struct {
 	OwnershipUnknown bool
 }
 
+// TaskView is a task as the upstream reports it now.
+type TaskView struct {
+	Status string
+	// Updated is its lastUpdatedAt: a server passing a step (a safe point,
+	// where it takes the queued steers) updates the task, whether or not
+	// its status changes.
+	Updated string
+}
+
 // task is what Warden keeps of one MCP task: a few dozen bytes.
 type task struct {
 	mu     sync.Mutex
 	owner  string
 	status string
-	steers int // accepted since the status last changed
+	steers int // accepted since the status or the mark last changed
+	// mark is the task's lastUpdatedAt when the steer count began.
+	mark string
 	// synced is when status was last read from or written to the shared
 	// store: an observation of the same status soon after is not written
 	// again (a tasks/get pays one round trip to the store, not two).
@@ -296,21 +308,16 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 			t, status = nil, "" // no steer place reserved for another's task
 		}
 	}
+	mark := ""
 	if owner {
 		roles = []string{"owner"}
 		t.mu.Lock()
 		steers = t.steers
 		t.mu.Unlock()
-		if status == "" && mcp.NeedsStatus(c.Method) && req.Status != nil {
-			s, err := req.Status(ctx)
-			if err != nil {
-				return Decision{}, fmt.Errorf("read status of task %s: %w", req.TaskID, err)
-			}
-			if mcp.KnownStatus(s) {
-				if err := e.observe(ctx, req.TaskID, s); err != nil {
-					return Decision{}, fmt.Errorf("record status of task %s: %w", req.TaskID, err)
-				}
-				status = s
+		if mcp.NeedsStatus(c.Method) && req.Status != nil && !mcp.Terminal(status) {
+			var err error
+			if status, mark, err = e.current(ctx, req); err != nil {
+				return Decision{}, err
 			}
 		}
 	}
@@ -327,13 +334,16 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	reserved := false
 	if c.Method == mcp.MethodSteer && t != nil {
 		if e.store != nil {
-			ok, n, err := e.store.Steer(ctx, req.TaskID, req.Limits.MaxSteerQueue)
+			ok, n, err := e.store.Steer(ctx, req.TaskID, req.Limits.MaxSteerQueue, mark)
 			if err != nil {
 				return Decision{}, fmt.Errorf("reserve a steer of task %s: %w", req.TaskID, err)
 			}
 			reserved, steers = ok, n
 		} else {
 			t.mu.Lock()
+			if mark != "" && mark != t.mark {
+				t.mark, t.steers = mark, 0 // the server passed a step: the queue was taken
+			}
 			steers = t.steers
 			if req.Limits.MaxSteerQueue <= 0 || steers < req.Limits.MaxSteerQueue {
 				t.steers++
@@ -398,6 +408,27 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 	}
 	return d, nil
+}
+
+// current reads the request's task as the upstream reports it now, for a
+// rule that depends on its status: a status Warden saw may be stale (a task
+// completes on its own; a server passes a step without changing status), and
+// only a terminal one is final. It records the status read and returns it
+// ("" when the server names none: unknown, the server answers for itself)
+// and the task's lastUpdatedAt. An error means the status cannot be told:
+// Warden cannot decide, the request is refused.
+func (e *Enforcer) current(ctx context.Context, req TaskRequest) (status, mark string, err error) {
+	v, err := req.Status(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("read status of task %s: %w", req.TaskID, err)
+	}
+	if !mcp.KnownStatus(v.Status) {
+		return "", v.Updated, nil
+	}
+	if err := e.observe(ctx, req.TaskID, v.Status); err != nil {
+		return "", "", fmt.Errorf("record status of task %s: %w", req.TaskID, err)
+	}
+	return v.Status, v.Updated, nil
 }
 
 // own records that principal owns the entry under key of task id (the

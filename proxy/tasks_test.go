@@ -52,17 +52,24 @@ func enforceTask(t *testing.T, e *Enforcer, r TaskRequest) Decision {
 
 // fakeStatus is a Status func that counts its calls.
 type fakeStatus struct {
-	mu     sync.Mutex
-	status string
-	err    error
-	calls  int
+	mu      sync.Mutex
+	status  string
+	updated string // lastUpdatedAt
+	err     error
+	calls   int
 }
 
-func (f *fakeStatus) read(context.Context) (string, error) {
+func (f *fakeStatus) read(context.Context) (TaskView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	return f.status, f.err
+	return TaskView{Status: f.status, Updated: f.updated}, f.err
+}
+
+func (f *fakeStatus) set(status, updated string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status, f.updated = status, updated
 }
 
 func (f *fakeStatus) n() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
@@ -215,13 +222,15 @@ func TestEnforceTaskStatuses(t *testing.T) {
 						e.TaskCreated(id, alice, mcp.StatusWorking)
 						e.TaskObserved(id, st)
 					}
-					s := &fakeStatus{status: mcp.StatusWorking}
+					s := &fakeStatus{status: st} // the server agrees
 					r := taskReq(m, alice, id, true)
 					r.Status = s.read
 					d := enforceTask(t, e, r)
 					defer d.Settle(false)
-					if s.n() != 0 {
-						t.Error("a known status was read from the upstream")
+					// A status rule is decided on the status now, read
+					// unless Warden knows the task terminal (final).
+					if reads := map[bool]int{true: 1}[mcp.NeedsStatus(m) && !mcp.Terminal(st)]; s.n() != reads {
+						t.Errorf("status read %d times, want %d", s.n(), reads)
 					}
 					if d.Allow != want {
 						t.Fatalf("allow = %v, want %v: %+v", d.Allow, want, d)
@@ -310,6 +319,72 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 			t.Fatalf("a decision with the error: %+v", d)
 		}
 	})
+}
+
+// TestEnforceTaskStaleStatus: a task that completed on its own, with nobody
+// asking, is still working to Warden; a status rule is decided on the
+// status read now (issue 24 item 5: the old code forwarded the pause and
+// the steer of a completed task). A read that fails refuses.
+func TestEnforceTaskStaleStatus(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	for _, m := range []string{mcp.MethodPause, mcp.MethodSteer, mcp.MethodUpdate, mcp.MethodResume} {
+		t.Run(m, func(t *testing.T) {
+			id := "stale-" + m
+			e.TaskCreated(id, alice, mcp.StatusWorking)
+			s := &fakeStatus{status: mcp.StatusCompleted}
+			r := steerReq(alice, id, 32)
+			r.Call.Method = m
+			r.Status = s.read
+			if d := enforceTask(t, e, r); d.Allow || d.Code != rules.CodeInvalidTaskState {
+				t.Fatalf("%s of a task completed since Warden saw it working: %+v", m, d)
+			}
+			// Known terminal now: final, decided without asking again.
+			if d := enforceTask(t, e, r); d.Allow || s.n() != 1 {
+				t.Fatalf("again: %+v, %d reads, want 1", d, s.n())
+			}
+		})
+	}
+	t.Run("read fails", func(t *testing.T) {
+		e.TaskCreated("stale-down", alice, mcp.StatusWorking)
+		r := taskReq(mcp.MethodPause, alice, "stale-down", true)
+		r.Status = (&fakeStatus{err: errors.New("upstream down")}).read
+		if d, err := e.EnforceTask(context.Background(), r); err == nil {
+			t.Fatalf("decided on a status that could not be read: %+v", d)
+		}
+	})
+}
+
+// TestEnforceTaskSteerSafePoints: the server takes the queued steers at its
+// steps without changing the task's status, and says so in lastUpdatedAt;
+// the bound counts the steers since the last update it reports (issue 24
+// item 8: the old code counted from the last status change, so a working
+// task could be steered MaxSteerQueue times in its life).
+func TestEnforceTaskSteerSafePoints(t *testing.T) {
+	for _, store := range []TaskStore{nil, newMemStore()} {
+		t.Run(fmt.Sprintf("store %v", store != nil), func(t *testing.T) {
+			e := replicas(t, 1, store)[0]
+			e.TaskCreated("long", alice, mcp.StatusWorking)
+			s := &fakeStatus{status: mcp.StatusWorking, updated: "2026-11-27T10:00:00.000Z"}
+			steer := func() Decision {
+				r := steerReq(alice, "long", 2)
+				r.Status = s.read
+				d := enforceTask(t, e, r)
+				d.Settle(true)
+				return d
+			}
+			for i := range 40 {
+				if i%2 == 0 {
+					s.set(mcp.StatusWorking, fmt.Sprintf("2026-11-27T10:00:%02d.000Z", i/2+1)) // a step passed
+				}
+				if d := steer(); !d.Allow {
+					t.Fatalf("steer %d, two between steps: %+v", i, d)
+				}
+			}
+			if d := steer(); d.Allow || d.Reason != rules.ReasonSteerQueueFull {
+				t.Fatalf("a third steer with no step between: %+v", d)
+			}
+		})
+	}
 }
 
 func TestEnforceTaskRefused(t *testing.T) {
@@ -443,10 +518,10 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	e.TaskCreated("c1", alice, "") // owner known, status not yet
 	reading, release := make(chan struct{}), make(chan struct{})
 	first := steerReq(alice, "c1", 1)
-	first.Status = func(context.Context) (string, error) {
+	first.Status = func(context.Context) (TaskView, error) {
 		close(reading)
 		<-release
-		return mcp.StatusWorking, nil
+		return TaskView{Status: mcp.StatusWorking}, nil
 	}
 	type result struct {
 		d   Decision
@@ -459,7 +534,7 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	}()
 	<-reading
 	second := steerReq(alice, "c1", 1)
-	second.Status = func(context.Context) (string, error) { return mcp.StatusWorking, nil }
+	second.Status = func(context.Context) (TaskView, error) { return TaskView{Status: mcp.StatusWorking}, nil }
 	d2 := enforceTask(t, e, second)
 	close(release)
 	r := <-done
@@ -530,7 +605,7 @@ func TestEnforceTaskObserved(t *testing.T) {
 	}
 	d := enforceTask(t, e, taskReq(mcp.MethodGet, bob, "t1", false))
 	r := taskReq(mcp.MethodPause, alice, "t2", true)
-	r.Status = func(context.Context) (string, error) { return "", errors.New("down") }
+	r.Status = (&fakeStatus{err: errors.New("down")}).read
 	if _, err := e.EnforceTask(context.Background(), r); err == nil {
 		t.Fatal("no error")
 	}

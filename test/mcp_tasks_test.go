@@ -280,6 +280,53 @@ func TestMCPSteerQueue(t *testing.T) {
 	alice.call("tasks/cancel", map[string]any{"taskId": h}, nil)
 }
 
+// TestMCPStaleStatus: a task that completed on its own, with nobody asking
+// tasks/get, is still working as far as Warden last saw; the SEP-2669 rules
+// are decided on the status Warden reads before deciding. The fixture runs
+// -lax (it would "pause" and take a steer for a completed task), so each
+// refusal is Warden's; the old code forwarded both.
+func TestMCPStaleStatus(t *testing.T) {
+	upstream := startFixtureMCP(t, "-lax")
+	warden, _ := startMCPWarden(t, upstream)
+	alice := mcpClient{t, warden, "alice"}
+	h := alice.create(2, 20)           // completes in about 40 ms, unobserved
+	time.Sleep(300 * time.Millisecond) // nobody asks tasks/get meanwhile
+	for _, m := range []string{"tasks/pause", "tasks/steer"} {
+		r := alice.call(m, map[string]any{"taskId": h, "message": "late"}, nil)
+		if r.code() != -32602 || !strings.Contains(r.Error.Message, "completed") {
+			t.Errorf("%s of a task completed since Warden saw it working: %+v %+v, want -32602 naming completed", m, r.Result, r.Error)
+		}
+	}
+	seen := upstreamRequests(t, upstream)
+	for _, m := range []string{"tasks/pause", "tasks/steer"} {
+		if n := count(seen, m+" by alice"); n != 0 {
+			t.Errorf("the server received %d %s", n, m)
+		}
+	}
+}
+
+// TestMCPSteerSafePoints: a long working task takes steers at its steps
+// without changing status; the bound counts the steers since the last
+// step the server reports (lastUpdatedAt), so 40 steers spread over the
+// steps pass the default bound of 32 (the old code refused the 33rd: it
+// counted from the last status change).
+func TestMCPSteerSafePoints(t *testing.T) {
+	upstream := startFixtureMCP(t)
+	warden, _ := startMCPWarden(t, upstream)
+	alice := mcpClient{t, warden, "alice"}
+	h := alice.create(1000, 10) // a step every 10 ms, for 10 s
+	for i := range 40 {
+		if r := alice.call("tasks/steer", map[string]any{"taskId": h, "message": fmt.Sprint("m", i)}, nil); r.Error != nil {
+			t.Fatalf("steer %d: %+v, want accepted (the server took the earlier ones at its steps)", i, r.Error)
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+	alice.call("tasks/cancel", map[string]any{"taskId": h}, nil)
+	if n := count(upstreamRequests(t, upstream), "tasks/steer by alice"); n != 40 {
+		t.Errorf("the server received %d steers, want 40", n)
+	}
+}
+
 // TestMCPHandlesAcrossRestartAndReplicas: handles are checked with the
 // shared key only, so a restarted Warden and a second replica honour them;
 // task status unknown to a new replica is read from the server.

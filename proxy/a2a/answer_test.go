@@ -244,9 +244,11 @@ func (downStore) Claim(context.Context, string, string) (string, string, error) 
 func (downStore) Create(context.Context, string, string, string) (string, error) { return "", errDown }
 func (downStore) Observe(context.Context, string, string) error                  { return errDown }
 func (downStore) ObserveAll(context.Context, []string, []string) error           { return errDown }
-func (downStore) Steer(context.Context, string, int) (bool, int, error)          { return false, 0, errDown }
-func (downStore) Unsteer(context.Context, string) error                          { return errDown }
-func (downStore) Owners(context.Context, []string) ([]string, error)             { return nil, errDown }
+func (downStore) Steer(context.Context, string, int, string) (bool, int, error) {
+	return false, 0, errDown
+}
+func (downStore) Unsteer(context.Context, string) error              { return errDown }
+func (downStore) Owners(context.Context, []string) ([]string, error) { return nil, errDown }
 
 // TestAnswerOwnersUnreadable: when whose a new task is cannot be read (the
 // shared store is down), the answer that would hand it over is Warden's
@@ -443,8 +445,10 @@ func (s *ownerStore) ObserveAll(_ context.Context, ids, states []string) error {
 	return nil
 }
 
-func (s *ownerStore) Steer(context.Context, string, int) (bool, int, error) { return true, 0, nil }
-func (s *ownerStore) Unsteer(context.Context, string) error                 { return nil }
+func (s *ownerStore) Steer(context.Context, string, int, string) (bool, int, error) {
+	return true, 0, nil
+}
+func (s *ownerStore) Unsteer(context.Context, string) error { return nil }
 
 func (s *ownerStore) Owners(_ context.Context, ids []string) ([]string, error) {
 	s.mu.Lock()

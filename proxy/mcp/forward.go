@@ -268,14 +268,17 @@ func metaOf(params json.RawMessage) json.RawMessage {
 	return p.Meta
 }
 
-// readStatus asks the upstream for a task's status (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (string, error) {
+// readStatus asks the upstream for a task's status and lastUpdatedAt
+// (tasks/get).
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (proxy.TaskView, error) {
 	res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
-		return "", err
+		return proxy.TaskView{}, err
 	}
-	st, _ := res["status"].(string)
-	return st, nil
+	var v proxy.TaskView
+	v.Status, _ = res["status"].(string)
+	v.Updated, _ = res["lastUpdatedAt"].(string)
+	return v, nil
 }
 
 // toolKey names a tool as one principal sees it in one upstream session: a

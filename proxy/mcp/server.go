@@ -370,7 +370,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			if h.HasName && req.Owner {
 				name = owner
 			}
-			req.Status = func(ctx context.Context) (string, error) {
+			req.Status = func(ctx context.Context) (proxy.TaskView, error) {
 				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
 			}
 		}

@@ -81,7 +81,7 @@ func (s *sharedTasks) ObserveAll(ctx context.Context, ids, statuses []string) er
 	return nil
 }
 
-func (s *sharedTasks) Steer(context.Context, string, int) (bool, int, error) {
+func (s *sharedTasks) Steer(context.Context, string, int, string) (bool, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return true, 0, s.fail()

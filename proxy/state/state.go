@@ -254,9 +254,15 @@ func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
 	return err
 }
 
-// steer: reserve a place in the queue unless max (> 0) are taken; returns
-// {reserved, steers before}.
+// steer: reserve a place in the queue unless max (> 0) are taken; a mark
+// (ARGV[3], the task's lastUpdatedAt) other than the one the count began
+// at means the server passed a step since: the queued steers were
+// delivered and the count restarts there. Returns {reserved, steers
+// before}.
 var steer = redis.NewScript(`
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'u') ~= ARGV[3] then
+  redis.call('HSET', KEYS[1], 'u', ARGV[3], 'n', 0)
+end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
 local max = tonumber(ARGV[1])
 local ok = 0
@@ -268,10 +274,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {ok, n}`)
 
 // Steer reserves a place in the task's steer queue when fewer than max are
-// taken (max <= 0: no bound), atomically across every replica. It returns
-// whether it did and how many places were taken before.
-func (r *Redis) Steer(ctx context.Context, id string, max int) (bool, int, error) {
-	v, err := r.run(ctx, steer, "reserve steer", []string{r.key(id)}, max, r.ttl())
+// taken (max <= 0: no bound), atomically across every replica; mark, when
+// set, is the task's lastUpdatedAt as the server reports it now, and a mark
+// other than the count's restarts the count (the server took the queued
+// steers at a step). It returns whether it reserved and how many places
+// were taken before.
+func (r *Redis) Steer(ctx context.Context, id string, max int, mark string) (bool, int, error) {
+	v, err := r.run(ctx, steer, "reserve steer", []string{r.key(id)}, max, r.ttl(), mark)
 	if err != nil {
 		return false, 0, err
 	}

@@ -153,7 +153,7 @@ func TestTasks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ok, n, err := r.Steer(ctx, "t1", 2)
+			ok, n, err := r.Steer(ctx, "t1", 2, "")
 			if err != nil || ok != s.reserved || n != s.before {
 				t.Fatalf("Steer: %v %d %v, want %v %d", ok, n, err, s.reserved, s.before)
 			}
@@ -162,13 +162,13 @@ func TestTasks(t *testing.T) {
 	if s, _, err := r.Claim(ctx, "t1", "alice"); err != nil || s != "input_required" {
 		t.Fatalf("status: %q %v", s, err)
 	}
-	if ok, _, err := r.Steer(ctx, "t1", 0); err != nil || !ok {
+	if ok, _, err := r.Steer(ctx, "t1", 0, ""); err != nil || !ok {
 		t.Fatalf("unbounded steer: %v %v", ok, err)
 	}
 
 	// Several statuses in one round trip: known tasks only, a change
 	// restarts the steer count.
-	if ok, _, err := r.Steer(ctx, "t1", 0); err != nil || !ok {
+	if ok, _, err := r.Steer(ctx, "t1", 0, ""); err != nil || !ok {
 		t.Fatalf("steer: %v %v", ok, err)
 	}
 	if err := r.ObserveAll(ctx, []string{"t1", "t2", "t9"}, []string{"completed", "working", "working"}); err != nil {
@@ -218,7 +218,7 @@ func TestSteerBoundConcurrent(t *testing.T) {
 	won := 0
 	for i := range tries {
 		wg.Go(func() {
-			ok, _, err := stores[i%len(stores)].Steer(ctx, "t", max)
+			ok, _, err := stores[i%len(stores)].Steer(ctx, "t", max, "")
 			if err != nil {
 				t.Error(err)
 			}
@@ -320,7 +320,7 @@ func TestDownAndRestart(t *testing.T) {
 		"create":      func() error { _, err := r.Create(ctx, "u", "alice", ""); return err },
 		"observe":     func() error { return r.Observe(ctx, "t", "completed") },
 		"observe all": func() error { return r.ObserveAll(ctx, []string{"t"}, []string{"completed"}) },
-		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1); return err },
+		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1, ""); return err },
 		"unsteer":     func() error { return r.Unsteer(ctx, "t") },
 		"owners":      func() error { _, err := r.Owners(ctx, []string{"t"}); return err },
 	}
@@ -382,7 +382,7 @@ func TestSlow(t *testing.T) {
 	}
 	defer proc.Signal(syscall.SIGCONT)
 	began := time.Now()
-	_, _, err = r.Steer(ctx, "t", 1)
+	_, _, err = r.Steer(ctx, "t", 1, "")
 	took := time.Since(began)
 	if err == nil || took < DefaultTimeout/2 || took > 3*DefaultTimeout {
 		t.Fatalf("steer on a stopped Redis: %v after %v, want an error after about %v", err, took, DefaultTimeout)
