@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -438,5 +439,52 @@ func TestMCPBadInput(t *testing.T) {
 	}
 	if n := count(upstreamRequests(t, upstream), "tasks/get by alice"); n != 0 {
 		t.Errorf("a refused request reached the server")
+	}
+}
+
+// TestMCPTasksListPages: the fixture pages tasks/list by two and lists every
+// task to everyone; bob's tasks come before and after alice's. Alice pages
+// through Warden: no page is empty while it has a cursor (the old code
+// forwarded the server's pages emptied of bob's tasks, each with a cursor:
+// a count of bob's tasks), and she gets exactly hers.
+func TestMCPTasksListPages(t *testing.T) {
+	upstream := startFixtureMCP(t, "-list", "-list-page", "2")
+	warden, _ := startMCPWarden(t, upstream)
+	alice, bob := mcpClient{t, warden, "alice"}, mcpClient{t, warden, "bob"}
+	var want []string
+	for _, who := range []mcpClient{bob, bob, bob, bob, bob, alice, bob, bob, bob, alice} {
+		if id := who.create(1, 10000); who.token == "alice" {
+			want = append(want, id)
+		}
+	}
+	var got []string
+	cursor := ""
+	for page := 1; ; page++ {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		r := alice.call("tasks/list", params, nil)
+		if r.Error != nil {
+			t.Fatalf("page %d: %+v", page, r.Error)
+		}
+		list, _ := r.Result["tasks"].([]any)
+		for _, v := range list {
+			m, _ := v.(map[string]any)
+			got = append(got, fmt.Sprint(m["taskId"]))
+		}
+		cursor, _ = r.Result["nextCursor"].(string)
+		if cursor == "" {
+			break
+		}
+		if len(list) == 0 {
+			t.Fatalf("page %d: empty, with a cursor", page)
+		}
+		if page > 10 {
+			t.Fatal("more than 10 pages")
+		}
+	}
+	if !slices.Equal(sorted(got...), sorted(want...)) {
+		t.Errorf("alice's tasks over the pages: %v, want %v", got, want)
 	}
 }

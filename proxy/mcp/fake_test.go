@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,9 @@ type fakeUpstream struct {
 	// replay is what a GET with Last-Event-ID gets: the events of the
 	// stream it resumes (nil: the standalone stream's).
 	replay []any
+	// listPage pages tasks/list by this many tasks (0: one page); the
+	// cursor is the offset of the next page.
+	listPage int
 }
 
 func newFakeUpstream() *fakeUpstream { return &fakeUpstream{tasks: map[string]string{}} }
@@ -224,11 +228,22 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}})
 		}
 	case mcprules.MethodList:
+		from, to := 0, len(u.order)
+		if c, _ := params["cursor"].(string); c != "" {
+			from, _ = strconv.Atoi(c)
+		}
+		if u.listPage > 0 {
+			to = min(from+u.listPage, len(u.order))
+		}
 		list := []any{}
-		for _, id := range u.order {
+		for _, id := range u.order[min(from, to):to] {
 			list = append(list, task(id, u.tasks[id]))
 		}
-		answer(map[string]any{"tasks": list})
+		res := map[string]any{"tasks": list}
+		if to < len(u.order) {
+			res["nextCursor"] = strconv.Itoa(to)
+		}
+		answer(res)
 	case mcprules.MethodGet, mcprules.MethodCancel, mcprules.MethodResult:
 		st, ok := u.tasks[taskID]
 		switch {

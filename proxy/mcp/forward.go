@@ -393,6 +393,9 @@ type exchange struct {
 	answered bool
 	// taskID is the upstream ID the request's params.taskId named.
 	taskID string
+	// req is the caller's request: Warden's own requests on its behalf
+	// (further tasks/list pages) go with its credentials and context.
+	req *http.Request
 }
 
 func (x *exchange) settle(accepted bool) {
@@ -906,49 +909,89 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			}
 		}
 	case mcprules.MethodList:
-		changed := false
-		if c, ok := res["nextCursor"].(string); ok {
-			res["nextCursor"] = x.seal(kindCursor, c)
-			changed = true
-		}
-		list, ok := res["tasks"].([]any)
-		if !ok {
-			return changed, nil
-		}
-		ids := make([]string, len(list))
-		for i, t := range list {
-			m, _ := t.(map[string]any)
-			ids[i], _ = m["taskId"].(string)
-		}
-		owners, err := e.TaskOwners(context.Background(), ids)
-		if err != nil {
-			return false, err
-		}
-		kept := make([]any, 0, len(list))
-		defer func() {
-			if x.dry && len(kept) < len(list) {
-				x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
-					"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
-			}
-		}()
-		for i, t := range list {
-			m, _ := t.(map[string]any)
-			id := ids[i]
-			owner, known := owners[i], owners[i] != ""
-			if st, _ := m["status"].(string); known && st != "" {
-				e.TaskObserved(id, st)
-			}
-			// A task no answer to its owner's own request named (one a
-			// server made of a plain call, one whose answer Warden never
-			// read) is nobody's: its owner is never guessed.
-			if known && owner == x.principal {
-				kept = append(kept, t)
-			}
-		}
-		res["tasks"] = kept
-		return true, nil
+		return true, x.listPage(res)
 	}
 	return false, nil
+}
+
+// maxListPages bounds the upstream pages one tasks/list answer reads.
+const maxListPages = 16
+
+// listPage makes the caller's page of tasks/list from the upstream's page
+// in res: the caller's tasks only, and, while it holds fewer than the
+// upstream's page (the server's page size) and the server has more, the
+// caller's tasks of the next upstream pages, read with Warden's own
+// tasks/list (at most maxListPages in all). Its nextCursor is the sealed
+// cursor of the last upstream page read, absent when that was the last: a
+// page shows no trace of the tasks left out (no empty page with a cursor
+// while the server has any of the caller's tasks within the bound). An
+// error means a page or the owners could not be read: nothing passes.
+func (x *exchange) listPage(res map[string]any) error {
+	list, _ := res["tasks"].([]any)
+	kept, err := x.keepOwn(list)
+	if err != nil {
+		return err
+	}
+	cursor, _ := res["nextCursor"].(string)
+	for pages := 1; !x.dry && x.req != nil && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
+		next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcprules.MethodList, map[string]any{"cursor": cursor})
+		if err == nil && next == nil {
+			err = errors.New("an error answer")
+		}
+		if err != nil {
+			return fmt.Errorf("tasks/list page: %w", err)
+		}
+		more, _ := next["tasks"].([]any)
+		mine, err := x.keepOwn(more)
+		if err != nil {
+			return err
+		}
+		kept = append(kept, mine...)
+		cursor, _ = next["nextCursor"].(string)
+	}
+	if _, listed := res["tasks"]; listed || len(kept) > 0 {
+		res["tasks"] = kept
+	}
+	delete(res, "nextCursor")
+	if cursor != "" {
+		res["nextCursor"] = x.seal(kindCursor, cursor)
+	}
+	return nil
+}
+
+// keepOwn returns the caller's tasks of a tasks/list page, learning the
+// statuses of the known ones. A task no answer to its owner's own request
+// named (one a server made of a plain call, one whose answer Warden never
+// read) is nobody's: its owner is never guessed.
+func (x *exchange) keepOwn(list []any) ([]any, error) {
+	e := x.s.enforcer
+	ids := make([]string, len(list))
+	for i, t := range list {
+		m, _ := t.(map[string]any)
+		ids[i], _ = m["taskId"].(string)
+	}
+	owners, err := e.TaskOwners(context.Background(), ids)
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]any, 0, len(list))
+	for i, t := range list {
+		m, _ := t.(map[string]any)
+		if owners[i] == "" {
+			continue
+		}
+		if st, _ := m["status"].(string); st != "" {
+			e.TaskObserved(ids[i], st)
+		}
+		if owners[i] == x.principal {
+			kept = append(kept, t)
+		}
+	}
+	if x.dry && len(kept) < len(list) {
+		x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
+			"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
+	}
+	return kept, nil
 }
 
 func decode(b []byte) (map[string]any, error) {

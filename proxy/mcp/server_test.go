@@ -96,6 +96,69 @@ func TestTasksListFiltered(t *testing.T) {
 	}
 }
 
+// TestTasksListPages: the server pages tasks/list by two; bob's tasks come
+// first, alice's between them. Alice pages through Warden: no page is empty
+// while it has a cursor (the old code gave her pages emptied of bob's
+// tasks, each with a cursor: their count), she gets all of hers, and each
+// page of hers reads the upstream pages it needs and no more.
+func TestTasksListPages(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners string // in the server's order: a for alice, b for bob
+		pages  int    // alice's pages through Warden
+	}{
+		{"others first", "bbbbbab", 1},
+		{"interleaved", "babbbbabbbba", 2},
+		{"none of hers", "bbbbb", 1},
+		{"all hers", "aaaaa", 3},
+		{"over the bound", strings.Repeat("b", 2*maxListPages+1) + "a", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{})
+			h.up.listPage = 2
+			var want []string
+			for _, o := range tc.owners {
+				who := map[rune]string{'a': alice, 'b': bob}[o]
+				if id := h.createTask(t, who); who == alice {
+					want = append(want, id)
+				}
+			}
+			var got []string
+			cursor, pages := "", 0
+			for {
+				params := map[string]any{}
+				if cursor != "" {
+					params["cursor"] = cursor
+				}
+				before := len(h.up.received("tasks/list"))
+				res := h.post(t, alice, rpc(7, "tasks/list", params), nil).result(t)
+				pages++
+				if n := len(h.up.received("tasks/list")) - before; n > maxListPages {
+					t.Fatalf("page %d read %d upstream pages, bound %d", pages, n, maxListPages)
+				}
+				list, _ := res["tasks"].([]any)
+				for _, v := range list {
+					m, _ := v.(map[string]any)
+					got = append(got, m["taskId"].(string))
+				}
+				next, _ := res["nextCursor"].(string)
+				if next == "" {
+					break
+				}
+				if len(list) == 0 && !strings.HasPrefix(tc.name, "over the bound") {
+					t.Fatalf("page %d: empty, with a cursor", pages)
+				}
+				cursor = next
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if !slices.Equal(got, want) || pages != tc.pages {
+				t.Fatalf("alice's tasks over %d pages: %v, want %v over %d", pages, got, want, tc.pages)
+			}
+		})
+	}
+}
+
 func TestTaskMethodsThroughHandles(t *testing.T) {
 	h := newHarness(t, Config{})
 	handle := h.createTask(t, alice)

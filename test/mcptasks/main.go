@@ -3,7 +3,7 @@
 // SEP-2669 draft methods tasks/steer, tasks/pause and tasks/resume, for
 // black-box tests that put it behind Warden.
 //
-//	mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list]
+//	mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list [-list-page n]]
 //
 // -lax skips the SEP-2669 status rules (steer on a terminal task, pause when
 // not working/input_required, resume when not paused, update while paused are
@@ -32,9 +32,10 @@ func main() {
 	path := flag.String("path", "/mcp", "MCP endpoint path")
 	lax := flag.Bool("lax", false, "do not enforce the SEP-2669 status rules (simulates an uneven runtime)")
 	list := flag.Bool("list", false, "serve tasks/list: every task, whoever created it (SEP-2663 has no list)")
+	listPage := flag.Int("list-page", 0, "page tasks/list by this many tasks (0: one page)")
 	flag.Parse()
 	if *listen == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list]")
+		fmt.Fprintln(os.Stderr, "usage: mcptasks -listen 127.0.0.1:3990 [-path /mcp] [-lax] [-list [-list-page n]]")
 		os.Exit(2)
 	}
 	if !strings.HasPrefix(*path, "/") || strings.HasPrefix(*path, "/debug/") {
@@ -47,7 +48,7 @@ func main() {
 		os.Exit(1)
 	}
 	s := NewServer(*lax)
-	s.List = *list
+	s.List, s.ListPage = *list, *listPage
 	hs := &http.Server{
 		Handler:           s.Handler(*path),
 		ReadHeaderTimeout: 10 * time.Second,

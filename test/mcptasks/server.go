@@ -31,6 +31,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,7 @@ type params struct {
 	Message        *string                    `json:"message"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	Meta           map[string]json.RawMessage `json:"_meta"`
+	Cursor         string                     `json:"cursor"`
 }
 
 type logEntry struct {
@@ -139,6 +141,9 @@ type Server struct {
 	// List serves tasks/list (see list); SEP-2663 has none, so it is off
 	// unless asked for.
 	List bool
+	// ListPage pages tasks/list by this many tasks (0: one page); the
+	// cursor is the offset of the next page.
+	ListPage int
 
 	mu     sync.Mutex
 	tasks  map[string]*task
@@ -321,7 +326,7 @@ func (s *Server) dispatch(method string, p *params) (any, *rpcError) {
 	case "tools/call":
 		return s.toolsCall(p)
 	case "tasks/list":
-		return s.list(), nil
+		return s.list(p.Cursor)
 	}
 	return s.taskMethod(method, p)
 }
@@ -553,7 +558,7 @@ func (s *Server) view(t *task, resultType string) map[string]any {
 // list answers tasks/list (as the 2025-11-25 tasks did; SEP-2663 has no
 // list) with every task, oldest first, whoever created it, in one page: a
 // server that leaves filtering to Warden.
-func (s *Server) list() map[string]any {
+func (s *Server) list(cursor string) (map[string]any, *rpcError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := make([]*task, 0, len(s.tasks))
@@ -561,13 +566,28 @@ func (s *Server) list() map[string]any {
 		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, func(a, b *task) int { return cmp.Or(a.created.Compare(b.created), strings.Compare(a.id, b.id)) })
-	out := make([]any, len(ts))
-	for i, t := range ts {
+	from, to := 0, len(ts)
+	if cursor != "" {
+		n, err := strconv.Atoi(cursor)
+		if err != nil || n < 0 || n > len(ts) {
+			return nil, invalid("Invalid cursor")
+		}
+		from = n
+	}
+	if s.ListPage > 0 {
+		to = min(from+s.ListPage, len(ts))
+	}
+	out := make([]any, 0, to-from)
+	for _, t := range ts[from:to] {
 		v := s.view(t, "complete")
 		delete(v, "resultType")
-		out[i] = v
+		out = append(out, v)
 	}
-	return map[string]any{"resultType": "complete", "tasks": out}
+	res := map[string]any{"resultType": "complete", "tasks": out}
+	if to < len(ts) {
+		res["nextCursor"] = strconv.Itoa(to)
+	}
+	return res, nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
