@@ -3,10 +3,10 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -38,159 +38,6 @@ type A2ARequest struct {
 	OwnershipUnknown bool
 }
 
-// A2A tasks and contexts share the task table with MCP's, under keys of
-// their own; with a shared store, their entries (a task's owner and state,
-// a context's owner) are there under the same keys, so every replica tells
-// whose an id an answer names.
-const (
-	a2aTaskKey    = "a2a:t:"
-	a2aContextKey = "a2a:c:"
-)
-
-// A2ATaskSeen records a task the upstream answered about as owner's, the
-// principal whose message created it, unless another owns it already, with
-// its state when the answer gave one; it returns its owner afterwards. With
-// a shared store the entry is written there, set if absent (of replicas
-// that raced, the first owner stays and each is told it), unless this
-// replica synced the same owner and state with it within syncedFor. With
-// no shared store, an id this replica's table evicted (among the last it
-// remembers, see forgotten) is nobody's: "" is returned and nothing
-// recorded. An error means the store could not be written: whose the task
-// is cannot be told.
-func (e *Enforcer) A2ATaskSeen(ctx context.Context, taskID, owner, state string) (string, error) {
-	return e.a2aSeen(ctx, a2aTaskKey, taskID, owner, a2a.State(state), false)
-}
-
-// A2AContextSeen is A2ATaskSeen for a context: one round trip to the shared
-// store for a context this replica has not recorded.
-func (e *Enforcer) A2AContextSeen(ctx context.Context, contextID, owner string) (string, error) {
-	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", false)
-}
-
-// A2AContextRecalled is A2AContextSeen for the context of a task owner
-// owned already, which the adapter checked when the task was made: a
-// context this replica evicted is owner's again.
-func (e *Enforcer) A2AContextRecalled(ctx context.Context, contextID, owner string) (string, error) {
-	return e.a2aSeen(ctx, a2aContextKey, contextID, owner, "", true)
-}
-
-func (e *Enforcer) a2aSeen(ctx context.Context, prefix, id, owner, state string, recall bool) (string, error) {
-	if !recall && e.forgot(prefix+id) {
-		// Known once, then evicted: whose it was is forgotten, so it is
-		// nobody's to hand over (until its owner's handle proves it again).
-		return "", nil
-	}
-	t := e.tasks.get(prefix+id, true)
-	t.mu.Lock()
-	if t.owner != "" && t.owner != owner {
-		o := t.owner
-		t.mu.Unlock()
-		return o, nil
-	}
-	if e.store == nil {
-		t.owner = owner
-		t.setStatus(state)
-		t.mu.Unlock()
-		return owner, nil
-	}
-	fresh := t.owner == owner && (state == "" || state == t.status) && time.Since(t.synced) < syncedFor
-	t.mu.Unlock()
-	if fresh {
-		return owner, nil
-	}
-	o, err := e.store.Create(ctx, prefix+id, owner, state)
-	if err != nil {
-		return "", fmt.Errorf("record the owner of %s%s: %w", prefix, id, err)
-	}
-	t.mu.Lock()
-	t.owner = o // the store's: the first recorded
-	if o == owner {
-		t.setStatus(state)
-		t.synced = time.Now()
-	}
-	t.mu.Unlock()
-	return o, nil
-}
-
-// A2AContextOwner returns the principal an A2A context belongs to, "" when
-// unknown: as this replica knows it, else from the shared store in one
-// round trip. An error means the store could not be read.
-func (e *Enforcer) A2AContextOwner(ctx context.Context, contextID string) (string, error) {
-	if contextID == "" {
-		return "", nil
-	}
-	o, err := e.TaskOwners(ctx, []string{a2aContextKey + contextID})
-	if err != nil {
-		return "", err
-	}
-	return o[0], nil
-}
-
-// A2AObserved records a task state the upstream reported; an unknown task
-// is not added (its owner is unknown). A failed write to the shared store is
-// logged; the next decision on the task reads its state again.
-func (e *Enforcer) A2AObserved(taskID, state string) {
-	if err := e.a2aObserve(context.Background(), taskID, a2a.State(state)); err != nil {
-		e.log.Warn("could not record an A2A task state in the shared state", "task_id", taskID, "err", err)
-	}
-}
-
-func (e *Enforcer) a2aObserve(ctx context.Context, taskID, state string) error {
-	if state == "" {
-		return nil
-	}
-	return e.observeKnown(ctx, a2aTaskKey+taskID, state)
-}
-
-// A2AObservedAll is A2AObserved for the tasks of a list (states[i] of
-// taskIDs[i]): the shared store is written once for all of them, leaving
-// out what this replica synced within syncedFor. A failed write is logged.
-func (e *Enforcer) A2AObservedAll(taskIDs, states []string) {
-	var keys, changed []string
-	var entries []*task
-	for i, id := range taskIDs {
-		s := a2a.State(states[i])
-		if s == "" {
-			continue
-		}
-		t := e.tasks.get(a2aTaskKey+id, false)
-		if t == nil {
-			continue
-		}
-		t.mu.Lock()
-		fresh := t.status == s && time.Since(t.synced) < syncedFor
-		t.setStatus(s)
-		t.mu.Unlock()
-		if !fresh {
-			keys, changed, entries = append(keys, a2aTaskKey+id), append(changed, s), append(entries, t)
-		}
-	}
-	if e.store == nil || len(keys) == 0 {
-		return
-	}
-	if err := e.store.ObserveAll(context.Background(), keys, changed); err != nil {
-		e.log.Warn("could not record A2A task states in the shared state", "tasks", len(keys), "err", err)
-		return
-	}
-	for i, t := range entries {
-		t.sync(changed[i])
-	}
-}
-
-// A2AOwners returns the principal each A2A task belongs to, "" when
-// unknown: what this replica knows, the rest from the shared store in one
-// round trip. An error means the store could not be read: the caller cannot
-// tell whose the tasks are.
-func (e *Enforcer) A2AOwners(ctx context.Context, taskIDs []string) ([]string, error) {
-	keys := make([]string, len(taskIDs))
-	for i, id := range taskIDs {
-		if id != "" {
-			keys[i] = a2aTaskKey + id
-		}
-	}
-	return e.TaskOwners(ctx, keys)
-}
-
 // EnforceA2A decides one A2A request: the caller's roles (owner of what it
 // names, or new), the task's state where the matrix restricts the method,
 // then the policy. An error means Warden could not decide (the task's state
@@ -212,9 +59,10 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		roles = append(roles, "new")
 	}
 	owner := req.Owner
+	key := owners.Key{Kind: owners.A2ATask, ID: req.TaskID}
 	if owner && req.TaskID != "" {
 		var err error
-		if _, state, owner, err = e.own(ctx, a2aTaskKey+req.TaskID, req.TaskID, req.Principal.ID); err != nil {
+		if state, _, owner, err = e.owners.Claim(ctx, key, req.Principal.ID); err != nil {
 			return Decision{}, err
 		}
 	}
@@ -226,8 +74,10 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 				if err != nil {
 					return Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
 				}
-				state = a2a.State(s)
-				if err := e.a2aObserve(ctx, req.TaskID, state); err != nil {
+				if state = a2a.State(s); state != "" {
+					err = e.owners.Observe(ctx, key, state)
+				}
+				if err != nil {
 					return Decision{}, fmt.Errorf("record the state of task %s: %w", req.TaskID, err)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -17,12 +19,12 @@ func seen(t testing.TB, e *Enforcer, taskID, contextID, owner, state string) (to
 	t.Helper()
 	var err error
 	if taskID != "" {
-		if to, err = e.A2ATaskSeen(context.Background(), taskID, owner, state); err != nil {
+		if to, err = a2aTaskSeen(e, context.Background(), taskID, owner, state); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if contextID != "" {
-		if co, err = e.A2AContextSeen(context.Background(), contextID, owner); err != nil {
+		if co, err = a2aContextSeen(e, context.Background(), contextID, owner); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,13 +43,13 @@ func TestA2ASeenFirstOwner(t *testing.T) {
 		t.Fatalf("another's answer naming them: owners %q %q, want alice", to, co)
 	}
 	ctx := context.Background()
-	if o, err := e.A2AContextOwner(ctx, "c"); err != nil || o != "alice" {
+	if o, err := a2aContextOwner(e, ctx, "c"); err != nil || o != "alice" {
 		t.Fatalf("context owner %q %v", o, err)
 	}
-	if o, err := e.A2AContextOwner(ctx, "unknown"); err != nil || o != "" {
+	if o, err := a2aContextOwner(e, ctx, "unknown"); err != nil || o != "" {
 		t.Fatalf("unknown context owner %q %v", o, err)
 	}
-	if o, err := e.A2AOwners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
+	if o, err := a2aOwners(e, ctx, []string{"t"}); err != nil || o[0] != "alice" {
 		t.Fatalf("task owner %v %v", o, err)
 	}
 }
@@ -102,7 +104,7 @@ func TestEnforceA2A(t *testing.T) {
 	if reads != 2 {
 		t.Errorf("the upstream was asked %d times, want 2 (fresh once, gone once)", reads)
 	}
-	if o, err := e.A2AOwners(context.Background(), []string{"open", "unknown"}); err != nil || o[0] != "alice" || o[1] != "" {
+	if o, err := a2aOwners(e, context.Background(), []string{"open", "unknown"}); err != nil || o[0] != "alice" || o[1] != "" {
 		t.Errorf("A2AOwners = %q, %v", o, err)
 	}
 }
@@ -111,17 +113,17 @@ func TestEnforceA2A(t *testing.T) {
 // the store down, what needs it fails closed, and what a handle refuses is
 // refused without it.
 func TestSharedA2A(t *testing.T) {
-	store := newMemStore()
+	store := ownerstest.New()
 	r := replicas(t, 3, store)
 	al := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
 	seen(t, r[0], "t1", "c1", "alice", "TASK_STATE_WORKING")
 	seen(t, r[1], "t2", "c2", "bob", "")
 	for i, e := range r {
-		if o, err := e.A2AOwners(context.Background(), []string{"t2", "unknown", "t1", ""}); err != nil || fmt.Sprint(o) != "[bob  alice ]" {
+		if o, err := a2aOwners(e, context.Background(), []string{"t2", "unknown", "t1", ""}); err != nil || fmt.Sprint(o) != "[bob  alice ]" {
 			t.Errorf("replica %d: owners %q %v", i, o, err)
 		}
 	}
-	r[0].A2AObserved("t1", "TASK_STATE_COMPLETED")
+	a2aObserved(r[0], "t1", "TASK_STATE_COMPLETED")
 	reads := 0
 	req := A2ARequest{Principal: al, Method: a2a.MethodMessageContinue, TaskID: "t1", Owner: true,
 		Status: func(context.Context) (string, error) { reads++; return "TASK_STATE_WORKING", nil }}
@@ -135,8 +137,8 @@ func TestSharedA2A(t *testing.T) {
 		t.Errorf("a state the store knows was read from the upstream %d times", reads)
 	}
 
-	store.set(true)
-	defer store.set(false)
+	store.Set(true)
+	defer store.Set(false)
 	for _, m := range []string{a2a.MethodGetTask, a2a.MethodMessageContinue, a2a.MethodCancelTask} {
 		d, err := r[2].EnforceA2A(context.Background(), A2ARequest{Principal: al, Method: m, TaskID: "t1", Owner: true})
 		if !errors.Is(err, errDown) {
@@ -147,19 +149,20 @@ func TestSharedA2A(t *testing.T) {
 		Refused: rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2a.TaskNotFound}}); err != nil || d.Allow {
 		t.Errorf("another's task with the store down: %+v %v", d, err)
 	}
-	if _, err := r[2].A2AOwners(context.Background(), []string{"t1", "t3"}); !errors.Is(err, errDown) {
+	if _, err := a2aOwners(r[2], context.Background(), []string{"t1", "t3"}); !errors.Is(err, errDown) {
 		t.Errorf("owners of an unknown task with the store down: %v, want the store's error", err)
 	}
 }
 
 // TestA2AObservedAll: the states of a listed page reach the shared store in
-// one write, known tasks only; states just synced are not written again.
+// one write; states just synced are not written again; the store adds no
+// task it does not know.
 func TestA2AObservedAll(t *testing.T) {
-	store := newMemStore()
+	store := ownerstest.New()
 	e := replicas(t, 1, store)[0]
 	seen(t, e, "a", "", "alice", "TASK_STATE_WORKING")
 	seen(t, e, "b", "", "alice", "TASK_STATE_WORKING")
-	ops := func() int { store.mu.Lock(); defer store.mu.Unlock(); return store.ops }
+	ops := store.Ops
 	for _, tc := range []struct {
 		name   string
 		ids    []string
@@ -167,23 +170,26 @@ func TestA2AObservedAll(t *testing.T) {
 		writes int
 	}{
 		{"states just synced", []string{"a", "b"}, []string{"TASK_STATE_WORKING", "TASK_STATE_WORKING"}, 0},
-		{"a page with changes", []string{"a", "b", "unknown"}, []string{"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING"}, 1},
+		{"a page with changes", []string{"a", "b"}, []string{"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"}, 1},
+		// Not held here: written with the rest (the store adds nothing),
+		// then its owner read.
+		{"a task this replica does not hold", []string{"unknown"}, []string{"TASK_STATE_WORKING"}, 2},
 		{"no states", []string{"a"}, []string{""}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ops()
-			e.A2AObservedAll(tc.ids, tc.states)
+			a2aObservedAll(e, tc.ids, tc.states)
 			if got := ops() - before; got != tc.writes {
 				t.Fatalf("%d store operations, want %d", got, tc.writes)
 			}
 		})
 	}
 	for id, want := range map[string]string{"a": "TASK_STATE_COMPLETED", "b": "TASK_STATE_INPUT_REQUIRED"} {
-		if s, _, _ := store.Claim(context.Background(), a2aTaskKey+id, "alice"); s != want {
+		if s, _, _ := store.Claim(context.Background(), a2aTask(id).Name(), "alice"); s != want {
 			t.Errorf("store state of %s: %q, want %q", id, s, want)
 		}
 	}
-	if _, ok := store.tasks[a2aTaskKey+"unknown"]; ok {
+	if store.Has(owners.Key{Kind: owners.A2ATask, ID: "unknown"}.Name()) {
 		t.Error("an unknown task was added to the store")
 	}
 }
@@ -194,36 +200,36 @@ func TestA2AObservedAll(t *testing.T) {
 // different principals at once agree on the first; with the store down
 // whose a context is cannot be told.
 func TestSharedA2AContexts(t *testing.T) {
-	store := newMemStore()
+	store := ownerstest.New()
 	r := replicas(t, 3, store)
 	ctx := context.Background()
 	seen(t, r[0], "", "c-alice", "alice", "")
 	for i, e := range r {
-		if o, err := e.A2AContextOwner(ctx, "c-alice"); err != nil || o != "alice" {
+		if o, err := a2aContextOwner(e, ctx, "c-alice"); err != nil || o != "alice" {
 			t.Errorf("replica %d: owner of alice's context %q %v", i, o, err)
 		}
-		if o, err := e.A2AContextSeen(ctx, "c-alice", "bob"); err != nil || o != "alice" {
+		if o, err := a2aContextSeen(e, ctx, "c-alice", "bob"); err != nil || o != "alice" {
 			t.Errorf("replica %d: bob's answer naming alice's context: owner %q %v, want alice", i, o, err)
 		}
 	}
 	// Two replicas that both have not seen an id record it for two
 	// principals: the second is told the first's.
-	if o, err := r[1].A2ATaskSeen(ctx, "t-race", "alice", "TASK_STATE_WORKING"); err != nil || o != "alice" {
+	if o, err := a2aTaskSeen(r[1], ctx, "t-race", "alice", "TASK_STATE_WORKING"); err != nil || o != "alice" {
 		t.Fatalf("first: %q %v", o, err)
 	}
-	if o, err := r[2].A2ATaskSeen(ctx, "t-race", "bob", "TASK_STATE_COMPLETED"); err != nil || o != "alice" {
+	if o, err := a2aTaskSeen(r[2], ctx, "t-race", "bob", "TASK_STATE_COMPLETED"); err != nil || o != "alice" {
 		t.Fatalf("second replica, bob: %q %v, want alice", o, err)
 	}
-	if s, o, _ := store.Claim(ctx, a2aTaskKey+"t-race", "bob"); o != "alice" || s != "TASK_STATE_WORKING" {
+	if s, o, _ := store.Claim(ctx, a2aTask("t-race").Name(), "bob"); o != "alice" || s != "TASK_STATE_WORKING" {
 		t.Fatalf("store after the race: owner %q state %q, want alice's working", o, s)
 	}
 
-	store.set(true)
-	defer store.set(false)
-	if _, err := r[1].A2AContextSeen(ctx, "c-new", "bob"); !errors.Is(err, errDown) {
+	store.Set(true)
+	defer store.Set(false)
+	if _, err := a2aContextSeen(r[1], ctx, "c-new", "bob"); !errors.Is(err, errDown) {
 		t.Errorf("a new context with the store down: %v, want the store's error", err)
 	}
-	if _, err := r[2].A2AContextOwner(ctx, "c-unknown"); !errors.Is(err, errDown) {
+	if _, err := a2aContextOwner(r[2], ctx, "c-unknown"); !errors.Is(err, errDown) {
 		t.Errorf("owner of an unknown context with the store down: %v, want the store's error", err)
 	}
 }
@@ -232,13 +238,13 @@ func TestSharedA2AContexts(t *testing.T) {
 // another (replicas raced to record it for two principals) proves nothing:
 // the request is refused and the owner stays, for MCP and A2A alike.
 func TestHandleOfAnothersTask(t *testing.T) {
-	store := newMemStore()
+	store := ownerstest.New()
 	r := replicas(t, 3, store)
 	ctx := context.Background()
 	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
-	r[0].TaskCreated("m", "alice", mcp.StatusWorking)
-	r[1].TaskCreated("m", "bob", mcp.StatusWorking)
-	if o, ok := r[1].TaskOwner("m"); !ok || o != "alice" {
+	taskCreated(r[0], "m", "alice", mcp.StatusWorking)
+	taskCreated(r[1], "m", "bob", mcp.StatusWorking)
+	if o, ok := taskOwner(r[1], "m"); !ok || o != "alice" {
 		t.Fatalf("MCP task created for bob after alice: owner %q, want alice", o)
 	}
 	seen(t, r[0], "a", "", "alice", "TASK_STATE_WORKING")
@@ -252,7 +258,7 @@ func TestHandleOfAnothersTask(t *testing.T) {
 			t.Errorf("replica %d: bob's handle of alice's A2A task: %+v %v, want refused", i, d, err)
 		}
 	}
-	if o, _ := store.Owners(ctx, []string{"m", a2aTaskKey + "a"}); fmt.Sprint(o) != "[alice alice]" {
+	if o, _ := store.Owners(ctx, []string{"m", a2aTask("a").Name()}); fmt.Sprint(o) != "[alice alice]" {
 		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -73,37 +74,13 @@ type PolicySource interface {
 	Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error)
 }
 
-// TaskStore is the task table Warden replicas share (proxy/state keeps it
-// in Redis): MCP tasks under their upstream ids, A2A tasks under a2a:t: and
-// theirs. This replica's table stays in front of it as a cache of task
-// owners, which never change; status and steer counts are read from the
-// store at each decision. An error means the store could not be reached:
-// the decision fails closed.
-type TaskStore interface {
-	// Claim records that owner owns task id (a verified handle proves it)
-	// unless another does already, and returns the task's status ("" when
-	// unknown) and its owner afterwards.
-	Claim(ctx context.Context, id, owner string) (status, claimed string, err error)
-	// Create records a task the upstream created for owner unless another
-	// owns it already (set if absent, atomically across replicas), and
-	// returns its owner afterwards.
-	Create(ctx context.Context, id, owner, status string) (created string, err error)
-	// Observe records a status the upstream reported for a known task; a
-	// change restarts its steer count.
-	Observe(ctx context.Context, id, status string) error
-	// ObserveAll is Observe for several tasks (statuses[i] of ids[i]) at
-	// once.
-	ObserveAll(ctx context.Context, ids, statuses []string) error
-	// Steer reserves a place in the task's steer queue unless max (> 0) are
-	// taken, atomically across replicas; queued is the count before. A mark
-	// (the task's lastUpdatedAt now) other than the one the count began at
-	// restarts the count: the server passed a step and took the queue.
-	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
-	// Unsteer gives a reserved place back.
-	Unsteer(ctx context.Context, id string) error
-	// Owners returns each task's owner, "" when unknown.
-	Owners(ctx context.Context, ids []string) ([]string, error)
-}
+// TaskStore is the owner table Warden replicas share (proxy/state keeps it
+// in Redis): MCP tasks, A2A tasks and contexts (owners.Key.Name). This
+// replica's table (owners.Table) stays in front of it as a cache of owners,
+// which never change; status and steer counts are read from the store at
+// each decision. An error means the store could not be reached: the
+// decision fails closed.
+type TaskStore = owners.Store
 
 // Observer is told of every decision and how long it took: the metrics hook.
 type Observer interface {
@@ -192,8 +169,7 @@ type snapshot struct {
 type Enforcer struct {
 	snap      atomic.Pointer[snapshot]
 	table     *table
-	tasks     *tasks
-	store     TaskStore
+	owners    *owners.Table
 	sessions  SessionStore
 	decoder   rules.Decoder // of shared sessions
 	registry  *PolicyRegistry
@@ -221,11 +197,11 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	ts, err := newTasks(cfg.Sessions)
+	ts, err := owners.New(cfg.Sessions, opts.Tasks)
 	if err != nil {
-		return nil, fmt.Errorf("task table: %w", err)
+		return nil, fmt.Errorf("owner table: %w", err)
 	}
-	e := &Enforcer{table: t, tasks: ts, store: opts.Tasks, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth, record: opts.RecordInputs}
+	e := &Enforcer{table: t, owners: ts, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth, record: opts.RecordInputs}
 	if e.sessions != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -76,7 +78,7 @@ func (f *fakeStatus) n() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls 
 
 func TestEnforceTaskOwnership(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("t-alice", alice, "") // no status known: only ownership decides
+	taskCreated(e, "t-alice", alice, "") // no status known: only ownership decides
 	var refusals []Decision
 	for _, m := range taskMethods {
 		t.Run(m+" by the owner", func(t *testing.T) {
@@ -130,7 +132,7 @@ func TestEnforceTaskOwnership(t *testing.T) {
 			t.Errorf("refusals differ: %+v vs %+v", d, refusals[0])
 		}
 	}
-	if owner, ok := e.TaskOwner("t-alice"); !ok || owner != alice {
+	if owner, ok := taskOwner(e, "t-alice"); !ok || owner != alice {
 		t.Errorf("TaskOwner = %q, %v after refused attempts", owner, ok)
 	}
 }
@@ -161,7 +163,7 @@ func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
 	// A verified handle proves ownership on its own: a fresh Enforcer (a
 	// restart, another replica) learns the owner from it.
 	e, _ := newEnforcer(t, Config{}, nil)
-	if _, ok := e.TaskOwner("t1"); ok {
+	if _, ok := taskOwner(e, "t1"); ok {
 		t.Fatal("a fresh enforcer knows an owner")
 	}
 	d := enforceTask(t, e, taskReq(mcp.MethodGet, alice, "t1", true))
@@ -169,24 +171,24 @@ func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
 	if !d.Allow {
 		t.Fatalf("%+v", d)
 	}
-	if owner, ok := e.TaskOwner("t1"); !ok || owner != alice {
+	if owner, ok := taskOwner(e, "t1"); !ok || owner != alice {
 		t.Fatalf("TaskOwner = %q, %v", owner, ok)
 	}
 }
 
 func TestTaskObserved(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskObserved("unknown", mcp.StatusWorking)
-	if _, ok := e.TaskOwner("unknown"); ok {
+	taskObserved(e, "unknown", mcp.StatusWorking)
+	if _, ok := taskOwner(e, "unknown"); ok {
 		t.Fatal("TaskObserved added a task with no owner")
 	}
-	if e.tasks.get("unknown", false) != nil {
+	if _, _, _, ok := e.owners.Peek(owners.Key{ID: "unknown"}); ok {
 		t.Fatal("TaskObserved added an entry")
 	}
-	e.TaskCreated("t1", alice, "")
+	taskCreated(e, "t1", alice, "")
 	// Unknown statuses are ignored: resume (paused only) is still decided
 	// without a status.
-	e.TaskObserved("t1", "bogus")
+	taskObserved(e, "t1", "bogus")
 	d := enforceTask(t, e, taskReq(mcp.MethodResume, alice, "t1", true))
 	if !d.Allow {
 		t.Fatalf("resume with no known status: %+v", d)
@@ -217,10 +219,10 @@ func TestEnforceTaskStatuses(t *testing.T) {
 					n++
 					id := fmt.Sprintf("t%d", n)
 					if how == "created" {
-						e.TaskCreated(id, alice, st)
+						taskCreated(e, id, alice, st)
 					} else {
-						e.TaskCreated(id, alice, mcp.StatusWorking)
-						e.TaskObserved(id, st)
+						taskCreated(e, id, alice, mcp.StatusWorking)
+						taskObserved(e, id, st)
 					}
 					s := &fakeStatus{status: st} // the server agrees
 					r := taskReq(m, alice, id, true)
@@ -248,7 +250,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
 
 	t.Run("read once and cached", func(t *testing.T) {
-		e.TaskCreated("r1", alice, "")
+		taskCreated(e, "r1", alice, "")
 		s := &fakeStatus{status: mcp.StatusCompleted}
 		r := taskReq(mcp.MethodResume, alice, "r1", true)
 		r.Status = s.read
@@ -330,7 +332,7 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 	for _, m := range []string{mcp.MethodPause, mcp.MethodSteer, mcp.MethodUpdate, mcp.MethodResume} {
 		t.Run(m, func(t *testing.T) {
 			id := "stale-" + m
-			e.TaskCreated(id, alice, mcp.StatusWorking)
+			taskCreated(e, id, alice, mcp.StatusWorking)
 			s := &fakeStatus{status: mcp.StatusCompleted}
 			r := steerReq(alice, id, 32)
 			r.Call.Method = m
@@ -345,7 +347,7 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 		})
 	}
 	t.Run("read fails", func(t *testing.T) {
-		e.TaskCreated("stale-down", alice, mcp.StatusWorking)
+		taskCreated(e, "stale-down", alice, mcp.StatusWorking)
 		r := taskReq(mcp.MethodPause, alice, "stale-down", true)
 		r.Status = (&fakeStatus{err: errors.New("upstream down")}).read
 		if d, err := e.EnforceTask(context.Background(), r); err == nil {
@@ -360,10 +362,10 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 // item 8: the old code counted from the last status change, so a working
 // task could be steered MaxSteerQueue times in its life).
 func TestEnforceTaskSteerSafePoints(t *testing.T) {
-	for _, store := range []TaskStore{nil, newMemStore()} {
+	for _, store := range []TaskStore{nil, ownerstest.New()} {
 		t.Run(fmt.Sprintf("store %v", store != nil), func(t *testing.T) {
 			e := replicas(t, 1, store)[0]
-			e.TaskCreated("long", alice, mcp.StatusWorking)
+			taskCreated(e, "long", alice, mcp.StatusWorking)
 			s := &fakeStatus{status: mcp.StatusWorking, updated: "2026-11-27T10:00:00.000Z"}
 			steer := func() Decision {
 				r := steerReq(alice, "long", 2)
@@ -389,7 +391,7 @@ func TestEnforceTaskSteerSafePoints(t *testing.T) {
 
 func TestEnforceTaskRefused(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("t1", alice, mcp.StatusWorking)
+	taskCreated(e, "t1", alice, mcp.StatusWorking)
 	s := &fakeStatus{status: mcp.StatusWorking}
 	r := taskReq(mcp.MethodSteer, alice, "t1", true)
 	r.Status = s.read
@@ -405,14 +407,14 @@ func TestEnforceTaskRefused(t *testing.T) {
 	if s.n() != 0 {
 		t.Error("status read for a refused request")
 	}
-	if tk := e.tasks.get("t1", false); tk.steers != 0 {
-		t.Errorf("a refused steer reserved a slot: %d", tk.steers)
+	if n := steersOf(e, "t1"); n != 0 {
+		t.Errorf("a refused steer reserved a slot: %d", n)
 	}
 }
 
 func TestEnforceTaskSteerBound(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("s1", alice, mcp.StatusWorking)
+	taskCreated(e, "s1", alice, mcp.StatusWorking)
 	steer := func() Decision { return enforceTask(t, e, steerReq(alice, "s1", 2)) }
 	full := func(t *testing.T, d Decision) {
 		t.Helper()
@@ -445,55 +447,55 @@ func TestEnforceTaskSteerBound(t *testing.T) {
 	full(t, steer())
 
 	// Another status, or the same one again, or an unknown one.
-	e.TaskObserved("s1", mcp.StatusWorking)
+	taskObserved(e, "s1", mcp.StatusWorking)
 	full(t, steer())
-	e.TaskObserved("s1", "bogus")
+	taskObserved(e, "s1", "bogus")
 	full(t, steer())
-	e.TaskObserved("s1", mcp.StatusInputRequired) // a safe point: the queue was delivered
+	taskObserved(e, "s1", mcp.StatusInputRequired) // a safe point: the queue was delivered
 	for range 2 {
 		d := steer()
 		allowed(t, d)
 		d.Settle(true)
 	}
 	full(t, steer())
-	e.TaskCreated("s1", alice, mcp.StatusPaused)
+	taskCreated(e, "s1", alice, mcp.StatusPaused)
 	d := steer()
 	allowed(t, d)
 	d.Settle(true)
 
 	// The bound is per task.
-	e.TaskCreated("s2", alice, mcp.StatusWorking)
+	taskCreated(e, "s2", alice, mcp.StatusWorking)
 	d = enforceTask(t, e, steerReq(alice, "s2", 2))
 	allowed(t, d)
 
 	// A give-back after the status changed does not go below zero.
-	e.TaskCreated("s3", alice, mcp.StatusWorking)
+	taskCreated(e, "s3", alice, mcp.StatusWorking)
 	d = enforceTask(t, e, steerReq(alice, "s3", 1))
 	allowed(t, d)
-	e.TaskObserved("s3", mcp.StatusPaused)
+	taskObserved(e, "s3", mcp.StatusPaused)
 	d.Settle(false)
-	if tk := e.tasks.get("s3", false); tk.steers != 0 {
-		t.Fatalf("steers = %d", tk.steers)
+	if n := steersOf(e, "s3"); n != 0 {
+		t.Fatalf("steers = %d", n)
 	}
 }
 
 func TestEnforceTaskSteerTooLarge(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("s1", alice, mcp.StatusWorking)
+	taskCreated(e, "s1", alice, mcp.StatusWorking)
 	r := steerReq(alice, "s1", 2)
 	r.Call.SteerBytes = 65
 	d := enforceTask(t, e, r)
 	if d.Allow || d.Code != rules.CodeInvalidParams || d.Reason != rules.ReasonSteerTooLarge {
 		t.Fatalf("%+v", d)
 	}
-	if tk := e.tasks.get("s1", false); tk.steers != 0 {
-		t.Fatalf("steers = %d", tk.steers)
+	if n := steersOf(e, "s1"); n != 0 {
+		t.Fatalf("steers = %d", n)
 	}
 }
 
 func TestEnforceTaskOtherMethodsReserveNothing(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("t1", alice, mcp.StatusWorking)
+	taskCreated(e, "t1", alice, mcp.StatusWorking)
 	for _, m := range []string{mcp.MethodGet, mcp.MethodUpdate, mcp.MethodPause, mcp.MethodCancel} {
 		r := taskReq(m, alice, "t1", true)
 		r.Limits = mcp.Limits{MaxSteerQueue: 1}
@@ -515,7 +517,7 @@ func TestEnforceTaskOtherMethodsReserveNothing(t *testing.T) {
 // allowed. The bound must still hold when the first one's answer comes.
 func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
-	e.TaskCreated("c1", alice, "") // owner known, status not yet
+	taskCreated(e, "c1", alice, "") // owner known, status not yet
 	reading, release := make(chan struct{}), make(chan struct{})
 	first := steerReq(alice, "c1", 1)
 	first.Status = func(context.Context) (TaskView, error) {
@@ -544,13 +546,13 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	defer r.d.Settle(true)
 	defer d2.Settle(true)
 	if r.d.Allow && d2.Allow {
-		t.Errorf("both steers allowed with MaxSteerQueue 1 (steers now %d)", e.tasks.get("c1", false).steers)
+		t.Errorf("both steers allowed with MaxSteerQueue 1 (steers now %d)", steersOf(e, "c1"))
 	}
 }
 
 func TestEnforceTaskDryRun(t *testing.T) {
 	e, _ := newEnforcer(t, Config{DryRun: true}, nil)
-	e.TaskCreated("t1", alice, mcp.StatusCompleted)
+	taskCreated(e, "t1", alice, mcp.StatusCompleted)
 	tests := []struct {
 		name string
 		req  TaskRequest
@@ -575,8 +577,8 @@ func TestEnforceTaskDryRun(t *testing.T) {
 		})
 	}
 	// A dry-run allowance reserves no steer.
-	if tk := e.tasks.get("t1", false); tk.steers != 0 {
-		t.Fatalf("steers = %d", tk.steers)
+	if n := steersOf(e, "t1"); n != 0 {
+		t.Fatalf("steers = %d", n)
 	}
 	// What is allowed anyway is not marked.
 	d := enforceTask(t, e, taskReq(mcp.MethodGet, alice, "t1", true))
@@ -627,9 +629,9 @@ func TestEnforceTaskConcurrent(t *testing.T) {
 				id := fmt.Sprintf("t%d", i%5)
 				switch i % 4 {
 				case 0:
-					e.TaskCreated(id, alice, mcp.StatusWorking)
+					taskCreated(e, id, alice, mcp.StatusWorking)
 				case 1:
-					e.TaskObserved(id, mcp.StatusInputRequired)
+					taskObserved(e, id, mcp.StatusInputRequired)
 				default:
 					d, err := e.EnforceTask(context.Background(), steerReq(alice, id, 3))
 					if err != nil {
@@ -637,7 +639,7 @@ func TestEnforceTaskConcurrent(t *testing.T) {
 						return
 					}
 					d.Settle(g%2 == 0)
-					_, _ = e.TaskOwner(id)
+					_, _ = taskOwner(e, id)
 				}
 			}
 		}()

@@ -2,12 +2,12 @@ package a2a
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -168,10 +168,10 @@ func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
 	if x.mine[idKey{kind, id}] {
 		return x.principal, nil
 	}
-	if kind == a2arules.KindContext {
-		return x.s.enforcer.A2AContextOwner(context.Background(), id)
+	if id == "" {
+		return "", nil
 	}
-	o, err := x.s.enforcer.A2AOwners(context.Background(), []string{id})
+	o, err := x.s.enforcer.Owners(x.ctx(), ownerKey(kind, id))
 	if err != nil {
 		return "", err
 	}
@@ -183,7 +183,10 @@ func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
 func (x *exchange) owns(kind a2arules.Kind, id string) bool {
 	o, err := x.owner(kind, id)
 	if err != nil {
-		x.s.log.Warn("could not read whose an A2A task is; its id is left out of the answer", "task_id", id, "err", err)
+		// Whose it is cannot be told: nothing of the answer passes.
+		x.s.log.Warn("could not read whose an A2A task is; the answer does not pass", "task_id", id, "err", err)
+		x.unreadable = true
+		return false
 	}
 	if o == x.principal {
 		x.prove(kind, id)
@@ -221,28 +224,21 @@ const (
 // (set if absent, here and in the shared store): one round trip for a new
 // id, none for one this replica knows.
 func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) bool {
-	var o string
-	var err error
-	ctx := context.Background()
-	switch {
-	case x.mine[idKey{kind, id}]:
-		o = x.principal
-	case how == noCreate:
-		o, err = x.owner(kind, id)
-	case kind == a2arules.KindTask:
-		o, err = x.s.enforcer.A2ATaskSeen(ctx, id, x.principal, state)
-	default: // ofOwnTask
-		o, err = x.s.enforcer.A2AContextRecalled(ctx, id, x.principal)
+	f := owners.Fact{Key: ownerKey(kind, id)}
+	if kind == a2arules.KindTask {
+		f.Status = state
 	}
+	mine := x.mine[idKey{kind, id}]
+	if !mine && how != noCreate {
+		f.Owner, f.Recall = x.principal, how == ofOwnTask
+	}
+	got, err := x.s.enforcer.Learn(x.ctx(), f)
 	if err != nil {
 		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
 		x.unreadable = true
 		return false
 	}
-	if o == x.principal && kind == a2arules.KindTask && (how == noCreate || x.mine[idKey{kind, id}]) {
-		x.s.enforcer.A2AObserved(id, state)
-	}
-	if o != x.principal {
+	if !mine && got[0] != x.principal {
 		return x.dryRun("a task or context of another's", id)
 	}
 	x.prove(kind, id)
@@ -453,15 +449,19 @@ func (x *exchange) list(res map[string]any) error {
 			ids[i], _ = t["id"].(string)
 		}
 	}
-	owners, err := x.s.enforcer.A2AOwners(context.Background(), ids)
+	keys := make([]owners.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = ownerKey(a2arules.KindTask, id)
+	}
+	whose, err := x.s.enforcer.Owners(x.ctx(), keys...)
 	if err != nil {
 		return err
 	}
 	kept := ts[:0]
-	var keptIDs, states []string
+	var states []owners.Fact
 	for i, t := range ts {
 		t, ok := t.(map[string]any)
-		if !ok || owners[i] == "" || owners[i] != x.principal {
+		if !ok || whose[i] == "" || whose[i] != x.principal {
 			continue
 		}
 		x.prove(a2arules.KindTask, ids[i])
@@ -472,11 +472,13 @@ func (x *exchange) list(res map[string]any) error {
 			}
 			t["contextId"] = x.seal(a2arules.KindContext, c)
 		}
-		keptIDs, states = append(keptIDs, ids[i]), append(states, taskState(t))
+		states = append(states, owners.Fact{Key: keys[i], Status: taskState(t)})
 		x.taskMessages(t)
 		kept = append(kept, t)
 	}
-	x.s.enforcer.A2AObservedAll(keptIDs, states) // one write to the shared store for the page
+	if _, err := x.s.enforcer.Learn(x.ctx(), states...); err != nil { // one write to the shared store for the page
+		return err
+	}
 	if ts != nil {
 		res["tasks"] = kept
 	}

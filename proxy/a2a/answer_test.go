@@ -12,6 +12,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/owners"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 )
 
@@ -149,10 +150,10 @@ func TestHostileAnswers(t *testing.T) {
 					t.Fatalf("bob was handed alice's context: %s", body)
 				}
 			}
-			if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
+			if o, err := a2aOwners(h.srv.enforcer, t.Context(), []string{"task-1"}); err != nil || o[0] != "alice" {
 				t.Fatalf("alice's task now owned by %v", o)
 			}
-			if o, _ := h.srv.enforcer.A2AContextOwner(context.Background(), aliceCtx); o != "alice" {
+			if o, _ := a2aContextOwner(h.srv.enforcer, context.Background(), aliceCtx); o != "alice" {
 				t.Fatalf("alice's context now owned by %q", o)
 			}
 			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
@@ -304,10 +305,10 @@ func FuzzAnswer(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, k := range []struct{ task, ctx, owner string }{{"task-1", "ctx-1", "alice"}, {"task-2", "ctx-2", "bob"}} {
-		if _, err := e.A2ATaskSeen(context.Background(), k.task, k.owner, "TASK_STATE_WORKING"); err != nil {
+		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2ATask, ID: k.task}, k.owner, "TASK_STATE_WORKING"); err != nil {
 			f.Fatal(err)
 		}
-		if _, err := e.A2AContextSeen(context.Background(), k.ctx, k.owner); err != nil {
+		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2AContext, ID: k.ctx}, k.owner, ""); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -354,7 +355,7 @@ func TestEvictedIDNotAdopted(t *testing.T) {
 			for range 2 {
 				h.send(t, "carol", "hello") // task-1 and ctx-1 evicted
 			}
-			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "" {
+			if o, _ := a2aOwners(h.srv.enforcer, t.Context(), []string{"task-1"}); o[0] != "" {
 				t.Fatalf("task-1 still in the table (owner %q): the test evicts nothing", o[0])
 			}
 			h.up.hostile = func(method string, _ map[string]any) string {
@@ -371,7 +372,7 @@ func TestEvictedIDNotAdopted(t *testing.T) {
 			if _, m := h.call(t, "alice", "GetTask", map[string]any{"id": alice["id"]}); m["error"] != nil {
 				t.Fatalf("alice's handle after the eviction: %v", m)
 			}
-			if o, _ := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-1"}); o[0] != "alice" {
+			if o, _ := a2aOwners(h.srv.enforcer, t.Context(), []string{"task-1"}); o[0] != "alice" {
 				t.Fatalf("task-1 owner after alice used it: %q", o[0])
 			}
 		})
@@ -602,10 +603,10 @@ func takeoverInFlight(t *testing.T, join string, two bool) {
 	if id, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
 		t.Fatalf("alice's task came back as %v", task["id"])
 	}
-	if o, err := h.srv.enforcer.A2AOwners(t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
+	if o, err := a2aOwners(h.srv.enforcer, t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
 		t.Fatalf("alice's task owned by %v (%v)", o, err)
 	}
-	if o, _ := b.srv.enforcer.A2AContextOwner(t.Context(), upstreamContext(t, h, "alice", task)); o != "alice" {
+	if o, _ := a2aContextOwner(b.srv.enforcer, t.Context(), upstreamContext(t, h, "alice", task)); o != "alice" {
 		t.Fatalf("alice's context owned by %q where bob asked", o)
 	}
 }
@@ -643,4 +644,32 @@ func TestStreamDropLeavesNoTrace(t *testing.T) {
 			t.Fatalf("event %q tells of the dropped one", e)
 		}
 	}
+}
+
+// a2aOwners returns whose each A2A task is, "" unknown.
+func a2aOwners(e *proxy.Enforcer, ctx context.Context, ids []string) ([]string, error) {
+	keys := make([]owners.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = owners.Key{Kind: owners.A2ATask, ID: id}
+	}
+	return e.Owners(ctx, keys...)
+}
+
+// a2aContextOwner returns whose an A2A context is, "" unknown.
+func a2aContextOwner(e *proxy.Enforcer, ctx context.Context, id string) (string, error) {
+	o, err := e.Owners(ctx, owners.Key{Kind: owners.A2AContext, ID: id})
+	if err != nil {
+		return "", err
+	}
+	return o[0], nil
+}
+
+// a2aSeen records that the answer to owner's own request created the task
+// or context under key (with its state), and returns its owner afterwards.
+func a2aSeen(e *proxy.Enforcer, ctx context.Context, key owners.Key, owner, state string) (string, error) {
+	o, err := e.Learn(ctx, owners.Fact{Key: key, Owner: owner, Status: state})
+	if err != nil {
+		return "", err
+	}
+	return o[0], nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
@@ -42,6 +43,9 @@ type exchange struct {
 	// unreadable is set when whose a task is could not be read (the
 	// shared store): the answer is then Warden's retryable error.
 	unreadable bool
+	// req is the caller's request, whose context Warden's reads and
+	// writes of the owner table for the answer run on.
+	req *http.Request
 	// created is the task a message that named none was first answered
 	// about: the one task its answer may create.
 	created string
@@ -206,6 +210,7 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 // through the exchange: a JSON answer read whole, an SSE stream event by
 // event. A stream ends when the caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+	x.req = r
 	done, busy := s.streams.Take(x.principal)
 	if busy != nil {
 		relay.Busy(w, busy, x.call.ID)
@@ -342,4 +347,44 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
 	}
 	return ans.Result.Status.State, nil
+}
+
+// ctx is the context of Warden's reads and writes of the owner table for
+// this exchange: the caller's request's.
+func (x *exchange) ctx() context.Context {
+	if x.req == nil {
+		return context.Background()
+	}
+	return x.req.Context()
+}
+
+// ownerKey is the owner table's key of an A2A task or context.
+func ownerKey(kind a2arules.Kind, id string) owners.Key {
+	if kind == a2arules.KindContext {
+		return owners.Key{Kind: owners.A2AContext, ID: id}
+	}
+	return owners.Key{Kind: owners.A2ATask, ID: id}
+}
+
+// pushOwners is what the push relay reads of the owner table: whose the
+// tasks and contexts a push names are.
+type pushOwners struct{ e *proxy.Enforcer }
+
+func (p pushOwners) A2AOwners(ctx context.Context, taskIDs []string) ([]string, error) {
+	keys := make([]owners.Key, len(taskIDs))
+	for i, id := range taskIDs {
+		keys[i] = ownerKey(a2arules.KindTask, id)
+	}
+	return p.e.Owners(ctx, keys...)
+}
+
+func (p pushOwners) A2AContextOwner(ctx context.Context, contextID string) (string, error) {
+	if contextID == "" {
+		return "", nil
+	}
+	o, err := p.e.Owners(ctx, ownerKey(a2arules.KindContext, contextID))
+	if err != nil {
+		return "", err
+	}
+	return o[0], nil
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/owners"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
 )
 
@@ -155,7 +156,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	s := &Server{cfg: cfg, enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
-	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, e, s.sealFor, log); err != nil {
+	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, log); err != nil {
 		return nil, err
 	}
 	s.gate = gate.New(gate.A2A(s.endpoint(), s.cfg.MaxBodyBytes, "a2a.max_body_bytes"), e, log)
@@ -217,8 +218,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	if x.fresh {
 		// The context Warden named is the caller's before the upstream
 		// sees it (here and in the shared store).
-		o, err := s.enforcer.A2AContextSeen(r.Context(), x.contextID, p.ID)
-		if err != nil || o != p.ID {
+		o, err := s.enforcer.Learn(r.Context(), owners.Fact{Key: ownerKey(a2arules.KindContext, x.contextID), Owner: p.ID})
+		if err != nil || o[0] != p.ID {
 			if err == nil {
 				err = errors.New("the new context is another principal's")
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -648,8 +649,8 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 		return "", false
 	}
-	var rep []span
-	var with []string
+	var at []span
+	var facts []owners.Fact
 	for _, s := range spans {
 		if s.key != "taskId" {
 			continue
@@ -658,18 +659,39 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if x.ownHandle(tid) {
 			continue
 		}
+		f := owners.Fact{Key: taskKey(tid)}
 		if st, ok := statusOf(s.obj); ok && source && s.depth == 2 && (hasMethod || tid == x.taskID && s.start > result.start && s.end < jsonrpc.ValueEnd(data, result.start)) {
-			x.s.enforcer.TaskObserved(tid, st)
+			f.Status = st
 		}
-		if owner, known := x.s.enforcer.TaskOwner(tid); !known || owner != x.principal {
-			return nil, false, false // not the caller's, or new: the decoding path decides
-		}
-		rep, with = append(rep, s), append(with, x.seal(kindTask, tid))
+		at, facts = append(at, s), append(facts, f)
 	}
-	if len(rep) == 0 {
+	if len(at) == 0 {
 		return data, true, true
 	}
-	return splice(data, rep, with), true, true
+	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
+	if err != nil {
+		return nil, false, false // the decoding path answers for it
+	}
+	with := make([]string, len(at))
+	for i := range at {
+		if got[i] != x.principal {
+			return nil, false, false // not the caller's, or new: the decoding path decides
+		}
+		with[i] = x.seal(kindTask, facts[i].Key.ID)
+	}
+	return splice(data, at, with), true, true
+}
+
+// taskKey is the owner table's key of an MCP task.
+func taskKey(id string) owners.Key { return owners.Key{Kind: owners.MCPTask, ID: id} }
+
+// ctx is the context of Warden's reads and writes of the owner table for
+// this exchange: the caller's request's.
+func (x *exchange) ctx() context.Context {
+	if x.req == nil {
+		return context.Background()
+	}
+	return x.req.Context()
 }
 
 func hasKey(spans []span, key string) bool {
@@ -703,13 +725,14 @@ func (x *exchange) creates() bool {
 	return x.call.Kind == mcprules.KindRequest && x.call.Method == mcprules.MethodToolsCall && !x.answered
 }
 
-// learnRelated learns the task a message on the stream of the caller's
-// tools/call relates itself to (the related-task _meta of the answer's
-// result, or of a notification or request's params): the server ran the
-// call as that task, so it is the caller's. Only a task Warden does not
-// know yet is learned; bare status notifications are not, as a server that
+// related returns the facts of a message on the stream of the caller's
+// tools/call that relates itself to a task (the related-task _meta of the
+// answer's result, or of a notification or request's params): the server
+// ran the call as that task, so it is the caller's unless another's
+// already. Bare status notifications say no such thing, as a server that
 // broadcasts them would give the caller someone else's task.
-func (x *exchange) learnRelated(msg map[string]any) {
+func (x *exchange) related(msg map[string]any) []owners.Fact {
+	var facts []owners.Fact
 	for _, k := range []string{"result", "params"} {
 		obj, _ := msg[k].(map[string]any)
 		meta, _ := obj["_meta"].(map[string]any)
@@ -718,10 +741,9 @@ func (x *exchange) learnRelated(msg map[string]any) {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
-		if _, known := x.s.enforcer.TaskOwner(id); !known {
-			x.s.enforcer.TaskCreated(id, x.principal, "")
-		}
+		facts = append(facts, owners.Fact{Key: taskKey(id), Owner: x.principal})
 	}
+	return facts
 }
 
 // learns reports whether the answer to method is read whole (learn).
@@ -781,8 +803,9 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	if method == mcprules.NotifyToolsChanged {
 		x.s.forgetTools(x.principal, x.sid)
 	}
+	var facts []owners.Fact
 	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
-		x.learnRelated(msg)
+		facts = x.related(msg)
 	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
@@ -794,28 +817,50 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		if res, ok := msg["result"].(map[string]any); ok {
 			var err error
 			if changed, err = x.learn(res); err != nil {
-				// Whose tasks these are cannot be told: nothing of the
-				// answer passes.
-				x.s.log.Warn("could not filter an MCP answer; replacing it with an error", "method", x.call.Method, "principal", x.principal, "err", err)
-				x.replaced = true
-				return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, unavailable), true
+				return x.unreadable(err), true
 			}
 		}
 	}
-	if !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
+	if len(facts) == 0 && !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
 		return data, true
 	}
-	foreign := false
 	if answer || method != "" {
-		x.observe(msg, method)
+		if f, ok := x.observed(msg, method); ok {
+			facts = append(facts, f)
+		}
 	}
+	// Whose every task the message names is, in one look-up.
+	walk(msg, func(obj map[string]any) {
+		if id, ok := obj["taskId"].(string); ok && !x.ownHandle(id) {
+			facts = append(facts, owners.Fact{Key: taskKey(id)})
+		}
+		ids, _ := obj["taskIds"].([]any) // a listen acknowledgement
+		for _, v := range ids {
+			if id, ok := v.(string); ok && !x.ownHandle(id) {
+				facts = append(facts, owners.Fact{Key: taskKey(id)})
+			}
+		}
+	})
+	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
+	if err != nil {
+		if answer {
+			return x.unreadable(err), true
+		}
+		x.s.log.Warn("could not tell whose the tasks of an MCP message are; it is dropped", "principal", x.principal, "err", err)
+		return nil, false
+	}
+	owner := make(map[string]string, len(facts))
+	for i, f := range facts {
+		owner[f.Key.ID] = got[i]
+	}
+	foreign := false
 	// mine replaces a task ID with the caller's handle; it is false for a
 	// task that is someone else's or unknown: not for this caller.
 	mine := func(id string) (string, bool) {
 		if x.ownHandle(id) {
 			return id, true
 		}
-		if owner, known := x.s.enforcer.TaskOwner(id); known && owner == x.principal {
+		if owner[id] == x.principal {
 			changed = true
 			return x.seal(kindTask, id), true
 		}
@@ -846,13 +891,22 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	return encode(msg), true
 }
 
-// observe records the status of a task where the server states it: the
+// unreadable replaces the answer to the caller's request when whose its
+// tasks are cannot be told (the shared store is unreachable): nothing of it
+// passes.
+func (x *exchange) unreadable(err error) []byte {
+	x.s.log.Warn("could not filter an MCP answer; replacing it with an error", "method", x.call.Method, "principal", x.principal, "err", err)
+	x.replaced = true
+	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, unavailable)
+}
+
+// observed returns the status of a task where the server states it: the
 // params of a task status notification, or the result answering the
 // caller's tasks/get (or cancel, pause, resume) about the task it named.
 // A taskId and status anywhere else (a tool's output, which may echo what
 // the caller sent) say nothing about a task. tasks/list items are read by
-// learn, created tasks by learn and learnRelated.
-func (x *exchange) observe(msg map[string]any, method string) {
+// learn, created tasks by learn and related.
+func (x *exchange) observed(msg map[string]any, method string) (owners.Fact, bool) {
 	var obj map[string]any
 	switch {
 	case statusNotice(method):
@@ -860,14 +914,15 @@ func (x *exchange) observe(msg map[string]any, method string) {
 	case method == "" && statusAnswer(x.call.Method):
 		obj, _ = msg["result"].(map[string]any)
 		if id, _ := obj["taskId"].(string); id != x.taskID {
-			return
+			return owners.Fact{}, false
 		}
 	}
 	id, _ := obj["taskId"].(string)
 	st, _ := obj["status"].(string)
-	if id != "" && st != "" && !strings.HasPrefix(id, handlePrefix) {
-		x.s.enforcer.TaskObserved(id, st)
+	if id == "" || st == "" || strings.HasPrefix(id, handlePrefix) {
+		return owners.Fact{}, false
 	}
+	return owners.Fact{Key: taskKey(id), Status: st}, true
 }
 
 // statusNotice reports whether notifications of method state a task's
@@ -891,7 +946,6 @@ func statusAnswer(method string) bool {
 // it changed the result. An error means the owners of the listed tasks could
 // not be read (the shared state is unreachable).
 func (x *exchange) learn(res map[string]any) (bool, error) {
-	e := x.s.enforcer
 	switch x.call.Method {
 	case mcprules.MethodToolsList:
 		x.s.learnTools(x.principal, x.sid, res, "")
@@ -901,11 +955,12 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			task = res // 2026-07-28: a flat CreateTaskResult
 		}
 		if id, ok := task["taskId"].(string); ok && id != "" {
-			// A task already known as another's is not taken over: the
-			// answer then names a task that is not the caller's.
-			if owner, known := e.TaskOwner(id); !known || owner == x.principal {
-				st, _ := task["status"].(string)
-				e.TaskCreated(id, x.principal, st)
+			// The answer to the caller's own call: the task is the
+			// caller's, unless known as another's already (the answer
+			// then names a task that is not the caller's).
+			st, _ := task["status"].(string)
+			if _, err := x.s.enforcer.Learn(x.ctx(), owners.Fact{Key: taskKey(id), Owner: x.principal, Status: st}); err != nil {
+				return false, err
 			}
 		}
 	case mcprules.MethodList:
@@ -964,26 +1019,20 @@ func (x *exchange) listPage(res map[string]any) error {
 // named (one a server made of a plain call, one whose answer Warden never
 // read) is nobody's: its owner is never guessed.
 func (x *exchange) keepOwn(list []any) ([]any, error) {
-	e := x.s.enforcer
-	ids := make([]string, len(list))
+	facts := make([]owners.Fact, len(list))
 	for i, t := range list {
 		m, _ := t.(map[string]any)
-		ids[i], _ = m["taskId"].(string)
+		id, _ := m["taskId"].(string)
+		st, _ := m["status"].(string)
+		facts[i] = owners.Fact{Key: taskKey(id), Status: st}
 	}
-	owners, err := e.TaskOwners(context.Background(), ids)
+	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
 	if err != nil {
 		return nil, err
 	}
 	kept := make([]any, 0, len(list))
 	for i, t := range list {
-		m, _ := t.(map[string]any)
-		if owners[i] == "" {
-			continue
-		}
-		if st, _ := m["status"].(string); st != "" {
-			e.TaskObserved(ids[i], st)
-		}
-		if owners[i] == x.principal {
+		if got[i] != "" && got[i] == x.principal {
 			kept = append(kept, t)
 		}
 	}

@@ -138,8 +138,8 @@ func TestToUpstream(t *testing.T) {
 func TestFromUpstream(t *testing.T) {
 	s := unitServer(t)
 	e := s.enforcer
-	e.TaskCreated("t-a", alice, mcprules.StatusWorking)
-	e.TaskCreated("t-b", bob, mcprules.StatusWorking)
+	taskCreated(e, "t-a", alice, mcprules.StatusWorking)
+	taskCreated(e, "t-b", bob, mcprules.StatusWorking)
 	ha := s.handles.seal(kindTask, alice, "t-a")
 	tests := []struct {
 		name    string
@@ -226,7 +226,7 @@ func TestFromUpstreamLearns(t *testing.T) {
 	t.Run("created task, 2025", func(t *testing.T) {
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
 		out, _ := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"new-1","status":"working"}}}`))
-		if owner, ok := e.TaskOwner("new-1"); !ok || owner != bob {
+		if owner, ok := taskOwner(e, "new-1"); !ok || owner != bob {
 			t.Fatalf("owner %q %v", owner, ok)
 		}
 		if !strings.Contains(string(out), s.handles.seal(kindTask, bob, "new-1")) {
@@ -234,17 +234,17 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 	})
 	t.Run("a created task already another's", func(t *testing.T) {
-		e.TaskCreated("taken", alice, mcprules.StatusWorking)
+		taskCreated(e, "taken", alice, mcprules.StatusWorking)
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
 		out, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"taken","status":"working"}}}`))
-		if owner, _ := e.TaskOwner("taken"); owner != alice || !keep || !strings.Contains(string(out), "not the caller's") {
+		if owner, _ := taskOwner(e, "taken"); owner != alice || !keep || !strings.Contains(string(out), "not the caller's") {
 			t.Fatalf("owner %q; %s %v", owner, out, keep)
 		}
 	})
 	t.Run("created task, 2026", func(t *testing.T) {
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a"}}`)
 		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"new-2","status":"working"}}`))
-		if owner, ok := e.TaskOwner("new-2"); !ok || owner != bob {
+		if owner, ok := taskOwner(e, "new-2"); !ok || owner != bob {
 			t.Fatalf("owner %q %v", owner, ok)
 		}
 	})
@@ -255,26 +255,26 @@ func TestFromUpstreamLearns(t *testing.T) {
 		x2 := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"a"}}`)
 		x2.fromUpstream([]byte(`{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"new-5"}}}`))
 		for _, id := range []string{"new-3", "new-4", "new-5"} {
-			if _, ok := e.TaskOwner(id); ok {
+			if _, ok := taskOwner(e, id); ok {
 				t.Errorf("%s recorded", id)
 			}
 		}
 	})
 	t.Run("a related task is learned only when nobody's", func(t *testing.T) {
-		e.TaskCreated("rel-bob", bob, mcprules.StatusWorking)
+		taskCreated(e, "rel-bob", bob, mcprules.StatusWorking)
 		rel := func(id string) []byte {
 			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
 		}
 		for _, tc := range []struct{ id, owner string }{{"rel-bob", bob}, {"rel-new", alice}} {
 			x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a","task":{}}}`)
 			x.fromUpstream(rel(tc.id))
-			if o, _ := e.TaskOwner(tc.id); o != tc.owner {
+			if o, _ := taskOwner(e, tc.id); o != tc.owner {
 				t.Errorf("related %s: owner %q, want %q", tc.id, o, tc.owner)
 			}
 		}
 	})
 	t.Run("statuses", func(t *testing.T) {
-		e.TaskCreated("st-1", alice, mcprules.StatusWorking)
+		taskCreated(e, "st-1", alice, mcprules.StatusWorking)
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		// Bob's stream does not get alice's notification, but Warden
 		// learns the status from it.
@@ -324,8 +324,8 @@ func TestStatusSources(t *testing.T) {
 			t.Run(tc.name+"/"+path, func(t *testing.T) {
 				n++
 				id := fmt.Sprintf("st-%d", n)
-				e.TaskCreated(id, alice, mcprules.StatusWorking)
-				e.TaskCreated(id+"-other", alice, mcprules.StatusWorking)
+				taskCreated(e, id, alice, mcprules.StatusWorking)
+				taskCreated(e, id+"-other", alice, mcprules.StatusWorking)
 				x := exchangeFor(t, s, alice, tc.request)
 				x.taskID = id
 				data := []byte(strings.ReplaceAll(tc.data, "TASK", id))
@@ -354,7 +354,7 @@ func TestStatusSources(t *testing.T) {
 func TestFromUpstreamSettles(t *testing.T) {
 	s := unitServer(t)
 	e := s.enforcer
-	e.TaskCreated("t-a", alice, mcprules.StatusWorking)
+	taskCreated(e, "t-a", alice, mcprules.StatusWorking)
 	limits := mcprules.Limits{MaxSteerQueue: 1}
 	steer := func(id string) *exchange {
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/steer","params":{"taskId":"h","message":"m"}}`
@@ -394,8 +394,8 @@ func TestFromUpstreamSettles(t *testing.T) {
 			if second != nil {
 				second.settle(false)
 			}
-			e.TaskObserved("t-a", mcprules.StatusInputRequired) // reset for the next case
-			e.TaskObserved("t-a", mcprules.StatusWorking)
+			taskObserved(e, "t-a", mcprules.StatusInputRequired) // reset for the next case
+			taskObserved(e, "t-a", mcprules.StatusWorking)
 		})
 	}
 }

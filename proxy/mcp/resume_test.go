@@ -93,7 +93,7 @@ func TestResume(t *testing.T) {
 		})
 	}
 	// The task the resumed answer created is hers, as from the POST's.
-	if owner, known := h.e.TaskOwner("task-new"); !known || owner != alice {
+	if owner, known := taskOwner(h.e, "task-new"); !known || owner != alice {
 		t.Fatalf("task-new: owner %q, known %v", owner, known)
 	}
 }

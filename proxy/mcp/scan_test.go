@@ -72,8 +72,8 @@ func FuzzFromUpstreamFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data string) {
 		s := unitServer(t)
-		s.enforcer.TaskCreated("t-a", alice, mcprules.StatusWorking)
-		s.enforcer.TaskCreated("t-b", bob, mcprules.StatusWorking)
+		taskCreated(s.enforcer, "t-a", alice, mcprules.StatusWorking)
+		taskCreated(s.enforcer, "t-b", bob, mcprules.StatusWorking)
 		req := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`
 		fast, keepFast, done := exchangeFor(t, s, alice, req).fromUpstreamFast([]byte(data))
 		if !done {

@@ -363,9 +363,10 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
 			if x.dry && why == refuseTask {
 				// The raw ID a client sees in dry-run mode: decided on the
-				// owner Warden knows, forwarded as it is.
-				o, known := s.enforcer.TaskOwner(call.TaskID)
-				req.TaskID, req.Owner, owner = call.TaskID, known && o == p.ID, call.TaskID
+				// owner Warden knows (none when the store cannot be read),
+				// forwarded as it is.
+				o, err := s.enforcer.Owners(r.Context(), taskKey(call.TaskID))
+				req.TaskID, req.Owner, owner = call.TaskID, err == nil && o[0] == p.ID, call.TaskID
 			}
 			if h.HasName && req.Owner {
 				name = owner

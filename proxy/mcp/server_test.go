@@ -30,7 +30,7 @@ func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
 	t.Run("2025-11-25 nested result.task", func(t *testing.T) {
 		handle := h.createTask(t, alice)
 		id := h.upstreamID(t, alice, handle)
-		if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+		if owner, ok := taskOwner(h.e, id); !ok || owner != alice {
 			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
 		}
 		if _, ok := h.srv.handles.open(kindTask, bob, handle); ok {
@@ -46,7 +46,7 @@ func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
 			t.Fatalf("result %v", res)
 		}
 		id := h.upstreamID(t, alice, handle)
-		if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+		if owner, ok := taskOwner(h.e, id); !ok || owner != alice {
 			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
 		}
 		if strings.Contains(string(r.body), `"`+id+`"`) {
@@ -210,7 +210,7 @@ func TestTaskMethodsThroughHandles(t *testing.T) {
 			})
 		}
 	}
-	if owner, _ := h.e.TaskOwner(id); owner != alice {
+	if owner, _ := taskOwner(h.e, id); owner != alice {
 		t.Fatalf("owner %q", owner)
 	}
 }
@@ -858,7 +858,7 @@ func TestStatusReadAfterRestart(t *testing.T) {
 			if len(h.up.received("tasks/pause")) != 0 {
 				t.Fatal("pause reached the upstream")
 			}
-			if owner, ok := h.e.TaskOwner(id); !ok || owner != alice {
+			if owner, ok := taskOwner(h.e, id); !ok || owner != alice {
 				t.Fatalf("owner %q %v", owner, ok)
 			}
 			// Bob still cannot use it.
@@ -1021,7 +1021,7 @@ func TestCaseVariantTaskID(t *testing.T) {
 			}
 		})
 	}
-	if owner, _ := h.e.TaskOwner(victim); owner != alice {
+	if owner, _ := taskOwner(h.e, victim); owner != alice {
 		t.Errorf("BUG: Warden now records %q as the owner of alice's task %s", owner, victim)
 	}
 }

@@ -1,110 +1,17 @@
 package mcp
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
-
-// sharedTasks is a proxy.TaskStore in memory (owners and statuses; no steer
-// bound), with a switch that makes every operation fail.
-type sharedTasks struct {
-	mu     sync.Mutex
-	owner  map[string]string
-	status map[string]string
-	down   bool
-}
-
-var errStoreDown = errors.New("store down")
-
-func (s *sharedTasks) fail() error {
-	if s.down {
-		return errStoreDown
-	}
-	return nil
-}
-
-func (s *sharedTasks) Claim(_ context.Context, id, owner string) (string, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fail(); err != nil {
-		return "", "", err
-	}
-	if s.owner[id] == "" {
-		s.owner[id] = owner
-	}
-	return s.status[id], s.owner[id], nil
-}
-
-func (s *sharedTasks) Create(_ context.Context, id, owner, status string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fail(); err != nil {
-		return "", err
-	}
-	if s.owner[id] == "" {
-		s.owner[id] = owner
-	}
-	if status != "" && s.owner[id] == owner {
-		s.status[id] = status
-	}
-	return s.owner[id], nil
-}
-
-func (s *sharedTasks) Observe(_ context.Context, id, status string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fail(); err != nil {
-		return err
-	}
-	if _, ok := s.owner[id]; ok {
-		s.status[id] = status
-	}
-	return nil
-}
-
-func (s *sharedTasks) ObserveAll(ctx context.Context, ids, statuses []string) error {
-	for i, id := range ids {
-		if err := s.Observe(ctx, id, statuses[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *sharedTasks) Steer(context.Context, string, int, string) (bool, int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return true, 0, s.fail()
-}
-
-func (s *sharedTasks) Unsteer(context.Context, string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fail()
-}
-
-func (s *sharedTasks) Owners(_ context.Context, ids []string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fail(); err != nil {
-		return nil, err
-	}
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = s.owner[id]
-	}
-	return out, nil
-}
 
 // sharedHarnesses returns n replicas of the sidecar, with the same handle
 // key and store, in front of one fake upstream.
@@ -140,9 +47,9 @@ func sharedHarnesses(t *testing.T, n int, store proxy.TaskStore) []*harness {
 
 // TestSharedTasksList: a task created through one replica is listed through
 // another, only to its owner; with the store down, what a replica cannot
-// attribute makes it answer that it could not decide.
+// record or attribute makes it answer that it could not decide.
 func TestSharedTasksList(t *testing.T) {
-	store := &sharedTasks{owner: map[string]string{}, status: map[string]string{}}
+	store := ownerstest.New()
 	r := sharedHarnesses(t, 2, store)
 	a := r[0].upstreamID(t, alice, r[0].createTask(t, alice))
 	b := r[0].upstreamID(t, bob, r[0].createTask(t, bob))
@@ -164,20 +71,24 @@ func TestSharedTasksList(t *testing.T) {
 		t.Fatalf("bob's list through the other replica: %v, want [%s]", got, b)
 	}
 
-	store.mu.Lock()
-	store.down = true
-	store.mu.Unlock()
-	c := r[0].upstreamID(t, alice, r[0].createTask(t, alice)) // recorded on r[0] only
-	rep := list(r[1], alice)
-	if m := rep.last(t); rep.errCode(t) != mcprules.ErrInternal || rep.errMessage(t) != unavailable || m["result"] != nil {
-		t.Fatalf("list with the store down and a task unknown here: %s", rep.body)
+	store.Set(true)
+	// A task created with the store down cannot be recorded: the answer
+	// naming it is Warden's could-not-decide error, and the task is
+	// nobody's (the old code recorded it on r[0] only and logged).
+	rep := r[0].post(t, alice, rpc(1, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}}), nil)
+	if rep.errCode(t) != mcprules.ErrInternal || rep.errMessage(t) != unavailable {
+		t.Fatalf("a task created with the store down: %s", rep.body)
 	}
-	// r[0] knows every owner on the page: its answer is exact.
-	if got := ids(r[0], alice, list(r[0], alice).result(t)); len(got) != 2 || !slices.Contains(got, c) {
-		t.Fatalf("alice's list through the replica that knows her tasks: %v", got)
+	for _, h := range r {
+		rep = list(h, alice)
+		if m := rep.last(t); rep.errCode(t) != mcprules.ErrInternal || rep.errMessage(t) != unavailable || m["result"] != nil {
+			t.Fatalf("list with the store down and a task unknown here: %s", rep.body)
+		}
 	}
-	// Task methods need the store: refused as undecidable.
+	store.Set(false)
 	h := r[0].createTask(t, alice)
+	store.Set(true)
+	// Task methods need the store: refused as undecidable.
 	rep = r[1].post(t, alice, rpc(8, "tasks/get", map[string]any{"taskId": h}), nil)
 	if rep.status != http.StatusServiceUnavailable || rep.errCode(t) != mcprules.ErrInternal {
 		t.Fatalf("tasks/get with the store down: HTTP %d %s", rep.status, rep.body)

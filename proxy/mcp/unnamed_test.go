@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/owners"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -164,4 +166,25 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// taskCreated records that the answer to owner's own request created task
+// id (owners.Fact with Owner), as an answer filter does.
+func taskCreated(e *proxy.Enforcer, id, owner, status string) {
+	_, _ = e.Learn(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Owner: owner, Status: status})
+}
+
+// taskObserved records a status an answer reported for task id.
+func taskObserved(e *proxy.Enforcer, id, status string) {
+	_, _ = e.Learn(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
+}
+
+// taskOwner returns whose task id is, and whether Warden knows (a store
+// that cannot be read: unknown).
+func taskOwner(e *proxy.Enforcer, id string) (string, bool) {
+	o, err := e.Owners(context.Background(), owners.Key{Kind: owners.MCPTask, ID: id})
+	if err != nil || o[0] == "" {
+		return "", false
+	}
+	return o[0], true
 }

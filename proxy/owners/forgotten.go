@@ -1,4 +1,4 @@
-package proxy
+package owners
 
 import (
 	"hash/maphash"

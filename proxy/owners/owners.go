@@ -1,0 +1,426 @@
+// Package owners is Warden's one table of who owns an MCP task, an A2A task
+// or an A2A context, with the status Warden last knew and the steer queue of
+// an MCP task: a bounded table in memory in front of the store replicas
+// share (proxy/state keeps it in Redis). Every method takes the request's
+// context and returns an error when the store cannot be read or written:
+// the caller then cannot tell whose an id is and fails closed.
+//
+// The rule it keeps, in Learn: an owner is known from an answer to that
+// owner's own request (a Fact with Owner set, which the decision fills
+// with its principal), from a handle the owner proved (Claim), or from the
+// shared store; otherwise an id is nobody's. An owner never changes.
+package owners
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Store is the table Warden replicas share: entries under Key.Name. An
+// error means the store could not be reached.
+type Store interface {
+	// Claim records that owner owns id (a verified handle proves it)
+	// unless another does already, and returns its status ("" when
+	// unknown) and its owner afterwards.
+	Claim(ctx context.Context, id, owner string) (status, claimed string, err error)
+	// Create records an entry the upstream created for owner unless
+	// another owns it already (set if absent, atomically across replicas),
+	// and returns its owner afterwards.
+	Create(ctx context.Context, id, owner, status string) (created string, err error)
+	// Observe records a status the upstream reported for a known entry; a
+	// change restarts its steer count.
+	Observe(ctx context.Context, id, status string) error
+	// ObserveAll is Observe for several entries (statuses[i] of ids[i]) at
+	// once.
+	ObserveAll(ctx context.Context, ids, statuses []string) error
+	// Steer reserves a place in the task's steer queue unless max (> 0) are
+	// taken, atomically across replicas; queued is the count before. A mark
+	// (the task's lastUpdatedAt now) other than the one the count began at
+	// restarts the count: the server passed a step and took the queue.
+	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
+	// Unsteer gives a reserved place back.
+	Unsteer(ctx context.Context, id string) error
+	// Owners returns each entry's owner, "" when unknown.
+	Owners(ctx context.Context, ids []string) ([]string, error)
+}
+
+// Kind is what an id names.
+type Kind uint8
+
+const (
+	MCPTask Kind = iota
+	A2ATask
+	A2AContext
+)
+
+// Key names one entry: an upstream id of one kind.
+type Key struct {
+	Kind Kind
+	ID   string
+}
+
+// Name is the entry's name in the table and the shared store: MCP tasks
+// under their upstream ids, A2A tasks and contexts under prefixes of their
+// own.
+func (k Key) Name() string {
+	switch k.Kind {
+	case A2ATask:
+		return "a2a:t:" + k.ID
+	case A2AContext:
+		return "a2a:c:" + k.ID
+	}
+	return k.ID
+}
+
+// Fact is what an answer says about one id.
+type Fact struct {
+	Key Key
+	// Owner is set when the answer to Owner's own request created the
+	// entry (or named it as made by that request): it is recorded as
+	// Owner's unless another owns it, or this replica knew it and forgot
+	// whose it was (then it stays nobody's until its owner's handle
+	// proves it again).
+	Owner string
+	// Recall is set with Owner for an id that was Owner's before this
+	// answer (the context of a task Owner owned): a forgotten entry is
+	// Owner's again.
+	Recall bool
+	// Status is the status the answer reports, "" none; it is recorded
+	// for a known entry only.
+	Status string
+}
+
+// entry is what Warden keeps of one id: a few dozen bytes.
+type entry struct {
+	mu     sync.Mutex
+	owner  string
+	status string
+	steers int // accepted since the status or the mark last changed
+	// mark is the task's lastUpdatedAt when the steer count began.
+	mark string
+	// synced is when status was last read from or written to the shared
+	// store: an observation of the same status soon after is not written
+	// again (a tasks/get pays one round trip to the store, not two).
+	synced time.Time
+}
+
+// syncedFor is how long a status read from the shared store is taken as
+// the store's without asking again.
+const syncedFor = time.Second
+
+// setStatus changes the status; a change means the task passed a safe
+// point, so the steer messages queued before it count as delivered.
+func (t *entry) setStatus(s string) {
+	if s == "" || s == t.status {
+		return
+	}
+	t.status = s
+	t.steers = 0
+}
+
+// sync notes that the shared store holds status for the entry.
+func (t *entry) sync(status string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status == status {
+		t.synced = time.Now()
+	}
+}
+
+// Table is the owner table: bounded in memory (evicted remembers the names
+// it evicted), in front of the shared store when there is one.
+type Table struct {
+	lru     *lru.Cache[string, *entry]
+	evicted *forgotten
+	store   Store
+}
+
+// New returns a table of size entries in front of store (nil: this
+// replica's table only).
+func New(size int, store Store) (*Table, error) {
+	t := &Table{store: store}
+	c, err := lru.NewWithEvict[string, *entry](size, func(key string, _ *entry) {
+		t.evicted.add(key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.lru, t.evicted = c, newForgotten(size)
+	return t, nil
+}
+
+// Shared reports whether the table is kept in a store other replicas
+// share: what this replica saw of the traffic is not all of it.
+func (t *Table) Shared() bool { return t.store != nil }
+
+// get returns the entry under name, creating it when create is set.
+func (t *Table) get(name string, create bool) *entry {
+	if e, ok := t.lru.Get(name); ok || !create {
+		return e
+	}
+	e := &entry{}
+	if prev, ok, _ := t.lru.PeekOrAdd(name, e); ok {
+		return prev
+	}
+	return e
+}
+
+// forgot reports whether Warden knew the entry under name and forgot it:
+// with no shared store, this replica's table evicted it (among the last
+// evictions it remembers) and nobody has proven it theirs since. Whose it
+// was is unknown, so it is nobody's to learn from an answer.
+func (t *Table) forgot(name string) bool {
+	if t.store != nil || !t.evicted.has(name) {
+		return false
+	}
+	e := t.get(name, false)
+	if e == nil {
+		return true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owner == ""
+}
+
+// Learn records what an answer says (facts) and returns the owner of each
+// fact's id afterwards, "" when it is nobody's. It is the one place where
+// Warden learns who owns what from answers: an entry becomes Owner's only
+// through a fact with Owner set (an answer to that owner's own request)
+// and only when nobody owned it; statuses are recorded for known entries
+// only. The shared store is written for a new or changed entry (statuses in
+// one round trip) and read for an id this replica does not know. An error
+// means the store could not be written or read: whose the ids are cannot
+// be told, and nothing of the answer may pass.
+func (t *Table) Learn(ctx context.Context, facts ...Fact) ([]string, error) {
+	var observed []Fact
+	for _, f := range facts {
+		if f.Owner != "" {
+			if err := t.create(ctx, f); err != nil {
+				return nil, err
+			}
+		} else if f.Status != "" {
+			observed = append(observed, f)
+		}
+	}
+	if err := t.observe(ctx, observed); err != nil {
+		return nil, err
+	}
+	keys := make([]Key, len(facts))
+	for i, f := range facts {
+		keys[i] = f.Key
+	}
+	return t.Owners(ctx, keys...)
+}
+
+// create records f's entry as f.Owner's unless another owns it or this
+// replica forgot it (Learn).
+func (t *Table) create(ctx context.Context, f Fact) error {
+	name := f.Key.Name()
+	if !f.Recall && t.forgot(name) {
+		return nil
+	}
+	e := t.get(name, true)
+	e.mu.Lock()
+	if e.owner != "" && e.owner != f.Owner {
+		e.mu.Unlock()
+		return nil
+	}
+	if t.store == nil {
+		e.owner = f.Owner
+		e.setStatus(f.Status)
+		e.mu.Unlock()
+		return nil
+	}
+	fresh := e.owner == f.Owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
+	e.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	o, err := t.store.Create(ctx, name, f.Owner, f.Status)
+	if err != nil {
+		return fmt.Errorf("record the owner of %s: %w", name, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.owner = o // the store's: the first recorded
+	if o == f.Owner {
+		e.setStatus(f.Status)
+		e.synced = time.Now()
+	}
+	return nil
+}
+
+// observe records the statuses of facts, for known entries: here, and in
+// the shared store in one round trip, leaving out what this replica synced
+// within syncedFor. An entry this replica does not hold is written to the
+// store, which adds nothing for an id it does not know either.
+func (t *Table) observe(ctx context.Context, facts []Fact) error {
+	var names, statuses []string
+	var entries []*entry
+	for _, f := range facts {
+		name := f.Key.Name()
+		e := t.get(name, false)
+		if e != nil {
+			e.mu.Lock()
+			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
+			e.setStatus(f.Status)
+			e.mu.Unlock()
+			if fresh {
+				continue
+			}
+		}
+		names, statuses, entries = append(names, name), append(statuses, f.Status), append(entries, e)
+	}
+	if t.store == nil || len(names) == 0 {
+		return nil
+	}
+	if err := t.store.ObserveAll(ctx, names, statuses); err != nil {
+		return fmt.Errorf("record the status of %d entries: %w", len(names), err)
+	}
+	for i, e := range entries {
+		if e != nil {
+			e.sync(statuses[i])
+		}
+	}
+	return nil
+}
+
+// Owners returns the owner of each id, "" when unknown: what this replica
+// knows, the rest from the shared store in one round trip (and cached:
+// owners never change). An error means the store could not be read.
+func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
+	out := make([]string, len(keys))
+	var miss []int
+	for i, k := range keys {
+		if e := t.get(k.Name(), false); e != nil {
+			e.mu.Lock()
+			out[i] = e.owner
+			e.mu.Unlock()
+		}
+		if out[i] == "" && k.ID != "" {
+			miss = append(miss, i)
+		}
+	}
+	if t.store == nil || len(miss) == 0 {
+		return out, nil
+	}
+	ask := make([]string, len(miss))
+	for j, i := range miss {
+		ask[j] = keys[i].Name()
+	}
+	got, err := t.store.Owners(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("read the owners of %d entries: %w", len(ask), err)
+	}
+	for j, i := range miss {
+		if o := got[j]; o != "" {
+			out[i] = o
+			e := t.get(ask[j], true)
+			e.mu.Lock()
+			e.owner = o
+			e.mu.Unlock()
+		}
+	}
+	return out, nil
+}
+
+// Claim records that principal owns the entry (the caller verified a
+// handle that proves it; the entry is rebuilt when this replica or the
+// store lost it) unless another owns it already, and returns its status
+// (in the shared store the one every replica sees) and the steers counted
+// here. ok is false when the entry is another's: the handle was given for
+// an id that turned out another's (replicas that raced to record it), and
+// proves nothing.
+func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
+	name := k.Name()
+	e := t.get(name, true)
+	e.mu.Lock()
+	if e.owner == "" {
+		e.owner = principal
+	}
+	ok, status, steers = e.owner == principal, e.status, e.steers
+	e.mu.Unlock()
+	if !ok || t.store == nil {
+		return status, steers, ok, nil
+	}
+	s, o, err := t.store.Claim(ctx, name, principal)
+	if err != nil {
+		return "", 0, false, fmt.Errorf("read the shared state of %s: %w", name, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o != principal {
+		e.owner = o
+		return "", 0, false, nil
+	}
+	e.status, e.synced = s, time.Now()
+	return s, e.steers, true, nil
+}
+
+// Observe records a status the upstream reported just now for a known
+// entry (a decision's own read).
+func (t *Table) Observe(ctx context.Context, k Key, status string) error {
+	return t.observe(ctx, []Fact{{Key: k, Status: status}})
+}
+
+// Steer reserves a place in the task's steer queue unless max (> 0) are
+// taken (in the shared store atomically, so the bound holds across
+// replicas); a mark (the task's lastUpdatedAt now) other than the one the
+// count began at restarts the count. It returns whether it reserved and
+// the places taken before.
+func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserved bool, before int, err error) {
+	name := k.Name()
+	if t.store != nil {
+		ok, n, err := t.store.Steer(ctx, name, max, mark)
+		if err != nil {
+			return false, 0, fmt.Errorf("reserve a steer of %s: %w", name, err)
+		}
+		return ok, n, nil
+	}
+	e := t.get(name, true)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if mark != "" && mark != e.mark {
+		e.mark, e.steers = mark, 0 // the server passed a step: the queue was taken
+	}
+	before = e.steers
+	if max <= 0 || e.steers < max {
+		e.steers++
+		return true, before, nil
+	}
+	return false, before, nil
+}
+
+// Unsteer gives back a place Steer reserved.
+func (t *Table) Unsteer(ctx context.Context, k Key) error {
+	name := k.Name()
+	if t.store != nil {
+		if err := t.store.Unsteer(ctx, name); err != nil {
+			return fmt.Errorf("give back a steer of %s: %w", name, err)
+		}
+		return nil
+	}
+	if e := t.get(name, false); e != nil {
+		e.mu.Lock()
+		if e.steers > 0 {
+			e.steers--
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// Peek returns what this replica holds of an entry, without the store.
+func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
+	e := t.get(k.Name(), false)
+	if e == nil {
+		return "", "", 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.owner, e.status, e.steers, true
+}
