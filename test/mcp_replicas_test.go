@@ -173,10 +173,10 @@ func TestMCPReplicasOnRedis(t *testing.T) {
 		t.Logf("added by Redis (warden+redis - warden): p50 %+d µs, p90 %+d µs", (targets[2].pct(50) - targets[1].pct(50)).Microseconds(), (targets[2].pct(90) - targets[1].pct(90)).Microseconds())
 	})
 
-	// A task is created while Redis is down: only the replica that made it
-	// knows its owner.
+	// A task created while Redis is down cannot be recorded: its answer is
+	// Warden's could-not-decide error (the old code kept it on the replica
+	// that made it and logged), and the task is nobody's.
 	rd.kill()
-	var c1 string
 	t.Run("redis down", func(t *testing.T) {
 		for i := range replicas {
 			for _, m := range []string{"tasks/get", "tasks/steer", "tasks/pause", "tasks/cancel"} {
@@ -186,7 +186,10 @@ func TestMCPReplicasOnRedis(t *testing.T) {
 				}
 			}
 		}
-		c1 = on(0, "alice").create(2, 8000)
+		r := on(0, "alice").call("tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"steps": 2, "step_ms": 8000}}, nil)
+		if r.code() != -32603 || !strings.Contains(r.Error.Message, "could not decide") {
+			t.Errorf("a task created with Redis down: %+v %+v, want -32603", r.Result, r.Error)
+		}
 		for _, i := range []int{1, 2} {
 			for _, p := range []string{"alice", "bob"} {
 				got, r := on(i, p).list()
@@ -215,23 +218,18 @@ func TestMCPReplicasOnRedis(t *testing.T) {
 				t.Errorf("replica %d, bob's get after the restart: %+v", i, r.Error)
 			}
 		}
-		// c1 was recorded nowhere shared: other replicas list it once its
-		// owner used it through any replica.
-		if got, _ := on(2, "alice").list(); slices.Contains(got, c1) {
-			t.Errorf("replica 2 lists a task it cannot know yet: %v", got)
-		}
-		if r := on(1, "alice").call("tasks/get", map[string]any{"taskId": c1}, nil); r.Error != nil {
-			t.Fatalf("alice's get of the task made while Redis was down: %+v", r.Error)
-		}
-		if got, r := on(2, "alice").list(); !slices.Equal(got, sorted(a1, a2, c1)) {
-			t.Errorf("alice's list after the restart: %v %+v, want %v", got, r.Error, sorted(a1, a2, c1))
+		// The task made while Redis was down was never recorded: nobody's.
+		for i := range replicas {
+			if got, r := on(i, "alice").list(); !slices.Equal(got, sorted(a1, a2)) {
+				t.Errorf("replica %d, alice's list after the restart: %v %+v, want %v", i, got, r.Error, sorted(a1, a2))
+			}
 		}
 		if got, _ := on(2, "bob").list(); !slices.Equal(got, []string{b1}) {
 			t.Errorf("bob's list after the restart: %v", got)
 		}
 	})
 
-	for _, id := range []string{a1, a2, c1} {
+	for _, id := range []string{a1, a2} {
 		rr("alice").call("tasks/cancel", map[string]any{"taskId": id}, nil)
 	}
 	rr("bob").call("tasks/cancel", map[string]any{"taskId": b1}, nil)
