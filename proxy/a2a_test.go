@@ -105,7 +105,7 @@ func TestEnforceA2A(t *testing.T) {
 		t.Errorf("the upstream was asked %d times, want 2 (fresh once, gone once)", reads)
 	}
 	if o, err := a2aOwners(e, context.Background(), []string{"open", "unknown"}); err != nil || o[0] != "alice" || o[1] != "" {
-		t.Errorf("A2AOwners = %q, %v", o, err)
+		t.Errorf("owners = %q, %v", o, err)
 	}
 }
 
@@ -154,10 +154,10 @@ func TestSharedA2A(t *testing.T) {
 	}
 }
 
-// TestA2AObservedAll: the states of a listed page reach the shared store in
+// TestA2ALearnPage: the states of a listed page reach the shared store in
 // one write; states just synced are not written again; the store adds no
 // task it does not know.
-func TestA2AObservedAll(t *testing.T) {
+func TestA2ALearnPage(t *testing.T) {
 	store := ownerstest.New()
 	e := replicas(t, 1, store)[0]
 	seen(t, e, "a", "", "alice", "TASK_STATE_WORKING")

@@ -133,7 +133,7 @@ func TestEnforceTaskOwnership(t *testing.T) {
 		}
 	}
 	if owner, ok := taskOwner(e, "t-alice"); !ok || owner != alice {
-		t.Errorf("TaskOwner = %q, %v after refused attempts", owner, ok)
+		t.Errorf("owner = %q, %v after refused attempts", owner, ok)
 	}
 }
 
@@ -172,18 +172,18 @@ func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 	if owner, ok := taskOwner(e, "t1"); !ok || owner != alice {
-		t.Fatalf("TaskOwner = %q, %v", owner, ok)
+		t.Fatalf("owner = %q, %v", owner, ok)
 	}
 }
 
-func TestTaskObserved(t *testing.T) {
+func TestLearnStatusOfUnknownTask(t *testing.T) {
 	e, _ := newEnforcer(t, Config{}, nil)
 	taskObserved(e, "unknown", mcp.StatusWorking)
 	if _, ok := taskOwner(e, "unknown"); ok {
-		t.Fatal("TaskObserved added a task with no owner")
+		t.Fatal("a status learned added a task with no owner")
 	}
 	if _, _, _, ok := e.owners.Peek(owners.Key{ID: "unknown"}); ok {
-		t.Fatal("TaskObserved added an entry")
+		t.Fatal("a status learned added an entry")
 	}
 	taskCreated(e, "t1", alice, "")
 	// Unknown statuses are ignored: resume (paused only) is still decided

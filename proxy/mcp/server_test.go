@@ -31,7 +31,7 @@ func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
 		handle := h.createTask(t, alice)
 		id := h.upstreamID(t, alice, handle)
 		if owner, ok := taskOwner(h.e, id); !ok || owner != alice {
-			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
+			t.Fatalf("owner of %s = %q, %v", id, owner, ok)
 		}
 		if _, ok := h.srv.handles.open(kindTask, bob, handle); ok {
 			t.Fatal("alice's handle opens for bob")
@@ -47,7 +47,7 @@ func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
 		}
 		id := h.upstreamID(t, alice, handle)
 		if owner, ok := taskOwner(h.e, id); !ok || owner != alice {
-			t.Fatalf("TaskOwner(%s) = %q, %v", id, owner, ok)
+			t.Fatalf("owner of %s = %q, %v", id, owner, ok)
 		}
 		if strings.Contains(string(r.body), `"`+id+`"`) {
 			t.Fatalf("the upstream ID leaked: %s", r.body)

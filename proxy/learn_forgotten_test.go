@@ -8,10 +8,10 @@ import (
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
-// TestTaskCreatedForgotten: with no shared store, an MCP task the table
+// TestLearnForgotten: with no shared store, an MCP task the table
 // evicted is not learned for whoever an answer names next (the MCP adapter
 // then hands it to nobody), and its owner's handle proves it again.
-func TestTaskCreatedForgotten(t *testing.T) {
+func TestLearnForgotten(t *testing.T) {
 	e, _ := newEnforcer(t, Config{Sessions: 2}, nil)
 	taskCreated(e, "a", "alice", mcp.StatusWorking)
 	taskCreated(e, "b", "carol", mcp.StatusWorking)
