@@ -27,7 +27,9 @@ var allowed = map[string][]string{
 	"rules":    {module + "/wire", "google.golang.org/protobuf", "github.com/dchest/siphash", "golang.org/x/net/idna"}, // keyed id digests replicas can share; host names read as HTTP clients read them (A2A webhooks)
 	"policies": {module + "/rules", "github.com/open-policy-agent/opa", "github.com/hashicorp/golang-lru"},
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
-	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", "github.com/hashicorp/golang-lru"},
+	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/proxy/owners", "github.com/hashicorp/golang-lru"},
+	// the owner table of MCP and A2A tasks and contexts: protocol-free
+	"proxy/owners": {"github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
 	// and the listener bounds they share, which imports no adapter
 	"proxy/listener": {"google.golang.org/grpc"},
@@ -41,8 +43,8 @@ var allowed = map[string][]string{
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
 	"proxy/frames":   {"golang.org/x/net/http2"},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
-	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
-	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
+	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
+	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
 	"proxy/extauthz": {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
 	"decisionlog":    {module + "/proxy", module + "/rules", "google.golang.org/protobuf"},                                                                                     // include_input writes MACP envelopes as protojson
 	"gc":             {},                                                                                                                                                       // the standard library only
