@@ -133,18 +133,26 @@ func TestTasks(t *testing.T) {
 	}
 
 	// The steer bound, and the count restarting at a status change.
+	// A mark (the task's lastUpdatedAt) other than the count's restarts it:
+	// the server passed a step and took the queue.
 	steps := []struct {
 		name     string
 		op       func() error
+		mark     string
 		reserved bool
 		before   int
 	}{
-		{"first", nil, true, 0},
-		{"second", nil, true, 1},
-		{"over the bound", nil, false, 2},
-		{"after an undo", func() error { return r.Unsteer(ctx, "t1") }, true, 1},
-		{"same status observed", func() error { return r.Observe(ctx, "t1", "working") }, false, 2},
-		{"status changed", func() error { return r.Observe(ctx, "t1", "input_required") }, true, 0},
+		{"first", nil, "", true, 0},
+		{"second", nil, "", true, 1},
+		{"over the bound", nil, "", false, 2},
+		{"after an undo", func() error { return r.Unsteer(ctx, "t1") }, "", true, 1},
+		{"same status observed", func() error { return r.Observe(ctx, "t1", "working") }, "", false, 2},
+		{"a first mark", nil, "m1", true, 0},
+		{"the same mark", nil, "m1", true, 1},
+		{"the same mark, over the bound", nil, "m1", false, 2},
+		{"a new mark", nil, "m2", true, 0},
+		{"no mark", nil, "", true, 1},
+		{"status changed", func() error { return r.Observe(ctx, "t1", "input_required") }, "", true, 0},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
@@ -153,7 +161,7 @@ func TestTasks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ok, n, err := r.Steer(ctx, "t1", 2, "")
+			ok, n, err := r.Steer(ctx, "t1", 2, s.mark)
 			if err != nil || ok != s.reserved || n != s.before {
 				t.Fatalf("Steer: %v %d %v, want %v %d", ok, n, err, s.reserved, s.before)
 			}
