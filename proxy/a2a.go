@@ -50,6 +50,7 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 	snap := e.snap.Load()
 	d := e.newDecision("a2a")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, req.Method, "a2a", req.TaskID
+	d.owners = e.owners // its answer is learned through it
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil
 	}

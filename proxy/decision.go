@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -44,6 +45,9 @@ type Decision struct {
 	Recorded *Recorded
 
 	pending pending
+	// owners is the table an MCP or A2A decision's answer is learned into
+	// (Learn).
+	owners *owners.Table
 }
 
 // Recorded is what a decision was made on: for MACP the message and the

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -16,14 +17,40 @@ func (e *Enforcer) Owners(ctx context.Context, keys ...owners.Key) ([]string, er
 	return e.owners.Owners(ctx, keys...)
 }
 
-// Learn applies what an answer says (created entries, statuses: the facts
-// an answer filter found) to the owner table and returns the owner of each
-// fact's id afterwards (owners.Table.Learn: an owner is known only from an
-// answer to that owner's own request, from a handle it proved, or from the
-// shared store). A status that is not one of the id's protocol is dropped.
-// An error means the shared store could not be written or read: the answer
-// must not pass.
-func (e *Enforcer) Learn(ctx context.Context, facts ...owners.Fact) ([]string, error) {
+// Learn applies what the answer to the decided request says (facts an
+// answer filter found: entries it created, statuses) to the owner table and
+// returns the owner of each fact's id afterwards (owners.Table.Learn): an
+// entry the answer created is the decision's principal's, the requester's,
+// unless another's already; a status that is not one of the id's protocol
+// is dropped. An error means the shared store could not be written or
+// read: the answer must not pass.
+func (d *Decision) Learn(ctx context.Context, facts ...owners.Fact) ([]string, error) {
+	if d.owners == nil {
+		return nil, errors.New("learn: a decision without an owner table (not an MCP or A2A decision)")
+	}
+	return d.owners.Learn(ctx, d.Principal, protocolStatuses(facts)...)
+}
+
+// Resumed is the decision of principal's request of type typ whose answer
+// a resumed stream carries: the request was decided when it was sent, and
+// the sealed resume point the caller presented proves it was principal's.
+// It decides nothing again (it is not logged or counted); it learns its
+// answer as the request's own decision would.
+func (e *Enforcer) Resumed(protocol, principal, typ string) *Decision {
+	d := e.newDecision(protocol)
+	d.Allow, d.Principal, d.Type, d.owners = true, principal, typ, e.owners
+	return &d
+}
+
+// Observe is Learn for a message no decided request opened (an MCP
+// standalone stream): statuses, and whose the ids are; it creates nothing.
+func (e *Enforcer) Observe(ctx context.Context, facts ...owners.Fact) ([]string, error) {
+	return e.owners.Learn(ctx, "", protocolStatuses(facts)...)
+}
+
+// protocolStatuses drops from facts the statuses that are not one of their
+// id's protocol (A2A states are read in their canonical spelling).
+func protocolStatuses(facts []owners.Fact) []owners.Fact {
 	for i := range facts {
 		f := &facts[i]
 		switch f.Key.Kind {
@@ -37,5 +64,5 @@ func (e *Enforcer) Learn(ctx context.Context, facts ...owners.Fact) ([]string, e
 			f.Status = ""
 		}
 	}
-	return e.owners.Learn(ctx, facts...)
+	return facts
 }

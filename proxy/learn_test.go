@@ -2,12 +2,17 @@ package proxy
 
 import (
 	"context"
+	"strings"
+	"testing"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
-// The owner table as the adapters reach it (Learn, Owners), in the shapes
-// the tests read best.
+// The owner table as the adapters reach it (a decision's Learn, Observe,
+// Owners), in the shapes the tests read best; what an answer created is
+// learned for owner as a decision of owner's request would.
 
 func mcpKey(id string) owners.Key  { return owners.Key{Kind: owners.MCPTask, ID: id} }
 func a2aTask(id string) owners.Key { return owners.Key{Kind: owners.A2ATask, ID: id} }
@@ -15,12 +20,12 @@ func a2aTask(id string) owners.Key { return owners.Key{Kind: owners.A2ATask, ID:
 // taskCreated records that the answer to owner's own request created task
 // id, as an answer filter does; a store error leaves it unrecorded.
 func taskCreated(e *Enforcer, id, owner, status string) {
-	_, _ = e.Learn(context.Background(), owners.Fact{Key: mcpKey(id), Owner: owner, Status: status})
+	_, _ = e.owners.Learn(context.Background(), owner, owners.Fact{Key: mcpKey(id), Created: true, Status: status})
 }
 
 // taskObserved records a status an answer reported for task id.
 func taskObserved(e *Enforcer, id, status string) {
-	_, _ = e.Learn(context.Background(), owners.Fact{Key: mcpKey(id), Status: status})
+	_, _ = e.Observe(context.Background(), owners.Fact{Key: mcpKey(id), Status: status})
 }
 
 // taskOwner returns whose task id is, and whether Warden knows (a store
@@ -57,8 +62,8 @@ func a2aContextOwner(e *Enforcer, ctx context.Context, id string) (string, error
 	return o[0], nil
 }
 
-func learnOne(e *Enforcer, ctx context.Context, f owners.Fact) (string, error) {
-	o, err := e.Learn(ctx, f)
+func learnOne(e *Enforcer, ctx context.Context, owner string, f owners.Fact) (string, error) {
+	o, err := e.owners.Learn(ctx, owner, protocolStatuses([]owners.Fact{f})...)
 	if err != nil {
 		return "", err
 	}
@@ -66,15 +71,15 @@ func learnOne(e *Enforcer, ctx context.Context, f owners.Fact) (string, error) {
 }
 
 func a2aTaskSeen(e *Enforcer, ctx context.Context, id, owner, state string) (string, error) {
-	return learnOne(e, ctx, owners.Fact{Key: a2aTask(id), Owner: owner, Status: state})
+	return learnOne(e, ctx, owner, owners.Fact{Key: a2aTask(id), Created: true, Status: state})
 }
 
 func a2aContextSeen(e *Enforcer, ctx context.Context, id, owner string) (string, error) {
-	return learnOne(e, ctx, owners.Fact{Key: owners.Key{Kind: owners.A2AContext, ID: id}, Owner: owner})
+	return learnOne(e, ctx, owner, owners.Fact{Key: owners.Key{Kind: owners.A2AContext, ID: id}, Created: true})
 }
 
 func a2aObserved(e *Enforcer, id, state string) {
-	_, _ = e.Learn(context.Background(), owners.Fact{Key: a2aTask(id), Status: state})
+	_, _ = e.Observe(context.Background(), owners.Fact{Key: a2aTask(id), Status: state})
 }
 
 func a2aObservedAll(e *Enforcer, ids, states []string) {
@@ -82,11 +87,33 @@ func a2aObservedAll(e *Enforcer, ids, states []string) {
 	for i, id := range ids {
 		facts[i] = owners.Fact{Key: a2aTask(id), Status: states[i]}
 	}
-	_, _ = e.Learn(context.Background(), facts...)
+	_, _ = e.Observe(context.Background(), facts...)
 }
 
 // steersOf is the steer count this replica holds for task id.
 func steersOf(e *Enforcer, id string) int {
 	_, _, n, _ := e.owners.Peek(mcpKey(id))
 	return n
+}
+
+// TestDecisionLearn: what an answer created is learned for the principal
+// whose request it answers, the decision's, and for nobody else; a message
+// no decided request opened creates nothing.
+func TestDecisionLearn(t *testing.T) {
+	e, _ := newEnforcer(t, Config{}, nil)
+	ctx := context.Background()
+	taskCreated(e, "alices", alice, mcp.StatusWorking)
+	d := enforceTask(t, e, TaskRequest{Principal: authn.Principal{ID: bob, Method: string(authn.MethodDev)}, Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodToolsCall}})
+	defer d.Settle(true)
+	got, err := d.Learn(ctx, owners.Fact{Key: mcpKey("alices"), Created: true}, owners.Fact{Key: mcpKey("new"), Created: true, Status: mcp.StatusWorking})
+	if err != nil || strings.Join(got, ",") != alice+","+bob {
+		t.Fatalf("bob's answer: owners %q %v, want alice's stays alice's and the new one bob's", got, err)
+	}
+	if got, err := e.Observe(ctx, owners.Fact{Key: mcpKey("stray"), Created: true}); err != nil || got[0] != "" {
+		t.Fatalf("a stray message's task: %q %v, want nobody's", got, err)
+	}
+	var macp Decision
+	if _, err := macp.Learn(ctx, owners.Fact{Key: mcpKey("x"), Created: true}); err == nil {
+		t.Fatal("a decision without an owner table learned")
+	}
 }

@@ -61,6 +61,7 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	c := req.Call
 	d := e.newDecision("mcp")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, c.Method, "mcp", req.TaskID
+	d.owners = e.owners // its answer is learned through it
 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil

@@ -230,9 +230,9 @@ func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) boo
 	}
 	mine := x.mine[idKey{kind, id}]
 	if !mine && how != noCreate {
-		f.Owner, f.Recall = x.principal, how == ofOwnTask
+		f.Created, f.Recall = true, how == ofOwnTask
 	}
-	got, err := x.s.enforcer.Learn(x.ctx(), f)
+	got, err := x.apply(f)
 	if err != nil {
 		x.s.log.Warn("could not tell whose an A2A task or context is; the answer about it does not pass", "id", id, "err", err)
 		x.unreadable = true
@@ -476,7 +476,7 @@ func (x *exchange) list(res map[string]any) error {
 		x.taskMessages(t)
 		kept = append(kept, t)
 	}
-	if _, err := x.s.enforcer.Learn(x.ctx(), states...); err != nil { // one write to the shared store for the page
+	if _, err := x.apply(states...); err != nil { // one write to the shared store for the page
 		return err
 	}
 	if ts != nil {

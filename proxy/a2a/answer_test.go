@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -664,10 +665,16 @@ func a2aContextOwner(e *proxy.Enforcer, ctx context.Context, id string) (string,
 	return o[0], nil
 }
 
-// a2aSeen records that the answer to owner's own request created the task
-// or context under key (with its state), and returns its owner afterwards.
+// a2aSeen records that the answer to owner's own message created the task
+// or context under key (with its state), as the answer filter does through
+// the request's decision, and returns its owner afterwards.
 func a2aSeen(e *proxy.Enforcer, ctx context.Context, key owners.Key, owner, state string) (string, error) {
-	o, err := e.Learn(ctx, owners.Fact{Key: key, Owner: owner, Status: state})
+	d, err := e.EnforceA2A(ctx, proxy.A2ARequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)}, Method: a2arules.MethodSend, New: true})
+	if err != nil {
+		return "", err
+	}
+	defer d.Settle(true)
+	o, err := d.Learn(ctx, owners.Fact{Key: key, Created: true, Status: state})
 	if err != nil {
 		return "", err
 	}

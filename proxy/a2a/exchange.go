@@ -46,6 +46,8 @@ type exchange struct {
 	// req is the caller's request, whose context Warden's reads and
 	// writes of the owner table for the answer run on.
 	req *http.Request
+	// decision is the request's, which learns what its answer says.
+	decision *proxy.Decision
 	// created is the task a message that named none was first answered
 	// about: the one task its answer may create.
 	created string
@@ -347,6 +349,16 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
 	}
 	return ans.Result.Status.State, nil
+}
+
+// apply hands what an answer says (facts) to the request's decision, which
+// learns it (what the answer created is the caller's), and returns the
+// owner of each fact's id afterwards; an error means whose cannot be told.
+func (x *exchange) apply(facts ...owners.Fact) ([]string, error) {
+	if x.decision == nil {
+		return x.s.enforcer.Observe(x.ctx(), facts...)
+	}
+	return x.decision.Learn(x.ctx(), facts...)
 }
 
 // ctx is the context of Warden's reads and writes of the owner table for

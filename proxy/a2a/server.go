@@ -214,11 +214,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		s.gate.Refused(d, call.ID).Write(w)
 		return
 	}
-	x.taskID = req.TaskID
+	x.taskID, x.decision = req.TaskID, &d
 	if x.fresh {
 		// The context Warden named is the caller's before the upstream
 		// sees it (here and in the shared store).
-		o, err := s.enforcer.Learn(r.Context(), owners.Fact{Key: ownerKey(a2arules.KindContext, x.contextID), Owner: p.ID})
+		o, err := d.Learn(r.Context(), owners.Fact{Key: ownerKey(a2arules.KindContext, x.contextID), Created: true})
 		if err != nil || o[0] != p.ID {
 			if err == nil {
 				err = errors.New("the new context is another principal's")

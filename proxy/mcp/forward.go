@@ -668,7 +668,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	if len(at) == 0 {
 		return data, true, true
 	}
-	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
+	got, err := x.apply(facts...)
 	if err != nil {
 		return nil, false, false // the decoding path answers for it
 	}
@@ -684,6 +684,18 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 
 // taskKey is the owner table's key of an MCP task.
 func taskKey(id string) owners.Key { return owners.Key{Kind: owners.MCPTask, ID: id} }
+
+// apply hands what a message says (facts) to the decision, which learns it
+// when the answer is to the caller's decided request (a task it created
+// is the caller's); a message no decided request opened (the standalone
+// stream) creates nothing. It returns the owner of each fact's id
+// afterwards; an error means whose cannot be told.
+func (x *exchange) apply(facts ...owners.Fact) ([]string, error) {
+	if x.decision != nil {
+		return x.decision.Learn(x.ctx(), facts...)
+	}
+	return x.s.enforcer.Observe(x.ctx(), facts...)
+}
 
 // ctx is the context of Warden's reads and writes of the owner table for
 // this exchange: the caller's request's.
@@ -741,7 +753,7 @@ func (x *exchange) related(msg map[string]any) []owners.Fact {
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
-		facts = append(facts, owners.Fact{Key: taskKey(id), Owner: x.principal})
+		facts = append(facts, owners.Fact{Key: taskKey(id), Created: true})
 	}
 	return facts
 }
@@ -841,7 +853,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			}
 		}
 	})
-	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
+	got, err := x.apply(facts...)
 	if err != nil {
 		if answer {
 			return x.unreadable(err), true
@@ -959,7 +971,7 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 			// caller's, unless known as another's already (the answer
 			// then names a task that is not the caller's).
 			st, _ := task["status"].(string)
-			if _, err := x.s.enforcer.Learn(x.ctx(), owners.Fact{Key: taskKey(id), Owner: x.principal, Status: st}); err != nil {
+			if _, err := x.apply(owners.Fact{Key: taskKey(id), Created: true, Status: st}); err != nil {
 				return false, err
 			}
 		}
@@ -1026,7 +1038,7 @@ func (x *exchange) keepOwn(list []any) ([]any, error) {
 		st, _ := m["status"].(string)
 		facts[i] = owners.Fact{Key: taskKey(id), Status: st}
 	}
-	got, err := x.s.enforcer.Learn(x.ctx(), facts...)
+	got, err := x.apply(facts...)
 	if err != nil {
 		return nil, err
 	}

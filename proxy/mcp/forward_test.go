@@ -55,7 +55,16 @@ func exchangeFor(t *testing.T, s *Server, principal, body string) *exchange {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &exchange{s: s, principal: principal, call: c}
+	x := &exchange{s: s, principal: principal, call: c}
+	if c.Kind == mcprules.KindRequest {
+		// The request's decision, which learns what its answer says.
+		d, err := s.enforcer.EnforceTask(t.Context(), proxy.TaskRequest{Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)}, Call: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.decision = &d
+	}
+	return x
 }
 
 func TestToUpstream(t *testing.T) {

@@ -111,4 +111,7 @@ func (x *exchange) resume(plain, method string) {
 	}
 	x.call = mcprules.Call{Kind: mcprules.KindRequest, ID: p.id, Method: p.method}
 	x.taskID, x.resumed = p.taskID, true
+	// Its answer is learned as the request's: a task it created is the
+	// caller's.
+	x.decision = x.s.enforcer.Resumed("mcp", x.principal, p.method)
 }

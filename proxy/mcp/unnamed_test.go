@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
@@ -168,15 +169,21 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 	}
 }
 
-// taskCreated records that the answer to owner's own request created task
-// id (owners.Fact with Owner), as an answer filter does.
+// taskCreated records that the answer to owner's own tools/call created
+// task id, as the answer filter does through the call's decision.
 func taskCreated(e *proxy.Enforcer, id, owner, status string) {
-	_, _ = e.Learn(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Owner: owner, Status: status})
+	d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)},
+		Call: mcprules.Call{Kind: mcprules.KindRequest, ID: []byte(`1`), Method: mcprules.MethodToolsCall}})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Settle(true)
+	_, _ = d.Learn(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Created: true, Status: status})
 }
 
 // taskObserved records a status an answer reported for task id.
 func taskObserved(e *proxy.Enforcer, id, status string) {
-	_, _ = e.Learn(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
+	_, _ = e.Observe(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
 }
 
 // taskOwner returns whose task id is, and whether Warden knows (a store

@@ -6,8 +6,8 @@
 // the caller then cannot tell whose an id is and fails closed.
 //
 // The rule it keeps, in Learn: an owner is known from an answer to that
-// owner's own request (a Fact with Owner set, which the decision fills
-// with its principal), from a handle the owner proved (Claim), or from the
+// owner's own request (a Created fact, learned for the requester the
+// decision names), from a handle the owner proved (Claim), or from the
 // shared store; otherwise an id is nobody's. An owner never changes.
 package owners
 
@@ -79,15 +79,15 @@ func (k Key) Name() string {
 // Fact is what an answer says about one id.
 type Fact struct {
 	Key Key
-	// Owner is set when the answer to Owner's own request created the
-	// entry (or named it as made by that request): it is recorded as
-	// Owner's unless another owns it, or this replica knew it and forgot
-	// whose it was (then it stays nobody's until its owner's handle
+	// Created is set when the answer says its request made the entry (or
+	// named it as made by that request): it is recorded as the
+	// requester's unless another owns it, or this replica knew it and
+	// forgot whose it was (then it stays nobody's until its owner's handle
 	// proves it again).
-	Owner string
-	// Recall is set with Owner for an id that was Owner's before this
-	// answer (the context of a task Owner owned): a forgotten entry is
-	// Owner's again.
+	Created bool
+	// Recall is set with Created for an id that was the requester's
+	// before this answer (the context of a task the requester owned): a
+	// forgotten entry is the requester's again.
 	Recall bool
 	// Status is the status the answer reports, "" none; it is recorded
 	// for a known entry only.
@@ -186,20 +186,21 @@ func (t *Table) forgot(name string) bool {
 	return e.owner == ""
 }
 
-// Learn records what an answer says (facts) and returns the owner of each
-// fact's id afterwards, "" when it is nobody's. It is the one place where
-// Warden learns who owns what from answers: an entry becomes Owner's only
-// through a fact with Owner set (an answer to that owner's own request)
-// and only when nobody owned it; statuses are recorded for known entries
-// only. The shared store is written for a new or changed entry (statuses in
+// Learn records what an answer to requester's request says (facts) and
+// returns the owner of each fact's id afterwards, "" when it is nobody's.
+// It is the one place where Warden learns who owns what from answers: an
+// entry becomes requester's only through a Created fact of an answer to
+// requester's own request, and only when nobody owned it; a message no
+// request of a principal opened (requester "") creates nothing; statuses
+// are recorded for known entries only. The shared store is written for a new or changed entry (statuses in
 // one round trip) and read for an id this replica does not know. An error
 // means the store could not be written or read: whose the ids are cannot
 // be told, and nothing of the answer may pass.
-func (t *Table) Learn(ctx context.Context, facts ...Fact) ([]string, error) {
+func (t *Table) Learn(ctx context.Context, requester string, facts ...Fact) ([]string, error) {
 	var observed []Fact
 	for _, f := range facts {
-		if f.Owner != "" {
-			if err := t.create(ctx, f); err != nil {
+		if f.Created && requester != "" {
+			if err := t.create(ctx, f, requester); err != nil {
 				return nil, err
 			}
 		} else if f.Status != "" {
@@ -216,38 +217,38 @@ func (t *Table) Learn(ctx context.Context, facts ...Fact) ([]string, error) {
 	return t.Owners(ctx, keys...)
 }
 
-// create records f's entry as f.Owner's unless another owns it or this
+// create records f's entry as owner's unless another owns it or this
 // replica forgot it (Learn).
-func (t *Table) create(ctx context.Context, f Fact) error {
+func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	name := f.Key.Name()
 	if !f.Recall && t.forgot(name) {
 		return nil
 	}
 	e := t.get(name, true)
 	e.mu.Lock()
-	if e.owner != "" && e.owner != f.Owner {
+	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
 		return nil
 	}
 	if t.store == nil {
-		e.owner = f.Owner
+		e.owner = owner
 		e.setStatus(f.Status)
 		e.mu.Unlock()
 		return nil
 	}
-	fresh := e.owner == f.Owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
+	fresh := e.owner == owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
 	e.mu.Unlock()
 	if fresh {
 		return nil
 	}
-	o, err := t.store.Create(ctx, name, f.Owner, f.Status)
+	o, err := t.store.Create(ctx, name, owner, f.Status)
 	if err != nil {
 		return fmt.Errorf("record the owner of %s: %w", name, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.owner = o // the store's: the first recorded
-	if o == f.Owner {
+	if o == owner {
 		e.setStatus(f.Status)
 		e.synced = time.Now()
 	}

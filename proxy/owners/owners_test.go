@@ -17,8 +17,9 @@ func task(id string) Key { return Key{Kind: MCPTask, ID: id} }
 // that cannot be written or read is an error, never a guess.
 func TestLearn(t *testing.T) {
 	type step struct {
-		facts []Fact
-		want  string // owners after, comma separated; "error" for an error
+		requester string // whose request the answer answers
+		facts     []Fact
+		want      string // owners after, comma separated; "error" for an error
 	}
 	tests := []struct {
 		name   string
@@ -28,39 +29,42 @@ func TestLearn(t *testing.T) {
 		steps  []step
 	}{
 		{name: "created for the requester", steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice", Status: "working"}}, "alice"},
+			{"alice", []Fact{{Key: task("a"), Created: true, Status: "working"}}, "alice"},
 		}},
 		{name: "an owner never changes", steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice"}}, "alice"},
-			{[]Fact{{Key: task("a"), Owner: "bob"}}, "alice"},
+			{"alice", []Fact{{Key: task("a"), Created: true}}, "alice"},
+			{"bob", []Fact{{Key: task("a"), Created: true}}, "alice"},
+		}},
+		{name: "no requester creates nothing", steps: []step{
+			{"", []Fact{{Key: task("a"), Created: true, Status: "working"}}, ""},
 		}},
 		{name: "a status names no owner", steps: []step{
-			{[]Fact{{Key: task("a"), Status: "working"}}, ""},
-			{[]Fact{{Key: task("a"), Owner: "bob"}}, "bob"},
+			{"", []Fact{{Key: task("a"), Status: "working"}}, ""},
+			{"bob", []Fact{{Key: task("a"), Created: true}}, "bob"},
 		}},
 		{name: "kinds are apart", steps: []step{
-			{[]Fact{{Key: Key{Kind: A2ATask, ID: "x"}, Owner: "alice"}}, "alice"},
-			{[]Fact{{Key: Key{Kind: A2AContext, ID: "x"}}, {Key: task("x")}}, ","},
+			{"alice", []Fact{{Key: Key{Kind: A2ATask, ID: "x"}, Created: true}}, "alice"},
+			{"", []Fact{{Key: Key{Kind: A2AContext, ID: "x"}}, {Key: task("x")}}, ","},
 		}},
 		{name: "forgotten stays nobody's", size: 1, steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice"}}, "alice"},
-			{[]Fact{{Key: task("b"), Owner: "carol"}}, "carol"}, // a evicted
-			{[]Fact{{Key: task("a"), Owner: "bob"}}, ""},
-			{[]Fact{{Key: task("a"), Owner: "alice", Recall: true}}, "alice"},
+			{"alice", []Fact{{Key: task("a"), Created: true}}, "alice"},
+			{"carol", []Fact{{Key: task("b"), Created: true}}, "carol"}, // a evicted
+			{"bob", []Fact{{Key: task("a"), Created: true}}, ""},
+			{"alice", []Fact{{Key: task("a"), Created: true, Recall: true}}, "alice"},
 		}},
 		{name: "shared: another replica's owner stays", shared: true, steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice"}}, "alice"},
-			{[]Fact{{Key: task("a"), Owner: "bob"}}, "alice"},
+			{"alice", []Fact{{Key: task("a"), Created: true}}, "alice"},
+			{"bob", []Fact{{Key: task("a"), Created: true}}, "alice"},
 		}},
 		{name: "shared: the store down on a new id", shared: true, down: true, steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice"}}, "error"},
+			{"alice", []Fact{{Key: task("a"), Created: true}}, "error"},
 		}},
 		{name: "shared: the store down on a status", shared: true, down: true, steps: []step{
-			{[]Fact{{Key: task("a"), Owner: "alice", Status: "working"}}, "alice"},
-			{[]Fact{{Key: task("a"), Status: "completed"}}, "error"},
+			{"alice", []Fact{{Key: task("a"), Created: true, Status: "working"}}, "alice"},
+			{"", []Fact{{Key: task("a"), Status: "completed"}}, "error"},
 		}},
 		{name: "shared: the store down on an unknown id", shared: true, down: true, steps: []step{
-			{[]Fact{{Key: task("a")}}, "error"},
+			{"", []Fact{{Key: task("a")}}, "error"},
 		}},
 	}
 	for _, tc := range tests {
@@ -83,7 +87,7 @@ func TestLearn(t *testing.T) {
 				if tc.down && i == len(tc.steps)-1 {
 					st.Set(true)
 				}
-				got, err := tb.Learn(context.Background(), step.facts...)
+				got, err := tb.Learn(context.Background(), step.requester, step.facts...)
 				out := strings.Join(got, ",")
 				if err != nil {
 					out = "error"

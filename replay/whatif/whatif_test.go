@@ -16,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -268,7 +269,10 @@ func TestWhatIfA2A(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := enf.A2ATaskSeen(ctx, "t-alice", "agent://alice", "TASK_STATE_WORKING"); err != nil {
+	// The answer to alice's earlier message created t-alice (learned as
+	// that request's decision would; not a decision of its own).
+	created := owners.Fact{Key: owners.Key{Kind: owners.A2ATask, ID: "t-alice"}, Created: true, Status: "TASK_STATE_WORKING"}
+	if _, err := enf.Resumed("a2a", "agent://alice", a2a.MethodSend).Learn(ctx, created); err != nil {
 		t.Fatal(err)
 	}
 	alice, bob := authn.Principal{ID: "agent://alice", Method: "dev"}, authn.Principal{ID: "agent://bob", Method: "dev"}
