@@ -2,6 +2,7 @@ package listener
 
 import (
 	"container/list"
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -173,6 +174,19 @@ type countedConn struct {
 	owner *capped
 	elem  *list.Element // nil once uncounted; guarded by owner.mu
 }
+
+// CloseWrite half-closes the connection when the one it wraps can (a TCP
+// or TLS connection), so that a server closing gracefully (the frame relay
+// after a bad preface or a GOAWAY) drains what the client sent instead of
+// resetting the connection under it.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoHalfClose
+}
+
+var errNoHalfClose = errors.New("listener: the connection cannot be half-closed")
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
