@@ -1,7 +1,3 @@
-// Package proxy holds Warden's one decision point, the Enforcer, and the
-// session table it owns. Transport adapters (proxy/macp, proxy/mcp,
-// proxy/extauthz) decode the wire, call Enforce, forward or refuse, and settle
-// the decision when the upstream answers.
 package proxy
 
 import (

@@ -84,7 +84,8 @@ type Config struct {
 	Resource             string   `yaml:"resource" json:"resource"`
 	AuthorizationServers []string `yaml:"authorization_servers" json:"authorization_servers"`
 	// MaxSteerBytes bounds a tasks/steer message; MaxSteerQueue the steer
-	// messages accepted for a task until its status changes.
+	// messages accepted for a task since the server last reported a step
+	// (a new lastUpdatedAt) or a status change.
 	MaxSteerBytes int `yaml:"max_steer_bytes" json:"max_steer_bytes"`
 	MaxSteerQueue int `yaml:"max_steer_queue" json:"max_steer_queue"`
 }
