@@ -222,11 +222,13 @@ func TestExampleConfigs(t *testing.T) {
 					t.Errorf("%s names the absolute path %s: a clone cannot check it as shipped", f, p)
 				}
 			}
-			cmd := exec.Command(bin, "check", "--config", filepath.Base(f))
-			cmd.Dir = "config"
+			// from the repository's root: relative paths resolve against the
+			// configuration file's directory, not the working directory
+			cmd := exec.Command(bin, "check", "--config", filepath.Join("deploy", "config", filepath.Base(f)))
+			cmd.Dir = ".."
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("cd deploy/config && warden check --config %s: %v\n%s", filepath.Base(f), err, out)
+				t.Fatalf("warden check --config deploy/config/%s: %v\n%s", filepath.Base(f), err, out)
 			}
 			if w := want[filepath.Base(f)]; !strings.Contains(string(out), w) || strings.Count(string(out), "serves:") != 1 {
 				t.Errorf("output lacks %q (and only it):\n%s", w, out)
@@ -310,7 +312,8 @@ func TestDockerfile(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("..", src)); err != nil {
 		t.Fatalf("the image's configuration %s: %v", src, err)
 	}
-	// The examples' relative paths resolve against the working directory.
+	// The examples' relative paths resolve against the configuration file's
+	// directory; the image also runs from there.
 	if workdir != filepath.Dir(m[1]) {
 		t.Errorf("WORKDIR %q: the image's configuration %s resolves its relative paths against %s", workdir, m[1], filepath.Dir(m[1]))
 	}

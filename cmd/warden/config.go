@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/agentwarden/warden/decisionlog"
 	"io"
 	"net"
 	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
@@ -146,8 +149,46 @@ func loadConfig(path string) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
+	resolvePaths(reflect.ValueOf(&cfg).Elem(), filepath.Dir(path))
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// resolvePaths makes every relative file path in v relative to dir, the
+// configuration file's directory (Prometheus' convention), so that a file
+// and what it names can be moved together and checked from anywhere. A
+// file path is a string field whose YAML key ends in "_file" (or a []string
+// whose key is "files" or ends in "_files"), and decision_log.path; "-"
+// (standard output) and "" stay as they are. Flags are not touched: a path
+// given on the command line is relative to the working directory.
+func resolvePaths(v reflect.Value, dir string) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case fv.Kind() == reflect.Struct:
+			resolvePaths(fv, dir)
+		case fv.Kind() == reflect.Pointer && fv.Type().Elem().Kind() == reflect.Struct && !fv.IsNil():
+			resolvePaths(fv.Elem(), dir)
+		case fv.Kind() == reflect.String && (strings.HasSuffix(key, "_file") || t == reflect.TypeFor[decisionlog.Config]() && key == "path"):
+			fv.SetString(resolvePath(fv.String(), dir))
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String && (key == "files" || strings.HasSuffix(key, "_files")):
+			for j := range fv.Len() {
+				fv.Index(j).SetString(resolvePath(fv.Index(j).String(), dir))
+			}
+		}
+	}
+}
+
+func resolvePath(p, dir string) string {
+	if p == "" || p == "-" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
 }

@@ -57,7 +57,7 @@ error that names it. Every key is optional; a key left out (or zero) takes the d
 description names. Flags override the file. ` + "`warden check --config FILE`" + ` validates a file exactly
 as ` + "`serve`" + ` would, including every file it names. SIGHUP reloads authentication, policies, handle keys and TLS files, and reopens the decision log.
 
-Relative paths resolve against Warden's working directory. Durations are Go durations (` + "`200ms`, `1s`, `24h`" + `);
+Relative paths in the file resolve against the file's directory (flags: against the working directory). Durations are Go durations (` + "`200ms`, `1s`, `24h`" + `);
 sizes are bytes. The example configurations in [deploy/config](../deploy/config) show each mode.
 
 Sections: `)
