@@ -1,0 +1,207 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/rules/jsonrpc"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// exchange is one request and its answer, seen by one principal in one
+// upstream session (sid, "" without sessions).
+type exchange struct {
+	s         *Server
+	principal string
+	sid       string
+	expiry    time.Time // the credential's; zero if it never expires
+	// strip removes the client's credential headers toward the upstream:
+	// the principal was authenticated by something the upstream cannot
+	// check (a client certificate).
+	strip bool
+	// guard, when set, watches the credential of a long-lived answer (an
+	// event stream): its context ends when the credential is revoked.
+	guard func(context.Context) (context.Context, func())
+	// lastEventID is the upstream event id the caller resumes from;
+	// resumed is set when call is the request whose stream that resumes
+	// (resume.go), not one of this exchange.
+	lastEventID string
+	resumed     bool
+	call        mcprules.Call
+	decision    *proxy.Decision
+	settled     bool
+	// support is the called tool's taskSupport (tools/call).
+	support string
+	// dry is dry-run mode: identifiers are not sealed, nothing is
+	// withheld, refusals are logged. replaced is set when an answer would
+	// have been replaced with an error.
+	dry, replaced bool
+	// answered is set once the caller got Warden's error in place of an
+	// answer too large to check; the upstream's answer no longer passes.
+	answered bool
+	// taskID is the upstream ID the request's params.taskId named.
+	taskID string
+	// req is the caller's request: Warden's own requests on its behalf
+	// (further tasks/list pages) go with its credentials and context.
+	req *http.Request
+}
+
+func (x *exchange) settle(accepted bool) {
+	if x.decision != nil && !x.settled {
+		x.settled = true
+		x.decision.Settle(accepted)
+	}
+}
+
+// seal returns the caller's handle of an upstream identifier; in dry-run
+// mode, the identifier itself (what the client would see without Warden).
+func (x *exchange) seal(kind byte, id string) string {
+	switch {
+	case x.dry:
+		return id
+	case kind == kindEvent || kind == kindCursor:
+		return x.s.handles.sealIn(kind, x.principal, x.sid, id)
+	}
+	return x.s.handles.seal(kind, x.principal, id)
+}
+
+// taskKey is the owner table's key of an MCP task.
+func taskKey(id string) owners.Key { return owners.Key{Kind: owners.MCPTask, ID: id} }
+
+// apply hands what a message says (facts) to the decision, which learns it
+// when the answer is to the caller's decided request (a task it created
+// is the caller's); a message no decided request opened (the standalone
+// stream) creates nothing. It returns the owner of each fact's id
+// afterwards; an error means whose cannot be told.
+func (x *exchange) apply(facts ...owners.Fact) ([]string, error) {
+	if x.decision != nil {
+		return x.decision.Learn(x.ctx(), facts...)
+	}
+	return x.s.enforcer.Observe(x.ctx(), facts...)
+}
+
+// ctx is the context of Warden's reads and writes of the owner table for
+// this exchange: the caller's request's.
+func (x *exchange) ctx() context.Context {
+	if x.req == nil {
+		return context.Background()
+	}
+	return x.req.Context()
+}
+
+func hasKey(spans []span, key string) bool {
+	for _, s := range spans {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// answers reports whether an answer's decoded id is the id of this
+// exchange's request.
+func (x *exchange) answers(id any) bool {
+	return x.call.Kind == mcprules.KindRequest && !x.answered && sameID(id, x.call.ID)
+}
+
+// ownHandle reports whether an upstream value is already one of the
+// caller's task handles (an upstream echoing one back).
+func (x *exchange) ownHandle(v string) bool {
+	if !strings.HasPrefix(v, handlePrefix) {
+		return false
+	}
+	_, ok := x.s.handles.open(kindTask, x.principal, v)
+	return ok
+}
+
+// creates reports whether the exchange is the caller's own tools/call, whose
+// stream names the task the call made.
+func (x *exchange) creates() bool {
+	return x.call.Kind == mcprules.KindRequest && x.call.Method == mcprules.MethodToolsCall && !x.answered
+}
+
+// related returns the facts of a message on the stream of the caller's
+// tools/call that relates itself to a task (the related-task _meta of the
+// answer's result, or of a notification or request's params): the server
+// ran the call as that task, so it is the caller's unless another's
+// already. Bare status notifications say no such thing, as a server that
+// broadcasts them would give the caller someone else's task.
+func (x *exchange) related(msg map[string]any) []owners.Fact {
+	var facts []owners.Fact
+	for _, k := range []string{"result", "params"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		id, _ := rel["taskId"].(string)
+		if id == "" || strings.HasPrefix(id, handlePrefix) {
+			continue
+		}
+		facts = append(facts, owners.Fact{Key: taskKey(id), Created: true})
+	}
+	return facts
+}
+
+// learns reports whether the answer to method is read whole (learn).
+func learns(method string) bool {
+	return method == mcprules.MethodToolsList || method == mcprules.MethodToolsCall || method == mcprules.MethodList
+}
+
+func decode(b []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not an object")
+	}
+	return m, nil
+}
+
+func encode(m map[string]any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(m) // decoded JSON always encodes
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// walk calls fn on every object in v, depth first.
+func walk(v any, fn func(map[string]any)) {
+	switch t := v.(type) {
+	case map[string]any:
+		fn(t)
+		for _, c := range t {
+			walk(c, fn)
+		}
+	case []any:
+		for _, c := range t {
+			walk(c, fn)
+		}
+	}
+}
+
+// idValue decodes a raw JSON-RPC id (numbers kept as their literal).
+func idValue(raw []byte) (any, bool) {
+	if v, ok := plainID(raw); ok {
+		return v, true
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// sameID compares a decoded id with the request's raw id.
+func sameID(v any, raw json.RawMessage) bool { return jsonrpc.SameID(v, raw) }

@@ -1,0 +1,100 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/relay"
+	mcprules "github.com/agentwarden/warden/rules/mcp"
+)
+
+// call sends Warden's own request (tasks/get for a status, tools/list for
+// taskSupport) upstream with the caller's credentials (none with strip, as
+// forward sends none), session and protocol version, and returns the result.
+func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
+	if meta := metaOf(callerParams); len(meta) > 0 {
+		params["_meta"] = meta
+	}
+	id := "warden-" + strings.ReplaceAll(method, "/", "-")
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.target(r), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		out.Header.Set("Mcp-Session-Id", sid)
+	}
+	if r.Header.Get("Mcp-Protocol-Version") >= mcprules.Era2026 {
+		out.Header.Set("Mcp-Method", method)
+		if t, ok := params["taskId"].(string); ok {
+			out.Header.Set("Mcp-Name", t)
+		}
+	}
+	resp, err := s.client.Do(out)
+	if err != nil {
+		return nil, fmt.Errorf("%s upstream: %w", method, err)
+	}
+	defer resp.Body.Close()
+	var found map[string]any
+	pick := func(data []byte) ([]byte, bool) {
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil && m["id"] == id {
+			found = m
+		}
+		return data, true
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes)})
+	} else {
+		var b []byte
+		if b, err = relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
+			pick(b)
+		}
+	}
+	if found == nil {
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		return nil, fmt.Errorf("%s upstream (HTTP %d): %w", method, resp.StatusCode, err)
+	}
+	res, _ := found["result"].(map[string]any)
+	return res, nil // a JSON-RPC error gives a nil result
+}
+
+// metaOf returns a request's params._meta, which carries the 2026-07-28
+// protocol version and client capabilities Warden's own requests repeat.
+func metaOf(params json.RawMessage) json.RawMessage {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	return p.Meta
+}
+
+// readStatus asks the upstream for a task's status and lastUpdatedAt
+// (tasks/get).
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (proxy.TaskView, error) {
+	res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
+	if err != nil {
+		return proxy.TaskView{}, err
+	}
+	var v proxy.TaskView
+	v.Status, _ = res["status"].(string)
+	v.Updated, _ = res["lastUpdatedAt"].(string)
+	return v, nil
+}
