@@ -38,16 +38,46 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	defer done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out, err := s.upstreamRequest(ctx, r, x, body, name)
+	if err != nil {
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
+		return
+	}
+	resp, err := s.client.Do(out)
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.log.Warn("MCP upstream unavailable", "err", err)
+			s.enforcer.UpstreamFailed("mcp")
+		}
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
+		return
+	}
+	defer resp.Body.Close()
+	relay.CopyHeaders(w.Header(), resp.Header)
+	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
+		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		s.relayEvents(ctx, cancel, w, r, x, resp)
+		return
+	}
+	s.relayBody(w, r, x, resp, mt)
+}
+
+// upstreamRequest builds the request toward the upstream: the caller's
+// (body when not nil), with the upstream session, the resume point and the
+// Mcp-Name header Warden chose, never the caller's own.
+func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchange, body []byte, name string) (*http.Request, error) {
 	var rd io.Reader = r.Body
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, s.target(r), rd)
 	if err != nil {
-		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
-		return
+		return nil, err
 	}
 	relay.Outbound(out, r, x.strip, credentialHeaders...)
 	if body != nil {
@@ -66,87 +96,85 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)
 	}
-	resp, err := s.client.Do(out)
-	if err != nil {
-		if r.Context().Err() == nil {
-			s.log.Warn("MCP upstream unavailable", "err", err)
-			s.enforcer.UpstreamFailed("mcp")
-		}
-		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
+	return out, nil
+}
+
+// relayEvents streams an event-stream answer to the caller, each event
+// through the exchange. The stream must not outlive the credential it was
+// opened with, nor its revocation: cancel ends it.
+func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
+	defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
+	hold := s.streams.Hold()
+	defer hold.Release()
+	err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+	switch {
+	case errors.Is(err, listener.ErrAnswerBudget):
+		s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
+		relay.EndWithError(w, x.call.ID, mcprules.ErrInternal, s.streams.BudgetBusy().Msg)
+	case err == nil || r.Context().Err() != nil:
+	case ctx.Err() != nil:
+		s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
+	default:
+		s.log.Warn("MCP event stream ended early", "method", x.call.Method, "err", err)
+	}
+}
+
+// relayBody answers the caller with an answer that is not an event stream
+// (of media type mt). An error page (text/plain, text/html: no JSON-RPC
+// message) passes as it is; application/json, or a successful answer of
+// another type that holds JSON a client might still read, is read whole
+// and filtered.
+func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response, mt string) {
+	if mt != "application/json" && resp.StatusCode/100 != 2 {
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
 		return
 	}
-	defer resp.Body.Close()
-	relay.CopyHeaders(w.Header(), resp.Header)
-	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
-		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
+	hold := s.streams.Hold()
+	defer hold.Release()
+	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	if err != nil {
+		s.unreadBody(w, r, x, err)
+		return
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch mt {
-	case "text/event-stream":
-		// The stream must not outlive the credential it was opened with,
-		// nor its revocation.
-		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		hold := s.streams.Hold()
-		defer hold.Release()
-		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
-		switch {
-		case errors.Is(err, listener.ErrAnswerBudget):
-			s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
-			relay.EndWithError(w, x.call.ID, mcprules.ErrInternal, s.streams.BudgetBusy().Msg)
-		case err == nil || r.Context().Err() != nil:
-		case ctx.Err() != nil:
-			s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
-		default:
-			s.log.Warn("MCP event stream ended early", "method", x.call.Method, "err", err)
+	status := resp.StatusCode
+	if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
+		nb, keep := x.fromUpstream(b)
+		if !keep {
+			// Never passed unfiltered: an answer to no request of this
+			// exchange, or about a task that is not the caller's.
+			nb, status = mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be matched to the request"), http.StatusBadGateway
 		}
-	default:
-		if mt != "application/json" && resp.StatusCode/100 != 2 {
-			// An error page (text/plain, text/html): no JSON-RPC message.
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-			return
-		}
-		// application/json, or a successful answer of another type that
-		// holds JSON a client might still read: read whole and filtered.
-		hold := s.streams.Hold()
-		defer hold.Release()
-		b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
-		if err != nil {
-			for k := range w.Header() {
-				delete(w.Header(), k)
-			}
-			if errors.Is(err, listener.ErrAnswerBudget) {
-				s.log.Warn("MCP answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
-				relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
-				return
-			}
-			msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
-			if errors.Is(err, relay.ErrBodyTooLarge) {
-				// The server answered; its answer is replaced by an error
-				// the client's SDK reads as the answer to its request.
-				msg, status = s.responseLimit(), http.StatusOK
-				s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
-					"limit", s.cfg.MaxResponseBytes)
-			} else if r.Context().Err() == nil {
-				s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
-			}
-			relay.WriteError(w, status, x.call.ID, mcprules.ErrInternal, msg)
-			return
-		}
-		status := resp.StatusCode
-		if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
-			nb, keep := x.fromUpstream(b)
-			if !keep {
-				// Never passed unfiltered: an answer to no request of this
-				// exchange, or about a task that is not the caller's.
-				nb, status = mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be matched to the request"), http.StatusBadGateway
-			}
-			b = nb
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		w.WriteHeader(status)
-		_, _ = w.Write(b)
+		b = nb
 	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// unreadBody answers the caller with an error in place of an answer that
+// could not be read whole (err): over the answer bytes in flight, over
+// mcp.max_response_bytes, or cut short. None of the upstream's headers pass.
+func (s *Server) unreadBody(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
+	for k := range w.Header() {
+		delete(w.Header(), k)
+	}
+	if errors.Is(err, listener.ErrAnswerBudget) {
+		s.log.Warn("MCP answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
+		relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
+		return
+	}
+	msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
+	if errors.Is(err, relay.ErrBodyTooLarge) {
+		// The server answered; its answer is replaced by an error
+		// the client's SDK reads as the answer to its request.
+		msg, status = s.responseLimit(), http.StatusOK
+		s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
+			"limit", s.cfg.MaxResponseBytes)
+	} else if r.Context().Err() == nil {
+		s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
+	}
+	relay.WriteError(w, status, x.call.ID, mcprules.ErrInternal, msg)
 }
 
 // credentialHeaders are the headers a client's credential travels in.
