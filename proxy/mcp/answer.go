@@ -90,6 +90,34 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		}
 	}
 	// Whose every task the message names is, in one look-up.
+	facts = append(facts, x.named(msg)...)
+	got, err := x.apply(facts...)
+	if err != nil {
+		if answer {
+			return x.unreadable(err), true
+		}
+		x.s.log.Warn("could not tell whose the tasks of an MCP message are; it is dropped", "principal", x.principal, "err", err)
+		return nil, false
+	}
+	sealed, foreign := x.sealTasks(msg, facts, got)
+	changed = changed || sealed
+	switch {
+	case foreign && answer:
+		x.replaced = true
+		return x.foreignAnswer(), true
+	case foreign:
+		return nil, false
+	case !changed:
+		return data, true
+	}
+	return encode(msg), true
+}
+
+// named returns a fact for every task a decoded message names (taskId, and
+// the taskIds of a listen acknowledgement) that is not already one of the
+// caller's handles: whose each is is then read in one look-up.
+func (x *exchange) named(msg map[string]any) []owners.Fact {
+	var facts []owners.Fact
 	walk(msg, func(obj map[string]any) {
 		if id, ok := obj["taskId"].(string); ok && !x.ownHandle(id) {
 			facts = append(facts, owners.Fact{Key: taskKey(id)})
@@ -101,19 +129,18 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			}
 		}
 	})
-	got, err := x.apply(facts...)
-	if err != nil {
-		if answer {
-			return x.unreadable(err), true
-		}
-		x.s.log.Warn("could not tell whose the tasks of an MCP message are; it is dropped", "principal", x.principal, "err", err)
-		return nil, false
-	}
+	return facts
+}
+
+// sealTasks replaces every task ID of a decoded message that is the
+// caller's (got[i] is the owner of facts[i]) with the caller's handle.
+// changed is set when one was replaced; foreign when the message names a
+// task that is someone else's or unknown: not for this caller.
+func (x *exchange) sealTasks(msg map[string]any, facts []owners.Fact, got []string) (changed, foreign bool) {
 	owner := make(map[string]string, len(facts))
 	for i, f := range facts {
 		owner[f.Key.ID] = got[i]
 	}
-	foreign := false
 	// mine replaces a task ID with the caller's handle; it is false for a
 	// task that is someone else's or unknown: not for this caller.
 	mine := func(id string) (string, bool) {
@@ -139,16 +166,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 			}
 		}
 	})
-	switch {
-	case foreign && answer:
-		x.replaced = true
-		return x.foreignAnswer(), true
-	case foreign:
-		return nil, false
-	case !changed:
-		return data, true
-	}
-	return encode(msg), true
+	return changed, foreign
 }
 
 // unreadable replaces the answer to the caller's request when whose its
