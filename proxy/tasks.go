@@ -66,76 +66,32 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil
 	}
-	key := owners.Key{Kind: owners.MCPTask, ID: req.TaskID}
-	var roles []string
-	status, steers := "", 0
-	owner := false
-	if mcp.TaskMethod(c.Method) && req.Owner {
-		var err error
-		if status, steers, owner, err = e.owners.Claim(ctx, key, req.Principal.ID); err != nil {
-			return Decision{}, err
-		}
+	t, err := e.taskOf(ctx, req)
+	if err != nil {
+		return Decision{}, err
 	}
-	mark := ""
-	if owner {
-		roles = []string{"owner"}
-		if mcp.NeedsStatus(c.Method) && req.Status != nil && !mcp.Terminal(status) {
-			var err error
-			if status, mark, err = e.current(ctx, req); err != nil {
-				return Decision{}, err
-			}
-		}
-	}
-	if mcp.TaskMethod(c.Method) && !req.Owner && req.OwnershipUnknown {
-		roles = []string{mcp.RoleOwnershipUnknown}
-	}
-	d.Roles = roles
+	d.Roles = t.roles
 
 	// A steer reserves its place in the task's queue now (in the shared
 	// store atomically, so the bound holds across replicas), so concurrent
 	// steers cannot overshoot the bound; the reservation is given back when
 	// the decision or the upstream refuses the steer.
 	reserved := false
-	if c.Method == mcp.MethodSteer && owner {
-		var err error
-		if reserved, steers, err = e.owners.Steer(ctx, key, req.Limits.MaxSteerQueue, mark); err != nil {
+	if c.Method == mcp.MethodSteer && t.owner {
+		if reserved, t.steers, err = e.owners.Steer(ctx, t.key, req.Limits.MaxSteerQueue, t.mark); err != nil {
 			return Decision{}, err
 		}
 	}
-	undo := func() {
-		// Not the request's context: the upstream's refusal may come
-		// after the client left. A place not given back leaves the bound
-		// stricter, never looser.
-		if err := e.owners.Unsteer(context.Background(), key); err != nil {
-			e.log.Warn("could not give back a steer place", "task_id", req.TaskID, "err", err)
-		}
-	}
+	undo := func() { e.unsteer(t.key, req.TaskID) }
 
-	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: steers, Limits: req.Limits})
-	if verdict.OK() {
-		in := policies.Input{
-			Protocol:  "mcp",
-			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
-			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
-			Session:   policies.Session{State: status},
-			Roles:     roles,
+	verdict, err := e.taskVerdict(ctx, snap, &d, req, t)
+	if err != nil {
+		if reserved {
+			undo()
 		}
-		if e.record {
-			rec := in
-			d.Recorded = &Recorded{Policy: &rec}
-		}
-		denials, err := snap.engine.Evaluate(ctx, &in)
-		if err != nil {
-			if reserved {
-				undo()
-			}
-			return Decision{}, err
-		}
-		if len(denials) > 0 {
-			verdict = denials[0]
-		}
+		return Decision{}, err
 	}
-	if verdict.Reason == rules.ReasonNotOwner && !e.ownedByAnother(ctx, key, req.Principal.ID) {
+	if verdict.Reason == rules.ReasonNotOwner && !e.ownedByAnother(ctx, t.key, req.Principal.ID) {
 		// The same answer on the wire (Task not found); in the log and the
 		// metrics, the honest reason: Warden does not know this task (a
 		// handle that does not open for the caller, a made-up id), which is
@@ -151,6 +107,84 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		}
 	}
 	return d, nil
+}
+
+// taskFacts is what Warden knows of the task a request names, for the
+// caller: the caller's roles on it, its status, the steers queued on it
+// and the mark of the server's last step.
+type taskFacts struct {
+	key    owners.Key
+	roles  []string
+	status string
+	steers int
+	owner  bool
+	mark   string
+}
+
+// taskOf reads the task a request names: whether the caller owns it (a
+// task method whose handle opened for the caller), and then its status,
+// read from the upstream now when a status rule needs it and Warden does
+// not know the task terminal.
+func (e *Enforcer) taskOf(ctx context.Context, req TaskRequest) (taskFacts, error) {
+	c := req.Call
+	t := taskFacts{key: owners.Key{Kind: owners.MCPTask, ID: req.TaskID}}
+	if mcp.TaskMethod(c.Method) && req.Owner {
+		var err error
+		if t.status, t.steers, t.owner, err = e.owners.Claim(ctx, t.key, req.Principal.ID); err != nil {
+			return taskFacts{}, err
+		}
+	}
+	if t.owner {
+		t.roles = []string{"owner"}
+		if mcp.NeedsStatus(c.Method) && req.Status != nil && !mcp.Terminal(t.status) {
+			var err error
+			if t.status, t.mark, err = e.current(ctx, req); err != nil {
+				return taskFacts{}, err
+			}
+		}
+	}
+	if mcp.TaskMethod(c.Method) && !req.Owner && req.OwnershipUnknown {
+		t.roles = []string{mcp.RoleOwnershipUnknown}
+	}
+	return t, nil
+}
+
+// unsteer gives back a steer's place in the task's queue. Not the
+// request's context: the upstream's refusal may come after the client
+// left. A place not given back leaves the bound stricter, never looser.
+func (e *Enforcer) unsteer(key owners.Key, taskID string) {
+	if err := e.owners.Unsteer(context.Background(), key); err != nil {
+		e.log.Warn("could not give back a steer place", "task_id", taskID, "err", err)
+	}
+}
+
+// taskVerdict decides a request on the task t: the rules (taskSupport,
+// steer bounds), then the policy, whose input d records when recording.
+// An error means the policy could not decide.
+func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision, req TaskRequest, t taskFacts) (rules.Verdict, error) {
+	c := req.Call
+	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: t.steers, Limits: req.Limits})
+	if verdict.OK() {
+		in := policies.Input{
+			Protocol:  "mcp",
+			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
+			Session:   policies.Session{State: t.status},
+			Roles:     t.roles,
+		}
+		if e.record {
+			rec := in
+			d.Recorded = &Recorded{Policy: &rec}
+		}
+		denials, err := snap.engine.Evaluate(ctx, &in)
+		if err != nil {
+			return rules.Verdict{}, err
+		}
+		if len(denials) > 0 {
+			verdict = denials[0]
+		}
+	}
+	return verdict, nil
 }
 
 // current reads the request's task as the upstream reports it now, for a
