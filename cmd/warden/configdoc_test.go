@@ -135,14 +135,6 @@ func leaf(t reflect.Type) bool {
 	return t == reflect.TypeOf(time.Duration(0)) || t.Implements(reflect.TypeOf((*interface{ UnmarshalYAML(any) error })(nil)).Elem())
 }
 
-func yamlName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	if name == "" {
-		return strings.ToLower(f.Name)
-	}
-	return name
-}
-
 func typeName(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
