@@ -78,121 +78,42 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	if err := cfg.serveValidate(); err != nil {
 		return nil, err
 	}
-	packages, err := policies.Packages(cfg.Policies)
-	if err != nil {
-		return nil, err
-	}
-	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	engine, err := policies.New(ctx, cfg.Policies)
-	if err != nil {
-		return nil, err
-	}
-	p := &parts{engine: engine, reg: newRegistry(), packages: packages}
+	p := &parts{reg: newRegistry()}
 	ok := false
 	defer func() {
 		if !ok {
 			p.Close()
 		}
 	}()
-	// The runtime: the sidecar's upstream, and where state is rebuilt from
-	// (ext_authz too, when macp.upstream is given).
-	var rebuilder proxy.Rebuilder
-	var source proxy.PolicySource
-	var checks []namedCheck
-	if cfg.MACP.Upstream != "" {
-		if p.up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
-			return nil, err
-		}
-		rb := macp.NewRebuilder(p.up, log)
-		rebuilder, source = rb, rb
-		checks = append(checks, namedCheck{"macp upstream " + cfg.MACP.Upstream, p.up.Ready})
-	}
-	p.metrics = newMetrics(p.reg)
-	observer := observers{p.metrics}
-	if p.dl, err = decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version}); err != nil {
-		return nil, err
-	}
-	if p.dl != nil {
-		observer = append(observer, p.dl)
-	}
-	// The shared state: the MCP and A2A task table on Redis and, for an ext_authz
-	// fleet, the MACP sessions, this replica's tables their cache. Connected
-	// on first use: an unreachable Redis makes the decisions that need it
-	// fail closed and /readyz report it.
-	var tasks proxy.TaskStore
-	var sessions proxy.SessionStore
-	if cfg.State.URL != "" {
-		if p.state, err = state.New(cfg.State); err != nil {
-			return nil, err
-		}
-		tasks = p.state
-		if cfg.ExtAuthz.Listen != "" { // serveValidate refuses it with the MACP sidecar
-			sessions = p.state
-		}
-		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
-	}
-	p.enf, err = proxy.New(cfg.Enforcer, proxy.Options{Authenticator: a, Policies: engine, Logger: log,
-		Rebuilder: rebuilder, PolicySource: source, Observer: observer, Tasks: tasks, Sessions: sessions,
-		RecordInputs: p.dl != nil && cfg.DecisionLog.IncludeInput})
+	checks, err := p.buildEnforcer(ctx, cfg, log, tp)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.MACP.Listen != "" {
-		if cfg.MACP.TLS, err = p.loadTLS("macp", cfg.MACP.Plaintext, cfg.MACP.CertFile, cfg.MACP.KeyFile, cfg.MACP.ClientCAFile, log); err != nil {
+		if err := p.buildMACP(cfg.MACP, log, tp); err != nil {
 			return nil, err
 		}
-		if p.macp, err = macp.New(cfg.MACP, p.enf, p.up, log, tp); err != nil {
-			return nil, err
-		}
-		p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (transport %s; %s)", cfg.MACP.Listen, cfg.MACP.Upstream, cfg.MACP.FrontDoor(), cfg.MACP.Streams))
 	}
 	if cfg.MCP.Listen != "" {
-		keys, check, err := httpSidecar(cfg.MCP.Sidecar(), cfg.MCP.HandleKeyFile, "task and session", log)
+		check, err := p.buildMCP(cfg.MCP, log)
 		if err != nil {
 			return nil, err
 		}
-		if cfg.MCP.TLS, err = p.loadTLS("mcp", cfg.MCP.Plaintext, cfg.MCP.CertFile, cfg.MCP.KeyFile, cfg.MCP.ClientCAFile, log); err != nil {
-			return nil, err
-		}
-		if p.mcp, err = mcp.New(cfg.MCP, p.enf, keys, nil, log); err != nil {
-			return nil, err
-		}
-		p.mcpKeys = keys
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s; handle keys %s)", cfg.MCP.Listen, cfg.MCP.Upstream, cfg.MCP.WithDefaults().Streams, keyIDs(keys)))
 	}
 	if cfg.A2A.Listen != "" {
-		keys, check, err := httpSidecar(cfg.A2A.Sidecar(), cfg.A2A.HandleKeyFile, "task and context", log)
+		check, err := p.buildA2A(cfg.A2A, log)
 		if err != nil {
 			return nil, err
 		}
-		if cfg.A2A.TLS, err = p.loadTLS("a2a", cfg.A2A.Plaintext, cfg.A2A.CertFile, cfg.A2A.KeyFile, cfg.A2A.ClientCAFile, log); err != nil {
-			return nil, err
-		}
-		if p.a2a, err = a2a.New(cfg.A2A, p.enf, keys, nil, log); err != nil {
-			return nil, err
-		}
-		p.a2aKeys = keys
 		checks = append(checks, check)
-		p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s; handle keys %s)", cfg.A2A.Listen, cfg.A2A.Upstream, cfg.A2A.WithDefaults().Streams, keyIDs(keys)))
 	}
 	if cfg.ExtAuthz.Listen != "" {
-		if p.ext, err = extauthz.New(cfg.ExtAuthz, p.enf, log); err != nil {
+		if err := p.buildExtAuthz(cfg.ExtAuthz, log); err != nil {
 			return nil, err
 		}
-		m := "ext_authz on " + cfg.ExtAuthz.Listen + " (MACP"
-		if cfg.ExtAuthz.MCP {
-			m += " and MCP at " + orDefault(cfg.ExtAuthz.MCPPath, extauthz.DefaultMCPPath)
-		}
-		if cfg.ExtAuthz.A2A {
-			m += " and A2A at " + orDefault(cfg.ExtAuthz.A2APath, extauthz.DefaultA2APath)
-		}
-		p.modes = append(p.modes, m+")")
 	}
-	if sessions != nil {
+	if p.state != nil && cfg.ExtAuthz.Listen != "" {
 		p.modes = append(p.modes, "task table and MACP sessions shared through "+p.state.String())
 	} else if p.state != nil {
 		p.modes = append(p.modes, "task table shared through "+p.state.String())
@@ -207,6 +128,130 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 	}
 	ok = true
 	return p, nil
+}
+
+// buildEnforcer builds the authenticator, the policies, the runtime
+// connection, the metrics, the decision log, the shared state and the
+// Enforcer that decides with them; it returns the readiness checks of the
+// upstream and the state.
+func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerProvider) ([]namedCheck, error) {
+	var err error
+	if p.packages, err = policies.Packages(cfg.Policies); err != nil {
+		return nil, err
+	}
+	a, err := authn.New(cfg.Authn, authn.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if p.engine, err = policies.New(ctx, cfg.Policies); err != nil {
+		return nil, err
+	}
+	opts := proxy.Options{Authenticator: a, Policies: p.engine, Logger: log}
+	var checks []namedCheck
+	// The runtime: the sidecar's upstream, and where state is rebuilt from
+	// (ext_authz too, when macp.upstream is given).
+	if cfg.MACP.Upstream != "" {
+		if p.up, err = macp.DialUpstream(cfg.MACP, tp); err != nil {
+			return nil, err
+		}
+		rb := macp.NewRebuilder(p.up, log)
+		opts.Rebuilder, opts.PolicySource = rb, rb
+		checks = append(checks, namedCheck{"macp upstream " + cfg.MACP.Upstream, p.up.Ready})
+	}
+	p.metrics = newMetrics(p.reg)
+	observer := observers{p.metrics}
+	if p.dl, err = decisionlog.New(cfg.DecisionLog, os.Stdout, map[string]string{"app": "warden", "version": version}); err != nil {
+		return nil, err
+	}
+	if p.dl != nil {
+		observer = append(observer, p.dl)
+	}
+	opts.Observer = observer
+	opts.RecordInputs = p.dl != nil && cfg.DecisionLog.IncludeInput
+	// The shared state: the MCP and A2A task table on Redis and, for an ext_authz
+	// fleet, the MACP sessions, this replica's tables their cache. Connected
+	// on first use: an unreachable Redis makes the decisions that need it
+	// fail closed and /readyz report it.
+	if cfg.State.URL != "" {
+		if p.state, err = state.New(cfg.State); err != nil {
+			return nil, err
+		}
+		opts.Tasks = p.state
+		if cfg.ExtAuthz.Listen != "" { // serveValidate refuses it with the MACP sidecar
+			opts.Sessions = p.state
+		}
+		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
+	}
+	if p.enf, err = proxy.New(cfg.Enforcer, opts); err != nil {
+		return nil, err
+	}
+	return checks, nil
+}
+
+// buildMACP builds the MACP sidecar's server over p's Enforcer and upstream.
+func (p *parts) buildMACP(cfg macp.Config, log *slog.Logger, tp trace.TracerProvider) error {
+	var err error
+	if cfg.TLS, err = p.loadTLS("macp", cfg.Plaintext, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log); err != nil {
+		return err
+	}
+	if p.macp, err = macp.New(cfg, p.enf, p.up, log, tp); err != nil {
+		return err
+	}
+	p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (transport %s; %s)", cfg.Listen, cfg.Upstream, cfg.FrontDoor(), cfg.Streams))
+	return nil
+}
+
+// buildMCP builds the MCP sidecar's server and handle keys; it returns the
+// readiness check of its upstream.
+func (p *parts) buildMCP(cfg mcp.Config, log *slog.Logger) (namedCheck, error) {
+	keys, check, err := httpSidecar(cfg.Sidecar(), cfg.HandleKeyFile, "task and session", log)
+	if err != nil {
+		return check, err
+	}
+	if cfg.TLS, err = p.loadTLS("mcp", cfg.Plaintext, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log); err != nil {
+		return check, err
+	}
+	if p.mcp, err = mcp.New(cfg, p.enf, keys, nil, log); err != nil {
+		return check, err
+	}
+	p.mcpKeys = keys
+	p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s; handle keys %s)", cfg.Listen, cfg.Upstream, cfg.WithDefaults().Streams, keyIDs(keys)))
+	return check, nil
+}
+
+// buildA2A builds the A2A sidecar's server and handle keys; it returns the
+// readiness check of its upstream.
+func (p *parts) buildA2A(cfg a2a.Config, log *slog.Logger) (namedCheck, error) {
+	keys, check, err := httpSidecar(cfg.Sidecar(), cfg.HandleKeyFile, "task and context", log)
+	if err != nil {
+		return check, err
+	}
+	if cfg.TLS, err = p.loadTLS("a2a", cfg.Plaintext, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log); err != nil {
+		return check, err
+	}
+	if p.a2a, err = a2a.New(cfg, p.enf, keys, nil, log); err != nil {
+		return check, err
+	}
+	p.a2aKeys = keys
+	p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s; handle keys %s)", cfg.Listen, cfg.Upstream, cfg.WithDefaults().Streams, keyIDs(keys)))
+	return check, nil
+}
+
+// buildExtAuthz builds the Envoy ext_authz server over p's Enforcer.
+func (p *parts) buildExtAuthz(cfg extauthz.Config, log *slog.Logger) error {
+	var err error
+	if p.ext, err = extauthz.New(cfg, p.enf, log); err != nil {
+		return err
+	}
+	m := "ext_authz on " + cfg.Listen + " (MACP"
+	if cfg.MCP {
+		m += " and MCP at " + orDefault(cfg.MCPPath, extauthz.DefaultMCPPath)
+	}
+	if cfg.A2A {
+		m += " and A2A at " + orDefault(cfg.A2APath, extauthz.DefaultA2APath)
+	}
+	p.modes = append(p.modes, m+")")
+	return nil
 }
 
 // serveValidate is Validate plus what serve needs beyond a valid file: an
