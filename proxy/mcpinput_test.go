@@ -51,7 +51,10 @@ deny contains {"code": "FORBIDDEN", "msg": "no such prompt for you"} if input.mc
 		{"prompt name", bot, mcp.MethodPromptsGet, `{"name":"admin"}`, rules.ReasonOperatorPolicy, "no such prompt for you"},
 		{"resource uri", bot, mcp.MethodResourcesRead, `{"uri":"file:///secrets/key"}`, rules.ReasonOperatorPolicy, "no secrets"},
 		{"other resource", bot, mcp.MethodResourcesRead, `{"uri":"file:///docs/a"}`, "", ""},
-		{"arguments too deep", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":` + deep + `}`, rules.ReasonArgumentsTooLarge, "nested 17 deep"},
+		{"arguments too deep", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":` + deep + `}`, rules.ReasonArgumentsTooLarge, "nested deeper than the limit of 16"},
+		{"arguments at the depth limit", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":` + strings.Repeat(`[`, mcp.MaxArgumentDepth) + strings.Repeat(`]`, mcp.MaxArgumentDepth) + `}`, "", ""},
+		{"member given twice", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":{"city":"../x","city":"Paris"}}`, rules.ReasonMalformedRequest, "given twice"},
+		{"members folding alike", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":{"x":{"city":"Paris","CITY":"../x"}}}`, rules.ReasonMalformedRequest, "differ only in case"},
 		{"arguments too large", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":` + big + `}`, rules.ReasonArgumentsTooLarge, "exceeds the limit of 65536"},
 		{"depth counts no brackets in strings", bot, mcp.MethodToolsCall, `{"name":"get_weather","arguments":{"s":"` + strings.Repeat("[{", 40) + `"}}`, "", ""},
 	} {

@@ -3,9 +3,12 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // The bounds on params.arguments before an operator policy reads them: the
@@ -20,54 +23,84 @@ const (
 
 // PolicyArguments decodes params.arguments for the policy: nil when absent
 // or null, else the parsed JSON (numbers as json.Number, so a policy sees
-// them as written). Arguments over MaxArgumentBytes or nested deeper than
-// MaxArgumentDepth are refused (-32602).
+// them as written). Refused (-32602): arguments over MaxArgumentBytes or
+// nested deeper than MaxArgumentDepth, and an object with a member name
+// given twice or two names that fold alike (jsonrpc.Fold): peers read those
+// differently (first or last wins; encoding/json matches struct fields
+// case-insensitively), so the policy could rule on a value the tool never
+// reads.
 func PolicyArguments(raw json.RawMessage) (any, rules.Verdict) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, rules.Verdict{}
 	}
 	if len(raw) > MaxArgumentBytes {
-		return nil, tooLarge(fmt.Sprintf("params.arguments of %d bytes exceeds the limit of %d", len(raw), MaxArgumentBytes))
-	}
-	if d := depth(raw); d > MaxArgumentDepth {
-		return nil, tooLarge(fmt.Sprintf("params.arguments nested %d deep exceeds the limit of %d", d, MaxArgumentDepth))
+		return nil, badArguments(rules.ReasonArgumentsTooLarge, fmt.Sprintf("params.arguments of %d bytes exceeds the limit of %d", len(raw), MaxArgumentBytes))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		// Parse already held the message to valid JSON.
-		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest, Detail: "params.arguments does not decode: " + err.Error()}
+	v, err := decodeValue(dec, 0)
+	if err != nil {
+		var deep errTooDeep
+		if errors.As(err, &deep) {
+			return nil, badArguments(rules.ReasonArgumentsTooLarge, fmt.Sprintf("params.arguments nested deeper than the limit of %d", MaxArgumentDepth))
+		}
+		return nil, badArguments(rules.ReasonMalformedRequest, "invalid params: params.arguments: "+err.Error())
 	}
 	return v, rules.Verdict{}
 }
 
-func tooLarge(detail string) rules.Verdict {
-	return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonArgumentsTooLarge, Detail: detail}
+func badArguments(reason rules.Reason, detail string) rules.Verdict {
+	return rules.Verdict{Code: rules.CodeInvalidParams, Reason: reason, Detail: detail}
 }
 
-// depth returns the deepest nesting of objects and arrays in valid JSON.
-func depth(raw []byte) int {
-	d, most, inString, escaped := 0, 0, false, false
-	for _, b := range raw {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch b {
-			case '\\':
-				escaped = true
-			case '"':
-				inString = false
+type errTooDeep struct{}
+
+func (errTooDeep) Error() string { return "nested too deep" }
+
+// decodeValue reads one JSON value at nesting depth (0 for the top).
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	if depth++; depth > MaxArgumentDepth {
+		return nil, errTooDeep{}
+	}
+	if d == '[' {
+		list := []any{}
+		for dec.More() {
+			v, err := decodeValue(dec, depth)
+			if err != nil {
+				return nil, err
 			}
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			d++
-			most = max(most, d)
-		case b == '}' || b == ']':
-			d--
+			list = append(list, v)
+		}
+		_, err := dec.Token() // ]
+		return list, err
+	}
+	obj, folded := map[string]any{}, map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := tok.(string)
+		f := jsonrpc.Fold(k)
+		if prev, dup := folded[f]; dup {
+			if prev == k {
+				return nil, fmt.Errorf("member %s given twice", strconv.Quote(k))
+			}
+			return nil, fmt.Errorf("members %s and %s differ only in case", strconv.Quote(prev), strconv.Quote(k))
+		}
+		folded[f] = k
+		if obj[k], err = decodeValue(dec, depth); err != nil {
+			return nil, err
 		}
 	}
-	return most
+	_, err = dec.Token() // }
+	return obj, err
 }
