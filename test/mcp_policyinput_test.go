@@ -130,17 +130,8 @@ func httpPost(t *testing.T, url, principal, sid, body string) ([]byte, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last []byte
-		for _, l := range strings.Split(string(b), "\n") {
-			if d, ok := strings.CutPrefix(l, "data:"); ok && strings.TrimSpace(d) != "" {
-				last = []byte(strings.TrimSpace(d))
-			}
-		}
-		b = last
-	}
 	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
 		sid = s
 	}
-	return b, sid
+	return lastMessage(resp, b), sid
 }
