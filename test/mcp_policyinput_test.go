@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,15 +19,31 @@ type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newS
 // patterns) through bin/warden, as the MCP sidecar and as ext_authz, in
 // front of the Go SDK everything-server: the listed tool runs, another tool
 // and a forbidden argument are refused with the operator's message, and
-// another principal is not restricted. Before input.mcp, the policy sees no
-// tool: every call runs.
+// another principal is not restricted; a rule on the resource URI and the
+// prompt name decides resources/read and prompts/get the same way at both
+// doors. Before input.mcp the policy sees no tool (every call runs), and
+// ext_authz never decided resources/read or prompts/get.
 func TestMCPToolPolicy(t *testing.T) {
 	bin := peer(t, ".peers/bin/everything-server")
 	addr := freeAddr(t)
 	start(t, "everything-server", addr, nil, bin, "-http", addr, "-stateless=false")
 	upstream := "http://" + addr
 	root := repoRoot(t)
-	policy := []string{"--policy", filepath.Join(root, "deploy/policies/mcp-tools.rego"), "--policy", filepath.Join(root, "deploy/policies/mcp-arguments.rego")}
+	named := filepath.Join(t.TempDir(), "named.rego")
+	if err := os.WriteFile(named, []byte(`package warden.mcp
+import rego.v1
+deny contains {"code": "FORBIDDEN", "msg": "not this resource"} if {
+	input.principal.id == "agent://support-bot"
+	input.mcp.uri == "test://static-binary"
+}
+deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
+	input.principal.id == "agent://support-bot"
+	input.mcp.prompt == "test_prompt_with_arguments"
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := []string{"--policy", filepath.Join(root, "deploy/policies/mcp-tools.rego"), "--policy", filepath.Join(root, "deploy/policies/mcp-arguments.rego"), "--policy", named}
 
 	doors := map[string]mcpPoster{}
 	front, _ := startMCPWarden(t, upstream, policy...)
@@ -54,6 +71,7 @@ func TestMCPToolPolicy(t *testing.T) {
 	}
 
 	bot, ops := "agent://support-bot", "agent://ops"
+	call, read, prompt := "tools/call", "resources/read", "prompts/get"
 	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
 	for name, post := range doors {
 		t.Run(name, func(t *testing.T) {
@@ -67,20 +85,27 @@ func TestMCPToolPolicy(t *testing.T) {
 				sids[p] = sid
 			}
 			for _, tc := range []struct {
-				name, principal, params string
-				refused                 string // the operator's message, "" when the tool runs
+				name, principal, method, params string
+				refused                         string // the operator's message, "" when the tool runs
 			}{
-				{"listed tool runs", bot, `{"name":"test_simple_text"}`, ""},
-				{"other tool refused", bot, `{"name":"test_image_content"}`, refusal},
-				{"other principal unrestricted", ops, `{"name":"test_image_content"}`, ""},
-				{"forbidden argument refused", ops, `{"name":"test_simple_text","arguments":{"path":"../../etc/passwd"}}`, `argument ["path"] matches a forbidden pattern`},
-				{"ambiguous arguments refused", ops, `{"name":"test_simple_text","arguments":{"path":"a","path":"../b"}}`, `member "path" given twice`},
+				{"listed tool runs", bot, call, `{"name":"test_simple_text"}`, ""},
+				{"other tool refused", bot, call, `{"name":"test_image_content"}`, refusal},
+				{"other principal unrestricted", ops, call, `{"name":"test_image_content"}`, ""},
+				{"forbidden argument refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"../../etc/passwd"}}`, `argument ["path"] matches a forbidden pattern`},
+				{"ambiguous arguments refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"a","path":"../b"}}`, `member "path" given twice`},
+				{"resource read", bot, read, `{"uri":"test://static-text"}`, ""},
+				{"resource refused", bot, read, `{"uri":"test://static-binary"}`, "not this resource"},
+				{"prompt refused", bot, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, "not this prompt"},
+				{"prompt for another principal", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, ""},
+				{"forbidden prompt argument refused", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"../a","arg2":"b"}}`, "matches a forbidden pattern"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					msg, _ := post(t, tc.principal, sids[tc.principal], `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.params+`}`)
+					msg, _ := post(t, tc.principal, sids[tc.principal], `{"jsonrpc":"2.0","id":7,"method":"`+tc.method+`","params":`+tc.params+`}`)
 					var a struct {
 						Result *struct {
-							Content []json.RawMessage `json:"content"`
+							Content  []json.RawMessage `json:"content"`
+							Contents []json.RawMessage `json:"contents"`
+							Messages []json.RawMessage `json:"messages"`
 						} `json:"result"`
 						Error *struct {
 							Code    int    `json:"code"`
@@ -91,7 +116,7 @@ func TestMCPToolPolicy(t *testing.T) {
 						t.Fatalf("answer %q: %v", msg, err)
 					}
 					if tc.refused == "" {
-						if a.Result == nil || len(a.Result.Content) == 0 {
+						if a.Result == nil || len(a.Result.Content)+len(a.Result.Contents)+len(a.Result.Messages) == 0 {
 							t.Fatalf("the tool did not run: %s", msg)
 						}
 						return
