@@ -19,6 +19,29 @@ type Input struct {
 	Facts      map[string]any
 	Governance *rules.Governance // set for Commitments only
 	Verdict    rules.Verdict     // the rules' verdict, for operator policies
+	// MCP is what an MCP request names (input.mcp); nil for the other
+	// protocols.
+	MCP *MCP
+}
+
+// MCP is the subject of one MCP request, for an operator policy:
+// input.mcp.tool and input.mcp.arguments (tools/call), input.mcp.uri
+// (resources/read), input.mcp.prompt and input.mcp.arguments (prompts/get).
+// Absent members are "" (arguments null).
+type MCP struct {
+	Tool   string
+	Prompt string
+	URI    string
+	// Arguments is params.arguments as parsed JSON (numbers as
+	// json.Number), bounded before it gets here (rules/mcp.PolicyArguments).
+	Arguments any
+}
+
+func (m *MCP) value() any {
+	if m == nil {
+		return nil
+	}
+	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments}
 }
 
 // Principal is the authenticated caller.
@@ -72,6 +95,7 @@ func (in *Input) value() map[string]any {
 		"facts":      facts,
 		"governance": gov,
 		"verdict":    map[string]any{"code": string(in.Verdict.Code), "reason": string(in.Verdict.Reason), "rank": int(in.Verdict.Rank)},
+		"mcp":        in.MCP.value(),
 	}
 }
 
@@ -150,6 +174,23 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 			return append(key, '-')
 		}
 		return appendStr(key, in.Governance.Canonical)
+	case "mcp":
+		m := in.MCP
+		if m == nil {
+			return append(key, '-')
+		}
+		switch sub {
+		case "tool":
+			return appendStr(key, m.Tool)
+		case "prompt":
+			return appendStr(key, m.Prompt)
+		case "uri":
+			return appendStr(key, m.URI)
+		case "arguments":
+			return appendJSON(key, m.Arguments)
+		}
+		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
+		return appendJSON(key, m.Arguments)
 	case "verdict":
 		key = appendStr(key, string(in.Verdict.Code))
 		key = appendStr(key, string(in.Verdict.Reason))
@@ -175,7 +216,7 @@ func appendJSON(key []byte, v any) []byte {
 }
 
 // topLevel lists the input's fields, for a policy that reads input as a whole.
-var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict"}
+var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict", "mcp"}
 
 // normalizePaths truncates paths to two segments and drops any path that a
 // shorter one already covers, so every value is keyed once.

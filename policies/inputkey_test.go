@@ -39,6 +39,7 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Message:   Message{Type: "tasks/steer", Sender: "bob", SessionID: "task-1"},
 			Session:   Session{State: "working"},
 			Roles:     []string{"owner"},
+			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}},
 		},
 	}
 	every := [][]string{{}} // a policy that reads input whole
@@ -86,6 +87,20 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 		in.Governance = gov("q", map[string]any{"voting": map[string]any{"algorithm": "unanimous"}})
 		if key(&in) == key(&base) {
 			t.Errorf("%s: another governance policy gives the same memo key", proto)
+		}
+	}
+	// input.mcp: each member, arguments included, is keyed.
+	base := bases["mcp"]
+	for name, m := range map[string]MCP{
+		"tool":      {Tool: "echo2", Arguments: map[string]any{"a": "b"}},
+		"prompt":    {Tool: "echo", Prompt: "p", Arguments: map[string]any{"a": "b"}},
+		"uri":       {Tool: "echo", URI: "file:///x", Arguments: map[string]any{"a": "b"}},
+		"arguments": {Tool: "echo", Arguments: map[string]any{"a": "c"}},
+	} {
+		in := cloneInput(base)
+		in.MCP = &m
+		if key(&in) == key(&base) || doc(&in) == doc(&base) {
+			t.Errorf("mcp: changing input.mcp.%s leaves the memo key unchanged", name)
 		}
 	}
 }

@@ -164,6 +164,10 @@ func (e *Enforcer) unsteer(key owners.Key, taskID string) {
 func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision, req TaskRequest, t taskFacts) (rules.Verdict, error) {
 	c := req.Call
 	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: t.steers, Limits: req.Limits})
+	var subject *policies.MCP
+	if verdict.OK() {
+		subject, verdict = mcpSubject(c)
+	}
 	if verdict.OK() {
 		in := policies.Input{
 			Protocol:  "mcp",
@@ -171,6 +175,7 @@ func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision,
 			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
 			Session:   policies.Session{State: t.status},
 			Roles:     t.roles,
+			MCP:       subject,
 		}
 		if e.record {
 			rec := in
@@ -185,6 +190,28 @@ func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision,
 		}
 	}
 	return verdict, nil
+}
+
+// mcpSubject is what an operator policy sees of what c names (input.mcp):
+// the tool and its arguments (tools/call), the prompt and its arguments
+// (prompts/get), the resource URI (resources/read). Arguments over the
+// bounds of mcp.PolicyArguments refuse the request.
+func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
+	m := &policies.MCP{}
+	switch c.Method {
+	case mcp.MethodToolsCall:
+		m.Tool = c.Tool
+	case mcp.MethodPromptsGet:
+		m.Prompt = c.Tool
+	case mcp.MethodResourcesRead:
+		m.URI = c.URI
+		return m, rules.Verdict{}
+	default:
+		return m, rules.Verdict{}
+	}
+	var v rules.Verdict
+	m.Arguments, v = mcp.PolicyArguments(c.Arguments)
+	return m, v
 }
 
 // current reads the request's task as the upstream reports it now, for a

@@ -106,6 +106,7 @@ const (
 	ReasonTaskSupport         Reason = "task_support"
 	ReasonSteerTooLarge       Reason = "steer_too_large"
 	ReasonSteerQueueFull      Reason = "steer_queue_full"
+	ReasonArgumentsTooLarge   Reason = "arguments_too_large"
 	ReasonHeaderMismatch      Reason = "header_mismatch"
 	ReasonMalformedRequest    Reason = "malformed_request"
 	ReasonUnknownMethod       Reason = "unknown_method"

@@ -32,16 +32,22 @@ func rawPost(t *testing.T, base, token, body string, hdr map[string]string) (int
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last []byte
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			if d, ok := bytes.CutPrefix(l, []byte("data:")); ok && len(bytes.TrimSpace(d)) > 0 {
-				last = bytes.TrimSpace(d)
-			}
-		}
-		b = last
+	return resp.StatusCode, lastMessage(resp, b)
+}
+
+// lastMessage is the JSON-RPC message of an answer: its body, or the data
+// of the last event of an event stream.
+func lastMessage(resp *http.Response, b []byte) []byte {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return b
 	}
-	return resp.StatusCode, b
+	var last []byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(l, []byte("data:")); ok && len(bytes.TrimSpace(d)) > 0 {
+			last = bytes.TrimSpace(d)
+		}
+	}
+	return last
 }
 
 // metaJSON is the 2026-07-28 _meta every tasks request carries.

@@ -182,3 +182,31 @@ func TestCheckPolicyPackages(t *testing.T) {
 		t.Fatalf("replay: exit %d %q", code, errOut)
 	}
 }
+
+// TestCheckExamplePolicies runs `warden check` on every example policy of
+// deploy/policies with its Rego tests: they compile together with the
+// embedded defaults, and every test passes (a test file's rules fail
+// without the policy it tests, so they are run, not skipped).
+func TestCheckExamplePolicies(t *testing.T) {
+	files, err := filepath.Glob("../../deploy/policies/*.rego")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example policies: %v", err)
+	}
+	var args, tests []string
+	for _, f := range files {
+		args = append(args, "--policy", f)
+		if strings.HasSuffix(f, "_test.rego") {
+			tests = append(tests, "--policy", f)
+		}
+	}
+	code, out, errOut := runCmd(t, append([]string{"check"}, args...)...)
+	if code != 0 || !strings.Contains(out, " 0 failing") || strings.Contains(out, "FAIL") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "input.mcp.arguments") || !strings.Contains(out, "input.mcp.tool") {
+		t.Fatalf("the memo is not keyed on what the examples read:\n%s", out)
+	}
+	if code, out, _ := runCmd(t, append([]string{"check"}, tests...)...); code == 0 {
+		t.Fatalf("the example tests pass without their policies:\n%s", out)
+	}
+}

@@ -27,14 +27,18 @@ const (
 	MethodInitialize = "initialize"
 	MethodToolsList  = "tools/list"
 	MethodToolsCall  = "tools/call"
-	MethodGet        = "tasks/get"
-	MethodResult     = "tasks/result"
-	MethodList       = "tasks/list"
-	MethodCancel     = "tasks/cancel"
-	MethodUpdate     = "tasks/update"
-	MethodSteer      = "tasks/steer"
-	MethodPause      = "tasks/pause"
-	MethodResume     = "tasks/resume"
+	// MethodResourcesRead and MethodPromptsGet are decided so that an
+	// operator policy can rule on the resource URI and the prompt name.
+	MethodResourcesRead = "resources/read"
+	MethodPromptsGet    = "prompts/get"
+	MethodGet           = "tasks/get"
+	MethodResult        = "tasks/result"
+	MethodList          = "tasks/list"
+	MethodCancel        = "tasks/cancel"
+	MethodUpdate        = "tasks/update"
+	MethodSteer         = "tasks/steer"
+	MethodPause         = "tasks/pause"
+	MethodResume        = "tasks/resume"
 
 	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
 	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
@@ -128,8 +132,12 @@ type Call struct {
 	// TaskID is params.taskId; HasTaskID is false when absent or not a string.
 	TaskID    string
 	HasTaskID bool
-	// Tool is params.name of tools/call.
+	// Tool is params.name of tools/call (and of prompts/get: the prompt).
 	Tool string
+	// Arguments is params.arguments, raw (tools/call, prompts/get); URI is
+	// params.uri (resources/read).
+	Arguments json.RawMessage
+	URI       string
 	// TaskRequested is set when a 2025-11-25 request asks for task execution
 	// (params.task is an object).
 	TaskRequested bool
@@ -184,7 +192,7 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri"}
 	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
@@ -266,6 +274,8 @@ func Parse(body []byte) (Call, error) {
 	}
 	c.TaskID, c.HasTaskID = str(p["taskId"])
 	c.Tool, _ = str(p["name"])
+	c.URI, _ = str(p["uri"])
+	c.Arguments = p["arguments"]
 	c.Cursor, c.HasCursor = str(p["cursor"])
 	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
 	if c.TaskRequested {
@@ -511,9 +521,11 @@ const (
 )
 
 // Decided reports whether requests of method go through the Enforcer (task
-// methods, tools/call, tasks/list): the one list both MCP adapters use.
+// methods, tools/call, tasks/list, resources/read, prompts/get): the one list
+// both MCP adapters use.
 func Decided(method string) bool {
-	return TaskMethod(method) || method == MethodToolsCall || method == MethodList
+	return TaskMethod(method) || method == MethodToolsCall || method == MethodList ||
+		method == MethodResourcesRead || method == MethodPromptsGet
 }
 
 // CheckKind refuses a decided method (Decided) sent without an id: as a

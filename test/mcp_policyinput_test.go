@@ -1,0 +1,162 @@
+package test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mcpPoster sends one JSON-RPC message of an MCP session as principal and
+// returns the answer's JSON-RPC message and the session ID the answer names.
+type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newSID string)
+
+// TestMCPToolPolicy runs the example operator policies of deploy/policies
+// (only these tools for this principal; no arguments matching these
+// patterns) through bin/warden, as the MCP sidecar and as ext_authz, in
+// front of the Go SDK everything-server: the listed tool runs, another tool
+// and a forbidden argument are refused with the operator's message, and
+// another principal is not restricted; a rule on the resource URI and the
+// prompt name decides resources/read and prompts/get the same way at both
+// doors. Before input.mcp the policy sees no tool (every call runs), and
+// ext_authz never decided resources/read or prompts/get.
+func TestMCPToolPolicy(t *testing.T) {
+	bin := peer(t, ".peers/bin/everything-server")
+	addr := freeAddr(t)
+	start(t, "everything-server", addr, nil, bin, "-http", addr, "-stateless=false")
+	upstream := "http://" + addr
+	root := repoRoot(t)
+	named := filepath.Join(t.TempDir(), "named.rego")
+	if err := os.WriteFile(named, []byte(`package warden.mcp
+import rego.v1
+deny contains {"code": "FORBIDDEN", "msg": "not this resource"} if {
+	input.principal.id == "agent://support-bot"
+	input.mcp.uri == "test://static-binary"
+}
+deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
+	input.principal.id == "agent://support-bot"
+	input.mcp.prompt == "test_prompt_with_arguments"
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := []string{"--policy", filepath.Join(root, "deploy/policies/mcp-tools.rego"), "--policy", filepath.Join(root, "deploy/policies/mcp-arguments.rego"), "--policy", named}
+
+	doors := map[string]mcpPoster{}
+	front, _ := startMCPWarden(t, upstream, policy...)
+	doors["sidecar"] = func(t *testing.T, principal, sid, body string) ([]byte, string) {
+		return httpPost(t, front+"/mcp", principal, sid, body)
+	}
+	check := extAuthzCheck(t, append([]string{"--extauthz-mcp"}, policy...)...)
+	doors["ext_authz"] = func(t *testing.T, principal, sid, body string) ([]byte, string) {
+		// Envoy: ask Warden, forward what it allows, answer with its refusal.
+		h := mcpHeaders(sid)
+		h["authorization"] = "Bearer " + principal
+		h["content-type"] = "application/json"
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal([]byte(body), &m)
+		if m.Method != "" {
+			h["mcp-method"] = m.Method
+		}
+		resp := check("/mcp", h, body)
+		if dr := resp.GetDeniedResponse(); dr != nil {
+			return []byte(dr.GetBody()), sid
+		}
+		return httpPost(t, upstream+"/mcp", principal, sid, body)
+	}
+
+	bot, ops := "agent://support-bot", "agent://ops"
+	call, read, prompt := "tools/call", "resources/read", "prompts/get"
+	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
+	for name, post := range doors {
+		t.Run(name, func(t *testing.T) {
+			sids := map[string]string{}
+			for _, p := range []string{bot, ops} {
+				_, sid := post(t, p, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"policy","version":"0"}}}`)
+				if sid == "" {
+					t.Fatalf("%s: initialize named no session", p)
+				}
+				post(t, p, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+				sids[p] = sid
+			}
+			for _, tc := range []struct {
+				name, principal, method, params string
+				refused                         string // the operator's message, "" when the tool runs
+			}{
+				{"listed tool runs", bot, call, `{"name":"test_simple_text"}`, ""},
+				{"other tool refused", bot, call, `{"name":"test_image_content"}`, refusal},
+				{"other principal unrestricted", ops, call, `{"name":"test_image_content"}`, ""},
+				{"forbidden argument refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"../../etc/passwd"}}`, `argument ["path"] matches a forbidden pattern`},
+				{"ambiguous arguments refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"a","path":"../b"}}`, `member "path" given twice`},
+				{"resource read", bot, read, `{"uri":"test://static-text"}`, ""},
+				{"resource refused", bot, read, `{"uri":"test://static-binary"}`, "not this resource"},
+				{"prompt refused", bot, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, "not this prompt"},
+				{"prompt for another principal", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, ""},
+				{"forbidden prompt argument refused", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"../a","arg2":"b"}}`, "matches a forbidden pattern"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					msg, _ := post(t, tc.principal, sids[tc.principal], `{"jsonrpc":"2.0","id":7,"method":"`+tc.method+`","params":`+tc.params+`}`)
+					var a struct {
+						Result *struct {
+							Content  []json.RawMessage `json:"content"`
+							Contents []json.RawMessage `json:"contents"`
+							Messages []json.RawMessage `json:"messages"`
+						} `json:"result"`
+						Error *struct {
+							Code    int    `json:"code"`
+							Message string `json:"message"`
+						} `json:"error"`
+					}
+					if err := json.Unmarshal(msg, &a); err != nil {
+						t.Fatalf("answer %q: %v", msg, err)
+					}
+					if tc.refused == "" {
+						if a.Result == nil || len(a.Result.Content)+len(a.Result.Contents)+len(a.Result.Messages) == 0 {
+							t.Fatalf("the tool did not run: %s", msg)
+						}
+						return
+					}
+					if a.Error == nil || !strings.Contains(a.Error.Message, tc.refused) {
+						t.Fatalf("want a refusal naming %q, got %s", tc.refused, msg)
+					}
+				})
+			}
+		})
+	}
+}
+
+func mcpHeaders(sid string) map[string]string {
+	h := map[string]string{"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+	if sid != "" {
+		h["mcp-session-id"] = sid
+	}
+	return h
+}
+
+// httpPost POSTs body to url as principal in session sid and returns the
+// JSON-RPC message of the answer (the last of an event stream) and the
+// session ID.
+func httpPost(t *testing.T, url, principal, sid, body string) ([]byte, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range mcpHeaders(sid) {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Authorization", "Bearer "+principal)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+		sid = s
+	}
+	return lastMessage(resp, b), sid
+}
