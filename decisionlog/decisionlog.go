@@ -89,6 +89,12 @@ type Input struct {
 	Mode      string   `json:"mode,omitempty"`
 	Type      string   `json:"type"`
 	Roles     []string `json:"roles,omitempty"`
+	// ClientAddr, RequestID, HTTPMethod and RequestPath are whom the
+	// request came from and what it asked (proxy.Source).
+	ClientAddr  string `json:"client_addr,omitempty"`
+	RequestID   string `json:"request_id,omitempty"`
+	HTTPMethod  string `json:"http_method,omitempty"`
+	RequestPath string `json:"request_path,omitempty"`
 	// With include_input: Recorded is set on every decision made on a
 	// message (not on refusals at the front door, before there is one),
 	// with the MACP envelope (protojson; none for a control operation), the
@@ -112,7 +118,10 @@ type Result struct {
 	Reason    string `json:"reason"`
 	// AuthReason is why authentication failed (authn.Cause), when it did.
 	AuthReason string `json:"auth_reason,omitempty"`
-	Message    string `json:"message,omitempty"`
+	// IDReason is why an id the request named is not the caller's
+	// (handle.Cause), when one is not.
+	IDReason string `json:"id_reason,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Logger writes decision records; it is a proxy.Observer. Records are
@@ -184,9 +193,10 @@ func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
 	path := "warden/" + d.Protocol
 	r := Record{
 		DecisionID: d.ID, Timestamp: l.now().UTC(), Labels: l.labels, Path: path,
-		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles},
+		Input: Input{Protocol: d.Protocol, Principal: d.Principal, Via: d.Via, SessionID: d.SessionID, Mode: d.Mode, Type: d.Type, Roles: d.Roles,
+			ClientAddr: d.Source.Client, RequestID: d.Source.RequestID, HTTPMethod: d.Source.Method, RequestPath: d.Source.Path},
 		Result: Result{Allow: d.Allow, Duplicate: d.Duplicate, DryRun: d.DryRun, Code: string(d.Code), Reason: string(d.Reason),
-			AuthReason: d.AuthReason, Message: d.Message},
+			AuthReason: d.AuthReason, IDReason: d.IDReason, Message: d.Message},
 		Metrics: map[string]int64{"timer_warden_decision_ns": took.Nanoseconds()},
 	}
 	if l.input > 0 && d.Recorded != nil {

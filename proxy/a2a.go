@@ -13,6 +13,9 @@ import (
 
 // A2ARequest is one A2A request to decide.
 type A2ARequest struct {
+	// IDReason is why an id the request named is not one of the caller's
+	// handles (handle.Cause), for the operator's log line and record.
+	IDReason string
 	// Principal is the caller, authenticated by the adapter.
 	Principal authn.Principal
 	// Method is the JSON-RPC method; a message naming a task or context is
@@ -48,9 +51,10 @@ func (e *Enforcer) EnforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 
 func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
 	snap := e.snap.Load()
-	d := e.newDecision("a2a")
+	d := e.newDecision(ctx, "a2a")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, req.Method, "a2a", req.TaskID
 	d.owners = e.owners // its answer is learned through it
+	d.IDReason = req.IDReason
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil
 	}
@@ -111,6 +115,9 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		// The same answer on the wire; in the log and the metrics, what
 		// Warden knew: an id that is not the caller's handle is unknown.
 		verdict.Reason = rules.ReasonUnknownTask
+		if d.IDReason == "" {
+			d.IDReason = IDUnknown
+		}
 	}
 	return e.finish(snap, d, verdict), nil
 }

@@ -35,7 +35,7 @@ func TestAuthReasonRecorded(t *testing.T) {
 	ctx := context.Background()
 	refuse := func(bearer string) Decision {
 		_, err := e.Authenticate(ctx, authn.Credentials{Bearer: bearer})
-		return e.RefuseAuth("mcp", "", err)
+		return e.RefuseAuth(context.Background(), "mcp", "", err)
 	}
 	enforce := func(bearer string) Decision {
 		r := req(env(sessionID(1), planner, rules.TypeSessionStart, "m1", nil))
@@ -55,7 +55,7 @@ func TestAuthReasonRecorded(t *testing.T) {
 		{"front door, unknown token", func() Decision { return refuse("tok-gone") }, "unknown_token"},
 		{"enforce, unknown token", func() Decision { return enforce("tok-gone") }, "unknown_token"},
 		{"front door, other refusal", func() Decision {
-			return e.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "x"})
+			return e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "x"})
 		}, ""},
 	}
 	for _, tt := range tests {

@@ -39,6 +39,14 @@ type Decision struct {
 	// operator's logs, decision records and metrics; never sent to the
 	// client. "" unless the refusal is an authentication failure.
 	AuthReason string
+	// IDReason is why an id the request named is not the caller's
+	// (handle.Cause: foreign, raw_id, malformed, retired_key), for the
+	// operator only: the client is told the id is unknown. "" otherwise.
+	IDReason string
+	// Source is whom the request came from and what it asked (client
+	// address, request id, HTTP method, path), from the context the
+	// decision was made on (WithSource).
+	Source Source
 	// Recorded is what the decision was made on, set only when
 	// Options.RecordInputs asks for it (a decision log that records inputs,
 	// for `warden what-if`); nil otherwise.
@@ -161,9 +169,10 @@ func (e *Enforcer) SettleForget(ctx context.Context, d Decision) {
 	e.Forget(ctx, d.SessionID)
 }
 
-// newDecision starts a decision with a fresh id.
-func (e *Enforcer) newDecision(protocol string) Decision {
-	return Decision{ID: e.nextID(), Protocol: protocol}
+// newDecision starts a decision with a fresh id, on the request ctx
+// carries the source of.
+func (e *Enforcer) newDecision(ctx context.Context, protocol string) Decision {
+	return Decision{ID: e.nextID(), Protocol: protocol, Source: SourceOf(ctx)}
 }
 
 // nextID is a fresh decision id, the only place one is minted: 128 random
@@ -175,8 +184,8 @@ func (e *Enforcer) nextID() string { return rand.Text() }
 
 // RefuseAuth is Refuse for a credential authn refused (err): the generic
 // unauthenticated verdict, with the cause for the operator in AuthReason.
-func (e *Enforcer) RefuseAuth(protocol, typ string, err error) Decision {
-	return e.refuse(protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)))
+func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err error) Decision {
+	return e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)))
 }
 
 // Refuse records a refusal made at an adapter's front door, before there
@@ -184,18 +193,18 @@ func (e *Enforcer) RefuseAuth(protocol, typ string, err error) Decision {
 // outside the allow-list): logged and observed like every decision (metrics,
 // decision log), with an ID for the client. Dry run does not apply: there is
 // nothing Warden could forward.
-func (e *Enforcer) Refuse(protocol, principal, typ string, v rules.Verdict) Decision {
-	return e.refuse(protocol, principal, typ, v, "")
+func (e *Enforcer) Refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict) Decision {
+	return e.refuse(ctx, protocol, principal, typ, v, "")
 }
 
-func (e *Enforcer) refuse(protocol, principal, typ string, v rules.Verdict, authReason string) Decision {
+func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict, authReason string) Decision {
 	began := time.Now()
-	d := e.newDecision(protocol)
+	d := e.newDecision(ctx, protocol)
 	d.Principal, d.Type, d.AuthReason = principal, typ, authReason
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("decision_id", d.ID), slog.String("protocol", protocol),
 		slog.String("principal", principal), slog.String("message_type", typ), slog.String("code", string(d.Code)),
-		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), slog.Bool("front_door", true))
+		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.attrs(), slog.Bool("front_door", true))
 	if e.observer != nil {
 		e.observer.Decided(d, time.Since(began))
 	}
@@ -215,7 +224,7 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
 		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason),
-		slog.String("detail", d.Message), slog.Bool("dry_run", snap.cfg.DryRun))
+		optional("id_reason", d.IDReason), slog.String("detail", d.Message), d.Source.attrs(), slog.Bool("dry_run", snap.cfg.DryRun))
 	if snap.cfg.DryRun {
 		d.Allow, d.DryRun = true, true
 	}
@@ -224,9 +233,4 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 
 // authReasonAttr is the auth_reason log field; empty (and so dropped by
 // slog) when the refusal is not an authentication failure.
-func authReasonAttr(r string) slog.Attr {
-	if r == "" {
-		return slog.Attr{}
-	}
-	return slog.String("auth_reason", r)
-}
+func authReasonAttr(r string) slog.Attr { return optional("auth_reason", r) }

@@ -35,7 +35,7 @@ func TestDecisionIDs(t *testing.T) {
 			return d.ID
 		}},
 		{"front door 401", func() string {
-			return e.Refuse("mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated}).ID
+			return e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated}).ID
 		}},
 		{"mcp", func() string {
 			d, err := e.EnforceTask(ctx, TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "t", Owner: true})

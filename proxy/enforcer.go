@@ -144,6 +144,9 @@ type Request struct {
 	Envelope  *macpv1.Envelope
 	Op        string // rules.OpCancel, OpSuspend, OpResume
 	SessionID string // for Op
+	// Source is whom the request came from (admission's); when unset, the
+	// one the context carries.
+	Source Source
 	// Acked is set when the upstream's own answer decides the commit (the
 	// sidecar's unary Send: an Ack ok and not a duplicate): a SessionStart
 	// for a session the table does not hold then needs no look-up, as the

@@ -37,7 +37,7 @@ func (d *Decision) Learn(ctx context.Context, facts ...owners.Fact) ([]string, e
 // It decides nothing again (it is not logged or counted); it learns its
 // answer as the request's own decision would.
 func (e *Enforcer) Resumed(protocol, principal, typ string) *Decision {
-	d := e.newDecision(protocol)
+	d := e.newDecision(context.Background(), protocol)
 	d.Allow, d.Principal, d.Type, d.owners = true, principal, typ, e.owners
 	return &d
 }

@@ -20,7 +20,10 @@ import (
 func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 	snap := e.snap.Load()
 	now := e.now().UnixMilli()
-	d := e.newDecision("macp")
+	d := e.newDecision(ctx, "macp")
+	if req.Source != (Source{}) {
+		d.Source = req.Source
+	}
 	d.Type, d.Mode, d.SessionID = req.describe()
 
 	principal, v, err := e.authenticate(ctx, snap, req, &d)

@@ -11,9 +11,16 @@ import (
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
+// IDUnknown is the id reason of an id that opened as the caller's handle
+// (or was taken as is in dry run) of a task Warden knows no owner of.
+const IDUnknown = "unknown_id"
+
 // TaskRequest is one MCP request to decide: a task method, tools/call or
 // tasks/list.
 type TaskRequest struct {
+	// IDReason is why an id the request named is not one of the caller's
+	// handles (handle.Cause), for the operator's log line and record.
+	IDReason string
 	// Principal is the caller, authenticated by the adapter (an HTTP request
 	// is authenticated before its body is read).
 	Principal authn.Principal
@@ -59,9 +66,10 @@ func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
 	snap := e.snap.Load()
 	c := req.Call
-	d := e.newDecision("mcp")
+	d := e.newDecision(ctx, "mcp")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, c.Method, "mcp", req.TaskID
 	d.owners = e.owners // its answer is learned through it
+	d.IDReason = req.IDReason
 
 	if !req.Refused.OK() {
 		return e.finish(snap, d, req.Refused), nil
@@ -97,6 +105,9 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 		// handle that does not open for the caller, a made-up id), which is
 		// not the same as knowing it is someone else's.
 		verdict.Reason = rules.ReasonUnknownTask
+		if d.IDReason == "" {
+			d.IDReason = IDUnknown
+		}
 	}
 	d = e.finish(snap, d, verdict)
 	if reserved {

@@ -30,10 +30,13 @@ type exchange struct {
 	principal string
 	expiry    time.Time
 	strip     bool // Warden authenticated from what the upstream cannot see
-	dry       bool // dry run: what an answer would not hand over is logged and passes
-	guard     func(context.Context) (context.Context, func())
-	call      a2arules.Call
-	taskID    string // the upstream id of the task the request names
+	// idReason is why the first handle of the request that did not open
+	// did not (handle.Cause), for the operator.
+	idReason string
+	dry      bool // dry run: what an answer would not hand over is logged and passes
+	guard    func(context.Context) (context.Context, func())
+	call     a2arules.Call
+	taskID   string // the upstream id of the task the request names
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
 	mine map[idKey]bool
@@ -63,8 +66,11 @@ type exchange struct {
 // open returns the upstream id of one of the caller's handles, which it
 // proves the caller's. ok is false for anything else.
 func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
-	id, ok := x.s.handles.Open(byte(kind), x.principal, v)
-	if !ok {
+	id, err := x.s.handles.Unseal(byte(kind), x.principal, "", v)
+	if err != nil {
+		if x.idReason == "" {
+			x.idReason = handle.Cause(err)
+		}
 		return v, false
 	}
 	if kind != a2arules.KindCursor {
@@ -146,6 +152,7 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	// none starts something new.
 	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
 	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
+	req.IDReason = x.idReason
 	switch {
 	case !a2arules.TenantRefused(c).OK():
 		req.Refused = a2arules.TenantRefused(c)

@@ -177,6 +177,7 @@ func (s *Server) endpoint() string {
 // ServeHTTP serves the agent card, and admits (proxy/gate), decides and
 // forwards JSON-RPC requests; every other path is refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = gate.Stamp(w, r)
 	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
 	if refused != nil {
 		refused.Write(w)
@@ -206,7 +207,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)
 	if err != nil {
-		s.gate.Unavailable(p.ID, call.Method, call.ID, err).Write(w)
+		s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
 		return
 	}
 	d.Settle(d.Allow)
@@ -223,7 +224,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			if err == nil {
 				err = errors.New("the new context is another principal's")
 			}
-			s.gate.Unavailable(p.ID, call.Method, call.ID, fmt.Errorf("record a new A2A context: %w", err)).Write(w)
+			s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, fmt.Errorf("record a new A2A context: %w", err)).Write(w)
 			return
 		}
 		x.prove(a2arules.KindContext, x.contextID)

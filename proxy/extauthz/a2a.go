@@ -40,7 +40,7 @@ func (s *Server) checkA2A(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	}
 	d, err := s.enf.EnforceA2A(ctx, req)
 	if err != nil {
-		return denyAnswer(s.a2a.Unavailable(principal.ID, call.Method, call.ID, err))
+		return denyAnswer(s.a2a.Unavailable(ctx, principal.ID, call.Method, call.ID, err))
 	}
 	d.Settle(d.Allow)
 	if d.Allow {

@@ -66,7 +66,7 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: in.Principal, Call: call, Refused: v, OwnershipUnknown: true,
 		Limits: mcprules.Limits{MaxSteerBytes: limit}})
 	if err != nil {
-		return denyAnswer(s.mcp.Unavailable(in.Principal.ID, call.Method, call.ID, err))
+		return denyAnswer(s.mcp.Unavailable(ctx, in.Principal.ID, call.Method, call.ID, err))
 	}
 	d.Settle(d.Allow)
 	if d.Allow {

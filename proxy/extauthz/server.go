@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,6 +256,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}
 	hdr := h.GetHeaders()
+	ctx = proxy.WithSource(ctx, source(req.GetAttributes().GetSource(), hdr, h))
 	if !s.grpcRequest(h) {
 		creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
 		if s.cfg.MCP {
@@ -267,7 +269,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	}
 	// A gRPC method is served only by its exact path, framed as gRPC.
 	path := h.GetPath()
-	if refused := s.gate.Framed(h.GetMethod(), hdr["content-type"]); refused != nil {
+	if refused := s.gate.Framed(ctx, h.GetMethod(), hdr["content-type"]); refused != nil {
 		return deny(*refused), nil
 	}
 	// The one MACP admission the sidecar's doors use too: the method table,
@@ -376,6 +378,18 @@ func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) (
 
 // headerGetter reads a header's values as Envoy gives them (repeated
 // headers joined with commas).
+// source is the request's source: Envoy's address of the downstream
+// client (attributes.source.address), its x-request-id (Envoy generates one
+// unless told not to; Warden mints one otherwise), the method and the path.
+func source(peer *authv3.AttributeContext_Peer, hdr map[string]string, h *authv3.AttributeContext_HttpRequest) proxy.Source {
+	var client string
+	if a := peer.GetAddress().GetSocketAddress(); a != nil {
+		client = net.JoinHostPort(a.GetAddress(), strconv.FormatUint(uint64(a.GetPortValue()), 10))
+	}
+	path, _, _ := strings.Cut(h.GetPath(), "?")
+	return proxy.NewSource(client, hdr["x-request-id"], h.GetMethod(), path)
+}
+
 func headerGetter(headers map[string]string) func(string) []string {
 	return func(name string) []string {
 		v, ok := headers[name]

@@ -208,8 +208,17 @@ type exchange struct {
 	admitted  any
 }
 
+type peerKey struct{}
+
+// Peer is the client address of the connection a handler's request came
+// on (nil for a context the relay did not make).
+func Peer(ctx context.Context) net.Addr {
+	a, _ := ctx.Value(peerKey{}).(net.Addr)
+	return a
+}
+
 func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), peerKey{}, c.nc.RemoteAddr()))
 	_, admitting := rt.Handler.(Admitter)
 	return &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
 }

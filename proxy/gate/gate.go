@@ -175,35 +175,35 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 			in.Public = r.Path
 			return in, nil
 		}
-		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the document at " + r.Path + " is read with GET"},
+		a := g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the document at " + r.Path + " is read with GET"},
 			http.StatusMethodNotAllowed, jsonrpc.ErrInvalidRequest, nil, g.spec.REST)
 		a.Header = append(a.Header, [2]string{"Allow", "GET, HEAD"})
 		return in, &a
 	}
 	if r.Path != g.spec.Endpoint {
 		msg := "Warden serves the " + g.name() + " endpoint at " + g.spec.Endpoint + " only"
-		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg}, http.StatusNotFound, jsonrpc.ErrInvalidRequest, nil, g.spec.REST)
+		a := g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonUnknownMethod, Detail: msg}, http.StatusNotFound, jsonrpc.ErrInvalidRequest, nil, g.spec.REST)
 		return in, &a
 	}
 	if !slices.Contains(g.spec.Methods, r.Method) {
 		msg := "method not allowed: the " + g.name() + " endpoint takes " + strings.Join(g.spec.Methods, ", ")
-		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusMethodNotAllowed, jsonrpc.ErrInvalidRequest, nil, false)
+		a := g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusMethodNotAllowed, jsonrpc.ErrInvalidRequest, nil, false)
 		a.Header = append(a.Header, [2]string{"Allow", strings.Join(g.spec.Methods, ", ")})
 		return in, &a
 	}
 	in.Message = r.Method == http.MethodPost
 	if !in.Message && r.HasBody {
 		msg := "invalid request: " + r.Method + " carries no message body"
-		a := g.refuse("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusBadRequest, jsonrpc.ErrInvalidRequest, nil, false)
+		a := g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusBadRequest, jsonrpc.ErrInvalidRequest, nil, false)
 		return in, &a
 	}
 	if o := r.Header.Get("Origin"); g.spec.Origin != nil && !g.spec.Origin(o) {
-		a := g.answer("", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "Origin " + o + " is not allowed"}, nil)
+		a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "Origin " + o + " is not allowed"}, nil)
 		return in, &a
 	}
 	if g.spec.Routing != nil {
 		if why := g.spec.Routing(r.Header); why != "" {
-			a := g.answer("", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil)
+			a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil)
 			return in, &a
 		}
 	}
@@ -216,7 +216,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, nil
 	}
 	if why := checkContent(r.Header); why != "" {
-		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, http.StatusUnsupportedMediaType, jsonrpc.ErrInvalidRequest, nil, false)
+		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, http.StatusUnsupportedMediaType, jsonrpc.ErrInvalidRequest, nil, false)
 		return in, &a
 	}
 	body, err := r.Body(g.spec.MaxBody)
@@ -226,11 +226,11 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		if errors.Is(err, ErrCut) {
 			msg = err.Error()
 		}
-		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusRequestEntityTooLarge, jsonrpc.ErrInvalidRequest, headID(body), false)
+		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusRequestEntityTooLarge, jsonrpc.ErrInvalidRequest, headID(body), false)
 		return in, &a
 	}
 	if err != nil {
-		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "could not read the request body"}, http.StatusBadRequest, jsonrpc.ErrParse, nil, false)
+		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "could not read the request body"}, http.StatusBadRequest, jsonrpc.ErrParse, nil, false)
 		return in, &a
 	}
 	call, id, err := g.parse(body)
@@ -238,11 +238,11 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		if !g.spec.EchoID || !jsonrpc.ValidID(id) {
 			id = nil
 		}
-		a := g.refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: err.Error()}, g.spec.ParseStatus, jsonrpc.CodeOf(err), id, false)
+		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: err.Error()}, g.spec.ParseStatus, jsonrpc.CodeOf(err), id, false)
 		return in, &a
 	}
 	if v, id := g.spec.Check(call); !v.OK() {
-		a := g.answer(p.ID, v, id)
+		a := g.answer(ctx, p.ID, v, id)
 		return in, &a
 	}
 	in.Call, in.Body = call, body
@@ -260,14 +260,14 @@ func (g *Gate[C]) authenticate(ctx context.Context, r *Request) (authn.Principal
 	switch {
 	case errors.Is(err, authn.ErrKeysUnavailable):
 		g.log.Warn("cannot authenticate: verification keys unavailable", "protocol", g.spec.Protocol, "err", err)
-		a := g.answer("", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: "authentication is unavailable; retry later"}, nil)
+		a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: "authentication is unavailable; retry later"}, nil)
 		return p, &a
 	case err != nil:
 		var metadata string
 		if g.spec.ResourceMetadata != nil {
 			metadata = g.spec.ResourceMetadata(r)
 		}
-		d := g.enf.RefuseAuth(g.spec.Protocol, "", err) // the cause for the operator, the generic reason for the client
+		d := g.enf.RefuseAuth(ctx, g.spec.Protocol, "", err) // the cause for the operator, the generic reason for the client
 		status, rpc, msg := g.spec.Answer(rules.CodeUnauthenticated, authn.Reason(err))
 		a := jsonrpcAnswer(status, nil, rpc, msg, d.ID)
 		a.Header = append(a.Header, [2]string{"WWW-Authenticate", authn.Challenge(metadata, err)})
@@ -298,34 +298,44 @@ func (g *Gate[C]) Refused(d proxy.Decision, id json.RawMessage) Answer {
 
 // Refuse records a refusal the door makes after the gate (a session or an
 // event id that is not the caller's) and returns its Answer.
-func (g *Gate[C]) Refuse(principal string, v rules.Verdict, status, rpc int, id json.RawMessage) Answer {
-	return g.refuse(principal, v, status, rpc, id, false)
+func (g *Gate[C]) Refuse(ctx context.Context, principal string, v rules.Verdict, status, rpc int, id json.RawMessage) Answer {
+	return g.refuse(ctx, principal, v, status, rpc, id, false)
 }
 
 // Unavailable is the one answer to a request Warden could not decide (a
 // store, a status or the shared state could not be read): logged with the
 // cause, recorded, and 503 for the client to retry.
-func (g *Gate[C]) Unavailable(principal, method string, id json.RawMessage, err error) Answer {
+func (g *Gate[C]) Unavailable(ctx context.Context, principal, method string, id json.RawMessage, err error) Answer {
 	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err)
-	return g.answer(principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: Undecided}, id)
+	return g.answer(ctx, principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: Undecided}, id)
 }
 
 // Undecided is what a client is told when Warden could not decide.
 const Undecided = "Warden could not decide this request; retry later"
 
 // answer records v and answers it as the protocol maps its code.
-func (g *Gate[C]) answer(principal string, v rules.Verdict, id json.RawMessage) Answer {
-	d := g.enf.Refuse(g.spec.Protocol, principal, "", v)
+func (g *Gate[C]) answer(ctx context.Context, principal string, v rules.Verdict, id json.RawMessage) Answer {
+	d := g.enf.Refuse(ctx, g.spec.Protocol, principal, "", v)
 	status, rpc, msg := g.spec.Answer(v.Code, v.Detail)
 	return jsonrpcAnswer(status, id, rpc, msg, d.ID)
 }
 
 // refuse records v and answers it with status and rpc (rest: in the
 // HTTP+JSON binding's shape).
-func (g *Gate[C]) refuse(principal string, v rules.Verdict, status, rpc int, id json.RawMessage, rest bool) Answer {
-	d := g.enf.Refuse(g.spec.Protocol, principal, "", v)
+func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict, status, rpc int, id json.RawMessage, rest bool) Answer {
+	d := g.enf.Refuse(ctx, g.spec.Protocol, principal, "", v)
 	if rest {
 		return restAnswer(status, v.Detail, d.ID)
 	}
 	return jsonrpcAnswer(status, id, rpc, v.Detail, d.ID)
+}
+
+// Stamp is a sidecar's request with its source (proxy.Source: the peer's
+// address, the client's X-Request-Id or a fresh one, the method and the
+// path) in its context, for every decision made on it; the request id is
+// returned to the client in the response's X-Request-Id.
+func Stamp(w http.ResponseWriter, r *http.Request) *http.Request {
+	src := proxy.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
+	w.Header().Set(proxy.RequestIDHeader, src.RequestID)
+	return r.WithContext(proxy.WithSource(r.Context(), src))
 }

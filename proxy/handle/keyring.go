@@ -199,6 +199,19 @@ func (e *Error) Error() string {
 	}
 }
 
+// Cause is why err (Unseal's) refused a value, for the operator's log line
+// and decision record: its Reason, "" for no error.
+func Cause(err error) string {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return string(e.Reason)
+	}
+	return string(ReasonMalformed)
+}
+
 // The errors Unseal returns (compare with errors.Is, or read Reason with errors.As).
 var (
 	ErrRawID      = &Error{Reason: ReasonRawID}

@@ -214,7 +214,7 @@ type relayAdmitted struct {
 func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
 	md := incomingMD(header)
 	handoff{}.strip(md)
-	a := h.s.gate.Admit(ctx, admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs)})
+	a := h.s.gate.Admit(ctx, admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs), Client: addrString(frames.Peer(ctx))})
 	if a.Refusal != nil {
 		ct, _ := sendContentType(header)
 		resp := refusalAnswer(ct, *a.Refusal)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -384,9 +385,10 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return status.Error(codes.Internal, "no method in stream")
 	}
 	if s.methods.Lookup(method) == proxy.CallSend { // Send is registered: this is another route to it
-		return refuse(ctx, s.gate.Unknown(method))
+		return refuse(ctx, s.gate.Unknown(ctx, method))
 	}
 	a, md := s.admit(ctx, method)
+	ctx = proxy.WithSource(ctx, a.Source) // the stream's decisions record it
 	switch {
 	case a.Refusal != nil:
 		return refuse(ctx, *a.Refusal)
@@ -447,7 +449,19 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 		md = metadata.MD{}
 	}
 	chain, err := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err}, md
+	var client string
+	if p, ok := peer.FromContext(ctx); ok {
+		client = addrString(p.Addr)
+	}
+	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err, Client: client}, md
+}
+
+// addrString is a client's address as logged ("" when unknown).
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // admit admits a grpc-go call (admission.Gate.Admit) and returns its

@@ -21,7 +21,10 @@ type exchange struct {
 	s         *Server
 	principal string
 	sid       string
-	expiry    time.Time // the credential's; zero if it never expires
+	// idReason is why the first handle of the request that did not open
+	// did not (handle.Cause), for the operator.
+	idReason string
+	expiry   time.Time // the credential's; zero if it never expires
 	// strip removes the client's credential headers toward the upstream:
 	// the principal was authenticated by something the upstream cannot
 	// check (a client certificate).
@@ -117,7 +120,7 @@ func (x *exchange) ownHandle(v string) bool {
 	if !strings.HasPrefix(v, handlePrefix) {
 		return false
 	}
-	_, ok := x.s.handles.open(kindTask, x.principal, v)
+	_, ok := x.open(kindTask, v)
 	return ok
 }
 

@@ -33,6 +33,24 @@ func (h handles) open(kind byte, principal, v string) (string, bool) {
 	return h.s.Open(kind, principal, v)
 }
 
+// open is the upstream id of the caller's handle v of kind (a cursor: of
+// the caller's session); when v is not one, why (handle.Cause) is kept for
+// the refusal's log line and record, the first one of the request.
+func (x *exchange) open(kind byte, v string) (string, bool) {
+	session := ""
+	if kind == kindCursor || kind == kindEvent {
+		session = x.sid
+	}
+	id, err := x.s.handles.s.Unseal(kind, x.principal, session, v)
+	if err != nil {
+		if x.idReason == "" {
+			x.idReason = handle.Cause(err)
+		}
+		return "", false
+	}
+	return id, true
+}
+
 func (h handles) sealIn(kind byte, principal, session, id string) string {
 	return h.s.SealIn(kind, principal, session, id)
 }

@@ -28,28 +28,27 @@ const (
 // taskID is the upstream ID params.taskId names.
 func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
 	c := x.call
-	h := x.s.handles
 	strictTask := c.HasTaskID && c.Kind == mcprules.KindRequest
 	if strictTask {
-		id, ok := h.open(kindTask, x.principal, c.TaskID)
+		id, ok := x.open(kindTask, c.TaskID)
 		if !ok {
 			return body, "", refuseTask
 		}
 		taskID = id
 	}
 	if c.HasRelatedTask {
-		if _, ok := h.open(kindTask, x.principal, c.RelatedTaskID); !ok {
+		if _, ok := x.open(kindTask, c.RelatedTaskID); !ok {
 			return body, "", refuseTask
 		}
 	}
 	cursor := c.Kind == mcprules.KindRequest && c.Method == mcprules.MethodList && c.HasCursor
 	if cursor {
-		if _, ok := h.openIn(kindCursor, x.principal, x.sid, c.Cursor); !ok {
+		if _, ok := x.open(kindCursor, c.Cursor); !ok {
 			return body, "", refuseCursor
 		}
 	}
 	for _, t := range c.TaskIDs {
-		if _, ok := h.open(kindTask, x.principal, t); !ok {
+		if _, ok := x.open(kindTask, t); !ok {
 			return body, "", refuseTask
 		}
 	}
@@ -87,14 +86,14 @@ func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok b
 	ids, _ := n["taskIds"].([]any)
 	for i, v := range ids {
 		h, _ := v.(string)
-		id, good := x.s.handles.open(kindTask, x.principal, h)
+		id, good := x.open(kindTask, h)
 		if !good {
 			return body, false
 		}
 		ids[i] = id
 	}
 	if c, isStr := p["cursor"].(string); isStr && cursor {
-		id, good := x.s.handles.openIn(kindCursor, x.principal, x.sid, c)
+		id, good := x.open(kindCursor, c)
 		if !good {
 			return body, false
 		}
@@ -110,7 +109,7 @@ func (x *exchange) openTask(obj map[string]any) bool {
 	if !isStr || !strings.HasPrefix(h, handlePrefix) {
 		return true
 	}
-	id, ok := x.s.handles.open(kindTask, x.principal, h)
+	id, ok := x.open(kindTask, h)
 	if ok {
 		obj["taskId"] = id
 	}
@@ -156,12 +155,12 @@ func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, don
 		switch {
 		case s.key == "taskId" && x.call.HasTaskID && strings.HasPrefix(h, handlePrefix):
 			var good bool
-			if id, good = x.s.handles.open(kindTask, x.principal, h); !good {
+			if id, good = x.open(kindTask, h); !good {
 				return body, false, true
 			}
 		case s.key == "cursor" && cursor: // params.cursor
 			var good bool
-			if id, good = x.s.handles.openIn(kindCursor, x.principal, x.sid, h); !good {
+			if id, good = x.open(kindCursor, h); !good {
 				return body, false, true
 			}
 		default:

@@ -208,6 +208,7 @@ func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout 
 
 // ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = gate.Stamp(w, r)
 	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
 	if refused != nil {
 		refused.Write(w)
@@ -229,7 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		s.gate.Refuse(p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcprules.ErrSessionNotFound, nil).Write(w)
+		s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcprules.ErrSessionNotFound, nil).Write(w)
 		return
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r,
@@ -247,7 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !ok {
-			s.gate.Refuse(p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
+			s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
 				http.StatusBadRequest, mcprules.ErrInvalidRequest, nil).Write(w)
 			return
 		}
@@ -355,7 +356,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	if call.Kind != mcprules.KindResponse || !refused.OK() {
 		h := mcprules.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
-		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcprules.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}}
+		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcprules.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
 		req.Refused = mcprules.CheckHeaders(call, h)
 		if req.Refused.OK() && !refused.OK() && !(why == refuseTask && mcprules.TaskMethod(call.Method)) {
 			req.Refused = refused
@@ -392,7 +393,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		if decides(call) || !req.Refused.OK() {
 			d, err := s.enforcer.EnforceTask(r.Context(), req)
 			if err != nil {
-				s.gate.Unavailable(p.ID, call.Method, call.ID, err).Write(w)
+				s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
 				return
 			}
 			if !d.Allow {

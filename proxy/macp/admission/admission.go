@@ -51,6 +51,8 @@ type Headers struct {
 	// without one); ChainErr is set when the door could not read it.
 	Chain    []*x509.Certificate
 	ChainErr error
+	// Client is the client's address (the connection's peer).
+	Client string
 }
 
 // Admission is a call admitted, or refused, on its header list.
@@ -71,6 +73,9 @@ type Admission struct {
 	Credentials authn.Credentials
 	// Refusal, when not nil, is the answer: the call is refused.
 	Refusal *Refusal
+	// Source is whom the call came from (proxy.Source), recorded with
+	// every decision made on it.
+	Source proxy.Source
 }
 
 // Refusal is a refused call as a value, mapped onto each door's wire once.
@@ -93,9 +98,11 @@ type Refusal struct {
 // them are; UNAUTHENTICATED when they fail).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, proxy.MACPService)}
+	a.Source = source(ctx, h)
+	ctx = proxy.WithSource(ctx, a.Source)
 	switch a.Call {
 	case proxy.CallUnknown:
-		r := g.Unknown(h.Method)
+		r := g.Unknown(ctx, h.Method)
 		a.Refusal = &r
 		return a
 	case proxy.CallPassThrough:
@@ -119,18 +126,33 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
 		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
 	case err != nil:
-		d := g.enf.RefuseAuth("macp", a.Op, err)
+		d := g.enf.RefuseAuth(ctx, "macp", a.Op, err)
 		r := decided(d)
 		a.Refusal = &r
 	}
 	return a
 }
 
+// source is the call's source: the one its context carries already
+// (ext_authz's, read from Envoy's CheckRequest), else the door's peer
+// address, the call's x-request-id (or a fresh one), POST and the method
+// path.
+func source(ctx context.Context, h Headers) proxy.Source {
+	if s := proxy.SourceOf(ctx); s != (proxy.Source{}) {
+		return s
+	}
+	var id string
+	if v := h.Get("x-request-id"); len(v) == 1 {
+		id = v[0]
+	}
+	return proxy.NewSource(h.Client, id, "POST", h.Method)
+}
+
 // Unknown is the answer to a path that is not exactly one of the
 // listener's methods: it is never forwarded.
-func (g *Gate) Unknown(method string) Refusal {
+func (g *Gate) Unknown(ctx context.Context, method string) Refusal {
 	msg := "unknown method " + strconv.Quote(method)
-	d := g.enf.Refuse("macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: msg})
+	d := g.enf.Refuse(ctx, "macp", "", "", rules.Verdict{Code: rules.CodeInvalidEnvelope, Reason: rules.ReasonUnknownMethod, Detail: msg})
 	return Refusal{Status: codes.Unimplemented, Text: msg + " (warden decision " + d.ID + ")", DecisionID: d.ID}
 }
 
@@ -138,12 +160,12 @@ func (g *Gate) Unknown(method string) Refusal {
 // it to gRPC's framing (ext_authz sees every HTTP request): nil for a POST
 // with content type application/grpc or application/grpc+proto, else a
 // refusal. A gRPC method is served only framed as gRPC.
-func (g *Gate) Framed(httpMethod, contentType string) *Refusal {
+func (g *Gate) Framed(ctx context.Context, httpMethod, contentType string) *Refusal {
 	if httpMethod == "POST" && GRPCContentType(contentType) {
 		return nil
 	}
 	const c, msg = rules.CodeInvalidEnvelope, "a gRPC method must be called with POST and content-type application/grpc"
-	d := g.enf.Refuse("macp", "", "", rules.Verdict{Code: c, Reason: rules.ReasonMalformedRequest, Detail: msg})
+	d := g.enf.Refuse(ctx, "macp", "", "", rules.Verdict{Code: c, Reason: rules.ReasonMalformedRequest, Detail: msg})
 	text := string(c) + ": " + msg
 	if d.ID != "" {
 		text += " (warden decision " + d.ID + ")"
@@ -172,7 +194,7 @@ func (g *Gate) Request(a Admission, msg []byte) (proxy.Request, *Refusal) {
 		if err != nil {
 			return proxy.Request{}, invalid("SendRequest does not decode or carries no envelope: " + err.Error())
 		}
-		return proxy.Request{Principal: &p, Envelope: sr.GetEnvelope()}, nil
+		return proxy.Request{Principal: &p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
 	case proxy.CallControl:
 		var cr macpv1.CancelSessionRequest // the three requests are {session_id, reason}
 		err := strictpb.Unmarshal(msg, &cr)
@@ -182,7 +204,7 @@ func (g *Gate) Request(a Admission, msg []byte) (proxy.Request, *Refusal) {
 		if err != nil {
 			return proxy.Request{}, invalid(a.Op + " request does not decode or names no session: " + err.Error())
 		}
-		return proxy.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId()}, nil
+		return proxy.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId(), Source: a.Source}, nil
 	}
 	return proxy.Request{}, invalid(a.Op + " is not decided on its message")
 }

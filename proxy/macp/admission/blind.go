@@ -109,7 +109,7 @@ func (b *Blind) send(ctx context.Context, r proxy.Request) (string, *Refusal) {
 	now := time.Now().UnixMilli()
 	start := env.GetMessageType() == rules.TypeSessionStart
 	if start && !b.enf.DryRun() && b.starts.full(p.ID, now, b.enf.Ended) {
-		d := b.enf.Refuse("macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
+		d := b.enf.Refuse(ctx, "macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
 			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
 		refused := Refused(d, r)
 		return "", &refused
