@@ -211,6 +211,19 @@ func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, 
 	return d
 }
 
+// Admitted records a call admitted at an adapter's front door with nothing
+// more to decide (a MACP discovery call): an allowed decision, observed
+// (metrics; the decision log, sampled as every allowed one) and not logged.
+func (e *Enforcer) Admitted(ctx context.Context, protocol, principal, typ string) Decision {
+	began := time.Now()
+	d := e.newDecision(ctx, protocol)
+	d.Allow, d.Principal, d.Type, d.Reason = true, principal, typ, rules.ReasonAllowed
+	if e.observer != nil {
+		e.observer.Decided(d, time.Since(began))
+	}
+	return d
+}
+
 // finish fills the decision from a verdict, applies dry-run and logs a refusal.
 func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision {
 	d.Allow = v.OK()

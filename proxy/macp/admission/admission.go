@@ -111,6 +111,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	case proxy.CallDiscovery:
 		if g.publicDiscovery {
 			a.Anonymous = true
+			g.enf.Admitted(ctx, "macp", "", a.Op)
 			return a
 		}
 	}
@@ -129,6 +130,8 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		d := g.enf.RefuseAuth(ctx, "macp", a.Op, err)
 		r := decided(d)
 		a.Refusal = &r
+	case a.Call == proxy.CallDiscovery:
+		g.enf.Admitted(ctx, "macp", a.Principal.ID, a.Op)
 	}
 	return a
 }
