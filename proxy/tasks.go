@@ -11,8 +11,9 @@ import (
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
-// IDUnknown is the id reason of an id that opened as the caller's handle
-// (or was taken as is in dry run) of a task Warden knows no owner of.
+// IDUnknown is the id reason of an id naming a task Warden knows no owner
+// of: a made-up id where a handle belongs (a raw id Warden knows is
+// handle.ReasonRawID), or one taken as is in dry run.
 const IDUnknown = "unknown_id"
 
 // TaskRequest is one MCP request to decide: a task method, tools/call or
