@@ -17,6 +17,20 @@ func (e *Enforcer) Owners(ctx context.Context, keys ...owners.Key) ([]string, er
 	return e.owners.Owners(ctx, keys...)
 }
 
+// IDReason is why an id a request named is not the caller's, for the
+// operator's log line and record: cause, the handle's (handle.Cause), except
+// that a raw id (cause rawID) naming nothing Warden knows an owner of (key)
+// is IDUnknown, a made-up id. Only refusals ask, so only they pay the read.
+func (e *Enforcer) IDReason(ctx context.Context, cause, rawID string, key owners.Key) string {
+	if cause != rawID {
+		return cause
+	}
+	if o, err := e.owners.Owners(ctx, key); err == nil && o[0] == "" {
+		return IDUnknown
+	}
+	return cause
+}
+
 // Learn applies what the answer to the decided request says (facts an
 // answer filter found: entries it created, statuses) to the owner table and
 // returns the owner of each fact's id afterwards (owners.Table.Learn): an

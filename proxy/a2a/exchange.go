@@ -153,6 +153,9 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
 	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
 	req.IDReason = x.idReason
+	if !owner && c.HasTask {
+		req.IDReason = x.s.enforcer.IDReason(x.req.Context(), x.idReason, string(handle.ReasonRawID), ownerKey(a2arules.KindTask, c.Task))
+	}
 	switch {
 	case !a2arules.TenantRefused(c).OK():
 		req.Refused = a2arules.TenantRefused(c)

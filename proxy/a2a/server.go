@@ -188,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, creds := in.Principal, in.Creds
-	x := &exchange{s: s, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
+	x := &exchange{s: s, req: r, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}

@@ -363,11 +363,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
 			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
-			if x.idReason == string(handle.ReasonRawID) {
-				// For the operator: an upstream id Warden knows, or a made-up one.
-				if o, err := s.enforcer.Owners(r.Context(), taskKey(call.TaskID)); err == nil && o[0] == "" {
-					req.IDReason = proxy.IDUnknown
-				}
+			if why == refuseTask {
+				req.IDReason = s.enforcer.IDReason(r.Context(), x.idReason, string(handle.ReasonRawID), taskKey(call.TaskID))
 			}
 			if x.dry && why == refuseTask {
 				// The raw ID a client sees in dry-run mode: decided on the
