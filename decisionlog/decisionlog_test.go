@@ -202,3 +202,30 @@ func TestReopenFails(t *testing.T) {
 		t.Fatalf("record lost: %q %v", b, err)
 	}
 }
+
+// TestRecordSource: a record names whom the request came from and what it
+// asked (client_addr, request_id, http_method, request_path) and why an id
+// was refused (result.id_reason), as JSON members an operator can query.
+// Before, a record had none of them.
+func TestRecordSource(t *testing.T) {
+	var out bytes.Buffer
+	l, err := New(Config{Path: "-"}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decided(proxy.Decision{ID: "a-1", Protocol: "mcp", Type: "tasks/get", Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, IDReason: "foreign_handle",
+		Source: proxy.Source{Client: "192.0.2.1:4000", RequestID: "req-1", Method: "POST", Path: "/mcp"}}, time.Microsecond)
+	if err := l.flush(); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Input  map[string]any `json:"input"`
+		Result map[string]any `json:"result"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Input["client_addr"] != "192.0.2.1:4000" || r.Input["request_id"] != "req-1" || r.Input["http_method"] != "POST" || r.Input["request_path"] != "/mcp" || r.Result["id_reason"] != "foreign_handle" {
+		t.Fatalf("record %s", out.String())
+	}
+}

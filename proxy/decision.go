@@ -204,7 +204,7 @@ func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, 
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("decision_id", d.ID), slog.String("protocol", protocol),
 		slog.String("principal", principal), slog.String("message_type", typ), slog.String("code", string(d.Code)),
-		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.attrs(), slog.Bool("front_door", true))
+		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("front_door", true))
 	if e.observer != nil {
 		e.observer.Decided(d, time.Since(began))
 	}
@@ -237,7 +237,7 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
 		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason),
-		optional("id_reason", d.IDReason), slog.String("detail", d.Message), d.Source.attrs(), slog.Bool("dry_run", snap.cfg.DryRun))
+		optional("id_reason", d.IDReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("dry_run", snap.cfg.DryRun))
 	if snap.cfg.DryRun {
 		d.Allow, d.DryRun = true, true
 	}

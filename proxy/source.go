@@ -70,8 +70,9 @@ func SourceOf(ctx context.Context) Source {
 	return s
 }
 
-// attrs are the source's log fields (empty ones dropped).
-func (s Source) attrs() slog.Attr {
+// Attr is the source as log fields (client_addr, request_id, http_method,
+// path; empty ones dropped), inlined in the line.
+func (s Source) Attr() slog.Attr {
 	return slog.Group("", optional("client_addr", s.Client), optional("request_id", s.RequestID),
 		optional("http_method", s.Method), optional("path", s.Path))
 }

@@ -221,7 +221,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 	}
 	body, err := r.Body(g.spec.MaxBody)
 	if errors.Is(err, ErrTooBig) || errors.Is(err, ErrCut) {
-		g.log.Warn("request over the body limit refused", "protocol", g.spec.Protocol, "principal", p.ID, "limit", g.spec.MaxBody, "err", err)
+		g.log.Warn("request over the body limit refused", "protocol", g.spec.Protocol, "principal", p.ID, "limit", g.spec.MaxBody, "err", err, proxy.SourceOf(ctx).Attr())
 		msg := fmt.Sprintf("the request exceeds Warden's limit %s (%d bytes)", g.spec.MaxBodyKey, g.spec.MaxBody)
 		if errors.Is(err, ErrCut) {
 			msg = err.Error()
@@ -259,7 +259,7 @@ func (g *Gate[C]) authenticate(ctx context.Context, r *Request) (authn.Principal
 	}
 	switch {
 	case errors.Is(err, authn.ErrKeysUnavailable):
-		g.log.Warn("cannot authenticate: verification keys unavailable", "protocol", g.spec.Protocol, "err", err)
+		g.log.Warn("cannot authenticate: verification keys unavailable", "protocol", g.spec.Protocol, "err", err, proxy.SourceOf(ctx).Attr())
 		a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: "authentication is unavailable; retry later"}, nil)
 		return p, &a
 	case err != nil:
@@ -306,7 +306,7 @@ func (g *Gate[C]) Refuse(ctx context.Context, principal string, v rules.Verdict,
 // store, a status or the shared state could not be read): logged with the
 // cause, recorded, and 503 for the client to retry.
 func (g *Gate[C]) Unavailable(ctx context.Context, principal, method string, id json.RawMessage, err error) Answer {
-	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err)
+	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err, proxy.SourceOf(ctx).Attr())
 	return g.answer(ctx, principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: Undecided}, id)
 }
 

@@ -124,7 +124,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	}
 	switch {
 	case errors.Is(err, authn.ErrKeysUnavailable):
-		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err)
+		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err, a.Source.Attr())
 		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
 	case err != nil:
 		d := g.enf.RefuseAuth(ctx, "macp", a.Op, err)

@@ -83,7 +83,7 @@ func (b *Blind) decide(ctx context.Context, r proxy.Request) (string, *Refusal) 
 	d, err := b.enf.Enforce(ctx, r)
 	if err != nil {
 		// Could not decide: refuse, retryable; the detail goes to the log.
-		b.log.Warn("could not decide a MACP request; refusing it", "err", err)
+		b.log.Warn("could not decide a MACP request; refusing it", "err", err, r.Source.Attr())
 		undecided := Undecided
 		return "", &undecided
 	}
