@@ -333,9 +333,11 @@ func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict,
 // Stamp is a sidecar's request with its source (proxy.Source: the peer's
 // address, the client's X-Request-Id or a fresh one, the method and the
 // path) in its context, for every decision made on it; the request id is
-// returned to the client in the response's X-Request-Id.
+// returned to the client in the response's X-Request-Id and is the one the
+// upstream is given, so that its logs and Warden's name the request alike.
 func Stamp(w http.ResponseWriter, r *http.Request) *http.Request {
 	src := proxy.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
 	w.Header().Set(proxy.RequestIDHeader, src.RequestID)
+	r.Header.Set(proxy.RequestIDHeader, src.RequestID)
 	return r.WithContext(proxy.WithSource(r.Context(), src))
 }

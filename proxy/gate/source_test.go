@@ -124,8 +124,8 @@ func TestRefusalSource(t *testing.T) {
 				case !kept && (len(s.RequestID) != 26 || s.RequestID == tt.reqID):
 					t.Fatalf("request id %q, want a minted one", s.RequestID)
 				}
-				if door == "sidecar" && w.Header().Get("X-Request-Id") != s.RequestID {
-					t.Fatalf("X-Request-Id %q, want %q", w.Header().Get("X-Request-Id"), s.RequestID)
+				if door == "sidecar" && (w.Header().Get("X-Request-Id") != s.RequestID || r.Header.Get("X-Request-Id") != s.RequestID) {
+					t.Fatalf("X-Request-Id %q to the client, %q to the upstream, want %q", w.Header().Get("X-Request-Id"), r.Header.Get("X-Request-Id"), s.RequestID)
 				}
 				var line map[string]any
 				if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
