@@ -451,7 +451,9 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 	chain, err := handoff{}.take(ctx, md)
 	var client string
 	if p, ok := peer.FromContext(ctx); ok {
-		client = addrString(p.Addr)
+		if _, inner := p.Addr.(innerAddr); !inner { // behind the relay: not handed over (yet)
+			client = addrString(p.Addr)
+		}
 	}
 	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err, Client: client}, md
 }
