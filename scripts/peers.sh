@@ -14,7 +14,7 @@
 # module of its own, built into .peers/bin/a2a-go-{server,client}; its
 # modules stay in the Go module cache so the tests can rebuild them
 # offline), the Python a2a-sdk 1.3.0
-# (.peers/a2a-venv) and the @a2a-js/sdk 1.3.0 client
+# (.peers/a2a-venv) and the @a2a-js/sdk 1.3.0 client and Express server
 # (test/peers/a2a-js/node_modules).
 #
 # usage: scripts/peers.sh [all|macp|mcp|a2a]
@@ -150,10 +150,11 @@ install_a2a() {
   fi
   ready+=("$PEERS/a2a-venv/bin/python (a2a-sdk)")
 
-  # The @a2a-js/sdk client (npm, pinned by the committed lock file).
+  # The @a2a-js/sdk client and server, with express (npm, pinned by the
+  # committed lock file).
   JS_DIR=test/peers/a2a-js
-  npm_peers "$JS_DIR" "@a2a-js/sdk"
-  ready+=("$JS_DIR/node_modules (@a2a-js/sdk)")
+  npm_peers "$JS_DIR" "@a2a-js/sdk and express"
+  ready+=("$JS_DIR/node_modules (@a2a-js/sdk, express)")
 }
 
 # nginx: the reference hop make bench compares Warden with (grpc_pass and

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -95,44 +94,15 @@ func TestContentTypeSmuggle(t *testing.T) {
 }
 
 // startA2AJS starts test/peers/a2a-js/server.mjs, an A2A server on
-// @a2a-js/sdk's own Express handlers, from a directory whose node_modules
-// links the SDK and jose from test/peers/a2a-js and express with its
-// dependencies from test/peers/mcp (the A2A peer package does not install
-// express); node resolves through the links as they are
-// (--preserve-symlinks).
+// @a2a-js/sdk's own Express handlers, with the peer's own node_modules
+// (@a2a-js/sdk and express, pinned by its package-lock.json).
 func startA2AJS(t testing.TB) string {
 	t.Helper()
-	root := repoRoot(t)
-	sdk := peer(t, "test/peers/a2a-js/node_modules/@a2a-js/sdk/package.json")
-	peer(t, "test/peers/mcp/node_modules/express/package.json")
-	dir := t.TempDir()
-	mods := filepath.Join(dir, "node_modules")
-	if err := os.Mkdir(mods, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join(root, "test/peers/mcp/node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := func(from, to string) {
-		if real, err := filepath.EvalSymlinks(from); err == nil {
-			from = real
-		}
-		_ = os.Remove(to)
-		if err := os.Symlink(from, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, e := range entries {
-		link(filepath.Join(root, "test/peers/mcp/node_modules", e.Name()), filepath.Join(mods, e.Name()))
-	}
-	a2aMods := filepath.Dir(filepath.Dir(filepath.Dir(sdk)))
-	link(filepath.Join(a2aMods, "@a2a-js"), filepath.Join(mods, "@a2a-js"))
-	link(filepath.Join(a2aMods, "jose"), filepath.Join(mods, "jose"))
-	link(filepath.Join(root, "test/peers/a2a-js/server.mjs"), filepath.Join(dir, "server.mjs"))
+	peer(t, "test/peers/a2a-js/node_modules/@a2a-js/sdk/package.json")
+	peer(t, "test/peers/a2a-js/node_modules/express/package.json")
 	addr := freeAddr(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
-	start(t, "a2a-js-server", addr, []string{"PORT=" + port}, "node", "--preserve-symlinks", "--preserve-symlinks-main", filepath.Join(dir, "server.mjs"))
+	start(t, "a2a-js-server", addr, []string{"PORT=" + port}, "node", filepath.Join(repoRoot(t), "test/peers/a2a-js/server.mjs"))
 	return "http://" + addr
 }
 

@@ -3,12 +3,10 @@
 // JsonRpcTransportHandler), with an agent that answers every message "ok"
 // and counts the messages it ran.
 //
-//   PORT=3903 node --preserve-symlinks --preserve-symlinks-main server.mjs
+//   PORT=3903 node server.mjs
 //
-// It needs express, which this directory's package does not install: the
-// test runs it from a directory whose node_modules links @a2a-js and jose
-// from here and express with its dependencies from ../mcp (see
-// test/charset_test.go startA2AJS).
+// express (5.3.0, the release test/peers/mcp pins too) is installed with
+// the SDK by this directory's package-lock.json (scripts/peers.sh a2a).
 //
 // Endpoints: POST /jsonrpc, GET /.well-known/agent-card.json,
 // GET /debug/executions {"executions": n}.
