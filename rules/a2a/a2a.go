@@ -156,6 +156,27 @@ type Call struct {
 	// Tenant is params.tenant, the routing identifier a gateway may send
 	// the request on by (multi-tenancy.md §3); "" when absent.
 	Tenant string
+	// Content is what a message carries for an operator policy (messages
+	// only).
+	Content Content
+}
+
+// SkillKey is the member of params.message.metadata that names the skill a
+// message asks for: A2A 1.0's Message has no skill field, so Warden reads
+// this convention (the id of one of the Agent Card's AgentSkills).
+const SkillKey = "skill"
+
+// Content is what a message carries that an operator policy rules on
+// (input.a2a).
+type Content struct {
+	// Skill is params.message.metadata.skill ("" when absent).
+	Skill string
+	// Parts are the kinds of params.message.parts, in order: "text",
+	// "file" (raw or url) or "data".
+	Parts []string
+	// Metadata is params.message.metadata as written (nil when absent);
+	// bounded when the policy reads it (jsonrpc.PolicyValue).
+	Metadata json.RawMessage
 }
 
 // TenantRefused refuses a request that names a tenant (zero Verdict, OK,
@@ -190,7 +211,9 @@ func (c Call) Continues() bool { return Sends(c.Method) && (c.HasTask || c.HasCo
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramNames    = []string{"id", "taskId", "contextId", "message", "configuration", "url", "pageToken", "tenant"}
-	messageNames  = []string{"taskId", "contextId", "referenceTaskIds", "messageId"}
+	messageNames  = []string{"taskId", "contextId", "referenceTaskIds", "messageId", "metadata", "parts"}
+	partNames     = []string{"text", "raw", "url", "data", "kind", "metadata", "filename", "mediaType"}
+	metadataNames = []string{SkillKey}
 	configNames   = []string{"taskPushNotificationConfig", "pushNotificationConfig"}
 	// webhookNames are the names of the places a push config's URL sits
 	// in, at any depth.
@@ -342,14 +365,17 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 	if !ok {
 		return errors.New("message is required")
 	}
-	if _, err := members(mraw, messageNames); err != nil {
+	mm, err := members(mraw, messageNames)
+	if err != nil {
+		return fmt.Errorf("message: %w", err)
+	}
+	if err := c.readContent(mm); err != nil {
 		return fmt.Errorf("message: %w", err)
 	}
 	msg, _ := c.Params["message"].(map[string]any)
 	if msg == nil {
 		return errors.New("message must be an object")
 	}
-	var err error
 	if c.Task, c.HasTask, err = absentIfEmpty(msg, "taskId"); err != nil {
 		return err
 	}
@@ -383,6 +409,84 @@ func (c *Call) readMessage(pm map[string]json.RawMessage) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	return nil
+}
+
+// readContent reads a message's skill and part kinds (mm: its members),
+// every name checked as members checks them: a metadata name folding to
+// "skill" without being it, a skill that is not a string, a part holding
+// two contents (text and data) or none Warden knows are refused, since a
+// server could read them otherwise than the policy did.
+func (c *Call) readContent(mm map[string]json.RawMessage) error {
+	if raw, ok := mm["metadata"]; ok && string(raw) != "null" {
+		md, err := members(raw, metadataNames)
+		if err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		if v, ok := md[SkillKey]; ok && string(v) != "null" {
+			s, ok := jsonrpc.String(v)
+			if !ok {
+				return fmt.Errorf("metadata.%s must be a string", SkillKey)
+			}
+			c.Content.Skill = s
+		}
+		c.Content.Metadata = raw
+	}
+	raw, ok := mm["parts"]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return errors.New("parts must be a list of objects")
+	}
+	c.Content.Parts = make([]string, 0, len(list))
+	for i, p := range list {
+		k, err := partKind(p)
+		if err != nil {
+			return fmt.Errorf("parts[%d]: %w", i, err)
+		}
+		c.Content.Parts = append(c.Content.Parts, k)
+	}
+	return nil
+}
+
+// partKind is the kind of one part: its one content member of A2A 1.0
+// (text; raw or url: file; data), or, holding none, its 0.3 kind.
+func partKind(raw json.RawMessage) (string, error) {
+	if b := bytes.TrimLeft(raw, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return "", errors.New("a part must be an object")
+	}
+	m, err := members(raw, partNames)
+	if err != nil {
+		return "", err
+	}
+	kind := ""
+	for _, k := range []string{"text", "raw", "url", "data"} {
+		if _, ok := m[k]; !ok {
+			continue
+		}
+		if kind != "" {
+			return "", errors.New("a part holds one of text, raw, url and data")
+		}
+		kind = k
+	}
+	if kind == "raw" || kind == "url" {
+		kind = "file"
+	}
+	old, hasOld := m["kind"]
+	if !hasOld {
+		if kind == "" {
+			return "", errors.New("a part holds one of text, raw, url and data")
+		}
+		return kind, nil
+	}
+	switch k, _ := jsonrpc.String(old); {
+	case kind != "" && k != kind:
+		return "", fmt.Errorf("a part's kind %q must name what it holds (%s)", k, kind)
+	case k == "text" || k == "file" || k == "data":
+		return k, nil
+	}
+	return "", errors.New("a part holds one of text, raw, url and data")
 }
 
 // maxWebhookDepth bounds how deep webhooks looks for URLs; a push config is

@@ -3,6 +3,7 @@ package a2a
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
@@ -203,6 +204,55 @@ func TestRequestRefused(t *testing.T) {
 			}
 			if got := WebhookRefused(c, allow); got.Code != tc.webhook {
 				t.Errorf("WebhookRefused = %v, want code %v", got, tc.webhook)
+			}
+		})
+	}
+}
+
+// TestParseContent: a message's skill (metadata.skill), part kinds and
+// metadata are read, and every name a server could read otherwise than the
+// policy is refused. Fails before: Content does not exist.
+func TestParseContent(t *testing.T) {
+	msg := func(m string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m",` + m + `}}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		skill      string
+		parts      []string
+		meta       string
+		refused    string // in the error; "" parsed
+	}{
+		{"skill and parts", msg(`"metadata":{"skill":"weather","x":[1]},"parts":[{"text":"hi"},{"url":"http://x/f","mediaType":"a/b"},{"raw":"AA=="},{"data":{"a":1}}]`), "weather", []string{"text", "file", "file", "data"}, `{"skill":"weather","x":[1]}`, ""},
+		{"no metadata", msg(`"parts":[{"text":"hi"}]`), "", []string{"text"}, "", ""},
+		{"0.3 part kinds", msg(`"parts":[{"kind":"text","text":"hi"},{"kind":"file","file":{"uri":"http://x/"}}]`), "", []string{"text", "file"}, "", ""},
+		{"null skill", msg(`"metadata":{"skill":null},"parts":[]`), "", []string{}, `{"skill":null}`, ""},
+		{"Skill", msg(`"metadata":{"Skill":"admin"}`), "", nil, "", "spelled"},
+		{"skill twice", msg(`"metadata":{"skill":"weather","skill":"admin"}`), "", nil, "", "twice"},
+		{"skill not a string", msg(`"metadata":{"skill":["admin"]}`), "", nil, "", "must be a string"},
+		{"Metadata", msg(`"Metadata":{"skill":"admin"}`), "", nil, "", "Metadata"},
+		{"Parts", msg(`"Parts":[{"data":1}]`), "", nil, "", "Parts"},
+		{"part with two contents", msg(`"parts":[{"text":"hi","data":{}}]`), "", nil, "", "holds one of"},
+		{"part with none", msg(`"parts":[{"filename":"a"}]`), "", nil, "", "holds one of"},
+		{"kind contradicting the content", msg(`"parts":[{"kind":"text","data":{}}]`), "", nil, "", "must name what it holds"},
+		{"Text", msg(`"parts":[{"Text":"hi"}]`), "", nil, "", "Text"},
+		{"media_type", msg(`"parts":[{"text":"hi","media_type":"x"}]`), "", nil, "", "mediaType"},
+		{"parts not a list", msg(`"parts":{"text":"hi"}`), "", nil, "", "list"},
+		{"part not an object", msg(`"parts":["hi"]`), "", nil, "", "object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.body))
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("err %v, want one with %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Content.Skill != tc.skill || !slices.Equal(c.Content.Parts, tc.parts) || (tc.parts == nil) != (c.Content.Parts == nil) || string(c.Content.Metadata) != tc.meta {
+				t.Fatalf("%+v", c.Content)
 			}
 		})
 	}
