@@ -22,6 +22,33 @@ type Input struct {
 	// MCP is what an MCP request names (input.mcp); nil for the other
 	// protocols.
 	MCP *MCP
+	// A2A is what an A2A message carries (input.a2a); nil for the other
+	// protocols.
+	A2A *A2A
+}
+
+// A2A is what an A2A message carries, for an operator policy:
+// input.a2a.skill (params.message.metadata.skill, "" when absent),
+// input.a2a.parts (the kinds of its parts, in order: "text", "file",
+// "data") and input.a2a.metadata (params.message.metadata, null when
+// absent). For the other methods every member is empty.
+type A2A struct {
+	Skill string
+	Parts []string
+	// Metadata is parsed JSON (numbers as json.Number), bounded before it
+	// gets here (rules/jsonrpc.PolicyValue).
+	Metadata any
+}
+
+func (a *A2A) value() any {
+	if a == nil {
+		return nil
+	}
+	parts := make([]any, len(a.Parts))
+	for i, p := range a.Parts {
+		parts[i] = p
+	}
+	return map[string]any{"skill": a.Skill, "parts": parts, "metadata": a.Metadata}
 }
 
 // MCP is the subject of one MCP request, for an operator policy:
@@ -96,6 +123,7 @@ func (in *Input) value() map[string]any {
 		"governance": gov,
 		"verdict":    map[string]any{"code": string(in.Verdict.Code), "reason": string(in.Verdict.Reason), "rank": int(in.Verdict.Rank)},
 		"mcp":        in.MCP.value(),
+		"a2a":        in.A2A.value(),
 	}
 }
 
@@ -152,11 +180,7 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		}
 		return appendStr(appendStr(key, in.Session.State), in.Session.Policy)
 	case "roles":
-		key = strconv.AppendInt(key, int64(len(in.Roles)), 10)
-		for _, r := range in.Roles {
-			key = appendStr(key, r)
-		}
-		return key
+		return appendStrs(key, in.Roles)
 	case "facts":
 		if in.Facts == nil {
 			return append(key, '-')
@@ -191,12 +215,36 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		}
 		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
 		return appendJSON(key, m.Arguments)
+	case "a2a":
+		a := in.A2A
+		if a == nil {
+			return append(key, '-')
+		}
+		switch sub {
+		case "skill":
+			return appendStr(key, a.Skill)
+		case "parts":
+			return appendStrs(key, a.Parts)
+		case "metadata":
+			return appendJSON(key, a.Metadata)
+		}
+		key = appendStrs(appendStr(key, a.Skill), a.Parts)
+		return appendJSON(key, a.Metadata)
 	case "verdict":
 		key = appendStr(key, string(in.Verdict.Code))
 		key = appendStr(key, string(in.Verdict.Reason))
 		return strconv.AppendInt(key, int64(in.Verdict.Rank), 10)
 	}
 	return append(key, '?')
+}
+
+// appendStrs appends a list of strings: its length, then each.
+func appendStrs(key []byte, list []string) []byte {
+	key = strconv.AppendInt(key, int64(len(list)), 10)
+	for _, s := range list {
+		key = appendStr(key, s)
+	}
+	return key
 }
 
 func appendStr(key []byte, s string) []byte {
@@ -216,7 +264,7 @@ func appendJSON(key []byte, v any) []byte {
 }
 
 // topLevel lists the input's fields, for a policy that reads input as a whole.
-var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict", "mcp"}
+var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict", "mcp", "a2a"}
 
 // normalizePaths truncates paths to two segments and drops any path that a
 // shorter one already covers, so every value is keyed once.

@@ -11,7 +11,7 @@ import (
 
 // TestEveryInputFieldKeyed: for every field of Input, two inputs that differ
 // in that field alone differ in the memo key exactly when they differ in the
-// document the policy sees (value), for MACP and MCP inputs. A field added to
+// document the policy sees (value), for MACP, MCP and A2A inputs. A field added to
 // one of value and appendKey and not the other fails here: equal keys for
 // different inputs would be stale decisions.
 func TestEveryInputFieldKeyed(t *testing.T) {
@@ -40,6 +40,13 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Session:   Session{State: "working"},
 			Roles:     []string{"owner"},
 			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}},
+		},
+		"a2a": {
+			Protocol:  "a2a",
+			Principal: Principal{ID: "carol", Method: "dev"},
+			Message:   Message{Type: "SendMessage", Sender: "carol"},
+			Roles:     []string{"new"},
+			A2A:       &A2A{Skill: "weather", Parts: []string{"text"}, Metadata: map[string]any{"skill": "weather"}},
 		},
 	}
 	every := [][]string{{}} // a policy that reads input whole
@@ -101,6 +108,25 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 		in.MCP = &m
 		if key(&in) == key(&base) || doc(&in) == doc(&base) {
 			t.Errorf("mcp: changing input.mcp.%s leaves the memo key unchanged", name)
+		}
+	}
+	// input.a2a: each member, metadata included, is keyed, read whole or
+	// alone.
+	base = bases["a2a"]
+	for name, a := range map[string]A2A{
+		"skill":    {Skill: "news", Parts: []string{"text"}, Metadata: map[string]any{"skill": "weather"}},
+		"parts":    {Skill: "weather", Parts: []string{"data"}, Metadata: map[string]any{"skill": "weather"}},
+		"metadata": {Skill: "weather", Parts: []string{"text"}, Metadata: map[string]any{"skill": "weather", "x": 1}},
+	} {
+		in := cloneInput(base)
+		in.A2A = &a
+		if key(&in) == key(&base) || doc(&in) == doc(&base) {
+			t.Errorf("a2a: changing input.a2a.%s leaves the memo key unchanged", name)
+		}
+		var one, other []byte
+		one, other = in.appendKey(one, []string{"a2a", name}), base.appendKey(other, []string{"a2a", name})
+		if string(one) == string(other) {
+			t.Errorf("a2a: a policy reading input.a2a.%s alone keys it the same", name)
 		}
 	}
 }
