@@ -9,6 +9,7 @@ import (
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // A2ARequest is one A2A request to decide.
@@ -39,6 +40,9 @@ type A2ARequest struct {
 	// caller gets the role a2a.RoleOwnershipUnknown, so the policy decides
 	// everything but ownership, operator rules included.
 	OwnershipUnknown bool
+	// Content is what a message carries (a2a.Call.Content), for the
+	// operator policy (input.a2a).
+	Content a2a.Content
 }
 
 // EnforceA2A decides one A2A request: the caller's roles (owner of what it
@@ -92,18 +96,22 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		roles = append(roles, a2a.RoleOwnershipUnknown)
 	}
 	d.Roles = roles
+	subject, verdict := a2aSubject(req.Content)
+	if !verdict.OK() {
+		return e.finish(snap, d, verdict), nil
+	}
 	in := policies.Input{
 		Protocol:  "a2a",
 		Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
 		Message:   policies.Message{Type: req.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
 		Session:   policies.Session{State: state},
 		Roles:     roles,
+		A2A:       subject,
 	}
 	if e.record {
 		rec := in
 		d.Recorded = &Recorded{Policy: &rec}
 	}
-	var verdict rules.Verdict
 	denials, err := snap.engine.Evaluate(ctx, &in)
 	if err != nil {
 		return Decision{}, err
@@ -120,6 +128,17 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		}
 	}
 	return e.finish(snap, d, verdict), nil
+}
+
+// a2aSubject is what an operator policy sees of what a message carries
+// (input.a2a): its skill, part kinds and metadata. Metadata over the bounds
+// of jsonrpc.PolicyValue, or with names a server could read otherwise,
+// refuses the request.
+func a2aSubject(c a2a.Content) (*policies.A2A, rules.Verdict) {
+	s := &policies.A2A{Skill: c.Skill, Parts: c.Parts}
+	var v rules.Verdict
+	s.Metadata, v = jsonrpc.PolicyValue(c.Metadata, "params.message.metadata")
+	return s, v
 }
 
 // needsState reports whether the matrix restricts method to task states.

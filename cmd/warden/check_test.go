@@ -203,7 +203,7 @@ func TestCheckExamplePolicies(t *testing.T) {
 	if code != 0 || !strings.Contains(out, " 0 failing") || strings.Contains(out, "FAIL") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "input.mcp.arguments") || !strings.Contains(out, "input.mcp.tool") {
+	if !strings.Contains(out, "input.mcp.arguments") || !strings.Contains(out, "input.mcp.tool") || !strings.Contains(out, "input.a2a.skill") {
 		t.Fatalf("the memo is not keyed on what the examples read:\n%s", out)
 	}
 	if code, out, _ := runCmd(t, append([]string{"check"}, tests...)...); code == 0 {

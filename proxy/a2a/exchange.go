@@ -88,7 +88,7 @@ func (x *exchange) seal(kind a2arules.Kind, id string) string {
 // toUpstream opens every handle of the request, checks its webhook URLs and
 // returns what to decide and the body to forward.
 func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
-	req := proxy.A2ARequest{Method: c.Method}
+	req := proxy.A2ARequest{Method: c.Method, Content: c.Content}
 	owner, cursorOK := true, true
 	p := c.Params
 	openAt := func(obj map[string]any, name string, kind a2arules.Kind) string {

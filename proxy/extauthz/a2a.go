@@ -28,7 +28,7 @@ func (s *Server) checkA2A(ctx context.Context, r *gate.Request) *authv3.CheckRes
 		return s.allow(authn.Principal{}, "")
 	}
 	call, principal := in.Call, in.Principal
-	req := proxy.A2ARequest{Principal: principal, Method: call.Method, TaskID: call.Task, OwnershipUnknown: true,
+	req := proxy.A2ARequest{Principal: principal, Method: call.Method, TaskID: call.Task, OwnershipUnknown: true, Content: call.Content,
 		New: a2arules.Sends(call.Method) && !call.Continues() && len(call.References) == 0}
 	if call.Continues() {
 		req.Method = a2arules.MethodMessageContinue
