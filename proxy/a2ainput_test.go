@@ -17,8 +17,7 @@ import (
 // policy on part kinds and metadata: what a message carries reaches the
 // operator policy (input.a2a), and metadata over the bounds, or with names
 // a server could read otherwise, is refused before it. On the old code
-// input.a2a does not exist: every refusal by the policy reads as "no skill"
-// (the allowed-skill rows are refused) and the bounds rows are allowed.
+// input.a2a does not exist (A2ARequest.Content neither): no row is refused.
 func TestEnforceA2AInput(t *testing.T) {
 	ctx := context.Background()
 	extra := writeRego(t, "parts.rego", `package warden.a2a
