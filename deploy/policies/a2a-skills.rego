@@ -19,6 +19,14 @@ import rego.v1
 # principal id -> the skills its messages may name.
 allowed_skills := {"agent://support-bot": {"weather", "faq"}}
 
+# The skill, "" when the input has none: OPA evaluates a call's arguments
+# before "not", so `not input.a2a.skill in ...` would be undefined, and
+# refuse nothing, for an input without the member. Warden always sets it
+# ("" when the message names none); the rule stays closed if it ever did not.
+default asked_skill := ""
+
+asked_skill := input.a2a.skill
+
 sends := {"SendMessage", "SendStreamingMessage", "SendMessage:continue"}
 
 deny contains {
@@ -26,5 +34,5 @@ deny contains {
 	"msg": sprintf("%s may ask only for these skills: %s", [input.principal.id, concat(", ", sort(allowed_skills[input.principal.id]))]),
 } if {
 	input.message.type in sends
-	not input.a2a.skill in allowed_skills[input.principal.id]
+	not asked_skill in allowed_skills[input.principal.id]
 }

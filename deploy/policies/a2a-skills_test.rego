@@ -32,6 +32,10 @@ test_no_skill_refused if {
 	refused(send("agent://support-bot", "SendMessage", ""))
 }
 
+test_no_a2a_member_refused if {
+	refused(object.remove(send("agent://support-bot", "SendMessage", ""), ["a2a"]))
+}
+
 test_skill_name_is_exact if {
 	refused(send("agent://support-bot", "SendMessage", "Weather"))
 	refused(send("agent://support-bot", "SendMessage", "weather "))
