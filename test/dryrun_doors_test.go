@@ -2,8 +2,11 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/mcp"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // frontDecisions keeps the front door's decisions (those with no message
@@ -164,4 +168,55 @@ func TestDryRunA2ADoors(t *testing.T) {
 		doorCase{name: "an unknown method", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`},
 	)
 	runDryRun(t, doors, cases)
+}
+
+// TestDryRunMACPDoor: in dry run, a MACP call without credentials is not
+// answered by Warden: on the grpc-go sidecar and the frame relay it is
+// forwarded to the real runtime as the anonymous principal (the runtime
+// answers it), and the refusal Warden would have made is in the decision
+// log with dry_run true. Before, Warden answered UNAUTHENTICATED itself.
+func TestDryRunMACPDoor(t *testing.T) { eachTransport(t, testDryRunMACPDoor) }
+
+func testDryRunMACPDoor(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "decisions.log")
+	runtime := startRuntime(t)
+	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--dry-run", "--decision-log", logFile))
+	var list macpv1.ListSessionsResponse
+	err := w.conn.Invoke(context.Background(), "/macp.v1.MACPRuntimeService/ListSessions", &macpv1.ListSessionsRequest{}, &list)
+	if err != nil && strings.Contains(err.Error(), "warden decision") {
+		t.Fatalf("ListSessions without credentials refused by Warden in dry run: %v", err)
+	}
+	// A Send is decided as the anonymous principal (its would-be refusals
+	// logged) and forwarded: the Ack is the runtime's, not Warden's.
+	var sent macpv1.SendResponse
+	env := envelope("planner", newSession(), "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
+	serr := w.conn.Invoke(context.Background(), "/macp.v1.MACPRuntimeService/Send", &macpv1.SendRequest{Envelope: env}, &sent)
+	if serr != nil && strings.Contains(serr.Error(), "warden decision") || strings.Contains(sent.GetAck().GetError().GetMessage(), "warden decision") {
+		t.Fatalf("Send without credentials refused by Warden in dry run: %v %v", serr, sent.GetAck())
+	}
+	t.Logf("runtime's answer to Send: %v %v", serr, sent.GetAck())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(logFile)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r struct {
+				Result struct {
+					Allow  bool   `json:"allow"`
+					DryRun bool   `json:"dry_run"`
+					Reason string `json:"reason"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &r) == nil && r.Result.Reason == "unauthenticated" {
+				if !r.Result.Allow || !r.Result.DryRun {
+					t.Fatalf("record %s: want allowed in dry run", line)
+				}
+				t.Logf("runtime's answer: %v", err)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no unauthenticated record in the decision log after 5 s:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
