@@ -180,7 +180,8 @@ func TestDryRunMACPDoor(t *testing.T) { eachTransport(t, testDryRunMACPDoor) }
 func testDryRunMACPDoor(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "decisions.log")
 	runtime := startRuntime(t)
-	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--dry-run", "--decision-log", logFile))
+	admin := freeAddr(t)
+	w := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--dry-run", "--decision-log", logFile, "--admin-listen", admin))
 	var list macpv1.ListSessionsResponse
 	err := w.conn.Invoke(context.Background(), "/macp.v1.MACPRuntimeService/ListSessions", &macpv1.ListSessionsRequest{}, &list)
 	if err != nil && strings.Contains(err.Error(), "warden decision") {
@@ -211,6 +212,9 @@ func testDryRunMACPDoor(t *testing.T) {
 					t.Fatalf("record %s: want allowed in dry run", line)
 				}
 				t.Logf("runtime's answer: %v", err)
+				if body, _ := httpGet(t, "http://"+admin+"/metrics"); !strings.Contains(body, `auth_reason="missing",decision="dry_run_deny"`) {
+					t.Fatalf("/metrics counts no dry_run_deny for the call without credentials:\n%s", body)
+				}
 				return
 			}
 		}
@@ -218,5 +222,42 @@ func testDryRunMACPDoor(t *testing.T) {
 			t.Fatalf("no unauthenticated record in the decision log after 5 s:\n%s", b)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDryRunMACPExtAuthz: under ext_authz with dry run, a MACP Send with a
+// token Warden does not know is allowed (Envoy forwards it), the would-be
+// refusal recorded with dry_run true. Before, it was denied.
+func TestDryRunMACPExtAuthz(t *testing.T) {
+	dir := t.TempDir()
+	tokens, logPath, cfg := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "decisions.log"), filepath.Join(dir, "warden.yaml")
+	addr := freeAddr(t)
+	for name, content := range map[string]string{
+		tokens: `[{"token": "tok-a", "sender": "agent://a"}]`,
+		cfg: "authn:\n  mode: static\n  static:\n    tokens_file: " + tokens + "\nextauthz:\n  listen: " + addr +
+			"\nenforcer:\n  dry_run: true\ndecision_log:\n  path: " + logPath + "\n  flush_interval: 10ms\n",
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, "warden", addr, nil, wardenBinary(t), "serve", "--config", cfg)
+	c := dialCheck(t, "warden", addr)
+	env := &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "SessionStart", MessageId: "m1",
+		SessionId: "7a1c2a4e-9b7d-4c1e-8a2b-5d6e7f809101", Sender: "agent://a"}
+	if got := c.call(macpService+"Send", "tok-revoked", &macpv1.SendRequest{Envelope: env}); got != "allow" {
+		t.Fatalf("ext_authz answered %s in dry run, want allow", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(logPath)
+		if strings.Contains(string(b), `"auth_reason":"unknown_token"`) {
+			if !strings.Contains(string(b), `"dry_run":true`) {
+				t.Fatalf("the record lacks dry_run: %s", b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no unknown_token record after 5 s:\n%s", b)
+		}
 	}
 }
