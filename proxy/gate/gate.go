@@ -21,7 +21,11 @@
 //
 // Every refusal is an Answer: a value recorded as a decision (its id in
 // X-Warden-Decision) and rendered once per wire, by Write for an
-// http.ResponseWriter and by ext_authz for Envoy's CheckResponse. What a
+// http.ResponseWriter and by ext_authz for Envoy's CheckResponse. In dry run
+// the refusals of steps 3, 4 (but keys unavailable), 5 and 8 are recorded
+// with dry_run true and the request admitted (an unauthenticated one as the
+// anonymous principal); those of steps 1, 2, 6 and 7 stay refused: there is
+// no endpoint to forward to, or no whole message to forward and decide. What a
 // protocol adds (its paths, methods, codes, challenge, parser and allow-list)
 // is a Spec, not another copy of the sequence.
 package gate
