@@ -182,31 +182,55 @@ func (e *Enforcer) newDecision(ctx context.Context, protocol string) Decision {
 // start time to tell processes apart.
 func (e *Enforcer) nextID() string { return rand.Text() }
 
-// RefuseAuth is Refuse for a credential authn refused (err): the generic
+// RefuseAuth is Deny for a credential authn refused (err): the generic
 // unauthenticated verdict, with the cause for the operator in AuthReason.
+// In dry run the request is forwarded as the anonymous principal.
 func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err error) Decision {
-	return e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)))
+	return e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
 }
 
-// Refuse records a refusal made at an adapter's front door, before there
-// is a message to decide (authentication, Origin, malformed input, a method
-// outside the allow-list): logged and observed like every decision (metrics,
-// decision log), with an ID for the client. Dry run does not apply: there is
-// nothing Warden could forward.
+// Deny records a refusal made at an adapter's front door, before there is
+// a message to decide (Origin, a routing or content header, a method
+// outside the allow-list), of a request Warden could forward whole: in dry
+// run it is allowed (Allow and DryRun set), logged and counted as
+// dry_run_deny, as finish does for a decided message.
+func (e *Enforcer) Deny(ctx context.Context, protocol, principal, typ string, v rules.Verdict) Decision {
+	return e.refuse(ctx, protocol, principal, typ, v, "", true)
+}
+
+// Refuse records a refusal made at an adapter's front door that dry run
+// cannot turn into a forward: a path or HTTP method Warden does not serve,
+// a body it could not read whole or over the bound, a message that does
+// not parse (nothing Warden could forward as the client sent it and decide
+// on). Logged and observed like every decision (metrics, decision log),
+// with an ID for the client.
 func (e *Enforcer) Refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict) Decision {
-	return e.refuse(ctx, protocol, principal, typ, v, "")
+	return e.refuse(ctx, protocol, principal, typ, v, "", false)
 }
 
-func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict, authReason string) Decision {
+func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict, authReason string, forwardable bool) Decision {
 	began := time.Now()
 	d := e.newDecision(ctx, protocol)
 	d.Principal, d.Type, d.AuthReason = principal, typ, authReason
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
+	dry := forwardable && e.snap.Load().cfg.DryRun
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("decision_id", d.ID), slog.String("protocol", protocol),
 		slog.String("principal", principal), slog.String("message_type", typ), slog.String("code", string(d.Code)),
-		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("front_door", true))
+		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("front_door", true),
+		slog.Bool("dry_run", dry))
+	d = dryRun(d, dry)
 	if e.observer != nil {
 		e.observer.Decided(d, time.Since(began))
+	}
+	return d
+}
+
+// dryRun is a refused decision d as dry run leaves it: allowed, marked
+// DryRun, when dry is set. The one place dry run turns a refusal into a
+// forward, for decided messages (finish) and front doors (refuse) alike.
+func dryRun(d Decision, dry bool) Decision {
+	if dry && !d.Allow {
+		d.Allow, d.DryRun = true, true
 	}
 	return d
 }
@@ -238,10 +262,7 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
 		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason),
 		optional("id_reason", d.IDReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("dry_run", snap.cfg.DryRun))
-	if snap.cfg.DryRun {
-		d.Allow, d.DryRun = true, true
-	}
-	return d
+	return dryRun(d, snap.cfg.DryRun)
 }
 
 // authReasonAttr is the auth_reason log field; empty (and so dropped by

@@ -81,6 +81,13 @@ var doorPolicies = sync.OnceValues(func() (*policies.Engine, error) {
 // keys cannot be fetched (every credential is "keys unavailable").
 func doorEnforcer(t *testing.T, down bool) *proxy.Enforcer {
 	t.Helper()
+	return doorEnforcerWith(t, down, proxy.Config{}, proxy.Options{})
+}
+
+// doorEnforcerWith is doorEnforcer with cfg, and opts besides the
+// authenticator and the policies.
+func doorEnforcerWith(t *testing.T, down bool, cfg proxy.Config, opts proxy.Options) *proxy.Enforcer {
+	t.Helper()
 	pe, err := doorPolicies()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +109,8 @@ func doorEnforcer(t *testing.T, down bool) *proxy.Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: pe})
+	opts.Authenticator, opts.Policies = a, pe
+	e, err := proxy.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,12 +315,18 @@ func credentialCases(path, message string) []doorCase {
 // HTTP, and ext_authz configured with cfg.
 func doorPair(t *testing.T, base [][2]string, upstream *atomic.Int64, side http.Handler, err error, cfg extauthz.Config, down bool) map[string]func(doorCase) doorAnswer {
 	t.Helper()
+	return doorPairWith(t, base, upstream, side, err, cfg, doorEnforcer(t, down))
+}
+
+// doorPairWith is doorPair with ext_authz deciding on enf.
+func doorPairWith(t *testing.T, base [][2]string, upstream *atomic.Int64, side http.Handler, err error, cfg extauthz.Config, enf *proxy.Enforcer) map[string]func(doorCase) doorAnswer {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(side)
 	t.Cleanup(front.Close)
-	ext, err := extauthz.New(cfg, doorEnforcer(t, down), nil)
+	ext, err := extauthz.New(cfg, enf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,11 @@
 //
 // Every refusal is an Answer: a value recorded as a decision (its id in
 // X-Warden-Decision) and rendered once per wire, by Write for an
-// http.ResponseWriter and by ext_authz for Envoy's CheckResponse. What a
+// http.ResponseWriter and by ext_authz for Envoy's CheckResponse. In dry run
+// the refusals of steps 3, 4 (but keys unavailable), 5 and 8 are recorded
+// with dry_run true and the request admitted (an unauthenticated one as the
+// anonymous principal); those of steps 1, 2, 6 and 7 stay refused: there is
+// no endpoint to forward to, or no whole message to forward and decide. What a
 // protocol adds (its paths, methods, codes, challenge, parser and allow-list)
 // is a Spec, not another copy of the sequence.
 package gate
@@ -198,13 +202,15 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	if o := r.Header.Get("Origin"); g.spec.Origin != nil && !g.spec.Origin(o) {
-		a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "Origin " + o + " is not allowed"}, nil)
-		return in, &a
+		if a := g.deny(ctx, "", rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "Origin " + o + " is not allowed"}, nil, 0, 0); a != nil {
+			return in, a
+		}
 	}
 	if g.spec.Routing != nil {
 		if why := g.spec.Routing(r.Header); why != "" {
-			a := g.answer(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil)
-			return in, &a
+			if a := g.deny(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil, 0, 0); a != nil {
+				return in, a
+			}
 		}
 	}
 	p, a := g.authenticate(ctx, r)
@@ -216,8 +222,9 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, nil
 	}
 	if why := checkContent(r.Header); why != "" {
-		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, http.StatusUnsupportedMediaType, jsonrpc.ErrInvalidRequest, nil, false)
-		return in, &a
+		if a := g.deny(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: why}, nil, http.StatusUnsupportedMediaType, jsonrpc.ErrInvalidRequest); a != nil {
+			return in, a
+		}
 	}
 	body, err := r.Body(g.spec.MaxBody)
 	if errors.Is(err, ErrTooBig) || errors.Is(err, ErrCut) {
@@ -242,8 +249,9 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	if v, id := g.spec.Check(call); !v.OK() {
-		a := g.answer(ctx, p.ID, v, id)
-		return in, &a
+		if a := g.deny(ctx, p.ID, v, id, 0, 0); a != nil {
+			return in, a
+		}
 	}
 	in.Call, in.Body = call, body
 	return in, nil
@@ -268,6 +276,9 @@ func (g *Gate[C]) authenticate(ctx context.Context, r *Request) (authn.Principal
 			metadata = g.spec.ResourceMetadata(r)
 		}
 		d := g.enf.RefuseAuth(ctx, g.spec.Protocol, "", err) // the cause for the operator, the generic reason for the client
+		if d.DryRun {
+			return authn.Principal{}, nil // forwarded as the anonymous principal
+		}
 		status, rpc, msg := g.spec.Answer(rules.CodeUnauthenticated, authn.Reason(err))
 		a := jsonrpcAnswer(status, nil, rpc, msg, d.ID)
 		a.Header = append(a.Header, [2]string{"WWW-Authenticate", authn.Challenge(metadata, err)})
@@ -318,6 +329,22 @@ func (g *Gate[C]) answer(ctx context.Context, principal string, v rules.Verdict,
 	d := g.enf.Refuse(ctx, g.spec.Protocol, principal, "", v)
 	status, rpc, msg := g.spec.Answer(v.Code, v.Detail)
 	return jsonrpcAnswer(status, id, rpc, msg, d.ID)
+}
+
+// deny records v, a refusal of a request Warden could forward whole
+// (proxy.Enforcer.Deny), and answers it with status and rpc (0: as the
+// protocol maps its code); nil when dry run forwards it.
+func (g *Gate[C]) deny(ctx context.Context, principal string, v rules.Verdict, id json.RawMessage, status, rpc int) *Answer {
+	d := g.enf.Deny(ctx, g.spec.Protocol, principal, "", v)
+	if d.DryRun {
+		return nil
+	}
+	msg := v.Detail
+	if status == 0 {
+		status, rpc, msg = g.spec.Answer(v.Code, v.Detail)
+	}
+	a := jsonrpcAnswer(status, id, rpc, msg, d.ID)
+	return &a
 }
 
 // refuse records v and answers it with status and rpc (rest: in the

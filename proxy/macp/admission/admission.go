@@ -95,7 +95,8 @@ type Refusal struct {
 // Admit reads a call's method and credentials, in one order: the method
 // table (an unknown path is UNIMPLEMENTED), the calls forwarded without
 // credentials, then the credentials (UNAVAILABLE while the keys to check
-// them are; UNAUTHENTICATED when they fail).
+// them are; UNAUTHENTICATED when they fail, or in dry run the call admitted
+// as the anonymous principal, the would-be refusal recorded).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, proxy.MACPService)}
 	a.Source = source(ctx, h)
@@ -128,6 +129,12 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
 	case err != nil:
 		d := g.enf.RefuseAuth(ctx, "macp", a.Op, err)
+		if d.DryRun {
+			// forwarded as the anonymous principal: decided as one, with
+			// no identity of Warden's added
+			a.Principal, a.Credentials = authn.Principal{}, authn.Credentials{}
+			return a
+		}
 		r := decided(d)
 		a.Refusal = &r
 	case a.Call == proxy.CallDiscovery:
