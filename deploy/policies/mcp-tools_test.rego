@@ -38,3 +38,10 @@ test_other_methods_untouched if {
 	doc := object.union(call("agent://support-bot", ""), {"message": {"type": "resources/read", "sender": "agent://support-bot"}})
 	not refused(doc)
 }
+
+# An input without input.mcp (Warden always sets it) is still refused for a
+# listed principal: the rule reads the tool through a default.
+test_missing_tool_member_refused if {
+	doc := json.remove(call("agent://support-bot", "test_simple_text"), ["mcp"])
+	refused(doc)
+}
