@@ -269,19 +269,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer hold.Release()
 	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 	if err != nil {
-		for k := range w.Header() {
-			delete(w.Header(), k)
-		}
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
-			relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
-			return
 		}
-		msg, status := "the A2A server's answer could not be read whole", http.StatusBadGateway
-		if errors.Is(err, relay.ErrBodyTooLarge) {
-			msg, status = s.responseLimit(), http.StatusOK
-		}
-		relay.WriteError(w, status, x.call.ID, jsonrpc.ErrInternal, msg)
+		relay.Unread(w, x.call.ID, err, "A2A server", s.responseLimit())
 		return
 	}
 	status := resp.StatusCode

@@ -79,9 +79,15 @@ func (l StreamLimits) UpstreamConns() int { return l.Max + upstreamReserve }
 type Busy struct {
 	Status int
 	Msg    string
+	// Err is what the refusal is (ErrAnswerBudget for BudgetBusy), for
+	// errors.Is; nil for the stream caps.
+	Err error
 }
 
 func (b *Busy) Error() string { return b.Msg }
+
+// Unwrap returns Err.
+func (b *Busy) Unwrap() error { return b.Err }
 
 // HTTPStatus is the status the refusal is answered with.
 func (b *Busy) HTTPStatus() int { return b.Status }
@@ -175,7 +181,8 @@ func (h *Hold) Release() {
 }
 
 // Reader charges every byte read from r to the share; a read past the
-// budget fails with ErrAnswerBudget.
+// budget fails with BudgetBusy's refusal (which is ErrAnswerBudget), so
+// that the caller can answer with it as it is.
 func (h *Hold) Reader(r io.Reader) io.Reader { return &heldReader{r: r, h: h} }
 
 type heldReader struct {
@@ -186,7 +193,7 @@ type heldReader struct {
 func (r *heldReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if n > 0 && !r.h.charge(int64(n)) {
-		return 0, ErrAnswerBudget
+		return 0, r.h.s.BudgetBusy()
 	}
 	return n, err
 }
@@ -203,6 +210,6 @@ func (h *Hold) Each(data func([]byte) ([]byte, bool)) func([]byte) ([]byte, bool
 
 // BudgetBusy is the refusal of an answer read past the budget.
 func (s *Streams) BudgetBusy() *Busy {
-	return &Busy{Status: http.StatusServiceUnavailable,
+	return &Busy{Status: http.StatusServiceUnavailable, Err: ErrAnswerBudget,
 		Msg: fmt.Sprintf("Warden holds as many answer bytes as it may (%s.streams.answer_bytes %d); retry later", s.name, s.lim.AnswerBytes)}
 }

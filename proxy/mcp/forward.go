@@ -152,29 +152,19 @@ func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, 
 	_, _ = w.Write(b)
 }
 
-// unreadBody answers the caller with an error in place of an answer that
-// could not be read whole (err): over the answer bytes in flight, over
-// mcp.max_response_bytes, or cut short. None of the upstream's headers pass.
+// unreadBody logs why an answer could not be read whole (err) and answers
+// the caller with an error in its place (relay.Unread).
 func (s *Server) unreadBody(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
-	for k := range w.Header() {
-		delete(w.Header(), k)
-	}
-	if errors.Is(err, listener.ErrAnswerBudget) {
+	switch {
+	case errors.Is(err, listener.ErrAnswerBudget):
 		s.log.Warn("MCP answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
-		relay.Busy(w, s.streams.BudgetBusy(), x.call.ID)
-		return
-	}
-	msg, status := "the MCP server's answer could not be read whole", http.StatusBadGateway
-	if errors.Is(err, relay.ErrBodyTooLarge) {
-		// The server answered; its answer is replaced by an error
-		// the client's SDK reads as the answer to its request.
-		msg, status = s.responseLimit(), http.StatusOK
+	case errors.Is(err, relay.ErrBodyTooLarge):
 		s.log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error", "method", x.call.Method, "principal", x.principal,
 			"limit", s.cfg.MaxResponseBytes)
-	} else if r.Context().Err() == nil {
+	case r.Context().Err() == nil:
 		s.log.Warn("MCP answer could not be read whole; the caller gets an error", "method", x.call.Method, "principal", x.principal, "err", err)
 	}
-	relay.WriteError(w, status, x.call.ID, mcprules.ErrInternal, msg)
+	relay.Unread(w, x.call.ID, err, "MCP server", s.responseLimit())
 }
 
 // credentialHeaders are the headers a client's credential travels in.

@@ -74,6 +74,28 @@ func Busy(w http.ResponseWriter, r Refusal, id json.RawMessage) {
 	WriteError(w, r.HTTPStatus(), id, jsonrpc.ErrInternal, r.Error())
 }
 
+// Unread answers the caller in place of an upstream answer that could not
+// be read whole (err), for the MCP and A2A sidecars alike. None of the
+// upstream's headers pass. A refusal for capacity in err's chain (the answer
+// bytes in flight) is answered as it is; an answer over the size limit
+// (ErrBodyTooLarge) is replaced by limit, a JSON-RPC error the client reads
+// as the answer to its request (HTTP 200); anything else is 502, "the
+// <server>'s answer could not be read whole".
+func Unread(w http.ResponseWriter, id json.RawMessage, err error, server, limit string) {
+	for k := range w.Header() {
+		delete(w.Header(), k)
+	}
+	var busy Refusal
+	switch {
+	case errors.As(err, &busy):
+		Busy(w, busy, id)
+	case errors.Is(err, ErrBodyTooLarge):
+		WriteError(w, http.StatusOK, id, jsonrpc.ErrInternal, limit)
+	default:
+		WriteError(w, http.StatusBadGateway, id, jsonrpc.ErrInternal, "the "+server+"'s answer could not be read whole")
+	}
+}
+
 // EventMax is the bound of one SSE event (Events.Max) for a sidecar's
 // max_response_bytes: -1 (no bound of Warden's own) is 0.
 func EventMax(maxResponse int64) int {
