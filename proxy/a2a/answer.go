@@ -99,7 +99,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
 		return jsonrpc.ErrorBody(x.call.ID, a2arules.ErrTaskNotFound, a2arules.TaskNotFound), true
 	}
-	b, err := encode(env)
+	b, err := jsonrpc.Encode(env)
 	if err != nil {
 		return nil, false
 	}

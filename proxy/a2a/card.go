@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/relay"
+
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // card serves the upstream's public agent card with the JSON-RPC interface
@@ -45,7 +47,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)")
 		return
 	}
-	b, err = encode(c)
+	b, err = jsonrpc.Encode(c)
 	if err != nil {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten")
 		return

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -56,7 +57,7 @@ func TestCardGolden(t *testing.T) {
 	if !bytes.Equal(append(got, '\n'), want) {
 		t.Errorf("rewritten card differs from %s (go test -run TestCardGolden -update):\n%s", golden, got)
 	}
-	if b, _ := encode(c); bytes.Contains(b, []byte(`\u0026`)) {
+	if b, _ := jsonrpc.Encode(c); bytes.Contains(b, []byte(`\u0026`)) {
 		t.Errorf("encode escapes HTML: %s", b)
 	}
 }

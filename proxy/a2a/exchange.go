@@ -173,7 +173,7 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 	if p != nil {
 		env["params"] = p
 	}
-	body, err := encode(env)
+	body, err := jsonrpc.Encode(env)
 	if err != nil && req.Refused.OK() {
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
 	}
@@ -312,7 +312,7 @@ func (x *exchange) tooBig([]byte) []byte {
 // caller's credentials unless strip says the upstream must not see them (as
 // forward does).
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
-	body, _ := encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2arules.MethodGetTask,
+	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2arules.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
 	if err != nil {

@@ -170,11 +170,8 @@ func decode(b []byte) (map[string]any, error) {
 }
 
 func encode(m map[string]any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(m) // decoded JSON always encodes
-	return bytes.TrimRight(buf.Bytes(), "\n")
+	b, _ := jsonrpc.Encode(m) // decoded JSON always encodes
+	return b
 }
 
 // walk calls fn on every object in v, depth first.

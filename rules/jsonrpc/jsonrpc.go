@@ -249,3 +249,17 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 	}
 	return b
 }
+
+// Encode writes v as JSON without HTML escaping, so that text Warden passes
+// on (an upstream's answer, a rewritten notification) keeps its characters
+// as they were ("<", ">", "&" stay as they are), and without the trailing
+// newline json.Encoder adds.
+func Encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // notification is one push being rewritten for its target's principal.
@@ -34,13 +35,7 @@ func (r *Relay) rewrite(ctx context.Context, body []byte, t Target) ([]byte, err
 	if err := n.object(v, isTask(v), 0); err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return jsonrpc.Encode(v)
 }
 
 // isTask reports whether an object is a Task (its "id" is a task id): one
