@@ -244,13 +244,11 @@ func (s *Server) getSession(ss grpc.ServerStream, p authn.Principal, ctx context
 
 // watchSessions relays only the lifecycle events of the caller's sessions.
 func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	done, err := s.streams.takeWatch(p.ID)
+	ctx, release, err := s.hold(ctx, p, true)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, stop := s.guard(ctx, p)
-	defer stop()
+	defer release()
 	ctx, touch, stopIdle := s.streams.idle(ctx)
 	defer stopIdle()
 	return s.relay(ss, service+"WatchSessions", ctx, func(f *frame) (bool, error) {
@@ -331,13 +329,11 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 // signals of a session (Progress) only to its participants: the runtime
 // sends every session's signals to every watcher.
 func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	done, err := s.streams.takeWatch(p.ID)
+	ctx, release, err := s.hold(ctx, p, true)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, stop := s.guard(ctx, p)
-	defer stop()
+	defer release()
 	ctx, touch, stopIdle := s.streams.idle(ctx)
 	defer stopIdle()
 	const maxKnown = 4096
@@ -380,6 +376,22 @@ func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context,
 	h, _ := headersOf(ctx, "")
 	c, _ := authn.FromHeaders(h.Get, h.Chain)
 	return s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
+}
+
+// hold admits a long-lived call of p: a place among the runtime's streams
+// (a watch's own share when watch), then the credential guard; release
+// ends the guard and gives the place back.
+func (s *Server) hold(ctx context.Context, p authn.Principal, watch bool) (context.Context, func(), error) {
+	take := s.streams.take
+	if watch {
+		take = s.streams.takeWatch
+	}
+	done, err := take(p.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := s.guard(ctx, p)
+	return ctx, func() { stop(); done() }, nil
 }
 
 // streamEnd is what the client sees when a relayed stream ends with err.

@@ -414,13 +414,11 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	case proxy.CallUnregisterPolicy:
 		return s.unregisterPolicy(ss, upctx)
 	}
-	done, err := s.streams.take(p.ID)
+	upctx, release, err := s.hold(upctx, p, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	upctx, stop := s.guard(upctx, p)
-	defer stop()
+	defer release()
 	return s.relay(ss, method, upctx, nil)
 }
 

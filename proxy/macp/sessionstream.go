@@ -47,13 +47,11 @@ type sessionStream struct {
 // goroutine, the down half in the caller's; decisions still pending when the
 // call ends are released as lost.
 func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx context.Context) error {
-	done, err := s.streams.take(p.ID)
+	gctx, release, err := s.hold(upctx, p, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	gctx, stop := s.guard(upctx, p)
-	defer stop()
+	defer release()
 	ctx, cancel := context.WithCancelCause(gctx)
 	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, methodStream)
