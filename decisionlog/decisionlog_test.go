@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 func TestRecords(t *testing.T) {
@@ -23,7 +24,7 @@ func TestRecords(t *testing.T) {
 		d      proxy.Decision
 		want   bool
 	}{
-		{"refusal", &zero, proxy.Decision{ID: "a-1", Protocol: "macp", Principal: "eve", Type: "TaskComplete", Mode: rules.ModeTask, SessionID: "s", Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized}, true},
+		{"refusal", &zero, proxy.Decision{ID: "a-1", Protocol: "macp", Principal: "eve", Type: "TaskComplete", Mode: macp.ModeTask, SessionID: "s", Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized}, true},
 		{"allowed, sampled out", &zero, proxy.Decision{ID: "a-2", Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed}, false},
 		{"allowed, every one", nil, proxy.Decision{ID: "a-3", Protocol: "mcp", Allow: true, Type: "tasks/get", Reason: rules.ReasonAllowed}, true},
 		{"dry-run refusal", &zero, proxy.Decision{ID: "a-4", Protocol: "macp", Allow: true, DryRun: true, Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized}, true},

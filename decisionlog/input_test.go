@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -20,7 +20,7 @@ import (
 // envelope reads back as the same message, the policy input as the same
 // input), bounded by max_input_bytes; without it nothing of the message is.
 func TestIncludeInput(t *testing.T) {
-	env := &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskRequest", MessageId: "m1", SessionId: "s", Sender: "agent://a", Payload: []byte("secret payload")}
+	env := &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskRequest", MessageId: "m1", SessionId: "s", Sender: "agent://a", Payload: []byte("secret payload")}
 	pin := &policies.Input{Protocol: "mcp", Principal: policies.Principal{ID: "agent://a", Method: "jwt"}, Message: policies.Message{Type: "tasks/get", SessionID: "t1"}, Roles: []string{"owner"}}
 	macp := proxy.Decision{ID: "a-1", Protocol: "macp", Allow: true, Recorded: &proxy.Recorded{Envelope: env, Claims: map[string]any{"macp_scopes": map[string]any{"can_start_sessions": true}}}}
 	mcp := proxy.Decision{ID: "a-2", Protocol: "mcp", Allow: true, Recorded: &proxy.Recorded{Policy: pin}}

@@ -6,13 +6,13 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/rego"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // benchInputs are a hot-path message (no facts) and a commitment (facts and
 // governance), each allowed and denied.
 func benchInputs(b *testing.B) map[string]*Input {
-	g, err := rules.Bind(rules.PolicyDescriptor{PolicyID: "p", Mode: "*", SchemaVersion: 2, Rules: map[string]any{"voting": map[string]any{"algorithm": "majority"}}})
+	g, err := macp.Bind(macp.PolicyDescriptor{PolicyID: "p", Mode: "*", SchemaVersion: 2, Rules: map[string]any{"voting": map[string]any{"algorithm": "majority"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -26,11 +26,11 @@ func benchInputs(b *testing.B) map[string]*Input {
 		}
 	}
 	commit := func(positive bool) *Input {
-		return &Input{Protocol: "macp", Message: Message{Mode: rules.ModeDecision, Type: "Commitment"}, Roles: []string{"initiator", "participant", "commitment_authority"}, Facts: facts(positive), Governance: g}
+		return &Input{Protocol: "macp", Message: Message{Mode: macp.ModeDecision, Type: "Commitment"}, Roles: []string{"initiator", "participant", "commitment_authority"}, Facts: facts(positive), Governance: g}
 	}
 	return map[string]*Input{
-		"TaskUpdate/allow": {Protocol: "macp", Message: Message{Mode: rules.ModeTask, Type: "TaskUpdate"}, Roles: []string{"participant", "active_assignee"}},
-		"TaskUpdate/deny":  {Protocol: "macp", Message: Message{Mode: rules.ModeTask, Type: "TaskUpdate"}, Roles: []string{"initiator", "participant", "commitment_authority"}},
+		"TaskUpdate/allow": {Protocol: "macp", Message: Message{Mode: macp.ModeTask, Type: "TaskUpdate"}, Roles: []string{"participant", "active_assignee"}},
+		"TaskUpdate/deny":  {Protocol: "macp", Message: Message{Mode: macp.ModeTask, Type: "TaskUpdate"}, Roles: []string{"initiator", "participant", "commitment_authority"}},
 		"Commitment/allow": commit(true),
 		// a majority passed, so a decline without allow_decline_over_approval is denied
 		"Commitment/deny": commit(false),

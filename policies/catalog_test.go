@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // TestMatrixCoversCatalog: the authority matrix names exactly the modes and
@@ -42,22 +43,22 @@ func TestMatrixCoversCatalog(t *testing.T) {
 		}
 	}
 	slices.Sort(modes)
-	if want := slices.Sorted(maps.Keys(rules.ModeTypes)); !slices.Equal(modes, want) {
+	if want := slices.Sorted(maps.Keys(macp.ModeTypes)); !slices.Equal(modes, want) {
 		t.Errorf("matrix modes %v, catalog %v", modes, want)
 	}
-	for mode, want := range rules.ModeTypes {
-		got := slices.DeleteFunc(types(mode), func(s string) bool { return s == rules.TypeCommitment }) // a mode may override the shared Commitment entry
+	for mode, want := range macp.ModeTypes {
+		got := slices.DeleteFunc(types(mode), func(s string) bool { return s == macp.TypeCommitment }) // a mode may override the shared Commitment entry
 		if w := slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
 			t.Errorf("matrix[%s] types %v, catalog %v", mode, got, w)
 		}
 	}
 	shared := types("*")
-	for _, ty := range append(slices.Clone(rules.CoreTypes), rules.OpCancel, rules.OpSuspend, rules.OpResume) {
+	for _, ty := range append(slices.Clone(macp.CoreTypes), macp.OpCancel, macp.OpSuspend, macp.OpResume) {
 		if !slices.Contains(shared, ty) {
 			t.Errorf("matrix[*] lacks %s", ty)
 		}
 	}
-	if got := types(""); !slices.Equal(got, []string{rules.TypeProgress, rules.TypeSignal}) {
+	if got := types(""); !slices.Equal(got, []string{macp.TypeProgress, macp.TypeSignal}) {
 		t.Errorf("ambient entries %v", got)
 	}
 }
@@ -70,7 +71,7 @@ func TestRanksFromGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	ranks := d["warden"].(map[string]any)["ranks"].(map[string]any)
-	for name, r := range rules.RankNames {
+	for name, r := range macp.RankNames {
 		if got := ranks[name]; got != json.Number(string(rune('0'+int(r)))) {
 			t.Errorf("ranks[%s] = %v, want %d", name, got, r)
 		}
@@ -79,7 +80,7 @@ func TestRanksFromGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &Input{Protocol: "macp", Message: Message{Mode: rules.ModeTask, Type: "TaskUpdate"}, Roles: []string{rules.RoleParticipant}}
+	in := &Input{Protocol: "macp", Message: Message{Mode: macp.ModeTask, Type: "TaskUpdate"}, Roles: []string{macp.RoleParticipant}}
 	denials, err := e.Evaluate(t.Context(), in)
 	if err != nil || len(denials) == 0 {
 		t.Fatalf("a participant's TaskUpdate: %v %v", denials, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 //go:embed rego
@@ -177,8 +178,8 @@ func matrixData() (map[string]any, error) {
 		return nil, fmt.Errorf("decode A2A matrix: %w", err)
 	}
 	delete(am, "_comment")
-	ranks := make(map[string]any, len(rules.RankNames))
-	for name, r := range rules.RankNames {
+	ranks := make(map[string]any, len(macp.RankNames))
+	for name, r := range macp.RankNames {
 		ranks[name] = json.Number(strconv.Itoa(int(r)))
 	}
 	return map[string]any{"warden": map[string]any{"matrix": m, "mcp_matrix": mm, "a2a_matrix": am, "ranks": ranks}}, nil

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // Input is what a policy sees of one message. Field names are the policy's
@@ -17,8 +18,8 @@ type Input struct {
 	Session    Session
 	Roles      []string
 	Facts      map[string]any
-	Governance *rules.Governance // set for Commitments only
-	Verdict    rules.Verdict     // the rules' verdict, for operator policies
+	Governance *macp.Governance // set for Commitments only
+	Verdict    rules.Verdict    // the rules' verdict, for operator policies
 	// MCP is what an MCP request names (input.mcp); nil for the other
 	// protocols.
 	MCP *MCP

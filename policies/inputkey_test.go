@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // TestEveryInputFieldKeyed: for every field of Input, two inputs that differ
@@ -15,8 +16,8 @@ import (
 // one of value and appendKey and not the other fails here: equal keys for
 // different inputs would be stale decisions.
 func TestEveryInputFieldKeyed(t *testing.T) {
-	gov := func(id string, rulesDoc map[string]any) *rules.Governance {
-		g, err := rules.Bind(rules.PolicyDescriptor{PolicyID: id, Mode: rules.ModeDecision, Rules: rulesDoc})
+	gov := func(id string, rulesDoc map[string]any) *macp.Governance {
+		g, err := macp.Bind(macp.PolicyDescriptor{PolicyID: id, Mode: macp.ModeDecision, Rules: rulesDoc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,9 +27,9 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 		"macp": {
 			Protocol:   "macp",
 			Principal:  Principal{ID: "alice", Method: "jwt", Scopes: map[string]any{"can_start_sessions": true}},
-			Message:    Message{Mode: rules.ModeDecision, Type: "Vote", Sender: "alice", ID: "m1", SessionID: "s1"},
+			Message:    Message{Mode: macp.ModeDecision, Type: "Vote", Sender: "alice", ID: "m1", SessionID: "s1"},
 			Session:    Session{State: "Open", Policy: "p"},
-			Roles:      []string{rules.RoleParticipant},
+			Roles:      []string{macp.RoleParticipant},
 			Facts:      map[string]any{"votes": 2},
 			Governance: gov("p", map[string]any{"voting": map[string]any{"algorithm": "majority"}}),
 			Verdict:    rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized, Detail: "d", Rank: rules.RankMode},

@@ -11,16 +11,17 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 var (
-	modes = []string{rules.ModeTask, rules.ModeHandoff, rules.ModeDecision, rules.ModeProposal, rules.ModeQuorum, rules.ModeMultiRound, "x.unknown.v1"}
+	modes = []string{macp.ModeTask, macp.ModeHandoff, macp.ModeDecision, macp.ModeProposal, macp.ModeQuorum, macp.ModeMultiRound, "x.unknown.v1"}
 	types = []string{"SessionStart", "Commitment", "TaskRequest", "TaskAccept", "TaskReject", "TaskUpdate", "TaskComplete", "TaskFail",
 		"HandoffOffer", "HandoffContext", "HandoffAccept", "HandoffDecline", "Proposal", "Evaluation", "Objection", "Vote",
 		"CounterProposal", "Accept", "Reject", "Withdraw", "ApprovalRequest", "Approve", "Abstain", "Contribute", "Progress",
 		"CancelSession", "Bogus"}
-	roles = []string{rules.RoleInitiator, rules.RoleParticipant, rules.RoleCommitmentAuthority, rules.RoleEligibleAssignee,
-		rules.RoleActiveAssignee, rules.RoleOfferOwner, rules.RoleOfferTarget, rules.RoleProposalAuthor}
+	roles = []string{macp.RoleInitiator, macp.RoleParticipant, macp.RoleCommitmentAuthority, macp.RoleEligibleAssignee,
+		macp.RoleActiveAssignee, macp.RoleOfferOwner, macp.RoleOfferTarget, macp.RoleProposalAuthor}
 	govs = []map[string]any{
 		{},
 		{"voting": map[string]any{"algorithm": "majority"}},
@@ -56,7 +57,7 @@ func randomInput(r *rand.Rand) *Input {
 		}
 	}
 	if in.Message.Type == "Commitment" && r.IntN(4) > 0 {
-		g, err := rules.Bind(rules.PolicyDescriptor{PolicyID: "p", Mode: "*", SchemaVersion: uint32(1 + r.IntN(3)), Rules: pick(r, govs)})
+		g, err := macp.Bind(macp.PolicyDescriptor{PolicyID: "p", Mode: "*", SchemaVersion: uint32(1 + r.IntN(3)), Rules: pick(r, govs)})
 		if err != nil {
 			panic(err)
 		}
@@ -140,7 +141,7 @@ func TestMemoKeyIgnoresUnreadFields(t *testing.T) {
 		}
 	}
 	for i := range 10 {
-		in := &Input{Message: Message{Mode: rules.ModeTask, Type: "TaskUpdate", ID: string(rune('a' + i)), Sender: string(rune('a' + i))}, Roles: []string{"participant", "active_assignee"}}
+		in := &Input{Message: Message{Mode: macp.ModeTask, Type: "TaskUpdate", ID: string(rune('a' + i)), Sender: string(rune('a' + i))}, Roles: []string{"participant", "active_assignee"}}
 		if _, err := e.Evaluate(ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ deny contains {"code": "FORBIDDEN", "reason": "no_mallory", "msg": "mallory is b
 	if !slices.Contains(e.Reads(), "input.principal.id") {
 		t.Fatalf("reads %v miss input.principal.id", e.Reads())
 	}
-	in := &Input{Principal: Principal{ID: "mallory"}, Message: Message{Mode: rules.ModeTask, Type: "TaskUpdate"}, Roles: []string{"participant", "active_assignee"}}
+	in := &Input{Principal: Principal{ID: "mallory"}, Message: Message{Mode: macp.ModeTask, Type: "TaskUpdate"}, Roles: []string{"participant", "active_assignee"}}
 	d, err := e.Evaluate(ctx, in)
 	if err != nil {
 		t.Fatal(err)

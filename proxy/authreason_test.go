@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // TestAuthReasonRecorded: an authentication refusal carries its cause, for
@@ -38,7 +39,7 @@ func TestAuthReasonRecorded(t *testing.T) {
 		return e.RefuseAuth(context.Background(), "mcp", "", err)
 	}
 	enforce := func(bearer string) Decision {
-		r := req(env(sessionID(1), planner, rules.TypeSessionStart, "m1", nil))
+		r := req(env(sessionID(1), planner, macp.TypeSessionStart, "m1", nil))
 		r.Credentials.Bearer = bearer
 		d, err := e.Enforce(ctx, r)
 		if err != nil {

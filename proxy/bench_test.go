@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
 	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
@@ -37,62 +37,62 @@ type scenario struct {
 
 var benchScenarios = []scenario{
 	{
-		name: "task/TaskUpdate/allow", mode: rules.ModeTask, parts: []string{planner, worker, other},
+		name: "task/TaskUpdate/allow", mode: macp.ModeTask, parts: []string{planner, worker, other},
 		setup: []step{{planner, "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker}}, {worker, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker}}},
 		msg:   step{worker, "TaskUpdate", &taskv1.TaskUpdatePayload{TaskId: "t", Progress: 0.5, Message: "half way"}}, allowed: true,
 	},
 	{
-		name: "task/TaskUpdate/deny-requester", mode: rules.ModeTask, parts: []string{planner, worker, other},
+		name: "task/TaskUpdate/deny-requester", mode: macp.ModeTask, parts: []string{planner, worker, other},
 		setup: []step{{planner, "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker}}, {worker, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker}}},
 		msg:   step{planner, "TaskUpdate", &taskv1.TaskUpdatePayload{TaskId: "t", Progress: 0.5}},
 	},
 	{
-		name: "task/TaskComplete/deny-forged", mode: rules.ModeTask, parts: []string{planner, worker, other},
+		name: "task/TaskComplete/deny-forged", mode: macp.ModeTask, parts: []string{planner, worker, other},
 		setup: []step{{planner, "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker}}, {worker, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker}}},
 		msg:   step{other, "TaskComplete", &taskv1.TaskCompletePayload{TaskId: "t", Assignee: worker, Output: []byte("forged")}},
 	},
 	{
-		name: "task/Commitment/allow", mode: rules.ModeTask, parts: []string{planner, worker, other},
+		name: "task/Commitment/allow", mode: macp.ModeTask, parts: []string{planner, worker, other},
 		setup: []step{{planner, "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker}}, {worker, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker}}, {worker, "TaskComplete", &taskv1.TaskCompletePayload{TaskId: "t", Assignee: worker, Output: []byte("ok")}}},
 		msg:   step{planner, "Commitment", &macpv1.CommitmentPayload{CommitmentId: "c", Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true}}, allowed: true,
 	},
 	{
-		name: "handoff/HandoffAccept/allow", mode: rules.ModeHandoff, parts: []string{planner, worker, other},
+		name: "handoff/HandoffAccept/allow", mode: macp.ModeHandoff, parts: []string{planner, worker, other},
 		setup: []step{{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h", TargetParticipant: worker}}},
 		msg:   step{worker, "HandoffAccept", &handoffv1.HandoffAcceptPayload{HandoffId: "h", AcceptedBy: worker}}, allowed: true,
 	},
 	{
-		name: "handoff/HandoffAccept/deny-hijack", mode: rules.ModeHandoff, parts: []string{planner, worker, other},
+		name: "handoff/HandoffAccept/deny-hijack", mode: macp.ModeHandoff, parts: []string{planner, worker, other},
 		setup: []step{{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h", TargetParticipant: worker}}},
 		msg:   step{other, "HandoffAccept", &handoffv1.HandoffAcceptPayload{HandoffId: "h", AcceptedBy: other}},
 	},
 	{
-		name: "decision/Vote/allow", mode: rules.ModeDecision, parts: []string{planner, worker, other},
+		name: "decision/Vote/allow", mode: macp.ModeDecision, parts: []string{planner, worker, other},
 		setup: []step{{planner, "Proposal", &decisionv1.ProposalPayload{ProposalId: "p", Option: "o"}}},
 		msg:   step{worker, "Vote", &decisionv1.VotePayload{ProposalId: "p", Vote: "APPROVE"}}, allowed: true,
 	},
 	{
-		name: "decision/Vote/deny-outsider", mode: rules.ModeDecision, parts: []string{planner, worker},
+		name: "decision/Vote/deny-outsider", mode: macp.ModeDecision, parts: []string{planner, worker},
 		setup: []step{{planner, "Proposal", &decisionv1.ProposalPayload{ProposalId: "p", Option: "o"}}},
 		msg:   step{other, "Vote", &decisionv1.VotePayload{ProposalId: "p", Vote: "APPROVE"}},
 	},
 	{
-		name: "proposal/Accept/allow", mode: rules.ModeProposal, parts: []string{planner, worker},
+		name: "proposal/Accept/allow", mode: macp.ModeProposal, parts: []string{planner, worker},
 		setup: []step{{worker, "Proposal", &proposalv1.ProposalPayload{ProposalId: "p"}}},
 		msg:   step{planner, "Accept", &proposalv1.AcceptPayload{ProposalId: "p"}}, allowed: true,
 	},
 	{
-		name: "quorum/Approve/allow", mode: rules.ModeQuorum, parts: []string{worker, other},
+		name: "quorum/Approve/allow", mode: macp.ModeQuorum, parts: []string{worker, other},
 		setup: []step{{planner, "ApprovalRequest", &quorumv1.ApprovalRequestPayload{RequestId: "r", RequiredApprovals: 1}}},
 		msg:   step{worker, "Approve", &quorumv1.ApprovePayload{RequestId: "r"}}, allowed: true,
 	},
 	{
-		name: "quorum/Approve/deny-coordinator", mode: rules.ModeQuorum, parts: []string{worker, other},
+		name: "quorum/Approve/deny-coordinator", mode: macp.ModeQuorum, parts: []string{worker, other},
 		setup: []step{{planner, "ApprovalRequest", &quorumv1.ApprovalRequestPayload{RequestId: "r", RequiredApprovals: 1}}},
 		msg:   step{planner, "Approve", &quorumv1.ApprovePayload{RequestId: "r"}},
 	},
 	{
-		name: "multi_round/Contribute/allow", mode: rules.ModeMultiRound, parts: []string{planner, worker, other},
+		name: "multi_round/Contribute/allow", mode: macp.ModeMultiRound, parts: []string{planner, worker, other},
 		msg: step{worker, "Contribute", &multiroundv1.ContributePayload{Value: "a"}}, allowed: true,
 	},
 }
@@ -103,7 +103,7 @@ func (sc scenario) prepare(b testing.TB, e *Enforcer, n int) Request {
 	mk := func(i int, s step) *macpv1.Envelope {
 		return &macpv1.Envelope{MacpVersion: "1.0", Mode: sc.mode, MessageType: s.typ, MessageId: fmt.Sprint("m", i), SessionId: sid, Sender: s.sender, Payload: mustMarshal(b, s.payload)}
 	}
-	start := step{planner, "SessionStart", &macpv1.SessionStartPayload{Participants: sc.parts, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: rules.MaxTTLMs}}
+	start := step{planner, "SessionStart", &macpv1.SessionStartPayload{Participants: sc.parts, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: macp.MaxTTLMs}}
 	for i, s := range append([]step{start}, sc.setup...) {
 		d, err := e.Enforce(context.Background(), req(mk(i, s)))
 		if err != nil || !d.Allow {

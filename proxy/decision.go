@@ -11,6 +11,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -91,7 +92,7 @@ type held struct {
 	done atomic.Bool
 	t    *table
 	en   *entry
-	next *rules.Session
+	next *macp.Session
 	now  int64
 }
 
@@ -120,7 +121,7 @@ func (h *held) forget() {
 	if !h.done.CompareAndSwap(false, true) {
 		return
 	}
-	h.en.update(func(*rules.Session) *rules.Session { return nil })
+	h.en.update(func(*macp.Session) *macp.Session { return nil })
 	if h.en.shared != nil {
 		h.en.shared.version = ""
 	}

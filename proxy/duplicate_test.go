@@ -9,6 +9,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -34,7 +35,7 @@ deny contains {"code": "FORBIDDEN", "reason": "operator_policy", "msg": "worker 
 		t.Fatal(err)
 	}
 	accept := env(sessionID(80), worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}))
-	progress := env(sessionID(80), worker, rules.TypeProgress, "prog", mustMarshal(t, &macpv1.ProgressPayload{Message: "working"}))
+	progress := env(sessionID(80), worker, macp.TypeProgress, "prog", mustMarshal(t, &macpv1.ProgressPayload{Message: "working"}))
 	for _, tc := range []struct {
 		name   string
 		before func(*testing.T, *Enforcer) // after the first sending
@@ -46,7 +47,7 @@ deny contains {"code": "FORBIDDEN", "reason": "operator_policy", "msg": "worker 
 		{"retransmission after an operator rule denies the sender", func(t *testing.T, e *Enforcer) { e.Swap(devAuth(t), withOperator) }, accept, false, rules.CodeForbidden},
 		{"Progress resent while open", func(*testing.T, *Enforcer) {}, progress, true, rules.CodeOK},
 		{"Progress resent after cancellation", func(t *testing.T, e *Enforcer) {
-			d, err := e.Enforce(ctx, Request{Credentials: authn.Credentials{Bearer: planner}, Op: rules.OpCancel, SessionID: sessionID(80)})
+			d, err := e.Enforce(ctx, Request{Credentials: authn.Credentials{Bearer: planner}, Op: macp.OpCancel, SessionID: sessionID(80)})
 			if err != nil || !d.Allow {
 				t.Fatalf("cancel: %v %+v", err, d)
 			}

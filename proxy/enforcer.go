@@ -11,7 +11,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -58,7 +58,7 @@ type Rebuilder interface {
 	// which policy a session bound, never the definition, and the one
 	// registered under its id now may differ. A session whose non-default
 	// policy has no record binds rules.UnknownPolicy.
-	Rebuild(ctx context.Context, sessionID string, bound *rules.Governance) (*rules.Session, error)
+	Rebuild(ctx context.Context, sessionID string, bound *macp.Governance) (*macp.Session, error)
 	// Exists reports whether the upstream holds the session, whether or not
 	// the caller may see it.
 	Exists(ctx context.Context, sessionID string) (bool, error)
@@ -67,7 +67,7 @@ type Rebuilder interface {
 // PolicySource fetches a governance policy Warden has not seen registered
 // (registered before Warden started, or through another replica).
 type PolicySource interface {
-	Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error)
+	Policy(ctx context.Context, id string) (macp.PolicyDescriptor, bool, error)
 }
 
 // TaskStore is the owner table Warden replicas share (proxy/state keeps it
@@ -170,7 +170,7 @@ type Enforcer struct {
 	table     *table
 	owners    *owners.Table
 	sessions  SessionStore
-	decoder   rules.Decoder // of shared sessions
+	decoder   macp.Decoder // of shared sessions
 	registry  *PolicyRegistry
 	rebuilder Rebuilder
 	source    PolicySource
@@ -249,7 +249,7 @@ func (e *Enforcer) Sessions() int { return e.table.len() }
 
 // Session returns the committed state of a session, or nil. For replay and
 // tests; the returned state must not be modified.
-func (e *Enforcer) Session(ctx context.Context, id string) (*rules.Session, error) {
+func (e *Enforcer) Session(ctx context.Context, id string) (*macp.Session, error) {
 	en, err := e.table.acquire(ctx, id, e.now().UnixMilli(), false)
 	if err != nil || en == nil {
 		return nil, err
@@ -303,8 +303,8 @@ func (e *Enforcer) Forget(ctx context.Context, sessionID string) {
 
 // lookup resolves a policy_version: registered, or fetched from the source
 // (again once the copy fetched is fetchedFor old).
-func (e *Enforcer) lookup(ctx context.Context) rules.PolicyLookup {
-	return func(id string) (rules.PolicyDescriptor, bool) {
+func (e *Enforcer) lookup(ctx context.Context) macp.PolicyLookup {
+	return func(id string) (macp.PolicyDescriptor, bool) {
 		if e.source == nil {
 			return e.registry.Lookup(id)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -81,7 +82,7 @@ const (
 func sessionID(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
 
 func env(sid, sender, typ, id string, payload []byte) *macpv1.Envelope {
-	return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ, MessageId: id, SessionId: sid, Sender: sender, Payload: payload}
+	return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: typ, MessageId: id, SessionId: sid, Sender: sender, Payload: payload}
 }
 
 func req(e *macpv1.Envelope) Request {
@@ -286,7 +287,7 @@ func TestTableFull(t *testing.T) {
 		t.Fatalf("third live session: %+v, want RESOURCE_EXHAUSTED", d)
 	}
 	// Cancel one: terminal sessions are evicted first.
-	c, err := e.Enforce(context.Background(), Request{Credentials: authn.Credentials{Bearer: planner}, Op: rules.OpCancel, SessionID: sessionID(10)})
+	c, err := e.Enforce(context.Background(), Request{Credentials: authn.Credentials{Bearer: planner}, Op: macp.OpCancel, SessionID: sessionID(10)})
 	if err != nil || !c.Allow {
 		t.Fatalf("cancel: %v %+v", err, c)
 	}
@@ -312,12 +313,12 @@ func TestExpiredSessionsEvictedFirst(t *testing.T) {
 type fakeRebuilder struct {
 	mu    sync.Mutex
 	calls int
-	state map[string]*rules.Session
+	state map[string]*macp.Session
 	err   error
-	bound map[string]*rules.Governance // what each rebuild was given
+	bound map[string]*macp.Governance // what each rebuild was given
 }
 
-func (f *fakeRebuilder) Rebuild(_ context.Context, id string, bound *rules.Governance) (*rules.Session, error) {
+func (f *fakeRebuilder) Rebuild(_ context.Context, id string, bound *macp.Governance) (*macp.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -337,7 +338,7 @@ func (f *fakeRebuilder) Exists(_ context.Context, id string) (bool, error) {
 }
 
 func TestRebuild(t *testing.T) {
-	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
 	a, b := sessionID(30), sessionID(31)
 	startTask(t, e, a, true)
@@ -415,9 +416,9 @@ func TestKeysUnavailableFailsClosed(t *testing.T) {
 // the runtime keeps the definition bound at SessionStart and shows only its
 // id. A session whose binding was never recorded here is given none.
 func TestRebuildKeepsBinding(t *testing.T) {
-	rb := &fakeRebuilder{state: map[string]*rules.Session{}, bound: map[string]*rules.Governance{}}
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}, bound: map[string]*macp.Governance{}}
 	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
-	if err := e.Policies().Register(rules.PolicyDescriptor{PolicyID: "policy.p", Mode: "*", SchemaVersion: 1,
+	if err := e.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.p", Mode: "*", SchemaVersion: 1,
 		Rules: map[string]any{"commitment": map[string]any{"authority": "any_participant"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -102,13 +103,13 @@ func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request
 	}
 	env := req.Envelope
 	if env == nil {
-		return principal, rules.CheckEnvelope(nil), nil
+		return principal, macp.CheckEnvelope(nil), nil
 	}
 	if s := env.GetSender(); s != "" && s != principal.ID {
 		return principal, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonSenderMismatch,
 			Detail: "envelope sender " + strconv.Quote(s) + " is not the authenticated identity " + strconv.Quote(principal.ID)}, nil
 	}
-	return principal, rules.CheckEnvelope(env), nil
+	return principal, macp.CheckEnvelope(env), nil
 }
 
 func unauthenticated(err error) rules.Verdict {
@@ -119,31 +120,31 @@ func unauthenticated(err error) rules.Verdict {
 // ambient message or an unknown session that takes no slot), rebuilt from
 // the upstream or the shared store when the table does not hold it, the
 // rules' outcome, and the committed state it was decided on.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, rules.Outcome, *rules.Session, error) {
+func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, macp.Outcome, *macp.Session, error) {
 	env := req.Envelope
-	if req.Op == "" && rules.Ambient(env) {
-		return nil, rules.Step(nil, env, sender, now), nil, nil
+	if req.Op == "" && macp.Ambient(env) {
+		return nil, macp.Step(nil, env, sender, now), nil, nil
 	}
 	_, _, sessionID := req.describe()
-	start := req.Op == "" && env.GetMessageType() == rules.TypeSessionStart
+	start := req.Op == "" && env.GetMessageType() == macp.TypeSessionStart
 	// Only a SessionStart, or a message the upstream or the shared store
 	// can give the state for, takes a slot in the table.
 	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || e.sessions != nil || start)
 	if errors.Is(err, errTableFull) {
-		return nil, rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
+		return nil, macp.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
 	}
 	if err != nil {
-		return nil, rules.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
+		return nil, macp.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
 	if err := e.load(ctx, en, decision, now); err != nil {
 		e.release(en)
-		return nil, rules.Outcome{}, nil, fmt.Errorf("shared state of session %s: %w", sessionID, err)
+		return nil, macp.Outcome{}, nil, fmt.Errorf("shared state of session %s: %w", sessionID, err)
 	}
 	for {
 		out, used, err := e.decideOn(ctx, req, en, sender, start, now)
 		if err != nil {
 			e.release(en)
-			return nil, rules.Outcome{}, nil, err
+			return nil, macp.Outcome{}, nil, err
 		}
 		// A state-changing message is decided on the state every flight of
 		// its session has landed on, and commits over that very state: the
@@ -153,7 +154,7 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender
 		}
 		if err := en.wait(ctx, "", 1); err != nil {
 			e.release(en)
-			return nil, rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+			return nil, macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 	}
 }
@@ -163,26 +164,26 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender
 // does not know it, and returns the state it decided on. When pipelining, it
 // first waits until the message's id is not in flight and the session has
 // room for one more flight.
-func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (rules.Outcome, *rules.Session, error) {
+func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (macp.Outcome, *macp.Session, error) {
 	env := req.Envelope
 	_, _, sessionID := req.describe()
 	if en != nil && e.depth > 1 {
 		if err := en.wait(ctx, env.GetMessageId(), e.depth); err != nil {
-			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+			return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 	}
 	if en != nil && en.state.Load() == nil && e.rebuilder != nil && !start {
 		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
-			return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+			return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 		s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
 		e.rebuilt(err == nil)
 		if err != nil {
-			return rules.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
+			return macp.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
 		}
-		en.update(func(*rules.Session) *rules.Session { return s })
+		en.update(func(*macp.Session) *macp.Session { return s })
 	}
-	var state *rules.Session
+	var state *macp.Session
 	if en != nil {
 		state = en.state.Load()
 	}
@@ -195,15 +196,15 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 	}
 	switch {
 	case req.Op != "":
-		return rules.Control(seen, req.Op, sender, now), state, nil
+		return macp.Control(seen, req.Op, sender, now), state, nil
 	case start:
-		out := rules.Start(state, env, sender, e.lookup(ctx), now)
+		out := macp.Start(state, env, sender, e.lookup(ctx), now)
 		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil && !req.Acked {
 			return e.startUnknown(ctx, en, env, sender, now, out)
 		}
 		return out, state, nil
 	}
-	return rules.Step(seen, env, sender, now), state, nil
+	return macp.Step(seen, env, sender, now), state, nil
 }
 
 // startUnknown decides a SessionStart the rules allow on a session the table
@@ -215,26 +216,26 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 // session the upstream knows is rebuilt when the caller may see it, so a
 // retransmitted start is answered as one, and otherwise refused as existing,
 // as the runtime answers.
-func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Envelope, sender string, now int64, out rules.Outcome) (rules.Outcome, *rules.Session, error) {
+func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Envelope, sender string, now int64, out macp.Outcome) (macp.Outcome, *macp.Session, error) {
 	sessionID := env.GetSessionId()
 	exists, err := e.rebuilder.Exists(ctx, sessionID)
 	if err != nil {
-		return rules.Outcome{}, nil, fmt.Errorf("look up session %s: %w", sessionID, err)
+		return macp.Outcome{}, nil, fmt.Errorf("look up session %s: %w", sessionID, err)
 	}
 	if !exists {
 		return out, nil, nil
 	}
 	if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
-		return rules.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
+		return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 	}
 	s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
 	e.rebuilt(err == nil && s != nil)
 	if err != nil || s == nil {
-		return rules.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,
+		return macp.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,
 			Detail: "session " + sessionID + " already exists"}}, nil, nil
 	}
-	en.update(func(*rules.Session) *rules.Session { return s })
-	return rules.Start(s, env, sender, e.lookup(ctx), now), s, nil
+	en.update(func(*macp.Session) *macp.Session { return s })
+	return macp.Start(s, env, sender, e.lookup(ctx), now), s, nil
 }
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
@@ -244,7 +245,7 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 // default one does not ask it for the roles it had, the credential's scopes
 // and the operator's rules decide it as any message. The lowest rank wins;
 // at equal rank the rules' verdict comes first.
-func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out rules.Outcome) (rules.Verdict, error) {
+func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome) (rules.Verdict, error) {
 	verdict := out.Verdict
 	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
@@ -278,7 +279,7 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 }
 
 // stateOf returns en's committed state, nil for no entry.
-func stateOf(en *entry) *rules.Session {
+func stateOf(en *entry) *macp.Session {
 	if en == nil {
 		return nil
 	}
@@ -289,7 +290,7 @@ func stateOf(en *entry) *rules.Session {
 // locked until the upstream answers (Settle), unless it is record-only and
 // pipelining is on: it then flies and frees the session now, like anything
 // else.
-func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out rules.Outcome, base *rules.Session, now int64) Decision {
+func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out macp.Outcome, base *macp.Session, now int64) Decision {
 	if en == nil {
 		return d
 	}
@@ -320,7 +321,7 @@ func (e *Enforcer) release(en *entry) {
 // flight to land. A state that moved otherwise means Warden no longer
 // follows the runtime (it accepted what the committed state may refuse): the
 // entry is marked stale and rebuilt from the upstream on its next message.
-func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out rules.Outcome, base *rules.Session) Decision {
+func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out macp.Outcome, base *macp.Session) Decision {
 	en.fly(env.GetMessageId())
 	en.release()
 	d.pending = &flying{e: e, en: en, next: out.Next, env: env, sender: sender, base: base}
@@ -335,8 +336,8 @@ type flying struct {
 	en     *entry
 	env    *macpv1.Envelope
 	sender string
-	base   *rules.Session
-	next   *rules.Session
+	base   *macp.Session
+	next   *macp.Session
 }
 
 // settle lands the flight.
@@ -349,7 +350,7 @@ func (f *flying) settle(accepted bool) {
 		f.en.land(id, nil)
 		return
 	}
-	f.en.land(id, func(cur *rules.Session) *rules.Session {
+	f.en.land(id, func(cur *macp.Session) *macp.Session {
 		if cur == f.base {
 			return f.next
 		}
@@ -359,7 +360,7 @@ func (f *flying) settle(accepted bool) {
 		switch {
 		case cur == nil:
 			return nil // forgotten meanwhile: already stale
-		case cur.State == rules.StateExpired:
+		case cur.State == macp.StateExpired:
 			return cur // Warden's clock expired it meanwhile: it accepts nothing more
 		}
 		f.e.log.Warn("a pipelined message landed on a session that changed since it was decided; the session will be rebuilt",
@@ -379,5 +380,5 @@ func (f *flying) forget() {
 		f.en.land(f.env.GetMessageId(), nil)
 		return
 	}
-	f.en.land(f.env.GetMessageId(), func(*rules.Session) *rules.Session { return nil })
+	f.en.land(f.env.GetMessageId(), func(*macp.Session) *macp.Session { return nil })
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
@@ -21,7 +22,7 @@ const outsider = "agent://outsider"
 // modelPools are, per mode, the messages a random session draws from:
 // allowed and refused, record-only and state-changing.
 var modelPools = map[string][]step{
-	rules.ModeTask: {
+	macp.ModeTask: {
 		{planner, "TaskRequest", &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}},
 		{worker, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}},
 		{other, "TaskAccept", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: other}},
@@ -39,7 +40,7 @@ var modelPools = map[string][]step{
 		{worker, "TaskReject", &taskv1.TaskRejectPayload{TaskId: "t1", Assignee: worker}},
 		{planner, "Commitment", &macpv1.CommitmentPayload{CommitmentId: "c", Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true}},
 	},
-	rules.ModeHandoff: {
+	macp.ModeHandoff: {
 		{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h1", TargetParticipant: worker}},
 		{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h2", TargetParticipant: other}},
 		{planner, "HandoffContext", &handoffv1.HandoffContextPayload{HandoffId: "h1", ContentType: "text/plain", Context: []byte("a")}},
@@ -72,7 +73,7 @@ func modelSession(t testing.TB, rnd *rand.Rand, sid, mode string, n int) []model
 	pool := modelPools[mode]
 	for range n {
 		s := pool[rnd.IntN(len(pool))]
-		if mode == rules.ModeTask && len(msgs) < 3 { // mostly get the task running
+		if mode == macp.ModeTask && len(msgs) < 3 { // mostly get the task running
 			s = pool[len(msgs)-1]
 		}
 		msgs = append(msgs, modelMsg{env: mk(fmt.Sprint("m", rnd.IntN(n)), s), accept: rnd.IntN(8) != 0})
@@ -162,9 +163,9 @@ func TestPipelineModel(t *testing.T) {
 					defer wg.Done()
 					rnd := rand.New(rand.NewPCG(uint64(tc.depth), uint64(w)))
 					for n := w; n < sessions; n += workers {
-						mode := rules.ModeTask
+						mode := macp.ModeTask
 						if n%3 == 2 {
-							mode = rules.ModeHandoff
+							mode = macp.ModeHandoff
 						}
 						if err := modelRun(serial, piped, rnd, modelSession(t, rnd, sessionID(10_000+n), mode, 6+rnd.IntN(30))); err != nil {
 							t.Error(err)
@@ -191,7 +192,7 @@ type runtimeOf struct {
 	calls atomic.Int64
 }
 
-func (r *runtimeOf) Rebuild(ctx context.Context, id string, _ *rules.Governance) (*rules.Session, error) {
+func (r *runtimeOf) Rebuild(ctx context.Context, id string, _ *macp.Governance) (*macp.Session, error) {
 	r.calls.Add(1)
 	return r.e.Session(ctx, id)
 }
@@ -243,7 +244,7 @@ func modelRun(serial, piped *Enforcer, rnd *rand.Rand, msgs []modelMsg) error {
 // sameSession compares two committed states: lifecycle, mode state, the
 // accepted count of every sender, and what each message of the session would
 // get now (which is how the record of accepted ids shows).
-func sameSession(a, b *rules.Session, msgs []modelMsg) string {
+func sameSession(a, b *macp.Session, msgs []modelMsg) string {
 	if a == nil || b == nil {
 		if a != b {
 			return fmt.Sprintf("serial %v, pipelined %v", a != nil, b != nil)
@@ -260,7 +261,7 @@ func sameSession(a, b *rules.Session, msgs []modelMsg) string {
 	}
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixMilli()
 	for _, m := range msgs[1:] {
-		x, y := rules.Step(a, m.env, m.env.GetSender(), now), rules.Step(b, m.env, m.env.GetSender(), now)
+		x, y := macp.Step(a, m.env, m.env.GetSender(), now), macp.Step(b, m.env, m.env.GetSender(), now)
 		if x.Verdict.Reason != y.Verdict.Reason || x.Duplicate != y.Duplicate {
 			return fmt.Sprintf("%s %s now: serial %s, pipelined %s", m.env.GetMessageType(), m.env.GetMessageId(), x.Verdict.Reason, y.Verdict.Reason)
 		}
@@ -371,7 +372,7 @@ func TestPipelineFlights(t *testing.T) {
 // TestPipelineStale checks that a flight the committed state would refuse at
 // landing marks the session stale, and that it is rebuilt from the upstream.
 func TestPipelineStale(t *testing.T) {
-	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 	e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
 	sid := sessionID(51)
 	startTask(t, e, sid, true)
@@ -382,12 +383,12 @@ func TestPipelineStale(t *testing.T) {
 	}
 	// The committed state moves under the flight as no decision can move
 	// it: the task is already completed when the update lands.
-	c := rules.Step(before, env(sid, worker, "TaskComplete", "c", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker})), worker, before.StartedAtMs)
+	c := macp.Step(before, env(sid, worker, "TaskComplete", "c", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker})), worker, before.StartedAtMs)
 	if c.Next == nil {
 		t.Fatalf("%+v", c.Verdict)
 	}
 	en, _ := e.table.acquire(context.Background(), sid, 0, false)
-	en.update(func(*rules.Session) *rules.Session { return c.Next })
+	en.update(func(*macp.Session) *macp.Session { return c.Next })
 	en.release()
 	d.Settle(true)
 	if s, _ := e.Session(context.Background(), sid); s != nil {
@@ -416,7 +417,7 @@ func TestPipelineExpiry(t *testing.T) {
 		t.Fatalf("after the TTL: %v %+v", err, late)
 	}
 	d.Settle(true)
-	if s, _ := e.Session(context.Background(), sid); s == nil || s.State != rules.StateExpired {
+	if s, _ := e.Session(context.Background(), sid); s == nil || s.State != macp.StateExpired {
 		t.Fatalf("after a landing on an expired session: %+v", s)
 	}
 }
@@ -511,7 +512,7 @@ func BenchmarkHotSession(b *testing.B) {
 // is marked stale at once, the landing changes nothing, and the next message
 // waits for it and rebuilds the session.
 func TestPipelineForgetInFlight(t *testing.T) {
-	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 	e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
 	sid := sessionID(52)
 	startTask(t, e, sid, true)
@@ -564,7 +565,7 @@ func TestSettleForget(t *testing.T) {
 	}
 	t.Run("held, a message waiting", func(t *testing.T) {
 		for n := range 50 { // the gap was a scheduling race: try it often
-			rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+			rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 			e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
 			sid := sessionID(600 + n)
 			startTask(t, e, sid, false)
@@ -576,7 +577,7 @@ func TestSettleForget(t *testing.T) {
 			waiter := decideAsync(t, e, req(complete(sid)))
 			waiting(t, waiter, "the worker's TaskComplete")
 			rb.mu.Lock()
-			rb.state[sid] = rules.Step(before, accept(sid), worker, before.StartedAtMs).Next // the runtime took the TaskAccept
+			rb.state[sid] = macp.Step(before, accept(sid), worker, before.StartedAtMs).Next // the runtime took the TaskAccept
 			rb.mu.Unlock()
 			e.SettleForget(ctx, lost)
 			d := received(t, waiter, "the worker's TaskComplete")
@@ -590,7 +591,7 @@ func TestSettleForget(t *testing.T) {
 		}
 	})
 	t.Run("in flight", func(t *testing.T) {
-		rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+		rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 		e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
 		sid := sessionID(700)
 		startTask(t, e, sid, true)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -15,21 +16,21 @@ import (
 // unregisters, unseen by the Enforcer (through another replica).
 type changingSource struct {
 	mu      sync.Mutex
-	d       *rules.PolicyDescriptor
+	d       *macp.PolicyDescriptor
 	fetches int
 }
 
-func (s *changingSource) Policy(_ context.Context, id string) (rules.PolicyDescriptor, bool, error) {
+func (s *changingSource) Policy(_ context.Context, id string) (macp.PolicyDescriptor, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fetches++
 	if s.d == nil || s.d.PolicyID != id {
-		return rules.PolicyDescriptor{}, false, nil
+		return macp.PolicyDescriptor{}, false, nil
 	}
 	return *s.d, true, nil
 }
 
-func (s *changingSource) set(d *rules.PolicyDescriptor) { s.mu.Lock(); s.d = d; s.mu.Unlock() }
+func (s *changingSource) set(d *macp.PolicyDescriptor) { s.mu.Lock(); s.d = d; s.mu.Unlock() }
 
 // TestFetchedPolicyAges: a policy fetched from the upstream binds new
 // sessions for fetchedFor, then is fetched again, so a policy unregistered
@@ -42,8 +43,8 @@ func TestFetchedPolicyAges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := func(v string) *rules.PolicyDescriptor {
-		return &rules.PolicyDescriptor{PolicyID: "policy.review", Mode: rules.ModeTask, SchemaVersion: 1,
+	policy := func(v string) *macp.PolicyDescriptor {
+		return &macp.PolicyDescriptor{PolicyID: "policy.review", Mode: macp.ModeTask, SchemaVersion: 1,
 			Rules: map[string]any{"commitment": map[string]any{"authority": v}}}
 	}
 	n := 90

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // fetchedFor is how long a policy fetched from the upstream is used before it
@@ -24,7 +24,7 @@ type PolicyRegistry struct {
 // heldPolicy is a policy and when it was fetched from the upstream (zero
 // when its registration was seen).
 type heldPolicy struct {
-	d       rules.PolicyDescriptor
+	d       macp.PolicyDescriptor
 	fetched time.Time
 }
 
@@ -35,28 +35,28 @@ func NewPolicyRegistry() *PolicyRegistry {
 
 // Register adds a policy. As in the runtime, policy.default is reserved and a
 // registered id is immutable.
-func (r *PolicyRegistry) Register(d rules.PolicyDescriptor) error {
+func (r *PolicyRegistry) Register(d macp.PolicyDescriptor) error {
 	return r.put(d, false, time.Time{})
 }
 
 // Replace records a policy the upstream accepted, over any copy held: the
 // upstream holds no other under its id (it was unregistered there, or the
 // copy came from before), so the copy is stale.
-func (r *PolicyRegistry) Replace(d rules.PolicyDescriptor) error {
+func (r *PolicyRegistry) Replace(d macp.PolicyDescriptor) error {
 	return r.put(d, true, time.Time{})
 }
 
 // fetched records a policy fetched from the upstream at now, over a copy
 // fetched before.
-func (r *PolicyRegistry) fetched(d rules.PolicyDescriptor, now time.Time) error {
+func (r *PolicyRegistry) fetched(d macp.PolicyDescriptor, now time.Time) error {
 	return r.put(d, true, now)
 }
 
-func (r *PolicyRegistry) put(d rules.PolicyDescriptor, replace bool, fetched time.Time) error {
-	if d.PolicyID == "" || d.PolicyID == rules.DefaultPolicyID {
+func (r *PolicyRegistry) put(d macp.PolicyDescriptor, replace bool, fetched time.Time) error {
+	if d.PolicyID == "" || d.PolicyID == macp.DefaultPolicyID {
 		return fmt.Errorf("register policy: id %q is reserved or empty", d.PolicyID)
 	}
-	if _, err := rules.Bind(d); err != nil {
+	if _, err := macp.Bind(d); err != nil {
 		return fmt.Errorf("register policy: %w", err)
 	}
 	r.mu.Lock()
@@ -77,7 +77,7 @@ func (r *PolicyRegistry) Remove(id string) {
 }
 
 // Lookup returns a registered policy.
-func (r *PolicyRegistry) Lookup(id string) (rules.PolicyDescriptor, bool) {
+func (r *PolicyRegistry) Lookup(id string) (macp.PolicyDescriptor, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.policies[id]
@@ -86,12 +86,12 @@ func (r *PolicyRegistry) Lookup(id string) (rules.PolicyDescriptor, bool) {
 
 // current returns a policy whose registration was seen, or one fetched less
 // than fetchedFor before now.
-func (r *PolicyRegistry) current(id string, now time.Time) (rules.PolicyDescriptor, bool) {
+func (r *PolicyRegistry) current(id string, now time.Time) (macp.PolicyDescriptor, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.policies[id]
 	if ok && !h.fetched.IsZero() && now.Sub(h.fetched) >= fetchedFor {
-		return rules.PolicyDescriptor{}, false
+		return macp.PolicyDescriptor{}, false
 	}
 	return h.d, ok
 }

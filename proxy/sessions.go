@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // SessionStore is the MACP session state Warden replicas share for an
@@ -102,7 +102,7 @@ func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int
 
 // replace installs the store's version of a session in its entry.
 func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) error {
-	var s *rules.Session
+	var s *macp.Session
 	if version != "" {
 		var err error
 		if s, err = e.decoder.Decode(data); err != nil {
@@ -120,7 +120,7 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 // read it for this decision. ok is false when another replica changed the
 // session: its state is then in the entry and the decision must be taken
 // again.
-func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *entry, out rules.Outcome, now int64) (ok bool, err error) {
+func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *entry, out macp.Outcome, now int64) (ok bool, err error) {
 	if e.sessions == nil || en == nil {
 		return true, nil
 	}
@@ -166,11 +166,11 @@ func (e *Enforcer) changed(en *entry, decision, version string, data []byte, now
 // endsAt is when a session can accept no more messages, as far as is known
 // now: its deadline while open, plus the suspension allowance while
 // suspended; now once it is terminal.
-func endsAt(s *rules.Session, now int64) int64 {
+func endsAt(s *macp.Session, now int64) int64 {
 	switch {
 	case s.State.Terminal():
 		return now
-	case s.State == rules.StateSuspended:
+	case s.State == macp.StateSuspended:
 		return max(s.DeadlineMs, now) + s.MaxSuspendMs
 	}
 	return max(s.DeadlineMs, now)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -203,7 +204,7 @@ func TestSharedSessionRace(t *testing.T) {
 
 func TestSharedSessionFaults(t *testing.T) {
 	store := newMemSessions()
-	rb := &fakeRebuilder{state: map[string]*rules.Session{}}
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
 	rs := macpReplicas(t, 2, store, rb)
 	sid := sessionID(53)
 	msgs := taskTranscript(t, sid)
@@ -291,8 +292,8 @@ func TestSharedUnknownPolicy(t *testing.T) {
 	start := env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
 		Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000, PolicyVersion: "policy.p"}))
 	start.TimestampUnixMs = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC).UnixMilli()
-	rebuilt := rules.StartBound(nil, start, planner, rules.UnknownPolicy("policy.p"), start.TimestampUnixMs).Next
-	rb := &fakeRebuilder{state: map[string]*rules.Session{sid: rebuilt}}
+	rebuilt := macp.StartBound(nil, start, planner, macp.UnknownPolicy("policy.p"), start.TimestampUnixMs).Next
+	rb := &fakeRebuilder{state: map[string]*macp.Session{sid: rebuilt}}
 	r := macpReplicas(t, 2, newMemSessions(), rb)
 	d, err := r[0].Enforce(context.Background(), req(env(sid, planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))))
 	if err != nil || !d.Allow {

@@ -8,6 +8,7 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 const mallory = "agent://mallory"
@@ -15,12 +16,12 @@ const mallory = "agent://mallory"
 // upstreamSessions stands in for a runtime that holds sessions Warden does
 // not: hidden ones exist but are not shown to the caller (PermissionDenied).
 type upstreamSessions struct {
-	state  map[string]*rules.Session
+	state  map[string]*macp.Session
 	hidden bool
 	err    error
 }
 
-func (u *upstreamSessions) Rebuild(_ context.Context, id string, _ *rules.Governance) (*rules.Session, error) {
+func (u *upstreamSessions) Rebuild(_ context.Context, id string, _ *macp.Governance) (*macp.Session, error) {
 	if u.err != nil || u.hidden {
 		return nil, u.err
 	}
@@ -61,9 +62,9 @@ func TestStartOnSessionUpstreamHolds(t *testing.T) {
 		acked    bool // as the sidecar's unary Send
 	}{
 		{"upstream does not hold it", &upstreamSessions{}, start(mallory, "evil"), true, rules.CodeOK, false, false},
-		{"held, hidden from the sender", &upstreamSessions{state: map[string]*rules.Session{sid: held}, hidden: true}, start(mallory, "evil"), false, rules.CodeSessionAlreadyExists, false, false},
-		{"held, a participant starts it again", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, start(other, "again"), false, rules.CodeSessionAlreadyExists, false, false},
-		{"held, the initiator retransmits its start", &upstreamSessions{state: map[string]*rules.Session{sid: held}}, original, true, rules.CodeOK, false, false},
+		{"held, hidden from the sender", &upstreamSessions{state: map[string]*macp.Session{sid: held}, hidden: true}, start(mallory, "evil"), false, rules.CodeSessionAlreadyExists, false, false},
+		{"held, a participant starts it again", &upstreamSessions{state: map[string]*macp.Session{sid: held}}, start(other, "again"), false, rules.CodeSessionAlreadyExists, false, false},
+		{"held, the initiator retransmits its start", &upstreamSessions{state: map[string]*macp.Session{sid: held}}, original, true, rules.CodeOK, false, false},
 		{"the upstream cannot be asked", &upstreamSessions{err: errors.New("unavailable")}, start(mallory, "evil"), false, "", true, false},
 		// The sidecar's unary Send commits only on the runtime's Ack, which
 		// refuses a session it holds: no look-up.

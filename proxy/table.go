@@ -10,7 +10,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // errTableFull means the table holds only live sessions it may not forget.
@@ -25,10 +25,10 @@ var errTableFull = errors.New("session table full of live sessions")
 // and flights by mu.
 type entry struct {
 	id    string
-	state atomic.Pointer[rules.Session] // committed; nil until started or rebuilt, or when stale
-	gone  bool                          // evicted: holders must look the session up again
-	done  bool                          // on the terminal list; guarded by table.mu
-	held  bool                          // the lock is taken
+	state atomic.Pointer[macp.Session] // committed; nil until started or rebuilt, or when stale
+	gone  bool                         // evicted: holders must look the session up again
+	done  bool                         // on the terminal list; guarded by table.mu
+	held  bool                         // the lock is taken
 	// unlocked is closed when the lock is given back; nil while nobody
 	// waits, so that an idle entry costs one pointer for it.
 	unlocked chan struct{}
@@ -122,7 +122,7 @@ func (e *entry) release() {
 
 // update replaces the committed state with f of it; commits are serialized
 // with the landing of flights.
-func (e *entry) update(f func(*rules.Session) *rules.Session) {
+func (e *entry) update(f func(*macp.Session) *macp.Session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.state.Store(f(e.state.Load()))
@@ -141,7 +141,7 @@ func (e *entry) fly(id string) {
 
 // land ends the flight of message id; commit, when not nil (the upstream
 // accepted it), computes the new committed state from the current one.
-func (e *entry) land(id string, commit func(*rules.Session) *rules.Session) {
+func (e *entry) land(id string, commit func(*macp.Session) *macp.Session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	f := e.flights
@@ -208,7 +208,7 @@ type table struct {
 	// bindings are the non-default governance policies sessions were
 	// committed with, as many as the table holds sessions, kept past their
 	// entries for the rebuild (binding).
-	bindings *lru.Cache[string, *rules.Governance]
+	bindings *lru.Cache[string, *macp.Governance]
 }
 
 // useList is a list of entries, most recently used first.
@@ -257,7 +257,7 @@ func newTable(capacity int, evictLive bool) (*table, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("session table of %d entries: must be positive", capacity)
 	}
-	bindings, err := lru.New[string, *rules.Governance](capacity)
+	bindings, err := lru.New[string, *macp.Governance](capacity)
 	if err != nil {
 		return nil, fmt.Errorf("policy bindings: %w", err)
 	}
@@ -355,13 +355,13 @@ func (t *table) unlink(e *entry) {
 // settle records the entry's new state; the caller holds the entry's lock.
 // A state committed with another governance than the entry held (a start,
 // a shared session loaded) records its binding.
-func (t *table) settle(e *entry, s *rules.Session, now int64) {
-	if s != nil && s.Policy != nil && s.Policy.Known() && s.Policy.ID != rules.DefaultPolicyID {
+func (t *table) settle(e *entry, s *macp.Session, now int64) {
+	if s != nil && s.Policy != nil && s.Policy.Known() && s.Policy.ID != macp.DefaultPolicyID {
 		if prev := e.state.Load(); prev == nil || prev.Policy != s.Policy {
 			t.bindings.Add(e.id, s.Policy)
 		}
 	}
-	e.update(func(*rules.Session) *rules.Session { return s })
+	e.update(func(*macp.Session) *macp.Session { return s })
 	t.file(e, s, now)
 }
 
@@ -369,16 +369,16 @@ func (t *table) settle(e *entry, s *rules.Session, now int64) {
 // none is recorded (policy.default needs none). It outlives the entry: an
 // evicted or forgotten session is rebuilt from the runtime, which shows
 // which policy the session bound but not its definition.
-func (t *table) binding(id string) *rules.Governance {
+func (t *table) binding(id string) *macp.Governance {
 	g, _ := t.bindings.Get(id)
 	return g
 }
 
 // expire commits what time alone did to the entry's state (flights may land
 // meanwhile) and returns the state; the caller holds the entry's lock.
-func (t *table) expire(e *entry, now int64) *rules.Session {
-	var s *rules.Session
-	e.update(func(cur *rules.Session) *rules.Session {
+func (t *table) expire(e *entry, now int64) *macp.Session {
+	var s *macp.Session
+	e.update(func(cur *macp.Session) *macp.Session {
 		if cur != nil {
 			s = cur.Expire(now)
 		}
@@ -389,7 +389,7 @@ func (t *table) expire(e *entry, now int64) *rules.Session {
 }
 
 // file moves an entry whose state s has expired to the terminal list.
-func (t *table) file(e *entry, s *rules.Session, now int64) {
+func (t *table) file(e *entry, s *macp.Session, now int64) {
 	if s == nil || !s.Expired(now) {
 		return
 	}
@@ -435,7 +435,7 @@ func (t *table) forget(ctx context.Context, id string) {
 	}
 	defer e.release()
 	if !e.idle() {
-		e.update(func(*rules.Session) *rules.Session { return nil })
+		e.update(func(*macp.Session) *macp.Session { return nil })
 		return
 	}
 	t.remove(e)

@@ -35,24 +35,25 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Fixture is one transcript.
 type Fixture struct {
-	Mode                 string                  `json:"mode"`
-	Initiator            string                  `json:"initiator"`
-	Participants         []string                `json:"participants"`
-	ModeVersion          string                  `json:"mode_version"`
-	ConfigurationVersion string                  `json:"configuration_version"`
-	PolicyVersion        string                  `json:"policy_version"`
-	TTLMs                int64                   `json:"ttl_ms"`
-	Policy               *rules.PolicyDescriptor `json:"policy"`
-	Messages             []FixtureMessage        `json:"messages"`
-	ExpectedFinalState   string                  `json:"expected_final_state"`
-	ExpectedResolution   map[string]any          `json:"expected_resolution"`
-	ExpectedModeState    map[string]any          `json:"expected_mode_state"`
-	ResolutionPresent    *bool                   `json:"expect_resolution_present"`
+	Mode                 string                 `json:"mode"`
+	Initiator            string                 `json:"initiator"`
+	Participants         []string               `json:"participants"`
+	ModeVersion          string                 `json:"mode_version"`
+	ConfigurationVersion string                 `json:"configuration_version"`
+	PolicyVersion        string                 `json:"policy_version"`
+	TTLMs                int64                  `json:"ttl_ms"`
+	Policy               *macp.PolicyDescriptor `json:"policy"`
+	Messages             []FixtureMessage       `json:"messages"`
+	ExpectedFinalState   string                 `json:"expected_final_state"`
+	ExpectedResolution   map[string]any         `json:"expected_resolution"`
+	ExpectedModeState    map[string]any         `json:"expected_mode_state"`
+	ResolutionPresent    *bool                  `json:"expect_resolution_present"`
 	// Description and Comment are prose, ignored.
 	Description string `json:"description"`
 	Comment     string `json:"_comment"`
@@ -151,7 +152,7 @@ func Load(file string) (*Transcript, error) {
 	msgs := fx.Messages
 	hasStart := false
 	for _, m := range msgs {
-		hasStart = hasStart || m.MessageType == rules.TypeSessionStart
+		hasStart = hasStart || m.MessageType == macp.TypeSessionStart
 	}
 	if !hasStart {
 		start, err := json.Marshal(map[string]any{
@@ -161,7 +162,7 @@ func Load(file string) (*Transcript, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append([]FixtureMessage{{Sender: fx.Initiator, MessageType: rules.TypeSessionStart, PayloadType: "SessionStart", Payload: start, Expect: "accept", MessageID: "start"}}, msgs...)
+		msgs = append([]FixtureMessage{{Sender: fx.Initiator, MessageType: macp.TypeSessionStart, PayloadType: "SessionStart", Payload: start, Expect: "accept", MessageID: "start"}}, msgs...)
 	}
 	clock := epoch
 	for i, m := range msgs {
@@ -191,7 +192,7 @@ func Load(file string) (*Transcript, error) {
 			if id == "" {
 				id = "m-" + index
 			}
-			mode, version := fx.Mode, rules.ProtocolVersion
+			mode, version := fx.Mode, macp.ProtocolVersion
 			if m.Mode != "" {
 				mode = m.Mode
 			}
@@ -216,7 +217,7 @@ func Load(file string) (*Transcript, error) {
 // passed: an outsider learns nothing of the session.
 func outsiderCode(fx Fixture, m FixtureMessage, principal string) string {
 	switch {
-	case m.Expect != "reject", m.MessageType == rules.TypeSessionStart,
+	case m.Expect != "reject", m.MessageType == macp.TypeSessionStart,
 		principal == fx.Initiator, slices.Contains(fx.Participants, principal):
 		return m.ExpectedErrorCode
 	}
@@ -274,7 +275,7 @@ type Decide func(ctx context.Context, st Step) (proxy.Decision, error)
 // Evaluate decides every step of tr with decide and compares the outcomes,
 // and then the session's final state (from session), with the transcript's
 // expectations.
-func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func() (*rules.Session, error)) (Result, error) {
+func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func() (*macp.Session, error)) (Result, error) {
 	res := Result{File: tr.Name}
 	for _, st := range tr.Steps {
 		d, err := decide(ctx, st)
@@ -368,7 +369,7 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 			flights = append(flights, d)
 		}
 		return d, err
-	}, func() (*rules.Session, error) {
+	}, func() (*macp.Session, error) {
 		land()
 		landing.Wait()
 		return enf.Session(ctx, tr.SessionID)
@@ -377,7 +378,7 @@ func Run(ctx context.Context, engine *policies.Engine, file string) (Result, err
 
 // checkFinal compares the session's final state with the fixture's
 // expectations.
-func checkFinal(name string, fx *Fixture, s *rules.Session) []string {
+func checkFinal(name string, fx *Fixture, s *macp.Session) []string {
 	var fails []string
 	if s == nil {
 		if fx.ExpectedFinalState != "" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/policies"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // TestConformance replays the spec's conformance fixtures (Warden's
@@ -65,7 +65,7 @@ func runFiles(t *testing.T, files []string, min int) {
 // TestPayloadTypesCoverCatalog: replay encodes exactly the catalog's payload
 // types.
 func TestPayloadTypesCoverCatalog(t *testing.T) {
-	want := rules.PayloadTypes()
+	want := macp.PayloadTypes()
 	var got []string
 	for k := range payloadTypes {
 		got = append(got, k)

@@ -154,11 +154,3 @@ type Verdict struct {
 
 // OK reports whether the verdict allows the message.
 func (v Verdict) OK() bool { return v.Code == CodeOK }
-
-func deny(rank Rank, code Code, reason Reason, detail string) Verdict {
-	return Verdict{Code: code, Reason: reason, Detail: detail, Rank: rank}
-}
-
-func invalid(rank Rank, reason Reason, detail string) Verdict {
-	return deny(rank, CodeInvalidEnvelope, reason, detail)
-}

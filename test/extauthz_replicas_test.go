@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -184,7 +185,7 @@ func TestExtAuthzReplicasOnRedis(t *testing.T) {
 func taskMessages(sid string) []*macpv1.Envelope {
 	mk := func(sender, typ, id string, p proto.Message) *macpv1.Envelope {
 		b, _ := proto.Marshal(p)
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ, MessageId: id + "-" + sid[:8], SessionId: sid, Sender: sender, TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: typ, MessageId: id + "-" + sid[:8], SessionId: sid, Sender: sender, TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
 	}
 	return []*macpv1.Envelope{
 		mk("planner", "SessionStart", "start", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker", "other"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}),

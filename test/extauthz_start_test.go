@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -26,7 +27,7 @@ func TestExtAuthzStartOnUnknownSession(t *testing.T) {
 
 	restart := func(sender, id, session string) *macpv1.Envelope {
 		b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{sender, "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "SessionStart", MessageId: id, SessionId: session,
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "SessionStart", MessageId: id, SessionId: session,
 			Sender: sender, TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
 	}
 	for _, tc := range []struct {
@@ -63,7 +64,7 @@ func TestMACPStartOnUnknownSession(t *testing.T) {
 	c := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
 	b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"mallory", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
 	evil := func(id string) *macpv1.Envelope {
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "SessionStart", MessageId: id, SessionId: sid,
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "SessionStart", MessageId: id, SessionId: sid,
 			Sender: "mallory", TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
 	}
 	if ack := c.send(evil("evil-send")); ack.GetOk() {
@@ -98,7 +99,7 @@ func TestExtAuthzStartSuspendFlood(t *testing.T) {
 	c, _ := startExtAuthz(t, "warden", runtime, "--extauthz-max-unconfirmed-starts", "3")
 	start := func(sid string) *macpv1.Envelope {
 		b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"mallory", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000})
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "SessionStart", MessageId: "start-" + sid[:8], SessionId: sid,
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "SessionStart", MessageId: "start-" + sid[:8], SessionId: sid,
 			Sender: "mallory", TimestampUnixMs: time.Now().UnixMilli(), Payload: b}
 	}
 	// control checks op on sid and, when allowed, forwards it as Envoy would.

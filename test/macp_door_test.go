@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -71,7 +72,7 @@ func TestMACPTwoReadings(t *testing.T) {
 	task := func(sid string) (start, request, forged, accept *macpv1.Envelope) {
 		mk := func(sender, typ, id string, p proto.Message) *macpv1.Envelope {
 			env := envelope(sender, sid, typ, id+"-"+sid[:8], p)
-			env.Mode = rules.ModeTask
+			env.Mode = macp.ModeTask
 			return env
 		}
 		return mk("planner", "SessionStart", "start", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker", "other"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}),

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	wardenrules "github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	multiroundv1 "github.com/agentwarden/warden/wire/modes/multiround/v1"
 )
@@ -130,11 +130,11 @@ func TestMACPPolicyRulesReadings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runtime, err := wardenrules.DescriptorOf(got.GetPolicyDescriptor()) // the runtime's own JSON: one reading
+		runtime, err := macp.DescriptorOf(got.GetPolicyDescriptor()) // the runtime's own JSON: one reading
 		if err != nil {
 			t.Fatal(err)
 		}
-		warden, err := wardenrules.DescriptorOf(pd)
+		warden, err := macp.DescriptorOf(pd)
 		if err != nil {
 			t.Fatal(err)
 		}

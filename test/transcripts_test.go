@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/replay"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -85,15 +85,15 @@ func sendReal(c macpClient, st replay.Step, sid string) answer {
 		var resp *macpv1.SendResponse
 		resp, err = api.Send(ctx, &macpv1.SendRequest{Envelope: env}, tr)
 		ack = resp.GetAck()
-	case rules.OpCancel:
+	case macp.OpCancel:
 		var resp *macpv1.CancelSessionResponse
 		resp, err = api.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
-	case rules.OpSuspend:
+	case macp.OpSuspend:
 		var resp *macpv1.SuspendSessionResponse
 		resp, err = api.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
-	case rules.OpResume:
+	case macp.OpResume:
 		var resp *macpv1.ResumeSessionResponse
 		resp, err = api.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: sid, Reason: "transcript"}, tr)
 		ack = resp.GetAck()
@@ -167,7 +167,7 @@ func prepare(t *testing.T, file string) (*replay.Transcript, retime) {
 		}
 	}
 	for _, st := range tr.Steps {
-		if env := st.Request.Envelope; env != nil && env.GetMessageType() == rules.TypeSessionStart && (rt.ttlMs != 0 || rt.maxSuspendMs != 0) {
+		if env := st.Request.Envelope; env != nil && env.GetMessageType() == macp.TypeSessionStart && (rt.ttlMs != 0 || rt.maxSuspendMs != 0) {
 			var p macpv1.SessionStartPayload
 			if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
 				t.Fatal(err)
@@ -194,7 +194,7 @@ func prepare(t *testing.T, file string) (*replay.Transcript, retime) {
 }
 
 // registerPolicy registers a transcript's inline policy with the server at c.
-func registerPolicy(t *testing.T, c macpClient, who string, pol *rules.PolicyDescriptor) {
+func registerPolicy(t *testing.T, c macpClient, who string, pol *macp.PolicyDescriptor) {
 	t.Helper()
 	b, err := json.Marshal(pol.Rules)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/rules"
 	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/macp"
 	mcprules "github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -139,10 +139,10 @@ var knownTypes = map[string]bool{}
 // init fills the label sets from the one catalog of MACP modes and types
 // (rules.ModeTypes), the MCP methods Warden decides and the A2A methods.
 func init() {
-	for m := range rules.ModeTypes {
+	for m := range macp.ModeTypes {
 		knownModes[m] = true
 	}
-	for _, t := range rules.MessageTypes() {
+	for _, t := range macp.MessageTypes() {
 		knownTypes[t] = true
 	}
 	for _, t := range []string{mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel,

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -27,7 +27,7 @@ func TestPolicyChangeDropsCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, Config{Listen: "unused"})
-			if err := srv.enf.Policies().Register(rules.PolicyDescriptor{PolicyID: "policy.review", Mode: rules.ModeDecision, SchemaVersion: 1, Rules: map[string]any{}}); err != nil {
+			if err := srv.enf.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.review", Mode: macp.ModeDecision, SchemaVersion: 1, Rules: map[string]any{}}); err != nil {
 				t.Fatal(err)
 			}
 			b, err := proto.Marshal(tc.msg)

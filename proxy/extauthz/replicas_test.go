@@ -11,7 +11,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // sharedSessions is a SessionStore in memory, as Redis keeps it
@@ -79,14 +79,14 @@ func replicaFailures(t *testing.T, engine *policies.Engine, file string, store *
 			return proxy.Decision{}, err
 		}
 		return decision(resp), nil
-	}, func() (*rules.Session, error) { // the state the replicas share
+	}, func() (*macp.Session, error) { // the state the replicas share
 		store.mu.Lock()
 		b, ok := store.data[tr.SessionID]
 		store.mu.Unlock()
 		if !ok {
 			return nil, nil
 		}
-		s, err := rules.DecodeSession(b)
+		s, err := macp.DecodeSession(b)
 		if err != nil {
 			return nil, err
 		}

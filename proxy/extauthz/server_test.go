@@ -18,6 +18,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -110,7 +111,7 @@ func TestTranscriptsThroughCheck(t *testing.T) {
 					return proxy.Decision{}, err
 				}
 				return decision(resp), nil
-			}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+			}, func() (*macp.Session, error) { return enf.Session(ctx, tr.SessionID) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestMalformedChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
+	env, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
 	compressed := frame(env)
 	compressed[0] = 1
 	tests := []struct {
@@ -234,7 +235,7 @@ func BenchmarkCheck(b *testing.B) {
 func TestFrontDoor(t *testing.T) {
 	ctx := context.Background()
 	srv := newServer(t, Config{Listen: "unused", MCP: true, PublicDiscovery: true})
-	send, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
+	send, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "s", Sender: "a"}})
 	with := func(r *authv3.CheckRequest, f func(h *authv3.AttributeContext_HttpRequest)) *authv3.CheckRequest {
 		f(r.GetAttributes().GetRequest().GetHttp())
 		return r

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -100,7 +101,7 @@ func sessionN(n int) string { return "00000000-0000-4000-8000-00000000009" + str
 
 func startOf(who string, n int) *macpv1.Envelope {
 	b, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{who, "agent://worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
-	return &macpv1.Envelope{MessageType: rules.TypeSessionStart, MessageId: "start", SessionId: sessionN(n), Sender: who, Payload: b}
+	return &macpv1.Envelope{MessageType: macp.TypeSessionStart, MessageId: "start", SessionId: sessionN(n), Sender: who, Payload: b}
 }
 
 func requestOf(who string, n int) *macpv1.Envelope {
@@ -117,7 +118,7 @@ func acceptOf(who string, n int) *macpv1.Envelope {
 // answer's code ("" for allowed).
 func checkSend(t *testing.T, srv *Server, env *macpv1.Envelope) rules.Code {
 	t.Helper()
-	env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", rules.ModeTask, time.Now().UnixMilli()
+	env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", macp.ModeTask, time.Now().UnixMilli()
 	b, err := proto.Marshal(&macpv1.SendRequest{Envelope: env})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func BenchmarkStartAtCap(b *testing.B) {
 	check := func(n int) rules.Code {
 		env := startOf("agent://flood", 0)
 		env.SessionId = fmt.Sprintf("00000000-0000-4000-8000-%012d", n)
-		env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", rules.ModeTask, time.Now().UnixMilli()
+		env.MacpVersion, env.Mode, env.TimestampUnixMs = "1.0", macp.ModeTask, time.Now().UnixMilli()
 		body, _ := proto.Marshal(&macpv1.SendRequest{Envelope: env})
 		resp, err := srv.Check(context.Background(), checkRequest(service+"Send", env.GetSender(), frame(body)))
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -63,7 +64,7 @@ func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*m
 		if err != nil {
 			b.Fatal(err)
 		}
-		return &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ,
+		return &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: typ,
 			MessageId: id, SessionId: sid, Sender: sender, Payload: p}}
 	}
 	updates := make([]*macpv1.SendRequest, n)
@@ -73,7 +74,7 @@ func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*m
 			who string
 			req *macpv1.SendRequest
 		}{
-			{planner, mk(sid, planner, rules.TypeSessionStart, "s", &macpv1.SessionStartPayload{Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: rules.MaxTTLMs})},
+			{planner, mk(sid, planner, macp.TypeSessionStart, "s", &macpv1.SessionStartPayload{Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: macp.MaxTTLMs})},
 			{planner, mk(sid, planner, "TaskRequest", "r", &taskv1.TaskRequestPayload{TaskId: "t", RequestedAssignee: worker})},
 			{worker, mk(sid, worker, "TaskAccept", "a", &taskv1.TaskAcceptPayload{TaskId: "t", Assignee: worker})},
 		} {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -80,7 +81,7 @@ func (f *fakeRuntime) Send(_ context.Context, req *macpv1.SendRequest) (*macpv1.
 	f.received = append(f.received, env.GetMessageId())
 	ack := &macpv1.Ack{Ok: true, MessageId: env.GetMessageId(), SessionId: env.GetSessionId(), SessionState: macpv1.SessionState_SESSION_STATE_OPEN}
 	s := f.sessions[env.GetSessionId()]
-	if s == nil && env.GetMessageType() == rules.TypeSessionStart {
+	if s == nil && env.GetMessageType() == macp.TypeSessionStart {
 		var p macpv1.SessionStartPayload
 		_ = proto.Unmarshal(env.GetPayload(), &p)
 		s = &fakeSession{seen: map[[2]string]bool{}, meta: &macpv1.SessionMetadata{

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy/listener"
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -155,7 +155,7 @@ func TestFrontDoorBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	envelope := func(sid string, payload []byte) *macpv1.Envelope {
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: macp.TypeSessionStart,
 			MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}
 	}
 	marshal := func(m proto.Message) []byte {
@@ -325,7 +325,7 @@ func FuzzRelaySend(f *testing.F) {
 	runtime, up := startFakeRuntime(f)
 	addr := serveSidecar(f, devEnforcer(f), Config{Upstream: up, Transport: TransportRelay, MaxMessageBytes: 4096})
 	start, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
-	valid, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+	valid, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: macp.TypeSessionStart,
 		MessageId: "m1", SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-3a5d7e9f1b2c", Sender: "planner", Payload: start}})
 	f.Add(framed(valid, len(valid), 0))
 	f.Add(framed(valid, len(valid), 1))
@@ -433,7 +433,7 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: rules.TypeSessionStart,
+	req := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: macp.TypeSessionStart,
 		MessageId: "m1", SessionId: sessionID(), Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}}
 	ctx, cancel := context.WithTimeout(as(context.Background(), "planner"), 10*time.Second)
 	defer cancel()
@@ -464,7 +464,7 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 // noRebuild is a Rebuilder that knows no session and counts the look-ups.
 type noRebuild struct{ exists *atomic.Int64 }
 
-func (noRebuild) Rebuild(context.Context, string, *rules.Governance) (*rules.Session, error) {
+func (noRebuild) Rebuild(context.Context, string, *macp.Governance) (*macp.Session, error) {
 	return nil, nil
 }
 func (r noRebuild) Exists(context.Context, string) (bool, error) {

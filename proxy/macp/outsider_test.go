@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -53,8 +54,8 @@ func TestOutsiderSeesNoSession(t *testing.T) {
 		{"another mode", "Send", func(sid string) []byte {
 			return send(sid, "mallory", "macp.mode.decision.v1", "Proposal", "probe-2", []byte("{}"))
 		}},
-		{"Commitment", "Send", func(sid string) []byte { return send(sid, "mallory", task, rules.TypeCommitment, "probe-3", nil) }},
-		{"Progress", "Send", func(sid string) []byte { return send(sid, "mallory", task, rules.TypeProgress, "probe-4", nil) }},
+		{"Commitment", "Send", func(sid string) []byte { return send(sid, "mallory", task, macp.TypeCommitment, "probe-3", nil) }},
+		{"Progress", "Send", func(sid string) []byte { return send(sid, "mallory", task, macp.TypeProgress, "probe-4", nil) }},
 		{"CancelSession", "CancelSession", func(sid string) []byte { return body(&macpv1.CancelSessionRequest{SessionId: sid}) }},
 		{"SuspendSession", "SuspendSession", func(sid string) []byte { return body(&macpv1.SuspendSessionRequest{SessionId: sid}) }},
 		{"ResumeSession", "ResumeSession", func(sid string) []byte { return body(&macpv1.ResumeSessionRequest{SessionId: sid}) }},
@@ -65,7 +66,7 @@ func TestOutsiderSeesNoSession(t *testing.T) {
 			call := openDoor(t, door, devEnforcer(t), up, DefaultMaxMessageBytes)
 			open, cancelled := sessionID(), sessionID()
 			for _, sid := range []string{open, cancelled} {
-				if a := call(t, hdr("Send", "planner"), send(sid, "planner", task, rules.TypeSessionStart, "start-"+sid, start)); a.Ack != "ok=true " {
+				if a := call(t, hdr("Send", "planner"), send(sid, "planner", task, macp.TypeSessionStart, "start-"+sid, start)); a.Ack != "ok=true " {
 					t.Fatalf("SessionStart: %+v", a)
 				}
 			}

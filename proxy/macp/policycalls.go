@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -31,7 +31,7 @@ func (s *Server) registerPolicy(ss grpc.ServerStream, ctx context.Context) error
 	var in macpv1.RegisterPolicyRequest
 	var out macpv1.RegisterPolicyResponse
 	if proto.Unmarshal(req.b, &in) == nil && proto.Unmarshal(resp.b, &out) == nil && out.GetOk() {
-		d, err := rules.DescriptorOf(in.GetPolicyDescriptor())
+		d, err := macp.DescriptorOf(in.GetPolicyDescriptor())
 		if err != nil {
 			s.enf.Policies().Remove(d.PolicyID)
 			s.log.Warn("registered policy has rules that are not a JSON object; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -46,7 +46,7 @@ var errDiverged = errors.New("the runtime's history holds a message Warden's rul
 // rules.UnknownPolicy: never the definition registered under its id now,
 // which may have been withdrawn or replaced since the session started (the
 // runtime keeps the one bound at SessionStart and shows only its id).
-func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *rules.Governance) (*rules.Session, error) {
+func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *macp.Governance) (*macp.Session, error) {
 	meta, err := sessionMetadata(ctx, r.up, sessionID)
 	if c := status.Code(err); c == codes.NotFound || c == codes.PermissionDenied {
 		return nil, nil
@@ -151,9 +151,9 @@ func (r *Rebuilder) Exists(ctx context.Context, sessionID string) (bool, error) 
 // taken as suspended since now, so that the time left under max_suspend_ms
 // is never less than the runtime's (a Resume it accepts is not refused), and
 // a Resume banks into the deadline the longest it can have lasted.
-func finish(s *rules.Session, meta *macpv1.SessionMetadata, last, now int64) *rules.Session {
-	st := rules.State(meta.GetState())
-	if st == rules.StateSuspended && s.State != rules.StateSuspended {
+func finish(s *macp.Session, meta *macpv1.SessionMetadata, last, now int64) *macp.Session {
+	st := macp.State(meta.GetState())
+	if st == macp.StateSuspended && s.State != macp.StateSuspended {
 		from := meta.GetStartedAtUnixMs()
 		for _, a := range meta.GetParticipantActivity() {
 			from = max(from, a.GetLastMessageAtUnixMs())
@@ -163,7 +163,7 @@ func finish(s *rules.Session, meta *macpv1.SessionMetadata, last, now int64) *ru
 		}
 		s.SuspendedFromMs, s.SuspendedAtMs = from, max(now, from)
 	}
-	if st != rules.StateUnspecified {
+	if st != macp.StateUnspecified {
 		s.State = st
 	}
 	if d := meta.GetExpiresAtUnixMs(); d > 0 {
@@ -176,7 +176,7 @@ func finish(s *rules.Session, meta *macpv1.SessionMetadata, last, now int64) *ru
 // s, just started, by suspensions: its deadline past its start and TTL,
 // within the time that has passed since the start (wall) and the session's
 // cap on suspensions.
-func banked(s *rules.Session, meta *macpv1.SessionMetadata, wall int64) int64 {
+func banked(s *macp.Session, meta *macpv1.SessionMetadata, wall int64) int64 {
 	started, expires := meta.GetStartedAtUnixMs(), meta.GetExpiresAtUnixMs()
 	if started <= 0 || expires <= 0 {
 		return 0
@@ -206,30 +206,30 @@ func sessionMetadata(ctx context.Context, up grpc.ClientConnInterface, sessionID
 }
 
 // Policy fetches a registered policy from the runtime (proxy.PolicySource).
-func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescriptor, bool, error) {
+func (r *Rebuilder) Policy(ctx context.Context, id string) (macp.PolicyDescriptor, bool, error) {
 	req, err := proto.Marshal(&macpv1.GetPolicyRequest{PolicyId: id})
 	if err != nil {
-		return rules.PolicyDescriptor{}, false, err
+		return macp.PolicyDescriptor{}, false, err
 	}
 	resp := &frame{}
 	err = r.up.Invoke(ctx, service+"GetPolicy", &frame{b: req}, resp)
 	if status.Code(err) == codes.NotFound {
-		return rules.PolicyDescriptor{}, false, nil
+		return macp.PolicyDescriptor{}, false, nil
 	}
 	if err != nil {
-		return rules.PolicyDescriptor{}, false, fmt.Errorf("get policy %s: %w", id, err)
+		return macp.PolicyDescriptor{}, false, fmt.Errorf("get policy %s: %w", id, err)
 	}
 	var out macpv1.GetPolicyResponse
 	if err := proto.Unmarshal(resp.b, &out); err != nil {
-		return rules.PolicyDescriptor{}, false, err
+		return macp.PolicyDescriptor{}, false, err
 	}
 	pd := out.GetPolicyDescriptor()
 	if pd.GetPolicyId() != id {
-		return rules.PolicyDescriptor{}, false, nil
+		return macp.PolicyDescriptor{}, false, nil
 	}
-	d, err := rules.DescriptorOf(pd)
+	d, err := macp.DescriptorOf(pd)
 	if err != nil {
-		return rules.PolicyDescriptor{}, false, err
+		return macp.PolicyDescriptor{}, false, err
 	}
 	return d, true, nil
 }
@@ -237,12 +237,12 @@ func (r *Rebuilder) Policy(ctx context.Context, id string) (rules.PolicyDescript
 // boundPolicy is the governance a rebuilt session binds: policy.default
 // (nil), the one Warden recorded it bound (bound, when it names the
 // session's policy_version), else one Warden cannot know.
-func boundPolicy(id string, bound *rules.Governance) *rules.Governance {
+func boundPolicy(id string, bound *macp.Governance) *macp.Governance {
 	switch {
-	case id == "" || id == rules.DefaultPolicyID:
+	case id == "" || id == macp.DefaultPolicyID:
 		return nil
 	case bound != nil && bound.ID == id:
 		return bound
 	}
-	return rules.UnknownPolicy(id)
+	return macp.UnknownPolicy(id)
 }

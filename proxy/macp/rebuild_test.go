@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -66,13 +66,13 @@ func (s *replayStream) RecvMsg(m any) error {
 func TestRebuildSuspensions(t *testing.T) {
 	t0 := time.Now().Add(-100 * time.Second).UnixMilli() // the TTL is 60 s
 	const sid = "5b1a1a4e-0c7e-4c9e-9a57-3d0e7c1f6a10"
-	start := &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: rules.TypeSessionStart, MessageId: "start", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: t0,
+	start := &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: macp.TypeSessionStart, MessageId: "start", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: t0,
 		Payload: mustProto(t, &macpv1.SessionStartPayload{Participants: []string{"agent://planner", "agent://worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})}
 	annotation := func(typ string, at int64) *macpv1.Envelope {
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: typ, MessageId: typ + "-1", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at}
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: typ, MessageId: typ + "-1", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at}
 	}
 	request := func(at int64) *macpv1.Envelope {
-		return &macpv1.Envelope{MacpVersion: "1.0", Mode: rules.ModeTask, MessageType: "TaskRequest", MessageId: "req", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at,
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskRequest", MessageId: "req", SessionId: sid, Sender: "agent://planner", TimestampUnixMs: at,
 			Payload: mustProto(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "agent://worker"})}
 	}
 	const none = -1 // no start or expiry in the metadata
@@ -82,33 +82,33 @@ func TestRebuildSuspensions(t *testing.T) {
 		started, expires int64 // the metadata's, ms after t0
 		history          []*macpv1.Envelope
 		wantErr          error
-		want             rules.State
+		want             macp.State
 		deadline         int64 // ms after t0
 		suspendedFrom    int64 // ms after t0, the earliest a suspension not dated can have begun
 	}{
 		{"no suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
-			[]*macpv1.Envelope{start, request(t0 + 30_000)}, nil, rules.StateOpen, 60_000, 0},
+			[]*macpv1.Envelope{start, request(t0 + 30_000)}, nil, macp.StateOpen, 60_000, 0},
 		{"a message past the deadline, no suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
 			[]*macpv1.Envelope{start, request(t0 + 90_000)}, errDiverged, 0, 0, 0},
 		// The reference runtime: the history does not show suspensions, the
 		// metadata's deadline holds the time they banked.
 		{"resumed, banked in the metadata only", macpv1.SessionState_SESSION_STATE_OPEN, 0, 120_000,
-			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, macp.StateOpen, 120_000, 0},
 		{"suspended, the metadata only", macpv1.SessionState_SESSION_STATE_SUSPENDED, 0, 60_000,
-			[]*macpv1.Envelope{start, request(t0 + 5_000)}, nil, rules.StateSuspended, 60_000, 5_000},
+			[]*macpv1.Envelope{start, request(t0 + 5_000)}, nil, macp.StateSuspended, 60_000, 5_000},
 		{"banked beyond the time passed", macpv1.SessionState_SESSION_STATE_OPEN, 0, 900_000,
-			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, rules.StateOpen, 160_000, 0}, // the test's clock moved on a little: see slack
+			[]*macpv1.Envelope{start, request(t0 + 90_000)}, nil, macp.StateOpen, 160_000, 0}, // the test's clock moved on a little: see slack
 		// A runtime whose history shows them: replayed with their times.
 		{"resumed, annotated and banked in the metadata", macpv1.SessionState_SESSION_STATE_OPEN, 0, 120_000,
-			[]*macpv1.Envelope{start, annotation(rules.TypeSessionSuspend, t0+10_000), annotation(rules.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+			[]*macpv1.Envelope{start, annotation(macp.TypeSessionSuspend, t0+10_000), annotation(macp.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, macp.StateOpen, 120_000, 0},
 		{"resumed, annotated only", macpv1.SessionState_SESSION_STATE_OPEN, none, 200_000,
-			[]*macpv1.Envelope{start, annotation(rules.TypeSessionSuspend, t0+10_000), annotation(rules.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, rules.StateOpen, 120_000, 0},
+			[]*macpv1.Envelope{start, annotation(macp.TypeSessionSuspend, t0+10_000), annotation(macp.TypeSessionResume, t0+70_000), request(t0 + 90_000)}, nil, macp.StateOpen, 120_000, 0},
 		// The replay ends with the last counted message: an annotation after
 		// it is not waited for.
 		{"suspended, annotated after the last message", macpv1.SessionState_SESSION_STATE_SUSPENDED, 0, 60_000,
-			[]*macpv1.Envelope{start, request(t0 + 5_000), annotation(rules.TypeSessionSuspend, t0+10_000)}, nil, rules.StateSuspended, 60_000, 5_000},
+			[]*macpv1.Envelope{start, request(t0 + 5_000), annotation(macp.TypeSessionSuspend, t0+10_000)}, nil, macp.StateSuspended, 60_000, 5_000},
 		{"resumed without a suspension", macpv1.SessionState_SESSION_STATE_OPEN, 0, 60_000,
-			[]*macpv1.Envelope{start, annotation(rules.TypeSessionResume, t0+20_000)}, errDiverged, 0, 0, 0},
+			[]*macpv1.Envelope{start, annotation(macp.TypeSessionResume, t0+20_000)}, errDiverged, 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			started := t0 + tc.started
@@ -116,7 +116,7 @@ func TestRebuildSuspensions(t *testing.T) {
 				started = 0
 			}
 			conn := &historyConn{
-				meta: &macpv1.SessionMetadata{SessionId: sid, Mode: rules.ModeTask, State: tc.state, Initiator: "agent://planner",
+				meta: &macpv1.SessionMetadata{SessionId: sid, Mode: macp.ModeTask, State: tc.state, Initiator: "agent://planner",
 					Participants: []string{"agent://planner", "agent://worker"}, StartedAtUnixMs: started, ExpiresAtUnixMs: t0 + tc.expires,
 					ParticipantActivity: []*macpv1.ParticipantActivity{{ParticipantId: "agent://planner", MessageCount: 1, LastMessageAtUnixMs: t0 + 5_000}}},
 				history: tc.history,
@@ -137,7 +137,7 @@ func TestRebuildSuspensions(t *testing.T) {
 			// Not dated by the history: suspended since at least its last
 			// message and at most now, taken as now (the runtime accepts a
 			// Resume until max_suspend_ms after the suspension began).
-			if s.State == rules.StateSuspended && (s.SuspendedFromMs-t0 != tc.suspendedFrom || s.SuspendedAtMs < before) {
+			if s.State == macp.StateSuspended && (s.SuspendedFromMs-t0 != tc.suspendedFrom || s.SuspendedAtMs < before) {
 				t.Errorf("suspended between t0%+d ms and t0%+d ms, want from t0%+d ms, taken as since the rebuild (t0%+d ms)",
 					s.SuspendedFromMs-t0, s.SuspendedAtMs-t0, tc.suspendedFrom, before-t0)
 			}

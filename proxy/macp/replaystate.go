@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -19,19 +19,19 @@ import (
 type replayState struct {
 	id   string
 	meta *macpv1.SessionMetadata
-	gov  *rules.Governance // the governance the session binds
+	gov  *macp.Governance // the governance the session binds
 	log  *slog.Logger
 
-	s          *rules.Session // nil until the SessionStart
-	seen       int            // mode messages replayed
-	bank, last int64          // time banked by suspensions the history does not show; the last message's time
+	s          *macp.Session // nil until the SessionStart
+	seen       int           // mode messages replayed
+	bank, last int64         // time banked by suspensions the history does not show; the last message's time
 }
 
 // run replays h until it is complete and returns the session bound to what
 // only the metadata knows. participant_activity counts the mode messages
 // each participant sent (not the SessionStart): the replay is complete when
 // that many have come, else when the history ends or pauses.
-func (rs *replayState) run(ctx context.Context, h *history, quiet time.Duration) (*rules.Session, error) {
+func (rs *replayState) run(ctx context.Context, h *history, quiet time.Duration) (*macp.Session, error) {
 	want := 0
 	for _, a := range rs.meta.GetParticipantActivity() {
 		want += int(a.GetMessageCount())
@@ -58,7 +58,7 @@ func (rs *replayState) run(ctx context.Context, h *history, quiet time.Duration)
 }
 
 // result is the session replayed, with the metadata's state and deadline.
-func (rs *replayState) result() *rules.Session {
+func (rs *replayState) result() *macp.Session {
 	return finish(rs.s, rs.meta, rs.last, time.Now().UnixMilli())
 }
 
@@ -76,7 +76,7 @@ func (rs *replayState) apply(f *frame) error {
 		}
 		return nil
 	}
-	if env.GetMessageType() == rules.TypeSessionCancel {
+	if env.GetMessageType() == macp.TypeSessionCancel {
 		return nil // a runtime annotation; the final state comes from the metadata
 	}
 	// A client timestamp is taken as the message's time, within the same
@@ -99,10 +99,10 @@ func (rs *replayState) apply(f *frame) error {
 }
 
 // step decides env, stamped ts, against the session so far.
-func (rs *replayState) step(env *macpv1.Envelope, ts int64) rules.Outcome {
+func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 	switch env.GetMessageType() {
-	case rules.TypeSessionStart:
-		out := rules.StartBound(rs.s, env, env.GetSender(), rs.gov, ts)
+	case macp.TypeSessionStart:
+		out := macp.StartBound(rs.s, env, env.GetSender(), rs.gov, ts)
 		if rs.s == nil && out.Next != nil {
 			// The runtime's replay need not show suspensions (the
 			// reference runtime's does not); its metadata shows the time
@@ -112,17 +112,17 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) rules.Outcome {
 			out.Next.SuspendedTotalMs += rs.bank
 		}
 		return out
-	case rules.TypeSessionSuspend, rules.TypeSessionResume:
+	case macp.TypeSessionSuspend, macp.TypeSessionResume:
 		// The runtime's annotations of SuspendSession and ResumeSession,
 		// where it sends them, stamped by it: replayed as the live
 		// decisions were, they bank the time suspended into the
 		// deadline, once (the metadata's share is taken back).
-		op := rules.OpSuspend
-		if env.GetMessageType() == rules.TypeSessionResume {
-			op = rules.OpResume
+		op := macp.OpSuspend
+		if env.GetMessageType() == macp.TypeSessionResume {
+			op = macp.OpResume
 		}
-		out := rules.Control(rs.s, op, env.GetSender(), ts)
-		if op == rules.OpResume && out.Next != nil {
+		out := macp.Control(rs.s, op, env.GetSender(), ts)
+		if op == macp.OpResume && out.Next != nil {
 			again := min(out.Next.DeadlineMs-rs.s.DeadlineMs, rs.bank)
 			out.Next.DeadlineMs -= again
 			out.Next.SuspendedTotalMs -= again
@@ -131,5 +131,5 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) rules.Outcome {
 		return out
 	}
 	rs.seen++
-	return rules.Step(rs.s, env, env.GetSender(), ts)
+	return macp.Step(rs.s, env, env.GetSender(), ts)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/macp/admission"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	"github.com/agentwarden/warden/wire/strictpb"
 )
@@ -135,7 +136,7 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 		st.out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 		return nil, false
 	}
-	if env.GetMessageType() == rules.TypeProgress {
+	if env.GetMessageType() == macp.TypeProgress {
 		return &d, true
 	}
 	id := env.GetMessageId()

@@ -18,6 +18,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -134,15 +135,15 @@ func sendStep(ctx context.Context, c macpv1.MACPRuntimeServiceClient, st replay.
 		var resp *macpv1.SendResponse
 		resp, err = c.Send(ctx, &macpv1.SendRequest{Envelope: r.Envelope})
 		ack = resp.GetAck()
-	case rules.OpCancel:
+	case macp.OpCancel:
 		var resp *macpv1.CancelSessionResponse
 		resp, err = c.CancelSession(ctx, &macpv1.CancelSessionRequest{SessionId: r.SessionID})
 		ack = resp.GetAck()
-	case rules.OpSuspend:
+	case macp.OpSuspend:
 		var resp *macpv1.SuspendSessionResponse
 		resp, err = c.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: r.SessionID})
 		ack = resp.GetAck()
-	case rules.OpResume:
+	case macp.OpResume:
 		var resp *macpv1.ResumeSessionResponse
 		resp, err = c.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: r.SessionID})
 		ack = resp.GetAck()
@@ -218,7 +219,7 @@ func TestTranscriptsThroughSidecar(t *testing.T) {
 						t.Errorf("%s:%s: allow=%v, but %d calls reached the runtime", tr.Name, st.Index, d.Allow, got)
 					}
 					return d, nil
-				}, func() (*rules.Session, error) { return enf.Session(ctx, tr.SessionID) })
+				}, func() (*macp.Session, error) { return enf.Session(ctx, tr.SessionID) })
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -34,6 +34,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -47,7 +48,7 @@ type Entry struct {
 // a transcript registers inline.
 type Stream struct {
 	Entries  []Entry
-	Policies []rules.PolicyDescriptor
+	Policies []macp.PolicyDescriptor
 }
 
 // ReadLog reads a decision log, one JSON record a line. A line that is not
@@ -274,7 +275,7 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 			case in.Protocol == "macp" && lost[in.SessionID]:
 				rep.Skipped[skipPolicy]++
 				continue
-			case in.Protocol == "macp" && in.Type == rules.TypeSessionStart:
+			case in.Protocol == "macp" && in.Type == macp.TypeSessionStart:
 				started[in.SessionID] = true
 			case in.Protocol == "macp" && in.SessionID != "" && !started[in.SessionID]:
 				rep.Skipped[skipBefore]++
@@ -291,7 +292,7 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
-			if in.Type == rules.TypeSessionStart && before.Allow && after.Reason == string(rules.ReasonUnknownPolicy) {
+			if in.Type == macp.TypeSessionStart && before.Allow && after.Reason == string(rules.ReasonUnknownPolicy) {
 				// Warden fetched the policy_version from the runtime, which
 				// what-if does not ask: the session cannot be rebuilt.
 				delete(started, in.SessionID)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -107,9 +108,9 @@ func (b *Blind) send(ctx context.Context, r proxy.Request) (string, *Refusal) {
 	}
 	env, p := r.Envelope, r.Principal
 	now := time.Now().UnixMilli()
-	start := env.GetMessageType() == rules.TypeSessionStart
+	start := env.GetMessageType() == macp.TypeSessionStart
 	if start && !b.enf.DryRun() && b.starts.full(p.ID, now, b.enf.Ended) {
-		d := b.enf.Refuse(ctx, "macp", p.ID, rules.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
+		d := b.enf.Refuse(ctx, "macp", p.ID, macp.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
 			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
 		refused := Refused(d, r)
 		return "", &refused
