@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // envelopeVariants makes JSON-RPC messages in the spellings an attacker
@@ -112,7 +112,7 @@ func compareEnvelopes(t *testing.T, sdk string, inputs [][]byte, out []byte) {
 		if err := json.Unmarshal(sc.Bytes(), &ts); err != nil {
 			t.Fatal(err)
 		}
-		c, err := mcprules.Parse(inputs[i])
+		c, err := mcp.Parse(inputs[i])
 		if err != nil {
 			if ts.OK {
 				tsOnly++
@@ -124,7 +124,7 @@ func compareEnvelopes(t *testing.T, sdk string, inputs [][]byte, out []byte) {
 			continue // the SDK refuses what Warden forwards: the server answers the error
 		}
 		both++
-		wardenMethod := c.Kind != mcprules.KindResponse
+		wardenMethod := c.Kind != mcp.KindResponse
 		if wardenMethod != ts.HasMethod || (wardenMethod && c.Method != ts.Method) {
 			t.Errorf("%s: Warden reads method %q (%v), the SDK %q (%v)", inputs[i], c.Method, wardenMethod, ts.Method, ts.HasMethod)
 		}
@@ -139,7 +139,7 @@ func compareEnvelopes(t *testing.T, sdk string, inputs [][]byte, out []byte) {
 				t.Errorf("%s: Warden reads id %s, the SDK %s", inputs[i], c.ID, ts.ID)
 			}
 		}
-		if mcprules.TaskMethod(c.Method) && c.HasTaskID != (ts.TaskID != "") || c.HasTaskID && c.TaskID != ts.TaskID {
+		if mcp.TaskMethod(c.Method) && c.HasTaskID != (ts.TaskID != "") || c.HasTaskID && c.TaskID != ts.TaskID {
 			t.Errorf("%s: Warden reads taskId %q, the SDK %q", inputs[i], c.TaskID, ts.TaskID)
 		}
 	}

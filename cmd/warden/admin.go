@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentwarden/warden/proxy"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/macp"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // metrics records decisions for Prometheus. Label values come from closed
@@ -145,11 +145,11 @@ func init() {
 	for _, t := range macp.MessageTypes() {
 		knownTypes[t] = true
 	}
-	for _, t := range []string{mcprules.MethodToolsCall, mcprules.MethodList, mcprules.MethodGet, mcprules.MethodResult, mcprules.MethodCancel,
-		mcprules.MethodUpdate, mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume} {
+	for _, t := range []string{mcp.MethodToolsCall, mcp.MethodList, mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel,
+		mcp.MethodUpdate, mcp.MethodSteer, mcp.MethodPause, mcp.MethodResume} {
 		knownTypes[t] = true
 	}
-	for _, t := range a2arules.Methods() {
+	for _, t := range a2a.Methods() {
 		knownTypes[t] = true
 	}
 }

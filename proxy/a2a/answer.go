@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/agentwarden/warden/proxy/owners"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -55,25 +55,25 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	}
 	ok = true
 	switch m := x.call.Method; {
-	case a2arules.Sends(m) || m == a2arules.MethodSubscribe:
+	case a2a.Sends(m) || m == a2a.MethodSubscribe:
 		var known bool
 		if ok, known = x.streamResponse(res); !known {
 			// No member Warden reads: whatever a client would read of it
 			// was not checked.
 			return nil, false
 		}
-	case m == a2arules.MethodGetTask || m == a2arules.MethodCancelTask:
+	case m == a2a.MethodGetTask || m == a2a.MethodCancelTask:
 		ok = x.task(res)
-	case m == a2arules.MethodListTasks:
+	case m == a2a.MethodListTasks:
 		if err := x.list(res); err != nil {
 			// Whose tasks these are cannot be told: nothing of the page
 			// passes.
 			x.s.log.Warn("could not filter an A2A task list; replacing it with an error", "principal", x.principal, "err", err)
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
 		}
-	case m == a2arules.MethodCreatePush || m == a2arules.MethodGetPush:
+	case m == a2a.MethodCreatePush || m == a2a.MethodGetPush:
 		ok = x.pushConfig(res)
-	case m == a2arules.MethodListPush:
+	case m == a2a.MethodListPush:
 		if cs, isList := res["configs"].([]any); isList {
 			kept := cs[:0]
 			for _, c := range cs {
@@ -83,7 +83,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			}
 			res["configs"] = kept
 		}
-	case m == a2arules.MethodExtendedCard:
+	case m == a2a.MethodExtendedCard:
 		if !x.s.rewriteCard(res, x.s.public) {
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the extended agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)"), true
 		}
@@ -97,7 +97,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
 		}
 		x.s.log.Warn("the A2A server answered about a task that is not the caller's; answering Task not found", "method", x.call.Method, "principal", x.principal)
-		return jsonrpc.ErrorBody(x.call.ID, a2arules.ErrTaskNotFound, a2arules.TaskNotFound), true
+		return jsonrpc.ErrorBody(x.call.ID, a2a.ErrTaskNotFound, a2a.TaskNotFound), true
 	}
 	b, err := jsonrpc.Encode(env)
 	if err != nil {
@@ -143,17 +143,17 @@ func (x *exchange) subject(obj map[string]any, idName, state string) bool {
 	c, _ := obj["contextId"].(string)
 	// A message that named no task creates one at most: the first its
 	// answer is about; another id after it is no creation of this answer.
-	if a2arules.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
-		if c != x.contextID && !x.dryRun("a task in another context than the message's", c) || !x.adopt(a2arules.KindTask, id, state, create) {
+	if a2a.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
+		if c != x.contextID && !x.dryRun("a task in another context than the message's", c) || !x.adopt(a2a.KindTask, id, state, create) {
 			return false
 		}
 		x.created = id
-	} else if !x.adopt(a2arules.KindTask, id, state, noCreate) || c != "" && !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
+	} else if !x.adopt(a2a.KindTask, id, state, noCreate) || c != "" && !x.adopt(a2a.KindContext, c, "", ofOwnTask) {
 		return false
 	}
-	obj[idName] = x.seal(a2arules.KindTask, id)
+	obj[idName] = x.seal(a2a.KindTask, id)
 	if c != "" {
-		obj["contextId"] = x.seal(a2arules.KindContext, c)
+		obj["contextId"] = x.seal(a2a.KindContext, c)
 	}
 	return true
 }
@@ -226,10 +226,10 @@ func (x *exchange) reply(m map[string]any) bool {
 	} else if c, _ := m["contextId"].(string); c != "" {
 		// The message's own context (named, or Warden's fresh one) or
 		// another of the caller's; a context nobody owns is not adopted.
-		if !x.adopt(a2arules.KindContext, c, "", noCreate) {
+		if !x.adopt(a2a.KindContext, c, "", noCreate) {
 			return false
 		}
-		m["contextId"] = x.seal(a2arules.KindContext, c)
+		m["contextId"] = x.seal(a2a.KindContext, c)
 	}
 	x.references(m)
 	return true
@@ -279,8 +279,8 @@ func (x *exchange) message(m map[string]any) {
 	}
 	for _, p := range []struct {
 		name string
-		kind a2arules.Kind
-	}{{"taskId", a2arules.KindTask}, {"contextId", a2arules.KindContext}} {
+		kind a2a.Kind
+	}{{"taskId", a2a.KindTask}, {"contextId", a2a.KindContext}} {
 		v, isStr := m[p.name].(string)
 		switch {
 		case !isStr || v == "":
@@ -311,8 +311,8 @@ func (x *exchange) references(m map[string]any) {
 	}
 	kept := refs[:0]
 	for _, r := range refs {
-		if r, ok := r.(string); ok && r != "" && x.owns(a2arules.KindTask, r) {
-			kept = append(kept, x.seal(a2arules.KindTask, r))
+		if r, ok := r.(string); ok && r != "" && x.owns(a2a.KindTask, r) {
+			kept = append(kept, x.seal(a2a.KindTask, r))
 		}
 	}
 	m["referenceTaskIds"] = kept
@@ -332,7 +332,7 @@ func (x *exchange) list(res map[string]any) error {
 	}
 	keys := make([]owners.Key, len(ids))
 	for i, id := range ids {
-		keys[i] = ownerKey(a2arules.KindTask, id)
+		keys[i] = ownerKey(a2a.KindTask, id)
 	}
 	whose, err := x.s.enforcer.Owners(x.ctx(), keys...)
 	if err != nil {
@@ -345,13 +345,13 @@ func (x *exchange) list(res map[string]any) error {
 		if !ok || whose[i] == "" || whose[i] != x.principal {
 			continue
 		}
-		x.prove(a2arules.KindTask, ids[i])
-		t["id"] = x.seal(a2arules.KindTask, ids[i])
+		x.prove(a2a.KindTask, ids[i])
+		t["id"] = x.seal(a2a.KindTask, ids[i])
 		if c, _ := t["contextId"].(string); c != "" {
-			if !x.adopt(a2arules.KindContext, c, "", ofOwnTask) {
+			if !x.adopt(a2a.KindContext, c, "", ofOwnTask) {
 				continue // the caller's task in another's context: not listed
 			}
-			t["contextId"] = x.seal(a2arules.KindContext, c)
+			t["contextId"] = x.seal(a2a.KindContext, c)
 		}
 		states = append(states, owners.Fact{Key: keys[i], Status: taskState(t)})
 		x.taskMessages(t)
@@ -376,7 +376,7 @@ func (x *exchange) list(res map[string]any) error {
 			delete(res, "totalSize")
 		}
 	}
-	x.sealAt(res, "nextPageToken", a2arules.KindCursor)
+	x.sealAt(res, "nextPageToken", a2a.KindCursor)
 	return nil
 }
 
@@ -391,7 +391,7 @@ func (x *exchange) pushConfig(c map[string]any) bool {
 	if !x.s.relay.Restore(c, x.principal) && !x.dryRun("a push config of another's", x.taskID) {
 		return false // the server holds another principal's relay URL for it
 	}
-	x.sealAt(c, "taskId", a2arules.KindTask)
+	x.sealAt(c, "taskId", a2a.KindTask)
 	delete(c, "token")
 	if a, ok := c["authentication"].(map[string]any); ok {
 		delete(a, "credentials")
@@ -407,7 +407,7 @@ func (x *exchange) pushConfig(c map[string]any) bool {
 }
 
 // sealAt replaces a non-empty string member with the caller's handle.
-func (x *exchange) sealAt(obj map[string]any, name string, kind a2arules.Kind) {
+func (x *exchange) sealAt(obj map[string]any, name string, kind a2a.Kind) {
 	if v, ok := obj[name].(string); ok && v != "" {
 		obj[name] = x.seal(kind, v)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // TestHostileAnswers: an answer hands the caller handles only for what is
@@ -228,7 +228,7 @@ func TestOwnReferences(t *testing.T) {
 func upstreamContext(t *testing.T, h *harness, who string, task map[string]any) string {
 	t.Helper()
 	c, _ := task["contextId"].(string)
-	id, ok := h.srv.handles.Open(byte(a2arules.KindContext), who, c)
+	id, ok := h.srv.handles.Open(byte(a2a.KindContext), who, c)
 	if !ok {
 		t.Fatalf("%s's context %q is not a handle of hers", who, c)
 	}
@@ -315,10 +315,10 @@ func FuzzAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, m uint8, data []byte) {
 		method := methods[int(m)%len(methods)]
-		x := &exchange{s: s, principal: "bob", call: a2arules.Call{ID: json.RawMessage("7"), Method: method}}
+		x := &exchange{s: s, principal: "bob", call: a2a.Call{ID: json.RawMessage("7"), Method: method}}
 		if method != "SendMessage" && method != "SendStreamingMessage" && method != "ListTasks" {
 			x.taskID = "task-2"
-			x.prove(a2arules.KindTask, "task-2")
+			x.prove(a2a.KindTask, "task-2")
 		}
 		out, keep := x.fromUpstream(data)
 		if !keep {
@@ -328,10 +328,10 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("passed %q as %q, not JSON", data, out)
 		}
 		for _, hd := range handlesIn(string(out)) {
-			if id, ok := s.handles.Open(byte(a2arules.KindTask), "bob", hd); ok && id == "task-1" {
+			if id, ok := s.handles.Open(byte(a2a.KindTask), "bob", hd); ok && id == "task-1" {
 				t.Fatalf("%s: bob got alice's task from %s: %s", method, data, out)
 			}
-			if id, ok := s.handles.Open(byte(a2arules.KindContext), "bob", hd); ok && id == "ctx-1" {
+			if id, ok := s.handles.Open(byte(a2a.KindContext), "bob", hd); ok && id == "ctx-1" {
 				t.Fatalf("%s: bob got alice's context from %s: %s", method, data, out)
 			}
 		}
@@ -601,7 +601,7 @@ func takeoverInFlight(t *testing.T, join string, two bool) {
 		t.Fatalf("alice's own answer: %v (%v)", a, err)
 	}
 	task := resultOf(t, a)["task"].(map[string]any)
-	if id, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
+	if id, ok := h.srv.handles.Open(byte(a2a.KindTask), "alice", task["id"].(string)); !ok || id != "task-alice" {
 		t.Fatalf("alice's task came back as %v", task["id"])
 	}
 	if o, err := a2aOwners(h.srv.enforcer, t.Context(), []string{"task-alice"}); err != nil || o[0] != "alice" {
@@ -621,7 +621,7 @@ func TestStreamDropLeavesNoTrace(t *testing.T) {
 	h := newHarness(t, Config{})
 	own := h.send(t, "bob", "input mine")
 	bobCtx := upstreamContext(t, h, "bob", own)
-	ownID, _ := h.srv.handles.Open(byte(a2arules.KindTask), "bob", own["id"].(string))
+	ownID, _ := h.srv.handles.Open(byte(a2a.KindTask), "bob", own["id"].(string))
 	answer := func(result string) string { return `{"jsonrpc":"2.0","id":7,"result":` + result + `}` }
 	mine := `{"id":"` + ownID + `","contextId":"` + bobCtx + `","status":{"state":"TASK_STATE_WORKING"}}`
 	h.up.hostile = func(method string, _ map[string]any) string {
@@ -669,7 +669,7 @@ func a2aContextOwner(e *proxy.Enforcer, ctx context.Context, id string) (string,
 // or context under key (with its state), as the answer filter does through
 // the request's decision, and returns its owner afterwards.
 func a2aSeen(e *proxy.Enforcer, ctx context.Context, key owners.Key, owner, state string) (string, error) {
-	d, err := e.EnforceA2A(ctx, proxy.A2ARequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)}, Method: a2arules.MethodSend, New: true})
+	d, err := e.EnforceA2A(ctx, proxy.A2ARequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)}, Method: a2a.MethodSend, New: true})
 	if err != nil {
 		return "", err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -35,7 +35,7 @@ type exchange struct {
 	idReason string
 	dry      bool // dry run: what an answer would not hand over is logged and passes
 	guard    func(context.Context) (context.Context, func())
-	call     a2arules.Call
+	call     a2a.Call
 	taskID   string // the upstream id of the task the request names
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
@@ -65,7 +65,7 @@ type exchange struct {
 
 // open returns the upstream id of one of the caller's handles, which it
 // proves the caller's. ok is false for anything else.
-func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
+func (x *exchange) open(kind a2a.Kind, v string) (string, bool) {
 	id, err := x.s.handles.Unseal(byte(kind), x.principal, "", v)
 	if err != nil {
 		if x.idReason == "" {
@@ -73,7 +73,7 @@ func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
 		}
 		return v, false
 	}
-	if kind != a2arules.KindCursor {
+	if kind != a2a.KindCursor {
 		x.prove(kind, id)
 	}
 	return id, true
@@ -81,17 +81,17 @@ func (x *exchange) open(kind a2arules.Kind, v string) (string, bool) {
 
 // seal returns the caller's handle of an upstream id (a context the
 // caller chose: the id it chose).
-func (x *exchange) seal(kind a2arules.Kind, id string) string {
+func (x *exchange) seal(kind a2a.Kind, id string) string {
 	return x.s.sealFor(kind, x.principal, id)
 }
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
 // returns what to decide and the body to forward.
-func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
+func (x *exchange) toUpstream(c a2a.Call) (proxy.A2ARequest, []byte) {
 	req := proxy.A2ARequest{Method: c.Method, Content: c.Content}
 	owner, cursorOK := true, true
 	p := c.Params
-	openAt := func(obj map[string]any, name string, kind a2arules.Kind) string {
+	openAt := func(obj map[string]any, name string, kind a2a.Kind) string {
 		v, _ := obj[name].(string)
 		id, ok := x.open(kind, v)
 		owner = owner && ok
@@ -99,33 +99,33 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 		return id
 	}
 	switch {
-	case c.Method == a2arules.MethodGetTask || c.Method == a2arules.MethodCancelTask || c.Method == a2arules.MethodSubscribe:
-		req.TaskID = openAt(p, "id", a2arules.KindTask)
-	case a2arules.PushMethod(c.Method):
-		req.TaskID = openAt(p, "taskId", a2arules.KindTask)
-	case c.Method == a2arules.MethodListTasks:
+	case c.Method == a2a.MethodGetTask || c.Method == a2a.MethodCancelTask || c.Method == a2a.MethodSubscribe:
+		req.TaskID = openAt(p, "id", a2a.KindTask)
+	case a2a.PushMethod(c.Method):
+		req.TaskID = openAt(p, "taskId", a2a.KindTask)
+	case c.Method == a2a.MethodListTasks:
 		if id, ok := x.s.chosen(x.principal, c.Context); ok && c.HasContext {
 			p["contextId"] = id
 		} else if c.HasContext {
-			openAt(p, "contextId", a2arules.KindContext)
+			openAt(p, "contextId", a2a.KindContext)
 		}
 		if t, ok := p["pageToken"].(string); ok && t != "" {
-			id, ok := x.open(a2arules.KindCursor, t)
+			id, ok := x.open(a2a.KindCursor, t)
 			p["pageToken"], cursorOK = id, ok
 		}
-	case a2arules.Sends(c.Method):
+	case a2a.Sends(c.Method):
 		msg := p["message"].(map[string]any) // Parse checked it
 		if c.HasTask {
-			req.TaskID = openAt(msg, "taskId", a2arules.KindTask)
+			req.TaskID = openAt(msg, "taskId", a2a.KindTask)
 		}
 		if c.HasContext {
 			if id, ok := x.s.chosen(x.principal, c.Context); ok {
 				// A context the client chose (A2A lets it): the server
 				// gets one of the caller's own, proved by its derivation.
 				x.contextID, msg["contextId"] = id, id
-				x.prove(a2arules.KindContext, id)
+				x.prove(a2a.KindContext, id)
 			} else {
-				x.contextID = openAt(msg, "contextId", a2arules.KindContext)
+				x.contextID = openAt(msg, "contextId", a2a.KindContext)
 			}
 		} else if !c.HasTask {
 			// A message naming no task and no context starts a context:
@@ -138,33 +138,33 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 		if len(c.References) > 0 {
 			refs := make([]any, len(c.References))
 			for i, r := range c.References {
-				id, ok := x.open(a2arules.KindTask, r)
+				id, ok := x.open(a2a.KindTask, r)
 				owner = owner && ok
 				refs[i] = id
 			}
 			msg["referenceTaskIds"] = refs
 		}
 		if c.Continues() {
-			req.Method = a2arules.MethodMessageContinue
+			req.Method = a2a.MethodMessageContinue
 		}
 	}
 	// Every id the request names must be the caller's; a message naming
 	// none starts something new.
 	req.Owner = owner && (req.TaskID != "" || c.HasContext || len(c.References) > 0)
-	req.New = owner && a2arules.Sends(c.Method) && !c.Continues()
+	req.New = owner && a2a.Sends(c.Method) && !c.Continues()
 	req.IDReason = x.idReason
 	if !owner && c.HasTask {
-		req.IDReason = x.s.enforcer.IDReason(x.req.Context(), x.idReason, string(handle.ReasonRawID), ownerKey(a2arules.KindTask, c.Task))
+		req.IDReason = x.s.enforcer.IDReason(x.req.Context(), x.idReason, string(handle.ReasonRawID), ownerKey(a2a.KindTask, c.Task))
 	}
 	switch {
-	case !a2arules.TenantRefused(c).OK():
-		req.Refused = a2arules.TenantRefused(c)
+	case !a2a.TenantRefused(c).OK():
+		req.Refused = a2a.TenantRefused(c)
 	case !owner:
-		req.Refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2arules.TaskNotFound}
+		req.Refused = rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2a.TaskNotFound}
 	case !cursorOK:
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonUnknownTask, Detail: "Invalid parameters: pageToken is not one Warden gave"}
 	default:
-		req.Refused = a2arules.WebhookRefused(c, x.s.allow)
+		req.Refused = a2a.WebhookRefused(c, x.s.allow)
 	}
 	if len(c.Webhooks) > 0 && req.Refused.OK() && !x.relayed(c, req.TaskID) {
 		req.Refused = rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonWebhookRefused, Detail: "the push relay is not listening; retry later"}
@@ -183,9 +183,9 @@ func (x *exchange) toUpstream(c a2arules.Call) (proxy.A2ARequest, []byte) {
 // relayed points every webhook URL of the request at the push relay
 // (pushrelay): the server pushes to Warden, which delivers to the client's
 // URL. False when the relay is not listening.
-func (x *exchange) relayed(c a2arules.Call, taskID string) bool {
+func (x *exchange) relayed(c a2a.Call, taskID string) bool {
 	t := pushrelay.Target{Principal: x.principal, Task: taskID, Context: x.contextID}
-	if c.Method == a2arules.MethodCreatePush {
+	if c.Method == a2a.MethodCreatePush {
 		return x.s.relay.Rewrite(c.Params, t)
 	}
 	return x.s.relay.Rewrite(c.Params["configuration"], t)
@@ -193,9 +193,9 @@ func (x *exchange) relayed(c a2arules.Call, taskID string) bool {
 
 // sealFor is the handle of an upstream id for a principal; a context the
 // principal chose reads as the id it chose.
-func (s *Server) sealFor(kind a2arules.Kind, principal, id string) string {
-	if kind == a2arules.KindContext && strings.HasPrefix(id, chosenPrefix) {
-		if v, ok := s.handles.Open(byte(a2arules.KindChosen), principal, handle.Prefix+strings.TrimPrefix(id, chosenPrefix)); ok {
+func (s *Server) sealFor(kind a2a.Kind, principal, id string) string {
+	if kind == a2a.KindContext && strings.HasPrefix(id, chosenPrefix) {
+		if v, ok := s.handles.Open(byte(a2a.KindChosen), principal, handle.Prefix+strings.TrimPrefix(id, chosenPrefix)); ok {
 			return v
 		}
 	}
@@ -215,7 +215,7 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 	if v == "" || strings.HasPrefix(v, handle.Prefix) {
 		return "", false
 	}
-	return chosenPrefix + strings.TrimPrefix(s.handles.Seal(byte(a2arules.KindChosen), principal, v), handle.Prefix), true
+	return chosenPrefix + strings.TrimPrefix(s.handles.Seal(byte(a2a.KindChosen), principal, v), handle.Prefix), true
 }
 
 // forward sends the decided request upstream and relays the answer back
@@ -312,7 +312,7 @@ func (x *exchange) tooBig([]byte) []byte {
 // caller's credentials unless strip says the upstream must not see them (as
 // forward does).
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
-	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2arules.MethodGetTask,
+	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2a.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
 	if err != nil {
@@ -372,8 +372,8 @@ func (x *exchange) ctx() context.Context {
 }
 
 // ownerKey is the owner table's key of an A2A task or context.
-func ownerKey(kind a2arules.Kind, id string) owners.Key {
-	if kind == a2arules.KindContext {
+func ownerKey(kind a2a.Kind, id string) owners.Key {
+	if kind == a2a.KindContext {
 		return owners.Key{Kind: owners.A2AContext, ID: id}
 	}
 	return owners.Key{Kind: owners.A2ATask, ID: id}
@@ -386,7 +386,7 @@ type pushOwners struct{ e *proxy.Enforcer }
 func (p pushOwners) A2AOwners(ctx context.Context, taskIDs []string) ([]string, error) {
 	keys := make([]owners.Key, len(taskIDs))
 	for i, id := range taskIDs {
-		keys[i] = ownerKey(a2arules.KindTask, id)
+		keys[i] = ownerKey(a2a.KindTask, id)
 	}
 	return p.e.Owners(ctx, keys...)
 }
@@ -395,7 +395,7 @@ func (p pushOwners) A2AContextOwner(ctx context.Context, contextID string) (stri
 	if contextID == "" {
 		return "", nil
 	}
-	o, err := p.e.Owners(ctx, ownerKey(a2arules.KindContext, contextID))
+	o, err := p.e.Owners(ctx, ownerKey(a2a.KindContext, contextID))
 	if err != nil {
 		return "", err
 	}

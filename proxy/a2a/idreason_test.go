@@ -10,7 +10,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 type observed struct {
@@ -53,7 +53,7 @@ func TestIDReason(t *testing.T) {
 	h := newHarnessWith(t, Config{}, e)
 	v := h.send(t, "alice", "input secret")
 	id := v["id"].(string)
-	upstream, ok := h.srv.handles.Open(byte(a2arules.KindTask), "alice", id)
+	upstream, ok := h.srv.handles.Open(byte(a2a.KindTask), "alice", id)
 	if !ok {
 		t.Fatal("alice's handle does not open")
 	}

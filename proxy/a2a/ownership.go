@@ -2,7 +2,7 @@ package a2a
 
 import (
 	"github.com/agentwarden/warden/proxy/owners"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // Ownership. An id in an answer becomes a handle, which proves ownership
@@ -26,12 +26,12 @@ import (
 
 // idKey is one upstream id of one kind.
 type idKey struct {
-	kind a2arules.Kind
+	kind a2a.Kind
 	id   string
 }
 
 // prove records that a handle of the request proved id the caller's.
-func (x *exchange) prove(kind a2arules.Kind, id string) {
+func (x *exchange) prove(kind a2a.Kind, id string) {
 	if x.mine == nil {
 		x.mine = map[idKey]bool{}
 	}
@@ -40,7 +40,7 @@ func (x *exchange) prove(kind a2arules.Kind, id string) {
 
 // owner returns who owns a task or a context as Warden knows it ("" when
 // unknown); an error means the shared store could not be read.
-func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
+func (x *exchange) owner(kind a2a.Kind, id string) (string, error) {
 	if x.mine[idKey{kind, id}] {
 		return x.principal, nil
 	}
@@ -56,7 +56,7 @@ func (x *exchange) owner(kind a2arules.Kind, id string) (string, error) {
 
 // owns reports whether a task or context is the caller's. What could not be
 // read is nobody's.
-func (x *exchange) owns(kind a2arules.Kind, id string) bool {
+func (x *exchange) owns(kind a2a.Kind, id string) bool {
 	o, err := x.owner(kind, id)
 	if err != nil {
 		// Whose it is cannot be told: nothing of the answer passes.
@@ -99,9 +99,9 @@ const (
 // it so when nobody owns it and how allows. Recording it tells whose it is
 // (set if absent, here and in the shared store): one round trip for a new
 // id, none for one this replica knows.
-func (x *exchange) adopt(kind a2arules.Kind, id, state string, how creation) bool {
+func (x *exchange) adopt(kind a2a.Kind, id, state string, how creation) bool {
 	f := owners.Fact{Key: ownerKey(kind, id)}
-	if kind == a2arules.KindTask {
+	if kind == a2a.KindTask {
 		f.Status = state
 	}
 	mine := x.mine[idKey{kind, id}]

@@ -43,7 +43,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // Config is the A2A sidecar's part of the configuration: an HTTP sidecar's
@@ -90,7 +90,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		return errors.New("a2a.max_body_bytes must not be negative")
 	}
-	if _, err := a2arules.ParseAllow(c.WebhookAllow); err != nil {
+	if _, err := a2a.ParseAllow(c.WebhookAllow); err != nil {
 		return fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
 	if c.WebhookAllowOnly && len(c.WebhookAllow) == 0 {
@@ -109,18 +109,18 @@ type Server struct {
 	cfg      Config
 	enforcer *proxy.Enforcer
 	upstream *url.URL
-	allow    a2arules.Allow
+	allow    a2a.Allow
 	client   *http.Client
 	handles  handle.Sealer
 	relay    *pushrelay.Relay
 	log      *slog.Logger
-	gate     *gate.Gate[a2arules.Call]
+	gate     *gate.Gate[a2a.Call]
 	public   string            // the JSON-RPC endpoint written into agent cards
 	streams  *listener.Streams // the forwarded requests open
 }
 
 // kinds are the identifiers A2A handles stand for.
-var kinds = []byte{byte(a2arules.KindTask), byte(a2arules.KindContext), byte(a2arules.KindCursor), byte(a2arules.KindChosen)}
+var kinds = []byte{byte(a2a.KindTask), byte(a2a.KindContext), byte(a2a.KindCursor), byte(a2a.KindChosen)}
 
 // New builds the sidecar. keys bind handles to principals (see
 // handle.LoadKeyring; a reload swaps the ring's keys); client reaches the
@@ -136,7 +136,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if keys == nil {
 		return nil, errors.New("a2a: no handle keys")
 	}
-	allow, err := a2arules.ParseAllow(cfg.WebhookAllow)
+	allow, err := a2a.ParseAllow(cfg.WebhookAllow)
 	if err != nil {
 		return nil, fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
@@ -199,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 var errCredentialGone = errors.New("the credential expired or was revoked")
 
 // post decides one JSON-RPC request, admitted by the gate, and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2arules.Call) {
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2a.Call) {
 	x.call = call
 	req, out := x.toUpstream(call)
 	req.Principal = p
@@ -218,7 +218,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	if x.fresh {
 		// The context Warden named is the caller's before the upstream
 		// sees it (here and in the shared store).
-		o, err := d.Learn(r.Context(), owners.Fact{Key: ownerKey(a2arules.KindContext, x.contextID), Created: true})
+		o, err := d.Learn(r.Context(), owners.Fact{Key: ownerKey(a2a.KindContext, x.contextID), Created: true})
 		if err != nil || o[0] != p.ID {
 			if err == nil {
 				err = errors.New("the new context is another principal's")
@@ -226,7 +226,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, fmt.Errorf("record a new A2A context: %w", err)).Write(w)
 			return
 		}
-		x.prove(a2arules.KindContext, x.contextID)
+		x.prove(a2a.KindContext, x.contextID)
 	}
 	s.forward(w, r, x, out)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/gate"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // checkA2A decides an A2A JSON-RPC request from the request alone: the gate
@@ -29,14 +29,14 @@ func (s *Server) checkA2A(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	}
 	call, principal := in.Call, in.Principal
 	req := proxy.A2ARequest{Principal: principal, Method: call.Method, TaskID: call.Task, OwnershipUnknown: true, Content: call.Content,
-		New: a2arules.Sends(call.Method) && !call.Continues() && len(call.References) == 0}
+		New: a2a.Sends(call.Method) && !call.Continues() && len(call.References) == 0}
 	if call.Continues() {
-		req.Method = a2arules.MethodMessageContinue
+		req.Method = a2a.MethodMessageContinue
 	}
 	// The sidecar's checks of what the request alone tells: a tenant
 	// (Envoy may route on it to another agent), then the webhook URLs.
-	if req.Refused = a2arules.TenantRefused(call); req.Refused.OK() {
-		req.Refused = a2arules.WebhookRefused(call, s.webhooks)
+	if req.Refused = a2a.TenantRefused(call); req.Refused.OK() {
+		req.Refused = a2a.WebhookRefused(call, s.webhooks)
 	}
 	d, err := s.enf.EnforceA2A(ctx, req)
 	if err != nil {

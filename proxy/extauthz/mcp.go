@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/gate"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // defaultMaxSteerBytes matches the standalone sidecar's default.
@@ -47,12 +47,12 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	}
 	call, hdr := in.Call, r.Header
 	name, hasName := hdr["Mcp-Name"]
-	h := mcprules.Headers{ProtocolVersion: hdr.Get("Mcp-Protocol-Version"), Method: hdr.Get("Mcp-Method"), HasName: hasName}
+	h := mcp.Headers{ProtocolVersion: hdr.Get("Mcp-Protocol-Version"), Method: hdr.Get("Mcp-Method"), HasName: hasName}
 	if hasName {
 		h.Name = name[0]
 	}
-	v := mcprules.CheckHeaders(call, h)
-	if v.OK() && !(call.Kind == mcprules.KindRequest && mcprules.Decided(call.Method)) {
+	v := mcp.CheckHeaders(call, h)
+	if v.OK() && !(call.Kind == mcp.KindRequest && mcp.Decided(call.Method)) {
 		return s.allow(in.Principal, "")
 	}
 	// Decided requests go through the Enforcer like the sidecar's, with
@@ -64,7 +64,7 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 		limit = defaultMaxSteerBytes
 	}
 	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: in.Principal, Call: call, Refused: v, OwnershipUnknown: true,
-		Limits: mcprules.Limits{MaxSteerBytes: limit}})
+		Limits: mcp.Limits{MaxSteerBytes: limit}})
 	if err != nil {
 		return denyAnswer(s.mcp.Unavailable(ctx, in.Principal.ID, call.Method, call.ID, err))
 	}

@@ -34,8 +34,8 @@ import (
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // Config is the ext_authz server's configuration.
@@ -131,7 +131,7 @@ func (c Config) Validate() error {
 	if c.MCP && c.A2A {
 		return errors.New("extauthz: mcp and a2a both read requests that are not gRPC; run one ext_authz listener per protocol")
 	}
-	if _, err := a2arules.ParseAllow(c.A2AWebhookAllow); err != nil {
+	if _, err := a2a.ParseAllow(c.A2AWebhookAllow); err != nil {
 		return fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
 	if c.A2AWebhookAllowOnly && len(c.A2AWebhookAllow) == 0 {
@@ -147,7 +147,7 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
+	if err := mcp.ValidHosts(c.AllowedHosts); err != nil {
 		return fmt.Errorf("extauthz.allowed_hosts: %w", err)
 	}
 	if c.MaxBodyBytes < 0 {
@@ -169,11 +169,11 @@ type Server struct {
 	tokens   authn.UpstreamTokens
 	enf      *proxy.Enforcer
 	log      *slog.Logger
-	webhooks a2arules.Allow            // A2A webhook allowlist
-	gate     *admission.Gate           // MACP's
-	blind    *admission.Blind          // MACP's decisions, blind to the runtime's answer
-	mcp      *gate.Gate[mcprules.Call] // the JSON-RPC front doors
-	a2a      *gate.Gate[a2arules.Call]
+	webhooks a2a.Allow            // A2A webhook allowlist
+	gate     *admission.Gate      // MACP's
+	blind    *admission.Blind     // MACP's decisions, blind to the runtime's answer
+	mcp      *gate.Gate[mcp.Call] // the JSON-RPC front doors
+	a2a      *gate.Gate[a2a.Call]
 }
 
 // New builds the server; it starts no goroutines.
@@ -211,7 +211,7 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 			return nil, fmt.Errorf("extauthz.upstream_tokens_file: %w", err)
 		}
 	}
-	allow, err := a2arules.ParseAllow(cfg.A2AWebhookAllow)
+	allow, err := a2a.ParseAllow(cfg.A2AWebhookAllow)
 	if err != nil {
 		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}

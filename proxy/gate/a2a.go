@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentwarden/warden/rules"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // A2A's agent card paths: 1.0's, and 0.3's which servers still serve.
@@ -21,21 +21,21 @@ const (
 // of the JSON-RPC binding are HTTP 200 with the request's id when it could
 // be read, as both A2A SDK servers (a2a-go, a2a-sdk) answer them and as the
 // specification's examples show (§9.5).
-func A2A(path string, maxBody int64, key string) Spec[a2arules.Call] {
-	return Spec[a2arules.Call]{
+func A2A(path string, maxBody int64, key string) Spec[a2a.Call] {
+	return Spec[a2a.Call]{
 		Protocol: "a2a", Endpoint: path, Public: []string{CardPath, OldCardPath}, REST: true, Methods: []string{http.MethodPost},
 		MaxBody: maxBody, MaxBodyKey: key,
 		ParseStatus: http.StatusOK, EchoID: true,
-		Parse: func(b []byte) (a2arules.Call, json.RawMessage, error) {
-			c, err := a2arules.Parse(b)
+		Parse: func(b []byte) (a2a.Call, json.RawMessage, error) {
+			c, err := a2a.Parse(b)
 			return c, c.ID, err
 		},
-		Check: func(c a2arules.Call) (rules.Verdict, json.RawMessage) {
-			if !a2arules.Known(c.Method) {
+		Check: func(c a2a.Call) (rules.Verdict, json.RawMessage) {
+			if !a2a.Known(c.Method) {
 				return rules.Verdict{Code: rules.CodeMethodNotFound, Reason: rules.ReasonUnknownMethod, Detail: "Method not found"}, c.ID
 			}
 			return rules.Verdict{}, nil
 		},
-		Answer: a2arules.Answer,
+		Answer: a2a.Answer,
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/rules"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // MCPConfig is what the MCP front door is configured with, by the sidecar
@@ -32,20 +32,20 @@ type MCPConfig struct {
 // routing headers given once, the challenge naming the protected-resource
 // metadata, and one message (a decided method needs an id). Its errors are
 // the SDKs': a parse error is HTTP 400 with a null id.
-func MCP(c MCPConfig) Spec[mcprules.Call] {
-	s := Spec[mcprules.Call]{
+func MCP(c MCPConfig) Spec[mcp.Call] {
+	s := Spec[mcp.Call]{
 		Protocol: "mcp", Endpoint: c.Path, Methods: []string{http.MethodPost, http.MethodGet, http.MethodDelete},
-		Origin:           func(o string) bool { return mcprules.OriginAllowed(o, c.Hosts, c.Origins) },
+		Origin:           func(o string) bool { return mcp.OriginAllowed(o, c.Hosts, c.Origins) },
 		Routing:          repeatedHeader,
 		ResourceMetadata: c.Metadata,
 		MaxBody:          c.MaxBody, MaxBodyKey: c.MaxBodyKey,
 		ParseStatus: http.StatusBadRequest,
-		Parse: func(b []byte) (mcprules.Call, json.RawMessage, error) {
-			call, err := mcprules.Parse(b)
+		Parse: func(b []byte) (mcp.Call, json.RawMessage, error) {
+			call, err := mcp.Parse(b)
 			return call, nil, err
 		},
-		Check:  func(call mcprules.Call) (rules.Verdict, json.RawMessage) { return mcprules.CheckKind(call), nil },
-		Answer: mcprules.Answer,
+		Check:  func(call mcp.Call) (rules.Verdict, json.RawMessage) { return mcp.CheckKind(call), nil },
+		Answer: mcp.Answer,
 	}
 	if c.Metadata != nil {
 		s.Public = []string{c.MetadataDoc}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/owners"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // fromUpstream reads one message from the upstream toward the caller. It
@@ -45,7 +45,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 // foreignAnswer replaces the answer to the caller's request when it names
 // a task that is not the caller's.
 func (x *exchange) foreignAnswer() []byte {
-	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer named a task that is not the caller's")
+	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, "the MCP server's answer named a task that is not the caller's")
 }
 
 // fromUpstreamDecoded is fromUpstream on the decoded message.
@@ -60,7 +60,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	_, isResult := msg["result"]
 	_, isError := msg["error"]
 	method, _ := msg["method"].(string)
-	if method == mcprules.NotifyToolsChanged {
+	if method == mcp.NotifyToolsChanged {
 		x.s.forgetTools(x.principal, x.sid)
 	}
 	var facts []owners.Fact
@@ -175,7 +175,7 @@ func (x *exchange) sealTasks(msg map[string]any, facts []owners.Fact, got []stri
 func (x *exchange) unreadable(err error) []byte {
 	x.s.log.Warn("could not filter an MCP answer; replacing it with an error", "method", x.call.Method, "principal", x.principal, "err", err)
 	x.replaced = true
-	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, unavailable)
+	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, unavailable)
 }
 
 // observed returns the status of a task where the server states it: the
@@ -207,14 +207,14 @@ func (x *exchange) observed(msg map[string]any, method string) (owners.Fact, boo
 // status in their params (2025-11-25 and SEP-2669; the 2026-07-28
 // extension).
 func statusNotice(method string) bool {
-	return method == mcprules.NotifyStatus || method == mcprules.NotifyTasks
+	return method == mcp.NotifyStatus || method == mcp.NotifyTasks
 }
 
 // statusAnswer reports whether the result answering method is the task its
 // params.taskId named, with its status.
 func statusAnswer(method string) bool {
 	switch method {
-	case mcprules.MethodGet, mcprules.MethodCancel, mcprules.MethodPause, mcprules.MethodResume:
+	case mcp.MethodGet, mcp.MethodCancel, mcp.MethodPause, mcp.MethodResume:
 		return true
 	}
 	return false
@@ -225,9 +225,9 @@ func statusAnswer(method string) bool {
 // not be read (the shared state is unreachable).
 func (x *exchange) learn(res map[string]any) (bool, error) {
 	switch x.call.Method {
-	case mcprules.MethodToolsList:
+	case mcp.MethodToolsList:
 		x.s.learnTools(x.principal, x.sid, res, "")
-	case mcprules.MethodToolsCall:
+	case mcp.MethodToolsCall:
 		task, _ := res["task"].(map[string]any) // 2025-11-25: {task: Task}
 		if task == nil && res["resultType"] == "task" {
 			task = res // 2026-07-28: a flat CreateTaskResult
@@ -241,7 +241,7 @@ func (x *exchange) learn(res map[string]any) (bool, error) {
 				return false, err
 			}
 		}
-	case mcprules.MethodList:
+	case mcp.MethodList:
 		return true, x.listPage(res)
 	}
 	return false, nil
@@ -267,7 +267,7 @@ func (x *exchange) listPage(res map[string]any) error {
 	}
 	cursor, _ := res["nextCursor"].(string)
 	for pages := 1; !x.dry && x.req != nil && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
-		next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcprules.MethodList, map[string]any{"cursor": cursor})
+		next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
 		if err == nil && next == nil {
 			err = errors.New("an error answer")
 		}

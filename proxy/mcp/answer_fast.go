@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // fromUpstreamFast is fromUpstream without decoding, for the messages that
@@ -54,12 +54,12 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		if !ok || !x.answers(v) {
 			return nil, false, true // an answer to no request of this exchange
 		}
-		if hasResult && learns(x.call.Method) && (x.call.Method != mcprules.MethodToolsCall || hasKey(spans, "taskId")) {
+		if hasResult && learns(x.call.Method) && (x.call.Method != mcp.MethodToolsCall || hasKey(spans, "taskId")) {
 			return nil, false, false
 		}
 		x.settle(hasResult)
 	}
-	if hasMethod && string(method) == mcprules.NotifyToolsChanged {
+	if hasMethod && string(method) == mcp.NotifyToolsChanged {
 		x.s.forgetTools(x.principal, x.sid)
 	}
 	// Statuses are read only where the server states them (observe): at

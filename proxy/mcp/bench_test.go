@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/listener"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // benchUpstream is an MCP server as lean as can be: it lists one tool,
@@ -36,13 +36,13 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var result string
 	switch {
-	case msg.Method == mcprules.MethodToolsCall && msg.Params.Task != nil:
+	case msg.Method == mcp.MethodToolsCall && msg.Params.Task != nil:
 		result = `{"task":{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}}`
-	case msg.Method == mcprules.MethodToolsCall:
+	case msg.Method == mcp.MethodToolsCall:
 		result = `{"content":[{"type":"text","text":"done"}]}`
-	case msg.Method == mcprules.MethodToolsList:
+	case msg.Method == mcp.MethodToolsList:
 		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
-	case msg.Method == mcprules.MethodGet:
+	case msg.Method == mcp.MethodGet:
 		result = `{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`
 	default:
 		result = `{}`

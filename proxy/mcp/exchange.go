@@ -12,7 +12,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // exchange is one request and its answer, seen by one principal in one
@@ -37,7 +37,7 @@ type exchange struct {
 	// (resume.go), not one of this exchange.
 	lastEventID string
 	resumed     bool
-	call        mcprules.Call
+	call        mcp.Call
 	decision    *proxy.Decision
 	settled     bool
 	// support is the called tool's taskSupport (tools/call).
@@ -111,7 +111,7 @@ func hasKey(spans []span, key string) bool {
 // answers reports whether an answer's decoded id is the id of this
 // exchange's request.
 func (x *exchange) answers(id any) bool {
-	return x.call.Kind == mcprules.KindRequest && !x.answered && sameID(id, x.call.ID)
+	return x.call.Kind == mcp.KindRequest && !x.answered && sameID(id, x.call.ID)
 }
 
 // ownHandle reports whether an upstream value is already one of the
@@ -127,7 +127,7 @@ func (x *exchange) ownHandle(v string) bool {
 // creates reports whether the exchange is the caller's own tools/call, whose
 // stream names the task the call made.
 func (x *exchange) creates() bool {
-	return x.call.Kind == mcprules.KindRequest && x.call.Method == mcprules.MethodToolsCall && !x.answered
+	return x.call.Kind == mcp.KindRequest && x.call.Method == mcp.MethodToolsCall && !x.answered
 }
 
 // related returns the facts of a message on the stream of the caller's
@@ -141,7 +141,7 @@ func (x *exchange) related(msg map[string]any) []owners.Fact {
 	for _, k := range []string{"result", "params"} {
 		obj, _ := msg[k].(map[string]any)
 		meta, _ := obj["_meta"].(map[string]any)
-		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		rel, _ := meta[mcp.RelatedTask].(map[string]any)
 		id, _ := rel["taskId"].(string)
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
@@ -153,7 +153,7 @@ func (x *exchange) related(msg map[string]any) []owners.Fact {
 
 // learns reports whether the answer to method is read whole (learn).
 func learns(method string) bool {
-	return method == mcprules.MethodToolsList || method == mcprules.MethodToolsCall || method == mcprules.MethodList
+	return method == mcp.MethodToolsList || method == mcp.MethodToolsCall || method == mcp.MethodList
 }
 
 func decode(b []byte) (map[string]any, error) {

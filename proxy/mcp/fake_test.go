@@ -18,7 +18,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // upCall is one request the fake upstream received.
@@ -122,7 +122,7 @@ func task(id, status string) map[string]any {
 }
 
 func notification(id, status string) map[string]any {
-	return map[string]any{"jsonrpc": "2.0", "method": mcprules.NotifyStatus, "params": task(id, status)}
+	return map[string]any{"jsonrpc": "2.0", "method": mcp.NotifyStatus, "params": task(id, status)}
 }
 
 func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -169,15 +169,15 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	v2026 := r.Header.Get("Mcp-Protocol-Version") >= mcprules.Era2026
+	v2026 := r.Header.Get("Mcp-Protocol-Version") >= mcp.Era2026
 	answer := func(result any) { writeJSON(w, msg.ID, result) }
 	taskID, _ := params["taskId"].(string)
 	switch method {
-	case mcprules.MethodInitialize:
+	case mcp.MethodInitialize:
 		u.sessions++
 		w.Header().Set("Mcp-Session-Id", fmt.Sprintf("up-sess-%d", u.sessions))
 		answer(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tasks": map[string]any{"list": map[string]any{}}}})
-	case mcprules.MethodToolsList:
+	case mcp.MethodToolsList:
 		if u.failList {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
@@ -200,7 +200,7 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		answer(res)
-	case mcprules.MethodToolsCall:
+	case mcp.MethodToolsCall:
 		name, _ := params["name"].(string)
 		_, wantsTask := params["task"].(map[string]any)
 		switch {
@@ -217,17 +217,17 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case name == "big":
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("b", u.bigAnswer)}}})
 		case v2026 && name == "slow":
-			id := u.addTaskLocked(mcprules.StatusWorking)
-			res := task(id, mcprules.StatusWorking)
+			id := u.addTaskLocked(mcp.StatusWorking)
+			res := task(id, mcp.StatusWorking)
 			res["resultType"] = "task"
 			answer(res)
 		case wantsTask:
-			id := u.addTaskLocked(mcprules.StatusWorking)
-			answer(map[string]any{"task": task(id, mcprules.StatusWorking)})
+			id := u.addTaskLocked(mcp.StatusWorking)
+			answer(map[string]any{"task": task(id, mcp.StatusWorking)})
 		default:
 			answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}})
 		}
-	case mcprules.MethodList:
+	case mcp.MethodList:
 		from, to := 0, len(u.order)
 		if c, _ := params["cursor"].(string); c != "" {
 			from, _ = strconv.Atoi(c)
@@ -244,24 +244,24 @@ func (u *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			res["nextCursor"] = strconv.Itoa(to)
 		}
 		answer(res)
-	case mcprules.MethodGet, mcprules.MethodCancel, mcprules.MethodResult:
+	case mcp.MethodGet, mcp.MethodCancel, mcp.MethodResult:
 		st, ok := u.tasks[taskID]
 		switch {
-		case method == mcprules.MethodGet && u.failGet:
+		case method == mcp.MethodGet && u.failGet:
 			w.WriteHeader(http.StatusInternalServerError)
 		case !ok:
-			writeJSONError(w, msg.ID, mcprules.ErrInvalidParams, "Task not found")
-		case method == mcprules.MethodCancel:
-			u.tasks[taskID] = mcprules.StatusCancelled
-			answer(task(taskID, mcprules.StatusCancelled))
-		case method == mcprules.MethodGet && u.sse:
+			writeJSONError(w, msg.ID, mcp.ErrInvalidParams, "Task not found")
+		case method == mcp.MethodCancel:
+			u.tasks[taskID] = mcp.StatusCancelled
+			answer(task(taskID, mcp.StatusCancelled))
+		case method == mcp.MethodGet && u.sse:
 			writeSSE(w, map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": task(taskID, st)})
 		default:
 			answer(task(taskID, st))
 		}
-	case mcprules.MethodSteer, mcprules.MethodPause, mcprules.MethodResume, mcprules.MethodUpdate:
+	case mcp.MethodSteer, mcp.MethodPause, mcp.MethodResume, mcp.MethodUpdate:
 		if _, ok := u.tasks[taskID]; !ok || u.refuse {
-			writeJSONError(w, msg.ID, mcprules.ErrInvalidParams, "refused")
+			writeJSONError(w, msg.ID, mcp.ErrInvalidParams, "refused")
 			return
 		}
 		answer(map[string]any{})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/relay"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // target is the upstream URL for a request path: the upstream's endpoint
@@ -42,7 +42,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer cancel()
 	out, err := s.upstreamRequest(ctx, r, x, body, name)
 	if err != nil {
-		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "could not build the upstream request")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcp.ErrInternal, "could not build the upstream request")
 		return
 	}
 	resp, err := s.client.Do(out)
@@ -51,7 +51,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			s.log.Warn("MCP upstream unavailable", "err", err)
 			s.enforcer.UpstreamFailed("mcp")
 		}
-		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcprules.ErrInternal, "the MCP server is unavailable")
+		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcp.ErrInternal, "the MCP server is unavailable")
 		return
 	}
 	defer resp.Body.Close()
@@ -110,7 +110,7 @@ func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w h
 	switch {
 	case errors.Is(err, listener.ErrAnswerBudget):
 		s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
-		relay.EndWithError(w, x.call.ID, mcprules.ErrInternal, s.streams.BudgetBusy().Msg)
+		relay.EndWithError(w, x.call.ID, mcp.ErrInternal, s.streams.BudgetBusy().Msg)
 	case err == nil || r.Context().Err() != nil:
 	case ctx.Err() != nil:
 		s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
@@ -143,7 +143,7 @@ func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, 
 		if !keep {
 			// Never passed unfiltered: an answer to no request of this
 			// exchange, or about a task that is not the caller's.
-			nb, status = mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, "the MCP server's answer could not be matched to the request"), http.StatusBadGateway
+			nb, status = mcp.ErrorBody(x.call.ID, mcp.ErrInternal, "the MCP server's answer could not be matched to the request"), http.StatusBadGateway
 		}
 		b = nb
 	}
@@ -184,7 +184,7 @@ func (s *Server) responseLimit() string {
 func (x *exchange) tooBig(prefix []byte) []byte {
 	h := scanHead(prefix)
 	log := x.s.log.With("method", x.call.Method, "principal", x.principal, "limit", x.s.cfg.MaxResponseBytes)
-	answer := !h.hasMethod && !x.answered && x.call.Kind == mcprules.KindRequest
+	answer := !h.hasMethod && !x.answered && x.call.Kind == mcp.KindRequest
 	if answer && h.id != nil {
 		v, ok := idValue(h.id)
 		answer = ok && sameID(v, x.call.ID)
@@ -196,5 +196,5 @@ func (x *exchange) tooBig(prefix []byte) []byte {
 	log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error")
 	x.answered = true
 	x.settle(false)
-	return mcprules.ErrorBody(x.call.ID, mcprules.ErrInternal, x.s.responseLimit())
+	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, x.s.responseLimit())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 func TestWalk(t *testing.T) {
@@ -51,12 +51,12 @@ func unitServer(t *testing.T) *Server {
 
 func exchangeFor(t *testing.T, s *Server, principal, body string) *exchange {
 	t.Helper()
-	c, err := mcprules.Parse([]byte(body))
+	c, err := mcp.Parse([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := &exchange{s: s, principal: principal, call: c}
-	if c.Kind == mcprules.KindRequest {
+	if c.Kind == mcp.KindRequest {
 		// The request's decision, which learns what its answer says.
 		d, err := s.enforcer.EnforceTask(t.Context(), proxy.TaskRequest{Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)}, Call: c})
 		if err != nil {
@@ -76,7 +76,7 @@ func TestToUpstream(t *testing.T) {
 	cursor := s.handles.sealIn(kindCursor, alice, "s1", "page-2")
 	otherSession := s.handles.sealIn(kindCursor, alice, "s2", "page-2")
 	escaped := strings.Replace(mine, ".", `\u002e`, 1)
-	rt := mcprules.RelatedTask
+	rt := mcp.RelatedTask
 	tests := []struct {
 		name   string
 		body   string
@@ -147,8 +147,8 @@ func TestToUpstream(t *testing.T) {
 func TestFromUpstream(t *testing.T) {
 	s := unitServer(t)
 	e := s.enforcer
-	taskCreated(e, "t-a", alice, mcprules.StatusWorking)
-	taskCreated(e, "t-b", bob, mcprules.StatusWorking)
+	taskCreated(e, "t-a", alice, mcp.StatusWorking)
+	taskCreated(e, "t-b", bob, mcp.StatusWorking)
 	ha := s.handles.seal(kindTask, alice, "t-a")
 	tests := []struct {
 		name    string
@@ -178,9 +178,9 @@ func TestFromUpstream(t *testing.T) {
 		{"notification about an unknown task", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
 			`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"t-zzz","status":"working"}}`, "", false},
 		{"server request about another's task", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`,
-			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"t-b"}}}}`, "", false},
+			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcp.RelatedTask + `":{"taskId":"t-b"}}}}`, "", false},
 		{"server request about own task", `{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"x"}}`,
-			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"t-a"}}}}`,
+			`{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"_meta":{"` + mcp.RelatedTask + `":{"taskId":"t-a"}}}}`,
 			`{"id":"e1","jsonrpc":"2.0","method":"elicitation/create","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + ha + `"}}}}`, true},
 		{"notification with a handle already", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"` + ha + `"}}`, "", true},
@@ -243,7 +243,7 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 	})
 	t.Run("a created task already another's", func(t *testing.T) {
-		taskCreated(e, "taken", alice, mcprules.StatusWorking)
+		taskCreated(e, "taken", alice, mcp.StatusWorking)
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","task":{}}}`)
 		out, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":2,"result":{"task":{"taskId":"taken","status":"working"}}}`))
 		if owner, _ := taskOwner(e, "taken"); owner != alice || !keep || !strings.Contains(string(out), "not the caller's") {
@@ -270,9 +270,9 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 	})
 	t.Run("a related task is learned only when nobody's", func(t *testing.T) {
-		taskCreated(e, "rel-bob", bob, mcprules.StatusWorking)
+		taskCreated(e, "rel-bob", bob, mcp.StatusWorking)
 		rel := func(id string) []byte {
-			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcprules.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
+			return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"` + mcp.RelatedTask + `":{"taskId":"` + id + `"}}}}`)
 		}
 		for _, tc := range []struct{ id, owner string }{{"rel-bob", bob}, {"rel-new", alice}} {
 			x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"a","task":{}}}`)
@@ -283,7 +283,7 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 	})
 	t.Run("statuses", func(t *testing.T) {
-		taskCreated(e, "st-1", alice, mcprules.StatusWorking)
+		taskCreated(e, "st-1", alice, mcp.StatusWorking)
 		x := exchangeFor(t, s, bob, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		// Bob's stream does not get alice's notification, but Warden
 		// learns the status from it.
@@ -292,7 +292,7 @@ func TestFromUpstreamLearns(t *testing.T) {
 		}
 		d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
 			Principal: authn.Principal{ID: alice}, TaskID: "st-1", Owner: true,
-			Call: mcprules.Call{Kind: mcprules.KindRequest, Method: mcprules.MethodPause, HasTaskID: true, TaskID: "h"},
+			Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodPause, HasTaskID: true, TaskID: "h"},
 		})
 		if err != nil || d.Allow {
 			t.Fatalf("pause of a paused task: %+v %v", d, err)
@@ -333,8 +333,8 @@ func TestStatusSources(t *testing.T) {
 			t.Run(tc.name+"/"+path, func(t *testing.T) {
 				n++
 				id := fmt.Sprintf("st-%d", n)
-				taskCreated(e, id, alice, mcprules.StatusWorking)
-				taskCreated(e, id+"-other", alice, mcprules.StatusWorking)
+				taskCreated(e, id, alice, mcp.StatusWorking)
+				taskCreated(e, id+"-other", alice, mcp.StatusWorking)
 				x := exchangeFor(t, s, alice, tc.request)
 				x.taskID = id
 				data := []byte(strings.ReplaceAll(tc.data, "TASK", id))
@@ -346,7 +346,7 @@ func TestStatusSources(t *testing.T) {
 				// resume is allowed from paused only.
 				d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
 					Principal: authn.Principal{ID: alice}, TaskID: id, Owner: true,
-					Call: mcprules.Call{Kind: mcprules.KindRequest, Method: mcprules.MethodResume, HasTaskID: true, TaskID: "h"},
+					Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodResume, HasTaskID: true, TaskID: "h"},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -363,8 +363,8 @@ func TestStatusSources(t *testing.T) {
 func TestFromUpstreamSettles(t *testing.T) {
 	s := unitServer(t)
 	e := s.enforcer
-	taskCreated(e, "t-a", alice, mcprules.StatusWorking)
-	limits := mcprules.Limits{MaxSteerQueue: 1}
+	taskCreated(e, "t-a", alice, mcp.StatusWorking)
+	limits := mcp.Limits{MaxSteerQueue: 1}
 	steer := func(id string) *exchange {
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/steer","params":{"taskId":"h","message":"m"}}`
 		x := exchangeFor(t, s, alice, body)
@@ -403,8 +403,8 @@ func TestFromUpstreamSettles(t *testing.T) {
 			if second != nil {
 				second.settle(false)
 			}
-			taskObserved(e, "t-a", mcprules.StatusInputRequired) // reset for the next case
-			taskObserved(e, "t-a", mcprules.StatusWorking)
+			taskObserved(e, "t-a", mcp.StatusInputRequired) // reset for the next case
+			taskObserved(e, "t-a", mcp.StatusWorking)
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 type observed struct {
@@ -85,7 +85,7 @@ func TestIDReason(t *testing.T) {
 				ring.Set(k2)
 			}
 			r := h.post(t, tt.principal, rpc(4, "tasks/get", map[string]any{"taskId": tt.taskID}), nil)
-			if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+			if r.status != http.StatusOK || r.errCode(t) != mcp.ErrInvalidParams || r.errMessage(t) != "Task not found" {
 				t.Fatalf("HTTP %d %s, want -32602 Task not found", r.status, r.body)
 			}
 			d := obs.last()

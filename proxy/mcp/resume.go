@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // A server may deliver the answer to a request on another stream than the
@@ -93,7 +93,7 @@ func (x *exchange) eventID(id []byte) ([]byte, bool) {
 		return id, true
 	}
 	p := resumePoint{event: string(id)}
-	if c := x.call; c.Kind == mcprules.KindRequest && len(c.ID)+len(c.Method)+len(x.taskID) <= maxResume {
+	if c := x.call; c.Kind == mcp.KindRequest && len(c.ID)+len(c.Method)+len(x.taskID) <= maxResume {
 		p.id, p.method, p.taskID = x.call.ID, x.call.Method, x.taskID
 	}
 	return []byte(x.seal(kindEvent, p.encode())), true
@@ -109,7 +109,7 @@ func (x *exchange) resume(plain, method string) {
 	if method != http.MethodGet || p.id == nil {
 		return
 	}
-	x.call = mcprules.Call{Kind: mcprules.KindRequest, ID: p.id, Method: p.method}
+	x.call = mcp.Call{Kind: mcp.KindRequest, ID: p.id, Method: p.method}
 	x.taskID, x.resumed = p.taskID, true
 	// Its answer is learned as the request's: a task it created is the
 	// caller's.

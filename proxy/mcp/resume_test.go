@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // TestResume: an answer a server replays on a resumed stream (GET +
@@ -41,9 +41,9 @@ func TestResume(t *testing.T) {
 		others    int  // messages besides the answer
 	}{
 		{name: "her answer, resumed", principal: alice, lastID: mine, status: http.StatusOK, answered: true,
-			replay: []any{notification(bobsTask, mcprules.StatusWorking), answer(6, text), answer(5, text)}},
+			replay: []any{notification(bobsTask, mcp.StatusWorking), answer(6, text), answer(5, text)}},
 		{name: "her answer naming a new task", principal: alice, lastID: mine, status: http.StatusOK, answered: true,
-			replay: []any{answer(5, map[string]any{"task": task("task-new", mcprules.StatusWorking)})}},
+			replay: []any{answer(5, map[string]any{"task": task("task-new", mcp.StatusWorking)})}},
 		{name: "another's answer to the same id", principal: alice, lastID: mine, status: http.StatusOK, answered: true,
 			replay: []any{answer(5, map[string]any{"content": []any{}, "structuredContent": map[string]any{"taskId": bobsTask}})}},
 		{name: "bob with her event id", principal: bob, lastID: mine, status: http.StatusBadRequest},

@@ -3,7 +3,7 @@ package mcp
 import (
 	"strings"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // refusal is why toUpstream refused a message.
@@ -28,7 +28,7 @@ const (
 // taskID is the upstream ID params.taskId names.
 func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
 	c := x.call
-	strictTask := c.HasTaskID && c.Kind == mcprules.KindRequest
+	strictTask := c.HasTaskID && c.Kind == mcp.KindRequest
 	if strictTask {
 		id, ok := x.open(kindTask, c.TaskID)
 		if !ok {
@@ -41,7 +41,7 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 			return body, "", refuseTask
 		}
 	}
-	cursor := c.Kind == mcprules.KindRequest && c.Method == mcprules.MethodList && c.HasCursor
+	cursor := c.Kind == mcp.KindRequest && c.Method == mcp.MethodList && c.HasCursor
 	if cursor {
 		if _, ok := x.open(kindCursor, c.Cursor); !ok {
 			return body, "", refuseCursor
@@ -76,7 +76,7 @@ func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok b
 	for _, k := range []string{"params", "result"} {
 		obj, _ := msg[k].(map[string]any)
 		meta, _ := obj["_meta"].(map[string]any)
-		rel, _ := meta[mcprules.RelatedTask].(map[string]any)
+		rel, _ := meta[mcp.RelatedTask].(map[string]any)
 		ok = ok && x.openTask(rel)
 	}
 	if !ok {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 func TestScanStrings(t *testing.T) {
@@ -72,8 +72,8 @@ func FuzzFromUpstreamFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data string) {
 		s := unitServer(t)
-		taskCreated(s.enforcer, "t-a", alice, mcprules.StatusWorking)
-		taskCreated(s.enforcer, "t-b", bob, mcprules.StatusWorking)
+		taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
+		taskCreated(s.enforcer, "t-b", bob, mcp.StatusWorking)
 		req := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`
 		fast, keepFast, done := exchangeFor(t, s, alice, req).fromUpstreamFast([]byte(data))
 		if !done {
@@ -104,12 +104,12 @@ func FuzzToUpstreamFast(f *testing.F) {
 		body = strings.ReplaceAll(body, "HA", s.handles.seal(kindTask, alice, "t-a"))
 		body = strings.ReplaceAll(body, "HB", s.handles.seal(kindTask, bob, "t-b"))
 		body = strings.ReplaceAll(body, "HC", s.handles.sealIn(kindCursor, alice, "s1", "c-2"))
-		c, err := mcprules.Parse([]byte(body))
+		c, err := mcp.Parse([]byte(body))
 		if err != nil {
 			return
 		}
 		x := &exchange{s: s, principal: alice, sid: "s1", call: c}
-		cursor := c.Kind == mcprules.KindRequest && c.Method == mcprules.MethodList && c.HasCursor
+		cursor := c.Kind == mcp.KindRequest && c.Method == mcp.MethodList && c.HasCursor
 		fast, okFast, done := x.toUpstreamFast([]byte(body), cursor)
 		if !done {
 			return

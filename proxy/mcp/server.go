@@ -58,7 +58,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // Config is the MCP sidecar's part of the configuration: an HTTP sidecar's
@@ -111,7 +111,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 || c.MaxSteerBytes < 0 || c.MaxSteerQueue < 0 {
 		return errors.New("mcp: limits must not be negative")
 	}
-	if err := mcprules.ValidHosts(c.AllowedHosts); err != nil {
+	if err := mcp.ValidHosts(c.AllowedHosts); err != nil {
 		return fmt.Errorf("mcp.allowed_hosts: %w", err)
 	}
 	return nil
@@ -157,7 +157,7 @@ type Server struct {
 	client   *http.Client
 	handles  handles
 	log      *slog.Logger
-	gate     *gate.Gate[mcprules.Call]
+	gate     *gate.Gate[mcp.Call]
 
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
 
@@ -230,7 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcprules.ErrSessionNotFound, nil).Write(w)
+		s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcp.ErrSessionNotFound, nil).Write(w)
 		return
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r,
@@ -249,7 +249,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if !ok {
 			s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
-				http.StatusBadRequest, mcprules.ErrInvalidRequest, nil).Write(w)
+				http.StatusBadRequest, mcp.ErrInvalidRequest, nil).Write(w)
 			return
 		}
 		x.resume(id, r.Method)
@@ -319,7 +319,7 @@ func (s *Server) ownOrigin(host string, tls bool) string {
 	if tls {
 		scheme = "https"
 	}
-	if o := scheme + "://" + host; host != "" && mcprules.OriginAllowed(o, s.cfg.AllowedHosts, nil) {
+	if o := scheme + "://" + host; host != "" && mcp.OriginAllowed(o, s.cfg.AllowedHosts, nil) {
 		return o
 	}
 	return s.cfg.ListenOrigin()
@@ -336,7 +336,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 }
 
 // post decides one JSON-RPC message, admitted by the gate, and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call mcprules.Call, body []byte) {
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call mcp.Call, body []byte) {
 	sid := x.sid
 	x.call = call
 	// Every place a handle belongs (params.taskId, related-task metadata,
@@ -353,15 +353,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		body = rewritten
 	}
 	name := ""
-	if call.Kind != mcprules.KindResponse || !refused.OK() {
-		h := mcprules.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
+	if call.Kind != mcp.KindResponse || !refused.OK() {
+		h := mcp.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
-		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcprules.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
-		req.Refused = mcprules.CheckHeaders(call, h)
-		if req.Refused.OK() && !refused.OK() && !(why == refuseTask && mcprules.TaskMethod(call.Method)) {
+		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
+		req.Refused = mcp.CheckHeaders(call, h)
+		if req.Refused.OK() && !refused.OK() && !(why == refuseTask && mcp.TaskMethod(call.Method)) {
 			req.Refused = refused
 		}
-		if mcprules.TaskMethod(call.Method) && call.HasTaskID {
+		if mcp.TaskMethod(call.Method) && call.HasTaskID {
 			req.TaskID, req.Owner = owner, why == refuseNone && owner != ""
 			if why == refuseTask {
 				req.IDReason = s.enforcer.IDReason(r.Context(), x.idReason, string(handle.ReasonRawID), taskKey(call.TaskID))
@@ -380,13 +380,13 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
 			}
 		}
-		if call.Method == mcprules.MethodToolsCall && req.Refused.OK() {
+		if call.Method == mcp.MethodToolsCall && req.Refused.OK() {
 			support, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
 			if err != nil {
 				// Fail closed: whether the call may run as it asks cannot
 				// be told.
 				s.log.Warn("could not learn a tool's taskSupport; refusing the call", "tool", call.Tool, "principal", p.ID, "err", err)
-				req.Refused = mcprules.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
+				req.Refused = mcp.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
 			}
 			req.Support, x.support = support, support
 		}
@@ -417,12 +417,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 const unavailable = gate.Undecided
 
 // decides reports whether a message goes through the Enforcer.
-func decides(c mcprules.Call) bool {
-	return c.Kind == mcprules.KindRequest && decided(c.Method)
+func decides(c mcp.Call) bool {
+	return c.Kind == mcp.KindRequest && decided(c.Method)
 }
 
 // decided reports whether requests of method are decided.
-func decided(method string) bool { return mcprules.Decided(method) }
+func decided(method string) bool { return mcp.Decided(method) }
 
 func headerValue(h http.Header, key string) (string, bool) {
 	v, ok := h[http.CanonicalHeaderKey(key)]

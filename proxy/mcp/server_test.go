@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 	"io"
 	"time"
 )
@@ -39,7 +39,7 @@ func TestCreatedTaskIDsBecomeHandles(t *testing.T) {
 	})
 	t.Run("2026-07-28 flat resultType task", func(t *testing.T) {
 		r := h.post(t, alice, rpc("c-1", "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}}),
-			hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": "tools/call", "Mcp-Name": "slow"})
+			hdr{"Mcp-Protocol-Version": mcp.Era2026, "Mcp-Method": "tools/call", "Mcp-Name": "slow"})
 		res := r.result(t)
 		handle, _ := res["taskId"].(string)
 		if res["resultType"] != "task" || !strings.HasPrefix(handle, handlePrefix) {
@@ -69,7 +69,7 @@ func TestTasksListFiltered(t *testing.T) {
 	h := newHarness(t, Config{})
 	a1, a2 := h.createTask(t, alice), h.createTask(t, alice)
 	b1 := h.createTask(t, bob)
-	orphan := h.up.addTask(mcprules.StatusWorking) // created behind Warden's back
+	orphan := h.up.addTask(mcp.StatusWorking) // created behind Warden's back
 	for _, tc := range []struct {
 		principal string
 		want      []string
@@ -192,10 +192,10 @@ func TestTaskMethodsThroughHandles(t *testing.T) {
 				before := len(h.up.received(m))
 				params := map[string]any{"taskId": tc.taskID}
 				if tc.name == "own handle in the wrong field" {
-					params["_meta"] = map[string]any{mcprules.RelatedTask: map[string]any{"taskId": bobs}}
+					params["_meta"] = map[string]any{mcp.RelatedTask: map[string]any{"taskId": bobs}}
 				}
 				r := h.post(t, tc.principal, rpc(4, m, params), nil)
-				if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+				if r.status != http.StatusOK || r.errCode(t) != mcp.ErrInvalidParams || r.errMessage(t) != "Task not found" {
 					t.Fatalf("HTTP %d %s, want -32602 Task not found", r.status, r.body)
 				}
 				if r.header.Get("X-Warden-Decision") == "" {
@@ -219,8 +219,8 @@ func TestSSENotificationsFiltered(t *testing.T) {
 	h := newHarness(t, Config{})
 	a := h.createTask(t, alice)
 	b := h.createTask(t, bob)
-	orphan := h.up.addTask(mcprules.StatusWorking)
-	h.up.setStatus(h.upstreamID(t, alice, a), mcprules.StatusInputRequired)
+	orphan := h.up.addTask(mcp.StatusWorking)
+	h.up.setStatus(h.upstreamID(t, alice, a), mcp.StatusInputRequired)
 
 	t.Run("POST stream", func(t *testing.T) {
 		r := h.post(t, bob, rpc(5, "tools/call", map[string]any{"name": "stream"}), nil)
@@ -265,7 +265,7 @@ func TestSSENotificationsFiltered(t *testing.T) {
 			t.Fatalf("alice got %d messages: %s", len(r.msgs), r.body)
 		}
 		p, _ := r.msgs[0]["params"].(map[string]any)
-		if p["taskId"] != a || p["status"] != mcprules.StatusInputRequired {
+		if p["taskId"] != a || p["status"] != mcp.StatusInputRequired {
 			t.Fatalf("notification %v", p)
 		}
 		if len(r.ids) != 1 {
@@ -280,7 +280,7 @@ func TestSSENotificationsFiltered(t *testing.T) {
 		// that is not terminal may be stale, so the rule for resume
 		// (paused only) is decided on Warden's own tasks/get.
 		r := h.post(t, alice, rpc(6, "tasks/resume", map[string]any{"taskId": a}), nil)
-		if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "input_required") {
+		if r.errCode(t) != mcp.ErrInvalidParams || !strings.Contains(r.errMessage(t), "input_required") {
 			t.Fatalf("%s", r.body)
 		}
 		if n := len(h.up.received("tasks/get")); n != 1 {
@@ -381,7 +381,7 @@ func TestOrigin(t *testing.T) {
 			if called != (tc.status == http.StatusOK) {
 				t.Fatalf("upstream called: %v", called)
 			}
-			if tc.status == http.StatusForbidden && r.errCode(t) != mcprules.ErrInvalidRequest {
+			if tc.status == http.StatusForbidden && r.errCode(t) != mcp.ErrInvalidRequest {
 				t.Fatalf("body %s", r.body)
 			}
 		})
@@ -527,13 +527,13 @@ func TestMalformedRequests(t *testing.T) {
 		code   int
 	}{
 		{"at the body limit", pad(512), http.StatusOK, 0},
-		{"over the body limit", pad(513), http.StatusRequestEntityTooLarge, mcprules.ErrInvalidRequest},
-		{"broken JSON", `{"jsonrpc":"2.0","id":1,"method":`, http.StatusBadRequest, mcprules.ErrParse},
-		{"empty body", ``, http.StatusBadRequest, mcprules.ErrParse},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
-		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
-		{"object id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, http.StatusBadRequest, mcprules.ErrInvalidRequest},
-		{"task method without taskId", rpc(9, "tasks/get", map[string]any{}), http.StatusOK, mcprules.ErrInvalidParams},
+		{"over the body limit", pad(513), http.StatusRequestEntityTooLarge, mcp.ErrInvalidRequest},
+		{"broken JSON", `{"jsonrpc":"2.0","id":1,"method":`, http.StatusBadRequest, mcp.ErrParse},
+		{"empty body", ``, http.StatusBadRequest, mcp.ErrParse},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, http.StatusBadRequest, mcp.ErrInvalidRequest},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, http.StatusBadRequest, mcp.ErrInvalidRequest},
+		{"object id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, http.StatusBadRequest, mcp.ErrInvalidRequest},
+		{"task method without taskId", rpc(9, "tasks/get", map[string]any{}), http.StatusOK, mcp.ErrInvalidParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -557,7 +557,7 @@ func TestHeaderMismatch(t *testing.T) {
 	h := newHarness(t, Config{})
 	handle := h.createTask(t, alice)
 	id := h.upstreamID(t, alice, handle)
-	v26 := mcprules.Era2026
+	v26 := mcp.Era2026
 	tests := []struct {
 		name   string
 		method string
@@ -567,14 +567,14 @@ func TestHeaderMismatch(t *testing.T) {
 		code   int
 		name2  string // Mcp-Name the upstream must see, when allowed
 	}{
-		{"Mcp-Name different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": "other"}, 400, mcprules.ErrHeaderMismatch, ""},
-		{"Mcp-Name is the upstream ID", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": id}, 400, mcprules.ErrHeaderMismatch, ""},
-		{"Mcp-Name missing on 2026", "tasks/cancel", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel"}, 400, mcprules.ErrHeaderMismatch, ""},
-		{"Mcp-Name different on 2025", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Name": "other"}, 400, mcprules.ErrHeaderMismatch, ""},
-		{"Mcp-Method different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel", "Mcp-Name": handle}, 400, mcprules.ErrHeaderMismatch, ""},
-		{"Mcp-Name different on tools/call", "tools/call", map[string]any{"name": "plain"}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tools/call", "Mcp-Name": "fast"}, 400, mcprules.ErrHeaderMismatch, ""},
+		{"Mcp-Name different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": "other"}, 400, mcp.ErrHeaderMismatch, ""},
+		{"Mcp-Name is the upstream ID", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": id}, 400, mcp.ErrHeaderMismatch, ""},
+		{"Mcp-Name missing on 2026", "tasks/cancel", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel"}, 400, mcp.ErrHeaderMismatch, ""},
+		{"Mcp-Name different on 2025", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Name": "other"}, 400, mcp.ErrHeaderMismatch, ""},
+		{"Mcp-Method different", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/cancel", "Mcp-Name": handle}, 400, mcp.ErrHeaderMismatch, ""},
+		{"Mcp-Name different on tools/call", "tools/call", map[string]any{"name": "plain"}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tools/call", "Mcp-Name": "fast"}, 400, mcp.ErrHeaderMismatch, ""},
 		{"another principal's handle, agreeing headers", "tasks/get", map[string]any{"taskId": h.srv.handles.seal(kindTask, bob, id)},
-			hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": h.srv.handles.seal(kindTask, bob, id)}, 200, mcprules.ErrInvalidParams, ""},
+			hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": h.srv.handles.seal(kindTask, bob, id)}, 200, mcp.ErrInvalidParams, ""},
 		{"agreeing headers", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": handle}, 200, 0, id},
 		{"agreeing base64 Mcp-Name", "tasks/get", map[string]any{"taskId": handle}, hdr{"Mcp-Protocol-Version": v26, "Mcp-Method": "tasks/get", "Mcp-Name": "=?base64?" + b64std(handle) + "?="}, 200, 0, id},
 		{"Mcp-Name on tasks/result 2025", "tasks/result", map[string]any{"taskId": handle}, hdr{"Mcp-Name": handle}, 200, 0, id},
@@ -618,7 +618,7 @@ func TestHeaderMismatchEveryMethod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(h.up.received(""))
-			r := h.post(t, alice, tc.body, hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": tc.mcpMethod})
+			r := h.post(t, alice, tc.body, hdr{"Mcp-Protocol-Version": mcp.Era2026, "Mcp-Method": tc.mcpMethod})
 			if r.status != http.StatusBadRequest || len(h.up.received("")) != before {
 				t.Errorf("BUG: Mcp-Method %q on a %s body: HTTP %d, upstream called %v; want 400 -32020 and no upstream call (server.go post: CheckHeaders' verdict is only used when decides(call))",
 					tc.mcpMethod, tc.name, r.status, len(h.up.received("")) != before)
@@ -638,13 +638,13 @@ func TestTaskSupport(t *testing.T) {
 		task bool
 		code int
 	}{
-		{"forbidden tool with a task", "fast", true, mcprules.ErrMethodNotFound},
+		{"forbidden tool with a task", "fast", true, mcp.ErrMethodNotFound},
 		{"forbidden tool without a task", "fast", false, 0},
-		{"tool without execution, with a task", "plain", true, mcprules.ErrMethodNotFound},
-		{"required tool without a task", "must", false, mcprules.ErrMethodNotFound},
+		{"tool without execution, with a task", "plain", true, mcp.ErrMethodNotFound},
+		{"required tool without a task", "must", false, mcp.ErrMethodNotFound},
 		{"required tool with a task", "must", true, 0},
 		{"optional tool with a task", "slow", true, 0},
-		{"tool the server does not list", "ghost", true, mcprules.ErrInvalidParams},
+		{"tool the server does not list", "ghost", true, mcp.ErrInvalidParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -693,7 +693,7 @@ func TestTaskSupportUnknown(t *testing.T) {
 	}
 	h.up.configure(func(u *fakeUpstream) { u.failList = true })
 	r := call(alice, "slow")
-	if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcprules.ErrInternal || !strings.Contains(r.errMessage(t), `"slow"`) {
+	if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcp.ErrInternal || !strings.Contains(r.errMessage(t), `"slow"`) {
 		t.Fatalf("tools/list failing: HTTP %d %s", r.status, r.body)
 	}
 	// Bob's server lists "fast" as optional, alice's as forbidden.
@@ -709,7 +709,7 @@ func TestTaskSupportUnknown(t *testing.T) {
 	if r := call(bob, "fast"); r.errCode(t) != 0 {
 		t.Fatalf("bob's task call of his optional tool: %s", r.body)
 	}
-	if r := call(alice, "fast"); r.errCode(t) != mcprules.ErrMethodNotFound {
+	if r := call(alice, "fast"); r.errCode(t) != mcp.ErrMethodNotFound {
 		t.Fatalf("alice's task call of her forbidden tool: %s", r.body)
 	}
 	if n := len(h.up.received("tools/call")); n != 1 {
@@ -724,7 +724,7 @@ func TestTaskSupportLearnedFromClientToolsList(t *testing.T) {
 		t.Fatalf("%s", r.body)
 	}
 	r = h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "fast", "task": map[string]any{}}), nil)
-	if r.errCode(t) != mcprules.ErrMethodNotFound {
+	if r.errCode(t) != mcp.ErrMethodNotFound {
 		t.Fatalf("%s", r.body)
 	}
 	if n := len(h.up.received("tools/list")); n != 1 {
@@ -736,7 +736,7 @@ func TestTaskSupportOverSSE(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.up.configure(func(u *fakeUpstream) { u.sse = true })
 	r := h.post(t, alice, rpc(2, "tools/call", map[string]any{"name": "fast", "task": map[string]any{}}), nil)
-	if r.errCode(t) != mcprules.ErrMethodNotFound {
+	if r.errCode(t) != mcp.ErrMethodNotFound {
 		t.Fatalf("%s", r.body)
 	}
 }
@@ -750,7 +750,7 @@ func TestSteerBoundAndSettle(t *testing.T) {
 	// The upstream refuses: the reservation is given back.
 	h.up.configure(func(u *fakeUpstream) { u.refuse = true })
 	for range 2 {
-		if r := steer("left"); r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "refused" {
+		if r := steer("left"); r.errCode(t) != mcp.ErrInvalidParams || r.errMessage(t) != "refused" {
 			t.Fatalf("%s", r.body)
 		}
 	}
@@ -760,17 +760,17 @@ func TestSteerBoundAndSettle(t *testing.T) {
 	}
 	before := len(h.up.received("tasks/steer"))
 	r := steer("right")
-	if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "queued") {
+	if r.errCode(t) != mcp.ErrInvalidParams || !strings.Contains(r.errMessage(t), "queued") {
 		t.Fatalf("%s", r.body)
 	}
-	if r = steer(strings.Repeat("x", 17)); r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "exceeds") {
+	if r = steer(strings.Repeat("x", 17)); r.errCode(t) != mcp.ErrInvalidParams || !strings.Contains(r.errMessage(t), "exceeds") {
 		t.Fatalf("%s", r.body)
 	}
 	if n := len(h.up.received("tasks/steer")) - before; n != 0 {
 		t.Fatalf("upstream saw %d refused steers", n)
 	}
 	// A status change seen on a stream delivers the queue.
-	h.up.setStatus(h.upstreamID(t, alice, handle), mcprules.StatusPaused)
+	h.up.setStatus(h.upstreamID(t, alice, handle), mcp.StatusPaused)
 	h.do(t, http.MethodGet, "/mcp", alice, "", nil)
 	if r := steer("again"); r.errCode(t) != 0 {
 		t.Fatalf("%s", r.body)
@@ -786,7 +786,7 @@ func TestEchoedStatusIgnored(t *testing.T) {
 	steer := rpc("s", "tasks/steer", map[string]any{"taskId": handle, "message": "m"})
 	for i := range 6 {
 		h.post(t, alice, steer, nil)
-		st := []string{mcprules.StatusInputRequired, mcprules.StatusWorking}[i%2]
+		st := []string{mcp.StatusInputRequired, mcp.StatusWorking}[i%2]
 		r := h.post(t, alice, rpc(3, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"taskId": handle, "status": st}}), nil)
 		if got := r.result(t)["structuredContent"]; !reflect.DeepEqual(got, map[string]any{"taskId": handle, "status": st}) {
 			t.Fatalf("echo: %s", r.body)
@@ -812,7 +812,7 @@ func TestListenTaskIDs(t *testing.T) {
 		return h.post(t, alice, rpc(5, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids}}), nil)
 	}
 	for _, ids := range [][]string{{mine, bobs}, {mine, h.upstreamID(t, alice, mine)}, {"made-up"}} {
-		if r := listen(ids...); r.errCode(t) != mcprules.ErrInvalidParams || r.errMessage(t) != "Task not found" {
+		if r := listen(ids...); r.errCode(t) != mcp.ErrInvalidParams || r.errMessage(t) != "Task not found" {
 			t.Fatalf("listen to %v: %s", ids, r.body)
 		}
 	}
@@ -838,14 +838,14 @@ func TestStatusReadAfterRestart(t *testing.T) {
 			first := newHarness(t, Config{})
 			handle := first.createTask(t, alice)
 			id := first.upstreamID(t, alice, handle)
-			first.up.setStatus(id, mcprules.StatusCompleted)
+			first.up.setStatus(id, mcp.StatusCompleted)
 			first.up.configure(func(u *fakeUpstream) { u.sse = sse })
 
 			// Another Warden with the same key: the handle still works, and
 			// the status is read from the upstream with tasks/get.
 			h := newHarnessFor(t, Config{}, first.up, first.upSrv)
 			r := h.post(t, alice, rpc(1, "tasks/pause", map[string]any{"taskId": handle, "_meta": map[string]any{"k": "v"}}), hdr{"Mcp-Protocol-Version": "2025-11-25"})
-			if r.errCode(t) != mcprules.ErrInvalidParams || !strings.Contains(r.errMessage(t), "completed") {
+			if r.errCode(t) != mcp.ErrInvalidParams || !strings.Contains(r.errMessage(t), "completed") {
 				t.Fatalf("%s", r.body)
 			}
 			gets := h.up.received("tasks/get")
@@ -873,7 +873,7 @@ func TestStatusReadAfterRestart(t *testing.T) {
 		id := first.upstreamID(t, alice, handle)
 		h := newHarnessFor(t, Config{}, first.up, first.upSrv)
 		r := h.post(t, alice, rpc(1, "tasks/steer", map[string]any{"taskId": handle, "message": "m"}),
-			hdr{"Mcp-Protocol-Version": mcprules.Era2026, "Mcp-Method": "tasks/steer", "Mcp-Name": handle})
+			hdr{"Mcp-Protocol-Version": mcp.Era2026, "Mcp-Method": "tasks/steer", "Mcp-Name": handle})
 		if r.errCode(t) != 0 {
 			t.Fatalf("%s", r.body)
 		}
@@ -892,7 +892,7 @@ func TestStatusReadAfterRestart(t *testing.T) {
 		first.up.configure(func(u *fakeUpstream) { u.failGet = true })
 		h := newHarnessFor(t, Config{}, first.up, first.upSrv)
 		r := h.post(t, alice, rpc(1, "tasks/resume", map[string]any{"taskId": handle}), nil)
-		if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) {
+		if r.status != http.StatusServiceUnavailable || r.errCode(t) != mcp.ErrInternal || r.last(t)["id"] != float64(1) {
 			t.Fatalf("HTTP %d %s", r.status, r.body)
 		}
 		if len(h.up.received("tasks/resume")) != 0 {
@@ -906,7 +906,7 @@ func TestUpstreamFailures(t *testing.T) {
 		h := newHarness(t, Config{})
 		h.upSrv.Close()
 		r := h.post(t, alice, rpc(1, "ping", nil), nil)
-		if r.status != http.StatusBadGateway || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) {
+		if r.status != http.StatusBadGateway || r.errCode(t) != mcp.ErrInternal || r.last(t)["id"] != float64(1) {
 			t.Fatalf("HTTP %d %s", r.status, r.body)
 		}
 	})
@@ -916,7 +916,7 @@ func TestUpstreamFailures(t *testing.T) {
 		r := h.post(t, alice, rpc(1, "tools/call", map[string]any{"name": "big"}), nil)
 		// The answer to the request, naming the limit, for the client's SDK
 		// to read as such (200, as the server answered).
-		if r.status != http.StatusOK || r.errCode(t) != mcprules.ErrInternal || r.last(t)["id"] != float64(1) ||
+		if r.status != http.StatusOK || r.errCode(t) != mcp.ErrInternal || r.last(t)["id"] != float64(1) ||
 			!strings.Contains(string(r.body), "mcp.max_response_bytes (1024 bytes)") {
 			t.Fatalf("HTTP %d %s", r.status, r.body)
 		}
@@ -1016,7 +1016,7 @@ func TestCaseVariantTaskID(t *testing.T) {
 			calls := h.up.received("tasks/cancel")[before:]
 			if len(calls) != 0 {
 				t.Errorf("BUG: bob's %s reached the upstream as a cancel of task %v (alice's); answer %s; want -32602 Task not found and no upstream call", body, calls[0].params["taskId"], r.body)
-			} else if r.errMessage(t) != "Task not found" && r.errCode(t) != mcprules.ErrInvalidRequest {
+			} else if r.errMessage(t) != "Task not found" && r.errCode(t) != mcp.ErrInvalidRequest {
 				t.Errorf("answer %s", r.body)
 			}
 		})
@@ -1100,7 +1100,7 @@ func TestLastEventID(t *testing.T) {
 			calls := h.up.calls[before:]
 			h.up.mu.Unlock()
 			if tc.upstream == "" {
-				if len(calls) != 0 || r.errCode(t) != mcprules.ErrInvalidRequest {
+				if len(calls) != 0 || r.errCode(t) != mcp.ErrInvalidRequest {
 					t.Fatalf("the upstream was asked (%d calls), answer %s", len(calls), r.body)
 				}
 				return
@@ -1354,7 +1354,7 @@ func TestContentEncodingRefused(t *testing.T) {
 				t.Fatalf("HTTP %d %s, want %d", r.status, r.body, tc.status)
 			}
 			forwarded := len(h.up.received("tools/call")) - before
-			if tc.status != http.StatusOK && (r.errCode(t) != mcprules.ErrInvalidRequest || !strings.Contains(r.errMessage(t), "Content-Encoding") || forwarded != 0) {
+			if tc.status != http.StatusOK && (r.errCode(t) != mcp.ErrInvalidRequest || !strings.Contains(r.errMessage(t), "Content-Encoding") || forwarded != 0) {
 				t.Fatalf("refusal %s, forwarded %d, want -32600 naming Content-Encoding, none forwarded", r.body, forwarded)
 			}
 			if tc.status == http.StatusOK && forwarded != 1 {

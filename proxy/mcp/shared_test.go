@@ -10,7 +10,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // sharedHarnesses returns n replicas of the sidecar, with the same handle
@@ -76,12 +76,12 @@ func TestSharedTasksList(t *testing.T) {
 	// naming it is Warden's could-not-decide error, and the task is
 	// nobody's (the old code recorded it on r[0] only and logged).
 	rep := r[0].post(t, alice, rpc(1, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}}), nil)
-	if rep.errCode(t) != mcprules.ErrInternal || rep.errMessage(t) != unavailable {
+	if rep.errCode(t) != mcp.ErrInternal || rep.errMessage(t) != unavailable {
 		t.Fatalf("a task created with the store down: %s", rep.body)
 	}
 	for _, h := range r {
 		rep = list(h, alice)
-		if m := rep.last(t); rep.errCode(t) != mcprules.ErrInternal || rep.errMessage(t) != unavailable || m["result"] != nil {
+		if m := rep.last(t); rep.errCode(t) != mcp.ErrInternal || rep.errMessage(t) != unavailable || m["result"] != nil {
 			t.Fatalf("list with the store down and a task unknown here: %s", rep.body)
 		}
 	}
@@ -90,7 +90,7 @@ func TestSharedTasksList(t *testing.T) {
 	store.Set(true)
 	// Task methods need the store: refused as undecidable.
 	rep = r[1].post(t, alice, rpc(8, "tasks/get", map[string]any{"taskId": h}), nil)
-	if rep.status != http.StatusServiceUnavailable || rep.errCode(t) != mcprules.ErrInternal {
+	if rep.status != http.StatusServiceUnavailable || rep.errCode(t) != mcp.ErrInternal {
 		t.Fatalf("tasks/get with the store down: HTTP %d %s", rep.status, rep.body)
 	}
 	if n := len(r[0].up.received("tasks/get")); n != 0 {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // toolKey names a tool as one principal sees it in one upstream session: a
@@ -38,7 +38,7 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodToolsList, params)
+		res, err := s.call(ctx, r, strip, sid, callerParams, mcp.MethodToolsList, params)
 		if err == nil && res == nil {
 			err = errors.New("an error answer")
 		}
@@ -75,7 +75,7 @@ func (s *Server) learnTools(principal, sid string, result map[string]any, want s
 		if name == "" {
 			continue
 		}
-		v := mcprules.SupportForbidden
+		v := mcp.SupportForbidden
 		if ex, ok := m["execution"].(map[string]any); ok {
 			if ts, ok := ex["taskSupport"].(string); ok && ts != "" {
 				v = ts

@@ -14,7 +14,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // holdUpstream is an MCP server whose tools/call answers when the test says:
@@ -48,22 +48,22 @@ func (u *holdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	newTask := func(id string) map[string]any {
-		tk := map[string]any{"taskId": id, "status": mcprules.StatusWorking, "createdAt": time.Now().UTC().Format(time.RFC3339Nano)}
+		tk := map[string]any{"taskId": id, "status": mcp.StatusWorking, "createdAt": time.Now().UTC().Format(time.RFC3339Nano)}
 		u.mu.Lock()
 		u.tasks = append(u.tasks, tk)
 		u.mu.Unlock()
 		return tk
 	}
 	switch {
-	case m.Method == mcprules.MethodToolsList:
+	case m.Method == mcp.MethodToolsList:
 		writeJSON(w, m.ID, map[string]any{"tools": []any{map[string]any{"name": "slow", "execution": map[string]any{"taskSupport": "optional"}}, map[string]any{"name": "fast"}}})
-	case m.Method == mcprules.MethodToolsCall && m.Params.Name == "fast":
+	case m.Method == mcp.MethodToolsCall && m.Params.Name == "fast":
 		// Listed without taskSupport, run as a task all the same (the
 		// server's list changed).
 		newTask("alice-task")
 		close(u.created)
 		writeJSON(w, m.ID, map[string]any{"content": []any{}})
-	case m.Method == mcprules.MethodToolsCall && m.Params.Task != nil:
+	case m.Method == mcp.MethodToolsCall && m.Params.Task != nil:
 		tk := newTask("alice-task")
 		close(u.created)
 		switch u.ending {
@@ -74,7 +74,7 @@ func (u *holdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			writeJSON(w, m.ID, map[string]any{"task": tk})
 		}
-	case m.Method == mcprules.MethodToolsCall:
+	case m.Method == mcp.MethodToolsCall:
 		if u.implicit {
 			newTask("implicit-task")
 		}
@@ -84,7 +84,7 @@ func (u *holdUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		}
 		writeJSON(w, m.ID, map[string]any{"content": []any{}})
-	case m.Method == mcprules.MethodList:
+	case m.Method == mcp.MethodList:
 		u.mu.Lock()
 		list := append([]map[string]any(nil), u.tasks...)
 		u.mu.Unlock()
@@ -173,7 +173,7 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 // task id, as the answer filter does through the call's decision.
 func taskCreated(e *proxy.Enforcer, id, owner, status string) {
 	d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)},
-		Call: mcprules.Call{Kind: mcprules.KindRequest, ID: []byte(`1`), Method: mcprules.MethodToolsCall}})
+		Call: mcp.Call{Kind: mcp.KindRequest, ID: []byte(`1`), Method: mcp.MethodToolsCall}})
 	if err != nil {
 		panic(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/relay"
-	mcprules "github.com/agentwarden/warden/rules/mcp"
+	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
@@ -37,7 +37,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 	if sid != "" {
 		out.Header.Set("Mcp-Session-Id", sid)
 	}
-	if r.Header.Get("Mcp-Protocol-Version") >= mcprules.Era2026 {
+	if r.Header.Get("Mcp-Protocol-Version") >= mcp.Era2026 {
 		out.Header.Set("Mcp-Method", method)
 		if t, ok := params["taskId"].(string); ok {
 			out.Header.Set("Mcp-Name", t)
@@ -89,7 +89,7 @@ func metaOf(params json.RawMessage) json.RawMessage {
 // readStatus asks the upstream for a task's status and lastUpdatedAt
 // (tasks/get).
 func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (proxy.TaskView, error) {
-	res, err := s.call(ctx, r, strip, sid, callerParams, mcprules.MethodGet, map[string]any{"taskId": id})
+	res, err := s.call(ctx, r, strip, sid, callerParams, mcp.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
 		return proxy.TaskView{}, err
 	}

@@ -37,7 +37,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // Config is the relay's part of the A2A sidecar's configuration (a2a.push_relay).
@@ -117,13 +117,13 @@ type Owners interface {
 }
 
 // Handles names an upstream id to a principal: the sidecar's handle.
-type Handles func(kind a2arules.Kind, principal, id string) string
+type Handles func(kind a2a.Kind, principal, id string) string
 
 // Relay is the push relay, an http.Handler for the A2A server.
 type Relay struct {
 	cfg     Config
 	limits  listener.Limits
-	allow   a2arules.Allow
+	allow   a2a.Allow
 	sealer  handle.Sealer
 	owners  Owners
 	handles Handles
@@ -141,7 +141,7 @@ const pathPrefix = "/push/"
 // New builds the relay. keys are the sidecar's handle keys (relay URLs open
 // with them, on any replica that shares them, while their key is in the
 // ring); allow is the webhook allowlist.
-func New(cfg Config, limits listener.Limits, allow a2arules.Allow, keys *handle.Ring, owners Owners, handles Handles, log *slog.Logger) (*Relay, error) {
+func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring, owners Owners, handles Handles, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (r *Relay) dial(ctx context.Context, network, addr string) (net.Conn, error
 		if err != nil {
 			return fmt.Errorf("dial %s: %w", address, err)
 		}
-		return a2arules.CheckDial(ap.Addr(), named, r.allow)
+		return a2a.CheckDial(ap.Addr(), named, r.allow)
 	}}
 	return d.DialContext(ctx, network, addr)
 }
@@ -359,7 +359,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // to answer the server with: the webhook's own when it is 2xx or 4xx/5xx,
 // never a redirect (a redirecting server would follow it).
 func (r *Relay) deliver(ctx context.Context, h http.Header, body []byte, t Target) (int, error) {
-	if err := a2arules.CheckWebhook(t.URL, r.allow); err != nil {
+	if err := a2a.CheckWebhook(t.URL, r.allow); err != nil {
 		return 0, err // the allowlist may have changed since the config was set
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)

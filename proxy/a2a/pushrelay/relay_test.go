@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // owners is the task and context table the relay reads.
@@ -32,7 +32,7 @@ func (o owners) A2AContextOwner(_ context.Context, id string) (string, error) {
 	return o["c:"+id], nil
 }
 
-func handles(kind a2arules.Kind, principal, id string) string {
+func handles(kind a2a.Kind, principal, id string) string {
 	return "h" + string(kind) + "(" + principal + "," + id + ")"
 }
 
@@ -143,7 +143,7 @@ func TestRelay(t *testing.T) {
 	}
 	for _, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			allow, err := a2arules.ParseAllow(tc.allow)
+			allow, err := a2a.ParseAllow(tc.allow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +198,7 @@ func TestRelay(t *testing.T) {
 // TestRelayURLs: a relay URL opens only with the key, a forged or altered
 // one is 404; Restore gives the owner its URL back and refuses another's.
 func TestRelayURLs(t *testing.T) {
-	r, err := New(Config{}, listener.Limits{}, a2arules.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, nil)
+	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestRelayURLs(t *testing.T) {
 	if strings.Contains(ru, "hooks.example.com") || strings.Contains(ru, "alice") || strings.Contains(ru, "task-1") {
 		t.Fatalf("the relay URL shows what it stands for: %s", ru)
 	}
-	other, _ := New(Config{}, listener.Limits{}, a2arules.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, nil)
+	other, _ := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, nil)
 	other.Bound(front.Listener.Addr())
 	u, _ := url.Parse(ru)
 	for _, p := range []string{u.Path[:len(u.Path)-2] + "xx", "/push/", "/push/wt2." + u.Path[len("/push/"):], strings.TrimPrefix(other.URL(Target{Principal: "alice", URL: "http://x/"}), front.URL)} {

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -119,7 +119,7 @@ func (n *notification) task(id, contextID string) (string, error) {
 	if id == "" {
 		return id, nil
 	}
-	mine, err := n.mine(a2arules.KindTask, id, func() bool {
+	mine, err := n.mine(a2a.KindTask, id, func() bool {
 		return n.t.Task == "" && n.t.Context != "" && contextID == n.t.Context
 	})
 	if err != nil {
@@ -128,7 +128,7 @@ func (n *notification) task(id, contextID string) (string, error) {
 	if !mine {
 		return "", fmt.Errorf("the notification names task %s, which is not the config's owner's", id)
 	}
-	return n.r.handles(a2arules.KindTask, n.t.Principal, id), nil
+	return n.r.handles(a2a.KindTask, n.t.Principal, id), nil
 }
 
 // context returns the principal's handle of a context the notification
@@ -138,26 +138,26 @@ func (n *notification) context(id string, ofTask bool) (string, error) {
 	if id == "" {
 		return id, nil
 	}
-	mine, err := n.mine(a2arules.KindContext, id, func() bool { return ofTask })
+	mine, err := n.mine(a2a.KindContext, id, func() bool { return ofTask })
 	if err != nil {
 		return "", err
 	}
 	if !mine {
 		return "", fmt.Errorf("the notification names context %s, which is not the config's owner's", id)
 	}
-	return n.r.handles(a2arules.KindContext, n.t.Principal, id), nil
+	return n.r.handles(a2a.KindContext, n.t.Principal, id), nil
 }
 
 // mine reports whether a task or context is the principal's: the config's
 // own, else as Warden knows it; unowned says whether an id nobody owns is.
-func (n *notification) mine(kind a2arules.Kind, id string, unowned func() bool) (bool, error) {
-	if kind == a2arules.KindTask && id == n.t.Task || kind == a2arules.KindContext && id == n.t.Context {
+func (n *notification) mine(kind a2a.Kind, id string, unowned func() bool) (bool, error) {
+	if kind == a2a.KindTask && id == n.t.Task || kind == a2a.KindContext && id == n.t.Context {
 		return true, nil
 	}
 	key := string(kind) + id
 	o, ok := n.owner[key]
 	if !ok {
-		if kind == a2arules.KindContext {
+		if kind == a2a.KindContext {
 			c, err := n.r.owners.A2AContextOwner(n.ctx, id)
 			if err != nil {
 				return false, err
