@@ -5,9 +5,16 @@ package test
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,6 +84,10 @@ func TestImportGraph(t *testing.T) {
 			continue // test/, bench/: not imported by anything
 		}
 		checked++
+		if top == "rules" {
+			checkPure(t, p)
+		}
+		checkProtocols(t, rel, p)
 		for _, imp := range p.Imports {
 			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
 				continue // standard library
@@ -91,6 +102,130 @@ func TestImportGraph(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("checked only %d packages", checked)
+	}
+}
+
+// ioImports are the packages that reach outside the process: the network,
+// files, the environment, processes, gRPC, Redis. The rules (rules/...) are
+// pure: state and one message in, a verdict out; time is an argument.
+var ioImports = []string{"net", "net/http", "net/rpc", "net/smtp", "net/mail", "os", "os/exec", "os/signal", "io/ioutil", "syscall", "plugin", "database/sql", "crypto/tls", "log", "log/slog", "google.golang.org/grpc", "github.com/redis/", "github.com/prometheus/", "go.opentelemetry.io/"}
+
+// checkPure: a package under rules/ imports no I/O package.
+func checkPure(t *testing.T, p pkg) {
+	t.Helper()
+	for _, imp := range p.Imports {
+		for _, banned := range ioImports {
+			if imp == banned || strings.HasPrefix(imp, strings.TrimSuffix(banned, "/")+"/") && imp != "net/netip" && imp != "net/url" {
+				t.Errorf("%s imports %s: the rules do no I/O", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// protocols are the protocols Warden decides; each has its pure rules
+// (rules/<p>) and its decision, admission and sidecar (proxy/<p>).
+var protocols = []string{"macp", "mcp", "a2a"}
+
+// checkProtocols: no protocol's package imports another protocol's.
+func checkProtocols(t *testing.T, rel string, p pkg) {
+	t.Helper()
+	own := ""
+	for _, proto := range protocols {
+		for _, layer := range []string{"rules/", "proxy/"} {
+			if rel == layer+proto || strings.HasPrefix(rel, layer+proto+"/") {
+				own = proto
+			}
+		}
+	}
+	if own == "" {
+		return
+	}
+	for _, imp := range p.Imports {
+		for _, other := range protocols {
+			if other == own {
+				continue
+			}
+			for _, layer := range []string{"rules/", "proxy/"} {
+				if d := module + "/" + layer + other; imp == d || strings.HasPrefix(imp, d+"/") {
+					t.Errorf("%s (%s) imports %s: one protocol's packages import no other protocol's", p.ImportPath, own, imp)
+				}
+			}
+		}
+	}
+}
+
+// TestArchNoAliases: the module's packages are imported under their own
+// names, in every Go file of the product, bench/ and deploy/ (tests
+// included, generated code aside). An alias that differs from the package
+// name makes the same package read under two names; one that repeats the
+// name and the import path's last element says nothing. An alias equal to a
+// package name that is not the path's last element (macpv1 for
+// wire/macp/v1) names what the path does not, and stays.
+func TestArchNoAliases(t *testing.T) {
+	names := map[string]string{} // import path -> package name
+	pkgName := func(imp string) string {
+		if n, ok := names[imp]; ok {
+			return n
+		}
+		dir := filepath.Join("..", filepath.FromSlash(strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")))
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		n := ""
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			if af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly); err == nil {
+				n = af.Name.Name
+				break
+			}
+		}
+		names[imp] = n
+		return n
+	}
+	checked := 0
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", ".peers", "vendor", "testdata":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if ast.IsGenerated(f) {
+			return nil
+		}
+		checked++
+		for _, is := range f.Imports {
+			imp, _ := strconv.Unquote(is.Path.Value)
+			if is.Name == nil || is.Name.Name == "_" || is.Name.Name == "." || imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			switch n := pkgName(imp); {
+			case n == "":
+				t.Errorf("%s: imports %s, whose package name this test cannot read", p, imp)
+			case is.Name.Name != n:
+				t.Errorf("%s: imports %s (package %s) as %s", p, imp, n, is.Name.Name)
+			case n == path.Base(imp):
+				t.Errorf("%s: imports %s as %s, which is its name already", p, imp, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked only %d files", checked)
 	}
 }
 
