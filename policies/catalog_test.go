@@ -64,7 +64,7 @@ func TestMatrixCoversCatalog(t *testing.T) {
 }
 
 // TestRanksFromGo: the policies read their ranks from data filled from
-// rules.RankNames; a denial's rank is the Go constant.
+// macp.RankNames; a denial's rank is the Go constant.
 func TestRanksFromGo(t *testing.T) {
 	d, err := matrixData()
 	if err != nil {

@@ -18,7 +18,7 @@
 //     the state machine, the verdict of each message. No I/O, no time but
 //     what the caller passes.
 //  2. policies: a Rego module and the authority matrix it is built from,
-//     with the catalog drift tests (rules.ModeTypes is the model).
+//     with the catalog drift tests (macp.ModeTypes is the model).
 //  3. proxy: the decision (EnforceX on the Enforcer, built with
 //     newDecision and finished by finish, so that ids, dry run, the
 //     observer and the decision log come for free); what it learns from

@@ -57,7 +57,7 @@ type Rebuilder interface {
 	// bound at SessionStart (nil when none is recorded): the runtime shows
 	// which policy a session bound, never the definition, and the one
 	// registered under its id now may differ. A session whose non-default
-	// policy has no record binds rules.UnknownPolicy.
+	// policy has no record binds macp.UnknownPolicy.
 	Rebuild(ctx context.Context, sessionID string, bound *macp.Governance) (*macp.Session, error)
 	// Exists reports whether the upstream holds the session, whether or not
 	// the caller may see it.
@@ -142,7 +142,7 @@ type Request struct {
 	// unauthenticated with its reason.
 	AuthError error
 	Envelope  *macpv1.Envelope
-	Op        string // rules.OpCancel, OpSuspend, OpResume
+	Op        string // macp.OpCancel, OpSuspend, OpResume
 	SessionID string // for Op
 	// Source is whom the request came from (admission's); when unset, the
 	// one the context carries.

@@ -316,7 +316,7 @@ func (e *Enforcer) release(en *entry) {
 // fly forwards a record-only message without holding its session. When the
 // upstream accepts it, its next state is committed if no other flight landed
 // since the decision (the committed state is still base); otherwise its id is
-// recorded on the state committed by then (rules.Session.Record), which only
+// recorded on the state committed by then (macp.Session.Record), which only
 // other flights can have moved: a state-changing message waits for every
 // flight to land. A state that moved otherwise means Warden no longer
 // follows the runtime (it accepted what the committed state may refuse): the

@@ -12,7 +12,7 @@ import (
 
 // SessionStore is the MACP session state Warden replicas share for an
 // ext_authz fleet (proxy/state keeps it in Redis): each session's encoded
-// state (rules.Session.AppendBinary) under a version that changes on every
+// state (macp.Session.AppendBinary) under a version that changes on every
 // commit. The local table stays in front of it as a cache: a decision checks
 // that its entry's version is the store's (reloading when it is not) and
 // commits with compare-and-set on it, so no replica decides on a history

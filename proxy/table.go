@@ -19,7 +19,7 @@ var errTableFull = errors.New("session table full of live sessions")
 // entry is one session's slot. Its lock (acquire, release) serializes the
 // session's decisions: it is held while a message is decided, and by a
 // state-changing message until the upstream answers it. Record-only messages
-// (rules.Outcome.RecordOnly) give the lock back once forwarded and fly: each
+// (macp.Outcome.RecordOnly) give the lock back once forwarded and fly: each
 // lands with the upstream's answer and commits its id record onto the
 // then-committed state. gone is guarded by the lock; held, unlocked, state
 // and flights by mu.

@@ -100,7 +100,7 @@ func TestMACPContributeReadings(t *testing.T) {
 
 // TestMACPPolicyRulesReadings: a registered policy's rules JSON, which Go's
 // encoding/json reads otherwise than the runtime's serde_json, is read by
-// Warden (rules.DescriptorOf) as the real runtime binds it: registered
+// Warden (macp.DescriptorOf) as the real runtime binds it: registered
 // directly with the runtime, the rules it shows back (GetPolicy) are the
 // ones Warden reads from the registration.
 func TestMACPPolicyRulesReadings(t *testing.T) {

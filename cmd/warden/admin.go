@@ -137,7 +137,7 @@ var knownModes = map[string]bool{"mcp": true, "a2a": true, "": true}
 var knownTypes = map[string]bool{}
 
 // init fills the label sets from the one catalog of MACP modes and types
-// (rules.ModeTypes), the MCP methods Warden decides and the A2A methods.
+// (macp.ModeTypes), the MCP methods Warden decides and the A2A methods.
 func init() {
 	for m := range macp.ModeTypes {
 		knownModes[m] = true

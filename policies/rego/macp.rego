@@ -13,7 +13,7 @@ package warden.macp
 
 import rego.v1
 
-# Ranks: data.warden.ranks, filled from rules.RankNames (the order of checks
+# Ranks: data.warden.ranks, filled from macp.RankNames (the order of checks
 # is written once, in Go).
 rank_coarse := data.warden.ranks.coarse_authority
 

@@ -12,7 +12,7 @@ package warden.mcp
 
 import rego.v1
 
-# Ranks from data.warden.ranks (rules.RankNames).
+# Ranks from data.warden.ranks (macp.RankNames).
 rank_authority := data.warden.ranks.coarse_authority
 
 rank_status := data.warden.ranks.fine_authority

@@ -43,7 +43,7 @@ var errDiverged = errors.New("the runtime's history holds a message Warden's rul
 // the session or does not show it to the caller. It calls the runtime with
 // ctx's outgoing metadata: the adapter's credential for the caller. The
 // session binds bound, the governance Warden recorded for it, or
-// rules.UnknownPolicy: never the definition registered under its id now,
+// macp.UnknownPolicy: never the definition registered under its id now,
 // which may have been withdrawn or replaced since the session started (the
 // runtime keeps the one bound at SessionStart and shows only its id).
 func (r *Rebuilder) Rebuild(ctx context.Context, sessionID string, bound *macp.Governance) (*macp.Session, error) {

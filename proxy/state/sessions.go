@@ -14,7 +14,7 @@ import (
 // A MACP session shared by ext_authz replicas is one hash,
 // <prefix>macp:session:<session id>, with the fields v (version: random,
 // new at every commit, so that a session lost and written again never
-// passes for the one a replica cached) and d (rules.Session.AppendBinary).
+// passes for the one a replica cached) and d (macp.Session.AppendBinary).
 // It expires TTL after the session can no longer accept messages.
 func (r *Redis) sessionKey(id string) string { return r.cfg.Prefix + "macp:session:" + id }
 

@@ -14,7 +14,7 @@ import (
 // codecV1 and codecV2 are the first byte of a session's binary encoding
 // (AppendBinary writes version 2). A decoder refuses any other: replicas of
 // different versions never guess at each other's state. Version 2 adds to
-// version 1 a governance policy Warden cannot know (rules.UnknownPolicy) and
+// version 1 a governance policy Warden cannot know (macp.UnknownPolicy) and
 // the earliest start of a suspension a rebuild could not date
 // (Session.SuspendedFromMs); a version 1 encoding holds neither and decodes
 // as it did.
