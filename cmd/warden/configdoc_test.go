@@ -81,7 +81,7 @@ Sections: `)
 		rows(t, &b, docs, key, f.Type)
 	}
 	b.WriteString("\n## Command line\n\nEach command's `-h`, verbatim.\n")
-	for _, cmd := range []string{"", "serve", "check", "replay", "what-if"} {
+	for _, cmd := range []string{"", "serve", "check", "replay", "what-if", "audit"} {
 		args := []string{"-h"}
 		title := "warden -h"
 		if cmd != "" {

@@ -7,6 +7,7 @@
 //	warden check [--config FILE] [--policy FILE...]   validate a configuration as serve would, compile and test policies
 //	warden replay [--json] FILE...   decide conformance-format transcripts offline
 //	warden what-if --policies DIR LOG...   decide a recorded decision log again under candidate policies
+//	warden audit --protocol P --direct URL --warden URL --principal n=t...   play the attack catalogue against a target
 //	warden version
 package main
 
@@ -49,6 +50,7 @@ commands:
   check    validate a configuration as serve would, compile the policies and run their Rego tests
   replay   decide MACP transcripts (conformance-fixture format) offline and compare with their expectations
   what-if  decide a recorded decision log (or transcripts) again under candidate policies; exit 1 when decisions change
+  audit    play Warden's attack catalogue against a running target, alone and through Warden, and report what each refused
   version  print the version
 
 Run 'warden <command> -h' for a command's flags.
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = checkCmd(ctx, args[1:], stdout)
 	case "what-if":
 		err = whatIfCmd(ctx, args[1:], stdout)
+	case "audit":
+		err = auditCmd(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -97,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.Is(err, errChanged):
+	case errors.Is(err, errChanged), errors.Is(err, errBreached):
 		return 1
 	case errors.As(err, &we):
 		fmt.Fprintln(stderr, "warden:", err)
