@@ -1,0 +1,425 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The MCP protocol versions the client speaks: 2025-11-25 with sessions
+// (initialize, Mcp-Session-Id) and 2026-07-28, stateless, every request
+// carrying its version and capabilities in _meta and its routing headers.
+const (
+	mcpSessions  = "2025-11-25"
+	mcpStateless = "2026-07-28"
+	mcpTasksExt  = "io.modelcontextprotocol/tasks"
+)
+
+// mcpMaxAnswer bounds the bytes read of one answer.
+const mcpMaxAnswer = 4 << 20
+
+// mcpConn is one principal's connection to an MCP endpoint: a session
+// (2025-11-25) or the stateless protocol (2026-07-28). Every request is
+// taken from the endpoint's budget first.
+type mcpConn struct {
+	e       Endpoint
+	p       Principal
+	hc      *http.Client
+	version string
+	session string
+	caps    map[string]any // the server's capabilities
+	nextID  int
+}
+
+// rpcReply is one answer: its HTTP status and the JSON-RPC result or error
+// (neither for an HTTP refusal without a JSON-RPC body).
+type rpcReply struct {
+	HTTP   int
+	Result map[string]any
+	Err    *rpcError
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// ok reports a JSON-RPC result.
+func (r rpcReply) ok() bool { return r.Result != nil && r.Err == nil }
+
+// code is the JSON-RPC error code, 0 for a result or none.
+func (r rpcReply) code() int {
+	if r.Err == nil {
+		return 0
+	}
+	return r.Err.Code
+}
+
+// evidence is the answer on one line, what it says about ids replaced by
+// what they are, so that the same target gives the same line.
+func (r rpcReply) evidence(scrub ...string) string {
+	s := fmt.Sprintf("HTTP %d", r.HTTP)
+	if r.Err != nil {
+		msg, _, _ := strings.Cut(r.Err.Message, "\n")
+		for strings.HasPrefix(msg, "MCP error ") { // the TypeScript SDK prefixes its codes
+			if _, rest, ok := strings.Cut(msg, ": "); ok {
+				msg = rest
+			} else {
+				break
+			}
+		}
+		for _, id := range scrub {
+			if id != "" {
+				msg = strings.ReplaceAll(msg, id, "<id>")
+			}
+		}
+		msg = strings.TrimRight(msg, " :[{")
+		if len(msg) > 80 {
+			msg = msg[:80] + "…"
+		}
+		s += fmt.Sprintf(", %d %s", r.Err.Code, msg)
+	}
+	return s
+}
+
+// dialMCP opens a connection as p: a 2025-11-25 session when the server
+// answers initialize, else the stateless 2026-07-28 protocol when it
+// answers server/discover.
+func dialMCP(ctx context.Context, e Endpoint, p Principal) (*mcpConn, error) {
+	c := &mcpConn{e: e, p: p, hc: &http.Client{Timeout: 15 * time.Second}, version: mcpSessions}
+	r, hdr, err := c.post(ctx, "initialize", map[string]any{
+		"protocolVersion": mcpSessions,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "warden-audit", "version": "1"},
+	}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.ok() {
+		c.caps, _ = r.Result["capabilities"].(map[string]any)
+		c.session = hdr.Get("Mcp-Session-Id")
+		if v, _ := r.Result["protocolVersion"].(string); v != "" {
+			c.version = v
+		}
+		if _, _, err := c.post(ctx, "notifications/initialized", nil, nil, false); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c.version = mcpStateless
+	d, _, err := c.post(ctx, "server/discover", map[string]any{}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	if !d.ok() {
+		return nil, fmt.Errorf("%s as %s: initialize answered %s and server/discover %s", e.Name, p.Name, r.evidence(), d.evidence())
+	}
+	c.caps, _ = d.Result["capabilities"].(map[string]any)
+	return c, nil
+}
+
+// stateless reports the 2026-07-28 protocol.
+func (c *mcpConn) stateless() bool { return c.version == mcpStateless }
+
+// offers reports a SEP-2669/SEP-2663 interaction method ("steer", "pause",
+// "update") the server announces in its tasks extension.
+func (c *mcpConn) offers(feature string) bool {
+	ext, _ := c.caps["extensions"].(map[string]any)
+	tasks, ok := ext[mcpTasksExt].(map[string]any)
+	if !ok {
+		return false
+	}
+	if feature == "update" {
+		return true // tasks/update is the extension's own method
+	}
+	v, _ := tasks[feature].(bool)
+	return v
+}
+
+// call sends a request and returns its answer.
+func (c *mcpConn) call(ctx context.Context, method string, params map[string]any, hdr map[string]string) (rpcReply, error) {
+	r, _, err := c.post(ctx, method, params, hdr, true)
+	return r, err
+}
+
+// post sends one message (a request when request, else a notification)
+// with the protocol's headers, then hdr ("" deletes a header).
+func (c *mcpConn) post(ctx context.Context, method string, params map[string]any, hdr map[string]string, request bool) (rpcReply, http.Header, error) {
+	if err := c.e.Budget.Take(); err != nil {
+		return rpcReply{}, nil, err
+	}
+	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if c.stateless() {
+		if params == nil {
+			params = map[string]any{}
+		}
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    mcpStateless,
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{mcpTasksExt: map[string]any{}}},
+		}
+	}
+	if params != nil {
+		msg["params"] = params
+	}
+	c.nextID++
+	if request {
+		msg["id"] = c.nextID
+	}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return rpcReply{}, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.e.URL, bytes.NewReader(body))
+	if err != nil {
+		return rpcReply{}, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.p.Token)
+	if method != "initialize" {
+		req.Header.Set("MCP-Protocol-Version", c.version)
+	}
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	if c.stateless() {
+		req.Header.Set("Mcp-Method", method)
+		if id, ok := params["taskId"].(string); ok {
+			req.Header.Set("Mcp-Name", id)
+		} else if name, ok := params["name"].(string); ok {
+			req.Header.Set("Mcp-Name", name)
+		}
+	}
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return rpcReply{}, nil, fmt.Errorf("%s %s: %w", method, c.e.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, mcpMaxAnswer))
+	if err != nil {
+		return rpcReply{}, nil, fmt.Errorf("%s %s: reading the answer: %w", method, c.e.Name, err)
+	}
+	r := rpcReply{HTTP: resp.StatusCode}
+	if request {
+		r.Result, r.Err = answerOf(resp.Header.Get("Content-Type"), b, c.nextID)
+	}
+	return r, resp.Header, nil
+}
+
+// answerOf finds the response to id in a body: the body itself, or the data
+// of the event holding it in an event stream (notifications and server
+// requests before it are passed over).
+func answerOf(contentType string, b []byte, id int) (map[string]any, *rpcError) {
+	msgs := [][]byte{b}
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		msgs = nil
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r"), []byte("data:")); ok && len(bytes.TrimSpace(d)) > 0 {
+				msgs = append(msgs, d)
+			}
+		}
+	}
+	for _, m := range msgs {
+		var v struct {
+			ID     json.RawMessage `json:"id"`
+			Result map[string]any  `json:"result"`
+			Error  *rpcError       `json:"error"`
+		}
+		if json.Unmarshal(m, &v) != nil || (v.Result == nil && v.Error == nil) {
+			continue
+		}
+		if string(v.ID) == fmt.Sprint(id) || v.Error != nil {
+			return v.Result, v.Error
+		}
+	}
+	return nil, nil
+}
+
+// errNoTaskTool is dialMCP's answer for a server with no tool to create a
+// task with.
+var errNoTaskTool = errors.New("the server lists no tool that runs as a task")
+
+// taskTool is how a principal creates tasks on a server: a tool that runs
+// as a task and the arguments for a short or a long run.
+type taskTool struct {
+	name        string
+	short, long map[string]any
+}
+
+// findTaskTool picks the first tool listed as task-capable (taskSupport
+// optional or required; under 2026-07-28, where the server decides, the
+// first with a duration argument) and fills its arguments from its input
+// schema: a duration (a number named like delay_ms, step_ms, duration,
+// sleep) short or long, other required members their default, minimum, 1,
+// "warden-audit" or false.
+func (c *mcpConn) findTaskTool(ctx context.Context) (taskTool, error) {
+	tools, err := c.tools(ctx)
+	if err != nil {
+		return taskTool{}, err
+	}
+	for _, t := range tools {
+		support := taskSupport(t)
+		if !c.stateless() && support != "optional" && support != "required" {
+			continue
+		}
+		schema, _ := t["inputSchema"].(map[string]any)
+		props, _ := schema["properties"].(map[string]any)
+		short, long := map[string]any{}, map[string]any{}
+		timed := false
+		required := map[string]bool{}
+		if rs, ok := schema["required"].([]any); ok {
+			for _, r := range rs {
+				if s, ok := r.(string); ok {
+					required[s] = true
+				}
+			}
+		}
+		for name, raw := range props {
+			p, _ := raw.(map[string]any)
+			typ, _ := p["type"].(string)
+			if (typ == "number" || typ == "integer") && durationName(name) {
+				short[name], long[name] = 200, 10000
+				timed = true
+				continue
+			}
+			if !required[name] {
+				continue
+			}
+			v := p["default"]
+			switch {
+			case v != nil:
+			case typ == "number" || typ == "integer":
+				v = 1
+				if m, ok := p["minimum"]; ok {
+					v = m
+				}
+			case typ == "boolean":
+				v = false
+			default:
+				v = "warden-audit"
+			}
+			short[name], long[name] = v, v
+		}
+		if c.stateless() && !timed {
+			continue
+		}
+		name, _ := t["name"].(string)
+		return taskTool{name: name, short: short, long: long}, nil
+	}
+	return taskTool{}, errNoTaskTool
+}
+
+func durationName(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range []string{"delay", "_ms", "duration", "sleep", "wait"} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// tools lists the server's tools (the first page).
+func (c *mcpConn) tools(ctx context.Context) ([]map[string]any, error) {
+	r, err := c.call(ctx, "tools/list", map[string]any{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ok() {
+		return nil, fmt.Errorf("tools/list: %s", r.evidence())
+	}
+	raw, _ := r.Result["tools"].([]any)
+	var out []map[string]any
+	for _, t := range raw {
+		if m, ok := t.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// taskSupport is a tool's execution.taskSupport ("" when it declares none).
+func taskSupport(tool map[string]any) string {
+	ex, _ := tool["execution"].(map[string]any)
+	s, _ := ex["taskSupport"].(string)
+	return s
+}
+
+// createTask runs tool as a task, long or short, and returns the task's ID.
+func (c *mcpConn) createTask(ctx context.Context, tool taskTool, long bool) (string, error) {
+	args := tool.short
+	if long {
+		args = tool.long
+	}
+	params := map[string]any{"name": tool.name, "arguments": args}
+	if !c.stateless() {
+		params["task"] = map[string]any{"ttl": 60000}
+	}
+	r, err := c.call(ctx, "tools/call", params, nil)
+	if err != nil {
+		return "", err
+	}
+	id := taskID(r.Result)
+	if !r.ok() || id == "" {
+		return "", fmt.Errorf("creating a task with %s: %s", tool.name, r.evidence())
+	}
+	return id, nil
+}
+
+// taskID is the task of a result: result.task.taskId (2025-11-25) or
+// result.taskId (2026-07-28).
+func taskID(res map[string]any) string {
+	if t, ok := res["task"].(map[string]any); ok {
+		id, _ := t["taskId"].(string)
+		return id
+	}
+	id, _ := res["taskId"].(string)
+	return id
+}
+
+// status is a task's status as its owner sees it ("" when tasks/get fails).
+func (c *mcpConn) status(ctx context.Context, id string) (string, error) {
+	r, err := c.call(ctx, "tasks/get", map[string]any{"taskId": id}, nil)
+	if err != nil {
+		return "", err
+	}
+	s, _ := r.Result["status"].(string)
+	return s, nil
+}
+
+// waitStatus polls tasks/get until the task has one of want (at most 20
+// polls, 150 ms apart) and returns the last status seen.
+func (c *mcpConn) waitStatus(ctx context.Context, id string, want ...string) (string, error) {
+	var last string
+	for range 20 {
+		s, err := c.status(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		last = s
+		for _, w := range want {
+			if s == w {
+				return s, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(150 * time.Millisecond):
+		}
+	}
+	return last, fmt.Errorf("task never became %s (last %q)", strings.Join(want, " or "), last)
+}
