@@ -21,7 +21,9 @@ func mcpAttacks() []Attack {
 			ID:       "mcp-foreign-" + strings.ReplaceAll(method, "/", "-"),
 			Protocol: "mcp",
 			Title:    "another principal's `" + method + "`",
-			Run:      func(ctx context.Context, e Endpoint) Outcome { return mcpForeign(ctx, e, method, feature, prep, params) },
+			Run: func(ctx context.Context, e Endpoint) Outcome {
+				return mcpForeign(ctx, e, method, feature, prep, params)
+			},
 		}
 	}
 	id := func(id string) map[string]any { return map[string]any{"taskId": id} }
