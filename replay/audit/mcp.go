@@ -52,20 +52,26 @@ func mcpAttacks() []Attack {
 	}
 }
 
-// mcpPrep brings the victim's new task to the state an attack needs; long
-// asks for a task that stays working for the attack.
-type mcpPrep struct {
-	long bool
-	prep func(ctx context.Context, c *mcpConn, id string) error
-}
+// mcpPrep is the state the victim's new task is brought to before an
+// attack: working (a long run), completed, or paused.
+type mcpPrep int
 
-var (
-	mcpWorking   = mcpPrep{long: true}
-	mcpCompleted = mcpPrep{prep: func(ctx context.Context, c *mcpConn, id string) error {
-		_, err := c.waitStatus(ctx, id, "completed")
+const (
+	mcpWorking mcpPrep = iota
+	mcpCompleted
+	mcpPaused
+)
+
+// long reports a task that must stay working for the attack.
+func (p mcpPrep) long() bool { return p != mcpCompleted }
+
+// reach brings the victim's task id to the state.
+func (p mcpPrep) reach(ctx context.Context, c *mcpConn, id string) error {
+	switch p {
+	case mcpCompleted:
+		_, err := c.waitStatus(ctx, id, 20, "completed")
 		return err
-	}}
-	mcpPaused = mcpPrep{long: true, prep: func(ctx context.Context, c *mcpConn, id string) error {
+	case mcpPaused:
 		r, err := c.call(ctx, "tasks/pause", map[string]any{"taskId": id}, nil)
 		if err != nil {
 			return err
@@ -73,10 +79,16 @@ var (
 		if !r.ok() {
 			return fmt.Errorf("the victim could not pause its own task: %s", r.evidence(id))
 		}
-		_, err = c.waitStatus(ctx, id, "paused")
+		// A pause takes effect at the task's next safe point, which may
+		// be far: wait a little, then go on with the pause requested.
+		_, err = c.waitStatus(ctx, id, 5, "paused")
+		if errors.Is(err, errStatusTimeout) {
+			err = nil
+		}
 		return err
-	}}
-)
+	}
+	return nil
+}
 
 // mcpVictimTask connects as the victim and creates its task, brought to
 // prep's state. A missing feature or tool is a skip (why != "").
@@ -95,13 +107,11 @@ func mcpVictimTask(ctx context.Context, e Endpoint, feature string, prep mcpPrep
 	if err != nil {
 		return nil, "", "", err
 	}
-	if id, err = c.createTask(ctx, tool, prep.long); err != nil {
+	if id, err = c.createTask(ctx, tool, prep.long()); err != nil {
 		return nil, "", "", err
 	}
-	if prep.prep != nil {
-		if err := prep.prep(ctx, c, id); err != nil {
-			return nil, "", "", err
-		}
+	if err := prep.reach(ctx, c, id); err != nil {
+		return nil, "", "", err
 	}
 	return c, id, "", nil
 }
@@ -176,10 +186,7 @@ func describe(res map[string]any) string {
 		for _, c := range content {
 			if m, ok := c.(map[string]any); ok {
 				if s, ok := m["text"].(string); ok {
-					if len(s) > 40 {
-						s = s[:40] + "…"
-					}
-					return fmt.Sprintf("the tool's result %q", s)
+					return fmt.Sprintf("the tool's result %q", clip(s, 40))
 				}
 			}
 		}

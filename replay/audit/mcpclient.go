@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -79,10 +80,7 @@ func (r rpcReply) evidence(scrub ...string) string {
 				msg = strings.ReplaceAll(msg, id, "<id>")
 			}
 		}
-		msg = strings.TrimRight(msg, " :[{")
-		if len(msg) > 80 {
-			msg = msg[:80] + "…"
-		}
+		msg = clip(strings.TrimRight(msg, " :[{"), 100)
 		s += fmt.Sprintf(", %d %s", r.Err.Code, msg)
 	}
 	return s
@@ -400,20 +398,22 @@ func (c *mcpConn) status(ctx context.Context, id string) (string, error) {
 	return s, nil
 }
 
-// waitStatus polls tasks/get until the task has one of want (at most 20
-// polls, 150 ms apart) and returns the last status seen.
-func (c *mcpConn) waitStatus(ctx context.Context, id string, want ...string) (string, error) {
+// errStatusTimeout is waitStatus's error when the task never reached the
+// status.
+var errStatusTimeout = errors.New("task status not reached")
+
+// waitStatus polls tasks/get until the task has one of want (at most polls
+// times, 150 ms apart) and returns the last status seen.
+func (c *mcpConn) waitStatus(ctx context.Context, id string, polls int, want ...string) (string, error) {
 	var last string
-	for range 20 {
+	for range polls {
 		s, err := c.status(ctx, id)
 		if err != nil {
 			return "", err
 		}
 		last = s
-		for _, w := range want {
-			if s == w {
-				return s, nil
-			}
+		if slices.Contains(want, s) {
+			return s, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -421,5 +421,14 @@ func (c *mcpConn) waitStatus(ctx context.Context, id string, want ...string) (st
 		case <-time.After(150 * time.Millisecond):
 		}
 	}
-	return last, fmt.Errorf("task never became %s (last %q)", strings.Join(want, " or "), last)
+	return last, fmt.Errorf("%w: the task never became %s (last %q)", errStatusTimeout, strings.Join(want, " or "), last)
+}
+
+// clip cuts s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }
