@@ -7,7 +7,8 @@
 # test/peers/mcp/node_modules the MCP TypeScript SDK, the MCP conformance suite
 # and Node 22 to run it (npm, from the committed package-lock.json); and
 # Debian's redis-server, which the tests start on a free loopback port (never
-# as a system service) for Warden's shared state. A second run finds them and
+# as a system service) for Warden's shared state, and Debian's chromium, which
+# renders warden audit's HTML report headless. A second run finds them and
 # skips the work.
 #
 # For A2A: the a2a-go v2.3.1 test server and client (test/peers/a2a-go, a Go
@@ -20,7 +21,7 @@
 # usage: scripts/peers.sh [all|macp|mcp|a2a]
 #   all   everything, nginx included (default; make test, make bench)
 #   macp  the MACP runtime and the Python SDK only (make demo; no npm needed)
-#   mcp   the MCP node peers, the go-sdk everything-server and redis-server only
+#   mcp   the MCP node peers, the go-sdk everything-server, redis-server and chromium only
 #   a2a   the A2A peers only (a2a-go server and client, a2a-sdk, @a2a-js/sdk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +92,13 @@ install_mcp() {
   if ! command -v redis-server >/dev/null; then
     log "installing redis-server (Debian)"
     apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
+  fi
+
+  # Chromium, headless: the tests open warden audit's HTML report in it and
+  # read the rendered table back (Debian's package, as Debian pins it).
+  if ! command -v chromium >/dev/null; then
+    log "installing chromium (Debian)"
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
   fi
 
   # The MCP TypeScript SDK, the conformance suite and Node 22 (npm, pinned by the

@@ -77,7 +77,7 @@ func (r rpcReply) evidence(scrub ...string) string {
 		}
 		for _, id := range scrub {
 			if id != "" {
-				msg = strings.ReplaceAll(msg, id, "<id>")
+				msg = strings.ReplaceAll(msg, id, "[id]")
 			}
 		}
 		msg = clip(strings.TrimRight(msg, " :[{"), 100)
