@@ -18,7 +18,7 @@ var updateDocs = flag.Bool("update", false, "rewrite the generated tables in doc
 
 // auditReport is audit.json as warden audit writes it.
 type auditReport struct {
-	Protocol string `json:"protocol"`
+	Protocol string     `json:"protocol"`
 	Rows     []auditRow `json:"rows"`
 }
 
