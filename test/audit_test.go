@@ -100,6 +100,22 @@ func TestAuditMCP(t *testing.T) {
 			}
 			checkDocTable(t, filepath.Join(out, "audit.md"), "docs/mcp.md", tc.marker)
 			checkHTMLReport(t, filepath.Join(out, "audit.html"), rep)
+
+			// A small budget: the attacks past it are not tested, and say so.
+			cmd = exec.CommandContext(ctx, wardenBinary(t), "audit", "--protocol", "mcp", "--direct", upstream+"/mcp",
+				"--principal", "alice=alice", "--principal", "bob=bob", "--max-requests", "12", "--format", "json")
+			small, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("warden audit --max-requests 12: %v", err)
+			}
+			var budgeted auditReport
+			if err := json.Unmarshal(small, &budgeted); err != nil {
+				t.Fatal(err)
+			}
+			last := budgeted.Rows[len(budgeted.Rows)-1].Direct
+			if first := budgeted.Rows[0].Direct; first.Result != "succeeded" || last.Result != "skipped" || !strings.Contains(last.Why, "request budget spent (12 requests)") {
+				t.Errorf("with 12 requests: first attack %+v, last %+v; want the first to run and the last not tested for the budget", first, last)
+			}
 		})
 	}
 }

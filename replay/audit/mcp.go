@@ -128,6 +128,15 @@ func featureWhy(feature string) string {
 	return fmt.Sprintf("the server does not offer tasks/%s (no %q in its %s capabilities)", feature, feature, mcpTasksExt)
 }
 
+// release cancels the victim's task when it was made to run long, so
+// that the audit leaves no work behind (errors ignored: the task may have
+// ended, the budget may be spent).
+func (c *mcpConn) release(ctx context.Context, id string, prep mcpPrep) {
+	if prep.long() {
+		_, _ = c.call(ctx, "tasks/cancel", map[string]any{"taskId": id}, nil)
+	}
+}
+
 // notOffered is the skip of a method the server answers -32601 to.
 func notOffered(method string) Outcome {
 	return Skip(fmt.Sprintf("the server does not offer %s (-32601 Method not found)", method))
@@ -144,6 +153,7 @@ func mcpForeign(ctx context.Context, e Endpoint, method, feature string, prep mc
 	if why != "" {
 		return Skip(why)
 	}
+	defer victim.release(ctx, id, prep)
 	attacker, err := dialMCP(ctx, e, e.Attacker())
 	if err != nil {
 		return Failed(err)
@@ -207,6 +217,7 @@ func mcpListForeign(ctx context.Context, e Endpoint) Outcome {
 	if why != "" {
 		return Skip(why)
 	}
+	defer victim.release(ctx, id, mcpWorking)
 	attacker, err := dialMCP(ctx, e, e.Attacker())
 	if err != nil {
 		return Failed(err)
@@ -325,6 +336,7 @@ func mcpOwn(feature string, prep mcpPrep, method string, extra map[string]any) f
 		if why != "" {
 			return Skip(why)
 		}
+		defer c.release(ctx, id, prep)
 		params := map[string]any{"taskId": id}
 		for k, v := range extra {
 			params[k] = v
@@ -353,6 +365,7 @@ func mcpSteerFlooding(ctx context.Context, e Endpoint) Outcome {
 	if why != "" {
 		return Skip(why)
 	}
+	defer c.release(ctx, id, mcpWorking)
 	for i := 1; i <= mcpSteerFlood; i++ {
 		r, err := c.call(ctx, "tasks/steer", map[string]any{"taskId": id, "message": fmt.Sprintf("warden-audit steer %d", i)}, nil)
 		if err != nil {
@@ -418,6 +431,7 @@ func mcpNameMismatch(ctx context.Context, e Endpoint) Outcome {
 	if why != "" {
 		return Skip(why)
 	}
+	defer c.release(ctx, id, mcpWorking)
 	r, err := c.call(ctx, "tasks/get", map[string]any{"taskId": id}, map[string]string{"Mcp-Name": "warden-audit-other-task"})
 	if err != nil {
 		return Failed(err)
