@@ -1,12 +1,9 @@
 package audit
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,9 +19,6 @@ const (
 	mcpTasksExt  = "io.modelcontextprotocol/tasks"
 )
 
-// mcpMaxAnswer bounds the bytes read of one answer.
-const mcpMaxAnswer = 4 << 20
-
 // mcpConn is one principal's connection to an MCP endpoint: a session
 // (2025-11-25) or the stateless protocol (2026-07-28). Every request is
 // taken from the endpoint's budget first.
@@ -36,54 +30,6 @@ type mcpConn struct {
 	session string
 	caps    map[string]any // the server's capabilities
 	nextID  int
-}
-
-// rpcReply is one answer: its HTTP status and the JSON-RPC result or error
-// (neither for an HTTP refusal without a JSON-RPC body).
-type rpcReply struct {
-	HTTP   int
-	Result map[string]any
-	Err    *rpcError
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// ok reports a JSON-RPC result.
-func (r rpcReply) ok() bool { return r.Result != nil && r.Err == nil }
-
-// code is the JSON-RPC error code, 0 for a result or none.
-func (r rpcReply) code() int {
-	if r.Err == nil {
-		return 0
-	}
-	return r.Err.Code
-}
-
-// evidence is the answer on one line, what it says about ids replaced by
-// what they are, so that the same target gives the same line.
-func (r rpcReply) evidence(scrub ...string) string {
-	s := fmt.Sprintf("HTTP %d", r.HTTP)
-	if r.Err != nil {
-		msg, _, _ := strings.Cut(r.Err.Message, "\n")
-		for strings.HasPrefix(msg, "MCP error ") { // the TypeScript SDK prefixes its codes
-			if _, rest, ok := strings.Cut(msg, ": "); ok {
-				msg = rest
-			} else {
-				break
-			}
-		}
-		for _, id := range scrub {
-			if id != "" {
-				msg = strings.ReplaceAll(msg, id, "[id]")
-			}
-		}
-		msg = clip(strings.TrimRight(msg, " :[{"), 100)
-		s += fmt.Sprintf(", %d %s", r.Err.Code, msg)
-	}
-	return s
 }
 
 // dialMCP opens a connection as p: a 2025-11-25 session when the server
@@ -149,10 +95,6 @@ func (c *mcpConn) call(ctx context.Context, method string, params map[string]any
 // post sends one message (a request when request, else a notification)
 // with the protocol's headers, then hdr ("" deletes a header).
 func (c *mcpConn) post(ctx context.Context, method string, params map[string]any, hdr map[string]string, request bool) (rpcReply, http.Header, error) {
-	if err := c.e.Budget.Take(); err != nil {
-		return rpcReply{}, nil, err
-	}
-	msg := map[string]any{"jsonrpc": "2.0", "method": method}
 	if c.stateless() {
 		if params == nil {
 			params = map[string]any{}
@@ -162,88 +104,34 @@ func (c *mcpConn) post(ctx context.Context, method string, params map[string]any
 			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{mcpTasksExt: map[string]any{}}},
 		}
 	}
-	if params != nil {
-		msg["params"] = params
-	}
-	c.nextID++
-	if request {
-		msg["id"] = c.nextID
-	}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return rpcReply{}, nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.e.URL, bytes.NewReader(body))
-	if err != nil {
-		return rpcReply{}, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+c.p.Token)
+	h := map[string]string{}
 	if method != "initialize" {
-		req.Header.Set("MCP-Protocol-Version", c.version)
+		h["MCP-Protocol-Version"] = c.version
 	}
 	if c.session != "" {
-		req.Header.Set("Mcp-Session-Id", c.session)
+		h["Mcp-Session-Id"] = c.session
 	}
 	if c.stateless() {
-		req.Header.Set("Mcp-Method", method)
+		h["Mcp-Method"] = method
 		if id, ok := params["taskId"].(string); ok {
-			req.Header.Set("Mcp-Name", id)
+			h["Mcp-Name"] = id
 		} else if name, ok := params["name"].(string); ok {
-			req.Header.Set("Mcp-Name", name)
+			h["Mcp-Name"] = name
 		}
 	}
 	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
+		h[k] = v
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return rpcReply{}, nil, fmt.Errorf("%s %s: %w", method, c.e.Name, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, mcpMaxAnswer))
-	if err != nil {
-		return rpcReply{}, nil, fmt.Errorf("%s %s: reading the answer: %w", method, c.e.Name, err)
-	}
-	r := rpcReply{HTTP: resp.StatusCode}
+	id := 0
 	if request {
-		r.Result, r.Err = answerOf(resp.Header.Get("Content-Type"), b, c.nextID)
+		c.nextID++
+		id = c.nextID
 	}
-	return r, resp.Header, nil
-}
-
-// answerOf finds the response to id in a body: the body itself, or the data
-// of the event holding it in an event stream (notifications and server
-// requests before it are passed over).
-func answerOf(contentType string, b []byte, id int) (map[string]any, *rpcError) {
-	msgs := [][]byte{b}
-	if strings.HasPrefix(contentType, "text/event-stream") {
-		msgs = nil
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			if d, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r"), []byte("data:")); ok && len(bytes.TrimSpace(d)) > 0 {
-				msgs = append(msgs, d)
-			}
-		}
+	var p any
+	if params != nil {
+		p = params
 	}
-	for _, m := range msgs {
-		var v struct {
-			ID     json.RawMessage `json:"id"`
-			Result map[string]any  `json:"result"`
-			Error  *rpcError       `json:"error"`
-		}
-		if json.Unmarshal(m, &v) != nil || (v.Result == nil && v.Error == nil) {
-			continue
-		}
-		if string(v.ID) == fmt.Sprint(id) || v.Error != nil {
-			return v.Result, v.Error
-		}
-	}
-	return nil, nil
+	return postRPC(ctx, c.hc, c.e, c.p.Token, method, p, id, h)
 }
 
 // errNoTaskTool is dialMCP's answer for a server with no tool to create a
@@ -422,13 +310,4 @@ func (c *mcpConn) waitStatus(ctx context.Context, id string, polls int, want ...
 		}
 	}
 	return last, fmt.Errorf("%w: the task never became %s (last %q)", errStatusTimeout, strings.Join(want, " or "), last)
-}
-
-// clip cuts s to at most n runes, marking the cut.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
