@@ -64,7 +64,8 @@ func (r rpcReply) evidence(scrub ...string) string {
 // postRPC sends one JSON-RPC message over HTTP to e's URL as the principal
 // of token: a request with id when id > 0, else a notification; params nil
 // is none. Headers: Content-Type, Accept (JSON or an event stream) and the
-// bearer credential, then hdr ("" deletes one). It takes one request from
+// bearer credential, then hdr ("" deletes one; "Host" sets the request's
+// Host). It takes one request from
 // e's budget first, and reads the answer whole (bounded), as JSON or as an
 // event stream.
 func postRPC(ctx context.Context, hc *http.Client, e Endpoint, token, method string, params any, id int, hdr map[string]string) (rpcReply, http.Header, error) {
@@ -90,9 +91,12 @@ func postRPC(ctx context.Context, hc *http.Client, e Endpoint, token, method str
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
 	for k, v := range hdr {
-		if v == "" {
+		switch {
+		case http.CanonicalHeaderKey(k) == "Host":
+			req.Host = v // the request's Host, not a header Go would drop
+		case v == "":
 			req.Header.Del(k)
-		} else {
+		default:
 			req.Header.Set(k, v)
 		}
 	}

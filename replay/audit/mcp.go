@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 )
 
@@ -47,7 +48,9 @@ func mcpAttacks() []Attack {
 		{ID: "mcp-resume-working", Protocol: "mcp", Title: "`tasks/resume` of a working task", Run: mcpOwn("pause", mcpWorking, "tasks/resume", nil)},
 		{ID: "mcp-steer-flood", Protocol: "mcp", Title: fmt.Sprintf("steer flood: %d `tasks/steer` before the task reaches a safe point", mcpSteerFlood), Run: mcpSteerFlooding},
 		{ID: "mcp-foreign-session", Protocol: "mcp", Title: "another principal's `Mcp-Session-Id`", Run: mcpForeignSession},
-		{ID: "mcp-foreign-origin", Protocol: "mcp", Title: "foreign `Origin`", Run: mcpForeignOrigin},
+		{ID: "mcp-probe-task-ids", Protocol: "mcp", Title: "probing task IDs: another principal's task answered unlike a made-up ID", Run: mcpProbeIDs},
+		{ID: "mcp-foreign-origin", Protocol: "mcp", Title: "foreign `Origin`", Run: mcpForeignOrigin(false)},
+		{ID: "mcp-dns-rebinding", Protocol: "mcp", Title: "DNS rebinding: `Host` and `Origin` a name the server was not given", Run: mcpForeignOrigin(true)},
 		{ID: "mcp-name-mismatch", Protocol: "mcp", Title: "`Mcp-Name` not equal to `params.taskId`", Run: mcpNameMismatch},
 	}
 }
@@ -403,21 +406,76 @@ func mcpForeignSession(ctx context.Context, e Endpoint) Outcome {
 	return Block(r.evidence())
 }
 
-// mcpForeignOrigin: a request from a page of another origin (DNS
-// rebinding, a browser's cross-origin POST).
-func mcpForeignOrigin(ctx context.Context, e Endpoint) Outcome {
-	c, err := dialMCP(ctx, e, e.Victim())
+// mcpForeignOrigin: a request from a page of another origin (a browser's
+// cross-origin POST); rebound, the page's name also resolves to the server
+// (DNS rebinding), so Host is that name too.
+func mcpForeignOrigin(rebound bool) func(context.Context, Endpoint) Outcome {
+	return func(ctx context.Context, e Endpoint) Outcome {
+		c, err := dialMCP(ctx, e, e.Victim())
+		if err != nil {
+			return Failed(err)
+		}
+		p := port(e.URL)
+		hdr := map[string]string{"Origin": "http://warden-audit.invalid"}
+		if rebound {
+			hdr = map[string]string{"Origin": "http://rebound.warden-audit.invalid" + p, "Host": "rebound.warden-audit.invalid" + p}
+		}
+		r, err := c.call(ctx, "tools/list", map[string]any{}, hdr)
+		if err != nil {
+			return Failed(err)
+		}
+		if r.ok() {
+			return Succeed(r.evidence() + ", answered")
+		}
+		return Block(strings.ReplaceAll(r.evidence(), p, ":PORT"))
+	}
+}
+
+// port is the ":port" of a URL ("" when it names none).
+func port(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Port() != "" {
+		return ":" + u.Port()
+	}
+	return ""
+}
+
+// mcpProbeIDs: the attacker asks for the victim's task and for a made-up
+// one; answers that differ tell him which task IDs exist.
+func mcpProbeIDs(ctx context.Context, e Endpoint) Outcome {
+	victim, id, why, err := mcpVictimTask(ctx, e, "", mcpWorking)
 	if err != nil {
 		return Failed(err)
 	}
-	r, err := c.call(ctx, "tools/list", map[string]any{}, map[string]string{"Origin": "http://warden-audit.invalid"})
+	if why != "" {
+		return Skip(why)
+	}
+	defer victim.release(ctx, id, mcpWorking)
+	attacker, err := dialMCP(ctx, e, e.Attacker())
 	if err != nil {
 		return Failed(err)
 	}
+	real, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": id}, nil)
+	if err != nil {
+		return Failed(err)
+	}
+	const madeUp = "0123456789abcdef0123456789abcdef"
+	fake, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": madeUp}, nil)
+	if err != nil {
+		return Failed(err)
+	}
+	r, f := real.evidence(id), fake.evidence(madeUp)
+	if real.ok() != fake.ok() || r != f {
+		return Succeed(fmt.Sprintf("the task: %s; a made-up ID: %s", describeReply(real, id), describeReply(fake, madeUp)))
+	}
+	return Block("both: " + r)
+}
+
+// describeReply is an answer's evidence, a result summed up.
+func describeReply(r rpcReply, id string) string {
 	if r.ok() {
-		return Succeed(r.evidence() + ", answered")
+		return r.evidence() + ", " + describe(r.Result)
 	}
-	return Block(r.evidence())
+	return r.evidence(id)
 }
 
 // mcpNameMismatch: the victim's tasks/get of its own task with an Mcp-Name
