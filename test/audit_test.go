@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -107,6 +108,14 @@ func TestAuditMCP(t *testing.T) {
 			small, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("warden audit --max-requests 12: %v", err)
+			}
+			// A "Warden" that lets an attack through: exit 1, the report written.
+			cmd = exec.CommandContext(ctx, wardenBinary(t), "audit", "--protocol", "mcp", "--warden", upstream+"/mcp",
+				"--principal", "alice=alice", "--principal", "bob=bob", "--max-requests", "12")
+			md, err := cmd.Output()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !bytes.Contains(md, []byte("| **succeeded** |")) {
+				t.Errorf("audit of a leaky server as Warden: %v, want exit 1 with the report:\n%s", err, md)
 			}
 			var budgeted auditReport
 			if err := json.Unmarshal(small, &budgeted); err != nil {
