@@ -114,6 +114,7 @@ func mcpVictimTask(ctx context.Context, e Endpoint, feature string, prep mcpPrep
 		return nil, "", "", err
 	}
 	if err := prep.reach(ctx, c, id); err != nil {
+		c.release(ctx, id, prep)
 		return nil, "", "", err
 	}
 	return c, id, "", nil
