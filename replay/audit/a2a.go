@@ -1,14 +1,11 @@
 package audit
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -90,18 +87,16 @@ func (r *a2aRun) skip(format string, args ...any) {
 	}
 }
 
-// a2aAnswer is a JSON-RPC answer, the first event of an SSE stream, or an
-// HTTP status without either (then Error holds the status as its code).
+// a2aAnswer is a JSON-RPC answer (or the first event of an event stream),
+// or an HTTP status without either (then Error holds the status as its
+// code and http is set).
 type a2aAnswer struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	http  bool     // the error is an HTTP status
-	code  int      // the HTTP status
-	named []string // the ids the request named, blanked in the message
-	raw   string
+	Result json.RawMessage
+	Error  *rpcError
+	http   bool     // the error is an HTTP status
+	code   int      // the HTTP status
+	named  []string // the ids the request named, blanked in the message
+	raw    string   // for the reasons of a skip
 }
 
 func (a *a2aAnswer) ok() bool { return a.Error == nil && len(a.Result) > 0 }
@@ -140,72 +135,37 @@ func (a *a2aAnswer) errorCode() string {
 	return fmt.Sprintf("`%d`", a.Error.Code)
 }
 
-// call sends one JSON-RPC request as token ("" for none) and returns its
-// answer: the body, or the first event of an SSE stream. Bodies are read up
-// to 1 MiB.
+// call sends one JSON-RPC request as token ("" for none) through postRPC
+// (the budget, the bounded read) and returns its answer; a spent budget or
+// a failed exchange ends the run.
 func (r *a2aRun) call(token, method string, params map[string]any) *a2aAnswer {
 	a := &a2aAnswer{named: namedIDs(params)}
 	if r.err != nil {
 		return a
 	}
-	if err := r.e.Budget.Take(); err != nil {
-		r.skip("%v", err)
-		return a
-	}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		r.skip("%s: %v", method, err)
-		return a
+	hdr := map[string]string{"A2A-Version": "1.0"}
+	if token == "" {
+		hdr["Authorization"] = ""
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.e.URL, bytes.NewReader(body))
+	rep, _, err := postRPC(ctx, r.client, r.e, token, method, params, 1, hdr)
 	if err != nil {
 		r.skip("%s: %v", method, err)
 		return a
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("A2A-Version", "1.0")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		r.skip("%s: %v", method, err)
-		return a
-	}
-	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
-	if err != nil {
-		r.skip("%s: %v", method, err)
-		return a
-	}
-	a.raw, a.code = fmt.Sprintf("HTTP %d %s", resp.StatusCode, raw), resp.StatusCode
-	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, a) != nil || (a.Error == nil && a.Result == nil) {
-		a.Result, a.http = nil, true
-		a.Error = &struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		}{Code: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
-	}
-	return a
-}
-
-// readAnswer reads a body, or an SSE stream's first data line.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	body := io.LimitReader(resp.Body, 1<<20)
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return io.ReadAll(body)
-	}
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
-			return []byte(strings.TrimSpace(d)), nil
+	a.code, a.Error = rep.HTTP, rep.Err
+	if rep.Result != nil {
+		if a.Result, err = json.Marshal(rep.Result); err != nil {
+			r.skip("%s: %v", method, err)
+			return a
 		}
 	}
-	return nil, sc.Err()
+	a.raw = fmt.Sprintf("HTTP %d %s", rep.HTTP, clip(string(a.Result)+fmt.Sprint(rep.Err), 300))
+	if a.Error == nil && a.Result == nil {
+		a.http, a.Error = true, &rpcError{Code: rep.HTTP, Message: http.StatusText(rep.HTTP)}
+	}
+	return a
 }
 
 // namedIDs are the task and context ids a request's params name.
@@ -266,7 +226,7 @@ func (r *a2aRun) victimTask(text, state string) a2aTask {
 	switch {
 	case r.err != nil:
 	case task.ID == "":
-		r.skip("the victim's task was not created: %.300s", a.raw)
+		r.skip("the victim's task was not created: %s", a.raw)
 	case state != "" && task.Status.State != state && !(state == "TASK_STATE_WORKING" && task.Status.State == "TASK_STATE_SUBMITTED"):
 		r.skip("the victim's task is %s, the attack needs %s (the agent does not follow the audit's conventions)", task.Status.State, state)
 	}
@@ -285,7 +245,7 @@ func (r *a2aRun) victimPush(taskID string) string {
 		ID string `json:"id"`
 	}
 	if r.err == nil && (!a.ok() || json.Unmarshal(a.Result, &cfg) != nil || cfg.ID == "") {
-		r.skip("the victim's push config was not created: %.300s", a.raw)
+		r.skip("the victim's push config was not created: %s", a.raw)
 	}
 	return cfg.ID
 }
@@ -521,7 +481,7 @@ func a2aWebhook(id, where, url string) Attack {
 	return a2aAttack(id, "a webhook on "+where+" (SSRF)", func(r *a2aRun) Outcome {
 		own, a := r.send(r.attacker(), "hello", nil, false)
 		if r.err == nil && own.ID == "" {
-			r.skip("the attacker's own task was not created: %.300s", a.raw)
+			r.skip("the attacker's own task was not created: %s", a.raw)
 		}
 		c := r.call(r.attacker(), "CreateTaskPushNotificationConfig", map[string]any{"taskId": own.ID, "url": url})
 		return verdict(c.ok(), "accepted", c, nil)

@@ -7,12 +7,7 @@ import "testing"
 // unlike it tells the attacker the id exists, which is the attack working.
 func TestVerdict(t *testing.T) {
 	refused := func(code int, msg string, named ...string) *a2aAnswer {
-		a := &a2aAnswer{named: named, code: 200}
-		a.Error = &struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		}{code, msg}
-		return a
+		return &a2aAnswer{named: named, code: 200, Error: &rpcError{code, msg}}
 	}
 	for _, c := range []struct {
 		name         string
