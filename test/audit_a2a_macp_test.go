@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +113,8 @@ func TestAuditA2A(t *testing.T) {
 // TestAuditMACP plays the MACP attack set against the reference runtime
 // 0.13.0 alone and through bin/warden in front of it (each MACP front door),
 // both in dev authentication (the bearer is the agent's name) and both with
-// the same static tokens: the same report.
+// the same static tokens: the same report. With two principals and a small
+// budget, what it could not test is skipped with the reason.
 func TestAuditMACP(t *testing.T) {
 	eachTransport(t, func(t *testing.T) {
 		t.Run("dev", func(t *testing.T) {
@@ -139,6 +141,36 @@ func TestAuditMACP(t *testing.T) {
 			warden := startWarden(t, runtime, "--auth", "static", "--static-tokens", tokens)
 			testAuditMACP(t, runtime, warden, ps, false)
 		})
+	})
+	// Two principals and 20 requests: the attacks that need a third party
+	// and those past the budget are not tested, and say why.
+	t.Run("limits", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), auditTime)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, wardenBinary(t), "audit", "--protocol", "macp", "--direct", "http://"+startRuntime(t),
+			"--principal", "alice=alice", "--principal", "bob=bob", "--max-requests", "20", "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("warden audit: %v", err)
+		}
+		var rep auditReport
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatal(err)
+		}
+		third, budget := 0, 0
+		for _, row := range rep.Rows {
+			switch why := row.Direct.Why; {
+			case row.Direct.Result != "skipped":
+			case why == "needs 3 principals, 2 given":
+				third++
+			case strings.Contains(why, "request budget spent (20 requests)"):
+				budget++
+			default:
+				t.Errorf("%s: skipped for %q", row.ID, why)
+			}
+		}
+		if last := rep.Rows[len(rep.Rows)-1].Direct; third != 4 || budget == 0 || last.Result != "skipped" {
+			t.Errorf("%d skipped for a third principal (want 4), %d for the budget (want some, the last one included: %+v)", third, budget, last)
+		}
 	})
 }
 
