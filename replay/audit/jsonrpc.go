@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -65,9 +66,8 @@ func (r rpcReply) evidence(scrub ...string) string {
 // of token: a request with id when id > 0, else a notification; params nil
 // is none. Headers: Content-Type, Accept (JSON or an event stream) and the
 // bearer credential, then hdr ("" deletes one; "Host" sets the request's
-// Host). It takes one request from
-// e's budget first, and reads the answer whole (bounded), as JSON or as an
-// event stream.
+// Host). It takes one request from e's budget first, and reads the answer
+// (bounded): a JSON body whole, an event stream up to the response to id.
 func postRPC(ctx context.Context, hc *http.Client, e Endpoint, token, method string, params any, id int, hdr map[string]string) (rpcReply, http.Header, error) {
 	if err := e.Budget.Take(); err != nil {
 		return rpcReply{}, nil, err
@@ -105,11 +105,29 @@ func postRPC(ctx context.Context, hc *http.Client, e Endpoint, token, method str
 		return rpcReply{}, nil, fmt.Errorf("%s %s: %w", method, e.Name, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	r := rpcReply{HTTP: resp.StatusCode}
+	answer := io.LimitReader(resp.Body, maxAnswer)
+	if ct := resp.Header.Get("Content-Type"); id > 0 && strings.HasPrefix(ct, "text/event-stream") {
+		// An event stream may stay open after the answer (A2A's
+		// SubscribeToTask, a task's updates): read up to the answer only.
+		sc := bufio.NewScanner(answer)
+		sc.Buffer(make([]byte, 0, 64<<10), maxAnswer)
+		for sc.Scan() {
+			if d, ok := bytes.CutPrefix(bytes.TrimRight(sc.Bytes(), "\r"), []byte("data:")); ok {
+				if r.Result, r.Err = answerOf("application/json", d, id); r.Result != nil || r.Err != nil {
+					return r, resp.Header, nil
+				}
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return rpcReply{}, nil, fmt.Errorf("%s %s: reading the answer: %w", method, e.Name, err)
+		}
+		return r, resp.Header, nil
+	}
+	b, err := io.ReadAll(answer)
 	if err != nil {
 		return rpcReply{}, nil, fmt.Errorf("%s %s: reading the answer: %w", method, e.Name, err)
 	}
-	r := rpcReply{HTTP: resp.StatusCode}
 	if id > 0 {
 		r.Result, r.Err = answerOf(resp.Header.Get("Content-Type"), b, id)
 	}

@@ -1,6 +1,13 @@
 package audit
 
-import "testing"
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
 
 // TestAnswerOf: the response to the request's id is found in a JSON body
 // and in an event stream behind notifications; an error answer with a null
@@ -61,5 +68,33 @@ func TestDurationName(t *testing.T) {
 		if durationName(name) != want {
 			t.Errorf("durationName(%q) = %v", name, !want)
 		}
+	}
+}
+
+// TestPostRPCOpenStream: an event stream that stays open after the answer
+// (A2A's SubscribeToTask on a working task) is read up to the answer, not
+// until the server ends it.
+func TestPostRPCOpenStream(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"id\":\"t1\"}}\n\n")
+		w.(http.Flusher).Flush()
+		select { // the stream stays open
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	r, _, err := postRPC(ctx, srv.Client(), Endpoint{Name: "direct", URL: srv.URL, Budget: NewBudget(1)}, "tok", "SubscribeToTask", map[string]any{"id": "t1"}, 1, nil)
+	if err != nil || !r.ok() || r.Result["id"] != "t1" {
+		t.Fatalf("reply %+v, err %v", r, err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("postRPC returned after %v: it read the open stream past the answer", took)
 	}
 }
