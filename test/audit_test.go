@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,7 +141,9 @@ func findRow(rep auditReport, id string) *auditRow {
 
 // checkDocTable compares the table of a markdown report (from its first
 // table line on) with the text of doc between <!-- marker begin --> and
-// <!-- marker end -->; with -update it writes the report's table there.
+// <!-- marker end -->, and the rows the target alone let through with the
+// README's <!-- marker summary begin --> section when the README has one;
+// with -update it writes them there.
 func checkDocTable(t *testing.T, report, doc, marker string) {
 	t.Helper()
 	md, err := os.ReadFile(report)
@@ -152,28 +155,59 @@ func checkDocTable(t *testing.T, report, doc, marker string) {
 		t.Fatalf("%s has no table:\n%s", report, md)
 	}
 	table := string(md[i:])
+	checkGenerated(t, doc, marker, table, true)
+	checkGenerated(t, "README.md", marker+" summary", succeededAlone(table), false)
+}
+
+// succeededAlone is what the README shows of a report: the attacks the
+// target alone let through, each with Warden's answer from its evidence.
+func succeededAlone(table string) string {
+	b := strings.Builder{}
+	b.WriteString("| attack | server alone | with Warden |\n|---|---|---|\n")
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if len(cells) != 4 || strings.TrimSpace(cells[1]) != "**succeeded**" {
+			continue
+		}
+		_, warden, ok := strings.Cut(strings.TrimSpace(cells[3]), "Warden: ")
+		if !ok {
+			warden = strings.TrimSpace(cells[2])
+		}
+		fmt.Fprintf(&b, "| %s | **succeeded** | %s |\n", strings.TrimSpace(cells[0]), warden)
+	}
+	return b.String()
+}
+
+// checkGenerated compares text with the section of doc between
+// <!-- marker begin --> and <!-- marker end -->, or writes it there with
+// -update; a doc without the section fails when required.
+func checkGenerated(t *testing.T, doc, marker, text string, required bool) {
+	t.Helper()
 	path := filepath.Join(repoRoot(t), doc)
-	text, err := os.ReadFile(path)
+	page, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	begin, end := "<!-- "+marker+" begin -->\n", "<!-- "+marker+" end -->"
-	b := strings.Index(string(text), begin)
-	e := strings.Index(string(text), end)
+	b := strings.Index(string(page), begin)
+	e := strings.Index(string(page), end)
 	if b < 0 || e < b {
-		t.Fatalf("%s has no %s ... %s section", doc, strings.TrimSpace(begin), end)
+		if required {
+			t.Fatalf("%s has no %s ... %s section", doc, strings.TrimSpace(begin), end)
+		}
+		return
 	}
-	got := string(text[b+len(begin) : e])
+	got := string(page[b+len(begin) : e])
 	if *updateDocs {
-		if got != table {
-			if err := os.WriteFile(path, []byte(string(text[:b+len(begin)])+table+string(text[e:])), 0o644); err != nil {
+		if got != text {
+			if err := os.WriteFile(path, []byte(string(page[:b+len(begin)])+text+string(page[e:])), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return
 	}
-	if got != table {
-		t.Errorf("the %s table in %s is not this run's report (run go test ./test -run TestAuditMCP -update):\n--- docs\n%s--- report\n%s", marker, doc, got, table)
+	if got != text {
+		t.Errorf("the %s section of %s is not this run's report (run go test ./test -run TestAudit -update):\n--- %s\n%s--- report\n%s", marker, doc, doc, got, text)
 	}
 }
 
