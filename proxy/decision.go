@@ -220,10 +220,26 @@ func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, 
 		slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason), slog.String("detail", d.Message), d.Source.Attr(), slog.Bool("front_door", true),
 		slog.Bool("dry_run", dry))
 	d = dryRun(d, dry)
-	if e.observer != nil {
-		e.observer.Decided(d, time.Since(began))
-	}
+	e.decided(ctx, d, nil, time.Since(began))
 	return d
+}
+
+// decided tells the observer of decision d, made on ctx in took, and the
+// request's flight (Begin) that d was made on it; err is the error of a
+// decision that could not be made (the flight fails, nothing is observed).
+// The one place every decision is observed.
+func (e *Enforcer) decided(ctx context.Context, d Decision, err error, took time.Duration) {
+	f := FlightOf(ctx)
+	if err != nil {
+		f.Fail()
+		return
+	}
+	if f != nil {
+		f.decided(d)
+	}
+	if e.observer != nil {
+		e.observer.Decided(d, took)
+	}
 }
 
 // dryRun is a refused decision d as dry run leaves it: allowed, marked
@@ -243,9 +259,7 @@ func (e *Enforcer) Admitted(ctx context.Context, protocol, principal, typ string
 	began := time.Now()
 	d := e.newDecision(ctx, protocol)
 	d.Allow, d.Principal, d.Type, d.Reason = true, principal, typ, rules.ReasonAllowed
-	if e.observer != nil {
-		e.observer.Decided(d, time.Since(began))
-	}
+	e.decided(ctx, d, nil, time.Since(began))
 	return d
 }
 

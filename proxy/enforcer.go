@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
@@ -109,6 +111,9 @@ func (e *Enforcer) rebuilt(ok bool) {
 type Options struct {
 	// Observer receives every decision; nil means none.
 	Observer Observer
+	// Tracer, when not nil, gives every request a door begins (Begin) a
+	// server span.
+	Tracer trace.TracerProvider
 	// RecordInputs puts on every decision what it was made on
 	// (Decision.Recorded), for a decision log that records inputs.
 	RecordInputs  bool
@@ -175,6 +180,7 @@ type Enforcer struct {
 	rebuilder Rebuilder
 	source    PolicySource
 	observer  Observer
+	tracer    trace.Tracer // nil: requests are not traced
 	log       *slog.Logger
 	now       func() time.Time
 	depth     int // Config.PipelineDepth; <= 1 is serial
@@ -208,6 +214,9 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Tracer != nil {
+		e.tracer = opts.Tracer.Tracer("github.com/agentwarden/warden/proxy")
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -269,13 +278,13 @@ func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
 // method expression, so that no closure is allocated per decision.
 func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(*Enforcer, context.Context, R) (Decision, error)) (Decision, error) {
 	if e.observer == nil {
-		return decide(e, ctx, req)
+		d, err := decide(e, ctx, req)
+		e.decided(ctx, d, err, 0)
+		return d, err
 	}
 	began := time.Now()
 	d, err := decide(e, ctx, req)
-	if err == nil {
-		e.observer.Decided(d, time.Since(began))
-	}
+	e.decided(ctx, d, err, time.Since(began))
 	return d, err
 }
 

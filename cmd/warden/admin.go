@@ -34,6 +34,13 @@ type metrics struct {
 	// configuration last loaded whole (start-up or a reload).
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
+	// requests, requestSeconds and inFlight are the requests every door
+	// served (proxy.RequestObserver).
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec
+	inFlight       *prometheus.GaugeVec
+	// tlsReloads counts the listeners' TLS material reloads by result.
+	tlsReloads *prometheus.CounterVec
 	now        func() time.Time
 }
 
@@ -70,8 +77,45 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	m.now = time.Now
 	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
-	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, build, m.reloads, m.lastReload)
+	requestLabels := []string{"protocol", "door", "method", "outcome"}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_requests_total", Help: "Requests served, by protocol, door (sidecar, ext_authz), method (the protocol's, else other) and outcome (allowed, denied, error).",
+	}, requestLabels)
+	m.requestSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "warden_request_duration_seconds", Help: "Time from a request's arrival to the end of its answer (a stream's whole life), by protocol, door, method and outcome.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, requestLabels)
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "warden_requests_in_flight", Help: "Requests being served (streams open included), by protocol and door.",
+	}, []string{"protocol", "door"})
+	m.tlsReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_tls_reload_total", Help: "Reloads of a listener's TLS certificate, key and client CA bundle (SIGHUP, or a file that changed), by listener and result: success (replaced) or failure (the old material kept).",
+	}, []string{"listener", "result"})
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
 	return m
+}
+
+// Started implements proxy.RequestObserver.
+func (m *metrics) Started(protocol, door string) { m.inFlight.WithLabelValues(protocol, door).Inc() }
+
+// Served implements proxy.RequestObserver: a request handed to another
+// door (no outcome) only leaves the in-flight gauge.
+func (m *metrics) Served(s proxy.Served) {
+	m.inFlight.WithLabelValues(s.Protocol, s.Door).Dec()
+	if s.Outcome == "" {
+		return
+	}
+	m.requests.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Inc()
+	m.requestSeconds.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Observe(s.Took.Seconds())
+}
+
+// tlsReloaded counts a TLS reload of listener's material.
+func (m *metrics) tlsReloaded(listener string, err error) {
+	result := "success"
+	if err != nil {
+		result = "failure"
+	}
+	m.tlsReloads.WithLabelValues(listener, result).Inc()
 }
 
 // reloaded counts a reload's outcome and, when it succeeded, its time.
@@ -110,6 +154,24 @@ func (o observers) SessionConflict() {
 	for _, x := range o {
 		if c, ok := x.(proxy.ConflictObserver); ok {
 			c.SessionConflict()
+		}
+	}
+}
+
+// Started implements proxy.RequestObserver for every observer that does.
+func (o observers) Started(protocol, door string) {
+	for _, x := range o {
+		if r, ok := x.(proxy.RequestObserver); ok {
+			r.Started(protocol, door)
+		}
+	}
+}
+
+// Served implements proxy.RequestObserver for every observer that does.
+func (o observers) Served(s proxy.Served) {
+	for _, x := range o {
+		if r, ok := x.(proxy.RequestObserver); ok {
+			r.Served(s)
 		}
 	}
 }
@@ -173,16 +235,7 @@ func (o observers) Decided(d proxy.Decision, took time.Duration) {
 
 // Decided implements proxy.Observer.
 func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
-	outcome := "allow"
-	switch {
-	case d.DryRun:
-		outcome = "dry_run_deny"
-	case !d.Allow:
-		outcome = "deny"
-	case d.Duplicate:
-		outcome = "duplicate"
-	}
-	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), outcome, string(d.Reason), d.AuthReason).Inc()
+	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), proxy.DecisionLabel(d), string(d.Reason), d.AuthReason).Inc()
 	m.latency.WithLabelValues(d.Protocol).Observe(took.Seconds())
 }
 

@@ -166,7 +166,7 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 	if p.dl != nil {
 		observer = append(observer, p.dl)
 	}
-	opts.Observer = observer
+	opts.Observer, opts.Tracer = observer, tp
 	opts.RecordInputs = p.dl != nil && cfg.DecisionLog.IncludeInput
 	// The shared state: the MCP and A2A task table on Redis and, for an ext_authz
 	// fleet, the MACP sessions, this replica's tables their cache. Connected
@@ -313,6 +313,7 @@ func (p *parts) loadTLS(section string, plaintext bool, cert, key, clientCA stri
 	if err != nil {
 		return nil, fmt.Errorf("%s tls: %w", section, err)
 	}
+	t.OnReload(func(err error) { p.metrics.tlsReloaded(section, err) })
 	p.tls = append(p.tls, t)
 	return t, nil
 }

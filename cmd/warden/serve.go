@@ -51,7 +51,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	state.LogTo(log)
-	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Tracing)
+	tp, shutdownTracing, err := newTracerProvider(ctx, cfg.Tracing, os.Getenv)
 	if err != nil {
 		return err
 	}

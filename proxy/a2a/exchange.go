@@ -318,7 +318,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 	if err != nil {
 		return "", err
 	}
-	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
+	relay.Behalf(out, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
 	out.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(out)
 	if err != nil {

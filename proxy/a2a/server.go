@@ -176,7 +176,11 @@ func (s *Server) endpoint() string {
 // ServeHTTP serves the agent card, and admits (proxy/gate), decides and
 // forwards JSON-RPC requests; every other path is refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r = gate.Stamp(w, r)
+	gate.Serve(s.enforcer, "a2a", w, r, s.serve)
+}
+
+// serve is one request, stamped and in its flight (gate.Serve).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
 	if refused != nil {
 		refused.Write(w)

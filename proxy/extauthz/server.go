@@ -22,6 +22,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/code"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -252,6 +254,36 @@ const service = proxy.MACPService
 // each is treated comes from the table the sidecar uses too (proxy.Methods).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	h := req.GetAttributes().GetRequest().GetHttp()
+	ctx, f := s.enf.Begin(ctx, s.protocol(h), proxy.DoorExtAuthz, propagation.MapCarrier(h.GetHeaders()))
+	resp, err := s.check(ctx, h, req)
+	if ok := resp.GetOkResponse(); ok != nil && trace.SpanContextFromContext(ctx).IsValid() {
+		// the upstream continues the trace from Warden's span
+		tc := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, tc)
+		for k, v := range tc {
+			ok.Headers = append(ok.Headers, header(k, v))
+		}
+	}
+	f.End(err != nil)
+	return resp, err
+}
+
+// protocol is the protocol a request is decided as (the flight's label):
+// MACP for a gRPC request, else the HTTP protocol served, MACP when none is.
+func (s *Server) protocol(h *authv3.AttributeContext_HttpRequest) string {
+	switch {
+	case h == nil || s.grpcRequest(h):
+		return "macp"
+	case s.cfg.MCP:
+		return "mcp"
+	case s.cfg.A2A:
+		return "a2a"
+	}
+	return "macp"
+}
+
+// check is Check in the request's flight.
+func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpRequest, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	if h == nil {
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}

@@ -30,6 +30,7 @@ func A2A(path string, maxBody int64, key string) Spec[a2a.Call] {
 			c, err := a2a.Parse(b)
 			return c, c.ID, err
 		},
+		Method: func(c a2a.Call) string { return c.Method },
 		Check: func(c a2a.Call) (rules.Verdict, json.RawMessage) {
 			if !a2a.Known(c.Method) {
 				return rules.Verdict{Code: rules.CodeMethodNotFound, Reason: rules.ReasonUnknownMethod, Detail: "Method not found"}, c.ID

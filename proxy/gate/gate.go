@@ -41,6 +41,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
@@ -132,6 +134,10 @@ type Spec[C any] struct {
 	// Parse reads the message; it returns the request's id as far as it
 	// could read it.
 	Parse func(body []byte) (C, json.RawMessage, error)
+	// Method names the message's method for the request metrics and the
+	// server span (proxy.Flight.SetMethod bounds it to the protocol's
+	// table).
+	Method func(C) string
 	// Check is the protocol's method allow-list: a refusal of the message
 	// (and the id to answer it with), or an OK verdict.
 	Check func(C) (rules.Verdict, json.RawMessage)
@@ -174,8 +180,10 @@ type Admitted[C any] struct {
 // the Answer to send.
 func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) {
 	var in Admitted[C]
+	f := proxy.FlightOf(ctx)
 	if slices.Contains(g.spec.Public, r.Path) {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			f.SetMethod(r.Method)
 			in.Public = r.Path
 			return in, nil
 		}
@@ -196,6 +204,9 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	in.Message = r.Method == http.MethodPost
+	if !in.Message {
+		f.SetMethod(r.Method)
+	}
 	if !in.Message && r.HasBody {
 		msg := "invalid request: " + r.Method + " carries no message body"
 		a := g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, http.StatusBadRequest, jsonrpc.ErrInvalidRequest, nil, false)
@@ -218,6 +229,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, a
 	}
 	in.Principal, in.Creds = p, r.Creds
+	f.SetPrincipal(p.ID)
 	if !in.Message {
 		return in, nil
 	}
@@ -248,6 +260,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		a := g.refuse(ctx, p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: err.Error()}, g.spec.ParseStatus, jsonrpc.CodeOf(err), id, false)
 		return in, &a
 	}
+	f.SetMethod(g.spec.Method(call))
 	if v, id := g.spec.Check(call); !v.OK() {
 		if a := g.deny(ctx, p.ID, v, id, 0, 0); a != nil {
 			return in, a
@@ -356,6 +369,51 @@ func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict,
 	}
 	return jsonrpcAnswer(status, id, rpc, v.Detail, d.ID)
 }
+
+// Serve serves a sidecar's request with h as one flight of protocol
+// (proxy.Enforcer.Begin): stamped with its source (Stamp), its server span
+// the child of the client's trace context, and counted when h returns by
+// the decisions made on it and its status (a server error, Warden's or the
+// upstream's, is an error). The one way both HTTP sidecars serve.
+func Serve(enf *proxy.Enforcer, protocol string, w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
+	r = Stamp(w, r)
+	ctx, f := enf.Begin(r.Context(), protocol, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() { f.End(sw.status >= 500) }()
+	h(sw, r.WithContext(ctx))
+}
+
+// statusWriter records the status a handler answered with. It keeps
+// Flush and, through Unwrap, http.ResponseController working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Stamp is a sidecar's request with its source (proxy.Source: the peer's
 // address, the client's X-Request-Id or a fresh one, the method and the

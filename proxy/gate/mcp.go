@@ -44,6 +44,12 @@ func MCP(c MCPConfig) Spec[mcp.Call] {
 			call, err := mcp.Parse(b)
 			return call, nil, err
 		},
+		Method: func(call mcp.Call) string {
+			if call.Kind == mcp.KindResponse {
+				return "response"
+			}
+			return call.Method
+		},
 		Check:  func(call mcp.Call) (rules.Verdict, json.RawMessage) { return mcp.CheckKind(call), nil },
 		Answer: mcp.Answer,
 	}

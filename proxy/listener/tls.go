@@ -31,6 +31,9 @@ const DefaultTLSReloadInterval = 10 * time.Second
 type TLS struct {
 	certFile, keyFile, caFile string
 	log                       *slog.Logger
+	// reloaded, when set, is told of every Reload that replaced the
+	// material (nil) or failed (its error).
+	reloaded func(error)
 
 	cur atomic.Pointer[tlsMaterial]
 
@@ -138,15 +141,29 @@ func (t *TLS) Reload() error {
 	defer t.reload.Unlock()
 	m, err := t.read()
 	if err != nil {
-		return fmt.Errorf("tls reload: %w", err)
+		err = fmt.Errorf("tls reload: %w", err)
+		t.observe(err)
+		return err
 	}
 	if m.digest == t.cur.Load().digest {
 		return nil
 	}
 	t.cur.Store(m)
+	t.observe(nil)
 	closed := t.evict(m.pool)
 	t.log.Info("tls: certificate and client CAs reloaded", "cert_file", t.certFile, "client_ca_file", t.caFile, "connections_closed", closed)
 	return nil
+}
+
+// OnReload has fn told of every reload that replaced the material (nil)
+// or failed (its error), for the reload metric; a reload that found the
+// files unchanged is not told. Call it before the listener serves.
+func (t *TLS) OnReload(fn func(error)) { t.reloaded = fn }
+
+func (t *TLS) observe(err error) {
+	if t.reloaded != nil {
+		t.reloaded(err)
+	}
 }
 
 // Watch calls Reload every interval until ctx ends, logging its errors.

@@ -115,14 +115,16 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 // a unary method (cheaper than the generic stream path every other call
 // takes); the answer is either Warden's refusal or the runtime's bytes. The
 // caller is admitted before its message is read.
-func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
+	ctx, f := s.enf.Begin(ctx, "macp", proxy.DoorSidecar, nil)
+	defer func() { f.End(failedCall(err)) }()
 	a, md := s.admit(ctx, methodSend)
 	if a.Refusal != nil {
 		bodyArrived(ctx)
 		return nil, refuse(ctx, *a.Refusal)
 	}
 	req := &frame{}
-	err := dec(req)
+	err = dec(req)
 	if !bodyArrived(ctx) {
 		return nil, errBodyLate
 	}

@@ -207,6 +207,7 @@ type sendHandler struct{ s *Server }
 type relayAdmitted struct {
 	a  admission.Admission
 	md metadata.MD
+	f  *proxy.Flight
 }
 
 // Admit admits a Send from its header list with the one gate every door
@@ -214,21 +215,36 @@ type relayAdmitted struct {
 func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
 	md := incomingMD(header)
 	handoff{}.strip(md)
+	ctx, f := h.s.enf.Begin(ctx, "macp", proxy.DoorSidecar, h.s.traceFrom(md))
 	a := h.s.gate.Admit(ctx, admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs), Client: addrString(frames.Peer(ctx))})
 	if a.Refusal != nil {
+		f.End(failedCall(status.Error(a.Refusal.Status, "")))
 		ct, _ := sendContentType(header)
 		resp := refusalAnswer(ct, *a.Refusal)
 		return nil, &resp
 	}
-	return relayAdmitted{a: a, md: md}, nil
+	return relayAdmitted{a: a, md: md, f: f}, nil
+}
+
+// traceFrom is where a relayed Send's server span takes its parent from:
+// the call's metadata when Warden traces (the relay has no otelgrpc to
+// start it), nil otherwise.
+func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
+	if s.tp == nil {
+		return nil
+	}
+	return mdCarrier(md)
 }
 
 // Handle decides one Send the relay admitted and buffered, as send does on
 // grpc-go, and answers as it answers: Warden's refusal, or the runtime's own
 // answer after the decision settled on its Ack. A body that is not exactly
 // one uncompressed message goes to the grpc-go sidecar, which answers it.
-func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Response {
+func (h sendHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
+	adm, _ := req.Admitted.(relayAdmitted)
+	ctx = adm.f.Context(ctx)
+	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
 	ct, _ := sendContentType(req.Header)
 	if req.Truncated {
 		n := uint32(0)
@@ -244,6 +260,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 	}
 	msg, ok := grpcMessage(req.Body)
 	if !ok {
+		adm.f.Handoff() // the grpc-go sidecar counts it
 		header := req.Header
 		if h := (handoff{}).give(header, req.TLS); h != nil {
 			header = h
@@ -254,14 +271,11 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 		}
 		return resp
 	}
-	adm := req.Admitted.(relayAdmitted)
 	r, refused := s.gate.Request(adm.a, msg)
 	if refused != nil {
 		return refusalAnswer(ct, *refused)
 	}
 	r.Acked = true
-	ctx, endSpan := s.span(ctx, mdCarrier(adm.md), trace.SpanKindServer)
-	defer endSpan()
 	upctx := s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)
 	d, err := s.enf.Enforce(upctx, r)
 	if err != nil {
@@ -271,7 +285,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) frames.Res
 		return messageAnswer(ct, &macpv1.SendResponse{Ack: admission.Refused(d, r).Ack(r.Envelope)})
 	}
 	up, _ := metadata.FromOutgoingContext(upctx)
-	fctx, endCall := s.span(ctx, nil, trace.SpanKindClient)
+	fctx, endCall := s.clientSpan(ctx)
 	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, s.cfg.Upstream, up, fctx))
 	endCall()
 	var a ack
@@ -420,22 +434,31 @@ func (c mdCarrier) Keys() []string {
 	return keys
 }
 
-// sendSpan is the name of a relayed Send's spans, as otelgrpc names them.
+// sendSpan is the name of a relayed Send's client span, as otelgrpc names
+// it.
 const sendSpan = "macp.v1.MACPRuntimeService/Send"
 
-// span starts a span of kind for a Send decided on the relay, as otelgrpc
-// does on the grpc-go path (the server span continues the trace context
-// in from, when not nil); end ends it. Without a tracer provider it does
+// clientSpan starts the client span of a Send decided on the relay, as
+// otelgrpc does on the grpc-go path (the server span is the flight's,
+// proxy.Enforcer.Begin); end ends it. Without a tracer provider it does
 // nothing.
-func (s *Server) span(ctx context.Context, from propagation.TextMapCarrier, kind trace.SpanKind) (context.Context, func()) {
+func (s *Server) clientSpan(ctx context.Context) (context.Context, func()) {
 	if s.tp == nil {
 		return ctx, func() {}
 	}
-	if from != nil {
-		ctx = propagation.TraceContext{}.Extract(ctx, from)
-	}
-	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(kind))
+	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func() { span.End() }
+}
+
+// answerFailed reports whether the relay's answer is an error of Warden's
+// or the runtime's (failedCall of its grpc-status).
+func answerFailed(resp frames.Response) bool {
+	st := resp.Trailer
+	if st == nil {
+		st = resp.Header
+	}
+	n, err := strconv.ParseUint(headerValue(st, "grpc-status"), 10, 32)
+	return err == nil && failedCall(status.Error(codes.Code(n), ""))
 }
 
 // pipeListener is the in-memory listener the grpc-go sidecar serves on

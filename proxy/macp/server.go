@@ -317,6 +317,7 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
 		grpc.InTapHandle(s.bodyTap),
+		grpc.StreamInterceptor(s.inFlight),
 	}, listener.GRPCServerOptions(lim)...)
 	if s.tp != nil {
 		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))

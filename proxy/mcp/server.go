@@ -208,7 +208,11 @@ func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout 
 
 // ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r = gate.Stamp(w, r)
+	gate.Serve(s.enforcer, "mcp", w, r, s.serve)
+}
+
+// serve is one request, stamped and in its flight (gate.Serve).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	in, refused := s.gate.Admit(r.Context(), gate.FromHTTP(w, r))
 	if refused != nil {
 		refused.Write(w)

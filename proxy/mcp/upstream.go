@@ -31,7 +31,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 	if err != nil {
 		return nil, err
 	}
-	relay.Behalf(out.Header, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
+	relay.Behalf(out, r.Header, strip, []string{"Authorization", "X-Macp-Token", "Mcp-Protocol-Version"}, credentialHeaders...)
 	out.Header.Set("Content-Type", "application/json")
 	out.Header.Set("Accept", "application/json, text/event-stream")
 	if sid != "" {

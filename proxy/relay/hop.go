@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"slices"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
@@ -108,14 +111,26 @@ func EventMax(maxResponse int64) int {
 // Behalf copies onto out, a request Warden makes of its own for a caller
 // (a task's status, a tool list), the headers keys of in, the caller's
 // request; with strip, as Outbound does, the credential headers are left
-// out.
-func Behalf(out, in http.Header, strip bool, keys []string, credentials ...string) {
+// out. It carries the trace context of out's context (Traced).
+func Behalf(out *http.Request, in http.Header, strip bool, keys []string, credentials ...string) {
 	for _, k := range keys {
 		k = http.CanonicalHeaderKey(k)
 		credential := slices.ContainsFunc(credentials, func(c string) bool { return http.CanonicalHeaderKey(c) == k })
 		if v := in.Values(k); len(v) > 0 && !(strip && credential) {
-			out[k] = slices.Clone(v)
+			out.Header[k] = slices.Clone(v)
 		}
+	}
+	Traced(out)
+}
+
+// Traced gives out, a request to the upstream, the W3C trace context
+// (traceparent, tracestate) of the span its context carries, Warden's
+// server span for the caller's request: the upstream's spans become its
+// children, in the client's trace. Without a span (tracing off) the
+// caller's trace context, copied by Outbound, passes as it came.
+func Traced(out *http.Request) {
+	if trace.SpanContextFromContext(out.Context()).IsValid() {
+		propagation.TraceContext{}.Inject(out.Context(), propagation.HeaderCarrier(out.Header))
 	}
 }
 
@@ -136,4 +151,5 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 			out.Header.Del(k)
 		}
 	}
+	Traced(out)
 }

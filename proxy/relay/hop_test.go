@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"testing"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -72,10 +75,44 @@ func TestBehalf(t *testing.T) {
 		{"credentials stripped", true, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := http.Header{}
+			out := httptest.NewRequest(http.MethodPost, "http://upstream/", nil)
 			Behalf(out, in, tc.strip, keys, "Authorization", "X-Macp-Token")
-			if !reflect.DeepEqual(out, tc.want) {
-				t.Fatalf("headers %v, want %v", out, tc.want)
+			if !reflect.DeepEqual(out.Header, tc.want) {
+				t.Fatalf("headers %v, want %v", out.Header, tc.want)
+			}
+		})
+	}
+}
+
+// TestOutboundTraceContext: the upstream request carries the trace context
+// of the span its context holds (Warden's server span, in the client's
+// trace), replacing the client's traceparent; without a span the client's
+// trace context passes as it came. Outbound copied the client's only before.
+func TestOutboundTraceContext(t *testing.T) {
+	const client = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	tid, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ts, _ := trace.ParseTraceState("vendor=x")
+	warden := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts})
+	for _, tc := range []struct {
+		name       string
+		ctx        context.Context
+		parent, st string
+	}{
+		{"traced", trace.ContextWithSpanContext(context.Background(), warden), "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01", "vendor=x"},
+		{"not traced", context.Background(), client, "client=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := httptest.NewRequest(http.MethodPost, "http://warden/", nil)
+			in.Header.Set("Traceparent", client)
+			in.Header.Set("Tracestate", "client=1")
+			out := httptest.NewRequest(http.MethodPost, "http://upstream/", nil).WithContext(tc.ctx)
+			Outbound(out, in, false)
+			if got := out.Header.Values("Traceparent"); len(got) != 1 || got[0] != tc.parent {
+				t.Errorf("traceparent %q, want %q", got, tc.parent)
+			}
+			if got := out.Header.Values("Tracestate"); len(got) != 1 || got[0] != tc.st {
+				t.Errorf("tracestate %q, want %q", got, tc.st)
 			}
 		})
 	}

@@ -520,6 +520,16 @@ const (
 	ErrSessionNotFound = -32001
 )
 
+// Methods are the MCP methods a client sends (the 2025-11-25 specification
+// and the tasks extension): the closed set of the request metric's method
+// label, any other method counted as "other".
+func Methods() []string {
+	return []string{MethodInitialize, "ping", MethodToolsList, MethodToolsCall, "resources/list", "resources/templates/list", MethodResourcesRead,
+		"resources/subscribe", "resources/unsubscribe", "prompts/list", MethodPromptsGet, "completion/complete", "logging/setLevel",
+		MethodGet, MethodResult, MethodList, MethodCancel, MethodUpdate, MethodSteer, MethodPause, MethodResume, MethodListen,
+		"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed"}
+}
+
 // Decided reports whether requests of method go through the Enforcer (task
 // methods, tools/call, tasks/list, resources/read, prompts/get): the one list
 // both MCP adapters use.

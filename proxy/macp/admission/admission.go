@@ -101,6 +101,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, proxy.MACPService)}
 	a.Source = source(ctx, h)
 	ctx = proxy.WithSource(ctx, a.Source)
+	proxy.FlightOf(ctx).SetMethod(h.Method)
 	switch a.Call {
 	case proxy.CallUnknown:
 		r := g.Unknown(ctx, h.Method)
@@ -139,6 +140,9 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		a.Refusal = &r
 	case a.Call == proxy.CallDiscovery:
 		g.enf.Admitted(ctx, "macp", a.Principal.ID, a.Op)
+	}
+	if a.Refusal == nil {
+		proxy.FlightOf(ctx).SetPrincipal(a.Principal.ID)
 	}
 	return a
 }

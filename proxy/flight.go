@@ -1,0 +1,258 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/mcp"
+)
+
+// The doors a request comes in by (Served.Door).
+const (
+	DoorSidecar  = "sidecar"
+	DoorExtAuthz = "ext_authz"
+)
+
+// The outcomes of a request (Served.Outcome).
+const (
+	// OutcomeAllowed: every decision made on the request allowed it (dry
+	// run included) and its answer was not an error of Warden's or the
+	// upstream's.
+	OutcomeAllowed = "allowed"
+	// OutcomeDenied: a decision made on it refused it.
+	OutcomeDenied = "denied"
+	// OutcomeError: Warden could not decide it (a store or the keys
+	// unavailable), or the upstream failed or answered a server error.
+	OutcomeError = "error"
+)
+
+// Served is one request a door served, as the request metrics count it.
+// Every label is from a closed set: Method is one of the protocol's known
+// methods (methodLabel), else "other". An empty Outcome is a request handed
+// to another door that counts it (Flight.Handoff): it only leaves the
+// in-flight gauge.
+type Served struct {
+	Protocol, Door, Method, Outcome string
+	Took                            time.Duration
+}
+
+// RequestObserver is what an Observer may also implement to see every
+// request of every door from its arrival (Started) to its answer (Served):
+// the in-flight gauges, the request counters and the duration histogram.
+type RequestObserver interface {
+	Started(protocol, door string)
+	Served(Served)
+}
+
+// Flight is one request a door serves, from Begin to End: it counts the
+// request (RequestObserver) and carries its server span, which every
+// decision made on the flight's context annotates (principal, decision and
+// decision id). A door begins one per request, whatever the protocol.
+type Flight struct {
+	obs            RequestObserver
+	protocol, door string
+	method         atomic.Pointer[string]
+	began          time.Time
+	denied, failed atomic.Bool
+	span           trace.Span // nil when not traced
+	ownSpan, ended bool
+}
+
+type flightKey struct{}
+
+// Begin starts the flight of one request of protocol at door, in ctx. With
+// a tracer provider, the flight has a server span: a new one, the child of
+// the trace context in from (the client's traceparent and tracestate) when
+// from is not nil, or, when from is nil, the span ctx already carries (the
+// MACP sidecar's, which otelgrpc starts). End must be called once.
+func (e *Enforcer) Begin(ctx context.Context, protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
+	f := &Flight{protocol: protocol, door: door, began: time.Now()}
+	if o, ok := e.observer.(RequestObserver); ok {
+		f.obs = o
+		o.Started(protocol, door)
+	}
+	if e.tracer != nil {
+		if from != nil {
+			ctx = propagation.TraceContext{}.Extract(ctx, from)
+			ctx, f.span = e.tracer.Start(ctx, protocol, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("warden.protocol", protocol), attribute.String("warden.door", door)))
+			f.ownSpan = true
+		} else if s := trace.SpanFromContext(ctx); s.IsRecording() {
+			f.span = s
+		}
+	}
+	return context.WithValue(ctx, flightKey{}, f), f
+}
+
+// FlightOf is the flight ctx carries (nil when none).
+func FlightOf(ctx context.Context) *Flight {
+	f, _ := ctx.Value(flightKey{}).(*Flight)
+	return f
+}
+
+// SetMethod names the request's method once the door has read it; a method
+// outside the protocol's table is "other". Safe on a nil flight.
+func (f *Flight) SetMethod(m string) {
+	if f == nil {
+		return
+	}
+	m = methodLabel(f.protocol, m)
+	f.method.Store(&m)
+}
+
+// SetPrincipal names on the server span whom the door authenticated
+// (decisions made later name theirs too). Safe on a nil flight.
+func (f *Flight) SetPrincipal(id string) {
+	if f != nil && f.span != nil {
+		f.span.SetAttributes(attribute.String("warden.principal", id))
+	}
+}
+
+// Fail marks the request an error: the upstream failed or Warden could not
+// answer it. Safe on a nil flight.
+func (f *Flight) Fail() {
+	if f != nil {
+		f.failed.Store(true)
+	}
+}
+
+// decided notes a decision made on the flight's request: a refusal makes
+// it denied (an undecidable one an error), and its server span records the
+// principal, the decision and its id (the last decision's, for a stream).
+func (f *Flight) decided(d Decision) {
+	switch {
+	case d.Reason == rules.ReasonUnavailable:
+		f.failed.Store(true)
+	case !d.Allow:
+		f.denied.Store(true)
+	}
+	if f.span == nil {
+		return
+	}
+	f.span.SetAttributes(attribute.String("warden.decision", DecisionLabel(d)), attribute.String("warden.decision_id", d.ID),
+		attribute.String("warden.principal", d.Principal), attribute.String("warden.reason", string(d.Reason)))
+}
+
+// End ends the flight: failed is set when the answer is an error (an
+// upstream failure, a server error status). The request is counted by its
+// outcome and its span ended (status Error for an error). Safe on a nil
+// flight; a second End does nothing.
+func (f *Flight) End(failed bool) {
+	if f == nil || f.ended {
+		return
+	}
+	f.ended = true
+	outcome := OutcomeAllowed
+	switch {
+	case failed || f.failed.Load():
+		outcome = OutcomeError
+	case f.denied.Load():
+		outcome = OutcomeDenied
+	}
+	method := "other"
+	if m := f.method.Load(); m != nil {
+		method = *m
+	}
+	if f.obs != nil {
+		f.obs.Served(Served{Protocol: f.protocol, Door: f.door, Method: method, Outcome: outcome, Took: time.Since(f.began)})
+	}
+	if f.span == nil {
+		return
+	}
+	f.span.SetAttributes(attribute.String("rpc.method", method), attribute.String("warden.outcome", outcome))
+	if outcome == OutcomeError {
+		f.span.SetStatus(codes.Error, "")
+	}
+	if f.ownSpan {
+		if f.protocol == "macp" { // as otelgrpc names a call's span
+			f.span.SetAttributes(attribute.String("rpc.system", "grpc"))
+			f.span.SetName(strings.TrimPrefix(MACPService, "/") + method)
+		} else {
+			f.span.SetAttributes(attribute.String("rpc.system", "jsonrpc"))
+			f.span.SetName(f.protocol + " " + method)
+		}
+		f.span.End()
+	}
+}
+
+// Handoff ends the flight of a request handed to another door, which
+// begins its own (the MACP relay's Send that the grpc-go sidecar answers):
+// it leaves the in-flight count and is not counted. Its span, when its own,
+// ends.
+func (f *Flight) Handoff() {
+	if f == nil || f.ended {
+		return
+	}
+	f.ended = true
+	if f.obs != nil {
+		f.obs.Served(Served{Protocol: f.protocol, Door: f.door})
+	}
+	if f.ownSpan {
+		f.span.End()
+	}
+}
+
+// Context is ctx carrying the flight and its span, for a door whose later
+// work runs on another context than Begin returned (the MACP relay decides
+// a Send on another context than it admitted it on).
+func (f *Flight) Context(ctx context.Context) context.Context {
+	if f == nil {
+		return ctx
+	}
+	if f.span != nil {
+		ctx = trace.ContextWithSpan(ctx, f.span)
+	}
+	return context.WithValue(ctx, flightKey{}, f)
+}
+
+// DecisionLabel is a decision's outcome as the decision metric and the
+// span name it: allow, deny, dry_run_deny or duplicate.
+func DecisionLabel(d Decision) string {
+	switch {
+	case d.DryRun:
+		return "dry_run_deny"
+	case !d.Allow:
+		return "deny"
+	case d.Duplicate:
+		return "duplicate"
+	}
+	return "allow"
+}
+
+// requestMethods are the method labels of each protocol: its methods, and
+// for the HTTP doors the requests that carry no message (MCP's GET stream
+// and DELETE, a client's JSON-RPC response; A2A's agent card).
+var requestMethods = func() map[string]map[string]bool {
+	m := map[string]map[string]bool{"mcp": {"GET": true, "DELETE": true, "response": true}, "a2a": {"GET": true}, "macp": {}}
+	for _, x := range mcp.Methods() {
+		m["mcp"][x] = true
+	}
+	for _, x := range a2a.Methods() {
+		m["a2a"][x] = true
+	}
+	for path := range macpCalls {
+		m["macp"][strings.TrimPrefix(path, MACPService)] = true
+	}
+	return m
+}()
+
+// methodLabel is m when it is one of protocol's methods, else "other" (a
+// MACP method is named without its service).
+func methodLabel(protocol, m string) string {
+	if protocol == "macp" {
+		m = strings.TrimPrefix(m, MACPService)
+	}
+	if requestMethods[protocol][m] {
+		return m
+	}
+	return "other"
+}
