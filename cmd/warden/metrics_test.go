@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -88,4 +89,40 @@ func TestBuildAndReloadMetrics(t *testing.T) {
 	clock = clock.Add(time.Minute)
 	reloadFile("authn:\n  mode: nonsense\n")
 	expect(`warden_reload_total{result="failure"} 1`, `warden_reload_total{result="success"} 1`, `warden_last_reload_success_timestamp_seconds 1.8e+09`)
+}
+
+// TestTLSReloadMetric: each reload of a listener's TLS material that
+// replaced it or failed is counted by listener and result; one that found
+// the files unchanged is not. No TLS reload was counted before.
+func TestTLSReloadMetric(t *testing.T) {
+	reg := newRegistry()
+	m := newMetrics(reg)
+	for _, tc := range []struct {
+		listener string
+		err      error
+	}{{"mcp", nil}, {"mcp", errors.New("half-written key")}, {"mcp", nil}, {"a2a", errors.New("missing")}} {
+		m.tlsReloaded(tc.listener, tc.err)
+	}
+	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
+	for _, want := range []string{`warden_tls_reload_total{listener="mcp",result="success"} 2`, `warden_tls_reload_total{listener="mcp",result="failure"} 1`,
+		`warden_tls_reload_total{listener="a2a",result="failure"} 1`} {
+		if !strings.Contains(out, "\n"+want+"\n") {
+			t.Errorf("no line %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, `warden_tls_reload_total{listener="a2a",result="success"}`) {
+		t.Errorf("a success counted that did not happen:\n%s", out)
+	}
+}
+
+// BenchmarkRequestMetrics is what the request metrics cost a request: the
+// in-flight gauge up and down, the counter and the histogram.
+func BenchmarkRequestMetrics(b *testing.B) {
+	m := newMetrics(newRegistry())
+	s := proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: "tools/call", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Started("mcp", proxy.DoorSidecar)
+		m.Served(s)
+	}
 }

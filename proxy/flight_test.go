@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentwarden/warden/rules"
+)
+
+// served records what a RequestObserver is told.
+type served struct {
+	mu      sync.Mutex
+	started int
+	got     []Served
+}
+
+func (s *served) Decided(Decision, time.Duration) {}
+func (s *served) Started(string, string)          { s.mu.Lock(); s.started++; s.mu.Unlock() }
+func (s *served) Served(x Served)                 { s.mu.Lock(); s.got = append(s.got, x); s.mu.Unlock() }
+
+// TestFlight: a request's outcome comes from the decisions made on its
+// context (a refusal denies it, an undecidable one is an error) and the
+// door's answer; its method is bounded to the protocol's table; its server
+// span carries the method, the principal, the decision and its id. There
+// was no per-request observation before.
+func TestFlight(t *testing.T) {
+	deny := rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonOriginRefused, Detail: "no"}
+	for _, tc := range []struct {
+		name, protocol, method   string
+		run                      func(e *Enforcer, ctx context.Context)
+		failed                   bool
+		wantMethod, wantOutcome  string
+		wantDecision, wantReason string
+	}{
+		{name: "admitted", protocol: "mcp", method: "tools/list", run: func(e *Enforcer, ctx context.Context) { e.Admitted(ctx, "mcp", "alice", "tools/list") },
+			wantMethod: "tools/list", wantOutcome: OutcomeAllowed, wantDecision: "allow", wantReason: "allowed"},
+		{name: "refused", protocol: "a2a", method: "GetTask", run: func(e *Enforcer, ctx context.Context) { e.Deny(ctx, "a2a", "alice", "", deny) },
+			wantMethod: "GetTask", wantOutcome: OutcomeDenied, wantDecision: "deny", wantReason: string(rules.ReasonOriginRefused)},
+		{name: "undecidable", protocol: "mcp", method: "tasks/get", run: func(e *Enforcer, ctx context.Context) {
+			e.Refuse(ctx, "mcp", "alice", "", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable})
+		}, wantMethod: "tasks/get", wantOutcome: OutcomeError, wantDecision: "deny", wantReason: string(rules.ReasonUnavailable)},
+		{name: "upstream failed", protocol: "mcp", method: "initialize", run: func(*Enforcer, context.Context) {}, failed: true,
+			wantMethod: "initialize", wantOutcome: OutcomeError},
+		{name: "decision error", protocol: "macp", method: "/macp.v1.MACPRuntimeService/Send", run: func(e *Enforcer, ctx context.Context) { e.decided(ctx, Decision{}, errors.New("x"), 0) },
+			wantMethod: "Send", wantOutcome: OutcomeError},
+		{name: "method outside the table", protocol: "mcp", method: "made/up\nline", run: func(*Enforcer, context.Context) {},
+			wantMethod: "other", wantOutcome: OutcomeAllowed},
+		{name: "no method", protocol: "a2a", run: func(*Enforcer, context.Context) {}, wantMethod: "other", wantOutcome: OutcomeAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs, rec := &served{}, tracetest.NewSpanRecorder()
+			e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t), Observer: obs, Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, f := e.Begin(context.Background(), tc.protocol, DoorSidecar, nil)
+			if f.span != nil {
+				t.Fatal("a span without a carrier and none in the context")
+			}
+			ctx, f = e.Begin(context.Background(), tc.protocol, DoorSidecar, mapCarrier{})
+			if tc.method != "" {
+				f.SetMethod(tc.method)
+			}
+			tc.run(e, ctx)
+			f.End(tc.failed)
+			f.End(true) // a second End does nothing
+			if obs.started != 2 || len(obs.got) != 1 {
+				t.Fatalf("started %d, served %v", obs.started, obs.got)
+			}
+			if g := obs.got[0]; g.Protocol != tc.protocol || g.Door != DoorSidecar || g.Method != tc.wantMethod || g.Outcome != tc.wantOutcome {
+				t.Errorf("served %+v, want method %s outcome %s", g, tc.wantMethod, tc.wantOutcome)
+			}
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans ended", len(spans))
+			}
+			attrs := map[string]string{}
+			for _, a := range spans[0].Attributes() {
+				attrs[string(a.Key)] = a.Value.Emit()
+			}
+			if attrs["rpc.method"] != tc.wantMethod || attrs["warden.outcome"] != tc.wantOutcome || attrs["warden.decision"] != tc.wantDecision || attrs["warden.reason"] != tc.wantReason {
+				t.Errorf("span attributes %v", attrs)
+			}
+			if tc.wantDecision != "" && len(attrs["warden.decision_id"]) != 26 {
+				t.Errorf("decision id %q", attrs["warden.decision_id"])
+			}
+		})
+	}
+}
+
+type mapCarrier map[string]string
+
+func (c mapCarrier) Get(k string) string { return c[k] }
+func (c mapCarrier) Set(k, v string)     { c[k] = v }
+func (c mapCarrier) Keys() []string      { return nil }
+
+// discard is a RequestObserver that counts nothing.
+type discard struct{}
+
+func (discard) Decided(Decision, time.Duration) {}
+func (discard) Started(string, string)          {}
+func (discard) Served(Served)                   {}
+
+// BenchmarkFlight is what the flight adds to one request: Begin, the
+// method, one decision noted, End (no tracer: tracing off; the metrics'
+// own cost is cmd/warden's BenchmarkRequestMetrics).
+func BenchmarkFlight(b *testing.B) {
+	e, err := New(Config{}, Options{Authenticator: devAuth(b), Policies: engine(b), Observer: discard{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := Decision{ID: "x", Allow: true, Reason: rules.ReasonAllowed}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, f := e.Begin(context.Background(), "mcp", DoorSidecar, nil)
+		f.SetMethod("tools/call")
+		e.decided(ctx, d, nil, 0)
+		f.End(false)
+	}
+}
