@@ -64,7 +64,8 @@ type Flight struct {
 	began          time.Time
 	denied, failed atomic.Bool
 	span           trace.Span // nil when not traced
-	ownSpan, ended bool
+	ownSpan        bool
+	ended          atomic.Bool
 }
 
 type flightKey struct{}
@@ -145,12 +146,11 @@ func (f *Flight) decided(d Decision) {
 // End ends the flight: failed is set when the answer is an error (an
 // upstream failure, a server error status). The request is counted by its
 // outcome and its span ended (status Error for an error). Safe on a nil
-// flight; a second End does nothing.
+// flight and from any goroutine; only the first End (or Handoff) counts.
 func (f *Flight) End(failed bool) {
-	if f == nil || f.ended {
+	if f == nil || !f.ended.CompareAndSwap(false, true) {
 		return
 	}
-	f.ended = true
 	outcome := OutcomeAllowed
 	switch {
 	case failed || f.failed.Load():
@@ -189,10 +189,9 @@ func (f *Flight) End(failed bool) {
 // it leaves the in-flight count and is not counted. Its span, when its own,
 // ends.
 func (f *Flight) Handoff() {
-	if f == nil || f.ended {
+	if f == nil || !f.ended.CompareAndSwap(false, true) {
 		return
 	}
-	f.ended = true
 	if f.obs != nil {
 		f.obs.Served(Served{Protocol: f.protocol, Door: f.door})
 	}

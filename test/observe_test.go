@@ -21,7 +21,13 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // otlpSpan is one span an OTLP receiver got, with its resource.
@@ -355,4 +361,68 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMACPRequestMetrics: on both MACP front doors (grpc-go and the frame
+// relay, which decides Send itself), every call is one request counted by
+// method and outcome in front of the real runtime: an allowed Send, a Send
+// whose sender is not the caller and one without credentials (denied), an
+// allowed GetSession; none stays in flight. No request metric existed
+// before.
+func TestMACPRequestMetrics(t *testing.T) { eachTransport(t, testMACPRequestMetrics) }
+
+func testMACPRequestMetrics(t *testing.T) {
+	admin := freeAddr(t)
+	warden := startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth", "--admin-listen", admin)
+	conn, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	payload, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const sid = "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809103"
+	if ack, err := sendStartIn(ctx, conn, sid, "planner", payload); err != nil || !ack.GetOk() {
+		t.Fatalf("SessionStart: %v %v", err, ack.GetError())
+	}
+	client := macpv1.NewMACPRuntimeServiceClient(conn)
+	// worker's credential, planner's name
+	wctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer worker")
+	ack, err := client.Send(wctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "start-2",
+		SessionId: "5e1c2a4e-9b7d-4c1e-8a2b-5d6e7f809104", Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})
+	if err != nil || ack.GetAck().GetOk() {
+		t.Fatalf("a Send in another's name: %v %v, want a refused Ack", err, ack)
+	}
+	if _, err := client.Send(ctx, &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: taskMode, MessageType: "SessionStart", MessageId: "start-3",
+		SessionId: sid, Sender: "planner", Payload: payload}}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a Send without credentials: %v, want UNAUTHENTICATED", err)
+	}
+	pctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer planner")
+	if _, err := client.GetSession(pctx, &macpv1.GetSessionRequest{SessionId: sid}); err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`warden_requests_total{door="sidecar",method="Send",outcome="allowed",protocol="macp"} 1`,
+		`warden_requests_total{door="sidecar",method="Send",outcome="denied",protocol="macp"} 2`,
+		`warden_requests_total{door="sidecar",method="GetSession",outcome="allowed",protocol="macp"} 1`,
+		`warden_request_duration_seconds_count{door="sidecar",method="Send",outcome="denied",protocol="macp"} 2`,
+		`warden_requests_in_flight{door="sidecar",protocol="macp"} 0`,
+	} {
+		if !strings.Contains(string(b), "\n"+want+"\n") {
+			t.Errorf("/metrics has no line %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", grepLines(string(b), "warden_request"))
+	}
 }

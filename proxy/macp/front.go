@@ -223,6 +223,10 @@ func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 		resp := refusalAnswer(ct, *a.Refusal)
 		return nil, &resp
 	}
+	// Handle ends the flight; a stream that goes before its body came
+	// whole (reset, body timeout, connection gone) never reaches it, and
+	// its context's end ends the flight instead.
+	context.AfterFunc(ctx, func() { f.End(false) })
 	return relayAdmitted{a: a, md: md, f: f}, nil
 }
 
