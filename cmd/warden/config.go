@@ -48,16 +48,18 @@ type Config struct {
 	// DecisionLog writes one OPA-shaped record per decision.
 	DecisionLog decisionlog.Config `yaml:"decision_log"`
 	Admin       AdminConfig        `yaml:"admin"`
-	Tracing     TracingConfig      `yaml:"tracing"`
+	// Tracing sends OpenTelemetry traces; without otlp_endpoint the
+	// standard OTEL_* variables configure it (docs/operations.md, Traces).
+	Tracing TracingConfig `yaml:"tracing"`
 	// GC puts a floor under the collector's heap goal (see package gc).
 	GC gc.Config `yaml:"gc"`
 }
 
 // TracingConfig sends OpenTelemetry traces to an OTLP/gRPC collector.
 type TracingConfig struct {
-	OTLPEndpoint string  `yaml:"otlp_endpoint"` // host:port; empty turns tracing off
+	OTLPEndpoint string  `yaml:"otlp_endpoint"` // host:port of an OTLP/gRPC collector; empty: OTEL_EXPORTER_OTLP_ENDPOINT, else off
 	Insecure     bool    `yaml:"insecure"`      // plaintext to the collector; default on for loopback endpoints
-	SampleRatio  float64 `yaml:"sample_ratio"`  // of new traces; 0 means 1 (every call)
+	SampleRatio  float64 `yaml:"sample_ratio"`  // of new traces, parent-based; 0: OTEL_TRACES_SAMPLER when set, else 1 (every call)
 }
 
 // AdminConfig places the admin port.
