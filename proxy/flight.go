@@ -57,10 +57,14 @@ type RequestObserver interface {
 // request (RequestObserver) and carries its server span, which every
 // decision made on the flight's context annotates (principal, decision and
 // decision id). A door begins one per request, whatever the protocol.
+//
+// A flight is the context of its request too: Begin returns it, its values
+// and deadline its parent's, FlightOf finds it; one allocation per request.
 type Flight struct {
+	context.Context
 	obs            RequestObserver
 	protocol, door string
-	method         atomic.Pointer[string]
+	method         string // set by the door's goroutine before End
 	began          time.Time
 	denied, failed atomic.Bool
 	span           trace.Span // nil when not traced
@@ -76,7 +80,7 @@ type flightKey struct{}
 // from is not nil, or, when from is nil, the span ctx already carries (the
 // MACP sidecar's, which otelgrpc starts). End must be called once.
 func (e *Enforcer) Begin(ctx context.Context, protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
-	f := &Flight{protocol: protocol, door: door, began: time.Now()}
+	f := &Flight{protocol: protocol, door: door, began: time.Now(), method: "other"}
 	if o, ok := e.observer.(RequestObserver); ok {
 		f.obs = o
 		o.Started(protocol, door)
@@ -91,7 +95,16 @@ func (e *Enforcer) Begin(ctx context.Context, protocol, door string, from propag
 			f.span = s
 		}
 	}
-	return context.WithValue(ctx, flightKey{}, f), f
+	f.Context = ctx
+	return f, f
+}
+
+// Value is the flight for its key, else its parent's value.
+func (f *Flight) Value(key any) any {
+	if key == (flightKey{}) {
+		return f
+	}
+	return f.Context.Value(key)
 }
 
 // FlightOf is the flight ctx carries (nil when none).
@@ -106,8 +119,7 @@ func (f *Flight) SetMethod(m string) {
 	if f == nil {
 		return
 	}
-	m = methodLabel(f.protocol, m)
-	f.method.Store(&m)
+	f.method = methodLabel(f.protocol, m)
 }
 
 // SetPrincipal names on the server span whom the door authenticated
@@ -158,10 +170,7 @@ func (f *Flight) End(failed bool) {
 	case f.denied.Load():
 		outcome = OutcomeDenied
 	}
-	method := "other"
-	if m := f.method.Load(); m != nil {
-		method = *m
-	}
+	method := f.method
 	if f.obs != nil {
 		f.obs.Served(Served{Protocol: f.protocol, Door: f.door, Method: method, Outcome: outcome, Took: time.Since(f.began)})
 	}
@@ -200,10 +209,10 @@ func (f *Flight) Handoff() {
 	}
 }
 
-// Context is ctx carrying the flight and its span, for a door whose later
-// work runs on another context than Begin returned (the MACP relay decides
-// a Send on another context than it admitted it on).
-func (f *Flight) Context(ctx context.Context) context.Context {
+// In is ctx carrying the flight and its span, for a door whose later work
+// runs on another context than Begin returned (the MACP relay decides a
+// Send on another context than it admitted it on).
+func (f *Flight) In(ctx context.Context) context.Context {
 	if f == nil {
 		return ctx
 	}

@@ -376,8 +376,7 @@ func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict,
 // the decisions made on it and its status (a server error, Warden's or the
 // upstream's, is an error). The one way both HTTP sidecars serve.
 func Serve(enf *proxy.Enforcer, protocol string, w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
-	r = Stamp(w, r)
-	ctx, f := enf.Begin(r.Context(), protocol, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+	ctx, f := enf.Begin(Stamp(w, r), protocol, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { f.End(sw.status >= 500) }()
 	h(sw, r.WithContext(ctx))
@@ -415,14 +414,15 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Stamp is a sidecar's request with its source (proxy.Source: the peer's
-// address, the client's X-Request-Id or a fresh one, the method and the
-// path) in its context, for every decision made on it; the request id is
-// returned to the client in the response's X-Request-Id and is the one the
-// upstream is given, so that its logs and Warden's name the request alike.
-func Stamp(w http.ResponseWriter, r *http.Request) *http.Request {
+// Stamp is the context of a sidecar's request with its source
+// (proxy.Source: the peer's address, the client's X-Request-Id or a fresh
+// one, the method and the path), for every decision made on it; the request
+// id is returned to the client in the response's X-Request-Id and is the one
+// the upstream is given, so that its logs and Warden's name the request
+// alike.
+func Stamp(w http.ResponseWriter, r *http.Request) context.Context {
 	src := proxy.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
 	w.Header().Set(proxy.RequestIDHeader, src.RequestID)
 	r.Header.Set(proxy.RequestIDHeader, src.RequestID)
-	return r.WithContext(proxy.WithSource(r.Context(), src))
+	return proxy.WithSource(r.Context(), src)
 }

@@ -103,8 +103,7 @@ func TestRefusalSource(t *testing.T) {
 				w := httptest.NewRecorder()
 				ctx := r.Context()
 				if door == "sidecar" {
-					r = Stamp(w, r)
-					ctx = r.Context()
+					ctx = Stamp(w, r)
 				} else {
 					ctx = proxy.WithSource(ctx, proxy.NewSource("192.0.2.7:41234", tt.reqID, tt.method, tt.path))
 				}

@@ -247,7 +247,7 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 func (h sendHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
-	ctx = adm.f.Context(ctx)
+	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
 	ct, _ := sendContentType(req.Header)
 	if req.Truncated {
