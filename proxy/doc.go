@@ -1,7 +1,9 @@
 // Package proxy holds Warden's one decision point, the Enforcer, with the
 // session table it owns, and what every protocol's doors share: Decision
 // (minted with a random id in one place, dry run applied in one place), the
-// observer and the decision bookkeeping.
+// observer and the decision bookkeeping, and the Flight every door begins
+// for each request (Enforcer.Begin): the request metrics and the server span,
+// which the decisions made on its context annotate.
 //
 // Each protocol lives in two places a newcomer can name: its pure rules
 // (rules, rules/mcp, rules/a2a: no I/O) and its doors under proxy/<protocol>
@@ -28,7 +30,10 @@
 //     wire, one admission used by every door of that protocol.
 //  5. proxy/<p>: the sidecar (forward what was decided, filter answers,
 //     seal every upstream id a client sees with proxy/handle).
-//  6. proxy/extauthz: one case mapping CheckRequest onto the gate.
+//  6. proxy/extauthz: one case mapping CheckRequest onto the gate. Each
+//     door serves a request in one flight (gate.Serve for HTTP sidecars;
+//     Check for ext_authz) and names its method at the gate; the method
+//     label's table (requestMethods) gets the protocol's methods.
 //  7. cmd/warden: a config section (documented: TestConfigDoc), flags, wiring.
 //  8. Tests: the door-equivalence table (test/doors_test.go) gets the
 //     protocol's rows for every door; an attack table against the real peer

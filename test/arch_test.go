@@ -27,6 +27,10 @@ type pkg struct {
 	Standard   bool
 }
 
+// otelAPI is the OpenTelemetry API a door's request span and its W3C trace
+// context need; the SDK and the exporters are cmd/warden's alone.
+var otelAPI = []string{"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/trace"}
+
 // allowed lists, per package, the module's packages and the third-party
 // modules it may import (DESIGN.md §3: arrows point down the table only).
 var allowed = map[string][]string{
@@ -34,7 +38,7 @@ var allowed = map[string][]string{
 	"rules":    {module + "/wire", "google.golang.org/protobuf", "github.com/dchest/siphash", "golang.org/x/net/idna"}, // keyed id digests replicas can share; host names read as HTTP clients read them (A2A webhooks)
 	"policies": {module + "/rules", "github.com/open-policy-agent/opa", "github.com/hashicorp/golang-lru"},
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
-	"proxy":    {module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/proxy/owners", "github.com/hashicorp/golang-lru"},
+	"proxy":    append([]string{module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/proxy/owners", "github.com/hashicorp/golang-lru"}, otelAPI...),
 	// the owner table of MCP and A2A tasks and contexts: protocol-free
 	"proxy/owners": {"github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
@@ -44,15 +48,15 @@ var allowed = map[string][]string{
 	"proxy/state": {"github.com/redis/go-redis"},
 	// what the HTTP adapters share: sealed handles and the relay of an exchange
 	"proxy/handle": {"golang.org/x/crypto/chacha20poly1305"},
-	"proxy/relay":  {module + "/rules/jsonrpc"}, // Warden's own JSON-RPC errors
+	"proxy/relay":  append([]string{module + "/rules/jsonrpc"}, otelAPI...), // Warden's own JSON-RPC errors; the trace context to the upstream
 	// the JSON-RPC front door every MCP and A2A door admits through
-	"proxy/gate": {module + "/proxy", module + "/rules", module + "/authn"},
+	"proxy/gate": append([]string{module + "/proxy", module + "/rules", module + "/authn"}, otelAPI...),
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
 	"proxy/frames":   {"golang.org/x/net/http2"},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
 	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
 	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
-	"proxy/extauthz": {module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"},
+	"proxy/extauthz": append([]string{module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"}, otelAPI...),
 	"decisionlog":    {module + "/proxy", module + "/rules", "google.golang.org/protobuf"},                                                                                     // include_input writes MACP envelopes as protojson
 	"gc":             {},                                                                                                                                                       // the standard library only
 	"replay":         {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/decisionlog", "google.golang.org/protobuf"}, // what-if reads and writes decision logs
