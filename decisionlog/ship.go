@@ -460,7 +460,11 @@ func (s *Shipper) send(ctx, postCtx context.Context, batch [][]byte) bool {
 			wait = min(retryAfter, s.cfg.MaxRetryDelay)
 		}
 		backoff = min(2*backoff, s.cfg.MaxRetryDelay)
-		s.log.Warn("decision log service: upload failed, retrying", "url", s.url, "records", len(batch), "attempt", attempt, "retry_in", wait, "err", err)
+		level := slog.LevelDebug // the first failure of a batch is enough at warn
+		if attempt == 1 {
+			level = slog.LevelWarn
+		}
+		s.log.Log(ctx, level, "decision log service: upload failed, retrying", "url", s.url, "records", len(batch), "attempt", attempt, "retry_in", wait.String(), "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
