@@ -41,7 +41,9 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 }
 
 // Dropped implements decisionlog.ShipObserver.
-func (m *shipMetrics) Dropped(reason string, n int) { m.dropped.WithLabelValues(reason).Add(float64(n)) }
+func (m *shipMetrics) Dropped(reason string, n int) {
+	m.dropped.WithLabelValues(reason).Add(float64(n))
+}
 
 // Uploaded implements decisionlog.ShipObserver.
 func (m *shipMetrics) Uploaded(outcome string, n int) {
