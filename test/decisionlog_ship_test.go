@@ -2,6 +2,7 @@ package test
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // logService is an OPA decision log service: a real HTTP server on loopback
@@ -319,6 +324,72 @@ func TestDecisionLogShipBufferFull(t *testing.T) {
 	for i := n - 5; i < n; i++ { // the newest were kept
 		if id := fmt.Sprintf("full-%d", i); !seen[id] {
 			t.Errorf("the newest record %s was dropped", id)
+		}
+	}
+}
+
+// TestMACPClientAddrShipped: on both MACP front doors, in front of the real
+// runtime, a Send and a call the relay hands to its in-process grpc-go
+// server (ListModes allowed, a method the runtime does not have refused) are
+// recorded with the client
+// connection's address, shipped to the decision log service; the
+// x-warden-client-addr a client sends is never read. Before, the relay's
+// calls other than Send had no client address.
+func TestMACPClientAddrShipped(t *testing.T) { eachTransport(t, testMACPClientAddrShipped) }
+
+func testMACPClientAddrShipped(t *testing.T) {
+	svc := startLogService(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("ship-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := dialMACP(t, startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth",
+		"--decision-log-service-url", svc.url, "--decision-log-service-token-file", token))
+	sid := newSession()
+	c.mustAccept(envelope("alice", sid, "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"alice", "bob"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
+	client := macpv1.NewMACPRuntimeServiceClient(c.conn)
+	for i, call := range []struct {
+		who  string
+		call func(ctx context.Context) error
+		ok   bool
+	}{
+		{"alice", func(ctx context.Context) error {
+			_, err := client.ListModes(ctx, &macpv1.ListModesRequest{})
+			return err
+		}, true},
+		{"alice", func(ctx context.Context) error {
+			return c.conn.Invoke(ctx, "/macp.v1.MACPRuntimeService/Nope", &macpv1.ListModesRequest{}, &macpv1.ListModesResponse{})
+		}, false},
+	} {
+		ctx, cancel := as(call.who)
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", fmt.Sprintf("addr-%d", i), "x-warden-client-addr", "203.0.113.66:1")
+		err := call.call(ctx)
+		cancel()
+		if (err == nil) != call.ok {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	want := map[string]bool{"addr-0": true, "addr-1": true}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		seen := 0
+		for _, r := range svc.got() {
+			if r.Input.Protocol != "macp" {
+				continue
+			}
+			if !strings.HasPrefix(r.Input.Client, "127.0.0.1:") {
+				t.Fatalf("record %s (request %s) names client %q, want the connection's 127.0.0.1", r.DecisionID, r.Input.RequestID, r.Input.Client)
+			}
+			if want[r.Input.RequestID] {
+				seen++
+			}
+		}
+		if seen == len(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records of %v not shipped: %+v", want, svc.got())
 		}
 	}
 }
