@@ -250,7 +250,9 @@ type gate struct {
 	release chan struct{}
 }
 
-func (g gate) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route { return Route{Handler: g} }
+func (g gate) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
+	return Route{Handler: g}
+}
 
 func (g gate) Handle(context.Context, *Request) Response {
 	g.entered <- struct{}{}
