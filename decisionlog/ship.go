@@ -212,6 +212,7 @@ type pending struct {
 type Shipper struct {
 	cfg    ServiceConfig // defaults applied
 	url    string
+	shown  string // url without a password, for logs and warden check
 	client *http.Client
 	obs    ShipObserver
 	log    *slog.Logger
@@ -255,8 +256,13 @@ func NewShipper(cfg ServiceConfig, obs ShipObserver, log *slog.Logger) (*Shipper
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	target := strings.TrimSuffix(cfg.URL, "/") + cfg.Resource
+	shown := target
+	if u, err := url.Parse(target); err == nil {
+		shown = u.Redacted()
+	}
 	return &Shipper{
-		cfg: cfg, url: strings.TrimSuffix(cfg.URL, "/") + cfg.Resource, obs: obs, log: log, now: time.Now,
+		cfg: cfg, url: target, shown: shown, obs: obs, log: log, now: time.Now,
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		ready:  make(chan struct{}, 1),
 	}, nil
@@ -265,7 +271,7 @@ func NewShipper(cfg ServiceConfig, obs ShipObserver, log *slog.Logger) (*Shipper
 // String names where the records go, for warden check.
 func (s *Shipper) String() string {
 	return fmt.Sprintf("%s (batches up to %d bytes or %v; buffer %d bytes / %d records, oldest dropped beyond)",
-		s.url, s.cfg.BatchBytes, s.cfg.MaxDelay, s.cfg.BufferBytes, s.cfg.BufferEvents)
+		s.shown, s.cfg.BatchBytes, s.cfg.MaxDelay, s.cfg.BufferBytes, s.cfg.BufferEvents)
 }
 
 type noShipObserver struct{}
@@ -451,7 +457,7 @@ func (s *Shipper) send(ctx, postCtx context.Context, batch [][]byte) bool {
 		case errors.As(err, &rejected):
 			s.obs.Uploaded(UploadRejected, len(batch))
 			s.obs.Dropped(DropRejected, len(batch))
-			s.log.Error("decision log service refused a batch; its records are dropped", "url", s.url, "records", len(batch), "err", err)
+			s.log.Error("decision log service refused a batch; its records are dropped", "url", s.shown, "records", len(batch), "err", err)
 			return true
 		}
 		s.obs.Uploaded(UploadFailure, len(batch))
@@ -464,7 +470,7 @@ func (s *Shipper) send(ctx, postCtx context.Context, batch [][]byte) bool {
 		if attempt == 1 {
 			level = slog.LevelWarn
 		}
-		s.log.Log(ctx, level, "decision log service: upload failed, retrying", "url", s.url, "records", len(batch), "attempt", attempt, "retry_in", wait.String(), "err", err)
+		s.log.Log(ctx, level, "decision log service: upload failed, retrying", "url", s.shown, "records", len(batch), "attempt", attempt, "retry_in", wait.String(), "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -434,5 +436,46 @@ func TestServiceValidate(t *testing.T) {
 	}
 	if _, err := NewShipper(ServiceConfig{URL: "http://x", BearerTokenFile: filepath.Join(t.TempDir(), "missing")}, nil, nil); err == nil {
 		t.Fatal("a missing bearer_token_file must be refused")
+	}
+}
+
+// TestShipTLS: an https service is verified with ca_file (and refused
+// without it: its certificate is not under the system roots); a password
+// in the URL is not shown.
+func TestShipTLS(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := strings.Replace(srv.URL, "https://", "https://user:hunter2@", 1)
+	for _, tc := range []struct {
+		name   string
+		caFile string
+		ok     bool
+	}{{"ca_file", ca, true}, {"system roots", "", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCounts()
+			s := newTestShipper(t, ServiceConfig{URL: u, CAFile: tc.caFile, MaxDelay: time.Millisecond, MinRetryDelay: 10 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond}, c)
+			if strings.Contains(s.String(), "hunter2") {
+				t.Fatalf("the password is shown: %s", s)
+			}
+			run(t, s)
+			s.Add(record("tls-0", 100))
+			outcome := UploadSuccess
+			if !tc.ok {
+				outcome = UploadFailure
+			}
+			for deadline := time.Now().Add(5 * time.Second); c.get(c.uploads, outcome) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			}
+			if c.get(c.uploads, outcome) == 0 || (!tc.ok && c.get(c.uploads, UploadSuccess) != 0) {
+				t.Fatalf("uploads %v, want %s", c.uploads, outcome)
+			}
+		})
+	}
+	if got.Load() != 1 {
+		t.Fatalf("the service took %d uploads, want 1", got.Load())
 	}
 }
