@@ -53,6 +53,30 @@ func (c *counts) get(m map[string]int, k string) int {
 	return m[k]
 }
 
+// drops is how many records were dropped, for every reason.
+func (c *counts) drops() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.dropped {
+		n += v
+	}
+	return n
+}
+
+func (c *counts) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("uploads %v (records %v), dropped %v", c.uploads, c.uploaded, c.dropped)
+}
+
+// waitCount waits until m[k] reaches n (the observer is told after the
+// service answered).
+func (c *counts) waitCount(m map[string]int, k string, n int) {
+	for deadline := time.Now().Add(5 * time.Second); c.get(m, k) < n && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+}
+
 // receiver is an OPA decision log service: it gunzips and decodes each
 // batch; fail answers an upload instead of taking it (0: take it).
 type receiver struct {
@@ -202,7 +226,7 @@ func TestShipBatches(t *testing.T) {
 		}
 	}
 	if c.get(c.uploaded, UploadSuccess) != 60 || c.get(c.uploads, UploadSuccess) != len(rcv.raw) {
-		t.Fatalf("uploads counted %v %v", c.uploads, c.uploaded)
+		t.Fatalf("counted %v", c)
 	}
 }
 
@@ -249,8 +273,9 @@ func TestShipBackoff(t *testing.T) {
 				t.Errorf("retry %d after %v, want within [%v, %v)", i+1, gap, d/2, d)
 			}
 		}
-		if c.get(c.uploads, UploadFailure) != 4 || c.get(c.uploads, UploadSuccess) != 1 || len(c.dropped) != 0 {
-			t.Fatalf("counted %v, dropped %v", c.uploads, c.dropped)
+		c.waitCount(c.uploads, UploadSuccess, 1)
+		if c.get(c.uploads, UploadFailure) != 4 || c.get(c.uploads, UploadSuccess) != 1 || c.drops() != 0 {
+			t.Fatalf("counted %v", c)
 		}
 	})
 	t.Run("400 dropped", func(t *testing.T) {
@@ -266,7 +291,7 @@ func TestShipBackoff(t *testing.T) {
 		n := len(rcv.at)
 		rcv.mu.Unlock()
 		if n != 1 || c.get(c.dropped, DropRejected) != 1 || c.get(c.uploads, UploadRejected) != 1 {
-			t.Fatalf("%d uploads, counted %v, dropped %v", n, c.uploads, c.dropped)
+			t.Fatalf("%d uploads, counted %v", n, c)
 		}
 	})
 	t.Run("transport error", func(t *testing.T) {
@@ -291,8 +316,8 @@ func TestShipBackoff(t *testing.T) {
 		s.Add(record("e-0", 100))
 		for deadline := time.Now().Add(5 * time.Second); c.get(c.uploads, UploadFailure) < 3 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		}
-		if c.get(c.uploads, UploadFailure) < 3 || len(c.dropped) != 0 {
-			t.Fatalf("counted %v, dropped %v", c.uploads, c.dropped)
+		if c.get(c.uploads, UploadFailure) < 3 || c.drops() != 0 {
+			t.Fatalf("counted %v", c)
 		}
 	})
 }
@@ -328,7 +353,7 @@ func TestShipDrops(t *testing.T) {
 				t.Fatalf("Add blocked for %v", took)
 			}
 			if got := c.get(c.dropped, tc.reason); got != tc.dropped {
-				t.Fatalf("dropped %v, want %d %s", c.dropped, tc.dropped, tc.reason)
+				t.Fatalf("counted %v, want %d dropped %s", c, tc.dropped, tc.reason)
 			}
 			run(t, s)
 			if tc.kept == 0 {
@@ -380,7 +405,7 @@ func TestShipClose(t *testing.T) {
 		t.Fatalf("Close took %v, shutdown_timeout is 300ms", took)
 	}
 	if c.get(c.dropped, DropShutdown) != 4 || c.get(c.uploads, UploadFailure) < 2 {
-		t.Fatalf("counted %v, dropped %v", c.uploads, c.dropped)
+		t.Fatalf("counted %v", c)
 	}
 }
 
@@ -471,7 +496,7 @@ func TestShipTLS(t *testing.T) {
 			for deadline := time.Now().Add(5 * time.Second); c.get(c.uploads, outcome) == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 			}
 			if c.get(c.uploads, outcome) == 0 || (!tc.ok && c.get(c.uploads, UploadSuccess) != 0) {
-				t.Fatalf("uploads %v, want %s", c.uploads, outcome)
+				t.Fatalf("counted %v, want %s", c, outcome)
 			}
 		})
 	}
