@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentwarden/warden/proxy"
@@ -279,14 +278,19 @@ func recordInput(in *Input, rec *proxy.Recorded, max int) {
 // Close writes and ships what decisions made after that (while listeners
 // drain) left.
 func (l *Logger) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
-	if l.ship != nil {
-		g.Go(func() error { return l.ship.Run(ctx) })
+	switch {
+	case l.ship == nil:
+		return l.flushEvery(ctx)
+	case l.w == nil:
+		return l.ship.Run(ctx)
 	}
-	if l.w != nil {
-		g.Go(func() error { return l.flushEvery(ctx) })
-	}
-	return g.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	shipped := make(chan error, 1)
+	go func() { shipped <- l.ship.Run(ctx) }()
+	err := l.flushEvery(ctx) // ends with ctx, or on a write error
+	cancel()
+	return errors.Join(err, <-shipped)
 }
 
 // flushEvery flushes the buffer every flush interval until ctx ends.

@@ -426,6 +426,31 @@ func TestShipWithFile(t *testing.T) {
 	if got := rcv.got(); len(got) != 1 || got[0] != "f-1" || !strings.Contains(string(file), `"decision_id":"f-1"`) {
 		t.Fatalf("shipped %v, file %s", got, file)
 	}
+	// Run flushes the file and ships, side by side, until ctx ends.
+	l, err = New(Config{Path: path, FlushInterval: 5 * time.Millisecond, Service: ServiceConfig{URL: rcv.srv.URL + "/v1", MaxDelay: 5 * time.Millisecond}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	l.Decided(proxy.Decision{ID: "f-2", Protocol: "mcp", Reason: rules.ReasonNotAuthorized}, 0)
+	rcv.waitFor(t, 2)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if file, _ := os.ReadFile(path); strings.Contains(string(file), `"decision_id":"f-2"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not flushed to the file while Run ships")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if l, err := New(Config{Service: ServiceConfig{URL: rcv.srv.URL}}, nil, nil); err != nil || l == nil || l.w != nil {
 		t.Fatalf("shipping alone: %v %v", l, err)
 	}
