@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -27,6 +28,9 @@ import (
 type Config struct {
 	// Path is "" (off), "-" (standard output) or a file, appended to.
 	Path string `yaml:"path" json:"path"`
+	// Service ships the same records to an HTTP endpoint as OPA's decision
+	// log service API takes them (with path or without).
+	Service ServiceConfig `yaml:"service" json:"service"`
 	// SampleAllowed is the fraction of allowed decisions written, 0..1;
 	// refusals are always written. Nil means 1 (every decision).
 	SampleAllowed *float64 `yaml:"sample_allowed" json:"sample_allowed"`
@@ -66,7 +70,7 @@ func (c Config) Validate() error {
 		// A MACP session's state is rebuilt from every allowed message.
 		return fmt.Errorf("decision_log.include_input needs every decision recorded, but sample_allowed is %v", *c.SampleAllowed)
 	}
-	return nil
+	return c.Service.Validate()
 }
 
 // Record is one decision as written: OPA's decision-log fields.
@@ -125,16 +129,17 @@ type Result struct {
 }
 
 // Logger writes decision records; it is a proxy.Observer. Records are
-// buffered and flushed by Run every flush interval and when Run ends.
+// buffered and flushed by Run every flush interval and by Close; the
+// shipper's batches are sent by Run and, at the end, by Close.
 type Logger struct {
 	mu     sync.Mutex
-	w      *bufio.Writer
-	path   string   // the file, "" for standard output
-	file   *os.File // the open file, nil for standard output
+	w      *bufio.Writer // nil when only shipped
+	ship   *Shipper      // nil when not shipped
+	path   string        // the file, "" for standard output
+	file   *os.File      // the open file, nil for standard output
 	sample float64
 	labels map[string]string
 	every  time.Duration
-	enc    *json.Encoder
 	input  int // max recorded input bytes; 0: inputs are not recorded
 	now    func() time.Time
 }
@@ -148,16 +153,25 @@ func (l *Logger) WithClock(now func() time.Time) *Logger {
 
 // New opens the log cfg names (nil Logger when it is off). labels go into
 // every record (for example the Warden version and instance). It starts no
-// goroutines; Run flushes.
+// goroutines; Run flushes and ships. Shipping is counted through WithShipping.
 func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Path == "" && cfg.Service.URL == "" {
+		return nil, nil
+	}
+	var ship *Shipper
+	if cfg.Service.URL != "" {
+		var err error
+		if ship, err = NewShipper(cfg.Service, nil, nil); err != nil {
+			return nil, err
+		}
 	}
 	var w io.Writer
 	var file *os.File
 	switch cfg.Path {
 	case "":
-		return nil, nil
 	case "-":
 		w = stdout
 	default:
@@ -167,7 +181,10 @@ func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error
 		}
 		w, file = f, f
 	}
-	l := &Logger{w: bufio.NewWriterSize(w, 64<<10), file: file, sample: 1, labels: labels, every: cfg.FlushInterval}
+	l := &Logger{ship: ship, file: file, sample: 1, labels: labels, every: cfg.FlushInterval}
+	if w != nil {
+		l.w = bufio.NewWriterSize(w, 64<<10)
+	}
 	if file != nil {
 		l.path = cfg.Path
 	}
@@ -181,9 +198,25 @@ func New(cfg Config, stdout io.Writer, labels map[string]string) (*Logger, error
 	if cfg.IncludeInput {
 		l.input = cmp.Or(cfg.MaxInputBytes, DefaultMaxInputBytes)
 	}
-	l.enc = json.NewEncoder(l.w)
 	return l, nil
 }
+
+// WithShipping counts shipping through obs and logs its failures to log
+// (call it before Run); it returns l.
+func (l *Logger) WithShipping(obs ShipObserver, log *slog.Logger) *Logger {
+	if l.ship != nil {
+		if obs != nil {
+			l.ship.obs = obs
+		}
+		if log != nil {
+			l.ship.log = log
+		}
+	}
+	return l
+}
+
+// Shipper is where records are shipped, nil when they are not.
+func (l *Logger) Shipper() *Shipper { return l.ship }
 
 // Decided writes d's record (proxy.Observer).
 func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
@@ -202,9 +235,20 @@ func (l *Logger) Decided(d proxy.Decision, took time.Duration) {
 	if l.input > 0 && d.Recorded != nil {
 		recordInput(&r.Input, d.Recorded, l.input)
 	}
+	b, err := json.Marshal(&r)
+	if err != nil { // the record is strings, numbers and JSON already checked
+		return
+	}
+	if l.ship != nil {
+		l.ship.Add(b)
+	}
+	if l.w == nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_ = l.enc.Encode(&r) // a write error surfaces on the next flush
+	_, _ = l.w.Write(b) // a write error surfaces on the next flush
+	_ = l.w.WriteByte('\n')
 }
 
 // recordInput puts rec into in, unless it is over max bytes.
@@ -230,9 +274,27 @@ func recordInput(in *Input, rec *proxy.Recorded, max int) {
 	}
 }
 
-// Run flushes the buffer every flush interval until ctx ends. Close writes
-// what decisions made after that (while listeners drain) left.
+// Run flushes the buffer every flush interval, and ships, until ctx ends.
+// Close writes and ships what decisions made after that (while listeners
+// drain) left.
 func (l *Logger) Run(ctx context.Context) error {
+	switch {
+	case l.ship == nil:
+		return l.flushEvery(ctx)
+	case l.w == nil:
+		return l.ship.Run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	shipped := make(chan error, 1)
+	go func() { shipped <- l.ship.Run(ctx) }()
+	err := l.flushEvery(ctx) // ends with ctx, or on a write error
+	cancel()
+	return errors.Join(err, <-shipped)
+}
+
+// flushEvery flushes the buffer every flush interval until ctx ends.
+func (l *Logger) flushEvery(ctx context.Context) error {
 	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
@@ -281,9 +343,13 @@ func (l *Logger) Reopen() error {
 	return nil
 }
 
-// Close flushes the buffer and closes the file.
+// Close flushes the buffer, closes the file and ships what is left within
+// the service's shutdown_timeout (after Run returned).
 func (l *Logger) Close() error {
 	err := l.flush()
+	if l.ship != nil {
+		err = errors.Join(err, l.ship.Close())
+	}
 	l.mu.Lock()
 	if l.file != nil {
 		err = errors.Join(err, l.file.Close())
@@ -296,6 +362,9 @@ func (l *Logger) Close() error {
 }
 
 func (l *Logger) flush() error {
+	if l.w == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Flush()

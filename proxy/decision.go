@@ -199,6 +199,15 @@ func (e *Enforcer) Deny(ctx context.Context, protocol, principal, typ string, v 
 	return e.refuse(ctx, protocol, principal, typ, v, "", true)
 }
 
+// Withheld records what an answer would not have handed to the caller in
+// dry run (a message about another's task or id, an answer to no request
+// of the caller's), which dry run passes: logged, counted and recorded with
+// dry_run like every refusal dry run forwards (Deny), for MCP and A2A
+// alike.
+func (e *Enforcer) Withheld(ctx context.Context, protocol, principal, typ, detail string) Decision {
+	return e.Deny(ctx, protocol, principal, typ, rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonNotOwner, Detail: detail})
+}
+
 // Refuse records a refusal made at an adapter's front door that dry run
 // cannot turn into a forward: a path or HTTP method Warden does not serve,
 // a body it could not read whole or over the bound, a message that does

@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/mcp"
+	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -259,5 +265,140 @@ func TestDryRunMACPExtAuthz(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no unknown_token record after 5 s:\n%s", b)
 		}
+	}
+}
+
+// TestDryRunMCPAfterGate: the refusals the MCP sidecar makes after the
+// gate (an Mcp-Session-Id or Last-Event-ID handle that is not the caller's)
+// and what an answer would not hand over (tasks/list filtered to the
+// caller's tasks) are, in dry run, recorded through the one decision path:
+// a Decision with dry_run (the decision record, the metric's dry_run_deny)
+// and a "refused" line with dry_run true, and the request is forwarded.
+// Before, each was only a hand-written log line: no decision record, no
+// metric.
+func TestDryRunMCPAfterGate(t *testing.T) {
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		if len(m.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		tasks := `[]`
+		if m.Method == "tasks/list" {
+			tasks = `[{"taskId":"someone-elses","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":null}]`
+		}
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"tasks":` + tasks + `}}`))
+	}))
+	t.Cleanup(up.Close)
+	obs := &frontDecisions{}
+	cfg := mcp.Config{}
+	cfg.Listen, cfg.Upstream, cfg.Plaintext = "127.0.0.1:3001", up.URL+"/mcp", true
+	side, err := mcp.New(cfg, dryEnforcer(t, obs), doorKeys(t), up.Client(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(side)
+	t.Cleanup(front.Close)
+	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	forged := handle.Prefix + "bm90LWFsaWNlcw"
+	for _, c := range []struct {
+		name, method, body string
+		header             [][2]string
+		code               rules.Code
+	}{
+		{"another's session handle", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, [][2]string{{"Mcp-Session-Id", forged}}, rules.CodeSessionNotFound},
+		{"another's event id", "GET", "", [][2]string{{"Last-Event-ID", forged}}, rules.CodeInvalidRequest},
+		{"tasks/list naming another's task", "POST", `{"jsonrpc":"2.0","id":2,"method":"tasks/list","params":{}}`, nil, rules.CodeForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obs.reset()
+			before := n.Load()
+			req, _ := http.NewRequest(c.method, front.URL+"/mcp", strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", token)
+			for _, h := range c.header {
+				req.Header.Set(h[0], h[1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if n.Load() == before {
+				t.Fatalf("not forwarded in dry run: HTTP %d", resp.StatusCode)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			var dry []proxy.Decision
+			for _, d := range obs.ds {
+				if d.DryRun {
+					dry = append(dry, d)
+				}
+			}
+			if len(dry) != 1 || !dry[0].Allow || dry[0].Code != c.code || dry[0].Principal != "alice" || dry[0].ID == "" {
+				t.Fatalf("dry-run decisions %+v, want one with code %s", dry, c.code)
+			}
+			if !strings.Contains(obs.logs.String(), `"decision_id":"`+dry[0].ID+`"`) || !strings.Contains(obs.logs.String(), `"dry_run":true`) {
+				t.Fatalf("no refused line with dry_run for %s:\n%s", dry[0].ID, obs.logs.String())
+			}
+		})
+	}
+}
+
+// TestDryRunA2AAnswer: what an A2A answer would not have handed over in dry
+// run (another task than the one asked for) is recorded through the one
+// decision path: a Decision with dry_run and a "refused" line, the answer
+// passed. Before, a hand-written log line only.
+func TestDryRunA2AAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"id":"task-of-bob","contextId":"ctx-of-bob","status":{"state":"TASK_STATE_WORKING"}}}`))
+	}))
+	t.Cleanup(up.Close)
+	obs := &frontDecisions{}
+	cfg := a2a.Config{}
+	cfg.Listen, cfg.Upstream, cfg.Plaintext = "127.0.0.1:3002", up.URL+"/jsonrpc", true
+	side, err := a2a.New(cfg, dryEnforcer(t, obs), doorKeys(t), up.Client(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(side)
+	t.Cleanup(front.Close)
+	req, _ := http.NewRequest("POST", front.URL+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"task-asked"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	req.Header.Set("Authorization", "Bearer "+jwtFor("alice", time.Now().Add(time.Hour), doorSecret))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) {
+		t.Fatalf("dry run withheld the answer: %d %s", resp.StatusCode, b)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	var dry []proxy.Decision
+	for _, d := range obs.ds {
+		if d.DryRun && d.Reason == rules.ReasonNotOwner {
+			dry = append(dry, d)
+		}
+	}
+	if len(dry) == 0 || !dry[0].Allow || dry[0].Principal != "alice" || !strings.Contains(obs.logs.String(), `"decision_id":"`+dry[0].ID+`"`) {
+		t.Fatalf("dry-run decisions %+v\n%s", obs.ds, obs.logs.String())
 	}
 }

@@ -165,6 +165,9 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 	}
 	if p.dl != nil {
 		observer = append(observer, p.dl)
+		if p.dl.Shipper() != nil {
+			p.dl.WithShipping(newShipMetrics(p.reg), log)
+		}
 	}
 	opts.Observer, opts.Tracer = observer, tp
 	opts.RecordInputs = p.dl != nil && cfg.DecisionLog.IncludeInput

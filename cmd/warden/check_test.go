@@ -131,6 +131,11 @@ func TestCheckConfig(t *testing.T) {
 		{"state shared by the sidecar and ext_authz", dev + macpPlain + ext + "state:\n  url: redis://127.0.0.1:6379/0\n", "run the sidecar (one per runtime instance) and the ext_authz fleet as separate processes"},
 		{"decision log inputs sampled", dev + macpPlain + "decision_log:\n  path: D/out.log\n  include_input: true\n  sample_allowed: 0.5\n", "decision_log.include_input needs every decision recorded"},
 		{"state unknown key", dev + macpPlain + "state:\n  addr: 127.0.0.1:6379\n", "field addr not found"},
+		{"decision log shipped", dev + macpPlain + "decision_log:\n  service:\n    url: https://logs.example/opa\n    bearer_token_file: D/mcp.key\n    ca_file: D/ca.pem\n    headers: {X-Tenant: blue}\n", ""},
+		{"decision log service not a URL", dev + macpPlain + "decision_log:\n  service:\n    url: logs.example\n", "decision_log.service.url"},
+		{"decision log service buffer under a batch", dev + macpPlain + "decision_log:\n  service:\n    url: http://logs\n    batch_bytes: 65536\n    buffer_bytes: 4096\n", "decision_log.service.buffer_bytes"},
+		{"decision log service token missing", dev + macpPlain + "decision_log:\n  service:\n    url: http://logs\n    bearer_token_file: D/none\n", "decision_log.service.bearer_token_file"},
+		{"decision log service CA not PEM", dev + macpPlain + "decision_log:\n  service:\n    url: https://logs\n    ca_file: D/garbage.pem\n", "decision_log.service.ca_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := write(t, "warden.yaml", strings.ReplaceAll(tc.yaml, "D/", dir+"/"))

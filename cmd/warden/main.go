@@ -260,6 +260,9 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		for _, m := range p.modes {
 			fmt.Fprintln(stdout, "  serves:", m)
 		}
+		if p.dl != nil && p.dl.Shipper() != nil {
+			fmt.Fprintln(stdout, "  decision log shipped to", p.dl.Shipper())
+		}
 		fmt.Fprintln(stdout, "  gc:", gc.Describe(cfg.GC))
 	} else {
 		if packages, err = policies.Packages(cfg.Policies); err != nil {

@@ -71,6 +71,8 @@ var serveFlags = []serveFlag{
 	{name: "mcp-listen", keys: "mcp.listen", usage: "address the MCP sidecar listens on (host:port)"},
 	{name: "mcp-upstream", keys: "mcp.upstream", usage: "the MCP server's endpoint URL (http://host:port/mcp)"},
 	{name: "decision-log", keys: "decision_log.path", usage: "write one OPA-shaped record per decision to this file (- for standard output; off when empty)"},
+	{name: "decision-log-service-url", keys: "decision_log.service.url", usage: "ship the decision records to this HTTP(S) service as OPA's decision log service API takes them: gzip JSON arrays POSTed to URL/logs (off when empty)"},
+	{name: "decision-log-service-token-file", keys: "decision_log.service.bearer_token_file", usage: "file holding the bearer token sent to the decision log service (read at each upload)"},
 	{name: "decision-log-include-input", keys: "decision_log.include_input", usage: "record in each decision-log record what it was decided on (the MACP envelope, the MCP or A2A policy input), for warden what-if; sensitive: message content (decision_log.include_input)"},
 	{name: "upstream-tokens-file", keys: "macp.upstream_tokens_file extauthz.upstream_tokens_file", usage: "token file (the runtime's shape) whose token for a principal authenticated by client certificate is presented to the runtime in place of the client's credentials (MACP sidecar and ext_authz)"},
 	{name: "mcp-max-body-bytes", keys: "mcp.max_body_bytes", usage: "MCP: largest request body; a larger one gets 413 and a JSON-RPC error naming the limit (default 4 MiB)"},

@@ -75,7 +75,7 @@ func (x *exchange) owns(kind a2a.Kind, id string) bool {
 // same (dry-run mode), logging it.
 func (x *exchange) dryRun(what, id string) bool {
 	if x.dry {
-		x.s.log.Info("dry run: an A2A answer hands over "+what, "method", x.call.Method, "principal", x.principal, "id", id)
+		x.s.enforcer.Withheld(x.ctx(), "a2a", x.principal, x.call.Method, "an answer would not have handed over "+what+" ("+id+")")
 	}
 	return x.dry
 }

@@ -205,7 +205,7 @@ func FuzzUpstreamFrames(f *testing.F) {
 // fuzzRouter hands Send streams to forwarder and passes the others through.
 type fuzzRouter struct{}
 
-func (fuzzRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
+func (fuzzRouter) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) Route {
 	for _, f := range header {
 		if f.Name == ":path" && strings.HasSuffix(f.Value, "/Send") {
 			return Route{Handler: forwarder{}, MaxBody: 64}

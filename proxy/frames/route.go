@@ -39,11 +39,11 @@ type Upstream struct {
 }
 
 // Router picks what the relay does with a stream from its request header
-// list (pseudo-header fields first, as received) and, on a TLS listener,
-// the client connection's TLS state (nil without TLS). It runs on the
-// client connection's reader, so it must not block.
+// list (pseudo-header fields first, as received), the client connection's
+// address and, on a TLS listener, its TLS state (nil without TLS). It runs
+// on the client connection's reader, so it must not block.
 type Router interface {
-	Route(header []hpack.HeaderField, tls *tls.ConnectionState) Route
+	Route(header []hpack.HeaderField, peer net.Addr, tls *tls.ConnectionState) Route
 }
 
 // Route is what the relay does with one stream.
@@ -169,11 +169,11 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 }
 
 // route asks the Router for a stream's route.
-func (r *Relay) route(header []hpack.HeaderField, tls *tls.ConnectionState) (Route, error) {
+func (r *Relay) route(header []hpack.HeaderField, peer net.Addr, tls *tls.ConnectionState) (Route, error) {
 	if r.cfg.Router == nil {
 		return Route{}, nil
 	}
-	rt := r.cfg.Router.Route(header, tls)
+	rt := r.cfg.Router.Route(header, peer, tls)
 	if rt.Pool < 0 || rt.Pool >= len(r.pools) {
 		return Route{}, fmt.Errorf("%w: %d", errNoSuchPool, rt.Pool)
 	}

@@ -31,7 +31,7 @@ type testRouter struct {
 	bodyTimeout time.Duration
 }
 
-func (r testRouter) Route(header []hpack.HeaderField, _ *tls.ConnectionState) Route {
+func (r testRouter) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) Route {
 	for _, f := range header {
 		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
 			return Route{Handler: r.h, MaxBody: r.maxBody, BodyTimeout: r.bodyTimeout}
@@ -250,7 +250,9 @@ type gate struct {
 	release chan struct{}
 }
 
-func (g gate) Route([]hpack.HeaderField, *tls.ConnectionState) Route { return Route{Handler: g} }
+func (g gate) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
+	return Route{Handler: g}
+}
 
 func (g gate) Handle(context.Context, *Request) Response {
 	g.entered <- struct{}{}
@@ -389,7 +391,7 @@ func (a admitter) Handle(ctx context.Context, req *Request) Response {
 
 type admitRouter struct{ h admitter }
 
-func (r admitRouter) Route([]hpack.HeaderField, *tls.ConnectionState) Route {
+func (r admitRouter) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
 	return Route{Handler: r.h, MaxBody: 1 << 20}
 }
 

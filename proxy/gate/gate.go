@@ -326,6 +326,14 @@ func (g *Gate[C]) Refuse(ctx context.Context, principal string, v rules.Verdict,
 	return g.refuse(ctx, principal, v, status, rpc, id, false)
 }
 
+// Deny records a refusal the door makes after the gate of a request Warden
+// could forward whole (a session or an event id that is not the caller's)
+// and returns its Answer; nil in dry run, which forwards the request and
+// records the refusal with dry_run, as every dry-run refusal is.
+func (g *Gate[C]) Deny(ctx context.Context, principal string, v rules.Verdict, status, rpc int, id json.RawMessage) *Answer {
+	return g.deny(ctx, principal, v, id, status, rpc)
+}
+
 // Unavailable is the one answer to a request Warden could not decide (a
 // store, a status or the shared state could not be read): logged with the
 // cause, recorded, and 503 for the client to retry.

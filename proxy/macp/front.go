@@ -157,11 +157,11 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 // sidecar's own answer.
 type router struct{ s *Server }
 
-func (r router) Route(header []hpack.HeaderField, cs *tls.ConnectionState) frames.Route {
+func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
 	if _, ok := sendContentType(header); ok {
 		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
-	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, cs)}
+	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, client, cs)}
 	// every call of the runtime but StreamSession sends one message: its
 	// request has body_timeout to end (a pass-through service's call may
 	// stream, as reflection does)
@@ -265,11 +265,7 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	msg, ok := grpcMessage(req.Body)
 	if !ok {
 		adm.f.Handoff() // the grpc-go sidecar counts it
-		header := req.Header
-		if h := (handoff{}).give(header, req.TLS); h != nil {
-			header = h
-		}
-		resp, err := req.Forward(ctx, poolFallback, header)
+		resp, err := req.Forward(ctx, poolFallback, handoff{}.give(req.Header, frames.Peer(ctx), req.TLS))
 		if err != nil {
 			return statusAnswer(ct, s.upstreamError(err))
 		}

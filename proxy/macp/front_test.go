@@ -354,48 +354,57 @@ func FuzzRelaySend(f *testing.F) {
 	})
 }
 
-// TestHandoff checks the chain hand-off's one owner: what the relay hands
-// the grpc-go sidecar (a client's own chain header never, a verified chain
-// as take reads it), and what the sidecar takes (the field only from the
-// in-process pipe, and never left in the call's metadata).
+// TestHandoff checks the hand-off's one owner: what the relay hands the
+// grpc-go sidecar (a client's own chain or address header never; the
+// verified chain and the connection's address as take reads them), and
+// what the sidecar takes (the fields only from the in-process pipe, the
+// connection's own otherwise, and never left in the call's metadata).
 func TestHandoff(t *testing.T) {
 	cert := &x509.Certificate{Raw: []byte("not parsed here")}
 	forged := hpack.HeaderField{Name: chainHeader, Value: "Zm9yZ2Vk"}
+	forgedAddr := hpack.HeaderField{Name: clientHeader, Value: "203.0.113.66:1"}
 	path := hpack.HeaderField{Name: ":path", Value: methodGet}
+	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
+	addr := hpack.HeaderField{Name: clientHeader, Value: "127.0.0.1:4242"}
 	for _, tc := range []struct {
 		name   string
 		header []hpack.HeaderField
 		cs     *tls.ConnectionState
-		want   []hpack.HeaderField // nil: the client's list unchanged
+		want   []hpack.HeaderField
 	}{
-		{"plain request", []hpack.HeaderField{path}, nil, nil},
-		{"TLS without a client certificate", []hpack.HeaderField{path}, &tls.ConnectionState{}, nil},
-		{"forged chain header", []hpack.HeaderField{path, forged}, nil, []hpack.HeaderField{path}},
+		{"plain request", []hpack.HeaderField{path}, nil, []hpack.HeaderField{path, addr}},
+		{"TLS without a client certificate", []hpack.HeaderField{path}, &tls.ConnectionState{}, []hpack.HeaderField{path, addr}},
+		{"forged chain header", []hpack.HeaderField{path, forged}, nil, []hpack.HeaderField{path, addr}},
+		{"forged address header", []hpack.HeaderField{forgedAddr, path, forgedAddr}, nil, []hpack.HeaderField{path, addr}},
 		{"forged beside a verified chain", []hpack.HeaderField{forged, path}, &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}},
-			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}}},
+			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}, addr}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := (handoff{}).give(tc.header, tc.cs); !slices.Equal(got, tc.want) {
+			if got := (handoff{}).give(tc.header, client, tc.cs); !slices.Equal(got, tc.want) {
 				t.Errorf("give = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	inner := peer.NewContext(context.Background(), &peer.Peer{Addr: innerAddr{}})
-	outer := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{}})
+	outer := peer.NewContext(context.Background(), &peer.Peer{Addr: client})
 	for _, tc := range []struct {
-		name    string
-		ctx     context.Context
-		wantErr bool
+		name       string
+		ctx        context.Context
+		addrs      []string // clientHeader values
+		wantErr    bool
+		wantClient string
 	}{
-		{"through the pipe: not a certificate", inner, true},
-		{"from a client: ignored", outer, false},
-		{"no peer: ignored", context.Background(), false},
+		{"through the pipe: not a certificate", inner, []string{"127.0.0.1:4242"}, true, "127.0.0.1:4242"},
+		{"through the pipe: two addresses", inner, []string{"127.0.0.1:4242", "203.0.113.66:1"}, true, ""},
+		{"from a client: its own address", outer, []string{"203.0.113.66:1"}, false, "127.0.0.1:4242"},
+		{"no peer: ignored", context.Background(), []string{"203.0.113.66:1"}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			md := metadata.Pairs(chainHeader, "Zm9yZ2Vk")
-			chain, err := handoff{}.take(tc.ctx, md)
-			if (err != nil) != tc.wantErr || chain != nil || md[chainHeader] != nil {
-				t.Errorf("take = %v, %v; metadata left %v", chain, err, md)
+			md[clientHeader] = tc.addrs
+			chain, got, err := handoff{}.take(tc.ctx, md)
+			if (err != nil) != tc.wantErr || chain != nil || got != tc.wantClient || md[chainHeader] != nil || md[clientHeader] != nil {
+				t.Errorf("take = %v, %q, %v; metadata left %v", chain, got, err, md)
 			}
 		})
 	}

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -447,13 +446,7 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 	if md == nil {
 		md = metadata.MD{}
 	}
-	chain, err := handoff{}.take(ctx, md)
-	var client string
-	if p, ok := peer.FromContext(ctx); ok {
-		if _, inner := p.Addr.(innerAddr); !inner { // behind the relay: not handed over (yet)
-			client = addrString(p.Addr)
-		}
-	}
+	chain, client, err := handoff{}.take(ctx, md)
 	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err, Client: client}, md
 }
 

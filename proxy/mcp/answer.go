@@ -34,8 +34,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 		// Learned from, passed as the server sent it; what would have been
 		// held back is logged.
 		if !keep || x.replaced {
-			x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
-				"reason", "answer_not_matched_or_foreign_task", "detail", "an upstream message would have been withheld from the caller")
+			x.s.enforcer.Withheld(x.ctx(), "mcp", x.principal, x.call.Method, "an upstream message (an answer to no request of the caller's, or naming another's task) would have been withheld from the caller")
 		}
 		return data, true
 	}
@@ -315,8 +314,7 @@ func (x *exchange) keepOwn(list []any) ([]any, error) {
 		}
 	}
 	if x.dry && len(kept) < len(list) {
-		x.s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", x.principal, "message_type", x.call.Method,
-			"reason", "not_owner", "detail", fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
+		x.s.enforcer.Withheld(x.ctx(), "mcp", x.principal, x.call.Method, fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
 	}
 	return kept, nil
 }

@@ -225,17 +225,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	p, creds := in.Principal, in.Creds
 	dry := s.enforcer.DryRun()
 	sid, ok := s.session(r, p.ID)
-	if !ok && dry {
-		// Dry-run mode hands out the server's own session IDs; only
-		// another principal's handle is a refusal to log.
+	if !ok && dry && !strings.HasPrefix(r.Header.Get("Mcp-Session-Id"), handlePrefix) {
+		// Dry-run mode hands out the server's own session IDs: one is no
+		// refusal; only a handle that is not the caller's is.
 		sid, ok = r.Header.Get("Mcp-Session-Id"), true
-		if strings.HasPrefix(sid, handlePrefix) {
-			s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Mcp-Session-Id is not a session of the caller")
-		}
 	}
 	if !ok {
-		s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcp.ErrSessionNotFound, nil).Write(w)
-		return
+		if a := s.gate.Deny(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcp.ErrSessionNotFound, nil); a != nil {
+			a.Write(w)
+			return
+		}
+		sid = r.Header.Get("Mcp-Session-Id") // dry run: recorded, forwarded as sent
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r,
 		guard: func(ctx context.Context) (context.Context, func()) {
@@ -245,16 +245,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
 		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
-		if !ok && dry {
-			id, ok = v, true
-			if strings.HasPrefix(v, handlePrefix) {
-				s.log.Info("refused", "dry_run", true, "protocol", "mcp", "principal", p.ID, "reason", "not_owner", "detail", "Last-Event-ID is not an event of this session")
-			}
+		if !ok && dry && !strings.HasPrefix(v, handlePrefix) {
+			id, ok = v, true // the server's own event id, as dry run hands out
 		}
 		if !ok {
-			s.gate.Refuse(r.Context(), p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
-				http.StatusBadRequest, mcp.ErrInvalidRequest, nil).Write(w)
-			return
+			if a := s.gate.Deny(r.Context(), p.ID, rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "invalid request: Last-Event-ID is not an event of this session"},
+				http.StatusBadRequest, mcp.ErrInvalidRequest, nil); a != nil {
+				a.Write(w)
+				return
+			}
+			id = v
 		}
 		x.resume(id, r.Method)
 	}
