@@ -73,7 +73,7 @@ allow if input.roles[_] == "active_assignee"
 		if err != nil {
 			b.Fatal(err)
 		}
-		in := benchInputs(b)["TaskUpdate/allow"].value()
+		in := benchInputs(b)["TaskUpdate/allow"].value(true)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := pq.Eval(ctx, rego.EvalInput(in)); err != nil {

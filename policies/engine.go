@@ -77,6 +77,9 @@ type Engine struct {
 	mcp   rego.PreparedEvalQuery
 	a2a   rego.PreparedEvalQuery
 	reads [][]string
+	// payload: a policy reads input.macp.payload, converted and bounded
+	// only then.
+	payload bool
 	// memo maps a hash of the memo key to the key and its decision, so a
 	// hit is a lookup and a comparison with no allocation; a key that
 	// collides with another is a miss.
@@ -214,6 +217,9 @@ func compile(ctx context.Context, mods []Module, memoSize int) (*Engine, error) 
 	e := &Engine{query: prepared[0], mcp: prepared[1], a2a: prepared[2]}
 	reads, whyNot := analyze(parsed)
 	e.reads, e.whyNot = reads, whyNot
+	for _, p := range reads {
+		e.payload = e.payload || p[0] == "macp" && (len(p) == 1 || p[1] == "payload")
+	}
 	if memoSize == 0 {
 		memoSize = DefaultMemoSize
 	}
@@ -285,8 +291,11 @@ func (e *Engine) Memoized() (bool, string) { return e.memo != nil, e.whyNot }
 // Evaluate returns the policy's denials for in, sorted by rank; none means
 // allow. An error means the policy could not decide.
 func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, error) {
+	if v := e.bound(in); !v.OK() {
+		return []rules.Verdict{v}, nil
+	}
 	if e.memo == nil {
-		return e.Fresh(ctx, in)
+		return e.fresh(ctx, in)
 	}
 	buf := make([]byte, 0, 256)
 	buf = appendStr(buf, in.Protocol)
@@ -297,7 +306,7 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, erro
 	if m, ok := e.memo.Get(h); ok && m.key == string(buf) {
 		return m.denials, nil
 	}
-	d, err := e.Fresh(ctx, in)
+	d, err := e.fresh(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -305,8 +314,25 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, erro
 	return d, nil
 }
 
+// bound refuses a MACP payload over MaxPayloadBytes when a policy reads it
+// (the payload is nil when the rules did not read it: nothing to bound).
+func (e *Engine) bound(in *Input) rules.Verdict {
+	if !e.payload || in.MACP == nil || !in.MACP.Payload.Read() || in.MACP.Size <= MaxPayloadBytes {
+		return rules.Verdict{}
+	}
+	return rules.Verdict{Code: rules.CodePayloadTooLarge, Reason: rules.ReasonPayloadTooLarge, Rank: rules.RankOperator,
+		Detail: fmt.Sprintf("payload of %d bytes exceeds the limit of %d an operator policy reads", in.MACP.Size, MaxPayloadBytes)}
+}
+
 // Fresh evaluates the query without the memo.
 func (e *Engine) Fresh(ctx context.Context, in *Input) ([]rules.Verdict, error) {
+	if v := e.bound(in); !v.OK() {
+		return []rules.Verdict{v}, nil
+	}
+	return e.fresh(ctx, in)
+}
+
+func (e *Engine) fresh(ctx context.Context, in *Input) ([]rules.Verdict, error) {
 	q, name := &e.query, Query
 	switch in.Protocol {
 	case "mcp":
@@ -314,7 +340,7 @@ func (e *Engine) Fresh(ctx context.Context, in *Input) ([]rules.Verdict, error) 
 	case "a2a":
 		q, name = &e.a2a, QueryA2A
 	}
-	rs, err := q.Eval(ctx, rego.EvalInput(in.value()))
+	rs, err := q.Eval(ctx, rego.EvalInput(in.value(e.payload)))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policy: %w", err)
 	}

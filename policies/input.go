@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -26,6 +27,25 @@ type Input struct {
 	// A2A is what an A2A message carries (input.a2a); nil for the other
 	// protocols.
 	A2A *A2A
+	// MACP is what a MACP envelope carries beyond its header (input.macp);
+	// nil for the other protocols.
+	MACP *MACP
+	// Now is Warden's clock when it decides, what a policy reads as
+	// input.time.now_ns truncated to the minute (see timeNs); the zero
+	// time reads as null.
+	Now time.Time
+}
+
+// timeNs is the decision time as a policy reads it: Unix nanoseconds,
+// truncated to the minute, so that a time-of-day rule ("votes only during
+// business hours") is a pure function of its input, decided again the same
+// by what-if on a recorded log, and memoized for a minute, where
+// time.now_ns() turns the memo off altogether.
+func (in *Input) timeNs() any {
+	if in.Now.IsZero() {
+		return nil
+	}
+	return json.Number(strconv.FormatInt(in.Now.Truncate(time.Minute).UnixNano(), 10))
 }
 
 // A2A is what an A2A message carries, for an operator policy:
@@ -96,8 +116,10 @@ type Session struct {
 	Policy string
 }
 
-// value converts the input into the JSON-shaped document OPA evaluates.
-func (in *Input) value() map[string]any {
+// value converts the input into the JSON-shaped document OPA evaluates;
+// input.macp.payload is converted only when payload is set (a policy reads
+// it), null otherwise.
+func (in *Input) value(payload bool) map[string]any {
 	var gov any
 	if in.Governance != nil {
 		gov = map[string]any{"id": in.Governance.ID, "schema_version": in.Governance.SchemaVersion, "rules": in.Governance.Rules}
@@ -125,6 +147,8 @@ func (in *Input) value() map[string]any {
 		"verdict":    map[string]any{"code": string(in.Verdict.Code), "reason": string(in.Verdict.Reason), "rank": int(in.Verdict.Rank)},
 		"mcp":        in.MCP.value(),
 		"a2a":        in.A2A.value(),
+		"macp":       in.MACP.doc(payload),
+		"time":       map[string]any{"now_ns": in.timeNs()},
 	}
 }
 
@@ -231,6 +255,22 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		}
 		key = appendStrs(appendStr(key, a.Skill), a.Parts)
 		return appendJSON(key, a.Metadata)
+	case "macp":
+		m := in.MACP
+		if m == nil {
+			return append(key, '-')
+		}
+		switch sub {
+		case "payload":
+			return appendJSON(key, m.payload())
+		case "timestamp_unix_ms":
+			return appendStr(key, strconv.FormatInt(m.TimestampUnixMs, 10))
+		}
+		key = appendStr(key, strconv.FormatInt(m.TimestampUnixMs, 10))
+		return appendJSON(key, m.payload())
+	case "time":
+		b, _ := in.timeNs().(json.Number)
+		return appendStr(key, string(b))
 	case "verdict":
 		key = appendStr(key, string(in.Verdict.Code))
 		key = appendStr(key, string(in.Verdict.Reason))
@@ -265,7 +305,7 @@ func appendJSON(key []byte, v any) []byte {
 }
 
 // topLevel lists the input's fields, for a policy that reads input as a whole.
-var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict", "mcp", "a2a"}
+var topLevel = []string{"protocol", "principal", "message", "session", "roles", "facts", "governance", "verdict", "mcp", "a2a", "macp", "time"}
 
 // normalizePaths truncates paths to two segments and drops any path that a
 // shorter one already covers, so every value is keyed once.
@@ -302,4 +342,53 @@ func normalizePaths(paths [][]string) [][]string {
 
 func isPrefix(prefix, p []string) bool {
 	return len(prefix) <= len(p) && slices.Equal(prefix, p[:len(prefix)])
+}
+
+// MaxPayloadBytes bounds the MACP payload an operator policy reads
+// (input.macp.payload), as the MCP arguments are bounded: a larger payload
+// is refused when a policy reads it, never left out (a rule on it would
+// pass the very message it was written to stop), and costs nothing when
+// none does. Depth needs no bound: no payload schema nests deeper than
+// three levels (SessionStart's roots).
+const MaxPayloadBytes = 64 << 10
+
+// MACP is what a MACP envelope carries beyond its header, for an operator
+// policy: input.macp.payload and input.macp.timestamp_unix_ms. Nil for the
+// other protocols and the control operations.
+type MACP struct {
+	// Payload is the payload as the rules read it (macp.Outcome.Payload).
+	// A policy sees it as protojson with the proto field names, every field
+	// present, 64-bit integers as numbers (macp.Payload.Value); null when
+	// the rules did not read it.
+	Payload macp.Payload
+	// Size is the payload's length on the wire, what MaxPayloadBytes bounds.
+	Size int
+	// TimestampUnixMs is the envelope's timestamp_unix_ms: the sender's
+	// clock, which Warden bounds only from above (macp.MaxClockSkewMs).
+	TimestampUnixMs int64
+
+	value any // Payload.Value(), once converted
+	done  bool
+}
+
+// payload returns the payload as a policy reads it, converted once.
+func (m *MACP) payload() any {
+	if m == nil || !m.Payload.Read() {
+		return nil
+	}
+	if !m.done {
+		m.value, m.done = m.Payload.Value(), true
+	}
+	return m.value
+}
+
+func (m *MACP) doc(payload bool) any {
+	if m == nil {
+		return nil
+	}
+	doc := map[string]any{"payload": nil, "timestamp_unix_ms": json.Number(strconv.FormatInt(m.TimestampUnixMs, 10))}
+	if payload {
+		doc["payload"] = m.payload()
+	}
+	return doc
 }

@@ -5,9 +5,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
+	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
 )
 
 // TestEveryInputFieldKeyed: for every field of Input, two inputs that differ
@@ -33,6 +35,8 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Facts:      map[string]any{"votes": 2},
 			Governance: gov("p", map[string]any{"voting": map[string]any{"algorithm": "majority"}}),
 			Verdict:    rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized, Detail: "d", Rank: rules.RankMode},
+			MACP:       &MACP{Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
+			Now:        time.Date(2026, 11, 27, 10, 30, 15, 0, time.UTC),
 		},
 		"mcp": {
 			Protocol:  "mcp",
@@ -59,7 +63,7 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 		return string(b)
 	}
 	doc := func(in *Input) string {
-		b, err := json.Marshal(in.value())
+		b, err := json.Marshal(in.value(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +101,36 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			t.Errorf("%s: another governance policy gives the same memo key", proto)
 		}
 	}
+	// input.macp: the payload and the timestamp, read whole or alone;
+	// input.time: the decision's minute, not its second.
+	base := bases["macp"]
+	for name, m := range map[string]MACP{
+		"payload":           {Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "REJECT"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
+		"timestamp_unix_ms": {Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_001},
+	} {
+		in := cloneInput(base)
+		in.MACP = &m
+		if key(&in) == key(&base) || doc(&in) == doc(&base) {
+			t.Errorf("macp: changing input.macp.%s leaves the memo key unchanged", name)
+		}
+		var one, other []byte
+		one, other = in.appendKey(one, []string{"macp", name}), base.appendKey(other, []string{"macp", name})
+		if string(one) == string(other) {
+			t.Errorf("macp: a policy reading input.macp.%s alone keys it the same", name)
+		}
+	}
+	for _, tc := range []struct {
+		by      time.Duration
+		changes bool
+	}{{30 * time.Second, false}, {45 * time.Second, true}, {time.Hour, true}} {
+		in := cloneInput(base)
+		in.Now = in.Now.Add(tc.by)
+		if k, d := key(&in) != key(&base), doc(&in) != doc(&base); k != tc.changes || d != tc.changes {
+			t.Errorf("time %s later: the memo key changes %v, the input %v; want %v", tc.by, k, d, tc.changes)
+		}
+	}
 	// input.mcp: each member, arguments included, is keyed.
-	base := bases["mcp"]
+	base = bases["mcp"]
 	for name, m := range map[string]MCP{
 		"tool":      {Tool: "echo2", Arguments: map[string]any{"a": "b"}},
 		"prompt":    {Tool: "echo", Prompt: "p", Arguments: map[string]any{"a": "b"}},

@@ -107,6 +107,7 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		Session:   policies.Session{State: state},
 		Roles:     roles,
 		A2A:       subject,
+		Now:       e.now(),
 	}
 	if e.record {
 		rec := in

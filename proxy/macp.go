@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -44,7 +45,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 			return Decision{}, err
 		}
 		d.Roles, d.Duplicate = out.Roles, out.Duplicate
-		verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out)
+		verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out, now)
 		if err != nil {
 			e.release(en)
 			return Decision{}, err
@@ -239,13 +240,14 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 }
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
-// facts, the rules' verdict}, unless the rules refused before any authority
+// facts, the rules' verdict, the payload as the rules read it, the decision
+// time}, unless the rules refused before any authority
 // check. A retransmission of a message already accepted from this sender
 // (answered by the upstream as a duplicate) meets the policy too: the
 // default one does not ask it for the roles it had, the credential's scopes
 // and the operator's rules decide it as any message. The lowest rank wins;
 // at equal rank the rules' verdict comes first.
-func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome) (rules.Verdict, error) {
+func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome, now int64) (rules.Verdict, error) {
 	verdict := out.Verdict
 	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
@@ -258,6 +260,10 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 		Roles:     out.Roles,
 		Facts:     out.Facts,
 		Verdict:   verdict,
+		Now:       time.UnixMilli(now),
+	}
+	if env := req.Envelope; env != nil && req.Op == "" {
+		in.MACP = &policies.MACP{Payload: out.Payload, Size: len(env.GetPayload()), TimestampUnixMs: env.GetTimestampUnixMs()}
 	}
 	if s := stateOf(en); s != nil {
 		in.Session = policies.Session{State: s.State.String(), Policy: s.Policy.ID}

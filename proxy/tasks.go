@@ -188,6 +188,7 @@ func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision,
 			Session:   policies.Session{State: t.status},
 			Roles:     t.roles,
 			MCP:       subject,
+			Now:       e.now(),
 		}
 		if e.record {
 			rec := in

@@ -208,7 +208,8 @@ func TestCheckExamplePolicies(t *testing.T) {
 	if code != 0 || !strings.Contains(out, " 0 failing") || strings.Contains(out, "FAIL") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "input.mcp.arguments") || !strings.Contains(out, "input.mcp.tool") || !strings.Contains(out, "input.a2a.skill") {
+	if !strings.Contains(out, "input.mcp.arguments") || !strings.Contains(out, "input.mcp.tool") || !strings.Contains(out, "input.a2a.skill") ||
+		!strings.Contains(out, "input.macp.payload") || !strings.Contains(out, "input.time.now_ns") || !strings.Contains(out, "memoization: on") {
 		t.Fatalf("the memo is not keyed on what the examples read:\n%s", out)
 	}
 	if code, out, _ := runCmd(t, append([]string{"check"}, tests...)...); code == 0 {

@@ -23,6 +23,7 @@ func commitment(c *stepCtx) (*macpv1.CommitmentPayload, rules.Verdict) {
 	if err := strictpb.Unmarshal(c.env.GetPayload(), &p); err != nil {
 		return nil, invalid(rules.RankModePost, rules.ReasonMalformedPayload, "Commitment payload does not decode: "+err.Error())
 	}
+	c.out.Payload = PayloadOf(&p)
 	s := c.next
 	switch {
 	case blank(p.GetCommitmentId()), blank(p.GetAction()), blank(p.GetAuthorityScope()), blank(p.GetReason()):
@@ -63,11 +64,12 @@ func commitment(c *stepCtx) (*macpv1.CommitmentPayload, rules.Verdict) {
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
-// decode unmarshals a mode payload, or returns the verdict for a payload that
-// does not decode.
+// decode unmarshals a mode payload, the outcome's Payload, or returns the
+// verdict for a payload that does not decode.
 func decode(c *stepCtx, m proto.Message) (rules.Verdict, bool) {
 	if err := strictpb.Unmarshal(c.env.GetPayload(), m); err != nil {
 		return badPayload(c, err), false
 	}
+	c.out.Payload = PayloadOf(m)
 	return rules.Verdict{}, true
 }

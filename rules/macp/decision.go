@@ -77,6 +77,7 @@ func (d *decisionState) step(c *stepCtx) rules.Verdict {
 		default:
 			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "recommendation "+p.GetRecommendation()+" is not APPROVE, REVIEW, BLOCK or REJECT")
 		}
+		p.Recommendation = rec // as compared: a policy reads what the rules read
 		if c := p.GetConfidence(); math.IsNaN(c) || c < 0 || c > 1 {
 			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "confidence must be within [0, 1]")
 		}
@@ -99,6 +100,7 @@ func (d *decisionState) step(c *stepCtx) rules.Verdict {
 		default:
 			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "severity "+p.GetSeverity()+" is not low, medium, high or critical")
 		}
+		p.Severity = sev
 		if v := d.deliberating(p.GetProposalId()); !v.OK() {
 			return v
 		}
@@ -116,6 +118,7 @@ func (d *decisionState) step(c *stepCtx) rules.Verdict {
 		default:
 			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "vote "+p.GetVote()+" is not APPROVE, REJECT or ABSTAIN")
 		}
+		p.Vote = vote
 		if d.phase == phaseProposal {
 			return invalid(rules.RankMode, rules.ReasonStateConflict, "no proposal to vote on yet")
 		}

@@ -32,6 +32,7 @@ func (m *multiRoundState) step(c *stepCtx) rules.Verdict {
 		if err != nil {
 			return badPayload(c, err)
 		}
+		c.out.Payload = PayloadOf(&multiroundv1.ContributePayload{Value: value}) // the runtime's reading, JSON or protobuf
 		found := false
 		for i := range m.contributions {
 			if m.contributions[i].sender == c.sender {

@@ -76,6 +76,7 @@ func start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		out.Verdict = invalid(rules.RankPre, rules.ReasonMalformedPayload, "SessionStart payload does not decode: "+err.Error())
 		return out
 	}
+	out.Payload = PayloadOf(&p)
 	if v := checkStartPayload(&p, env.GetMode(), sender); !v.OK() {
 		out.Verdict = v
 		return out

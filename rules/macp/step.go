@@ -57,6 +57,16 @@ type Outcome struct {
 	// Such messages of one session may be decided while others are in
 	// flight (see proxy's pipelining).
 	RecordOnly bool
+	// Payload is the envelope's payload as these rules read it, the one
+	// reading Warden makes of it (strictpb, or a Contribute's
+	// contributeValue), with the values the runtime compares without regard
+	// to case as the rules compare them (a Vote's vote and an Evaluation's
+	// recommendation upper-cased, an Objection's severity lower-cased, ""
+	// read as "medium"): what an operator policy reads as
+	// input.macp.payload. None (the zero Payload) when the rules did not
+	// read the payload: a Progress or a Signal, a duplicate, a message
+	// refused before its payload was read or whose payload does not decode.
+	Payload Payload
 }
 
 // stepCtx is the working set of one Step.
