@@ -60,7 +60,8 @@ func voteHoursPolicy(t *testing.T, open bool) string {
 // TestMACPPayloadPolicy runs the example operator policies of
 // deploy/policies (MACP votes only during business hours; only these
 // payload field values) through bin/warden in front of the real runtime
-// 0.13.0, at the gRPC front door and as ext_authz: a vote is refused by
+// 0.13.0, at both MACP front doors (macp.transport grpc and relay) and as
+// ext_authz: a vote is refused by
 // its payload (a REJECT without a reason, whatever the case the sender
 // wrote it in) and allowed with one; with the business hours closed on
 // Warden's clock a vote is refused and a proposal allowed. Before
@@ -77,7 +78,9 @@ func TestMACPPayloadPolicy(t *testing.T) {
 	// A door sends env and answers "allow" or the refusal's MACP code and
 	// message.
 	type door func(env *macpv1.Envelope) (string, string)
-	grpcDoor := func(args []string) door {
+	sidecar := func(transport string, args []string) door {
+		wardenTransport = transport
+		defer func() { wardenTransport = "" }()
 		c := dialMACP(t, startWarden(t, runtime, append([]string{"--auth", "dev", "--insecure-dev-auth"}, args...)...))
 		return func(env *macpv1.Envelope) (string, string) {
 			ack := c.send(env)
@@ -111,7 +114,8 @@ func TestMACPPayloadPolicy(t *testing.T) {
 		name         string
 		open, closed door
 	}{
-		{"grpc", grpcDoor(open), grpcDoor(closed)},
+		{"grpc", sidecar("grpc", open), sidecar("grpc", closed)},
+		{"relay", sidecar("relay", open), sidecar("relay", closed)},
 		{"ext_authz", extDoor("warden-open", open), extDoor("warden-closed", closed)},
 	}
 	decision := func(sender, sid, typ string, p *decisionv1.VotePayload) *macpv1.Envelope {
