@@ -23,11 +23,57 @@ type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newS
 // prompt name decides resources/read and prompts/get the same way at both
 // doors. Before input.mcp the policy sees no tool (every call runs), and
 // ext_authz never decided resources/read or prompts/get.
+//
+// The same example policies run in front of the TypeScript SDK's task
+// server: a tool not listed for the principal is refused, another principal
+// calls it, and a forbidden argument is refused before the tool runs.
 func TestMCPToolPolicy(t *testing.T) {
-	bin := peer(t, ".peers/bin/everything-server")
-	addr := freeAddr(t)
-	start(t, "everything-server", addr, nil, bin, "-http", addr, "-stateless=false")
-	upstream := "http://" + addr
+	bot, ops := "agent://support-bot", "agent://ops"
+	call, read, prompt := "tools/call", "resources/read", "prompts/get"
+	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
+	for _, srv := range []struct {
+		name     string
+		upstream func(t *testing.T) string
+		cases    []policyCase
+	}{
+		{"go-sdk everything-server", func(t *testing.T) string {
+			bin := peer(t, ".peers/bin/everything-server")
+			addr := freeAddr(t)
+			start(t, "everything-server", addr, nil, bin, "-http", addr, "-stateless=false")
+			return "http://" + addr
+		}, []policyCase{
+			{"listed tool runs", bot, call, `{"name":"test_simple_text"}`, ""},
+			{"other tool refused", bot, call, `{"name":"test_image_content"}`, refusal},
+			{"other principal unrestricted", ops, call, `{"name":"test_image_content"}`, ""},
+			{"forbidden argument refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"../../etc/passwd"}}`, `argument ["path"] matches a forbidden pattern`},
+			{"ambiguous arguments refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"a","path":"../b"}}`, `member "path" given twice`},
+			{"resource read", bot, read, `{"uri":"test://static-text"}`, ""},
+			{"resource refused", bot, read, `{"uri":"test://static-binary"}`, "not this resource"},
+			{"prompt refused", bot, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, "not this prompt"},
+			{"prompt for another principal", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, ""},
+			{"forbidden prompt argument refused", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"../a","arg2":"b"}}`, "matches a forbidden pattern"},
+		}},
+		{"typescript-sdk task server", func(t *testing.T) string { return startNodeMCP(t) }, []policyCase{
+			{"unlisted tool refused", bot, call, `{"name":"echo","arguments":{"text":"hi"}}`, refusal},
+			{"other principal runs it", ops, call, `{"name":"echo","arguments":{"text":"hi"}}`, ""},
+			{"forbidden argument refused", ops, call, `{"name":"echo","arguments":{"text":"../../etc/passwd"}}`, `argument ["text"] matches a forbidden pattern`},
+			{"ambiguous arguments refused", ops, call, `{"name":"echo","arguments":{"text":"a","TEXT":"../b"}}`, `differ only in case`},
+		}},
+	} {
+		t.Run(srv.name, func(t *testing.T) { toolPolicyDoors(t, srv.upstream(t), srv.cases) })
+	}
+}
+
+// policyCase is one call of TestMCPToolPolicy: refused names the operator's
+// message, "" when the call must run.
+type policyCase struct {
+	name, principal, method, params string
+	refused                         string
+}
+
+// toolPolicyDoors sends each case through the MCP sidecar and through
+// ext_authz, both loaded with the example policies, in front of upstream.
+func toolPolicyDoors(t *testing.T, upstream string, cases []policyCase) {
 	root := repoRoot(t)
 	named := filepath.Join(t.TempDir(), "named.rego")
 	if err := os.WriteFile(named, []byte(`package warden.mcp
@@ -70,13 +116,10 @@ deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 		return httpPost(t, upstream+"/mcp", principal, sid, body)
 	}
 
-	bot, ops := "agent://support-bot", "agent://ops"
-	call, read, prompt := "tools/call", "resources/read", "prompts/get"
-	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
 	for name, post := range doors {
 		t.Run(name, func(t *testing.T) {
 			sids := map[string]string{}
-			for _, p := range []string{bot, ops} {
+			for _, p := range []string{"agent://support-bot", "agent://ops"} {
 				_, sid := post(t, p, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"policy","version":"0"}}}`)
 				if sid == "" {
 					t.Fatalf("%s: initialize named no session", p)
@@ -84,21 +127,7 @@ deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 				post(t, p, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 				sids[p] = sid
 			}
-			for _, tc := range []struct {
-				name, principal, method, params string
-				refused                         string // the operator's message, "" when the tool runs
-			}{
-				{"listed tool runs", bot, call, `{"name":"test_simple_text"}`, ""},
-				{"other tool refused", bot, call, `{"name":"test_image_content"}`, refusal},
-				{"other principal unrestricted", ops, call, `{"name":"test_image_content"}`, ""},
-				{"forbidden argument refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"../../etc/passwd"}}`, `argument ["path"] matches a forbidden pattern`},
-				{"ambiguous arguments refused", ops, call, `{"name":"test_simple_text","arguments":{"path":"a","path":"../b"}}`, `member "path" given twice`},
-				{"resource read", bot, read, `{"uri":"test://static-text"}`, ""},
-				{"resource refused", bot, read, `{"uri":"test://static-binary"}`, "not this resource"},
-				{"prompt refused", bot, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, "not this prompt"},
-				{"prompt for another principal", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, ""},
-				{"forbidden prompt argument refused", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"../a","arg2":"b"}}`, "matches a forbidden pattern"},
-			} {
+			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					msg, _ := post(t, tc.principal, sids[tc.principal], `{"jsonrpc":"2.0","id":7,"method":"`+tc.method+`","params":`+tc.params+`}`)
 					var a struct {
