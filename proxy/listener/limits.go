@@ -33,9 +33,11 @@ type Limits struct {
 	// presented a valid credential, all sources together (default a quarter
 	// of MaxConnections, at least 8 or MaxConnections), and
 	// MaxUnauthenticatedPerSource those of one source address (default 64,
-	// at most MaxUnauthenticated). When the listener is full, a newcomer
-	// takes the place of the largest unauthenticated holder's oldest
-	// connection; an authenticated connection is never closed for one.
+	// at most MaxUnauthenticated). When the listener or this share is full,
+	// a newcomer takes the place of the oldest unauthenticated connection of
+	// the address holding the most, when that address holds more than the
+	// newcomer's would; an authenticated connection is never closed for
+	// one.
 	MaxUnauthenticated          int `yaml:"max_unauthenticated" json:"max_unauthenticated"`
 	MaxUnauthenticatedPerSource int `yaml:"max_unauthenticated_per_source" json:"max_unauthenticated_per_source"`
 	// AuthTimeout closes a connection on which no request has presented a
@@ -43,7 +45,9 @@ type Limits struct {
 	// TLS handshake, the first request's headers (a gRPC call's) and their
 	// check must fit in it. Calls without credentials (the gRPC health
 	// service, public discovery) do not count: a client making only those
-	// reconnects every AuthTimeout.
+	// reconnects every AuthTimeout. In dry run a refused credential counts
+	// as presented. ext_authz, whose client is Envoy, applies
+	// MaxConnections alone of these four.
 	AuthTimeout time.Duration `yaml:"auth_timeout" json:"auth_timeout"`
 	// HeaderTimeout bounds the TLS handshake, request line and headers of an
 	// HTTP request, counted from the connection's first byte (default 10s).
