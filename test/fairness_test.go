@@ -240,7 +240,8 @@ func (c *connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
 // MACP: the gRPC health service, which needs none), so it reconnects; a
 // connection with a valid credential is kept. Before, such a client held
 // its connection for as long as it kept sending. Against the MCP
-// TypeScript SDK's server and the real MACP runtime, both front doors.
+// TypeScript SDK's server, a2a-go v2.3.1 (the agent card, which needs no
+// credential) and the real MACP runtime, both front doors.
 func TestAuthTimeout(t *testing.T) {
 	const timeout, watch = time.Second, 3500 * time.Millisecond
 	// at least 3 connections in 3.5 s of an unauthenticated client; one of
@@ -266,6 +267,39 @@ func TestAuthTimeout(t *testing.T) {
 			get(anon, "")
 			if err := mcpInitialize(auth, base, "alice"); err != nil {
 				t.Fatalf("authenticated request: %v", err)
+			}
+		}
+		t.Logf("connections in %v: unauthenticated client %d, authenticated %d", watch, anonDials.Load(), authDials.Load())
+		if anonDials.Load() < minReconnects || authDials.Load() != 1 {
+			t.Fatalf("connections: unauthenticated %d (want >= %d), authenticated %d (want 1)", anonDials.Load(), minReconnects, authDials.Load())
+		}
+	})
+	t.Run("a2a", func(t *testing.T) {
+		base := startA2AWarden(t, startA2AGo(t), "--auth-timeout", timeout.String())
+		var anonDials, authDials atomic.Int32
+		anon, auth := keptClient("127.0.0.1", &anonDials), keptClient("127.0.0.1", &authDials)
+		do := func(c *http.Client, method, path, token, body string) (int, error) {
+			req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("A2A-Version", "1.0")
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			_, _ = do(anon, http.MethodGet, "/.well-known/agent-card.json", "", "") // public, no credential
+			st, err := do(auth, http.MethodPost, "/jsonrpc", aliceToken, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+			if err != nil || st != http.StatusOK {
+				t.Fatalf("authenticated request: %d, %v", st, err)
 			}
 		}
 		t.Logf("connections in %v: unauthenticated client %d, authenticated %d", watch, anonDials.Load(), authDials.Load())
