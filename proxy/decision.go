@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
-	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -191,7 +190,7 @@ func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err err
 	d := e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
 	if d.DryRun {
 		// forwarded: in dry run the connection is not closed for it either
-		listener.Proven(ctx)
+		authn.Proven(ctx)
 	}
 	return d
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
-	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -239,12 +238,12 @@ func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 // Authenticate checks credentials with the current authenticator, for calls
 // that are not messages (stream opening, reads of session state). Every
 // door's front gate authenticates here: credentials it accepts prove the
-// client connection the request came on (listener.Proven), which is then
+// client connection the request came on (authn.Proven), which is then
 // neither closed for want of a credential nor for a newcomer.
 func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn.Principal, error) {
 	p, err := e.snap.Load().authn.Authenticate(ctx, c)
 	if err == nil {
-		listener.Proven(ctx)
+		authn.Proven(ctx)
 	}
 	return p, err
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/agentwarden/warden/authn"
 )
 
 // ConnBounds is how a listener holds its connections (Bound). A zero field
@@ -55,7 +57,7 @@ func Cap(lis net.Listener, n int, log *slog.Logger) *Capped {
 
 // Bound returns lis holding its connections within b. A connection is
 // unproven from its accept until a request on it presents a valid
-// credential (the door's authentication calls Proven on the request's
+// credential (the door's authentication calls authn.Proven on the request's
 // context, which ConnContext or Context made); then it is proven.
 //
 // A connection beyond a cap is accepted and closed at once (a TCP reset),
@@ -272,15 +274,15 @@ func (c *Capped) Open() (open, unproven int) {
 	return c.open, c.unproven
 }
 
-// ConnContext is ctx carrying nc's proof (Proven), for http.Server's
+// ConnContext is ctx carrying nc's proof (authn.Proven), for http.Server's
 // ConnContext.
 func (c *Capped) ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	return c.Context(ctx, nc.RemoteAddr().String())
 }
 
-// Context is ctx carrying the proof of the open connection whose remote
-// address is remote (net.Addr.String()), for a request served on it; ctx
-// itself when there is none. c may be nil.
+// Context is ctx carrying the proof (authn.WithProof) of the open
+// connection whose remote address is remote (net.Addr.String()), for a
+// request served on it; ctx itself when there is none. c may be nil.
 func (c *Capped) Context(ctx context.Context, remote string) context.Context {
 	if c == nil {
 		return ctx
@@ -291,19 +293,12 @@ func (c *Capped) Context(ctx context.Context, remote string) context.Context {
 	if cc == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, proofKey{}, cc)
+	return authn.WithProof(ctx, cc.prove)
 }
 
-type proofKey struct{}
-
-// Proven records that a request served on ctx's connection presented a
-// valid credential: the connection is no longer closed for want of one nor
-// for a newcomer. A no-op for a context without a connection's proof.
-func Proven(ctx context.Context) {
-	cc, _ := ctx.Value(proofKey{}).(*countedConn)
-	if cc == nil {
-		return
-	}
+// prove records that a request on cc presented a valid credential: the
+// connection is no longer closed for want of one nor for a newcomer.
+func (cc *countedConn) prove() {
 	c := cc.owner
 	c.mu.Lock()
 	defer c.mu.Unlock()

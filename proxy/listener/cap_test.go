@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/authn"
 )
 
 // TestCapHalfClose: a connection accepted through Cap half-closes as the
@@ -118,7 +120,7 @@ func TestBoundProvenKept(t *testing.T) {
 		if s == nil {
 			t.Fatal("an authenticated client's connection was refused on an empty listener")
 		}
-		Proven(h.lis.ConnContext(context.Background(), s))
+		authn.Proven(h.lis.ConnContext(context.Background(), s))
 		proven = append(proven, c)
 	}
 	for i, step := range []struct {
@@ -190,7 +192,7 @@ func TestBoundPerSource(t *testing.T) {
 			t.Fatalf("step %d from %s: admitted %v, want %v", i, step.ip, s != nil, step.admitted)
 		}
 		if s != nil {
-			Proven(h.lis.ConnContext(context.Background(), s))
+			authn.Proven(h.lis.ConnContext(context.Background(), s))
 		}
 	}
 }
@@ -206,7 +208,7 @@ func TestBoundProofTimeout(t *testing.T) {
 	if s1 == nil || s2 == nil {
 		t.Fatal("refused on an empty listener")
 	}
-	Proven(h.lis.ConnContext(context.Background(), s2))
+	authn.Proven(h.lis.ConnContext(context.Background(), s2))
 	time.Sleep(400 * time.Millisecond)
 	if !closedByServer(idle) {
 		t.Error("a connection without a credential outlived the proof timeout")

@@ -147,7 +147,7 @@ type Server struct {
 	gate    *admission.Gate
 	// conns is the front door's listener, set by Serve before serving: a
 	// call whose credential is accepted proves its client's connection
-	// (listener.Proven).
+	// (authn.Proven).
 	conns *listener.Capped
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
