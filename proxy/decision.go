@@ -187,7 +187,12 @@ func (e *Enforcer) nextID() string { return rand.Text() }
 // unauthenticated verdict, with the cause for the operator in AuthReason.
 // In dry run the request is forwarded as the anonymous principal.
 func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err error) Decision {
-	return e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
+	d := e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
+	if d.DryRun {
+		// forwarded: in dry run the connection is not closed for it either
+		authn.Proven(ctx)
+	}
+	return d
 }
 
 // Deny records a refusal made at an adapter's front door, before there is

@@ -236,9 +236,16 @@ func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 }
 
 // Authenticate checks credentials with the current authenticator, for calls
-// that are not messages (stream opening, reads of session state).
+// that are not messages (stream opening, reads of session state). Every
+// door's front gate authenticates here: credentials it accepts prove the
+// client connection the request came on (authn.Proven), which is then
+// neither closed for want of a credential nor for a newcomer.
 func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn.Principal, error) {
-	return e.snap.Load().authn.Authenticate(ctx, c)
+	p, err := e.snap.Load().authn.Authenticate(ctx, c)
+	if err == nil {
+		authn.Proven(ctx)
+	}
+	return p, err
 }
 
 // DryRun reports whether refusals are only logged (dry-run mode): adapters

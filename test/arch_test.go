@@ -43,7 +43,7 @@ var allowed = map[string][]string{
 	"proxy/owners": {"github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
 	// and the listener bounds they share, which imports no adapter
-	"proxy/listener": {"google.golang.org/grpc"},
+	"proxy/listener": {"google.golang.org/grpc", module + "/authn"}, // authn.WithProof: a valid credential proves its connection
 	// the shared state backend: Redis only; proxy declares what it consumes
 	"proxy/state": {"github.com/redis/go-redis"},
 	// what the HTTP adapters share: sealed handles and the relay of an exchange

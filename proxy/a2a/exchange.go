@@ -223,7 +223,12 @@ func (s *Server) chosen(principal, v string) (string, bool) {
 // event. A stream ends when the caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
 	x.req = r
-	done, busy := s.streams.Take(x.principal)
+	watch := x.call.Method == a2a.MethodSubscribe // a standing stream
+	take := s.streams.Take
+	if watch {
+		take = s.streams.TakeWatch
+	}
+	done, busy := take(x.principal)
 	if busy != nil {
 		relay.Busy(w, busy, x.call.ID)
 		return
@@ -254,7 +259,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
 		hold := s.streams.Hold()
 		defer hold.Release()
-		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		data := hold.Each(x.fromUpstream)
+		if watch {
+			idle := s.streams.Idle(cancel)
+			defer idle.Stop()
+			data = idle.Each(data)
+		}
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
 			relay.EndWithError(w, x.call.ID, jsonrpc.ErrInternal, s.streams.BudgetBusy().Msg)

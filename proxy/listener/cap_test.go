@@ -1,10 +1,14 @@
 package listener
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/authn"
 )
 
 // TestCapHalfClose: a connection accepted through Cap half-closes as the
@@ -46,5 +50,192 @@ func TestCapHalfClose(t *testing.T) {
 	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "still open" {
 		t.Fatalf("server read %q, %v; want the client's bytes", buf, err)
+	}
+}
+
+// boundHarness accepts through a Bound listener and dials from chosen
+// loopback addresses.
+type boundHarness struct {
+	t        *testing.T
+	lis      *Capped
+	accepted chan net.Conn
+}
+
+func newBoundHarness(t *testing.T, b ConnBounds) *boundHarness {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &boundHarness{t: t, lis: Bound(raw, b, nil), accepted: make(chan net.Conn, 16)}
+	t.Cleanup(func() { h.lis.Close() })
+	go func() {
+		for {
+			c, err := h.lis.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			h.accepted <- c
+		}
+	}()
+	return h
+}
+
+// dial connects from ip and reports the server's end, nil when the
+// connection was refused.
+func (h *boundHarness) dial(ip string) (client, server net.Conn) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+	c, err := d.Dial("tcp", h.lis.Addr().String())
+	if err != nil {
+		return nil, nil
+	}
+	h.t.Cleanup(func() { c.Close() })
+	select {
+	case s := <-h.accepted:
+		return c, s
+	case <-time.After(300 * time.Millisecond):
+		return c, nil
+	}
+}
+
+// closedByServer reports whether the server closed the client's
+// connection.
+func closedByServer(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestBoundProvenKept (issue 24 item 20): a connection on which a request
+// proved a credential is never closed for a newcomer; unauthenticated
+// connections have their own share, per source and in total. Before,
+// Cap closed the largest holder's oldest connection whoever it was: an
+// unauthenticated client's newcomers shed authenticated work.
+func TestBoundProvenKept(t *testing.T) {
+	h := newBoundHarness(t, ConnBounds{Max: 4, Unproven: 2, UnprovenPerSource: 2})
+	var proven []net.Conn
+	for range 3 {
+		c, s := h.dial("127.0.0.2")
+		if s == nil {
+			t.Fatal("an authenticated client's connection was refused on an empty listener")
+		}
+		authn.Proven(h.lis.ConnContext(context.Background(), s))
+		proven = append(proven, c)
+	}
+	for i, step := range []struct {
+		ip       string
+		admitted bool
+	}{
+		{"127.0.0.1", true},  // the unauthenticated share: 1 of 2; the listener is full
+		{"127.0.0.1", false}, // full: no unauthenticated connection of a larger holder to take
+		{"127.0.0.3", false}, // 1 is not more than 0+1: nobody's connection taken
+		{"127.0.0.4", false},
+	} {
+		if _, s := h.dial(step.ip); (s != nil) != step.admitted {
+			t.Fatalf("step %d from %s: admitted %v, want %v", i, step.ip, s != nil, step.admitted)
+		}
+	}
+	for i, c := range proven {
+		if closedByServer(c) {
+			t.Fatalf("authenticated connection %d was closed for a newcomer", i)
+		}
+	}
+	if open, unproven := h.lis.Open(); open != 4 || unproven != 1 {
+		t.Errorf("open %d, unproven %d; want 4, 1", open, unproven)
+	}
+}
+
+// TestBoundUnprovenShare: within the unauthenticated share, one address
+// holding it full gives way to other addresses, and its own newcomers are
+// refused at its per-source cap; the authenticated capacity stays free.
+func TestBoundUnprovenShare(t *testing.T) {
+	h := newBoundHarness(t, ConnBounds{Max: 8, Unproven: 3, UnprovenPerSource: 3})
+	var flood []net.Conn
+	for range 3 {
+		c, s := h.dial("127.0.0.1")
+		if s == nil {
+			t.Fatal("refused below the share")
+		}
+		flood = append(flood, c)
+	}
+	for i, step := range []struct {
+		ip       string
+		admitted bool
+	}{
+		{"127.0.0.1", false}, // its own share is full
+		{"127.0.0.2", true},  // 3 > 0+1: the flood's oldest gives way
+		{"127.0.0.1", false},
+	} {
+		if _, s := h.dial(step.ip); (s != nil) != step.admitted {
+			t.Fatalf("step %d from %s: admitted %v, want %v", i, step.ip, s != nil, step.admitted)
+		}
+	}
+	if !closedByServer(flood[0]) || closedByServer(flood[1]) {
+		t.Error("not the flood's oldest connection closed")
+	}
+	if open, unproven := h.lis.Open(); open != 3 || unproven != 3 {
+		t.Errorf("open %d, unproven %d; want 3, 3", open, unproven)
+	}
+}
+
+// TestBoundPerSource: one source address holds at most PerSource
+// connections, proven or not; another address still gets in.
+func TestBoundPerSource(t *testing.T) {
+	h := newBoundHarness(t, ConnBounds{Max: 8, PerSource: 2})
+	for i, step := range []struct {
+		ip       string
+		admitted bool
+	}{{"127.0.0.1", true}, {"127.0.0.1", true}, {"127.0.0.1", false}, {"127.0.0.2", true}} {
+		_, s := h.dial(step.ip)
+		if (s != nil) != step.admitted {
+			t.Fatalf("step %d from %s: admitted %v, want %v", i, step.ip, s != nil, step.admitted)
+		}
+		if s != nil {
+			authn.Proven(h.lis.ConnContext(context.Background(), s))
+		}
+	}
+}
+
+// TestBoundProofTimeout: a connection no request proved is closed
+// ProofTimeout after its accept; a proven one stays. Before, nothing closed
+// a connection for want of a credential: a client sending a request without
+// one now and then held its connection for good.
+func TestBoundProofTimeout(t *testing.T) {
+	h := newBoundHarness(t, ConnBounds{Max: 8, ProofTimeout: 200 * time.Millisecond})
+	idle, s1 := h.dial("127.0.0.1")
+	kept, s2 := h.dial("127.0.0.1")
+	if s1 == nil || s2 == nil {
+		t.Fatal("refused on an empty listener")
+	}
+	authn.Proven(h.lis.ConnContext(context.Background(), s2))
+	time.Sleep(400 * time.Millisecond)
+	if !closedByServer(idle) {
+		t.Error("a connection without a credential outlived the proof timeout")
+	}
+	if closedByServer(kept) {
+		t.Error("a proven connection was closed at the proof timeout")
+	}
+	if open, unproven := h.lis.Open(); open != 1 || unproven != 0 {
+		t.Errorf("open %d, unproven %d; want 1, 0", open, unproven)
+	}
+}
+
+func TestSourceKey(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 1}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:aaaa::1"), Port: 1}, "2001:db8:1:2::/64"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::9"), Port: 9}, "2001:db8:1:2::/64"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:3::1"), Port: 1}, "2001:db8:1:3::/64"},
+		{&net.UnixAddr{Name: "@x", Net: "unix"}, "@x"},
+		{nil, ""},
+	} {
+		if got := SourceKey(tc.addr); got != tc.want {
+			t.Errorf("SourceKey(%v) = %q, want %q", tc.addr, got, tc.want)
+		}
 	}
 }

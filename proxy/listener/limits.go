@@ -24,6 +24,31 @@ type Limits struct {
 	// and the upstream connection an MCP request holds, stay below the file
 	// limit.
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// MaxConnectionsPerSource caps the connections one source address holds
+	// (an IPv6 address counts by its /64); one more is closed at once
+	// (default a quarter of MaxConnections, at least 32 or MaxConnections).
+	// Clients behind one address (a NAT, a proxy) share it.
+	MaxConnectionsPerSource int `yaml:"max_connections_per_source" json:"max_connections_per_source"`
+	// MaxUnauthenticated caps the connections on which no request has yet
+	// presented a valid credential, all sources together (default a quarter
+	// of MaxConnections, at least 8 or MaxConnections), and
+	// MaxUnauthenticatedPerSource those of one source address (default 64,
+	// at most MaxUnauthenticated). When the listener or this share is full,
+	// a newcomer takes the place of the oldest unauthenticated connection of
+	// the address holding the most, when that address holds more than the
+	// newcomer's would; an authenticated connection is never closed for
+	// one.
+	MaxUnauthenticated          int `yaml:"max_unauthenticated" json:"max_unauthenticated"`
+	MaxUnauthenticatedPerSource int `yaml:"max_unauthenticated_per_source" json:"max_unauthenticated_per_source"`
+	// AuthTimeout closes a connection on which no request has presented a
+	// valid credential within this long of its accept (default 10s): the
+	// TLS handshake, the first request's headers (a gRPC call's) and their
+	// check must fit in it. Calls without credentials (the gRPC health
+	// service, public discovery) do not count: a client making only those
+	// reconnects every AuthTimeout. In dry run a refused credential counts
+	// as presented. ext_authz, whose client is Envoy, applies
+	// MaxConnections alone of these four.
+	AuthTimeout time.Duration `yaml:"auth_timeout" json:"auth_timeout"`
 	// HeaderTimeout bounds the TLS handshake, request line and headers of an
 	// HTTP request, counted from the connection's first byte (default 10s).
 	HeaderTimeout time.Duration `yaml:"header_timeout" json:"header_timeout"`
@@ -78,6 +103,10 @@ const (
 	DefaultGRPCKeepaliveMinTime   = 10 * time.Second
 	DefaultUpstreamBackoffMax     = time.Second
 	DefaultUpstreamConnectTimeout = 2 * time.Second
+	DefaultAuthTimeout            = 10 * time.Second
+	// DefaultMaxUnauthenticatedPerSource is the unauthenticated
+	// connections one source address may hold by default.
+	DefaultMaxUnauthenticatedPerSource = 64
 
 	maxConnectionsCeiling = 4096
 	// fileHeadroom is left for what is not a client connection: the admin
@@ -85,6 +114,8 @@ const (
 	fileHeadroom = 256
 	// minConnections is the cap's floor on a tiny file limit.
 	minConnections = 32
+	// minUnauthenticated is the unauthenticated share's floor.
+	minUnauthenticated = 8
 )
 
 // DefaultMaxConnections is the cap for a process whose soft file limit is
@@ -108,6 +139,16 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxConnections == 0 {
 		l.MaxConnections = DefaultMaxConnections(FileLimit())
 	}
+	n := l.MaxConnections
+	if l.MaxConnectionsPerSource == 0 {
+		l.MaxConnectionsPerSource = max(n/4, min(n, minConnections))
+	}
+	if l.MaxUnauthenticated == 0 {
+		l.MaxUnauthenticated = max(n/4, min(n, minUnauthenticated))
+	}
+	if l.MaxUnauthenticatedPerSource == 0 {
+		l.MaxUnauthenticatedPerSource = min(DefaultMaxUnauthenticatedPerSource, l.MaxUnauthenticated)
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -123,15 +164,29 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.UpstreamBackoffMax, DefaultUpstreamBackoffMax)
 	def(&l.UpstreamConnectTimeout, DefaultUpstreamConnectTimeout)
 	def(&l.TLSReloadInterval, DefaultTLSReloadInterval)
+	def(&l.AuthTimeout, DefaultAuthTimeout)
 	return l
+}
+
+// Conns is how the listener holds its connections (Bound), l WithDefaults
+// applied by the caller.
+func (l Limits) Conns() ConnBounds {
+	return ConnBounds{Max: l.MaxConnections, PerSource: l.MaxConnectionsPerSource,
+		Unproven: l.MaxUnauthenticated, UnprovenPerSource: l.MaxUnauthenticatedPerSource, ProofTimeout: l.AuthTimeout}
 }
 
 // Inherit returns l with every zero field taken from parent: a listener's
 // own limits over the configuration's top-level ones.
 func (l Limits) Inherit(parent Limits) Limits {
-	if l.MaxConnections == 0 {
-		l.MaxConnections = parent.MaxConnections
+	inheritN := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
 	}
+	inheritN(&l.MaxConnections, parent.MaxConnections)
+	inheritN(&l.MaxConnectionsPerSource, parent.MaxConnectionsPerSource)
+	inheritN(&l.MaxUnauthenticated, parent.MaxUnauthenticated)
+	inheritN(&l.MaxUnauthenticatedPerSource, parent.MaxUnauthenticatedPerSource)
 	inherit := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -147,6 +202,7 @@ func (l Limits) Inherit(parent Limits) Limits {
 	inherit(&l.UpstreamBackoffMax, parent.UpstreamBackoffMax)
 	inherit(&l.UpstreamConnectTimeout, parent.UpstreamConnectTimeout)
 	inherit(&l.TLSReloadInterval, parent.TLSReloadInterval)
+	inherit(&l.AuthTimeout, parent.AuthTimeout)
 	return l
 }
 
@@ -154,8 +210,28 @@ func (l Limits) Inherit(parent Limits) Limits {
 // the process's file limit.
 func (l Limits) Validate() error {
 	var errs []error
-	if l.MaxConnections < 0 {
-		errs = append(errs, errors.New("max_connections: negative"))
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"max_connections", l.MaxConnections}, {"max_connections_per_source", l.MaxConnectionsPerSource},
+		{"max_unauthenticated", l.MaxUnauthenticated}, {"max_unauthenticated_per_source", l.MaxUnauthenticatedPerSource},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: negative", n.name))
+		}
+	}
+	if d := l.WithDefaults(); l.MaxConnections >= 0 && l.MaxConnectionsPerSource >= 0 && l.MaxUnauthenticated >= 0 {
+		if d.MaxConnectionsPerSource > d.MaxConnections {
+			errs = append(errs, fmt.Errorf("max_connections_per_source: %d is above max_connections (%d)", d.MaxConnectionsPerSource, d.MaxConnections))
+		}
+		if d.MaxUnauthenticated > d.MaxConnections {
+			errs = append(errs, fmt.Errorf("max_unauthenticated: %d is above max_connections (%d)", d.MaxUnauthenticated, d.MaxConnections))
+		}
+		if d.MaxUnauthenticatedPerSource > min(d.MaxUnauthenticated, d.MaxConnectionsPerSource) {
+			errs = append(errs, fmt.Errorf("max_unauthenticated_per_source: %d is above max_unauthenticated (%d) or max_connections_per_source (%d)",
+				d.MaxUnauthenticatedPerSource, d.MaxUnauthenticated, d.MaxConnectionsPerSource))
+		}
 	}
 	if fl := FileLimit(); fl > 0 && uint64(l.MaxConnections) >= fl {
 		errs = append(errs, fmt.Errorf("max_connections: %d is not below the file limit (%d); raise the limit (ulimit -n) or lower the cap", l.MaxConnections, fl))
@@ -168,7 +244,7 @@ func (l Limits) Validate() error {
 		{"grpc_connection_timeout", l.GRPCConnectionTimeout}, {"grpc_keepalive_time", l.GRPCKeepaliveTime},
 		{"grpc_keepalive_timeout", l.GRPCKeepaliveTimeout}, {"grpc_keepalive_min_time", l.GRPCKeepaliveMinTime},
 		{"upstream_backoff_max", l.UpstreamBackoffMax}, {"upstream_connect_timeout", l.UpstreamConnectTimeout},
-		{"tls_reload_interval", l.TLSReloadInterval},
+		{"tls_reload_interval", l.TLSReloadInterval}, {"auth_timeout", l.AuthTimeout},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: negative", d.name))

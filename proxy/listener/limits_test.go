@@ -36,6 +36,20 @@ func TestLimits(t *testing.T) {
 	if err := d.Validate(); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
 	}
+	for _, tc := range []struct {
+		max, perSource, unauth, unauthPerSource int
+	}{
+		{4096, 1024, 1024, 64},
+		{64, 32, 16, 16},
+		{16, 16, 8, 8},
+		{4, 4, 4, 4},
+	} {
+		d := Limits{MaxConnections: tc.max}.WithDefaults()
+		if d.MaxConnectionsPerSource != tc.perSource || d.MaxUnauthenticated != tc.unauth || d.MaxUnauthenticatedPerSource != tc.unauthPerSource || d.AuthTimeout != 10*time.Second {
+			t.Errorf("max_connections %d: per source %d, unauthenticated %d, per source %d, auth timeout %v; want %d, %d, %d, 10s",
+				tc.max, d.MaxConnectionsPerSource, d.MaxUnauthenticated, d.MaxUnauthenticatedPerSource, d.AuthTimeout, tc.perSource, tc.unauth, tc.unauthPerSource)
+		}
+	}
 	own := Limits{IdleTimeout: time.Second}.Inherit(Limits{IdleTimeout: time.Minute, HeaderTimeout: 3 * time.Second})
 	if own.IdleTimeout != time.Second || own.HeaderTimeout != 3*time.Second || own.BodyTimeout != 0 {
 		t.Errorf("Inherit: %+v", own)
@@ -51,6 +65,13 @@ func TestLimits(t *testing.T) {
 		{"negative timeout", Limits{BodyTimeout: -time.Second}, "body_timeout: negative"},
 		{"negative backoff", Limits{UpstreamBackoffMax: -1}, "upstream_backoff_max: negative"},
 		{"cap over the file limit", Limits{MaxConnections: int(min(FileLimit(), 1<<30))}, "not below the file limit"},
+		{"negative auth timeout", Limits{AuthTimeout: -1}, "auth_timeout: negative"},
+		{"negative per source", Limits{MaxConnectionsPerSource: -1}, "max_connections_per_source: negative"},
+		{"negative unauthenticated", Limits{MaxUnauthenticated: -1}, "max_unauthenticated: negative"},
+		{"per source over the cap", Limits{MaxConnections: 64, MaxConnectionsPerSource: 65}, "max_connections_per_source: 65 is above max_connections (64)"},
+		{"unauthenticated over the cap", Limits{MaxConnections: 64, MaxUnauthenticated: 65}, "max_unauthenticated: 65 is above"},
+		{"unauthenticated per source over its share", Limits{MaxConnections: 64, MaxUnauthenticated: 8, MaxUnauthenticatedPerSource: 9}, "max_unauthenticated_per_source: 9 is above"},
+		{"shares within the cap", Limits{MaxConnections: 64, MaxConnectionsPerSource: 64, MaxUnauthenticated: 64, MaxUnauthenticatedPerSource: 64}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.want == "not below the file limit" && FileLimit() == 0 {

@@ -166,14 +166,17 @@ func RunSidecar(ctx context.Context, h http.Handler, sc Sidecar, log *slog.Logge
 }
 
 // ServeSidecar serves h on lis until ctx ends, then drains in-flight
-// requests for at most the shutdown timeout. Connections are capped and
-// bounded by the limits: a request's headers must arrive within the header
-// timeout and its body within the body timeout, a keep-alive connection
-// closes after the idle timeout.
+// requests for at most the shutdown timeout. Connections are held within
+// the limits (Bound; a request whose credential the handler's
+// authentication accepts proves its connection): a request's headers must
+// arrive within the header timeout and its body within the body timeout, a
+// keep-alive connection closes after the idle timeout.
 func ServeSidecar(ctx context.Context, h http.Handler, lis net.Listener, sc Sidecar, log *slog.Logger) error {
 	lim := sc.Limits.WithDefaults()
 	srv := NewHTTPServer(h, lim)
-	lis = Cap(lis, lim.MaxConnections, log)
+	capped := Bound(lis, lim.Conns(), log)
+	srv.ConnContext = capped.ConnContext
+	lis = capped
 	if !sc.Plaintext {
 		t, err := sc.LoadTLS(log)
 		if err != nil {

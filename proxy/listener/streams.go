@@ -33,12 +33,25 @@ type StreamLimits struct {
 	// becomes a 503 with Retry-After and a JSON-RPC error. Decoding costs
 	// a multiple of the bytes held, so this bounds memory to that multiple.
 	AnswerBytes int64 `yaml:"answer_bytes" json:"answer_bytes"`
+	// Watches is how many of Max the standing streams (MCP's GET stream,
+	// A2A's SubscribeToTask) may hold, all callers together (default
+	// Max/3): the rest stays for the requests Warden decides, so idle
+	// streams cannot fill the cap. WatchesPerPrincipal is how many of its
+	// PerPrincipal one principal's standing streams may hold (default
+	// PerPrincipal/2), so they never take all of its own share either.
+	Watches             int `yaml:"watches" json:"watches"`
+	WatchesPerPrincipal int `yaml:"watches_per_principal" json:"watches_per_principal"`
+	// WatchIdle ends a standing stream that has passed its client no event
+	// for this long (default 10m; clients reconnect), so forgotten streams
+	// give their place back.
+	WatchIdle time.Duration `yaml:"watch_idle" json:"watch_idle"`
 }
 
 // Defaults of StreamLimits.
 const (
 	DefaultStreamsPerPrincipal = 64
 	DefaultAnswerBytes         = 64 << 20
+	DefaultWatchIdle           = 10 * time.Minute
 	// upstreamReserve is the connections to the upstream beyond
 	// StreamLimits.Max, for the requests Warden makes while deciding (a
 	// task's status, a tool list).
@@ -59,13 +72,28 @@ func (l StreamLimits) WithDefaults(maxConns int) StreamLimits {
 	if l.AnswerBytes == 0 {
 		l.AnswerBytes = DefaultAnswerBytes
 	}
+	if l.Watches == 0 {
+		l.Watches = max(1, l.Max/3)
+	}
+	if l.WatchesPerPrincipal == 0 {
+		l.WatchesPerPrincipal = max(1, l.PerPrincipal/2)
+	}
+	if l.WatchIdle == 0 {
+		l.WatchIdle = DefaultWatchIdle
+	}
 	return l
 }
 
 // Validate checks the limits.
 func (l StreamLimits) Validate() error {
-	if l.Max < 0 || l.PerPrincipal < 0 || l.AnswerBytes < 0 {
+	if l.Max < 0 || l.PerPrincipal < 0 || l.AnswerBytes < 0 || l.Watches < 0 || l.WatchesPerPrincipal < 0 || l.WatchIdle < 0 {
 		return errors.New("negative")
+	}
+	if l.Max > 0 && l.Watches > l.Max {
+		return fmt.Errorf("watches: %d is above max (%d)", l.Watches, l.Max)
+	}
+	if l.PerPrincipal > 0 && l.WatchesPerPrincipal > l.PerPrincipal {
+		return fmt.Errorf("watches_per_principal: %d is above per_principal (%d)", l.WatchesPerPrincipal, l.PerPrincipal)
 	}
 	return nil
 }
@@ -102,33 +130,50 @@ type Streams struct {
 	name string // the configuration section, for messages
 	lim  StreamLimits
 
-	mu    sync.Mutex
-	total int
-	by    map[string]int
-	held  int64 // answer bytes held by the requests in flight
+	mu      sync.Mutex
+	total   int
+	by      map[string]int
+	watches int
+	watchBy map[string]int
+	held    int64 // answer bytes held by the requests in flight
 }
 
 // NewStreams returns the counter for lim (defaults applied by the caller)
 // of the sidecar whose section is name.
 func NewStreams(name string, lim StreamLimits) *Streams {
-	return &Streams{name: name, lim: lim, by: map[string]int{}}
+	return &Streams{name: name, lim: lim, by: map[string]int{}, watchBy: map[string]int{}}
 }
 
 // Take counts one more request of who, or refuses it; done gives it back
 // (once, whatever the number of calls).
-func (s *Streams) Take(who string) (done func(), err *Busy) {
+func (s *Streams) Take(who string) (done func(), err *Busy) { return s.take(who, false) }
+
+// TakeWatch is Take for a standing stream, within the watches' share too.
+func (s *Streams) TakeWatch(who string) (done func(), err *Busy) { return s.take(who, true) }
+
+func (s *Streams) take(who string, watch bool) (done func(), err *Busy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.by[who] >= s.lim.PerPrincipal:
 		return nil, &Busy{Status: http.StatusTooManyRequests,
 			Msg: fmt.Sprintf("too many open requests and streams for this principal (%s.streams.per_principal %d); close one and retry", s.name, s.lim.PerPrincipal)}
+	case watch && s.watchBy[who] >= s.lim.WatchesPerPrincipal:
+		return nil, &Busy{Status: http.StatusTooManyRequests,
+			Msg: fmt.Sprintf("too many open standing streams for this principal (%s.streams.watches_per_principal %d); close one and retry", s.name, s.lim.WatchesPerPrincipal)}
 	case s.total >= s.lim.Max:
 		return nil, &Busy{Status: http.StatusServiceUnavailable,
 			Msg: fmt.Sprintf("Warden holds as many open requests and streams as it may (%s.streams.max %d); retry later", s.name, s.lim.Max)}
+	case watch && s.watches >= s.lim.Watches:
+		return nil, &Busy{Status: http.StatusServiceUnavailable,
+			Msg: fmt.Sprintf("Warden holds as many standing streams as it may (%s.streams.watches %d); retry later", s.name, s.lim.Watches)}
 	}
 	s.total++
 	s.by[who]++
+	if watch {
+		s.watches++
+		s.watchBy[who]++
+	}
 	return sync.OnceFunc(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -136,12 +181,46 @@ func (s *Streams) Take(who string) (done func(), err *Busy) {
 		if s.by[who]--; s.by[who] == 0 {
 			delete(s.by, who)
 		}
+		if watch {
+			s.watches--
+			if s.watchBy[who]--; s.watchBy[who] == 0 {
+				delete(s.watchBy, who)
+			}
+		}
 	}), nil
 }
 
+// Idle ends a standing stream (cancel) that passed its client no event for
+// the watch idle bound: Each wraps its event handler so that every event
+// kept starts the count again; stop releases the timer.
+func (s *Streams) Idle(cancel func()) *Idle {
+	return &Idle{t: time.AfterFunc(s.lim.WatchIdle, cancel), d: s.lim.WatchIdle}
+}
+
+// Idle is a standing stream's idle bound.
+type Idle struct {
+	t *time.Timer
+	d time.Duration
+}
+
+// Each wraps an event handler: an event it keeps restarts the idle count.
+func (i *Idle) Each(data func([]byte) ([]byte, bool)) func([]byte) ([]byte, bool) {
+	return func(b []byte) ([]byte, bool) {
+		out, keep := data(b)
+		if keep {
+			i.t.Reset(i.d)
+		}
+		return out, keep
+	}
+}
+
+// Stop releases the timer.
+func (i *Idle) Stop() { i.t.Stop() }
+
 // String describes the limits as `warden check` prints them.
 func (l StreamLimits) String() string {
-	return fmt.Sprintf("%d open requests and streams in all, %d per principal, %d MiB of answers in flight", l.Max, l.PerPrincipal, l.AnswerBytes>>20)
+	return fmt.Sprintf("%d open requests and streams in all, %d per principal, %d MiB of answers in flight; standing streams %d in all, %d per principal, ended idle after %v",
+		l.Max, l.PerPrincipal, l.AnswerBytes>>20, l.Watches, l.WatchesPerPrincipal, l.WatchIdle)
 }
 
 // ErrAnswerBudget ends the reading of an answer that would take the answer

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 func TestStreamsTake(t *testing.T) {
@@ -83,5 +84,52 @@ func TestStreamsAnswerBudgetEvents(t *testing.T) {
 	}
 	if _, err := io.ReadAll(other.Reader(bytes.NewReader(make([]byte, 10)))); err != nil {
 		t.Fatalf("an answer beside a stream that handled its events: %v", err)
+	}
+}
+
+// TestStreamsWatches (issue 24 item 20): standing streams hold at most
+// their share, per principal and in total, and the rest stays for decided
+// requests; an idle one is ended, an event kept starts the count again.
+func TestStreamsWatches(t *testing.T) {
+	s := NewStreams("mcp", StreamLimits{Max: 6, PerPrincipal: 4, Watches: 3, WatchesPerPrincipal: 2, AnswerBytes: 10, WatchIdle: 300 * time.Millisecond})
+	for i, tc := range []struct {
+		who    string
+		watch  bool
+		status int // 0: admitted
+	}{
+		{"alice", true, 0}, {"alice", true, 0},
+		{"alice", true, http.StatusTooManyRequests}, // her standing share
+		{"alice", false, 0}, {"alice", false, 0},    // her decided requests still fit
+		{"bob", true, 0},
+		{"carol", true, http.StatusServiceUnavailable}, // the standing share in all
+		{"carol", false, 0},                            // decided: room
+	} {
+		take := s.Take
+		if tc.watch {
+			take = s.TakeWatch
+		}
+		_, busy := take(tc.who)
+		if (tc.status == 0) != (busy == nil) || (busy != nil && busy.Status != tc.status) {
+			t.Fatalf("step %d (%s, watch %v): %v, want status %d", i, tc.who, tc.watch, busy, tc.status)
+		}
+	}
+	ended := make(chan struct{})
+	idle := s.Idle(func() { close(ended) })
+	defer idle.Stop()
+	pass := idle.Each(func(b []byte) ([]byte, bool) { return b, len(b) > 0 })
+	for range 12 { // kept events for twice the bound: not idle
+		time.Sleep(50 * time.Millisecond)
+		pass([]byte("x"))
+	}
+	select {
+	case <-ended:
+		t.Fatal("a standing stream passing events was ended")
+	default:
+	}
+	pass(nil) // dropped: does not count
+	select {
+	case <-ended:
+	case <-time.After(time.Second):
+		t.Fatal("an idle standing stream was not ended")
 	}
 }

@@ -51,7 +51,8 @@ const (
 // ends, and the grpc-go sidecar behind it on an in-memory listener.
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
-	lis = listener.Cap(lis, lim.MaxConnections, s.log)
+	s.conns = listener.Bound(lis, lim.Conns(), s.log)
+	lis = s.conns
 	if !s.cfg.Plaintext {
 		t, err := s.loadTLS()
 		if err != nil {
@@ -216,7 +217,8 @@ func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	md := incomingMD(header)
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, "macp", proxy.DoorSidecar, h.s.traceFrom(md))
-	a := h.s.gate.Admit(ctx, admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs), Client: addrString(frames.Peer(ctx))})
+	client := addrString(frames.Peer(ctx))
+	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCall(status.Error(a.Refusal.Status, "")))
 		ct, _ := sendContentType(header)

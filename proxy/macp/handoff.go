@@ -21,7 +21,8 @@ const chainHeader = "x-warden-client-chain"
 
 // clientHeader carries, likewise, the address of the client connection the
 // relay took the call on: behind the relay the grpc-go sidecar's peer is the
-// in-process pipe, and decision records name the client.
+// in-process pipe, and decision records name the client, whose connection a
+// valid credential proves (authn.Proven).
 const clientHeader = "x-warden-client-addr"
 
 // handoff owns chainHeader and clientHeader, the headers through which the

@@ -145,6 +145,10 @@ type Server struct {
 	pages   handle.Sealer // ListSessions tokens (list.go)
 	srv     *grpc.Server
 	gate    *admission.Gate
+	// conns is the front door's listener, set by Serve before serving: a
+	// call whose credential is accepted proves its client's connection
+	// (authn.Proven).
+	conns *listener.Capped
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
 	bodyTimeout time.Duration
@@ -273,7 +277,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return s.serveRelay(ctx, lis)
 	}
 	lim := s.cfg.Limits.WithDefaults()
-	lis = listener.Cap(lis, lim.MaxConnections, s.log)
+	s.conns = listener.Bound(lis, lim.Conns(), s.log)
+	lis = s.conns
 	var tc *tls.Config
 	if !s.cfg.Plaintext {
 		t, err := s.loadTLS()
@@ -462,7 +467,7 @@ func addrString(a net.Addr) string {
 // metadata, which upstreamContext makes the runtime's.
 func (s *Server) admit(ctx context.Context, method string) (admission.Admission, metadata.MD) {
 	h, md := headersOf(ctx, method)
-	return s.gate.Admit(ctx, h), md
+	return s.gate.Admit(s.conns.Context(ctx, h.Client), h), md
 }
 
 // refuse maps a refusal onto grpc-go's wire: its status, and its MACP code

@@ -32,7 +32,11 @@ func (s *Server) target(r *http.Request) string {
 // caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
 	defer x.settle(false) // no answer seen: nothing to commit
-	done, busy := s.streams.Take(x.principal)
+	take := s.streams.Take
+	if r.Method == http.MethodGet { // the standing stream (or a resumed one)
+		take = s.streams.TakeWatch
+	}
+	done, busy := take(x.principal)
 	if busy != nil {
 		relay.Busy(w, busy, x.call.ID)
 		return
@@ -106,14 +110,20 @@ func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w h
 	defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
 	hold := s.streams.Hold()
 	defer hold.Release()
-	err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: hold.Each(x.fromUpstream), ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+	data := hold.Each(x.fromUpstream)
+	if r.Method == http.MethodGet {
+		idle := s.streams.Idle(cancel)
+		defer idle.Stop()
+		data = idle.Each(data)
+	}
+	err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
 	switch {
 	case errors.Is(err, listener.ErrAnswerBudget):
 		s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
 		relay.EndWithError(w, x.call.ID, mcp.ErrInternal, s.streams.BudgetBusy().Msg)
 	case err == nil || r.Context().Err() != nil:
 	case ctx.Err() != nil:
-		s.log.Info("MCP event stream closed: the credential expired", "principal", x.principal, "expiry", x.expiry)
+		s.log.Info("MCP event stream closed: the credential expired, or the standing stream passed nothing for streams.watch_idle", "principal", x.principal, "expiry", x.expiry)
 	default:
 		s.log.Warn("MCP event stream ended early", "method", x.call.Method, "err", err)
 	}
