@@ -223,6 +223,19 @@ func TestFrontDoorBadInput(t *testing.T) {
 		{"ResumeSession of a session that does not exist", hdr(service+"ResumeSession", grpcCT, planner), func(string) []byte {
 			return whole(marshal(&macpv1.ResumeSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
 		}, false, "5", ""},
+		// so do the reads and the policy registrations, decided on the relay
+		// as on grpc-go
+		{"GetSession without credentials", hdr(methodGet, grpcCT, ""), func(s string) []byte { return whole(marshal(&macpv1.GetSessionRequest{SessionId: s})) }, false, "16", ""},
+		{"GetSession of a session that does not exist", hdr(methodGet, grpcCT, planner), func(s string) []byte { return whole(marshal(&macpv1.GetSessionRequest{SessionId: s})) }, false, "5", ""},
+		{"ListSessions without credentials", hdr(service+"ListSessions", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
+		// the runtime's own token ("v1:s-0001"); ext_authz, which cannot
+		// page for the caller, passes it to the runtime
+		{"ListSessions with a token Warden did not issue", hdr(service+"ListSessions", grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.ListSessionsRequest{PageToken: "djE6cy0wMDAx"}))
+		}, false, "3", "0"},
+		{"ListSessions with a negative page size", hdr(service+"ListSessions", grpcCT, planner), func(string) []byte { return whole(marshal(&macpv1.ListSessionsRequest{PageSize: -1})) }, false, "3", ""},
+		{"RegisterPolicy without credentials", hdr(service+"RegisterPolicy", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
+		{"UnregisterPolicy without credentials", hdr(service+"UnregisterPolicy", grpcCT, "Basic cGxhbm5lcg=="), func(string) []byte { return whole(nil) }, false, "16", ""},
 		{"discovery without credentials", hdr(service+"ListModes", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
 		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { return whole(send(s)) }, false, "3", "3"},
 		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},

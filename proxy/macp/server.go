@@ -371,11 +371,10 @@ var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did 
 
 // Full method names.
 const (
-	service          = proxy.MACPService
-	methodSend       = service + "Send"
-	methodStream     = service + "StreamSession"
-	methodGet        = service + "GetSession"
-	methodRegisterPo = service + "RegisterPolicy"
+	service      = proxy.MACPService
+	methodSend   = service + "Send"
+	methodStream = service + "StreamSession"
+	methodGet    = service + "GetSession"
 )
 
 // handle admits and dispatches every call but Send by the one method table
@@ -401,23 +400,24 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.relayAnonymous(ss, method, md)
 	}
 	p, upctx := a.Principal, s.upstreamContext(ctx, md, a.Principal, a.Credentials)
+	if decidedUnary(a.Call) {
+		req, err := recvOne(ss)
+		if err != nil {
+			return err
+		}
+		m, err := s.grpcUnary(ctx, upctx, a, req)
+		if err != nil {
+			return err
+		}
+		return ss.SendMsg(m)
+	}
 	switch a.Call {
 	case proxy.CallStream:
 		return s.streamSession(ss, p, upctx)
-	case proxy.CallControl:
-		return s.control(ss, a, upctx)
-	case proxy.CallGetSession:
-		return s.getSession(ss, p, upctx)
-	case proxy.CallListSessions:
-		return s.listSessions(ss, p, upctx)
 	case proxy.CallWatchSessions:
 		return s.watchSessions(ss, p, upctx)
 	case proxy.CallWatchSignals:
 		return s.watchSignals(ss, p, upctx)
-	case proxy.CallRegisterPolicy:
-		return s.registerPolicy(ss, upctx)
-	case proxy.CallUnregisterPolicy:
-		return s.unregisterPolicy(ss, upctx)
 	}
 	upctx, release, err := s.hold(upctx, p, false)
 	if err != nil {
