@@ -226,7 +226,9 @@ func TestFrontDoorBadInput(t *testing.T) {
 		// so do the reads and the policy registrations, decided on the relay
 		// as on grpc-go
 		{"GetSession without credentials", hdr(methodGet, grpcCT, ""), func(s string) []byte { return whole(marshal(&macpv1.GetSessionRequest{SessionId: s})) }, false, "16", ""},
-		{"GetSession of a session that does not exist", hdr(methodGet, grpcCT, planner), func(s string) []byte { return whole(marshal(&macpv1.GetSessionRequest{SessionId: s})) }, false, "5", ""},
+		{"GetSession of a session that does not exist", hdr(methodGet, grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.GetSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
+		}, false, "5", ""},
 		{"ListSessions without credentials", hdr(service+"ListSessions", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
 		// the runtime's own token ("v1:s-0001"); ext_authz, which cannot
 		// page for the caller, passes it to the runtime

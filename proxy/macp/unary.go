@@ -62,7 +62,7 @@ func (s *Server) unary(ctx, upctx context.Context, a admission.Admission, msg []
 		return s.decide(ctx, upctx, a, msg, fwd)
 	case proxy.CallGetSession:
 		resp, err := fwd()
-		return resp, nil, visibleSession(a.Principal, resp, err)
+		return resp, nil, visibleSession(a.Principal, msg, resp, err)
 	case proxy.CallListSessions:
 		out, err := s.listOwn(upctx, a.Principal, msg)
 		if err != nil {
@@ -144,19 +144,23 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 	}
 }
 
-// errNoSession is the one answer for a session the caller may not see,
-// whether it exists or not, so that session ids cannot be probed.
-var errNoSession = status.Error(codes.NotFound, "session not found")
-
-// visibleSession is the answer to a GetSession made as p, given the
-// runtime's answer (resp, err): the runtime's when p takes part in the
-// session; errNoSession when p does not, or the session does not exist
-// (the runtime's PermissionDenied for an existing session included).
-func visibleSession(p authn.Principal, resp []byte, err error) error {
+// visibleSession is the answer to a GetSession made as p (msg its request
+// message), given the runtime's answer (resp, err): the runtime's when p
+// takes part in the session; else the runtime's own answer for a session
+// that does not exist (admission.NoSession), word for word, so that session
+// ids cannot be probed: whether the session does not exist, p does not take
+// part in it, or the runtime refused p (PermissionDenied, FORBIDDEN, for an
+// existing session).
+func visibleSession(p authn.Principal, msg, resp []byte, err error) error {
+	var in macpv1.GetSessionRequest
+	if proto.Unmarshal(msg, &in) != nil {
+		return status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: the GetSessionRequest does not decode")
+	}
+	none := refusal{admission.NoSession(in.GetSessionId())}
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.NotFound, codes.PermissionDenied:
-		return errNoSession
+		return none
 	default:
 		return err
 	}
@@ -165,7 +169,7 @@ func visibleSession(p authn.Principal, resp []byte, err error) error {
 		return status.Error(codes.Internal, "the runtime's GetSession response does not decode")
 	}
 	if !member(out.GetMetadata(), p.ID) {
-		return errNoSession
+		return none
 	}
 	return nil
 }
