@@ -199,9 +199,15 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 			}
 		}
 	}
-	ok := method == "POST" && admission.GRPCContentType(ct) && decidedUnary(s.methods.Lookup(path))
+	call := s.methods.Lookup(path)
+	ok := method == "POST" && admission.GRPCContentType(ct) && (decidedUnary(call) || call == proxy.CallPassThrough && path == healthCheck)
 	return ct, ok
 }
+
+// healthCheck is the gRPC health service's unary call: the relay passes it
+// through itself (passAnonymous) when the service is passed through; its
+// Watch, which streams, goes to the grpc-go sidecar.
+const healthCheck = "/grpc.health.v1.Health/Check"
 
 // callHandler answers the calls the relay decides, admitted on their
 // header list before any of their body is kept (frames.Admitter).
@@ -278,10 +284,31 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		}
 		return resp
 	}
+	if adm.a.Anonymous {
+		return s.passAnonymous(ctx, req, ct, adm.a.Method)
+	}
 	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"),
 		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
 	_, own, err := s.unary(ctx, f.upctx, adm.a, msg, f.call)
 	return f.answer(ct, own, err)
+}
+
+// passAnonymous forwards a unary call admitted without credentials (the
+// health service's Check) within the anonymous callers' share of the
+// runtime's streams, as relayAnonymous does on the grpc-go door: no
+// credential or identity header of the client's reaches the runtime, whose
+// answer is the client's.
+func (s *Server) passAnonymous(ctx context.Context, req *frames.Request, ct, method string) frames.Response {
+	done, err := s.streams.take("")
+	if err != nil {
+		return statusAnswer(ct, err)
+	}
+	defer done()
+	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(method, "/"), upctx: metadata.NewOutgoingContext(ctx, metadata.MD{})}
+	if _, err := f.call(); err != nil && err != f.err {
+		return statusAnswer(ct, err)
+	}
+	return f.resp
 }
 
 // relayForward is the forward of a unary call on the relay: the call's

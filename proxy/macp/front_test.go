@@ -12,6 +12,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -533,5 +536,84 @@ func TestRelayHeldStreamsShareNothing(t *testing.T) {
 	_, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sessionID()})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("GetSession beside 2,176 held calls: %v, want NOT_FOUND (answered)", err)
+	}
+}
+
+// TestRelayAnswersItself: through the relay front door, every call of one
+// message Warden answers (Send, the control calls, GetSession,
+// ListSessions, the policy registrations), allowed or refused, and the
+// health service's Check are answered by the relay itself: the grpc-go
+// sidecar behind it receives none of them (before, it received every one
+// but a well-formed Send). An unknown path and a streaming call still go to
+// it.
+func TestRelayAnswersItself(t *testing.T) {
+	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
+		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
+	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	srv, addr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay})
+	conn := startSidecarConn(t, addr)
+	c := macpv1.NewMACPRuntimeServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	planner, mallory := as(ctx, "planner"), as(ctx, "mallory")
+	sid := sessionID()
+	start, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	send := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: macp.TypeSessionStart,
+		MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}}
+	policy := &macpv1.RegisterPolicyRequest{PolicyDescriptor: &macpv1.PolicyDescriptor{PolicyId: "policy.p", Mode: "macp.mode.decision.v1", Rules: `{}`, SchemaVersion: 1}}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"Send", func() error { _, err := c.Send(planner, send); return err }, codes.OK},
+		{"Send without credentials", func() error { _, err := c.Send(ctx, send); return err }, codes.Unauthenticated},
+		{"GetSession", func() error { _, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.OK},
+		{"GetSession, outsider", func() error { _, err := c.GetSession(mallory, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.NotFound},
+		{"GetSession without credentials", func() error { _, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.Unauthenticated},
+		{"ListSessions", func() error { _, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{}); return err }, codes.OK},
+		{"ListSessions, a foreign token", func() error {
+			_, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{PageToken: "djE6cy0wMDAx"})
+			return err
+		}, codes.InvalidArgument},
+		{"SuspendSession", func() error {
+			_, err := c.SuspendSession(planner, &macpv1.SuspendSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"ResumeSession, outsider", func() error {
+			_, err := c.ResumeSession(mallory, &macpv1.ResumeSessionRequest{SessionId: sid})
+			return err
+		}, codes.NotFound},
+		{"ResumeSession", func() error {
+			_, err := c.ResumeSession(planner, &macpv1.ResumeSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"CancelSession", func() error {
+			_, err := c.CancelSession(planner, &macpv1.CancelSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"RegisterPolicy", func() error { _, err := c.RegisterPolicy(planner, policy); return err }, codes.OK},
+		{"UnregisterPolicy", func() error {
+			_, err := c.UnregisterPolicy(planner, &macpv1.UnregisterPolicyRequest{PolicyId: "policy.p"})
+			return err
+		}, codes.OK},
+		{"health Check", func() error {
+			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("status %v", r.GetStatus())
+			}
+			return err
+		}, codes.OK},
+	} {
+		if err := tc.call(); status.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if n := srv.handedOn.Load(); n != 0 {
+		t.Errorf("the grpc-go sidecar behind the relay received %d of those calls, want none", n)
+	}
+	_ = conn.Invoke(planner, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{})
+	if n := srv.handedOn.Load(); n != 1 {
+		t.Errorf("an unknown path: the grpc-go sidecar received %d calls, want 1 (it answers those)", n)
 	}
 }
