@@ -152,15 +152,10 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 // part in it, or the runtime refused p (PermissionDenied, FORBIDDEN, for an
 // existing session).
 func visibleSession(p authn.Principal, msg, resp []byte, err error) error {
-	var in macpv1.GetSessionRequest
-	if proto.Unmarshal(msg, &in) != nil {
-		return status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: the GetSessionRequest does not decode")
-	}
-	none := refusal{admission.NoSession(in.GetSessionId())}
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.NotFound, codes.PermissionDenied:
-		return none
+		return noSession(msg)
 	default:
 		return err
 	}
@@ -169,9 +164,19 @@ func visibleSession(p authn.Principal, msg, resp []byte, err error) error {
 		return status.Error(codes.Internal, "the runtime's GetSession response does not decode")
 	}
 	if !member(out.GetMetadata(), p.ID) {
-		return none
+		return noSession(msg)
 	}
 	return nil
+}
+
+// noSession is the runtime's answer for no such session to a GetSession
+// (msg its request message, which the runtime read).
+func noSession(msg []byte) error {
+	var in macpv1.GetSessionRequest
+	if proto.Unmarshal(msg, &in) != nil {
+		return status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: the GetSessionRequest does not decode")
+	}
+	return refusal{admission.NoSession(in.GetSessionId())}
 }
 
 // observePolicy follows the runtime's policy registry from a registration
