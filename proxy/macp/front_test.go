@@ -56,6 +56,21 @@ func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte)
 // rawRequest is rawCall that ends the request only when end.
 func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) rawAnswer {
 	t.Helper()
+	a, data := rawSend(t, addr, header, body, end)
+	return a.withAck(t, data)
+}
+
+// rawExchange is rawCall for any call: the answer's status fields and its
+// body as sent.
+func rawExchange(t *testing.T, addr string, header []hpack.HeaderField, body []byte) (rawAnswer, []byte) {
+	t.Helper()
+	return rawSend(t, addr, header, body, true)
+}
+
+// rawSend sends one request, ending it only when end, and reads the
+// answer: its status fields and its body.
+func rawSend(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) (rawAnswer, []byte) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -105,18 +120,18 @@ func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []by
 				}
 			}
 			if f.StreamEnded() {
-				return a.withAck(t, data)
+				return a, data
 			}
 		case *http2.DataFrame:
 			data = append(data, f.Data()...)
 			if f.StreamEnded() {
-				return a.withAck(t, data)
+				return a, data
 			}
 		case *http2.RSTStreamFrame:
 			a.Reset = f.ErrCode
-			return a.withAck(t, data)
+			return a, data
 		case *http2.GoAwayFrame:
-			return a
+			return a, nil
 		}
 	}
 }
@@ -616,4 +631,44 @@ func TestRelayAnswersItself(t *testing.T) {
 	if n := srv.handedOn.Load(); n != 1 {
 		t.Errorf("an unknown path: the grpc-go sidecar received %d calls, want 1 (it answers those)", n)
 	}
+}
+
+// FuzzRelayUnary sends arbitrary bodies as the calls of one message the
+// relay answers besides Send, as an outsider of the one session the runtime
+// holds: every one is answered with a gRPC status (never a hang or a
+// dropped stream), and none shows the session: GetSession never succeeds
+// and ListSessions lists nothing.
+func FuzzRelayUnary(f *testing.F) {
+	runtime, up := startFakeRuntime(f)
+	sid := sessionID()
+	runtime.sessions[sid] = &fakeSession{meta: &macpv1.SessionMetadata{SessionId: sid, Initiator: "planner", Participants: []string{"planner", "worker"}}}
+	addr := serveSidecar(f, devEnforcer(f), Config{Upstream: up, Transport: TransportRelay, MaxMessageBytes: 4096})
+	methods := []string{"GetSession", "ListSessions", "CancelSession", "SuspendSession", "ResumeSession", "RegisterPolicy", "UnregisterPolicy"}
+	get, _ := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sid})
+	list, _ := proto.Marshal(&macpv1.ListSessionsRequest{PageSize: 1})
+	f.Add(uint8(0), framed(get, len(get), 0))
+	f.Add(uint8(1), framed(list, len(list), 0))
+	f.Add(uint8(2), framed(get, len(get), 0)) // {session_id} is field 1 of the control requests too
+	f.Add(uint8(0), framed(get[:3], len(get), 0))
+	f.Add(uint8(1), []byte{})
+	f.Add(uint8(5), framed(nil, 5000, 0))
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		method := methods[int(which)%len(methods)]
+		header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + method},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "authorization", Value: "Bearer mallory"}}
+		a, data := rawExchange(t, addr, header, body)
+		if a.GRPCStatus == "" {
+			t.Fatalf("%s: answer without a gRPC status: %+v", method, a)
+		}
+		switch {
+		case method == "GetSession" && a.GRPCStatus == "0":
+			t.Fatalf("GetSession %x: the outsider was shown a session", body)
+		case method == "ListSessions" && a.GRPCStatus == "0":
+			var out macpv1.ListSessionsResponse
+			msg, ok := grpcMessage(data)
+			if !ok || proto.Unmarshal(msg, &out) != nil || len(out.GetSessions()) > 0 {
+				t.Fatalf("ListSessions %x: the outsider was listed %v", body, out.GetSessions())
+			}
+		}
+	})
 }
