@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -671,4 +673,53 @@ func FuzzRelayUnary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// failRebuild is a Rebuilder whose look-ups of the runtime all fail.
+type failRebuild struct{}
+
+func (failRebuild) Rebuild(context.Context, string, *macp.Governance) (*macp.Session, error) {
+	return nil, errors.New("the runtime is unreachable")
+}
+func (failRebuild) Exists(context.Context, string) (bool, error) {
+	return false, errors.New("the runtime is unreachable")
+}
+
+// TestUndecidedOnBothDoors: a Send and a control call Warden cannot decide
+// (the session is unknown and its rebuild from the runtime fails) are
+// refused alike on both sidecar doors: UNAVAILABLE, retryable, with
+// macp-error-code INTERNAL. Before, the relay's Send answered without the
+// macp-error-code (the refusal's code was set as a grpc-go trailer the
+// relay never sent).
+func TestUndecidedOnBothDoors(t *testing.T) {
+	hdr := func(method string) []hpack.HeaderField {
+		return []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + method},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			{Name: "authorization", Value: "Bearer planner"}}
+	}
+	msg := func(m proto.Message) []byte {
+		b, _ := proto.Marshal(m)
+		return framed(b, len(b), 0)
+	}
+	sid := sessionID()
+	calls := map[string][]byte{
+		"Send": msg(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "TaskRequest",
+			MessageId: "m1", SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: []byte("{}")}}),
+		"CancelSession": msg(&macpv1.CancelSessionRequest{SessionId: sid}),
+	}
+	for method, body := range calls {
+		got := map[string]rawAnswer{}
+		for _, transport := range transports {
+			_, up := startFakeRuntime(t)
+			addr := serveSidecar(t, devEnforcerWith(t, failRebuild{}), Config{Upstream: up, Transport: transport})
+			a := rawCall(t, addr, hdr(method), body)
+			if a.GRPCStatus != "14" || a.MACP != string(rules.CodeInternal) {
+				t.Errorf("%s on %s: %+v, want UNAVAILABLE with macp-error-code INTERNAL", method, transport, a)
+			}
+			got[transport] = a
+		}
+		if got[TransportGRPC] != got[TransportRelay] {
+			t.Errorf("%s: the doors answer differently:\ngrpc  %+v\nrelay %+v", method, got[TransportGRPC], got[TransportRelay])
+		}
+	}
 }
