@@ -148,6 +148,23 @@ func unaryScript(t *testing.T, c macpClient) map[string]string {
 	call("RegisterPolicy, unauthenticated", "", register)
 	call("RegisterPolicy", "planner", register)
 	call("RegisterPolicy, again", "planner", register)
+	// the runtime's other unary calls, forwarded after authentication
+	call("GetPolicy", "worker", func(ctx context.Context, opts ...grpc.CallOption) (string, error) {
+		r, err := rt.GetPolicy(ctx, &macpv1.GetPolicyRequest{PolicyId: policy}, opts...)
+		return strings.ReplaceAll(r.GetPolicyDescriptor().GetPolicyId(), policy, "POLICY") + " " + r.GetPolicyDescriptor().GetRules(), err
+	})
+	call("ListModes", "worker", func(ctx context.Context, opts ...grpc.CallOption) (string, error) {
+		r, err := rt.ListModes(ctx, &macpv1.ListModesRequest{}, opts...)
+		return fmt.Sprint(len(r.GetModes())), err
+	})
+	call("ListModes, unauthenticated", "", func(ctx context.Context, opts ...grpc.CallOption) (string, error) {
+		_, err := rt.ListModes(ctx, &macpv1.ListModesRequest{}, opts...)
+		return "", err
+	})
+	call("GetManifest", "worker", func(ctx context.Context, opts ...grpc.CallOption) (string, error) {
+		r, err := rt.GetManifest(ctx, &macpv1.GetManifestRequest{}, opts...)
+		return r.GetManifest().GetAgentId(), err
+	})
 	call("UnregisterPolicy", "planner", unregister)
 	call("UnregisterPolicy, again", "planner", unregister)
 	return out
@@ -183,7 +200,7 @@ func TestMACPUnaryCallsOnBothDoors(t *testing.T) {
 		// door that decided them saw the client's connection (before, the
 		// relay handed them to the grpc-go server in process, which has no
 		// client address)
-		paths := []string{"GetSession", "ListSessions", "SuspendSession", "ResumeSession", "CancelSession", "RegisterPolicy"}
+		paths := []string{"GetSession", "ListSessions", "SuspendSession", "ResumeSession", "CancelSession", "RegisterPolicy", "ListModes"}
 		seen := map[string]bool{}
 		deadline := time.Now().Add(5 * time.Second)
 		for len(seen) < len(paths) && time.Now().Before(deadline) {
@@ -238,6 +255,8 @@ func TestMACPUnaryCallsOnBothDoors(t *testing.T) {
 		"SuspendSession, initiator":                              codes.OK.String(),
 		"CancelSession, initiator":                               codes.OK.String(),
 		"RegisterPolicy":                                         codes.OK.String() + ` "" macp=[] ok=true `,
+		"GetPolicy":                                              codes.OK.String() + ` "" macp=[] POLICY {"commitment"`,
+		"ListModes, unauthenticated":                             codes.Unauthenticated.String(),
 		"UnregisterPolicy":                                       codes.OK.String() + ` "" macp=[] ok=true `,
 	} {
 		if !strings.HasPrefix(g[name], want) || want == noSession && g[name] != want {

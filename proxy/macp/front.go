@@ -34,12 +34,13 @@ const (
 	// and a client call toward the runtime per call.
 	TransportGRPC = "grpc"
 	// TransportRelay serves the front door with the HTTP/2 frame relay
-	// (proxy/frames): the calls of one message Warden answers itself (Send,
-	// the control calls, GetSession, ListSessions, the policy
-	// registrations) are decided on the relay and their original bytes
-	// relayed to the runtime; every other call goes to the grpc-go sidecar,
-	// served in process behind the relay, and is handled exactly as with
-	// TransportGRPC.
+	// (proxy/frames): the runtime's unary calls (Send, the control calls,
+	// GetSession, ListSessions, the policy registrations, the calls
+	// forwarded after authentication) and the health service's Check are
+	// answered on the relay, their original bytes relayed to the runtime;
+	// every other call (the streams, unknown paths) goes to the grpc-go
+	// sidecar, served in process behind the relay, and is handled exactly as
+	// with TransportGRPC.
 	TransportRelay = "relay"
 )
 
@@ -153,13 +154,13 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 	return func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
 }
 
-// router decides on the relay the calls of one request message and one
-// answer that Warden answers itself (decidedUnary: Send, the control calls,
-// GetSession, ListSessions, the policy registrations) and sends every other
-// stream to the grpc-go sidecar. Only a call the grpc-go server would read
-// as one (POST, a gRPC protobuf content type, no compression) is decided on
-// the relay; anything else, a path that differs in a byte included, gets the
-// grpc-go sidecar's own answer.
+// router answers on the relay every unary call of the runtime
+// (Methods.Unary: those Warden decides or filters, decidedUnary, and those
+// it forwards after authentication) and the health service's Check, and
+// sends every other stream to the grpc-go sidecar. Only a call the grpc-go
+// server would read as one (POST, a gRPC protobuf content type, no
+// compression) is answered on the relay; anything else, a path that differs
+// in a byte included, gets the grpc-go sidecar's own answer.
 type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
@@ -178,8 +179,8 @@ func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.Conne
 	return rt
 }
 
-// decidedHere returns the content type of a request the relay decides
-// itself: a call decidedUnary takes, as grpc-go reads it.
+// decidedHere returns the content type of a request the relay answers
+// itself (see router), as grpc-go reads it.
 func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 	var path, method, ct string
 	for _, f := range header {
@@ -200,7 +201,7 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 		}
 	}
 	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (decidedUnary(call) || call == proxy.CallPassThrough && path == healthCheck)
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallPassThrough && path == healthCheck)
 	return ct, ok
 }
 
@@ -209,8 +210,8 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 // Watch, which streams, goes to the grpc-go sidecar.
 const healthCheck = "/grpc.health.v1.Health/Check"
 
-// callHandler answers the calls the relay decides, admitted on their
-// header list before any of their body is kept (frames.Admitter).
+// callHandler answers the calls the relay answers itself, admitted on
+// their header list before any of their body is kept (frames.Admitter).
 type callHandler struct{ s *Server }
 
 // relayAdmitted is a call admitted on the relay: the admission and the
@@ -286,6 +287,13 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	}
 	if adm.a.Anonymous {
 		return s.passAnonymous(ctx, req, ct, adm.a.Method)
+	}
+	if !decidedUnary(adm.a.Call) { // forwarded after authentication: within the caller's share of the runtime's streams
+		done, err := s.streams.take(adm.a.Principal.ID)
+		if err != nil {
+			return statusAnswer(ct, err)
+		}
+		defer done()
 	}
 	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"),
 		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}

@@ -556,13 +556,13 @@ func TestRelayHeldStreamsShareNothing(t *testing.T) {
 	}
 }
 
-// TestRelayAnswersItself: through the relay front door, every call of one
-// message Warden answers (Send, the control calls, GetSession,
-// ListSessions, the policy registrations), allowed or refused, and the
-// health service's Check are answered by the relay itself: the grpc-go
-// sidecar behind it receives none of them (before, it received every one
-// but a well-formed Send). An unknown path and a streaming call still go to
-// it.
+// TestRelayAnswersItself: through the relay front door, every unary call
+// of the runtime (Send, the control calls, GetSession, ListSessions, the
+// policy registrations, the calls forwarded after authentication), allowed
+// or refused, and the health service's Check are answered by the relay
+// itself: the grpc-go sidecar behind it receives none of them (before, it
+// received every one but a well-formed Send). An unknown path still goes
+// to it.
 func TestRelayAnswersItself(t *testing.T) {
 	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
 		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
@@ -614,6 +614,14 @@ func TestRelayAnswersItself(t *testing.T) {
 			_, err := c.UnregisterPolicy(planner, &macpv1.UnregisterPolicyRequest{PolicyId: "policy.p"})
 			return err
 		}, codes.OK},
+		// the runtime's other unary methods, forwarded after authentication
+		// (the fake runtime implements none of them)
+		{"GetPolicy", func() error {
+			_, err := c.GetPolicy(planner, &macpv1.GetPolicyRequest{PolicyId: "policy.p"})
+			return err
+		}, codes.Unimplemented},
+		{"ListModes", func() error { _, err := c.ListModes(planner, &macpv1.ListModesRequest{}); return err }, codes.Unimplemented},
+		{"ListModes without credentials", func() error { _, err := c.ListModes(ctx, &macpv1.ListModesRequest{}); return err }, codes.Unauthenticated},
 		{"health Check", func() error {
 			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -632,6 +640,13 @@ func TestRelayAnswersItself(t *testing.T) {
 	_ = conn.Invoke(planner, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{})
 	if n := srv.handedOn.Load(); n != 1 {
 		t.Errorf("an unknown path: the grpc-go sidecar received %d calls, want 1 (it answers those)", n)
+	}
+	// with public discovery, a discovery call without credentials is
+	// forwarded by the relay as well (the runtime's UNIMPLEMENTED here)
+	pub, pubAddr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay, PublicDiscovery: true})
+	_, err := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, pubAddr)).ListModes(ctx, &macpv1.ListModesRequest{})
+	if status.Code(err) != codes.Unimplemented || pub.handedOn.Load() != 0 {
+		t.Errorf("public ListModes without credentials: %v, %d calls handed on; want the runtime's UNIMPLEMENTED from the relay", err, pub.handedOn.Load())
 	}
 }
 

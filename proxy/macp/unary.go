@@ -52,7 +52,8 @@ func decidedUnary(call proxy.Call) bool {
 	return false
 }
 
-// unary answers one call decidedUnary takes, admitted as a, msg its
+// unary answers one call decidedUnary takes (or, on the relay, another
+// unary call forwarded after authentication), admitted as a, msg its
 // request message and upctx the context of the calls made for it to the
 // runtime: with the runtime's response message (resp), or an answer of
 // Warden's own (a message, or an error: a refusal, or a status).
@@ -74,6 +75,9 @@ func (s *Server) unary(ctx, upctx context.Context, a admission.Admission, msg []
 		if err == nil {
 			s.observePolicy(a.Call, msg, resp)
 		}
+		return resp, nil, err
+	case proxy.CallAuthenticated, proxy.CallDiscovery: // forwarded as they are (on the relay; grpc-go relays them as streams)
+		resp, err := fwd()
 		return resp, nil, err
 	}
 	return nil, nil, status.Error(codes.Internal, a.Op+" is not a unary call Warden answers")
