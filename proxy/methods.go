@@ -1,6 +1,10 @@
 package proxy
 
-import "strings"
+import (
+	"strings"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+)
 
 // MACPService is the runtime's gRPC service path prefix.
 const MACPService = "/macp.v1.MACPRuntimeService/"
@@ -75,18 +79,30 @@ var DefaultPassThrough = []string{"grpc.health.v1.Health", "grpc.reflection.v1.S
 // Methods is the MACP listener's allow-list: the runtime's methods plus the
 // pass-through services. It is immutable once built.
 type Methods struct {
-	pass map[string]bool // service names
+	pass  map[string]bool // service names
+	unary map[string]bool // the runtime's methods of one message each way
 }
 
 // NewMethods builds the allow-list; passThrough are full gRPC service names
 // (package.Service) whose every method is forwarded without credentials.
 func NewMethods(passThrough []string) Methods {
-	m := Methods{pass: make(map[string]bool, len(passThrough))}
+	m := Methods{pass: make(map[string]bool, len(passThrough)), unary: map[string]bool{}}
 	for _, s := range passThrough {
 		m.pass[s] = true
 	}
+	// the service's descriptor lists its unary methods apart from its streams
+	for _, d := range macpv1.MACPRuntimeService_ServiceDesc.Methods {
+		if path := MACPService + d.MethodName; macpCalls[path] != CallUnknown {
+			m.unary[path] = true
+		}
+	}
 	return m
 }
+
+// Unary reports whether path is a method of the runtime (macpCalls) that
+// takes one request message and answers one (a stream's answer does not
+// end with its message: StreamSession and the Watch calls).
+func (m Methods) Unary(path string) bool { return m.unary[path] }
 
 // Lookup returns how path (":path" of the HTTP/2 request, exactly as sent)
 // is treated. Only exact paths of the form /package.Service/Method match: a

@@ -47,3 +47,39 @@ func TestMethodsLookup(t *testing.T) {
 		t.Errorf("with no pass-through services, health is %d", got)
 	}
 }
+
+// TestMethodsUnary: the runtime's methods of one message each way, read off
+// the service's descriptor; the streams and every other path are not.
+func TestMethodsUnary(t *testing.T) {
+	m := NewMethods(DefaultPassThrough)
+	for path, want := range map[string]bool{
+		MACPService + "Send":              true,
+		MACPService + "GetSession":        true,
+		MACPService + "ListSessions":      true,
+		MACPService + "GetPolicy":         true,
+		MACPService + "PromoteMode":       true,
+		MACPService + "Initialize":        true,
+		MACPService + "ListExtModes":      true,
+		MACPService + "StreamSession":     false,
+		MACPService + "WatchSessions":     false,
+		MACPService + "WatchSignals":      false,
+		MACPService + "WatchPolicies":     false,
+		MACPService + "WatchModeRegistry": false,
+		MACPService + "WatchRoots":        false,
+		MACPService + "Send?x=1":          false,
+		"/grpc.health.v1.Health/Check":    false, // not the runtime's
+	} {
+		if got := m.Unary(path); got != want {
+			t.Errorf("Unary(%q) = %v, want %v", path, got, want)
+		}
+	}
+	n := 0
+	for path := range macpCalls {
+		if m.Unary(path) {
+			n++
+		}
+	}
+	if n != len(macpCalls)-6 {
+		t.Errorf("%d unary methods of %d, want all but the six streams", n, len(macpCalls))
+	}
+}

@@ -39,6 +39,13 @@ func (benchRuntime) Send(_ context.Context, req *macpv1.SendRequest) (*macpv1.Se
 	return &macpv1.SendResponse{Ack: ack}, nil
 }
 
+// GetSession shows every session as one the benchmark's worker takes part
+// in.
+func (benchRuntime) GetSession(_ context.Context, req *macpv1.GetSessionRequest) (*macpv1.GetSessionResponse, error) {
+	return &macpv1.GetSessionResponse{Metadata: &macpv1.SessionMetadata{SessionId: req.GetSessionId(), Mode: macp.ModeTask,
+		State: macpv1.SessionState_SESSION_STATE_OPEN, Initiator: "agent://planner", Participants: []string{"agent://planner", "agent://worker"}}}, nil
+}
+
 func startBenchRuntime(b *testing.B) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -144,6 +151,26 @@ func benchSend(b *testing.B, transport string) {
 	for b.Loop() {
 		if err := sendUpdate(ctx, c, updates[0]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSidecarGetSession measures one GetSession of a participant end
+// to end (authentication, the runtime's answer, the participant filter);
+// BenchmarkSidecarGetSessionRelay with the frame relay as the front door.
+func BenchmarkSidecarGetSession(b *testing.B)      { benchGetSession(b, TransportGRPC) }
+func BenchmarkSidecarGetSessionRelay(b *testing.B) { benchGetSession(b, TransportRelay) }
+
+func benchGetSession(b *testing.B, transport string) {
+	c := benchSidecar(b, transport)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer agent://worker")
+	req := &macpv1.GetSessionRequest{SessionId: "00000000-0000-4000-8000-000000000000"}
+	b.ReportAllocs()
+	defer reportCPU(b, cputime.Used())
+	for b.Loop() {
+		resp, err := c.GetSession(ctx, req)
+		if err != nil || resp.GetMetadata().GetSessionId() != req.GetSessionId() {
+			b.Fatal(resp, err)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/macp/admission"
-	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -34,20 +33,63 @@ func recvOne(ss grpc.ServerStream) (*frame, error) {
 	return f, nil
 }
 
-// invoke forwards one unary request with the upstream context ctx and
-// relays the upstream's headers.
-func (s *Server) invoke(ctx context.Context, ss grpc.ServerStream, method string, req *frame) (*frame, error) {
-	var header, trailer metadata.MD
+// grpcUnary answers a call decidedUnary takes on the grpc-go door: req is
+// its request message, upctx the context of the calls to the runtime.
+func (s *Server) grpcUnary(ctx, upctx context.Context, a admission.Admission, req *frame) (any, error) {
+	f := &grpcForward{s: s, upctx: upctx, method: a.Method, req: req}
+	resp, own, err := s.unary(ctx, upctx, a, req.b, f.call)
+	return f.answer(ctx, resp, own, err)
+}
+
+// grpcForward is the forward of a unary call on the grpc-go door: the
+// request sent with the upstream client, the runtime's header and trailer
+// kept for the client, who gets them when the runtime's answer is its
+// answer.
+type grpcForward struct {
+	s               *Server
+	upctx           context.Context
+	method          string
+	req             *frame
+	header, trailer metadata.MD
+	err             error // the runtime's answer, when it failed
+}
+
+func (f *grpcForward) call() ([]byte, error) {
 	resp := &frame{}
-	err := s.up.Invoke(ctx, method, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
-	if relayable(header) {
-		_ = ss.SetHeader(header)
+	if err := f.s.up.Invoke(f.upctx, f.method, f.req, resp, grpc.Header(&f.header), grpc.Trailer(&f.trailer)); err != nil {
+		f.err = f.s.upstreamError(err)
+		return nil, f.err
 	}
-	ss.SetTrailer(trailer)
+	return resp.b, nil
+}
+
+// answer maps unary's outcome onto grpc-go's wire: Warden's own answer, or
+// the runtime's with its header and trailer.
+func (f *grpcForward) answer(ctx context.Context, resp []byte, own proto.Message, err error) (any, error) {
+	switch {
+	case own != nil:
+		return own, nil
+	case err != nil && err != f.err:
+		return nil, grpcError(ctx, err)
+	}
+	if relayable(f.header) {
+		_ = grpc.SetHeader(ctx, f.header)
+	}
+	_ = grpc.SetTrailer(ctx, f.trailer)
 	if err != nil {
-		return nil, s.upstreamError(err)
+		return nil, err
 	}
-	return resp, nil
+	return &frame{b: resp}, nil
+}
+
+// grpcError is an error of unary's on grpc-go's wire: a refusal with its
+// MACP code (refuse).
+func grpcError(ctx context.Context, err error) error {
+	var r refusal
+	if errors.As(err, &r) {
+		return refuse(ctx, r.Refusal)
+	}
+	return err
 }
 
 // relayable reports whether the runtime's response headers hold anything
@@ -59,19 +101,6 @@ func relayable(header metadata.MD) bool {
 		}
 	}
 	return false
-}
-
-// undecided maps "could not decide" onto the wire, once for every MACP call:
-// refused, retryable, with a generic text for the client and the detail in
-// the log.
-func (s *Server) undecided(ctx context.Context, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
-		}
-	}
-	s.log.Warn("could not decide a MACP message; refusing it", "err", err)
-	return refuse(ctx, admission.Undecided)
 }
 
 // upstreamError is what the client sees when the call to the runtime failed:
@@ -93,29 +122,12 @@ func (s *Server) upstreamError(err error) error {
 	return err
 }
 
-// settle ends a decision by the runtime's answer to the message: accepted
-// commits the state. When the answer shows Warden's state no longer follows
-// the runtime (it does not know the session, it applied a retransmission as
-// new, or the answer was lost), the session is forgotten, still held, and
-// rebuilt on its next message (proxy.Enforcer.SettleForget).
-func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
-	switch {
-	case errors.Is(err, errUpstreamFull): // it never reached the runtime
-		d.Settle(false)
-	case err != nil,
-		a.ok && d.Duplicate && !a.duplicate,
-		!a.ok && string(a.code) == string(rules.CodeSessionNotFound):
-		s.enf.SettleForget(context.WithoutCancel(ctx), d)
-	default:
-		d.Settle(a.ok && !a.duplicate)
-	}
-}
-
-// send decides one Send and forwards it when allowed. It is registered as
-// a unary method (cheaper than the generic stream path every other call
-// takes); the answer is either Warden's refusal or the runtime's bytes. The
-// caller is admitted before its message is read.
+// send answers a Send on the grpc-go door. It is registered as a unary
+// method (cheaper than the generic stream path every other call takes);
+// the answer is either Warden's refusal or the runtime's bytes. The caller
+// is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
+	s.countHandedOn(ctx)
 	ctx, f := s.enf.Begin(ctx, "macp", proxy.DoorSidecar, nil)
 	defer func() { f.End(failedCall(err)) }()
 	a, md := s.admit(ctx, methodSend)
@@ -131,117 +143,12 @@ func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.Un
 	if err != nil {
 		return nil, err
 	}
-	r, refused := s.gate.Request(a, req.b)
-	if refused != nil {
-		return nil, refuse(ctx, *refused)
-	}
-	r.Acked = true
-	upctx := s.upstreamContext(ctx, md, a.Principal, a.Credentials)
-	d, err := s.enf.Enforce(upctx, r)
-	if err != nil {
-		return nil, s.undecided(ctx, err)
-	}
-	if !d.Allow {
-		return &macpv1.SendResponse{Ack: admission.Refused(d, r).Ack(r.Envelope)}, nil
-	}
-	var header, trailer metadata.MD
-	resp := &frame{}
-	err = s.up.Invoke(upctx, methodSend, req, resp, grpc.Header(&header), grpc.Trailer(&trailer))
-	if relayable(header) {
-		_ = grpc.SetHeader(ctx, header)
-	}
-	_ = grpc.SetTrailer(ctx, trailer)
-	var ak ack
-	if err == nil {
-		if ak, err = readAck(resp.b); err != nil {
-			err = errors.New("the runtime's SendResponse does not decode")
-		}
-	}
-	s.settle(ctx, d, ak, err)
-	if err != nil {
-		return nil, s.upstreamError(err)
-	}
-	return resp, nil
-}
-
-// control decides CancelSession, SuspendSession and ResumeSession, admitted
-// as a (authenticated before its request is read: a client that cannot
-// authenticate holds no stream waiting for a body).
-func (s *Server) control(ss grpc.ServerStream, a admission.Admission, upctx context.Context) error {
-	req, err := recvOne(ss)
-	if err != nil {
-		return err
-	}
-	r, refused := s.gate.Request(a, req.b)
-	if refused != nil {
-		return refuse(ss.Context(), *refused)
-	}
-	d, err := s.enf.Enforce(upctx, r)
-	if err != nil {
-		return s.undecided(ss.Context(), err)
-	}
-	if !d.Allow {
-		// The runtime refuses control RPCs with a gRPC status, not an Ack.
-		return refuse(ss.Context(), admission.Refused(d, r))
-	}
-	resp, err := s.invoke(upctx, ss, a.Method, req)
-	var ak ack // the three responses share {ack}
-	if err == nil {
-		if ak, err = readAck(resp.b); err != nil {
-			err = errors.New("the runtime's control response does not decode")
-		}
-	}
-	s.settle(ss.Context(), d, ak, err)
-	if err != nil {
-		return err
-	}
-	return ss.SendMsg(resp)
+	return s.grpcUnary(ctx, s.upstreamContext(ctx, md, a.Principal, a.Credentials), a, req)
 }
 
 // member reports whether id takes part in the session.
 func member(m *macpv1.SessionMetadata, id string) bool {
 	return m.GetInitiator() == id || slices.Contains(m.GetParticipants(), id)
-}
-
-// authedUnary forwards a unary call admitted with the upstream context ctx
-// and decodes the response into out, so the caller can filter what the
-// caller may see.
-func (s *Server) authedUnary(ss grpc.ServerStream, ctx context.Context, method string, out proto.Message) (*frame, error) {
-	req, err := recvOne(ss)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.invoke(ctx, ss, method, req)
-	if err != nil {
-		return nil, err
-	}
-	if err := proto.Unmarshal(resp.b, out); err != nil {
-		return nil, status.Error(codes.Internal, "the runtime's "+method+" response does not decode")
-	}
-	return resp, nil
-}
-
-// errNoSession is the one answer for a session the caller may not see,
-// whether it exists or not, so that session ids cannot be probed.
-var errNoSession = status.Error(codes.NotFound, "session not found")
-
-// getSession shows a session only to its participants; to anyone else it
-// looks exactly like an unknown session (the runtime's PermissionDenied for
-// an existing session included).
-func (s *Server) getSession(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	var out macpv1.GetSessionResponse
-	resp, err := s.authedUnary(ss, ctx, methodGet, &out)
-	switch status.Code(err) {
-	case codes.OK:
-	case codes.NotFound, codes.PermissionDenied:
-		return errNoSession
-	default:
-		return err
-	}
-	if !member(out.GetMetadata(), p.ID) {
-		return errNoSession
-	}
-	return ss.SendMsg(resp)
 }
 
 // watchSessions relays only the lifecycle events of the caller's sessions.

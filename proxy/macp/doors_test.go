@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentwarden/warden/proxy"
@@ -94,9 +95,14 @@ func envoyCall(t *testing.T, srv *extauthz.Server, up *grpc.ClientConn, header [
 		t.Fatalf("ext_authz allowed a body that is not one gRPC message: %x", body)
 	}
 	out := &frame{}
-	if err := up.Invoke(ctx, h.Path, &frame{b: msg}, out); err != nil {
+	var trailer metadata.MD
+	if err := up.Invoke(ctx, h.Path, &frame{b: msg}, out, grpc.Trailer(&trailer)); err != nil {
 		st := status.Convert(err)
-		return rawAnswer{Status: "200", GRPCStatus: strconv.Itoa(int(st.Code())), GRPCMessage: st.Message()}
+		a := rawAnswer{Status: "200", GRPCStatus: strconv.Itoa(int(st.Code())), GRPCMessage: st.Message()}
+		if v := trailer.Get("macp-error-code"); len(v) > 0 {
+			a.MACP = v[0]
+		}
+		return a
 	}
 	return rawAnswer{Status: "200", GRPCStatus: "0"}.withAck(t, framed(out.b, len(out.b), 0))
 }

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -128,12 +129,14 @@ func (f *fakeRuntime) ResumeSession(_ context.Context, req *macpv1.ResumeSession
 	return &macpv1.ResumeSessionResponse{Ack: ack}, err
 }
 
-func (f *fakeRuntime) GetSession(_ context.Context, req *macpv1.GetSessionRequest) (*macpv1.GetSessionResponse, error) {
+// GetSession answers a session it does not hold as the runtime does.
+func (f *fakeRuntime) GetSession(ctx context.Context, req *macpv1.GetSessionRequest) (*macpv1.GetSessionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.sessions[req.GetSessionId()]
 	if s == nil {
-		return nil, status.Error(codes.NotFound, "session not found")
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("macp-error-code", string(rules.CodeSessionNotFound)))
+		return nil, status.Errorf(codes.NotFound, "Session '%s' not found", req.GetSessionId())
 	}
 	return &macpv1.GetSessionResponse{Metadata: proto.Clone(s.meta).(*macpv1.SessionMetadata)}, nil
 }

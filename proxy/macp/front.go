@@ -19,13 +19,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/frames"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Transports of the MACP sidecar's front door.
@@ -34,16 +34,19 @@ const (
 	// and a client call toward the runtime per call.
 	TransportGRPC = "grpc"
 	// TransportRelay serves the front door with the HTTP/2 frame relay
-	// (proxy/frames): Send is decided on the relay and its original bytes
-	// relayed to the runtime; every other call goes to the grpc-go sidecar,
-	// served in process behind the relay, and is handled exactly as with
-	// TransportGRPC.
+	// (proxy/frames): the runtime's unary calls (Send, the control calls,
+	// GetSession, ListSessions, the policy registrations, the calls
+	// forwarded after authentication) and the health service's Check are
+	// answered on the relay, their original bytes relayed to the runtime;
+	// every other call (the streams, unknown paths) goes to the grpc-go
+	// sidecar, served in process behind the relay, and is handled exactly as
+	// with TransportGRPC.
 	TransportRelay = "relay"
 )
 
 // The relay's upstream pools.
 const (
-	poolRuntime  = 0 // the runtime, for decided Sends
+	poolRuntime  = 0 // the runtime, for the calls decided on the relay
 	poolFallback = 1 // the in-process grpc-go sidecar, for everything else
 )
 
@@ -151,16 +154,18 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 	return func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
 }
 
-// router decides Send on the relay and sends every other stream to the
-// grpc-go sidecar. Only a Send the grpc-go server would read as one (POST,
-// a gRPC protobuf content type, no compression) is decided on the relay;
-// anything else, a path that differs in a byte included, gets the grpc-go
-// sidecar's own answer.
+// router answers on the relay every unary call of the runtime
+// (Methods.Unary: those Warden decides or filters, decidedUnary, and those
+// it forwards after authentication) and the health service's Check, and
+// sends every other stream to the grpc-go sidecar. Only a call the grpc-go
+// server would read as one (POST, a gRPC protobuf content type, no
+// compression) is answered on the relay; anything else, a path that differs
+// in a byte included, gets the grpc-go sidecar's own answer.
 type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
-	if _, ok := sendContentType(header); ok {
-		return frames.Route{Handler: sendHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
+	if _, ok := r.s.decidedHere(header); ok {
+		return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
 	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, client, cs)}
 	// every call of the runtime but StreamSession sends one message: its
@@ -174,9 +179,9 @@ func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.Conne
 	return rt
 }
 
-// sendContentType returns the content type of a request the relay decides
-// itself: a gRPC Send as grpc-go reads it.
-func sendContentType(header []hpack.HeaderField) (string, bool) {
+// decidedHere returns the content type of a request the relay answers
+// itself (see router), as grpc-go reads it.
+func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 	var path, method, ct string
 	for _, f := range header {
 		switch f.Name {
@@ -195,15 +200,21 @@ func sendContentType(header []hpack.HeaderField) (string, bool) {
 			}
 		}
 	}
-	ok := path == methodSend && method == "POST" && admission.GRPCContentType(ct)
+	call := s.methods.Lookup(path)
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallPassThrough && path == healthCheck)
 	return ct, ok
 }
 
-// sendHandler decides the Sends the relay buffers, admitted on their
-// header list before any of their body is kept (frames.Admitter).
-type sendHandler struct{ s *Server }
+// healthCheck is the gRPC health service's unary call: the relay passes it
+// through itself (passAnonymous) when the service is passed through; its
+// Watch, which streams, goes to the grpc-go sidecar.
+const healthCheck = "/grpc.health.v1.Health/Check"
 
-// relayAdmitted is a Send admitted on the relay: the admission and the
+// callHandler answers the calls the relay answers itself, admitted on
+// their header list before any of their body is kept (frames.Admitter).
+type callHandler struct{ s *Server }
+
+// relayAdmitted is a call admitted on the relay: the admission and the
 // call's metadata (without a client's chain hand-off header).
 type relayAdmitted struct {
 	a  admission.Admission
@@ -211,17 +222,17 @@ type relayAdmitted struct {
 	f  *proxy.Flight
 }
 
-// Admit admits a Send from its header list with the one gate every door
+// Admit admits a call from its header list with the one gate every door
 // uses; a refusal is answered before any of its body is kept.
-func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
+func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
 	md := incomingMD(header)
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, "macp", proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: methodSend, Get: md.Get, Chain: verifiedChain(cs), Client: client})
+	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: headerValue(header, ":path"), Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCall(status.Error(a.Refusal.Status, "")))
-		ct, _ := sendContentType(header)
+		ct, _ := h.s.decidedHere(header)
 		resp := refusalAnswer(ct, *a.Refusal)
 		return nil, &resp
 	}
@@ -232,9 +243,9 @@ func (h sendHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	return relayAdmitted{a: a, md: md, f: f}, nil
 }
 
-// traceFrom is where a relayed Send's server span takes its parent from:
-// the call's metadata when Warden traces (the relay has no otelgrpc to
-// start it), nil otherwise.
+// traceFrom is where the server span of a call answered on the relay takes
+// its parent from: the call's metadata when Warden traces (the relay has no
+// otelgrpc to start it), nil otherwise.
 func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 	if s.tp == nil {
 		return nil
@@ -242,16 +253,17 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 	return mdCarrier(md)
 }
 
-// Handle decides one Send the relay admitted and buffered, as send does on
-// grpc-go, and answers as it answers: Warden's refusal, or the runtime's own
-// answer after the decision settled on its Ack. A body that is not exactly
-// one uncompressed message goes to the grpc-go sidecar, which answers it.
-func (h sendHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
+// Handle answers one call the relay admitted and buffered, as the grpc-go
+// door answers it (unary): Warden's own answer, or the runtime's whole
+// answer to the original bytes once Warden read it. A body that is not
+// exactly one uncompressed message goes to the grpc-go sidecar, which
+// answers it.
+func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
-	ct, _ := sendContentType(req.Header)
+	ct, _ := s.decidedHere(req.Header)
 	if req.Truncated {
 		n := uint32(0)
 		if len(req.Body) >= grpcPrefix {
@@ -273,53 +285,109 @@ func (h sendHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		}
 		return resp
 	}
-	r, refused := s.gate.Request(adm.a, msg)
-	if refused != nil {
-		return refusalAnswer(ct, *refused)
+	if adm.a.Anonymous {
+		return s.passAnonymous(ctx, req, ct, adm.a.Method)
 	}
-	r.Acked = true
-	upctx := s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)
-	d, err := s.enf.Enforce(upctx, r)
-	if err != nil {
-		return statusAnswer(ct, s.undecided(ctx, err))
-	}
-	if !d.Allow {
-		return messageAnswer(ct, &macpv1.SendResponse{Ack: admission.Refused(d, r).Ack(r.Envelope)})
-	}
-	up, _ := metadata.FromOutgoingContext(upctx)
-	fctx, endCall := s.clientSpan(ctx)
-	resp, err := req.Forward(ctx, poolRuntime, forwardHeader(req.Header, s.cfg.Upstream, up, fctx))
-	endCall()
-	var a ack
-	settled := err
-	switch {
-	case err == nil:
-		a, err = runtimeAck(resp)
-		settled = err
-	case errors.Is(err, frames.ErrNotSent):
-		// it never reached the runtime, as the grpc-go path's
-		// errUpstreamFull: Warden's state still follows the runtime's
-		settled = errUpstreamFull
-	}
-	s.settle(ctx, d, a, settled)
-	if errors.Is(err, frames.ErrPoolFull) {
-		return statusAnswer(ct, errUpstreamFull)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return statusAnswer(ct, status.FromContextError(ctx.Err()).Err())
+	if !decidedUnary(adm.a.Call) { // forwarded after authentication: within the caller's share of the runtime's streams
+		done, err := s.streams.take(adm.a.Principal.ID)
+		if err != nil {
+			return statusAnswer(ct, err)
 		}
-		if e := s.upstreamError(err); e != err {
-			return statusAnswer(ct, e)
-		}
+		defer done()
 	}
-	return resp
+	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"),
+		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
+	_, own, err := s.unary(ctx, f.upctx, adm.a, msg, f.call)
+	return f.answer(ct, own, err)
 }
 
-// runtimeAck reads the runtime's answer to a Send: its Ack when the call
-// succeeded, its status error when it failed, and a plain error (a
-// transport failure to the client) when it is not a gRPC answer.
-func runtimeAck(resp frames.Response) (ack, error) {
+// passAnonymous forwards a unary call admitted without credentials (the
+// health service's Check) within the anonymous callers' share of the
+// runtime's streams, as relayAnonymous does on the grpc-go door: no
+// credential or identity header of the client's reaches the runtime, whose
+// answer is the client's.
+func (s *Server) passAnonymous(ctx context.Context, req *frames.Request, ct, method string) frames.Response {
+	done, err := s.streams.take("")
+	if err != nil {
+		return statusAnswer(ct, err)
+	}
+	defer done()
+	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(method, "/"), upctx: metadata.NewOutgoingContext(ctx, metadata.MD{})}
+	if _, err := f.call(); err != nil && err != f.err {
+		return statusAnswer(ct, err)
+	}
+	return f.resp
+}
+
+// relayForward is the forward of a unary call on the relay: the call's
+// original bytes on a stream to the runtime, under the header list the
+// runtime gets for upctx; the runtime's whole answer is kept, and the
+// client gets exactly it when it is the client's answer.
+type relayForward struct {
+	s     *Server
+	ctx   context.Context
+	req   *frames.Request
+	name  string // the call's span name
+	upctx context.Context
+	resp  frames.Response
+	err   error // the runtime's answer, when it is a failure
+}
+
+func (f *relayForward) call() ([]byte, error) {
+	s := f.s
+	up, _ := metadata.FromOutgoingContext(f.upctx)
+	fctx, endCall := s.clientSpan(f.ctx, f.name)
+	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(f.req.Header, s.cfg.Upstream, up, fctx))
+	endCall()
+	if err != nil {
+		var wire error
+		switch {
+		case errors.Is(err, frames.ErrPoolFull):
+			wire = errUpstreamFull
+		case f.ctx.Err() != nil:
+			wire = status.FromContextError(f.ctx.Err()).Err()
+		default:
+			wire = s.upstreamError(err)
+		}
+		if errors.Is(err, frames.ErrNotSent) {
+			// it never reached the runtime, as the grpc-go path's
+			// errUpstreamFull: Warden's state still follows the runtime's
+			return nil, notReached{wire}
+		}
+		return nil, wire
+	}
+	f.resp = resp
+	m, err := runtimeMessage(resp)
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			f.err = err
+			return nil, err
+		}
+		return nil, s.upstreamError(err)
+	}
+	return m, nil
+}
+
+// answer maps unary's outcome onto the relay's wire: Warden's own answer,
+// or the runtime's.
+func (f *relayForward) answer(ct string, own proto.Message, err error) frames.Response {
+	switch {
+	case own != nil:
+		return messageAnswer(ct, own)
+	case err == nil || err == f.err:
+		return f.resp
+	}
+	var r refusal
+	if errors.As(err, &r) {
+		return refusalAnswer(ct, r.Refusal)
+	}
+	return statusAnswer(ct, err)
+}
+
+// runtimeMessage reads the runtime's answer to a unary call: its message
+// when the call succeeded, its status error when it failed, and a plain
+// error (a transport failure to the client) when it is not a gRPC answer.
+func runtimeMessage(resp frames.Response) ([]byte, error) {
 	st := resp.Trailer
 	if st == nil {
 		st = resp.Header // Trailers-Only
@@ -335,20 +403,16 @@ func runtimeAck(resp frames.Response) (ack, error) {
 	}
 	n, err := strconv.ParseUint(code, 10, 32)
 	if !found || err != nil || headerValue(resp.Header, ":status") != "200" {
-		return ack{}, errors.New("the runtime's answer is not a gRPC response")
+		return nil, errors.New("the runtime's answer is not a gRPC response")
 	}
 	if n != 0 {
-		return ack{}, status.Error(codes.Code(n), decodeGRPCMessage(msg))
+		return nil, status.Error(codes.Code(n), decodeGRPCMessage(msg))
 	}
 	m, ok := grpcMessage(resp.Body)
 	if !ok {
-		return ack{}, errors.New("the runtime's SendResponse is not one uncompressed message")
+		return nil, errors.New("the runtime's answer is not one uncompressed message")
 	}
-	a, err := readAck(m)
-	if err != nil {
-		return ack{}, errors.New("the runtime's SendResponse does not decode")
-	}
-	return a, nil
+	return m, nil
 }
 
 func headerValue(h []hpack.HeaderField, name string) string {
@@ -436,19 +500,16 @@ func (c mdCarrier) Keys() []string {
 	return keys
 }
 
-// sendSpan is the name of a relayed Send's client span, as otelgrpc names
-// it.
-const sendSpan = "macp.v1.MACPRuntimeService/Send"
-
-// clientSpan starts the client span of a Send decided on the relay, as
-// otelgrpc does on the grpc-go path (the server span is the flight's,
-// proxy.Enforcer.Begin); end ends it. Without a tracer provider it does
-// nothing.
-func (s *Server) clientSpan(ctx context.Context) (context.Context, func()) {
+// clientSpan starts the client span, named name (the method path without
+// its leading slash, as otelgrpc names it), of a call answered on the
+// relay, as otelgrpc does on the grpc-go path (the server span is the
+// flight's, proxy.Enforcer.Begin); end ends it. Without a tracer provider
+// it does nothing.
+func (s *Server) clientSpan(ctx context.Context, name string) (context.Context, func()) {
 	if s.tp == nil {
 		return ctx, func() {}
 	}
-	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, sendSpan, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func() { span.End() }
 }
 

@@ -7,11 +7,13 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"regexp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +22,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -27,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -52,6 +57,21 @@ func rawCall(t *testing.T, addr string, header []hpack.HeaderField, body []byte)
 
 // rawRequest is rawCall that ends the request only when end.
 func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) rawAnswer {
+	t.Helper()
+	a, data := rawSend(t, addr, header, body, end)
+	return a.withAck(t, data)
+}
+
+// rawExchange is rawCall for any call: the answer's status fields and its
+// body as sent.
+func rawExchange(t *testing.T, addr string, header []hpack.HeaderField, body []byte) (rawAnswer, []byte) {
+	t.Helper()
+	return rawSend(t, addr, header, body, true)
+}
+
+// rawSend sends one request, ending it only when end, and reads the
+// answer: its status fields and its body.
+func rawSend(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) (rawAnswer, []byte) {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -102,18 +122,18 @@ func rawRequest(t *testing.T, addr string, header []hpack.HeaderField, body []by
 				}
 			}
 			if f.StreamEnded() {
-				return a.withAck(t, data)
+				return a, data
 			}
 		case *http2.DataFrame:
 			data = append(data, f.Data()...)
 			if f.StreamEnded() {
-				return a.withAck(t, data)
+				return a, data
 			}
 		case *http2.RSTStreamFrame:
 			a.Reset = f.ErrCode
-			return a.withAck(t, data)
+			return a, data
 		case *http2.GoAwayFrame:
-			return a
+			return a, nil
 		}
 	}
 }
@@ -223,6 +243,21 @@ func TestFrontDoorBadInput(t *testing.T) {
 		{"ResumeSession of a session that does not exist", hdr(service+"ResumeSession", grpcCT, planner), func(string) []byte {
 			return whole(marshal(&macpv1.ResumeSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
 		}, false, "5", ""},
+		// so do the reads and the policy registrations, decided on the relay
+		// as on grpc-go
+		{"GetSession without credentials", hdr(methodGet, grpcCT, ""), func(s string) []byte { return whole(marshal(&macpv1.GetSessionRequest{SessionId: s})) }, false, "16", ""},
+		{"GetSession of a session that does not exist", hdr(methodGet, grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.GetSessionRequest{SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff"}))
+		}, false, "5", ""},
+		{"ListSessions without credentials", hdr(service+"ListSessions", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
+		// the runtime's own token ("v1:s-0001"); ext_authz, which cannot
+		// page for the caller, passes it to the runtime
+		{"ListSessions with a token Warden did not issue", hdr(service+"ListSessions", grpcCT, planner), func(string) []byte {
+			return whole(marshal(&macpv1.ListSessionsRequest{PageToken: "djE6cy0wMDAx"}))
+		}, false, "3", "0"},
+		{"ListSessions with a negative page size", hdr(service+"ListSessions", grpcCT, planner), func(string) []byte { return whole(marshal(&macpv1.ListSessionsRequest{PageSize: -1})) }, false, "3", ""},
+		{"RegisterPolicy without credentials", hdr(service+"RegisterPolicy", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
+		{"UnregisterPolicy without credentials", hdr(service+"UnregisterPolicy", grpcCT, "Basic cGxhbm5lcg=="), func(string) []byte { return whole(nil) }, false, "16", ""},
 		{"discovery without credentials", hdr(service+"ListModes", grpcCT, ""), func(string) []byte { return whole(nil) }, false, "16", ""},
 		{"wrong content type", hdr(sendPath, "application/json", planner), func(s string) []byte { return whole(send(s)) }, false, "3", "3"},
 		{"unknown path", hdr(service+"Nope", grpcCT, planner), func(s string) []byte { return whole(send(s)) }, false, "12", ""},
@@ -518,5 +553,188 @@ func TestRelayHeldStreamsShareNothing(t *testing.T) {
 	_, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sessionID()})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("GetSession beside 2,176 held calls: %v, want NOT_FOUND (answered)", err)
+	}
+}
+
+// TestRelayAnswersItself: through the relay front door, every unary call
+// of the runtime (Send, the control calls, GetSession, ListSessions, the
+// policy registrations, the calls forwarded after authentication), allowed
+// or refused, and the health service's Check are answered by the relay
+// itself: the grpc-go sidecar behind it receives none of them (before, it
+// received every one but a well-formed Send). An unknown path still goes
+// to it.
+func TestRelayAnswersItself(t *testing.T) {
+	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
+		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
+	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	srv, addr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay})
+	conn := startSidecarConn(t, addr)
+	c := macpv1.NewMACPRuntimeServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	planner, mallory := as(ctx, "planner"), as(ctx, "mallory")
+	sid := sessionID()
+	start, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
+	send := &macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: macp.TypeSessionStart,
+		MessageId: "m-" + sid, SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: start}}
+	policy := &macpv1.RegisterPolicyRequest{PolicyDescriptor: &macpv1.PolicyDescriptor{PolicyId: "policy.p", Mode: "macp.mode.decision.v1", Rules: `{}`, SchemaVersion: 1}}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"Send", func() error { _, err := c.Send(planner, send); return err }, codes.OK},
+		{"Send without credentials", func() error { _, err := c.Send(ctx, send); return err }, codes.Unauthenticated},
+		{"GetSession", func() error { _, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.OK},
+		{"GetSession, outsider", func() error { _, err := c.GetSession(mallory, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.NotFound},
+		{"GetSession without credentials", func() error { _, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.Unauthenticated},
+		{"ListSessions", func() error { _, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{}); return err }, codes.OK},
+		{"ListSessions, a foreign token", func() error {
+			_, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{PageToken: "djE6cy0wMDAx"})
+			return err
+		}, codes.InvalidArgument},
+		{"SuspendSession", func() error {
+			_, err := c.SuspendSession(planner, &macpv1.SuspendSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"ResumeSession, outsider", func() error {
+			_, err := c.ResumeSession(mallory, &macpv1.ResumeSessionRequest{SessionId: sid})
+			return err
+		}, codes.NotFound},
+		{"ResumeSession", func() error {
+			_, err := c.ResumeSession(planner, &macpv1.ResumeSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"CancelSession", func() error {
+			_, err := c.CancelSession(planner, &macpv1.CancelSessionRequest{SessionId: sid})
+			return err
+		}, codes.OK},
+		{"RegisterPolicy", func() error { _, err := c.RegisterPolicy(planner, policy); return err }, codes.OK},
+		{"UnregisterPolicy", func() error {
+			_, err := c.UnregisterPolicy(planner, &macpv1.UnregisterPolicyRequest{PolicyId: "policy.p"})
+			return err
+		}, codes.OK},
+		// the runtime's other unary methods, forwarded after authentication
+		// (the fake runtime implements none of them)
+		{"GetPolicy", func() error {
+			_, err := c.GetPolicy(planner, &macpv1.GetPolicyRequest{PolicyId: "policy.p"})
+			return err
+		}, codes.Unimplemented},
+		{"ListModes", func() error { _, err := c.ListModes(planner, &macpv1.ListModesRequest{}); return err }, codes.Unimplemented},
+		{"ListModes without credentials", func() error { _, err := c.ListModes(ctx, &macpv1.ListModesRequest{}); return err }, codes.Unauthenticated},
+		{"health Check", func() error {
+			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("status %v", r.GetStatus())
+			}
+			return err
+		}, codes.OK},
+	} {
+		if err := tc.call(); status.Code(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if n := srv.handedOn.Load(); n != 0 {
+		t.Errorf("the grpc-go sidecar behind the relay received %d of those calls, want none", n)
+	}
+	_ = conn.Invoke(planner, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{})
+	if n := srv.handedOn.Load(); n != 1 {
+		t.Errorf("an unknown path: the grpc-go sidecar received %d calls, want 1 (it answers those)", n)
+	}
+	// with public discovery, a discovery call without credentials is
+	// forwarded by the relay as well (the runtime's UNIMPLEMENTED here)
+	pub, pubAddr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay, PublicDiscovery: true})
+	_, err := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, pubAddr)).ListModes(ctx, &macpv1.ListModesRequest{})
+	if status.Code(err) != codes.Unimplemented || pub.handedOn.Load() != 0 {
+		t.Errorf("public ListModes without credentials: %v, %d calls handed on; want the runtime's UNIMPLEMENTED from the relay", err, pub.handedOn.Load())
+	}
+}
+
+// FuzzRelayUnary sends arbitrary bodies as the calls of one message the
+// relay answers besides Send, as an outsider of the one session the runtime
+// holds: every one is answered with a gRPC status (never a hang or a
+// dropped stream), and none shows the session: GetSession never succeeds
+// and ListSessions lists nothing.
+func FuzzRelayUnary(f *testing.F) {
+	runtime, up := startFakeRuntime(f)
+	sid := sessionID()
+	runtime.sessions[sid] = &fakeSession{meta: &macpv1.SessionMetadata{SessionId: sid, Initiator: "planner", Participants: []string{"planner", "worker"}}}
+	addr := serveSidecar(f, devEnforcer(f), Config{Upstream: up, Transport: TransportRelay, MaxMessageBytes: 4096})
+	methods := []string{"GetSession", "ListSessions", "CancelSession", "SuspendSession", "ResumeSession", "RegisterPolicy", "UnregisterPolicy"}
+	get, _ := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sid})
+	list, _ := proto.Marshal(&macpv1.ListSessionsRequest{PageSize: 1})
+	f.Add(uint8(0), framed(get, len(get), 0))
+	f.Add(uint8(1), framed(list, len(list), 0))
+	f.Add(uint8(2), framed(get, len(get), 0)) // {session_id} is field 1 of the control requests too
+	f.Add(uint8(0), framed(get[:3], len(get), 0))
+	f.Add(uint8(1), []byte{})
+	f.Add(uint8(5), framed(nil, 5000, 0))
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		method := methods[int(which)%len(methods)]
+		header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + method},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "authorization", Value: "Bearer mallory"}}
+		a, data := rawExchange(t, addr, header, body)
+		if a.GRPCStatus == "" {
+			t.Fatalf("%s: answer without a gRPC status: %+v", method, a)
+		}
+		switch {
+		case method == "GetSession" && a.GRPCStatus == "0":
+			t.Fatalf("GetSession %x: the outsider was shown a session", body)
+		case method == "ListSessions" && a.GRPCStatus == "0":
+			var out macpv1.ListSessionsResponse
+			msg, ok := grpcMessage(data)
+			if !ok || proto.Unmarshal(msg, &out) != nil || len(out.GetSessions()) > 0 {
+				t.Fatalf("ListSessions %x: the outsider was listed %v", body, out.GetSessions())
+			}
+		}
+	})
+}
+
+// failRebuild is a Rebuilder whose look-ups of the runtime all fail.
+type failRebuild struct{}
+
+func (failRebuild) Rebuild(context.Context, string, *macp.Governance) (*macp.Session, error) {
+	return nil, errors.New("the runtime is unreachable")
+}
+func (failRebuild) Exists(context.Context, string) (bool, error) {
+	return false, errors.New("the runtime is unreachable")
+}
+
+// TestUndecidedOnBothDoors: a Send and a control call Warden cannot decide
+// (the session is unknown and its rebuild from the runtime fails) are
+// refused alike on both sidecar doors: UNAVAILABLE, retryable, with
+// macp-error-code INTERNAL. Before, the relay's Send answered without the
+// macp-error-code (the refusal's code was set as a grpc-go trailer the
+// relay never sent).
+func TestUndecidedOnBothDoors(t *testing.T) {
+	hdr := func(method string) []hpack.HeaderField {
+		return []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + method},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			{Name: "authorization", Value: "Bearer planner"}}
+	}
+	msg := func(m proto.Message) []byte {
+		b, _ := proto.Marshal(m)
+		return framed(b, len(b), 0)
+	}
+	sid := sessionID()
+	calls := map[string][]byte{
+		"Send": msg(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "TaskRequest",
+			MessageId: "m1", SessionId: sid, Sender: "planner", TimestampUnixMs: time.Now().UnixMilli(), Payload: []byte("{}")}}),
+		"CancelSession": msg(&macpv1.CancelSessionRequest{SessionId: sid}),
+	}
+	for method, body := range calls {
+		got := map[string]rawAnswer{}
+		for _, transport := range transports {
+			_, up := startFakeRuntime(t)
+			addr := serveSidecar(t, devEnforcerWith(t, failRebuild{}), Config{Upstream: up, Transport: transport})
+			a := rawCall(t, addr, hdr(method), body)
+			if a.GRPCStatus != "14" || a.MACP != string(rules.CodeInternal) {
+				t.Errorf("%s on %s: %+v, want UNAVAILABLE with macp-error-code INTERNAL", method, transport, a)
+			}
+			got[transport] = a
+		}
+		if got[TransportGRPC] != got[TransportRelay] {
+			t.Errorf("%s: the doors answer differently:\ngrpc  %+v\nrelay %+v", method, got[TransportGRPC], got[TransportRelay])
+		}
 	}
 }

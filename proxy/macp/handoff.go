@@ -56,6 +56,17 @@ func (handoff) give(header []hpack.HeaderField, client net.Addr, cs *tls.Connect
 	return out
 }
 
+// through reports whether a grpc-go call came through the relay front
+// door's in-process pipe.
+func (handoff) through(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	_, inner := p.Addr.(innerAddr)
+	return inner
+}
+
 // take returns the verified client chain and the client's address of a
 // grpc-go call: its own connection's (TLS handshake and peer), or behind the
 // relay front door the ones give handed over; md, the call's metadata, no

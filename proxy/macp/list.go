@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -72,20 +71,17 @@ func (s *Server) openCursor(principal, token string) (listCursor, bool) {
 // errBadPageToken is the runtime's own answer to a token it did not issue.
 var errBadPageToken = status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: page_token is not a valid continuation token")
 
-// listSessions answers a page of the caller's own sessions.
-func (s *Server) listSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	f, err := recvOne(ss)
-	if err != nil {
-		return err
-	}
+// listOwn answers a ListSessions made as p (msg its request message) with
+// a page of p's own sessions; ctx carries p's credentials for the runtime.
+func (s *Server) listOwn(ctx context.Context, p authn.Principal, msg []byte) (*macpv1.ListSessionsResponse, error) {
 	var in macpv1.ListSessionsRequest
-	if err := proto.Unmarshal(f.b, &in); err != nil {
-		return status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: the ListSessionsRequest does not decode")
+	if err := proto.Unmarshal(msg, &in); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: the ListSessionsRequest does not decode")
 	}
 	want := int(in.GetPageSize())
 	switch {
 	case want < 0:
-		return status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: page_size must not be negative")
+		return nil, status.Error(codes.InvalidArgument, "INVALID_ARGUMENT: page_size must not be negative")
 	case want == 0:
 		want = listDefaultPage
 	case want > listMaxPage:
@@ -95,14 +91,14 @@ func (s *Server) listSessions(ss grpc.ServerStream, p authn.Principal, ctx conte
 	if in.GetPageToken() != "" {
 		var ok bool
 		if cur, ok = s.openCursor(p.ID, in.GetPageToken()); !ok {
-			return errBadPageToken
+			return nil, errBadPageToken
 		}
 	}
 	var out macpv1.ListSessionsResponse
 	for range listScanPages {
 		page, err := s.listPage(ctx, cur.upstream)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		read := cur
 		for _, m := range page.GetSessions() {
@@ -116,18 +112,18 @@ func (s *Server) listSessions(ss grpc.ServerStream, p authn.Principal, ctx conte
 			}
 			if len(out.Sessions) == want { // one more of the caller's follows
 				out.NextPageToken = s.sealCursor(p.ID, read)
-				return ss.SendMsg(&out)
+				return &out, nil
 			}
 			out.Sessions = append(out.Sessions, m)
 			read.after = id
 		}
 		if page.GetNextPageToken() == "" {
-			return ss.SendMsg(&out)
+			return &out, nil
 		}
 		cur = listCursor{upstream: page.GetNextPageToken()}
 	}
 	out.NextPageToken = s.sealCursor(p.ID, cur)
-	return ss.SendMsg(&out)
+	return &out, nil
 }
 
 // listPage reads one page of the runtime's listing with the caller's

@@ -41,13 +41,20 @@ func (p policyRuntime) UnregisterPolicy(_ context.Context, req *macpv1.Unregiste
 // TestPolicyRegistration: the sidecar's copy of the runtime's policy registry
 // follows what the runtime accepted: an unregistered policy is forgotten, and
 // one registered again under the same id replaces the old copy, so new
-// sessions never bind stale rules.
+// sessions never bind stale rules; on both front doors (the relay observes
+// the registrations itself).
 func TestPolicyRegistration(t *testing.T) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) { testPolicyRegistration(t, transport) })
+	}
+}
+
+func testPolicyRegistration(t *testing.T, transport string) {
 	_, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
 		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
 	})
-	client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, TransportGRPC))
+	client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, transport))
 	register := func(desc string) *macpv1.RegisterPolicyRequest {
 		return &macpv1.RegisterPolicyRequest{PolicyDescriptor: &macpv1.PolicyDescriptor{PolicyId: "policy.review", Mode: "macp.mode.decision.v1",
 			Description: desc, Rules: `{}`, SchemaVersion: 1}}

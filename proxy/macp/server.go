@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -152,6 +153,9 @@ type Server struct {
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
 	bodyTimeout time.Duration
+	// handedOn counts the calls the relay front door handed to the grpc-go
+	// sidecar behind it rather than answer them itself.
+	handedOn atomic.Int64
 }
 
 // Upstream is the connections to the runtime, shared by the sidecar and the
@@ -371,11 +375,10 @@ var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did 
 
 // Full method names.
 const (
-	service          = proxy.MACPService
-	methodSend       = service + "Send"
-	methodStream     = service + "StreamSession"
-	methodGet        = service + "GetSession"
-	methodRegisterPo = service + "RegisterPolicy"
+	service      = proxy.MACPService
+	methodSend   = service + "Send"
+	methodStream = service + "StreamSession"
+	methodGet    = service + "GetSession"
 )
 
 // handle admits and dispatches every call but Send by the one method table
@@ -385,6 +388,7 @@ const (
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	defer bodyArrived(ctx) // a call refused before its message frees its timer
+	s.countHandedOn(ctx)
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
@@ -401,23 +405,24 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		return s.relayAnonymous(ss, method, md)
 	}
 	p, upctx := a.Principal, s.upstreamContext(ctx, md, a.Principal, a.Credentials)
+	if decidedUnary(a.Call) {
+		req, err := recvOne(ss)
+		if err != nil {
+			return err
+		}
+		m, err := s.grpcUnary(ctx, upctx, a, req)
+		if err != nil {
+			return err
+		}
+		return ss.SendMsg(m)
+	}
 	switch a.Call {
 	case proxy.CallStream:
 		return s.streamSession(ss, p, upctx)
-	case proxy.CallControl:
-		return s.control(ss, a, upctx)
-	case proxy.CallGetSession:
-		return s.getSession(ss, p, upctx)
-	case proxy.CallListSessions:
-		return s.listSessions(ss, p, upctx)
 	case proxy.CallWatchSessions:
 		return s.watchSessions(ss, p, upctx)
 	case proxy.CallWatchSignals:
 		return s.watchSignals(ss, p, upctx)
-	case proxy.CallRegisterPolicy:
-		return s.registerPolicy(ss, upctx)
-	case proxy.CallUnregisterPolicy:
-		return s.unregisterPolicy(ss, upctx)
 	}
 	upctx, release, err := s.hold(upctx, p, false)
 	if err != nil {
@@ -453,6 +458,14 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 	}
 	chain, client, err := handoff{}.take(ctx, md)
 	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err, Client: client}, md
+}
+
+// countHandedOn counts a call that came through the relay front door's
+// in-process pipe (handedOn).
+func (s *Server) countHandedOn(ctx context.Context) {
+	if (handoff{}).through(ctx) {
+		s.handedOn.Add(1)
+	}
 }
 
 // addrString is a client's address as logged ("" when unknown).

@@ -89,6 +89,13 @@ func startSidecarConn(t testing.TB, addr string) *grpc.ClientConn {
 // a loopback port) until the test ends and returns its address.
 func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
 	t.Helper()
+	_, addr := serveSidecarServer(t, enf, cfg)
+	return addr
+}
+
+// serveSidecarServer is serveSidecar that returns the Server too.
+func serveSidecarServer(t testing.TB, enf *proxy.Enforcer, cfg Config) (*Server, string) {
+	t.Helper()
 	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)
 	if err != nil {
@@ -114,7 +121,7 @@ func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return lis.Addr().String()
+	return srv, lis.Addr().String()
 }
 
 // sendStep sends one transcript step through a MACP client, with the step's

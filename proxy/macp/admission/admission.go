@@ -243,9 +243,17 @@ func Refused(d proxy.Decision, r proxy.Request) Refusal {
 // unknownSession is the runtime's answer for a session it does not hold.
 func unknownSession(r proxy.Request) Refusal {
 	if r.Op != "" {
-		return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: "Session '" + r.SessionID + "' not found"}
+		return NoSession(r.SessionID)
 	}
 	return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: string(rules.CodeSessionNotFound) + ": UnknownSession", AckMessage: "UnknownSession"}
+}
+
+// NoSession is the runtime's answer to a call on a session (a control
+// call, GetSession) that names one it does not hold: NOT_FOUND "Session
+// '<id>' not found", SESSION_NOT_FOUND. A caller who may not see a session
+// gets it too, word for word, whether the session exists or not.
+func NoSession(sessionID string) Refusal {
+	return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: "Session '" + sessionID + "' not found"}
 }
 
 // decided is the refusal of a decision: its code, and its message with the
