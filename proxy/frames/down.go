@@ -127,31 +127,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.mu.Lock()
 	if l := c.streams[id]; l != nil {
-		if l.remoteDone {
-			c.mu.Unlock()
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
-		}
-		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
-			c.mu.Unlock()
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-		}
-		if l.wantLen >= 0 && l.gotLen != l.wantLen {
-			c.mu.Unlock()
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-		}
-		l.remoteDone = true
-		c.maybeRemove(l)
-		c.mu.Unlock()
-		if l.x != nil {
-			l.x.body(nil, true) // request trailers end the body; they are not forwarded
-			return nil
-		}
-		if p := l.peer; p.c.noTrailers {
-			p.c.sendData(p, nil, true)
-		} else {
-			p.c.sendHeaders(p, f.Fields, true)
-		}
-		return nil
+		return c.downTrailers(l, f) // unlocks c.mu
 	}
 	if id <= c.maxClientID {
 		c.mu.Unlock()
@@ -218,6 +194,38 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if !end {
 		c.bodyDeadline(d, rt.BodyTimeout) // after open: its timer may reset u
+	}
+	return nil
+}
+
+// downTrailers relays the trailers that end stream l's request, or refuses
+// a second header block that is not trailers. It is called with c.mu held
+// and unlocks it.
+func (c *conn) downTrailers(l *leg, f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if l.remoteDone {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if l.wantLen >= 0 && l.gotLen != l.wantLen {
+		c.mu.Unlock()
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	l.remoteDone = true
+	c.maybeRemove(l)
+	c.mu.Unlock()
+	if l.x != nil {
+		l.x.body(nil, true) // request trailers end the body; they are not forwarded
+		return nil
+	}
+	if p := l.peer; p.c.noTrailers {
+		p.c.sendData(p, nil, true)
+	} else {
+		p.c.sendHeaders(p, f.Fields, true)
 	}
 	return nil
 }
