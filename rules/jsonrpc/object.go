@@ -1,0 +1,407 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Object is a JSON object read for splicing: its members are byte ranges of
+// the message, an object or array member is read when asked for (one level
+// at a time: what nobody asks for is skipped, never decoded), and the
+// changes made (a value replaced, a member left out or added) are written
+// back around the bytes left as they were. Every object read is checked as
+// Members checks an envelope: a member name given twice, or two names equal
+// under Fold, is refused (Err), since readers of the message would take
+// either (first or last wins; encoding/json matches struct fields without
+// case), and a change made to one would leave the other as it came.
+type Object struct {
+	doc        *doc
+	start, end int // the object's bytes, braces included
+	members    []member
+	changed    bool
+}
+
+// Array is an array member of an Object, read for splicing likewise.
+type Array struct {
+	doc        *doc
+	start, end int
+	elems      []elem
+	changed    bool
+}
+
+// doc is the message the objects of one ReadObject are read from, and the
+// first refusal met while reading them.
+type doc struct {
+	raw []byte
+	err error
+}
+
+type member struct {
+	keyStart, keyEnd int    // the name's literal, quotes included; -1 for a member added
+	name             string // the name decoded, when the literal is not plain ASCII (or the member was added)
+	plain            bool
+	start, end       int // the value's bytes
+	obj              *Object
+	arr              *Array
+	repl             []byte // the value's replacement (a JSON literal), when set
+	drop             bool
+}
+
+type elem struct {
+	start, end int
+	obj        *Object
+	repl       []byte
+	drop       bool
+}
+
+// maxPairwise is the most members whose plain names are compared pairwise
+// for the refusal; a larger object folds its names into a map.
+const maxPairwise = 16
+
+// ReadObject reads raw, one JSON value that must be an object, for
+// splicing. The error is a refusal: not JSON, not an object, or a name
+// given twice (or folding like another) in the top object. Objects read
+// later may meet a refusal too: Err reports it.
+func ReadObject(raw []byte) (*Object, error) {
+	if !json.Valid(raw) {
+		return nil, errors.New("not JSON")
+	}
+	i := SkipSpace(raw, 0)
+	if raw[i] != '{' {
+		return nil, errors.New("not an object")
+	}
+	d := &doc{raw: raw}
+	o := d.object(i)
+	return o, d.err
+}
+
+// Err is the first refusal met in reading the message's objects so far
+// (ReadObject's and every Obj's since): a message with one must not pass.
+func (o *Object) Err() error { return o.doc.err }
+
+// object reads the members of the object at raw[i] ('{').
+func (d *doc) object(i int) *Object {
+	raw := d.raw
+	o := &Object{doc: d, start: i}
+	i = SkipSpace(raw, i+1)
+	for raw[i] != '}' {
+		ks := i
+		ke, escaped := StringEnd(raw, i)
+		m := member{keyStart: ks, keyEnd: ke, plain: !escaped && isASCII(raw[ks+1:ke-1])}
+		if !m.plain {
+			m.name, _ = String(raw[ks:ke]) // invalid UTF-8 reads as U+FFFD, as decoders read it
+		}
+		i = SkipSpace(raw, SkipSpace(raw, ke)+1) // past the colon
+		m.start, m.end = i, ValueEnd(raw, i)
+		o.members = append(o.members, m)
+		if i = SkipSpace(raw, m.end); raw[i] == ',' {
+			i = SkipSpace(raw, i+1)
+		}
+	}
+	o.end = i + 1
+	if err := o.checkNames(); err != nil && d.err == nil {
+		d.err = err
+	}
+	return o
+}
+
+// checkNames refuses a name given twice and two names that fold alike.
+func (o *Object) checkNames() error {
+	ms := o.members
+	small := len(ms) <= maxPairwise
+	for _, m := range ms {
+		small = small && m.plain
+	}
+	if small {
+		for j := range ms {
+			for k := range j {
+				a, b := o.key(ms[k]), o.key(ms[j])
+				if foldEqual(a, b) {
+					return namesError(string(a), string(b))
+				}
+			}
+		}
+		return nil
+	}
+	seen := make(map[string]string, len(ms))
+	for _, m := range ms {
+		n := o.text(m)
+		f := Fold(n)
+		if prev, dup := seen[f]; dup {
+			return namesError(prev, n)
+		}
+		seen[f] = n
+	}
+	return nil
+}
+
+func namesError(a, b string) error {
+	if a == b {
+		return fmt.Errorf("member %q appears twice", a)
+	}
+	return fmt.Errorf("members %q and %q differ only in case", a, b)
+}
+
+// key is a plain member's name as written.
+func (o *Object) key(m member) []byte { return o.doc.raw[m.keyStart+1 : m.keyEnd-1] }
+
+// text is a member's name.
+func (o *Object) text(m member) string {
+	if m.plain {
+		return string(o.key(m))
+	}
+	return m.name
+}
+
+// find returns the member named name, nil when there is none (or it was
+// left out).
+func (o *Object) find(name string) *member {
+	for i := range o.members {
+		m := &o.members[i]
+		if m.drop {
+			continue
+		}
+		if m.plain && string(o.key(*m)) == name || !m.plain && m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Names returns the names of the object's members.
+func (o *Object) Names() []string {
+	names := make([]string, 0, len(o.members))
+	for _, m := range o.members {
+		if !m.drop {
+			names = append(names, o.text(m))
+		}
+	}
+	return names
+}
+
+// Has reports whether the object has a member name.
+func (o *Object) Has(name string) bool { return o.find(name) != nil }
+
+// Raw returns a member's value as it came (a replacement is not shown).
+func (o *Object) Raw(name string) ([]byte, bool) {
+	m := o.find(name)
+	if m == nil {
+		return nil, false
+	}
+	return o.doc.raw[m.start:m.end], true
+}
+
+// Str returns a member's value when it is a string, decoded.
+func (o *Object) Str(name string) (string, bool) {
+	m := o.find(name)
+	if m == nil || m.repl != nil {
+		return "", false
+	}
+	return o.doc.str(m.start, m.end)
+}
+
+// str decodes the string literal raw[start:end]; false for another value.
+func (d *doc) str(start, end int) (string, bool) {
+	v := d.raw[start:end]
+	if s, ok := PlainString(v); ok {
+		return s, true
+	}
+	return String(v)
+}
+
+// Obj returns a member's value when it is an object, read.
+func (o *Object) Obj(name string) (*Object, bool) {
+	m := o.find(name)
+	if m == nil || m.repl != nil || o.doc.raw[m.start] != '{' {
+		return nil, false
+	}
+	if m.obj == nil {
+		m.obj = o.doc.object(m.start)
+	}
+	return m.obj, true
+}
+
+// Arr returns a member's value when it is an array, read.
+func (o *Object) Arr(name string) (*Array, bool) {
+	m := o.find(name)
+	if m == nil || m.repl != nil || o.doc.raw[m.start] != '[' {
+		return nil, false
+	}
+	if m.arr == nil {
+		m.arr = o.doc.array(m.start)
+	}
+	return m.arr, true
+}
+
+// SetStr sets a member to a string, adding it when absent.
+func (o *Object) SetStr(name, v string) { o.SetRaw(name, AppendString(nil, v)) }
+
+// SetRaw sets a member to a JSON literal, adding it when absent.
+func (o *Object) SetRaw(name string, lit []byte) {
+	o.changed = true
+	if m := o.find(name); m != nil {
+		m.repl, m.obj, m.arr = lit, nil, nil
+		return
+	}
+	o.members = append(o.members, member{keyStart: -1, name: name, repl: lit})
+}
+
+// Del leaves a member out.
+func (o *Object) Del(name string) {
+	if m := o.find(name); m != nil {
+		m.drop, o.changed = true, true
+	}
+}
+
+// array reads the elements of the array at raw[i] ('[').
+func (d *doc) array(i int) *Array {
+	raw := d.raw
+	a := &Array{doc: d, start: i}
+	i = SkipSpace(raw, i+1)
+	for raw[i] != ']' {
+		e := elem{start: i, end: ValueEnd(raw, i)}
+		a.elems = append(a.elems, e)
+		if i = SkipSpace(raw, e.end); raw[i] == ',' {
+			i = SkipSpace(raw, i+1)
+		}
+	}
+	a.end = i + 1
+	return a
+}
+
+// Len is the number of the array's elements (those left out too).
+func (a *Array) Len() int { return len(a.elems) }
+
+// Obj returns element i when it is an object, read.
+func (a *Array) Obj(i int) (*Object, bool) {
+	e := &a.elems[i]
+	if e.drop || e.repl != nil || a.doc.raw[e.start] != '{' {
+		return nil, false
+	}
+	if e.obj == nil {
+		e.obj = a.doc.object(e.start)
+	}
+	return e.obj, true
+}
+
+// Str returns element i when it is a string, decoded.
+func (a *Array) Str(i int) (string, bool) {
+	e := &a.elems[i]
+	if e.drop || e.repl != nil {
+		return "", false
+	}
+	return a.doc.str(e.start, e.end)
+}
+
+// SetStr replaces element i with a string.
+func (a *Array) SetStr(i int, v string) {
+	a.elems[i].repl, a.elems[i].obj, a.changed = AppendString(nil, v), nil, true
+}
+
+// Drop leaves element i out.
+func (a *Array) Drop(i int) { a.elems[i].drop, a.changed = true, true }
+
+// dirty reports whether the object or anything read in it changed.
+func (o *Object) dirty() bool {
+	if o.changed {
+		return true
+	}
+	for _, m := range o.members {
+		if m.obj != nil && m.obj.dirty() || m.arr != nil && m.arr.dirty() {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Array) dirty() bool {
+	if a.changed {
+		return true
+	}
+	for _, e := range a.elems {
+		if e.obj != nil && e.obj.dirty() {
+			return true
+		}
+	}
+	return false
+}
+
+// Size is how many bytes the object takes as it came.
+func (o *Object) Size() int { return o.end - o.start }
+
+// AppendTo appends the object, with its changes, to dst: what did not
+// change is copied as it came (spacing included); a changed object or array
+// is written without spacing between its members.
+func (o *Object) AppendTo(dst []byte) []byte {
+	raw := o.doc.raw
+	if !o.dirty() {
+		return append(dst, raw[o.start:o.end]...)
+	}
+	dst = append(dst, '{')
+	n := 0
+	for _, m := range o.members {
+		if m.drop {
+			continue
+		}
+		if n++; n > 1 {
+			dst = append(dst, ',')
+		}
+		if m.keyStart < 0 {
+			dst = AppendString(dst, m.name)
+		} else {
+			dst = append(dst, raw[m.keyStart:m.keyEnd]...)
+		}
+		dst = append(dst, ':')
+		dst = o.doc.value(dst, m.start, m.end, m.obj, m.arr, m.repl)
+	}
+	return append(dst, '}')
+}
+
+// AppendTo appends the array, with its changes, to dst.
+func (a *Array) AppendTo(dst []byte) []byte {
+	if !a.dirty() {
+		return append(dst, a.doc.raw[a.start:a.end]...)
+	}
+	dst = append(dst, '[')
+	n := 0
+	for _, e := range a.elems {
+		if e.drop {
+			continue
+		}
+		if n++; n > 1 {
+			dst = append(dst, ',')
+		}
+		dst = a.doc.value(dst, e.start, e.end, e.obj, nil, e.repl)
+	}
+	return append(dst, ']')
+}
+
+func (d *doc) value(dst []byte, start, end int, obj *Object, arr *Array, repl []byte) []byte {
+	switch {
+	case repl != nil:
+		return append(dst, repl...)
+	case obj != nil:
+		return obj.AppendTo(dst)
+	case arr != nil:
+		return arr.AppendTo(dst)
+	}
+	return append(dst, d.raw[start:end]...)
+}
+
+// AppendString appends s as a JSON string literal, without HTML escaping
+// (as Encode writes it).
+func AppendString(dst []byte, s string) []byte {
+	plain := utf8.ValidString(s)
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	b, _ := Encode(s) // a string always encodes
+	return append(dst, b...)
+}

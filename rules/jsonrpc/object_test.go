@@ -1,0 +1,274 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestReadObject(t *testing.T) {
+	for _, tc := range []struct{ name, raw, err string }{
+		{"plain", `{"a":1,"b":{"c":[1,"x",{"d":null}]}}`, ""},
+		{"spaces", " {\n \"a\" : [ ] , \"b\" : { } }\t", ""},
+		{"twice", `{"id":1,"id":2}`, `member "id" appears twice`},
+		{"case pair", `{"x":1,"X":2}`, `members "x" and "X" differ only in case`},
+		{"escaped twin", `{"taskId":1,"task\u0049d":2}`, `member "taskId" appears twice`},
+		{"kelvin", "{\"k\":1,\"\u212a\":2}", "members \"k\" and \"\u212a\" differ only in case"},
+		{"not an object", `[1]`, "not an object"},
+		{"not JSON", `{"a":}`, "not JSON"},
+		{"trailing", `{} {}`, "not JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadObject([]byte(tc.raw))
+			if got := errText(err); got != tc.err {
+				t.Fatalf("err = %q, want %q", got, tc.err)
+			}
+		})
+	}
+}
+
+// TestObjectNested: a refusal in an object read later is Err's.
+func TestObjectNested(t *testing.T) {
+	o, err := ReadObject([]byte(`{"result":{"history":[{"taskId":"a","TaskId":"b"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := o.Obj("result")
+	h, _ := r.Arr("history")
+	if o.Err() != nil {
+		t.Fatal("refused before the object was read")
+	}
+	h.Obj(0)
+	if errText(o.Err()) != `members "taskId" and "TaskId" differ only in case` {
+		t.Fatalf("Err = %v", o.Err())
+	}
+}
+
+func TestObjectSplice(t *testing.T) {
+	raw := ` { "id" : "t1" , "keep" : [ 1 , 2 ] , "status" : { "state" : "s" , "message" : { "taskId" : "t1" , "contextId" : "c" } } , "refs" : [ "a" , "b" , 3 ] } `
+	o, err := ReadObject([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetStr("id", `h"1`)
+	st, _ := o.Obj("status")
+	m, _ := st.Obj("message")
+	m.Del("contextId")
+	m.SetStr("taskId", "h1")
+	refs, _ := o.Arr("refs")
+	refs.Drop(0)
+	refs.SetStr(1, "B")
+	refs.Drop(2)
+	o.SetRaw("totalSize", []byte("1"))
+	want := `{"id":"h\"1","keep":[ 1 , 2 ],"status":{"state":"s","message":{"taskId":"h1"}},"refs":["B"],"totalSize":1}`
+	if got := string(o.AppendTo(nil)); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Unchanged: the bytes as they came.
+	o, _ = ReadObject([]byte(raw))
+	o.Obj("status")
+	if got := string(o.AppendTo(nil)); got != strings.TrimSpace(raw) {
+		t.Fatalf("unchanged object written as %s", got)
+	}
+}
+
+// refNames is the reference refusal: a name twice or two names that fold
+// alike, in any object of v's JSON text.
+func refNames(d *json.Decoder) (bad bool, err error) {
+	tok, err := d.Token()
+	if err != nil {
+		return false, err
+	}
+	delim, _ := tok.(json.Delim)
+	switch delim {
+	case '[':
+		for d.More() {
+			b, err := refNames(d)
+			if err != nil {
+				return false, err
+			}
+			bad = bad || b
+		}
+	case '{':
+		seen := map[string]bool{}
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return false, err
+			}
+			f := Fold(k.(string))
+			bad = bad || seen[f]
+			seen[f] = true
+			b, err := refNames(d)
+			if err != nil {
+				return false, err
+			}
+			bad = bad || b
+		}
+	default:
+		return false, nil
+	}
+	_, err = d.Token()
+	return bad, err
+}
+
+// edit changes an object read for splicing and its decoded twin alike, at
+// every depth: a member whose name has a length of 0 mod 3 is left out, a
+// string member of 1 mod 3 is replaced, an array loses its odd elements and
+// has its even string elements replaced. It checks Str, Obj and Arr against
+// the decoded values on the way.
+func edit(t *testing.T, o *Object, m map[string]any) {
+	names := o.Names()
+	if len(names) != len(m) {
+		t.Fatalf("names %q, decoded %d members", names, len(m))
+	}
+	for _, n := range names {
+		v, in := m[n]
+		if !in {
+			t.Fatalf("member %q not decoded", n)
+		}
+		if s, ok := o.Str(n); ok != isStr(v) || ok && s != v {
+			t.Fatalf("Str(%q) = %q %v, decoded %#v", n, s, ok, v)
+		}
+		switch len(n) % 3 {
+		case 0:
+			o.Del(n)
+			delete(m, n)
+			continue
+		case 1:
+			if s, ok := v.(string); ok {
+				o.SetStr(n, "<"+s+"\x01>")
+				m[n] = "<" + s + "\x01>"
+				continue
+			}
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			sub, ok := o.Obj(n)
+			if !ok {
+				t.Fatalf("Obj(%q) not read", n)
+			}
+			edit(t, sub, v)
+		case []any:
+			a, ok := o.Arr(n)
+			if !ok || a.Len() != len(v) {
+				t.Fatalf("Arr(%q) not read as %d elements", n, len(v))
+			}
+			kept := []any{}
+			for i, e := range v {
+				switch {
+				case i%2 == 1:
+					a.Drop(i)
+					continue
+				case isStr(e):
+					s, _ := a.Str(i)
+					if s != e {
+						t.Fatalf("%q[%d] = %q, decoded %q", n, i, s, e)
+					}
+					a.SetStr(i, "["+s+"]")
+					e = "[" + s + "]"
+				case isObj(e):
+					sub, _ := a.Obj(i)
+					edit(t, sub, e.(map[string]any))
+				}
+				kept = append(kept, e)
+			}
+			m[n] = kept
+		}
+	}
+}
+
+// readAll reads every object and array of o.
+func readAll(o *Object) {
+	for _, n := range o.Names() {
+		if sub, ok := o.Obj(n); ok {
+			readAll(sub)
+		}
+		if a, ok := o.Arr(n); ok {
+			readArray(a)
+		}
+	}
+}
+
+func readArray(a *Array) {
+	raw := a.doc.raw
+	for i := range a.Len() {
+		if sub, ok := a.Obj(i); ok {
+			readAll(sub)
+		}
+		if e := a.elems[i]; raw[e.start] == '[' {
+			readArray(a.doc.array(e.start))
+		}
+	}
+}
+
+func isStr(v any) bool { _, ok := v.(string); return ok }
+func isObj(v any) bool { _, ok := v.(map[string]any); return ok }
+
+func decodeNumber(t *testing.T, b []byte) any {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	return v
+}
+
+// FuzzObject checks the splicing reader against encoding/json: the same
+// refusals (a name twice or folding like another, at any depth, once every
+// object is read), the same members and strings, and the same message after
+// the same changes made to the spliced object and to the decoded map that
+// encoding/json then re-encodes.
+func FuzzObject(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"id":"t","contextId":"c","status":{"state":"s","message":{"taskId":"t","referenceTaskIds":["a","b"]}},"history":[{"taskId":"x"},1,"s",null]}}`,
+		`{"a":"\u00e9\ud800","b":[{"c":"]"}],"d":-1.5e3,"e":true,"abc":{"x":[[1],{}]}}`,
+		`{"id":1,"ID":2}`, `{"k":"\xff","\xff":1}`, `{ }`, `{"a\"b":"c\\d","":""}`, "{\"k\":{\"K\":1,\"\u212a\":2}}",
+		`{"tasks":[{"id":"1"},{"id":"2"},{"id":"3"}],"nextPageToken":"p","totalSize":3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := ReadObject(b)
+		if !json.Valid(b) || bytes.TrimLeft(b, " \t\r\n")[0] != '{' {
+			if err == nil {
+				t.Fatalf("%q read", b)
+			}
+			return
+		}
+		ref, top := decode(b, nil, true)
+		if (err == nil) != (top == nil) {
+			t.Fatalf("%q: ReadObject %v, decode %v", b, err, top)
+		}
+		if err != nil {
+			return
+		}
+		bad, rerr := refNames(json.NewDecoder(bytes.NewReader(b)))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		m := decodeNumber(t, b).(map[string]any)
+		if len(ref) != len(m) {
+			t.Fatalf("%q: %d members, %d decoded", b, len(ref), len(m))
+		}
+		readAll(o)
+		if (o.Err() != nil) != bad {
+			t.Fatalf("%q: Err %v, a name twice or folded: %v", b, o.Err(), bad)
+		}
+		if bad {
+			return
+		}
+		edit(t, o, m)
+		out := o.AppendTo(nil)
+		want, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(out) || !reflect.DeepEqual(decodeNumber(t, out), decodeNumber(t, want)) {
+			t.Fatalf("%q:\nspliced  %s\nre-coded %s", b, out, want)
+		}
+	})
+}
