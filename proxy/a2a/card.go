@@ -122,9 +122,3 @@ func (s *Server) rewriteCard(c map[string]any, public string) bool {
 	}
 	return true
 }
-
-// isEmpty reports whether a result names nothing: null or {}.
-func isEmpty(v any) bool {
-	m, ok := v.(map[string]any)
-	return v == nil || ok && len(m) == 0
-}

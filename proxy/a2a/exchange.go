@@ -61,6 +61,11 @@ type exchange struct {
 	contextID string
 	// fresh is set when Warden generated contextID.
 	fresh bool
+	// sealed are the handles sealed for this exchange's answer.
+	sealed map[idKey]string
+	// out, when not nil, is the buffer fromUpstream writes a rewritten
+	// answer into (one read whole; an event's is its own).
+	out []byte
 }
 
 // open returns the upstream id of one of the caller's handles, which it
@@ -82,7 +87,18 @@ func (x *exchange) open(kind a2a.Kind, v string) (string, bool) {
 // seal returns the caller's handle of an upstream id (a context the
 // caller chose: the id it chose).
 func (x *exchange) seal(kind a2a.Kind, id string) string {
-	return x.s.sealFor(kind, x.principal, id)
+	// An answer names its task and context in the task and in each of its
+	// messages: each is sealed once.
+	k := idKey{kind, id}
+	if h, ok := x.sealed[k]; ok {
+		return h
+	}
+	h := x.s.sealFor(kind, x.principal, id)
+	if x.sealed == nil {
+		x.sealed = map[idKey]string{}
+	}
+	x.sealed[k] = h
+	return h
 }
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
@@ -287,6 +303,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	status := resp.StatusCode
+	x.out = s.bufs.Get()
+	defer func() { s.bufs.Put(x.out) }()
 	if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
 		nb, keep := x.fromUpstream(b)
 		if !keep {

@@ -43,6 +43,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/a2a"
 )
 
@@ -117,6 +118,7 @@ type Server struct {
 	gate     *gate.Gate[a2a.Call]
 	public   string            // the JSON-RPC endpoint written into agent cards
 	streams  *listener.Streams // the forwarded requests open
+	bufs     relay.Buffers     // the answers written for the caller
 }
 
 // kinds are the identifiers A2A handles stand for.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
@@ -375,6 +376,9 @@ func BenchmarkA2ASidecar(b *testing.B) {
 	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer func(start time.Duration) {
+				b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+			}(cputime.Used())
 			for b.Loop() {
 				if status, body := h.rpc(b, "alice", bc.body); status != 200 || strings.Contains(body, `"error"`) {
 					b.Fatalf("%d %s", status, body)

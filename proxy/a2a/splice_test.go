@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
-	a2arules "github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/a2a"
 )
 
 // answerCorpus is what the upstream answers bob in TestAnswerCorpus, per
@@ -93,15 +96,15 @@ func corpusExchange(t *testing.T, method string) *exchange {
 	if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2AContext, ID: "ctx-9"}, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
-	x := &exchange{s: s, principal: "bob", call: a2arules.Call{ID: json.RawMessage("7"), Method: method}}
+	x := &exchange{s: s, principal: "bob", call: a2a.Call{ID: json.RawMessage("7"), Method: method}}
 	switch {
-	case a2arules.Sends(method):
+	case a2a.Sends(method):
 		x.contextID, x.fresh = "ctx-9", true
-		x.prove(a2arules.KindContext, "ctx-9")
+		x.prove(a2a.KindContext, "ctx-9")
 		x.call.Params = map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER"}}
 	case method != "ListTasks":
 		x.taskID = "task-2"
-		x.prove(a2arules.KindTask, "task-2")
+		x.prove(a2a.KindTask, "task-2")
 	}
 	return x
 }
@@ -131,7 +134,7 @@ func readable(t *testing.T, s *Server, b []byte) any {
 			if !strings.HasPrefix(v, handle.Prefix) {
 				return v
 			}
-			for _, k := range []a2arules.Kind{a2arules.KindTask, a2arules.KindContext, a2arules.KindCursor} {
+			for _, k := range []a2a.Kind{a2a.KindTask, a2a.KindContext, a2a.KindCursor} {
 				if id, ok := s.handles.Open(byte(k), "bob", v); ok {
 					return fmt.Sprintf("handle %d:%s", k, id)
 				}
@@ -184,6 +187,105 @@ func TestAnswerCorpus(t *testing.T) {
 		var g, w any
 		if json.Unmarshal([]byte(gl[i]), &g) != nil || json.Unmarshal([]byte(wl[i]), &w) != nil || !reflect.DeepEqual(g, w) {
 			t.Errorf("line %d (%s):\n got %s\nwant %s", i, answerCorpus[min(i/2, len(answerCorpus)-1)].answer, gl[i], wl[i])
+		}
+	}
+}
+
+// TestAnswerNamesRefused: an answer with a member named twice, or two
+// names that fold alike, in an object Warden reads is held back: a client
+// reads either (first or last wins; Go's encoding/json takes "Id" for
+// "id"), and Warden rewrote one. The decoding path passed the other as the
+// server sent it: alice's upstream task id, to bob.
+func TestAnswerNamesRefused(t *testing.T) {
+	for _, tc := range []struct{ method, answer string }{
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","Id":"task-1"}}`},
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","ContextId":"ctx-1"}}`},
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","history":[{"taskId":"task-2","TaskId":"task-1"}]}}`},
+		{"GetTask", `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","status":{"state":"TASK_STATE_WORKING","message":{"referenceTaskIds":[],"ReferenceTaskIds":["task-1"]}}}}`},
+		{"ListTasks", `{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"task-2","contextId":"ctx-2","contextID":"ctx-1"}]}}`},
+		{"ListTasks", `{"jsonrpc":"2.0","id":7,"result":{"tasks":[{"id":"task-2"}],"Tasks":[{"id":"task-1"}]}}`},
+		{"SendMessage", `{"jsonrpc":"2.0","id":7,"result":{"message":{"messageId":"r","contextId":"ctx-9","referenceTaskIds":["task-2"],"referenceTaskIDs":["task-1"]}}}`},
+	} {
+		x := corpusExchange(t, tc.method)
+		if out, keep := x.fromUpstream([]byte(tc.answer)); keep {
+			t.Errorf("%s: %s passed as %s", tc.method, tc.answer, out)
+		}
+	}
+}
+
+// bigList is a ListTasks answer of about size bytes: alice's task-1 over
+// and over with a long text, and bob's task-2 every 100th.
+func bigList(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"tasks":[`)
+	text := strings.Repeat("lorem ipsum ", 40)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		id, c := "task-1", "ctx-1"
+		if i%100 == 0 {
+			id, c = "task-2", "ctx-2"
+		}
+		fmt.Fprintf(&b, `{"id":"%s","contextId":"%s","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m%d","role":"ROLE_AGENT","taskId":"%s","parts":[{"text":"%s"}]}},"history":[{"messageId":"u%d","role":"ROLE_USER","contextId":"%s","parts":[{"text":"%s"}]}]}`,
+			id, c, i, id, text, i, c, text)
+	}
+	b.WriteString(`],"nextPageToken":"p2"}}`)
+	return b.Bytes()
+}
+
+// TestListMemory: a large ListTasks answer costs Warden a small multiple of
+// its size in allocations, not the decoded maps' (issue 24 item 22: one
+// 4 MB message cost about 350 MB). The bound is 2x the answer: the page
+// written (here a hundredth of it) and the objects read (about 1x); the
+// decoding path allocated 7x.
+func TestListMemory(t *testing.T) {
+	data := bigList(4 << 20)
+	x := corpusExchange(t, "ListTasks")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	out, keep := x.fromUpstream(data)
+	runtime.ReadMemStats(&after)
+	if !keep || !bytes.Contains(out, []byte(`"`+handle.Prefix)) || bytes.Contains(out, []byte(`"task-1"`)) {
+		t.Fatalf("the page was not filtered: %.200s", out)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a %d-byte ListTasks answer: %d bytes allocated (%.1fx), %d bytes out", len(data), alloc, float64(alloc)/float64(len(data)), len(out))
+	if alloc > 2*uint64(len(data)) {
+		t.Fatalf("a %d-byte answer allocated %d bytes (%.1fx)", len(data), alloc, float64(alloc)/float64(len(data)))
+	}
+}
+
+// BenchmarkListTasksAnswer: one 32 MB ListTasks answer filtered (the size
+// of the issue's three parallel answers); B/op is what it allocates.
+func BenchmarkListTasksAnswer(b *testing.B) {
+	data := bigList(32 << 20)
+	x := corpusExchange(&testing.T{}, "ListTasks")
+	b.ReportAllocs()
+	defer func(start time.Duration) {
+		b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+	}(cputime.Used())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, keep := x.fromUpstream(data); !keep {
+			b.Fatal("held back")
+		}
+	}
+}
+
+// BenchmarkGetTaskAnswer: one GetTask answer (a task with a status message
+// and a history of two) checked and rewritten, in process.
+func BenchmarkGetTaskAnswer(b *testing.B) {
+	data := []byte(`{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]},"timestamp":"2026-01-01T00:00:00Z"},"history":[{"messageId":"u1","role":"ROLE_USER","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"input x"}]},{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]}],"kind":"task"}}`)
+	x := corpusExchange(&testing.T{}, "GetTask")
+	b.ReportAllocs()
+	defer func(start time.Duration) {
+		b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+	}(cputime.Used())
+	for b.Loop() {
+		if _, keep := x.fromUpstream(data); !keep {
+			b.Fatal("held back")
 		}
 	}
 }

@@ -194,13 +194,7 @@ func idValue(raw []byte) (any, bool) {
 	if v, ok := plainID(raw); ok {
 		return v, true
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
-		return nil, false
-	}
-	return v, true
+	return jsonrpc.IDValue(raw)
 }
 
 // sameID compares a decoded id with the request's raw id.

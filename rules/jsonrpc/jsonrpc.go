@@ -205,6 +205,24 @@ func ValidID(raw json.RawMessage) bool {
 	return err == nil && n <= MaxID
 }
 
+// IDValue decodes a raw JSON-RPC id as SameID reads one: numbers kept as
+// their literal (json.Number).
+func IDValue(raw []byte) (any, bool) {
+	if s, ok := PlainString(raw); ok {
+		return s, true
+	}
+	if len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9') && json.Valid(raw) {
+		return json.Number(raw), true
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
 // SameID reports whether v, an answer's id as a decoder with UseNumber
 // gives it, is the request's raw id: strings by value (encoders escape
 // differently), numbers by their literal, as peers echo them. Anything else

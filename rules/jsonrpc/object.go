@@ -84,7 +84,7 @@ func (o *Object) Err() error { return o.doc.err }
 // object reads the members of the object at raw[i] ('{').
 func (d *doc) object(i int) *Object {
 	raw := d.raw
-	o := &Object{doc: d, start: i}
+	o := &Object{doc: d, start: i, members: make([]member, 0, 8)}
 	i = SkipSpace(raw, i+1)
 	for raw[i] != '}' {
 		ks := i
@@ -165,6 +165,31 @@ func (o *Object) find(name string) *member {
 		}
 		if m.plain && string(o.key(*m)) == name || !m.plain && m.name == name {
 			return m
+		}
+	}
+	return nil
+}
+
+// Len is the number of the object's members.
+func (o *Object) Len() int {
+	n := 0
+	for _, m := range o.members {
+		if !m.drop {
+			n++
+		}
+	}
+	return n
+}
+
+// Spelled refuses a member whose name folds to one of known without being
+// it ("Result" for "result"): readers that match names without case would
+// read it as that one.
+func (o *Object) Spelled(known []string) error {
+	for _, m := range o.members {
+		for _, n := range known {
+			if m.plain && string(o.key(m)) != n && foldEqual(o.key(m), n) || !m.plain && m.name != n && Fold(m.name) == Fold(n) {
+				return fmt.Errorf("member %q must be spelled %q", o.text(m), n)
+			}
 		}
 	}
 	return nil
@@ -258,7 +283,7 @@ func (o *Object) Del(name string) {
 // array reads the elements of the array at raw[i] ('[').
 func (d *doc) array(i int) *Array {
 	raw := d.raw
-	a := &Array{doc: d, start: i}
+	a := &Array{doc: d, start: i, elems: make([]elem, 0, 8)}
 	i = SkipSpace(raw, i+1)
 	for raw[i] != ']' {
 		e := elem{start: i, end: ValueEnd(raw, i)}

@@ -246,6 +246,10 @@ func FuzzObject(f *testing.F) {
 		if err != nil {
 			return
 		}
+		_, spelled := decode(b, envelopeNames, true)
+		if (o.Spelled(envelopeNames) != nil) != (spelled != nil) {
+			t.Fatalf("%q: Spelled %v, decode %v", b, o.Spelled(envelopeNames), spelled)
+		}
 		bad, rerr := refNames(json.NewDecoder(bytes.NewReader(b)))
 		if rerr != nil {
 			t.Fatal(rerr)
