@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,7 +104,7 @@ func (x *exchange) seal(kind a2a.Kind, id string) string {
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
 // returns what to decide and the body to forward.
-func (x *exchange) toUpstream(c a2a.Call) (proxy.A2ARequest, []byte) {
+func (x *exchange) toUpstream(c a2a.Call, raw []byte) (proxy.A2ARequest, []byte) {
 	req := proxy.A2ARequest{Method: c.Method, Content: c.Content}
 	owner, cursorOK := true, true
 	p := c.Params
@@ -185,15 +186,88 @@ func (x *exchange) toUpstream(c a2a.Call) (proxy.A2ARequest, []byte) {
 	if len(c.Webhooks) > 0 && req.Refused.OK() && !x.relayed(c, req.TaskID) {
 		req.Refused = rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonWebhookRefused, Detail: "the push relay is not listening; retry later"}
 	}
-	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
-	if p != nil {
-		env["params"] = p
-	}
-	body, err := jsonrpc.Encode(env)
-	if err != nil && req.Refused.OK() {
-		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
+	body, ok := spliceRequest(raw, c, p)
+	if !ok {
+		env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
+		if p != nil {
+			env["params"] = p
+		}
+		var err error
+		if body, err = jsonrpc.Encode(env); err != nil && req.Refused.OK() {
+			req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
+		}
 	}
 	return req, body
+}
+
+// envelope are the members of a request the upstream gets.
+var envelope = []string{"jsonrpc", "id", "method", "params"}
+
+// spliceRequest is the body toward the upstream: the caller's (raw) with
+// the ids toUpstream opened in p, the decoded params, spliced in where it
+// put them (params' id, taskId, contextId, pageToken; the message's taskId,
+// contextId and referenceTaskIds), and no member beside the envelope's. ok
+// is false when the body must be encoded from p instead: webhooks the push
+// relay rewrote, or a member named twice in some object, which the
+// upstream may read as the other one than Warden did (encoding p passes
+// only the one Warden read).
+func spliceRequest(raw []byte, c a2a.Call, p map[string]any) ([]byte, bool) {
+	if len(c.Webhooks) > 0 || !jsonrpc.Unique(raw) {
+		return nil, false
+	}
+	env, err := jsonrpc.ReadObject(raw)
+	if err != nil {
+		return nil, false
+	}
+	for _, n := range env.Names() {
+		if !slices.Contains(envelope, n) {
+			env.Del(n)
+		}
+	}
+	params, isObj := env.Obj("params")
+	switch {
+	case p == nil:
+		env.Del("params")
+	case !isObj:
+		return nil, false
+	default:
+		setStrings(params, p, "id", "taskId", "contextId", "pageToken")
+		msg, sent := p["message"].(map[string]any)
+		if m, isObj := params.Obj("message"); sent && isObj {
+			setStrings(m, msg, "taskId", "contextId")
+			if _, in := msg["referenceTaskIds"]; !in {
+				m.Del("referenceTaskIds")
+			}
+			if refs, ok := msg["referenceTaskIds"].([]any); ok {
+				b, err := jsonrpc.Encode(refs)
+				if err != nil {
+					return nil, false
+				}
+				m.SetRaw("referenceTaskIds", b)
+			}
+		}
+	}
+	if env.Err() != nil {
+		return nil, false
+	}
+	return env.AppendTo(make([]byte, 0, len(raw)+128)), true
+}
+
+// setStrings makes obj's members named names what m holds for them: the
+// string it holds where it differs, nothing where m has none (Parse left
+// out an empty id).
+func setStrings(obj *jsonrpc.Object, m map[string]any, names ...string) {
+	for _, n := range names {
+		v, in := m[n]
+		s, isStr := v.(string)
+		cur, has := obj.Str(n)
+		switch {
+		case !in:
+			obj.Del(n)
+		case isStr && (!has || cur != s):
+			obj.SetStr(n, s)
+		}
+	}
 }
 
 // relayed points every webhook URL of the request at the push relay

@@ -197,7 +197,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
-	s.post(w, r, p, x, in.Call)
+	s.post(w, r, p, x, in.Call, in.Body)
 }
 
 // errCredentialGone ends an event stream whose credential expired or was
@@ -205,9 +205,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 var errCredentialGone = errors.New("the credential expired or was revoked")
 
 // post decides one JSON-RPC request, admitted by the gate, and forwards it.
-func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2a.Call) {
+func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2a.Call, body []byte) {
 	x.call = call
-	req, out := x.toUpstream(call)
+	req, out := x.toUpstream(call, body)
 	req.Principal = p
 	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
 	d, err := s.enforcer.EnforceA2A(r.Context(), req)

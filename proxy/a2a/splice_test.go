@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"runtime"
@@ -17,6 +19,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // answerCorpus is what the upstream answers bob in TestAnswerCorpus, per
@@ -288,4 +291,76 @@ func BenchmarkGetTaskAnswer(b *testing.B) {
 			b.Fatal("held back")
 		}
 	}
+}
+
+// TestRequestSplice: the body toward the upstream, spliced, is the body the
+// decoding path encoded from the decoded params toUpstream opened the
+// handles in (the same JSON), for requests of every method that names ids,
+// in every spelling; and the fallback is taken where splicing would differ.
+func TestRequestSplice(t *testing.T) {
+	h := newHarness(t, Config{})
+	task := h.send(t, "bob", "input x")
+	tid, cid := task["id"].(string), task["contextId"].(string)
+	page := h.srv.sealFor(a2a.KindCursor, "bob", "p2")
+	escaped := strings.Replace(tid, ".", `\u002e`, 1)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"%t","historyLength":2}}`,
+		` { "jsonrpc" : "2.0" , "id" : "x" , "method" : "GetTask" , "params" : { "id" : "%e" , "metadata" : { "a" : [ 1 , "é" ] } } } `,
+		`{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"%t"},"extra":{"id":"task-1"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"CancelTask","params":{"id":"%t","metadata":{"k":"v","K":"w"}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SubscribeToTask","params":{"id":"%t"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"GetTaskPushNotificationConfig","params":{"taskId":"%t","id":"p"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"%t"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{"contextId":"%c","pageToken":"%p","pageSize":1}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":{"contextId":"mine","pageToken":""}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks","params":null}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ListTasks"}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"<&>"}]}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"%t","contextId":"%c","parts":[{"text":"x"}],"referenceTaskIds":["%t","%e"]}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","contextId":"my-own","parts":[]},"configuration":{"historyLength":1}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","taskId":"%t","parts":[{"data":{"x":1,"x":2}}]}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},"configuration":{"pushNotificationConfig":{"url":"https://hooks.example.com/"}}}}`,
+	} {
+		raw := []byte(strings.NewReplacer("%t", tid, "%c", cid, "%p", page, "%e", escaped).Replace(body))
+		c, err := a2a.Parse(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		x := &exchange{s: h.srv, principal: "bob", req: httptest.NewRequest(http.MethodPost, "/", nil)}
+		x.call = c
+		req, out := x.toUpstream(c, raw)
+		if !req.Refused.OK() {
+			t.Fatalf("%s refused: %+v", raw, req.Refused)
+		}
+		env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
+		if c.Params != nil {
+			env["params"] = c.Params
+		}
+		want, err := jsonrpc.Encode(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, w := decodeAny(t, out), decodeAny(t, want); !reflect.DeepEqual(got, w) {
+			t.Errorf("%s:\n spliced %s\n encoded %s", raw, out, want)
+		}
+		if bytes.Contains(out, []byte(handle.Prefix)) {
+			t.Errorf("%s: a handle reached the upstream: %s", raw, out)
+		}
+		fallback := strings.Contains(body, `"x":1,"x":2`) || strings.Contains(body, "pushNotificationConfig")
+		if _, spliced := spliceRequest(raw, c, c.Params); spliced == fallback {
+			t.Errorf("%s: spliced %v", raw, spliced)
+		}
+	}
+}
+
+func decodeAny(t *testing.T, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	return v
 }

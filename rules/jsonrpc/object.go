@@ -430,3 +430,67 @@ func AppendString(dst []byte, s string) []byte {
 	b, _ := Encode(s) // a string always encodes
 	return append(dst, b...)
 }
+
+// Unique reports whether no object in raw, at any depth, has a member named
+// twice (names compared decoded: "a" and "\u0061" are one name). raw must be
+// valid JSON. A message where one is may be read differently by its
+// readers (first or last wins); a decoder and an encoder that rewrite it
+// whole keep one of them, splicing would pass both.
+func Unique(raw []byte) bool {
+	var names [][]byte // the names of the objects open, innermost last
+	var frames []int   // where each open object's names start in names
+	var inObject []bool
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			frames = append(frames, len(names))
+			inObject = append(inObject, true)
+		case '[':
+			inObject = append(inObject, false)
+		case '}':
+			f := frames[len(frames)-1]
+			if !distinct(names[f:]) {
+				return false
+			}
+			names, frames = names[:f], frames[:len(frames)-1]
+			inObject = inObject[:len(inObject)-1]
+		case ']':
+			inObject = inObject[:len(inObject)-1]
+		case '"':
+			end, escaped := StringEnd(raw, i)
+			j := SkipSpace(raw, end)
+			if len(inObject) > 0 && inObject[len(inObject)-1] && j < len(raw) && raw[j] == ':' {
+				name := raw[i+1 : end-1]
+				if escaped {
+					s, _ := String(raw[i:end])
+					name = []byte(s)
+				}
+				names = append(names, name)
+			}
+			i = end - 1
+		}
+	}
+	return true
+}
+
+// distinct reports whether no two names are equal.
+func distinct(names [][]byte) bool {
+	if len(names) <= maxPairwise {
+		for j := range names {
+			for k := range j {
+				if string(names[j]) == string(names[k]) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[string(n)] {
+			return false
+		}
+		seen[string(n)] = true
+	}
+	return true
+}

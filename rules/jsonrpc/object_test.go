@@ -30,6 +30,18 @@ func TestReadObject(t *testing.T) {
 }
 
 // TestObjectNested: a refusal in an object read later is Err's.
+func TestUnique(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{"a":1,"b":{"c":[{"d":1,"e":"d"}]}}`: true, `{"a":1,"A":2}`: true, `{"a":[{"b":1,"b":2}]}`: false,
+		`{"a":{"b":1},"c":{"b":2}}`: true, `{"x":{"url":"a","url":"b"}}`: false, `[{"k":"k","k":1}]`: false,
+		`{"a":"{"a":1,"a":2}"}`: true,
+	} {
+		if got := Unique([]byte(raw)); got != want {
+			t.Errorf("Unique(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
 func TestObjectNested(t *testing.T) {
 	o, err := ReadObject([]byte(`{"result":{"history":[{"taskId":"a","TaskId":"b"}]}}`))
 	if err != nil {
@@ -112,6 +124,31 @@ func refNames(d *json.Decoder) (bad bool, err error) {
 	}
 	_, err = d.Token()
 	return bad, err
+}
+
+// refTwice is the reference of Unique: a name given twice in any object.
+func refTwice(d *json.Decoder) bool {
+	tok, _ := d.Token()
+	switch tok {
+	case json.Delim('['):
+		twice := false
+		for d.More() {
+			twice = refTwice(d) || twice
+		}
+		_, _ = d.Token()
+		return twice
+	case json.Delim('{'):
+		seen, twice := map[string]bool{}, false
+		for d.More() {
+			k, _ := d.Token()
+			twice = twice || seen[k.(string)]
+			seen[k.(string)] = true
+			twice = refTwice(d) || twice
+		}
+		_, _ = d.Token()
+		return twice
+	}
+	return false
 }
 
 // edit changes an object read for splicing and its decoded twin alike, at
@@ -249,6 +286,9 @@ func FuzzObject(f *testing.F) {
 		_, spelled := decode(b, envelopeNames, true)
 		if (o.Spelled(envelopeNames) != nil) != (spelled != nil) {
 			t.Fatalf("%q: Spelled %v, decode %v", b, o.Spelled(envelopeNames), spelled)
+		}
+		if twice := refTwice(json.NewDecoder(bytes.NewReader(b))); Unique(b) == twice {
+			t.Fatalf("%q: Unique %v, a name twice: %v", b, Unique(b), twice)
 		}
 		bad, rerr := refNames(json.NewDecoder(bytes.NewReader(b)))
 		if rerr != nil {
