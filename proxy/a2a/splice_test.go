@@ -116,12 +116,7 @@ func corpusExchange(t *testing.T, method string) *exchange {
 // ("kind:id" of bob's handles): handles are compared by what they open.
 func readable(t *testing.T, s *Server, b []byte) any {
 	t.Helper()
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%q: %v", b, err)
-	}
+	v := decodeAny(t, b)
 	var open func(any) any
 	open = func(v any) any {
 		switch v := v.(type) {
