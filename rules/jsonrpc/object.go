@@ -36,6 +36,11 @@ type Array struct {
 type doc struct {
 	raw []byte
 	err error
+	// The members and elements of every object and array read: each
+	// object's (array's) are a run of these, read whole before any other
+	// is, so one growing slice holds them all in few allocations.
+	members []member
+	elems   []elem
 }
 
 type member struct {
@@ -84,7 +89,8 @@ func (o *Object) Err() error { return o.doc.err }
 // object reads the members of the object at raw[i] ('{').
 func (d *doc) object(i int) *Object {
 	raw := d.raw
-	o := &Object{doc: d, start: i, members: make([]member, 0, 8)}
+	o := &Object{doc: d, start: i}
+	first := len(d.members)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != '}' {
 		ks := i
@@ -95,16 +101,38 @@ func (d *doc) object(i int) *Object {
 		}
 		i = SkipSpace(raw, SkipSpace(raw, ke)+1) // past the colon
 		m.start, m.end = i, ValueEnd(raw, i)
-		o.members = append(o.members, m)
+		d.members, first = grow(d.members, first)
+		d.members = append(d.members, m)
 		if i = SkipSpace(raw, m.end); raw[i] == ',' {
 			i = SkipSpace(raw, i+1)
 		}
 	}
 	o.end = i + 1
+	o.members = d.members[first:len(d.members):len(d.members)] // a member added copies them
 	if err := o.checkNames(); err != nil && d.err == nil {
 		d.err = err
 	}
 	return o
+}
+
+// maxChunk is the most members (elements) one allocation of a message's
+// holds.
+const maxChunk = 1024
+
+// grow makes room for one more in run, whose items from first on are those
+// of the object (array) being read: when it is full, they move to a new
+// chunk, twice as large up to maxChunk; the chunks before stay as they are
+// (the objects read hold them). It returns the run and where those items
+// start in it.
+func grow[T any](run []T, first int) ([]T, int) {
+	if len(run) < cap(run) {
+		return run, first
+	}
+	n := len(run) - first
+	c := max(min(2*cap(run), maxChunk), 8, 2*n)
+	next := make([]T, n, c)
+	copy(next, run[first:])
+	return next, 0
 }
 
 // checkNames refuses a name given twice and two names that fold alike.
@@ -283,16 +311,19 @@ func (o *Object) Del(name string) {
 // array reads the elements of the array at raw[i] ('[').
 func (d *doc) array(i int) *Array {
 	raw := d.raw
-	a := &Array{doc: d, start: i, elems: make([]elem, 0, 8)}
+	a := &Array{doc: d, start: i}
+	first := len(d.elems)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != ']' {
 		e := elem{start: i, end: ValueEnd(raw, i)}
-		a.elems = append(a.elems, e)
+		d.elems, first = grow(d.elems, first)
+		d.elems = append(d.elems, e)
 		if i = SkipSpace(raw, e.end); raw[i] == ',' {
 			i = SkipSpace(raw, i+1)
 		}
 	}
 	a.end = i + 1
+	a.elems = d.elems[first:len(d.elems):len(d.elems)]
 	return a
 }
 
