@@ -17,6 +17,11 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	if !json.Valid(data) || bytes.Contains(data, []byte(`"taskIds"`)) {
 		return nil, false, false // taskIds (a listen acknowledgement) is an array
 	}
+	if x.call.Method == mcp.MethodList {
+		if out, keep, done := x.listFast(data); done {
+			return out, keep, true
+		}
+	}
 	spans, readable := scanStrings(data, "taskId", "status")
 	if !readable {
 		return nil, false, false

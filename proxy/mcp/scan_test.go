@@ -71,19 +71,26 @@ func FuzzFromUpstreamFast(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		s := unitServer(t)
-		taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
-		taskCreated(s.enforcer, "t-b", bob, mcp.StatusWorking)
-		req := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`
-		fast, keepFast, done := exchangeFor(t, s, alice, req).fromUpstreamFast([]byte(data))
-		if !done {
-			return
-		}
-		slow, keepSlow := exchangeFor(t, s, alice, req).fromUpstreamDecoded([]byte(data))
-		if keepFast != keepSlow || keepFast && !sameJSON(fast, slow) {
-			t.Fatalf("fast %s %v, decoded %s %v", fast, keepFast, slow, keepSlow)
-		}
+		fastAgainstDecoded(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`, data)
 	})
+}
+
+// fastAgainstDecoded reads data, an upstream message, as the answer to
+// alice's request req on the fast path and on the decoding one (t-a is
+// alice's task, t-b bob's): wherever the fast path answers, both must keep
+// or drop it alike and give the same document.
+func fastAgainstDecoded(t *testing.T, req, data string) {
+	s := unitServer(t)
+	taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
+	taskCreated(s.enforcer, "t-b", bob, mcp.StatusWorking)
+	fast, keepFast, done := exchangeFor(t, s, alice, req).fromUpstreamFast([]byte(data))
+	if !done {
+		return
+	}
+	slow, keepSlow := exchangeFor(t, s, alice, req).fromUpstreamDecoded([]byte(data))
+	if keepFast != keepSlow || keepFast && !sameJSON(fast, slow) {
+		t.Fatalf("fast %s %v, decoded %s %v", fast, keepFast, slow, keepSlow)
+	}
 }
 
 // FuzzToUpstreamFast does the same for requests.
@@ -119,4 +126,45 @@ func FuzzToUpstreamFast(f *testing.F) {
 			t.Fatalf("fast %s %v, decoded %s %v", fast, okFast, slow, okSlow)
 		}
 	})
+}
+
+// FuzzListFast checks listFast against the decoding path on answers to
+// alice's tasks/list: wherever it answers, it keeps the same tasks and gives
+// the same document (t-a is alice's, t-b bob's).
+func FuzzListFast(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","status":"working"},{"taskId":"t-b","status":"working"}],"nextCursor":"c-2"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","status":"completed","ttl":1,"createdAt":"x"},{"taskId":"t-c"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":null,"nextCursor":7}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","meta":{"taskId":"t-b"}}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","taskId":"t-b"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a"}],"Tasks":[{"taskId":"t-b"}]}}`,
+		`{ "jsonrpc" : "2.0" , "id" : 1 , "result" : { "tasks" : [ { "taskId" : "t-a" , "status" : "working" } , 3 ] , "_meta" : { } } }`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		fastAgainstDecoded(t, `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`, data)
+	})
+}
+
+// TestListFastTaken: the answers listFast reads (a page of alice's and
+// bob's tasks; one with a cursor whose page holds only hers) take no
+// decoding.
+func TestListFastTaken(t *testing.T) {
+	for _, data := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","status":"working"},{"taskId":"t-b","status":"working"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"taskId":"t-a","status":"working"}],"nextCursor":"c-2"}}`,
+	} {
+		s := unitServer(t)
+		taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
+		taskCreated(s.enforcer, "t-b", bob, mcp.StatusWorking)
+		x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`)
+		out, keep, done := x.fromUpstreamFast([]byte(data))
+		if !done || !keep || strings.Contains(string(out), "t-b") || strings.Contains(string(out), `"t-a"`) {
+			t.Errorf("%s: %s %v %v", data, out, keep, done)
+		}
+	}
 }
