@@ -12,9 +12,11 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +203,24 @@ func writeCert(t *testing.T, dir string) (cert, key, ca string) {
 		}
 	}
 	return cert, key, ca
+}
+
+// TestUpstreamClientFollowsNoRedirect: an upstream's redirect is its answer,
+// handed back as it came; the request is not sent to the other address.
+func TestUpstreamClientFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer up.Close()
+	resp, err := UpstreamClient(Limits{}, StreamLimits{}).Post(up.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
+		t.Fatalf("status %d, %d requests to the redirect's target; want 307 and none", resp.StatusCode, elsewhere.Load())
+	}
 }

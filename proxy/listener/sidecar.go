@@ -133,7 +133,9 @@ func (sc Sidecar) Validate() error {
 // proxy from the environment, no compression (answers are read as sent),
 // keep-alive connections, at most s.UpstreamConns() of them (a request
 // beyond waits for one, within its context), and the dial bounded by l
-// (Dialer).
+// (Dialer). It follows no redirect: an upstream's 3xx is its answer, passed
+// to the client as it came (a request Warden decided is never sent again to
+// another address, credentials and all).
 func UpstreamClient(l Limits, s StreamLimits) *http.Client {
 	l = l.WithDefaults()
 	s = s.WithDefaults(l.MaxConnections)
@@ -141,7 +143,7 @@ func UpstreamClient(l Limits, s StreamLimits) *http.Client {
 		Proxy: nil, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 		MaxConnsPerHost:    s.UpstreamConns(),
 		DisableCompression: true, DialContext: Dialer(l).DialContext,
-	}}
+	}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // LoadTLS is the listener's TLS material: sc.TLS, or read from the files.
