@@ -199,6 +199,7 @@ type exchange struct {
 	truncated bool
 	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
+	out       *streamed // an answer the Handler streams (made under c.mu)
 
 	// Under c.mu: the admission of an Admitter's stream.
 	admitting bool  // Admit has not returned
@@ -292,6 +293,13 @@ func (x *exchange) admit() {
 func (x *exchange) run() {
 	defer x.cancel()
 	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x})
+	x.c.mu.Lock()
+	s := x.out
+	x.c.mu.Unlock()
+	if s != nil && s.end() {
+		x.c.finishStreamed(x.d, resp)
+		return
+	}
 	x.c.respond(x.d, resp)
 }
 
@@ -314,13 +322,7 @@ func (c *conn) respond(l *leg, resp Response) {
 			c.sendHeaders(l, resp.Trailer, true)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !l.gone && l.localDone && !l.remoteDone {
-		_ = c.wfr.WriteRSTStream(l.id, http2.ErrCodeNo)
-		c.remove(l)
-		c.kick()
-	}
+	c.stopClient(l)
 }
 
 // held collects, on the upstream reader, the answer to a forwarded

@@ -243,6 +243,7 @@ func (c *conn) drain(owed *[]credit) {
 		}
 		l.pend = nil
 		l.queued = false
+		l.woken()
 		if l.pendEnd {
 			if l.pendTrail != nil {
 				c.writeHeaders(l.id, l.pendTrail, true)

@@ -152,8 +152,8 @@ func member(m *macpv1.SessionMetadata, id string) bool {
 }
 
 // watchSessions relays only the lifecycle events of the caller's sessions.
-func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	ctx, release, err := s.hold(ctx, p, true)
+func (s *Server) watchSessions(ss serverStream, p authn.Principal, c authn.Credentials, ctx context.Context) error {
+	ctx, release, err := s.hold(ctx, p, c, true)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (s *Server) watchSessions(ss grpc.ServerStream, p authn.Principal, ctx cont
 // relay runs a call of any shape against the upstream with the upstream
 // context upctx: client frames go up as they come, upstream frames come down
 // through keep (nil keeps all).
-func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Context, keep func(*frame) (bool, error)) error {
+func (s *Server) relay(ss serverStream, method string, upctx context.Context, keep func(*frame) (bool, error)) error {
 	ctx, cancel := context.WithCancelCause(upctx)
 	defer cancel(nil)
 	cs, err := s.up.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
@@ -237,8 +237,8 @@ func (s *Server) relay(ss grpc.ServerStream, method string, upctx context.Contex
 // watchSignals relays ambient signals to every authenticated caller and the
 // signals of a session (Progress) only to its participants: the runtime
 // sends every session's signals to every watcher.
-func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx context.Context) error {
-	ctx, release, err := s.hold(ctx, p, true)
+func (s *Server) watchSignals(ss serverStream, p authn.Principal, c authn.Credentials, ctx context.Context) error {
+	ctx, release, err := s.hold(ctx, p, c, true)
 	if err != nil {
 		return err
 	}
@@ -276,21 +276,14 @@ func (s *Server) watchSignals(ss grpc.ServerStream, p authn.Principal, ctx conte
 // revoked while it was open.
 var errCredentialGone = errors.New("the credential expired or was revoked")
 
-// guard returns ctx cancelled once p's credential stops being valid: at its
-// expiry, or when re-authenticating the call's credentials every
+// hold admits a long-lived call of p, authenticated from c: a place among
+// the runtime's streams (a watch's own share when watch), then the
+// credential guard, which cancels the call's context once p's credential
+// stops being valid: at its expiry, or when re-authenticating c every
 // CredentialCheck interval fails (a token removed from the static file and
-// reloaded, a key removed from the JWKS) or names someone else. stop ends
-// the watch.
-func (s *Server) guard(ctx context.Context, p authn.Principal) (context.Context, func()) {
-	h, _ := headersOf(ctx, "")
-	c, _ := authn.FromHeaders(h.Get, h.Chain)
-	return s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
-}
-
-// hold admits a long-lived call of p: a place among the runtime's streams
-// (a watch's own share when watch), then the credential guard; release
+// reloaded, a key removed from the JWKS) or names someone else. release
 // ends the guard and gives the place back.
-func (s *Server) hold(ctx context.Context, p authn.Principal, watch bool) (context.Context, func(), error) {
+func (s *Server) hold(ctx context.Context, p authn.Principal, c authn.Credentials, watch bool) (context.Context, func(), error) {
 	take := s.streams.take
 	if watch {
 		take = s.streams.takeWatch
@@ -299,7 +292,7 @@ func (s *Server) hold(ctx context.Context, p authn.Principal, watch bool) (conte
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, stop := s.guard(ctx, p)
+	ctx, stop := s.enf.Guard(ctx, c, p, s.cfg.CredentialCheck, errCredentialGone)
 	return ctx, func() { stop(); done() }, nil
 }
 

@@ -201,7 +201,8 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 		}
 	}
 	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallPassThrough && path == healthCheck)
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallWatchSessions || call == proxy.CallWatchSignals ||
+		call == proxy.CallPassThrough && path == healthCheck)
 	return ct, ok
 }
 
@@ -285,8 +286,11 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		}
 		return resp
 	}
-	if adm.a.Anonymous {
+	switch {
+	case adm.a.Anonymous:
 		return s.passAnonymous(ctx, req, ct, adm.a.Method)
+	case adm.a.Call == proxy.CallWatchSessions, adm.a.Call == proxy.CallWatchSignals:
+		return s.relayWatch(ctx, req, ct, adm, msg)
 	}
 	if !decidedUnary(adm.a.Call) { // forwarded after authentication: within the caller's share of the runtime's streams
 		done, err := s.streams.take(adm.a.Principal.ID)

@@ -622,6 +622,11 @@ func TestRelayAnswersItself(t *testing.T) {
 		}, codes.Unimplemented},
 		{"ListModes", func() error { _, err := c.ListModes(planner, &macpv1.ListModesRequest{}); return err }, codes.Unimplemented},
 		{"ListModes without credentials", func() error { _, err := c.ListModes(ctx, &macpv1.ListModesRequest{}); return err }, codes.Unauthenticated},
+		// the watches: the runtime's stream, filtered (the fake runtime
+		// implements neither)
+		{"WatchSessions", func() error { return firstOf(c.WatchSessions(planner, &macpv1.WatchSessionsRequest{})) }, codes.Unimplemented},
+		{"WatchSignals", func() error { return firstOf(c.WatchSignals(planner, &macpv1.WatchSignalsRequest{})) }, codes.Unimplemented},
+		{"WatchSignals without credentials", func() error { return firstOf(c.WatchSignals(ctx, &macpv1.WatchSignalsRequest{})) }, codes.Unauthenticated},
 		{"health Check", func() error {
 			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -648,6 +653,16 @@ func TestRelayAnswersItself(t *testing.T) {
 	if status.Code(err) != codes.Unimplemented || pub.handedOn.Load() != 0 {
 		t.Errorf("public ListModes without credentials: %v, %d calls handed on; want the runtime's UNIMPLEMENTED from the relay", err, pub.handedOn.Load())
 	}
+}
+
+// firstOf is how a server-streaming call's first answer ends: nil when a
+// message came, or the call's status.
+func firstOf[T any](w interface{ Recv() (T, error) }, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = w.Recv()
+	return err
 }
 
 // FuzzRelayUnary sends arbitrary bodies as the calls of one message the

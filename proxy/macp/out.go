@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -84,7 +83,7 @@ func (b *queueBudget) give(n int) {
 // on the client's flow control. A queue past its bounds, or one write blocked
 // past the timeout, ends the stream through end.
 type clientWriter struct {
-	ss     grpc.ServerStream
+	ss     serverStream
 	end    context.CancelCauseFunc
 	b      writerBounds
 	budget *queueBudget // nil: none
@@ -107,7 +106,7 @@ type header struct{ md metadata.MD }
 
 // newClientWriter returns a writer to ss within b, its queue counted against
 // budget (nil: none); end cancels the stream's work.
-func newClientWriter(ss grpc.ServerStream, end context.CancelCauseFunc, b writerBounds, budget *queueBudget) *clientWriter {
+func newClientWriter(ss serverStream, end context.CancelCauseFunc, b writerBounds, budget *queueBudget) *clientWriter {
 	return &clientWriter{ss: ss, end: end, b: b, budget: budget, progress: time.Now(), wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 

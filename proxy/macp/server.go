@@ -418,13 +418,11 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	}
 	switch a.Call {
 	case proxy.CallStream:
-		return s.streamSession(ss, p, upctx)
-	case proxy.CallWatchSessions:
-		return s.watchSessions(ss, p, upctx)
-	case proxy.CallWatchSignals:
-		return s.watchSignals(ss, p, upctx)
+		return s.streamSession(ss, p, a.Credentials, upctx)
+	case proxy.CallWatchSessions, proxy.CallWatchSignals:
+		return s.watch(ss, a, upctx)
 	}
-	upctx, release, err := s.hold(upctx, p, false)
+	upctx, release, err := s.hold(upctx, p, a.Credentials, false)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ const echoTimeout = 10 * time.Second
 type sessionStream struct {
 	s      *Server
 	p      authn.Principal
-	ss     grpc.ServerStream // the client's
+	ss     serverStream // the client's
 	cs     grpc.ClientStream // the runtime's
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -47,8 +47,8 @@ type sessionStream struct {
 // streamSession runs one StreamSession call: the up half in its own
 // goroutine, the down half in the caller's; decisions still pending when the
 // call ends are released as lost.
-func (s *Server) streamSession(ss grpc.ServerStream, p authn.Principal, upctx context.Context) error {
-	gctx, release, err := s.hold(upctx, p, false)
+func (s *Server) streamSession(ss serverStream, p authn.Principal, c authn.Credentials, upctx context.Context) error {
+	gctx, release, err := s.hold(upctx, p, c, false)
 	if err != nil {
 		return err
 	}

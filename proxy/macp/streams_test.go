@@ -38,13 +38,15 @@ func (w watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.M
 // relayed without credentials) and in total, so that nobody can take every
 // stream the runtime's connections hold: Send is answered however many such
 // streams were asked for.
-func TestRelayedStreamCaps(t *testing.T) {
+func TestRelayedStreamCaps(t *testing.T) { onBothDoors(t, testRelayedStreamCaps) }
+
+func testRelayedStreamCaps(t *testing.T, transport string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} },
 		func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) })
-	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2, Watches: 8, WatchesPerPrincipal: 8}})
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Transport: transport, Streams: StreamLimits{Max: 8, PerPrincipal: 3, Anonymous: 2, Watches: 8, WatchesPerPrincipal: 8}})
 	hc := healthpb.NewHealthClient(conn)
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
 	open := func(who string) error {
@@ -99,12 +101,14 @@ func TestRelayedStreamCaps(t *testing.T) {
 // watch that passes nothing for watch_idle ends (UNAVAILABLE) and gives its
 // place back. Before, the third and fourth rows were admitted, the
 // StreamSession refused, and no watch ended.
-func TestWatchesShare(t *testing.T) {
+func TestWatchesShare(t *testing.T) { onBothDoors(t, testWatchesShare) }
+
+func testWatchesShare(t *testing.T, transport string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} })
-	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{Max: 4, PerPrincipal: 4, Watches: 2, WatchesPerPrincipal: 1, WatchIdle: 500 * time.Millisecond}})
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Transport: transport, Streams: StreamLimits{Max: 4, PerPrincipal: 4, Watches: 2, WatchesPerPrincipal: 1, WatchIdle: 500 * time.Millisecond}})
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
 	// watch opens a watch; ended reports how it ends, once it is open.
 	watch := func(who string) (ended <-chan error, err error) {
@@ -163,12 +167,14 @@ func TestWatchesShare(t *testing.T) {
 // small HTTP/2 window never opened) is ended with RESOURCE_EXHAUSTED once
 // more than the queue waits for it, and gives its stream back: the same
 // principal, allowed one relayed stream, opens another.
-func TestRelayClientNotReading(t *testing.T) {
+func TestRelayClientNotReading(t *testing.T) { onBothDoors(t, testRelayClientNotReading) }
+
+func testRelayClientNotReading(t *testing.T, transport string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 20} })
-	conn := startSidecarWith(t, enf, Config{Upstream: addr, Streams: StreamLimits{PerPrincipal: 1}})
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Transport: transport, Streams: StreamLimits{PerPrincipal: 1}})
 	slow, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
 	if err != nil {
@@ -201,5 +207,12 @@ func TestRelayClientNotReading(t *testing.T) {
 	}
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("the stalled watch ended with %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
+
+// onBothDoors runs test on the grpc-go front door and on the relay's.
+func onBothDoors(t *testing.T, test func(t *testing.T, transport string)) {
+	for _, transport := range []string{TransportGRPC, TransportRelay} {
+		t.Run(transport, func(t *testing.T) { test(t, transport) })
 	}
 }

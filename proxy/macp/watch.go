@@ -1,0 +1,178 @@
+package macp
+
+// The watches (WatchSessions, WatchSignals) written once for the two
+// sidecar doors: a door hands watch a serverStream, grpc-go's own stream or
+// the relay's answer streamed on a frames.Request (relayStream), and the
+// same hold, filter, bounded client queue and credential guard run on both.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/frames"
+	"github.com/agentwarden/warden/proxy/macp/admission"
+)
+
+// serverStream is what the streamed calls use of the client's side of a
+// call: grpc.ServerStream satisfies it, and so does relayStream.
+type serverStream interface {
+	Context() context.Context
+	RecvMsg(m any) error
+	SendMsg(m any) error
+	SendHeader(metadata.MD) error
+	SetTrailer(metadata.MD)
+}
+
+// watch runs a watch admitted as a on ss; upctx is the context of the calls
+// made for it to the runtime.
+func (s *Server) watch(ss serverStream, a admission.Admission, upctx context.Context) error {
+	if a.Call == proxy.CallWatchSessions {
+		return s.watchSessions(ss, a.Principal, a.Credentials, upctx)
+	}
+	return s.watchSignals(ss, a.Principal, a.Credentials, upctx)
+}
+
+// relayWatch answers a watch on the relay: its one request message (msg)
+// goes to the runtime, and the runtime's stream, filtered, is streamed to
+// the client as grpc-go streams it, ending with the call's status.
+func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted, msg []byte) frames.Response {
+	rs := &relayStream{ctx: ctx, req: req, ct: ct, msg: msg}
+	err := s.watch(rs, adm.a, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
+	return rs.end(err)
+}
+
+// relayStream is a server-streaming call answered on the relay as a
+// serverStream: its one request message, then io.EOF; its answer streamed
+// with frames.Request.Write, one writer at a time (the clientWriter's Run).
+type relayStream struct {
+	ctx context.Context
+	req *frames.Request
+	ct  string
+
+	mu      sync.Mutex
+	msg     []byte // the request message, until read
+	read    bool
+	header  bool // the header list went out
+	trailer metadata.MD
+}
+
+func (r *relayStream) Context() context.Context { return r.ctx }
+
+func (r *relayStream) RecvMsg(m any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.read {
+		return io.EOF
+	}
+	f, ok := m.(*frame)
+	if !ok {
+		return status.Errorf(codes.Internal, "relay stream: cannot read into %T", m)
+	}
+	f.b, r.msg, r.read = r.msg, nil, true
+	return nil
+}
+
+func (r *relayStream) SendHeader(md metadata.MD) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sendHeader(md)
+}
+
+// sendHeader sends the header list once; r.mu is held.
+func (r *relayStream) sendHeader(md metadata.MD) error {
+	if r.header {
+		return nil
+	}
+	r.header = true
+	h := append([]hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: r.ct}}, mdFields(md)...)
+	return r.req.SendHeader(h)
+}
+
+func (r *relayStream) SendMsg(m any) error {
+	var b []byte
+	switch m := m.(type) {
+	case *frame:
+		b = m.b
+	case proto.Message:
+		var err error
+		if b, err = proto.Marshal(m); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+		}
+	default:
+		return status.Errorf(codes.Internal, "relay stream: cannot send %T", m)
+	}
+	r.mu.Lock()
+	err := r.sendHeader(nil)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
+	return r.req.Write(r.ctx, append(body, b...))
+}
+
+func (r *relayStream) SetTrailer(md metadata.MD) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trailer = metadata.Join(r.trailer, md)
+}
+
+// end is the rest of the answer once the call ended with err: its status
+// and trailer, in trailers after the header list, or Trailers-Only.
+func (r *relayStream) end(err error) frames.Response {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := status.Convert(err)
+	fields := []hpack.HeaderField{
+		{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},
+		{Name: "grpc-message", Value: encodeGRPCMessage(st.Message())},
+	}
+	fields = append(fields, mdFields(r.trailer)...)
+	if !r.header {
+		r.header = true // nothing is sent after
+		return frames.Response{Header: append([]hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: r.ct}}, fields...)}
+	}
+	return frames.Response{Trailer: fields}
+}
+
+// mdFields are metadata's header fields as grpc-go writes them: reserved
+// names dropped, binary values base64-encoded.
+func mdFields(md metadata.MD) []hpack.HeaderField {
+	var out []hpack.HeaderField
+	for k, vs := range md {
+		if reservedHeader(k) {
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			out = append(out, hpack.HeaderField{Name: k, Value: v})
+		}
+	}
+	return out
+}
+
+// reservedHeader reports a name grpc-go never writes from metadata.
+func reservedHeader(k string) bool {
+	switch k {
+	case "content-type", "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message", "grpc-status",
+		"grpc-timeout", "grpc-status-details-bin", "te":
+		return true
+	}
+	return k == "" || k[0] == ':'
+}
+
