@@ -3,10 +3,12 @@ package test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -65,5 +67,105 @@ func TestMACPWatchesDoNotStarveStreams(t *testing.T) {
 			t.Fatalf("StreamSession beside %d idle watches: %v", held, err)
 		}
 	case <-rctx.Done():
+	}
+}
+
+// TestMACPWatchesOnBothDoors (issue 28 item 1): WatchSessions and
+// WatchSignals through `--transport grpc` and `--transport relay`, in front
+// of the real runtime, show the same: a participant's watch sees the
+// lifecycle of its own session, an outsider's nothing of it (the runtime
+// sends every session's events to every watcher), and a watch without
+// credentials is refused. The relay answers the watches itself now
+// (proxy/macp TestRelayAnswersItself shows it); the grpc-go door is the
+// oracle.
+func TestMACPWatchesOnBothDoors(t *testing.T) {
+	got := map[string]map[string]string{}
+	eachTransport(t, func(t *testing.T) {
+		c := dialMACP(t, startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth"))
+		rt := macpv1.NewMACPRuntimeServiceClient(c.conn)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		sid := newSession()
+		out := map[string]string{}
+		// watch opens WatchSessions as who ("" without credentials) and
+		// returns what it saw once stop ends it
+		type seen struct {
+			events []string
+			err    error
+		}
+		watch := func(who string) (<-chan seen, error) {
+			wctx := ctx
+			if who != "" {
+				wctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+who)
+			}
+			w, err := rt.WatchSessions(wctx, &macpv1.WatchSessionsRequest{})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := w.Header(); err != nil {
+				return nil, err
+			}
+			res := make(chan seen, 1)
+			go func() {
+				var s seen
+				for {
+					ev, err := w.Recv()
+					if err != nil {
+						s.err = err
+						res <- s
+						return
+					}
+					name := "another session"
+					if ev.GetEvent().GetSession().GetSessionId() == sid {
+						name = "the session"
+					}
+					s.events = append(s.events, ev.GetEvent().GetEventType().String()+" "+name)
+				}
+			}()
+			return res, nil
+		}
+		planner, err := watch("planner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mallory, err := watch("mallory")
+		if err != nil {
+			t.Fatal(err)
+		}
+		anon, err := watch("")
+		if err == nil {
+			s := <-anon
+			err = s.err
+		}
+		out["WatchSessions, unauthenticated"] = status.Code(err).String()
+		msgs := taskMessages(sid)
+		c.mustAccept(msgs[0])
+		c.mustAccept(msgs[1])
+		time.Sleep(time.Second) // the runtime's events reach the watches
+		cancel()
+		for who, ch := range map[string]<-chan seen{"planner": planner, "mallory": mallory} {
+			s := <-ch
+			out["WatchSessions, "+who] = fmt.Sprintf("%v %v", s.events, status.Code(s.err))
+		}
+		got[wardenTransport] = out
+	})
+	g, r := got["grpc"], got["relay"]
+	if len(g) == 0 || len(r) == 0 {
+		t.Fatal("a door's script did not run")
+	}
+	for name, want := range g {
+		t.Logf("%-40s %s", name, want)
+		if r[name] != want {
+			t.Errorf("%s:\n grpc  %s\n relay %s", name, want, r[name])
+		}
+	}
+	if !strings.Contains(g["WatchSessions, planner"], "the session") {
+		t.Errorf("the participant's watch saw %s, want its session's events", g["WatchSessions, planner"])
+	}
+	if strings.Contains(g["WatchSessions, mallory"], "the session") {
+		t.Errorf("the outsider's watch saw %s, want nothing of the session", g["WatchSessions, mallory"])
+	}
+	if g["WatchSessions, unauthenticated"] != "Unauthenticated" {
+		t.Errorf("a watch without credentials: %s, want Unauthenticated", g["WatchSessions, unauthenticated"])
 	}
 }

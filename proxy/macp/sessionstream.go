@@ -34,7 +34,7 @@ const echoTimeout = 10 * time.Second
 type sessionStream struct {
 	s      *Server
 	p      authn.Principal
-	ss     serverStream // the client's
+	ss     serverStream      // the client's
 	cs     grpc.ClientStream // the runtime's
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -175,4 +175,3 @@ func reservedHeader(k string) bool {
 	}
 	return k == "" || k[0] == ':'
 }
-
