@@ -2,6 +2,8 @@ package macp
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -214,5 +216,49 @@ func testRelayClientNotReading(t *testing.T, transport string) {
 func onBothDoors(t *testing.T, test func(t *testing.T, transport string)) {
 	for _, transport := range []string{TransportGRPC, TransportRelay} {
 		t.Run(transport, func(t *testing.T) { test(t, transport) })
+	}
+}
+
+// TestRelayWatchesLeaveNoGoroutines: watches answered on the relay, ended by
+// their clients while the runtime's stream stays open, leave no goroutine
+// behind (the clientWriter's, the guard's, the relay's reader, the upstream
+// stream's): after a first round warms the relay's worker pool, a second
+// round of as many watches ends with as many goroutines as before it.
+func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, enf := happyPath(t)
+	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 1} })
+	srv, sidecar := serveSidecarServer(t, enf, Config{Upstream: addr, Transport: TransportRelay})
+	conn := startSidecarConn(t, sidecar)
+	mc := macpv1.NewMACPRuntimeServiceClient(conn)
+	round := func() {
+		wctx, wcancel := context.WithCancel(ctx)
+		for i := range 10 {
+			w, err := mc.WatchSignals(as(wctx, fmt.Sprintf("agent://w%d", i)), &macpv1.WatchSignalsRequest{})
+			if err == nil {
+				_, err = w.Recv() // the one signal: the watch is open
+			}
+			if err != nil {
+				t.Fatalf("watch %d: %v", i, err)
+			}
+		}
+		wcancel()
+	}
+	settle := func(want int) int {
+		n := runtime.NumGoroutine()
+		for end := time.Now().Add(5 * time.Second); n > want && time.Now().Before(end); n = runtime.NumGoroutine() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		return n
+	}
+	round()
+	before := settle(0)
+	round()
+	if after := settle(before); after > before {
+		t.Errorf("%d goroutines after ten watches ended, %d before", after, before)
+	}
+	if n := srv.handedOn.Load(); n != 0 {
+		t.Errorf("the grpc-go sidecar received %d watches, want none", n)
 	}
 }
