@@ -76,7 +76,8 @@ const DefaultMaxBody = 4 << 20
 // in a goroutine of its own; ctx ends when the client resets the stream or
 // the connection ends. It returns the answer the client gets: its own, or
 // the upstream's from Request.Forward. An answer without a header list
-// resets the stream (INTERNAL_ERROR).
+// resets the stream (INTERNAL_ERROR). A Handler may instead stream its
+// answer (Request.SendHeader, Request.Write); it then returns the rest.
 type Handler interface {
 	Handle(ctx context.Context, req *Request) Response
 }

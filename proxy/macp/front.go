@@ -36,9 +36,10 @@ const (
 	// TransportRelay serves the front door with the HTTP/2 frame relay
 	// (proxy/frames): the runtime's unary calls (Send, the control calls,
 	// GetSession, ListSessions, the policy registrations, the calls
-	// forwarded after authentication) and the health service's Check are
-	// answered on the relay, their original bytes relayed to the runtime;
-	// every other call (the streams, unknown paths) goes to the grpc-go
+	// forwarded after authentication), the health service's Check and the
+	// watches (WatchSessions, WatchSignals) are answered on the relay, their
+	// original bytes relayed to the runtime; every other call
+	// (StreamSession, the health Watch, unknown paths) goes to the grpc-go
 	// sidecar, served in process behind the relay, and is handled exactly as
 	// with TransportGRPC.
 	TransportRelay = "relay"
@@ -156,7 +157,8 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 
 // router answers on the relay every unary call of the runtime
 // (Methods.Unary: those Warden decides or filters, decidedUnary, and those
-// it forwards after authentication) and the health service's Check, and
+// it forwards after authentication), the watches and the health service's
+// Check, and
 // sends every other stream to the grpc-go sidecar. Only a call the grpc-go
 // server would read as one (POST, a gRPC protobuf content type, no
 // compression) is answered on the relay; anything else, a path that differs
