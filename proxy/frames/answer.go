@@ -3,6 +3,7 @@ package frames
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 
 	"golang.org/x/net/http2"
@@ -139,5 +140,59 @@ func (c *conn) stopClient(l *leg) {
 		_ = c.wfr.WriteRSTStream(l.id, http2.ErrCodeNo)
 		c.remove(l)
 		c.kick()
+	}
+}
+
+// inbox is a request body the Handler reads as it comes (Route.Stream):
+// what the client sent that was not read yet, never more than the stream's
+// receive window, whose credit is returned only as it is read.
+type inbox struct {
+	mu   sync.Mutex
+	buf  []byte
+	end  bool
+	wake chan struct{} // one token: buf or end changed
+}
+
+// put takes the next piece of the body on the client reader.
+func (in *inbox) put(data []byte, end bool) {
+	in.mu.Lock()
+	in.buf = append(in.buf, data...)
+	in.end = in.end || end
+	in.mu.Unlock()
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Read returns the request body received since the last Read, waiting
+// until some comes; io.EOF once the client ended its request and all of it
+// was read. Its window goes back to the client now: what it returns is the
+// caller's. Only for a Route.Stream request.
+func (r *Request) Read(ctx context.Context) ([]byte, error) {
+	x := r.x
+	in := x.in
+	if in == nil {
+		return nil, errors.New("frames: Read on a buffered request")
+	}
+	for {
+		in.mu.Lock()
+		b, end := in.buf, in.end
+		in.buf = nil
+		in.mu.Unlock()
+		if len(b) > 0 {
+			x.c.credit(x.d, len(b))
+			return b, nil
+		}
+		if end {
+			return nil, io.EOF
+		}
+		select {
+		case <-in.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-x.ctx.Done():
+			return nil, ErrStreamEnded
+		}
 	}
 }

@@ -174,8 +174,11 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	c.streams[id] = d
 	c.mu.Unlock()
 	if d.x != nil {
-		if d.x.admitting {
+		switch {
+		case d.x.admitting:
 			c.r.spawn(d.x.admit)
+		case d.x.in != nil:
+			c.r.spawn(d.x.run)
 		}
 		if end {
 			d.x.body(nil, true)

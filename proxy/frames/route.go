@@ -67,6 +67,12 @@ type Route struct {
 	// client that opens streams and sends nothing holds them no longer.
 	// For requests of one message (a gRPC unary or server-streaming call).
 	BodyTimeout time.Duration
+	// Stream, with a Handler, does not buffer the request body: the
+	// Handler starts once the stream is admitted and reads the body as it
+	// comes (Request.Read), its window returned to the client as it is
+	// read, so a client sending faster than the Handler reads is held back
+	// by flow control. MaxBody does not apply.
+	Stream bool
 }
 
 // DefaultMaxBody is Route.MaxBody's default.
@@ -201,6 +207,7 @@ type exchange struct {
 	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
 	out       *streamed // an answer the Handler streams (made under c.mu)
+	in        *inbox    // a request body the Handler reads as it comes (Route.Stream)
 
 	// Under c.mu: the admission of an Admitter's stream.
 	admitting bool  // Admit has not returned
@@ -222,7 +229,11 @@ func Peer(ctx context.Context) net.Addr {
 func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), peerKey{}, c.nc.RemoteAddr()))
 	_, admitting := rt.Handler.(Admitter)
-	return &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
+	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
+	if rt.Stream {
+		x.in = &inbox{wake: make(chan struct{}, 1)}
+	}
+	return x
 }
 
 // withhold reports whether n bytes of body just received keep their window
@@ -245,6 +256,10 @@ func (x *exchange) body(data []byte, end bool) {
 	refused := x.refused
 	x.c.mu.Unlock()
 	if refused {
+		return
+	}
+	if x.in != nil {
+		x.in.put(data, end)
 		return
 	}
 	if room := x.max - len(x.buf); len(data) > room {
@@ -279,7 +294,7 @@ func (x *exchange) admit() {
 		c.returnCredit(x.d, x.withheld)
 	}
 	x.withheld = 0
-	start := refusal == nil && x.bodyDone
+	start := refusal == nil && (x.bodyDone || x.in != nil)
 	c.mu.Unlock()
 	switch {
 	case refusal != nil:

@@ -332,7 +332,8 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		// kept here, not relayed: the window is returned at once (the
 		// buffer is bounded by the Route's MaxBody), but for a stream not
 		// admitted yet
-		if l.x == nil || !l.x.withhold(int64(len(data))) {
+		// or a streamed body (Route.Stream), whose window Read returns
+		if l.x == nil || l.x.in == nil && !l.x.withhold(int64(len(data))) {
 			c.returnCredit(l, int64(len(data)))
 		}
 		c.mu.Unlock()

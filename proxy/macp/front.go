@@ -167,6 +167,9 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
 	if _, ok := r.s.decidedHere(header); ok {
+		if r.s.methods.Lookup(headerValue(header, ":path")) == proxy.CallStream {
+			return frames.Route{Handler: callHandler(r), Stream: true}
+		}
 		return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 	}
 	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, client, cs)}
@@ -203,7 +206,7 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 		}
 	}
 	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallWatchSessions || call == proxy.CallWatchSignals ||
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallWatchSessions || call == proxy.CallWatchSignals || call == proxy.CallStream ||
 		call == proxy.CallPassThrough && path == healthCheck)
 	return ct, ok
 }
@@ -267,6 +270,9 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
 	ct, _ := s.decidedHere(req.Header)
+	if adm.a.Call == proxy.CallStream { // never anonymous: the gate refuses it without credentials
+		return s.relaySession(ctx, req, ct, adm)
+	}
 	if req.Truncated {
 		n := uint32(0)
 		if len(req.Body) >= grpcPrefix {

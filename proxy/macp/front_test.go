@@ -626,6 +626,26 @@ func TestRelayAnswersItself(t *testing.T) {
 		// implements neither)
 		{"WatchSessions", func() error { return firstOf(c.WatchSessions(planner, &macpv1.WatchSessionsRequest{})) }, codes.Unimplemented},
 		{"WatchSignals", func() error { return firstOf(c.WatchSignals(planner, &macpv1.WatchSignalsRequest{})) }, codes.Unimplemented},
+		// the runtime's answer to a decided message (this fake runtime
+		// implements no StreamSession)
+		{"StreamSession", func() error {
+			st, err := c.StreamSession(planner)
+			if err == nil {
+				err = st.Send(&macpv1.StreamSessionRequest{Envelope: send.Envelope})
+			}
+			if err == nil {
+				_, err = st.Recv()
+			}
+			return err
+		}, codes.Unimplemented},
+		{"StreamSession without credentials", func() error {
+			st, err := c.StreamSession(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		}, codes.Unauthenticated},
 		{"WatchSignals without credentials", func() error { return firstOf(c.WatchSignals(ctx, &macpv1.WatchSignalsRequest{})) }, codes.Unauthenticated},
 		{"health Check", func() error {
 			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

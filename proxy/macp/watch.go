@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -53,13 +54,26 @@ func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string,
 	return rs.end(err)
 }
 
-// relayStream is a server-streaming call answered on the relay as a
-// serverStream: its one request message, then io.EOF; its answer streamed
-// with frames.Request.Write, one writer at a time (the clientWriter's Run).
+// relaySession answers a StreamSession on the relay with the code the
+// grpc-go door runs: the client's messages read as they come, each decided.
+func (s *Server) relaySession(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted) frames.Response {
+	rs := &relayStream{ctx: ctx, req: req, ct: ct, streaming: true, max: s.cfg.MaxMessageBytes}
+	ctx = proxy.WithSource(ctx, adm.a.Source) // the stream's decisions record it
+	err := s.streamSession(rs, adm.a.Principal, adm.a.Credentials, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
+	return rs.end(err)
+}
+
+// relayStream is a call answered on the relay as a serverStream: its
+// request messages (the one buffered, or, streaming, those read as they
+// come), then io.EOF; its answer streamed with frames.Request.Write, one
+// writer at a time (the clientWriter's Run).
 type relayStream struct {
-	ctx context.Context
-	req *frames.Request
-	ct  string
+	ctx       context.Context
+	req       *frames.Request
+	ct        string
+	streaming bool
+	max       int    // the largest request message, streaming
+	in        []byte // what was read of the request body and not yet taken, streaming
 
 	mu      sync.Mutex
 	msg     []byte // the request message, until read
@@ -71,17 +85,54 @@ type relayStream struct {
 func (r *relayStream) Context() context.Context { return r.ctx }
 
 func (r *relayStream) RecvMsg(m any) error {
+	f, ok := m.(*frame)
+	if !ok {
+		return status.Errorf(codes.Internal, "relay stream: cannot read into %T", m)
+	}
+	if r.streaming {
+		return r.next(f)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.read {
 		return io.EOF
 	}
-	f, ok := m.(*frame)
-	if !ok {
-		return status.Errorf(codes.Internal, "relay stream: cannot read into %T", m)
-	}
 	f.b, r.msg, r.read = r.msg, nil, true
 	return nil
+}
+
+// next reads the next request message of a streaming call into f as
+// grpc-go reads one: io.EOF at the end of the body between messages; a
+// compressed message (no grpc-encoding was accepted), one over max, or a
+// body that ends inside a message are errors. Only RecvMsg's one caller
+// (the up half) runs it.
+func (r *relayStream) next(f *frame) error {
+	for {
+		if len(r.in) >= grpcPrefix {
+			if r.in[0] != 0 {
+				return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
+			}
+			n := binary.BigEndian.Uint32(r.in[1:grpcPrefix])
+			if uint64(n) > uint64(r.max) {
+				return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, r.max)
+			}
+			if end := grpcPrefix + int(n); len(r.in) >= end {
+				f.b = append(f.b[:0], r.in[grpcPrefix:end]...)
+				r.in = r.in[end:]
+				return nil
+			}
+		}
+		b, err := r.req.Read(r.ctx)
+		switch {
+		case errors.Is(err, io.EOF) && len(r.in) == 0:
+			return io.EOF
+		case errors.Is(err, io.EOF):
+			return status.Error(codes.Internal, "grpc: the request body ended inside a message")
+		case err != nil:
+			return status.FromContextError(err).Err()
+		}
+		r.in = append(r.in, b...)
+	}
 }
 
 func (r *relayStream) SendHeader(md metadata.MD) error {
