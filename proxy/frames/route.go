@@ -237,12 +237,13 @@ func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchang
 }
 
 // withhold reports whether n bytes of body just received keep their window
-// until the stream is admitted (counted then); it runs under c.mu.
+// until the stream is admitted (counted then), or for good once it was
+// refused (its answer may not have ended the stream yet); it runs under c.mu.
 func (x *exchange) withhold(n int64) bool {
 	if x.admitting {
 		x.withheld += n
 	}
-	return x.admitting
+	return x.admitting || x.refused
 }
 
 // body takes the next piece of the request body on the client reader; the

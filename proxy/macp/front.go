@@ -36,12 +36,12 @@ const (
 	// TransportRelay serves the front door with the HTTP/2 frame relay
 	// (proxy/frames): the runtime's unary calls (Send, the control calls,
 	// GetSession, ListSessions, the policy registrations, the calls
-	// forwarded after authentication), the health service's Check and the
-	// watches (WatchSessions, WatchSignals) are answered on the relay, their
-	// original bytes relayed to the runtime; every other call
-	// (StreamSession, the health Watch, unknown paths) goes to the grpc-go
-	// sidecar, served in process behind the relay, and is handled exactly as
-	// with TransportGRPC.
+	// forwarded after authentication), its streams (StreamSession, the
+	// watches) and the health service's Check and Watch are answered on the
+	// relay, their original bytes relayed to the runtime; what else comes
+	// (unknown or odd paths, a compressed or malformed body for a call of
+	// one message) goes to the grpc-go sidecar, served in process behind the
+	// relay, and is handled exactly as with TransportGRPC.
 	TransportRelay = "relay"
 )
 
@@ -155,10 +155,10 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 	return func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
 }
 
-// router answers on the relay every unary call of the runtime
-// (Methods.Unary: those Warden decides or filters, decidedUnary, and those
-// it forwards after authentication), the watches and the health service's
-// Check, and
+// router answers on the relay every call of the runtime (Methods.Unary:
+// those Warden decides or filters, decidedUnary, and those it forwards after
+// authentication; the server-streaming calls, watchCall; StreamSession, its
+// body read as it comes) and the health service's Check and Watch, and
 // sends every other stream to the grpc-go sidecar. Only a call the grpc-go
 // server would read as one (POST, a gRPC protobuf content type, no
 // compression) is answered on the relay; anything else, a path that differs
@@ -206,15 +206,18 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 		}
 	}
 	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || call == proxy.CallWatchSessions || call == proxy.CallWatchSignals || call == proxy.CallStream ||
-		call == proxy.CallPassThrough && path == healthCheck)
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || s.watchCall(call) || call == proxy.CallStream ||
+		call == proxy.CallPassThrough && (path == healthCheck || path == healthWatch))
 	return ct, ok
 }
 
-// healthCheck is the gRPC health service's unary call: the relay passes it
-// through itself (passAnonymous) when the service is passed through; its
-// Watch, which streams, goes to the grpc-go sidecar.
-const healthCheck = "/grpc.health.v1.Health/Check"
+// The gRPC health service's calls: the relay passes them through itself
+// when the service is passed through, Check as a unary call
+// (passAnonymous), Watch as a stream (relayAnonymous).
+const (
+	healthCheck = "/grpc.health.v1.Health/Check"
+	healthWatch = "/grpc.health.v1.Health/Watch"
+)
 
 // callHandler answers the calls the relay answers itself, admitted on
 // their header list before any of their body is kept (frames.Admitter).
@@ -295,10 +298,10 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		return resp
 	}
 	switch {
+	case adm.a.Method == healthWatch, s.watchCall(adm.a.Call) && !s.methods.Unary(adm.a.Method):
+		return s.relayWatch(ctx, req, ct, adm, msg)
 	case adm.a.Anonymous:
 		return s.passAnonymous(ctx, req, ct, adm.a.Method)
-	case adm.a.Call == proxy.CallWatchSessions, adm.a.Call == proxy.CallWatchSignals:
-		return s.relayWatch(ctx, req, ct, adm, msg)
 	}
 	if !decidedUnary(adm.a.Call) { // forwarded after authentication: within the caller's share of the runtime's streams
 		done, err := s.streams.take(adm.a.Principal.ID)

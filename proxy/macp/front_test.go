@@ -646,7 +646,20 @@ func TestRelayAnswersItself(t *testing.T) {
 			_, err = st.Recv()
 			return err
 		}, codes.Unauthenticated},
+		{"WatchPolicies", func() error { return firstOf(c.WatchPolicies(planner, &macpv1.WatchPoliciesRequest{})) }, codes.Unimplemented},
+		{"WatchRoots without credentials", func() error { return firstOf(c.WatchRoots(ctx, &macpv1.WatchRootsRequest{})) }, codes.Unauthenticated},
 		{"WatchSignals without credentials", func() error { return firstOf(c.WatchSignals(ctx, &macpv1.WatchSignalsRequest{})) }, codes.Unauthenticated},
+		{"health Watch", func() error {
+			w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			r, err := w.Recv()
+			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("status %v", r.GetStatus())
+			}
+			return err
+		}, codes.OK},
 		{"health Check", func() error {
 			r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 			if err == nil && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {

@@ -416,25 +416,17 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		}
 		return ss.SendMsg(m)
 	}
-	switch a.Call {
-	case proxy.CallStream:
+	if a.Call == proxy.CallStream {
 		return s.streamSession(ss, p, a.Credentials, upctx)
-	case proxy.CallWatchSessions, proxy.CallWatchSignals:
-		return s.watch(ss, a, upctx)
 	}
-	upctx, release, err := s.hold(upctx, p, a.Credentials, false)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return s.relay(ss, method, upctx, nil)
+	return s.watch(ss, a, upctx) // the runtime's other streams, and any other call relayed as it is
 }
 
 // relayAnonymous forwards a call without credentials, within the anonymous
 // callers' share of the runtime's streams: md, the call's metadata, loses
 // every credential and identity header, so that nothing unchecked reaches
 // the runtime as an identity.
-func (s *Server) relayAnonymous(ss grpc.ServerStream, method string, md metadata.MD) error {
+func (s *Server) relayAnonymous(ss serverStream, method string, md metadata.MD) error {
 	done, err := s.streams.take("")
 	if err != nil {
 		return err

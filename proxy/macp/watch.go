@@ -36,22 +36,46 @@ type serverStream interface {
 	SetTrailer(metadata.MD)
 }
 
-// watch runs a watch admitted as a on ss; upctx is the context of the calls
-// made for it to the runtime.
+// watch runs a server-streaming call of the runtime admitted with
+// credentials as a on ss (see watchCall); upctx is the context of the calls made for it to the
+// runtime.
 func (s *Server) watch(ss serverStream, a admission.Admission, upctx context.Context) error {
-	if a.Call == proxy.CallWatchSessions {
+	switch {
+	case a.Call == proxy.CallWatchSessions:
 		return s.watchSessions(ss, a.Principal, a.Credentials, upctx)
+	case a.Call == proxy.CallWatchSignals:
+		return s.watchSignals(ss, a.Principal, a.Credentials, upctx)
 	}
-	return s.watchSignals(ss, a.Principal, a.Credentials, upctx)
+	upctx, release, err := s.hold(upctx, a.Principal, a.Credentials, false)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return s.relay(ss, a.Method, upctx, nil)
 }
 
-// relayWatch answers a watch on the relay: its one request message (msg)
-// goes to the runtime, and the runtime's stream, filtered, is streamed to
-// the client as grpc-go streams it, ending with the call's status.
+// watchCall reports a call the runtime answers with a stream to one request
+// message: WatchSessions and WatchSignals, filtered, and the streams of the
+// calls forwarded after authentication (WatchPolicies) or as discovery
+// (WatchModeRegistry, WatchRoots), relayed as they are.
+func (s *Server) watchCall(call proxy.Call) bool {
+	switch call {
+	case proxy.CallWatchSessions, proxy.CallWatchSignals, proxy.CallAuthenticated, proxy.CallDiscovery:
+		return true
+	}
+	return false
+}
+
+// relayWatch answers a server-streaming call on the relay (a watch, the
+// health Watch): its one request message (msg) goes to the runtime, and the
+// runtime's stream, filtered for the watches, is streamed to the client as
+// grpc-go streams it, ending with the call's status.
 func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted, msg []byte) frames.Response {
 	rs := &relayStream{ctx: ctx, req: req, ct: ct, msg: msg}
-	err := s.watch(rs, adm.a, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
-	return rs.end(err)
+	if adm.a.Anonymous { // the health Watch, public discovery
+		return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
+	}
+	return rs.end(s.watch(rs, adm.a, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)))
 }
 
 // relaySession answers a StreamSession on the relay with the code the
