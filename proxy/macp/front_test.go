@@ -73,6 +73,17 @@ func rawExchange(t *testing.T, addr string, header []hpack.HeaderField, body []b
 // answer: its status fields and its body.
 func rawSend(t *testing.T, addr string, header []hpack.HeaderField, body []byte, end bool) (rawAnswer, []byte) {
 	t.Helper()
+	var pieces [][]byte
+	for len(body) > 0 {
+		n := min(len(body), 16384)
+		pieces, body = append(pieces, body[:n]), body[n:]
+	}
+	return rawPieces(t, addr, header, pieces, end)
+}
+
+// rawPieces is rawSend with the body sent in pieces, a DATA frame each.
+func rawPieces(t *testing.T, addr string, header []hpack.HeaderField, pieces [][]byte, end bool) (rawAnswer, []byte) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +101,9 @@ func rawSend(t *testing.T, addr string, header []hpack.HeaderField, body []byte,
 	fr := http2.NewFramer(nc, nc)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end && len(body) == 0})
-	for len(body) > 0 {
-		n := min(len(body), 16384)
-		_ = fr.WriteData(1, end && n == len(body), body[:n])
-		body = body[n:]
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end && len(pieces) == 0})
+	for i, p := range pieces {
+		_ = fr.WriteData(1, end && i == len(pieces)-1, p)
 	}
 	var a rawAnswer
 	var data []byte
