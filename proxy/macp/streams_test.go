@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/cputime"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -260,5 +262,50 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	}
 	if n := srv.handedOn.Load(); n != 0 {
 		t.Errorf("the grpc-go sidecar received %d watches, want none", n)
+	}
+}
+
+// signalRuntime is a fakeRuntime whose WatchSignals sends n ambient signals
+// of 256 bytes as fast as the watcher takes them, then ends.
+type signalRuntime struct {
+	*fakeRuntime
+	n *int
+}
+
+func (r signalRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+	resp := &macpv1.WatchSignalsResponse{Envelope: &macpv1.Envelope{MacpVersion: "1.0", MessageType: "Signal", MessageId: "sig", Sender: "agent://x", Payload: make([]byte, 256)}}
+	for range *r.n {
+		if err := ss.Send(resp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkSidecarWatchSignals measures one ambient signal relayed to a
+// watcher end to end (the runtime's stream read, the filter, the bounded
+// client queue, the write to the client); BenchmarkSidecarWatchSignalsRelay
+// with the frame relay as the front door, which answers watches itself.
+func BenchmarkSidecarWatchSignals(b *testing.B)      { benchWatchSignals(b, TransportGRPC) }
+func BenchmarkSidecarWatchSignalsRelay(b *testing.B) { benchWatchSignals(b, TransportRelay) }
+
+func benchWatchSignals(b *testing.B, transport string) {
+	n := new(int)
+	_, addr := startFakeRuntimeWith(b, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return signalRuntime{f, n} })
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecar(b, devEnforcer(b), addr, transport))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	*n = b.N
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b, cputime.Used())
+	w, err := c.WatchSignals(as(ctx, "agent://w"), &macpv1.WatchSignalsRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		if _, err := w.Recv(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
