@@ -21,7 +21,9 @@ import (
 // Warden must settle it whatever the stalled client, so that the other
 // participant's Send is answered (before: it waited until its deadline, and
 // the session was held for everyone).
-func TestMACPStreamClientNotReading(t *testing.T) {
+func TestMACPStreamClientNotReading(t *testing.T) { eachTransport(t, testMACPStreamClientNotReading) }
+
+func testMACPStreamClientNotReading(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
 	c := dialMACP(t, warden)
@@ -73,7 +75,9 @@ func TestMACPStreamClientNotReading(t *testing.T) {
 // returns once a message fits the window, so before, Warden queued the whole
 // history for it (up to 16 MiB a stream); its stream must now end
 // RESOURCE_EXHAUSTED, as it drains its queue slower than 256 KiB/s.
-func TestMACPStreamClientTrickle(t *testing.T) {
+func TestMACPStreamClientTrickle(t *testing.T) { eachTransport(t, testMACPStreamClientTrickle) }
+
+func testMACPStreamClientTrickle(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
 	c := dialMACP(t, warden)
