@@ -301,8 +301,9 @@ func testMACPSideEntrances(t *testing.T) {
 	})
 }
 
-// TestMACPStreamCredentialRevoked: a StreamSession opened with a static
-// token stops acting once the token is removed and Warden reloaded.
+// TestMACPStreamCredentialRevoked: a StreamSession and a WatchSessions
+// opened with a static token stop acting once the token is removed and
+// Warden reloaded: both end UNAUTHENTICATED, on both doors.
 func TestMACPStreamCredentialRevoked(t *testing.T) { eachTransport(t, testMACPStreamCredentialRevoked) }
 
 func testMACPStreamCredentialRevoked(t *testing.T) {
@@ -336,6 +337,22 @@ func testMACPStreamCredentialRevoked(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatalf("the subscription's replay: %v", err)
 	}
+	watch, err := macpv1.NewMACPRuntimeServiceClient(w.conn).WatchSessions(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer tok-worker"), &macpv1.WatchSessionsRequest{})
+	if err == nil {
+		_, err = watch.Header()
+	}
+	if err != nil {
+		t.Fatalf("WatchSessions: %v", err)
+	}
+	watched := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := watch.Recv(); err != nil {
+				watched <- err
+				return
+			}
+		}
+	}()
 	write(`[{"token":"tok-planner","sender":"planner","can_start_sessions":true}]`)
 	if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -357,6 +374,14 @@ func testMACPStreamCredentialRevoked(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("the stream of a revoked token is still open 10 s after the reload")
+	}
+	select {
+	case err := <-watched:
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("the watch ended with %v, want Unauthenticated", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the watch of a revoked token is still open 10 s after the reload")
 	}
 }
 
