@@ -221,16 +221,19 @@ func onBothDoors(t *testing.T, test func(t *testing.T, transport string)) {
 	}
 }
 
-// TestRelayWatchesLeaveNoGoroutines: watches answered on the relay, ended by
-// their clients while the runtime's stream stays open, leave no goroutine
-// behind (the clientWriter's, the guard's, the relay's reader, the upstream
-// stream's): after a first round warms the relay's worker pool, a second
-// round of as many watches ends with as many goroutines as before it.
+// TestRelayWatchesLeaveNoGoroutines: watches and StreamSessions answered on
+// the relay, ended by their clients while the runtime's streams stay open,
+// leave no goroutine behind (the clientWriter's, the guard's, the up half
+// reading the client, the upstream stream's): after a first round warms the
+// relay's worker pool, a second round of as many ends with as many
+// goroutines as before it.
 func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, enf := happyPath(t)
-	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 1} })
+	fake, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return streamingRuntime{watchingRuntime{f, 1}} })
+	sid := sessionID()
+	fake.sessions[sid] = &fakeSession{meta: &macpv1.SessionMetadata{SessionId: sid, Initiator: "agent://w0", Participants: []string{"agent://w0", "agent://w1"}}}
 	srv, sidecar := serveSidecarServer(t, enf, Config{Upstream: addr, Transport: TransportRelay})
 	conn := startSidecarConn(t, sidecar)
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
@@ -243,6 +246,16 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("watch %d: %v", i, err)
+			}
+			st, err := mc.StreamSession(as(wctx, fmt.Sprintf("agent://w%d", i%2)))
+			if err == nil {
+				err = st.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: sid})
+			}
+			if err == nil {
+				_, err = st.Recv() // the session's one message of history: the stream is open
+			}
+			if err != nil {
+				t.Fatalf("StreamSession %d: %v", i, err)
 			}
 		}
 		wcancel()
@@ -258,11 +271,19 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	before := settle(0)
 	round()
 	if after := settle(before); after > before {
-		t.Errorf("%d goroutines after ten watches ended, %d before", after, before)
+		t.Errorf("%d goroutines after ten watches and ten StreamSessions ended, %d before", after, before)
 	}
 	if n := srv.handedOn.Load(); n != 0 {
-		t.Errorf("the grpc-go sidecar received %d watches, want none", n)
+		t.Errorf("the grpc-go sidecar received %d of those calls, want none", n)
 	}
+}
+
+// streamingRuntime is a watchingRuntime whose StreamSession is a
+// historyRuntime's with one message of history.
+type streamingRuntime struct{ watchingRuntime }
+
+func (r streamingRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSessionServer) error {
+	return historyRuntime{r.fakeRuntime, 1, 16}.StreamSession(ss)
 }
 
 // signalRuntime is a fakeRuntime whose WatchSignals sends n ambient signals
