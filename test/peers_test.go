@@ -203,7 +203,7 @@ func startWarden(t testing.TB, upstream string, args ...string) string {
 }
 
 // wardenTransport is the MACP front door startWarden serves with (empty:
-// the default, grpc); eachTransport sets it for the tests it runs.
+// the default, relay); eachTransport sets it for the tests it runs.
 var wardenTransport string
 
 // eachTransport runs test once per MACP front door (macp.transport grpc and

@@ -459,7 +459,7 @@ func TestConfigTransport(t *testing.T) {
 	for _, tc := range []struct {
 		transport, door string
 		ok              bool
-	}{{"", TransportGRPC, true}, {"grpc", TransportGRPC, true}, {"relay", TransportRelay, true}, {"h3", "h3", false}, {"Relay", "Relay", false}} {
+	}{{"", TransportRelay, true}, {"grpc", TransportGRPC, true}, {"relay", TransportRelay, true}, {"h3", "h3", false}, {"Relay", "Relay", false}} {
 		c := base
 		c.Transport = tc.transport
 		if err := c.Validate(); (err == nil) != tc.ok {

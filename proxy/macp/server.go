@@ -78,9 +78,9 @@ type Config struct {
 	// Streams bounds the relayed calls held open (StreamSession, the
 	// watches, pass-through); zero fields take the defaults.
 	Streams StreamLimits `yaml:"streams" json:"streams"`
-	// Transport is the front door: "grpc" (the default; grpc-go server and
-	// client) or "relay" (the HTTP/2 frame relay, Send decided on it, every
-	// other call handed to the grpc-go sidecar in process). See
+	// Transport is the front door: "relay" (the default; the HTTP/2 frame
+	// relay, every MACP call decided on it) or "grpc" (grpc-go server and
+	// client, kept as the oracle the relay is tested against). See
 	// TransportGRPC and TransportRelay.
 	Transport string `yaml:"transport" json:"transport"`
 }
@@ -124,10 +124,10 @@ func (c Config) Validate() error {
 }
 
 // FrontDoor is the transport the sidecar serves with: Transport, or
-// TransportGRPC when it is empty.
+// TransportRelay when it is empty.
 func (c Config) FrontDoor() string {
 	if c.Transport == "" {
-		return TransportGRPC
+		return TransportRelay
 	}
 	return c.Transport
 }

@@ -204,7 +204,10 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
-	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr)...)
+	// The Warden column stays the grpc-go front door (--transport grpc), so
+	// that records compare across runs; the relay, the default front door
+	// since 2026-11-27, is the column beside it.
+	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr, "--transport", "grpc")...)
 	if err != nil {
 		return outcome{}, err
 	}
