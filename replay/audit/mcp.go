@@ -146,10 +146,9 @@ func notOffered(method string) Outcome {
 	return Skip(fmt.Sprintf("the server does not offer %s (-32601 Method not found)", method))
 }
 
-// mcpForeign: the attacker sends method on the victim's task. It worked
-// when the server answered with a result, or (tasks/cancel) when the
-// victim's task ends up cancelled.
-func mcpForeign(ctx context.Context, e Endpoint, method, feature string, prep mcpPrep, params func(string) map[string]any) Outcome {
+// onVictimTask makes the victim's task (mcpVictimTask), plays attack on it
+// and releases it; a setup that fails or cannot come about is the outcome.
+func onVictimTask(ctx context.Context, e Endpoint, feature string, prep mcpPrep, attack func(victim *mcpConn, id string) Outcome) Outcome {
 	victim, id, why, err := mcpVictimTask(ctx, e, feature, prep)
 	if err != nil {
 		return Failed(err)
@@ -158,32 +157,48 @@ func mcpForeign(ctx context.Context, e Endpoint, method, feature string, prep mc
 		return Skip(why)
 	}
 	defer victim.release(ctx, id, prep)
-	attacker, err := dialMCP(ctx, e, e.Attacker())
-	if err != nil {
-		return Failed(err)
-	}
-	r, err := attacker.call(ctx, method, params(id), nil)
-	if err != nil {
-		return Failed(err)
-	}
-	if r.ok() {
-		return Succeed(r.evidence() + ", " + describe(r.Result))
-	}
-	if method == "tasks/cancel" {
-		if s, err := victim.status(ctx, id); err == nil && s == "cancelled" {
-			return Succeed(r.evidence(id) + ", yet the task is cancelled")
+	return attack(victim, id)
+}
+
+// asAttacker is onVictimTask with the attacker's session open.
+func asAttacker(ctx context.Context, e Endpoint, feature string, prep mcpPrep, attack func(victim, attacker *mcpConn, id string) Outcome) Outcome {
+	return onVictimTask(ctx, e, feature, prep, func(victim *mcpConn, id string) Outcome {
+		attacker, err := dialMCP(ctx, e, e.Attacker())
+		if err != nil {
+			return Failed(err)
 		}
-	}
-	// A refusal proves something only when the server offers the method:
-	// the victim's own call tells.
-	own, err := victim.call(ctx, method, params(id), nil)
-	if err != nil {
-		return Failed(err)
-	}
-	if own.code() == -32601 {
-		return notOffered(method)
-	}
-	return Block(r.evidence(id))
+		return attack(victim, attacker, id)
+	})
+}
+
+// mcpForeign: the attacker sends method on the victim's task. It worked
+// when the server answered with a result, or (tasks/cancel) when the
+// victim's task ends up cancelled.
+func mcpForeign(ctx context.Context, e Endpoint, method, feature string, prep mcpPrep, params func(string) map[string]any) Outcome {
+	return asAttacker(ctx, e, feature, prep, func(victim, attacker *mcpConn, id string) Outcome {
+		r, err := attacker.call(ctx, method, params(id), nil)
+		if err != nil {
+			return Failed(err)
+		}
+		if r.ok() {
+			return Succeed(r.evidence() + ", " + describe(r.Result))
+		}
+		if method == "tasks/cancel" {
+			if s, err := victim.status(ctx, id); err == nil && s == "cancelled" {
+				return Succeed(r.evidence(id) + ", yet the task is cancelled")
+			}
+		}
+		// A refusal proves something only when the server offers the method:
+		// the victim's own call tells.
+		own, err := victim.call(ctx, method, params(id), nil)
+		if err != nil {
+			return Failed(err)
+		}
+		if own.code() == -32601 {
+			return notOffered(method)
+		}
+		return Block(r.evidence(id))
+	})
 }
 
 // describe sums up a result in a few words: a task's status, a tool's text.
@@ -214,56 +229,46 @@ func describe(res map[string]any) string {
 // mcpListForeign: the attacker lists tasks; it worked when the victim's
 // task is among them.
 func mcpListForeign(ctx context.Context, e Endpoint) Outcome {
-	victim, id, why, err := mcpVictimTask(ctx, e, "", mcpWorking)
-	if err != nil {
-		return Failed(err)
-	}
-	if why != "" {
-		return Skip(why)
-	}
-	defer victim.release(ctx, id, mcpWorking)
-	attacker, err := dialMCP(ctx, e, e.Attacker())
-	if err != nil {
-		return Failed(err)
-	}
-	cursor := ""
-	var first rpcReply
-	for page := 0; page < 5; page++ {
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
+	return asAttacker(ctx, e, "", mcpWorking, func(victim, attacker *mcpConn, id string) Outcome {
+		cursor := ""
+		var first rpcReply
+		for page := 0; page < 5; page++ {
+			params := map[string]any{}
+			if cursor != "" {
+				params["cursor"] = cursor
+			}
+			r, err := attacker.call(ctx, "tasks/list", params, nil)
+			if err != nil {
+				return Failed(err)
+			}
+			if page == 0 {
+				first = r
+			}
+			if !r.ok() {
+				break
+			}
+			ts, _ := r.Result["tasks"].([]any)
+			for _, t := range ts {
+				if m, ok := t.(map[string]any); ok && m["taskId"] == id {
+					return Succeed(r.evidence() + ", lists the other principal's task")
+				}
+			}
+			if cursor, _ = r.Result["nextCursor"].(string); cursor == "" {
+				return Block(r.evidence() + ", none of the other principal's tasks")
+			}
 		}
-		r, err := attacker.call(ctx, "tasks/list", params, nil)
+		if first.ok() {
+			return Block(first.evidence() + ", none of the other principal's tasks in 5 pages")
+		}
+		own, err := victim.call(ctx, "tasks/list", map[string]any{}, nil)
 		if err != nil {
 			return Failed(err)
 		}
-		if page == 0 {
-			first = r
+		if own.code() == -32601 {
+			return notOffered("tasks/list")
 		}
-		if !r.ok() {
-			break
-		}
-		ts, _ := r.Result["tasks"].([]any)
-		for _, t := range ts {
-			if m, ok := t.(map[string]any); ok && m["taskId"] == id {
-				return Succeed(r.evidence() + ", lists the other principal's task")
-			}
-		}
-		if cursor, _ = r.Result["nextCursor"].(string); cursor == "" {
-			return Block(r.evidence() + ", none of the other principal's tasks")
-		}
-	}
-	if first.ok() {
-		return Block(first.evidence() + ", none of the other principal's tasks in 5 pages")
-	}
-	own, err := victim.call(ctx, "tasks/list", map[string]any{}, nil)
-	if err != nil {
-		return Failed(err)
-	}
-	if own.code() == -32601 {
-		return notOffered("tasks/list")
-	}
-	return Block(first.evidence())
+		return Block(first.evidence())
+	})
 }
 
 // mcpToolOf connects as the victim and finds a tool whose taskSupport is
@@ -333,56 +338,44 @@ func mcpRequiredTool(ctx context.Context, e Endpoint) Outcome {
 // state where SEP-2669 forbids it; it worked when the server acked.
 func mcpOwn(feature string, prep mcpPrep, method string, extra map[string]any) func(context.Context, Endpoint) Outcome {
 	return func(ctx context.Context, e Endpoint) Outcome {
-		c, id, why, err := mcpVictimTask(ctx, e, feature, prep)
-		if err != nil {
-			return Failed(err)
-		}
-		if why != "" {
-			return Skip(why)
-		}
-		defer c.release(ctx, id, prep)
-		params := map[string]any{"taskId": id}
-		for k, v := range extra {
-			params[k] = v
-		}
-		r, err := c.call(ctx, method, params, nil)
-		if err != nil {
-			return Failed(err)
-		}
-		if r.code() == -32601 {
-			return notOffered(method)
-		}
-		if r.ok() {
-			return Succeed(r.evidence() + ", acked")
-		}
-		return Block(r.evidence(id))
+		return onVictimTask(ctx, e, feature, prep, func(c *mcpConn, id string) Outcome {
+			params := map[string]any{"taskId": id}
+			for k, v := range extra {
+				params[k] = v
+			}
+			r, err := c.call(ctx, method, params, nil)
+			if err != nil {
+				return Failed(err)
+			}
+			if r.code() == -32601 {
+				return notOffered(method)
+			}
+			if r.ok() {
+				return Succeed(r.evidence() + ", acked")
+			}
+			return Block(r.evidence(id))
+		})
 	}
 }
 
 // mcpSteerFlooding: the victim steers its own working task mcpSteerFlood
 // times; it worked when every message was acked.
 func mcpSteerFlooding(ctx context.Context, e Endpoint) Outcome {
-	c, id, why, err := mcpVictimTask(ctx, e, "steer", mcpWorking)
-	if err != nil {
-		return Failed(err)
-	}
-	if why != "" {
-		return Skip(why)
-	}
-	defer c.release(ctx, id, mcpWorking)
-	for i := 1; i <= mcpSteerFlood; i++ {
-		r, err := c.call(ctx, "tasks/steer", map[string]any{"taskId": id, "message": fmt.Sprintf("warden-audit steer %d", i)}, nil)
-		if err != nil {
-			return Failed(err)
+	return onVictimTask(ctx, e, "steer", mcpWorking, func(c *mcpConn, id string) Outcome {
+		for i := 1; i <= mcpSteerFlood; i++ {
+			r, err := c.call(ctx, "tasks/steer", map[string]any{"taskId": id, "message": fmt.Sprintf("warden-audit steer %d", i)}, nil)
+			if err != nil {
+				return Failed(err)
+			}
+			if r.code() == -32601 {
+				return notOffered("tasks/steer")
+			}
+			if !r.ok() {
+				return Block(fmt.Sprintf("message %d: %s", i, r.evidence(id)))
+			}
 		}
-		if r.code() == -32601 {
-			return notOffered("tasks/steer")
-		}
-		if !r.ok() {
-			return Block(fmt.Sprintf("message %d: %s", i, r.evidence(id)))
-		}
-	}
-	return Succeed(fmt.Sprintf("HTTP 200, all %d acked", mcpSteerFlood))
+		return Succeed(fmt.Sprintf("HTTP 200, all %d acked", mcpSteerFlood))
+	})
 }
 
 // mcpForeignSession: the attacker sends a request in the victim's session
@@ -443,32 +436,22 @@ func port(raw string) string {
 // mcpProbeIDs: the attacker asks for the victim's task and for a made-up
 // one; answers that differ tell him which task IDs exist.
 func mcpProbeIDs(ctx context.Context, e Endpoint) Outcome {
-	victim, id, why, err := mcpVictimTask(ctx, e, "", mcpWorking)
-	if err != nil {
-		return Failed(err)
-	}
-	if why != "" {
-		return Skip(why)
-	}
-	defer victim.release(ctx, id, mcpWorking)
-	attacker, err := dialMCP(ctx, e, e.Attacker())
-	if err != nil {
-		return Failed(err)
-	}
-	real, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": id}, nil)
-	if err != nil {
-		return Failed(err)
-	}
-	const madeUp = "0123456789abcdef0123456789abcdef"
-	fake, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": madeUp}, nil)
-	if err != nil {
-		return Failed(err)
-	}
-	r, f := real.evidence(id), fake.evidence(madeUp)
-	if real.ok() != fake.ok() || r != f {
-		return Succeed(fmt.Sprintf("the task: %s; a made-up ID: %s", describeReply(real, id), describeReply(fake, madeUp)))
-	}
-	return Block("both: " + r)
+	return asAttacker(ctx, e, "", mcpWorking, func(victim, attacker *mcpConn, id string) Outcome {
+		real, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": id}, nil)
+		if err != nil {
+			return Failed(err)
+		}
+		const madeUp = "0123456789abcdef0123456789abcdef"
+		fake, err := attacker.call(ctx, "tasks/get", map[string]any{"taskId": madeUp}, nil)
+		if err != nil {
+			return Failed(err)
+		}
+		r, f := real.evidence(id), fake.evidence(madeUp)
+		if real.ok() != fake.ok() || r != f {
+			return Succeed(fmt.Sprintf("the task: %s; a made-up ID: %s", describeReply(real, id), describeReply(fake, madeUp)))
+		}
+		return Block("both: " + r)
+	})
 }
 
 // describeReply is an answer's evidence, a result summed up.
@@ -483,20 +466,14 @@ func describeReply(r rpcReply, id string) string {
 // header naming something else, as a router reading the header would be
 // misled by.
 func mcpNameMismatch(ctx context.Context, e Endpoint) Outcome {
-	c, id, why, err := mcpVictimTask(ctx, e, "", mcpWorking)
-	if err != nil {
-		return Failed(err)
-	}
-	if why != "" {
-		return Skip(why)
-	}
-	defer c.release(ctx, id, mcpWorking)
-	r, err := c.call(ctx, "tasks/get", map[string]any{"taskId": id}, map[string]string{"Mcp-Name": "warden-audit-other-task"})
-	if err != nil {
-		return Failed(err)
-	}
-	if r.ok() {
-		return Succeed(r.evidence() + ", answered")
-	}
-	return Block(r.evidence(id))
+	return onVictimTask(ctx, e, "", mcpWorking, func(c *mcpConn, id string) Outcome {
+		r, err := c.call(ctx, "tasks/get", map[string]any{"taskId": id}, map[string]string{"Mcp-Name": "warden-audit-other-task"})
+		if err != nil {
+			return Failed(err)
+		}
+		if r.ok() {
+			return Succeed(r.evidence() + ", answered")
+		}
+		return Block(r.evidence(id))
+	})
 }
