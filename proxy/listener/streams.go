@@ -130,18 +130,16 @@ type Streams struct {
 	name string // the configuration section, for messages
 	lim  StreamLimits
 
-	mu      sync.Mutex
-	total   int
-	by      map[string]int
-	watches int
-	watchBy map[string]int
-	held    int64 // answer bytes held by the requests in flight
+	slots Slots
+
+	mu   sync.Mutex
+	held int64 // answer bytes held by the requests in flight
 }
 
 // NewStreams returns the counter for lim (defaults applied by the caller)
 // of the sidecar whose section is name.
 func NewStreams(name string, lim StreamLimits) *Streams {
-	return &Streams{name: name, lim: lim, by: map[string]int{}, watchBy: map[string]int{}}
+	return &Streams{name: name, lim: lim}
 }
 
 // Take counts one more request of who, or refuses it; done gives it back
@@ -152,42 +150,22 @@ func (s *Streams) Take(who string) (done func(), err *Busy) { return s.take(who,
 func (s *Streams) TakeWatch(who string) (done func(), err *Busy) { return s.take(who, true) }
 
 func (s *Streams) take(who string, watch bool) (done func(), err *Busy) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	done, full := s.slots.Take(who, SlotBounds{PerHolder: s.lim.PerPrincipal, Total: s.lim.Max, WatchesPerHolder: s.lim.WatchesPerPrincipal, Watches: s.lim.Watches}, watch)
 	switch {
-	case s.by[who] >= s.lim.PerPrincipal:
+	case full&FullPerHolder != 0:
 		return nil, &Busy{Status: http.StatusTooManyRequests,
 			Msg: fmt.Sprintf("too many open requests and streams for this principal (%s.streams.per_principal %d); close one and retry", s.name, s.lim.PerPrincipal)}
-	case watch && s.watchBy[who] >= s.lim.WatchesPerPrincipal:
+	case full&FullWatchesPerHolder != 0:
 		return nil, &Busy{Status: http.StatusTooManyRequests,
 			Msg: fmt.Sprintf("too many open standing streams for this principal (%s.streams.watches_per_principal %d); close one and retry", s.name, s.lim.WatchesPerPrincipal)}
-	case s.total >= s.lim.Max:
+	case full&FullTotal != 0:
 		return nil, &Busy{Status: http.StatusServiceUnavailable,
 			Msg: fmt.Sprintf("Warden holds as many open requests and streams as it may (%s.streams.max %d); retry later", s.name, s.lim.Max)}
-	case watch && s.watches >= s.lim.Watches:
+	case full&FullWatches != 0:
 		return nil, &Busy{Status: http.StatusServiceUnavailable,
 			Msg: fmt.Sprintf("Warden holds as many standing streams as it may (%s.streams.watches %d); retry later", s.name, s.lim.Watches)}
 	}
-	s.total++
-	s.by[who]++
-	if watch {
-		s.watches++
-		s.watchBy[who]++
-	}
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.total--
-		if s.by[who]--; s.by[who] == 0 {
-			delete(s.by, who)
-		}
-		if watch {
-			s.watches--
-			if s.watchBy[who]--; s.watchBy[who] == 0 {
-				delete(s.watchBy, who)
-			}
-		}
-	}), nil
+	return done, nil
 }
 
 // Idle ends a standing stream (cancel) that passed its client no event for

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -114,17 +114,12 @@ var errWatchIdle = errors.New("the watch was idle too long; reconnect")
 // streamCaps counts the relayed calls open, in total and by caller, and
 // the watches among them.
 type streamCaps struct {
-	lim StreamLimits
-
-	mu       sync.Mutex
-	total    int
-	by       map[string]int // principal ID -> calls open; "" is every anonymous caller
-	watches  int
-	watching map[string]int // principal ID -> watches open
+	lim   StreamLimits
+	slots listener.Slots // by principal ID; "" is every anonymous caller
 }
 
 func newStreamCaps(lim StreamLimits) *streamCaps {
-	return &streamCaps{lim: lim.WithDefaults(), by: map[string]int{}, watching: map[string]int{}}
+	return &streamCaps{lim: lim.WithDefaults()}
 }
 
 // take counts one more call of who ("" for an anonymous caller) or refuses
@@ -139,34 +134,14 @@ func (c *streamCaps) takeKind(who string, watch bool) (done func(), err error) {
 	if who == "" {
 		limit = c.lim.Anonymous
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.total >= c.lim.Max || c.by[who] >= limit {
+	done, full := c.slots.Take(who, listener.SlotBounds{PerHolder: limit, Total: c.lim.Max, WatchesPerHolder: c.lim.WatchesPerPrincipal, Watches: c.lim.Watches}, watch)
+	switch {
+	case full&(listener.FullPerHolder|listener.FullTotal) != 0:
 		return nil, errTooManyStreams
-	}
-	if watch && (c.watches >= c.lim.Watches || c.watching[who] >= c.lim.WatchesPerPrincipal) {
+	case full != 0:
 		return nil, errTooManyWatches
 	}
-	c.total++
-	c.by[who]++
-	if watch {
-		c.watches++
-		c.watching[who]++
-	}
-	return sync.OnceFunc(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.total--
-		if c.by[who]--; c.by[who] == 0 {
-			delete(c.by, who)
-		}
-		if watch {
-			c.watches--
-			if c.watching[who]--; c.watching[who] == 0 {
-				delete(c.watching, who)
-			}
-		}
-	}), nil
+	return done, nil
 }
 
 // idle returns a context that ends with errWatchIdle once touch has not
