@@ -33,23 +33,29 @@ func main() {
 	}
 }
 
-// defaultDoor is the MACP front door `warden serve` uses when none is
-// given, as its help states it, for the record's columns.
+// defaultDoor is the MACP front door `warden serve` states as its default
+// (macp.transport), "" when it states none (no --transport).
 func defaultDoor(bin string) string {
 	out, _ := exec.Command(bin, "serve", "-h").CombinedOutput()
 	if m := regexp.MustCompile(`macp\.transport; default (\w+)`).FindSubmatch(out); m != nil {
 		return string(m[1])
 	}
-	return "not stated by serve -h"
+	return ""
 }
 
-// columns say what each side of the table is.
+// columns say what each side of the table is; door is the MACP front door
+// Warden's column runs on (defaultDoor).
 func columns(door, nginx string, grpcDoor bool) []report.Column {
-	if door == "relay" {
-		door = "relay: the HTTP/2 frame relay (proxy/frames), every MACP call decided on it"
+	macp := "its only MACP front door (serve -h names no other)"
+	switch door {
+	case "relay":
+		macp = "--transport relay, the default MACP front door serve -h states: the HTTP/2 frame relay (proxy/frames), every MACP call decided on it"
+	case "":
+	default:
+		macp = "--transport " + door + ", the default MACP front door serve -h states"
 	}
 	cols := []report.Column{
-		{Side: report.Warden, Is: "bin/warden serve as it ships: for MACP its default front door (macp.transport unset; serve -h: " + door + "), for MCP and A2A net/http, for ext_authz grpc-go"},
+		{Side: report.Warden, Is: "bin/warden serve as it ships: for MACP " + macp + "; for MCP and A2A net/http; for ext_authz grpc-go"},
 	}
 	if grpcDoor {
 		cols = append(cols, report.Column{Side: report.WardenGRPC, Is: "bin/warden serve --transport grpc: the grpc-go MACP door (grpc-go server and client), the oracle the MACP tests compare the relay with (-warden-grpc)"})
@@ -141,7 +147,8 @@ func run() error {
 		}),
 		Timing: timingRecord{Warmup: b.timing.warmup.String(), Measure: b.timing.measure.String(), Rounds: b.timing.rounds},
 	}
-	rec.Columns = columns(defaultDoor(*wardenBin), rec.Machine.Nginx, *wardenGRPC)
+	b.wardenDoor = defaultDoor(*wardenBin)
+	rec.Columns = columns(b.wardenDoor, rec.Machine.Nginx, *wardenGRPC)
 	if secs := *profileSecs; secs != 0 {
 		if secs < 0 {
 			secs = 30

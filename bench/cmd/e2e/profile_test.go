@@ -174,7 +174,7 @@ func TestDefaultDoor(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct{ name, help, want string }{
 		{"relay", "  -transport string\n    \tthe MACP sidecar's front door (macp.transport; default relay)\n", "relay"},
-		{"no transport flag", "  -macp-listen string\n", "not stated by serve -h"},
+		{"no transport flag", "  -macp-listen string\n", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,7 +195,7 @@ func TestDefaultDoor(t *testing.T) {
 	if got := strings.Join(names, ", "); got != "Warden, null grpc-go hop, null frame relay hop, null net/http hop, nginx" {
 		t.Errorf("columns %s", got)
 	}
-	if !strings.Contains(cols[0].Is, "default front door") || !strings.Contains(cols[0].Is, "HTTP/2 frame relay") {
+	if !strings.Contains(cols[0].Is, "--transport relay, the default MACP front door") || !strings.Contains(cols[0].Is, "HTTP/2 frame relay") {
 		t.Errorf("Warden is %q", cols[0].Is)
 	}
 	if cols := columns("relay", "", true); cols[1].Side != report.WardenGRPC || !strings.Contains(cols[1].Is, "--transport grpc") {

@@ -36,6 +36,9 @@ type bench struct {
 	// its measured rate), profileFor how long each may be ("" or 0: none).
 	profiles   string
 	profileFor time.Duration
+	// wardenDoor is the MACP front door Warden's column runs on: the default
+	// serve -h states, given explicitly ("": serve -h names none).
+	wardenDoor string
 	// wardenGRPC runs, in the MACP scenarios, a second Warden on the grpc-go
 	// door (--transport grpc), the oracle column (-warden-grpc).
 	wardenGRPC bool
@@ -214,9 +217,15 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
-	// The Warden column is Warden as it ships: its default front door (the
-	// frame relay since 2026-11-27; the record's columns say which).
-	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr)...)
+	// The Warden column is Warden as it ships: the default front door serve
+	// -h states (the frame relay since 2026-11-27), given explicitly: on
+	// 3ff7733 an unset macp.transport still served the grpc-go door, which
+	// the profile showed (grpc.(*Server).handleStream).
+	var door []string
+	if b.wardenDoor != "" {
+		door = []string{"--transport", b.wardenDoor}
+	}
+	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr, door...)...)
 	if err != nil {
 		return outcome{}, err
 	}
