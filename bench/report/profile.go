@@ -31,6 +31,13 @@ type Profile struct {
 	// the process's CPU from /proc over the same run (warm-up included).
 	SampledCores  float64 `json:"sampled_cores,omitempty"`
 	MeasuredCores float64 `json:"measured_cores,omitempty"`
+	// Throughput is what the profiled run achieved (messages answered a
+	// second), Failed how many of its messages failed or were dropped, and
+	// FirstError the first failure: a profile of a run that did not carry
+	// its load says little about the figures.
+	Throughput float64 `json:"throughput_per_s,omitempty"`
+	Failed     int64   `json:"failed,omitempty"`
+	FirstError string  `json:"first_error,omitempty"`
 	// Layers is the CPU by layer (see Layers), in the order of Layers.
 	Layers []Share `json:"layers,omitempty"`
 	// TopFlat and TopCum are the functions with the most CPU of their own
@@ -286,9 +293,16 @@ func (p Profile) describe() string {
 	if p.Error != "" {
 		return "no profile: " + p.Error
 	}
-	d := fmt.Sprintf("%s, %.0f s, %d samples, %.2f cores sampled", p.Load, p.Seconds, p.Samples, p.SampledCores)
+	d := fmt.Sprintf("%s (%.0f/s answered", p.Load, p.Throughput)
+	if p.Failed > 0 {
+		d += fmt.Sprintf(", %d failed: %s", p.Failed, p.FirstError)
+	}
+	d += fmt.Sprintf("), %.0f s, %d samples, %.2f cores sampled", p.Seconds, p.Samples, p.SampledCores)
 	if p.MeasuredCores > 0 {
 		d += fmt.Sprintf(", %.2f measured", p.MeasuredCores)
+		if p.Throughput > 0 {
+			d += fmt.Sprintf(" (%s per 1,000/s)", Format(100*p.MeasuredCores/(p.Throughput/1000), "% core"))
+		}
 	}
 	return d
 }

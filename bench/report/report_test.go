@@ -156,7 +156,7 @@ func TestTables(t *testing.T) {
 	rep := Report{Figures: figs, Columns: []Column{{Warden, "as it ships"}, {WardenGRPC, "the oracle"}, {NullGRPC, "grpc-go"},
 		{NullFrames, "frames"}, {NullHTTP, "net/http"}, {Nginx, "nginx"}},
 		Profiles: []Profile{{Group: "MCP tasks/get", Side: Warden, Load: "500 req/s", File: "x-profiles/mcp-cpu.pprof", Seconds: 5, Samples: 250,
-			SampledCores: 0.5, Layers: []Share{{LayerNetHTTP, 0.4, 0.7}, {LayerSyscalls, 0.3, 0.3}}, TopFlat: []Share{{"syscall.Syscall6", 0.3, 0.3}},
+			SampledCores: 0.5, MeasuredCores: 0.15, Throughput: 498, Failed: 2, FirstError: "HTTP 502", Layers: []Share{{LayerNetHTTP, 0.4, 0.7}, {LayerSyscalls, 0.3, 0.3}}, TopFlat: []Share{{"syscall.Syscall6", 0.3, 0.3}},
 			TopCum: []Share{{"net/http.(*conn).serve", 0.01, 0.6}, {"github.com/agentwarden/warden/proxy/mcp.(*Sidecar).ServeHTTP", 0.02, 0.4}}}},
 	}
 	var md bytes.Buffer
@@ -179,7 +179,7 @@ func TestTables(t *testing.T) {
 		"| hop CPU per 1,000 req/s [2] | 30.0% of a core | 28.0% of a core | 9.0% of a core | ≤ 30.8% of a core (1.1 × null net/http hop) | yes |",
 		"\n2. a | pipe\n",
 		// the profile beside its scenario
-		"**Where the time goes** (Warden: CPU profile `x-profiles/mcp-cpu.pprof`; 500 req/s, 5 s, 250 samples, 0.50 cores sampled;",
+		"**Where the time goes** (Warden: CPU profile `x-profiles/mcp-cpu.pprof`; 500 req/s (498/s answered, 2 failed: HTTP 502), 5 s, 250 samples, 0.50 cores sampled, 0.15 measured (30.1% of a core per 1,000/s);",
 		"| net/http | 40.0% | 70.0% |",
 		"| `syscall.Syscall6` | 30.0% | 30.0% | `net/http.(*conn).serve` | 1.0% | 60.0% |",
 		"|  |  |  | `warden/proxy/mcp.(*Sidecar).ServeHTTP` | 2.0% | 40.0% |",
@@ -197,7 +197,7 @@ func TestTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"MACP TASK", "not run", "null net/http hop: net/http",
-		"where the time goes (Warden: 500 req/s, 5 s, 250 samples, 0.50 cores sampled): net/http 40%, syscalls (read, write, epoll, futex) 30%"} {
+		"where the time goes (Warden: 500 req/s (498/s answered, 2 failed: HTTP 502), 5 s, 250 samples, 0.50 cores sampled, 0.15 measured (30.1% of a core per 1,000/s)): net/http 40%, syscalls (read, write, epoll, futex) 30%"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text table lacks %q:\n%s", want, txt.String())
 		}

@@ -59,6 +59,10 @@ func (c comparison) profileRun(ctx context.Context, rate float64, unit string, l
 	if a.wall > 0 {
 		p.MeasuredCores = a.cpu["hop"] / a.wall
 	}
+	if a.res != nil {
+		s := a.res.Summary()
+		p.Throughput, p.Failed, p.FirstError = s.Throughput, s.Errors+s.Dropped, s.FirstError
+	}
 	if ferr != nil {
 		p.Error = ferr.Error()
 		return p, nil
@@ -69,7 +73,8 @@ func (c comparison) profileRun(ctx context.Context, rate float64, unit string, l
 		p.Error = err.Error()
 		return p, nil
 	}
-	sum.Group, sum.Side, sum.Load, sum.File, sum.MeasuredCores = p.Group, p.Side, p.Load, p.File, p.MeasuredCores
+	sum.Group, sum.Side, sum.Load, sum.File = p.Group, p.Side, p.Load, p.File
+	sum.MeasuredCores, sum.Throughput, sum.Failed, sum.FirstError = p.MeasuredCores, p.Throughput, p.Failed, p.FirstError
 	return sum, nil
 }
 

@@ -76,8 +76,8 @@ func TestProfileRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Group != c.group || p.Side != report.Warden || p.Load != tc.load || p.MeasuredCores <= 0 {
-				t.Errorf("profile %+v: want group %q, side Warden, load %q, measured CPU", p, c.group, tc.load)
+			if p.Group != c.group || p.Side != report.Warden || p.Load != tc.load || p.MeasuredCores <= 0 || p.Throughput <= 0 || p.Failed != 0 {
+				t.Errorf("profile %+v: want group %q, side Warden, load %q, measured CPU and throughput, no failures", p, c.group, tc.load)
 			}
 			if tc.error != "" {
 				if !strings.Contains(p.Error, tc.error) || p.File != "" {
