@@ -285,8 +285,26 @@ func Summarize(p *profile.Profile, top int) (Profile, error) {
 var shortNames = strings.NewReplacer("github.com/agentwarden/warden/", "warden/", "google.golang.org/grpc", "grpc",
 	"google.golang.org/protobuf/", "protobuf/", "golang.org/x/net/", "x/net/", "github.com/open-policy-agent/opa/", "opa/")
 
-// ShortName is a function name with its module path shortened.
-func ShortName(fn string) string { return shortNames.Replace(fn) }
+// ShortName is a function name with its module path shortened and its
+// type arguments left out ("observed[...]").
+func ShortName(fn string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range fn {
+		switch {
+		case r == '[':
+			if depth == 0 {
+				b.WriteString("[...]")
+			}
+			depth++
+		case r == ']' && depth > 0:
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return shortNames.Replace(b.String())
+}
 
 // describe says what the profile is: its load, length and samples.
 func (p Profile) describe() string {

@@ -174,3 +174,18 @@ func TestSummarizeRealProfile(t *testing.T) {
 		t.Errorf("json cum %.2f, json and gc flat %.2f, of %.2f attributed (%d samples); want over half and 60%%: %+v %+v", jsonCum, jsonGC, attributed, s.Samples, s.Layers, s.TopFlat)
 	}
 }
+
+func TestShortName(t *testing.T) {
+	for fn, want := range map[string]string{
+		"github.com/agentwarden/warden/proxy/frames.(*conn).readDown":                                                                           "warden/proxy/frames.(*conn).readDown",
+		"github.com/agentwarden/warden/proxy.observed[go.shape.struct { Principal *github.com/agentwarden/warden/authn.Principal; Op string }]": "warden/proxy.observed[...]",
+		"github.com/hashicorp/golang-lru/v2.(*Cache[go.shape.uint64,go.shape.struct { k string; d []rules.Verdict }]).Get":                      "github.com/hashicorp/golang-lru/v2.(*Cache[...]).Get",
+		"google.golang.org/grpc/internal/transport.(*loopyWriter).run":                                                                          "grpc/internal/transport.(*loopyWriter).run",
+		"golang.org/x/net/http2.(*Framer).ReadFrame":                                                                                            "x/net/http2.(*Framer).ReadFrame",
+		"slices.SortFunc[...]": "slices.SortFunc[...]",
+	} {
+		if got := ShortName(fn); got != want {
+			t.Errorf("ShortName(%q) = %q, want %q", fn, got, want)
+		}
+	}
+}
