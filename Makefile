@@ -31,7 +31,7 @@ help:
 	@echo "make unit      Go unit tests with -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
-	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden, a null Go pass-through, the null frame relay (MACP) and nginx (QUICK=1: about 2 minutes; PROFILE=dir: Warden's profiles)"
+	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden as it ships, the null grpc-go / frame relay / net/http hops and nginx, with a CPU profile of Warden per scenario in the record (QUICK=1: a few minutes; PROFILE=dir: Warden's profiles at saturation too)"
 	@echo "make demo      start the real MACP runtime and Warden, play a story with the Python SDK, replay the transcripts, then one A2A hijack direct and through Warden"
 	@echo "make fuzz      run every fuzz target for FUZZTIME (default 20s) each"
 	@echo "make h2spec    h2spec (pinned in bench/tools/h2spec) against the frame relay's listener (proxy/frames) and the MACP sidecar's relay front door (proxy/macp)"
@@ -86,9 +86,11 @@ generate:
 # bench: the micro-benchmarks of every package below that has some, then the
 # end-to-end harness (bench/cmd/e2e: the real runtime direct and through
 # bin/warden, ext_authz, MCP, memory) whose table also carries the micro
-# figures. QUICK=1: -count=2, short -benchtime, short runs, 10,000 sessions;
-# its micro output goes to the git-ignored bench/results/tmp/. PROFILE=dir:
-# Warden's CPU and heap profiles at saturation, per scenario, into dir.
+# figures, and Warden's CPU profile per scenario at its measured rate
+# (bench/results/<date>-profiles/, summarized in the table). QUICK=1:
+# -count=2, short -benchtime, short runs, 10,000 sessions; its micro output
+# goes to the git-ignored bench/results/tmp/. PROFILE=dir: Warden's CPU and
+# heap profiles at saturation too, per scenario, into dir.
 BENCHPKGS = $(sort $(patsubst %/,./%/,$(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' policies proxy authn rules wire))))
 ifneq ($(QUICK),)
 BENCHCOUNT := 2

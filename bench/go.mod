@@ -6,6 +6,7 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/agentwarden/warden v0.0.0-00010101000000-000000000000
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	golang.org/x/sync v0.23.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5

@@ -24,7 +24,25 @@ type Target struct {
 	// Basis says how a limit relative to a baseline was derived
 	// ("nginx + 25 µs"); empty for an absolute one.
 	Basis string `json:"basis,omitempty"`
+	// Kind is what the target bounds (KindCPU, ...), for the summary of
+	// targets; empty in records before 2026-11-28.
+	Kind string `json:"kind,omitempty"`
+	// Of is the side a relative limit derives from, Ref that side's value
+	// in the same run.
+	Of  string  `json:"of,omitempty"`
+	Ref float64 `json:"ref,omitempty"`
 }
+
+// The kinds of targets, in the order the summary lists them.
+const (
+	KindCPU        = "CPU per message"
+	KindP50        = "added p50"
+	KindP99        = "added p99"
+	KindSaturation = "saturation"
+)
+
+// Kinds are the kinds in summary order.
+var Kinds = []string{KindCPU, KindP50, KindP99, KindSaturation}
 
 // Met reports whether v respects the target.
 func (t Target) Met(v float64) bool {
@@ -53,9 +71,9 @@ type Figure struct {
 	NotRun string `json:"not_run,omitempty"`
 	// Note qualifies the figure (how it was measured, a caveat).
 	Note string `json:"note,omitempty"`
-	// Baselines are the same figure for the other hops measured beside
-	// Warden (WardenRelay, NullHop, NullRelay, Nginx), for the table's side-by-side
-	// columns.
+	// Baselines are the same figure for the other sides measured beside
+	// Warden (WardenGRPC, NullGRPC, NullFrames, NullHTTP, Nginx), for the
+	// table's side-by-side columns.
 	Baselines []Baseline `json:"baselines,omitempty"`
 }
 
@@ -65,19 +83,40 @@ type Baseline struct {
 	Value float64 `json:"value"`
 }
 
-// The hops the table shows beside Warden, by side name: Warden with the
-// frame relay front door (MACP only, macp.transport relay), the null
-// grpc-go (or net/http) pass-through, the null HTTP/2 frame relay (MACP
-// only) and nginx.
+// The sides the table shows, by name: Warden as it ships (its default
+// front doors: for MACP the HTTP/2 frame relay), Warden on the grpc-go MACP
+// door (the oracle the tests compare the relay with; -warden-grpc), the null
+// hops (bench/cmd/null: what a Go library costs before Warden's own work)
+// and nginx. Records before 2026-11-28 used other names (see LegacyColumns).
 const (
-	WardenRelay = "Warden relay"
-	NullHop     = "null Go"
-	NullRelay   = "null relay"
-	Nginx       = "nginx"
+	Warden     = "Warden"
+	WardenGRPC = "Warden grpc-go door (oracle)"
+	NullGRPC   = "null grpc-go hop"
+	NullFrames = "null frame relay hop"
+	NullHTTP   = "null net/http hop"
+	Nginx      = "nginx"
 )
 
-// Baselines are the sides of the table's columns after Warden's, in order.
-var Baselines = []string{WardenRelay, NullHop, NullRelay, Nginx}
+// sideOrder is the order of the table's columns after Warden's; sides it
+// does not know (older records) follow in the order they appear.
+var sideOrder = []string{WardenGRPC, NullGRPC, NullFrames, NullHTTP, Nginx}
+
+// Column says what one side of the table is, for the legend: records keep
+// it so that a column reads the same in every record.
+type Column struct {
+	Side string `json:"side"`
+	Is   string `json:"is"`
+}
+
+// LegacyColumns are the columns of records written before they carried
+// their own (2026-11-28): the Warden column was the grpc-go MACP door.
+var LegacyColumns = []Column{
+	{Warden, "bin/warden; for MACP the grpc-go front door (--transport grpc, the default until 2026-11-27), for MCP and A2A net/http"},
+	{"Warden relay", "bin/warden --transport relay: the MACP HTTP/2 frame relay front door"},
+	{"null Go", "bench/cmd/null: a null grpc-go hop (MACP) or a null net/http httputil.ReverseProxy (MCP, A2A)"},
+	{"null relay", "bench/cmd/null -relay: a null HTTP/2 frame relay (proxy/frames)"},
+	{Nginx, "nginx, one process: grpc_pass (MACP) or proxy_pass (MCP, A2A)"},
+}
 
 // Baseline returns the figure's value for a side, and false when that side
 // was not measured.
@@ -133,33 +172,41 @@ var (
 	SessionBytes = &Target{Op: AtMost, Limit: 1024}
 )
 
-// DESIGN.md §12's targets relative to nginx, each built from nginx's figure
-// in the same run.
+// The targets relative to another side, each built from that side's figure
+// in the same run: DESIGN.md §12's, and issue 28's for the HTTP sidecars'
+// CPU (against the null net/http hop, the floor of the library they stand
+// on).
 
 // AddedP50 bounds the sidecar's added median latency at a fixed rate.
 func AddedP50(nginx float64) *Target {
-	return &Target{Op: AtMost, Limit: nginx + 25, Basis: "nginx + 25 µs"}
+	return &Target{Op: AtMost, Limit: nginx + 25, Basis: "nginx + 25 µs", Kind: KindP50, Of: Nginx, Ref: nginx}
 }
 
 // AddedP99 bounds the sidecar's added 99th-percentile latency at a fixed rate.
 func AddedP99(nginx float64) *Target {
-	return &Target{Op: AtMost, Limit: nginx + 150, Basis: "nginx + 150 µs"}
+	return &Target{Op: AtMost, Limit: nginx + 150, Basis: "nginx + 150 µs", Kind: KindP99, Of: Nginx, Ref: nginx}
 }
 
-// CPUPer1000 bounds the sidecar's CPU per 1,000 messages a second.
+// CPUPer1000 bounds the MACP sidecar's CPU per 1,000 messages a second.
 func CPUPer1000(nginx float64) *Target {
-	return &Target{Op: AtMost, Limit: 1.25 * nginx, Basis: "1.25 × nginx"}
+	return &Target{Op: AtMost, Limit: 1.25 * nginx, Basis: "1.25 × nginx", Kind: KindCPU, Of: Nginx, Ref: nginx}
+}
+
+// CPUPerNullHTTP bounds an HTTP sidecar's (MCP, A2A) CPU per 1,000 requests
+// a second by the null net/http hop's.
+func CPUPerNullHTTP(null float64) *Target {
+	return &Target{Op: AtMost, Limit: 1.1 * null, Basis: "1.1 × " + NullHTTP, Kind: KindCPU, Of: NullHTTP, Ref: null}
 }
 
 // ThroughputRatio bounds the sidecar's throughput relative to direct at
 // saturation with many sessions.
 func ThroughputRatio(nginx float64) *Target {
-	return &Target{Op: AtLeast, Limit: nginx, Basis: "nginx's"}
+	return &Target{Op: AtLeast, Limit: nginx, Basis: "nginx's", Kind: KindSaturation, Of: Nginx, Ref: nginx}
 }
 
 // HotSessionRatio bounds the same ratio on one hot session.
 func HotSessionRatio(nginx float64) *Target {
-	return &Target{Op: AtLeast, Limit: 0.8 * nginx, Basis: "0.8 × nginx"}
+	return &Target{Op: AtLeast, Limit: 0.8 * nginx, Basis: "0.8 × nginx", Kind: KindSaturation, Of: Nginx, Ref: nginx}
 }
 
 // Format prints a value in its unit.

@@ -25,6 +25,8 @@ func TestVerdict(t *testing.T) {
 		{"negative added latency (noise)", Figure{Value: -12, Target: AddedP99(-30)}, Met},
 		{"cpu within 1.25 x nginx", Figure{Value: 12, Target: CPUPer1000(10)}, Met},
 		{"cpu over 1.25 x nginx", Figure{Value: 13, Target: CPUPer1000(10)}, Missed},
+		{"cpu within 1.1 x the null net/http hop", Figure{Value: 33, Target: CPUPerNullHTTP(30)}, Met},
+		{"cpu over 1.1 x the null net/http hop", Figure{Value: 33.1, Target: CPUPerNullHTTP(30)}, Missed},
 		{"throughput ratio met", Figure{Value: 0.93, Target: ThroughputRatio(0.9)}, Met},
 		{"throughput ratio missed", Figure{Value: 0.44, Target: ThroughputRatio(0.8)}, Missed},
 		{"hot session ratio met", Figure{Value: 0.65, Target: HotSessionRatio(0.8)}, Met},
@@ -140,35 +142,93 @@ func TestMicro(t *testing.T) {
 
 func TestTables(t *testing.T) {
 	figs := []Figure{
-		{Group: "MACP task", Name: "added p50 at 500 msg/s", Value: 60, Unit: "µs", Target: AddedP50(75), Note: "no errors",
-			Baselines: []Baseline{{WardenRelay, 45}, {NullHop, 240}, {NullRelay, 90}, {Nginx, 75}}},
+		{Group: "MACP task", Name: "added p50 at 500 msg/s (direct 510 µs)", Value: 60, Unit: "µs", Target: AddedP50(75), Note: "no errors",
+			Baselines: []Baseline{{Nginx, 75}, {NullGRPC, 240}, {NullFrames, 90}}},
+		{Group: "MACP task", Name: "added p50 at 1000 msg/s (direct 410 µs)", Value: 130, Unit: "µs", Target: AddedP50(75),
+			Baselines: []Baseline{{Nginx, 75}, {NullGRPC, 240}, {NullFrames, 90}}},
+		{Group: "MACP task", Name: "hop CPU per 1,000 msg/s", Value: 20, Unit: "% core", Target: CPUPer1000(8),
+			Baselines: []Baseline{{Nginx, 8}, {NullGRPC, 29}, {NullFrames, 14}}},
 		{Group: "MACP task", Name: "throughput ratio", Value: 0.5, Unit: "ratio", Target: ThroughputRatio(0.8), Baselines: []Baseline{{Nginx, 0.8}}},
+		{Group: "MCP tasks/get", Name: "hop CPU per 1,000 req/s", Value: 30, Unit: "% core", Target: CPUPerNullHTTP(28), Note: "a | pipe",
+			Baselines: []Baseline{{NullHTTP, 28}, {Nginx, 9}}},
 		{Group: "MCP", Name: "scenario mcp", NotRun: "warden serve has no --mcp-listen | yet"},
 	}
+	rep := Report{Figures: figs, Columns: []Column{{Warden, "as it ships"}, {WardenGRPC, "the oracle"}, {NullGRPC, "grpc-go"},
+		{NullFrames, "frames"}, {NullHTTP, "net/http"}, {Nginx, "nginx"}},
+		Profiles: []Profile{{Group: "MCP tasks/get", Side: Warden, Load: "500 req/s", File: "x-profiles/mcp-cpu.pprof", Seconds: 5, Samples: 250,
+			SampledCores: 0.5, MeasuredCores: 0.15, Throughput: 498, Failed: 2, FirstError: "HTTP 502", Layers: []Share{{LayerNetHTTP, 0.4, 0.7}, {LayerSyscalls, 0.3, 0.3}}, TopFlat: []Share{{"syscall.Syscall6", 0.3, 0.3}},
+			TopCum: []Share{{"net/http.(*conn).serve", 0.01, 0.6}, {"github.com/agentwarden/warden/proxy/mcp.(*Sidecar).ServeHTTP", 0.02, 0.4}}}},
+	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, figs); err != nil {
+	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| scenario | figure | Warden | Warden relay | null Go pass-through | null relay | nginx | target | met |",
-		"| MACP task | added p50 at 500 msg/s [1] | 60 µs | 45 µs | 240 µs | 90 µs | 75 µs | ≤ 100 µs (nginx + 25 µs) | yes |",
-		"| MACP task | throughput ratio | 0.50 | - | - | - | 0.80 | ≥ 0.80 (nginx's) | NO |",
-		`| MCP | scenario mcp | not run: warden serve has no --mcp-listen \| yet | - | - | - | - | - | not run |`,
-		"1. no errors",
+		// the legend names only the sides some figure has (no oracle here)
+		"- **Warden**: as it ships\n- **null grpc-go hop**: grpc-go\n- **null frame relay hop**: frames\n- **null net/http hop**: net/http\n- **nginx**: nginx\n",
+		// the summary of targets: per scenario, per kind
+		"| scenario | CPU per message | added p50 | saturation |",
+		"| MACP task | NO: 20.0% of a core (2.50 × nginx), target ≤ 10.0% of a core (1.25 × nginx) | NO: met at 1 of 2 rates; worst 130 µs, target ≤ 100 µs (nginx + 25 µs) (1000 msg/s) | NO: 0.50, target ≥ 0.80 (nginx's) |",
+		"| MCP tasks/get | yes: 30.0% of a core (1.07 × null net/http hop), target ≤ 30.8% of a core (1.1 × null net/http hop) | - | - |",
+		// each scenario has its own columns, in the table's order
+		"## MACP task\n\n| figure | Warden | null grpc-go hop | null frame relay hop | nginx | target | met |",
+		"| added p50 at 500 msg/s (direct 510 µs) [1] | 60 µs | 240 µs | 90 µs | 75 µs | ≤ 100 µs (nginx + 25 µs) | yes |",
+		"| throughput ratio | 0.50 | - | - | 0.80 | ≥ 0.80 (nginx's) | NO |",
+		"\n1. no errors\n",
+		"## MCP tasks/get\n\n| figure | Warden | null net/http hop | nginx | target | met |",
+		"| hop CPU per 1,000 req/s [2] | 30.0% of a core | 28.0% of a core | 9.0% of a core | ≤ 30.8% of a core (1.1 × null net/http hop) | yes |",
+		"\n2. a | pipe\n",
+		// the profile beside its scenario
+		"**Where the time goes** (Warden: CPU profile `x-profiles/mcp-cpu.pprof`; 500 req/s (498/s answered, 2 failed: HTTP 502), 5 s, 250 samples, 0.50 cores sampled, 0.15 measured (30.1% of a core per 1,000/s);",
+		"| net/http | 40.0% | 70.0% |",
+		"| `syscall.Syscall6` | 30.0% | 30.0% | `net/http.(*conn).serve` | 1.0% | 60.0% |",
+		"|  |  |  | `warden/proxy/mcp.(*Sidecar).ServeHTTP` | 2.0% | 40.0% |",
+		`| scenario mcp | not run: warden serve has no --mcp-listen \| yet | - | not run |`,
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
+	if strings.Contains(md.String(), WardenGRPC) {
+		t.Errorf("markdown has a column no figure has:\n%s", md.String())
+	}
 	var txt bytes.Buffer
-	if err := WriteText(&txt, figs); err != nil {
+	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(txt.String(), "MACP TASK") || !strings.Contains(txt.String(), "not run") {
-		t.Errorf("text table:\n%s", txt.String())
+	for _, want := range []string{"MACP TASK", "not run", "null net/http hop: net/http",
+		"where the time goes (Warden: 500 req/s (498/s answered, 2 failed: HTTP 502), 5 s, 250 samples, 0.50 cores sampled, 0.15 measured (30.1% of a core per 1,000/s)): net/http 40%, syscalls (read, write, epoll, futex) 30%"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text table lacks %q:\n%s", want, txt.String())
+		}
 	}
-	if missed := MissedFigures(figs); len(missed) != 1 || missed[0].Name != "throughput ratio" {
+	if missed := MissedFigures(figs); len(missed) != 3 || missed[0].Name != "added p50 at 1000 msg/s (direct 410 µs)" {
 		t.Errorf("missed %v", missed)
+	}
+}
+
+// A record written before records carried their columns is read with the
+// legacy legend: its Warden column was the grpc-go door.
+func TestLegacyColumns(t *testing.T) {
+	rep := Report{Figures: []Figure{{Group: "MACP task", Name: "cpu", Value: 33, Unit: "% core", Target: &Target{Op: AtMost, Limit: 11, Basis: "1.25 × nginx"},
+		Baselines: []Baseline{{"Warden relay", 15}, {"null Go", 29}, {"null relay", 14}, {Nginx, 9}}}}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- **Warden**: bin/warden; for MACP the grpc-go front door (--transport grpc",
+		"- **Warden relay**: bin/warden --transport relay",
+		"| figure | Warden | Warden relay | null Go | null relay | nginx | target | met |",
+		"| cpu | 33.0% of a core | 15.0% of a core | 29.0% of a core | 14.0% of a core | 9.0% of a core | ≤ 11.0% of a core (1.25 × nginx) | NO |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	// its targets' kinds are read from their basis
+	if !strings.Contains(md.String(), "| scenario | CPU per message |\n|---|---|\n| MACP task | NO: 33.0% of a core, target ≤ 11.0% of a core (1.25 × nginx) |") {
+		t.Errorf("legacy targets not summarized:\n%s", md.String())
 	}
 }
 

@@ -61,7 +61,33 @@ type comparison struct {
 	informative bool
 	// profile, when set, is the directory Warden's saturation profiles go to.
 	profile string
+	// cpu is the CPU target's rule (none when of is empty).
+	cpu targetRule
+	// profiles, when set, is where the CPU profile of Warden (hops[0]) at
+	// the comparison's measured rate goes, taken in a run of its own after
+	// the measured ones, at most profileFor long (see profileLength).
+	profiles   string
+	profileFor time.Duration
 }
+
+// targetRule builds a figure's target from the value of the side it is
+// relative to, in the same run.
+type targetRule struct {
+	of    string
+	build func(float64) *report.Target
+}
+
+// The targets' rules: issue 28's (and DESIGN.md §12's) for the MACP
+// sidecar; for the HTTP sidecars (MCP, A2A) the CPU is bounded by the null
+// net/http hop's instead of nginx's.
+var (
+	macpCPU    = targetRule{report.Nginx, report.CPUPer1000}
+	httpCPU    = targetRule{report.NullHTTP, report.CPUPerNullHTTP}
+	addedP50   = targetRule{report.Nginx, report.AddedP50}
+	addedP99   = targetRule{report.Nginx, report.AddedP99}
+	saturation = targetRule{report.Nginx, report.ThroughputRatio}
+	hotSession = targetRule{report.Nginx, report.HotSessionRatio}
+)
 
 // runRecord is one side at one load, kept in the JSON record.
 type runRecord struct {
@@ -80,14 +106,16 @@ type runRecord struct {
 
 // outcome is what a comparison produced.
 type outcome struct {
-	runs []runRecord
-	figs []report.Figure
+	runs     []runRecord
+	figs     []report.Figure
+	profiles []report.Profile
 }
 
 // add appends another outcome.
 func (o *outcome) add(p outcome) {
 	o.runs = append(o.runs, p.runs...)
 	o.figs = append(o.figs, p.figs...)
+	o.profiles = append(o.profiles, p.profiles...)
 }
 
 // accum merges the rounds of one side at one load.
@@ -178,6 +206,21 @@ func (c comparison) record(s side, a *accum, loadName string, rate float64, work
 	return r
 }
 
+// profileSamples is how many samples a profile is meant to hold: enough
+// for a layer's share to within a few points.
+const profileSamples = 500
+
+// profileLength is how long a profile takes to hold profileSamples when
+// the process uses cores (100 samples per second of CPU), in whole seconds,
+// at least 3 s and at most longest.
+func profileLength(cores float64, longest time.Duration) time.Duration {
+	d := 3 * time.Second
+	if cores > 0 {
+		d = max(d, time.Duration(math.Ceil(profileSamples/(100*cores)))*time.Second)
+	}
+	return min(d, max(longest, time.Second).Truncate(time.Second))
+}
+
 // errorNote describes the failed messages of every side, if any.
 func errorNote(recs []runRecord) string {
 	var parts []string
@@ -208,15 +251,15 @@ func noiseNote(figs []report.Figure, runs []runRecord) {
 }
 
 // figure is one figure of the table: Warden's value (hops[0]), the other
-// hops' beside it, and the target built from nginx's value when nginx was
-// measured and the comparison has targets.
-func (c comparison) figure(name, unit string, values []float64, target func(nginx float64) *report.Target, note string) report.Figure {
+// hops' beside it, and the target rule builds from its side's value when
+// that side was measured and the comparison has targets.
+func (c comparison) figure(name, unit string, values []float64, rule targetRule, note string) report.Figure {
 	f := report.Figure{Group: c.group, Name: name, Value: values[0], Unit: unit, Note: note}
 	for i, h := range c.hops[1:] {
 		f.Baselines = append(f.Baselines, report.Baseline{Side: h.name, Value: values[i+1]})
 	}
-	if nginx, ok := f.Baseline(report.Nginx); ok && target != nil && !c.informative && !math.IsNaN(nginx) {
-		f.Target = target(nginx)
+	if ref, ok := f.Baseline(rule.of); ok && rule.build != nil && !c.informative && !math.IsNaN(ref) {
+		f.Target = rule.build(ref)
 	}
 	return f
 }
@@ -250,6 +293,7 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		hopName = c.hops[0].name
 	}
 	var cpuFig *report.Figure
+	wardenCores := 1.0 // at saturation, about a core
 	for _, rate := range c.rates {
 		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: c.timing.measure}
 		acc, err := c.measure(ctx, open.Count(), func(do load.Func) *load.Result { return open.Run(ctx, do) }, "")
@@ -274,11 +318,11 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		for _, p := range []struct {
 			label  string
 			get    func(load.Summary) float64
-			target func(float64) *report.Target
+			target targetRule
 		}{
-			{"p50", func(s load.Summary) float64 { return s.P50 }, report.AddedP50},
-			{"p90", func(s load.Summary) float64 { return s.P90 }, nil},
-			{"p99", func(s load.Summary) float64 { return s.P99 }, report.AddedP99},
+			{"p50", func(s load.Summary) float64 { return s.P50 }, addedP50},
+			{"p90", func(s load.Summary) float64 { return s.P90 }, targetRule{}},
+			{"p99", func(s load.Summary) float64 { return s.P99 }, addedP99},
 		} {
 			added := make([]float64, len(c.hops))
 			abs := make([]float64, len(sides))
@@ -293,6 +337,9 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		}
 		// CPU per 1,000 messages a second, of each hop's own process
 		cpu := make([]float64, len(c.hops))
+		if len(recs) > 1 && recs[1].CPU["hop"] > 0 {
+			wardenCores = recs[1].CPU["hop"]
+		}
 		for i, r := range recs[1:] {
 			cpu[i] = math.NaN()
 			if r.CPU["hop"] > 0 && r.Summary.Throughput > 0 {
@@ -304,7 +351,7 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 			if up := recs[0].CPU["upstream"]; up > 0 && bs.Throughput > 0 {
 				label = fmt.Sprintf("hop CPU per 1,000 %s (measured at %s; the upstream itself, direct: %s)", unit, name, report.Format(100*up/(bs.Throughput/1000), "% core"))
 			}
-			f := c.figure(label, "% core", cpu, report.CPUPer1000, "")
+			f := c.figure(label, "% core", cpu, c.cpu, "")
 			cpuFig = &f
 		}
 	}
@@ -344,11 +391,25 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		if g := recs[0].CPU["generator"]; g > 0.9 {
 			note = strings.TrimPrefix(note+fmt.Sprintf("; the generator used %.0f%% of its core against %s: it may limit that figure", 100*g, c.base.name), "; ")
 		}
-		target := report.ThroughputRatio
+		target := saturation
 		if c.hot {
-			target = report.HotSessionRatio
+			target = hotSession
 		}
 		out.figs = append(out.figs, c.figure(fmt.Sprintf("throughput ratio at %s (%s %.0f %s, %s %.0f)", name, c.base.name, tput[0], unit, hopName, tput[1]), "ratio", ratio, target, note))
+	}
+	if c.profiles != "" && c.profileFor > 0 && len(c.hops) > 0 && c.hops[0].admin != "" {
+		rate := 0.0 // saturation, when there is no fixed rate
+		if len(c.rates) > 0 {
+			rate = c.rates[len(c.rates)-1] // the CPU figure's
+		}
+		p, err := c.profileRun(ctx, rate, unit, profileLength(wardenCores, c.profileFor))
+		if err != nil {
+			return out, fmt.Errorf("%s, profile: %w", c.group, err)
+		}
+		if p.Error != "" {
+			logf("%s: no profile: %s", c.group, p.Error)
+		}
+		out.profiles = append(out.profiles, p)
 	}
 	return out, nil
 }

@@ -13,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,6 +31,44 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// defaultDoor is the MACP front door `warden serve` states as its default
+// (macp.transport), "" when it states none (no --transport).
+func defaultDoor(bin string) string {
+	out, _ := exec.Command(bin, "serve", "-h").CombinedOutput()
+	if m := regexp.MustCompile(`macp\.transport; default (\w+)`).FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// columns say what each side of the table is; door is the MACP front door
+// Warden's column runs on (defaultDoor).
+func columns(door, nginx string, grpcDoor bool) []report.Column {
+	macp := "its only MACP front door (serve -h names no other)"
+	switch door {
+	case "relay":
+		macp = "--transport relay, the default MACP front door serve -h states: the HTTP/2 frame relay (proxy/frames), every MACP call decided on it"
+	case "":
+	default:
+		macp = "--transport " + door + ", the default MACP front door serve -h states"
+	}
+	cols := []report.Column{
+		{Side: report.Warden, Is: "bin/warden serve as it ships: for MACP " + macp + "; for MCP and A2A net/http; for ext_authz grpc-go"},
+	}
+	if grpcDoor {
+		cols = append(cols, report.Column{Side: report.WardenGRPC, Is: "bin/warden serve --transport grpc: the grpc-go MACP door (grpc-go server and client), the oracle the MACP tests compare the relay with (-warden-grpc)"})
+	}
+	if nginx == "" {
+		nginx = "nginx (not installed here)"
+	}
+	return append(cols,
+		report.Column{Side: report.NullGRPC, Is: "bench/cmd/null -macp: a grpc-go server relaying every call as raw frames over one grpc-go client connection, no decision: what the grpc-go library costs"},
+		report.Column{Side: report.NullFrames, Is: "bench/cmd/null -macp -relay: the HTTP/2 frame relay of proxy/frames, no decision: the floor of Warden's MACP front door"},
+		report.Column{Side: report.NullHTTP, Is: "bench/cmd/null -mcp: httputil.ReverseProxy on net/http, flushing every write, no decision: the floor of the library the MCP and A2A sidecars stand on"},
+		report.Column{Side: report.Nginx, Is: nginx + ", one process (master_process off): grpc_pass (MACP), proxy_pass with upstream keepalive and no buffering (MCP, A2A)"},
+	)
 }
 
 // scenarioNames are the scenarios in the order they run.
@@ -46,7 +86,8 @@ func run() error {
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
 	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
-	wardenRelay := flag.Bool("warden-relay", true, "MACP scenarios: also run a second Warden with --transport relay (the frame relay front door), its column beside Warden's")
+	wardenGRPC := flag.Bool("warden-grpc", false, "MACP scenarios: also run a second Warden on the grpc-go door (--transport grpc), the oracle the MACP tests compare the relay with, in a column beside Warden's")
+	profileSecs := flag.Int("profile-seconds", -1, "longest CPU profile of Warden taken, per scenario, at its measured rate, into the record (<out>/<date>-profiles/): each as long as 500 samples take at the CPU Warden used in the measured runs, 3 s at least; 0: none; default 30, 10 with -quick")
 	wardenArgs := flag.String("warden-args", "", "space-separated flags added to every `warden serve` (for example --pipeline-depth 1)")
 	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
@@ -79,7 +120,7 @@ func run() error {
 		// shared, and alternating often spreads other work evenly over both sides
 		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},
 		logf:    func(f string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+f+"\n", a...) },
-		profile: *profile, wardenRelay: *wardenRelay}
+		profile: *profile, wardenGRPC: *wardenGRPC}
 	b.wardenArgs = strings.Fields(*wardenArgs)
 	if *wardenEnv != "" {
 		b.wardenEnv = strings.Split(*wardenEnv, ",")
@@ -96,16 +137,30 @@ func run() error {
 		Date:  started.Format(time.RFC3339),
 		Quick: *quick,
 		Machine: describeMachine(map[string]string{
-			"generator":            strconv.Itoa(*genProcs),
-			"warden":               strconv.Itoa(*wardenProcs),
-			"null ext_authz":       strconv.Itoa(*wardenProcs),
-			"null Go pass-through": strconv.Itoa(*wardenProcs),
-			"null relay":           strconv.Itoa(*wardenProcs),
-			"nginx":                "1 worker process",
-			"mcp servers (Go)":     strconv.Itoa(*wardenProcs),
-			"macp-runtime (Rust)":  fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
+			"generator":           strconv.Itoa(*genProcs),
+			"warden":              strconv.Itoa(*wardenProcs),
+			"null ext_authz":      strconv.Itoa(*wardenProcs),
+			"null hops":           strconv.Itoa(*wardenProcs),
+			"nginx":               "1 worker process",
+			"mcp servers (Go)":    strconv.Itoa(*wardenProcs),
+			"macp-runtime (Rust)": fmt.Sprintf("not pinned: Tokio's default, %d worker threads", runtime.NumCPU()),
 		}),
 		Timing: timingRecord{Warmup: b.timing.warmup.String(), Measure: b.timing.measure.String(), Rounds: b.timing.rounds},
+	}
+	b.wardenDoor = defaultDoor(*wardenBin)
+	rec.Columns = columns(b.wardenDoor, rec.Machine.Nginx, *wardenGRPC)
+	if secs := *profileSecs; secs != 0 {
+		if secs < 0 {
+			secs = 30
+			if *quick {
+				secs = 10
+			}
+		}
+		b.profiles, b.profileFor = filepath.Join(*out, rec.stem()+"-profiles"), time.Duration(secs)*time.Second
+		if err := os.MkdirAll(b.profiles, 0o755); err != nil {
+			return err
+		}
+		rec.Timing.Profile = fmt.Sprintf("in a run of its own after %s warm-up, as long as %d samples take (3-%d s)", b.timing.warmup, profileSamples, secs)
 	}
 	if *micro != "" {
 		figs, medians, err := readMicro(*micro)
@@ -156,6 +211,7 @@ func run() error {
 		b.logf("scenario %s took %.0fs", name, time.Since(t0).Seconds())
 		rec.Runs = append(rec.Runs, o.runs...)
 		rec.Figures = append(rec.Figures, o.figs...)
+		rec.Profiles = append(rec.Profiles, o.profiles...)
 		if err != nil {
 			reason := err.Error()
 			if !errors.Is(err, errNotRun) {

@@ -292,8 +292,10 @@ func (b *bench) mcpServer(ctx context.Context, s mcpServer) (outcome, error) {
 // base (the server direct) against each hop, 16 workers, in requests per
 // second.
 func (b *bench) httpComparison(id, group string, rates []float64, base side, hops []side) comparison {
-	return comparison{id: id, group: group, base: base, hops: hops, rates: rates, workers: 16,
-		satMax: int(15000 * (b.timing.warmup + b.timing.measure).Seconds()), timing: b.timing, unit: "req/s", profile: b.profile}
+	c := comparison{id: id, group: group, base: base, hops: hops, rates: rates, workers: 16,
+		satMax: int(15000 * (b.timing.warmup + b.timing.measure).Seconds()), timing: b.timing, unit: "req/s", profile: b.profile, cpu: httpCPU}
+	b.profileAt(&c)
+	return c
 }
 
 // wardenHasMCP reports whether the Warden binary has the MCP sidecar

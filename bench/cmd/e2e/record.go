@@ -25,6 +25,12 @@ type record struct {
 	Memory      []memoryPoint     `json:"memory,omitempty"`
 	Micro       map[string]string `json:"micro_medians,omitempty"`
 	NotRun      []string          `json:"not_run,omitempty"`
+	// Columns say what each side is (absent before 2026-11-28: the Warden
+	// column was then the grpc-go MACP door, see report.LegacyColumns).
+	Columns []report.Column `json:"columns,omitempty"`
+	// Profiles are Warden's CPU profiles, one per scenario at its measured
+	// rate, summarized; the files are in <date>-profiles/.
+	Profiles []report.Profile `json:"profiles,omitempty"`
 }
 
 // timingRecord is how long each run lasted.
@@ -32,6 +38,8 @@ type timingRecord struct {
 	Warmup  string `json:"warmup_per_run"`
 	Measure string `json:"measured_per_run"`
 	Rounds  int    `json:"rounds_per_side_and_load"`
+	// Profile is how the CPU profiles were taken ("" : none).
+	Profile string `json:"profile,omitempty"`
 }
 
 // readMicro reads the micro-benchmark output: the table's micro figures and
@@ -68,8 +76,13 @@ func (r record) heading() string {
 	h := fmt.Sprintf("%s, %s; %s, %d cores, %s; GOMAXPROCS: generator %s, Warden %s, runtime %s; each run %s warm-up + %s measured, %d round(s) per side, alternating which side goes first; %.0f s wall",
 		r.Date, kind, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.GOMAXPROCS["generator"], r.Machine.GOMAXPROCS["warden"],
 		r.Machine.GOMAXPROCS["macp-runtime (Rust)"], r.Timing.Warmup, r.Timing.Measure, r.Timing.Rounds, r.WallSeconds)
-	if r.Machine.Nginx != "" {
+	if r.Columns != nil {
+		h += fmt.Sprintf("; beside Warden, in the same rounds, the hops the columns below name (the null hops at GOMAXPROCS %s)", r.Machine.GOMAXPROCS["null hops"])
+	} else if r.Machine.Nginx != "" {
 		h += fmt.Sprintf("; beside Warden: for MACP Warden on the frame relay front door (--transport relay), a null Go pass-through (bench/cmd/null, GOMAXPROCS %[1]s), for MACP a null HTTP/2 frame relay (bench/cmd/null -relay: proxy/frames, GOMAXPROCS %[1]s) and %[2]s (one process, master_process off), each in the same rounds", r.Machine.GOMAXPROCS["warden"], r.Machine.Nginx)
+	}
+	if r.Timing.Profile != "" {
+		h += "; Warden's CPU profile per scenario at its measured rate, " + r.Timing.Profile
 	}
 	if mean, most := r.otherCPU(); most > 0 {
 		h += fmt.Sprintf("; other work shared the machine: %.2f cores on average during the runs, %.2f at most (/proc/stat minus the benchmark's processes)", mean, most)
@@ -95,11 +108,11 @@ func (r record) otherCPU() (mean, most float64) {
 // the chart. A quick run writes latest-quick.* so that it never replaces
 // the full run's latest.*.
 func (r record) write(dir string) error {
-	day, _ := time.Parse(time.RFC3339, r.Date)
-	stem, latest := day.Format("2006-01-02"), "latest"
+	stem, latest := r.stem(), "latest"
 	if r.Quick {
-		stem, latest = stem+"-quick", "latest-quick"
+		latest = "latest-quick"
 	}
+	rep := report.Report{Figures: r.Figures, Columns: r.Columns, Profiles: r.Profiles}
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -109,7 +122,7 @@ func (r record) write(dir string) error {
 	}
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# Warden end-to-end benchmark\n\n%s\n\n", r.heading())
-	if err := report.WriteMarkdown(&md, r.Figures); err != nil {
+	if err := rep.WriteMarkdown(&md); err != nil {
 		return err
 	}
 	fmt.Fprintf(&md, "\n![latency, direct versus through Warden](%s.png)\n", latest)
@@ -125,8 +138,7 @@ func (r record) write(dir string) error {
 	}
 	fmt.Println()
 	fmt.Println(r.heading())
-	fmt.Println()
-	if err := report.WriteText(os.Stdout, r.Figures); err != nil {
+	if err := rep.WriteText(os.Stdout); err != nil {
 		return err
 	}
 	if missed := report.MissedFigures(r.Figures); len(missed) > 0 {
@@ -142,6 +154,16 @@ func (r record) write(dir string) error {
 	}
 	fmt.Printf("\nwrote %s, %s and %s\n", filepath.Join(dir, stem+".json"), filepath.Join(dir, latest+".md"), filepath.Join(dir, latest+".png"))
 	return nil
+}
+
+// stem is the name of the record's files: its day, "-quick" for a quick
+// run.
+func (r record) stem() string {
+	day, _ := time.Parse(time.RFC3339, r.Date)
+	if r.Quick {
+		return day.Format("2006-01-02") + "-quick"
+	}
+	return day.Format("2006-01-02")
 }
 
 // readRecord reads a JSON record written by an earlier run.

@@ -87,6 +87,7 @@ func (b *bench) extAuthzRedis(ctx context.Context) (outcome, error) {
 			// the comparison is between Wardens, not against §12's targets
 			informative: true,
 		}
+		b.profileAt(&c) // of the first replica
 		out, err := c.run(ctx, b.logf)
 		if err != nil {
 			return all, fmt.Errorf("%s: %w", c.id, err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/agentwarden/warden/bench/report"
 )
@@ -31,9 +32,16 @@ type bench struct {
 	wardenEnv []string
 	// profile is -profile: where Warden's saturation profiles go ("": none).
 	profile string
-	// wardenRelay runs, in the MACP scenarios, a second Warden on the frame
-	// relay front door (-warden-relay).
-	wardenRelay bool
+	// profiles is where the record's CPU profiles go (one per scenario, at
+	// its measured rate), profileFor how long each may be ("" or 0: none).
+	profiles   string
+	profileFor time.Duration
+	// wardenDoor is the MACP front door Warden's column runs on: the default
+	// serve -h states, given explicitly ("": serve -h names none).
+	wardenDoor string
+	// wardenGRPC runs, in the MACP scenarios, a second Warden on the grpc-go
+	// door (--transport grpc), the oracle column (-warden-grpc).
+	wardenGRPC bool
 	// nullOnce builds the null Go pass-through (bench/cmd/null) once.
 	nullOnce sync.Once
 	nullPath string
@@ -97,12 +105,13 @@ func (b *bench) startNull(name, listen, proto, upstream string, extra ...string)
 	return startProc(b.logDir, name, listen, env, b.nullPath, append([]string{"-listen", listen, "-" + proto, upstream}, extra...)...)
 }
 
-// hops starts the hops of a comparison in front of an upstream: Warden
-// (already started), for MACP Warden on the relay front door
-// (-warden-relay), the null Go pass-through, for MACP the null frame relay
-// (proxy/frames), and nginx. newSide makes a
-// side that reaches the upstream through a hop's address; stop stops them.
-// nginx is left out, with a log line, when it is not installed.
+// hops starts the hops of a comparison in front of an upstream: Warden as
+// it ships (already started), for MACP Warden on the grpc-go door
+// (-warden-grpc), the null hop of the library Warden stands on (grpc-go for
+// MACP, net/http for MCP and A2A), for MACP the null frame relay
+// (proxy/frames), and nginx. newSide makes a side that reaches the
+// upstream through a hop's address; stop stops them. nginx is left out,
+// with a log line, when it is not installed.
 func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide func(name, addr string, p *proc) side) (hops []side, stop func(), err error) {
 	var started []*proc
 	stop = func() {
@@ -110,34 +119,34 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 			p.stop()
 		}
 	}
-	hops = []side{newSide("Warden", wAddr, w)}
+	hops = []side{newSide(report.Warden, wAddr, w)}
 	hops[0].admin = w.admin
-	if proto == "macp" && b.wardenRelay {
-		rAddr, err := freeAddr()
+	if proto == "macp" && b.wardenGRPC {
+		gAddr, err := freeAddr()
 		if err != nil {
 			return nil, stop, err
 		}
-		r, err := b.startWarden("warden-relay-"+id, rAddr, macpWardenArgs(rAddr, upstream, "--transport", "relay")...)
+		g, err := b.startWarden("warden-grpc-"+id, gAddr, macpWardenArgs(gAddr, upstream, "--transport", "grpc")...)
 		if err != nil {
 			return nil, stop, err
 		}
-		started = append(started, r)
-		hops = append(hops, newSide(report.WardenRelay, rAddr, r))
+		started = append(started, g)
+		hops = append(hops, newSide(report.WardenGRPC, gAddr, g))
 	}
 	nAddr, err := freeAddr()
 	if err != nil {
 		return nil, stop, err
 	}
-	nullUp, ngProto := upstream, "grpc"
+	nullUp, ngProto, nullName := upstream, "grpc", report.NullGRPC
 	if proto == "mcp" {
-		nullUp, ngProto = "http://"+upstream, "http"
+		nullUp, ngProto, nullName = "http://"+upstream, "http", report.NullHTTP
 	}
 	n, err := b.startNull("null-"+id, nAddr, proto, nullUp)
 	if err != nil {
 		return nil, stop, err
 	}
 	started = append(started, n)
-	hops = append(hops, newSide(report.NullHop, nAddr, n))
+	hops = append(hops, newSide(nullName, nAddr, n))
 	if proto == "macp" {
 		rAddr, err := freeAddr()
 		if err != nil {
@@ -148,7 +157,7 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 			return nil, stop, err
 		}
 		started = append(started, r)
-		hops = append(hops, newSide(report.NullRelay, rAddr, r))
+		hops = append(hops, newSide(report.NullFrames, rAddr, r))
 	}
 	if nginxBin() == "" {
 		b.logf("%s: nginx is not installed (scripts/peers.sh all installs it): no nginx baseline, no targets", id)
@@ -166,6 +175,10 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 	hops = append(hops, newSide(report.Nginx, gAddr, g))
 	return hops, stop, nil
 }
+
+// profileAt has the comparison profile Warden at its measured rate into the
+// record's profiles (-profile-seconds).
+func (b *bench) profileAt(c *comparison) { c.profiles, c.profileFor = b.profiles, b.profileFor }
 
 // macpWarden are the flags of a MACP sidecar Warden on listen in front of
 // the runtime at upstream, then extra.
@@ -204,10 +217,15 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 	if err != nil {
 		return outcome{}, err
 	}
-	// The Warden column stays the grpc-go front door (--transport grpc), so
-	// that records compare across runs; the relay, the default front door
-	// since 2026-11-27, is the column beside it.
-	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr, "--transport", "grpc")...)
+	// The Warden column is Warden as it ships: the default front door serve
+	// -h states (the frame relay since 2026-11-27), given explicitly: on
+	// 3ff7733 an unset macp.transport still served the grpc-go door, which
+	// the profile showed (grpc.(*Server).handleStream).
+	var door []string
+	if b.wardenDoor != "" {
+		door = []string{"--transport", b.wardenDoor}
+	}
+	w, err := b.startWarden("warden-"+id, wAddr, macpWardenArgs(wAddr, rtAddr, door...)...)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -250,7 +268,9 @@ func (b *bench) macp(ctx context.Context, wls ...macpWorkload) (outcome, error) 
 			satMax:  int(6000 * (b.timing.warmup + b.timing.measure).Seconds()),
 			timing:  b.timing,
 			profile: b.profile,
+			cpu:     macpCPU,
 		}
+		b.profileAt(&c)
 		if wl.hot {
 			c.rates, c.hot = nil, true
 		}
@@ -338,6 +358,7 @@ func (b *bench) extAuthz(ctx context.Context) (outcome, error) {
 			// §12's targets are the standalone sidecar's
 			informative: true,
 		}
+		b.profileAt(&c)
 		out, err := c.run(ctx, b.logf)
 		if err != nil {
 			return all, err

@@ -1,0 +1,191 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// stackProfile builds a CPU profile of stacks (leaf first; a frame "a|b"
+// is one location with b inlined into a... b the caller) each sampled n
+// times, 10 ms a sample, over 2 s.
+func stackProfile(stacks []struct {
+	frames []string
+	n      int64
+}) *profile.Profile {
+	p := &profile.Profile{
+		SampleType:    []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		PeriodType:    &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Period:        10_000_000,
+		DurationNanos: 2_000_000_000,
+	}
+	fns := map[string]*profile.Function{}
+	fn := func(name string) *profile.Function {
+		if f, ok := fns[name]; ok {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(fns) + 1), Name: name}
+		fns[name] = f
+		p.Function = append(p.Function, f)
+		return f
+	}
+	for _, s := range stacks {
+		var locs []*profile.Location
+		for _, frame := range s.frames {
+			loc := &profile.Location{ID: uint64(len(p.Location) + 1)}
+			for _, name := range strings.Split(frame, "|") {
+				loc.Line = append(loc.Line, profile.Line{Function: fn(name)})
+			}
+			p.Location = append(p.Location, loc)
+			locs = append(locs, loc)
+		}
+		p.Sample = append(p.Sample, &profile.Sample{Location: locs, Value: []int64{s.n, s.n * 10_000_000}})
+	}
+	return p
+}
+
+func TestSummarize(t *testing.T) {
+	p := stackProfile([]struct {
+		frames []string
+		n      int64
+	}{
+		// a copy under encoding/json is json's
+		{[]string{"runtime.memmove", "bytes.(*Buffer).Write", "encoding/json.(*encodeState).string", "github.com/agentwarden/warden/proxy/a2a.rewrite",
+			"net/http.HandlerFunc.ServeHTTP", "net/http.(*conn).serve", "runtime.goexit"}, 10},
+		// an allocation anywhere is the allocator's
+		{[]string{"runtime.memclrNoHeapPointers", "runtime.mallocgc", "encoding/json.Unmarshal", "github.com/agentwarden/warden/proxy/a2a.parse",
+			"net/http.(*conn).serve", "runtime.goexit"}, 5},
+		// a write is a syscall, under net/http
+		{[]string{"internal/runtime/syscall.Syscall6", "syscall.Syscall", "syscall.write", "internal/poll.(*FD).Write", "net.(*conn).Write",
+			"net/http.(*persistConn).writeLoop", "runtime.goexit"}, 8},
+		// a wake-up from grpc-go is a syscall too
+		{[]string{"runtime.futex", "runtime.futexwakeup", "runtime.notewakeup", "runtime.startm", "runtime.wakep", "runtime.ready",
+			"runtime.goready.func1", "runtime.systemstack", "google.golang.org/grpc/internal/transport.(*controlBuffer).put", "runtime.goexit"}, 4},
+		// the background mark worker
+		{[]string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker.func2", "runtime.systemstack", "runtime.gcBgMarkWorker", "runtime.goexit"}, 6},
+		// nothing but the runtime: the scheduler
+		{[]string{"runtime.findRunnable", "runtime.schedule", "runtime.park_m", "runtime.mcall"}, 2},
+		// hpack inlined into the frame relay: one location, two lines
+		{[]string{"golang.org/x/net/http2/hpack.(*Encoder).WriteField|github.com/agentwarden/warden/proxy/frames.(*conn).writeHeaders", "runtime.goexit"}, 2},
+		{[]string{"github.com/open-policy-agent/opa/v1/topdown.evalTerm", "github.com/agentwarden/warden/policies.(*Engine).Decide", "runtime.goexit"}, 2},
+		{[]string{"github.com/redis/go-redis/v9.(*Client).Do", "runtime.goexit"}, 1},
+	})
+	// through the wire format, as the bench reads it
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize(p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Samples != 40 || s.Seconds != 2 || math.Abs(s.SampledCores-0.2) > 1e-9 {
+		t.Errorf("samples %d, seconds %v, cores %v; want 40, 2, 0.2", s.Samples, s.Seconds, s.SampledCores)
+	}
+	want := map[string][2]float64{ // flat, cum
+		LayerSyscalls:  {12.0 / 40, 12.0 / 40},
+		LayerGC:        {11.0 / 40, 11.0 / 40},
+		LayerScheduler: {2.0 / 40, 2.0 / 40},
+		LayerNetHTTP:   {0, 23.0 / 40},
+		LayerHTTP2:     {2.0 / 40, 2.0 / 40},
+		LayerGRPC:      {0, 4.0 / 40},
+		LayerFrames:    {0, 2.0 / 40},
+		LayerJSON:      {10.0 / 40, 15.0 / 40},
+		LayerOPA:       {2.0 / 40, 2.0 / 40},
+		LayerWarden:    {0, 15.0 / 40},
+		LayerOther:     {1.0 / 40, 1.0 / 40},
+	}
+	var order []string
+	for _, l := range s.Layers {
+		order = append(order, l.Name)
+		w, ok := want[l.Name]
+		if !ok || math.Abs(l.Flat-w[0]) > 1e-9 || math.Abs(l.Cum-w[1]) > 1e-9 {
+			t.Errorf("layer %s: flat %.3f cum %.3f; want %.3f %.3f", l.Name, l.Flat, l.Cum, w[0], w[1])
+		}
+	}
+	if len(s.Layers) != len(want) {
+		t.Errorf("layers %q, want %d of them", order, len(want))
+	}
+	var flat, cum []string
+	for _, f := range s.TopFlat {
+		flat = append(flat, f.Name)
+	}
+	for _, f := range s.TopCum {
+		cum = append(cum, f.Name)
+	}
+	if got := strings.Join(flat, ","); got != "runtime.memmove,internal/runtime/syscall.Syscall6,runtime.scanobject" {
+		t.Errorf("top flat %s", got)
+	}
+	// roots (runtime.goexit, runtime.systemstack) are left out of the cum
+	if got := strings.Join(cum, ","); got != "net/http.(*conn).serve,bytes.(*Buffer).Write,encoding/json.(*encodeState).string" {
+		t.Errorf("top cum %s", got)
+	}
+	if _, err := Summarize(&profile.Profile{SampleType: []*profile.ValueType{{Type: "alloc_space", Unit: "bytes"}}}, 3); err == nil {
+		t.Error("a heap profile summarized")
+	}
+}
+
+// A real CPU profile of a loop that encodes and decodes JSON says json.
+func TestSummarizeRealProfile(t *testing.T) {
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		t.Skipf("CPU profiling is taken: %v", err)
+	}
+	v := map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": map[string]any{"taskId": strings.Repeat("t", 64), "n": []int{1, 2, 3}}}
+	for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end); {
+		b, _ := json.Marshal(v)
+		var back map[string]any
+		_ = json.Unmarshal(b, &back)
+	}
+	pprof.StopCPUProfile()
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize(p, 10)
+	if err != nil {
+		t.Skipf("no samples (a loaded machine): %v", err)
+	}
+	// under -race the samples in the race detector's C code have no Go
+	// stack: they are the scheduler layer's, and the rest is compared
+	var jsonCum, jsonGC, attributed float64 = 0, 0, 1
+	for _, l := range s.Layers {
+		switch l.Name {
+		case LayerJSON:
+			jsonCum = l.Cum
+			jsonGC += l.Flat
+		case LayerGC:
+			jsonGC += l.Flat
+		case LayerScheduler:
+			attributed -= l.Flat
+		}
+	}
+	if jsonCum < 0.5*attributed || jsonGC < 0.6*attributed {
+		t.Errorf("json cum %.2f, json and gc flat %.2f, of %.2f attributed (%d samples); want over half and 60%%: %+v %+v", jsonCum, jsonGC, attributed, s.Samples, s.Layers, s.TopFlat)
+	}
+}
+
+func TestShortName(t *testing.T) {
+	for fn, want := range map[string]string{
+		"github.com/agentwarden/warden/proxy/frames.(*conn).readDown":                                                                           "warden/proxy/frames.(*conn).readDown",
+		"github.com/agentwarden/warden/proxy.observed[go.shape.struct { Principal *github.com/agentwarden/warden/authn.Principal; Op string }]": "warden/proxy.observed[...]",
+		"github.com/hashicorp/golang-lru/v2.(*Cache[go.shape.uint64,go.shape.struct { k string; d []rules.Verdict }]).Get":                      "github.com/hashicorp/golang-lru/v2.(*Cache[...]).Get",
+		"google.golang.org/grpc/internal/transport.(*loopyWriter).run":                                                                          "grpc/internal/transport.(*loopyWriter).run",
+		"golang.org/x/net/http2.(*Framer).ReadFrame":                                                                                            "x/net/http2.(*Framer).ReadFrame",
+		"slices.SortFunc[...]": "slices.SortFunc[...]",
+	} {
+		if got := ShortName(fn); got != want {
+			t.Errorf("ShortName(%q) = %q, want %q", fn, got, want)
+		}
+	}
+}
