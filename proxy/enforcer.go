@@ -159,19 +159,30 @@ type Request struct {
 	Acked bool
 }
 
-// snapshot is what one decision reads: swapped whole on reload.
-type snapshot struct {
+// Snapshot is what one decision reads: the configuration, the
+// authenticator and the policy engine, swapped whole on reload (Swap). A
+// decision loads it once (Enforcer.Snapshot) and reads that one throughout.
+type Snapshot struct {
 	cfg    Config
 	authn  *authn.Authenticator
 	engine *policies.Engine
 }
+
+// DryRun reports whether refusals are only logged (dry-run mode).
+func (s *Snapshot) DryRun() bool { return s.cfg.DryRun }
+
+// Authenticator is the authenticator of the snapshot.
+func (s *Snapshot) Authenticator() *authn.Authenticator { return s.authn }
+
+// Engine is the policy engine of the snapshot.
+func (s *Snapshot) Engine() *policies.Engine { return s.engine }
 
 // Enforcer decides messages. It is safe for concurrent use; messages of one
 // session are decided one at a time, different sessions never wait for each
 // other. A state-changing message holds its session until the upstream
 // answers; up to Config.PipelineDepth record-only ones may be in flight.
 type Enforcer struct {
-	snap      atomic.Pointer[snapshot]
+	snap      atomic.Pointer[Snapshot]
 	table     *table
 	owners    *owners.Table
 	sessions  SessionStore
@@ -221,7 +232,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
+	e.snap.Store(&Snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
 	if cfg.DryRun {
 		e.log.Warn("dry-run mode: refusals are logged and the messages forwarded anyway")
 	}
@@ -232,7 +243,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 // under way finish with the old ones.
 func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 	old := e.snap.Load()
-	e.snap.Store(&snapshot{cfg: old.cfg, authn: a, engine: p})
+	e.snap.Store(&Snapshot{cfg: old.cfg, authn: a, engine: p})
 }
 
 // Authenticate checks credentials with the current authenticator, for calls
@@ -278,27 +289,54 @@ func (e *Enforcer) Session(ctx context.Context, id string) (*macp.Session, error
 // authentication and sender binding, session state, rules, policy. An error
 // means Warden could not decide; the adapter must refuse the message.
 func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
-	return observed(e, ctx, req, (*Enforcer).enforce)
+	return Observed(e, ctx, e, req, (*Enforcer).enforce)
 }
 
-// observed runs one decision and tells the observer about it. decide is a
-// method expression, so that no closure is allocated per decision.
-func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(*Enforcer, context.Context, R) (Decision, error)) (Decision, error) {
+// Observed runs one decision of a protocol's decider (by, deciding req with
+// decide) and tells the observer and the request's flight about it: the one
+// place a decided message is observed. decide is a method expression, so
+// that no closure is allocated per decision.
+func Observed[T, R any](e *Enforcer, ctx context.Context, by T, req R, decide func(T, context.Context, R) (Decision, error)) (Decision, error) {
 	if e.observer == nil {
-		d, err := decide(e, ctx, req)
+		d, err := decide(by, ctx, req)
 		e.decided(ctx, d, err, 0)
 		return d, err
 	}
 	began := time.Now()
-	d, err := decide(e, ctx, req)
+	d, err := decide(by, ctx, req)
 	e.decided(ctx, d, err, time.Since(began))
 	return d, err
 }
 
+// Snapshot is the configuration, authenticator and policy engine a
+// decision made now reads (swapped whole on reload).
+func (e *Enforcer) Snapshot() *Snapshot { return e.snap.Load() }
+
+// Config is the Enforcer's configuration.
+func (e *Enforcer) Config() Config { return e.snap.Load().cfg }
+
+// Now is the Enforcer's clock (Options.Now).
+func (e *Enforcer) Now() time.Time { return e.now() }
+
+// Logger is the Enforcer's logger (Options.Logger; never nil).
+func (e *Enforcer) Logger() *slog.Logger { return e.log }
+
+// Observer is the Enforcer's observer (Options.Observer; nil for none), for
+// a decider's own events (EventObserver and what it defines).
+func (e *Enforcer) Observer() Observer { return e.observer }
+
+// RecordsInputs reports whether decisions record what they were made on
+// (Options.RecordInputs, Decision.Recorded).
+func (e *Enforcer) RecordsInputs() bool { return e.record }
+
+// OwnerTable is the owner table of MCP and A2A tasks and contexts, in
+// front of the shared store (Options.Tasks).
+func (e *Enforcer) OwnerTable() *owners.Table { return e.owners }
+
 // recordedClaims is what of p's claims the policies read (scopes), in a
 // shape scopes reads back.
 func recordedClaims(p authn.Principal) map[string]any {
-	s := scopes(p)
+	s := Scopes(p)
 	if s == nil || p.Method == "static" {
 		return s
 	}
@@ -342,9 +380,9 @@ func (e *Enforcer) lookup(ctx context.Context) macp.PolicyLookup {
 	}
 }
 
-// scopes returns the credential's MACP scopes: a JWT's macp_scopes claim, or
-// a static token's attributes.
-func scopes(p authn.Principal) map[string]any {
+// Scopes returns what the policies read as the credential's scopes: a JWT's
+// macp_scopes claim, or a static token's attributes.
+func Scopes(p authn.Principal) map[string]any {
 	if p.Claims == nil {
 		return nil
 	}
@@ -355,4 +393,13 @@ func scopes(p authn.Principal) map[string]any {
 		return p.Claims
 	}
 	return nil
+}
+
+// Claims returns what an MCP or A2A policy sees of the credential: a JWT's claims
+// or a static token's attributes.
+func Claims(p authn.Principal) map[string]any {
+	if s := Scopes(p); s != nil {
+		return s
+	}
+	return p.Claims
 }

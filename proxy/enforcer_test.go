@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -32,29 +33,8 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-var sharedEngine struct {
-	once sync.Once
-	e    *policies.Engine
-	err  error
-}
-
-func engine(t testing.TB) *policies.Engine {
-	sharedEngine.once.Do(func() {
-		sharedEngine.e, sharedEngine.err = policies.New(context.Background(), policies.Config{})
-	})
-	if sharedEngine.err != nil {
-		t.Fatal(sharedEngine.err)
-	}
-	return sharedEngine.e
-}
-
-func devAuth(t testing.TB) *authn.Authenticator {
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+func engine(t testing.TB) *policies.Engine      { return proxytest.Engine(t) }
+func devAuth(t testing.TB) *authn.Authenticator { return proxytest.DevAuth(t) }
 
 func newEnforcer(t testing.TB, cfg Config, rb Rebuilder) (*Enforcer, *clock) {
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}

@@ -14,8 +14,7 @@ import (
 // Owners), in the shapes the tests read best; what an answer created is
 // learned for owner as a decision of owner's request would.
 
-func mcpKey(id string) owners.Key  { return owners.Key{Kind: owners.MCPTask, ID: id} }
-func a2aTask(id string) owners.Key { return owners.Key{Kind: owners.A2ATask, ID: id} }
+func mcpKey(id string) owners.Key { return owners.Key{Kind: owners.MCPTask, ID: id} }
 
 // taskCreated records that the answer to owner's own request created task
 // id, as an answer filter does; a store error leaves it unrecorded.
@@ -25,7 +24,7 @@ func taskCreated(e *Enforcer, id, owner, status string) {
 
 // taskObserved records a status an answer reported for task id.
 func taskObserved(e *Enforcer, id, status string) {
-	_, _ = e.Observe(context.Background(), owners.Fact{Key: mcpKey(id), Status: status})
+	_, _ = e.Observe(context.Background(), MCPCanon, owners.Fact{Key: mcpKey(id), Status: status})
 }
 
 // taskOwner returns whose task id is, and whether Warden knows (a store
@@ -44,50 +43,6 @@ func taskOwners(e *Enforcer, ctx context.Context, ids []string) ([]string, error
 		keys[i] = mcpKey(id)
 	}
 	return e.Owners(ctx, keys...)
-}
-
-func a2aOwners(e *Enforcer, ctx context.Context, ids []string) ([]string, error) {
-	keys := make([]owners.Key, len(ids))
-	for i, id := range ids {
-		keys[i] = a2aTask(id)
-	}
-	return e.Owners(ctx, keys...)
-}
-
-func a2aContextOwner(e *Enforcer, ctx context.Context, id string) (string, error) {
-	o, err := e.Owners(ctx, owners.Key{Kind: owners.A2AContext, ID: id})
-	if err != nil {
-		return "", err
-	}
-	return o[0], nil
-}
-
-func learnOne(e *Enforcer, ctx context.Context, owner string, f owners.Fact) (string, error) {
-	o, err := e.owners.Learn(ctx, owner, protocolStatuses([]owners.Fact{f})...)
-	if err != nil {
-		return "", err
-	}
-	return o[0], nil
-}
-
-func a2aTaskSeen(e *Enforcer, ctx context.Context, id, owner, state string) (string, error) {
-	return learnOne(e, ctx, owner, owners.Fact{Key: a2aTask(id), Created: true, Status: state})
-}
-
-func a2aContextSeen(e *Enforcer, ctx context.Context, id, owner string) (string, error) {
-	return learnOne(e, ctx, owner, owners.Fact{Key: owners.Key{Kind: owners.A2AContext, ID: id}, Created: true})
-}
-
-func a2aObserved(e *Enforcer, id, state string) {
-	_, _ = e.Observe(context.Background(), owners.Fact{Key: a2aTask(id), Status: state})
-}
-
-func a2aObservedAll(e *Enforcer, ids, states []string) {
-	facts := make([]owners.Fact, len(ids))
-	for i, id := range ids {
-		facts[i] = owners.Fact{Key: a2aTask(id), Status: states[i]}
-	}
-	_, _ = e.Observe(context.Background(), facts...)
 }
 
 // steersOf is the steer count this replica holds for task id.
@@ -109,7 +64,7 @@ func TestDecisionLearn(t *testing.T) {
 	if err != nil || strings.Join(got, ",") != alice+","+bob {
 		t.Fatalf("bob's answer: owners %q %v, want alice's stays alice's and the new one bob's", got, err)
 	}
-	if got, err := e.Observe(ctx, owners.Fact{Key: mcpKey("stray"), Created: true}); err != nil || got[0] != "" {
+	if got, err := e.Observe(ctx, MCPCanon, owners.Fact{Key: mcpKey("stray"), Created: true}); err != nil || got[0] != "" {
 		t.Fatalf("a stray message's task: %q %v, want nobody's", got, err)
 	}
 	var macp Decision

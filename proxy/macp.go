@@ -20,9 +20,9 @@ import (
 // unknown), the rules, the policy, and the decision with what it holds until
 // the upstream answers.
 func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
-	snap := e.snap.Load()
+	snap := e.Snapshot()
 	now := e.now().UnixMilli()
-	d := e.newDecision(ctx, "macp")
+	d := e.Start(ctx, "macp")
 	if req.Source != (Source{}) {
 		d.Source = req.Source
 	}
@@ -37,7 +37,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 		d.Recorded = &Recorded{Envelope: req.Envelope, Claims: recordedClaims(principal)}
 	}
 	if !v.OK() {
-		return e.finish(snap, d, v), nil
+		return e.Finish(snap, d, v), nil
 	}
 	for attempt := 1; ; attempt++ {
 		en, out, base, err := e.applyRules(ctx, req, d.ID, principal.ID, now)
@@ -65,7 +65,7 @@ func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
 			}
 			continue
 		}
-		return e.hold(e.finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
+		return e.hold(e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
 	}
 }
 
@@ -80,7 +80,7 @@ func (r Request) describe() (typ, mode, session string) {
 // authenticate is step 2: the principal, and a refusal when the credential
 // fails (its cause in d.AuthReason) or the envelope claims another sender. An error means the keys to
 // decide with are unavailable.
-func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request, d *Decision) (authn.Principal, rules.Verdict, error) {
+func (e *Enforcer) authenticate(ctx context.Context, snap *Snapshot, req Request, d *Decision) (authn.Principal, rules.Verdict, error) {
 	if req.AuthError != nil {
 		d.AuthReason = string(authn.CauseOf(req.AuthError))
 		return authn.Principal{}, unauthenticated(req.AuthError), nil
@@ -247,7 +247,7 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 // default one does not ask it for the roles it had, the credential's scopes
 // and the operator's rules decide it as any message. The lowest rank wins;
 // at equal rank the rules' verdict comes first.
-func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome, now int64) (rules.Verdict, error) {
+func (e *Enforcer) applyPolicy(ctx context.Context, snap *Snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome, now int64) (rules.Verdict, error) {
 	verdict := out.Verdict
 	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
@@ -255,7 +255,7 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 	typ, mode, sessionID := req.describe()
 	in := policies.Input{
 		Protocol:  "macp",
-		Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: scopes(principal)},
+		Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: Scopes(principal)},
 		Message:   policies.Message{Type: typ, Mode: mode, Sender: principal.ID, ID: req.Envelope.GetMessageId(), SessionID: sessionID},
 		Roles:     out.Roles,
 		Facts:     out.Facts,
@@ -304,7 +304,7 @@ func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out m
 		return e.fly(d, en, req.Envelope, sender, out, base)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
-		d.pending = &held{t: e.table, en: en, next: out.Next, now: now}
+		d.Hold(&held{t: e.table, en: en, next: out.Next, now: now})
 		return d
 	}
 	e.release(en)
@@ -330,7 +330,7 @@ func (e *Enforcer) release(en *entry) {
 func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out macp.Outcome, base *macp.Session) Decision {
 	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &flying{e: e, en: en, next: out.Next, env: env, sender: sender, base: base}
+	d.Hold(&flying{e: e, en: en, next: out.Next, env: env, sender: sender, base: base})
 	return d
 }
 
@@ -347,7 +347,7 @@ type flying struct {
 }
 
 // settle lands the flight.
-func (f *flying) settle(accepted bool) {
+func (f *flying) Settle(accepted bool) {
 	if !f.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -378,7 +378,7 @@ func (f *flying) settle(accepted bool) {
 // forget lands the flight with its answer unknown: the session is marked
 // stale (rebuilt on its next message, once every flight landed) when it can
 // be rebuilt.
-func (f *flying) forget() {
+func (f *flying) Forget() {
 	if !f.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -387,4 +387,46 @@ func (f *flying) forget() {
 		return
 	}
 	f.en.land(f.env.GetMessageId(), func(*macp.Session) *macp.Session { return nil })
+}
+
+// held is a MACP decision holding its session's lock: accepted commits next.
+type held struct {
+	done atomic.Bool
+	t    *table
+	en   *entry
+	next *macp.Session
+	now  int64
+}
+
+func (h *held) Settle(accepted bool) {
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	if accepted {
+		h.t.settle(h.en, h.next, h.now)
+	} else {
+		// A shared session's version may already name the refused next
+		// state (committed on allow): read it again before trusting it.
+		if h.en.shared != nil {
+			h.en.shared.version = ""
+		}
+		h.t.drop(h.en)
+	}
+	h.en.release()
+}
+
+func (h *held) Forget() {
+	if !h.t.evictLive { // nothing could rebuild it: keep what is committed
+		h.Settle(false)
+		return
+	}
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	h.en.update(func(*macp.Session) *macp.Session { return nil })
+	if h.en.shared != nil {
+		h.en.shared.version = ""
+	}
+	h.t.drop(h.en) // idle: out of the table; with flights: stale
+	h.en.release()
 }

@@ -3,13 +3,12 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -102,11 +101,4 @@ func TestMCPInputMemo(t *testing.T) {
 	}
 }
 
-func writeRego(t *testing.T, name, src string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func writeRego(t *testing.T, name, src string) string { return proxytest.WriteRego(t, name, src) }

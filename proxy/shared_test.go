@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -180,5 +181,30 @@ func TestSharedStatusWrittenOnce(t *testing.T) {
 				t.Fatalf("store status %q, want %q", s, tc.observed)
 			}
 		})
+	}
+}
+
+// TestHandleOfAnothersTask: a handle for an id the shared store gives
+// another (replicas raced to record it for two principals) proves nothing:
+// the request is refused and the owner stays (MCP's half; A2A's is in
+// proxy/a2a/tenancy).
+func TestHandleOfAnothersTask(t *testing.T) {
+	store := ownerstest.New()
+	r := replicas(t, 3, store)
+	ctx := context.Background()
+	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
+	taskCreated(r[0], "m", "alice", mcp.StatusWorking)
+	taskCreated(r[1], "m", "bob", mcp.StatusWorking)
+	if o, ok := taskOwner(r[1], "m"); !ok || o != "alice" {
+		t.Fatalf("MCP task created for bob after alice: owner %q, want alice", o)
+	}
+	for i, e := range r {
+		d, err := e.EnforceTask(ctx, TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "m", Owner: true})
+		if err != nil || d.Allow {
+			t.Errorf("replica %d: bob's handle of alice's MCP task: %+v %v, want refused", i, d, err)
+		}
+	}
+	if o, _ := store.Owners(ctx, []string{"m"}); fmt.Sprint(o) != "[alice]" {
+		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -61,19 +62,19 @@ type TaskView struct {
 // Warden could not decide (the task's status could not be read); the adapter
 // must refuse the request.
 func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	return observed(e, ctx, req, (*Enforcer).enforceTask)
+	return Observed(e, ctx, e, req, (*Enforcer).enforceTask)
 }
 
 func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	snap := e.snap.Load()
+	snap := e.Snapshot()
 	c := req.Call
-	d := e.newDecision(ctx, "mcp")
+	d := e.Start(ctx, "mcp")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, c.Method, "mcp", req.TaskID
-	d.owners = e.owners // its answer is learned through it
+	e.Learning(&d, MCPCanon) // its answer is learned through it
 	d.IDReason = req.IDReason
 
 	if !req.Refused.OK() {
-		return e.finish(snap, d, req.Refused), nil
+		return e.Finish(snap, d, req.Refused), nil
 	}
 	t, err := e.taskOf(ctx, req)
 	if err != nil {
@@ -110,10 +111,10 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 			d.IDReason = IDUnknown
 		}
 	}
-	d = e.finish(snap, d, verdict)
+	d = e.Finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
-			d.pending = &steer{undo: undo}
+			d.Hold(&steer{undo: undo})
 		} else {
 			undo()
 		}
@@ -173,7 +174,7 @@ func (e *Enforcer) unsteer(key owners.Key, taskID string) {
 // taskVerdict decides a request on the task t: the rules (taskSupport,
 // steer bounds), then the policy, whose input d records when recording.
 // An error means the policy could not decide.
-func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision, req TaskRequest, t taskFacts) (rules.Verdict, error) {
+func (e *Enforcer) taskVerdict(ctx context.Context, snap *Snapshot, d *Decision, req TaskRequest, t taskFacts) (rules.Verdict, error) {
 	c := req.Call
 	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: t.steers, Limits: req.Limits})
 	var subject *policies.MCP
@@ -183,7 +184,7 @@ func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision,
 	if verdict.OK() {
 		in := policies.Input{
 			Protocol:  "mcp",
-			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: Claims(req.Principal)},
 			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
 			Session:   policies.Session{State: t.status},
 			Roles:     t.roles,
@@ -259,11 +260,26 @@ func (e *Enforcer) ownedByAnother(ctx context.Context, key owners.Key, principal
 	return err == nil && o[0] != "" && o[0] != principal
 }
 
-// claims returns what an MCP policy sees of the credential: a JWT's claims
-// or a static token's attributes.
-func claims(p authn.Principal) map[string]any {
-	if s := scopes(p); s != nil {
-		return s
+// steer is an MCP steer's place in its task's queue, given back when the
+// upstream refuses the steer.
+type steer struct {
+	done atomic.Bool
+	undo func()
+}
+
+func (s *steer) Settle(accepted bool) {
+	if s.done.CompareAndSwap(false, true) && !accepted {
+		s.undo()
 	}
-	return p.Claims
+}
+
+func (s *steer) Forget() { s.Settle(false) }
+
+// MCPCanon reads an MCP task's status, "" when it is not one of MCP's;
+// other ids carry no status.
+func MCPCanon(kind owners.Kind, status string) string {
+	if kind == owners.MCPTask && mcp.KnownStatus(status) {
+		return status
+	}
+	return ""
 }

@@ -183,7 +183,7 @@ func taskCreated(e *proxy.Enforcer, id, owner, status string) {
 
 // taskObserved records a status an answer reported for task id.
 func taskObserved(e *proxy.Enforcer, id, status string) {
-	_, _ = e.Observe(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
+	_, _ = e.Observe(context.Background(), proxy.MCPCanon, owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
 }
 
 // taskOwner returns whose task id is, and whether Warden knows (a store
