@@ -9,6 +9,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/macp"
@@ -25,7 +26,7 @@ import (
 // decode, and consecutive ones share their prefix.
 func TestDecisionIDs(t *testing.T) {
 	e := idsEnforcer(t)
-	a2aDecider := tenancy.New(e)
+	a2aDecider, mcpDecider := tenancy.New(e), tasks.New(e)
 	ctx := context.Background()
 	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
 	mint := []struct {
@@ -44,7 +45,7 @@ func TestDecisionIDs(t *testing.T) {
 			return e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated}).ID
 		}},
 		{"mcp", func() string {
-			d, err := e.EnforceTask(ctx, proxy.TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "t", Owner: true})
+			d, err := mcpDecider.Enforce(ctx, tasks.Request{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "t", Owner: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -429,4 +430,21 @@ func TestRebuildKeepsBinding(t *testing.T) {
 	if g, ok := rb.bound[b]; !ok || g != nil {
 		t.Errorf("a session of policy.default was rebuilt with %+v (%v), want none", g, ok)
 	}
+}
+
+// errDown is what a store that is down answers.
+var errDown = ownerstest.ErrDown
+
+func writeRego(t *testing.T, name, src string) string { return proxytest.WriteRego(t, name, src) }
+
+// countObserver is a fake Observer.
+type countObserver struct {
+	mu sync.Mutex
+	ds []Decision
+}
+
+func (o *countObserver) Decided(d Decision, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ds = append(o.ds, d)
 }

@@ -7,6 +7,11 @@ import (
 	"github.com/agentwarden/warden/proxy/owners"
 )
 
+// IDUnknown is the id reason of an id naming a task Warden knows no owner
+// of: a made-up id where a handle belongs (a raw id Warden knows is
+// handle.ReasonRawID), or one taken as is in dry run.
+const IDUnknown = "unknown_id"
+
 // Owners returns whose each MCP task, A2A task or A2A context is, "" when
 // nobody's as far as Warden knows: what an answer filter keeps. An error
 // means the shared store could not be read: the caller cannot tell whose

@@ -37,6 +37,7 @@ import (
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -171,6 +172,7 @@ type Server struct {
 	methods  proxy.Methods
 	tokens   authn.UpstreamTokens
 	enf      *proxy.Enforcer
+	tasks    *tasks.Decider   // MCP's decision, on enf
 	tenancy  *tenancy.Decider // A2A's decision, on enf
 	log      *slog.Logger
 	webhooks a2a.Allow            // A2A webhook allowlist
@@ -221,7 +223,7 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 	}
 	allow.Only = cfg.A2AWebhookAllowOnly
 	methods := proxy.NewMethods(cfg.PassThrough)
-	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, tenancy: tenancy.New(enf), log: log, webhooks: allow,
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, tasks: tasks.New(enf), tenancy: tenancy.New(enf), log: log, webhooks: allow,
 		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), blind: admission.NewBlind(enf, cfg.MaxUnconfirmedStarts, log),
 		mcp: gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
 }

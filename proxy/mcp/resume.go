@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -114,5 +113,5 @@ func (x *exchange) resume(plain, method string) {
 	x.taskID, x.resumed = p.taskID, true
 	// Its answer is learned as the request's: a task it created is the
 	// caller's.
-	x.decision = x.s.enforcer.Resumed("mcp", x.principal, p.method, proxy.MCPCanon)
+	x.decision = x.s.tasks.Resumed(x.principal, p.method)
 }
