@@ -10,7 +10,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -63,7 +63,9 @@ type Decision struct {
 // principal's scopes, enough to decide it again through the Enforcer; for
 // MCP and A2A the policy input, enough to evaluate the policies again.
 type Recorded struct {
-	Envelope *macpv1.Envelope // nil for a control operation (Type names it)
+	// Envelope is the MACP message (nil for a control operation, which
+	// Type names).
+	Envelope proto.Message
 	// Claims are what of the principal's claims the policies read: a static
 	// token's attributes, or {"macp_scopes": ...} of a JWT.
 	Claims map[string]any
@@ -109,22 +111,6 @@ func (d Decision) Unknown() bool {
 	return true
 }
 
-// SettleForget ends decision d when the upstream's answer is unknown (it was
-// lost: the call failed, the stream ended, the echo never came) or shows
-// that Warden's state no longer follows the upstream (it does not know the
-// session, it applied a retransmission as new): nothing is committed and the
-// session is forgotten, so that its next message rebuilds it from the
-// upstream. A session d holds is marked stale before it is given back: a
-// message already waiting for it is decided on the upstream's state, never on
-// the old one (Settle then Forget left a gap between the two). Without a
-// rebuilder nothing is forgotten, as nothing could be rebuilt.
-func (e *Enforcer) SettleForget(ctx context.Context, d Decision) {
-	if d.Unknown() {
-		return
-	}
-	e.Forget(ctx, d.SessionID)
-}
-
 // Start starts a decision of protocol with a fresh id, on the request ctx
 // carries the source of. A protocol's decider starts every decision here
 // and fills it with Finish, so that the id, dry run and the refusal's log
@@ -144,7 +130,7 @@ func (e *Enforcer) nextID() string { return rand.Text() }
 // unauthenticated verdict, with the cause for the operator in AuthReason.
 // In dry run the request is forwarded as the anonymous principal.
 func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err error) Decision {
-	d := e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
+	d := e.refuse(ctx, protocol, "", typ, Unauthenticated(err), string(authn.CauseOf(err)), true)
 	if d.DryRun {
 		// forwarded: in dry run the connection is not closed for it either
 		authn.Proven(ctx)
@@ -255,3 +241,9 @@ func (e *Enforcer) Finish(snap *Snapshot, d Decision, v rules.Verdict) Decision 
 // authReasonAttr is the auth_reason log field; empty (and so dropped by
 // slog) when the refusal is not an authentication failure.
 func authReasonAttr(r string) slog.Attr { return optional("auth_reason", r) }
+
+// Unauthenticated is the verdict of a credential authn refused (err): the
+// generic unauthenticated refusal, its reason authn's.
+func Unauthenticated(err error) rules.Verdict {
+	return rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)}
+}

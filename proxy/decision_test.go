@@ -9,6 +9,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -27,6 +28,10 @@ import (
 func TestDecisionIDs(t *testing.T) {
 	e := idsEnforcer(t)
 	a2aDecider, mcpDecider := tenancy.New(e), tasks.New(e)
+	macpDecider, err := sessions.New(e, sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
 	mint := []struct {
@@ -34,7 +39,7 @@ func TestDecisionIDs(t *testing.T) {
 		id   func() string
 	}{
 		{"macp", func() string {
-			d, err := e.Enforce(ctx, proxy.Request{Credentials: authn.Credentials{Bearer: "agent://planner"}, Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "00000000-0000-4000-8000-000000000001", Sender: "agent://planner"}})
+			d, err := macpDecider.Enforce(ctx, sessions.Request{Credentials: authn.Credentials{Bearer: "agent://planner"}, Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "00000000-0000-4000-8000-000000000001", Sender: "agent://planner"}})
 			if err != nil {
 				t.Fatal(err)
 			}

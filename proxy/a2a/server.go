@@ -180,7 +180,7 @@ func (s *Server) endpoint() string {
 // ServeHTTP serves the agent card, and admits (proxy/gate), decides and
 // forwards JSON-RPC requests; every other path is refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	gate.Serve(s.enforcer, "a2a", w, r, s.serve)
+	s.gate.Serve(w, r, s.serve)
 }
 
 // serve is one request, stamped and in its flight (gate.Serve).

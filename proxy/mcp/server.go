@@ -210,7 +210,7 @@ func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout 
 
 // ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	gate.Serve(s.enforcer, "mcp", w, r, s.serve)
+	s.gate.Serve(w, r, s.serve)
 }
 
 // serve is one request, stamped and in its flight (gate.Serve).

@@ -7,8 +7,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -50,4 +52,25 @@ func WriteRego(t testing.TB, name, src string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Decisions records the decisions an observer is told: with D
+// proxy.Decision, a proxy.Observer.
+type Decisions[D any] struct {
+	mu sync.Mutex
+	ds []D
+}
+
+// Decided records d.
+func (o *Decisions[D]) Decided(d D, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ds = append(o.ds, d)
+}
+
+// All returns the decisions recorded so far, oldest first.
+func (o *Decisions[D]) All() []D {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.ds)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -41,8 +42,12 @@ func record(t *testing.T, engine *policies.Engine, files []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
+	core, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
 		Now: func() time.Time { return clock }, Observer: dl, RecordInputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := sessions.New(core, sessions.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -589,16 +589,7 @@ func TestEnforceTaskDryRun(t *testing.T) {
 }
 
 // countObserver is a fake Observer.
-type countObserver struct {
-	mu sync.Mutex
-	ds []proxy.Decision
-}
-
-func (o *countObserver) Decided(d proxy.Decision, _ time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.ds = append(o.ds, d)
-}
+type countObserver = proxytest.Decisions[proxy.Decision]
 
 func TestEnforceTaskObserved(t *testing.T) {
 	o := &countObserver{}
@@ -609,8 +600,8 @@ func TestEnforceTaskObserved(t *testing.T) {
 	if _, err := e.Enforce(context.Background(), r); err == nil {
 		t.Fatal("no error")
 	}
-	if len(o.ds) != 1 || o.ds[0].ID != d.ID || o.ds[0].Code != rules.CodeTaskNotFound {
-		t.Fatalf("observed %+v", o.ds)
+	if ds := o.All(); len(ds) != 1 || ds[0].ID != d.ID || ds[0].Code != rules.CodeTaskNotFound {
+		t.Fatalf("observed %+v", ds)
 	}
 }
 
