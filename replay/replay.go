@@ -306,7 +306,8 @@ func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func()
 	return res, nil
 }
 
-// NewEnforcer returns an offline Enforcer for a transcript: dev
+// NewEnforcer returns an offline MACP decider (on its own Enforcer) for a
+// transcript: dev
 // authentication, the transcript's inline policy registered, a clock the
 // caller sets to each step's time, and warden's default pipeline depth.
 func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*sessions.Decider, error) {

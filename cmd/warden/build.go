@@ -134,9 +134,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 }
 
 // buildEnforcer builds the authenticator, the policies, the runtime
-// connection, the metrics, the decision log, the shared state and the
-// Enforcer that decides with them; it returns the readiness checks of the
-// upstream and the state.
+// connection, the metrics, the decision log, the shared state, the
+// Enforcer that decides with them and MACP's decision on it (one session
+// table for the MACP sidecar and ext_authz); it returns the readiness checks
+// of the upstream and the state.
 func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerProvider) ([]namedCheck, error) {
 	var err error
 	if p.packages, err = policies.Packages(cfg.Policies); err != nil {
@@ -198,7 +199,7 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 	return checks, nil
 }
 
-// buildMACP builds the MACP sidecar's server over p's Enforcer and upstream.
+// buildMACP builds the MACP sidecar's server over p's MACP decision and upstream.
 func (p *parts) buildMACP(cfg macp.Config, log *slog.Logger, tp trace.TracerProvider) error {
 	var err error
 	if cfg.TLS, err = p.loadTLS("macp", cfg.Plaintext, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log); err != nil {
@@ -247,7 +248,8 @@ func (p *parts) buildA2A(cfg a2a.Config, log *slog.Logger) (namedCheck, error) {
 	return check, nil
 }
 
-// buildExtAuthz builds the Envoy ext_authz server over p's Enforcer.
+// buildExtAuthz builds the Envoy ext_authz server over p's MACP decision
+// (and its Enforcer).
 func (p *parts) buildExtAuthz(cfg extauthz.Config, log *slog.Logger) error {
 	var err error
 	if p.ext, err = extauthz.New(cfg, p.sessions, log); err != nil {

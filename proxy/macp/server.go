@@ -1,6 +1,6 @@
 // Package macp is Warden's MACP transport adapter: a gRPC server that speaks
-// macp.v1.MACPRuntimeService, decides every session-scoped message with the
-// Enforcer and forwards what is allowed, byte for byte, to the upstream
+// macp.v1.MACPRuntimeService, decides every session-scoped message with
+// MACP's decision (proxy/macp/sessions) and forwards what is allowed, byte for byte, to the upstream
 // runtime. Methods it does not inspect pass through as raw frames, so newer
 // runtimes keep working.
 package macp

@@ -132,7 +132,7 @@ func (s *Server) undecided(ctx context.Context, err error) error {
 // commits the state. When the answer shows Warden's state no longer follows
 // the runtime (it does not know the session, it applied a retransmission as
 // new, or the answer was lost), the session is forgotten, still held, and
-// rebuilt on its next message (proxy.Enforcer.SettleForget). A call that
+// rebuilt on its next message (sessions.Decider.SettleForget). A call that
 // never reached the runtime leaves the state as it was.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	var nr notReached
