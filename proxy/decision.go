@@ -4,15 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
-	"github.com/agentwarden/warden/rules/macp"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Decision is the Enforcer's answer. A denial is a Decision, never an error.
@@ -53,126 +51,71 @@ type Decision struct {
 	// for `warden what-if`); nil otherwise.
 	Recorded *Recorded
 
-	pending pending
+	pending Pending
 	// owners is the table an MCP or A2A decision's answer is learned into
-	// (Learn).
+	// (Learn), and canon reads the statuses the answer reports as the
+	// decision's protocol spells them (Learning).
 	owners *owners.Table
+	canon  Canon
 }
 
 // Recorded is what a decision was made on: for MACP the message and the
 // principal's scopes, enough to decide it again through the Enforcer; for
 // MCP and A2A the policy input, enough to evaluate the policies again.
 type Recorded struct {
-	Envelope *macpv1.Envelope // nil for a control operation (Type names it)
+	// Envelope is the MACP message (nil for a control operation, which
+	// Type names).
+	Envelope proto.Message
 	// Claims are what of the principal's claims the policies read: a static
 	// token's attributes, or {"macp_scopes": ...} of a JWT.
 	Claims map[string]any
 	Policy *policies.Input // MCP and A2A, when the policies were asked
 }
 
-// pending is what a decision holds until the upstream answers; settle runs
-// once, with whether the upstream accepted the message. Each kind is a small
-// struct with a method rather than a closure, so that a decision allocates
-// one value: held (a MACP session locked until it commits), flying (a
-// record-only MACP message, see Enforcer.fly) and steer (an MCP steer's
-// queue place).
+// Pending is what a decision holds until the upstream answers (Hold):
+// Settle runs once, with whether the upstream accepted the message. Each
+// decider's kinds are small structs with methods rather than closures, so
+// that a decision allocates one value (a MACP session locked until it
+// commits, a record-only MACP message in flight, an MCP steer's queue
+// place).
 //
-// forget ends it with the upstream's answer unknown (lost, or showing that
+// Forget ends it with the upstream's answer unknown (lost, or showing that
 // Warden's state no longer follows the upstream): nothing is committed and,
 // when the session can be rebuilt, its state is marked stale before the
 // session is given back, so that no message waiting for it is decided on the
-// old state.
-type pending interface {
-	settle(accepted bool)
-	forget()
+// old state. Both are safe to call more than once; only the first counts.
+type Pending interface {
+	Settle(accepted bool)
+	Forget()
 }
 
-// held is a MACP decision holding its session's lock: accepted commits next.
-type held struct {
-	done atomic.Bool
-	t    *table
-	en   *entry
-	next *macp.Session
-	now  int64
-}
-
-func (h *held) settle(accepted bool) {
-	if !h.done.CompareAndSwap(false, true) {
-		return
-	}
-	if accepted {
-		h.t.settle(h.en, h.next, h.now)
-	} else {
-		// A shared session's version may already name the refused next
-		// state (committed on allow): read it again before trusting it.
-		if h.en.shared != nil {
-			h.en.shared.version = ""
-		}
-		h.t.drop(h.en)
-	}
-	h.en.release()
-}
-
-func (h *held) forget() {
-	if !h.t.evictLive { // nothing could rebuild it: keep what is committed
-		h.settle(false)
-		return
-	}
-	if !h.done.CompareAndSwap(false, true) {
-		return
-	}
-	h.en.update(func(*macp.Session) *macp.Session { return nil })
-	if h.en.shared != nil {
-		h.en.shared.version = ""
-	}
-	h.t.drop(h.en) // idle: out of the table; with flights: stale
-	h.en.release()
-}
-
-// steer is an MCP steer's place in its task's queue, given back when the
-// upstream refuses the steer.
-type steer struct {
-	done atomic.Bool
-	undo func()
-}
-
-func (s *steer) settle(accepted bool) {
-	if s.done.CompareAndSwap(false, true) && !accepted {
-		s.undo()
-	}
-}
-
-func (s *steer) forget() { s.settle(false) }
+// Hold makes d hold p until it settles (Settle, Unknown).
+func (d *Decision) Hold(p Pending) { d.pending = p }
 
 // Settle ends the decision: when accepted is true (the upstream acknowledged
 // the message) the pending state is committed; otherwise nothing changes.
 // It releases the session for the next message and is safe to call on a denial.
 func (d Decision) Settle(accepted bool) {
 	if d.pending != nil {
-		d.pending.settle(accepted)
+		d.pending.Settle(accepted)
 	}
 }
 
-// SettleForget ends decision d when the upstream's answer is unknown (it was
-// lost: the call failed, the stream ended, the echo never came) or shows
-// that Warden's state no longer follows the upstream (it does not know the
-// session, it applied a retransmission as new): nothing is committed and the
-// session is forgotten, so that its next message rebuilds it from the
-// upstream. A session d holds is marked stale before it is given back: a
-// message already waiting for it is decided on the upstream's state, never on
-// the old one (Settle then Forget left a gap between the two). Without a
-// rebuilder nothing is forgotten, as nothing could be rebuilt.
-func (e *Enforcer) SettleForget(ctx context.Context, d Decision) {
-	if d.pending != nil {
-		d.pending.forget()
-		return
+// Unknown ends decision d with the upstream's answer unknown (Pending's
+// Forget) and reports whether d held anything to end.
+func (d Decision) Unknown() bool {
+	if d.pending == nil {
+		return false
 	}
-	e.Forget(ctx, d.SessionID)
+	d.pending.Forget()
+	return true
 }
 
-// newDecision starts a decision with a fresh id, on the request ctx
-// carries the source of.
-func (e *Enforcer) newDecision(ctx context.Context, protocol string) Decision {
+// Start starts a decision of protocol with a fresh id, on the request ctx
+// carries the source of. A protocol's decider starts every decision here
+// and fills it with Finish, so that the id, dry run and the refusal's log
+// line are the core's; it runs the decision in Observed.
+func (e *Enforcer) Start(ctx context.Context, protocol string) Decision {
 	return Decision{ID: e.nextID(), Protocol: protocol, Source: SourceOf(ctx)}
 }
 
@@ -187,7 +130,7 @@ func (e *Enforcer) nextID() string { return rand.Text() }
 // unauthenticated verdict, with the cause for the operator in AuthReason.
 // In dry run the request is forwarded as the anonymous principal.
 func (e *Enforcer) RefuseAuth(ctx context.Context, protocol, typ string, err error) Decision {
-	d := e.refuse(ctx, protocol, "", typ, unauthenticated(err), string(authn.CauseOf(err)), true)
+	d := e.refuse(ctx, protocol, "", typ, Unauthenticated(err), string(authn.CauseOf(err)), true)
 	if d.DryRun {
 		// forwarded: in dry run the connection is not closed for it either
 		authn.Proven(ctx)
@@ -225,7 +168,7 @@ func (e *Enforcer) Refuse(ctx context.Context, protocol, principal, typ string, 
 
 func (e *Enforcer) refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict, authReason string, forwardable bool) Decision {
 	began := time.Now()
-	d := e.newDecision(ctx, protocol)
+	d := e.Start(ctx, protocol)
 	d.Principal, d.Type, d.AuthReason = principal, typ, authReason
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
 	dry := forwardable && e.snap.Load().cfg.DryRun
@@ -271,14 +214,15 @@ func dryRun(d Decision, dry bool) Decision {
 // (metrics; the decision log, sampled as every allowed one) and not logged.
 func (e *Enforcer) Admitted(ctx context.Context, protocol, principal, typ string) Decision {
 	began := time.Now()
-	d := e.newDecision(ctx, protocol)
+	d := e.Start(ctx, protocol)
 	d.Allow, d.Principal, d.Type, d.Reason = true, principal, typ, rules.ReasonAllowed
 	e.decided(ctx, d, nil, time.Since(began))
 	return d
 }
 
-// finish fills the decision from a verdict, applies dry-run and logs a refusal.
-func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision {
+// Finish fills the decision from a verdict, applies dry run as snap says
+// (the snapshot the decision was made on) and logs a refusal.
+func (e *Enforcer) Finish(snap *Snapshot, d Decision, v rules.Verdict) Decision {
 	d.Allow = v.OK()
 	d.Code, d.Reason, d.Message = v.Code, v.Reason, v.Detail
 	if d.Allow {
@@ -297,3 +241,9 @@ func (e *Enforcer) finish(snap *snapshot, d Decision, v rules.Verdict) Decision 
 // authReasonAttr is the auth_reason log field; empty (and so dropped by
 // slog) when the refusal is not an authentication failure.
 func authReasonAttr(r string) slog.Attr { return optional("auth_reason", r) }
+
+// Unauthenticated is the verdict of a credential authn refused (err): the
+// generic unauthenticated refusal, its reason authn's.
+func Unauthenticated(err error) rules.Verdict {
+	return rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)}
+}

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -6,9 +6,16 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/macp"
 	"github.com/agentwarden/warden/rules/mcp"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // TestDecisionIDs: every way a decision is made (a MACP message, a refusal
@@ -19,7 +26,12 @@ import (
 // prefix and a base-36 counter ("1a2b3c4d-7", "1a2b3c4d-8"): they do not
 // decode, and consecutive ones share their prefix.
 func TestDecisionIDs(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := idsEnforcer(t)
+	a2aDecider, mcpDecider := tenancy.New(e), tasks.New(e)
+	macpDecider, err := sessions.New(e, sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
 	mint := []struct {
@@ -27,7 +39,7 @@ func TestDecisionIDs(t *testing.T) {
 		id   func() string
 	}{
 		{"macp", func() string {
-			d, err := e.Enforce(ctx, req(env(sessionID(1), planner, "TaskUpdate", "m", nil)))
+			d, err := macpDecider.Enforce(ctx, sessions.Request{Credentials: authn.Credentials{Bearer: "agent://planner"}, Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeTask, MessageType: "TaskUpdate", MessageId: "m", SessionId: "00000000-0000-4000-8000-000000000001", Sender: "agent://planner"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -38,7 +50,7 @@ func TestDecisionIDs(t *testing.T) {
 			return e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated}).ID
 		}},
 		{"mcp", func() string {
-			d, err := e.EnforceTask(ctx, TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "t", Owner: true})
+			d, err := mcpDecider.Enforce(ctx, tasks.Request{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "t", Owner: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +58,7 @@ func TestDecisionIDs(t *testing.T) {
 			return d.ID
 		}},
 		{"a2a", func() string {
-			d, err := e.EnforceA2A(ctx, A2ARequest{Principal: bob, Method: a2a.MethodGetTask, TaskID: "t", Owner: true})
+			d, err := a2aDecider.Enforce(ctx, tenancy.Request{Principal: bob, Method: a2a.MethodGetTask, TaskID: "t", Owner: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,4 +90,22 @@ func TestDecisionIDs(t *testing.T) {
 			t.Errorf("%d of %d decision ids start with %q: not random", n, rounds*len(mint), p)
 		}
 	}
+}
+
+// idsEnforcer is an Enforcer with the dev authenticator and the default
+// policies.
+func idsEnforcer(t testing.TB) *proxy.Enforcer {
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policies.New(context.Background(), policies.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy/owners"
-	"github.com/agentwarden/warden/rules/macp"
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // Config is the Enforcer's part of the configuration.
@@ -52,26 +50,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Rebuilder recovers the state of a session the table does not hold (evicted,
-// or seen before a restart) from the upstream runtime.
-type Rebuilder interface {
-	// Rebuild binds the session to bound, the governance Warden recorded it
-	// bound at SessionStart (nil when none is recorded): the runtime shows
-	// which policy a session bound, never the definition, and the one
-	// registered under its id now may differ. A session whose non-default
-	// policy has no record binds macp.UnknownPolicy.
-	Rebuild(ctx context.Context, sessionID string, bound *macp.Governance) (*macp.Session, error)
-	// Exists reports whether the upstream holds the session, whether or not
-	// the caller may see it.
-	Exists(ctx context.Context, sessionID string) (bool, error)
-}
-
-// PolicySource fetches a governance policy Warden has not seen registered
-// (registered before Warden started, or through another replica).
-type PolicySource interface {
-	Policy(ctx context.Context, id string) (macp.PolicyDescriptor, bool, error)
-}
-
 // TaskStore is the owner table Warden replicas share (proxy/state keeps it
 // in Redis): MCP tasks, A2A tasks and contexts (owners.Key.Name). This
 // replica's table (owners.Table) stays in front of it as a cache of owners,
@@ -101,12 +79,6 @@ func (e *Enforcer) UpstreamFailed(protocol string) {
 	}
 }
 
-func (e *Enforcer) rebuilt(ok bool) {
-	if o, is := e.observer.(EventObserver); is {
-		o.Rebuilt(ok)
-	}
-}
-
 // Options are the Enforcer's dependencies.
 type Options struct {
 	// Observer receives every decision; nil means none.
@@ -119,72 +91,47 @@ type Options struct {
 	RecordInputs  bool
 	Authenticator *authn.Authenticator
 	Policies      *policies.Engine
-	// Rebuilder is nil when no upstream can be asked (offline replay); a
-	// session the table does not hold is then unknown.
-	Rebuilder Rebuilder
-	// Policies fetches unknown policy_versions at SessionStart; nil means
-	// only registered policies bind.
-	PolicySource PolicySource
 	// Tasks is the MCP and A2A task table shared with other replicas; nil means
 	// this replica's own table only.
-	Tasks TaskStore
-	// Sessions is the MACP session state shared with other ext_authz
-	// replicas; nil means this replica's own table only.
-	Sessions SessionStore
-	Logger   *slog.Logger
-	Now      func() time.Time
+	Tasks  TaskStore
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
-// Request is one message to decide: an envelope, or a control operation
-// (Op set) on SessionID.
-type Request struct {
-	// Principal is set when the caller was authenticated already (a stream
-	// authenticates once, when it opens); otherwise Credentials are checked.
-	Principal   *authn.Principal
-	Credentials authn.Credentials
-	// AuthError is set when the adapter's front door could not read the
-	// credentials (two of them, another scheme): the message is refused as
-	// unauthenticated with its reason.
-	AuthError error
-	Envelope  *macpv1.Envelope
-	Op        string // macp.OpCancel, OpSuspend, OpResume
-	SessionID string // for Op
-	// Source is whom the request came from (admission's); when unset, the
-	// one the context carries.
-	Source Source
-	// Acked is set when the upstream's own answer decides the commit (the
-	// sidecar's unary Send: an Ack ok and not a duplicate): a SessionStart
-	// for a session the table does not hold then needs no look-up, as the
-	// runtime refuses one it holds.
-	Acked bool
-}
-
-// snapshot is what one decision reads: swapped whole on reload.
-type snapshot struct {
+// Snapshot is what one decision reads: the configuration, the
+// authenticator and the policy engine, swapped whole on reload (Swap). A
+// decision loads it once (Enforcer.Snapshot) and reads that one throughout.
+type Snapshot struct {
 	cfg    Config
 	authn  *authn.Authenticator
 	engine *policies.Engine
 }
 
-// Enforcer decides messages. It is safe for concurrent use; messages of one
-// session are decided one at a time, different sessions never wait for each
-// other. A state-changing message holds its session until the upstream
-// answers; up to Config.PipelineDepth record-only ones may be in flight.
+// DryRun reports whether refusals are only logged (dry-run mode).
+func (s *Snapshot) DryRun() bool { return s.cfg.DryRun }
+
+// Authenticator is the authenticator of the snapshot.
+func (s *Snapshot) Authenticator() *authn.Authenticator { return s.authn }
+
+// Engine is the policy engine of the snapshot.
+func (s *Snapshot) Engine() *policies.Engine { return s.engine }
+
+// Enforcer is the protocol-free core every protocol's decider decides on
+// (proxy/macp/sessions, proxy/mcp/tasks, proxy/a2a/tenancy): what one
+// decision reads (Snapshot, swapped whole on reload), decisions started
+// with an id minted in one place (Start), finished with dry run applied in
+// one place (Finish) and observed in one place (Observed, decided), the
+// owner table of MCP and A2A ids, the flights of requests (Begin) and the
+// refusals a door makes before there is a message to decide. It is safe
+// for concurrent use.
 type Enforcer struct {
-	snap      atomic.Pointer[snapshot]
-	table     *table
-	owners    *owners.Table
-	sessions  SessionStore
-	decoder   macp.Decoder // of shared sessions
-	registry  *PolicyRegistry
-	rebuilder Rebuilder
-	source    PolicySource
-	observer  Observer
-	tracer    trace.Tracer // nil: requests are not traced
-	log       *slog.Logger
-	now       func() time.Time
-	depth     int // Config.PipelineDepth; <= 1 is serial
-	record    bool
+	snap     atomic.Pointer[Snapshot]
+	owners   *owners.Table
+	observer Observer
+	tracer   trace.Tracer // nil: requests are not traced
+	log      *slog.Logger
+	now      func() time.Time
+	record   bool
 }
 
 // New builds an Enforcer. It starts no goroutines.
@@ -198,20 +145,11 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if cfg.Sessions == 0 {
 		cfg.Sessions = DefaultSessions
 	}
-	t, err := newTable(cfg.Sessions, opts.Rebuilder != nil)
-	if err != nil {
-		return nil, fmt.Errorf("session table: %w", err)
-	}
 	ts, err := owners.New(cfg.Sessions, opts.Tasks)
 	if err != nil {
 		return nil, fmt.Errorf("owner table: %w", err)
 	}
-	e := &Enforcer{table: t, owners: ts, sessions: opts.Sessions, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, observer: opts.Observer, log: opts.Logger, now: opts.Now, depth: cfg.PipelineDepth, record: opts.RecordInputs}
-	if e.sessions != nil {
-		// Shared sessions commit on allow, before the answer (ext_authz):
-		// nothing is in flight, so nothing is pipelined.
-		e.depth = 1
-	}
+	e := &Enforcer{owners: ts, observer: opts.Observer, log: opts.Logger, now: opts.Now, record: opts.RecordInputs}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -221,7 +159,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	e.snap.Store(&snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
+	e.snap.Store(&Snapshot{cfg: cfg, authn: opts.Authenticator, engine: opts.Policies})
 	if cfg.DryRun {
 		e.log.Warn("dry-run mode: refusals are logged and the messages forwarded anyway")
 	}
@@ -232,7 +170,7 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 // under way finish with the old ones.
 func (e *Enforcer) Swap(a *authn.Authenticator, p *policies.Engine) {
 	old := e.snap.Load()
-	e.snap.Store(&snapshot{cfg: old.cfg, authn: a, engine: p})
+	e.snap.Store(&Snapshot{cfg: old.cfg, authn: a, engine: p})
 }
 
 // Authenticate checks credentials with the current authenticator, for calls
@@ -253,98 +191,50 @@ func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn
 // Warden.
 func (e *Enforcer) DryRun() bool { return e.snap.Load().cfg.DryRun }
 
-// Policies is the registry of governance policies sessions bind at start.
-func (e *Enforcer) Policies() *PolicyRegistry { return e.registry }
-
-// SharesSessions reports whether MACP session state lives in a store shared
-// by replicas, the table being its cache.
-func (e *Enforcer) SharesSessions() bool { return e.sessions != nil }
-
-// Sessions returns the number of sessions the table holds.
-func (e *Enforcer) Sessions() int { return e.table.len() }
-
-// Session returns the committed state of a session, or nil. For replay and
-// tests; the returned state must not be modified.
-func (e *Enforcer) Session(ctx context.Context, id string) (*macp.Session, error) {
-	en, err := e.table.acquire(ctx, id, e.now().UnixMilli(), false)
-	if err != nil || en == nil {
-		return nil, err
-	}
-	defer en.release()
-	return en.state.Load(), nil
-}
-
-// Enforce decides one message, following DESIGN.md §4: snapshot,
-// authentication and sender binding, session state, rules, policy. An error
-// means Warden could not decide; the adapter must refuse the message.
-func (e *Enforcer) Enforce(ctx context.Context, req Request) (Decision, error) {
-	return observed(e, ctx, req, (*Enforcer).enforce)
-}
-
-// observed runs one decision and tells the observer about it. decide is a
-// method expression, so that no closure is allocated per decision.
-func observed[R any](e *Enforcer, ctx context.Context, req R, decide func(*Enforcer, context.Context, R) (Decision, error)) (Decision, error) {
+// Observed runs one decision of a protocol's decider (by, deciding req with
+// decide) and tells the observer and the request's flight about it: the one
+// place a decided message is observed. decide is a method expression, so
+// that no closure is allocated per decision.
+func Observed[T, R any](e *Enforcer, ctx context.Context, by T, req R, decide func(T, context.Context, R) (Decision, error)) (Decision, error) {
 	if e.observer == nil {
-		d, err := decide(e, ctx, req)
+		d, err := decide(by, ctx, req)
 		e.decided(ctx, d, err, 0)
 		return d, err
 	}
 	began := time.Now()
-	d, err := decide(e, ctx, req)
+	d, err := decide(by, ctx, req)
 	e.decided(ctx, d, err, time.Since(began))
 	return d, err
 }
 
-// recordedClaims is what of p's claims the policies read (scopes), in a
-// shape scopes reads back.
-func recordedClaims(p authn.Principal) map[string]any {
-	s := scopes(p)
-	if s == nil || p.Method == "static" {
-		return s
-	}
-	return map[string]any{"macp_scopes": s}
-}
+// Snapshot is the configuration, authenticator and policy engine a
+// decision made now reads (swapped whole on reload).
+func (e *Enforcer) Snapshot() *Snapshot { return e.snap.Load() }
 
-// Forget drops a session from the table, so that its next message rebuilds
-// the state from the upstream: for when the upstream's answer shows that
-// Warden's state no longer follows it (the upstream does not know the
-// session, applied a retransmission as new, or its answer was lost). Without
-// a rebuilder nothing is forgotten, as nothing could be rebuilt.
-func (e *Enforcer) Forget(ctx context.Context, sessionID string) {
-	if e.rebuilder == nil || sessionID == "" {
-		return
-	}
-	e.table.forget(ctx, sessionID)
-}
+// Config is the Enforcer's configuration.
+func (e *Enforcer) Config() Config { return e.snap.Load().cfg }
 
-// lookup resolves a policy_version: registered, or fetched from the source
-// (again once the copy fetched is fetchedFor old).
-func (e *Enforcer) lookup(ctx context.Context) macp.PolicyLookup {
-	return func(id string) (macp.PolicyDescriptor, bool) {
-		if e.source == nil {
-			return e.registry.Lookup(id)
-		}
-		now := e.now()
-		if d, ok := e.registry.current(id, now); ok {
-			return d, ok
-		}
-		d, ok, err := e.source.Policy(ctx, id)
-		if err != nil {
-			e.log.Warn("could not fetch a policy from the upstream", "policy_id", id, "err", err)
-			return d, false
-		}
-		if ok {
-			_ = e.registry.fetched(d, now) // a concurrent fetch may have recorded it
-		} else {
-			e.registry.Remove(id) // unregistered upstream
-		}
-		return d, ok
-	}
-}
+// Now is the Enforcer's clock (Options.Now).
+func (e *Enforcer) Now() time.Time { return e.now() }
 
-// scopes returns the credential's MACP scopes: a JWT's macp_scopes claim, or
-// a static token's attributes.
-func scopes(p authn.Principal) map[string]any {
+// Logger is the Enforcer's logger (Options.Logger; never nil).
+func (e *Enforcer) Logger() *slog.Logger { return e.log }
+
+// Observer is the Enforcer's observer (Options.Observer; nil for none), for
+// a decider's own events (EventObserver and what it defines).
+func (e *Enforcer) Observer() Observer { return e.observer }
+
+// RecordsInputs reports whether decisions record what they were made on
+// (Options.RecordInputs, Decision.Recorded).
+func (e *Enforcer) RecordsInputs() bool { return e.record }
+
+// OwnerTable is the owner table of MCP and A2A tasks and contexts, in
+// front of the shared store (Options.Tasks).
+func (e *Enforcer) OwnerTable() *owners.Table { return e.owners }
+
+// Scopes returns what the policies read as the credential's scopes: a JWT's
+// macp_scopes claim, or a static token's attributes.
+func Scopes(p authn.Principal) map[string]any {
 	if p.Claims == nil {
 		return nil
 	}
@@ -355,4 +245,13 @@ func scopes(p authn.Principal) map[string]any {
 		return p.Claims
 	}
 	return nil
+}
+
+// Claims returns what an MCP or A2A policy sees of the credential: a JWT's claims
+// or a static token's attributes.
+func Claims(p authn.Principal) map[string]any {
+	if s := Scopes(p); s != nil {
+		return s
+	}
+	return p.Claims
 }

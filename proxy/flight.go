@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentwarden/warden/rules"
-	"github.com/agentwarden/warden/rules/a2a"
-	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // The doors a request comes in by (Served.Door).
@@ -37,7 +34,7 @@ const (
 
 // Served is one request a door served, as the request metrics count it.
 // Every label is from a closed set: Method is one of the protocol's known
-// methods (methodLabel), else "other". An empty Outcome is a request handed
+// methods (Protocol.Methods), else "other". An empty Outcome is a request handed
 // to another door that counts it (Flight.Handoff): it only leaves the
 // in-flight gauge.
 type Served struct {
@@ -63,6 +60,7 @@ type RequestObserver interface {
 type Flight struct {
 	context.Context
 	obs            RequestObserver
+	proto          *Protocol
 	protocol, door string
 	method         string // set by the door's goroutine before End
 	began          time.Time
@@ -74,13 +72,44 @@ type Flight struct {
 
 type flightKey struct{}
 
+// Protocol is what the core knows of one protocol's requests, to count and
+// trace them (Begin): each protocol's front door gives its own
+// (proxy/gate for MCP and A2A, proxy/macp/admission for MACP). It must not
+// be changed once a flight uses it.
+type Protocol struct {
+	// Name is the protocol's metric label ("macp", "mcp", "a2a").
+	Name string
+	// Methods are its method labels (Flight.SetMethod): its methods, and
+	// for the HTTP doors the requests that carry no message (MCP's GET
+	// stream and DELETE, a client's JSON-RPC response; A2A's agent card).
+	Methods map[string]bool
+	// Service, when set, is the gRPC service (package.Service) of its
+	// methods: a method path loses "/Service/" before it is looked up, and
+	// a server span is named Service/Method with rpc.system grpc. Without
+	// it a span is "Name Method", rpc.system jsonrpc.
+	Service string
+}
+
+// label is m when it is one of p's methods, else "other" (a gRPC method is
+// named without its service).
+func (p *Protocol) label(m string) string {
+	if p.Service != "" && len(m) > len(p.Service)+1 && m[0] == '/' && m[len(p.Service)+1] == '/' && m[1:len(p.Service)+1] == p.Service {
+		m = m[len(p.Service)+2:]
+	}
+	if p.Methods[m] {
+		return m
+	}
+	return "other"
+}
+
 // Begin starts the flight of one request of protocol at door, in ctx. With
 // a tracer provider, the flight has a server span: a new one, the child of
 // the trace context in from (the client's traceparent and tracestate) when
 // from is not nil, or, when from is nil, the span ctx already carries (the
 // MACP sidecar's, which otelgrpc starts). End must be called once.
-func (e *Enforcer) Begin(ctx context.Context, protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
-	f := &Flight{protocol: protocol, door: door, began: time.Now(), method: "other"}
+func (e *Enforcer) Begin(ctx context.Context, p *Protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
+	protocol := p.Name
+	f := &Flight{proto: p, protocol: protocol, door: door, began: time.Now(), method: "other"}
 	if o, ok := e.observer.(RequestObserver); ok {
 		f.obs = o
 		o.Started(protocol, door)
@@ -119,7 +148,7 @@ func (f *Flight) SetMethod(m string) {
 	if f == nil {
 		return
 	}
-	f.method = methodLabel(f.protocol, m)
+	f.method = f.proto.label(m)
 }
 
 // SetPrincipal names on the server span whom the door authenticated
@@ -182,9 +211,9 @@ func (f *Flight) End(failed bool) {
 		f.span.SetStatus(codes.Error, "")
 	}
 	if f.ownSpan {
-		if f.protocol == "macp" { // as otelgrpc names a call's span
+		if f.proto.Service != "" { // as otelgrpc names a call's span
 			f.span.SetAttributes(attribute.String("rpc.system", "grpc"))
-			f.span.SetName(strings.TrimPrefix(MACPService, "/") + method)
+			f.span.SetName(f.proto.Service + "/" + method)
 		} else {
 			f.span.SetAttributes(attribute.String("rpc.system", "jsonrpc"))
 			f.span.SetName(f.protocol + " " + method)
@@ -234,33 +263,4 @@ func DecisionLabel(d Decision) string {
 		return "duplicate"
 	}
 	return "allow"
-}
-
-// requestMethods are the method labels of each protocol: its methods, and
-// for the HTTP doors the requests that carry no message (MCP's GET stream
-// and DELETE, a client's JSON-RPC response; A2A's agent card).
-var requestMethods = func() map[string]map[string]bool {
-	m := map[string]map[string]bool{"mcp": {"GET": true, "DELETE": true, "response": true}, "a2a": {"GET": true}, "macp": {}}
-	for _, x := range mcp.Methods() {
-		m["mcp"][x] = true
-	}
-	for _, x := range a2a.Methods() {
-		m["a2a"][x] = true
-	}
-	for path := range macpCalls {
-		m["macp"][strings.TrimPrefix(path, MACPService)] = true
-	}
-	return m
-}()
-
-// methodLabel is m when it is one of protocol's methods, else "other" (a
-// MACP method is named without its service).
-func methodLabel(protocol, m string) string {
-	if protocol == "macp" {
-		m = strings.TrimPrefix(m, MACPService)
-	}
-	if requestMethods[protocol][m] {
-		return m
-	}
-	return "other"
 }

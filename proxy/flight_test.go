@@ -10,8 +10,22 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 )
+
+func engine(t testing.TB) *policies.Engine      { return proxytest.Engine(t) }
+func devAuth(t testing.TB) *authn.Authenticator { return proxytest.DevAuth(t) }
+
+// testProtocols are protocols as their front doors describe them (proxy/gate,
+// proxy/macp/admission), with a few of their methods.
+var testProtocols = map[string]*Protocol{
+	"mcp":  {Name: "mcp", Methods: map[string]bool{"tools/list": true, "tools/call": true, "tasks/get": true, "initialize": true, "GET": true}},
+	"a2a":  {Name: "a2a", Methods: map[string]bool{"GetTask": true, "GET": true}},
+	"macp": {Name: "macp", Service: "macp.v1.MACPRuntimeService", Methods: map[string]bool{"Send": true, "Initialize": true}},
+}
 
 // served records what a RequestObserver is told.
 type served struct {
@@ -59,11 +73,11 @@ func TestFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, f := e.Begin(context.Background(), tc.protocol, DoorSidecar, nil)
+			_, f := e.Begin(context.Background(), testProtocols[tc.protocol], DoorSidecar, nil)
 			if f.span != nil {
 				t.Fatal("a span without a carrier and none in the context")
 			}
-			ctx, f := e.Begin(context.Background(), tc.protocol, DoorSidecar, mapCarrier{})
+			ctx, f := e.Begin(context.Background(), testProtocols[tc.protocol], DoorSidecar, mapCarrier{})
 			if tc.method != "" {
 				f.SetMethod(tc.method)
 			}
@@ -118,7 +132,7 @@ func BenchmarkFlight(b *testing.B) {
 	d := Decision{ID: "x", Allow: true, Reason: rules.ReasonAllowed}
 	b.ReportAllocs()
 	for b.Loop() {
-		ctx, f := e.Begin(context.Background(), "mcp", DoorSidecar, nil)
+		ctx, f := e.Begin(context.Background(), testProtocols["mcp"], DoorSidecar, nil)
 		f.SetMethod("tools/call")
 		e.decided(ctx, d, nil, 0)
 		f.End(false)

@@ -5,9 +5,12 @@ import (
 	"errors"
 
 	"github.com/agentwarden/warden/proxy/owners"
-	"github.com/agentwarden/warden/rules/a2a"
-	"github.com/agentwarden/warden/rules/mcp"
 )
+
+// IDUnknown is the id reason of an id naming a task Warden knows no owner
+// of: a made-up id where a handle belongs (a raw id Warden knows is
+// handle.ReasonRawID), or one taken as is in dry run.
+const IDUnknown = "unknown_id"
 
 // Owners returns whose each MCP task, A2A task or A2A context is, "" when
 // nobody's as far as Warden knows: what an answer filter keeps. An error
@@ -42,7 +45,18 @@ func (d *Decision) Learn(ctx context.Context, facts ...owners.Fact) ([]string, e
 	if d.owners == nil {
 		return nil, errors.New("learn: a decision without an owner table (not an MCP or A2A decision)")
 	}
-	return d.owners.Learn(ctx, d.Principal, protocolStatuses(facts)...)
+	return d.owners.Learn(ctx, d.Principal, canonical(d.canon, facts)...)
+}
+
+// Canon reads a status an answer reported for an id of kind as the id's
+// protocol spells its statuses, "" when it is not one of them (dropped). A
+// protocol's decider gives it (Learning, Observe, Resumed).
+type Canon func(kind owners.Kind, status string) string
+
+// Learning makes decision d's answer learned into the owner table, its
+// statuses read with canon (Learn).
+func (e *Enforcer) Learning(d *Decision, canon Canon) {
+	d.owners, d.canon = e.owners, canon
 }
 
 // Resumed is the decision of principal's request of type typ whose answer
@@ -50,32 +64,28 @@ func (d *Decision) Learn(ctx context.Context, facts ...owners.Fact) ([]string, e
 // the sealed resume point the caller presented proves it was principal's.
 // It decides nothing again (it is not logged or counted); it learns its
 // answer as the request's own decision would.
-func (e *Enforcer) Resumed(protocol, principal, typ string) *Decision {
-	d := e.newDecision(context.Background(), protocol)
-	d.Allow, d.Principal, d.Type, d.owners = true, principal, typ, e.owners
+func (e *Enforcer) Resumed(protocol, principal, typ string, canon Canon) *Decision {
+	d := e.Start(context.Background(), protocol)
+	d.Allow, d.Principal, d.Type = true, principal, typ
+	e.Learning(&d, canon)
 	return &d
 }
 
 // Observe is Learn for a message no decided request opened (an MCP
-// standalone stream): statuses, and whose the ids are; it creates nothing.
-func (e *Enforcer) Observe(ctx context.Context, facts ...owners.Fact) ([]string, error) {
-	return e.owners.Learn(ctx, "", protocolStatuses(facts)...)
+// standalone stream): statuses, read with canon, and whose the ids are; it
+// creates nothing.
+func (e *Enforcer) Observe(ctx context.Context, canon Canon, facts ...owners.Fact) ([]string, error) {
+	return e.owners.Learn(ctx, "", canonical(canon, facts)...)
 }
 
-// protocolStatuses drops from facts the statuses that are not one of their
-// id's protocol (A2A states are read in their canonical spelling).
-func protocolStatuses(facts []owners.Fact) []owners.Fact {
+// canonical reads facts' statuses with canon (nil drops them all).
+func canonical(canon Canon, facts []owners.Fact) []owners.Fact {
 	for i := range facts {
 		f := &facts[i]
-		switch f.Key.Kind {
-		case owners.MCPTask:
-			if !mcp.KnownStatus(f.Status) {
-				f.Status = ""
-			}
-		case owners.A2ATask:
-			f.Status = a2a.State(f.Status)
-		default:
+		if canon == nil {
 			f.Status = ""
+		} else {
+			f.Status = canon(f.Key.Kind, f.Status)
 		}
 	}
 	return facts

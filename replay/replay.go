@@ -34,6 +34,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -119,7 +120,7 @@ type Step struct {
 	Index    string
 	Sender   string
 	Type     string
-	Request  proxy.Request
+	Request  sessions.Request
 	At       time.Time // the replay clock when the message is decided
 	Expect   string    // accept | reject
 	WantCode string    // the expected error code, when given
@@ -179,7 +180,7 @@ func Load(file string) (*Transcript, error) {
 			principal = m.Sender
 		}
 		st := Step{Index: index, Sender: m.Sender, Type: m.MessageType, At: clock, Expect: m.Expect, WantCode: outsiderCode(fx, m, principal),
-			Request: proxy.Request{Credentials: authn.Credentials{Bearer: principal}}}
+			Request: sessions.Request{Credentials: authn.Credentials{Bearer: principal}}}
 		if m.Op != "" {
 			st.Type = m.Op
 			st.Request.Op, st.Request.SessionID = m.Op, tr.SessionID
@@ -305,21 +306,26 @@ func Evaluate(ctx context.Context, tr *Transcript, decide Decide, session func()
 	return res, nil
 }
 
-// NewEnforcer returns an offline Enforcer for a transcript: dev
+// NewEnforcer returns an offline MACP decider (on its own Enforcer) for a
+// transcript: dev
 // authentication, the transcript's inline policy registered, a clock the
 // caller sets to each step's time, and warden's default pipeline depth.
-func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*proxy.Enforcer, error) {
+func NewEnforcer(engine *policies.Engine, tr *Transcript, now func() time.Time) (*sessions.Decider, error) {
 	return NewReplica(engine, tr, now, nil)
 }
 
 // NewReplica is NewEnforcer for one of several replicas sharing sessions
 // through store (nil: none), as an ext_authz fleet on Redis does.
-func NewReplica(engine *policies.Engine, tr *Transcript, now func() time.Time, store proxy.SessionStore) (*proxy.Enforcer, error) {
+func NewReplica(engine *policies.Engine, tr *Transcript, now func() time.Time, store sessions.Store) (*sessions.Decider, error) {
 	auth, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
 		return nil, err
 	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64, PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine, Now: now, Sessions: store})
+	e, err := proxy.New(proxy.Config{Sessions: 64, PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	enf, err := sessions.New(e, sessions.Options{Store: store})
 	if err != nil {
 		return nil, err
 	}

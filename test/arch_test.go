@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	"rules":    {module + "/wire", "google.golang.org/protobuf", "github.com/dchest/siphash", "golang.org/x/net/idna"}, // keyed id digests replicas can share; host names read as HTTP clients read them (A2A webhooks)
 	"policies": {module + "/rules", "github.com/open-policy-agent/opa", "github.com/hashicorp/golang-lru"},
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
-	"proxy":    append([]string{module + "/rules", module + "/policies", module + "/authn", module + "/wire", module + "/proxy/owners", "github.com/hashicorp/golang-lru"}, otelAPI...),
+	"proxy":    append([]string{module + "/rules", module + "/policies", module + "/authn", module + "/proxy/owners", "google.golang.org/protobuf/proto"}, otelAPI...), // protocol-free (checkCore); a recorded message is a proto.Message
 	// the owner table of MCP and A2A tasks and contexts: protocol-free
 	"proxy/owners": {"github.com/hashicorp/golang-lru"},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
@@ -53,9 +53,9 @@ var allowed = map[string][]string{
 	"proxy/gate": append([]string{module + "/proxy", module + "/rules", module + "/authn"}, otelAPI...),
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
 	"proxy/frames":   {"golang.org/x/net/http2"},
-	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
-	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
-	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
+	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", "github.com/hashicorp/golang-lru", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
+	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/policies", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
+	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/policies", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
 	"proxy/extauthz": append([]string{module + "/proxy", module + "/proxy/gate", module + "/rules", module + "/authn", module + "/wire", module + "/proxy/listener", "google.golang.org/", "github.com/envoyproxy/go-control-plane"}, otelAPI...),
 	"decisionlog":    {module + "/proxy", module + "/rules", "google.golang.org/protobuf"},                                                                                     // include_input writes MACP envelopes as protojson
 	"gc":             {},                                                                                                                                                       // the standard library only
@@ -94,6 +94,9 @@ func TestImportGraph(t *testing.T) {
 			checkPure(t, p)
 		}
 		checkProtocols(t, rel, p)
+		if rel == "proxy" {
+			checkCore(t, p)
+		}
 		for _, imp := range p.Imports {
 			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
 				continue // standard library
@@ -155,6 +158,25 @@ func checkProtocols(t *testing.T, rel string, p pkg) {
 				if d := module + "/" + layer + other; imp == d || strings.HasPrefix(imp, d+"/") {
 					t.Errorf("%s (%s) imports %s: one protocol's packages import no other protocol's", p.ImportPath, own, imp)
 				}
+			}
+		}
+	}
+}
+
+// checkCore: the core (proxy: the Enforcer, Decision, ids, dry run, the
+// observer) imports no protocol's rules and no wire: each protocol's
+// decision lives in its own package (proxy/macp/sessions, proxy/mcp/tasks,
+// proxy/a2a/tenancy) and decides on the core.
+func checkCore(t *testing.T, p pkg) {
+	t.Helper()
+	for _, imp := range p.Imports {
+		for _, banned := range append([]string{"wire"}, protocols...) {
+			d := module + "/" + banned
+			if banned != "wire" {
+				d = module + "/rules/" + banned
+			}
+			if imp == d || strings.HasPrefix(imp, d+"/") {
+				t.Errorf("%s imports %s: the core names no protocol", p.ImportPath, imp)
 			}
 		}
 	}

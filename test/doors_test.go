@@ -25,6 +25,7 @@ import (
 	"github.com/agentwarden/warden/proxy/a2a"
 	"github.com/agentwarden/warden/proxy/extauthz"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/mcp"
 )
 
@@ -326,7 +327,11 @@ func doorPairWith(t *testing.T, base [][2]string, upstream *atomic.Int64, side h
 	}
 	front := httptest.NewServer(side)
 	t.Cleanup(front.Close)
-	ext, err := extauthz.New(cfg, enf, nil)
+	dec, err := sessions.New(enf, sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := extauthz.New(cfg, dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

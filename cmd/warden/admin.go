@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/macp"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -145,14 +146,14 @@ func (m *metrics) Rebuilt(ok bool) {
 	m.rebuilds.WithLabelValues(result).Inc()
 }
 
-// SessionConflict implements proxy.ConflictObserver.
+// SessionConflict implements sessions.ConflictObserver.
 func (m *metrics) SessionConflict() { m.conflicts.Inc() }
 
-// SessionConflict implements proxy.ConflictObserver for every observer that
+// SessionConflict implements sessions.ConflictObserver for every observer that
 // does.
 func (o observers) SessionConflict() {
 	for _, x := range o {
-		if c, ok := x.(proxy.ConflictObserver); ok {
+		if c, ok := x.(sessions.ConflictObserver); ok {
 			c.SessionConflict()
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentwarden/warden/decisionlog"
 	"log/slog"
 	"net"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentwarden/warden/decisionlog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/mcp"
 	"github.com/agentwarden/warden/proxy/state"
 )
@@ -34,8 +36,9 @@ import (
 type parts struct {
 	engine   *policies.Engine
 	enf      *proxy.Enforcer
-	up       *macp.Upstream // nil without macp.upstream
-	macp     *macp.Server   // nil when the mode is off, as mcp and ext
+	sessions *sessions.Decider // MACP's decision on enf: the sidecar's and ext_authz's
+	up       *macp.Upstream    // nil without macp.upstream
+	macp     *macp.Server      // nil when the mode is off, as mcp and ext
 	mcp      *mcp.Server
 	a2a      *a2a.Server
 	ext      *extauthz.Server
@@ -131,9 +134,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerPro
 }
 
 // buildEnforcer builds the authenticator, the policies, the runtime
-// connection, the metrics, the decision log, the shared state and the
-// Enforcer that decides with them; it returns the readiness checks of the
-// upstream and the state.
+// connection, the metrics, the decision log, the shared state, the
+// Enforcer that decides with them and MACP's decision on it (one session
+// table for the MACP sidecar and ext_authz); it returns the readiness checks
+// of the upstream and the state.
 func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger, tp trace.TracerProvider) ([]namedCheck, error) {
 	var err error
 	if p.packages, err = policies.Packages(cfg.Policies); err != nil {
@@ -147,6 +151,7 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 		return nil, err
 	}
 	opts := proxy.Options{Authenticator: a, Policies: p.engine, Logger: log}
+	var macpOpts sessions.Options
 	var checks []namedCheck
 	// The runtime: the sidecar's upstream, and where state is rebuilt from
 	// (ext_authz too, when macp.upstream is given).
@@ -155,7 +160,7 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 			return nil, err
 		}
 		rb := macp.NewRebuilder(p.up, log)
-		opts.Rebuilder, opts.PolicySource = rb, rb
+		macpOpts.Rebuilder, macpOpts.PolicySource = rb, rb
 		checks = append(checks, namedCheck{"macp upstream " + cfg.MACP.Upstream, p.up.Ready})
 	}
 	p.metrics = newMetrics(p.reg)
@@ -181,23 +186,26 @@ func (p *parts) buildEnforcer(ctx context.Context, cfg Config, log *slog.Logger,
 		}
 		opts.Tasks = p.state
 		if cfg.ExtAuthz.Listen != "" { // serveValidate refuses it with the MACP sidecar
-			opts.Sessions = p.state
+			macpOpts.Store = p.state
 		}
 		checks = append(checks, namedCheck{"state " + p.state.String(), p.state.Ready})
 	}
 	if p.enf, err = proxy.New(cfg.Enforcer, opts); err != nil {
 		return nil, err
 	}
+	if p.sessions, err = sessions.New(p.enf, macpOpts); err != nil {
+		return nil, err
+	}
 	return checks, nil
 }
 
-// buildMACP builds the MACP sidecar's server over p's Enforcer and upstream.
+// buildMACP builds the MACP sidecar's server over p's MACP decision and upstream.
 func (p *parts) buildMACP(cfg macp.Config, log *slog.Logger, tp trace.TracerProvider) error {
 	var err error
 	if cfg.TLS, err = p.loadTLS("macp", cfg.Plaintext, cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile, log); err != nil {
 		return err
 	}
-	if p.macp, err = macp.New(cfg, p.enf, p.up, log, tp); err != nil {
+	if p.macp, err = macp.New(cfg, p.sessions, p.up, log, tp); err != nil {
 		return err
 	}
 	p.modes = append(p.modes, fmt.Sprintf("MACP sidecar on %s -> runtime %s (transport %s; %s)", cfg.Listen, cfg.Upstream, cfg.FrontDoor(), cfg.Streams))
@@ -240,10 +248,11 @@ func (p *parts) buildA2A(cfg a2a.Config, log *slog.Logger) (namedCheck, error) {
 	return check, nil
 }
 
-// buildExtAuthz builds the Envoy ext_authz server over p's Enforcer.
+// buildExtAuthz builds the Envoy ext_authz server over p's MACP decision
+// (and its Enforcer).
 func (p *parts) buildExtAuthz(cfg extauthz.Config, log *slog.Logger) error {
 	var err error
-	if p.ext, err = extauthz.New(cfg, p.enf, log); err != nil {
+	if p.ext, err = extauthz.New(cfg, p.sessions, log); err != nil {
 		return err
 	}
 	m := "ext_authz on " + cfg.Listen + " (MACP"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -231,7 +232,7 @@ func TestEventMetrics(t *testing.T) {
 	e.Rebuilt(true)
 	e.Rebuilt(false)
 	e.Rebuilt(false)
-	o.(proxy.ConflictObserver).SessionConflict()
+	o.(sessions.ConflictObserver).SessionConflict()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

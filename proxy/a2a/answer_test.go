@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
@@ -669,7 +670,7 @@ func a2aContextOwner(e *proxy.Enforcer, ctx context.Context, id string) (string,
 // or context under key (with its state), as the answer filter does through
 // the request's decision, and returns its owner afterwards.
 func a2aSeen(e *proxy.Enforcer, ctx context.Context, key owners.Key, owner, state string) (string, error) {
-	d, err := e.EnforceA2A(ctx, proxy.A2ARequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)}, Method: a2a.MethodSend, New: true})
+	d, err := tenancy.New(e).Enforce(ctx, tenancy.Request{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)}, Method: a2a.MethodSend, New: true})
 	if err != nil {
 		return "", err
 	}

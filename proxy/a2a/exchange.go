@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
@@ -104,8 +105,8 @@ func (x *exchange) seal(kind a2a.Kind, id string) string {
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
 // returns what to decide and the body to forward.
-func (x *exchange) toUpstream(c a2a.Call, raw []byte) (proxy.A2ARequest, []byte) {
-	req := proxy.A2ARequest{Method: c.Method, Content: c.Content}
+func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) {
+	req := tenancy.Request{Method: c.Method, Content: c.Content}
 	owner, cursorOK := true, true
 	p := c.Params
 	openAt := func(obj map[string]any, name string, kind a2a.Kind) string {
@@ -460,7 +461,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 // owner of each fact's id afterwards; an error means whose cannot be told.
 func (x *exchange) apply(facts ...owners.Fact) ([]string, error) {
 	if x.decision == nil {
-		return x.s.enforcer.Observe(x.ctx(), facts...)
+		return x.s.tenancy.Observe(x.ctx(), facts...)
 	}
 	return x.decision.Learn(x.ctx(), facts...)
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
@@ -109,6 +110,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	cfg      Config
 	enforcer *proxy.Enforcer
+	tenancy  *tenancy.Decider // the A2A decision, on enforcer
 	upstream *url.URL
 	allow    a2a.Allow
 	client   *http.Client
@@ -154,7 +156,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, upstream: u, allow: allow, client: client, handles: h, log: log,
+	s := &Server{cfg: cfg, enforcer: e, tenancy: tenancy.New(e), upstream: u, allow: allow, client: client, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
 	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, log); err != nil {
@@ -178,7 +180,7 @@ func (s *Server) endpoint() string {
 // ServeHTTP serves the agent card, and admits (proxy/gate), decides and
 // forwards JSON-RPC requests; every other path is refused.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	gate.Serve(s.enforcer, "a2a", w, r, s.serve)
+	s.gate.Serve(w, r, s.serve)
 }
 
 // serve is one request, stamped and in its flight (gate.Serve).
@@ -210,7 +212,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	req, out := x.toUpstream(call, body)
 	req.Principal = p
 	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
-	d, err := s.enforcer.EnforceA2A(r.Context(), req)
+	d, err := s.tenancy.Enforce(r.Context(), req)
 	if err != nil {
 		s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
 		return

@@ -6,7 +6,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
 	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -28,7 +28,7 @@ func (s *Server) checkA2A(ctx context.Context, r *gate.Request) *authv3.CheckRes
 		return s.allow(authn.Principal{}, "")
 	}
 	call, principal := in.Call, in.Principal
-	req := proxy.A2ARequest{Principal: principal, Method: call.Method, TaskID: call.Task, OwnershipUnknown: true, Content: call.Content,
+	req := tenancy.Request{Principal: principal, Method: call.Method, TaskID: call.Task, OwnershipUnknown: true, Content: call.Content,
 		New: a2a.Sends(call.Method) && !call.Continues() && len(call.References) == 0}
 	if call.Continues() {
 		req.Method = a2a.MethodMessageContinue
@@ -38,7 +38,7 @@ func (s *Server) checkA2A(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	if req.Refused = a2a.TenantRefused(call); req.Refused.OK() {
 		req.Refused = a2a.WebhookRefused(call, s.webhooks)
 	}
-	d, err := s.enf.EnforceA2A(ctx, req)
+	d, err := s.tenancy.Enforce(ctx, req)
 	if err != nil {
 		return denyAnswer(s.a2a.Unavailable(ctx, principal.ID, call.Method, call.ID, err))
 	}

@@ -6,8 +6,8 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/gate"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	if limit == 0 {
 		limit = defaultMaxSteerBytes
 	}
-	d, err := s.enf.EnforceTask(ctx, proxy.TaskRequest{Principal: in.Principal, Call: call, Refused: v, OwnershipUnknown: true,
+	d, err := s.tasks.Enforce(ctx, tasks.Request{Principal: in.Principal, Call: call, Refused: v, OwnershipUnknown: true,
 		Limits: mcp.Limits{MaxSteerBytes: limit}})
 	if err != nil {
 		return denyAnswer(s.mcp.Unavailable(ctx, in.Principal.ID, call.Method, call.ID, err))

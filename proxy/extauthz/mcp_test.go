@@ -11,6 +11,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 )
 
 func mcpServer(t testing.TB) *Server {
@@ -28,7 +29,7 @@ func mcpServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, enf, nil)
+	srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, macpOn(t, enf), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,4 +215,14 @@ func TestMCPContentEncoding(t *testing.T) {
 			t.Errorf("Content-Encoding %q: %v, want allowed=%v (else 415)", ce, resp, allow)
 		}
 	}
+}
+
+// macpOn is the MACP decision on e, as cmd/warden builds it for ext_authz.
+func macpOn(t testing.TB, e *proxy.Enforcer) *sessions.Decider {
+	t.Helper()
+	dec, err := sessions.New(e, sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
 }

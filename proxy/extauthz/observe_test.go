@@ -51,7 +51,7 @@ func TestCheckObserved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, enf, nil)
+			srv, err := New(Config{Listen: "unused", MCP: true, AllowedHosts: []string{"mcp.local"}}, macpOn(t, enf), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,7 @@ func TestPolicyChangeDropsCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, Config{Listen: "unused"})
-			if err := srv.enf.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.review", Mode: macp.ModeDecision, SchemaVersion: 1, Rules: map[string]any{}}); err != nil {
+			if err := srv.sessions.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.review", Mode: macp.ModeDecision, SchemaVersion: 1, Rules: map[string]any{}}); err != nil {
 				t.Fatal(err)
 			}
 			b, err := proto.Marshal(tc.msg)
@@ -38,7 +38,7 @@ func TestPolicyChangeDropsCopy(t *testing.T) {
 			if err != nil || resp.GetStatus().GetCode() != 0 {
 				t.Fatalf("Check: %v %v, want allowed", err, resp.GetStatus())
 			}
-			if _, ok := srv.enf.Policies().Lookup("policy.review"); ok != tc.kept {
+			if _, ok := srv.sessions.Policies().Lookup("policy.review"); ok != tc.kept {
 				t.Errorf("policy.review held: %v, want %v", ok, tc.kept)
 			}
 		})

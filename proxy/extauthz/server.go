@@ -33,9 +33,12 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -167,9 +170,12 @@ func (c Config) Validate() error {
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
 	cfg      Config
-	methods  proxy.Methods
+	methods  admission.Methods
 	tokens   authn.UpstreamTokens
 	enf      *proxy.Enforcer
+	sessions *sessions.Decider // MACP's decision, on enf
+	tasks    *tasks.Decider    // MCP's decision, on enf
+	tenancy  *tenancy.Decider  // A2A's decision, on enf
 	log      *slog.Logger
 	webhooks a2a.Allow            // A2A webhook allowlist
 	gate     *admission.Gate      // MACP's
@@ -178,14 +184,15 @@ type Server struct {
 	a2a      *gate.Gate[a2a.Call]
 }
 
-// New builds the server; it starts no goroutines.
-func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
+// New builds the server over dec, the MACP decision (and dec's Enforcer,
+// which MCP's and A2A's decisions decide on too); it starts no goroutines.
+func New(cfg Config, dec *sessions.Decider, log *slog.Logger) (*Server, error) {
 	if cfg.PrincipalHeader == "" {
 		cfg.PrincipalHeader = DefaultPrincipalHeader
 	}
 	cfg.PrincipalHeader = strings.ToLower(cfg.PrincipalHeader)
 	if cfg.PassThrough == nil {
-		cfg.PassThrough = proxy.DefaultPassThrough
+		cfg.PassThrough = admission.DefaultPassThrough
 	}
 	if cfg.A2APath == "" {
 		cfg.A2APath = DefaultA2APath
@@ -218,9 +225,10 @@ func New(cfg Config, enf *proxy.Enforcer, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("extauthz.a2a_webhook_allow: %w", err)
 	}
 	allow.Only = cfg.A2AWebhookAllowOnly
-	methods := proxy.NewMethods(cfg.PassThrough)
-	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, webhooks: allow,
-		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), blind: admission.NewBlind(enf, cfg.MaxUnconfirmedStarts, log),
+	methods := admission.NewMethods(cfg.PassThrough)
+	enf := dec.Enforcer()
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, sessions: dec, tasks: tasks.New(enf), tenancy: tenancy.New(enf), log: log, webhooks: allow,
+		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), blind: admission.NewBlind(dec, cfg.MaxUnconfirmedStarts, log),
 		mcp: gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
 }
 
@@ -247,11 +255,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-const service = proxy.MACPService
+const service = admission.MACPService
 
 // Check decides one request as Envoy describes it. A request Warden cannot
 // make sense of is denied, never allowed. Which gRPC methods exist and how
-// each is treated comes from the table the sidecar uses too (proxy.Methods).
+// each is treated comes from the table the sidecar uses too (admission.Methods).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	h := req.GetAttributes().GetRequest().GetHttp()
 	ctx, f := s.enf.Begin(ctx, s.protocol(h), proxy.DoorExtAuthz, propagation.MapCarrier(h.GetHeaders()))
@@ -270,16 +278,16 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 
 // protocol is the protocol a request is decided as (the flight's label):
 // MACP for a gRPC request, else the HTTP protocol served, MACP when none is.
-func (s *Server) protocol(h *authv3.AttributeContext_HttpRequest) string {
+func (s *Server) protocol(h *authv3.AttributeContext_HttpRequest) *proxy.Protocol {
 	switch {
 	case h == nil || s.grpcRequest(h):
-		return "macp"
+		return admission.Requests()
 	case s.cfg.MCP:
-		return "mcp"
+		return s.mcp.Requests()
 	case s.cfg.A2A:
-		return "a2a"
+		return s.a2a.Requests()
 	}
-	return "macp"
+	return admission.Requests()
 }
 
 // check is Check in the request's flight.
@@ -320,7 +328,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
 
-	if a.Call == proxy.CallSend || a.Call == proxy.CallControl {
+	if a.Call == admission.CallSend || a.Call == admission.CallControl {
 		body, err := grpcMessage(h)
 		if err != nil {
 			// a framing error, as grpc-go answers one: INTERNAL, no MACP code
@@ -367,7 +375,7 @@ func (s *Server) grpcRequest(h *authv3.AttributeContext_HttpRequest) bool {
 	if strings.HasPrefix(p, strings.ToLower(service)) || strings.HasPrefix(p, "/macp.") {
 		return true
 	}
-	return s.methods.Lookup(h.GetPath()) != proxy.CallUnknown
+	return s.methods.Lookup(h.GetPath()) != admission.CallUnknown
 }
 
 // upstreamMD is the credential the runtime receives for p: the client's own

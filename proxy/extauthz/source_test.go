@@ -61,7 +61,7 @@ func TestCheckSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.cfg.Listen = "unused"
-			srv, err := New(tt.cfg, enf, nil)
+			srv, err := New(tt.cfg, macpOn(t, enf), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -145,7 +145,7 @@ func BenchmarkStartAtCap(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(Config{Listen: "unused"}, enf, nil)
+	srv, err := New(Config{Listen: "unused"}, macpOn(b, enf), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

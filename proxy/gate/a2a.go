@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -14,6 +15,16 @@ const (
 	OldCardPath = "/.well-known/agent.json"
 )
 
+// a2aRequests is A2A for the request metrics and spans (proxy.Flight): its
+// methods, and the GET of an agent card.
+var a2aRequests = func() *proxy.Protocol {
+	p := &proxy.Protocol{Name: "a2a", Methods: map[string]bool{"GET": true}}
+	for _, m := range a2a.Methods() {
+		p.Methods[m] = true
+	}
+	return p
+}()
+
 // A2A is the front door of A2A's JSON-RPC binding: the endpoint at path
 // (POST), the agent cards public, the HTTP+JSON binding's error shape for
 // every other path (the binding Warden does not serve), the body within
@@ -23,7 +34,7 @@ const (
 // specification's examples show (§9.5).
 func A2A(path string, maxBody int64, key string) Spec[a2a.Call] {
 	return Spec[a2a.Call]{
-		Protocol: "a2a", Endpoint: path, Public: []string{CardPath, OldCardPath}, REST: true, Methods: []string{http.MethodPost},
+		Protocol: "a2a", Requests: a2aRequests, Endpoint: path, Public: []string{CardPath, OldCardPath}, REST: true, Methods: []string{http.MethodPost},
 		MaxBody: maxBody, MaxBodyKey: key,
 		ParseStatus: http.StatusOK, EchoID: true,
 		Parse: func(b []byte) (a2a.Call, json.RawMessage, error) {

@@ -102,6 +102,9 @@ var (
 type Spec[C any] struct {
 	// Protocol names the decisions ("mcp", "a2a").
 	Protocol string
+	// Requests is the protocol as its requests are counted and traced
+	// (proxy.Enforcer.Begin): its method labels.
+	Requests *proxy.Protocol
 	// Endpoint is the JSON-RPC endpoint's path, compared byte for byte: an
 	// escape, a dot segment or a doubled slash is another path, which an
 	// upstream may route to another handler.
@@ -378,13 +381,16 @@ func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict,
 	return jsonrpcAnswer(status, id, rpc, v.Detail, d.ID)
 }
 
-// Serve serves a sidecar's request with h as one flight of protocol
-// (proxy.Enforcer.Begin): stamped with its source (Stamp), its server span
+// Requests is the gate's protocol as its requests are counted and traced.
+func (g *Gate[C]) Requests() *proxy.Protocol { return g.spec.Requests }
+
+// Serve serves a sidecar's request with h as one flight of the gate's
+// protocol (proxy.Enforcer.Begin): stamped with its source (Stamp), its server span
 // the child of the client's trace context, and counted when h returns by
 // the decisions made on it and its status (a server error, Warden's or the
 // upstream's, is an error). The one way both HTTP sidecars serve.
-func Serve(enf *proxy.Enforcer, protocol string, w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
-	ctx, f := enf.Begin(Stamp(w, r), protocol, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+func (g *Gate[C]) Serve(w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
+	ctx, f := g.enf.Begin(Stamp(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { f.End(sw.status >= 500) }()
 	h(sw, r.WithContext(ctx))

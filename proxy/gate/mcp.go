@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -27,6 +28,17 @@ type MCPConfig struct {
 	MaxBodyKey string
 }
 
+// mcpRequests is MCP for the request metrics and spans (proxy.Flight): its
+// methods, and the requests that carry no message (the GET stream, DELETE,
+// a client's JSON-RPC response).
+var mcpRequests = func() *proxy.Protocol {
+	p := &proxy.Protocol{Name: "mcp", Methods: map[string]bool{"GET": true, "DELETE": true, "response": true}}
+	for _, m := range mcp.Methods() {
+		p.Methods[m] = true
+	}
+	return p
+}()
+
 // MCP is the MCP Streamable HTTP front door: the endpoint at one path with
 // POST, GET and DELETE, Origin against the allowed hosts and origins,
 // routing headers given once, the challenge naming the protected-resource
@@ -34,7 +46,7 @@ type MCPConfig struct {
 // the SDKs': a parse error is HTTP 400 with a null id.
 func MCP(c MCPConfig) Spec[mcp.Call] {
 	s := Spec[mcp.Call]{
-		Protocol: "mcp", Endpoint: c.Path, Methods: []string{http.MethodPost, http.MethodGet, http.MethodDelete},
+		Protocol: "mcp", Requests: mcpRequests, Endpoint: c.Path, Methods: []string{http.MethodPost, http.MethodGet, http.MethodDelete},
 		Origin:           func(o string) bool { return mcp.OriginAllowed(o, c.Hosts, c.Origins) },
 		Routing:          repeatedHeader,
 		ResourceMetadata: c.Metadata,

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -101,10 +102,10 @@ func benchSidecar(b *testing.B, transport string) macpv1.MACPRuntimeServiceClien
 
 // devEnforcer is an Enforcer with the default policies and dev
 // authentication (the bearer is the principal).
-func devEnforcer(t testing.TB) *proxy.Enforcer { return devEnforcerWith(t, nil) }
+func devEnforcer(t testing.TB) *sessions.Decider { return devEnforcerWith(t, nil) }
 
 // devEnforcerWith is devEnforcer with rebuilder rb (nil: none).
-func devEnforcerWith(t testing.TB, rb proxy.Rebuilder) *proxy.Enforcer {
+func devEnforcerWith(t testing.TB, rb sessions.Rebuilder) *sessions.Decider {
 	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +114,15 @@ func devEnforcerWith(t testing.TB, rb proxy.Rebuilder) *proxy.Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine, Rebuilder: rb})
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return enf
+	dec, err := sessions.New(enf, sessions.Options{Rebuilder: rb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
 }
 
 // sendUpdate sends one TaskUpdate and checks that the runtime's own answer

@@ -128,7 +128,7 @@ func (s *Server) upstreamError(err error) error {
 // is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
 	s.countHandedOn(ctx)
-	ctx, f := s.enf.Begin(ctx, "macp", proxy.DoorSidecar, nil)
+	ctx, f := s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, nil)
 	defer func() { f.End(failedCall(err)) }()
 	a, md := s.admit(ctx, methodSend)
 	if a.Refusal != nil {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/extauthz"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 )
 
@@ -28,7 +28,7 @@ var doors = []string{TransportGRPC, TransportRelay, "extauthz"}
 type doorCall func(t *testing.T, header []hpack.HeaderField, body []byte) rawAnswer
 
 // openDoor serves door in front of the runtime at up, deciding with enf.
-func openDoor(t *testing.T, door string, enf *proxy.Enforcer, up string, maxMsg int) doorCall {
+func openDoor(t *testing.T, door string, enf *sessions.Decider, up string, maxMsg int) doorCall {
 	t.Helper()
 	if door != "extauthz" {
 		addr := serveSidecar(t, enf, Config{Upstream: up, Transport: door, MaxMessageBytes: maxMsg})

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 )
 
 // flightStream is a call's stream with its flight's context
@@ -23,7 +24,7 @@ func (s flightStream) Context() context.Context { return s.ctx }
 // Send (a registered unary method: send begins its own) is one flight,
 // whose server span is otelgrpc's.
 func (s *Server) inFlight(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	ctx, f := s.enf.Begin(ss.Context(), "macp", proxy.DoorSidecar, nil)
+	ctx, f := s.enf.Begin(ss.Context(), admission.Requests(), proxy.DoorSidecar, nil)
 	err := h(srv, flightStream{ServerStream: ss, ctx: ctx})
 	f.End(failedCall(err))
 	return err

@@ -167,7 +167,7 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
 	if _, ok := r.s.decidedHere(header); ok {
-		if r.s.methods.Lookup(headerValue(header, ":path")) == proxy.CallStream {
+		if r.s.methods.Lookup(headerValue(header, ":path")) == admission.CallStream {
 			return frames.Route{Handler: callHandler(r), Stream: true}
 		}
 		return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
@@ -177,7 +177,7 @@ func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.Conne
 	// request has body_timeout to end (a pass-through service's call may
 	// stream, as reflection does)
 	switch r.s.methods.Lookup(headerValue(header, ":path")) {
-	case proxy.CallStream, proxy.CallPassThrough:
+	case admission.CallStream, admission.CallPassThrough:
 	default:
 		rt.BodyTimeout = r.s.bodyTimeout
 	}
@@ -206,8 +206,8 @@ func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
 		}
 	}
 	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || s.watchCall(call) || call == proxy.CallStream ||
-		call == proxy.CallPassThrough && (path == healthCheck || path == healthWatch))
+	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || s.watchCall(call) || call == admission.CallStream ||
+		call == admission.CallPassThrough && (path == healthCheck || path == healthWatch))
 	return ct, ok
 }
 
@@ -236,7 +236,7 @@ type relayAdmitted struct {
 func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
 	md := incomingMD(header)
 	handoff{}.strip(md)
-	ctx, f := h.s.enf.Begin(ctx, "macp", proxy.DoorSidecar, h.s.traceFrom(md))
+	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
 	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: headerValue(header, ":path"), Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
@@ -273,7 +273,7 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
 	ct, _ := s.decidedHere(req.Header)
-	if adm.a.Call == proxy.CallStream { // never anonymous: the gate refuses it without credentials
+	if adm.a.Call == admission.CallStream { // never anonymous: the gate refuses it without credentials
 		return s.relaySession(ctx, req, ct, adm)
 	}
 	if req.Truncated {

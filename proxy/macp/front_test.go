@@ -391,7 +391,7 @@ func FuzzRelaySend(f *testing.F) {
 		msg, ok := grpcMessage(body)
 		var sr macpv1.SendRequest
 		// an envelope without a sender passes the sender binding
-		// (proxy/macp.go refuses only a sender that is not the caller)
+		// (proxy/macp/sessions refuses only a sender that is not the caller)
 		if !ok || proto.Unmarshal(msg, &sr) != nil || sr.GetEnvelope() == nil || (sr.GetEnvelope().GetSender() != "planner" && sr.GetEnvelope().GetSender() != "") {
 			t.Fatalf("%x reached the runtime", body)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
@@ -29,13 +30,17 @@ func FuzzSend(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: a, Policies: engine})
+	core, err := proxy.New(proxy.Config{Sessions: 64}, proxy.Options{Authenticator: a, Policies: engine})
+	if err != nil {
+		f.Fatal(err)
+	}
+	enf, err := sessions.New(core, sessions.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
 	sid := "6b1f0c9e-2d4a-4f6b-9c1e-3a5d7e9f1b2c"
 	start, _ := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"p", "w"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60000})
-	d, err := enf.Enforce(ctx, proxy.Request{Credentials: authn.Credentials{Bearer: "p"}, Envelope: &macpv1.Envelope{
+	d, err := enf.Enforce(ctx, sessions.Request{Credentials: authn.Credentials{Bearer: "p"}, Envelope: &macpv1.Envelope{
 		MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "SessionStart", MessageId: "s", SessionId: sid, Sender: "p", Payload: start}})
 	if err != nil || !d.Allow {
 		f.Fatalf("%v %+v", err, d)
@@ -64,7 +69,7 @@ func FuzzSend(f *testing.F) {
 		}
 		for _, env := range envs {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			d, err := enf.Enforce(ctx, proxy.Request{Credentials: authn.Credentials{Bearer: who}, Envelope: env})
+			d, err := enf.Enforce(ctx, sessions.Request{Credentials: authn.Credentials{Bearer: who}, Envelope: env})
 			cancel()
 			if err != nil {
 				t.Fatalf("could not decide %v: %v", env, err)
@@ -72,7 +77,7 @@ func FuzzSend(f *testing.F) {
 			if !d.Allow && d.Code == "" {
 				t.Fatalf("a refusal without a code: %+v", d)
 			}
-			_ = admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
+			_ = admission.Refused(d, sessions.Request{Envelope: env}).Ack(env)
 			d.Settle(false)
 		}
 	})

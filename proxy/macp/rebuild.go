@@ -205,7 +205,7 @@ func sessionMetadata(ctx context.Context, up grpc.ClientConnInterface, sessionID
 	return out.GetMetadata(), nil
 }
 
-// Policy fetches a registered policy from the runtime (proxy.PolicySource).
+// Policy fetches a registered policy from the runtime (sessions.PolicySource).
 func (r *Rebuilder) Policy(ctx context.Context, id string) (macp.PolicyDescriptor, bool, error) {
 	req, err := proto.Marshal(&macpv1.GetPolicyRequest{PolicyId: id})
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package macp is Warden's MACP transport adapter: a gRPC server that speaks
-// macp.v1.MACPRuntimeService, decides every session-scoped message with the
-// Enforcer and forwards what is allowed, byte for byte, to the upstream
+// macp.v1.MACPRuntimeService, decides every session-scoped message with
+// MACP's decision (proxy/macp/sessions) and forwards what is allowed, byte for byte, to the upstream
 // runtime. Methods it does not inspect pass through as raw frames, so newer
 // runtimes keep working.
 package macp
@@ -32,6 +32,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 )
 
 // Config is the MACP sidecar's configuration.
@@ -135,17 +136,20 @@ func (c Config) FrontDoor() string {
 // Server is the MACP sidecar.
 type Server struct {
 	cfg     Config
-	methods proxy.Methods
+	methods admission.Methods
 	tokens  authn.UpstreamTokens
 	enf     *proxy.Enforcer
-	log     *slog.Logger
-	tp      trace.TracerProvider
-	up      grpc.ClientConnInterface
-	streams *streamCaps
-	queued  *queueBudget  // what the relayed calls' clients have waiting
-	pages   handle.Sealer // ListSessions tokens (list.go)
-	srv     *grpc.Server
-	gate    *admission.Gate
+	// sessions is the MACP decision, on enf, shared with ext_authz when
+	// both run in one process.
+	sessions *sessions.Decider
+	log      *slog.Logger
+	tp       trace.TracerProvider
+	up       grpc.ClientConnInterface
+	streams  *streamCaps
+	queued   *queueBudget  // what the relayed calls' clients have waiting
+	pages    handle.Sealer // ListSessions tokens (list.go)
+	srv      *grpc.Server
+	gate     *admission.Gate
 	// conns is the front door's listener, set by Serve before serving: a
 	// call whose credential is accepted proves its client's connection
 	// (authn.Proven).
@@ -229,7 +233,7 @@ func (c Config) withDefaults() Config {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if c.PassThrough == nil {
-		c.PassThrough = proxy.DefaultPassThrough
+		c.PassThrough = admission.DefaultPassThrough
 	}
 	if c.CredentialCheck == 0 {
 		c.CredentialCheck = proxy.DefaultCredentialCheck
@@ -237,12 +241,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// New builds the sidecar; tp, when not nil, traces every call. It opens no
-// sockets and starts no goroutines; Run does.
-func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp trace.TracerProvider) (*Server, error) {
+// New builds the sidecar over dec, the MACP decision (and dec's
+// Enforcer); tp, when not nil, traces every call. It opens no sockets and
+// starts no goroutines; Run does.
+func New(cfg Config, dec *sessions.Decider, up *Upstream, log *slog.Logger, tp trace.TracerProvider) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	enf := dec.Enforcer()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -258,8 +264,8 @@ func New(cfg Config, enf *proxy.Enforcer, up *Upstream, log *slog.Logger, tp tra
 	if err != nil {
 		return nil, fmt.Errorf("macp list tokens: %w", err)
 	}
-	methods := proxy.NewMethods(cfg.PassThrough)
-	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
+	methods := admission.NewMethods(cfg.PassThrough)
+	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, sessions: dec, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
 		gate:   admission.New(methods, enf, cfg.PublicDiscovery, log),
 		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}, pages: pages,
 		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
@@ -353,7 +359,7 @@ type bodyTimerKey struct{}
 // when its timer fires before the handler read the message (bodyArrived).
 func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	switch s.methods.Lookup(info.FullMethodName) {
-	case proxy.CallSend, proxy.CallControl, proxy.CallGetSession, proxy.CallListSessions, proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+	case admission.CallSend, admission.CallControl, admission.CallGetSession, admission.CallListSessions, admission.CallRegisterPolicy, admission.CallUnregisterPolicy:
 	default:
 		return ctx, nil
 	}
@@ -375,7 +381,7 @@ var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did 
 
 // Full method names.
 const (
-	service      = proxy.MACPService
+	service      = admission.MACPService
 	methodSend   = service + "Send"
 	methodStream = service + "StreamSession"
 	methodGet    = service + "GetSession"
@@ -393,7 +399,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
 	}
-	if s.methods.Lookup(method) == proxy.CallSend { // Send is registered: this is another route to it
+	if s.methods.Lookup(method) == admission.CallSend { // Send is registered: this is another route to it
 		return refuse(ctx, s.gate.Unknown(ctx, method))
 	}
 	a, md := s.admit(ctx, method)
@@ -416,7 +422,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 		}
 		return ss.SendMsg(m)
 	}
-	if a.Call == proxy.CallStream {
+	if a.Call == admission.CallStream {
 		return s.streamSession(ss, p, a.Credentials, upctx)
 	}
 	return s.watch(ss, a, upctx) // the runtime's other streams, and any other call relayed as it is

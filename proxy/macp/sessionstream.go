@@ -13,6 +13,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -125,14 +126,14 @@ func (st *sessionStream) admit(f *frame) (settleNow *proxy.Decision, ok bool) {
 // stream, an allowed Progress is settled when forwarded and any other
 // allowed envelope is held until the runtime echoes it (or echoTimeout).
 func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.Decision, ok bool) {
-	d, err := st.s.enf.Enforce(st.ctx, proxy.Request{Principal: &st.p, Envelope: env})
+	d, err := st.s.sessions.Enforce(st.ctx, sessions.Request{Principal: &st.p, Envelope: env})
 	if err != nil {
 		st.s.log.Warn("could not decide a MACP stream message; refusing it", "err", err)
 		st.fail(rules.CodeInternal, "warden could not decide this message; retry", env.GetSessionId(), env.GetMessageId())
 		return nil, false
 	}
 	if !d.Allow {
-		a := admission.Refused(d, proxy.Request{Envelope: env}).Ack(env)
+		a := admission.Refused(d, sessions.Request{Envelope: env}).Ack(env)
 		st.out.send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Error{Error: a.GetError()}})
 		return nil, false
 	}
@@ -200,7 +201,7 @@ func (st *sessionStream) release(id string, accepted bool, forget bool) {
 		return
 	}
 	if forget {
-		st.s.enf.SettleForget(context.WithoutCancel(st.ctx), d)
+		st.s.sessions.SettleForget(context.WithoutCancel(st.ctx), d)
 	} else {
 		d.Settle(accepted)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/admission"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -70,7 +72,11 @@ func TestDoorSource(t *testing.T) {
 	for _, door := range doors {
 		t.Run(door, func(t *testing.T) {
 			obs := &observed{}
-			enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine, Observer: obs})
+			core, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine, Observer: obs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enf, err := sessions.New(core, sessions.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +90,7 @@ func TestDoorSource(t *testing.T) {
 				body                    []byte
 				allow                   bool
 			}{
-				{"unknown method", proxy.MACPService + "Nope", "rid-1", "Bearer planner", msg(&macpv1.GetSessionRequest{SessionId: sid}), false},
+				{"unknown method", admission.MACPService + "Nope", "rid-1", "Bearer planner", msg(&macpv1.GetSessionRequest{SessionId: sid}), false},
 				{"allowed Send, minted id", methodSend, "", "Bearer planner", framed(send, len(send), 0), true},
 				{"allowed CancelSession", service + "CancelSession", "rid-2", "Bearer planner", msg(&macpv1.CancelSessionRequest{SessionId: sid}), true},
 				{"outsider's SuspendSession", service + "SuspendSession", "rid-3", "Bearer mallory", msg(&macpv1.SuspendSessionRequest{SessionId: sid}), false},

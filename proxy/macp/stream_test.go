@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentwarden/warden/policies"
-	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/replay"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
@@ -60,7 +60,7 @@ func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSession
 
 // happyPath is the spec's task happy path stamped now, and an Enforcer with
 // the wall clock for it.
-func happyPath(t *testing.T) (*replay.Transcript, *proxy.Enforcer) {
+func happyPath(t *testing.T) (*replay.Transcript, *sessions.Decider) {
 	t.Helper()
 	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {

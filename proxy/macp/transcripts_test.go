@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -62,13 +63,13 @@ var transports = []string{TransportGRPC, TransportRelay}
 // startSidecar serves a Server for enf on a loopback port in front of
 // upstream, with the front door transport, until the test ends and returns
 // a client connection to it.
-func startSidecar(t testing.TB, enf *proxy.Enforcer, upstream, transport string) *grpc.ClientConn {
+func startSidecar(t testing.TB, enf *sessions.Decider, upstream, transport string) *grpc.ClientConn {
 	t.Helper()
 	return startSidecarWith(t, enf, Config{Upstream: upstream, Transport: transport})
 }
 
 // startSidecarWith is startSidecar with cfg (plaintext both ways).
-func startSidecarWith(t testing.TB, enf *proxy.Enforcer, cfg Config) *grpc.ClientConn {
+func startSidecarWith(t testing.TB, enf *sessions.Decider, cfg Config) *grpc.ClientConn {
 	t.Helper()
 	return startSidecarConn(t, serveSidecar(t, enf, cfg))
 }
@@ -87,14 +88,14 @@ func startSidecarConn(t testing.TB, addr string) *grpc.ClientConn {
 
 // serveSidecar serves a plaintext Server with cfg (plaintext both ways, on
 // a loopback port) until the test ends and returns its address.
-func serveSidecar(t testing.TB, enf *proxy.Enforcer, cfg Config) string {
+func serveSidecar(t testing.TB, enf *sessions.Decider, cfg Config) string {
 	t.Helper()
 	_, addr := serveSidecarServer(t, enf, cfg)
 	return addr
 }
 
 // serveSidecarServer is serveSidecar that returns the Server too.
-func serveSidecarServer(t testing.TB, enf *proxy.Enforcer, cfg Config) (*Server, string) {
+func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Server, string) {
 	t.Helper()
 	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)

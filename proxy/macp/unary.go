@@ -44,9 +44,9 @@ func (r refusal) GRPCStatus() *status.Status { return status.New(r.Status, r.Tex
 
 // decidedUnary reports whether the sidecar answers call itself with unary:
 // one request message, one answer.
-func decidedUnary(call proxy.Call) bool {
+func decidedUnary(call admission.Call) bool {
 	switch call {
-	case proxy.CallSend, proxy.CallControl, proxy.CallGetSession, proxy.CallListSessions, proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+	case admission.CallSend, admission.CallControl, admission.CallGetSession, admission.CallListSessions, admission.CallRegisterPolicy, admission.CallUnregisterPolicy:
 		return true
 	}
 	return false
@@ -59,24 +59,24 @@ func decidedUnary(call proxy.Call) bool {
 // Warden's own (a message, or an error: a refusal, or a status).
 func (s *Server) unary(ctx, upctx context.Context, a admission.Admission, msg []byte, fwd forward) (resp []byte, own proto.Message, err error) {
 	switch a.Call {
-	case proxy.CallSend, proxy.CallControl:
+	case admission.CallSend, admission.CallControl:
 		return s.decide(ctx, upctx, a, msg, fwd)
-	case proxy.CallGetSession:
+	case admission.CallGetSession:
 		resp, err := fwd()
 		return resp, nil, visibleSession(a.Principal, msg, resp, err)
-	case proxy.CallListSessions:
+	case admission.CallListSessions:
 		out, err := s.listOwn(upctx, a.Principal, msg)
 		if err != nil {
 			return nil, nil, err
 		}
 		return nil, out, nil
-	case proxy.CallRegisterPolicy, proxy.CallUnregisterPolicy:
+	case admission.CallRegisterPolicy, admission.CallUnregisterPolicy:
 		resp, err := fwd()
 		if err == nil {
 			s.observePolicy(a.Call, msg, resp)
 		}
 		return resp, nil, err
-	case proxy.CallAuthenticated, proxy.CallDiscovery: // forwarded as they are (on the relay; grpc-go relays them as streams)
+	case admission.CallAuthenticated, admission.CallDiscovery: // forwarded as they are (on the relay; grpc-go relays them as streams)
 		resp, err := fwd()
 		return resp, nil, err
 	}
@@ -92,14 +92,14 @@ func (s *Server) decide(ctx, upctx context.Context, a admission.Admission, msg [
 	if refused != nil {
 		return nil, nil, refusal{*refused}
 	}
-	r.Acked = a.Call == proxy.CallSend
-	d, err := s.enf.Enforce(upctx, r)
+	r.Acked = a.Call == admission.CallSend
+	d, err := s.sessions.Enforce(upctx, r)
 	if err != nil {
 		return nil, nil, s.undecided(ctx, err)
 	}
 	if !d.Allow {
 		rf := admission.Refused(d, r)
-		if a.Call == proxy.CallSend {
+		if a.Call == admission.CallSend {
 			return nil, &macpv1.SendResponse{Ack: rf.Ack(r.Envelope)}, nil
 		}
 		return nil, nil, refusal{rf}
@@ -132,7 +132,7 @@ func (s *Server) undecided(ctx context.Context, err error) error {
 // commits the state. When the answer shows Warden's state no longer follows
 // the runtime (it does not know the session, it applied a retransmission as
 // new, or the answer was lost), the session is forgotten, still held, and
-// rebuilt on its next message (proxy.Enforcer.SettleForget). A call that
+// rebuilt on its next message (sessions.Decider.SettleForget). A call that
 // never reached the runtime leaves the state as it was.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
 	var nr notReached
@@ -142,7 +142,7 @@ func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error)
 	case err != nil,
 		a.ok && d.Duplicate && !a.duplicate,
 		!a.ok && string(a.code) == string(rules.CodeSessionNotFound):
-		s.enf.SettleForget(context.WithoutCancel(ctx), d)
+		s.sessions.SettleForget(context.WithoutCancel(ctx), d)
 	default:
 		d.Settle(a.ok && !a.duplicate)
 	}
@@ -188,12 +188,12 @@ func noSession(msg []byte) error {
 // registered descriptor is recorded so sessions can bind it, over any copy
 // held (the runtime accepts an id it holds no policy under); an
 // unregistered policy is forgotten, so new sessions cannot bind it.
-func (s *Server) observePolicy(call proxy.Call, req, resp []byte) {
-	if call == proxy.CallUnregisterPolicy {
+func (s *Server) observePolicy(call admission.Call, req, resp []byte) {
+	if call == admission.CallUnregisterPolicy {
 		var in macpv1.UnregisterPolicyRequest
 		var out macpv1.UnregisterPolicyResponse
 		if proto.Unmarshal(req, &in) == nil && proto.Unmarshal(resp, &out) == nil && out.GetOk() {
-			s.enf.Policies().Remove(in.GetPolicyId())
+			s.sessions.Policies().Remove(in.GetPolicyId())
 		}
 		return
 	}
@@ -204,10 +204,10 @@ func (s *Server) observePolicy(call proxy.Call, req, resp []byte) {
 	}
 	d, err := macp.DescriptorOf(in.GetPolicyDescriptor())
 	if err != nil {
-		s.enf.Policies().Remove(d.PolicyID)
+		s.sessions.Policies().Remove(d.PolicyID)
 		s.log.Warn("registered policy has rules that are not a JSON object; sessions binding it will be refused", "policy_id", d.PolicyID, "err", err)
-	} else if err := s.enf.Policies().Replace(d); err != nil {
-		s.enf.Policies().Remove(d.PolicyID)
+	} else if err := s.sessions.Policies().Replace(d); err != nil {
+		s.sessions.Policies().Remove(d.PolicyID)
 		s.log.Warn("could not record a registered policy", "policy_id", d.PolicyID, "err", err)
 	}
 }

@@ -41,9 +41,9 @@ type serverStream interface {
 // runtime.
 func (s *Server) watch(ss serverStream, a admission.Admission, upctx context.Context) error {
 	switch {
-	case a.Call == proxy.CallWatchSessions:
+	case a.Call == admission.CallWatchSessions:
 		return s.watchSessions(ss, a.Principal, a.Credentials, upctx)
-	case a.Call == proxy.CallWatchSignals:
+	case a.Call == admission.CallWatchSignals:
 		return s.watchSignals(ss, a.Principal, a.Credentials, upctx)
 	}
 	upctx, release, err := s.hold(upctx, a.Principal, a.Credentials, false)
@@ -58,9 +58,9 @@ func (s *Server) watch(ss serverStream, a admission.Admission, upctx context.Con
 // message: WatchSessions and WatchSignals, filtered, and the streams of the
 // calls forwarded after authentication (WatchPolicies) or as discovery
 // (WatchModeRegistry, WatchRoots), relayed as they are.
-func (s *Server) watchCall(call proxy.Call) bool {
+func (s *Server) watchCall(call admission.Call) bool {
 	switch call {
-	case proxy.CallWatchSessions, proxy.CallWatchSignals, proxy.CallAuthenticated, proxy.CallDiscovery:
+	case admission.CallWatchSessions, admission.CallWatchSignals, admission.CallAuthenticated, admission.CallDiscovery:
 		return true
 	}
 	return false

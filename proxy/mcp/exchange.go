@@ -87,7 +87,7 @@ func (x *exchange) apply(facts ...owners.Fact) ([]string, error) {
 	if x.decision != nil {
 		return x.decision.Learn(x.ctx(), facts...)
 	}
-	return x.s.enforcer.Observe(x.ctx(), facts...)
+	return x.s.tasks.Observe(x.ctx(), facts...)
 }
 
 // ctx is the context of Warden's reads and writes of the owner table for

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -58,7 +58,7 @@ func exchangeFor(t *testing.T, s *Server, principal, body string) *exchange {
 	x := &exchange{s: s, principal: principal, call: c}
 	if c.Kind == mcp.KindRequest {
 		// The request's decision, which learns what its answer says.
-		d, err := s.enforcer.EnforceTask(t.Context(), proxy.TaskRequest{Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)}, Call: c})
+		d, err := s.tasks.Enforce(t.Context(), tasks.Request{Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)}, Call: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestFromUpstreamLearns(t *testing.T) {
 		if _, keep := x.fromUpstream([]byte(`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"st-1","status":"paused"}}`)); keep {
 			t.Fatal("kept")
 		}
-		d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
+		d, err := tasks.New(e).Enforce(context.Background(), tasks.Request{
 			Principal: authn.Principal{ID: alice}, TaskID: "st-1", Owner: true,
 			Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodPause, HasTaskID: true, TaskID: "h"},
 		})
@@ -344,7 +344,7 @@ func TestStatusSources(t *testing.T) {
 					x.fromUpstreamDecoded(data)
 				}
 				// resume is allowed from paused only.
-				d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{
+				d, err := tasks.New(e).Enforce(context.Background(), tasks.Request{
 					Principal: authn.Principal{ID: alice}, TaskID: id, Owner: true,
 					Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodResume, HasTaskID: true, TaskID: "h"},
 				})
@@ -368,7 +368,7 @@ func TestFromUpstreamSettles(t *testing.T) {
 	steer := func(id string) *exchange {
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/steer","params":{"taskId":"h","message":"m"}}`
 		x := exchangeFor(t, s, alice, body)
-		d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{Principal: authn.Principal{ID: alice}, Call: x.call, TaskID: "t-a", Owner: true, Limits: limits})
+		d, err := tasks.New(e).Enforce(context.Background(), tasks.Request{Principal: authn.Principal{ID: alice}, Call: x.call, TaskID: "t-a", Owner: true, Limits: limits})
 		if err != nil {
 			t.Fatal(err)
 		}

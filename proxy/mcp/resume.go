@@ -113,5 +113,5 @@ func (x *exchange) resume(plain, method string) {
 	x.taskID, x.resumed = p.taskID, true
 	// Its answer is learned as the request's: a task it created is the
 	// caller's.
-	x.decision = x.s.enforcer.Resumed("mcp", x.principal, p.method)
+	x.decision = x.s.tasks.Resumed(x.principal, p.method)
 }

@@ -57,6 +57,7 @@ import (
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -153,6 +154,7 @@ func defaultHosts(listen string) []string {
 type Server struct {
 	cfg      Config
 	enforcer *proxy.Enforcer
+	tasks    *tasks.Decider // the MCP decision, on enforcer
 	upstream *url.URL
 	client   *http.Client
 	handles  handles
@@ -193,7 +195,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, upstream: u, client: client, handles: h, log: log, tools: tools,
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, handles: h, log: log, tools: tools,
 		streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
@@ -208,7 +210,7 @@ func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout 
 
 // ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	gate.Serve(s.enforcer, "mcp", w, r, s.serve)
+	s.gate.Serve(w, r, s.serve)
 }
 
 // serve is one request, stamped and in its flight (gate.Serve).
@@ -360,7 +362,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	if call.Kind != mcp.KindResponse || !refused.OK() {
 		h := mcp.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
-		req := proxy.TaskRequest{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
+		req := tasks.Request{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
 		req.Refused = mcp.CheckHeaders(call, h)
 		if req.Refused.OK() && !refused.OK() && !(why == refuseTask && mcp.TaskMethod(call.Method)) {
 			req.Refused = refused
@@ -380,7 +382,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			if h.HasName && req.Owner {
 				name = owner
 			}
-			req.Status = func(ctx context.Context) (proxy.TaskView, error) {
+			req.Status = func(ctx context.Context) (tasks.View, error) {
 				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
 			}
 		}
@@ -398,7 +400,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		// that names a task or cursor not the caller's, is refused; the
 		// others that name a task or a tool are decided.
 		if decides(call) || !req.Refused.OK() {
-			d, err := s.enforcer.EnforceTask(r.Context(), req)
+			d, err := s.tasks.Enforce(r.Context(), req)
 			if err != nil {
 				s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
 				return

@@ -13,11 +13,12 @@ import (
 	"testing"
 
 	"fmt"
+	"io"
+	"time"
+
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/mcp"
-	"io"
-	"time"
 )
 
 const (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -172,7 +173,7 @@ func TestImplicitTaskNotGuessed(t *testing.T) {
 // taskCreated records that the answer to owner's own tools/call created
 // task id, as the answer filter does through the call's decision.
 func taskCreated(e *proxy.Enforcer, id, owner, status string) {
-	d, err := e.EnforceTask(context.Background(), proxy.TaskRequest{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)},
+	d, err := tasks.New(e).Enforce(context.Background(), tasks.Request{Principal: authn.Principal{ID: owner, Method: string(authn.MethodDev)},
 		Call: mcp.Call{Kind: mcp.KindRequest, ID: []byte(`1`), Method: mcp.MethodToolsCall}})
 	if err != nil {
 		panic(err)
@@ -183,7 +184,7 @@ func taskCreated(e *proxy.Enforcer, id, owner, status string) {
 
 // taskObserved records a status an answer reported for task id.
 func taskObserved(e *proxy.Enforcer, id, status string) {
-	_, _ = e.Observe(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
+	_, _ = tasks.New(e).Observe(context.Background(), owners.Fact{Key: owners.Key{Kind: owners.MCPTask, ID: id}, Status: status})
 }
 
 // taskOwner returns whose task id is, and whether Warden knows (a store

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -88,12 +88,12 @@ func metaOf(params json.RawMessage) json.RawMessage {
 
 // readStatus asks the upstream for a task's status and lastUpdatedAt
 // (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (proxy.TaskView, error) {
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (tasks.View, error) {
 	res, err := s.call(ctx, r, strip, sid, callerParams, mcp.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
-		return proxy.TaskView{}, err
+		return tasks.View{}, err
 	}
-	var v proxy.TaskView
+	var v tasks.View
 	v.Status, _ = res["status"].(string)
 	v.Updated, _ = res["lastUpdatedAt"].(string)
 	return v, nil

@@ -27,7 +27,7 @@ if v == ARGV[1] then return {v} end
 return {v, redis.call('HGET', KEYS[1], 'd')}`)
 
 // Load returns the session's encoded state and version when its version is
-// not have (proxy.SessionStore); changed is false when it is. One round
+// not have (sessions.Store); changed is false when it is. One round
 // trip, which reads the state only when it changed.
 func (r *Redis) Load(ctx context.Context, id, have string) ([]byte, string, bool, error) {
 	v, err := r.run(ctx, load, "load session", []string{r.sessionKey(id)}, have)
@@ -64,7 +64,7 @@ redis.call('PEXPIREAT', KEYS[1], ARGV[4])
 return {1}`)
 
 // Commit stores data as the session's state when its version is still have
-// ("" for none) and returns the new version (proxy.SessionStore). When
+// ("" for none) and returns the new version (sessions.Store). When
 // another replica committed first, ok is false and version and current are
 // the store's, so that the caller decides again without reading them. The
 // entry expires TTL after expireAt.

@@ -32,6 +32,7 @@ import (
 	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -110,8 +111,12 @@ func Record(ctx context.Context, engine *policies.Engine, file string) (Stream, 
 	if err != nil {
 		return Stream{}, err
 	}
-	enf, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
+	core, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
 		Now: func() time.Time { return clock }, Observer: dl, RecordInputs: true})
+	if err != nil {
+		return Stream{}, err
+	}
+	enf, err := sessions.New(core, sessions.Options{})
 	if err != nil {
 		return Stream{}, err
 	}
@@ -237,7 +242,11 @@ func Run(ctx context.Context, opts Options, streams []Stream) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	enf, err := proxy.New(opts.Enforcer, proxy.Options{Authenticator: auth, Policies: opts.Candidate, Now: func() time.Time { return clock }})
+	core, err := proxy.New(opts.Enforcer, proxy.Options{Authenticator: auth, Policies: opts.Candidate, Now: func() time.Time { return clock }})
+	if err != nil {
+		return nil, err
+	}
+	enf, err := sessions.New(core, sessions.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -343,9 +352,9 @@ func ruleOf(o Outcome) string {
 // decideMACP decides e's message through enf and settles it as the runtime
 // did: committed when it was originally allowed, under the default policies
 // alone when the candidate refuses it.
-func decideMACP(ctx context.Context, enf *proxy.Enforcer, auth *authn.Authenticator, opts Options, e Entry, accepted bool, notes *[]string) (Outcome, error) {
+func decideMACP(ctx context.Context, enf *sessions.Decider, auth *authn.Authenticator, opts Options, e Entry, accepted bool, notes *[]string) (Outcome, error) {
 	in := e.Record.Input
-	req := proxy.Request{Principal: &authn.Principal{ID: in.Principal, Method: in.Via, Claims: in.Claims}}
+	req := sessions.Request{Principal: &authn.Principal{ID: in.Principal, Method: in.Via, Claims: in.Claims}}
 	if len(in.Envelope) == 0 {
 		req.Op, req.SessionID = in.Type, in.SessionID
 	} else {
@@ -366,8 +375,8 @@ func decideMACP(ctx context.Context, enf *proxy.Enforcer, auth *authn.Authentica
 	d.Settle(false)
 	// The runtime accepted what the candidate refuses: commit it as the
 	// runtime saw it, decided under the default policies alone.
-	enf.Swap(auth, opts.Base)
-	defer enf.Swap(auth, opts.Candidate)
+	enf.Enforcer().Swap(auth, opts.Base)
+	defer enf.Enforcer().Swap(auth, opts.Candidate)
 	b, err := enf.Enforce(ctx, req)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%s: decision %s: could not decide: %w", e.Source, e.Record.DecisionID, err)

@@ -16,6 +16,8 @@ import (
 	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/replay"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -40,8 +42,12 @@ func record(t *testing.T, engine *policies.Engine, files []string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
+	core, err := proxy.New(proxy.Config{PipelineDepth: proxy.DefaultPipelineDepth}, proxy.Options{Authenticator: auth, Policies: engine,
 		Now: func() time.Time { return clock }, Observer: dl, RecordInputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf, err := sessions.New(core, sessions.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,12 +278,12 @@ func TestWhatIfA2A(t *testing.T) {
 	// The answer to alice's earlier message created t-alice (learned as
 	// that request's decision would; not a decision of its own).
 	created := owners.Fact{Key: owners.Key{Kind: owners.A2ATask, ID: "t-alice"}, Created: true, Status: "TASK_STATE_WORKING"}
-	if _, err := enf.Resumed("a2a", "agent://alice", a2a.MethodSend).Learn(ctx, created); err != nil {
+	if _, err := tenancy.New(enf).Resumed("agent://alice", a2a.MethodSend).Learn(ctx, created); err != nil {
 		t.Fatal(err)
 	}
 	alice, bob := authn.Principal{ID: "agent://alice", Method: "dev"}, authn.Principal{ID: "agent://bob", Method: "dev"}
 	var want []string
-	for _, req := range []proxy.A2ARequest{
+	for _, req := range []tenancy.Request{
 		{Principal: alice, Method: a2a.MethodSend, New: true},
 		{Principal: bob, Method: a2a.MethodSend, New: true},
 		{Principal: alice, Method: a2a.MethodGetTask, TaskID: "t-alice", Owner: true},
@@ -286,7 +292,7 @@ func TestWhatIfA2A(t *testing.T) {
 		{Principal: alice, Method: a2a.MethodMessageContinue, TaskID: "t-alice", Owner: true},
 		{Principal: bob, Method: a2a.MethodSend, New: true},
 	} {
-		d, err := enf.EnforceA2A(ctx, req)
+		d, err := tenancy.New(enf).Enforce(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	"github.com/agentwarden/warden/wire/strictpb"
@@ -26,7 +27,7 @@ import (
 
 // Gate admits the MACP calls of one listener.
 type Gate struct {
-	methods         proxy.Methods
+	methods         Methods
 	enf             *proxy.Enforcer
 	publicDiscovery bool
 	log             *slog.Logger
@@ -34,7 +35,7 @@ type Gate struct {
 
 // New builds the gate: methods is the listener's method table; with
 // publicDiscovery the discovery calls are admitted without credentials.
-func New(methods proxy.Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.Logger) *Gate {
+func New(methods Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.Logger) *Gate {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -58,7 +59,7 @@ type Headers struct {
 // Admission is a call admitted, or refused, on its header list.
 type Admission struct {
 	// Call is the method's kind in the listener's table.
-	Call proxy.Call
+	Call Call
 	// Method is the call's path; Op its method name ("CancelSession").
 	Method, Op string
 	// Anonymous is set for a call forwarded without credentials (a
@@ -98,19 +99,19 @@ type Refusal struct {
 // them are; UNAUTHENTICATED when they fail, or in dry run the call admitted
 // as the anonymous principal, the would-be refusal recorded).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
-	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, proxy.MACPService)}
+	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
 	a.Source = source(ctx, h)
 	ctx = proxy.WithSource(ctx, a.Source)
 	proxy.FlightOf(ctx).SetMethod(h.Method)
 	switch a.Call {
-	case proxy.CallUnknown:
+	case CallUnknown:
 		r := g.Unknown(ctx, h.Method)
 		a.Refusal = &r
 		return a
-	case proxy.CallPassThrough:
+	case CallPassThrough:
 		a.Anonymous = true
 		return a
-	case proxy.CallDiscovery:
+	case CallDiscovery:
 		if g.publicDiscovery {
 			a.Anonymous = true
 			g.enf.Admitted(ctx, "macp", "", a.Op)
@@ -138,7 +139,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		}
 		r := decided(d)
 		a.Refusal = &r
-	case a.Call == proxy.CallDiscovery:
+	case a.Call == CallDiscovery:
 		g.enf.Admitted(ctx, "macp", a.Principal.ID, a.Op)
 	}
 	if a.Refusal == nil {
@@ -196,31 +197,31 @@ func GRPCContentType(ct string) bool {
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
 // message protobuf-go and prost would read differently is refused).
-func (g *Gate) Request(a Admission, msg []byte) (proxy.Request, *Refusal) {
+func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
 	p := a.Principal
 	switch a.Call {
-	case proxy.CallSend:
+	case CallSend:
 		var sr macpv1.SendRequest
 		err := strictpb.Unmarshal(msg, &sr)
 		if err == nil && sr.GetEnvelope() == nil {
 			err = errors.New("no envelope")
 		}
 		if err != nil {
-			return proxy.Request{}, invalid("SendRequest does not decode or carries no envelope: " + err.Error())
+			return sessions.Request{}, invalid("SendRequest does not decode or carries no envelope: " + err.Error())
 		}
-		return proxy.Request{Principal: &p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
-	case proxy.CallControl:
+		return sessions.Request{Principal: &p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
+	case CallControl:
 		var cr macpv1.CancelSessionRequest // the three requests are {session_id, reason}
 		err := strictpb.Unmarshal(msg, &cr)
 		if err == nil && cr.GetSessionId() == "" {
 			err = errors.New("no session_id")
 		}
 		if err != nil {
-			return proxy.Request{}, invalid(a.Op + " request does not decode or names no session: " + err.Error())
+			return sessions.Request{}, invalid(a.Op + " request does not decode or names no session: " + err.Error())
 		}
-		return proxy.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId(), Source: a.Source}, nil
+		return sessions.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId(), Source: a.Source}, nil
 	}
-	return proxy.Request{}, invalid(a.Op + " is not decided on its message")
+	return sessions.Request{}, invalid(a.Op + " is not decided on its message")
 }
 
 func invalid(msg string) *Refusal {
@@ -233,7 +234,7 @@ func invalid(msg string) *Refusal {
 // a session that does not exist, word for word and with no decision id, so
 // that nothing tells the two apart: SESSION_NOT_FOUND, "UnknownSession" in
 // a Send's Ack, NOT_FOUND "Session '<id>' not found" for a control call.
-func Refused(d proxy.Decision, r proxy.Request) Refusal {
+func Refused(d proxy.Decision, r sessions.Request) Refusal {
 	if d.Code == rules.CodeSessionNotFound {
 		return unknownSession(r)
 	}
@@ -241,7 +242,7 @@ func Refused(d proxy.Decision, r proxy.Request) Refusal {
 }
 
 // unknownSession is the runtime's answer for a session it does not hold.
-func unknownSession(r proxy.Request) Refusal {
+func unknownSession(r sessions.Request) Refusal {
 	if r.Op != "" {
 		return NoSession(r.SessionID)
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -20,33 +21,34 @@ import (
 // here (the unconfirmed starts of a principal), and a call the door passes
 // undecided that changes what Warden holds is noted (Passed).
 type Blind struct {
-	enf    *proxy.Enforcer
-	log    *slog.Logger
-	starts *starts
+	enf      *proxy.Enforcer
+	sessions *sessions.Decider // the MACP decision, on enf
+	log      *slog.Logger
+	starts   *starts
 }
 
 // NewBlind returns the decisions of a blind door: maxStarts bounds the
 // sessions one principal may have started through it that have not ended
 // (0: DefaultMaxUnconfirmedStarts). It starts no goroutines.
-func NewBlind(enf *proxy.Enforcer, maxStarts int, log *slog.Logger) *Blind {
+func NewBlind(dec *sessions.Decider, maxStarts int, log *slog.Logger) *Blind {
 	if maxStarts == 0 {
 		maxStarts = DefaultMaxUnconfirmedStarts
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Blind{enf: enf, log: log, starts: newStarts(maxStarts)}
+	return &Blind{enf: dec.Enforcer(), sessions: dec, log: log, starts: newStarts(maxStarts)}
 }
 
 // Decide decides r, a Send or a control call the gate admitted (Request),
 // and commits it on allow: it returns the decision's id, or the refusal.
-func (b *Blind) Decide(ctx context.Context, call proxy.Call, r proxy.Request) (string, *Refusal) {
-	if call == proxy.CallSend {
+func (b *Blind) Decide(ctx context.Context, call Call, r sessions.Request) (string, *Refusal) {
+	if call == CallSend {
 		return b.send(ctx, r)
 	}
 	id, refused := b.decide(ctx, r)
-	if refused == nil && !b.enf.SharesSessions() {
-		b.starts.decided(r.SessionID, time.Now().UnixMilli(), b.enf.Ended)
+	if refused == nil && !b.sessions.SharesSessions() {
+		b.starts.decided(r.SessionID, time.Now().UnixMilli(), b.sessions.Ended)
 	}
 	return id, refused
 }
@@ -56,19 +58,19 @@ func (b *Blind) Decide(ctx context.Context, call proxy.Call, r proxy.Request) (s
 // UnregisterPolicy drops the copy of the policy held (whether the runtime
 // accepts it is not seen), so that the next SessionStart binding the id
 // reads the runtime's; one whose body cannot be read drops nothing.
-func (b *Blind) Passed(call proxy.Call, body func() ([]byte, error)) {
-	if call != proxy.CallRegisterPolicy && call != proxy.CallUnregisterPolicy {
+func (b *Blind) Passed(call Call, body func() ([]byte, error)) {
+	if call != CallRegisterPolicy && call != CallUnregisterPolicy {
 		return
 	}
 	if msg, err := body(); err == nil {
-		b.enf.Policies().Remove(policyID(call, msg))
+		b.sessions.Policies().Remove(policyID(call, msg))
 	}
 }
 
 // policyID is the policy a RegisterPolicy or UnregisterPolicy request names
 // ("" when it does not decode).
-func policyID(call proxy.Call, body []byte) string {
-	if call == proxy.CallRegisterPolicy {
+func policyID(call Call, body []byte) string {
+	if call == CallRegisterPolicy {
 		var r macpv1.RegisterPolicyRequest
 		_ = proto.Unmarshal(body, &r)
 		return r.GetPolicyDescriptor().GetPolicyId()
@@ -80,8 +82,8 @@ func policyID(call proxy.Call, body []byte) string {
 
 // decide runs the Enforcer and commits on allow: the runtime's reply is
 // invisible here.
-func (b *Blind) decide(ctx context.Context, r proxy.Request) (string, *Refusal) {
-	d, err := b.enf.Enforce(ctx, r)
+func (b *Blind) decide(ctx context.Context, r sessions.Request) (string, *Refusal) {
+	d, err := b.sessions.Enforce(ctx, r)
 	if err != nil {
 		// Could not decide: refuse, retryable; the detail goes to the log.
 		b.log.Warn("could not decide a MACP request; refusing it", "err", err, r.Source.Attr())
@@ -102,14 +104,14 @@ func (b *Blind) decide(ctx context.Context, r proxy.Request) (string, *Refusal) 
 // cap, has its sessions looked up. Replicas sharing the sessions in a store
 // do not count: the table is only the store's cache, and a session's later
 // messages go to other replicas.
-func (b *Blind) send(ctx context.Context, r proxy.Request) (string, *Refusal) {
-	if b.enf.SharesSessions() {
+func (b *Blind) send(ctx context.Context, r sessions.Request) (string, *Refusal) {
+	if b.sessions.SharesSessions() {
 		return b.decide(ctx, r)
 	}
 	env, p := r.Envelope, r.Principal
 	now := time.Now().UnixMilli()
 	start := env.GetMessageType() == macp.TypeSessionStart
-	if start && !b.enf.DryRun() && b.starts.full(p.ID, now, b.enf.Ended) {
+	if start && !b.enf.DryRun() && b.starts.full(p.ID, now, b.sessions.Ended) {
 		d := b.enf.Refuse(ctx, "macp", p.ID, macp.TypeSessionStart, rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull,
 			Detail: "too many sessions started that have not ended yet; end some first, or retry later"})
 		refused := Refused(d, r)
@@ -124,7 +126,7 @@ func (b *Blind) send(ctx context.Context, r proxy.Request) (string, *Refusal) {
 		_ = proto.Unmarshal(env.GetPayload(), &sp) // the rules decoded it already
 		b.starts.started(p.ID, env.GetSessionId(), deadline(now, sp.GetTtlMs()))
 	} else {
-		b.starts.decided(env.GetSessionId(), now, b.enf.Ended)
+		b.starts.decided(env.GetSessionId(), now, b.sessions.Ended)
 	}
 	return id, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/macp/sessions"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -35,7 +36,7 @@ func (o *decisions) take() []proxy.Decision {
 	return ds
 }
 
-func testGate(t *testing.T, public bool) (*Gate, *decisions) {
+func testGate(t *testing.T, public bool) (*Gate, *decisions, *sessions.Decider) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	if err := os.WriteFile(path, []byte(`[{"token":"tok-planner","sender":"agent://planner"}]`), 0o600); err != nil {
@@ -54,18 +55,22 @@ func testGate(t *testing.T, public bool) (*Gate, *decisions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(proxy.NewMethods(nil), e, public, nil), obs
+	dec, err := sessions.New(e, sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(NewMethods(nil), e, public, nil), obs, dec
 }
 
 // TestAdmissionSource: MACP's admission gives every decision about a call
 // (a refusal at the door, an allowed discovery call, and the Send decided
-// after it through the proxy.Request it builds) the client's address, the
+// after it through the sessions.Request it builds) the client's address, the
 // call's x-request-id (or a minted one), POST and the method path; under
 // ext_authz the source the context carries wins. Before, none had any, and
 // an allowed discovery call left no decision at all.
 func TestAdmissionSource(t *testing.T) {
 	const client = "198.51.100.9:5555"
-	send, initialize := proxy.MACPService+"Send", proxy.MACPService+"Initialize"
+	send, initialize := MACPService+"Send", MACPService+"Initialize"
 	tests := []struct {
 		name    string
 		public  bool
@@ -84,7 +89,7 @@ func TestAdmissionSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, obs := testGate(t, tt.public)
+			g, obs, _ := testGate(t, tt.public)
 			hdr := map[string][]string{}
 			if tt.token != "" {
 				hdr["authorization"] = []string{"Bearer " + tt.token}
@@ -118,7 +123,7 @@ func TestAdmissionSource(t *testing.T) {
 		})
 	}
 	t.Run("send decided on the admission's source", func(t *testing.T) {
-		g, _ := testGate(t, false)
+		g, _, dec := testGate(t, false)
 		hdr := map[string][]string{"authorization": {"Bearer tok-planner"}, "x-request-id": {"r9"}}
 		a := g.Admit(context.Background(), Headers{Method: send, Get: func(k string) []string { return hdr[k] }, Client: client})
 		if a.Refusal != nil {
@@ -129,7 +134,7 @@ func TestAdmissionSource(t *testing.T) {
 		if refused != nil {
 			t.Fatal(refused.Text)
 		}
-		d, err := g.enf.Enforce(context.Background(), r)
+		d, err := dec.Enforce(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func newStarts(max int) *starts {
 }
 
 // endedFunc reports whether the session table holds a session (held) and
-// whether it ended there (proxy.Enforcer.Ended).
+// whether it ended there (sessions.Decider.Ended).
 type endedFunc func(sid string, now int64) (ended, held bool)
 
 // full reports whether p holds as many started sessions as it may at now,

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -38,15 +39,15 @@ deny contains {"code": "FORBIDDEN", "reason": "operator_policy", "msg": "worker 
 	progress := env(sessionID(80), worker, macp.TypeProgress, "prog", mustMarshal(t, &macpv1.ProgressPayload{Message: "working"}))
 	for _, tc := range []struct {
 		name   string
-		before func(*testing.T, *Enforcer) // after the first sending
+		before func(*testing.T, *Decider) // after the first sending
 		resend *macpv1.Envelope
 		allow  bool
 		code   rules.Code
 	}{
-		{"retransmission", func(*testing.T, *Enforcer) {}, accept, true, rules.CodeOK},
-		{"retransmission after an operator rule denies the sender", func(t *testing.T, e *Enforcer) { e.Swap(devAuth(t), withOperator) }, accept, false, rules.CodeForbidden},
-		{"Progress resent while open", func(*testing.T, *Enforcer) {}, progress, true, rules.CodeOK},
-		{"Progress resent after cancellation", func(t *testing.T, e *Enforcer) {
+		{"retransmission", func(*testing.T, *Decider) {}, accept, true, rules.CodeOK},
+		{"retransmission after an operator rule denies the sender", func(t *testing.T, e *Decider) { e.e.Swap(devAuth(t), withOperator) }, accept, false, rules.CodeForbidden},
+		{"Progress resent while open", func(*testing.T, *Decider) {}, progress, true, rules.CodeOK},
+		{"Progress resent after cancellation", func(t *testing.T, e *Decider) {
 			d, err := e.Enforce(ctx, Request{Credentials: authn.Credentials{Bearer: planner}, Op: macp.OpCancel, SessionID: sessionID(80)})
 			if err != nil || !d.Allow {
 				t.Fatalf("cancel: %v %+v", err, d)
@@ -55,7 +56,7 @@ deny contains {"code": "FORBIDDEN", "reason": "operator_policy", "msg": "worker 
 		}, progress, false, rules.CodeSessionNotOpen},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := newEnforcer(t, Config{}, nil)
+			e, _ := newEnforcer(t, proxy.Config{}, nil)
 			startTask(t, e, sessionID(80), true)
 			for i := range 2 {
 				if i == 1 {

@@ -1,10 +1,11 @@
-package proxy
+package sessions
 
 import (
 	"context"
 	"errors"
 	"testing"
 
+	"github.com/agentwarden/warden/proxy"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 
 	"github.com/agentwarden/warden/rules"
@@ -40,7 +41,7 @@ func (u *upstreamSessions) Exists(_ context.Context, id string) (bool, error) {
 // initiator.
 func TestStartOnSessionUpstreamHolds(t *testing.T) {
 	sid := sessionID(70)
-	origin, _ := newEnforcer(t, Config{}, nil)
+	origin, _ := newEnforcer(t, proxy.Config{}, nil)
 	startTask(t, origin, sid, false)
 	held, err := origin.Session(context.Background(), sid)
 	if err != nil || held == nil {
@@ -71,7 +72,7 @@ func TestStartOnSessionUpstreamHolds(t *testing.T) {
 		{"acked by the upstream", &upstreamSessions{err: errors.New("not to be asked")}, start(mallory, "evil"), true, rules.CodeOK, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := newEnforcer(t, Config{}, tc.upstream)
+			e, _ := newEnforcer(t, proxy.Config{}, tc.upstream)
 			r := req(tc.msg)
 			r.Acked = tc.acked
 			d, err := e.Enforce(context.Background(), r)

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // changingSource is an upstream whose policy.review a test replaces or
-// unregisters, unseen by the Enforcer (through another replica).
+// unregisters, unseen by the Decider (through another replica).
 type changingSource struct {
 	mu      sync.Mutex
 	d       *macp.PolicyDescriptor
@@ -39,7 +40,7 @@ func (s *changingSource) set(d *macp.PolicyDescriptor) { s.mu.Lock(); s.d = d; s
 func TestFetchedPolicyAges(t *testing.T) {
 	src := &changingSource{}
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t), PolicySource: src, Now: c.now})
+	e, err := build(proxy.Config{}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: c.now}, Options{PolicySource: src})
 	if err != nil {
 		t.Fatal(err)
 	}

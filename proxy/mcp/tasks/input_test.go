@@ -1,15 +1,14 @@
-package proxy
+package tasks
 
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -27,12 +26,12 @@ import rego.v1
 deny contains {"code": "FORBIDDEN", "msg": "no secrets"} if startswith(input.mcp.uri, "file:///secrets/")
 deny contains {"code": "FORBIDDEN", "msg": "no such prompt for you"} if input.mcp.prompt == "admin"
 `)
-	eng, err := policies.New(ctx, policies.Config{Files: []string{"../deploy/policies/mcp-tools.rego", "../deploy/policies/mcp-arguments.rego", uri}})
+	eng, err := policies.New(ctx, policies.Config{Files: []string{"../../../deploy/policies/mcp-tools.rego", "../../../deploy/policies/mcp-arguments.rego", uri}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := newEnforcer(t, Config{}, nil)
-	e.Swap(devAuth(t), eng)
+	e := newDecider(t, proxy.Config{})
+	e.e.Swap(devAuth(t), eng)
 
 	deep := strings.Repeat(`{"a":`, mcp.MaxArgumentDepth+1) + `1` + strings.Repeat(`}`, mcp.MaxArgumentDepth+1)
 	big := `{"s":"` + strings.Repeat("x", mcp.MaxArgumentBytes) + `"}`
@@ -66,7 +65,7 @@ deny contains {"code": "FORBIDDEN", "msg": "no such prompt for you"} if input.mc
 			if !mcp.Decided(c.Method) {
 				t.Fatalf("%s is not decided: the operator policy never sees it", c.Method)
 			}
-			d := enforceTask(t, e, TaskRequest{Principal: authn.Principal{ID: tc.principal, Method: "dev"}, Call: c})
+			d := enforceTask(t, e, Request{Principal: authn.Principal{ID: tc.principal, Method: "dev"}, Call: c})
 			d.Settle(d.Allow)
 			if d.Allow != (tc.reason == "") || (!d.Allow && d.Reason != tc.reason) || !strings.Contains(d.Message, tc.detail) {
 				t.Fatalf("allow=%v reason=%q detail=%q, want reason %q detail %q", d.Allow, d.Reason, d.Message, tc.reason, tc.detail)
@@ -79,7 +78,7 @@ deny contains {"code": "FORBIDDEN", "msg": "no such prompt for you"} if input.mc
 // memoized on them: the same tool with other arguments is decided afresh.
 func TestMCPInputMemo(t *testing.T) {
 	ctx := context.Background()
-	eng, err := policies.New(ctx, policies.Config{Files: []string{"../deploy/policies/mcp-arguments.rego"}})
+	eng, err := policies.New(ctx, policies.Config{Files: []string{"../../../deploy/policies/mcp-arguments.rego"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,13 +99,4 @@ func TestMCPInputMemo(t *testing.T) {
 			t.Fatalf("arguments %s: denials %+v, want denied=%v", args, d, want)
 		}
 	}
-}
-
-func writeRego(t *testing.T, name, src string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

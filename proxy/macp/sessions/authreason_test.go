@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 )
@@ -29,16 +30,16 @@ func TestAuthReasonRecorded(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	obs := &countObserver{}
-	e, err := New(Config{}, Options{Authenticator: a, Policies: engine(t), Observer: obs, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	e, err := build(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine(t), Observer: obs, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	refuse := func(bearer string) Decision {
-		_, err := e.Authenticate(ctx, authn.Credentials{Bearer: bearer})
-		return e.RefuseAuth(context.Background(), "mcp", "", err)
+	refuse := func(bearer string) proxy.Decision {
+		_, err := e.e.Authenticate(ctx, authn.Credentials{Bearer: bearer})
+		return e.e.RefuseAuth(context.Background(), "mcp", "", err)
 	}
-	enforce := func(bearer string) Decision {
+	enforce := func(bearer string) proxy.Decision {
 		r := req(env(sessionID(1), planner, macp.TypeSessionStart, "m1", nil))
 		r.Credentials.Bearer = bearer
 		d, err := e.Enforce(ctx, r)
@@ -49,14 +50,14 @@ func TestAuthReasonRecorded(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		d    func() Decision
+		d    func() proxy.Decision
 		want string
 	}{
-		{"front door, no token", func() Decision { return refuse("") }, "missing"},
-		{"front door, unknown token", func() Decision { return refuse("tok-gone") }, "unknown_token"},
-		{"enforce, unknown token", func() Decision { return enforce("tok-gone") }, "unknown_token"},
-		{"front door, other refusal", func() Decision {
-			return e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "x"})
+		{"front door, no token", func() proxy.Decision { return refuse("") }, "missing"},
+		{"front door, unknown token", func() proxy.Decision { return refuse("tok-gone") }, "unknown_token"},
+		{"enforce, unknown token", func() proxy.Decision { return enforce("tok-gone") }, "unknown_token"},
+		{"front door, other refusal", func() proxy.Decision {
+			return e.e.Refuse(context.Background(), "mcp", "", "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "x"})
 		}, ""},
 	}
 	for _, tt := range tests {
@@ -69,9 +70,8 @@ func TestAuthReasonRecorded(t *testing.T) {
 			if tt.want != "" && (d.Reason != rules.ReasonUnauthenticated || d.Message != "authentication failed: "+authn.Reason(authn.ErrInvalidCredentials) && d.Message != "authentication failed: no_credentials") {
 				t.Fatalf("the generic verdict changed: %q %q", d.Reason, d.Message)
 			}
-			obs.mu.Lock()
-			last := obs.ds[len(obs.ds)-1]
-			obs.mu.Unlock()
+			ds := obs.All()
+			last := ds[len(ds)-1]
 			if last.ID != d.ID || last.AuthReason != tt.want {
 				t.Fatalf("observer saw %q / %q", last.ID, last.AuthReason)
 			}

@@ -1,8 +1,9 @@
-package proxy
+package admission
 
 import (
 	"strings"
 
+	"github.com/agentwarden/warden/proxy"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -133,3 +134,17 @@ func plainName(s string) bool {
 	}
 	return true
 }
+
+// requests is MACP for the request metrics and spans (proxy.Flight): the
+// runtime's methods, named without their service.
+var requests = func() *proxy.Protocol {
+	p := &proxy.Protocol{Name: "macp", Service: strings.Trim(MACPService, "/"), Methods: map[string]bool{}}
+	for path := range macpCalls {
+		p.Methods[strings.TrimPrefix(path, MACPService)] = true
+	}
+	return p
+}()
+
+// Requests is MACP as every MACP door begins a request's flight
+// (proxy.Enforcer.Begin).
+func Requests() *proxy.Protocol { return requests }

@@ -1,4 +1,9 @@
-package proxy
+// Package tenancy is A2A's decision, shared by the A2A sidecar (proxy/a2a)
+// and ext_authz: whose each task and context is (the caller's roles), the
+// task's state where the matrix restricts a method, then the policy. It
+// decides on the core's Enforcer (proxy), which mints the decision, applies
+// dry run and observes it.
+package tenancy
 
 import (
 	"context"
@@ -6,14 +11,15 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
-// A2ARequest is one A2A request to decide.
-type A2ARequest struct {
+// Request is one A2A request to decide.
+type Request struct {
 	// IDReason is why an id the request named is not one of the caller's
 	// handles (handle.Cause), for the operator's log line and record.
 	IDReason string
@@ -45,22 +51,36 @@ type A2ARequest struct {
 	Content a2a.Content
 }
 
-// EnforceA2A decides one A2A request: the caller's roles (owner of what it
+// Decider decides A2A requests on the core's Enforcer. It holds no state of
+// its own (the owner table is the Enforcer's); safe for concurrent use.
+type Decider struct {
+	e      *proxy.Enforcer
+	owners *owners.Table
+}
+
+// New returns the A2A decider on e. It starts no goroutines.
+func New(e *proxy.Enforcer) *Decider { return &Decider{e: e, owners: e.OwnerTable()} }
+
+// Enforcer is the core Enforcer the decider decides on.
+func (x *Decider) Enforcer() *proxy.Enforcer { return x.e }
+
+// Enforce decides one A2A request: the caller's roles (owner of what it
 // names, or new), the task's state where the matrix restricts the method,
 // then the policy. An error means Warden could not decide (the task's state
 // could not be read); the adapter must refuse the request.
-func (e *Enforcer) EnforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
-	return observed(e, ctx, req, (*Enforcer).enforceA2A)
+func (x *Decider) Enforce(ctx context.Context, req Request) (proxy.Decision, error) {
+	return proxy.Observed(x.e, ctx, x, req, (*Decider).enforce)
 }
 
-func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, error) {
-	snap := e.snap.Load()
-	d := e.newDecision(ctx, "a2a")
+func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, error) {
+	e := x.e
+	snap := e.Snapshot()
+	d := e.Start(ctx, "a2a")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, req.Method, "a2a", req.TaskID
-	d.owners = e.owners // its answer is learned through it
+	e.Learning(&d, Canon) // its answer is learned through it
 	d.IDReason = req.IDReason
 	if !req.Refused.OK() {
-		return e.finish(snap, d, req.Refused), nil
+		return e.Finish(snap, d, req.Refused), nil
 	}
 	var roles []string
 	state := ""
@@ -71,8 +91,8 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 	key := owners.Key{Kind: owners.A2ATask, ID: req.TaskID}
 	if owner && req.TaskID != "" {
 		var err error
-		if state, _, owner, err = e.owners.Claim(ctx, key, req.Principal.ID); err != nil {
-			return Decision{}, err
+		if state, _, owner, err = x.owners.Claim(ctx, key, req.Principal.ID); err != nil {
+			return proxy.Decision{}, err
 		}
 	}
 	if owner {
@@ -81,13 +101,13 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 			if state == "" && needsState(req.Method) && req.Status != nil {
 				s, err := req.Status(ctx)
 				if err != nil {
-					return Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
+					return proxy.Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
 				}
 				if state = a2a.State(s); state != "" {
-					err = e.owners.Observe(ctx, key, state)
+					err = x.owners.Observe(ctx, key, state)
 				}
 				if err != nil {
-					return Decision{}, fmt.Errorf("record the state of task %s: %w", req.TaskID, err)
+					return proxy.Decision{}, fmt.Errorf("record the state of task %s: %w", req.TaskID, err)
 				}
 			}
 		}
@@ -98,24 +118,24 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 	d.Roles = roles
 	subject, verdict := a2aSubject(req.Content)
 	if !verdict.OK() {
-		return e.finish(snap, d, verdict), nil
+		return e.Finish(snap, d, verdict), nil
 	}
 	in := policies.Input{
 		Protocol:  "a2a",
-		Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+		Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: proxy.Claims(req.Principal)},
 		Message:   policies.Message{Type: req.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
 		Session:   policies.Session{State: state},
 		Roles:     roles,
 		A2A:       subject,
-		Now:       e.now(),
+		Now:       e.Now(),
 	}
-	if e.record {
+	if e.RecordsInputs() {
 		rec := in
-		d.Recorded = &Recorded{Policy: &rec}
+		d.Recorded = &proxy.Recorded{Policy: &rec}
 	}
-	denials, err := snap.engine.Evaluate(ctx, &in)
+	denials, err := snap.Engine().Evaluate(ctx, &in)
 	if err != nil {
-		return Decision{}, err
+		return proxy.Decision{}, err
 	}
 	if len(denials) > 0 {
 		verdict = denials[0]
@@ -125,10 +145,10 @@ func (e *Enforcer) enforceA2A(ctx context.Context, req A2ARequest) (Decision, er
 		// Warden knew: an id that is not the caller's handle is unknown.
 		verdict.Reason = rules.ReasonUnknownTask
 		if d.IDReason == "" {
-			d.IDReason = IDUnknown
+			d.IDReason = proxy.IDUnknown
 		}
 	}
-	return e.finish(snap, d, verdict), nil
+	return e.Finish(snap, d, verdict), nil
 }
 
 // a2aSubject is what an operator policy sees of what a message carries
@@ -145,4 +165,25 @@ func a2aSubject(c a2a.Content) (*policies.A2A, rules.Verdict) {
 // needsState reports whether the matrix restricts method to task states.
 func needsState(method string) bool {
 	return method == a2a.MethodMessageContinue || method == a2a.MethodSubscribe
+}
+
+// Canon reads an A2A task's state in its canonical spelling (a2a.State);
+// other ids carry no status.
+func Canon(kind owners.Kind, status string) string {
+	if kind == owners.A2ATask {
+		return a2a.State(status)
+	}
+	return ""
+}
+
+// Resumed is the decision of principal's request of type typ whose answer
+// a resumed stream carries (proxy.Enforcer.Resumed), learning as A2A's.
+func (x *Decider) Resumed(principal, typ string) *proxy.Decision {
+	return x.e.Resumed("a2a", principal, typ, Canon)
+}
+
+// Observe is what an answer no decided request opened reports
+// (proxy.Enforcer.Observe), learned as A2A's.
+func (x *Decider) Observe(ctx context.Context, facts ...owners.Fact) ([]string, error) {
+	return x.e.Observe(ctx, Canon, facts...)
 }

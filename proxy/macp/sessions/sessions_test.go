@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
-// memSessions is a SessionStore in memory, as Redis keeps it (proxy/state).
+// memSessions is a Store in memory, as Redis keeps it (proxy/state).
 type memSessions struct {
 	mu       sync.Mutex
 	data     map[string][]byte
@@ -76,7 +77,7 @@ func (m *memSessions) restart() {
 
 // macpReplicas are n Enforcers sharing one session store, as ext_authz replicas
 // do; each commits on allow.
-func macpReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder) []*Enforcer {
+func macpReplicas(t *testing.T, n int, store Store, rb Rebuilder) []*Decider {
 	t.Helper()
 	return observedReplicas(t, n, store, rb, nil)
 }
@@ -84,19 +85,20 @@ func macpReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder) []*Enfo
 // conflicts counts what ConflictObserver is told.
 type conflicts struct{ n atomic.Int64 }
 
-func (c *conflicts) Decided(Decision, time.Duration) {}
-func (c *conflicts) SessionConflict()                { c.n.Add(1) }
+func (c *conflicts) Decided(proxy.Decision, time.Duration) {}
+func (c *conflicts) SessionConflict()                      { c.n.Add(1) }
 
-func observedReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder, o Observer) []*Enforcer {
+func observedReplicas(t *testing.T, n int, store Store, rb Rebuilder, o proxy.Observer) []*Decider {
 	t.Helper()
-	out := make([]*Enforcer, n)
+	out := make([]*Decider, n)
 	for i := range out {
 		c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-		opts := Options{Authenticator: devAuth(t), Policies: engine(t), Sessions: store, Now: c.now, Observer: o}
+		opts := proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: c.now, Observer: o}
+		m := Options{Store: store}
 		if rb != nil {
-			opts.Rebuilder = rb
+			m.Rebuilder = rb
 		}
-		e, err := New(Config{}, opts)
+		e, err := build(proxy.Config{}, opts, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +109,7 @@ func observedReplicas(t *testing.T, n int, store SessionStore, rb Rebuilder, o O
 
 // decideAll decides each message on the replica its index picks, committing
 // on allow as ext_authz does, and returns the answers.
-func decideAll(t *testing.T, rs []*Enforcer, msgs []*macpv1.Envelope) []string {
+func decideAll(t *testing.T, rs []*Decider, msgs []*macpv1.Envelope) []string {
 	t.Helper()
 	var out []string
 	for i, m := range msgs {
@@ -181,7 +183,7 @@ func TestSharedSessionRace(t *testing.T) {
 	commit := func(id string) *macpv1.Envelope {
 		return env(sid, planner, "Commitment", id, mustMarshal(t, &macpv1.CommitmentPayload{CommitmentId: id, Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true}))
 	}
-	var other Decision
+	var other proxy.Decision
 	var fired atomic.Bool
 	store.beforeCommit = func() {
 		if fired.CompareAndSwap(false, true) { // B commits between A's load and A's commit

@@ -1,4 +1,4 @@
-package proxy
+package tenancy
 
 import (
 	"context"
@@ -11,31 +11,13 @@ import (
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
-	"github.com/agentwarden/warden/rules/mcp"
 )
-
-// seen records a task and its context as an answer does.
-func seen(t testing.TB, e *Enforcer, taskID, contextID, owner, state string) (to, co string) {
-	t.Helper()
-	var err error
-	if taskID != "" {
-		if to, err = a2aTaskSeen(e, context.Background(), taskID, owner, state); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if contextID != "" {
-		if co, err = a2aContextSeen(e, context.Background(), contextID, owner); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return to, co
-}
 
 // TestA2ASeenFirstOwner: an answer teaches an owner only for ids nobody
 // owns; it returns who owns them, so an adapter never hands a caller a
 // handle to another's task or context.
 func TestA2ASeenFirstOwner(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t)
 	if to, co := seen(t, e, "t", "c", "alice", "TASK_STATE_WORKING"); to != "alice" || co != "alice" {
 		t.Fatalf("first answer: owners %q %q, want alice", to, co)
 	}
@@ -57,7 +39,7 @@ func TestA2ASeenFirstOwner(t *testing.T) {
 // TestEnforceA2A: roles from what the adapter proved, task states read once
 // when unknown, and a state that cannot be read fails closed.
 func TestEnforceA2A(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t)
 	alice := authn.Principal{ID: "alice", Method: string(authn.MethodDev)}
 	seen(t, e, "done", "ctx", "alice", "TASK_STATE_COMPLETED")
 	seen(t, e, "open", "ctx", "alice", "TASK_STATE_INPUT_REQUIRED")
@@ -67,28 +49,28 @@ func TestEnforceA2A(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		req     A2ARequest
+		req     Request
 		allow   bool
 		code    rules.Code
 		reason  rules.Reason
 		wantErr bool
 	}{
-		{"owner reads", A2ARequest{Method: a2a.MethodGetTask, TaskID: "done", Owner: true}, true, "", "", false},
-		{"not the owner", A2ARequest{Method: a2a.MethodGetTask, TaskID: "done"}, false, rules.CodeTaskNotFound, rules.ReasonUnknownTask, false},
-		{"new message", A2ARequest{Method: a2a.MethodSend, New: true}, true, "", "", false},
-		{"message to an input-required task", A2ARequest{Method: a2a.MethodMessageContinue, TaskID: "open", Owner: true}, true, "", "", false},
-		{"message to a completed task", A2ARequest{Method: a2a.MethodMessageContinue, TaskID: "done", Owner: true}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
-		{"state read from the upstream", A2ARequest{Method: a2a.MethodSubscribe, TaskID: "fresh", Owner: true, Status: status("canceled", nil)}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
-		{"state known after one read", A2ARequest{Method: a2a.MethodSubscribe, TaskID: "fresh", Owner: true, Status: status("", errors.New("not asked"))}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
-		{"state unreadable", A2ARequest{Method: a2a.MethodSubscribe, TaskID: "gone", Owner: true, Status: status("", errors.New("down"))}, false, "", "", true},
-		{"ownership unknown (ext_authz)", A2ARequest{Method: a2a.MethodCancelTask, TaskID: "x", OwnershipUnknown: true}, true, "", "", false},
-		{"refused by the adapter", A2ARequest{Method: a2a.MethodCreatePush, TaskID: "open", Owner: true,
+		{"owner reads", Request{Method: a2a.MethodGetTask, TaskID: "done", Owner: true}, true, "", "", false},
+		{"not the owner", Request{Method: a2a.MethodGetTask, TaskID: "done"}, false, rules.CodeTaskNotFound, rules.ReasonUnknownTask, false},
+		{"new message", Request{Method: a2a.MethodSend, New: true}, true, "", "", false},
+		{"message to an input-required task", Request{Method: a2a.MethodMessageContinue, TaskID: "open", Owner: true}, true, "", "", false},
+		{"message to a completed task", Request{Method: a2a.MethodMessageContinue, TaskID: "done", Owner: true}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
+		{"state read from the upstream", Request{Method: a2a.MethodSubscribe, TaskID: "fresh", Owner: true, Status: status("canceled", nil)}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
+		{"state known after one read", Request{Method: a2a.MethodSubscribe, TaskID: "fresh", Owner: true, Status: status("", errors.New("not asked"))}, false, rules.CodeInvalidTaskState, rules.ReasonTaskState, false},
+		{"state unreadable", Request{Method: a2a.MethodSubscribe, TaskID: "gone", Owner: true, Status: status("", errors.New("down"))}, false, "", "", true},
+		{"ownership unknown (ext_authz)", Request{Method: a2a.MethodCancelTask, TaskID: "x", OwnershipUnknown: true}, true, "", "", false},
+		{"refused by the adapter", Request{Method: a2a.MethodCreatePush, TaskID: "open", Owner: true,
 			Refused: rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonWebhookRefused, Detail: "loopback"}}, false, rules.CodeInvalidParams, rules.ReasonWebhookRefused, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req.Principal = alice
-			d, err := e.EnforceA2A(context.Background(), tc.req)
+			d, err := e.Enforce(context.Background(), tc.req)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
@@ -125,10 +107,10 @@ func TestSharedA2A(t *testing.T) {
 	}
 	a2aObserved(r[0], "t1", "TASK_STATE_COMPLETED")
 	reads := 0
-	req := A2ARequest{Principal: al, Method: a2a.MethodMessageContinue, TaskID: "t1", Owner: true,
+	req := Request{Principal: al, Method: a2a.MethodMessageContinue, TaskID: "t1", Owner: true,
 		Status: func(context.Context) (string, error) { reads++; return "TASK_STATE_WORKING", nil }}
 	for i, e := range r {
-		d, err := e.EnforceA2A(context.Background(), req)
+		d, err := e.Enforce(context.Background(), req)
 		if err != nil || d.Allow || d.Reason != rules.ReasonTaskState {
 			t.Errorf("replica %d: a message to a task another replica saw completed: %+v %v", i, d, err)
 		}
@@ -140,12 +122,12 @@ func TestSharedA2A(t *testing.T) {
 	store.Set(true)
 	defer store.Set(false)
 	for _, m := range []string{a2a.MethodGetTask, a2a.MethodMessageContinue, a2a.MethodCancelTask} {
-		d, err := r[2].EnforceA2A(context.Background(), A2ARequest{Principal: al, Method: m, TaskID: "t1", Owner: true})
+		d, err := r[2].Enforce(context.Background(), Request{Principal: al, Method: m, TaskID: "t1", Owner: true})
 		if !errors.Is(err, errDown) {
 			t.Errorf("%s with the store down: %+v %v, want the store's error", m, d, err)
 		}
 	}
-	if d, err := r[2].EnforceA2A(context.Background(), A2ARequest{Principal: al, Method: a2a.MethodGetTask, TaskID: "t2",
+	if d, err := r[2].Enforce(context.Background(), Request{Principal: al, Method: a2a.MethodGetTask, TaskID: "t2",
 		Refused: rules.Verdict{Code: rules.CodeTaskNotFound, Reason: rules.ReasonUnknownTask, Detail: a2a.TaskNotFound}}); err != nil || d.Allow {
 		t.Errorf("another's task with the store down: %+v %v", d, err)
 	}
@@ -236,29 +218,21 @@ func TestSharedA2AContexts(t *testing.T) {
 
 // TestHandleOfAnothersTask: a handle for an id the shared store gives
 // another (replicas raced to record it for two principals) proves nothing:
-// the request is refused and the owner stays, for MCP and A2A alike.
+// the request is refused and the owner stays (A2A's half; MCP's is in
+// proxy/mcp/tasks).
 func TestHandleOfAnothersTask(t *testing.T) {
 	store := ownerstest.New()
 	r := replicas(t, 3, store)
 	ctx := context.Background()
 	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
-	taskCreated(r[0], "m", "alice", mcp.StatusWorking)
-	taskCreated(r[1], "m", "bob", mcp.StatusWorking)
-	if o, ok := taskOwner(r[1], "m"); !ok || o != "alice" {
-		t.Fatalf("MCP task created for bob after alice: owner %q, want alice", o)
-	}
 	seen(t, r[0], "a", "", "alice", "TASK_STATE_WORKING")
 	for i, e := range r {
-		d, err := e.EnforceTask(ctx, TaskRequest{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "m", Owner: true})
-		if err != nil || d.Allow {
-			t.Errorf("replica %d: bob's handle of alice's MCP task: %+v %v, want refused", i, d, err)
-		}
-		d, err = e.EnforceA2A(ctx, A2ARequest{Principal: bob, Method: a2a.MethodCancelTask, TaskID: "a", Owner: true})
+		d, err := e.Enforce(ctx, Request{Principal: bob, Method: a2a.MethodCancelTask, TaskID: "a", Owner: true})
 		if err != nil || d.Allow {
 			t.Errorf("replica %d: bob's handle of alice's A2A task: %+v %v, want refused", i, d, err)
 		}
 	}
-	if o, _ := store.Owners(ctx, []string{"m", a2aTask("a").Name()}); fmt.Sprint(o) != "[alice alice]" {
+	if o, _ := store.Owners(ctx, []string{a2aTask("a").Name()}); fmt.Sprint(o) != "[alice]" {
 		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

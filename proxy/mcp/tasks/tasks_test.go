@@ -1,4 +1,4 @@
-package proxy
+package tasks
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -24,8 +25,8 @@ var taskMethods = []string{mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel, mc
 
 // taskReq is a request from principal on task id; owner says whether the
 // adapter verified the caller's handle for it.
-func taskReq(method, principal, id string, owner bool) TaskRequest {
-	return TaskRequest{
+func taskReq(method, principal, id string, owner bool) Request {
+	return Request{
 		Principal: authn.Principal{ID: principal, Method: string(authn.MethodDev)},
 		Call:      mcp.Call{Kind: mcp.KindRequest, ID: []byte(`1`), Method: method, TaskID: "wt1.handle-of-" + id, HasTaskID: true},
 		TaskID:    id,
@@ -33,18 +34,18 @@ func taskReq(method, principal, id string, owner bool) TaskRequest {
 	}
 }
 
-func steerReq(principal, id string, queue int) TaskRequest {
+func steerReq(principal, id string, queue int) Request {
 	r := taskReq(mcp.MethodSteer, principal, id, true)
 	r.Call.SteerBytes = 4
 	r.Limits = mcp.Limits{MaxSteerBytes: 64, MaxSteerQueue: queue}
 	return r
 }
 
-func enforceTask(t *testing.T, e *Enforcer, r TaskRequest) Decision {
+func enforceTask(t *testing.T, e *Decider, r Request) proxy.Decision {
 	t.Helper()
-	d, err := e.EnforceTask(context.Background(), r)
+	d, err := e.Enforce(context.Background(), r)
 	if err != nil {
-		t.Fatalf("EnforceTask %s: %v", r.Call.Method, err)
+		t.Fatalf("Enforce %s: %v", r.Call.Method, err)
 	}
 	if d.ID == "" {
 		t.Fatal("decision without an id")
@@ -61,11 +62,11 @@ type fakeStatus struct {
 	calls   int
 }
 
-func (f *fakeStatus) read(context.Context) (TaskView, error) {
+func (f *fakeStatus) read(context.Context) (View, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	return TaskView{Status: f.status, Updated: f.updated}, f.err
+	return View{Status: f.status, Updated: f.updated}, f.err
 }
 
 func (f *fakeStatus) set(status, updated string) {
@@ -77,9 +78,9 @@ func (f *fakeStatus) set(status, updated string) {
 func (f *fakeStatus) n() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
 
 func TestEnforceTaskOwnership(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "t-alice", alice, "") // no status known: only ownership decides
-	var refusals []Decision
+	var refusals []proxy.Decision
 	for _, m := range taskMethods {
 		t.Run(m+" by the owner", func(t *testing.T) {
 			d := enforceTask(t, e, taskReq(m, alice, "t-alice", true))
@@ -138,10 +139,10 @@ func TestEnforceTaskOwnership(t *testing.T) {
 }
 
 func TestEnforceTaskListAndToolsCall(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	for _, m := range []string{mcp.MethodList, mcp.MethodToolsCall} {
 		t.Run(m, func(t *testing.T) {
-			r := TaskRequest{Principal: authn.Principal{ID: bob, Method: "dev"}, Call: mcp.Call{Kind: mcp.KindRequest, Method: m, Tool: "slow"}}
+			r := Request{Principal: authn.Principal{ID: bob, Method: "dev"}, Call: mcp.Call{Kind: mcp.KindRequest, Method: m, Tool: "slow"}}
 			d := enforceTask(t, e, r)
 			d.Settle(true)
 			if !d.Allow || len(d.Roles) != 0 {
@@ -150,7 +151,7 @@ func TestEnforceTaskListAndToolsCall(t *testing.T) {
 		})
 	}
 	t.Run("tools/call with a task on a forbidden tool", func(t *testing.T) {
-		r := TaskRequest{Principal: authn.Principal{ID: bob, Method: "dev"}, Support: mcp.SupportForbidden,
+		r := Request{Principal: authn.Principal{ID: bob, Method: "dev"}, Support: mcp.SupportForbidden,
 			Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodToolsCall, Tool: "fast", TaskRequested: true}}
 		d := enforceTask(t, e, r)
 		if d.Allow || d.Code != rules.CodeMethodNotFound || d.Reason != rules.ReasonTaskSupport {
@@ -162,7 +163,7 @@ func TestEnforceTaskListAndToolsCall(t *testing.T) {
 func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
 	// A verified handle proves ownership on its own: a fresh Enforcer (a
 	// restart, another replica) learns the owner from it.
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	if _, ok := taskOwner(e, "t1"); ok {
 		t.Fatal("a fresh enforcer knows an owner")
 	}
@@ -177,7 +178,7 @@ func TestEnforceTaskOwnerAfterRestart(t *testing.T) {
 }
 
 func TestLearnStatusOfUnknownTask(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskObserved(e, "unknown", mcp.StatusWorking)
 	if _, ok := taskOwner(e, "unknown"); ok {
 		t.Fatal("a status learned added a task with no owner")
@@ -206,7 +207,7 @@ func TestEnforceTaskStatuses(t *testing.T) {
 		mcp.MethodResume: {mcp.StatusPaused},
 		mcp.MethodUpdate: {mcp.StatusWorking, mcp.StatusInputRequired},
 	}
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	n := 0
 	for _, m := range taskMethods {
 		for _, st := range statuses {
@@ -247,7 +248,7 @@ func TestEnforceTaskStatuses(t *testing.T) {
 }
 
 func TestEnforceTaskStatusRead(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 
 	t.Run("read once and cached", func(t *testing.T) {
 		taskCreated(e, "r1", alice, "")
@@ -313,7 +314,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 		s := &fakeStatus{err: boom}
 		r := taskReq(mcp.MethodSteer, alice, "r6", true)
 		r.Status = s.read
-		d, err := e.EnforceTask(context.Background(), r)
+		d, err := e.Enforce(context.Background(), r)
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v, want %v", err, boom)
 		}
@@ -328,7 +329,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 // status read now (issue 24 item 5: the old code forwarded the pause and
 // the steer of a completed task). A read that fails refuses.
 func TestEnforceTaskStaleStatus(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	for _, m := range []string{mcp.MethodPause, mcp.MethodSteer, mcp.MethodUpdate, mcp.MethodResume} {
 		t.Run(m, func(t *testing.T) {
 			id := "stale-" + m
@@ -350,7 +351,7 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 		taskCreated(e, "stale-down", alice, mcp.StatusWorking)
 		r := taskReq(mcp.MethodPause, alice, "stale-down", true)
 		r.Status = (&fakeStatus{err: errors.New("upstream down")}).read
-		if d, err := e.EnforceTask(context.Background(), r); err == nil {
+		if d, err := e.Enforce(context.Background(), r); err == nil {
 			t.Fatalf("decided on a status that could not be read: %+v", d)
 		}
 	})
@@ -362,12 +363,12 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 // item 8: the old code counted from the last status change, so a working
 // task could be steered MaxSteerQueue times in its life).
 func TestEnforceTaskSteerSafePoints(t *testing.T) {
-	for _, store := range []TaskStore{nil, ownerstest.New()} {
+	for _, store := range []proxy.TaskStore{nil, ownerstest.New()} {
 		t.Run(fmt.Sprintf("store %v", store != nil), func(t *testing.T) {
 			e := replicas(t, 1, store)[0]
 			taskCreated(e, "long", alice, mcp.StatusWorking)
 			s := &fakeStatus{status: mcp.StatusWorking, updated: "2026-11-27T10:00:00.000Z"}
-			steer := func() Decision {
+			steer := func() proxy.Decision {
 				r := steerReq(alice, "long", 2)
 				r.Status = s.read
 				d := enforceTask(t, e, r)
@@ -390,7 +391,7 @@ func TestEnforceTaskSteerSafePoints(t *testing.T) {
 }
 
 func TestEnforceTaskRefused(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "t1", alice, mcp.StatusWorking)
 	s := &fakeStatus{status: mcp.StatusWorking}
 	r := taskReq(mcp.MethodSteer, alice, "t1", true)
@@ -413,17 +414,17 @@ func TestEnforceTaskRefused(t *testing.T) {
 }
 
 func TestEnforceTaskSteerBound(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "s1", alice, mcp.StatusWorking)
-	steer := func() Decision { return enforceTask(t, e, steerReq(alice, "s1", 2)) }
-	full := func(t *testing.T, d Decision) {
+	steer := func() proxy.Decision { return enforceTask(t, e, steerReq(alice, "s1", 2)) }
+	full := func(t *testing.T, d proxy.Decision) {
 		t.Helper()
 		d.Settle(true)
 		if d.Allow || d.Code != rules.CodeInvalidParams || d.Reason != rules.ReasonSteerQueueFull {
 			t.Fatalf("got %+v, want steer_queue_full", d)
 		}
 	}
-	allowed := func(t *testing.T, d Decision) {
+	allowed := func(t *testing.T, d proxy.Decision) {
 		t.Helper()
 		if !d.Allow {
 			t.Fatalf("refused: %+v", d)
@@ -480,7 +481,7 @@ func TestEnforceTaskSteerBound(t *testing.T) {
 }
 
 func TestEnforceTaskSteerTooLarge(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "s1", alice, mcp.StatusWorking)
 	r := steerReq(alice, "s1", 2)
 	r.Call.SteerBytes = 65
@@ -494,7 +495,7 @@ func TestEnforceTaskSteerTooLarge(t *testing.T) {
 }
 
 func TestEnforceTaskOtherMethodsReserveNothing(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "t1", alice, mcp.StatusWorking)
 	for _, m := range []string{mcp.MethodGet, mcp.MethodUpdate, mcp.MethodPause, mcp.MethodCancel} {
 		r := taskReq(m, alice, "t1", true)
@@ -516,27 +517,27 @@ func TestEnforceTaskOtherMethodsReserveNothing(t *testing.T) {
 // status from the upstream and, while it waits, the second is decided and
 // allowed. The bound must still hold when the first one's answer comes.
 func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "c1", alice, "") // owner known, status not yet
 	reading, release := make(chan struct{}), make(chan struct{})
 	first := steerReq(alice, "c1", 1)
-	first.Status = func(context.Context) (TaskView, error) {
+	first.Status = func(context.Context) (View, error) {
 		close(reading)
 		<-release
-		return TaskView{Status: mcp.StatusWorking}, nil
+		return View{Status: mcp.StatusWorking}, nil
 	}
 	type result struct {
-		d   Decision
+		d   proxy.Decision
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		d, err := e.EnforceTask(context.Background(), first)
+		d, err := e.Enforce(context.Background(), first)
 		done <- result{d, err}
 	}()
 	<-reading
 	second := steerReq(alice, "c1", 1)
-	second.Status = func(context.Context) (TaskView, error) { return TaskView{Status: mcp.StatusWorking}, nil }
+	second.Status = func(context.Context) (View, error) { return View{Status: mcp.StatusWorking}, nil }
 	d2 := enforceTask(t, e, second)
 	close(release)
 	r := <-done
@@ -551,17 +552,17 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 }
 
 func TestEnforceTaskDryRun(t *testing.T) {
-	e, _ := newEnforcer(t, Config{DryRun: true}, nil)
+	e := newDecider(t, proxy.Config{DryRun: true})
 	taskCreated(e, "t1", alice, mcp.StatusCompleted)
 	tests := []struct {
 		name string
-		req  TaskRequest
+		req  Request
 		code rules.Code
 	}{
 		{"not owner", taskReq(mcp.MethodCancel, bob, "t1", false), rules.CodeTaskNotFound},
 		{"status", taskReq(mcp.MethodResume, alice, "t1", true), rules.CodeInvalidTaskState},
 		{"steer on a completed task", steerReq(alice, "t1", 1), rules.CodeInvalidTaskState},
-		{"header mismatch", func() TaskRequest {
+		{"header mismatch", func() Request {
 			r := taskReq(mcp.MethodGet, alice, "t1", true)
 			r.Refused = rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch}
 			return r
@@ -588,38 +589,26 @@ func TestEnforceTaskDryRun(t *testing.T) {
 }
 
 // countObserver is a fake Observer.
-type countObserver struct {
-	mu sync.Mutex
-	ds []Decision
-}
-
-func (o *countObserver) Decided(d Decision, _ time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.ds = append(o.ds, d)
-}
+type countObserver = proxytest.Decisions[proxy.Decision]
 
 func TestEnforceTaskObserved(t *testing.T) {
 	o := &countObserver{}
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t), Observer: o})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newDecider(t, proxy.Config{}, func(o2 *proxy.Options) { o2.Observer = o })
 	d := enforceTask(t, e, taskReq(mcp.MethodGet, bob, "t1", false))
 	r := taskReq(mcp.MethodPause, alice, "t2", true)
 	r.Status = (&fakeStatus{err: errors.New("down")}).read
-	if _, err := e.EnforceTask(context.Background(), r); err == nil {
+	if _, err := e.Enforce(context.Background(), r); err == nil {
 		t.Fatal("no error")
 	}
-	if len(o.ds) != 1 || o.ds[0].ID != d.ID || o.ds[0].Code != rules.CodeTaskNotFound {
-		t.Fatalf("observed %+v", o.ds)
+	if ds := o.All(); len(ds) != 1 || ds[0].ID != d.ID || ds[0].Code != rules.CodeTaskNotFound {
+		t.Fatalf("observed %+v", ds)
 	}
 }
 
 func TestEnforceTaskConcurrent(t *testing.T) {
 	// Decisions on many tasks, from many goroutines, with statuses changing
 	// underneath: for the race detector.
-	e, _ := newEnforcer(t, Config{}, nil)
+	e := newDecider(t, proxy.Config{})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -633,7 +622,7 @@ func TestEnforceTaskConcurrent(t *testing.T) {
 				case 1:
 					taskObserved(e, id, mcp.StatusInputRequired)
 				default:
-					d, err := e.EnforceTask(context.Background(), steerReq(alice, id, 3))
+					d, err := e.Enforce(context.Background(), steerReq(alice, id, 3))
 					if err != nil {
 						t.Error(err)
 						return

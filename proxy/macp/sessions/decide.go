@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -19,53 +20,56 @@ import (
 // authentication and sender binding, the session (locked, rebuilt when
 // unknown), the rules, the policy, and the decision with what it holds until
 // the upstream answers.
-func (e *Enforcer) enforce(ctx context.Context, req Request) (Decision, error) {
-	snap := e.snap.Load()
-	now := e.now().UnixMilli()
-	d := e.newDecision(ctx, "macp")
-	if req.Source != (Source{}) {
+func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, error) {
+	snap := x.e.Snapshot()
+	now := x.e.Now().UnixMilli()
+	d := x.e.Start(ctx, "macp")
+	if req.Source != (proxy.Source{}) {
 		d.Source = req.Source
 	}
 	d.Type, d.Mode, d.SessionID = req.describe()
 
-	principal, v, err := e.authenticate(ctx, snap, req, &d)
+	principal, v, err := x.authenticate(ctx, snap, req, &d)
 	if err != nil {
-		return Decision{}, err
+		return proxy.Decision{}, err
 	}
 	d.Principal, d.Via = principal.ID, principal.Method
-	if e.record {
-		d.Recorded = &Recorded{Envelope: req.Envelope, Claims: recordedClaims(principal)}
+	if x.e.RecordsInputs() {
+		d.Recorded = &proxy.Recorded{Claims: recordedClaims(principal)}
+		if req.Envelope != nil { // a nil envelope is no message, not a typed nil
+			d.Recorded.Envelope = req.Envelope
+		}
 	}
 	if !v.OK() {
-		return e.finish(snap, d, v), nil
+		return x.e.Finish(snap, d, v), nil
 	}
 	for attempt := 1; ; attempt++ {
-		en, out, base, err := e.applyRules(ctx, req, d.ID, principal.ID, now)
+		en, out, base, err := x.applyRules(ctx, req, d.ID, principal.ID, now)
 		if err != nil {
-			return Decision{}, err
+			return proxy.Decision{}, err
 		}
 		d.Roles, d.Duplicate = out.Roles, out.Duplicate
-		verdict, err := e.applyPolicy(ctx, snap, req, principal, en, out, now)
+		verdict, err := x.applyPolicy(ctx, snap, req, principal, en, out, now)
 		if err != nil {
-			e.release(en)
-			return Decision{}, err
+			x.release(en)
+			return proxy.Decision{}, err
 		}
-		ok, err := e.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now)
+		ok, err := x.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now)
 		switch {
 		case err != nil:
-			e.release(en)
-			return Decision{}, fmt.Errorf("share session %s: %w", d.SessionID, err)
+			x.release(en)
+			return proxy.Decision{}, fmt.Errorf("share session %s: %w", d.SessionID, err)
 		case !ok && attempt == maxCommitAttempts:
-			e.release(en)
-			return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
+			x.release(en)
+			return proxy.Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
 		case !ok:
-			e.release(en) // another replica changed the session: decide on its state
+			x.release(en) // another replica changed the session: decide on its state
 			if err := conflictBackoff(ctx, attempt); err != nil {
-				return Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, err)
+				return proxy.Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, err)
 			}
 			continue
 		}
-		return e.hold(e.finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
+		return x.hold(x.e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
 	}
 }
 
@@ -80,22 +84,22 @@ func (r Request) describe() (typ, mode, session string) {
 // authenticate is step 2: the principal, and a refusal when the credential
 // fails (its cause in d.AuthReason) or the envelope claims another sender. An error means the keys to
 // decide with are unavailable.
-func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request, d *Decision) (authn.Principal, rules.Verdict, error) {
+func (x *Decider) authenticate(ctx context.Context, snap *proxy.Snapshot, req Request, d *proxy.Decision) (authn.Principal, rules.Verdict, error) {
 	if req.AuthError != nil {
 		d.AuthReason = string(authn.CauseOf(req.AuthError))
-		return authn.Principal{}, unauthenticated(req.AuthError), nil
+		return authn.Principal{}, proxy.Unauthenticated(req.AuthError), nil
 	}
 	principal := authn.Principal{}
 	if req.Principal != nil {
 		principal = *req.Principal
 	} else {
-		p, err := snap.authn.Authenticate(ctx, req.Credentials)
+		p, err := snap.Authenticator().Authenticate(ctx, req.Credentials)
 		if errors.Is(err, authn.ErrKeysUnavailable) {
 			return p, rules.Verdict{}, fmt.Errorf("authenticate: %w", err)
 		}
 		if err != nil {
 			d.AuthReason = string(authn.CauseOf(err))
-			return p, unauthenticated(err), nil
+			return p, proxy.Unauthenticated(err), nil
 		}
 		principal = p
 	}
@@ -113,15 +117,11 @@ func (e *Enforcer) authenticate(ctx context.Context, snap *snapshot, req Request
 	return principal, macp.CheckEnvelope(env), nil
 }
 
-func unauthenticated(err error) rules.Verdict {
-	return rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonUnauthenticated, Detail: "authentication failed: " + authn.Reason(err)}
-}
-
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an
 // ambient message or an unknown session that takes no slot), rebuilt from
 // the upstream or the shared store when the table does not hold it, the
 // rules' outcome, and the committed state it was decided on.
-func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, macp.Outcome, *macp.Session, error) {
+func (x *Decider) applyRules(ctx context.Context, req Request, decision, sender string, now int64) (*entry, macp.Outcome, *macp.Session, error) {
 	env := req.Envelope
 	if req.Op == "" && macp.Ambient(env) {
 		return nil, macp.Step(nil, env, sender, now), nil, nil
@@ -130,31 +130,31 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender
 	start := req.Op == "" && env.GetMessageType() == macp.TypeSessionStart
 	// Only a SessionStart, or a message the upstream or the shared store
 	// can give the state for, takes a slot in the table.
-	en, err := e.table.acquire(ctx, sessionID, now, e.rebuilder != nil || e.sessions != nil || start)
+	en, err := x.table.acquire(ctx, sessionID, now, x.rebuilder != nil || x.store != nil || start)
 	if errors.Is(err, errTableFull) {
 		return nil, macp.Outcome{Verdict: rules.Verdict{Code: rules.CodeResourceExhausted, Reason: rules.ReasonTableFull, Detail: "too many live sessions; retry later"}}, nil, nil
 	}
 	if err != nil {
 		return nil, macp.Outcome{}, nil, fmt.Errorf("lock session %s: %w", sessionID, err)
 	}
-	if err := e.load(ctx, en, decision, now); err != nil {
-		e.release(en)
+	if err := x.load(ctx, en, decision, now); err != nil {
+		x.release(en)
 		return nil, macp.Outcome{}, nil, fmt.Errorf("shared state of session %s: %w", sessionID, err)
 	}
 	for {
-		out, used, err := e.decideOn(ctx, req, en, sender, start, now)
+		out, used, err := x.decideOn(ctx, req, en, sender, start, now)
 		if err != nil {
-			e.release(en)
+			x.release(en)
 			return nil, macp.Outcome{}, nil, err
 		}
 		// A state-changing message is decided on the state every flight of
 		// its session has landed on, and commits over that very state: the
 		// lock held, no new flight starts.
-		if en == nil || e.depth <= 1 || out.Next == nil || out.RecordOnly || en.idle() && en.state.Load() == used {
+		if en == nil || x.depth <= 1 || out.Next == nil || out.RecordOnly || en.idle() && en.state.Load() == used {
 			return en, out, used, nil
 		}
 		if err := en.wait(ctx, "", 1); err != nil {
-			e.release(en)
+			x.release(en)
 			return nil, macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 	}
@@ -165,20 +165,20 @@ func (e *Enforcer) applyRules(ctx context.Context, req Request, decision, sender
 // does not know it, and returns the state it decided on. When pipelining, it
 // first waits until the message's id is not in flight and the session has
 // room for one more flight.
-func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (macp.Outcome, *macp.Session, error) {
+func (x *Decider) decideOn(ctx context.Context, req Request, en *entry, sender string, start bool, now int64) (macp.Outcome, *macp.Session, error) {
 	env := req.Envelope
 	_, _, sessionID := req.describe()
-	if en != nil && e.depth > 1 {
-		if err := en.wait(ctx, env.GetMessageId(), e.depth); err != nil {
+	if en != nil && x.depth > 1 {
+		if err := en.wait(ctx, env.GetMessageId(), x.depth); err != nil {
 			return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
 	}
-	if en != nil && en.state.Load() == nil && e.rebuilder != nil && !start {
+	if en != nil && en.state.Load() == nil && x.rebuilder != nil && !start {
 		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 			return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
-		s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
-		e.rebuilt(err == nil)
+		s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID))
+		x.rebuilt(err == nil)
 		if err != nil {
 			return macp.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
 		}
@@ -189,7 +189,7 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 		state = en.state.Load()
 	}
 	if state != nil && state.Expired(now) && !state.State.Terminal() {
-		state = e.table.expire(en, now) // time alone expired it
+		state = x.table.expire(en, now) // time alone expired it
 	}
 	seen := state // what an outsider is decided on: no session at all
 	if state != nil && !start && !state.Member(sender) {
@@ -199,9 +199,9 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 	case req.Op != "":
 		return macp.Control(seen, req.Op, sender, now), state, nil
 	case start:
-		out := macp.Start(state, env, sender, e.lookup(ctx), now)
-		if state == nil && out.Next != nil && en != nil && e.rebuilder != nil && !req.Acked {
-			return e.startUnknown(ctx, en, env, sender, now, out)
+		out := macp.Start(state, env, sender, x.lookup(ctx), now)
+		if state == nil && out.Next != nil && en != nil && x.rebuilder != nil && !req.Acked {
+			return x.startUnknown(ctx, en, env, sender, now, out)
 		}
 		return out, state, nil
 	}
@@ -217,9 +217,9 @@ func (e *Enforcer) decideOn(ctx context.Context, req Request, en *entry, sender 
 // session the upstream knows is rebuilt when the caller may see it, so a
 // retransmitted start is answered as one, and otherwise refused as existing,
 // as the runtime answers.
-func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Envelope, sender string, now int64, out macp.Outcome) (macp.Outcome, *macp.Session, error) {
+func (x *Decider) startUnknown(ctx context.Context, en *entry, env *macpv1.Envelope, sender string, now int64, out macp.Outcome) (macp.Outcome, *macp.Session, error) {
 	sessionID := env.GetSessionId()
-	exists, err := e.rebuilder.Exists(ctx, sessionID)
+	exists, err := x.rebuilder.Exists(ctx, sessionID)
 	if err != nil {
 		return macp.Outcome{}, nil, fmt.Errorf("look up session %s: %w", sessionID, err)
 	}
@@ -229,14 +229,14 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 	if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 		return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 	}
-	s, err := e.rebuilder.Rebuild(ctx, sessionID, e.table.binding(sessionID))
-	e.rebuilt(err == nil && s != nil)
+	s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID))
+	x.rebuilt(err == nil && s != nil)
 	if err != nil || s == nil {
 		return macp.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,
 			Detail: "session " + sessionID + " already exists"}}, nil, nil
 	}
 	en.update(func(*macp.Session) *macp.Session { return s })
-	return macp.Start(s, env, sender, e.lookup(ctx), now), s, nil
+	return macp.Start(s, env, sender, x.lookup(ctx), now), s, nil
 }
 
 // applyPolicy is step 5: the policy on {principal, message, session, roles,
@@ -247,7 +247,7 @@ func (e *Enforcer) startUnknown(ctx context.Context, en *entry, env *macpv1.Enve
 // default one does not ask it for the roles it had, the credential's scopes
 // and the operator's rules decide it as any message. The lowest rank wins;
 // at equal rank the rules' verdict comes first.
-func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome, now int64) (rules.Verdict, error) {
+func (x *Decider) applyPolicy(ctx context.Context, snap *proxy.Snapshot, req Request, principal authn.Principal, en *entry, out macp.Outcome, now int64) (rules.Verdict, error) {
 	verdict := out.Verdict
 	if !verdict.OK() && verdict.Rank <= rules.RankPre {
 		return verdict, nil
@@ -255,7 +255,7 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 	typ, mode, sessionID := req.describe()
 	in := policies.Input{
 		Protocol:  "macp",
-		Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: scopes(principal)},
+		Principal: policies.Principal{ID: principal.ID, Method: principal.Method, Scopes: proxy.Scopes(principal)},
 		Message:   policies.Message{Type: typ, Mode: mode, Sender: principal.ID, ID: req.Envelope.GetMessageId(), SessionID: sessionID},
 		Roles:     out.Roles,
 		Facts:     out.Facts,
@@ -274,7 +274,7 @@ func (e *Enforcer) applyPolicy(ctx context.Context, snap *snapshot, req Request,
 	if out.Facts != nil && out.Next != nil {
 		in.Governance = out.Next.Policy
 	}
-	denials, err := snap.engine.Evaluate(ctx, &in)
+	denials, err := snap.Engine().Evaluate(ctx, &in)
 	if err != nil {
 		return verdict, err
 	}
@@ -296,25 +296,25 @@ func stateOf(en *entry) *macp.Session {
 // locked until the upstream answers (Settle), unless it is record-only and
 // pipelining is on: it then flies and frees the session now, like anything
 // else.
-func (e *Enforcer) hold(d Decision, en *entry, req Request, sender string, out macp.Outcome, base *macp.Session, now int64) Decision {
+func (x *Decider) hold(d proxy.Decision, en *entry, req Request, sender string, out macp.Outcome, base *macp.Session, now int64) proxy.Decision {
 	if en == nil {
 		return d
 	}
-	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && e.depth > 1 {
-		return e.fly(d, en, req.Envelope, sender, out, base)
+	if d.Allow && !d.DryRun && out.Next != nil && out.RecordOnly && x.depth > 1 {
+		return x.fly(d, en, req.Envelope, sender, out, base)
 	}
 	if d.Allow && !d.DryRun && out.Next != nil {
-		d.pending = &held{t: e.table, en: en, next: out.Next, now: now}
+		d.Hold(&held{t: x.table, en: en, next: out.Next, now: now})
 		return d
 	}
-	e.release(en)
+	x.release(en)
 	return d
 }
 
 // release frees a session entry that holds nothing to commit.
-func (e *Enforcer) release(en *entry) {
+func (x *Decider) release(en *entry) {
 	if en != nil {
-		e.table.drop(en)
+		x.table.drop(en)
 		en.release()
 	}
 }
@@ -327,10 +327,10 @@ func (e *Enforcer) release(en *entry) {
 // flight to land. A state that moved otherwise means Warden no longer
 // follows the runtime (it accepted what the committed state may refuse): the
 // entry is marked stale and rebuilt from the upstream on its next message.
-func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender string, out macp.Outcome, base *macp.Session) Decision {
+func (x *Decider) fly(d proxy.Decision, en *entry, env *macpv1.Envelope, sender string, out macp.Outcome, base *macp.Session) proxy.Decision {
 	en.fly(env.GetMessageId())
 	en.release()
-	d.pending = &flying{e: e, en: en, next: out.Next, env: env, sender: sender, base: base}
+	d.Hold(&flying{x: x, en: en, next: out.Next, env: env, sender: sender, base: base})
 	return d
 }
 
@@ -338,7 +338,7 @@ func (e *Enforcer) fly(d Decision, en *entry, env *macpv1.Envelope, sender strin
 // state it was decided on and its next state.
 type flying struct {
 	done   atomic.Bool
-	e      *Enforcer
+	x      *Decider
 	en     *entry
 	env    *macpv1.Envelope
 	sender string
@@ -347,7 +347,7 @@ type flying struct {
 }
 
 // settle lands the flight.
-func (f *flying) settle(accepted bool) {
+func (f *flying) Settle(accepted bool) {
 	if !f.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -369,7 +369,7 @@ func (f *flying) settle(accepted bool) {
 		case cur.State == macp.StateExpired:
 			return cur // Warden's clock expired it meanwhile: it accepts nothing more
 		}
-		f.e.log.Warn("a pipelined message landed on a session that changed since it was decided; the session will be rebuilt",
+		f.x.e.Logger().Warn("a pipelined message landed on a session that changed since it was decided; the session will be rebuilt",
 			"session_id", f.en.id, "message_id", id)
 		return nil
 	})
@@ -378,13 +378,55 @@ func (f *flying) settle(accepted bool) {
 // forget lands the flight with its answer unknown: the session is marked
 // stale (rebuilt on its next message, once every flight landed) when it can
 // be rebuilt.
-func (f *flying) forget() {
+func (f *flying) Forget() {
 	if !f.done.CompareAndSwap(false, true) {
 		return
 	}
-	if f.e.rebuilder == nil {
+	if f.x.rebuilder == nil {
 		f.en.land(f.env.GetMessageId(), nil)
 		return
 	}
 	f.en.land(f.env.GetMessageId(), func(*macp.Session) *macp.Session { return nil })
+}
+
+// held is a MACP decision holding its session's lock: accepted commits next.
+type held struct {
+	done atomic.Bool
+	t    *table
+	en   *entry
+	next *macp.Session
+	now  int64
+}
+
+func (h *held) Settle(accepted bool) {
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	if accepted {
+		h.t.settle(h.en, h.next, h.now)
+	} else {
+		// A shared session's version may already name the refused next
+		// state (committed on allow): read it again before trusting it.
+		if h.en.shared != nil {
+			h.en.shared.version = ""
+		}
+		h.t.drop(h.en)
+	}
+	h.en.release()
+}
+
+func (h *held) Forget() {
+	if !h.t.evictLive { // nothing could rebuild it: keep what is committed
+		h.Settle(false)
+		return
+	}
+	if !h.done.CompareAndSwap(false, true) {
+		return
+	}
+	h.en.update(func(*macp.Session) *macp.Session { return nil })
+	if h.en.shared != nil {
+		h.en.shared.version = ""
+	}
+	h.t.drop(h.en) // idle: out of the table; with flights: stale
+	h.en.release()
 }

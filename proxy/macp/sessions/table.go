@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -453,14 +453,6 @@ func (t *table) ended(id string, now int64) (ended, held bool) {
 	}
 	s := e.state.Load()
 	return s != nil && s.Expired(now), true
-}
-
-// Ended reports whether the table holds session id (held) and, if so,
-// whether the session has ended there (terminal, or expired at now, Unix
-// ms). For the ext_authz adapter, which commits on allow and counts the
-// sessions each principal started until they end.
-func (e *Enforcer) Ended(id string, now int64) (ended, held bool) {
-	return e.table.ended(id, now)
 }
 
 // Len returns the number of sessions held.

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/owners/ownerstest"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -32,33 +35,12 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-var sharedEngine struct {
-	once sync.Once
-	e    *policies.Engine
-	err  error
-}
+func engine(t testing.TB) *policies.Engine      { return proxytest.Engine(t) }
+func devAuth(t testing.TB) *authn.Authenticator { return proxytest.DevAuth(t) }
 
-func engine(t testing.TB) *policies.Engine {
-	sharedEngine.once.Do(func() {
-		sharedEngine.e, sharedEngine.err = policies.New(context.Background(), policies.Config{})
-	})
-	if sharedEngine.err != nil {
-		t.Fatal(sharedEngine.err)
-	}
-	return sharedEngine.e
-}
-
-func devAuth(t testing.TB) *authn.Authenticator {
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func newEnforcer(t testing.TB, cfg Config, rb Rebuilder) (*Enforcer, *clock) {
+func newEnforcer(t testing.TB, cfg proxy.Config, rb Rebuilder) (*Decider, *clock) {
 	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	e, err := New(cfg, Options{Authenticator: devAuth(t), Policies: engine(t), Rebuilder: rb, Now: c.now})
+	e, err := build(cfg, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: c.now}, Options{Rebuilder: rb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +72,7 @@ func req(e *macpv1.Envelope) Request {
 }
 
 // startTask starts a task session (planner requests, worker accepts).
-func startTask(t testing.TB, e *Enforcer, sid string, accept bool) {
+func startTask(t testing.TB, e *Decider, sid string, accept bool) {
 	steps := []*macpv1.Envelope{
 		env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
 			Participants: []string{planner, worker, other}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000,
@@ -110,7 +92,7 @@ func startTask(t testing.TB, e *Enforcer, sid string, accept bool) {
 }
 
 func TestEnforceRefusals(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e, _ := newEnforcer(t, proxy.Config{}, nil)
 	sid := sessionID(1)
 	startTask(t, e, sid, true)
 	update := mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
@@ -168,7 +150,7 @@ func TestEnforceRefusals(t *testing.T) {
 // TestCommitOnlyOnAck checks that the pending state is committed only when
 // the upstream accepts the message.
 func TestCommitOnlyOnAck(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e, _ := newEnforcer(t, proxy.Config{}, nil)
 	sid := sessionID(2)
 	startTask(t, e, sid, false)
 	accept := env(sid, worker, "TaskAccept", "acc", mustMarshal(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker}))
@@ -198,7 +180,7 @@ func TestCommitOnlyOnAck(t *testing.T) {
 // TestPerSessionSerialization checks that a session is locked between a
 // decision and its settlement, while other sessions proceed.
 func TestPerSessionSerialization(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e, _ := newEnforcer(t, proxy.Config{}, nil)
 	a, b := sessionID(3), sessionID(4)
 	startTask(t, e, a, true)
 	startTask(t, e, b, true)
@@ -221,7 +203,7 @@ func TestPerSessionSerialization(t *testing.T) {
 	}
 	d.Settle(true)
 
-	done := make(chan Decision)
+	done := make(chan proxy.Decision)
 	go func() {
 		d, _ := e.Enforce(context.Background(), req(up(a, "x3")))
 		done <- d
@@ -245,7 +227,7 @@ func TestPerSessionSerialization(t *testing.T) {
 
 // TestConcurrentSessions runs many sessions from many goroutines under -race.
 func TestConcurrentSessions(t *testing.T) {
-	e, _ := newEnforcer(t, Config{}, nil)
+	e, _ := newEnforcer(t, proxy.Config{}, nil)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -272,7 +254,7 @@ func TestConcurrentSessions(t *testing.T) {
 }
 
 func TestTableFull(t *testing.T) {
-	e, _ := newEnforcer(t, Config{Sessions: 2}, nil)
+	e, _ := newEnforcer(t, proxy.Config{Sessions: 2}, nil)
 	startTask(t, e, sessionID(10), true)
 	startTask(t, e, sessionID(11), true)
 	start := env(sessionID(12), planner, "SessionStart", "s", mustMarshal(t, &macpv1.SessionStartPayload{
@@ -303,7 +285,7 @@ func TestTableFull(t *testing.T) {
 }
 
 func TestExpiredSessionsEvictedFirst(t *testing.T) {
-	e, c := newEnforcer(t, Config{Sessions: 1}, nil)
+	e, c := newEnforcer(t, proxy.Config{Sessions: 1}, nil)
 	startTask(t, e, sessionID(20), true)
 	c.add(2 * time.Minute) // past the 60 s TTL
 	startTask(t, e, sessionID(21), true)
@@ -339,7 +321,7 @@ func (f *fakeRebuilder) Exists(_ context.Context, id string) (bool, error) {
 
 func TestRebuild(t *testing.T) {
 	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
-	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
+	e, _ := newEnforcer(t, proxy.Config{Sessions: 1}, rb)
 	a, b := sessionID(30), sessionID(31)
 	startTask(t, e, a, true)
 	// Keep a copy of a's state as the "upstream" would rebuild it.
@@ -366,7 +348,7 @@ func TestRebuild(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
-	e, _ := newEnforcer(t, Config{DryRun: true}, nil)
+	e, _ := newEnforcer(t, proxy.Config{DryRun: true}, nil)
 	sid := sessionID(40)
 	startTask(t, e, sid, true)
 	d, err := e.Enforce(context.Background(), req(env(sid, other, "TaskComplete", "f", mustMarshal(t, &taskv1.TaskCompletePayload{TaskId: "t1"}))))
@@ -399,7 +381,7 @@ func TestKeysUnavailableFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{}, Options{Authenticator: a, Policies: engine(t)})
+	e, err := build(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine(t)}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +399,7 @@ func TestKeysUnavailableFailsClosed(t *testing.T) {
 // id. A session whose binding was never recorded here is given none.
 func TestRebuildKeepsBinding(t *testing.T) {
 	rb := &fakeRebuilder{state: map[string]*macp.Session{}, bound: map[string]*macp.Governance{}}
-	e, _ := newEnforcer(t, Config{Sessions: 1}, rb)
+	e, _ := newEnforcer(t, proxy.Config{Sessions: 1}, rb)
 	if err := e.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.p", Mode: "*", SchemaVersion: 1,
 		Rules: map[string]any{"commitment": map[string]any{"authority": "any_participant"}}}); err != nil {
 		t.Fatal(err)
@@ -449,4 +431,21 @@ func TestRebuildKeepsBinding(t *testing.T) {
 	if g, ok := rb.bound[b]; !ok || g != nil {
 		t.Errorf("a session of policy.default was rebuilt with %+v (%v), want none", g, ok)
 	}
+}
+
+// errDown is what a store that is down answers.
+var errDown = ownerstest.ErrDown
+
+func writeRego(t *testing.T, name, src string) string { return proxytest.WriteRego(t, name, src) }
+
+// countObserver is a fake Observer.
+type countObserver = proxytest.Decisions[proxy.Decision]
+
+// build is the MACP decider with m on an Enforcer of cfg and opts.
+func build(cfg proxy.Config, opts proxy.Options, m Options) (*Decider, error) {
+	e, err := proxy.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return New(e, m)
 }

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -32,8 +33,8 @@ type macpStep struct {
 func pb(t testing.TB, m proto.Message) []byte { return mustMarshal(t, m) }
 
 // TestMACPInputGolden: the operator policy's input document for MACP
-// messages of several modes, as the Enforcer builds it, against
-// testdata/macp_input.golden (go test ./proxy -run TestMACPInputGolden
+// messages of several modes, as the Decider builds it, against
+// testdata/macp_input.golden (go test ./proxy/macp/sessions -run TestMACPInputGolden
 // -update rewrites it). Each message is first sent with an id starting
 // "probe-", which a policy refuses with json.marshal(input) as its message
 // (so the state does not move), then as itself. On the old code the input
@@ -48,8 +49,8 @@ deny contains {"code": "FORBIDDEN", "msg": json.marshal(input)} if startswith(in
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, c := newEnforcer(t, Config{}, nil)
-	e.Swap(devAuth(t), eng)
+	e, c := newEnforcer(t, proxy.Config{}, nil)
+	e.e.Swap(devAuth(t), eng)
 	c.add(17 * time.Second) // input.time is the minute: 12:00:17 reads 12:00
 	start := func(parts ...string) []byte {
 		return pb(t, &macpv1.SessionStartPayload{Intent: "golden", Participants: parts, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
@@ -88,7 +89,7 @@ deny contains {"code": "FORBIDDEN", "msg": json.marshal(input)} if startswith(in
 	for i, s := range sessions {
 		sid := sessionID(700 + i)
 		for j, st := range s.steps {
-			send := func(id string) Decision {
+			send := func(id string) proxy.Decision {
 				en := &macpv1.Envelope{MacpVersion: "1.0", Mode: s.mode, MessageType: st.typ, MessageId: id, SessionId: sid, Sender: st.sender,
 					TimestampUnixMs: c.now().UnixMilli() - 1000, Payload: st.payload}
 				d, err := e.Enforce(ctx, req(en))
@@ -137,7 +138,7 @@ deny contains {"code": "FORBIDDEN", "msg": json.marshal(input)} if startswith(in
 }
 
 // TestEnforceMACPPayloadPolicy decides votes and approval requests through
-// the Enforcer with the example policies of deploy/policies (MACP votes
+// the Decider with the example policies of deploy/policies (MACP votes
 // only during business hours; only these payload field values) on a fake
 // clock: a vote is refused by its payload (a REJECT without a reason,
 // whatever its case) or by the time of day, Warden's, whatever the sender's
@@ -146,15 +147,15 @@ deny contains {"code": "FORBIDDEN", "msg": json.marshal(input)} if startswith(in
 // refuses every vote and the payload rule none.
 func TestEnforceMACPPayloadPolicy(t *testing.T) {
 	ctx := context.Background()
-	eng, err := policies.New(ctx, policies.Config{Files: []string{"../deploy/policies/macp-votes-hours.rego", "../deploy/policies/macp-payload.rego"}})
+	eng, err := policies.New(ctx, policies.Config{Files: []string{"../../../deploy/policies/macp-votes-hours.rego", "../../../deploy/policies/macp-payload.rego"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ok, why := eng.Memoized(); !ok {
 		t.Fatalf("not memoized: %s", why)
 	}
-	e, c := newEnforcer(t, Config{}, nil)
-	e.Swap(devAuth(t), eng)
+	e, c := newEnforcer(t, proxy.Config{}, nil)
+	e.e.Swap(devAuth(t), eng)
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
 		t.Fatal(err)
@@ -162,10 +163,10 @@ func TestEnforceMACPPayloadPolicy(t *testing.T) {
 	friday := func(h, m int) time.Time { return time.Date(2026, 11, 27, h, m, 0, 0, paris) }
 	voters := []string{"agent://v0", "agent://v1", "agent://v2", "agent://v3", "agent://v4", "agent://v5", "agent://v6", "agent://v7", "agent://v8"}
 	n := 800
-	session := func(mode string) (string, func(sender, typ, id string, ts int64, payload []byte) Decision) {
+	session := func(mode string) (string, func(sender, typ, id string, ts int64, payload []byte) proxy.Decision) {
 		n++
 		sid := sessionID(n)
-		send := func(sender, typ, id string, ts int64, payload []byte) Decision {
+		send := func(sender, typ, id string, ts int64, payload []byte) proxy.Decision {
 			d, err := e.Enforce(ctx, req(&macpv1.Envelope{MacpVersion: "1.0", Mode: mode, MessageType: typ, MessageId: id, SessionId: sid,
 				Sender: sender, TimestampUnixMs: ts, Payload: payload}))
 			if err != nil {

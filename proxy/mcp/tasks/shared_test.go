@@ -1,4 +1,4 @@
-package proxy
+package tasks
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners/ownerstest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -15,18 +17,6 @@ import (
 var errDown = ownerstest.ErrDown
 
 // replicas returns n Enforcers sharing store.
-func replicas(t *testing.T, n int, store TaskStore) []*Enforcer {
-	t.Helper()
-	var es []*Enforcer
-	for range n {
-		e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t), Tasks: store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		es = append(es, e)
-	}
-	return es
-}
 
 func TestSharedTaskOwners(t *testing.T) {
 	store := ownerstest.New()
@@ -66,7 +56,7 @@ func TestSharedSteerBound(t *testing.T) {
 	store := ownerstest.New()
 	r := replicas(t, 3, store)
 	taskCreated(r[0], "s", alice, mcp.StatusWorking)
-	var ds []Decision
+	var ds []proxy.Decision
 	for i := range 4 {
 		d := enforceTask(t, r[i%3], steerReq(alice, "s", 3))
 		ds = append(ds, d)
@@ -125,7 +115,7 @@ func TestSharedStoreFaults(t *testing.T) {
 			if m == mcp.MethodSteer {
 				req = steerReq(alice, "f", 2)
 			}
-			d, err := r[1].EnforceTask(context.Background(), req)
+			d, err := r[1].Enforce(context.Background(), req)
 			if !errors.Is(err, errDown) {
 				t.Fatalf("EnforceTask with the store down: %+v %v, want the store's error", d, err)
 			}
@@ -180,5 +170,30 @@ func TestSharedStatusWrittenOnce(t *testing.T) {
 				t.Fatalf("store status %q, want %q", s, tc.observed)
 			}
 		})
+	}
+}
+
+// TestHandleOfAnothersTask: a handle for an id the shared store gives
+// another (replicas raced to record it for two principals) proves nothing:
+// the request is refused and the owner stays (MCP's half; A2A's is in
+// proxy/a2a/tenancy).
+func TestHandleOfAnothersTask(t *testing.T) {
+	store := ownerstest.New()
+	r := replicas(t, 3, store)
+	ctx := context.Background()
+	bob := authn.Principal{ID: "bob", Method: string(authn.MethodDev)}
+	taskCreated(r[0], "m", "alice", mcp.StatusWorking)
+	taskCreated(r[1], "m", "bob", mcp.StatusWorking)
+	if o, ok := taskOwner(r[1], "m"); !ok || o != "alice" {
+		t.Fatalf("MCP task created for bob after alice: owner %q, want alice", o)
+	}
+	for i, e := range r {
+		d, err := e.Enforce(ctx, Request{Principal: bob, Call: mcp.Call{Method: mcp.MethodGet}, TaskID: "m", Owner: true})
+		if err != nil || d.Allow {
+			t.Errorf("replica %d: bob's handle of alice's MCP task: %+v %v, want refused", i, d, err)
+		}
+	}
+	if o, _ := store.Owners(ctx, []string{"m"}); fmt.Sprint(o) != "[alice]" {
+		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

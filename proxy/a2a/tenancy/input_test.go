@@ -1,4 +1,4 @@
-package proxy
+package tenancy
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/proxytest"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -17,10 +18,10 @@ import (
 // policy on part kinds and metadata: what a message carries reaches the
 // operator policy (input.a2a), and metadata over the bounds, or with names
 // a server could read otherwise, is refused before it. On the old code
-// input.a2a does not exist (A2ARequest.Content neither): no row is refused.
+// input.a2a does not exist (Request.Content neither): no row is refused.
 func TestEnforceA2AInput(t *testing.T) {
 	ctx := context.Background()
-	extra := writeRego(t, "parts.rego", `package warden.a2a
+	extra := proxytest.WriteRego(t, "parts.rego", `package warden.a2a
 import rego.v1
 deny contains {"code": "FORBIDDEN", "msg": "no files from ops"} if {
 	input.principal.id == "agent://ops"
@@ -28,15 +29,15 @@ deny contains {"code": "FORBIDDEN", "msg": "no files from ops"} if {
 }
 deny contains {"code": "FORBIDDEN", "msg": "no urgent messages"} if input.a2a.metadata.priority == "urgent"
 `)
-	eng, err := policies.New(ctx, policies.Config{Files: []string{"../deploy/policies/a2a-skills.rego", extra}})
+	eng, err := policies.New(ctx, policies.Config{Files: []string{"../../../deploy/policies/a2a-skills.rego", extra}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ok, why := eng.Memoized(); !ok {
 		t.Fatalf("not memoized: %s", why)
 	}
-	e, _ := newEnforcer(t, Config{}, nil)
-	e.Swap(devAuth(t), eng)
+	e := newDecider(t)
+	e.e.Swap(devAuth(t), eng)
 
 	deep := strings.Repeat(`{"a":`, jsonrpc.MaxPolicyDepth) + `1` + strings.Repeat(`}`, jsonrpc.MaxPolicyDepth)
 	big := `"` + strings.Repeat("x", jsonrpc.MaxPolicyBytes) + `"`
@@ -70,7 +71,7 @@ deny contains {"code": "FORBIDDEN", "msg": "no urgent messages"} if input.a2a.me
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := e.EnforceA2A(ctx, A2ARequest{Principal: authn.Principal{ID: tc.principal, Method: "dev"}, Method: c.Method, New: true, Content: c.Content})
+			d, err := e.Enforce(ctx, Request{Principal: authn.Principal{ID: tc.principal, Method: "dev"}, Method: c.Method, New: true, Content: c.Content})
 			if err != nil {
 				t.Fatal(err)
 			}

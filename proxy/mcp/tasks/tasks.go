@@ -1,24 +1,26 @@
-package proxy
+// Package tasks is MCP's decision, shared by the MCP sidecar (proxy/mcp)
+// and ext_authz: whose the task a request names is, its status where a rule
+// depends on it, the steer bound, then the policy. It decides on the core's
+// Enforcer (proxy), which mints the decision, applies dry run and observes
+// it.
+package tasks
 
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
-// IDUnknown is the id reason of an id naming a task Warden knows no owner
-// of: a made-up id where a handle belongs (a raw id Warden knows is
-// handle.ReasonRawID), or one taken as is in dry run.
-const IDUnknown = "unknown_id"
-
-// TaskRequest is one MCP request to decide: a task method, tools/call or
+// Request is one MCP request to decide: a task method, tools/call or
 // tasks/list.
-type TaskRequest struct {
+type Request struct {
 	// IDReason is why an id the request named is not one of the caller's
 	// handles (handle.Cause), for the operator's log line and record.
 	IDReason string
@@ -35,7 +37,7 @@ type TaskRequest struct {
 	// Status reads the task as the upstream reports it now (Warden's own
 	// tasks/get); nil when it cannot be read. A status-dependent rule is
 	// decided on what it returns unless Warden knows the task terminal.
-	Status func(ctx context.Context) (TaskView, error)
+	Status func(ctx context.Context) (View, error)
 	Limits mcp.Limits
 	// Refused is a verdict the adapter reached from the transport (routing
 	// headers that disagree with the body); when set it is the decision.
@@ -47,8 +49,8 @@ type TaskRequest struct {
 	OwnershipUnknown bool
 }
 
-// TaskView is a task as the upstream reports it now.
-type TaskView struct {
+// View is a task as the upstream reports it now.
+type View struct {
 	Status string
 	// Updated is its lastUpdatedAt: a server passing a step (a safe point,
 	// where it takes the queued steers) updates the task, whether or not
@@ -56,28 +58,39 @@ type TaskView struct {
 	Updated string
 }
 
-// EnforceTask decides one MCP request: the rules (taskSupport, steer bounds),
+// Decider decides MCP requests on the core's Enforcer. It holds no state of
+// its own (the owner table is the Enforcer's); safe for concurrent use.
+type Decider struct {
+	e      *proxy.Enforcer
+	owners *owners.Table
+}
+
+// New returns the MCP decider on e. It starts no goroutines.
+func New(e *proxy.Enforcer) *Decider { return &Decider{e: e, owners: e.OwnerTable()} }
+
+// Enforce decides one MCP request: the rules (taskSupport, steer bounds),
 // then the policy on {principal, method, roles, task status}. An error means
 // Warden could not decide (the task's status could not be read); the adapter
 // must refuse the request.
-func (e *Enforcer) EnforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	return observed(e, ctx, req, (*Enforcer).enforceTask)
+func (x *Decider) Enforce(ctx context.Context, req Request) (proxy.Decision, error) {
+	return proxy.Observed(x.e, ctx, x, req, (*Decider).enforce)
 }
 
-func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, error) {
-	snap := e.snap.Load()
+func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, error) {
+	e := x.e
+	snap := e.Snapshot()
 	c := req.Call
-	d := e.newDecision(ctx, "mcp")
+	d := e.Start(ctx, "mcp")
 	d.Principal, d.Via, d.Type, d.Mode, d.SessionID = req.Principal.ID, req.Principal.Method, c.Method, "mcp", req.TaskID
-	d.owners = e.owners // its answer is learned through it
+	e.Learning(&d, Canon) // its answer is learned through it
 	d.IDReason = req.IDReason
 
 	if !req.Refused.OK() {
-		return e.finish(snap, d, req.Refused), nil
+		return e.Finish(snap, d, req.Refused), nil
 	}
-	t, err := e.taskOf(ctx, req)
+	t, err := x.taskOf(ctx, req)
 	if err != nil {
-		return Decision{}, err
+		return proxy.Decision{}, err
 	}
 	d.Roles = t.roles
 
@@ -87,33 +100,33 @@ func (e *Enforcer) enforceTask(ctx context.Context, req TaskRequest) (Decision, 
 	// the decision or the upstream refuses the steer.
 	reserved := false
 	if c.Method == mcp.MethodSteer && t.owner {
-		if reserved, t.steers, err = e.owners.Steer(ctx, t.key, req.Limits.MaxSteerQueue, t.mark); err != nil {
-			return Decision{}, err
+		if reserved, t.steers, err = x.owners.Steer(ctx, t.key, req.Limits.MaxSteerQueue, t.mark); err != nil {
+			return proxy.Decision{}, err
 		}
 	}
-	undo := func() { e.unsteer(t.key, req.TaskID) }
+	undo := func() { x.unsteer(t.key, req.TaskID) }
 
-	verdict, err := e.taskVerdict(ctx, snap, &d, req, t)
+	verdict, err := x.taskVerdict(ctx, snap, &d, req, t)
 	if err != nil {
 		if reserved {
 			undo()
 		}
-		return Decision{}, err
+		return proxy.Decision{}, err
 	}
-	if verdict.Reason == rules.ReasonNotOwner && !e.ownedByAnother(ctx, t.key, req.Principal.ID) {
+	if verdict.Reason == rules.ReasonNotOwner && !x.ownedByAnother(ctx, t.key, req.Principal.ID) {
 		// The same answer on the wire (Task not found); in the log and the
 		// metrics, the honest reason: Warden does not know this task (a
 		// handle that does not open for the caller, a made-up id), which is
 		// not the same as knowing it is someone else's.
 		verdict.Reason = rules.ReasonUnknownTask
 		if d.IDReason == "" {
-			d.IDReason = IDUnknown
+			d.IDReason = proxy.IDUnknown
 		}
 	}
-	d = e.finish(snap, d, verdict)
+	d = e.Finish(snap, d, verdict)
 	if reserved {
 		if d.Allow && !d.DryRun {
-			d.pending = &steer{undo: undo}
+			d.Hold(&steer{undo: undo})
 		} else {
 			undo()
 		}
@@ -137,12 +150,12 @@ type taskFacts struct {
 // task method whose handle opened for the caller), and then its status,
 // read from the upstream now when a status rule needs it and Warden does
 // not know the task terminal.
-func (e *Enforcer) taskOf(ctx context.Context, req TaskRequest) (taskFacts, error) {
+func (x *Decider) taskOf(ctx context.Context, req Request) (taskFacts, error) {
 	c := req.Call
 	t := taskFacts{key: owners.Key{Kind: owners.MCPTask, ID: req.TaskID}}
 	if mcp.TaskMethod(c.Method) && req.Owner {
 		var err error
-		if t.status, t.steers, t.owner, err = e.owners.Claim(ctx, t.key, req.Principal.ID); err != nil {
+		if t.status, t.steers, t.owner, err = x.owners.Claim(ctx, t.key, req.Principal.ID); err != nil {
 			return taskFacts{}, err
 		}
 	}
@@ -150,7 +163,7 @@ func (e *Enforcer) taskOf(ctx context.Context, req TaskRequest) (taskFacts, erro
 		t.roles = []string{"owner"}
 		if mcp.NeedsStatus(c.Method) && req.Status != nil && !mcp.Terminal(t.status) {
 			var err error
-			if t.status, t.mark, err = e.current(ctx, req); err != nil {
+			if t.status, t.mark, err = x.current(ctx, req); err != nil {
 				return taskFacts{}, err
 			}
 		}
@@ -164,16 +177,16 @@ func (e *Enforcer) taskOf(ctx context.Context, req TaskRequest) (taskFacts, erro
 // unsteer gives back a steer's place in the task's queue. Not the
 // request's context: the upstream's refusal may come after the client
 // left. A place not given back leaves the bound stricter, never looser.
-func (e *Enforcer) unsteer(key owners.Key, taskID string) {
-	if err := e.owners.Unsteer(context.Background(), key); err != nil {
-		e.log.Warn("could not give back a steer place", "task_id", taskID, "err", err)
+func (x *Decider) unsteer(key owners.Key, taskID string) {
+	if err := x.owners.Unsteer(context.Background(), key); err != nil {
+		x.e.Logger().Warn("could not give back a steer place", "task_id", taskID, "err", err)
 	}
 }
 
 // taskVerdict decides a request on the task t: the rules (taskSupport,
 // steer bounds), then the policy, whose input d records when recording.
 // An error means the policy could not decide.
-func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision, req TaskRequest, t taskFacts) (rules.Verdict, error) {
+func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *proxy.Decision, req Request, t taskFacts) (rules.Verdict, error) {
 	c := req.Call
 	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: t.steers, Limits: req.Limits})
 	var subject *policies.MCP
@@ -183,18 +196,18 @@ func (e *Enforcer) taskVerdict(ctx context.Context, snap *snapshot, d *Decision,
 	if verdict.OK() {
 		in := policies.Input{
 			Protocol:  "mcp",
-			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: claims(req.Principal)},
+			Principal: policies.Principal{ID: req.Principal.ID, Method: req.Principal.Method, Scopes: proxy.Claims(req.Principal)},
 			Message:   policies.Message{Type: c.Method, Sender: req.Principal.ID, SessionID: req.TaskID},
 			Session:   policies.Session{State: t.status},
 			Roles:     t.roles,
 			MCP:       subject,
-			Now:       e.now(),
+			Now:       x.e.Now(),
 		}
-		if e.record {
+		if x.e.RecordsInputs() {
 			rec := in
-			d.Recorded = &Recorded{Policy: &rec}
+			d.Recorded = &proxy.Recorded{Policy: &rec}
 		}
-		denials, err := snap.engine.Evaluate(ctx, &in)
+		denials, err := snap.Engine().Evaluate(ctx, &in)
 		if err != nil {
 			return rules.Verdict{}, err
 		}
@@ -234,7 +247,7 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 // ("" when the server names none: unknown, the server answers for itself)
 // and the task's lastUpdatedAt. An error means the status cannot be told:
 // Warden cannot decide, the request is refused.
-func (e *Enforcer) current(ctx context.Context, req TaskRequest) (status, mark string, err error) {
+func (x *Decider) current(ctx context.Context, req Request) (status, mark string, err error) {
 	v, err := req.Status(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("read status of task %s: %w", req.TaskID, err)
@@ -242,7 +255,7 @@ func (e *Enforcer) current(ctx context.Context, req TaskRequest) (status, mark s
 	if !mcp.KnownStatus(v.Status) {
 		return "", v.Updated, nil
 	}
-	if err := e.owners.Observe(ctx, owners.Key{Kind: owners.MCPTask, ID: req.TaskID}, v.Status); err != nil {
+	if err := x.owners.Observe(ctx, owners.Key{Kind: owners.MCPTask, ID: req.TaskID}, v.Status); err != nil {
 		return "", "", fmt.Errorf("record status of task %s: %w", req.TaskID, err)
 	}
 	return v.Status, v.Updated, nil
@@ -251,19 +264,46 @@ func (e *Enforcer) current(ctx context.Context, req TaskRequest) (status, mark s
 // ownedByAnother reports whether Warden knows the entry under key to belong
 // to another principal than principal (for the log's reason only: a store
 // that cannot be read says nothing).
-func (e *Enforcer) ownedByAnother(ctx context.Context, key owners.Key, principal string) bool {
+func (x *Decider) ownedByAnother(ctx context.Context, key owners.Key, principal string) bool {
 	if key.ID == "" {
 		return false
 	}
-	o, err := e.owners.Owners(ctx, key)
+	o, err := x.owners.Owners(ctx, key)
 	return err == nil && o[0] != "" && o[0] != principal
 }
 
-// claims returns what an MCP policy sees of the credential: a JWT's claims
-// or a static token's attributes.
-func claims(p authn.Principal) map[string]any {
-	if s := scopes(p); s != nil {
-		return s
+// steer is an MCP steer's place in its task's queue, given back when the
+// upstream refuses the steer.
+type steer struct {
+	done atomic.Bool
+	undo func()
+}
+
+func (s *steer) Settle(accepted bool) {
+	if s.done.CompareAndSwap(false, true) && !accepted {
+		s.undo()
 	}
-	return p.Claims
+}
+
+func (s *steer) Forget() { s.Settle(false) }
+
+// Canon reads an MCP task's status, "" when it is not one of MCP's; other
+// ids carry no status.
+func Canon(kind owners.Kind, status string) string {
+	if kind == owners.MCPTask && mcp.KnownStatus(status) {
+		return status
+	}
+	return ""
+}
+
+// Resumed is the decision of principal's request of type typ whose answer
+// a resumed stream carries (proxy.Enforcer.Resumed), learning as MCP's.
+func (x *Decider) Resumed(principal, typ string) *proxy.Decision {
+	return x.e.Resumed("mcp", principal, typ, Canon)
+}
+
+// Observe is what a message no decided request opened reports (an MCP
+// standalone stream; proxy.Enforcer.Observe), learned as MCP's.
+func (x *Decider) Observe(ctx context.Context, facts ...owners.Fact) ([]string, error) {
+	return x.e.Observe(ctx, Canon, facts...)
 }

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	decisionv1 "github.com/agentwarden/warden/wire/modes/decision/v1"
@@ -98,7 +99,7 @@ var benchScenarios = []scenario{
 }
 
 // prepare starts the scenario's session and returns the request to decide.
-func (sc scenario) prepare(b testing.TB, e *Enforcer, n int) Request {
+func (sc scenario) prepare(b testing.TB, e *Decider, n int) Request {
 	sid := sessionID(n)
 	mk := func(i int, s step) *macpv1.Envelope {
 		return &macpv1.Envelope{MacpVersion: "1.0", Mode: sc.mode, MessageType: s.typ, MessageId: fmt.Sprint("m", i), SessionId: sid, Sender: s.sender, Payload: mustMarshal(b, s.payload)}
@@ -119,7 +120,7 @@ func (sc scenario) prepare(b testing.TB, e *Enforcer, n int) Request {
 func BenchmarkEnforce(b *testing.B) {
 	for i, sc := range benchScenarios {
 		b.Run(sc.name, func(b *testing.B) {
-			e, _ := newEnforcer(b, Config{}, nil)
+			e, _ := newEnforcer(b, proxy.Config{}, nil)
 			r := sc.prepare(b, e, i)
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -137,7 +138,7 @@ func BenchmarkEnforce(b *testing.B) {
 // BenchmarkEnforceParallel decides TaskUpdates of many sessions from every
 // core at once: different sessions never wait for each other.
 func BenchmarkEnforceParallel(b *testing.B) {
-	e, _ := newEnforcer(b, Config{}, nil)
+	e, _ := newEnforcer(b, proxy.Config{}, nil)
 	const sessions = 256
 	reqs := make([]Request, sessions)
 	for i := range reqs {
@@ -164,7 +165,7 @@ func BenchmarkEnforceParallel(b *testing.B) {
 func BenchmarkSessionMemory(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
-		e, _ := newEnforcer(b, Config{Sessions: n}, nil)
+		e, _ := newEnforcer(b, proxy.Config{Sessions: n}, nil)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -83,7 +84,7 @@ func modelSession(t testing.TB, rnd *rand.Rand, sid, mode string, n int) []model
 
 // flight is a decision the model has not answered yet.
 type flight struct {
-	d      Decision
+	d      proxy.Decision
 	accept bool
 }
 
@@ -98,9 +99,9 @@ func landOne(rnd *rand.Rand, pending *[]flight) {
 
 // decideLanding decides r on e while answering unanswered decisions in
 // random order whenever the decision waits.
-func decideLanding(e *Enforcer, r Request, rnd *rand.Rand, pending *[]flight) (Decision, error) {
+func decideLanding(e *Decider, r Request, rnd *rand.Rand, pending *[]flight) (proxy.Decision, error) {
 	type result struct {
-		d   Decision
+		d   proxy.Decision
 		err error
 	}
 	done := make(chan result, 1)
@@ -121,7 +122,7 @@ func decideLanding(e *Enforcer, r Request, rnd *rand.Rand, pending *[]flight) (D
 			case res := <-done:
 				return res.d, res.err
 			case <-time.After(10 * time.Second):
-				return Decision{}, fmt.Errorf("%s %s waits with nothing in flight", r.Envelope.GetMessageType(), r.Envelope.GetMessageId())
+				return proxy.Decision{}, fmt.Errorf("%s %s waits with nothing in flight", r.Envelope.GetMessageType(), r.Envelope.GetMessageId())
 			}
 		}
 		landOne(rnd, pending)
@@ -130,10 +131,10 @@ func decideLanding(e *Enforcer, r Request, rnd *rand.Rand, pending *[]flight) (D
 }
 
 // TestPipelineModel is the differential test of pipelining: random sessions
-// are sent to a serial Enforcer, which settles every message before deciding
+// are sent to a serial Decider, which settles every message before deciding
 // the next, and to a pipelined one, where the runtime's answers arrive in
 // random order and late. Every decision must be the serial one (so the
-// pipelined Enforcer never allows what the serial committed state refuses),
+// pipelined Decider never allows what the serial committed state refuses),
 // and once every answer has landed the committed states must be equivalent.
 func TestPipelineModel(t *testing.T) {
 	sessions := 1000
@@ -144,12 +145,12 @@ func TestPipelineModel(t *testing.T) {
 		name  string
 		depth int
 		// evict: a table of 8 entries, sessions rebuilt from the serial
-		// Enforcer's committed state (what the runtime accepted)
+		// Decider's committed state (what the runtime accepted)
 		evict bool
 	}{{"depth=2", 2, false}, {"depth=16", 16, false}, {"depth=16,evicting", 16, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			serial, _ := newEnforcer(t, Config{PipelineDepth: 1}, nil)
-			cfg, rt := Config{PipelineDepth: tc.depth}, &runtimeOf{e: serial}
+			serial, _ := newEnforcer(t, proxy.Config{PipelineDepth: 1}, nil)
+			cfg, rt := proxy.Config{PipelineDepth: tc.depth}, &runtimeOf{e: serial}
 			var rb Rebuilder
 			if tc.evict {
 				cfg.Sessions, rb = 8, rt
@@ -185,10 +186,10 @@ func TestPipelineModel(t *testing.T) {
 	}
 }
 
-// runtimeOf rebuilds sessions from a serial Enforcer's committed state,
+// runtimeOf rebuilds sessions from a serial Decider's committed state,
 // which is what the runtime accepted.
 type runtimeOf struct {
-	e     *Enforcer
+	e     *Decider
 	calls atomic.Int64
 }
 
@@ -203,7 +204,7 @@ func (r *runtimeOf) Exists(ctx context.Context, id string) (bool, error) {
 }
 
 // modelRun sends one session's messages to both Enforcers and compares.
-func modelRun(serial, piped *Enforcer, rnd *rand.Rand, msgs []modelMsg) error {
+func modelRun(serial, piped *Decider, rnd *rand.Rand, msgs []modelMsg) error {
 	ctx := context.Background()
 	var pending []flight
 	for _, m := range msgs {
@@ -270,8 +271,8 @@ func sameSession(a, b *macp.Session, msgs []modelMsg) string {
 }
 
 // decideAsync decides r in a goroutine; the channel delivers the decision.
-func decideAsync(t *testing.T, e *Enforcer, r Request) <-chan Decision {
-	ch := make(chan Decision, 1)
+func decideAsync(t *testing.T, e *Decider, r Request) <-chan proxy.Decision {
+	ch := make(chan proxy.Decision, 1)
 	go func() {
 		d, err := e.Enforce(context.Background(), r)
 		if err != nil {
@@ -283,7 +284,7 @@ func decideAsync(t *testing.T, e *Enforcer, r Request) <-chan Decision {
 }
 
 // waiting checks that a decision is still waiting.
-func waiting(t *testing.T, ch <-chan Decision, what string) {
+func waiting(t *testing.T, ch <-chan proxy.Decision, what string) {
 	t.Helper()
 	select {
 	case d := <-ch:
@@ -292,7 +293,7 @@ func waiting(t *testing.T, ch <-chan Decision, what string) {
 	}
 }
 
-func received(t *testing.T, ch <-chan Decision, what string) Decision {
+func received(t *testing.T, ch <-chan proxy.Decision, what string) proxy.Decision {
 	t.Helper()
 	select {
 	case d := <-ch:
@@ -300,7 +301,7 @@ func received(t *testing.T, ch <-chan Decision, what string) Decision {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s was never decided", what)
 	}
-	return Decision{}
+	return proxy.Decision{}
 }
 
 // TestPipelineFlights checks the pipelining rules on one session: record-only
@@ -308,13 +309,13 @@ func received(t *testing.T, ch <-chan Decision, what string) Decision {
 // whose id is in flight, and a state-changing message, wait for the flights.
 func TestPipelineFlights(t *testing.T) {
 	const depth = 16
-	e, _ := newEnforcer(t, Config{PipelineDepth: depth}, nil)
+	e, _ := newEnforcer(t, proxy.Config{PipelineDepth: depth}, nil)
 	sid := sessionID(50)
 	startTask(t, e, sid, true)
 	update := func(id string, p float64) Request {
 		return req(env(sid, worker, "TaskUpdate", id, mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: p})))
 	}
-	var flights []Decision
+	var flights []proxy.Decision
 	for i := range depth {
 		d, err := e.Enforce(context.Background(), update(fmt.Sprint("u", i), 0.5))
 		if err != nil || !d.Allow {
@@ -373,7 +374,7 @@ func TestPipelineFlights(t *testing.T) {
 // landing marks the session stale, and that it is rebuilt from the upstream.
 func TestPipelineStale(t *testing.T) {
 	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
-	e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+	e, _ := newEnforcer(t, proxy.Config{PipelineDepth: 4}, rb)
 	sid := sessionID(51)
 	startTask(t, e, sid, true)
 	before, _ := e.Session(context.Background(), sid)
@@ -404,7 +405,7 @@ func TestPipelineStale(t *testing.T) {
 // TestPipelineExpiry checks that a flight landing on a session Warden's
 // clock expired meanwhile leaves it expired, not stale.
 func TestPipelineExpiry(t *testing.T) {
-	e, c := newEnforcer(t, Config{PipelineDepth: 4}, nil)
+	e, c := newEnforcer(t, proxy.Config{PipelineDepth: 4}, nil)
 	sid := sessionID(52)
 	startTask(t, e, sid, true)
 	d, err := e.Enforce(context.Background(), req(env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
@@ -433,10 +434,10 @@ func BenchmarkPipeline(b *testing.B) {
 		depth int
 	}{{"serial", 1}, {"16-in-flight", n}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, _ := newEnforcer(b, Config{PipelineDepth: bc.depth, Sessions: 1 << 20}, nil)
+			e, _ := newEnforcer(b, proxy.Config{PipelineDepth: bc.depth, Sessions: 1 << 20}, nil)
 			payload := mustMarshal(b, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
 			updates := make([]Request, n)
-			flights := make([]Decision, n)
+			flights := make([]proxy.Decision, n)
 			ctx := context.Background()
 			b.ReportAllocs()
 			i := 0
@@ -476,7 +477,7 @@ func BenchmarkHotSession(b *testing.B) {
 		depth int
 	}{{"serial", 1}, {"depth-16", 16}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, _ := newEnforcer(b, Config{PipelineDepth: bc.depth}, nil)
+			e, _ := newEnforcer(b, proxy.Config{PipelineDepth: bc.depth}, nil)
 			sid := sessionID(60)
 			startTask(b, e, sid, true)
 			payload := mustMarshal(b, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
@@ -513,7 +514,7 @@ func BenchmarkHotSession(b *testing.B) {
 // waits for it and rebuilds the session.
 func TestPipelineForgetInFlight(t *testing.T) {
 	rb := &fakeRebuilder{state: map[string]*macp.Session{}}
-	e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+	e, _ := newEnforcer(t, proxy.Config{PipelineDepth: 4}, rb)
 	sid := sessionID(52)
 	startTask(t, e, sid, true)
 	before, _ := e.Session(context.Background(), sid)
@@ -566,7 +567,7 @@ func TestSettleForget(t *testing.T) {
 	t.Run("held, a message waiting", func(t *testing.T) {
 		for n := range 50 { // the gap was a scheduling race: try it often
 			rb := &fakeRebuilder{state: map[string]*macp.Session{}}
-			e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+			e, _ := newEnforcer(t, proxy.Config{PipelineDepth: 4}, rb)
 			sid := sessionID(600 + n)
 			startTask(t, e, sid, false)
 			before, _ := e.Session(ctx, sid)
@@ -592,7 +593,7 @@ func TestSettleForget(t *testing.T) {
 	})
 	t.Run("in flight", func(t *testing.T) {
 		rb := &fakeRebuilder{state: map[string]*macp.Session{}}
-		e, _ := newEnforcer(t, Config{PipelineDepth: 4}, rb)
+		e, _ := newEnforcer(t, proxy.Config{PipelineDepth: 4}, rb)
 		sid := sessionID(700)
 		startTask(t, e, sid, true)
 		d, err := e.Enforce(ctx, req(env(sid, worker, "TaskUpdate", "u1", mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1"}))))
@@ -605,7 +606,7 @@ func TestSettleForget(t *testing.T) {
 		}
 	})
 	t.Run("no rebuilder", func(t *testing.T) {
-		e, _ := newEnforcer(t, Config{PipelineDepth: 4}, nil)
+		e, _ := newEnforcer(t, proxy.Config{PipelineDepth: 4}, nil)
 		sid := sessionID(701)
 		startTask(t, e, sid, false)
 		d, err := e.Enforce(ctx, req(accept(sid)))

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/agentwarden/warden/rules/macp"
 )
 
-// SessionStore is the MACP session state Warden replicas share for an
+// Store is the MACP session state Warden replicas share for an
 // ext_authz fleet (proxy/state keeps it in Redis): each session's encoded
 // state (macp.Session.AppendBinary) under a version that changes on every
 // commit. The local table stays in front of it as a cache: a decision checks
@@ -20,7 +20,7 @@ import (
 // on allow (ext_authz) may use it: the commit happens before the decision is
 // returned. An error means the store could not be reached: the decision
 // fails closed.
-type SessionStore interface {
+type Store interface {
 	// Load returns the session's state and version when the version is not
 	// have; changed is false when it is (nothing is read). version "" means
 	// the store holds no entry.
@@ -78,8 +78,8 @@ var ErrSessionContention = errors.New("session state changed on other replicas a
 // A cached committed state is decided on as it is, and share then checks
 // its version. The decision whose last attempt brought the store's state
 // reads nothing.
-func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int64) error {
-	if e.sessions == nil || en == nil {
+func (x *Decider) load(ctx context.Context, en *entry, decision string, now int64) error {
+	if x.store == nil || en == nil {
 		return nil
 	}
 	sh := en.store()
@@ -93,24 +93,24 @@ func (e *Enforcer) load(ctx context.Context, en *entry, decision string, now int
 		return nil
 	}
 	sh.checked = decision
-	data, version, changed, err := e.sessions.Load(ctx, en.id, sh.version)
+	data, version, changed, err := x.store.Load(ctx, en.id, sh.version)
 	if err != nil || !changed {
 		return err
 	}
-	return e.replace(en, version, data, now)
+	return x.replace(en, version, data, now)
 }
 
 // replace installs the store's version of a session in its entry.
-func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) error {
+func (x *Decider) replace(en *entry, version string, data []byte, now int64) error {
 	var s *macp.Session
 	if version != "" {
 		var err error
-		if s, err = e.decoder.Decode(data); err != nil {
+		if s, err = x.decoder.Decode(data); err != nil {
 			return fmt.Errorf("decode the shared state: %w", err)
 		}
 	}
 	en.store().version = version
-	e.table.settle(en, s, now)
+	x.table.settle(en, s, now)
 	return nil
 }
 
@@ -120,8 +120,8 @@ func (e *Enforcer) replace(en *entry, version string, data []byte, now int64) er
 // read it for this decision. ok is false when another replica changed the
 // session: its state is then in the entry and the decision must be taken
 // again.
-func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *entry, out macp.Outcome, now int64) (ok bool, err error) {
-	if e.sessions == nil || en == nil {
+func (x *Decider) share(ctx context.Context, decision string, commit bool, en *entry, out macp.Outcome, now int64) (ok bool, err error) {
+	if x.store == nil || en == nil {
 		return true, nil
 	}
 	sh := en.store()
@@ -129,25 +129,25 @@ func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *
 		if sh.checked == decision {
 			return true, nil
 		}
-		data, version, changed, err := e.sessions.Load(ctx, en.id, sh.version)
+		data, version, changed, err := x.store.Load(ctx, en.id, sh.version)
 		if err != nil || !changed {
 			return err == nil, err
 		}
-		return false, e.changed(en, decision, version, data, now)
+		return false, x.changed(en, decision, version, data, now)
 	}
 	data, err := out.Next.AppendBinary(nil)
 	if err != nil {
 		return false, fmt.Errorf("encode the state: %w", err)
 	}
-	version, current, ok, err := e.sessions.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	version, current, ok, err := x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
 	switch {
 	case err != nil:
 		return false, err
 	case !ok:
-		if o, is := e.observer.(ConflictObserver); is {
+		if o, is := x.e.Observer().(ConflictObserver); is {
 			o.SessionConflict()
 		}
-		return false, e.changed(en, decision, version, current, now)
+		return false, x.changed(en, decision, version, current, now)
 	}
 	sh.version = version
 	return true, nil
@@ -155,8 +155,8 @@ func (e *Enforcer) share(ctx context.Context, decision string, commit bool, en *
 
 // changed installs the state another replica committed, for decision to be
 // taken again on it without reading the store.
-func (e *Enforcer) changed(en *entry, decision, version string, data []byte, now int64) error {
-	if err := e.replace(en, version, data, now); err != nil {
+func (x *Decider) changed(en *entry, decision, version string, data []byte, now int64) error {
+	if err := x.replace(en, version, data, now); err != nil {
 		return err
 	}
 	en.store().fresh = decision
