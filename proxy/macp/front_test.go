@@ -471,6 +471,22 @@ func TestConfigTransport(t *testing.T) {
 	}
 }
 
+// TestDefaultDoorIsRelay: a sidecar configured without a transport serves
+// the relay front door (FrontDoor), not grpc-go: a unary call whose body
+// never comes is reset (RST_STREAM CANCEL) after body_timeout, as only the
+// relay does (grpc-go answers CANCELLED). Before, Serve read an empty
+// transport as grpc while FrontDoor, the docs and the log said relay.
+func TestDefaultDoorIsRelay(t *testing.T) {
+	_, up := startFakeRuntime(t)
+	addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Limits: listener.Limits{BodyTimeout: 100 * time.Millisecond}})
+	h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodGet},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "authorization", Value: "Bearer planner"}}
+	if a := rawRequest(t, addr, h, nil, false); a.Reset != http2.ErrCodeCancel || a.GRPCStatus != "" {
+		t.Errorf("a stalled GetSession on the default door: %+v, want the relay's RST_STREAM CANCEL", a)
+	}
+}
+
 // TestRelayNotSentKeepsSession: a decided Send the relay could not send to
 // the runtime at all (it is down: the dial fails, then backs off) leaves
 // Warden's state alone, as errUpstreamFull does on the grpc-go path, rather

@@ -277,7 +277,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	if s.cfg.Transport == TransportRelay {
+	if s.cfg.FrontDoor() == TransportRelay {
 		return s.serveRelay(ctx, lis)
 	}
 	lim := s.cfg.Limits.WithDefaults()
