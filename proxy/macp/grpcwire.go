@@ -5,7 +5,6 @@ package macp
 
 import (
 	"encoding/binary"
-	"math"
 	"strconv"
 	"time"
 
@@ -140,24 +139,4 @@ func decodeGRPCMessage(msg string) string {
 		return msg
 	}
 	return string(b)
-}
-
-// grpcTimeout reads a request's grpc-timeout ("1S", "250m", ...).
-func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
-	v := headerValue(header, "grpc-timeout")
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v[:len(v)-1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
-		return 0, false
-	}
-	if n > uint64(math.MaxInt64/unit) {
-		return math.MaxInt64, true // clamped, as grpc-go does ("99999999H")
-	}
-	return time.Duration(n) * unit, true
 }
