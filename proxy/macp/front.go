@@ -233,13 +233,18 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	}
 	switch {
 	case adm.a.Call == proxy.CallStream: // never anonymous: the gate refuses it without credentials
-		return s.relaySession(ctx, req, ct, adm)
+		return s.relaySession(ctx, req, adm)
 	case s.streamed(adm.a.Method): // a pass-through service's call of any shape
-		return s.relayPassThrough(ctx, req, ct, adm)
+		return s.relayPassThrough(ctx, req, adm)
 	}
-	msg, err := oneMessage(req.Body, req.Truncated, s.cfg.MaxMessageBytes)
+	msg, err := oneMessage(req.Body, req.Truncated, s.cfg.MaxMessageBytes, adm.g.comp)
 	if err != nil {
 		return statusAnswer(ct, err)
+	}
+	if req.Body[0] != 0 {
+		// compressed: the runtime gets the message as grpc-go's client
+		// would send it, uncompressed (forwardHeader drops grpc-encoding)
+		req.Body = grpcFrame(msg)
 	}
 	switch {
 	case adm.a.Method == healthWatch, s.watchCall(adm.a.Call) && !s.methods.Unary(adm.a.Method):

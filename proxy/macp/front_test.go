@@ -582,6 +582,10 @@ func TestRelayAnswersItself(t *testing.T) {
 		{"Send", func() error { _, err := c.Send(planner, send); return err }, codes.OK},
 		{"Send without credentials", func() error { _, err := c.Send(ctx, send); return err }, codes.Unauthenticated},
 		{"GetSession", func() error { _, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.OK},
+		{"GetSession, gzip", func() error {
+			_, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}, grpc.UseCompressor("gzip"))
+			return err
+		}, codes.OK},
 		{"GetSession, outsider", func() error { _, err := c.GetSession(mallory, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.NotFound},
 		{"GetSession without credentials", func() error { _, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.Unauthenticated},
 		{"ListSessions", func() error { _, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{}); return err }, codes.OK},

@@ -9,9 +9,11 @@ package macp
 // (recvOne holds the calls it serves as streams to the one-message rule).
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -33,6 +35,10 @@ type grpcRequest struct {
 	// timeout is the request's grpc-timeout, when it has one.
 	timeout    time.Duration
 	hasTimeout bool
+	// comp decompresses the request's messages: its grpc-encoding's
+	// compressor, as grpc-go finds it (encoding.GetCompressor); nil for
+	// identity.
+	comp encoding.Compressor
 }
 
 // grpcHeader reads a request's header list as grpc-go's server does before
@@ -114,9 +120,9 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 		return abort(200, status.Newf(codes.Unimplemented, "malformed method name: %q", path))
 	}
 	if recvComp != "" && recvComp != encoding.Identity {
-		// the relay reads no compressed message: the answer of a grpc-go
-		// server without the decompressor
-		return abort(200, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", recvComp))
+		if r.comp = encoding.GetCompressor(recvComp); r.comp == nil {
+			return abort(200, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", recvComp))
+		}
 	}
 	return r, nil
 }
@@ -182,25 +188,47 @@ var (
 )
 
 // payloadFormat is grpc-go's answer to a message's flag byte: none for an
-// uncompressed message; the relay accepts no grpc-encoding (grpcHeader), so
-// a compressed one is an error, as is any other flag.
-func payloadFormat(flag byte) error {
-	switch flag {
-	case 0:
+// uncompressed message, or a compressed one with a compressor (the
+// request's grpc-encoding); an error for a compressed one without, or any
+// other flag.
+func payloadFormat(flag byte, comp encoding.Compressor) error {
+	switch {
+	case flag == 0, flag == 1 && comp != nil:
 		return nil
-	case 1:
+	case flag == 1:
 		return errCompressed
 	}
 	return status.Errorf(codes.Internal, "grpc: received unexpected payload format %d", flag)
 }
 
+// message is a gRPC message's bytes (b, its flag byte flag) as grpc-go
+// hands them to a handler: decompressed with comp when compressed, at most
+// max bytes then, with grpc-go's errors.
+func message(flag byte, b []byte, comp encoding.Compressor, max int) ([]byte, error) {
+	if flag == 0 {
+		return b, nil
+	}
+	r, err := comp.Decompress(bytes.NewReader(b))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to decompress the message: %v", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "grpc: failed to read decompressed data: %v", err)
+	}
+	if len(out) > max {
+		return nil, status.Errorf(codes.ResourceExhausted, "grpc: received message after decompression larger than max %d", max)
+	}
+	return out, nil
+}
+
 // oneMessage returns the one request message of a call that is not
-// client-streaming, body its request body (its first bytes only when
-// truncated), or grpc-go's answer when it is not exactly one uncompressed
-// message of at most max bytes: grpc-go reads the first message, then one
-// more, which must not be there, each prefix, length, bytes and flag in
-// that order.
-func oneMessage(body []byte, truncated bool, max int) ([]byte, error) {
+// client-streaming (decompressed with comp), body its request body (its
+// first bytes only when truncated), or grpc-go's answer when it is not
+// exactly one message of at most max bytes: grpc-go reads the first
+// message, then one more, which must not be there, each prefix, length,
+// bytes, flag and decompression in that order.
+func oneMessage(body []byte, truncated bool, max int, comp encoding.Compressor) ([]byte, error) {
 	var msg []byte
 	for i := 0; ; i++ {
 		if len(body) == 0 && !truncated {
@@ -228,13 +256,17 @@ func oneMessage(body []byte, truncated bool, max int) ([]byte, error) {
 			}
 			return nil, errCutMessage
 		}
-		if err := payloadFormat(body[0]); err != nil {
+		if err := payloadFormat(body[0], comp); err != nil {
+			return nil, err
+		}
+		m, err := message(body[0], body[grpcPrefix:end], comp, max)
+		if err != nil {
 			return nil, err
 		}
 		if i == 1 {
 			return nil, errManyMessages
 		}
-		msg, body = body[grpcPrefix:end], body[end:]
+		msg, body = m, body[end:]
 		if len(body) == 0 && truncated {
 			return nil, errManyMessages
 		}

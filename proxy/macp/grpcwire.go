@@ -21,6 +21,13 @@ import (
 // and a four-byte big-endian length.
 const grpcPrefix = 5
 
+// grpcFrame is b as one uncompressed gRPC message: prefix and bytes.
+func grpcFrame(b []byte) []byte {
+	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
+	return append(body, b...)
+}
+
 // grpcMessage returns the one uncompressed message body holds, or false.
 func grpcMessage(body []byte) ([]byte, bool) {
 	if len(body) < grpcPrefix || body[0] != 0 || int(binary.BigEndian.Uint32(body[1:grpcPrefix])) != len(body)-grpcPrefix {
@@ -84,11 +91,9 @@ func messageAnswer(ct string, m proto.Message) frames.Response {
 	if err != nil {
 		return statusAnswer(ct, status.Error(codes.Internal, "grpc: error while marshaling: "+err.Error()))
 	}
-	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
 	return frames.Response{
 		Header:  []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}},
-		Body:    append(body, b...),
+		Body:    grpcFrame(b),
 		Trailer: []hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: ""}},
 	}
 }

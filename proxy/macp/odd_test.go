@@ -1,6 +1,8 @@
 package macp
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"net"
 	"slices"
@@ -10,6 +12,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // as bin/warden has it, through otlptracegrpc
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -43,6 +46,7 @@ func TestOddRequestsOnBothDoors(t *testing.T) {
 	send := msg(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "TaskRequest",
 		MessageId: "m1", SessionId: "6b1f0c9e-2d4a-4f6b-9c1e-ffffffffffff", Sender: "planner", Payload: []byte("{}")}})
 	check := msg(&healthpb.HealthCheckRequest{})
+	gz := hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}
 	for _, tc := range []struct {
 		name   string
 		header []hpack.HeaderField
@@ -67,11 +71,25 @@ func TestOddRequestsOnBothDoors(t *testing.T) {
 		{"unknown service", hdr("POST", "/foo.Bar/Baz", grpcCT), get},
 		{"unknown method, no credentials", hdr("POST", service+"Nope", grpcCT), get},
 		{"a runtime method under a second slash", hdr("POST", "/"+methodSend, grpcCT, planner), send},
-		// compression: no decompressor but identity
-		{"gzip Send", hdr("POST", methodSend, grpcCT, planner, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}), framed(send[grpcPrefix:], len(send)-grpcPrefix, 1)},
-		{"gzip on an unknown path", hdr("POST", "/foo.Bar/Baz", grpcCT, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}), get},
+		// compression: what grpc-go has a compressor for (gzip, registered
+		// by this package's tests as by bin/warden's dependencies)
+		{"gzip Send", hdr("POST", methodSend, grpcCT, planner, gz), gzipped(send)},
+		{"gzip Send, uncompressed", hdr("POST", methodSend, grpcCT, planner, gz), send},
+		{"gzip GetSession, two messages", hdr("POST", methodGet, grpcCT, planner, gz), append(gzipped(get), gzipped(get)...)},
+		{"gzip GetSession, not gzip", hdr("POST", methodGet, grpcCT, planner, gz), framed([]byte("nope"), 4, 1)},
+		{"gzip GetSession, cut", hdr("POST", methodGet, grpcCT, planner, gz), func() []byte {
+			b := gzipped(get)
+			b = b[:len(b)-3]
+			return framed(b[grpcPrefix:], len(b)-grpcPrefix, 1)
+		}()},
+		{"gzip GetSession, over max once inflated", hdr("POST", methodGet, grpcCT, planner, gz), gzipped(framed(make([]byte, 8192), 8192, 0))},
+		{"gzip StreamSession, over max once inflated", hdr("POST", methodStream, grpcCT, planner, gz), gzipped(framed(make([]byte, 8192), 8192, 0))},
+		{"gzip health Check", hdr("POST", healthCheck, grpcCT, gz), gzipped(check)},
+		{"gzip on an unknown path", hdr("POST", "/foo.Bar/Baz", grpcCT, gz), get},
+		{"gzip without credentials", hdr("POST", methodGet, grpcCT, gz), get},
+		{"deflate: no decompressor", hdr("POST", methodSend, grpcCT, planner, hpack.HeaderField{Name: "grpc-encoding", Value: "deflate"}), send},
+		{"deflate on an unknown path", hdr("POST", "/foo.Bar/Baz", grpcCT, hpack.HeaderField{Name: "grpc-encoding", Value: "deflate"}), get},
 		{"identity encoding", hdr("POST", methodGet, grpcCT, planner, hpack.HeaderField{Name: "grpc-encoding", Value: "identity"}), get},
-		{"gzip without credentials", hdr("POST", methodGet, grpcCT, hpack.HeaderField{Name: "grpc-encoding", Value: "gzip"}), get},
 		// content types grpc-go reads as gRPC
 		{"application/grpc+json", hdr("POST", methodGet, planner, hpack.HeaderField{Name: "content-type", Value: "application/grpc+json"}), get},
 		{"application/grpc;charset", hdr("POST", methodGet, planner, hpack.HeaderField{Name: "content-type", Value: "application/grpc;charset=utf-8"}), get},
@@ -208,4 +226,14 @@ func startRuntimeServer(t *testing.T, opts ...grpc.ServerOption) string {
 	go func() { _ = rt.Serve(lis) }()
 	t.Cleanup(rt.Stop)
 	return lis.Addr().String()
+}
+
+// gzipped is the framed message m (prefix and bytes) gzip-compressed, with
+// the compressed flag.
+func gzipped(m []byte) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, _ = w.Write(m[grpcPrefix:])
+	_ = w.Close()
+	return framed(b.Bytes(), b.Len(), 1)
 }

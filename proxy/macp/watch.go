@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -80,8 +81,8 @@ func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string,
 
 // relaySession answers a StreamSession on the relay with the code the
 // grpc-go door runs: the client's messages read as they come, each decided.
-func (s *Server) relaySession(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted) frames.Response {
-	rs, ctx, cancel := s.streamingRelay(ctx, req, ct)
+func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+	rs, ctx, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
 	ctx = proxy.WithSource(ctx, adm.a.Source) // the stream's decisions record it
 	err := s.streamSession(rs, adm.a.Principal, adm.a.Credentials, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
@@ -91,8 +92,8 @@ func (s *Server) relaySession(ctx context.Context, req *frames.Request, ct strin
 // relayPassThrough answers a pass-through service's call (reflection) on
 // the relay with the code the grpc-go door runs: relayed to the runtime
 // as it comes, without credentials (relayAnonymous).
-func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted) frames.Response {
-	rs, _, cancel := s.streamingRelay(ctx, req, ct)
+func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+	rs, _, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
 	return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
 }
@@ -100,9 +101,9 @@ func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, ct s
 // streamingRelay is the client side of a call whose request the relay
 // reads as it comes, and its context, which a request that is not gRPC's
 // framing ends (cancel ends it too).
-func (s *Server) streamingRelay(ctx context.Context, req *frames.Request, ct string) (*relayStream, context.Context, context.CancelFunc) {
+func (s *Server) streamingRelay(ctx context.Context, req *frames.Request, g grpcRequest) (*relayStream, context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	return &relayStream{ctx: ctx, cancel: cancel, req: req, ct: ct, streaming: true, max: s.cfg.MaxMessageBytes}, ctx, cancel
+	return &relayStream{ctx: ctx, cancel: cancel, req: req, ct: g.ct, streaming: true, max: s.cfg.MaxMessageBytes, comp: g.comp}, ctx, cancel
 }
 
 // relayStream is a call answered on the relay as a serverStream: its
@@ -115,8 +116,9 @@ type relayStream struct {
 	req       *frames.Request
 	ct        string
 	streaming bool
-	max       int    // the largest request message, streaming
-	in        []byte // what was read of the request body and not yet taken, streaming
+	max       int                 // the largest request message, streaming
+	comp      encoding.Compressor // decompresses the request's messages, streaming (nil: identity)
+	in        []byte              // what was read of the request body and not yet taken, streaming
 
 	mu      sync.Mutex
 	recvErr error  // why the request could not be read, streaming: the call's status
@@ -162,10 +164,14 @@ func (r *relayStream) next(f *frame) error {
 				return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, r.max)
 			}
 			if end := grpcPrefix + int(n); len(r.in) >= end {
-				if err := payloadFormat(r.in[0]); err != nil {
+				if err := payloadFormat(r.in[0], r.comp); err != nil {
 					return err
 				}
-				f.b = append(f.b[:0], r.in[grpcPrefix:end]...)
+				m, err := message(r.in[0], r.in[grpcPrefix:end], r.comp, r.max)
+				if err != nil {
+					return err
+				}
+				f.b = append(f.b[:0], m...)
 				r.in = r.in[end:]
 				return nil
 			}
@@ -230,9 +236,7 @@ func (r *relayStream) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
-	return r.req.Write(r.ctx, append(body, b...))
+	return r.req.Write(r.ctx, grpcFrame(b))
 }
 
 func (r *relayStream) SetTrailer(md metadata.MD) {
