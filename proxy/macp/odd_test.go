@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -12,14 +15,17 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // as bin/warden has it, through otlptracegrpc
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/internal/cputime"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -236,4 +242,66 @@ func gzipped(m []byte) []byte {
 	_, _ = w.Write(m[grpcPrefix:])
 	_ = w.Close()
 	return framed(b.Bytes(), b.Len(), 1)
+}
+
+// BenchmarkRelayOddCalls measures, end to end through the relay front door,
+// the calls it once handed to a grpc-go server in process and now answers
+// itself: an unknown path (refused by the gate), a reflection stream
+// (ListServices, relayed to the runtime) and a gzip-compressed GetSession
+// (decompressed, decided, forwarded).
+func BenchmarkRelayOddCalls(b *testing.B) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := grpc.NewServer()
+	macpv1.RegisterMACPRuntimeServiceServer(rt, benchRuntime{})
+	reflection.Register(rt)
+	go func() { _ = rt.Serve(lis) }()
+	b.Cleanup(rt.Stop)
+	conn := startSidecar(b, devEnforcer(b), lis.Addr().String(), TransportRelay)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer agent://worker")
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"unknown path", func() error {
+			err := conn.Invoke(ctx, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{})
+			if status.Code(err) != codes.Unimplemented {
+				return fmt.Errorf("unknown path: %v", err)
+			}
+			return nil
+		}},
+		{"reflection", func() error {
+			st, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+			if err == nil {
+				err = st.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+			}
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if err == nil {
+				_ = st.CloseSend()
+				_, err = st.Recv()
+			}
+			if !errors.Is(err, io.EOF) {
+				return err
+			}
+			return nil
+		}},
+		{"gzip GetSession", func() error {
+			_, err := macpv1.NewMACPRuntimeServiceClient(conn).GetSession(ctx, &macpv1.GetSessionRequest{SessionId: "00000000-0000-4000-8000-000000000000"}, grpc.UseCompressor("gzip"))
+			return err
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b, cputime.Used())
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
