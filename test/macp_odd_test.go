@@ -71,12 +71,15 @@ func TestMACPOddRequestsOnBothDoors(t *testing.T) {
 		"health Check":                         {"POST", "/grpc.health.v1.Health/Check", nil, msg(&healthpb.HealthCheckRequest{})},
 		"health Check, no message":             {"POST", "/grpc.health.v1.Health/Check", nil, nil},
 		"reflection":                           {"POST", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", nil, grpcFramed([]byte{0x3a, 0x00}, 0)},
-		"reflection, compressed flag":          {"POST", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", nil, grpcFramed(nil, 1)},
 		"reflection v1alpha, two messages":     {"POST", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", nil, append(grpcFramed([]byte{0x3a, 0x00}, 0), grpcFramed([]byte{0x3a, 0x00}, 0)...)},
 		"an unknown service, gzip":             {"POST", "/foo.Bar/Baz", []hpack.HeaderField{enc("gzip")}, get},
 		"no credentials, malformed body":       {"POST", macpService + "GetSession", []hpack.HeaderField{{Name: "authorization", Value: ""}}, []byte{1, 2}},
 		"a second slash before a known method": {"POST", "/" + macpService + "Send", nil, get},
 	}
+	// (no broken framing on reflection: the runtime implements none and
+	// answers at once, so which of its answer and the framing error ends
+	// the call is a race on either door; proxy/macp TestOddRequestsOnBothDoors
+	// has it against a runtime that serves reflection)
 	got := map[string]map[string]string{}
 	eachTransport(t, func(t *testing.T) {
 		addr := startWarden(t, startRuntime(t), "--auth", "dev", "--insecure-dev-auth")
