@@ -19,11 +19,26 @@ import (
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// recvOne reads the one request message of a unary call; bodyTap bounds
-// the wait for it.
+// recvOne reads the one request message of a call of one (every call of
+// the runtime but StreamSession, and the health service's Check and
+// Watch), which grpc-go serves as a stream (handle), as grpc-go reads a
+// call that is not client-streaming and the relay reads it (oneMessage):
+// exactly one message, then the end of the request. bodyTap bounds the
+// wait.
 func recvOne(ss grpc.ServerStream) (*frame, error) {
 	f := &frame{}
 	err := ss.RecvMsg(f)
+	switch {
+	case errors.Is(err, io.EOF):
+		err = errNoMessage
+	case err == nil:
+		switch err = ss.RecvMsg(&frame{}); {
+		case errors.Is(err, io.EOF):
+			err = nil
+		case err == nil:
+			err = errManyMessages
+		}
+	}
 	if !bodyArrived(ss.Context()) {
 		return nil, errBodyLate
 	}
@@ -31,6 +46,25 @@ func recvOne(ss grpc.ServerStream) (*frame, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// oneRequest is a call's client side whose one request message was read
+// (recvOne): RecvMsg gives it, then io.EOF.
+type oneRequest struct {
+	grpc.ServerStream
+	f *frame
+}
+
+func (r *oneRequest) RecvMsg(m any) error {
+	f, ok := m.(*frame)
+	if !ok {
+		return status.Errorf(codes.Internal, "one request: cannot read into %T", m)
+	}
+	if r.f == nil {
+		return io.EOF
+	}
+	f.b, r.f = r.f.b, nil
+	return nil
 }
 
 // grpcUnary answers a call decidedUnary takes on the grpc-go door: req is
@@ -127,7 +161,6 @@ func (s *Server) upstreamError(err error) error {
 // the answer is either Warden's refusal or the runtime's bytes. The caller
 // is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
-	s.countHandedOn(ctx)
 	ctx, f := s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, nil)
 	defer func() { f.End(failedCall(err)) }()
 	a, md := s.admit(ctx, methodSend)

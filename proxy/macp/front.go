@@ -3,19 +3,16 @@ package macp
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -34,25 +31,23 @@ const (
 	// and a client call toward the runtime per call.
 	TransportGRPC = "grpc"
 	// TransportRelay serves the front door with the HTTP/2 frame relay
-	// (proxy/frames): the runtime's unary calls (Send, the control calls,
-	// GetSession, ListSessions, the policy registrations, the calls
-	// forwarded after authentication), its streams (StreamSession, the
-	// watches) and the health service's Check and Watch are answered on the
-	// relay, their original bytes relayed to the runtime; what else comes
-	// (unknown or odd paths, a compressed or malformed body for a call of
-	// one message) goes to the grpc-go sidecar, served in process behind the
-	// relay, and is handled exactly as with TransportGRPC.
+	// (proxy/frames), which answers every request itself: the runtime's
+	// unary calls (Send, the control calls, GetSession, ListSessions, the
+	// policy registrations, the calls forwarded after authentication) and
+	// the health service's Check, their original bytes relayed to the
+	// runtime; its streams (StreamSession, the watches), the health Watch
+	// and the other pass-through services (reflection); and what grpc-go
+	// would refuse before any handler (grpcHeader), an unknown path, or a
+	// body that is not one message for a call of one (oneMessage), with
+	// grpc-go's answer. No grpc-go server runs.
 	TransportRelay = "relay"
 )
 
-// The relay's upstream pools.
-const (
-	poolRuntime  = 0 // the runtime, for the calls decided on the relay
-	poolFallback = 1 // the in-process grpc-go sidecar, for everything else
-)
+// poolRuntime is the relay's one upstream pool: the runtime.
+const poolRuntime = 0
 
 // serveRelay serves the front door with the frame relay on lis until ctx
-// ends, and the grpc-go sidecar behind it on an in-memory listener.
+// ends.
 func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	lim := s.cfg.Limits.WithDefaults()
 	s.conns = listener.Bound(lis, lim.Conns(), s.log)
@@ -68,7 +63,6 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		defer stop()
 		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
 	}
-	inner := newPipeListener()
 	dialRuntime, err := s.runtimeDialer(lim)
 	if err != nil {
 		lis.Close()
@@ -76,13 +70,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 	}
 	r, err := frames.New(frames.Config{
 		Upstreams: []frames.Upstream{
-			// below the runtime's 128 and the inner server's innerMaxStreams:
-			// a stream the relay reset counts there a little longer
+			// below the runtime's 128: a stream the relay reset counts
+			// there a little longer
 			poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
-			// one in-process connection per client connection at most, as
-			// grpc-go serving the clients itself would hold: a client that
-			// keeps its streams open fills its own share, never another's
-			poolFallback: {Addr: "in-process", Dial: inner.dial, MaxStreams: listener.GRPCMaxStreams, MaxConns: lim.MaxConnections, NoRequestTrailers: true},
 		},
 		Router: router{s},
 		// listener.Cap holds the connections to lim.MaxConnections, fairly
@@ -104,22 +94,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 		lis.Close()
 		return fmt.Errorf("macp relay: %w", err)
 	}
-	// TLS ends at the relay, which bounds the streams of each client; the
-	// in-process server takes more streams a connection than the relay
-	// opens on one, so streams the relay reset and it still counts never
-	// make it refuse one
-	s.srv = s.grpcServer(lim, nil, grpc.MaxConcurrentStreams(innerMaxStreams))
-	ictx, stopInner := context.WithCancel(context.WithoutCancel(ctx))
-	innerDone := make(chan error, 1)
-	go func() { innerDone <- listener.Serve(ictx, s.srv, inner, s.cfg.ShutdownTimeout, s.log) }()
 	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
 		"max_connections", lim.MaxConnections, "transport", TransportRelay)
-	err = r.Serve(ctx, lis)
-	stopInner()
-	if ierr := <-innerDone; err == nil && ierr != nil {
-		err = ierr
-	}
-	if err != nil {
+	if err := r.Serve(ctx, lis); err != nil {
 		return fmt.Errorf("macp serve: %w", err)
 	}
 	return nil
@@ -127,10 +104,6 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 
 // capSlack is the relay's connections beyond listener.Cap's.
 const capSlack = 64
-
-// innerMaxStreams is the in-process grpc-go server's stream limit a
-// connection, well above the listener.GRPCMaxStreams the relay opens.
-const innerMaxStreams = 8 * listener.GRPCMaxStreams
 
 // runtimeDialer connects the relay to the runtime: TCP, then TLS offering
 // h2 unless upstream_plaintext.
@@ -155,65 +128,37 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 	return func(ctx context.Context) (net.Conn, error) { return td.DialContext(ctx, "tcp", s.cfg.Upstream) }, nil
 }
 
-// router answers on the relay every call of the runtime (Methods.Unary:
-// those Warden decides or filters, decidedUnary, and those it forwards after
-// authentication; the server-streaming calls, watchCall; StreamSession, its
-// body read as it comes) and the health service's Check and Watch, and
-// sends every other stream to the grpc-go sidecar. Only a call the grpc-go
-// server would read as one (POST, a gRPC protobuf content type, no
-// compression) is answered on the relay; anything else, a path that differs
-// in a byte included, gets the grpc-go sidecar's own answer.
+// router sends every request to callHandler, which answers it: a call of
+// one request message (every call of the runtime but StreamSession, the
+// health service's Check and Watch; and whatever callHandler refuses from
+// its header list) has its body buffered up to one message of
+// max_message_bytes, within body_timeout; StreamSession and the other
+// pass-through services' calls (reflection) are read as they come, without
+// a bound on how long (a stream each way).
 type router struct{ s *Server }
 
-func (r router) Route(header []hpack.HeaderField, client net.Addr, cs *tls.ConnectionState) frames.Route {
-	if _, ok := r.s.decidedHere(header); ok {
-		if r.s.methods.Lookup(headerValue(header, ":path")) == admission.CallStream {
-			return frames.Route{Handler: callHandler(r), Stream: true}
-		}
-		return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
+func (r router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
+	if r.s.streamed(headerValue(header, ":path")) {
+		return frames.Route{Handler: callHandler(r), Stream: true}
 	}
-	rt := frames.Route{Pool: poolFallback, Header: handoff{}.give(header, client, cs)}
-	// every call of the runtime but StreamSession sends one message: its
-	// request has body_timeout to end (a pass-through service's call may
-	// stream, as reflection does)
-	switch r.s.methods.Lookup(headerValue(header, ":path")) {
-	case admission.CallStream, admission.CallPassThrough:
-	default:
-		rt.BodyTimeout = r.s.bodyTimeout
-	}
-	return rt
+	return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
 }
 
-// decidedHere returns the content type of a request the relay answers
-// itself (see router), as grpc-go reads it.
-func (s *Server) decidedHere(header []hpack.HeaderField) (string, bool) {
-	var path, method, ct string
-	for _, f := range header {
-		switch f.Name {
-		case ":path":
-			path = f.Value
-		case ":method":
-			method = f.Value
-		case "content-type":
-			if ct != "" {
-				return "", false
-			}
-			ct = f.Value
-		case "grpc-encoding":
-			if f.Value != "identity" {
-				return "", false
-			}
-		}
+// streamed reports whether the relay reads a call's request as it comes
+// (see router).
+func (s *Server) streamed(path string) bool {
+	switch s.methods.Lookup(path) {
+	case admission.CallStream:
+		return true
+	case admission.CallPassThrough:
+		return path != healthCheck && path != healthWatch
 	}
-	call := s.methods.Lookup(path)
-	ok := method == "POST" && admission.GRPCContentType(ct) && (s.methods.Unary(path) || s.watchCall(call) || call == admission.CallStream ||
-		call == admission.CallPassThrough && (path == healthCheck || path == healthWatch))
-	return ct, ok
+	return false
 }
 
 // The gRPC health service's calls: the relay passes them through itself
 // when the service is passed through, Check as a unary call
-// (passAnonymous), Watch as a stream (relayAnonymous).
+// (passAnonymous), Watch as a stream of one request (relayWatch).
 const (
 	healthCheck = "/grpc.health.v1.Health/Check"
 	healthWatch = "/grpc.health.v1.Health/Watch"
@@ -223,17 +168,25 @@ const (
 // their header list before any of their body is kept (frames.Admitter).
 type callHandler struct{ s *Server }
 
-// relayAdmitted is a call admitted on the relay: the admission and the
-// call's metadata (without a client's chain hand-off header).
+// relayAdmitted is a call admitted on the relay: what grpcHeader read, the
+// admission and the call's metadata (without the identity fields handoff
+// owns).
 type relayAdmitted struct {
+	g  grpcRequest
 	a  admission.Admission
 	md metadata.MD
 	f  *proxy.Flight
 }
 
-// Admit admits a call from its header list with the one gate every door
-// uses; a refusal is answered before any of its body is kept.
+// Admit answers what grpc-go's server would answer before any handler
+// (grpcHeader), then admits the call from its header list with the one gate
+// every door uses (an unknown path is refused there); a refusal is answered
+// before any of its body is kept.
 func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *tls.ConnectionState) (any, *frames.Response) {
+	g, early := grpcHeader(header)
+	if early != nil {
+		return nil, early
+	}
 	md := incomingMD(header)
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
@@ -241,15 +194,14 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: headerValue(header, ":path"), Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCall(status.Error(a.Refusal.Status, "")))
-		ct, _ := h.s.decidedHere(header)
-		resp := refusalAnswer(ct, *a.Refusal)
+		resp := refusalAnswer(g.ct, *a.Refusal)
 		return nil, &resp
 	}
 	// Handle ends the flight; a stream that goes before its body came
 	// whole (reset, body timeout, connection gone) never reaches it, and
 	// its context's end ends the flight instead.
 	context.AfterFunc(ctx, func() { f.End(false) })
-	return relayAdmitted{a: a, md: md, f: f}, nil
+	return relayAdmitted{g: g, a: a, md: md, f: f}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -262,40 +214,37 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 	return mdCarrier(md)
 }
 
-// Handle answers one call the relay admitted and buffered, as the grpc-go
-// door answers it (unary): Warden's own answer, or the runtime's whole
-// answer to the original bytes once Warden read it. A body that is not
-// exactly one uncompressed message goes to the grpc-go sidecar, which
-// answers it.
+// Handle answers one call the relay admitted, as the grpc-go door answers
+// it: StreamSession and the streaming pass-through calls read as they come;
+// a call of one message once its body is whole, with grpc-go's answer when
+// the body is not exactly one uncompressed message (oneMessage), else
+// Warden's own answer or the runtime's whole answer to the original bytes
+// once Warden read it.
 func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
 	ctx = adm.f.In(ctx)
-	defer func() { adm.f.End(answerFailed(answer)) }() // a no-op after Handoff
-	ct, _ := s.decidedHere(req.Header)
-	if adm.a.Call == admission.CallStream { // never anonymous: the gate refuses it without credentials
-		return s.relaySession(ctx, req, ct, adm)
-	}
-	if req.Truncated {
-		n := uint32(0)
-		if len(req.Body) >= grpcPrefix {
-			n = binary.BigEndian.Uint32(req.Body[1:grpcPrefix])
-		}
-		return statusAnswer(ct, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, s.cfg.MaxMessageBytes))
-	}
-	if d, ok := grpcTimeout(req.Header); ok {
+	defer func() { adm.f.End(answerFailed(answer)) }()
+	ct := adm.g.ct
+	if adm.g.hasTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithTimeout(ctx, adm.g.timeout)
 		defer cancel()
 	}
-	msg, ok := grpcMessage(req.Body)
-	if !ok {
-		adm.f.Handoff() // the grpc-go sidecar counts it
-		resp, err := req.Forward(ctx, poolFallback, handoff{}.give(req.Header, frames.Peer(ctx), req.TLS))
-		if err != nil {
-			return statusAnswer(ct, s.upstreamError(err))
-		}
-		return resp
+	switch {
+	case adm.a.Call == admission.CallStream: // never anonymous: the gate refuses it without credentials
+		return s.relaySession(ctx, req, adm)
+	case s.streamed(adm.a.Method): // a pass-through service's call of any shape
+		return s.relayPassThrough(ctx, req, adm)
+	}
+	msg, err := oneMessage(req.Body, req.Truncated, s.cfg.MaxMessageBytes, adm.g.comp)
+	if err != nil {
+		return statusAnswer(ct, err)
+	}
+	if req.Body[0] != 0 {
+		// compressed: the runtime gets the message as grpc-go's client
+		// would send it, uncompressed (forwardHeader drops grpc-encoding)
+		req.Body = grpcFrame(msg)
 	}
 	switch {
 	case adm.a.Method == healthWatch, s.watchCall(adm.a.Call) && !s.methods.Unary(adm.a.Method):
@@ -538,56 +487,3 @@ func answerFailed(resp frames.Response) bool {
 	n, err := strconv.ParseUint(headerValue(st, "grpc-status"), 10, 32)
 	return err == nil && failedCall(status.Error(codes.Code(n), ""))
 }
-
-// pipeListener is the in-memory listener the grpc-go sidecar serves on
-// behind the relay: each dial is one end of a net.Pipe, the other end
-// accepted.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return innerAddr{} }
-
-func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- innerConn{server}:
-		return client, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// innerAddr is the address of both ends of the in-process pipe: a call
-// whose peer has it came through the relay front door.
-type innerAddr struct{}
-
-func (innerAddr) Network() string { return "pipe" }
-func (innerAddr) String() string  { return "in-process" }
-
-// innerConn is the sidecar's end of the pipe, its peer innerAddr.
-type innerConn struct{ net.Conn }
-
-func (innerConn) RemoteAddr() net.Addr { return innerAddr{} }

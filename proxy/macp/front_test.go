@@ -3,16 +3,12 @@ package macp
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"regexp"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -398,59 +396,32 @@ func FuzzRelaySend(f *testing.F) {
 	})
 }
 
-// TestHandoff checks the hand-off's one owner: what the relay hands the
-// grpc-go sidecar (a client's own chain or address header never; the
-// verified chain and the connection's address as take reads them), and
-// what the sidecar takes (the fields only from the in-process pipe, the
-// connection's own otherwise, and never left in the call's metadata).
+// TestHandoff checks the identity fields' one owner: a grpc-go call's
+// verified chain and address are its own connection's, never a client's
+// copy of the fields, which are never left in the call's metadata.
 func TestHandoff(t *testing.T) {
-	cert := &x509.Certificate{Raw: []byte("not parsed here")}
-	forged := hpack.HeaderField{Name: chainHeader, Value: "Zm9yZ2Vk"}
-	forgedAddr := hpack.HeaderField{Name: clientHeader, Value: "203.0.113.66:1"}
-	path := hpack.HeaderField{Name: ":path", Value: methodGet}
 	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
-	addr := hpack.HeaderField{Name: clientHeader, Value: "127.0.0.1:4242"}
-	for _, tc := range []struct {
-		name   string
-		header []hpack.HeaderField
-		cs     *tls.ConnectionState
-		want   []hpack.HeaderField
-	}{
-		{"plain request", []hpack.HeaderField{path}, nil, []hpack.HeaderField{path, addr}},
-		{"TLS without a client certificate", []hpack.HeaderField{path}, &tls.ConnectionState{}, []hpack.HeaderField{path, addr}},
-		{"forged chain header", []hpack.HeaderField{path, forged}, nil, []hpack.HeaderField{path, addr}},
-		{"forged address header", []hpack.HeaderField{forgedAddr, path, forgedAddr}, nil, []hpack.HeaderField{path, addr}},
-		{"forged beside a verified chain", []hpack.HeaderField{forged, path}, &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}},
-			[]hpack.HeaderField{path, {Name: chainHeader, Value: base64.StdEncoding.EncodeToString(cert.Raw), Sensitive: true}, addr}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := (handoff{}).give(tc.header, client, tc.cs); !slices.Equal(got, tc.want) {
-				t.Errorf("give = %v, want %v", got, tc.want)
-			}
-		})
-	}
-	inner := peer.NewContext(context.Background(), &peer.Peer{Addr: innerAddr{}})
 	outer := peer.NewContext(context.Background(), &peer.Peer{Addr: client})
 	for _, tc := range []struct {
 		name       string
 		ctx        context.Context
-		addrs      []string // clientHeader values
-		wantErr    bool
 		wantClient string
 	}{
-		{"through the pipe: not a certificate", inner, []string{"127.0.0.1:4242"}, true, "127.0.0.1:4242"},
-		{"through the pipe: two addresses", inner, []string{"127.0.0.1:4242", "203.0.113.66:1"}, true, ""},
-		{"from a client: its own address", outer, []string{"203.0.113.66:1"}, false, "127.0.0.1:4242"},
-		{"no peer: ignored", context.Background(), []string{"203.0.113.66:1"}, false, ""},
+		{"from a client: its own address", outer, "127.0.0.1:4242"},
+		{"no peer: none", context.Background(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			md := metadata.Pairs(chainHeader, "Zm9yZ2Vk")
-			md[clientHeader] = tc.addrs
-			chain, got, err := handoff{}.take(tc.ctx, md)
-			if (err != nil) != tc.wantErr || chain != nil || got != tc.wantClient || md[chainHeader] != nil || md[clientHeader] != nil {
-				t.Errorf("take = %v, %q, %v; metadata left %v", chain, got, err, md)
+			md := metadata.Pairs(chainHeader, "Zm9yZ2Vk", clientHeader, "203.0.113.66:1")
+			chain, got := handoff{}.take(tc.ctx, md)
+			if chain != nil || got != tc.wantClient || md[chainHeader] != nil || md[clientHeader] != nil {
+				t.Errorf("take = %v, %q; metadata left %v", chain, got, md)
 			}
 		})
+	}
+	for _, name := range []string{chainHeader, clientHeader, principalHeader} {
+		if !(handoff{}).owned(name) {
+			t.Errorf("%s is not owned", name)
+		}
 	}
 }
 
@@ -468,6 +439,22 @@ func TestConfigTransport(t *testing.T) {
 		if got := c.FrontDoor(); got != tc.door {
 			t.Errorf("transport %q: FrontDoor() = %q, want %q", tc.transport, got, tc.door)
 		}
+	}
+}
+
+// TestDefaultDoorIsRelay: a sidecar configured without a transport serves
+// the relay front door (FrontDoor), not grpc-go: a unary call whose body
+// never comes is reset (RST_STREAM CANCEL) after body_timeout, as only the
+// relay does (grpc-go answers CANCELLED). Before, Serve read an empty
+// transport as grpc while FrontDoor, the docs and the log said relay.
+func TestDefaultDoorIsRelay(t *testing.T) {
+	_, up := startFakeRuntime(t)
+	addr := serveSidecar(t, devEnforcer(t), Config{Upstream: up, Limits: listener.Limits{BodyTimeout: 100 * time.Millisecond}})
+	h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodGet},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "authorization", Value: "Bearer planner"}}
+	if a := rawRequest(t, addr, h, nil, false); a.Reset != http2.ErrCodeCancel || a.GRPCStatus != "" {
+		t.Errorf("a stalled GetSession on the default door: %+v, want the relay's RST_STREAM CANCEL", a)
 	}
 }
 
@@ -575,7 +562,7 @@ func TestRelayHeldStreamsShareNothing(t *testing.T) {
 func TestRelayAnswersItself(t *testing.T) {
 	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer {
 		return policyRuntime{f, &sync.Mutex{}, map[string]bool{}}
-	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	}, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()); reflection.Register(s) })
 	srv, addr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay})
 	conn := startSidecarConn(t, addr)
 	c := macpv1.NewMACPRuntimeServiceClient(conn)
@@ -595,6 +582,10 @@ func TestRelayAnswersItself(t *testing.T) {
 		{"Send", func() error { _, err := c.Send(planner, send); return err }, codes.OK},
 		{"Send without credentials", func() error { _, err := c.Send(ctx, send); return err }, codes.Unauthenticated},
 		{"GetSession", func() error { _, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.OK},
+		{"GetSession, gzip", func() error {
+			_, err := c.GetSession(planner, &macpv1.GetSessionRequest{SessionId: sid}, grpc.UseCompressor("gzip"))
+			return err
+		}, codes.OK},
 		{"GetSession, outsider", func() error { _, err := c.GetSession(mallory, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.NotFound},
 		{"GetSession without credentials", func() error { _, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sid}); return err }, codes.Unauthenticated},
 		{"ListSessions", func() error { _, err := c.ListSessions(planner, &macpv1.ListSessionsRequest{}); return err }, codes.OK},
@@ -681,19 +672,51 @@ func TestRelayAnswersItself(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if n := srv.handedOn.Load(); n != 0 {
-		t.Errorf("the grpc-go sidecar behind the relay received %d of those calls, want none", n)
+	// what no gRPC client of the runtime sends: the relay answers it as
+	// grpc-go does (TestOddRequestsOnBothDoors compares the two doors)
+	if err := conn.Invoke(planner, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("an unknown path: %v, want UNIMPLEMENTED", err)
 	}
-	_ = conn.Invoke(planner, service+"Nope", &macpv1.GetSessionRequest{}, &macpv1.GetSessionResponse{})
-	if n := srv.handedOn.Load(); n != 1 {
-		t.Errorf("an unknown path: the grpc-go sidecar received %d calls, want 1 (it answers those)", n)
+	rst, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err == nil {
+		err = rst.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	}
+	if err == nil {
+		_, err = rst.Recv()
+	}
+	if err != nil {
+		t.Errorf("reflection: %v", err)
+	}
+	hdr := func(method, path string) []hpack.HeaderField {
+		return []hpack.HeaderField{{Name: ":method", Value: method}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: path},
+			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "authorization", Value: "Bearer planner"}}
+	}
+	get, _ := proto.Marshal(&macpv1.GetSessionRequest{SessionId: sid})
+	for _, tc := range []struct {
+		name   string
+		header []hpack.HeaderField
+		body   []byte
+		want   string
+	}{
+		{"GetSession, two messages", hdr("POST", methodGet), append(framed(get, len(get), 0), framed(get, len(get), 0)...), "13"},
+		{"CancelSession without a message", hdr("POST", service+"CancelSession"), nil, "13"},
+		{"Send, compressed", hdr("POST", methodSend), framed(get, len(get), 1), "13"},
+		{"GET", hdr("GET", methodGet), framed(get, len(get), 0), "13"},
+		{"malformed method name", hdr("POST", "/Send"), nil, "12"},
+	} {
+		if a, _ := rawExchange(t, addr, tc.header, tc.body); a.GRPCStatus != tc.want {
+			t.Errorf("%s: %+v, want grpc-status %s", tc.name, a, tc.want)
+		}
 	}
 	// with public discovery, a discovery call without credentials is
 	// forwarded by the relay as well (the runtime's UNIMPLEMENTED here)
-	pub, pubAddr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay, PublicDiscovery: true})
-	_, err := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, pubAddr)).ListModes(ctx, &macpv1.ListModesRequest{})
-	if status.Code(err) != codes.Unimplemented || pub.handedOn.Load() != 0 {
-		t.Errorf("public ListModes without credentials: %v, %d calls handed on; want the runtime's UNIMPLEMENTED from the relay", err, pub.handedOn.Load())
+	_, pubAddr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: up, Transport: TransportRelay, PublicDiscovery: true})
+	_, err = macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, pubAddr)).ListModes(ctx, &macpv1.ListModesRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("public ListModes without credentials: %v; want the runtime's UNIMPLEMENTED from the relay", err)
+	}
+	if srv.srv != nil {
+		t.Errorf("a grpc-go server runs behind the relay")
 	}
 }
 

@@ -5,7 +5,6 @@ package macp
 
 import (
 	"encoding/binary"
-	"math"
 	"strconv"
 	"time"
 
@@ -21,6 +20,13 @@ import (
 // grpcPrefix is the length of a gRPC message's prefix: a compression flag
 // and a four-byte big-endian length.
 const grpcPrefix = 5
+
+// grpcFrame is b as one uncompressed gRPC message: prefix and bytes.
+func grpcFrame(b []byte) []byte {
+	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
+	return append(body, b...)
+}
 
 // grpcMessage returns the one uncompressed message body holds, or false.
 func grpcMessage(body []byte) ([]byte, bool) {
@@ -85,11 +91,9 @@ func messageAnswer(ct string, m proto.Message) frames.Response {
 	if err != nil {
 		return statusAnswer(ct, status.Error(codes.Internal, "grpc: error while marshaling: "+err.Error()))
 	}
-	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
 	return frames.Response{
 		Header:  []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}},
-		Body:    append(body, b...),
+		Body:    grpcFrame(b),
 		Trailer: []hpack.HeaderField{{Name: "grpc-status", Value: "0"}, {Name: "grpc-message", Value: ""}},
 	}
 }
@@ -140,24 +144,4 @@ func decodeGRPCMessage(msg string) string {
 		return msg
 	}
 	return string(b)
-}
-
-// grpcTimeout reads a request's grpc-timeout ("1S", "250m", ...).
-func grpcTimeout(header []hpack.HeaderField) (time.Duration, bool) {
-	v := headerValue(header, "grpc-timeout")
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v[:len(v)-1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	unit := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[v[len(v)-1]]
-	if unit == 0 {
-		return 0, false
-	}
-	if n > uint64(math.MaxInt64/unit) {
-		return math.MaxInt64, true // clamped, as grpc-go does ("99999999H")
-	}
-	return time.Duration(n) * unit, true
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -157,9 +156,6 @@ type Server struct {
 	// bodyTimeout bounds the wait for a unary call's request message
 	// (limits body_timeout).
 	bodyTimeout time.Duration
-	// handedOn counts the calls the relay front door handed to the grpc-go
-	// sidecar behind it rather than answer them itself.
-	handedOn atomic.Int64
 }
 
 // Upstream is the connections to the runtime, shared by the sidecar and the
@@ -283,7 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on a listener the caller opened.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	if s.cfg.Transport == TransportRelay {
+	if s.cfg.FrontDoor() == TransportRelay {
 		return s.serveRelay(ctx, lis)
 	}
 	lim := s.cfg.Limits.WithDefaults()
@@ -353,14 +349,12 @@ func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.S
 // bodyTimerKey is the context key of a Send's body timer (see bodyTap).
 type bodyTimerKey struct{}
 
-// bodyTap gives a call of one request message that Warden reads itself
-// body_timeout for it: grpc-go bounds the wait for it by nothing, so the
+// bodyTap gives a call of one request message (recvOne) body_timeout for
+// it, as the relay does: grpc-go bounds the wait for it by nothing, so the
 // tap, which runs when the call's header list arrives, cancels the call
 // when its timer fires before the handler read the message (bodyArrived).
 func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	switch s.methods.Lookup(info.FullMethodName) {
-	case admission.CallSend, admission.CallControl, admission.CallGetSession, admission.CallListSessions, admission.CallRegisterPolicy, admission.CallUnregisterPolicy:
-	default:
+	if s.methods.Lookup(info.FullMethodName) == admission.CallUnknown || s.streamed(info.FullMethodName) {
 		return ctx, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -394,7 +388,6 @@ const (
 func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	ctx := ss.Context()
 	defer bodyArrived(ctx) // a call refused before its message frees its timer
-	s.countHandedOn(ctx)
 	method, ok := grpc.MethodFromServerStream(ss)
 	if !ok {
 		return status.Error(codes.Internal, "no method in stream")
@@ -407,25 +400,29 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	switch {
 	case a.Refusal != nil:
 		return refuse(ctx, *a.Refusal)
-	case a.Anonymous:
-		return s.relayAnonymous(ss, method, md)
-	}
-	p, upctx := a.Principal, s.upstreamContext(ctx, md, a.Principal, a.Credentials)
-	if decidedUnary(a.Call) {
-		req, err := recvOne(ss)
-		if err != nil {
-			return err
+	case s.streamed(method): // StreamSession, a pass-through service's call of any shape
+		if a.Anonymous {
+			return s.relayAnonymous(ss, method, md)
 		}
-		m, err := s.grpcUnary(ctx, upctx, a, req)
+		return s.streamSession(ss, a.Principal, a.Credentials, s.upstreamContext(ctx, md, a.Principal, a.Credentials))
+	}
+	req, err := recvOne(ss) // every other call sends one message
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.Anonymous: // the health service's Check and Watch, public discovery
+		return s.relayAnonymous(&oneRequest{ss, req}, method, md)
+	case decidedUnary(a.Call):
+		m, err := s.grpcUnary(ctx, s.upstreamContext(ctx, md, a.Principal, a.Credentials), a, req)
 		if err != nil {
 			return err
 		}
 		return ss.SendMsg(m)
 	}
-	if a.Call == admission.CallStream {
-		return s.streamSession(ss, p, a.Credentials, upctx)
-	}
-	return s.watch(ss, a, upctx) // the runtime's other streams, and any other call relayed as it is
+	// the watches, and the calls forwarded after authentication, relayed
+	// as streams
+	return s.watch(&oneRequest{ss, req}, a, s.upstreamContext(ctx, md, a.Principal, a.Credentials))
 }
 
 // relayAnonymous forwards a call without credentials, within the anonymous
@@ -452,16 +449,8 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 	if md == nil {
 		md = metadata.MD{}
 	}
-	chain, client, err := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Chain: chain, ChainErr: err, Client: client}, md
-}
-
-// countHandedOn counts a call that came through the relay front door's
-// in-process pipe (handedOn).
-func (s *Server) countHandedOn(ctx context.Context) {
-	if (handoff{}).through(ctx) {
-		s.handedOn.Add(1)
-	}
+	chain, client := handoff{}.take(ctx, md)
+	return admission.Headers{Method: method, Get: md.Get, Chain: chain, Client: client}, md
 }
 
 // addrString is a client's address as logged ("" when unknown).

@@ -273,8 +273,8 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	if after := settle(before); after > before {
 		t.Errorf("%d goroutines after ten watches and ten StreamSessions ended, %d before", after, before)
 	}
-	if n := srv.handedOn.Load(); n != 0 {
-		t.Errorf("the grpc-go sidecar received %d of those calls, want none", n)
+	if srv.srv != nil {
+		t.Errorf("a grpc-go server runs behind the relay")
 	}
 }
 

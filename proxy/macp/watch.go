@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -80,11 +81,29 @@ func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string,
 
 // relaySession answers a StreamSession on the relay with the code the
 // grpc-go door runs: the client's messages read as they come, each decided.
-func (s *Server) relaySession(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted) frames.Response {
-	rs := &relayStream{ctx: ctx, req: req, ct: ct, streaming: true, max: s.cfg.MaxMessageBytes}
+func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+	rs, ctx, cancel := s.streamingRelay(ctx, req, adm.g)
+	defer cancel()
 	ctx = proxy.WithSource(ctx, adm.a.Source) // the stream's decisions record it
 	err := s.streamSession(rs, adm.a.Principal, adm.a.Credentials, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
 	return rs.end(err)
+}
+
+// relayPassThrough answers a pass-through service's call (reflection) on
+// the relay with the code the grpc-go door runs: relayed to the runtime
+// as it comes, without credentials (relayAnonymous).
+func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+	rs, _, cancel := s.streamingRelay(ctx, req, adm.g)
+	defer cancel()
+	return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
+}
+
+// streamingRelay is the client side of a call whose request the relay
+// reads as it comes, and its context, which a request that is not gRPC's
+// framing ends (cancel ends it too).
+func (s *Server) streamingRelay(ctx context.Context, req *frames.Request, g grpcRequest) (*relayStream, context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	return &relayStream{ctx: ctx, cancel: cancel, req: req, ct: g.ct, streaming: true, max: s.cfg.MaxMessageBytes, comp: g.comp}, ctx, cancel
 }
 
 // relayStream is a call answered on the relay as a serverStream: its
@@ -93,13 +112,16 @@ func (s *Server) relaySession(ctx context.Context, req *frames.Request, ct strin
 // writer at a time (the clientWriter's Run).
 type relayStream struct {
 	ctx       context.Context
+	cancel    context.CancelFunc // ends ctx, streaming
 	req       *frames.Request
 	ct        string
 	streaming bool
-	max       int    // the largest request message, streaming
-	in        []byte // what was read of the request body and not yet taken, streaming
+	max       int                 // the largest request message, streaming
+	comp      encoding.Compressor // decompresses the request's messages, streaming (nil: identity)
+	in        []byte              // what was read of the request body and not yet taken, streaming
 
 	mu      sync.Mutex
+	recvErr error  // why the request could not be read, streaming: the call's status
 	msg     []byte // the request message, until read
 	read    bool
 	header  bool // the header list went out
@@ -114,7 +136,11 @@ func (r *relayStream) RecvMsg(m any) error {
 		return status.Errorf(codes.Internal, "relay stream: cannot read into %T", m)
 	}
 	if r.streaming {
-		return r.next(f)
+		err := r.next(f)
+		if err != nil && !errors.Is(err, io.EOF) {
+			r.failed(err)
+		}
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -133,15 +159,19 @@ func (r *relayStream) RecvMsg(m any) error {
 func (r *relayStream) next(f *frame) error {
 	for {
 		if len(r.in) >= grpcPrefix {
-			if r.in[0] != 0 {
-				return status.Error(codes.Internal, "grpc: compressed flag set with identity or empty encoding")
-			}
 			n := binary.BigEndian.Uint32(r.in[1:grpcPrefix])
 			if uint64(n) > uint64(r.max) {
 				return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, r.max)
 			}
 			if end := grpcPrefix + int(n); len(r.in) >= end {
-				f.b = append(f.b[:0], r.in[grpcPrefix:end]...)
+				if err := payloadFormat(r.in[0], r.comp); err != nil {
+					return err
+				}
+				m, err := message(r.in[0], r.in[grpcPrefix:end], r.comp, r.max)
+				if err != nil {
+					return err
+				}
+				f.b = append(f.b[:0], m...)
 				r.in = r.in[end:]
 				return nil
 			}
@@ -151,12 +181,24 @@ func (r *relayStream) next(f *frame) error {
 		case errors.Is(err, io.EOF) && len(r.in) == 0:
 			return io.EOF
 		case errors.Is(err, io.EOF):
-			return status.Error(codes.Internal, "grpc: the request body ended inside a message")
+			return errCutMessage
 		case err != nil:
 			return status.FromContextError(err).Err()
 		}
 		r.in = append(r.in, b...)
 	}
+}
+
+// failed ends a streaming call whose request could not be read, as grpc-go
+// does: its status is the call's, whatever the handler returns, and the
+// call's context ends.
+func (r *relayStream) failed(err error) {
+	r.mu.Lock()
+	if r.recvErr == nil {
+		r.recvErr = err
+	}
+	r.mu.Unlock()
+	r.cancel()
 }
 
 func (r *relayStream) SendHeader(md metadata.MD) error {
@@ -194,9 +236,7 @@ func (r *relayStream) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	body := make([]byte, grpcPrefix, grpcPrefix+len(b))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(b)))
-	return r.req.Write(r.ctx, append(body, b...))
+	return r.req.Write(r.ctx, grpcFrame(b))
 }
 
 func (r *relayStream) SetTrailer(md metadata.MD) {
@@ -210,6 +250,9 @@ func (r *relayStream) SetTrailer(md metadata.MD) {
 func (r *relayStream) end(err error) frames.Response {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.recvErr != nil {
+		err = r.recvErr
+	}
 	st := status.Convert(err)
 	fields := []hpack.HeaderField{
 		{Name: "grpc-status", Value: strconv.Itoa(int(st.Code()))},

@@ -49,9 +49,8 @@ type Headers struct {
 	// Get returns a header's values, as the door's transport keeps them.
 	Get func(name string) []string
 	// Chain is the client certificate chain the door's TLS verified (nil
-	// without one); ChainErr is set when the door could not read it.
-	Chain    []*x509.Certificate
-	ChainErr error
+	// without one).
+	Chain []*x509.Certificate
 	// Client is the client's address (the connection's peer).
 	Client string
 }
@@ -118,10 +117,8 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 			return a
 		}
 	}
-	err := h.ChainErr
-	if err == nil {
-		a.Credentials, err = authn.FromHeaders(h.Get, h.Chain)
-	}
+	var err error
+	a.Credentials, err = authn.FromHeaders(h.Get, h.Chain)
 	if err == nil {
 		a.Principal, err = g.enf.Authenticate(ctx, a.Credentials)
 	}
