@@ -222,22 +222,6 @@ func (f *Flight) End(failed bool) {
 	}
 }
 
-// Handoff ends the flight of a request handed to another door, which
-// begins its own (the MACP relay's Send that the grpc-go sidecar answers):
-// it leaves the in-flight count and is not counted. Its span, when its own,
-// ends.
-func (f *Flight) Handoff() {
-	if f == nil || !f.ended.CompareAndSwap(false, true) {
-		return
-	}
-	if f.obs != nil {
-		f.obs.Served(Served{Protocol: f.protocol, Door: f.door})
-	}
-	if f.ownSpan {
-		f.span.End()
-	}
-}
-
 // In is ctx carrying the flight and its span, for a door whose later work
 // runs on another context than Begin returned (the MACP relay decides a
 // Send on another context than it admitted it on).
