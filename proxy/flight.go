@@ -34,9 +34,7 @@ const (
 
 // Served is one request a door served, as the request metrics count it.
 // Every label is from a closed set: Method is one of the protocol's known
-// methods (Protocol.Methods), else "other". An empty Outcome is a request handed
-// to another door that counts it (Flight.Handoff): it only leaves the
-// in-flight gauge.
+// methods (Protocol.Methods), else "other".
 type Served struct {
 	Protocol, Door, Method, Outcome string
 	Took                            time.Duration
@@ -187,7 +185,7 @@ func (f *Flight) decided(d Decision) {
 // End ends the flight: failed is set when the answer is an error (an
 // upstream failure, a server error status). The request is counted by its
 // outcome and its span ended (status Error for an error). Safe on a nil
-// flight and from any goroutine; only the first End (or Handoff) counts.
+// flight and from any goroutine; only the first End counts.
 func (f *Flight) End(failed bool) {
 	if f == nil || !f.ended.CompareAndSwap(false, true) {
 		return

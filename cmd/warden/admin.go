@@ -99,13 +99,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // Started implements proxy.RequestObserver.
 func (m *metrics) Started(protocol, door string) { m.inFlight.WithLabelValues(protocol, door).Inc() }
 
-// Served implements proxy.RequestObserver: a request handed to another
-// door (no outcome) only leaves the in-flight gauge.
+// Served implements proxy.RequestObserver.
 func (m *metrics) Served(s proxy.Served) {
 	m.inFlight.WithLabelValues(s.Protocol, s.Door).Dec()
-	if s.Outcome == "" {
-		return
-	}
 	m.requests.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Inc()
 	m.requestSeconds.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Observe(s.Took.Seconds())
 }
