@@ -1,14 +1,13 @@
 // Package jsonrpc reads the JSON-RPC 2.0 envelope the way every peer reads
-// it, for the protocols Warden speaks over it (MCP, A2A): object members with
-// exact names (no two that fold alike), canonical ids, and Warden's own error
-// answers.
+// it, for the protocols Warden speaks over it (MCP, A2A): objects read for
+// splicing (Object) with exact member names (no two that fold alike, Check),
+// canonical ids, and Warden's own error answers.
 package jsonrpc
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -51,40 +50,6 @@ const (
 	ErrInvalidParams  = -32602
 	ErrInternal       = -32603
 )
-
-// Members reads a JSON object's members with exact names, as JSON-RPC peers
-// read them, and refuses the names peers could read differently: a name
-// given twice, two names equal under Unicode case folding (encoding/json
-// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
-// to it), and a name that folds to one of known without being it. It is
-// Object's reading (ReadObject, Check) kept in a map.
-func Members(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return members(raw, known, true)
-}
-
-// Known is Members that returns only the members named in known: every
-// member is checked all the same.
-func Known(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return members(raw, known, false)
-}
-
-func members(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
-	o, err := ReadObject(raw)
-	if o == nil {
-		return nil, err
-	}
-	if err := o.Check(known); err != nil {
-		return nil, err
-	}
-	m := make(map[string]json.RawMessage, len(o.members))
-	for _, mem := range o.members {
-		n := o.text(mem)
-		if all || slices.Contains(known, n) {
-			m[n] = o.doc.raw[mem.start:mem.end:mem.end]
-		}
-	}
-	return m, nil
-}
 
 // Fold returns the case-folded form of a member name: two names have the
 // same Fold exactly when encoding/json's struct decoding takes one for the

@@ -13,7 +13,7 @@ import (
 // at a time: what nobody asks for is skipped, never decoded), and the
 // changes made (a value replaced, a member left out or added) are written
 // back around the bytes left as they were. Every object read is checked as
-// Members checks an envelope: a member name given twice, or two names equal
+// Check checks one: a member name given twice, or two names equal
 // under Fold, is refused (Err), since readers of the message would take
 // either (first or last wins; encoding/json matches struct fields without
 // case), and a change made to one would leave the other as it came.
@@ -266,7 +266,7 @@ func (o *Object) Spelled(known []string) error {
 }
 
 // Check refuses what a reader of the message could read otherwise than
-// Warden, taking the members as they come (as Members did): the first whose
+// Warden, taking the members as they come: the first whose
 // name is an earlier one's (decoded: "a" and "\u0061" are one name) or folds
 // like an earlier one's (Fold), or folds to one of known without being it
 // ("Method" for "method"). It reports the same refusal, with the same text,
@@ -441,6 +441,16 @@ func (a *Array) Obj(i int) (*Object, bool) {
 	return e.obj, true
 }
 
+// Arr returns element i when it is an array, read (each call reads it
+// again: what it returns is not spliced back).
+func (a *Array) Arr(i int) (*Array, bool) {
+	e := &a.elems[i]
+	if e.drop || e.repl != 0 || a.doc.raw[e.start] != '[' {
+		return nil, false
+	}
+	return a.doc.array(int(e.start)), true
+}
+
 // Str returns element i when it is a string, decoded.
 func (a *Array) Str(i int) (string, bool) {
 	e := &a.elems[i]
@@ -482,6 +492,9 @@ func (a *Array) dirty() bool {
 	}
 	return false
 }
+
+// Source is the object's bytes as they came (changes not shown).
+func (o *Object) Source() []byte { return o.doc.raw[o.start:o.end:o.end] }
 
 // Size is how many bytes the object takes as it came.
 func (o *Object) Size() int { return o.end - o.start }

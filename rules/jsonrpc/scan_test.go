@@ -12,7 +12,7 @@ import (
 
 var envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
-// TestMembersRefusals: Members (Object's reading) refuses what peers read
+// TestMembersRefusals: Object's reading (ReadObject, then Check) refuses what peers read
 // otherwise with the text decoding member by member gives, and reads the
 // names a direct scan could not (escapes, names outside ASCII, many members)
 // alike.
@@ -42,7 +42,7 @@ func TestMembersRefusals(t *testing.T) {
 			`members "b" and "B" differ only in case`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := Members([]byte(tc.raw), envelopeNames)
+			m, err := objectMembers([]byte(tc.raw), envelopeNames, true)
 			if got := errText(err); got != tc.err {
 				t.Fatalf("err = %q, want %q", got, tc.err)
 			}
@@ -65,7 +65,28 @@ func TestMembersRefusals(t *testing.T) {
 	}
 }
 
-// decodeMembers is Members by encoding/json's tokenizer, member by member:
+// objectMembers is a JSON object's members as Object reads and Check
+// checks them (what Members returned before every caller read Object
+// itself), kept in a map: all of them, or those named in known.
+func objectMembers(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
+	o, err := ReadObject(raw)
+	if o == nil {
+		return nil, err
+	}
+	if err := o.Check(known); err != nil {
+		return nil, err
+	}
+	m := make(map[string]json.RawMessage, len(o.members))
+	for _, mem := range o.members {
+		n := o.text(mem)
+		if all || slices.Contains(known, n) {
+			m[n] = o.doc.raw[mem.start:mem.end:mem.end]
+		}
+	}
+	return m, nil
+}
+
+// decodeMembers is objectMembers by encoding/json's tokenizer, member by member:
 // the reference Object's reading agrees with (it was Members' own path for
 // what its direct scan did not read).
 func decodeMembers(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
@@ -115,8 +136,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// FuzzMembersDecoded checks Members and Known (Object's reading, ReadObject
-// and Check) against decoding member by member on every valid JSON object:
+// FuzzMembersDecoded checks Object's reading (ReadObject, then Check) against decoding member by member on every valid JSON object:
 // the same refusal with the same text, or the same members with the same
 // values; and PlainString against encoding/json.
 func FuzzMembersDecoded(f *testing.F) {
@@ -142,7 +162,7 @@ func FuzzMembersDecoded(f *testing.F) {
 			known []string
 			all   bool
 		}{{envelopeNames, true}, {envelopeNames, false}, {[]string{"taskId", "name", "task"}, false}, {nil, true}} {
-			m, err := members(b, c.known, c.all)
+			m, err := objectMembers(b, c.known, c.all)
 			ref, rerr := decodeMembers(b, c.known, c.all)
 			if errText(err) != errText(rerr) {
 				t.Fatalf("%q: Members %v, decoded %v", b, err, rerr)
@@ -172,15 +192,15 @@ func TestValueEnd(t *testing.T) {
 	}
 }
 
-// TestKnown checks that Known keeps only the named members, on the scanning
-// path and on the decoding one (a name outside ASCII).
+// TestKnown checks that the members read are the ones named, names outside
+// ASCII too.
 func TestKnown(t *testing.T) {
 	for raw, members := range map[string]int{`{"id":1,"x":{"a":2},"":3}`: 3, "{\"id\":1,\"\u212a\":2}": 2} {
-		m, err := Known([]byte(raw), []string{"id", "method"})
+		m, err := objectMembers([]byte(raw), []string{"id", "method"}, false)
 		if err != nil || len(m) != 1 || string(m["id"]) != "1" {
 			t.Errorf("Known(%s) = %q, %v; want only id", raw, m, err)
 		}
-		all, err := Members([]byte(raw), []string{"id", "method"})
+		all, err := objectMembers([]byte(raw), []string{"id", "method"}, true)
 		if err != nil || len(all) != members {
 			t.Errorf("Members(%s) = %q, %v; want every member", raw, all, err)
 		}
