@@ -129,6 +129,9 @@ type Call struct {
 	ID     json.RawMessage // raw, echoed in Warden's own answers
 	Method string
 	Params json.RawMessage
+	// Request is the message as read (jsonrpc.Object), for the sidecar to
+	// splice the upstream IDs of its handles into.
+	Request *jsonrpc.Object
 	// TaskID is params.taskId; HasTaskID is false when absent or not a string.
 	TaskID    string
 	HasTaskID bool
@@ -228,7 +231,7 @@ func Parse(body []byte) (Call, error) {
 	if v, _ := env.Raw("jsonrpc"); string(v) != `"2.0"` && !isVersion(env) {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
 	}
-	var c Call
+	c := Call{Request: env}
 	c.ID, _ = env.Raw("id")
 	c.Params, _ = env.Raw("params")
 	_, hasMethod := env.Raw("method")
