@@ -48,7 +48,7 @@ type doc struct {
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
 	mbuf    [8]member
-	ebuf    [4]elem
+	ebuf    [3]elem // with the rest, the doc fits the 896-byte size class
 	obuf    [4]Object
 }
 
