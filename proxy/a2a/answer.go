@@ -319,8 +319,7 @@ func (x *exchange) message(m *jsonrpc.Object) {
 // ownMessage reports whether m is the message the request sent: the
 // user's, with its messageId.
 func (x *exchange) ownMessage(m *jsonrpc.Object) bool {
-	sent, _ := x.call.Params["message"].(map[string]any)
-	id, _ := sent["messageId"].(string)
+	id := x.call.MessageID
 	role, _ := m.Str("role")
 	got, isStr := m.Str("messageId")
 	return id != "" && isStr && got == id && (role == "ROLE_USER" || role == "user")
@@ -395,7 +394,7 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 		// list (no page asked for, none to come); otherwise it is not,
 		// and the page's count would be a wrong total: left out.
 		next, _ := res.Str("nextPageToken")
-		if asked, _ := x.call.Params["pageToken"].(string); asked == "" && next == "" {
+		if asked := x.call.PageToken; asked == "" && next == "" {
 			res.SetRaw("totalSize", strconv.AppendInt(nil, int64(kept), 10))
 		} else {
 			res.Del("totalSize")

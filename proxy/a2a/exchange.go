@@ -104,16 +104,17 @@ func (x *exchange) seal(kind a2a.Kind, id string) string {
 }
 
 // toUpstream opens every handle of the request, checks its webhook URLs and
-// returns what to decide and the body to forward.
+// returns what to decide and the body to forward: the request as Parse read
+// it (c.Request) with the upstream ids spliced in where it named handles.
 func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) {
 	req := tenancy.Request{Method: c.Method, Content: c.Content}
 	owner, cursorOK := true, true
 	p := c.Params
-	openAt := func(obj map[string]any, name string, kind a2a.Kind) string {
-		v, _ := obj[name].(string)
+	openAt := func(obj *jsonrpc.Object, name string, kind a2a.Kind) string {
+		v, _ := obj.Str(name)
 		id, ok := x.open(kind, v)
 		owner = owner && ok
-		obj[name] = id
+		setStr(obj, name, v, id)
 		return id
 	}
 	switch {
@@ -123,16 +124,17 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 		req.TaskID = openAt(p, "taskId", a2a.KindTask)
 	case c.Method == a2a.MethodListTasks:
 		if id, ok := x.s.chosen(x.principal, c.Context); ok && c.HasContext {
-			p["contextId"] = id
+			p.SetStr("contextId", id)
 		} else if c.HasContext {
 			openAt(p, "contextId", a2a.KindContext)
 		}
-		if t, ok := p["pageToken"].(string); ok && t != "" {
+		if t := c.PageToken; t != "" {
 			id, ok := x.open(a2a.KindCursor, t)
-			p["pageToken"], cursorOK = id, ok
+			setStr(p, "pageToken", t, id)
+			cursorOK = ok
 		}
 	case a2a.Sends(c.Method):
-		msg := p["message"].(map[string]any) // Parse checked it
+		msg, _ := p.Obj("message") // Parse checked it
 		if c.HasTask {
 			req.TaskID = openAt(msg, "taskId", a2a.KindTask)
 		}
@@ -140,7 +142,8 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 			if id, ok := x.s.chosen(x.principal, c.Context); ok {
 				// A context the client chose (A2A lets it): the server
 				// gets one of the caller's own, proved by its derivation.
-				x.contextID, msg["contextId"] = id, id
+				x.contextID = id
+				msg.SetStr("contextId", id)
 				x.prove(a2a.KindContext, id)
 			} else {
 				x.contextID = openAt(msg, "contextId", a2a.KindContext)
@@ -151,16 +154,17 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 			// answer names it (an answer to another caller cannot then
 			// hand it over while this request is in flight).
 			x.contextID, x.fresh = uuid.NewString(), true
-			msg["contextId"] = x.contextID
+			msg.SetStr("contextId", x.contextID)
 		}
 		if len(c.References) > 0 {
-			refs := make([]any, len(c.References))
+			refs := make([]string, len(c.References))
 			for i, r := range c.References {
 				id, ok := x.open(a2a.KindTask, r)
 				owner = owner && ok
 				refs[i] = id
 			}
-			msg["referenceTaskIds"] = refs
+			b, _ := jsonrpc.Encode(refs) // strings always encode
+			msg.SetRaw("referenceTaskIds", b)
 		}
 		if c.Continues() {
 			req.Method = a2a.MethodMessageContinue
@@ -184,102 +188,82 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 	default:
 		req.Refused = a2a.WebhookRefused(c, x.s.allow)
 	}
-	if len(c.Webhooks) > 0 && req.Refused.OK() && !x.relayed(c, req.TaskID) {
+	if len(c.Webhooks) == 0 && jsonrpc.Unique(raw) {
+		return req, spliceRequest(c)
+	}
+	// The body is encoded from the params decoded: webhooks the push relay
+	// rewrites, or a member named twice in some object, which the upstream
+	// may read as the other one than Warden did (encoding passes only the
+	// one a decoder keeps, as Warden's policy input reads it).
+	pm, err := decodeParams(c.Params)
+	if len(c.Webhooks) > 0 && req.Refused.OK() && (err != nil || !x.relayed(c, pm, req.TaskID)) {
 		req.Refused = rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonWebhookRefused, Detail: "the push relay is not listening; retry later"}
 	}
-	body, ok := spliceRequest(raw, c, p)
-	if !ok {
-		env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
-		if p != nil {
-			env["params"] = p
-		}
-		var err error
-		if body, err = jsonrpc.Encode(env); err != nil && req.Refused.OK() {
-			req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
-		}
+	env := map[string]any{"jsonrpc": "2.0", "id": c.ID, "method": c.Method}
+	if pm != nil {
+		env["params"] = pm
+	}
+	body, err := jsonrpc.Encode(env)
+	if err != nil && req.Refused.OK() {
+		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
 	}
 	return req, body
+}
+
+// setStr makes obj's member name id where it held v (nothing changes when
+// they are equal).
+func setStr(obj *jsonrpc.Object, name, v, id string) {
+	if id != v {
+		obj.SetStr(name, id)
+	}
+}
+
+// decodeParams decodes the params as toUpstream left them (nil when
+// absent), keeping numbers as they were written.
+func decodeParams(p *jsonrpc.Object) (map[string]any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(p.AppendTo(nil)))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // envelope are the members of a request the upstream gets.
 var envelope = []string{"jsonrpc", "id", "method", "params"}
 
-// spliceRequest is the body toward the upstream: the caller's (raw) with
-// the ids toUpstream opened in p, the decoded params, spliced in where it
-// put them (params' id, taskId, contextId, pageToken; the message's taskId,
-// contextId and referenceTaskIds), and no member beside the envelope's. ok
-// is false when the body must be encoded from p instead: webhooks the push
-// relay rewrote, or a member named twice in some object, which the
-// upstream may read as the other one than Warden did (encoding p passes
-// only the one Warden read).
-func spliceRequest(raw []byte, c a2a.Call, p map[string]any) ([]byte, bool) {
-	if len(c.Webhooks) > 0 || !jsonrpc.Unique(raw) {
-		return nil, false
-	}
-	env, err := jsonrpc.ReadObject(raw)
-	if err != nil {
-		return nil, false
-	}
+// spliceRequest is the body toward the upstream: the caller's request as
+// Parse read it, with the ids toUpstream opened spliced in where it put
+// them (params' id, taskId, contextId, pageToken; the message's taskId,
+// contextId and referenceTaskIds), an empty id Parse left out, and no
+// member beside the envelope's. Every other byte passes as it came.
+func spliceRequest(c a2a.Call) []byte {
+	env := c.Request
 	for _, n := range env.Names() {
 		if !slices.Contains(envelope, n) {
 			env.Del(n)
 		}
 	}
-	params, isObj := env.Obj("params")
-	switch {
-	case p == nil:
-		env.Del("params")
-	case !isObj:
-		return nil, false
-	default:
-		setStrings(params, p, "id", "taskId", "contextId", "pageToken")
-		msg, sent := p["message"].(map[string]any)
-		if m, isObj := params.Obj("message"); sent && isObj {
-			setStrings(m, msg, "taskId", "contextId")
-			if _, in := msg["referenceTaskIds"]; !in {
-				m.Del("referenceTaskIds")
-			}
-			if refs, ok := msg["referenceTaskIds"].([]any); ok {
-				b, err := jsonrpc.Encode(refs)
-				if err != nil {
-					return nil, false
-				}
-				m.SetRaw("referenceTaskIds", b)
-			}
-		}
+	if c.Params == nil {
+		env.Del("params") // null
 	}
-	if env.Err() != nil {
-		return nil, false
-	}
-	return env.AppendTo(make([]byte, 0, len(raw)+128)), true
+	return env.AppendTo(make([]byte, 0, env.Size()+128))
 }
 
-// setStrings makes obj's members named names what m holds for them: the
-// string it holds where it differs, nothing where m has none (Parse left
-// out an empty id).
-func setStrings(obj *jsonrpc.Object, m map[string]any, names ...string) {
-	for _, n := range names {
-		v, in := m[n]
-		s, isStr := v.(string)
-		cur, has := obj.Str(n)
-		switch {
-		case !in:
-			obj.Del(n)
-		case isStr && (!has || cur != s):
-			obj.SetStr(n, s)
-		}
-	}
-}
-
-// relayed points every webhook URL of the request at the push relay
-// (pushrelay): the server pushes to Warden, which delivers to the client's
-// URL. False when the relay is not listening.
-func (x *exchange) relayed(c a2a.Call, taskID string) bool {
+// relayed points every webhook URL of the request (pm: its params,
+// decoded) at the push relay (pushrelay): the server pushes to Warden,
+// which delivers to the client's URL. False when the relay is not
+// listening.
+func (x *exchange) relayed(c a2a.Call, pm map[string]any, taskID string) bool {
 	t := pushrelay.Target{Principal: x.principal, Task: taskID, Context: x.contextID}
 	if c.Method == a2a.MethodCreatePush {
-		return x.s.relay.Rewrite(c.Params, t)
+		return x.s.relay.Rewrite(pm, t)
 	}
-	return x.s.relay.Rewrite(c.Params["configuration"], t)
+	return x.s.relay.Rewrite(pm["configuration"], t)
 }
 
 // sealFor is the handle of an upstream id for a principal; a context the

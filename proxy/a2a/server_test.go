@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
@@ -386,6 +387,40 @@ func BenchmarkA2ASidecar(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkA2ANullHop is BenchmarkA2ASidecar's GetTask through the null
+// pass-through make bench compares Warden with (bench/cmd/null: an
+// httputil.ReverseProxy that flushes every write) in front of the same fake,
+// asking for the task by its upstream id: the floor of net/http a hop stands
+// on. BenchmarkA2ASidecar's cpu-ns/op less this one's is what Warden's own
+// work costs per request.
+func BenchmarkA2ANullHop(b *testing.B) {
+	h := newHarness(b, Config{})
+	h.send(b, "alice", "input x")
+	u, err := url.Parse(h.up.base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	null := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
+		FlushInterval: -1,
+		Transport:     &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
+	})
+	b.Cleanup(null.Close)
+	nh := &harness{up: h.up, front: null}
+	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"task-1"}}`
+	b.Run("GetTask", func(b *testing.B) {
+		b.ReportAllocs()
+		defer func(start time.Duration) {
+			b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+		}(cputime.Used())
+		for b.Loop() {
+			if status, body := nh.rpc(b, "alice", get); status != 200 || strings.Contains(body, `"error"`) {
+				b.Fatalf("%d %s", status, body)
+			}
+		}
+	})
 }
 
 // TestUpstreamHost: the upstream is asked under its own name, never the

@@ -62,6 +62,7 @@ type derivedSet struct {
 	from *Keyring
 	seal *keyed
 	byID map[string]*keyed
+	memo *memo // the handles these keys sealed and opened lately
 }
 
 // keyed is one key's ciphers, one per kind, and its handles' prefix.
@@ -114,7 +115,7 @@ func (h Sealer) current() (*derivedSet, error) {
 	if old != nil && old.from == kr {
 		return old, nil
 	}
-	d := &derivedSet{from: kr, byID: make(map[string]*keyed, len(kr.keys))}
+	d := &derivedSet{from: kr, byID: make(map[string]*keyed, len(kr.keys)), memo: newMemo(memoSize)}
 	for i, k := range kr.keys {
 		x, err := h.derive(k)
 		if err != nil {
@@ -129,14 +130,15 @@ func (h Sealer) current() (*derivedSet, error) {
 	return d, nil
 }
 
-// sealing returns the sealing key's ciphers. A keyring whose keys cannot be
-// derived (never: NewKeyring checked them) leaves the previous ones.
-func (h Sealer) sealing() *keyed {
+// derived returns the derived keys of the ring's keyring. A keyring whose
+// keys cannot be derived (never: NewKeyring checked them) leaves the
+// previous ones.
+func (h Sealer) derived() *derivedSet {
 	d, err := h.current()
 	if err != nil {
-		return h.keys.cur.Load().seal
+		return h.keys.cur.Load()
 	}
-	return d.seal
+	return d
 }
 
 // derive makes key k's ciphers and nonce keys, one pair per kind, with
@@ -222,7 +224,18 @@ func (x *keyed) put(sc *scratch) {
 
 // SealIn is Seal for the kinds also bound to an upstream session.
 func (h Sealer) SealIn(kind byte, principal, session, id string) string {
-	x := h.sealing()
+	d := h.derived()
+	k := memoKey{kind: kind, principal: principal, session: session, v: id}
+	if v, ok := d.memo.get(k); ok {
+		return v
+	}
+	v := d.seal.seal(kind, principal, session, id)
+	d.memo.put(k, v)
+	return v
+}
+
+// seal is SealIn's work, with this key's ciphers.
+func (x *keyed) seal(kind byte, principal, session, id string) string {
 	a := x.aead[kind]
 	sc := x.scratch.Get().(*scratch)
 	defer x.put(sc)
@@ -245,10 +258,20 @@ func (h Sealer) OpenIn(kind byte, principal, session, handle string) (id string,
 // Unseal is OpenIn that says why a value does not open: an *Error
 // (ErrRawID, ErrMalformed, ErrRetiredKey or ErrForeign) for the operator.
 func (h Sealer) Unseal(kind byte, principal, session, handle string) (string, error) {
-	d, err := h.current()
-	if err != nil {
-		d = h.keys.cur.Load()
+	d := h.derived()
+	k := memoKey{kind: kind, open: true, principal: principal, session: session, v: handle}
+	if id, ok := d.memo.get(k); ok {
+		return id, nil
 	}
+	id, err := d.open(kind, principal, session, handle)
+	if err == nil {
+		d.memo.put(k, id)
+	}
+	return id, err
+}
+
+// open is Unseal's work, with these keys' ciphers.
+func (d *derivedSet) open(kind byte, principal, session, handle string) (string, error) {
 	rest, found := strings.CutPrefix(handle, Prefix)
 	if !found {
 		return "", ErrRawID

@@ -70,7 +70,7 @@ func TestHandlesRefused(t *testing.T) {
 	other := testHandles(t, []byte("fedcba9876543210fedcba9876543210"))
 	// The same bytes sealed under another nonce: authentic ciphertext, but
 	// not the one spelling of the handle.
-	a := h.sealing().aead[kindTask]
+	a := h.derived().seal.aead[kindTask]
 	nonce := make([]byte, 24)
 	ad := additional(kindTask, "alice", "")
 	forged := Prefix + base64.RawURLEncoding.EncodeToString(a.Seal(nonce, nonce, []byte("task-1"), ad))

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +145,38 @@ func benchSidecar(b *testing.B, parallel bool) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkNullHop is BenchmarkSidecar through the null pass-through make
+// bench compares Warden with (bench/cmd/null: an httputil.ReverseProxy that
+// flushes every write) in front of the same upstream: the floor of net/http
+// a hop stands on. BenchmarkSidecar's cpu-ns/op less this one's is what
+// Warden's own work costs per request.
+func BenchmarkNullHop(b *testing.B) {
+	h, calls := benchHarness(b)
+	u, err := url.Parse(h.upSrv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	null := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
+		FlushInterval: -1,
+		Transport:     &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
+	})
+	b.Cleanup(null.Close)
+	nh := &harness{front: null}
+	client := null.Client()
+	for _, c := range calls {
+		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b, cputime.Used())
+			for b.Loop() {
+				if err := nh.benchPost(client, c); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

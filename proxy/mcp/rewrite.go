@@ -3,6 +3,7 @@ package mcp
 import (
 	"strings"
 
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -25,7 +26,9 @@ const (
 // another principal's handle) is refused. Nothing else is rewritten: a
 // handle elsewhere (a tool's arguments) reaches the server as the opaque
 // string it is, so a tool never learns a task's upstream ID to echo back.
-// taskID is the upstream ID params.taskId names.
+// The upstream IDs are spliced into the message as Parse read it
+// (mcp.Call.Request): every other byte passes as it came. taskID is the
+// upstream ID params.taskId names.
 func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refusal) {
 	c := x.call
 	strictTask := c.HasTaskID && c.Kind == mcp.KindRequest
@@ -55,131 +58,72 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 	if !c.HasTaskID && !c.HasRelatedTask && !cursor && !c.HasTaskIDs {
 		return body, "", refuseNone
 	}
-	out, ok, done := x.toUpstreamFast(body, cursor)
-	if !done {
-		out, ok = x.toUpstreamDecoded(body, cursor)
+	if c.Request == nil || !x.openIn(c.Request, cursor) {
+		return body, "", refuseTask // a message Parse did not read is not forwarded
 	}
-	if !ok {
-		return body, "", refuseTask
-	}
-	return out, taskID, refuseNone
+	return c.Request.AppendTo(make([]byte, 0, len(body)+64)), taskID, refuseNone
 }
 
-// toUpstreamDecoded is toUpstream's rewriting on the decoded message.
-func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok bool) {
-	msg, err := decode(body)
-	if err != nil {
-		return body, false
+// openIn replaces the caller's handles in msg, the message as Parse read
+// it, with the upstream IDs: params.taskId (a handle; a notification's
+// other value stays), params.cursor (tasks/list), the related-task _meta
+// of params and of a result, params.notifications.taskIds. It is false
+// when a handle there does not open.
+func (x *exchange) openIn(msg *jsonrpc.Object, cursor bool) bool {
+	if res, ok := msg.Obj("result"); ok && !x.openRelated(res) {
+		return false
 	}
-	p, _ := msg["params"].(map[string]any)
-	ok = x.openTask(p)
-	for _, k := range []string{"params", "result"} {
-		obj, _ := msg[k].(map[string]any)
-		meta, _ := obj["_meta"].(map[string]any)
-		rel, _ := meta[mcp.RelatedTask].(map[string]any)
-		ok = ok && x.openTask(rel)
-	}
+	p, ok := msg.Obj("params")
 	if !ok {
-		return body, false
-	}
-	n, _ := p["notifications"].(map[string]any)
-	ids, _ := n["taskIds"].([]any)
-	for i, v := range ids {
-		h, _ := v.(string)
-		id, good := x.open(kindTask, h)
-		if !good {
-			return body, false
-		}
-		ids[i] = id
-	}
-	if c, isStr := p["cursor"].(string); isStr && cursor {
-		id, good := x.open(kindCursor, c)
-		if !good {
-			return body, false
-		}
-		p["cursor"] = id
-	}
-	return encode(msg), true
-}
-
-// openTask replaces the caller's handle in obj.taskId with the upstream ID;
-// it is false when that member holds a handle that is not the caller's.
-func (x *exchange) openTask(obj map[string]any) bool {
-	h, isStr := obj["taskId"].(string)
-	if !isStr || !strings.HasPrefix(h, handlePrefix) {
 		return true
 	}
-	id, ok := x.open(kindTask, h)
-	if ok {
-		obj["taskId"] = id
+	if x.call.HasTaskID && !x.openAt(p, "taskId", kindTask) {
+		return false
 	}
-	return ok
-}
-
-// toUpstreamFast is toUpstream's rewriting without decoding, for requests
-// whose places of handles are params.taskId and params.cursor: the handles'
-// bytes are replaced in place. done is false when the body needs the
-// decoding path (a related-task _meta, members of the same name elsewhere
-// at that depth, an escape in a key or a handle, an upstream ID that would
-// need escaping).
-func (x *exchange) toUpstreamFast(body []byte, cursor bool) (out []byte, ok, done bool) {
-	if x.call.HasRelatedTask || x.call.HasTaskIDs {
-		return nil, false, false
+	if cursor && !x.openAt(p, "cursor", kindCursor) {
+		return false
 	}
-	spans, readable := scanStrings(body, "taskId", "cursor")
-	if !readable {
-		return nil, false, false
+	if !x.openRelated(p) {
+		return false
 	}
-	tasks, cursors := 0, 0
-	for _, s := range spans {
-		switch {
-		case s.depth == 1 && (s.key == "result" || s.key == "error"):
-			return nil, false, false // an answer: its object at depth 2 is not params
-		case s.depth == 2 && s.key == "taskId":
-			tasks++
-		case s.depth == 2 && s.key == "cursor":
-			cursors++
-		}
+	n, ok := p.Obj("notifications")
+	if !ok || !x.call.HasTaskIDs {
+		return true
 	}
-	if tasks > 1 || cursors > 1 {
-		return nil, false, false // which one is params' cannot be told here
-	}
-	var rep []span
-	var with []string
-	for _, s := range spans {
-		if s.depth != 2 {
-			continue
-		}
-		h := string(body[s.start:s.end])
-		var id string
-		switch {
-		case s.key == "taskId" && x.call.HasTaskID && strings.HasPrefix(h, handlePrefix):
-			var good bool
-			if id, good = x.open(kindTask, h); !good {
-				return body, false, true
+	if ids, ok := n.Arr("taskIds"); ok {
+		for i := range ids.Len() {
+			h, _ := ids.Str(i)
+			id, good := x.open(kindTask, h)
+			if !good {
+				return false
 			}
-		case s.key == "cursor" && cursor: // params.cursor
-			var good bool
-			if id, good = x.open(kindCursor, h); !good {
-				return body, false, true
-			}
-		default:
-			continue
-		}
-		if !plainString(id) {
-			return nil, false, false
-		}
-		rep, with = append(rep, s), append(with, id)
-	}
-	return splice(body, rep, with), true, true
-}
-
-// plainString reports whether s can sit between JSON quotes unescaped.
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
-			return false
+			ids.SetStr(i, id)
 		}
 	}
 	return true
+}
+
+// openRelated opens the related-task taskId of obj's _meta.
+func (x *exchange) openRelated(obj *jsonrpc.Object) bool {
+	meta, ok := obj.Obj("_meta")
+	if !ok {
+		return true
+	}
+	rel, ok := meta.Obj(mcp.RelatedTask)
+	return !ok || x.openAt(rel, "taskId", kindTask)
+}
+
+// openAt replaces the handle obj's member name holds with its upstream ID;
+// a value that is not a handle stays (a notification's raw task ID), one
+// that does not open is false.
+func (x *exchange) openAt(obj *jsonrpc.Object, name string, kind byte) bool {
+	h, isStr := obj.Str(name)
+	if !isStr || !strings.HasPrefix(h, handlePrefix) {
+		return true
+	}
+	id, ok := x.open(kind, h)
+	if ok {
+		obj.SetStr(name, id)
+	}
+	return ok
 }

@@ -93,8 +93,10 @@ func fastAgainstDecoded(t *testing.T, req, data string) {
 	}
 }
 
-// FuzzToUpstreamFast does the same for requests.
-func FuzzToUpstreamFast(f *testing.F) {
+// FuzzToUpstreamSplice does the same for requests: toUpstream, splicing
+// into the message Parse read, against rewriting the message decoded (the
+// path it replaced): the same refusal, or the same document.
+func FuzzToUpstreamSplice(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"HA"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/steer","params":{"taskId":"HA","message":"m","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"HA"}}}}`,
@@ -103,6 +105,11 @@ func FuzzToUpstreamFast(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"HC"}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"cursor":"HC","x":{"cursor":"HC"}}}`,
 		`{"jsonrpc":"2.0","id":"s","result":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"HA"}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["HA","HA"]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"task\u0049d":"HA"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"HA","status":"working"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t-a","status":"working"}}`,
+		` { "jsonrpc" : "2.0" , "id" : 1 , "method" : "tasks/get" , "params" : { "taskId" : "HA" , "x" : [ 1 , { } ] } } `,
 	} {
 		f.Add(seed)
 	}
@@ -117,15 +124,79 @@ func FuzzToUpstreamFast(f *testing.F) {
 		}
 		x := &exchange{s: s, principal: alice, sid: "s1", call: c}
 		cursor := c.Kind == mcp.KindRequest && c.Method == mcp.MethodList && c.HasCursor
-		fast, okFast, done := x.toUpstreamFast([]byte(body), cursor)
-		if !done {
-			return
+		spliced, _, why := x.toUpstream([]byte(body))
+		ref, okRef := x.toUpstreamDecoded([]byte(body), cursor)
+		if why == refuseNone && !c.HasTaskID && !c.HasRelatedTask && !cursor && !c.HasTaskIDs {
+			return // nothing to rewrite: passed as it came
 		}
-		slow, okSlow := x.toUpstreamDecoded([]byte(body), cursor)
-		if okFast != okSlow || okFast && !sameJSON(fast, slow) {
-			t.Fatalf("fast %s %v, decoded %s %v", fast, okFast, slow, okSlow)
+		opens := func(kind byte, v string) bool { _, ok := x.open(kind, v); return ok }
+		checked := !(c.HasTaskID && c.Kind == mcp.KindRequest && !opens(kindTask, c.TaskID)) &&
+			!(c.HasRelatedTask && !opens(kindTask, c.RelatedTaskID)) && !(cursor && !opens(kindCursor, c.Cursor))
+		for _, id := range c.TaskIDs {
+			checked = checked && opens(kindTask, id)
+		}
+		if !checked {
+			if why == refuseNone {
+				t.Fatalf("%s: passed a handle that is not alice's", body)
+			}
+			return // refused before anything is rewritten, as before
+		}
+		if (why == refuseNone) != okRef || okRef && !sameJSON(spliced, ref) {
+			t.Fatalf("%s: spliced %s (%v), decoded %s %v", body, spliced, why, ref, okRef)
 		}
 	})
+}
+
+// toUpstreamDecoded is how toUpstream rewrote a message before it spliced:
+// on the message decoded, encoded again; FuzzToUpstreamSplice's reference.
+func (x *exchange) toUpstreamDecoded(body []byte, cursor bool) (out []byte, ok bool) {
+	msg, err := decode(body)
+	if err != nil {
+		return body, false
+	}
+	p, _ := msg["params"].(map[string]any)
+	ok = x.openTaskDecoded(p)
+	for _, k := range []string{"params", "result"} {
+		obj, _ := msg[k].(map[string]any)
+		meta, _ := obj["_meta"].(map[string]any)
+		rel, _ := meta[mcp.RelatedTask].(map[string]any)
+		ok = ok && x.openTaskDecoded(rel)
+	}
+	if !ok {
+		return body, false
+	}
+	n, _ := p["notifications"].(map[string]any)
+	ids, _ := n["taskIds"].([]any)
+	for i, v := range ids {
+		h, _ := v.(string)
+		id, good := x.open(kindTask, h)
+		if !good {
+			return body, false
+		}
+		ids[i] = id
+	}
+	if c, isStr := p["cursor"].(string); isStr && cursor {
+		id, good := x.open(kindCursor, c)
+		if !good {
+			return body, false
+		}
+		p["cursor"] = id
+	}
+	return encode(msg), true
+}
+
+// openTask replaces the caller's handle in obj.taskId with the upstream ID;
+// it is false when that member holds a handle that is not the caller's.
+func (x *exchange) openTaskDecoded(obj map[string]any) bool {
+	h, isStr := obj["taskId"].(string)
+	if !isStr || !strings.HasPrefix(h, handlePrefix) {
+		return true
+	}
+	id, ok := x.open(kindTask, h)
+	if ok {
+		obj["taskId"] = id
+	}
+	return ok
 }
 
 // FuzzListFast checks listFast against the decoding path on answers to

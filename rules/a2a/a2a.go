@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"unicode"
@@ -138,8 +137,18 @@ const (
 type Call struct {
 	ID     json.RawMessage
 	Method string
-	// Params are the request's params, decoded (nil when absent).
-	Params map[string]any
+	// Request is the request read for splicing (jsonrpc.Object), and
+	// Params its params (nil when absent or null): what the sidecar
+	// forwards is Request with the ids it opened spliced in. An empty task
+	// or context id of a message or of ListTasks is left out of it (both
+	// SDK servers read it as absent: what is forwarded is what was
+	// decided).
+	Request *jsonrpc.Object
+	Params  *jsonrpc.Object
+	// MessageID is params.message.messageId of a message ("" when absent
+	// or not a string); PageToken is params.pageToken of ListTasks.
+	MessageID string
+	PageToken string
 	// Task is the task the method acts on: params.id of GetTask,
 	// CancelTask and SubscribeToTask, params.taskId of the push-config
 	// methods, params.message.taskId of a message.
@@ -207,7 +216,7 @@ func WebhookRefused(c Call, allow Allow) rules.Verdict {
 func (c Call) Continues() bool { return Sends(c.Method) && (c.HasTask || c.HasContext) }
 
 // Member names Warden reads, per object: a name that folds to one of them
-// without being it is refused (jsonrpc.Members).
+// without being it is refused (check).
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 	paramNames    = []string{"id", "taskId", "contextId", "message", "configuration", "url", "pageToken", "tenant"}
@@ -220,25 +229,30 @@ var (
 	webhookNames = []string{"url", "taskId", "id", "token", "authentication", "taskPushNotificationConfig", "pushNotificationConfig", "config"}
 )
 
-// members is jsonrpc.Members that also refuses the Protocol Buffers name of
-// a member Warden reads (task_id for taskId): ProtoJSON parsers, the Python
-// SDK's among them, accept both spellings, and the one Warden did not read
-// would be the one the server acts on.
-func members(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	m, err := jsonrpc.Members(raw, known)
-	if err != nil {
-		return nil, err
+// check is jsonrpc.Object.Check that also refuses the Protocol Buffers
+// name of a member Warden reads (task_id for taskId): ProtoJSON parsers, the
+// Python SDK's among them, accept both spellings, and the one Warden did not
+// read would be the one the server acts on.
+func check(o *jsonrpc.Object, known []string) error {
+	if err := o.Check(known); err != nil {
+		return err
 	}
-	for k := range m {
+	if bytes.IndexByte(o.Source(), '_') < 0 {
+		return nil // no name holds one: nothing to look at
+	}
+	for _, k := range o.Names() {
 		if !strings.Contains(k, "_") {
 			continue
 		}
 		if c := camel(k); slices.Contains(known, c) {
-			return nil, fmt.Errorf("member %q must be spelled %q", k, c)
+			return fmt.Errorf("member %q must be spelled %q", k, c)
 		}
 	}
-	return m, nil
+	return nil
 }
+
+// errNotObject is what a place that must hold an object is refused with.
+var errNotObject = jsonrpc.ErrNotObject
 
 // camel is a Protocol Buffers field name's JSON name (task_id: taskId).
 func camel(name string) string {
@@ -258,54 +272,56 @@ func camel(name string) string {
 	return b.String()
 }
 
-// errParse is a body that is not one JSON-RPC request.
-var errParse = errors.New("parse error")
-
 // Parse reads one A2A JSON-RPC request. Batches, notifications and answers
 // are refused (A2A clients send one request per HTTP request and every A2A
 // method answers), as are ids other than strings and canonical integers
 // within ±2^53, member names Warden reads spelled in another case, and
-// places holding a task, context or URL that are not strings.
+// places holding a task, context or URL that are not strings. The request
+// is read for splicing (jsonrpc.Object), never decoded whole.
 func Parse(body []byte) (Call, error) {
 	b := bytes.TrimLeft(body, " \t\r\n")
-	if len(b) == 0 || !json.Valid(b) {
+	if len(b) == 0 {
 		return Call{}, &jsonrpc.Error{Code: jsonrpc.ErrParse, Message: "Invalid JSON payload"}
 	}
-	if b[0] == '[' {
+	env, err := jsonrpc.ReadObject(b)
+	switch {
+	case errors.Is(err, jsonrpc.ErrNotJSON):
+		return Call{}, &jsonrpc.Error{Code: jsonrpc.ErrParse, Message: "Invalid JSON payload"}
+	case b[0] == '[':
 		return Call{}, invalid("JSON-RPC batches are not supported")
-	}
-	env, err := jsonrpc.Members(b, envelopeNames)
-	if err != nil {
+	case env == nil:
 		return Call{}, invalid(err.Error())
 	}
-	if v, _ := jsonrpc.String(env["jsonrpc"]); v != "2.0" {
+	if err := env.Check(envelopeNames); err != nil {
+		return Call{}, invalid(err.Error())
+	}
+	if v, _ := env.Str("jsonrpc"); v != "2.0" {
 		return Call{}, invalid(`"jsonrpc" must be "2.0"`)
 	}
-	if _, ok := env["result"]; ok {
+	if env.Has("result") || env.Has("error") {
 		return Call{}, invalid("a request, not an answer, is expected")
 	}
-	if _, ok := env["error"]; ok {
-		return Call{}, invalid("a request, not an answer, is expected")
-	}
-	c := Call{ID: env["id"]}
+	c := Call{Request: env}
+	c.ID, _ = env.Raw("id")
 	if !jsonrpc.ValidID(c.ID) {
 		return Call{}, invalid("the id must be a string or an integer (notifications are not A2A requests)")
 	}
-	m, ok := jsonrpc.String(env["method"])
+	m, ok := env.Str("method")
 	if !ok || m == "" {
 		return Call{}, invalid("method must be a non-empty string")
 	}
 	c.Method = m
-	var pm map[string]json.RawMessage // the params' members, raw
-	if raw, ok := env["params"]; ok && string(raw) != "null" {
-		if pm, err = members(raw, paramNames); err != nil {
+	if raw, ok := env.Raw("params"); ok && string(raw) != "null" {
+		p, isObj := env.Obj("params")
+		if !isObj {
+			return c, invalid("params: " + errNotObject.Error())
+		}
+		if err := check(p, paramNames); err != nil {
 			return c, invalid("params: " + err.Error())
 		}
-		if err := decode(raw, &c.Params); err != nil || c.Params == nil {
-			return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: params must be an object"}
-		}
+		c.Params = p
 	}
-	if err := c.read(env["params"], pm); err != nil {
+	if err := c.read(); err != nil {
 		return c, &jsonrpc.Error{Code: jsonrpc.ErrInvalidParams, Message: "Invalid parameters: " + err.Error()}
 	}
 	return c, nil
@@ -315,21 +331,8 @@ func invalid(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.ErrInvalidRequest, Message: "Request payload validation error: " + msg}
 }
 
-// decode reads JSON keeping numbers as they were written.
-func decode(raw []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if d.More() {
-		return errParse
-	}
-	return nil
-}
-
-// read fills the places of the method's params (raw; pm: their members).
-func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
+// read fills the places of the method's params.
+func (c *Call) read() error {
 	p := c.Params
 	var err error
 	if c.Tenant, _, err = member(p, "tenant"); err != nil {
@@ -341,15 +344,15 @@ func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
 	case MethodGetPush, MethodListPush, MethodDeletePush:
 		c.Task, c.HasTask, err = member(p, "taskId")
 	case MethodCreatePush:
-		if c.Task, c.HasTask, err = member(p, "taskId"); err == nil {
-			err = c.webhooks(raw, 0)
+		if c.Task, c.HasTask, err = member(p, "taskId"); err == nil && p != nil {
+			err = c.webhooks(p, 0)
 		}
 	case MethodListTasks:
 		if c.Context, c.HasContext, err = absentIfEmpty(p, "contextId"); err == nil {
-			_, _, err = member(p, "pageToken")
+			c.PageToken, _, err = member(p, "pageToken")
 		}
 	case MethodSend, MethodSendStreaming:
-		err = c.readMessage(pm)
+		err = c.readMessage(p)
 	}
 	if err != nil {
 		return err
@@ -360,70 +363,73 @@ func (c *Call) read(raw json.RawMessage, pm map[string]json.RawMessage) error {
 	return nil
 }
 
-func (c *Call) readMessage(pm map[string]json.RawMessage) error {
-	mraw, ok := pm["message"]
-	if !ok {
+func (c *Call) readMessage(p *jsonrpc.Object) error {
+	if p == nil || !p.Has("message") {
 		return errors.New("message is required")
 	}
-	mm, err := members(mraw, messageNames)
-	if err != nil {
+	msg, ok := p.Obj("message")
+	if !ok {
+		return fmt.Errorf("message: %w", errNotObject)
+	}
+	if err := check(msg, messageNames); err != nil {
 		return fmt.Errorf("message: %w", err)
 	}
-	if err := c.readContent(mm); err != nil {
+	if err := c.readContent(msg); err != nil {
 		return fmt.Errorf("message: %w", err)
 	}
-	msg, _ := c.Params["message"].(map[string]any)
-	if msg == nil {
-		return errors.New("message must be an object")
-	}
+	c.MessageID, _ = msg.Str("messageId")
+	var err error
 	if c.Task, c.HasTask, err = absentIfEmpty(msg, "taskId"); err != nil {
 		return err
 	}
 	if c.Context, c.HasContext, err = absentIfEmpty(msg, "contextId"); err != nil {
 		return err
 	}
-	if refs, ok := msg["referenceTaskIds"]; ok && refs != nil {
-		list, ok := refs.([]any)
+	if raw, ok := msg.Raw("referenceTaskIds"); ok && string(raw) != "null" {
+		refs, ok := msg.Arr("referenceTaskIds")
 		if !ok {
 			return errors.New("referenceTaskIds must be a list of strings")
 		}
-		for _, r := range list {
-			s, ok := r.(string)
+		for i := range refs.Len() {
+			s, ok := refs.Str(i)
 			if !ok {
 				return errors.New("referenceTaskIds must be a list of strings")
 			}
 			c.References = append(c.References, s)
 		}
 	}
-	craw, ok := pm["configuration"]
-	if !ok || string(craw) == "null" {
+	if raw, ok := p.Raw("configuration"); !ok || string(raw) == "null" {
 		return nil
 	}
-	if _, err := members(craw, configNames); err != nil {
+	conf, ok := p.Obj("configuration")
+	if !ok {
+		return fmt.Errorf("configuration: %w", errNotObject)
+	}
+	if err := check(conf, configNames); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if conf, _ := c.Params["configuration"].(map[string]any); conf == nil {
-		return errors.New("configuration must be an object")
-	}
-	if err := c.webhooks(craw, 0); err != nil {
+	if err := c.webhooks(conf, 0); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	return nil
 }
 
-// readContent reads a message's skill and part kinds (mm: its members),
-// every name checked as members checks them: a metadata name folding to
-// "skill" without being it, a skill that is not a string, a part holding
-// two contents (text and data) or none Warden knows are refused, since a
-// server could read them otherwise than the policy did.
-func (c *Call) readContent(mm map[string]json.RawMessage) error {
-	if raw, ok := mm["metadata"]; ok && string(raw) != "null" {
-		md, err := members(raw, metadataNames)
-		if err != nil {
+// readContent reads a message's skill and part kinds, every name checked
+// as check checks them: a metadata name folding to "skill" without being
+// it, a skill that is not a string, a part holding two contents (text and
+// data) or none Warden knows are refused, since a server could read them
+// otherwise than the policy did.
+func (c *Call) readContent(msg *jsonrpc.Object) error {
+	if raw, ok := msg.Raw("metadata"); ok && string(raw) != "null" {
+		md, ok := msg.Obj("metadata")
+		if !ok {
+			return fmt.Errorf("metadata: %w", errNotObject)
+		}
+		if err := check(md, metadataNames); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
-		if v, ok := md[SkillKey]; ok && string(v) != "null" {
-			s, ok := jsonrpc.String(v)
+		if v, ok := md.Raw(SkillKey); ok && string(v) != "null" {
+			s, ok := md.Str(SkillKey)
 			if !ok {
 				return fmt.Errorf("metadata.%s must be a string", SkillKey)
 			}
@@ -431,17 +437,16 @@ func (c *Call) readContent(mm map[string]json.RawMessage) error {
 		}
 		c.Content.Metadata = raw
 	}
-	raw, ok := mm["parts"]
-	if !ok || string(raw) == "null" {
+	if raw, ok := msg.Raw("parts"); !ok || string(raw) == "null" {
 		return nil
 	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
+	parts, ok := msg.Arr("parts")
+	if !ok {
 		return errors.New("parts must be a list of objects")
 	}
-	c.Content.Parts = make([]string, 0, len(list))
-	for i, p := range list {
-		k, err := partKind(p)
+	c.Content.Parts = make([]string, 0, parts.Len())
+	for i := range parts.Len() {
+		k, err := partKind(parts, i)
 		if err != nil {
 			return fmt.Errorf("parts[%d]: %w", i, err)
 		}
@@ -450,19 +455,19 @@ func (c *Call) readContent(mm map[string]json.RawMessage) error {
 	return nil
 }
 
-// partKind is the kind of one part: its one content member of A2A 1.0
+// partKind is the kind of part i: its one content member of A2A 1.0
 // (text; raw or url: file; data), or, holding none, its 0.3 kind.
-func partKind(raw json.RawMessage) (string, error) {
-	if b := bytes.TrimLeft(raw, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+func partKind(parts *jsonrpc.Array, i int) (string, error) {
+	m, ok := parts.Obj(i)
+	if !ok {
 		return "", errors.New("a part must be an object")
 	}
-	m, err := members(raw, partNames)
-	if err != nil {
+	if err := check(m, partNames); err != nil {
 		return "", err
 	}
 	kind := ""
 	for _, k := range []string{"text", "raw", "url", "data"} {
-		if _, ok := m[k]; !ok {
+		if !m.Has(k) {
 			continue
 		}
 		if kind != "" {
@@ -473,14 +478,13 @@ func partKind(raw json.RawMessage) (string, error) {
 	if kind == "raw" || kind == "url" {
 		kind = "file"
 	}
-	old, hasOld := m["kind"]
-	if !hasOld {
+	if !m.Has("kind") {
 		if kind == "" {
 			return "", errors.New("a part holds one of text, raw, url and data")
 		}
 		return kind, nil
 	}
-	switch k, _ := jsonrpc.String(old); {
+	switch k, _ := m.Str("kind"); {
 	case kind != "" && k != kind:
 		return "", fmt.Errorf("a part's kind %q must name what it holds (%s)", k, kind)
 	case k == "text" || k == "file" || k == "data":
@@ -494,48 +498,33 @@ func partKind(raw json.RawMessage) (string, error) {
 const maxWebhookDepth = 8
 
 // webhooks reads every URL a push config can carry: a "url" member at any
-// depth of raw, so a 1.0 config's own (params.url,
+// depth of obj, so a 1.0 config's own (params.url,
 // configuration.taskPushNotificationConfig.url), 0.3's nesting
 // (pushNotificationConfig.url), a draft's (config.url) and any other a
 // server might read. Names that differ from those Warden reads only in case
 // or spelling (URL, push_notification_config) are refused at every depth,
-// and so is a url that is not a string: a server could read either.
-func (c *Call) webhooks(raw json.RawMessage, depth int) error {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 || raw[0] != '{' && raw[0] != '[' {
-		return nil
-	}
+// and so is a url that is not a string: a server could read either. Members
+// are read in the order of their names.
+func (c *Call) webhooks(obj *jsonrpc.Object, depth int) error {
 	if depth >= maxWebhookDepth {
 		return errors.New("a push config is nested too deep")
 	}
-	if raw[0] == '[' {
-		var list []json.RawMessage
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return err
-		}
-		for _, v := range list {
-			if err := c.webhooks(v, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	m, err := members(raw, webhookNames)
-	if err != nil {
+	if err := check(obj, webhookNames); err != nil {
 		return err
 	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
+	names := obj.Names()
+	slices.Sort(names)
+	for _, k := range names {
 		if k != "url" {
-			if err := c.webhooks(v, depth+1); err != nil {
+			if err := c.webhooksAt(obj, k, depth+1); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			continue
 		}
-		if string(v) == "null" {
+		if v, _ := obj.Raw(k); string(v) == "null" {
 			continue
 		}
-		u, ok := jsonrpc.String(v)
+		u, ok := obj.Str(k)
 		if !ok {
 			return errors.New("url must be a string")
 		}
@@ -544,14 +533,48 @@ func (c *Call) webhooks(raw json.RawMessage, depth int) error {
 	return nil
 }
 
-// member returns a string member of an object: absent (or null) is not an
-// error, any other type is.
-func member(obj map[string]any, name string) (string, bool, error) {
-	v, ok := obj[name]
-	if !ok || v == nil {
+// webhooksAt reads the URLs of obj's member name, at depth: an object or an
+// array is looked into, any other value holds none.
+func (c *Call) webhooksAt(obj *jsonrpc.Object, name string, depth int) error {
+	if o, ok := obj.Obj(name); ok {
+		return c.webhooks(o, depth)
+	}
+	if a, ok := obj.Arr(name); ok {
+		return c.webhooksIn(a, depth)
+	}
+	return nil
+}
+
+// webhooksIn reads the URLs of an array's elements, at depth.
+func (c *Call) webhooksIn(a *jsonrpc.Array, depth int) error {
+	if depth >= maxWebhookDepth {
+		return errors.New("a push config is nested too deep")
+	}
+	for i := range a.Len() {
+		var err error
+		if o, ok := a.Obj(i); ok {
+			err = c.webhooks(o, depth+1)
+		} else if sub, ok := a.Arr(i); ok {
+			err = c.webhooksIn(sub, depth+1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// member returns a string member of an object (nil: none): absent (or
+// null) is not an error, any other type is.
+func member(obj *jsonrpc.Object, name string) (string, bool, error) {
+	if obj == nil {
 		return "", false, nil
 	}
-	s, ok := v.(string)
+	v, ok := obj.Raw(name)
+	if !ok || string(v) == "null" {
+		return "", false, nil
+	}
+	s, ok := obj.Str(name)
 	if !ok {
 		return "", false, fmt.Errorf("%s must be a string", name)
 	}
@@ -560,12 +583,12 @@ func member(obj map[string]any, name string) (string, bool, error) {
 
 // absentIfEmpty is member for the ids both SDK servers read as absent when
 // they are "" (a message's taskId and contextId, ListTasks' contextId): an
-// empty string is removed from obj, so what is forwarded is what was
+// empty string is left out of obj, so what is forwarded is what was
 // decided.
-func absentIfEmpty(obj map[string]any, name string) (string, bool, error) {
+func absentIfEmpty(obj *jsonrpc.Object, name string) (string, bool, error) {
 	s, ok, err := member(obj, name)
 	if ok && s == "" {
-		delete(obj, name)
+		obj.Del(name)
 		return "", false, nil
 	}
 	return s, ok, err

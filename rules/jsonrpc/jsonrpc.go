@@ -1,16 +1,13 @@
 // Package jsonrpc reads the JSON-RPC 2.0 envelope the way every peer reads
-// it, for the protocols Warden speaks over it (MCP, A2A): object members with
-// exact names (no two that fold alike), canonical ids, and Warden's own error
-// answers.
+// it, for the protocols Warden speaks over it (MCP, A2A): objects read for
+// splicing (Object) with exact member names (no two that fold alike, Check),
+// canonical ids, and Warden's own error answers.
 package jsonrpc
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -53,72 +50,6 @@ const (
 	ErrInvalidParams  = -32602
 	ErrInternal       = -32603
 )
-
-// Members reads a JSON object's members with exact names, as JSON-RPC peers
-// read them, and refuses the names peers could read differently: a name
-// given twice, two names equal under Unicode case folding (encoding/json
-// matches struct fields that way, so {"method":"ping","Method":"x"} is "x"
-// to it), and a name that folds to one of known without being it. raw must
-// be valid JSON (json.Valid): an object whose names are plain ASCII is read
-// by a direct scan that trusts it, any other by encoding/json's tokenizer.
-func Members(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return members(raw, known, true)
-}
-
-// Known is Members that returns only the members named in known: every
-// member is checked all the same, and the others cost nothing to keep.
-func Known(raw []byte, known []string) (map[string]json.RawMessage, error) {
-	return members(raw, known, false)
-}
-
-func members(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
-	if m, scanned, err := scan(raw, known, all); scanned {
-		return m, err
-	}
-	return decode(raw, known, all)
-}
-
-// decode is members by encoding/json's tokenizer: the reference scan agrees
-// with, and the path for what scan does not read.
-func decode(raw []byte, known []string, all bool) (map[string]json.RawMessage, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not an object")
-	}
-	m := map[string]json.RawMessage{}
-	folded := map[string]string{}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		if _, dup := m[k]; dup {
-			return nil, fmt.Errorf("member %q appears twice", k)
-		}
-		f := Fold(k)
-		if prev, dup := folded[f]; dup {
-			return nil, fmt.Errorf("members %q and %q differ only in case", prev, k)
-		}
-		for _, n := range known {
-			if k != n && f == Fold(n) {
-				return nil, fmt.Errorf("member %q must be spelled %q", k, n)
-			}
-		}
-		m[k], folded[f] = v, k
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	if !all {
-		maps.DeleteFunc(m, func(k string, _ json.RawMessage) bool { return !slices.Contains(known, k) })
-	}
-	return m, nil
-}
 
 // Fold returns the case-folded form of a member name: two names have the
 // same Fold exactly when encoding/json's struct decoding takes one for the

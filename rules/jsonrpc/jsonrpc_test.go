@@ -21,7 +21,7 @@ func TestMembers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Members([]byte(tc.in), tc.known)
+			_, err := objectMembers([]byte(tc.in), tc.known, true)
 			if (err == nil) != tc.ok {
 				t.Fatalf("Members(%s) = %v, want ok %v", tc.in, err, tc.ok)
 			}
@@ -89,7 +89,7 @@ func FuzzMembers(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"GetTask"}`))
 	f.Add([]byte(`{"a":{"b":[1,2]},"A":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Members(b, []string{"id", "method"})
+		m, err := objectMembers(b, []string{"id", "method"}, true)
 		if err != nil {
 			return
 		}

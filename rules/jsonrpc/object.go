@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"unicode/utf8"
 )
 
@@ -12,7 +13,7 @@ import (
 // at a time: what nobody asks for is skipped, never decoded), and the
 // changes made (a value replaced, a member left out or added) are written
 // back around the bytes left as they were. Every object read is checked as
-// Members checks an envelope: a member name given twice, or two names equal
+// Check checks one: a member name given twice, or two names equal
 // under Fold, is refused (Err), since readers of the message would take
 // either (first or last wins; encoding/json matches struct fields without
 // case), and a change made to one would leave the other as it came.
@@ -21,6 +22,7 @@ type Object struct {
 	start, end int // the object's bytes, braces included
 	members    []member
 	changed    bool
+	dup        bool // a name given twice, or folding like another
 }
 
 // Array is an array member of an Object, read for splicing likewise.
@@ -38,32 +40,64 @@ type doc struct {
 	err error
 	// The members and elements of every object and array read: each
 	// object's (array's) are a run of these, read whole before any other
-	// is, so one growing slice holds them all in few allocations.
+	// is, so one growing slice holds them all in few allocations. The
+	// first run of each, and the first objects, live in the doc itself: a
+	// small message is read in one allocation.
 	members []member
 	elems   []elem
+	objects []Object
+	repls   [][]byte // the replacements set (member.repl, elem.repl)
+	mbuf    [8]member
+	ebuf    [3]elem // with the rest, the doc fits the 896-byte size class
+	obuf    [4]Object
 }
 
+// Offsets are int32: a message Warden reads is bounded far below 2 GiB.
 type member struct {
-	keyStart, keyEnd int    // the name's literal, quotes included; -1 for a member added
-	name             string // the name decoded, when the literal is not plain ASCII (or the member was added)
+	keyStart, keyEnd int32 // the name's literal, quotes included; -1 for a member added
+	start, end       int32 // the value's bytes
+	repl             int32 // 1 + the index in doc.repls of the value's replacement (a JSON literal); 0: none
 	plain            bool
-	start, end       int // the value's bytes
+	drop             bool
+	name             string // the name decoded, when the literal is not plain ASCII (or the member was added)
 	obj              *Object
 	arr              *Array
-	repl             []byte // the value's replacement (a JSON literal), when set
-	drop             bool
 }
 
 type elem struct {
-	start, end int
-	obj        *Object
-	repl       []byte
+	start, end int32
+	repl       int32
 	drop       bool
+	obj        *Object
+}
+
+// replace records a replacement and returns its reference (member.repl).
+func (d *doc) replace(lit []byte) int32 {
+	d.repls = append(d.repls, lit)
+	return int32(len(d.repls))
+}
+
+// newObject is a fresh Object of the doc, from its slab: the slab's
+// chunks never move, so the pointer stays valid.
+func (d *doc) newObject(start int) *Object {
+	if len(d.objects) == cap(d.objects) {
+		d.objects = make([]Object, 0, min(2*cap(d.objects), maxChunk))
+	}
+	d.objects = d.objects[:len(d.objects)+1]
+	o := &d.objects[len(d.objects)-1]
+	o.doc, o.start = d, start
+	return o
 }
 
 // maxPairwise is the most members whose plain names are compared pairwise
 // for the refusal; a larger object folds its names into a map.
 const maxPairwise = 16
+
+// ReadObject's refusals of what is no object at all.
+var (
+	ErrNotJSON   = errors.New("not JSON")
+	ErrNotObject = errors.New("not an object")
+)
 
 // ReadObject reads raw, one JSON value that must be an object, for
 // splicing. The error is a refusal: not JSON, not an object, or a name
@@ -71,13 +105,17 @@ const maxPairwise = 16
 // later may meet a refusal too: Err reports it.
 func ReadObject(raw []byte) (*Object, error) {
 	if !json.Valid(raw) {
-		return nil, errors.New("not JSON")
+		return nil, ErrNotJSON
 	}
 	i := SkipSpace(raw, 0)
 	if raw[i] != '{' {
-		return nil, errors.New("not an object")
+		return nil, ErrNotObject
+	}
+	if len(raw) > math.MaxInt32 {
+		return nil, errors.New("too large")
 	}
 	d := &doc{raw: raw}
+	d.members, d.elems, d.objects = d.mbuf[:0], d.ebuf[:0], d.obuf[:0]
 	o := d.object(i)
 	return o, d.err
 }
@@ -89,28 +127,32 @@ func (o *Object) Err() error { return o.doc.err }
 // object reads the members of the object at raw[i] ('{').
 func (d *doc) object(i int) *Object {
 	raw := d.raw
-	o := &Object{doc: d, start: i}
+	o := d.newObject(i)
 	first := len(d.members)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != '}' {
 		ks := i
 		ke, escaped := StringEnd(raw, i)
-		m := member{keyStart: ks, keyEnd: ke, plain: !escaped && isASCII(raw[ks+1:ke-1])}
+		m := member{keyStart: int32(ks), keyEnd: int32(ke), plain: !escaped && isASCII(raw[ks+1:ke-1])}
 		if !m.plain {
 			m.name, _ = String(raw[ks:ke]) // invalid UTF-8 reads as U+FFFD, as decoders read it
 		}
 		i = SkipSpace(raw, SkipSpace(raw, ke)+1) // past the colon
-		m.start, m.end = i, ValueEnd(raw, i)
+		end := ValueEnd(raw, i)
+		m.start, m.end = int32(i), int32(end)
 		d.members, first = grow(d.members, first)
 		d.members = append(d.members, m)
-		if i = SkipSpace(raw, m.end); raw[i] == ',' {
+		if i = SkipSpace(raw, end); raw[i] == ',' {
 			i = SkipSpace(raw, i+1)
 		}
 	}
 	o.end = i + 1
 	o.members = d.members[first:len(d.members):len(d.members)] // a member added copies them
-	if err := o.checkNames(); err != nil && d.err == nil {
-		d.err = err
+	if err := o.checkNames(); err != nil {
+		o.dup = true
+		if d.err == nil {
+			d.err = err
+		}
 	}
 	return o
 }
@@ -215,12 +257,67 @@ func (o *Object) Len() int {
 func (o *Object) Spelled(known []string) error {
 	for _, m := range o.members {
 		for _, n := range known {
-			if m.plain && string(o.key(m)) != n && foldEqual(o.key(m), n) || !m.plain && m.name != n && Fold(m.name) == Fold(n) {
+			if o.misspells(m, n) {
 				return fmt.Errorf("member %q must be spelled %q", o.text(m), n)
 			}
 		}
 	}
 	return nil
+}
+
+// Check refuses what a reader of the message could read otherwise than
+// Warden, taking the members as they come: the first whose
+// name is an earlier one's (decoded: "a" and "\u0061" are one name) or folds
+// like an earlier one's (Fold), or folds to one of known without being it
+// ("Method" for "method"). It reports the same refusal, with the same text,
+// as decoding the object member by member would.
+func (o *Object) Check(known []string) error {
+	ms := o.members
+	var seen map[string]string // folded name: the name, for a large object
+	if o.dup && len(ms) > maxPairwise {
+		seen = make(map[string]string, len(ms))
+	}
+	for j, m := range ms {
+		switch {
+		case !o.dup:
+			// Read and checked: no two names fold alike.
+		case seen == nil:
+			for k := range j {
+				if o.folds(ms[k], m) {
+					return namesError(o.text(ms[k]), o.text(m))
+				}
+			}
+		default:
+			n := o.text(m)
+			f := Fold(n)
+			if prev, dup := seen[f]; dup {
+				return namesError(prev, n)
+			}
+			seen[f] = n
+		}
+		for _, n := range known {
+			if o.misspells(m, n) {
+				return fmt.Errorf("member %q must be spelled %q", o.text(m), n)
+			}
+		}
+	}
+	return nil
+}
+
+// folds reports whether two members' names are equal under Fold.
+func (o *Object) folds(a, b member) bool {
+	if a.plain && b.plain {
+		return foldEqual(o.key(a), o.key(b))
+	}
+	return Fold(o.text(a)) == Fold(o.text(b))
+}
+
+// misspells reports whether a member's name folds to name without being it.
+func (o *Object) misspells(m member, name string) bool {
+	if m.plain {
+		return int(m.keyEnd-m.keyStart-2) == len(name) && foldEqual(o.key(m), name) && string(o.key(m)) != name
+	}
+	return m.name != name && Fold(m.name) == Fold(name)
 }
 
 // Names returns the names of the object's members.
@@ -237,22 +334,23 @@ func (o *Object) Names() []string {
 // Has reports whether the object has a member name.
 func (o *Object) Has(name string) bool { return o.find(name) != nil }
 
-// Raw returns a member's value as it came (a replacement is not shown).
+// Raw returns a member's value as it came (a replacement is not shown),
+// capped: appending to it copies it.
 func (o *Object) Raw(name string) ([]byte, bool) {
 	m := o.find(name)
 	if m == nil {
 		return nil, false
 	}
-	return o.doc.raw[m.start:m.end], true
+	return o.doc.raw[m.start:m.end:m.end], true
 }
 
 // Str returns a member's value when it is a string, decoded.
 func (o *Object) Str(name string) (string, bool) {
 	m := o.find(name)
-	if m == nil || m.repl != nil {
+	if m == nil || m.repl != 0 {
 		return "", false
 	}
-	return o.doc.str(m.start, m.end)
+	return o.doc.str(int(m.start), int(m.end))
 }
 
 // str decodes the string literal raw[start:end]; false for another value.
@@ -267,11 +365,11 @@ func (d *doc) str(start, end int) (string, bool) {
 // Obj returns a member's value when it is an object, read.
 func (o *Object) Obj(name string) (*Object, bool) {
 	m := o.find(name)
-	if m == nil || m.repl != nil || o.doc.raw[m.start] != '{' {
+	if m == nil || m.repl != 0 || o.doc.raw[m.start] != '{' {
 		return nil, false
 	}
 	if m.obj == nil {
-		m.obj = o.doc.object(m.start)
+		m.obj = o.doc.object(int(m.start))
 	}
 	return m.obj, true
 }
@@ -279,11 +377,11 @@ func (o *Object) Obj(name string) (*Object, bool) {
 // Arr returns a member's value when it is an array, read.
 func (o *Object) Arr(name string) (*Array, bool) {
 	m := o.find(name)
-	if m == nil || m.repl != nil || o.doc.raw[m.start] != '[' {
+	if m == nil || m.repl != 0 || o.doc.raw[m.start] != '[' {
 		return nil, false
 	}
 	if m.arr == nil {
-		m.arr = o.doc.array(m.start)
+		m.arr = o.doc.array(int(m.start))
 	}
 	return m.arr, true
 }
@@ -295,10 +393,10 @@ func (o *Object) SetStr(name, v string) { o.SetRaw(name, AppendString(nil, v)) }
 func (o *Object) SetRaw(name string, lit []byte) {
 	o.changed = true
 	if m := o.find(name); m != nil {
-		m.repl, m.obj, m.arr = lit, nil, nil
+		m.repl, m.obj, m.arr = o.doc.replace(lit), nil, nil
 		return
 	}
-	o.members = append(o.members, member{keyStart: -1, name: name, repl: lit})
+	o.members = append(o.members, member{keyStart: -1, name: name, repl: o.doc.replace(lit)})
 }
 
 // Del leaves a member out.
@@ -315,10 +413,11 @@ func (d *doc) array(i int) *Array {
 	first := len(d.elems)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != ']' {
-		e := elem{start: i, end: ValueEnd(raw, i)}
+		end := ValueEnd(raw, i)
+		e := elem{start: int32(i), end: int32(end)}
 		d.elems, first = grow(d.elems, first)
 		d.elems = append(d.elems, e)
-		if i = SkipSpace(raw, e.end); raw[i] == ',' {
+		if i = SkipSpace(raw, end); raw[i] == ',' {
 			i = SkipSpace(raw, i+1)
 		}
 	}
@@ -333,27 +432,37 @@ func (a *Array) Len() int { return len(a.elems) }
 // Obj returns element i when it is an object, read.
 func (a *Array) Obj(i int) (*Object, bool) {
 	e := &a.elems[i]
-	if e.drop || e.repl != nil || a.doc.raw[e.start] != '{' {
+	if e.drop || e.repl != 0 || a.doc.raw[e.start] != '{' {
 		return nil, false
 	}
 	if e.obj == nil {
-		e.obj = a.doc.object(e.start)
+		e.obj = a.doc.object(int(e.start))
 	}
 	return e.obj, true
+}
+
+// Arr returns element i when it is an array, read (each call reads it
+// again: what it returns is not spliced back).
+func (a *Array) Arr(i int) (*Array, bool) {
+	e := &a.elems[i]
+	if e.drop || e.repl != 0 || a.doc.raw[e.start] != '[' {
+		return nil, false
+	}
+	return a.doc.array(int(e.start)), true
 }
 
 // Str returns element i when it is a string, decoded.
 func (a *Array) Str(i int) (string, bool) {
 	e := &a.elems[i]
-	if e.drop || e.repl != nil {
+	if e.drop || e.repl != 0 {
 		return "", false
 	}
-	return a.doc.str(e.start, e.end)
+	return a.doc.str(int(e.start), int(e.end))
 }
 
 // SetStr replaces element i with a string.
 func (a *Array) SetStr(i int, v string) {
-	a.elems[i].repl, a.elems[i].obj, a.changed = AppendString(nil, v), nil, true
+	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(AppendString(nil, v)), nil, true
 }
 
 // Drop leaves element i out.
@@ -383,6 +492,9 @@ func (a *Array) dirty() bool {
 	}
 	return false
 }
+
+// Source is the object's bytes as they came (changes not shown).
+func (o *Object) Source() []byte { return o.doc.raw[o.start:o.end:o.end] }
 
 // Size is how many bytes the object takes as it came.
 func (o *Object) Size() int { return o.end - o.start }
@@ -434,10 +546,10 @@ func (a *Array) AppendTo(dst []byte) []byte {
 	return append(dst, ']')
 }
 
-func (d *doc) value(dst []byte, start, end int, obj *Object, arr *Array, repl []byte) []byte {
+func (d *doc) value(dst []byte, start, end int32, obj *Object, arr *Array, repl int32) []byte {
 	switch {
-	case repl != nil:
-		return append(dst, repl...)
+	case repl != 0:
+		return append(dst, d.repls[repl-1]...)
 	case obj != nil:
 		return obj.AppendTo(dst)
 	case arr != nil:

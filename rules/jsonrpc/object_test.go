@@ -236,7 +236,7 @@ func readArray(a *Array) {
 			readAll(sub)
 		}
 		if e := a.elems[i]; raw[e.start] == '[' {
-			readArray(a.doc.array(e.start))
+			readArray(a.doc.array(int(e.start)))
 		}
 	}
 }
@@ -276,16 +276,19 @@ func FuzzObject(f *testing.F) {
 			}
 			return
 		}
-		ref, top := decode(b, nil, true)
+		ref, top := decodeMembers(b, nil, true)
 		if (err == nil) != (top == nil) {
 			t.Fatalf("%q: ReadObject %v, decode %v", b, err, top)
 		}
 		if err != nil {
 			return
 		}
-		_, spelled := decode(b, envelopeNames, true)
+		_, spelled := decodeMembers(b, envelopeNames, true)
 		if (o.Spelled(envelopeNames) != nil) != (spelled != nil) {
 			t.Fatalf("%q: Spelled %v, decode %v", b, o.Spelled(envelopeNames), spelled)
+		}
+		if errText(o.Check(envelopeNames)) != errText(spelled) {
+			t.Fatalf("%q: Check %v, decode %v", b, o.Check(envelopeNames), spelled)
 		}
 		if twice := refTwice(json.NewDecoder(bytes.NewReader(b))); Unique(b) == twice {
 			t.Fatalf("%q: Unique %v, a name twice: %v", b, Unique(b), twice)

@@ -1,112 +1,11 @@
 package jsonrpc
 
-import (
-	"encoding/json"
-	"fmt"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
-// This file reads JSON without decoding it, for the hot path: the members of
-// an object as sub-slices of the message, string literals that need no
-// unescaping, and where a value ends. Every reader here trusts its input to
+// This file reads JSON without decoding it, for the hot path (Object): string
+// literals that need no unescaping, and where a value ends. Every reader here trusts its input to
 // be valid JSON (json.Valid), which every caller checked first for the
 // whole message; on other input it returns nonsense, never panics.
-
-// maxScanned is the most members scan compares pairwise; a larger object
-// takes the decoding path.
-const maxScanned = 16
-
-// scan is members without decoding: one pass over raw that returns every
-// member (all) or those named in known as sub-slices of raw, and refuses
-// exactly what decode refuses, with the same messages. scanned is false when it cannot read the object this
-// way (not an object, an escape or a byte outside ASCII in a name, more than
-// maxScanned members): the caller then decodes. With every name in ASCII,
-// two names are equal under Fold exactly when they are equal ignoring ASCII
-// case, which needs no allocation to test.
-func scan(raw []byte, known []string, all bool) (m map[string]json.RawMessage, scanned bool, err error) {
-	i := SkipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, false, nil
-	}
-	var names [maxScanned][]byte
-	var values [maxScanned]json.RawMessage
-	var keys [maxScanned]string // the name each kept member is kept under
-	var keep [maxScanned]bool
-	n, kept := 0, 0
-	i = SkipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		return nil, SkipSpace(raw, i+1) == len(raw), nil
-	}
-	for n < maxScanned {
-		if i >= len(raw) || raw[i] != '"' {
-			return nil, false, nil
-		}
-		end, escaped := StringEnd(raw, i)
-		if end < 0 || escaped {
-			return nil, false, nil
-		}
-		k := raw[i+1 : end-1]
-		if !isASCII(k) {
-			return nil, false, nil
-		}
-		i = SkipSpace(raw, end)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, false, nil
-		}
-		vs := SkipSpace(raw, i+1)
-		ve := ValueEnd(raw, vs)
-		if ve < 0 {
-			return nil, false, nil
-		}
-		for _, p := range names[:n] {
-			if foldEqual(p, k) {
-				if string(p) == string(k) {
-					return nil, true, fmt.Errorf("member %q appears twice", k)
-				}
-				return nil, true, fmt.Errorf("members %q and %q differ only in case", p, k)
-			}
-		}
-		keep[n] = false
-		for _, name := range known {
-			switch {
-			case string(k) == name:
-				keys[n], keep[n] = name, true // the caller's copy of the name: no allocation
-			case foldEqual(k, name):
-				return nil, true, fmt.Errorf("member %q must be spelled %q", k, name)
-			}
-		}
-		if !keep[n] && all {
-			keys[n], keep[n] = string(k), true
-		}
-		if keep[n] {
-			kept++
-		}
-		names[n], values[n] = k, raw[vs:ve:ve]
-		n++
-		i = SkipSpace(raw, ve)
-		switch {
-		case i < len(raw) && raw[i] == ',':
-			i = SkipSpace(raw, i+1)
-		case i < len(raw) && raw[i] == '}':
-			if SkipSpace(raw, i+1) != len(raw) {
-				return nil, false, nil
-			}
-			if kept == 0 {
-				return nil, true, nil // nil reads as an empty map, and costs nothing
-			}
-			m = make(map[string]json.RawMessage, kept)
-			for j := range n {
-				if keep[j] {
-					m[keys[j]] = values[j]
-				}
-			}
-			return m, true, nil
-		default:
-			return nil, false, nil
-		}
-	}
-	return nil, false, nil
-}
 
 // PlainString returns the value of a JSON string literal that needs no
 // unescaping (no backslash, no control character, valid UTF-8): exactly what

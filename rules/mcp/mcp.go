@@ -129,6 +129,9 @@ type Call struct {
 	ID     json.RawMessage // raw, echoed in Warden's own answers
 	Method string
 	Params json.RawMessage
+	// Request is the message as read (jsonrpc.Object), for the sidecar to
+	// splice the upstream IDs of its handles into.
+	Request *jsonrpc.Object
 	// TaskID is params.taskId; HasTaskID is false when absent or not a string.
 	TaskID    string
 	HasTaskID bool
@@ -196,6 +199,7 @@ var (
 	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
+	resultNames   = []string{"_meta"}
 )
 
 // Parse reads one JSON-RPC message. Batches are refused: they were removed
@@ -212,29 +216,32 @@ func Parse(body []byte) (Call, error) {
 	if len(b) == 0 {
 		return Call{}, &Error{Code: ErrParse, Message: "empty body: expected one JSON-RPC message"}
 	}
-	if !json.Valid(b) {
+	env, err := jsonrpc.ReadObject(b)
+	switch {
+	case errors.Is(err, jsonrpc.ErrNotJSON):
 		return Call{}, &Error{Code: ErrParse, Message: "parse error: the body is not valid JSON"}
-	}
-	if b[0] == '[' {
+	case b[0] == '[':
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "JSON-RPC batches are not supported (removed in protocol 2025-06-18)"}
-	}
-	env, err := jsonrpc.Known(b, envelopeNames)
-	if err != nil {
+	case env == nil:
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
-	if v, _ := str(env["jsonrpc"]); v != "2.0" {
+	if err := env.Check(envelopeNames); err != nil {
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: " + err.Error()}
+	}
+	if v, _ := env.Raw("jsonrpc"); string(v) != `"2.0"` && !isVersion(env) {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
 	}
-	c := Call{ID: env["id"], Params: env["params"]}
-	method, hasMethod := env["method"]
-	_, hasResult := env["result"]
-	_, hasError := env["error"]
+	c := Call{Request: env}
+	c.ID, _ = env.Raw("id")
+	c.Params, _ = env.Raw("params")
+	_, hasMethod := env.Raw("method")
+	hasResult, hasError := env.Has("result"), env.Has("error")
 	switch {
 	case hasMethod:
 		if hasResult || hasError {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: both a method and a result or error"}
 		}
-		m, ok := str(method)
+		m, ok := env.Str("method")
 		if !ok || m == "" {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: method must be a non-empty string"}
 		}
@@ -254,10 +261,14 @@ func Parse(body []byte) (Call, error) {
 		if len(c.ID) > 0 && string(c.ID) != "null" && !ValidID(c.ID) {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
 		}
-		if res := env["result"]; len(res) > 0 && res[0] == '{' {
+		if res, ok := env.Obj("result"); ok {
 			// A client's answer to a server request may name a task in
 			// result._meta; that is a handle too.
-			if err := c.readMeta(res, []string{"_meta"}); err != nil {
+			err := res.Check(resultNames)
+			if err == nil {
+				err = c.readMeta(res)
+			}
+			if err != nil {
 				return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: result: " + err.Error()}
 			}
 		}
@@ -265,116 +276,101 @@ func Parse(body []byte) (Call, error) {
 	default:
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: neither a method nor a result"}
 	}
-	if len(c.Params) == 0 || c.Params[0] != '{' {
+	p, ok := env.Obj("params")
+	if !ok {
 		return c, nil // absent, null or not an object: the upstream answers invalid params
 	}
-	p, err := c.readParams()
-	if err != nil {
+	if err := c.readParams(p); err != nil {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params: " + err.Error()}
 	}
-	c.TaskID, c.HasTaskID = str(p["taskId"])
-	c.Tool, _ = str(p["name"])
-	c.URI, _ = str(p["uri"])
-	c.Arguments = p["arguments"]
-	c.Cursor, c.HasCursor = str(p["cursor"])
-	c.TaskRequested = len(p["task"]) > 0 && p["task"][0] == '{'
-	if c.TaskRequested {
-		if _, err := jsonrpc.Known(p["task"], nil); err != nil {
+	c.TaskID, c.HasTaskID = p.Str("taskId")
+	c.Tool, _ = p.Str("name")
+	c.URI, _ = p.Str("uri")
+	c.Arguments, _ = p.Raw("arguments")
+	c.Cursor, c.HasCursor = p.Str("cursor")
+	if task, ok := p.Obj("task"); ok {
+		c.TaskRequested = true
+		if err := task.Check(nil); err != nil {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.task: " + err.Error()}
 		}
 	}
-	if s, ok := str(p["message"]); ok {
+	if s, ok := p.Str("message"); ok {
 		c.SteerBytes = len(s)
 	} else {
-		c.SteerBytes = len(p["message"])
+		raw, _ := p.Raw("message")
+		c.SteerBytes = len(raw)
 	}
-	if err := c.readTaskIDs(p["notifications"]); err != nil {
+	if err := c.readTaskIDs(p); err != nil {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.notifications: " + err.Error()}
 	}
 	return c, nil
 }
 
+// isVersion reports whether the envelope's "jsonrpc" is "2.0" spelled with
+// escapes (the plain spelling is compared as it came, with no copy).
+func isVersion(env *jsonrpc.Object) bool {
+	v, _ := env.Str("jsonrpc")
+	return v == "2.0"
+}
+
 // readTaskIDs reads params.notifications.taskIds: an array of strings.
-func (c *Call) readTaskIDs(raw json.RawMessage) error {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil
-	}
-	n, err := jsonrpc.Known(raw, notifyNames)
-	if err != nil {
-		return err
-	}
-	ids, ok := n["taskIds"]
+func (c *Call) readTaskIDs(p *jsonrpc.Object) error {
+	n, ok := p.Obj("notifications")
 	if !ok {
 		return nil
 	}
-	var list []json.RawMessage
-	if len(ids) == 0 || ids[0] != '[' || json.Unmarshal(ids, &list) != nil {
+	if err := n.Check(notifyNames); err != nil {
+		return err
+	}
+	if !n.Has("taskIds") {
+		return nil
+	}
+	ids, ok := n.Arr("taskIds")
+	if !ok {
 		return errors.New("taskIds must be an array of strings")
 	}
-	c.TaskIDs, c.HasTaskIDs = make([]string, len(list)), true
-	for i, v := range list {
-		if c.TaskIDs[i], ok = str(v); !ok {
+	c.TaskIDs, c.HasTaskIDs = make([]string, ids.Len()), true
+	for i := range ids.Len() {
+		if c.TaskIDs[i], ok = ids.Str(i); !ok {
 			return errors.New("taskIds must be an array of strings")
 		}
 	}
 	return nil
 }
 
-func (c *Call) readParams() (map[string]json.RawMessage, error) {
-	p, err := jsonrpc.Known(c.Params, paramNames)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.readMetaOf(p); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// readMeta reads the _meta of an object (a result).
-func (c *Call) readMeta(obj json.RawMessage, known []string) error {
-	m, err := jsonrpc.Known(obj, known)
-	if err != nil {
+// readParams checks params' names and reads its _meta.
+func (c *Call) readParams(p *jsonrpc.Object) error {
+	if err := p.Check(paramNames); err != nil {
 		return err
 	}
-	return c.readMetaOf(m)
+	return c.readMeta(p)
 }
 
-// readMetaOf reads _meta's related-task, whose taskId must be a string.
-func (c *Call) readMetaOf(obj map[string]json.RawMessage) error {
-	raw, ok := obj["_meta"]
-	if !ok || len(raw) == 0 || raw[0] != '{' {
-		return nil
-	}
-	meta, err := jsonrpc.Known(raw, metaNames)
-	if err != nil {
-		return fmt.Errorf("_meta: %w", err)
-	}
-	rt, ok := meta[RelatedTask]
+// readMeta reads an object's (params', a result's) _meta: its related-task,
+// whose taskId must be a string.
+func (c *Call) readMeta(obj *jsonrpc.Object) error {
+	meta, ok := obj.Obj("_meta")
 	if !ok {
 		return nil
 	}
-	if len(rt) == 0 || rt[0] != '{' {
+	if err := meta.Check(metaNames); err != nil {
+		return fmt.Errorf("_meta: %w", err)
+	}
+	if !meta.Has(RelatedTask) {
+		return nil
+	}
+	related, ok := meta.Obj(RelatedTask)
+	if !ok {
 		return fmt.Errorf("_meta %s must be an object", RelatedTask)
 	}
-	related, err := jsonrpc.Known(rt, relatedNames)
-	if err != nil {
+	if err := related.Check(relatedNames); err != nil {
 		return fmt.Errorf("_meta %s: %w", RelatedTask, err)
 	}
-	c.RelatedTaskID, c.HasRelatedTask = str(related["taskId"])
+	c.RelatedTaskID, c.HasRelatedTask = related.Str("taskId")
 	if !c.HasRelatedTask {
 		return fmt.Errorf("_meta %s needs a string taskId", RelatedTask)
 	}
 	return nil
-}
-
-func str(raw json.RawMessage) (string, bool) {
-	if len(raw) > 0 && raw[0] == '"' {
-		if s, ok := jsonrpc.PlainString(raw); ok {
-			return s, true
-		}
-	}
-	return jsonrpc.String(raw)
 }
 
 // Headers are the routing headers of one HTTP request.
