@@ -20,15 +20,20 @@ MODULES     := bench deploy
 each = $(1) ./... && for m in $(MODULES); do (cd $$m && $(1) ./...) || exit 1; done
 FIXTURES    := $(filter-out $(addprefix $(CONFORMANCE)/,$(notdir $(OVERRIDES))),$(wildcard $(CONFORMANCE)/*.json)) $(OVERRIDES)
 ATTACKS     := test/attacks/macp
+# ORACLE is the build tag of the test oracle: the product plus the retired
+# grpc-go MACP front door (proxy/macp/oracle.go), which the tests hold the
+# relay to. ORACLEPKGS are the packages whose tests compare the two doors.
+ORACLE      := wardenoracle
+ORACLEPKGS  := ./proxy/macp/
 BENCHCOUNT  ?= 6
 
 .PHONY: help build unit test lint generate bench demo fuzz clean peers h2spec
 
 help:
-	@echo "make build     build bin/warden"
+	@echo "make build     build bin/warden (the product) and bin/warden-oracle (the test oracle: -tags wardenoracle, the grpc-go MACP door too)"
 	@echo "make test      everything CI runs (lint, installs the real peers, tests with -race incl. real-peer tests)"
 	@echo "make peers     install the real peers (MACP, MCP, A2A) at pinned versions (scripts/peers.sh)"
-	@echo "make unit      Go unit tests with -race"
+	@echo "make unit      Go unit tests with -race (the product build, then $(ORACLEPKGS) with the test oracle built in: -tags $(ORACLE))"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
 	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden as it ships, the null grpc-go / frame relay / net/http hops and nginx, with a CPU profile of Warden per scenario in the record (QUICK=1: a few minutes; PROFILE=dir: Warden's profiles at saturation too)"
@@ -38,12 +43,16 @@ help:
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/warden ./cmd/warden
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -tags $(ORACLE) -o bin/warden-oracle ./cmd/warden
 
 # unit: peer tests skip with a reason when the peers are not installed;
 # make test installs them first and sets WARDEN_REQUIRE_PEERS=1, so that a
-# missing peer fails there instead.
+# missing peer fails there instead. The product's build first (proxy/macp's
+# tests on the relay alone), then the oracle's packages with the oracle
+# built in (both doors, compared).
 unit:
 	$(call each,$(GO) test -race -count=1)
+	$(GO) test -race -count=1 -tags $(ORACLE) $(ORACLEPKGS)
 
 peers:
 	bash scripts/peers.sh
@@ -77,13 +86,18 @@ lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(call each,$(GO) vet)
 	$(call each,$(TOOLS)/staticcheck)
+	@# the test oracle's build (-tags wardenoracle) as well
+	$(GO) vet -tags $(ORACLE) ./...
+	$(TOOLS)/staticcheck -tags $(ORACLE) ./...
 	@# the a2a-go test peer is a module of its own, outside ./...
 	cd test/peers/a2a-go && $(GO) vet ./... && $(TOOLS)/staticcheck ./...
 
 generate:
 	bash scripts/generate.sh
 
-# bench: the micro-benchmarks of every package below that has some, then the
+# bench: the micro-benchmarks of every package below that has some (with
+# the test oracle built in, so that proxy/macp's grpc-go door benchmarks run
+# beside the relay's), then the
 # end-to-end harness (bench/cmd/e2e: the real runtime direct and through
 # bin/warden, ext_authz, MCP, memory) whose table also carries the micro
 # figures, and Warden's CPU profile per scenario at its measured rate
@@ -105,7 +119,7 @@ endif
 
 bench: $(TOOLS)/benchstat peers build
 	@mkdir -p bench/results/tmp
-	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
+	$(GO) test -tags $(ORACLE) -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(BENCHTIME) $(BENCHPKGS) | tee $(MICRO)
 	$(TOOLS)/benchstat $(MICRO)
 	$(GO) build -C bench -o $(CURDIR)/bin/e2e ./cmd/e2e
 	bin/e2e $(E2EFLAGS) $(if $(PROFILE),-profile $(PROFILE)) -micro $(MICRO)

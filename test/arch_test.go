@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -297,5 +298,74 @@ func TestProductModule(t *testing.T) {
 		if strings.HasPrefix(p, module+"/bench") || strings.HasPrefix(p, module+"/deploy") {
 			t.Errorf("the product depends on %s", p)
 		}
+	}
+}
+
+// grpcServerAPI is grpc-go's server side: what a package that serves
+// clients with grpc-go names (the client side, toward the runtime, is
+// grpc.NewClient, ClientConn, CallOption, StreamDesc and the like).
+var grpcServerAPI = map[string]bool{
+	"NewServer": true, "Server": true, "ServerOption": true, "ServerStream": true, "ServiceDesc": true, "MethodDesc": true,
+	"ServerTransportStream": true, "SetHeader": true, "SetTrailer": true, "SendHeader": true, "MethodFromServerStream": true,
+	"UnknownServiceHandler": true, "StreamHandler": true, "StreamServerInfo": true, "UnaryServerInfo": true,
+	"UnaryServerInterceptor": true, "StreamServerInterceptor": true, "StreamInterceptor": true, "UnaryInterceptor": true,
+	"ChainStreamInterceptor": true, "ChainUnaryInterceptor": true, "InTapHandle": true, "ForceServerCodec": true,
+	"Creds": true, "MaxRecvMsgSize": true, "MaxSendMsgSize": true, "StatsHandler": true,
+}
+
+// TestProductMACPServesNoGRPC: the product build of proxy/macp (no build
+// tags) serves MACP with the relay alone (issue 28): none of its files
+// names grpc-go's server API, imports grpc/tap or otelgrpc's server
+// handler; the grpc-go front door is in the files built only with
+// -tags wardenoracle, the test oracle. Before, server.go built a
+// grpc.Server in the product.
+func TestProductMACPServesNoGRPC(t *testing.T) {
+	files := func(tags string) (string, []string) {
+		out, err := exec.Command("go", "list", "-tags", tags, "-f", "{{.Dir}}\n{{range .GoFiles}}{{.}}\n{{end}}", module+"/proxy/macp").Output()
+		if err != nil {
+			t.Fatalf("go list -tags %q: %v", tags, err)
+		}
+		lines := strings.Fields(string(out))
+		return lines[0], lines[1:]
+	}
+	dir, product := files("")
+	_, oracle := files("wardenoracle")
+	if extra := slices.DeleteFunc(oracle, func(f string) bool { return slices.Contains(product, f) }); len(extra) == 0 {
+		t.Errorf("-tags wardenoracle builds no file of proxy/macp the product does not: %v", oracle)
+	}
+	for _, name := range product {
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grpcName, otelName := "", ""
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			local := path.Base(p)
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+			switch p {
+			case "google.golang.org/grpc":
+				grpcName = local
+			case "go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc":
+				otelName = local
+			case "google.golang.org/grpc/tap":
+				t.Errorf("proxy/macp/%s imports %s, grpc-go's server tap, in the product build", name, p)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			x, ok := sel.X.(*ast.Ident)
+			switch {
+			case !ok:
+			case x.Name == grpcName && grpcServerAPI[sel.Sel.Name], x.Name == otelName && sel.Sel.Name == "NewServerHandler":
+				t.Errorf("proxy/macp/%s names %s.%s, grpc-go's server side, in the product build (it belongs in a file built with -tags wardenoracle)", name, x.Name, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }

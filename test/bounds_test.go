@@ -114,7 +114,7 @@ func testConnectionBounds(t *testing.T) {
 		"--macp-listen", macpAddr, "--macp-upstream", runtime, "--mcp-listen", mcpAddr, "--mcp-upstream", fixture+"/mcp",
 		"--extauthz-listen", extAddr, "--max-connections", fmt.Sprint(maxConns), "--header-timeout", header.String(),
 		"--grpc-connection-timeout", header.String(), "--body-timeout", body.String(), "--idle-timeout", idle.String(),
-		"--transport", cmp.Or(wardenTransport, "grpc"))
+		"--transport", cmp.Or(wardenTransport, "relay"))
 	waitListening(t, mcpAddr)
 	waitListening(t, extAddr)
 

@@ -73,7 +73,13 @@ func buildOnce(t testing.TB, pkg string) string {
 // test time.
 func buildIn(t testing.TB, dir, pkg string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(dir+"\x00"+pkg, &built{})
+	return buildTagged(t, dir, pkg, "")
+}
+
+// buildTagged is buildIn with the build tags tags (a binary of their own).
+func buildTagged(t testing.TB, dir, pkg, tags string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(dir+"\x00"+pkg+"\x00"+tags, &built{})
 	b := v.(*built)
 	b.once.Do(func() {
 		tmp, err := os.MkdirTemp("", "warden-test-bin")
@@ -82,7 +88,7 @@ func buildIn(t testing.TB, dir, pkg string) string {
 			return
 		}
 		b.path = filepath.Join(tmp, filepath.Base(filepath.Join(dir, pkg)))
-		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd := exec.Command("go", "build", "-tags", tags, "-o", b.path, pkg)
 		cmd.Dir = filepath.Join(repoRoot(t), dir)
 		if dir != "." {
 			cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=readonly -buildvcs=false")
@@ -97,10 +103,23 @@ func buildIn(t testing.TB, dir, pkg string) string {
 	return b.path
 }
 
-// wardenBinary builds bin/warden once per test run.
+// wardenBinary builds Warden once per test run: the product (bin/warden),
+// or, while wardenTransport is grpc, the test oracle (oracleBinary), the
+// only build that serves the grpc-go front door.
 func wardenBinary(t testing.TB) string {
 	t.Helper()
+	if wardenTransport == "grpc" {
+		return oracleBinary(t)
+	}
 	return buildOnce(t, "./cmd/warden")
+}
+
+// oracleBinary builds the test oracle once per test run (bin/warden-oracle:
+// cmd/warden with -tags wardenoracle), the product plus the grpc-go MACP
+// front door the relay is held to. A build that fails fails the test.
+func oracleBinary(t testing.TB) string {
+	t.Helper()
+	return buildTagged(t, ".", "./cmd/warden", "wardenoracle")
 }
 
 func freeAddr(t testing.TB) string {
@@ -208,7 +227,9 @@ var wardenTransport string
 
 // eachTransport runs test once per MACP front door (macp.transport grpc and
 // relay), each a subtest named for it, with startWarden serving it: the
-// same black-box tests hold on both.
+// same black-box tests hold on both. The grpc-go door is the test oracle's
+// alone (wardenBinary serves it with oracleBinary); the relay is the
+// product's.
 func eachTransport(t *testing.T, test func(t *testing.T)) {
 	for _, tr := range []string{"grpc", "relay"} {
 		t.Run(tr, func(t *testing.T) {

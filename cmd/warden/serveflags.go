@@ -39,7 +39,7 @@ func tlsKeys(key string) string {
 var serveFlags = []serveFlag{
 	{name: "macp-listen", keys: "macp.listen", usage: "address the MACP sidecar listens on (host:port)"},
 	{name: "macp-upstream", keys: "macp.upstream", usage: "address of the MACP runtime (host:port)"},
-	{name: "transport", keys: "macp.transport", usage: "the MACP sidecar's front door: relay (the HTTP/2 frame relay, every MACP call decided on it) or grpc (grpc-go server and client) (macp.transport; default relay)"},
+	{name: "transport", keys: "macp.transport", usage: "the MACP sidecar's front door: relay, the HTTP/2 frame relay, every MACP call decided on it, the only one (grpc, the retired grpc-go door, is built only into the test oracle, -tags wardenoracle) (macp.transport; default relay)"},
 	{name: "auth", keys: "authn.mode", usage: "authentication: jwt, static, mtls or dev (comma-separated to try several)"},
 	{name: "insecure-dev-auth", keys: "authn.insecure", usage: "allow --auth dev: the bearer value is taken as the identity, unverified"},
 	{name: "plaintext", keys: tlsKeys("plaintext") + " macp.upstream_plaintext", usage: "serve and dial the runtime without TLS (loopback and tests only)"},

@@ -9,133 +9,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/proxy"
-	"github.com/agentwarden/warden/proxy/macp/admission"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
-
-// recvOne reads the one request message of a call of one (every call of
-// the runtime but StreamSession, and the health service's Check and
-// Watch), which grpc-go serves as a stream (handle), as grpc-go reads a
-// call that is not client-streaming and the relay reads it (oneMessage):
-// exactly one message, then the end of the request. bodyTap bounds the
-// wait.
-func recvOne(ss grpc.ServerStream) (*frame, error) {
-	f := &frame{}
-	err := ss.RecvMsg(f)
-	switch {
-	case errors.Is(err, io.EOF):
-		err = errNoMessage
-	case err == nil:
-		switch err = ss.RecvMsg(&frame{}); {
-		case errors.Is(err, io.EOF):
-			err = nil
-		case err == nil:
-			err = errManyMessages
-		}
-	}
-	if !bodyArrived(ss.Context()) {
-		return nil, errBodyLate
-	}
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// oneRequest is a call's client side whose one request message was read
-// (recvOne): RecvMsg gives it, then io.EOF.
-type oneRequest struct {
-	grpc.ServerStream
-	f *frame
-}
-
-func (r *oneRequest) RecvMsg(m any) error {
-	f, ok := m.(*frame)
-	if !ok {
-		return status.Errorf(codes.Internal, "one request: cannot read into %T", m)
-	}
-	if r.f == nil {
-		return io.EOF
-	}
-	f.b, r.f = r.f.b, nil
-	return nil
-}
-
-// grpcUnary answers a call decidedUnary takes on the grpc-go door: req is
-// its request message, upctx the context of the calls to the runtime.
-func (s *Server) grpcUnary(ctx, upctx context.Context, a admission.Admission, req *frame) (any, error) {
-	f := &grpcForward{s: s, upctx: upctx, method: a.Method, req: req}
-	resp, own, err := s.unary(ctx, upctx, a, req.b, f.call)
-	return f.answer(ctx, resp, own, err)
-}
-
-// grpcForward is the forward of a unary call on the grpc-go door: the
-// request sent with the upstream client, the runtime's header and trailer
-// kept for the client, who gets them when the runtime's answer is its
-// answer.
-type grpcForward struct {
-	s               *Server
-	upctx           context.Context
-	method          string
-	req             *frame
-	header, trailer metadata.MD
-	err             error // the runtime's answer, when it failed
-}
-
-func (f *grpcForward) call() ([]byte, error) {
-	resp := &frame{}
-	if err := f.s.up.Invoke(f.upctx, f.method, f.req, resp, grpc.Header(&f.header), grpc.Trailer(&f.trailer)); err != nil {
-		f.err = f.s.upstreamError(err)
-		return nil, f.err
-	}
-	return resp.b, nil
-}
-
-// answer maps unary's outcome onto grpc-go's wire: Warden's own answer, or
-// the runtime's with its header and trailer.
-func (f *grpcForward) answer(ctx context.Context, resp []byte, own proto.Message, err error) (any, error) {
-	switch {
-	case own != nil:
-		return own, nil
-	case err != nil && err != f.err:
-		return nil, grpcError(ctx, err)
-	}
-	if relayable(f.header) {
-		_ = grpc.SetHeader(ctx, f.header)
-	}
-	_ = grpc.SetTrailer(ctx, f.trailer)
-	if err != nil {
-		return nil, err
-	}
-	return &frame{b: resp}, nil
-}
-
-// grpcError is an error of unary's on grpc-go's wire: a refusal with its
-// MACP code (refuse).
-func grpcError(ctx context.Context, err error) error {
-	var r refusal
-	if errors.As(err, &r) {
-		return refuse(ctx, r.Refusal)
-	}
-	return err
-}
-
-// relayable reports whether the runtime's response headers hold anything
-// to relay: grpc-go sends its own content-type and drops a relayed one.
-func relayable(header metadata.MD) bool {
-	for k := range header {
-		if k != "content-type" {
-			return true
-		}
-	}
-	return false
-}
 
 // upstreamError is what the client sees when the call to the runtime failed:
 // the runtime's own status passes; a transport failure (runtime down,
@@ -154,29 +33,6 @@ func (s *Server) upstreamError(err error) error {
 		return status.Error(codes.Unavailable, "the MACP runtime is unavailable; retry")
 	}
 	return err
-}
-
-// send answers a Send on the grpc-go door. It is registered as a unary
-// method (cheaper than the generic stream path every other call takes);
-// the answer is either Warden's refusal or the runtime's bytes. The caller
-// is admitted before its message is read.
-func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
-	ctx, f := s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, nil)
-	defer func() { f.End(failedCall(err)) }()
-	a, md := s.admit(ctx, methodSend)
-	if a.Refusal != nil {
-		bodyArrived(ctx)
-		return nil, refuse(ctx, *a.Refusal)
-	}
-	req := &frame{}
-	err = dec(req)
-	if !bodyArrived(ctx) {
-		return nil, errBodyLate
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.grpcUnary(ctx, s.upstreamContext(ctx, md, a.Principal, a.Credentials), a, req)
 }
 
 // member reports whether id takes part in the session.

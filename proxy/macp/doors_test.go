@@ -19,10 +19,11 @@ import (
 	"github.com/agentwarden/warden/rules"
 )
 
-// doors are MACP's three front doors: the grpc-go sidecar, the relay, and
-// Envoy's ext_authz (whose allowed requests the test forwards to the
-// runtime as Envoy would). Every door table runs on each.
-var doors = []string{TransportGRPC, TransportRelay, "extauthz"}
+// doors are MACP's front doors: the sidecar's (transports: the relay, and
+// the grpc-go door where the oracle is built) and Envoy's ext_authz (whose
+// allowed requests the test forwards to the runtime as Envoy would). Every
+// door table runs on each.
+var doors = append(builtDoors(), "extauthz")
 
 // doorCall sends one request, header list and body, through a door.
 type doorCall func(t *testing.T, header []hpack.HeaderField, body []byte) rawAnswer

@@ -28,7 +28,10 @@ import (
 // Transports of the MACP sidecar's front door.
 const (
 	// TransportGRPC serves every call with grpc-go: a server toward clients
-	// and a client call toward the runtime per call.
+	// and a client call toward the runtime per call. Retired from the
+	// product: only the test oracle (-tags wardenoracle, oracle.go) serves
+	// it, for the tests that hold the relay to grpc-go's answers; the
+	// product's Validate refuses it.
 	TransportGRPC = "grpc"
 	// TransportRelay serves the front door with the HTTP/2 frame relay
 	// (proxy/frames), which answers every request itself: the runtime's

@@ -18,13 +18,10 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -78,9 +75,10 @@ type Config struct {
 	// Streams bounds the relayed calls held open (StreamSession, the
 	// watches, pass-through); zero fields take the defaults.
 	Streams StreamLimits `yaml:"streams" json:"streams"`
-	// Transport is the front door: "relay" (the default; the HTTP/2 frame
-	// relay, every MACP call decided on it) or "grpc" (grpc-go server and
-	// client, kept as the oracle the relay is tested against). See
+	// Transport is the front door: "relay" (the default and the only one
+	// of the product; the HTTP/2 frame relay, every MACP call decided on
+	// it), or "grpc" (a grpc-go server) in the test oracle alone, built
+	// with -tags wardenoracle, which the relay is tested against. See
 	// TransportGRPC and TransportRelay.
 	Transport string `yaml:"transport" json:"transport"`
 }
@@ -116,12 +114,20 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("macp.streams: %w", err))
 	}
 	switch c.Transport {
-	case "", TransportGRPC, TransportRelay:
+	case "", TransportRelay:
+	case TransportGRPC:
+		if !grpcDoorBuilt {
+			errs = append(errs, errGRPCDoorRetired)
+		}
 	default:
-		errs = append(errs, fmt.Errorf("macp.transport: %q is neither grpc nor relay", c.Transport))
+		errs = append(errs, fmt.Errorf("macp.transport: %q is not relay (the only MACP front door)", c.Transport))
 	}
 	return errors.Join(errs...)
 }
+
+// errGRPCDoorRetired refuses TransportGRPC where the grpc-go front door
+// is not built (the product).
+var errGRPCDoorRetired = errors.New(`macp.transport: "grpc": the grpc-go front door was retired; the relay (transport relay, the default) is the only MACP front door, and the grpc-go one is built only into the test oracle (go build -tags wardenoracle)`)
 
 // FrontDoor is the transport the sidecar serves with: Transport, or
 // TransportRelay when it is empty.
@@ -147,7 +153,6 @@ type Server struct {
 	streams  *streamCaps
 	queued   *queueBudget  // what the relayed calls' clients have waiting
 	pages    handle.Sealer // ListSessions tokens (list.go)
-	srv      *grpc.Server
 	gate     *admission.Gate
 	// conns is the front door's listener, set by Serve before serving: a
 	// call whose credential is accepted proves its client's connection
@@ -277,33 +282,13 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, lis)
 }
 
-// Serve is Run on a listener the caller opened.
+// Serve is Run on a listener the caller opened: the relay front door, or
+// the grpc-go one where it is built (the test oracle, serveGRPC).
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	if s.cfg.FrontDoor() == TransportRelay {
-		return s.serveRelay(ctx, lis)
+	if s.cfg.FrontDoor() == TransportGRPC {
+		return s.serveGRPC(ctx, lis)
 	}
-	lim := s.cfg.Limits.WithDefaults()
-	s.conns = listener.Bound(lis, lim.Conns(), s.log)
-	lis = s.conns
-	var tc *tls.Config
-	if !s.cfg.Plaintext {
-		t, err := s.loadTLS()
-		if err != nil {
-			lis.Close()
-			return err
-		}
-		tc, lis = t.Config(), t.Track(lis)
-		wctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
-	}
-	s.srv = s.grpcServer(lim, tc)
-	s.log.Info("macp sidecar listening", "listen", lis.Addr().String(), "upstream", s.cfg.Upstream, "plaintext", s.cfg.Plaintext,
-		"max_connections", lim.MaxConnections)
-	if err := listener.Serve(ctx, s.srv, lis, s.cfg.ShutdownTimeout, s.log); err != nil {
-		return fmt.Errorf("macp serve: %w", err)
-	}
-	return nil
+	return s.serveRelay(ctx, lis)
 }
 
 // loadTLS is the listener's TLS material: cfg.TLS, or read from the files.
@@ -318,61 +303,6 @@ func (s *Server) loadTLS() (*listener.TLS, error) {
 	return t, nil
 }
 
-// grpcServer is the grpc-go sidecar, serving TLS with tc when not nil;
-// extra options come last.
-func (s *Server) grpcServer(lim listener.Limits, tc *tls.Config, extra ...grpc.ServerOption) *grpc.Server {
-	srvOpts := append([]grpc.ServerOption{
-		grpc.ForceServerCodec(rawCodec{}),
-		grpc.UnknownServiceHandler(s.handle),
-		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
-		grpc.MaxSendMsgSize(s.cfg.MaxMessageBytes),
-		grpc.InTapHandle(s.bodyTap),
-		grpc.StreamInterceptor(s.inFlight),
-	}, listener.GRPCServerOptions(lim)...)
-	if s.tp != nil {
-		srvOpts = append(srvOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(s.tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
-	}
-	if tc != nil {
-		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(tc)))
-	}
-	srv := grpc.NewServer(append(srvOpts, extra...)...)
-	// Send, the hot path, is a registered unary method; every other method
-	// of the service, and every other service, reaches handle.
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "macp.v1.MACPRuntimeService",
-		HandlerType: (*any)(nil),
-		Methods:     []grpc.MethodDesc{{MethodName: "Send", Handler: s.send}},
-	}, s)
-	return srv
-}
-
-// bodyTimerKey is the context key of a Send's body timer (see bodyTap).
-type bodyTimerKey struct{}
-
-// bodyTap gives a call of one request message (recvOne) body_timeout for
-// it, as the relay does: grpc-go bounds the wait for it by nothing, so the
-// tap, which runs when the call's header list arrives, cancels the call
-// when its timer fires before the handler read the message (bodyArrived).
-func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if s.methods.Lookup(info.FullMethodName) == admission.CallUnknown || s.streamed(info.FullMethodName) {
-		return ctx, nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	return context.WithValue(ctx, bodyTimerKey{}, time.AfterFunc(s.bodyTimeout, cancel)), nil
-}
-
-// bodyArrived stops the body timer of a call's context and reports whether
-// it was still running (true without one): false means the call was
-// cancelled for a message that came too late.
-func bodyArrived(ctx context.Context) bool {
-	t, ok := ctx.Value(bodyTimerKey{}).(*time.Timer)
-	return !ok || t.Stop()
-}
-
-// errBodyLate ends a call whose request message did not arrive in time
-// (grpc-go has then answered CANCELLED for the cancelled context already).
-var errBodyLate = status.Error(codes.DeadlineExceeded, "the request message did not arrive within body_timeout")
-
 // Full method names.
 const (
 	service      = admission.MACPService
@@ -380,50 +310,6 @@ const (
 	methodStream = service + "StreamSession"
 	methodGet    = service + "GetSession"
 )
-
-// handle admits and dispatches every call but Send by the one method table
-// the sidecar and ext_authz share (admission.Gate): a path that is not
-// exactly a runtime method or a pass-through service is refused, never
-// piped; credentials are checked before any message is read.
-func (s *Server) handle(_ any, ss grpc.ServerStream) error {
-	ctx := ss.Context()
-	defer bodyArrived(ctx) // a call refused before its message frees its timer
-	method, ok := grpc.MethodFromServerStream(ss)
-	if !ok {
-		return status.Error(codes.Internal, "no method in stream")
-	}
-	if s.methods.Lookup(method) == admission.CallSend { // Send is registered: this is another route to it
-		return refuse(ctx, s.gate.Unknown(ctx, method))
-	}
-	a, md := s.admit(ctx, method)
-	ctx = proxy.WithSource(ctx, a.Source) // the stream's decisions record it
-	switch {
-	case a.Refusal != nil:
-		return refuse(ctx, *a.Refusal)
-	case s.streamed(method): // StreamSession, a pass-through service's call of any shape
-		if a.Anonymous {
-			return s.relayAnonymous(ss, method, md)
-		}
-		return s.streamSession(ss, a.Principal, a.Credentials, s.upstreamContext(ctx, md, a.Principal, a.Credentials))
-	}
-	req, err := recvOne(ss) // every other call sends one message
-	if err != nil {
-		return err
-	}
-	switch {
-	case a.Anonymous: // the health service's Check and Watch, public discovery
-		return s.relayAnonymous(&oneRequest{ss, req}, method, md)
-	case decidedUnary(a.Call):
-		m, err := s.grpcUnary(ctx, s.upstreamContext(ctx, md, a.Principal, a.Credentials), a, req)
-		if err != nil {
-			return err
-		}
-		return ss.SendMsg(m)
-	}
-	// the watches, and the calls forwarded after authentication, relayed
-	// as streams
-	return s.watch(&oneRequest{ss, req}, a, s.upstreamContext(ctx, md, a.Principal, a.Credentials))
-}
 
 // relayAnonymous forwards a call without credentials, within the anonymous
 // callers' share of the runtime's streams: md, the call's metadata, loses
@@ -441,40 +327,12 @@ func (s *Server) relayAnonymous(ss serverStream, method string, md metadata.MD) 
 	return s.relay(ss, method, metadata.NewOutgoingContext(ss.Context(), md), nil)
 }
 
-// headersOf is what the gate reads of a grpc-go call: its metadata md (a
-// copy the caller owns, without the chain hand-off header) and its
-// verified client chain.
-func headersOf(ctx context.Context, method string) (admission.Headers, metadata.MD) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if md == nil {
-		md = metadata.MD{}
-	}
-	chain, client := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Chain: chain, Client: client}, md
-}
-
 // addrString is a client's address as logged ("" when unknown).
 func addrString(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
 	return a.String()
-}
-
-// admit admits a grpc-go call (admission.Gate.Admit) and returns its
-// metadata, which upstreamContext makes the runtime's.
-func (s *Server) admit(ctx context.Context, method string) (admission.Admission, metadata.MD) {
-	h, md := headersOf(ctx, method)
-	return s.gate.Admit(s.conns.Context(ctx, h.Client), h), md
-}
-
-// refuse maps a refusal onto grpc-go's wire: its status, and its MACP code
-// in the macp-error-code trailer, as the runtime sends one.
-func refuse(ctx context.Context, r admission.Refusal) error {
-	if r.Code != "" {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(macpErrorCode, string(r.Code)))
-	}
-	return status.Error(r.Status, r.Text)
 }
 
 // macpErrorCode is the trailer the runtime names a refusal's MACP code in.

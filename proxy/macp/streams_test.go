@@ -214,9 +214,10 @@ func testRelayClientNotReading(t *testing.T, transport string) {
 	}
 }
 
-// onBothDoors runs test on the grpc-go front door and on the relay's.
+// onBothDoors runs test on the relay's front door and on the grpc-go one
+// where it is built (transports).
 func onBothDoors(t *testing.T, test func(t *testing.T, transport string)) {
-	for _, transport := range []string{TransportGRPC, TransportRelay} {
+	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) { test(t, transport) })
 	}
 }
@@ -234,7 +235,7 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	fake, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return streamingRuntime{watchingRuntime{f, 1}} })
 	sid := sessionID()
 	fake.sessions[sid] = &fakeSession{meta: &macpv1.SessionMetadata{SessionId: sid, Initiator: "agent://w0", Participants: []string{"agent://w0", "agent://w1"}}}
-	srv, sidecar := serveSidecarServer(t, enf, Config{Upstream: addr, Transport: TransportRelay})
+	_, sidecar := serveSidecarServer(t, enf, Config{Upstream: addr, Transport: TransportRelay})
 	conn := startSidecarConn(t, sidecar)
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
 	round := func() {
@@ -272,9 +273,6 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 	round()
 	if after := settle(before); after > before {
 		t.Errorf("%d goroutines after ten watches and ten StreamSessions ended, %d before", after, before)
-	}
-	if srv.srv != nil {
-		t.Errorf("a grpc-go server runs behind the relay")
 	}
 }
 

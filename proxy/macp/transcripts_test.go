@@ -56,9 +56,19 @@ func transcriptFiles(t *testing.T) []string {
 	return files
 }
 
-// transports are the sidecar's front doors; every test that runs a
-// sidecar runs on each.
-var transports = []string{TransportGRPC, TransportRelay}
+// transports are the sidecar's front doors built into the test binary;
+// every test that runs a sidecar runs on each: the relay, and the grpc-go
+// door, the oracle the relay is held to, where it is built (-tags
+// wardenoracle).
+var transports = builtDoors()
+
+// builtDoors are the sidecar's front doors built into the test binary.
+func builtDoors() []string {
+	if grpcDoorBuilt {
+		return []string{TransportGRPC, TransportRelay}
+	}
+	return []string{TransportRelay}
+}
 
 // startSidecar serves a Server for enf on a loopback port in front of
 // upstream, with the front door transport, until the test ends and returns
@@ -97,6 +107,9 @@ func serveSidecar(t testing.TB, enf *sessions.Decider, cfg Config) string {
 // serveSidecarServer is serveSidecar that returns the Server too.
 func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Server, string) {
 	t.Helper()
+	if cfg.Transport == TransportGRPC && !grpcDoorBuilt {
+		t.Skip("the grpc-go front door, the test oracle, is built only with -tags wardenoracle")
+	}
 	cfg.Listen, cfg.Plaintext, cfg.UpstreamPlaintext = "127.0.0.1:0", true, true
 	up, err := DialUpstream(cfg, nil)
 	if err != nil {

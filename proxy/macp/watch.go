@@ -28,7 +28,8 @@ import (
 )
 
 // serverStream is what the streamed calls use of the client's side of a
-// call: grpc.ServerStream satisfies it, and so does relayStream.
+// call: relayStream satisfies it, and so does the test oracle's
+// grpc.ServerStream (oracle.go).
 type serverStream interface {
 	Context() context.Context
 	RecvMsg(m any) error

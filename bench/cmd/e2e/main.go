@@ -58,7 +58,7 @@ func columns(door, nginx string, grpcDoor bool) []report.Column {
 		{Side: report.Warden, Is: "bin/warden serve as it ships: for MACP " + macp + "; for MCP and A2A net/http; for ext_authz grpc-go"},
 	}
 	if grpcDoor {
-		cols = append(cols, report.Column{Side: report.WardenGRPC, Is: "bin/warden serve --transport grpc: the grpc-go MACP door (grpc-go server and client), the oracle the MACP tests compare the relay with (-warden-grpc)"})
+		cols = append(cols, report.Column{Side: report.WardenGRPC, Is: "bin/warden-oracle serve --transport grpc: the retired grpc-go MACP door (grpc-go server and client), built only into the test oracle (-tags wardenoracle), which the MACP tests compare the relay with (-warden-grpc)"})
 	}
 	if nginx == "" {
 		nginx = "nginx (not installed here)"
@@ -86,7 +86,8 @@ func run() error {
 	only := flag.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run")
 	nullAuthz := flag.String("null-extauthz", "", "internal: serve the null ext_authz server on this address")
 	profile := flag.String("profile", "", "save Warden's CPU and heap profiles at saturation, per scenario, into this `directory`")
-	wardenGRPC := flag.Bool("warden-grpc", false, "MACP scenarios: also run a second Warden on the grpc-go door (--transport grpc), the oracle the MACP tests compare the relay with, in a column beside Warden's")
+	wardenGRPC := flag.Bool("warden-grpc", false, "MACP scenarios: also run a second Warden on the grpc-go door (--transport grpc), the oracle the MACP tests compare the relay with, in a column beside Warden's; it runs -warden-oracle, the only build that serves that door")
+	oracleBin := flag.String("warden-oracle", "bin/warden-oracle", "the test oracle binary (make build: cmd/warden built with -tags wardenoracle), run by -warden-grpc")
 	profileSecs := flag.Int("profile-seconds", -1, "longest CPU profile of Warden taken, per scenario, at its measured rate, into the record (<out>/<date>-profiles/): each as long as 500 samples take at the CPU Warden used in the measured runs, 3 s at least; 0: none; default 30, 10 with -quick")
 	wardenArgs := flag.String("warden-args", "", "space-separated flags added to every `warden serve` (for example --pipeline-depth 1)")
 	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
@@ -115,7 +116,7 @@ func run() error {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
 	}
-	b := &bench{wardenBin: *wardenBin, runtimeBin: *runtimeBin, self: self, logDir: logDir, wardenProcs: *wardenProcs, quick: *quick,
+	b := &bench{wardenBin: *wardenBin, oracleBin: *oracleBin, runtimeBin: *runtimeBin, self: self, logDir: logDir, wardenProcs: *wardenProcs, quick: *quick,
 		// four short rounds per side rather than one long one: the machine is
 		// shared, and alternating often spreads other work evenly over both sides
 		timing:  timing{warmup: 500 * time.Millisecond, measure: 2 * time.Second, rounds: 4},

@@ -18,6 +18,7 @@ import (
 // where the servers' logs go.
 type bench struct {
 	wardenBin   string
+	oracleBin   string // the test oracle (-warden-oracle), for -warden-grpc
 	runtimeBin  string
 	self        string // this program, run again as the null ext_authz server
 	logDir      string
@@ -40,7 +41,8 @@ type bench struct {
 	// serve -h states, given explicitly ("": serve -h names none).
 	wardenDoor string
 	// wardenGRPC runs, in the MACP scenarios, a second Warden on the grpc-go
-	// door (--transport grpc), the oracle column (-warden-grpc).
+	// door (--transport grpc), the oracle column (-warden-grpc): oracleBin,
+	// the only build that serves that door.
 	wardenGRPC bool
 	// nullOnce builds the null Go pass-through (bench/cmd/null) once.
 	nullOnce sync.Once
@@ -70,13 +72,18 @@ func (b *bench) startRuntime() (*proc, string, error) {
 // startWarden starts `warden serve` with GOMAXPROCS pinned, its admin port
 // (metrics, pprof) on a free loopback port, and waits for listen.
 func (b *bench) startWarden(name, listen string, args ...string) (*proc, error) {
+	return b.startWardenBin(b.wardenBin, name, listen, args...)
+}
+
+// startWardenBin is startWarden with the Warden binary bin.
+func (b *bench) startWardenBin(bin, name, listen string, args ...string) (*proc, error) {
 	admin, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
 	args = append(append([]string{"serve"}, args...), b.wardenArgs...)
-	p, err := startProc(b.logDir, name, listen, env, b.wardenBin, append(args, "--admin-listen", admin)...)
+	p, err := startProc(b.logDir, name, listen, env, bin, append(args, "--admin-listen", admin)...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +133,7 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 		if err != nil {
 			return nil, stop, err
 		}
-		g, err := b.startWarden("warden-grpc-"+id, gAddr, macpWardenArgs(gAddr, upstream, "--transport", "grpc")...)
+		g, err := b.startWardenBin(b.oracleBin, "warden-grpc-"+id, gAddr, macpWardenArgs(gAddr, upstream, "--transport", "grpc")...)
 		if err != nil {
 			return nil, stop, err
 		}
