@@ -107,6 +107,12 @@ func devEnforcer(t testing.TB) *sessions.Decider { return devEnforcerWith(t, nil
 
 // devEnforcerWith is devEnforcer with rebuilder rb (nil: none).
 func devEnforcerWith(t testing.TB, rb sessions.Rebuilder) *sessions.Decider {
+	return devEnforcerOpts(t, proxy.Options{}, rb)
+}
+
+// devEnforcerOpts is devEnforcerWith with the Enforcer's opts, its
+// authenticator and policies set.
+func devEnforcerOpts(t testing.TB, opts proxy.Options, rb sessions.Rebuilder) *sessions.Decider {
 	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +121,8 @@ func devEnforcerWith(t testing.TB, rb sessions.Rebuilder) *sessions.Decider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
+	opts.Authenticator, opts.Policies = a, engine
+	enf, err := proxy.New(proxy.Config{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,6 +176,9 @@ type relayAdmitted struct {
 	a  admission.Admission
 	md metadata.MD
 	f  *proxy.Flight
+	// unwatch stops the watch that ends the flight when the stream goes
+	// before Handle; Handle, which ends it itself, calls it first.
+	unwatch func() bool
 }
 
 // Admit answers what grpc-go's server would answer before any handler
@@ -199,9 +202,10 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	}
 	// Handle ends the flight; a stream that goes before its body came
 	// whole (reset, body timeout, connection gone) never reaches it, and
-	// its context's end ends the flight instead.
-	context.AfterFunc(ctx, func() { f.End(false) })
-	return relayAdmitted{g: g, a: a, md: md, f: f}, nil
+	// its context's end ends the flight instead. Handle stops the watch
+	// first: a goroutine is started for it only when the stream went.
+	unwatch := context.AfterFunc(ctx, func() { f.End(false) })
+	return relayAdmitted{g: g, a: a, md: md, f: f, unwatch: unwatch}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -223,6 +227,9 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
+	if adm.unwatch != nil {
+		adm.unwatch()
+	}
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }()
 	ct := adm.g.ct
