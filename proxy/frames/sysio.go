@@ -1,0 +1,120 @@
+package frames
+
+import (
+	"io"
+	"net"
+	"syscall"
+)
+
+// sysIO reads and writes a connection's socket through its raw file
+// descriptor, where the platform allows (sysio_linux.go): a non-blocking
+// read or write that the Go runtime would otherwise wrap as a system call
+// that may block, waking the runtime's monitor thread on every one made
+// after an idle moment (at the relay's message rates, the monitor's
+// wake-ups and naps cost about a third of its CPU). Deadlines, closing and
+// waiting for the socket are the runtime's as for any net.Conn. Anything
+// else (a TLS connection, an in-memory pipe, another platform) is read and
+// written as it is.
+//
+// Each direction has one goroutine: the connection's reader reads, its
+// writer writes.
+type sysIO struct {
+	r io.Reader
+	w io.Writer
+}
+
+// newSysIO returns the reader and writer of nc.
+func newSysIO(nc net.Conn) sysIO {
+	sc, ok := nc.(syscall.Conn)
+	if !ok || !rawIO {
+		return sysIO{r: nc, w: nc}
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return sysIO{r: nc, w: nc}
+	}
+	r, w := &rawReader{rc: rc}, &rawWriter{rc: rc}
+	r.fn, w.fn = r.read, w.write
+	return sysIO{r: r, w: w}
+}
+
+// rawReader reads through rc; fn is read, made once so that a Read
+// allocates nothing.
+type rawReader struct {
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool
+	p   []byte
+	n   int
+	err error
+}
+
+func (r *rawReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n, r.err = p, 0, nil
+	if err := r.rc.Read(r.fn); err != nil {
+		r.err = err
+	}
+	r.p = nil
+	if r.n == 0 && r.err == nil {
+		r.err = io.EOF
+	}
+	return r.n, r.err
+}
+
+// read is the callback of one Read: false (wait until the socket is
+// readable) while it has nothing to read.
+func (r *rawReader) read(fd uintptr) bool {
+	for {
+		n, errno := rawRead(fd, r.p)
+		switch errno {
+		case 0:
+			r.n = n
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			r.err = &net.OpError{Op: "read", Net: "tcp", Err: errno}
+		}
+		return true
+	}
+}
+
+// rawWriter writes through rc; fn is write, made once.
+type rawWriter struct {
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool
+	p   []byte
+	n   int
+	err error
+}
+
+func (w *rawWriter) Write(p []byte) (int, error) {
+	w.p, w.n, w.err = p, 0, nil
+	if err := w.rc.Write(w.fn); err != nil && w.err == nil {
+		w.err = err
+	}
+	w.p = nil
+	return w.n, w.err
+}
+
+// write is the callback of one Write: false (wait until the socket is
+// writable) while some of it is left to write.
+func (w *rawWriter) write(fd uintptr) bool {
+	for w.n < len(w.p) {
+		n, errno := rawWrite(fd, w.p[w.n:])
+		switch errno {
+		case 0:
+			w.n += n
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			w.err = &net.OpError{Op: "write", Net: "tcp", Err: errno}
+			return true
+		}
+	}
+	return true
+}
