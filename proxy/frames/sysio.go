@@ -17,7 +17,9 @@ import (
 // written as it is.
 //
 // Each direction has one goroutine: the connection's reader reads, its
-// writer writes.
+// writer writes. A raw write holds its thread for as long as the kernel
+// takes to copy what fits in the socket's buffer (never waiting for the
+// peer), as the runtime's own poller does.
 type sysIO struct {
 	r io.Reader
 	w io.Writer
@@ -105,11 +107,14 @@ func (w *rawWriter) Write(p []byte) (int, error) {
 func (w *rawWriter) write(fd uintptr) bool {
 	for w.n < len(w.p) {
 		n, errno := rawWrite(fd, w.p[w.n:])
-		switch errno {
-		case 0:
+		switch {
+		case errno == 0 && n == 0: // a socket never takes nothing: do not spin
+			w.err = io.ErrShortWrite
+			return true
+		case errno == 0:
 			w.n += n
-		case syscall.EINTR:
-		case syscall.EAGAIN:
+		case errno == syscall.EINTR:
+		case errno == syscall.EAGAIN:
 			return false
 		default:
 			w.err = &net.OpError{Op: "write", Net: "tcp", Err: errno}
