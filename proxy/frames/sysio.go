@@ -1,6 +1,7 @@
 package frames
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -123,3 +124,49 @@ func (w *rawWriter) write(fd uintptr) bool {
 	}
 	return true
 }
+
+// RawListener is lis, its connections read and written through their raw
+// file descriptors where the platform allows (see RawConn): for a listener
+// the relay serves through another layer, TLS, whose records are then read
+// and written raw.
+func RawListener(lis net.Listener) net.Listener { return rawListener{lis} }
+
+type rawListener struct{ net.Listener }
+
+func (l rawListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return RawConn(nc), nil
+}
+
+// RawConn is nc read and written through its raw file descriptor, as the
+// relay reads and writes a TCP connection it serves itself; nc as it is
+// where that cannot be done. One goroutine at a time may read, and one
+// write (crypto/tls serializes its reads and its writes).
+func RawConn(nc net.Conn) net.Conn {
+	io := newSysIO(nc)
+	if _, ok := io.r.(*rawReader); !ok {
+		return nc
+	}
+	return &rawConn{Conn: nc, io: io}
+}
+
+type rawConn struct {
+	net.Conn
+	io sysIO
+}
+
+func (c *rawConn) Read(p []byte) (int, error)  { return c.io.r.Read(p) }
+func (c *rawConn) Write(p []byte) (int, error) { return c.io.w.Write(p) }
+
+// CloseWrite half-closes the connection when it can be.
+func (c *rawConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoHalfClose
+}
+
+var errNoHalfClose = errors.New("frames: the connection cannot be half-closed")

@@ -2,8 +2,14 @@ package frames
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -92,5 +98,73 @@ func TestSysIO(t *testing.T) {
 			}
 			tc.run(t, a, b, aio, bio)
 		})
+	}
+}
+
+// TestRawConnTLS: TLS over a raw listener (the MACP front door's TLS
+// listener) and a raw client connection carries a
+// message larger than the socket buffers both ways and ends with the peer's
+// close_notify as io.EOF.
+func TestRawConnTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"relay"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := tls.NewListener(RawListener(tcp), &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	defer lis.Close()
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)
+	served := make(chan error, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, len(want))
+		if _, err := io.ReadFull(c, buf); err != nil {
+			served <- err
+			return
+		}
+		_, err = c.Write(buf) // echoed
+		served <- err
+	}()
+	nc, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, raw := RawConn(nc).(*rawConn); raw != rawIO {
+		t.Fatalf("RawConn of a TCP connection is raw: %v, want %v", raw, rawIO)
+	}
+	c := tls.Client(RawConn(nc), &tls.Config{ServerName: "relay", RootCAs: roots})
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("echo: %v (equal %v)", err, bytes.Equal(got, want))
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("read after the server closed: %d, %v, want io.EOF", n, err)
 	}
 }

@@ -58,7 +58,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			lis.Close()
 			return err
 		}
-		lis = tls.NewListener(t.Track(lis), t.Config("h2"))
+		// TLS records are read and written raw, as the relay does a
+		// plaintext connection (frames.RawListener)
+		lis = tls.NewListener(t.Track(frames.RawListener(lis)), t.Config("h2"))
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
