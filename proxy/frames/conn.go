@@ -23,6 +23,7 @@ import (
 type conn struct {
 	r      *Relay
 	nc     net.Conn
+	io     sysIO // nc's reads (the reader's) and writes (the writer's)
 	server bool
 	fr     *http2.Framer // reads; reader goroutine only
 	// scratch collects the credit a drain owes other connections; reader
@@ -90,7 +91,8 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 		nextID: 1,
 	}
 	c.lastRead.Store(time.Now().UnixNano())
-	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, 32<<10))
+	c.io = newSysIO(nc)
+	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(c.io.r, 32<<10))
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fr.MaxHeaderListSize = r.cfg.MaxHeaderListSize
@@ -178,7 +180,7 @@ func (c *conn) writeLoop() {
 				deadline = now.Add(wt)
 				_ = c.nc.SetWriteDeadline(deadline)
 			}
-			if _, err := c.nc.Write(buf); err != nil {
+			if _, err := c.io.w.Write(buf); err != nil {
 				c.mu.Lock()
 				c.dead = true
 				c.out = nil

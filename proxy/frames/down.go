@@ -36,7 +36,7 @@ func (c *conn) serveDown() {
 func (c *conn) handshake() (http2.ErrCode, bool) {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.HandshakeTimeout))
 	var pre [len(http2.ClientPreface)]byte
-	if _, err := io.ReadFull(c.nc, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
+	if _, err := io.ReadFull(c.io.r, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
 		return 0, false
 	}
 	c.preface()

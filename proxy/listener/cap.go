@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -349,6 +350,18 @@ func (cc *countedConn) CloseWrite() error {
 }
 
 var errNoHalfClose = errors.New("listener: the connection cannot be half-closed")
+
+// SyscallConn is the underlying connection's raw connection, for a server
+// that reads and writes the socket itself (proxy/frames); it counts nothing
+// (neither does Read or Write).
+func (cc *countedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := cc.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errNoRawConn
+}
+
+var errNoRawConn = errors.New("listener: the connection has no file descriptor")
 
 func (cc *countedConn) Close() error {
 	err := cc.Conn.Close()

@@ -16,22 +16,7 @@ import (
 // relay after a bad preface) is not turned into a TCP reset (h2spec 3.5/2
 // failed against the relay front door when Cap hid CloseWrite).
 func TestCapHalfClose(t *testing.T) {
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis := Cap(raw, 4, nil)
-	defer lis.Close()
-	client, err := net.Dial("tcp", raw.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := lis.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := capPair(t)
 	cw, ok := server.(interface{ CloseWrite() error })
 	if !ok {
 		t.Fatal("a capped connection has no CloseWrite")
@@ -51,6 +36,29 @@ func TestCapHalfClose(t *testing.T) {
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "still open" {
 		t.Fatalf("server read %q, %v; want the client's bytes", buf, err)
 	}
+}
+
+// capPair is a loopback client connection and the server's end of it,
+// accepted through Cap; both close when the test ends.
+func capPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis := Cap(raw, 4, nil)
+	t.Cleanup(func() { lis.Close() })
+	client, err = net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
 }
 
 // boundHarness accepts through a Bound listener and dials from chosen

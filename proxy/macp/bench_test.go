@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/frames"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -106,6 +107,12 @@ func devEnforcer(t testing.TB) *sessions.Decider { return devEnforcerWith(t, nil
 
 // devEnforcerWith is devEnforcer with rebuilder rb (nil: none).
 func devEnforcerWith(t testing.TB, rb sessions.Rebuilder) *sessions.Decider {
+	return devEnforcerOpts(t, proxy.Options{}, rb)
+}
+
+// devEnforcerOpts is devEnforcerWith with the Enforcer's opts, its
+// authenticator and policies set.
+func devEnforcerOpts(t testing.TB, opts proxy.Options, rb sessions.Rebuilder) *sessions.Decider {
 	engine, err := policies.New(context.Background(), policies.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +121,8 @@ func devEnforcerWith(t testing.TB, rb sessions.Rebuilder) *sessions.Decider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
+	opts.Authenticator, opts.Policies = a, engine
+	enf, err := proxy.New(proxy.Config{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +156,40 @@ func BenchmarkSidecarSend(b *testing.B) { benchSend(b, TransportGRPC) }
 // as the front door.
 func BenchmarkSidecarSendRelay(b *testing.B) { benchSend(b, TransportRelay) }
 
+// BenchmarkNullRelaySend is BenchmarkSidecarSendRelay through the frame
+// relay alone, passing every stream through to the same runtime without a
+// decision: the floor of the relay front door (the sessions are set up
+// through a Warden sidecar, which the measured calls do not pass). With
+// -cpuprofile, -tagfocus side=warden shows the hop's share in both.
+func BenchmarkNullRelaySend(b *testing.B) {
+	up := startBenchRuntime(b)
+	updates, ctx := benchSessions(b, macpv1.NewMACPRuntimeServiceClient(startSidecar(b, devEnforcer(b), up, TransportRelay)), 1)
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(b, serveNullRelay(b, up)))
+	runSend(b, ctx, c, updates[0])
+}
+
+// serveNullRelay serves the frame relay with no Router in front of
+// upstream until the benchmark ends and returns its address.
+func serveNullRelay(b *testing.B, upstream string) string {
+	r, err := frames.New(frames.Config{Upstream: upstream})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return serveLabelled(b, r.Serve)
+}
+
 func benchSend(b *testing.B, transport string) {
 	c := benchSidecar(b, transport)
 	updates, ctx := benchSessions(b, c, 1)
+	runSend(b, ctx, c, updates[0])
+}
+
+// runSend sends update through c for the benchmark's loop.
+func runSend(b *testing.B, ctx context.Context, c macpv1.MACPRuntimeServiceClient, update *macpv1.SendRequest) {
 	b.ReportAllocs()
 	defer reportCPU(b, cputime.Used())
 	for b.Loop() {
-		if err := sendUpdate(ctx, c, updates[0]); err != nil {
+		if err := sendUpdate(ctx, c, update); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -61,7 +61,9 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			lis.Close()
 			return err
 		}
-		lis = tls.NewListener(t.Track(lis), t.Config("h2"))
+		// TLS records are read and written raw, as the relay does a
+		// plaintext connection (frames.RawListener)
+		lis = tls.NewListener(t.Track(frames.RawListener(lis)), t.Config("h2"))
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go func() { _ = t.Watch(wctx, lim.TLSReloadInterval) }()
@@ -179,6 +181,9 @@ type relayAdmitted struct {
 	a  admission.Admission
 	md metadata.MD
 	f  *proxy.Flight
+	// unwatch stops the watch that ends the flight when the stream goes
+	// before Handle; Handle, which ends it itself, calls it first.
+	unwatch func() bool
 }
 
 // Admit answers what grpc-go's server would answer before any handler
@@ -202,9 +207,10 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	}
 	// Handle ends the flight; a stream that goes before its body came
 	// whole (reset, body timeout, connection gone) never reaches it, and
-	// its context's end ends the flight instead.
-	context.AfterFunc(ctx, func() { f.End(false) })
-	return relayAdmitted{g: g, a: a, md: md, f: f}, nil
+	// its context's end ends the flight instead. Handle stops the watch
+	// first: a goroutine is started for it only when the stream went.
+	unwatch := context.AfterFunc(ctx, func() { f.End(false) })
+	return relayAdmitted{g: g, a: a, md: md, f: f, unwatch: unwatch}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -226,6 +232,9 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
+	if adm.unwatch != nil {
+		adm.unwatch()
+	}
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }()
 	ct := adm.g.ct

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
@@ -348,6 +349,45 @@ func TestStalledRequest(t *testing.T) {
 				t.Errorf("%s %s: ended after %v, before body_timeout", transport, tc.name, took)
 			}
 		}
+	}
+}
+
+// flightCount counts the flights begun and ended.
+type flightCount struct{ started, served atomic.Int64 }
+
+func (c *flightCount) Decided(proxy.Decision, time.Duration) {}
+func (c *flightCount) Started(string, string)                { c.started.Add(1) }
+func (c *flightCount) Served(proxy.Served)                   { c.served.Add(1) }
+
+// TestRelayFlightsEnd: every call a front door admits ends its flight
+// once (the requests metric counts it, the in-flight gauge drops): one
+// answered, and one whose client sends HEADERS and no message, reset at
+// body_timeout before it reaches the relay's Handle.
+func TestRelayFlightsEnd(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			var fc flightCount
+			_, up := startFakeRuntime(t)
+			addr := serveSidecar(t, devEnforcerOpts(t, proxy.Options{Observer: &fc}, nil),
+				Config{Upstream: up, Transport: transport, Limits: listener.Limits{BodyTimeout: timeout}})
+			c := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, addr))
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer agent://planner")
+			if _, err := c.GetSession(ctx, &macpv1.GetSessionRequest{SessionId: sessionID()}); status.Code(err) == codes.Unauthenticated {
+				t.Fatal(err)
+			}
+			hdr := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
+				{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+				{Name: "authorization", Value: "Bearer agent://planner"}}
+			rawRequest(t, addr, hdr, nil, false)
+			deadline := time.Now().Add(5 * time.Second)
+			for fc.served.Load() != 2 || fc.started.Load() != 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d flights begun, %d ended; want 2 and 2", fc.started.Load(), fc.served.Load())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -120,22 +120,28 @@ func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", cfg.Listen)
+	return srv, serveLabelled(t, srv.Serve)
+}
+
+// serveLabelled runs serve on a loopback listener until the test ends and
+// returns its address. Its goroutines carry the label side=warden, for
+// profiles (go tool pprof -tagfocus side=warden).
+func serveLabelled(t testing.TB, serve func(context.Context, net.Listener) error) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	// the sidecar's goroutines carry the label side=warden, for profiles
-	// (go tool pprof -tagfocus side=warden)
-	go pprof.Do(ctx, pprof.Labels("side", "warden"), func(ctx context.Context) { done <- srv.Serve(ctx, lis) })
+	go pprof.Do(ctx, pprof.Labels("side", "warden"), func(ctx context.Context) { done <- serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return srv, lis.Addr().String()
+	return lis.Addr().String()
 }
 
 // sendStep sends one transcript step through a MACP client, with the step's

@@ -47,37 +47,49 @@ func Unmarshal(b []byte, m proto.Message) error {
 // such message's path, whether m or any message it holds carries unknown
 // fields.
 func Known(m proto.Message) error {
-	return known(m.ProtoReflect(), string(m.ProtoReflect().Descriptor().Name()))
+	r := m.ProtoReflect()
+	if where, ok := known(r); !ok {
+		return fmt.Errorf("%s%s: %w", r.Descriptor().Name(), where, ErrOutsideSchema)
+	}
+	return nil
 }
 
-func known(m protoreflect.Message, path string) error {
+// known reports whether m holds nothing outside its schema, at any depth,
+// and if not where, below m (".field[key]..."): the path is written only
+// for a message refused, on the way back up.
+func known(m protoreflect.Message) (where string, ok bool) {
 	if len(m.GetUnknown()) > 0 {
-		return fmt.Errorf("%s: %w", path, ErrOutsideSchema)
+		return "", false
 	}
-	var err error
+	ok = true
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		p := path + "." + string(fd.Name())
 		switch {
 		case fd.IsMap():
 			if fd.MapValue().Message() == nil {
 				return true
 			}
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				err = known(mv.Message(), p+"["+k.String()+"]")
-				return err == nil
+				if w, good := known(mv.Message()); !good {
+					where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
+				}
+				return ok
 			})
 		case fd.IsList():
 			if fd.Message() == nil {
 				return true
 			}
 			l := v.List()
-			for i := 0; i < l.Len() && err == nil; i++ {
-				err = known(l.Get(i).Message(), fmt.Sprintf("%s[%d]", p, i))
+			for i := 0; i < l.Len() && ok; i++ {
+				if w, good := known(l.Get(i).Message()); !good {
+					where, ok = fmt.Sprintf(".%s[%d]%s", fd.Name(), i, w), false
+				}
 			}
 		case fd.Message() != nil:
-			err = known(v.Message(), p)
+			if w, good := known(v.Message()); !good {
+				where, ok = "."+string(fd.Name())+w, false
+			}
 		}
-		return err == nil
+		return ok
 	})
-	return err
+	return where, ok
 }

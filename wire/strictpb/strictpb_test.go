@@ -97,11 +97,54 @@ func TestUnmarshal(t *testing.T) {
 	}
 }
 
+// TestKnownNamesThePath: the error names the path of the first message
+// outside its schema, through nested messages and list indexes.
 func TestKnownNamesThePath(t *testing.T) {
-	b := field(nil, 1, envelope(func(b []byte) []byte { return varint(b, 6, 1) }))
-	err := strictpb.Unmarshal(b, &macpv1.SendRequest{})
-	if !errors.Is(err, strictpb.ErrOutsideSchema) || err.Error() != "SendRequest.envelope: fields outside the message's schema" {
-		t.Fatalf("err = %v", err)
+	bad := func(b []byte) []byte { return varint(b, 6, 1) }
+	root := func(extra ...func([]byte) []byte) []byte { // a Root: uri = 1, name = 2
+		b := field(nil, 1, []byte("r"))
+		for _, f := range extra {
+			b = f(b)
+		}
+		return b
+	}
+	start := func(roots ...[]byte) []byte { // SessionStartPayload.roots = 7
+		b := field(nil, 1, []byte("intent"))
+		for _, r := range roots {
+			b = field(b, 7, r)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		msg  proto.Message
+		b    []byte
+		want string
+	}{
+		{"top", &macpv1.Envelope{}, envelope(bad), "Envelope"},
+		{"nested", &macpv1.SendRequest{}, field(nil, 1, envelope(bad)), "SendRequest.envelope"},
+		{"list", &macpv1.SessionStartPayload{}, start(root(), root(func(b []byte) []byte { return field(b, 9, nil) })), "SessionStartPayload.roots[1]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := strictpb.Unmarshal(c.b, c.msg)
+			if !errors.Is(err, strictpb.ErrOutsideSchema) || err.Error() != c.want+": fields outside the message's schema" {
+				t.Fatalf("err = %v, want %s", err, c.want)
+			}
+		})
+	}
+}
+
+// BenchmarkUnmarshal decodes the SendRequest of a TaskUpdate, as every
+// decided Send is.
+func BenchmarkUnmarshal(b *testing.B) {
+	payload := field(field(nil, 1, []byte("t1")), 2, []byte("running"))
+	req := field(nil, 1, envelope(func(b []byte) []byte { return field(b, 8, payload) }))
+	b.ReportAllocs()
+	for b.Loop() {
+		var m macpv1.SendRequest
+		if err := strictpb.Unmarshal(req, &m); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
