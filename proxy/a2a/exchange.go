@@ -188,8 +188,17 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 	default:
 		req.Refused = a2a.WebhookRefused(c, x.s.allow)
 	}
+	body := x.upstreamBody(c, raw, &req) // may refuse req
+	return req, body
+}
+
+// upstreamBody is the request the upstream gets: the caller's bytes with the
+// opened ids spliced in, or, for webhooks the push relay rewrites or a member
+// named twice, the body encoded from the params decoded. A body that cannot
+// be made refuses req.
+func (x *exchange) upstreamBody(c a2a.Call, raw []byte, req *tenancy.Request) []byte {
 	if len(c.Webhooks) == 0 && jsonrpc.Unique(raw) {
-		return req, spliceRequest(c)
+		return spliceRequest(c)
 	}
 	// The body is encoded from the params decoded: webhooks the push relay
 	// rewrites, or a member named twice in some object, which the upstream
@@ -207,7 +216,7 @@ func (x *exchange) toUpstream(c a2a.Call, raw []byte) (tenancy.Request, []byte) 
 	if err != nil && req.Refused.OK() {
 		req.Refused = rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: "the request could not be re-encoded"}
 	}
-	return req, body
+	return body
 }
 
 // setStr makes obj's member name id where it held v (nothing changes when
