@@ -98,6 +98,9 @@ func TestImportGraph(t *testing.T) {
 		if rel == "proxy" {
 			checkCore(t, p)
 		}
+		if rel == "proxy/extauthz" {
+			checkNoSidecar(t, p)
+		}
 		for _, imp := range p.Imports {
 			if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
 				continue // standard library
@@ -178,6 +181,19 @@ func checkCore(t *testing.T, p pkg) {
 			}
 			if imp == d || strings.HasPrefix(imp, d+"/") {
 				t.Errorf("%s imports %s: the core names no protocol", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// checkNoSidecar: ext_authz maps Envoy's CheckRequest onto each protocol's
+// admission and decision, shared with the sidecars; it imports no sidecar.
+func checkNoSidecar(t *testing.T, p pkg) {
+	t.Helper()
+	for _, imp := range p.Imports {
+		for _, proto := range protocols {
+			if imp == module+"/proxy/"+proto {
+				t.Errorf("%s imports %s: ext_authz imports no sidecar", p.ImportPath, imp)
 			}
 		}
 	}
