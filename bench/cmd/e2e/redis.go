@@ -33,7 +33,7 @@ func (b *bench) extAuthzRedis(ctx context.Context) (outcome, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := b.startWarden(name, addr, append([]string{"--extauthz-listen", addr, "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000"}, args...)...)
+		p, err := b.startWarden(name, addr, append([]string{"--extauthz-listen", addr, "--auth", "dev", "--insecure-dev-auth", "--sessions", "500000", "--extauthz-max-unconfirmed-starts", "500000"}, args...)...)
 		if err != nil {
 			return nil, nil, err
 		}
