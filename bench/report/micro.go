@@ -111,12 +111,17 @@ func MicroFigures(m Micro) []Figure {
 	sidecars := append(m.Names("BenchmarkSidecarSend"), m.Names("BenchmarkSidecar/")...)
 	sidecars = append(sidecars, m.Names("BenchmarkA2ASidecar/")...)
 	for _, n := range sidecars {
-		what := "MACP Send"
-		if rest, ok := strings.CutPrefix(n, "BenchmarkSidecar/"); ok {
+		var what string
+		switch rest, mcp := strings.CutPrefix(n, "BenchmarkSidecar/"); {
+		case mcp:
 			what = "MCP " + rest
-		} else if rest, ok := strings.CutPrefix(n, "BenchmarkA2ASidecar/"); ok {
-			what = "A2A " + rest
-		} else if n != "BenchmarkSidecarSend" {
+		case strings.HasPrefix(n, "BenchmarkA2ASidecar/"):
+			what = "A2A " + strings.TrimPrefix(n, "BenchmarkA2ASidecar/")
+		case n == "BenchmarkSidecarSendRelay":
+			what = "MACP Send" // the relay: the MACP front door as it ships
+		case n == "BenchmarkSidecarSend":
+			what = "MACP Send, grpc-go door (the test oracle)"
+		default:
 			continue // BenchmarkSidecarSendParallel
 		}
 		if v, ok := m.Median(n, "allocs/op"); ok {

@@ -146,8 +146,9 @@ func sendUpdate(ctx context.Context, c macpv1.MACPRuntimeServiceClient, r *macpv
 	return nil
 }
 
-// BenchmarkSidecarSend measures one MACP Send end to end in one process: a
-// grpc-go client, the sidecar (authentication, decision, forwarding) and a
+// BenchmarkSidecarSend measures one MACP Send end to end in one process
+// through the grpc-go door (the test oracle; BenchmarkSidecarSendRelay is
+// the front door as it ships): a grpc-go client, the sidecar (authentication, decision, forwarding) and a
 // runtime that answers at once. allocs/op counts all three; the client's
 // and the runtime's share does not change with Warden's code.
 func BenchmarkSidecarSend(b *testing.B) { benchSend(b, TransportGRPC) }
