@@ -420,13 +420,28 @@ func incomingMD(header []hpack.HeaderField) metadata.MD {
 // the client's (grpc-accept-encoding would have the runtime compress an Ack
 // Warden must read; grpc-status and the like are not a request's), and
 // grpc-timeout from ctx's deadline, which the client's grpc-timeout set.
+// grpcContentType is the content type the runtime is sent every request
+// under: the body Warden decided on is protobuf.
+const grpcContentType = "application/grpc"
+
 func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
 	traced := trace.SpanContextFromContext(ctx).IsValid()
 	out := make([]hpack.HeaderField, 0, len(header)+3)
+	typed := false
 	for _, f := range header {
 		switch {
 		case f.Name == ":authority":
 			f.Value = authority
+		case f.Name == "content-type":
+			// The body was read as protobuf whatever subtype or
+			// parameters the client named (grpc-go's server reads an
+			// unknown subtype so): the runtime is told what was read, once,
+			// as grpc-go's client would tell it, never a codec of the
+			// client's choosing.
+			if typed {
+				continue
+			}
+			f.Value, typed = grpcContentType, true
 		case handoff{}.owned(f.Name), f.Name == authn.HeaderAuthorization, f.Name == authn.HeaderMACPToken:
 			continue
 		case f.Name == "traceparent", f.Name == "tracestate":

@@ -35,6 +35,32 @@ func TestForwardHeader(t *testing.T) {
 	}
 }
 
+// TestForwardHeaderContentType: the body is decided as protobuf whatever
+// content subtype or parameters the client named (grpc-go reads an unknown
+// subtype as protobuf), so the runtime is sent application/grpc, once: a
+// client cannot have the runtime pick another codec (+json) than the one
+// Warden read the message with, nor name two.
+func TestForwardHeaderContentType(t *testing.T) {
+	for _, cts := range [][]string{
+		{"application/grpc"}, {"application/grpc+proto"}, {"application/grpc+json"},
+		{"application/grpc;codec=json"}, {"application/grpc", "application/grpc+json"},
+	} {
+		in := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":path", Value: methodSend}}
+		for _, ct := range cts {
+			in = append(in, hpack.HeaderField{Name: "content-type", Value: ct})
+		}
+		var got []string
+		for _, f := range forwardHeader(in, "runtime:50051", nil, context.Background()) {
+			if f.Name == "content-type" {
+				got = append(got, f.Value)
+			}
+		}
+		if !slices.Equal(got, []string{"application/grpc"}) {
+			t.Errorf("client content types %q reached the runtime as %q, want only application/grpc", cts, got)
+		}
+	}
+}
+
 func TestGRPCTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
