@@ -48,7 +48,7 @@ type doc struct {
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
 	mbuf    [8]member
-	ebuf    [3]elem // with the rest, the doc fits the 896-byte size class
+	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class
 	obuf    [4]Object
 }
 
@@ -69,6 +69,7 @@ type elem struct {
 	repl       int32
 	drop       bool
 	obj        *Object
+	arr        *Array // read by Walk, spliced back
 }
 
 // replace records a replacement and returns its reference (member.repl).
@@ -399,6 +400,71 @@ func (o *Object) SetRaw(name string, lit []byte) {
 	o.members = append(o.members, member{keyStart: -1, name: name, repl: o.doc.replace(lit)})
 }
 
+// Repeats reports whether more than one member's name is name or folds
+// like it (Fold): readers of the message would take either, and a change
+// made to one would leave the other as it came.
+func (o *Object) Repeats(name string) bool {
+	if !o.dup {
+		return false // read and checked: no two names fold alike
+	}
+	n := 0
+	for _, m := range o.members {
+		if !m.drop && (o.misspells(m, name) || o.is(m, name)) {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// is reports whether a member's name is name.
+func (o *Object) is(m member, name string) bool {
+	if m.plain {
+		return string(o.key(m)) == name
+	}
+	return m.name == name
+}
+
+// Walk calls fn on o and on every object within it, at any depth, depth
+// first: the values of every member (those of names given twice too) and
+// of every array element, an array within an array included. What fn
+// changes in them is written back by AppendTo. A value replaced or left
+// out is not walked.
+func (o *Object) Walk(fn func(*Object)) {
+	fn(o)
+	for i := range o.members {
+		m := &o.members[i]
+		if !m.drop && m.repl == 0 && m.keyStart >= 0 {
+			o.doc.walk(m.start, &m.obj, &m.arr, fn)
+		}
+	}
+}
+
+func (a *Array) walk(fn func(*Object)) {
+	for i := range a.elems {
+		e := &a.elems[i]
+		if !e.drop && e.repl == 0 {
+			a.doc.walk(e.start, &e.obj, &e.arr, fn)
+		}
+	}
+}
+
+// walk walks the value at raw[start] when it is an object or an array,
+// reading it into *obj or *arr when it was not read yet.
+func (d *doc) walk(start int32, obj **Object, arr **Array, fn func(*Object)) {
+	switch d.raw[start] {
+	case '{':
+		if *obj == nil {
+			*obj = d.object(int(start))
+		}
+		(*obj).Walk(fn)
+	case '[':
+		if *arr == nil {
+			*arr = d.array(int(start))
+		}
+		(*arr).walk(fn)
+	}
+}
+
 // Del leaves a member out.
 func (o *Object) Del(name string) {
 	if m := o.find(name); m != nil {
@@ -441,14 +507,16 @@ func (a *Array) Obj(i int) (*Object, bool) {
 	return e.obj, true
 }
 
-// Arr returns element i when it is an array, read (each call reads it
-// again: what it returns is not spliced back).
+// Arr returns element i when it is an array, read.
 func (a *Array) Arr(i int) (*Array, bool) {
 	e := &a.elems[i]
 	if e.drop || e.repl != 0 || a.doc.raw[e.start] != '[' {
 		return nil, false
 	}
-	return a.doc.array(int(e.start)), true
+	if e.arr == nil {
+		e.arr = a.doc.array(int(e.start))
+	}
+	return e.arr, true
 }
 
 // Str returns element i when it is a string, decoded.
@@ -463,6 +531,12 @@ func (a *Array) Str(i int) (string, bool) {
 // SetStr replaces element i with a string.
 func (a *Array) SetStr(i int, v string) {
 	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(AppendString(nil, v)), nil, true
+}
+
+// AppendRaw adds an element, a JSON literal, at the end.
+func (a *Array) AppendRaw(lit []byte) {
+	a.elems = append(a.elems, elem{start: -1, repl: a.doc.replace(lit)})
+	a.changed = true
 }
 
 // Drop leaves element i out.
@@ -486,7 +560,7 @@ func (a *Array) dirty() bool {
 		return true
 	}
 	for _, e := range a.elems {
-		if e.obj != nil && e.obj.dirty() {
+		if e.obj != nil && e.obj.dirty() || e.arr != nil && e.arr.dirty() {
 			return true
 		}
 	}
@@ -541,7 +615,7 @@ func (a *Array) AppendTo(dst []byte) []byte {
 		if n++; n > 1 {
 			dst = append(dst, ',')
 		}
-		dst = a.doc.value(dst, e.start, e.end, e.obj, nil, e.repl)
+		dst = a.doc.value(dst, e.start, e.end, e.obj, e.arr, e.repl)
 	}
 	return append(dst, ']')
 }

@@ -319,3 +319,93 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
+
+// TestWalk: Walk visits every object at any depth once, the values of a
+// name given twice and the objects of an array within an array included,
+// and what is changed in them is written back (Arr's array within an array
+// too: before, it was read again on every call and never written back).
+func TestWalk(t *testing.T) {
+	raw := `{"a":{"b":[{"c":1},{"d":{"e":{}}},[{"f":2}],3,"s"]},"g":null,"a":{"h":[[{"taskId":"x"}]]}}`
+	o, _ := ReadObject([]byte(raw))
+	n := 0
+	seen := map[string]bool{}
+	o.Walk(func(obj *Object) {
+		n++
+		for _, k := range obj.Names() {
+			seen[k] = true
+		}
+		if _, ok := obj.Str("taskId"); ok {
+			obj.SetStr("taskId", "y")
+		}
+	})
+	if n != 9 {
+		t.Fatalf("walked %d objects, want 9", n)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "taskId"} {
+		if !seen[k] {
+			t.Errorf("%s not seen", k)
+		}
+	}
+	want := strings.Replace(raw, `"x"`, `"y"`, 1)
+	if got := o.AppendTo(nil); !sameJSONText(got, want) {
+		t.Fatalf("wrote %s, want %s", got, want)
+	}
+	// An array within an array, read with Arr, is written back.
+	o, _ = ReadObject([]byte(`{"l":[["a","b"]]}`))
+	l, _ := o.Arr("l")
+	in, _ := l.Arr(0)
+	in.SetStr(1, "c")
+	if again, _ := l.Arr(0); again != in {
+		t.Fatal("Arr read the array again")
+	}
+	if got := string(o.AppendTo(nil)); got != `{"l":[["a","c"]]}` {
+		t.Fatalf("wrote %s", got)
+	}
+}
+
+// sameJSONText compares a document with a text whose objects may give a
+// name twice: byte for byte once spaces are gone.
+func sameJSONText(a []byte, b string) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, a) == nil && json.Compact(&y, []byte(b)) == nil && x.String() == y.String()
+}
+
+// TestRepeats: a name is repeated when it is given twice, escaped or not,
+// or another name folds like it; other repetitions in the object do not
+// count.
+func TestRepeats(t *testing.T) {
+	for _, tc := range []struct {
+		raw, name string
+		want      bool
+	}{
+		{`{"taskId":"a","x":1}`, "taskId", false},
+		{`{"taskId":"a","taskId":"b"}`, "taskId", true},
+		{`{"taskId":"a","task\u0049d":"b"}`, "taskId", true},
+		{`{"taskId":"a","TaskID":"b"}`, "taskId", true},
+		{`{"TaskID":"a","TASKID":"b"}`, "taskId", true},
+		{`{"taskId":"a","x":1,"x":2}`, "taskId", false},
+		{"{\"k\":1,\"\u212a\":2}", "k", true},
+		{`{"TaskID":"b"}`, "taskId", false},
+	} {
+		o, _ := ReadObject([]byte(tc.raw))
+		if got := o.Repeats(tc.name); got != tc.want {
+			t.Errorf("%s: Repeats(%q) = %v, want %v", tc.raw, tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAppendRaw: elements added to an array are written after the others,
+// those left out are not.
+func TestAppendRaw(t *testing.T) {
+	o, _ := ReadObject([]byte(`{"tasks":[{"a":1}, {"b":2}],"n":1}`))
+	l, _ := o.Arr("tasks")
+	l.Drop(0)
+	l.AppendRaw([]byte(`{"c":3}`))
+	l.AppendRaw([]byte(`"d"`))
+	if got := string(o.AppendTo(nil)); got != `{"tasks":[{"b":2},{"c":3},"d"],"n":1}` {
+		t.Fatalf("wrote %s", got)
+	}
+	if _, ok := l.Obj(2); ok {
+		t.Fatal("an added element reads as an object")
+	}
+}

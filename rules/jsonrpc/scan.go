@@ -26,6 +26,9 @@ func PlainString(raw []byte) (string, bool) {
 	return string(in), true
 }
 
+// FoldEqual reports whether two ASCII names are equal under Fold.
+func FoldEqual[A, B ~string | ~[]byte](a A, b B) bool { return foldEqual(a, b) }
+
 // foldEqual reports whether two ASCII names are equal ignoring case.
 func foldEqual[A, B ~string | ~[]byte](a A, b B) bool {
 	if len(a) != len(b) {
