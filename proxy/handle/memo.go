@@ -7,6 +7,12 @@ import "sync"
 // others costs a map look-up instead of an HMAC and an AEAD.
 const memoSize = 4096
 
+// maxMemoID is the longest upstream id, principal and session a memo
+// remembers a handle of: the ids are the upstream's to choose, and 8,192
+// entries of a megabyte each would be 8 GB held; a longer one is sealed or
+// opened by the ciphers each time.
+const maxMemoID = 256
+
 // memo remembers the handles one keyring's keys sealed and opened. Sealing
 // and opening are pure functions of the keys, the kind, the principal, the
 // session and the value (the nonce is synthetic), so what the memo answers
@@ -47,7 +53,16 @@ func (m *memo) get(k memoKey) (string, bool) {
 	return v, ok
 }
 
+// put remembers v for k, unless the upstream id (k.v when sealing, v when
+// opening), the principal or the session is longer than maxMemoID.
 func (m *memo) put(k memoKey, v string) {
+	id := k.v
+	if k.open {
+		id = v
+	}
+	if len(id) > maxMemoID || len(k.principal) > maxMemoID || len(k.session) > maxMemoID {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.putLocked(k, v)

@@ -3,6 +3,7 @@ package handle
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -70,6 +71,46 @@ func TestMemoBounded(t *testing.T) {
 	}
 	if _, ok := m.get(memoKey{kind: 't', v: "0"}); ok {
 		t.Fatal("the first of 100 is still remembered")
+	}
+}
+
+// TestMemoBytesBounded: a handle of an upstream id (or principal, or
+// session) longer than maxMemoID bytes is sealed and opened as ever but
+// not remembered, so what a memo holds is bounded in bytes, not only in
+// entries (before, 8,192 ids of any length were kept: an upstream naming
+// its tasks with megabyte ids made each keyring hold gigabytes).
+func TestMemoBytesBounded(t *testing.T) {
+	h := testHandles(t, testKey)
+	long := strings.Repeat("x", maxMemoID+1)
+	fits := strings.Repeat("y", maxMemoID)
+	tests := []struct {
+		name               string
+		principal, session string
+		id                 string
+		remembered         bool
+	}{
+		{"an id of the cap", "alice", "s1", fits, true},
+		{"an id over the cap", "alice", "s1", long, false},
+		{"a principal over the cap", long, "s1", "task-1", false},
+		{"a session over the cap", "alice", long, "task-1", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := h.derived()
+			v := h.SealIn(kindCursor, tc.principal, tc.session, tc.id)
+			_, sealed := d.memo.get(memoKey{kind: kindCursor, principal: tc.principal, session: tc.session, v: tc.id})
+			id, err := h.Unseal(kindCursor, tc.principal, tc.session, v)
+			if err != nil || id != tc.id {
+				t.Fatalf("Unseal = %.20q, %v", id, err)
+			}
+			_, opened := d.memo.get(memoKey{kind: kindCursor, open: true, principal: tc.principal, session: tc.session, v: v})
+			if sealed != tc.remembered || opened != tc.remembered {
+				t.Fatalf("seal remembered %v, open remembered %v; want %v", sealed, opened, tc.remembered)
+			}
+			if again := h.SealIn(kindCursor, tc.principal, tc.session, tc.id); again != v {
+				t.Fatal("sealed twice, two handles")
+			}
+		})
 	}
 }
 
