@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -28,7 +29,7 @@ import (
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	out, keep, done := x.fromUpstreamFast(data)
 	if !done {
-		out, keep = x.fromUpstreamDecoded(data)
+		out, keep = x.fromUpstreamRead(data)
 	}
 	if x.dry {
 		// Learned from, passed as the server sent it; what would have been
@@ -47,49 +48,89 @@ func (x *exchange) foreignAnswer() []byte {
 	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, "the MCP server's answer named a task that is not the caller's")
 }
 
-// fromUpstreamDecoded is fromUpstream on the decoded message.
-func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
+// messageNames are the members of an upstream message Warden reads.
+var messageNames = []string{"id", "result", "error", "method", "params"}
+
+// oneWay reports whether every reader reads msg's own members as Warden
+// does: none of messageNames is given twice (or folding like another), or
+// in another case alone ("Result": a reader matching names without case
+// reads it as the result Warden did not see). Other names may repeat.
+func oneWay(msg *jsonrpc.Object) bool {
+	if msg.Spelled(messageNames) != nil {
+		return false
+	}
+	for _, n := range messageNames {
+		if msg.Repeats(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// fromUpstreamRead is fromUpstream on the message read for splicing
+// (jsonrpc.Object): nothing is decoded into maps or encoded again; the
+// handles are spliced in where the upstream IDs were, the tasks/list items
+// that are not the caller's cut, and every other byte passes as it came.
+//
+// What it reads, it reads by name through a reader, which refuses a name
+// given twice (or two folding alike) in the object it reads it from: a
+// client may read the first where Warden read the last, so Warden would
+// learn or seal what the client does not see. Such an answer is replaced
+// with an error, any other such message dropped. An object Warden only
+// walks through (a tool's output, looked into for the taskId members that
+// name tasks) may repeat other names: every value is walked, each
+// repetition's included, so nothing in it passes unseen.
+func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 	if !json.Valid(data) {
 		return data, len(bytes.TrimSpace(data)) == 0
 	}
-	msg, err := decode(data)
-	if err != nil {
-		return nil, false // JSON, but not one JSON-RPC object
+	env, _ := jsonrpc.ReadObject(data)
+	if env == nil || !oneWay(env) {
+		return nil, false // not one JSON-RPC object, or one read two ways
 	}
-	_, isResult := msg["result"]
-	_, isError := msg["error"]
-	method, _ := msg["method"].(string)
+	var r reader
+	isResult, isError := env.Has("result"), env.Has("error")
+	method, _ := env.Str("method")
 	if method == mcp.NotifyToolsChanged {
 		x.s.forgetTools(x.principal, x.sid)
 	}
+	rawID, _ := env.Raw("id")
+	id := idOf(rawID)
 	var facts []owners.Fact
-	if x.creates() && !isError && (!isResult || method == "" && x.answers(msg["id"])) {
-		facts = x.related(msg)
+	if x.creates() && !isError && (!isResult || method == "" && x.answers(id)) {
+		facts = x.related(&r, env)
 	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
-		if !x.answers(msg["id"]) {
+		if !x.answers(id) {
 			return nil, false
 		}
 		answer = true
 		x.settle(isResult)
-		if res, ok := msg["result"].(map[string]any); ok {
+		if res, ok := env.Obj("result"); ok {
 			var err error
-			if changed, err = x.learn(res); err != nil {
+			if changed, err = x.learn(&r, res); err != nil {
 				return x.unreadable(err), true
 			}
 		}
+	}
+	if r.ambiguous {
+		return x.ambiguous(answer)
 	}
 	if len(facts) == 0 && !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
 		return data, true
 	}
 	if answer || method != "" {
-		if f, ok := x.observed(msg, method); ok {
+		if f, ok := x.observed(&r, env, method); ok {
 			facts = append(facts, f)
 		}
 	}
 	// Whose every task the message names is, in one look-up.
-	facts = append(facts, x.named(msg)...)
+	places, named := x.named(&r, env)
+	if r.ambiguous {
+		return x.ambiguous(answer)
+	}
+	facts = append(facts, named...)
 	got, err := x.apply(facts...)
 	if err != nil {
 		if answer {
@@ -98,7 +139,7 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 		x.s.log.Warn("could not tell whose the tasks of an MCP message are; it is dropped", "principal", x.principal, "err", err)
 		return nil, false
 	}
-	sealed, foreign := x.sealTasks(msg, facts, got)
+	sealed, foreign := x.sealTasks(places, facts, got)
 	changed = changed || sealed
 	switch {
 	case foreign && answer:
@@ -109,62 +150,142 @@ func (x *exchange) fromUpstreamDecoded(data []byte) ([]byte, bool) {
 	case !changed:
 		return data, true
 	}
-	return encode(msg), true
+	return env.AppendTo(make([]byte, 0, len(data)+64)), true
 }
 
-// named returns a fact for every task a decoded message names (taskId, and
-// the taskIds of a listen acknowledgement) that is not already one of the
-// caller's handles: whose each is is then read in one look-up.
-func (x *exchange) named(msg map[string]any) []owners.Fact {
+// errAmbiguous says an upstream message gives a name Warden reads twice,
+// or two that fold alike, in one object.
+var errAmbiguous = errors.New("the MCP server's answer gives a member Warden reads twice (or in two cases)")
+
+// ambiguous is what becomes of a message read two ways: an answer to the
+// caller's request is replaced with an error, anything else dropped.
+func (x *exchange) ambiguous(answer bool) ([]byte, bool) {
+	if !answer {
+		x.s.log.Warn("an MCP message gives a member Warden reads twice; it is dropped", "principal", x.principal)
+		return nil, false
+	}
+	return x.unreadable(errAmbiguous), true
+}
+
+// reader reads members of an upstream message by name; a name given twice
+// in the object it is read from, or folding like another's there, reads as
+// absent and marks the message ambiguous. Every method takes a nil object
+// (absent) too.
+type reader struct{ ambiguous bool }
+
+func (r *reader) ok(o *jsonrpc.Object, name string) bool {
+	if o == nil {
+		return false
+	}
+	if o.Repeats(name) {
+		r.ambiguous = true
+		return false
+	}
+	return true
+}
+
+func (r *reader) obj(o *jsonrpc.Object, name string) (*jsonrpc.Object, bool) {
+	if !r.ok(o, name) {
+		return nil, false
+	}
+	return o.Obj(name)
+}
+
+func (r *reader) arr(o *jsonrpc.Object, name string) (*jsonrpc.Array, bool) {
+	if !r.ok(o, name) {
+		return nil, false
+	}
+	return o.Arr(name)
+}
+
+func (r *reader) str(o *jsonrpc.Object, name string) (string, bool) {
+	if !r.ok(o, name) {
+		return "", false
+	}
+	return o.Str(name)
+}
+
+// place is an object of a message that names tasks: its taskId, or the
+// taskIds of a listen acknowledgement.
+type place struct {
+	obj *jsonrpc.Object
+	ids *jsonrpc.Array
+}
+
+// named returns every place a message names a task (taskId, and the
+// taskIds of a listen acknowledgement), at any depth, and a fact for each
+// task there that is not already one of the caller's handles: whose each
+// is is then read in one look-up.
+func (x *exchange) named(r *reader, msg *jsonrpc.Object) ([]place, []owners.Fact) {
+	var places []place
 	var facts []owners.Fact
-	walk(msg, func(obj map[string]any) {
-		if id, ok := obj["taskId"].(string); ok && !x.ownHandle(id) {
+	msg.Walk(func(o *jsonrpc.Object) {
+		p := place{obj: o}
+		if id, ok := r.str(o, "taskId"); ok && !x.ownHandle(id) {
 			facts = append(facts, owners.Fact{Key: taskKey(id)})
 		}
-		ids, _ := obj["taskIds"].([]any) // a listen acknowledgement
-		for _, v := range ids {
-			if id, ok := v.(string); ok && !x.ownHandle(id) {
-				facts = append(facts, owners.Fact{Key: taskKey(id)})
+		if ids, ok := r.arr(o, "taskIds"); ok {
+			p.ids = ids
+			for i := range ids.Len() {
+				if id, ok := ids.Str(i); ok && !x.ownHandle(id) {
+					facts = append(facts, owners.Fact{Key: taskKey(id)})
+				}
 			}
 		}
+		if p.ids != nil || o.Has("taskId") {
+			places = append(places, p)
+		}
 	})
-	return facts
+	return places, facts
 }
 
-// sealTasks replaces every task ID of a decoded message that is the
-// caller's (got[i] is the owner of facts[i]) with the caller's handle.
-// changed is set when one was replaced; foreign when the message names a
-// task that is someone else's or unknown: not for this caller.
-func (x *exchange) sealTasks(msg map[string]any, facts []owners.Fact, got []string) (changed, foreign bool) {
+func idsLen(a *jsonrpc.Array) int {
+	if a == nil {
+		return 0
+	}
+	return a.Len()
+}
+
+// sealTasks replaces every task ID of the places that is the caller's
+// (got[i] is the owner of facts[i]) with the caller's handle. changed is
+// set when one was replaced; foreign when a place names a task that is
+// someone else's or unknown: not for this caller.
+func (x *exchange) sealTasks(places []place, facts []owners.Fact, got []string) (changed, foreign bool) {
 	owner := make(map[string]string, len(facts))
 	for i, f := range facts {
 		owner[f.Key.ID] = got[i]
 	}
-	// mine replaces a task ID with the caller's handle; it is false for a
-	// task that is someone else's or unknown: not for this caller.
+	// mine is the caller's handle of a task ID; it is false for a task
+	// that is someone else's or unknown: not for this caller.
 	mine := func(id string) (string, bool) {
 		if x.ownHandle(id) {
 			return id, true
 		}
 		if owner[id] == x.principal {
-			changed = true
 			return x.seal(kindTask, id), true
 		}
 		return id, false
 	}
-	walk(msg, func(obj map[string]any) {
-		if id, ok := obj["taskId"].(string); ok {
+	for _, p := range places {
+		if id, ok := p.obj.Str("taskId"); ok {
 			h, ok := mine(id)
-			obj["taskId"], foreign = h, foreign || !ok
-		}
-		ids, _ := obj["taskIds"].([]any) // a listen acknowledgement
-		for i, v := range ids {
-			if id, ok := v.(string); ok {
-				h, ok := mine(id)
-				ids[i], foreign = h, foreign || !ok
+			foreign = foreign || !ok
+			if h != id {
+				p.obj.SetStr("taskId", h)
+				changed = true
 			}
 		}
-	})
+		for i := range idsLen(p.ids) {
+			if id, ok := p.ids.Str(i); ok {
+				h, ok := mine(id)
+				foreign = foreign || !ok
+				if h != id {
+					p.ids.SetStr(i, h)
+					changed = true
+				}
+			}
+		}
+	}
 	return changed, foreign
 }
 
@@ -174,6 +295,9 @@ func (x *exchange) sealTasks(msg map[string]any, facts []owners.Fact, got []stri
 func (x *exchange) unreadable(err error) []byte {
 	x.s.log.Warn("could not filter an MCP answer; replacing it with an error", "method", x.call.Method, "principal", x.principal, "err", err)
 	x.replaced = true
+	if errors.Is(err, errAmbiguous) {
+		return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, errAmbiguous.Error())
+	}
 	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, unavailable)
 }
 
@@ -183,19 +307,19 @@ func (x *exchange) unreadable(err error) []byte {
 // A taskId and status anywhere else (a tool's output, which may echo what
 // the caller sent) say nothing about a task. tasks/list items are read by
 // learn, created tasks by learn and related.
-func (x *exchange) observed(msg map[string]any, method string) (owners.Fact, bool) {
-	var obj map[string]any
+func (x *exchange) observed(r *reader, msg *jsonrpc.Object, method string) (owners.Fact, bool) {
+	var obj *jsonrpc.Object
 	switch {
 	case statusNotice(method):
-		obj, _ = msg["params"].(map[string]any)
+		obj, _ = r.obj(msg, "params")
 	case method == "" && statusAnswer(x.call.Method):
-		obj, _ = msg["result"].(map[string]any)
-		if id, _ := obj["taskId"].(string); id != x.taskID {
+		obj, _ = r.obj(msg, "result")
+		if id, _ := r.str(obj, "taskId"); id != x.taskID {
 			return owners.Fact{}, false
 		}
 	}
-	id, _ := obj["taskId"].(string)
-	st, _ := obj["status"].(string)
+	id, _ := r.str(obj, "taskId")
+	st, _ := r.str(obj, "status")
 	if id == "" || st == "" || strings.HasPrefix(id, handlePrefix) {
 		return owners.Fact{}, false
 	}
@@ -221,27 +345,30 @@ func statusAnswer(method string) bool {
 
 // learn reads the result answering the caller's request; it reports whether
 // it changed the result. An error means the owners of the listed tasks could
-// not be read (the shared state is unreachable).
-func (x *exchange) learn(res map[string]any) (bool, error) {
+// not be read (the shared state is unreachable), or an answer Warden read
+// was ambiguous (errAmbiguous); a name given twice where the caller's
+// result is read marks r.
+func (x *exchange) learn(r *reader, res *jsonrpc.Object) (bool, error) {
 	switch x.call.Method {
 	case mcp.MethodToolsList:
-		x.s.learnTools(x.principal, x.sid, res, "")
+		x.s.learnTools(r, x.principal, x.sid, res, "")
 	case mcp.MethodToolsCall:
-		task, _ := res["task"].(map[string]any) // 2025-11-25: {task: Task}
-		if task == nil && res["resultType"] == "task" {
+		task, _ := r.obj(res, "task") // 2025-11-25: {task: Task}
+		if t, _ := r.str(res, "resultType"); task == nil && t == "task" {
 			task = res // 2026-07-28: a flat CreateTaskResult
 		}
-		if id, ok := task["taskId"].(string); ok && id != "" {
+		id, _ := r.str(task, "taskId")
+		st, _ := r.str(task, "status")
+		if id != "" && !r.ambiguous {
 			// The answer to the caller's own call: the task is the
 			// caller's, unless known as another's already (the answer
 			// then names a task that is not the caller's).
-			st, _ := task["status"].(string)
 			if _, err := x.apply(owners.Fact{Key: taskKey(id), Created: true, Status: st}); err != nil {
 				return false, err
 			}
 		}
 	case mcp.MethodList:
-		return true, x.listPage(res)
+		return true, x.listPage(r, res)
 	}
 	return false, nil
 }
@@ -256,16 +383,23 @@ const maxListPages = 16
 // tasks/list (at most maxListPages in all). Its nextCursor is the sealed
 // cursor of the last upstream page read, absent when that was the last: a
 // page shows no trace of the tasks left out (no empty page with a cursor
-// while the server has any of the caller's tasks within the bound). An
-// error means a page or the owners could not be read: nothing passes.
-func (x *exchange) listPage(res map[string]any) error {
-	list, _ := res["tasks"].([]any)
-	kept, err := x.keepOwn(list)
+// while the server has any of the caller's tasks within the bound). The
+// items of this page stay where they are (the message's taskIds are sealed
+// with the rest of it); those of the next pages are added sealed. An error
+// means a page or the owners could not be read: nothing passes.
+func (x *exchange) listPage(r *reader, res *jsonrpc.Object) error {
+	list, listed := r.arr(res, "tasks")
+	cursor, _ := r.str(res, "nextCursor")
+	if r.ambiguous {
+		return nil
+	}
+	kept, n, _, err := x.keepOwn(r, list)
 	if err != nil {
 		return err
 	}
-	cursor, _ := res["nextCursor"].(string)
-	for pages := 1; !x.dry && x.req != nil && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
+	size := len(kept)
+	var more [][]byte // the caller's items of the next pages, sealed
+	for pages := 1; !x.dry && x.req != nil && cursor != "" && n+len(more) < max(size, 1) && pages < maxListPages; pages++ {
 		next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
 		if err == nil && next == nil {
 			err = errors.New("an error answer")
@@ -273,48 +407,98 @@ func (x *exchange) listPage(res map[string]any) error {
 		if err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
 		}
-		more, _ := next["tasks"].([]any)
-		mine, err := x.keepOwn(more)
-		if err != nil {
-			return err
+		var pr reader
+		items, _ := pr.arr(next, "tasks")
+		cursor, _ = pr.str(next, "nextCursor")
+		_, _, mine, err := x.keepOwn(&pr, items)
+		if err == nil && pr.ambiguous {
+			err = errAmbiguous
 		}
-		kept = append(kept, mine...)
-		cursor, _ = next["nextCursor"].(string)
+		if err != nil {
+			return fmt.Errorf("tasks/list page: %w", err)
+		}
+		for _, t := range mine {
+			b, err := x.sealed(t)
+			if err != nil {
+				return fmt.Errorf("tasks/list page: %w", err)
+			}
+			more = append(more, b)
+		}
 	}
-	if _, listed := res["tasks"]; listed || len(kept) > 0 {
-		res["tasks"] = kept
+	for i := range size {
+		if !kept[i] {
+			list.Drop(i)
+		}
 	}
-	delete(res, "nextCursor")
+	switch {
+	case listed:
+		for _, b := range more {
+			list.AppendRaw(b)
+		}
+	case res.Has("tasks") || len(more) > 0:
+		// Not a list: the caller's page is what the next pages held.
+		res.SetRaw("tasks", append(append([]byte{'['}, bytes.Join(more, []byte{','})...), ']'))
+	}
 	if cursor != "" {
-		res["nextCursor"] = x.seal(kindCursor, cursor)
+		res.SetStr("nextCursor", x.seal(kindCursor, cursor))
+	} else {
+		res.Del("nextCursor")
 	}
 	return nil
 }
 
-// keepOwn returns the caller's tasks of a tasks/list page, learning the
-// statuses of the known ones. A task no answer to its owner's own request
-// named (one a server made of a plain call, one whose answer Warden never
-// read) is nobody's: its owner is never guessed.
-func (x *exchange) keepOwn(list []any) ([]any, error) {
-	facts := make([]owners.Fact, len(list))
-	for i, t := range list {
-		m, _ := t.(map[string]any)
-		id, _ := m["taskId"].(string)
-		st, _ := m["status"].(string)
-		facts[i] = owners.Fact{Key: taskKey(id), Status: st}
+// sealed is an item of a further tasks/list page, the caller's, with the
+// tasks it names sealed; an error when one is not the caller's.
+func (x *exchange) sealed(item *jsonrpc.Object) ([]byte, error) {
+	var r reader
+	places, facts := x.named(&r, item)
+	if r.ambiguous {
+		return nil, errAmbiguous
 	}
 	got, err := x.apply(facts...)
 	if err != nil {
 		return nil, err
 	}
-	kept := make([]any, 0, len(list))
-	for i, t := range list {
+	if _, foreign := x.sealTasks(places, facts, got); foreign {
+		return nil, errors.New("an item names a task that is not the caller's")
+	}
+	return item.AppendTo(nil), nil
+}
+
+// keepOwn reads a tasks/list page (list nil: none), learning the statuses
+// of the known tasks, and returns which items are the caller's (kept[i]),
+// how many, and those items. A task no answer to its owner's own request
+// named (one a server made of a plain call, one whose answer Warden never
+// read) is nobody's: its owner is never guessed.
+func (x *exchange) keepOwn(r *reader, list *jsonrpc.Array) (kept []bool, n int, items []*jsonrpc.Object, err error) {
+	size := 0
+	if list != nil {
+		size = list.Len()
+	}
+	facts := make([]owners.Fact, size)
+	objs := make([]*jsonrpc.Object, size)
+	for i := range size {
+		objs[i], _ = list.Obj(i)
+		id, _ := r.str(objs[i], "taskId")
+		st, _ := r.str(objs[i], "status")
+		facts[i] = owners.Fact{Key: taskKey(id), Status: st}
+	}
+	if r.ambiguous {
+		return nil, 0, nil, errAmbiguous
+	}
+	got, err := x.apply(facts...)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	kept = make([]bool, size)
+	for i := range size {
 		if got[i] != "" && got[i] == x.principal {
-			kept = append(kept, t)
+			kept[i], n = true, n+1
+			items = append(items, objs[i])
 		}
 	}
-	if x.dry && len(kept) < len(list) {
-		x.s.enforcer.Withheld(x.ctx(), "mcp", x.principal, x.call.Method, fmt.Sprintf("tasks/list would have shown %d of %d tasks", len(kept), len(list)))
+	if x.dry && n < size {
+		x.s.enforcer.Withheld(x.ctx(), "mcp", x.principal, x.call.Method, fmt.Sprintf("tasks/list would have shown %d of %d tasks", n, size))
 	}
-	return kept, nil
+	return kept, n, items, nil
 }

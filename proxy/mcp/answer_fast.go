@@ -23,7 +23,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 	}
 	spans, readable := scanStrings(data, "taskId", "status")
-	if !readable {
+	if !readable || repeated(spans) {
 		return nil, false, false
 	}
 	var id, method []byte

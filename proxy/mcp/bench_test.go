@@ -73,6 +73,10 @@ func benchHarness(b *testing.B) (*harness, []benchCall) {
 	return h, []benchCall{
 		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`},
 		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`},
+		// Answers Warden learns from: the tools' taskSupport, the task a
+		// call created (read whole, not scanned).
+		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`},
+		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`},
 	}
 }
 

@@ -1,10 +1,8 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -136,13 +134,13 @@ func (x *exchange) creates() bool {
 // ran the call as that task, so it is the caller's unless another's
 // already. Bare status notifications say no such thing, as a server that
 // broadcasts them would give the caller someone else's task.
-func (x *exchange) related(msg map[string]any) []owners.Fact {
+func (x *exchange) related(r *reader, msg *jsonrpc.Object) []owners.Fact {
 	var facts []owners.Fact
 	for _, k := range []string{"result", "params"} {
-		obj, _ := msg[k].(map[string]any)
-		meta, _ := obj["_meta"].(map[string]any)
-		rel, _ := meta[mcp.RelatedTask].(map[string]any)
-		id, _ := rel["taskId"].(string)
+		obj, _ := r.obj(msg, k)
+		meta, _ := r.obj(obj, "_meta")
+		rel, _ := r.obj(meta, mcp.RelatedTask)
+		id, _ := r.str(rel, "taskId")
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}
@@ -154,39 +152,6 @@ func (x *exchange) related(msg map[string]any) []owners.Fact {
 // learns reports whether the answer to method is read whole (learn).
 func learns(method string) bool {
 	return method == mcp.MethodToolsList || method == mcp.MethodToolsCall || method == mcp.MethodList
-}
-
-func decode(b []byte) (map[string]any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var m map[string]any
-	if err := d.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("not an object")
-	}
-	return m, nil
-}
-
-func encode(m map[string]any) []byte {
-	b, _ := jsonrpc.Encode(m) // decoded JSON always encodes
-	return b
-}
-
-// walk calls fn on every object in v, depth first.
-func walk(v any, fn func(map[string]any)) {
-	switch t := v.(type) {
-	case map[string]any:
-		fn(t)
-		for _, c := range t {
-			walk(c, fn)
-		}
-	case []any:
-		for _, c := range t {
-			walk(c, fn)
-		}
-	}
 }
 
 // idValue decodes a raw JSON-RPC id (numbers kept as their literal).

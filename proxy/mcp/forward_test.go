@@ -11,6 +11,7 @@ import (
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -429,10 +430,10 @@ func TestToolsChangedForgets(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications\/tools\/list_changed"}`,                     // an escaped method
 	} {
 		s := unitServer(t)
-		list := map[string]any{"tools": []any{map[string]any{"name": "a", "execution": map[string]any{"taskSupport": "optional"}}}}
-		s.learnTools(alice, "s1", list, "")
-		s.learnTools(alice, "s2", list, "")
-		s.learnTools(bob, "s1", list, "")
+		list, _ := jsonrpc.ReadObject([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"optional"}}]}`))
+		s.learnTools(&reader{}, alice, "s1", list, "")
+		s.learnTools(&reader{}, alice, "s2", list, "")
+		s.learnTools(&reader{}, bob, "s1", list, "")
 		x := &exchange{s: s, principal: alice, sid: "s1"}
 		if _, keep := x.fromUpstream([]byte(data)); !keep {
 			t.Fatalf("%s dropped", data)

@@ -21,7 +21,8 @@ var ownMembers = [...]string{"id", "result", "error", "method"}
 // scanStrings finds, in one pass and without decoding, every member named
 // one of keys whose value is a string. b must be valid JSON (json.Valid). ok
 // is false when the message cannot be read this way (not an object, an
-// escape in a key or in a wanted value); callers then take the decoding path. It never reads a
+// escape in a key or in a wanted value, a key that folds like a wanted one
+// or is not ASCII); callers then take the reading path. It never reads a
 // string's content as structure, so a "taskId" inside a text is not a member.
 func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 	i := jsonrpc.SkipSpace(b, 0)
@@ -65,6 +66,9 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 			if escaped && bytes.IndexByte(key, '\\') >= 0 {
 				return nil, false // "task\u0049d" is taskId to a decoder
 			}
+			if misspells(key, len(stack) == 1, keys) {
+				return nil, false // "TaskId" is taskId to a reader matching names without case
+			}
 			i = jsonrpc.SkipSpace(b, i+1)
 			if len(stack) == 1 {
 				// The message's own members: where they are, for the id
@@ -90,6 +94,58 @@ func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
 		}
 	}
 	return nil, false
+}
+
+// misspells reports whether a key may be read as one of keys (or, at the
+// top, one of the message's own members) without being it: it folds like
+// one (jsonrpc.Fold), or it is not ASCII (the read path then compares it
+// folded).
+func misspells(key []byte, top bool, keys []string) bool {
+	for _, c := range key {
+		if c >= 0x80 {
+			return true
+		}
+	}
+	for _, k := range keys {
+		if len(key) == len(k) && string(key) != k && jsonrpc.FoldEqual(key, k) {
+			return true
+		}
+	}
+	if top {
+		for _, k := range ownMembers {
+			if len(key) == len(k) && string(key) != k && jsonrpc.FoldEqual(key, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// repeated reports whether two spans are one member of one object given
+// twice: readers take either, the read path refuses it.
+func repeated(spans []span) bool {
+	if len(spans) > 16 {
+		type at struct {
+			key string
+			obj int
+		}
+		seen := make(map[at]bool, len(spans))
+		for _, s := range spans {
+			if seen[at{s.key, s.obj}] {
+				return true
+			}
+			seen[at{s.key, s.obj}] = true
+		}
+		return false
+	}
+	for j := range spans {
+		for k := range j {
+			if spans[k].key == spans[j].key && spans[k].obj == spans[j].obj {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scalarEnd returns the end of a string, number or literal value starting

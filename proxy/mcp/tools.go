@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -45,10 +46,16 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 		if err != nil {
 			return "", fmt.Errorf("tools/list for taskSupport: %w", err)
 		}
-		if v, found := s.learnTools(principal, sid, res, tool); found {
+		var rd reader
+		v, found := s.learnTools(&rd, principal, sid, res, tool)
+		cursor, _ = rd.str(res, "nextCursor")
+		if rd.ambiguous {
+			return "", fmt.Errorf("tools/list for taskSupport: %w", errAmbiguous)
+		}
+		if found {
 			return v, nil
 		}
-		if cursor, _ = res["nextCursor"].(string); cursor == "" {
+		if cursor == "" {
 			return "", errUnlisted
 		}
 	}
@@ -66,24 +73,37 @@ func (s *Server) forgetTools(principal, sid string) {
 }
 
 // learnTools records execution.taskSupport of every listed tool (absent
-// means forbidden) for the principal's session, and returns want's.
-func (s *Server) learnTools(principal, sid string, result map[string]any, want string) (support string, found bool) {
-	tools, _ := result["tools"].([]any)
-	for _, t := range tools {
-		m, _ := t.(map[string]any)
-		name, _ := m["name"].(string)
+// means forbidden) for the principal's session, and returns want's. A list
+// read two ways (r marked: a tool's name or taskSupport given twice)
+// teaches nothing.
+func (s *Server) learnTools(r *reader, principal, sid string, result *jsonrpc.Object, want string) (support string, found bool) {
+	tools, _ := r.arr(result, "tools")
+	if tools == nil {
+		return "", false
+	}
+	type learned struct{ name, support string }
+	seen := make([]learned, 0, tools.Len())
+	for i := range tools.Len() {
+		m, _ := tools.Obj(i)
+		name, _ := r.str(m, "name")
 		if name == "" {
 			continue
 		}
 		v := mcp.SupportForbidden
-		if ex, ok := m["execution"].(map[string]any); ok {
-			if ts, ok := ex["taskSupport"].(string); ok && ts != "" {
+		if ex, ok := r.obj(m, "execution"); ok {
+			if ts, ok := r.str(ex, "taskSupport"); ok && ts != "" {
 				v = ts
 			}
 		}
-		s.tools.Add(toolKey{principal, sid, name}, v)
-		if name == want {
-			support, found = v, true
+		seen = append(seen, learned{name, v})
+	}
+	if r.ambiguous {
+		return "", false
+	}
+	for _, t := range seen {
+		s.tools.Add(toolKey{principal, sid, t.name}, t.support)
+		if t.name == want {
+			support, found = t.support, true
 		}
 	}
 	return support, found

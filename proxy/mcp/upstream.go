@@ -12,13 +12,16 @@ import (
 
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/relay"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
 // call sends Warden's own request (tasks/get for a status, tools/list for
 // taskSupport) upstream with the caller's credentials (none with strip, as
-// forward sends none), session and protocol version, and returns the result.
-func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (map[string]any, error) {
+// forward sends none), session and protocol version, and returns the result,
+// read for its members (nil for an error answer): its names are read
+// through a reader by the caller, which refuses one given twice.
+func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (*jsonrpc.Object, error) {
 	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
 	}
@@ -48,11 +51,15 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return nil, fmt.Errorf("%s upstream: %w", method, err)
 	}
 	defer resp.Body.Close()
-	var found map[string]any
+	var found *jsonrpc.Object
 	pick := func(data []byte) ([]byte, bool) {
-		var m map[string]any
-		if json.Unmarshal(data, &m) == nil && m["id"] == id {
-			found = m
+		// The answer to Warden's request: the message whose id is id, read
+		// one way only.
+		m, _ := jsonrpc.ReadObject(data)
+		if m != nil && oneWay(m) {
+			if v, _ := m.Str("id"); v == id {
+				found, _ = jsonrpc.ReadObject(bytes.Clone(data)) // data may be the reader's buffer
+			}
 		}
 		return data, true
 	}
@@ -70,7 +77,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		}
 		return nil, fmt.Errorf("%s upstream (HTTP %d): %w", method, resp.StatusCode, err)
 	}
-	res, _ := found["result"].(map[string]any)
+	res, _ := found.Obj("result")
 	return res, nil // a JSON-RPC error gives a nil result
 }
 
@@ -94,7 +101,11 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, si
 		return tasks.View{}, err
 	}
 	var v tasks.View
-	v.Status, _ = res["status"].(string)
-	v.Updated, _ = res["lastUpdatedAt"].(string)
+	var rd reader
+	v.Status, _ = rd.str(res, "status")
+	v.Updated, _ = rd.str(res, "lastUpdatedAt")
+	if rd.ambiguous {
+		return tasks.View{}, fmt.Errorf("tasks/get upstream: %w", errAmbiguous)
+	}
 	return v, nil
 }
