@@ -230,3 +230,39 @@ func ambiguousCase(t *testing.T, req, data string, want bool, path answerPath) {
 		t.Errorf("an upstream ID passed: %s", got.out)
 	}
 }
+
+// BenchmarkAnswer reads one answer Warden learns from, as fromUpstream
+// does, against the decoding path it replaced: a tools/list page (the
+// tools' taskSupport) and a task-creating tools/call's answer (whose task
+// it is), in the shape the MCP TypeScript SDK answers.
+func BenchmarkAnswer(b *testing.B) {
+	for _, bc := range []struct{ name, req, data string }{
+		{"tools-list", answerRequests[2], `{"result":{"tools":[{"name":"fast","description":"answers at once","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]},"execution":{"taskSupport":"optional"}},{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"echo","inputSchema":{"type":"object"}}]},"jsonrpc":"2.0","id":1}`},
+		{"tools-call-task", answerRequests[1], `{"result":{"task":{"taskId":"t-a","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000,"pollInterval":1000}},"jsonrpc":"2.0","id":1}`},
+	} {
+		for _, path := range []string{"decoded", "read"} {
+			b.Run(bc.name+"/"+path, func(b *testing.B) {
+				s := unitServer(b)
+				taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
+				c, err := mcp.Parse([]byte(bc.req))
+				if err != nil {
+					b.Fatal(err)
+				}
+				x := &exchange{s: s, principal: alice, call: c}
+				data := []byte(bc.data)
+				b.ReportAllocs()
+				for b.Loop() {
+					var keep bool
+					if path == "decoded" {
+						_, keep = x.fromUpstreamDecoded(data)
+					} else {
+						_, keep = x.fromUpstreamRead(data)
+					}
+					if !keep {
+						b.Fatal("dropped")
+					}
+				}
+			})
+		}
+	}
+}

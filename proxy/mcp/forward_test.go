@@ -41,7 +41,7 @@ func TestWalk(t *testing.T) {
 }
 
 // unitServer is a Server whose upstream is never called.
-func unitServer(t *testing.T) *Server {
+func unitServer(t testing.TB) *Server {
 	t.Helper()
 	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/mcp"}}, newEnforcer(t), testKey, nil, nil)
 	if err != nil {
