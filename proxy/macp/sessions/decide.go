@@ -43,7 +43,8 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 	if !v.OK() {
 		return x.e.Finish(snap, d, v), nil
 	}
-	for attempt := 1; ; attempt++ {
+	var lost contention
+	for {
 		en, out, base, err := x.applyRules(ctx, req, d.ID, principal.ID, now)
 		if err != nil {
 			return proxy.Decision{}, err
@@ -59,12 +60,9 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 		case err != nil:
 			x.release(en)
 			return proxy.Decision{}, fmt.Errorf("share session %s: %w", d.SessionID, err)
-		case !ok && attempt == maxCommitAttempts:
-			x.release(en)
-			return proxy.Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, ErrSessionContention)
 		case !ok:
 			x.release(en) // another replica changed the session: decide on its state
-			if err := conflictBackoff(ctx, attempt); err != nil {
+			if err := lost.lost(ctx, contentionBudget); err != nil {
 				return proxy.Decision{}, fmt.Errorf("commit session %s: %w", d.SessionID, err)
 			}
 			continue

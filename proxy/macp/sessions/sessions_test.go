@@ -212,10 +212,12 @@ func TestSharedSessionFaults(t *testing.T) {
 	msgs := taskTranscript(t, sid)
 	decideAll(t, rs, msgs[:3])
 
-	// Another replica always commits first: bounded retries, then an error.
+	// Another replica always commits first: retries for contentionBudget,
+	// then an error.
 	store.beforeCommit = func() { store.mu.Lock(); store.versions[sid] += "x"; store.mu.Unlock() }
-	if _, err := rs[0].Enforce(context.Background(), req(msgs[3])); !errors.Is(err, ErrSessionContention) || store.conflicts != maxCommitAttempts {
-		t.Fatalf("endless contention: %v after %d conflicts", err, store.conflicts)
+	began := time.Now()
+	if _, err := rs[0].Enforce(context.Background(), req(msgs[3])); !errors.Is(err, ErrSessionContention) || time.Since(began) < contentionBudget {
+		t.Fatalf("endless contention: %v after %d conflicts in %v", err, store.conflicts, time.Since(began))
 	}
 	store.beforeCommit = nil
 
@@ -254,34 +256,80 @@ func TestSharedSessionRoundTrips(t *testing.T) {
 	}
 }
 
-// TestConflictBackoff: the first retry after a lost race does not wait (the
-// winner's state is current); later ones wait, and give up when the request
-// ends.
-func TestConflictBackoff(t *testing.T) {
+// TestSharedSessionLongContention: another replica commits the session
+// first at each of a decision's first 40 attempts (the other replica's queue
+// of the session's messages, as with many in flight on it), then stops:
+// the allowed TaskUpdate is allowed, not refused for contention (8 attempts
+// refused it), and commits once.
+func TestSharedSessionLongContention(t *testing.T) {
+	store := newMemSessions()
+	rs := macpReplicas(t, 2, store, nil)
+	sid := sessionID(55)
+	msgs := taskTranscript(t, sid)
+	decideAll(t, rs, msgs[:3])
+	const losses = 40
+	n := 0
+	store.beforeCommit = func() {
+		if n++; n <= losses {
+			store.mu.Lock()
+			store.versions[sid] += "x"
+			store.mu.Unlock()
+		}
+	}
+	commits := store.commits
+	d, err := rs[0].Enforce(context.Background(), req(msgs[3]))
+	if err != nil || !d.Allow {
+		t.Fatalf("after %d lost compare-and-sets: %v %+v", store.conflicts, err, d)
+	}
+	d.Settle(d.Allow)
+	if store.conflicts != losses || store.commits != commits+losses+1 {
+		t.Fatalf("%d conflicts and %d commits: want %d losses, then one commit", store.conflicts, store.commits-commits, losses)
+	}
+}
+
+// TestContentionLost: the first retry after a lost race does not wait (the
+// winner's state is current); later ones wait, a random time up to the cap;
+// the decision gives up with ErrSessionContention once it has lost for the
+// budget, and with ctx's error when the request ends.
+func TestContentionLost(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, tc := range []struct {
-		attempt int
+		name    string
+		ctx     context.Context
+		budget  time.Duration
+		losses  int
 		want    error
+		longest time.Duration
 	}{
-		{1, nil},
-		{2, context.Canceled},
-		{maxCommitAttempts - 1, context.Canceled},
+		{"first loss, ended request", ended, time.Hour, 1, nil, conflictCap},
+		{"second loss, ended request", ended, time.Hour, 2, context.Canceled, conflictCap},
+		{"many losses, live request", context.Background(), time.Hour, 30, nil, 30 * conflictCap},
+		{"budget spent", context.Background(), 0, 2, ErrSessionContention, conflictCap},
 	} {
-		// A random wait of zero may still win the race with ctx.Done;
-		// a canceled context must win within a few tries.
-		var err error
-		for range 64 {
-			if err = conflictBackoff(ended, tc.attempt); err != nil {
-				break
+		t.Run(tc.name, func(t *testing.T) {
+			// A random wait of zero may still win the race with ctx.Done;
+			// a canceled context must win within a few tries.
+			var err error
+			for range 64 {
+				var c contention
+				began := time.Now()
+				for range tc.losses {
+					if err = c.lost(tc.ctx, tc.budget); err != nil {
+						break
+					}
+				}
+				if d := time.Since(began); d > tc.longest+50*time.Millisecond {
+					t.Fatalf("%d losses waited %v, want at most %v", tc.losses, d, tc.longest)
+				}
+				if err != nil || tc.want == nil {
+					break
+				}
 			}
-		}
-		if !errors.Is(err, tc.want) {
-			t.Errorf("attempt %d on an ended request: %v, want %v", tc.attempt, err, tc.want)
-		}
-	}
-	if err := conflictBackoff(context.Background(), 3); err != nil {
-		t.Errorf("attempt 3 on a live request: %v", err)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("%v, want %v", err, tc.want)
+			}
+		})
 	}
 }
 
