@@ -191,3 +191,35 @@ func TestClosedIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleJitter: a jittered schedule keeps the rate and the count,
+// keeps each arrival in its own period and in order, is the same for the
+// same Jitter, and is not evenly spaced: its arrivals fall at every phase of
+// a period (a tick), where evenly spaced ones keep one.
+func TestScheduleJitter(t *testing.T) {
+	even, jit := Schedule{Rate: 500}, Schedule{Rate: 500, Jitter: 12345}
+	period := time.Second / 500
+	if even.Count(time.Second) != jit.Count(time.Second) {
+		t.Fatalf("count %d, want %d", jit.Count(time.Second), even.Count(time.Second))
+	}
+	const tick = 4 * time.Millisecond // the kernel's tick at 250 Hz
+	phases := map[time.Duration]bool{}
+	evenPhases := map[time.Duration]bool{}
+	for i := range 1000 {
+		at := jit.At(i)
+		if at < even.At(i) || at > even.At(i)+period {
+			t.Fatalf("arrival %d at %v, outside its period [%v, %v]", i, at, even.At(i), even.At(i)+period)
+		}
+		if i > 0 && at < jit.At(i-1) {
+			t.Fatalf("arrival %d at %v before arrival %d at %v", i, at, i-1, jit.At(i-1))
+		}
+		if at != (Schedule{Rate: 500, Jitter: 12345}).At(i) {
+			t.Fatalf("arrival %d differs for the same Jitter", i)
+		}
+		phases[at%tick/(tick/8)] = true
+		evenPhases[even.At(i)%tick/(tick/8)] = true
+	}
+	if len(phases) != 8 || len(evenPhases) != 2 {
+		t.Errorf("arrivals fall in %d of 8 eighths of a tick (evenly spaced: %d), want 8 (2)", len(phases), len(evenPhases))
+	}
+}

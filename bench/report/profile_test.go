@@ -189,3 +189,40 @@ func TestShortName(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSampling: a profile that saw less than half the CPU measured
+// over its run is flagged, in the record (undersampled) and in its
+// description, instead of being summarized as if it were representative.
+func TestCheckSampling(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		sampled, measured float64
+		err               string
+		want              bool
+	}{
+		{"2026-11-27's MCP tasks/get", 0.01, 0.16, "", true},
+		{"just under half", 0.079, 0.16, "", true},
+		{"half", 0.08, 0.16, "", false},
+		{"sampled as measured", 0.20, 0.20, "", false},
+		{"no measurement", 0.01, 0, "", false},
+		{"no profile", 0, 0.16, "HTTP 500", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Profile{Group: "g", Side: Warden, Load: "500 req/s", Seconds: 10, SampledCores: tc.sampled, MeasuredCores: tc.measured, Throughput: 500, Error: tc.err}
+			p.CheckSampling()
+			if p.Undersampled != tc.want {
+				t.Fatalf("undersampled %v, want %v", p.Undersampled, tc.want)
+			}
+			if got := strings.Contains(p.describe(), "UNDERSAMPLED"); got != tc.want {
+				t.Errorf("description %q: flagged %v, want %v", p.describe(), got, tc.want)
+			}
+			b, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(b), `"undersampled":true`); got != tc.want {
+				t.Errorf("record %s: flagged %v, want %v", b, got, tc.want)
+			}
+		})
+	}
+}

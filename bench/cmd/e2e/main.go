@@ -161,7 +161,7 @@ func run() error {
 		if err := os.MkdirAll(b.profiles, 0o755); err != nil {
 			return err
 		}
-		rec.Timing.Profile = fmt.Sprintf("in a run of its own after %s warm-up, as long as %d samples take (3-%d s)", b.timing.warmup, profileSamples, secs)
+		rec.Timing.Profile = fmt.Sprintf("in a run of its own after %s warm-up, as long as %d samples take (3-%d s), its arrivals jittered within their periods (evenly spaced ones keep a phase to the kernel tick that hides the hop from the profiler)", b.timing.warmup, profileSamples, secs)
 	}
 	if *micro != "" {
 		figs, medians, err := readMicro(*micro)

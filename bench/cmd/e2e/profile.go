@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,7 +36,9 @@ func (c comparison) profileRun(ctx context.Context, rate float64, unit string, l
 	var n int
 	var run func(load.Func) *load.Result
 	if rate > 0 {
-		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: measure}
+		// arrivals jittered: evenly spaced ones keep a phase to the kernel's
+		// tick that hides the hop from the profiler (load.Open.Jitter)
+		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: measure, Jitter: rand.Uint64() | 1}
 		n, p.Load = open.Count(), fmt.Sprintf("%.0f %s", rate, unit)
 		run = func(do load.Func) *load.Result { return open.Run(ctx, do) }
 	} else {
@@ -75,6 +78,7 @@ func (c comparison) profileRun(ctx context.Context, rate float64, unit string, l
 	}
 	sum.Group, sum.Side, sum.Load, sum.File = p.Group, p.Side, p.Load, p.File
 	sum.MeasuredCores, sum.Throughput, sum.Failed, sum.FirstError = p.MeasuredCores, p.Throughput, p.Failed, p.FirstError
+	sum.CheckSampling()
 	return sum, nil
 }
 
