@@ -52,10 +52,14 @@ const contentionBudget = 500 * time.Millisecond
 
 // conflictStep and conflictCap scale the random wait of a decision taken
 // again after a lost compare-and-set: full jitter, doubling from
-// conflictStep, at most conflictCap.
+// conflictStep, at most conflictCap. The cap is short: a loss is never a
+// livelock (someone committed), and while the winning replica works through
+// its queue of the session's messages, each microsecond the loser waits is
+// a head start for the winner's next commit; the wait only spreads the
+// retries of several losers.
 const (
-	conflictStep = 50 * time.Microsecond
-	conflictCap  = 2 * time.Millisecond
+	conflictStep = 25 * time.Microsecond
+	conflictCap  = 200 * time.Microsecond
 )
 
 // contention is a decision's record of the compare-and-sets it lost.
