@@ -319,8 +319,12 @@ const undersampledBelow = 0.5
 
 // CheckSampling sets Undersampled when the profile saw less than
 // undersampledBelow of the CPU measured over its run.
-func (p *Profile) CheckSampling() {
-	p.Undersampled = p.Error == "" && p.MeasuredCores > 0 && p.SampledCores < undersampledBelow*p.MeasuredCores
+func (p *Profile) CheckSampling() { p.Undersampled = p.undersampled() }
+
+// undersampled is CheckSampling's test; a record written before the flag
+// existed is flagged when rendered again.
+func (p Profile) undersampled() bool {
+	return p.Error == "" && p.MeasuredCores > 0 && p.SampledCores < undersampledBelow*p.MeasuredCores
 }
 
 // describe says what the profile is: its load, length and samples.
@@ -339,7 +343,7 @@ func (p Profile) describe() string {
 			d += fmt.Sprintf(" (%s per 1,000/s)", Format(100*p.MeasuredCores/(p.Throughput/1000), "% core"))
 		}
 	}
-	if p.Undersampled {
+	if p.Undersampled || p.undersampled() {
 		d += fmt.Sprintf("; UNDERSAMPLED: the profile saw %.0f%% of the CPU measured, its shares may be biased", 100*p.SampledCores/p.MeasuredCores)
 	}
 	return d
