@@ -56,40 +56,74 @@ func Known(m proto.Message) error {
 
 // known reports whether m holds nothing outside its schema, at any depth,
 // and if not where, below m (".field[key]..."): the path is written only
-// for a message refused, on the way back up.
+// for a message refused, on the way back up. It walks m's descriptor's
+// message fields rather than Range, whose callback escapes and so costs
+// allocations on every message decided; a message that may carry
+// extensions is walked with Range (it ranges over them too).
 func known(m protoreflect.Message) (where string, ok bool) {
 	if len(m.GetUnknown()) > 0 {
 		return "", false
 	}
+	md := m.Descriptor()
+	if md.ExtensionRanges().Len() > 0 {
+		return knownRange(m)
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if !holdsMessages(fd) || !m.Has(fd) {
+			continue
+		}
+		if where, ok := knownField(fd, m.Get(fd)); !ok {
+			return where, false
+		}
+	}
+	return "", true
+}
+
+// holdsMessages reports whether a field's values are, or hold, messages.
+func holdsMessages(fd protoreflect.FieldDescriptor) bool {
+	if fd.IsMap() {
+		return fd.MapValue().Message() != nil
+	}
+	return fd.Message() != nil
+}
+
+// knownRange is known over m's populated fields, extensions included.
+func knownRange(m protoreflect.Message) (where string, ok bool) {
 	ok = true
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-			if fd.MapValue().Message() == nil {
-				return true
-			}
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				if w, good := known(mv.Message()); !good {
-					where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
-				}
-				return ok
-			})
-		case fd.IsList():
-			if fd.Message() == nil {
-				return true
-			}
-			l := v.List()
-			for i := 0; i < l.Len() && ok; i++ {
-				if w, good := known(l.Get(i).Message()); !good {
-					where, ok = fmt.Sprintf(".%s[%d]%s", fd.Name(), i, w), false
-				}
-			}
-		case fd.Message() != nil:
-			if w, good := known(v.Message()); !good {
-				where, ok = "."+string(fd.Name())+w, false
-			}
+		if holdsMessages(fd) {
+			where, ok = knownField(fd, v)
 		}
 		return ok
 	})
 	return where, ok
+}
+
+// knownField is known over the messages of field fd's value v.
+func knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where string, ok bool) {
+	switch {
+	case fd.IsMap():
+		ok = true
+		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+			if w, good := known(mv.Message()); !good {
+				where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
+			}
+			return ok
+		})
+		return where, ok
+	case fd.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			if w, good := known(l.Get(i).Message()); !good {
+				return fmt.Sprintf(".%s[%d]%s", fd.Name(), i, w), false
+			}
+		}
+		return "", true
+	}
+	if w, good := known(v.Message()); !good {
+		return "." + string(fd.Name()) + w, false
+	}
+	return "", true
 }
