@@ -195,11 +195,11 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	if early != nil {
 		return nil, early
 	}
-	md := incomingMD(header)
+	md := g.md
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: headerValue(header, ":path"), Get: md.Get, Chain: verifiedChain(cs), Client: client})
+	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCall(status.Error(a.Refusal.Status, "")))
 		resp := refusalAnswer(g.ct, *a.Refusal)
@@ -271,7 +271,7 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		}
 		defer done()
 	}
-	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"),
+	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
 		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
 	_, own, err := s.unary(ctx, f.upctx, adm.a, msg, f.call)
 	return f.answer(ct, own, err)
@@ -305,15 +305,15 @@ type relayForward struct {
 	req   *frames.Request
 	name  string // the call's span name
 	upctx context.Context
+	up    metadata.MD // upctx's metadata (upstreamContext edits it in place)
 	resp  frames.Response
 	err   error // the runtime's answer, when it is a failure
 }
 
 func (f *relayForward) call() ([]byte, error) {
 	s := f.s
-	up, _ := metadata.FromOutgoingContext(f.upctx)
 	fctx, endCall := s.clientSpan(f.ctx, f.name)
-	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(f.req.Header, s.cfg.Upstream, up, fctx))
+	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(f.req.Header, s.cfg.Upstream, f.up, fctx))
 	endCall()
 	if err != nil {
 		var wire error
@@ -398,18 +398,6 @@ func headerValue(h []hpack.HeaderField, name string) string {
 		}
 	}
 	return ""
-}
-
-// incomingMD is a request's metadata as grpc-go gives it to a handler: its
-// regular header fields by name.
-func incomingMD(header []hpack.HeaderField) metadata.MD {
-	md := metadata.MD{}
-	for _, f := range header {
-		if len(f.Name) > 0 && f.Name[0] != ':' {
-			md[f.Name] = append(md[f.Name], f.Value)
-		}
-	}
-	return md
 }
 
 // forwardHeader is the header list the runtime receives for a decided

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/agentwarden/warden/proxy/frames"
@@ -39,6 +40,11 @@ type grpcRequest struct {
 	// compressor, as grpc-go finds it (encoding.GetCompressor); nil for
 	// identity.
 	comp encoding.Compressor
+	// path is the request's :path.
+	path string
+	// md is the request's metadata as grpc-go gives it to a handler: its
+	// regular header fields by name, in order.
+	md metadata.MD
 }
 
 // grpcHeader reads a request's header list as grpc-go's server does before
@@ -50,6 +56,8 @@ type grpcRequest struct {
 // already past. The order is grpc-go's (google.golang.org/grpc
 // internal/transport http2Server.operateHeaders, then Server.handleStream
 // and processRPC), so that the first failure found is grpc-go's answer.
+// The same walk of the header list collects the request's path and
+// metadata.
 func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 	var (
 		r                      grpcRequest
@@ -59,7 +67,19 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 		authorities, hosts     int
 		headerErr              *status.Status
 	)
+	// every value shares one array: a field repeated gets its own (its
+	// slice's capacity ends at its first value)
+	r.md = make(metadata.MD, len(header))
+	vals := make([]string, 0, len(header))
 	for _, f := range header {
+		if len(f.Name) > 0 && f.Name[0] != ':' {
+			if old, ok := r.md[f.Name]; ok {
+				r.md[f.Name] = append(old, f.Value)
+			} else {
+				vals = append(vals, f.Value)
+				r.md[f.Name] = vals[len(vals)-1 : len(vals) : len(vals)]
+			}
+		}
 		switch f.Name {
 		case "content-type":
 			st, ok := contentSubtype(f.Value)
@@ -116,6 +136,7 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 	case r.hasTimeout && r.timeout <= 0:
 		return abort(200, status.New(codes.DeadlineExceeded, "context deadline exceeded"))
 	}
+	r.path = path
 	if sm, ok := strings.CutPrefix(path, "/"); !ok || !strings.Contains(sm, "/") {
 		return abort(200, status.Newf(codes.Unimplemented, "malformed method name: %q", path))
 	}
