@@ -173,11 +173,11 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		case "method":
 			return appendStr(key, in.Principal.Method)
 		case "scopes":
-			return appendJSON(key, in.Principal.Scopes)
+			return appendValue(key, in.Principal.Scopes)
 		}
 		key = appendStr(key, in.Principal.ID)
 		key = appendStr(key, in.Principal.Method)
-		return appendJSON(key, in.Principal.Scopes)
+		return appendValue(key, in.Principal.Scopes)
 	case "message":
 		m := &in.Message
 		switch sub {
@@ -215,9 +215,9 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 			if !ok {
 				return append(key, '-')
 			}
-			return appendJSON(key, v)
+			return appendValue(key, v)
 		}
-		return appendJSON(key, in.Facts)
+		return appendValue(key, in.Facts)
 	case "governance":
 		if in.Governance == nil {
 			return append(key, '-')
@@ -236,10 +236,10 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		case "uri":
 			return appendStr(key, m.URI)
 		case "arguments":
-			return appendJSON(key, m.Arguments)
+			return appendValue(key, m.Arguments)
 		}
 		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
-		return appendJSON(key, m.Arguments)
+		return appendValue(key, m.Arguments)
 	case "a2a":
 		a := in.A2A
 		if a == nil {
@@ -251,10 +251,10 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		case "parts":
 			return appendStrs(key, a.Parts)
 		case "metadata":
-			return appendJSON(key, a.Metadata)
+			return appendValue(key, a.Metadata)
 		}
 		key = appendStrs(appendStr(key, a.Skill), a.Parts)
-		return appendJSON(key, a.Metadata)
+		return appendValue(key, a.Metadata)
 	case "macp":
 		m := in.MACP
 		if m == nil {
@@ -262,12 +262,12 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		}
 		switch sub {
 		case "payload":
-			return appendJSON(key, m.payload())
+			return appendValue(key, m.payload())
 		case "timestamp_unix_ms":
 			return appendStr(key, strconv.FormatInt(m.TimestampUnixMs, 10))
 		}
 		key = appendStr(key, strconv.FormatInt(m.TimestampUnixMs, 10))
-		return appendJSON(key, m.payload())
+		return appendValue(key, m.payload())
 	case "time":
 		b, _ := in.timeNs().(json.Number)
 		return appendStr(key, string(b))
@@ -292,6 +292,69 @@ func appendStr(key []byte, s string) []byte {
 	key = strconv.AppendInt(key, int64(len(s)), 10)
 	key = append(key, ':')
 	return append(key, s...)
+}
+
+// appendValue appends an encoding of v, a value of the policy's document
+// (parsed JSON, the scopes of a credential, the facts and payload the
+// rules read), that two values share only when the policy sees them alike:
+// each kind has its own tag, strings and lists their length, maps their
+// entries sorted by key, so no two values of different kinds, lengths or
+// contents give the same bytes. The kinds JSON holds are encoded without
+// encoding/json (which allocated on every decision) and strings as their
+// bytes (encoding/json writes every invalid UTF-8 sequence as U+FFFD, so
+// two strings the policy tells apart shared a key); any other type is
+// encoded with encoding/json, under a tag of its own. A nil map or list is
+// null, as in the document.
+func appendValue(key []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(key, 'n')
+	case bool:
+		if v {
+			return append(key, 't')
+		}
+		return append(key, 'f')
+	case string:
+		return appendStr(append(key, 's'), v)
+	case json.Number:
+		return appendStr(append(key, 'N'), string(v))
+	case float64:
+		return strconv.AppendFloat(append(key, 'F'), v, 'g', -1, 64)
+	case int:
+		return strconv.AppendInt(append(key, 'I'), int64(v), 10)
+	case int64:
+		return strconv.AppendInt(append(key, 'I'), v, 10)
+	case []string:
+		if v == nil {
+			return append(key, 'n')
+		}
+		return appendStrs(append(key, 'L'), v)
+	case []any:
+		if v == nil {
+			return append(key, 'n')
+		}
+		key = strconv.AppendInt(append(key, 'l'), int64(len(v)), 10)
+		for _, e := range v {
+			key = appendValue(append(key, ','), e)
+		}
+		return key
+	case map[string]any:
+		if v == nil {
+			return append(key, 'n')
+		}
+		var arr [16]string
+		names := arr[:0]
+		for k := range v {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		key = strconv.AppendInt(append(key, 'm'), int64(len(v)), 10)
+		for _, k := range names {
+			key = appendValue(appendStr(append(key, ','), k), v[k])
+		}
+		return key
+	}
+	return appendJSON(append(key, 'j'), v)
 }
 
 // appendJSON appends a canonical encoding: encoding/json sorts map keys.

@@ -201,3 +201,61 @@ func mutate(t *testing.T, v reflect.Value, path string) {
 func splitPath(p string) []string {
 	return strings.Split(strings.TrimPrefix(p, "."), ".")
 }
+
+// TestMemoKeyValues: values of the policy's document that the policy sees
+// differently never share a memo key, read whole (input.principal.scopes,
+// input.facts) or one member (input.facts.<name>); values it sees alike
+// (the same map built in another order) share one. The invalid UTF-8 rows
+// fail on a key written with encoding/json, which writes every invalid
+// sequence as U+FFFD: a scope or fact the policy tells apart got the
+// decision memoized for the other.
+func TestMemoKeyValues(t *testing.T) {
+	ordered := map[string]any{}
+	for _, k := range []string{"c", "a", "b"} {
+		ordered[k] = k
+	}
+	cases := []struct {
+		name string
+		a, b any
+		same bool
+	}{
+		{"invalid UTF-8", "\xff", "\xfe", false},
+		{"invalid UTF-8 in a list", []any{"ops\xff"}, []any{"ops\xfe"}, false},
+		{"invalid UTF-8 map key", map[string]any{"\xff": true}, map[string]any{"\xfe": true}, false},
+		{"a string and a number", "1", json.Number("1"), false},
+		{"a string and a bool", "true", true, false},
+		{"true and false", true, false, false},
+		{"null and an empty map", map[string]any(nil), map[string]any{}, false},
+		{"null and an empty list", []any(nil), []any{}, false},
+		{"an empty string and null", "", nil, false},
+		{"list boundaries", []any{"a", "b"}, []any{"ab"}, false},
+		{"list boundaries of strings", []string{"a,b"}, []string{"a", "b"}, false},
+		{"map boundaries", map[string]any{"a": "b"}, map[string]any{"ab": ""}, false},
+		{"a member more", map[string]any{"a": 1}, map[string]any{"a": 1, "b": 1}, false},
+		{"nested", map[string]any{"m": map[string]any{"x": []any{1.5}}}, map[string]any{"m": map[string]any{"x": []any{2.5}}}, false},
+		{"numbers", json.Number("10"), json.Number("1"), false},
+		{"floats", 0.1, 0.10000000000000002, false},
+		{"ints", 7, 8, false},
+		{"another type, by encoding/json", []int{1}, []int{2}, false},
+		{"the same map in another order", ordered, map[string]any{"a": "a", "b": "b", "c": "c"}, true},
+		{"the same list", []any{"x", json.Number("2")}, []any{"x", json.Number("2")}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range [][]string{{"principal", "scopes"}, {"facts"}, {"facts", "f"}} {
+				key := func(v any) string {
+					in := Input{Protocol: "macp", Principal: Principal{ID: "alice"}, Facts: map[string]any{"f": v}}
+					if m, ok := v.(map[string]any); ok {
+						in.Principal.Scopes = m
+					} else {
+						in.Principal.Scopes = map[string]any{"s": v}
+					}
+					return string(in.appendKey(nil, path))
+				}
+				if got := key(c.a) == key(c.b); got != c.same {
+					t.Errorf("%v: %#v and %#v share a key: %v, want %v", path, c.a, c.b, got, c.same)
+				}
+			}
+		})
+	}
+}
