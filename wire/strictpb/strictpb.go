@@ -105,14 +105,7 @@ func knownRange(m protoreflect.Message) (where string, ok bool) {
 func knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where string, ok bool) {
 	switch {
 	case fd.IsMap():
-		ok = true
-		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-			if w, good := known(mv.Message()); !good {
-				where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
-			}
-			return ok
-		})
-		return where, ok
+		return knownMap(fd, v.Map())
 	case fd.IsList():
 		l := v.List()
 		for i := range l.Len() {
@@ -126,4 +119,17 @@ func knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where st
 		return "." + string(fd.Name()) + w, false
 	}
 	return "", true
+}
+
+// knownMap is known over the message values of map field fd (its results,
+// which its callback sets, live on the heap: knownField's do not).
+func knownMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (where string, ok bool) {
+	ok = true
+	m.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+		if w, good := known(mv.Message()); !good {
+			where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
+		}
+		return ok
+	})
+	return where, ok
 }
