@@ -201,7 +201,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	client := addrString(frames.Peer(ctx))
 	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
-		f.End(failedCall(status.Error(a.Refusal.Status, "")))
+		f.End(failedCode(a.Refusal.Status))
 		resp := refusalAnswer(g.ct, *a.Refusal)
 		return nil, &resp
 	}
@@ -493,12 +493,12 @@ func (s *Server) clientSpan(ctx context.Context, name string) (context.Context, 
 }
 
 // answerFailed reports whether the relay's answer is an error of Warden's
-// or the runtime's (failedCall of its grpc-status).
+// or the runtime's (failedCode of its grpc-status).
 func answerFailed(resp frames.Response) bool {
 	st := resp.Trailer
 	if st == nil {
 		st = resp.Header
 	}
 	n, err := strconv.ParseUint(headerValue(st, "grpc-status"), 10, 32)
-	return err == nil && failedCall(status.Error(codes.Code(n), ""))
+	return err == nil && failedCode(codes.Code(n))
 }

@@ -69,8 +69,14 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 	)
 	// every value shares one array: a field repeated gets its own (its
 	// slice's capacity ends at its first value)
-	r.md = make(metadata.MD, len(header))
-	vals := make([]string, 0, len(header))
+	n := 0
+	for _, f := range header {
+		if len(f.Name) > 0 && f.Name[0] != ':' {
+			n++
+		}
+	}
+	r.md = make(metadata.MD, n)
+	vals := make([]string, 0, n)
 	for _, f := range header {
 		if len(f.Name) > 0 && f.Name[0] != ':' {
 			if old, ok := r.md[f.Name]; ok {

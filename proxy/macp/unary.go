@@ -135,9 +135,8 @@ func (s *Server) undecided(ctx context.Context, err error) error {
 // rebuilt on its next message (sessions.Decider.SettleForget). A call that
 // never reached the runtime leaves the state as it was.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
-	var nr notReached
 	switch {
-	case errors.Is(err, errUpstreamFull), errors.As(err, &nr):
+	case err != nil && (errors.Is(err, errUpstreamFull) || errors.As(err, new(notReached))):
 		d.Settle(false)
 	case err != nil,
 		a.ok && d.Duplicate && !a.duplicate,
