@@ -180,8 +180,21 @@ func decodeTimeout(s string) (time.Duration, error) {
 	if size > 9 {
 		return 0, fmt.Errorf("transport: timeout string is too long: %q", s)
 	}
-	unit, ok := map[byte]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second, 'm': time.Millisecond, 'u': time.Microsecond, 'n': time.Nanosecond}[s[size-1]]
-	if !ok {
+	var unit time.Duration
+	switch s[size-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
 		return 0, fmt.Errorf("transport: timeout unit is not recognized: %q", s)
 	}
 	t, err := strconv.ParseUint(s[:size-1], 10, 64)
