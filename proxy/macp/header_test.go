@@ -3,6 +3,7 @@ package macp
 import (
 	"context"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -101,5 +102,23 @@ func BenchmarkGRPCHeader(b *testing.B) {
 		if _, early := grpcHeader(h); early != nil {
 			b.Fatal(early)
 		}
+	}
+}
+
+// TestGRPCHeaderMetadata: the metadata grpcHeader collects is grpc-go's
+// for the same header list: every regular field by name, repeated ones in
+// order, no pseudo-header; a repeated field's second value does not
+// overwrite the value of the field after its first (they share one array).
+func TestGRPCHeaderMetadata(t *testing.T) {
+	h := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":path", Value: "/macp.v1.MACPRuntimeService/Send"},
+		{Name: ":authority", Value: "a"}, {Name: "content-type", Value: "application/grpc"},
+		{Name: "x-a", Value: "1"}, {Name: "x-b", Value: "2"}, {Name: "x-a", Value: "3"}, {Name: "x-c", Value: "4"}, {Name: "x-a", Value: "5"}}
+	g, early := grpcHeader(h)
+	if early != nil {
+		t.Fatal(early)
+	}
+	want := metadata.MD{"content-type": {"application/grpc"}, "x-a": {"1", "3", "5"}, "x-b": {"2"}, "x-c": {"4"}}
+	if !reflect.DeepEqual(g.md, want) || g.path != "/macp.v1.MACPRuntimeService/Send" {
+		t.Fatalf("md %v path %q, want %v", g.md, g.path, want)
 	}
 }
