@@ -313,7 +313,7 @@ func relayable(header metadata.MD) bool {
 // is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
 	ctx, f := s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, nil)
-	defer func() { f.End(failedCall(err)) }()
+	defer func() { f.End(failedCode(status.Code(err))) }()
 	a, md := s.admit(ctx, methodSend)
 	if a.Refusal != nil {
 		bodyArrived(ctx)
@@ -345,6 +345,6 @@ func (s flightStream) Context() context.Context { return s.ctx }
 func (s *Server) inFlight(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	ctx, f := s.enf.Begin(ss.Context(), admission.Requests(), proxy.DoorSidecar, nil)
 	err := h(srv, flightStream{ServerStream: ss, ctx: ctx})
-	f.End(failedCall(err))
+	f.End(failedCode(status.Code(err)))
 	return err
 }
