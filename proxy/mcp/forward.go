@@ -27,6 +27,16 @@ func (s *Server) target(r *http.Request) string {
 	return u.String()
 }
 
+// newRequest is http.NewRequestWithContext to target(r), without printing
+// and parsing the URL again when the upstream names its endpoint and r has
+// no query (the URL is then always the same).
+func (s *Server) newRequest(ctx context.Context, r *http.Request, body io.Reader) (*http.Request, error) {
+	if r.URL.RawQuery == "" && s.upstream.Path != "" && s.upstream.Path != "/" {
+		return s.endpointURL.Request(ctx, r.Method, body)
+	}
+	return http.NewRequestWithContext(ctx, r.Method, s.target(r), body)
+}
+
 // forward sends the request upstream (with body when not nil) and streams
 // the answer back through the exchange. An event stream ends when the
 // caller's credential expires.
@@ -49,7 +59,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcp.ErrInternal, "could not build the upstream request")
 		return
 	}
-	resp, err := s.client.Do(out)
+	resp, err := s.send(out)
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("MCP upstream unavailable", "err", err)
@@ -79,7 +89,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	out, err := http.NewRequestWithContext(ctx, r.Method, s.target(r), rd)
+	out, err := s.newRequest(ctx, r, rd)
 	if err != nil {
 		return nil, err
 	}

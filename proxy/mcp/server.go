@@ -58,6 +58,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -157,9 +158,13 @@ type Server struct {
 	tasks    *tasks.Decider // the MCP decision, on enforcer
 	upstream *url.URL
 	client   *http.Client
-	handles  handles
-	log      *slog.Logger
-	gate     *gate.Gate[mcp.Call]
+	send     func(*http.Request) (*http.Response, error) // with client (listener.Send)
+	// endpointURL is the target of a request without a query when the
+	// upstream names its endpoint (target), read once.
+	endpointURL relay.Target
+	handles     handles
+	log         *slog.Logger
+	gate        *gate.Gate[mcp.Call]
 
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
 
@@ -180,8 +185,12 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if keys == nil {
 		return nil, errors.New("mcp: no handle keys")
 	}
-	if client == nil {
-		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
+	client, send := listener.Send(client, u, cfg.Limits, cfg.Streams)
+	e0 := *u
+	e0.RawQuery = ""
+	endpointURL, err := relay.NewTarget(e0.String())
+	if err != nil {
+		return nil, fmt.Errorf("mcp.upstream: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -195,7 +204,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, handles: h, log: log, tools: tools,
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: tools,
 		streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -152,4 +154,31 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 		}
 	}
 	Traced(out)
+}
+
+// Target is an upstream endpoint's URL as http.NewRequest reads it, read
+// once: a request to it (Request) is not a URL printed and parsed again.
+type Target struct {
+	url  url.URL
+	host string
+}
+
+// NewTarget reads raw as http.NewRequest does.
+func NewTarget(raw string) (Target, error) {
+	r, err := http.NewRequest(http.MethodPost, raw, nil)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{url: *r.URL, host: r.Host}, nil
+}
+
+// Request is http.NewRequestWithContext(ctx, method, the target's URL,
+// body).
+func (t Target) Request(ctx context.Context, method string, body io.Reader) (*http.Request, error) {
+	out, err := http.NewRequestWithContext(ctx, method, "", body)
+	if err != nil {
+		return nil, err
+	}
+	*out.URL, out.Host = t.url, t.host
+	return out, nil
 }

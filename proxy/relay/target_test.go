@@ -1,0 +1,46 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+// TestTargetRequest: a request made on a Target is the one
+// http.NewRequestWithContext makes from the URL string, whatever the URL
+// holds (an empty port, escapes, a query, a fragment, credentials).
+func TestTargetRequest(t *testing.T) {
+	for _, raw := range []string{
+		"http://127.0.0.1:8080/jsonrpc",
+		"http://host:/mcp",
+		"https://[::1]:443/a%2Fb/c",
+		"http://host/x?q=1&r=%20#frag",
+		"http://user:pa%20ss@host:9/",
+		"http://host",
+	} {
+		want, err := http.NewRequestWithContext(context.Background(), http.MethodPost, raw, http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, err := NewTarget(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tg.Request(context.Background(), http.MethodPost, http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.URL, want.URL) || got.Host != want.Host || got.URL.RequestURI() != want.URL.RequestURI() {
+			t.Errorf("%s: got %#v host %q, want %#v host %q", raw, got.URL, got.Host, want.URL, want.Host)
+		}
+		// Each request has its own URL: changing one changes no other.
+		got.URL.Path = "/other"
+		if again, _ := tg.Request(context.Background(), http.MethodPost, nil); again.URL.Path == "/other" {
+			t.Errorf("%s: requests share their URL", raw)
+		}
+	}
+	if _, err := NewTarget("http://host/%zz"); err == nil {
+		t.Error("a URL http.NewRequest refuses was read")
+	}
+}
