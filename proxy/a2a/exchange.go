@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -338,7 +338,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 	defer resp.Body.Close()
 	relay.CopyHeaders(w.Header(), resp.Header)
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
 		hold := s.streams.Hold()
@@ -384,7 +384,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		b, status = jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the A2A server's answer is not JSON"), http.StatusBadGateway
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 
@@ -73,7 +72,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
 		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		s.relayEvents(ctx, cancel, w, r, x, resp)
 		return

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -181,4 +183,16 @@ func (t Target) Request(ctx context.Context, method string, body io.Reader) (*ht
 	}
 	*out.URL, out.Host = t.url, t.host
 	return out, nil
+}
+
+// MediaType is the media type mime.ParseMediaType reads in a Content-Type
+// value ("" when it reads none), without the map of parameters it builds
+// for the two types answers come in.
+func MediaType(contentType string) string {
+	base, _, _ := strings.Cut(contentType, ";")
+	if mt := strings.TrimSpace(strings.ToLower(base)); mt == "application/json" || mt == "text/event-stream" {
+		return mt
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
 }

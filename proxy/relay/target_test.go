@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"mime"
 	"net/http"
 	"reflect"
 	"testing"
@@ -42,5 +43,20 @@ func TestTargetRequest(t *testing.T) {
 	}
 	if _, err := NewTarget("http://host/%zz"); err == nil {
 		t.Error("a URL http.NewRequest refuses was read")
+	}
+}
+
+// TestMediaType: MediaType is mime.ParseMediaType's media type, for the
+// types it reads without parsing too.
+func TestMediaType(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "Application/JSON", " application/json ; charset=utf-8", "application/json;;",
+		"application/json; charset", "text/event-stream", "TEXT/EVENT-STREAM;x=1", "text/event-stream;a=\"",
+		"application/jſon", "application/\u212aeys", "text/html", "", ";", "application/json\x00", "application/problem+json",
+	} {
+		want, _, _ := mime.ParseMediaType(ct)
+		if got := MediaType(ct); got != want {
+			t.Errorf("%q: %q, want %q", ct, got, want)
+		}
 	}
 }
