@@ -102,9 +102,9 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	if x.sid != "" {
 		out.Header.Set("Mcp-Session-Id", x.sid)
 	}
-	out.Header.Del("Last-Event-ID")
+	out.Header.Del("Last-Event-Id")
 	if x.lastEventID != "" {
-		out.Header.Set("Last-Event-ID", x.lastEventID)
+		out.Header.Set("Last-Event-Id", x.lastEventID)
 	}
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)

@@ -252,7 +252,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	if v := r.Header.Get("Last-Event-Id"); v != "" {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
 		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
@@ -369,7 +369,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	name := ""
 	if call.Kind != mcp.KindResponse || !refused.OK() {
-		h := mcp.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
+		h := mcp.Headers{ProtocolVersion: r.Header.Get("Mcp-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
 		req := tasks.Request{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
 		req.Refused = mcp.CheckHeaders(call, h)
