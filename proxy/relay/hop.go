@@ -58,6 +58,32 @@ func ReadBody(r io.Reader, max int64) ([]byte, error) {
 	return b, err
 }
 
+// ReadBodyTo is ReadBody appending to buf (a pooled buffer, so that an
+// answer is not read into a fresh one grown from nothing): the same bytes
+// read, at most max+1, and the same errors.
+func ReadBodyTo(buf []byte, r io.Reader, max int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		p := buf[len(buf):cap(buf)]
+		if left := max + 1 - int64(len(buf)); max >= 0 && int64(len(p)) > left {
+			p = p[:left]
+		}
+		n, err := r.Read(p)
+		buf = buf[:len(buf)+n]
+		if max >= 0 && int64(len(buf)) > max {
+			return nil, ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // WriteError answers with a JSON-RPC error of Warden's own.
 func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
 	b := jsonrpc.ErrorBody(id, code, msg)

@@ -2,10 +2,14 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // TestTargetRequest: a request made on a Target is the one
@@ -59,4 +63,44 @@ func TestMediaType(t *testing.T) {
 			t.Errorf("%q: %q, want %q", ct, got, want)
 		}
 	}
+}
+
+// TestReadBodyTo: ReadBodyTo reads what ReadBody reads, with the same
+// errors and no more than max+1 bytes of the reader, into the buffer it is
+// given whatever that buffer holds room for.
+func TestReadBodyTo(t *testing.T) {
+	body := strings.Repeat("0123456789", 100) // 1000 bytes
+	fail := errors.New("cut")
+	readers := map[string]func() io.Reader{
+		"whole":    func() io.Reader { return strings.NewReader(body) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(body)) },
+		"data+EOF": func() io.Reader { return iotest.DataErrReader(strings.NewReader(body)) },
+		"error":    func() io.Reader { return io.MultiReader(strings.NewReader(body[:300]), iotest.ErrReader(fail)) },
+	}
+	for name, r := range readers {
+		for _, max := range []int64{-1, 0, 1, 299, 300, 999, 1000, 1001, 5000} {
+			for _, c := range []int{0, 1, 64, 4096} {
+				want, werr := ReadBody(r(), max)
+				counted := &countingReader{r: r()}
+				got, err := ReadBodyTo(make([]byte, 0, c), counted, max)
+				if string(got) != string(want) || !errors.Is(err, werr) && err != werr {
+					t.Errorf("%s, max %d, cap %d: %d bytes %v, want %d bytes %v", name, max, c, len(got), err, len(want), werr)
+				}
+				if max >= 0 && counted.n > max+1 {
+					t.Errorf("%s, max %d, cap %d: read %d bytes", name, max, c, counted.n)
+				}
+			}
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
