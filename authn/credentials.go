@@ -94,7 +94,19 @@ func FromHTTP(r *http.Request) (Credentials, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		chain = r.TLS.VerifiedChains[0]
 	}
-	return FromHeaders(func(name string) []string { return headerValues(r.Header, name) }, chain)
+	return FromHeaders(func(name string) []string { return headerValues(r.Header, httpName(name)) }, chain)
+}
+
+// httpName is a credential header's name as http.Header keys it: looked up
+// under it, the header's key is not built again for every request.
+func httpName(name string) string {
+	switch name {
+	case HeaderAuthorization:
+		return "Authorization"
+	case HeaderMACPToken:
+		return "X-Macp-Token"
+	}
+	return name
 }
 
 // headerValues returns every value of a header, each comma-separated list

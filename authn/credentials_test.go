@@ -124,3 +124,28 @@ func FuzzFromHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestFromHTTPKeys: the credential headers are read under the keys
+// http.Header holds them by (httpName is CanonicalHeaderKey), and reading
+// them builds no key: FromHTTP allocates no more than FromHeaders does
+// with the values at hand.
+func TestFromHTTPKeys(t *testing.T) {
+	for _, name := range []string{HeaderAuthorization, HeaderMACPToken} {
+		if got := httpName(name); got != http.CanonicalHeaderKey(name) {
+			t.Errorf("httpName(%s) = %s", name, got)
+		}
+	}
+	r, _ := http.NewRequest(http.MethodPost, "http://x/", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	direct := testing.AllocsPerRun(100, func() {
+		_, _ = FromHeaders(func(name string) []string {
+			if name == HeaderAuthorization {
+				return r.Header["Authorization"]
+			}
+			return nil
+		}, nil)
+	})
+	if n := testing.AllocsPerRun(100, func() { _, _ = FromHTTP(r) }); n > direct {
+		t.Errorf("FromHTTP allocates %v times, FromHeaders %v", n, direct)
+	}
+}

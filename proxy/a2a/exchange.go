@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -320,14 +320,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
 	relay.Outbound(out, r, x.strip, "Authorization")
 	out.ContentLength = int64(len(body))
-	resp, err := s.client.Do(out)
+	resp, err := s.send(out)
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("A2A upstream unavailable", "err", err)
@@ -338,7 +338,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 	defer resp.Body.Close()
 	relay.CopyHeaders(w.Header(), resp.Header)
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
 		hold := s.streams.Hold()
@@ -362,7 +362,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 	hold := s.streams.Hold()
 	defer hold.Release()
-	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	b, err := relay.ReadBodyTo(s.bufs.Get(), hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
 	if err != nil {
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
@@ -370,6 +370,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.Unread(w, x.call.ID, err, "A2A server", s.responseLimit())
 		return
 	}
+	defer s.bufs.Put(b) // once written: what the answer is made of is copied out of it
 	status := resp.StatusCode
 	x.out = s.bufs.Get()
 	defer func() { s.bufs.Put(x.out) }()
@@ -384,7 +385,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		b, status = jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, "the A2A server's answer is not JSON"), http.StatusBadGateway
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
@@ -411,13 +412,13 @@ func (x *exchange) tooBig([]byte) []byte {
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
 	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2a.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstream.String(), bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}
 	relay.Behalf(out, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
 	out.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(out)
+	resp, err := s.send(out)
 	if err != nil {
 		return "", err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 // fakeUpstream is a small A2A server with the ownership gaps of a2a-go
@@ -224,13 +225,34 @@ func newHarnessWith(t testing.TB, cfg Config, e *proxy.Enforcer) *harness {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
 	t.Cleanup(upSrv.Close)
+	return newHarnessOn(t, cfg, e, up, upSrv, upSrv.Client(), httptest.NewServer)
+}
+
+// newProductionHarness is newHarness served as warden serve serves it: the
+// front through listener.NewHTTPServer, the upstream reached with the
+// client the sidecar builds itself (what the benchmarks measure).
+func newProductionHarness(t testing.TB, cfg Config) *harness {
+	t.Helper()
+	up := newFakeUpstream()
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	return newHarnessOn(t, cfg, newEnforcer(t), up, upSrv, nil, func(h http.Handler) *httptest.Server {
+		s := httptest.NewUnstartedServer(h)
+		s.Config = listener.NewHTTPServer(h, listener.Limits{}.WithDefaults())
+		s.Start()
+		return s
+	})
+}
+
+func newHarnessOn(t testing.TB, cfg Config, e *proxy.Enforcer, up *fakeUpstream, upSrv *httptest.Server, client *http.Client, serve func(http.Handler) *httptest.Server) *harness {
+	t.Helper()
 	up.base = upSrv.URL
 	cfg.Upstream = upSrv.URL + "/jsonrpc"
-	srv, err := New(cfg, e, testKey, upSrv.Client(), nil)
+	srv, err := New(cfg, e, testKey, client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(srv)
+	front := serve(srv)
 	t.Cleanup(front.Close)
 	relay := httptest.NewServer(srv.relay)
 	t.Cleanup(relay.Close)

@@ -112,8 +112,10 @@ type Server struct {
 	enforcer *proxy.Enforcer
 	tenancy  *tenancy.Decider // the A2A decision, on enforcer
 	upstream *url.URL
+	target   relay.Target // the upstream, as requests to it are made
 	allow    a2a.Allow
 	client   *http.Client
+	send     func(*http.Request) (*http.Response, error) // with client (listener.Send)
 	handles  handle.Sealer
 	relay    *pushrelay.Relay
 	log      *slog.Logger
@@ -145,9 +147,11 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("a2a.webhook_allow: %w", err)
 	}
 	allow.Only = cfg.WebhookAllowOnly
-	if client == nil {
-		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
+	target, err := relay.NewTarget(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("a2a.upstream: %w", err)
 	}
+	client, send := listener.Send(client, u, cfg.Limits, cfg.Streams)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -156,7 +160,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("a2a: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tenancy: tenancy.New(e), upstream: u, allow: allow, client: client, handles: h, log: log,
+	s := &Server{cfg: cfg, enforcer: e, tenancy: tenancy.New(e), upstream: u, target: target, allow: allow, client: client, send: send, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
 	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, log); err != nil {

@@ -370,7 +370,7 @@ func FuzzFromUpstream(f *testing.F) {
 // BenchmarkA2ASidecar times one GetTask and one SendMessage through the sidecar
 // in front of the in-process fake, both on real loopback HTTP servers.
 func BenchmarkA2ASidecar(b *testing.B) {
-	h := newHarness(b, Config{})
+	h := newProductionHarness(b, Config{})
 	task := h.send(b, "alice", "input x")
 	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"` + task["id"].(string) + `"}}`
 	send := `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello"}]}}}`
@@ -396,7 +396,7 @@ func BenchmarkA2ASidecar(b *testing.B) {
 // on. BenchmarkA2ASidecar's cpu-ns/op less this one's is what Warden's own
 // work costs per request.
 func BenchmarkA2ANullHop(b *testing.B) {
-	h := newHarness(b, Config{})
+	h := newProductionHarness(b, Config{})
 	h.send(b, "alice", "input x")
 	u, err := url.Parse(h.up.base)
 	if err != nil {

@@ -81,14 +81,31 @@ func FromHTTP(w http.ResponseWriter, r *http.Request) *Request {
 	return &Request{
 		Method: r.Method, Path: r.URL.EscapedPath(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header,
 		Creds: creds, CredErr: err, HasBody: r.ContentLength != 0,
-		Body: func(limit int64) ([]byte, error) {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-			if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
-				return b, ErrTooBig
-			}
-			return b, err
-		},
+		Body: func(limit int64) ([]byte, error) { return readBody(w, r, limit) },
 	}
+}
+
+// maxSized is the largest announced body read into a buffer of its size.
+const maxSized = 16 << 10
+
+// readBody reads r's body within limit: a small body of announced length
+// within it into a buffer of that length (net/http's body ends there, so
+// that no bound is met), any other through http.MaxBytesReader into a
+// buffer grown as the bytes arrive (a length announced is not memory given
+// before they do).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= limit && n <= maxSized {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+		return b, ErrTooBig
+	}
+	return b, err
 }
 
 // ErrTooBig is Request.Body's error for a body over the limit, and ErrCut

@@ -41,10 +41,12 @@ func answerFirst(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		b := &trackedBody{ReadCloser: r.Body}
+		// The body is swapped on a copy of the request: the server reads
+		// its own (r) after the handler, to drain or close the body it made.
+		a := &answerWriter{ResponseWriter: w, body: trackedBody{ReadCloser: r.Body}}
 		r2 := r.WithContext(r.Context())
-		r2.Body = b
-		h.ServeHTTP(&answerWriter{ResponseWriter: w, body: b}, r2)
+		r2.Body = &a.body
+		h.ServeHTTP(a, r2)
 	})
 }
 
@@ -63,11 +65,12 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 }
 
 // answerWriter adds "Connection: close" to a response whose header goes out
-// before the request body was read to its end. It keeps Flush and, through
-// Unwrap, http.ResponseController working.
+// before the request body was read to its end (body, the handler's view of
+// it: both in one allocation). It keeps Flush and, through Unwrap,
+// http.ResponseController working.
 type answerWriter struct {
 	http.ResponseWriter
-	body  *trackedBody
+	body  trackedBody
 	wrote bool
 }
 

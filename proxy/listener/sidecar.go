@@ -199,3 +199,20 @@ func ServeSidecar(ctx context.Context, h http.Handler, lis net.Listener, sc Side
 	}
 	return nil
 }
+
+// Send is how a sidecar sends a request to its upstream (u): with client,
+// or, when client is nil, with the one UpstreamClient builds, whose
+// transport's RoundTrip it is. That client follows no redirect, keeps no
+// cookie and sets no timeout, so http.Client.Do would add only what it
+// keeps for redirects, a copy of the request's headers, per request; with
+// credentials in u, Do adds them (basic authentication) and is kept.
+func Send(client *http.Client, u *url.URL, l Limits, s StreamLimits) (*http.Client, func(*http.Request) (*http.Response, error)) {
+	if client != nil {
+		return client, client.Do
+	}
+	client = UpstreamClient(l, s)
+	if u.User != nil {
+		return client, client.Do
+	}
+	return client, client.Transport.RoundTrip
+}

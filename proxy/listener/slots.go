@@ -1,6 +1,9 @@
 package listener
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Full names the bounds a Slots.Take found reached (several may be).
 type Full uint8
@@ -60,18 +63,33 @@ func (s *Slots) Take(who string, b SlotBounds, watch bool) (done func(), full Fu
 		s.watches++
 		s.watchBy[who]++
 	}
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.total--
-		if s.by[who]--; s.by[who] == 0 {
-			delete(s.by, who)
+	t := &taken{s: s, who: who, watch: watch}
+	return t.release, 0
+}
+
+// taken is one Take's count, given back once by release.
+type taken struct {
+	s     *Slots
+	who   string
+	watch bool
+	done  atomic.Bool
+}
+
+func (t *taken) release() {
+	if t.done.Swap(true) {
+		return
+	}
+	s, who := t.s, t.who
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total--
+	if s.by[who]--; s.by[who] == 0 {
+		delete(s.by, who)
+	}
+	if t.watch {
+		s.watches--
+		if s.watchBy[who]--; s.watchBy[who] == 0 {
+			delete(s.watchBy, who)
 		}
-		if watch {
-			s.watches--
-			if s.watchBy[who]--; s.watchBy[who] == 0 {
-				delete(s.watchBy, who)
-			}
-		}
-	}), 0
+	}
 }

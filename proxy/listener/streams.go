@@ -207,8 +207,9 @@ var ErrAnswerBudget = errors.New("answer bytes in flight over the budget")
 
 // Hold is one request's share of the answer bytes in flight.
 type Hold struct {
-	s *Streams
-	n int64
+	s  *Streams
+	n  int64
+	rd heldReader // the first Reader's, in the Hold's allocation
 }
 
 // Hold returns an empty share; Release gives back what it took.
@@ -240,7 +241,13 @@ func (h *Hold) Release() {
 // Reader charges every byte read from r to the share; a read past the
 // budget fails with BudgetBusy's refusal (which is ErrAnswerBudget), so
 // that the caller can answer with it as it is.
-func (h *Hold) Reader(r io.Reader) io.Reader { return &heldReader{r: r, h: h} }
+func (h *Hold) Reader(r io.Reader) io.Reader {
+	if h.rd.h != nil {
+		return &heldReader{r: r, h: h}
+	}
+	h.rd = heldReader{r: r, h: h}
+	return &h.rd
+}
 
 type heldReader struct {
 	r io.Reader

@@ -68,7 +68,15 @@ type benchCall struct {
 func benchHarness(b *testing.B) (*harness, []benchCall) {
 	upSrv := httptest.NewServer(benchUpstream{})
 	b.Cleanup(upSrv.Close)
-	h := newHarnessFor(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv)
+	// Served as warden serve serves it: the front through
+	// listener.NewHTTPServer, the upstream reached with the client the
+	// sidecar builds itself.
+	h := newHarnessOn(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv, nil, func(h http.Handler) *httptest.Server {
+		s := httptest.NewUnstartedServer(h)
+		s.Config = listener.NewHTTPServer(h, listener.Limits{}.WithDefaults())
+		s.Start()
+		return s
+	})
 	handle := h.createTask(b, "alice")
 	return h, []benchCall{
 		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`},

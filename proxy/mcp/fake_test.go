@@ -341,14 +341,22 @@ func newHarness(t *testing.T, cfg Config) *harness {
 // newHarnessFor puts a fresh Warden (a restart) in front of an upstream.
 func newHarnessFor(t testing.TB, cfg Config, up *fakeUpstream, upSrv *httptest.Server) *harness {
 	t.Helper()
+	return newHarnessOn(t, cfg, up, upSrv, upSrv.Client(), httptest.NewServer)
+}
+
+// newHarnessOn is newHarnessFor with the client the sidecar reaches the
+// upstream with (nil: the one it builds itself) and the server the front
+// is served by.
+func newHarnessOn(t testing.TB, cfg Config, up *fakeUpstream, upSrv *httptest.Server, client *http.Client, serve func(http.Handler) *httptest.Server) *harness {
+	t.Helper()
 	cfg.Upstream = upSrv.URL + "/mcp"
 	cfg.Plaintext = true
 	e := newEnforcer(t)
-	srv, err := New(cfg, e, testKey, upSrv.Client(), nil)
+	srv, err := New(cfg, e, testKey, client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(srv)
+	front := serve(srv)
 	t.Cleanup(front.Close)
 	return &harness{up: up, upSrv: upSrv, e: e, srv: srv, front: front}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 
@@ -25,6 +24,16 @@ func (s *Server) target(r *http.Request) string {
 	}
 	u.RawQuery = r.URL.RawQuery
 	return u.String()
+}
+
+// newRequest is http.NewRequestWithContext to target(r), without printing
+// and parsing the URL again when the upstream names its endpoint and r has
+// no query (the URL is then always the same).
+func (s *Server) newRequest(ctx context.Context, r *http.Request, body io.Reader) (*http.Request, error) {
+	if r.URL.RawQuery == "" && s.upstream.Path != "" && s.upstream.Path != "/" {
+		return s.endpointURL.Request(ctx, r.Method, body)
+	}
+	return http.NewRequestWithContext(ctx, r.Method, s.target(r), body)
 }
 
 // forward sends the request upstream (with body when not nil) and streams
@@ -49,7 +58,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcp.ErrInternal, "could not build the upstream request")
 		return
 	}
-	resp, err := s.client.Do(out)
+	resp, err := s.send(out)
 	if err != nil {
 		if r.Context().Err() == nil {
 			s.log.Warn("MCP upstream unavailable", "err", err)
@@ -63,7 +72,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
 		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		s.relayEvents(ctx, cancel, w, r, x, resp)
 		return
@@ -79,7 +88,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	out, err := http.NewRequestWithContext(ctx, r.Method, s.target(r), rd)
+	out, err := s.newRequest(ctx, r, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +102,9 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	if x.sid != "" {
 		out.Header.Set("Mcp-Session-Id", x.sid)
 	}
-	out.Header.Del("Last-Event-ID")
+	out.Header.Del("Last-Event-Id")
 	if x.lastEventID != "" {
-		out.Header.Set("Last-Event-ID", x.lastEventID)
+		out.Header.Set("Last-Event-Id", x.lastEventID)
 	}
 	if name != "" {
 		out.Header.Set("Mcp-Name", name)

@@ -58,6 +58,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -157,9 +158,13 @@ type Server struct {
 	tasks    *tasks.Decider // the MCP decision, on enforcer
 	upstream *url.URL
 	client   *http.Client
-	handles  handles
-	log      *slog.Logger
-	gate     *gate.Gate[mcp.Call]
+	send     func(*http.Request) (*http.Response, error) // with client (listener.Send)
+	// endpointURL is the target of a request without a query when the
+	// upstream names its endpoint (target), read once.
+	endpointURL relay.Target
+	handles     handles
+	log         *slog.Logger
+	gate        *gate.Gate[mcp.Call]
 
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
 
@@ -180,8 +185,12 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if keys == nil {
 		return nil, errors.New("mcp: no handle keys")
 	}
-	if client == nil {
-		client = listener.UpstreamClient(cfg.Limits, cfg.Streams)
+	client, send := listener.Send(client, u, cfg.Limits, cfg.Streams)
+	e0 := *u
+	e0.RawQuery = ""
+	endpointURL, err := relay.NewTarget(e0.String())
+	if err != nil {
+		return nil, fmt.Errorf("mcp.upstream: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -195,7 +204,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, handles: h, log: log, tools: tools,
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: tools,
 		streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
@@ -243,7 +252,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		guard: func(ctx context.Context) (context.Context, func()) {
 			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
 		}}
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	if v := r.Header.Get("Last-Event-Id"); v != "" {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
 		id, ok := s.handles.openIn(kindEvent, p.ID, sid, v)
@@ -360,7 +369,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	name := ""
 	if call.Kind != mcp.KindResponse || !refused.OK() {
-		h := mcp.Headers{ProtocolVersion: r.Header.Get("MCP-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
+		h := mcp.Headers{ProtocolVersion: r.Header.Get("Mcp-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
 		req := tasks.Request{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
 		req.Refused = mcp.CheckHeaders(call, h)

@@ -26,8 +26,8 @@ func newForgotten(size int) *forgotten {
 }
 
 // add remembers that key was evicted, dropping the oldest beyond the bound.
-func (f *forgotten) add(key string) {
-	h := maphash.String(f.seed, key)
+func (f *forgotten) add(key Key) {
+	h := f.hash(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.ring) < f.size {
@@ -45,9 +45,18 @@ func (f *forgotten) add(key string) {
 
 // has reports whether key was evicted (among the last remembered; a
 // fingerprint collision, about one in 2^64 per pair, reads as evicted).
-func (f *forgotten) has(key string) bool {
-	h := maphash.String(f.seed, key)
+func (f *forgotten) has(key Key) bool {
+	h := f.hash(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.count[h] > 0
+}
+
+// hash is key's hash under the ring's seed.
+func (f *forgotten) hash(key Key) uint64 {
+	var h maphash.Hash
+	h.SetSeed(f.seed)
+	h.WriteByte(byte(key.Kind))
+	h.WriteString(key.ID)
+	return h.Sum64()
 }

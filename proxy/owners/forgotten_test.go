@@ -20,10 +20,10 @@ func TestForgotten(t *testing.T) {
 		{"d", "acd"}, // drops b
 		{"e", "cde"}, // drops the second a
 	} {
-		f.add(tc.add)
+		f.add(Key{ID: tc.add})
 		got := ""
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
-			if f.has(k) {
+			if f.has(Key{ID: k}) {
 				got += k
 			}
 		}
@@ -41,10 +41,10 @@ func TestTableRemembersEvictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		ts.get(fmt.Sprint("k", i), true)
+		ts.get(Key{ID: fmt.Sprint("k", i)}, true)
 	}
 	for i, want := range []bool{true, true, false, false} {
-		if got := ts.evicted.has(fmt.Sprint("k", i)); got != want {
+		if got := ts.evicted.has(Key{ID: fmt.Sprint("k", i)}); got != want {
 			t.Errorf("k%d evicted: %v, want %v", i, got, want)
 		}
 	}
@@ -55,9 +55,9 @@ func TestTableRemembersEvictions(t *testing.T) {
 func BenchmarkForgotten(b *testing.B) {
 	const n = 1 << 16
 	f := newForgotten(n)
-	keys := make([]string, 2*n)
+	keys := make([]Key, 2*n)
 	for i := range keys {
-		keys[i] = fmt.Sprint("a2a:t:task-", i)
+		keys[i] = Key{Kind: A2ATask, ID: fmt.Sprint("task-", i)}
 	}
 	for _, k := range keys[:n] {
 		f.add(k)

@@ -14,6 +14,7 @@ package owners
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,22 @@ func (k Key) Name() string {
 	return k.ID
 }
 
+// slot is the key the table holds k's entry under: two keys share one
+// exactly when they share a Name, which is not built for it (an MCP id that
+// reads as an A2A name is that A2A key).
+func (k Key) slot() Key {
+	if k.Kind == A2ATask || k.Kind == A2AContext {
+		return k
+	}
+	if id, ok := strings.CutPrefix(k.ID, "a2a:t:"); ok {
+		return Key{Kind: A2ATask, ID: id}
+	}
+	if id, ok := strings.CutPrefix(k.ID, "a2a:c:"); ok {
+		return Key{Kind: A2AContext, ID: id}
+	}
+	return Key{Kind: MCPTask, ID: k.ID}
+}
+
 // Fact is what an answer says about one id.
 type Fact struct {
 	Key Key
@@ -134,7 +151,7 @@ func (t *entry) sync(status string) {
 // Table is the owner table: bounded in memory (evicted remembers the names
 // it evicted), in front of the shared store when there is one.
 type Table struct {
-	lru     *lru.Cache[string, *entry]
+	lru     *lru.Cache[Key, *entry] // under Key.slot
 	evicted *forgotten
 	store   Store
 }
@@ -143,7 +160,7 @@ type Table struct {
 // replica's table only).
 func New(size int, store Store) (*Table, error) {
 	t := &Table{store: store}
-	c, err := lru.NewWithEvict[string, *entry](size, func(key string, _ *entry) {
+	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, _ *entry) {
 		t.evicted.add(key)
 	})
 	if err != nil {
@@ -158,12 +175,13 @@ func New(size int, store Store) (*Table, error) {
 func (t *Table) Shared() bool { return t.store != nil }
 
 // get returns the entry under name, creating it when create is set.
-func (t *Table) get(name string, create bool) *entry {
-	if e, ok := t.lru.Get(name); ok || !create {
+func (t *Table) get(k Key, create bool) *entry {
+	k = k.slot()
+	if e, ok := t.lru.Get(k); ok || !create {
 		return e
 	}
 	e := &entry{}
-	if prev, ok, _ := t.lru.PeekOrAdd(name, e); ok {
+	if prev, ok, _ := t.lru.PeekOrAdd(k, e); ok {
 		return prev
 	}
 	return e
@@ -173,11 +191,11 @@ func (t *Table) get(name string, create bool) *entry {
 // with no shared store, this replica's table evicted it (among the last
 // evictions it remembers) and nobody has proven it theirs since. Whose it
 // was is unknown, so it is nobody's to learn from an answer.
-func (t *Table) forgot(name string) bool {
-	if t.store != nil || !t.evicted.has(name) {
+func (t *Table) forgot(k Key) bool {
+	if t.store != nil || !t.evicted.has(k.slot()) {
 		return false
 	}
-	e := t.get(name, false)
+	e := t.get(k, false)
 	if e == nil {
 		return true
 	}
@@ -220,11 +238,10 @@ func (t *Table) Learn(ctx context.Context, requester string, facts ...Fact) ([]s
 // create records f's entry as owner's unless another owns it or this
 // replica forgot it (Learn).
 func (t *Table) create(ctx context.Context, f Fact, owner string) error {
-	name := f.Key.Name()
-	if !f.Recall && t.forgot(name) {
+	if !f.Recall && t.forgot(f.Key) {
 		return nil
 	}
-	e := t.get(name, true)
+	e := t.get(f.Key, true)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -241,6 +258,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if fresh {
 		return nil
 	}
+	name := f.Key.Name()
 	o, err := t.store.Create(ctx, name, owner, f.Status)
 	if err != nil {
 		return fmt.Errorf("record the owner of %s: %w", name, err)
@@ -263,8 +281,7 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	var names, statuses []string
 	var entries []*entry
 	for _, f := range facts {
-		name := f.Key.Name()
-		e := t.get(name, false)
+		e := t.get(f.Key, false)
 		if e != nil {
 			e.mu.Lock()
 			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
@@ -274,7 +291,10 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 				continue
 			}
 		}
-		names, statuses, entries = append(names, name), append(statuses, f.Status), append(entries, e)
+		if t.store == nil {
+			continue
+		}
+		names, statuses, entries = append(names, f.Key.Name()), append(statuses, f.Status), append(entries, e)
 	}
 	if t.store == nil || len(names) == 0 {
 		return nil
@@ -297,12 +317,12 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	out := make([]string, len(keys))
 	var miss []int
 	for i, k := range keys {
-		if e := t.get(k.Name(), false); e != nil {
+		if e := t.get(k, false); e != nil {
 			e.mu.Lock()
 			out[i] = e.owner
 			e.mu.Unlock()
 		}
-		if out[i] == "" && k.ID != "" {
+		if out[i] == "" && k.ID != "" && t.store != nil {
 			miss = append(miss, i)
 		}
 	}
@@ -320,7 +340,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.get(ask[j], true)
+			e := t.get(keys[i], true)
 			e.mu.Lock()
 			e.owner = o
 			e.mu.Unlock()
@@ -337,8 +357,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	name := k.Name()
-	e := t.get(name, true)
+	e := t.get(k, true)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
@@ -348,6 +367,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	if !ok || t.store == nil {
 		return status, steers, ok, nil
 	}
+	name := k.Name()
 	s, o, err := t.store.Claim(ctx, name, principal)
 	if err != nil {
 		return "", 0, false, fmt.Errorf("read the shared state of %s: %w", name, err)
@@ -374,15 +394,15 @@ func (t *Table) Observe(ctx context.Context, k Key, status string) error {
 // count began at restarts the count. It returns whether it reserved and
 // the places taken before.
 func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserved bool, before int, err error) {
-	name := k.Name()
 	if t.store != nil {
+		name := k.Name()
 		ok, n, err := t.store.Steer(ctx, name, max, mark)
 		if err != nil {
 			return false, 0, fmt.Errorf("reserve a steer of %s: %w", name, err)
 		}
 		return ok, n, nil
 	}
-	e := t.get(name, true)
+	e := t.get(k, true)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mark != "" && mark != e.mark {
@@ -398,14 +418,14 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 
 // Unsteer gives back a place Steer reserved.
 func (t *Table) Unsteer(ctx context.Context, k Key) error {
-	name := k.Name()
 	if t.store != nil {
+		name := k.Name()
 		if err := t.store.Unsteer(ctx, name); err != nil {
 			return fmt.Errorf("give back a steer of %s: %w", name, err)
 		}
 		return nil
 	}
-	if e := t.get(name, false); e != nil {
+	if e := t.get(k, false); e != nil {
 		e.mu.Lock()
 		if e.steers > 0 {
 			e.steers--
@@ -417,7 +437,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 
 // Peek returns what this replica holds of an entry, without the store.
 func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
-	e := t.get(k.Name(), false)
+	e := t.get(k, false)
 	if e == nil {
 		return "", "", 0, false
 	}

@@ -123,3 +123,39 @@ func TestClaimAndSteer(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysShareByName: two keys name one entry exactly when their Names are
+// equal (what the shared store holds them under), so this replica's table
+// and the store agree; the table finds an entry without building its name.
+func TestKeysShareByName(t *testing.T) {
+	ctx := context.Background()
+	keys := []Key{
+		{Kind: MCPTask, ID: "x"}, {Kind: A2ATask, ID: "x"}, {Kind: A2AContext, ID: "x"},
+		{Kind: MCPTask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:c:x"}, {Kind: Kind(9), ID: "x"},
+		{Kind: A2ATask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:t:a2a:t:x"}, {Kind: MCPTask, ID: "a2a:x"},
+	}
+	for _, a := range keys {
+		tb, err := New(16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Learn(ctx, "alice", Fact{Key: a, Created: true}); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range keys {
+			o, err := tb.Owners(ctx, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := o[0] == "alice"; shared != (a.Name() == b.Name()) {
+				t.Errorf("%v and %v: one entry %v, names %q %q", a, b, shared, a.Name(), b.Name())
+			}
+		}
+	}
+	tb, _ := New(16, nil)
+	k := Key{Kind: A2ATask, ID: "task-1"}
+	_, _ = tb.Learn(ctx, "alice", Fact{Key: k, Created: true})
+	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, k) }); n > 1 {
+		t.Errorf("Owners of an A2A task allocates %v times, want the answer's slice only", n)
+	}
+}

@@ -1,11 +1,15 @@
 package relay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -52,6 +56,32 @@ func ReadBody(r io.Reader, max int64) ([]byte, error) {
 		return nil, ErrBodyTooLarge
 	}
 	return b, err
+}
+
+// ReadBodyTo is ReadBody appending to buf (a pooled buffer, so that an
+// answer is not read into a fresh one grown from nothing): the same bytes
+// read, at most max+1, and the same errors.
+func ReadBodyTo(buf []byte, r io.Reader, max int64) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		p := buf[len(buf):cap(buf)]
+		if left := max + 1 - int64(len(buf)); max >= 0 && int64(len(p)) > left {
+			p = p[:left]
+		}
+		n, err := r.Read(p)
+		buf = buf[:len(buf)+n]
+		if max >= 0 && int64(len(buf)) > max {
+			return nil, ErrBodyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // WriteError answers with a JSON-RPC error of Warden's own.
@@ -152,4 +182,43 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 		}
 	}
 	Traced(out)
+}
+
+// Target is an upstream endpoint's URL as http.NewRequest reads it, read
+// once: a request to it (Request) is not a URL printed and parsed again.
+type Target struct {
+	url  url.URL
+	host string
+}
+
+// NewTarget reads raw as http.NewRequest does.
+func NewTarget(raw string) (Target, error) {
+	r, err := http.NewRequest(http.MethodPost, raw, nil)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{url: *r.URL, host: r.Host}, nil
+}
+
+// Request is http.NewRequestWithContext(ctx, method, the target's URL,
+// body).
+func (t Target) Request(ctx context.Context, method string, body io.Reader) (*http.Request, error) {
+	out, err := http.NewRequestWithContext(ctx, method, "", body)
+	if err != nil {
+		return nil, err
+	}
+	*out.URL, out.Host = t.url, t.host
+	return out, nil
+}
+
+// MediaType is the media type mime.ParseMediaType reads in a Content-Type
+// value ("" when it reads none), without the map of parameters it builds
+// for the two types answers come in.
+func MediaType(contentType string) string {
+	base, _, _ := strings.Cut(contentType, ";")
+	if mt := strings.TrimSpace(strings.ToLower(base)); mt == "application/json" || mt == "text/event-stream" {
+		return mt
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
 }

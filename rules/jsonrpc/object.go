@@ -654,9 +654,14 @@ func AppendString(dst []byte, s string) []byte {
 // readers (first or last wins); a decoder and an encoder that rewrite it
 // whole keep one of them, splicing would pass both.
 func Unique(raw []byte) bool {
-	var names [][]byte // the names of the objects open, innermost last
-	var frames []int   // where each open object's names start in names
-	var inObject []bool
+	// On the stack for a message of a few dozen names nested a few deep
+	// (a request): growing past them moves them to the heap.
+	var namesBuf [32][]byte
+	var framesBuf [16]int
+	var inObjectBuf [16]bool
+	names := namesBuf[:0]   // the names of the objects open, innermost last
+	frames := framesBuf[:0] // where each open object's names start in names
+	inObject := inObjectBuf[:0]
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
 		case '{':
