@@ -17,6 +17,7 @@ import (
 func (c *conn) serveDown() {
 	go c.writeLoop()
 	code, say := c.handshake()
+	c.rb.flush() // the SETTINGS acknowledgement
 	if say {
 		if tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 			cs := tc.ConnectionState() // the handshake completed with the preface
@@ -67,8 +68,9 @@ func (c *conn) armIdle() {
 // (and false when there is nothing to say: the connection closed or timed
 // out idle).
 func (c *conn) readDown() (http2.ErrCode, bool) {
+	defer c.rb.flush()
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		c.lastRead.Store(time.Now().UnixNano())
 		if err == nil {
 			err = c.downFrame(f)
@@ -191,7 +193,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if rt.Header != nil {
 		header = rt.Header
 	}
-	if err := c.r.pools[rt.Pool].open(u, header, end); err != nil {
+	if err := c.r.pools[rt.Pool].open(u, header, end, &c.rb); err != nil {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}
@@ -226,9 +228,9 @@ func (c *conn) downTrailers(l *leg, f *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	if p := l.peer; p.c.noTrailers {
-		p.c.sendData(p, nil, true)
+		p.c.sendData(p, nil, true, &c.rb)
 	} else {
-		p.c.sendHeaders(p, f.Fields, true)
+		p.c.sendHeaders(p, f.Fields, true, &c.rb)
 	}
 	return nil
 }
