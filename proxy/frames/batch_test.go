@@ -1,6 +1,7 @@
 package frames
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"testing"
@@ -77,3 +78,48 @@ func TestBatchWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestFrameBuffered: the reader writes its batch before reading a frame it
+// has not read in whole, or a header block that goes on in CONTINUATION
+// frames (the framer waits for them within the same read), and only then.
+func TestFrameBuffered(t *testing.T) {
+	frame := func(write func(fr *http2.Framer)) []byte {
+		var buf bytes.Buffer
+		write(http2.NewFramer(&buf, nil))
+		return buf.Bytes()
+	}
+	data := frame(func(fr *http2.Framer) { _ = fr.WriteData(1, false, []byte("hello")) })
+	headers := func(end bool) []byte {
+		return frame(func(fr *http2.Framer) {
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: end})
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want bool
+	}{
+		{"nothing", nil, false},
+		{"part of a frame header", data[:5], false},
+		{"part of a payload", data[:len(data)-1], false},
+		{"a whole DATA frame", data, true},
+		{"a whole header block", headers(true), true},
+		{"HEADERS without END_HEADERS", headers(false), false},
+		{"CONTINUATION without END_HEADERS", frame(func(fr *http2.Framer) { _ = fr.WriteContinuation(1, false, []byte{0x82}) }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &conn{br: bufio.NewReaderSize(io.MultiReader(bytes.NewReader(tc.in), blockingReader{}), 64)}
+			if len(tc.in) > 0 {
+				_, _ = c.br.Peek(len(tc.in)) // buffered as a read would have
+			}
+			if got := c.frameBuffered(); got != tc.want {
+				t.Errorf("frameBuffered = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// blockingReader fails the test's reads past what it buffered.
+type blockingReader struct{}
+
+func (blockingReader) Read([]byte) (int, error) { return 0, io.ErrNoProgress }

@@ -31,6 +31,9 @@ type conn struct {
 	// written once the frames already read are handled; reader goroutine
 	// only.
 	rb batch
+	// bodyDue is the streams whose BodyTimeout the reader arms before it
+	// waits (bodyDeadline); reader goroutine only.
+	bodyDue []due
 	// scratch collects the credit a drain owes other connections; reader
 	// goroutine only (the writer has its own).
 	scratch []credit
@@ -240,23 +243,37 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// readFrame reads the next frame; what the reader queued for other
-// connections is written first when the frame is not already read in whole,
-// before the reader may wait for it.
+// readFrame reads the next frame; when it is not already read in whole,
+// before the reader may wait for it, what the reader queued for other
+// connections is written and the body timeouts of streams still sending are
+// armed. That happens at the latest once a read buffer's worth of frames
+// (32 KiB) is handled, however fast the client sends.
 func (c *conn) readFrame() (http2.Frame, error) {
-	if c.rb.holds() && !c.frameBuffered() {
+	if (c.rb.holds() || len(c.bodyDue) > 0) && !c.frameBuffered() {
+		if len(c.bodyDue) > 0 {
+			c.armBodies()
+		}
 		c.rb.flush()
 	}
 	return c.fr.ReadFrame()
 }
 
-// frameBuffered reports whether the next frame is read in whole.
+// frameBuffered reports whether the next frame is read in whole and
+// reading it takes no more: a header block not ended in its first frame
+// (the framer reads its CONTINUATION frames in the same ReadFrame, which
+// may wait for them) is not.
 func (c *conn) frameBuffered() bool {
 	n := c.br.Buffered()
 	if n < 9 {
 		return false
 	}
-	h, _ := c.br.Peek(3)
+	h, _ := c.br.Peek(5)
+	switch http2.FrameType(h[3]) {
+	case http2.FrameHeaders, http2.FramePushPromise, http2.FrameContinuation:
+		if http2.Flags(h[4])&http2.FlagHeadersEndHeaders == 0 {
+			return false
+		}
+	}
 	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
 }
 

@@ -236,16 +236,33 @@ func (c *conn) downTrailers(l *leg, f *http2.MetaHeadersFrame) error {
 }
 
 // bodyDeadline arms the BodyTimeout of d, a stream whose request is still
-// coming (none when within is zero).
+// coming (none when within is zero), once the reader has handled the
+// frames it already read (armBodies): a request whose body came with its
+// header list, as a unary call's does, never costs a timer.
 func (c *conn) bodyDeadline(d *leg, within time.Duration) {
-	if within <= 0 {
-		return
+	if within > 0 {
+		c.bodyDue = append(c.bodyDue, due{d, within})
 	}
+}
+
+// due is a stream whose BodyTimeout is armed once the reader waits.
+type due struct {
+	l      *leg
+	within time.Duration
+}
+
+// armBodies arms the BodyTimeout of the streams opened since the reader
+// last waited whose request has not ended; reader goroutine only.
+func (c *conn) armBodies() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !d.gone && !d.remoteDone {
-		d.body = time.AfterFunc(within, func() { c.bodyLate(d) })
+	for i, b := range c.bodyDue {
+		if d := b.l; !d.gone && !d.remoteDone {
+			d.body = time.AfterFunc(b.within, func() { c.bodyLate(d) })
+		}
+		c.bodyDue[i] = due{}
 	}
+	c.bodyDue = c.bodyDue[:0]
+	c.mu.Unlock()
 }
 
 // refuse answers a request with status and no body.
