@@ -45,7 +45,7 @@ func (r *Request) SendHeader(fields []hpack.HeaderField) error {
 		return errors.New("frames: an answer's header list must not be empty")
 	}
 	s.header = true
-	x.c.sendHeaders(x.d, fields, false)
+	x.c.sendHeaders(x.d, fields, false, nil)
 	return nil
 }
 
@@ -82,7 +82,7 @@ func (r *Request) Write(ctx context.Context, data []byte) error {
 	case !s.header:
 		return errors.New("frames: Write before SendHeader")
 	}
-	c.sendData(l, data, false) // copies what does not fit the window
+	c.sendData(l, data, false, nil) // copies what does not fit the window
 	return nil
 }
 
@@ -119,16 +119,18 @@ func (s *streamed) end() bool {
 // finishStreamed sends the rest of a streamed answer on l: resp's body and
 // trailers, END_STREAM on the last.
 func (c *conn) finishStreamed(l *leg, resp Response) {
+	var b batch
 	switch {
 	case len(resp.Body) > 0 || resp.Trailer == nil:
-		c.sendData(l, resp.Body, resp.Trailer == nil)
+		c.sendData(l, resp.Body, resp.Trailer == nil, &b)
 		if resp.Trailer != nil {
-			c.sendHeaders(l, resp.Trailer, true)
+			c.sendHeaders(l, resp.Trailer, true, &b)
 		}
 	default:
-		c.sendHeaders(l, resp.Trailer, true)
+		c.sendHeaders(l, resp.Trailer, true, &b)
 	}
 	c.stopClient(l)
+	b.flush()
 }
 
 // stopClient tells a client still sending its request, whose answer went

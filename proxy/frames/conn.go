@@ -26,6 +26,14 @@ type conn struct {
 	io     sysIO // nc's reads (the reader's) and writes (the writer's)
 	server bool
 	fr     *http2.Framer // reads; reader goroutine only
+	br     *bufio.Reader // fr's
+	// rb is what the reader queued on other connections (and its own),
+	// written once the frames already read are handled; reader goroutine
+	// only.
+	rb batch
+	// bodyDue is the streams whose BodyTimeout the reader arms before it
+	// waits (bodyDeadline); reader goroutine only.
+	bodyDue []due
 	// scratch collects the credit a drain owes other connections; reader
 	// goroutine only (the writer has its own).
 	scratch []credit
@@ -36,6 +44,9 @@ type conn struct {
 
 	mu      sync.Mutex
 	out     []byte        // frames queued for the writer
+	wbuf    []byte        // out's spare: the two take turns being written
+	writing bool          // out's last take is being written (by the writer or a batch)
+	held    int           // batches that write what is queued themselves (batch.go)
 	wfr     *http2.Framer // writes into out
 	enc     *hpack.Encoder
 	hbuf    bytes.Buffer
@@ -92,7 +103,8 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	}
 	c.lastRead.Store(time.Now().UnixNano())
 	c.io = newSysIO(nc)
-	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(c.io.r, 32<<10))
+	c.br = bufio.NewReaderSize(c.io.r, 32<<10)
+	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fr.MaxHeaderListSize = r.cfg.MaxHeaderListSize
@@ -127,8 +139,9 @@ func (c *conn) preface() {
 	c.kick()
 }
 
-// kick wakes the writer; it runs under mu. A peer that lets more than
-// MaxWriteBuffer pile up is cut off.
+// kick wakes the writer, unless a batch holds c and writes what is queued
+// itself; it runs under mu. A peer that lets more than MaxWriteBuffer pile
+// up is cut off.
 func (c *conn) kick() {
 	if len(c.out) > c.r.cfg.MaxWriteBuffer {
 		c.dead = true
@@ -136,6 +149,13 @@ func (c *conn) kick() {
 		c.nc.Close()
 		return
 	}
+	if c.held == 0 {
+		c.signal()
+	}
+}
+
+// signal wakes the writer.
+func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -144,10 +164,11 @@ func (c *conn) kick() {
 
 // writeLoop writes what the others queued, in batches: whatever piled up
 // while the last write was in the kernel goes out in one write. Two
-// buffers take turns, so the steady state allocates nothing.
+// buffers take turns (out and wbuf), so the steady state allocates
+// nothing. While a batch writes (release), the writer waits for it; the
+// batch wakes it when something is left.
 func (c *conn) writeLoop() {
 	defer close(c.writerDone)
-	var buf []byte
 	// the write deadline is moved only when less than half of WriteTimeout
 	// is left (setting it costs about as much as a small write's framing):
 	// a write gets between half and all of WriteTimeout
@@ -161,6 +182,7 @@ func (c *conn) writeLoop() {
 		quit := false
 		select {
 		case <-c.wake:
+			c.r.writerWakes.Add(1)
 		case <-c.quit:
 			quit = true
 		case now := <-tick.C:
@@ -170,10 +192,20 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		c.mu.Lock()
-		buf, c.out = c.out, buf[:0]
 		if quit {
 			c.dead = true
+			for c.writing { // a batch's write, which never waits for the socket
+				c.mu.Unlock()
+				time.Sleep(50 * time.Microsecond)
+				c.mu.Lock()
+			}
+		} else if c.writing {
+			c.mu.Unlock()
+			continue // the batch wakes the writer when it leaves something
 		}
+		buf := c.out
+		c.out, c.wbuf = c.wbuf[:0], nil
+		c.writing = true
 		c.mu.Unlock()
 		if len(buf) > 0 {
 			if now := time.Now(); deadline.Sub(now) < wt/2 {
@@ -184,25 +216,65 @@ func (c *conn) writeLoop() {
 				c.mu.Lock()
 				c.dead = true
 				c.out = nil
+				c.writing = false
 				c.mu.Unlock()
 				c.nc.Close() // the reader sees it and ends
 				return
 			}
 		}
+		c.mu.Lock()
+		c.writing = false
+		if cap(buf) <= 1<<20 {
+			c.wbuf = buf[:0]
+		}
 		if quit {
+			c.mu.Unlock()
 			return
 		}
-		if cap(buf) > 1<<20 {
-			buf = nil
-		}
 		// DATA held back for room in out goes now
-		c.mu.Lock()
 		if len(c.blocked) > 0 && !c.dead {
 			c.drain(&owed)
+		}
+		if len(c.out) > 0 && c.held == 0 {
+			c.signal() // queued while the write was in the kernel
 		}
 		c.mu.Unlock()
 		payCredits(&owed)
 	}
+}
+
+// readFrame reads the next frame; when it is not already read in whole,
+// before the reader may wait for it, what the reader queued for other
+// connections is written and the body timeouts of streams still sending are
+// armed. That happens at the latest once a read buffer's worth of frames
+// (32 KiB) is handled, however fast the client sends.
+func (c *conn) readFrame() (http2.Frame, error) {
+	if (c.rb.holds() || len(c.bodyDue) > 0) && !c.frameBuffered() {
+		if len(c.bodyDue) > 0 {
+			c.armBodies()
+		}
+		c.rb.flush()
+	}
+	return c.fr.ReadFrame()
+}
+
+// frameBuffered reports whether the next frame is read in whole and
+// reading it takes no more: a header block not ended in its first frame
+// (the framer reads its CONTINUATION frames in the same ReadFrame, which
+// may wait for them) is not.
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < 9 {
+		return false
+	}
+	h, _ := c.br.Peek(5)
+	switch http2.FrameType(h[3]) {
+	case http2.FrameHeaders, http2.FramePushPromise, http2.FrameContinuation:
+		if http2.Flags(h[4])&http2.FlagHeadersEndHeaders == 0 {
+			return false
+		}
+	}
+	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
 }
 
 // keepalive pings a peer that has been silent for every and gives up on it
@@ -383,6 +455,7 @@ func (c *conn) applySettings(f *http2.SettingsFrame) error {
 		}
 	}
 	_ = c.wfr.WriteSettingsAck()
+	c.rb.add(c) // applySettings runs on the reader, which writes it
 	c.kick()
 	return nil
 }

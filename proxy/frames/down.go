@@ -17,6 +17,7 @@ import (
 func (c *conn) serveDown() {
 	go c.writeLoop()
 	code, say := c.handshake()
+	c.rb.flush() // the SETTINGS acknowledgement
 	if say {
 		if tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 			cs := tc.ConnectionState() // the handshake completed with the preface
@@ -67,8 +68,9 @@ func (c *conn) armIdle() {
 // (and false when there is nothing to say: the connection closed or timed
 // out idle).
 func (c *conn) readDown() (http2.ErrCode, bool) {
+	defer c.rb.flush()
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		c.lastRead.Store(time.Now().UnixNano())
 		if err == nil {
 			err = c.downFrame(f)
@@ -191,7 +193,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if rt.Header != nil {
 		header = rt.Header
 	}
-	if err := c.r.pools[rt.Pool].open(u, header, end); err != nil {
+	if err := c.r.pools[rt.Pool].open(u, header, end, &c.rb); err != nil {
 		c.r.log.Debug("relay: stream refused", "err", err)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream, Cause: err}
 	}
@@ -226,24 +228,41 @@ func (c *conn) downTrailers(l *leg, f *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	if p := l.peer; p.c.noTrailers {
-		p.c.sendData(p, nil, true)
+		p.c.sendData(p, nil, true, &c.rb)
 	} else {
-		p.c.sendHeaders(p, f.Fields, true)
+		p.c.sendHeaders(p, f.Fields, true, &c.rb)
 	}
 	return nil
 }
 
 // bodyDeadline arms the BodyTimeout of d, a stream whose request is still
-// coming (none when within is zero).
+// coming (none when within is zero), once the reader has handled the
+// frames it already read (armBodies): a request whose body came with its
+// header list, as a unary call's does, never costs a timer.
 func (c *conn) bodyDeadline(d *leg, within time.Duration) {
-	if within <= 0 {
-		return
+	if within > 0 {
+		c.bodyDue = append(c.bodyDue, due{d, within})
 	}
+}
+
+// due is a stream whose BodyTimeout is armed once the reader waits.
+type due struct {
+	l      *leg
+	within time.Duration
+}
+
+// armBodies arms the BodyTimeout of the streams opened since the reader
+// last waited whose request has not ended; reader goroutine only.
+func (c *conn) armBodies() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !d.gone && !d.remoteDone {
-		d.body = time.AfterFunc(within, func() { c.bodyLate(d) })
+	for i, b := range c.bodyDue {
+		if d := b.l; !d.gone && !d.remoteDone {
+			d.body = time.AfterFunc(b.within, func() { c.bodyLate(d) })
+		}
+		c.bodyDue[i] = due{}
 	}
+	c.bodyDue = c.bodyDue[:0]
+	c.mu.Unlock()
 }
 
 // refuse answers a request with status and no body.

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -169,8 +170,11 @@ type Relay struct {
 	draining bool
 	drained  chan struct{} // closed once draining and no client connection is left
 
-	work    chan func()   // exchanges handed to idle workers
-	closing chan struct{} // closed by shutdown: idle workers end
+	work chan func() // exchanges handed to idle workers
+	// writerWakes counts the writers' wake-ups to write (tests and
+	// benchmarks read it: the hand-offs between goroutines a message costs).
+	writerWakes atomic.Int64
+	closing     chan struct{} // closed by shutdown: idle workers end
 }
 
 // New checks cfg and returns a relay; it starts nothing.

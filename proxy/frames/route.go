@@ -160,12 +160,14 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 	h := &held{done: make(chan struct{}), max: x.max}
 	u.hold = h
 	end := len(r.Body) == 0
-	if err := x.c.r.pools[pool].open(u, header, end); err != nil {
+	var b batch
+	if err := x.c.r.pools[pool].open(u, header, end, &b); err != nil {
 		return Response{}, fmt.Errorf("%w: open upstream stream: %w", ErrNotSent, err)
 	}
 	if !end {
-		u.c.sendData(u, r.Body, true)
+		u.c.sendData(u, r.Body, true, &b)
 	}
+	b.flush()
 	select {
 	case <-h.done:
 		return h.resp, h.err
@@ -330,16 +332,18 @@ func (c *conn) respond(l *leg, resp Response) {
 	}
 	bodyEnd := resp.Trailer == nil
 	headersEnd := len(resp.Body) == 0 && bodyEnd
-	c.sendHeaders(l, resp.Header, headersEnd)
+	var b batch
+	c.sendHeaders(l, resp.Header, headersEnd, &b)
 	if !headersEnd {
 		if len(resp.Body) > 0 || bodyEnd {
-			c.sendData(l, resp.Body, bodyEnd)
+			c.sendData(l, resp.Body, bodyEnd, &b)
 		}
 		if resp.Trailer != nil {
-			c.sendHeaders(l, resp.Trailer, true)
+			c.sendHeaders(l, resp.Trailer, true, &b)
 		}
 	}
 	c.stopClient(l)
+	b.flush()
 }
 
 // held collects, on the upstream reader, the answer to a forwarded

@@ -392,7 +392,7 @@ func (a admitter) Handle(ctx context.Context, req *Request) Response {
 type admitRouter struct{ h admitter }
 
 func (r admitRouter) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
-	return Route{Handler: r.h, MaxBody: 1 << 20}
+	return Route{Handler: r.h, MaxBody: 1 << 20, BodyTimeout: 10 * time.Second}
 }
 
 // TestAdmitter: a Handler that is an Admitter admits each stream on its

@@ -140,8 +140,9 @@ func (c *conn) resetPair(id uint32, code, cancel http2.ErrCode) (flood bool) {
 
 // sendData queues data (and END_STREAM) on l as far as the send windows
 // allow and keeps the rest for drain. It returns the bytes sent now, the
-// credit to return to the sender.
-func (c *conn) sendData(l *leg, data []byte, end bool) int {
+// credit to return to the sender. b, when not nil, writes what is queued
+// (see batch).
+func (c *conn) sendData(l *leg, data []byte, end bool, b *batch) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.gone || c.dead {
@@ -161,6 +162,7 @@ func (c *conn) sendData(l *leg, data []byte, end bool) int {
 		l.localDone = true
 		c.maybeRemove(l)
 	}
+	b.add(c)
 	c.kick()
 	return n
 }
@@ -202,8 +204,8 @@ func (c *conn) block(l *leg) {
 }
 
 // sendHeaders queues a header block on l; trailers wait behind pending
-// DATA. It runs without locks held.
-func (c *conn) sendHeaders(l *leg, fields []hpack.HeaderField, end bool) {
+// DATA. It runs without locks held; b as for sendData.
+func (c *conn) sendHeaders(l *leg, fields []hpack.HeaderField, end bool, b *batch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.gone || c.dead {
@@ -219,6 +221,7 @@ func (c *conn) sendHeaders(l *leg, fields []hpack.HeaderField, end bool) {
 		l.localDone = true
 		c.maybeRemove(l)
 	}
+	b.add(c)
 	c.kick()
 }
 
@@ -296,6 +299,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		_ = c.wfr.WriteWindowUpdate(0, uint32(c.connOwed))
 		c.recvWin += c.connOwed
 		c.connOwed = 0
+		c.rb.add(c) // the reader writes it
 		c.kick()
 	}
 	l := c.streams[id]
@@ -346,7 +350,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	p := l.peer
 	c.mu.Unlock()
-	if n := p.c.sendData(p, data, end); n > 0 && !end {
+	if n := p.c.sendData(p, data, end, &c.rb); n > 0 && !end {
 		c.credit(l, n)
 	}
 	return nil
@@ -474,6 +478,7 @@ func (c *conn) onPing(f *http2.PingFrame) error {
 		c.lastPing = now
 	}
 	_ = c.wfr.WritePing(true, f.Data)
+	c.rb.add(c) // the reader writes it
 	c.kick()
 	return nil
 }

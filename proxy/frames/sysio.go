@@ -24,6 +24,9 @@ import (
 type sysIO struct {
 	r io.Reader
 	w io.Writer
+	// try writes what the socket takes of p now, without waiting, and
+	// returns how much; nil where writes are not raw.
+	try func(p []byte) int
 }
 
 // newSysIO returns the reader and writer of nc.
@@ -37,8 +40,8 @@ func newSysIO(nc net.Conn) sysIO {
 		return sysIO{r: nc, w: nc}
 	}
 	r, w := &rawReader{rc: rc}, &rawWriter{rc: rc}
-	r.fn, w.fn = r.read, w.write
-	return sysIO{r: r, w: w}
+	r.fn, w.fn, w.tfn = r.read, w.write, w.tryWrite
+	return sysIO{r: r, w: w, try: w.try}
 }
 
 // rawReader reads through rc; fn is read, made once so that a Read
@@ -89,6 +92,7 @@ func (r *rawReader) read(fd uintptr) bool {
 type rawWriter struct {
 	rc  syscall.RawConn
 	fn  func(fd uintptr) bool
+	tfn func(fd uintptr) bool // tryWrite
 	p   []byte
 	n   int
 	err error
@@ -101,6 +105,23 @@ func (w *rawWriter) Write(p []byte) (int, error) {
 	}
 	w.p = nil
 	return w.n, w.err
+}
+
+// try writes what the socket takes of p without waiting for it: the
+// caller's goroutine, not the connection's writer, may write when the
+// writer is idle (a write that fails or would wait leaves the rest, and
+// the error, to the writer). It must not run at the same time as Write.
+func (w *rawWriter) try(p []byte) int {
+	w.p, w.n, w.err = p, 0, nil
+	_ = w.rc.Write(w.tfn) // an error (closed, deadline passed) is the writer's to see
+	w.p = nil
+	return w.n
+}
+
+// tryWrite is the callback of try: done, whatever the socket took.
+func (w *rawWriter) tryWrite(fd uintptr) bool {
+	w.write(fd)
+	return true
 }
 
 // write is the callback of one Write: false (wait until the socket is

@@ -40,15 +40,15 @@ type pool struct {
 }
 
 // open opens u on an upstream connection and sends the request's header
-// block.
-func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
+// block; b as for sendData.
+func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool, b *batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return net.ErrClosed
 	}
 	for _, c := range p.conns {
-		if c.tryOpen(u, fields, end, p.up.MaxStreams) {
+		if c.tryOpen(u, fields, end, p.up.MaxStreams, b) {
 			return nil
 		}
 	}
@@ -58,6 +58,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	if time.Now().Before(p.failUntil) {
 		return errBackoff
 	}
+	b.flush() // what the caller queued does not wait for the dial
 	c, err := p.dial()
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, 50*time.Millisecond), p.r.cfg.MaxBackoff)
@@ -66,7 +67,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool) error {
 	}
 	p.backoff = 0
 	p.conns = append(p.conns, c)
-	if c.tryOpen(u, fields, end, p.up.MaxStreams) {
+	if c.tryOpen(u, fields, end, p.up.MaxStreams, b) {
 		return nil
 	}
 	return ErrPoolFull
@@ -126,7 +127,7 @@ func (p *pool) closeAll() {
 
 // tryOpen opens u on c if c has room under the upstream's limit and
 // maxStreams (0: none); it sends the header block.
-func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams uint32) bool {
+func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams uint32, b *batch) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	limit := c.peerMaxStreams
@@ -142,6 +143,7 @@ func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams 
 	u.localDone = end
 	c.streams[u.id] = u
 	c.writeHeaders(u.id, fields, end)
+	b.add(c)
 	c.kick()
 	return true
 }
@@ -150,7 +152,7 @@ func (c *conn) tryOpen(u *leg, fields []hpack.HeaderField, end bool, maxStreams 
 // stream it carried is reset toward its client.
 func (c *conn) serveUp() {
 	for {
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		c.lastRead.Store(time.Now().UnixNano())
 		if err == nil {
 			err = c.upFrame(f)
@@ -170,6 +172,7 @@ func (c *conn) serveUp() {
 		}
 		break
 	}
+	c.rb.flush()
 	c.finish(http2.ErrCodeInternal)
 }
 
@@ -209,7 +212,7 @@ func (c *conn) upHeaders(f *http2.MetaHeadersFrame) error {
 		l.hold.headers(fields, end)
 		return nil
 	}
-	l.peer.c.sendHeaders(l.peer, fields, end)
+	l.peer.c.sendHeaders(l.peer, fields, end, &c.rb)
 	return nil
 }
 

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package frames
+
+import "testing"
+
+type usage struct{}
+
+func usageNow() usage               { return usage{} }
+func reportUsage(*testing.B, usage) {}
