@@ -1,9 +1,9 @@
 package a2a
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/agentwarden/warden/proxy/owners"
@@ -25,7 +25,8 @@ import (
 // left out cut, and everything else passes as the bytes it came as. An
 // object Warden reads with a member named twice, or two names that fold
 // alike, is refused: a client would read either of them, and Warden
-// rewrote one. Push configs and the extended card, small, are decoded.
+// rewrote one. Push configs and the extended card are read the same way; a member Warden
+// reads there spelled in another case ("Token", "TaskId") is refused too.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if x.failed {
 		return nil, false // a stream that named another's task: nothing more passes
@@ -71,20 +72,21 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			x.s.log.Warn("could not filter an A2A task list; replacing it with an error", "principal", x.principal, "err", err)
 			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
 		}
-	case m == a2a.MethodCreatePush || m == a2a.MethodGetPush || m == a2a.MethodListPush || m == a2a.MethodExtendedCard:
-		raw, _ := env.Raw("result")
-		var r map[string]any
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber()
-		_ = d.Decode(&r) // an object of a valid message: it decodes
-		if ok, err = x.decoded(r); err != nil {
-			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, err.Error()), true
+	case m == a2a.MethodCreatePush || m == a2a.MethodGetPush:
+		var err error
+		if ok, err = x.pushConfig(res); err != nil {
+			return nil, false // a name Warden reads in another case
 		}
-		b, err := jsonrpc.Encode(r)
-		if err != nil {
+	case m == a2a.MethodListPush:
+		if err := x.pushConfigs(res); err != nil {
 			return nil, false
 		}
-		env.SetRaw("result", b)
+	case m == a2a.MethodExtendedCard:
+		if err := rewriteCard(res, x.s.public); errors.Is(err, errNoPublicURL) {
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, err.Error()), true
+		} else if err != nil {
+			return nil, false
+		}
 	}
 	if env.Err() != nil {
 		return nil, false // a name twice, or folding like another, in an object Warden read
@@ -108,31 +110,6 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 func sameID(raw, id json.RawMessage) bool {
 	v, ok := jsonrpc.IDValue(raw)
 	return ok && jsonrpc.SameID(v, id)
-}
-
-// decoded rewrites the decoded result of a push-config method or of the
-// extended card: ok is false when it is about another's task; an error is
-// the caller's answer in its place.
-func (x *exchange) decoded(res map[string]any) (ok bool, err error) {
-	switch x.call.Method {
-	case a2a.MethodCreatePush, a2a.MethodGetPush:
-		return x.pushConfig(res), nil
-	case a2a.MethodListPush:
-		if cs, isList := res["configs"].([]any); isList {
-			kept := cs[:0]
-			for _, c := range cs {
-				if c, isObj := c.(map[string]any); isObj && x.pushConfig(c) {
-					kept = append(kept, c)
-				}
-			}
-			res["configs"] = kept
-		}
-	case a2a.MethodExtendedCard:
-		if !x.s.rewriteCard(res, x.s.public) {
-			return true, errNoPublicURL
-		}
-	}
-	return true, nil
 }
 
 // errNoPublicURL answers for an extended card Warden cannot rewrite.
@@ -406,30 +383,138 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 	return nil
 }
 
+// pushNames are the members of a push config Warden reads (seals,
+// restores or withholds); spelled in another case, a client matching names
+// without case (Go's encoding/json, a2a-go) would read it as the one Warden
+// did not touch.
+var pushNames = []string{"taskId", "url", "token", "authentication", "credentials", "pushNotificationConfig"}
+
+// pushConfigs keeps the configs of a ListTaskPushNotificationConfigs page
+// that are the caller's (pushConfig); an error refuses the page.
+func (x *exchange) pushConfigs(res *jsonrpc.Object) error {
+	if err := res.Spelled([]string{"configs"}); err != nil {
+		return err
+	}
+	cs, ok := res.Arr("configs")
+	if !ok {
+		return nil
+	}
+	for i := range cs.Len() {
+		c, isObj := cs.Obj(i)
+		if !isObj {
+			cs.Drop(i)
+			continue
+		}
+		mine, err := x.pushConfig(c)
+		if err != nil {
+			return err
+		}
+		if !mine {
+			cs.Drop(i)
+		}
+	}
+	return nil
+}
+
 // pushConfig seals a push config's task and withholds its credentials: the
 // notification token and the authentication credentials stay between the
 // client that set them and the server (A2A §13.2). A config of another task
-// than the one the request named is not the caller's: false.
-func (x *exchange) pushConfig(c map[string]any) bool {
-	if t, ok := c["taskId"]; ok && t != x.taskID && !x.dryRun("a push config of another task", x.taskID) {
-		return false
+// than the one the request named is not the caller's: false. A member
+// Warden reads spelled in another case is an error (one given twice, or two
+// folding alike, is the message's Err).
+func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
+	if err := c.Spelled(pushNames); err != nil {
+		return false, err
 	}
-	if !x.s.relay.Restore(c, x.principal) && !x.dryRun("a push config of another's", x.taskID) {
-		return false // the server holds another principal's relay URL for it
+	t, isStr := c.Str("taskId")
+	if c.Has("taskId") && (!isStr || t != x.taskID) && !x.dryRun("a push config of another task", x.taskID) {
+		return false, nil
 	}
-	if v, ok := c["taskId"].(string); ok && v != "" {
-		c["taskId"] = x.seal(a2a.KindTask, v)
+	mine, err := x.s.relay.Restore(c, x.principal)
+	if err != nil {
+		return false, err
 	}
-	delete(c, "token")
-	if a, ok := c["authentication"].(map[string]any); ok {
-		delete(a, "credentials")
+	if !mine && !x.dryRun("a push config of another's", x.taskID) {
+		return false, nil // the server holds another principal's relay URL for it
+	}
+	if isStr && t != "" {
+		c.SetStr("taskId", x.seal(a2a.KindTask, t))
+	}
+	if err := withhold(c); err != nil {
+		return false, err
 	}
 	// A 0.3-style nesting.
-	if p, ok := c["pushNotificationConfig"].(map[string]any); ok {
-		delete(p, "token")
-		if a, ok := p["authentication"].(map[string]any); ok {
-			delete(a, "credentials")
+	if p, ok := c.Obj("pushNotificationConfig"); ok {
+		if err := p.Spelled(pushNames); err != nil {
+			return false, err
 		}
+		return true, withhold(p)
 	}
-	return true
+	return true, nil
+}
+
+// withhold leaves a push config's token and authentication credentials out.
+func withhold(c *jsonrpc.Object) error {
+	c.Del("token")
+	if a, ok := c.Obj("authentication"); ok {
+		if err := a.Spelled(pushNames); err != nil {
+			return err
+		}
+		a.Del("credentials")
+	}
+	return nil
+}
+
+// stateOf reads a task's state from the answer to Warden's own GetTask
+// (readState) for splicing, by name as fromUpstream reads: a name it reads
+// (the answer's, the task's id and status, the state) given twice, in two
+// cases or alone in another case is an error, as is an answer about
+// another task; "" when the upstream does not know the task (no result).
+func stateOf(b []byte, taskID string) (string, error) {
+	env, err := jsonrpc.ReadObject(b)
+	if err == nil {
+		err = env.Spelled(answerNames)
+	}
+	if err != nil {
+		return "", fmt.Errorf("GetTask answer: %w", err)
+	}
+	raw, has := env.Raw("result")
+	if !has || string(raw) == "null" {
+		return "", nil // the upstream decides about a task it does not know
+	}
+	res, isObj := env.Obj("result")
+	if !isObj {
+		return "", errors.New("GetTask answer: the result is not a task")
+	}
+	if err := res.Spelled(stateNames); err != nil {
+		return "", fmt.Errorf("GetTask answer: %w", err)
+	}
+	if id, _ := res.Str("id"); id != taskID {
+		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
+	}
+	var state string
+	if st, ok := res.Obj("status"); ok {
+		if err := st.Spelled(stateNames); err != nil {
+			return "", fmt.Errorf("GetTask answer: %w", err)
+		}
+		var isStr bool
+		if state, isStr = st.Str("state"); !isStr && !absent(st, "state") {
+			return "", errors.New("GetTask answer: the state is not a string")
+		}
+	} else if !absent(res, "status") {
+		return "", errors.New("GetTask answer: the status is not an object")
+	}
+	if err := env.Err(); err != nil {
+		return "", fmt.Errorf("GetTask answer: %w", err)
+	}
+	return state, nil
+}
+
+// stateNames are the members of a task stateOf reads.
+var stateNames = []string{"id", "status", "state"}
+
+// absent reports whether o has no member name, or a null one.
+func absent(o *jsonrpc.Object, name string) bool {
+	raw, has := o.Raw(name)
+	return !has || string(raw) == "null"
 }

@@ -1,9 +1,9 @@
 package a2a
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/relay"
@@ -34,24 +34,33 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be read whole")
 		return
 	}
-	var c map[string]any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if resp.StatusCode != http.StatusOK || d.Decode(&c) != nil || c == nil {
+	if resp.StatusCode != http.StatusOK {
 		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		return
 	}
-	if !s.rewriteCard(c, s.public) {
+	// One JSON object, read for splicing: a card followed by more (a
+	// decoder reading the first value would read it unrewritten), or with
+	// a member Warden rewrites given twice or in another case, is not
+	// served.
+	c, err := jsonrpc.ReadObject(b)
+	if err == nil {
+		err = rewriteCard(c, s.public)
+	}
+	if err == nil {
+		err = c.Err()
+	}
+	switch {
+	case errors.Is(err, errNoPublicURL):
 		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)")
 		return
-	}
-	b, err = jsonrpc.Encode(c)
-	if err != nil {
-		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten")
+	case err != nil:
+		s.log.Warn("the A2A server's agent card cannot be rewritten; not served", "err", err)
+		restError(w, http.StatusBadGateway, "UNAVAILABLE", "the agent card could not be rewritten: "+err.Error())
 		return
 	}
+	b = c.AppendTo(make([]byte, 0, len(b)+64))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
@@ -75,50 +84,74 @@ func publicEndpoint(cfg Config, path string) string {
 	return ""
 }
 
+// cardNames are the members of a card rewriteCard reads, interfaceNames
+// those of an interface: spelled in another case, a client matching names
+// without case (Go's encoding/json, a2a-go) would read the one Warden did
+// not point at itself.
+var (
+	cardNames      = []string{"supportedInterfaces", "additionalInterfaces", "url", "preferredTransport"}
+	interfaceNames = []string{"protocolBinding", "transport", "protocolVersion", "tenant", "url"}
+)
+
 // rewriteCard points the card's interfaces at public, whatever host,
 // address or spelling they name (the server may call itself localhost where
 // Warden calls it 127.0.0.1, or list a mirror): every JSON-RPC interface
 // becomes Warden's endpoint (one per protocol version), and every other
 // interface (other bindings, interfaces routed by tenant) is left out, since
 // Warden serves and enforces none of them. 0.3's main url becomes public and
-// its preferred transport JSON-RPC. false when there is no public endpoint
-// to point at: the card must not be served.
-func (s *Server) rewriteCard(c map[string]any, public string) bool {
+// its preferred transport JSON-RPC. errNoPublicURL when there is no public
+// endpoint to point at, and an error for a member it reads spelled in
+// another case: the card must not be served. A name given twice, or two
+// folding alike, in an object it reads is c.Err.
+func rewriteCard(c *jsonrpc.Object, public string) error {
 	if public == "" {
-		return false
+		return errNoPublicURL
 	}
-	for _, k := range []string{"supportedInterfaces", "additionalInterfaces"} {
-		list, ok := c[k].([]any)
+	if err := c.Spelled(cardNames); err != nil {
+		return err
+	}
+	for _, k := range cardNames[:2] {
+		list, ok := c.Arr(k)
 		if !ok {
-			delete(c, k) // absent, or not a list: nothing a client reads of it is checked
+			c.Del(k) // absent, or not a list: nothing a client reads of it is checked
 			continue
 		}
-		kept := list[:0]
-		seen := map[string]bool{}
-		for _, it := range list {
-			m, ok := it.(map[string]any)
+		var seen []string // the protocol versions given an interface
+		for i := range list.Len() {
+			m, ok := list.Obj(i)
 			if !ok {
+				list.Drop(i)
 				continue
 			}
-			binding, _ := m["protocolBinding"].(string)
+			if err := m.Spelled(interfaceNames); err != nil {
+				return err
+			}
+			binding, _ := m.Str("protocolBinding")
 			if binding == "" {
-				binding, _ = m["transport"].(string) // 0.3
+				binding, _ = m.Str("transport") // 0.3
 			}
-			version, _ := m["protocolVersion"].(string)
-			if !strings.EqualFold(binding, "JSONRPC") || m["tenant"] != nil && m["tenant"] != "" || seen[version] {
+			version, _ := m.Str("protocolVersion")
+			if !strings.EqualFold(binding, "JSONRPC") || tenanted(m) || slices.Contains(seen, version) {
+				list.Drop(i)
 				continue
 			}
-			seen[version] = true
-			m["url"] = public
-			kept = append(kept, m)
+			seen = append(seen, version)
+			m.SetStr("url", public)
 		}
-		c[k] = kept
 	}
-	if _, ok := c["url"]; ok {
-		c["url"] = public // 0.3's main URL
+	if c.Has("url") {
+		c.SetStr("url", public) // 0.3's main URL
 	}
-	if _, ok := c["preferredTransport"]; ok {
-		c["preferredTransport"] = "JSONRPC"
+	if c.Has("preferredTransport") {
+		c.SetStr("preferredTransport", "JSONRPC")
 	}
-	return true
+	return nil
+}
+
+// tenanted reports whether an interface is routed by tenant: its tenant is
+// given, neither null nor "".
+func tenanted(m *jsonrpc.Object) bool {
+	raw, has := m.Raw("tenant")
+	t, isStr := m.Str("tenant")
+	return has && string(raw) != "null" && !(isStr && t == "")
 }

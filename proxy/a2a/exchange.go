@@ -427,27 +427,7 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 	if err != nil {
 		return "", err
 	}
-	var ans struct {
-		Result *struct {
-			ID     string `json:"id"`
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		} `json:"result"`
-		Error *struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(b, &ans); err != nil {
-		return "", fmt.Errorf("GetTask answer: %w", err)
-	}
-	if ans.Result == nil {
-		return "", nil // the upstream decides about a task it does not know
-	}
-	if ans.Result.ID != taskID {
-		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
-	}
-	return ans.Result.Status.State, nil
+	return stateOf(b, taskID)
 }
 
 // apply hands what an answer says (facts) to the request's decision, which

@@ -38,6 +38,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // Config is the relay's part of the A2A sidecar's configuration (a2a.push_relay).
@@ -276,17 +277,38 @@ func (r *Relay) Rewrite(v any, t Target) bool {
 }
 
 // Restore gives a push config read back from the server the client's own
-// URL where the server holds a relay URL. It returns false when a relay URL
-// in it is another principal's (the config is not the caller's).
-func (r *Relay) Restore(v any, principal string) bool {
-	return walkURLs(v, 0, func(u string) (string, bool) {
+// URL where the server holds a relay URL, at any depth, the config read for
+// splicing. It returns false when a relay URL in it is another principal's
+// (the config is not the caller's), and an error when a member there is
+// named "url" in another case: a client matching names without case would
+// read it as the URL Warden did not restore. A name given twice, or two
+// folding alike, is the message's (c.Err).
+func (r *Relay) Restore(c *jsonrpc.Object, principal string) (mine bool, err error) {
+	mine = true
+	c.Walk(func(o *jsonrpc.Object) {
+		if err != nil || !mine {
+			return
+		}
+		if err = o.Spelled(urlName); err != nil {
+			return
+		}
+		u, ok := o.Str("url")
+		if !ok {
+			return
+		}
 		t, ok := r.targetOf(u)
 		if !ok {
-			return u, true // not the relay's: set by someone who bypassed Warden
+			return // not the relay's: set by someone who bypassed Warden
 		}
-		return t.URL, t.Principal == principal
+		if mine = t.Principal == principal; mine {
+			o.SetStr("url", t.URL)
+		}
 	})
+	return mine && err == nil, err
 }
+
+// urlName is the member Restore reads.
+var urlName = []string{"url"}
 
 // walkURLs calls f on every string "url" member at any depth of v,
 // replacing it with what f returns; false as soon as f says so.

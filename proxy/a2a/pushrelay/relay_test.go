@@ -15,6 +15,7 @@ import (
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/a2a"
+	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
 // owners is the task and context table the relay reads.
@@ -225,13 +226,23 @@ func TestRelayURLs(t *testing.T) {
 			t.Errorf("POST %s: %d, want 404", p, resp.StatusCode)
 		}
 	}
-	cfg := map[string]any{"taskId": "task-1", "url": ru}
-	if !r.Restore(cfg, "alice") || cfg["url"] != "https://hooks.example.com/a" {
-		t.Fatalf("restored for alice: %v", cfg)
+	cfg, err := jsonrpc.ReadObject([]byte(`{"taskId":"task-1","url":` + string(jsonrpc.AppendString(nil, ru)) + `}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg = map[string]any{"taskId": "task-1", "pushNotificationConfig": map[string]any{"url": ru}}
-	if r.Restore(cfg, "bob") {
-		t.Fatalf("bob was given alice's config: %v", cfg)
+	if mine, err := r.Restore(cfg, "alice"); !mine || err != nil {
+		t.Fatalf("not restored for alice: %v", err)
+	}
+	if got := string(cfg.AppendTo(nil)); got != `{"taskId":"task-1","url":"https://hooks.example.com/a"}` {
+		t.Fatalf("restored for alice: %s", got)
+	}
+	cfg, _ = jsonrpc.ReadObject([]byte(`{"taskId":"task-1","pushNotificationConfig":{"url":` + string(jsonrpc.AppendString(nil, ru)) + `}}`))
+	if mine, _ := r.Restore(cfg, "bob"); mine {
+		t.Fatalf("bob was given alice's config: %s", cfg.AppendTo(nil))
+	}
+	cfg, _ = jsonrpc.ReadObject([]byte(`{"taskId":"task-1","pushNotificationConfig":{"URL":` + string(jsonrpc.AppendString(nil, ru)) + `}}`))
+	if _, err := r.Restore(cfg, "alice"); err == nil {
+		t.Fatal("a url in another case was not refused")
 	}
 }
 
