@@ -160,3 +160,32 @@ func TestStateReadAmbiguous(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskAnswerSpelled: in the task path too (tasks, events, messages,
+// ListTasks pages), a member Warden reads by name spelled in another case,
+// alone, refuses the answer: Warden would not seal or cut it, and a client
+// matching names without case reads another tenant's raw task or context
+// id, the server's total over every tenant, or its raw page cursor.
+func TestTaskAnswerSpelled(t *testing.T) {
+	s := answerServer(t, "http://127.0.0.1:1/jsonrpc")
+	answer := func(result string) string { return `{"jsonrpc":"2.0","id":7,"result":` + result + `}` }
+	task := func(extra string) string {
+		return `{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_WORKING"}` + extra + `}`
+	}
+	for _, tc := range []struct{ name, method, answer, secret string }{
+		{"a history message's task", a2a.MethodGetTask, answer(task(`,"history":[{"messageId":"m","role":"ROLE_AGENT","TaskId":"task-1"}]`)), "task-1"},
+		{"a history message's context", a2a.MethodGetTask, answer(task(`,"history":[{"messageId":"m","role":"ROLE_AGENT","contextID":"ctx-1"}]`)), "ctx-1"},
+		{"a status message's references", a2a.MethodGetTask, answer(`{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","ReferenceTaskIds":["task-1"]}}}`), "task-1"},
+		{"a task's history", a2a.MethodGetTask, answer(task(`,"History":[{"messageId":"m","taskId":"task-1"}]`)), "task-1"},
+		{"a list's total", a2a.MethodListTasks, answer(`{"tasks":[],"nextPageToken":"","TotalSize":9000}`), "9000"},
+		{"a list's cursor", a2a.MethodListTasks, answer(`{"tasks":[],"NextPageToken":"SECRET"}`), "SECRET"},
+		{"a list's tasks", a2a.MethodListTasks, answer(`{"Tasks":[{"id":"task-1","contextId":"ctx-1"}]}`), "task-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, keep := answerExchange(s, tc.method).fromUpstream([]byte(tc.answer))
+			if keep && (strings.Contains(string(out), tc.secret) || !strings.Contains(string(out), `"error"`)) {
+				t.Fatalf("passed as %s", out)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/agentwarden/warden/proxy/owners"
@@ -32,9 +33,14 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 		return nil, false // a stream that named another's task: nothing more passes
 	}
 	env, err := jsonrpc.ReadObject(data)
-	// A member spelled in another case ("Result") is read by clients that
-	// match names without case, and would pass unread here.
-	if err != nil || env.Spelled(answerNames) != nil {
+	if err != nil {
+		return nil, false
+	}
+	// A member Warden reads spelled in another case ("Result", "TaskId",
+	// "Token"), in any object it reads, is read by clients that match
+	// names without case as the one Warden read (or found absent), and
+	// would pass unread here: Err.
+	if env.Spelling(readNames); env.Err() != nil {
 		return nil, false
 	}
 	if raw, _ := env.Raw("id"); !sameID(raw, x.call.ID) {
@@ -117,6 +123,14 @@ var errNoPublicURL = errors.New("the extended agent card cannot be served: Warde
 
 // answerNames are the members of a JSON-RPC answer.
 var answerNames = []string{"jsonrpc", "id", "result", "error"}
+
+// readNames are the members Warden reads by name in an A2A answer: the
+// answer's, a task's, an event's or a message's, a ListTasks page's, a push
+// config's and the card's (cardNames, interfaceNames).
+var readNames = slices.Concat(answerNames, []string{
+	"task", "message", "statusUpdate", "artifactUpdate", "contextId", "taskId", "status", "state", "history",
+	"messageId", "role", "referenceTaskIds", "tasks", "nextPageToken", "totalSize", "configs",
+}, pushNames, cardNames, interfaceNames)
 
 // subject reports whether the task an answer is about, and its context, are
 // the caller's, adopting the task when the request is a message that named
@@ -384,17 +398,12 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 }
 
 // pushNames are the members of a push config Warden reads (seals,
-// restores or withholds); spelled in another case, a client matching names
-// without case (Go's encoding/json, a2a-go) would read it as the one Warden
-// did not touch.
+// restores or withholds).
 var pushNames = []string{"taskId", "url", "token", "authentication", "credentials", "pushNotificationConfig"}
 
 // pushConfigs keeps the configs of a ListTaskPushNotificationConfigs page
 // that are the caller's (pushConfig); an error refuses the page.
 func (x *exchange) pushConfigs(res *jsonrpc.Object) error {
-	if err := res.Spelled([]string{"configs"}); err != nil {
-		return err
-	}
 	cs, ok := res.Arr("configs")
 	if !ok {
 		return nil
@@ -419,13 +428,9 @@ func (x *exchange) pushConfigs(res *jsonrpc.Object) error {
 // pushConfig seals a push config's task and withholds its credentials: the
 // notification token and the authentication credentials stay between the
 // client that set them and the server (A2A §13.2). A config of another task
-// than the one the request named is not the caller's: false. A member
-// Warden reads spelled in another case is an error (one given twice, or two
-// folding alike, is the message's Err).
+// than the one the request named is not the caller's: false. An error (a
+// url in another case) refuses the answer.
 func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
-	if err := c.Spelled(pushNames); err != nil {
-		return false, err
-	}
 	t, isStr := c.Str("taskId")
 	if c.Has("taskId") && (!isStr || t != x.taskID) && !x.dryRun("a push config of another task", x.taskID) {
 		return false, nil
@@ -440,29 +445,20 @@ func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
 	if isStr && t != "" {
 		c.SetStr("taskId", x.seal(a2a.KindTask, t))
 	}
-	if err := withhold(c); err != nil {
-		return false, err
-	}
+	withhold(c)
 	// A 0.3-style nesting.
 	if p, ok := c.Obj("pushNotificationConfig"); ok {
-		if err := p.Spelled(pushNames); err != nil {
-			return false, err
-		}
-		return true, withhold(p)
+		withhold(p)
 	}
 	return true, nil
 }
 
 // withhold leaves a push config's token and authentication credentials out.
-func withhold(c *jsonrpc.Object) error {
+func withhold(c *jsonrpc.Object) {
 	c.Del("token")
 	if a, ok := c.Obj("authentication"); ok {
-		if err := a.Spelled(pushNames); err != nil {
-			return err
-		}
 		a.Del("credentials")
 	}
-	return nil
 }
 
 // stateOf reads a task's state from the answer to Warden's own GetTask
@@ -473,7 +469,8 @@ func withhold(c *jsonrpc.Object) error {
 func stateOf(b []byte, taskID string) (string, error) {
 	env, err := jsonrpc.ReadObject(b)
 	if err == nil {
-		err = env.Spelled(answerNames)
+		env.Spelling(stateNames)
+		err = env.Err()
 	}
 	if err != nil {
 		return "", fmt.Errorf("GetTask answer: %w", err)
@@ -486,17 +483,11 @@ func stateOf(b []byte, taskID string) (string, error) {
 	if !isObj {
 		return "", errors.New("GetTask answer: the result is not a task")
 	}
-	if err := res.Spelled(stateNames); err != nil {
-		return "", fmt.Errorf("GetTask answer: %w", err)
-	}
 	if id, _ := res.Str("id"); id != taskID {
 		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
 	}
 	var state string
 	if st, ok := res.Obj("status"); ok {
-		if err := st.Spelled(stateNames); err != nil {
-			return "", fmt.Errorf("GetTask answer: %w", err)
-		}
 		var isStr bool
 		if state, isStr = st.Str("state"); !isStr && !absent(st, "state") {
 			return "", errors.New("GetTask answer: the state is not a string")
@@ -510,8 +501,8 @@ func stateOf(b []byte, taskID string) (string, error) {
 	return state, nil
 }
 
-// stateNames are the members of a task stateOf reads.
-var stateNames = []string{"id", "status", "state"}
+// stateNames are the members stateOf reads.
+var stateNames = slices.Concat(answerNames, []string{"status", "state"})
 
 // absent reports whether o has no member name, or a null one.
 func absent(o *jsonrpc.Object, name string) bool {

@@ -46,7 +46,10 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 	// served.
 	c, err := jsonrpc.ReadObject(b)
 	if err == nil {
-		err = rewriteCard(c, s.public)
+		c.Spelling(cardRead)
+		if err = c.Err(); err == nil {
+			err = rewriteCard(c, s.public)
+		}
 	}
 	if err == nil {
 		err = c.Err()
@@ -87,10 +90,11 @@ func publicEndpoint(cfg Config, path string) string {
 // cardNames are the members of a card rewriteCard reads, interfaceNames
 // those of an interface: spelled in another case, a client matching names
 // without case (Go's encoding/json, a2a-go) would read the one Warden did
-// not point at itself.
+// not point at itself (jsonrpc.Object.Spelling refuses it).
 var (
 	cardNames      = []string{"supportedInterfaces", "additionalInterfaces", "url", "preferredTransport"}
 	interfaceNames = []string{"protocolBinding", "transport", "protocolVersion", "tenant", "url"}
+	cardRead       = slices.Concat(cardNames, interfaceNames)
 )
 
 // rewriteCard points the card's interfaces at public, whatever host,
@@ -100,15 +104,13 @@ var (
 // interface (other bindings, interfaces routed by tenant) is left out, since
 // Warden serves and enforces none of them. 0.3's main url becomes public and
 // its preferred transport JSON-RPC. errNoPublicURL when there is no public
-// endpoint to point at, and an error for a member it reads spelled in
-// another case: the card must not be served. A name given twice, or two
-// folding alike, in an object it reads is c.Err.
+// endpoint to point at: the card must not be served. A name given twice, or
+// two folding alike, in an object it reads, or one it reads spelled in
+// another case (cardRead, when the caller holds c to its Spelling), is
+// c.Err: the card must not be served either.
 func rewriteCard(c *jsonrpc.Object, public string) error {
 	if public == "" {
 		return errNoPublicURL
-	}
-	if err := c.Spelled(cardNames); err != nil {
-		return err
 	}
 	for _, k := range cardNames[:2] {
 		list, ok := c.Arr(k)
@@ -122,9 +124,6 @@ func rewriteCard(c *jsonrpc.Object, public string) error {
 			if !ok {
 				list.Drop(i)
 				continue
-			}
-			if err := m.Spelled(interfaceNames); err != nil {
-				return err
 			}
 			binding, _ := m.Str("protocolBinding")
 			if binding == "" {

@@ -47,6 +47,7 @@ type doc struct {
 	elems   []elem
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
+	known   []string // names no object read may spell otherwise (Spelling)
 	mbuf    [8]member
 	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class
 	obuf    [4]Object
@@ -154,6 +155,9 @@ func (d *doc) object(i int) *Object {
 		if d.err == nil {
 			d.err = err
 		}
+	}
+	if d.known != nil && d.err == nil {
+		d.err = o.Spelled(d.known)
 	}
 	return o
 }
@@ -264,6 +268,19 @@ func (o *Object) Spelled(known []string) error {
 		}
 	}
 	return nil
+}
+
+// Spelling holds every object of the message read from now on, and o, to
+// the spelling of known as Spelled does: a member whose name folds to one of
+// them without being it is a refusal (Err). A reader of the message that
+// matches names without case (Go's encoding/json) would read it as the
+// member Warden read by that name, or found absent. Call it on the top
+// object, before reading others.
+func (o *Object) Spelling(known []string) {
+	o.doc.known = known
+	if o.doc.err == nil {
+		o.doc.err = o.Spelled(known)
+	}
 }
 
 // Check refuses what a reader of the message could read otherwise than

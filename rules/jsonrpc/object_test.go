@@ -432,3 +432,38 @@ func TestAppendRaw(t *testing.T) {
 		t.Fatal("an added element reads as an object")
 	}
 }
+
+// TestSpelling: held to a spelling, the top object and every object read
+// after refuse a name folding to a known one without being it (Err); an
+// object not read, and one read before, are not looked at.
+func TestSpelling(t *testing.T) {
+	known := []string{"taskId", "token"}
+	for _, tc := range []struct {
+		name, raw string
+		read      func(*Object)
+		err       string
+	}{
+		{"the top", `{"TaskId":"t"}`, func(*Object) {}, `member "TaskId" must be spelled "taskId"`},
+		{"an object read", `{"a":{"b":[{"TOKEN":"s"}]}}`, func(o *Object) {
+			a, _ := o.Obj("a")
+			b, _ := a.Arr("b")
+			b.Obj(0)
+		}, `member "TOKEN" must be spelled "token"`},
+		{"an object walked", `{"a":[[{"tokeN":"s"}]]}`, func(o *Object) { o.Walk(func(*Object) {}) }, `member "tokeN" must be spelled "token"`},
+		{"an object not read", `{"a":{"Token":"s"}}`, func(*Object) {}, ""},
+		{"spelled right", `{"taskId":"t","a":{"token":"s","Other":1}}`, func(o *Object) { o.Obj("a") }, ""},
+		{"escaped", `{"a":{"T\u006fken":"s"}}`, func(o *Object) { o.Obj("a") }, `member "Token" must be spelled "token"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := ReadObject([]byte(tc.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Spelling(known)
+			tc.read(o)
+			if got := o.Err(); got == nil && tc.err != "" || got != nil && got.Error() != tc.err {
+				t.Fatalf("Err %v, want %q", got, tc.err)
+			}
+		})
+	}
+}
