@@ -290,3 +290,39 @@ func nesting(raw []byte) int {
 	}
 	return deepest
 }
+
+// BenchmarkAnswerRead: a ListTaskPushNotificationConfigs page of three
+// configs and the extended card (testdata/card.json) through fromUpstream,
+// against the decoding path it replaced.
+func BenchmarkAnswerRead(b *testing.B) {
+	s := answerServer(b, "http://127.0.0.1:1/jsonrpc")
+	card, err := os.ReadFile(filepath.Join("testdata", "card.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const c = `{"id":"p","taskId":"task-2","url":"https://hooks.example/a","token":"t","authentication":{"schemes":["Bearer"],"credentials":"c"}}`
+	for _, bc := range []struct{ name, method, result string }{
+		{"ListPush", a2a.MethodListPush, `{"configs":[` + c + `,` + c + `,` + c + `]}`},
+		{"ExtendedCard", a2a.MethodExtendedCard, string(card)},
+	} {
+		body := []byte(`{"jsonrpc":"2.0","id":7,"result":` + bc.result + `}`)
+		b.Run(bc.name+"/read", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, keep := answerExchange(s, bc.method).fromUpstream(body); !keep {
+					b.Fatal("refused")
+				}
+			}
+		})
+		b.Run(bc.name+"/decoded", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				env, _ := jsonrpc.ReadObject(body)
+				raw, _ := env.Raw("result")
+				out, _, _ := decodedResult(answerExchange(s, bc.method), raw)
+				env.SetRaw("result", out)
+				_ = env.AppendTo(nil)
+			}
+		})
+	}
+}
