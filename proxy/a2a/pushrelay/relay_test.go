@@ -129,6 +129,18 @@ func TestRelay(t *testing.T) {
 			body: `{"task":{"id":"task-b","contextId":"ctx-b","status":{"state":"TASK_STATE_COMPLETED"}}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
 		{name: "another's context", allow: allowed, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"},
 			body: `{"task":{"id":"task-1","contextId":"ctx-b"}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
+		// A name the rewrite reads, spelled in another case (alone, or
+		// beside it) or given twice, anywhere: a webhook matching names
+		// without case (Go's encoding/json, a2a-go) would read the one
+		// Warden did not rewrite (before, another's raw task id passed).
+		{name: "another's task in another case", allow: allowed, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"},
+			body: `{"statusUpdate":{"taskId":"task-1","contextId":"ctx-1","status":{"message":{"messageId":"m","TaskId":"task-b"}}}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
+		{name: "another's context in another case", allow: allowed, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"},
+			body: `{"task":{"id":"task-1","contextID":"ctx-b"}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
+		{name: "references in another case", allow: allowed, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"},
+			body: `{"task":{"id":"task-1","contextId":"ctx-1","history":[{"messageId":"m","referenceTaskIDs":["task-b"]}]}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
+		{name: "a task id in two cases", allow: allowed, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"},
+			body: `{"statusUpdate":{"taskId":"task-1","taskid":"task-b","contextId":"ctx-1"}}`, status: http.StatusForbidden, unreached: []*counting{legit}},
 		{name: "not on the list, allow-only", allow: []string{"127.0.0.1:1"}, only: true, target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"}, body: task,
 			status: http.StatusBadGateway, unreached: []*counting{legit}},
 		{name: "loopback without the allowlist", target: Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1"}, body: task,

@@ -24,7 +24,21 @@ type notification struct {
 // task and context in it by the principal's handle. Every task id (a Task's
 // id, any taskId) and every context id must be the principal's, or nothing
 // is delivered; a referenced task that is not is left out of its list.
+//
+// A member named twice, two whose names fold alike, or one the rewrite
+// reads spelled in another case ("TaskId"), in any object of it, is
+// refused first: a webhook matching names without case (Go's
+// encoding/json, a2a-go) would read the one Warden did not rewrite.
 func (r *Relay) rewrite(ctx context.Context, body []byte, t Target) ([]byte, error) {
+	if o, err := jsonrpc.ReadObject(body); o != nil {
+		o.Spelling(notificationNames)
+		o.Walk(func(*jsonrpc.Object) {}) // every object read: Err is any one's refusal
+		if err := o.Err(); err != nil {
+			return nil, fmt.Errorf("the notification is ambiguous: %w", err)
+		}
+	} else if err != nil {
+		return nil, errors.New("the notification is not one JSON object")
+	}
 	var v map[string]any
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
@@ -46,6 +60,9 @@ func isTask(m map[string]any) bool {
 	_, c := m["contextId"]
 	return id && (st || c)
 }
+
+// notificationNames are the members the rewrite reads.
+var notificationNames = []string{"taskId", "id", "contextId", "referenceTaskIds", "status", "task"}
 
 func (n *notification) object(m map[string]any, task bool, depth int) error {
 	if depth > maxDepth {
