@@ -14,8 +14,8 @@ import (
 	"github.com/agentwarden/warden/rules/a2a"
 )
 
-// answerExchange is bob's exchange of method about his task-2 on s (alice
-// owns task-1), as FuzzAnswer builds it.
+// answerServer is a server of upstream, public at warden.example, where
+// task-1 and ctx-1 are alice's, task-2 and ctx-2 bob's.
 func answerServer(t testing.TB, upstream string) *Server {
 	t.Helper()
 	e := newEnforcer(t)
@@ -34,6 +34,7 @@ func answerServer(t testing.TB, upstream string) *Server {
 	return s
 }
 
+// answerExchange is bob's exchange of method about his task-2 on s.
 func answerExchange(s *Server, method string) *exchange {
 	x := &exchange{s: s, principal: "bob", call: a2a.Call{ID: json.RawMessage("7"), Method: method}}
 	if method != a2a.MethodExtendedCard {

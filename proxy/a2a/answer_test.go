@@ -13,7 +13,6 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/handle"
-	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -301,19 +300,7 @@ func FuzzAnswer(f *testing.F) {
 		}
 	}
 	methods := []string{"SendMessage", "SendStreamingMessage", "GetTask", "CancelTask", "SubscribeToTask", "ListTasks", "ListTaskPushNotificationConfigs", "CreateTaskPushNotificationConfig"}
-	e := newEnforcer(f)
-	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/jsonrpc"}}, e, testKey, nil, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, k := range []struct{ task, ctx, owner string }{{"task-1", "ctx-1", "alice"}, {"task-2", "ctx-2", "bob"}} {
-		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2ATask, ID: k.task}, k.owner, "TASK_STATE_WORKING"); err != nil {
-			f.Fatal(err)
-		}
-		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2AContext, ID: k.ctx}, k.owner, ""); err != nil {
-			f.Fatal(err)
-		}
-	}
+	s := answerServer(f, "http://127.0.0.1:1/jsonrpc")
 	f.Fuzz(func(t *testing.T, m uint8, data []byte) {
 		method := methods[int(m)%len(methods)]
 		x := &exchange{s: s, principal: "bob", call: a2a.Call{ID: json.RawMessage("7"), Method: method}}

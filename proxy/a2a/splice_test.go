@@ -18,7 +18,6 @@ import (
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/handle"
-	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
 )
@@ -84,19 +83,8 @@ var answerCorpus = []struct{ method, answer string }{
 // SendMessage) was given ctx-9.
 func corpusExchange(t *testing.T, method string) *exchange {
 	t.Helper()
-	e := newEnforcer(t)
-	s, err := New(Config{HTTPConfig: listener.HTTPConfig{Upstream: "http://127.0.0.1:1/jsonrpc"}}, e, testKey, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []struct{ task, ctx, owner string }{{"task-1", "ctx-1", "alice"}, {"task-2", "ctx-2", "bob"}} {
-		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2ATask, ID: k.task}, k.owner, "TASK_STATE_WORKING"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2AContext, ID: k.ctx}, k.owner, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := answerServer(t, "http://127.0.0.1:1/jsonrpc")
+	e := s.enforcer
 	if _, err := a2aSeen(e, context.Background(), owners.Key{Kind: owners.A2AContext, ID: "ctx-9"}, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
