@@ -479,6 +479,9 @@ func stateOf(b []byte, taskID string) (string, error) {
 	if !has || string(raw) == "null" {
 		return "", nil // the upstream decides about a task it does not know
 	}
+	if env.Has("error") {
+		return "", errors.New("GetTask answer: both a result and an error")
+	}
 	res, isObj := env.Obj("result")
 	if !isObj {
 		return "", errors.New("GetTask answer: the result is not a task")

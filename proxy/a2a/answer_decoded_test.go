@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -336,4 +337,106 @@ func BenchmarkAnswerRead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// decodedState is the old reading of Warden's own GetTask answer
+// (readState): encoding/json into a struct.
+func decodedState(b []byte, taskID string) (string, error) {
+	var ans struct {
+		Result *struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"result"`
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return "", err
+	}
+	if ans.Result == nil {
+		return "", nil
+	}
+	if ans.Result.ID != taskID {
+		return "", errors.New("another task")
+	}
+	return ans.Result.Status.State, nil
+}
+
+// compareState: where stateOf reads a state, the old reading read the
+// same; where it refuses an answer the old reading took, the answer gives
+// a name twice, two folding alike, or one stateOf reads in another case,
+// or a result beside an error.
+func compareState(t testing.TB, b []byte) {
+	t.Helper()
+	got, err := stateOf(b, "task-9")
+	want, wantErr := decodedState(b, "task-9")
+	switch {
+	case err == nil && wantErr != nil && bytes.Contains(b, []byte(`"error"`)):
+		// The old reading refused an error member of another shape, one
+		// it did not use: stateOf reads none (and refuses one beside a
+		// result).
+	case err == nil && (wantErr != nil || got != want):
+		t.Fatalf("%s: read %q, the old reading %q (%v)", b, got, want, wantErr)
+	case err != nil && wantErr == nil && !twoWay(b) && !foldsAny(b, stateNames):
+		// The old reading took an error of another shape ({"code":"x"}
+		// fails it, not stateOf): only a result is compared.
+		if r, has := answerResult(b); has && string(r) != "null" && !twoWay(r) && !bytes.Contains(b, []byte(`"error"`)) {
+			t.Fatalf("%s: refused (%v), the old reading read %q", b, err, want)
+		}
+	}
+}
+
+// answerResult is the result member of an answer, as it came.
+func answerResult(b []byte) ([]byte, bool) {
+	o, _ := jsonrpc.ReadObject(b)
+	if o == nil {
+		return nil, false
+	}
+	return o.Raw("result")
+}
+
+// foldsAny reports whether a name in raw is spelled, in another case, like
+// one of names.
+func foldsAny(raw []byte, names []string) bool {
+	low := bytes.ToLower(raw)
+	for _, n := range names {
+		if bytes.Count(low, []byte(`"`+strings.ToLower(n)+`"`)) != bytes.Count(raw, []byte(`"`+n+`"`)) {
+			return true
+		}
+	}
+	return false
+}
+
+var stateSeeds = []string{
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","contextId":"c","status":{"state":"TASK_STATE_WORKING","timestamp":"t"},"history":[],"artifacts":[{"x":1}]}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","status":{"state":"completed"},"kind":"task"}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9"}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","status":null}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-1","status":{"state":"x"}}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":null}`,
+	`{"jsonrpc":"2.0","id":"warden-state","error":{"code":-32001,"message":"Task not found"}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","status":{"state":7}}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":"x"}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","status":{"state":"x"}},"error":{"code":"x"}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","error":{"code":"x"}}`,
+	`{"jsonrpc":"2.0","id":"warden-state","result":{"id":"task-9","status":{"state":"x"}},"error":{"code":1}}`,
+}
+
+// TestStateOfEquivalent: stateOf reads valid GetTask answers as the old
+// reading did.
+func TestStateOfEquivalent(t *testing.T) {
+	for _, s := range stateSeeds {
+		compareState(t, []byte(s))
+	}
+}
+
+// FuzzStateOfEquivalent: compareState on arbitrary answers.
+func FuzzStateOfEquivalent(f *testing.F) {
+	for _, s := range stateSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { compareState(t, b) })
 }
