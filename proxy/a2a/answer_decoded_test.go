@@ -215,15 +215,7 @@ func twoWay(raw []byte) bool {
 
 // folds reports whether some name in raw is spelled, in another case, like
 // one the reading path reads.
-func folds(raw []byte) bool {
-	low := bytes.ToLower(raw)
-	for _, n := range readNames {
-		if bytes.Count(low, []byte(`"`+strings.ToLower(n)+`"`)) != bytes.Count(raw, []byte(`"`+n+`"`)) {
-			return true
-		}
-	}
-	return false
-}
+func folds(raw []byte) bool { return foldsAny(raw, readNames) }
 
 // readEquivalentSeeds are valid results of each method, in the shapes
 // a2a-go and the Python SDK answer with, and hostile ones.
