@@ -231,6 +231,10 @@ func (e *Enforcer) Finish(snap *Snapshot, d Decision, v rules.Verdict) Decision 
 		}
 		return d
 	}
+	if !e.log.Enabled(context.Background(), slog.LevelInfo) {
+		// the fields are not built for a line nobody keeps
+		return dryRun(d, snap.cfg.DryRun)
+	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),
 		slog.String("message_type", d.Type), slog.String("code", string(d.Code)), slog.String("reason", string(d.Reason)), authReasonAttr(d.AuthReason),

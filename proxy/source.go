@@ -73,7 +73,7 @@ func SourceOf(ctx context.Context) Source {
 // Attr is the source as log fields (client_addr, request_id, http_method,
 // path; empty ones dropped), inlined in the line.
 func (s Source) Attr() slog.Attr {
-	return slog.Group("", optional("client_addr", s.Client), optional("request_id", s.RequestID),
+	return slog.GroupAttrs("", optional("client_addr", s.Client), optional("request_id", s.RequestID),
 		optional("http_method", s.Method), optional("path", s.Path))
 }
 
