@@ -62,7 +62,8 @@ func TestFinishRefusalLog(t *testing.T) {
 	}
 }
 
-// loggedEnforcer is idsEnforcer logging to log.
+// loggedEnforcer is an Enforcer with the dev authenticator and the
+// default policies, logging to log (nil: the default logger).
 func loggedEnforcer(t testing.TB, log *slog.Logger) *proxy.Enforcer {
 	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
 	if err != nil {
