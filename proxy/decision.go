@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"time"
 
@@ -120,11 +119,11 @@ func (e *Enforcer) Start(ctx context.Context, protocol string) Decision {
 }
 
 // nextID is a fresh decision id, the only place one is minted: 128 random
-// bits from crypto/rand (26 base32 characters). Clients see it (refusals
-// name it), so it must tell them nothing: no sequence to count other
-// principals' requests by (a counter given even on 401s did), no replica or
-// start time to tell processes apart.
-func (e *Enforcer) nextID() string { return rand.Text() }
+// bits (26 base32 characters; see ids). Clients see it (refusals name it),
+// so it must tell them nothing: no sequence to count other principals'
+// requests by (a counter given even on 401s did), no replica or start time
+// to tell processes apart.
+func (e *Enforcer) nextID() string { return e.ids.mint() }
 
 // RefuseAuth is Deny for a credential authn refused (err): the generic
 // unauthenticated verdict, with the cause for the operator in AuthReason.
