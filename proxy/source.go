@@ -68,16 +68,34 @@ func MintRequestID() string { return rand.Text() }
 
 type sourceKey struct{}
 
+// sourceCtx is a context carrying a source: one allocation per request,
+// where context.WithValue took two (its context and the Source boxed in an
+// interface).
+type sourceCtx struct {
+	context.Context
+	src Source
+}
+
+// Value is the source for sourceKey, else the parent's value.
+func (c *sourceCtx) Value(key any) any {
+	if key == (sourceKey{}) {
+		return &c.src
+	}
+	return c.Context.Value(key)
+}
+
 // WithSource returns ctx carrying the request's source, which every
 // decision made on ctx records.
 func WithSource(ctx context.Context, s Source) context.Context {
-	return context.WithValue(ctx, sourceKey{}, s)
+	return &sourceCtx{Context: ctx, src: s}
 }
 
 // SourceOf is the source ctx carries (zero when none).
 func SourceOf(ctx context.Context) Source {
-	s, _ := ctx.Value(sourceKey{}).(Source)
-	return s
+	if s, ok := ctx.Value(sourceKey{}).(*Source); ok {
+		return *s
+	}
+	return Source{}
 }
 
 // Attr is the source as log fields (client_addr, request_id, http_method,
