@@ -317,7 +317,7 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) ([]rules.Verdict, erro
 // bound refuses a MACP payload over MaxPayloadBytes when a policy reads it
 // (the payload is nil when the rules did not read it: nothing to bound).
 func (e *Engine) bound(in *Input) rules.Verdict {
-	if !e.payload || in.MACP == nil || !in.MACP.Payload.Read() || in.MACP.Size <= MaxPayloadBytes {
+	if !e.payload || !in.MACP.Present || !in.MACP.Payload.Read() || in.MACP.Size <= MaxPayloadBytes {
 		return rules.Verdict{}
 	}
 	return rules.Verdict{Code: rules.CodePayloadTooLarge, Reason: rules.ReasonPayloadTooLarge, Rank: rules.RankOperator,

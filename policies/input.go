@@ -28,8 +28,11 @@ type Input struct {
 	// protocols.
 	A2A *A2A
 	// MACP is what a MACP envelope carries beyond its header (input.macp);
-	// nil for the other protocols.
-	MACP *MACP
+	// not Present for the other protocols. A value, not a pointer: the
+	// input is built on its decider's stack, and a MACP it pointed to would
+	// be allocated for every call (the input's strings reach the policy's
+	// document, so whatever it points to escapes).
+	MACP MACP
 	// Now is Warden's clock when it decides, what a policy reads as
 	// input.time.now_ns truncated to the minute (see timeNs); the zero
 	// time reads as null.
@@ -256,8 +259,8 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 		key = appendStrs(appendStr(key, a.Skill), a.Parts)
 		return appendValue(key, a.Metadata)
 	case "macp":
-		m := in.MACP
-		if m == nil {
+		m := &in.MACP
+		if !m.Present {
 			return append(key, '-')
 		}
 		switch sub {
@@ -416,9 +419,12 @@ func isPrefix(prefix, p []string) bool {
 const MaxPayloadBytes = 64 << 10
 
 // MACP is what a MACP envelope carries beyond its header, for an operator
-// policy: input.macp.payload and input.macp.timestamp_unix_ms. Nil for the
-// other protocols and the control operations.
+// policy: input.macp.payload and input.macp.timestamp_unix_ms. Not
+// Present (input.macp is null) for the other protocols and the control
+// operations.
 type MACP struct {
+	// Present is set when the call carries an envelope.
+	Present bool
 	// Payload is the payload as the rules read it (macp.Outcome.Payload).
 	// A policy sees it as protojson with the proto field names, every field
 	// present, 64-bit integers as numbers (macp.Payload.Value); null when
@@ -436,7 +442,7 @@ type MACP struct {
 
 // payload returns the payload as a policy reads it, converted once.
 func (m *MACP) payload() any {
-	if m == nil || !m.Payload.Read() {
+	if !m.Present || !m.Payload.Read() {
 		return nil
 	}
 	if !m.done {
@@ -446,7 +452,7 @@ func (m *MACP) payload() any {
 }
 
 func (m *MACP) doc(payload bool) any {
-	if m == nil {
+	if !m.Present {
 		return nil
 	}
 	doc := map[string]any{"payload": nil, "timestamp_unix_ms": json.Number(strconv.FormatInt(m.TimestampUnixMs, 10))}

@@ -35,7 +35,7 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Facts:      map[string]any{"votes": 2},
 			Governance: gov("p", map[string]any{"voting": map[string]any{"algorithm": "majority"}}),
 			Verdict:    rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonNotAuthorized, Detail: "d", Rank: rules.RankMode},
-			MACP:       &MACP{Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
+			MACP:       MACP{Present: true, Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
 			Now:        time.Date(2026, 11, 27, 10, 30, 15, 0, time.UTC),
 		},
 		"mcp": {
@@ -105,11 +105,11 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 	// input.time: the decision's minute, not its second.
 	base := bases["macp"]
 	for name, m := range map[string]MACP{
-		"payload":           {Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "REJECT"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
-		"timestamp_unix_ms": {Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_001},
+		"payload":           {Present: true, Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "REJECT"}), Size: 9, TimestampUnixMs: 1_700_000_000_000},
+		"timestamp_unix_ms": {Present: true, Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "APPROVE"}), Size: 9, TimestampUnixMs: 1_700_000_000_001},
 	} {
 		in := cloneInput(base)
-		in.MACP = &m
+		in.MACP = m
 		if key(&in) == key(&base) || doc(&in) == doc(&base) {
 			t.Errorf("macp: changing input.macp.%s leaves the memo key unchanged", name)
 		}
@@ -178,6 +178,8 @@ func mutate(t *testing.T, v reflect.Value, path string) {
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(v.String() + "x")
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		v.SetInt(v.Int() + 1)
 	case reflect.Uint8, reflect.Uint32, reflect.Uint64:

@@ -17,7 +17,7 @@ func TestPayloadMemo(t *testing.T) {
 	in := func(reason string, size int) *Input {
 		return &Input{Protocol: "macp", Message: Message{Mode: macp.ModeDecision, Type: "Vote"}, Roles: []string{macp.RoleParticipant},
 			Now:  time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC),
-			MACP: &MACP{Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "REJECT", Reason: reason}), Size: size}}
+			MACP: MACP{Present: true, Payload: macp.PayloadOf(&decisionv1.VotePayload{ProposalId: "p1", Vote: "REJECT", Reason: reason}), Size: size}}
 	}
 	for _, tc := range []struct {
 		files   []string

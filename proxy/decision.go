@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"time"
 
@@ -120,11 +119,11 @@ func (e *Enforcer) Start(ctx context.Context, protocol string) Decision {
 }
 
 // nextID is a fresh decision id, the only place one is minted: 128 random
-// bits from crypto/rand (26 base32 characters). Clients see it (refusals
-// name it), so it must tell them nothing: no sequence to count other
-// principals' requests by (a counter given even on 401s did), no replica or
-// start time to tell processes apart.
-func (e *Enforcer) nextID() string { return rand.Text() }
+// bits (26 base32 characters; see ids). Clients see it (refusals name it),
+// so it must tell them nothing: no sequence to count other principals'
+// requests by (a counter given even on 401s did), no replica or start time
+// to tell processes apart.
+func (e *Enforcer) nextID() string { return e.ids.mint() }
 
 // RefuseAuth is Deny for a credential authn refused (err): the generic
 // unauthenticated verdict, with the cause for the operator in AuthReason.
@@ -230,6 +229,10 @@ func (e *Enforcer) Finish(snap *Snapshot, d Decision, v rules.Verdict) Decision 
 			d.Reason = rules.ReasonAllowed
 		}
 		return d
+	}
+	if !e.log.Enabled(context.Background(), slog.LevelInfo) {
+		// the fields are not built for a line nobody keeps
+		return dryRun(d, snap.cfg.DryRun)
 	}
 	e.log.LogAttrs(context.Background(), slog.LevelInfo, "refused",
 		slog.String("decision_id", d.ID), slog.String("principal", d.Principal), slog.String("session_id", d.SessionID), slog.String("mode", d.Mode),

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/agentwarden/warden/authn"
-	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
@@ -94,18 +93,4 @@ func TestDecisionIDs(t *testing.T) {
 
 // idsEnforcer is an Enforcer with the dev authenticator and the default
 // policies.
-func idsEnforcer(t testing.TB) *proxy.Enforcer {
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodDev}, Insecure: true}, authn.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policies.New(context.Background(), policies.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
+func idsEnforcer(t testing.TB) *proxy.Enforcer { return loggedEnforcer(t, nil) }

@@ -132,6 +132,7 @@ type Enforcer struct {
 	log      *slog.Logger
 	now      func() time.Time
 	record   bool
+	ids      ids // mints decision and request ids
 }
 
 // New builds an Enforcer. It starts no goroutines.

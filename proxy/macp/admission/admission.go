@@ -99,7 +99,7 @@ type Refusal struct {
 // as the anonymous principal, the would-be refusal recorded).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
-	a.Source = source(ctx, h)
+	a.Source = g.source(ctx, h)
 	ctx = proxy.WithSource(ctx, a.Source)
 	proxy.FlightOf(ctx).SetMethod(h.Method)
 	switch a.Call {
@@ -149,7 +149,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 // (ext_authz's, read from Envoy's CheckRequest), else the door's peer
 // address, the call's x-request-id (or a fresh one), POST and the method
 // path.
-func source(ctx context.Context, h Headers) proxy.Source {
+func (g *Gate) source(ctx context.Context, h Headers) proxy.Source {
 	if s := proxy.SourceOf(ctx); s != (proxy.Source{}) {
 		return s
 	}
@@ -157,7 +157,7 @@ func source(ctx context.Context, h Headers) proxy.Source {
 	if v := h.Get("x-request-id"); len(v) == 1 {
 		id = v[0]
 	}
-	return proxy.NewSource(h.Client, id, "POST", h.Method)
+	return g.enf.NewSource(h.Client, id, "POST", h.Method)
 }
 
 // Unknown is the answer to a path that is not exactly one of the

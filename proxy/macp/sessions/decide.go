@@ -261,7 +261,7 @@ func (x *Decider) applyPolicy(ctx context.Context, snap *proxy.Snapshot, req Req
 		Now:       time.UnixMilli(now),
 	}
 	if env := req.Envelope; env != nil && req.Op == "" {
-		in.MACP = &policies.MACP{Payload: out.Payload, Size: len(env.GetPayload()), TimestampUnixMs: env.GetTimestampUnixMs()}
+		in.MACP = policies.MACP{Present: true, Payload: out.Payload, Size: len(env.GetPayload()), TimestampUnixMs: env.GetTimestampUnixMs()}
 	}
 	if s := stateOf(en); s != nil {
 		in.Session = policies.Session{State: s.State.String(), Policy: s.Policy.ID}
