@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 )
 
@@ -14,7 +13,7 @@ type Source struct {
 	// Envoy's attributes.source.address under ext_authz.
 	Client string
 	// RequestID is the client's X-Request-Id when it sent one, else one
-	// Warden minted (MintRequestID).
+	// Warden minted (Enforcer.NewSource).
 	RequestID string
 	// Method and Path are the HTTP method and the request target's path
 	// (a gRPC call's method path).
@@ -32,22 +31,13 @@ const maxRequestID = 128
 
 // NewSource is the source of a request, with the client's request id when
 // it is one Warden keeps (printable ASCII, at most 128 bytes), else a fresh
-// one.
-func NewSource(client, requestID, method, path string) Source {
-	if !keptRequestID(requestID) {
-		requestID = MintRequestID()
-	}
-	return Source{Client: client, RequestID: requestID, Method: method, Path: path}
-}
-
-// NewSource is the package's NewSource with the request id, when one is
-// minted, minted by e (as decision ids are, at a third of MintRequestID's
-// cost): for a door that holds the Enforcer.
+// one minted by e as decision ids are (128 random bits, 26 base32
+// characters): every door mints request ids here.
 func (e *Enforcer) NewSource(client, requestID, method, path string) Source {
 	if !keptRequestID(requestID) {
 		requestID = e.ids.mint()
 	}
-	return NewSource(client, requestID, method, path)
+	return Source{Client: client, RequestID: requestID, Method: method, Path: path}
 }
 
 func keptRequestID(s string) bool {
@@ -61,10 +51,6 @@ func keptRequestID(s string) bool {
 	}
 	return true
 }
-
-// MintRequestID is a fresh request id: 128 random bits (26 base32
-// characters).
-func MintRequestID() string { return rand.Text() }
 
 type sourceKey struct{}
 

@@ -296,7 +296,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 		return denyHTTP(400, "malformed CheckRequest: no HTTP request attributes"), nil
 	}
 	hdr := h.GetHeaders()
-	ctx = proxy.WithSource(ctx, source(req.GetAttributes().GetSource(), hdr, h))
+	ctx = proxy.WithSource(ctx, source(s.enf, req.GetAttributes().GetSource(), hdr, h))
 	if !s.grpcRequest(h) {
 		creds, credErr := credentials(hdr, req.GetAttributes().GetSource())
 		if s.cfg.MCP {
@@ -421,13 +421,13 @@ func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) (
 // source is the request's source: Envoy's address of the downstream
 // client (attributes.source.address), its x-request-id (Envoy generates one
 // unless told not to; Warden mints one otherwise), the method and the path.
-func source(peer *authv3.AttributeContext_Peer, hdr map[string]string, h *authv3.AttributeContext_HttpRequest) proxy.Source {
+func source(enf *proxy.Enforcer, peer *authv3.AttributeContext_Peer, hdr map[string]string, h *authv3.AttributeContext_HttpRequest) proxy.Source {
 	var client string
 	if a := peer.GetAddress().GetSocketAddress(); a != nil {
 		client = net.JoinHostPort(a.GetAddress(), strconv.FormatUint(uint64(a.GetPortValue()), 10))
 	}
 	path, _, _ := strings.Cut(h.GetPath(), "?")
-	return proxy.NewSource(client, hdr["x-request-id"], h.GetMethod(), path)
+	return enf.NewSource(client, hdr["x-request-id"], h.GetMethod(), path)
 }
 
 func headerGetter(headers map[string]string) func(string) []string {

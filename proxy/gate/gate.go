@@ -407,7 +407,7 @@ func (g *Gate[C]) Requests() *proxy.Protocol { return g.spec.Requests }
 // the decisions made on it and its status (a server error, Warden's or the
 // upstream's, is an error). The one way both HTTP sidecars serve.
 func (g *Gate[C]) Serve(w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
-	ctx, f := g.enf.Begin(Stamp(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+	ctx, f := g.enf.Begin(g.Stamp(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { f.End(sw.status >= 500) }()
 	h(sw, r.WithContext(ctx))
@@ -451,8 +451,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // id is returned to the client in the response's X-Request-Id and is the one
 // the upstream is given, so that its logs and Warden's name the request
 // alike.
-func Stamp(w http.ResponseWriter, r *http.Request) context.Context {
-	src := proxy.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
+func (g *Gate[C]) Stamp(w http.ResponseWriter, r *http.Request) context.Context {
+	src := g.enf.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
 	w.Header().Set(proxy.RequestIDHeader, src.RequestID)
 	r.Header.Set(proxy.RequestIDHeader, src.RequestID)
 	return proxy.WithSource(r.Context(), src)

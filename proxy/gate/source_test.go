@@ -103,9 +103,9 @@ func TestRefusalSource(t *testing.T) {
 				w := httptest.NewRecorder()
 				ctx := r.Context()
 				if door == "sidecar" {
-					ctx = Stamp(w, r)
+					ctx = g.Stamp(w, r)
 				} else {
-					ctx = proxy.WithSource(ctx, proxy.NewSource("192.0.2.7:41234", tt.reqID, tt.method, tt.path))
+					ctx = proxy.WithSource(ctx, enf.NewSource("192.0.2.7:41234", tt.reqID, tt.method, tt.path))
 				}
 				_, refused := g.Admit(ctx, FromHTTP(w, r))
 				if refused == nil {
