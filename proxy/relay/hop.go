@@ -46,21 +46,16 @@ func CopyHeaders(dst, src http.Header) {
 // ErrBodyTooLarge is an answer over the bound ReadBody was given.
 var ErrBodyTooLarge = errors.New("the answer exceeds the size limit")
 
-// ReadBody reads an upstream answer whole, within max bytes (-1: no bound).
+// ReadBody reads an upstream answer whole, within max bytes (-1: no bound):
+// ReadBodyTo into a fresh buffer.
 func ReadBody(r io.Reader, max int64) ([]byte, error) {
-	if max < 0 {
-		return io.ReadAll(r)
-	}
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err == nil && int64(len(b)) > max {
-		return nil, ErrBodyTooLarge
-	}
-	return b, err
+	return ReadBodyTo(make([]byte, 0, 512), r, max)
 }
 
-// ReadBodyTo is ReadBody appending to buf (a pooled buffer, so that an
-// answer is not read into a fresh one grown from nothing): the same bytes
-// read, at most max+1, and the same errors.
+// ReadBodyTo reads an upstream answer whole, within max bytes (-1: no
+// bound), appending to buf (a pooled buffer, so that an answer is not read
+// into a fresh one grown from nothing): at most max+1 bytes are read, and
+// an answer over max is ErrBodyTooLarge.
 func ReadBodyTo(buf []byte, r io.Reader, max int64) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {

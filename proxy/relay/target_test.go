@@ -80,7 +80,7 @@ func TestReadBodyTo(t *testing.T) {
 	for name, r := range readers {
 		for _, max := range []int64{-1, 0, 1, 299, 300, 999, 1000, 1001, 5000} {
 			for _, c := range []int{0, 1, 64, 4096} {
-				want, werr := ReadBody(r(), max)
+				want, werr := readAllBounded(r(), max)
 				counted := &countingReader{r: r()}
 				got, err := ReadBodyTo(make([]byte, 0, c), counted, max)
 				if string(got) != string(want) || !errors.Is(err, werr) && err != werr {
@@ -92,6 +92,19 @@ func TestReadBodyTo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// readAllBounded is ReadBody as it was before it read into a buffer of its
+// own (io.ReadAll): the reference ReadBodyTo is held to.
+func readAllBounded(r io.Reader, max int64) ([]byte, error) {
+	if max < 0 {
+		return io.ReadAll(r)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, ErrBodyTooLarge
+	}
+	return b, err
 }
 
 type countingReader struct {
