@@ -26,11 +26,19 @@ type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newS
 //
 // The same example policies run in front of the TypeScript SDK's task
 // server: a tool not listed for the principal is refused, another principal
-// calls it, and a forbidden argument is refused before the tool runs.
+// calls it, and a forbidden argument is refused before the tool runs; a rule
+// on a resource URI judges the spelling the server reads (it looks a URI up
+// as new URL(uri).toString() spells it): DEMO://vault/secret, a dot segment
+// or a tab in it are refused, where before the server returned the secret
+// the rule refuses.
 func TestMCPToolPolicy(t *testing.T) {
 	bot, ops := "agent://support-bot", "agent://ops"
 	call, read, prompt := "tools/call", "resources/read", "prompts/get"
 	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
+	// A URI the server reads in another spelling (it looks it up as
+	// new URL(uri).toString()): before, the rule on demo://vault/secret
+	// judged DEMO://vault/secret, and the server returned the secret.
+	uriRefusal := "params.uri is not in its canonical spelling"
 	for _, srv := range []struct {
 		name     string
 		upstream func(t *testing.T) string
@@ -58,6 +66,12 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"other principal runs it", ops, call, `{"name":"echo","arguments":{"text":"hi"}}`, ""},
 			{"forbidden argument refused", ops, call, `{"name":"echo","arguments":{"text":"../../etc/passwd"}}`, `argument ["text"] matches a forbidden pattern`},
 			{"ambiguous arguments refused", ops, call, `{"name":"echo","arguments":{"text":"a","TEXT":"../b"}}`, `differ only in case`},
+			{"resource read", bot, read, `{"uri":"demo://vault/public"}`, ""},
+			{"resource refused", bot, read, `{"uri":"demo://vault/secret"}`, "not this resource"},
+			{"resource in capitals refused", bot, read, `{"uri":"DEMO://vault/secret"}`, uriRefusal},
+			{"resource with a dot segment refused", bot, read, `{"uri":"demo://vault/public/../secret"}`, uriRefusal},
+			{"resource with an escaped dot segment refused", bot, read, `{"uri":"demo://vault/%2e/secret"}`, uriRefusal},
+			{"resource with a tab refused", bot, read, `{"uri":"demo://vault/sec\tret"}`, uriRefusal},
 		}},
 	} {
 		t.Run(srv.name, func(t *testing.T) { toolPolicyDoors(t, srv.upstream(t), srv.cases) })
@@ -80,7 +94,7 @@ func toolPolicyDoors(t *testing.T, upstream string, cases []policyCase) {
 import rego.v1
 deny contains {"code": "FORBIDDEN", "msg": "not this resource"} if {
 	input.principal.id == "agent://support-bot"
-	input.mcp.uri == "test://static-binary"
+	input.mcp.uri in {"test://static-binary", "demo://vault/secret"}
 }
 deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 	input.principal.id == "agent://support-bot"

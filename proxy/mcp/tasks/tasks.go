@@ -221,7 +221,8 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 // mcpSubject is what an operator policy sees of what c names (input.mcp):
 // the tool and its arguments (tools/call), the prompt and its arguments
 // (prompts/get), the resource URI (resources/read). Arguments over the
-// bounds of mcp.PolicyArguments refuse the request.
+// bounds of mcp.PolicyArguments, and a URI the server would read in another
+// spelling (mcp.PolicyURI), refuse the request.
 func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	m := &policies.MCP{}
 	switch c.Method {
@@ -231,7 +232,7 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 		m.Prompt = c.Tool
 	case mcp.MethodResourcesRead:
 		m.URI = c.URI
-		return m, rules.Verdict{}
+		return m, mcp.PolicyURI(c.URI)
 	default:
 		return m, rules.Verdict{}
 	}

@@ -101,6 +101,13 @@ function makeServer() {
     await new Promise(r => setTimeout(r, delay_ms));
     return { content: [{ type: 'text', text: `sum=${a + b}` }] };
   });
+  // Two resources: the server looks a resources/read URI up as
+  // new URL(uri).toString() spells it (DEMO://vault/secret reads
+  // demo://vault/secret).
+  for (const name of ['secret', 'public']) {
+    server.registerResource(name, `demo://vault/${name}`, { mimeType: 'text/plain' },
+      async (uri) => ({ contents: [{ uri: uri.href, text: `the ${name} text` }] }));
+  }
   server.experimental.tasks.registerToolTask('slow_sum', {
     description: 'adds a+b after delay_ms (task-capable)',
     inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(300) },
