@@ -14,7 +14,8 @@ type mtlsVerifier struct {
 	now          func() time.Time
 }
 
-// authenticate returns the leaf's first SPIFFE ID, or its subject CommonName
+// authenticate returns the leaf's SPIFFE ID (a leaf naming two is refused),
+// or its subject CommonName
 // when allowed and it holds no ':' (so it never reads as a SPIFFE ID or any
 // other URI principal). The chain was verified by the TLS stack; only the leaf's
 // expiry is checked again, for long-lived connections.
@@ -26,14 +27,24 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 	if m.now().After(leaf.NotAfter) {
 		return Principal{}, fail("mtls", ErrExpired, CauseExpired, "client certificate expired "+leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
+	var id string
 	for _, u := range leaf.URIs {
 		if u == nil || !strings.EqualFold(u.Scheme, "spiffe") {
 			continue
 		}
-		id, err := spiffeID(u)
-		if err != nil {
+		if id != "" {
+			// Two identities in one credential: another reader of the
+			// certificate (an RBAC rule matching any SAN, a library
+			// taking the last) may name the other one (X509-SVID: exactly
+			// one URI SAN).
+			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, "client certificate names more than one SPIFFE ID")
+		}
+		var err error
+		if id, err = spiffeID(u); err != nil {
 			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
 		}
+	}
+	if id != "" {
 		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
 	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {

@@ -56,7 +56,9 @@ func TestAuthenticateMTLS(t *testing.T) {
 		wantErr      error
 	}{
 		{name: "SPIFFE ID", certs: []*x509.Certificate{cert(t, "ignored", later, "spiffe://example.org/ns/prod/sa/planner")}, wantID: "spiffe://example.org/ns/prod/sa/planner"},
-		{name: "first SPIFFE ID wins", certs: []*x509.Certificate{cert(t, "x", later, "https://example.org/x", "spiffe://example.org/a", "spiffe://example.org/b")}, wantID: "spiffe://example.org/a"},
+		{name: "two SPIFFE IDs", certs: []*x509.Certificate{cert(t, "x", later, "https://example.org/x", "spiffe://example.org/a", "spiffe://example.org/b")}, wantErr: ErrInvalidCredentials},
+		{name: "two SPIFFE IDs, the second malformed", certs: []*x509.Certificate{cert(t, "x", later, "spiffe://example.org/a", "spiffe://example.org/a/../b")}, wantErr: ErrInvalidCredentials},
+		{name: "SPIFFE ID beside another URI", certs: []*x509.Certificate{cert(t, "x", later, "https://example.org/x", "spiffe://example.org/a")}, wantID: "spiffe://example.org/a"},
 		{name: "SPIFFE ID preferred over subject", allowSubject: true, certs: []*x509.Certificate{cert(t, "cn", later, "spiffe://example.org/a")}, wantID: "spiffe://example.org/a"},
 		{name: "subject allowed", allowSubject: true, certs: []*x509.Certificate{cert(t, "agent-a", later)}, wantID: "agent-a"},
 		{name: "subject as a SPIFFE ID", allowSubject: true, certs: []*x509.Certificate{cert(t, "spiffe://example.org/alice", later)}, wantErr: ErrInvalidCredentials},
