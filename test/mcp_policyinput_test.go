@@ -30,7 +30,8 @@ type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newS
 // on a resource URI judges the spelling the server reads (it looks a URI up
 // as new URL(uri).toString() spells it): DEMO://vault/secret, a dot segment
 // or a tab in it are refused, where before the server returned the secret
-// the rule refuses.
+// the rule refuses; and a rule on a number judges the number the tool adds
+// (999.99999999999999999 is 1000 to it, refused).
 func TestMCPToolPolicy(t *testing.T) {
 	bot, ops := "agent://support-bot", "agent://ops"
 	call, read, prompt := "tools/call", "resources/read", "prompts/get"
@@ -39,6 +40,10 @@ func TestMCPToolPolicy(t *testing.T) {
 	// new URL(uri).toString()): before, the rule on demo://vault/secret
 	// judged DEMO://vault/secret, and the server returned the secret.
 	uriRefusal := "params.uri is not in its canonical spelling"
+	// A number the server reads as another (a 64-bit float): before, the
+	// rule "a >= 1000 needs approval" judged 999.99999999999999999 and the
+	// tool added 1000.
+	numberRefusal := "is not one a 64-bit float holds"
 	for _, srv := range []struct {
 		name     string
 		upstream func(t *testing.T) string
@@ -66,6 +71,10 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"other principal runs it", ops, call, `{"name":"echo","arguments":{"text":"hi"}}`, ""},
 			{"forbidden argument refused", ops, call, `{"name":"echo","arguments":{"text":"../../etc/passwd"}}`, `argument ["text"] matches a forbidden pattern`},
 			{"ambiguous arguments refused", ops, call, `{"name":"echo","arguments":{"text":"a","TEXT":"../b"}}`, `differ only in case`},
+			{"sum under the bound runs", ops, call, `{"name":"slow_sum","arguments":{"a":999,"b":1,"delay_ms":0}}`, ""},
+			{"sum at the bound refused", ops, call, `{"name":"slow_sum","arguments":{"a":1000,"b":1,"delay_ms":0}}`, "needs approval"},
+			{"sum the server reads at the bound refused", ops, call, `{"name":"slow_sum","arguments":{"a":999.99999999999999999,"b":1,"delay_ms":0}}`, numberRefusal},
+			{"integer past 2^53 refused", ops, call, `{"name":"slow_sum","arguments":{"a":9007199254740993,"b":0,"delay_ms":0}}`, numberRefusal},
 			{"resource read", bot, read, `{"uri":"demo://vault/public"}`, ""},
 			{"resource refused", bot, read, `{"uri":"demo://vault/secret"}`, "not this resource"},
 			{"resource in capitals refused", bot, read, `{"uri":"DEMO://vault/secret"}`, uriRefusal},
@@ -95,6 +104,10 @@ import rego.v1
 deny contains {"code": "FORBIDDEN", "msg": "not this resource"} if {
 	input.principal.id == "agent://support-bot"
 	input.mcp.uri in {"test://static-binary", "demo://vault/secret"}
+}
+deny contains {"code": "FORBIDDEN", "msg": "a sum from 1000 up needs approval"} if {
+	input.mcp.tool == "slow_sum"
+	input.mcp.arguments.a >= 1000
 }
 deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 	input.principal.id == "agent://support-bot"

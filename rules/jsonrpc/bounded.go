@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/agentwarden/warden/rules"
 )
@@ -23,7 +24,10 @@ const (
 
 // PolicyValue decodes raw, the member what of a request, for the policy: nil
 // when absent or null, else the parsed JSON (numbers as json.Number, so a
-// policy sees them as written). Refused (-32602): a value over
+// policy sees them as written). Refused (-32602): a number that a 64-bit
+// float does not hold exactly as written (ReadsAsDouble: the policy engine
+// compares decimals exactly, the server reads the float, and 999.99999999999999999
+// is below 1000 to the one and 1000 to the other), a value over
 // MaxPolicyBytes or nested deeper than MaxPolicyDepth, and an object, at any
 // depth, with a member name given twice or two names that fold alike
 // (Fold): peers read those differently (first or last wins; encoding/json
@@ -65,6 +69,9 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
+		if n, isNum := tok.(json.Number); isNum && !ReadsAsDouble(string(n)) {
+			return nil, fmt.Errorf("the number %.40s is not one a 64-bit float holds (a server reading it as JavaScript, Python or encoding/json do reads another)", n)
+		}
 		return tok, nil
 	}
 	if depth++; depth > MaxPolicyDepth {
@@ -103,4 +110,58 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	}
 	_, err = dec.Token() // }
 	return obj, err
+}
+
+// ReadsAsDouble reports whether the JSON number lit has the value of the
+// 64-bit float it reads as (JSON.parse, Python's float, encoding/json into
+// any): its decimal value is that of the float's shortest spelling, so a
+// rule on the written number and a server acting on the float see one
+// number. 0.1, 1e3, -0 and 9007199254740992 do; 999.99999999999999999 (read
+// as 1000), 9007199254740993 (read as ...992) and 1e999 (Infinity) do not.
+func ReadsAsDouble(lit string) bool {
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		return false // ±Inf, or not a number
+	}
+	a, ok := decimalOf(lit)
+	if !ok {
+		return false
+	}
+	b, _ := decimalOf(strconv.FormatFloat(f, 'e', -1, 64))
+	return a == b
+}
+
+// decimal is a number's value as its significant digits (no leading or
+// trailing zero; "" for zero) times ten to exp, with its sign.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// decimalOf reads a JSON number (or a Go 'e' spelling) as a decimal,
+// without expanding its exponent.
+func decimalOf(s string) (decimal, bool) {
+	var d decimal
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		d.neg, s = true, rest
+	}
+	mant, x, hasExp := strings.Cut(strings.ToLower(s), "e")
+	exp := 0
+	if hasExp {
+		var err error
+		if exp, err = strconv.Atoi(x); err != nil {
+			return d, false // an exponent past int: never a float's
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	if trimmed == "" {
+		return decimal{}, true // zero, whatever its sign and exponent
+	}
+	d.digits, d.exp = trimmed, exp
+	return d, true
 }
