@@ -7,14 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/redistest"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 )
@@ -153,27 +152,7 @@ func TestReloadKeepsPoliciesOnError(t *testing.T) {
 // skips when redis-server is not installed, unless WARDEN_REQUIRE_PEERS=1.
 func redisServer(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("WARDEN_REQUIRE_PEERS") == "1" {
-			t.Fatal("redis-server is missing: run scripts/peers.sh")
-		}
-		t.Skip("redis-server is not installed (run scripts/peers.sh)")
-	}
-	addr := freePort(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}, "redis-server did not listen")
+	addr, _, _ := redistest.Start(t)
 	return addr
 }
 

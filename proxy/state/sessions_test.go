@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -133,4 +134,95 @@ func TestSessionsSlow(t *testing.T) {
 		}
 	}
 	t.Fatal("Redis did not answer after SIGCONT")
+}
+
+// TestSessionTurns: a replica's second compare-and-set lost in a row gives
+// it the next turn: the other replica's commits on the current version are
+// deferred (answered with their own version, nothing written) until its
+// commit, its version check, or the turn's lapse. A first loss alone defers
+// nobody. Before turns, the deferred commits were written.
+func TestSessionTurns(t *testing.T) {
+	addr, _ := redisServer(t)
+	a := newStore(t, addr)
+	b, err := New(Config{URL: a.cfg.URL, Prefix: a.cfg.Prefix}) // another replica: its own turn token
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := context.Background()
+	end := time.Now().Add(time.Minute)
+	stores := map[string]*Redis{"a": a, "b": b}
+
+	// Each step is a replica's commit on the version it holds ("stale":
+	// the one before the current), its version check, or a wait.
+	type step struct {
+		op, who string
+		want    string // committed, lost, deferred
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"first loss defers nobody", []step{
+			{"stale", "b", "lost"}, {"commit", "a", "committed"}, {"commit", "a", "committed"},
+		}},
+		{"second loss takes the turn", []step{
+			{"stale", "b", "lost"}, {"stale", "b", "lost"},
+			{"commit", "a", "deferred"}, {"commit", "a", "deferred"},
+			{"commit", "b", "committed"}, {"commit", "a", "committed"},
+		}},
+		{"a loss of the other keeps the turn", []step{
+			{"stale", "b", "lost"}, {"stale", "b", "lost"},
+			{"stale", "a", "lost"}, {"stale", "a", "lost"}, {"commit", "a", "deferred"},
+			{"commit", "b", "committed"}, {"commit", "a", "committed"},
+		}},
+		{"a version check ends the turn", []step{
+			{"stale", "b", "lost"}, {"stale", "b", "lost"}, {"commit", "a", "deferred"},
+			{"load", "b", ""}, {"commit", "a", "committed"},
+		}},
+		{"the turn lapses", []step{
+			{"stale", "b", "lost"}, {"stale", "b", "lost"}, {"commit", "a", "deferred"},
+			{"lapse", "", ""}, {"commit", "a", "committed"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := tc.name
+			cur, _, _, err := a.Commit(ctx, id, "", []byte("0"), end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev := "before"
+			for i, s := range tc.steps {
+				r := stores[s.who]
+				have := cur
+				switch s.op {
+				case "lapse":
+					time.Sleep(turnTTL + 10*time.Millisecond)
+					continue
+				case "load":
+					if _, _, _, err := r.Load(ctx, id, cur); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				case "stale":
+					have = prev
+				}
+				v, data, ok, err := r.Commit(ctx, id, have, []byte(strconv.Itoa(i)), end)
+				got := "lost"
+				switch {
+				case err != nil:
+					t.Fatalf("step %d: %v", i, err)
+				case ok:
+					got, prev, cur = "committed", cur, v
+				case v == have && data == nil:
+					got = "deferred"
+				case v != cur:
+					t.Fatalf("step %d: lost to version %q, want the current %q", i, v, cur)
+				}
+				if got != s.want {
+					t.Fatalf("step %d (%s by %s): %s, want %s", i, s.op, s.who, got, s.want)
+				}
+			}
+		})
+	}
 }

@@ -77,6 +77,7 @@ type Redis struct {
 	cfg    Config
 	client *redis.Client
 	addr   string
+	turn   string // this replica's token for its turns on hot MACP sessions
 }
 
 // New returns the Redis backend of cfg. It connects lazily, on the first
@@ -102,7 +103,7 @@ func New(cfg Config) (*Redis, error) {
 	opt.MinIdleConns = 0 // no background dialing
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL)}, nil
+	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL), turn: newVersion()}, nil
 }
 
 // Redact returns a Redis URL without its credentials, for logs.

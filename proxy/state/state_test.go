@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/redistest"
 )
 
 // redisServer starts Debian's redis-server on a free loopback port, without
@@ -29,40 +31,7 @@ func redisServerB(b *testing.B) (addr string, stop func()) {
 
 func redisProcess(t testing.TB) (addr string, stop func(), proc *os.Process) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("WARDEN_REQUIRE_PEERS") == "1" {
-			t.Fatalf("redis-server is missing: run scripts/peers.sh")
-		}
-		t.Skip("redis-server is not installed (run scripts/peers.sh)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	l.Close()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr, stop, cmd.Process
-		}
-	}
-	t.Fatalf("redis-server did not listen on %s", addr)
-	return "", nil, nil
+	return redistest.Start(t)
 }
 
 func newStore(t *testing.T, addr string) *Redis {

@@ -77,7 +77,7 @@ func (m *memSessions) restart() {
 
 // macpReplicas are n Enforcers sharing one session store, as ext_authz replicas
 // do; each commits on allow.
-func macpReplicas(t *testing.T, n int, store Store, rb Rebuilder) []*Decider {
+func macpReplicas(t testing.TB, n int, store Store, rb Rebuilder) []*Decider {
 	t.Helper()
 	return observedReplicas(t, n, store, rb, nil)
 }
@@ -88,7 +88,7 @@ type conflicts struct{ n atomic.Int64 }
 func (c *conflicts) Decided(proxy.Decision, time.Duration) {}
 func (c *conflicts) SessionConflict()                      { c.n.Add(1) }
 
-func observedReplicas(t *testing.T, n int, store Store, rb Rebuilder, o proxy.Observer) []*Decider {
+func observedReplicas(t testing.TB, n int, store Store, rb Rebuilder, o proxy.Observer) []*Decider {
 	t.Helper()
 	out := make([]*Decider, n)
 	for i := range out {
@@ -109,7 +109,7 @@ func observedReplicas(t *testing.T, n int, store Store, rb Rebuilder, o proxy.Ob
 
 // decideAll decides each message on the replica its index picks, committing
 // on allow as ext_authz does, and returns the answers.
-func decideAll(t *testing.T, rs []*Decider, msgs []*macpv1.Envelope) []string {
+func decideAll(t testing.TB, rs []*Decider, msgs []*macpv1.Envelope) []string {
 	t.Helper()
 	var out []string
 	for i, m := range msgs {
@@ -123,7 +123,7 @@ func decideAll(t *testing.T, rs []*Decider, msgs []*macpv1.Envelope) []string {
 	return out
 }
 
-func taskTranscript(t *testing.T, sid string) []*macpv1.Envelope {
+func taskTranscript(t testing.TB, sid string) []*macpv1.Envelope {
 	update := mustMarshal(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Progress: 0.5})
 	return []*macpv1.Envelope{
 		env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{

@@ -28,7 +28,10 @@ type Store interface {
 	// Commit stores data when the session's version is still have ("": no
 	// entry), keeping it until expireAt plus the store's TTL, and returns
 	// the new version. When another replica committed first, ok is false
-	// and version and current are what the store holds ("", nil: none).
+	// and version and current are what the store holds ("", nil: none). A
+	// store that gives replicas turns on a contended session may defer a
+	// commit to another replica's turn: ok is false and version is have
+	// (current nil), and the decision is tried again after a wait.
 	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error)
 }
 
@@ -176,6 +179,9 @@ func (x *Decider) share(ctx context.Context, decision string, commit bool, en *e
 	switch {
 	case err != nil:
 		return false, err
+	case !ok && version != "" && version == sh.version:
+		en.store().fresh = decision // deferred to another replica's turn: the state is as decided on
+		return false, nil
 	case !ok:
 		if o, is := x.e.Observer().(ConflictObserver); is {
 			o.SessionConflict()
