@@ -17,7 +17,6 @@ import (
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
-	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // echoTimeout bounds how long an allowed StreamSession envelope holds its
@@ -106,7 +105,7 @@ func (st *sessionStream) up() {
 // settleNow, if not nil, is settled once the message is forwarded.
 func (st *sessionStream) admit(f *frame) (settleNow *proxy.Decision, ok bool) {
 	var req macpv1.StreamSessionRequest
-	if err := strictpb.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
+	if err := st.s.gate.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
 		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
 		return nil, false
 	}

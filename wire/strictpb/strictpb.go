@@ -17,6 +17,7 @@ package strictpb
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -35,38 +36,94 @@ var opts = proto.UnmarshalOptions{RecursionLimit: MaxDepth}
 // Unmarshal decodes b into m, refusing what prost refuses and what it would
 // read otherwise than protobuf-go: invalid UTF-8 in a string (protobuf-go
 // refuses it too), nesting deeper than MaxDepth, and any unknown field or
-// field of the wrong wire type at any depth.
-func Unmarshal(b []byte, m proto.Message) error {
-	if err := opts.Unmarshal(b, m); err != nil {
-		return err
-	}
-	return Known(m)
-}
+// field of the wrong wire type at any depth. It is Reader.Unmarshal without
+// a Reader's memory of the schemas it walked.
+func Unmarshal(b []byte, m proto.Message) error { return (*Reader)(nil).Unmarshal(b, m) }
 
 // Known reports, as an error wrapping ErrOutsideSchema and naming the first
 // such message's path, whether m or any message it holds carries unknown
-// fields.
-func Known(m proto.Message) error {
-	r := m.ProtoReflect()
-	if where, ok := known(r); !ok {
-		return fmt.Errorf("%s%s: %w", r.Descriptor().Name(), where, ErrOutsideSchema)
+// fields. It is Reader.Known without a Reader's memory.
+func Known(m proto.Message) error { return (*Reader)(nil).Known(m) }
+
+// Reader is Unmarshal and Known remembering, per message descriptor, which
+// of its fields hold messages, so that a check walks only those instead of
+// every field of every message. The zero value is ready; it is safe for
+// concurrent use and grows with the message types it reads (a schema's
+// worth). A nil *Reader remembers nothing.
+type Reader struct {
+	plans sync.Map // protoreflect.MessageDescriptor -> *plan
+}
+
+// plan is what a check needs of a message descriptor.
+type plan struct {
+	ext    bool                           // it may carry extensions: walked with Range
+	fields []protoreflect.FieldDescriptor // the fields whose values are, or hold, messages
+}
+
+// plan returns md's plan, nil for a nil Reader.
+func (r *Reader) plan(md protoreflect.MessageDescriptor) *plan {
+	if r == nil {
+		return nil
+	}
+	if p, ok := r.plans.Load(md); ok {
+		return p.(*plan)
+	}
+	p := &plan{ext: md.ExtensionRanges().Len() > 0}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); holdsMessages(fd) {
+			p.fields = append(p.fields, fd)
+		}
+	}
+	got, _ := r.plans.LoadOrStore(md, p)
+	return got.(*plan)
+}
+
+// Unmarshal is the package's Unmarshal.
+func (r *Reader) Unmarshal(b []byte, m proto.Message) error {
+	if err := opts.Unmarshal(b, m); err != nil {
+		return err
+	}
+	return r.Known(m)
+}
+
+// Known is the package's Known.
+func (r *Reader) Known(m proto.Message) error {
+	rm := m.ProtoReflect()
+	if where, ok := r.known(rm); !ok {
+		return fmt.Errorf("%s%s: %w", rm.Descriptor().Name(), where, ErrOutsideSchema)
 	}
 	return nil
 }
 
 // known reports whether m holds nothing outside its schema, at any depth,
 // and if not where, below m (".field[key]..."): the path is written only
-// for a message refused, on the way back up. It walks m's descriptor's
-// message fields rather than Range, whose callback escapes and so costs
-// allocations on every message decided; a message that may carry
-// extensions is walked with Range (it ranges over them too).
-func known(m protoreflect.Message) (where string, ok bool) {
+// for a message refused, on the way back up. It walks m's message fields
+// (its plan's, or without one its descriptor's) rather than Range, whose
+// callback escapes and so costs allocations on every message decided; a
+// message that may carry extensions is walked with Range (it ranges over
+// them too).
+func (r *Reader) known(m protoreflect.Message) (where string, ok bool) {
 	if len(m.GetUnknown()) > 0 {
 		return "", false
 	}
 	md := m.Descriptor()
+	if p := r.plan(md); p != nil {
+		if p.ext {
+			return r.knownRange(m)
+		}
+		for _, fd := range p.fields {
+			if !m.Has(fd) {
+				continue
+			}
+			if where, ok := r.knownField(fd, m.Get(fd)); !ok {
+				return where, false
+			}
+		}
+		return "", true
+	}
 	if md.ExtensionRanges().Len() > 0 {
-		return knownRange(m)
+		return r.knownRange(m)
 	}
 	fields := md.Fields()
 	for i := range fields.Len() {
@@ -74,7 +131,7 @@ func known(m protoreflect.Message) (where string, ok bool) {
 		if !holdsMessages(fd) || !m.Has(fd) {
 			continue
 		}
-		if where, ok := knownField(fd, m.Get(fd)); !ok {
+		if where, ok := r.knownField(fd, m.Get(fd)); !ok {
 			return where, false
 		}
 	}
@@ -90,11 +147,11 @@ func holdsMessages(fd protoreflect.FieldDescriptor) bool {
 }
 
 // knownRange is known over m's populated fields, extensions included.
-func knownRange(m protoreflect.Message) (where string, ok bool) {
+func (r *Reader) knownRange(m protoreflect.Message) (where string, ok bool) {
 	ok = true
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if holdsMessages(fd) {
-			where, ok = knownField(fd, v)
+			where, ok = r.knownField(fd, v)
 		}
 		return ok
 	})
@@ -102,20 +159,20 @@ func knownRange(m protoreflect.Message) (where string, ok bool) {
 }
 
 // knownField is known over the messages of field fd's value v.
-func knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where string, ok bool) {
+func (r *Reader) knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where string, ok bool) {
 	switch {
 	case fd.IsMap():
-		return knownMap(fd, v.Map())
+		return r.knownMap(fd, v.Map())
 	case fd.IsList():
 		l := v.List()
 		for i := range l.Len() {
-			if w, good := known(l.Get(i).Message()); !good {
+			if w, good := r.known(l.Get(i).Message()); !good {
 				return fmt.Sprintf(".%s[%d]%s", fd.Name(), i, w), false
 			}
 		}
 		return "", true
 	}
-	if w, good := known(v.Message()); !good {
+	if w, good := r.known(v.Message()); !good {
 		return "." + string(fd.Name()) + w, false
 	}
 	return "", true
@@ -123,10 +180,10 @@ func knownField(fd protoreflect.FieldDescriptor, v protoreflect.Value) (where st
 
 // knownMap is known over the message values of map field fd (its results,
 // which its callback sets, live on the heap: knownField's do not).
-func knownMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (where string, ok bool) {
+func (r *Reader) knownMap(fd protoreflect.FieldDescriptor, m protoreflect.Map) (where string, ok bool) {
 	ok = true
 	m.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-		if w, good := known(mv.Message()); !good {
+		if w, good := r.known(mv.Message()); !good {
 			where, ok = "."+string(fd.Name())+"["+k.String()+"]"+w, false
 		}
 		return ok

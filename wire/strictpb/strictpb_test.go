@@ -2,6 +2,7 @@ package strictpb_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -87,11 +88,15 @@ func TestUnmarshal(t *testing.T) {
 		{"overlong varint", func() proto.Message { return &macpv1.Envelope{} },
 			append(protowire.AppendTag(nil, 7, protowire.VarintType), 0x81, 0x80, 0x00), false},
 	}
+	cached := new(strictpb.Reader) // its plans carry over from case to case
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := strictpb.Unmarshal(c.b, c.msg())
 			if (err != nil) != c.refuse {
 				t.Fatalf("Unmarshal: %v, want refused %v", err, c.refuse)
+			}
+			if cerr := cached.Unmarshal(c.b, c.msg()); fmt.Sprint(cerr) != fmt.Sprint(err) {
+				t.Fatalf("a Reader's Unmarshal: %v, the package's %v", cerr, err)
 			}
 		})
 	}
@@ -126,9 +131,11 @@ func TestKnownNamesThePath(t *testing.T) {
 		{"list", &macpv1.SessionStartPayload{}, start(root(), root(func(b []byte) []byte { return field(b, 9, nil) })), "SessionStartPayload.roots[1]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := strictpb.Unmarshal(c.b, c.msg)
-			if !errors.Is(err, strictpb.ErrOutsideSchema) || err.Error() != c.want+": fields outside the message's schema" {
-				t.Fatalf("err = %v, want %s", err, c.want)
+			for _, r := range []*strictpb.Reader{nil, new(strictpb.Reader)} {
+				err := r.Unmarshal(c.b, proto.Clone(c.msg))
+				if !errors.Is(err, strictpb.ErrOutsideSchema) || err.Error() != c.want+": fields outside the message's schema" {
+					t.Fatalf("reader %p: err = %v, want %s", r, err, c.want)
+				}
 			}
 		})
 	}
@@ -139,10 +146,11 @@ func TestKnownNamesThePath(t *testing.T) {
 func BenchmarkUnmarshal(b *testing.B) {
 	payload := field(field(nil, 1, []byte("t1")), 2, []byte("running"))
 	req := field(nil, 1, envelope(func(b []byte) []byte { return field(b, 8, payload) }))
+	var r strictpb.Reader
 	b.ReportAllocs()
 	for b.Loop() {
 		var m macpv1.SendRequest
-		if err := strictpb.Unmarshal(req, &m); err != nil {
+		if err := r.Unmarshal(req, &m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -153,9 +161,14 @@ func BenchmarkUnmarshal(b *testing.B) {
 func FuzzUnmarshal(f *testing.F) {
 	f.Add(field(nil, 1, envelope()))
 	f.Add(field(nil, 1, envelope(func(b []byte) []byte { return varint(b, 6, 1) })))
+	var r strictpb.Reader
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var strict macpv1.SendRequest
-		if strictpb.Unmarshal(b, &strict) != nil {
+		var strict, cached macpv1.SendRequest
+		err := strictpb.Unmarshal(b, &strict)
+		if cerr := r.Unmarshal(b, &cached); fmt.Sprint(cerr) != fmt.Sprint(err) {
+			t.Fatalf("a Reader's Unmarshal: %v, the package's %v", cerr, err)
+		}
+		if err != nil {
 			return
 		}
 		var lax macpv1.SendRequest
@@ -166,4 +179,40 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatal("accepted a message with fields protobuf-go discards")
 		}
 	})
+}
+
+// BenchmarkKnown checks decoded messages: the SendRequest of a TaskUpdate,
+// and a SessionStartPayload holding a list of messages.
+func BenchmarkKnown(b *testing.B) {
+	payload := field(field(nil, 1, []byte("t1")), 2, []byte("running"))
+	root := field(field(nil, 1, []byte("r")), 2, []byte("n"))
+	for _, bc := range []struct {
+		name string
+		msg  proto.Message
+		b    []byte
+	}{
+		{"SendRequest", &macpv1.SendRequest{}, field(nil, 1, envelope(func(b []byte) []byte { return field(b, 8, payload) }))},
+		{"SessionStartPayload", &macpv1.SessionStartPayload{}, field(field(field(nil, 1, []byte("intent")), 7, root), 7, root)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if err := proto.Unmarshal(bc.b, bc.msg); err != nil {
+				b.Fatal(err)
+			}
+			var r strictpb.Reader
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Known(bc.msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bc.name+"/no-reader", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := strictpb.Known(bc.msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -31,6 +32,7 @@ type Gate struct {
 	enf             *proxy.Enforcer
 	publicDiscovery bool
 	log             *slog.Logger
+	pb              strictpb.Reader // reads every client message decided on
 }
 
 // New builds the gate: methods is the listener's method table; with
@@ -191,6 +193,10 @@ func GRPCContentType(ct string) bool {
 	return ct == "application/grpc" || ct == "application/grpc+proto"
 }
 
+// Unmarshal decodes a client's message as the runtime reads it
+// (strictpb), remembering the schemas it walked.
+func (g *Gate) Unmarshal(b []byte, m proto.Message) error { return g.pb.Unmarshal(b, m) }
+
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
 // message protobuf-go and prost would read differently is refused).
@@ -199,7 +205,7 @@ func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
 	switch a.Call {
 	case CallSend:
 		var sr macpv1.SendRequest
-		err := strictpb.Unmarshal(msg, &sr)
+		err := g.Unmarshal(msg, &sr)
 		if err == nil && sr.GetEnvelope() == nil {
 			err = errors.New("no envelope")
 		}
@@ -209,7 +215,7 @@ func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
 		return sessions.Request{Principal: &p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
 	case CallControl:
 		var cr macpv1.CancelSessionRequest // the three requests are {session_id, reason}
-		err := strictpb.Unmarshal(msg, &cr)
+		err := g.Unmarshal(msg, &cr)
 		if err == nil && cr.GetSessionId() == "" {
 			err = errors.New("no session_id")
 		}
