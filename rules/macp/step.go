@@ -202,13 +202,16 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 
 	// The outcome lives in the working set, which stays on the stack: a
 	// pointer to a local would move it to the heap.
-	// A record-only type's step only reads the mode state (FuzzStep checks
-	// that no step changes its input): the next state shares it.
-	next := s.share
+	// A record-only type's step only reads the session (FuzzStep checks that
+	// no step changes its input): it is decided on s itself, and the next
+	// state, which shares s's mode state, is copied only once it is allowed
+	// (a refusal copies nothing). Any other type's step changes its next
+	// state's mode state: a clone.
+	next := s
 	if !recordOnly(env.GetMessageType()) {
-		next = s.clone
+		next = s.clone()
 	}
-	c := &stepCtx{next: next(), env: env, sender: sender, now: now}
+	c := &stepCtx{next: next, env: env, sender: sender, now: now}
 	c.out.Roles = s.baseRoles(sender)
 	var v rules.Verdict
 	switch {
@@ -223,6 +226,9 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if !v.OK() {
 		c.out.Verdict, c.out.RecordOnly = v, false
 		return c.out
+	}
+	if c.next == s {
+		c.next = s.share()
 	}
 	if !resent {
 		c.next.recordID(env, sender)

@@ -1,9 +1,13 @@
 package macp
 
 import (
+	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
@@ -255,4 +259,95 @@ func TestTask(t *testing.T) {
 			aliceAccepts,
 		}},
 	})
+}
+
+// TestStepRecordOnlyCopies: a record-only message is decided on the session
+// itself and copied only when allowed. Whatever the verdict, the input is
+// unchanged, and the next states of two messages decided on one state are
+// states of their own: neither sees the other's id (a next state sharing
+// the input's record with room to spare would write both ids into one
+// array).
+func TestStepRecordOnlyCopies(t *testing.T) {
+	su := setup{mode: ModeTask, initiator: "planner", participants: []string{"planner", "alice", "bob"}}
+	s, _ := su.start()
+	for i, m := range []struct {
+		from, typ string
+		body      proto.Message
+	}{{"planner", "TaskRequest", taskRequest("t1", "alice")}, {"alice", "TaskAccept", taskAccept("t1", "alice")}} {
+		out := Step(s, envelope(ModeTask, m.typ, fmt.Sprint("m-", i), m.from, marshal(m.body)), m.from, t0+1)
+		if !out.Verdict.OK() {
+			t.Fatalf("%s: %+v", m.typ, out.Verdict)
+		}
+		s = out.Next
+	}
+	update := func(id, task string) *macpv1.Envelope {
+		return envelope(ModeTask, "TaskUpdate", id, "alice", marshal(taskUpdate(task)))
+	}
+	progress := func(id, from string) *macpv1.Envelope {
+		return envelope(ModeTask, TypeProgress, id, from, marshal(&macpv1.ProgressPayload{ProgressToken: "p", Progress: 1, Total: 2}))
+	}
+	before := dump(s)
+	for _, tc := range []struct {
+		name    string
+		a, b    *macpv1.Envelope
+		allowed bool
+	}{
+		{"allowed updates", update("u-a", "t1"), update("u-b", "t1"), true},
+		{"updates of another task", update("u-a", "t9"), update("u-b", "t9"), false},
+		{"progress", progress("p-a", "bob"), progress("p-b", "alice"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outA, outB := Step(s, tc.a, tc.a.GetSender(), t0+2), Step(s, tc.b, tc.b.GetSender(), t0+2)
+			if after := dump(s); after != before {
+				t.Fatalf("mutated its input:\nbefore %s\nafter  %s", before, after)
+			}
+			if outA.Verdict.OK() != tc.allowed || outB.Verdict.OK() != tc.allowed {
+				t.Fatalf("verdicts %+v, %+v: want allowed %v", outA.Verdict, outB.Verdict, tc.allowed)
+			}
+			if !tc.allowed {
+				if outA.Next != nil || outB.Next != nil {
+					t.Fatal("a refusal has a next state")
+				}
+				return
+			}
+			if outA.Next == s || outB.Next == s || outA.Next == outB.Next {
+				t.Fatal("a next state is the input, or the other's")
+			}
+			for _, c := range []struct {
+				next     *Session
+				own, not *macpv1.Envelope
+			}{{outA.Next, tc.a, tc.b}, {outB.Next, tc.b, tc.a}} {
+				if _, dup := c.next.duplicate(c.own, c.own.GetSender()); !dup {
+					t.Errorf("%s: its own id is not recorded", c.own.GetMessageId())
+				}
+				if _, dup := c.next.duplicate(c.not, c.not.GetSender()); dup {
+					t.Errorf("%s's next state records %s, decided on the same state", c.own.GetMessageId(), c.not.GetMessageId())
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStepRecordOnly decides a TaskUpdate of the running task (allowed),
+// one of another task (refused by the rules), and a Progress.
+func BenchmarkStepRecordOnly(b *testing.B) {
+	su := setup{mode: ModeTask, initiator: "planner", participants: []string{"planner", "alice", "bob"}}
+	s, _ := su.start()
+	s = Step(s, envelope(ModeTask, "TaskRequest", "m-0", "planner", marshal(taskRequest("t1", "alice"))), "planner", t0+1).Next
+	s = Step(s, envelope(ModeTask, "TaskAccept", "m-1", "alice", marshal(taskAccept("t1", "alice"))), "alice", t0+1).Next
+	for _, bc := range []struct {
+		name string
+		env  *macpv1.Envelope
+	}{
+		{"TaskUpdate/allow", envelope(ModeTask, "TaskUpdate", "u", "alice", marshal(taskUpdate("t1")))},
+		{"TaskUpdate/refuse", envelope(ModeTask, "TaskUpdate", "u", "alice", marshal(taskUpdate("t9")))},
+		{"Progress/allow", envelope(ModeTask, TypeProgress, "p", "bob", marshal(&macpv1.ProgressPayload{ProgressToken: "p", Progress: 1, Total: 2}))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Step(s, bc.env, bc.env.GetSender(), t0+2)
+			}
+		})
+	}
 }
