@@ -55,7 +55,7 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			x.release(en)
 			return proxy.Decision{}, err
 		}
-		ok, err := x.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now)
+		ok, err := x.share(ctx, d.ID, verdict.OK() && out.Next != nil, en, out, now, &lost)
 		switch {
 		case err != nil:
 			x.release(en)

@@ -155,8 +155,10 @@ func (x *Decider) replace(en *entry, version string, data []byte, now int64) err
 // version it was decided on; any other checks that version, unless load
 // read it for this decision. ok is false when another replica changed the
 // session: its state is then in the entry and the decision must be taken
-// again.
-func (x *Decider) share(ctx context.Context, decision string, commit bool, en *entry, out macp.Outcome, now int64) (ok bool, err error) {
+// again. A commit the store defers to another replica's turn is tried again
+// as it is (the session has not changed), after lost's wait, the entry
+// still locked.
+func (x *Decider) share(ctx context.Context, decision string, commit bool, en *entry, out macp.Outcome, now int64, lost *contention) (ok bool, err error) {
 	if x.store == nil || en == nil {
 		return true, nil
 	}
@@ -176,12 +178,14 @@ func (x *Decider) share(ctx context.Context, decision string, commit bool, en *e
 		return false, fmt.Errorf("encode the state: %w", err)
 	}
 	version, current, ok, err := x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	for err == nil && !ok && version != "" && version == sh.version { // deferred
+		if err = lost.lost(ctx, contentionBudget); err == nil {
+			version, current, ok, err = x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
+		}
+	}
 	switch {
 	case err != nil:
 		return false, err
-	case !ok && version != "" && version == sh.version:
-		en.store().fresh = decision // deferred to another replica's turn: the state is as decided on
-		return false, nil
 	case !ok:
 		if o, is := x.e.Observer().(ConflictObserver); is {
 			o.SessionConflict()
