@@ -102,7 +102,11 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 		nextID: 1,
 	}
 	c.lastRead.Store(time.Now().UnixNano())
-	c.io = newSysIO(nc)
+	writes := &r.upstreamWrites
+	if server {
+		writes = &r.clientWrites
+	}
+	c.io = newSysIO(nc, writes)
 	c.br = bufio.NewReaderSize(c.io.r, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()

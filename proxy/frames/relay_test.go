@@ -387,7 +387,7 @@ func BenchmarkUnary(b *testing.B) {
 	req := &testpb.SimpleRequest{Payload: payload(200)}
 	b.ReportAllocs()
 	defer reportUsage(b, usageNow())
-	defer reportWakes(b, r, r.writerWakes.Load())
+	defer reportRelay(b, r, relayCountsOf(r))
 	for b.Loop() {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
@@ -395,10 +395,21 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
-// reportWakes reports the relay's writer wake-ups per operation since
-// there were start.
-func reportWakes(b *testing.B, r *Relay, start int64) {
-	b.ReportMetric(float64(r.writerWakes.Load()-start)/float64(b.N), "writer-wakes/op")
+// relayCounts is what the relay counted: its writers' wake-ups and its
+// write system calls toward clients and upstreams.
+type relayCounts struct{ wakes, clientWrites, upstreamWrites int64 }
+
+func relayCountsOf(r *Relay) relayCounts {
+	return relayCounts{r.writerWakes.Load(), r.clientWrites.Load(), r.upstreamWrites.Load()}
+}
+
+// reportRelay reports, per operation since start, the relay's writer
+// wake-ups and its write system calls to the client and to the upstream.
+func reportRelay(b *testing.B, r *Relay, start relayCounts) {
+	end, n := relayCountsOf(r), float64(b.N)
+	b.ReportMetric(float64(end.wakes-start.wakes)/n, "writer-wakes/op")
+	b.ReportMetric(float64(end.clientWrites-start.clientWrites)/n, "client-writes/op")
+	b.ReportMetric(float64(end.upstreamWrites-start.upstreamWrites)/n, "upstream-writes/op")
 }
 
 // BenchmarkHandlerUnary is BenchmarkUnary through a Handler: admitted on
@@ -413,7 +424,7 @@ func BenchmarkHandlerUnary(b *testing.B) {
 	req := &testpb.SimpleRequest{Payload: payload(200)}
 	b.ReportAllocs()
 	defer reportUsage(b, usageNow())
-	defer reportWakes(b, r, r.writerWakes.Load())
+	defer reportRelay(b, r, relayCountsOf(r))
 	for b.Loop() {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
