@@ -118,8 +118,11 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	return c
 }
 
-// preface queues the relay's SETTINGS and connection window.
-func (c *conn) preface() {
+// preface queues the relay's SETTINGS and connection window; b, when not
+// nil, writes them (see batch), with what else its goroutine queues on c
+// before it waits: a client's SETTINGS acknowledgement, an upstream
+// connection's first stream.
+func (c *conn) preface(b *batch) {
 	cfg := &c.r.cfg
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,6 +143,7 @@ func (c *conn) preface() {
 		_ = c.wfr.WriteWindowUpdate(0, uint32(inc))
 		c.recvWin += inc
 	}
+	b.add(c)
 	c.kick()
 }
 
