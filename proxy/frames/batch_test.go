@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,16 +153,9 @@ func TestFirstWrites(t *testing.T) {
 			msg.WriteString(http2.ClientPreface)
 			fr := http2.NewFramer(&msg, nil)
 			_ = fr.WriteSettings()
-			var hbuf bytes.Buffer
-			enc := hpack.NewEncoder(&hbuf)
-			for i := 0; i+1 < len(request); i += 2 {
-				v := request[i+1]
-				if request[i] == ":path" {
-					v = tc.path
-				}
-				_ = enc.WriteField(hpack.HeaderField{Name: request[i], Value: v})
-			}
-			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+			fields := slices.Clone(request)
+			fields[slices.Index(fields, ":path")+1] = tc.path
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(fields...), EndHeaders: true})
 			_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 1, 'x'})
 			nc, err := net.Dial("tcp", addr)
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -468,16 +467,11 @@ func TestRapidReset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nc, fr := dialH2(t, addr)
 			defer nc.Close()
-			var hbuf bytes.Buffer
-			enc := hpack.NewEncoder(&hbuf)
-			fields := append(slices.Clone(request), tc.extra...)
-			for i := 0; i+1 < len(fields); i += 2 {
-				_ = enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-			}
+			block := headerBlock(append(slices.Clone(request), tc.extra...)...)
 			go func() { // a writer of its own: the relay answers while the client floods
 				_ = fr.WriteSettings()
 				for id := uint32(1); id < 200; id += 2 {
-					if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
+					if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}) != nil ||
 						tc.reset(fr, id) != nil {
 						return
 					}
