@@ -51,9 +51,7 @@ func (r *Request) SendHeader(fields []hpack.HeaderField) error {
 
 // Write sends data on the answer whose header list SendHeader sent. It
 // waits while an earlier write still waits for the client's window, until
-// ctx ends or the stream does (ErrStreamEnded); data is not retained. What
-// the window allows is written on the caller's goroutine when nothing else
-// is being written to the client.
+// ctx ends or the stream does (ErrStreamEnded); data is not retained.
 func (r *Request) Write(ctx context.Context, data []byte) error {
 	x := r.x
 	s := x.stream()
@@ -84,11 +82,7 @@ func (r *Request) Write(ctx context.Context, data []byte) error {
 	case !s.header:
 		return errors.New("frames: Write before SendHeader")
 	}
-	// written here when the connection's writer is idle (see batch), which
-	// is then not woken for every message of a stream
-	var b batch
-	c.sendData(l, data, false, &b) // copies what does not fit the window
-	b.flush()
+	c.sendData(l, data, false, nil) // copies what does not fit the window
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -164,77 +163,5 @@ func TestStreamedBody(t *testing.T) {
 	}
 	if c := credit.Load(); c > body {
 		t.Errorf("the relay returned %d bytes of window for a body of %d", c, body)
-	}
-}
-
-// stepWriter streams an answer a message at a time, each once the client
-// read the last (next), then ends it with trailers.
-type stepWriter struct {
-	msgs []string
-	next chan struct{}
-}
-
-func (h *stepWriter) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
-	return Route{Handler: h}
-}
-
-func (h *stepWriter) Handle(ctx context.Context, req *Request) Response {
-	if err := req.SendHeader([]hpack.HeaderField{{Name: ":status", Value: "200"}}); err != nil {
-		return Response{}
-	}
-	for _, m := range h.msgs {
-		select {
-		case <-h.next:
-		case <-ctx.Done():
-			return Response{}
-		}
-		if err := req.Write(ctx, []byte(m)); err != nil {
-			return Response{}
-		}
-	}
-	return Response{Trailer: []hpack.HeaderField{{Name: "done", Value: "yes"}}}
-}
-
-// TestStreamedWrites: each message of a streamed answer (Request.Write) is
-// written by the Handler's goroutine when the client connection's writer is
-// idle, in order, the writer woken only for the header list
-// (Request.SendHeader). Before, every Write woke the writer: six wake-ups
-// for a header list and five messages.
-func TestStreamedWrites(t *testing.T) {
-	h := &stepWriter{msgs: []string{"a", "bb", "ccc", "dddd", "eeeee"}, next: make(chan struct{})}
-	_, _, up := startEcho(t)
-	r, addr := startRelay(t, Config{Upstream: up, Router: h})
-	nc, fr := dialH2(t, addr)
-	defer nc.Close()
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(request...), EndHeaders: true, EndStream: true})
-	var got []string
-	for done := false; !done; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("after %q: %v", got, err)
-		}
-		switch f := f.(type) {
-		case *http2.MetaHeadersFrame:
-			if f.StreamEnded() {
-				done = true
-				break
-			}
-			h.next <- struct{}{} // the header list arrived: the first message
-		case *http2.DataFrame:
-			got = append(got, string(f.Data()))
-			if len(got) < len(h.msgs) {
-				h.next <- struct{}{}
-			}
-		case *http2.RSTStreamFrame:
-			t.Fatalf("reset %v after %q", f.ErrCode, got)
-		}
-	}
-	if !slices.Equal(got, h.msgs) {
-		t.Fatalf("messages %q, want %q", got, h.msgs)
-	}
-	if w := r.writerWakes.Load(); w > 1 {
-		t.Fatalf("the writer was woken %d times, want once (for the header list)", w)
 	}
 }
