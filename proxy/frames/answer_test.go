@@ -1,7 +1,6 @@
 package frames
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -80,13 +79,8 @@ func TestStreamedBody(t *testing.T) {
 	rd := http2.NewFramer(nil, nc) // the reader's; fr, the writer's, under wmu
 	rd.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	var wmu sync.Mutex
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for i := 0; i+1 < len(request); i += 2 {
-		_ = enc.WriteField(hpack.HeaderField{Name: request[i], Value: request[i+1]})
-	}
 	_ = fr.WriteSettings()
-	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(request...), EndHeaders: true})
 	// the reader counts the window the relay returns; the writer sends
 	// what it allows
 	var credit atomic.Int64 // stream window returned

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,3 +125,88 @@ func TestFrameBuffered(t *testing.T) {
 type blockingReader struct{}
 
 func (blockingReader) Read([]byte) (int, error) { return 0, io.ErrNoProgress }
+
+// TestFirstWrites: a connection's first frames go out with what follows
+// them in one write each way: a client that sends its preface, SETTINGS
+// and a request at once is answered with the relay's SETTINGS, connection
+// window and SETTINGS acknowledgement in one write, and the upstream
+// connection dialed for the request gets its preface, SETTINGS and the
+// request in one write, whether the request is passed through (the client
+// reader's batch) or forwarded by a Handler (Forward's), and neither
+// connection's writer is woken for them. Before, each preface woke its
+// connection's writer, which wrote it on its own unless the batch had
+// written it already: two writes each way when it won the race.
+func TestFirstWrites(t *testing.T) {
+	for _, tc := range []struct{ name, path string }{
+		{"passed through", "/macp.v1.MACPRuntimeService/GetSession"},
+		{"forwarded by a Handler", "/macp.v1.MACPRuntimeService/Send"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer up.Close()
+			r, addr := startRelay(t, Config{Upstream: up.Addr().String(), Router: fuzzRouter{}})
+
+			var msg bytes.Buffer
+			msg.WriteString(http2.ClientPreface)
+			fr := http2.NewFramer(&msg, nil)
+			_ = fr.WriteSettings()
+			fields := slices.Clone(request)
+			fields[slices.Index(fields, ":path")+1] = tc.path
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(fields...), EndHeaders: true})
+			_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 1, 'x'})
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := nc.Write(msg.Bytes()); err != nil { // one write: one read on the relay
+				t.Fatal(err)
+			}
+			cfr := http2.NewFramer(nil, nc)
+			for _, want := range []string{"SETTINGS", "WINDOW_UPDATE", "SETTINGS ACK"} {
+				f, err := cfr.ReadFrame()
+				if err != nil {
+					t.Fatalf("client, want %s: %v", want, err)
+				}
+				got := f.Header().Type.String()
+				if f.Header().Flags.Has(http2.FlagSettingsAck) && f.Header().Type == http2.FrameSettings {
+					got += " ACK"
+				}
+				if got != want {
+					t.Fatalf("client got %s, want %s", got, want)
+				}
+			}
+
+			unc, err := up.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unc.Close()
+			_ = unc.SetDeadline(time.Now().Add(10 * time.Second))
+			pre := make([]byte, len(http2.ClientPreface))
+			if _, err := io.ReadFull(unc, pre); err != nil || string(pre) != http2.ClientPreface {
+				t.Fatalf("upstream preface %q: %v", pre, err)
+			}
+			ufr := http2.NewFramer(nil, unc)
+			for _, want := range []http2.FrameType{http2.FrameSettings, http2.FrameWindowUpdate, http2.FrameHeaders, http2.FrameData} {
+				f, err := ufr.ReadFrame()
+				if err != nil {
+					t.Fatalf("upstream, want %v: %v", want, err)
+				}
+				if f.Header().Type != want {
+					t.Fatalf("upstream got %v, want %v", f.Header().Type, want)
+				}
+			}
+			if c, u := r.clientWrites.Load(), r.upstreamWrites.Load(); c != 1 || u != 1 {
+				t.Fatalf("%d writes to the client and %d to the upstream, want one each", c, u)
+			}
+			if w := r.writerWakes.Load(); w != 0 {
+				t.Fatalf("the connections' writers were woken %d times, want none", w)
+			}
+		})
+	}
+}

@@ -102,7 +102,11 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 		nextID: 1,
 	}
 	c.lastRead.Store(time.Now().UnixNano())
-	c.io = newSysIO(nc)
+	writes := &r.upstreamWrites
+	if server {
+		writes = &r.clientWrites
+	}
+	c.io = newSysIO(nc, writes)
 	c.br = bufio.NewReaderSize(c.io.r, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()
@@ -114,8 +118,11 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	return c
 }
 
-// preface queues the relay's SETTINGS and connection window.
-func (c *conn) preface() {
+// preface queues the relay's SETTINGS and connection window; b, when not
+// nil, writes them (see batch), with what else its goroutine queues on c
+// before it waits: a client's SETTINGS acknowledgement, an upstream
+// connection's first stream.
+func (c *conn) preface(b *batch) {
 	cfg := &c.r.cfg
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -136,6 +143,7 @@ func (c *conn) preface() {
 		_ = c.wfr.WriteWindowUpdate(0, uint32(inc))
 		c.recvWin += inc
 	}
+	b.add(c)
 	c.kick()
 }
 

@@ -17,7 +17,7 @@ import (
 func (c *conn) serveDown() {
 	go c.writeLoop()
 	code, say := c.handshake()
-	c.rb.flush() // the SETTINGS acknowledgement
+	c.rb.flush() // the relay's SETTINGS and the acknowledgement of the client's
 	if say {
 		if tc, ok := c.nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 			cs := tc.ConnectionState() // the handshake completed with the preface
@@ -33,15 +33,18 @@ func (c *conn) serveDown() {
 
 // handshake reads the client preface (a connection without it is closed
 // without a word), answers with the relay's SETTINGS and reads the first
-// frame, which must be SETTINGS, all within HandshakeTimeout.
+// frame, which must be SETTINGS, all within HandshakeTimeout. The relay's
+// SETTINGS go out with their acknowledgement of the client's when those
+// came with the preface, as clients send them; before the reader waits for
+// them otherwise.
 func (c *conn) handshake() (http2.ErrCode, bool) {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.r.cfg.HandshakeTimeout))
 	var pre [len(http2.ClientPreface)]byte
-	if _, err := io.ReadFull(c.io.r, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
+	if _, err := io.ReadFull(c.br, pre[:]); err != nil || !bytes.Equal(pre[:], []byte(http2.ClientPreface)) {
 		return 0, false
 	}
-	c.preface()
-	f, err := c.fr.ReadFrame()
+	c.preface(&c.rb)
+	f, err := c.readFrame()
 	if err != nil {
 		return connErrCode(err)
 	}

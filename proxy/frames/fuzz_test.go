@@ -35,6 +35,17 @@ func frames(write func(fr *http2.Framer, hb func(...string) []byte)) []byte {
 
 var request = []string{":method", "POST", ":scheme", "http", ":path", "/macp.v1.MACPRuntimeService/Send", ":authority", "x", "content-type", "application/grpc", "te", "trailers"}
 
+// headerBlock encodes the header fields kv (name, value, ...) with a fresh
+// HPACK state, a connection's first header block.
+func headerBlock(kv ...string) []byte {
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	return hbuf.Bytes()
+}
+
 // serveBytes serves one client connection that sends in, waits a moment for
 // the answer and hangs up: the relay must end the connection, and what it
 // sent must parse as HTTP/2 frames with a consistent HPACK state.

@@ -174,7 +174,11 @@ type Relay struct {
 	// writerWakes counts the writers' wake-ups to write (tests and
 	// benchmarks read it: the hand-offs between goroutines a message costs).
 	writerWakes atomic.Int64
-	closing     chan struct{} // closed by shutdown: idle workers end
+	// clientWrites and upstreamWrites count the write system calls made
+	// on client and upstream connections (tests and benchmarks read them:
+	// on loopback each costs the sender the receiver's network stack too).
+	clientWrites, upstreamWrites atomic.Int64
+	closing                      chan struct{} // closed by shutdown: idle workers end
 }
 
 // New checks cfg and returns a relay; it starts nothing.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -387,7 +386,7 @@ func BenchmarkUnary(b *testing.B) {
 	req := &testpb.SimpleRequest{Payload: payload(200)}
 	b.ReportAllocs()
 	defer reportUsage(b, usageNow())
-	defer reportWakes(b, r, r.writerWakes.Load())
+	defer reportRelay(b, r, relayCountsOf(r))
 	for b.Loop() {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
@@ -395,10 +394,21 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
-// reportWakes reports the relay's writer wake-ups per operation since
-// there were start.
-func reportWakes(b *testing.B, r *Relay, start int64) {
-	b.ReportMetric(float64(r.writerWakes.Load()-start)/float64(b.N), "writer-wakes/op")
+// relayCounts is what the relay counted: its writers' wake-ups and its
+// write system calls toward clients and upstreams.
+type relayCounts struct{ wakes, clientWrites, upstreamWrites int64 }
+
+func relayCountsOf(r *Relay) relayCounts {
+	return relayCounts{r.writerWakes.Load(), r.clientWrites.Load(), r.upstreamWrites.Load()}
+}
+
+// reportRelay reports, per operation since start, the relay's writer
+// wake-ups and its write system calls to the client and to the upstream.
+func reportRelay(b *testing.B, r *Relay, start relayCounts) {
+	end, n := relayCountsOf(r), float64(b.N)
+	b.ReportMetric(float64(end.wakes-start.wakes)/n, "writer-wakes/op")
+	b.ReportMetric(float64(end.clientWrites-start.clientWrites)/n, "client-writes/op")
+	b.ReportMetric(float64(end.upstreamWrites-start.upstreamWrites)/n, "upstream-writes/op")
 }
 
 // BenchmarkHandlerUnary is BenchmarkUnary through a Handler: admitted on
@@ -413,7 +423,7 @@ func BenchmarkHandlerUnary(b *testing.B) {
 	req := &testpb.SimpleRequest{Payload: payload(200)}
 	b.ReportAllocs()
 	defer reportUsage(b, usageNow())
-	defer reportWakes(b, r, r.writerWakes.Load())
+	defer reportRelay(b, r, relayCountsOf(r))
 	for b.Loop() {
 		if _, err := c.UnaryCall(ctx, req); err != nil {
 			b.Fatal(err)
@@ -457,16 +467,11 @@ func TestRapidReset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nc, fr := dialH2(t, addr)
 			defer nc.Close()
-			var hbuf bytes.Buffer
-			enc := hpack.NewEncoder(&hbuf)
-			fields := append(slices.Clone(request), tc.extra...)
-			for i := 0; i+1 < len(fields); i += 2 {
-				_ = enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-			}
+			block := headerBlock(append(slices.Clone(request), tc.extra...)...)
 			go func() { // a writer of its own: the relay answers while the client floods
 				_ = fr.WriteSettings()
 				for id := uint32(1); id < 200; id += 2 {
-					if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true}) != nil ||
+					if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}) != nil ||
 						tc.reset(fr, id) != nil {
 						return
 					}

@@ -4,11 +4,14 @@ import (
 	"runtime/metrics"
 	"syscall"
 	"testing"
+
+	"github.com/agentwarden/warden/internal/cputime"
 )
 
-// usage is the process's CPU time, voluntary context switches and
-// goroutine wake-ups (the scheduling latencies the runtime sampled).
-type usage struct{ cpu, nvcsw, wakes int64 }
+// usage is the process's CPU time, voluntary context switches, goroutine
+// wake-ups (the scheduling latencies the runtime sampled) and write system
+// calls.
+type usage struct{ cpu, nvcsw, wakes, writes int64 }
 
 func usageNow() usage {
 	var ru syscall.Rusage
@@ -21,18 +24,19 @@ func usageNow() usage {
 			wakes += n
 		}
 	}
-	return usage{ru.Utime.Nano() + ru.Stime.Nano(), ru.Nvcsw, int64(wakes)}
+	return usage{ru.Utime.Nano() + ru.Stime.Nano(), ru.Nvcsw, int64(wakes), cputime.Writes()}
 }
 
 // reportUsage reports, per operation since start, the process's CPU time
 // (client, relay and upstream together), its voluntary context switches
-// (a thread that went to sleep) and its goroutine wake-ups (the runtime
-// samples one transition in eight: relative figures), which the machine's
-// other load changes less than time.
+// (a thread that went to sleep), its goroutine wake-ups (the runtime
+// samples one transition in eight: relative figures) and its write system
+// calls, which the machine's other load changes less than time.
 func reportUsage(b *testing.B, start usage) {
 	end := usageNow()
 	n := float64(b.N)
 	b.ReportMetric(float64(end.cpu-start.cpu)/n, "cpu-ns/op")
 	b.ReportMetric(float64(end.nvcsw-start.nvcsw)/n, "vcsw/op")
 	b.ReportMetric(float64(end.wakes-start.wakes)/n, "wakes/op")
+	b.ReportMetric(float64(end.writes-start.writes)/n, "syscw/op")
 }

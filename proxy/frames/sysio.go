@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -29,19 +30,40 @@ type sysIO struct {
 	try func(p []byte) int
 }
 
-// newSysIO returns the reader and writer of nc.
-func newSysIO(nc net.Conn) sysIO {
+// newSysIO returns the reader and writer of nc; writes, when not nil,
+// counts the write system calls made on it (a Write of a connection not
+// written raw counts as one).
+func newSysIO(nc net.Conn, writes *atomic.Int64) sysIO {
 	sc, ok := nc.(syscall.Conn)
 	if !ok || !rawIO {
-		return sysIO{r: nc, w: nc}
+		return plainIO(nc, writes)
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return sysIO{r: nc, w: nc}
+		return plainIO(nc, writes)
 	}
-	r, w := &rawReader{rc: rc}, &rawWriter{rc: rc}
+	r, w := &rawReader{rc: rc}, &rawWriter{rc: rc, writes: writes}
 	r.fn, w.fn, w.tfn = r.read, w.write, w.tryWrite
 	return sysIO{r: r, w: w, try: w.try}
+}
+
+// plainIO reads and writes nc as it is.
+func plainIO(nc net.Conn, writes *atomic.Int64) sysIO {
+	if writes == nil {
+		return sysIO{r: nc, w: nc}
+	}
+	return sysIO{r: nc, w: countedWriter{nc, writes}}
+}
+
+// countedWriter counts its Writes in n.
+type countedWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (w countedWriter) Write(p []byte) (int, error) {
+	w.n.Add(1)
+	return w.w.Write(p)
 }
 
 // rawReader reads through rc; fn is read, made once so that a Read
@@ -90,12 +112,13 @@ func (r *rawReader) read(fd uintptr) bool {
 
 // rawWriter writes through rc; fn is write, made once.
 type rawWriter struct {
-	rc  syscall.RawConn
-	fn  func(fd uintptr) bool
-	tfn func(fd uintptr) bool // tryWrite
-	p   []byte
-	n   int
-	err error
+	rc     syscall.RawConn
+	fn     func(fd uintptr) bool
+	tfn    func(fd uintptr) bool // tryWrite
+	writes *atomic.Int64         // counts the write system calls; nil: not counted
+	p      []byte
+	n      int
+	err    error
 }
 
 func (w *rawWriter) Write(p []byte) (int, error) {
@@ -128,6 +151,9 @@ func (w *rawWriter) tryWrite(fd uintptr) bool {
 // writable) while some of it is left to write.
 func (w *rawWriter) write(fd uintptr) bool {
 	for w.n < len(w.p) {
+		if w.writes != nil {
+			w.writes.Add(1)
+		}
 		n, errno := rawWrite(fd, w.p[w.n:])
 		switch {
 		case errno == 0 && n == 0: // a socket never takes nothing: do not spin
@@ -167,7 +193,7 @@ func (l rawListener) Accept() (net.Conn, error) {
 // where that cannot be done. One goroutine at a time may read, and one
 // write (crypto/tls serializes its reads and its writes).
 func RawConn(nc net.Conn) net.Conn {
-	io := newSysIO(nc)
+	io := newSysIO(nc, nil)
 	if _, ok := io.r.(*rawReader); !ok {
 		return nc
 	}

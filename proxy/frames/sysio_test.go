@@ -92,7 +92,7 @@ func TestSysIO(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := tcpPair(t)
-			aio, bio := newSysIO(a), newSysIO(b)
+			aio, bio := newSysIO(a, nil), newSysIO(b, nil)
 			if _, raw := aio.r.(*rawReader); raw != rawIO {
 				t.Fatalf("raw reads %v on a TCP connection, want %v", raw, rawIO)
 			}

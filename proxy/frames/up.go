@@ -59,7 +59,7 @@ func (p *pool) open(u *leg, fields []hpack.HeaderField, end bool, b *batch) erro
 		return errBackoff
 	}
 	b.flush() // what the caller queued does not wait for the dial
-	c, err := p.dial()
+	c, err := p.dial(b)
 	if err != nil {
 		p.backoff = min(max(2*p.backoff, 50*time.Millisecond), p.r.cfg.MaxBackoff)
 		p.failUntil = time.Now().Add(p.backoff)
@@ -82,8 +82,10 @@ func (p *pool) maxConns() int {
 }
 
 // dial connects to the upstream and starts the connection's reader and
-// writer; it runs under p.mu.
-func (p *pool) dial() (*conn, error) {
+// writer; it runs under p.mu. The client preface and SETTINGS are queued
+// for b (as for sendData), which writes them with the stream the
+// connection is dialed for.
+func (p *pool) dial(b *batch) (*conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.r.cfg.DialTimeout)
 	defer cancel()
 	dial := p.up.Dial
@@ -102,7 +104,7 @@ func (p *pool) dial() (*conn, error) {
 	}
 	c := newConn(p.r, nc, false)
 	c.noTrailers = p.up.NoRequestTrailers
-	c.preface()
+	c.preface(b)
 	p.r.wg.Go(c.writeLoop)
 	p.r.wg.Go(func() { c.serveUp(); p.drop(c) })
 	return c, nil

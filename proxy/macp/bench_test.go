@@ -188,6 +188,7 @@ func benchSend(b *testing.B, transport string) {
 // runSend sends update through c for the benchmark's loop.
 func runSend(b *testing.B, ctx context.Context, c macpv1.MACPRuntimeServiceClient, update *macpv1.SendRequest) {
 	b.ReportAllocs()
+	defer reportWrites(b, cputime.Writes())
 	defer reportCPU(b, cputime.Used())
 	for b.Loop() {
 		if err := sendUpdate(ctx, c, update); err != nil {
@@ -220,6 +221,12 @@ func benchGetSession(b *testing.B, transport string) {
 // the sidecar's and the upstream's together.
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// reportWrites reports the write system calls per operation since start:
+// the client's, the sidecar's and the upstream's together.
+func reportWrites(b *testing.B, start int64) {
+	b.ReportMetric(float64(cputime.Writes()-start)/float64(b.N), "syscw/op")
 }
 
 // BenchmarkSidecarSendParallel is BenchmarkSidecarSend from every core at
