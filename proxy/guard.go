@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
@@ -18,41 +19,55 @@ const DefaultCredentialCheck = time.Second
 // fails or names another principal; it is checked every interval. A check
 // that cannot be made because keys are unavailable does not end the call.
 // The returned stop ends the watch; it must be called.
+//
+// The watch is two timers, not a goroutine: most streams (an MCP answer
+// sent as one server-sent event) end long before the first check, and
+// never cost a goroutine's start, its scheduling and a ticker.
 func (e *Enforcer) Guard(ctx context.Context, c authn.Credentials, p authn.Principal, every time.Duration, gone error) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if every <= 0 {
 		every = DefaultCredentialCheck
 	}
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var expiry <-chan time.Time
-		if !p.Expiry.IsZero() {
-			t := time.NewTimer(time.Until(p.Expiry))
-			defer t.Stop()
-			expiry = t.C
+	g := &guard{}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.check = time.AfterFunc(every, func() {
+		if ctx.Err() != nil {
+			return
 		}
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-expiry:
-				cancel(gone)
-				return
-			case <-tick.C:
-				q, err := e.Authenticate(ctx, c)
-				if errors.Is(err, authn.ErrKeysUnavailable) {
-					continue
-				}
-				if err != nil || q.ID != p.ID {
-					cancel(gone)
-					return
-				}
-			}
+		q, err := e.Authenticate(ctx, c)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		switch {
+		case g.stopped || ctx.Err() != nil:
+		case errors.Is(err, authn.ErrKeysUnavailable):
+			g.check.Reset(every)
+		case err != nil || q.ID != p.ID:
+			cancel(gone)
+		default:
+			g.check.Reset(every)
 		}
-	}()
-	return ctx, func() { close(done); cancel(nil) }
+	})
+	if !p.Expiry.IsZero() {
+		g.expiry = time.AfterFunc(time.Until(p.Expiry), func() { cancel(gone) })
+	}
+	return ctx, func() {
+		g.mu.Lock()
+		g.stopped = true
+		g.check.Stop()
+		g.mu.Unlock()
+		if g.expiry != nil {
+			g.expiry.Stop()
+		}
+		cancel(nil)
+	}
+}
+
+// guard is Guard's watch: the timer of the next check (re-armed by each
+// check, under mu, unless stopped) and the expiry's.
+type guard struct {
+	mu      sync.Mutex
+	check   *time.Timer
+	expiry  *time.Timer
+	stopped bool
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +43,12 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
 	inFlight       *prometheus.GaugeVec
+	// The children of the vectors counted at every request and decision,
+	// by their label values (series).
+	inFlightOf series[[2]string, prometheus.Gauge]
+	requestOf  series[[4]string, requestSeries]
+	decidedOf  series[[6]string, prometheus.Counter]
+	latencyOf  series[string, prometheus.Observer]
 	// tlsReloads counts the listeners' TLS material reloads by result.
 	tlsReloads *prometheus.CounterVec
 	now        func() time.Time
@@ -92,18 +101,67 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.tlsReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warden_tls_reload_total", Help: "Reloads of a listener's TLS certificate, key and client CA bundle (SIGHUP, or a file that changed), by listener and result: success (replaced) or failure (the old material kept).",
 	}, []string{"listener", "result"})
+	m.inFlightOf.child = func(k [2]string) prometheus.Gauge { return m.inFlight.WithLabelValues(k[:]...) }
+	m.requestOf.child = func(k [4]string) requestSeries {
+		return requestSeries{m.requests.WithLabelValues(k[:]...), m.requestSeconds.WithLabelValues(k[:]...)}
+	}
+	m.decidedOf.child = func(k [6]string) prometheus.Counter { return m.decisions.WithLabelValues(k[:]...) }
+	m.latencyOf.child = func(k string) prometheus.Observer { return m.latency.WithLabelValues(k) }
 	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
 	return m
 }
 
 // Started implements proxy.RequestObserver.
-func (m *metrics) Started(protocol, door string) { m.inFlight.WithLabelValues(protocol, door).Inc() }
+func (m *metrics) Started(protocol, door string) { m.inFlightOf.of([2]string{protocol, door}).Inc() }
 
 // Served implements proxy.RequestObserver.
 func (m *metrics) Served(s proxy.Served) {
-	m.inFlight.WithLabelValues(s.Protocol, s.Door).Dec()
-	m.requests.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Inc()
-	m.requestSeconds.WithLabelValues(s.Protocol, s.Door, s.Method, s.Outcome).Observe(s.Took.Seconds())
+	m.inFlightOf.of([2]string{s.Protocol, s.Door}).Dec()
+	r := m.requestOf.of([4]string{s.Protocol, s.Door, s.Method, s.Outcome})
+	r.count.Inc()
+	r.seconds.Observe(s.Took.Seconds())
+}
+
+// requestSeries are a request's series: its count and its duration.
+type requestSeries struct {
+	count   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+// series holds the children of a metric vector by their label values, read
+// without a lock: WithLabelValues hashes and validates the values and takes
+// the vector's read lock (a shared cache line written) at every call, seven
+// calls per request. The label values come from closed sets (a client
+// cannot grow the series), so series holds no more entries than the vector
+// has series; a new one copies the map (copy on write).
+type series[K comparable, M any] struct {
+	m     atomic.Pointer[map[K]M]
+	mu    sync.Mutex
+	child func(K) M // the vector's child for k (WithLabelValues)
+}
+
+// of is the child for k.
+func (s *series[K, M]) of(k K) M {
+	if m := s.m.Load(); m != nil {
+		if c, ok := (*m)[k]; ok {
+			return c
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := map[K]M{}
+	if m := s.m.Load(); m != nil {
+		if c, ok := (*m)[k]; ok {
+			return c
+		}
+		old = *m
+	}
+	next := make(map[K]M, len(old)+1)
+	maps.Copy(next, old)
+	c := s.child(k)
+	next[k] = c
+	s.m.Store(&next)
+	return c
 }
 
 // tlsReloaded counts a TLS reload of listener's material.
@@ -232,8 +290,8 @@ func (o observers) Decided(d proxy.Decision, took time.Duration) {
 
 // Decided implements proxy.Observer.
 func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
-	m.decisions.WithLabelValues(d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), proxy.DecisionLabel(d), string(d.Reason), d.AuthReason).Inc()
-	m.latency.WithLabelValues(d.Protocol).Observe(took.Seconds())
+	m.decidedOf.of([6]string{d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), proxy.DecisionLabel(d), string(d.Reason), d.AuthReason}).Inc()
+	m.latencyOf.of(d.Protocol).Observe(took.Seconds())
 }
 
 // admin serves /healthz, /readyz, /metrics and the Go profiler under

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,4 +126,55 @@ func BenchmarkRequestMetrics(b *testing.B) {
 		m.Started("mcp", proxy.DoorSidecar)
 		m.Served(s)
 	}
+}
+
+// TestRequestMetricsSeries: the request and decision metrics, counted
+// through the series each label set resolves to once, count every request
+// and decision of every label set, from many goroutines at once, as
+// WithLabelValues at each call did; the in-flight gauge is back to 0.
+func TestRequestMetricsSeries(t *testing.T) {
+	reg := newRegistry()
+	m := newMetrics(reg)
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			method := []string{"tools/call", "tasks/get"}[w%2]
+			for range each {
+				m.Started("mcp", proxy.DoorSidecar)
+				m.Decided(proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: method, Mode: "mcp"}, time.Millisecond)
+				m.Served(proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: method, Outcome: proxy.OutcomeAllowed, Took: time.Millisecond})
+			}
+		})
+	}
+	wg.Wait()
+	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
+	for _, want := range []string{
+		`warden_requests_total{door="sidecar",method="tools/call",outcome="allowed",protocol="mcp"} 200`,
+		`warden_requests_total{door="sidecar",method="tasks/get",outcome="allowed",protocol="mcp"} 200`,
+		`warden_request_duration_seconds_count{door="sidecar",method="tasks/get",outcome="allowed",protocol="mcp"} 200`,
+		`warden_requests_in_flight{door="sidecar",protocol="mcp"} 0`,
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="tools/call",mode="mcp",protocol="mcp",reason="allowed"} 200`,
+		`warden_decision_seconds_count{protocol="mcp"} 400`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+}
+
+// BenchmarkRequestMetricsParallel is BenchmarkRequestMetrics from every
+// core at once, with a decision.
+func BenchmarkRequestMetricsParallel(b *testing.B) {
+	m := newMetrics(newRegistry())
+	s := proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: "tools/call", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	d := proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: "tools/call", Mode: "mcp"}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Started("mcp", proxy.DoorSidecar)
+			m.Decided(d, time.Millisecond)
+			m.Served(s)
+		}
+	})
 }

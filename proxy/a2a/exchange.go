@@ -349,7 +349,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 			defer idle.Stop()
 			data = idle.Each(data)
 		}
-		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+		err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: noEventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig, Readers: &s.sse})
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)
 			relay.EndWithError(w, x.call.ID, jsonrpc.ErrInternal, s.streams.BudgetBusy().Msg)

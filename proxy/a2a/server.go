@@ -123,6 +123,7 @@ type Server struct {
 	public   string            // the JSON-RPC endpoint written into agent cards
 	streams  *listener.Streams // the forwarded requests open
 	bufs     relay.Buffers     // the answers written for the caller
+	sse      relay.Readers     // the buffers event streams are read through
 }
 
 // kinds are the identifiers A2A handles stand for.

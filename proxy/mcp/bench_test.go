@@ -19,8 +19,9 @@ import (
 
 // benchUpstream is an MCP server as lean as can be: it lists one tool,
 // "fast"; tools/call with a task creates "task-1", every other tools/call
-// answers a text, tasks/get answers "task-1" working. Its own cost is the same before and after any
-// change to Warden.
+// answers a text (as one server-sent event when its argument q is "sse", as
+// the TypeScript SDK's servers answer), tasks/get answers "task-1" working.
+// Its own cost is the same before and after any change to Warden.
 type benchUpstream struct{}
 
 func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -29,7 +30,10 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
-			Task json.RawMessage `json:"task"`
+			Task      json.RawMessage `json:"task"`
+			Arguments struct {
+				Q string `json:"q"`
+			} `json:"arguments"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
@@ -49,13 +53,21 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		result = `{}`
 	}
+	sse := msg.Method == mcp.MethodToolsCall && msg.Params.Arguments.Q == "sse"
 	w.Header().Set("Content-Type", "application/json")
 	var out bytes.Buffer
+	if sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+		out.WriteString("event: message\ndata: ")
+	}
 	out.WriteString(`{"jsonrpc":"2.0","id":`)
 	out.Write(msg.ID)
 	out.WriteString(`,"result":`)
 	out.WriteString(result)
 	out.WriteString(`}`)
+	if sse {
+		out.WriteString("\n\n")
+	}
 	_, _ = w.Write(out.Bytes())
 }
 
@@ -63,6 +75,9 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answer must contain to show the upstream's result came back.
 type benchCall struct {
 	name, body, want string
+	// handle: the answer names a task by Warden's handle, which the null
+	// hop (BenchmarkNullHop) does not give.
+	handle bool
 }
 
 func benchHarness(b *testing.B) (*harness, []benchCall) {
@@ -79,12 +94,14 @@ func benchHarness(b *testing.B) (*harness, []benchCall) {
 	})
 	handle := h.createTask(b, "alice")
 	return h, []benchCall{
-		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`},
-		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`},
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false},
+		// The answer as one server-sent event (relayed event by event).
+		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false},
 		// Answers Warden learns from: the tools' taskSupport, the task a
 		// call created (read whole, not scanned).
-		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`},
-		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`},
+		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`, false},
+		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`, true},
 	}
 }
 
@@ -181,6 +198,9 @@ func BenchmarkNullHop(b *testing.B) {
 	nh := &harness{front: null}
 	client := null.Client()
 	for _, c := range calls {
+		if c.handle {
+			continue
+		}
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
 			defer reportCPU(b, cputime.Used())

@@ -125,7 +125,7 @@ func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w h
 		defer idle.Stop()
 		data = idle.Each(data)
 	}
-	err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig})
+	err := relay.Stream(w, resp.StatusCode, hold.Reader(resp.Body), relay.Events{Data: data, ID: x.eventID, Max: relay.EventMax(s.cfg.MaxResponseBytes), TooBig: x.tooBig, Readers: &s.sse})
 	switch {
 	case errors.Is(err, listener.ErrAnswerBudget):
 		s.log.Warn("MCP event over the answer bytes in flight; the stream ends with an error", "method", x.call.Method, "principal", x.principal)

@@ -169,6 +169,7 @@ type Server struct {
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
 
 	streams *listener.Streams // the forwarded requests open
+	sse     relay.Readers     // the buffers event streams are read through
 }
 
 // New builds the sidecar. keys bind handles to principals (see

@@ -64,7 +64,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes)})
+		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes), Readers: &s.sse})
 	} else {
 		var b []byte
 		if b, err = relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {

@@ -1,6 +1,10 @@
 package relay
 
-import "sync"
+import (
+	"bufio"
+	"io"
+	"sync"
+)
 
 // MaxPooled is the largest buffer Buffers keeps: a buffer grown past it (a
 // large answer) goes to the garbage collector, so the pool never holds
@@ -25,4 +29,33 @@ func (b *Buffers) Put(buf []byte) {
 		return
 	}
 	b.p.Put(&buf)
+}
+
+// readerSize is the buffer an event stream is read through.
+const readerSize = 32 << 10
+
+// Readers pools the buffers event streams are read through (32 KiB each,
+// allocated and cleared per stream otherwise). The zero value is ready to
+// use; it must not be copied. A nil *Readers pools nothing.
+type Readers struct{ p sync.Pool }
+
+// get returns a reader of r.
+func (rs *Readers) get(r io.Reader) *bufio.Reader {
+	if rs != nil {
+		if br, ok := rs.p.Get().(*bufio.Reader); ok {
+			br.Reset(r)
+			return br
+		}
+	}
+	return bufio.NewReaderSize(r, readerSize)
+}
+
+// put returns a reader get gave once nothing reads it or holds a slice of
+// its buffer (every event a Reader returns is a copy).
+func (rs *Readers) put(br *bufio.Reader) {
+	if rs == nil {
+		return
+	}
+	br.Reset(nil)
+	rs.p.Put(br)
 }

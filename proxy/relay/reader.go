@@ -55,7 +55,12 @@ type Reader struct {
 // event over the bound ends the stream with ErrEventTooLarge, or with skip is
 // read to its end and returned with Over set.
 func NewReader(r io.Reader, max int, skip bool) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 32<<10), max: max, skip: skip, start: true}
+	return newReader(bufio.NewReaderSize(r, readerSize), max, skip)
+}
+
+// newReader is NewReader through br.
+func newReader(br *bufio.Reader, max int, skip bool) *Reader {
+	return &Reader{br: br, max: max, skip: skip, start: true}
 }
 
 // readLine reads one line into r.line, holding at most hold bytes of it

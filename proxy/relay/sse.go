@@ -7,6 +7,7 @@ package relay
 import (
 	"bytes"
 	"io"
+	"time"
 )
 
 // Events says what CopyEvents does with each event.
@@ -23,6 +24,11 @@ type Events struct {
 	// event. With TooBig nil, the stream ends with ErrEventTooLarge.
 	Max    int
 	TooBig func(prefix []byte) []byte
+	// HeaderWait is how long Stream holds the headers for the first event
+	// (<= 0: the package's HeaderWait).
+	HeaderWait time.Duration
+	// Readers pools the buffer the stream is read through (nil: none).
+	Readers *Readers
 }
 
 // CopyEvents copies a text/event-stream from r to w event by event, as ev
@@ -33,7 +39,9 @@ type Events struct {
 // sent when it changes the setting. A client resuming with Last-Event-ID then resumes from the last
 // event it got. Every event is flushed as soon as it is written.
 func CopyEvents(w io.Writer, flush func(), r io.Reader, ev Events) error {
-	rd := NewReader(r, ev.Max, ev.TooBig != nil)
+	br := ev.Readers.get(r)
+	defer ev.Readers.put(br)
+	rd := newReader(br, ev.Max, ev.TooBig != nil)
 	wr := NewWriter(w, flush)
 	// sent is the last retry field sent; held that of the events dropped
 	// since, sent with the next event when it changes the setting and that

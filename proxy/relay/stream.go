@@ -6,21 +6,93 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
 
-// Stream answers with an event stream: the status, flushed at once, then
-// the events of r as CopyEvents copies them, each flushed.
+// HeaderWait is how long Stream holds an event stream's status and headers
+// for its first event to go with them: the headers reach the caller with
+// the first event, or HeaderWait after the upstream's when no event came
+// by then (a standing stream may have none for minutes).
+const HeaderWait = 10 * time.Millisecond
+
+// Stream answers with an event stream: the status, then the events of r as
+// CopyEvents copies them, each flushed. The status and headers go out with
+// the first event, or alone after HeaderWait without one: an answer's
+// first event most often comes with the upstream's headers, and flushing
+// the headers alone first would cost a write to the caller's socket of its
+// own, one more per answer than a plain reverse proxy makes.
 func Stream(w http.ResponseWriter, status int, r io.Reader, ev Events) error {
 	w.WriteHeader(status)
-	flush := func() {}
-	if f, ok := w.(http.Flusher); ok {
-		flush = f.Flush
-		flush()
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return CopyEvents(w, func() {}, r, ev)
 	}
-	return CopyEvents(w, flush, r, ev)
+	h := &held{w: w, f: f}
+	wait := ev.HeaderWait
+	if wait <= 0 {
+		wait = HeaderWait
+	}
+	h.t = time.AfterFunc(wait, h.flushHeaders)
+	defer h.release()
+	return CopyEvents(h, h.flush, r, ev)
+}
+
+// held is a stream's writer while its headers may still be flushed by the
+// HeaderWait timer: writes and flushes are serialized with the timer's
+// until the first event is flushed (or the stream ends), then pass without
+// the lock.
+type held struct {
+	w  io.Writer
+	f  http.Flusher
+	t  *time.Timer
+	mu sync.Mutex
+	// out: the headers were flushed (by the timer, the first event or the
+	// stream's end); from then on the timer does nothing.
+	out  bool
+	free bool // the timer is stopped or done: no lock needed
+}
+
+func (h *held) flushHeaders() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.out {
+		h.f.Flush()
+		h.out = true
+	}
+}
+
+func (h *held) Write(p []byte) (int, error) {
+	if h.free {
+		return h.w.Write(p)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.w.Write(p)
+}
+
+func (h *held) flush() {
+	if h.free {
+		h.f.Flush()
+		return
+	}
+	h.release()
+	h.f.Flush()
+}
+
+// release ends the timer's part: after it, the timer never touches the
+// writer, so that the stream's writes (and the caller's after Stream
+// returns) need no lock.
+func (h *held) release() {
+	if h.free {
+		return
+	}
+	h.t.Stop()
+	h.mu.Lock()
+	h.out, h.free = true, true
+	h.mu.Unlock()
 }
 
 // EndWithError writes a last event holding a JSON-RPC error with id, for a
