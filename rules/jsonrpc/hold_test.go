@@ -124,3 +124,25 @@ func FuzzHold(f *testing.F) {
 		}
 	})
 }
+
+// TestCountFold: every spelling a reader folding names reads as name is
+// counted, raw (escapes are the caller's), and nothing else.
+func TestCountFold(t *testing.T) {
+	for _, tc := range []struct {
+		b, name string
+		want    int
+	}{
+		{`{"taskId":1,"TASKID":2,"taskid":3}`, "taskId", 3},
+		{"{\"tas\u212aId\":1,\"ta\u017fkId\":2,\"TA\u017f\u212aID\":3}", "taskId", 3},
+		{"{\"\u212aey\":1,\"\u017fo\":2}", "key", 1},
+		{"{\"\u017fo\":2,\"SO\":1}", "so", 2},
+		{`{"task\u0049d":1,"tasks":2,"Id":3}`, "taskId", 0},
+		{`taskIdtaskIds`, "taskIds", 1},
+		{`@taskId[`, "@taskid[", 1},
+		{`1a 1A 1b`, "1a", 2},
+	} {
+		if got := CountFold([]byte(tc.b), tc.name); got != tc.want {
+			t.Errorf("CountFold(%s, %q) = %d, want %d", tc.b, tc.name, got, tc.want)
+		}
+	}
+}

@@ -129,9 +129,20 @@ func ValueEnd(b []byte, i int) int {
 // case, the Kelvin sign K for k, the long s ſ for s. Escapes are not
 // decoded: a caller that needs them counted looks for a backslash apart.
 func CountFold(b []byte, name string) int {
+	if name == "" {
+		return 0
+	}
+	var first [256]bool // the bytes a spelling of name may begin with
+	c := upper(name[0])
+	if 'A' <= c && c <= 'Z' {
+		first[c|0x20] = true
+	}
+	first[c] = true
+	first[0xe2] = c == 'K' // K
+	first[0xc5] = c == 'S' // ſ
 	n := 0
 	for i := range b {
-		if foldsAt(b[i:], name) {
+		if first[b[i]] && foldsAt(b[i:], name) {
 			n++
 		}
 	}
