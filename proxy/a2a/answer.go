@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/agentwarden/warden/proxy/owners"
@@ -23,11 +22,14 @@ import (
 //
 // The answer is read for splicing (jsonrpc.Object), not decoded: the ids
 // Warden reads are found where they are, their handles spliced in, what is
-// left out cut, and everything else passes as the bytes it came as. An
-// object Warden reads with a member named twice, or two names that fold
-// alike, is refused: a client would read either of them, and Warden
-// rewrote one. Push configs and the extended card are read the same way; a member Warden
-// reads there spelled in another case ("Token", "TaskId") is refused too.
+// left out cut, and everything else passes as the bytes it came as. Every
+// object Warden reads is a protocol object (the envelope, the result, a
+// task, message, event, status, ListTasks page, push config, card or
+// interface), held to the spelling of the names read from it (and of the
+// names its kind is read by, Hold): one given twice, or a member folding to
+// one without being it ("Token", "TaskId"), refuses the answer (Err): a
+// client matching names without case would read the one Warden did not
+// rewrite.
 func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if x.failed {
 		return nil, false // a stream that named another's task: nothing more passes
@@ -36,11 +38,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	// A member Warden reads spelled in another case ("Result", "TaskId",
-	// "Token"), in any object it reads, is read by clients that match
-	// names without case as the one Warden read (or found absent), and
-	// would pass unread here: Err.
-	if env.Spelling(readNames); env.Err() != nil {
+	if env.Hold(answerNames...); env.Err() != nil {
 		return nil, false
 	}
 	if raw, _ := env.Raw("id"); !sameID(raw, x.call.ID) {
@@ -124,13 +122,16 @@ var errNoPublicURL = errors.New("the extended agent card cannot be served: Warde
 // answerNames are the members of a JSON-RPC answer.
 var answerNames = []string{"jsonrpc", "id", "result", "error"}
 
-// readNames are the members Warden reads by name in an A2A answer: the
-// answer's, a task's, an event's or a message's, a ListTasks page's, a push
-// config's and the card's (cardNames, interfaceNames).
-var readNames = slices.Concat(answerNames, []string{
-	"task", "message", "statusUpdate", "artifactUpdate", "contextId", "taskId", "status", "state", "history",
-	"messageId", "role", "referenceTaskIds", "tasks", "nextPageToken", "totalSize", "configs",
-}, pushNames, cardNames, interfaceNames)
+// The names each kind of protocol object is read by, held on every path
+// (jsonrpc.Object.Hold) whether or not that path reads them.
+var (
+	resultNames  = []string{"task", "message", "statusUpdate", "artifactUpdate", "id", "taskId", "messageId", "contextId"}
+	taskNames    = []string{"id", "contextId", "status", "history"}
+	updateNames  = []string{"taskId", "contextId", "status"}
+	statusNames  = []string{"state", "message"}
+	messageNames = []string{"taskId", "contextId", "referenceTaskIds", "messageId", "role"}
+	listNames    = []string{"tasks", "nextPageToken", "totalSize"}
+)
 
 // subject reports whether the task an answer is about, and its context, are
 // the caller's, adopting the task when the request is a message that named
@@ -170,6 +171,7 @@ func (x *exchange) subject(obj *jsonrpc.Object, idName, state string) bool {
 // what it is about is not the caller's; known is false when it holds none of
 // these (nothing of it was checked).
 func (x *exchange) streamResponse(res *jsonrpc.Object) (ok, known bool) {
+	res.Hold(resultNames...)
 	if t, isObj := res.Obj("task"); isObj {
 		if known = true; !x.task(t) {
 			return false, true
@@ -205,9 +207,11 @@ func (x *exchange) streamResponse(res *jsonrpc.Object) (ok, known bool) {
 // update rewrites a status or an artifact update; false when its task is
 // not the caller's.
 func (x *exchange) update(u *jsonrpc.Object) bool {
+	u.Hold(updateNames...)
 	var state string
 	st, hasStatus := u.Obj("status")
 	if hasStatus {
+		st.Hold(statusNames...)
 		state, _ = st.Str("state")
 	}
 	if !x.subject(u, "taskId", state) {
@@ -230,6 +234,7 @@ func isString(obj *jsonrpc.Object, name string) bool {
 // reply rewrites a message a message request was answered with: its task
 // and context, when it names them, are what the answer is about.
 func (x *exchange) reply(m *jsonrpc.Object) bool {
+	m.Hold(messageNames...)
 	if t, _ := m.Str("taskId"); t != "" {
 		if !x.subject(m, "taskId", "") {
 			return false
@@ -249,6 +254,7 @@ func (x *exchange) reply(m *jsonrpc.Object) bool {
 // task rewrites a Task the answer is about; false when it is not the
 // caller's.
 func (x *exchange) task(t *jsonrpc.Object) bool {
+	t.Hold(taskNames...)
 	if !x.subject(t, "id", taskState(t)) {
 		return false
 	}
@@ -262,6 +268,7 @@ func taskState(t *jsonrpc.Object) string {
 	if !ok {
 		return ""
 	}
+	st.Hold(statusNames...)
 	s, _ := st.Str("state")
 	return s
 }
@@ -286,6 +293,7 @@ func (x *exchange) taskMessages(t *jsonrpc.Object) {
 // context become handles where they are the caller's and are left out
 // otherwise; so are its referenced tasks.
 func (x *exchange) message(m *jsonrpc.Object) {
+	m.Hold(messageNames...)
 	if x.fresh && x.ownMessage(m) {
 		// The client's message as it sent it: without the context Warden
 		// gave it before forwarding.
@@ -337,6 +345,7 @@ func (x *exchange) references(m *jsonrpc.Object) {
 // nobody's), and seals the page token. An error means the owners could not
 // be read (the shared store is unreachable): nothing of the page may pass.
 func (x *exchange) list(res *jsonrpc.Object) error {
+	res.Hold(listNames...)
 	ts, listed := res.Arr("tasks")
 	n := 0
 	if listed {
@@ -346,6 +355,7 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 	keys := make([]owners.Key, n)
 	for i := range n {
 		if t, ok := ts.Obj(i); ok {
+			t.Hold(taskNames...)
 			ids[i], _ = t.Str("id")
 		}
 		keys[i] = ownerKey(a2a.KindTask, ids[i])
@@ -404,6 +414,7 @@ var pushNames = []string{"taskId", "url", "token", "authentication", "credential
 // pushConfigs keeps the configs of a ListTaskPushNotificationConfigs page
 // that are the caller's (pushConfig); an error refuses the page.
 func (x *exchange) pushConfigs(res *jsonrpc.Object) error {
+	res.Hold("configs", "nextPageToken")
 	cs, ok := res.Arr("configs")
 	if !ok {
 		return nil
@@ -431,6 +442,7 @@ func (x *exchange) pushConfigs(res *jsonrpc.Object) error {
 // than the one the request named is not the caller's: false. An error (a
 // url in another case) refuses the answer.
 func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
+	c.Hold(pushNames...)
 	t, isStr := c.Str("taskId")
 	if c.Has("taskId") && (!isStr || t != x.taskID) && !x.dryRun("a push config of another task", x.taskID) {
 		return false, nil
@@ -448,6 +460,7 @@ func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
 	withhold(c)
 	// A 0.3-style nesting.
 	if p, ok := c.Obj("pushNotificationConfig"); ok {
+		p.Hold(pushNames...)
 		withhold(p)
 	}
 	return true, nil
@@ -457,6 +470,7 @@ func (x *exchange) pushConfig(c *jsonrpc.Object) (bool, error) {
 func withhold(c *jsonrpc.Object) {
 	c.Del("token")
 	if a, ok := c.Obj("authentication"); ok {
+		a.Hold("schemes")
 		a.Del("credentials")
 	}
 }
@@ -469,7 +483,7 @@ func withhold(c *jsonrpc.Object) {
 func stateOf(b []byte, taskID string) (string, error) {
 	env, err := jsonrpc.ReadObject(b)
 	if err == nil {
-		env.Spelling(stateNames)
+		env.Hold(answerNames...)
 		err = env.Err()
 	}
 	if err != nil {
@@ -486,11 +500,13 @@ func stateOf(b []byte, taskID string) (string, error) {
 	if !isObj {
 		return "", errors.New("GetTask answer: the result is not a task")
 	}
+	res.Hold(taskNames...)
 	if id, _ := res.Str("id"); id != taskID {
 		return "", fmt.Errorf("GetTask answered about another task than %s", taskID)
 	}
 	var state string
 	if st, ok := res.Obj("status"); ok {
+		st.Hold(statusNames...)
 		var isStr bool
 		if state, isStr = st.Str("state"); !isStr && !absent(st, "state") {
 			return "", errors.New("GetTask answer: the state is not a string")
@@ -503,9 +519,6 @@ func stateOf(b []byte, taskID string) (string, error) {
 	}
 	return state, nil
 }
-
-// stateNames are the members stateOf reads.
-var stateNames = slices.Concat(answerNames, []string{"status", "state"})
 
 // absent reports whether o has no member name, or a null one.
 func absent(o *jsonrpc.Object, name string) bool {

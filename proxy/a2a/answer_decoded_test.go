@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -209,13 +210,22 @@ func twoWay(raw []byte) bool {
 	if o == nil {
 		return err != nil
 	}
-	o.Walk(func(*jsonrpc.Object) {})
-	return o.Err() != nil
+	found := false
+	o.Walk(func(w *jsonrpc.Object) { found = found || w.Check(nil) != nil })
+	return found
 }
 
 // folds reports whether some name in raw is spelled, in another case, like
 // one the reading path reads.
 func folds(raw []byte) bool { return foldsAny(raw, readNames) }
+
+// readNames are the names the reading path reads somewhere, stateNames
+// those stateOf reads.
+var (
+	readNames = slices.Concat(answerNames, resultNames, taskNames, updateNames, statusNames, messageNames, listNames,
+		pushNames, cardNames, interfaceNames, []string{"configs", "schemes"})
+	stateNames = slices.Concat(answerNames, taskNames, statusNames)
+)
 
 // readEquivalentSeeds are valid results of each method, in the shapes
 // a2a-go and the Python SDK answer with, and hostile ones.

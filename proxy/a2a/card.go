@@ -46,10 +46,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 	// served.
 	c, err := jsonrpc.ReadObject(b)
 	if err == nil {
-		c.Spelling(cardRead)
-		if err = c.Err(); err == nil {
-			err = rewriteCard(c, s.public)
-		}
+		err = rewriteCard(c, s.public)
 	}
 	if err == nil {
 		err = c.Err()
@@ -90,11 +87,10 @@ func publicEndpoint(cfg Config, path string) string {
 // cardNames are the members of a card rewriteCard reads, interfaceNames
 // those of an interface: spelled in another case, a client matching names
 // without case (Go's encoding/json, a2a-go) would read the one Warden did
-// not point at itself (jsonrpc.Object.Spelling refuses it).
+// not point at itself (rewriteCard holds them: jsonrpc.Object.Hold).
 var (
 	cardNames      = []string{"supportedInterfaces", "additionalInterfaces", "url", "preferredTransport"}
 	interfaceNames = []string{"protocolBinding", "transport", "protocolVersion", "tenant", "url"}
-	cardRead       = slices.Concat(cardNames, interfaceNames)
 )
 
 // rewriteCard points the card's interfaces at public, whatever host,
@@ -106,12 +102,12 @@ var (
 // its preferred transport JSON-RPC. errNoPublicURL when there is no public
 // endpoint to point at: the card must not be served. A name given twice, or
 // two folding alike, in an object it reads, or one it reads spelled in
-// another case (cardRead, when the caller holds c to its Spelling), is
-// c.Err: the card must not be served either.
+// another case, is c.Err: the card must not be served either.
 func rewriteCard(c *jsonrpc.Object, public string) error {
 	if public == "" {
 		return errNoPublicURL
 	}
+	c.Hold(cardNames...)
 	for _, k := range cardNames[:2] {
 		list, ok := c.Arr(k)
 		if !ok {
@@ -125,6 +121,7 @@ func rewriteCard(c *jsonrpc.Object, public string) error {
 				list.Drop(i)
 				continue
 			}
+			m.Hold(interfaceNames...)
 			binding, _ := m.Str("protocolBinding")
 			if binding == "" {
 				binding, _ = m.Str("transport") // 0.3

@@ -51,20 +51,40 @@ func (x *exchange) foreignAnswer() []byte {
 // messageNames are the members of an upstream message Warden reads.
 var messageNames = []string{"id", "result", "error", "method", "params"}
 
-// oneWay reports whether every reader reads msg's own members as Warden
-// does: none of messageNames is given twice (or folding like another), or
-// in another case alone ("Result": a reader matching names without case
-// reads it as the result Warden did not see). Other names may repeat.
-func oneWay(msg *jsonrpc.Object) bool {
-	if msg.Spelled(messageNames) != nil {
-		return false
+// read reads an upstream message for splicing, with its protocol objects
+// (jsonrpc.Object): the message's own members, its params and result, their
+// _meta and the related-task object there are read by name, so each is held
+// to the spelling of the names read from it; what only Walk reaches (a
+// tool's output) is not the protocol's. nil for what is not one JSON
+// object.
+func read(data []byte) *jsonrpc.Object {
+	env, _ := jsonrpc.ReadObject(data)
+	if env == nil {
+		return nil
 	}
-	for _, n := range messageNames {
-		if msg.Repeats(n) {
-			return false
-		}
+	env.Hold(messageNames...)
+	for _, k := range []string{"result", "params"} {
+		obj, _ := env.Obj(k)
+		meta, _ := sub(obj, "_meta")
+		sub(meta, mcp.RelatedTask)
 	}
-	return true
+	return env
+}
+
+// sub is o's member name when it is an object; o may be nil (absent).
+func sub(o *jsonrpc.Object, name string) (*jsonrpc.Object, bool) {
+	if o == nil {
+		return nil, false
+	}
+	return o.Obj(name)
+}
+
+// str is o's member name when it is a string; o may be nil (absent).
+func str(o *jsonrpc.Object, name string) (string, bool) {
+	if o == nil {
+		return "", false
+	}
+	return o.Str(name)
 }
 
 // fromUpstreamRead is fromUpstream on the message read for splicing
@@ -72,23 +92,23 @@ func oneWay(msg *jsonrpc.Object) bool {
 // handles are spliced in where the upstream IDs were, the tasks/list items
 // that are not the caller's cut, and every other byte passes as it came.
 //
-// What it reads, it reads by name through a reader, which refuses a name
-// given twice (or two folding alike) in the object it reads it from: a
-// client may read the first where Warden read the last, so Warden would
-// learn or seal what the client does not see. Such an answer is replaced
-// with an error, any other such message dropped. An object Warden only
-// walks through (a tool's output, looked into for the taskId members that
-// name tasks) may repeat other names: every value is walked, each
-// repetition's included, so nothing in it passes unseen.
+// What it reads, it reads by name (jsonrpc.Object's one rule): a name read
+// two ways in the object it is read from (given twice, or folding like
+// another, or, in a protocol object, spelled otherwise) is the message's
+// Err: a client may read the one Warden did not, so Warden would learn or
+// seal what the client does not see. Such an answer is replaced with an
+// error, any other such message dropped. An object Warden only walks
+// through (a tool's output, looked into for the taskId members that name
+// tasks) may repeat other names: every value is walked, each repetition's
+// included, so nothing in it passes unseen.
 func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 	if !json.Valid(data) {
 		return data, len(bytes.TrimSpace(data)) == 0
 	}
-	env, _ := jsonrpc.ReadObject(data)
-	if env == nil || !oneWay(env) {
+	env := read(data)
+	if env == nil || env.Err() != nil {
 		return nil, false // not one JSON-RPC object, or one read two ways
 	}
-	var r reader
 	isResult, isError := env.Has("result"), env.Has("error")
 	method, _ := env.Str("method")
 	if method == mcp.NotifyToolsChanged {
@@ -98,7 +118,7 @@ func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 	id := idOf(rawID)
 	var facts []owners.Fact
 	if x.creates() && !isError && (!isResult || method == "" && x.answers(id)) {
-		facts = x.related(&r, env)
+		facts = x.related(env)
 	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
@@ -109,25 +129,25 @@ func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 		x.settle(isResult)
 		if res, ok := env.Obj("result"); ok {
 			var err error
-			if changed, err = x.learn(&r, res); err != nil {
+			if changed, err = x.learn(res); err != nil {
 				return x.unreadable(err), true
 			}
 		}
 	}
-	if r.ambiguous {
+	if env.Err() != nil {
 		return x.ambiguous(answer)
 	}
-	if len(facts) == 0 && !changed && !bytes.Contains(data, []byte(`"taskId"`)) && !bytes.Contains(data, []byte(`"taskIds"`)) && bytes.IndexByte(data, '\\') < 0 {
-		return data, true
+	if len(facts) == 0 && !changed && jsonrpc.CountFold(data, "taskId") == 0 && bytes.IndexByte(data, '\\') < 0 {
+		return data, true // no taskId or taskIds, in any spelling
 	}
 	if answer || method != "" {
-		if f, ok := x.observed(&r, env, method); ok {
+		if f, ok := x.observed(env, method); ok {
 			facts = append(facts, f)
 		}
 	}
 	// Whose every task the message names is, in one look-up.
-	places, named := x.named(&r, env)
-	if r.ambiguous {
+	places, named := x.named(env)
+	if env.Err() != nil {
 		return x.ambiguous(answer)
 	}
 	facts = append(facts, named...)
@@ -167,44 +187,6 @@ func (x *exchange) ambiguous(answer bool) ([]byte, bool) {
 	return x.unreadable(errAmbiguous), true
 }
 
-// reader reads members of an upstream message by name; a name given twice
-// in the object it is read from, or folding like another's there, reads as
-// absent and marks the message ambiguous. Every method takes a nil object
-// (absent) too.
-type reader struct{ ambiguous bool }
-
-func (r *reader) ok(o *jsonrpc.Object, name string) bool {
-	if o == nil {
-		return false
-	}
-	if o.Repeats(name) {
-		r.ambiguous = true
-		return false
-	}
-	return true
-}
-
-func (r *reader) obj(o *jsonrpc.Object, name string) (*jsonrpc.Object, bool) {
-	if !r.ok(o, name) {
-		return nil, false
-	}
-	return o.Obj(name)
-}
-
-func (r *reader) arr(o *jsonrpc.Object, name string) (*jsonrpc.Array, bool) {
-	if !r.ok(o, name) {
-		return nil, false
-	}
-	return o.Arr(name)
-}
-
-func (r *reader) str(o *jsonrpc.Object, name string) (string, bool) {
-	if !r.ok(o, name) {
-		return "", false
-	}
-	return o.Str(name)
-}
-
 // place is an object of a message that names tasks: its taskId, or the
 // taskIds of a listen acknowledgement.
 type place struct {
@@ -216,15 +198,15 @@ type place struct {
 // taskIds of a listen acknowledgement), at any depth, and a fact for each
 // task there that is not already one of the caller's handles: whose each
 // is is then read in one look-up.
-func (x *exchange) named(r *reader, msg *jsonrpc.Object) ([]place, []owners.Fact) {
+func (x *exchange) named(msg *jsonrpc.Object) ([]place, []owners.Fact) {
 	var places []place
 	var facts []owners.Fact
 	msg.Walk(func(o *jsonrpc.Object) {
 		p := place{obj: o}
-		if id, ok := r.str(o, "taskId"); ok && !x.ownHandle(id) {
+		if id, ok := o.Str("taskId"); ok && !x.ownHandle(id) {
 			facts = append(facts, owners.Fact{Key: taskKey(id)})
 		}
-		if ids, ok := r.arr(o, "taskIds"); ok {
+		if ids, ok := o.Arr("taskIds"); ok {
 			p.ids = ids
 			for i := range ids.Len() {
 				if id, ok := ids.Str(i); ok && !x.ownHandle(id) {
@@ -307,19 +289,19 @@ func (x *exchange) unreadable(err error) []byte {
 // A taskId and status anywhere else (a tool's output, which may echo what
 // the caller sent) say nothing about a task. tasks/list items are read by
 // learn, created tasks by learn and related.
-func (x *exchange) observed(r *reader, msg *jsonrpc.Object, method string) (owners.Fact, bool) {
+func (x *exchange) observed(msg *jsonrpc.Object, method string) (owners.Fact, bool) {
 	var obj *jsonrpc.Object
 	switch {
 	case statusNotice(method):
-		obj, _ = r.obj(msg, "params")
+		obj, _ = msg.Obj("params")
 	case method == "" && statusAnswer(x.call.Method):
-		obj, _ = r.obj(msg, "result")
-		if id, _ := r.str(obj, "taskId"); id != x.taskID {
+		obj, _ = msg.Obj("result")
+		if id, _ := str(obj, "taskId"); id != x.taskID {
 			return owners.Fact{}, false
 		}
 	}
-	id, _ := r.str(obj, "taskId")
-	st, _ := r.str(obj, "status")
+	id, _ := str(obj, "taskId")
+	st, _ := str(obj, "status")
 	if id == "" || st == "" || strings.HasPrefix(id, handlePrefix) {
 		return owners.Fact{}, false
 	}
@@ -346,20 +328,20 @@ func statusAnswer(method string) bool {
 // learn reads the result answering the caller's request; it reports whether
 // it changed the result. An error means the owners of the listed tasks could
 // not be read (the shared state is unreachable), or an answer Warden read
-// was ambiguous (errAmbiguous); a name given twice where the caller's
-// result is read marks r.
-func (x *exchange) learn(r *reader, res *jsonrpc.Object) (bool, error) {
+// was ambiguous (errAmbiguous); a name read two ways where the caller's
+// result is read is res's Err.
+func (x *exchange) learn(res *jsonrpc.Object) (bool, error) {
 	switch x.call.Method {
 	case mcp.MethodToolsList:
-		x.s.learnTools(r, x.principal, x.sid, res, "")
+		x.s.learnTools(x.principal, x.sid, res, "")
 	case mcp.MethodToolsCall:
-		task, _ := r.obj(res, "task") // 2025-11-25: {task: Task}
-		if t, _ := r.str(res, "resultType"); task == nil && t == "task" {
+		task, _ := res.Obj("task") // 2025-11-25: {task: Task}
+		if t, _ := res.Str("resultType"); task == nil && t == "task" {
 			task = res // 2026-07-28: a flat CreateTaskResult
 		}
-		id, _ := r.str(task, "taskId")
-		st, _ := r.str(task, "status")
-		if id != "" && !r.ambiguous {
+		id, _ := str(task, "taskId")
+		st, _ := str(task, "status")
+		if id != "" && res.Err() == nil {
 			// The answer to the caller's own call: the task is the
 			// caller's, unless known as another's already (the answer
 			// then names a task that is not the caller's).
@@ -368,7 +350,7 @@ func (x *exchange) learn(r *reader, res *jsonrpc.Object) (bool, error) {
 			}
 		}
 	case mcp.MethodList:
-		return true, x.listPage(r, res)
+		return true, x.listPage(res)
 	}
 	return false, nil
 }
@@ -387,13 +369,13 @@ const maxListPages = 16
 // items of this page stay where they are (the message's taskIds are sealed
 // with the rest of it); those of the next pages are added sealed. An error
 // means a page or the owners could not be read: nothing passes.
-func (x *exchange) listPage(r *reader, res *jsonrpc.Object) error {
-	list, listed := r.arr(res, "tasks")
-	cursor, _ := r.str(res, "nextCursor")
-	if r.ambiguous {
+func (x *exchange) listPage(res *jsonrpc.Object) error {
+	list, listed := res.Arr("tasks")
+	cursor, _ := res.Str("nextCursor")
+	if res.Err() != nil {
 		return nil
 	}
-	kept, n, _, err := x.keepOwn(r, list)
+	kept, n, _, err := x.keepOwn(res, list)
 	if err != nil {
 		return err
 	}
@@ -407,13 +389,9 @@ func (x *exchange) listPage(r *reader, res *jsonrpc.Object) error {
 		if err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
 		}
-		var pr reader
-		items, _ := pr.arr(next, "tasks")
-		cursor, _ = pr.str(next, "nextCursor")
-		_, _, mine, err := x.keepOwn(&pr, items)
-		if err == nil && pr.ambiguous {
-			err = errAmbiguous
-		}
+		items, _ := next.Arr("tasks")
+		cursor, _ = next.Str("nextCursor")
+		_, _, mine, err := x.keepOwn(next, items)
 		if err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
 		}
@@ -450,9 +428,8 @@ func (x *exchange) listPage(r *reader, res *jsonrpc.Object) error {
 // sealed is an item of a further tasks/list page, the caller's, with the
 // tasks it names sealed; an error when one is not the caller's.
 func (x *exchange) sealed(item *jsonrpc.Object) ([]byte, error) {
-	var r reader
-	places, facts := x.named(&r, item)
-	if r.ambiguous {
+	places, facts := x.named(item)
+	if item.Err() != nil {
 		return nil, errAmbiguous
 	}
 	got, err := x.apply(facts...)
@@ -465,12 +442,12 @@ func (x *exchange) sealed(item *jsonrpc.Object) ([]byte, error) {
 	return item.AppendTo(nil), nil
 }
 
-// keepOwn reads a tasks/list page (list nil: none), learning the statuses
+// keepOwn reads a tasks/list page (list nil: none) read from page, learning the statuses
 // of the known tasks, and returns which items are the caller's (kept[i]),
 // how many, and those items. A task no answer to its owner's own request
 // named (one a server made of a plain call, one whose answer Warden never
 // read) is nobody's: its owner is never guessed.
-func (x *exchange) keepOwn(r *reader, list *jsonrpc.Array) (kept []bool, n int, items []*jsonrpc.Object, err error) {
+func (x *exchange) keepOwn(page *jsonrpc.Object, list *jsonrpc.Array) (kept []bool, n int, items []*jsonrpc.Object, err error) {
 	size := 0
 	if list != nil {
 		size = list.Len()
@@ -479,11 +456,11 @@ func (x *exchange) keepOwn(r *reader, list *jsonrpc.Array) (kept []bool, n int, 
 	objs := make([]*jsonrpc.Object, size)
 	for i := range size {
 		objs[i], _ = list.Obj(i)
-		id, _ := r.str(objs[i], "taskId")
-		st, _ := r.str(objs[i], "status")
+		id, _ := str(objs[i], "taskId")
+		st, _ := str(objs[i], "status")
 		facts[i] = owners.Fact{Key: taskKey(id), Status: st}
 	}
-	if r.ambiguous {
+	if page.Err() != nil {
 		return nil, 0, nil, errAmbiguous
 	}
 	got, err := x.apply(facts...)

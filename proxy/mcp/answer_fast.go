@@ -14,8 +14,8 @@ import (
 // tools/call and tasks/list) and name only the caller's tasks. done is false
 // when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
-	if !json.Valid(data) || bytes.Contains(data, []byte(`"taskIds"`)) {
-		return nil, false, false // taskIds (a listen acknowledgement) is an array
+	if !json.Valid(data) || jsonrpc.CountFold(data, "taskIds") > 0 {
+		return nil, false, false // taskIds (a listen acknowledgement, in any spelling) is an array
 	}
 	if x.call.Method == mcp.MethodList {
 		if out, keep, done := x.listFast(data); done {

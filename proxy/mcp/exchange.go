@@ -134,13 +134,13 @@ func (x *exchange) creates() bool {
 // ran the call as that task, so it is the caller's unless another's
 // already. Bare status notifications say no such thing, as a server that
 // broadcasts them would give the caller someone else's task.
-func (x *exchange) related(r *reader, msg *jsonrpc.Object) []owners.Fact {
+func (x *exchange) related(msg *jsonrpc.Object) []owners.Fact {
 	var facts []owners.Fact
 	for _, k := range []string{"result", "params"} {
-		obj, _ := r.obj(msg, k)
-		meta, _ := r.obj(obj, "_meta")
-		rel, _ := r.obj(meta, mcp.RelatedTask)
-		id, _ := r.str(rel, "taskId")
+		obj, _ := msg.Obj(k)
+		meta, _ := sub(obj, "_meta")
+		rel, _ := sub(meta, mcp.RelatedTask)
+		id, _ := str(rel, "taskId")
 		if id == "" || strings.HasPrefix(id, handlePrefix) {
 			continue
 		}

@@ -431,9 +431,9 @@ func TestToolsChangedForgets(t *testing.T) {
 	} {
 		s := unitServer(t)
 		list, _ := jsonrpc.ReadObject([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"optional"}}]}`))
-		s.learnTools(&reader{}, alice, "s1", list, "")
-		s.learnTools(&reader{}, alice, "s2", list, "")
-		s.learnTools(&reader{}, bob, "s1", list, "")
+		s.learnTools(alice, "s1", list, "")
+		s.learnTools(alice, "s2", list, "")
+		s.learnTools(bob, "s1", list, "")
 		x := &exchange{s: s, principal: alice, sid: "s1"}
 		if _, keep := x.fromUpstream([]byte(data)); !keep {
 			t.Fatalf("%s dropped", data)

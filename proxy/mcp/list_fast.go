@@ -22,7 +22,10 @@ func (x *exchange) listFast(data []byte) (out []byte, keep, done bool) {
 		return nil, false, false
 	}
 	env, err := jsonrpc.ReadObject(data)
-	if err != nil || env.Spelled(listNames) != nil || env.Has("method") || env.Has("error") {
+	if err != nil {
+		return nil, false, false
+	}
+	if env.Hold(listNames...); env.Err() != nil || env.Has("method") || env.Has("error") {
 		return nil, false, false
 	}
 	res, ok := env.Obj("result")
@@ -37,8 +40,8 @@ func (x *exchange) listFast(data []byte) (out []byte, keep, done bool) {
 	if listed {
 		n = list.Len()
 	}
-	if bytes.Count(data, []byte(`"taskId"`)) != n {
-		return nil, false, false // a taskId elsewhere: the decoding path checks each
+	if jsonrpc.CountFold(data, "taskId") != n {
+		return nil, false, false // a taskId elsewhere, in any spelling: the reading path checks each
 	}
 	ids := make([]string, n)
 	facts := make([]owners.Fact, n)

@@ -46,10 +46,9 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 		if err != nil {
 			return "", fmt.Errorf("tools/list for taskSupport: %w", err)
 		}
-		var rd reader
-		v, found := s.learnTools(&rd, principal, sid, res, tool)
-		cursor, _ = rd.str(res, "nextCursor")
-		if rd.ambiguous {
+		v, found := s.learnTools(principal, sid, res, tool)
+		cursor, _ = str(res, "nextCursor")
+		if res != nil && res.Err() != nil {
 			return "", fmt.Errorf("tools/list for taskSupport: %w", errAmbiguous)
 		}
 		if found {
@@ -74,10 +73,13 @@ func (s *Server) forgetTools(principal, sid string) {
 
 // learnTools records execution.taskSupport of every listed tool (absent
 // means forbidden) for the principal's session, and returns want's. A list
-// read two ways (r marked: a tool's name or taskSupport given twice)
-// teaches nothing.
-func (s *Server) learnTools(r *reader, principal, sid string, result *jsonrpc.Object, want string) (support string, found bool) {
-	tools, _ := r.arr(result, "tools")
+// read two ways (result's Err: a tool's name or taskSupport given twice, or
+// spelled otherwise) teaches nothing.
+func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want string) (support string, found bool) {
+	if result == nil {
+		return "", false
+	}
+	tools, _ := result.Arr("tools")
 	if tools == nil {
 		return "", false
 	}
@@ -85,19 +87,19 @@ func (s *Server) learnTools(r *reader, principal, sid string, result *jsonrpc.Ob
 	seen := make([]learned, 0, tools.Len())
 	for i := range tools.Len() {
 		m, _ := tools.Obj(i)
-		name, _ := r.str(m, "name")
+		name, _ := str(m, "name")
 		if name == "" {
 			continue
 		}
 		v := mcp.SupportForbidden
-		if ex, ok := r.obj(m, "execution"); ok {
-			if ts, ok := r.str(ex, "taskSupport"); ok && ts != "" {
+		if ex, ok := sub(m, "execution"); ok {
+			if ts, ok := ex.Str("taskSupport"); ok && ts != "" {
 				v = ts
 			}
 		}
 		seen = append(seen, learned{name, v})
 	}
-	if r.ambiguous {
+	if result.Err() != nil {
 		return "", false
 	}
 	for _, t := range seen {

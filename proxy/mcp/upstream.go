@@ -19,8 +19,8 @@ import (
 // call sends Warden's own request (tasks/get for a status, tools/list for
 // taskSupport) upstream with the caller's credentials (none with strip, as
 // forward sends none), session and protocol version, and returns the result,
-// read for its members (nil for an error answer): its names are read
-// through a reader by the caller, which refuses one given twice.
+// read for its members (nil for an error answer): the names the caller
+// reads from it are held as every answer's are (its Err).
 func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (*jsonrpc.Object, error) {
 	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
@@ -55,10 +55,9 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 	pick := func(data []byte) ([]byte, bool) {
 		// The answer to Warden's request: the message whose id is id, read
 		// one way only.
-		m, _ := jsonrpc.ReadObject(data)
-		if m != nil && oneWay(m) {
+		if m := read(data); m != nil && m.Err() == nil {
 			if v, _ := m.Str("id"); v == id {
-				found, _ = jsonrpc.ReadObject(bytes.Clone(data)) // data may be the reader's buffer
+				found = read(bytes.Clone(data)) // data may be the reader's buffer
 			}
 		}
 		return data, true
@@ -101,10 +100,9 @@ func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, si
 		return tasks.View{}, err
 	}
 	var v tasks.View
-	var rd reader
-	v.Status, _ = rd.str(res, "status")
-	v.Updated, _ = rd.str(res, "lastUpdatedAt")
-	if rd.ambiguous {
+	v.Status, _ = str(res, "status")
+	v.Updated, _ = str(res, "lastUpdatedAt")
+	if res != nil && res.Err() != nil {
 		return tasks.View{}, fmt.Errorf("tasks/get upstream: %w", errAmbiguous)
 	}
 	return v, nil

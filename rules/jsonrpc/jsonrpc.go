@@ -82,6 +82,34 @@ func Fold(name string) string {
 	return b.String()
 }
 
+// foldEqualString reports whether Fold(a) == Fold(b), without building
+// either.
+func foldEqualString(a, b string) bool {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		a, b = a[na:], b[nb:]
+		if ra == rb {
+			continue
+		}
+		if foldASCII(ra) != foldASCII(rb) {
+			return false
+		}
+	}
+	return a == b
+}
+
+// foldASCII is the rune Fold writes for r.
+func foldASCII(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'a' <= r && r <= 'z' {
+			r -= 'a' - 'A'
+		}
+		return r
+	}
+	return foldRune(r)
+}
+
 // foldRune returns the smallest rune of r's simple-folding orbit.
 func foldRune(r rune) rune {
 	for {

@@ -12,25 +12,37 @@ import (
 // the message, an object or array member is read when asked for (one level
 // at a time: what nobody asks for is skipped, never decoded), and the
 // changes made (a value replaced, a member left out or added) are written
-// back around the bytes left as they were. Every object read is checked as
-// Check checks one: a member name given twice, or two names equal
-// under Fold, is refused (Err), since readers of the message would take
-// either (first or last wins; encoding/json matches struct fields without
-// case), and a change made to one would leave the other as it came.
+// back around the bytes left as they were.
+//
+// Every name is read from an object through one rule (find), so that no
+// reader of the message reads it otherwise than Warden: readers take either
+// of a name given twice (first or last wins), and match names without case
+// (Go's encoding/json: ASCII case, the Kelvin sign K and the long s ſ; Fold
+// is a superset), after decoding escapes ("task\u0049d" is taskId). A
+// protocol object (one read by name: the envelope, params, result and every
+// object the protocol's schema gives a place to) is held to the exact
+// spelling of each name read from it: the name given twice, or a member
+// folding to it without being it (alone or beside it), is a refusal (Err).
+// An object reached only by Walk (a tool's output, a message part's data:
+// not the protocol's) is loose: a name read from it is refused only when
+// two of its members read as it; one spelled otherwise alone is not that
+// name. The refused name reads as absent.
 type Object struct {
 	doc        *doc
 	start, end int // the object's bytes, braces included
 	members    []member
 	changed    bool
-	dup        bool // a name given twice, or folding like another
+	loose      bool // reached by Walk only: not a protocol object
 }
 
-// Array is an array member of an Object, read for splicing likewise.
+// Array is an array member of an Object, read for splicing likewise; the
+// objects read from it by index are held as the array is.
 type Array struct {
 	doc        *doc
 	start, end int
 	elems      []elem
 	changed    bool
+	loose      bool
 }
 
 // doc is the message the objects of one ReadObject are read from, and the
@@ -47,7 +59,6 @@ type doc struct {
 	elems   []elem
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
-	known   []string // names no object read may spell otherwise (Spelling)
 	mbuf    [8]member
 	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class
 	obuf    [4]Object
@@ -81,18 +92,18 @@ func (d *doc) replace(lit []byte) int32 {
 
 // newObject is a fresh Object of the doc, from its slab: the slab's
 // chunks never move, so the pointer stays valid.
-func (d *doc) newObject(start int) *Object {
+func (d *doc) newObject(start int, loose bool) *Object {
 	if len(d.objects) == cap(d.objects) {
 		d.objects = make([]Object, 0, min(2*cap(d.objects), maxChunk))
 	}
 	d.objects = d.objects[:len(d.objects)+1]
 	o := &d.objects[len(d.objects)-1]
-	o.doc, o.start = d, start
+	o.doc, o.start, o.loose = d, start, loose
 	return o
 }
 
-// maxPairwise is the most members whose plain names are compared pairwise
-// for the refusal; a larger object folds its names into a map.
+// maxPairwise is the most members whose plain names Check compares
+// pairwise; a larger object's names are folded into a map.
 const maxPairwise = 16
 
 // ReadObject's refusals of what is no object at all.
@@ -102,9 +113,9 @@ var (
 )
 
 // ReadObject reads raw, one JSON value that must be an object, for
-// splicing. The error is a refusal: not JSON, not an object, or a name
-// given twice (or folding like another) in the top object. Objects read
-// later may meet a refusal too: Err reports it.
+// splicing: a protocol object. The error is a refusal: not JSON, or not an
+// object. Names read from it, and from the objects read from it, may meet a
+// refusal: Err reports it.
 func ReadObject(raw []byte) (*Object, error) {
 	if !json.Valid(raw) {
 		return nil, ErrNotJSON
@@ -118,18 +129,17 @@ func ReadObject(raw []byte) (*Object, error) {
 	}
 	d := &doc{raw: raw}
 	d.members, d.elems, d.objects = d.mbuf[:0], d.ebuf[:0], d.obuf[:0]
-	o := d.object(i)
-	return o, d.err
+	return d.object(i, false), nil
 }
 
-// Err is the first refusal met in reading the message's objects so far
-// (ReadObject's and every Obj's since): a message with one must not pass.
+// Err is the first refusal met in reading names from the message's objects
+// so far (find): a message with one must not pass.
 func (o *Object) Err() error { return o.doc.err }
 
 // object reads the members of the object at raw[i] ('{').
-func (d *doc) object(i int) *Object {
+func (d *doc) object(i int, loose bool) *Object {
 	raw := d.raw
-	o := d.newObject(i)
+	o := d.newObject(i, loose)
 	first := len(d.members)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != '}' {
@@ -150,15 +160,6 @@ func (d *doc) object(i int) *Object {
 	}
 	o.end = i + 1
 	o.members = d.members[first:len(d.members):len(d.members)] // a member added copies them
-	if err := o.checkNames(); err != nil {
-		o.dup = true
-		if d.err == nil {
-			d.err = err
-		}
-	}
-	if d.known != nil && d.err == nil {
-		d.err = o.Spelled(d.known)
-	}
 	return o
 }
 
@@ -182,36 +183,6 @@ func grow[T any](run []T, first int) ([]T, int) {
 	return next, 0
 }
 
-// checkNames refuses a name given twice and two names that fold alike.
-func (o *Object) checkNames() error {
-	ms := o.members
-	small := len(ms) <= maxPairwise
-	for _, m := range ms {
-		small = small && m.plain
-	}
-	if small {
-		for j := range ms {
-			for k := range j {
-				a, b := o.key(ms[k]), o.key(ms[j])
-				if foldEqual(a, b) {
-					return namesError(string(a), string(b))
-				}
-			}
-		}
-		return nil
-	}
-	seen := make(map[string]string, len(ms))
-	for _, m := range ms {
-		n := o.text(m)
-		f := Fold(n)
-		if prev, dup := seen[f]; dup {
-			return namesError(prev, n)
-		}
-		seen[f] = n
-	}
-	return nil
-}
-
 func namesError(a, b string) error {
 	if a == b {
 		return fmt.Errorf("member %q appears twice", a)
@@ -231,18 +202,84 @@ func (o *Object) text(m member) string {
 }
 
 // find returns the member named name, nil when there is none (or it was
-// left out).
+// left out). Every name read from the object is read here, and held to the
+// one rule (Object): when more than one member reads as name (it, or
+// folding like it), or the object is a protocol object and one member
+// folds to name without being it, the message is refused (Err) and the
+// name reads as absent.
 func (o *Object) find(name string) *member {
+	var found, odd *member
+	n := 0 // members a reader reads as name
 	for i := range o.members {
 		m := &o.members[i]
 		if m.drop {
 			continue
 		}
-		if m.plain && string(o.key(*m)) == name || !m.plain && m.name == name {
-			return m
+		switch o.reads(m, name) {
+		case spelled:
+			if found == nil {
+				found = m
+			}
+			n++
+		case folded:
+			odd = m
+			n++
 		}
 	}
-	return nil
+	if n > 1 || odd != nil && !o.loose {
+		if o.doc.err == nil {
+			o.doc.err = o.misread(name, n, odd)
+		}
+		return nil
+	}
+	return found
+}
+
+// How a reader reads a member's name as a name Warden reads.
+const (
+	other   = iota
+	spelled // the name, as written or decoded
+	folded  // folding like it without being it
+)
+
+// reads tells whether m's name is name, folds like it, or neither.
+func (o *Object) reads(m *member, name string) int {
+	if m.plain {
+		k := o.key(*m)
+		switch {
+		case len(k) != len(name) || !foldEqual(k, name):
+			return other
+		case string(k) == name:
+			return spelled
+		}
+		return folded
+	}
+	switch {
+	case m.name == name:
+		return spelled
+	case foldEqualString(m.name, name):
+		return folded
+	}
+	return other
+}
+
+// misread is the refusal of a name read two ways.
+func (o *Object) misread(name string, n int, odd *member) error {
+	if odd == nil {
+		return fmt.Errorf("member %q appears twice", name)
+	}
+	if n > 1 {
+		return fmt.Errorf("members %q and %q differ only in case", name, o.text(*odd))
+	}
+	return fmt.Errorf("member %q must be spelled %q", o.text(*odd), name)
+}
+
+// Hold reads names from o for the rule alone (find): a protocol object's
+// names Warden reads on some path, held to their spelling on every path.
+func (o *Object) Hold(names ...string) {
+	for _, n := range names {
+		o.find(n)
+	}
 }
 
 // Len is the number of the object's members.
@@ -256,49 +293,21 @@ func (o *Object) Len() int {
 	return n
 }
 
-// Spelled refuses a member whose name folds to one of known without being
-// it ("Result" for "result"): readers that match names without case would
-// read it as that one.
-func (o *Object) Spelled(known []string) error {
-	for _, m := range o.members {
-		for _, n := range known {
-			if o.misspells(m, n) {
-				return fmt.Errorf("member %q must be spelled %q", o.text(m), n)
-			}
-		}
-	}
-	return nil
-}
-
-// Spelling holds every object of the message read from now on, and o, to
-// the spelling of known as Spelled does: a member whose name folds to one of
-// them without being it is a refusal (Err). A reader of the message that
-// matches names without case (Go's encoding/json) would read it as the
-// member Warden read by that name, or found absent. Call it on the top
-// object, before reading others.
-func (o *Object) Spelling(known []string) {
-	o.doc.known = known
-	if o.doc.err == nil {
-		o.doc.err = o.Spelled(known)
-	}
-}
-
-// Check refuses what a reader of the message could read otherwise than
-// Warden, taking the members as they come: the first whose
-// name is an earlier one's (decoded: "a" and "\u0061" are one name) or folds
-// like an earlier one's (Fold), or folds to one of known without being it
-// ("Method" for "method"). It reports the same refusal, with the same text,
-// as decoding the object member by member would.
+// Check is a request's stricter reading of an object (a request is refused
+// whole where any two of its names could be read as one): taking the
+// members as they come, the first whose name is an earlier one's (decoded:
+// "a" and "\u0061" are one name) or folds like an earlier one's (Fold), or
+// folds to one of known without being it ("Method" for "method"), is
+// refused. It reports the same refusal, with the same text, as decoding the
+// object member by member would.
 func (o *Object) Check(known []string) error {
 	ms := o.members
 	var seen map[string]string // folded name: the name, for a large object
-	if o.dup && len(ms) > maxPairwise {
+	if len(ms) > maxPairwise {
 		seen = make(map[string]string, len(ms))
 	}
 	for j, m := range ms {
 		switch {
-		case !o.dup:
-			// Read and checked: no two names fold alike.
 		case seen == nil:
 			for k := range j {
 				if o.folds(ms[k], m) {
@@ -331,12 +340,7 @@ func (o *Object) folds(a, b member) bool {
 }
 
 // misspells reports whether a member's name folds to name without being it.
-func (o *Object) misspells(m member, name string) bool {
-	if m.plain {
-		return int(m.keyEnd-m.keyStart-2) == len(name) && foldEqual(o.key(m), name) && string(o.key(m)) != name
-	}
-	return m.name != name && Fold(m.name) == Fold(name)
-}
+func (o *Object) misspells(m member, name string) bool { return o.reads(&m, name) == folded }
 
 // Names returns the names of the object's members.
 func (o *Object) Names() []string {
@@ -387,8 +391,9 @@ func (o *Object) Obj(name string) (*Object, bool) {
 		return nil, false
 	}
 	if m.obj == nil {
-		m.obj = o.doc.object(int(m.start))
+		m.obj = o.doc.object(int(m.start), o.loose)
 	}
+	m.obj.loose = m.obj.loose && o.loose // walked first, read by name now
 	return m.obj, true
 }
 
@@ -399,8 +404,9 @@ func (o *Object) Arr(name string) (*Array, bool) {
 		return nil, false
 	}
 	if m.arr == nil {
-		m.arr = o.doc.array(int(m.start))
+		m.arr = o.doc.array(int(m.start), o.loose)
 	}
+	m.arr.loose = m.arr.loose && o.loose
 	return m.arr, true
 }
 
@@ -417,32 +423,8 @@ func (o *Object) SetRaw(name string, lit []byte) {
 	o.members = append(o.members, member{keyStart: -1, name: name, repl: o.doc.replace(lit)})
 }
 
-// Repeats reports whether more than one member's name is name or folds
-// like it (Fold): readers of the message would take either, and a change
-// made to one would leave the other as it came.
-func (o *Object) Repeats(name string) bool {
-	if !o.dup {
-		return false // read and checked: no two names fold alike
-	}
-	n := 0
-	for _, m := range o.members {
-		if !m.drop && (o.misspells(m, name) || o.is(m, name)) {
-			n++
-		}
-	}
-	return n > 1
-}
-
-// is reports whether a member's name is name.
-func (o *Object) is(m member, name string) bool {
-	if m.plain {
-		return string(o.key(m)) == name
-	}
-	return m.name == name
-}
-
 // Walk calls fn on o and on every object within it, at any depth, depth
-// first: the values of every member (those of names given twice too) and
+// first (an object Walk reads first is loose: see Object): the values of every member (those of names given twice too) and
 // of every array element, an array within an array included. What fn
 // changes in them is written back by AppendTo. A value replaced or left
 // out is not walked.
@@ -466,17 +448,18 @@ func (a *Array) walk(fn func(*Object)) {
 }
 
 // walk walks the value at raw[start] when it is an object or an array,
-// reading it into *obj or *arr when it was not read yet.
+// reading it into *obj or *arr when it was not read yet: loose, unless
+// read by name before.
 func (d *doc) walk(start int32, obj **Object, arr **Array, fn func(*Object)) {
 	switch d.raw[start] {
 	case '{':
 		if *obj == nil {
-			*obj = d.object(int(start))
+			*obj = d.object(int(start), true)
 		}
 		(*obj).Walk(fn)
 	case '[':
 		if *arr == nil {
-			*arr = d.array(int(start))
+			*arr = d.array(int(start), true)
 		}
 		(*arr).walk(fn)
 	}
@@ -490,9 +473,9 @@ func (o *Object) Del(name string) {
 }
 
 // array reads the elements of the array at raw[i] ('[').
-func (d *doc) array(i int) *Array {
+func (d *doc) array(i int, loose bool) *Array {
 	raw := d.raw
-	a := &Array{doc: d, start: i}
+	a := &Array{doc: d, start: i, loose: loose}
 	first := len(d.elems)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != ']' {
@@ -519,8 +502,9 @@ func (a *Array) Obj(i int) (*Object, bool) {
 		return nil, false
 	}
 	if e.obj == nil {
-		e.obj = a.doc.object(int(e.start))
+		e.obj = a.doc.object(int(e.start), a.loose)
 	}
+	e.obj.loose = e.obj.loose && a.loose
 	return e.obj, true
 }
 
@@ -531,8 +515,9 @@ func (a *Array) Arr(i int) (*Array, bool) {
 		return nil, false
 	}
 	if e.arr == nil {
-		e.arr = a.doc.array(int(e.start))
+		e.arr = a.doc.array(int(e.start), a.loose)
 	}
+	e.arr.loose = e.arr.loose && a.loose
 	return e.arr, true
 }
 

@@ -123,3 +123,54 @@ func ValueEnd(b []byte, i int) int {
 	}
 	return j
 }
+
+// CountFold counts the places in b that spell name (ASCII) as a reader
+// matching names without case reads it (Fold): each ASCII letter in either
+// case, the Kelvin sign K for k, the long s ſ for s. Escapes are not
+// decoded: a caller that needs them counted looks for a backslash apart.
+func CountFold(b []byte, name string) int {
+	if name == "" {
+		return 0
+	}
+	var first [256]bool // the bytes a spelling of name may begin with
+	c := upper(name[0])
+	if 'A' <= c && c <= 'Z' {
+		first[c|0x20] = true
+	}
+	first[c] = true
+	first[0xe2] = c == 'K' // K
+	first[0xc5] = c == 'S' // ſ
+	n := 0
+	for i := range b {
+		if first[b[i]] && foldsAt(b[i:], name) {
+			n++
+		}
+	}
+	return n
+}
+
+// foldsAt reports whether b begins with a spelling of name under Fold.
+func foldsAt(b []byte, name string) bool {
+	j := 0
+	for k := 0; k < len(name); k++ {
+		c := upper(name[k])
+		switch {
+		case j < len(b) && upper(b[j]) == c:
+			j++
+		case c == 'K' && len(b)-j >= 3 && string(b[j:j+3]) == "\u212a":
+			j += 3
+		case c == 'S' && len(b)-j >= 2 && string(b[j:j+2]) == "\u017f":
+			j += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
+}

@@ -279,17 +279,15 @@ func (r *Relay) Rewrite(v any, t Target) bool {
 // Restore gives a push config read back from the server the client's own
 // URL where the server holds a relay URL, at any depth, the config read for
 // splicing. It returns false when a relay URL in it is another principal's
-// (the config is not the caller's), and an error when a member there is
-// named "url" in another case: a client matching names without case would
-// read it as the URL Warden did not restore. A name given twice, or two
-// folding alike, is the message's (c.Err).
+// (the config is not the caller's), and c.Err when "url" is read two ways
+// where it is read (jsonrpc.Object: given twice, or folding like another;
+// in a protocol object, such as c, spelled otherwise alone): a client
+// matching names without case would read the URL Warden did not restore.
 func (r *Relay) Restore(c *jsonrpc.Object, principal string) (mine bool, err error) {
 	mine = true
+	c.Obj("pushNotificationConfig") // 0.3's nesting: a protocol object too
 	c.Walk(func(o *jsonrpc.Object) {
-		if err != nil || !mine {
-			return
-		}
-		if err = o.Spelled(urlName); err != nil {
+		if !mine || o.Err() != nil {
 			return
 		}
 		u, ok := o.Str("url")
@@ -304,11 +302,9 @@ func (r *Relay) Restore(c *jsonrpc.Object, principal string) (mine bool, err err
 			o.SetStr("url", t.URL)
 		}
 	})
+	err = c.Err()
 	return mine && err == nil, err
 }
-
-// urlName is the member Restore reads.
-var urlName = []string{"url"}
 
 // walkURLs calls f on every string "url" member at any depth of v,
 // replacing it with what f returns; false as soon as f says so.

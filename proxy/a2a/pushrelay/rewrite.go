@@ -25,14 +25,15 @@ type notification struct {
 // id, any taskId) and every context id must be the principal's, or nothing
 // is delivered; a referenced task that is not is left out of its list.
 //
-// A member named twice, two whose names fold alike, or one the rewrite
-// reads spelled in another case ("TaskId"), in any object of it, is
-// refused first: a webhook matching names without case (Go's
-// encoding/json, a2a-go) would read the one Warden did not rewrite.
+// A name the rewrite reads, read two ways (jsonrpc.Object's rule), is
+// refused first: given twice or folding like another anywhere, or spelled
+// in another case ("TaskId") in a protocol object of it (hold); a webhook
+// matching names without case (Go's encoding/json, a2a-go) would read the
+// one Warden did not rewrite.
 func (r *Relay) rewrite(ctx context.Context, body []byte, t Target) ([]byte, error) {
 	if o, err := jsonrpc.ReadObject(body); o != nil {
-		o.Spelling(notificationNames)
-		o.Walk(func(*jsonrpc.Object) {}) // every object read: Err is any one's refusal
+		hold(o, 0)
+		o.Walk(func(w *jsonrpc.Object) { w.Hold(notificationNames...) }) // the rest (metadata, a part's data): loose
 		if err := o.Err(); err != nil {
 			return nil, fmt.Errorf("the notification is ambiguous: %w", err)
 		}
@@ -63,6 +64,31 @@ func isTask(m map[string]any) bool {
 
 // notificationNames are the members the rewrite reads.
 var notificationNames = []string{"taskId", "id", "contextId", "referenceTaskIds", "status", "task"}
+
+// hold reads a notification's protocol objects by name (the Task or
+// StreamResponse, its task, message and updates, a task's status, history
+// and artifacts, a status's message, an update's artifact, their parts),
+// each held to the spelling of the names the rewrite reads.
+func hold(o *jsonrpc.Object, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	o.Hold(notificationNames...)
+	for _, k := range []string{"task", "message", "statusUpdate", "artifactUpdate", "status", "artifact"} {
+		if c, ok := o.Obj(k); ok {
+			hold(c, depth+1)
+		}
+	}
+	for _, k := range []string{"history", "artifacts", "parts"} {
+		if a, ok := o.Arr(k); ok {
+			for i := range a.Len() {
+				if c, ok := a.Obj(i); ok {
+					hold(c, depth+1)
+				}
+			}
+		}
+	}
+}
 
 func (n *notification) object(m map[string]any, task bool, depth int) error {
 	if depth > maxDepth {
