@@ -209,3 +209,20 @@ func escapeURL(s string) string {
 	}
 	return b.String()
 }
+
+// NamedBySubject refuses a principal an upstream would name otherwise: one
+// authenticated from a JWT that Warden forwards (StripsCredentials false) to
+// an upstream that re-validates it and names its sender by the sub claim,
+// as the MACP runtime does. With authn.jwt.principal_claim set to another
+// claim, a token whose sub is not that claim's value would be decided as
+// one identity and applied as another (a member of H2's class: two
+// identities in one credential). Other principals pass.
+func NamedBySubject(p Principal) error {
+	if p.Method != string(MethodJWT) {
+		return nil
+	}
+	if sub, _ := p.Claims["sub"].(string); sub != p.ID {
+		return fail(jwtWhere, ErrInvalidCredentials, CauseClaims, "the principal claim is not the token's sub, by which the MACP runtime names the sender")
+	}
+	return nil
+}

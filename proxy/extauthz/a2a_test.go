@@ -51,10 +51,11 @@ func TestA2AChecks(t *testing.T) {
 		{"endpoint in another case", req("POST", "/JSONRPC", "bob", listTasks), 404, ""},
 		{"endpoint with a fragment", req("POST", "/jsonrpc#x", "bob", listTasks), 404, ""},
 		{"endpoint with a path parameter", req("POST", "/jsonrpc;x=1", "bob", listTasks), 404, ""},
-		{"endpoint with a query", req("POST", "/jsonrpc?tenant=a", "bob", listTasks), 0, ""},
+		{"endpoint with a query", req("POST", "/jsonrpc?tenant=a", "bob", listTasks), 200, `without a query`},
 		{"GET of the endpoint", req("GET", "/jsonrpc", "bob", ""), 405, ""},
 		{"card written to", req("POST", "/.well-known/agent-card.json", "bob", listTasks), 405, ""},
-		{"0.3 card", req("GET", "/.well-known/agent.json?x=1", "", ""), 0, ""},
+		{"0.3 card", req("GET", "/.well-known/agent.json", "", ""), 0, ""},
+		{"0.3 card with a query", req("GET", "/.well-known/agent.json?x=1", "", ""), 400, `"status":"BAD_REQUEST"`},
 		{"card escaped", req("GET", "/.well-known/agent-card%2Ejson", "", ""), 404, ""},
 		{"anonymous elsewhere", req("GET", "/admin", "", ""), 404, ""},
 		{"unknown method", req("POST", "/jsonrpc", "bob", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`), 200, `"code":-32601`},
@@ -108,7 +109,7 @@ func TestA2AChecks(t *testing.T) {
 	}
 	// The default endpoint is "/".
 	def := newServer(t, Config{Listen: "unused", A2A: true})
-	for path, want := range map[string]int32{"/": 0, "/?x": 0, "/jsonrpc": 404, "//": 404, "/%2F": 404} {
+	for path, want := range map[string]int32{"/": 0, "/?x": 200, "/jsonrpc": 404, "//": 404, "/%2F": 404} {
 		resp, err := def.Check(ctx, req("POST", path, "bob", listTasks))
 		if err != nil {
 			t.Fatal(err)

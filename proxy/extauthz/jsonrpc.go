@@ -15,7 +15,7 @@ import (
 )
 
 // request is the gate's Request of Envoy's HTTP attributes: the path as
-// sent with its query cut, the headers (Envoy joins repeated ones with
+// sent with its query cut (the gate refuses one), the headers (Envoy joins repeated ones with
 // commas; its pseudo-headers are left out), the credentials, and the body
 // Envoy buffered, over the limit when Envoy says it cut it
 // (x-envoy-auth-partial-body, with_request_body.allow_partial_message).
@@ -33,9 +33,9 @@ func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, cr
 		body = []byte(h.GetBody())
 	}
 	partial := strings.EqualFold(hdr.Get("X-Envoy-Auth-Partial-Body"), "true")
-	path, _, _ := strings.Cut(h.GetPath(), "?")
+	path, _, query := strings.Cut(h.GetPath(), "?")
 	return &gate.Request{
-		Method: h.GetMethod(), Path: path, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr,
+		Method: h.GetMethod(), Path: path, Query: query, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr,
 		Creds: creds, CredErr: credErr, HasBody: len(body) > 0 || h.GetSize() > 0,
 		Body: func(limit int64) ([]byte, error) {
 			switch {

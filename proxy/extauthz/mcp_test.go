@@ -168,7 +168,6 @@ func TestMCPPath(t *testing.T) {
 		allow        bool
 	}{
 		{"POST", "/mcp", true},
-		{"POST", "/mcp?session=1", true},
 		{"GET", "/mcp", true},
 		{"POST", "/messages?sessionId=1", false}, // the legacy HTTP+SSE transport's endpoint
 		{"GET", "/sse", false},

@@ -19,6 +19,17 @@
 //  7. parse: one JSON-RPC message in UTF-8, no byte order mark;
 //  8. the protocol's method allow-list.
 //
+// A request target with a query (even an empty one, a bare "?") is refused
+// at steps 1 and 2, at every path: the query is undecided input the
+// upstream may read (MCP's legacy HTTP+SSE transport routes by
+// ?sessionId=, servers take API keys in ?key=), and none of these
+// protocols puts anything there. POST to the endpoint gets the protocol's
+// parse-error answer (JSON-RPC), any other request 400. So is a request
+// with a header some server frameworks read as its method or target in
+// place of the request line's (X-HTTP-Method-Override, X-Original-URL, ...:
+// overrideHeaders): what Warden decided would not be what such an upstream
+// serves.
+//
 // Every refusal is an Answer: a value recorded as a decision (its id in
 // X-Warden-Decision) and rendered once per wire, by Write for an
 // http.ResponseWriter and by ext_authz for Envoy's CheckResponse. In dry run
@@ -53,8 +64,10 @@ import (
 type Request struct {
 	Method string
 	// Path is the request target's path as sent (percent-escapes kept),
-	// without its query.
-	Path string
+	// without its query; Query reports whether the target had one (a "?",
+	// even with nothing after it).
+	Path  string
+	Query bool
 	// Host is the request's host (HTTP/1.1 Host, HTTP/2 :authority), TLS
 	// whether it came over TLS.
 	Host string
@@ -79,7 +92,7 @@ type Request struct {
 func FromHTTP(w http.ResponseWriter, r *http.Request) *Request {
 	creds, err := authn.FromHTTP(r)
 	return &Request{
-		Method: r.Method, Path: r.URL.EscapedPath(), Host: r.Host, TLS: r.TLS != nil, Header: r.Header,
+		Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery != "" || r.URL.ForceQuery, Host: r.Host, TLS: r.TLS != nil, Header: r.Header,
 		Creds: creds, CredErr: err, HasBody: r.ContentLength != 0,
 		Body: func(limit int64) ([]byte, error) { return readBody(w, r, limit) },
 	}
@@ -202,6 +215,10 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 	var in Admitted[C]
 	f := proxy.FlightOf(ctx)
 	if slices.Contains(g.spec.Public, r.Path) {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Query || overridden(r.Header) != "") {
+			a := g.refuseQuery(ctx, r, http.StatusBadRequest, g.spec.REST)
+			return in, &a
+		}
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			f.SetMethod(r.Method)
 			in.Public = r.Path
@@ -224,6 +241,14 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	in.Message = r.Method == http.MethodPost
+	if r.Query || overridden(r.Header) != "" {
+		status := http.StatusBadRequest
+		if in.Message {
+			status = g.spec.ParseStatus
+		}
+		a := g.refuseQuery(ctx, r, status, false)
+		return in, &a
+	}
 	if !in.Message {
 		f.SetMethod(r.Method)
 	}
@@ -288,6 +313,33 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 	}
 	in.Call, in.Body = call, body
 	return in, nil
+}
+
+// refuseQuery refuses a request target with a query, or a header naming
+// another method or target: the upstream could read it, Warden decides
+// neither (no protocol it serves puts anything there).
+func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest bool) Answer {
+	msg := "invalid request: Warden serves " + r.Path + " without a query (remove the ?... from the URL)"
+	if h := overridden(r.Header); h != "" {
+		msg = "invalid request: the " + h + " header is not accepted (it would name another method or target than the request line's)"
+	}
+	return g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, status, jsonrpc.ErrInvalidRequest, nil, rest)
+}
+
+// overrideHeaders are headers server frameworks read in place of the
+// request line's method (Express's method-override, Rails, Laravel,
+// ASP.NET, Hono) or target (IIS URL Rewrite, Symfony, Laminas).
+var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Original-Method"}
+
+// overridden names the first header of r that would override its method
+// or target ("" when none is present).
+func overridden(h http.Header) string {
+	for _, k := range overrideHeaders {
+		if _, ok := h[k]; ok {
+			return k
+		}
+	}
+	return ""
 }
 
 // authenticate checks the request's credentials: keys unavailable is 503,

@@ -16,21 +16,22 @@ import (
 )
 
 // target is the upstream URL for a request path: the upstream's endpoint
-// when it names one (MCP has a single endpoint), the request's path otherwise.
+// when it names one (MCP has a single endpoint), the request's path otherwise;
+// never the request's query (the gate refuses a request with one).
 func (s *Server) target(r *http.Request) string {
 	u := *s.upstream
 	if u.Path == "" || u.Path == "/" {
 		u.Path, u.RawPath = r.URL.Path, r.URL.RawPath
 	}
-	u.RawQuery = r.URL.RawQuery
+	u.RawQuery = ""
 	return u.String()
 }
 
 // newRequest is http.NewRequestWithContext to target(r), without printing
-// and parsing the URL again when the upstream names its endpoint and r has
-// no query (the URL is then always the same).
+// and parsing the URL again when the upstream names its endpoint (the URL
+// is then always the same).
 func (s *Server) newRequest(ctx context.Context, r *http.Request, body io.Reader) (*http.Request, error) {
-	if r.URL.RawQuery == "" && s.upstream.Path != "" && s.upstream.Path != "/" {
+	if s.upstream.Path != "" && s.upstream.Path != "/" {
 		return s.endpointURL.Request(ctx, r.Method, body)
 	}
 	return http.NewRequestWithContext(ctx, r.Method, s.target(r), body)

@@ -124,6 +124,11 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	if err == nil {
 		a.Principal, err = g.enf.Authenticate(ctx, a.Credentials)
 	}
+	if err == nil {
+		// The runtime names the sender of a JWT it is forwarded by its sub:
+		// decided as another identity, it would be applied as that one.
+		err = authn.NamedBySubject(a.Principal)
+	}
 	switch {
 	case errors.Is(err, authn.ErrKeysUnavailable):
 		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err, a.Source.Attr())
