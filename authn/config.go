@@ -124,6 +124,8 @@ type JWTConfig struct {
 	// refreshes fail; default 1h. It also bounds how long a verified token stays cached.
 	JWKSStaleGrace time.Duration `yaml:"jwks_stale_grace" json:"jwks_stale_grace"`
 	// PrincipalClaim names the claim that holds the principal; default "sub".
+	// MACP: the runtime names the sender by "sub", so with another claim a
+	// token whose "sub" differs from it is refused.
 	PrincipalClaim string `yaml:"principal_claim" json:"principal_claim"`
 	// CacheSize bounds the verified-token cache (entries); default 10000.
 	CacheSize int `yaml:"cache_size" json:"cache_size"`
