@@ -174,6 +174,11 @@ type Relay struct {
 	// writerWakes counts the writers' wake-ups to write (tests and
 	// benchmarks read it: the hand-offs between goroutines a message costs).
 	writerWakes atomic.Int64
+	// handlerWakes counts the wake-ups of the goroutines that run Handlers
+	// (tests and benchmarks read it): an exchange handed to a worker, and a
+	// Forward that waited for its answer and was woken by the upstream
+	// reader (or by its context's end).
+	handlerWakes atomic.Int64
 	// clientWrites and upstreamWrites count the write system calls made
 	// on client and upstream connections (tests and benchmarks read them:
 	// on loopback each costs the sender the receiver's network stack too).

@@ -396,17 +396,19 @@ func BenchmarkUnary(b *testing.B) {
 
 // relayCounts is what the relay counted: its writers' wake-ups and its
 // write system calls toward clients and upstreams.
-type relayCounts struct{ wakes, clientWrites, upstreamWrites int64 }
+type relayCounts struct{ wakes, handlerWakes, clientWrites, upstreamWrites int64 }
 
 func relayCountsOf(r *Relay) relayCounts {
-	return relayCounts{r.writerWakes.Load(), r.clientWrites.Load(), r.upstreamWrites.Load()}
+	return relayCounts{r.writerWakes.Load(), r.handlerWakes.Load(), r.clientWrites.Load(), r.upstreamWrites.Load()}
 }
 
 // reportRelay reports, per operation since start, the relay's writer
-// wake-ups and its write system calls to the client and to the upstream.
+// wake-ups, its Handler goroutines' wake-ups and its write system calls to
+// the client and to the upstream.
 func reportRelay(b *testing.B, r *Relay, start relayCounts) {
 	end, n := relayCountsOf(r), float64(b.N)
 	b.ReportMetric(float64(end.wakes-start.wakes)/n, "writer-wakes/op")
+	b.ReportMetric(float64(end.handlerWakes-start.handlerWakes)/n, "handler-wakes/op")
 	b.ReportMetric(float64(end.clientWrites-start.clientWrites)/n, "client-writes/op")
 	b.ReportMetric(float64(end.upstreamWrites-start.upstreamWrites)/n, "upstream-writes/op")
 }

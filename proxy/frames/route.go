@@ -169,6 +169,12 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 	}
 	b.flush()
 	select {
+	case <-h.done: // answered already: this worker did not wait
+		return h.resp, h.err
+	default:
+	}
+	x.c.r.handlerWakes.Add(1) // this worker waits: the upstream reader wakes it
+	select {
 	case <-h.done:
 		return h.resp, h.err
 	case <-ctx.Done():
@@ -408,6 +414,7 @@ const workerIdle = 10 * time.Second
 // decided Send); workers idle for workerIdle end, so there are never more
 // than the exchanges in progress at once, and none after shutdown.
 func (r *Relay) spawn(f func()) {
+	r.handlerWakes.Add(1)
 	select {
 	case r.work <- f:
 		return

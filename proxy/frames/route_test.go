@@ -433,3 +433,38 @@ func TestAdmitter(t *testing.T) {
 		})
 	}
 }
+
+// TestHandlerWakes: the relay counts its Handler goroutines' wake-ups, the
+// hand-offs a decided call costs: one for the exchange handed to a worker,
+// and one more for a Forward that waits for its answer (woken by the
+// upstream reader; it waits unless the answer was quicker than the worker,
+// which a loaded machine may make happen now and then).
+func TestHandlerWakes(t *testing.T) {
+	_, _, up := startEcho(t)
+	h := &testHandler{ended: make(chan error, 1)}
+	r, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}})
+	c := testClient(t, addr)
+	const calls = 20
+	for _, tc := range []struct {
+		mode     string
+		code     codes.Code
+		min, max int64
+	}{
+		{"local", codes.PermissionDenied, calls, calls},
+		{"forward", codes.OK, calls + 1, 2 * calls},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", tc.mode), 5*time.Second)
+			defer cancel()
+			before := r.handlerWakes.Load()
+			for range calls {
+				if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(10)}); status.Code(err) != tc.code {
+					t.Fatalf("UnaryCall: %v, want %v", err, tc.code)
+				}
+			}
+			if got := r.handlerWakes.Load() - before; got < tc.min || got > tc.max {
+				t.Errorf("%d Handler wake-ups for %d calls, want %d to %d", got, calls, tc.min, tc.max)
+			}
+		})
+	}
+}
