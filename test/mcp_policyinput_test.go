@@ -35,6 +35,7 @@ type mcpPoster func(t *testing.T, principal, sid, body string) (msg []byte, newS
 func TestMCPToolPolicy(t *testing.T) {
 	bot, ops := "agent://support-bot", "agent://ops"
 	call, read, prompt := "tools/call", "resources/read", "prompts/get"
+	sub, unsub, complete := "resources/subscribe", "resources/unsubscribe", "completion/complete"
 	refusal := "agent://support-bot may call only these tools: get_weather, test_simple_text"
 	// A URI the server reads in another spelling (it looks it up as
 	// new URL(uri).toString()): before, the rule on demo://vault/secret
@@ -81,6 +82,21 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"resource with a dot segment refused", bot, read, `{"uri":"demo://vault/public/../secret"}`, uriRefusal},
 			{"resource with an escaped dot segment refused", bot, read, `{"uri":"demo://vault/%2e/secret"}`, uriRefusal},
 			{"resource with a tab refused", bot, read, `{"uri":"demo://vault/sec\tret"}`, uriRefusal},
+			// H6: every method naming a resource or a prompt is decided
+			// like resources/read and prompts/get. Before, subscribe,
+			// unsubscribe and completion/complete passed undecided.
+			{"subscribe", bot, sub, `{"uri":"demo://vault/public"}`, ""},
+			{"subscribe refused", bot, sub, `{"uri":"demo://vault/secret"}`, "not this resource"},
+			{"subscribe in capitals refused", bot, sub, `{"uri":"DEMO://vault/secret"}`, uriRefusal},
+			{"unsubscribe refused", bot, unsub, `{"uri":"demo://vault/secret"}`, "not this resource"},
+			{"template refused", bot, read, `{"uri":"demo://vault/{name}"}`, uriRefusal},
+			{"template completion refused", bot, complete, `{"ref":{"type":"ref/resource","uri":"demo://vault/{name}"},"argument":{"name":"name","value":"s"}}`, "not this resource"},
+			{"template completion for another principal", ops, complete, `{"ref":{"type":"ref/resource","uri":"demo://vault/{name}"},"argument":{"name":"name","value":"s"}}`, ""},
+			{"prompt refused", bot, prompt, `{"name":"vault_prompt","arguments":{"entry":"public"}}`, "not this prompt"},
+			{"prompt completion refused", bot, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, "not this prompt"},
+			{"prompt completion behind a decoy name refused", bot, complete, `{"name":"other","ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, "not this prompt"},
+			{"ambiguous ref refused", bot, complete, `{"ref":{"type":"ref/prompt","name":"other","NAME":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, "differ only in case"},
+			{"prompt completion for another principal", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, ""},
 		}},
 	} {
 		t.Run(srv.name, func(t *testing.T) { toolPolicyDoors(t, srv.upstream(t), srv.cases) })
@@ -103,7 +119,7 @@ func toolPolicyDoors(t *testing.T, upstream string, cases []policyCase) {
 import rego.v1
 deny contains {"code": "FORBIDDEN", "msg": "not this resource"} if {
 	input.principal.id == "agent://support-bot"
-	input.mcp.uri in {"test://static-binary", "demo://vault/secret"}
+	input.mcp.uri in {"test://static-binary", "demo://vault/secret", "demo://vault/{name}"}
 }
 deny contains {"code": "FORBIDDEN", "msg": "a sum from 1000 up needs approval"} if {
 	input.mcp.tool == "slow_sum"
@@ -111,7 +127,7 @@ deny contains {"code": "FORBIDDEN", "msg": "a sum from 1000 up needs approval"} 
 }
 deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 	input.principal.id == "agent://support-bot"
-	input.mcp.prompt == "test_prompt_with_arguments"
+	input.mcp.prompt in {"test_prompt_with_arguments", "vault_prompt"}
 }
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -162,6 +178,10 @@ deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 							Content  []json.RawMessage `json:"content"`
 							Contents []json.RawMessage `json:"contents"`
 							Messages []json.RawMessage `json:"messages"`
+							// completion/complete's answer
+							Completion *struct {
+								Values []string `json:"values"`
+							} `json:"completion"`
 						} `json:"result"`
 						Error *struct {
 							Code    int    `json:"code"`
@@ -172,7 +192,9 @@ deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 						t.Fatalf("answer %q: %v", msg, err)
 					}
 					if tc.refused == "" {
-						if a.Result == nil || len(a.Result.Content)+len(a.Result.Contents)+len(a.Result.Messages) == 0 {
+						subscribed := a.Result != nil && (tc.method == "resources/subscribe" || tc.method == "resources/unsubscribe")
+						completed := a.Result != nil && a.Result.Completion != nil && len(a.Result.Completion.Values) > 0
+						if !subscribed && !completed && (a.Result == nil || len(a.Result.Content)+len(a.Result.Contents)+len(a.Result.Messages) == 0) {
 							t.Fatalf("the tool did not run: %s", msg)
 						}
 						return

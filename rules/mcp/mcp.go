@@ -31,14 +31,24 @@ const (
 	// operator policy can rule on the resource URI and the prompt name.
 	MethodResourcesRead = "resources/read"
 	MethodPromptsGet    = "prompts/get"
-	MethodGet           = "tasks/get"
-	MethodResult        = "tasks/result"
-	MethodList          = "tasks/list"
-	MethodCancel        = "tasks/cancel"
-	MethodUpdate        = "tasks/update"
-	MethodSteer         = "tasks/steer"
-	MethodPause         = "tasks/pause"
-	MethodResume        = "tasks/resume"
+	// MethodSubscribe, MethodUnsubscribe and MethodComplete name a resource
+	// (params.uri; completion/complete's params.ref.uri) or a prompt
+	// (params.ref.name) too, and are decided so that a rule on the resource
+	// or prompt holds across every method naming it.
+	MethodSubscribe   = "resources/subscribe"
+	MethodUnsubscribe = "resources/unsubscribe"
+	MethodComplete    = "completion/complete"
+	// RefResource and RefPrompt are completion/complete's params.ref.type.
+	RefResource  = "ref/resource"
+	RefPrompt    = "ref/prompt"
+	MethodGet    = "tasks/get"
+	MethodResult = "tasks/result"
+	MethodList   = "tasks/list"
+	MethodCancel = "tasks/cancel"
+	MethodUpdate = "tasks/update"
+	MethodSteer  = "tasks/steer"
+	MethodPause  = "tasks/pause"
+	MethodResume = "tasks/resume"
 
 	NotifyStatus = "notifications/tasks/status" // 2025-11-25 (and the SEP-2669 draft)
 	NotifyTasks  = "notifications/tasks"        // 2026-07-28 extension
@@ -141,6 +151,9 @@ type Call struct {
 	// params.uri (resources/read).
 	Arguments json.RawMessage
 	URI       string
+	// Ref is completion/complete's params.ref.type (RefResource: its uri,
+	// a URI template, is in URI; RefPrompt: its name in Tool).
+	Ref string
 	// TaskRequested is set when a 2025-11-25 request asks for task execution
 	// (params.task is an object).
 	TaskRequested bool
@@ -195,7 +208,8 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref"}
+	refNames      = []string{"type", "uri", "name"}
 	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
@@ -288,6 +302,11 @@ func Parse(body []byte) (Call, error) {
 	c.URI, _ = p.Str("uri")
 	c.Arguments, _ = p.Raw("arguments")
 	c.Cursor, c.HasCursor = p.Str("cursor")
+	if c.Method == MethodComplete {
+		if err := c.readRef(p); err != nil {
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.ref: " + err.Error()}
+		}
+	}
 	if task, ok := p.Obj("task"); ok {
 		c.TaskRequested = true
 		if err := task.Check(nil); err != nil {
@@ -344,6 +363,28 @@ func (c *Call) readParams(p *jsonrpc.Object) error {
 		return err
 	}
 	return c.readMeta(p)
+}
+
+// readRef reads completion/complete's params.ref: what it names replaces
+// params.name and params.uri (which the server does not read there), so
+// that a policy rules on the prompt or resource the server completes.
+func (c *Call) readRef(p *jsonrpc.Object) error {
+	c.Tool, c.URI = "", ""
+	ref, ok := p.Obj("ref")
+	if !ok {
+		return nil // absent or not an object: the server answers invalid params
+	}
+	if err := ref.Check(refNames); err != nil {
+		return err
+	}
+	c.Ref, _ = ref.Str("type")
+	switch c.Ref {
+	case RefResource:
+		c.URI, _ = ref.Str("uri")
+	case RefPrompt:
+		c.Tool, _ = ref.Str("name")
+	}
+	return nil
 }
 
 // readMeta reads an object's (params', a result's) _meta: its related-task,
@@ -521,17 +562,21 @@ const (
 // label, any other method counted as "other".
 func Methods() []string {
 	return []string{MethodInitialize, "ping", MethodToolsList, MethodToolsCall, "resources/list", "resources/templates/list", MethodResourcesRead,
-		"resources/subscribe", "resources/unsubscribe", "prompts/list", MethodPromptsGet, "completion/complete", "logging/setLevel",
+		MethodSubscribe, MethodUnsubscribe, "prompts/list", MethodPromptsGet, MethodComplete, "logging/setLevel",
 		MethodGet, MethodResult, MethodList, MethodCancel, MethodUpdate, MethodSteer, MethodPause, MethodResume, MethodListen,
 		"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed"}
 }
 
 // Decided reports whether requests of method go through the Enforcer (task
-// methods, tools/call, tasks/list, resources/read, prompts/get): the one list
-// both MCP adapters use.
+// methods, tools/call, tasks/list, and every method naming a resource or a
+// prompt: resources/read, resources/subscribe, resources/unsubscribe,
+// prompts/get, completion/complete): the one list both MCP adapters use.
 func Decided(method string) bool {
-	return TaskMethod(method) || method == MethodToolsCall || method == MethodList ||
-		method == MethodResourcesRead || method == MethodPromptsGet
+	switch method {
+	case MethodToolsCall, MethodList, MethodResourcesRead, MethodSubscribe, MethodUnsubscribe, MethodPromptsGet, MethodComplete:
+		return true
+	}
+	return TaskMethod(method)
 }
 
 // CheckKind refuses a decided method (Decided) sent without an id: as a

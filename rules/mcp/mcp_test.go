@@ -846,3 +846,42 @@ func TestValidHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRef: completion/complete's params.ref names the prompt (Tool) or
+// the resource template (URI) the policy sees, replacing params.name and
+// params.uri; an ambiguous ref is refused. Before, completion/complete's
+// Tool was params.name (a decoy) and its ref was never read.
+func TestParseRef(t *testing.T) {
+	for _, tc := range []struct {
+		name, params string
+		ref, tool, uri string
+		err            string
+	}{
+		{"prompt", `{"ref":{"type":"ref/prompt","name":"p"}}`, RefPrompt, "p", "", ""},
+		{"resource", `{"ref":{"type":"ref/resource","uri":"demo://v/{n}"}}`, RefResource, "", "demo://v/{n}", ""},
+		{"decoys replaced", `{"name":"x","uri":"y","ref":{"type":"ref/prompt","name":"p"}}`, RefPrompt, "p", "", ""},
+		{"no ref", `{"name":"x"}`, "", "", "", ""},
+		{"name twice", `{"ref":{"type":"ref/prompt","name":"a","name":"p"}}`, "", "", "", "params.ref"},
+		{"names differing in case", `{"ref":{"type":"ref/prompt","name":"a","NAME":"p"}}`, "", "", "", "params.ref"},
+		{"ref twice", `{"ref":{"type":"ref/prompt","name":"a"},"ref":{"type":"ref/prompt","name":"p"}}`, "", "", "", "params"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":` + tc.params + `}`))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Ref != tc.ref || c.Tool != tc.tool || c.URI != tc.uri {
+				t.Fatalf("ref, tool, uri = %q, %q, %q; want %q, %q, %q", c.Ref, c.Tool, c.URI, tc.ref, tc.tool, tc.uri)
+			}
+			if !Decided(c.Method) || !Decided(MethodSubscribe) || !Decided(MethodUnsubscribe) {
+				t.Fatal("a method naming a resource or prompt is not decided")
+			}
+		})
+	}
+}

@@ -220,9 +220,12 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 
 // mcpSubject is what an operator policy sees of what c names (input.mcp):
 // the tool and its arguments (tools/call), the prompt and its arguments
-// (prompts/get), the resource URI (resources/read). Arguments over the
-// bounds of mcp.PolicyArguments, and a URI the server would read in another
-// spelling (mcp.PolicyURI), refuse the request.
+// (prompts/get), the prompt (completion/complete on a prompt), the resource
+// URI (resources/read, resources/subscribe, resources/unsubscribe,
+// completion/complete on a resource template). Arguments over the bounds of
+// mcp.PolicyArguments, and a URI the server would read in another spelling
+// (mcp.PolicyURI), refuse the request. A template URI is not a URL: servers
+// find its template by the exact string, and it is given as it came.
 func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	m := &policies.MCP{}
 	switch c.Method {
@@ -230,9 +233,12 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 		m.Tool = c.Tool
 	case mcp.MethodPromptsGet:
 		m.Prompt = c.Tool
-	case mcp.MethodResourcesRead:
+	case mcp.MethodResourcesRead, mcp.MethodSubscribe, mcp.MethodUnsubscribe:
 		m.URI = c.URI
 		return m, mcp.PolicyURI(c.URI)
+	case mcp.MethodComplete:
+		m.Prompt, m.URI = c.Tool, c.URI
+		return m, rules.Verdict{}
 	default:
 		return m, rules.Verdict{}
 	}

@@ -24,7 +24,9 @@
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
+import { SubscribeRequestSchema, UnsubscribeRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
@@ -85,7 +87,7 @@ function taskHandlers(name, textOf) {
 
 function makeServer() {
   const server = new McpServer({ name: 'tiny-task-server', version: '0.0.1' }, {
-    capabilities: { tools: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
+    capabilities: { tools: {}, resources: { subscribe: true }, prompts: {}, completions: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
     taskStore, taskMessageQueue,
   });
   server.registerTool('echo', { description: 'echo text', inputSchema: { text: z.string() } },
@@ -108,6 +110,18 @@ function makeServer() {
     server.registerResource(name, `demo://vault/${name}`, { mimeType: 'text/plain' },
       async (uri) => ({ contents: [{ uri: uri.href, text: `the ${name} text` }] }));
   }
+  // A resource template whose names complete (completion/complete on
+  // ref/resource), a prompt whose argument completes (ref/prompt), and
+  // resources/subscribe and unsubscribe (answered {}).
+  server.registerResource('note', new ResourceTemplate('demo://vault/{name}', {
+    list: undefined, complete: { name: (v) => ['secret', 'public'].filter(n => n.startsWith(v)) },
+  }), { mimeType: 'text/plain' }, async (uri, { name }) => ({ contents: [{ uri: uri.href, text: `note ${name}` }] }));
+  server.registerPrompt('vault_prompt', {
+    description: 'names a vault entry',
+    argsSchema: { entry: completable(z.string(), (v) => ['secret', 'public'].filter(n => n.startsWith(v))) },
+  }, ({ entry }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `read ${entry}` } }] }));
+  server.server.setRequestHandler(SubscribeRequestSchema, async () => ({}));
+  server.server.setRequestHandler(UnsubscribeRequestSchema, async () => ({}));
   server.experimental.tasks.registerToolTask('slow_sum', {
     description: 'adds a+b after delay_ms (task-capable)',
     inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(300) },
