@@ -853,7 +853,7 @@ func TestValidHosts(t *testing.T) {
 // Tool was params.name (a decoy) and its ref was never read.
 func TestParseRef(t *testing.T) {
 	for _, tc := range []struct {
-		name, params string
+		name, params   string
 		ref, tool, uri string
 		err            string
 	}{
