@@ -19,23 +19,7 @@ import (
 func TestMACPJWT(t *testing.T) { eachTransport(t, testMACPJWT) }
 
 func testMACPJWT(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwksFile := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	jwksFile, jwks, signer := jwtKey(t, t.TempDir())
 	tokens := map[string]string{}
 	for _, a := range []string{"planner", "worker", "reviewer", "triage", "billing", "payments"} {
 		tok, err := jwt.Signed(signer).Claims(jwt.Claims{
@@ -93,26 +77,10 @@ func testMACPJWT(t *testing.T) {
 func TestMACPJWTPrincipalClaim(t *testing.T) { eachTransport(t, testMACPJWTPrincipalClaim) }
 
 func testMACPJWTPrincipalClaim(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	jwksFile := filepath.Join(dir, "jwks.json")
+	jwksFile, jwks, signer := jwtKey(t, dir)
 	cfg := filepath.Join(dir, "warden.yaml")
-	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(cfg, []byte("authn:\n  jwt:\n    principal_claim: email\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
-	if err != nil {
 		t.Fatal(err)
 	}
 	sign := func(sub, email string) string {
@@ -139,4 +107,28 @@ func testMACPJWTPrincipalClaim(t *testing.T) {
 	if res[0].OK || res[0].Code != "UNAUTHENTICATED" || !strings.Contains(res[0].Message, "warden decision") {
 		t.Errorf("sub mallory, email planner through Warden: ok=%v %s %q, want UNAUTHENTICATED", res[0].OK, res[0].Code, res[0].Message)
 	}
+}
+
+// jwtKey makes an RS256 key, writes its JWKS (key id "k1") to dir and
+// returns the file, the JWKS and a signer of JWTs with that key.
+func jwtKey(t *testing.T, dir string) (jwksFile string, jwks []byte, signer jose.Signer) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwk := jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}
+	jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwksFile = filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwksFile, jwks, signer
 }
