@@ -423,8 +423,10 @@ type Headers struct {
 }
 
 // CheckHeaders checks that the routing headers agree with the body
-// (SEP-2243): Mcp-Method equals the method, and on task methods Mcp-Name
-// equals params.taskId, required from protocol 2026-07-28 on. A task
+// (SEP-2243): Mcp-Method equals the method, Mcp-Name, when given, the
+// params.name of tools/call and prompts/get and the params.uri of
+// resources/read (nameSource), and on task methods Mcp-Name equals
+// params.taskId, required from protocol 2026-07-28 on. A task
 // method without a string taskId is invalid params.
 func CheckHeaders(c Call, h Headers) rules.Verdict {
 	if c.Kind != KindRequest && c.Kind != KindNotification {
@@ -434,8 +436,8 @@ func CheckHeaders(c Call, h Headers) rules.Verdict {
 		return mismatch(fmt.Sprintf("Mcp-Method header %q does not match the body's method %q", h.Method, c.Method))
 	}
 	if !TaskMethod(c.Method) {
-		if c.Method == MethodToolsCall && h.HasName && c.Tool != "" && decodeHeader(h.Name) != c.Tool {
-			return mismatch(fmt.Sprintf("Mcp-Name header %q does not match params.name %q", h.Name, c.Tool))
+		if member, value, named := nameSource(c); named && h.HasName && decodeHeader(h.Name) != value {
+			return mismatch(fmt.Sprintf("Mcp-Name header %q does not match %s %q", h.Name, member, value))
 		}
 		return rules.Verdict{}
 	}
@@ -450,6 +452,23 @@ func CheckHeaders(c Call, h Headers) rules.Verdict {
 		return mismatch("Mcp-Name header is required on " + c.Method + " and must equal params.taskId")
 	}
 	return rules.Verdict{}
+}
+
+// nameSource is the member of c's params an Mcp-Name header carries
+// (SEP-2243: params.name of tools/call and prompts/get, params.uri of
+// resources/read) and its value as Warden decided on it ("" when absent or
+// not a string: a header naming something then names what Warden did not
+// decide); named is false for the other methods. Intermediaries and
+// servers may route or look up by the header in place of the body, so the
+// header must name what was decided.
+func nameSource(c Call) (member, value string, named bool) {
+	switch c.Method {
+	case MethodToolsCall, MethodPromptsGet:
+		return "params.name", c.Tool, true
+	case MethodResourcesRead:
+		return "params.uri", c.URI, true
+	}
+	return "", "", false
 }
 
 func mismatch(detail string) rules.Verdict {

@@ -481,8 +481,23 @@ func TestCheckHeaders(t *testing.T) {
 		{"tools/call Mcp-Name different", call(MethodToolsCall, `{"name":"echo"}`), named(v26, "rm"), mismatch},
 		{"tools/call Mcp-Name base64", call(MethodToolsCall, `{"name":"écho"}`), named(v26, b64("écho")), ""},
 		{"tools/call without Mcp-Name", call(MethodToolsCall, `{"name":"echo"}`), Headers{ProtocolVersion: v26}, ""},
-		{"tools/call without params.name", call(MethodToolsCall, `{}`), named(v26, "echo"), ""},
 		{"tools/list ignores Mcp-Name", call(MethodToolsList, `{}`), named(v26, "anything"), ""},
+
+		// resources/read and prompts/get: Mcp-Name is params.uri and
+		// params.name (SEP-2243), which an intermediary or server may route
+		// or look up by in place of the body Warden decided on.
+		{"resources/read Mcp-Name equal", call(MethodResourcesRead, `{"uri":"demo://vault/public"}`), named(v26, "demo://vault/public"), ""},
+		{"resources/read Mcp-Name different", call(MethodResourcesRead, `{"uri":"demo://vault/public"}`), named(v26, "demo://vault/secret"), mismatch},
+		{"resources/read Mcp-Name different 2025", call(MethodResourcesRead, `{"uri":"demo://vault/public"}`), named(v25, "demo://vault/secret"), mismatch},
+		{"resources/read Mcp-Name base64", call(MethodResourcesRead, `{"uri":"demo://vault/café"}`), named(v26, b64("demo://vault/café")), ""},
+		{"resources/read Mcp-Name base64 of another", call(MethodResourcesRead, `{"uri":"demo://vault/public"}`), named(v26, b64("demo://vault/secret")), mismatch},
+		{"resources/read without Mcp-Name", call(MethodResourcesRead, `{"uri":"demo://vault/public"}`), Headers{ProtocolVersion: v26}, ""},
+		{"resources/read Mcp-Name without params.uri", call(MethodResourcesRead, `{}`), named(v26, "demo://vault/secret"), mismatch},
+		{"prompts/get Mcp-Name equal", call(MethodPromptsGet, `{"name":"greet"}`), named(v26, "greet"), ""},
+		{"prompts/get Mcp-Name different", call(MethodPromptsGet, `{"name":"greet"}`), named(v26, "vault"), mismatch},
+		{"prompts/get Mcp-Name without params.name", call(MethodPromptsGet, `{}`), named(v26, "vault"), mismatch},
+		{"tools/call Mcp-Name without params.name is a mismatch", call(MethodToolsCall, `{}`), named(v26, "rm"), mismatch},
+		{"completion/complete ignores Mcp-Name", call(MethodComplete, `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"a","value":"b"}}`), named(v26, "anything"), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
