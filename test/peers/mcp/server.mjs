@@ -18,6 +18,9 @@
 //   poll_sum  taskSupport forbidden: closes the request's SSE stream (SSE polling, with
 //             EVENT_STORE=1), then answers "sum=a+b" after delay_ms: the client gets the
 //             answer by resuming with GET + Last-Event-ID
+//   ask_task  taskSupport forbidden: asks the client for a name with a task-augmented
+//             elicitation/create (the client runs the task; the server polls the client's
+//             tasks/get and reads tasks/result), and answers {"types":[...],"final":...}
 // Debug endpoints (GET):
 //   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n} handler/createTask calls
 //   /debug/authorization  Authorization header values seen on /mcp, first-seen order
@@ -103,6 +106,20 @@ function makeServer() {
     await new Promise(r => setTimeout(r, delay_ms));
     return { content: [{ type: 'text', text: `sum=${a + b}` }] };
   });
+  server.registerTool('ask_task', { description: 'a task-augmented elicitation of the client', inputSchema: {} },
+    async (_args, extra) => {
+      const types = []; let final = null;
+      const stream = server.server.experimental.tasks.elicitInputStream({
+        mode: 'form', message: 'name?',
+        requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+      }, { task: { ttl: 60000 }, relatedRequestId: extra.requestId, timeout: 10000 });
+      for await (const m of stream) {
+        types.push(m.type);
+        if (m.type === 'result') final = m.result;
+        if (m.type === 'error') final = { error: String(m.error?.message ?? m.error) };
+      }
+      return { content: [{ type: 'text', text: JSON.stringify({ types: [...new Set(types)], final }) }] };
+    });
   // Two resources: the server looks a resources/read URI up as
   // new URL(uri).toString() spells it (DEMO://vault/secret reads
   // demo://vault/secret).

@@ -1,0 +1,49 @@
+package test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// elicitTaskRun is what test/peers/mcp/elicit_task.mjs prints.
+type elicitTaskRun struct {
+	Result struct {
+		Types []string `json:"types"`
+		Final struct {
+			Action  string            `json:"action"`
+			Content map[string]string `json:"content"`
+			Error   string            `json:"error"`
+		} `json:"final"`
+	} `json:"result"`
+	Error string `json:"error"`
+	Fatal string `json:"fatal"`
+}
+
+// TestMCPClientSideTask: the MCP TypeScript SDK 1.32.2 server asks the SDK
+// client for input with a task-augmented elicitation/create (the client runs
+// the task: tasks.requests.elicitation.create, 2025-11-25); the server then
+// polls the client's tasks/get and reads its tasks/result, and the client's
+// answer names its task in related-task metadata. The same direct and
+// through Warden. Before, Warden withheld the server's tasks/get (it named a
+// task that is no server task of the caller's) and refused the client's
+// tasks/result answer (its related task was no handle): the server's poll
+// timed out.
+func TestMCPClientSideTask(t *testing.T) {
+	upstream := startNodeMCP(t)
+	warden, _ := startMCPWarden(t, upstream)
+	for name, base := range map[string]string{"direct": upstream, "warden": warden} {
+		t.Run(name, func(t *testing.T) {
+			var r elicitTaskRun
+			runNode(t, "elicit_task.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice")
+			got, _ := json.Marshal(r)
+			if r.Error != "" || r.Fatal != "" || r.Result.Final.Error != "" {
+				t.Fatalf("the task-augmented elicitation failed: %s", got)
+			}
+			if !slices.Equal(r.Result.Types, []string{"taskCreated", "taskStatus", "result"}) ||
+				r.Result.Final.Action != "accept" || r.Result.Final.Content["name"] != "alice" {
+				t.Errorf("got %s, want the task created, its status polled and the client's answer (accept, name alice)", got)
+			}
+		})
+	}
+}
