@@ -16,7 +16,8 @@ import (
 // fails closed:
 //   - an answer (result or error) that does not answer this exchange's
 //     request is dropped: Warden cannot know what it answers, so it cannot
-//     filter it (on the standalone GET stream every answer is such);
+//     filter it (on the standalone GET stream every answer is such); an
+//     error with a null id answers the message POSTed (answersNull);
 //   - data that is JSON but not one object (a batch) is dropped, data that
 //     is not JSON at all passes only when empty (an SSE priming event);
 //   - a message naming a task that is not the caller's is dropped, and the
@@ -122,7 +123,7 @@ func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
-		if !x.answers(id) {
+		if !x.answers(id) && !(isError && !isResult && x.answersNull(rawID)) {
 			return nil, false
 		}
 		answer = true
