@@ -30,7 +30,7 @@ type clientTaskKey struct{ principal, sid, id string }
 // learnClientTask remembers the task a client's answer (a CreateTaskResult:
 // result.task.taskId) says it created.
 func (x *exchange) learnClientTask() {
-	if x.call.Kind != mcp.KindResponse || x.call.Request == nil || x.dry {
+	if x.call.Kind != mcp.KindResponse || x.call.Request == nil {
 		return
 	}
 	res, ok := x.call.Request.Obj("result")
