@@ -28,12 +28,28 @@ type elicitTaskRun struct {
 // through Warden. Before, Warden withheld the server's tasks/get (it named a
 // task that is no server task of the caller's) and refused the client's
 // tasks/result answer (its related task was no handle): the server's poll
-// timed out.
+// timed out. The other direction, a server task asking the client for input
+// (ask_in_task: elicitation/create with the task's related-task metadata,
+// delivered on the client's tasks/result), worked before and is checked
+// alongside.
 func TestMCPClientSideTask(t *testing.T) {
 	upstream := startNodeMCP(t)
 	warden, _ := startMCPWarden(t, upstream)
 	for name, base := range map[string]string{"direct": upstream, "warden": warden} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(name+"/server task asks the client", func(t *testing.T) {
+			var r struct {
+				Types    []string `json:"types"`
+				Elicited string   `json:"elicited"`
+				Text     string   `json:"text"`
+				Error    string   `json:"error"`
+				Fatal    string   `json:"fatal"`
+			}
+			runNode(t, "ask_in_task.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice")
+			if !slices.Equal(r.Types, []string{"taskCreated", "taskStatus", "result"}) || r.Elicited != "name?" || r.Text != "hello alice" {
+				t.Errorf("got %+v, want the task created, polled, its elicitation answered and its result hello alice", r)
+			}
+		})
+		t.Run(name+"/client task", func(t *testing.T) {
 			var r elicitTaskRun
 			runNode(t, "elicit_task.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice")
 			got, _ := json.Marshal(r)
