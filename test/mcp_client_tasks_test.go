@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// elicitTaskRun is what test/peers/mcp/elicit_task.mjs prints.
+// elicitTaskRun is what test/peers/mcp/task_elicit.mjs prints with FLOW=client.
 type elicitTaskRun struct {
 	Result struct {
 		Types []string `json:"types"`
@@ -44,14 +44,14 @@ func TestMCPClientSideTask(t *testing.T) {
 				Error    string   `json:"error"`
 				Fatal    string   `json:"fatal"`
 			}
-			runNode(t, "ask_in_task.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice")
+			runNode(t, "task_elicit.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice", "FLOW=server")
 			if !slices.Equal(r.Types, []string{"taskCreated", "taskStatus", "result"}) || r.Elicited != "name?" || r.Text != "hello alice" {
 				t.Errorf("got %+v, want the task created, polled, its elicitation answered and its result hello alice", r)
 			}
 		})
 		t.Run(name+"/client task", func(t *testing.T) {
 			var r elicitTaskRun
-			runNode(t, "elicit_task.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice")
+			runNode(t, "task_elicit.mjs", &r, "MCP_URL="+base+"/mcp", "TOKEN=alice", "FLOW=client")
 			got, _ := json.Marshal(r)
 			if r.Error != "" || r.Fatal != "" || r.Result.Final.Error != "" {
 				t.Fatalf("the task-augmented elicitation failed: %s", got)
