@@ -17,8 +17,9 @@ import (
 // tasks. Warden remembers the IDs a principal's client created in one
 // session, and lets exactly those pass where only the caller's server tasks
 // may: in the server's tasks/* requests to that client and in the client's
-// answers' related-task metadata. A client naming another's task as its own
-// learns nothing: it gets only the server's requests about the ID it gave.
+// answers' related-task metadata. An ID Warden knows as a server task is
+// never learned; a client naming another's task as its own otherwise learns
+// nothing: it gets only the server's requests about the ID it gave.
 
 // maxClientTasks bounds the client-side task IDs remembered.
 const maxClientTasks = 16384
@@ -41,9 +42,15 @@ func (x *exchange) learnClientTask() {
 	if !ok {
 		return
 	}
-	if id, ok := task.Str("taskId"); ok && id != "" && !strings.HasPrefix(id, handlePrefix) && res.Err() == nil {
-		x.s.clientTasks.Add(clientTaskKey{x.principal, x.sid, id}, struct{}{})
+	id, ok := task.Str("taskId")
+	if !ok || id == "" || strings.HasPrefix(id, handlePrefix) || res.Err() != nil {
+		return
 	}
+	// A server task (anyone's, as far as Warden knows) is never a client's.
+	if o, err := x.s.enforcer.Owners(x.ctx(), taskKey(id)); err != nil || o[0] != "" {
+		return
+	}
+	x.s.clientTasks.Add(clientTaskKey{x.principal, x.sid, id}, struct{}{})
 }
 
 // clientTask reports whether id is a task the caller's client created in

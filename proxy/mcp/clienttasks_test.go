@@ -13,8 +13,9 @@ import (
 // tasks/cancel to that client about it pass as written, and the client's
 // answers naming it in related-task metadata reach the server. Any other
 // task ID stays withheld or refused: one another principal's client
-// created, one never created, a server task's raw ID, and the same ID in a
-// notification or in any place but the polled request's params.taskId.
+// created, one never created, another's server task the client claimed as
+// its own, and the same ID in a notification or in any place but the polled
+// request's params.taskId.
 // Before, every such request was withheld and every such answer refused.
 func TestClientSideTasks(t *testing.T) {
 	// The upstream's standalone stream polls every client task it was
@@ -25,6 +26,7 @@ func TestClientSideTasks(t *testing.T) {
 		map[string]any{"jsonrpc": "2.0", "id": 103, "method": "tasks/cancel", "params": map[string]any{"taskId": "alice-task"}},
 		map[string]any{"jsonrpc": "2.0", "id": 104, "method": "tasks/get", "params": map[string]any{"taskId": "bob-task"}},
 		map[string]any{"jsonrpc": "2.0", "id": 105, "method": "tasks/get", "params": map[string]any{"taskId": "never-created"}},
+		map[string]any{"jsonrpc": "2.0", "id": 108, "method": "tasks/get", "params": map[string]any{"taskId": "bob-server-task"}},
 		map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": map[string]any{"taskId": "alice-task", "status": "working"}},
 		map[string]any{"jsonrpc": "2.0", "id": 106, "method": "tasks/get", "params": map[string]any{"taskId": "alice-task",
 			"_meta": map[string]any{"io.modelcontextprotocol/related-task": map[string]any{"taskId": "bob-task"}}}},
@@ -51,6 +53,11 @@ func TestClientSideTasks(t *testing.T) {
 	if r := h.post(t, "bob", created("bob-task"), nil); r.status != http.StatusAccepted {
 		t.Fatalf("bob's CreateTaskResult: HTTP %d %s", r.status, r.body)
 	}
+	// Bob's server task, which alice's client claims as its own: never hers.
+	taskCreated(h.e, "bob-server-task", "bob", "working")
+	if r := h.post(t, "alice", created("bob-server-task"), nil); r.status != http.StatusAccepted {
+		t.Fatalf("alice's CreateTaskResult naming bob's server task: HTTP %d %s", r.status, r.body)
+	}
 	r := h.do(t, http.MethodGet, "/mcp", "alice", "", nil)
 	var got []float64
 	for _, m := range r.msgs {
@@ -63,7 +70,7 @@ func TestClientSideTasks(t *testing.T) {
 	}
 	for _, m := range r.msgs {
 		if p, _ := m["params"].(map[string]any); p["taskId"] != "alice-task" {
-			t.Errorf("a poll reached alice rewritten: %v", m)
+			t.Errorf("a poll reached alice naming another task than her client's, or rewritten: %v", m)
 		}
 	}
 
@@ -77,6 +84,7 @@ func TestClientSideTasks(t *testing.T) {
 		{"alice's answer naming her client's task", "alice", answer("alice-task"), true},
 		{"alice's answer naming bob's client's task", "alice", answer("bob-task"), false},
 		{"alice's answer naming a task never created", "alice", answer("never-created"), false},
+		{"alice's answer naming bob's server task she claimed", "alice", answer("bob-server-task"), false},
 		{"bob's answer naming alice's client's task", "bob", answer("alice-task"), false},
 		{"alice's notification naming her client's task as related", "alice", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1,"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"alice-task"}}}}`, false},
 		{"alice's tasks/get to the server of her client's task", "alice", rpc(10, "tasks/get", map[string]any{"taskId": "alice-task"}), false},
