@@ -16,7 +16,8 @@ import (
 // fails closed:
 //   - an answer (result or error) that does not answer this exchange's
 //     request is dropped: Warden cannot know what it answers, so it cannot
-//     filter it (on the standalone GET stream every answer is such);
+//     filter it (on the standalone GET stream every answer is such); an
+//     error with a null id answers the message POSTed (answersNull);
 //   - data that is JSON but not one object (a batch) is dropped, data that
 //     is not JSON at all passes only when empty (an SSE priming event);
 //   - a message naming a task that is not the caller's is dropped, and the
@@ -122,7 +123,7 @@ func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 	}
 	changed, answer := false, false
 	if method == "" && (isResult || isError) {
-		if !x.answers(id) {
+		if !x.answers(id) && !(isError && !isResult && x.answersNull(rawID)) {
 			return nil, false
 		}
 		answer = true
@@ -145,8 +146,9 @@ func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
 			facts = append(facts, f)
 		}
 	}
-	// Whose every task the message names is, in one look-up.
-	places, named := x.named(env)
+	// Whose every task the message names is, in one look-up; a task of
+	// the caller's client that the server polls is the client's own.
+	places, named := x.named(env, x.clientTaskPolled(env, method))
 	if env.Err() != nil {
 		return x.ambiguous(answer)
 	}
@@ -197,13 +199,17 @@ type place struct {
 // named returns every place a message names a task (taskId, and the
 // taskIds of a listen acknowledgement), at any depth, and a fact for each
 // task there that is not already one of the caller's handles: whose each
-// is is then read in one look-up.
-func (x *exchange) named(msg *jsonrpc.Object) ([]place, []owners.Fact) {
+// is is then read in one look-up. A taskId equal to client (a task of the
+// caller's client the server polls, "" none) is left out.
+func (x *exchange) named(msg *jsonrpc.Object, client string) ([]place, []owners.Fact) {
 	var places []place
 	var facts []owners.Fact
 	msg.Walk(func(o *jsonrpc.Object) {
 		p := place{obj: o}
-		if id, ok := o.Str("taskId"); ok && !x.ownHandle(id) {
+		id, ok := o.Str("taskId")
+		// The client's own task (clienttasks.go) passes as written.
+		own := ok && client != "" && id == client && !o.Has("taskIds")
+		if ok && !own && !x.ownHandle(id) {
 			facts = append(facts, owners.Fact{Key: taskKey(id)})
 		}
 		if ids, ok := o.Arr("taskIds"); ok {
@@ -214,7 +220,7 @@ func (x *exchange) named(msg *jsonrpc.Object) ([]place, []owners.Fact) {
 				}
 			}
 		}
-		if p.ids != nil || o.Has("taskId") {
+		if p.ids != nil || o.Has("taskId") && !own {
 			places = append(places, p)
 		}
 	})
@@ -428,7 +434,7 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 // sealed is an item of a further tasks/list page, the caller's, with the
 // tasks it names sealed; an error when one is not the caller's.
 func (x *exchange) sealed(item *jsonrpc.Object) ([]byte, error) {
-	places, facts := x.named(item)
+	places, facts := x.named(item, "")
 	if item.Err() != nil {
 		return nil, errAmbiguous
 	}

@@ -56,7 +56,7 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	}
 	if !hasMethod && (hasResult || hasError) {
 		v, ok := idValue(id)
-		if !ok || !x.answers(v) {
+		if (!ok || !x.answers(v)) && !(hasError && !hasResult && x.answersNull(id)) {
 			return nil, false, true // an answer to no request of this exchange
 		}
 		if hasResult && learns(x.call.Method) && (x.call.Method != mcp.MethodToolsCall || hasKey(spans, "taskId")) {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -110,6 +111,16 @@ func hasKey(spans []span, key string) bool {
 // exchange's request.
 func (x *exchange) answers(id any) bool {
 	return x.call.Kind == mcp.KindRequest && !x.answered && sameID(id, x.call.ID)
+}
+
+// answersNull reports whether an error whose raw id is null answers this
+// exchange's message: JSON-RPC's answer to a message whose id the server
+// did not read, the MCP SDKs' refusal of a message of an unknown or ended
+// session ("Session not found", "no valid session": HTTP 404 or 400, which
+// tell a client to initialize again) among them. Only a message the caller
+// POSTed is so answered: on a standalone stream no such error passes.
+func (x *exchange) answersNull(raw []byte) bool {
+	return x.call.Kind != 0 && !x.answered && string(bytes.TrimSpace(raw)) == "null"
 }
 
 // ownHandle reports whether an upstream value is already one of the

@@ -40,7 +40,9 @@ func (x *exchange) toUpstream(body []byte) (out []byte, taskID string, why refus
 		taskID = id
 	}
 	if c.HasRelatedTask {
-		if _, ok := x.open(kindTask, c.RelatedTaskID); !ok {
+		// A client's answer about a task it runs names that task, its own
+		// (clienttasks.go); it passes as written.
+		if _, ok := x.open(kindTask, c.RelatedTaskID); !ok && !(c.Kind == mcp.KindResponse && x.clientTask(c.RelatedTaskID)) {
 			return body, "", refuseTask
 		}
 	}

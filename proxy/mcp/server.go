@@ -167,6 +167,8 @@ type Server struct {
 	gate        *gate.Gate[mcp.Call]
 
 	tools *lru.Cache[toolKey, string] // execution.taskSupport
+	// clientTasks are the client-side tasks clients created (clienttasks.go).
+	clientTasks *lru.Cache[clientTaskKey, struct{}]
 
 	streams *listener.Streams // the forwarded requests open
 	sse     relay.Readers     // the buffers event streams are read through
@@ -204,9 +206,13 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
+	clientTasks, err := lru.New[clientTaskKey, struct{}](maxClientTasks)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: tools,
-		streams: listener.NewStreams("mcp", cfg.Streams)}
+		clientTasks: clientTasks, streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
 		gc.Metadata, gc.MetadataDoc = s.metadataURL, s.metadataDocPath()
@@ -424,6 +430,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 	}
 	x.taskID = owner
+	x.learnClientTask()
 	s.forward(w, r, x, body, name)
 }
 

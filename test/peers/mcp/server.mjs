@@ -18,6 +18,12 @@
 //   poll_sum  taskSupport forbidden: closes the request's SSE stream (SSE polling, with
 //             EVENT_STORE=1), then answers "sum=a+b" after delay_ms: the client gets the
 //             answer by resuming with GET + Last-Event-ID
+//   ask_in_task taskSupport required: the task asks the client for a name (elicitation/create
+//             with related-task metadata, queued until the client's tasks/result) and
+//             completes with "hello <name>"
+//   ask_task  taskSupport forbidden: asks the client for a name with a task-augmented
+//             elicitation/create (the client runs the task; the server polls the client's
+//             tasks/get and reads tasks/result), and answers {"types":[...],"final":...}
 // Debug endpoints (GET):
 //   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n} handler/createTask calls
 //   /debug/authorization  Authorization header values seen on /mcp, first-seen order
@@ -103,6 +109,20 @@ function makeServer() {
     await new Promise(r => setTimeout(r, delay_ms));
     return { content: [{ type: 'text', text: `sum=${a + b}` }] };
   });
+  server.registerTool('ask_task', { description: 'a task-augmented elicitation of the client', inputSchema: {} },
+    async (_args, extra) => {
+      const types = []; let final = null;
+      const stream = server.server.experimental.tasks.elicitInputStream({
+        mode: 'form', message: 'name?',
+        requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+      }, { task: { ttl: 60000 }, relatedRequestId: extra.requestId, timeout: 10000 });
+      for await (const m of stream) {
+        types.push(m.type);
+        if (m.type === 'result') final = m.result;
+        if (m.type === 'error') final = { error: String(m.error?.message ?? m.error) };
+      }
+      return { content: [{ type: 'text', text: JSON.stringify({ types: [...new Set(types)], final }) }] };
+    });
   // Two resources: the server looks a resources/read URI up as
   // new URL(uri).toString() spells it (DEMO://vault/secret reads
   // demo://vault/secret).
@@ -127,6 +147,28 @@ function makeServer() {
     inputSchema: { a: z.number(), b: z.number(), delay_ms: z.number().default(300) },
     execution: { taskSupport: 'optional' },
   }, taskHandlers('slow_sum', ({ a, b }) => `sum=${a + b}`));
+  server.experimental.tasks.registerToolTask('ask_in_task', {
+    description: 'asks the client for a name within the task',
+    inputSchema: {},
+    execution: { taskSupport: 'required' },
+  }, {
+    async createTask(_args, { taskStore, taskRequestedTtl }) {
+      const task = await taskStore.createTask({ ttl: taskRequestedTtl, pollInterval: 50 });
+      (async () => {
+        await taskStore.updateTaskStatus(task.taskId, 'input_required');
+        const r = await server.server.elicitInput({
+          mode: 'form', message: 'name?',
+          requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+        }, { relatedTask: { taskId: task.taskId }, timeout: 10000 });
+        await taskStore.storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: `hello ${r.content?.name}` }] });
+      })().catch(async (e) => {
+        await taskStore.storeTaskResult(task.taskId, 'failed', { content: [{ type: 'text', text: String(e?.message ?? e) }], isError: true }).catch(() => {});
+      });
+      return { task };
+    },
+    async getTask(_args, { taskId, taskStore }) { return await taskStore.getTask(taskId); },
+    async getTaskResult(_args, { taskId, taskStore }) { return await taskStore.getTaskResult(taskId); },
+  });
   server.experimental.tasks.registerToolTask('must_task', {
     description: 'answers "done" after delay_ms; only as a task',
     inputSchema: { delay_ms: z.number().default(300) },
