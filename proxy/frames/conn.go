@@ -330,7 +330,7 @@ func (c *conn) finish(code http2.ErrCode) {
 		l.gone = true
 		l.pend = nil
 		if l.x != nil {
-			l.x.cancel()
+			l.x.end()
 		}
 		legs = append(legs, l)
 	}

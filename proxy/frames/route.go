@@ -99,6 +99,15 @@ type Admitter interface {
 	Admit(ctx context.Context, header []hpack.HeaderField, tls *tls.ConnectionState) (admitted any, refusal *Response)
 }
 
+// Abandoner is what an Admitter admits (admitted) when it must learn that
+// its stream went before Handle was called for it (reset, body timeout,
+// connection gone): Abandon is then called once, on a goroutine of its
+// own, and Handle may still be called after it (with a context that has
+// ended). A stream that reaches Handle is never abandoned.
+type Abandoner interface {
+	Abandon()
+}
+
 // Request is a buffered request.
 type Request struct {
 	// Header is the request's header list as the client sent it.
@@ -223,6 +232,9 @@ type exchange struct {
 	withheld  int64 // body bytes whose window is returned once admitted
 	bodyDone  bool  // started, as the admitting worker sees it
 	admitted  any
+	ended     bool // the stream went (end)
+	handled   bool // Handle was called for an Abandoner
+	abandoned bool // Abandon was called
 }
 
 type peerKey struct{}
@@ -242,6 +254,27 @@ func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchang
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}
 	return x
+}
+
+// end ends the exchange when its stream goes: its context is canceled and
+// an Abandoner admitted for it but not handled is abandoned. It runs under
+// c.mu.
+func (x *exchange) end() {
+	x.cancel()
+	x.ended = true
+	x.abandon()
+}
+
+// abandon calls Abandon, on a goroutine of its own, on what Admit admitted
+// when it is an Abandoner, Handle was not called and Abandon was not
+// already; it runs under c.mu.
+func (x *exchange) abandon() {
+	a, ok := x.admitted.(Abandoner)
+	if !ok || x.admitting || x.handled || x.abandoned {
+		return
+	}
+	x.abandoned = true
+	go a.Abandon()
 }
 
 // withhold reports whether n bytes of body just received keep their window
@@ -297,6 +330,9 @@ func (x *exchange) admit() {
 	c := x.c
 	c.mu.Lock()
 	x.admitting, x.admitted = false, admitted
+	if x.ended {
+		x.abandon() // the stream went while Admit ran
+	}
 	if refusal != nil {
 		x.refused = true
 	} else if x.withheld > 0 && !x.d.gone {
@@ -317,6 +353,11 @@ func (x *exchange) admit() {
 // run calls the Handler and sends its answer to the client.
 func (x *exchange) run() {
 	defer x.cancel()
+	if _, ok := x.admitted.(Abandoner); ok {
+		x.c.mu.Lock()
+		x.handled = true
+		x.c.mu.Unlock()
+	}
 	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x})
 	x.c.mu.Lock()
 	s := x.out
