@@ -74,6 +74,7 @@ type conn struct {
 
 	lastRead   atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
 	tls        *tls.ConnectionState // down: the client's TLS state, set before the first stream
+	peer       net.Addr             // down: the client's address (peerAddr)
 	noTrailers bool                 // up: request trailers become an empty DATA frame (Upstream.NoRequestTrailers)
 }
 
@@ -106,6 +107,7 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	writes := &r.upstreamWrites
 	if server {
 		writes = &r.clientWrites
+		c.peer = newPeerAddr(nc.RemoteAddr())
 	}
 	c.io = newSysIO(nc, writes)
 	c.br = bufio.NewReaderSize(c.io.r, 32<<10)

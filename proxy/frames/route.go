@@ -166,7 +166,8 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 	}
 	x.forwarded = true
 	u := x.d.peer
-	h := &held{done: make(chan struct{}), max: x.max}
+	h := &x.held
+	h.done, h.max = make(chan struct{}), x.max
 	u.hold = h
 	end := len(r.Body) == 0
 	var b batch
@@ -223,6 +224,8 @@ type exchange struct {
 	truncated bool
 	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
+	held      held      // Forward's
+	peer      peerCtx   // ctx's parent
 	out       *streamed // an answer the Handler streams (made under c.mu)
 	in        *inbox    // a request body the Handler reads as it comes (Route.Stream)
 
@@ -239,6 +242,37 @@ type exchange struct {
 
 type peerKey struct{}
 
+// peerCtx is a context carrying a client's address (Peer); an exchange
+// holds its own, so that it costs no allocation.
+type peerCtx struct {
+	context.Context
+	addr net.Addr
+}
+
+func (p *peerCtx) Value(key any) any {
+	if key == (peerKey{}) {
+		return p.addr
+	}
+	return p.Context.Value(key)
+}
+
+// peerAddr is a client's address whose String is worked out once for its
+// connection rather than for every request.
+type peerAddr struct {
+	net.Addr
+	s string
+}
+
+func (a peerAddr) String() string { return a.s }
+
+// newPeerAddr is a's peerAddr (nil for nil).
+func newPeerAddr(a net.Addr) net.Addr {
+	if a == nil {
+		return nil
+	}
+	return peerAddr{a, a.String()}
+}
+
 // Peer is the client address of the connection a handler's request came
 // on (nil for a context the relay did not make).
 func Peer(ctx context.Context) net.Addr {
@@ -247,9 +281,10 @@ func Peer(ctx context.Context) net.Addr {
 }
 
 func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), peerKey{}, c.nc.RemoteAddr()))
 	_, admitting := rt.Handler.(Admitter)
-	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
+	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, admitting: admitting}
+	x.peer = peerCtx{context.Background(), c.peer}
+	x.ctx, x.cancel = context.WithCancel(&x.peer)
 	if rt.Stream {
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}

@@ -535,3 +535,23 @@ func TestAbandoner(t *testing.T) {
 		})
 	}
 }
+
+// TestExchangeAllocs: an exchange costs its own allocation, its context and
+// its cancel function (the client's address and Forward's answer live in
+// the exchange; 5 before), and the client's address is a string already,
+// as proxy/macp asks for it on every call (1 allocation before).
+func TestExchangeAllocs(t *testing.T) {
+	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
+	c := &conn{r: &Relay{}, peer: newPeerAddr(client)}
+	rt := Route{Handler: &abandonHandler{}, MaxBody: 1 << 20}
+	if got := Peer(newExchange(c, &leg{}, rt, nil).ctx); got == nil || got.String() != "127.0.0.1:4242" || got.Network() != "tcp" {
+		t.Fatalf("Peer = %v", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { newExchange(c, &leg{}, rt, nil).cancel() }); n > 4 {
+		t.Errorf("%.0f allocations for an exchange (its leg, its context and cancel function), want 4", n)
+	}
+	ctx := newExchange(c, &leg{}, rt, nil).ctx
+	if n := testing.AllocsPerRun(100, func() { _ = Peer(ctx).String() }); n > 0 {
+		t.Errorf("%.0f allocations for the client's address, want none", n)
+	}
+}
