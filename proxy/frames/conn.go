@@ -26,6 +26,7 @@ type conn struct {
 	io     sysIO // nc's reads (the reader's) and writes (the writer's)
 	server bool
 	fr     *http2.Framer // reads; reader goroutine only
+	hr     *headerReader // decodes fr's header blocks; reader goroutine only
 	br     *bufio.Reader // fr's
 	// rb is what the reader queued on other connections (and its own),
 	// written once the frames already read are handled; reader goroutine
@@ -73,6 +74,7 @@ type conn struct {
 
 	lastRead   atomic.Int64         // unix nanoseconds of the last frame read, for keepalive
 	tls        *tls.ConnectionState // down: the client's TLS state, set before the first stream
+	peer       net.Addr             // down: the client's address (peerAddr)
 	noTrailers bool                 // up: request trailers become an empty DATA frame (Upstream.NoRequestTrailers)
 }
 
@@ -105,14 +107,14 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	writes := &r.upstreamWrites
 	if server {
 		writes = &r.clientWrites
+		c.peer = newPeerAddr(nc.RemoteAddr())
 	}
 	c.io = newSysIO(nc, writes)
 	c.br = bufio.NewReaderSize(c.io.r, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
-	c.fr.MaxHeaderListSize = r.cfg.MaxHeaderListSize
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hr = newHeaderReader(r.cfg.MaxHeaderListSize)
 	c.wfr = http2.NewFramer(outWriter{c}, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	return c
@@ -263,12 +265,16 @@ func (c *conn) readFrame() (http2.Frame, error) {
 		}
 		c.rb.flush()
 	}
-	return c.fr.ReadFrame()
+	f, err := c.fr.ReadFrame()
+	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+		return c.hr.read(c.fr, hf)
+	}
+	return f, err
 }
 
 // frameBuffered reports whether the next frame is read in whole and
 // reading it takes no more: a header block not ended in its first frame
-// (the framer reads its CONTINUATION frames in the same ReadFrame, which
+// (readFrame reads its CONTINUATION frames in the same call, which
 // may wait for them) is not.
 func (c *conn) frameBuffered() bool {
 	n := c.br.Buffered()
@@ -326,7 +332,7 @@ func (c *conn) finish(code http2.ErrCode) {
 		l.gone = true
 		l.pend = nil
 		if l.x != nil {
-			l.x.cancel()
+			l.x.end()
 		}
 		legs = append(legs, l)
 	}

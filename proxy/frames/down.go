@@ -155,7 +155,7 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
-	rt, err := c.r.route(f.Fields, c.nc.RemoteAddr(), c.tls)
+	rt, err := c.r.route(f.Fields, c.peer, c.tls)
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeInternal, Cause: err}
 	}

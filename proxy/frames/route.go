@@ -99,6 +99,15 @@ type Admitter interface {
 	Admit(ctx context.Context, header []hpack.HeaderField, tls *tls.ConnectionState) (admitted any, refusal *Response)
 }
 
+// Abandoner is what an Admitter admits (admitted) when it must learn that
+// its stream went before Handle was called for it (reset, body timeout,
+// connection gone): Abandon is then called once, on a goroutine of its
+// own, and Handle may still be called after it (with a context that has
+// ended). A stream that reaches Handle is never abandoned.
+type Abandoner interface {
+	Abandon()
+}
+
 // Request is a buffered request.
 type Request struct {
 	// Header is the request's header list as the client sent it.
@@ -157,7 +166,8 @@ func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderFi
 	}
 	x.forwarded = true
 	u := x.d.peer
-	h := &held{done: make(chan struct{}), max: x.max}
+	h := &x.held
+	h.done, h.max = make(chan struct{}), x.max
 	u.hold = h
 	end := len(r.Body) == 0
 	var b batch
@@ -214,6 +224,8 @@ type exchange struct {
 	truncated bool
 	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
+	held      held      // Forward's
+	peer      peerCtx   // ctx's parent
 	out       *streamed // an answer the Handler streams (made under c.mu)
 	in        *inbox    // a request body the Handler reads as it comes (Route.Stream)
 
@@ -223,9 +235,43 @@ type exchange struct {
 	withheld  int64 // body bytes whose window is returned once admitted
 	bodyDone  bool  // started, as the admitting worker sees it
 	admitted  any
+	ended     bool // the stream went (end)
+	handled   bool // Handle was called for an Abandoner
+	abandoned bool // Abandon was called
 }
 
 type peerKey struct{}
+
+// peerCtx is a context carrying a client's address (Peer); an exchange
+// holds its own, so that it costs no allocation.
+type peerCtx struct {
+	context.Context
+	addr net.Addr
+}
+
+func (p *peerCtx) Value(key any) any {
+	if key == (peerKey{}) {
+		return p.addr
+	}
+	return p.Context.Value(key)
+}
+
+// peerAddr is a client's address whose String is worked out once for its
+// connection rather than for every request.
+type peerAddr struct {
+	net.Addr
+	s string
+}
+
+func (a peerAddr) String() string { return a.s }
+
+// newPeerAddr is a's peerAddr (nil for nil).
+func newPeerAddr(a net.Addr) net.Addr {
+	if a == nil {
+		return nil
+	}
+	return peerAddr{a, a.String()}
+}
 
 // Peer is the client address of the connection a handler's request came
 // on (nil for a context the relay did not make).
@@ -235,13 +281,35 @@ func Peer(ctx context.Context) net.Addr {
 }
 
 func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), peerKey{}, c.nc.RemoteAddr()))
 	_, admitting := rt.Handler.(Admitter)
-	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, ctx: ctx, cancel: cancel, admitting: admitting}
+	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, admitting: admitting}
+	x.peer = peerCtx{context.Background(), c.peer}
+	x.ctx, x.cancel = context.WithCancel(&x.peer)
 	if rt.Stream {
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}
 	return x
+}
+
+// end ends the exchange when its stream goes: its context is canceled and
+// an Abandoner admitted for it but not handled is abandoned. It runs under
+// c.mu.
+func (x *exchange) end() {
+	x.cancel()
+	x.ended = true
+	x.abandon()
+}
+
+// abandon calls Abandon, on a goroutine of its own, on what Admit admitted
+// when it is an Abandoner, Handle was not called and Abandon was not
+// already; it runs under c.mu.
+func (x *exchange) abandon() {
+	a, ok := x.admitted.(Abandoner)
+	if !ok || x.admitting || x.handled || x.abandoned {
+		return
+	}
+	x.abandoned = true
+	go a.Abandon()
 }
 
 // withhold reports whether n bytes of body just received keep their window
@@ -297,6 +365,9 @@ func (x *exchange) admit() {
 	c := x.c
 	c.mu.Lock()
 	x.admitting, x.admitted = false, admitted
+	if x.ended {
+		x.abandon() // the stream went while Admit ran
+	}
 	if refusal != nil {
 		x.refused = true
 	} else if x.withheld > 0 && !x.d.gone {
@@ -317,6 +388,11 @@ func (x *exchange) admit() {
 // run calls the Handler and sends its answer to the client.
 func (x *exchange) run() {
 	defer x.cancel()
+	if _, ok := x.admitted.(Abandoner); ok {
+		x.c.mu.Lock()
+		x.handled = true
+		x.c.mu.Unlock()
+	}
 	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x})
 	x.c.mu.Lock()
 	s := x.out

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -466,5 +467,91 @@ func TestHandlerWakes(t *testing.T) {
 				t.Errorf("%d Handler wake-ups for %d calls, want %d to %d", got, calls, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+// abandonHandler admits every stream as an Abandoner (after delay) and
+// counts the streams handled and abandoned.
+type abandonHandler struct {
+	delay              time.Duration
+	handled, abandoned atomic.Int32
+}
+
+type abandonWatch struct{ h *abandonHandler }
+
+func (w abandonWatch) Abandon() { w.h.abandoned.Add(1) }
+
+func (h *abandonHandler) Admit(context.Context, []hpack.HeaderField, *tls.ConnectionState) (any, *Response) {
+	time.Sleep(h.delay)
+	return abandonWatch{h}, nil
+}
+
+func (h *abandonHandler) Handle(context.Context, *Request) Response {
+	h.handled.Add(1)
+	return grpcStatus(codes.OK, "")
+}
+
+func (h *abandonHandler) Route([]hpack.HeaderField, net.Addr, *tls.ConnectionState) Route {
+	return Route{Handler: h, MaxBody: 1 << 20, BodyTimeout: 200 * time.Millisecond}
+}
+
+// TestAbandoner: an admitted stream that goes before Handle (reset by
+// its client, before or after Admit returned; its connection closed; its
+// body late) is abandoned once and never handled; one handled is never
+// abandoned.
+func TestAbandoner(t *testing.T) {
+	_, _, up := startEcho(t)
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		after func(nc net.Conn, fr *http2.Framer) // after HEADERS without END_STREAM
+		want  [2]int32                            // handled, abandoned
+	}{
+		{"handled", 0, func(_ net.Conn, fr *http2.Framer) { _ = fr.WriteData(1, true, nil) }, [2]int32{1, 0}},
+		{"reset", 0, func(_ net.Conn, fr *http2.Framer) { _ = fr.WriteRSTStream(1, http2.ErrCodeCancel) }, [2]int32{0, 1}},
+		{"reset while admitting", 100 * time.Millisecond, func(_ net.Conn, fr *http2.Framer) { _ = fr.WriteRSTStream(1, http2.ErrCodeCancel) }, [2]int32{0, 1}},
+		{"connection closed", 0, func(nc net.Conn, _ *http2.Framer) { time.Sleep(50 * time.Millisecond); nc.Close() }, [2]int32{0, 1}},
+		{"body late", 0, func(net.Conn, *http2.Framer) {}, [2]int32{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &abandonHandler{delay: tc.delay}
+			_, addr := startRelay(t, Config{Upstream: up, Router: h})
+			nc, fr := dialH2(t, addr)
+			defer nc.Close()
+			_ = fr.WriteSettings()
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(request...), EndHeaders: true})
+			tc.after(nc, fr)
+			deadline := time.Now().Add(5 * time.Second)
+			for [2]int32{h.handled.Load(), h.abandoned.Load()} != tc.want {
+				if time.Now().After(deadline) {
+					t.Fatalf("handled %d, abandoned %d; want %v", h.handled.Load(), h.abandoned.Load(), tc.want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond) // nothing more comes
+			if got := [2]int32{h.handled.Load(), h.abandoned.Load()}; got != tc.want {
+				t.Errorf("handled, abandoned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestExchangeAllocs: an exchange costs its own allocation, its context and
+// its cancel function (the client's address and Forward's answer live in
+// the exchange; 5 before), and the client's address is a string already,
+// as proxy/macp asks for it on every call (1 allocation before).
+func TestExchangeAllocs(t *testing.T) {
+	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
+	c := &conn{r: &Relay{}, peer: newPeerAddr(client)}
+	rt := Route{Handler: &abandonHandler{}, MaxBody: 1 << 20}
+	if got := Peer(newExchange(c, &leg{}, rt, nil).ctx); got == nil || got.String() != "127.0.0.1:4242" || got.Network() != "tcp" {
+		t.Fatalf("Peer = %v", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { newExchange(c, &leg{}, rt, nil).cancel() }); n > 4 {
+		t.Errorf("%.0f allocations for an exchange (its leg, its context and cancel function), want 4", n)
+	}
+	ctx := newExchange(c, &leg{}, rt, nil).ctx
+	if n := testing.AllocsPerRun(100, func() { _ = Peer(ctx).String() }); n > 0 {
+		t.Errorf("%.0f allocations for the client's address, want none", n)
 	}
 }

@@ -70,7 +70,7 @@ func (c *conn) remove(l *leg) {
 	}
 	delete(c.streams, l.id)
 	if l.x != nil {
-		l.x.cancel()
+		l.x.end()
 	}
 	switch {
 	case len(c.streams) > 0:

@@ -181,10 +181,12 @@ type relayAdmitted struct {
 	a  admission.Admission
 	md metadata.MD
 	f  *proxy.Flight
-	// unwatch stops the watch that ends the flight when the stream goes
-	// before Handle; Handle, which ends it itself, calls it first.
-	unwatch func() bool
 }
+
+// Abandon ends the flight of a call whose stream went before Handle
+// (reset, body timeout, connection gone): Handle, which ends it otherwise,
+// is never called for it, or only once the flight ended (frames.Abandoner).
+func (a relayAdmitted) Abandon() { a.f.End(false) }
 
 // Admit answers what grpc-go's server would answer before any handler
 // (grpcHeader), then admits the call from its header list with the one gate
@@ -205,12 +207,9 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 		resp := refusalAnswer(g.ct, *a.Refusal)
 		return nil, &resp
 	}
-	// Handle ends the flight; a stream that goes before its body came
-	// whole (reset, body timeout, connection gone) never reaches it, and
-	// its context's end ends the flight instead. Handle stops the watch
-	// first: a goroutine is started for it only when the stream went.
-	unwatch := context.AfterFunc(ctx, func() { f.End(false) })
-	return relayAdmitted{g: g, a: a, md: md, f: f, unwatch: unwatch}, nil
+	// Handle ends the flight; a stream that goes before it is abandoned
+	// (Abandon) instead.
+	return relayAdmitted{g: g, a: a, md: md, f: f}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -232,9 +231,6 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm, _ := req.Admitted.(relayAdmitted)
-	if adm.unwatch != nil {
-		adm.unwatch()
-	}
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }()
 	ct := adm.g.ct
