@@ -154,7 +154,10 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 			}
 			a.methods = append(a.methods, s.authenticate)
 		case MethodMTLS:
-			v := &mtlsVerifier{allowSubject: cfg.MTLS.AllowSubject, now: now}
+			v, err := newMTLSVerifier(cfg.MTLS, now)
+			if err != nil {
+				return nil, err
+			}
 			a.methods = append(a.methods, v.authenticate)
 		case MethodDev:
 			log.Warn("authn: DEV MODE IS ON: any bearer value is accepted as the principal, with no verification; never use this in production",

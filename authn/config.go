@@ -144,6 +144,13 @@ type MTLSConfig struct {
 	// subject CommonName, unless that holds a ':' (it could read as a URI
 	// principal only a URI SAN may prove).
 	AllowSubject bool `yaml:"allow_subject" json:"allow_subject"`
+	// TrustDomainCAFiles binds each SPIFFE trust domain to the CA bundle
+	// (PEM) that alone may issue its IDs: a SPIFFE ID is accepted only when
+	// its trust domain is a key here and the certificate chains to that
+	// domain's bundle. Unset: any CA the listener's client CA bundle (or
+	// Envoy) trusts may issue an ID in any trust domain, which is safe only
+	// with one trust domain's CAs in it.
+	TrustDomainCAFiles map[string]string `yaml:"trust_domain_ca_files" json:"trust_domain_ca_files"`
 }
 
 // Defaults applied by withDefaults.
@@ -240,6 +247,17 @@ func (c Config) Validate() error {
 	}
 	if seen[MethodJWT] {
 		errs = append(errs, c.JWT.validate(c.Insecure)...)
+	}
+	for td, file := range c.MTLS.TrustDomainCAFiles {
+		if !validTrustDomain(td) {
+			bad("mtls.trust_domain_ca_files", "%q is not a trust domain (lower-case letters, digits, '.', '-', '_')", td)
+		}
+		if file == "" {
+			bad("mtls.trust_domain_ca_files", "trust domain %q: a CA bundle file is required", td)
+		}
+	}
+	if len(c.MTLS.TrustDomainCAFiles) > 0 && !seen[MethodMTLS] {
+		bad("mtls.trust_domain_ca_files", "set, but mode has no mtls")
 	}
 	if seen[MethodStatic] && c.Static.TokensFile == "" {
 		bad("static.tokens_file", "required for mode static")

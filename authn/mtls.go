@@ -2,8 +2,12 @@ package authn
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"maps"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,7 +15,55 @@ import (
 // mtlsVerifier takes the principal from a verified TLS client certificate.
 type mtlsVerifier struct {
 	allowSubject bool
-	now          func() time.Time
+	// domains binds each SPIFFE trust domain to the CAs that may issue its
+	// IDs (nil: any CA the TLS stack trusts).
+	domains map[string]*x509.CertPool
+	now     func() time.Time
+}
+
+// newMTLSVerifier reads the trust domains' CA bundles.
+func newMTLSVerifier(c MTLSConfig, now func() time.Time) (*mtlsVerifier, error) {
+	v := &mtlsVerifier{allowSubject: c.AllowSubject, now: now}
+	for td, file := range c.TrustDomainCAFiles {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %w", td, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %s holds no PEM certificate", td, file)
+		}
+		if v.domains == nil {
+			v.domains = map[string]*x509.CertPool{}
+		}
+		v.domains[td] = pool
+	}
+	return v, nil
+}
+
+// issuedBy checks that the SPIFFE ID id (valid) of the chain certs was
+// issued by its trust domain's CAs, when trust domains are bound: the TLS
+// stack (or Envoy) verified the chain against the union of every domain's
+// CAs, which lets any of them sign any domain's IDs.
+func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) error {
+	if m.domains == nil {
+		return nil
+	}
+	td, _, _ := strings.Cut(strings.TrimPrefix(id, "spiffe://"), "/")
+	roots, ok := m.domains[td]
+	if !ok {
+		return fmt.Errorf("SPIFFE ID %s: trust domain %q is not one Warden trusts (mtls.trust_domain_ca_files)", id, td)
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		if c != nil {
+			inter.AddCert(c)
+		}
+	}
+	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return fmt.Errorf("SPIFFE ID %s: not issued by trust domain %q's CA (mtls.trust_domain_ca_files): %w", id, td, err)
+	}
+	return nil
 }
 
 // authenticate returns the leaf's SPIFFE ID (a leaf naming two is refused),
@@ -45,6 +97,9 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		}
 	}
 	if id != "" {
+		if err := m.issuedBy(id, c.PeerCerts); err != nil {
+			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
+		}
 		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
 	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {
@@ -68,11 +123,8 @@ func spiffeID(u *url.URL) (string, error) {
 	if td == "" {
 		return "", fmt.Errorf("SPIFFE ID %q has no trust domain", u.String())
 	}
-	for i := 0; i < len(td); i++ {
-		c := td[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return "", fmt.Errorf("SPIFFE ID %q: bad trust domain", u.String())
-		}
+	if !validTrustDomain(td) {
+		return "", fmt.Errorf("SPIFFE ID %q: bad trust domain", u.String())
 	}
 	if u.Path != "" {
 		for _, seg := range strings.Split(u.Path[1:], "/") {
@@ -88,4 +140,34 @@ func spiffeID(u *url.URL) (string, error) {
 		}
 	}
 	return "spiffe://" + td + u.Path, nil
+}
+
+// validTrustDomain reports whether td is a SPIFFE trust domain name as the
+// SPIFFE ID specification allows it (not empty; lower-case letters, digits,
+// '.', '-', '_').
+func validTrustDomain(td string) bool {
+	for i := 0; i < len(td); i++ {
+		c := td[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return td != ""
+}
+
+// DescribeMTLS says which CAs may issue which SPIFFE IDs under c ("" when
+// c has no mtls), for warden check.
+func DescribeMTLS(c Config) string {
+	if !slices.Contains(c.Mode, MethodMTLS) {
+		return ""
+	}
+	if len(c.MTLS.TrustDomainCAFiles) == 0 {
+		return "any CA the client CA bundle (or Envoy) trusts may issue a SPIFFE ID in any trust domain; with more than one trust domain's CAs in it, set authn.mtls.trust_domain_ca_files"
+	}
+	tds := slices.Sorted(maps.Keys(c.MTLS.TrustDomainCAFiles))
+	parts := make([]string, len(tds))
+	for i, td := range tds {
+		parts[i] = td + " by " + c.MTLS.TrustDomainCAFiles[td]
+	}
+	return "SPIFFE IDs issued per trust domain (" + strings.Join(parts, ", ") + "); any other trust domain is refused"
 }

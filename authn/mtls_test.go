@@ -7,9 +7,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"math/big"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -90,5 +93,98 @@ func TestAuthenticateMTLS(t *testing.T) {
 				t.Fatalf("principal = %+v", p)
 			}
 		})
+	}
+}
+
+// ca is a CA certificate and key that issues leaves.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newCA(t *testing.T, name string) ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(48 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca{cert: c, key: key}
+}
+
+// issue signs a client leaf naming uri.
+func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaf
+}
+
+func (c ca) file(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestMTLSTrustDomains: with trust domains bound to their CAs, a SPIFFE ID
+// is accepted only from its own trust domain's CA (without, the TLS stack's
+// one bundle lets any trust domain's CA issue any domain's IDs: the first
+// case authenticated as spiffe://a.example/alice before).
+func TestMTLSTrustDomains(t *testing.T) {
+	a, b := newCA(t, "a.example CA"), newCA(t, "b.example CA")
+	cfg := Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{TrustDomainCAFiles: map[string]string{"a.example": a.file(t), "b.example": b.file(t)}}}
+	tests := []struct {
+		name    string
+		certs   []*x509.Certificate
+		wantID  string
+		wantErr error
+	}{
+		{name: "b's CA issuing an a.example ID", certs: []*x509.Certificate{b.issue(t, "spiffe://a.example/alice")}, wantErr: ErrInvalidCredentials},
+		{name: "a's CA issuing a b.example ID, b's CA as intermediate", certs: []*x509.Certificate{a.issue(t, "spiffe://b.example/bob"), b.cert}, wantErr: ErrInvalidCredentials},
+		{name: "a trust domain not bound", certs: []*x509.Certificate{a.issue(t, "spiffe://c.example/carol")}, wantErr: ErrInvalidCredentials},
+		{name: "a's CA, an a.example ID", certs: []*x509.Certificate{a.issue(t, "spiffe://a.example/alice")}, wantID: "spiffe://a.example/alice"},
+		{name: "b's CA, a b.example ID", certs: []*x509.Certificate{b.issue(t, "spiffe://b.example/bob")}, wantID: "spiffe://b.example/bob"},
+	}
+	au := mustNew(t, cfg, newClock())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := au.Authenticate(context.Background(), Credentials{PeerCerts: tt.certs})
+			if !errors.Is(err, tt.wantErr) || p.ID != tt.wantID {
+				t.Fatalf("got %q, %v; want %q, %v", p.ID, err, tt.wantID, tt.wantErr)
+			}
+		})
+	}
+	for _, bad := range []map[string]string{{"A.example": a.file(t)}, {"a.example": ""}, {"a.example": filepath.Join(t.TempDir(), "none.pem")}} {
+		if _, err := New(Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{TrustDomainCAFiles: bad}}, Options{}); err == nil {
+			t.Errorf("New with trust_domain_ca_files %v: no error", bad)
+		}
 	}
 }

@@ -86,13 +86,38 @@ type MCP struct {
 	// Arguments is params.arguments as parsed JSON (numbers as
 	// json.Number), bounded before it gets here (rules/mcp.PolicyArguments).
 	Arguments any
+	// Argument is completion/complete's params.argument, {name, value}
+	// (nil for other methods).
+	Argument *CompletionArgument
+}
+
+// CompletionArgument is the argument a completion/complete completes: its
+// name and the value typed so far.
+type CompletionArgument struct {
+	Name, Value string
 }
 
 func (m *MCP) value() any {
 	if m == nil {
 		return nil
 	}
-	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments}
+	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments, "argument": m.Argument.value()}
+}
+
+func (a *CompletionArgument) value() any {
+	if a == nil {
+		return nil
+	}
+	return map[string]any{"name": a.Name, "value": a.Value}
+}
+
+// appendArgument appends a's memo key: '-' when absent, else its name
+// and value.
+func appendArgument(key []byte, a *CompletionArgument) []byte {
+	if a == nil {
+		return append(key, '-')
+	}
+	return appendStr(appendStr(append(key, '+'), a.Name), a.Value)
 }
 
 // Principal is the authenticated caller.
@@ -240,9 +265,11 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 			return appendStr(key, m.URI)
 		case "arguments":
 			return appendValue(key, m.Arguments)
+		case "argument":
+			return appendArgument(key, m.Argument)
 		}
 		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
-		return appendValue(key, m.Arguments)
+		return appendArgument(appendValue(key, m.Arguments), m.Argument)
 	case "a2a":
 		a := in.A2A
 		if a == nil {

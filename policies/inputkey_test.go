@@ -44,7 +44,7 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Message:   Message{Type: "tasks/steer", Sender: "bob", SessionID: "task-1"},
 			Session:   Session{State: "working"},
 			Roles:     []string{"owner"},
-			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}},
+			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}, Argument: &CompletionArgument{Name: "entry", Value: "s"}},
 		},
 		"a2a": {
 			Protocol:  "a2a",
@@ -99,6 +99,21 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 		in.Governance = gov("q", map[string]any{"voting": map[string]any{"algorithm": "unanimous"}})
 		if key(&in) == key(&base) {
 			t.Errorf("%s: another governance policy gives the same memo key", proto)
+		}
+	}
+	// input.mcp.argument (completion/complete), read whole or alone: its
+	// value, its name, or its absence.
+	mbase := bases["mcp"]
+	for name, a := range map[string]*CompletionArgument{"value": {Name: "entry", Value: "sec"}, "name": {Name: "entri", Value: "s"}, "absent": nil} {
+		in := cloneInput(mbase)
+		m := *mbase.MCP
+		m.Argument = a
+		in.MCP = &m
+		if key(&in) == key(&mbase) || doc(&in) == doc(&mbase) {
+			t.Errorf("mcp: another argument %s leaves the memo key or the input unchanged", name)
+		}
+		if string(in.appendKey(nil, []string{"mcp", "argument"})) == string(mbase.appendKey(nil, []string{"mcp", "argument"})) {
+			t.Errorf("mcp: a policy reading input.mcp.argument alone keys another argument %s the same", name)
 		}
 	}
 	// input.macp: the payload and the timestamp, read whole or alone;

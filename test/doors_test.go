@@ -293,6 +293,20 @@ func contentCases(path, message string, parse int) []doorCase {
 	}
 }
 
+// overrideCases are headers some server or proxy reads in place of the
+// request line's method or target (gate.Overridden's rule: a name with a
+// token method, override, url, uri, path, prefix, rewrite or script, split at
+// '-' or '_', in any case), each refused with status; the protocol's own
+// Mcp-Method is not one of them.
+func overrideCases(path, message string, status int) []doorCase {
+	var cases []doorCase
+	for _, h := range []string{"X-Forwarded-Uri", "X-Forwarded-Prefix", "X-Forwarded-Path", "X-Envoy-Original-Path", "X-Envoy-Original-Url",
+		"X-Rewrite-URL", "X-Original-Method", "X-Original-URI", "X-Forwarded-Method", "X-Script-Name", "X-Override-Method", "X_Original_URL", "x-http-method-override"} {
+		cases = append(cases, doorCase{name: h, method: "POST", path: path, header: [][2]string{{h, "/admin"}}, body: message, status: status})
+	}
+	return append(cases, doorCase{name: "X-Forwarded-Host (not a target: admitted)", method: "POST", path: path, header: [][2]string{{"X-Forwarded-Host", "a.example"}}, body: message})
+}
+
 // credentialCases are the refusals of credentials.
 func credentialCases(path, message string) []doorCase {
 	post := func(name string, auth [][2]string, status int) doorCase {
@@ -431,6 +445,8 @@ func TestMCPDoors(t *testing.T) {
 		{name: "no credentials and text/plain", method: "POST", path: "/mcp", header: [][2]string{{"Authorization", ""}, {"Content-Type", "text/plain"}}, body: ping, status: 401},
 	}
 	cases = append(cases, credentialCases("/mcp", ping)...)
+	cases = append(cases, overrideCases("/mcp", ping, 400)...)
+	cases = append(cases, doorCase{name: "Mcp-Method (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}}, body: ping})
 	cases = append(cases, contentCases("/mcp", ping, 400)...)
 	runDoors(t, doors, cases)
 }
@@ -474,6 +490,7 @@ func TestA2ADoors(t *testing.T) {
 		{name: "0.3's method name", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":"a","method":"message/send","params":{}}`, status: 200},
 	}
 	cases = append(cases, credentialCases("/jsonrpc", list)...)
+	cases = append(cases, overrideCases("/jsonrpc", list, 200)...)
 	cases = append(cases, contentCases("/jsonrpc", list, 200)...)
 	runDoors(t, doors, cases)
 }

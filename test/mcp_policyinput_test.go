@@ -97,6 +97,15 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"prompt completion behind a decoy name refused", bot, complete, `{"name":"other","ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, "not this prompt"},
 			{"ambiguous ref refused", bot, complete, `{"ref":{"type":"ref/prompt","name":"other","NAME":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, "differ only in case"},
 			{"prompt completion for another principal", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"s"}}`, ""},
+			// H10: completion/complete's params.argument reaches the
+			// policy (input.mcp.argument), read strictly. Before, a rule
+			// on it could not be written: these were completed.
+			{"completion argument value refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"sec"}}`, "not this completion"},
+			{"template completion argument value refused", ops, complete, `{"ref":{"type":"ref/resource","uri":"demo://vault/{name}"},"argument":{"name":"name","value":"sec"}}`, "not this completion"},
+			{"completion argument value twice refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p","value":"sec"}}`, "appears twice"},
+			{"completion argument value in capitals refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p","VALUE":"sec"}}`, "differ only in case"},
+			{"completion argument spelled twice refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"Argument":{"name":"entry","value":"sec"}}`, "differ only in case"},
+			{"completion argument value not a string refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":["sec"]}}`, "params.argument"},
 		}},
 	} {
 		t.Run(srv.name, func(t *testing.T) { toolPolicyDoors(t, srv.upstream(t), srv.cases) })
@@ -128,6 +137,10 @@ deny contains {"code": "FORBIDDEN", "msg": "a sum from 1000 up needs approval"} 
 deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 	input.principal.id == "agent://support-bot"
 	input.mcp.prompt in {"test_prompt_with_arguments", "vault_prompt"}
+}
+deny contains {"code": "FORBIDDEN", "msg": "not this completion"} if {
+	input.mcp.argument.name in {"entry", "name"}
+	startswith(input.mcp.argument.value, "sec")
 }
 `), 0o600); err != nil {
 		t.Fatal(err)

@@ -216,3 +216,35 @@ func TestCheckExamplePolicies(t *testing.T) {
 		t.Fatalf("the example tests pass without their policies:\n%s", out)
 	}
 }
+
+// TestCheckTrustDomains: warden check says which CA may issue which trust
+// domain's SPIFFE IDs (authn.mtls.trust_domain_ca_files), or that one
+// bundle issues every domain; serve refuses a bundle it cannot read.
+func TestCheckTrustDomains(t *testing.T) {
+	dir := files(t)
+	const mcpTLS = "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  cert_file: D/tls.crt\n  key_file: D/tls.key\n  client_ca_file: D/ca.pem\n  handle_key_file: D/mcp.key\n"
+	for _, tc := range []struct {
+		name, authn string
+		out, err    string
+	}{
+		{"bound", "authn:\n  mode: mtls\n  mtls:\n    trust_domain_ca_files:\n      a.example: D/ca.pem\n", "mtls: SPIFFE IDs issued per trust domain (a.example by " + dir + "/ca.pem); any other trust domain is refused", ""},
+		{"one bundle", "authn:\n  mode: mtls\n", "mtls: any CA the client CA bundle (or Envoy) trusts may issue a SPIFFE ID in any trust domain", ""},
+		{"a bundle missing", "authn:\n  mode: mtls\n  mtls:\n    trust_domain_ca_files:\n      a.example: D/none.pem\n", "", "mtls.trust_domain_ca_files"},
+		{"not a trust domain", "authn:\n  mode: mtls\n  mtls:\n    trust_domain_ca_files:\n      A.example: D/ca.pem\n", "", "mtls.trust_domain_ca_files"},
+		{"without mtls", "authn:\n  mode: dev\n  insecure: true\n  mtls:\n    trust_domain_ca_files:\n      a.example: D/ca.pem\n", "", "set, but mode has no mtls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := write(t, "warden.yaml", strings.ReplaceAll(tc.authn+mcpTLS, "D/", dir+"/"))
+			code, out, errOut := runCmd(t, "check", "--config", cfg)
+			if tc.err != "" {
+				if code != 1 || !strings.Contains(errOut, tc.err) {
+					t.Fatalf("exit %d, stderr %q, want %q", code, errOut, tc.err)
+				}
+				return
+			}
+			if code != 0 || !strings.Contains(out, tc.out) {
+				t.Fatalf("exit %d\n%s%s\nwant %q", code, out, errOut, tc.out)
+			}
+		})
+	}
+}

@@ -162,7 +162,8 @@ func loadConfig(path string) (Config, error) {
 // configuration file's directory (Prometheus' convention), so that a file
 // and what it names can be moved together and checked from anywhere. A
 // file path is a string field whose YAML key ends in "_file" (or a []string
-// whose key is "files" or ends in "_files"), and decision_log.path; "-"
+// whose key is "files" or ends in "_files", or the values of a map whose
+// key ends in "_files"), and decision_log.path; "-"
 // (standard output) and "" stay as they are. Flags are not touched: a path
 // given on the command line is relative to the working directory.
 func resolvePaths(v reflect.Value, dir string) {
@@ -183,6 +184,10 @@ func resolvePaths(v reflect.Value, dir string) {
 		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String && (key == "files" || strings.HasSuffix(key, "_files")):
 			for j := range fv.Len() {
 				fv.Index(j).SetString(resolvePath(fv.Index(j).String(), dir))
+			}
+		case fv.Kind() == reflect.Map && fv.Type().Elem().Kind() == reflect.String && strings.HasSuffix(key, "_files"):
+			for _, k := range fv.MapKeys() {
+				fv.SetMapIndex(k, reflect.ValueOf(resolvePath(fv.MapIndex(k).String(), dir)))
 			}
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
@@ -264,6 +265,9 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 			fmt.Fprintln(stdout, "  decision log shipped to", p.dl.Shipper())
 		}
 		fmt.Fprintln(stdout, "  gc:", gc.Describe(cfg.GC))
+		if line := authn.DescribeMTLS(cfg.Authn); line != "" {
+			fmt.Fprintln(stdout, "  mtls:", line)
+		}
 	} else {
 		if packages, err = policies.Packages(cfg.Policies); err != nil {
 			return err

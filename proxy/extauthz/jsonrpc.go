@@ -1,7 +1,9 @@
 package extauthz
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -17,8 +19,8 @@ import (
 // request is the gate's Request of Envoy's HTTP attributes: the path as
 // sent with its query cut (the gate refuses one), the headers (Envoy joins repeated ones with
 // commas; its pseudo-headers are left out), the credentials, and the body
-// Envoy buffered, over the limit when Envoy says it cut it
-// (x-envoy-auth-partial-body, with_request_body.allow_partial_message).
+// Envoy buffered, refused as cut (gate.ErrCut) unless it is the whole body
+// (bufferedBody).
 func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *gate.Request {
 	hdr := make(http.Header, len(h.GetHeaders()))
 	values := make([]string, 0, len(h.GetHeaders())) // one backing array for every header's one value
@@ -28,25 +30,52 @@ func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, cr
 			hdr[http.CanonicalHeaderKey(k)] = values[len(values)-1 : len(values) : len(values)]
 		}
 	}
+	body, cut := bufferedBody(h)
+	path, _, query := strings.Cut(h.GetPath(), "?")
+	return &gate.Request{
+		Method: h.GetMethod(), Path: path, Query: query, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr,
+		Creds: creds, CredErr: credErr, HasBody: len(body) > 0 || h.GetSize() > 0 || cut != nil,
+		Body: func(limit int64) ([]byte, error) {
+			if int64(len(body)) > limit {
+				return body[:limit], gate.ErrTooBig
+			}
+			return body, cut
+		},
+	}
+}
+
+// bufferedBody is the body Envoy buffered for h (raw_body with
+// pack_as_bytes, else body), with gate.ErrCut when it may not be the whole
+// body: Envoy marked it partial (x-envoy-auth-partial-body: true, under
+// with_request_body.allow_partial_message), or its length is not the one the
+// request announced (attributes.request.http.size when known, and the
+// Content-Length header, which must be one decimal number and agree). A
+// body whose length was not announced (chunked, HTTP/2 without
+// Content-Length) is whole unless marked: Envoy answers 413 itself past
+// max_request_bytes without allow_partial_message. The one check of every
+// ext_authz door (MCP, A2A, MACP's gRPC frame).
+func bufferedBody(h *authv3.AttributeContext_HttpRequest) ([]byte, error) {
 	body := h.GetRawBody()
 	if len(body) == 0 {
 		body = []byte(h.GetBody())
 	}
-	partial := strings.EqualFold(hdr.Get("X-Envoy-Auth-Partial-Body"), "true")
-	path, _, query := strings.Cut(h.GetPath(), "?")
-	return &gate.Request{
-		Method: h.GetMethod(), Path: path, Query: query, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr,
-		Creds: creds, CredErr: credErr, HasBody: len(body) > 0 || h.GetSize() > 0,
-		Body: func(limit int64) ([]byte, error) {
-			switch {
-			case int64(len(body)) > limit:
-				return body[:limit], gate.ErrTooBig
-			case partial:
-				return body, gate.ErrCut
-			}
-			return body, nil
-		},
+	hdr := h.GetHeaders()
+	if strings.EqualFold(hdr["x-envoy-auth-partial-body"], "true") {
+		return body, gate.ErrCut
 	}
+	if size := h.GetSize(); size > 0 && size != int64(len(body)) {
+		return body, fmt.Errorf("%w: the request announced %d bytes, %d reached Warden", gate.ErrCut, size, len(body))
+	}
+	if v, ok := hdr["content-length"]; ok {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return body, fmt.Errorf("%w: Content-Length %q is not one length", gate.ErrCut, v)
+		}
+		if n != uint64(len(body)) {
+			return body, fmt.Errorf("%w: the request announced %d bytes, %d reached Warden", gate.ErrCut, n, len(body))
+		}
+	}
+	return body, nil
 }
 
 // denyAnswer is a gate Answer as Envoy's denied CheckResponse: its status,

@@ -390,13 +390,13 @@ func (s *Server) upstreamMD(p authn.Principal, c authn.Credentials) metadata.MD 
 
 // grpcMessage returns the single gRPC message of a buffered unary request:
 // the 5-byte prefix (compression flag, big-endian length) is checked, and a
-// compressed, truncated or multi-message body is refused.
+// compressed, truncated or multi-message body is refused, as is one Envoy
+// did not buffer whole (bufferedBody).
 func grpcMessage(h *authv3.AttributeContext_HttpRequest) ([]byte, error) {
-	body := h.GetRawBody()
-	if len(body) == 0 && h.GetBody() != "" {
-		body = []byte(h.GetBody())
-	}
+	body, err := bufferedBody(h)
 	switch {
+	case err != nil:
+		return nil, err
 	case len(body) < 5:
 		return nil, errors.New("request body is not a gRPC message (Envoy must buffer it: with_request_body, pack_as_bytes)")
 	case body[0] != 0:

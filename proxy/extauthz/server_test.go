@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,12 @@ func checkRequest(path, bearer string, body []byte) *authv3.CheckRequest {
 	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 		Method: "POST", Path: path, Host: "runtime", Protocol: "HTTP/2", Headers: headers, RawBody: body,
 	}}}}
+}
+
+// marked is r with header k set to v.
+func marked(r *authv3.CheckRequest, k, v string) *authv3.CheckRequest {
+	r.GetAttributes().GetRequest().GetHttp().GetHeaders()[k] = v
+	return r
 }
 
 // toRequest turns a transcript step into what Envoy would send.
@@ -153,6 +160,8 @@ func TestMalformedChecks(t *testing.T) {
 		{"compressed frame", checkRequest(service+"Send", "a", compressed), false, "", 200},                    // a framing error: INTERNAL, no MACP code, as grpc-go,
 		{"truncated frame", checkRequest(service+"Send", "a", frame(env)[:len(env)]), false, "", 200},          // a framing error: INTERNAL, no MACP code, as grpc-go,
 		{"two messages", checkRequest(service+"Send", "a", append(frame(env), frame(env)...)), false, "", 200}, // a framing error: INTERNAL, no MACP code, as grpc-go,
+		{"a whole frame marked partial (decoded before)", marked(checkRequest(service+"Send", "a", frame(env)), "x-envoy-auth-partial-body", "true"), false, "", 200},
+		{"a whole frame, a longer body announced (decoded before)", marked(checkRequest(service+"Send", "a", frame(env)), "content-length", strconv.Itoa(2*len(frame(env)))), false, "", 200},
 		{"garbage message", checkRequest(service+"Send", "a", frame([]byte{0xff, 0xff})), false, rules.CodeInvalidEnvelope, 200},
 		{"unknown session", checkRequest(service+"Send", "a", frame(env)), false, rules.CodeSessionNotFound, 200},
 		{"stream without credentials", checkRequest(service+"StreamSession", "", nil), false, rules.CodeUnauthenticated, 200},

@@ -26,8 +26,8 @@
 // protocols puts anything there. POST to the endpoint gets the protocol's
 // parse-error answer (JSON-RPC), any other request 400. So is a request
 // with a header some server frameworks read as its method or target in
-// place of the request line's (X-HTTP-Method-Override, X-Original-URL, ...:
-// overrideHeaders): what Warden decided would not be what such an upstream
+// place of the request line's (X-HTTP-Method-Override, X-Original-URL, X-Forwarded-Prefix, ...:
+// overridden): what Warden decided would not be what such an upstream
 // serves.
 //
 // Every refusal is an Answer: a value recorded as a decision (its id in
@@ -151,6 +151,10 @@ type Spec[C any] struct {
 	// Origin reports whether a request's Origin may call the endpoint (nil:
 	// any).
 	Origin func(origin string) bool
+	// Own are the protocol's own headers whose names read as a method or
+	// target (MCP's Mcp-Method): it decides them (Routing and the
+	// protocol's decision), so the gate's override rule leaves them alone.
+	Own []string
 	// Routing returns why the protocol's routing headers cannot be read as
 	// the upstream reads them ("" when they can).
 	Routing func(h http.Header) string
@@ -215,7 +219,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 	var in Admitted[C]
 	f := proxy.FlightOf(ctx)
 	if slices.Contains(g.spec.Public, r.Path) {
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Query || overridden(r.Header) != "") {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Query || overridden(r.Header, g.spec.Own) != "") {
 			a := g.refuseQuery(ctx, r, http.StatusBadRequest, g.spec.REST)
 			return in, &a
 		}
@@ -241,7 +245,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	in.Message = r.Method == http.MethodPost
-	if r.Query || overridden(r.Header) != "" {
+	if r.Query || overridden(r.Header, g.spec.Own) != "" {
 		status := http.StatusBadRequest
 		if in.Message {
 			status = g.spec.ParseStatus
@@ -320,26 +324,58 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 // neither (no protocol it serves puts anything there).
 func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest bool) Answer {
 	msg := "invalid request: Warden serves " + r.Path + " without a query (remove the ?... from the URL)"
-	if h := overridden(r.Header); h != "" {
+	if h := overridden(r.Header, g.spec.Own); h != "" {
 		msg = "invalid request: the " + h + " header is not accepted (it would name another method or target than the request line's)"
 	}
 	return g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, status, jsonrpc.ErrInvalidRequest, nil, rest)
 }
 
-// overrideHeaders are headers server frameworks read in place of the
-// request line's method (Express's method-override, Rails, Laravel,
-// ASP.NET, Hono) or target (IIS URL Rewrite, Symfony, Laminas).
-var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Original-Method"}
+// overrideTokens are the words that make a header name one some server,
+// framework or proxy reads in place of the request line's method or target:
+// X-HTTP-Method-Override and X-Method-Override (Express, Rails, Laravel,
+// ASP.NET, Hono), X-Original-URL and X-Rewrite-URL (IIS, Symfony,
+// Laminas), X-Original-URI (nginx auth_request), X-Forwarded-Uri,
+// -Method and -Prefix (Traefik, Spring, Werkzeug's ProxyFix),
+// X-Envoy-Original-Path, X-Script-Name (WSGI prefix middleware). A rule on
+// the words, not a list of names: the next framework's spelling of the same
+// idea is refused too.
+var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
 
-// overridden names the first header of r that would override its method
-// or target ("" when none is present).
-func overridden(h http.Header) string {
-	for _, k := range overrideHeaders {
-		if _, ok := h[k]; ok {
+// overridden names a header of h that could name another method or
+// target than the request line's ("" when none does): a name with one of
+// overrideTokens as a word, split at '-' or '_' (CGI and WSGI read both as
+// '_') in any case. The protocol's own headers, which it decides (MCP's
+// Mcp-Method), are not. Under ext_authz a header of the CheckRequest came
+// from the client or a hop before Envoy's authorization filter: Envoy's
+// router sets X-Envoy-Original-Path after it, on a rewrite of a path Warden
+// decided.
+func overridden(h http.Header, own []string) string {
+	for k := range h {
+		if overriding(k) && !slices.Contains(own, k) {
 			return k
 		}
 	}
 	return ""
+}
+
+// overriding reports whether the header name k has one of overrideTokens as
+// a word.
+func overriding(k string) bool {
+	for k != "" {
+		i := strings.IndexAny(k, "-_")
+		w := k
+		if i >= 0 {
+			w, k = k[:i], k[i+1:]
+		} else {
+			k = ""
+		}
+		for _, t := range overrideTokens {
+			if strings.EqualFold(w, t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // authenticate checks the request's credentials: keys unavailable is 503,

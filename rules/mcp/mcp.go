@@ -154,6 +154,11 @@ type Call struct {
 	// Ref is completion/complete's params.ref.type (RefResource: its uri,
 	// a URI template, is in URI; RefPrompt: its name in Tool).
 	Ref string
+	// Argument is completion/complete's params.argument (HasArgument when
+	// present): the name of the prompt's or template's argument and the
+	// value typed so far.
+	Argument    Argument
+	HasArgument bool
 	// TaskRequested is set when a 2025-11-25 request asks for task execution
 	// (params.task is an object).
 	TaskRequested bool
@@ -208,8 +213,9 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref", "argument"}
 	refNames      = []string{"type", "uri", "name"}
+	argumentNames = []string{"name", "value"}
 	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
@@ -306,6 +312,9 @@ func Parse(body []byte) (Call, error) {
 		if err := c.readRef(p); err != nil {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.ref: " + err.Error()}
 		}
+		if err := c.readArgument(p); err != nil {
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.argument: " + err.Error()}
+		}
 	}
 	if task, ok := p.Obj("task"); ok {
 		c.TaskRequested = true
@@ -384,6 +393,35 @@ func (c *Call) readRef(p *jsonrpc.Object) error {
 	case RefPrompt:
 		c.Tool, _ = ref.Str("name")
 	}
+	return nil
+}
+
+// Argument is completion/complete's params.argument.
+type Argument struct {
+	Name, Value string
+}
+
+// readArgument reads completion/complete's params.argument: an object of
+// two strings, name and value, each read once in one spelling (a server
+// completes the value it reads; the policy judges the same one).
+func (c *Call) readArgument(p *jsonrpc.Object) error {
+	if !p.Has("argument") {
+		return nil
+	}
+	a, ok := p.Obj("argument")
+	if !ok {
+		return errors.New("must be an object")
+	}
+	if err := a.Check(argumentNames); err != nil {
+		return err
+	}
+	var okName, okValue bool
+	c.Argument.Name, okName = a.Str("name")
+	c.Argument.Value, okValue = a.Str("value")
+	if !okName || !okValue {
+		return errors.New("name and value must be strings")
+	}
+	c.HasArgument = true
 	return nil
 }
 

@@ -220,9 +220,10 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 
 // mcpSubject is what an operator policy sees of what c names (input.mcp):
 // the tool and its arguments (tools/call), the prompt and its arguments
-// (prompts/get), the prompt (completion/complete on a prompt), the resource
+// (prompts/get), the prompt and the argument completed (completion/complete
+// on a prompt), the resource
 // URI (resources/read, resources/subscribe, resources/unsubscribe,
-// completion/complete on a resource template). Arguments over the bounds of
+// completion/complete on a resource template, with its argument). Arguments over the bounds of
 // mcp.PolicyArguments, and a URI the server would read in another spelling
 // (mcp.PolicyURI), refuse the request. A template URI is not a URL: servers
 // find its template by the exact string, and it is given as it came.
@@ -238,6 +239,9 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 		return m, mcp.PolicyURI(c.URI)
 	case mcp.MethodComplete:
 		m.Prompt, m.URI = c.Tool, c.URI
+		if c.HasArgument {
+			m.Argument = &policies.CompletionArgument{Name: c.Argument.Name, Value: c.Argument.Value}
+		}
 		return m, rules.Verdict{}
 	default:
 		return m, rules.Verdict{}
