@@ -447,6 +447,9 @@ func TestMCPDoors(t *testing.T) {
 	cases = append(cases, credentialCases("/mcp", ping)...)
 	cases = append(cases, overrideCases("/mcp", ping, 400)...)
 	cases = append(cases, doorCase{name: "Mcp-Method (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}}, body: ping})
+	// SEP-2243's Mcp-Param-{Name}: the name is a tool's choice, the header
+	// MCP's own (forwarded: intermediaries must).
+	cases = append(cases, doorCase{name: "Mcp-Param-Path (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Param-Path", "/a"}}, body: ping})
 	cases = append(cases, contentCases("/mcp", ping, 400)...)
 	runDoors(t, doors, cases)
 }

@@ -151,9 +151,11 @@ type Spec[C any] struct {
 	// Origin reports whether a request's Origin may call the endpoint (nil:
 	// any).
 	Origin func(origin string) bool
-	// Own are the protocol's own headers whose names read as a method or
-	// target (MCP's Mcp-Method): it decides them (Routing and the
-	// protocol's decision), so the gate's override rule leaves them alone.
+	// Own are the protocol's own headers whose names may read as a method
+	// or target (MCP's Mcp-Method; a name ending in '-' is a prefix: MCP's
+	// Mcp-Param-, whose names a server's tools choose): the protocol
+	// defines and decides them (Routing and the protocol's decision), so
+	// the gate's override rule leaves them alone.
 	Own []string
 	// Routing returns why the protocol's routing headers cannot be read as
 	// the upstream reads them ("" when they can).
@@ -351,11 +353,22 @@ var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefi
 // decided.
 func overridden(h http.Header, own []string) string {
 	for k := range h {
-		if overriding(k) && !slices.Contains(own, k) {
+		if overriding(k) && !owned(k, own) {
 			return k
 		}
 	}
 	return ""
+}
+
+// owned reports whether the canonical header name k is one of own (a name,
+// or a prefix ending in '-').
+func owned(k string, own []string) bool {
+	for _, o := range own {
+		if k == o || strings.HasSuffix(o, "-") && len(k) > len(o) && strings.EqualFold(k[:len(o)], o) {
+			return true
+		}
+	}
+	return false
 }
 
 // overriding reports whether the header name k has one of overrideTokens as

@@ -48,7 +48,7 @@ func MCP(c MCPConfig) Spec[mcp.Call] {
 	s := Spec[mcp.Call]{
 		Protocol: "mcp", Requests: mcpRequests, Endpoint: c.Path, Methods: []string{http.MethodPost, http.MethodGet, http.MethodDelete},
 		Origin:           func(o string) bool { return mcp.OriginAllowed(o, c.Hosts, c.Origins) },
-		Own:              []string{"Mcp-Method"},
+		Own:              []string{"Mcp-Method", "Mcp-Param-"},
 		Routing:          repeatedHeader,
 		ResourceMetadata: c.Metadata,
 		MaxBody:          c.MaxBody, MaxBodyKey: c.MaxBodyKey,
