@@ -53,7 +53,7 @@ var allowed = map[string][]string{
 	// the JSON-RPC front door every MCP and A2A door admits through
 	"proxy/gate": append([]string{module + "/proxy", module + "/rules", module + "/authn"}, otelAPI...),
 	// the HTTP/2 frame relay: protocol-neutral, x/net/http2 only
-	"proxy/frames":   {"golang.org/x/net/http2"},
+	"proxy/frames":   {"golang.org/x/net/http2", "golang.org/x/net/http/httpguts"},
 	"proxy/macp":     {module + "/proxy", module + "/rules", module + "/policies", module + "/authn", "github.com/hashicorp/golang-lru", module + "/wire", module + "/proxy/listener", module + "/proxy/frames", "google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "golang.org/x/net/http2/hpack"},
 	"proxy/mcp":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/policies", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/hashicorp/golang-lru"}, // taskSupport per principal and session, bounded
 	"proxy/a2a":      {module + "/proxy", module + "/proxy/gate", module + "/proxy/owners", module + "/rules", module + "/policies", module + "/authn", module + "/proxy/listener", module + "/proxy/handle", module + "/proxy/relay", "github.com/google/uuid"},          // the context id Warden gives a new conversation
