@@ -113,7 +113,8 @@ const (
 	ReasonUnknownMethod       Reason = "unknown_method"
 	ReasonOriginRefused       Reason = "origin_refused"
 	ReasonWebhookRefused      Reason = "webhook_refused"
-	ReasonUnavailable         Reason = "unavailable" // could not decide: keys, a store or a status could not be read
+	ReasonUnavailable         Reason = "unavailable"      // could not decide: keys, a store or a status could not be read
+	ReasonNotSeenAtDoor       Reason = "not_seen_at_door" // ext_authz: what the rule decides on never reaches it (a stream's messages, a read's answer)
 )
 
 // Rank orders verdicts the way the reference runtime orders its checks, so that

@@ -234,12 +234,23 @@ func mcpHeaders(sid string) map[string]string {
 // session ID.
 func httpPost(t *testing.T, url, principal, sid, body string) ([]byte, string) {
 	t.Helper()
+	_, msg, sid, _ := httpPostWith(t, url, principal, sid, body, nil)
+	return msg, sid
+}
+
+// httpPostWith is httpPost with extra headers, set as given (names and
+// bytes unchecked), returning the answer's status and headers too.
+func httpPostWith(t *testing.T, url, principal, sid, body string, extra map[string]string) (int, []byte, string, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range mcpHeaders(sid) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Authorization", "Bearer "+principal)
+	for k, v := range extra {
+		req.Header[k] = []string{v}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -249,5 +260,5 @@ func httpPost(t *testing.T, url, principal, sid, body string) ([]byte, string) {
 	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
 		sid = s
 	}
-	return lastMessage(resp, b), sid
+	return resp.StatusCode, lastMessage(resp, b), sid, resp.Header
 }

@@ -255,7 +255,7 @@ func (p *parts) buildExtAuthz(cfg extauthz.Config, log *slog.Logger) error {
 	if p.ext, err = extauthz.New(cfg, p.sessions, log); err != nil {
 		return err
 	}
-	m := "ext_authz on " + cfg.Listen + " (MACP"
+	m := "ext_authz on " + cfg.Listen + " (MACP: " + cfg.Unseen()
 	if cfg.MCP {
 		m += " and MCP at " + orDefault(cfg.MCPPath, extauthz.DefaultMCPPath)
 	}

@@ -64,6 +64,8 @@ var serveFlags = []serveFlag{
 	{name: "extauthz-listen", keys: "extauthz.listen", usage: "serve Envoy ext_authz Check on this address (host:port)"},
 	{name: "extauthz-mcp", keys: "extauthz.mcp", usage: "ext_authz: check requests that are not gRPC as MCP Streamable HTTP"},
 	{name: "extauthz-max-unconfirmed-starts", keys: "extauthz.max_unconfirmed_starts", usage: fmt.Sprintf("ext_authz: MACP sessions one principal started through this replica that have not ended (terminal or expired); one more SessionStart is refused (default %d)", extauthz.DefaultMaxUnconfirmedStarts)},
+	{name: "extauthz-allow-stream-session", keys: "extauthz.allow_stream_session", usage: "ext_authz: let MACP StreamSession through after authentication; Envoy never shows Warden the envelopes sent on it, so no rule on them holds (default: refused, PERMISSION_DENIED)"},
+	{name: "extauthz-allow-unfiltered-reads", keys: "extauthz.allow_unfiltered_reads", usage: "ext_authz: let MACP GetSession, ListSessions, WatchSessions and WatchSignals through after authentication, unfiltered: any caller sees every session (default: refused, PERMISSION_DENIED)"},
 	{name: "extauthz-a2a", keys: "extauthz.a2a", usage: "ext_authz: check requests that are not gRPC as A2A JSON-RPC (not with --extauthz-mcp)"},
 	{name: "extauthz-a2a-path", keys: "extauthz.a2a_path", usage: "ext_authz: the A2A JSON-RPC endpoint's path; any other path is denied but GET of the agent card (default /)"},
 	{name: "extauthz-mcp-path", keys: "extauthz.mcp_path", usage: "ext_authz: the MCP endpoint's path; any other path is denied (default /mcp)"},

@@ -107,6 +107,20 @@ type Config struct {
 	// SessionStart is refused with RESOURCE_EXHAUSTED. 0 means
 	// DefaultMaxUnconfirmedStarts.
 	MaxUnconfirmedStarts int `yaml:"max_unconfirmed_starts" json:"max_unconfirmed_starts"`
+	// AllowStreamSession lets MACP StreamSession through once its caller
+	// is authenticated. Envoy shows Warden the opening of a stream, never
+	// the envelopes sent on it, so every rule on Send (authority matrices,
+	// mode rules, governance, duplicates, lifecycle) could be walked around
+	// by sending the same envelope on a stream: refused (PERMISSION_DENIED)
+	// unless set.
+	AllowStreamSession bool `yaml:"allow_stream_session" json:"allow_stream_session"`
+	// AllowUnfilteredReads lets MACP GetSession, ListSessions,
+	// WatchSessions and WatchSignals through once their caller is
+	// authenticated. The sidecar filters their answers to the sessions the
+	// caller takes part in; Envoy never shows Warden an answer, so any
+	// authenticated caller would read every session's state, participants
+	// and signals: refused (PERMISSION_DENIED) unless set.
+	AllowUnfilteredReads bool `yaml:"allow_unfiltered_reads" json:"allow_unfiltered_reads"`
 }
 
 // DefaultMaxUnconfirmedStarts is the default of Config.MaxUnconfirmedStarts.
@@ -344,9 +358,13 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 		}
 		return s.allow(*r.Principal, id), nil
 	}
-	// Every other call, StreamSession included: the caller must be
-	// authenticated; what it sends later on a stream is not seen here. One
-	// that changes what Warden holds (a policy registered) is noted.
+	// A call whose rule needs what Envoy never shows Warden (a stream's
+	// envelopes, a read's answer) is refused unless the operator opted in.
+	if refused := s.unseen(ctx, a); refused != nil {
+		return deny(*refused), nil
+	}
+	// Every other call: the caller must be authenticated. One that changes
+	// what Warden holds (a policy registered) is noted.
 	s.blind.Passed(a.Call, func() ([]byte, error) { return grpcMessage(h) })
 	return s.allow(p, ""), nil
 }

@@ -67,7 +67,7 @@ func readAnswer(t *testing.T, req, data string, path answerPath) answerState {
 	}
 	for _, k := range s.tools.Keys() {
 		v, _ := s.tools.Peek(k)
-		st.tools = append(st.tools, k.name+"="+v)
+		st.tools = append(st.tools, k.name+"="+v.support)
 	}
 	slices.Sort(st.tools)
 	return st

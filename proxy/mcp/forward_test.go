@@ -225,8 +225,8 @@ func TestFromUpstreamLearns(t *testing.T) {
 		x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 		x.fromUpstream([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","execution":{"taskSupport":"required"}},{"name":"b"},{"name":"c","execution":{"taskSupport":""}},{"name":""},"junk"]}}`))
 		for tool, want := range map[string]string{"a": "required", "b": "forbidden", "c": "forbidden"} {
-			if got, err := s.taskSupport(context.Background(), nil, false, alice, "", nil, tool); err != nil || got != want {
-				t.Errorf("taskSupport(%s) = %q, want %q", tool, got, want)
+			if got, err := s.taskSupport(context.Background(), nil, false, alice, "", nil, tool); err != nil || got.support != want {
+				t.Errorf("taskSupport(%s) = %q, want %q", tool, got.support, want)
 			}
 		}
 		if s.tools.Contains(toolKey{alice, "", ""}) {

@@ -166,7 +166,7 @@ type Server struct {
 	log         *slog.Logger
 	gate        *gate.Gate[mcp.Call]
 
-	tools *lru.Cache[toolKey, string] // execution.taskSupport
+	tools *lru.Cache[toolKey, tool] // execution.taskSupport, mirrored arguments
 	// clientTasks are the client-side tasks clients created (clienttasks.go).
 	clientTasks *lru.Cache[clientTaskKey, struct{}]
 
@@ -202,7 +202,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	tools, err := lru.New[toolKey, string](maxTools)
+	tools, err := lru.New[toolKey, tool](maxTools)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
@@ -376,7 +376,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	name := ""
 	if call.Kind != mcp.KindResponse || !refused.OK() {
-		h := mcp.Headers{ProtocolVersion: r.Header.Get("Mcp-Protocol-Version"), Method: r.Header.Get("Mcp-Method")}
+		h := mcp.Headers{ProtocolVersion: r.Header.Get("Mcp-Protocol-Version"), Method: r.Header.Get("Mcp-Method"), Params: mcp.Params(r.Header)}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
 		req := tasks.Request{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}
 		req.Refused = mcp.CheckHeaders(call, h)
@@ -403,14 +403,18 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			}
 		}
 		if call.Method == mcp.MethodToolsCall && req.Refused.OK() {
-			support, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
+			t, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
 			if err != nil {
 				// Fail closed: whether the call may run as it asks cannot
 				// be told.
 				s.log.Warn("could not learn a tool's taskSupport; refusing the call", "tool", call.Tool, "principal", p.ID, "err", err)
 				req.Refused = mcp.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
+			} else {
+				// the schema known: each Mcp-Param-* header is the argument
+				// it mirrors, as the policy judges it
+				req.Refused = mcp.CheckParams(call, h.Params, t.mirrored, h.ProtocolVersion)
 			}
-			req.Support, x.support = support, support
+			req.Support, x.support = t.support, t.support
 		}
 		// Every message whose routing headers disagree with its body, or
 		// that names a task or cursor not the caller's, is refused; the

@@ -16,21 +16,30 @@ import (
 // to another session or caller.
 type toolKey struct{ principal, sid, name string }
 
+// tool is what Warden learned of one tool from a tools/list answer: its
+// execution.taskSupport and the arguments its inputSchema mirrors in
+// Mcp-Param-* headers (SEP-2243).
+type tool struct {
+	support  string
+	mirrored mcp.Mirrored
+}
+
 // errUnlisted says the server's complete tools/list does not name a tool.
 var errUnlisted = errors.New("the tool is not in the server's tools/list")
 
 // maxToolPages bounds the tools/list pages Warden reads for one tool.
 const maxToolPages = 10
 
-// taskSupport returns a tool's execution.taskSupport in the caller's
-// session, learned from tools/list answers or, for a tool not seen yet, read
-// with tools/list. An error means it could not be learned: errUnlisted, or
-// the list could not be read whole.
-func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, tool string) (string, error) {
-	if tool == "" {
-		return "", nil // no tool: the server answers invalid params
+// taskSupport returns what Warden knows of a tool in the caller's session
+// (its execution.taskSupport, its mirrored arguments), learned from
+// tools/list answers or, for a tool not seen yet, read with tools/list. An
+// error means it could not be learned: errUnlisted, or the list could not
+// be read whole.
+func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, name string) (tool, error) {
+	if name == "" {
+		return tool{}, nil // no tool: the server answers invalid params
 	}
-	if v, ok := s.tools.Get(toolKey{principal, sid, tool}); ok {
+	if v, ok := s.tools.Get(toolKey{principal, sid, name}); ok {
 		return v, nil
 	}
 	cursor := ""
@@ -44,21 +53,21 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 			err = errors.New("an error answer")
 		}
 		if err != nil {
-			return "", fmt.Errorf("tools/list for taskSupport: %w", err)
+			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", err)
 		}
-		v, found := s.learnTools(principal, sid, res, tool)
+		v, found := s.learnTools(principal, sid, res, name)
 		cursor, _ = str(res, "nextCursor")
 		if res != nil && res.Err() != nil {
-			return "", fmt.Errorf("tools/list for taskSupport: %w", errAmbiguous)
+			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", errAmbiguous)
 		}
 		if found {
 			return v, nil
 		}
 		if cursor == "" {
-			return "", errUnlisted
+			return tool{}, errUnlisted
 		}
 	}
-	return "", fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
+	return tool{}, fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
 }
 
 // forgetTools forgets the taskSupport learned for a principal's session,
@@ -71,19 +80,22 @@ func (s *Server) forgetTools(principal, sid string) {
 	}
 }
 
-// learnTools records execution.taskSupport of every listed tool (absent
-// means forbidden) for the principal's session, and returns want's. A list
-// read two ways (result's Err: a tool's name or taskSupport given twice, or
-// spelled otherwise) teaches nothing.
-func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want string) (support string, found bool) {
+// learnTools records execution.taskSupport (absent means forbidden) and
+// the mirrored arguments of every listed tool for the principal's session,
+// and returns want's. A list read two ways (result's Err: a tool's name or
+// taskSupport given twice, or spelled otherwise) teaches nothing.
+func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want string) (t tool, found bool) {
 	if result == nil {
-		return "", false
+		return tool{}, false
 	}
 	tools, _ := result.Arr("tools")
 	if tools == nil {
-		return "", false
+		return tool{}, false
 	}
-	type learned struct{ name, support string }
+	type learned struct {
+		name string
+		tool
+	}
 	seen := make([]learned, 0, tools.Len())
 	for i := range tools.Len() {
 		m, _ := tools.Obj(i)
@@ -97,16 +109,17 @@ func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want 
 				v = ts
 			}
 		}
-		seen = append(seen, learned{name, v})
+		schema, _ := m.Raw("inputSchema")
+		seen = append(seen, learned{name, tool{v, mcp.MirroredArguments(schema)}})
 	}
 	if result.Err() != nil {
-		return "", false
+		return tool{}, false
 	}
-	for _, t := range seen {
-		s.tools.Add(toolKey{principal, sid, t.name}, t.support)
-		if t.name == want {
-			support, found = t.support, true
+	for _, l := range seen {
+		s.tools.Add(toolKey{principal, sid, l.name}, l.tool)
+		if l.name == want {
+			t, found = l.tool, true
 		}
 	}
-	return support, found
+	return t, found
 }

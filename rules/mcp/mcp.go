@@ -10,7 +10,6 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -458,17 +457,22 @@ type Headers struct {
 	Method          string // Mcp-Method
 	Name            string // Mcp-Name
 	HasName         bool
+	Params          []Param // Mcp-Param-* (Params)
 }
 
 // CheckHeaders checks that the routing headers agree with the body
-// (SEP-2243): Mcp-Method equals the method, Mcp-Name, when given, the
-// params.name of tools/call and prompts/get and the params.uri of
-// resources/read (nameSource), and on task methods Mcp-Name equals
-// params.taskId, required from protocol 2026-07-28 on. A task
+// (SEP-2243): Mcp-Param-* values read as one value each (CheckParamValues;
+// against the arguments: CheckParams), Mcp-Method equals the method,
+// Mcp-Name, when given, the params.name of tools/call and prompts/get and
+// the params.uri of resources/read (nameSource), and on task methods
+// Mcp-Name equals params.taskId, required from protocol 2026-07-28 on. A task
 // method without a string taskId is invalid params.
 func CheckHeaders(c Call, h Headers) rules.Verdict {
 	if c.Kind != KindRequest && c.Kind != KindNotification {
 		return rules.Verdict{}
+	}
+	if v := CheckParamValues(h.Params); !v.OK() {
+		return v
 	}
 	if h.Method != "" && h.Method != c.Method {
 		return mismatch(fmt.Sprintf("Mcp-Method header %q does not match the body's method %q", h.Method, c.Method))
@@ -513,12 +517,11 @@ func mismatch(detail string) rules.Verdict {
 	return rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch, Detail: detail}
 }
 
-// decodeHeader decodes SEP-2243's =?base64?...?= form of non-ASCII values.
+// decodeHeader decodes SEP-2243's =?base64?...?= form of non-ASCII values
+// (paramValue), a value that does not decode read as written.
 func decodeHeader(v string) string {
-	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") {
-		if b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-2]); err == nil {
-			return string(b)
-		}
+	if d, ok := paramValue(v); ok {
+		return d
 	}
 	return v
 }
