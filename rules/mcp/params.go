@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -25,8 +24,9 @@ type Param struct {
 }
 
 // Params are a request's Mcp-Param-* headers, read the one way both doors
-// read them: names compared without case, every value kept.
-func Params(h http.Header) []Param {
+// read them: names compared without case, every value kept. h is an
+// http.Header (the rules do no I/O, so they name no net/http type).
+func Params(h map[string][]string) []Param {
 	var out []Param
 	for k, vs := range h {
 		if len(k) <= len(ParamPrefix) || !strings.EqualFold(k[:len(ParamPrefix)], ParamPrefix) {
