@@ -83,3 +83,69 @@ func TestGuard(t *testing.T) {
 		}
 	})
 }
+
+// TestWatch: Watch calls end when the credential names another principal at
+// a check or expires, never after stop; and watching a stream with the
+// stream's own cancel costs fewer allocations than deriving a guarded
+// context and watching it (Guard + context.AfterFunc, what relay.Bound did
+// for every MCP and A2A event stream before Watch).
+func TestWatch(t *testing.T) {
+	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := authn.Principal{ID: "alice"}
+	for _, tc := range []struct {
+		name  string
+		creds string
+		p     authn.Principal
+		every time.Duration
+		end   bool
+	}{
+		{"another principal at a check", "mallory", alice, 2 * time.Millisecond, true},
+		{"expired", "alice", authn.Principal{ID: "alice", Expiry: time.Now().Add(20 * time.Millisecond)}, time.Hour, true},
+		{"valid", "alice", alice, 2 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ended := make(chan struct{}, 2)
+			stop := e.Watch(context.Background(), authn.Credentials{Bearer: tc.creds}, tc.p, tc.every, func() { ended <- struct{}{} })
+			select {
+			case <-ended:
+				if !tc.end {
+					t.Fatal("a valid credential's stream ended")
+				}
+			case <-time.After(map[bool]time.Duration{true: 5 * time.Second, false: 30 * time.Millisecond}[tc.end]):
+				if tc.end {
+					t.Fatal("the stream did not end")
+				}
+			}
+			stop()
+			time.Sleep(5 * time.Millisecond)
+			for len(ended) > 0 {
+				<-ended
+			}
+			time.Sleep(10 * time.Millisecond)
+			if len(ended) > 0 {
+				t.Fatal("end called after stop")
+			}
+		})
+	}
+	t.Run("allocations", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		creds := authn.Credentials{Bearer: "alice"}
+		watch := testing.AllocsPerRun(200, func() {
+			e.Watch(ctx, creds, alice, time.Hour, cancel)()
+		})
+		guarded := testing.AllocsPerRun(200, func() {
+			gctx, stop := e.Guard(ctx, creds, alice, time.Hour, context.Canceled)
+			after := context.AfterFunc(gctx, cancel)
+			after()
+			stop()
+		})
+		if watch >= guarded {
+			t.Errorf("Watch: %v allocations, Guard and AfterFunc %v: want fewer", watch, guarded)
+		}
+		t.Logf("Watch %v allocations, Guard + AfterFunc %v", watch, guarded)
+	})
+}

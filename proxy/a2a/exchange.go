@@ -36,7 +36,7 @@ type exchange struct {
 	// did not (handle.Cause), for the operator.
 	idReason string
 	dry      bool // dry run: what an answer would not hand over is logged and passes
-	guard    func(context.Context) (context.Context, func())
+	guard    func(ctx context.Context, end func()) (stop func())
 	call     a2a.Call
 	taskID   string // the upstream id of the task the request names
 	// mine are the upstream ids known to be the caller's: proven by the

@@ -201,15 +201,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p, creds := in.Principal, in.Creds
 	x := &exchange{s: s, req: r, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
-		guard: func(ctx context.Context) (context.Context, func()) {
-			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
+		guard: func(ctx context.Context, end func()) func() {
+			return s.enforcer.Watch(ctx, creds, p, proxy.DefaultCredentialCheck, end)
 		}}
 	s.post(w, r, p, x, in.Call, in.Body)
 }
-
-// errCredentialGone ends an event stream whose credential expired or was
-// revoked while it was open.
-var errCredentialGone = errors.New("the credential expired or was revoked")
 
 // post decides one JSON-RPC request, admitted by the gate, and forwards it.
 func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal, x *exchange, call a2a.Call, body []byte) {

@@ -30,7 +30,7 @@ type exchange struct {
 	strip bool
 	// guard, when set, watches the credential of a long-lived answer (an
 	// event stream): its context ends when the credential is revoked.
-	guard func(context.Context) (context.Context, func())
+	guard func(ctx context.Context, end func()) (stop func())
 	// lastEventID is the upstream event id the caller resumes from;
 	// resumed is set when call is the request whose stream that resumes
 	// (resume.go), not one of this exchange.

@@ -256,8 +256,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		sid = r.Header.Get("Mcp-Session-Id") // dry run: recorded, forwarded as sent
 	}
 	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r,
-		guard: func(ctx context.Context) (context.Context, func()) {
-			return s.enforcer.Guard(ctx, creds, p, proxy.DefaultCredentialCheck, errCredentialGone)
+		guard: func(ctx context.Context, end func()) func() {
+			return s.enforcer.Watch(ctx, creds, p, proxy.DefaultCredentialCheck, end)
 		}}
 	if v := r.Header.Get("Last-Event-Id"); v != "" {
 		// A stream is resumed only from an event id given to this
@@ -294,10 +294,6 @@ func (s *Server) session(r *http.Request, principal string) (string, bool) {
 	}
 	return s.handles.open(kindSession, principal, h)
 }
-
-// errCredentialGone ends an event stream whose credential expired or was
-// revoked while it was open.
-var errCredentialGone = errors.New("the credential expired or was revoked")
 
 // metadataURL is the protected-resource metadata URL of the 401 challenge:
 // from mcp.resource, or this endpoint's own origin (ownOrigin) and path,

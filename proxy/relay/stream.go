@@ -105,23 +105,22 @@ func EndWithError(w http.ResponseWriter, id json.RawMessage, code int, msg strin
 }
 
 // Bound ends a stream (cancel) when the credential it was opened with
-// expires (expiry, zero for never) or when guard's context ends (a reload,
-// a key leaving the JWKS; nil for none). stop releases what Bound holds.
-func Bound(ctx context.Context, cancel func(), expiry time.Time, guard func(context.Context) (context.Context, func())) (stop func()) {
-	stops := []func() bool{}
+// expires (expiry, zero for never) or when watch calls it (a reload, a key
+// leaving the JWKS: proxy.Enforcer.Watch; nil for none). watch is handed the
+// stream's context and cancel itself: no context is derived to be watched.
+// stop releases what Bound holds.
+func Bound(ctx context.Context, cancel func(), expiry time.Time, watch func(ctx context.Context, end func()) (stop func())) (stop func()) {
+	var t *time.Timer
 	if !expiry.IsZero() {
-		t := time.AfterFunc(time.Until(expiry), cancel)
-		stops = append(stops, t.Stop)
+		t = time.AfterFunc(time.Until(expiry), cancel)
 	}
 	var release func()
-	if guard != nil {
-		gctx, s := guard(ctx)
-		release = s
-		stops = append(stops, context.AfterFunc(gctx, cancel))
+	if watch != nil {
+		release = watch(ctx, cancel)
 	}
 	return func() {
-		for _, s := range stops {
-			s()
+		if t != nil {
+			t.Stop()
 		}
 		if release != nil {
 			release()

@@ -1,7 +1,6 @@
 package jsonrpc
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,17 +39,26 @@ func PolicyValue(raw json.RawMessage, what string) (any, rules.Verdict) {
 	if len(raw) > MaxPolicyBytes {
 		return nil, badValue(rules.ReasonArgumentsTooLarge, fmt.Sprintf("%s of %d bytes exceeds the limit of %d", what, len(raw), MaxPolicyBytes))
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
+	if !json.Valid(raw) {
+		// encoding/json's own words for what is wrong.
+		var v any
+		return nil, badValue(rules.ReasonMalformedRequest, "invalid params: "+what+": "+json.Unmarshal(raw, &v).Error())
+	}
+	v, _, err := policyValue(raw, SkipSpace(raw, 0), 0)
 	if err != nil {
-		var deep errTooDeep
-		if errors.As(err, &deep) {
-			return nil, badValue(rules.ReasonArgumentsTooLarge, fmt.Sprintf("%s nested deeper than the limit of %d", what, MaxPolicyDepth))
-		}
-		return nil, badValue(rules.ReasonMalformedRequest, "invalid params: "+what+": "+err.Error())
+		return nil, valueRefused(what, err)
 	}
 	return v, rules.Verdict{}
+}
+
+// valueRefused is the verdict on the member what that could not be read for
+// the policy (err).
+func valueRefused(what string, err error) rules.Verdict {
+	var deep errTooDeep
+	if errors.As(err, &deep) {
+		return badValue(rules.ReasonArgumentsTooLarge, fmt.Sprintf("%s nested deeper than the limit of %d", what, MaxPolicyDepth))
+	}
+	return badValue(rules.ReasonMalformedRequest, "invalid params: "+what+": "+err.Error())
 }
 
 func badValue(reason rules.Reason, detail string) rules.Verdict {
@@ -61,55 +69,111 @@ type errTooDeep struct{}
 
 func (errTooDeep) Error() string { return "nested too deep" }
 
-// decodeValue reads one JSON value at nesting depth (0 for the top).
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		if n, isNum := tok.(json.Number); isNum && !ReadsAsDouble(string(n)) {
-			return nil, fmt.Errorf("the number %.40s is not one a 64-bit float holds (a server reading it as JavaScript, Python or encoding/json do reads another)", n)
+// policyValue reads the JSON value at raw[i] (valid JSON: PolicyValue
+// checked it whole) at nesting depth (0 for the top) as encoding/json decodes
+// it into any with UseNumber, and returns it with the index just past it. It
+// reads the bytes in place (scan.go) instead of through json.Decoder's
+// tokens, which cost a dozen allocations for the smallest arguments;
+// FuzzPolicyValue holds it to the decoder's values and refusals.
+func policyValue(raw []byte, i, depth int) (any, int, error) {
+	switch raw[i] {
+	case '"':
+		end, _ := StringEnd(raw, i)
+		s, err := policyString(raw[i:end])
+		return s, end, err
+	case 't':
+		return true, i + len("true"), nil
+	case 'f':
+		return false, i + len("false"), nil
+	case 'n':
+		return nil, i + len("null"), nil
+	case '[', '{':
+	default:
+		end := ValueEnd(raw, i)
+		n := json.Number(raw[i:end])
+		if !ReadsAsDouble(string(n)) {
+			return nil, 0, fmt.Errorf("the number %.40s is not one a 64-bit float holds (a server reading it as JavaScript, Python or encoding/json do reads another)", n)
 		}
-		return tok, nil
+		return n, end, nil
 	}
 	if depth++; depth > MaxPolicyDepth {
-		return nil, errTooDeep{}
+		return nil, 0, errTooDeep{}
 	}
-	if d == '[' {
+	if raw[i] == '[' {
 		list := []any{}
-		for dec.More() {
-			v, err := decodeValue(dec, depth)
+		i = SkipSpace(raw, i+1)
+		for raw[i] != ']' {
+			v, end, err := policyValue(raw, i, depth)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			list = append(list, v)
-		}
-		_, err := dec.Token() // ]
-		return list, err
-	}
-	obj, folded := map[string]any{}, map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, _ := tok.(string)
-		f := Fold(k)
-		if prev, dup := folded[f]; dup {
-			if prev == k {
-				return nil, fmt.Errorf("member %s given twice", strconv.Quote(k))
+			if i = SkipSpace(raw, end); raw[i] == ',' {
+				i = SkipSpace(raw, i+1)
 			}
-			return nil, fmt.Errorf("members %s and %s differ only in case", strconv.Quote(prev), strconv.Quote(k))
 		}
-		folded[f] = k
-		if obj[k], err = decodeValue(dec, depth); err != nil {
-			return nil, err
+		return list, i + 1, nil
+	}
+	obj := map[string]any{}
+	// The names so far, to find two that fold alike: compared in place while
+	// few (Fold builds a string for most names), by their Fold past that.
+	var few [8]string
+	names := few[:0]
+	var folded map[string]string
+	i = SkipSpace(raw, i+1)
+	for raw[i] != '}' {
+		end, _ := StringEnd(raw, i)
+		k, err := policyString(raw[i:end])
+		if err != nil {
+			return nil, 0, err
+		}
+		prev, dup := "", false
+		if folded == nil && len(names) < cap(few) {
+			for _, n := range names {
+				if foldEqualString(n, k) {
+					prev, dup = n, true
+					break
+				}
+			}
+			names = append(names, k)
+		} else {
+			if folded == nil {
+				folded = make(map[string]string, 2*len(names))
+				for _, n := range names {
+					folded[Fold(n)] = n
+				}
+			}
+			f := Fold(k)
+			prev, dup = folded[f]
+			folded[f] = k
+		}
+		if dup {
+			if prev == k {
+				return nil, 0, fmt.Errorf("member %s given twice", strconv.Quote(k))
+			}
+			return nil, 0, fmt.Errorf("members %s and %s differ only in case", strconv.Quote(prev), strconv.Quote(k))
+		}
+		i = SkipSpace(raw, SkipSpace(raw, end)+1) // past the colon
+		v, end, err := policyValue(raw, i, depth)
+		if err != nil {
+			return nil, 0, err
+		}
+		obj[k] = v
+		if i = SkipSpace(raw, end); raw[i] == ',' {
+			i = SkipSpace(raw, i+1)
 		}
 	}
-	_, err = dec.Token() // }
-	return obj, err
+	return obj, i + 1, nil
+}
+
+// policyString decodes the string literal lit as encoding/json does.
+func policyString(lit []byte) (string, error) {
+	if s, ok := PlainString(lit); ok {
+		return s, nil
+	}
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
 }
 
 // ReadsAsDouble reports whether the JSON number lit has the value of the
