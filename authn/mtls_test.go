@@ -38,14 +38,7 @@ func cert(t *testing.T, cn string, notAfter time.Time, uris ...string) *x509.Cer
 		}
 		tmpl.URIs = append(tmpl.URIs, pu)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := signed(t, tmpl, tmpl, key, key)
 	return c
 }
 
@@ -96,6 +89,20 @@ func TestAuthenticateMTLS(t *testing.T) {
 	}
 }
 
+// signed is tmpl, for key's public half, signed by parent's key signer.
+func signed(t *testing.T, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // ca is a CA certificate and key that issues leaves.
 type ca struct {
 	cert *x509.Certificate
@@ -110,14 +117,7 @@ func newCA(t *testing.T, name string) ca {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(48 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := signed(t, tmpl, tmpl, key, key)
 	return ca{cert: c, key: key}
 }
 
@@ -134,15 +134,7 @@ func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(24 * time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return leaf
+	return signed(t, tmpl, c.cert, key, c.key)
 }
 
 func (c ca) file(t *testing.T) string {
