@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +212,27 @@ func TestTaskSessions(t *testing.T) {
 		if n != updatesPerSession {
 			t.Errorf("session %d got %d updates, want %d", k, n, updatesPerSession)
 		}
+	}
+}
+
+func TestUnusedStem(t *testing.T) {
+	dir := t.TempDir()
+	full := record{Date: "2026-11-28T09:41:07Z"}
+	quick := record{Date: "2026-11-28T09:41:07Z", Quick: true}
+	if got := full.unused(dir); got != "2026-11-28" {
+		t.Fatalf("first run of the day: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "2026-11-28.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := full.unused(dir); got != "2026-11-28-0941" {
+		t.Fatalf("second run of the day: %q, want the start time added (the first record kept)", got)
+	}
+	if got := quick.unused(dir); got != "2026-11-28-quick" {
+		t.Fatalf("a quick run after a full one: %q", got)
+	}
+	full.name = full.unused(dir)
+	if got := full.stem(); got != "2026-11-28-0941" {
+		t.Fatalf("stem of a named record: %q", got)
 	}
 }

@@ -148,6 +148,7 @@ func run() error {
 		}),
 		Timing: timingRecord{Warmup: b.timing.warmup.String(), Measure: b.timing.measure.String(), Rounds: b.timing.rounds},
 	}
+	rec.name = rec.unused(*out)
 	b.wardenDoor = defaultDoor(*wardenBin)
 	rec.Columns = columns(b.wardenDoor, rec.Machine.Nginx, *wardenGRPC)
 	if secs := *profileSecs; secs != 0 {

@@ -25,6 +25,9 @@ type record struct {
 	Memory      []memoryPoint     `json:"memory,omitempty"`
 	Micro       map[string]string `json:"micro_medians,omitempty"`
 	NotRun      []string          `json:"not_run,omitempty"`
+	// name is the files' name a measuring run chose (record.unused); a
+	// rendered record's is its day's.
+	name string
 	// Columns say what each side is (absent before 2026-11-28: the Warden
 	// column was then the grpc-go MACP door, see report.LegacyColumns).
 	Columns []report.Column `json:"columns,omitempty"`
@@ -157,8 +160,11 @@ func (r record) write(dir string) error {
 }
 
 // stem is the name of the record's files: its day, "-quick" for a quick
-// run.
+// run, or the name a measuring run chose (unused).
 func (r record) stem() string {
+	if r.name != "" {
+		return r.name
+	}
 	day, _ := time.Parse(time.RFC3339, r.Date)
 	if r.Quick {
 		return day.Format("2006-01-02") + "-quick"
@@ -210,4 +216,16 @@ func chartPanels(runs []runRecord) []report.Panel {
 		panels = append(panels, p)
 	}
 	return panels
+}
+
+// unused names a measuring run's files: its stem, or when a record of that
+// day is already in dir, the stem and the run's start time (-1504), so that
+// a second run on one day never overwrites the first one's record.
+func (r record) unused(dir string) string {
+	stem := r.stem()
+	if _, err := os.Stat(filepath.Join(dir, stem+".json")); err != nil {
+		return stem
+	}
+	at, _ := time.Parse(time.RFC3339, r.Date)
+	return stem + at.Format("-1504")
 }
