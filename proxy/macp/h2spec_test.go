@@ -15,8 +15,8 @@ import (
 var h2specSummary = regexp.MustCompile(`(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed`)
 
 // h2specAnswered are the h2spec cases that expect something of the answer
-// to h2spec's own request (GET /, no gRPC content type), which the grpc-go
-// sidecar behind the relay answers at once with a gRPC error (HTTP 415,
+// to h2spec's own request (GET /, no gRPC content type), which the relay
+// front door answers at once with grpc-go's own answer to it (HTTP 415,
 // Trailers-Only, then RST_STREAM NO_ERROR): the first two expect a DATA
 // frame; the third counts on h2spec's requests staying open while it opens
 // one stream more than SETTINGS_MAX_CONCURRENT_STREAMS, and they were
