@@ -362,7 +362,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 	hold := s.streams.Hold()
 	defer hold.Release()
-	b, err := relay.ReadBodyTo(s.bufs.Get(), hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	in := s.bufs.Get()
+	defer s.bufs.Put(in) // once written: what the answer is made of is copied out of it
+	b, err := relay.ReadBodyTo(*in, hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	*in = b
 	if err != nil {
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
@@ -370,10 +373,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.Unread(w, x.call.ID, err, "A2A server", s.responseLimit())
 		return
 	}
-	defer s.bufs.Put(b) // once written: what the answer is made of is copied out of it
 	status := resp.StatusCode
-	x.out = s.bufs.Get()
-	defer func() { s.bufs.Put(x.out) }()
+	written := s.bufs.Get()
+	x.out = *written
+	defer func() { *written = x.out; s.bufs.Put(written) }()
 	if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
 		nb, keep := x.fromUpstream(b)
 		if !keep {
