@@ -172,6 +172,7 @@ type Server struct {
 
 	streams *listener.Streams // the forwarded requests open
 	sse     relay.Readers     // the buffers event streams are read through
+	bufs    relay.Buffers     // the buffers answers are read into (relayBody)
 }
 
 // New builds the sidecar. keys bind handles to principals (see
