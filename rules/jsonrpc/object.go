@@ -685,7 +685,9 @@ func Unique(raw []byte) bool {
 			j := SkipSpace(raw, end)
 			if len(inObject) > 0 && inObject[len(inObject)-1] && j < len(raw) && raw[j] == ':' {
 				name := raw[i+1 : end-1]
-				if escaped {
+				if escaped || !utf8.Valid(name) {
+					// As a decoder reads it: invalid UTF-8 is U+FFFD,
+					// so "\x93" and "\xa1" are one name.
 					s, _ := String(raw[i:end])
 					name = []byte(s)
 				}
