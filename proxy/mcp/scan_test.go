@@ -27,7 +27,7 @@ func TestScanStrings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			spans, ok := scanStrings([]byte(tc.in), "taskId")
+			spans, ok := scanStrings(nil, []byte(tc.in), "taskId")
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v", ok, tc.ok)
 			}
@@ -237,5 +237,22 @@ func TestListFastTaken(t *testing.T) {
 		if !done || !keep || strings.Contains(string(out), "t-b") || strings.Contains(string(out), `"t-a"`) {
 			t.Errorf("%s: %s %v %v", data, out, keep, done)
 		}
+	}
+}
+
+// TestFromUpstreamFastAllocs bounds the allocations of the fast path on
+// the answer to tasks/get: the task id read, the owner look-up's answer,
+// the handle sealed and the answer spliced. The spans found, the tasks
+// named and their handles stay on the stack (the old code: 8).
+func TestFromUpstreamFastAllocs(t *testing.T) {
+	s := unitServer(t)
+	taskCreated(s.enforcer, "t-a", alice, mcp.StatusWorking)
+	x := exchangeFor(t, s, alice, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`)
+	answer := []byte(`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-a","status":"working"}}`)
+	if _, keep, done := x.fromUpstreamFast(answer); !keep || !done {
+		t.Fatalf("keep %v done %v", keep, done)
+	}
+	if n := testing.AllocsPerRun(100, func() { x.fromUpstreamFast(answer) }); n > 5 {
+		t.Errorf("%v allocations, want at most 5", n)
 	}
 }
