@@ -41,7 +41,7 @@ type exchange struct {
 	taskID   string // the upstream id of the task the request names
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
-	mine map[idKey]bool
+	mine idMap[struct{}]
 	// failed is set once an answer named another's task: nothing more of
 	// a stream passes.
 	failed bool
@@ -64,7 +64,7 @@ type exchange struct {
 	// fresh is set when Warden generated contextID.
 	fresh bool
 	// sealed are the handles sealed for this exchange's answer.
-	sealed map[idKey]string
+	sealed idMap[string]
 	// out, when not nil, is the buffer fromUpstream writes a rewritten
 	// answer into (one read whole; an event's is its own).
 	out []byte
@@ -92,14 +92,11 @@ func (x *exchange) seal(kind a2a.Kind, id string) string {
 	// An answer names its task and context in the task and in each of its
 	// messages: each is sealed once.
 	k := idKey{kind, id}
-	if h, ok := x.sealed[k]; ok {
+	if h, ok := x.sealed.get(k); ok {
 		return h
 	}
 	h := x.s.sealFor(kind, x.principal, id)
-	if x.sealed == nil {
-		x.sealed = map[idKey]string{}
-	}
-	x.sealed[k] = h
+	x.sealed.set(k, h)
 	return h
 }
 
@@ -362,7 +359,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	}
 	hold := s.streams.Hold()
 	defer hold.Release()
-	b, err := relay.ReadBodyTo(s.bufs.Get(), hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	in := s.bufs.Get()
+	defer s.bufs.Put(in) // once written: what the answer is made of is copied out of it
+	b, err := relay.ReadBodyTo(*in, hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	*in = b
 	if err != nil {
 		if errors.Is(err, listener.ErrAnswerBudget) {
 			s.log.Warn("A2A answer over the answer bytes in flight; the caller gets an error", "method", x.call.Method, "principal", x.principal)
@@ -370,10 +370,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.Unread(w, x.call.ID, err, "A2A server", s.responseLimit())
 		return
 	}
-	defer s.bufs.Put(b) // once written: what the answer is made of is copied out of it
 	status := resp.StatusCode
-	x.out = s.bufs.Get()
-	defer func() { s.bufs.Put(x.out) }()
+	written := s.bufs.Get()
+	x.out = *written
+	defer func() { *written = x.out; s.bufs.Put(written) }()
 	if len(bytes.TrimSpace(b)) > 0 && (mt == "application/json" || json.Valid(b)) {
 		nb, keep := x.fromUpstream(b)
 		if !keep {

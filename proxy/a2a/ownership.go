@@ -32,16 +32,13 @@ type idKey struct {
 
 // prove records that a handle of the request proved id the caller's.
 func (x *exchange) prove(kind a2a.Kind, id string) {
-	if x.mine == nil {
-		x.mine = map[idKey]bool{}
-	}
-	x.mine[idKey{kind, id}] = true
+	x.mine.set(idKey{kind, id}, struct{}{})
 }
 
 // owner returns who owns a task or a context as Warden knows it ("" when
 // unknown); an error means the shared store could not be read.
 func (x *exchange) owner(kind a2a.Kind, id string) (string, error) {
-	if x.mine[idKey{kind, id}] {
+	if x.mine.has(idKey{kind, id}) {
 		return x.principal, nil
 	}
 	if id == "" {
@@ -104,7 +101,7 @@ func (x *exchange) adopt(kind a2a.Kind, id, state string, how creation) bool {
 	if kind == a2a.KindTask {
 		f.Status = state
 	}
-	mine := x.mine[idKey{kind, id}]
+	mine := x.mine.has(idKey{kind, id})
 	if !mine && how != noCreate {
 		f.Created, f.Recall = true, how == ofOwnTask
 	}

@@ -212,7 +212,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	x.call = call
 	req, out := x.toUpstream(call, body)
 	req.Principal = p
-	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, req.TaskID) }
+	taskID := req.TaskID // not req: the closure would move all of it to the heap
+	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, taskID) }
 	d, err := s.tenancy.Enforce(r.Context(), req)
 	if err != nil {
 		s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)

@@ -22,7 +22,8 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			return out, keep, true
 		}
 	}
-	spans, readable := scanStrings(data, "taskId", "status")
+	var spanBuf [8]span // id, result, a task's taskId and status: a few
+	spans, readable := scanStrings(spanBuf[:0], data, "taskId", "status")
 	if !readable || repeated(spans) {
 		return nil, false, false
 	}
@@ -78,8 +79,10 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 		}
 		return "", false
 	}
-	var at []span
-	var facts []owners.Fact
+	// A message names a task or two: on the stack while they are few.
+	var atBuf [2]span
+	var factsBuf [2]owners.Fact
+	at, facts := atBuf[:0], factsBuf[:0]
 	for _, s := range spans {
 		if s.key != "taskId" {
 			continue
@@ -101,12 +104,13 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 	if err != nil {
 		return nil, false, false // the decoding path answers for it
 	}
-	with := make([]string, len(at))
+	var withBuf [2]string
+	with := withBuf[:0]
 	for i := range at {
 		if got[i] != x.principal {
 			return nil, false, false // not the caller's, or new: the decoding path decides
 		}
-		with[i] = x.seal(kindTask, facts[i].Key.ID)
+		with = append(with, x.seal(kindTask, facts[i].Key.ID))
 	}
 	return splice(data, at, with), true, true
 }

@@ -152,7 +152,14 @@ func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, 
 	}
 	hold := s.streams.Hold()
 	defer hold.Release()
-	b, err := relay.ReadBody(hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	buf := s.bufs.Get()
+	// Back to the pool once written: what the caller is answered with is
+	// the answer read, a part of it or a fresh buffer, and nothing kept
+	// past the request holds a slice of it (what is learned from an answer
+	// is strings). TestPooledAnswers.
+	defer s.bufs.Put(buf)
+	b, err := relay.ReadBodyTo(*buf, hold.Reader(resp.Body), s.cfg.MaxResponseBytes)
+	*buf = b
 	if err != nil {
 		s.unreadBody(w, r, x, err)
 		return

@@ -24,13 +24,14 @@ var ownMembers = [...]string{"id", "result", "error", "method"}
 // escape in a key or in a wanted value, a key that folds like a wanted one
 // or is not ASCII); callers then take the reading path. It never reads a
 // string's content as structure, so a "taskId" inside a text is not a member.
-func scanStrings(b []byte, keys ...string) (spans []span, ok bool) {
+// The spans are appended to dst (a caller's buffer on its stack).
+func scanStrings(dst []span, b []byte, keys ...string) (spans []span, ok bool) {
 	i := jsonrpc.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
 	stack := make([]int, 0, 16) // object numbers; -1 for an array
-	spans = make([]span, 0, 8)
+	spans = dst[:0]
 	objects := 0
 	for i < len(b) {
 		switch c := b[i]; c {

@@ -172,6 +172,7 @@ type Server struct {
 
 	streams *listener.Streams // the forwarded requests open
 	sse     relay.Readers     // the buffers event streams are read through
+	bufs    relay.Buffers     // the buffers answers are read into (relayBody)
 }
 
 // New builds the sidecar. keys bind handles to principals (see
@@ -394,8 +395,9 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			if h.HasName && req.Owner {
 				name = owner
 			}
+			params := call.Params // not call: the closure would move all of it to the heap
 			req.Status = func(ctx context.Context) (tasks.View, error) {
-				return s.readStatus(ctx, r, x.strip, sid, call.Params, owner)
+				return s.readStatus(ctx, r, x.strip, sid, params, owner)
 			}
 		}
 		if call.Method == mcp.MethodToolsCall && req.Refused.OK() {

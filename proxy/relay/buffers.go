@@ -15,20 +15,25 @@ const MaxPooled = 64 << 10
 // caller. The zero value is ready to use; it must not be copied.
 type Buffers struct{ p sync.Pool }
 
-// Get returns an empty buffer.
-func (b *Buffers) Get() []byte {
+// Get returns an empty buffer to append to: the caller sets *buf to what
+// it grew into and hands buf back with Put. The pointer travels with the
+// buffer, so that neither Get nor Put allocates.
+func (b *Buffers) Get() *[]byte {
 	if v, ok := b.p.Get().(*[]byte); ok {
-		return (*v)[:0]
+		*v = (*v)[:0]
+		return v
 	}
-	return make([]byte, 0, 4<<10)
+	buf := make([]byte, 0, 4<<10)
+	return &buf
 }
 
-// Put returns a buffer Get gave once nothing reads it any more.
-func (b *Buffers) Put(buf []byte) {
-	if cap(buf) > MaxPooled || cap(buf) == 0 {
+// Put returns a buffer Get gave once nothing reads it any more (nor any
+// slice of it).
+func (b *Buffers) Put(buf *[]byte) {
+	if buf == nil || cap(*buf) > MaxPooled || cap(*buf) == 0 {
 		return
 	}
-	b.p.Put(&buf)
+	b.p.Put(buf)
 }
 
 // readerSize is the buffer an event stream is read through.

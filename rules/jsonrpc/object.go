@@ -411,7 +411,11 @@ func (o *Object) Arr(name string) (*Array, bool) {
 }
 
 // SetStr sets a member to a string, adding it when absent.
-func (o *Object) SetStr(name, v string) { o.SetRaw(name, AppendString(nil, v)) }
+func (o *Object) SetStr(name, v string) { o.SetRaw(name, literal(v)) }
+
+// literal is v as a JSON string in a buffer of its own, made at once to the
+// size of a plain one (a handle, an id) instead of grown quote by quote.
+func literal(v string) []byte { return AppendString(make([]byte, 0, len(v)+2), v) }
 
 // SetRaw sets a member to a JSON literal, adding it when absent.
 func (o *Object) SetRaw(name string, lit []byte) {
@@ -532,7 +536,7 @@ func (a *Array) Str(i int) (string, bool) {
 
 // SetStr replaces element i with a string.
 func (a *Array) SetStr(i int, v string) {
-	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(AppendString(nil, v)), nil, true
+	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(literal(v)), nil, true
 }
 
 // AppendRaw adds an element, a JSON literal, at the end.
@@ -685,7 +689,9 @@ func Unique(raw []byte) bool {
 			j := SkipSpace(raw, end)
 			if len(inObject) > 0 && inObject[len(inObject)-1] && j < len(raw) && raw[j] == ':' {
 				name := raw[i+1 : end-1]
-				if escaped {
+				if escaped || !utf8.Valid(name) {
+					// As a decoder reads it: invalid UTF-8 is U+FFFD,
+					// so "\x93" and "\xa1" are one name.
 					s, _ := String(raw[i:end])
 					name = []byte(s)
 				}

@@ -38,6 +38,8 @@ func TestUnique(t *testing.T) {
 		`{"a":1,"b":{"c":[{"d":1,"e":"d"}]}}`: true, `{"a":1,"A":2}`: true, `{"a":[{"b":1,"b":2}]}`: false,
 		`{"a":{"b":1},"c":{"b":2}}`: true, `{"x":{"url":"a","url":"b"}}`: false, `[{"k":"k","k":1}]`: false,
 		`{"a":"{"a":1,"a":2}"}`: true,
+		// Invalid UTF-8 decodes as U+FFFD: one name twice to a decoder.
+		"{\"\x93\":0,\"\xa1\":0}": false, "{\"\x93\":0,\"\ufffd\":0}": false, "{\"\x93\":0,\"x\":0}": true,
 	} {
 		if got := Unique([]byte(raw)); got != want {
 			t.Errorf("Unique(%s) = %v, want %v", raw, got, want)

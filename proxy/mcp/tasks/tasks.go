@@ -104,7 +104,13 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			return proxy.Decision{}, err
 		}
 	}
-	undo := func() { x.unsteer(t.key, req.TaskID) }
+	// Made for a steer reserved only: a closure over req would move the
+	// whole request to the heap on every call.
+	var undo func()
+	if reserved {
+		key, id := t.key, req.TaskID
+		undo = func() { x.unsteer(key, id) }
+	}
 
 	verdict, err := x.taskVerdict(ctx, snap, &d, req, t)
 	if err != nil {

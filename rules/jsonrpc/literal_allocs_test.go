@@ -1,0 +1,27 @@
+//go:build !race
+
+// The race detector allocates where the compiler would not: the counts
+// hold only without it.
+
+package jsonrpc
+
+import "testing"
+
+// TestSetStrAllocs bounds the allocations of reading a message and setting
+// three of its ids (an A2A task's id, contextId and a message's taskId):
+// the doc, the array read, the replacements (grown twice) and one per
+// literal (8). The old SetStr grew each literal from nothing: 11.
+func TestSetStrAllocs(t *testing.T) {
+	raw := []byte(`{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_WORKING"},"history":[{"taskId":"task-1"}]}`)
+	n := testing.AllocsPerRun(100, func() {
+		o, _ := ReadObject(raw)
+		o.SetStr("id", "wt.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+		o.SetStr("contextId", "wt.BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB")
+		history, _ := o.Arr("history")
+		msg, _ := history.Obj(0)
+		msg.SetStr("taskId", "wt.CCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC")
+	})
+	if n > 8 {
+		t.Errorf("%v allocations, want at most 8", n)
+	}
+}
