@@ -175,16 +175,22 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Principal, error) {
 	p, err := a.authenticate(ctx, c)
 	if err == nil && !headerSafe(p.ID) {
-		return Principal{}, fmt.Errorf("%w: the principal holds a control character", ErrInvalidCredentials)
+		return Principal{}, fmt.Errorf("%w: the principal holds a control character or begins or ends with a space or tab", ErrInvalidCredentials)
 	}
 	return p, err
 }
 
 // headerSafe reports whether a principal can be named in a header field
-// (ext_authz's principal header, the upstream's metadata) as it is: no
-// control character but tab. Encoding it instead would let two principals
-// read alike upstream.
+// (ext_authz's principal header, the upstream's metadata) as it is, and is
+// read back as the same name by every reader: no control character but
+// tab, and no space or tab at either end (header readers strip them, RFC
+// 9110 §5.5, so "alice " would be decided apart from "alice" by Warden and
+// read as "alice" upstream). Encoding it instead would let two principals
+// read alike upstream too.
 func headerSafe(id string) bool {
+	if id != "" && (isBlank(id[0]) || isBlank(id[len(id)-1])) {
+		return false
+	}
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
@@ -192,6 +198,9 @@ func headerSafe(id string) bool {
 	}
 	return true
 }
+
+// isBlank reports whether c is what header readers strip around a value.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 func (a *Authenticator) authenticate(ctx context.Context, c Credentials) (Principal, error) {
 	if len(a.methods) == 1 {

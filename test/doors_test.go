@@ -301,7 +301,11 @@ func contentCases(path, message string, parse int) []doorCase {
 func overrideCases(path, message string, status int) []doorCase {
 	var cases []doorCase
 	for _, h := range []string{"X-Forwarded-Uri", "X-Forwarded-Prefix", "X-Forwarded-Path", "X-Envoy-Original-Path", "X-Envoy-Original-Url",
-		"X-Rewrite-URL", "X-Original-Method", "X-Original-URI", "X-Forwarded-Method", "X-Script-Name", "X-Override-Method", "X_Original_URL", "x-http-method-override"} {
+		"X-Rewrite-URL", "X-Original-Method", "X-Original-URI", "X-Forwarded-Method", "X-Script-Name", "X-Override-Method", "X_Original_URL", "x-http-method-override",
+		// A name with '_', which CGI and WSGI servers read as its '-' spelling:
+		// a header Warden decides (Mcp-Name, Mcp-Session-Id) or owns
+		// (X-Warden-Principal, X-Macp-Token) that Warden never saw.
+		"Mcp_Name", "mcp_session_id", "X_Warden_Principal", "x_macp_token", "A2A_Extensions"} {
 		cases = append(cases, doorCase{name: h, method: "POST", path: path, header: [][2]string{{h, "/admin"}}, body: message, status: status})
 	}
 	return append(cases, doorCase{name: "X-Forwarded-Host (not a target: admitted)", method: "POST", path: path, header: [][2]string{{"X-Forwarded-Host", "a.example"}}, body: message})

@@ -28,7 +28,8 @@
 // with a header some server frameworks read as its method or target in
 // place of the request line's (X-HTTP-Method-Override, X-Original-URL, X-Forwarded-Prefix, ...:
 // overridden): what Warden decided would not be what such an upstream
-// serves.
+// serves; and so is any header name holding '_' (CGI and WSGI servers read
+// Mcp_Name as Mcp-Name, X_Warden_Principal as X-Warden-Principal).
 //
 // Every refusal is an Answer: a value recorded as a decision (its id in
 // X-Warden-Decision) and rendered once per wire, by Write for an
@@ -326,7 +327,10 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 // neither (no protocol it serves puts anything there).
 func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest bool) Answer {
 	msg := "invalid request: Warden serves " + r.Path + " without a query (remove the ?... from the URL)"
-	if h := overridden(r.Header, g.spec.Own); h != "" {
+	switch h := overridden(r.Header, g.spec.Own); {
+	case strings.IndexByte(h, '_') >= 0:
+		msg = "invalid request: the " + h + " header is not accepted (a name with '_' reads as its '-' spelling to CGI and WSGI servers)"
+	case h != "":
 		msg = "invalid request: the " + h + " header is not accepted (it would name another method or target than the request line's)"
 	}
 	return g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, status, jsonrpc.ErrInvalidRequest, nil, rest)
@@ -351,9 +355,14 @@ var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefi
 // from the client or a hop before Envoy's authorization filter: Envoy's
 // router sets X-Envoy-Original-Path after it, on a rewrite of a path Warden
 // decided.
+//
+// So is any name holding '_': CGI and WSGI servers read it as its '-'
+// spelling, so Mcp_Name or X_Warden_Principal would reach such a server as
+// a header Warden decides or owns without Warden having seen it (nginx
+// drops such names by default, Envoy can be told to).
 func overridden(h http.Header, own []string) string {
 	for k := range h {
-		if overriding(k) && !owned(k, own) {
+		if strings.IndexByte(k, '_') >= 0 || overriding(k) && !owned(k, own) {
 			return k
 		}
 	}

@@ -109,6 +109,13 @@ func (st *sessionStream) admit(f *frame) (settleNow *proxy.Decision, ok bool) {
 		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
 		return nil, false
 	}
+	if req.GetEnvelope() != nil && req.GetSubscribeSessionId() != "" {
+		// The runtime refuses the frame (RFC-MACP-0006 §3.2) and ends
+		// the stream: deciding the envelope alone would commit what it
+		// never applies, and pass a subscription nobody checked.
+		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest must not contain both envelope and subscribe_session_id", "", "")
+		return nil, false
+	}
 	if env := req.GetEnvelope(); env != nil {
 		return st.admitEnvelope(env)
 	}

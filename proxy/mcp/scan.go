@@ -99,7 +99,7 @@ func scanStrings(dst []span, b []byte, keys ...string) (spans []span, ok bool) {
 
 // misspells reports whether a key may be read as one of keys (or, at the
 // top, one of the message's own members) without being it: it folds like
-// one (jsonrpc.Fold), or it is not ASCII (the read path then compares it
+// one (jsonrpc.Misspells), or it is not ASCII (the read path then compares it
 // folded).
 func misspells(key []byte, top bool, keys []string) bool {
 	for _, c := range key {
@@ -108,13 +108,13 @@ func misspells(key []byte, top bool, keys []string) bool {
 		}
 	}
 	for _, k := range keys {
-		if len(key) == len(k) && string(key) != k && jsonrpc.FoldEqual(key, k) {
+		if jsonrpc.Misspells(key, k) {
 			return true
 		}
 	}
 	if top {
 		for _, k := range ownMembers {
-			if len(key) == len(k) && string(key) != k && jsonrpc.FoldEqual(key, k) {
+			if jsonrpc.Misspells(key, k) {
 				return true
 			}
 		}

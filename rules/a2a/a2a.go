@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -229,48 +227,8 @@ var (
 	webhookNames = []string{"url", "taskId", "id", "token", "authentication", "taskPushNotificationConfig", "pushNotificationConfig", "config"}
 )
 
-// check is jsonrpc.Object.Check that also refuses the Protocol Buffers
-// name of a member Warden reads (task_id for taskId): ProtoJSON parsers, the
-// Python SDK's among them, accept both spellings, and the one Warden did not
-// read would be the one the server acts on.
-func check(o *jsonrpc.Object, known []string) error {
-	if err := o.Check(known); err != nil {
-		return err
-	}
-	if bytes.IndexByte(o.Source(), '_') < 0 {
-		return nil // no name holds one: nothing to look at
-	}
-	for _, k := range o.Names() {
-		if !strings.Contains(k, "_") {
-			continue
-		}
-		if c := camel(k); slices.Contains(known, c) {
-			return fmt.Errorf("member %q must be spelled %q", k, c)
-		}
-	}
-	return nil
-}
-
 // errNotObject is what a place that must hold an object is refused with.
 var errNotObject = jsonrpc.ErrNotObject
-
-// camel is a Protocol Buffers field name's JSON name (task_id: taskId).
-func camel(name string) string {
-	var b strings.Builder
-	up := false
-	for _, r := range name {
-		switch {
-		case r == '_':
-			up = true
-		case up:
-			b.WriteRune(unicode.ToUpper(r))
-			up = false
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
 
 // Parse reads one A2A JSON-RPC request. Batches, notifications and answers
 // are refused (A2A clients send one request per HTTP request and every A2A
@@ -316,7 +274,7 @@ func Parse(body []byte) (Call, error) {
 		if !isObj {
 			return c, invalid("params: " + errNotObject.Error())
 		}
-		if err := check(p, paramNames); err != nil {
+		if err := p.Check(paramNames); err != nil {
 			return c, invalid("params: " + err.Error())
 		}
 		c.Params = p
@@ -371,7 +329,7 @@ func (c *Call) readMessage(p *jsonrpc.Object) error {
 	if !ok {
 		return fmt.Errorf("message: %w", errNotObject)
 	}
-	if err := check(msg, messageNames); err != nil {
+	if err := msg.Check(messageNames); err != nil {
 		return fmt.Errorf("message: %w", err)
 	}
 	if err := c.readContent(msg); err != nil {
@@ -405,7 +363,7 @@ func (c *Call) readMessage(p *jsonrpc.Object) error {
 	if !ok {
 		return fmt.Errorf("configuration: %w", errNotObject)
 	}
-	if err := check(conf, configNames); err != nil {
+	if err := conf.Check(configNames); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	if err := c.webhooks(conf, 0); err != nil {
@@ -425,7 +383,7 @@ func (c *Call) readContent(msg *jsonrpc.Object) error {
 		if !ok {
 			return fmt.Errorf("metadata: %w", errNotObject)
 		}
-		if err := check(md, metadataNames); err != nil {
+		if err := md.Check(metadataNames); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
 		if v, ok := md.Raw(SkillKey); ok && string(v) != "null" {
@@ -462,7 +420,7 @@ func partKind(parts *jsonrpc.Array, i int) (string, error) {
 	if !ok {
 		return "", errors.New("a part must be an object")
 	}
-	if err := check(m, partNames); err != nil {
+	if err := m.Check(partNames); err != nil {
 		return "", err
 	}
 	kind := ""
@@ -509,7 +467,7 @@ func (c *Call) webhooks(obj *jsonrpc.Object, depth int) error {
 	if depth >= maxWebhookDepth {
 		return errors.New("a push config is nested too deep")
 	}
-	if err := check(obj, webhookNames); err != nil {
+	if err := obj.Check(webhookNames); err != nil {
 		return err
 	}
 	names := obj.Names()

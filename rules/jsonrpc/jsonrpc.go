@@ -82,6 +82,26 @@ func Fold(name string) string {
 	return b.String()
 }
 
+// Unscored is name without its underscores. Peers read a member under its
+// name without them as well as under the name itself: ProtoJSON parsers (the
+// A2A Python SDK's) take a Protocol Buffers field name (task_id) for its JSON
+// name (taskId), and pydantic models with populate_by_name (the MCP Python
+// SDK's, alias_generator=to_camel) take the field's Python name (task_id,
+// meta) for its alias (taskId, _meta). A name Warden reads is therefore
+// refused in any spelling equal to it under Fold once both are Unscored.
+func Unscored(name string) string {
+	if strings.IndexByte(name, '_') < 0 {
+		return name
+	}
+	return strings.ReplaceAll(name, "_", "")
+}
+
+// underscored reports whether either name holds an underscore (only then
+// may two names of different lengths read alike).
+func underscored(a []byte, name string) bool {
+	return strings.IndexByte(name, '_') >= 0 || bytes.IndexByte(a, '_') >= 0
+}
+
 // foldEqualString reports whether Fold(a) == Fold(b), without building
 // either.
 func foldEqualString(a, b string) bool {

@@ -247,17 +247,17 @@ func (o *Object) reads(m *member, name string) int {
 	if m.plain {
 		k := o.key(*m)
 		switch {
-		case len(k) != len(name) || !foldEqual(k, name):
-			return other
 		case string(k) == name:
 			return spelled
+		case Misspells(k, name):
+			return folded
 		}
-		return folded
+		return other
 	}
 	switch {
 	case m.name == name:
 		return spelled
-	case foldEqualString(m.name, name):
+	case foldEqualString(m.name, name), foldEqualString(Unscored(m.name), Unscored(name)):
 		return folded
 	}
 	return other

@@ -26,8 +26,19 @@ func PlainString(raw []byte) (string, bool) {
 	return string(in), true
 }
 
-// FoldEqual reports whether two ASCII names are equal under Fold.
-func FoldEqual[A, B ~string | ~[]byte](a A, b B) bool { return foldEqual(a, b) }
+// Misspells reports whether a member named key is read as name by some
+// peer without being it: equal under Fold, or under Fold once both are
+// Unscored (Unscored tells which peers). Every place that holds a name
+// Warden reads to its spelling asks this.
+func Misspells(key []byte, name string) bool {
+	switch {
+	case string(key) == name:
+		return false
+	case len(key) == len(name) && foldEqual(key, name):
+		return true
+	}
+	return underscored(key, name) && foldEqualString(Unscored(string(key)), Unscored(name))
+}
 
 // foldEqual reports whether two ASCII names are equal ignoring case.
 func foldEqual[A, B ~string | ~[]byte](a A, b B) bool {
@@ -126,7 +137,8 @@ func ValueEnd(b []byte, i int) int {
 
 // CountFold counts the places in b that spell name (ASCII) as a reader
 // matching names without case reads it (Fold): each ASCII letter in either
-// case, the Kelvin sign K for k, the long s ſ for s. Escapes are not
+// case, the Kelvin sign K for k, the long s ſ for s, and underscores
+// between the letters (Unscored: task_id for taskId). Escapes are not
 // decoded: a caller that needs them counted looks for a backslash apart.
 func CountFold(b []byte, name string) int {
 	if name == "" {
@@ -149,11 +161,15 @@ func CountFold(b []byte, name string) int {
 	return n
 }
 
-// foldsAt reports whether b begins with a spelling of name under Fold.
+// foldsAt reports whether b begins with a spelling of name under Fold,
+// underscores between its letters skipped (Unscored).
 func foldsAt(b []byte, name string) bool {
 	j := 0
 	for k := 0; k < len(name); k++ {
 		c := upper(name[k])
+		for k > 0 && j < len(b) && b[j] == '_' && c != '_' {
+			j++
+		}
 		switch {
 		case j < len(b) && upper(b[j]) == c:
 			j++

@@ -114,7 +114,7 @@ func decodeMembers(raw []byte, known []string, all bool) (map[string]json.RawMes
 			return nil, fmt.Errorf("members %q and %q differ only in case", prev, k)
 		}
 		for _, n := range known {
-			if k != n && f == Fold(n) {
+			if k != n && Fold(Unscored(k)) == Fold(Unscored(n)) {
 				return nil, fmt.Errorf("member %q must be spelled %q", k, n)
 			}
 		}

@@ -142,6 +142,14 @@ var parseCases = []parseCase{
 	{name: "case duplicates in _meta", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"a":1,"A":2}}}`, code: ErrInvalidRequest},
 	{name: "related-task spelled in upper case", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"IO.modelcontextprotocol/related-task":{"taskId":"t"}}}}`, code: ErrInvalidRequest},
 	{name: "related-task TaskId", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"TaskId":"t"}}}}`, code: ErrInvalidRequest},
+	// pydantic's populate_by_name (the MCP Python SDK's models, alias_generator=to_camel) reads a
+	// member under its Python name as under its alias: meta as _meta, task_id as taskId.
+	{name: "meta read as _meta", body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","meta":{"io.modelcontextprotocol/related-task":{"taskId":"raw"}}}}`, code: ErrInvalidRequest},
+	{name: "task_id beside taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"wt2.mine","task_id":"raw"}}`, code: ErrInvalidRequest},
+	{name: "TASK_ID beside taskId", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"TASK_ID":"raw","taskId":"wt2.mine"}}`, code: ErrInvalidRequest},
+	{name: "task_ids for taskIds", body: `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"task_ids":["raw"]}}}`, code: ErrInvalidRequest},
+	{name: "related-task task_id", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"task_id":"raw"}}}}`, code: ErrInvalidRequest},
+	{name: "meta in a client's result", body: `{"jsonrpc":"2.0","id":1,"result":{"meta":{"io.modelcontextprotocol/related-task":{"taskId":"raw"}}}}`, code: ErrInvalidRequest},
 	{name: "related-task not an object", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":"t"}}}`, code: ErrInvalidRequest},
 	{name: "related-task taskId not a string", body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":1}}}}`, code: ErrInvalidRequest},
 	{name: "Cursor", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{"Cursor":"c"}}`, code: ErrInvalidRequest},

@@ -22,7 +22,9 @@ type Spelling struct {
 
 // Spellings are the spellings of a name: as written, given twice, escaped,
 // in another case alone and beside it, with the Kelvin sign for k and the
-// long s for s (how Go's encoding/json folds names), raw or escaped.
+// long s for s (how Go's encoding/json folds names), raw or escaped, and
+// its Python name (task_id for taskId, meta for _meta: how ProtoJSON and
+// pydantic's populate_by_name read it) alone and beside it.
 var Spellings = []Spelling{
 	{"as written", func(n, v, _ string) string { return q(n) + ":" + v }, false, false},
 	{"escaped", func(n, v, _ string) string { return esc(n) + ":" + v }, false, false},
@@ -39,6 +41,8 @@ var Spellings = []Spelling{
 	{"Kelvin sign beside", func(n, v, v2 string) string { return pair(n, v, sub(n, "k", "\u212a"), v2) }, true, true},
 	{"long s", func(n, v, _ string) string { return member(sub(n, "s", "\u017f"), v) }, true, false},
 	{"long s beside", func(n, v, v2 string) string { return pair(n, v, sub(n, "s", `\u017f`), v2) }, true, true},
+	{"Python name", func(n, v, _ string) string { return member(snake(n), v) }, true, false},
+	{"Python name beside", func(n, v, v2 string) string { return pair(n, v, snake(n), v2) }, true, true},
 }
 
 func q(s string) string { return `"` + s + `"` }
@@ -91,4 +95,24 @@ func Run(t *testing.T, door, name, v, v2 string, fn func(t *testing.T, sp Spelli
 			t.Run(door+"/"+sp.Name, func(t *testing.T) { fn(t, sp, members) })
 		}
 	}
+}
+
+// snake is name's Python name: its leading underscores dropped, an
+// underscore before each upper-case letter, all in lower case; "" when
+// that is name itself.
+func snake(n string) string {
+	var b strings.Builder
+	for i, c := range strings.TrimLeft(n, "_") {
+		if 'A' <= c && c <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteRune(c)
+	}
+	if b.String() == n {
+		return ""
+	}
+	return b.String()
 }

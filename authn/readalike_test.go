@@ -1,0 +1,71 @@
+package authn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// TestPrincipalReadAlike: a principal is named to the upstream in a header
+// (ext_authz's x-warden-principal, the runtime's metadata), whose readers
+// strip leading and trailing spaces and tabs (RFC 9110 §5.5: Go's
+// textproto, Node's llhttp, h11; RFC 9113 §8.2.1 makes them malformed on
+// HTTP/2). "alice " would be decided and owned apart from "alice" by
+// Warden and read as "alice" by the upstream, so it is not authenticated,
+// whatever the method (static sender, JWT claim); a space or tab inside is
+// kept whole by every reader and passes.
+func TestPrincipalReadAlike(t *testing.T) {
+	k := keysOnce()
+	clock := newClock()
+	cfg := jwtConfig()
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	jwt := mustNew(t, cfg, clock)
+	tests := []struct {
+		id      string
+		refused bool
+	}{
+		{id: "alice"},
+		{id: "alice smith"},
+		{id: "alice\tsmith"},
+		{id: "alice ", refused: true},
+		{id: " alice", refused: true},
+		{id: "alice\t", refused: true},
+		{id: "\talice", refused: true},
+		{id: "alice \t ", refused: true},
+		{id: " ", refused: true},
+		{id: "al\x01ice", refused: true},
+	}
+	for _, tt := range tests {
+		sender, err := json.Marshal(tt.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		static, err := staticAuthenticator(t, `[{"token":"tok","sender":`+string(sender)+`}]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			method string
+			a      *Authenticator
+			bearer string
+		}{
+			{"static", static, "tok"},
+			{"jwt", jwt, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), tt.id))},
+		} {
+			t.Run(fmt.Sprintf("%s/%q", c.method, tt.id), func(t *testing.T) {
+				p, err := c.a.Authenticate(context.Background(), Credentials{Bearer: c.bearer})
+				if tt.refused {
+					if !errors.Is(err, ErrInvalidCredentials) {
+						t.Fatalf("authenticated as %q (err %v): the upstream reads another principal's name", p.ID, err)
+					}
+					return
+				}
+				if err != nil || p.ID != tt.id {
+					t.Fatalf("principal %q, err %v; want %q", p.ID, err, tt.id)
+				}
+			})
+		}
+	}
+}
