@@ -90,6 +90,7 @@ var serveFlags = []serveFlag{
 	{name: "a2a-push-relay-listen", keys: "a2a.push_relay.listen", usage: "A2A: address the push relay serves the A2A server on, plain HTTP; a fixed port lets push configs outlive a restart (default 127.0.0.1:0)"},
 	{name: "a2a-push-relay-url", keys: "a2a.push_relay.url", usage: "A2A: the push relay's base URL as the A2A server reaches it (default http:// and the relay's listen address)"},
 	{name: "a2a-push-timeout", keys: "a2a.push_relay.timeout", usage: "A2A: time one push delivery may take, dial to answer (default 10s)"},
+	{name: "a2a-push-max-age", keys: "a2a.push_relay.max_age", usage: "A2A: how long a push config set through the relay is delivered to, from when it was set; then the relay answers the server 410 Gone, -1s for no bound (default 24h)"},
 	{name: "state", keys: "state.url", usage: "share the MCP and A2A task tables, and with --extauthz-listen the MACP sessions, between replicas through Redis: redis://host:port/db (state.url; off when empty)"},
 	{name: "max-streams", keys: "macp.streams.max", usage: fmt.Sprintf("MACP: relayed calls held open at once (StreamSession, the watches, pass-through), all callers together; at most %d, the rest of the runtime's streams stay for decided calls (default %d)", macp.MaxStreamsLimit, macp.DefaultMaxStreams)},
 	{name: "max-streams-per-principal", keys: "macp.streams.per_principal", usage: fmt.Sprintf("MACP: relayed calls one principal holds open at once (default %d)", macp.DefaultStreamsPerPrincipal)},
