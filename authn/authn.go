@@ -115,6 +115,8 @@ type method func(ctx context.Context, c Credentials) (Principal, error)
 // Authenticator turns Credentials into a Principal. It is safe for concurrent use.
 type Authenticator struct {
 	methods []method
+	// holds answers Holds, per configured method.
+	holds map[Method]func(Grant) error
 }
 
 // New builds an Authenticator from cfg, reading the files it names (JWKS file,
@@ -138,7 +140,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 		client = &http.Client{Timeout: defaultHTTPTimeout}
 	}
 
-	a := &Authenticator{}
+	a := &Authenticator{holds: map[Method]func(Grant) error{}}
 	for _, m := range cfg.Mode {
 		switch m {
 		case MethodJWT:
@@ -147,22 +149,26 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 				return nil, err
 			}
 			a.methods = append(a.methods, v.authenticate)
+			a.holds[m] = holdsAlways
 		case MethodStatic:
 			s, err := loadStatic(cfg.Static.TokensFile)
 			if err != nil {
 				return nil, err
 			}
 			a.methods = append(a.methods, s.authenticate)
+			a.holds[m] = s.holds
 		case MethodMTLS:
 			v, err := newMTLSVerifier(cfg.MTLS, now)
 			if err != nil {
 				return nil, err
 			}
 			a.methods = append(a.methods, v.authenticate)
+			a.holds[m] = holdsAlways
 		case MethodDev:
 			log.Warn("authn: DEV MODE IS ON: any bearer value is accepted as the principal, with no verification; never use this in production",
 				"mode", string(MethodDev), "insecure", cfg.Insecure)
 			a.methods = append(a.methods, authenticateDev)
+			a.holds[m] = holdsAlways
 		}
 	}
 	return a, nil

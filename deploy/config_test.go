@@ -197,7 +197,7 @@ func TestExampleConfigs(t *testing.T) {
 		"macp-sidecar.yaml": "serves: MACP sidecar on 0.0.0.0:50051",
 		"mcp-sidecar.yaml":  "serves: MCP sidecar on 0.0.0.0:3001",
 		"a2a-sidecar.yaml":  "serves: A2A sidecar on 0.0.0.0:8443",
-		"extauthz.yaml":     "serves: ext_authz on 127.0.0.1:9191 (MACP: StreamSession refused, session reads refused and MCP at /mcp)",
+		"extauthz.yaml":     "serves: ext_authz on 127.0.0.1:9191 (MACP: StreamSession refused, GetSession decided on the sessions ext_authz keeps, ListSessions and the watches refused and MCP at /mcp)",
 	}
 	files, err := filepath.Glob("config/*.yaml")
 	if err != nil {

@@ -89,6 +89,10 @@ type MCP struct {
 	// Argument is completion/complete's params.argument, {name, value}
 	// (nil for other methods).
 	Argument *CompletionArgument
+	// ContextArguments is completion/complete's params.context.arguments,
+	// the arguments of the prompt or template already resolved (nil when
+	// absent).
+	ContextArguments map[string]string
 }
 
 // CompletionArgument is the argument a completion/complete completes: its
@@ -101,7 +105,7 @@ func (m *MCP) value() any {
 	if m == nil {
 		return nil
 	}
-	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments, "argument": m.Argument.value()}
+	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments, "argument": m.Argument.value(), "context_arguments": contextValue(m.ContextArguments)}
 }
 
 func (a *CompletionArgument) value() any {
@@ -109,6 +113,18 @@ func (a *CompletionArgument) value() any {
 		return nil
 	}
 	return map[string]any{"name": a.Name, "value": a.Value}
+}
+
+// contextValue is the document's context_arguments: null when absent.
+func contextValue(args map[string]string) any {
+	if args == nil {
+		return nil
+	}
+	v := make(map[string]any, len(args))
+	for k, a := range args {
+		v[k] = a
+	}
+	return v
 }
 
 // appendArgument appends a's memo key: '-' when absent, else its name
@@ -267,9 +283,12 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 			return appendValue(key, m.Arguments)
 		case "argument":
 			return appendArgument(key, m.Argument)
+		case "context_arguments":
+			return appendValue(key, contextValue(m.ContextArguments))
 		}
 		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
-		return appendArgument(appendValue(key, m.Arguments), m.Argument)
+		key = appendArgument(appendValue(key, m.Arguments), m.Argument)
+		return appendValue(key, contextValue(m.ContextArguments))
 	case "a2a":
 		a := in.A2A
 		if a == nil {

@@ -187,6 +187,12 @@ func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn
 	return p, err
 }
 
+// Holds reports whether a credential's grant (authn.GrantOf) still holds
+// under the authenticator loaded now.
+func (e *Enforcer) Holds(g authn.Grant, now time.Time) error {
+	return e.snap.Load().authn.Holds(g, now)
+}
+
 // DryRun reports whether refusals are only logged (dry-run mode): adapters
 // then forward every message as the upstream would receive it without
 // Warden.

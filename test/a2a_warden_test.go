@@ -23,15 +23,31 @@ func startA2AWarden(t testing.TB, base string, args ...string) string {
 // startA2AWardenProcess is startA2AWarden, with the process.
 func startA2AWardenProcess(t testing.TB, base string, args ...string) (string, *process) {
 	t.Helper()
-	file := []map[string]any{{"token": aliceToken, "sender": "alice"}, {"token": bobToken, "sender": "bob"}}
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	writeTokens(t, tokens, map[string]string{aliceToken: "alice", bobToken: "bob"})
+	return startA2AWardenTokens(t, base, tokens, args...)
+}
+
+// writeTokens writes a static token file: each token to its sender.
+func writeTokens(t testing.TB, path string, senders map[string]string) {
+	t.Helper()
+	file := []map[string]any{}
+	for tok, s := range senders {
+		file = append(file, map[string]any{"token": tok, "sender": s})
+	}
 	b, err := json.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := filepath.Join(t.TempDir(), "tokens.json")
-	if err := os.WriteFile(tokens, b, 0o600); err != nil {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startA2AWardenTokens is startA2AWardenProcess with the static token file
+// tokens.
+func startA2AWardenTokens(t testing.TB, base, tokens string, args ...string) (string, *process) {
+	t.Helper()
 	addr := freeAddr(t)
 	p := start(t, "warden", addr, nil, wardenBinary(t), append([]string{"serve", "--a2a-listen", addr, "--a2a-upstream", base + "/jsonrpc",
 		"--plaintext", "--auth", "static", "--static-tokens", tokens}, args...)...)

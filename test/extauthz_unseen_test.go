@@ -8,9 +8,11 @@ import (
 
 // TestExtAuthzUnseenCalls: bin/warden's ext_authz refuses the MACP calls
 // whose rules it cannot apply (StreamSession: its envelopes are never shown,
-// so the rules on Send could be walked around; the session reads: their
-// answers are never shown, so they cannot be filtered) with FORBIDDEN
-// (PERMISSION_DENIED), and lets each kind through only with its flag.
+// so the rules on Send could be walked around; ListSessions and the
+// watches: their answers are never shown, so they cannot be filtered) with
+// FORBIDDEN (PERMISSION_DENIED), and lets each kind through only with its
+// flag. GetSession is decided on the sessions ext_authz keeps: an unknown
+// session is SESSION_NOT_FOUND (NOT_FOUND), unless reads are opted in.
 // Before, all were allowed once authenticated.
 func TestExtAuthzUnseenCalls(t *testing.T) {
 	runtime := startRuntime(t)
@@ -23,7 +25,6 @@ func TestExtAuthzUnseenCalls(t *testing.T) {
 		other  checkClient
 	}{
 		{"StreamSession", streams, reads},
-		{"GetSession", reads, streams},
 		{"ListSessions", reads, streams},
 		{"WatchSessions", reads, streams},
 		{"WatchSignals", reads, streams},
@@ -39,5 +40,14 @@ func TestExtAuthzUnseenCalls(t *testing.T) {
 				t.Errorf("%s: %s, want allow", tc.optIn.name, got)
 			}
 		})
+	}
+	msg := &macpv1.GetSessionRequest{SessionId: newSession()}
+	for _, c := range []checkClient{def, streams} {
+		if got := c.call(macpService+"GetSession", "mallory", msg); got != "SESSION_NOT_FOUND" {
+			t.Errorf("GetSession of an unknown session, %s: %s, want SESSION_NOT_FOUND", c.name, got)
+		}
+	}
+	if got := reads.call(macpService+"GetSession", "mallory", msg); got != "allow" {
+		t.Errorf("GetSession, %s: %s, want allow", reads.name, got)
 	}
 }

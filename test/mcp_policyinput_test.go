@@ -106,6 +106,14 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"completion argument value in capitals refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p","VALUE":"sec"}}`, "differ only in case"},
 			{"completion argument spelled twice refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"Argument":{"name":"entry","value":"sec"}}`, "differ only in case"},
 			{"completion argument value not a string refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":["sec"]}}`, "params.argument"},
+			// params.context.arguments, the arguments already resolved, is
+			// judged like params.argument. Before, it was not in the
+			// policy input and a malformed one reached the server.
+			{"completion context passes", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"context":{"arguments":{"entry":"public"}}}`, ""},
+			{"completion context value refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"context":{"arguments":{"entry":"secret"}}}`, "not this context"},
+			{"completion context value twice refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"context":{"arguments":{"entry":"public","entry":"secret"}}}`, "appears twice"},
+			{"completion context arguments in two spellings refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"context":{"arguments":{},"Arguments":{"entry":"secret"}}}`, "differ only in case"},
+			{"completion context value not a string refused", ops, complete, `{"ref":{"type":"ref/prompt","name":"vault_prompt"},"argument":{"name":"entry","value":"p"},"context":{"arguments":{"entry":["secret"]}}}`, "params.context"},
 		}},
 	} {
 		t.Run(srv.name, func(t *testing.T) { toolPolicyDoors(t, srv.upstream(t), srv.cases) })
@@ -137,6 +145,10 @@ deny contains {"code": "FORBIDDEN", "msg": "a sum from 1000 up needs approval"} 
 deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 	input.principal.id == "agent://support-bot"
 	input.mcp.prompt in {"test_prompt_with_arguments", "vault_prompt"}
+}
+deny contains {"code": "FORBIDDEN", "msg": "not this context"} if {
+	some v in input.mcp.context_arguments
+	startswith(v, "sec")
 }
 deny contains {"code": "FORBIDDEN", "msg": "not this completion"} if {
 	input.mcp.argument.name in {"entry", "name"}

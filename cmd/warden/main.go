@@ -30,6 +30,7 @@ import (
 	"github.com/agentwarden/warden/decisionlog"
 	"github.com/agentwarden/warden/gc"
 	"github.com/agentwarden/warden/policies"
+	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/replay"
 )
@@ -267,6 +268,9 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 		fmt.Fprintln(stdout, "  gc:", gc.Describe(cfg.GC))
 		if line := authn.DescribeMTLS(cfg.Authn); line != "" {
 			fmt.Fprintln(stdout, "  mtls:", line)
+		}
+		if p.a2a != nil {
+			fmt.Fprintln(stdout, "  a2a push relay:", pushrelay.Describe(cfg.A2A.PushRelay))
 		}
 	} else {
 		if packages, err = policies.Packages(cfg.Policies); err != nil {

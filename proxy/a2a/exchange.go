@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/a2a/tenancy"
@@ -31,7 +32,10 @@ type exchange struct {
 	s         *Server
 	principal string
 	expiry    time.Time
-	strip     bool // Warden authenticated from what the upstream cannot see
+	// grant is what the request's credential proved, sealed into the push
+	// configs it sets.
+	grant authn.Grant
+	strip bool // Warden authenticated from what the upstream cannot see
 	// idReason is why the first handle of the request that did not open
 	// did not (handle.Cause), for the operator.
 	idReason string
@@ -265,7 +269,7 @@ func spliceRequest(c a2a.Call) []byte {
 // which delivers to the client's URL. False when the relay is not
 // listening.
 func (x *exchange) relayed(c a2a.Call, pm map[string]any, taskID string) bool {
-	t := pushrelay.Target{Principal: x.principal, Task: taskID, Context: x.contextID}
+	t := pushrelay.Target{Principal: x.principal, Task: taskID, Context: x.contextID, Grant: x.grant}
 	if c.Method == a2a.MethodCreatePush {
 		return x.s.relay.Rewrite(pm, t)
 	}

@@ -164,7 +164,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	s := &Server{cfg: cfg, enforcer: e, tenancy: tenancy.New(e), upstream: u, target: target, allow: allow, client: client, send: send, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
-	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, log); err != nil {
+	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, e, log); err != nil {
 		return nil, err
 	}
 	s.gate = gate.New(gate.A2A(s.endpoint(), s.cfg.MaxBodyBytes, "a2a.max_body_bytes"), e, log)
@@ -200,7 +200,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, creds := in.Principal, in.Creds
-	x := &exchange{s: s, req: r, principal: p.ID, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
+	x := &exchange{s: s, req: r, principal: p.ID, expiry: p.Expiry, grant: authn.GrantOf(p, creds, time.Now()), strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
 		guard: func(ctx context.Context, end func()) func() {
 			return s.enforcer.Watch(ctx, creds, p, proxy.DefaultCredentialCheck, end)
 		}}

@@ -119,7 +119,10 @@ type Config struct {
 	// authenticated. The sidecar filters their answers to the sessions the
 	// caller takes part in; Envoy never shows Warden an answer, so any
 	// authenticated caller would read every session's state, participants
-	// and signals: refused (PERMISSION_DENIED) unless set.
+	// and signals. Unless set, ListSessions and the watches are refused
+	// (PERMISSION_DENIED) and GetSession is decided on the sessions ext_authz
+	// keeps (the initiator and participants read it; anyone else, and any
+	// session ext_authz does not know, gets NOT_FOUND, as from the sidecar).
 	AllowUnfilteredReads bool `yaml:"allow_unfiltered_reads" json:"allow_unfiltered_reads"`
 }
 
@@ -360,7 +363,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 	}
 	// A call whose rule needs what Envoy never shows Warden (a stream's
 	// envelopes, a read's answer) is refused unless the operator opted in.
-	if refused := s.unseen(ctx, a); refused != nil {
+	if refused := s.unseen(ctx, a, func() ([]byte, error) { return grpcMessage(h) }); refused != nil {
 		return deny(*refused), nil
 	}
 	// Every other call: the caller must be authenticated. One that changes

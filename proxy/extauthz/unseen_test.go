@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // TestUnseenCalls: a MACP call whose rule ext_authz cannot apply, because
@@ -27,7 +29,6 @@ func TestUnseenCalls(t *testing.T) {
 		optIn, other Config
 	}{
 		{"StreamSession", "extauthz.allow_stream_session", streams, reads},
-		{"GetSession", "extauthz.allow_unfiltered_reads", reads, streams},
 		{"ListSessions", "extauthz.allow_unfiltered_reads", reads, streams},
 		{"WatchSessions", "extauthz.allow_unfiltered_reads", reads, streams},
 		{"WatchSignals", "extauthz.allow_unfiltered_reads", reads, streams},
@@ -63,5 +64,58 @@ func TestUnseenCalls(t *testing.T) {
 				t.Fatalf("with %s, no credentials: allow=%v code %q", tc.key, d.Allow, d.Code)
 			}
 		})
+	}
+}
+
+// TestGetSessionDecided: under ext_authz a GetSession is decided per
+// request on the session state ext_authz keeps, through the sidecar's
+// participant check: the initiator and a participant are allowed; an
+// outsider, an unknown session and a request that does not decode get the
+// sidecar's answers (the runtime's NOT_FOUND "Session '<id>' not found",
+// word for word, for the first two). With allow_unfiltered_reads every
+// authenticated caller passes, as before. Before, every GetSession was
+// refused PERMISSION_DENIED (participants included).
+func TestGetSessionDecided(t *testing.T) {
+	ctx := context.Background()
+	srv := newServer(t, Config{Listen: "unused"})
+	if got := checkSend(t, srv, startOf("agent://alice", 1)); got != rules.CodeOK {
+		t.Fatalf("start: %q", got)
+	}
+	get := func(id string) []byte {
+		b, err := proto.Marshal(&macpv1.GetSessionRequest{SessionId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	notFound := func(id string) string { return "Session '" + id + "' not found" }
+	for _, tc := range []struct {
+		name, who string
+		body      []byte
+		status    code.Code
+		message   string
+	}{
+		{"initiator", "agent://alice", get(sessionN(1)), code.Code_OK, ""},
+		{"participant", "agent://worker", get(sessionN(1)), code.Code_OK, ""},
+		{"outsider", "agent://mallory", get(sessionN(1)), code.Code_NOT_FOUND, notFound(sessionN(1))},
+		{"unknown session", "agent://alice", get(sessionN(2)), code.Code_NOT_FOUND, notFound(sessionN(2))},
+		{"does not decode", "agent://alice", []byte{0xff}, code.Code_INVALID_ARGUMENT, "does not decode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := srv.Check(ctx, checkRequest(service+"GetSession", tc.who, frame(tc.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := code.Code(resp.GetStatus().GetCode()); got != tc.status || !strings.Contains(resp.GetStatus().GetMessage(), tc.message) {
+				t.Fatalf("status %v %q, want %v %q", got, resp.GetStatus().GetMessage(), tc.status, tc.message)
+			}
+		})
+	}
+	resp, err := newServer(t, Config{Listen: "unused", AllowUnfilteredReads: true}).Check(ctx, checkRequest(service+"GetSession", "agent://mallory", frame(get(sessionN(1)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !decision(resp).Allow {
+		t.Fatalf("with allow_unfiltered_reads: %s", resp.GetStatus().GetMessage())
 	}
 }

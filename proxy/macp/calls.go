@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy/macp/admission"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
@@ -37,7 +37,7 @@ func (s *Server) upstreamError(err error) error {
 
 // member reports whether id takes part in the session.
 func member(m *macpv1.SessionMetadata, id string) bool {
-	return m.GetInitiator() == id || slices.Contains(m.GetParticipants(), id)
+	return admission.TakesPart(m.GetInitiator(), m.GetParticipants(), id)
 }
 
 // watchSessions relays only the lifecycle events of the caller's sessions.

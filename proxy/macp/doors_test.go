@@ -31,17 +31,23 @@ type doorCall func(t *testing.T, header []hpack.HeaderField, body []byte) rawAns
 // openDoor serves door in front of the runtime at up, deciding with enf.
 func openDoor(t *testing.T, door string, enf *sessions.Decider, up string, maxMsg int) doorCall {
 	t.Helper()
+	// The door table compares how each door answers the same request; the
+	// calls ext_authz refuses by default because it cannot see their answers
+	// or later messages (StreamSession, the session reads) are opted in here,
+	// and that default is tested in proxy/extauthz (TestUnseenCalls).
+	return openDoorWith(t, door, enf, up, maxMsg, extauthz.Config{Listen: "127.0.0.1:0", AllowStreamSession: true, AllowUnfilteredReads: true})
+}
+
+// openDoorWith is openDoor, ext_authz configured as xcfg.
+func openDoorWith(t *testing.T, door string, enf *sessions.Decider, up string, maxMsg int, xcfg extauthz.Config) doorCall {
+	t.Helper()
 	if door != "extauthz" {
 		addr := serveSidecar(t, enf, Config{Upstream: up, Transport: door, MaxMessageBytes: maxMsg})
 		return func(t *testing.T, header []hpack.HeaderField, body []byte) rawAnswer {
 			return rawCall(t, addr, header, body)
 		}
 	}
-	// The door table compares how each door answers the same request; the
-	// calls ext_authz refuses by default because it cannot see their answers
-	// or later messages (StreamSession, the session reads) are opted in here,
-	// and that default is tested in proxy/extauthz (TestUnseenCalls).
-	srv, err := extauthz.New(extauthz.Config{Listen: "127.0.0.1:0", AllowStreamSession: true, AllowUnfilteredReads: true}, enf, nil)
+	srv, err := extauthz.New(xcfg, enf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

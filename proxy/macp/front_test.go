@@ -42,6 +42,9 @@ type rawAnswer struct {
 	Status, GRPCStatus, GRPCMessage, Ack string
 	AckMessage, MACP                     string // the Ack's error message; macp-error-code
 	Reset                                http2.ErrCode
+	// Other is an answer's message that is no SendResponse (a
+	// GetSessionResponse), in hex.
+	Other string
 }
 
 // decisionID is the part of an answer's text that differs per decision.
@@ -153,8 +156,12 @@ func (a rawAnswer) withAck(t *testing.T, data []byte) rawAnswer {
 	}
 	msg, ok := grpcMessage(data)
 	var resp macpv1.SendResponse
-	if !ok || proto.Unmarshal(msg, &resp) != nil {
-		t.Fatalf("the answer's body is not one SendResponse: %x", data)
+	if !ok {
+		t.Fatalf("the answer's body is not one gRPC message: %x", data)
+	}
+	if proto.Unmarshal(msg, &resp) != nil {
+		a.Other = fmt.Sprintf("%x", msg)
+		return a
 	}
 	a.Ack = fmt.Sprintf("ok=%v %s", resp.GetAck().GetOk(), resp.GetAck().GetError().GetCode())
 	a.AckMessage = decisionID.ReplaceAllString(resp.GetAck().GetError().GetMessage(), "warden decision ID")

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules"
@@ -27,18 +26,8 @@ func TestOutsiderSeesNoSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := func(method, who string) []hpack.HeaderField {
-		return []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: service + method},
-			{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-			{Name: "authorization", Value: "Bearer " + who}}
-	}
-	body := func(m proto.Message) []byte {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return framed(b, len(b), 0)
-	}
+	hdr := unaryHeader
+	body := func(m proto.Message) []byte { return unaryBody(t, m) }
 	send := func(sid, who, mode, typ, id string, payload []byte) []byte {
 		return body(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: mode, MessageType: typ,
 			MessageId: id, SessionId: sid, Sender: who, TimestampUnixMs: time.Now().UnixMilli(), Payload: payload}})

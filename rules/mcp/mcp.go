@@ -158,6 +158,10 @@ type Call struct {
 	// value typed so far.
 	Argument    Argument
 	HasArgument bool
+	// ContextArguments is completion/complete's params.context.arguments:
+	// the arguments of the prompt or template already resolved (nil when
+	// absent).
+	ContextArguments map[string]string
 	// TaskRequested is set when a 2025-11-25 request asks for task execution
 	// (params.task is an object).
 	TaskRequested bool
@@ -212,9 +216,10 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref", "argument"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref", "argument", "context"}
 	refNames      = []string{"type", "uri", "name"}
 	argumentNames = []string{"name", "value"}
+	contextNames  = []string{"arguments"}
 	notifyNames   = []string{"taskIds"}
 	metaNames     = []string{RelatedTask}
 	relatedNames  = []string{"taskId"}
@@ -313,6 +318,9 @@ func Parse(body []byte) (Call, error) {
 		}
 		if err := c.readArgument(p); err != nil {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.argument: " + err.Error()}
+		}
+		if err := c.readContext(p); err != nil {
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.context: " + err.Error()}
 		}
 	}
 	if task, ok := p.Obj("task"); ok {
@@ -421,6 +429,43 @@ func (c *Call) readArgument(p *jsonrpc.Object) error {
 		return errors.New("name and value must be strings")
 	}
 	c.HasArgument = true
+	return nil
+}
+
+// readContext reads completion/complete's params.context: an object whose
+// arguments, when given, is an object of string values, each name read once
+// in one spelling (a server fills the template with the values it reads;
+// the policy judges the same ones).
+func (c *Call) readContext(p *jsonrpc.Object) error {
+	if !p.Has("context") {
+		return nil
+	}
+	ctx, ok := p.Obj("context")
+	if !ok {
+		return errors.New("must be an object")
+	}
+	if err := ctx.Check(contextNames); err != nil {
+		return err
+	}
+	if !ctx.Has("arguments") {
+		return nil
+	}
+	args, ok := ctx.Obj("arguments")
+	if !ok {
+		return errors.New("arguments must be an object")
+	}
+	if err := args.Check(nil); err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	names := args.Names()
+	c.ContextArguments = make(map[string]string, len(names))
+	for _, n := range names {
+		v, ok := args.Str(n)
+		if !ok {
+			return fmt.Errorf("arguments: %q must be a string", n)
+		}
+		c.ContextArguments[n] = v
+	}
 	return nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -55,6 +56,10 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// MaxBodyBytes bounds a notification the server pushes (default 4 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// MaxAge is how long a push config set through the relay is delivered
+	// to, from when it was set (default 24h; negative: no bound). Past it
+	// the relay answers the server 410 Gone: the client sets it again.
+	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
 }
 
 // Defaults.
@@ -62,6 +67,7 @@ const (
 	DefaultListen       = "127.0.0.1:0"
 	DefaultTimeout      = 10 * time.Second
 	DefaultMaxBodyBytes = 4 << 20
+	DefaultMaxAge       = 24 * time.Hour
 	// maxAnswerBytes bounds what of a webhook's answer is read.
 	maxAnswerBytes = 64 << 10
 	// maxDepth bounds how deep a notification or a push config is walked.
@@ -78,6 +84,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = DefaultMaxAge
 	}
 	return c
 }
@@ -99,6 +108,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Describe says, for warden check, how long a push config is delivered to.
+func Describe(c Config) string {
+	c = c.WithDefaults()
+	age := "with no bound of age (a2a.push_relay.max_age negative)"
+	if c.MaxAge > 0 {
+		age = "for at most " + c.MaxAge.String() + " from when it was set (a2a.push_relay.max_age)"
+	}
+	return "a push config is delivered to while the credential that set it holds (static token still configured, JWT or certificate not expired) and " + age + "; otherwise the A2A server is answered 410 Gone"
+}
+
 // Target is what a relay URL stands for: whose config it is, and where and
 // about what it delivers.
 type Target struct {
@@ -108,6 +127,16 @@ type Target struct {
 	// set before its task existed); Context the message's context.
 	Task    string `json:"t,omitempty"`
 	Context string `json:"c,omitempty"`
+	// Grant is what the credential that set the config proved, and when:
+	// a notification is delivered only while it holds (Grants) and the
+	// config is younger than max_age.
+	Grant authn.Grant `json:"g"`
+}
+
+// Grants tells whether a credential's grant still holds under the
+// configuration loaded now (proxy.Enforcer, following reloads).
+type Grants interface {
+	Holds(g authn.Grant, now time.Time) error
 }
 
 // Owners tells whose A2A tasks and contexts are (proxy.Enforcer): "" when
@@ -128,6 +157,8 @@ type Relay struct {
 	sealer  handle.Sealer
 	owners  Owners
 	handles Handles
+	grants  Grants
+	now     func() time.Time
 	client  *http.Client
 	log     *slog.Logger
 	base    atomic.Pointer[string] // the base URL, once listening
@@ -141,8 +172,9 @@ const pathPrefix = "/push/"
 
 // New builds the relay. keys are the sidecar's handle keys (relay URLs open
 // with them, on any replica that shares them, while their key is in the
-// ring); allow is the webhook allowlist.
-func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring, owners Owners, handles Handles, log *slog.Logger) (*Relay, error) {
+// ring); allow is the webhook allowlist; grants tells whether the
+// credential that set a config still holds.
+func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring, owners Owners, handles Handles, grants Grants, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -153,7 +185,7 @@ func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{cfg: cfg.WithDefaults(), limits: limits.WithDefaults(), allow: allow, sealer: sealer, owners: owners, handles: handles, log: log}
+	r := &Relay{cfg: cfg.WithDefaults(), limits: limits.WithDefaults(), allow: allow, sealer: sealer, owners: owners, handles: handles, grants: grants, now: time.Now, log: log}
 	r.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy:                  nil, // never a proxy from the environment: the relay dials what it checked
@@ -353,6 +385,14 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no such push config", http.StatusNotFound)
 		return
 	}
+	if err := r.holds(t); err != nil {
+		// The credential that set the config no longer holds (revoked,
+		// expired, its method unconfigured) or the config is too old:
+		// the server should drop the config.
+		r.log.Warn("a2a push relay: notification refused", "principal", t.Principal, "decision", "deny", "reason", "push_config_revoked", "err", err)
+		http.Error(w, "the push config is no longer valid", http.StatusGone)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("the notification could not be read whole (a2a.push_relay.max_body_bytes is %d)", r.cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
@@ -371,6 +411,25 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.WriteHeader(status)
+}
+
+// holds reports why a target is no longer delivered to: its config is past
+// max_age, or the credential that set it no longer holds.
+func (r *Relay) holds(t Target) error {
+	if t.Grant.Principal != t.Principal {
+		return errors.New("the push config was set without a credential grant (before Warden sealed one)")
+	}
+	now := r.now()
+	if set := time.Unix(t.Grant.Issued, 0); r.cfg.MaxAge > 0 && now.Sub(set) > r.cfg.MaxAge {
+		return fmt.Errorf("the push config was set %s, past a2a.push_relay.max_age (%s)", set.UTC().Format(time.RFC3339), r.cfg.MaxAge)
+	}
+	if r.grants == nil {
+		return errors.New("no authenticator to check the credential with")
+	}
+	if err := r.grants.Holds(t.Grant, now); err != nil {
+		return fmt.Errorf("the credential that set the push config no longer holds: %w", err)
+	}
+	return nil
 }
 
 // deliver POSTs the notification to the client's URL and returns the status

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -32,6 +34,11 @@ func (o owners) A2AOwners(_ context.Context, ids []string) ([]string, error) {
 func (o owners) A2AContextOwner(_ context.Context, id string) (string, error) {
 	return o["c:"+id], nil
 }
+
+// always is an authenticator under which every grant holds.
+type always struct{}
+
+func (always) Holds(authn.Grant, time.Time) error { return nil }
 
 func handles(kind a2a.Kind, principal, id string) string {
 	return "h" + string(kind) + "(" + principal + "," + id + ")"
@@ -161,7 +168,7 @@ func TestRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			allow.Only = tc.only
-			r, err := New(Config{}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, nil)
+			r, err := New(Config{}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, always{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,6 +179,7 @@ func TestRelay(t *testing.T) {
 			for _, c := range append([]*counting{legit, secret, redirect}, tc.unreached...) {
 				n0[c] = c.n.Load()
 			}
+			tc.target.Grant = authn.Grant{Principal: tc.target.Principal, Method: "static", Issued: time.Now().Unix()}
 			req, _ := http.NewRequest(http.MethodPost, r.URL(tc.target), strings.NewReader(tc.body))
 			req.Header.Set("X-A2A-Notification-Token", "tok-123")
 			req.Header.Set("Authorization", "Bearer cred")
@@ -211,7 +219,7 @@ func TestRelay(t *testing.T) {
 // TestRelayURLs: a relay URL opens only with the key, a forged or altered
 // one is 404; Restore gives the owner its URL back and refuses another's.
 func TestRelayURLs(t *testing.T) {
-	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, nil)
+	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, always{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +233,7 @@ func TestRelayURLs(t *testing.T) {
 	if strings.Contains(ru, "hooks.example.com") || strings.Contains(ru, "alice") || strings.Contains(ru, "task-1") {
 		t.Fatalf("the relay URL shows what it stands for: %s", ru)
 	}
-	other, _ := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, nil)
+	other, _ := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, always{}, nil)
 	other.Bound(front.Listener.Addr())
 	u, _ := url.Parse(ru)
 	for _, p := range []string{u.Path[:len(u.Path)-2] + "xx", "/push/", "/push/wt2." + u.Path[len("/push/"):], strings.TrimPrefix(other.URL(Target{Principal: "alice", URL: "http://x/"}), front.URL)} {

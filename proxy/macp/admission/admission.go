@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -263,6 +264,13 @@ func unknownSession(r sessions.Request) Refusal {
 // gets it too, word for word, whether the session exists or not.
 func NoSession(sessionID string) Refusal {
 	return Refusal{Status: codes.NotFound, Code: rules.CodeSessionNotFound, Text: "Session '" + sessionID + "' not found"}
+}
+
+// TakesPart is the one participant check of the session reads: a principal
+// sees a session it initiated or takes part in (the sidecar's GetSession
+// and WatchSessions filters, ext_authz's GetSession).
+func TakesPart(initiator string, participants []string, principal string) bool {
+	return initiator == principal || slices.Contains(participants, principal)
 }
 
 // decided is the refusal of a decision: its code, and its message with the

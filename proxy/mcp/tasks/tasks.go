@@ -248,6 +248,7 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 		if c.HasArgument {
 			m.Argument = &policies.CompletionArgument{Name: c.Argument.Name, Value: c.Argument.Value}
 		}
+		m.ContextArguments = c.ContextArguments
 		return m, rules.Verdict{}
 	default:
 		return m, rules.Verdict{}

@@ -1,0 +1,85 @@
+package authn
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Grant is what a credential proved when it set something that outlives the
+// request (an A2A push config), kept without the credential itself: whose it
+// was, how it was proven, a fingerprint of the credential and when it stops
+// being valid. Holds answers, later, whether it still holds.
+type Grant struct {
+	Principal string `json:"p"`
+	Method    string `json:"m"`
+	// Fingerprint is the SHA-256 of the static token, or of the client
+	// certificate's DER (hex); "" for JWT and dev.
+	Fingerprint string `json:"f,omitempty"`
+	// Issued is when the grant was made; Expiry when the credential stops
+	// being valid (zero: never). Unix seconds.
+	Issued int64 `json:"i"`
+	Expiry int64 `json:"e,omitempty"`
+}
+
+// GrantOf is the grant p, proven by c, makes at now.
+func GrantOf(p Principal, c Credentials, now time.Time) Grant {
+	g := Grant{Principal: p.ID, Method: p.Method, Issued: now.Unix()}
+	if !p.Expiry.IsZero() {
+		g.Expiry = p.Expiry.Unix()
+	}
+	switch Method(p.Method) {
+	case MethodStatic:
+		h := sha256.Sum256([]byte(c.Bearer))
+		g.Fingerprint = hex.EncodeToString(h[:])
+	case MethodMTLS:
+		if len(c.PeerCerts) > 0 && c.PeerCerts[0] != nil {
+			h := sha256.Sum256(c.PeerCerts[0].Raw)
+			g.Fingerprint = hex.EncodeToString(h[:])
+		}
+	}
+	return g
+}
+
+// Holds reports whether the credential behind g still holds at now under
+// the configuration a holds now (a reload builds a new Authenticator): the
+// method is still configured, the credential has not expired (a JWT's exp,
+// a certificate's NotAfter, as sealed), and a static token is still
+// configured for the same principal. The error wraps ErrExpired or
+// ErrInvalidCredentials. A client certificate is not verified again (the
+// chain is not kept): its CA's removal is bounded by the grant's age only.
+func (a *Authenticator) Holds(g Grant, now time.Time) error {
+	if g.Principal == "" {
+		return fail("grant", ErrInvalidCredentials, CauseMissing, "no principal")
+	}
+	if g.Expiry != 0 && now.Unix() >= g.Expiry {
+		return fail("grant", ErrExpired, CauseExpired, "the credential expired "+time.Unix(g.Expiry, 0).UTC().Format(time.RFC3339))
+	}
+	h, ok := a.holds[Method(g.Method)]
+	if !ok {
+		return fail("grant", ErrInvalidCredentials, CauseOther, fmt.Sprintf("authentication method %q is no longer configured", g.Method))
+	}
+	return h(g)
+}
+
+// holdsAlways is Holds for methods whose credential Warden cannot look up
+// again (JWT, mTLS, dev): it holds while configured and unexpired.
+func holdsAlways(Grant) error { return nil }
+
+// holds reports whether a static token with g's fingerprint is still
+// configured for g's principal.
+func (s *staticTokens) holds(g Grant) error {
+	var h [sha256.Size]byte
+	b, err := hex.DecodeString(g.Fingerprint)
+	if err != nil || len(b) != len(h) {
+		return fail("static", ErrInvalidCredentials, CauseMalformed, "no static token fingerprint")
+	}
+	copy(h[:], b)
+	t, ok := s.byHash[h]
+	if !ok || subtle.ConstantTimeCompare([]byte(t.p.ID), []byte(g.Principal)) != 1 {
+		return fail("static", ErrInvalidCredentials, CauseOther, "the static token is no longer configured for "+g.Principal)
+	}
+	return nil
+}
