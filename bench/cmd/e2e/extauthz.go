@@ -60,11 +60,20 @@ func dialAuthz(addr string, strict bool) (*authzClient, error) {
 func (c *authzClient) close() { c.conn.Close() }
 
 // check sends one CheckRequest; a decision other than allow (when strict)
-// is an error.
+// is an error. A refusal with UNAVAILABLE (Warden could not decide: its
+// store did not answer in time) is sent again, up to twice, as a client
+// told to retry does: one slow Redis read at start-up ended a whole run.
 func (c *authzClient) check(ctx context.Context, req *authv3.CheckRequest, allow bool) error {
-	resp, err := c.rpc.Check(ctx, req)
-	if err != nil {
-		return fmt.Errorf("Check: %w", err)
+	var resp *authv3.CheckResponse
+	for attempt := 0; ; attempt++ {
+		var err error
+		resp, err = c.rpc.Check(ctx, req)
+		if err != nil {
+			return fmt.Errorf("Check: %w", err)
+		}
+		if resp.GetStatus().GetCode() != int32(code.Code_UNAVAILABLE) || attempt == 2 {
+			break
+		}
 	}
 	if got := resp.GetStatus().GetCode() == int32(code.Code_OK); c.strict && got != allow {
 		return fmt.Errorf("Check decided allow=%v, want %v: %s", got, allow, resp.GetStatus().GetMessage())
