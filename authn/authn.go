@@ -44,6 +44,13 @@ type Principal struct {
 	Claims map[string]any
 	// Expiry is when the credential stops being valid; zero if it never does.
 	Expiry time.Time
+	// Anchor is what vouched for the credential, for Holds to ask later
+	// whether it still does: for a JWT a digest of the key that verified
+	// it and the issuer, principal claim and audiences checked; for a
+	// client certificate whose trust domain is bound
+	// (mtls.trust_domain_ca_files) the hex SHA-256 of the CA certificate
+	// its chain ends at; "" otherwise.
+	Anchor string
 }
 
 // Errors returned by Authenticate wrap exactly one of these sentinels, so that
@@ -149,7 +156,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 				return nil, err
 			}
 			a.methods = append(a.methods, v.authenticate)
-			a.holds[m] = holdsAlways
+			a.holds[m] = v.holds
 		case MethodStatic:
 			s, err := loadStatic(cfg.Static.TokensFile)
 			if err != nil {
@@ -163,7 +170,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 				return nil, err
 			}
 			a.methods = append(a.methods, v.authenticate)
-			a.holds[m] = holdsAlways
+			a.holds[m] = v.holds
 		case MethodDev:
 			log.Warn("authn: DEV MODE IS ON: any bearer value is accepted as the principal, with no verification; never use this in production",
 				"mode", string(MethodDev), "insecure", cfg.Insecure)

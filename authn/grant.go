@@ -10,14 +10,18 @@ import (
 
 // Grant is what a credential proved when it set something that outlives the
 // request (an A2A push config), kept without the credential itself: whose it
-// was, how it was proven, a fingerprint of the credential and when it stops
-// being valid. Holds answers, later, whether it still holds.
+// was, how it was proven, a fingerprint of the credential, what vouched for
+// it and when it stops being valid. Holds answers, later, whether it still
+// holds.
 type Grant struct {
 	Principal string `json:"p"`
 	Method    string `json:"m"`
 	// Fingerprint is the SHA-256 of the static token, or of the client
 	// certificate's DER (hex); "" for JWT and dev.
 	Fingerprint string `json:"f,omitempty"`
+	// Anchor is Principal.Anchor: the JWT's key (with the issuer,
+	// principal claim and audiences checked), the client certificate's CA.
+	Anchor string `json:"a,omitempty"`
 	// Issued is when the grant was made; Expiry when the credential stops
 	// being valid (zero: never). Unix seconds.
 	Issued int64 `json:"i"`
@@ -26,7 +30,7 @@ type Grant struct {
 
 // GrantOf is the grant p, proven by c, makes at now.
 func GrantOf(p Principal, c Credentials, now time.Time) Grant {
-	g := Grant{Principal: p.ID, Method: p.Method, Issued: now.Unix()}
+	g := Grant{Principal: p.ID, Method: p.Method, Anchor: p.Anchor, Issued: now.Unix()}
 	if !p.Expiry.IsZero() {
 		g.Expiry = p.Expiry.Unix()
 	}
@@ -46,10 +50,13 @@ func GrantOf(p Principal, c Credentials, now time.Time) Grant {
 // Holds reports whether the credential behind g still holds at now under
 // the configuration a holds now (a reload builds a new Authenticator): the
 // method is still configured, the credential has not expired (a JWT's exp,
-// a certificate's NotAfter, as sealed), and a static token is still
-// configured for the same principal. The error wraps ErrExpired or
-// ErrInvalidCredentials. A client certificate is not verified again (the
-// chain is not kept): its CA's removal is bounded by the grant's age only.
+// a certificate's NotAfter, as sealed), a static token is still configured
+// for the same principal, a JWT's key is still the HMAC secret or in the
+// JWKS as last fetched (never fetched here) under the same issuer and
+// audiences, and a client certificate's CA is still in its trust domain's
+// bundle (mtls.trust_domain_ca_files; without it the TLS stack's CAs are
+// not known here). The error wraps ErrExpired, ErrInvalidCredentials or,
+// when no JWKS was fetched yet to decide with, ErrKeysUnavailable.
 func (a *Authenticator) Holds(g Grant, now time.Time) error {
 	if g.Principal == "" {
 		return fail("grant", ErrInvalidCredentials, CauseMissing, "no principal")
@@ -64,8 +71,8 @@ func (a *Authenticator) Holds(g Grant, now time.Time) error {
 	return h(g)
 }
 
-// holdsAlways is Holds for methods whose credential Warden cannot look up
-// again (JWT, mTLS, dev): it holds while configured and unexpired.
+// holdsAlways is Holds for dev, whose credential is the principal itself:
+// it holds while configured.
 func holdsAlways(Grant) error { return nil }
 
 // holds reports whether a static token with g's fingerprint is still

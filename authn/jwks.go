@@ -167,6 +167,14 @@ func (s *keySource) generation() uint64 {
 	return s.gen.Load()
 }
 
+// cached returns the newest key set fetched, whatever its age, without
+// fetching; nil before the first success.
+func (s *keySource) cached() *keySet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set
+}
+
 // get returns the key set to verify with. With force (the token's key was not
 // found), it refreshes even a fresh set, at most once per minRefreshInterval,
 // and reports a failed refresh as an error instead of falling back to the old

@@ -2,6 +2,7 @@ package authn
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -36,14 +37,18 @@ type verified struct {
 
 // jwtVerifier authenticates bearer JWTs.
 type jwtVerifier struct {
-	algs      []jose.SignatureAlgorithm
-	issuer    string
-	audience  jwt.Audience
-	leeway    time.Duration
-	grace     time.Duration
-	claim     string
-	hmacKey   []byte     // nil unless HS* algorithms are allowed
-	keys      *keySource // nil if only HS* algorithms are allowed
+	algs     []jose.SignatureAlgorithm
+	issuer   string
+	audience jwt.Audience
+	leeway   time.Duration
+	grace    time.Duration
+	claim    string
+	hmacKey  []byte     // nil unless HS* algorithms are allowed
+	keys     *keySource // nil if only HS* algorithms are allowed
+	// bound is what of the configuration a token was accepted under an
+	// anchor binds besides the key: the issuer, principal claim and
+	// audiences checked.
+	bound     []byte
 	seed      maphash.Seed
 	cache     *lru.Cache[uint64, *verified] // keyed by maphash of the token under seed
 	now       func() time.Time
@@ -64,6 +69,9 @@ func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func(
 		noBearer:  fail(jwtWhere, ErrNoCredentials, CauseMissing, "no bearer token"),
 		malformed: fail(jwtWhere, ErrInvalidCredentials, CauseMalformed, "malformed token"),
 	}
+	aud := slices.Clone(cfg.Audience)
+	slices.Sort(aud)
+	v.bound = []byte("iss\x00" + cfg.Issuer + "\x00claim\x00" + cfg.PrincipalClaim + "\x00aud\x00" + strings.Join(aud, "\x00") + "\x00")
 	minSecret := 0
 	for _, alg := range cfg.Algorithms {
 		v.algs = append(v.algs, jose.SignatureAlgorithm(alg))
@@ -163,6 +171,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 
 	var payload []byte
 	var gen uint64
+	var anchor string
 	hmacOnly := false
 	if hmacMinKeyLen(alg) > 0 {
 		// Only the configured secret ever verifies an HMAC token: a JWKS key
@@ -174,16 +183,18 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 		if err != nil {
 			return nil, errBadSignature
 		}
-		hmacOnly = true
+		hmacOnly, anchor = true, v.anchor("hs", v.hmacKey)
 	} else {
 		if v.keys == nil {
 			return nil, fail(jwtWhere, ErrInvalidCredentials, CauseAlgorithm, "algorithm "+alg+" not allowed")
 		}
 		gen = v.keys.generation()
-		payload, err = v.verifyWithJWKS(ctx, jws, h.KeyID, alg)
+		var thumb string
+		payload, thumb, err = v.verifyWithJWKS(ctx, jws, h.KeyID, alg)
 		if err != nil {
 			return nil, err
 		}
+		anchor = v.anchor("jwk", []byte(thumb))
 	}
 
 	claims, std, err := parseClaims(payload)
@@ -206,7 +217,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 	exp := std.Expiry.Time()
 	return &verified{
 		token:    strings.Clone(token),
-		p:        Principal{ID: id, Method: string(MethodJWT), Claims: claims, Expiry: exp},
+		p:        Principal{ID: id, Method: string(MethodJWT), Claims: claims, Expiry: exp, Anchor: anchor},
 		expires:  exp.Add(v.leeway),
 		recheck:  now.Add(v.recheckAfter()),
 		gen:      gen,
@@ -227,32 +238,71 @@ func (v *jwtVerifier) recheckAfter() time.Duration {
 
 // verifyWithJWKS checks the signature with the JWKS key the token names (by
 // kid, or every key fitting alg when it names none), refreshing the JWKS once
-// if no key fits.
-func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSignature, kid, alg string) ([]byte, error) {
+// if no key fits, and returns the payload and the verifying key's RFC 7638
+// thumbprint.
+func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSignature, kid, alg string) ([]byte, string, error) {
 	set, err := v.keys.get(ctx, false)
 	if err != nil {
-		return nil, fmt.Errorf("verify jwt: %w", err)
+		return nil, "", fmt.Errorf("verify jwt: %w", err)
 	}
 	keys := set.candidates(kid, alg)
 	if len(keys) == 0 {
 		set, err = v.keys.get(ctx, true)
 		if err != nil {
-			return nil, fmt.Errorf("verify jwt: unknown key: %w", err)
+			return nil, "", fmt.Errorf("verify jwt: unknown key: %w", err)
 		}
 		keys = set.candidates(kid, alg)
 	}
 	if len(set.keys) == 0 {
-		return nil, fmt.Errorf("verify jwt: %w: the JWKS has no usable keys (withdrawn by the issuer)", ErrInvalidCredentials)
+		return nil, "", fmt.Errorf("verify jwt: %w: the JWKS has no usable keys (withdrawn by the issuer)", ErrInvalidCredentials)
 	}
 	if len(keys) == 0 {
-		return nil, fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, fmt.Sprintf("no key for kid %q and alg %s", kid, alg))
+		return nil, "", fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, fmt.Sprintf("no key for kid %q and alg %s", kid, alg))
 	}
 	for _, k := range keys {
 		if payload, err := jws.Verify(k.key); err == nil {
-			return payload, nil
+			return payload, k.thumb, nil
 		}
 	}
-	return nil, errBadSignature
+	return nil, "", errBadSignature
+}
+
+// anchor is what a token verified under this configuration is anchored to
+// (Principal.Anchor): a SHA-256 over the issuer, principal claim and
+// audiences checked and the key that verified it (kind "jwk": its RFC
+// 7638 thumbprint, so a kid that names another key later is another
+// anchor; "hs": the HMAC secret).
+func (v *jwtVerifier) anchor(kind string, key []byte) string {
+	h := sha256.New()
+	h.Write(v.bound)
+	h.Write([]byte(kind + "\x00"))
+	h.Write(key)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// holds reports whether a token anchored to g.Anchor would still be
+// accepted as to its key and the configuration: the issuer, principal
+// claim and audiences configured now are those it was accepted under, and
+// its key is the HMAC secret configured now or in the JWKS as last fetched
+// (cached; Holds never fetches: a withdrawal is seen once a request's
+// token has Warden fetch the JWKS again). Nothing fetched yet is
+// ErrKeysUnavailable: undecided.
+func (v *jwtVerifier) holds(g Grant) error {
+	if g.Anchor != "" && v.hmacKey != nil && g.Anchor == v.anchor("hs", v.hmacKey) {
+		return nil
+	}
+	if g.Anchor != "" && v.keys != nil {
+		set := v.keys.cached()
+		if set == nil {
+			return fail(jwtWhere, ErrKeysUnavailable, CauseKeysUnavailable, "no JWKS fetched since the configuration was loaded ("+v.keys.where+")")
+		}
+		for _, k := range set.keys {
+			if v.anchor("jwk", []byte(k.thumb)) == g.Anchor {
+				return nil
+			}
+		}
+	}
+	return fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, "the key that verified the token is no longer in the JWKS, or the configured issuer, principal claim or audiences changed")
 }
 
 // jwtWhere prefixes the JWT verifier's errors.

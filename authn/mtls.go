@@ -2,7 +2,10 @@ package authn
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"net/url"
@@ -18,6 +21,9 @@ type mtlsVerifier struct {
 	// domains binds each SPIFFE trust domain to the CAs that may issue its
 	// IDs (nil: any CA the TLS stack trusts).
 	domains map[string]*x509.CertPool
+	// anchors are, per bound trust domain, the hex SHA-256 of each CA
+	// certificate of its bundle (Principal.Anchor, Holds).
+	anchors map[string]map[string]bool
 	now     func() time.Time
 }
 
@@ -29,30 +35,61 @@ func newMTLSVerifier(c MTLSConfig, now func() time.Time) (*mtlsVerifier, error) 
 		if err != nil {
 			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %w", td, err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
+		pool, anchors := x509.NewCertPool(), map[string]bool{}
+		// As x509.CertPool.AppendCertsFromPEM reads a bundle, keeping
+		// each CA's fingerprint.
+		for len(b) > 0 {
+			var block *pem.Block
+			if block, b = pem.Decode(b); block == nil {
+				break
+			}
+			if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
+				continue
+			}
+			ca, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				continue
+			}
+			pool.AddCert(ca)
+			anchors[fingerprint(ca)] = true
+		}
+		if len(anchors) == 0 {
 			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %s holds no PEM certificate", td, file)
 		}
 		if v.domains == nil {
-			v.domains = map[string]*x509.CertPool{}
+			v.domains, v.anchors = map[string]*x509.CertPool{}, map[string]map[string]bool{}
 		}
-		v.domains[td] = pool
+		v.domains[td], v.anchors[td] = pool, anchors
 	}
 	return v, nil
+}
+
+// fingerprint is the hex SHA-256 of a certificate's DER.
+func fingerprint(c *x509.Certificate) string {
+	h := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(h[:])
+}
+
+// trustDomain is the trust domain of a SPIFFE ID; false for another name.
+func trustDomain(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "spiffe://")
+	td, _, _ := strings.Cut(rest, "/")
+	return td, ok
 }
 
 // issuedBy checks that the SPIFFE ID id (valid) of the chain certs was
 // issued by its trust domain's CAs, when trust domains are bound: the TLS
 // stack (or Envoy) verified the chain against the union of every domain's
-// CAs, which lets any of them sign any domain's IDs.
-func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) error {
+// CAs, which lets any of them sign any domain's IDs. It returns the
+// fingerprint of the CA the chain ends at ("" when no domain is bound).
+func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) (string, error) {
 	if m.domains == nil {
-		return nil
+		return "", nil
 	}
-	td, _, _ := strings.Cut(strings.TrimPrefix(id, "spiffe://"), "/")
+	td, _ := trustDomain(id)
 	roots, ok := m.domains[td]
 	if !ok {
-		return fmt.Errorf("SPIFFE ID %s: trust domain %q is not one Warden trusts (mtls.trust_domain_ca_files)", id, td)
+		return "", fmt.Errorf("SPIFFE ID %s: trust domain %q is not one Warden trusts (mtls.trust_domain_ca_files)", id, td)
 	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
@@ -60,8 +97,25 @@ func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) error {
 			inter.AddCert(c)
 		}
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return fmt.Errorf("SPIFFE ID %s: not issued by trust domain %q's CA (mtls.trust_domain_ca_files): %w", id, td, err)
+	chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
+		return "", fmt.Errorf("SPIFFE ID %s: not issued by trust domain %q's CA (mtls.trust_domain_ca_files): %w", id, td, err)
+	}
+	chain := chains[0]
+	return fingerprint(chain[len(chain)-1]), nil
+}
+
+// holds reports whether the CA a grant's certificate chained to (its
+// anchor) is still in the bundle of its SPIFFE ID's trust domain. Without
+// bound trust domains, or for a subject name, the CAs are the TLS stack's
+// (or Envoy's), which Warden does not see here: it holds.
+func (m *mtlsVerifier) holds(g Grant) error {
+	td, spiffe := trustDomain(g.Principal)
+	if m.domains == nil || !spiffe {
+		return nil
+	}
+	if !m.anchors[td][g.Anchor] {
+		return fail("mtls", ErrInvalidCredentials, CauseCertificate, fmt.Sprintf("the CA that issued the client certificate is no longer trusted for trust domain %q (mtls.trust_domain_ca_files)", td))
 	}
 	return nil
 }
@@ -97,10 +151,11 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		}
 	}
 	if id != "" {
-		if err := m.issuedBy(id, c.PeerCerts); err != nil {
+		anchor, err := m.issuedBy(id, c.PeerCerts)
+		if err != nil {
 			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
 		}
-		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
+		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter, Anchor: anchor}, nil
 	}
 	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {
 		if strings.Contains(cn, ":") {

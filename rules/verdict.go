@@ -113,6 +113,7 @@ const (
 	ReasonUnknownMethod       Reason = "unknown_method"
 	ReasonOriginRefused       Reason = "origin_refused"
 	ReasonWebhookRefused      Reason = "webhook_refused"
+	ReasonPushConfigRevoked   Reason = "push_config_revoked"
 	ReasonUnavailable         Reason = "unavailable"      // could not decide: keys, a store or a status could not be read
 	ReasonNotSeenAtDoor       Reason = "not_seen_at_door" // ext_authz: what the rule decides on never reaches it (a stream's messages, a read's answer)
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/macp"
@@ -254,7 +255,8 @@ var knownModes = map[string]bool{"mcp": true, "a2a": true, "": true}
 var knownTypes = map[string]bool{}
 
 // init fills the label sets from the one catalog of MACP modes and types
-// (macp.ModeTypes), the MCP methods Warden decides and the A2A methods.
+// (macp.ModeTypes), the MCP methods Warden decides, the A2A methods and
+// the A2A push relay's deliveries.
 func init() {
 	for m := range macp.ModeTypes {
 		knownModes[m] = true
@@ -266,7 +268,7 @@ func init() {
 		mcp.MethodUpdate, mcp.MethodSteer, mcp.MethodPause, mcp.MethodResume} {
 		knownTypes[t] = true
 	}
-	for _, t := range a2a.Methods() {
+	for _, t := range append(a2a.Methods(), pushrelay.MessageType) {
 		knownTypes[t] = true
 	}
 }

@@ -36,8 +36,10 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -115,7 +117,7 @@ func Describe(c Config) string {
 	if c.MaxAge > 0 {
 		age = "for at most " + c.MaxAge.String() + " from when it was set (a2a.push_relay.max_age)"
 	}
-	return "a push config is delivered to while the credential that set it holds (static token still configured, JWT or certificate not expired) and " + age + "; otherwise the A2A server is answered 410 Gone"
+	return "a push config is delivered to while the credential that set it holds (a static token still configured; a JWT unexpired, its key still in the JWKS, the issuer, audiences and principal claim configured unchanged; a certificate unexpired, its CA still in its trust domain's bundle) and " + age + "; otherwise the A2A server is answered 410 Gone"
 }
 
 // Target is what a relay URL stands for: whose config it is, and where and
@@ -134,10 +136,17 @@ type Target struct {
 }
 
 // Grants tells whether a credential's grant still holds under the
-// configuration loaded now (proxy.Enforcer, following reloads).
+// configuration loaded now, and records a refusal as every door's is
+// (proxy.Enforcer, following reloads: the refused log line, metrics and
+// the decision log).
 type Grants interface {
 	Holds(g authn.Grant, now time.Time) error
+	Refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict) proxy.Decision
 }
+
+// MessageType is the message type a delivery's decision names (a metric
+// label, the decision log's type).
+const MessageType = "push_notification"
 
 // Owners tells whose A2A tasks and contexts are (proxy.Enforcer): "" when
 // unknown; an error when it cannot be told.
@@ -386,11 +395,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := r.holds(t); err != nil {
-		// The credential that set the config no longer holds (revoked,
-		// expired, its method unconfigured) or the config is too old:
-		// the server should drop the config.
-		r.log.Warn("a2a push relay: notification refused", "principal", t.Principal, "decision", "deny", "reason", "push_config_revoked", "err", err)
-		http.Error(w, "the push config is no longer valid", http.StatusGone)
+		r.refuse(w, req, t, err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
@@ -411,6 +416,26 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.WriteHeader(status)
+}
+
+// refuse answers a notification to t not delivered because of err (holds):
+// the credential that set the config no longer holds (revoked, expired,
+// its method unconfigured, its key or CA withdrawn) or the config is too
+// old, so the server should drop the config (410 Gone); or whether it
+// holds cannot be told now (no JWKS fetched yet), so the server may push
+// again (503). Logged, and recorded as a decision (the decision log).
+func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, t Target, err error) {
+	status, msg := http.StatusGone, "the push config is no longer valid"
+	v := rules.Verdict{Code: rules.CodeForbidden, Reason: rules.ReasonPushConfigRevoked, Detail: err.Error()}
+	if errors.Is(err, authn.ErrKeysUnavailable) {
+		status, msg = http.StatusServiceUnavailable, "whether the push config is still valid cannot be told now; retry later"
+		v.Code, v.Reason = rules.CodeInternal, rules.ReasonUnavailable
+	}
+	r.log.Warn("a2a push relay: notification refused", "principal", t.Principal, "decision", "deny", "reason", string(v.Reason), "err", err)
+	if r.grants != nil {
+		r.grants.Refuse(req.Context(), "a2a", t.Principal, MessageType, v)
+	}
+	http.Error(w, msg, status)
 }
 
 // holds reports why a target is no longer delivered to: its config is past

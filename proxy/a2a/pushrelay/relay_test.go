@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -39,6 +41,10 @@ func (o owners) A2AContextOwner(_ context.Context, id string) (string, error) {
 type always struct{}
 
 func (always) Holds(authn.Grant, time.Time) error { return nil }
+
+func (always) Refuse(context.Context, string, string, string, rules.Verdict) proxy.Decision {
+	return proxy.Decision{}
+}
 
 func handles(kind a2a.Kind, principal, id string) string {
 	return "h" + string(kind) + "(" + principal + "," + id + ")"

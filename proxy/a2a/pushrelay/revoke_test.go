@@ -1,7 +1,7 @@
 package pushrelay
 
 import (
-	"context"
+	"crypto/x509"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,14 +11,12 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/proxytest"
+	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/a2a"
 )
-
-// loaded is the authenticator loaded now, as the enforcer holds it.
-type loaded struct{ a *authn.Authenticator }
-
-func (l loaded) Holds(g authn.Grant, now time.Time) error { return l.a.Holds(g, now) }
 
 // authenticator builds the authenticator of one configuration: static
 // tokens (tokens, a JSON list) and client certificates.
@@ -40,19 +38,19 @@ func authenticator(t *testing.T, tokens string, mode ...authn.Method) *authn.Aut
 
 // TestRevokedConfigs: a push config is delivered to only while the
 // credential that set it holds under the configuration loaded now (a static
-// token still configured for the same principal, a credential not past its
-// sealed expiry, its method still configured) and it is younger than
-// max_age; otherwise the server is answered 410 Gone and the webhook is not
-// reached. Before, every row was delivered.
+// token still configured for the same principal; a JWT's key still in the
+// JWKS, under the same issuer; a client certificate's CA still in its trust
+// domain's bundle; a credential not past its sealed expiry, its method
+// still configured) and it is younger than max_age; otherwise the server
+// is answered 410 Gone (503 when it cannot be told: no JWKS fetched yet),
+// the webhook is not reached and the refusal is a decision (the decision
+// log's) with reason push_config_revoked. Before, the JWT and certificate
+// rows refused here were delivered, and no refusal was a decision.
 func TestRevokedConfigs(t *testing.T) {
 	const aliceTok = `[{"token":"tok-alice","sender":"alice"},{"token":"tok-bob","sender":"bob"}]`
 	before := authenticator(t, aliceTok, authn.MethodStatic, authn.MethodMTLS)
-	p, err := before.Authenticate(context.Background(), authn.Credentials{Bearer: "tok-alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	static := authn.GrantOf(p, authn.Credentials{Bearer: "tok-alice"}, now)
+	static := grantOf(t, before, authn.Credentials{Bearer: "tok-alice"}, now)
 	cert := authn.Grant{Principal: "alice", Method: "mtls", Issued: now.Unix(), Expiry: now.Add(time.Hour).Unix()}
 	expired := cert
 	expired.Expiry = now.Add(-time.Second).Unix()
@@ -60,6 +58,21 @@ func TestRevokedConfigs(t *testing.T) {
 	old.Issued = now.Add(-25 * time.Hour).Unix()
 	other := static
 	other.Principal = "bob" // a grant naming another principal than the target
+
+	// A JWT signed with key1 of a JWKS served over HTTP.
+	key1, key2 := newJWK(t, "key-1"), newJWK(t, "key-2")
+	jwks := newJWKSServer(t, key1, key2)
+	jwtTok := key1.token(t, testIssuer, "alice")
+	jwtGrant := grantOf(t, jwtAuthenticator(t, jwks, testIssuer, ""), authn.Credentials{Bearer: jwtTok}, now)
+	// The issuer withdraws key1; the JWKS a request has Warden fetch lacks it.
+	withdrawn := jwtAuthenticator(t, newJWKSServer(t, key2), testIssuer, jwtTok)
+
+	// A client certificate a.example's CA issued, trust domains bound.
+	const spiffe = "spiffe://a.example/alice"
+	caA, caB := newCA(t, "a.example CA"), newCA(t, "another CA")
+	certs := authn.Credentials{PeerCerts: []*x509.Certificate{caA.issue(t, spiffe)}}
+	caGrant := grantOf(t, mtlsAuthenticator(t, "a.example", caA), certs, now)
+
 	legit := newCounting(t, nil)
 	allow, err := a2a.ParseAllow([]string{"127.0.0.1:" + legit.port()})
 	if err != nil {
@@ -84,9 +97,24 @@ func TestRevokedConfigs(t *testing.T) {
 		{"young config under max_age 1h", before, static, time.Hour, http.StatusOK},
 		{"sealed without a grant (before this change)", before, authn.Grant{}, 0, http.StatusGone},
 		{"grant of another principal", before, other, 0, http.StatusGone},
+		{"jwt: its key still in the JWKS", jwtAuthenticator(t, jwks, testIssuer, jwtTok), jwtGrant, 0, http.StatusOK},
+		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, 0, http.StatusGone},
+		{"jwt: issuer changed on reload", jwtAuthenticator(t, jwks, "https://other.test", jwtTok), jwtGrant, 0, http.StatusGone},
+		{"jwt: no JWKS fetched since the reload", jwtAuthenticator(t, jwks, testIssuer, ""), jwtGrant, 0, http.StatusServiceUnavailable},
+		{"mtls: its CA still bound", mtlsAuthenticator(t, "a.example", caB, caA), caGrant, 0, http.StatusOK},
+		{"mtls: its CA removed from the trust domain's bundle", mtlsAuthenticator(t, "a.example", caB), caGrant, 0, http.StatusGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := New(Config{MaxAge: tc.maxAge}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), owners{"t:task-1": "alice", "c:ctx-1": "alice"}, handles, loaded{tc.after}, nil)
+			principal := "alice"
+			if tc.grant.Principal == spiffe {
+				principal = spiffe
+			}
+			decisions := &proxytest.Decisions[proxy.Decision]{}
+			e, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: tc.after, Policies: proxytest.Engine(t), Observer: decisions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := New(Config{MaxAge: tc.maxAge}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), owners{"t:task-1": principal, "c:ctx-1": principal}, handles, e, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +122,7 @@ func TestRevokedConfigs(t *testing.T) {
 			defer front.Close()
 			r.Bound(front.Listener.Addr())
 			n0 := legit.n.Load()
-			u := r.URL(Target{Principal: "alice", URL: legit.srv.URL + "/hook", Task: "task-1", Grant: tc.grant})
+			u := r.URL(Target{Principal: principal, URL: legit.srv.URL + "/hook", Task: "task-1", Grant: tc.grant})
 			resp, err := http.Post(u, "application/json", strings.NewReader(`{"statusUpdate":{"taskId":"task-1","contextId":"ctx-1"}}`))
 			if err != nil {
 				t.Fatal(err)
@@ -105,6 +133,14 @@ func TestRevokedConfigs(t *testing.T) {
 			}
 			if reached := legit.n.Load() != n0; reached != (tc.want == http.StatusOK) {
 				t.Fatalf("webhook reached = %v, want %v", reached, !reached)
+			}
+			// The refusal is a decision, as the decision log records it.
+			ds := decisions.All()
+			switch want := map[int]rules.Reason{http.StatusGone: rules.ReasonPushConfigRevoked, http.StatusServiceUnavailable: rules.ReasonUnavailable}[tc.want]; {
+			case want == "" && len(ds) != 0:
+				t.Fatalf("decisions %+v, want none", ds)
+			case want != "" && (len(ds) != 1 || ds[0].Allow || ds[0].Reason != want || ds[0].Principal != principal || ds[0].Protocol != "a2a" || ds[0].ID == ""):
+				t.Fatalf("decisions %+v, want one refusal of %s with reason %s", ds, principal, want)
 			}
 		})
 	}

@@ -1,0 +1,138 @@
+package authn
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// TestGrantHolds: a grant holds while what vouched for the credential still
+// does under the configuration loaded now: a JWT's key still in the JWKS
+// Warden last fetched (not fetched by Holds) under the same issuer and
+// audiences, or still the HMAC secret; a client certificate's CA still in
+// its trust domain's bundle. Before, a JWT or certificate grant held until
+// its expiry whatever the JWKS or the bundles became: every refused row
+// held.
+func TestGrantHolds(t *testing.T) {
+	k := keysOnce()
+	ctx := context.Background()
+	now := t0.Add(time.Minute)
+	rsaTok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	grantOf := func(a *Authenticator, c Credentials) Grant {
+		t.Helper()
+		p, err := a.Authenticate(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return GrantOf(p, c, t0)
+	}
+
+	// JWT: a token signed with the RSA key, verified through a JWKS URL.
+	jwks := func(t *testing.T, edit func(*Config), keys ...signingKey) (*Authenticator, *jwksServer, *fakeClock) {
+		t.Helper()
+		srv, clock := newJWKSServer(t, jwksJSON(t, keys...)), newClock()
+		cfg := jwtConfig()
+		cfg.JWT.JWKSURL = srv.URL + "/.well-known/jwks.json"
+		if edit != nil {
+			edit(&cfg)
+		}
+		a, err := New(cfg, Options{Now: clock.Now, HTTPClient: srv.Client(), Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, srv, clock
+	}
+	// fetched is the authenticator of a configuration after a request had it
+	// fetch the JWKS.
+	fetched := func(edit func(*Config), keys ...signingKey) func(t *testing.T) *Authenticator {
+		return func(t *testing.T) *Authenticator {
+			a, _, _ := jwks(t, edit, keys...)
+			_, _ = a.Authenticate(ctx, Credentials{Bearer: rsaTok})
+			return a
+		}
+	}
+	setter, _, _ := jwks(t, nil, k.rsa, k.ec)
+	jwtGrant := grantOf(setter, Credentials{Bearer: rsaTok})
+	unanchored := jwtGrant
+	unanchored.Anchor = "" // sealed before grants carried an anchor
+	withdrawn := func(t *testing.T) *Authenticator {
+		a, srv, clock := jwks(t, nil, k.rsa, k.ec)
+		expect(t, a, rsaTok, nil)
+		// The issuer withdraws the RSA key; a request after jwks_refresh
+		// has Warden fetch the JWKS again.
+		srv.setBody(jwksJSON(t, k.ec))
+		clock.Advance(6 * time.Minute)
+		expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(clock.Now(), "agent-b")), nil)
+		return a
+	}
+	reused := signingKey{kid: k.rsa.kid, alg: jose.RS256, pub: k.rsaOther.pub} // the kid now names another key
+
+	// JWT: a token signed with the HMAC secret.
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	hmac := func(secret []byte) func(t *testing.T) *Authenticator {
+		return func(t *testing.T) *Authenticator {
+			return fileJWTAuthenticator(t, newClock(), func(c *Config) {
+				c.JWT.Algorithms = []string{"RS256", "HS256"}
+				c.JWT.HMACSecretFile = writeFile(t, "secret", secret)
+			})
+		}
+	}
+	hsTok := sign(t, signingKey{alg: jose.HS256, priv: secret}, "", claimsAt(t0, "agent-h"))
+	hsGrant := grantOf(hmac(secret)(t), Credentials{Bearer: hsTok})
+
+	// mTLS: a certificate a.example's CA issued, trust domains bound.
+	caA, caB := newCA(t, "a.example CA"), newCA(t, "b.example CA")
+	mtls := func(bundles map[string][]ca) func(t *testing.T) *Authenticator {
+		return func(t *testing.T) *Authenticator {
+			cfg := Config{Mode: Methods{MethodMTLS}}
+			for td, cas := range bundles {
+				var b []byte
+				for _, c := range cas {
+					b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw})...)
+				}
+				if cfg.MTLS.TrustDomainCAFiles == nil {
+					cfg.MTLS.TrustDomainCAFiles = map[string]string{}
+				}
+				cfg.MTLS.TrustDomainCAFiles[td] = writeFile(t, "ca.pem", b)
+			}
+			return mustNew(t, cfg, newClock())
+		}
+	}
+	bound := map[string][]ca{"a.example": {caA}, "b.example": {caB}}
+	certGrant := grantOf(mtls(bound)(t), Credentials{PeerCerts: []*x509.Certificate{caA.issue(t, "spiffe://a.example/alice")}})
+
+	for _, tc := range []struct {
+		name    string
+		after   func(t *testing.T) *Authenticator
+		grant   Grant
+		wantErr error
+	}{
+		{"jwt: its key still in the JWKS", fetched(nil, k.rsa, k.ec), jwtGrant, nil},
+		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, ErrInvalidCredentials},
+		{"jwt: its kid now names another key", fetched(nil, reused, k.ec), jwtGrant, ErrInvalidCredentials},
+		{"jwt: issuer changed on reload", fetched(func(c *Config) { c.JWT.Issuer = "https://other.test" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
+		{"jwt: audience changed on reload", fetched(func(c *Config) { c.JWT.Audience = Audience{"other"} }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
+		{"jwt: principal claim changed on reload", fetched(func(c *Config) { c.JWT.PrincipalClaim = "email" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
+		{"jwt: no JWKS fetched since the reload", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.rsa); return a }, jwtGrant, ErrKeysUnavailable},
+		{"jwt: sealed without an anchor", fetched(nil, k.rsa, k.ec), unanchored, ErrInvalidCredentials},
+		{"jwt: HMAC secret still configured", hmac(secret), hsGrant, nil},
+		{"jwt: HMAC secret changed", hmac([]byte("fedcba9876543210fedcba9876543210")), hsGrant, ErrInvalidCredentials},
+		{"mtls: its CA still bound", mtls(bound), certGrant, nil},
+		{"mtls: its CA beside another in the bundle", mtls(map[string][]ca{"a.example": {caB, caA}}), certGrant, nil},
+		{"mtls: its CA removed from the bundle", mtls(map[string][]ca{"a.example": {caB}, "b.example": {caB}}), certGrant, ErrInvalidCredentials},
+		{"mtls: its trust domain no longer bound", mtls(map[string][]ca{"b.example": {caB}}), certGrant, ErrInvalidCredentials},
+		{"mtls: no trust domain bound (the TLS stack's CAs)", mtls(nil), certGrant, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.after(t).Holds(tc.grant, now)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("Holds = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}

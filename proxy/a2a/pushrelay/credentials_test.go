@@ -1,0 +1,195 @@
+package pushrelay
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/authn"
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// What the credential tests of the relay share: a real JWKS served over
+// HTTP, tokens signed with its keys, and CAs issuing client certificates.
+
+const (
+	testIssuer   = "https://issuer.test"
+	testAudience = "a2a-server"
+)
+
+// jwk is an ES256 signing key named kid.
+type jwk struct {
+	kid  string
+	priv *ecdsa.PrivateKey
+}
+
+func newJWK(t *testing.T, kid string) jwk {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jwk{kid: kid, priv: k}
+}
+
+// token is a JWT for sub, valid for an hour, signed with k.
+func (k jwk) token(t *testing.T, iss, sub string) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k.priv}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	payload, err := json.Marshal(map[string]any{"iss": iss, "aud": testAudience, "sub": sub, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := obj.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// jwksServer serves a JWKS of the keys it is given, on 127.0.0.1.
+type jwksServer struct {
+	*httptest.Server
+	body atomic.Pointer[[]byte]
+}
+
+func newJWKSServer(t *testing.T, keys ...jwk) *jwksServer {
+	t.Helper()
+	s := &jwksServer{}
+	s.publish(t, keys...)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(*s.body.Load())
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// publish makes the server serve keys from now on.
+func (s *jwksServer) publish(t *testing.T, keys ...jwk) {
+	t.Helper()
+	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
+	for _, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.priv.PublicKey, KeyID: k.kid, Algorithm: string(jose.ES256), Use: "sig"})
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.body.Store(&b)
+}
+
+// jwtAuthenticator is the JWT authenticator of a configuration with issuer
+// iss whose JWKS srv serves; fetched with bearer when bearer is not "" (a
+// request that has it fetch the JWKS).
+func jwtAuthenticator(t *testing.T, srv *jwksServer, iss, bearer string) *authn.Authenticator {
+	t.Helper()
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodJWT}, JWT: authn.JWTConfig{Issuer: iss, Audience: authn.Audience{testAudience}, JWKSURL: srv.URL + "/jwks.json"}},
+		authn.Options{HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		_, _ = a.Authenticate(context.Background(), authn.Credentials{Bearer: bearer})
+	}
+	return a
+}
+
+// ca is a CA that issues client certificates.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newCA(t *testing.T, name string) ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	return ca{cert: certify(t, tmpl, tmpl, &key.PublicKey, key), key: key}
+}
+
+// issue is a client certificate naming the SPIFFE ID uri.
+func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
+	return certify(t, tmpl, c.cert, &key.PublicKey, c.key)
+}
+
+func certify(t *testing.T, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// mtlsAuthenticator is the mTLS authenticator of a configuration binding
+// trust domain td to the bundle of cas.
+func mtlsAuthenticator(t *testing.T, td string, cas ...ca) *authn.Authenticator {
+	t.Helper()
+	var b []byte
+	for _, c := range cas {
+		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw})...)
+	}
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodMTLS}, MTLS: authn.MTLSConfig{TrustDomainCAFiles: map[string]string{td: f}}}, authn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// grantOf is the grant a request with c makes under a, now.
+func grantOf(t *testing.T, a *authn.Authenticator, c authn.Credentials, now time.Time) authn.Grant {
+	t.Helper()
+	p, err := a.Authenticate(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authn.GrantOf(p, c, now)
+}
