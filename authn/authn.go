@@ -123,7 +123,7 @@ type method func(ctx context.Context, c Credentials) (Principal, error)
 type Authenticator struct {
 	methods []method
 	// holds answers Holds, per configured method.
-	holds map[Method]func(Grant) error
+	holds map[Method]func(context.Context, Grant) error
 }
 
 // New builds an Authenticator from cfg, reading the files it names (JWKS file,
@@ -147,7 +147,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 		client = &http.Client{Timeout: defaultHTTPTimeout}
 	}
 
-	a := &Authenticator{holds: map[Method]func(Grant) error{}}
+	a := &Authenticator{holds: map[Method]func(context.Context, Grant) error{}}
 	for _, m := range cfg.Mode {
 		switch m {
 		case MethodJWT:

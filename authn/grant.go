@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -52,12 +53,13 @@ func GrantOf(p Principal, c Credentials, now time.Time) Grant {
 // method is still configured, the credential has not expired (a JWT's exp,
 // a certificate's NotAfter, as sealed), a static token is still configured
 // for the same principal, a JWT's key is still the HMAC secret or in the
-// JWKS as last fetched (never fetched here) under the same issuer and
+// JWKS (the cached set; fetched, within ctx, only when none was since the
+// configuration was loaded) under the same issuer and
 // audiences, and a client certificate's CA is still in its trust domain's
 // bundle (mtls.trust_domain_ca_files; without it the TLS stack's CAs are
 // not known here). The error wraps ErrExpired, ErrInvalidCredentials or,
-// when no JWKS was fetched yet to decide with, ErrKeysUnavailable.
-func (a *Authenticator) Holds(g Grant, now time.Time) error {
+// when no JWKS could be fetched to decide with, ErrKeysUnavailable.
+func (a *Authenticator) Holds(ctx context.Context, g Grant, now time.Time) error {
 	if g.Principal == "" {
 		return fail("grant", ErrInvalidCredentials, CauseMissing, "no principal")
 	}
@@ -68,16 +70,16 @@ func (a *Authenticator) Holds(g Grant, now time.Time) error {
 	if !ok {
 		return fail("grant", ErrInvalidCredentials, CauseOther, fmt.Sprintf("authentication method %q is no longer configured", g.Method))
 	}
-	return h(g)
+	return h(ctx, g)
 }
 
 // holdsAlways is Holds for dev, whose credential is the principal itself:
 // it holds while configured.
-func holdsAlways(Grant) error { return nil }
+func holdsAlways(context.Context, Grant) error { return nil }
 
 // holds reports whether a static token with g's fingerprint is still
 // configured for g's principal.
-func (s *staticTokens) holds(g Grant) error {
+func (s *staticTokens) holds(_ context.Context, g Grant) error {
 	var h [sha256.Size]byte
 	b, err := hex.DecodeString(g.Fingerprint)
 	if err != nil || len(b) != len(h) {

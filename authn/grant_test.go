@@ -118,7 +118,16 @@ func TestGrantHolds(t *testing.T) {
 		{"jwt: issuer changed on reload", fetched(func(c *Config) { c.JWT.Issuer = "https://other.test" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
 		{"jwt: audience changed on reload", fetched(func(c *Config) { c.JWT.Audience = Audience{"other"} }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
 		{"jwt: principal claim changed on reload", fetched(func(c *Config) { c.JWT.PrincipalClaim = "email" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
-		{"jwt: no JWKS fetched since the reload", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.rsa); return a }, jwtGrant, ErrKeysUnavailable},
+		// Nothing fetched since a start or reload: Holds fetches the set
+		// (a restarted Warden with no request yet must not refuse every
+		// JWT-set config), and decides on it.
+		{"jwt: no JWKS fetched since the reload, its key in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.rsa); return a }, jwtGrant, nil},
+		{"jwt: no JWKS fetched since the reload, its key not in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.ec); return a }, jwtGrant, ErrInvalidCredentials},
+		{"jwt: no JWKS fetched since the reload, and none can be", func(t *testing.T) *Authenticator {
+			a, srv, _ := jwks(t, nil, k.rsa)
+			srv.failing.Store(true)
+			return a
+		}, jwtGrant, ErrKeysUnavailable},
 		{"jwt: sealed without an anchor", fetched(nil, k.rsa, k.ec), unanchored, ErrInvalidCredentials},
 		{"jwt: HMAC secret still configured", hmac(secret), hsGrant, nil},
 		{"jwt: HMAC secret changed", hmac([]byte("fedcba9876543210fedcba9876543210")), hsGrant, ErrInvalidCredentials},
@@ -129,7 +138,7 @@ func TestGrantHolds(t *testing.T) {
 		{"mtls: no trust domain bound (the TLS stack's CAs)", mtls(nil), certGrant, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.after(t).Holds(tc.grant, now)
+			err := tc.after(t).Holds(context.Background(), tc.grant, now)
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("Holds = %v, want %v", err, tc.wantErr)
 			}

@@ -284,17 +284,22 @@ func (v *jwtVerifier) anchor(kind string, key []byte) string {
 // accepted as to its key and the configuration: the issuer, principal
 // claim and audiences configured now are those it was accepted under, and
 // its key is the HMAC secret configured now or in the JWKS as last fetched
-// (cached; Holds never fetches: a withdrawal is seen once a request's
-// token has Warden fetch the JWKS again). Nothing fetched yet is
-// ErrKeysUnavailable: undecided.
-func (v *jwtVerifier) holds(g Grant) error {
+// (cached: a withdrawal is seen once a request's token has Warden fetch the
+// JWKS again). When nothing was fetched since the configuration was loaded
+// (a start or reload with no request since), the set is fetched within ctx,
+// as a request's token would have it fetched; when it cannot be, the answer
+// is ErrKeysUnavailable: undecided.
+func (v *jwtVerifier) holds(ctx context.Context, g Grant) error {
 	if g.Anchor != "" && v.hmacKey != nil && g.Anchor == v.anchor("hs", v.hmacKey) {
 		return nil
 	}
 	if g.Anchor != "" && v.keys != nil {
 		set := v.keys.cached()
 		if set == nil {
-			return fail(jwtWhere, ErrKeysUnavailable, CauseKeysUnavailable, "no JWKS fetched since the configuration was loaded ("+v.keys.where+")")
+			var err error
+			if set, err = v.keys.get(ctx, false); err != nil {
+				return fail(jwtWhere, ErrKeysUnavailable, CauseKeysUnavailable, "no JWKS could be fetched since the configuration was loaded ("+v.keys.where+"): "+err.Error())
+			}
 		}
 		for _, k := range set.keys {
 			if v.anchor("jwk", []byte(k.thumb)) == g.Anchor {

@@ -109,7 +109,7 @@ func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) (string, e
 // anchor) is still in the bundle of its SPIFFE ID's trust domain. Without
 // bound trust domains, or for a subject name, the CAs are the TLS stack's
 // (or Envoy's), which Warden does not see here: it holds.
-func (m *mtlsVerifier) holds(g Grant) error {
+func (m *mtlsVerifier) holds(_ context.Context, g Grant) error {
 	td, spiffe := trustDomain(g.Principal)
 	if m.domains == nil || !spiffe {
 		return nil

@@ -189,8 +189,8 @@ func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn
 
 // Holds reports whether a credential's grant (authn.GrantOf) still holds
 // under the authenticator loaded now.
-func (e *Enforcer) Holds(g authn.Grant, now time.Time) error {
-	return e.snap.Load().authn.Holds(g, now)
+func (e *Enforcer) Holds(ctx context.Context, g authn.Grant, now time.Time) error {
+	return e.snap.Load().authn.Holds(ctx, g, now)
 }
 
 // DryRun reports whether refusals are only logged (dry-run mode): adapters

@@ -140,7 +140,7 @@ type Target struct {
 // (proxy.Enforcer, following reloads: the refused log line, metrics and
 // the decision log).
 type Grants interface {
-	Holds(g authn.Grant, now time.Time) error
+	Holds(ctx context.Context, g authn.Grant, now time.Time) error
 	Refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict) proxy.Decision
 }
 
@@ -394,7 +394,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no such push config", http.StatusNotFound)
 		return
 	}
-	if err := r.holds(t); err != nil {
+	if err := r.holds(req.Context(), t); err != nil {
 		r.refuse(w, req, t, err)
 		return
 	}
@@ -440,7 +440,7 @@ func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, t Target, err e
 
 // holds reports why a target is no longer delivered to: its config is past
 // max_age, or the credential that set it no longer holds.
-func (r *Relay) holds(t Target) error {
+func (r *Relay) holds(ctx context.Context, t Target) error {
 	if t.Grant.Principal != t.Principal {
 		return errors.New("the push config was set without a credential grant (before Warden sealed one)")
 	}
@@ -451,7 +451,7 @@ func (r *Relay) holds(t Target) error {
 	if r.grants == nil {
 		return errors.New("no authenticator to check the credential with")
 	}
-	if err := r.grants.Holds(t.Grant, now); err != nil {
+	if err := r.grants.Holds(ctx, t.Grant, now); err != nil {
 		return fmt.Errorf("the credential that set the push config no longer holds: %w", err)
 	}
 	return nil

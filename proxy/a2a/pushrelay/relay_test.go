@@ -40,7 +40,7 @@ func (o owners) A2AContextOwner(_ context.Context, id string) (string, error) {
 // always is an authenticator under which every grant holds.
 type always struct{}
 
-func (always) Holds(authn.Grant, time.Time) error { return nil }
+func (always) Holds(context.Context, authn.Grant, time.Time) error { return nil }
 
 func (always) Refuse(context.Context, string, string, string, rules.Verdict) proxy.Decision {
 	return proxy.Decision{}

@@ -42,7 +42,8 @@ func authenticator(t *testing.T, tokens string, mode ...authn.Method) *authn.Aut
 // JWKS, under the same issuer; a client certificate's CA still in its trust
 // domain's bundle; a credential not past its sealed expiry, its method
 // still configured) and it is younger than max_age; otherwise the server
-// is answered 410 Gone (503 when it cannot be told: no JWKS fetched yet),
+// is answered 410 Gone (503 when it cannot be told: no JWKS fetched since
+// the configuration was loaded, and none can be fetched at delivery),
 // the webhook is not reached and the refusal is a decision (the decision
 // log's) with reason push_config_revoked. Before, the JWT and certificate
 // rows refused here were delivered, and no refusal was a decision.
@@ -62,6 +63,8 @@ func TestRevokedConfigs(t *testing.T) {
 	// A JWT signed with key1 of a JWKS served over HTTP.
 	key1, key2 := newJWK(t, "key-1"), newJWK(t, "key-2")
 	jwks := newJWKSServer(t, key1, key2)
+	unreachable := newJWKSServer(t, key1, key2)
+	unreachable.Close() // its URL refuses connections: no JWKS can be fetched
 	jwtTok := key1.token(t, testIssuer, "alice")
 	jwtGrant := grantOf(t, jwtAuthenticator(t, jwks, testIssuer, ""), authn.Credentials{Bearer: jwtTok}, now)
 	// The issuer withdraws key1; the JWKS a request has Warden fetch lacks it.
@@ -100,7 +103,8 @@ func TestRevokedConfigs(t *testing.T) {
 		{"jwt: its key still in the JWKS", jwtAuthenticator(t, jwks, testIssuer, jwtTok), jwtGrant, 0, http.StatusOK},
 		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, 0, http.StatusGone},
 		{"jwt: issuer changed on reload", jwtAuthenticator(t, jwks, "https://other.test", jwtTok), jwtGrant, 0, http.StatusGone},
-		{"jwt: no JWKS fetched since the reload", jwtAuthenticator(t, jwks, testIssuer, ""), jwtGrant, 0, http.StatusServiceUnavailable},
+		{"jwt: no JWKS fetched since the reload (fetched at delivery)", jwtAuthenticator(t, jwks, testIssuer, ""), jwtGrant, 0, http.StatusOK},
+		{"jwt: no JWKS fetched since the reload, and none can be", jwtAuthenticator(t, unreachable, testIssuer, ""), jwtGrant, 0, http.StatusServiceUnavailable},
 		{"mtls: its CA still bound", mtlsAuthenticator(t, "a.example", caB, caA), caGrant, 0, http.StatusOK},
 		{"mtls: its CA removed from the trust domain's bundle", mtlsAuthenticator(t, "a.example", caB), caGrant, 0, http.StatusGone},
 	} {
