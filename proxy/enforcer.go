@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,11 @@ type Config struct {
 	// Sessions bounds the session table (entries); each costs a few hundred
 	// bytes (see README).
 	Sessions int `yaml:"sessions" json:"sessions"`
+	// SessionsPerPrincipal bounds the entries one principal holds in the
+	// owner table of MCP and A2A task and context ids (of Sessions): one
+	// over its share loses its own least recently used entry, never
+	// another's. 0: an eighth of sessions (DefaultShareDivisor).
+	SessionsPerPrincipal int `yaml:"sessions_per_principal" json:"sessions_per_principal"`
 	// DryRun logs every refusal and allows the message anyway.
 	DryRun bool `yaml:"dry_run" json:"dry_run"`
 	// PipelineDepth bounds how many record-only messages (TaskUpdate,
@@ -33,6 +39,17 @@ type Config struct {
 // DefaultSessions is the default session table bound.
 const DefaultSessions = 100_000
 
+// DefaultShareDivisor makes the default SessionsPerPrincipal: an eighth of
+// the table.
+const DefaultShareDivisor = 8
+
+// OwnerTable returns the owner table's size and each principal's share of
+// it, defaults applied.
+func (c Config) OwnerTable() (size, share int) {
+	size = cmp.Or(c.Sessions, DefaultSessions)
+	return size, cmp.Or(c.SessionsPerPrincipal, max(1, size/DefaultShareDivisor))
+}
+
 // DefaultPipelineDepth is warden's default PipelineDepth.
 const DefaultPipelineDepth = 16
 
@@ -43,6 +60,9 @@ const MaxPipelineDepth = 1024
 func (c Config) Validate() error {
 	if c.Sessions < 0 {
 		return fmt.Errorf("sessions: %d is negative", c.Sessions)
+	}
+	if c.SessionsPerPrincipal < 0 {
+		return fmt.Errorf("sessions_per_principal: %d is negative", c.SessionsPerPrincipal)
 	}
 	if c.PipelineDepth < 0 || c.PipelineDepth > MaxPipelineDepth {
 		return fmt.Errorf("pipeline_depth: %d is outside 0..%d", c.PipelineDepth, MaxPipelineDepth)
@@ -143,10 +163,8 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if opts.Authenticator == nil || opts.Policies == nil {
 		return nil, errors.New("enforcer: an authenticator and a policy engine are required")
 	}
-	if cfg.Sessions == 0 {
-		cfg.Sessions = DefaultSessions
-	}
-	ts, err := owners.New(cfg.Sessions, opts.Tasks)
+	size, share := cfg.OwnerTable()
+	ts, err := owners.New(size, share, opts.Tasks)
 	if err != nil {
 		return nil, fmt.Errorf("owner table: %w", err)
 	}

@@ -135,13 +135,14 @@ func TestA2ASizeFlags(t *testing.T) {
 }
 
 // TestA2AEvictedIDs: one Warden with no shared state and a table of four
-// entries in front of the a2a-go server. Alice's task and context are
-// evicted by bob's traffic; the agent then answers bob with a message in
-// alice's context (its 'join first'): Warden once knew whose it was, so it
-// hands it to nobody (the answer is -32001 like a made-up id) rather than
-// to the next asker, and alice's handles still open her task.
+// entries (no principal share: 4 of 4) in front of the a2a-go server.
+// Alice's task and context are evicted by bob's traffic; the agent then
+// answers bob with a message in alice's context (its 'join first'):
+// Warden once knew whose it was, so it hands it to nobody (the answer is
+// -32001 like a made-up id) rather than to the next asker, and alice's
+// handles still open her task.
 func TestA2AEvictedIDs(t *testing.T) {
-	e := &a2aAttackEnv{url: startA2AWarden(t, startA2AGo(t), "--sessions", "4") + "/jsonrpc"}
+	e := &a2aAttackEnv{url: startA2AWarden(t, startA2AGo(t), "--sessions", "4", "--sessions-per-principal", "4") + "/jsonrpc"}
 	alice := e.victim(t, "hello "+aliceSecret) // the server's first task: its context is the one 'join first' names
 	for i := range 3 {
 		if task, a := e.send(t, bobToken, fmt.Sprint("filler ", i), nil, false); task.ID == "" {

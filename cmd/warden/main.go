@@ -292,6 +292,8 @@ operator files) and run their Rego unit tests.`, args, stdout, false); err != ni
 			fmt.Fprintf(stdout, "  %s: extends %s\n", fp.File, fp.Package)
 		}
 	}
+	sessions, share := cfg.Enforcer.OwnerTable()
+	fmt.Fprintf(stdout, "owner table: %d entries, at most %d a principal (its own least recently used go first)\n", sessions, share)
 	if d := cfg.Enforcer.PipelineDepth; d > 1 {
 		fmt.Fprintf(stdout, "pipelining: up to %d record-only MACP messages (TaskUpdate, Progress, HandoffContext) of one session in flight; state-changing ones wait for them\n", d)
 	} else {

@@ -339,7 +339,9 @@ func TestEvictedIDNotAdopted(t *testing.T) {
 		{"her context in a reply", `{"message":` + msg + `,"contextId":"ctx-1"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{Sessions: 4}))
+			// No share of its own for a principal (4 of 4): carol's entries
+			// evict alice's as many principals' would together.
+			h := newHarnessWith(t, Config{}, newEnforcerWith(t, proxy.Config{Sessions: 4, SessionsPerPrincipal: 4}))
 			alice := h.send(t, "alice", "input secret") // task-1 in ctx-1
 			for range 2 {
 				h.send(t, "carol", "hello") // task-1 and ctx-1 evicted

@@ -12,6 +12,7 @@
 package owners
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"strings"
@@ -123,6 +124,11 @@ type entry struct {
 	// store: an observation of the same status soon after is not written
 	// again (a tasks/get pays one round trip to the store, not two).
 	synced time.Time
+	// share is the entry in its owner's list of shares, charged that owner
+	// and slot its key in the table (all under shares.mu).
+	share   *list.Element
+	charged string
+	slot    Key
 }
 
 // syncedFor is how long a status read from the shared store is taken as
@@ -149,19 +155,26 @@ func (t *entry) sync(status string) {
 }
 
 // Table is the owner table: bounded in memory (evicted remembers the names
-// it evicted), in front of the shared store when there is one.
+// it evicted), each principal to a share of it (shares), in front of the
+// shared store when there is one.
 type Table struct {
 	lru     *lru.Cache[Key, *entry] // under Key.slot
 	evicted *forgotten
+	shares  *shares
 	store   Store
 }
 
 // New returns a table of size entries in front of store (nil: this
-// replica's table only).
-func New(size int, store Store) (*Table, error) {
-	t := &Table{store: store}
-	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, _ *entry) {
+// replica's table only), of which one principal holds at most share (0 or
+// size and above: no share of its own; the table's LRU alone bounds it).
+func New(size, share int, store Store) (*Table, error) {
+	if share >= size {
+		share = 0
+	}
+	t := &Table{store: store, shares: newShares(share)}
+	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, e *entry) {
 		t.evicted.add(key)
+		t.shares.drop(e)
 	})
 	if err != nil {
 		return nil, err
@@ -177,14 +190,30 @@ func (t *Table) Shared() bool { return t.store != nil }
 // get returns the entry under name, creating it when create is set.
 func (t *Table) get(k Key, create bool) *entry {
 	k = k.slot()
-	if e, ok := t.lru.Get(k); ok || !create {
+	if e, ok := t.lru.Get(k); ok {
+		t.shares.touch(e)
 		return e
+	} else if !create {
+		return nil
 	}
 	e := &entry{}
 	if prev, ok, _ := t.lru.PeekOrAdd(k, e); ok {
 		return prev
 	}
 	return e
+}
+
+// own counts e (under k) as owner's, evicting owner's least recently used
+// entry when owner holds more than its share (never another principal's).
+// The caller holds no entry's lock.
+func (t *Table) own(k Key, e *entry, owner string) {
+	over, victim := t.shares.charge(k.slot(), e, owner)
+	if victim == nil {
+		return
+	}
+	if cur, ok := t.lru.Peek(over); ok && cur == victim {
+		t.lru.Remove(over)
+	}
 }
 
 // forgot reports whether Warden knew the entry under name and forgot it:
@@ -251,6 +280,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.owner = owner
 		e.setStatus(f.Status)
 		e.mu.Unlock()
+		t.own(f.Key, e, owner)
 		return nil
 	}
 	fresh := e.owner == owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
@@ -264,12 +294,13 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		return fmt.Errorf("record the owner of %s: %w", name, err)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.owner = o // the store's: the first recorded
 	if o == owner {
 		e.setStatus(f.Status)
 		e.synced = time.Now()
 	}
+	e.mu.Unlock()
+	t.own(f.Key, e, o)
 	return nil
 }
 
@@ -344,6 +375,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 			e.mu.Lock()
 			e.owner = o
 			e.mu.Unlock()
+			t.own(keys[i], e, o)
 		}
 	}
 	return out, nil
@@ -364,6 +396,9 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	}
 	ok, status, steers = e.owner == principal, e.status, e.steers
 	e.mu.Unlock()
+	if ok {
+		t.own(k, e, principal)
+	}
 	if !ok || t.store == nil {
 		return status, steers, ok, nil
 	}
@@ -372,12 +407,15 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	if err != nil {
 		return "", 0, false, fmt.Errorf("read the shared state of %s: %w", name, err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if o != principal {
+		e.mu.Lock()
 		e.owner = o
+		e.mu.Unlock()
+		t.own(k, e, o)
 		return "", 0, false, nil
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.status, e.synced = s, time.Now()
 	return s, e.steers, true, nil
 }

@@ -2,6 +2,7 @@ package owners
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestLearn(t *testing.T) {
 			if size == 0 {
 				size = 8
 			}
-			tb, err := New(size, s)
+			tb, err := New(size, 0, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +104,7 @@ func TestLearn(t *testing.T) {
 // TestClaimAndSteer: a proven handle claims an entry nobody owns and not
 // another's; the steer count restarts at a new mark.
 func TestClaimAndSteer(t *testing.T) {
-	tb, err := New(8, nil)
+	tb, err := New(8, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestKeysShareByName(t *testing.T) {
 		{Kind: A2ATask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:t:a2a:t:x"}, {Kind: MCPTask, ID: "a2a:x"},
 	}
 	for _, a := range keys {
-		tb, err := New(16, nil)
+		tb, err := New(16, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,10 +153,107 @@ func TestKeysShareByName(t *testing.T) {
 			}
 		}
 	}
-	tb, _ := New(16, nil)
+	tb, _ := New(16, 0, nil)
 	k := Key{Kind: A2ATask, ID: "task-1"}
 	_, _ = tb.Learn(ctx, "alice", Fact{Key: k, Created: true})
 	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, k) }); n > 1 {
 		t.Errorf("Owners of an A2A task allocates %v times, want the answer's slice only", n)
+	}
+}
+
+// TestShare: a principal that fills the table loses its own least recently
+// used entries, never another principal's, whether it creates them
+// (Learn) or claims them with handles (Claim), with or without a shared
+// store; with no share (the table's one LRU alone, the old table) its
+// flood evicts everyone's.
+func TestShare(t *testing.T) {
+	const size, share = 16, 4
+	for _, tc := range []struct {
+		name   string
+		share  int
+		claim  bool // alice claims with handles instead of creating
+		store  bool
+		bobs   bool // bob's entries survive alice's flood
+		alices int  // entries alice holds after it
+	}{
+		{name: "learn", share: share, bobs: true, alices: share},
+		{name: "claim", share: share, claim: true, bobs: true, alices: share},
+		{name: "learn, store", share: share, store: true, bobs: true, alices: share},
+		{name: "claim, store", share: share, claim: true, store: true, bobs: true, alices: share},
+		{name: "no share", share: 0, bobs: false, alices: size},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Store
+			if tc.store {
+				s = ownerstest.New()
+			}
+			tb, err := New(size, tc.share, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			add := func(who, id string) {
+				t.Helper()
+				if tc.claim && who == "alice" {
+					if _, _, ok, err := tb.Claim(ctx, task(id), who); !ok || err != nil {
+						t.Fatalf("%s claims %s: %v %v", who, id, ok, err)
+					}
+					return
+				}
+				if o, err := tb.Learn(ctx, who, Fact{Key: task(id), Created: true}); err != nil || o[0] != who {
+					t.Fatalf("%s creates %s: %v %v", who, id, o, err)
+				}
+			}
+			add("bob", "b1")
+			add("bob", "b2")
+			for i := range 101 {
+				if i == 100 {
+					_, _ = tb.Owners(ctx, task("a96")) // alice uses a96, her oldest, again
+				}
+				add("alice", fmt.Sprintf("a%d", i))
+			}
+			for _, id := range []string{"b1", "b2"} {
+				if o, _, _, ok := tb.Peek(task(id)); ok != tc.bobs || ok && o != "bob" {
+					t.Errorf("bob's %s held %v (owner %q) after alice's 101, want %v", id, ok, o, tc.bobs)
+				}
+			}
+			held := 0
+			for i := range 101 {
+				if o, _, _, ok := tb.Peek(task(fmt.Sprintf("a%d", i))); ok && o == "alice" {
+					held++
+				}
+			}
+			if held != tc.alices {
+				t.Errorf("alice holds %d entries, want %d", held, tc.alices)
+			}
+			if tc.share == 0 {
+				return
+			}
+			if n := tb.shares.count("alice"); n != share {
+				t.Errorf("alice's share counts %d, want %d", n, share)
+			}
+			// Her own least recently used went first: a96, used again
+			// when it was her oldest, outlives a97.
+			for id, want := range map[string]bool{"a0": false, "a96": true, "a97": false, "a100": true} {
+				if _, _, _, ok := tb.Peek(task(id)); ok != want {
+					t.Errorf("alice's %s held %v, want %v", id, ok, want)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkShare is the cost of a principal's new entry in a table it
+// fills: its own oldest evicted.
+func BenchmarkShare(b *testing.B) {
+	tb, _ := New(1024, 128, nil)
+	ctx := context.Background()
+	ids := make([]Key, 4096)
+	for i := range ids {
+		ids[i] = task(fmt.Sprintf("t%d", i))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_, _ = tb.Learn(ctx, "alice", Fact{Key: ids[i%len(ids)], Created: true, Recall: true})
 	}
 }
