@@ -24,7 +24,9 @@ type Config struct {
 	// SessionsPerPrincipal bounds the entries one principal holds in the
 	// owner table of MCP and A2A task and context ids (of Sessions): one
 	// over its share loses its own least recently used entry, never
-	// another's. 0: an eighth of sessions (DefaultShareDivisor).
+	// another's. 0: an eighth of sessions (DefaultShareDivisor), at least
+	// MinShare (so a small table is not cut into shares too small to hold a
+	// task and its context).
 	SessionsPerPrincipal int `yaml:"sessions_per_principal" json:"sessions_per_principal"`
 	// DryRun logs every refusal and allows the message anyway.
 	DryRun bool `yaml:"dry_run" json:"dry_run"`
@@ -43,11 +45,15 @@ const DefaultSessions = 100_000
 // the table.
 const DefaultShareDivisor = 8
 
+// MinShare is the smallest default share: a table of at most MinShare
+// entries has no share.
+const MinShare = 64
+
 // OwnerTable returns the owner table's size and each principal's share of
 // it, defaults applied.
 func (c Config) OwnerTable() (size, share int) {
 	size = cmp.Or(c.Sessions, DefaultSessions)
-	return size, cmp.Or(c.SessionsPerPrincipal, max(1, size/DefaultShareDivisor))
+	return size, cmp.Or(c.SessionsPerPrincipal, max(min(size, MinShare), size/DefaultShareDivisor))
 }
 
 // DefaultPipelineDepth is warden's default PipelineDepth.

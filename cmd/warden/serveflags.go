@@ -56,7 +56,7 @@ var serveFlags = []serveFlag{
 	{name: "jwt-issuer", keys: "authn.jwt.issuer", usage: "required JWT issuer"},
 	{name: "jwt-audience", keys: "authn.jwt.audience", usage: "required JWT audience"},
 	{name: "sessions", keys: "enforcer.sessions", usage: "session table bound (default 100000)"},
-	{name: "sessions-per-principal", keys: "enforcer.sessions_per_principal", usage: "entries one principal may hold in the owner table of MCP and A2A task and context ids; one over it loses its own least recently used, never another's (default sessions / 8)"},
+	{name: "sessions-per-principal", keys: "enforcer.sessions_per_principal", usage: "entries one principal may hold in the owner table of MCP and A2A task and context ids; one over it loses its own least recently used, never another's (default sessions / 8, at least 64)"},
 	{name: "dry-run", keys: "enforcer.dry_run", usage: "log refusals and forward everything"},
 	{name: "pipeline-depth", keys: "enforcer.pipeline_depth", zeroCounts: true, usage: "MACP TaskUpdate, Progress and HandoffContext messages of one session that may await the runtime's answer at once; 0 or 1: one message of a session at a time (default 16)"},
 	{name: "log-level", keys: "log.level", usage: "debug, info, warn or error"},
