@@ -37,7 +37,42 @@ func Misspells(key []byte, name string) bool {
 	case len(key) == len(name) && foldEqual(key, name):
 		return true
 	}
-	return underscored(key, name) && foldEqualString(Unscored(string(key)), Unscored(name))
+	return underscored(key, name) && foldEqualUnscored(key, name)
+}
+
+// foldEqualUnscored is foldEqualString(Unscored(a), Unscored(b)), without
+// making either when both are ASCII (as member names are): Misspells runs
+// on every member name of every message. (Removing '_' from other bytes
+// may join two into a rune: those take the definition.)
+func foldEqualUnscored(a []byte, b string) bool {
+	if !ascii(a) || !ascii(b) {
+		return foldEqualString(Unscored(string(a)), Unscored(b))
+	}
+	for {
+		for len(a) > 0 && a[0] == '_' {
+			a = a[1:]
+		}
+		for len(b) > 0 && b[0] == '_' {
+			b = b[1:]
+		}
+		if len(a) == 0 || len(b) == 0 {
+			return len(a) == 0 && len(b) == 0
+		}
+		if foldASCII(rune(a[0])) != foldASCII(rune(b[0])) {
+			return false
+		}
+		a, b = a[1:], b[1:]
+	}
+}
+
+// ascii reports whether s holds only ASCII bytes.
+func ascii[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // foldEqual reports whether two ASCII names are equal ignoring case.

@@ -206,3 +206,16 @@ func TestKnown(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFoldEqualUnscored holds Misspells' comparison to its definition:
+// foldEqualString of both names Unscored.
+func FuzzFoldEqualUnscored(f *testing.F) {
+	for _, s := range [][2]string{{"task_id", "taskId"}, {"meta", "_meta"}, {"TASK__ID", "taskid"}, {"\u212a_ind", "kind"}, {"_", ""}, {"a\xff", "A\xff"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if got, want := foldEqualUnscored([]byte(a), b), foldEqualString(Unscored(a), Unscored(b)); got != want {
+			t.Fatalf("foldEqualUnscored(%q, %q) = %v, want %v", a, b, got, want)
+		}
+	})
+}
