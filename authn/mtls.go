@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -158,6 +160,14 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter, Anchor: anchor}, nil
 	}
 	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {
+		if n := commonNames(leaf.Subject.Names); n > 1 {
+			// Two identities in one subject: Go reads the last
+			// CommonName, OpenSSL's first-index lookup (Envoy, nginx, what
+			// an upstream reading the forwarded certificate builds on it)
+			// the first; Warden would decide one name while another reader
+			// names the other.
+			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, fmt.Sprintf("client certificate subject holds %d CommonNames (one is read as the principal)", n))
+		}
 		if strings.Contains(cn, ":") {
 			// A name with a colon could read as a URI principal
 			// (spiffe://td/alice) that only a URI SAN may prove.
@@ -166,6 +176,18 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 		return Principal{ID: cn, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
 	}
 	return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, "client certificate has no SPIFFE ID")
+}
+
+// commonNames counts the CommonName attributes (X.520, 2.5.4.3) of a
+// subject: every RDN, multi-valued ones included.
+func commonNames(names []pkix.AttributeTypeAndValue) int {
+	n := 0
+	for _, a := range names {
+		if a.Type.Equal(asn1.ObjectIdentifier{2, 5, 4, 3}) {
+			n++
+		}
+	}
+	return n
 }
 
 // spiffeID validates a SPIFFE ID URI SAN (spiffe://trust-domain/path) as the

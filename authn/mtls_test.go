@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"math/big"
@@ -20,17 +21,24 @@ import (
 // cert makes a self-signed certificate with the given subject CN and URI SANs.
 func cert(t *testing.T, cn string, notAfter time.Time, uris ...string) *x509.Certificate {
 	t.Helper()
+	return subjectCert(t, notAfter, pkix.Name{CommonName: cn}.ToRDNSequence(), uris...)
+}
+
+// subjectCert makes a self-signed client certificate whose subject is
+// exactly rdns (pkix.Name cannot write two CommonNames) and with the given
+// URI SANs.
+func subjectCert(t *testing.T, notAfter time.Time, rdns pkix.RDNSequence, uris ...string) *x509.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    t0.Add(-time.Hour),
-		NotAfter:     notAfter,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	raw, err := asn1.Marshal(rdns)
+	if err != nil {
+		t.Fatal(err)
 	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), RawSubject: raw, NotBefore: t0.Add(-time.Hour), NotAfter: notAfter,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	for _, u := range uris {
 		pu, err := url.Parse(u)
 		if err != nil {
@@ -38,8 +46,12 @@ func cert(t *testing.T, cn string, notAfter time.Time, uris ...string) *x509.Cer
 		}
 		tmpl.URIs = append(tmpl.URIs, pu)
 	}
-	c := signed(t, tmpl, tmpl, key, key)
-	return c
+	return signed(t, tmpl, tmpl, key, key)
+}
+
+// cnAttr is a CommonName attribute.
+func cnAttr(v string) pkix.AttributeTypeAndValue {
+	return pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: v}
 }
 
 func TestAuthenticateMTLS(t *testing.T) {
@@ -63,6 +75,12 @@ func TestAuthenticateMTLS(t *testing.T) {
 		{name: "subject with a non-SPIFFE URI SAN", allowSubject: true, certs: []*x509.Certificate{cert(t, "agent-a", later, "https://example.org/a")}, wantID: "agent-a"},
 		{name: "subject not allowed", certs: []*x509.Certificate{cert(t, "agent-a", later)}, wantErr: ErrInvalidCredentials},
 		{name: "no subject and no SPIFFE ID", allowSubject: true, certs: []*x509.Certificate{cert(t, "", later)}, wantErr: ErrInvalidCredentials},
+		// Two identities in one subject: Go reads the last CommonName,
+		// OpenSSL's first-index lookup (and what is built on it) the first.
+		{name: "two subject CommonNames", allowSubject: true, certs: []*x509.Certificate{subjectCert(t, later, pkix.RDNSequence{{cnAttr("alice")}, {cnAttr("bob")}})}, wantErr: ErrInvalidCredentials},
+		{name: "two CommonNames in one RDN", allowSubject: true, certs: []*x509.Certificate{subjectCert(t, later, pkix.RDNSequence{{cnAttr("alice"), cnAttr("bob")}})}, wantErr: ErrInvalidCredentials},
+		{name: "one CommonName beside other attributes", allowSubject: true, certs: []*x509.Certificate{subjectCert(t, later, pkix.RDNSequence{{{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: "Example"}}, {cnAttr("agent-a")}})}, wantID: "agent-a"},
+		{name: "two CommonNames beside a SPIFFE ID", allowSubject: true, certs: []*x509.Certificate{subjectCert(t, later, pkix.RDNSequence{{cnAttr("alice")}, {cnAttr("bob")}}, "spiffe://example.org/a")}, wantID: "spiffe://example.org/a"},
 		{name: "malformed SPIFFE ID", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org/a/../b")}, wantErr: ErrInvalidCredentials},
 		{name: "SPIFFE ID with query", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org/a?x=1")}, wantErr: ErrInvalidCredentials},
 		{name: "SPIFFE ID with port", certs: []*x509.Certificate{cert(t, "", later, "spiffe://example.org:8443/a")}, wantErr: ErrInvalidCredentials},

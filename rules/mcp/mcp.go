@@ -519,6 +519,18 @@ func CheckHeaders(c Call, h Headers) rules.Verdict {
 	if v := CheckParamValues(h.Params); !v.OK() {
 		return v
 	}
+	// Mcp-Method and Mcp-Name are read as Mcp-Param-* values are: Warden
+	// compares UTF-8, the SDK servers (Node, Starlette) read Latin-1 and
+	// refuse a base64 form that does not decode, so a value they read
+	// otherwise is refused, not compared.
+	if v := readable("Mcp-Method", h.Method); !v.OK() {
+		return v
+	}
+	if h.HasName {
+		if v := readable("Mcp-Name", h.Name); !v.OK() {
+			return v
+		}
+	}
 	if h.Method != "" && h.Method != c.Method {
 		return mismatch(fmt.Sprintf("Mcp-Method header %q does not match the body's method %q", h.Method, c.Method))
 	}

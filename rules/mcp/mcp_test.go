@@ -483,6 +483,17 @@ func TestCheckHeaders(t *testing.T) {
 		{"base64 sentinel as a literal", call(MethodGet, `{"taskId":"=?base64?literal?="}`), named(v26, b64("=?base64?literal?=")), ""},
 		{"undecodable base64 mismatch", get, named(v26, "=?base64?!!?="), mismatch},
 		{"prefix without suffix", call(MethodGet, `{"taskId":"=?base64?dDE="}`), named(v26, "=?base64?dDE="), ""},
+		// A value readers read otherwise is refused, not compared: raw
+		// UTF-8 (Go reads it so, Node and Starlette as Latin-1), a sentinel
+		// that does not decode (the Python SDK reads it as no value), a
+		// control character.
+		{"raw UTF-8 Mcp-Name equal to the body", call(MethodToolsCall, `{"name":"écho"}`), named(v26, "écho"), mismatch},
+		{"raw UTF-8 Mcp-Name on a task method", call(MethodGet, `{"taskId":"tâche-1"}`), named(v26, "tâche-1"), mismatch},
+		{"raw UTF-8 Mcp-Name on resources/read", call(MethodResourcesRead, `{"uri":"demo://vault/café"}`), named(v25, "demo://vault/café"), mismatch},
+		{"undecodable sentinel equal to the body", call(MethodToolsCall, `{"name":"=?base64?!!?="}`), named(v26, "=?base64?!!?="), mismatch},
+		{"control character in Mcp-Name", call(MethodToolsCall, `{"name":"a\u0001b"}`), named(v26, "a\x01b"), mismatch},
+		{"raw UTF-8 Mcp-Method equal to the body", call("méthode/x", `{}`), Headers{Method: "méthode/x"}, mismatch},
+		{"space and tab in Mcp-Name", call(MethodToolsCall, `{"name":"a b\tc"}`), named(v26, "a b\tc"), ""},
 
 		// tools/call: Mcp-Name is params.name when present.
 		{"tools/call Mcp-Name equal", call(MethodToolsCall, `{"name":"echo"}`), named(v26, "echo"), ""},

@@ -118,15 +118,26 @@ func CheckParamValues(ps []Param) rules.Verdict {
 		if len(p.Values) != 1 {
 			return mismatch(fmt.Sprintf("%s%s header given %d times", ParamPrefix, p.Name, len(p.Values)))
 		}
-		v := p.Values[0]
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
-				return mismatch(fmt.Sprintf("%s%s header holds a character outside visible ASCII, space and tab (send =?base64?...?=)", ParamPrefix, p.Name))
-			}
+		if v := readable(ParamPrefix+p.Name, p.Values[0]); !v.OK() {
+			return v
 		}
-		if _, ok := paramValue(v); !ok {
-			return mismatch(fmt.Sprintf("%s%s header is not valid =?base64?...?=", ParamPrefix, p.Name))
+	}
+	return rules.Verdict{}
+}
+
+// readable refuses a header value that readers read differently (OK when
+// every reader reads it alike): a byte outside visible ASCII, space and
+// tab (Go keeps UTF-8, Node and Starlette decode Latin-1), or a
+// =?base64?...?= value that does not decode (SEP-2243 readers refuse it,
+// others read it as written).
+func readable(name, v string) rules.Verdict {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
+			return mismatch(fmt.Sprintf("%s header holds a character outside visible ASCII, space and tab (send =?base64?...?=)", name))
 		}
+	}
+	if _, ok := paramValue(v); !ok {
+		return mismatch(fmt.Sprintf("%s header is not valid =?base64?...?=", name))
 	}
 	return rules.Verdict{}
 }

@@ -1,0 +1,70 @@
+package test
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentwarden/warden/rules/mcp"
+)
+
+// ladderScript runs the official MCP Python SDK's (2.3.0) request ladder on
+// a body naming value under key and an Mcp-Name header of the given bytes,
+// as Starlette hands them to it: "accepted" or "rejected".
+const ladderScript = `import sys
+from starlette.datastructures import Headers
+from mcp.shared import inbound
+version = inbound.MODERN_PROTOCOL_VERSIONS[-1]
+method, key, value, header = sys.argv[1], sys.argv[2], sys.argv[3], bytes.fromhex(sys.argv[4])
+body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {key: value, "_meta": {inbound.PROTOCOL_VERSION_META_KEY: version, inbound.CLIENT_CAPABILITIES_META_KEY: {}}}}
+h = Headers(raw=[(b"mcp-protocol-version", version.encode()), (b"mcp-method", method.encode()), (b"mcp-name", header)])
+r = inbound.classify_inbound_request(body, headers=h)
+print("rejected" if isinstance(r, inbound.InboundLadderRejection) else "accepted")
+`
+
+// TestMCPNameHeaderReadAlike: an Mcp-Name header Warden compared with the
+// body in its own reading, while the MCP Python SDK's server (Starlette
+// decodes header bytes as Latin-1; a =?base64?...?= that does not decode is
+// no value) reads another value: raw UTF-8 bytes equal to the body's name,
+// a sentinel that does not decode equal to the body's. Warden forwarded
+// both as matching (L2 in docs/security.md); now it refuses what the SDK
+// reads otherwise, and still passes what both read alike.
+func TestMCPNameHeaderReadAlike(t *testing.T) {
+	py := peer(t, ".peers/mcp-venv/bin/python")
+	for _, tc := range []struct {
+		name, method, key, value, header string
+		alike                            bool
+	}{
+		{"plain ASCII", mcp.MethodToolsCall, "name", "echo", "echo", true},
+		{"base64 form of a non-ASCII name", mcp.MethodToolsCall, "name", "écho", "=?base64?w6ljaG8=?=", true},
+		{"raw UTF-8 name", mcp.MethodToolsCall, "name", "écho", "écho", false},
+		{"raw UTF-8 URI", mcp.MethodResourcesRead, "uri", "demo://vault/café", "demo://vault/café", false},
+		{"sentinel that does not decode", mcp.MethodPromptsGet, "name", "=?base64?!!?=", "=?base64?!!?=", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, py, "-c", ladderScript, tc.method, tc.key, tc.value, hex.EncodeToString([]byte(tc.header))).CombinedOutput()
+			if err != nil {
+				t.Fatalf("python: %v\n%s", err, out)
+			}
+			if got, want := strings.TrimSpace(string(out)), map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
+				t.Fatalf("the Python SDK %s Mcp-Name %q for %q, want %s", got, tc.header, tc.value, want)
+			}
+			params, _ := json.Marshal(map[string]string{tc.key: tc.value})
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": tc.method, "params": json.RawMessage(params)})
+			c, err := mcp.Parse(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := mcp.CheckHeaders(c, mcp.Headers{ProtocolVersion: mcp.Era2026, Method: tc.method, Name: tc.header, HasName: true})
+			if v.OK() != tc.alike {
+				t.Fatalf("Warden's verdict on Mcp-Name %q for %q: %+v (the Python SDK reads them alike: %v)", tc.header, tc.value, v, tc.alike)
+			}
+		})
+	}
+}
