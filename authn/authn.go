@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Credentials are what a transport adapter extracted from one request or stream.
@@ -188,7 +190,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Principal, error) {
 	p, err := a.authenticate(ctx, c)
 	if err == nil && !headerSafe(p.ID) {
-		return Principal{}, fmt.Errorf("%w: the principal holds a control character or begins or ends with a space or tab", ErrInvalidCredentials)
+		return Principal{}, fmt.Errorf("%w: the principal holds a control character or U+FFFD, or begins or ends with a space or tab", ErrInvalidCredentials)
 	}
 	return p, err
 }
@@ -198,10 +200,15 @@ func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Princi
 // read back as the same name by every reader: no control character but
 // tab, and no space or tab at either end (header readers strip them, RFC
 // 9110 §5.5, so "alice " would be decided apart from "alice" by Warden and
-// read as "alice" upstream). Encoding it instead would let two principals
-// read alike upstream too.
+// read as "alice" upstream), and no U+FFFD or invalid UTF-8: JSON decoders
+// read a lone surrogate escape (a JWT's "x\ud800" and "x\udc00") as U+FFFD,
+// so two names an IdP tells apart would be one principal here. Encoding it
+// instead would let two principals read alike upstream too.
 func headerSafe(id string) bool {
 	if id != "" && (isBlank(id[0]) || isBlank(id[len(id)-1])) {
+		return false
+	}
+	if !utf8.ValidString(id) || strings.ContainsRune(id, utf8.RuneError) {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

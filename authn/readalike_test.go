@@ -69,3 +69,41 @@ func TestPrincipalReadAlike(t *testing.T) {
 		}
 	}
 }
+
+// TestPrincipalLoneSurrogates: JSON decoders read a lone surrogate escape as
+// U+FFFD, so the JWT subjects "x\ud800" and "x\udc00", two names to the IdP,
+// would both be the principal "x\ufffd". No principal holding U+FFFD is
+// authenticated, by any method.
+func TestPrincipalLoneSurrogates(t *testing.T) {
+	k := keysOnce()
+	clock := newClock()
+	cfg := jwtConfig()
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	jwt := mustNew(t, cfg, clock)
+	for _, tt := range []struct {
+		sub     string // the JSON text of the sub claim
+		refused bool
+	}{
+		{sub: `"x\u00e9"`},
+		{sub: `"x\ud800"`, refused: true},
+		{sub: `"x\udc00"`, refused: true},
+		{sub: `"x\ufffd"`, refused: true},
+		{sub: `"x\ud83d\ude00"`},
+	} {
+		t.Run("jwt/"+tt.sub, func(t *testing.T) {
+			claims := claimsAt(clock.Now(), "")
+			claims["sub"] = json.RawMessage(tt.sub)
+			p, err := jwt.Authenticate(context.Background(), Credentials{Bearer: sign(t, k.rsa, k.rsa.kid, claims)})
+			if tt.refused != errors.Is(err, ErrInvalidCredentials) {
+				t.Fatalf("sub %s: principal %q, err %v; refused want %v", tt.sub, p.ID, err, tt.refused)
+			}
+		})
+	}
+	static, err := staticAuthenticator(t, `[{"token":"tok","sender":"x\ufffd"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := static.Authenticate(context.Background(), Credentials{Bearer: "tok"}); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("static sender U+FFFD: principal %q, err %v", p.ID, err)
+	}
+}
