@@ -311,6 +311,21 @@ func overrideCases(path, message string, status int) []doorCase {
 	return append(cases, doorCase{name: "X-Forwarded-Host (not a target: admitted)", method: "POST", path: path, header: [][2]string{{"X-Forwarded-Host", "a.example"}}, body: message})
 }
 
+// identityCases are headers a server behind another authenticating proxy
+// reads as the caller's identity, tenant or grant (gate's identity words:
+// user, email, groups, principal, identity, tenant, role, ...), each refused
+// with status: the client would assert what Warden never authenticated.
+// User-Agent is not one of them.
+func identityCases(path, message string, status int) []doorCase {
+	var cases []doorCase
+	for _, h := range []string{"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups", "X-Forwarded-Preferred-Username",
+		"X-Auth-Request-User", "Remote-User", "X-Remote-User", "X-WEBAUTH-USER", "X-Goog-Authenticated-User-Email",
+		"X-Amzn-Oidc-Identity", "X-Ms-Client-Principal-Name", "Impersonate-Group", "X-Tenant-Id", "X-Roles", "X-Warden-Principal"} {
+		cases = append(cases, doorCase{name: h, method: "POST", path: path, header: [][2]string{{h, "admin"}}, body: message, status: status})
+	}
+	return append(cases, doorCase{name: "User-Agent (admitted)", method: "POST", path: path, header: [][2]string{{"User-Agent", "user/1.0"}}, body: message})
+}
+
 // credentialCases are the refusals of credentials.
 func credentialCases(path, message string) []doorCase {
 	post := func(name string, auth [][2]string, status int) doorCase {
@@ -450,6 +465,7 @@ func TestMCPDoors(t *testing.T) {
 	}
 	cases = append(cases, credentialCases("/mcp", ping)...)
 	cases = append(cases, overrideCases("/mcp", ping, 400)...)
+	cases = append(cases, identityCases("/mcp", ping, 400)...)
 	cases = append(cases, doorCase{name: "Mcp-Method (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}}, body: ping})
 	// SEP-2243's Mcp-Param-{Name}: the name is a tool's choice, the header
 	// MCP's own (forwarded: intermediaries must).
@@ -498,6 +514,7 @@ func TestA2ADoors(t *testing.T) {
 	}
 	cases = append(cases, credentialCases("/jsonrpc", list)...)
 	cases = append(cases, overrideCases("/jsonrpc", list, 200)...)
+	cases = append(cases, identityCases("/jsonrpc", list, 200)...)
 	cases = append(cases, contentCases("/jsonrpc", list, 200)...)
 	runDoors(t, doors, cases)
 }

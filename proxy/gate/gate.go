@@ -330,6 +330,8 @@ func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest 
 	switch h := overridden(r.Header, g.spec.Own); {
 	case strings.IndexByte(h, '_') >= 0:
 		msg = "invalid request: the " + h + " header is not accepted (a name with '_' reads as its '-' spelling to CGI and WSGI servers)"
+	case asserting(h):
+		msg = "invalid request: the " + h + " header is not accepted (a server could read it as the caller's identity; Warden names the caller it authenticated)"
 	case h != "":
 		msg = "invalid request: the " + h + " header is not accepted (it would name another method or target than the request line's)"
 	}
@@ -347,14 +349,27 @@ func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest 
 // idea is refused too.
 var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
 
-// overridden names a header of h that could name another method or
-// target than the request line's ("" when none does): a name with one of
-// overrideTokens as a word, split at '-' or '_' (CGI and WSGI read both as
-// '_') in any case. The protocol's own headers, which it decides (MCP's
-// Mcp-Method), are not. Under ext_authz a header of the CheckRequest came
-// from the client or a hop before Envoy's authorization filter: Envoy's
-// router sets X-Envoy-Original-Path after it, on a rewrite of a path Warden
-// decided.
+// identityTokens are the words that make a header name one a server behind
+// another authenticating proxy reads as the caller's identity in place of
+// Warden's: X-Forwarded-User, -Email, -Groups, -Preferred-Username
+// (oauth2-proxy), X-Auth-Request-User, Remote-User, X-Remote-User,
+// X-WEBAUTH-USER (Grafana), X-Goog-Authenticated-User-Email, X-Amzn-Oidc-
+// Identity, X-MS-Client-Principal-Name (App Service), Impersonate-User and
+// -Group (Kubernetes), X-Tenant-Id, X-User-Roles, a client's own
+// X-Warden-Principal. The client would assert an identity, a tenant or a
+// grant Warden never authenticated. User-Agent is not one of them.
+var identityTokens = []string{"user", "username", "login", "email", "group", "groups", "role", "roles", "scope", "scopes",
+	"principal", "identity", "subject", "tenant", "impersonate", "oidc", "jwt", "assertion", "claim", "claims"}
+
+// overridden names a header of h the gate refuses ("" when none): one that
+// could name another method or target than the request line's (a name with
+// one of overrideTokens as a word, split at '-' or '_' (CGI and WSGI read
+// both as '_') in any case), or assert an identity (a word of
+// identityTokens). The protocol's own headers, which it decides (MCP's
+// Mcp-Method, Mcp-Param-*), are not. Under ext_authz a header of the
+// CheckRequest came from the client or a hop before Envoy's authorization
+// filter: Envoy's router sets X-Envoy-Original-Path after it, on a rewrite
+// of a path Warden decided.
 //
 // So is any name holding '_': CGI and WSGI servers read it as its '-'
 // spelling, so Mcp_Name or X_Warden_Principal would reach such a server as
@@ -362,7 +377,7 @@ var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefi
 // drops such names by default, Envoy can be told to).
 func overridden(h http.Header, own []string) string {
 	for k := range h {
-		if strings.IndexByte(k, '_') >= 0 || overriding(k) && !owned(k, own) {
+		if strings.IndexByte(k, '_') >= 0 || (hasWord(k, overrideTokens) || asserting(k)) && !owned(k, own) {
 			return k
 		}
 	}
@@ -380,9 +395,15 @@ func owned(k string, own []string) bool {
 	return false
 }
 
-// overriding reports whether the header name k has one of overrideTokens as
-// a word.
-func overriding(k string) bool {
+// asserting reports whether the header name k would assert an identity
+// (a word of identityTokens; User-Agent is not).
+func asserting(k string) bool {
+	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identityTokens)
+}
+
+// hasWord reports whether the header name k has one of words as a word,
+// split at '-' or '_', in any case.
+func hasWord(k string, words []string) bool {
 	for k != "" {
 		i := strings.IndexAny(k, "-_")
 		w := k
@@ -391,7 +412,7 @@ func overriding(k string) bool {
 		} else {
 			k = ""
 		}
-		for _, t := range overrideTokens {
+		for _, t := range words {
 			if strings.EqualFold(w, t) {
 				return true
 			}

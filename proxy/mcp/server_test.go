@@ -1236,7 +1236,7 @@ func TestAnswerContentTypes(t *testing.T) {
 // TestCredentialHeaders: the credential the MCP server sees is the one
 // Warden decided on. Two Authorization headers, or Authorization and
 // x-macp-token naming different tokens, are refused before the upstream;
-// a client's x-warden-principal never reaches it.
+// a client's x-warden-principal is refused too (the gate's identity rule).
 func TestCredentialHeaders(t *testing.T) {
 	h := newHarness(t, Config{})
 	send := func(set func(http.Header)) int {
@@ -1274,15 +1274,14 @@ func TestCredentialHeaders(t *testing.T) {
 	if got := send(func(hd http.Header) {
 		hd.Set("Authorization", "bearer "+alice) // the scheme is case-insensitive
 		hd.Set("X-Warden-Principal", bob)
-	}); got != http.StatusOK {
+	}); got != http.StatusBadRequest {
+		t.Errorf("a client's x-warden-principal: HTTP %d, want 400", got)
+	}
+	if got := send(func(hd http.Header) { hd.Set("Authorization", "bearer "+alice) }); got != http.StatusOK {
 		t.Fatalf("lower-case bearer: HTTP %d", got)
 	}
-	calls := h.up.received("")
-	if len(calls) != before+1 {
-		t.Fatalf("the upstream got %d calls", len(calls)-before)
-	}
-	if v := calls[len(calls)-1].header.Get("X-Warden-Principal"); v != "" {
-		t.Errorf("a client's x-warden-principal reached the upstream: %q", v)
+	if calls := h.up.received(""); len(calls) != before+1 {
+		t.Fatalf("the upstream got %d calls, want 1", len(calls)-before)
 	}
 }
 
