@@ -78,6 +78,8 @@ type benchCall struct {
 	// handle: the answer names a task by Warden's handle, which the null
 	// hop (BenchmarkNullHop) does not give.
 	handle bool
+	// header: routing headers sent beside the fixed ones.
+	header map[string]string
 }
 
 func benchHarness(b *testing.B) (*harness, []benchCall) {
@@ -93,15 +95,23 @@ func benchHarness(b *testing.B) (*harness, []benchCall) {
 		return s
 	})
 	handle := h.createTask(b, "alice")
+	// As make bench's client sends it (bench/cmd/e2e): the Tasks extension
+	// declared in _meta, the routing headers of protocol 2026-07-28.
+	meta := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
 	return h, []benchCall{
-		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false},
-		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false},
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false, nil},
+		{"tasks/get-e2e", rpc(1, "tasks/get", map[string]any{"taskId": handle, "_meta": meta}), `"status":"working"`, false,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": handle}},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false, nil},
 		// The answer as one server-sent event (relayed event by event).
-		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false},
+		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false, nil},
 		// Answers Warden learns from: the tools' taskSupport, the task a
 		// call created (read whole, not scanned).
-		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`, false},
-		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`, true},
+		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`, false, nil},
+		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`, true, nil},
 	}
 }
 
@@ -114,6 +124,9 @@ func (h *harness) benchPost(client *http.Client, c benchCall) error {
 	req.Header["Authorization"] = []string{"Bearer alice"}
 	req.Header["Content-Type"] = []string{"application/json"}
 	req.Header["Accept"] = []string{"application/json, text/event-stream"}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
