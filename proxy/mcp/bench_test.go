@@ -225,3 +225,59 @@ func BenchmarkNullHop(b *testing.B) {
 		})
 	}
 }
+
+// upstreamInMemory is benchUpstream reached without a connection: what a
+// request costs Warden's handler alone, without the sockets and the HTTP
+// parsing a null hop pays as well (BenchmarkHandler).
+type upstreamInMemory struct{}
+
+func (upstreamInMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	benchUpstream{}.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// BenchmarkHandler is BenchmarkSidecar's requests through the sidecar's
+// handler alone: the request built in memory, the upstream answering in
+// memory. Its ns/op is Warden's own work per request (with the constant
+// cost of the in-memory request, recorder and upstream), measured without
+// the noise of sockets on a shared machine.
+func BenchmarkHandler(b *testing.B) {
+	upSrv := httptest.NewServer(benchUpstream{})
+	b.Cleanup(upSrv.Close)
+	h := newHarnessOn(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv, &http.Client{Transport: upstreamInMemory{}}, httptest.NewServer)
+	handle := h.createTask(b, "alice")
+	meta := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	for _, c := range []benchCall{
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false, nil},
+		{"tasks/get-e2e", rpc(1, "tasks/get", map[string]any{"taskId": handle, "_meta": meta}), `"status":"working"`, false,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": handle}},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false, nil},
+		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false, nil},
+	} {
+		header := http.Header{
+			"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"User-Agent": {"Go-http-client/1.1"}, "Accept-Encoding": {"gzip"},
+		}
+		for k, v := range c.header {
+			header.Set(k, v)
+		}
+		body := []byte(c.body)
+		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+				r.RemoteAddr = "127.0.0.1:40000"
+				r.Header = header.Clone()
+				w := httptest.NewRecorder()
+				h.srv.ServeHTTP(w, r)
+				if w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(c.want)) {
+					b.Fatalf("HTTP %d: %s", w.Code, w.Body.Bytes())
+				}
+			}
+		})
+	}
+}
