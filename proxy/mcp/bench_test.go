@@ -268,6 +268,7 @@ func BenchmarkHandler(b *testing.B) {
 		body := []byte(c.body)
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, cputime.Used())
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
 				r.RemoteAddr = "127.0.0.1:40000"
