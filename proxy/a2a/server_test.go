@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -655,5 +656,53 @@ func TestServeRunsTheRelay(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return")
+	}
+}
+
+// upstreamInMemory is the fake reached without a connection
+// (BenchmarkA2AHandler).
+type upstreamInMemory struct{ h http.Handler }
+
+func (u upstreamInMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	u.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// BenchmarkA2AHandler is BenchmarkA2ASidecar's requests through the
+// sidecar's handler alone: the request built in memory, the fake answering
+// in memory. Its cpu-ns/op is Warden's own work per request (with the
+// constant cost of the in-memory request, recorder and fake), without the
+// noise of sockets on a shared machine.
+func BenchmarkA2AHandler(b *testing.B) {
+	up := newFakeUpstream()
+	upSrv := httptest.NewServer(up)
+	b.Cleanup(upSrv.Close)
+	h := newHarnessOn(b, Config{}, newEnforcer(b), up, upSrv, &http.Client{Transport: upstreamInMemory{up}}, httptest.NewServer)
+	task := h.send(b, "alice", "input x")
+	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"` + task["id"].(string) + `"}}`
+	send := `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello"}]}}}`
+	header := http.Header{
+		"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}, "A2a-Version": {"1.0"},
+		"User-Agent": {"Go-http-client/1.1"}, "Accept-Encoding": {"gzip"},
+	}
+	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
+		body := []byte(bc.body)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer func(start time.Duration) {
+				b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+			}(cputime.Used())
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/jsonrpc", bytes.NewReader(body))
+				r.RemoteAddr = "127.0.0.1:40000"
+				r.Header = header.Clone()
+				w := httptest.NewRecorder()
+				h.srv.ServeHTTP(w, r)
+				if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"error"`)) {
+					b.Fatalf("HTTP %d: %s", w.Code, w.Body.Bytes())
+				}
+			}
+		})
 	}
 }

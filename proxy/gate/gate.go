@@ -52,6 +52,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -404,18 +405,38 @@ func asserting(k string) bool {
 // hasWord reports whether the header name k has one of words as a word,
 // split at '-' or '_', in any case.
 func hasWord(k string, words []string) bool {
-	for k != "" {
-		i := strings.IndexAny(k, "-_")
-		w := k
-		if i >= 0 {
-			w, k = k[:i], k[i+1:]
-		} else {
-			k = ""
+	start := 0
+	for i := 0; i <= len(k); i++ {
+		if i < len(k) && k[i] != '-' && k[i] != '_' {
+			continue
 		}
-		for _, t := range words {
-			if strings.EqualFold(w, t) {
-				return true
+		if isWord(k[start:i], words) {
+			return true
+		}
+		start = i + 1
+	}
+	return false
+}
+
+// isWord reports whether w is one of words in any case (strings.EqualFold).
+// An ASCII word is only compared with the words of its length (every
+// header name net/http reads is ASCII: each request's names are not folded
+// against every word); a word with other bytes (the Kelvin sign K, the long
+// s ſ) is folded against them all.
+func isWord(w string, words []string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			for _, t := range words {
+				if strings.EqualFold(w, t) {
+					return true
+				}
 			}
+			return false
+		}
+	}
+	for _, t := range words {
+		if len(t) == len(w) && strings.EqualFold(w, t) {
+			return true
 		}
 	}
 	return false
@@ -584,7 +605,10 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // alike.
 func (g *Gate[C]) Stamp(w http.ResponseWriter, r *http.Request) context.Context {
 	src := g.enf.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
-	w.Header().Set(proxy.RequestIDHeader, src.RequestID)
-	r.Header.Set(proxy.RequestIDHeader, src.RequestID)
+	// One value for both (capped: an append to either copies it), under
+	// the name as it is canonical (TestRequestIDCanonical).
+	id := []string{src.RequestID}
+	w.Header()[proxy.RequestIDHeader] = id[:1:1]
+	r.Header[proxy.RequestIDHeader] = id[:1:1]
 	return proxy.WithSource(r.Context(), src)
 }

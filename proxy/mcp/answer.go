@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -103,7 +102,7 @@ func str(o *jsonrpc.Object, name string) (string, bool) {
 // tasks) may repeat other names: every value is walked, each repetition's
 // included, so nothing in it passes unseen.
 func (x *exchange) fromUpstreamRead(data []byte) ([]byte, bool) {
-	if !json.Valid(data) {
+	if !jsonrpc.Valid(data) {
 		return data, len(bytes.TrimSpace(data)) == 0
 	}
 	env := read(data)

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -14,7 +13,7 @@ import (
 // tools/call and tasks/list) and name only the caller's tasks. done is false
 // when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
-	if !json.Valid(data) || jsonrpc.CountFold(data, "taskIds") > 0 {
+	if !jsonrpc.Valid(data) || jsonrpc.CountFold(data, "taskIds") > 0 {
 		return nil, false, false // taskIds (a listen acknowledgement, in any spelling) is an array
 	}
 	if x.call.Method == mcp.MethodList {

@@ -78,6 +78,8 @@ type benchCall struct {
 	// handle: the answer names a task by Warden's handle, which the null
 	// hop (BenchmarkNullHop) does not give.
 	handle bool
+	// header: routing headers sent beside the fixed ones.
+	header map[string]string
 }
 
 func benchHarness(b *testing.B) (*harness, []benchCall) {
@@ -93,15 +95,23 @@ func benchHarness(b *testing.B) (*harness, []benchCall) {
 		return s
 	})
 	handle := h.createTask(b, "alice")
+	// As make bench's client sends it (bench/cmd/e2e): the Tasks extension
+	// declared in _meta, the routing headers of protocol 2026-07-28.
+	meta := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
 	return h, []benchCall{
-		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false},
-		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false},
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false, nil},
+		{"tasks/get-e2e", rpc(1, "tasks/get", map[string]any{"taskId": handle, "_meta": meta}), `"status":"working"`, false,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": handle}},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false, nil},
 		// The answer as one server-sent event (relayed event by event).
-		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false},
+		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false, nil},
 		// Answers Warden learns from: the tools' taskSupport, the task a
 		// call created (read whole, not scanned).
-		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`, false},
-		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`, true},
+		{"tools/list", rpc(7, "tools/list", map[string]any{}), `"taskSupport":"optional"`, false, nil},
+		{"tools/call-task", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}, "task": map[string]any{"ttl": 60000}}), `"taskId":"wt`, true, nil},
 	}
 }
 
@@ -114,6 +124,9 @@ func (h *harness) benchPost(client *http.Client, c benchCall) error {
 	req.Header["Authorization"] = []string{"Bearer alice"}
 	req.Header["Content-Type"] = []string{"application/json"}
 	req.Header["Accept"] = []string{"application/json, text/event-stream"}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
@@ -207,6 +220,83 @@ func BenchmarkNullHop(b *testing.B) {
 			for b.Loop() {
 				if err := nh.benchPost(client, c); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// upstreamInMemory is benchUpstream reached without a connection: what a
+// request costs Warden's handler alone, without the sockets and the HTTP
+// parsing a null hop pays as well (BenchmarkHandler).
+type upstreamInMemory struct{}
+
+func (upstreamInMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	benchUpstream{}.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// BenchmarkHandler is BenchmarkSidecar's requests through the sidecar's
+// handler alone: the request built in memory, the upstream answering in
+// memory. Its ns/op is Warden's own work per request (with the constant
+// cost of the in-memory request, recorder and upstream), measured without
+// the noise of sockets on a shared machine.
+func BenchmarkHandler(b *testing.B) {
+	upSrv := httptest.NewServer(benchUpstream{})
+	b.Cleanup(upSrv.Close)
+	h := newHarnessOn(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv, &http.Client{Transport: upstreamInMemory{}}, httptest.NewServer)
+	benchHandler(b, h.srv, h.createTask(b, "alice"))
+}
+
+// BenchmarkNullHandler is BenchmarkHandler through the null hop's handler
+// (BenchmarkNullHop's httputil.ReverseProxy) with the same in-memory
+// upstream: BenchmarkHandler's cpu-ns/op less this one's is what Warden's
+// own work adds to a pass-through's per request.
+func BenchmarkNullHandler(b *testing.B) {
+	u, err := url.Parse("http://upstream.invalid")
+	if err != nil {
+		b.Fatal(err)
+	}
+	null := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
+		FlushInterval: -1,
+		Transport:     upstreamInMemory{},
+	}
+	benchHandler(b, null, "task-1")
+}
+
+func benchHandler(b *testing.B, srv http.Handler, handle string) {
+	meta := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	for _, c := range []benchCall{
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), `"status":"working"`, false, nil},
+		{"tasks/get-e2e", rpc(1, "tasks/get", map[string]any{"taskId": handle, "_meta": meta}), `"status":"working"`, false,
+			map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": handle}},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), `"text":"done"`, false, nil},
+		{"tools/call-sse", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "sse"}}), `"text":"done"`, false, nil},
+	} {
+		header := http.Header{
+			"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"User-Agent": {"Go-http-client/1.1"}, "Accept-Encoding": {"gzip"},
+		}
+		for k, v := range c.header {
+			header.Set(k, v)
+		}
+		body := []byte(c.body)
+		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b, cputime.Used())
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+				r.RemoteAddr = "127.0.0.1:40000"
+				r.Header = header.Clone()
+				w := httptest.NewRecorder()
+				srv.ServeHTTP(w, r)
+				if w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(c.want)) {
+					b.Fatalf("HTTP %d: %s", w.Code, w.Body.Bytes())
 				}
 			}
 		})

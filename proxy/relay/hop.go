@@ -169,6 +169,11 @@ func Traced(out *http.Request) {
 // itself). With strip (Warden authenticated from what the upstream cannot
 // check), the credential headers are left out too.
 func Outbound(out, in *http.Request, strip bool, credentials ...string) {
+	if len(out.Header) == 0 {
+		// sized once for the caller's headers, not grown key by key (a
+		// map of at most 8 is one group either way)
+		out.Header = make(http.Header, len(in.Header))
+	}
 	CopyHeaders(out.Header, in.Header)
 	out.Header.Del("X-Warden-Principal")
 	if strip {

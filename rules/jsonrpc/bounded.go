@@ -39,7 +39,7 @@ func PolicyValue(raw json.RawMessage, what string) (any, rules.Verdict) {
 	if len(raw) > MaxPolicyBytes {
 		return nil, badValue(rules.ReasonArgumentsTooLarge, fmt.Sprintf("%s of %d bytes exceeds the limit of %d", what, len(raw), MaxPolicyBytes))
 	}
-	if !json.Valid(raw) {
+	if !Valid(raw) {
 		// encoding/json's own words for what is wrong.
 		var v any
 		return nil, badValue(rules.ReasonMalformedRequest, "invalid params: "+what+": "+json.Unmarshal(raw, &v).Error())

@@ -1,7 +1,6 @@
 package jsonrpc
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -117,7 +116,7 @@ var (
 // object. Names read from it, and from the objects read from it, may meet a
 // refusal: Err reports it.
 func ReadObject(raw []byte) (*Object, error) {
-	if !json.Valid(raw) {
+	if !Valid(raw) {
 		return nil, ErrNotJSON
 	}
 	i := SkipSpace(raw, 0)

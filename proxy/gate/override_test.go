@@ -1,0 +1,107 @@
+package gate
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/proxy"
+)
+
+// hasWordByFold is hasWord as it was written first: every word folded
+// against every one of words. hasWord must answer as it does.
+func hasWordByFold(k string, words []string) bool {
+	for k != "" {
+		i := strings.IndexAny(k, "-_")
+		w := k
+		if i >= 0 {
+			w, k = k[:i], k[i+1:]
+		} else {
+			k = ""
+		}
+		for _, t := range words {
+			if strings.EqualFold(w, t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestHasWord: the header names that could name another method or target
+// are found in any case, at any place, split at '-' or '_', with the Kelvin
+// sign and the long s folded as strings.EqualFold folds them; so are the
+// identity words.
+func TestHasWord(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"X-Http-Method-Override", true},
+		{"X-Method-Override", true},
+		{"X-Original-Url", true},
+		{"X-Rewrite-Url", true},
+		{"X-Original-Uri", true},
+		{"X-Forwarded-Prefix", true},
+		{"X-Envoy-Original-Path", true},
+		{"X-Script-Name", true},
+		{"x_forwarded_uri", true},
+		{"METHOD", true},
+		{"-Path-", true},
+		{"X-ſcript-Name", true},    // the long s folds to s
+		{"X-Url\u212a-Path", true}, // Kelvin sign: "Url\u212a" is no token, Path is
+		{"X-Pat\u212a", false},
+		{"Content-Type", false},
+		{"Mcp-Protocol-Version", false},
+		{"Authorization", false},
+		{"X-Request-Id", false},
+		{"Urls", false},
+		{"Methods", false},
+		{"", false},
+		{"-", false},
+		{"__", false},
+	} {
+		if got := hasWord(tc.name, overrideTokens); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
+			t.Errorf("hasWord(%q, overrideTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, overrideTokens))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"X-Forwarded-User", true},
+		{"Remote-User", true},
+		{"X-Ms-Client-Principal-Name", true},
+		{"x_tenant_id", true},
+		{"X-Uſer", true},     // the long s folds to s
+		{"User-Agent", true}, // a word of it; asserting leaves User-Agent out
+		{"Users", false},
+		{"Content-Type", false},
+	} {
+		if got := hasWord(tc.name, identityTokens); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
+			t.Errorf("hasWord(%q, identityTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, identityTokens))
+		}
+	}
+}
+
+// FuzzHasWord holds hasWord to hasWordByFold, on both lists of words.
+func FuzzHasWord(f *testing.F) {
+	for _, s := range []string{"X-Http-Method-Override", "x_ſcript", "Content-Type", "pat\u212a", "a--b__c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		for _, words := range [][]string{overrideTokens, identityTokens} {
+			if got, want := hasWord(k, words), hasWordByFold(k, words); got != want {
+				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words, got, want)
+			}
+		}
+	})
+}
+
+// TestRequestIDCanonical: Stamp sets proxy.RequestIDHeader as a map key, so
+// it must be the canonical spelling Header.Get looks up.
+func TestRequestIDCanonical(t *testing.T) {
+	if k := http.CanonicalHeaderKey(proxy.RequestIDHeader); k != proxy.RequestIDHeader {
+		t.Fatalf("proxy.RequestIDHeader %q is not canonical (%q)", proxy.RequestIDHeader, k)
+	}
+}
