@@ -155,6 +155,25 @@ func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
 	return signed(t, tmpl, c.cert, key, c.key)
 }
 
+// issueCN signs a client leaf with subject CommonName cn and no SAN.
+func (c ca) issueCN(t *testing.T, cn string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: cn}, NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	return signed(t, tmpl, c.cert, key, c.key)
+}
+
+// crossSigned is c's certificate (its subject and key) signed by another
+// CA: a chain through it ends at that CA.
+func (c ca) crossSigned(t *testing.T, by ca) *x509.Certificate {
+	t.Helper()
+	return signed(t, c.cert, by.cert, c.key, by.key)
+}
+
 func (c ca) file(t *testing.T) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "ca.pem")

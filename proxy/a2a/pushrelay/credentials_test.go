@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
@@ -150,6 +152,19 @@ func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
 	return certify(t, tmpl, c.cert, &key.PublicKey, c.key)
+}
+
+// crossSigned is c's certificate (its subject and key) signed by another
+// CA: a chain through it ends at that CA.
+func (c ca) crossSigned(t *testing.T, by ca) *x509.Certificate {
+	t.Helper()
+	return certify(t, c.cert, by.cert, &c.key.PublicKey, by.key)
+}
+
+// fp is the hex SHA-256 of c's certificate (authn.ClientCAs).
+func fp(c ca) string {
+	h := sha256.Sum256(c.cert.Raw)
+	return hex.EncodeToString(h[:])
 }
 
 func certify(t *testing.T, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) *x509.Certificate {
