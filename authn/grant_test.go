@@ -3,11 +3,11 @@ package authn
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/testcerts"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -91,34 +91,30 @@ func TestGrantHolds(t *testing.T) {
 		return func(t *testing.T) *Authenticator {
 			cfg := Config{Mode: Methods{MethodMTLS}}
 			for td, cas := range bundles {
-				var b []byte
-				for _, c := range cas {
-					b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw})...)
-				}
 				if cfg.MTLS.TrustDomainCAFiles == nil {
 					cfg.MTLS.TrustDomainCAFiles = map[string]string{}
 				}
-				cfg.MTLS.TrustDomainCAFiles[td] = writeFile(t, "ca.pem", b)
+				cfg.MTLS.TrustDomainCAFiles[td] = testcerts.Bundle(t, cas...)
 			}
 			return mustNew(t, cfg, newClock())
 		}
 	}
 	bound := map[string][]ca{"a.example": {caA}, "b.example": {caB}}
-	leaf := caA.issue(t, "spiffe://a.example/alice")
+	leaf := caA.Issue(t, "spiffe://a.example/alice")
 	certGrant := grantOf(mtls(bound)(t), Credentials{PeerCerts: []*x509.Certificate{leaf}})
 	// The same leaf as the TLS stack verifies it (client_ca_file), trust
 	// domains unbound, and a subject name's.
-	tlsGrant := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.cert}, Chains: [][]*x509.Certificate{{leaf, caA.cert}}})
+	tlsGrant := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}}})
 	unanchoredCert := tlsGrant
 	unanchoredCert.Anchor = ""
 	subject := func(t *testing.T) *Authenticator {
 		return mustNew(t, Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{AllowSubject: true}}, newClock())
 	}
-	cn := caA.issueCN(t, "alice")
-	cnGrant := grantOf(subject(t), Credentials{PeerCerts: []*x509.Certificate{cn, caA.cert}, Chains: [][]*x509.Certificate{{cn, caA.cert}}})
+	cn := caA.IssueCN(t, "alice")
+	cnGrant := grantOf(subject(t), Credentials{PeerCerts: []*x509.Certificate{cn, caA.Cert}, Chains: [][]*x509.Certificate{{cn, caA.Cert}}})
 	// caA cross-signed by caB: the leaf verifies to either.
-	caC, cross := newCA(t, "a third CA"), caA.crossSigned(t, caB)
-	crossTLS := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.cert}, Chains: [][]*x509.Certificate{{leaf, caA.cert}, {leaf, cross, caB.cert}}})
+	caC, cross := newCA(t, "a third CA"), caA.CrossSigned(t, caB)
+	crossTLS := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}, {leaf, cross, caB.Cert}}})
 	crossBound := grantOf(mtls(map[string][]ca{"a.example": {caA, caB}})(t), Credentials{PeerCerts: []*x509.Certificate{leaf, cross}})
 
 	for _, tc := range []struct {
@@ -155,16 +151,16 @@ func TestGrantHolds(t *testing.T) {
 		// Without trust domains (or for a subject name) the door's client
 		// CAs (client_ca_file, reloaded) vouch: every row refused here
 		// held before.
-		{"mtls: its CA still in client_ca_file", mtls(nil), tlsGrant, nil, ClientCAs{fingerprint(caA.cert): true}},
-		{"mtls: its CA removed from client_ca_file", mtls(nil), tlsGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.cert): true}},
-		{"mtls: subject name, its CA removed from client_ca_file", subject, cnGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.cert): true}},
-		{"mtls: subject name, its CA still in client_ca_file", subject, cnGrant, nil, ClientCAs{fingerprint(caA.cert): true}},
-		{"mtls: bound, its CA removed from client_ca_file", mtls(bound), certGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.cert): true}},
-		{"mtls: sealed without an anchor, client CAs known", mtls(nil), unanchoredCert, ErrInvalidCredentials, ClientCAs{fingerprint(caA.cert): true}},
+		{"mtls: its CA still in client_ca_file", mtls(nil), tlsGrant, nil, ClientCAs{fingerprint(caA.Cert): true}},
+		{"mtls: its CA removed from client_ca_file", mtls(nil), tlsGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: subject name, its CA removed from client_ca_file", subject, cnGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: subject name, its CA still in client_ca_file", subject, cnGrant, nil, ClientCAs{fingerprint(caA.Cert): true}},
+		{"mtls: bound, its CA removed from client_ca_file", mtls(bound), certGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: sealed without an anchor, client CAs known", mtls(nil), unanchoredCert, ErrInvalidCredentials, ClientCAs{fingerprint(caA.Cert): true}},
 		// Every verified chain anchors a cross-signed leaf: it holds while
 		// any of its CAs is trusted (before, chains[0]'s alone: one of the
 		// two bound rows was refused).
-		{"mtls: cross-signed, client_ca_file keeps the other CA", mtls(nil), crossTLS, nil, ClientCAs{fingerprint(caB.cert): true}},
+		{"mtls: cross-signed, client_ca_file keeps the other CA", mtls(nil), crossTLS, nil, ClientCAs{fingerprint(caB.Cert): true}},
 		{"mtls: cross-signed, the trust domain keeps the first CA", mtls(map[string][]ca{"a.example": {caA}}), crossBound, nil, nil},
 		{"mtls: cross-signed, the trust domain keeps the second CA", mtls(map[string][]ca{"a.example": {caB}}), crossBound, nil, nil},
 		{"mtls: cross-signed, the trust domain keeps neither", mtls(map[string][]ca{"a.example": {caC}}), crossBound, ErrInvalidCredentials, nil},

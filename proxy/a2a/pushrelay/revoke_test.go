@@ -73,14 +73,14 @@ func TestRevokedConfigs(t *testing.T) {
 	// A client certificate a.example's CA issued, trust domains bound.
 	const spiffe = "spiffe://a.example/alice"
 	caA, caB := newCA(t, "a.example CA"), newCA(t, "another CA")
-	certs := authn.Credentials{PeerCerts: []*x509.Certificate{caA.issue(t, spiffe)}}
+	certs := authn.Credentials{PeerCerts: []*x509.Certificate{caA.Issue(t, spiffe)}}
 	caGrant := grantOf(t, mtlsAuthenticator(t, "a.example", caA), certs, now)
 	// The same leaf as the TLS stack verifies it, trust domains unbound.
 	leaf := certs.PeerCerts[0]
-	tlsGrant := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.cert}, Chains: [][]*x509.Certificate{{leaf, caA.cert}}}, now)
+	tlsGrant := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}}}, now)
 	// caA cross-signed by caB: the leaf verifies to either CA.
-	caC, cross := newCA(t, "a third CA"), caA.crossSigned(t, caB)
-	crossTLS := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.cert}, Chains: [][]*x509.Certificate{{leaf, caA.cert}, {leaf, cross, caB.cert}}}, now)
+	caC, cross := newCA(t, "a third CA"), caA.CrossSigned(t, caB)
+	crossTLS := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}, {leaf, cross, caB.Cert}}}, now)
 	crossBound := grantOf(t, mtlsAuthenticator(t, "a.example", caA, caB), authn.Credentials{PeerCerts: []*x509.Certificate{leaf, cross}}, now)
 
 	legit := newCounting(t, nil)
