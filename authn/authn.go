@@ -31,6 +31,10 @@ type Credentials struct {
 	Bearer string
 	// PeerCerts is the verified client chain from TLS, leaf first; nil if none.
 	PeerCerts []*x509.Certificate
+	// Chains is every chain the TLS stack verified the leaf to, each
+	// ending at a CA of its client CA bundle (PeerCerts is the first); nil
+	// when not known (a chain Envoy verified).
+	Chains [][]*x509.Certificate
 }
 
 // Principal is an authenticated identity.
@@ -125,7 +129,7 @@ type method func(ctx context.Context, c Credentials) (Principal, error)
 type Authenticator struct {
 	methods []method
 	// holds answers Holds, per configured method.
-	holds map[Method]func(context.Context, Grant) error
+	holds map[Method]func(context.Context, Grant, ClientCAs) error
 }
 
 // New builds an Authenticator from cfg, reading the files it names (JWKS file,
@@ -149,7 +153,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 		client = &http.Client{Timeout: defaultHTTPTimeout}
 	}
 
-	a := &Authenticator{holds: map[Method]func(context.Context, Grant) error{}}
+	a := &Authenticator{holds: map[Method]func(context.Context, Grant, ClientCAs) error{}}
 	for _, m := range cfg.Mode {
 		switch m {
 		case MethodJWT:

@@ -94,7 +94,11 @@ func FromHTTP(r *http.Request) (Credentials, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		chain = r.TLS.VerifiedChains[0]
 	}
-	return FromHeaders(func(name string) []string { return headerValues(r.Header, httpName(name)) }, chain)
+	c, err := FromHeaders(func(name string) []string { return headerValues(r.Header, httpName(name)) }, chain)
+	if r.TLS != nil {
+		c.Chains = r.TLS.VerifiedChains
+	}
+	return c, err
 }
 
 // httpName is a credential header's name as http.Header keys it: looked up

@@ -21,7 +21,8 @@ type Grant struct {
 	// certificate's DER (hex); "" for JWT and dev.
 	Fingerprint string `json:"f,omitempty"`
 	// Anchor is Principal.Anchor: the JWT's key (with the issuer,
-	// principal claim and audiences checked), the client certificate's CA.
+	// principal claim and audiences checked), the client certificate's CAs
+	// (every one a verified chain ended at).
 	Anchor string `json:"a,omitempty"`
 	// Issued is when the grant was made; Expiry when the credential stops
 	// being valid (zero: never). Unix seconds.
@@ -55,11 +56,13 @@ func GrantOf(p Principal, c Credentials, now time.Time) Grant {
 // for the same principal, a JWT's key is still the HMAC secret or in the
 // JWKS (the cached set; fetched, within ctx, only when none was since the
 // configuration was loaded) under the same issuer and
-// audiences, and a client certificate's CA is still in its trust domain's
-// bundle (mtls.trust_domain_ca_files; without it the TLS stack's CAs are
-// not known here). The error wraps ErrExpired, ErrInvalidCredentials or,
-// when no JWKS could be fetched to decide with, ErrKeysUnavailable.
-func (a *Authenticator) Holds(ctx context.Context, g Grant, now time.Time) error {
+// audiences, and one of the CAs a client certificate's verified chains
+// ended at is still in its trust domain's bundle (mtls.trust_domain_ca_files)
+// and among cas, the CAs the door's TLS stack verifies client certificates
+// with now (client_ca_file as last reloaded; nil: not known here, Envoy's).
+// The error wraps ErrExpired, ErrInvalidCredentials or, when no JWKS could
+// be fetched to decide with, ErrKeysUnavailable.
+func (a *Authenticator) Holds(ctx context.Context, g Grant, now time.Time, cas ClientCAs) error {
 	if g.Principal == "" {
 		return fail("grant", ErrInvalidCredentials, CauseMissing, "no principal")
 	}
@@ -70,16 +73,21 @@ func (a *Authenticator) Holds(ctx context.Context, g Grant, now time.Time) error
 	if !ok {
 		return fail("grant", ErrInvalidCredentials, CauseOther, fmt.Sprintf("authentication method %q is no longer configured", g.Method))
 	}
-	return h(ctx, g)
+	return h(ctx, g, cas)
 }
+
+// ClientCAs are the CAs a door's TLS stack verifies client certificates
+// with, by the hex SHA-256 of each one's DER (ReadCAs); nil when Warden
+// does not verify them there.
+type ClientCAs map[string]bool
 
 // holdsAlways is Holds for dev, whose credential is the principal itself:
 // it holds while configured.
-func holdsAlways(context.Context, Grant) error { return nil }
+func holdsAlways(context.Context, Grant, ClientCAs) error { return nil }
 
 // holds reports whether a static token with g's fingerprint is still
 // configured for g's principal.
-func (s *staticTokens) holds(_ context.Context, g Grant) error {
+func (s *staticTokens) holds(_ context.Context, g Grant, _ ClientCAs) error {
 	var h [sha256.Size]byte
 	b, err := hex.DecodeString(g.Fingerprint)
 	if err != nil || len(b) != len(h) {

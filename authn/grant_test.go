@@ -3,11 +3,11 @@ package authn
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/testcerts"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -91,54 +91,82 @@ func TestGrantHolds(t *testing.T) {
 		return func(t *testing.T) *Authenticator {
 			cfg := Config{Mode: Methods{MethodMTLS}}
 			for td, cas := range bundles {
-				var b []byte
-				for _, c := range cas {
-					b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw})...)
-				}
 				if cfg.MTLS.TrustDomainCAFiles == nil {
 					cfg.MTLS.TrustDomainCAFiles = map[string]string{}
 				}
-				cfg.MTLS.TrustDomainCAFiles[td] = writeFile(t, "ca.pem", b)
+				cfg.MTLS.TrustDomainCAFiles[td] = testcerts.Bundle(t, cas...)
 			}
 			return mustNew(t, cfg, newClock())
 		}
 	}
 	bound := map[string][]ca{"a.example": {caA}, "b.example": {caB}}
-	certGrant := grantOf(mtls(bound)(t), Credentials{PeerCerts: []*x509.Certificate{caA.issue(t, "spiffe://a.example/alice")}})
+	leaf := caA.Issue(t, "spiffe://a.example/alice")
+	certGrant := grantOf(mtls(bound)(t), Credentials{PeerCerts: []*x509.Certificate{leaf}})
+	// The same leaf as the TLS stack verifies it (client_ca_file), trust
+	// domains unbound, and a subject name's.
+	tlsGrant := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}}})
+	unanchoredCert := tlsGrant
+	unanchoredCert.Anchor = ""
+	subject := func(t *testing.T) *Authenticator {
+		return mustNew(t, Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{AllowSubject: true}}, newClock())
+	}
+	cn := caA.IssueCN(t, "alice")
+	cnGrant := grantOf(subject(t), Credentials{PeerCerts: []*x509.Certificate{cn, caA.Cert}, Chains: [][]*x509.Certificate{{cn, caA.Cert}}})
+	// caA cross-signed by caB: the leaf verifies to either.
+	caC, cross := newCA(t, "a third CA"), caA.CrossSigned(t, caB)
+	crossTLS := grantOf(mtls(nil)(t), Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}, {leaf, cross, caB.Cert}}})
+	crossBound := grantOf(mtls(map[string][]ca{"a.example": {caA, caB}})(t), Credentials{PeerCerts: []*x509.Certificate{leaf, cross}})
 
 	for _, tc := range []struct {
 		name    string
 		after   func(t *testing.T) *Authenticator
 		grant   Grant
 		wantErr error
+		cas     ClientCAs // the door's client CAs now
 	}{
-		{"jwt: its key still in the JWKS", fetched(nil, k.rsa, k.ec), jwtGrant, nil},
-		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, ErrInvalidCredentials},
-		{"jwt: its kid now names another key", fetched(nil, reused, k.ec), jwtGrant, ErrInvalidCredentials},
-		{"jwt: issuer changed on reload", fetched(func(c *Config) { c.JWT.Issuer = "https://other.test" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
-		{"jwt: audience changed on reload", fetched(func(c *Config) { c.JWT.Audience = Audience{"other"} }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
-		{"jwt: principal claim changed on reload", fetched(func(c *Config) { c.JWT.PrincipalClaim = "email" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials},
+		{"jwt: its key still in the JWKS", fetched(nil, k.rsa, k.ec), jwtGrant, nil, nil},
+		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: its kid now names another key", fetched(nil, reused, k.ec), jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: issuer changed on reload", fetched(func(c *Config) { c.JWT.Issuer = "https://other.test" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: audience changed on reload", fetched(func(c *Config) { c.JWT.Audience = Audience{"other"} }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: principal claim changed on reload", fetched(func(c *Config) { c.JWT.PrincipalClaim = "email" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
 		// Nothing fetched since a start or reload: Holds fetches the set
 		// (a restarted Warden with no request yet must not refuse every
 		// JWT-set config), and decides on it.
-		{"jwt: no JWKS fetched since the reload, its key in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.rsa); return a }, jwtGrant, nil},
-		{"jwt: no JWKS fetched since the reload, its key not in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.ec); return a }, jwtGrant, ErrInvalidCredentials},
+		{"jwt: no JWKS fetched since the reload, its key in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.rsa); return a }, jwtGrant, nil, nil},
+		{"jwt: no JWKS fetched since the reload, its key not in it", func(t *testing.T) *Authenticator { a, _, _ := jwks(t, nil, k.ec); return a }, jwtGrant, ErrInvalidCredentials, nil},
 		{"jwt: no JWKS fetched since the reload, and none can be", func(t *testing.T) *Authenticator {
 			a, srv, _ := jwks(t, nil, k.rsa)
 			srv.failing.Store(true)
 			return a
-		}, jwtGrant, ErrKeysUnavailable},
-		{"jwt: sealed without an anchor", fetched(nil, k.rsa, k.ec), unanchored, ErrInvalidCredentials},
-		{"jwt: HMAC secret still configured", hmac(secret), hsGrant, nil},
-		{"jwt: HMAC secret changed", hmac([]byte("fedcba9876543210fedcba9876543210")), hsGrant, ErrInvalidCredentials},
-		{"mtls: its CA still bound", mtls(bound), certGrant, nil},
-		{"mtls: its CA beside another in the bundle", mtls(map[string][]ca{"a.example": {caB, caA}}), certGrant, nil},
-		{"mtls: its CA removed from the bundle", mtls(map[string][]ca{"a.example": {caB}, "b.example": {caB}}), certGrant, ErrInvalidCredentials},
-		{"mtls: its trust domain no longer bound", mtls(map[string][]ca{"b.example": {caB}}), certGrant, ErrInvalidCredentials},
-		{"mtls: no trust domain bound (the TLS stack's CAs)", mtls(nil), certGrant, nil},
+		}, jwtGrant, ErrKeysUnavailable, nil},
+		{"jwt: sealed without an anchor", fetched(nil, k.rsa, k.ec), unanchored, ErrInvalidCredentials, nil},
+		{"jwt: HMAC secret still configured", hmac(secret), hsGrant, nil, nil},
+		{"jwt: HMAC secret changed", hmac([]byte("fedcba9876543210fedcba9876543210")), hsGrant, ErrInvalidCredentials, nil},
+		{"mtls: its CA still bound", mtls(bound), certGrant, nil, nil},
+		{"mtls: its CA beside another in the bundle", mtls(map[string][]ca{"a.example": {caB, caA}}), certGrant, nil, nil},
+		{"mtls: its CA removed from the bundle", mtls(map[string][]ca{"a.example": {caB}, "b.example": {caB}}), certGrant, ErrInvalidCredentials, nil},
+		{"mtls: its trust domain no longer bound", mtls(map[string][]ca{"b.example": {caB}}), certGrant, ErrInvalidCredentials, nil},
+		{"mtls: no trust domain bound (the TLS stack's CAs)", mtls(nil), certGrant, nil, nil},
+		// Without trust domains (or for a subject name) the door's client
+		// CAs (client_ca_file, reloaded) vouch: every row refused here
+		// held before.
+		{"mtls: its CA still in client_ca_file", mtls(nil), tlsGrant, nil, ClientCAs{fingerprint(caA.Cert): true}},
+		{"mtls: its CA removed from client_ca_file", mtls(nil), tlsGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: subject name, its CA removed from client_ca_file", subject, cnGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: subject name, its CA still in client_ca_file", subject, cnGrant, nil, ClientCAs{fingerprint(caA.Cert): true}},
+		{"mtls: bound, its CA removed from client_ca_file", mtls(bound), certGrant, ErrInvalidCredentials, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: sealed without an anchor, client CAs known", mtls(nil), unanchoredCert, ErrInvalidCredentials, ClientCAs{fingerprint(caA.Cert): true}},
+		// Every verified chain anchors a cross-signed leaf: it holds while
+		// any of its CAs is trusted (before, chains[0]'s alone: one of the
+		// two bound rows was refused).
+		{"mtls: cross-signed, client_ca_file keeps the other CA", mtls(nil), crossTLS, nil, ClientCAs{fingerprint(caB.Cert): true}},
+		{"mtls: cross-signed, the trust domain keeps the first CA", mtls(map[string][]ca{"a.example": {caA}}), crossBound, nil, nil},
+		{"mtls: cross-signed, the trust domain keeps the second CA", mtls(map[string][]ca{"a.example": {caB}}), crossBound, nil, nil},
+		{"mtls: cross-signed, the trust domain keeps neither", mtls(map[string][]ca{"a.example": {caC}}), crossBound, ErrInvalidCredentials, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.after(t).Holds(context.Background(), tc.grant, now)
+			err := tc.after(t).Holds(context.Background(), tc.grant, now, tc.cas)
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("Holds = %v, want %v", err, tc.wantErr)
 			}

@@ -289,7 +289,7 @@ func (v *jwtVerifier) anchor(kind string, key []byte) string {
 // (a start or reload with no request since), the set is fetched within ctx,
 // as a request's token would have it fetched; when it cannot be, the answer
 // is ErrKeysUnavailable: undecided.
-func (v *jwtVerifier) holds(ctx context.Context, g Grant) error {
+func (v *jwtVerifier) holds(ctx context.Context, g Grant, _ ClientCAs) error {
 	if g.Anchor != "" && v.hmacKey != nil && g.Anchor == v.anchor("hs", v.hmacKey) {
 		return nil
 	}

@@ -25,7 +25,7 @@ type mtlsVerifier struct {
 	domains map[string]*x509.CertPool
 	// anchors are, per bound trust domain, the hex SHA-256 of each CA
 	// certificate of its bundle (Principal.Anchor, Holds).
-	anchors map[string]map[string]bool
+	anchors map[string]ClientCAs
 	now     func() time.Time
 }
 
@@ -37,39 +37,71 @@ func newMTLSVerifier(c MTLSConfig, now func() time.Time) (*mtlsVerifier, error) 
 		if err != nil {
 			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %w", td, err)
 		}
-		pool, anchors := x509.NewCertPool(), map[string]bool{}
-		// As x509.CertPool.AppendCertsFromPEM reads a bundle, keeping
-		// each CA's fingerprint.
-		for len(b) > 0 {
-			var block *pem.Block
-			if block, b = pem.Decode(b); block == nil {
-				break
-			}
-			if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
-				continue
-			}
-			ca, err := x509.ParseCertificate(block.Bytes)
-			if err != nil {
-				continue
-			}
-			pool.AddCert(ca)
-			anchors[fingerprint(ca)] = true
-		}
+		pool, anchors := ReadCAs(b)
 		if len(anchors) == 0 {
 			return nil, fmt.Errorf("mtls.trust_domain_ca_files: trust domain %q: %s holds no PEM certificate", td, file)
 		}
 		if v.domains == nil {
-			v.domains, v.anchors = map[string]*x509.CertPool{}, map[string]map[string]bool{}
+			v.domains, v.anchors = map[string]*x509.CertPool{}, map[string]ClientCAs{}
 		}
 		v.domains[td], v.anchors[td] = pool, anchors
 	}
 	return v, nil
 }
 
+// ReadCAs reads a PEM bundle of CA certificates as
+// x509.CertPool.AppendCertsFromPEM does, keeping each CA's fingerprint
+// (ClientCAs): a listener's client_ca_file, a trust domain's bundle.
+func ReadCAs(b []byte) (*x509.CertPool, ClientCAs) {
+	pool, cas := x509.NewCertPool(), ClientCAs{}
+	for len(b) > 0 {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
+			continue
+		}
+		ca, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			continue
+		}
+		pool.AddCert(ca)
+		cas[fingerprint(ca)] = true
+	}
+	return pool, cas
+}
+
 // fingerprint is the hex SHA-256 of a certificate's DER.
 func fingerprint(c *x509.Certificate) string {
 	h := sha256.Sum256(c.Raw)
 	return hex.EncodeToString(h[:])
+}
+
+// anchorOf is Principal.Anchor of a client certificate: the fingerprints
+// of the CAs its verified chains end at, sorted, joined by commas (a leaf
+// cross-signed into two bundles holds while either CA is trusted).
+func anchorOf(chains ...[][]*x509.Certificate) string {
+	var fps []string
+	for _, cs := range chains {
+		for _, c := range cs {
+			if len(c) > 0 && c[len(c)-1] != nil {
+				fps = append(fps, fingerprint(c[len(c)-1]))
+			}
+		}
+	}
+	slices.Sort(fps)
+	return strings.Join(slices.Compact(fps), ",")
+}
+
+// anchoredIn reports whether one of an anchor's CAs is in cas.
+func anchoredIn(anchor string, cas ClientCAs) bool {
+	for fp := range strings.SplitSeq(anchor, ",") {
+		if fp != "" && cas[fp] {
+			return true
+		}
+	}
+	return false
 }
 
 // trustDomain is the trust domain of a SPIFFE ID; false for another name.
@@ -83,15 +115,15 @@ func trustDomain(id string) (string, bool) {
 // issued by its trust domain's CAs, when trust domains are bound: the TLS
 // stack (or Envoy) verified the chain against the union of every domain's
 // CAs, which lets any of them sign any domain's IDs. It returns the
-// fingerprint of the CA the chain ends at ("" when no domain is bound).
-func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) (string, error) {
+// chains it verifies to (none when no domain is bound).
+func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) ([][]*x509.Certificate, error) {
 	if m.domains == nil {
-		return "", nil
+		return nil, nil
 	}
 	td, _ := trustDomain(id)
 	roots, ok := m.domains[td]
 	if !ok {
-		return "", fmt.Errorf("SPIFFE ID %s: trust domain %q is not one Warden trusts (mtls.trust_domain_ca_files)", id, td)
+		return nil, fmt.Errorf("SPIFFE ID %s: trust domain %q is not one Warden trusts (mtls.trust_domain_ca_files)", id, td)
 	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
@@ -101,23 +133,24 @@ func (m *mtlsVerifier) issuedBy(id string, certs []*x509.Certificate) (string, e
 	}
 	chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: m.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 	if err != nil {
-		return "", fmt.Errorf("SPIFFE ID %s: not issued by trust domain %q's CA (mtls.trust_domain_ca_files): %w", id, td, err)
+		return nil, fmt.Errorf("SPIFFE ID %s: not issued by trust domain %q's CA (mtls.trust_domain_ca_files): %w", id, td, err)
 	}
-	chain := chains[0]
-	return fingerprint(chain[len(chain)-1]), nil
+	return chains, nil
 }
 
-// holds reports whether the CA a grant's certificate chained to (its
-// anchor) is still in the bundle of its SPIFFE ID's trust domain. Without
-// bound trust domains, or for a subject name, the CAs are the TLS stack's
-// (or Envoy's), which Warden does not see here: it holds.
-func (m *mtlsVerifier) holds(_ context.Context, g Grant) error {
-	td, spiffe := trustDomain(g.Principal)
-	if m.domains == nil || !spiffe {
-		return nil
-	}
-	if !m.anchors[td][g.Anchor] {
+// holds reports whether one of the CAs a grant's certificate chained to
+// (its anchor: every verified chain's, the TLS stack's and its trust
+// domain's) is still in the bundle of its SPIFFE ID's trust domain, when
+// trust domains are bound, and among cas, the CAs the door's TLS stack
+// verifies client certificates with now, when Warden verifies them there
+// (cas nil: Envoy's, not seen here). A grant sealed before anchors holds
+// in neither.
+func (m *mtlsVerifier) holds(_ context.Context, g Grant, cas ClientCAs) error {
+	if td, spiffe := trustDomain(g.Principal); m.domains != nil && spiffe && !anchoredIn(g.Anchor, m.anchors[td]) {
 		return fail("mtls", ErrInvalidCredentials, CauseCertificate, fmt.Sprintf("the CA that issued the client certificate is no longer trusted for trust domain %q (mtls.trust_domain_ca_files)", td))
+	}
+	if cas != nil && !anchoredIn(g.Anchor, cas) {
+		return fail("mtls", ErrInvalidCredentials, CauseCertificate, "the CA that issued the client certificate is no longer in the client CA bundle (client_ca_file)")
 	}
 	return nil
 }
@@ -152,12 +185,19 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
 		}
 	}
+	// The chains the TLS stack verified (the one PeerCerts is when no
+	// other is known): their CAs anchor the principal, with its trust
+	// domain's.
+	tlsChains := c.Chains
+	if len(tlsChains) == 0 {
+		tlsChains = [][]*x509.Certificate{c.PeerCerts}
+	}
 	if id != "" {
-		anchor, err := m.issuedBy(id, c.PeerCerts)
+		chains, err := m.issuedBy(id, c.PeerCerts)
 		if err != nil {
 			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, err.Error())
 		}
-		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter, Anchor: anchor}, nil
+		return Principal{ID: id, Method: string(MethodMTLS), Expiry: leaf.NotAfter, Anchor: anchorOf(chains, tlsChains)}, nil
 	}
 	if cn := leaf.Subject.CommonName; m.allowSubject && cn != "" {
 		if n := commonNames(leaf.Subject.Names); n > 1 {
@@ -173,7 +213,7 @@ func (m *mtlsVerifier) authenticate(_ context.Context, c Credentials) (Principal
 			// (spiffe://td/alice) that only a URI SAN may prove.
 			return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, fmt.Sprintf("subject CommonName %q holds a ':' (only a URI SAN may name a URI principal)", cn))
 		}
-		return Principal{ID: cn, Method: string(MethodMTLS), Expiry: leaf.NotAfter}, nil
+		return Principal{ID: cn, Method: string(MethodMTLS), Expiry: leaf.NotAfter, Anchor: anchorOf(tlsChains)}, nil
 	}
 	return Principal{}, fail("mtls", ErrInvalidCredentials, CauseCertificate, "client certificate has no SPIFFE ID")
 }

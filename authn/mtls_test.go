@@ -2,20 +2,16 @@ package authn
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
-	"encoding/pem"
 	"errors"
 	"math/big"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testcerts"
 )
 
 // cert makes a self-signed certificate with the given subject CN and URI SANs.
@@ -29,24 +25,14 @@ func cert(t *testing.T, cn string, notAfter time.Time, uris ...string) *x509.Cer
 // URI SANs.
 func subjectCert(t *testing.T, notAfter time.Time, rdns pkix.RDNSequence, uris ...string) *x509.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, err := asn1.Marshal(rdns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), RawSubject: raw, NotBefore: t0.Add(-time.Hour), NotAfter: notAfter,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	for _, u := range uris {
-		pu, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, pu)
-	}
-	return signed(t, tmpl, tmpl, key, key)
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: testcerts.URLs(t, uris...)}
+	key := testcerts.Key(t)
+	return testcerts.Sign(t, tmpl, tmpl, key, key)
 }
 
 // cnAttr is a CommonName attribute.
@@ -107,62 +93,10 @@ func TestAuthenticateMTLS(t *testing.T) {
 	}
 }
 
-// signed is tmpl, for key's public half, signed by parent's key signer.
-func signed(t *testing.T, tmpl, parent *x509.Certificate, key, signer *ecdsa.PrivateKey) *x509.Certificate {
-	t.Helper()
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// ca is a CA certificate and key that issues leaves valid at t0.
+type ca = testcerts.CA
 
-// ca is a CA certificate and key that issues leaves.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newCA(t *testing.T, name string) ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(48 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	c := signed(t, tmpl, tmpl, key, key)
-	return ca{cert: c, key: key}
-}
-
-// issue signs a client leaf naming uri.
-func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
-	return signed(t, tmpl, c.cert, key, c.key)
-}
-
-func (c ca) file(t *testing.T) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
+func newCA(t *testing.T, name string) ca { return testcerts.NewCA(t, name, t0) }
 
 // TestMTLSTrustDomains: with trust domains bound to their CAs, a SPIFFE ID
 // is accepted only from its own trust domain's CA (without, the TLS stack's
@@ -170,18 +104,18 @@ func (c ca) file(t *testing.T) string {
 // case authenticated as spiffe://a.example/alice before).
 func TestMTLSTrustDomains(t *testing.T) {
 	a, b := newCA(t, "a.example CA"), newCA(t, "b.example CA")
-	cfg := Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{TrustDomainCAFiles: map[string]string{"a.example": a.file(t), "b.example": b.file(t)}}}
+	cfg := Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{TrustDomainCAFiles: map[string]string{"a.example": testcerts.Bundle(t, a), "b.example": testcerts.Bundle(t, b)}}}
 	tests := []struct {
 		name    string
 		certs   []*x509.Certificate
 		wantID  string
 		wantErr error
 	}{
-		{name: "b's CA issuing an a.example ID", certs: []*x509.Certificate{b.issue(t, "spiffe://a.example/alice")}, wantErr: ErrInvalidCredentials},
-		{name: "a's CA issuing a b.example ID, b's CA as intermediate", certs: []*x509.Certificate{a.issue(t, "spiffe://b.example/bob"), b.cert}, wantErr: ErrInvalidCredentials},
-		{name: "a trust domain not bound", certs: []*x509.Certificate{a.issue(t, "spiffe://c.example/carol")}, wantErr: ErrInvalidCredentials},
-		{name: "a's CA, an a.example ID", certs: []*x509.Certificate{a.issue(t, "spiffe://a.example/alice")}, wantID: "spiffe://a.example/alice"},
-		{name: "b's CA, a b.example ID", certs: []*x509.Certificate{b.issue(t, "spiffe://b.example/bob")}, wantID: "spiffe://b.example/bob"},
+		{name: "b's CA issuing an a.example ID", certs: []*x509.Certificate{b.Issue(t, "spiffe://a.example/alice")}, wantErr: ErrInvalidCredentials},
+		{name: "a's CA issuing a b.example ID, b's CA as intermediate", certs: []*x509.Certificate{a.Issue(t, "spiffe://b.example/bob"), b.Cert}, wantErr: ErrInvalidCredentials},
+		{name: "a trust domain not bound", certs: []*x509.Certificate{a.Issue(t, "spiffe://c.example/carol")}, wantErr: ErrInvalidCredentials},
+		{name: "a's CA, an a.example ID", certs: []*x509.Certificate{a.Issue(t, "spiffe://a.example/alice")}, wantID: "spiffe://a.example/alice"},
+		{name: "b's CA, a b.example ID", certs: []*x509.Certificate{b.Issue(t, "spiffe://b.example/bob")}, wantID: "spiffe://b.example/bob"},
 	}
 	au := mustNew(t, cfg, newClock())
 	for _, tt := range tests {
@@ -192,7 +126,7 @@ func TestMTLSTrustDomains(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []map[string]string{{"A.example": a.file(t)}, {"a.example": ""}, {"a.example": filepath.Join(t.TempDir(), "none.pem")}} {
+	for _, bad := range []map[string]string{{"A.example": testcerts.Bundle(t, a)}, {"a.example": ""}, {"a.example": filepath.Join(t.TempDir(), "none.pem")}} {
 		if _, err := New(Config{Mode: Methods{MethodMTLS}, MTLS: MTLSConfig{TrustDomainCAFiles: bad}}, Options{}); err == nil {
 			t.Errorf("New with trust_domain_ca_files %v: no error", bad)
 		}

@@ -93,6 +93,11 @@ type MCP struct {
 	// the arguments of the prompt or template already resolved (nil when
 	// absent).
 	ContextArguments map[string]string
+	// InputResponses is params.inputResponses (a multi round-trip retry of
+	// tools/call, prompts/get or resources/read; tasks/update) as parsed
+	// JSON, bounded as Arguments: the client's answers to the server's
+	// input requests, by key (nil when absent).
+	InputResponses any
 }
 
 // CompletionArgument is the argument a completion/complete completes: its
@@ -105,7 +110,7 @@ func (m *MCP) value() any {
 	if m == nil {
 		return nil
 	}
-	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments, "argument": m.Argument.value(), "context_arguments": contextValue(m.ContextArguments)}
+	return map[string]any{"tool": m.Tool, "prompt": m.Prompt, "uri": m.URI, "arguments": m.Arguments, "argument": m.Argument.value(), "context_arguments": contextValue(m.ContextArguments), "input_responses": m.InputResponses}
 }
 
 func (a *CompletionArgument) value() any {
@@ -285,10 +290,12 @@ func (in *Input) appendKey(key []byte, path []string) []byte {
 			return appendArgument(key, m.Argument)
 		case "context_arguments":
 			return appendValue(key, contextValue(m.ContextArguments))
+		case "input_responses":
+			return appendValue(key, m.InputResponses)
 		}
 		key = appendStr(appendStr(appendStr(key, m.Tool), m.Prompt), m.URI)
 		key = appendArgument(appendValue(key, m.Arguments), m.Argument)
-		return appendValue(key, contextValue(m.ContextArguments))
+		return appendValue(appendValue(key, contextValue(m.ContextArguments)), m.InputResponses)
 	case "a2a":
 		a := in.A2A
 		if a == nil {

@@ -44,7 +44,7 @@ func TestEveryInputFieldKeyed(t *testing.T) {
 			Message:   Message{Type: "tasks/steer", Sender: "bob", SessionID: "task-1"},
 			Session:   Session{State: "working"},
 			Roles:     []string{"owner"},
-			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}, Argument: &CompletionArgument{Name: "entry", Value: "s"}, ContextArguments: map[string]string{"section": "public"}},
+			MCP:       &MCP{Tool: "echo", Arguments: map[string]any{"a": "b"}, Argument: &CompletionArgument{Name: "entry", Value: "s"}, ContextArguments: map[string]string{"section": "public"}, InputResponses: map[string]any{"confirm": map[string]any{"action": "accept"}}},
 		},
 		"a2a": {
 			Protocol:  "a2a",

@@ -212,9 +212,10 @@ func (e *Enforcer) Authenticate(ctx context.Context, c authn.Credentials) (authn
 }
 
 // Holds reports whether a credential's grant (authn.GrantOf) still holds
-// under the authenticator loaded now.
-func (e *Enforcer) Holds(ctx context.Context, g authn.Grant, now time.Time) error {
-	return e.snap.Load().authn.Holds(ctx, g, now)
+// under the authenticator loaded now, and the client CAs of the door it was
+// made at (nil: not known to Warden).
+func (e *Enforcer) Holds(ctx context.Context, g authn.Grant, now time.Time, cas authn.ClientCAs) error {
+	return e.snap.Load().authn.Holds(ctx, g, now, cas)
 }
 
 // DryRun reports whether refusals are only logged (dry-run mode): adapters

@@ -66,6 +66,16 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"prompt refused", bot, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, "not this prompt"},
 			{"prompt for another principal", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`, ""},
 			{"forbidden prompt argument refused", ops, prompt, `{"name":"test_prompt_with_arguments","arguments":{"arg1":"../a","arg2":"b"}}`, "matches a forbidden pattern"},
+			// A multi round-trip retry's answers (SEP-2322; the go-sdk reads
+			// params.inputResponses and params.requestState) reach the
+			// policy (input.mcp.input_responses), read strictly. Before,
+			// they were not read: the server ran each of these.
+			{"input responses pass", ops, call, `{"name":"test_simple_text","inputResponses":{"confirm":{"action":"accept","content":{"approver":"ops"}}},"requestState":"s1"}`, ""},
+			{"input response refused", ops, call, `{"name":"test_simple_text","inputResponses":{"confirm":{"action":"accept","content":{"approver":"self"}}}}`, "not this answer"},
+			{"input response twice refused", ops, call, `{"name":"test_simple_text","inputResponses":{"confirm":{"action":"decline"},"confirm":{"action":"accept","content":{"approver":"self"}}}}`, "appears twice"},
+			{"input responses in python spelling refused", ops, call, `{"name":"test_simple_text","input_responses":{"confirm":{"action":"accept","content":{"approver":"self"}}}}`, `must be spelled "inputResponses"`},
+			{"input response naming a task refused", ops, call, `{"name":"test_simple_text","inputResponses":{"confirm":{"action":"accept","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}}}`, "names a task"},
+			{"request state not a string refused", ops, call, `{"name":"test_simple_text","requestState":{"task":"t"}}`, "params.requestState must be a string"},
 		}},
 		{"typescript-sdk task server", func(t *testing.T) string { return startNodeMCP(t) }, []policyCase{
 			{"unlisted tool refused", bot, call, `{"name":"echo","arguments":{"text":"hi"}}`, refusal},
@@ -149,6 +159,10 @@ deny contains {"code": "FORBIDDEN", "msg": "not this prompt"} if {
 deny contains {"code": "FORBIDDEN", "msg": "not this context"} if {
 	some v in input.mcp.context_arguments
 	startswith(v, "sec")
+}
+deny contains {"code": "FORBIDDEN", "msg": "not this answer"} if {
+	some r in input.mcp.input_responses
+	r.content.approver == "self"
 }
 deny contains {"code": "FORBIDDEN", "msg": "not this completion"} if {
 	input.mcp.argument.name in {"entry", "name"}

@@ -226,7 +226,7 @@ func TestMCPSEP2669(t *testing.T) {
 	allow(alice, "tasks/pause", task)
 	alice.waitStatus(h, "paused")
 	refuse(alice, "tasks/pause", task, "pause of a paused task")
-	refuse(alice, "tasks/update", map[string]any{"taskId": h, "inputResponses": map[string]any{"x": 1}}, "update while paused")
+	refuse(alice, "tasks/update", map[string]any{"taskId": h, "inputResponses": map[string]any{"x": map[string]any{"action": "accept"}}}, "update while paused")
 	allow(alice, "tasks/steer", map[string]any{"taskId": h, "message": "two"})
 	allow(alice, "tasks/resume", task)
 	done := alice.waitStatus(h, "completed")

@@ -2,22 +2,17 @@ package test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
-	"math/big"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/testcerts"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -25,46 +20,29 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // pki is a throwaway CA with a server certificate for 127.0.0.1 and client
-// certificates carrying SPIFFE IDs.
+// certificates carrying SPIFFE IDs, written to files in dir (its bundle as
+// ca.pem).
 type pki struct {
-	dir    string
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	pool   *x509.CertPool
+	testcerts.CA
+	dir  string
+	pool *x509.CertPool
 }
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "warden test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pki{dir: t.TempDir(), caCert: cert, caKey: key, pool: x509.NewCertPool()}
-	p.pool.AddCert(cert)
-	p.write(t, "ca.pem", "CERTIFICATE", der)
+	p := &pki{CA: testcerts.NewCA(t, "warden test CA", time.Now()), dir: t.TempDir(), pool: x509.NewCertPool()}
+	p.pool.AddCert(p.Cert)
+	p.write(t, "ca.pem", p.PEM())
 	return p
 }
 
-func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
+func (p *pki) write(t *testing.T, name string, b []byte) string {
 	t.Helper()
 	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -73,34 +51,10 @@ func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
 // issue returns PEM files and the tls.Certificate of a leaf.
 func (p *pki) issue(t *testing.T, name string, server bool, spiffe string) (certFile, keyFile string, pair tls.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if server {
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-		u, err := url.Parse(spiffe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = []*url.URL{u}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = p.write(t, name+".pem", "CERTIFICATE", der)
-	keyFile = p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
-	pair, err = tls.LoadX509KeyPair(certFile, keyFile)
+	c, k := p.Leaf(t, name, server, spiffe)
+	certFile = p.write(t, name+".pem", testcerts.PEM(c))
+	keyFile = p.write(t, name+"-key.pem", testcerts.KeyPEM(t, k))
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}

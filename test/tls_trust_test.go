@@ -1,9 +1,6 @@
 package test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -15,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testcerts"
 )
 
 // TestMCPTrustDomains: two trust domains' CAs in one client CA bundle, each
@@ -117,19 +116,12 @@ func initializeAs(t *testing.T, addr string, roots *x509.CertPool, pair tls.Cert
 // (pkix.Name cannot write two CommonNames).
 func (p *pki) issueSubject(t *testing.T, rdns pkix.RDNSequence) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	raw, err := asn1.Marshal(rdns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), RawSubject: raw, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	key := testcerts.Key(t)
+	return tls.Certificate{Certificate: [][]byte{testcerts.Sign(t, tmpl, p.Cert, key, p.Key).Raw}, PrivateKey: key}
 }

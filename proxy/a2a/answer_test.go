@@ -240,12 +240,14 @@ type downStore struct{}
 
 var errDown = errors.New("store down")
 
-func (downStore) Claim(context.Context, string, string) (string, string, error) {
+func (downStore) Claim(context.Context, string, string, int) (string, string, error) {
 	return "", "", errDown
 }
-func (downStore) Create(context.Context, string, string, string) (string, error) { return "", errDown }
-func (downStore) Observe(context.Context, string, string) error                  { return errDown }
-func (downStore) ObserveAll(context.Context, []string, []string) error           { return errDown }
+func (downStore) Create(context.Context, string, string, string, int) (string, error) {
+	return "", errDown
+}
+func (downStore) Observe(context.Context, string, string) error        { return errDown }
+func (downStore) ObserveAll(context.Context, []string, []string) error { return errDown }
 func (downStore) Steer(context.Context, string, int, string) (bool, int, error) {
 	return false, 0, errDown
 }
@@ -392,7 +394,7 @@ func (s *ownerStore) op() error {
 	return nil
 }
 
-func (s *ownerStore) Claim(_ context.Context, id, owner string) (string, string, error) {
+func (s *ownerStore) Claim(_ context.Context, id, owner string, _ int) (string, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.op(); err != nil {
@@ -404,7 +406,7 @@ func (s *ownerStore) Claim(_ context.Context, id, owner string) (string, string,
 	return s.state[id], s.owner[id], nil
 }
 
-func (s *ownerStore) Create(_ context.Context, id, owner, state string) (string, error) {
+func (s *ownerStore) Create(_ context.Context, id, owner, state string, _ int) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.op(); err != nil {

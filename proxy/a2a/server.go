@@ -164,7 +164,7 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	s := &Server{cfg: cfg, enforcer: e, tenancy: tenancy.New(e), upstream: u, target: target, allow: allow, client: client, send: send, handles: h, log: log,
 		streams: listener.NewStreams("a2a", cfg.Streams)}
 	s.public = publicEndpoint(cfg, s.endpoint())
-	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, e, log); err != nil {
+	if s.relay, err = pushrelay.New(cfg.PushRelay, cfg.Limits, allow, keys, pushOwners{e}, s.sealFor, e, cfg.TLS.ClientCAs, log); err != nil {
 		return nil, err
 	}
 	s.gate = gate.New(gate.A2A(s.endpoint(), s.cfg.MaxBodyBytes, "a2a.max_body_bytes"), e, log)

@@ -2,17 +2,15 @@ package frames
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testcerts"
 )
 
 // tcpPair is a connected pair of loopback TCP connections.
@@ -106,19 +104,8 @@ func TestSysIO(t *testing.T) {
 // message larger than the socket buffers both ways and ends with the peer's
 // close_notify as io.EOF.
 func TestRawConnTLS(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"relay"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf, key := testcerts.Server(t, "relay")
+	der := leaf.Raw
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")

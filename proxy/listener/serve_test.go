@@ -2,14 +2,7 @@ package listener
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/internal/testcerts"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -181,24 +175,10 @@ func TestNewTLS(t *testing.T) {
 // certificate as a CA bundle.
 func writeCert(t *testing.T, dir string) (cert, key, ca string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "warden-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		DNSNames: []string{"localhost"}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := testcerts.Server(t, "localhost")
 	cert, key, ca = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	for f, b := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: der}, ca: {Type: "CERTIFICATE", Bytes: der}, key: {Type: "EC PRIVATE KEY", Bytes: kd}} {
-		if err := os.WriteFile(f, pem.EncodeToMemory(b), 0o600); err != nil {
+	for f, b := range map[string][]byte{cert: testcerts.PEM(c), ca: testcerts.PEM(c), key: testcerts.KeyPEM(t, k)} {
+		if err := os.WriteFile(f, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentwarden/warden/authn"
 )
 
 // DefaultTLSReloadInterval is how often a listener's TLS files are read
@@ -47,6 +49,7 @@ type TLS struct {
 type tlsMaterial struct {
 	cert   tls.Certificate
 	pool   *x509.CertPool // nil without a client CA file
+	cas    authn.ClientCAs
 	digest [sha256.Size]byte
 }
 
@@ -87,12 +90,21 @@ func (t *TLS) read() (*tlsMaterial, error) {
 		return nil, fmt.Errorf("load certificate %s: %w", t.certFile, err)
 	}
 	if t.caFile != "" {
-		m.pool = x509.NewCertPool()
-		if !m.pool.AppendCertsFromPEM(raw[2]) {
+		if m.pool, m.cas = authn.ReadCAs(raw[2]); len(m.cas) == 0 {
 			return nil, fmt.Errorf("CA file %s holds no PEM certificate", t.caFile)
 		}
 	}
 	return m, nil
+}
+
+// ClientCAs returns the CAs the listener verifies client certificates with
+// now (the client CA file as last read); nil without one, or for no TLS (a
+// nil t).
+func (t *TLS) ClientCAs() authn.ClientCAs {
+	if t == nil {
+		return nil
+	}
+	return t.cur.Load().cas
 }
 
 // Config returns the server configuration a listener serves with, offering

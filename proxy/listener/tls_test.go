@@ -2,72 +2,29 @@ package listener
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testcerts"
 )
 
 // testCA is a throwaway CA issuing leaves.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+type testCA = testcerts.CA
 
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: c, key: k, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
+func newTestCA(t *testing.T, name string) testCA { return testcerts.NewCA(t, name, time.Now()) }
 
-// leaf issues a server (127.0.0.1) or client certificate as PEM.
-func (ca *testCA) leaf(t *testing.T, server bool) (certPEM, keyPEM []byte) {
+// leafPEM issues a server (127.0.0.1) or client certificate of ca as PEM.
+func leafPEM(t *testing.T, ca testCA, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "leaf"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	c, k := ca.Leaf(t, "leaf", server, "")
+	return testcerts.PEM(c), testcerts.KeyPEM(t, k)
 }
 
 func writeFile(t *testing.T, path string, b []byte) {
@@ -109,10 +66,10 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 	dir := t.TempDir()
 	serverCA, oldCA, newCA := newTestCA(t, "server CA"), newTestCA(t, "old client CA"), newTestCA(t, "new client CA")
 	certFile, keyFile, caFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
-	sc, sk := serverCA.leaf(t, true)
+	sc, sk := leafPEM(t, serverCA, true)
 	writeFile(t, certFile, sc)
 	writeFile(t, keyFile, sk)
-	writeFile(t, caFile, append(append([]byte{}, oldCA.pem...), newCA.pem...))
+	writeFile(t, caFile, append(append([]byte{}, oldCA.PEM()...), newCA.PEM()...))
 	m, err := NewTLS(certFile, keyFile, caFile, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -133,11 +90,11 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 		}
 	}()
 	roots := x509.NewCertPool()
-	roots.AddCert(serverCA.cert)
+	roots.AddCert(serverCA.Cert)
 	dial := func(ca *testCA) (net.Conn, error) {
 		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		if ca != nil {
-			cp, kp := ca.leaf(t, false)
+			cp, kp := leafPEM(t, *ca, false)
 			pair, err := tls.X509KeyPair(cp, kp)
 			if err != nil {
 				t.Fatal(err)
@@ -172,12 +129,12 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 		_, err := io.ReadFull(c, make([]byte, 1))
 		return err == nil
 	}
-	oldConn, err := dial(oldCA)
+	oldConn, err := dial(&oldCA)
 	if err != nil {
 		t.Fatalf("old CA before the reload: %v", err)
 	}
 	defer oldConn.Close()
-	newConn, err := dial(newCA)
+	newConn, err := dial(&newCA)
 	if err != nil {
 		t.Fatalf("new CA before the reload: %v", err)
 	}
@@ -189,8 +146,8 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 	defer bearer.Close()
 
 	// The old CA leaves the bundle; the server certificate is rotated.
-	writeFile(t, caFile, newCA.pem)
-	sc2, sk2 := serverCA.leaf(t, true)
+	writeFile(t, caFile, newCA.PEM())
+	sc2, sk2 := leafPEM(t, serverCA, true)
 	writeFile(t, certFile, sc2)
 	writeFile(t, keyFile, sk2)
 	reload(t, m)
@@ -204,11 +161,11 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 	if !open(bearer) {
 		t.Error("a connection without a client certificate was closed")
 	}
-	if c, err := dial(oldCA); err == nil {
+	if c, err := dial(&oldCA); err == nil {
 		c.Close()
 		t.Error("a new handshake with the removed CA's certificate succeeded")
 	}
-	c, err := dial(newCA)
+	c, err := dial(&newCA)
 	if err != nil {
 		t.Fatalf("new CA after the reload: %v", err)
 	}
@@ -223,7 +180,7 @@ func testTLSReload(t *testing.T, reload func(t *testing.T, m *TLS)) {
 	if err := m.Reload(); err == nil {
 		t.Error("a broken key file was accepted")
 	}
-	if c, err := dial(newCA); err != nil {
+	if c, err := dial(&newCA); err != nil {
 		t.Errorf("after a failed reload: %v", err)
 	} else {
 		c.Close()

@@ -1,44 +1,22 @@
 package mcp
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/testcerts"
 )
 
 // spiffeCert is a client certificate whose URI SAN is id.
 func spiffeCert(t *testing.T, id string) *x509.Certificate {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), URIs: []*url.URL{u}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testcerts.SelfSigned(t, "", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), id)
 }
 
 // TestOwnReadsCredentials: the requests Warden makes of its own for a caller

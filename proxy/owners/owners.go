@@ -12,6 +12,7 @@
 package owners
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"fmt"
@@ -27,12 +28,15 @@ import (
 type Store interface {
 	// Claim records that owner owns id (a verified handle proves it)
 	// unless another does already, and returns its status ("" when
-	// unknown) and its owner afterwards.
-	Claim(ctx context.Context, id, owner string) (status, claimed string, err error)
+	// unknown) and its owner afterwards. The entry is owner's most
+	// recently used; one holding more than share (> 0) loses its least
+	// recently used, never another owner's.
+	Claim(ctx context.Context, id, owner string, share int) (status, claimed string, err error)
 	// Create records an entry the upstream created for owner unless
 	// another owns it already (set if absent, atomically across replicas),
-	// and returns its owner afterwards.
-	Create(ctx context.Context, id, owner, status string) (created string, err error)
+	// and returns its owner afterwards; share bounds owner's entries as
+	// in Claim.
+	Create(ctx context.Context, id, owner, status string, share int) (created string, err error)
 	// Observe records a status the upstream reported for a known entry; a
 	// change restarts its steer count.
 	Observe(ctx context.Context, id, status string) error
@@ -162,6 +166,10 @@ type Table struct {
 	evicted *forgotten
 	shares  *shares
 	store   Store
+	// stored bounds each principal's entries in the store: its share, or
+	// the table's size when there is none (no principal holds more of the
+	// store than one replica's table can).
+	stored int
 }
 
 // New returns a table of size entries in front of store (nil: this
@@ -171,7 +179,7 @@ func New(size, share int, store Store) (*Table, error) {
 	if share >= size {
 		share = 0
 	}
-	t := &Table{store: store, shares: newShares(share)}
+	t := &Table{store: store, shares: newShares(share), stored: cmp.Or(share, size)}
 	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, e *entry) {
 		t.evicted.add(key)
 		t.shares.drop(e)
@@ -289,7 +297,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		return nil
 	}
 	name := f.Key.Name()
-	o, err := t.store.Create(ctx, name, owner, f.Status)
+	o, err := t.store.Create(ctx, name, owner, f.Status, t.stored)
 	if err != nil {
 		return fmt.Errorf("record the owner of %s: %w", name, err)
 	}
@@ -403,7 +411,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 		return status, steers, ok, nil
 	}
 	name := k.Name()
-	s, o, err := t.store.Claim(ctx, name, principal)
+	s, o, err := t.store.Claim(ctx, name, principal, t.stored)
 	if err != nil {
 		return "", 0, false, fmt.Errorf("read the shared state of %s: %w", name, err)
 	}

@@ -16,12 +16,12 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	defer r.Close()
 	ctx := context.Background()
-	if _, err := r.Create(ctx, "t", "alice", "working"); err != nil {
+	if _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := r.Claim(ctx, "t", "alice"); err != nil {
+		if _, _, err := r.Claim(ctx, "t", "alice", 0); err != nil {
 			b.Fatal(err)
 		}
 	}

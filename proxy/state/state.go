@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,7 +78,8 @@ type Redis struct {
 	cfg    Config
 	client *redis.Client
 	addr   string
-	turn   string // this replica's token for its turns on hot MACP sessions
+	turn   string        // this replica's token for its turns on hot MACP sessions
+	last   *atomic.Int64 // the last score used gave
 }
 
 // New returns the Redis backend of cfg. It connects lazily, on the first
@@ -103,7 +105,7 @@ func New(cfg Config) (*Redis, error) {
 	opt.MinIdleConns = 0 // no background dialing
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL), turn: newVersion()}, nil
+	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL), turn: newVersion(), last: new(atomic.Int64)}, nil
 }
 
 // Redact returns a Redis URL without its credentials, for logs.
@@ -140,6 +142,54 @@ func (r *Redis) Ready() error {
 // context's, with the prefix a2a:c:, has its owner only.
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
+// Each owner's entries are named, when a share bounds them, in one sorted
+// set, <prefix>mcp:owner:<owner>, scored by when the owner last created or
+// proved each (the replica's clock in microseconds); it expires with the
+// last of its entries. An owner over its share loses its own least recently
+// used entries, never another's, as in each replica's table
+// (proxy/owners): one principal creating tasks without end would otherwise
+// fill the store every replica shares until state.ttl (and, under Redis's
+// maxmemory eviction, push out other principals' entries).
+func (r *Redis) ownerKey(owner string) string { return r.cfg.Prefix + "mcp:owner:" + owner }
+
+// trimOwner is the Lua function create and trim share: it drops the oldest
+// members of the owner's set past max, and the entry of each one the owner
+// still owns, never keep (the entry just created or proved).
+const trimOwner = `
+local function trim(set, max, owner, keep, tasks)
+  local over = redis.call('ZCARD', set) - max
+  if over <= 0 then return end
+  for _, m in ipairs(redis.call('ZRANGE', set, 0, over)) do
+    if over == 0 then break end
+    if m ~= keep then
+      redis.call('ZREM', set, m)
+      if redis.call('HGET', tasks .. m, 'o') == owner then redis.call('DEL', tasks .. m) end
+      over = over - 1
+    end
+  end
+end
+`
+
+// trim: an owner's set past its share (KEYS[1]; ARGV: share, owner, the
+// entry to keep, the prefix of entries).
+var trim = redis.NewScript(trimOwner + `
+trim(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])
+return 1`)
+
+// used returns a score for an entry used now: the replica's clock in
+// microseconds, after every score it gave before (entries used within one
+// microsecond keep their order).
+func (r *Redis) used() int64 {
+	now := time.Now().UnixMicro()
+	for {
+		last := r.last.Load()
+		next := max(now, last+1)
+		if r.last.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
 func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
 
 // run runs a script under the timeout.
@@ -157,18 +207,28 @@ func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []stri
 // proves it) unless another owns it already, refreshes the entry's expiry
 // and returns the task's status ("" when unknown) and its owner afterwards:
 // owner, or the one the entry named first (the caller then holds a handle
-// of an id the store gave another; it is not the caller's). It is the one
-// round trip of most decisions: a MULTI/EXEC transaction, cheaper on the
-// server than a script.
-func (r *Redis) Claim(ctx context.Context, id, owner string) (string, string, error) {
+// of an id the store gave another; it is not the caller's). With share > 0
+// the entry counts as owner's most recently used, and an owner holding more
+// than share loses its least recently used (a second round trip, only
+// then). It is the one round trip of most decisions: a MULTI/EXEC
+// transaction, cheaper on the server than a script.
+func (r *Redis) Claim(ctx context.Context, id, owner string, share int) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
-	k := r.key(id)
+	k, set := r.key(id), r.ownerKey(owner)
 	var got *redis.SliceCmd
+	var held *redis.IntCmd
 	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSetNX(ctx, k, "o", owner)
 		p.PExpire(ctx, k, r.cfg.TTL)
 		got = p.HMGet(ctx, k, "s", "o")
+		if share > 0 {
+			// Named in owner's set even when another owns it: the
+			// trim drops only entries owner owns.
+			p.ZAdd(ctx, set, redis.Z{Score: float64(r.used()), Member: id})
+			p.PExpire(ctx, set, r.cfg.TTL)
+			held = p.ZCard(ctx, set)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -180,14 +240,20 @@ func (r *Redis) Claim(ctx context.Context, id, owner string) (string, string, er
 	}
 	status, _ := v[0].(string) // nil when unknown
 	first, _ := v[1].(string)
+	if held != nil && held.Val() > int64(share) {
+		if _, err := r.run(ctx, trim, "trim owner's tasks", []string{set}, share, owner, id, r.key("")); err != nil {
+			return "", "", err
+		}
+	}
 	return status, first, nil
 }
 
 // create: the upstream created the task for owner, unless the entry names
 // another already (replicas that raced: the first owner stays, and only its
-// status is written); a new status resets the steer count. Returns the
-// owner afterwards.
-var create = redis.NewScript(`
+// status is written); a new status resets the steer count. With a share
+// (ARGV[4] > 0) the task is owner's most recently used (ARGV[5]: now) in
+// owner's set (KEYS[2]), trimmed to the share. Returns the owner afterwards.
+var create = redis.NewScript(trimOwner + `
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then
   redis.call('HSET', KEYS[1], 'o', ARGV[1])
@@ -197,14 +263,23 @@ if o == ARGV[1] and ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 's') ~= ARGV[2
   redis.call('HSET', KEYS[1], 's', ARGV[2], 'n', 0)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local share = tonumber(ARGV[4])
+if o == ARGV[1] and share > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  trim(KEYS[2], share, o, ARGV[6], ARGV[7])
+end
 return o`)
 
 // Create records a task the upstream created for owner, with its status
 // when known, unless another owns it already (set if absent, atomically
 // across replicas). It returns the task's owner afterwards: owner, or the
-// one recorded first.
-func (r *Redis) Create(ctx context.Context, id, owner, status string) (string, error) {
-	v, err := r.run(ctx, create, "record task", []string{r.key(id)}, owner, status, r.ttl())
+// one recorded first. With share > 0 owner holds at most share entries:
+// past it, its least recently created or proven ones are dropped (never
+// another owner's, never this one), as each replica's table drops them.
+func (r *Redis) Create(ctx context.Context, id, owner, status string, share int) (string, error) {
+	v, err := r.run(ctx, create, "record task", []string{r.key(id), r.ownerKey(owner)},
+		owner, status, r.ttl(), share, r.used(), id, r.key(""))
 	if err != nil {
 		return "", err
 	}
@@ -224,14 +299,18 @@ func (r *Redis) Observe(ctx context.Context, id, status string) error {
 // observeAll: a status the upstream reported, for each key with an entry
 // only (its status the ARGV of the same index; the last ARGV is the TTL); a
 // change means the task passed a safe point, so its steer count restarts.
+// The owner's set (the last ARGV its key's prefix) lives as long as its
+// entries.
 var observeAll = redis.NewScript(`
-local ttl = ARGV[#ARGV]
+local ttl, owners = ARGV[#ARGV - 1], ARGV[#ARGV]
 for i, k in ipairs(KEYS) do
-  if redis.call('EXISTS', k) == 1 then
-    if redis.call('HGET', k, 's') ~= ARGV[i] then
+  local cur = redis.call('HMGET', k, 's', 'o')
+  if cur[2] then
+    if cur[1] ~= ARGV[i] then
       redis.call('HSET', k, 's', ARGV[i], 'n', 0)
     end
     redis.call('PEXPIRE', k, ttl)
+    redis.call('PEXPIRE', owners .. cur[2], ttl)
   end
 end
 return 1`)
@@ -251,7 +330,7 @@ func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
 		keys[i] = r.key(id)
 		args = append(args, statuses[i])
 	}
-	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttl())...)
+	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttl(), r.ownerKey(""))...)
 	return err
 }
 
@@ -306,13 +385,14 @@ func (r *Redis) Unsteer(ctx context.Context, id string) error {
 }
 
 // owners: the owner of each task ("" when unknown), refreshing the expiry of
-// the known ones.
+// the known ones and of their owners' sets (ARGV[2] their keys' prefix).
 var owners = redis.NewScript(`
 local out = {}
 for i, k in ipairs(KEYS) do
   local o = redis.call('HGET', k, 'o')
   if o then
     redis.call('PEXPIRE', k, ARGV[1])
+    redis.call('PEXPIRE', ARGV[2] .. o, ARGV[1])
     out[i] = o
   else
     out[i] = ''
@@ -330,7 +410,7 @@ func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		keys[i] = r.key(id)
 	}
-	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl())
+	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""))
 	if err != nil {
 		return nil, err
 	}

@@ -19,3 +19,9 @@ const (
 func PolicyArguments(raw json.RawMessage) (any, rules.Verdict) {
 	return jsonrpc.PolicyValue(raw, "params.arguments")
 }
+
+// PolicyInputResponses decodes params.inputResponses for the policy,
+// bounded as PolicyArguments: nil when absent.
+func PolicyInputResponses(raw json.RawMessage) (any, rules.Verdict) {
+	return jsonrpc.PolicyValue(raw, "params.inputResponses")
+}

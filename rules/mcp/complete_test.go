@@ -1,9 +1,7 @@
 package mcp
 
 import (
-	"errors"
 	"maps"
-	"strings"
 	"testing"
 )
 
@@ -37,15 +35,8 @@ func TestCompletionContext(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(head + tc.context + `}}`))
-			if tc.refused != "" {
-				var e *Error
-				if !errors.As(err, &e) || e.Code != ErrInvalidRequest || !strings.Contains(e.Message, tc.refused) || !strings.Contains(e.Message, "params") {
-					t.Fatalf("error %v, want -32600 naming %q", err, tc.refused)
-				}
+			if !parsedUnlessRefused(t, err, tc.refused) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if (c.ContextArguments == nil) != (tc.want == nil) || !maps.Equal(c.ContextArguments, tc.want) {
 				t.Fatalf("context arguments %v, want %v", c.ContextArguments, tc.want)

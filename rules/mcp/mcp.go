@@ -178,6 +178,14 @@ type Call struct {
 	// a string; HasTaskIDs is false when absent.
 	TaskIDs    []string
 	HasTaskIDs bool
+	// InputResponses is params.inputResponses (a multi round-trip retry,
+	// tasks/update): the client's answers to the server's input requests,
+	// by key, raw (nil when absent or null). RequestState is
+	// params.requestState (HasRequestState when present): the server's
+	// opaque state, echoed.
+	InputResponses  json.RawMessage
+	RequestState    string
+	HasRequestState bool
 }
 
 // The JSON-RPC envelope is rules/jsonrpc's; MCP reads it under these names.
@@ -216,7 +224,7 @@ func ErrorBody(id json.RawMessage, code int, message string) []byte {
 // decoders) would read it as the member Warden did not see.
 var (
 	envelopeNames = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref", "argument", "context"}
+	paramNames    = []string{"taskId", "name", "task", "message", "cursor", "_meta", "notifications", "arguments", "uri", "ref", "argument", "context", "inputResponses", "requestState"}
 	refNames      = []string{"type", "uri", "name"}
 	argumentNames = []string{"name", "value"}
 	contextNames  = []string{"arguments"}
@@ -338,7 +346,55 @@ func Parse(body []byte) (Call, error) {
 	if err := c.readTaskIDs(p); err != nil {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.notifications: " + err.Error()}
 	}
+	if err := c.readInputResponses(p); err != nil {
+		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.inputResponses: " + err.Error()}
+	}
+	if p.Has("requestState") {
+		if c.RequestState, c.HasRequestState = p.Str("requestState"); !c.HasRequestState {
+			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params.requestState must be a string"}
+		}
+	}
 	return c, nil
+}
+
+// readInputResponses reads params.inputResponses (MRTR, SEP-2322: a
+// retry of tools/call, prompts/get or resources/read; tasks/update): an
+// object of objects, each key once in one spelling (a server takes the
+// answer it reads under a key; the policy judges the same one). An answer
+// names no task of its own: a related-task in its _meta, in any spelling,
+// is refused. The task a response is for is the request's (the sealed
+// params.taskId of tasks/update, or the request's own params._meta); one
+// inside a response would be a task id Warden never sealed or checked,
+// which a server correlating answers by it would take.
+func (c *Call) readInputResponses(p *jsonrpc.Object) error {
+	if raw, _ := p.Raw("inputResponses"); string(raw) == "null" {
+		return nil
+	}
+	rs, err := member(p, "inputResponses", nil)
+	if rs == nil {
+		return err
+	}
+	for _, n := range rs.Names() {
+		r, ok := rs.Obj(n)
+		if !ok {
+			return fmt.Errorf("%q must be an object", n)
+		}
+		if err := r.Check(resultNames); err != nil {
+			return fmt.Errorf("%q: %w", n, err)
+		}
+		if meta, ok := r.Obj("_meta"); ok {
+			if err := meta.Check(metaNames); err != nil {
+				return fmt.Errorf("%q: _meta: %w", n, err)
+			}
+			if meta.Has(RelatedTask) {
+				return fmt.Errorf("%q: _meta names a task (%s): a response is for the request's own task", n, RelatedTask)
+			}
+		} else if r.Has("_meta") {
+			return fmt.Errorf("%q: _meta must be an object", n)
+		}
+	}
+	c.InputResponses, _ = p.Raw("inputResponses")
+	return nil
 }
 
 // isVersion reports whether the envelope's "jsonrpc" is "2.0" spelled with
@@ -412,14 +468,8 @@ type Argument struct {
 // two strings, name and value, each read once in one spelling (a server
 // completes the value it reads; the policy judges the same one).
 func (c *Call) readArgument(p *jsonrpc.Object) error {
-	if !p.Has("argument") {
-		return nil
-	}
-	a, ok := p.Obj("argument")
-	if !ok {
-		return errors.New("must be an object")
-	}
-	if err := a.Check(argumentNames); err != nil {
+	a, err := member(p, "argument", argumentNames)
+	if a == nil {
 		return err
 	}
 	var okName, okValue bool
@@ -437,14 +487,8 @@ func (c *Call) readArgument(p *jsonrpc.Object) error {
 // in one spelling (a server fills the template with the values it reads;
 // the policy judges the same ones).
 func (c *Call) readContext(p *jsonrpc.Object) error {
-	if !p.Has("context") {
-		return nil
-	}
-	ctx, ok := p.Obj("context")
-	if !ok {
-		return errors.New("must be an object")
-	}
-	if err := ctx.Check(contextNames); err != nil {
+	ctx, err := member(p, "context", contextNames)
+	if ctx == nil {
 		return err
 	}
 	if !ctx.Has("arguments") {
@@ -467,6 +511,22 @@ func (c *Call) readContext(p *jsonrpc.Object) error {
 		c.ContextArguments[n] = v
 	}
 	return nil
+}
+
+// member reads p's member name, an object whose names are checked against
+// known (jsonrpc.Object.Check): nil and no error when absent.
+func member(p *jsonrpc.Object, name string, known []string) (*jsonrpc.Object, error) {
+	if !p.Has(name) {
+		return nil, nil
+	}
+	o, ok := p.Obj(name)
+	if !ok {
+		return nil, errors.New("must be an object")
+	}
+	if err := o.Check(known); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // readMeta reads an object's (params', a result's) _meta: its related-task,

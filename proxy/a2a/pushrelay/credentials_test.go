@@ -5,21 +5,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/testcerts"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -117,67 +111,19 @@ func jwtAuthenticator(t *testing.T, srv *jwksServer, iss, bearer string) *authn.
 	return a
 }
 
-// ca is a CA that issues client certificates.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
+// ca is a CA that issues client certificates valid now.
+type ca = testcerts.CA
 
-func newCA(t *testing.T, name string) ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	return ca{cert: certify(t, tmpl, tmpl, &key.PublicKey, key), key: key}
-}
+func newCA(t *testing.T, name string) ca { return testcerts.NewCA(t, name, time.Now()) }
 
-// issue is a client certificate naming the SPIFFE ID uri.
-func (c ca) issue(t *testing.T, uri string) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: []*url.URL{u}}
-	return certify(t, tmpl, c.cert, &key.PublicKey, c.key)
-}
-
-func certify(t *testing.T, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) *x509.Certificate {
-	t.Helper()
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// fp is the hex SHA-256 of c's certificate (authn.ClientCAs).
+func fp(c ca) string { return testcerts.Fingerprint(c.Cert) }
 
 // mtlsAuthenticator is the mTLS authenticator of a configuration binding
 // trust domain td to the bundle of cas.
 func mtlsAuthenticator(t *testing.T, td string, cas ...ca) *authn.Authenticator {
 	t.Helper()
-	var b []byte
-	for _, c := range cas {
-		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.cert.Raw})...)
-	}
-	f := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(f, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodMTLS}, MTLS: authn.MTLSConfig{TrustDomainCAFiles: map[string]string{td: f}}}, authn.Options{})
+	a, err := authn.New(authn.Config{Mode: authn.Methods{authn.MethodMTLS}, MTLS: authn.MTLSConfig{TrustDomainCAFiles: map[string]string{td: testcerts.Bundle(t, cas...)}}}, authn.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

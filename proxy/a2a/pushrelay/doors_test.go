@@ -20,7 +20,7 @@ import (
 // passes (before, it was refused like a protocol object's).
 func TestNameDoors(t *testing.T) {
 	tab := owners{"t:task-1": "alice", "c:ctx-1": "alice", "t:task-b": "bob", "c:ctx-b": "bob"}
-	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, always{}, nil)
+	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, always{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

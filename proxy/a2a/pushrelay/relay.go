@@ -140,7 +140,7 @@ type Target struct {
 // (proxy.Enforcer, following reloads: the refused log line, metrics and
 // the decision log).
 type Grants interface {
-	Holds(ctx context.Context, g authn.Grant, now time.Time) error
+	Holds(ctx context.Context, g authn.Grant, now time.Time, cas authn.ClientCAs) error
 	Refuse(ctx context.Context, protocol, principal, typ string, v rules.Verdict) proxy.Decision
 }
 
@@ -167,6 +167,7 @@ type Relay struct {
 	owners  Owners
 	handles Handles
 	grants  Grants
+	cas     func() authn.ClientCAs // nil: the door's client CAs are not Warden's
 	now     func() time.Time
 	client  *http.Client
 	log     *slog.Logger
@@ -182,8 +183,9 @@ const pathPrefix = "/push/"
 // New builds the relay. keys are the sidecar's handle keys (relay URLs open
 // with them, on any replica that shares them, while their key is in the
 // ring); allow is the webhook allowlist; grants tells whether the
-// credential that set a config still holds.
-func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring, owners Owners, handles Handles, grants Grants, log *slog.Logger) (*Relay, error) {
+// credential that set a config still holds, with cas the CAs the sidecar's
+// listener verifies client certificates with now (nil: none).
+func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring, owners Owners, handles Handles, grants Grants, cas func() authn.ClientCAs, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -194,7 +196,7 @@ func New(cfg Config, limits listener.Limits, allow a2a.Allow, keys *handle.Ring,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{cfg: cfg.WithDefaults(), limits: limits.WithDefaults(), allow: allow, sealer: sealer, owners: owners, handles: handles, grants: grants, now: time.Now, log: log}
+	r := &Relay{cfg: cfg.WithDefaults(), limits: limits.WithDefaults(), allow: allow, sealer: sealer, owners: owners, handles: handles, grants: grants, cas: cas, now: time.Now, log: log}
 	r.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy:                  nil, // never a proxy from the environment: the relay dials what it checked
@@ -438,6 +440,15 @@ func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, t Target, err e
 	http.Error(w, msg, status)
 }
 
+// clientCAs are the CAs the sidecar's listener verifies client
+// certificates with now; nil when they are not Warden's.
+func (r *Relay) clientCAs() authn.ClientCAs {
+	if r.cas == nil {
+		return nil
+	}
+	return r.cas()
+}
+
 // holds reports why a target is no longer delivered to: its config is past
 // max_age, or the credential that set it no longer holds.
 func (r *Relay) holds(ctx context.Context, t Target) error {
@@ -451,7 +462,7 @@ func (r *Relay) holds(ctx context.Context, t Target) error {
 	if r.grants == nil {
 		return errors.New("no authenticator to check the credential with")
 	}
-	if err := r.grants.Holds(ctx, t.Grant, now); err != nil {
+	if err := r.grants.Holds(ctx, t.Grant, now, r.clientCAs()); err != nil {
 		return fmt.Errorf("the credential that set the push config no longer holds: %w", err)
 	}
 	return nil

@@ -40,7 +40,7 @@ func (o owners) A2AContextOwner(_ context.Context, id string) (string, error) {
 // always is an authenticator under which every grant holds.
 type always struct{}
 
-func (always) Holds(context.Context, authn.Grant, time.Time) error { return nil }
+func (always) Holds(context.Context, authn.Grant, time.Time, authn.ClientCAs) error { return nil }
 
 func (always) Refuse(context.Context, string, string, string, rules.Verdict) proxy.Decision {
 	return proxy.Decision{}
@@ -174,7 +174,7 @@ func TestRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			allow.Only = tc.only
-			r, err := New(Config{}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, always{}, nil)
+			r, err := New(Config{}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), tab, handles, always{}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +225,7 @@ func TestRelay(t *testing.T) {
 // TestRelayURLs: a relay URL opens only with the key, a forged or altered
 // one is 404; Restore gives the owner its URL back and refuses another's.
 func TestRelayURLs(t *testing.T) {
-	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, always{}, nil)
+	r, err := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "0123456789abcdef0123456789abcdef"), owners{}, handles, always{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestRelayURLs(t *testing.T) {
 	if strings.Contains(ru, "hooks.example.com") || strings.Contains(ru, "alice") || strings.Contains(ru, "task-1") {
 		t.Fatalf("the relay URL shows what it stands for: %s", ru)
 	}
-	other, _ := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, always{}, nil)
+	other, _ := New(Config{}, listener.Limits{}, a2a.Allow{}, ring(t, "another key, 32 bytes long......"), owners{}, handles, always{}, nil, nil)
 	other.Bound(front.Listener.Addr())
 	u, _ := url.Parse(ru)
 	for _, p := range []string{u.Path[:len(u.Path)-2] + "xx", "/push/", "/push/wt2." + u.Path[len("/push/"):], strings.TrimPrefix(other.URL(Target{Principal: "alice", URL: "http://x/"}), front.URL)} {

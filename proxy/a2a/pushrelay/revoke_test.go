@@ -73,8 +73,15 @@ func TestRevokedConfigs(t *testing.T) {
 	// A client certificate a.example's CA issued, trust domains bound.
 	const spiffe = "spiffe://a.example/alice"
 	caA, caB := newCA(t, "a.example CA"), newCA(t, "another CA")
-	certs := authn.Credentials{PeerCerts: []*x509.Certificate{caA.issue(t, spiffe)}}
+	certs := authn.Credentials{PeerCerts: []*x509.Certificate{caA.Issue(t, spiffe)}}
 	caGrant := grantOf(t, mtlsAuthenticator(t, "a.example", caA), certs, now)
+	// The same leaf as the TLS stack verifies it, trust domains unbound.
+	leaf := certs.PeerCerts[0]
+	tlsGrant := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}}}, now)
+	// caA cross-signed by caB: the leaf verifies to either CA.
+	caC, cross := newCA(t, "a third CA"), caA.CrossSigned(t, caB)
+	crossTLS := grantOf(t, before, authn.Credentials{PeerCerts: []*x509.Certificate{leaf, caA.Cert}, Chains: [][]*x509.Certificate{{leaf, caA.Cert}, {leaf, cross, caB.Cert}}}, now)
+	crossBound := grantOf(t, mtlsAuthenticator(t, "a.example", caA, caB), authn.Credentials{PeerCerts: []*x509.Certificate{leaf, cross}}, now)
 
 	legit := newCounting(t, nil)
 	allow, err := a2a.ParseAllow([]string{"127.0.0.1:" + legit.port()})
@@ -87,26 +94,42 @@ func TestRevokedConfigs(t *testing.T) {
 		grant  authn.Grant
 		maxAge time.Duration
 		want   int
+		cas    authn.ClientCAs // the sidecar listener's client CAs now
 	}{
-		{"static token still configured", before, static, 0, http.StatusOK},
-		{"static token removed on reload", authenticator(t, `[{"token":"tok-bob","sender":"bob"}]`, authn.MethodStatic), static, 0, http.StatusGone},
-		{"static token now another principal's", authenticator(t, `[{"token":"tok-alice","sender":"mallory"}]`, authn.MethodStatic), static, 0, http.StatusGone},
-		{"static method no longer configured", authenticator(t, "", authn.MethodMTLS), static, 0, http.StatusGone},
-		{"certificate before its expiry", before, cert, 0, http.StatusOK},
-		{"credential past its sealed expiry", before, expired, 0, http.StatusGone},
-		{"certificate method no longer configured", authenticator(t, aliceTok, authn.MethodStatic), cert, 0, http.StatusGone},
-		{"config past max_age (default 24h)", before, old, 0, http.StatusGone},
-		{"old config, no max_age", before, old, -1, http.StatusOK},
-		{"young config under max_age 1h", before, static, time.Hour, http.StatusOK},
-		{"sealed without a grant (before this change)", before, authn.Grant{}, 0, http.StatusGone},
-		{"grant of another principal", before, other, 0, http.StatusGone},
-		{"jwt: its key still in the JWKS", jwtAuthenticator(t, jwks, testIssuer, jwtTok), jwtGrant, 0, http.StatusOK},
-		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, 0, http.StatusGone},
-		{"jwt: issuer changed on reload", jwtAuthenticator(t, jwks, "https://other.test", jwtTok), jwtGrant, 0, http.StatusGone},
-		{"jwt: no JWKS fetched since the reload (fetched at delivery)", jwtAuthenticator(t, jwks, testIssuer, ""), jwtGrant, 0, http.StatusOK},
-		{"jwt: no JWKS fetched since the reload, and none can be", jwtAuthenticator(t, unreachable, testIssuer, ""), jwtGrant, 0, http.StatusServiceUnavailable},
-		{"mtls: its CA still bound", mtlsAuthenticator(t, "a.example", caB, caA), caGrant, 0, http.StatusOK},
-		{"mtls: its CA removed from the trust domain's bundle", mtlsAuthenticator(t, "a.example", caB), caGrant, 0, http.StatusGone},
+		{"static token still configured", before, static, 0, http.StatusOK, nil},
+		{"static token removed on reload", authenticator(t, `[{"token":"tok-bob","sender":"bob"}]`, authn.MethodStatic), static, 0, http.StatusGone, nil},
+		{"static token now another principal's", authenticator(t, `[{"token":"tok-alice","sender":"mallory"}]`, authn.MethodStatic), static, 0, http.StatusGone, nil},
+		{"static method no longer configured", authenticator(t, "", authn.MethodMTLS), static, 0, http.StatusGone, nil},
+		{"certificate before its expiry", before, cert, 0, http.StatusOK, nil},
+		{"credential past its sealed expiry", before, expired, 0, http.StatusGone, nil},
+		{"certificate method no longer configured", authenticator(t, aliceTok, authn.MethodStatic), cert, 0, http.StatusGone, nil},
+		{"config past max_age (default 24h)", before, old, 0, http.StatusGone, nil},
+		{"old config, no max_age", before, old, -1, http.StatusOK, nil},
+		{"young config under max_age 1h", before, static, time.Hour, http.StatusOK, nil},
+		{"sealed without a grant (before this change)", before, authn.Grant{}, 0, http.StatusGone, nil},
+		{"grant of another principal", before, other, 0, http.StatusGone, nil},
+		{"jwt: its key still in the JWKS", jwtAuthenticator(t, jwks, testIssuer, jwtTok), jwtGrant, 0, http.StatusOK, nil},
+		{"jwt: its key withdrawn from the JWKS", withdrawn, jwtGrant, 0, http.StatusGone, nil},
+		{"jwt: issuer changed on reload", jwtAuthenticator(t, jwks, "https://other.test", jwtTok), jwtGrant, 0, http.StatusGone, nil},
+		{"jwt: no JWKS fetched since the reload (fetched at delivery)", jwtAuthenticator(t, jwks, testIssuer, ""), jwtGrant, 0, http.StatusOK, nil},
+		{"jwt: no JWKS fetched since the reload, and none can be", jwtAuthenticator(t, unreachable, testIssuer, ""), jwtGrant, 0, http.StatusServiceUnavailable, nil},
+		{"mtls: its CA still bound", mtlsAuthenticator(t, "a.example", caB, caA), caGrant, 0, http.StatusOK, nil},
+		{"mtls: its CA removed from the trust domain's bundle", mtlsAuthenticator(t, "a.example", caB), caGrant, 0, http.StatusGone, nil},
+		// Without trust domains, the CAs the listener verifies client
+		// certificates with (client_ca_file, reloaded) vouch for them: a
+		// CA removed from it ends the configs its certificates set. Before,
+		// these were delivered until the certificate's expiry.
+		{"mtls: its CA still in client_ca_file", before, tlsGrant, 0, http.StatusOK, authn.ClientCAs{fp(caA): true, fp(caB): true}},
+		{"mtls: its CA removed from client_ca_file", before, tlsGrant, 0, http.StatusGone, authn.ClientCAs{fp(caB): true}},
+		{"mtls: client CAs not Warden's (Envoy)", before, tlsGrant, 0, http.StatusOK, nil},
+		{"mtls: sealed before anchors, client CAs known", before, cert, 0, http.StatusGone, authn.ClientCAs{fp(caA): true}},
+		// A leaf cross-signed into two bundles holds while either CA does
+		// (every verified chain anchors it, not the first alone).
+		{"mtls: cross-signed, the other CA still in client_ca_file", before, crossTLS, 0, http.StatusOK, authn.ClientCAs{fp(caB): true}},
+		{"mtls: cross-signed, neither CA in client_ca_file", before, crossTLS, 0, http.StatusGone, authn.ClientCAs{fp(caC): true}},
+		{"mtls: cross-signed, the trust domain keeps the first CA", mtlsAuthenticator(t, "a.example", caA), crossBound, 0, http.StatusOK, nil},
+		{"mtls: cross-signed, the trust domain keeps the second CA", mtlsAuthenticator(t, "a.example", caB), crossBound, 0, http.StatusOK, nil},
+		{"mtls: cross-signed, the trust domain keeps neither", mtlsAuthenticator(t, "a.example", caC), crossBound, 0, http.StatusGone, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			principal := "alice"
@@ -118,7 +141,7 @@ func TestRevokedConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := New(Config{MaxAge: tc.maxAge}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), owners{"t:task-1": principal, "c:ctx-1": principal}, handles, e, nil)
+			r, err := New(Config{MaxAge: tc.maxAge}, listener.Limits{}, allow, ring(t, "0123456789abcdef0123456789abcdef"), owners{"t:task-1": principal, "c:ctx-1": principal}, handles, e, func() authn.ClientCAs { return tc.cas }, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -227,7 +227,8 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 // mcpSubject is what an operator policy sees of what c names (input.mcp):
 // the tool and its arguments (tools/call), the prompt and its arguments
 // (prompts/get), the prompt and the argument completed (completion/complete
-// on a prompt), the resource
+// on a prompt), the client's answers to the server's input requests
+// (params.inputResponses, any method), the resource
 // URI (resources/read, resources/subscribe, resources/unsubscribe,
 // completion/complete on a resource template, with its argument). Arguments over the bounds of
 // mcp.PolicyArguments, and a URI the server would read in another spelling
@@ -235,6 +236,10 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 // find its template by the exact string, and it is given as it came.
 func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	m := &policies.MCP{}
+	var v rules.Verdict
+	if m.InputResponses, v = mcp.PolicyInputResponses(c.InputResponses); !v.OK() {
+		return m, v
+	}
 	switch c.Method {
 	case mcp.MethodToolsCall:
 		m.Tool = c.Tool
@@ -253,7 +258,6 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	default:
 		return m, rules.Verdict{}
 	}
-	var v rules.Verdict
 	m.Arguments, v = mcp.PolicyArguments(c.Arguments)
 	return m, v
 }

@@ -67,7 +67,7 @@ func (t *task) setStatus(s string) {
 	}
 }
 
-func (m *Store) Claim(_ context.Context, id, owner string) (string, string, error) {
+func (m *Store) Claim(_ context.Context, id, owner string, _ int) (string, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
@@ -80,7 +80,7 @@ func (m *Store) Claim(_ context.Context, id, owner string) (string, string, erro
 	return t.status, t.owner, nil
 }
 
-func (m *Store) Create(_ context.Context, id, owner, status string) (string, error) {
+func (m *Store) Create(_ context.Context, id, owner, status string, _ int) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
