@@ -98,6 +98,7 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 func (s *Session) appendMode(w *writer) {
 	switch m := s.modal.(type) {
 	case *taskState:
+		m = orZero(m)
 		t := m
 		w.b = append(w.b, tagTask)
 		w.str(t.taskID)
@@ -109,6 +110,7 @@ func (s *Session) appendMode(w *writer) {
 		w.bool(t.hasOutput)
 		w.str(t.completionID)
 	case *handoffState:
+		m = orZero(m)
 		w.b = append(w.b, tagHandoff)
 		w.uint(uint64(len(m.offers)))
 		for _, o := range m.offers {
@@ -119,6 +121,7 @@ func (s *Session) appendMode(w *writer) {
 			w.int(o.offeredAtMs)
 		}
 	case *decisionState:
+		m = orZero(m)
 		d := m
 		w.b = append(w.b, tagDecision, d.phase)
 		w.uint(uint64(len(d.proposals)))
@@ -146,6 +149,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(v.vote)
 		}
 	case *proposalState:
+		m = orZero(m)
 		p := m
 		w.b = append(w.b, tagProposal)
 		w.uint(uint64(len(p.proposals)))
@@ -163,6 +167,7 @@ func (s *Session) appendMode(w *writer) {
 		w.strs(p.terminalRejects)
 		w.int(int64(p.counters))
 	case *quorumState:
+		m = orZero(m)
 		q := m
 		w.b = append(w.b, tagQuorum)
 		w.bool(q.requested)
@@ -174,6 +179,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(x.choice)
 		}
 	case *multiRoundState:
+		m = orZero(m)
 		w.b = append(w.b, tagMultiRound)
 		w.int(int64(m.round))
 		w.uint(uint64(len(m.contributions)))
@@ -266,7 +272,11 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 		}
 	}
 	s.senders = r.strs()
+	mode := r.b
 	s.decodeMode(&r)
+	if r.err == nil {
+		s.emptyMode(mode[:len(mode)-len(r.b)])
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: %w", errCodec, r.err)
 	}
@@ -393,6 +403,36 @@ func (s *Session) decodeMode(r *reader) {
 		s.modal = m
 	default:
 		r.fail(fmt.Sprintf("unknown mode tag %d", tag))
+	}
+}
+
+// emptyMode replaces a decoded mode state whose encoding enc is the empty
+// state's with the empty state (see modal), as SessionStart leaves it: a
+// replica holds a session that has only started as cheaply as the one that
+// started it.
+func (s *Session) emptyMode(enc []byte) {
+	var empty modal
+	switch s.modal.(type) {
+	case *taskState:
+		empty = (*taskState)(nil)
+	case *handoffState:
+		empty = (*handoffState)(nil)
+	case *decisionState:
+		empty = (*decisionState)(nil)
+	case *proposalState:
+		empty = (*proposalState)(nil)
+	case *quorumState:
+		empty = (*quorumState)(nil)
+	case *multiRoundState:
+		empty = (*multiRoundState)(nil)
+	default:
+		return
+	}
+	var buf [32]byte
+	w := writer{b: buf[:0]}
+	(&Session{modal: empty}).appendMode(&w)
+	if string(w.b) == string(enc) {
+		s.modal = empty
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -230,5 +231,34 @@ func TestDecoderBindsOnce(t *testing.T) {
 	z, _ := DecodeSession(b)
 	if x.Policy != y.Policy || x.Policy == z.Policy || comparable(x) != comparable(z) {
 		t.Fatal("the Decoder does not reuse its bound policy, or decodes differently")
+	}
+}
+
+// TestEmptyModeState checks that a session that has only started holds its
+// mode's empty state (a nil pointer of the mode's kind, no allocation of its
+// own), that a replica decodes it, and any empty mode state, back to that,
+// and that the first message changing it gets a state of its own.
+func TestEmptyModeState(t *testing.T) {
+	for _, mode := range []string{ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound} {
+		t.Run(mode, func(t *testing.T) {
+			s, out := setup{mode: mode, initiator: "lead", participants: []string{"lead", "alice", "bob"}}.start()
+			if !out.Verdict.OK() {
+				t.Fatalf("SessionStart: %+v", out.Verdict)
+			}
+			empty := func(s *Session) bool { return s.modal != nil && reflect.ValueOf(s.modal).IsNil() }
+			if !empty(s) {
+				t.Fatalf("a started session holds %#v, want its mode's empty state", s.modal)
+			}
+			if c := roundTrip(t, "started", s); !empty(c) {
+				t.Fatalf("decoded started session holds %#v, want its mode's empty state", c.modal)
+			}
+			own := s.clone()
+			if empty(own) || reflect.TypeOf(own.modal) != reflect.TypeOf(s.modal) {
+				t.Fatalf("clone of the empty state = %#v, want a state of its own of the same kind", own.modal)
+			}
+			if c := roundTrip(t, "empty of its own", own); !empty(c) {
+				t.Fatalf("decoded empty state = %#v, want the mode's empty state", c.modal)
+			}
+		})
 	}
 }

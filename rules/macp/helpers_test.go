@@ -267,7 +267,9 @@ func dump(s *Session) string {
 	}
 	fmt.Fprintf(&b, "seen=%v senders=%q\n", s.seen, s.senders)
 	if s.modal != nil {
-		fmt.Fprintf(&b, "%T=%+v\n", s.modal, s.modal)
+		// through clone, which the mode's empty state (a nil pointer) and an
+		// empty state of its own pass alike
+		fmt.Fprintf(&b, "%T=%+v\n", s.modal, s.modal.clone())
 	}
 	ms, err := json.Marshal(s.ModeState())
 	if err != nil {
@@ -353,6 +355,9 @@ func play(t *testing.T, su setup, msgs []msg) *Session {
 		}
 		label := fmt.Sprintf("#%d %s %s", i, m.from, m.typ)
 		before, clone := dump(s), s.clone()
+		if s.modal != nil && reflect.ValueOf(s.modal).IsNil() {
+			clone.modal = s.modal // the mode's empty state, which clone makes a state of its own
+		}
 		out := Step(s, m.envelope(s, i), m.from, t0+at)
 		if after := dump(s); after != before {
 			t.Fatalf("%s: Step mutated its input:\nbefore %s\nafter  %s", label, before, after)

@@ -100,7 +100,9 @@ type Session struct {
 
 // modal is a mode's own state: one kind per mode. Each kind also has a
 // step method, called with its concrete type (see Step), so that the step's
-// working set stays on the stack.
+// working set stays on the stack. A nil pointer of a kind is its empty state
+// (what SessionStart leaves): a session that has only started costs no mode
+// state of its own; clone then returns a new empty state.
 type modal interface {
 	// clone returns a copy that step can change without touching the
 	// receiver.
@@ -108,6 +110,15 @@ type modal interface {
 	// summary adds the state to out in the vocabulary of the conformance
 	// fixtures' expected_mode_state.
 	summary(s *Session, out map[string]any)
+}
+
+// orZero returns p, or a new zero value when p is nil: a mode state read
+// where it may be a session's empty state.
+func orZero[T any](p *T) *T {
+	if p == nil {
+		return new(T)
+	}
+	return p
 }
 
 // Versions are the versions a session was started with. Sessions started

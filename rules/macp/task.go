@@ -203,6 +203,7 @@ func (t *taskState) activeRole(c *stepCtx) {
 }
 
 func (t *taskState) summary(_ *Session, out map[string]any) {
+	t = orZero(t)
 	out["task_id"] = t.taskID
 	out["active_assignee"] = t.active
 	out["report"] = t.report.String()
@@ -211,6 +212,9 @@ func (t *taskState) summary(_ *Session, out map[string]any) {
 }
 
 func (t *taskState) clone() modal {
+	if t == nil {
+		return &taskState{}
+	}
 	c := *t
 	c.rejected = slices.Clone(t.rejected)
 	return &c
