@@ -405,8 +405,8 @@ func (h *held) Settle(accepted bool) {
 	} else {
 		// A shared session's version may already name the refused next
 		// state (committed on allow): read it again before trusting it.
-		if h.en.shared != nil {
-			h.en.shared.version = ""
+		if sh := h.en.stored(); sh != nil {
+			sh.version = ""
 		}
 		h.t.drop(h.en)
 	}
@@ -422,8 +422,8 @@ func (h *held) Forget() {
 		return
 	}
 	h.en.update(func(*macp.Session) *macp.Session { return nil })
-	if h.en.shared != nil {
-		h.en.shared.version = ""
+	if sh := h.en.stored(); sh != nil {
+		sh.version = ""
 	}
 	h.t.drop(h.en) // idle: out of the table; with flights: stale
 	h.en.release()

@@ -1,6 +1,9 @@
 package sessions
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestSessionFootprint bounds the Go heap a tracked session costs (see
 // BenchmarkSessionMemory): a session that has only started, and a task
@@ -25,5 +28,13 @@ func TestSessionFootprint(t *testing.T) {
 				t.Errorf("%.0f B of heap per session, want at most %.0f", got, tc.max)
 			}
 		})
+	}
+}
+
+// TestEntrySize pins a table entry to the 64-byte size class: what only
+// waiting, flying or shared entries need lives apart (entry.more).
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 64 {
+		t.Errorf("an entry is %d bytes, want at most 64", n)
 	}
 }
