@@ -198,6 +198,9 @@ func (x *Decider) decideOn(ctx context.Context, req Request, en *entry, sender s
 		return macp.Control(seen, req.Op, sender, now), state, nil
 	case start:
 		out := macp.Start(state, env, sender, x.lookup(ctx), now)
+		if state == nil && out.Next != nil { // a new session, seen by nobody yet
+			out.Next.Participants = x.table.names.share(out.Next.Participants)
+		}
 		if state == nil && out.Next != nil && en != nil && x.rebuilder != nil && !req.Acked {
 			return x.startUnknown(ctx, en, env, sender, now, out)
 		}

@@ -1,8 +1,13 @@
 package sessions
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/agentwarden/warden/proxy"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // TestSessionFootprint bounds the Go heap a tracked session costs (see
@@ -36,5 +41,46 @@ func TestSessionFootprint(t *testing.T) {
 func TestEntrySize(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n > 64 {
 		t.Errorf("an entry is %d bytes, want at most 64", n)
+	}
+}
+
+// TestSharedParticipants checks that sessions started with the same
+// participant list share one copy of it, and only those: a list that differs
+// in one name, in their order or in where one name ends keeps its own.
+func TestSharedParticipants(t *testing.T) {
+	e, _ := newEnforcer(t, proxy.Config{}, nil)
+	start := func(n int, parts ...string) []string {
+		sid := sessionID(n)
+		d, err := e.Enforce(context.Background(), req(env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: parts, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000,
+		}))))
+		if err != nil || !d.Allow {
+			t.Fatalf("SessionStart %q: %v %+v", parts, err, d)
+		}
+		d.Settle(true)
+		got := e.table.entries[sid].state.Load().Participants
+		if !slices.Equal(got, parts) {
+			t.Fatalf("participants %q, want %q", got, parts)
+		}
+		return got
+	}
+	same := func(a, b []string) bool { return unsafe.SliceData(a) == unsafe.SliceData(b) }
+	first := start(1, planner, worker, other)
+	tests := []struct {
+		name  string
+		parts []string
+		share bool
+	}{
+		{"same list", []string{planner, worker, other}, true},
+		{"other order", []string{worker, planner, other}, false},
+		{"one name fewer", []string{planner, worker}, false},
+		{"names split elsewhere", []string{planner + worker[:3], worker[3:], other}, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := same(start(10+i, tc.parts...), first); got != tc.share {
+				t.Errorf("shares the first session's list: %v, want %v", got, tc.share)
+			}
+		})
 	}
 }

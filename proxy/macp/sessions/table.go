@@ -244,6 +244,8 @@ type table struct {
 	// committed with, as many as the table holds sessions, kept past their
 	// entries for the rebuild (binding).
 	bindings *lru.Cache[string, *macp.Governance]
+	// names are the participant lists new sessions share.
+	names names
 }
 
 // useList is a list of entries, most recently used first.
