@@ -90,7 +90,7 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 		w.int(int64(e.sender))
 		w.b = binary.LittleEndian.AppendUint32(w.b, e.content)
 	}
-	w.strs(s.senders)
+	w.strs(s.outsiders())
 	s.appendMode(&w)
 	return w.b, nil
 }
@@ -271,7 +271,9 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 			s.seen[i] = seenID{hash: r.u64(), sender: int32(r.int()), content: r.u32()}
 		}
 	}
-	s.senders = r.strs()
+	if out := r.strs(); len(out) > 0 {
+		s.senders = &out
+	}
 	mode := r.b
 	s.decodeMode(&r)
 	if r.err == nil {
@@ -287,7 +289,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 		return nil, fmt.Errorf("%w: state %d", errCodec, s.State)
 	}
 	for _, e := range s.seen {
-		if e.sender >= int32(len(s.Participants)) || e.sender < -int32(len(s.senders)) {
+		if e.sender >= int32(len(s.Participants)) || e.sender < -int32(len(s.outsiders())) {
 			return nil, fmt.Errorf("%w: sender index %d out of range", errCodec, e.sender)
 		}
 	}

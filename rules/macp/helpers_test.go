@@ -265,7 +265,7 @@ func dump(s *Session) string {
 	if s.Resolution != nil {
 		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution)
 	}
-	fmt.Fprintf(&b, "seen=%v senders=%q\n", s.seen, s.senders)
+	fmt.Fprintf(&b, "seen=%v senders=%q\n", s.seen, s.outsiders())
 	if s.modal != nil {
 		// through clone, which the mode's empty state (a nil pointer) and an
 		// empty state of its own pass alike

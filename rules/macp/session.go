@@ -54,7 +54,7 @@ const (
 // session's random key (so the table costs a few bytes per message, not the id's
 // length, and nobody can craft a second id that passes for an accepted one)
 // and the index of its sender in Session.Participants, or a negative index
-// into Session.senders for a sender outside the list.
+// into the session's outsiders for a sender outside the list.
 type seenID struct {
 	hash    uint64
 	sender  int32
@@ -91,9 +91,13 @@ type Session struct {
 	MaxSuspendMs     int64
 	Resolution       *Resolution
 
-	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen    []seenID
-	senders []string // senders of accepted messages outside Participants
+	key  [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen []seenID
+	// senders are the senders of accepted messages outside Participants,
+	// nil while there are none (nearly always): a pointer, not a slice, so
+	// that a session costs 8 bytes for them, not 24. The list is never
+	// changed: a new sender makes a new one.
+	senders *[]string
 	// modal is the mode's own state; nil for a mode Warden does not know.
 	modal modal
 }
@@ -180,11 +184,19 @@ func (s *Session) MessageCount(sender string) int {
 
 const notSeen int32 = math.MinInt32
 
+// outsiders returns the senders of accepted messages outside Participants.
+func (s *Session) outsiders() []string {
+	if s.senders == nil {
+		return nil
+	}
+	return *s.senders
+}
+
 func (s *Session) senderIndex(sender string) int32 {
 	if i := slices.Index(s.Participants, sender); i >= 0 {
 		return int32(i)
 	}
-	if i := slices.Index(s.senders, sender); i >= 0 {
+	if i := slices.Index(s.outsiders(), sender); i >= 0 {
 		return int32(-1 - i)
 	}
 	return notSeen
@@ -245,8 +257,9 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		s.senders = grow(s.senders, sender)
-		idx = int32(-len(s.senders))
+		out := grow(s.outsiders(), sender)
+		s.senders = &out
+		idx = int32(-len(out))
 	}
 	if s.key == ([2]uint64{}) {
 		s.key = newKey()
@@ -285,12 +298,11 @@ func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (ne
 // is shared with s (never mutated once published).
 func (s *Session) share() *Session {
 	c := *s
-	// The accepted ids and senders are only appended to: the copy shares
+	// The accepted ids are only appended to: the copy shares
 	// them with its capacity cut to their length, so an append reallocates
 	// instead of writing into s's array (copied once per accepted message,
 	// not on every decision).
 	c.seen = s.seen[:len(s.seen):len(s.seen)]
-	c.senders = s.senders[:len(s.senders):len(s.senders)]
 	return &c
 }
 
