@@ -105,7 +105,7 @@ func (s *Session) appendMode(w *writer) {
 		w.bool(t.requested)
 		w.str(t.requestedAssignee)
 		w.str(t.active)
-		w.strs(t.rejected)
+		w.strs(t.rejected.all())
 		w.str(t.report.String())
 		w.bool(t.hasOutput)
 		w.str(t.completionID)
@@ -271,9 +271,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 			s.seen[i] = seenID{hash: r.u64(), sender: int32(r.int()), content: r.u32()}
 		}
 	}
-	if out := r.strs(); len(out) > 0 {
-		s.senders = &out
-	}
+	s.senders = rareOf(r.strs())
 	mode := r.b
 	s.decodeMode(&r)
 	if r.err == nil {
@@ -312,7 +310,7 @@ func (s *Session) decodeMode(r *reader) {
 	switch tag := r.byte(); tag {
 	case tagNone:
 	case tagTask:
-		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(), rejected: r.strs()}
+		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(), rejected: rareOf(r.strs())}
 		rep := slices.Index(reportNames[:], r.str())
 		if rep < 0 {
 			r.fail("unknown task report")

@@ -91,13 +91,9 @@ type Session struct {
 	MaxSuspendMs     int64
 	Resolution       *Resolution
 
-	key  [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen []seenID
-	// senders are the senders of accepted messages outside Participants,
-	// nil while there are none (nearly always): a pointer, not a slice, so
-	// that a session costs 8 bytes for them, not 24. The list is never
-	// changed: a new sender makes a new one.
-	senders *[]string
+	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen    []seenID
+	senders rare[string] // senders of accepted messages outside Participants
 	// modal is the mode's own state; nil for a mode Warden does not know.
 	modal modal
 }
@@ -185,11 +181,33 @@ func (s *Session) MessageCount(sender string) int {
 const notSeen int32 = math.MinInt32
 
 // outsiders returns the senders of accepted messages outside Participants.
-func (s *Session) outsiders() []string {
-	if s.senders == nil {
+func (s *Session) outsiders() []string { return s.senders.all() }
+
+// rare is a list that nearly every session leaves empty, held behind a
+// pointer: 8 bytes of the state, not a slice's 24. It is never changed in
+// place: with returns a new list, so copies of a state share it.
+type rare[T any] struct{ p *[]T }
+
+// rareOf returns a rare list of l's elements.
+func rareOf[T any](l []T) rare[T] {
+	if len(l) == 0 {
+		return rare[T]{}
+	}
+	return rare[T]{&l}
+}
+
+// all returns the elements; the caller must not change them.
+func (r rare[T]) all() []T {
+	if r.p == nil {
 		return nil
 	}
-	return *s.senders
+	return *r.p
+}
+
+// with returns the list with v appended, in an array of its own.
+func (r rare[T]) with(v T) rare[T] {
+	l := grow(r.all(), v)
+	return rare[T]{&l}
 }
 
 func (s *Session) senderIndex(sender string) int32 {
@@ -257,9 +275,8 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		out := grow(s.outsiders(), sender)
-		s.senders = &out
-		idx = int32(-len(out))
+		s.senders = s.senders.with(sender)
+		idx = int32(-len(s.outsiders()))
 	}
 	if s.key == ([2]uint64{}) {
 		s.key = newKey()

@@ -5,10 +5,20 @@ import (
 	"unsafe"
 )
 
-// TestSessionSize pins a session to the 224-byte size class: what nearly no
-// session has (senders outside its participants) costs it one pointer.
-func TestSessionSize(t *testing.T) {
-	if n := unsafe.Sizeof(Session{}); n > 224 {
-		t.Errorf("a session is %d bytes, want at most 224", n)
+// TestStateSize pins a session, and a task's state, to their size classes:
+// what nearly no session has (senders outside its participants, rejected
+// assignees) costs each one pointer.
+func TestStateSize(t *testing.T) {
+	tests := []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"Session", unsafe.Sizeof(Session{}), 224},
+		{"taskState", unsafe.Sizeof(taskState{}), 80},
+	}
+	for _, tc := range tests {
+		if tc.size > tc.max {
+			t.Errorf("%s is %d bytes, want at most %d", tc.name, tc.size, tc.max)
+		}
 	}
 }
