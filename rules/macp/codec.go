@@ -240,10 +240,15 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	r := reader{b: b[1:]}
 	s := &Session{}
 	s.ID = r.str()
-	s.Mode = r.str()
+	// The names sessions have in common are the program's or the process's
+	// copies, as Start makes them: a replica decodes session after session.
+	s.Mode = canonical(r.str(), ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound)
 	s.State = State(r.byte())
-	s.Initiator = r.str()
+	s.Initiator = unique.Make(r.str()).Value()
 	s.Participants = r.strs()
+	for i, id := range s.Participants {
+		s.Participants[i] = unique.Make(id).Value()
+	}
 	s.versions = unique.Make(Versions{Mode: r.str(), Config: r.str(), Policy: r.str()})
 	kind, canonical := policyBound, ""
 	if !v1 {
@@ -310,7 +315,7 @@ func (s *Session) decodeMode(r *reader) {
 	switch tag := r.byte(); tag {
 	case tagNone:
 	case tagTask:
-		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(), rejected: rareOf(r.strs())}
+		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: s.name(r.str()), active: s.name(r.str()), rejected: rareOf(r.strs())}
 		rep := slices.Index(reportNames[:], r.str())
 		if rep < 0 {
 			r.fail("unknown task report")

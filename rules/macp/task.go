@@ -79,7 +79,7 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		if t.eligible(s, c.sender) {
 			c.role(RoleEligibleAssignee)
 		}
-		t.active = c.sender
+		t.active = s.name(c.sender) // the session's copy, not the request's
 		return rules.Verdict{}
 
 	case "TaskReject":
@@ -115,7 +115,7 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		if t.active == c.sender {
 			t.active = "" // RFC-MACP-0009 3c: back to the pre-assignment state
 		}
-		t.rejected = t.rejected.with(c.sender)
+		t.rejected = t.rejected.with(s.name(c.sender))
 		return rules.Verdict{}
 
 	case "TaskUpdate":
