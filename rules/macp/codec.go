@@ -16,7 +16,7 @@ import (
 // different versions never guess at each other's state. Version 2 adds to
 // version 1 a governance policy Warden cannot know (macp.UnknownPolicy) and
 // the earliest start of a suspension a rebuild could not date
-// (Session.SuspendedFromMs); a version 1 encoding holds neither and decodes
+// (Suspension.FromMs); a version 1 encoding holds neither and decodes
 // as it did.
 const (
 	codecV1 = 1
@@ -69,7 +69,8 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 		w.b = append(w.b, policyBound)
 		w.str(g.Canonical)
 	}
-	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedFromMs, s.SuspendedTotalMs, s.MaxSuspendMs} {
+	sp := s.Suspension()
+	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, sp.AtMs, sp.FromMs, sp.TotalMs, sp.MaxMs} {
 		w.int(v)
 	}
 	if r := s.Resolution; r != nil {
@@ -261,11 +262,13 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	default:
 		r.fail("unknown policy kind")
 	}
-	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs = r.int(), r.int(), r.int()
+	var sp Suspension
+	s.StartedAtMs, s.DeadlineMs, sp.AtMs = r.int(), r.int(), r.int()
 	if !v1 {
-		s.SuspendedFromMs = r.int()
+		sp.FromMs = r.int()
 	}
-	s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int()
+	sp.TotalMs, sp.MaxMs = r.int(), r.int()
+	s.SetSuspension(sp)
 	if r.bool() {
 		s.Resolution = &Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()}
 	}

@@ -265,7 +265,7 @@ func dump(s *Session) string {
 		fmt.Fprintf(&b, "policy=%p %q\n", s.Policy, s.Policy.Canonical)
 	}
 	fmt.Fprintf(&b, "started=%d deadline=%d suspended=%d total=%d cap=%d key=%v\n",
-		s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedTotalMs, s.MaxSuspendMs, s.key)
+		s.StartedAtMs, s.DeadlineMs, s.Suspension().AtMs, s.Suspension().TotalMs, s.Suspension().MaxMs, s.key)
 	if s.Resolution != nil {
 		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution)
 	}

@@ -70,26 +70,18 @@ type Session struct {
 	// epoch counts the changes to anything but the record of accepted ids
 	// (see Record): every accepted message that is not record-only, every
 	// control operation, expiry.
-	epoch         uint32
-	Initiator     string
-	Participants  []string
-	versions      unique.Handle[Versions]
-	Policy        *Governance
-	StartedAtMs   int64
-	DeadlineMs    int64
-	SuspendedAtMs int64
-	// SuspendedFromMs is set while suspended when the suspension's start is
-	// not known (a session rebuilt from the runtime, whose history does not
-	// show suspensions): the earliest it can have begun, SuspendedAtMs being
-	// the latest. A Resume then banks into the deadline the longest the
-	// suspension can have lasted and counts toward MaxSuspendMs the shortest,
-	// so that Warden refuses nothing the runtime accepts.
-	SuspendedFromMs int64
-	// SuspendedTotalMs is the time spent suspended before the current
-	// suspension; MaxSuspendMs caps the total (RFC-MACP-0001 §7.5).
-	SuspendedTotalMs int64
-	MaxSuspendMs     int64
-	Resolution       *Resolution
+	epoch        uint32
+	Initiator    string
+	Participants []string
+	versions     unique.Handle[Versions]
+	Policy       *Governance
+	StartedAtMs  int64
+	DeadlineMs   int64
+	// susp is the suspension accounting (see Suspension), nil while it is
+	// that of a session never suspended under the default cap, as nearly
+	// every session's: 8 bytes of the session, not 32.
+	susp       *Suspension
+	Resolution *Resolution
 
 	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
 	seen    []seenID
@@ -119,6 +111,41 @@ func orZero[T any](p *T) *T {
 		return new(T)
 	}
 	return p
+}
+
+// Suspension is a session's suspension accounting (RFC-MACP-0001 §7.5).
+type Suspension struct {
+	// AtMs is when the current suspension began; 0 while not suspended.
+	AtMs int64
+	// FromMs is set while suspended when the suspension's start is not
+	// known (a session rebuilt from the runtime, whose history does not
+	// show suspensions): the earliest it can have begun, AtMs being the
+	// latest. A Resume then banks into the deadline the longest the
+	// suspension can have lasted and counts toward MaxMs the shortest, so
+	// that Warden refuses nothing the runtime accepts.
+	FromMs int64
+	// TotalMs is the time spent suspended before the current suspension;
+	// MaxMs caps the total (max_suspend_ms; 0: no cap).
+	TotalMs int64
+	MaxMs   int64
+}
+
+// Suspension returns the session's suspension accounting.
+func (s *Session) Suspension() Suspension {
+	if s.susp == nil {
+		return Suspension{MaxMs: DefaultMaxSuspend}
+	}
+	return *s.susp
+}
+
+// SetSuspension replaces the session's suspension accounting, on a session
+// nobody else holds yet (a published session never changes).
+func (s *Session) SetSuspension(v Suspension) {
+	if v == (Suspension{MaxMs: DefaultMaxSuspend}) {
+		s.susp = nil
+		return
+	}
+	s.susp = &v
 }
 
 // Versions are the versions a session was started with. Sessions started

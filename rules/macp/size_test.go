@@ -13,7 +13,7 @@ func TestStateSize(t *testing.T) {
 		name      string
 		size, max uintptr
 	}{
-		{"Session", unsafe.Sizeof(Session{}), 224},
+		{"Session", unsafe.Sizeof(Session{}), 192},
 		{"taskState", unsafe.Sizeof(taskState{}), 80},
 	}
 	for _, tc := range tests {

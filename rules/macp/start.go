@@ -128,11 +128,10 @@ func start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		Policy:       gov,
 		StartedAtMs:  base,
 		DeadlineMs:   base + p.GetTtlMs(),
-		MaxSuspendMs: p.GetMaxSuspendMs(),
 		key:          newKey(),
 	}
-	if s.MaxSuspendMs == 0 {
-		s.MaxSuspendMs = DefaultMaxSuspend
+	if c := p.GetMaxSuspendMs(); c != 0 {
+		s.SetSuspension(Suspension{MaxMs: c})
 	}
 	// The mode's empty state, as a nil pointer of its kind (see modal): the
 	// first message that changes it clones it into one of its own.

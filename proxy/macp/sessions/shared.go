@@ -215,7 +215,7 @@ func endsAt(s *macp.Session, now int64) int64 {
 	case s.State.Terminal():
 		return now
 	case s.State == macp.StateSuspended:
-		return max(s.DeadlineMs, now) + s.MaxSuspendMs
+		return max(s.DeadlineMs, now) + s.Suspension().MaxMs
 	}
 	return max(s.DeadlineMs, now)
 }
