@@ -73,7 +73,7 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, sp.AtMs, sp.FromMs, sp.TotalMs, sp.MaxMs} {
 		w.int(v)
 	}
-	if r := s.Resolution; r != nil {
+	if r := s.Resolution(); r != nil {
 		w.b = append(w.b, 1)
 		w.str(r.Action)
 		w.bool(r.OutcomePositive)
@@ -270,7 +270,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	sp.TotalMs, sp.MaxMs = r.int(), r.int()
 	s.SetSuspension(sp)
 	if r.bool() {
-		s.Resolution = &Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()}
+		s.setResolution(&Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()})
 	}
 	s.key = [2]uint64{r.u64(), r.u64()}
 	if n := r.count(13); n > 0 {
@@ -279,7 +279,11 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 			s.seen[i] = seenID{hash: r.u64(), sender: int32(r.int()), content: r.u32()}
 		}
 	}
-	s.senders = rareOf(r.strs())
+	if out := r.strs(); len(out) > 0 {
+		rec := s.rec()
+		rec.senders = out
+		s.setRec(rec)
+	}
 	mode := r.b
 	s.decodeMode(&r)
 	if r.err == nil {

@@ -299,8 +299,8 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if typ == TypeCommitment {
 		wantState = StateResolved
 	}
-	if n.State != wantState || (n.Resolution != nil) != (typ == TypeCommitment) || n.DeadlineMs != s.DeadlineMs {
-		t.Fatalf("%s: next state %v resolution %+v", label, n.State, n.Resolution)
+	if n.State != wantState || (n.Resolution() != nil) != (typ == TypeCommitment) || n.DeadlineMs != s.DeadlineMs {
+		t.Fatalf("%s: next state %v resolution %+v", label, n.State, n.Resolution())
 	}
 	if got, want := n.MessageCount(sender), s.MessageCount(sender)+1; got != want {
 		t.Fatalf("%s: MessageCount = %d, want %d", label, got, want)
@@ -310,7 +310,7 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if out.RecordOnly != recordOnly(typ) {
 		t.Fatalf("%s: RecordOnly = %v", label, out.RecordOnly)
 	}
-	if out.RecordOnly && (n.State != s.State || n.Resolution != s.Resolution || !reflect.DeepEqual(n.modal, s.modal)) {
+	if out.RecordOnly && (n.State != s.State || n.Resolution() != s.Resolution() || !reflect.DeepEqual(n.modal, s.modal)) {
 		t.Fatalf("%s: a record-only message changed the session: %s -> %s", label, before, dump(n))
 	}
 	// The same message again is a duplicate, but a Progress, which the

@@ -266,8 +266,8 @@ func dump(s *Session) string {
 	}
 	fmt.Fprintf(&b, "started=%d deadline=%d suspended=%d total=%d cap=%d key=%v\n",
 		s.StartedAtMs, s.DeadlineMs, s.Suspension().AtMs, s.Suspension().TotalMs, s.Suspension().MaxMs, s.key)
-	if s.Resolution != nil {
-		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution)
+	if s.Resolution() != nil {
+		fmt.Fprintf(&b, "resolution=%+v\n", *s.Resolution())
 	}
 	fmt.Fprintf(&b, "seen=%v senders=%q\n", s.seen, s.outsiders())
 	if s.modal != nil {

@@ -110,7 +110,7 @@ func TestRegressionSenderIndexOverflow(t *testing.T) {
 			for i := range n {
 				outsiders[i] = fmt.Sprintf("outsider-%d", i)
 			}
-			s.senders = rareOf(outsiders)
+			s.setRec(seldom{susp: s.Suspension(), senders: outsiders})
 			// The next outsider is number n+1.
 			out := progress(s, "o-1", "newcomer")
 			if !out.Verdict.OK() {

@@ -77,15 +77,11 @@ type Session struct {
 	Policy       *Governance
 	StartedAtMs  int64
 	DeadlineMs   int64
-	// susp is the suspension accounting (see Suspension), nil while it is
-	// that of a session never suspended under the default cap, as nearly
-	// every session's: 8 bytes of the session, not 32.
-	susp       *Suspension
-	Resolution *Resolution
+	// seldom is what few sessions have: nil for nearly all.
+	seldom *seldom
 
-	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen    []seenID
-	senders rare[string] // senders of accepted messages outside Participants
+	key  [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen []seenID
 	// modal is the mode's own state; nil for a mode Warden does not know.
 	modal modal
 }
@@ -130,22 +126,64 @@ type Suspension struct {
 	MaxMs   int64
 }
 
+// seldom is what few sessions have, held behind one pointer: 8 bytes of
+// every session, not 64. A session's record is never changed once the
+// session is published: the setters make a new one, dropped when all of it
+// is the default again.
+type seldom struct {
+	susp       Suspension
+	resolution *Resolution
+	senders    []string // senders of accepted messages outside Participants
+}
+
+// defaultSuspension returns the suspension accounting of a session never
+// suspended under the default cap.
+func defaultSuspension() Suspension { return Suspension{MaxMs: DefaultMaxSuspend} }
+
+func (s *Session) rec() seldom {
+	if s.seldom == nil {
+		return seldom{susp: defaultSuspension()}
+	}
+	return *s.seldom
+}
+
+func (s *Session) setRec(r seldom) {
+	if r.susp == defaultSuspension() && r.resolution == nil && len(r.senders) == 0 {
+		s.seldom = nil
+		return
+	}
+	s.seldom = &r
+}
+
 // Suspension returns the session's suspension accounting.
 func (s *Session) Suspension() Suspension {
-	if s.susp == nil {
-		return Suspension{MaxMs: DefaultMaxSuspend}
+	if s.seldom == nil {
+		return defaultSuspension()
 	}
-	return *s.susp
+	return s.seldom.susp
 }
 
 // SetSuspension replaces the session's suspension accounting, on a session
 // nobody else holds yet (a published session never changes).
 func (s *Session) SetSuspension(v Suspension) {
-	if v == (Suspension{MaxMs: DefaultMaxSuspend}) {
-		s.susp = nil
-		return
+	r := s.rec()
+	r.susp = v
+	s.setRec(r)
+}
+
+// Resolution returns what the session's accepted Commitment bound, nil
+// before one is accepted.
+func (s *Session) Resolution() *Resolution {
+	if s.seldom == nil {
+		return nil
 	}
-	s.susp = &v
+	return s.seldom.resolution
+}
+
+func (s *Session) setResolution(v *Resolution) {
+	r := s.rec()
+	r.resolution = v
+	s.setRec(r)
 }
 
 // Versions are the versions a session was started with. Sessions started
@@ -208,9 +246,14 @@ func (s *Session) MessageCount(sender string) int {
 const notSeen int32 = math.MinInt32
 
 // outsiders returns the senders of accepted messages outside Participants.
-func (s *Session) outsiders() []string { return s.senders.all() }
+func (s *Session) outsiders() []string {
+	if s.seldom == nil {
+		return nil
+	}
+	return s.seldom.senders
+}
 
-// rare is a list that nearly every session leaves empty, held behind a
+// rare is a list that nearly every mode state leaves empty, held behind a
 // pointer: 8 bytes of the state, not a slice's 24. It is never changed in
 // place: with returns a new list, so copies of a state share it.
 type rare[T any] struct{ p *[]T }
@@ -302,7 +345,9 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		s.senders = s.senders.with(sender)
+		r := s.rec()
+		r.senders = grow(r.senders, sender)
+		s.setRec(r)
 		idx = int32(-len(s.outsiders()))
 	}
 	if s.key == ([2]uint64{}) {

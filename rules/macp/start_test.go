@@ -311,7 +311,7 @@ func TestStart(t *testing.T) {
 			}
 			if s.ID != env.SessionId || s.Mode != tc.mode || s.State != StateOpen || s.Initiator != "lead" ||
 				s.Versions().Mode != p.ModeVersion || s.Versions().Config != p.ConfigurationVersion ||
-				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution != nil {
+				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution() != nil {
 				t.Errorf("session = %s", dump(s))
 			}
 			wantCap := p.MaxSuspendMs

@@ -236,7 +236,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if !c.out.RecordOnly {
 		c.next.epoch++
 	}
-	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
+	if env.GetMessageType() == TypeCommitment && c.next.Resolution() != nil {
 		c.next.State = StateResolved
 	}
 	c.out.Verdict.Reason = rules.ReasonAllowed
