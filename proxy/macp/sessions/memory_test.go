@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"unsafe"
@@ -77,6 +78,17 @@ func TestSharedParticipants(t *testing.T) {
 		{"other order", []string{worker, planner, other}, false},
 		{"one name fewer", []string{planner, worker}, false},
 		{"names split elsewhere", []string{planner + worker[:3], worker[3:], other}, false},
+	}
+	long := func() []string { // a list too long to keep: never shared
+		l := make([]string, 40)
+		for i := range l {
+			l[i] = fmt.Sprintf("agent://participant-%d", i)
+		}
+		return l
+	}
+	a, b := start(2, long()...), start(3, long()...)
+	if same(a, b) {
+		t.Errorf("a list of %d names is shared: what the table keeps must stay bounded", len(a))
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

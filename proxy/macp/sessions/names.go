@@ -6,8 +6,16 @@ import (
 	"sync"
 )
 
-// maxLists bounds how many distinct participant lists names keeps.
-const maxLists = 1024
+// maxLists bounds how many distinct participant lists names keeps, and
+// maxListKey the length of a list's key (its names, each after its length):
+// a longer list is not shared, so that what names keeps past the sessions
+// that used it stays within a few megabytes (a key of maxListKey bytes holds
+// at most maxListKey/2 names, 16 bytes each in the list) whatever the lists
+// sessions are started with.
+const (
+	maxLists   = 1024
+	maxListKey = 256
+)
 
 // names shares the participant lists of sessions started alike: the same
 // agents start session after session, and each session held its own array
@@ -27,9 +35,12 @@ func (n *names) share(parts []string) []string {
 	if len(parts) == 0 {
 		return parts
 	}
-	var buf [256]byte
+	var buf [maxListKey]byte
 	key := buf[:0]
 	for _, p := range parts { // each name after its length: no two lists alike
+		if len(key)+binary.MaxVarintLen64+len(p) > maxListKey {
+			return parts
+		}
 		key = binary.AppendUvarint(key, uint64(len(p)))
 		key = append(key, p...)
 	}
