@@ -395,17 +395,17 @@ func checkFinal(name string, fx *Fixture, s *macp.Session) []string {
 	if fx.ExpectedFinalState != "" && fx.ExpectedFinalState != s.State.String() {
 		fails = append(fails, fmt.Sprintf("%s: expected final state %s, got %s", name, fx.ExpectedFinalState, s.State))
 	}
-	if fx.ResolutionPresent != nil && *fx.ResolutionPresent != (s.Resolution != nil) {
-		fails = append(fails, fmt.Sprintf("%s: expected resolution present=%v, got %v", name, *fx.ResolutionPresent, s.Resolution != nil))
+	if fx.ResolutionPresent != nil && *fx.ResolutionPresent != (s.Resolution() != nil) {
+		fails = append(fails, fmt.Sprintf("%s: expected resolution present=%v, got %v", name, *fx.ResolutionPresent, s.Resolution() != nil))
 	}
 	if len(fx.ExpectedResolution) > 0 {
-		if s.Resolution == nil {
+		if s.Resolution() == nil {
 			fails = append(fails, name+": expected a resolution, got none")
 		} else {
 			got := map[string]any{
-				"action": s.Resolution.Action, "outcome_positive": s.Resolution.OutcomePositive,
-				"mode_version": s.Resolution.ModeVersion, "configuration_version": s.Resolution.ConfigVersion,
-				"policy_version": s.Resolution.PolicyVersion,
+				"action": s.Resolution().Action, "outcome_positive": s.Resolution().OutcomePositive,
+				"mode_version": s.Resolution().ModeVersion, "configuration_version": s.Resolution().ConfigVersion,
+				"policy_version": s.Resolution().PolicyVersion,
 			}
 			for _, k := range sortedKeys(fx.ExpectedResolution) {
 				if !reflect.DeepEqual(fx.ExpectedResolution[k], got[k]) {

@@ -161,7 +161,9 @@ func finish(s *macp.Session, meta *macpv1.SessionMetadata, last, now int64) *mac
 		if from <= 0 {
 			from = last
 		}
-		s.SuspendedFromMs, s.SuspendedAtMs = from, max(now, from)
+		sp := s.Suspension()
+		sp.FromMs, sp.AtMs = from, max(now, from)
+		s.SetSuspension(sp)
 	}
 	if st != macp.StateUnspecified {
 		s.State = st
@@ -182,8 +184,8 @@ func banked(s *macp.Session, meta *macpv1.SessionMetadata, wall int64) int64 {
 		return 0
 	}
 	b := min(expires-started-(s.DeadlineMs-s.StartedAtMs), wall-started)
-	if s.MaxSuspendMs > 0 {
-		b = min(b, s.MaxSuspendMs)
+	if c := s.Suspension().MaxMs; c > 0 {
+		b = min(b, c)
 	}
 	return max(b, 0)
 }

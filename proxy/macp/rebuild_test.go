@@ -137,9 +137,9 @@ func TestRebuildSuspensions(t *testing.T) {
 			// Not dated by the history: suspended since at least its last
 			// message and at most now, taken as now (the runtime accepts a
 			// Resume until max_suspend_ms after the suspension began).
-			if s.State == macp.StateSuspended && (s.SuspendedFromMs-t0 != tc.suspendedFrom || s.SuspendedAtMs < before) {
+			if s.State == macp.StateSuspended && (s.Suspension().FromMs-t0 != tc.suspendedFrom || s.Suspension().AtMs < before) {
 				t.Errorf("suspended between t0%+d ms and t0%+d ms, want from t0%+d ms, taken as since the rebuild (t0%+d ms)",
-					s.SuspendedFromMs-t0, s.SuspendedAtMs-t0, tc.suspendedFrom, before-t0)
+					s.Suspension().FromMs-t0, s.Suspension().AtMs-t0, tc.suspendedFrom, before-t0)
 			}
 		})
 	}

@@ -109,7 +109,9 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 			// they banked, which messages of the history may have used.
 			rs.bank = banked(out.Next, rs.meta, time.Now().UnixMilli())
 			out.Next.DeadlineMs += rs.bank
-			out.Next.SuspendedTotalMs += rs.bank
+			sp := out.Next.Suspension()
+			sp.TotalMs += rs.bank
+			out.Next.SetSuspension(sp)
 		}
 		return out
 	case macp.TypeSessionSuspend, macp.TypeSessionResume:
@@ -125,7 +127,9 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 		if op == macp.OpResume && out.Next != nil {
 			again := min(out.Next.DeadlineMs-rs.s.DeadlineMs, rs.bank)
 			out.Next.DeadlineMs -= again
-			out.Next.SuspendedTotalMs -= again
+			sp := out.Next.Suspension()
+			sp.TotalMs -= again
+			out.Next.SetSuspension(sp)
 			rs.bank -= again
 		}
 		return out

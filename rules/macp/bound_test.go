@@ -98,19 +98,19 @@ func TestBoundPolicyUnknown(t *testing.T) {
 }
 
 // TestResumeUndatedSuspension: a session rebuilt suspended, its suspension
-// dated only between its last message (SuspendedFromMs) and the rebuild
-// (SuspendedAtMs), is not expired by max_suspend_ms before the runtime would
+// dated only between its last message (Suspension.FromMs) and the rebuild
+// (Suspension.AtMs), is not expired by max_suspend_ms before the runtime would
 // expire it (counted from the latest), and a Resume banks into the deadline
 // the longest the suspension can have lasted, within the cap: Warden refuses
 // nothing the runtime accepts.
 func TestResumeUndatedSuspension(t *testing.T) {
 	su := setup{mode: ModeTask, initiator: "lead", participants: []string{"lead", "alice"}}
 	s, _ := su.start()
-	s.State, s.MaxSuspendMs = StateSuspended, 3_000
-	s.SuspendedFromMs, s.SuspendedAtMs = t0+1_000, t0+3_500 // last message at +1 s, rebuilt at +3.5 s
+	s.State = StateSuspended
+	s.SetSuspension(Suspension{MaxMs: 3_000, FromMs: t0 + 1_000, AtMs: t0 + 3_500}) // last message at +1 s, rebuilt at +3.5 s
 	b, _ := s.AppendBinary(nil)
 	s, err := DecodeSession(b)
-	if err != nil || s.SuspendedFromMs != t0+1_000 {
+	if err != nil || s.Suspension().FromMs != t0+1_000 {
 		t.Fatalf("the encoding lost the undated suspension: %v", err)
 	}
 	// At +5 s: 4 s since the last message, 1.5 s since the rebuild.
@@ -119,9 +119,9 @@ func TestResumeUndatedSuspension(t *testing.T) {
 		t.Fatalf("Resume 4 s after the last message, max_suspend_ms 3 s: %+v; the runtime accepts it when it suspended the session after +2 s", out.Verdict)
 	}
 	n := out.Next
-	if n.SuspendedFromMs != 0 || n.SuspendedTotalMs != 1_500 || n.DeadlineMs != s.DeadlineMs+3_000 {
+	if n.Suspension().FromMs != 0 || n.Suspension().TotalMs != 1_500 || n.DeadlineMs != s.DeadlineMs+3_000 {
 		t.Errorf("resumed: from %d, total %d ms, deadline +%d ms; want 0, 1500 ms, +3000 ms (4 s at most, capped at 3 s)",
-			n.SuspendedFromMs, n.SuspendedTotalMs, n.DeadlineMs-s.DeadlineMs)
+			n.Suspension().FromMs, n.Suspension().TotalMs, n.DeadlineMs-s.DeadlineMs)
 	}
 	if out := Control(s, OpResume, "lead", t0+6_600); out.Verdict.Reason != rules.ReasonSessionExpired {
 		t.Errorf("Resume 3.1 s after the rebuild: %+v, want expired (the runtime's cap has passed whenever it suspended)", out.Verdict)

@@ -16,7 +16,7 @@ import (
 // different versions never guess at each other's state. Version 2 adds to
 // version 1 a governance policy Warden cannot know (macp.UnknownPolicy) and
 // the earliest start of a suspension a rebuild could not date
-// (Session.SuspendedFromMs); a version 1 encoding holds neither and decodes
+// (Suspension.FromMs); a version 1 encoding holds neither and decodes
 // as it did.
 const (
 	codecV1 = 1
@@ -69,10 +69,11 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 		w.b = append(w.b, policyBound)
 		w.str(g.Canonical)
 	}
-	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs, s.SuspendedFromMs, s.SuspendedTotalMs, s.MaxSuspendMs} {
+	sp := s.Suspension()
+	for _, v := range [...]int64{s.StartedAtMs, s.DeadlineMs, sp.AtMs, sp.FromMs, sp.TotalMs, sp.MaxMs} {
 		w.int(v)
 	}
-	if r := s.Resolution; r != nil {
+	if r := s.Resolution(); r != nil {
 		w.b = append(w.b, 1)
 		w.str(r.Action)
 		w.bool(r.OutcomePositive)
@@ -90,7 +91,7 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 		w.int(int64(e.sender))
 		w.b = binary.LittleEndian.AppendUint32(w.b, e.content)
 	}
-	w.strs(s.senders)
+	w.strs(s.outsiders())
 	s.appendMode(&w)
 	return w.b, nil
 }
@@ -98,17 +99,19 @@ func (s *Session) AppendBinary(b []byte) ([]byte, error) {
 func (s *Session) appendMode(w *writer) {
 	switch m := s.modal.(type) {
 	case *taskState:
+		m = orZero(m)
 		t := m
 		w.b = append(w.b, tagTask)
 		w.str(t.taskID)
 		w.bool(t.requested)
 		w.str(t.requestedAssignee)
 		w.str(t.active)
-		w.strs(t.rejected)
+		w.strs(t.rejected.all())
 		w.str(t.report.String())
 		w.bool(t.hasOutput)
 		w.str(t.completionID)
 	case *handoffState:
+		m = orZero(m)
 		w.b = append(w.b, tagHandoff)
 		w.uint(uint64(len(m.offers)))
 		for _, o := range m.offers {
@@ -119,6 +122,7 @@ func (s *Session) appendMode(w *writer) {
 			w.int(o.offeredAtMs)
 		}
 	case *decisionState:
+		m = orZero(m)
 		d := m
 		w.b = append(w.b, tagDecision, d.phase)
 		w.uint(uint64(len(d.proposals)))
@@ -146,6 +150,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(v.vote)
 		}
 	case *proposalState:
+		m = orZero(m)
 		p := m
 		w.b = append(w.b, tagProposal)
 		w.uint(uint64(len(p.proposals)))
@@ -163,6 +168,7 @@ func (s *Session) appendMode(w *writer) {
 		w.strs(p.terminalRejects)
 		w.int(int64(p.counters))
 	case *quorumState:
+		m = orZero(m)
 		q := m
 		w.b = append(w.b, tagQuorum)
 		w.bool(q.requested)
@@ -174,6 +180,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(x.choice)
 		}
 	case *multiRoundState:
+		m = orZero(m)
 		w.b = append(w.b, tagMultiRound)
 		w.int(int64(m.round))
 		w.uint(uint64(len(m.contributions)))
@@ -234,10 +241,15 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	r := reader{b: b[1:]}
 	s := &Session{}
 	s.ID = r.str()
-	s.Mode = r.str()
+	// The names sessions have in common are the program's or the process's
+	// copies, as Start makes them: a replica decodes session after session.
+	s.Mode = canonical(r.str(), ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound)
 	s.State = State(r.byte())
-	s.Initiator = r.str()
+	s.Initiator = unique.Make(r.str()).Value()
 	s.Participants = r.strs()
+	for i, id := range s.Participants {
+		s.Participants[i] = unique.Make(id).Value()
+	}
 	s.versions = unique.Make(Versions{Mode: r.str(), Config: r.str(), Policy: r.str()})
 	kind, canonical := policyBound, ""
 	if !v1 {
@@ -250,13 +262,15 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	default:
 		r.fail("unknown policy kind")
 	}
-	s.StartedAtMs, s.DeadlineMs, s.SuspendedAtMs = r.int(), r.int(), r.int()
+	var sp Suspension
+	s.StartedAtMs, s.DeadlineMs, sp.AtMs = r.int(), r.int(), r.int()
 	if !v1 {
-		s.SuspendedFromMs = r.int()
+		sp.FromMs = r.int()
 	}
-	s.SuspendedTotalMs, s.MaxSuspendMs = r.int(), r.int()
+	sp.TotalMs, sp.MaxMs = r.int(), r.int()
+	s.SetSuspension(sp)
 	if r.bool() {
-		s.Resolution = &Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()}
+		s.setResolution(&Resolution{Action: r.str(), OutcomePositive: r.bool(), ModeVersion: r.str(), ConfigVersion: r.str(), PolicyVersion: r.str()})
 	}
 	s.key = [2]uint64{r.u64(), r.u64()}
 	if n := r.count(13); n > 0 {
@@ -265,8 +279,16 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 			s.seen[i] = seenID{hash: r.u64(), sender: int32(r.int()), content: r.u32()}
 		}
 	}
-	s.senders = r.strs()
+	if out := r.strs(); len(out) > 0 {
+		rec := s.rec()
+		rec.senders = out
+		s.setRec(rec)
+	}
+	mode := r.b
 	s.decodeMode(&r)
+	if r.err == nil {
+		s.emptyMode(mode[:len(mode)-len(r.b)])
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: %w", errCodec, r.err)
 	}
@@ -277,7 +299,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 		return nil, fmt.Errorf("%w: state %d", errCodec, s.State)
 	}
 	for _, e := range s.seen {
-		if e.sender >= int32(len(s.Participants)) || e.sender < -int32(len(s.senders)) {
+		if e.sender >= int32(len(s.Participants)) || e.sender < -int32(len(s.outsiders())) {
 			return nil, fmt.Errorf("%w: sender index %d out of range", errCodec, e.sender)
 		}
 	}
@@ -300,7 +322,7 @@ func (s *Session) decodeMode(r *reader) {
 	switch tag := r.byte(); tag {
 	case tagNone:
 	case tagTask:
-		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: r.str(), active: r.str(), rejected: r.strs()}
+		t := &taskState{taskID: r.str(), requested: r.bool(), requestedAssignee: s.name(r.str()), active: s.name(r.str()), rejected: rareOf(r.strs())}
 		rep := slices.Index(reportNames[:], r.str())
 		if rep < 0 {
 			r.fail("unknown task report")
@@ -393,6 +415,36 @@ func (s *Session) decodeMode(r *reader) {
 		s.modal = m
 	default:
 		r.fail(fmt.Sprintf("unknown mode tag %d", tag))
+	}
+}
+
+// emptyMode replaces a decoded mode state whose encoding enc is the empty
+// state's with the empty state (see modal), as SessionStart leaves it: a
+// replica holds a session that has only started as cheaply as the one that
+// started it.
+func (s *Session) emptyMode(enc []byte) {
+	var empty modal
+	switch s.modal.(type) {
+	case *taskState:
+		empty = (*taskState)(nil)
+	case *handoffState:
+		empty = (*handoffState)(nil)
+	case *decisionState:
+		empty = (*decisionState)(nil)
+	case *proposalState:
+		empty = (*proposalState)(nil)
+	case *quorumState:
+		empty = (*quorumState)(nil)
+	case *multiRoundState:
+		empty = (*multiRoundState)(nil)
+	default:
+		return
+	}
+	var buf [32]byte
+	w := writer{b: buf[:0]}
+	(&Session{modal: empty}).appendMode(&w)
+	if string(w.b) == string(enc) {
+		s.modal = empty
 	}
 }
 

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"unsafe"
+
+	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
 // policyPtr hides the one thing a decoded session may not share with its
@@ -230,5 +234,72 @@ func TestDecoderBindsOnce(t *testing.T) {
 	z, _ := DecodeSession(b)
 	if x.Policy != y.Policy || x.Policy == z.Policy || comparable(x) != comparable(z) {
 		t.Fatal("the Decoder does not reuse its bound policy, or decodes differently")
+	}
+}
+
+// TestEmptyModeState checks that a session that has only started holds its
+// mode's empty state (a nil pointer of the mode's kind, no allocation of its
+// own), that a replica decodes it, and any empty mode state, back to that,
+// and that the first message changing it gets a state of its own.
+func TestEmptyModeState(t *testing.T) {
+	for _, mode := range []string{ModeTask, ModeHandoff, ModeDecision, ModeProposal, ModeQuorum, ModeMultiRound} {
+		t.Run(mode, func(t *testing.T) {
+			s, out := setup{mode: mode, initiator: "lead", participants: []string{"lead", "alice", "bob"}}.start()
+			if !out.Verdict.OK() {
+				t.Fatalf("SessionStart: %+v", out.Verdict)
+			}
+			empty := func(s *Session) bool { return s.modal != nil && reflect.ValueOf(s.modal).IsNil() }
+			if !empty(s) {
+				t.Fatalf("a started session holds %#v, want its mode's empty state", s.modal)
+			}
+			if c := roundTrip(t, "started", s); !empty(c) {
+				t.Fatalf("decoded started session holds %#v, want its mode's empty state", c.modal)
+			}
+			own := s.clone()
+			if empty(own) || reflect.TypeOf(own.modal) != reflect.TypeOf(s.modal) {
+				t.Fatalf("clone of the empty state = %#v, want a state of its own of the same kind", own.modal)
+			}
+			if c := roundTrip(t, "empty of its own", own); !empty(c) {
+				t.Fatalf("decoded empty state = %#v, want the mode's empty state", c.modal)
+			}
+		})
+	}
+}
+
+// TestDecodeSharesNames checks that a replica's decoded sessions hold the
+// program's copy of the mode name and the process's copies of the
+// initiator's and participants' names (and of the task's assignees), as
+// Start's do: two decodings of a session share every one of them.
+func TestDecodeSharesNames(t *testing.T) {
+	s, _ := setup{mode: ModeTask, initiator: "lead", participants: []string{"lead", "alice", "bob"}}.start()
+	s = walk(s, []msg{
+		{from: "lead", typ: "TaskRequest", body: &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "alice"}},
+		{from: "alice", typ: "TaskAccept", body: &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: "alice"}},
+	}, func(int, *Session) {})
+	b, err := s.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err1 := DecodeSession(b)
+	y, err2 := DecodeSession(b)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	tx, ty := x.modal.(*taskState), y.modal.(*taskState)
+	tests := []struct {
+		name string
+		a, b string
+	}{
+		{"mode", x.Mode, ModeTask},
+		{"initiator", x.Initiator, y.Initiator},
+		{"participant", x.Participants[1], y.Participants[1]},
+		{"requested assignee", tx.requestedAssignee, ty.requestedAssignee},
+		{"active assignee", tx.active, x.Participants[1]},
+	}
+	for _, tc := range tests {
+		if !same(tc.a, tc.b) {
+			t.Errorf("%s %q: decoded into a copy of its own", tc.name, tc.a)
+		}
 	}
 }

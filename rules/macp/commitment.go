@@ -52,13 +52,13 @@ func commitment(c *stepCtx) (*macpv1.CommitmentPayload, rules.Verdict) {
 	}
 	c.fact("outcome_positive", p.GetOutcomePositive())
 	c.fact("action", action)
-	s.Resolution = &Resolution{
+	s.setResolution(&Resolution{
 		Action:          action,
 		OutcomePositive: p.GetOutcomePositive(),
 		ModeVersion:     p.GetModeVersion(),
 		ConfigVersion:   p.GetConfigurationVersion(),
 		PolicyVersion:   p.GetPolicyVersion(),
-	}
+	})
 	return &p, rules.Verdict{}
 }
 

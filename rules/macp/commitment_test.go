@@ -135,10 +135,10 @@ func TestCommitmentValidation(t *testing.T) {
 				}
 				wantRes := Resolution{Action: action, OutcomePositive: positive, ModeVersion: p.ModeVersion,
 					ConfigVersion: p.ConfigurationVersion, PolicyVersion: p.PolicyVersion}
-				if n.State != StateResolved || n.Resolution == nil || *n.Resolution != wantRes {
-					t.Errorf("next state %v resolution %+v, want Resolved %+v", n.State, n.Resolution, wantRes)
+				if n.State != StateResolved || n.Resolution() == nil || *n.Resolution() != wantRes {
+					t.Errorf("next state %v resolution %+v, want Resolved %+v", n.State, n.Resolution(), wantRes)
 				}
-				if s.State != StateOpen || s.Resolution != nil {
+				if s.State != StateOpen || s.Resolution() != nil {
 					t.Errorf("the input session changed")
 				}
 				return
@@ -164,7 +164,7 @@ func TestCommitmentResolvesOnce(t *testing.T) {
 	r := out.Next
 	out = Step(r, envelope(ModeQuorum, TypeCommitment, "m-c2", "lead", marshal(commit("quorum.rejected", false))), "lead", t0+3)
 	checkOutcome(t, "second Commitment", out, refused(rules.CodeSessionNotOpen, rules.ReasonSessionNotOpen, rules.RankPre))
-	if r.Resolution.Action != "quorum.approved" {
-		t.Errorf("resolution = %+v", r.Resolution)
+	if r.Resolution().Action != "quorum.approved" {
+		t.Errorf("resolution = %+v", r.Resolution())
 	}
 }

@@ -42,23 +42,28 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 			out.Verdict = notOpen(s)
 			return out
 		}
-		next.State, next.SuspendedAtMs = StateSuspended, now
+		sp := s.Suspension()
+		sp.AtMs = now
+		next.State = StateSuspended
+		next.SetSuspension(sp)
 	case OpResume:
 		if s.State != StateSuspended {
 			out.Verdict = notOpen(s)
 			return out
 		}
 		// The TTL is banked while suspended (RFC-MACP-0001 §7.5).
-		paused := max(now-s.SuspendedAtMs, 0) // a clock behind the suspension banks nothing
+		sp := s.Suspension()
+		paused := max(now-sp.AtMs, 0) // a clock behind the suspension banks nothing
 		banked := paused
-		if s.SuspendedFromMs > 0 { // undated: bank the longest it can have lasted, within the cap
-			banked = max(now-s.SuspendedFromMs, paused)
-			if s.MaxSuspendMs > 0 {
-				banked = max(min(banked, s.MaxSuspendMs-s.SuspendedTotalMs), paused)
+		if sp.FromMs > 0 { // undated: bank the longest it can have lasted, within the cap
+			banked = max(now-sp.FromMs, paused)
+			if sp.MaxMs > 0 {
+				banked = max(min(banked, sp.MaxMs-sp.TotalMs), paused)
 			}
 		}
-		next.State, next.DeadlineMs, next.SuspendedAtMs, next.SuspendedFromMs = StateOpen, s.DeadlineMs+banked, 0, 0
-		next.SuspendedTotalMs += paused
+		next.State, next.DeadlineMs = StateOpen, s.DeadlineMs+banked
+		sp.AtMs, sp.FromMs, sp.TotalMs = 0, 0, sp.TotalMs+paused
+		next.SetSuspension(sp)
 	default:
 		out.Verdict = invalid(rules.RankPre, rules.ReasonUnknownMessageType, "unknown control operation "+op)
 		return out
@@ -79,7 +84,7 @@ func notOpen(s *Session) rules.Verdict {
 
 // Expire returns the session as time now finds it: a copy in state Expired
 // when its TTL has elapsed while open, or its suspensions exceeded
-// MaxSuspendMs; otherwise s itself. Expiry needs no message: time alone
+// its cap (Suspension.MaxMs); otherwise s itself. Expiry needs no message: time alone
 // moves the session, as the runtime's lazy expiry does.
 func (s *Session) Expire(now int64) *Session {
 	if !s.timedOut(now) {
@@ -92,8 +97,14 @@ func (s *Session) Expire(now int64) *Session {
 
 // timedOut reports whether time alone has expired the session.
 func (s *Session) timedOut(now int64) bool {
-	return s.State == StateOpen && now > s.DeadlineMs ||
-		s.State == StateSuspended && s.MaxSuspendMs > 0 && s.SuspendedTotalMs+max(now-s.SuspendedAtMs, 0) > s.MaxSuspendMs
+	if s.State == StateOpen {
+		return now > s.DeadlineMs
+	}
+	if s.State != StateSuspended {
+		return false
+	}
+	sp := s.Suspension()
+	return sp.MaxMs > 0 && sp.TotalMs+max(now-sp.AtMs, 0) > sp.MaxMs
 }
 
 // Expired reports whether the session can no longer accept messages: it

@@ -180,6 +180,7 @@ func (d *decisionState) deliberating(proposal string) rules.Verdict {
 }
 
 func (d *decisionState) summary(s *Session, out map[string]any) {
+	d = orZero(d)
 	phase := decisionPhases[d.phase]
 	if s.State == StateResolved {
 		phase = "Committed"
@@ -203,6 +204,9 @@ func (d *decisionState) summary(s *Session, out map[string]any) {
 }
 
 func (d *decisionState) clone() modal {
+	if d == nil {
+		return &decisionState{}
+	}
 	c := *d
 	c.proposals = slices.Clone(d.proposals)
 	c.evaluations = slices.Clone(d.evaluations)

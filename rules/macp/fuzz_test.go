@@ -282,9 +282,9 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 		t.Fatalf("%s: ModeState does not encode: %v", label, err)
 	}
 	// A clock earlier than the suspension (skew) is not clamped: see the report.
-	backwards := typ == OpResume && now < s.SuspendedAtMs
-	if n.SuspendedTotalMs < s.SuspendedTotalMs && !backwards || n.MaxSuspendMs != s.MaxSuspendMs {
-		t.Fatalf("%s: suspension accounting: total %d -> %d, cap %d -> %d", label, s.SuspendedTotalMs, n.SuspendedTotalMs, s.MaxSuspendMs, n.MaxSuspendMs)
+	backwards := typ == OpResume && now < s.Suspension().AtMs
+	if n.Suspension().TotalMs < s.Suspension().TotalMs && !backwards || n.Suspension().MaxMs != s.Suspension().MaxMs {
+		t.Fatalf("%s: suspension accounting: total %d -> %d, cap %d -> %d", label, s.Suspension().TotalMs, n.Suspension().TotalMs, s.Suspension().MaxMs, n.Suspension().MaxMs)
 	}
 	if control {
 		if n.MessageCount(sender) != s.MessageCount(sender) {
@@ -299,8 +299,8 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if typ == TypeCommitment {
 		wantState = StateResolved
 	}
-	if n.State != wantState || (n.Resolution != nil) != (typ == TypeCommitment) || n.DeadlineMs != s.DeadlineMs {
-		t.Fatalf("%s: next state %v resolution %+v", label, n.State, n.Resolution)
+	if n.State != wantState || (n.Resolution() != nil) != (typ == TypeCommitment) || n.DeadlineMs != s.DeadlineMs {
+		t.Fatalf("%s: next state %v resolution %+v", label, n.State, n.Resolution())
 	}
 	if got, want := n.MessageCount(sender), s.MessageCount(sender)+1; got != want {
 		t.Fatalf("%s: MessageCount = %d, want %d", label, got, want)
@@ -310,7 +310,7 @@ func checkStep(t testing.TB, s *Session, env *macpv1.Envelope, sender string, no
 	if out.RecordOnly != recordOnly(typ) {
 		t.Fatalf("%s: RecordOnly = %v", label, out.RecordOnly)
 	}
-	if out.RecordOnly && (n.State != s.State || n.Resolution != s.Resolution || !reflect.DeepEqual(n.modal, s.modal)) {
+	if out.RecordOnly && (n.State != s.State || n.Resolution() != s.Resolution() || !reflect.DeepEqual(n.modal, s.modal)) {
 		t.Fatalf("%s: a record-only message changed the session: %s -> %s", label, before, dump(n))
 	}
 	// The same message again is a duplicate, but a Progress, which the
@@ -509,8 +509,8 @@ func FuzzStart(f *testing.F) {
 		if err := proto.Unmarshal(payload, &p); err != nil {
 			t.Fatalf("accepted a payload that does not decode: %v", err)
 		}
-		if wantCap := p.MaxSuspendMs; s.MaxSuspendMs != wantCap && (wantCap != 0 || s.MaxSuspendMs != DefaultMaxSuspend) {
-			t.Fatalf("max_suspend_ms %d bound as %d", wantCap, s.MaxSuspendMs)
+		if wantCap := p.MaxSuspendMs; s.Suspension().MaxMs != wantCap && (wantCap != 0 || s.Suspension().MaxMs != DefaultMaxSuspend) {
+			t.Fatalf("max_suspend_ms %d bound as %d", wantCap, s.Suspension().MaxMs)
 		}
 		if s.Policy == nil || s.MessageCount(sender) != 1 || len(s.ModeState()) == 0 {
 			t.Fatalf("accepted start: %s", dump(s))

@@ -282,8 +282,8 @@ func transcript(t *testing.T, su setup, msgs []msg) string {
 		}
 	}
 	fmt.Fprintf(&b, "state %s\n", s.State)
-	if s.Resolution != nil {
-		fmt.Fprintf(&b, "resolution %s\n", mustJSON(t, s.Resolution))
+	if s.Resolution() != nil {
+		fmt.Fprintf(&b, "resolution %s\n", mustJSON(t, s.Resolution()))
 	}
 	ms, err := json.MarshalIndent(s.ModeState(), "", "  ")
 	if err != nil {

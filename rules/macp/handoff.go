@@ -155,6 +155,7 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 }
 
 func (h *handoffState) summary(_ *Session, out map[string]any) {
+	h = orZero(h)
 	offers := map[string]any{}
 	for _, o := range h.offers {
 		offers[o.id] = map[string]any{"disposition": dispositionNames[o.disposition], "target": o.target}
@@ -163,6 +164,9 @@ func (h *handoffState) summary(_ *Session, out map[string]any) {
 }
 
 func (h *handoffState) clone() modal {
+	if h == nil {
+		return &handoffState{}
+	}
 	c := *h
 	c.offers = slices.Clone(h.offers)
 	return &c

@@ -216,9 +216,9 @@ func TestControl(t *testing.T) {
 			if n == nil {
 				t.Fatal("allowed without a next state")
 			}
-			if n.State != tc.want.state || n.DeadlineMs != tc.want.deadline || n.SuspendedAtMs != tc.want.suspended || n.SuspendedTotalMs != tc.want.total {
+			if n.State != tc.want.state || n.DeadlineMs != tc.want.deadline || n.Suspension().AtMs != tc.want.suspended || n.Suspension().TotalMs != tc.want.total {
 				t.Errorf("next: state %v deadline t0%+d suspended %d total %d, want %v t0%+d %d %d",
-					n.State, n.DeadlineMs-t0, n.SuspendedAtMs, n.SuspendedTotalMs, tc.want.state, tc.want.deadline-t0, tc.want.suspended, tc.want.total)
+					n.State, n.DeadlineMs-t0, n.Suspension().AtMs, n.Suspension().TotalMs, tc.want.state, tc.want.deadline-t0, tc.want.suspended, tc.want.total)
 			}
 			if n.MessageCount("lead") != tc.s.MessageCount("lead") {
 				t.Errorf("a control operation counted as a message")
@@ -279,14 +279,14 @@ func TestSuspensionCap(t *testing.T) {
 		t.Fatal(out.Verdict)
 	}
 	s := out.Next
-	if s.MaxSuspendMs != 30_000 || s.SuspendedTotalMs != 0 {
-		t.Fatalf("cap %d total %d", s.MaxSuspendMs, s.SuspendedTotalMs)
+	if s.Suspension().MaxMs != 30_000 || s.Suspension().TotalMs != 0 {
+		t.Fatalf("cap %d total %d", s.Suspension().MaxMs, s.Suspension().TotalMs)
 	}
 	control := func(s *Session, op string, now int64) Outcome { return Control(s, op, "lead", now) }
 	s = control(s, OpSuspend, t0+1_000).Next
 	s = control(s, OpResume, t0+21_000).Next // 20 s suspended
-	if s.SuspendedTotalMs != 20_000 || s.DeadlineMs != t0+ttl+20_000 {
-		t.Fatalf("total %d deadline t0%+d", s.SuspendedTotalMs, s.DeadlineMs-t0)
+	if s.Suspension().TotalMs != 20_000 || s.DeadlineMs != t0+ttl+20_000 {
+		t.Fatalf("total %d deadline t0%+d", s.Suspension().TotalMs, s.DeadlineMs-t0)
 	}
 	s = control(s, OpSuspend, t0+22_000).Next
 	// 10 s more reaches the cap exactly: still suspended.
@@ -306,7 +306,7 @@ func TestSuspensionCap(t *testing.T) {
 	msg := envelope(ModeDecision, "Proposal", "m-1", "alice", marshal(decProposal("p1", "x")))
 	checkOutcome(t, "message past the cap", Step(s, msg, "alice", t0+32_001), refused(rules.CodeSessionNotOpen, rules.ReasonSessionExpired, rules.RankPre))
 	checkOutcome(t, "message before the cap", Step(s, msg, "alice", t0+32_000), refused(rules.CodeSessionNotOpen, rules.ReasonSessionNotOpen, rules.RankPre))
-	if out := control(s, OpResume, t0+32_000); !out.Verdict.OK() || out.Next.SuspendedTotalMs != 30_000 {
+	if out := control(s, OpResume, t0+32_000); !out.Verdict.OK() || out.Next.Suspension().TotalMs != 30_000 {
 		t.Errorf("resume at the cap: %+v", out)
 	}
 }

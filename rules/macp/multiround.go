@@ -132,6 +132,7 @@ func (e payloadError) Error() string { return string(e) }
 const errEmptyPayload = payloadError("empty payload")
 
 func (m *multiRoundState) summary(_ *Session, out map[string]any) {
+	m = orZero(m)
 	values := map[string]any{}
 	for _, ct := range m.contributions {
 		values[ct.sender] = ct.value
@@ -142,6 +143,9 @@ func (m *multiRoundState) summary(_ *Session, out map[string]any) {
 }
 
 func (m *multiRoundState) clone() modal {
+	if m == nil {
+		return &multiRoundState{}
+	}
 	c := *m
 	c.contributions = slices.Clone(m.contributions)
 	return &c

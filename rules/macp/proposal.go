@@ -204,6 +204,7 @@ func (n *proposalState) step(c *stepCtx) rules.Verdict {
 }
 
 func (n *proposalState) summary(s *Session, out map[string]any) {
+	n = orZero(n)
 	phase := n.phase(s)
 	if s.State == StateResolved {
 		phase = "Committed"
@@ -226,6 +227,9 @@ func (n *proposalState) summary(s *Session, out map[string]any) {
 }
 
 func (n *proposalState) clone() modal {
+	if n == nil {
+		return &proposalState{}
+	}
 	c := *n
 	c.proposals = slices.Clone(n.proposals)
 	c.accepts = slices.Clone(n.accepts)

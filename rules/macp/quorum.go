@@ -99,6 +99,7 @@ func (q *quorumState) step(c *stepCtx) rules.Verdict {
 }
 
 func (q *quorumState) summary(_ *Session, out map[string]any) {
+	q = orZero(q)
 	ballots := map[string]any{}
 	for _, b := range q.ballots {
 		ballots[b.sender] = b.choice
@@ -108,6 +109,9 @@ func (q *quorumState) summary(_ *Session, out map[string]any) {
 }
 
 func (q *quorumState) clone() modal {
+	if q == nil {
+		return &quorumState{}
+	}
 	c := *q
 	c.ballots = slices.Clone(q.ballots)
 	return &c

@@ -106,9 +106,11 @@ func TestRegressionSenderIndexOverflow(t *testing.T) {
 	for _, n := range []int{32767, 65534} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			s, _ := su.start()
+			outsiders := make([]string, n)
 			for i := range n {
-				s.senders = append(s.senders, fmt.Sprintf("outsider-%d", i))
+				outsiders[i] = fmt.Sprintf("outsider-%d", i)
 			}
+			s.setRec(seldom{susp: s.Suspension(), senders: outsiders})
 			// The next outsider is number n+1.
 			out := progress(s, "o-1", "newcomer")
 			if !out.Verdict.OK() {

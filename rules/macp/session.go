@@ -54,7 +54,7 @@ const (
 // session's random key (so the table costs a few bytes per message, not the id's
 // length, and nobody can craft a second id that passes for an accepted one)
 // and the index of its sender in Session.Participants, or a negative index
-// into Session.senders for a sender outside the list.
+// into the session's outsiders for a sender outside the list.
 type seenID struct {
 	hash    uint64
 	sender  int32
@@ -70,37 +70,27 @@ type Session struct {
 	// epoch counts the changes to anything but the record of accepted ids
 	// (see Record): every accepted message that is not record-only, every
 	// control operation, expiry.
-	epoch         uint32
-	Initiator     string
-	Participants  []string
-	versions      unique.Handle[Versions]
-	Policy        *Governance
-	StartedAtMs   int64
-	DeadlineMs    int64
-	SuspendedAtMs int64
-	// SuspendedFromMs is set while suspended when the suspension's start is
-	// not known (a session rebuilt from the runtime, whose history does not
-	// show suspensions): the earliest it can have begun, SuspendedAtMs being
-	// the latest. A Resume then banks into the deadline the longest the
-	// suspension can have lasted and counts toward MaxSuspendMs the shortest,
-	// so that Warden refuses nothing the runtime accepts.
-	SuspendedFromMs int64
-	// SuspendedTotalMs is the time spent suspended before the current
-	// suspension; MaxSuspendMs caps the total (RFC-MACP-0001 §7.5).
-	SuspendedTotalMs int64
-	MaxSuspendMs     int64
-	Resolution       *Resolution
+	epoch        uint32
+	Initiator    string
+	Participants []string
+	versions     unique.Handle[Versions]
+	Policy       *Governance
+	StartedAtMs  int64
+	DeadlineMs   int64
+	// seldom is what few sessions have: nil for nearly all.
+	seldom *seldom
 
-	key     [2]uint64 // SipHash-2-4 key of the accepted ids and contents
-	seen    []seenID
-	senders []string // senders of accepted messages outside Participants
+	key  [2]uint64 // SipHash-2-4 key of the accepted ids and contents
+	seen []seenID
 	// modal is the mode's own state; nil for a mode Warden does not know.
 	modal modal
 }
 
 // modal is a mode's own state: one kind per mode. Each kind also has a
 // step method, called with its concrete type (see Step), so that the step's
-// working set stays on the stack.
+// working set stays on the stack. A nil pointer of a kind is its empty state
+// (what SessionStart leaves): a session that has only started costs no mode
+// state of its own; clone then returns a new empty state.
 type modal interface {
 	// clone returns a copy that step can change without touching the
 	// receiver.
@@ -108,6 +98,92 @@ type modal interface {
 	// summary adds the state to out in the vocabulary of the conformance
 	// fixtures' expected_mode_state.
 	summary(s *Session, out map[string]any)
+}
+
+// orZero returns p, or a new zero value when p is nil: a mode state read
+// where it may be a session's empty state.
+func orZero[T any](p *T) *T {
+	if p == nil {
+		return new(T)
+	}
+	return p
+}
+
+// Suspension is a session's suspension accounting (RFC-MACP-0001 §7.5).
+type Suspension struct {
+	// AtMs is when the current suspension began; 0 while not suspended.
+	AtMs int64
+	// FromMs is set while suspended when the suspension's start is not
+	// known (a session rebuilt from the runtime, whose history does not
+	// show suspensions): the earliest it can have begun, AtMs being the
+	// latest. A Resume then banks into the deadline the longest the
+	// suspension can have lasted and counts toward MaxMs the shortest, so
+	// that Warden refuses nothing the runtime accepts.
+	FromMs int64
+	// TotalMs is the time spent suspended before the current suspension;
+	// MaxMs caps the total (max_suspend_ms; 0: no cap).
+	TotalMs int64
+	MaxMs   int64
+}
+
+// seldom is what few sessions have, held behind one pointer: 8 bytes of
+// every session, not 64. A session's record is never changed once the
+// session is published: the setters make a new one, dropped when all of it
+// is the default again.
+type seldom struct {
+	susp       Suspension
+	resolution *Resolution
+	senders    []string // senders of accepted messages outside Participants
+}
+
+// defaultSuspension returns the suspension accounting of a session never
+// suspended under the default cap.
+func defaultSuspension() Suspension { return Suspension{MaxMs: DefaultMaxSuspend} }
+
+func (s *Session) rec() seldom {
+	if s.seldom == nil {
+		return seldom{susp: defaultSuspension()}
+	}
+	return *s.seldom
+}
+
+func (s *Session) setRec(r seldom) {
+	if r.susp == defaultSuspension() && r.resolution == nil && len(r.senders) == 0 {
+		s.seldom = nil
+		return
+	}
+	s.seldom = &r
+}
+
+// Suspension returns the session's suspension accounting.
+func (s *Session) Suspension() Suspension {
+	if s.seldom == nil {
+		return defaultSuspension()
+	}
+	return s.seldom.susp
+}
+
+// SetSuspension replaces the session's suspension accounting, on a session
+// nobody else holds yet (a published session never changes).
+func (s *Session) SetSuspension(v Suspension) {
+	r := s.rec()
+	r.susp = v
+	s.setRec(r)
+}
+
+// Resolution returns what the session's accepted Commitment bound, nil
+// before one is accepted.
+func (s *Session) Resolution() *Resolution {
+	if s.seldom == nil {
+		return nil
+	}
+	return s.seldom.resolution
+}
+
+func (s *Session) setResolution(v *Resolution) {
+	r := s.rec()
+	r.resolution = v
+	s.setRec(r)
 }
 
 // Versions are the versions a session was started with. Sessions started
@@ -169,11 +245,46 @@ func (s *Session) MessageCount(sender string) int {
 
 const notSeen int32 = math.MinInt32
 
+// outsiders returns the senders of accepted messages outside Participants.
+func (s *Session) outsiders() []string {
+	if s.seldom == nil {
+		return nil
+	}
+	return s.seldom.senders
+}
+
+// rare is a list that nearly every mode state leaves empty, held behind a
+// pointer: 8 bytes of the state, not a slice's 24. It is never changed in
+// place: with returns a new list, so copies of a state share it.
+type rare[T any] struct{ p *[]T }
+
+// rareOf returns a rare list of l's elements.
+func rareOf[T any](l []T) rare[T] {
+	if len(l) == 0 {
+		return rare[T]{}
+	}
+	return rare[T]{&l}
+}
+
+// all returns the elements; the caller must not change them.
+func (r rare[T]) all() []T {
+	if r.p == nil {
+		return nil
+	}
+	return *r.p
+}
+
+// with returns the list with v appended, in an array of its own.
+func (r rare[T]) with(v T) rare[T] {
+	l := grow(r.all(), v)
+	return rare[T]{&l}
+}
+
 func (s *Session) senderIndex(sender string) int32 {
 	if i := slices.Index(s.Participants, sender); i >= 0 {
 		return int32(i)
 	}
-	if i := slices.Index(s.senders, sender); i >= 0 {
+	if i := slices.Index(s.outsiders(), sender); i >= 0 {
 		return int32(-1 - i)
 	}
 	return notSeen
@@ -234,8 +345,10 @@ func (s *Session) contentDigest(env *macpv1.Envelope) uint32 {
 func (s *Session) recordID(env *macpv1.Envelope, sender string) {
 	idx := s.senderIndex(sender)
 	if idx == notSeen {
-		s.senders = grow(s.senders, sender)
-		idx = int32(-len(s.senders))
+		r := s.rec()
+		r.senders = grow(r.senders, sender)
+		s.setRec(r)
+		idx = int32(-len(s.outsiders()))
 	}
 	if s.key == ([2]uint64{}) {
 		s.key = newKey()
@@ -274,12 +387,11 @@ func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (ne
 // is shared with s (never mutated once published).
 func (s *Session) share() *Session {
 	c := *s
-	// The accepted ids and senders are only appended to: the copy shares
+	// The accepted ids are only appended to: the copy shares
 	// them with its capacity cut to their length, so an append reallocates
 	// instead of writing into s's array (copied once per accepted message,
 	// not on every decision).
 	c.seen = s.seen[:len(s.seen):len(s.seen)]
-	c.senders = s.senders[:len(s.senders):len(s.senders)]
 	return &c
 }
 

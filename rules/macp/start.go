@@ -128,25 +128,26 @@ func start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		Policy:       gov,
 		StartedAtMs:  base,
 		DeadlineMs:   base + p.GetTtlMs(),
-		MaxSuspendMs: p.GetMaxSuspendMs(),
 		key:          newKey(),
 	}
-	if s.MaxSuspendMs == 0 {
-		s.MaxSuspendMs = DefaultMaxSuspend
+	if c := p.GetMaxSuspendMs(); c != 0 {
+		s.SetSuspension(Suspension{MaxMs: c})
 	}
+	// The mode's empty state, as a nil pointer of its kind (see modal): the
+	// first message that changes it clones it into one of its own.
 	switch s.Mode {
 	case ModeTask:
-		s.modal = &taskState{}
+		s.modal = (*taskState)(nil)
 	case ModeHandoff:
-		s.modal = &handoffState{}
+		s.modal = (*handoffState)(nil)
 	case ModeDecision:
-		s.modal = &decisionState{}
+		s.modal = (*decisionState)(nil)
 	case ModeProposal:
-		s.modal = &proposalState{}
+		s.modal = (*proposalState)(nil)
 	case ModeQuorum:
-		s.modal = &quorumState{}
+		s.modal = (*quorumState)(nil)
 	case ModeMultiRound:
-		s.modal = &multiRoundState{}
+		s.modal = (*multiRoundState)(nil)
 	}
 	s.recordID(env, sender)
 	out.Roles = s.baseRoles(sender)

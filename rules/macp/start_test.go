@@ -311,15 +311,15 @@ func TestStart(t *testing.T) {
 			}
 			if s.ID != env.SessionId || s.Mode != tc.mode || s.State != StateOpen || s.Initiator != "lead" ||
 				s.Versions().Mode != p.ModeVersion || s.Versions().Config != p.ConfigurationVersion ||
-				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution != nil {
+				strings.Join(s.Participants, ",") != strings.Join(p.Participants, ",") || s.Resolution() != nil {
 				t.Errorf("session = %s", dump(s))
 			}
 			wantCap := p.MaxSuspendMs
 			if wantCap == 0 {
 				wantCap = DefaultMaxSuspend
 			}
-			if s.MaxSuspendMs != wantCap || s.SuspendedTotalMs != 0 || s.SuspendedAtMs != 0 {
-				t.Errorf("suspension cap %d total %d at %d, want %d 0 0", s.MaxSuspendMs, s.SuspendedTotalMs, s.SuspendedAtMs, wantCap)
+			if s.Suspension().MaxMs != wantCap || s.Suspension().TotalMs != 0 || s.Suspension().AtMs != 0 {
+				t.Errorf("suspension cap %d total %d at %d, want %d 0 0", s.Suspension().MaxMs, s.Suspension().TotalMs, s.Suspension().AtMs, wantCap)
 			}
 			if s.StartedAtMs != t0 || s.DeadlineMs != t0+p.TtlMs {
 				t.Errorf("started %d deadline %d, want %d and %d", s.StartedAtMs, s.DeadlineMs, t0, t0+p.TtlMs)

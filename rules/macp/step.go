@@ -236,7 +236,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if !c.out.RecordOnly {
 		c.next.epoch++
 	}
-	if env.GetMessageType() == TypeCommitment && c.next.Resolution != nil {
+	if env.GetMessageType() == TypeCommitment && c.next.Resolution() != nil {
 		c.next.State = StateResolved
 	}
 	c.out.Verdict.Reason = rules.ReasonAllowed
@@ -272,19 +272,21 @@ func badPayload(c *stepCtx, err error) rules.Verdict {
 // calls are static: through the interface, the working set would escape to
 // the heap.
 func stepMode(c *stepCtx) rules.Verdict {
+	// A record-only message is decided on the published state, which may be
+	// the mode's empty state (a nil pointer): it is only read.
 	switch m := c.next.modal.(type) {
 	case *taskState:
-		return m.step(c)
+		return orZero(m).step(c)
 	case *handoffState:
-		return m.step(c)
+		return orZero(m).step(c)
 	case *decisionState:
-		return m.step(c)
+		return orZero(m).step(c)
 	case *proposalState:
-		return m.step(c)
+		return orZero(m).step(c)
 	case *quorumState:
-		return m.step(c)
+		return orZero(m).step(c)
 	case *multiRoundState:
-		return m.step(c)
+		return orZero(m).step(c)
 	}
 	return deny(rules.RankPre, rules.CodeModeNotSupported, rules.ReasonModeNotSupported, "mode "+c.next.Mode+" is not supported")
 }

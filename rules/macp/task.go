@@ -26,7 +26,7 @@ type taskState struct {
 	taskID            string
 	requestedAssignee string
 	active            string
-	rejected          []string // participants whose TaskReject was accepted
+	rejected          rare[string] // participants whose TaskReject was accepted
 	// completionID is the message_id of the first accepted TaskComplete or
 	// TaskFail: with task_id and assignee, the outcome idempotency key of
 	// RFC-MACP-0009 §8.
@@ -66,7 +66,7 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		if t.active != "" {
 			return invalid(rules.RankMode, rules.ReasonStateConflict, "task already has an active assignee "+t.active)
 		}
-		if len(t.rejected) > 0 {
+		if len(t.rejected.all()) > 0 {
 			if g, v := s.bound(); !v.OK() {
 				return v
 			} else if !g.allowReassignmentOnReject {
@@ -79,7 +79,7 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		if t.eligible(s, c.sender) {
 			c.role(RoleEligibleAssignee)
 		}
-		t.active = c.sender
+		t.active = s.name(c.sender) // the session's copy, not the request's
 		return rules.Verdict{}
 
 	case "TaskReject":
@@ -108,14 +108,14 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		} else if t.eligible(s, c.sender) {
 			c.role(RoleEligibleAssignee)
 		}
-		if slices.Contains(t.rejected, c.sender) {
+		if slices.Contains(t.rejected.all(), c.sender) {
 			// The runtime checks this after authority: rank it there.
 			return invalid(rules.RankModePost, rules.ReasonStateConflict, c.sender+" already rejected this task")
 		}
 		if t.active == c.sender {
 			t.active = "" // RFC-MACP-0009 3c: back to the pre-assignment state
 		}
-		t.rejected = append(t.rejected, c.sender)
+		t.rejected = t.rejected.with(s.name(c.sender))
 		return rules.Verdict{}
 
 	case "TaskUpdate":
@@ -203,15 +203,18 @@ func (t *taskState) activeRole(c *stepCtx) {
 }
 
 func (t *taskState) summary(_ *Session, out map[string]any) {
+	t = orZero(t)
 	out["task_id"] = t.taskID
 	out["active_assignee"] = t.active
 	out["report"] = t.report.String()
-	out["rejected"] = slices.Clone(t.rejected)
+	out["rejected"] = slices.Clone(t.rejected.all())
 	out["completion_message_id"] = t.completionID
 }
 
 func (t *taskState) clone() modal {
+	if t == nil {
+		return &taskState{}
+	}
 	c := *t
-	c.rejected = slices.Clone(t.rejected)
 	return &c
 }

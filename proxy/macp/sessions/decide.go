@@ -198,6 +198,9 @@ func (x *Decider) decideOn(ctx context.Context, req Request, en *entry, sender s
 		return macp.Control(seen, req.Op, sender, now), state, nil
 	case start:
 		out := macp.Start(state, env, sender, x.lookup(ctx), now)
+		if state == nil && out.Next != nil { // a new session, seen by nobody yet
+			out.Next.Participants = x.table.names.share(out.Next.Participants)
+		}
 		if state == nil && out.Next != nil && en != nil && x.rebuilder != nil && !req.Acked {
 			return x.startUnknown(ctx, en, env, sender, now, out)
 		}
@@ -405,8 +408,8 @@ func (h *held) Settle(accepted bool) {
 	} else {
 		// A shared session's version may already name the refused next
 		// state (committed on allow): read it again before trusting it.
-		if h.en.shared != nil {
-			h.en.shared.version = ""
+		if sh := h.en.stored(); sh != nil {
+			sh.version = ""
 		}
 		h.t.drop(h.en)
 	}
@@ -422,8 +425,8 @@ func (h *held) Forget() {
 		return
 	}
 	h.en.update(func(*macp.Session) *macp.Session { return nil })
-	if h.en.shared != nil {
-		h.en.shared.version = ""
+	if sh := h.en.stored(); sh != nil {
+		sh.version = ""
 	}
 	h.t.drop(h.en) // idle: out of the table; with flights: stale
 	h.en.release()

@@ -144,6 +144,7 @@ func (x *Decider) replace(en *entry, version string, data []byte, now int64) err
 		if s, err = x.decoder.Decode(data); err != nil {
 			return fmt.Errorf("decode the shared state: %w", err)
 		}
+		s.Participants = x.table.names.share(s.Participants)
 	}
 	en.store().version = version
 	x.table.settle(en, s, now)
@@ -214,7 +215,7 @@ func endsAt(s *macp.Session, now int64) int64 {
 	case s.State.Terminal():
 		return now
 	case s.State == macp.StateSuspended:
-		return max(s.DeadlineMs, now) + s.MaxSuspendMs
+		return max(s.DeadlineMs, now) + s.Suspension().MaxMs
 	}
 	return max(s.DeadlineMs, now)
 }

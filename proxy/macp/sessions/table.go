@@ -21,27 +21,61 @@ var errTableFull = errors.New("session table full of live sessions")
 // state-changing message until the upstream answers it. Record-only messages
 // (macp.Outcome.RecordOnly) give the lock back once forwarded and fly: each
 // lands with the upstream's answer and commits its id record onto the
-// then-committed state. gone is guarded by the lock; held, unlocked, state
-// and flights by mu.
+// then-committed state. gone is guarded by the lock; held, unlocked, state,
+// the flights and more by mu.
 type entry struct {
 	id    string
 	state atomic.Pointer[macp.Session] // committed; nil until started or rebuilt, or when stale
-	gone  bool                         // evicted: holders must look the session up again
-	done  bool                         // on the terminal list; guarded by table.mu
-	held  bool                         // the lock is taken
-	// unlocked is closed when the lock is given back; nil while nobody
-	// waits, so that an idle entry costs one pointer for it.
-	unlocked chan struct{}
-	// shared is the entry's place in the shared store (guarded by lock);
-	// nil without a store, so that an entry costs one pointer for it.
-	shared *shared
-
-	mu      sync.Mutex
-	flights *flights // nil while none is in flight and nobody waits
+	mu    sync.Mutex
+	gone  bool // evicted: holders must look the session up again
+	done  bool // on the terminal list; guarded by table.mu
+	held  bool // the lock is taken
+	// more is what an entry needs only while someone waits for it, while
+	// messages fly, or with a shared store: nil otherwise, so that an idle
+	// entry costs one pointer for all of it (an entry is 64 bytes).
+	more *more
 
 	// newer and older link the entry into its list of the table (live or
 	// terminal); guarded by table.mu.
 	newer, older *entry
+}
+
+// more is the part of an entry made on first use (see entry.extra).
+type more struct {
+	// unlocked is closed when the lock is given back; nil while nobody
+	// waits.
+	unlocked chan struct{}
+	// ids are the message ids of the session's record-only messages in
+	// flight; landed is closed when one lands (nil while nobody waits).
+	ids    []string
+	landed chan struct{}
+	// shared is the entry's place in the shared store, made once (under
+	// mu) and guarded by the lock; nil without a store.
+	shared *shared
+}
+
+// extra returns the entry's more, made on first use; the caller holds mu.
+func (e *entry) extra() *more {
+	if e.more == nil {
+		e.more = &more{}
+	}
+	return e.more
+}
+
+// tidy drops the entry's more once nothing in it is used; the caller holds
+// mu.
+func (e *entry) tidy() {
+	if m := e.more; m != nil && m.unlocked == nil && len(m.ids) == 0 && m.landed == nil && m.shared == nil {
+		e.more = nil
+	}
+}
+
+// flying returns the message ids in flight; the caller holds mu.
+func (e *entry) flying() []string {
+	if e.more == nil {
+		return nil
+	}
+	return e.more.ids
 }
 
 // shared is what an entry knows of the shared store's copy of its session:
@@ -55,25 +89,24 @@ type shared struct {
 // store returns the entry's shared-store record, made on first use; the
 // caller holds the lock.
 func (e *entry) store() *shared {
-	if e.shared == nil {
-		e.shared = &shared{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.extra()
+	if m.shared == nil {
+		m.shared = &shared{}
 	}
-	return e.shared
+	return m.shared
 }
 
-// flights are a session's record-only messages in flight: kept apart, and
-// only while used, so that an idle entry costs one pointer for them.
-type flights struct {
-	ids    []string      // message ids
-	landed chan struct{} // closed when a flight lands; nil while nobody waits
-}
-
-// count returns how many flights are under way; f may be nil.
-func (f *flights) count() int {
-	if f == nil {
-		return 0
+// stored returns the entry's shared-store record, nil when it has none; the
+// caller holds the lock.
+func (e *entry) stored() *shared {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.more == nil {
+		return nil
 	}
-	return len(f.ids)
+	return e.more.shared
 }
 
 // acquire takes the entry's lock, waiting for it until ctx ends.
@@ -85,10 +118,11 @@ func (e *entry) acquire(ctx context.Context) error {
 			e.mu.Unlock()
 			return nil
 		}
-		if e.unlocked == nil {
-			e.unlocked = make(chan struct{})
+		m := e.extra()
+		if m.unlocked == nil {
+			m.unlocked = make(chan struct{})
 		}
-		ch := e.unlocked
+		ch := m.unlocked
 		e.mu.Unlock()
 		select {
 		case <-ch:
@@ -114,9 +148,10 @@ func (e *entry) release() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.held = false
-	if e.unlocked != nil {
-		close(e.unlocked)
-		e.unlocked = nil
+	if m := e.more; m != nil && m.unlocked != nil {
+		close(m.unlocked)
+		m.unlocked = nil
+		e.tidy()
 	}
 }
 
@@ -133,10 +168,8 @@ func (e *entry) update(f func(*macp.Session) *macp.Session) {
 func (e *entry) fly(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.flights == nil {
-		e.flights = &flights{}
-	}
-	e.flights.ids = append(e.flights.ids, id)
+	m := e.extra()
+	m.ids = append(m.ids, id)
 }
 
 // land ends the flight of message id; commit, when not nil (the upstream
@@ -144,22 +177,23 @@ func (e *entry) fly(id string) {
 func (e *entry) land(id string, commit func(*macp.Session) *macp.Session) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	f := e.flights
-	if f == nil {
+	m := e.more
+	if m == nil || len(m.ids) == 0 {
 		return
 	}
-	if i := slices.Index(f.ids, id); i >= 0 {
-		f.ids = slices.Delete(f.ids, i, i+1)
+	if i := slices.Index(m.ids, id); i >= 0 {
+		m.ids = slices.Delete(m.ids, i, i+1)
 	}
 	if commit != nil {
 		e.state.Store(commit(e.state.Load()))
 	}
-	if f.landed != nil {
-		close(f.landed)
-		f.landed = nil
+	if m.landed != nil {
+		close(m.landed)
+		m.landed = nil
 	}
-	if len(f.ids) == 0 {
-		e.flights = nil
+	if len(m.ids) == 0 {
+		m.ids = nil
+		e.tidy()
 	}
 }
 
@@ -167,7 +201,7 @@ func (e *entry) land(id string, commit func(*macp.Session) *macp.Session) {
 func (e *entry) idle() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.flights.count() == 0
+	return len(e.flying()) == 0
 }
 
 // wait blocks until fewer than depth flights are under way and none carries
@@ -176,15 +210,16 @@ func (e *entry) idle() bool {
 func (e *entry) wait(ctx context.Context, id string, depth int) error {
 	for {
 		e.mu.Lock()
-		f := e.flights
-		if f == nil || len(f.ids) < depth && (id == "" || !slices.Contains(f.ids, id)) {
+		ids := e.flying()
+		if len(ids) == 0 || len(ids) < depth && (id == "" || !slices.Contains(ids, id)) {
 			e.mu.Unlock()
 			return nil
 		}
-		if f.landed == nil {
-			f.landed = make(chan struct{})
+		m := e.more
+		if m.landed == nil {
+			m.landed = make(chan struct{})
 		}
-		ch := f.landed
+		ch := m.landed
 		e.mu.Unlock()
 		select {
 		case <-ch:
@@ -209,6 +244,8 @@ type table struct {
 	// committed with, as many as the table holds sessions, kept past their
 	// entries for the rebuild (binding).
 	bindings *lru.Cache[string, *macp.Governance]
+	// names are the participant lists new sessions share.
+	names names
 }
 
 // useList is a list of entries, most recently used first.
