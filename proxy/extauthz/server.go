@@ -351,7 +351,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 			// a framing error, as grpc-go answers one: INTERNAL, no MACP code
 			return deny(admission.Refusal{Status: codes.Internal, Text: err.Error()}), nil
 		}
-		r, refused := s.gate.Request(a, body)
+		r, refused := s.gate.Request(&a, body)
 		if refused != nil {
 			return deny(*refused), nil
 		}

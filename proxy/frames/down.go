@@ -181,9 +181,9 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if d.x != nil {
 		switch {
 		case d.x.admitting:
-			c.r.spawn(d.x.admit)
+			c.r.spawn(job{d.x, true})
 		case d.x.in != nil:
-			c.r.spawn(d.x.run)
+			c.r.spawn(job{d.x, false})
 		}
 		if end {
 			d.x.body(nil, true)

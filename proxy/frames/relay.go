@@ -170,7 +170,7 @@ type Relay struct {
 	draining bool
 	drained  chan struct{} // closed once draining and no client connection is left
 
-	work chan func() // exchanges handed to idle workers
+	work chan job // exchanges handed to idle workers
 	// writerWakes counts the writers' wake-ups to write (tests and
 	// benchmarks read it: the hand-offs between goroutines a message costs).
 	writerWakes atomic.Int64
@@ -197,7 +197,7 @@ func New(cfg Config) (*Relay, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{cfg: cfg, log: log, sem: make(chan struct{}, cfg.MaxConns), downs: map[*conn]struct{}{},
-		work: make(chan func()), closing: make(chan struct{}), drained: make(chan struct{})}
+		work: make(chan job), closing: make(chan struct{}), drained: make(chan struct{})}
 	ups := cfg.Upstreams
 	if len(ups) == 0 {
 		ups = []Upstream{{Addr: cfg.Upstream}}

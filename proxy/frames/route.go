@@ -152,6 +152,8 @@ var (
 // there is no answer: the stream could not be opened (ErrNotSent), was
 // reset, its connection failed, the answer outgrew MaxBody, or ctx ended
 // (ErrNotSent before the stream opened; the upstream stream is reset after).
+// header is encoded before Forward sends anything and not kept: the caller
+// may reuse it once Forward returns.
 func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderField) (Response, error) {
 	x := r.x
 	switch {
@@ -228,6 +230,7 @@ type exchange struct {
 	peer      peerCtx   // ctx's parent
 	out       *streamed // an answer the Handler streams (made under c.mu)
 	in        *inbox    // a request body the Handler reads as it comes (Route.Stream)
+	req       Request   // the Handler's, held here so that it costs no allocation of its own
 
 	// Under c.mu: the admission of an Admitter's stream.
 	admitting bool  // Admit has not returned
@@ -352,7 +355,7 @@ func (x *exchange) body(data []byte, end bool) {
 		start := !x.admitting && !x.refused
 		x.c.mu.Unlock()
 		if start {
-			x.c.r.spawn(x.run)
+			x.c.r.spawn(job{x, false})
 		}
 	}
 }
@@ -393,7 +396,8 @@ func (x *exchange) run() {
 		x.handled = true
 		x.c.mu.Unlock()
 	}
-	resp := x.rt.Handler.Handle(x.ctx, &Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x})
+	x.req = Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x}
+	resp := x.rt.Handler.Handle(x.ctx, &x.req)
 	x.c.mu.Lock()
 	s := x.out
 	x.c.mu.Unlock()
@@ -484,15 +488,31 @@ func (h *held) finish(err error) {
 // before it ends.
 const workerIdle = 10 * time.Second
 
-// spawn runs f on an idle worker goroutine, or on a new one. A worker's
+// job is an exchange handed to a worker: its admission (admit) or its
+// Handler (run). A value rather than a method value, which would cost an
+// allocation for every exchange.
+type job struct {
+	x     *exchange
+	admit bool
+}
+
+func (j job) do() {
+	if j.admit {
+		j.x.admit()
+	} else {
+		j.x.run()
+	}
+}
+
+// spawn runs j on an idle worker goroutine, or on a new one. A worker's
 // stack has grown to what a Handler needs, so reusing it saves growing a
 // fresh goroutine's stack for every exchange (a tenth of the CPU of a
 // decided Send); workers idle for workerIdle end, so there are never more
 // than the exchanges in progress at once, and none after shutdown.
-func (r *Relay) spawn(f func()) {
+func (r *Relay) spawn(j job) {
 	r.handlerWakes.Add(1)
 	select {
-	case r.work <- f:
+	case r.work <- j:
 		return
 	default:
 	}
@@ -500,10 +520,11 @@ func (r *Relay) spawn(f func()) {
 		idle := time.NewTimer(workerIdle)
 		defer idle.Stop()
 		for {
-			f()
+			j.do()
+			j = job{} // the exchange is not held while idle
 			idle.Reset(workerIdle)
 			select {
-			case f = <-r.work:
+			case j = <-r.work:
 			case <-idle.C:
 				return
 			case <-r.closing:

@@ -196,6 +196,7 @@ func (c *Capped) admit(conn net.Conn) (cc *countedConn, victim *countedConn, why
 		c.bySrc[key] = s
 	}
 	cc = &countedConn{Conn: conn, key: key, addr: conn.RemoteAddr().String(), owner: c, counted: true}
+	cc.proof = cc.prove
 	cc.elem = s.unproven.PushBack(cc)
 	s.open++
 	c.open++
@@ -294,7 +295,7 @@ func (c *Capped) Context(ctx context.Context, remote string) context.Context {
 	if cc == nil {
 		return ctx
 	}
-	return authn.WithProof(ctx, cc.prove)
+	return authn.WithProof(ctx, cc.proof)
 }
 
 // prove records that a request on cc presented a valid credential: the
@@ -319,6 +320,7 @@ type countedConn struct {
 	key, addr string
 	owner     *Capped
 	timer     *time.Timer
+	proof     func() // prove, made once: a request's Context costs no closure of its own
 	// guarded by owner.mu
 	counted bool
 	elem    *list.Element // in its source's unproven list; nil once proven

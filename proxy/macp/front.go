@@ -186,7 +186,7 @@ type relayAdmitted struct {
 // Abandon ends the flight of a call whose stream went before Handle
 // (reset, body timeout, connection gone): Handle, which ends it otherwise,
 // is never called for it, or only once the flight ended (frames.Abandoner).
-func (a relayAdmitted) Abandon() { a.f.End(false) }
+func (a *relayAdmitted) Abandon() { a.f.End(false) }
 
 // Admit answers what grpc-go's server would answer before any handler
 // (grpcHeader), then admits the call from its header list with the one gate
@@ -209,7 +209,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	}
 	// Handle ends the flight; a stream that goes before it is abandoned
 	// (Abandon) instead.
-	return relayAdmitted{g: g, a: a, md: md, f: f}, nil
+	return &relayAdmitted{g: g, a: a, md: md, f: f}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -230,7 +230,7 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 // once Warden read it.
 func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
-	adm, _ := req.Admitted.(relayAdmitted)
+	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }()
 	ct := adm.g.ct
@@ -269,7 +269,7 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	}
 	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
 		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
-	_, own, err := s.unary(ctx, f.upctx, adm.a, msg, f.call)
+	_, own, err := s.unary(ctx, f.upctx, &adm.a, msg, f.call)
 	return f.answer(ct, own, err)
 }
 
@@ -309,7 +309,8 @@ type relayForward struct {
 func (f *relayForward) call() ([]byte, error) {
 	s := f.s
 	fctx, endCall := s.clientSpan(f.ctx, f.name)
-	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(f.req.Header, s.cfg.Upstream, f.up, fctx))
+	var room [16]hpack.HeaderField // the relay encodes the list as it opens the stream: it need not outlive this call
+	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(room[:0], f.req.Header, s.cfg.Upstream, f.up, fctx))
 	endCall()
 	if err != nil {
 		var wire error
@@ -396,6 +397,10 @@ func headerValue(h []hpack.HeaderField, name string) string {
 	return ""
 }
 
+// grpcContentType is the content type the runtime is sent every request
+// under: the body Warden decided on is protobuf.
+const grpcContentType = "application/grpc"
+
 // forwardHeader is the header list the runtime receives for a decided
 // Send: the client's, but that :authority is the runtime's (authority),
 // the identity and credential headers are the ones upstreamContext chose
@@ -404,13 +409,9 @@ func headerValue(h []hpack.HeaderField, name string) string {
 // the client's (grpc-accept-encoding would have the runtime compress an Ack
 // Warden must read; grpc-status and the like are not a request's), and
 // grpc-timeout from ctx's deadline, which the client's grpc-timeout set.
-// grpcContentType is the content type the runtime is sent every request
-// under: the body Warden decided on is protobuf.
-const grpcContentType = "application/grpc"
-
-func forwardHeader(header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+// The list is appended to out.
+func forwardHeader(out, header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
 	traced := trace.SpanContextFromContext(ctx).IsValid()
-	out := make([]hpack.HeaderField, 0, len(header)+3)
 	typed := false
 	for _, f := range header {
 		switch {

@@ -22,7 +22,7 @@ func TestForwardHeader(t *testing.T) {
 		{Name: "grpc-status", Value: "0"}, {Name: "authorization", Value: "Bearer client"}, {Name: principalHeader, Value: "forged"}, {Name: "x-app", Value: "1"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	got := forwardHeader(in, "runtime:50051", metadata.Pairs("authorization", "Bearer up"), ctx)
+	got := forwardHeader(nil, in, "runtime:50051", metadata.Pairs("authorization", "Bearer up"), ctx)
 	var names []string
 	for _, f := range got {
 		names = append(names, f.Name+"="+f.Value)
@@ -51,7 +51,7 @@ func TestForwardHeaderContentType(t *testing.T) {
 			in = append(in, hpack.HeaderField{Name: "content-type", Value: ct})
 		}
 		var got []string
-		for _, f := range forwardHeader(in, "runtime:50051", nil, context.Background()) {
+		for _, f := range forwardHeader(nil, in, "runtime:50051", nil, context.Background()) {
 			if f.Name == "content-type" {
 				got = append(got, f.Value)
 			}

@@ -241,7 +241,7 @@ func (r *oneRequest) RecvMsg(m any) error {
 // its request message, upctx the context of the calls to the runtime.
 func (s *Server) grpcUnary(ctx, upctx context.Context, a admission.Admission, req *frame) (any, error) {
 	f := &grpcForward{s: s, upctx: upctx, method: a.Method, req: req}
-	resp, own, err := s.unary(ctx, upctx, a, req.b, f.call)
+	resp, own, err := s.unary(ctx, upctx, &a, req.b, f.call)
 	return f.answer(ctx, resp, own, err)
 }
 

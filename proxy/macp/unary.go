@@ -57,7 +57,7 @@ func decidedUnary(call admission.Call) bool {
 // request message and upctx the context of the calls made for it to the
 // runtime: with the runtime's response message (resp), or an answer of
 // Warden's own (a message, or an error: a refusal, or a status).
-func (s *Server) unary(ctx, upctx context.Context, a admission.Admission, msg []byte, fwd forward) (resp []byte, own proto.Message, err error) {
+func (s *Server) unary(ctx, upctx context.Context, a *admission.Admission, msg []byte, fwd forward) (resp []byte, own proto.Message, err error) {
 	switch a.Call {
 	case admission.CallSend, admission.CallControl:
 		return s.decide(ctx, upctx, a, msg, fwd)
@@ -87,7 +87,7 @@ func (s *Server) unary(ctx, upctx context.Context, a admission.Admission, msg []
 // settles the decision on the runtime's Ack. A refused Send is answered
 // with an Ack, as the runtime answers one; a refused control call with a
 // gRPC status, as the runtime refuses those.
-func (s *Server) decide(ctx, upctx context.Context, a admission.Admission, msg []byte, fwd forward) ([]byte, proto.Message, error) {
+func (s *Server) decide(ctx, upctx context.Context, a *admission.Admission, msg []byte, fwd forward) ([]byte, proto.Message, error) {
 	r, refused := s.gate.Request(a, msg)
 	if refused != nil {
 		return nil, nil, refusal{*refused}

@@ -72,7 +72,7 @@ func (s *Server) watchCall(call admission.Call) bool {
 // health Watch): its one request message (msg) goes to the runtime, and the
 // runtime's stream, filtered for the watches, is streamed to the client as
 // grpc-go streams it, ending with the call's status.
-func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string, adm relayAdmitted, msg []byte) frames.Response {
+func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string, adm *relayAdmitted, msg []byte) frames.Response {
 	rs := &relayStream{ctx: ctx, req: req, ct: ct, msg: msg}
 	if adm.a.Anonymous { // the health Watch, public discovery
 		return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
@@ -82,7 +82,7 @@ func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string,
 
 // relaySession answers a StreamSession on the relay with the code the
 // grpc-go door runs: the client's messages read as they come, each decided.
-func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm *relayAdmitted) frames.Response {
 	rs, ctx, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
 	ctx = proxy.WithSource(ctx, adm.a.Source) // the stream's decisions record it
@@ -93,7 +93,7 @@ func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm rela
 // relayPassThrough answers a pass-through service's call (reflection) on
 // the relay with the code the grpc-go door runs: relayed to the runtime
 // as it comes, without credentials (relayAnonymous).
-func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, adm relayAdmitted) frames.Response {
+func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, adm *relayAdmitted) frames.Response {
 	rs, _, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
 	return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))

@@ -205,9 +205,10 @@ func (g *Gate) Unmarshal(b []byte, m proto.Message) error { return g.pb.Unmarsha
 
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
-// message protobuf-go and prost would read differently is refused).
-func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
-	p := a.Principal
+// message protobuf-go and prost would read differently is refused). The
+// request's Principal points into a, which costs no copy of its own.
+func (g *Gate) Request(a *Admission, msg []byte) (sessions.Request, *Refusal) {
+	p := &a.Principal
 	switch a.Call {
 	case CallSend:
 		var sr macpv1.SendRequest
@@ -218,7 +219,7 @@ func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
 		if err != nil {
 			return sessions.Request{}, invalid("SendRequest does not decode or carries no envelope: " + err.Error())
 		}
-		return sessions.Request{Principal: &p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
+		return sessions.Request{Principal: p, Envelope: sr.GetEnvelope(), Source: a.Source}, nil
 	case CallControl:
 		var cr macpv1.CancelSessionRequest // the three requests are {session_id, reason}
 		err := g.Unmarshal(msg, &cr)
@@ -228,7 +229,7 @@ func (g *Gate) Request(a Admission, msg []byte) (sessions.Request, *Refusal) {
 		if err != nil {
 			return sessions.Request{}, invalid(a.Op + " request does not decode or names no session: " + err.Error())
 		}
-		return sessions.Request{Principal: &p, Op: a.Op, SessionID: cr.GetSessionId(), Source: a.Source}, nil
+		return sessions.Request{Principal: p, Op: a.Op, SessionID: cr.GetSessionId(), Source: a.Source}, nil
 	}
 	return sessions.Request{}, invalid(a.Op + " is not decided on its message")
 }

@@ -130,7 +130,7 @@ func TestAdmissionSource(t *testing.T) {
 			t.Fatal(a.Refusal.Text)
 		}
 		msg, _ := proto.Marshal(&macpv1.SendRequest{Envelope: &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.decision.v1", MessageType: "SessionStart", MessageId: "m1", SessionId: "s1", Sender: "agent://planner"}})
-		r, refused := g.Request(a, msg)
+		r, refused := g.Request(&a, msg)
 		if refused != nil {
 			t.Fatal(refused.Text)
 		}
