@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -48,6 +49,10 @@ type Profile struct {
 	// and with the most CPU under them.
 	TopFlat []Share `json:"top_flat,omitempty"`
 	TopCum  []Share `json:"top_cum,omitempty"`
+	// Baseline is the null hop's profile taken the same way right after
+	// (same load, same length), when the scenario has one that can be
+	// profiled: the report sets Warden's layers against it.
+	Baseline *Profile `json:"baseline,omitempty"`
 }
 
 // Share is a layer's or a function's part of a profile's CPU: flat is the
@@ -362,8 +367,58 @@ func (p Profile) layersText() string {
 	return strings.Join(parts, ", ")
 }
 
+// extraText is Warden's CPU per 1,000/s over its baseline's, by layer
+// (each layer's flat share of the CPU measured), largest first, those
+// under 0.5% of a core either way left out ("" without a baseline with
+// both measured).
+func (p Profile) extraText() string {
+	n := p.Baseline
+	if n == nil || p.perThousand() == 0 || n.perThousand() == 0 {
+		return ""
+	}
+	wk, nk := p.perThousand(), n.perThousand()
+	type extra struct {
+		name string
+		v    float64
+	}
+	var es []extra
+	for _, name := range Layers {
+		if v := p.layer(name).Flat*wk - n.layer(name).Flat*nk; math.Abs(v) >= 0.5 {
+			es = append(es, extra{name, v})
+		}
+	}
+	slices.SortStableFunc(es, func(a, b extra) int { return cmp.Compare(b.v, a.v) })
+	parts := []string{fmt.Sprintf("all %+.1f%%", wk-nk)}
+	for _, e := range es {
+		parts = append(parts, fmt.Sprintf("%s %+.1f%%", e.name, e.v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// perThousand is the CPU the profiled run measured per 1,000 messages a
+// second, in % of a core (0: not measured).
+func (p Profile) perThousand() float64 {
+	if p.Error != "" || p.MeasuredCores <= 0 || p.Throughput <= 0 {
+		return 0
+	}
+	return 100 * p.MeasuredCores / (p.Throughput / 1000)
+}
+
+// layer is the share of the named layer (zero when the profile has none).
+func (p Profile) layer(name string) Share {
+	for _, l := range p.Layers {
+		if l.Name == name {
+			return l
+		}
+	}
+	return Share{Name: name}
+}
+
 // markdown writes the profile's section: its layers by flat and cum, then
-// the top functions by flat and by cum side by side.
+// the top functions by flat and by cum side by side. With a baseline, the
+// layer table sets Warden's CPU per 1,000/s by layer against the null
+// hop's (each layer's flat share of the CPU measured), and the null hop's
+// top functions follow.
 func (p Profile) markdown(b *strings.Builder) {
 	fmt.Fprintf(b, "\n**Where the time goes** (%s: CPU profile", p.Side)
 	if p.File != "" {
@@ -373,11 +428,56 @@ func (p Profile) markdown(b *strings.Builder) {
 	if p.Error != "" || len(p.Layers) == 0 {
 		return
 	}
-	b.WriteString("| layer | flat | cum |\n|---|---|---|\n")
-	for _, l := range p.Layers {
-		fmt.Fprintf(b, "| %s | %.1f%% | %.1f%% |\n", l.Name, 100*l.Flat, 100*l.Cum)
+	n := p.Baseline
+	if n != nil && (n.Error != "" || len(n.Layers) == 0) {
+		fmt.Fprintf(b, "(%s: no profile: %s)\n\n", n.Side, n.Error)
+		n = nil
 	}
-	b.WriteString("\n| top by flat | flat | cum | top by cum | flat | cum |\n|---|---|---|---|---|---|\n")
+	if n == nil {
+		b.WriteString("| layer | flat | cum |\n|---|---|---|\n")
+		for _, l := range p.Layers {
+			fmt.Fprintf(b, "| %s | %.1f%% | %.1f%% |\n", l.Name, 100*l.Flat, 100*l.Cum)
+		}
+		p.topTable(b, "top by flat")
+		return
+	}
+	wk, nk := p.perThousand(), n.perThousand()
+	perK := wk > 0 && nk > 0
+	fmt.Fprintf(b, "| layer | flat | cum | %s flat | %s cum |", n.Side, n.Side)
+	if perK {
+		fmt.Fprintf(b, " %s, core per 1,000/s | %s, core per 1,000/s | extra over the null hop |", p.Side, n.Side)
+	}
+	b.WriteString("\n|---|---|---|---|---|")
+	if perK {
+		b.WriteString("---|---|---|")
+	}
+	b.WriteString("\n")
+	for _, name := range Layers {
+		w, o := p.layer(name), n.layer(name)
+		if w.Cum == 0 && o.Cum == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% |", name, 100*w.Flat, 100*w.Cum, 100*o.Flat, 100*o.Cum)
+		if perK {
+			fmt.Fprintf(b, " %.1f%% | %.1f%% | %+.1f%% |", w.Flat*wk, o.Flat*nk, w.Flat*wk-o.Flat*nk)
+		}
+		b.WriteString("\n")
+	}
+	if perK {
+		fmt.Fprintf(b, "| all | 100%% | | 100%% | | %.1f%% | %.1f%% | %+.1f%% |\n", wk, nk, wk-nk)
+	}
+	p.topTable(b, "top by flat")
+	fmt.Fprintf(b, "\n%s (CPU profile", n.Side)
+	if n.File != "" {
+		fmt.Fprintf(b, " `%s`", n.File)
+	}
+	fmt.Fprintf(b, "; %s; taken right after %s's, the same way):\n", n.describe(), p.Side)
+	n.topTable(b, n.Side+": top by flat")
+}
+
+// topTable writes the top functions by flat and by cum side by side.
+func (p Profile) topTable(b *strings.Builder, head string) {
+	fmt.Fprintf(b, "\n| %s | flat | cum | top by cum | flat | cum |\n|---|---|---|---|---|---|\n", head)
 	for i := range max(len(p.TopFlat), len(p.TopCum)) {
 		row := make([]string, 0, 6)
 		for _, list := range [][]Share{p.TopFlat, p.TopCum} {

@@ -226,3 +226,60 @@ func TestCheckSampling(t *testing.T) {
 		})
 	}
 }
+
+// With the null hop's profile beside it, Warden's section sets its CPU per
+// 1,000/s by layer against the null hop's and lists the null hop's top
+// functions; a baseline that could not be taken is said, and the section
+// stays Warden's alone.
+func TestMarkdownBaseline(t *testing.T) {
+	warden := Profile{Group: "A2A GetTask", Side: Warden, Load: "1000 req/s", Seconds: 10, Samples: 400, SampledCores: 0.4, MeasuredCores: 0.41, Throughput: 1000,
+		Layers:  []Share{{LayerSyscalls, 0.5, 0.5}, {LayerGC, 0.2, 0.2}, {LayerNetHTTP, 0.2, 0.8}, {LayerWarden, 0.1, 0.6}},
+		TopFlat: []Share{{"syscall.Syscall6", 0.4, 0.4}}, TopCum: []Share{{"net/http.(*conn).serve", 0.01, 0.8}}}
+	null := Profile{Group: "A2A GetTask", Side: NullHTTP, Load: "1000 req/s", File: "x-profiles/a2a-null-cpu.pprof", Seconds: 10, Samples: 330, SampledCores: 0.33,
+		MeasuredCores: 0.34, Throughput: 1000, Layers: []Share{{LayerSyscalls, 0.6, 0.6}, {LayerGC, 0.1, 0.1}, {LayerNetHTTP, 0.3, 0.9}},
+		TopFlat: []Share{{"runtime.futex", 0.3, 0.3}}, TopCum: []Share{{"net/http/httputil.(*ReverseProxy).ServeHTTP", 0.02, 0.7}}}
+	failed := Profile{Side: NullHTTP, Error: "HTTP 404"}
+	for _, tc := range []struct {
+		name     string
+		baseline *Profile
+		want     []string
+		not      []string
+	}{
+		{"beside the null hop", &null, []string{
+			"| layer | flat | cum | null net/http hop flat | null net/http hop cum | Warden, core per 1,000/s | null net/http hop, core per 1,000/s | extra over the null hop |",
+			// 0.5 x 41% = 20.5% against 0.6 x 34% = 20.4%
+			"| syscalls (read, write, epoll, futex) | 50.0% | 50.0% | 60.0% | 60.0% | 20.5% | 20.4% | +0.1% |",
+			"| runtime/gc (allocation, collection) | 20.0% | 20.0% | 10.0% | 10.0% | 8.2% | 3.4% | +4.8% |",
+			"| net/http | 20.0% | 80.0% | 30.0% | 90.0% | 8.2% | 10.2% | -2.0% |",
+			"| warden (decision, sidecars) | 10.0% | 60.0% | 0.0% | 0.0% | 4.1% | 0.0% | +4.1% |",
+			"| all | 100% | | 100% | | 41.0% | 34.0% | +7.0% |",
+			"| `syscall.Syscall6` | 40.0% | 40.0% | `net/http.(*conn).serve` | 1.0% | 80.0% |",
+			"null net/http hop (CPU profile `x-profiles/a2a-null-cpu.pprof`; 1000 req/s (1000/s answered), 10 s, 330 samples",
+			"| null net/http hop: top by flat | flat | cum | top by cum | flat | cum |",
+			"| `runtime.futex` | 30.0% | 30.0% | `net/http/httputil.(*ReverseProxy).ServeHTTP` | 2.0% | 70.0% |",
+			// the text report's line: largest extra first, syscalls' +0.1% left out
+			"text: all +7.0%, runtime/gc (allocation, collection) +4.8%, warden (decision, sidecars) +4.1%, net/http -2.0%",
+		}, nil},
+		{"no baseline profile", &failed, []string{"(null net/http hop: no profile: HTTP 404)", "| layer | flat | cum |\n|---|---|---|\n| syscalls (read, write, epoll, futex) | 50.0% | 50.0% |"},
+			[]string{"extra over the null hop", "null net/http hop: top by flat", "text: all"}},
+		{"none", nil, []string{"| layer | flat | cum |\n", "| top by flat | flat | cum | top by cum | flat | cum |"}, []string{"null net/http hop"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := warden
+			p.Baseline = tc.baseline
+			var b strings.Builder
+			p.markdown(&b)
+			b.WriteString("\ntext: " + p.extraText())
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("section lacks %q:\n%s", w, b.String())
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("section has %q:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+}

@@ -100,6 +100,12 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		if p := s.profile; p != nil {
 			fmt.Fprintf(w, "  where the time goes (%s: %s): %s\n", p.Side, p.describe(), p.layersText())
+			if n := p.Baseline; n != nil {
+				fmt.Fprintf(w, "  the same for the %s (%s): %s\n", n.Side, n.describe(), n.layersText())
+				if extra := p.extraText(); extra != "" {
+					fmt.Fprintf(w, "  extra over the %s by layer, core per 1,000/s: %s\n", n.Side, extra)
+				}
+			}
 		}
 	}
 	fmt.Fprintln(w)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,10 @@ type side struct {
 	// admin is Warden's admin address: its CPU and heap profiles are taken
 	// there at saturation when the benchmark runs with -profile.
 	admin string
+	// pprof is a null hop's net/http/pprof address (bench/cmd/null -pprof),
+	// set when the record holds profiles: it is profiled after Warden, the
+	// same way, as the baseline of Warden's profile.
+	pprof string
 }
 
 // timing is how long the runs of a comparison last.
@@ -402,12 +407,24 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 		if len(c.rates) > 0 {
 			rate = c.rates[len(c.rates)-1] // the CPU figure's
 		}
-		p, err := c.profileRun(ctx, rate, unit, profileLength(wardenCores, c.profileFor))
+		length := profileLength(wardenCores, c.profileFor)
+		p, err := c.profileRun(ctx, c.hops[0], c.hops[0].admin, c.id+"-cpu.pprof", rate, unit, length)
 		if err != nil {
 			return out, fmt.Errorf("%s, profile: %w", c.group, err)
 		}
 		if p.Error != "" {
 			logf("%s: no profile: %s", c.group, p.Error)
+		}
+		// the null hop the same way (same load, same length), right after
+		if i := slices.IndexFunc(c.hops, func(h side) bool { return h.pprof != "" }); i > 0 && p.Error == "" {
+			n, err := c.profileRun(ctx, c.hops[i], c.hops[i].pprof, c.id+"-null-cpu.pprof", rate, unit, length)
+			if err != nil {
+				return out, fmt.Errorf("%s, profile of %s: %w", c.group, c.hops[i].name, err)
+			}
+			if n.Error != "" {
+				logf("%s: no profile of %s: %s", c.group, n.Side, n.Error)
+			}
+			p.Baseline = &n
 		}
 		out.profiles = append(out.profiles, p)
 	}

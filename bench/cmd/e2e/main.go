@@ -162,7 +162,7 @@ func run() error {
 		if err := os.MkdirAll(b.profiles, 0o755); err != nil {
 			return err
 		}
-		rec.Timing.Profile = fmt.Sprintf("in a run of its own after %s warm-up, as long as %d samples take (3-%d s), its arrivals jittered within their periods (evenly spaced ones keep a phase to the kernel tick that hides the hop from the profiler)", b.timing.warmup, profileSamples, secs)
+		rec.Timing.Profile = fmt.Sprintf("in a run of its own after %s warm-up, as long as %d samples take (3-%d s), its arrivals jittered within their periods (evenly spaced ones keep a phase to the kernel tick that hides the hop from the profiler); then the null hop's the same way (same load, same length: the null net/http hop for MCP and A2A, the null frame relay for MACP, served with bench/cmd/null -pprof)", b.timing.warmup, profileSamples, secs)
 	}
 	if *micro != "" {
 		figs, medians, err := readMicro(*micro)

@@ -20,16 +20,15 @@ import (
 // by cum.
 const topFunctions = 12
 
-// profileRun runs Warden's side (hops[0]) once more, alone, at rate (0:
-// saturation), and takes its CPU profile from its admin port
-// (net/http/pprof) for length after the warm-up, into
-// <c.profiles>/<id>-cpu.pprof; the summary of where the time went goes
-// into the record. A run of its own, so that profiling costs none of the
+// profileRun runs a hop's side h (Warden, or the null hop Warden's profile
+// is set against) once more, alone, at rate (0: saturation), and takes its
+// CPU profile from admin (net/http/pprof) for length after the warm-up,
+// into <c.profiles>/<name>; the summary of where the time went goes into
+// the record. A run of its own, so that profiling costs none of the
 // measured runs anything and the profile can be longer than they are (100
 // samples per second of CPU). A profile that could not be taken is a
 // Profile with Error; err is the run's own failure.
-func (c comparison) profileRun(ctx context.Context, rate float64, unit string, length time.Duration) (report.Profile, error) {
-	h := c.hops[0]
+func (c comparison) profileRun(ctx context.Context, h side, admin, name string, rate float64, unit string, length time.Duration) (report.Profile, error) {
 	p := report.Profile{Group: c.group, Side: h.name}
 	// the load outlasts the profile by half a second: steady to the end
 	measure := length + 500*time.Millisecond
@@ -51,11 +50,10 @@ func (c comparison) profileRun(ctx context.Context, rate float64, unit string, l
 		}
 		run = func(do load.Func) *load.Result { return closed.Run(ctx, do) }
 	}
-	name := c.id + "-cpu.pprof"
 	file := filepath.Join(c.profiles, name)
 	var ferr error
 	a := &accum{}
-	err := runSide(ctx, h, n, run, a, func() { ferr = cpuProfile(ctx, h.admin, c.timing.warmup, length, file) })
+	err := runSide(ctx, h, n, run, a, func() { ferr = cpuProfile(ctx, admin, c.timing.warmup, length, file) })
 	if err != nil {
 		return p, err
 	}

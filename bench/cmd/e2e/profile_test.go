@@ -72,7 +72,7 @@ func TestProfileRun(t *testing.T) {
 			c := tc.c
 			c.group, c.profiles, c.profileFor = "group "+c.id, dir, time.Second
 			c.timing = timing{warmup: 100 * time.Millisecond, measure: 500 * time.Millisecond}
-			p, err := c.profileRun(context.Background(), tc.rate, "req/s", time.Second)
+			p, err := c.profileRun(context.Background(), c.hops[0], c.hops[0].admin, c.id+"-cpu.pprof", tc.rate, "req/s", time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

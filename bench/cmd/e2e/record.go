@@ -32,7 +32,8 @@ type record struct {
 	// column was then the grpc-go MACP door, see report.LegacyColumns).
 	Columns []report.Column `json:"columns,omitempty"`
 	// Profiles are Warden's CPU profiles, one per scenario at its measured
-	// rate, summarized; the files are in <date>-profiles/.
+	// rate, summarized, each with the null hop's beside it (Baseline) where
+	// the scenario has one; the files are in <date>-profiles/.
 	Profiles []report.Profile `json:"profiles,omitempty"`
 }
 

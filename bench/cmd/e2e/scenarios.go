@@ -148,23 +148,42 @@ func (b *bench) hops(id string, w *proc, wAddr, proto, upstream string, newSide 
 	if proto == "mcp" {
 		nullUp, ngProto, nullName = "http://"+upstream, "http", report.NullHTTP
 	}
-	n, err := b.startNull("null-"+id, nAddr, proto, nullUp)
+	// the baseline of Warden's profile: the null net/http hop for MCP and
+	// A2A, the null frame relay for MACP (the library its one door stands
+	// on); it serves pprof only when the record holds profiles
+	var pprofArgs []string
+	pprofAddr := ""
+	if b.profiles != "" && b.profileFor > 0 {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, stop, err
+		}
+		pprofArgs = []string{"-pprof", pprofAddr}
+	}
+	var nullArgs []string
+	if proto == "mcp" {
+		nullArgs = pprofArgs
+	}
+	n, err := b.startNull("null-"+id, nAddr, proto, nullUp, nullArgs...)
 	if err != nil {
 		return nil, stop, err
 	}
 	started = append(started, n)
 	hops = append(hops, newSide(nullName, nAddr, n))
+	if proto == "mcp" {
+		hops[len(hops)-1].pprof = pprofAddr
+	}
 	if proto == "macp" {
 		rAddr, err := freeAddr()
 		if err != nil {
 			return nil, stop, err
 		}
-		r, err := b.startNull("relay-"+id, rAddr, proto, nullUp, "-relay")
+		r, err := b.startNull("relay-"+id, rAddr, proto, nullUp, append([]string{"-relay"}, pprofArgs...)...)
 		if err != nil {
 			return nil, stop, err
 		}
 		started = append(started, r)
 		hops = append(hops, newSide(report.NullFrames, rAddr, r))
+		hops[len(hops)-1].pprof = pprofAddr
 	}
 	if nginxBin() == "" {
 		b.logf("%s: nginx is not installed (scripts/peers.sh all installs it): no nginx baseline, no targets", id)

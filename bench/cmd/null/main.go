@@ -3,7 +3,9 @@
 // With -macp it is a grpc-go server that relays every call, as raw frames,
 // to the runtime over one client connection; with -mcp it is an
 // httputil.ReverseProxy that flushes every write. With -macp and -relay it
-// is the HTTP/2 frame relay of proxy/frames instead of grpc-go.
+// is the HTTP/2 frame relay of proxy/frames instead of grpc-go. With -pprof
+// it also serves net/http/pprof on a listener of its own (off by default),
+// so that `make bench` can profile it the way it profiles Warden.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -40,9 +43,15 @@ func run() error {
 	macpUp := flag.String("macp", "", "relay gRPC to this runtime address (host:port)")
 	mcpUp := flag.String("mcp", "", "reverse-proxy HTTP to this URL")
 	frameRelay := flag.Bool("relay", false, "with -macp: relay HTTP/2 frames (proxy/frames) instead of grpc-go calls")
+	pprofAddr := flag.String("pprof", "", "also serve net/http/pprof on this address (host:port); off by default")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *pprofAddr != "" {
+		if err := servePprof(ctx, *pprofAddr); err != nil {
+			return err
+		}
+	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -165,5 +174,21 @@ func serveHTTP(ctx context.Context, lis net.Listener, upstream string) error {
 	if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// servePprof serves net/http/pprof's CPU profile (and index) on addr until
+// ctx ends.
+func servePprof(ctx context.Context, addr string) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	go func() { _ = srv.Serve(lis) }()
 	return nil
 }
