@@ -20,17 +20,11 @@ func entries(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 		return nil
 	}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, v, rest, err := next(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		v := b[:n]
-		b = b[n:]
+		b = rest
 		fd := md.Fields().ByNumber(num)
 		if fd == nil || typ != protowire.BytesType {
 			continue // unknown, or another wire type: known refuses it
@@ -53,17 +47,11 @@ func entries(b []byte, md protoreflect.MessageDescriptor, depth int) error {
 // entry checks one entry of the map field fd.
 func entry(b []byte, fd protoreflect.FieldDescriptor, depth int) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+		num, typ, v, rest, err := next(b)
+		if err != nil {
+			return err
 		}
-		b = b[n:]
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		v := b[:n]
-		b = b[n:]
+		b = rest
 		var want protoreflect.FieldDescriptor
 		switch num {
 		case 1:
@@ -122,4 +110,19 @@ func hasMaps(md protoreflect.MessageDescriptor, seen []protoreflect.FullName) bo
 		}
 	}
 	return false
+}
+
+// next splits the first field off b: its number, wire type and encoded
+// value, and the bytes after it.
+func next(b []byte) (protowire.Number, protowire.Type, []byte, []byte, error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, nil, protowire.ParseError(n)
+	}
+	b = b[n:]
+	n = protowire.ConsumeFieldValue(num, typ, b)
+	if n < 0 {
+		return 0, 0, nil, nil, protowire.ParseError(n)
+	}
+	return num, typ, b[:n], b[n:], nil
 }
