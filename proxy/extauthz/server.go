@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"strconv"
@@ -331,7 +332,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 	}
 	// The one MACP admission the sidecar's doors use too: the method table,
 	// then the credentials, before the body is looked at.
-	a := s.gate.Admit(ctx, admission.Headers{Method: path, Get: headerGetter(hdr), Chain: chainOf(req.GetAttributes().GetSource())})
+	a := s.gate.Admit(ctx, admission.Headers{Method: path, Get: headerGetter(hdr), Names: maps.Keys(hdr), Chain: chainOf(req.GetAttributes().GetSource())})
 	switch {
 	case a.Refusal != nil:
 		return deny(*a.Refusal), nil

@@ -283,12 +283,16 @@ func TestFrontDoor(t *testing.T) {
 		{name: "lower-case bearer", req: with(checkRequest(service+"StreamSession", "", nil), func(h *authv3.AttributeContext_HttpRequest) {
 			h.Headers["authorization"] = "bearer alice"
 		}), principal: "alice"},
-		{name: "a client's principal header is overwritten", req: with(checkRequest(service+"StreamSession", "alice", nil), func(h *authv3.AttributeContext_HttpRequest) {
+		// L5: a client's identity header is refused, not overwritten
+		{name: "a client's principal header", req: with(checkRequest(service+"StreamSession", "alice", nil), func(h *authv3.AttributeContext_HttpRequest) {
 			h.Headers["x-warden-principal"] = "planner"
-		}), principal: "alice"},
-		{name: "public discovery drops a client's principal header", req: with(checkRequest(service+"ListModes", "", frame(nil)), func(h *authv3.AttributeContext_HttpRequest) {
+		}), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "public discovery with a client's principal header", req: with(checkRequest(service+"ListModes", "", frame(nil)), func(h *authv3.AttributeContext_HttpRequest) {
 			h.Headers["x-warden-principal"] = "planner"
-		}), removed: []string{"x-warden-principal"}},
+		}), grpcCode: code.Code_INVALID_ARGUMENT},
+		{name: "health with a client's x-macp-agent-id", req: with(checkRequest("/grpc.health.v1.Health/Check", "", frame(nil)), func(h *authv3.AttributeContext_HttpRequest) {
+			h.Headers["x-macp-agent-id"] = "planner"
+		}), grpcCode: code.Code_INVALID_ARGUMENT},
 		{name: "health without credentials", req: checkRequest("/grpc.health.v1.Health/Check", "", frame(nil)), removed: []string{"x-warden-principal"}},
 	}
 	for _, tc := range tests {

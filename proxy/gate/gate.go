@@ -28,8 +28,10 @@
 // with a header some server frameworks read as its method or target in
 // place of the request line's (X-HTTP-Method-Override, X-Original-URL, X-Forwarded-Prefix, ...:
 // overridden): what Warden decided would not be what such an upstream
-// serves; and so is any header name holding '_' (CGI and WSGI servers read
-// Mcp_Name as Mcp-Name, X_Warden_Principal as X-Warden-Principal).
+// serves; so is one asserting an identity (X-Forwarded-User, X-Tenant-Id);
+// and so is any header name holding '_' (CGI and WSGI servers read
+// Mcp_Name as Mcp-Name, X_Warden_Principal as X-Warden-Principal): the one
+// rule on names every door applies, MACP's too (headername).
 //
 // Every refusal is an Answer: a value recorded as a decision (its id in
 // X-Warden-Decision) and rendered once per wire, by Write for an
@@ -52,12 +54,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/headername"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -223,7 +225,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 	var in Admitted[C]
 	f := proxy.FlightOf(ctx)
 	if slices.Contains(g.spec.Public, r.Path) {
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Query || overridden(r.Header, g.spec.Own) != "") {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.Query || refusedHeader(r.Header, g.spec.Own)) {
 			a := g.refuseQuery(ctx, r, http.StatusBadRequest, g.spec.REST)
 			return in, &a
 		}
@@ -249,7 +251,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 		return in, &a
 	}
 	in.Message = r.Method == http.MethodPost
-	if r.Query || overridden(r.Header, g.spec.Own) != "" {
+	if r.Query || refusedHeader(r.Header, g.spec.Own) {
 		status := http.StatusBadRequest
 		if in.Message {
 			status = g.spec.ParseStatus
@@ -328,118 +330,29 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 // neither (no protocol it serves puts anything there).
 func (g *Gate[C]) refuseQuery(ctx context.Context, r *Request, status int, rest bool) Answer {
 	msg := "invalid request: Warden serves " + r.Path + " without a query (remove the ?... from the URL)"
-	switch h := overridden(r.Header, g.spec.Own); {
-	case strings.IndexByte(h, '_') >= 0:
-		msg = "invalid request: the " + h + " header is not accepted (a name with '_' reads as its '-' spelling to CGI and WSGI servers)"
-	case asserting(h):
-		msg = "invalid request: the " + h + " header is not accepted (a server could read it as the caller's identity; Warden names the caller it authenticated)"
-	case h != "":
-		msg = "invalid request: the " + h + " header is not accepted (it would name another method or target than the request line's)"
+	if h, kind := overridden(r.Header, g.spec.Own); kind != headername.None {
+		msg = "invalid request: " + kind.Why(h)
 	}
 	return g.refuse(ctx, "", rules.Verdict{Code: rules.CodeInvalidRequest, Reason: rules.ReasonMalformedRequest, Detail: msg}, status, jsonrpc.ErrInvalidRequest, nil, rest)
 }
 
-// overrideTokens are the words that make a header name one some server,
-// framework or proxy reads in place of the request line's method or target:
-// X-HTTP-Method-Override and X-Method-Override (Express, Rails, Laravel,
-// ASP.NET, Hono), X-Original-URL and X-Rewrite-URL (IIS, Symfony,
-// Laminas), X-Original-URI (nginx auth_request), X-Forwarded-Uri,
-// -Method and -Prefix (Traefik, Spring, Werkzeug's ProxyFix),
-// X-Envoy-Original-Path, X-Script-Name (WSGI prefix middleware). A rule on
-// the words, not a list of names: the next framework's spelling of the same
-// idea is refused too.
-var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
-
-// identityTokens are the words that make a header name one a server behind
-// another authenticating proxy reads as the caller's identity in place of
-// Warden's: X-Forwarded-User, -Email, -Groups, -Preferred-Username
-// (oauth2-proxy), X-Auth-Request-User, Remote-User, X-Remote-User,
-// X-WEBAUTH-USER (Grafana), X-Goog-Authenticated-User-Email, X-Amzn-Oidc-
-// Identity, X-MS-Client-Principal-Name (App Service), Impersonate-User and
-// -Group (Kubernetes), X-Tenant-Id, X-User-Roles, a client's own
-// X-Warden-Principal. The client would assert an identity, a tenant or a
-// grant Warden never authenticated. User-Agent is not one of them.
-var identityTokens = []string{"user", "username", "login", "email", "group", "groups", "role", "roles", "scope", "scopes",
-	"principal", "identity", "subject", "tenant", "impersonate", "oidc", "jwt", "assertion", "claim", "claims"}
-
-// overridden names a header of h the gate refuses ("" when none): one that
-// could name another method or target than the request line's (a name with
-// one of overrideTokens as a word, split at '-' or '_' (CGI and WSGI read
-// both as '_') in any case), or assert an identity (a word of
-// identityTokens). The protocol's own headers, which it decides (MCP's
-// Mcp-Method, Mcp-Param-*), are not. Under ext_authz a header of the
-// CheckRequest came from the client or a hop before Envoy's authorization
-// filter: Envoy's router sets X-Envoy-Original-Path after it, on a rewrite
-// of a path Warden decided.
-//
-// So is any name holding '_': CGI and WSGI servers read it as its '-'
-// spelling, so Mcp_Name or X_Warden_Principal would reach such a server as
-// a header Warden decides or owns without Warden having seen it (nginx
-// drops such names by default, Envoy can be told to).
-func overridden(h http.Header, own []string) string {
+// overridden names a header of h the gate refuses ("" when none) and why:
+// the one rule on header names every door applies (headername), the
+// protocol's own headers, which it decides (MCP's Mcp-Method,
+// Mcp-Param-*), left to it.
+func overridden(h http.Header, own []string) (string, headername.Kind) {
 	for k := range h {
-		if strings.IndexByte(k, '_') >= 0 || (hasWord(k, overrideTokens) || asserting(k)) && !owned(k, own) {
-			return k
+		if kind := headername.Of(k, own); kind != headername.None {
+			return k, kind
 		}
 	}
-	return ""
+	return "", headername.None
 }
 
-// owned reports whether the canonical header name k is one of own (a name,
-// or a prefix ending in '-').
-func owned(k string, own []string) bool {
-	for _, o := range own {
-		if k == o || strings.HasSuffix(o, "-") && len(k) > len(o) && strings.EqualFold(k[:len(o)], o) {
-			return true
-		}
-	}
-	return false
-}
-
-// asserting reports whether the header name k would assert an identity
-// (a word of identityTokens; User-Agent is not).
-func asserting(k string) bool {
-	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identityTokens)
-}
-
-// hasWord reports whether the header name k has one of words as a word,
-// split at '-' or '_', in any case.
-func hasWord(k string, words []string) bool {
-	start := 0
-	for i := 0; i <= len(k); i++ {
-		if i < len(k) && k[i] != '-' && k[i] != '_' {
-			continue
-		}
-		if isWord(k[start:i], words) {
-			return true
-		}
-		start = i + 1
-	}
-	return false
-}
-
-// isWord reports whether w is one of words in any case (strings.EqualFold).
-// An ASCII word is only compared with the words of its length (every
-// header name net/http reads is ASCII: each request's names are not folded
-// against every word); a word with other bytes (the Kelvin sign K, the long
-// s ſ) is folded against them all.
-func isWord(w string, words []string) bool {
-	for i := 0; i < len(w); i++ {
-		if w[i] >= utf8.RuneSelf {
-			for _, t := range words {
-				if strings.EqualFold(w, t) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	for _, t := range words {
-		if len(t) == len(w) && strings.EqualFold(w, t) {
-			return true
-		}
-	}
-	return false
+// refusedHeader reports whether h holds a header overridden names.
+func refusedHeader(h http.Header, own []string) bool {
+	_, kind := overridden(h, own)
+	return kind != headername.None
 }
 
 // authenticate checks the request's credentials: keys unavailable is 503,

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -201,7 +202,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Chain: verifiedChain(cs), Client: client})
+	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Names: maps.Keys(md), Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCode(a.Refusal.Status))
 		resp := refusalAnswer(g.ct, *a.Refusal)

@@ -172,7 +172,7 @@ func TestPassThroughOnBothDoors(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer planner", "x-macp-token", "planner",
-				principalHeader, "admin", chainHeader, "Zm9yZ2Vk", clientHeader, "203.0.113.66:1", "x-kept", "yes")
+				chainHeader, "Zm9yZ2Vk", clientHeader, "203.0.113.66:1", "x-kept", "yes")
 			mu.Lock()
 			seen = nil
 			mu.Unlock()
@@ -202,7 +202,7 @@ func TestPassThroughOnBothDoors(t *testing.T) {
 			if len(seen) != 1 {
 				t.Fatalf("the runtime saw %d reflection streams, want 1", len(seen))
 			}
-			for _, h := range []string{"authorization", "x-macp-token", principalHeader, chainHeader, clientHeader} {
+			for _, h := range []string{"authorization", "x-macp-token", chainHeader, clientHeader} {
 				if v := seen[0].Get(h); len(v) > 0 {
 					t.Errorf("%s: the pass-through service received %s: %v", transport, h, v)
 				}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"time"
 
@@ -170,7 +171,7 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 		md = metadata.MD{}
 	}
 	chain, client := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Chain: chain, Client: client}, md
+	return admission.Headers{Method: method, Get: md.Get, Names: maps.Keys(md), Chain: chain, Client: client}, md
 }
 
 // admit admits a grpc-go call (admission.Gate.Admit) and returns its

@@ -35,8 +35,9 @@ var opts = proto.UnmarshalOptions{RecursionLimit: MaxDepth}
 
 // Unmarshal decodes b into m, refusing what prost refuses and what it would
 // read otherwise than protobuf-go: invalid UTF-8 in a string (protobuf-go
-// refuses it too), nesting deeper than MaxDepth, and any unknown field or
-// field of the wrong wire type at any depth. It is Reader.Unmarshal without
+// refuses it too), nesting deeper than MaxDepth, any unknown field or
+// field of the wrong wire type at any depth, and a map entry's key or value
+// of the wrong wire type (entries). It is Reader.Unmarshal without
 // a Reader's memory of the schemas it walked.
 func Unmarshal(b []byte, m proto.Message) error { return (*Reader)(nil).Unmarshal(b, m) }
 
@@ -57,6 +58,7 @@ type Reader struct {
 // plan is what a check needs of a message descriptor.
 type plan struct {
 	ext    bool                           // it may carry extensions: walked with Range
+	maps   bool                           // it may hold a map, at any depth: its bytes walked by entries
 	fields []protoreflect.FieldDescriptor // the fields whose values are, or hold, messages
 }
 
@@ -68,7 +70,7 @@ func (r *Reader) plan(md protoreflect.MessageDescriptor) *plan {
 	if p, ok := r.plans.Load(md); ok {
 		return p.(*plan)
 	}
-	p := &plan{ext: md.ExtensionRanges().Len() > 0}
+	p := &plan{ext: md.ExtensionRanges().Len() > 0, maps: hasMaps(md, nil)}
 	fields := md.Fields()
 	for i := range fields.Len() {
 		if fd := fields.Get(i); holdsMessages(fd) {
@@ -84,7 +86,14 @@ func (r *Reader) Unmarshal(b []byte, m proto.Message) error {
 	if err := opts.Unmarshal(b, m); err != nil {
 		return err
 	}
-	return r.Known(m)
+	if err := r.Known(m); err != nil {
+		return err
+	}
+	md := m.ProtoReflect().Descriptor()
+	if p := r.plan(md); p == nil && hasMaps(md, nil) || p != nil && p.maps {
+		return entries(b, md, 0)
+	}
+	return nil
 }
 
 // Known is the package's Known.

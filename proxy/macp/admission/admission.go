@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"iter"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/headername"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -51,6 +53,9 @@ type Headers struct {
 	Method string
 	// Get returns a header's values, as the door's transport keeps them.
 	Get func(name string) []string
+	// Names are the names of the call's metadata (every field but the
+	// pseudo-headers), each once; every door sets it (nil: none checked).
+	Names iter.Seq[string]
 	// Chain is the client certificate chain the door's TLS verified (nil
 	// without one).
 	Chain []*x509.Certificate
@@ -96,7 +101,8 @@ type Refusal struct {
 }
 
 // Admit reads a call's method and credentials, in one order: the method
-// table (an unknown path is UNIMPLEMENTED), the calls forwarded without
+// table (an unknown path is UNIMPLEMENTED), the names of its metadata
+// (asserted: INVALID_ARGUMENT), the calls forwarded without
 // credentials, then the credentials (UNAVAILABLE while the keys to check
 // them are; UNAUTHENTICATED when they fail, or in dry run the call admitted
 // as the anonymous principal, the would-be refusal recorded).
@@ -105,11 +111,16 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a.Source = g.source(ctx, h)
 	ctx = proxy.WithSource(ctx, a.Source)
 	proxy.FlightOf(ctx).SetMethod(h.Method)
-	switch a.Call {
-	case CallUnknown:
+	if a.Call == CallUnknown {
 		r := g.Unknown(ctx, h.Method)
 		a.Refusal = &r
 		return a
+	}
+	if r := g.asserted(ctx, h.Names); r != nil {
+		a.Refusal = r
+		return a
+	}
+	switch a.Call {
 	case CallPassThrough:
 		a.Anonymous = true
 		return a
@@ -153,6 +164,26 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	return a
 }
 
+// asserted refuses a call holding a metadata field the runtime, or a hop
+// before it, could read as the caller's identity (x-forwarded-user,
+// x-tenant-id, x-macp-agent-id, ...), as another method or target
+// (x-http-method-override, ...), or as another field (a name holding '_'):
+// the one rule every door applies (headername), here before credentials,
+// as the JSON-RPC gate applies it; nil when there is none.
+func (g *Gate) asserted(ctx context.Context, names iter.Seq[string]) *Refusal {
+	if names == nil {
+		return nil
+	}
+	for name := range names {
+		kind := headername.Of(name, nil)
+		if kind == headername.None {
+			continue
+		}
+		return g.malformed(ctx, kind.Why(name))
+	}
+	return nil
+}
+
 // source is the call's source: the one its context carries already
 // (ext_authz's, read from Envoy's CheckRequest), else the door's peer
 // address, the call's x-request-id (or a fresh one), POST and the method
@@ -184,7 +215,13 @@ func (g *Gate) Framed(ctx context.Context, httpMethod, contentType string) *Refu
 	if httpMethod == "POST" && GRPCContentType(contentType) {
 		return nil
 	}
-	const c, msg = rules.CodeInvalidEnvelope, "a gRPC method must be called with POST and content-type application/grpc"
+	return g.malformed(ctx, "a gRPC method must be called with POST and content-type application/grpc")
+}
+
+// malformed refuses a call its header list makes malformed, INVALID_ENVELOPE
+// (INVALID_ARGUMENT), with msg and the decision's id.
+func (g *Gate) malformed(ctx context.Context, msg string) *Refusal {
+	const c = rules.CodeInvalidEnvelope
 	d := g.enf.Refuse(ctx, "macp", "", "", rules.Verdict{Code: c, Reason: rules.ReasonMalformedRequest, Detail: msg})
 	text := string(c) + ": " + msg
 	if d.ID != "" {

@@ -1,11 +1,8 @@
-package gate
+package headername
 
 import (
-	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/agentwarden/warden/proxy"
 )
 
 // hasWordByFold is hasWord as it was written first: every word folded
@@ -75,6 +72,9 @@ func TestHasWord(t *testing.T) {
 		{"x_tenant_id", true},
 		{"X-Uſer", true},     // the long s folds to s
 		{"User-Agent", true}, // a word of it; asserting leaves User-Agent out
+		{"x-macp-agent-id", true},
+		{"X-Sender", true},
+		{"Agents", false},
 		{"Users", false},
 		{"Content-Type", false},
 	} {
@@ -98,10 +98,33 @@ func FuzzHasWord(f *testing.F) {
 	})
 }
 
-// TestRequestIDCanonical: Stamp sets proxy.RequestIDHeader as a map key, so
-// it must be the canonical spelling Header.Get looks up.
-func TestRequestIDCanonical(t *testing.T) {
-	if k := http.CanonicalHeaderKey(proxy.RequestIDHeader); k != proxy.RequestIDHeader {
-		t.Fatalf("proxy.RequestIDHeader %q is not canonical (%q)", proxy.RequestIDHeader, k)
+// TestOf: the kind of each name, the protocol's own names left alone but
+// for a '_', and what gRPC clients send passing.
+func TestOf(t *testing.T) {
+	own := []string{"Mcp-Method", "Mcp-Param-"}
+	for _, tc := range []struct {
+		name string
+		want Kind
+	}{
+		{"X-Forwarded-User", Identity},
+		{"x-macp-agent-id", Identity},
+		{"x-user-bin", Identity},
+		{"X-Http-Method-Override", Override},
+		{"X-User-Path", Identity},
+		{"x_request_id", Underscore},
+		{"Mcp-Method", None},
+		{"Mcp-Param-User", None},
+		{"Mcp_Param_User", Underscore},
+		{"user-agent", None},
+		{"User-Agent", None},
+		{"grpc-accept-encoding", None},
+		{"te", None},
+		{"traceparent", None},
+		{"x-request-id", None},
+		{":authority", None},
+	} {
+		if got := Of(tc.name, own); got != tc.want {
+			t.Errorf("Of(%q) = %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
