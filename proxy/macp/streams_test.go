@@ -285,15 +285,24 @@ func (r streamingRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSessi
 }
 
 // signalRuntime is a fakeRuntime whose WatchSignals sends n ambient signals
-// of 256 bytes as fast as the watcher takes them, then ends.
+// of 256 bytes as fast as the watcher takes them, then ends: each send takes
+// a credit the watcher returns on each receipt, so no more than the credits
+// wait anywhere (without them a watcher slower than the runtime fills
+// Warden's bounded client queue, and Warden ends its watch by design).
 type signalRuntime struct {
 	*fakeRuntime
-	n *int
+	n      *int
+	credit chan struct{}
 }
 
 func (r signalRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
 	resp := &macpv1.WatchSignalsResponse{Envelope: &macpv1.Envelope{MacpVersion: "1.0", MessageType: "Signal", MessageId: "sig", Sender: "agent://x", Payload: make([]byte, 256)}}
 	for range *r.n {
+		select {
+		case <-r.credit:
+		case <-ss.Context().Done():
+			return ss.Context().Err()
+		}
 		if err := ss.Send(resp); err != nil {
 			return err
 		}
@@ -310,7 +319,11 @@ func BenchmarkSidecarWatchSignalsRelay(b *testing.B) { benchWatchSignals(b, Tran
 
 func benchWatchSignals(b *testing.B, transport string) {
 	n := new(int)
-	_, addr := startFakeRuntimeWith(b, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return signalRuntime{f, n} })
+	credit := make(chan struct{}, 128) // about 40 KB of signals: within a stream's fair share of the queue budget (64 KiB)
+	for range cap(credit) {
+		credit <- struct{}{}
+	}
+	_, addr := startFakeRuntimeWith(b, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return signalRuntime{f, n, credit} })
 	c := macpv1.NewMACPRuntimeServiceClient(startSidecar(b, devEnforcer(b), addr, transport))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -326,5 +339,6 @@ func benchWatchSignals(b *testing.B, transport string) {
 		if _, err := w.Recv(); err != nil {
 			b.Fatal(err)
 		}
+		credit <- struct{}{} // room: the credits held and in flight are cap(credit)
 	}
 }
