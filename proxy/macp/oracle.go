@@ -16,6 +16,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -171,7 +172,7 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 		md = metadata.MD{}
 	}
 	chain, client := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Names: maps.Keys(md), Chain: chain, Client: client}, md
+	return admission.Headers{Method: method, Get: md.Get, Names: slices.Collect(maps.Keys(md)), Chain: chain, Client: client}, md
 }
 
 // admit admits a grpc-go call (admission.Gate.Admit) and returns its

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
-	"iter"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -55,7 +54,7 @@ type Headers struct {
 	Get func(name string) []string
 	// Names are the names of the call's metadata (every field but the
 	// pseudo-headers), each once; every door sets it (nil: none checked).
-	Names iter.Seq[string]
+	Names []string
 	// Chain is the client certificate chain the door's TLS verified (nil
 	// without one).
 	Chain []*x509.Certificate
@@ -170,11 +169,8 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 // (x-http-method-override, ...), or as another field (a name holding '_'):
 // the one rule every door applies (headername), here before credentials,
 // as the JSON-RPC gate applies it; nil when there is none.
-func (g *Gate) asserted(ctx context.Context, names iter.Seq[string]) *Refusal {
-	if names == nil {
-		return nil
-	}
-	for name := range names {
+func (g *Gate) asserted(ctx context.Context, names []string) *Refusal {
+	for _, name := range names {
 		kind := headername.Of(name, nil)
 		if kind == headername.None {
 			continue
