@@ -93,14 +93,12 @@ type Decider struct {
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
-// entries. It starts no goroutines.
+// entries, each initiator holding at most its SessionsPerPrincipal of the
+// policy bindings. It starts no goroutines.
 func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	cfg := e.Config()
-	sessions := cfg.Sessions
-	if sessions == 0 {
-		sessions = proxy.DefaultSessions
-	}
-	t, err := newTable(sessions, opts.Rebuilder != nil)
+	sessions, share := cfg.OwnerTable() // each initiator's share of the policy bindings
+	t, err := newTable(sessions, share, opts.Rebuilder != nil)
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
