@@ -17,9 +17,8 @@ import (
 type Cache[K comparable, V any] struct {
 	mu    sync.Mutex
 	size  int
-	share int            // <= 0: none (the table's LRU alone bounds a principal)
-	owner func(K) string // whose an entry is
-	all   list.List      // of *cached[K, V], most recently used first
+	share int       // <= 0: none (the table's LRU alone bounds a principal)
+	all   list.List // of *cached[K, V], most recently used first
 	items map[K]*list.Element
 	by    map[string]*list.List // each principal's entries, most recently used first
 }
@@ -52,19 +51,18 @@ func (c *Cache[K, V]) Add(owner string, k K, v V) {
 		c.touchLocked(e)
 		return
 	}
-	o := owner
-	mine := c.by[o]
+	mine := c.by[owner]
 	switch {
 	case c.share > 0 && mine != nil && mine.Len() >= c.share:
 		c.removeLocked(mine.Back().Value.(*list.Element)) // the principal's own oldest
 	case len(c.items) >= c.size:
 		c.removeLocked(c.all.Back())
 	}
-	if mine = c.by[o]; mine == nil {
+	if mine = c.by[owner]; mine == nil {
 		mine = list.New()
-		c.by[o] = mine
+		c.by[owner] = mine
 	}
-	it := &cached[K, V]{key: k, val: v, owner: o}
+	it := &cached[K, V]{key: k, val: v, owner: owner}
 	e := c.all.PushFront(it)
 	it.mine = mine.PushFront(e)
 	c.items[k] = e
