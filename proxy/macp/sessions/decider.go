@@ -98,7 +98,10 @@ type Decider struct {
 func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	cfg := e.Config()
 	sessions, share := cfg.OwnerTable() // each initiator's share of the policy bindings
-	t, err := newTable(sessions, share, opts.Rebuilder != nil)
+	// A live session may leave the table when it can be had again: rebuilt
+	// from the runtime, or loaded from the shared store (the table is then
+	// its cache). Otherwise a full table refuses new sessions.
+	t, err := newTable(sessions, share, opts.Rebuilder != nil || opts.Store != nil)
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}

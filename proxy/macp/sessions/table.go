@@ -238,7 +238,7 @@ type table struct {
 	entries   map[string]*entry
 	live      useList
 	done      useList
-	evictLive bool // live sessions may be forgotten (they can be rebuilt)
+	evictLive bool // live sessions may be forgotten (they can be rebuilt, or loaded from the shared store)
 	// bindings are the non-default governance policies sessions were
 	// committed with, as many as the table holds sessions, kept past their
 	// entries for the rebuild (binding); each initiator's to its share, so
