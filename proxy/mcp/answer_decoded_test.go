@@ -334,7 +334,7 @@ func (s *Server) learnToolsDecoded(principal, sid string, result map[string]any,
 				v = ts
 			}
 		}
-		s.tools.Add(toolKey{principal, sid, name}, tool{support: v})
+		s.tools.Add(principal, toolKey{principal, sid, name}, tool{support: v})
 		if name == want {
 			support, found = v, true
 		}

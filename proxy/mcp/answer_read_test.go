@@ -65,10 +65,7 @@ func readAnswer(t *testing.T, req, data string, path answerPath) answerState {
 		o, _ := taskOwner(s.enforcer, id)
 		st.owners = append(st.owners, id+"="+o)
 	}
-	for _, k := range s.tools.Keys() {
-		v, _ := s.tools.Peek(k)
-		st.tools = append(st.tools, k.name+"="+v.support)
-	}
+	s.tools.Each(func(k toolKey, v tool) { st.tools = append(st.tools, k.name+"="+v.support) })
 	slices.Sort(st.tools)
 	return st
 }

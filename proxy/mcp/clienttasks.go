@@ -3,6 +3,7 @@ package mcp
 import (
 	"strings"
 
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -28,6 +29,14 @@ const maxClientTasks = 16384
 // it in one upstream session.
 type clientTaskKey struct{ principal, sid, id string }
 
+// newClientTasks is the table of client-side tasks, of size entries, each
+// principal holding at most an eighth (shareOf) of it: a client answering
+// with made-up CreateTaskResults (no server request is needed) forgets its
+// own, never another principal's.
+func newClientTasks(size int) *owners.Cache[clientTaskKey, struct{}] {
+	return owners.NewCache[clientTaskKey, struct{}](size, size/shareOf)
+}
+
 // learnClientTask remembers the task a client's answer (a CreateTaskResult:
 // result.task.taskId) says it created.
 func (x *exchange) learnClientTask() {
@@ -50,7 +59,7 @@ func (x *exchange) learnClientTask() {
 	if o, err := x.s.enforcer.Owners(x.ctx(), taskKey(id)); err != nil || o[0] != "" {
 		return
 	}
-	x.s.clientTasks.Add(clientTaskKey{x.principal, x.sid, id}, struct{}{})
+	x.s.clientTasks.Add(x.principal, clientTaskKey{x.principal, x.sid, id}, struct{}{})
 }
 
 // clientTask reports whether id is a task the caller's client created in

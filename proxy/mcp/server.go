@@ -50,14 +50,13 @@ import (
 	"strings"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -100,6 +99,10 @@ const (
 	DefaultMaxSteerQueue    = 32
 	DefaultShutdownTimeout  = listener.DefaultShutdownTimeout
 	maxTools                = 16384 // taskSupport entries (principal, session, tool) remembered
+	// shareOf is the part of a table of what principals hold (tools,
+	// client-side tasks) one principal may fill: as the owner table's
+	// default share (enforcer.sessions_per_principal), an eighth.
+	shareOf = 8
 )
 
 // Validate checks the configuration.
@@ -166,9 +169,11 @@ type Server struct {
 	log         *slog.Logger
 	gate        *gate.Gate[mcp.Call]
 
-	tools *lru.Cache[toolKey, tool] // execution.taskSupport, mirrored arguments
-	// clientTasks are the client-side tasks clients created (clienttasks.go).
-	clientTasks *lru.Cache[clientTaskKey, struct{}]
+	// tools are execution.taskSupport and the mirrored arguments, and
+	// clientTasks the client-side tasks clients created (clienttasks.go):
+	// each principal holds a share of each (newTools, newClientTasks).
+	tools       *owners.Cache[toolKey, tool]
+	clientTasks *owners.Cache[clientTaskKey, struct{}]
 
 	streams *listener.Streams // the forwarded requests open
 	sse     relay.Readers     // the buffers event streams are read through
@@ -203,17 +208,9 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	tools, err := lru.New[toolKey, tool](maxTools)
-	if err != nil {
-		return nil, fmt.Errorf("mcp: %w", err)
-	}
-	clientTasks, err := lru.New[clientTaskKey, struct{}](maxClientTasks)
-	if err != nil {
-		return nil, fmt.Errorf("mcp: %w", err)
-	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: tools,
-		clientTasks: clientTasks, streams: listener.NewStreams("mcp", cfg.Streams)}
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: newTools(maxTools),
+		clientTasks: newClientTasks(maxClientTasks), streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
 		gc.Metadata, gc.MetadataDoc = s.metadataURL, s.metadataDocPath()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -15,6 +16,12 @@ import (
 // server may list other tools, or the same tool with another taskSupport,
 // to another session or caller.
 type toolKey struct{ principal, sid, name string }
+
+// newTools is the table of tools learned, of size entries, each principal
+// holding at most an eighth (shareOf) of it.
+func newTools(size int) *owners.Cache[toolKey, tool] {
+	return owners.NewCache[toolKey, tool](size, size/shareOf)
+}
 
 // tool is what Warden learned of one tool from a tools/list answer: its
 // execution.taskSupport and the arguments its inputSchema mirrors in
@@ -73,11 +80,7 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 // forgetTools forgets the taskSupport learned for a principal's session,
 // whose server said its tool list changed: it is read again when needed.
 func (s *Server) forgetTools(principal, sid string) {
-	for _, k := range s.tools.Keys() {
-		if k.principal == principal && k.sid == sid {
-			s.tools.Remove(k)
-		}
-	}
+	s.tools.RemoveIf(func(k toolKey) bool { return k.principal == principal && k.sid == sid })
 }
 
 // learnTools records execution.taskSupport (absent means forbidden) and
@@ -116,7 +119,7 @@ func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want 
 		return tool{}, false
 	}
 	for _, l := range seen {
-		s.tools.Add(toolKey{principal, sid, l.name}, l.tool)
+		s.tools.Add(principal, toolKey{principal, sid, l.name}, l.tool)
 		if l.name == want {
 			t, found = l.tool, true
 		}

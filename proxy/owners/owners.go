@@ -9,6 +9,11 @@
 // owner's own request (a Created fact, learned for the requester the
 // decision names), from a handle the owner proved (Claim), or from the
 // shared store; otherwise an id is nobody's. An owner never changes.
+//
+// Every other bounded table of what principals hold (the MCP sidecar's
+// client-side tasks and learned tools, MACP's policy bindings) is a Cache:
+// the same rule of shares, so that no principal's flood evicts another's
+// entries.
 package owners
 
 import (

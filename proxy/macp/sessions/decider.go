@@ -93,14 +93,15 @@ type Decider struct {
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
-// entries. It starts no goroutines.
+// entries, each initiator holding at most its SessionsPerPrincipal of the
+// policy bindings. It starts no goroutines.
 func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	cfg := e.Config()
-	sessions := cfg.Sessions
-	if sessions == 0 {
-		sessions = proxy.DefaultSessions
-	}
-	t, err := newTable(sessions, opts.Rebuilder != nil)
+	sessions, share := cfg.OwnerTable() // each initiator's share of the policy bindings
+	// A live session may leave the table when it can be had again: rebuilt
+	// from the runtime, or loaded from the shared store (the table is then
+	// its cache). Otherwise a full table refuses new sessions.
+	t, err := newTable(sessions, share, opts.Rebuilder != nil || opts.Store != nil)
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}

@@ -449,3 +449,47 @@ func build(cfg proxy.Config, opts proxy.Options, m Options) (*Decider, error) {
 	}
 	return New(e, m)
 }
+
+// TestBindingShares: the governance a session was committed with, kept for
+// its rebuild, is held to a share per initiator: another agent starting
+// sessions without end evicts its own bindings, never another's. Before,
+// the bindings were one LRU of enforcer.sessions entries: once other's
+// sessions (bound to a policy of its own) had filled it, planner's evicted
+// session was rebuilt on a policy Warden could not know, and every decision
+// reading it (a Commitment) was refused bound_policy_unknown for good.
+func TestBindingShares(t *testing.T) {
+	const size = 64
+	rb := &fakeRebuilder{state: map[string]*macp.Session{}, bound: map[string]*macp.Governance{}}
+	e, _ := newEnforcer(t, proxy.Config{Sessions: size, SessionsPerPrincipal: size / 4}, rb)
+	for _, id := range []string{"policy.p", "policy.other"} {
+		if err := e.Policies().Register(macp.PolicyDescriptor{PolicyID: id, Mode: "*", SchemaVersion: 1,
+			Rules: map[string]any{"commitment": map[string]any{"authority": "any_participant"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := func(sid, sender, policy string) {
+		t.Helper()
+		start := env(sid, sender, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: []string{sender, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000, PolicyVersion: policy}))
+		d, err := e.Enforce(context.Background(), req(start))
+		if err != nil || !d.Allow {
+			t.Fatalf("start %s by %s: %v %+v", sid, sender, err, d)
+		}
+		d.Settle(true)
+		s, _ := e.Session(context.Background(), sid)
+		rb.state[sid] = s
+	}
+	a := sessionID(500)
+	started(a, planner, "policy.p")
+	for i := range 2 * size {
+		started(sessionID(501+i), other, "policy.other") // each start evicts a live session (rebuilt on demand)
+	}
+	d, err := e.Enforce(context.Background(), req(env(a, planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1"}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Settle(false)
+	if g := rb.bound[a]; g == nil || !g.Known() || g.ID != "policy.p" {
+		t.Errorf("after other started %d sessions, planner's session was rebuilt with %+v, want policy.p as committed", 2*size, g)
+	}
+}

@@ -360,3 +360,50 @@ func TestSharedUnknownPolicy(t *testing.T) {
 		t.Errorf("the other replica's Commitment: %+v (rebuilds %d); want refused as bound_policy_unknown from the shared state", d, rb.calls)
 	}
 }
+
+// TestSharedTableEvicts: with the sessions in a shared store (an ext_authz
+// fleet) a replica's table is the store's cache, so a live session may leave
+// it (it is loaded again from the store), with or without a runtime to
+// rebuild from. Before, without macp.upstream the table kept every live
+// session: one agent starting enforcer.sessions sessions (TTL up to 24 h)
+// refused every agent's SessionStart on that replica RESOURCE_EXHAUSTED, and
+// ext_authz's per-principal cap on starts does not apply with a store.
+func TestSharedTableEvicts(t *testing.T) {
+	const size = 8
+	c := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	x, err := build(proxy.Config{Sessions: size}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: c.now}, Options{Store: newMemSessions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(sid, sender string) proxy.Decision {
+		t.Helper()
+		d, err := x.Enforce(context.Background(), req(env(sid, sender, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: []string{sender, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 86_400_000}))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Settle(d.Allow)
+		return d
+	}
+	allowed := 0
+	for i := range 2 * size {
+		if start(sessionID(900+i), other).Allow {
+			allowed++
+		}
+	}
+	if allowed != 2*size {
+		t.Errorf("other's %d starts: %d allowed, want all (the table evicts its own oldest)", 2*size, allowed)
+	}
+	if d := start(sessionID(950), planner); !d.Allow {
+		t.Errorf("after other's %d starts, planner's SessionStart: %s %s, want allowed", 2*size, d.Code, d.Reason)
+	}
+	// other's first session left the table; it is decided on the store's state
+	d, err := x.Enforce(context.Background(), req(env(sessionID(900), other, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))))
+	if err != nil || !d.Allow {
+		t.Errorf("a message on other's evicted session: %v %+v, want allowed on the store's state", err, d)
+	}
+	d.Settle(d.Allow)
+	if dup := start(sessionID(900), planner); dup.Allow {
+		t.Errorf("a second SessionStart of other's evicted session by planner: allowed, want refused (the store holds it)")
+	}
+}

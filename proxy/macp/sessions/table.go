@@ -8,8 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/macp"
 )
 
@@ -239,11 +238,14 @@ type table struct {
 	entries   map[string]*entry
 	live      useList
 	done      useList
-	evictLive bool // live sessions may be forgotten (they can be rebuilt)
+	evictLive bool // live sessions may be forgotten (they can be rebuilt, or loaded from the shared store)
 	// bindings are the non-default governance policies sessions were
 	// committed with, as many as the table holds sessions, kept past their
-	// entries for the rebuild (binding).
-	bindings *lru.Cache[string, *macp.Governance]
+	// entries for the rebuild (binding); each initiator's to its share, so
+	// that an agent starting sessions without end evicts its own bindings,
+	// never another's (a session whose binding is gone is decided on a
+	// policy Warden cannot know: bound_policy_unknown).
+	bindings *owners.Cache[string, *macp.Governance]
 	// names are the participant lists new sessions share.
 	names names
 }
@@ -290,14 +292,11 @@ func (l *useList) touch(e *entry) {
 	}
 }
 
-func newTable(capacity int, evictLive bool) (*table, error) {
+func newTable(capacity, share int, evictLive bool) (*table, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("session table of %d entries: must be positive", capacity)
 	}
-	bindings, err := lru.New[string, *macp.Governance](capacity)
-	if err != nil {
-		return nil, fmt.Errorf("policy bindings: %w", err)
-	}
+	bindings := owners.NewCache[string, *macp.Governance](capacity, share)
 	return &table{capacity: capacity, entries: make(map[string]*entry), evictLive: evictLive, bindings: bindings}, nil
 }
 
@@ -395,7 +394,7 @@ func (t *table) unlink(e *entry) {
 func (t *table) settle(e *entry, s *macp.Session, now int64) {
 	if s != nil && s.Policy != nil && s.Policy.Known() && s.Policy.ID != macp.DefaultPolicyID {
 		if prev := e.state.Load(); prev == nil || prev.Policy != s.Policy {
-			t.bindings.Add(e.id, s.Policy)
+			t.bindings.Add(s.Initiator, e.id, s.Policy)
 		}
 	}
 	e.update(func(*macp.Session) *macp.Session { return s })
