@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 func TestDevMode(t *testing.T) {
@@ -62,14 +64,14 @@ func TestMultipleMethods(t *testing.T) {
 	clock := newClock()
 	cfg := jwtConfig()
 	cfg.Mode = Methods{MethodMTLS, MethodJWT, MethodStatic}
-	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa))
 	cfg.Static.TokensFile = writeFile(t, "tokens.json", []byte(tokensJSON))
 	a := mustNew(t, cfg, clock)
 
 	spiffe := cert(t, "", t0.Add(time.Hour), "spiffe://example.org/agent-m")
 	noID := cert(t, "cn", t0.Add(time.Hour))
-	jwtTok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-j"))
-	expired := sign(t, k.rsa, k.rsa.kid, with(claimsAt(t0, "agent-j"), "exp", t0.Add(-time.Hour).Unix()))
+	jwtTok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-j"))
+	expired := testjwt.Sign(t, k.rsa, k.rsa.KID, with(claimsAt(t0, "agent-j"), "exp", t0.Add(-time.Hour).Unix()))
 	tests := []struct {
 		name       string
 		c          Credentials
@@ -243,7 +245,7 @@ func TestNewStartsNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg2 := jwtConfig()
-		cfg2.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+		cfg2.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa))
 		if _, err := New(cfg2, Options{}); err != nil {
 			t.Fatal(err)
 		}

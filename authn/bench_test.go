@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 func BenchmarkAuthenticate(b *testing.B) {
@@ -12,7 +14,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	ctx := context.Background()
 
 	jwtCfg := jwtConfig()
-	jwtCfg.JWT.JWKSFile = writeFile(b, "jwks.json", jwksJSON(b, k.rsa, k.ec, k.ed))
+	jwtCfg.JWT.JWKSFile = writeFile(b, "jwks.json", testjwt.JWKS(b, k.rsa, k.ec, k.ed))
 	staticCfg := Config{Mode: Methods{MethodStatic}, Static: StaticConfig{TokensFile: writeFile(b, "tokens.json", []byte(tokensJSON))}}
 	devCfg := Config{Mode: Methods{MethodDev}, Insecure: true}
 
@@ -21,8 +23,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 		cfg   Config
 		creds Credentials
 	}{
-		{name: "jwt-cache-hit-RS256", cfg: jwtCfg, creds: Credentials{Bearer: sign(b, k.rsa, k.rsa.kid, claimsAt(now, "agent-a"))}},
-		{name: "jwt-cache-hit-ES256", cfg: jwtCfg, creds: Credentials{Bearer: sign(b, k.ec, k.ec.kid, claimsAt(now, "agent-a"))}},
+		{name: "jwt-cache-hit-RS256", cfg: jwtCfg, creds: Credentials{Bearer: testjwt.Sign(b, k.rsa, k.rsa.KID, claimsAt(now, "agent-a"))}},
+		{name: "jwt-cache-hit-ES256", cfg: jwtCfg, creds: Credentials{Bearer: testjwt.Sign(b, k.ec, k.ec.KID, claimsAt(now, "agent-a"))}},
 		{name: "static", cfg: staticCfg, creds: Credentials{Bearer: "tok-a"}},
 		{name: "dev", cfg: devCfg, creds: Credentials{Bearer: "planner"}},
 	}
@@ -53,8 +55,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 			b.Fatal(err)
 		}
 		toks := []string{
-			sign(b, k.rsa, k.rsa.kid, claimsAt(now, "agent-a")),
-			sign(b, k.rsa, k.rsa.kid, claimsAt(now, "agent-b")),
+			testjwt.Sign(b, k.rsa, k.rsa.KID, claimsAt(now, "agent-a")),
+			testjwt.Sign(b, k.rsa, k.rsa.KID, claimsAt(now, "agent-b")),
 		}
 		b.ReportAllocs()
 		i := 0

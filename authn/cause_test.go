@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // TestCauseOfRealFailures makes each cause by its real cause: tokens signed
@@ -15,7 +17,7 @@ import (
 // from. Before Cause existed every one of these was "invalid_credentials".
 func TestCauseOfRealFailures(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.ec))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa, k.ec))
 	down := newJWKSServer(t, nil)
 	down.failing.Store(true)
 	good := claimsAt(t0, "agent-a")
@@ -30,19 +32,19 @@ func TestCauseOfRealFailures(t *testing.T) {
 		{name: "missing", bearer: "", class: ErrNoCredentials, want: CauseMissing},
 		{name: "malformed", bearer: "not-a-jwt", class: ErrInvalidCredentials, want: CauseMalformed},
 		{name: "malformed header", bearer: rawTokenWithPayload("eyJhbGci", "e30", "c2ln"), class: ErrInvalidCredentials, want: CauseMalformed},
-		{name: "algorithm", bearer: rawToken(t, map[string]any{"alg": "none"}, good, []byte("x")), class: ErrInvalidCredentials, want: CauseAlgorithm},
-		{name: "hmac not configured", bearer: rawToken(t, map[string]any{"alg": "HS256"}, good, []byte("0123456789abcdef0123456789abcdef")), class: ErrInvalidCredentials, want: CauseAlgorithm},
-		{name: "unknown key id", bearer: sign(t, k.rsaOther, k.rsaOther.kid, good), class: ErrInvalidCredentials, want: CauseUnknownKeyID},
-		{name: "signature", bearer: sign(t, k.rsaOther, k.rsa.kid, good), class: ErrInvalidCredentials, want: CauseSignature},
-		{name: "expired", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "exp", t0.Add(-time.Hour).Unix())), class: ErrExpired, want: CauseExpired},
-		{name: "not yet valid", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "nbf", t0.Add(time.Hour).Unix())), class: ErrInvalidCredentials, want: CauseNotYetValid},
-		{name: "issued in the future", bearer: sign(t, k.ec, k.ec.kid, with(good, "iat", t0.Add(time.Hour).Unix())), class: ErrInvalidCredentials, want: CauseNotYetValid},
-		{name: "audience", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "aud", "someone-else")), class: ErrInvalidCredentials, want: CauseAudience},
-		{name: "issuer", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "iss", "https://evil.test")), class: ErrInvalidCredentials, want: CauseIssuer},
-		{name: "no exp", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "exp", nil)), class: ErrInvalidCredentials, want: CauseClaims},
-		{name: "no principal", bearer: sign(t, k.rsa, k.rsa.kid, with(good, "sub", nil)), class: ErrInvalidCredentials, want: CauseClaims},
-		{name: "keys unavailable", srv: down, bearer: sign(t, k.rsa, k.rsa.kid, good), class: ErrKeysUnavailable, want: CauseKeysUnavailable},
-		{name: "valid", bearer: sign(t, k.rsa, k.rsa.kid, good)},
+		{name: "algorithm", bearer: testjwt.Raw(t, map[string]any{"alg": "none"}, good, []byte("x")), class: ErrInvalidCredentials, want: CauseAlgorithm},
+		{name: "hmac not configured", bearer: testjwt.Raw(t, map[string]any{"alg": "HS256"}, good, []byte("0123456789abcdef0123456789abcdef")), class: ErrInvalidCredentials, want: CauseAlgorithm},
+		{name: "unknown key id", bearer: testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, good), class: ErrInvalidCredentials, want: CauseUnknownKeyID},
+		{name: "signature", bearer: testjwt.Sign(t, k.rsaOther, k.rsa.KID, good), class: ErrInvalidCredentials, want: CauseSignature},
+		{name: "expired", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "exp", t0.Add(-time.Hour).Unix())), class: ErrExpired, want: CauseExpired},
+		{name: "not yet valid", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "nbf", t0.Add(time.Hour).Unix())), class: ErrInvalidCredentials, want: CauseNotYetValid},
+		{name: "issued in the future", bearer: testjwt.Sign(t, k.ec, k.ec.KID, with(good, "iat", t0.Add(time.Hour).Unix())), class: ErrInvalidCredentials, want: CauseNotYetValid},
+		{name: "audience", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "aud", "someone-else")), class: ErrInvalidCredentials, want: CauseAudience},
+		{name: "issuer", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "iss", "https://evil.test")), class: ErrInvalidCredentials, want: CauseIssuer},
+		{name: "no exp", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "exp", nil)), class: ErrInvalidCredentials, want: CauseClaims},
+		{name: "no principal", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", nil)), class: ErrInvalidCredentials, want: CauseClaims},
+		{name: "keys unavailable", srv: down, bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, good), class: ErrKeysUnavailable, want: CauseKeysUnavailable},
+		{name: "valid", bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, good)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,10 +81,10 @@ func TestCauseOfRealFailures(t *testing.T) {
 // its cause from the cache path too.
 func TestCauseOfCachedExpiry(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	expect(t, a, tok, nil)
 	clock.Advance(2 * time.Hour)
 	_, err := a.Authenticate(context.Background(), Credentials{Bearer: tok})

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // FuzzAuthenticateJWT feeds arbitrary bearer strings to a JWT authenticator:
@@ -13,14 +15,14 @@ func FuzzAuthenticateJWT(f *testing.F) {
 	k := keysOnce()
 	clock := newClock()
 	cfg := jwtConfig()
-	cfg.JWT.JWKSFile = writeFile(f, "jwks.json", jwksJSON(f, k.rsa, k.ec, k.ed))
+	cfg.JWT.JWKSFile = writeFile(f, "jwks.json", testjwt.JWKS(f, k.rsa, k.ec, k.ed))
 	a, err := New(cfg, Options{Now: clock.Now})
 	if err != nil {
 		f.Fatal(err)
 	}
 	// RS256: unlike ECDSA, its signatures are not malleable, so no other
 	// string can carry a valid signature over the same content.
-	valid := sign(f, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	valid := testjwt.Sign(f, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	if _, err := a.Authenticate(context.Background(), Credentials{Bearer: valid}); err != nil {
 		f.Fatal(err)
 	}
@@ -32,10 +34,10 @@ func FuzzAuthenticateJWT(f *testing.F) {
 		parts[0] + "." + parts[1] + ".",
 		parts[0] + ".." + parts[2],
 		"." + parts[1] + "." + parts[2],
-		sign(f, k.rsaOther, k.rsa.kid, claimsAt(t0, "agent-a")),
-		sign(f, k.rsa, k.rsa.kid, with(claimsAt(t0, "agent-a"), "exp", t0.Add(-time.Hour).Unix())),
-		rawToken(f, map[string]any{"alg": "none"}, claimsAt(t0, "agent-a"), nil),
-		rawToken(f, map[string]any{"alg": "HS256", "kid": k.rsa.kid}, claimsAt(t0, "agent-a"), []byte("sig")),
+		testjwt.Sign(f, k.rsaOther, k.rsa.KID, claimsAt(t0, "agent-a")),
+		testjwt.Sign(f, k.rsa, k.rsa.KID, with(claimsAt(t0, "agent-a"), "exp", t0.Add(-time.Hour).Unix())),
+		testjwt.Raw(f, map[string]any{"alg": "none"}, claimsAt(t0, "agent-a"), nil),
+		testjwt.Raw(f, map[string]any{"alg": "HS256", "kid": k.rsa.KID}, claimsAt(t0, "agent-a"), []byte("sig")),
 		"eyJhbGciOiJSUzI1NiJ9.e30.",
 		"a.b.c", "...", "", "\x00", strings.Repeat("A", 1000),
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/agentwarden/warden/internal/testcerts"
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // TestGrantHolds: a grant holds while what vouched for the credential still
@@ -22,7 +24,7 @@ func TestGrantHolds(t *testing.T) {
 	k := keysOnce()
 	ctx := context.Background()
 	now := t0.Add(time.Minute)
-	rsaTok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	rsaTok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	grantOf := func(a *Authenticator, c Credentials) Grant {
 		t.Helper()
 		p, err := a.Authenticate(ctx, c)
@@ -35,7 +37,7 @@ func TestGrantHolds(t *testing.T) {
 	// JWT: a token signed with the RSA key, verified through a JWKS URL.
 	jwks := func(t *testing.T, edit func(*Config), keys ...signingKey) (*Authenticator, *jwksServer, *fakeClock) {
 		t.Helper()
-		srv, clock := newJWKSServer(t, jwksJSON(t, keys...)), newClock()
+		srv, clock := newJWKSServer(t, testjwt.JWKS(t, keys...)), newClock()
 		cfg := jwtConfig()
 		cfg.JWT.JWKSURL = srv.URL + "/.well-known/jwks.json"
 		if edit != nil {
@@ -65,12 +67,12 @@ func TestGrantHolds(t *testing.T) {
 		expect(t, a, rsaTok, nil)
 		// The issuer withdraws the RSA key; a request after jwks_refresh
 		// has Warden fetch the JWKS again.
-		srv.setBody(jwksJSON(t, k.ec))
+		srv.setBody(testjwt.JWKS(t, k.ec))
 		clock.Advance(6 * time.Minute)
-		expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(clock.Now(), "agent-b")), nil)
+		expect(t, a, testjwt.Sign(t, k.ec, k.ec.KID, claimsAt(clock.Now(), "agent-b")), nil)
 		return a
 	}
-	reused := signingKey{kid: k.rsa.kid, alg: jose.RS256, pub: k.rsaOther.pub} // the kid now names another key
+	reused := signingKey{KID: k.rsa.KID, Alg: jose.RS256, Pub: k.rsaOther.Pub} // the kid now names another key
 
 	// JWT: a token signed with the HMAC secret.
 	secret := []byte("0123456789abcdef0123456789abcdef")
@@ -82,7 +84,7 @@ func TestGrantHolds(t *testing.T) {
 			})
 		}
 	}
-	hsTok := sign(t, signingKey{alg: jose.HS256, priv: secret}, "", claimsAt(t0, "agent-h"))
+	hsTok := testjwt.Sign(t, signingKey{Alg: jose.HS256, Priv: secret}, "", claimsAt(t0, "agent-h"))
 	hsGrant := grantOf(hmac(secret)(t), Credentials{Bearer: hsTok})
 
 	// mTLS: a certificate a.example's CA issued, trust domains bound.

@@ -1,13 +1,6 @@
 package authn
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/base64"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 const (
@@ -50,12 +43,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // signingKey is a private key with the kid and alg it signs under.
-type signingKey struct {
-	kid  string
-	alg  jose.SignatureAlgorithm
-	priv any
-	pub  any
-}
+type signingKey = testjwt.Key
 
 // testKeys are generated once per test binary; RSA generation is slow.
 type testKeys struct {
@@ -63,43 +51,8 @@ type testKeys struct {
 }
 
 var keysOnce = sync.OnceValue(func() *testKeys {
-	rk, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	ro, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	edPub, edPriv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	return &testKeys{
-		rsa:      signingKey{kid: "rsa-1", alg: jose.RS256, priv: rk, pub: &rk.PublicKey},
-		ec:       signingKey{kid: "ec-1", alg: jose.ES256, priv: ek, pub: &ek.PublicKey},
-		ed:       signingKey{kid: "ed-1", alg: jose.EdDSA, priv: edPriv, pub: edPub},
-		rsaOther: signingKey{kid: "rsa-2", alg: jose.RS256, priv: ro, pub: &ro.PublicKey},
-	}
+	return &testKeys{rsa: testjwt.RS256("rsa-1"), ec: testjwt.ES256("ec-1"), ed: testjwt.EdDSA("ed-1"), rsaOther: testjwt.RS256("rsa-2")}
 })
-
-// jwksJSON builds a JWKS document holding the public halves of keys.
-func jwksJSON(t testing.TB, keys ...signingKey) []byte {
-	t.Helper()
-	var set jose.JSONWebKeySet
-	for _, k := range keys {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.pub, KeyID: k.kid, Algorithm: string(k.alg), Use: "sig"})
-	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // claimsAt returns valid claims for sub issued at now and expiring in an hour.
 func claimsAt(now time.Time, sub string) map[string]any {
@@ -115,47 +68,6 @@ func claimsAt(now time.Time, sub string) map[string]any {
 			"allowed_modes":      []any{"macp.mode.task.v1"},
 		},
 	}
-}
-
-// sign makes a compact JWS of claims with k, naming kid in the header unless it is "".
-func sign(t testing.TB, k signingKey, kid string, claims map[string]any) string {
-	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
-	if kid != "" {
-		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
-	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: k.priv}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := obj.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-// rawToken assembles a token from a header and claims with an arbitrary signature.
-func rawToken(t testing.TB, header, claims map[string]any, sig []byte) string {
-	t.Helper()
-	h, err := json.Marshal(header)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString(h) + "." + enc.EncodeToString(c) + "." + enc.EncodeToString(sig)
 }
 
 // writeFile writes b into a fresh temp dir and returns its path.

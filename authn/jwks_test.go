@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // urlJWTAuthenticator returns a JWT authenticator fetching its JWKS from srv.
@@ -47,35 +49,35 @@ func expectFetches(t *testing.T, srv *jwksServer, want int64) {
 
 func TestJWKSURLLazyAndCached(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.ec))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa, k.ec))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
 	expectFetches(t, srv, 0) // New does not fetch a URL
 
-	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	expect(t, a, tok, nil)
 	expectFetches(t, srv, 1)
-	expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(t0, "agent-b")), nil)
+	expect(t, a, testjwt.Sign(t, k.ec, k.ec.KID, claimsAt(t0, "agent-b")), nil)
 	expect(t, a, tok, nil)
 	expectFetches(t, srv, 1) // keys cached
 
 	clock.Advance(5*time.Minute + time.Second) // past jwks_refresh
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-c")), nil)
 	expectFetches(t, srv, 2)
 }
 
 func TestJWKSURLUnknownKidRefresh(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a")), nil)
 	expectFetches(t, srv, 1)
 
 	// The issuer rotates in a new key; a token naming it triggers a refresh,
 	// but not within minRefreshInterval of the previous fetch.
-	srv.setBody(jwksJSON(t, k.rsa, k.rsaOther))
-	rotated := sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(t0, "agent-b"))
+	srv.setBody(testjwt.JWKS(t, k.rsa, k.rsaOther))
+	rotated := testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, claimsAt(t0, "agent-b"))
 	expect(t, a, rotated, ErrInvalidCredentials)
 	expectFetches(t, srv, 1)
 
@@ -85,41 +87,41 @@ func TestJWKSURLUnknownKidRefresh(t *testing.T) {
 
 	// Unknown kids cannot make Warden hammer the issuer.
 	for i := range 20 {
-		expect(t, a, sign(t, k.ec, fmt.Sprintf("bogus-%d", i), claimsAt(t0, "x")), ErrInvalidCredentials)
+		expect(t, a, testjwt.Sign(t, k.ec, fmt.Sprintf("bogus-%d", i), claimsAt(t0, "x")), ErrInvalidCredentials)
 	}
 	expectFetches(t, srv, 2)
 	clock.Advance(minRefreshInterval)
-	expect(t, a, sign(t, k.ec, "bogus", claimsAt(t0, "x")), ErrInvalidCredentials)
+	expect(t, a, testjwt.Sign(t, k.ec, "bogus", claimsAt(t0, "x")), ErrInvalidCredentials)
 	expectFetches(t, srv, 3)
 }
 
 func TestJWKSURLStaleWhileError(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a")), nil)
 
 	srv.failing.Store(true)
 	clock.Advance(30 * time.Minute) // stale, within the grace
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-b")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-b")), nil)
 	expectFetches(t, srv, 2) // the refresh was tried
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-c")), nil)
 	expectFetches(t, srv, 2) // and is not retried on every request
 
 	// An unknown kid cannot be decided while the issuer is down.
 	clock.Advance(minRefreshInterval)
-	expect(t, a, sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(clock.Now(), "agent-d")), ErrKeysUnavailable)
+	expect(t, a, testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, claimsAt(clock.Now(), "agent-d")), ErrKeysUnavailable)
 
 	clock.Advance(time.Hour) // past jwks_refresh + jwks_stale_grace
-	_, err := a.Authenticate(context.Background(), Credentials{Bearer: sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-e"))})
+	_, err := a.Authenticate(context.Background(), Credentials{Bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-e"))})
 	if !errors.Is(err, ErrKeysUnavailable) || Reason(err) != "keys_unavailable" {
 		t.Fatalf("err = %v, want keys_unavailable", err)
 	}
 
 	srv.failing.Store(false)
 	clock.Advance(minRefreshInterval)
-	expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-f")), nil)
+	expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-f")), nil)
 }
 
 func TestJWKSURLUnavailableFromStart(t *testing.T) {
@@ -128,7 +130,7 @@ func TestJWKSURLUnavailableFromStart(t *testing.T) {
 	srv.failing.Store(true)
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	for range 5 {
 		expect(t, a, tok, ErrKeysUnavailable)
 	}
@@ -153,10 +155,10 @@ func TestJWKSURLUnavailableFromStart(t *testing.T) {
 
 func TestJWKSURLCacheHitWhileDown(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	tok := sign(t, k.rsa, k.rsa.kid, with(claimsAt(t0, "agent-a"), "exp", t0.Add(30*time.Minute).Unix()))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, with(claimsAt(t0, "agent-a"), "exp", t0.Add(30*time.Minute).Unix()))
 	expect(t, a, tok, nil)
 
 	srv.Close() // the issuer is gone
@@ -170,7 +172,7 @@ func TestJWKSURLCacheHitWhileDown(t *testing.T) {
 
 func TestJWKSURLSingleFlight(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	srv.delay.Store(int64(100 * time.Millisecond))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
@@ -178,7 +180,7 @@ func TestJWKSURLSingleFlight(t *testing.T) {
 	const n = 32
 	tokens := make([]string, n)
 	for i := range tokens {
-		tokens[i] = sign(t, k.rsa, k.rsa.kid, claimsAt(t0, fmt.Sprintf("agent-%d", i)))
+		tokens[i] = testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, fmt.Sprintf("agent-%d", i)))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -204,12 +206,12 @@ func TestJWKSURLSingleFlight(t *testing.T) {
 // minRefreshInterval.
 func TestJWKSURLCallerCancel(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 	srv.delay.Store(int64(300 * time.Millisecond))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
-	other := sign(t, k.ec, "unknown-kid", claimsAt(t0, "agent-b"))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
+	other := testjwt.Sign(t, k.ec, "unknown-kid", claimsAt(t0, "agent-b"))
 
 	for i := range 50 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
@@ -236,16 +238,16 @@ func TestJWKSURLCallerCancel(t *testing.T) {
 
 func TestJWKSKeyRemovalInvalidatesCache(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.ec))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa, k.ec))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	rsaTok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	rsaTok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	expect(t, a, rsaTok, nil)
 
 	// The issuer revokes the RSA key; the next refresh notices.
-	srv.setBody(jwksJSON(t, k.ec))
+	srv.setBody(testjwt.JWKS(t, k.ec))
 	clock.Advance(6 * time.Minute)
-	expect(t, a, sign(t, k.ec, k.ec.kid, claimsAt(clock.Now(), "agent-b")), nil)
+	expect(t, a, testjwt.Sign(t, k.ec, k.ec.KID, claimsAt(clock.Now(), "agent-b")), nil)
 	expectFetches(t, srv, 2)
 	expect(t, a, rsaTok, ErrInvalidCredentials)
 }
@@ -258,7 +260,7 @@ func TestJWKSFile(t *testing.T) {
 		missing bool
 		wantErr bool
 	}{
-		{name: "good", body: jwksJSON(t, k.rsa)},
+		{name: "good", body: testjwt.JWKS(t, k.rsa)},
 		{name: "missing", missing: true, wantErr: true},
 		{name: "not JSON", body: []byte("nope"), wantErr: true},
 		{name: "no usable keys", body: []byte(`{"keys":[{"kty":"oct","k":"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY"}]}`), wantErr: true},
@@ -283,13 +285,13 @@ func TestJWKSFile(t *testing.T) {
 // is redone once the key set is due for a refresh.
 func TestJWKSRemovedKeyStopsCachedToken(t *testing.T) {
 	k := keysOnce()
-	srv := newJWKSServer(t, jwksJSON(t, k.rsa, k.rsaOther))
+	srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa, k.rsaOther))
 	clock := newClock()
 	a := urlJWTAuthenticator(t, srv, clock)
-	tok := sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(t0, "agent-a"))
+	tok := testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, claimsAt(t0, "agent-a"))
 	expect(t, a, tok, nil)
 
-	srv.setBody(jwksJSON(t, k.rsa)) // the issuer revokes rsaOther
+	srv.setBody(testjwt.JWKS(t, k.rsa)) // the issuer revokes rsaOther
 	clock.Advance(time.Minute)
 	expect(t, a, tok, nil) // still within jwks_refresh: cached
 	clock.Advance(defaultJWKSRefresh)
@@ -317,7 +319,7 @@ func TestJWKSEmptySetWithdrawsKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newJWKSServer(t, jwksJSON(t, k.rsa))
+			srv := newJWKSServer(t, testjwt.JWKS(t, k.rsa))
 			clock := newClock()
 			var logs bytes.Buffer
 			cfg := jwtConfig()
@@ -327,17 +329,17 @@ func TestJWKSEmptySetWithdrawsKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cached := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+			cached := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 			expect(t, a, cached, nil)
 
 			srv.setBody([]byte(tt.empty))
 			if tt.forced {
 				clock.Advance(minRefreshInterval)
-				expect(t, a, sign(t, k.rsaOther, k.rsaOther.kid, claimsAt(clock.Now(), "agent-b")), ErrInvalidCredentials)
+				expect(t, a, testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, claimsAt(clock.Now(), "agent-b")), ErrInvalidCredentials)
 			} else {
 				clock.Advance(defaultJWKSRefresh + time.Second)
 			}
-			expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-c")), ErrInvalidCredentials)
+			expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-c")), ErrInvalidCredentials)
 			expect(t, a, cached, ErrInvalidCredentials)
 			expectFetches(t, srv, 2)
 			if !strings.Contains(logs.String(), "jwks has no usable signature keys") {
@@ -346,9 +348,9 @@ func TestJWKSEmptySetWithdrawsKeys(t *testing.T) {
 
 			// The issuer publishes keys again: they verify from the next
 			// refresh on.
-			srv.setBody(jwksJSON(t, k.rsa))
+			srv.setBody(testjwt.JWKS(t, k.rsa))
 			clock.Advance(defaultJWKSRefresh + time.Second)
-			expect(t, a, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), "agent-d")), nil)
+			expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), "agent-d")), nil)
 		})
 	}
 }
@@ -358,10 +360,10 @@ func TestJWKSEmptySetWithdrawsKeys(t *testing.T) {
 func TestJWKSFileEmptiedWithdrawsKeys(t *testing.T) {
 	k := keysOnce()
 	cfg := jwtConfig()
-	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa))
 	clock := newClock()
 	a := mustNew(t, cfg, clock)
-	tok := sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-a"))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a"))
 	expect(t, a, tok, nil)
 	if err := os.WriteFile(cfg.JWT.JWKSFile, []byte(`{"keys":[]}`), 0o600); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // fileJWTAuthenticator returns a JWT authenticator reading a JWKS file with
@@ -21,7 +23,7 @@ func fileJWTAuthenticator(t *testing.T, clock *fakeClock, edit func(*Config)) *A
 	t.Helper()
 	k := keysOnce()
 	cfg := jwtConfig()
-	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa, k.ec, k.ed))
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa, k.ec, k.ed))
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -47,28 +49,15 @@ func TestAuthenticateJWT(t *testing.T) {
 	enc := base64.RawURLEncoding
 
 	rsaPEM := func() []byte {
-		der, err := x509.MarshalPKIXPublicKey(k.rsa.pub)
+		der, err := x509.MarshalPKIXPublicKey(k.rsa.Pub)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	}()
-	hsWithRSAPub := func() string {
-		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: rsaPEM},
-			(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.rsa.kid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := json.Marshal(good)
-		obj, err := s.Sign(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, _ := obj.CompactSerialize()
-		return tok
-	}()
+	hsWithRSAPub := testjwt.Sign(t, testjwt.HS256(rsaPEM), k.rsa.KID, good)
 	embeddedJWK := func() string {
-		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.rsaOther.priv},
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.rsaOther.Priv},
 			(&jose.SignerOptions{EmbedJWK: true}).WithType("JWT"))
 		if err != nil {
 			t.Fatal(err)
@@ -81,7 +70,7 @@ func TestAuthenticateJWT(t *testing.T) {
 		tok, _ := obj.CompactSerialize()
 		return tok
 	}()
-	valid := sign(t, k.rsa, k.rsa.kid, good)
+	valid := testjwt.Sign(t, k.rsa, k.rsa.KID, good)
 	parts := strings.Split(valid, ".")
 	tamperedPayload := func() string {
 		c, _ := json.Marshal(with(good, "sub", "agent-b"))
@@ -93,9 +82,9 @@ func TestAuthenticateJWT(t *testing.T) {
 		return parts[0] + "." + parts[1] + "." + enc.EncodeToString(sig)
 	}()
 	rs384 := k.rsa
-	rs384.alg = jose.RS384
+	rs384.Alg = jose.RS384
 	ps256 := k.rsa
-	ps256.alg = jose.PS256
+	ps256.Alg = jose.PS256
 
 	tests := []struct {
 		name    string
@@ -104,40 +93,40 @@ func TestAuthenticateJWT(t *testing.T) {
 		wantID  string
 	}{
 		{name: "valid RS256", token: valid, wantID: "agent-a"},
-		{name: "valid ES256", token: sign(t, k.ec, k.ec.kid, good), wantID: "agent-a"},
-		{name: "valid EdDSA", token: sign(t, k.ed, k.ed.kid, good), wantID: "agent-a"},
-		{name: "valid without kid", token: sign(t, k.ec, "", good), wantID: "agent-a"},
-		{name: "valid audience list", token: sign(t, k.rsa, k.rsa.kid, with(good, "aud", []any{"other", testAudience})), wantID: "agent-a"},
-		{name: "expired within leeway", token: sign(t, k.rsa, k.rsa.kid, with(good, "exp", t0.Add(-10*time.Second).Unix())), wantID: "agent-a"},
-		{name: "expired", token: sign(t, k.rsa, k.rsa.kid, with(good, "iat", t0.Add(-2*time.Hour).Unix(), "nbf", t0.Add(-2*time.Hour).Unix(), "exp", t0.Add(-time.Hour).Unix())), wantErr: ErrExpired},
-		{name: "not yet valid", token: sign(t, k.rsa, k.rsa.kid, with(good, "nbf", t0.Add(time.Hour).Unix(), "exp", t0.Add(2*time.Hour).Unix())), wantErr: ErrInvalidCredentials},
-		{name: "issued in the future", token: sign(t, k.rsa, k.rsa.kid, with(good, "nbf", nil, "iat", t0.Add(time.Hour).Unix())), wantErr: ErrInvalidCredentials},
-		{name: "wrong audience", token: sign(t, k.rsa, k.rsa.kid, with(good, "aud", "someone-else")), wantErr: ErrInvalidCredentials},
-		{name: "no audience", token: sign(t, k.rsa, k.rsa.kid, with(good, "aud", nil)), wantErr: ErrInvalidCredentials},
-		{name: "wrong issuer", token: sign(t, k.rsa, k.rsa.kid, with(good, "iss", "https://evil.test")), wantErr: ErrInvalidCredentials},
-		{name: "unknown kid", token: sign(t, k.rsaOther, k.rsaOther.kid, good), wantErr: ErrInvalidCredentials},
-		{name: "known kid, other key", token: sign(t, k.rsaOther, k.rsa.kid, good), wantErr: ErrInvalidCredentials},
-		{name: "no kid, unknown key", token: sign(t, k.rsaOther, "", good), wantErr: ErrInvalidCredentials},
+		{name: "valid ES256", token: testjwt.Sign(t, k.ec, k.ec.KID, good), wantID: "agent-a"},
+		{name: "valid EdDSA", token: testjwt.Sign(t, k.ed, k.ed.KID, good), wantID: "agent-a"},
+		{name: "valid without kid", token: testjwt.Sign(t, k.ec, "", good), wantID: "agent-a"},
+		{name: "valid audience list", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "aud", []any{"other", testAudience})), wantID: "agent-a"},
+		{name: "expired within leeway", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "exp", t0.Add(-10*time.Second).Unix())), wantID: "agent-a"},
+		{name: "expired", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "iat", t0.Add(-2*time.Hour).Unix(), "nbf", t0.Add(-2*time.Hour).Unix(), "exp", t0.Add(-time.Hour).Unix())), wantErr: ErrExpired},
+		{name: "not yet valid", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "nbf", t0.Add(time.Hour).Unix(), "exp", t0.Add(2*time.Hour).Unix())), wantErr: ErrInvalidCredentials},
+		{name: "issued in the future", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "nbf", nil, "iat", t0.Add(time.Hour).Unix())), wantErr: ErrInvalidCredentials},
+		{name: "wrong audience", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "aud", "someone-else")), wantErr: ErrInvalidCredentials},
+		{name: "no audience", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "aud", nil)), wantErr: ErrInvalidCredentials},
+		{name: "wrong issuer", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "iss", "https://evil.test")), wantErr: ErrInvalidCredentials},
+		{name: "unknown kid", token: testjwt.Sign(t, k.rsaOther, k.rsaOther.KID, good), wantErr: ErrInvalidCredentials},
+		{name: "known kid, other key", token: testjwt.Sign(t, k.rsaOther, k.rsa.KID, good), wantErr: ErrInvalidCredentials},
+		{name: "no kid, unknown key", token: testjwt.Sign(t, k.rsaOther, "", good), wantErr: ErrInvalidCredentials},
 		{name: "embedded jwk is ignored", token: embeddedJWK, wantErr: ErrInvalidCredentials},
-		{name: "kid of another key type", token: sign(t, k.ec, k.rsa.kid, good), wantErr: ErrInvalidCredentials},
-		{name: "alg not in allow-list RS384", token: sign(t, rs384, rs384.kid, good), wantErr: ErrInvalidCredentials},
-		{name: "alg not in allow-list PS256", token: sign(t, ps256, ps256.kid, good), wantErr: ErrInvalidCredentials},
-		{name: "alg none empty signature", token: rawToken(t, map[string]any{"alg": "none", "typ": "JWT"}, good, nil), wantErr: ErrInvalidCredentials},
-		{name: "alg none with signature", token: rawToken(t, map[string]any{"alg": "none", "kid": k.rsa.kid}, good, []byte("sig")), wantErr: ErrInvalidCredentials},
-		{name: "alg None", token: rawToken(t, map[string]any{"alg": "None"}, good, []byte("sig")), wantErr: ErrInvalidCredentials},
+		{name: "kid of another key type", token: testjwt.Sign(t, k.ec, k.rsa.KID, good), wantErr: ErrInvalidCredentials},
+		{name: "alg not in allow-list RS384", token: testjwt.Sign(t, rs384, rs384.KID, good), wantErr: ErrInvalidCredentials},
+		{name: "alg not in allow-list PS256", token: testjwt.Sign(t, ps256, ps256.KID, good), wantErr: ErrInvalidCredentials},
+		{name: "alg none empty signature", token: testjwt.Raw(t, map[string]any{"alg": "none", "typ": "JWT"}, good, nil), wantErr: ErrInvalidCredentials},
+		{name: "alg none with signature", token: testjwt.Raw(t, map[string]any{"alg": "none", "kid": k.rsa.KID}, good, []byte("sig")), wantErr: ErrInvalidCredentials},
+		{name: "alg None", token: testjwt.Raw(t, map[string]any{"alg": "None"}, good, []byte("sig")), wantErr: ErrInvalidCredentials},
 		{name: "HS256 with the RSA public key as secret", token: hsWithRSAPub, wantErr: ErrInvalidCredentials},
 		{name: "tampered payload", token: tamperedPayload, wantErr: ErrInvalidCredentials},
 		{name: "tampered signature", token: tamperedSig, wantErr: ErrInvalidCredentials},
-		{name: "signature of another token", token: parts[0] + "." + strings.Split(sign(t, k.rsa, k.rsa.kid, with(good, "sub", "x")), ".")[1] + "." + parts[2], wantErr: ErrInvalidCredentials},
-		{name: "missing sub", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", nil)), wantErr: ErrInvalidCredentials},
-		{name: "empty sub", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", "")), wantErr: ErrInvalidCredentials},
-		{name: "sub not a string", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", 42)), wantErr: ErrInvalidCredentials},
-		{name: "sub with a line break (a header the principal is named in)", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", "alice\r\nx-admin: 1")), wantErr: ErrInvalidCredentials},
-		{name: "sub with a NUL", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", "alice\x00")), wantErr: ErrInvalidCredentials},
-		{name: "sub with a tab and non-ASCII", token: sign(t, k.rsa, k.rsa.kid, with(good, "sub", "ålice\tb")), wantID: "ålice\tb"},
-		{name: "missing exp", token: sign(t, k.rsa, k.rsa.kid, with(good, "exp", nil)), wantErr: ErrInvalidCredentials},
-		{name: "exp as string", token: sign(t, k.rsa, k.rsa.kid, with(good, "exp", "2099-01-01")), wantErr: ErrInvalidCredentials},
-		{name: "aud as number", token: sign(t, k.rsa, k.rsa.kid, with(good, "aud", 7)), wantErr: ErrInvalidCredentials},
+		{name: "signature of another token", token: parts[0] + "." + strings.Split(testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", "x")), ".")[1] + "." + parts[2], wantErr: ErrInvalidCredentials},
+		{name: "missing sub", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", nil)), wantErr: ErrInvalidCredentials},
+		{name: "empty sub", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", "")), wantErr: ErrInvalidCredentials},
+		{name: "sub not a string", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", 42)), wantErr: ErrInvalidCredentials},
+		{name: "sub with a line break (a header the principal is named in)", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", "alice\r\nx-admin: 1")), wantErr: ErrInvalidCredentials},
+		{name: "sub with a NUL", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", "alice\x00")), wantErr: ErrInvalidCredentials},
+		{name: "sub with a tab and non-ASCII", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "sub", "ålice\tb")), wantID: "ålice\tb"},
+		{name: "missing exp", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "exp", nil)), wantErr: ErrInvalidCredentials},
+		{name: "exp as string", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "exp", "2099-01-01")), wantErr: ErrInvalidCredentials},
+		{name: "aud as number", token: testjwt.Sign(t, k.rsa, k.rsa.KID, with(good, "aud", 7)), wantErr: ErrInvalidCredentials},
 		{name: "garbage", token: "not a token", wantErr: ErrInvalidCredentials},
 		{name: "three dots of garbage", token: "a.b.c", wantErr: ErrInvalidCredentials},
 		{name: "empty segments", token: "..", wantErr: ErrInvalidCredentials},
@@ -197,7 +186,7 @@ func TestAuthenticateJWTPrincipalClaim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := a.Authenticate(context.Background(), Credentials{Bearer: sign(t, k.ec, k.ec.kid, tt.claims)})
+			p, err := a.Authenticate(context.Background(), Credentials{Bearer: testjwt.Sign(t, k.ec, k.ec.KID, tt.claims)})
 			if !errors.Is(err, tt.wantErr) || p.ID != tt.wantID {
 				t.Fatalf("got %+v, %v; want %q, %v", p, err, tt.wantID, tt.wantErr)
 			}
@@ -214,9 +203,9 @@ func TestAuthenticateJWTHMAC(t *testing.T) {
 		c.JWT.HMACSecretFile = writeFile(t, "secret", append(secret, '\n'))
 	})
 	hs := func(key []byte, kid string) string {
-		return sign(t, signingKey{alg: jose.HS256, priv: key}, kid, claimsAt(t0, "agent-h"))
+		return testjwt.Sign(t, signingKey{Alg: jose.HS256, Priv: key}, kid, claimsAt(t0, "agent-h"))
 	}
-	der, err := x509.MarshalPKIXPublicKey(k.rsa.pub)
+	der, err := x509.MarshalPKIXPublicKey(k.rsa.Pub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,10 +216,10 @@ func TestAuthenticateJWTHMAC(t *testing.T) {
 		wantErr error
 	}{
 		{name: "HS256 with the secret", token: hs(secret, "")},
-		{name: "HS256 with the RSA public key PEM", token: hs(rsaPEM, k.rsa.kid), wantErr: ErrInvalidCredentials},
-		{name: "HS256 with the RSA public key DER", token: hs(der, k.rsa.kid), wantErr: ErrInvalidCredentials},
+		{name: "HS256 with the RSA public key PEM", token: hs(rsaPEM, k.rsa.KID), wantErr: ErrInvalidCredentials},
+		{name: "HS256 with the RSA public key DER", token: hs(der, k.rsa.KID), wantErr: ErrInvalidCredentials},
 		{name: "HS256 with another secret", token: hs([]byte(strings.Repeat("x", 32)), ""), wantErr: ErrInvalidCredentials},
-		{name: "RS256 still works", token: sign(t, k.rsa, k.rsa.kid, claimsAt(t0, "agent-h"))},
+		{name: "RS256 still works", token: testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-h"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,7 +238,7 @@ func TestJWTCacheExpiry(t *testing.T) {
 	k := keysOnce()
 	clock := newClock()
 	a := fileJWTAuthenticator(t, clock, nil)
-	tok := sign(t, k.rsa, k.rsa.kid, with(claimsAt(t0, "agent-a"), "exp", t0.Add(10*time.Minute).Unix()))
+	tok := testjwt.Sign(t, k.rsa, k.rsa.KID, with(claimsAt(t0, "agent-a"), "exp", t0.Add(10*time.Minute).Unix()))
 	ctx := context.Background()
 	if _, err := a.Authenticate(ctx, Credentials{Bearer: tok}); err != nil {
 		t.Fatal(err)
@@ -267,10 +256,10 @@ func TestJWTCacheExpiry(t *testing.T) {
 
 func TestParseJWKSSkipsUnusableKeys(t *testing.T) {
 	k := keysOnce()
-	good := jose.JSONWebKey{Key: k.ec.pub, KeyID: "ec", Use: "sig"}
-	enc := jose.JSONWebKey{Key: k.rsa.pub, KeyID: "enc", Use: "enc"}
+	good := jose.JSONWebKey{Key: k.ec.Pub, KeyID: "ec", Use: "sig"}
+	enc := jose.JSONWebKey{Key: k.rsa.Pub, KeyID: "enc", Use: "enc"}
 	oct := jose.JSONWebKey{Key: []byte("0123456789abcdef0123456789abcdef"), KeyID: "oct"}
-	priv := jose.JSONWebKey{Key: k.ed.priv, KeyID: "ed-private"}
+	priv := jose.JSONWebKey{Key: k.ed.Priv, KeyID: "ed-private"}
 	raw := func(keys ...any) []byte {
 		b, err := json.Marshal(map[string]any{"keys": keys})
 		if err != nil {

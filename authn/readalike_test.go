@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // TestPrincipalReadAlike: a principal is named to the upstream in a header
@@ -20,7 +22,7 @@ func TestPrincipalReadAlike(t *testing.T) {
 	k := keysOnce()
 	clock := newClock()
 	cfg := jwtConfig()
-	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa))
 	jwt := mustNew(t, cfg, clock)
 	tests := []struct {
 		id      string
@@ -52,7 +54,7 @@ func TestPrincipalReadAlike(t *testing.T) {
 			bearer string
 		}{
 			{"static", static, "tok"},
-			{"jwt", jwt, sign(t, k.rsa, k.rsa.kid, claimsAt(clock.Now(), tt.id))},
+			{"jwt", jwt, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(clock.Now(), tt.id))},
 		} {
 			t.Run(fmt.Sprintf("%s/%q", c.method, tt.id), func(t *testing.T) {
 				p, err := c.a.Authenticate(context.Background(), Credentials{Bearer: c.bearer})
@@ -78,7 +80,7 @@ func TestPrincipalLoneSurrogates(t *testing.T) {
 	k := keysOnce()
 	clock := newClock()
 	cfg := jwtConfig()
-	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", jwksJSON(t, k.rsa))
+	cfg.JWT.JWKSFile = writeFile(t, "jwks.json", testjwt.JWKS(t, k.rsa))
 	jwt := mustNew(t, cfg, clock)
 	for _, tt := range []struct {
 		sub     string // the JSON text of the sub claim
@@ -93,7 +95,7 @@ func TestPrincipalLoneSurrogates(t *testing.T) {
 		t.Run("jwt/"+tt.sub, func(t *testing.T) {
 			claims := claimsAt(clock.Now(), "")
 			claims["sub"] = json.RawMessage(tt.sub)
-			p, err := jwt.Authenticate(context.Background(), Credentials{Bearer: sign(t, k.rsa, k.rsa.kid, claims)})
+			p, err := jwt.Authenticate(context.Background(), Credentials{Bearer: testjwt.Sign(t, k.rsa, k.rsa.KID, claims)})
 			if tt.refused != errors.Is(err, ErrInvalidCredentials) {
 				t.Fatalf("sub %s: principal %q, err %v; refused want %v", tt.sub, p.ID, err, tt.refused)
 			}

@@ -2,9 +2,6 @@ package test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -20,6 +17,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/testjwt"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a"
@@ -65,13 +63,8 @@ var comparedHeaders = []string{"Content-Type", "Www-Authenticate", "Allow"}
 var doorSecret = []byte("door-equivalence-secret-32-bytes-at-least")
 
 // jwtFor mints an HS256 token for sub expiring at exp, signed with key.
-func jwtFor(sub string, exp time.Time, key []byte) string {
-	enc := base64.RawURLEncoding.EncodeToString
-	head := enc([]byte(`{"alg":"HS256","typ":"JWT"}`))
-	claims, _ := json.Marshal(map[string]any{"iss": "https://issuer.example", "aud": "warden", "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()})
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(head + "." + enc(claims)))
-	return head + "." + enc(claims) + "." + enc(m.Sum(nil))
+func jwtFor(t testing.TB, sub string, exp time.Time, key []byte) string {
+	return testjwt.Sign(t, testjwt.HS256(key), "", map[string]any{"iss": "https://issuer.example", "aud": "warden", "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()})
 }
 
 var doorPolicies = sync.OnceValues(func() (*policies.Engine, error) {
@@ -327,7 +320,7 @@ func identityCases(path, message string, status int) []doorCase {
 }
 
 // credentialCases are the refusals of credentials.
-func credentialCases(path, message string) []doorCase {
+func credentialCases(t testing.TB, path, message string) []doorCase {
 	post := func(name string, auth [][2]string, status int) doorCase {
 		return doorCase{name: name, method: "POST", path: path, header: auth, body: message, status: status}
 	}
@@ -336,9 +329,9 @@ func credentialCases(path, message string) []doorCase {
 		post("no credentials", [][2]string{{"Authorization", ""}}, 401),
 		post("another scheme", [][2]string{{"Authorization", "Basic YWxpY2U6cHc="}}, 401),
 		post("Bearer without a token", [][2]string{{"Authorization", "Bearer"}}, 401),
-		post("two credentials", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(time.Hour), doorSecret)}, {"Authorization", "Bearer " + jwtFor("bob", now.Add(time.Hour), doorSecret)}}, 401),
-		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(-time.Hour), doorSecret)}}, 401),
-		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, 401),
+		post("two credentials", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(time.Hour), doorSecret)}, {"Authorization", "Bearer " + jwtFor(t, "bob", now.Add(time.Hour), doorSecret)}}, 401),
+		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(-time.Hour), doorSecret)}}, 401),
+		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, 401),
 		post("not a JWT", [][2]string{{"Authorization", "Bearer alice"}}, 401),
 		{name: "verification keys unavailable", method: "POST", path: path, body: message, status: 503, down: true,
 			header: [][2]string{{"Authorization", "Bearer eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhbGljZSJ9.c2ln"}}},
@@ -417,7 +410,7 @@ func runDoors(t *testing.T, doors func(t *testing.T, down bool) map[string]func(
 // case alike.
 func TestMCPDoors(t *testing.T) {
 	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	token := "Bearer " + jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret)
 	base := [][2]string{{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}, {"Authorization", token}, {"Host", "127.0.0.1"}}
 	as := []string{"https://as.example"}
 	doors := func(t *testing.T, down bool) map[string]func(doorCase) doorAnswer {
@@ -463,7 +456,7 @@ func TestMCPDoors(t *testing.T) {
 		{name: "a foreign Origin and no credentials", method: "POST", path: "/mcp", header: [][2]string{{"Origin", "https://evil.example"}, {"Authorization", ""}}, body: ping, status: 403},
 		{name: "no credentials and text/plain", method: "POST", path: "/mcp", header: [][2]string{{"Authorization", ""}, {"Content-Type", "text/plain"}}, body: ping, status: 401},
 	}
-	cases = append(cases, credentialCases("/mcp", ping)...)
+	cases = append(cases, credentialCases(t, "/mcp", ping)...)
 	cases = append(cases, overrideCases("/mcp", ping, 400)...)
 	cases = append(cases, identityCases("/mcp", ping, 400)...)
 	cases = append(cases, doorCase{name: "Mcp-Method (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}}, body: ping})
@@ -478,7 +471,7 @@ func TestMCPDoors(t *testing.T) {
 // case alike.
 func TestA2ADoors(t *testing.T) {
 	const list = `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
-	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	token := "Bearer " + jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret)
 	base := [][2]string{{"Content-Type", "application/json"}, {"Authorization", token}}
 	doors := func(t *testing.T, down bool) map[string]func(doorCase) doorAnswer {
 		up, n := doorUpstream(t)
@@ -512,7 +505,7 @@ func TestA2ADoors(t *testing.T) {
 		{name: "an unknown method", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`, status: 200},
 		{name: "0.3's method name", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":"a","method":"message/send","params":{}}`, status: 200},
 	}
-	cases = append(cases, credentialCases("/jsonrpc", list)...)
+	cases = append(cases, credentialCases(t, "/jsonrpc", list)...)
 	cases = append(cases, overrideCases("/jsonrpc", list, 200)...)
 	cases = append(cases, identityCases("/jsonrpc", list, 200)...)
 	cases = append(cases, contentCases("/jsonrpc", list, 200)...)

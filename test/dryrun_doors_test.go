@@ -115,7 +115,7 @@ func runDryRun(t *testing.T, doors dryDoors, cases []doorCase) {
 // credentials, Origin, routing and content headers and the method
 // allow-list are forwarded; a path or HTTP method not served, a body over
 // the bound or not parsed are refused.
-func dryCases(path, message string, parse int) []doorCase {
+func dryCases(t testing.TB, path, message string, parse int) []doorCase {
 	post := func(name string, header [][2]string, body string, status int) doorCase {
 		return doorCase{name: name, method: "POST", path: path, header: header, body: body, status: status}
 	}
@@ -123,8 +123,8 @@ func dryCases(path, message string, parse int) []doorCase {
 	return []doorCase{
 		post("no credentials", [][2]string{{"Authorization", ""}}, message, 0),
 		post("not a JWT", [][2]string{{"Authorization", "Bearer alice"}}, message, 0),
-		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(-time.Hour), doorSecret)}}, message, 0),
-		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor("alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, message, 0),
+		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(-time.Hour), doorSecret)}}, message, 0),
+		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, message, 0),
 		post("text/plain", [][2]string{{"Content-Type", "text/plain"}}, message, 0),
 		post("no credentials and text/plain", [][2]string{{"Authorization", ""}, {"Content-Type", "text/plain"}}, message, 0),
 		{name: "another path", method: "POST", path: path + "x", body: message, status: 404},
@@ -141,7 +141,7 @@ func dryCases(path, message string, parse int) []doorCase {
 // 401, 403, 400 or 415 and logged without dry_run.
 func TestDryRunMCPDoors(t *testing.T) {
 	const ping = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	token := "Bearer " + jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret)
 	base := [][2]string{{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}, {"Authorization", token}, {"Host", "127.0.0.1"}}
 	doors := func(t *testing.T, obs *frontDecisions) map[string]func(doorCase) doorAnswer {
 		up, n := doorUpstream(t)
@@ -150,7 +150,7 @@ func TestDryRunMCPDoors(t *testing.T) {
 		side, err := mcp.New(cfg, dryEnforcer(t, obs), doorKeys(t), up.Client(), nil)
 		return doorPairWith(t, base, n, side, err, extauthz.Config{Listen: "unused", MCP: true, MCPPath: "/mcp", AllowedHosts: []string{"localhost", "127.0.0.1", "[::1]"}, MaxBodyBytes: 512}, dryEnforcer(t, obs))
 	}
-	cases := append(dryCases("/mcp", ping, 400),
+	cases := append(dryCases(t, "/mcp", ping, 400),
 		doorCase{name: "a foreign Origin", method: "POST", path: "/mcp", header: [][2]string{{"Origin", "https://evil.example"}}, body: ping},
 		doorCase{name: "Mcp-Method twice", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Method", "ping"}, {"Mcp-Method", "tasks/cancel"}}, body: ping},
 	)
@@ -161,7 +161,7 @@ func TestDryRunMCPDoors(t *testing.T) {
 // the allow-list forwarded too.
 func TestDryRunA2ADoors(t *testing.T) {
 	const list = `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`
-	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	token := "Bearer " + jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret)
 	base := [][2]string{{"Content-Type", "application/json"}, {"Authorization", token}}
 	doors := func(t *testing.T, obs *frontDecisions) map[string]func(doorCase) doorAnswer {
 		up, n := doorUpstream(t)
@@ -170,7 +170,7 @@ func TestDryRunA2ADoors(t *testing.T) {
 		side, err := a2a.New(cfg, dryEnforcer(t, obs), doorKeys(t), up.Client(), nil)
 		return doorPairWith(t, base, n, side, err, extauthz.Config{Listen: "unused", A2A: true, A2APath: "/jsonrpc", MaxBodyBytes: 512}, dryEnforcer(t, obs))
 	}
-	cases := append(dryCases("/jsonrpc", list, 200),
+	cases := append(dryCases(t, "/jsonrpc", list, 200),
 		doorCase{name: "an unknown method", method: "POST", path: "/jsonrpc", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}`},
 	)
 	runDryRun(t, doors, cases)
@@ -306,7 +306,7 @@ func TestDryRunMCPAfterGate(t *testing.T) {
 	}
 	front := httptest.NewServer(side)
 	t.Cleanup(front.Close)
-	token := "Bearer " + jwtFor("alice", time.Now().Add(time.Hour), doorSecret)
+	token := "Bearer " + jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret)
 	forged := handle.Prefix + "bm90LWFsaWNlcw"
 	for _, c := range []struct {
 		name, method, body string
@@ -380,7 +380,7 @@ func TestDryRunA2AAnswer(t *testing.T) {
 	req, _ := http.NewRequest("POST", front.URL+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"task-asked"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("A2A-Version", "1.0")
-	req.Header.Set("Authorization", "Bearer "+jwtFor("alice", time.Now().Add(time.Hour), doorSecret))
+	req.Header.Set("Authorization", "Bearer "+jwtFor(t, "alice", time.Now().Add(time.Hour), doorSecret))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

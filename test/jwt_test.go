@@ -1,17 +1,13 @@
 package test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // TestMACPJWT runs the runtime and Warden on the same JWKS: agents present
@@ -19,17 +15,10 @@ import (
 func TestMACPJWT(t *testing.T) { eachTransport(t, testMACPJWT) }
 
 func testMACPJWT(t *testing.T) {
-	jwksFile, jwks, signer := jwtKey(t, t.TempDir())
+	jwksFile, jwks, key := jwtKey(t, t.TempDir())
 	tokens := map[string]string{}
 	for _, a := range []string{"planner", "worker", "reviewer", "triage", "billing", "payments"} {
-		tok, err := jwt.Signed(signer).Claims(jwt.Claims{
-			Subject: a, Issuer: "macp-auth-service", Audience: jwt.Audience{"macp-runtime"},
-			IssuedAt: jwt.NewNumericDate(time.Now()), Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)),
-		}).Serialize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens[a] = tok
+		tokens[a] = testjwt.Sign(t, key, "k1", runtimeClaims(a, time.Now(), time.Now().Add(time.Hour)))
 	}
 	direct := startRuntime(t, "MACP_AUTH_ISSUER=macp-auth-service", "MACP_AUTH_AUDIENCE=macp-runtime", "MACP_AUTH_JWKS_JSON="+string(jwks))
 	warden := startWarden(t, direct, "--auth", "jwt", "--jwks-file", jwksFile, "--jwt-issuer", "macp-auth-service", "--jwt-audience", "macp-runtime")
@@ -38,29 +27,13 @@ func testMACPJWT(t *testing.T) {
 	runAttacks(t, direct, warden, tokens)
 
 	// A token signed by another key is refused by Warden before the runtime sees it.
-	other, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forger, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: other}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, err := jwt.Signed(forger).Claims(jwt.Claims{Subject: "planner", Issuer: "macp-auth-service", Audience: jwt.Audience{"macp-runtime"},
-		Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	forged := testjwt.Sign(t, testjwt.RS256("k1"), "k1", runtimeClaims("planner", time.Now(), time.Now().Add(time.Hour)))
 	res := drive(t, warden, map[string]string{"planner": forged}, []step{sessionStart("planner", "F", taskMode, "planner", "worker")})
 	if res[0].OK || res[0].Code != "UNAUTHENTICATED" {
 		t.Errorf("forged token through Warden: ok=%v %s, want UNAUTHENTICATED", res[0].OK, res[0].Code)
 	}
 	// So is a token of the right key that expired.
-	expired, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "planner", Issuer: "macp-auth-service", Audience: jwt.Audience{"macp-runtime"},
-		IssuedAt: jwt.NewNumericDate(time.Now().Add(-2 * time.Hour)), Expiry: jwt.NewNumericDate(time.Now().Add(-time.Hour))}).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	expired := testjwt.Sign(t, key, "k1", runtimeClaims("planner", time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
 	res = drive(t, warden, map[string]string{"planner": expired}, []step{sessionStart("planner", "E", taskMode, "planner", "worker")})
 	if res[0].OK || res[0].Code != "UNAUTHENTICATED" {
 		t.Errorf("expired token through Warden: ok=%v %s, want UNAUTHENTICATED", res[0].OK, res[0].Code)
@@ -78,20 +51,15 @@ func TestMACPJWTPrincipalClaim(t *testing.T) { eachTransport(t, testMACPJWTPrinc
 
 func testMACPJWTPrincipalClaim(t *testing.T) {
 	dir := t.TempDir()
-	jwksFile, jwks, signer := jwtKey(t, dir)
+	jwksFile, jwks, key := jwtKey(t, dir)
 	cfg := filepath.Join(dir, "warden.yaml")
 	if err := os.WriteFile(cfg, []byte("authn:\n  jwt:\n    principal_claim: email\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sign := func(sub, email string) string {
-		tok, err := jwt.Signed(signer).Claims(jwt.Claims{
-			Subject: sub, Issuer: "macp-auth-service", Audience: jwt.Audience{"macp-runtime"},
-			IssuedAt: jwt.NewNumericDate(time.Now()), Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour)),
-		}).Claims(map[string]any{"email": email}).Serialize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
+		c := runtimeClaims(sub, time.Now(), time.Now().Add(time.Hour))
+		c["email"] = email
+		return testjwt.Sign(t, key, "k1", c)
 	}
 	tokens := map[string]string{}
 	for _, a := range []string{"planner", "worker", "reviewer", "triage", "billing", "payments"} {
@@ -110,25 +78,20 @@ func testMACPJWTPrincipalClaim(t *testing.T) {
 }
 
 // jwtKey makes an RS256 key, writes its JWKS (key id "k1") to dir and
-// returns the file, the JWKS and a signer of JWTs with that key.
-func jwtKey(t *testing.T, dir string) (jwksFile string, jwks []byte, signer jose.Signer) {
+// returns the file, the JWKS and the key.
+func jwtKey(t *testing.T, dir string) (jwksFile string, jwks []byte, key testjwt.Key) {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}
-	jwks, err = json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key = testjwt.RS256("k1")
+	jwks = testjwt.JWKS(t, key)
 	jwksFile = filepath.Join(dir, "jwks.json")
 	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jwksFile, jwks, signer
+	return jwksFile, jwks, key
+}
+
+// runtimeClaims are the claims of a token for sub that the runtime and
+// Warden are configured for, issued at iat and expiring at exp.
+func runtimeClaims(sub string, iat, exp time.Time) map[string]any {
+	return map[string]any{"sub": sub, "iss": "macp-auth-service", "aud": "macp-runtime", "iat": iat.Unix(), "exp": exp.Unix()}
 }

@@ -55,7 +55,8 @@ type Store interface {
 	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
 	// Unsteer gives a reserved place back.
 	Unsteer(ctx context.Context, id string) error
-	// Owners returns each entry's owner, "" when unknown.
+	// Owners returns each entry's owner, "" when unknown, and makes each
+	// known one its owner's most recently used.
 	Owners(ctx context.Context, ids []string) ([]string, error)
 }
 
@@ -133,12 +134,23 @@ type entry struct {
 	// store: an observation of the same status soon after is not written
 	// again (a tasks/get pays one round trip to the store, not two).
 	synced time.Time
+	// used is when the shared store last marked the entry its owner's
+	// most recently used (created, proven, looked up): a lookup this
+	// replica answers marks it there again only usedFor later.
+	used time.Time
 	// share is the entry in its owner's list of shares, charged that owner
 	// and slot its key in the table (all under shares.mu).
 	share   *list.Element
 	charged string
 	slot    Key
 }
+
+// usedFor is how long a lookup this replica answers from its table does
+// not mark the entry used in the shared store: within it, the store's
+// order of an owner's entries may lag the table's by that much, and
+// after it a lookup costs one round trip more (once per entry per
+// usedFor).
+const usedFor = time.Second
 
 // syncedFor is how long a status read from the shared store is taken as
 // the store's without asking again.
@@ -200,11 +212,15 @@ func New(size, share int, store Store) (*Table, error) {
 // share: what this replica saw of the traffic is not all of it.
 func (t *Table) Shared() bool { return t.store != nil }
 
-// get returns the entry under name, creating it when create is set.
-func (t *Table) get(k Key, create bool) *entry {
+// get returns the entry under name, creating it when create is set; use
+// marks it its owner's most recently used (used: created, proven or looked
+// up, the one rule the shared store keeps too).
+func (t *Table) get(k Key, create, use bool) *entry {
 	k = k.slot()
 	if e, ok := t.lru.Get(k); ok {
-		t.shares.touch(e)
+		if use {
+			t.shares.touch(e)
+		}
 		return e
 	} else if !create {
 		return nil
@@ -237,7 +253,7 @@ func (t *Table) forgot(k Key) bool {
 	if t.store != nil || !t.evicted.has(k.slot()) {
 		return false
 	}
-	e := t.get(k, false)
+	e := t.get(k, false, false)
 	if e == nil {
 		return true
 	}
@@ -283,7 +299,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if !f.Recall && t.forgot(f.Key) {
 		return nil
 	}
-	e := t.get(f.Key, true)
+	e := t.get(f.Key, true, true)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -310,7 +326,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	e.owner = o // the store's: the first recorded
 	if o == owner {
 		e.setStatus(f.Status)
-		e.synced = time.Now()
+		e.synced, e.used = time.Now(), time.Now()
 	}
 	e.mu.Unlock()
 	t.own(f.Key, e, o)
@@ -325,7 +341,7 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	var names, statuses []string
 	var entries []*entry
 	for _, f := range facts {
-		e := t.get(f.Key, false)
+		e := t.get(f.Key, false, false)
 		if e != nil {
 			e.mu.Lock()
 			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
@@ -361,12 +377,14 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	out := make([]string, len(keys))
 	var miss []int
 	for i, k := range keys {
-		if e := t.get(k, false); e != nil {
+		stale := false
+		if e := t.get(k, false, true); e != nil {
 			e.mu.Lock()
 			out[i] = e.owner
+			stale = out[i] != "" && time.Since(e.used) >= usedFor
 			e.mu.Unlock()
 		}
-		if out[i] == "" && k.ID != "" && t.store != nil {
+		if (out[i] == "" || stale) && k.ID != "" && t.store != nil {
 			miss = append(miss, i)
 		}
 	}
@@ -381,12 +399,13 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the owners of %d entries: %w", len(ask), err)
 	}
+	now := time.Now()
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.get(keys[i], true)
+			e := t.get(keys[i], true, true)
 			e.mu.Lock()
-			e.owner = o
+			e.owner, e.used = o, now
 			e.mu.Unlock()
 			t.own(keys[i], e, o)
 		}
@@ -402,7 +421,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	e := t.get(k, true)
+	e := t.get(k, true, true)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
@@ -429,7 +448,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.status, e.synced = s, time.Now()
+	e.status, e.synced, e.used = s, time.Now(), time.Now()
 	return s, e.steers, true, nil
 }
 
@@ -453,7 +472,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		}
 		return ok, n, nil
 	}
-	e := t.get(k, true)
+	e := t.get(k, true, false)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mark != "" && mark != e.mark {
@@ -476,7 +495,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 		}
 		return nil
 	}
-	if e := t.get(k, false); e != nil {
+	if e := t.get(k, false, false); e != nil {
 		e.mu.Lock()
 		if e.steers > 0 {
 			e.steers--
@@ -488,7 +507,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 
 // Peek returns what this replica holds of an entry, without the store.
 func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
-	e := t.get(k, false)
+	e := t.get(k, false, false)
 	if e == nil {
 		return "", "", 0, false
 	}

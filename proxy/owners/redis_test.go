@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/agentwarden/warden/internal/redistest"
 	"github.com/agentwarden/warden/proxy/state"
@@ -25,13 +26,7 @@ func TestShareInRedis(t *testing.T) {
 		{name: "create, then claim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: "share:" + tc.name + ":"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			a, _ := New(size, share, store)
-			b, _ := New(size, share, store)
+			store, a, b := replicas(t, addr, "share:"+tc.name+":", size, share)
 			ctx := context.Background()
 			for _, id := range []string{"b1", "b2"} {
 				if o, err := a.Learn(ctx, "bob", Fact{Key: task(id), Created: true}); err != nil || o[0] != "bob" {
@@ -82,4 +77,73 @@ func TestShareInRedis(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShareUseInRedis: an entry its owner keeps using (a lookup that
+// finds it, on the replica that holds it or on another) stays when the
+// owner's share is trimmed, in Redis and in the table alike: one rule,
+// least recently used (created, proven or looked up). Before, Redis
+// ordered an owner's entries by creation and proof only while the table
+// counted lookups too, so the entry in use (t0) was dropped from Redis
+// and kept in the table, and the other replica read it as nobody's.
+func TestShareUseInRedis(t *testing.T) {
+	addr, _, _ := redistest.Start(t)
+	const size, share = 16, 4
+	for _, tc := range []struct {
+		name  string
+		other bool // looked up on the replica that did not create it
+	}{
+		{name: "looked up where it was created"},
+		{name: "looked up on another replica", other: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, a, b := replicas(t, addr, "use:"+tc.name+":", size, share)
+			ctx := context.Background()
+			for i := range share {
+				if _, err := a.Learn(ctx, "alice", Fact{Key: task(fmt.Sprint("t", i)), Created: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(usedFor) // a lookup a replica answers itself marks the store at most once per usedFor
+			lookup := a
+			if tc.other {
+				lookup = b
+			}
+			if o, err := lookup.Owners(ctx, task("t0")); err != nil || o[0] != "alice" {
+				t.Fatalf("alice's t0: %v %v", o, err)
+			}
+			if _, err := a.Learn(ctx, "alice", Fact{Key: task("t4"), Created: true}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := store.Owners(ctx, []string{"t0", "t1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != "alice" || got[1] != "" {
+				t.Errorf("in Redis t0 (in use) %q, t1 (idle) %q: want alice and dropped", got[0], got[1])
+			}
+			if tc.other {
+				return // a's table saw no use of t0: it may drop it, Redis holds it
+			}
+			o0, _, _, _ := a.Peek(task("t0"))
+			o1, _, _, _ := a.Peek(task("t1"))
+			if o0 != "alice" || o1 != "" {
+				t.Errorf("in the table t0 (in use) %q, t1 (idle) %q: want alice and dropped", o0, o1)
+			}
+		})
+	}
+}
+
+// replicas are two tables of size entries, share each principal's, in
+// front of one Redis store (keys under prefix).
+func replicas(t *testing.T, addr, prefix string, size, share int) (store *state.Redis, a, b *Table) {
+	t.Helper()
+	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	a, _ = New(size, share, store)
+	b, _ = New(size, share, store)
+	return store, a, b
 }

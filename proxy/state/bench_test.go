@@ -8,13 +8,7 @@ import (
 
 // BenchmarkClaim is one decision's round trip to a local redis-server.
 func BenchmarkClaim(b *testing.B) {
-	addr, stop := redisServerB(b)
-	defer stop()
-	r, err := New(Config{URL: "redis://" + addr})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	r := benchRedis(b)
 	ctx := context.Background()
 	if _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
 		b.Fatal(err)
@@ -31,13 +25,7 @@ func BenchmarkClaim(b *testing.B) {
 // redis-server: the version check (nothing read when current) and the
 // compare-and-set of a 300-byte state.
 func BenchmarkSession(b *testing.B) {
-	addr, stop := redisServerB(b)
-	defer stop()
-	r, err := New(Config{URL: "redis://" + addr})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	r := benchRedis(b)
 	ctx := context.Background()
 	data := make([]byte, 300)
 	v, _, _, err := r.Commit(ctx, "s", "", data, time.Now().Add(time.Minute))
@@ -55,4 +43,34 @@ func BenchmarkSession(b *testing.B) {
 		}
 		v = next
 	}
+}
+
+// BenchmarkOwners is a lookup of one known entry held in a share (what a
+// replica that does not hold it pays, and one that does once per usedFor):
+// one round trip, its owner's set touched in it.
+func BenchmarkOwners(b *testing.B) {
+	r := benchRedis(b)
+	ctx := context.Background()
+	if _, err := r.Create(ctx, "t", "alice", "working", 4); err != nil {
+		b.Fatal(err)
+	}
+	ids := []string{"t"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if o, err := r.Owners(ctx, ids); err != nil || o[0] != "alice" {
+			b.Fatal(o, err)
+		}
+	}
+}
+
+// benchRedis is a store on a local redis-server of b's own.
+func benchRedis(b *testing.B) *Redis {
+	addr, stop := redisServerB(b)
+	b.Cleanup(stop)
+	r, err := New(Config{URL: "redis://" + addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	return r
 }

@@ -143,8 +143,8 @@ func (r *Redis) Ready() error {
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
 // Each owner's entries are named, when a share bounds them, in one sorted
-// set, <prefix>mcp:owner:<owner>, scored by when the owner last created or
-// proved each (the replica's clock in microseconds); it expires with the
+// set, <prefix>mcp:owner:<owner>, scored by when each was last used:
+// created, proven or looked up (the replica's clock in microseconds); it expires with the
 // last of its entries. An owner over its share loses its own least recently
 // used entries, never another's, as in each replica's table
 // (proxy/owners): one principal creating tasks without end would otherwise
@@ -385,13 +385,18 @@ func (r *Redis) Unsteer(ctx context.Context, id string) error {
 }
 
 // owners: the owner of each task ("" when unknown), refreshing the expiry of
-// the known ones and of their owners' sets (ARGV[2] their keys' prefix).
+// the known ones and of their owners' sets (ARGV[2] their keys' prefix),
+// in which each known one becomes its owner's most recently used (ARGV[3]:
+// now; ARGV[4] the prefix of the tasks' keys, cut off to name them in the
+// sets; XX: a set only names what it named already).
 var owners = redis.NewScript(`
 local out = {}
+local cut = string.len(ARGV[4]) + 1
 for i, k in ipairs(KEYS) do
   local o = redis.call('HGET', k, 'o')
   if o then
     redis.call('PEXPIRE', k, ARGV[1])
+    redis.call('ZADD', ARGV[2] .. o, 'XX', ARGV[3], string.sub(k, cut))
     redis.call('PEXPIRE', ARGV[2] .. o, ARGV[1])
     out[i] = o
   else
@@ -401,7 +406,9 @@ end
 return out`)
 
 // Owners returns the owner of each task, "" for a task without an entry, in
-// one round trip.
+// one round trip; each known task becomes its owner's most recently used,
+// as Claim and Create make it (the owner keeps its tasks in use when a
+// share trims its set).
 func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -410,7 +417,7 @@ func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		keys[i] = r.key(id)
 	}
-	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""))
+	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""), r.used(), r.key(""))
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,6 @@ package pushrelay
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -14,7 +10,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/internal/testcerts"
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/agentwarden/warden/internal/testjwt"
 )
 
 // What the credential tests of the relay share: a real JWKS served over
@@ -25,42 +21,11 @@ const (
 	testAudience = "a2a-server"
 )
 
-// jwk is an ES256 signing key named kid.
-type jwk struct {
-	kid  string
-	priv *ecdsa.PrivateKey
-}
-
-func newJWK(t *testing.T, kid string) jwk {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jwk{kid: kid, priv: k}
-}
-
 // token is a JWT for sub, valid for an hour, signed with k.
-func (k jwk) token(t *testing.T, iss, sub string) string {
+func token(t *testing.T, k testjwt.Key, iss, sub string) string {
 	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k.priv}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.kid))
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	payload, err := json.Marshal(map[string]any{"iss": iss, "aud": testAudience, "sub": sub, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := obj.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return testjwt.Sign(t, k, k.KID, map[string]any{"iss": iss, "aud": testAudience, "sub": sub, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
 }
 
 // jwksServer serves a JWKS of the keys it is given, on 127.0.0.1.
@@ -69,7 +34,7 @@ type jwksServer struct {
 	body atomic.Pointer[[]byte]
 }
 
-func newJWKSServer(t *testing.T, keys ...jwk) *jwksServer {
+func newJWKSServer(t *testing.T, keys ...testjwt.Key) *jwksServer {
 	t.Helper()
 	s := &jwksServer{}
 	s.publish(t, keys...)
@@ -82,16 +47,8 @@ func newJWKSServer(t *testing.T, keys ...jwk) *jwksServer {
 }
 
 // publish makes the server serve keys from now on.
-func (s *jwksServer) publish(t *testing.T, keys ...jwk) {
-	t.Helper()
-	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
-	for _, k := range keys {
-		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.priv.PublicKey, KeyID: k.kid, Algorithm: string(jose.ES256), Use: "sig"})
-	}
-	b, err := json.Marshal(set)
-	if err != nil {
-		t.Fatal(err)
-	}
+func (s *jwksServer) publish(t *testing.T, keys ...testjwt.Key) {
+	b := testjwt.JWKS(t, keys...)
 	s.body.Store(&b)
 }
 

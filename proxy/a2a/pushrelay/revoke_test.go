@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/testjwt"
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/proxytest"
@@ -61,11 +62,11 @@ func TestRevokedConfigs(t *testing.T) {
 	other.Principal = "bob" // a grant naming another principal than the target
 
 	// A JWT signed with key1 of a JWKS served over HTTP.
-	key1, key2 := newJWK(t, "key-1"), newJWK(t, "key-2")
+	key1, key2 := testjwt.ES256("key-1"), testjwt.ES256("key-2")
 	jwks := newJWKSServer(t, key1, key2)
 	unreachable := newJWKSServer(t, key1, key2)
 	unreachable.Close() // its URL refuses connections: no JWKS can be fetched
-	jwtTok := key1.token(t, testIssuer, "alice")
+	jwtTok := token(t, key1, testIssuer, "alice")
 	jwtGrant := grantOf(t, jwtAuthenticator(t, jwks, testIssuer, ""), authn.Credentials{Bearer: jwtTok}, now)
 	// The issuer withdraws key1; the JWKS a request has Warden fetch lacks it.
 	withdrawn := jwtAuthenticator(t, newJWKSServer(t, key2), testIssuer, jwtTok)

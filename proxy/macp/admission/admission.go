@@ -53,7 +53,10 @@ type Headers struct {
 	// Get returns a header's values, as the door's transport keeps them.
 	Get func(name string) []string
 	// Names are the names of the call's metadata (every field but the
-	// pseudo-headers), each once; every door sets it (nil: none checked).
+	// pseudo-headers), each once; a call without metadata has an empty,
+	// non-nil slice. Nil means the door gave none: the call is refused
+	// (INTERNAL, logged as an error), so that a door that forgets them
+	// cannot skip the rule on metadata names.
 	Names []string
 	// Chain is the client certificate chain the door's TLS verified (nil
 	// without one).
@@ -163,13 +166,18 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	return a
 }
 
-// asserted refuses a call holding a metadata field the runtime, or a hop
+// asserted refuses a call whose door gave no metadata names (a bug of
+// the door's: INTERNAL), or a call holding a metadata field the runtime, or a hop
 // before it, could read as the caller's identity (x-forwarded-user,
 // x-tenant-id, x-macp-agent-id, ...), as another method or target
 // (x-http-method-override, ...), or as another field (a name holding '_'):
 // the one rule every door applies (headername), here before credentials,
 // as the JSON-RPC gate applies it; nil when there is none.
 func (g *Gate) asserted(ctx context.Context, names []string) *Refusal {
+	if names == nil {
+		g.log.ErrorContext(ctx, "a MACP door gave the gate no metadata names: call refused")
+		return &Refusal{Status: codes.Internal, Code: rules.CodeInternal, Text: string(rules.CodeInternal) + ": the call's metadata names were not read"}
+	}
 	for _, name := range names {
 		kind := headername.Of(name, nil)
 		if kind == headername.None {

@@ -2,10 +2,6 @@ package admission
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/agentwarden/warden/authn"
+	"github.com/agentwarden/warden/internal/testjwt"
 	"github.com/agentwarden/warden/policies"
 	"github.com/agentwarden/warden/proxy"
 )
@@ -33,13 +30,8 @@ func TestAdmissionSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := func(claims map[string]any) string {
-		enc := base64.RawURLEncoding.EncodeToString
 		claims["iss"], claims["aud"], claims["exp"] = "https://issuer.example", "warden", time.Now().Add(time.Hour).Unix()
-		head := enc([]byte(`{"alg":"HS256","typ":"JWT"}`))
-		b, _ := json.Marshal(claims)
-		m := hmac.New(sha256.New, secret)
-		m.Write([]byte(head + "." + enc(b)))
-		return head + "." + enc(b) + "." + enc(m.Sum(nil))
+		return testjwt.Sign(t, testjwt.HS256(secret), "", claims)
 	}
 	for _, tt := range []struct {
 		name   string
@@ -68,7 +60,7 @@ func TestAdmissionSubject(t *testing.T) {
 			}
 			g := New(NewMethods(nil), e, false, nil)
 			hdr := map[string][]string{"authorization": {"Bearer " + token(tt.claims)}}
-			got := g.Admit(context.Background(), Headers{Method: MACPService + "Send", Get: func(k string) []string { return hdr[k] }, Client: "127.0.0.1:1"})
+			got := g.Admit(context.Background(), Headers{Method: MACPService + "Send", Get: func(k string) []string { return hdr[k] }, Names: []string{"authorization"}, Client: "127.0.0.1:1"})
 			switch {
 			case tt.want == "" && (got.Refusal == nil || got.Refusal.Status != codes.Unauthenticated):
 				t.Fatalf("admitted as %q (refusal %v), want UNAUTHENTICATED", got.Principal.ID, got.Refusal)
