@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -39,6 +42,11 @@ type timing struct {
 	warmup  time.Duration // per run, not recorded
 	measure time.Duration // per run, recorded
 	rounds  int           // runs per side and load, alternating which side goes first
+	// jitter moves the fixed-rate runs' arrivals within their periods
+	// (load.Open.Jitter), as the profiled runs always do (-jitter)
+	jitter bool
+	// logRuns logs every run's CPU by process and its answers (-log-runs)
+	logRuns bool
 }
 
 // comparison measures one scenario on several sides, at fixed rates and at
@@ -73,6 +81,8 @@ type comparison struct {
 	// the measured ones, at most profileFor long (see profileLength).
 	profiles   string
 	profileFor time.Duration
+	// skip leaves the comparison out (-groups did not match its group).
+	skip bool
 }
 
 // targetRule builds a figure's target from the value of the side it is
@@ -187,12 +197,34 @@ func (c comparison) measure(ctx context.Context, n int, run func(load.Func) *loa
 			if profile != "" && r == 0 && sides[i].admin != "" {
 				during = func() { c.saveProfiles(ctx, sides[i].admin, profile) }
 			}
+			before := *accums[i]
+			before.cpu = maps.Clone(before.cpu)
+			var answered int64 // Merge adds to accum.res in place: its count before
+			if before.res != nil {
+				answered = before.res.Summary().Count
+			}
 			if err := runSide(ctx, sides[i], n, run, accums[i], during); err != nil {
 				return nil, err
+			}
+			if c.timing.logRuns {
+				logRun(c.group, r, sides[i].name, before, answered, accums[i])
 			}
 		}
 	}
 	return accums, nil
+}
+
+// logRun logs what one run added to a side's accum: its wall time and each
+// process's CPU, in ms and per 1,000 answers a second.
+func logRun(group string, round int, name string, before accum, answered int64, after *accum) {
+	wall := after.wall - before.wall
+	n := after.res.Summary().Count - answered
+	parts := []string{fmt.Sprintf("%s round %d %s: %.2f s, %d answers", group, round, name, wall, n)}
+	for _, label := range slices.Sorted(maps.Keys(after.cpu)) {
+		ms := 1000 * (after.cpu[label] - before.cpu[label])
+		parts = append(parts, fmt.Sprintf("%s %.0f ms", label, ms))
+	}
+	fmt.Fprintln(os.Stderr, "bench: "+strings.Join(parts, ", "))
 }
 
 // record turns an accumulated side into its JSON record.
@@ -287,6 +319,9 @@ func describe(sides []side, values []float64, unit string) string {
 // fixed rate, each hop's CPU per 1,000 messages a second, and the throughput
 // ratio at saturation.
 func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out outcome, err error) {
+	if c.skip {
+		return out, nil
+	}
 	unit := c.unit
 	if unit == "" {
 		unit = "msg/s"
@@ -301,6 +336,9 @@ func (c comparison) run(ctx context.Context, logf func(string, ...any)) (out out
 	wardenCores := 1.0 // at saturation, about a core
 	for _, rate := range c.rates {
 		open := load.Open{Rate: rate, Warmup: c.timing.warmup, Duration: c.timing.measure}
+		if c.timing.jitter {
+			open.Jitter = rand.Uint64() | 1
+		}
 		acc, err := c.measure(ctx, open.Count(), func(do load.Func) *load.Result { return open.Run(ctx, do) }, "")
 		if err != nil {
 			return out, fmt.Errorf("%s at %v %s: %w", c.group, rate, unit, err)

@@ -92,6 +92,13 @@ func run() error {
 	wardenArgs := flag.String("warden-args", "", "space-separated flags added to every `warden serve` (for example --pipeline-depth 1)")
 	wardenEnv := flag.String("warden-env", "", "comma-separated `VAR=value` pairs added to Warden's environment (diagnosis: GODEBUG=gctrace=1)")
 	render := flag.String("render", "", "write the table, markdown and chart again from a JSON record, without measuring")
+	rounds := flag.Int("rounds", 0, "diagnosis: runs per side and load (default 4, 1 with -quick)")
+	roundWarmup := flag.Duration("round-warmup", 0, "diagnosis: warm-up of each run, not recorded (default 500ms, 300ms with -quick)")
+	roundMeasure := flag.Duration("round-measure", 0, "diagnosis: measured part of each run (default 2s, 1.5s with -quick)")
+	jitter := flag.Bool("jitter", false, "diagnosis: jitter the fixed-rate runs' arrivals within their periods, as the profiled runs do (default: evenly spaced)")
+	saturation := flag.Bool("saturation", true, "MCP and A2A: run the closed loop at saturation (false: fixed rates only, for diagnosis)")
+	logRuns := flag.Bool("log-runs", false, "diagnosis: log every run's wall time, answers and CPU by process")
+	groups := flag.String("groups", "", "diagnosis: run only the MCP and A2A comparisons whose group matches this `regexp` (for example GetTask)")
 	flag.Parse()
 	if *nullAuthz != "" {
 		return serveNullAuthz(*nullAuthz)
@@ -133,6 +140,21 @@ func run() error {
 	}
 	if *quick {
 		b.timing = timing{warmup: 300 * time.Millisecond, measure: 1500 * time.Millisecond, rounds: 1}
+	}
+	if *rounds > 0 {
+		b.timing.rounds = *rounds
+	}
+	if *roundWarmup > 0 {
+		b.timing.warmup = *roundWarmup
+	}
+	if *roundMeasure > 0 {
+		b.timing.measure = *roundMeasure
+	}
+	b.timing.jitter, b.timing.logRuns, b.noSaturation = *jitter, *logRuns, !*saturation
+	if *groups != "" {
+		if b.groups, err = regexp.Compile(*groups); err != nil {
+			return fmt.Errorf("-groups: %w", err)
+		}
 	}
 	rec := record{
 		Date:  started.Format(time.RFC3339),

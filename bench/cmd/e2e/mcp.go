@@ -295,6 +295,10 @@ func (b *bench) httpComparison(id, group string, rates []float64, base side, hop
 	c := comparison{id: id, group: group, base: base, hops: hops, rates: rates, workers: 16,
 		satMax: int(15000 * (b.timing.warmup + b.timing.measure).Seconds()), timing: b.timing, unit: "req/s", profile: b.profile, cpu: httpCPU}
 	b.profileAt(&c)
+	c.skip = b.groups != nil && !b.groups.MatchString(group)
+	if b.noSaturation {
+		c.workers = 0
+	}
 	return c
 }
 

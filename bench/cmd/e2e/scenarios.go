@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +49,11 @@ type bench struct {
 	nullOnce sync.Once
 	nullPath string
 	nullErr  error
+	// groups, when set, is -groups: comparisons whose group it does not
+	// match are skipped; noSaturation (-saturation=false) skips the
+	// closed loop.
+	groups       *regexp.Regexp
+	noSaturation bool
 }
 
 // runtimeEnv is the runtime's environment, as in test/peers_test.go, with its
