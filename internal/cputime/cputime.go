@@ -35,3 +35,18 @@ func Writes() int64 {
 	}
 	return 0
 }
+
+// Reporter is what Report needs of a *testing.B (named by its methods, so
+// this package does not import testing).
+type Reporter interface {
+	ReportMetric(n float64, unit string)
+}
+
+// Report adds the CPU time used since start, per operation of n, to a
+// benchmark's result as cpu-ns/op: Report(b, start, b.N) after the loop,
+// where start is Used() read before it.
+func Report(b Reporter, start time.Duration, n int) {
+	if n > 0 {
+		b.ReportMetric(float64(Used()-start)/float64(n), "cpu-ns/op")
+	}
+}

@@ -379,7 +379,7 @@ func BenchmarkA2ASidecar(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer func(start time.Duration) {
-				b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+				cputime.Report(b, start, b.N)
 			}(cputime.Used())
 			for b.Loop() {
 				if status, body := h.rpc(b, "alice", bc.body); status != 200 || strings.Contains(body, `"error"`) {
@@ -414,7 +414,7 @@ func BenchmarkA2ANullHop(b *testing.B) {
 	b.Run("GetTask", func(b *testing.B) {
 		b.ReportAllocs()
 		defer func(start time.Duration) {
-			b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+			cputime.Report(b, start, b.N)
 		}(cputime.Used())
 		for b.Loop() {
 			if status, body := nh.rpc(b, "alice", get); status != 200 || strings.Contains(body, `"error"`) {
@@ -691,7 +691,7 @@ func BenchmarkA2AHandler(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			defer func(start time.Duration) {
-				b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+				cputime.Report(b, start, b.N)
 			}(cputime.Used())
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodPost, "/jsonrpc", bytes.NewReader(body))

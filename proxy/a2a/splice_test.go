@@ -251,7 +251,7 @@ func BenchmarkListTasksAnswer(b *testing.B) {
 	x := corpusExchange(&testing.T{}, "ListTasks")
 	b.ReportAllocs()
 	defer func(start time.Duration) {
-		b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+		cputime.Report(b, start, b.N)
 	}(cputime.Used())
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
@@ -268,7 +268,7 @@ func BenchmarkGetTaskAnswer(b *testing.B) {
 	x := corpusExchange(&testing.T{}, "GetTask")
 	b.ReportAllocs()
 	defer func(start time.Duration) {
-		b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+		cputime.Report(b, start, b.N)
 	}(cputime.Used())
 	for b.Loop() {
 		if _, keep := x.fromUpstream(data); !keep {

@@ -249,7 +249,7 @@ func benchGetSession(b *testing.B, transport string) {
 // reportCPU reports the CPU time per operation since start: the client's,
 // the sidecar's and the upstream's together.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+	cputime.Report(b, start, b.N)
 }
 
 // reportWrites reports the write system calls per operation since start:

@@ -152,7 +152,7 @@ func (e *benchError) Error() string { return http.StatusText(e.status) + ": " + 
 // reportCPU reports the CPU time per operation since start: the client's,
 // the sidecar's and the upstream's together.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cputime.Used()-start)/float64(b.N), "cpu-ns/op")
+	cputime.Report(b, start, b.N)
 }
 
 // BenchmarkSidecar measures one MCP request end to end in one process: a
