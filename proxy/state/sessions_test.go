@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestSessions(t *testing.T) {
@@ -224,5 +227,70 @@ func TestSessionTurns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionShares: with a share, a committed session is charged to its
+// initiator: past the share the initiator's least recently committed
+// session is dropped, never another initiator's (not even one that reuses
+// an id the first once held), never the one committed; the initiator's set
+// lives as long as its longest-lived session. Without a share the entry is
+// what it was before shares (fields v and d only, no set).
+func TestSessionShares(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	raw := redis.NewClient(&redis.Options{Addr: addr})
+	defer raw.Close()
+	ctx := context.Background()
+	soon, late := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
+	commit := func(id, have, initiator string, end time.Time) string {
+		t.Helper()
+		v, _, ok, err := r.Commit(ctx, id, have, []byte(id), end, initiator, 2)
+		if err != nil || !ok {
+			t.Fatalf("commit %s: %v %v", id, ok, err)
+		}
+		return v
+	}
+	held := func(ids ...string) string {
+		t.Helper()
+		var out []string
+		for _, id := range ids {
+			if _, v, _, err := r.Load(ctx, id, ""); err != nil {
+				t.Fatal(err)
+			} else if v != "" {
+				out = append(out, id)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+
+	if _, _, _, err := r.Commit(ctx, "plain", "", []byte("p"), soon, "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := raw.HKeys(ctx, r.sessionKey("plain")).Result(); err != nil || strings.Join(f, " ") != "v d" {
+		t.Errorf("without a share the entry's fields are %q %v, want v d", f, err)
+	}
+	if n, _ := raw.Exists(ctx, r.initiatorKey("alice")).Result(); n != 0 {
+		t.Error("without a share an initiator's set was written")
+	}
+
+	// x was alice's, expired, and bob started a session under its id.
+	commit("x", "", "alice", soon)
+	raw.Del(ctx, r.sessionKey("x"))
+	commit("x", "", "bob", soon)
+	a1 := commit("a1", "", "alice", late)
+	commit("a2", "", "alice", soon)
+	commit("a1", a1, "alice", late) // a1 is now alice's most recently committed
+	commit("a3", "", "alice", soon)
+	if got := held("x", "a1", "a2", "a3"); got != "x a1 a3" {
+		t.Errorf("after alice's fourth session over a share of 2: %q held, want x (bob's) a1 a3", got)
+	}
+	if o, _ := raw.HGet(ctx, r.sessionKey("x"), "o").Result(); o != "bob" {
+		t.Errorf("x names %q, want bob", o)
+	}
+	set, _ := raw.PTTL(ctx, r.initiatorKey("alice")).Result()
+	a1ttl, _ := raw.PTTL(ctx, r.sessionKey("a1")).Result()
+	if set < a1ttl-time.Second {
+		t.Errorf("alice's set lives %v, her a1 %v: the set must outlive her sessions", set, a1ttl)
 	}
 }
