@@ -485,4 +485,22 @@ func TestSharedStoreShares(t *testing.T) {
 	if d := decide(rs[1], env(sessionID(960), planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))); !d.Allow {
 		t.Errorf("planner's message: %s %s", d.Code, d.Reason)
 	}
+
+	// A replica with a runtime (--macp-upstream) rebuilds a dropped session
+	// from it, decides on that, and commits it again, charged again.
+	sid := sessionID(901)
+	began := env(sid, other, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+		Participants: []string{other, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 86_400_000}))
+	began.TimestampUnixMs = time.Now().UnixMilli()
+	rb := &fakeRebuilder{state: map[string]*macp.Session{sid: macp.StartBound(nil, began, other, nil, began.TimestampUnixMs).Next}}
+	withRuntime, err := build(proxy.Config{Sessions: 64, SessionsPerPrincipal: share}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: time.Now}, Options{Store: stores[0], Rebuilder: rb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(withRuntime, env(sid, other, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))); !d.Allow || rb.calls != 1 {
+		t.Errorf("a message on a dropped session, with a runtime: %s %s (rebuilds %d), want rebuilt and allowed", d.Code, d.Reason, rb.calls)
+	}
+	if !held(sid) || held(sessionID(900+starts-4)) {
+		t.Errorf("the rebuilt session committed again (held %v), other's least recently committed dropped for it (held %v)", held(sid), held(sessionID(900+starts-4)))
+	}
 }
