@@ -22,9 +22,10 @@ type Config struct {
 	// bytes (see README).
 	Sessions int `yaml:"sessions" json:"sessions"`
 	// SessionsPerPrincipal bounds the entries one principal holds in the
-	// owner table of MCP and A2A task and context ids (of Sessions): one
-	// over its share loses its own least recently used entry, never
-	// another's. 0: an eighth of sessions (DefaultShareDivisor), at least
+	// owner table of MCP and A2A task and context ids (of Sessions), and,
+	// with a shared store (state.url), in Redis: its task and context
+	// entries, and the MACP sessions it initiated. One over its share loses
+	// its own least recently used entry, never another's. 0: an eighth of sessions (DefaultShareDivisor), at least
 	// MinShare (so a small table is not cut into shares too small to hold a
 	// task and its context).
 	SessionsPerPrincipal int `yaml:"sessions_per_principal" json:"sessions_per_principal"`

@@ -36,7 +36,7 @@ func (m *sharedSessions) Load(_ context.Context, id, have string) ([]byte, strin
 	return nil, have, false, nil
 }
 
-func (m *sharedSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time) (string, []byte, bool, error) {
+func (m *sharedSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v := m.versions[id]; v != have {

@@ -36,6 +36,15 @@ import (
 // others that long at most).
 func (r *Redis) sessionKey(id string) string { return r.cfg.Prefix + "macp:session:" + id }
 
+// Each initiator's sessions are named, when a share bounds them, in one
+// sorted set, <prefix>macp:initiator:<initiator>, scored by when each was
+// last committed, and each names its initiator (field o): the owner table's
+// rule, as for tasks (ownerKey), so that one agent starting sessions
+// without end cannot fill the store every replica shares until their TTL.
+func (r *Redis) initiatorKey(initiator string) string {
+	return r.cfg.Prefix + "macp:initiator:" + initiator
+}
+
 // turnTTL is how long a replica's turn stands without its next attempt.
 // It is far above an attempt's time (a round trip and a decision), so that
 // a slow replica still finds its turn, and short enough that a replica that
@@ -84,7 +93,11 @@ func (r *Redis) Load(ctx context.Context, id, have string) ([]byte, string, bool
 // another replica's note stands; at the caller's second loss in a row its
 // note becomes the next turn, and while another's turn stands the commit is
 // deferred: {0, the caller's version}. The caller's commit ends its note.
-var commit = redis.NewScript(`
+// With a share (ARGV[8] > 0) a written session names its initiator (field
+// o, ARGV[7]) and is the initiator's most recently committed (ARGV[9]: now)
+// in the initiator's set (KEYS[2]), which lives as long as the last of its
+// sessions and is trimmed to the share by the owner table's rule (trim).
+var commit = redis.NewScript(trimOwner + `
 local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 'l', 'ln', 'lx')
 local v = cur[1] or ''
 local t = redis.call('TIME')
@@ -105,6 +118,14 @@ if live and not mine and tonumber(cur[4] or '0') >= 2 then return {0, v} end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
 if cur[3] and not live or mine then redis.call('HDEL', KEYS[1], 'l', 'ln', 'lx') end
 redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+local share = tonumber(ARGV[8])
+if share > 0 and ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'o', ARGV[7])
+  redis.call('ZADD', KEYS[2], ARGV[9], ARGV[10])
+  local left = redis.call('PTTL', KEYS[2])
+  if left < 0 or now + left < tonumber(ARGV[4]) then redis.call('PEXPIREAT', KEYS[2], ARGV[4]) end
+  trim(KEYS[2], share, ARGV[7], ARGV[10], ARGV[11])
+end
 return {1}`)
 
 // Commit stores data as the session's state when its version is still have
@@ -114,11 +135,16 @@ return {1}`)
 // second loss in a row gives this replica the next turn). While another
 // replica's turn stands, ok
 // is false, version is have and current nil: the caller tries again. The
-// entry expires TTL after expireAt.
-func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error) {
+// entry expires TTL after expireAt. With share > 0 the session is charged
+// to its initiator, as Create charges a task to its owner: an initiator
+// holds at most share sessions, and past it loses its own least recently
+// committed ones (never another's, never this one).
+func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, err error) {
 	next := newVersion()
 	at := strconv.FormatInt(expireAt.Add(r.cfg.TTL).UnixMilli(), 10)
-	v, err := r.run(ctx, commit, "commit session", []string{r.sessionKey(id)}, have, next, data, at, r.turn, turnTTL.Milliseconds())
+	keys := []string{r.sessionKey(id), r.initiatorKey(initiator)}
+	v, err := r.run(ctx, commit, "commit session", keys, have, next, data, at, r.turn, turnTTL.Milliseconds(),
+		initiator, share, r.used(), id, r.sessionKey(""))
 	if err != nil {
 		return "", nil, false, err
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestSessions(t *testing.T) {
@@ -19,11 +22,11 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || changed || v != "" || data != nil {
 		t.Fatalf("unknown session: %q %q %v %v", data, v, changed, err)
 	}
-	v1, _, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end)
+	v1, _, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end, "", 0)
 	if err != nil || !ok || v1 == "" {
 		t.Fatalf("first commit: %q %v %v", v1, ok, err)
 	}
-	if v, cur, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
+	if v, cur, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end, "", 0); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
 		t.Fatalf("a second create must conflict and return the winner's state: %q %q %v %v", v, cur, ok, err)
 	}
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || !changed || v != v1 || string(data) != "one\x00\xff" {
@@ -32,14 +35,14 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", v1); err != nil || changed || v != v1 || data != nil {
 		t.Fatalf("load when current: %q %q %v %v", data, v, changed, err)
 	}
-	v2, _, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end)
+	v2, _, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end, "", 0)
 	if err != nil || !ok || v2 == v1 {
 		t.Fatalf("second commit: %q %v %v", v2, ok, err)
 	}
-	if v, cur, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end); ok || v != v2 || string(cur) != "two" {
+	if v, cur, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end, "", 0); ok || v != v2 || string(cur) != "two" {
 		t.Fatalf("a commit on a stale version must conflict: %q %q %v", v, cur, ok)
 	}
-	if v, cur, ok, _ := r.Commit(ctx, "gone", "x", []byte("late"), end); ok || v != "" || cur != nil {
+	if v, cur, ok, _ := r.Commit(ctx, "gone", "x", []byte("late"), end, "", 0); ok || v != "" || cur != nil {
 		t.Fatalf("a commit on an entry Redis lost must conflict with none: %q %q %v", v, cur, ok)
 	}
 	if data, v, changed, _ := r.Load(ctx, "s1", v1); !changed || v != v2 || string(data) != "two" {
@@ -57,7 +60,7 @@ func TestSessionCommitRace(t *testing.T) {
 	addr, _ := redisServer(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	v0, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now())
+	v0, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,7 @@ func TestSessionCommitRace(t *testing.T) {
 	wins := 0
 	for range 16 {
 		wg.Go(func() {
-			_, _, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now())
+			_, _, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now(), "", 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -91,7 +94,7 @@ func TestSessionsDown(t *testing.T) {
 	if _, _, _, err := r.Load(context.Background(), "s", ""); err == nil {
 		t.Fatal("load from a stopped Redis succeeded")
 	}
-	if _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now()); err == nil || errors.Is(err, context.Canceled) {
+	if _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now(), "", 0); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("commit to a stopped Redis: %v", err)
 	}
 	if took := time.Since(began); took > 4*DefaultTimeout {
@@ -105,7 +108,7 @@ func TestSessionsSlow(t *testing.T) {
 	addr, _, proc := redisProcess(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	v, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute))
+	v, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,7 @@ func TestSessionsSlow(t *testing.T) {
 	defer proc.Signal(syscall.SIGCONT)
 	for name, op := range map[string]func() error{
 		"load":   func() error { _, _, _, err := r.Load(ctx, "s", ""); return err },
-		"commit": func() error { _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now()); return err },
+		"commit": func() error { _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now(), "", 0); return err },
 	} {
 		began := time.Now()
 		err := op()
@@ -187,7 +190,7 @@ func TestSessionTurns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := tc.name
-			cur, _, _, err := a.Commit(ctx, id, "", []byte("0"), end)
+			cur, _, _, err := a.Commit(ctx, id, "", []byte("0"), end, "", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +210,7 @@ func TestSessionTurns(t *testing.T) {
 				case "stale":
 					have = prev
 				}
-				v, data, ok, err := r.Commit(ctx, id, have, []byte(strconv.Itoa(i)), end)
+				v, data, ok, err := r.Commit(ctx, id, have, []byte(strconv.Itoa(i)), end, "", 0)
 				got := "lost"
 				switch {
 				case err != nil:
@@ -224,5 +227,70 @@ func TestSessionTurns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionShares: with a share, a committed session is charged to its
+// initiator: past the share the initiator's least recently committed
+// session is dropped, never another initiator's (not even one that reuses
+// an id the first once held), never the one committed; the initiator's set
+// lives as long as its longest-lived session. Without a share the entry is
+// what it was before shares (fields v and d only, no set).
+func TestSessionShares(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	raw := redis.NewClient(&redis.Options{Addr: addr})
+	defer raw.Close()
+	ctx := context.Background()
+	soon, late := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
+	commit := func(id, have, initiator string, end time.Time) string {
+		t.Helper()
+		v, _, ok, err := r.Commit(ctx, id, have, []byte(id), end, initiator, 2)
+		if err != nil || !ok {
+			t.Fatalf("commit %s: %v %v", id, ok, err)
+		}
+		return v
+	}
+	held := func(ids ...string) string {
+		t.Helper()
+		var out []string
+		for _, id := range ids {
+			if _, v, _, err := r.Load(ctx, id, ""); err != nil {
+				t.Fatal(err)
+			} else if v != "" {
+				out = append(out, id)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+
+	if _, _, _, err := r.Commit(ctx, "plain", "", []byte("p"), soon, "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := raw.HKeys(ctx, r.sessionKey("plain")).Result(); err != nil || strings.Join(f, " ") != "v d" {
+		t.Errorf("without a share the entry's fields are %q %v, want v d", f, err)
+	}
+	if n, _ := raw.Exists(ctx, r.initiatorKey("alice")).Result(); n != 0 {
+		t.Error("without a share an initiator's set was written")
+	}
+
+	// x was alice's, expired, and bob started a session under its id.
+	commit("x", "", "alice", soon)
+	raw.Del(ctx, r.sessionKey("x"))
+	commit("x", "", "bob", soon)
+	a1 := commit("a1", "", "alice", late)
+	commit("a2", "", "alice", soon)
+	commit("a1", a1, "alice", late) // a1 is now alice's most recently committed
+	commit("a3", "", "alice", soon)
+	if got := held("x", "a1", "a2", "a3"); got != "x a1 a3" {
+		t.Errorf("after alice's fourth session over a share of 2: %q held, want x (bob's) a1 a3", got)
+	}
+	if o, _ := raw.HGet(ctx, r.sessionKey("x"), "o").Result(); o != "bob" {
+		t.Errorf("x names %q, want bob", o)
+	}
+	set, _ := raw.PTTL(ctx, r.initiatorKey("alice")).Result()
+	a1ttl, _ := raw.PTTL(ctx, r.sessionKey("a1")).Result()
+	if set < a1ttl-time.Second {
+		t.Errorf("alice's set lives %v, her a1 %v: the set must outlive her sessions", set, a1ttl)
 	}
 }

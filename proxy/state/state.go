@@ -152,9 +152,10 @@ func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 // maxmemory eviction, push out other principals' entries).
 func (r *Redis) ownerKey(owner string) string { return r.cfg.Prefix + "mcp:owner:" + owner }
 
-// trimOwner is the Lua function create and trim share: it drops the oldest
-// members of the owner's set past max, and the entry of each one the owner
-// still owns, never keep (the entry just created or proved).
+// trimOwner is the Lua function create, trim and the MACP session commit
+// share: it drops the oldest members of the owner's set past max, and the
+// entry of each one the owner still owns (its field o), never keep (the
+// entry just created, proved or committed).
 const trimOwner = `
 local function trim(set, max, owner, keep, tasks)
   local over = redis.call('ZCARD', set) - max

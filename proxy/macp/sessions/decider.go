@@ -82,19 +82,21 @@ type Request struct {
 // holds its session until the upstream answers; up to the Enforcer's
 // Config.PipelineDepth record-only ones may be in flight.
 type Decider struct {
-	e         *proxy.Enforcer
-	table     *table
-	store     Store
-	decoder   macp.Decoder // of shared sessions
-	registry  *PolicyRegistry
-	rebuilder Rebuilder
-	source    PolicySource
-	depth     int // Config.PipelineDepth; <= 1 is serial
+	e            *proxy.Enforcer
+	table        *table
+	store        Store
+	perInitiator int          // each initiator's share of the policy bindings and of the store's sessions
+	decoder      macp.Decoder // of shared sessions
+	registry     *PolicyRegistry
+	rebuilder    Rebuilder
+	source       PolicySource
+	depth        int // Config.PipelineDepth; <= 1 is serial
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
 // entries, each initiator holding at most its SessionsPerPrincipal of the
-// policy bindings. It starts no goroutines.
+// policy bindings, and of the sessions in the shared store. It starts no
+// goroutines.
 func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	cfg := e.Config()
 	sessions, share := cfg.OwnerTable() // each initiator's share of the policy bindings
@@ -105,7 +107,7 @@ func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	x := &Decider{e: e, table: t, store: opts.Store, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth}
+	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth}
 	if x.store != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.

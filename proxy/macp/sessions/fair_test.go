@@ -52,9 +52,9 @@ type far struct {
 	delay time.Duration
 }
 
-func (f far) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (string, []byte, bool, error) {
+func (f far) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (string, []byte, bool, error) {
 	time.Sleep(f.delay)
-	return f.Store.Commit(ctx, id, have, data, expireAt)
+	return f.Store.Commit(ctx, id, have, data, expireAt, initiator, share)
 }
 
 // TestSharedSessionFairTurns: replica A decides a hot session's TaskUpdates

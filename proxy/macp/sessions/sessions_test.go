@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,7 @@ func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, 
 	return m.data[id], v, true, nil
 }
 
-func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time) (string, []byte, bool, error) {
+func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, error) {
 	if f := m.beforeCommit; f != nil {
 		f()
 	}
@@ -405,5 +406,101 @@ func TestSharedTableEvicts(t *testing.T) {
 	d.Settle(d.Allow)
 	if dup := start(sessionID(900), planner); dup.Allow {
 		t.Errorf("a second SessionStart of other's evicted session by planner: allowed, want refused (the store holds it)")
+	}
+}
+
+// TestSharedStoreShares: two ext_authz replicas on one real Redis, each
+// initiator holding at most enforcer.sessions_per_principal sessions there
+// (the owner table's rule, K4's for tasks). other starting sessions without
+// end drops its own least recently committed ones from the store, never
+// planner's; a message on a dropped session is refused as unknown on both
+// replicas (the one that caches it too: its commit finds no entry), not
+// allowed on a state the fleet no longer holds. Before, Redis kept all 12 of
+// other's sessions until their TTL (24 h).
+func TestSharedStoreShares(t *testing.T) {
+	const share, starts = 4, 12
+	stores := redisStores(t, 2)
+	rs := make([]*Decider, len(stores))
+	for i, s := range stores {
+		x, err := build(proxy.Config{Sessions: 64, SessionsPerPrincipal: share}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: time.Now}, Options{Store: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = x
+	}
+	decide := func(x *Decider, e *macpv1.Envelope) proxy.Decision {
+		t.Helper()
+		d, err := x.Enforce(context.Background(), req(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Settle(d.Allow)
+		return d
+	}
+	start := func(x *Decider, sid, sender string) proxy.Decision {
+		return decide(x, env(sid, sender, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+			Participants: []string{sender, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 86_400_000})))
+	}
+	held := func(sid string) bool {
+		t.Helper()
+		_, v, _, err := stores[0].Load(context.Background(), sid, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v != ""
+	}
+	if d := start(rs[0], sessionID(960), planner); !d.Allow {
+		t.Fatalf("planner's start: %s %s", d.Code, d.Reason)
+	}
+	for i := range starts {
+		if d := start(rs[i%2], sessionID(900+i), other); !d.Allow {
+			t.Fatalf("other's start %d: %s %s", i, d.Code, d.Reason)
+		}
+	}
+	var kept []int
+	for i := range starts {
+		if held(sessionID(900 + i)) {
+			kept = append(kept, i)
+		}
+	}
+	if want := []int{starts - 4, starts - 3, starts - 2, starts - 1}; fmt.Sprint(kept) != fmt.Sprint(want) {
+		t.Errorf("other's sessions in Redis after %d starts: %v, want its %d most recent %v", starts, kept, share, want)
+	}
+	if !held(sessionID(960)) {
+		t.Error("planner's session dropped by other's starts")
+	}
+	// other's oldest: started on replica 0, which still caches it.
+	for i, x := range rs {
+		d := decide(x, env(sessionID(900), other, "TaskRequest", fmt.Sprint("r", i), mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker})))
+		if d.Allow || d.Code != rules.CodeSessionNotFound {
+			t.Errorf("replica %d, a message on other's dropped session: allowed=%v %s, want refused %s", i, d.Allow, d.Code, rules.CodeSessionNotFound)
+		}
+	}
+	for i, x := range rs {
+		d := decide(x, env(sessionID(900+starts-1-i), other, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker})))
+		if !d.Allow {
+			t.Errorf("replica %d, a message on one of other's kept sessions: %s %s", i, d.Code, d.Reason)
+		}
+	}
+	if d := decide(rs[1], env(sessionID(960), planner, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))); !d.Allow {
+		t.Errorf("planner's message: %s %s", d.Code, d.Reason)
+	}
+
+	// A replica with a runtime (--macp-upstream) rebuilds a dropped session
+	// from it, decides on that, and commits it again, charged again.
+	sid := sessionID(901)
+	began := env(sid, other, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+		Participants: []string{other, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 86_400_000}))
+	began.TimestampUnixMs = time.Now().UnixMilli()
+	rb := &fakeRebuilder{state: map[string]*macp.Session{sid: macp.StartBound(nil, began, other, nil, began.TimestampUnixMs).Next}}
+	withRuntime, err := build(proxy.Config{Sessions: 64, SessionsPerPrincipal: share}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: time.Now}, Options{Store: stores[0], Rebuilder: rb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decide(withRuntime, env(sid, other, "TaskRequest", "r", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker}))); !d.Allow || rb.calls != 1 {
+		t.Errorf("a message on a dropped session, with a runtime: %s %s (rebuilds %d), want rebuilt and allowed", d.Code, d.Reason, rb.calls)
+	}
+	if !held(sid) || held(sessionID(900+starts-4)) {
+		t.Errorf("the rebuilt session committed again (held %v), other's least recently committed dropped for it (held %v)", held(sid), held(sessionID(900+starts-4)))
 	}
 }

@@ -31,8 +31,11 @@ type Store interface {
 	// and version and current are what the store holds ("", nil: none). A
 	// store that gives replicas turns on a contended session may defer a
 	// commit to another replica's turn: ok is false and version is have
-	// (current nil), and the decision is tried again after a wait.
-	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time) (version string, current []byte, ok bool, err error)
+	// (current nil), and the decision is tried again after a wait. With
+	// share > 0 the session is charged to initiator: one holding more than
+	// share sessions loses its own least recently committed ones from the
+	// store (never another's, never this one), as the owner table's rule.
+	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, err error)
 }
 
 // ConflictObserver is what an Observer may also implement to count the
@@ -178,10 +181,13 @@ func (x *Decider) share(ctx context.Context, decision string, commit bool, en *e
 	if err != nil {
 		return false, fmt.Errorf("encode the state: %w", err)
 	}
-	version, current, ok, err := x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
+	commitIt := func() (string, []byte, bool, error) {
+		return x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)), out.Next.Initiator, x.perInitiator)
+	}
+	version, current, ok, err := commitIt()
 	for err == nil && !ok && version != "" && version == sh.version { // deferred
 		if err = lost.lost(ctx, contentionBudget); err == nil {
-			version, current, ok, err = x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)))
+			version, current, ok, err = commitIt()
 		}
 	}
 	switch {
