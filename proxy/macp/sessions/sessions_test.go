@@ -50,7 +50,7 @@ func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, 
 	return m.data[id], v, true, nil
 }
 
-func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, error) {
+func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, int, error) {
 	if f := m.beforeCommit; f != nil {
 		f()
 	}
@@ -58,16 +58,16 @@ func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ 
 	defer m.mu.Unlock()
 	m.commits++
 	if m.down {
-		return "", nil, false, errDown
+		return "", nil, false, 0, errDown
 	}
 	if v := m.versions[id]; v != have {
 		m.conflicts++
-		return v, m.data[id], false, nil
+		return v, m.data[id], false, 0, nil
 	}
 	m.seq++
 	v := "v" + strconv.Itoa(m.seq)
 	m.data[id], m.versions[id] = data, v
-	return v, nil, true, nil
+	return v, nil, true, 0, nil
 }
 
 func (m *memSessions) restart() {
