@@ -53,6 +53,7 @@ type metrics struct {
 	inFlightOf series[[2]string, prometheus.Gauge]
 	requestOf  series[[4]string, requestSeries]
 	decidedOf  series[[6]string, prometheus.Counter]
+	droppedOf  series[[2]string, prometheus.Counter]
 	latencyOf  series[string, prometheus.Observer]
 	// tlsReloads counts the listeners' TLS material reloads by result.
 	tlsReloads *prometheus.CounterVec
@@ -121,6 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.decidedOf.child = func(k [6]string) prometheus.Counter { return m.decisions.WithLabelValues(k[:]...) }
 	m.latencyOf.child = func(k string) prometheus.Observer { return m.latency.WithLabelValues(k) }
+	m.droppedOf.child = func(k [2]string) prometheus.Counter { return m.shareDrops.WithLabelValues(k[:]...) }
 	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, m.shareDrops, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
 	return m
 }
@@ -219,7 +221,7 @@ func (m *metrics) SessionConflict() { m.conflicts.Inc() }
 
 // ShareDropped implements owners.ShareObserver.
 func (m *metrics) ShareDropped(table, store string, n int) {
-	m.shareDrops.WithLabelValues(table, store).Add(float64(n))
+	m.droppedOf.of([2]string{table, store}).Add(float64(n))
 }
 
 // ShareDropped implements owners.ShareObserver for every observer that does.
