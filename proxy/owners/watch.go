@@ -86,6 +86,6 @@ func (w *Watch) Dropped(table, store, principal string, n int) {
 	if warn {
 		w.log.Warn("principal over its share: its least recently used entries are dropped (then not found)",
 			"principal", principal, "table", table, "store", store, "dropped", n,
-			"config", "enforcer.sessions_per_principal", "again_after", WarnEvery.String())
+			"again_after", WarnEvery.String())
 	}
 }
