@@ -154,6 +154,7 @@ func (s *Snapshot) Engine() *policies.Engine { return s.engine }
 type Enforcer struct {
 	snap     atomic.Pointer[Snapshot]
 	owners   *owners.Table
+	shares   *owners.Watch // told of the entries a principal's share drops
 	observer Observer
 	tracer   trace.Tracer // nil: requests are not traced
 	log      *slog.Logger
@@ -170,15 +171,18 @@ func New(cfg Config, opts Options) (*Enforcer, error) {
 	if opts.Authenticator == nil || opts.Policies == nil {
 		return nil, errors.New("enforcer: an authenticator and a policy engine are required")
 	}
-	size, share := cfg.OwnerTable()
-	ts, err := owners.New(size, share, opts.Tasks)
-	if err != nil {
-		return nil, fmt.Errorf("owner table: %w", err)
-	}
-	e := &Enforcer{owners: ts, observer: opts.Observer, log: opts.Logger, now: opts.Now, record: opts.RecordInputs}
+	e := &Enforcer{observer: opts.Observer, log: opts.Logger, now: opts.Now, record: opts.RecordInputs}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	counter, _ := opts.Observer.(owners.ShareObserver)
+	e.shares = owners.NewWatch(counter, e.log, opts.Now)
+	size, share := cfg.OwnerTable()
+	ts, err := owners.New(size, share, opts.Tasks, e.shares)
+	if err != nil {
+		return nil, fmt.Errorf("owner table: %w", err)
+	}
+	e.owners = ts
 	if opts.Tracer != nil {
 		e.tracer = opts.Tracer.Tracer("github.com/agentwarden/warden/proxy")
 	}
@@ -264,6 +268,12 @@ func (e *Enforcer) RecordsInputs() bool { return e.record }
 // OwnerTable is the owner table of MCP and A2A tasks and contexts, in
 // front of the shared store (Options.Tasks).
 func (e *Enforcer) OwnerTable() *owners.Table { return e.owners }
+
+// ShareWatch is told of the entries every table of what principals hold
+// drops for a principal's share: it counts them (an Observer that is an
+// owners.ShareObserver) and warns on the Enforcer's logger, at most once a
+// minute per principal and table.
+func (e *Enforcer) ShareWatch() *owners.Watch { return e.shares }
 
 // Scopes returns what the policies read as the credential's scopes: a JWT's
 // macp_scopes claim, or a static token's attributes.

@@ -21,6 +21,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/macp"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -35,6 +36,9 @@ type metrics struct {
 	upstream  *prometheus.CounterVec
 	rebuilds  *prometheus.CounterVec
 	conflicts prometheus.Counter
+	// shareDrops counts the entries dropped for a principal's share, by
+	// table and store (owners.ShareObserver).
+	shareDrops *prometheus.CounterVec
 	// reloads counts SIGHUP reloads by result; lastReload is when the
 	// configuration last loaded whole (start-up or a reload).
 	reloads    *prometheus.CounterVec
@@ -49,6 +53,7 @@ type metrics struct {
 	inFlightOf series[[2]string, prometheus.Gauge]
 	requestOf  series[[4]string, requestSeries]
 	decidedOf  series[[6]string, prometheus.Counter]
+	droppedOf  series[[2]string, prometheus.Counter]
 	latencyOf  series[string, prometheus.Observer]
 	// tlsReloads counts the listeners' TLS material reloads by result.
 	tlsReloads *prometheus.CounterVec
@@ -74,6 +79,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "warden_state_conflicts_total", Help: "Decisions on MACP sessions shared through Redis that found the session changed by another replica (decided again).",
 	})
+	m.shareDrops = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warden_share_drops_total", Help: "Entries dropped because their principal went past its share (enforcer.sessions_per_principal) of a table: its own least recently used, then refused as not found. By table (owners, client_tasks, tools, bindings, macp_sessions) and store (memory: this replica's table; redis: the shared state).",
+	}, []string{"table", "store"})
+	for _, t := range []string{owners.TableOwners, owners.TableClientTasks, owners.TableTools, owners.TableBindings} {
+		m.shareDrops.WithLabelValues(t, owners.StoreMemory)
+	}
+	for _, t := range []string{owners.TableOwners, owners.TableMACPSessions} {
+		m.shareDrops.WithLabelValues(t, owners.StoreRedis)
+	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "warden_build_info", Help: "Always 1; the labels say which Warden runs: its version and the Go release it was built with.",
 	}, []string{"version", "goversion"})
@@ -108,7 +122,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.decidedOf.child = func(k [6]string) prometheus.Counter { return m.decisions.WithLabelValues(k[:]...) }
 	m.latencyOf.child = func(k string) prometheus.Observer { return m.latency.WithLabelValues(k) }
-	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
+	m.droppedOf.child = func(k [2]string) prometheus.Counter { return m.shareDrops.WithLabelValues(k[:]...) }
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, m.shareDrops, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
 	return m
 }
 
@@ -203,6 +218,20 @@ func (m *metrics) Rebuilt(ok bool) {
 
 // SessionConflict implements sessions.ConflictObserver.
 func (m *metrics) SessionConflict() { m.conflicts.Inc() }
+
+// ShareDropped implements owners.ShareObserver.
+func (m *metrics) ShareDropped(table, store string, n int) {
+	m.droppedOf.of([2]string{table, store}).Add(float64(n))
+}
+
+// ShareDropped implements owners.ShareObserver for every observer that does.
+func (o observers) ShareDropped(table, store string, n int) {
+	for _, x := range o {
+		if s, ok := x.(owners.ShareObserver); ok {
+			s.ShareDropped(table, store, n)
+		}
+	}
+}
 
 // SessionConflict implements sessions.ConflictObserver for every observer that
 // does.

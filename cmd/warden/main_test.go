@@ -14,6 +14,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
+	"github.com/agentwarden/warden/proxy/owners"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -216,8 +217,9 @@ func TestLimitsConfig(t *testing.T) {
 
 func writeTo(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
 
-// TestEventMetrics: upstream failures, rebuilds and shared-session conflicts
-// are counted, through the observer chain the Enforcer is given.
+// TestEventMetrics: upstream failures, rebuilds, shared-session conflicts
+// and share drops are counted, through the observer chain the Enforcer is
+// given (share drops: every table and store at 0 from the start).
 func TestEventMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var o proxy.Observer = observers{newMetrics(reg)}
@@ -233,6 +235,9 @@ func TestEventMetrics(t *testing.T) {
 	e.Rebuilt(false)
 	e.Rebuilt(false)
 	o.(sessions.ConflictObserver).SessionConflict()
+	o.(owners.ShareObserver).ShareDropped(owners.TableOwners, owners.StoreRedis, 3)
+	o.(owners.ShareObserver).ShareDropped(owners.TableOwners, owners.StoreRedis, 2)
+	o.(owners.ShareObserver).ShareDropped(owners.TableTools, owners.StoreMemory, 1)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +255,9 @@ func TestEventMetrics(t *testing.T) {
 	for k, want := range map[string]float64{
 		"warden_upstream_errors_total,macp": 1, "warden_upstream_errors_total,mcp": 1, "warden_upstream_errors_total,a2a": 1, "warden_upstream_errors_total,other": 1,
 		"warden_rebuilds_total,ok": 1, "warden_rebuilds_total,failed": 2, "warden_state_conflicts_total": 1,
+		"warden_share_drops_total,redis,owners": 5, "warden_share_drops_total,memory,tools": 1, "warden_share_drops_total,redis,macp_sessions": 0,
 	} {
-		if got[k] != want {
+		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
 		}
 	}

@@ -240,11 +240,11 @@ type downStore struct{}
 
 var errDown = errors.New("store down")
 
-func (downStore) Claim(context.Context, string, string, int) (string, string, error) {
-	return "", "", errDown
+func (downStore) Claim(context.Context, string, string, int) (string, string, int, error) {
+	return "", "", 0, errDown
 }
-func (downStore) Create(context.Context, string, string, string, int) (string, error) {
-	return "", errDown
+func (downStore) Create(context.Context, string, string, string, int) (string, int, error) {
+	return "", 0, errDown
 }
 func (downStore) Observe(context.Context, string, string) error        { return errDown }
 func (downStore) ObserveAll(context.Context, []string, []string) error { return errDown }
@@ -394,23 +394,23 @@ func (s *ownerStore) op() error {
 	return nil
 }
 
-func (s *ownerStore) Claim(_ context.Context, id, owner string, _ int) (string, string, error) {
+func (s *ownerStore) Claim(_ context.Context, id, owner string, _ int) (string, string, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.op(); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	if s.owner[id] == "" {
 		s.owner[id] = owner
 	}
-	return s.state[id], s.owner[id], nil
+	return s.state[id], s.owner[id], 0, nil
 }
 
-func (s *ownerStore) Create(_ context.Context, id, owner, state string, _ int) (string, error) {
+func (s *ownerStore) Create(_ context.Context, id, owner, state string, _ int) (string, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.op(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if s.owner[id] == "" {
 		s.owner[id] = owner
@@ -418,7 +418,7 @@ func (s *ownerStore) Create(_ context.Context, id, owner, state string, _ int) (
 	if state != "" && s.owner[id] == owner {
 		s.state[id] = state
 	}
-	return s.owner[id], nil
+	return s.owner[id], 0, nil
 }
 
 func (s *ownerStore) Observe(_ context.Context, id, state string) error {

@@ -36,16 +36,16 @@ func (m *sharedSessions) Load(_ context.Context, id, have string) ([]byte, strin
 	return nil, have, false, nil
 }
 
-func (m *sharedSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, error) {
+func (m *sharedSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v := m.versions[id]; v != have {
-		return v, m.data[id], false, nil
+		return v, m.data[id], false, 0, nil
 	}
 	m.seq++
 	v := strconv.Itoa(m.seq)
 	m.data[id], m.versions[id] = data, v
-	return v, nil, true, nil
+	return v, nil, true, 0, nil
 }
 
 // replicaFailures replays a transcript through Check on three replicas in

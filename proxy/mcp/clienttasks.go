@@ -33,8 +33,8 @@ type clientTaskKey struct{ principal, sid, id string }
 // principal holding at most an eighth (shareOf) of it: a client answering
 // with made-up CreateTaskResults (no server request is needed) forgets its
 // own, never another principal's.
-func newClientTasks(size int) *owners.Cache[clientTaskKey, struct{}] {
-	return owners.NewCache[clientTaskKey, struct{}](size, size/shareOf)
+func newClientTasks(size int, w *owners.Watch) *owners.Cache[clientTaskKey, struct{}] {
+	return owners.NewCache[clientTaskKey, struct{}](size, size/shareOf, w, owners.TableClientTasks)
 }
 
 // learnClientTask remembers the task a client's answer (a CreateTaskResult:

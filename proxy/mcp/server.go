@@ -209,8 +209,8 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: newTools(maxTools),
-		clientTasks: newClientTasks(maxClientTasks), streams: listener.NewStreams("mcp", cfg.Streams)}
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: newTools(maxTools, e.ShareWatch()),
+		clientTasks: newClientTasks(maxClientTasks, e.ShareWatch()), streams: listener.NewStreams("mcp", cfg.Streams)}
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
 		gc.Metadata, gc.MetadataDoc = s.metadataURL, s.metadataDocPath()

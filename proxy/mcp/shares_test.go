@@ -34,7 +34,7 @@ func TestStateShares(t *testing.T) {
 		// A smaller table than the sidecar's (maxClientTasks) floods in
 		// less time; before this test, the flood of 16384 did the same.
 		const size = 256
-		h.srv.clientTasks = newClientTasks(size)
+		h.srv.clientTasks = newClientTasks(size, nil)
 		created := func(id string) string {
 			return `{"jsonrpc":"2.0","id":7,"result":{"task":{"taskId":"` + id + `","status":"working","ttl":60000,"createdAt":"2026-11-28T00:00:00Z","lastUpdatedAt":"2026-11-28T00:00:00Z"}}}`
 		}

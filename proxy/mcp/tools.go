@@ -19,8 +19,8 @@ type toolKey struct{ principal, sid, name string }
 
 // newTools is the table of tools learned, of size entries, each principal
 // holding at most an eighth (shareOf) of it.
-func newTools(size int) *owners.Cache[toolKey, tool] {
-	return owners.NewCache[toolKey, tool](size, size/shareOf)
+func newTools(size int, w *owners.Watch) *owners.Cache[toolKey, tool] {
+	return owners.NewCache[toolKey, tool](size, size/shareOf, w, owners.TableTools)
 }
 
 // tool is what Warden learned of one tool from a tools/list answer: its

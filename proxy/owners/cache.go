@@ -21,6 +21,8 @@ type Cache[K comparable, V any] struct {
 	all   list.List // of *cached[K, V], most recently used first
 	items map[K]*list.Element
 	by    map[string]*list.List // each principal's entries, most recently used first
+	watch *Watch                // told of the entries a share drops
+	table string                // the table's name to watch (Table* constants)
 }
 
 type cached[K comparable, V any] struct {
@@ -31,30 +33,40 @@ type cached[K comparable, V any] struct {
 }
 
 // NewCache returns a cache of size entries (at least 1), one principal
-// holding at most share of them (0 or size and above: no share of its own).
-func NewCache[K comparable, V any](size, share int) *Cache[K, V] {
+// holding at most share of them (0 or size and above: no share of its own);
+// w (nil: none) is told of the entries a share drops, as table's.
+func NewCache[K comparable, V any](size, share int, w *Watch, table string) *Cache[K, V] {
 	size = max(size, 1)
 	if share >= size {
 		share = 0
 	}
-	return &Cache[K, V]{size: size, share: share, items: make(map[K]*list.Element), by: make(map[string]*list.List)}
+	return &Cache[K, V]{size: size, share: share, items: make(map[K]*list.Element), by: make(map[string]*list.List), watch: w, table: table}
 }
 
 // Add records v under k as owner's, the most recently used of owner's (k
 // added again stays its first owner's).
 func (c *Cache[K, V]) Add(owner string, k K, v V) {
+	if c.add(owner, k, v) {
+		c.watch.Dropped(c.table, StoreMemory, owner, 1)
+	}
+}
+
+// add is Add; over reports that owner, past its share, lost its own least
+// recently used entry.
+func (c *Cache[K, V]) add(owner string, k K, v V) (over bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
 		it := e.Value.(*cached[K, V])
 		it.val = v
 		c.touchLocked(e)
-		return
+		return false
 	}
 	mine := c.by[owner]
 	switch {
 	case c.share > 0 && mine != nil && mine.Len() >= c.share:
 		c.removeLocked(mine.Back().Value.(*list.Element)) // the principal's own oldest
+		over = true
 	case len(c.items) >= c.size:
 		c.removeLocked(c.all.Back())
 	}
@@ -66,6 +78,7 @@ func (c *Cache[K, V]) Add(owner string, k K, v V) {
 	e := c.all.PushFront(it)
 	it.mine = mine.PushFront(e)
 	c.items[k] = e
+	return over
 }
 
 // Get returns the value under k and marks it the most recently used.

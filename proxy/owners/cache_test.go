@@ -57,7 +57,7 @@ func TestCache(t *testing.T) {
 		}, []string{"bob/b", "bob/c"}, []string{"bob/a", "alice/a"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cache := NewCache[string, int](c.size, c.share)
+			cache := NewCache[string, int](c.size, c.share, nil, TableTools)
 			c.setup(cache)
 			for _, k := range c.held {
 				if !cache.Contains(k) {
@@ -74,7 +74,7 @@ func TestCache(t *testing.T) {
 			}
 		})
 	}
-	c := NewCache[string, int](4, 2)
+	c := NewCache[string, int](4, 2, nil, TableTools)
 	c.Add(owner("bob/a"), "bob/a", 7)
 	if v, ok := c.Get("bob/a"); !ok || v != 7 {
 		t.Errorf("Get = %d, %v; want 7, true", v, ok)

@@ -36,7 +36,7 @@ func TestForgotten(t *testing.T) {
 // TestTableRemembersEvictions: the task table's evictions land in its
 // memory of forgotten keys.
 func TestTableRemembersEvictions(t *testing.T) {
-	ts, err := New(2, 0, nil)
+	ts, err := New(2, 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

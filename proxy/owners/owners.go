@@ -35,13 +35,13 @@ type Store interface {
 	// unless another does already, and returns its status ("" when
 	// unknown) and its owner afterwards. The entry is owner's most
 	// recently used; one holding more than share (> 0) loses its least
-	// recently used, never another owner's.
-	Claim(ctx context.Context, id, owner string, share int) (status, claimed string, err error)
+	// recently used, never another owner's: dropped is how many.
+	Claim(ctx context.Context, id, owner string, share int) (status, claimed string, dropped int, err error)
 	// Create records an entry the upstream created for owner unless
 	// another owns it already (set if absent, atomically across replicas),
 	// and returns its owner afterwards; share bounds owner's entries as
-	// in Claim.
-	Create(ctx context.Context, id, owner, status string, share int) (created string, err error)
+	// in Claim (dropped: how many it lost).
+	Create(ctx context.Context, id, owner, status string, share int) (created string, dropped int, err error)
 	// Observe records a status the upstream reported for a known entry; a
 	// change restarts its steer count.
 	Observe(ctx context.Context, id, status string) error
@@ -187,16 +187,18 @@ type Table struct {
 	// the table's size when there is none (no principal holds more of the
 	// store than one replica's table can).
 	stored int
+	watch  *Watch // told of the entries a share drops
 }
 
 // New returns a table of size entries in front of store (nil: this
 // replica's table only), of which one principal holds at most share (0 or
-// size and above: no share of its own; the table's LRU alone bounds it).
-func New(size, share int, store Store) (*Table, error) {
+// size and above: no share of its own; the table's LRU alone bounds it);
+// w (nil: none) is told of the entries a share drops, here and in store.
+func New(size, share int, store Store, w *Watch) (*Table, error) {
 	if share >= size {
 		share = 0
 	}
-	t := &Table{store: store, shares: newShares(share), stored: cmp.Or(share, size)}
+	t := &Table{store: store, shares: newShares(share), stored: cmp.Or(share, size), watch: w}
 	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, e *entry) {
 		t.evicted.add(key)
 		t.shares.drop(e)
@@ -243,6 +245,7 @@ func (t *Table) own(k Key, e *entry, owner string) {
 	if cur, ok := t.lru.Peek(over); ok && cur == victim {
 		t.lru.Remove(over)
 	}
+	t.watch.Dropped(TableOwners, StoreMemory, owner, 1)
 }
 
 // forgot reports whether Warden knew the entry under name and forgot it:
@@ -318,10 +321,11 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		return nil
 	}
 	name := f.Key.Name()
-	o, err := t.store.Create(ctx, name, owner, f.Status, t.stored)
+	o, dropped, err := t.store.Create(ctx, name, owner, f.Status, t.stored)
 	if err != nil {
 		return fmt.Errorf("record the owner of %s: %w", name, err)
 	}
+	t.watch.Dropped(TableOwners, StoreRedis, owner, dropped)
 	e.mu.Lock()
 	e.owner = o // the store's: the first recorded
 	if o == owner {
@@ -435,10 +439,11 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 		return status, steers, ok, nil
 	}
 	name := k.Name()
-	s, o, err := t.store.Claim(ctx, name, principal, t.stored)
+	s, o, dropped, err := t.store.Claim(ctx, name, principal, t.stored)
 	if err != nil {
 		return "", 0, false, fmt.Errorf("read the shared state of %s: %w", name, err)
 	}
+	t.watch.Dropped(TableOwners, StoreRedis, principal, dropped)
 	if o != principal {
 		e.mu.Lock()
 		e.owner = o

@@ -80,7 +80,7 @@ func TestLearn(t *testing.T) {
 			if size == 0 {
 				size = 8
 			}
-			tb, err := New(size, 0, s)
+			tb, err := New(size, 0, s, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestLearn(t *testing.T) {
 // TestClaimAndSteer: a proven handle claims an entry nobody owns and not
 // another's; the steer count restarts at a new mark.
 func TestClaimAndSteer(t *testing.T) {
-	tb, err := New(8, 0, nil)
+	tb, err := New(8, 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestKeysShareByName(t *testing.T) {
 		{Kind: A2ATask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:t:a2a:t:x"}, {Kind: MCPTask, ID: "a2a:x"},
 	}
 	for _, a := range keys {
-		tb, err := New(16, 0, nil)
+		tb, err := New(16, 0, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestKeysShareByName(t *testing.T) {
 			}
 		}
 	}
-	tb, _ := New(16, 0, nil)
+	tb, _ := New(16, 0, nil, nil)
 	k := Key{Kind: A2ATask, ID: "task-1"}
 	_, _ = tb.Learn(ctx, "alice", Fact{Key: k, Created: true})
 	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, k) }); n > 1 {
@@ -187,7 +187,7 @@ func TestShare(t *testing.T) {
 			if tc.store {
 				s = ownerstest.New()
 			}
-			tb, err := New(size, tc.share, s)
+			tb, err := New(size, tc.share, s, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestShare(t *testing.T) {
 // BenchmarkShare is the cost of a principal's new entry in a table it
 // fills: its own oldest evicted.
 func BenchmarkShare(b *testing.B) {
-	tb, _ := New(1024, 128, nil)
+	tb, _ := New(1024, 128, nil, nil)
 	ctx := context.Background()
 	ids := make([]Key, 4096)
 	for i := range ids {

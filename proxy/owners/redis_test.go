@@ -143,7 +143,7 @@ func replicas(t *testing.T, addr, prefix string, size, share int) (store *state.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	a, _ = New(size, share, store)
-	b, _ = New(size, share, store)
+	a, _ = New(size, share, store, nil)
+	b, _ = New(size, share, store, nil)
 	return store, a, b
 }

@@ -10,12 +10,12 @@ import (
 func BenchmarkClaim(b *testing.B) {
 	r := benchRedis(b)
 	ctx := context.Background()
-	if _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
+	if _, _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := r.Claim(ctx, "t", "alice", 0); err != nil {
+		if _, _, _, err := r.Claim(ctx, "t", "alice", 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -29,7 +29,7 @@ func BenchmarkSession(b *testing.B) {
 	r := benchRedis(b)
 	ctx := context.Background()
 	data := make([]byte, 300)
-	v, _, _, err := r.Commit(ctx, "s", "", data, time.Now().Add(time.Minute), "alice", 8)
+	v, _, _, _, err := r.Commit(ctx, "s", "", data, time.Now().Add(time.Minute), "alice", 8)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func BenchmarkSession(b *testing.B) {
 		if _, _, changed, err := r.Load(ctx, "s", v); err != nil || changed {
 			b.Fatal(err, changed)
 		}
-		next, _, ok, err := r.Commit(ctx, "s", v, data, time.Now().Add(time.Minute), "alice", 8)
+		next, _, ok, _, err := r.Commit(ctx, "s", v, data, time.Now().Add(time.Minute), "alice", 8)
 		if err != nil || !ok {
 			b.Fatal(err, ok)
 		}
@@ -52,7 +52,7 @@ func BenchmarkSession(b *testing.B) {
 func BenchmarkOwners(b *testing.B) {
 	r := benchRedis(b)
 	ctx := context.Background()
-	if _, err := r.Create(ctx, "t", "alice", "working", 4); err != nil {
+	if _, _, err := r.Create(ctx, "t", "alice", "working", 4); err != nil {
 		b.Fatal(err)
 	}
 	ids := []string{"t"}

@@ -96,7 +96,8 @@ func (r *Redis) Load(ctx context.Context, id, have string) ([]byte, string, bool
 // With a share (ARGV[8] > 0) a written session names its initiator (field
 // o, ARGV[7]) and is the initiator's most recently committed (ARGV[9]: now)
 // in the initiator's set (KEYS[2]), which lives as long as the last of its
-// sessions and is trimmed to the share by the owner table's rule (trim).
+// sessions and is trimmed to the share by the owner table's rule (trim): a
+// commit that trimmed answers {1, how many it dropped}.
 var commit = redis.NewScript(trimOwner + `
 local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 'l', 'ln', 'lx')
 local v = cur[1] or ''
@@ -124,7 +125,8 @@ if share > 0 and ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[9], ARGV[10])
   local left = redis.call('PTTL', KEYS[2])
   if left < 0 or now + left < tonumber(ARGV[4]) then redis.call('PEXPIREAT', KEYS[2], ARGV[4]) end
-  trim(KEYS[2], share, ARGV[7], ARGV[10], ARGV[11])
+  local dropped = trim(KEYS[2], share, ARGV[7], ARGV[10], ARGV[11])
+  if dropped > 0 then return {1, dropped} end
 end
 return {1}`)
 
@@ -138,22 +140,26 @@ return {1}`)
 // entry expires TTL after expireAt. With share > 0 the session is charged
 // to its initiator, as Create charges a task to its owner: an initiator
 // holds at most share sessions, and past it loses its own least recently
-// committed ones (never another's, never this one).
-func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, err error) {
+// committed ones (never another's, never this one): dropped is how many.
+func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, dropped int, err error) {
 	next := newVersion()
 	at := strconv.FormatInt(expireAt.Add(r.cfg.TTL).UnixMilli(), 10)
 	keys := []string{r.sessionKey(id), r.initiatorKey(initiator)}
 	v, err := r.run(ctx, commit, "commit session", keys, have, next, data, at, r.turn, turnTTL.Milliseconds(),
 		initiator, share, r.used(), id, r.sessionKey(""))
 	if err != nil {
-		return "", nil, false, err
+		return "", nil, false, 0, err
 	}
 	a, _ := v.([]any)
 	if len(a) == 0 {
-		return "", nil, false, fmt.Errorf("redis %s: commit session: unexpected answer %v", r.addr, v)
+		return "", nil, false, 0, fmt.Errorf("redis %s: commit session: unexpected answer %v", r.addr, v)
 	}
 	if n, _ := a[0].(int64); n == 1 {
-		return next, nil, true, nil
+		if len(a) == 2 {
+			d, _ := a[1].(int64)
+			dropped = int(d)
+		}
+		return next, nil, true, dropped, nil
 	}
 	if len(a) >= 2 {
 		version, _ = a[1].(string)
@@ -162,7 +168,7 @@ func (r *Redis) Commit(ctx context.Context, id, have string, data []byte, expire
 		d, _ := a[2].(string)
 		current = []byte(d)
 	}
-	return version, current, false, nil
+	return version, current, false, 0, nil
 }
 
 // newVersion is 64 random bits from the runtime's ChaCha8 generator.

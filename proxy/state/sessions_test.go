@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,11 +23,11 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || changed || v != "" || data != nil {
 		t.Fatalf("unknown session: %q %q %v %v", data, v, changed, err)
 	}
-	v1, _, ok, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end, "", 0)
+	v1, _, ok, _, err := r.Commit(ctx, "s1", "", []byte("one\x00\xff"), end, "", 0)
 	if err != nil || !ok || v1 == "" {
 		t.Fatalf("first commit: %q %v %v", v1, ok, err)
 	}
-	if v, cur, ok, err := r.Commit(ctx, "s1", "", []byte("other"), end, "", 0); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
+	if v, cur, ok, _, err := r.Commit(ctx, "s1", "", []byte("other"), end, "", 0); err != nil || ok || v != v1 || string(cur) != "one\x00\xff" {
 		t.Fatalf("a second create must conflict and return the winner's state: %q %q %v %v", v, cur, ok, err)
 	}
 	if data, v, changed, err := r.Load(ctx, "s1", ""); err != nil || !changed || v != v1 || string(data) != "one\x00\xff" {
@@ -35,14 +36,14 @@ func TestSessions(t *testing.T) {
 	if data, v, changed, err := r.Load(ctx, "s1", v1); err != nil || changed || v != v1 || data != nil {
 		t.Fatalf("load when current: %q %q %v %v", data, v, changed, err)
 	}
-	v2, _, ok, err := r.Commit(ctx, "s1", v1, []byte("two"), end, "", 0)
+	v2, _, ok, _, err := r.Commit(ctx, "s1", v1, []byte("two"), end, "", 0)
 	if err != nil || !ok || v2 == v1 {
 		t.Fatalf("second commit: %q %v %v", v2, ok, err)
 	}
-	if v, cur, ok, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end, "", 0); ok || v != v2 || string(cur) != "two" {
+	if v, cur, ok, _, _ := r.Commit(ctx, "s1", v1, []byte("stale"), end, "", 0); ok || v != v2 || string(cur) != "two" {
 		t.Fatalf("a commit on a stale version must conflict: %q %q %v", v, cur, ok)
 	}
-	if v, cur, ok, _ := r.Commit(ctx, "gone", "x", []byte("late"), end, "", 0); ok || v != "" || cur != nil {
+	if v, cur, ok, _, _ := r.Commit(ctx, "gone", "x", []byte("late"), end, "", 0); ok || v != "" || cur != nil {
 		t.Fatalf("a commit on an entry Redis lost must conflict with none: %q %q %v", v, cur, ok)
 	}
 	if data, v, changed, _ := r.Load(ctx, "s1", v1); !changed || v != v2 || string(data) != "two" {
@@ -60,7 +61,7 @@ func TestSessionCommitRace(t *testing.T) {
 	addr, _ := redisServer(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	v0, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now(), "", 0)
+	v0, _, _, _, err := r.Commit(ctx, "s", "", []byte("0"), time.Now(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestSessionCommitRace(t *testing.T) {
 	wins := 0
 	for range 16 {
 		wg.Go(func() {
-			_, _, ok, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now(), "", 0)
+			_, _, ok, _, err := r.Commit(ctx, "s", v0, []byte("x"), time.Now(), "", 0)
 			if err != nil {
 				t.Error(err)
 			}
@@ -94,7 +95,7 @@ func TestSessionsDown(t *testing.T) {
 	if _, _, _, err := r.Load(context.Background(), "s", ""); err == nil {
 		t.Fatal("load from a stopped Redis succeeded")
 	}
-	if _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now(), "", 0); err == nil || errors.Is(err, context.Canceled) {
+	if _, _, _, _, err := r.Commit(context.Background(), "s", "", nil, time.Now(), "", 0); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("commit to a stopped Redis: %v", err)
 	}
 	if took := time.Since(began); took > 4*DefaultTimeout {
@@ -108,7 +109,7 @@ func TestSessionsSlow(t *testing.T) {
 	addr, _, proc := redisProcess(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	v, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute), "", 0)
+	v, _, _, _, err := r.Commit(ctx, "s", "", []byte("a"), time.Now().Add(time.Minute), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestSessionsSlow(t *testing.T) {
 	defer proc.Signal(syscall.SIGCONT)
 	for name, op := range map[string]func() error{
 		"load":   func() error { _, _, _, err := r.Load(ctx, "s", ""); return err },
-		"commit": func() error { _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now(), "", 0); return err },
+		"commit": func() error { _, _, _, _, err := r.Commit(ctx, "s", "x", []byte("b"), time.Now(), "", 0); return err },
 	} {
 		began := time.Now()
 		err := op()
@@ -190,7 +191,7 @@ func TestSessionTurns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := tc.name
-			cur, _, _, err := a.Commit(ctx, id, "", []byte("0"), end, "", 0)
+			cur, _, _, _, err := a.Commit(ctx, id, "", []byte("0"), end, "", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +211,7 @@ func TestSessionTurns(t *testing.T) {
 				case "stale":
 					have = prev
 				}
-				v, data, ok, err := r.Commit(ctx, id, have, []byte(strconv.Itoa(i)), end, "", 0)
+				v, data, ok, _, err := r.Commit(ctx, id, have, []byte(strconv.Itoa(i)), end, "", 0)
 				got := "lost"
 				switch {
 				case err != nil:
@@ -245,7 +246,7 @@ func TestSessionShares(t *testing.T) {
 	soon, late := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
 	commit := func(id, have, initiator string, end time.Time) string {
 		t.Helper()
-		v, _, ok, err := r.Commit(ctx, id, have, []byte(id), end, initiator, 2)
+		v, _, ok, _, err := r.Commit(ctx, id, have, []byte(id), end, initiator, 2)
 		if err != nil || !ok {
 			t.Fatalf("commit %s: %v %v", id, ok, err)
 		}
@@ -264,7 +265,7 @@ func TestSessionShares(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 
-	if _, _, _, err := r.Commit(ctx, "plain", "", []byte("p"), soon, "alice", 0); err != nil {
+	if _, _, _, _, err := r.Commit(ctx, "plain", "", []byte("p"), soon, "alice", 0); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := raw.HKeys(ctx, r.sessionKey("plain")).Result(); err != nil || strings.Join(f, " ") != "v d" {
@@ -292,5 +293,53 @@ func TestSessionShares(t *testing.T) {
 	a1ttl, _ := raw.PTTL(ctx, r.sessionKey("a1")).Result()
 	if set < a1ttl-time.Second {
 		t.Errorf("alice's set lives %v, her a1 %v: the set must outlive her sessions", set, a1ttl)
+	}
+}
+
+// TestTrimCounts: the scripts answer how many entries a share trimmed, for
+// warden_share_drops_total without a round trip of its own: alice's 5
+// tasks created, 5 claimed and 5 sessions committed under a share of 2
+// drop 3 of each; bob, within his share, drops none. Before, nothing said
+// so (Create, Claim and Commit answered no count).
+func TestTrimCounts(t *testing.T) {
+	addr, _ := redisServer(t)
+	r := newStore(t, addr)
+	ctx := context.Background()
+	const share = 2
+	for _, tc := range []struct {
+		name string
+		op   func(who string, i int) (int, error)
+	}{
+		{"create", func(who string, i int) (int, error) {
+			_, n, err := r.Create(ctx, fmt.Sprint("c", who, i), who, "working", share)
+			return n, err
+		}},
+		{"claim", func(who string, i int) (int, error) {
+			_, _, n, err := r.Claim(ctx, fmt.Sprint("h", who, i), who, share)
+			return n, err
+		}},
+		{"commit", func(who string, i int) (int, error) {
+			_, _, ok, n, err := r.Commit(ctx, fmt.Sprint("s", who, i), "", []byte("x"), time.Now().Add(time.Minute), who, share)
+			if err == nil && !ok {
+				err = fmt.Errorf("not committed")
+			}
+			return n, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for who, flood := range map[string]int{"alice" + tc.name: 5, "bob" + tc.name: share} {
+				dropped := 0
+				for i := range flood {
+					n, err := tc.op(who, i)
+					if err != nil {
+						t.Fatal(err)
+					}
+					dropped += n
+				}
+				if want := flood - share; dropped != want {
+					t.Errorf("%s: %d trimmed, want %d", who, dropped, want)
+				}
+			}
+		})
 	}
 }

@@ -155,27 +155,33 @@ func (r *Redis) ownerKey(owner string) string { return r.cfg.Prefix + "mcp:owner
 // trimOwner is the Lua function create, trim and the MACP session commit
 // share: it drops the oldest members of the owner's set past max, and the
 // entry of each one the owner still owns (its field o), never keep (the
-// entry just created, proved or committed).
+// entry just created, proved or committed). It returns how many entries it
+// dropped (those the owner owned), for the scripts to answer: the count of
+// warden_share_drops_total costs no round trip of its own.
 const trimOwner = `
 local function trim(set, max, owner, keep, tasks)
   local over = redis.call('ZCARD', set) - max
-  if over <= 0 then return end
+  local dropped = 0
+  if over <= 0 then return 0 end
   for _, m in ipairs(redis.call('ZRANGE', set, 0, over)) do
     if over == 0 then break end
     if m ~= keep then
       redis.call('ZREM', set, m)
-      if redis.call('HGET', tasks .. m, 'o') == owner then redis.call('DEL', tasks .. m) end
+      if redis.call('HGET', tasks .. m, 'o') == owner then
+        redis.call('DEL', tasks .. m)
+        dropped = dropped + 1
+      end
       over = over - 1
     end
   end
+  return dropped
 end
 `
 
 // trim: an owner's set past its share (KEYS[1]; ARGV: share, owner, the
-// entry to keep, the prefix of entries).
+// entry to keep, the prefix of entries). Returns how many it dropped.
 var trim = redis.NewScript(trimOwner + `
-trim(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])
-return 1`)
+return trim(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4])`)
 
 // used returns a score for an entry used now: the replica's clock in
 // microseconds, after every score it gave before (entries used within one
@@ -211,15 +217,15 @@ func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []stri
 // of an id the store gave another; it is not the caller's). With share > 0
 // the entry counts as owner's most recently used, and an owner holding more
 // than share loses its least recently used (a second round trip, only
-// then). It is the one round trip of most decisions: a MULTI/EXEC
-// transaction, cheaper on the server than a script.
-func (r *Redis) Claim(ctx context.Context, id, owner string, share int) (string, string, error) {
+// then; dropped is how many). It is the one round trip of most decisions:
+// a MULTI/EXEC transaction, cheaper on the server than a script.
+func (r *Redis) Claim(ctx context.Context, id, owner string, share int) (status, first string, dropped int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
 	k, set := r.key(id), r.ownerKey(owner)
 	var got *redis.SliceCmd
 	var held *redis.IntCmd
-	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSetNX(ctx, k, "o", owner)
 		p.PExpire(ctx, k, r.cfg.TTL)
 		got = p.HMGet(ctx, k, "s", "o")
@@ -233,27 +239,32 @@ func (r *Redis) Claim(ctx context.Context, id, owner string, share int) (string,
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", "", fmt.Errorf("redis %s: claim task: %w", r.addr, err)
+		return "", "", 0, fmt.Errorf("redis %s: claim task: %w", r.addr, err)
 	}
 	v := got.Val()
 	if len(v) != 2 {
-		return "", "", fmt.Errorf("redis %s: claim task: %d fields read, want 2", r.addr, len(v))
+		return "", "", 0, fmt.Errorf("redis %s: claim task: %d fields read, want 2", r.addr, len(v))
 	}
-	status, _ := v[0].(string) // nil when unknown
-	first, _ := v[1].(string)
+	status, _ = v[0].(string) // nil when unknown
+	first, _ = v[1].(string)
 	if held != nil && held.Val() > int64(share) {
-		if _, err := r.run(ctx, trim, "trim owner's tasks", []string{set}, share, owner, id, r.key("")); err != nil {
-			return "", "", err
+		n, err := r.run(ctx, trim, "trim owner's tasks", []string{set}, share, owner, id, r.key(""))
+		if err != nil {
+			return "", "", 0, err
 		}
+		d, _ := n.(int64)
+		dropped = int(d)
 	}
-	return status, first, nil
+	return status, first, dropped, nil
 }
 
 // create: the upstream created the task for owner, unless the entry names
 // another already (replicas that raced: the first owner stays, and only its
 // status is written); a new status resets the steer count. With a share
 // (ARGV[4] > 0) the task is owner's most recently used (ARGV[5]: now) in
-// owner's set (KEYS[2]), trimmed to the share. Returns the owner afterwards.
+// owner's set (KEYS[2]), trimmed to the share. Returns the owner afterwards,
+// and with it how many entries the trim dropped when it dropped any ({owner,
+// n}; the owner alone otherwise, the answer of nearly every call).
 var create = redis.NewScript(trimOwner + `
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then
@@ -268,7 +279,8 @@ local share = tonumber(ARGV[4])
 if o == ARGV[1] and share > 0 then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
-  trim(KEYS[2], share, o, ARGV[6], ARGV[7])
+  local dropped = trim(KEYS[2], share, o, ARGV[6], ARGV[7])
+  if dropped > 0 then return {o, dropped} end
 end
 return o`)
 
@@ -277,18 +289,24 @@ return o`)
 // across replicas). It returns the task's owner afterwards: owner, or the
 // one recorded first. With share > 0 owner holds at most share entries:
 // past it, its least recently created or proven ones are dropped (never
-// another owner's, never this one), as each replica's table drops them.
-func (r *Redis) Create(ctx context.Context, id, owner, status string, share int) (string, error) {
+// another owner's, never this one), as each replica's table drops them;
+// dropped is how many.
+func (r *Redis) Create(ctx context.Context, id, owner, status string, share int) (created string, dropped int, err error) {
 	v, err := r.run(ctx, create, "record task", []string{r.key(id), r.ownerKey(owner)},
 		owner, status, r.ttl(), share, r.used(), id, r.key(""))
 	if err != nil {
-		return "", err
+		return "", 0, err
+	}
+	if a, ok := v.([]any); ok && len(a) == 2 {
+		v = a[0]
+		n, _ := a[1].(int64)
+		dropped = int(n)
 	}
 	o, ok := v.(string)
 	if !ok || o == "" {
-		return "", fmt.Errorf("redis %s: record task: unexpected answer %v", r.addr, v)
+		return "", 0, fmt.Errorf("redis %s: record task: unexpected answer %v", r.addr, v)
 	}
-	return o, nil
+	return o, dropped, nil
 }
 
 // Observe records a status the upstream reported for a task; a task without

@@ -90,10 +90,10 @@ func TestTasks(t *testing.T) {
 		t.Fatalf("owner of an unknown task: %q %v", o, err)
 	}
 
-	if _, err := r.Create(ctx, "t1", "alice", "working", 0); err != nil {
+	if _, _, err := r.Create(ctx, "t1", "alice", "working", 0); err != nil {
 		t.Fatal(err)
 	}
-	if s, o, err := r.Claim(ctx, "t2", "bob", 0); err != nil || s != "" || o != "bob" {
+	if s, o, _, err := r.Claim(ctx, "t2", "bob", 0); err != nil || s != "" || o != "bob" {
 		t.Fatalf("claim of a new task: %q %v", s, err)
 	}
 	o, err := r.Owners(ctx, []string{"t1", "t2", "t3"})
@@ -136,7 +136,7 @@ func TestTasks(t *testing.T) {
 			}
 		})
 	}
-	if s, _, err := r.Claim(ctx, "t1", "alice", 0); err != nil || s != "input_required" {
+	if s, _, _, err := r.Claim(ctx, "t1", "alice", 0); err != nil || s != "input_required" {
 		t.Fatalf("status: %q %v", s, err)
 	}
 	if ok, _, err := r.Steer(ctx, "t1", 0, ""); err != nil || !ok {
@@ -186,7 +186,7 @@ func TestSteerBoundConcurrent(t *testing.T) {
 	addr, _ := redisServer(t)
 	stores := replicaStores(t, addr, 3)
 	ctx := context.Background()
-	if _, err := stores[0].Create(ctx, "t", "alice", "working", 0); err != nil {
+	if _, _, err := stores[0].Create(ctx, "t", "alice", "working", 0); err != nil {
 		t.Fatal(err)
 	}
 	const max, tries = 5, 60
@@ -226,7 +226,7 @@ func TestOwnerSetIfAbsent(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, p := range principals {
 			wg.Go(func() {
-				o, err := stores[i%len(stores)].Create(ctx, id, p, "working", 0)
+				o, _, err := stores[i%len(stores)].Create(ctx, id, p, "working", 0)
 				if err != nil {
 					t.Error(err)
 				}
@@ -246,13 +246,13 @@ func TestOwnerSetIfAbsent(t *testing.T) {
 	}
 
 	r := stores[0]
-	if o, err := r.Create(ctx, "t", "alice", "working", 0); err != nil || o != "alice" {
+	if o, _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil || o != "alice" {
 		t.Fatalf("Create: %q %v", o, err)
 	}
-	if o, err := r.Create(ctx, "t", "bob", "completed", 0); err != nil || o != "alice" {
+	if o, _, err := r.Create(ctx, "t", "bob", "completed", 0); err != nil || o != "alice" {
 		t.Fatalf("Create of alice's task for bob: %q %v, want alice", o, err)
 	}
-	if s, o, err := r.Claim(ctx, "t", "bob", 0); err != nil || o != "alice" || s != "working" {
+	if s, o, _, err := r.Claim(ctx, "t", "bob", 0); err != nil || o != "alice" || s != "working" {
 		t.Fatalf("Claim of alice's task by bob: %q %q %v, want working alice (the loser's status not written)", s, o, err)
 	}
 	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
@@ -268,7 +268,7 @@ func TestExpiry(t *testing.T) {
 	}
 	defer r.Close()
 	ctx := context.Background()
-	if _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
+	if _, _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := r.client.PTTL(ctx, "exp:mcp:task:t").Result()
@@ -287,14 +287,14 @@ func TestDownAndRestart(t *testing.T) {
 	addr, stop := redisServer(t)
 	r := newStore(t, addr)
 	ctx := context.Background()
-	if _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
+	if _, _, err := r.Create(ctx, "t", "alice", "working", 0); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	ops := map[string]func() error{
 		"ready":       r.Ready,
-		"claim":       func() error { _, _, err := r.Claim(ctx, "t", "alice", 0); return err },
-		"create":      func() error { _, err := r.Create(ctx, "u", "alice", "", 0); return err },
+		"claim":       func() error { _, _, _, err := r.Claim(ctx, "t", "alice", 0); return err },
+		"create":      func() error { _, _, err := r.Create(ctx, "u", "alice", "", 0); return err },
 		"observe":     func() error { return r.Observe(ctx, "t", "completed") },
 		"observe all": func() error { return r.ObserveAll(ctx, []string{"t"}, []string{"completed"}) },
 		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1, ""); return err },
@@ -329,7 +329,7 @@ func TestDownAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
-	if s, _, err := r.Claim(ctx, "t", "alice", 0); err != nil || s != "" {
+	if s, _, _, err := r.Claim(ctx, "t", "alice", 0); err != nil || s != "" {
 		t.Fatalf("claim after the restart: %q %v (the state is gone, the handle proves the owner)", s, err)
 	}
 	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
@@ -347,7 +347,7 @@ func TestSlow(t *testing.T) {
 	// timeout: the test is about a stopped one, so it waits for a live one.
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err = r.Create(ctx, "t", "alice", "working", 0); err == nil {
+		if _, _, err = r.Create(ctx, "t", "alice", "working", 0); err == nil {
 			break
 		}
 	}
@@ -366,7 +366,7 @@ func TestSlow(t *testing.T) {
 	}
 	_ = proc.Signal(syscall.SIGCONT)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, _, err = r.Claim(ctx, "t", "alice", 0); err == nil {
+		if _, _, _, err = r.Claim(ctx, "t", "alice", 0); err == nil {
 			return
 		}
 	}

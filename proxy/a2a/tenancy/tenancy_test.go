@@ -167,7 +167,7 @@ func TestA2ALearnPage(t *testing.T) {
 		})
 	}
 	for id, want := range map[string]string{"a": "TASK_STATE_COMPLETED", "b": "TASK_STATE_INPUT_REQUIRED"} {
-		if s, _, _ := store.Claim(context.Background(), a2aTask(id).Name(), "alice", 0); s != want {
+		if s, _, _, _ := store.Claim(context.Background(), a2aTask(id).Name(), "alice", 0); s != want {
 			t.Errorf("store state of %s: %q, want %q", id, s, want)
 		}
 	}
@@ -202,7 +202,7 @@ func TestSharedA2AContexts(t *testing.T) {
 	if o, err := a2aTaskSeen(r[2], ctx, "t-race", "bob", "TASK_STATE_COMPLETED"); err != nil || o != "alice" {
 		t.Fatalf("second replica, bob: %q %v, want alice", o, err)
 	}
-	if s, o, _ := store.Claim(ctx, a2aTask("t-race").Name(), "bob", 0); o != "alice" || s != "TASK_STATE_WORKING" {
+	if s, o, _, _ := store.Claim(ctx, a2aTask("t-race").Name(), "bob", 0); o != "alice" || s != "TASK_STATE_WORKING" {
 		t.Fatalf("store after the race: owner %q state %q, want alice's working", o, s)
 	}
 

@@ -103,7 +103,7 @@ func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	// A live session may leave the table when it can be had again: rebuilt
 	// from the runtime, or loaded from the shared store (the table is then
 	// its cache). Otherwise a full table refuses new sessions.
-	t, err := newTable(sessions, share, opts.Rebuilder != nil || opts.Store != nil)
+	t, err := newTable(sessions, share, opts.Rebuilder != nil || opts.Store != nil, e.ShareWatch())
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}

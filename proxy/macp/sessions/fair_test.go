@@ -52,7 +52,7 @@ type far struct {
 	delay time.Duration
 }
 
-func (f far) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (string, []byte, bool, error) {
+func (f far) Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (string, []byte, bool, int, error) {
 	time.Sleep(f.delay)
 	return f.Store.Commit(ctx, id, have, data, expireAt, initiator, share)
 }

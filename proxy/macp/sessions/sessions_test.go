@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
@@ -50,7 +51,7 @@ func (m *memSessions) Load(_ context.Context, id, have string) ([]byte, string, 
 	return m.data[id], v, true, nil
 }
 
-func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, error) {
+func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ time.Time, _ string, _ int) (string, []byte, bool, int, error) {
 	if f := m.beforeCommit; f != nil {
 		f()
 	}
@@ -58,16 +59,16 @@ func (m *memSessions) Commit(_ context.Context, id, have string, data []byte, _ 
 	defer m.mu.Unlock()
 	m.commits++
 	if m.down {
-		return "", nil, false, errDown
+		return "", nil, false, 0, errDown
 	}
 	if v := m.versions[id]; v != have {
 		m.conflicts++
-		return v, m.data[id], false, nil
+		return v, m.data[id], false, 0, nil
 	}
 	m.seq++
 	v := "v" + strconv.Itoa(m.seq)
 	m.data[id], m.versions[id] = data, v
-	return v, nil, true, nil
+	return v, nil, true, 0, nil
 }
 
 func (m *memSessions) restart() {
@@ -421,8 +422,9 @@ func TestSharedStoreShares(t *testing.T) {
 	const share, starts = 4, 12
 	stores := redisStores(t, 2)
 	rs := make([]*Decider, len(stores))
+	drops := &shareDrops{}
 	for i, s := range stores {
-		x, err := build(proxy.Config{Sessions: 64, SessionsPerPrincipal: share}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: time.Now}, Options{Store: s})
+		x, err := build(proxy.Config{Sessions: 64, SessionsPerPrincipal: share}, proxy.Options{Authenticator: devAuth(t), Policies: engine(t), Now: time.Now, Observer: drops}, Options{Store: s})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -469,6 +471,9 @@ func TestSharedStoreShares(t *testing.T) {
 	if !held(sessionID(960)) {
 		t.Error("planner's session dropped by other's starts")
 	}
+	if got := drops.n.Load(); got != starts-share {
+		t.Errorf("%d drops of macp_sessions in redis counted, want %d (warden_share_drops_total)", got, starts-share)
+	}
 	// other's oldest: started on replica 0, which still caches it.
 	for i, x := range rs {
 		d := decide(x, env(sessionID(900), other, "TaskRequest", fmt.Sprint("r", i), mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: worker})))
@@ -502,5 +507,16 @@ func TestSharedStoreShares(t *testing.T) {
 	}
 	if !held(sid) || held(sessionID(900+starts-4)) {
 		t.Errorf("the rebuilt session committed again (held %v), other's least recently committed dropped for it (held %v)", held(sid), held(sessionID(900+starts-4)))
+	}
+}
+
+// shareDrops counts the MACP sessions the shared store dropped for a share
+// (owners.ShareObserver, as warden_share_drops_total).
+type shareDrops struct{ n atomic.Int64 }
+
+func (*shareDrops) Decided(proxy.Decision, time.Duration) {}
+func (c *shareDrops) ShareDropped(table, store string, n int) {
+	if table == owners.TableMACPSessions && store == owners.StoreRedis {
+		c.n.Add(int64(n))
 	}
 }

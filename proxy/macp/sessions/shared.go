@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/macp"
 )
 
@@ -34,8 +35,9 @@ type Store interface {
 	// (current nil), and the decision is tried again after a wait. With
 	// share > 0 the session is charged to initiator: one holding more than
 	// share sessions loses its own least recently committed ones from the
-	// store (never another's, never this one), as the owner table's rule.
-	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, err error)
+	// store (never another's, never this one), as the owner table's rule:
+	// dropped is how many.
+	Commit(ctx context.Context, id, have string, data []byte, expireAt time.Time, initiator string, share int) (version string, current []byte, ok bool, dropped int, err error)
 }
 
 // ConflictObserver is what an Observer may also implement to count the
@@ -182,7 +184,9 @@ func (x *Decider) share(ctx context.Context, decision string, commit bool, en *e
 		return false, fmt.Errorf("encode the state: %w", err)
 	}
 	commitIt := func() (string, []byte, bool, error) {
-		return x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)), out.Next.Initiator, x.perInitiator)
+		version, current, ok, dropped, err := x.store.Commit(ctx, en.id, sh.version, data, time.UnixMilli(endsAt(out.Next, now)), out.Next.Initiator, x.perInitiator)
+		x.e.ShareWatch().Dropped(owners.TableMACPSessions, owners.StoreRedis, out.Next.Initiator, dropped)
+		return version, current, ok, err
 	}
 	version, current, ok, err := commitIt()
 	for err == nil && !ok && version != "" && version == sh.version { // deferred

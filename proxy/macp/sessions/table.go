@@ -292,11 +292,11 @@ func (l *useList) touch(e *entry) {
 	}
 }
 
-func newTable(capacity, share int, evictLive bool) (*table, error) {
+func newTable(capacity, share int, evictLive bool, w *owners.Watch) (*table, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("session table of %d entries: must be positive", capacity)
 	}
-	bindings := owners.NewCache[string, *macp.Governance](capacity, share)
+	bindings := owners.NewCache[string, *macp.Governance](capacity, share, w, owners.TableBindings)
 	return &table{capacity: capacity, entries: make(map[string]*entry), evictLive: evictLive, bindings: bindings}, nil
 }
 

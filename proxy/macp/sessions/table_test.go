@@ -10,7 +10,7 @@ import (
 // first, then the least recently used live one (when live ones may go), a
 // lookup making a session the most recently used.
 func TestTableOrder(t *testing.T) {
-	tb, err := newTable(3, 0, true)
+	tb, err := newTable(3, 0, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestTableOrder(t *testing.T) {
 	if tb.len() != 3 || tb.live.n+tb.done.n != 3 {
 		t.Fatalf("len %d, lists %d + %d", tb.len(), tb.live.n, tb.done.n)
 	}
-	if _, err := newTable(0, 0, false); err == nil {
+	if _, err := newTable(0, 0, false, nil); err == nil {
 		t.Error("a table of 0 entries was made")
 	}
 }
@@ -57,7 +57,7 @@ func TestTableOrder(t *testing.T) {
 // that may be evicted: each op evicts the least recently used.
 func BenchmarkTableEvict(b *testing.B) {
 	const n = 100_000
-	tb, err := newTable(n, 0, true)
+	tb, err := newTable(n, 0, true, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

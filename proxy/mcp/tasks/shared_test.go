@@ -139,7 +139,7 @@ func TestSharedStoreFaults(t *testing.T) {
 	if o, err := store.Owners(context.Background(), []string{"f"}); err != nil || o[0] != alice {
 		t.Fatalf("the handle's owner was not written back: %q %v", o, err)
 	}
-	if got, _, _ := store.Claim(context.Background(), "f", alice, 0); got != mcp.StatusPaused {
+	if got, _, _, _ := store.Claim(context.Background(), "f", alice, 0); got != mcp.StatusPaused {
 		t.Fatalf("the status read from the upstream was not written back: %q", got)
 	}
 }
@@ -166,7 +166,7 @@ func TestSharedStatusWrittenOnce(t *testing.T) {
 			if got := ops() - before; got != tc.writes {
 				t.Fatalf("%d store operations, want %d", got, tc.writes)
 			}
-			if s, _, _ := store.Claim(context.Background(), "w", alice, 0); s != tc.observed {
+			if s, _, _, _ := store.Claim(context.Background(), "w", alice, 0); s != tc.observed {
 				t.Fatalf("store status %q, want %q", s, tc.observed)
 			}
 		})

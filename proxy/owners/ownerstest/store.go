@@ -67,24 +67,24 @@ func (t *task) setStatus(s string) {
 	}
 }
 
-func (m *Store) Claim(_ context.Context, id, owner string, _ int) (string, string, error) {
+func (m *Store) Claim(_ context.Context, id, owner string, _ int) (string, string, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	t := m.task(id)
 	if t.owner == "" {
 		t.owner = owner
 	}
-	return t.status, t.owner, nil
+	return t.status, t.owner, 0, nil
 }
 
-func (m *Store) Create(_ context.Context, id, owner, status string, _ int) (string, error) {
+func (m *Store) Create(_ context.Context, id, owner, status string, _ int) (string, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	t := m.task(id)
 	if t.owner == "" {
@@ -93,7 +93,7 @@ func (m *Store) Create(_ context.Context, id, owner, status string, _ int) (stri
 	if t.owner == owner {
 		t.setStatus(status)
 	}
-	return t.owner, nil
+	return t.owner, 0, nil
 }
 
 func (m *Store) Observe(_ context.Context, id, status string) error {
