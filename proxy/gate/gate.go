@@ -86,8 +86,21 @@ type Request struct {
 	// HasBody reports whether the request carries or announces a body.
 	HasBody bool
 	// Body returns the body, reading at most limit+1 bytes; over limit it
-	// returns what it read with ErrTooBig.
+	// returns what it read with ErrTooBig. FromHTTP leaves it nil and reads
+	// the *http.Request it holds (readBody) instead: no closure per request.
 	Body func(limit int64) ([]byte, error)
+
+	// w and hr are FromHTTP's request and its writer, read when Body is nil.
+	w  http.ResponseWriter
+	hr *http.Request
+}
+
+// body is Body(limit), or FromHTTP's request read by readBody.
+func (r *Request) body(limit int64) ([]byte, error) {
+	if r.Body != nil {
+		return r.Body(limit)
+	}
+	return readBody(r.w, r.hr, limit)
 }
 
 // FromHTTP is the Request of a sidecar's *http.Request; its body is read
@@ -98,7 +111,7 @@ func FromHTTP(w http.ResponseWriter, r *http.Request) *Request {
 	return &Request{
 		Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery != "" || r.URL.ForceQuery, Host: r.Host, TLS: r.TLS != nil, Header: r.Header,
 		Creds: creds, CredErr: err, HasBody: r.ContentLength != 0,
-		Body: func(limit int64) ([]byte, error) { return readBody(w, r, limit) },
+		w: w, hr: r,
 	}
 }
 
@@ -293,7 +306,7 @@ func (g *Gate[C]) Admit(ctx context.Context, r *Request) (Admitted[C], *Answer) 
 			return in, a
 		}
 	}
-	body, err := r.Body(g.spec.MaxBody)
+	body, err := r.body(g.spec.MaxBody)
 	if errors.Is(err, ErrTooBig) || errors.Is(err, ErrCut) {
 		g.log.Warn("request over the body limit refused", "protocol", g.spec.Protocol, "principal", p.ID, "limit", g.spec.MaxBody, "err", err, proxy.SourceOf(ctx).Attr())
 		msg := fmt.Sprintf("the request exceeds Warden's limit %s (%d bytes)", g.spec.MaxBodyKey, g.spec.MaxBody)

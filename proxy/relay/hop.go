@@ -23,23 +23,16 @@ var hopHeaders = map[string]bool{
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Content-Length": true,
 }
 
-// CopyHeaders copies src's end-to-end headers into dst, every value in one
-// allocation (each key's slice capped, so that appending to one copies it).
+// CopyHeaders copies src's end-to-end headers into dst without copying their
+// values: each key's slice is src's, capped (three-index) so that appending
+// to it in dst copies it first. Sound because no code in Warden writes a
+// header value in place (Set, Add and Del replace or extend slices), and
+// src, the caller's request or the upstream's answer, is not written after.
 func CopyHeaders(dst, src http.Header) {
-	n := 0
 	for k, vs := range src {
 		if !hopHeaders[k] {
-			n += len(vs)
+			dst[k] = vs[:len(vs):len(vs)]
 		}
-	}
-	all := make([]string, 0, n)
-	for k, vs := range src {
-		if hopHeaders[k] {
-			continue
-		}
-		start := len(all)
-		all = append(all, vs...)
-		dst[k] = all[start:len(all):len(all)]
 	}
 }
 

@@ -117,3 +117,34 @@ func TestOutboundTraceContext(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyHeaders: end-to-end headers are copied, hop-by-hop ones are not,
+// and a value added to the copy never reaches the source.
+func TestCopyHeaders(t *testing.T) {
+	src := http.Header{
+		"A":                 make([]string, 1, 4),
+		"B":                 {"1", "2"},
+		"Connection":        {"close"},
+		"Transfer-Encoding": {"chunked"},
+		"Content-Length":    {"3"},
+	}
+	src["A"][0] = "a"
+	dst := http.Header{}
+	CopyHeaders(dst, src)
+	want := http.Header{"A": {"a"}, "B": {"1", "2"}}
+	if !reflect.DeepEqual(dst, want) {
+		t.Fatalf("copied %v, want %v", dst, want)
+	}
+	dst.Add("A", "added")
+	dst.Add("B", "added")
+	if got := src["A"][:cap(src["A"])][1]; got != "" {
+		t.Errorf("an added value reached the source's spare capacity: %q", got)
+	}
+	if len(src["B"]) != 2 {
+		t.Errorf("the source's B changed: %v", src["B"])
+	}
+	dst.Set("B", "set")
+	if src.Get("B") != "1" {
+		t.Errorf("Set on the copy changed the source: %v", src["B"])
+	}
+}
