@@ -135,9 +135,12 @@ func (o *outcome) add(p outcome) {
 
 // accum merges the rounds of one side at one load.
 type accum struct {
-	res  *load.Result
-	cpu  map[string]float64 // CPU seconds by process label
-	wall float64
+	res *load.Result
+	cpu map[string]float64 // CPU seconds by process label
+	// switches are the servers' context switches by process label (summed
+	// over their threads), for -log-runs
+	switches map[string]switches
+	wall     float64
 }
 
 // runSide sets up a fresh workload and runs it once; during (if not nil)
@@ -155,11 +158,22 @@ func runSide(ctx context.Context, s side, n int, run func(load.Func) *load.Resul
 	if during != nil {
 		side.Go(during)
 	}
+	sw0 := make(map[string]switches, len(s.procs))
+	for label, pid := range s.procs {
+		sw0[label], _ = contextSwitches(pid)
+	}
 	busy0, _ := machineBusy()
 	t0 := time.Now()
 	res := run(w.do)
 	wall := time.Since(t0).Seconds()
 	busy1, _ := machineBusy()
+	if a.switches == nil {
+		a.switches = map[string]switches{}
+	}
+	for label, pid := range s.procs {
+		sw1, _ := contextSwitches(pid)
+		a.switches[label] = a.switches[label].add(sw1.sub(sw0[label]))
+	}
 	side.Wait()
 	if a.cpu == nil {
 		a.cpu = map[string]float64{}
@@ -199,6 +213,7 @@ func (c comparison) measure(ctx context.Context, n int, run func(load.Func) *loa
 			}
 			before := *accums[i]
 			before.cpu = maps.Clone(before.cpu)
+			before.switches = maps.Clone(before.switches)
 			var answered int64 // Merge adds to accum.res in place: its count before
 			if before.res != nil {
 				answered = before.res.Summary().Count
@@ -223,6 +238,11 @@ func logRun(group string, round int, name string, before accum, answered int64, 
 	for _, label := range slices.Sorted(maps.Keys(after.cpu)) {
 		ms := 1000 * (after.cpu[label] - before.cpu[label])
 		parts = append(parts, fmt.Sprintf("%s %.0f ms", label, ms))
+	}
+	for _, label := range slices.Sorted(maps.Keys(after.switches)) {
+		d := after.switches[label].sub(before.switches[label])
+		parts = append(parts, fmt.Sprintf("%s switches per answer %.2f voluntary, %.2f involuntary, %d threads",
+			label, float64(d.voluntary)/float64(max(n, 1)), float64(d.involuntary)/float64(max(n, 1)), after.switches[label].threads))
 	}
 	fmt.Fprintln(os.Stderr, "bench: "+strings.Join(parts, ", "))
 }

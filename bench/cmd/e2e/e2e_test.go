@@ -33,6 +33,25 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+func TestParseSwitches(t *testing.T) {
+	tests := []struct {
+		name   string
+		status string
+		v, nv  int64
+	}{
+		{"both", "Name:\twarden\nThreads:\t5\nvoluntary_ctxt_switches:\t1234\nnonvoluntary_ctxt_switches:\t56\n", 1234, 56},
+		{"none", "Name:\tx\n", 0, 0},
+		{"not a number", "voluntary_ctxt_switches:\tmany\nnonvoluntary_ctxt_switches:\t7\n", 0, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if v, nv := parseSwitches(tc.status); v != tc.v || nv != tc.nv {
+				t.Fatalf("parseSwitches = %d, %d; want %d, %d", v, nv, tc.v, tc.nv)
+			}
+		})
+	}
+}
+
 func TestParseRSS(t *testing.T) {
 	got, err := parseRSS("Name:\twarden\nVmPeak:\t  900 kB\nVmRSS:\t    2080 kB\nThreads:\t5\n")
 	if err != nil || got != 2080*1024 {

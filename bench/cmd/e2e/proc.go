@@ -216,3 +216,65 @@ func machineBusy() (time.Duration, error) {
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
+
+// switches are a process's context switches, summed over its threads
+// (/proc/<pid>/task/*/status), and its thread count when read.
+type switches struct {
+	voluntary, involuntary int64
+	threads                int
+}
+
+// sub is s minus an earlier reading; threads stays s's.
+func (s switches) sub(o switches) switches {
+	return switches{voluntary: s.voluntary - o.voluntary, involuntary: s.involuntary - o.involuntary, threads: s.threads}
+}
+
+// add sums two runs' switches; threads is the later reading's.
+func (s switches) add(o switches) switches {
+	return switches{voluntary: s.voluntary + o.voluntary, involuntary: s.involuntary + o.involuntary, threads: o.threads}
+}
+
+// contextSwitches sums voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches over a process's live threads. A thread that
+// exits takes its counts with it; Go's threads rarely exit.
+func contextSwitches(pid int) (switches, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return switches{}, fmt.Errorf("context switches: %w", err)
+	}
+	var s switches
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread exited
+		}
+		v, nv := parseSwitches(string(b))
+		s.voluntary += v
+		s.involuntary += nv
+		s.threads++
+	}
+	return s, nil
+}
+
+// parseSwitches reads voluntary_ctxt_switches and nonvoluntary_ctxt_switches
+// from the text of /proc/<pid>/task/<tid>/status.
+func parseSwitches(status string) (voluntary, involuntary int64) {
+	for line := range strings.Lines(status) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "voluntary_ctxt_switches":
+			voluntary = n
+		case "nonvoluntary_ctxt_switches":
+			involuntary = n
+		}
+	}
+	return voluntary, involuntary
+}
