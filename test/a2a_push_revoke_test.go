@@ -56,9 +56,7 @@ func TestA2APushRevoked(t *testing.T) {
 			if c, ok := hook.waitFor(3*time.Second, about(revoked.ID)); ok {
 				t.Fatalf("the config set with the removed token was delivered to: %s", c.body)
 			}
-			proc.mu.Lock()
-			logs := proc.out.String()
-			proc.mu.Unlock()
+			logs := proc.output()
 			if !strings.Contains(logs, "push_config_revoked") {
 				t.Errorf("no log line names why the push was refused; logs:\n%s", logs)
 			}

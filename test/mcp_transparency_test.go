@@ -102,10 +102,7 @@ func TestMCPTransparency(t *testing.T) {
 			if p.Big[1].Error != nil || p.Big[1].Len != 1*mb {
 				t.Errorf("%v: the next call, within the bound: %+v", env, p.Big[1])
 			}
-			w.mu.Lock()
-			logged := strings.Contains(w.out.String(), "over mcp.max_response_bytes")
-			w.mu.Unlock()
-			if !logged {
+			if !strings.Contains(w.output(), "over mcp.max_response_bytes") {
 				t.Errorf("%v: Warden logged nothing about the bound", env)
 			}
 		}

@@ -172,6 +172,13 @@ func (p *process) stop() {
 	})
 }
 
+// output is what the process has written so far, read under the writers' lock.
+func (p *process) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	b  *bytes.Buffer
@@ -215,9 +222,7 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t.Fatalf("%s did not listen on %s within 30s:\n%s", name, addr, p.out.String())
+	t.Fatalf("%s did not listen on %s within 30s:\n%s", name, addr, p.output())
 	return nil
 }
 

@@ -75,9 +75,7 @@ func testReloadOnSIGHUP(t *testing.T) {
 	if ack := start(); ack.GetOk() || ack.GetError().GetCode() != "FORBIDDEN" {
 		t.Fatalf("after a broken reload the previous policy must stay: %v", ack)
 	}
-	proc.mu.Lock()
-	logs := proc.out.String()
-	proc.mu.Unlock()
+	logs := proc.output()
 	if !strings.Contains(logs, "reload: keeping the current policies") {
 		t.Errorf("the failed reload was not logged:\n%s", logs)
 	}

@@ -46,7 +46,7 @@ func TestShareDropsVisible(t *testing.T) {
 	if n := metric(t, admin, `warden_share_drops_total{store="memory",table="tools"}`); n != 0 {
 		t.Errorf("tools drops = %d, want 0", n)
 	}
-	logs := proc.out.String()
+	logs := proc.output()
 	warns := 0
 	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, "over its share") {
