@@ -51,8 +51,8 @@ build:
 # tests on the relay alone), then the oracle's packages with the oracle
 # built in (both doors, compared).
 unit:
-	$(call each,$(GO) test -race -count=1)
-	$(GO) test -race -count=1 -tags $(ORACLE) $(ORACLEPKGS)
+	$(call each,$(GO) test -race -count=1 -timeout 30m)
+	$(GO) test -race -count=1 -timeout 30m -tags $(ORACLE) $(ORACLEPKGS)
 
 peers:
 	bash scripts/peers.sh
