@@ -67,6 +67,9 @@ const (
 	MCPTask Kind = iota
 	A2ATask
 	A2AContext
+	// MCPSession is an MCP session id (Mcp-Session-Id) ext_authz binds to
+	// the first principal that presents it: it has an owner only.
+	MCPSession
 )
 
 // Key names one entry: an upstream id of one kind.
@@ -76,30 +79,34 @@ type Key struct {
 }
 
 // Name is the entry's name in the table and the shared store: MCP tasks
-// under their upstream ids, A2A tasks and contexts under prefixes of their
-// own.
-func (k Key) Name() string {
-	switch k.Kind {
+// under their upstream ids, A2A tasks and contexts and MCP sessions under
+// prefixes of their own.
+func (k Key) Name() string { return k.Kind.prefix() + k.ID }
+
+// prefix is the kind's names' prefix ("" for MCP tasks).
+func (k Kind) prefix() string {
+	switch k {
 	case A2ATask:
-		return "a2a:t:" + k.ID
+		return "a2a:t:"
 	case A2AContext:
-		return "a2a:c:" + k.ID
+		return "a2a:c:"
+	case MCPSession:
+		return "mcp:s:"
 	}
-	return k.ID
+	return ""
 }
 
 // slot is the key the table holds k's entry under: two keys share one
 // exactly when they share a Name, which is not built for it (an MCP id that
-// reads as an A2A name is that A2A key).
+// reads as another kind's name is that key).
 func (k Key) slot() Key {
-	if k.Kind == A2ATask || k.Kind == A2AContext {
+	if k.Kind.prefix() != "" {
 		return k
 	}
-	if id, ok := strings.CutPrefix(k.ID, "a2a:t:"); ok {
-		return Key{Kind: A2ATask, ID: id}
-	}
-	if id, ok := strings.CutPrefix(k.ID, "a2a:c:"); ok {
-		return Key{Kind: A2AContext, ID: id}
+	for _, kind := range []Kind{A2ATask, A2AContext, MCPSession} {
+		if id, ok := strings.CutPrefix(k.ID, kind.prefix()); ok {
+			return Key{Kind: kind, ID: id}
+		}
 	}
 	return Key{Kind: MCPTask, ID: k.ID}
 }
