@@ -1,5 +1,5 @@
-// Package owners is Warden's one table of who owns an MCP task, an A2A task
-// or an A2A context, with the status Warden last knew and the steer queue of
+// Package owners is Warden's one table of who owns an MCP task, an A2A task,
+// an A2A context or (under ext_authz) an MCP session, with the status Warden last knew and the steer queue of
 // an MCP task: a bounded table in memory in front of the store replicas
 // share (proxy/state keeps it in Redis). Every method takes the request's
 // context and returns an error when the store cannot be read or written:
@@ -7,8 +7,9 @@
 //
 // The rule it keeps, in Learn: an owner is known from an answer to that
 // owner's own request (a Created fact, learned for the requester the
-// decision names), from a handle the owner proved (Claim), or from the
-// shared store; otherwise an id is nobody's. An owner never changes.
+// decision names), from a handle the owner proved or an id first presented
+// (Claim), or from the shared store; otherwise an id is nobody's. An owner
+// never changes.
 //
 // Every other bounded table of what principals hold (the MCP sidecar's
 // client-side tasks and learned tools, MACP's policy bindings) is a Cache:
