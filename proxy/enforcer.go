@@ -78,7 +78,8 @@ func (c Config) Validate() error {
 }
 
 // TaskStore is the owner table Warden replicas share (proxy/state keeps it
-// in Redis): MCP tasks, A2A tasks and contexts (owners.Key.Name). This
+// in Redis): MCP tasks, A2A tasks and contexts, and the MCP sessions
+// ext_authz binds (owners.Key.Name). This
 // replica's table (owners.Table) stays in front of it as a cache of owners,
 // which never change; status and steer counts are read from the store at
 // each decision. An error means the store could not be reached: the

@@ -29,8 +29,8 @@ func mcpGate(cfg Config) gate.MCPConfig {
 
 // checkMCP decides an MCP Streamable HTTP request from the request alone:
 // the gate (proxy/gate: path, method, Origin, routing headers, credentials,
-// content headers, body, message), the routing headers against the body,
-// and the steer message bound. Task ownership, task status and tool-level
+// content headers, body, message), the session id's principal (session),
+// the routing headers against the body, and the steer message bound. Task ownership, task status and tool-level
 // taskSupport are learned from responses, which Envoy does not show here:
 // they need the standalone sidecar.
 func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckResponse {
@@ -42,7 +42,11 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 		// The protected-resource metadata: answered here, the upstream
 		// does not know it.
 		return denyAnswer(gate.Document(gate.MetadataDocument(s.cfg.Resource, s.cfg.AuthorizationServers)))
-	case !in.Message:
+	}
+	if refused := s.session(ctx, in.Principal.ID, r); refused != nil {
+		return denyAnswer(*refused)
+	}
+	if !in.Message {
 		return s.allow(in.Principal, "") // GET (SSE) and DELETE carry no message
 	}
 	call, hdr := in.Call, r.Header

@@ -14,7 +14,11 @@ import (
 	"github.com/agentwarden/warden/proxy/macp/sessions"
 )
 
-func mcpServer(t testing.TB) *Server {
+func mcpServer(t testing.TB) *Server { return mcpReplica(t, nil) }
+
+// mcpReplica is mcpServer over tasks, the owner table's shared store (nil:
+// this replica's table only).
+func mcpReplica(t testing.TB, tasks proxy.TaskStore) *Server {
 	t.Helper()
 	ctx := context.Background()
 	engine, err := policies.New(ctx, policies.Config{})
@@ -25,7 +29,7 @@ func mcpServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine})
+	enf, err := proxy.New(proxy.Config{}, proxy.Options{Authenticator: a, Policies: engine, Tasks: tasks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -102,4 +103,13 @@ func repeatedHeader(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// DenySession refuses an MCP request naming a session that is not the
+// caller's, as the SDKs answer a session they do not know: 404 with the
+// JSON-RPC error -32001 "Session not found" (nil in dry run, as Deny). Both
+// MCP doors answer it: the sidecar for a session handle sealed to another
+// principal, ext_authz for a session id another principal used first.
+func (g *Gate[C]) DenySession(ctx context.Context, principal string) *Answer {
+	return g.Deny(ctx, principal, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcp.ErrSessionNotFound, nil)
 }

@@ -247,7 +247,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		sid, ok = r.Header.Get("Mcp-Session-Id"), true
 	}
 	if !ok {
-		if a := s.gate.Deny(r.Context(), p.ID, rules.Verdict{Code: rules.CodeSessionNotFound, Reason: rules.ReasonSessionUnknown, Detail: "Session not found"}, http.StatusNotFound, mcp.ErrSessionNotFound, nil); a != nil {
+		if a := s.gate.DenySession(r.Context(), p.ID); a != nil {
 			a.Write(w)
 			return
 		}

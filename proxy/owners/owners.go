@@ -1,5 +1,5 @@
-// Package owners is Warden's one table of who owns an MCP task, an A2A task
-// or an A2A context, with the status Warden last knew and the steer queue of
+// Package owners is Warden's one table of who owns an MCP task, an A2A task,
+// an A2A context or (under ext_authz) an MCP session, with the status Warden last knew and the steer queue of
 // an MCP task: a bounded table in memory in front of the store replicas
 // share (proxy/state keeps it in Redis). Every method takes the request's
 // context and returns an error when the store cannot be read or written:
@@ -7,8 +7,9 @@
 //
 // The rule it keeps, in Learn: an owner is known from an answer to that
 // owner's own request (a Created fact, learned for the requester the
-// decision names), from a handle the owner proved (Claim), or from the
-// shared store; otherwise an id is nobody's. An owner never changes.
+// decision names), from a handle the owner proved or an id first presented
+// (Claim), or from the shared store; otherwise an id is nobody's. An owner
+// never changes.
 //
 // Every other bounded table of what principals hold (the MCP sidecar's
 // client-side tasks and learned tools, MACP's policy bindings) is a Cache:
@@ -67,6 +68,9 @@ const (
 	MCPTask Kind = iota
 	A2ATask
 	A2AContext
+	// MCPSession is an MCP session id (Mcp-Session-Id) ext_authz binds to
+	// the first principal that presents it: it has an owner only.
+	MCPSession
 )
 
 // Key names one entry: an upstream id of one kind.
@@ -76,30 +80,34 @@ type Key struct {
 }
 
 // Name is the entry's name in the table and the shared store: MCP tasks
-// under their upstream ids, A2A tasks and contexts under prefixes of their
-// own.
-func (k Key) Name() string {
-	switch k.Kind {
+// under their upstream ids, A2A tasks and contexts and MCP sessions under
+// prefixes of their own.
+func (k Key) Name() string { return k.Kind.prefix() + k.ID }
+
+// prefix is the kind's names' prefix ("" for MCP tasks).
+func (k Kind) prefix() string {
+	switch k {
 	case A2ATask:
-		return "a2a:t:" + k.ID
+		return "a2a:t:"
 	case A2AContext:
-		return "a2a:c:" + k.ID
+		return "a2a:c:"
+	case MCPSession:
+		return "mcp:s:"
 	}
-	return k.ID
+	return ""
 }
 
 // slot is the key the table holds k's entry under: two keys share one
 // exactly when they share a Name, which is not built for it (an MCP id that
-// reads as an A2A name is that A2A key).
+// reads as another kind's name is that key).
 func (k Key) slot() Key {
-	if k.Kind == A2ATask || k.Kind == A2AContext {
+	if k.Kind.prefix() != "" {
 		return k
 	}
-	if id, ok := strings.CutPrefix(k.ID, "a2a:t:"); ok {
-		return Key{Kind: A2ATask, ID: id}
-	}
-	if id, ok := strings.CutPrefix(k.ID, "a2a:c:"); ok {
-		return Key{Kind: A2AContext, ID: id}
+	for _, kind := range []Kind{A2ATask, A2AContext, MCPSession} {
+		if id, ok := strings.CutPrefix(k.ID, kind.prefix()); ok {
+			return Key{Kind: kind, ID: id}
+		}
 	}
 	return Key{Kind: MCPTask, ID: k.ID}
 }

@@ -134,6 +134,7 @@ func TestKeysShareByName(t *testing.T) {
 		{Kind: MCPTask, ID: "x"}, {Kind: A2ATask, ID: "x"}, {Kind: A2AContext, ID: "x"},
 		{Kind: MCPTask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:c:x"}, {Kind: Kind(9), ID: "x"},
 		{Kind: A2ATask, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "a2a:t:a2a:t:x"}, {Kind: MCPTask, ID: "a2a:x"},
+		{Kind: MCPSession, ID: "x"}, {Kind: MCPTask, ID: "mcp:s:x"}, {Kind: MCPSession, ID: "a2a:t:x"}, {Kind: MCPTask, ID: "mcp:s:a2a:t:x"},
 	}
 	for _, a := range keys {
 		tb, err := New(16, 0, nil, nil)

@@ -139,7 +139,8 @@ func (r *Redis) Ready() error {
 // status last changed); it expires TTL after its last use. An A2A task's id
 // comes with the Enforcer's prefix a2a:t:, so its hash is
 // <prefix>mcp:task:a2a:t:<upstream task id> (no steer count); an A2A
-// context's, with the prefix a2a:c:, has its owner only.
+// context's, with the prefix a2a:c:, and an MCP session's ext_authz binds,
+// with the prefix mcp:s:, have their owner only.
 func (r *Redis) key(id string) string { return r.cfg.Prefix + "mcp:task:" + id }
 
 // Each owner's entries are named, when a share bounds them, in one sorted
