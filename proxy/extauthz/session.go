@@ -23,7 +23,15 @@ func (s *Server) session(ctx context.Context, principal string, r *gate.Request)
 	if sid == "" || principal == "" {
 		return nil // no session yet (initialize), or dry run's anonymous caller: nothing to bind
 	}
-	_, _, ok, err := s.enf.OwnerTable().Claim(ctx, owners.Key{Kind: owners.MCPSession, ID: sid}, principal)
+	k, table := owners.Key{Kind: owners.MCPSession, ID: sid}, s.enf.OwnerTable()
+	// An owner never changes: one this replica knows answers without the
+	// store (Owners asks it again at most once a second per id); only an
+	// id nobody is known to hold is claimed, first come.
+	got, err := table.Owners(ctx, k)
+	ok := err == nil && got[0] == principal
+	if err == nil && got[0] == "" {
+		_, _, ok, err = table.Claim(ctx, k, principal)
+	}
 	if err != nil {
 		a := s.mcp.Unavailable(ctx, principal, r.Method, nil, err)
 		return &a

@@ -84,3 +84,32 @@ func TestMCPSessionBound(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCheckMCPSession measures Check for an allowed tasks/get on a
+// session its principal holds, with the owner table in memory and shared
+// in Redis (a real redis-server): the session's owner is read from the
+// replica's table, not the store, on every request but one a second.
+func BenchmarkCheckMCPSession(b *testing.B) {
+	addr, _, _ := redistest.Start(b)
+	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: "extauthz-bench:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	get := `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"4f1c2b7e9a0d4c3b8e6f5a1d2c3b4a59"}}`
+	req := mcpCheck("POST", get, map[string]string{"authorization": "Bearer alice", "mcp-session-id": "sid-bench"})
+	for _, door := range []struct {
+		name string
+		srv  *Server
+	}{{"memory", mcpReplica(b, nil)}, {"redis", mcpReplica(b, store)}} {
+		b.Run(door.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := door.srv.Check(context.Background(), req)
+				if err != nil || resp.GetDeniedResponse() != nil {
+					b.Fatal(err, resp.GetDeniedResponse().GetBody())
+				}
+			}
+		})
+	}
+}
