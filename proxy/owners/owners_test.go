@@ -258,3 +258,21 @@ func BenchmarkShare(b *testing.B) {
 		_, _ = tb.Learn(ctx, "alice", Fact{Key: ids[i%len(ids)], Created: true, Recall: true})
 	}
 }
+
+// BenchmarkOwners is a lookup the table answers itself, in a full table
+// of 16 principals' entries.
+func BenchmarkOwners(b *testing.B) {
+	tb, _ := New(1024, 128, nil, nil)
+	ctx := context.Background()
+	keys := make([]Key, 1024)
+	for i := range keys {
+		keys[i] = task(fmt.Sprint("t", i))
+		if _, err := tb.Learn(ctx, fmt.Sprint("p", i%16), Fact{Key: keys[i], Created: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_, _ = tb.Owners(ctx, keys[i%len(keys)])
+	}
+}
