@@ -19,14 +19,12 @@ package owners
 
 import (
 	"cmp"
-	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Store is the table Warden replicas share: entries under Key.Name. An
@@ -146,11 +144,6 @@ type entry struct {
 	// most recently used (created, proven, looked up): a lookup this
 	// replica answers marks it there again only usedFor later.
 	used time.Time
-	// share is the entry in its owner's list of shares, charged that owner
-	// and slot its key in the table (all under shares.mu).
-	share   *list.Element
-	charged string
-	slot    Key
 }
 
 // usedFor is how long a lookup this replica answers from its table does
@@ -183,13 +176,13 @@ func (t *entry) sync(status string) {
 	}
 }
 
-// Table is the owner table: bounded in memory (evicted remembers the names
-// it evicted), each principal to a share of it (shares), in front of the
-// shared store when there is one.
+// Table is the owner table: bounded in memory, each principal to a share
+// of it (a Cache: an entry is charged to its owner once it has one), in
+// front of the shared store when there is one; evicted remembers the names
+// the cache dropped.
 type Table struct {
-	lru     *lru.Cache[Key, *entry] // under Key.slot
+	cache   *Cache[Key, *entry] // under Key.slot
 	evicted *forgotten
-	shares  *shares
 	store   Store
 	// stored bounds each principal's entries in the store: its share, or
 	// the table's size when there is none (no principal holds more of the
@@ -203,18 +196,15 @@ type Table struct {
 // size and above: no share of its own; the table's LRU alone bounds it);
 // w (nil: none) is told of the entries a share drops, here and in store.
 func New(size, share int, store Store, w *Watch) (*Table, error) {
+	if size <= 0 {
+		return nil, errors.New("the owner table needs a positive size")
+	}
 	if share >= size {
 		share = 0
 	}
-	t := &Table{store: store, shares: newShares(share), stored: cmp.Or(share, size), watch: w}
-	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, e *entry) {
-		t.evicted.add(key)
-		t.shares.drop(e)
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.lru, t.evicted = c, newForgotten(size)
+	t := &Table{store: store, stored: cmp.Or(share, size), watch: w, evicted: newForgotten(size)}
+	t.cache = NewCache[Key, *entry](size, share, w, TableOwners)
+	t.cache.evicted = func(k Key, _ *entry) { t.evicted.add(k) }
 	return t, nil
 }
 
@@ -222,38 +212,27 @@ func New(size, share int, store Store, w *Watch) (*Table, error) {
 // share: what this replica saw of the traffic is not all of it.
 func (t *Table) Shared() bool { return t.store != nil }
 
-// get returns the entry under name, creating it when create is set; use
-// marks it its owner's most recently used (used: created, proven or looked
-// up, the one rule the shared store keeps too).
+// get returns the entry under name, creating it when create is set (a new
+// entry is nobody's until own charges it); use marks it its owner's most
+// recently used (used: created, proven or looked up, the one rule the
+// shared store keeps too).
 func (t *Table) get(k Key, create, use bool) *entry {
 	k = k.slot()
-	if e, ok := t.lru.Get(k); ok {
-		if use {
-			t.shares.touch(e)
-		}
+	if e, ok := t.cache.get(k, use); ok {
 		return e
 	} else if !create {
 		return nil
 	}
-	e := &entry{}
-	if prev, ok, _ := t.lru.PeekOrAdd(k, e); ok {
-		return prev
-	}
-	return e
+	return t.cache.peekOrAdd(k, &entry{}, "", false, use)
 }
 
-// own counts e (under k) as owner's, evicting owner's least recently used
-// entry when owner holds more than its share (never another principal's).
-// The caller holds no entry's lock.
-func (t *Table) own(k Key, e *entry, owner string) {
-	over, victim := t.shares.charge(k.slot(), e, owner)
-	if victim == nil {
-		return
+// own counts the entry under k as owner's, its most recently used, owner
+// losing its own least recently used entry when it holds more than its
+// share (never another principal's). The caller holds no entry's lock.
+func (t *Table) own(k Key, owner string) {
+	if owner != "" {
+		t.cache.charge(k.slot(), owner)
 	}
-	if cur, ok := t.lru.Peek(over); ok && cur == victim {
-		t.lru.Remove(over)
-	}
-	t.watch.Dropped(TableOwners, StoreMemory, owner, 1)
 }
 
 // forgot reports whether Warden knew the entry under name and forgot it:
@@ -320,7 +299,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.owner = owner
 		e.setStatus(f.Status)
 		e.mu.Unlock()
-		t.own(f.Key, e, owner)
+		t.own(f.Key, owner)
 		return nil
 	}
 	fresh := e.owner == owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
@@ -341,7 +320,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.synced, e.used = time.Now(), time.Now()
 	}
 	e.mu.Unlock()
-	t.own(f.Key, e, o)
+	t.own(f.Key, o)
 	return nil
 }
 
@@ -419,7 +398,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 			e.mu.Lock()
 			e.owner, e.used = o, now
 			e.mu.Unlock()
-			t.own(keys[i], e, o)
+			t.own(keys[i], o)
 		}
 	}
 	return out, nil
@@ -441,7 +420,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	ok, status, steers = e.owner == principal, e.status, e.steers
 	e.mu.Unlock()
 	if ok {
-		t.own(k, e, principal)
+		t.own(k, principal)
 	}
 	if !ok || t.store == nil {
 		return status, steers, ok, nil
@@ -456,7 +435,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 		e.mu.Lock()
 		e.owner = o
 		e.mu.Unlock()
-		t.own(k, e, o)
+		t.own(k, o)
 		return "", 0, false, nil
 	}
 	e.mu.Lock()

@@ -230,7 +230,7 @@ func TestShare(t *testing.T) {
 			if tc.share == 0 {
 				return
 			}
-			if n := tb.shares.count("alice"); n != share {
+			if n := tb.cache.count("alice"); n != share {
 				t.Errorf("alice's share counts %d, want %d", n, share)
 			}
 			// Her own least recently used went first: a96, used again

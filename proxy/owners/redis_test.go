@@ -26,7 +26,7 @@ func TestShareInRedis(t *testing.T) {
 		{name: "create, then claim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, a, b := replicas(t, addr, "share:"+tc.name+":", size, share)
+			store, a, b := replicas(t, addr, "share:"+tc.name+":", size, share, nil)
 			ctx := context.Background()
 			for _, id := range []string{"b1", "b2"} {
 				if o, err := a.Learn(ctx, "bob", Fact{Key: task(id), Created: true}); err != nil || o[0] != "bob" {
@@ -97,7 +97,7 @@ func TestShareUseInRedis(t *testing.T) {
 		{name: "looked up on another replica", other: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, a, b := replicas(t, addr, "use:"+tc.name+":", size, share)
+			store, a, b := replicas(t, addr, "use:"+tc.name+":", size, share, nil)
 			ctx := context.Background()
 			for i := range share {
 				if _, err := a.Learn(ctx, "alice", Fact{Key: task(fmt.Sprint("t", i)), Created: true}); err != nil {
@@ -135,15 +135,16 @@ func TestShareUseInRedis(t *testing.T) {
 }
 
 // replicas are two tables of size entries, share each principal's, in
-// front of one Redis store (keys under prefix).
-func replicas(t *testing.T, addr, prefix string, size, share int) (store *state.Redis, a, b *Table) {
+// front of one Redis store (keys under prefix), telling w (nil: none) of
+// the entries a share drops.
+func replicas(t *testing.T, addr, prefix string, size, share int, w *Watch) (store *state.Redis, a, b *Table) {
 	t.Helper()
 	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	a, _ = New(size, share, store, nil)
-	b, _ = New(size, share, store, nil)
+	a, _ = New(size, share, store, w)
+	b, _ = New(size, share, store, w)
 	return store, a, b
 }
