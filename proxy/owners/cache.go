@@ -112,20 +112,17 @@ func (c *Cache[K, V]) Add(owner string, k K, v V) {
 	c.dropped(owner, over)
 }
 
-// peekOrAdd returns the value under k, or adds v under k (the most
-// recently used; charged to owner, when charge is set, as Add charges it)
-// and returns v. use marks a found entry its principal's most recently
-// used; any find marks it the table's.
-func (c *Cache[K, V]) peekOrAdd(k K, v V, owner string, charge, use bool) V {
+// peekOrAdd returns the value under k, read by by (get), or adds v under
+// k, the table's most recently used and nobody's until charge, and
+// returns v.
+func (c *Cache[K, V]) peekOrAdd(k K, v V, by string) V {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
-		c.touchLocked(e, use)
-		c.mu.Unlock()
+		c.touchLocked(e, c.usedBy(e, by))
 		return e.val
 	}
-	over := c.addLocked(k, v, owner, charge)
-	c.mu.Unlock()
-	c.dropped(owner, charge && over)
+	c.addLocked(k, v, "", false) // charged to nobody: no share to pass
 	return v
 }
 
@@ -182,22 +179,35 @@ func (c *Cache[K, V]) dropped(owner string, over bool) {
 	}
 }
 
-// Get returns the value under k and marks it the most recently used.
+// Get returns the value under k and marks it the most recently used, its
+// principal's too (the caches whose keys name their principal are read by
+// that principal only).
 func (c *Cache[K, V]) Get(k K) (v V, ok bool) {
-	return c.get(k, true)
+	return c.get(k, "", true)
 }
 
-// get returns the value under k, marked the table's most recently used
-// and, with use, its principal's.
-func (c *Cache[K, V]) get(k K, use bool) (v V, ok bool) {
+// get returns the value under k read by by (the principal whose request
+// reads it, "" none; mine: the caller knows the reader is its principal):
+// it becomes the table's most recently used, and its principal's only when
+// by is its principal (usedBy).
+func (c *Cache[K, V]) get(k K, by string, mine bool) (v V, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[k]
 	if !ok {
 		return v, false
 	}
-	c.touchLocked(e, use)
+	c.touchLocked(e, mine || c.usedBy(e, by))
 	return e.val, true
+}
+
+// usedBy reports whether a read of e by by is its principal's own use,
+// which alone makes e its principal's most recently used: another's read
+// (someone who knows the id) must not keep e from being its principal's
+// next to go when the principal passes its share. The shared store keeps
+// the same rule (state.Redis.Owners).
+func (c *Cache[K, V]) usedBy(e *node[K, V], by string) bool {
+	return by != "" && e.mine != nil && e.mine.owner == by
 }
 
 // Contains reports whether k is held, without marking it used.

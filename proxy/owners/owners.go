@@ -54,9 +54,11 @@ type Store interface {
 	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
 	// Unsteer gives a reserved place back.
 	Unsteer(ctx context.Context, id string) error
-	// Owners returns each entry's owner, "" when unknown, and makes each
-	// known one its owner's most recently used.
-	Owners(ctx context.Context, ids []string) ([]string, error)
+	// Owners returns each entry's owner, "" when unknown, read for by
+	// (the principal whose request reads them, "" none): each known one
+	// by owns becomes by's most recently used; another's does not move
+	// (a principal knowing another's id cannot keep it fresh).
+	Owners(ctx context.Context, by string, ids []string) ([]string, error)
 }
 
 // Kind is what an id names.
@@ -212,18 +214,19 @@ func New(size, share int, store Store, w *Watch) (*Table, error) {
 // share: what this replica saw of the traffic is not all of it.
 func (t *Table) Shared() bool { return t.store != nil }
 
-// get returns the entry under name, creating it when create is set (a new
-// entry is nobody's until own charges it); use marks it its owner's most
-// recently used (used: created, proven or looked up, the one rule the
-// shared store keeps too).
-func (t *Table) get(k Key, create, use bool) *entry {
+// get returns the entry under name for by (the principal whose request
+// uses it, "" none), creating it when create is set (a new entry is
+// nobody's until own charges it); it becomes its owner's most recently
+// used only when by is its owner (used: created, proven or looked up by
+// its owner, the one rule the shared store keeps too).
+func (t *Table) get(k Key, create bool, by string) *entry {
 	k = k.slot()
-	if e, ok := t.cache.get(k, use); ok {
+	if e, ok := t.cache.get(k, by, false); ok {
 		return e
 	} else if !create {
 		return nil
 	}
-	return t.cache.peekOrAdd(k, &entry{}, "", false, use)
+	return t.cache.peekOrAdd(k, &entry{}, by)
 }
 
 // own counts the entry under k as owner's, its most recently used, owner
@@ -243,7 +246,7 @@ func (t *Table) forgot(k Key) bool {
 	if t.store != nil || !t.evicted.has(k.slot()) {
 		return false
 	}
-	e := t.get(k, false, false)
+	e := t.get(k, false, "")
 	if e == nil {
 		return true
 	}
@@ -280,7 +283,7 @@ func (t *Table) Learn(ctx context.Context, requester string, facts ...Fact) ([]s
 	for i, f := range facts {
 		keys[i] = f.Key
 	}
-	return t.Owners(ctx, keys...)
+	return t.Owners(ctx, requester, keys...)
 }
 
 // create records f's entry as owner's unless another owns it or this
@@ -289,7 +292,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if !f.Recall && t.forgot(f.Key) {
 		return nil
 	}
-	e := t.get(f.Key, true, true)
+	e := t.get(f.Key, true, owner)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -332,7 +335,7 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	var names, statuses []string
 	var entries []*entry
 	for _, f := range facts {
-		e := t.get(f.Key, false, false)
+		e := t.get(f.Key, false, "")
 		if e != nil {
 			e.mu.Lock()
 			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
@@ -361,18 +364,21 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	return nil
 }
 
-// Owners returns the owner of each id, "" when unknown: what this replica
-// knows, the rest from the shared store in one round trip (and cached:
-// owners never change). An error means the store could not be read.
-func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
+// Owners returns the owner of each id, "" when unknown, read for by (the
+// principal whose request reads them, "" none: an upstream's push, a
+// refusal's reason): what this replica knows, the rest from the shared
+// store in one round trip (and cached: owners never change). An entry by
+// owns becomes by's most recently used, here and in the store; another's
+// does not move (get). An error means the store could not be read.
+func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, error) {
 	out := make([]string, len(keys))
 	var miss []int
 	for i, k := range keys {
 		stale := false
-		if e := t.get(k, false, true); e != nil {
+		if e := t.get(k, false, by); e != nil {
 			e.mu.Lock()
 			out[i] = e.owner
-			stale = out[i] != "" && time.Since(e.used) >= usedFor
+			stale = out[i] != "" && out[i] == by && time.Since(e.used) >= usedFor
 			e.mu.Unlock()
 		}
 		if (out[i] == "" || stale) && k.ID != "" && t.store != nil {
@@ -386,7 +392,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	for j, i := range miss {
 		ask[j] = keys[i].Name()
 	}
-	got, err := t.store.Owners(ctx, ask)
+	got, err := t.store.Owners(ctx, by, ask)
 	if err != nil {
 		return nil, fmt.Errorf("read the owners of %d entries: %w", len(ask), err)
 	}
@@ -394,9 +400,12 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.get(keys[i], true, true)
+			e := t.get(keys[i], true, by)
 			e.mu.Lock()
-			e.owner, e.used = o, now
+			e.owner = o
+			if o == by {
+				e.used = now // the store marked it used
+			}
 			e.mu.Unlock()
 			t.own(keys[i], o)
 		}
@@ -412,7 +421,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	e := t.get(k, true, true)
+	e := t.get(k, true, principal)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
@@ -464,7 +473,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		}
 		return ok, n, nil
 	}
-	e := t.get(k, true, false)
+	e := t.get(k, true, "")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mark != "" && mark != e.mark {
@@ -487,7 +496,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 		}
 		return nil
 	}
-	if e := t.get(k, false, false); e != nil {
+	if e := t.get(k, false, ""); e != nil {
 		e.mu.Lock()
 		if e.steers > 0 {
 			e.steers--
@@ -499,7 +508,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 
 // Peek returns what this replica holds of an entry, without the store.
 func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
-	e := t.get(k, false, false)
+	e := t.get(k, false, "")
 	if e == nil {
 		return "", "", 0, false
 	}

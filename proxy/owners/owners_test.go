@@ -145,7 +145,7 @@ func TestKeysShareByName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range keys {
-			o, err := tb.Owners(ctx, b)
+			o, err := tb.Owners(ctx, "", b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestKeysShareByName(t *testing.T) {
 	tb, _ := New(16, 0, nil, nil)
 	k := Key{Kind: A2ATask, ID: "task-1"}
 	_, _ = tb.Learn(ctx, "alice", Fact{Key: k, Created: true})
-	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, k) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, "", k) }); n > 1 {
 		t.Errorf("Owners of an A2A task allocates %v times, want the answer's slice only", n)
 	}
 }
@@ -209,7 +209,7 @@ func TestShare(t *testing.T) {
 			add("bob", "b2")
 			for i := range 101 {
 				if i == 100 {
-					_, _ = tb.Owners(ctx, task("a96")) // alice uses a96, her oldest, again
+					_, _ = tb.Owners(ctx, "alice", task("a96")) // alice uses a96, her oldest, again
 				}
 				add("alice", fmt.Sprintf("a%d", i))
 			}
@@ -273,6 +273,38 @@ func BenchmarkOwners(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_, _ = tb.Owners(ctx, keys[i%len(keys)])
+		_, _ = tb.Owners(ctx, "", keys[i%len(keys)])
+	}
+}
+
+// TestUseIsTheOwners: only an entry's owner's use keeps it from being its
+// owner's next to go. Bob, who knows alice's oldest id (a0), looks it up
+// again and again; when alice passes her share it is still a0 she loses,
+// not a1; her own lookup of a1 keeps a1. Before, any principal's lookup
+// made the entry its owner's most recently used: bob kept a0 and alice lost
+// a1, the entry she was using.
+func TestUseIsTheOwners(t *testing.T) {
+	tb, err := New(16, 4, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 4 {
+		learn(t, tb, "alice", fmt.Sprint("a", i))
+	}
+	for range 3 {
+		if o, err := tb.Owners(ctx, "bob", task("a0")); err != nil || o[0] != "alice" {
+			t.Fatal(o, err)
+		}
+	}
+	learn(t, tb, "alice", "a4")
+	if o, err := tb.Owners(ctx, "alice", task("a1")); err != nil || o[0] != "alice" {
+		t.Fatalf("alice's a1 after her a4: owner %q (%v), want alice: bob's reads of a0 cost her a1", o[0], err)
+	}
+	learn(t, tb, "alice", "a5")
+	for id, want := range map[string]bool{"a0": false, "a1": true, "a2": false, "a3": true, "a4": true, "a5": true} {
+		if _, _, _, ok := tb.Peek(task(id)); ok != want {
+			t.Errorf("alice's %s held %v, want %v", id, ok, want)
+		}
 	}
 }

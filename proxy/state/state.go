@@ -406,9 +406,10 @@ func (r *Redis) Unsteer(ctx context.Context, id string) error {
 
 // owners: the owner of each task ("" when unknown), refreshing the expiry of
 // the known ones and of their owners' sets (ARGV[2] their keys' prefix),
-// in which each known one becomes its owner's most recently used (ARGV[3]:
-// now; ARGV[4] the prefix of the tasks' keys, cut off to name them in the
-// sets; XX: a set only names what it named already).
+// in which each known one the reader (ARGV[5], "" none) owns becomes its
+// owner's most recently used, and another's does not move (ARGV[3]: now;
+// ARGV[4] the prefix of the tasks' keys, cut off to name them in the sets;
+// XX: a set only names what it named already).
 var owners = redis.NewScript(`
 local out = {}
 local cut = string.len(ARGV[4]) + 1
@@ -416,7 +417,9 @@ for i, k in ipairs(KEYS) do
   local o = redis.call('HGET', k, 'o')
   if o then
     redis.call('PEXPIRE', k, ARGV[1])
-    redis.call('ZADD', ARGV[2] .. o, 'XX', ARGV[3], string.sub(k, cut))
+    if o == ARGV[5] then
+      redis.call('ZADD', ARGV[2] .. o, 'XX', ARGV[3], string.sub(k, cut))
+    end
     redis.call('PEXPIRE', ARGV[2] .. o, ARGV[1])
     out[i] = o
   else
@@ -426,10 +429,12 @@ end
 return out`)
 
 // Owners returns the owner of each task, "" for a task without an entry, in
-// one round trip; each known task becomes its owner's most recently used,
-// as Claim and Create make it (the owner keeps its tasks in use when a
-// share trims its set).
-func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
+// one round trip, read for by (the principal whose request reads them, ""
+// none); each known task by owns becomes by's most recently used, as Claim
+// and Create make it (the owner keeps its tasks in use when a share trims
+// its set); another's does not move, as in owners.Cache: whoever knows an
+// id cannot keep it from being its owner's next to go.
+func (r *Redis) Owners(ctx context.Context, by string, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -437,7 +442,7 @@ func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		keys[i] = r.key(id)
 	}
-	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""), r.used(), r.key(""))
+	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""), r.used(), r.key(""), by)
 	if err != nil {
 		return nil, err
 	}
