@@ -259,21 +259,22 @@ func BenchmarkShare(b *testing.B) {
 	}
 }
 
-// BenchmarkOwners is a lookup the table answers itself, in a full table
-// of 16 principals' entries.
+// BenchmarkOwners is a lookup the table answers itself, by the entry's
+// owner (its use: the owner's order moves), in a full table of 16
+// principals' entries.
 func BenchmarkOwners(b *testing.B) {
 	tb, _ := New(1024, 128, nil, nil)
 	ctx := context.Background()
-	keys := make([]Key, 1024)
+	keys, whose := make([]Key, 1024), make([]string, 1024)
 	for i := range keys {
-		keys[i] = task(fmt.Sprint("t", i))
-		if _, err := tb.Learn(ctx, fmt.Sprint("p", i%16), Fact{Key: keys[i], Created: true}); err != nil {
+		keys[i], whose[i] = task(fmt.Sprint("t", i)), fmt.Sprint("p", i%16)
+		if _, err := tb.Learn(ctx, whose[i], Fact{Key: keys[i], Created: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_, _ = tb.Owners(ctx, "", keys[i%len(keys)])
+		_, _ = tb.Owners(ctx, whose[i%len(keys)], keys[i%len(keys)])
 	}
 }
 
