@@ -113,16 +113,20 @@ func (c *Cache[K, V]) Add(owner string, k K, v V) {
 }
 
 // peekOrAdd returns the value under k, read by by (get), or adds v under
-// k, the table's most recently used and nobody's until charge, and
-// returns v.
-func (c *Cache[K, V]) peekOrAdd(k K, v V, by string) V {
+// k and returns v: the most recently used, charged to owner as Add charges
+// it (its share first: a principal at its share makes room from its own
+// entries, never from the table's), nobody's until charge when owner is
+// "".
+func (c *Cache[K, V]) peekOrAdd(k K, v V, by, owner string) V {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
 		c.touchLocked(e, c.usedBy(e, by))
+		c.mu.Unlock()
 		return e.val
 	}
-	c.addLocked(k, v, "", false) // charged to nobody: no share to pass
+	over := c.addLocked(k, v, owner, owner != "")
+	c.mu.Unlock()
+	c.dropped(owner, over)
 	return v
 }
 

@@ -214,19 +214,24 @@ func New(size, share int, store Store, w *Watch) (*Table, error) {
 // share: what this replica saw of the traffic is not all of it.
 func (t *Table) Shared() bool { return t.store != nil }
 
-// get returns the entry under name for by (the principal whose request
-// uses it, "" none), creating it when create is set (a new entry is
-// nobody's until own charges it); it becomes its owner's most recently
-// used only when by is its owner (used: created, proven or looked up by
-// its owner, the one rule the shared store keeps too).
-func (t *Table) get(k Key, create bool, by string) *entry {
+// get returns the entry under name (nil: none) for by (the principal whose
+// request uses it, "" none); it becomes its owner's most recently used only
+// when by is its owner (used: created, proven or looked up by its owner,
+// the one rule the shared store keeps too).
+func (t *Table) get(k Key, by string) *entry {
+	e, _ := t.cache.get(k.slot(), by, false)
+	return e
+}
+
+// add is get, creating the entry when there is none, charged to owner (the
+// principal it will be, so that one at its share makes room from its own
+// entries, not the table's; "": nobody's until own charges it).
+func (t *Table) add(k Key, by, owner string) *entry {
 	k = k.slot()
 	if e, ok := t.cache.get(k, by, false); ok {
 		return e
-	} else if !create {
-		return nil
 	}
-	return t.cache.peekOrAdd(k, &entry{}, by)
+	return t.cache.peekOrAdd(k, &entry{}, by, owner)
 }
 
 // own counts the entry under k as owner's, its most recently used, owner
@@ -246,7 +251,7 @@ func (t *Table) forgot(k Key) bool {
 	if t.store != nil || !t.evicted.has(k.slot()) {
 		return false
 	}
-	e := t.get(k, false, "")
+	e := t.get(k, "")
 	if e == nil {
 		return true
 	}
@@ -292,7 +297,11 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if !f.Recall && t.forgot(f.Key) {
 		return nil
 	}
-	e := t.get(f.Key, true, owner)
+	creator := owner // the entry's owner unless the shared store knows another
+	if t.store != nil {
+		creator = ""
+	}
+	e := t.add(f.Key, owner, creator)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -335,7 +344,7 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	var names, statuses []string
 	var entries []*entry
 	for _, f := range facts {
-		e := t.get(f.Key, false, "")
+		e := t.get(f.Key, "")
 		if e != nil {
 			e.mu.Lock()
 			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
@@ -375,7 +384,7 @@ func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, e
 	var miss []int
 	for i, k := range keys {
 		stale := false
-		if e := t.get(k, false, by); e != nil {
+		if e := t.get(k, by); e != nil {
 			e.mu.Lock()
 			out[i] = e.owner
 			stale = out[i] != "" && out[i] == by && time.Since(e.used) >= usedFor
@@ -400,7 +409,7 @@ func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, e
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.get(keys[i], true, by)
+			e := t.add(keys[i], by, o)
 			e.mu.Lock()
 			e.owner = o
 			if o == by {
@@ -421,7 +430,7 @@ func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, e
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	e := t.get(k, true, principal)
+	e := t.add(k, principal, principal)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
@@ -473,7 +482,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		}
 		return ok, n, nil
 	}
-	e := t.get(k, true, "")
+	e := t.add(k, "", "")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mark != "" && mark != e.mark {
@@ -496,7 +505,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 		}
 		return nil
 	}
-	if e := t.get(k, false, ""); e != nil {
+	if e := t.get(k, ""); e != nil {
 		e.mu.Lock()
 		if e.steers > 0 {
 			e.steers--
@@ -508,7 +517,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 
 // Peek returns what this replica holds of an entry, without the store.
 func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
-	e := t.get(k, false, "")
+	e := t.get(k, "")
 	if e == nil {
 		return "", "", 0, false
 	}

@@ -309,3 +309,38 @@ func TestUseIsTheOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestShareFullTable: a principal at its share adding to a full table
+// loses its own least recently used entry only, whether it creates the
+// entry or claims it. Before, the table made room first (its least
+// recently used entry, bob's b0) and only then charged the new entry to
+// alice, who lost her own a0 as well: bob lost an entry to alice's.
+func TestShareFullTable(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		t.Run(fmt.Sprint("claim ", claim), func(t *testing.T) {
+			tb, err := New(8, 4, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				learn(t, tb, "bob", fmt.Sprint("b", i))
+			}
+			for i := range 5 {
+				id := fmt.Sprint("a", i)
+				if !claim {
+					learn(t, tb, "alice", id)
+				} else if _, _, ok, err := tb.Claim(context.Background(), task(id), "alice"); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			for id, want := range map[string]string{"b0": "bob", "b3": "bob", "a0": "", "a1": "alice", "a4": "alice"} {
+				if o, _, _, _ := tb.Peek(task(id)); o != want {
+					t.Errorf("%s owned by %q, want %q", id, o, want)
+				}
+			}
+			if n := tb.cache.Len(); n != 8 {
+				t.Errorf("%d entries, want the table's 8", n)
+			}
+		})
+	}
+}
