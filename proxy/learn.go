@@ -15,9 +15,11 @@ const IDUnknown = "unknown_id"
 // Owners returns whose each MCP task, A2A task or A2A context is, "" when
 // nobody's as far as Warden knows: what an answer filter keeps. An error
 // means the shared store could not be read: the caller cannot tell whose
-// the ids are, and nothing about them may pass.
-func (e *Enforcer) Owners(ctx context.Context, keys ...owners.Key) ([]string, error) {
-	return e.owners.Owners(ctx, keys...)
+// the ids are, and nothing about them may pass. by is the principal whose
+// request reads them ("" none): only its own entries become its most
+// recently used (owners.Table.Owners).
+func (e *Enforcer) Owners(ctx context.Context, by string, keys ...owners.Key) ([]string, error) {
+	return e.owners.Owners(ctx, by, keys...)
 }
 
 // IDReason is why an id a request named is not the caller's, for the
@@ -28,7 +30,7 @@ func (e *Enforcer) IDReason(ctx context.Context, cause, rawID string, key owners
 	if cause != rawID {
 		return cause
 	}
-	if o, err := e.owners.Owners(ctx, key); err == nil && o[0] == "" {
+	if o, err := e.owners.Owners(ctx, "", key); err == nil && o[0] == "" {
 		return IDUnknown
 	}
 	return cause

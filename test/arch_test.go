@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"authn":    {"github.com/go-jose/go-jose", "github.com/hashicorp/golang-lru", "golang.org/x/sync"},
 	"proxy":    append([]string{module + "/rules", module + "/policies", module + "/authn", module + "/proxy/owners", "google.golang.org/protobuf/proto"}, otelAPI...), // protocol-free (checkCore); a recorded message is a proto.Message
 	// the owner table of MCP and A2A tasks and contexts: protocol-free
-	"proxy/owners": {"github.com/hashicorp/golang-lru"},
+	"proxy/owners": {},
 	// the transport adapters may also use gRPC (and net/http, go-control-plane)
 	// and the listener bounds they share, which imports no adapter
 	"proxy/listener": {"google.golang.org/grpc", module + "/authn"}, // authn.WithProof: a valid credential proves its connection

@@ -360,7 +360,7 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 		}
 		keys[i] = ownerKey(a2a.KindTask, ids[i])
 	}
-	whose, err := x.s.enforcer.Owners(x.ctx(), keys...)
+	whose, err := x.s.enforcer.Owners(x.ctx(), x.principal, keys...)
 	if err != nil {
 		return err
 	}

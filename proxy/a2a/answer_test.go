@@ -251,8 +251,8 @@ func (downStore) ObserveAll(context.Context, []string, []string) error { return 
 func (downStore) Steer(context.Context, string, int, string) (bool, int, error) {
 	return false, 0, errDown
 }
-func (downStore) Unsteer(context.Context, string) error              { return errDown }
-func (downStore) Owners(context.Context, []string) ([]string, error) { return nil, errDown }
+func (downStore) Unsteer(context.Context, string) error                      { return errDown }
+func (downStore) Owners(context.Context, string, []string) ([]string, error) { return nil, errDown }
 
 // TestAnswerOwnersUnreadable: when whose a new task is cannot be read (the
 // shared store is down), the answer that would hand it over is Warden's
@@ -444,7 +444,7 @@ func (s *ownerStore) Steer(context.Context, string, int, string) (bool, int, err
 }
 func (s *ownerStore) Unsteer(context.Context, string) error { return nil }
 
-func (s *ownerStore) Owners(_ context.Context, ids []string) ([]string, error) {
+func (s *ownerStore) Owners(_ context.Context, _ string, ids []string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.op(); err != nil {
@@ -496,7 +496,7 @@ func TestContextsAcrossReplicas(t *testing.T) {
 	if body := bob(); body != `{"jsonrpc":"2.0","id":7,"error":{"code":-32001,"message":"Task not found"}}` {
 		t.Fatalf("bob's task in alice's context, on a replica that never saw it: %s", body)
 	}
-	if o, _ := store.Owners(t.Context(), []string{"a2a:t:task-51", "a2a:c:" + aliceCtx}); o[0] != "" || o[1] != "alice" {
+	if o, _ := store.Owners(t.Context(), "", []string{"a2a:t:task-51", "a2a:c:" + aliceCtx}); o[0] != "" || o[1] != "alice" {
 		t.Fatalf("store owners after the refused answer: %q, want none for the task and alice for her context", o)
 	}
 
@@ -645,12 +645,12 @@ func a2aOwners(e *proxy.Enforcer, ctx context.Context, ids []string) ([]string, 
 	for i, id := range ids {
 		keys[i] = owners.Key{Kind: owners.A2ATask, ID: id}
 	}
-	return e.Owners(ctx, keys...)
+	return e.Owners(ctx, "", keys...)
 }
 
 // a2aContextOwner returns whose an A2A context is, "" unknown.
 func a2aContextOwner(e *proxy.Enforcer, ctx context.Context, id string) (string, error) {
-	o, err := e.Owners(ctx, owners.Key{Kind: owners.A2AContext, ID: id})
+	o, err := e.Owners(ctx, "", owners.Key{Kind: owners.A2AContext, ID: id})
 	if err != nil {
 		return "", err
 	}

@@ -470,14 +470,14 @@ func (p pushOwners) A2AOwners(ctx context.Context, taskIDs []string) ([]string, 
 	for i, id := range taskIDs {
 		keys[i] = ownerKey(a2a.KindTask, id)
 	}
-	return p.e.Owners(ctx, keys...)
+	return p.e.Owners(ctx, "", keys...) // a push is no principal's use
 }
 
 func (p pushOwners) A2AContextOwner(ctx context.Context, contextID string) (string, error) {
 	if contextID == "" {
 		return "", nil
 	}
-	o, err := p.e.Owners(ctx, ownerKey(a2a.KindContext, contextID))
+	o, err := p.e.Owners(ctx, "", ownerKey(a2a.KindContext, contextID))
 	if err != nil {
 		return "", err
 	}

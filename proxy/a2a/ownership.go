@@ -44,7 +44,7 @@ func (x *exchange) owner(kind a2a.Kind, id string) (string, error) {
 	if id == "" {
 		return "", nil
 	}
-	o, err := x.s.enforcer.Owners(x.ctx(), ownerKey(kind, id))
+	o, err := x.s.enforcer.Owners(x.ctx(), x.principal, ownerKey(kind, id))
 	if err != nil {
 		return "", err
 	}

@@ -56,7 +56,7 @@ func (x *exchange) learnClientTask() {
 		return
 	}
 	// A server task (anyone's, as far as Warden knows) is never a client's.
-	if o, err := x.s.enforcer.Owners(x.ctx(), taskKey(id)); err != nil || o[0] != "" {
+	if o, err := x.s.enforcer.Owners(x.ctx(), x.principal, taskKey(id)); err != nil || o[0] != "" {
 		return
 	}
 	x.s.clientTasks.Add(x.principal, clientTaskKey{x.principal, x.sid, id}, struct{}{})

@@ -386,7 +386,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				// The raw ID a client sees in dry-run mode: decided on the
 				// owner Warden knows (none when the store cannot be read),
 				// forwarded as it is.
-				o, err := s.enforcer.Owners(r.Context(), taskKey(call.TaskID))
+				o, err := s.enforcer.Owners(r.Context(), p.ID, taskKey(call.TaskID))
 				req.TaskID, req.Owner, owner = call.TaskID, err == nil && o[0] == p.ID, call.TaskID
 			}
 			if h.HasName && req.Owner {

@@ -190,7 +190,7 @@ func taskObserved(e *proxy.Enforcer, id, status string) {
 // taskOwner returns whose task id is, and whether Warden knows (a store
 // that cannot be read: unknown).
 func taskOwner(e *proxy.Enforcer, id string) (string, bool) {
-	o, err := e.Owners(context.Background(), owners.Key{Kind: owners.MCPTask, ID: id})
+	o, err := e.Owners(context.Background(), "", owners.Key{Kind: owners.MCPTask, ID: id})
 	if err != nil || o[0] == "" {
 		return "", false
 	}

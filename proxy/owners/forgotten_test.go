@@ -41,7 +41,7 @@ func TestTableRemembersEvictions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		ts.get(Key{ID: fmt.Sprint("k", i)}, true, false)
+		ts.add(Key{ID: fmt.Sprint("k", i)}, "", "")
 	}
 	for i, want := range []bool{true, true, false, false} {
 		if got := ts.evicted.has(Key{ID: fmt.Sprint("k", i)}); got != want {

@@ -19,14 +19,12 @@ package owners
 
 import (
 	"cmp"
-	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Store is the table Warden replicas share: entries under Key.Name. An
@@ -56,9 +54,11 @@ type Store interface {
 	Steer(ctx context.Context, id string, max int, mark string) (reserved bool, queued int, err error)
 	// Unsteer gives a reserved place back.
 	Unsteer(ctx context.Context, id string) error
-	// Owners returns each entry's owner, "" when unknown, and makes each
-	// known one its owner's most recently used.
-	Owners(ctx context.Context, ids []string) ([]string, error)
+	// Owners returns each entry's owner, "" when unknown, read for by
+	// (the principal whose request reads them, "" none): each known one
+	// by owns becomes by's most recently used; another's does not move
+	// (a principal knowing another's id cannot keep it fresh).
+	Owners(ctx context.Context, by string, ids []string) ([]string, error)
 }
 
 // Kind is what an id names.
@@ -146,11 +146,6 @@ type entry struct {
 	// most recently used (created, proven, looked up): a lookup this
 	// replica answers marks it there again only usedFor later.
 	used time.Time
-	// share is the entry in its owner's list of shares, charged that owner
-	// and slot its key in the table (all under shares.mu).
-	share   *list.Element
-	charged string
-	slot    Key
 }
 
 // usedFor is how long a lookup this replica answers from its table does
@@ -183,13 +178,13 @@ func (t *entry) sync(status string) {
 	}
 }
 
-// Table is the owner table: bounded in memory (evicted remembers the names
-// it evicted), each principal to a share of it (shares), in front of the
-// shared store when there is one.
+// Table is the owner table: bounded in memory, each principal to a share
+// of it (a Cache: an entry is charged to its owner once it has one), in
+// front of the shared store when there is one; evicted remembers the names
+// the cache dropped.
 type Table struct {
-	lru     *lru.Cache[Key, *entry] // under Key.slot
+	cache   *Cache[Key, *entry] // under Key.slot
 	evicted *forgotten
-	shares  *shares
 	store   Store
 	// stored bounds each principal's entries in the store: its share, or
 	// the table's size when there is none (no principal holds more of the
@@ -203,18 +198,15 @@ type Table struct {
 // size and above: no share of its own; the table's LRU alone bounds it);
 // w (nil: none) is told of the entries a share drops, here and in store.
 func New(size, share int, store Store, w *Watch) (*Table, error) {
+	if size <= 0 {
+		return nil, errors.New("the owner table needs a positive size")
+	}
 	if share >= size {
 		share = 0
 	}
-	t := &Table{store: store, shares: newShares(share), stored: cmp.Or(share, size), watch: w}
-	c, err := lru.NewWithEvict[Key, *entry](size, func(key Key, e *entry) {
-		t.evicted.add(key)
-		t.shares.drop(e)
-	})
-	if err != nil {
-		return nil, err
-	}
-	t.lru, t.evicted = c, newForgotten(size)
+	t := &Table{store: store, stored: cmp.Or(share, size), watch: w, evicted: newForgotten(size)}
+	t.cache = NewCache[Key, *entry](size, share, w, TableOwners)
+	t.cache.evicted = func(k Key, _ *entry) { t.evicted.add(k) }
 	return t, nil
 }
 
@@ -222,38 +214,33 @@ func New(size, share int, store Store, w *Watch) (*Table, error) {
 // share: what this replica saw of the traffic is not all of it.
 func (t *Table) Shared() bool { return t.store != nil }
 
-// get returns the entry under name, creating it when create is set; use
-// marks it its owner's most recently used (used: created, proven or looked
-// up, the one rule the shared store keeps too).
-func (t *Table) get(k Key, create, use bool) *entry {
-	k = k.slot()
-	if e, ok := t.lru.Get(k); ok {
-		if use {
-			t.shares.touch(e)
-		}
-		return e
-	} else if !create {
-		return nil
-	}
-	e := &entry{}
-	if prev, ok, _ := t.lru.PeekOrAdd(k, e); ok {
-		return prev
-	}
+// get returns the entry under name (nil: none) for by (the principal whose
+// request uses it, "" none); it becomes its owner's most recently used only
+// when by is its owner (used: created, proven or looked up by its owner,
+// the one rule the shared store keeps too).
+func (t *Table) get(k Key, by string) *entry {
+	e, _ := t.cache.get(k.slot(), by, false)
 	return e
 }
 
-// own counts e (under k) as owner's, evicting owner's least recently used
-// entry when owner holds more than its share (never another principal's).
-// The caller holds no entry's lock.
-func (t *Table) own(k Key, e *entry, owner string) {
-	over, victim := t.shares.charge(k.slot(), e, owner)
-	if victim == nil {
-		return
+// add is get, creating the entry when there is none, charged to owner (the
+// principal it will be, so that one at its share makes room from its own
+// entries, not the table's; "": nobody's until own charges it).
+func (t *Table) add(k Key, by, owner string) *entry {
+	k = k.slot()
+	if e, ok := t.cache.get(k, by, false); ok {
+		return e
 	}
-	if cur, ok := t.lru.Peek(over); ok && cur == victim {
-		t.lru.Remove(over)
+	return t.cache.peekOrAdd(k, &entry{}, by, owner)
+}
+
+// own counts the entry under k as owner's, its most recently used, owner
+// losing its own least recently used entry when it holds more than its
+// share (never another principal's). The caller holds no entry's lock.
+func (t *Table) own(k Key, owner string) {
+	if owner != "" {
+		t.cache.charge(k.slot(), owner)
 	}
-	t.watch.Dropped(TableOwners, StoreMemory, owner, 1)
 }
 
 // forgot reports whether Warden knew the entry under name and forgot it:
@@ -264,7 +251,7 @@ func (t *Table) forgot(k Key) bool {
 	if t.store != nil || !t.evicted.has(k.slot()) {
 		return false
 	}
-	e := t.get(k, false, false)
+	e := t.get(k, "")
 	if e == nil {
 		return true
 	}
@@ -301,7 +288,7 @@ func (t *Table) Learn(ctx context.Context, requester string, facts ...Fact) ([]s
 	for i, f := range facts {
 		keys[i] = f.Key
 	}
-	return t.Owners(ctx, keys...)
+	return t.Owners(ctx, requester, keys...)
 }
 
 // create records f's entry as owner's unless another owns it or this
@@ -310,7 +297,11 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if !f.Recall && t.forgot(f.Key) {
 		return nil
 	}
-	e := t.get(f.Key, true, true)
+	creator := owner // the entry's owner unless the shared store knows another
+	if t.store != nil {
+		creator = ""
+	}
+	e := t.add(f.Key, owner, creator)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -320,7 +311,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.owner = owner
 		e.setStatus(f.Status)
 		e.mu.Unlock()
-		t.own(f.Key, e, owner)
+		t.own(f.Key, owner)
 		return nil
 	}
 	fresh := e.owner == owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
@@ -341,7 +332,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.synced, e.used = time.Now(), time.Now()
 	}
 	e.mu.Unlock()
-	t.own(f.Key, e, o)
+	t.own(f.Key, o)
 	return nil
 }
 
@@ -353,7 +344,7 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	var names, statuses []string
 	var entries []*entry
 	for _, f := range facts {
-		e := t.get(f.Key, false, false)
+		e := t.get(f.Key, "")
 		if e != nil {
 			e.mu.Lock()
 			fresh := t.store != nil && e.status == f.Status && time.Since(e.synced) < syncedFor
@@ -382,18 +373,21 @@ func (t *Table) observe(ctx context.Context, facts []Fact) error {
 	return nil
 }
 
-// Owners returns the owner of each id, "" when unknown: what this replica
-// knows, the rest from the shared store in one round trip (and cached:
-// owners never change). An error means the store could not be read.
-func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
+// Owners returns the owner of each id, "" when unknown, read for by (the
+// principal whose request reads them, "" none: an upstream's push, a
+// refusal's reason): what this replica knows, the rest from the shared
+// store in one round trip (and cached: owners never change). An entry by
+// owns becomes by's most recently used, here and in the store; another's
+// does not move (get). An error means the store could not be read.
+func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, error) {
 	out := make([]string, len(keys))
 	var miss []int
 	for i, k := range keys {
 		stale := false
-		if e := t.get(k, false, true); e != nil {
+		if e := t.get(k, by); e != nil {
 			e.mu.Lock()
 			out[i] = e.owner
-			stale = out[i] != "" && time.Since(e.used) >= usedFor
+			stale = out[i] != "" && out[i] == by && time.Since(e.used) >= usedFor
 			e.mu.Unlock()
 		}
 		if (out[i] == "" || stale) && k.ID != "" && t.store != nil {
@@ -407,7 +401,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	for j, i := range miss {
 		ask[j] = keys[i].Name()
 	}
-	got, err := t.store.Owners(ctx, ask)
+	got, err := t.store.Owners(ctx, by, ask)
 	if err != nil {
 		return nil, fmt.Errorf("read the owners of %d entries: %w", len(ask), err)
 	}
@@ -415,11 +409,14 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.get(keys[i], true, true)
+			e := t.add(keys[i], by, o)
 			e.mu.Lock()
-			e.owner, e.used = o, now
+			e.owner = o
+			if o == by {
+				e.used = now // the store marked it used
+			}
 			e.mu.Unlock()
-			t.own(keys[i], e, o)
+			t.own(keys[i], o)
 		}
 	}
 	return out, nil
@@ -433,7 +430,7 @@ func (t *Table) Owners(ctx context.Context, keys ...Key) ([]string, error) {
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	e := t.get(k, true, true)
+	e := t.add(k, principal, principal)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
@@ -441,7 +438,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 	ok, status, steers = e.owner == principal, e.status, e.steers
 	e.mu.Unlock()
 	if ok {
-		t.own(k, e, principal)
+		t.own(k, principal)
 	}
 	if !ok || t.store == nil {
 		return status, steers, ok, nil
@@ -456,7 +453,7 @@ func (t *Table) Claim(ctx context.Context, k Key, principal string) (status stri
 		e.mu.Lock()
 		e.owner = o
 		e.mu.Unlock()
-		t.own(k, e, o)
+		t.own(k, o)
 		return "", 0, false, nil
 	}
 	e.mu.Lock()
@@ -485,7 +482,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		}
 		return ok, n, nil
 	}
-	e := t.get(k, true, false)
+	e := t.add(k, "", "")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if mark != "" && mark != e.mark {
@@ -508,7 +505,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 		}
 		return nil
 	}
-	if e := t.get(k, false, false); e != nil {
+	if e := t.get(k, ""); e != nil {
 		e.mu.Lock()
 		if e.steers > 0 {
 			e.steers--
@@ -520,7 +517,7 @@ func (t *Table) Unsteer(ctx context.Context, k Key) error {
 
 // Peek returns what this replica holds of an entry, without the store.
 func (t *Table) Peek(k Key) (owner, status string, steers int, ok bool) {
-	e := t.get(k, false, false)
+	e := t.get(k, "")
 	if e == nil {
 		return "", "", 0, false
 	}

@@ -145,7 +145,7 @@ func TestKeysShareByName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range keys {
-			o, err := tb.Owners(ctx, b)
+			o, err := tb.Owners(ctx, "", b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestKeysShareByName(t *testing.T) {
 	tb, _ := New(16, 0, nil, nil)
 	k := Key{Kind: A2ATask, ID: "task-1"}
 	_, _ = tb.Learn(ctx, "alice", Fact{Key: k, Created: true})
-	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, k) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = tb.Owners(ctx, "", k) }); n > 1 {
 		t.Errorf("Owners of an A2A task allocates %v times, want the answer's slice only", n)
 	}
 }
@@ -209,7 +209,7 @@ func TestShare(t *testing.T) {
 			add("bob", "b2")
 			for i := range 101 {
 				if i == 100 {
-					_, _ = tb.Owners(ctx, task("a96")) // alice uses a96, her oldest, again
+					_, _ = tb.Owners(ctx, "alice", task("a96")) // alice uses a96, her oldest, again
 				}
 				add("alice", fmt.Sprintf("a%d", i))
 			}
@@ -230,7 +230,7 @@ func TestShare(t *testing.T) {
 			if tc.share == 0 {
 				return
 			}
-			if n := tb.shares.count("alice"); n != share {
+			if n := tb.cache.count("alice"); n != share {
 				t.Errorf("alice's share counts %d, want %d", n, share)
 			}
 			// Her own least recently used went first: a96, used again
@@ -256,5 +256,91 @@ func BenchmarkShare(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		_, _ = tb.Learn(ctx, "alice", Fact{Key: ids[i%len(ids)], Created: true, Recall: true})
+	}
+}
+
+// BenchmarkOwners is a lookup the table answers itself, by the entry's
+// owner (its use: the owner's order moves), in a full table of 16
+// principals' entries.
+func BenchmarkOwners(b *testing.B) {
+	tb, _ := New(1024, 128, nil, nil)
+	ctx := context.Background()
+	keys, whose := make([]Key, 1024), make([]string, 1024)
+	for i := range keys {
+		keys[i], whose[i] = task(fmt.Sprint("t", i)), fmt.Sprint("p", i%16)
+		if _, err := tb.Learn(ctx, whose[i], Fact{Key: keys[i], Created: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_, _ = tb.Owners(ctx, whose[i%len(keys)], keys[i%len(keys)])
+	}
+}
+
+// TestUseIsTheOwners: only an entry's owner's use keeps it from being its
+// owner's next to go. Bob, who knows alice's oldest id (a0), looks it up
+// again and again; when alice passes her share it is still a0 she loses,
+// not a1; her own lookup of a1 keeps a1. Before, any principal's lookup
+// made the entry its owner's most recently used: bob kept a0 and alice lost
+// a1, the entry she was using.
+func TestUseIsTheOwners(t *testing.T) {
+	tb, err := New(16, 4, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 4 {
+		learn(t, tb, "alice", fmt.Sprint("a", i))
+	}
+	for range 3 {
+		if o, err := tb.Owners(ctx, "bob", task("a0")); err != nil || o[0] != "alice" {
+			t.Fatal(o, err)
+		}
+	}
+	learn(t, tb, "alice", "a4")
+	if o, err := tb.Owners(ctx, "alice", task("a1")); err != nil || o[0] != "alice" {
+		t.Fatalf("alice's a1 after her a4: owner %q (%v), want alice: bob's reads of a0 cost her a1", o[0], err)
+	}
+	learn(t, tb, "alice", "a5")
+	for id, want := range map[string]bool{"a0": false, "a1": true, "a2": false, "a3": true, "a4": true, "a5": true} {
+		if _, _, _, ok := tb.Peek(task(id)); ok != want {
+			t.Errorf("alice's %s held %v, want %v", id, ok, want)
+		}
+	}
+}
+
+// TestShareFullTable: a principal at its share adding to a full table
+// loses its own least recently used entry only, whether it creates the
+// entry or claims it. Before, the table made room first (its least
+// recently used entry, bob's b0) and only then charged the new entry to
+// alice, who lost her own a0 as well: bob lost an entry to alice's.
+func TestShareFullTable(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		t.Run(fmt.Sprint("claim ", claim), func(t *testing.T) {
+			tb, err := New(8, 4, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				learn(t, tb, "bob", fmt.Sprint("b", i))
+			}
+			for i := range 5 {
+				id := fmt.Sprint("a", i)
+				if !claim {
+					learn(t, tb, "alice", id)
+				} else if _, _, ok, err := tb.Claim(context.Background(), task(id), "alice"); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			for id, want := range map[string]string{"b0": "bob", "b3": "bob", "a0": "", "a1": "alice", "a4": "alice"} {
+				if o, _, _, _ := tb.Peek(task(id)); o != want {
+					t.Errorf("%s owned by %q, want %q", id, o, want)
+				}
+			}
+			if n := tb.cache.Len(); n != 8 {
+				t.Errorf("%d entries, want the table's 8", n)
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ func TestShareInRedis(t *testing.T) {
 		{name: "create, then claim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, a, b := replicas(t, addr, "share:"+tc.name+":", size, share)
+			store, a, b := replicas(t, addr, "share:"+tc.name+":", size, share, nil)
 			ctx := context.Background()
 			for _, id := range []string{"b1", "b2"} {
 				if o, err := a.Learn(ctx, "bob", Fact{Key: task(id), Created: true}); err != nil || o[0] != "bob" {
@@ -53,7 +53,7 @@ func TestShareInRedis(t *testing.T) {
 			for i := range 101 {
 				names = append(names, fmt.Sprint("a", i))
 			}
-			got, err := store.Owners(ctx, names)
+			got, err := store.Owners(ctx, "", names)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,18 +86,27 @@ func TestShareInRedis(t *testing.T) {
 // ordered an owner's entries by creation and proof only while the table
 // counted lookups too, so the entry in use (t0) was dropped from Redis
 // and kept in the table, and the other replica read it as nobody's.
+// Only the owner's use counts (TestUseIsTheOwners in memory): bob, who
+// knows alice's oldest id, reading it again and again does not keep it, so
+// t0 goes first. Before, the lookup script made any known entry its
+// owner's most recently used (ZADD XX whoever read it), and Redis dropped
+// t1, the entry alice was using.
 func TestShareUseInRedis(t *testing.T) {
 	addr, _, _ := redistest.Start(t)
 	const size, share = 16, 4
 	for _, tc := range []struct {
-		name  string
-		other bool // looked up on the replica that did not create it
+		name   string
+		other  bool   // looked up on the replica that did not create it
+		reader string // whose lookups of t0
+		kept   string // of t0 and t1, the one alice's share keeps
 	}{
-		{name: "looked up where it was created"},
-		{name: "looked up on another replica", other: true},
+		{name: "looked up where it was created", reader: "alice", kept: "t0"},
+		{name: "looked up on another replica", other: true, reader: "alice", kept: "t0"},
+		{name: "read by another where it was created", reader: "bob", kept: "t1"},
+		{name: "read by another on another replica", other: true, reader: "bob", kept: "t1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, a, b := replicas(t, addr, "use:"+tc.name+":", size, share)
+			store, a, b := replicas(t, addr, "use:"+tc.name+":", size, share, nil)
 			ctx := context.Background()
 			for i := range share {
 				if _, err := a.Learn(ctx, "alice", Fact{Key: task(fmt.Sprint("t", i)), Created: true}); err != nil {
@@ -109,41 +118,46 @@ func TestShareUseInRedis(t *testing.T) {
 			if tc.other {
 				lookup = b
 			}
-			if o, err := lookup.Owners(ctx, task("t0")); err != nil || o[0] != "alice" {
-				t.Fatalf("alice's t0: %v %v", o, err)
+			for range 3 {
+				if o, err := lookup.Owners(ctx, tc.reader, task("t0")); err != nil || o[0] != "alice" {
+					t.Fatalf("alice's t0 read by %s: %v %v", tc.reader, o, err)
+				}
 			}
 			if _, err := a.Learn(ctx, "alice", Fact{Key: task("t4"), Created: true}); err != nil {
 				t.Fatal(err)
 			}
-			got, err := store.Owners(ctx, []string{"t0", "t1"})
+			want := map[string]string{"t0": "", "t1": ""}
+			want[tc.kept] = "alice"
+			got, err := store.Owners(ctx, "", []string{"t0", "t1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got[0] != "alice" || got[1] != "" {
-				t.Errorf("in Redis t0 (in use) %q, t1 (idle) %q: want alice and dropped", got[0], got[1])
+			if got[0] != want["t0"] || got[1] != want["t1"] {
+				t.Errorf("in Redis t0 (read by %s) %q, t1 %q: want %q", tc.reader, got[0], got[1], want)
 			}
 			if tc.other {
 				return // a's table saw no use of t0: it may drop it, Redis holds it
 			}
 			o0, _, _, _ := a.Peek(task("t0"))
 			o1, _, _, _ := a.Peek(task("t1"))
-			if o0 != "alice" || o1 != "" {
-				t.Errorf("in the table t0 (in use) %q, t1 (idle) %q: want alice and dropped", o0, o1)
+			if o0 != want["t0"] || o1 != want["t1"] {
+				t.Errorf("in the table t0 (read by %s) %q, t1 %q: want %q", tc.reader, o0, o1, want)
 			}
 		})
 	}
 }
 
 // replicas are two tables of size entries, share each principal's, in
-// front of one Redis store (keys under prefix).
-func replicas(t *testing.T, addr, prefix string, size, share int) (store *state.Redis, a, b *Table) {
+// front of one Redis store (keys under prefix), telling w (nil: none) of
+// the entries a share drops.
+func replicas(t *testing.T, addr, prefix string, size, share int, w *Watch) (store *state.Redis, a, b *Table) {
 	t.Helper()
 	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	a, _ = New(size, share, store, nil)
-	b, _ = New(size, share, store, nil)
+	a, _ = New(size, share, store, w)
+	b, _ = New(size, share, store, w)
 	return store, a, b
 }

@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // The tables a principal's share bounds (Watch.Dropped's table), and where
@@ -50,7 +48,7 @@ type Watch struct {
 	log    *slog.Logger  // nil: none
 	now    func() time.Time
 	mu     sync.Mutex
-	warned *lru.Cache[[2]string, time.Time] // (table, principal): when last warned
+	warned *Cache[[2]string, time.Time] // (table, principal): when last warned; no share
 }
 
 // NewWatch returns a Watch counting with obs (nil: none) and warning on log
@@ -59,8 +57,7 @@ func NewWatch(obs ShareObserver, log *slog.Logger, now func() time.Time) *Watch 
 	if now == nil {
 		now = time.Now
 	}
-	warned, _ := lru.New[[2]string, time.Time](warnedMax) // never fails: size > 0
-	return &Watch{obs: obs, log: log, now: now, warned: warned}
+	return &Watch{obs: obs, log: log, now: now, warned: NewCache[[2]string, time.Time](warnedMax, 0, nil, "")}
 }
 
 // Dropped tells w that principal, past its share of table, lost n (> 0) of
@@ -80,7 +77,7 @@ func (w *Watch) Dropped(table, store, principal string, n int) {
 	last, ok := w.warned.Get(k)
 	warn := !ok || now.Sub(last) >= WarnEvery
 	if warn {
-		w.warned.Add(k, now)
+		w.warned.Add(principal, k, now)
 	}
 	w.mu.Unlock()
 	if warn {

@@ -176,7 +176,5 @@ func TestWatchWarnsOnce(t *testing.T) {
 func replicasWatched(t *testing.T, prefix string, size, share int, w *Watch) (store any, a, b *Table) {
 	t.Helper()
 	addr, _, _ := redistest.Start(t)
-	s, a, b := replicas(t, addr, prefix, size, share)
-	a.watch, b.watch = w, w
-	return s, a, b
+	return replicas(t, addr, prefix, size, share, w)
 }

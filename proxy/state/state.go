@@ -80,6 +80,11 @@ type Redis struct {
 	addr   string
 	turn   string        // this replica's token for its turns on hot MACP sessions
 	last   *atomic.Int64 // the last score used gave
+	// the scripts' arguments that never change, boxed once (an argument
+	// boxed per call is an allocation per call): the TTL in milliseconds,
+	// the prefix of the tasks' keys (key("")) and of the owners' sets
+	// (ownerKey("")).
+	ttlArg, tasksArg, ownersArg any
 }
 
 // New returns the Redis backend of cfg. It connects lazily, on the first
@@ -105,7 +110,9 @@ func New(cfg Config) (*Redis, error) {
 	opt.MinIdleConns = 0 // no background dialing
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL), turn: newVersion(), last: new(atomic.Int64)}, nil
+	r := &Redis{cfg: cfg, client: redis.NewClient(opt), addr: Redact(cfg.URL), turn: newVersion(), last: new(atomic.Int64)}
+	r.ttlArg, r.tasksArg, r.ownersArg = strconv.FormatInt(cfg.TTL.Milliseconds(), 10), r.key(""), r.ownerKey("")
+	return r, nil
 }
 
 // Redact returns a Redis URL without its credentials, for logs.
@@ -198,8 +205,6 @@ func (r *Redis) used() int64 {
 	}
 }
 
-func (r *Redis) ttl() string { return strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10) }
-
 // run runs a script under the timeout.
 func (r *Redis) run(ctx context.Context, s *redis.Script, op string, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
@@ -249,7 +254,7 @@ func (r *Redis) Claim(ctx context.Context, id, owner string, share int) (status,
 	status, _ = v[0].(string) // nil when unknown
 	first, _ = v[1].(string)
 	if held != nil && held.Val() > int64(share) {
-		n, err := r.run(ctx, trim, "trim owner's tasks", []string{set}, share, owner, id, r.key(""))
+		n, err := r.run(ctx, trim, "trim owner's tasks", []string{set}, share, owner, id, r.tasksArg)
 		if err != nil {
 			return "", "", 0, err
 		}
@@ -294,7 +299,7 @@ return o`)
 // dropped is how many.
 func (r *Redis) Create(ctx context.Context, id, owner, status string, share int) (created string, dropped int, err error) {
 	v, err := r.run(ctx, create, "record task", []string{r.key(id), r.ownerKey(owner)},
-		owner, status, r.ttl(), share, r.used(), id, r.key(""))
+		owner, status, r.ttlArg, share, r.used(), id, r.tasksArg)
 	if err != nil {
 		return "", 0, err
 	}
@@ -350,7 +355,7 @@ func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
 		keys[i] = r.key(id)
 		args = append(args, statuses[i])
 	}
-	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttl(), r.ownerKey(""))...)
+	_, err := r.run(ctx, observeAll, "record task statuses", keys, append(args, r.ttlArg, r.ownersArg)...)
 	return err
 }
 
@@ -380,7 +385,7 @@ return {ok, n}`)
 // steers at a step). It returns whether it reserved and how many places
 // were taken before.
 func (r *Redis) Steer(ctx context.Context, id string, max int, mark string) (bool, int, error) {
-	v, err := r.run(ctx, steer, "reserve steer", []string{r.key(id)}, max, r.ttl(), mark)
+	v, err := r.run(ctx, steer, "reserve steer", []string{r.key(id)}, max, r.ttlArg, mark)
 	if err != nil {
 		return false, 0, err
 	}
@@ -406,9 +411,10 @@ func (r *Redis) Unsteer(ctx context.Context, id string) error {
 
 // owners: the owner of each task ("" when unknown), refreshing the expiry of
 // the known ones and of their owners' sets (ARGV[2] their keys' prefix),
-// in which each known one becomes its owner's most recently used (ARGV[3]:
-// now; ARGV[4] the prefix of the tasks' keys, cut off to name them in the
-// sets; XX: a set only names what it named already).
+// in which each known one the reader (ARGV[5], "" none) owns becomes its
+// owner's most recently used, and another's does not move (ARGV[3]: now;
+// ARGV[4] the prefix of the tasks' keys, cut off to name them in the sets;
+// XX: a set only names what it named already).
 var owners = redis.NewScript(`
 local out = {}
 local cut = string.len(ARGV[4]) + 1
@@ -416,7 +422,9 @@ for i, k in ipairs(KEYS) do
   local o = redis.call('HGET', k, 'o')
   if o then
     redis.call('PEXPIRE', k, ARGV[1])
-    redis.call('ZADD', ARGV[2] .. o, 'XX', ARGV[3], string.sub(k, cut))
+    if o == ARGV[5] then
+      redis.call('ZADD', ARGV[2] .. o, 'XX', ARGV[3], string.sub(k, cut))
+    end
     redis.call('PEXPIRE', ARGV[2] .. o, ARGV[1])
     out[i] = o
   else
@@ -426,10 +434,12 @@ end
 return out`)
 
 // Owners returns the owner of each task, "" for a task without an entry, in
-// one round trip; each known task becomes its owner's most recently used,
-// as Claim and Create make it (the owner keeps its tasks in use when a
-// share trims its set).
-func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
+// one round trip, read for by (the principal whose request reads them, ""
+// none); each known task by owns becomes by's most recently used, as Claim
+// and Create make it (the owner keeps its tasks in use when a share trims
+// its set); another's does not move, as in owners.Cache: whoever knows an
+// id cannot keep it from being its owner's next to go.
+func (r *Redis) Owners(ctx context.Context, by string, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -437,7 +447,7 @@ func (r *Redis) Owners(ctx context.Context, ids []string) ([]string, error) {
 	for i, id := range ids {
 		keys[i] = r.key(id)
 	}
-	v, err := r.run(ctx, owners, "read task owners", keys, r.ttl(), r.ownerKey(""), r.used(), r.key(""))
+	v, err := r.run(ctx, owners, "read task owners", keys, r.ttlArg, r.ownersArg, r.used(), r.tasksArg, by)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func TestTasks(t *testing.T) {
 	if err := r.Observe(ctx, "t1", "working"); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := r.Owners(ctx, []string{"t1"}); err != nil || o[0] != "" {
+	if o, err := r.Owners(ctx, "", []string{"t1"}); err != nil || o[0] != "" {
 		t.Fatalf("owner of an unknown task: %q %v", o, err)
 	}
 
@@ -96,7 +96,7 @@ func TestTasks(t *testing.T) {
 	if s, o, _, err := r.Claim(ctx, "t2", "bob", 0); err != nil || s != "" || o != "bob" {
 		t.Fatalf("claim of a new task: %q %v", s, err)
 	}
-	o, err := r.Owners(ctx, []string{"t1", "t2", "t3"})
+	o, err := r.Owners(ctx, "", []string{"t1", "t2", "t3"})
 	if err != nil || fmt.Sprint(o) != "[alice bob ]" {
 		t.Fatalf("owners: %q %v", o, err)
 	}
@@ -234,7 +234,7 @@ func TestOwnerSetIfAbsent(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		o, err := stores[0].Owners(ctx, []string{id})
+		o, err := stores[0].Owners(ctx, "", []string{id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestOwnerSetIfAbsent(t *testing.T) {
 	if s, o, _, err := r.Claim(ctx, "t", "bob", 0); err != nil || o != "alice" || s != "working" {
 		t.Fatalf("Claim of alice's task by bob: %q %q %v, want working alice (the loser's status not written)", s, o, err)
 	}
-	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
+	if o, err := r.Owners(ctx, "", []string{"t"}); err != nil || o[0] != "alice" {
 		t.Fatalf("owner after bob's create and claim: %q %v, want alice", o, err)
 	}
 }
@@ -276,7 +276,7 @@ func TestExpiry(t *testing.T) {
 		t.Fatalf("PTTL %v %v, want within 1s", ttl, err)
 	}
 	time.Sleep(1200 * time.Millisecond)
-	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "" {
+	if o, err := r.Owners(ctx, "", []string{"t"}); err != nil || o[0] != "" {
 		t.Fatalf("owner after expiry: %q %v", o, err)
 	}
 }
@@ -299,7 +299,7 @@ func TestDownAndRestart(t *testing.T) {
 		"observe all": func() error { return r.ObserveAll(ctx, []string{"t"}, []string{"completed"}) },
 		"steer":       func() error { _, _, err := r.Steer(ctx, "t", 1, ""); return err },
 		"unsteer":     func() error { return r.Unsteer(ctx, "t") },
-		"owners":      func() error { _, err := r.Owners(ctx, []string{"t"}); return err },
+		"owners":      func() error { _, err := r.Owners(ctx, "", []string{"t"}); return err },
 	}
 	for name, op := range ops {
 		t.Run("down/"+name, func(t *testing.T) {
@@ -322,7 +322,7 @@ func TestDownAndRestart(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err = r.Owners(ctx, []string{"t"}); err == nil {
+		if _, err = r.Owners(ctx, "", []string{"t"}); err == nil {
 			break
 		}
 	}
@@ -332,7 +332,7 @@ func TestDownAndRestart(t *testing.T) {
 	if s, _, _, err := r.Claim(ctx, "t", "alice", 0); err != nil || s != "" {
 		t.Fatalf("claim after the restart: %q %v (the state is gone, the handle proves the owner)", s, err)
 	}
-	if o, err := r.Owners(ctx, []string{"t"}); err != nil || o[0] != "alice" {
+	if o, err := r.Owners(ctx, "", []string{"t"}); err != nil || o[0] != "alice" {
 		t.Fatalf("owner after the claim: %q %v", o, err)
 	}
 }

@@ -67,11 +67,11 @@ func a2aOwners(x *Decider, ctx context.Context, ids []string) ([]string, error) 
 	for i, id := range ids {
 		keys[i] = a2aTask(id)
 	}
-	return x.e.Owners(ctx, keys...)
+	return x.e.Owners(ctx, "", keys...)
 }
 
 func a2aContextOwner(x *Decider, ctx context.Context, id string) (string, error) {
-	o, err := x.e.Owners(ctx, owners.Key{Kind: owners.A2AContext, ID: id})
+	o, err := x.e.Owners(ctx, "", owners.Key{Kind: owners.A2AContext, ID: id})
 	if err != nil {
 		return "", err
 	}

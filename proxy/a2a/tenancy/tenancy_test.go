@@ -232,7 +232,7 @@ func TestHandleOfAnothersTask(t *testing.T) {
 			t.Errorf("replica %d: bob's handle of alice's A2A task: %+v %v, want refused", i, d, err)
 		}
 	}
-	if o, _ := store.Owners(ctx, []string{a2aTask("a").Name()}); fmt.Sprint(o) != "[alice]" {
+	if o, _ := store.Owners(ctx, "", []string{a2aTask("a").Name()}); fmt.Sprint(o) != "[alice]" {
 		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

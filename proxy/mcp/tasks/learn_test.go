@@ -31,7 +31,7 @@ func taskObserved(e *Decider, id, status string) {
 // taskOwner returns whose task id is, and whether Warden knows (a store
 // that cannot be read: unknown).
 func taskOwner(e *Decider, id string) (string, bool) {
-	o, err := e.e.Owners(context.Background(), mcpKey(id))
+	o, err := e.e.Owners(context.Background(), "", mcpKey(id))
 	if err != nil || o[0] == "" {
 		return "", false
 	}
@@ -43,7 +43,7 @@ func taskOwners(e *Decider, ctx context.Context, ids []string) ([]string, error)
 	for i, id := range ids {
 		keys[i] = mcpKey(id)
 	}
-	return e.e.Owners(ctx, keys...)
+	return e.e.Owners(ctx, "", keys...)
 }
 
 // steersOf is the steer count this replica holds for task id.

@@ -136,7 +136,7 @@ func TestSharedStoreFaults(t *testing.T) {
 	if !d.Allow || s.n() != 1 {
 		t.Fatalf("resume after the store lost the task: %+v (status read %d times)", d, s.n())
 	}
-	if o, err := store.Owners(context.Background(), []string{"f"}); err != nil || o[0] != alice {
+	if o, err := store.Owners(context.Background(), "", []string{"f"}); err != nil || o[0] != alice {
 		t.Fatalf("the handle's owner was not written back: %q %v", o, err)
 	}
 	if got, _, _, _ := store.Claim(context.Background(), "f", alice, 0); got != mcp.StatusPaused {
@@ -193,7 +193,7 @@ func TestHandleOfAnothersTask(t *testing.T) {
 			t.Errorf("replica %d: bob's handle of alice's MCP task: %+v %v, want refused", i, d, err)
 		}
 	}
-	if o, _ := store.Owners(ctx, []string{"m"}); fmt.Sprint(o) != "[alice]" {
+	if o, _ := store.Owners(ctx, "", []string{"m"}); fmt.Sprint(o) != "[alice]" {
 		t.Errorf("owners after bob's attempts: %q, want alice's", o)
 	}
 }

@@ -290,7 +290,7 @@ func (x *Decider) ownedByAnother(ctx context.Context, key owners.Key, principal 
 	if key.ID == "" {
 		return false
 	}
-	o, err := x.owners.Owners(ctx, key)
+	o, err := x.owners.Owners(ctx, principal, key)
 	return err == nil && o[0] != "" && o[0] != principal
 }
 

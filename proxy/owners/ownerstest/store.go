@@ -152,7 +152,7 @@ func (m *Store) Unsteer(_ context.Context, id string) error {
 	return nil
 }
 
-func (m *Store) Owners(_ context.Context, ids []string) ([]string, error) {
+func (m *Store) Owners(_ context.Context, _ string, ids []string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.op(); err != nil {
