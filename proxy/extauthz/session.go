@@ -27,7 +27,7 @@ func (s *Server) session(ctx context.Context, principal string, r *gate.Request)
 	// An owner never changes: one this replica knows answers without the
 	// store (Owners asks it again at most once a second per id); only an
 	// id nobody is known to hold is claimed, first come.
-	got, err := table.Owners(ctx, k)
+	got, err := table.Owners(ctx, principal, k)
 	ok := err == nil && got[0] == principal
 	if err == nil && got[0] == "" {
 		_, _, ok, err = table.Claim(ctx, k, principal)
