@@ -182,7 +182,7 @@ func (c *schemaCompiler) compileAll(vs []any, depth int) []*typeNode {
 }
 
 // resolve finds a local $ref ("#", "#/$defs/Name", any JSON pointer into
-// the schema); a remote one is not followed.
+// the schema, "#name" for a $anchor); a remote one is not followed.
 func (c *schemaCompiler) resolve(ref string) (any, bool) {
 	ptr, ok := strings.CutPrefix(ref, "#")
 	if !ok {
@@ -193,7 +193,7 @@ func (c *schemaCompiler) resolve(ref string) (any, bool) {
 		return at, true
 	}
 	if !strings.HasPrefix(ptr, "/") {
-		return nil, false
+		return anchored(c.root, ptr, 0) // "#name": the schema whose $anchor is name
 	}
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
@@ -213,6 +213,31 @@ func (c *schemaCompiler) resolve(ref string) (any, bool) {
 		}
 	}
 	return at, true
+}
+
+// anchored finds the schema within v whose $anchor is name.
+func anchored(v any, name string, depth int) (any, bool) {
+	if depth > maxSchemaDepth {
+		return nil, false
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if a, ok := v["$anchor"].(string); ok && a == name {
+			return v, true
+		}
+		for _, e := range v {
+			if at, ok := anchored(e, name, depth+1); ok {
+				return at, true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if at, ok := anchored(e, name, depth+1); ok {
+				return at, true
+			}
+		}
+	}
+	return nil, false
 }
 
 func kindNamed(name string) kinds {

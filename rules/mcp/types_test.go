@@ -52,6 +52,7 @@ func TestCheckTypes(t *testing.T) {
 		{"nullable", `{"type":"object","properties":{"a":{"type":"string","nullable":true}}}`, `{"a":null}`, ""},
 		{"recursive $ref", `{"$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"},"v":{"type":"integer"}}}},"$ref":"#/$defs/N"}`, `{"next":{"next":{"v":"1"}}}`, `"next"."next"."v"`},
 		{"self $ref", `{"$ref":"#","type":"object","properties":{"a":{"type":"string"}}}`, `{"a":"x"}`, "could not be checked"},
+		{"$anchor", `{"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"city":{"type":"string"}}}},"type":"object","properties":{"a":{"$ref":"#addressDef"}}}`, `{"a":{"city":["x"]}}`, `"a"."city"`},
 		{"remote $ref not followed", `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`, `{"a":1}`, ""},
 		{"schema not JSON", `{"type":`, `{"a":1}`, ""},
 	} {
