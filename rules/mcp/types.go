@@ -305,8 +305,8 @@ func (k kinds) String() string {
 // into another value than the one the policy judged (Types). Arguments the
 // schema says nothing of pass.
 func CheckTypes(c Call, t Types) rules.Verdict {
-	if c.Method != MethodToolsCall || t.root == nil || len(c.Arguments) == 0 {
-		return rules.Verdict{}
+	if c.Method != MethodToolsCall || t.root == nil || len(c.Arguments) == 0 || kindOfRaw(c.Arguments) == typeNull {
+		return rules.Verdict{} // no arguments ("arguments": null is none to the SDKs that accept it)
 	}
 	budget := maxSchemaVisits
 	path, want, ok := t.root.check(c.Arguments, nil, 0, 0, &budget)

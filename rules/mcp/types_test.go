@@ -39,6 +39,7 @@ func TestCheckTypes(t *testing.T) {
 		{"nested bool through a $ref as a string", pydanticSchema, `{"paths":[],"opts":{"force":"yes"}}`, `"opts"."force"`},
 		{"additional property of another type", pydanticSchema, `{"paths":[],"opts":{"force":true},"tags":{"x":"1"}}`, `"tags"."x"`},
 		{"arguments not an object", pydanticSchema, `["a"]`, "params.arguments"},
+		{"arguments null", pydanticSchema, `null`, ""},
 		{"no schema", ``, `{"paths":"x"}`, ""},
 		{"schema without types", `{"properties":{"a":{"description":"x"}}}`, `{"a":"x"}`, ""},
 		{"type list", `{"type":"object","properties":{"a":{"type":["string","null"]}}}`, `{"a":null}`, ""},
