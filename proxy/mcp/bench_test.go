@@ -47,7 +47,7 @@ func (benchUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case msg.Method == mcp.MethodToolsCall:
 		result = `{"content":[{"type":"text","text":"done"}]}`
 	case msg.Method == mcp.MethodToolsList:
-		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}},{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
+		result = `{"tools":[{"name":"fast","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]},"execution":{"taskSupport":"optional"}},{"name":"slow","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}`
 	case msg.Method == mcp.MethodGet:
 		result = `{"taskId":"task-1","status":"working","createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:00Z","ttl":60000}`
 	default:

@@ -406,8 +406,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				req.Refused = mcp.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
 			} else {
 				// the schema known: each Mcp-Param-* header is the argument
-				// it mirrors, as the policy judges it
-				req.Refused = mcp.CheckParams(call, h.Params, t.mirrored, h.ProtocolVersion)
+				// it mirrors, as the policy judges it, and each argument of
+				// the type the tool reads it as
+				if req.Refused = mcp.CheckParams(call, h.Params, t.mirrored, h.ProtocolVersion); req.Refused.OK() {
+					req.Refused = mcp.CheckTypes(call, t.types)
+				}
 			}
 			req.Support, x.support = t.support, t.support
 		}

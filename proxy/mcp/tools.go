@@ -24,11 +24,12 @@ func newTools(size int, w *owners.Watch) *owners.Cache[toolKey, tool] {
 }
 
 // tool is what Warden learned of one tool from a tools/list answer: its
-// execution.taskSupport and the arguments its inputSchema mirrors in
-// Mcp-Param-* headers (SEP-2243).
+// execution.taskSupport, the arguments its inputSchema mirrors in
+// Mcp-Param-* headers (SEP-2243) and the JSON types it declares for them.
 type tool struct {
 	support  string
 	mirrored mcp.Mirrored
+	types    mcp.Types
 }
 
 // errUnlisted says the server's complete tools/list does not name a tool.
@@ -113,7 +114,7 @@ func (s *Server) learnTools(principal, sid string, result *jsonrpc.Object, want 
 			}
 		}
 		schema, _ := m.Raw("inputSchema")
-		seen = append(seen, learned{name, tool{v, mcp.MirroredArguments(schema)}})
+		seen = append(seen, learned{name, tool{v, mcp.MirroredArguments(schema), mcp.ArgumentTypes(schema)}})
 	}
 	if result.Err() != nil {
 		return tool{}, false

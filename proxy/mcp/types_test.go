@@ -1,0 +1,57 @@
+package mcp
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentwarden/warden/rules/mcp"
+)
+
+// TestArgumentTypes (P1 in docs/security.md): the sidecar holds each
+// argument of a tools/call to the JSON type the tool's inputSchema declares
+// (learned from tools/list, Warden's own or the caller's), before the policy
+// and the server: a string where the schema says array or boolean, a number
+// where it says boolean, is refused -32602 and the server never runs the
+// call (a Python SDK server reads "[\"../x\"]" as a list and "false" as
+// false; the policy judged a string). Before, every row reached the server.
+func TestArgumentTypes(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.up.configure(func(u *fakeUpstream) {
+		u.toolsFor = map[string][]map[string]any{"Bearer alice": {{
+			"name": "remove",
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{
+				"paths":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+				"dry_run": map[string]any{"type": "boolean", "default": true},
+				"limit":   map[string]any{"anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "null"}}},
+			}},
+		}}}
+	})
+	for _, tc := range []struct {
+		name    string
+		args    map[string]any
+		refused string
+	}{
+		{"as declared", map[string]any{"paths": []any{"a"}, "dry_run": false, "limit": nil}, ""},
+		{"list as a string of JSON", map[string]any{"paths": `["..\u002fx"]`}, `"paths"`},
+		{"bool as a string", map[string]any{"paths": []any{}, "dry_run": "false"}, `"dry_run"`},
+		{"bool as a number", map[string]any{"paths": []any{}, "dry_run": 0}, `"dry_run"`},
+		{"element as a number", map[string]any{"paths": []any{"a", 1}}, `"paths"[1]`},
+		{"integer as a string", map[string]any{"paths": []any{}, "limit": "3"}, `"limit"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.up.received("tools/call"))
+			r := h.post(t, alice, rpc(7, "tools/call", map[string]any{"name": "remove", "arguments": tc.args}), nil)
+			ran := len(h.up.received("tools/call")) > before
+			if tc.refused == "" {
+				if r.status != http.StatusOK || r.errCode(t) != 0 || !ran {
+					t.Fatalf("as declared: HTTP %d %s (ran: %v)", r.status, r.body, ran)
+				}
+				return
+			}
+			if ran || r.errCode(t) != mcp.ErrInvalidParams || !strings.Contains(r.errMessage(t), "argument "+tc.refused+" ") {
+				t.Fatalf("HTTP %d %s (the server ran it: %v), want -32602 naming argument %s", r.status, r.body, ran, tc.refused)
+			}
+		})
+	}
+}

@@ -1,0 +1,431 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/jsonrpc"
+)
+
+// Types is what a tool's inputSchema declares of the JSON type of its
+// arguments, at every depth it declares one (properties, items,
+// additionalProperties, anyOf/oneOf/allOf and local $refs followed). The
+// policy judges each argument as sent; a tool reads it as its parameter's
+// type, and some readers convert on the way: the MCP Python SDK parses a
+// string holding JSON into the list or object its parameter declares
+// (pre_parse_json, decoding the string's escapes), and pydantic's lax mode
+// reads "false", "no" or 0 as the bool false and "12" as the integer 12. A
+// rule on the value sent is then not a rule on the value the tool acts on,
+// so an argument of a type the schema does not allow is refused
+// (CheckTypes) instead. The zero Types (nil root) declares nothing.
+type Types struct{ root *typeNode }
+
+// kinds is a set of JSON types (typeString, ...); 0 is any.
+type kinds uint8
+
+const (
+	typeString kinds = 1 << iota
+	typeNumber
+	typeBoolean
+	typeNull
+	typeArray
+	typeObject
+)
+
+var typeNames = [...]struct {
+	name string
+	k    kinds
+}{{"string", typeString}, {"number", typeNumber}, {"integer", typeNumber}, {"boolean", typeBoolean}, {"null", typeNull}, {"array", typeArray}, {"object", typeObject}}
+
+// typeNode is one schema, compiled: the types it allows and what it says of
+// the members and elements inside.
+type typeNode struct {
+	kinds  kinds
+	props  map[string]*typeNode
+	addl   *typeNode // additionalProperties, for members props does not name
+	items  *typeNode
+	prefix []*typeNode // prefixItems (or items given as an array)
+	anyOf  []*typeNode // anyOf and oneOf: the value is one of them
+	allOf  []*typeNode
+}
+
+// maxSchemaNodes and maxSchemaDepth bound the schemas compiled for one
+// tool: a schema past them is checked as far as it was compiled (the rest
+// allows any type); maxSchemaHops bounds the schemas one value is checked
+// against without descending into it (allOf, anyOf, $refs: a $ref to
+// itself is a cycle), past which the call is refused as maxSchemaVisits.
+const (
+	maxSchemaNodes = 4096
+	maxSchemaDepth = 64
+	maxSchemaHops  = 64
+	// maxSchemaVisits bounds the work of checking one call: alternatives
+	// within alternatives are tried one by one, which a schema could make
+	// exponential; past it the call is refused (fail closed).
+	maxSchemaVisits = 1 << 16
+)
+
+// ArgumentTypes compiles a tool's inputSchema (a schema that does not decode,
+// or declares no type anywhere, gives the zero Types).
+func ArgumentTypes(inputSchema []byte) Types {
+	if len(inputSchema) == 0 || !bytes.Contains(inputSchema, []byte(`"type"`)) && !bytes.Contains(inputSchema, []byte(`"enum"`)) && !bytes.Contains(inputSchema, []byte(`"const"`)) {
+		return Types{}
+	}
+	var root any
+	if json.Unmarshal(inputSchema, &root) != nil {
+		return Types{}
+	}
+	c := &schemaCompiler{root: root, refs: map[string]*typeNode{}}
+	return Types{root: c.compile(root, 0)}
+}
+
+type schemaCompiler struct {
+	root  any
+	refs  map[string]*typeNode // a $ref compiled once, so that recursive schemas end
+	nodes int
+}
+
+func (c *schemaCompiler) compile(v any, depth int) *typeNode {
+	s, ok := v.(map[string]any)
+	if !ok || c.nodes >= maxSchemaNodes || depth > maxSchemaDepth {
+		return nil // true, false or not a schema: no type declared here
+	}
+	c.nodes++
+	n := &typeNode{}
+	if ref, ok := s["$ref"].(string); ok {
+		if target, ok := c.refs[ref]; ok {
+			n.allOf = append(n.allOf, target)
+		} else if at, ok := c.resolve(ref); ok {
+			t := &typeNode{}
+			c.refs[ref] = t
+			if got := c.compile(at, depth+1); got != nil {
+				*t = *got
+			}
+			n.allOf = append(n.allOf, t)
+		}
+	}
+	switch t := s["type"].(type) {
+	case string:
+		n.kinds = kindNamed(t)
+	case []any:
+		for _, e := range t {
+			if name, ok := e.(string); ok {
+				n.kinds |= kindNamed(name)
+			}
+		}
+	}
+	if n.kinds == 0 {
+		// enum and const alone say the types too
+		if vs, ok := s["enum"].([]any); ok {
+			for _, e := range vs {
+				n.kinds |= kindOf(e)
+			}
+		} else if e, ok := s["const"]; ok {
+			n.kinds = kindOf(e)
+		}
+	}
+	if n.kinds != 0 && s["nullable"] == true {
+		n.kinds |= typeNull
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		n.props = make(map[string]*typeNode, len(props))
+		for name, p := range props {
+			if t := c.compile(p, depth+1); t != nil {
+				n.props[name] = t
+			}
+		}
+	}
+	n.addl = c.compile(s["additionalProperties"], depth+1)
+	switch items := s["items"].(type) {
+	case map[string]any:
+		n.items = c.compile(items, depth+1)
+	case []any:
+		n.prefix = c.compileAll(items, depth+1)
+		n.items = c.compile(s["additionalItems"], depth+1)
+	}
+	if pre, ok := s["prefixItems"].([]any); ok {
+		n.prefix = c.compileAll(pre, depth+1)
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if alts, ok := s[k].([]any); ok {
+			all := c.compileAll(alts, depth+1)
+			for _, a := range all {
+				if a == nil {
+					all = nil // an alternative allowing anything: the whole allows anything
+					break
+				}
+			}
+			if all != nil {
+				n.allOf = append(n.allOf, &typeNode{anyOf: all})
+			}
+		}
+	}
+	if all, ok := s["allOf"].([]any); ok {
+		for _, a := range c.compileAll(all, depth+1) {
+			if a != nil {
+				n.allOf = append(n.allOf, a)
+			}
+		}
+	}
+	return n
+}
+
+func (c *schemaCompiler) compileAll(vs []any, depth int) []*typeNode {
+	out := make([]*typeNode, len(vs))
+	for i, v := range vs {
+		out[i] = c.compile(v, depth)
+	}
+	return out
+}
+
+// resolve finds a local $ref ("#", "#/$defs/Name", any JSON pointer into
+// the schema, "#name" for a $anchor); a remote one is not followed.
+func (c *schemaCompiler) resolve(ref string) (any, bool) {
+	ptr, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, false
+	}
+	at := c.root
+	if ptr == "" {
+		return at, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return anchored(c.root, ptr, 0) // "#name": the schema whose $anchor is name
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := at.(type) {
+		case map[string]any:
+			if at, ok = v[tok]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, false
+			}
+			at = v[i]
+		default:
+			return nil, false
+		}
+	}
+	return at, true
+}
+
+// anchored finds the schema within v whose $anchor is name.
+func anchored(v any, name string, depth int) (any, bool) {
+	if depth > maxSchemaDepth {
+		return nil, false
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if a, ok := v["$anchor"].(string); ok && a == name {
+			return v, true
+		}
+		for _, e := range v {
+			if at, ok := anchored(e, name, depth+1); ok {
+				return at, true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if at, ok := anchored(e, name, depth+1); ok {
+				return at, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func kindNamed(name string) kinds {
+	for _, t := range typeNames {
+		if t.name == name {
+			return t.k
+		}
+	}
+	return 0
+}
+
+// kindOf is the JSON type of a value encoding/json decoded.
+func kindOf(v any) kinds {
+	switch v.(type) {
+	case string:
+		return typeString
+	case float64:
+		return typeNumber
+	case bool:
+		return typeBoolean
+	case nil:
+		return typeNull
+	case []any:
+		return typeArray
+	case map[string]any:
+		return typeObject
+	}
+	return 0
+}
+
+// kindOfRaw is the JSON type of a value as written (valid JSON).
+func kindOfRaw(v json.RawMessage) kinds {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return 0
+	}
+	switch v[0] {
+	case '"':
+		return typeString
+	case 't', 'f':
+		return typeBoolean
+	case 'n':
+		return typeNull
+	case '[':
+		return typeArray
+	case '{':
+		return typeObject
+	}
+	return typeNumber
+}
+
+func (k kinds) String() string {
+	var names []string
+	for _, t := range typeNames {
+		if k&t.k != 0 && t.name != "integer" {
+			names = append(names, t.name)
+		}
+	}
+	return strings.Join(names, " or ")
+}
+
+// CheckTypes refuses a tools/call whose arguments hold a value of a JSON
+// type the tool's inputSchema does not allow where it is (-32602,
+// malformed_request, naming the argument): the tool's reader may convert it
+// into another value than the one the policy judged (Types). Arguments the
+// schema says nothing of pass.
+func CheckTypes(c Call, t Types) rules.Verdict {
+	if c.Method != MethodToolsCall || t.root == nil || len(c.Arguments) == 0 || kindOfRaw(c.Arguments) == typeNull {
+		return rules.Verdict{} // no arguments ("arguments": null is none to the SDKs that accept it)
+	}
+	budget := maxSchemaVisits
+	path, want, ok := t.root.check(c.Arguments, nil, 0, 0, &budget)
+	if budget < 0 {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
+	}
+	if !ok {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is not of the type its inputSchema declares (%s): send it as that type", argPath(path), c.Tool, want)}
+	}
+	return rules.Verdict{}
+}
+
+// argPath spells an argument's path for a message: ["a",0,"b"] as a[0].b.
+func argPath(path []string) string {
+	if len(path) == 0 {
+		return "params.arguments"
+	}
+	var b strings.Builder
+	for i, p := range path {
+		if strings.HasPrefix(p, "[") {
+			b.WriteString(p)
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(strconv.Quote(p))
+	}
+	return b.String()
+}
+
+// check reports whether v, at depth in the arguments, is of a type n
+// allows, at every depth n declares one; when not, the path to the value
+// and the types n allows there. hops counts the schemas v was checked
+// against so far.
+func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budget *int) ([]string, kinds, bool) {
+	if n == nil {
+		return nil, 0, true
+	}
+	if hops > maxSchemaHops {
+		*budget = -1 // a cycle of $refs, or a chain past the bound
+	}
+	if *budget--; *budget < 0 {
+		return path, 0, false // CheckTypes refuses the whole call
+	}
+	if depth > jsonrpc.MaxPolicyDepth {
+		return path, n.kinds, false // deeper than arguments may be (Parse refuses them first)
+	}
+	k := kindOfRaw(v)
+	if n.kinds != 0 && n.kinds&k == 0 {
+		return path, n.kinds, false
+	}
+	for _, a := range n.allOf {
+		if p, want, ok := a.check(v, path, depth, hops+1, budget); !ok {
+			return p, want, false
+		}
+	}
+	if len(n.anyOf) > 0 {
+		var firstPath []string
+		var firstWant kinds
+		matched := false
+		for i, a := range n.anyOf {
+			p, want, ok := a.check(v, path, depth, hops+1, budget)
+			if ok {
+				matched = true
+				break
+			}
+			if i == 0 {
+				firstPath, firstWant = p, want
+			}
+		}
+		if !matched {
+			if len(firstPath) == len(path) {
+				// refused at this value: name every type the alternatives allow
+				firstWant = 0
+				for _, a := range n.anyOf {
+					firstWant |= a.kinds
+				}
+			}
+			return firstPath, firstWant, false
+		}
+	}
+	switch k {
+	case typeObject:
+		if n.props == nil && n.addl == nil {
+			return nil, 0, true
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(v, &members) != nil {
+			return path, n.kinds, false
+		}
+		for name, m := range members {
+			s, ok := n.props[name]
+			if !ok {
+				s = n.addl
+			}
+			if p, want, ok := s.check(m, append(path[:len(path):len(path)], name), depth+1, 0, budget); !ok {
+				return p, want, false
+			}
+		}
+	case typeArray:
+		if n.items == nil && n.prefix == nil {
+			return nil, 0, true
+		}
+		var elems []json.RawMessage
+		if json.Unmarshal(v, &elems) != nil {
+			return path, n.kinds, false
+		}
+		for i, e := range elems {
+			s := n.items
+			if i < len(n.prefix) {
+				s = n.prefix[i]
+			}
+			if p, want, ok := s.check(e, append(path[:len(path):len(path)], "["+strconv.Itoa(i)+"]"), depth+1, 0, budget); !ok {
+				return p, want, false
+			}
+		}
+	}
+	return nil, 0, true
+}

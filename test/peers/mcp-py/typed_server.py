@@ -1,0 +1,29 @@
+"""A Python SDK (mcp 2.3.0) MCPServer whose tools take typed arguments, for
+Warden's test of arguments the tool reads as another JSON type than the
+one sent (TestMCPArgumentTypes): the SDK parses a string argument holding
+JSON into the list or object its parameter declares (pre_parse_json) and
+pydantic's lax mode turns "false", 0 or "no" into a bool.
+
+usage: typed_server.py HOST:PORT
+"""
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("typed")
+
+
+@app.tool()
+def read_files(paths: list[str]) -> str:
+    """Reads the files named (here: says which it would read)."""
+    return "read " + ",".join(paths)
+
+
+@app.tool()
+def remove(path: str, dry_run: bool = True) -> str:
+    """Removes a file unless dry_run."""
+    return ("would remove " if dry_run else "removed ") + path
+
+
+host, port = sys.argv[1].rsplit(":", 1)
+app.run(transport="streamable-http", host=host, port=int(port))
