@@ -71,7 +71,7 @@ func (r *Request) Write(ctx context.Context, data []byte) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-x.ctx.Done():
-			return ErrStreamEnded
+			return x.endErr()
 		}
 	}
 	s.mu.Lock()
@@ -194,7 +194,7 @@ func (r *Request) Read(ctx context.Context) ([]byte, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-x.ctx.Done():
-			return nil, ErrStreamEnded
+			return nil, x.endErr()
 		}
 	}
 }

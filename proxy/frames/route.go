@@ -67,6 +67,13 @@ type Route struct {
 	// client that opens streams and sends nothing holds them no longer.
 	// For requests of one message (a gRPC unary or server-streaming call).
 	BodyTimeout time.Duration
+	// Timeout, with a Handler, when above zero, ends the stream's context
+	// (the one Admit and Handle get) that long after its HEADERS arrived:
+	// a gRPC call's grpc-timeout, counted from where grpc-go's server
+	// counts it. One context of the exchange's own carries it, so a
+	// Handler need not derive another (a timer and a child registered
+	// with its parent for every call).
+	Timeout time.Duration
 	// Stream, with a Handler, does not buffer the request body: the
 	// Handler starts once the stream is admitted and reads the body as it
 	// comes (Request.Read), its window returned to the client as it is
@@ -287,11 +294,25 @@ func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchang
 	_, admitting := rt.Handler.(Admitter)
 	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, admitting: admitting}
 	x.peer = peerCtx{context.Background(), c.peer}
-	x.ctx, x.cancel = context.WithCancel(&x.peer)
+	if rt.Timeout > 0 {
+		x.ctx, x.cancel = context.WithTimeout(&x.peer, rt.Timeout)
+	} else {
+		x.ctx, x.cancel = context.WithCancel(&x.peer)
+	}
 	if rt.Stream {
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}
 	return x
+}
+
+// endErr is the error of a wait that the exchange's context ended: the
+// call's deadline (Route.Timeout) as the Handler's context reports it, else
+// ErrStreamEnded.
+func (x *exchange) endErr() error {
+	if err := x.ctx.Err(); err == context.DeadlineExceeded {
+		return err
+	}
+	return ErrStreamEnded
 }
 
 // end ends the exchange when its stream goes: its context is canceled and

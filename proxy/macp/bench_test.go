@@ -157,6 +157,17 @@ func BenchmarkSidecarSend(b *testing.B) { benchSend(b, TransportGRPC) }
 // as the front door.
 func BenchmarkSidecarSendRelay(b *testing.B) { benchSend(b, TransportRelay) }
 
+// BenchmarkSidecarSendRelayDeadline is BenchmarkSidecarSendRelay with a
+// deadline on every call (grpc-timeout), as the bench harness's clients
+// and most gRPC clients send one.
+func BenchmarkSidecarSendRelayDeadline(b *testing.B) {
+	c := benchSidecar(b, TransportRelay)
+	updates, ctx := benchSessions(b, c, 1)
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	runSend(b, ctx, c, updates[0])
+}
+
 // BenchmarkNullRelaySend is BenchmarkSidecarSendRelay through the frame
 // relay alone, passing every stream through to the same runtime without a
 // decision: the floor of the relay front door (the sessions are set up

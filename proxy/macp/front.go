@@ -146,9 +146,25 @@ type router struct{ s *Server }
 
 func (r router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
 	if r.s.streamed(headerValue(header, ":path")) {
-		return frames.Route{Handler: callHandler(r), Stream: true}
+		return frames.Route{Handler: callHandler(r), Stream: true, Timeout: callTimeout(header)}
 	}
-	return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout}
+	return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout, Timeout: callTimeout(header)}
+}
+
+// callTimeout is the call's grpc-timeout as grpcHeader reads it (the last
+// one that decodes), 0 for none or one already past: the relay ends the
+// call's context then (frames.Route.Timeout). A call whose grpc-timeout
+// does not decode, or is past, grpcHeader refuses.
+func callTimeout(header []hpack.HeaderField) time.Duration {
+	var t time.Duration
+	for _, f := range header {
+		if f.Name == "grpc-timeout" {
+			if d, err := decodeTimeout(f.Value); err == nil {
+				t = d
+			}
+		}
+	}
+	return max(t, 0)
 }
 
 // streamed reports whether the relay reads a call's request as it comes
@@ -236,12 +252,7 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
 	ctx = adm.f.In(ctx)
 	defer func() { adm.f.End(answerFailed(answer)) }()
-	ct := adm.g.ct
-	if adm.g.hasTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, adm.g.timeout)
-		defer cancel()
-	}
+	ct := adm.g.ct // the call's grpc-timeout ends ctx already (router)
 	switch {
 	case adm.a.Call == admission.CallStream: // never anonymous: the gate refuses it without credentials
 		return s.relaySession(ctx, req, adm)

@@ -86,6 +86,12 @@ func rawSend(t *testing.T, addr string, header []hpack.HeaderField, body []byte,
 // rawPieces is rawSend with the body sent in pieces, a DATA frame each.
 func rawPieces(t *testing.T, addr string, header []hpack.HeaderField, pieces [][]byte, end bool) (rawAnswer, []byte) {
 	t.Helper()
+	return rawPiecesAfter(t, addr, header, pieces, end, 0)
+}
+
+// rawPiecesAfter is rawPieces with the body sent delay after the HEADERS.
+func rawPiecesAfter(t *testing.T, addr string, header []hpack.HeaderField, pieces [][]byte, end bool, delay time.Duration) (rawAnswer, []byte) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +110,7 @@ func rawPieces(t *testing.T, addr string, header []hpack.HeaderField, pieces [][
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	_ = fr.WriteSettings()
 	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: end && len(pieces) == 0})
+	time.Sleep(delay)
 	for i, p := range pieces {
 		_ = fr.WriteData(1, end && i == len(pieces)-1, p)
 	}
