@@ -374,6 +374,27 @@ func (o *Object) Str(name string) (string, bool) {
 	return o.doc.str(int(m.start), int(m.end))
 }
 
+// StrOf is Str for a member whose value is most often one of known (a
+// method name): a literal spelling one of them without escapes is that
+// string, not a copy of the bytes. known must hold plain strings (no quote,
+// backslash or control character, valid UTF-8), which such a literal
+// decodes to byte for byte; any other value is read as Str reads it.
+func (o *Object) StrOf(name string, known []string) (string, bool) {
+	m := o.find(name)
+	if m == nil || m.repl != 0 {
+		return "", false
+	}
+	if v := o.doc.raw[m.start:m.end]; len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		in := v[1 : len(v)-1]
+		for _, k := range known {
+			if string(in) == k {
+				return k, true
+			}
+		}
+	}
+	return o.doc.str(int(m.start), int(m.end))
+}
+
 // str decodes the string literal raw[start:end]; false for another value.
 func (d *doc) str(start, end int) (string, bool) {
 	v := d.raw[start:end]
