@@ -40,9 +40,12 @@ type exchange struct {
 	// did not (handle.Cause), for the operator.
 	idReason string
 	dry      bool // dry run: what an answer would not hand over is logged and passes
-	guard    func(ctx context.Context, end func()) (stop func())
-	call     a2a.Call
-	taskID   string // the upstream id of the task the request names
+	// who and creds are the caller and the credentials it was
+	// authenticated from, for guard.
+	who    authn.Principal
+	creds  authn.Credentials
+	call   a2a.Call
+	taskID string // the upstream id of the task the request names
 	// mine are the upstream ids known to be the caller's: proven by the
 	// request's handles, or learned while reading the answer.
 	mine idMap[struct{}]
@@ -482,4 +485,17 @@ func (p pushOwners) A2AContextOwner(ctx context.Context, contextID string) (stri
 		return "", err
 	}
 	return o[0], nil
+}
+
+// guard watches the credential of a long-lived answer (an event stream):
+// end is called when the credential is revoked (relay.Bound). A method, not
+// a closure made for every request: only a stream needs it.
+func (x *exchange) guard(ctx context.Context, end func()) (stop func()) {
+	return x.s.enforcer.Watch(ctx, x.creds, x.who, proxy.DefaultCredentialCheck, end)
+}
+
+// ReadStatus reads the state of the task the request names from the
+// upstream (tenancy.StatusReader).
+func (x *exchange) ReadStatus(ctx context.Context) (string, error) {
+	return x.s.readState(ctx, x.req, x.strip, x.taskID)
 }

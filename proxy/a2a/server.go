@@ -27,7 +27,6 @@
 package a2a
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,9 +200,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p, creds := in.Principal, in.Creds
 	x := &exchange{s: s, req: r, principal: p.ID, expiry: p.Expiry, grant: authn.GrantOf(p, creds, time.Now()), strip: authn.StripsCredentials(p), dry: s.enforcer.DryRun(),
-		guard: func(ctx context.Context, end func()) func() {
-			return s.enforcer.Watch(ctx, creds, p, proxy.DefaultCredentialCheck, end)
-		}}
+		who: p, creds: creds}
 	s.post(w, r, p, x, in.Call, in.Body)
 }
 
@@ -212,8 +209,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	x.call = call
 	req, out := x.toUpstream(call, body)
 	req.Principal = p
-	taskID := req.TaskID // not req: the closure would move all of it to the heap
-	req.Status = func(ctx context.Context) (string, error) { return s.readState(ctx, r, x.strip, taskID) }
+	x.taskID = req.TaskID
+	req.Status = x // ReadStatus
 	d, err := s.tenancy.Enforce(r.Context(), req)
 	if err != nil {
 		s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
@@ -224,7 +221,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		s.gate.Refused(d, call.ID).Write(w)
 		return
 	}
-	x.taskID, x.decision = req.TaskID, &d
+	x.decision = &d
 	if x.fresh {
 		// The context Warden named is the caller's before the upstream
 		// sees it (here and in the shared store).

@@ -6,8 +6,12 @@
 package mcp
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -25,5 +29,42 @@ func TestFromUpstreamFastAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { x.fromUpstreamFast(answer) }); n > 5 {
 		t.Errorf("%v allocations, want at most 5", n)
+	}
+}
+
+// TestHandlerAllocs bounds the allocations of one request through the
+// sidecar's handler as BenchmarkHandler makes it (the in-memory request,
+// recorder and upstream included: 67 of them through the null hop's
+// handler). Before the exchange watched credentials and read task statuses
+// itself and methods were read as constants: tasks/get 90, tools/call 84.
+func TestHandlerAllocs(t *testing.T) {
+	upSrv := httptest.NewServer(benchUpstream{})
+	t.Cleanup(upSrv.Close)
+	h := newHarnessOn(t, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv, &http.Client{Transport: upstreamInMemory{}}, httptest.NewServer)
+	handle := h.createTask(t, "alice")
+	h.srv.send = upstreamInMemory{}.RoundTrip
+	for _, c := range []struct {
+		name, body string
+		max        float64
+	}{
+		{"tasks/get", rpc(7, "tasks/get", map[string]any{"taskId": handle}), 86},
+		{"tools/call", rpc(7, "tools/call", map[string]any{"name": "fast", "arguments": map[string]any{"q": "x"}}), 82},
+	} {
+		body := []byte(c.body)
+		header := http.Header{"Authorization": {"Bearer alice"}, "Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"User-Agent": {"Go-http-client/1.1"}, "Accept-Encoding": {"gzip"}}
+		n := testing.AllocsPerRun(200, func() {
+			r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+			r.RemoteAddr = "127.0.0.1:40000"
+			r.Header = header.Clone()
+			w := httptest.NewRecorder()
+			h.srv.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%s: HTTP %d: %s", c.name, w.Code, w.Body.Bytes())
+			}
+		})
+		if n > c.max {
+			t.Errorf("%s: %v allocations, want at most %v", c.name, n, c.max)
+		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -28,9 +30,13 @@ type exchange struct {
 	// the principal was authenticated by something the upstream cannot
 	// check (a client certificate).
 	strip bool
-	// guard, when set, watches the credential of a long-lived answer (an
-	// event stream): its context ends when the credential is revoked.
-	guard func(ctx context.Context, end func()) (stop func())
+	// statusOf is the upstream id of the task whose status ReadStatus
+	// reads.
+	statusOf string
+	// who and creds are the caller and the credentials it was
+	// authenticated from, for guard.
+	who   authn.Principal
+	creds authn.Credentials
 	// lastEventID is the upstream event id the caller resumes from;
 	// resumed is set when call is the request whose stream that resumes
 	// (resume.go), not one of this exchange.
@@ -175,3 +181,17 @@ func idValue(raw []byte) (any, bool) {
 
 // sameID compares a decoded id with the request's raw id.
 func sameID(v any, raw json.RawMessage) bool { return jsonrpc.SameID(v, raw) }
+
+// guard watches the credential of a long-lived answer (an event stream):
+// end is called when the credential is revoked (relay.Bound). A method, not
+// a closure made for every request: only a stream needs it.
+func (x *exchange) guard(ctx context.Context, end func()) (stop func()) {
+	return x.s.enforcer.Watch(ctx, x.creds, x.who, proxy.DefaultCredentialCheck, end)
+}
+
+// ReadStatus reads the status of the task the request names from the
+// upstream (tasks.StatusReader), with the caller's credentials, session and
+// _meta.
+func (x *exchange) ReadStatus(ctx context.Context) (tasks.View, error) {
+	return x.s.readStatus(ctx, x.req, x.strip, x.sid, x.call.Params, x.statusOf)
+}

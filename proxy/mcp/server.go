@@ -39,7 +39,6 @@
 package mcp
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,10 +252,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		sid = r.Header.Get("Mcp-Session-Id") // dry run: recorded, forwarded as sent
 	}
-	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r,
-		guard: func(ctx context.Context, end func()) func() {
-			return s.enforcer.Watch(ctx, creds, p, proxy.DefaultCredentialCheck, end)
-		}}
+	x := &exchange{s: s, principal: p.ID, sid: sid, expiry: p.Expiry, strip: authn.StripsCredentials(p), dry: dry, req: r, who: p, creds: creds}
 	if v := r.Header.Get("Last-Event-Id"); v != "" {
 		// A stream is resumed only from an event id given to this
 		// principal in this session; the upstream is not asked otherwise.
@@ -392,10 +388,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 			if h.HasName && req.Owner {
 				name = owner
 			}
-			params := call.Params // not call: the closure would move all of it to the heap
-			req.Status = func(ctx context.Context) (tasks.View, error) {
-				return s.readStatus(ctx, r, x.strip, sid, params, owner)
-			}
+			x.statusOf = owner
+			req.Status = x // ReadStatus
 		}
 		if call.Method == mcp.MethodToolsCall && req.Refused.OK() {
 			t, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)

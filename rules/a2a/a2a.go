@@ -35,6 +35,18 @@ const (
 	MethodMessageContinue = "SendMessage:continue" // the matrix's name for a message naming a task or context
 )
 
+// methods are the method names Parse gives as constants, not copies of the
+// request's bytes (jsonrpc.Object.StrOf).
+var methods = []string{MethodGetTask, MethodSend, MethodSendStreaming, MethodListTasks, MethodCancelTask, MethodSubscribe,
+	MethodCreatePush, MethodGetPush, MethodListPush, MethodDeletePush, MethodExtendedCard}
+
+// escaped reports whether env's member name is the string want once
+// decoded (spelled with escapes).
+func escaped(env *jsonrpc.Object, name, want string) bool {
+	v, ok := env.Str(name)
+	return ok && v == want
+}
+
 // RoleOwnershipUnknown is the role an adapter that cannot know a task's
 // owner (ext_authz) gives the caller: the default policy does not refuse for
 // ownership, operator rules still run.
@@ -253,7 +265,8 @@ func Parse(body []byte) (Call, error) {
 	if err := env.Check(envelopeNames); err != nil {
 		return Call{}, invalid(err.Error())
 	}
-	if v, _ := env.Str("jsonrpc"); v != "2.0" {
+	// the plain spelling compared as it came (no copy), any other decoded
+	if v, _ := env.Raw("jsonrpc"); string(v) != `"2.0"` && !escaped(env, "jsonrpc", "2.0") {
 		return Call{}, invalid(`"jsonrpc" must be "2.0"`)
 	}
 	if env.Has("result") || env.Has("error") {
@@ -264,7 +277,7 @@ func Parse(body []byte) (Call, error) {
 	if !jsonrpc.ValidID(c.ID) {
 		return Call{}, invalid("the id must be a string or an integer (notifications are not A2A requests)")
 	}
-	m, ok := env.Str("method")
+	m, ok := env.StrOf("method", methods)
 	if !ok || m == "" {
 		return Call{}, invalid("method must be a non-empty string")
 	}

@@ -25,3 +25,19 @@ func TestSetStrAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want at most 8", n)
 	}
 }
+
+// TestStrOfAllocs: a method name spelled as one of the known is read
+// without a copy; Str makes one.
+func TestStrOfAllocs(t *testing.T) {
+	o, err := ReadObject([]byte(`{"jsonrpc":"2.0","id":7,"method":"tasks/get"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := []string{"tools/call", "tasks/get"}
+	if n := testing.AllocsPerRun(100, func() { _, _ = o.StrOf("method", known) }); n != 0 {
+		t.Errorf("StrOf: %v allocations, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = o.Str("method") }); n != 1 {
+		t.Errorf("Str: %v allocations, want 1 (the copy StrOf saves)", n)
+	}
+}

@@ -69,6 +69,7 @@ type member struct {
 	start, end       int32 // the value's bytes
 	repl             int32 // 1 + the index in doc.repls of the value's replacement (a JSON literal); 0: none
 	plain            bool
+	under            bool // a plain name holds an underscore
 	drop             bool
 	name             string // the name decoded, when the literal is not plain ASCII (or the member was added)
 	obj              *Object
@@ -144,7 +145,8 @@ func (d *doc) object(i int, loose bool) *Object {
 	for raw[i] != '}' {
 		ks := i
 		ke, escaped := StringEnd(raw, i)
-		m := member{keyStart: int32(ks), keyEnd: int32(ke), plain: !escaped && isASCII(raw[ks+1:ke-1])}
+		ascii, under := asciiUnder(raw[ks+1 : ke-1])
+		m := member{keyStart: int32(ks), keyEnd: int32(ke), plain: !escaped && ascii, under: under}
 		if !m.plain {
 			m.name, _ = String(raw[ks:ke]) // invalid UTF-8 reads as U+FFFD, as decoders read it
 		}
@@ -248,6 +250,10 @@ func (o *Object) reads(m *member, name string) int {
 		switch {
 		case string(k) == name:
 			return spelled
+		case len(k) != len(name) && !m.under && !hasUnderscore(name):
+			// what Misspells answers without its calls: names of
+			// different lengths read alike only through underscores
+			return other
 		case Misspells(k, name):
 			return folded
 		}
@@ -370,6 +376,27 @@ func (o *Object) Str(name string) (string, bool) {
 	m := o.find(name)
 	if m == nil || m.repl != 0 {
 		return "", false
+	}
+	return o.doc.str(int(m.start), int(m.end))
+}
+
+// StrOf is Str for a member whose value is most often one of known (a
+// method name): a literal spelling one of them without escapes is that
+// string, not a copy of the bytes. known must hold plain strings (no quote,
+// backslash or control character, valid UTF-8), which such a literal
+// decodes to byte for byte; any other value is read as Str reads it.
+func (o *Object) StrOf(name string, known []string) (string, bool) {
+	m := o.find(name)
+	if m == nil || m.repl != 0 {
+		return "", false
+	}
+	if v := o.doc.raw[m.start:m.end]; len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		in := v[1 : len(v)-1]
+		for _, k := range known {
+			if string(in) == k {
+				return k, true
+			}
+		}
 	}
 	return o.doc.str(int(m.start), int(m.end))
 }

@@ -331,6 +331,15 @@ func FuzzObject(f *testing.F) {
 		if top == nil && len(ref) != len(m) {
 			t.Fatalf("%q: %d members, %d decoded", b, len(ref), len(m))
 		}
+		// StrOf reads what Str reads (on a copy: reading any name may
+		// refuse the object, which the checks below read)
+		o2, _ := ReadObject(b)
+		for k := range m {
+			s, ok := o2.Str(k)
+			if s2, ok2 := o2.StrOf(k, []string{"2.0", "t", "c", "", "s"}); s2 != s || ok2 != ok {
+				t.Fatalf("%q: StrOf(%q) %q %v, Str %q %v", b, k, s2, ok2, s, ok)
+			}
+		}
 		readAll(o)
 		if (o.Err() != nil) != bad {
 			t.Fatalf("%q: Err %v, a name twice or folded: %v", b, o.Err(), bad)
@@ -413,5 +422,36 @@ func TestAppendRaw(t *testing.T) {
 	}
 	if _, ok := l.Obj(2); ok {
 		t.Fatal("an added element reads as an object")
+	}
+}
+
+// TestStrOf: StrOf reads every spelling as Str does; a plain spelling of
+// one of known is that constant.
+func TestStrOf(t *testing.T) {
+	known := []string{"tasks/get", "GetTask", "2.0"}
+	for _, tc := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{`{"m":"tasks/get"}`, "tasks/get", true},
+		{`{"m":"tasks\/get"}`, "tasks/get", true},
+		{`{"m":"tasks\u002fget"}`, "tasks/get", true},
+		{`{"m":"Tasks/get"}`, "Tasks/get", true},
+		{`{"m":"tasks/get "}`, "tasks/get ", true},
+		{`{"m":""}`, "", true},
+		{`{"m":7}`, "", false},
+		{`{"m":null}`, "", false},
+		{`{"x":"GetTask"}`, "", false},
+		{"{\"m\":\"\xff\"}", "\ufffd", true},
+	} {
+		o, err := ReadObject([]byte(tc.raw))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		got, ok := o.StrOf("m", known)
+		s, sok := o.Str("m")
+		if got != tc.want || ok != tc.ok || got != s || ok != sok {
+			t.Errorf("%s: StrOf %q %v, Str %q %v, want %q %v", tc.raw, got, ok, s, sok, tc.want, tc.ok)
+		}
 	}
 }

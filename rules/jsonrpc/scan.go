@@ -95,13 +95,27 @@ func foldEqual[A, B ~string | ~[]byte](a A, b B) bool {
 	return true
 }
 
-func isASCII(b []byte) bool {
+// asciiUnder reports whether b is ASCII, and whether it holds an
+// underscore, in one pass.
+func asciiUnder(b []byte) (ascii, under bool) {
 	for _, c := range b {
 		if c >= utf8.RuneSelf {
-			return false
+			return false, under
+		}
+		under = under || c == '_'
+	}
+	return true, under
+}
+
+// hasUnderscore is strings.IndexByte(s, '_') >= 0 for the short names
+// Warden reads, without its call.
+func hasUnderscore(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // SkipSpace returns the index of the first byte at or after i that is not

@@ -61,6 +61,13 @@ const (
 	NotifyAcknowledged = "notifications/subscriptions/acknowledged"
 )
 
+// methods are the method names Parse gives as constants, not copies of the
+// request's bytes (jsonrpc.Object.StrOf): the requests and notifications of
+// every hot path.
+var methods = []string{MethodGet, MethodToolsCall, MethodResult, MethodList, MethodCancel, MethodUpdate, MethodSteer,
+	MethodPause, MethodResume, MethodToolsList, MethodInitialize, MethodResourcesRead, MethodPromptsGet, MethodListen,
+	"notifications/initialized", "ping"}
+
 // Task statuses; paused is SEP-2669's.
 const (
 	StatusWorking       = "working"
@@ -273,7 +280,7 @@ func Parse(body []byte) (Call, error) {
 		if hasResult || hasError {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: both a method and a result or error"}
 		}
-		m, ok := env.Str("method")
+		m, ok := env.StrOf("method", methods)
 		if !ok || m == "" {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: method must be a non-empty string"}
 		}

@@ -36,7 +36,7 @@ type Request struct {
 	Owner, New bool
 	// Status reads the task's state from the upstream when Warden does not
 	// know it; nil when it cannot be read.
-	Status func(ctx context.Context) (string, error)
+	Status StatusReader
 	// Refused is a verdict the adapter reached from the request alone (a
 	// webhook URL, an id that is not the caller's); when set it is the
 	// decision.
@@ -63,6 +63,24 @@ func New(e *proxy.Enforcer) *Decider { return &Decider{e: e, owners: e.OwnerTabl
 
 // Enforcer is the core Enforcer the decider decides on.
 func (x *Decider) Enforcer() *proxy.Enforcer { return x.e }
+
+// ownerRole is the roles of the owner of what a request names, one slice
+// for every request: roles are read, never written (an append copies it,
+// its capacity full).
+var ownerRole = []string{"owner"}
+
+// StatusReader reads a task's state from the upstream (Request.Status):
+// an interface, so that the sidecar's exchange, made for the request
+// anyway, is the reader, not a closure made for every request.
+type StatusReader interface {
+	ReadStatus(ctx context.Context) (string, error)
+}
+
+// StatusFunc is a function as a StatusReader.
+type StatusFunc func(ctx context.Context) (string, error)
+
+// ReadStatus calls f.
+func (f StatusFunc) ReadStatus(ctx context.Context) (string, error) { return f(ctx) }
 
 // Enforce decides one A2A request: the caller's roles (owner of what it
 // names, or new), the task's state where the matrix restricts the method,
@@ -96,10 +114,14 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 		}
 	}
 	if owner {
-		roles = append(roles, "owner")
+		if roles == nil {
+			roles = ownerRole
+		} else {
+			roles = append(roles, "owner")
+		}
 		if req.TaskID != "" {
 			if state == "" && needsState(req.Method) && req.Status != nil {
-				s, err := req.Status(ctx)
+				s, err := req.Status.ReadStatus(ctx)
 				if err != nil {
 					return proxy.Decision{}, fmt.Errorf("read the state of task %s: %w", req.TaskID, err)
 				}

@@ -44,7 +44,7 @@ func TestEnforceA2A(t *testing.T) {
 	seen(t, e, "done", "ctx", "alice", "TASK_STATE_COMPLETED")
 	seen(t, e, "open", "ctx", "alice", "TASK_STATE_INPUT_REQUIRED")
 	reads := 0
-	status := func(s string, err error) func(context.Context) (string, error) {
+	status := func(s string, err error) StatusFunc {
 		return func(context.Context) (string, error) { reads++; return s, err }
 	}
 	tests := []struct {
@@ -108,7 +108,7 @@ func TestSharedA2A(t *testing.T) {
 	a2aObserved(r[0], "t1", "TASK_STATE_COMPLETED")
 	reads := 0
 	req := Request{Principal: al, Method: a2a.MethodMessageContinue, TaskID: "t1", Owner: true,
-		Status: func(context.Context) (string, error) { reads++; return "TASK_STATE_WORKING", nil }}
+		Status: StatusFunc(func(context.Context) (string, error) { reads++; return "TASK_STATE_WORKING", nil })}
 	for i, e := range r {
 		d, err := e.Enforce(context.Background(), req)
 		if err != nil || d.Allow || d.Reason != rules.ReasonTaskState {

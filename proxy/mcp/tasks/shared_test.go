@@ -92,7 +92,7 @@ func TestSharedStatus(t *testing.T) {
 	taskObserved(r[0], "p", mcp.StatusCompleted)
 	s := &fakeStatus{status: mcp.StatusWorking}
 	req := taskReq(mcp.MethodPause, alice, "p", true)
-	req.Status = s.read
+	req.Status = StatusFunc(s.read)
 	if d := enforceTask(t, r[1], req); d.Allow || d.Reason != rules.ReasonTaskState {
 		t.Fatalf("pause of a task another replica saw completed: %+v", d)
 	}
@@ -130,7 +130,7 @@ func TestSharedStoreFaults(t *testing.T) {
 	store.Restart()
 	s := &fakeStatus{status: mcp.StatusPaused}
 	req := taskReq(mcp.MethodResume, alice, "f", true)
-	req.Status = s.read
+	req.Status = StatusFunc(s.read)
 	d := enforceTask(t, r[1], req)
 	d.Settle(true)
 	if !d.Allow || s.n() != 1 {

@@ -37,7 +37,7 @@ type Request struct {
 	// Status reads the task as the upstream reports it now (Warden's own
 	// tasks/get); nil when it cannot be read. A status-dependent rule is
 	// decided on what it returns unless Warden knows the task terminal.
-	Status func(ctx context.Context) (View, error)
+	Status StatusReader
 	Limits mcp.Limits
 	// Refused is a verdict the adapter reached from the transport (routing
 	// headers that disagree with the body); when set it is the decision.
@@ -166,7 +166,7 @@ func (x *Decider) taskOf(ctx context.Context, req Request) (taskFacts, error) {
 		}
 	}
 	if t.owner {
-		t.roles = []string{"owner"}
+		t.roles = ownerRole
 		if mcp.NeedsStatus(c.Method) && req.Status != nil && !mcp.Terminal(t.status) {
 			var err error
 			if t.status, t.mark, err = x.current(ctx, req); err != nil {
@@ -262,6 +262,23 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	return m, v
 }
 
+// ownerRole is the roles of a task's owner, one slice for every request:
+// roles are read, never written (an append copies it, its capacity full).
+var ownerRole = []string{"owner"}
+
+// StatusReader reads a task as the upstream reports it now
+// (Request.Status): an interface, so that the sidecar's exchange, made for
+// the request anyway, is the reader, not a closure made for every request.
+type StatusReader interface {
+	ReadStatus(ctx context.Context) (View, error)
+}
+
+// StatusFunc is a function as a StatusReader.
+type StatusFunc func(ctx context.Context) (View, error)
+
+// ReadStatus calls f.
+func (f StatusFunc) ReadStatus(ctx context.Context) (View, error) { return f(ctx) }
+
 // current reads the request's task as the upstream reports it now, for a
 // rule that depends on its status: a status Warden saw may be stale (a task
 // completes on its own; a server passes a step without changing status), and
@@ -270,7 +287,7 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 // and the task's lastUpdatedAt. An error means the status cannot be told:
 // Warden cannot decide, the request is refused.
 func (x *Decider) current(ctx context.Context, req Request) (status, mark string, err error) {
-	v, err := req.Status(ctx)
+	v, err := req.Status.ReadStatus(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("read status of task %s: %w", req.TaskID, err)
 	}

@@ -109,7 +109,7 @@ func TestEnforceTaskOwnership(t *testing.T) {
 			t.Run(m+" by "+tc.name, func(t *testing.T) {
 				s := &fakeStatus{status: mcp.StatusCompleted}
 				r := taskReq(m, tc.principal, tc.id, false)
-				r.Status = s.read
+				r.Status = StatusFunc(s.read)
 				d := enforceTask(t, e, r)
 				d.Settle(false)
 				if d.Allow || d.Code != rules.CodeTaskNotFound || d.Reason != tc.reason || d.Message != "Task not found" {
@@ -227,7 +227,7 @@ func TestEnforceTaskStatuses(t *testing.T) {
 					}
 					s := &fakeStatus{status: st} // the server agrees
 					r := taskReq(m, alice, id, true)
-					r.Status = s.read
+					r.Status = StatusFunc(s.read)
 					d := enforceTask(t, e, r)
 					defer d.Settle(false)
 					// A status rule is decided on the status now, read
@@ -254,7 +254,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 		taskCreated(e, "r1", alice, "")
 		s := &fakeStatus{status: mcp.StatusCompleted}
 		r := taskReq(mcp.MethodResume, alice, "r1", true)
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		d := enforceTask(t, e, r)
 		if d.Allow || d.Code != rules.CodeInvalidTaskState {
 			t.Fatalf("resume of a completed task: %+v", d)
@@ -263,7 +263,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 			t.Fatalf("Status called %d times", s.n())
 		}
 		r = taskReq(mcp.MethodPause, alice, "r1", true)
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		d = enforceTask(t, e, r)
 		if d.Allow || s.n() != 1 {
 			t.Fatalf("second decision: %+v, %d reads", d, s.n())
@@ -272,13 +272,13 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 	t.Run("answer used", func(t *testing.T) {
 		s := &fakeStatus{status: mcp.StatusPaused}
 		r := taskReq(mcp.MethodResume, alice, "r2", true) // a task Warden never saw
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		d := enforceTask(t, e, r)
 		if !d.Allow || s.n() != 1 {
 			t.Fatalf("resume of a paused task: %+v, %d reads", d, s.n())
 		}
 		r = taskReq(mcp.MethodUpdate, alice, "r2", true)
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		if d := enforceTask(t, e, r); d.Allow || d.Code != rules.CodeInvalidTaskState {
 			t.Fatalf("update while paused: %+v", d)
 		}
@@ -286,7 +286,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 	t.Run("unknown answer not cached", func(t *testing.T) {
 		s := &fakeStatus{status: "submitted"}
 		r := taskReq(mcp.MethodPause, alice, "r3", true)
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		if d := enforceTask(t, e, r); !d.Allow {
 			t.Fatalf("%+v", d)
 		}
@@ -298,7 +298,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 		for _, m := range []string{mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel} {
 			s := &fakeStatus{status: mcp.StatusCompleted}
 			r := taskReq(m, alice, "r4", true)
-			r.Status = s.read
+			r.Status = StatusFunc(s.read)
 			if d := enforceTask(t, e, r); !d.Allow || s.n() != 0 {
 				t.Fatalf("%s: %+v, %d reads", m, d, s.n())
 			}
@@ -313,7 +313,7 @@ func TestEnforceTaskStatusRead(t *testing.T) {
 		boom := errors.New("upstream down")
 		s := &fakeStatus{err: boom}
 		r := taskReq(mcp.MethodSteer, alice, "r6", true)
-		r.Status = s.read
+		r.Status = StatusFunc(s.read)
 		d, err := e.Enforce(context.Background(), r)
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v, want %v", err, boom)
@@ -337,7 +337,7 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 			s := &fakeStatus{status: mcp.StatusCompleted}
 			r := steerReq(alice, id, 32)
 			r.Call.Method = m
-			r.Status = s.read
+			r.Status = StatusFunc(s.read)
 			if d := enforceTask(t, e, r); d.Allow || d.Code != rules.CodeInvalidTaskState {
 				t.Fatalf("%s of a task completed since Warden saw it working: %+v", m, d)
 			}
@@ -350,7 +350,7 @@ func TestEnforceTaskStaleStatus(t *testing.T) {
 	t.Run("read fails", func(t *testing.T) {
 		taskCreated(e, "stale-down", alice, mcp.StatusWorking)
 		r := taskReq(mcp.MethodPause, alice, "stale-down", true)
-		r.Status = (&fakeStatus{err: errors.New("upstream down")}).read
+		r.Status = StatusFunc((&fakeStatus{err: errors.New("upstream down")}).read)
 		if d, err := e.Enforce(context.Background(), r); err == nil {
 			t.Fatalf("decided on a status that could not be read: %+v", d)
 		}
@@ -370,7 +370,7 @@ func TestEnforceTaskSteerSafePoints(t *testing.T) {
 			s := &fakeStatus{status: mcp.StatusWorking, updated: "2026-11-27T10:00:00.000Z"}
 			steer := func() proxy.Decision {
 				r := steerReq(alice, "long", 2)
-				r.Status = s.read
+				r.Status = StatusFunc(s.read)
 				d := enforceTask(t, e, r)
 				d.Settle(true)
 				return d
@@ -395,7 +395,7 @@ func TestEnforceTaskRefused(t *testing.T) {
 	taskCreated(e, "t1", alice, mcp.StatusWorking)
 	s := &fakeStatus{status: mcp.StatusWorking}
 	r := taskReq(mcp.MethodSteer, alice, "t1", true)
-	r.Status = s.read
+	r.Status = StatusFunc(s.read)
 	r.Refused = rules.Verdict{Code: rules.CodeHeaderMismatch, Reason: rules.ReasonHeaderMismatch, Detail: "Mcp-Name header does not match params.taskId"}
 	d := enforceTask(t, e, r)
 	d.Settle(true)
@@ -521,11 +521,11 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	taskCreated(e, "c1", alice, "") // owner known, status not yet
 	reading, release := make(chan struct{}), make(chan struct{})
 	first := steerReq(alice, "c1", 1)
-	first.Status = func(context.Context) (View, error) {
+	first.Status = StatusFunc(func(context.Context) (View, error) {
 		close(reading)
 		<-release
 		return View{Status: mcp.StatusWorking}, nil
-	}
+	})
 	type result struct {
 		d   proxy.Decision
 		err error
@@ -537,7 +537,7 @@ func TestEnforceTaskSteerBoundConcurrent(t *testing.T) {
 	}()
 	<-reading
 	second := steerReq(alice, "c1", 1)
-	second.Status = func(context.Context) (View, error) { return View{Status: mcp.StatusWorking}, nil }
+	second.Status = StatusFunc(func(context.Context) (View, error) { return View{Status: mcp.StatusWorking}, nil })
 	d2 := enforceTask(t, e, second)
 	close(release)
 	r := <-done
@@ -596,7 +596,7 @@ func TestEnforceTaskObserved(t *testing.T) {
 	e := newDecider(t, proxy.Config{}, func(o2 *proxy.Options) { o2.Observer = o })
 	d := enforceTask(t, e, taskReq(mcp.MethodGet, bob, "t1", false))
 	r := taskReq(mcp.MethodPause, alice, "t2", true)
-	r.Status = (&fakeStatus{err: errors.New("down")}).read
+	r.Status = StatusFunc((&fakeStatus{err: errors.New("down")}).read)
 	if _, err := e.Enforce(context.Background(), r); err == nil {
 		t.Fatal("no error")
 	}
