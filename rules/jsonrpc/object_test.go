@@ -143,7 +143,7 @@ func refNames(d *json.Decoder) (bad bool, err error) {
 			if err != nil {
 				return false, err
 			}
-			f := Fold(k.(string))
+			f := Fold(Unscored(k.(string)))
 			bad = bad || seen[f]
 			seen[f] = true
 			b, err := refNames(d)
