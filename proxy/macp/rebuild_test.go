@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentwarden/warden/rules/macp"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
 	taskv1 "github.com/agentwarden/warden/wire/modes/task/v1"
 )
 
@@ -152,4 +153,75 @@ func mustProto(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRebuildImplicitAccept: the implicit HandoffAccept the runtime
+// synthesizes into a session's history (its own entry, counted in no
+// participant's activity) is replayed as the runtime replays it, not refused
+// as a client's forged implicit accept: before, the rebuild diverged on it
+// and the session was refused until it expired. An entry the runtime would
+// not have synthesized still diverges.
+func TestRebuildImplicitAccept(t *testing.T) {
+	const sid = "6c2b2b5f-1d8f-4dae-8b68-4e1f8d207b21"
+	const owner, target = "agent://owner", "agent://target"
+	t0 := time.Now().Add(-10 * time.Second).UnixMilli()
+	gov, err := macp.Bind(macp.PolicyDescriptor{PolicyID: "policy.implicit", Mode: macp.ModeHandoff, SchemaVersion: 2,
+		Rules: map[string]any{"acceptance": map[string]any{"implicit_accept_timeout_ms": float64(1000)}, "commitment": map[string]any{"authority": "initiator_only"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(sender, typ, id string, at int64, p proto.Message) *macpv1.Envelope {
+		return &macpv1.Envelope{MacpVersion: "1.0", Mode: macp.ModeHandoff, MessageType: typ, MessageId: id, SessionId: sid, Sender: sender, TimestampUnixMs: at, Payload: mustProto(t, p)}
+	}
+	start := env(owner, macp.TypeSessionStart, "start", t0, &macpv1.SessionStartPayload{Participants: []string{owner, target},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", PolicyVersion: "policy.implicit", TtlMs: 60_000})
+	offer := env(owner, "HandoffOffer", "offer", t0+100, &handoffv1.HandoffOfferPayload{HandoffId: "h1", TargetParticipant: target, Scope: "s"})
+	implicit := func(sender, id, by string, mark bool) *macpv1.Envelope {
+		return env(sender, "HandoffAccept", id, t0+1100, &handoffv1.HandoffAcceptPayload{HandoffId: "h1", AcceptedBy: by, Reason: "implicit accept (timeout)", Implicit: mark})
+	}
+	synthetic := implicit(target, "implicit-accept:h1", target, true)
+	handoffContext := env(owner, "HandoffContext", "ctx", t0+2000, &handoffv1.HandoffContextPayload{HandoffId: "h1", ContentType: "text/plain"})
+	decline := env(target, "HandoffDecline", "decline", t0+3000, &handoffv1.HandoffDeclinePayload{HandoffId: "h1", DeclinedBy: target})
+	for _, tc := range []struct {
+		name    string
+		history []*macpv1.Envelope
+		wantErr error
+	}{
+		{"synthesized, then a message", []*macpv1.Envelope{start, offer, synthetic, handoffContext}, nil},
+		// a client's explicit accept under the reserved id: revision 1 or
+		// less let one through (counted as the target's)
+		{"a client's accept, not marked implicit", []*macpv1.Envelope{start, offer, implicit(target, "implicit-accept:h1", target, false), handoffContext}, nil},
+		{"another id", []*macpv1.Envelope{start, offer, implicit(target, "implicit-accept:h2", target, true), handoffContext}, errDiverged},
+		{"sent as the owner", []*macpv1.Envelope{start, offer, implicit(owner, "implicit-accept:h1", target, true), handoffContext}, errDiverged},
+		{"naming another", []*macpv1.Envelope{start, offer, implicit(target, "implicit-accept:h1", owner, true), handoffContext}, errDiverged},
+		{"after a decline", []*macpv1.Envelope{start, offer, decline, synthetic}, errDiverged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := &historyConn{
+				meta: &macpv1.SessionMetadata{SessionId: sid, Mode: macp.ModeHandoff, State: macpv1.SessionState_SESSION_STATE_OPEN, Initiator: owner,
+					Participants: []string{owner, target}, StartedAtUnixMs: t0, ExpiresAtUnixMs: t0 + 60_000, PolicyVersion: "policy.implicit",
+					// the runtime counts the clients' messages only
+					ParticipantActivity: []*macpv1.ParticipantActivity{{ParticipantId: owner, MessageCount: 2, LastMessageAtUnixMs: t0 + 2000}}},
+				history: tc.history,
+			}
+			if tc.history[2] == decline || !macp.Synthesized(tc.history[2]) {
+				conn.meta.ParticipantActivity = append(conn.meta.ParticipantActivity, &macpv1.ParticipantActivity{ParticipantId: target, MessageCount: 1})
+			}
+			rb := &Rebuilder{up: conn, log: slog.New(slog.DiscardHandler), Quiet: 300 * time.Millisecond}
+			s, err := rb.Rebuild(context.Background(), sid, gov)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("rebuild: %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			now := time.Now().UnixMilli()
+			if out := macp.Step(s, decline, target, now); out.Verdict.OK() {
+				t.Errorf("a HandoffDecline after the implicit accept was allowed on the rebuilt session; the runtime refuses it")
+			}
+			if out := macp.Step(s, handoffContext, owner, now); !out.Duplicate {
+				t.Errorf("the HandoffContext after the implicit accept was not replayed (its resend reads as new: %s)", out.Verdict.Reason)
+			}
+		})
+	}
 }

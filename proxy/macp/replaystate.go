@@ -134,6 +134,12 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 		}
 		return out
 	}
+	if macp.Synthesized(env) {
+		// The runtime's own entry (an implicit HandoffAccept): applied as
+		// its replay applies it, and not counted, as the runtime counts no
+		// participant activity for it.
+		return macp.Synthesize(rs.s, env)
+	}
 	rs.seen++
 	return macp.Step(rs.s, env, env.GetSender(), ts)
 }
