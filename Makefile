@@ -84,6 +84,8 @@ h2spec: $(H2SPEC)
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@# go.mod and go.sum say exactly what the code imports, in every module
+	$(GO) mod tidy -diff && for m in $(MODULES) test/peers/a2a-go; do (cd $$m && $(GO) mod tidy -diff) || exit 1; done
 	$(call each,$(GO) vet)
 	$(call each,$(TOOLS)/staticcheck)
 	@# the test oracle's build (-tags wardenoracle) as well
