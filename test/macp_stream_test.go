@@ -27,14 +27,7 @@ func testMACPStreamClientNotReading(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
 	c := dialMACP(t, warden)
-	sid := newSession()
-	c.mustAccept(envelope("planner", sid, "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
-		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
-	c.mustAccept(envelope("planner", sid, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "worker"}))
-	c.mustAccept(envelope("worker", sid, "TaskAccept", "", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: "worker"}))
-	for range 4 { // about 400 KB of history, beyond the client's 64 KB window
-		c.mustAccept(envelope("worker", sid, "TaskUpdate", "", &taskv1.TaskUpdatePayload{TaskId: "t1", Status: "working", PartialOutput: make([]byte, 100<<10)}))
-	}
+	sid := longTask(c, 4) // about 400 KB of history, beyond the client's 64 KB window
 
 	slow, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
@@ -81,14 +74,7 @@ func testMACPStreamClientTrickle(t *testing.T) {
 	direct := startRuntime(t)
 	warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth")
 	c := dialMACP(t, warden)
-	sid := newSession()
-	c.mustAccept(envelope("planner", sid, "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
-		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
-	c.mustAccept(envelope("planner", sid, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "worker"}))
-	c.mustAccept(envelope("worker", sid, "TaskAccept", "", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: "worker"}))
-	for range 24 {
-		c.mustAccept(envelope("worker", sid, "TaskUpdate", "", &taskv1.TaskUpdatePayload{TaskId: "t1", Status: "working", PartialOutput: make([]byte, 100<<10)}))
-	}
+	sid := longTask(c, 24)
 	slow, err := grpc.NewClient(warden, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(8<<20)))
 	if err != nil {
@@ -116,4 +102,20 @@ func testMACPStreamClientTrickle(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Fatalf("a client reading 100 KB/s held its stream for %v", time.Since(began))
+}
+
+// longTask starts a task session of planner and worker through c, the task
+// accepted by the worker, who then sends updates TaskUpdates of 100 KB
+// each; it returns the session id.
+func longTask(c macpClient, updates int) string {
+	c.t.Helper()
+	sid := newSession()
+	c.mustAccept(envelope("planner", sid, "SessionStart", "", &macpv1.SessionStartPayload{Participants: []string{"planner", "worker"},
+		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
+	c.mustAccept(envelope("planner", sid, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t1", RequestedAssignee: "worker"}))
+	c.mustAccept(envelope("worker", sid, "TaskAccept", "", &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: "worker"}))
+	for range updates {
+		c.mustAccept(envelope("worker", sid, "TaskUpdate", "", &taskv1.TaskUpdatePayload{TaskId: "t1", Status: "working", PartialOutput: make([]byte, 100<<10)}))
+	}
+	return sid
 }

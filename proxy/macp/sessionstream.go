@@ -41,7 +41,17 @@ type sessionStream struct {
 	out    *clientWriter
 
 	mu      sync.Mutex // guards pending only; never held across I/O
-	pending map[string]proxy.Decision
+	pending map[string]awaited
+}
+
+// awaited is an allowed envelope waiting for the runtime's answer: its
+// decision and its session. Message ids are the client's and unique only
+// within a session, and the runtime's answers on a stream come from the
+// session it is bound to (a history replayed by a subscription, what other
+// senders send to it), so an answer names the envelope it settles by both.
+type awaited struct {
+	d       proxy.Decision
+	session string
 }
 
 // streamSession runs one StreamSession call: the up half in its own
@@ -62,7 +72,7 @@ func (s *Server) streamSession(ss serverStream, p authn.Principal, c authn.Crede
 	st := &sessionStream{
 		s: s, p: p, ss: ss, cs: cs, ctx: ctx, cancel: cancel,
 		out:     newClientWriter(ss, cancel, clientBounds, s.queued),
-		pending: map[string]proxy.Decision{},
+		pending: map[string]awaited{},
 	}
 	go st.out.Run(ctx)
 	defer st.releaseAll()
@@ -149,7 +159,7 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	id := env.GetMessageId()
 	st.release(id, false, true)
 	st.mu.Lock()
-	st.pending[id] = d
+	st.pending[id] = awaited{d: d, session: env.GetSessionId()}
 	st.mu.Unlock()
 	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
 	return nil, true
@@ -184,32 +194,56 @@ func (st *sessionStream) down() error {
 }
 
 // settleEcho settles the decision a runtime message answers: an echoed
-// envelope was accepted, an error refused it.
+// envelope of the same session and message id was accepted, an error naming
+// them refused it. An envelope of another session with that id is not its
+// echo (the runtime refuses an envelope for a second session and ends the
+// stream, which releases it as lost); an error naming no session (the
+// stream not yet bound) may answer another envelope the client sent with
+// that id, so the decision is released as lost: the session is rebuilt.
 func (st *sessionStream) settleEcho(f *frame) {
 	var resp macpv1.StreamSessionResponse
 	if proto.Unmarshal(f.b, &resp) != nil {
 		return
 	}
 	if env := resp.GetEnvelope(); env != nil {
-		st.release(env.GetMessageId(), true, false) // the runtime accepted and echoed it
+		st.answer(env.GetMessageId(), env.GetSessionId(), true, false) // the runtime accepted and echoed it
 	} else if e := resp.GetError(); e != nil {
-		st.release(e.GetMessageId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
+		if e.GetSessionId() == "" {
+			st.release(e.GetMessageId(), false, true)
+		} else {
+			st.answer(e.GetMessageId(), e.GetSessionId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
+		}
 	}
 }
 
-// release ends the pending decision of message id, if there still is one.
+// answer ends the pending decision of message id in session sid, if there
+// still is one.
+func (st *sessionStream) answer(id, sid string, accepted bool, forget bool) {
+	st.end(id, func(a awaited) bool { return a.session == sid }, accepted, forget)
+}
+
+// release ends the pending decision of message id, whatever its session, if
+// there still is one.
 func (st *sessionStream) release(id string, accepted bool, forget bool) {
+	st.end(id, func(awaited) bool { return true }, accepted, forget)
+}
+
+// end ends the pending decision of message id if there is one and it is
+// the one meant.
+func (st *sessionStream) end(id string, meant func(awaited) bool, accepted bool, forget bool) {
 	st.mu.Lock()
-	d, ok := st.pending[id]
-	delete(st.pending, id)
+	a, ok := st.pending[id]
+	if ok = ok && meant(a); ok {
+		delete(st.pending, id)
+	}
 	st.mu.Unlock()
 	if !ok {
 		return
 	}
 	if forget {
-		st.s.sessions.SettleForget(context.WithoutCancel(st.ctx), d)
+		st.s.sessions.SettleForget(context.WithoutCancel(st.ctx), a.d)
 	} else {
-		d.Settle(accepted)
+		a.d.Settle(accepted)
 	}
 }
 

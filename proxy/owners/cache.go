@@ -190,6 +190,14 @@ func (c *Cache[K, V]) Get(k K) (v V, ok bool) {
 	return c.get(k, "", true)
 }
 
+// GetBy returns the value under k read by by (the principal whose request
+// reads it): the most recently used, its principal's only when by is its
+// principal (usedBy), the rule the owner table keeps, for the caches whose
+// keys do not name their principal (MACP's policy bindings).
+func (c *Cache[K, V]) GetBy(k K, by string) (v V, ok bool) {
+	return c.get(k, by, false)
+}
+
 // get returns the value under k read by by (the principal whose request
 // reads it, "" none; mine: the caller knows the reader is its principal):
 // it becomes the table's most recently used, and its principal's only when

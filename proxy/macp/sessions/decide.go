@@ -175,7 +175,7 @@ func (x *Decider) decideOn(ctx context.Context, req Request, en *entry, sender s
 		if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 			return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 		}
-		s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID))
+		s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID, sender))
 		x.rebuilt(err == nil)
 		if err != nil {
 			return macp.Outcome{}, nil, fmt.Errorf("rebuild session %s: %w", sessionID, err)
@@ -230,7 +230,7 @@ func (x *Decider) startUnknown(ctx context.Context, en *entry, env *macpv1.Envel
 	if err := en.wait(ctx, "", 1); err != nil { // a stale entry: its flights land first
 		return macp.Outcome{}, nil, fmt.Errorf("wait for session %s: %w", sessionID, err)
 	}
-	s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID))
+	s, err := x.rebuilder.Rebuild(ctx, sessionID, x.table.binding(sessionID, sender))
 	x.rebuilt(err == nil && s != nil)
 	if err != nil || s == nil {
 		return macp.Outcome{Verdict: rules.Verdict{Code: rules.CodeSessionAlreadyExists, Reason: rules.ReasonSessionExists, Rank: rules.RankPre,

@@ -493,3 +493,65 @@ func TestBindingShares(t *testing.T) {
 		t.Errorf("after other started %d sessions, planner's session was rebuilt with %+v, want policy.p as committed", 2*size, g)
 	}
 }
+
+// TestBindingUseIsTheInitiators: a session's policy binding becomes its
+// initiator's most recently used only on the initiator's own use (N2's rule,
+// which the owner table keeps): the start, or a rebuild for the initiator's
+// message. Before, the rebuild any principal's message causes (an
+// outsider's, refused all the same) made it so, so another agent naming the
+// planner's oldest session after its entry was evicted kept that binding,
+// and the planner, past her share, lost the binding of another session
+// instead (decided bound_policy_unknown once rebuilt).
+func TestBindingUseIsTheInitiators(t *testing.T) {
+	for _, tc := range []struct {
+		reader        string
+		dropped, kept int // of the planner's sessions, by start order
+	}{
+		{reader: other, dropped: 0, kept: 1},
+		{reader: planner, dropped: 1, kept: 0},
+	} {
+		t.Run(tc.reader, func(t *testing.T) {
+			const size, share = 64, 16
+			rb := &fakeRebuilder{state: map[string]*macp.Session{}, bound: map[string]*macp.Governance{}}
+			e, _ := newEnforcer(t, proxy.Config{Sessions: size, SessionsPerPrincipal: share}, rb)
+			if err := e.Policies().Register(macp.PolicyDescriptor{PolicyID: "policy.p", Mode: "*", SchemaVersion: 1,
+				Rules: map[string]any{"commitment": map[string]any{"authority": "any_participant"}}}); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			decide := func(en *macpv1.Envelope) {
+				t.Helper()
+				d, err := e.Enforce(ctx, req(en))
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Settle(d.Allow)
+			}
+			start := func(n int) {
+				t.Helper()
+				sid := sessionID(700 + n)
+				decide(env(sid, planner, "SessionStart", "start", mustMarshal(t, &macpv1.SessionStartPayload{
+					Participants: []string{planner, worker}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000, PolicyVersion: "policy.p"})))
+				s, _ := e.Session(ctx, sid)
+				rb.state[sid] = s
+			}
+			for n := range share {
+				start(n)
+			}
+			e.Forget(ctx, sessionID(700))
+			decide(env(sessionID(700), tc.reader, "TaskRequest", "r-read", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1"})))
+			start(share) // past the share: the planner loses one binding
+
+			for _, n := range []int{tc.dropped, tc.kept} {
+				e.Forget(ctx, sessionID(700+n))
+				decide(env(sessionID(700+n), planner, "TaskRequest", "r-check", mustMarshal(t, &taskv1.TaskRequestPayload{TaskId: "t1"})))
+			}
+			if g := rb.bound[sessionID(700+tc.kept)]; g == nil || g.ID != "policy.p" {
+				t.Errorf("session %d rebuilt with binding %+v, want policy.p: its binding was dropped in place of session %d's", tc.kept, g, tc.dropped)
+			}
+			if g := rb.bound[sessionID(700+tc.dropped)]; g != nil {
+				t.Errorf("session %d rebuilt with binding %+v, want none (the planner's least recently used)", tc.dropped, g)
+			}
+		})
+	}
+}

@@ -402,11 +402,14 @@ func (t *table) settle(e *entry, s *macp.Session, now int64) {
 }
 
 // binding returns the governance session id was committed with, nil when
-// none is recorded (policy.default needs none). It outlives the entry: an
+// none is recorded (policy.default needs none), read for reader's message:
+// it becomes the initiator's most recently used only when reader is the
+// initiator, so that another agent naming the session cannot keep its
+// binding from being the initiator's next to go. It outlives the entry: an
 // evicted or forgotten session is rebuilt from the runtime, which shows
 // which policy the session bound but not its definition.
-func (t *table) binding(id string) *macp.Governance {
-	g, _ := t.bindings.Get(id)
+func (t *table) binding(id, reader string) *macp.Governance {
+	g, _ := t.bindings.GetBy(id, reader)
 	return g
 }
 
