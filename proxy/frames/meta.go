@@ -19,8 +19,9 @@ import (
 // whose array holds a call's usual header list. It belongs to the
 // connection's reader goroutine.
 type headerReader struct {
-	dec *hpack.Decoder
-	max uint32 // the header list limit (Config.MaxHeaderListSize)
+	dec   *hpack.Decoder
+	max   uint32 // the header list limit (Config.MaxHeaderListSize)
+	conts int    // the most CONTINUATION frames a block may take (maxContinuations)
 
 	// the block being decoded
 	m                         *metaFrame
@@ -39,7 +40,7 @@ func newHeaderReader(max uint32) *headerReader {
 	if max == 0 {
 		max = 16 << 20 // x/net/http2's default
 	}
-	h := &headerReader{max: max}
+	h := &headerReader{max: max, conts: maxContinuations(max)}
 	h.dec = hpack.NewDecoder(4096, h.emit)
 	return h
 }
@@ -106,6 +107,17 @@ func validWireName(v string) bool {
 	return true
 }
 
+// maxContinuations is how many CONTINUATION frames a header block of a
+// list limited to max may take: as many as a peer that fills 16 KiB frames
+// needs for the most the reader decodes (twice the list), and eight more
+// (nghttp2's limit for any block). x/net/http2 reads any number, empty
+// ones included, so a peer could keep the reader busy with one block for
+// as long as the connection lived (CVE-2024-27316's class, twelfth attack
+// pass): past the limit the connection ends with ENHANCE_YOUR_CALM.
+func maxContinuations(max uint32) int {
+	return 8 + int(2*uint64(max)/16384)
+}
+
 // read decodes the header block hf starts, reading its CONTINUATION frames
 // from fr (whose frame order check guarantees them). A block over the
 // limit by far, or going on after an invalid field, or that HPACK cannot
@@ -120,7 +132,10 @@ func (h *headerReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (http2.Fra
 	h.dec.SetEmitEnabled(true)
 	h.dec.SetMaxStringLength(int(h.max))
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
-	for {
+	for conts := 0; ; conts++ {
+		if conts > h.conts {
+			return &m.MetaHeadersFrame, http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		}
 		// a fragment of more than twice what the list may still hold is
 		// not decoded only to be thrown away
 		if int64(len(frag)) > 2*int64(h.headersLeft+h.trailersLeft) {
