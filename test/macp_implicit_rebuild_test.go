@@ -21,8 +21,18 @@ import (
 type handoffDoor struct {
 	warden        bool // false: the runtime alone
 	setup, decide func(*macpv1.Envelope) (bool, string)
-	pol           string
+	control       func(op, sid string) (bool, string) // the planner's SuspendSession or ResumeSession
+	pol, sid      string
 	handoff       func(sender, typ string, p proto.Message) *macpv1.Envelope
+}
+
+// mustControl has the planner call op (SuspendSession, ResumeSession) on
+// the run's session and fails the test if it is refused.
+func (d handoffDoor) mustControl(t *testing.T, op string) {
+	t.Helper()
+	if ok, why := d.control(op, d.sid); !ok {
+		t.Fatalf("%s: %s", op, why)
+	}
 }
 
 // must sends env at setup and fails the test if it is refused.
@@ -71,11 +81,30 @@ func eachHandoffDoor(t *testing.T, timeoutMs int, test func(t *testing.T, d hand
 			return ack.GetOk(), ack.GetError().GetCode() + " " + ack.GetError().GetMessage()
 		}
 	}
+	control := func(c macpClient) func(op, sid string) (bool, string) {
+		return func(op, sid string) (bool, string) {
+			ctx, cancel := as("planner")
+			defer cancel()
+			rt := macpv1.NewMACPRuntimeServiceClient(c.conn)
+			var err error
+			if op == "SuspendSession" {
+				_, err = rt.SuspendSession(ctx, &macpv1.SuspendSessionRequest{SessionId: sid})
+			} else {
+				_, err = rt.ResumeSession(ctx, &macpv1.ResumeSessionRequest{SessionId: sid})
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		}
+	}
 	doors := map[string]func(t *testing.T) handoffDoor{
-		"runtime alone": func(*testing.T) handoffDoor { return handoffDoor{setup: accepted(runtime), decide: accepted(runtime)} },
+		"runtime alone": func(*testing.T) handoffDoor {
+			return handoffDoor{setup: accepted(runtime), decide: accepted(runtime), control: control(runtime)}
+		},
 		"sidecar": func(t *testing.T) handoffDoor {
 			w := dialMACP(t, startWarden(t, runtimeAddr, "--auth", "dev", "--insecure-dev-auth", "--sessions", "1"))
-			return handoffDoor{warden: true, setup: accepted(w), decide: accepted(w)}
+			return handoffDoor{warden: true, setup: accepted(w), decide: accepted(w), control: control(w)}
 		},
 		"ext_authz": func(t *testing.T) handoffDoor {
 			c, _ := startExtAuthz(t, "warden-extauthz", runtimeAddr, "--sessions", "1")
@@ -88,7 +117,16 @@ func eachHandoffDoor(t *testing.T, timeoutMs int, test func(t *testing.T, d hand
 					return ok, why
 				}
 				return accepted(runtime)(env)
-			}, decide: check}
+			}, decide: check, control: func(op, sid string) (bool, string) {
+				var req proto.Message = &macpv1.SuspendSessionRequest{SessionId: sid}
+				if op != "SuspendSession" {
+					req = &macpv1.ResumeSessionRequest{SessionId: sid}
+				}
+				if got := c.call(macpService+op, "planner", req); got != "allow" {
+					return false, got
+				}
+				return control(runtime)(op, sid)
+			}}
 		},
 	}
 	for _, name := range []string{"runtime alone", "sidecar", "ext_authz"} {
@@ -103,9 +141,9 @@ func eachHandoffDoor(t *testing.T, timeoutMs int, test func(t *testing.T, d hand
 			if err != nil || !resp.GetOk() {
 				t.Fatalf("register: %v %s", err, resp.GetError())
 			}
-			sid := newSession()
+			d.sid = newSession()
 			d.handoff = func(sender, typ string, p proto.Message) *macpv1.Envelope {
-				env := envelope(sender, sid, typ, "", p)
+				env := envelope(sender, d.sid, typ, "", p)
 				env.Mode = handoffMode
 				return env
 			}

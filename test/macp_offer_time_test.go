@@ -80,3 +80,26 @@ func TestMACPRebuildOfferWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestMACPSuspendedOffer: time a session spends suspended does not count
+// toward an offer's implicit accept (RFC-MACP-0010 §5.1(1)); the runtime
+// subtracts it, Warden's live decisions counted it. After the first target
+// declined, an initiator that suspended the session for the timeout and
+// resumed it had its positive Commitment, which Warden refuses without an
+// accepted offer, pass over the second offer nobody accepted: Warden took
+// it as implicitly accepted, the runtime as pending (and takes the
+// Commitment, an offer having been declined). Live, no rebuild.
+func TestMACPSuspendedOffer(t *testing.T) {
+	eachHandoffDoor(t, 2000, func(t *testing.T, d handoffDoor) {
+		d.start(t)
+		d.must(t, d.handoff("planner", "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h1", TargetParticipant: "first", Scope: "s"}))
+		d.must(t, d.handoff("first", "HandoffDecline", &handoffv1.HandoffDeclinePayload{HandoffId: "h1", DeclinedBy: "first", Reason: "busy"}))
+		d.must(t, d.handoff("planner", "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h2", TargetParticipant: "second", Scope: "s"}))
+		d.mustControl(t, "SuspendSession")
+		time.Sleep(2500 * time.Millisecond)
+		d.mustControl(t, "ResumeSession")
+		if ok, why := d.decide(d.commit("c1", true)); ok == d.warden {
+			t.Errorf("a positive Commitment 2.5 s after the offer, 2.5 s of it suspended, under a 2 s timeout: accepted %v (%s), want %v", ok, why, !d.warden)
+		}
+	})
+}

@@ -54,6 +54,20 @@ func implicitDue(o *offer, timeoutMs, now int64) uint8 {
 	return dueUnknown
 }
 
+// suspended moves the dates of h's pending offers by a suspension that
+// lasted at least shortMs and at most longMs: time suspended does not count
+// toward an implicit accept (RFC-MACP-0010 §5.1(1); the runtime subtracts
+// the time suspended since the offer from semantics revision 2 on), so an
+// offer pending across it is due that much later. The offer was made while
+// the session was open: all of the suspension came after it.
+func (h *handoffState) suspended(shortMs, longMs int64) {
+	for i := range h.offers {
+		if o := &h.offers[i]; o.disposition == offerPending {
+			o.offeredAtMs, o.offeredByMs = o.offeredAtMs+shortMs, o.offeredByMs+longMs
+		}
+	}
+}
+
 // acceptImplicitly settles o, pending, as implicitly accepted: at the
 // Commitment when implicitDue finds it due on Warden's clock, in a rebuild
 // when the runtime's history records it (Synthesize).
@@ -208,8 +222,10 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 // only the history, whose client timestamps the runtime does not time the
 // implicit accept by, and the runtime's stamps in the session's metadata.
 // A notDueAtMs that contradicts byMs is ignored, and fromMs and byMs given
-// the other way round are swapped. s is returned unchanged when no offer is
-// pending.
+// the other way round are swapped. The time the session was suspended, which
+// an implicit accept does not count, may have come after the offer: the
+// latest date is moved by all of it. s is returned unchanged when no offer
+// is pending.
 func (s *Session) DatePendingOffer(fromMs, byMs, notDueAtMs int64) *Session {
 	h, ok := s.modal.(*handoffState)
 	if !ok || h == nil || !h.any(offerPending) {
@@ -226,6 +242,9 @@ func (s *Session) DatePendingOffer(fromMs, byMs, notDueAtMs int64) *Session {
 			o.offeredAtMs, o.offeredByMs = min(fromMs, byMs), max(fromMs, byMs)
 		}
 	}
+	// The time suspended since the offer runs the implicit accept later
+	// (suspended); all the session's suspended time bounds it.
+	next.modal.(*handoffState).suspended(0, s.Suspension().TotalMs)
 	return next
 }
 
