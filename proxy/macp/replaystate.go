@@ -23,8 +23,19 @@ type replayState struct {
 	log  *slog.Logger
 
 	s          *macp.Session // nil until the SessionStart
-	seen       int           // mode messages replayed
+	seen, want int           // mode messages replayed; how many the metadata counts (0: it cannot tell)
 	bank, last int64         // time banked by suspensions the history does not show; the last message's time
+	floor      int64         // the earliest the runtime can have accepted the last client message (earliest)
+	offer      offerSeen     // the last HandoffOffer replayed, the one that can still be pending
+}
+
+// offerSeen is what the replay saw of a HandoffOffer: who sent it, the
+// earliest the runtime can have accepted it, and who sent messages after it.
+type offerSeen struct {
+	sender string
+	from   int64
+	again  bool            // its sender sent a message after it
+	after  map[string]bool // the senders of the messages after it
 }
 
 // run replays h until it is complete and returns the session bound to what
@@ -32,11 +43,10 @@ type replayState struct {
 // each participant sent (not the SessionStart): the replay is complete when
 // that many have come, else when the history ends or pauses.
 func (rs *replayState) run(ctx context.Context, h *history, quiet time.Duration) (*macp.Session, error) {
-	want := 0
 	for _, a := range rs.meta.GetParticipantActivity() {
-		want += int(a.GetMessageCount())
+		rs.want += int(a.GetMessageCount())
 	}
-	for want == 0 || rs.s == nil || rs.seen < want {
+	for rs.want == 0 || rs.s == nil || rs.seen < rs.want {
 		f, err := h.next(ctx, quiet)
 		switch {
 		case err == nil:
@@ -57,9 +67,45 @@ func (rs *replayState) run(ctx context.Context, h *history, quiet time.Duration)
 	return rs.result(), nil
 }
 
-// result is the session replayed, with the metadata's state and deadline.
+// result is the session replayed, with the metadata's state and deadline
+// and its pending offer dated (offerDates).
 func (rs *replayState) result() *macp.Session {
-	return finish(rs.s, rs.meta, rs.last, time.Now().UnixMilli())
+	now := time.Now().UnixMilli()
+	return finish(rs.s.DatePendingOffer(rs.offerDates(now)), rs.meta, rs.last, now)
+}
+
+// offerDates bound when the runtime accepted the last offer replayed, the
+// time it runs the offer's implicit accept from, which the history does not
+// show (macp.Session.DatePendingOffer): no earlier than the replay's floor
+// for it (earliest), nor than the last message of a participant who sent
+// nothing after it; no later than now, nor than the last message of its
+// sender or of anyone who sent after it; exactly the last message of its
+// sender when it sent nothing after it. The participants' last messages
+// are the runtime's own stamps in the metadata (participant_activity),
+// which count the messages replayed when the replay is complete; with
+// fewer replayed, only the latest bounds hold. notDue is the latest of
+// those stamps after the offer: the runtime accepted that message without
+// finding the offer's implicit accept due.
+func (rs *replayState) offerDates(now int64) (from, by, notDue int64) {
+	o := rs.offer
+	from, by = o.from, now
+	complete := rs.want > 0 && rs.seen == rs.want
+	for _, a := range rs.meta.GetParticipantActivity() {
+		at, p := a.GetLastMessageAtUnixMs(), a.GetParticipantId()
+		switch {
+		case at <= 0 || o.sender == "":
+		case p == o.sender && !o.again && complete:
+			from, by = at, min(by, at) // the offer is its sender's last message
+		case p == o.sender || o.after[p]:
+			by = min(by, at)
+			if o.after[p] {
+				notDue = max(notDue, at)
+			}
+		case complete:
+			from = max(from, at) // its last message came before the offer
+		}
+	}
+	return from, by, notDue
 }
 
 // apply replays one message of the history; a message Warden's rules refuse
@@ -96,6 +142,20 @@ func (rs *replayState) apply(f *frame) error {
 	}
 	rs.s, rs.last = out.Next, ts
 	return nil
+}
+
+// earliest is the earliest the runtime can have accepted a client message
+// stamped ts, which the history does not show: the runtime times what
+// follows a message (an offer's implicit accept) from when it accepted it,
+// on its own clock; the client's stamp may be up to macp.MaxClockSkewMs
+// ahead of that (a live decision refuses more), or anywhere behind. So not
+// before MaxClockSkewMs before its stamp, nor before the session started on
+// the runtime's clock, nor before the message before it. The replay still
+// decides each message at its stamp, as the live decision's time; this
+// bounds only an offer's time (offerDates).
+func (rs *replayState) earliest(ts int64) int64 {
+	rs.floor = max(ts-macp.MaxClockSkewMs, rs.floor, rs.meta.GetStartedAtUnixMs())
+	return rs.floor
 }
 
 // step decides env, stamped ts, against the session so far.
@@ -141,5 +201,26 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 		return macp.Synthesize(rs.s, env)
 	}
 	rs.seen++
-	return macp.Step(rs.s, env, env.GetSender(), ts)
+	from := rs.earliest(ts)
+	out := macp.Step(rs.s, env, env.GetSender(), ts)
+	if out.Next != nil && !out.Duplicate {
+		rs.offer.saw(env, from)
+	}
+	return out
+}
+
+// saw notes env, accepted by the runtime no earlier than from.
+func (o *offerSeen) saw(env *macpv1.Envelope, from int64) {
+	if env.GetMessageType() == "HandoffOffer" {
+		*o = offerSeen{sender: env.GetSender(), from: from}
+		return
+	}
+	if o.sender == "" {
+		return
+	}
+	o.again = o.again || env.GetSender() == o.sender
+	if o.after == nil {
+		o.after = map[string]bool{}
+	}
+	o.after[env.GetSender()] = true
 }

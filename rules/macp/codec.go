@@ -11,16 +11,19 @@ import (
 	"unique"
 )
 
-// codecV1 and codecV2 are the first byte of a session's binary encoding
-// (AppendBinary writes version 2). A decoder refuses any other: replicas of
-// different versions never guess at each other's state. Version 2 adds to
-// version 1 a governance policy Warden cannot know (macp.UnknownPolicy) and
-// the earliest start of a suspension a rebuild could not date
-// (Suspension.FromMs); a version 1 encoding holds neither and decodes
-// as it did.
+// codecV1, codecV2 and codecV3 are the first byte of a session's binary
+// encoding (AppendBinary writes version 3). A decoder refuses any other:
+// replicas of different versions never guess at each other's state. Version
+// 2 adds to version 1 a governance policy Warden cannot know
+// (macp.UnknownPolicy) and the earliest start of a suspension a rebuild
+// could not date (Suspension.FromMs); version 3 adds the latest time the
+// runtime can have accepted a handoff offer (Session.DatePendingOffer). An
+// older encoding holds none of what its successors add and decodes as it
+// did (an offer dated by one time).
 const (
 	codecV1 = 1
 	codecV2 = 2
+	codecV3 = 3
 )
 
 // How version 2 encodes the bound governance policy.
@@ -45,11 +48,11 @@ const (
 var errCodec = errors.New("session encoding")
 
 // AppendBinary appends the session's state to b in Warden's compact binary
-// encoding (version 2): what replicas sharing the session store and load.
+// encoding (version 3): what replicas sharing the session store and load.
 // Accepted message ids are kept as their keyed digests, never as text; the
 // bound governance policy as its canonical JSON.
 func (s *Session) AppendBinary(b []byte) ([]byte, error) {
-	w := writer{b: append(b, codecV2)}
+	w := writer{b: append(b, codecV3)}
 	w.str(s.ID)
 	w.str(s.Mode)
 	w.b = append(w.b, byte(s.State))
@@ -120,6 +123,7 @@ func (s *Session) appendMode(w *writer) {
 			w.str(o.owner)
 			w.b = append(w.b, o.disposition)
 			w.int(o.offeredAtMs)
+			w.int(o.offeredByMs)
 		}
 	case *decisionState:
 		m = orZero(m)
@@ -234,8 +238,8 @@ func (d *Decoder) bind(canonical string) (*Governance, error) {
 }
 
 func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (*Session, error) {
-	if len(b) == 0 || b[0] != codecV1 && b[0] != codecV2 {
-		return nil, fmt.Errorf("%w: not version %d or %d", errCodec, codecV1, codecV2)
+	if len(b) == 0 || b[0] < codecV1 || b[0] > codecV3 {
+		return nil, fmt.Errorf("%w: not version %d to %d", errCodec, codecV1, codecV3)
 	}
 	v1 := b[0] == codecV1
 	r := reader{b: b[1:]}
@@ -285,7 +289,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 		s.setRec(rec)
 	}
 	mode := r.b
-	s.decodeMode(&r)
+	s.decodeMode(&r, b[0])
 	if r.err == nil {
 		s.emptyMode(mode[:len(mode)-len(r.b)])
 	}
@@ -318,7 +322,7 @@ func decodeSession(b []byte, bind func(canonical string) (*Governance, error)) (
 	return s, nil
 }
 
-func (s *Session) decodeMode(r *reader) {
+func (s *Session) decodeMode(r *reader, version byte) {
 	switch tag := r.byte(); tag {
 	case tagNone:
 	case tagTask:
@@ -335,7 +339,15 @@ func (s *Session) decodeMode(r *reader) {
 		if n := r.count(5); n > 0 {
 			h.offers = make([]offer, n)
 			for i := range h.offers {
-				h.offers[i] = offer{id: r.str(), target: r.str(), owner: r.str(), disposition: r.byte(), offeredAtMs: r.int()}
+				o := offer{id: r.str(), target: r.str(), owner: r.str(), disposition: r.byte(), offeredAtMs: r.int()}
+				o.offeredByMs = o.offeredAtMs
+				if version >= codecV3 {
+					o.offeredByMs = r.int()
+				}
+				if o.offeredByMs < o.offeredAtMs {
+					r.fail("an offer's latest time before its earliest")
+				}
+				h.offers[i] = o
 				if int(h.offers[i].disposition) >= len(dispositionNames) {
 					r.fail("unknown offer disposition")
 				}

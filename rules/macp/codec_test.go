@@ -70,10 +70,11 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestCodecGolden pins version 2 of the encoding: a session built with a
-// fixed key encodes to testdata/session_v2.golden, which decodes back; the
-// version 1 encodings of the same sessions (testdata/session_v1.golden, what
-// replicas of the previous release store) decode to the same sessions.
+// TestCodecGolden pins version 3 of the encoding: a session built with a
+// fixed key encodes to testdata/session_v3.golden, which decodes back; the
+// version 2 and 1 encodings of the same sessions (testdata/session_v2.golden
+// and session_v1.golden, what replicas of earlier releases store) decode to
+// the same sessions.
 func TestCodecGolden(t *testing.T) {
 	var files []string
 	for _, sc := range goldenScenarios {
@@ -86,10 +87,10 @@ func TestCodecGolden(t *testing.T) {
 		files = append(files, sc.name+" "+hex.EncodeToString(b))
 	}
 	got := strings.Join(files, "\n") + "\n"
-	file := filepath.Join("testdata", "session_v2.golden")
+	file := filepath.Join("testdata", "session_v3.golden")
 	checkGolden(t, file, got) // if it differs, bump the version and keep decoding the old ones
-	v2 := map[string][]byte{}
-	for _, version := range []string{"v2", "v1"} {
+	v3 := map[string][]byte{}
+	for _, version := range []string{"v3", "v2", "v1"} {
 		want, err := os.ReadFile(filepath.Join("testdata", "session_"+version+".golden"))
 		if err != nil {
 			t.Fatal(err)
@@ -105,10 +106,10 @@ func TestCodecGolden(t *testing.T) {
 				t.Fatalf("%s %s: %v", version, name, err)
 			}
 			again, _ := s.AppendBinary(nil)
-			if version == "v2" {
-				v2[name] = b
+			if version == "v3" {
+				v3[name] = b
 			} else {
-				b = v2[name]
+				b = v3[name]
 			}
 			if !bytes.Equal(again, b) {
 				t.Fatalf("%s %s: the golden encoding does not decode to the session", version, name)
@@ -124,7 +125,7 @@ func TestDecodeSessionRefuses(t *testing.T) {
 		in   []byte
 	}{
 		{"empty", nil},
-		{"other version", append([]byte{3}, good[1:]...)},
+		{"other version", append([]byte{4}, good[1:]...)},
 		{"unknown policy kind", func() []byte {
 			b := append([]byte{}, good...)
 			st := fuzzStates()[3].s

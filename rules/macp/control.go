@@ -64,6 +64,9 @@ func Control(s *Session, op, sender string, now int64) Outcome {
 		next.State, next.DeadlineMs = StateOpen, s.DeadlineMs+banked
 		sp.AtMs, sp.FromMs, sp.TotalMs = 0, 0, sp.TotalMs+paused
 		next.SetSuspension(sp)
+		if h, ok := next.modal.(*handoffState); ok && h != nil {
+			h.suspended(paused, banked)
+		}
 	default:
 		out.Verdict = invalid(rules.RankPre, rules.ReasonUnknownMessageType, "unknown control operation "+op)
 		return out

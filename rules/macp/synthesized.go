@@ -71,7 +71,7 @@ func Synthesize(s *Session, env *macpv1.Envelope) Outcome {
 		return refuse("the session's policy " + g.ID + " sets no implicit_accept_timeout_ms")
 	}
 	next := s.clone()
-	next.modal.(*handoffState).find(o.id).disposition = offerAccepted
+	acceptImplicitly(next.modal.(*handoffState).find(o.id))
 	next.recordID(env, env.GetSender())
 	next.epoch++
 	out.Verdict.Reason = rules.ReasonAllowed
