@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentwarden/warden/rules"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -303,13 +304,24 @@ func (k kinds) String() string {
 // type the tool's inputSchema does not allow where it is (-32602,
 // malformed_request, naming the argument): the tool's reader may convert it
 // into another value than the one the policy judged (Types). Arguments the
-// schema says nothing of pass.
+// schema says nothing of pass. The arguments are read in place, by byte
+// ranges, not decoded: a member given twice is judged as encoding/json
+// reads it, by its last value (the policy's reading refuses it anyway:
+// jsonrpc.PolicyValue).
 func CheckTypes(c Call, t Types) rules.Verdict {
 	if c.Method != MethodToolsCall || t.root == nil || len(c.Arguments) == 0 || kindOfRaw(c.Arguments) == typeNull {
 		return rules.Verdict{} // no arguments ("arguments": null is none to the SDKs that accept it)
 	}
+	args := c.Arguments
+	if !jsonrpc.Valid(args) {
+		// never from the sidecar (it reads only valid JSON); the reader
+		// below trusts its input to be
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("the arguments of tool %q are not JSON", c.Tool)}
+	}
+	args = args[jsonrpc.SkipSpace(args, 0):jsonrpc.ValueEnd(args, jsonrpc.SkipSpace(args, 0))]
 	budget := maxSchemaVisits
-	path, want, ok := t.root.check(c.Arguments, nil, 0, 0, &budget)
+	path, want, ok := t.root.check(args, 0, 0, &budget)
 	if budget < 0 {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
@@ -340,11 +352,12 @@ func argPath(path []string) string {
 	return b.String()
 }
 
-// check reports whether v, at depth in the arguments, is of a type n
-// allows, at every depth n declares one; when not, the path to the value
-// and the types n allows there. hops counts the schemas v was checked
-// against so far.
-func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budget *int) ([]string, kinds, bool) {
+// check reports whether v (one valid JSON value, no space around it), at
+// depth in the arguments, is of a type n allows, at every depth n declares
+// one; when not, the path to the value from v (built only then) and the
+// types n allows there. hops counts the schemas v was checked against so
+// far.
+func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kinds, bool) {
 	if n == nil {
 		return nil, 0, true
 	}
@@ -352,17 +365,17 @@ func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budg
 		*budget = -1 // a cycle of $refs, or a chain past the bound
 	}
 	if *budget--; *budget < 0 {
-		return path, 0, false // CheckTypes refuses the whole call
+		return nil, 0, false // CheckTypes refuses the whole call
 	}
 	if depth > jsonrpc.MaxPolicyDepth {
-		return path, n.kinds, false // deeper than arguments may be (Parse refuses them first)
+		return nil, n.kinds, false // deeper than arguments may be (Parse refuses them first)
 	}
 	k := kindOfRaw(v)
 	if n.kinds != 0 && n.kinds&k == 0 {
-		return path, n.kinds, false
+		return nil, n.kinds, false
 	}
 	for _, a := range n.allOf {
-		if p, want, ok := a.check(v, path, depth, hops+1, budget); !ok {
+		if p, want, ok := a.check(v, depth, hops+1, budget); !ok {
 			return p, want, false
 		}
 	}
@@ -371,7 +384,7 @@ func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budg
 		var firstWant kinds
 		matched := false
 		for i, a := range n.anyOf {
-			p, want, ok := a.check(v, path, depth, hops+1, budget)
+			p, want, ok := a.check(v, depth, hops+1, budget)
 			if ok {
 				matched = true
 				break
@@ -381,7 +394,7 @@ func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budg
 			}
 		}
 		if !matched {
-			if len(firstPath) == len(path) {
+			if len(firstPath) == 0 {
 				// refused at this value: name every type the alternatives allow
 				firstWant = 0
 				for _, a := range n.anyOf {
@@ -396,36 +409,81 @@ func (n *typeNode) check(v json.RawMessage, path []string, depth, hops int, budg
 		if n.props == nil && n.addl == nil {
 			return nil, 0, true
 		}
-		var members map[string]json.RawMessage
-		if json.Unmarshal(v, &members) != nil {
-			return path, n.kinds, false
-		}
-		for name, m := range members {
-			s, ok := n.props[name]
+		for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+			ks := i
+			ke, _ := jsonrpc.StringEnd(v, ks)
+			i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
+			end := jsonrpc.ValueEnd(v, i)
+			var s *typeNode
+			var ok bool
+			if name := v[ks+1 : ke-1]; plain(name) {
+				s, ok = n.props[string(name)] // no allocation: a map look-up's key
+			} else {
+				s, ok = n.props[decodedName(v[ks:ke])]
+			}
 			if !ok {
 				s = n.addl
 			}
-			if p, want, ok := s.check(m, append(path[:len(path):len(path)], name), depth+1, 0, budget); !ok {
-				return p, want, false
+			if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
+				return append([]string{decodedName(v[ks:ke])}, p...), want, false
+			}
+			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
+				i = jsonrpc.SkipSpace(v, i+1)
 			}
 		}
 	case typeArray:
 		if n.items == nil && n.prefix == nil {
 			return nil, 0, true
 		}
-		var elems []json.RawMessage
-		if json.Unmarshal(v, &elems) != nil {
-			return path, n.kinds, false
-		}
-		for i, e := range elems {
+		for e, i := 0, jsonrpc.SkipSpace(v, 1); v[i] != ']'; e++ {
+			end := jsonrpc.ValueEnd(v, i)
 			s := n.items
-			if i < len(n.prefix) {
-				s = n.prefix[i]
+			if e < len(n.prefix) {
+				s = n.prefix[e]
 			}
-			if p, want, ok := s.check(e, append(path[:len(path):len(path)], "["+strconv.Itoa(i)+"]"), depth+1, 0, budget); !ok {
-				return p, want, false
+			if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok {
+				return append([]string{"[" + strconv.Itoa(e) + "]"}, p...), want, false
+			}
+			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
+				i = jsonrpc.SkipSpace(v, i+1)
 			}
 		}
 	}
 	return nil, 0, true
+}
+
+// plain reports whether a name's bytes (between its quotes) are what it
+// decodes to: no escape, no control character, valid UTF-8.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
+
+// decodedName is the name the literal lit spells, decoded as
+// encoding/json decodes a member name (invalid UTF-8 as U+FFFD).
+func decodedName(lit []byte) string {
+	s, _ := jsonrpc.String(lit)
+	return s
+}
+
+// givenAgain reports whether the object v, after index from, has another
+// member named as lit (decoded): encoding/json reads a name given twice by
+// its last value, so only the last is judged.
+func givenAgain(v []byte, from int, lit []byte) bool {
+	name := decodedName(lit)
+	for i := jsonrpc.SkipSpace(v, from); v[i] == ','; {
+		i = jsonrpc.SkipSpace(v, i+1)
+		ke, _ := jsonrpc.StringEnd(v, i)
+		if decodedName(v[i:ke]) == name {
+			return true
+		}
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
+		i = jsonrpc.ValueEnd(v, i)
+		i = jsonrpc.SkipSpace(v, i)
+	}
+	return false
 }
