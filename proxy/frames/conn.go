@@ -113,7 +113,7 @@ func newConn(r *Relay, nc net.Conn, server bool) *conn {
 	c.br = bufio.NewReaderSize(c.io.r, 32<<10)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetReuseFrames()
-	c.fr.SetMaxReadFrameSize(16384)
+	c.fr.SetMaxReadFrameSize(maxReadFrame)
 	c.hr = newHeaderReader(r.cfg.MaxHeaderListSize)
 	c.wfr = http2.NewFramer(outWriter{c}, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)

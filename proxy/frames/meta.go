@@ -115,8 +115,12 @@ func validWireName(v string) bool {
 // as long as the connection lived (CVE-2024-27316's class, twelfth attack
 // pass): past the limit the connection ends with ENHANCE_YOUR_CALM.
 func maxContinuations(max uint32) int {
-	return 8 + int(2*uint64(max)/16384)
+	return 8 + int(2*uint64(max)/maxReadFrame)
 }
+
+// maxReadFrame is the largest frame the relay reads from a peer (the
+// protocol's default SETTINGS_MAX_FRAME_SIZE, which it never raises).
+const maxReadFrame = 16384
 
 // read decodes the header block hf starts, reading its CONTINUATION frames
 // from fr (whose frame order check guarantees them). A block over the
