@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,6 +111,14 @@ func run() error {
 		}
 		return rec.write(*out)
 	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(scenarioNames, s) {
+			return fmt.Errorf("-scenarios: unknown scenario %q (the scenarios: %s)", s, strings.Join(scenarioNames, ", "))
+		}
+		want[s] = true
+	}
 	runtime.GOMAXPROCS(*genProcs)
 	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -195,10 +204,6 @@ func run() error {
 		rec.Micro = medians
 	}
 
-	want := map[string]bool{}
-	for _, s := range strings.Split(*only, ",") {
-		want[strings.TrimSpace(s)] = true
-	}
 	var failed []string
 	for _, name := range scenarioNames {
 		if !want[name] || ctx.Err() != nil {
