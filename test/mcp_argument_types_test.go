@@ -30,6 +30,11 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 	input.mcp.tool == "remove"
 	input.mcp.arguments.dry_run == false
 }
+deny contains {"code": "FORBIDDEN", "msg": "no negative payment"} if {
+	input.mcp.tool == "pay"
+	some amount in input.mcp.arguments.limits
+	amount < 0
+}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +60,21 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 		{"dry_run as the string false", `{"name":"remove","arguments":{"path":"/x","dry_run":"false"}}`, typeRefusal},
 		{"dry_run as 0", `{"name":"remove","arguments":{"path":"/x","dry_run":0}}`, typeRefusal},
 		{"path as a number", `{"name":"remove","arguments":{"path":7,"dry_run":true}}`, typeRefusal},
+		// patternProperties (pydantic's schema of a dict keyed by a
+		// constrained string): pydantic reads "-500" as -500, which the
+		// rule judged as a string (in Rego no string is below 0), and
+		// matches \d with any Unicode digit, which RE2 does not
+		{"amount as declared", `{"name":"pay","arguments":{"limits":{"n_1":500}}}`, "paid n_1=500"},
+		{"negative amount refused", `{"name":"pay","arguments":{"limits":{"n_1":-500}}}`, "no negative payment"},
+		{"negative amount as a string", `{"name":"pay","arguments":{"limits":{"n_1":"-500"}}}`, typeRefusal},
+		{"negative amount as a string under a name RE2 does not match", `{"name":"pay","arguments":{"limits":{"n_\u0663":"-500"}}}`, typeRefusal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, _ := httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.args+`}`)
 			if !strings.Contains(string(msg), tc.want) {
 				t.Fatalf("%s: got %s, want it to hold %q", tc.args, msg, tc.want)
 			}
-			if strings.Contains(string(msg), "removed /x") || strings.Contains(string(msg), "read ../") {
+			if strings.Contains(string(msg), "removed /x") || strings.Contains(string(msg), "read ../") || strings.Contains(string(msg), "=-500") {
 				t.Fatalf("%s: the tool ran on what the policy refuses: %s", tc.args, msg)
 			}
 		})

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -45,13 +48,25 @@ var typeNames = [...]struct {
 // typeNode is one schema, compiled: the types it allows and what it says of
 // the members and elements inside.
 type typeNode struct {
-	kinds  kinds
-	props  map[string]*typeNode
-	addl   *typeNode // additionalProperties, for members props does not name
-	items  *typeNode
-	prefix []*typeNode // prefixItems (or items given as an array)
-	anyOf  []*typeNode // anyOf and oneOf: the value is one of them
-	allOf  []*typeNode
+	kinds kinds
+	props map[string]*typeNode
+	// patterns are patternProperties: a member whose name a pattern
+	// matches is held to its schema (with props' too); addl is for the
+	// members neither names
+	patterns []pattern
+	addl     *typeNode // additionalProperties, for members props and patterns do not name
+	items    *typeNode
+	prefix   []*typeNode // prefixItems (or items given as an array)
+	anyOf    []*typeNode // anyOf and oneOf: the value is one of them
+	allOf    []*typeNode
+}
+
+// pattern is one member of patternProperties: its regular expression (nil
+// when RE2 cannot read it, which then matches every name: fail closed) and
+// its schema.
+type pattern struct {
+	re *regexp.Regexp
+	s  *typeNode
 }
 
 // maxSchemaNodes and maxSchemaDepth bound the schemas compiled for one
@@ -137,6 +152,15 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 			if t := c.compile(p, depth+1); t != nil {
 				n.props[name] = t
 			}
+		}
+	}
+	if pp, ok := s["patternProperties"].(map[string]any); ok {
+		for _, expr := range slices.Sorted(maps.Keys(pp)) {
+			re, err := regexp.Compile(expr)
+			if err != nil {
+				re = nil
+			}
+			n.patterns = append(n.patterns, pattern{re: re, s: c.compile(pp[expr], depth+1)})
 		}
 	}
 	n.addl = c.compile(s["additionalProperties"], depth+1)
@@ -406,7 +430,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 	}
 	switch k {
 	case typeObject:
-		if n.props == nil && n.addl == nil {
+		if n.props == nil && n.addl == nil && n.patterns == nil {
 			return nil, 0, true
 		}
 		for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
@@ -414,18 +438,15 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			ke, _ := jsonrpc.StringEnd(v, ks)
 			i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
 			end := jsonrpc.ValueEnd(v, i)
-			var s *typeNode
-			var ok bool
-			if name := v[ks+1 : ke-1]; plain(name) {
-				s, ok = n.props[string(name)] // no allocation: a map look-up's key
-			} else {
-				s, ok = n.props[decodedName(v[ks:ke])]
+			name := v[ks+1 : ke-1]
+			if !plain(name) {
+				name = []byte(decodedName(v[ks:ke]))
 			}
-			if !ok {
-				s = n.addl
-			}
-			if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
-				return append([]string{decodedName(v[ks:ke])}, p...), want, false
+			var room [4]*typeNode
+			for _, s := range n.memberSchemas(room[:0], name) {
+				if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
+					return append([]string{decodedName(v[ks:ke])}, p...), want, false
+				}
 			}
 			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
 				i = jsonrpc.SkipSpace(v, i+1)
@@ -450,6 +471,36 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 		}
 	}
 	return nil, 0, true
+}
+
+// memberSchemas appends to room the schemas n holds a member named name
+// (decoded) to: its property's, each pattern's that matches the name, and
+// additionalProperties' when neither names it. A pattern RE2 cannot read
+// matches every name; so does every pattern for a name that matches none
+// of them: the tool's reader (pydantic's regex engines, ECMA-262) may
+// match a name RE2 does not (\d, \w and $ read otherwise), and a value
+// checked against no pattern would pass unchecked. A name matching no
+// pattern is refused by pydantic anyway, so this refuses valid calls only
+// under schemas whose patterns declare different types and that also
+// allow other names.
+func (n *typeNode) memberSchemas(room []*typeNode, name []byte) []*typeNode {
+	s, named := n.props[string(name)] // no allocation: a map look-up's key
+	if named {
+		room = append(room, s)
+	}
+	matched := false
+	for _, p := range n.patterns {
+		if p.re == nil || p.re.Match(name) {
+			room, matched = append(room, p.s), true
+		}
+	}
+	if !named && !matched {
+		for _, p := range n.patterns {
+			room = append(room, p.s)
+		}
+		room = append(room, n.addl)
+	}
+	return room
 }
 
 // plain reports whether a name's bytes (between its quotes) are what it

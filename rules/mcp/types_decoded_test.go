@@ -62,7 +62,7 @@ func (n *typeNode) checkDecoded(v json.RawMessage, path []string, depth, hops in
 	}
 	switch k {
 	case typeObject:
-		if n.props == nil && n.addl == nil {
+		if n.props == nil && n.addl == nil && n.patterns == nil {
 			return nil, 0, true
 		}
 		var members map[string]json.RawMessage
@@ -70,12 +70,10 @@ func (n *typeNode) checkDecoded(v json.RawMessage, path []string, depth, hops in
 			return path, n.kinds, false
 		}
 		for name, m := range members {
-			s, ok := n.props[name]
-			if !ok {
-				s = n.addl
-			}
-			if p, want, ok := s.checkDecoded(m, append(path[:len(path):len(path)], name), depth+1, 0, budget); !ok {
-				return p, want, false
+			for _, s := range n.memberSchemas(nil, []byte(name)) {
+				if p, want, ok := s.checkDecoded(m, append(path[:len(path):len(path)], name), depth+1, 0, budget); !ok {
+					return p, want, false
+				}
 			}
 		}
 	case typeArray:
@@ -114,6 +112,7 @@ func FuzzCheckTypesDecoded(f *testing.F) {
 	f.Add(`{"type":"object","properties":{"\ufffd":{"type":"string"}}}`, "{\"\xff\":1}")
 	f.Add(`{"type":"object","properties":{"a":{"anyOf":[{"type":"array","items":{"type":"string"}},{"type":"integer"}]}}}`, `{"a":[1]}`)
 	f.Add(`{"items":[{"type":"string"}],"additionalItems":{"$ref":"#/items/0"}}`, `["a",1]`)
+	f.Add(`{"type":"object","patternProperties":{"^s_":{"type":"string"},"^n_":{"type":"integer"},"(?=x)":{}},"additionalProperties":{"type":"boolean"}}`, `{"s_a":"x","n\u005fa":1,"z":true}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
 		if !json.Valid([]byte(args)) {
 			return

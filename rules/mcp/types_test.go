@@ -16,6 +16,10 @@ const pydanticSchema = `{"$defs":{"Opts":{"properties":{"force":{"title":"Force"
 "limit":{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null,"title":"Limit"},"opts":{"$ref":"#/$defs/Opts"},
 "tags":{"additionalProperties":{"type":"integer"},"type":"object"},"any":{"title":"Any"}},"required":["paths","opts"],"type":"object"}`
 
+// pydanticPatterns is the inputSchema the MCP Python SDK (2.3.0) lists for
+// a tool taking limits: dict[Annotated[str, StringConstraints(pattern=r"^n_(\d+|x)$")], int].
+const pydanticPatterns = `{"properties":{"limits":{"patternProperties":{"^n_(\\d+|x)$":{"type":"integer"}},"title":"Limits","type":"object"}},"required":["limits"],"title":"payArguments","type":"object"}`
+
 // TestCheckTypes: an argument of a JSON type the tool's inputSchema does
 // not allow is refused, at any depth the schema declares one (P1: the MCP
 // Python SDK reads a string of JSON as the list or object declared and
@@ -56,6 +60,17 @@ func TestCheckTypes(t *testing.T) {
 		{"$anchor", `{"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"city":{"type":"string"}}}},"type":"object","properties":{"a":{"$ref":"#addressDef"}}}`, `{"a":{"city":["x"]}}`, `"a"."city"`},
 		{"remote $ref not followed", `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`, `{"a":1}`, ""},
 		{"schema not JSON", `{"type":`, `{"a":1}`, ""},
+		// patternProperties: the MCP Python SDK lists dict[Annotated[str,
+		// StringConstraints(pattern=...)], int] so, and pydantic reads
+		// {"n_x": "5000"} as 5000
+		{"patternProperties", pydanticPatterns, `{"limits":{"n_x":5000}}`, ""},
+		{"patternProperties of another type", pydanticPatterns, `{"limits":{"n_x":"5000"}}`, `"limits"."n_x"`},
+		{"patternProperties, a name RE2 does not match", pydanticPatterns, `{"limits":{"n_\u0663":"5000"}}`, `"limits"."n_٣"`},
+		{"patternProperties, an escaped name", pydanticPatterns, `{"limits":{"n\u005fx":"5000"}}`, `"limits"."n_x"`},
+		{"patternProperties and properties both apply", `{"type":"object","properties":{"n_a":{}},"patternProperties":{"^n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
+		{"patternProperties, each by its pattern", `{"type":"object","patternProperties":{"^s_":{"type":"string"},"^n_":{"type":"integer"}}}`, `{"s_a":"x","n_a":1}`, ""},
+		{"patternProperties, additionalProperties for the rest", `{"type":"object","patternProperties":{"^n_":{"type":"integer"}},"additionalProperties":{"type":"integer"}}`, `{"x":"1"}`, `"x"`},
+		{"patternProperties RE2 cannot read", `{"type":"object","patternProperties":{"^(?=n)n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(tc.args)}

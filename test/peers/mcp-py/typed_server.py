@@ -2,11 +2,15 @@
 Warden's test of arguments the tool reads as another JSON type than the
 one sent (TestMCPArgumentTypes): the SDK parses a string argument holding
 JSON into the list or object its parameter declares (pre_parse_json) and
-pydantic's lax mode turns "false", 0 or "no" into a bool.
+pydantic's lax mode turns "false", 0 or "no" into a bool, and "5000" into
+an int, under a name a pattern declares (patternProperties).
 
 usage: typed_server.py HOST:PORT
 """
 import sys
+from typing import Annotated
+
+from pydantic import StringConstraints
 
 from mcp.server.mcpserver import MCPServer
 
@@ -23,6 +27,12 @@ def read_files(paths: list[str]) -> str:
 def remove(path: str, dry_run: bool = True) -> str:
     """Removes a file unless dry_run."""
     return ("would remove " if dry_run else "removed ") + path
+
+
+@app.tool()
+def pay(limits: dict[Annotated[str, StringConstraints(pattern=r"^n_(\d+|x)$")], int]) -> str:
+    """Pays each account named its amount (here: says what it would pay)."""
+    return "paid " + ",".join(f"{k}={v}" for k, v in limits.items())
 
 
 host, port = sys.argv[1].rsplit(":", 1)
