@@ -60,6 +60,11 @@ deny contains {"code": "FORBIDDEN", "msg": "no negative payment"} if {
 		{"dry_run as the string false", `{"name":"remove","arguments":{"path":"/x","dry_run":"false"}}`, typeRefusal},
 		{"dry_run as 0", `{"name":"remove","arguments":{"path":"/x","dry_run":0}}`, typeRefusal},
 		{"path as a number", `{"name":"remove","arguments":{"path":7,"dry_run":true}}`, typeRefusal},
+		// a string holding JSON for a parameter that also takes it as JSON
+		// (list[str] | str): the SDK parses it, escapes decoded
+		{"one path as declared", `{"name":"read_either","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"paths as declared, either", `{"name":"read_either","arguments":{"paths":["a.txt","b.txt"]}}`, "read a.txt,b.txt"},
+		{"either: traversal in a string of JSON", `{"name":"read_either","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 		// patternProperties (pydantic's schema of a dict keyed by a
 		// constrained string): pydantic reads "-500" as -500, which the
 		// rule judged as a string (in Rego no string is below 0), and

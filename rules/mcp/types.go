@@ -149,9 +149,9 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 	if props, ok := s["properties"].(map[string]any); ok {
 		n.props = make(map[string]*typeNode, len(props))
 		for name, p := range props {
-			if t := c.compile(p, depth+1); t != nil {
-				n.props[name] = t
-			}
+			// kept when it declares nothing (true): a member it names is
+			// no additional property
+			n.props[name] = c.compile(p, depth+1)
 		}
 	}
 	if pp, ok := s["patternProperties"].(map[string]any); ok {
@@ -354,7 +354,100 @@ func CheckTypes(c Call, t Types) rules.Verdict {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q is not of the type its inputSchema declares (%s): send it as that type", argPath(path), c.Tool, want)}
 	}
+	if name, held, found := t.root.jsonInString(args); found {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is a string holding JSON (%s), which its inputSchema also allows and a tool may read the string as: send the %s itself, not a string holding it", argPath([]string{name}), c.Tool, held, held)}
+	}
 	return rules.Verdict{}
+}
+
+// jsonInString finds a member of the arguments object v sent as a string
+// holding JSON (an array, an object or null) where the schema of that
+// member allows that JSON too (S2): the MCP Python SDK parses such a string
+// into the value it holds before validating (pre_parse_json: each argument
+// whose parameter is not declared plainly as str, from mcp 1.x on), so the
+// tool reads {"paths": "[\"..\u002fetc\"]"} under list[str] | str as the
+// list ["../etc"], while a rule judged the string (escapes and all). Only
+// members the root schema names are parsed so (the arguments model's
+// fields); the string is taken as JSON when it is JSON or holds the
+// literals Python's json module reads besides (NaN, Infinity), so no
+// string it parses is missed. The check is that of the Python SDK's reading
+// whatever the server: a string of JSON sent to a string-or-JSON parameter
+// of another server is refused too.
+func (n *typeNode) jsonInString(v []byte) (name string, held kinds, found bool) {
+	if kindOfRaw(v) != typeObject {
+		return "", 0, false
+	}
+	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+		ks := i
+		ke, _ := jsonrpc.StringEnd(v, ks)
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
+		end := jsonrpc.ValueEnd(v, i)
+		if v[i] == '"' {
+			name = decodedName(v[ks:ke])
+			if s, named := n.property(name, 0); named && !givenAgain(v, end, v[ks:ke]) {
+				str, _ := jsonrpc.String(v[i:end])
+				if held = parsedAs(str); held != 0 && s.allowsKind(held) {
+					return name, held, true
+				}
+			}
+		}
+		if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
+			i = jsonrpc.SkipSpace(v, i+1)
+		}
+	}
+	return "", 0, false
+}
+
+// property is the schema n, or a schema n is held to as a whole (allOf, a
+// $ref), gives the member name, and whether one names it.
+func (n *typeNode) property(name string, hops int) (*typeNode, bool) {
+	if n == nil || hops > maxSchemaHops {
+		return nil, false
+	}
+	if s, ok := n.props[name]; ok {
+		return s, true
+	}
+	for _, a := range n.allOf {
+		if s, ok := a.property(name, hops+1); ok {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// parsedAs is what Python's json.loads reads s as when it is an array, an
+// object or null (0 otherwise: not JSON, or a string, number or bool, which
+// pre_parse_json leaves as sent). It errs towards JSON: a string holding
+// NaN or Infinity, which encoding/json refuses, is taken as JSON.
+func parsedAs(s string) kinds {
+	t := strings.Trim(s, " \t\n\r") // json's whitespace, as Python's json reads it
+	switch {
+	case t == "null":
+		return typeNull
+	case t == "" || t[0] != '[' && t[0] != '{':
+		return 0
+	case !json.Valid([]byte(t)) && !strings.Contains(t, "NaN") && !strings.Contains(t, "Infinity"):
+		return 0
+	case t[0] == '[':
+		return typeArray
+	}
+	return typeObject
+}
+
+// allowsKind reports whether n allows some value of kind k where it is:
+// the emptiest such value ([], {}, null) passes its check.
+func (n *typeNode) allowsKind(k kinds) bool {
+	v := "null"
+	switch k {
+	case typeArray:
+		v = "[]"
+	case typeObject:
+		v = "{}"
+	}
+	budget := maxSchemaVisits
+	_, _, ok := n.check([]byte(v), 1, 0, &budget)
+	return ok && budget >= 0
 }
 
 // argPath spells an argument's path for a message: ["a",0,"b"] as a[0].b.

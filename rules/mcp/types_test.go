@@ -20,6 +20,10 @@ const pydanticSchema = `{"$defs":{"Opts":{"properties":{"force":{"title":"Force"
 // a tool taking limits: dict[Annotated[str, StringConstraints(pattern=r"^n_(\d+|x)$")], int].
 const pydanticPatterns = `{"properties":{"limits":{"patternProperties":{"^n_(\\d+|x)$":{"type":"integer"}},"title":"Limits","type":"object"}},"required":["limits"],"title":"payArguments","type":"object"}`
 
+// eitherSchema is the inputSchema the MCP Python SDK (2.3.0) lists for a
+// tool taking paths: list[str] | str.
+const eitherSchema = `{"properties":{"paths":{"anyOf":[{"items":{"type":"string"},"type":"array"},{"type":"string"}],"title":"Paths"}},"required":["paths"],"title":"readArguments","type":"object"}`
+
 // TestCheckTypes: an argument of a JSON type the tool's inputSchema does
 // not allow is refused, at any depth the schema declares one (P1: the MCP
 // Python SDK reads a string of JSON as the list or object declared and
@@ -70,6 +74,21 @@ func TestCheckTypes(t *testing.T) {
 		{"patternProperties and properties both apply", `{"type":"object","properties":{"n_a":{}},"patternProperties":{"^n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
 		{"patternProperties, each by its pattern", `{"type":"object","patternProperties":{"^s_":{"type":"string"},"^n_":{"type":"integer"}}}`, `{"s_a":"x","n_a":1}`, ""},
 		{"patternProperties, additionalProperties for the rest", `{"type":"object","patternProperties":{"^n_":{"type":"integer"}},"additionalProperties":{"type":"integer"}}`, `{"x":"1"}`, `"x"`},
+		// a string holding JSON where the schema allows that JSON too: the
+		// Python SDK parses it (pre_parse_json) for any parameter not
+		// declared as a plain str
+		{"string of JSON, string or list", eitherSchema, `{"paths":"[\"..\\u002fetc\"]"}`, `"paths"`},
+		{"string of JSON with Python's NaN", eitherSchema, `{"paths":" [\"../x\", NaN] "}`, `"paths"`},
+		{"string of no JSON, string or list", eitherSchema, `{"paths":"[WIP] x"}`, ""},
+		{"list, string or list", eitherSchema, `{"paths":["a"]}`, ""},
+		{"string of JSON given twice, the last plain", eitherSchema, `{"paths":"[1]","paths":"a"}`, ""},
+		{"string of JSON, untyped", `{"type":"object","properties":{"opts":{"title":"Opts"}}}`, `{"opts":"{\"force\":true}"}`, `"opts"`},
+		{"string of null, optional string", `{"type":"object","properties":{"note":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"note":"null"}`, `"note"`},
+		{"string of a list, optional string", `{"type":"object","properties":{"note":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"note":"[1]"}`, ""},
+		{"string of JSON, plain string", `{"type":"object","properties":{"s":{"type":"string"}}}`, `{"s":"{\"a\":1}"}`, ""},
+		{"string of JSON, no such property", `{"type":"object","properties":{}}`, `{"x":"[1]"}`, ""},
+		{"string of a bool or number, untyped", `{"type":"object","properties":{"a":{},"b":{}}}`, `{"a":"true","b":" 5 "}`, ""},
+		{"property true is no additional property", `{"type":"object","properties":{"a":true},"additionalProperties":{"type":"string"}}`, `{"a":1}`, ""},
 		{"patternProperties RE2 cannot read", `{"type":"object","patternProperties":{"^(?=n)n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

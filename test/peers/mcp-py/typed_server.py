@@ -3,7 +3,8 @@ Warden's test of arguments the tool reads as another JSON type than the
 one sent (TestMCPArgumentTypes): the SDK parses a string argument holding
 JSON into the list or object its parameter declares (pre_parse_json) and
 pydantic's lax mode turns "false", 0 or "no" into a bool, and "5000" into
-an int, under a name a pattern declares (patternProperties).
+an int, under a name a pattern declares (patternProperties); a string of JSON
+is parsed for a parameter not declared as a plain str (list[str] | str).
 
 usage: typed_server.py HOST:PORT
 """
@@ -21,6 +22,12 @@ app = MCPServer("typed")
 def read_files(paths: list[str]) -> str:
     """Reads the files named (here: says which it would read)."""
     return "read " + ",".join(paths)
+
+
+@app.tool()
+def read_either(paths: list[str] | str) -> str:
+    """Reads the files named, one or several (here: says which it would read)."""
+    return "read " + (",".join(paths) if isinstance(paths, list) else paths)
 
 
 @app.tool()
