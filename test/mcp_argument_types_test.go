@@ -65,6 +65,8 @@ deny contains {"code": "FORBIDDEN", "msg": "no negative payment"} if {
 		{"one path as declared", `{"name":"read_either","arguments":{"paths":"a.txt"}}`, "read a.txt"},
 		{"paths as declared, either", `{"name":"read_either","arguments":{"paths":["a.txt","b.txt"]}}`, "read a.txt,b.txt"},
 		{"either: traversal in a string of JSON", `{"name":"read_either","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
+		{"untyped: one path", `{"name":"read_untyped","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"untyped: traversal in a string of JSON", `{"name":"read_untyped","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 		// patternProperties (pydantic's schema of a dict keyed by a
 		// constrained string): pydantic reads "-500" as -500, which the
 		// rule judged as a string (in Rego no string is below 0), and

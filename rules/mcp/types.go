@@ -59,6 +59,11 @@ type typeNode struct {
 	prefix   []*typeNode // prefixItems (or items given as an array)
 	anyOf    []*typeNode // anyOf and oneOf: the value is one of them
 	allOf    []*typeNode
+	// anything: the MCP Python SDK lists an unannotated parameter as
+	// {"title": <its name>, "type": "string"} (WithJsonSchema) while
+	// pydantic takes any value for it (Any): the type says string, the
+	// tool reads whatever pre_parse_json made of the string
+	anything bool
 }
 
 // pattern is one member of patternProperties: its regular expression (nil
@@ -152,6 +157,9 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 			// kept when it declares nothing (true): a member it names is
 			// no additional property
 			n.props[name] = c.compile(p, depth+1)
+			if t := n.props[name]; t != nil && unannotated(p, name) {
+				t.anything = true
+			}
 		}
 	}
 	if pp, ok := s["patternProperties"].(map[string]any); ok {
@@ -367,7 +375,9 @@ func CheckTypes(c Call, t Types) rules.Verdict {
 // into the value it holds before validating (pre_parse_json: each argument
 // whose parameter is not declared plainly as str, from mcp 1.x on), so the
 // tool reads {"paths": "[\"..\u002fetc\"]"} under list[str] | str as the
-// list ["../etc"], while a rule judged the string (escapes and all). Only
+// list ["../etc"], while a rule judged the string (escapes and all); and
+// so it reads a string sent to a parameter without annotation, which it
+// lists as a string (anything). Only
 // members the root schema names are parsed so (the arguments model's
 // fields); the string is taken as JSON when it is JSON or holds the
 // literals Python's json module reads besides (NaN, Infinity), so no
@@ -387,7 +397,7 @@ func (n *typeNode) jsonInString(v []byte) (name string, held kinds, found bool) 
 			name = decodedName(v[ks:ke])
 			if s, named := n.property(name, 0); named && !givenAgain(v, end, v[ks:ke]) {
 				str, _ := jsonrpc.String(v[i:end])
-				if held = parsedAs(str); held != 0 && s.allowsKind(held) {
+				if held = parsedAs(str); held != 0 && (s.anything || s.allowsKind(held)) {
 					return name, held, true
 				}
 			}
@@ -397,6 +407,23 @@ func (n *typeNode) jsonInString(v []byte) (name string, held kinds, found bool) 
 		}
 	}
 	return "", 0, false
+}
+
+// unannotated reports whether p, the schema of property name, is the one
+// the MCP Python SDK lists for a parameter without annotation: its title is
+// the name as written (pydantic's own titles are title-cased: "Paths" for
+// paths), its type string, and nothing else but a default.
+func unannotated(p any, name string) bool {
+	m, ok := p.(map[string]any)
+	if !ok || m["title"] != name || m["type"] != "string" {
+		return false
+	}
+	for k := range m {
+		if k != "title" && k != "type" && k != "default" {
+			return false
+		}
+	}
+	return true
 }
 
 // property is the schema n, or a schema n is held to as a whole (allOf, a

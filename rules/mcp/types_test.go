@@ -88,6 +88,9 @@ func TestCheckTypes(t *testing.T) {
 		{"string of JSON, plain string", `{"type":"object","properties":{"s":{"type":"string"}}}`, `{"s":"{\"a\":1}"}`, ""},
 		{"string of JSON, no such property", `{"type":"object","properties":{}}`, `{"x":"[1]"}`, ""},
 		{"string of a bool or number, untyped", `{"type":"object","properties":{"a":{},"b":{}}}`, `{"a":"true","b":" 5 "}`, ""},
+		{"string of JSON, unannotated Python parameter", `{"type":"object","properties":{"paths":{"title":"paths","type":"string"},"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"paths":"[\"../x\"]"}`, `"paths"`},
+		{"string of JSON, unannotated Python parameter with a default", `{"type":"object","properties":{"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"mode":"{\"a\":1}"}`, `"mode"`},
+		{"string of JSON, annotated str", `{"type":"object","properties":{"count":{"default":"1","title":"Count","type":"string"}}}`, `{"count":"[1]"}`, ""},
 		{"property true is no additional property", `{"type":"object","properties":{"a":true},"additionalProperties":{"type":"string"}}`, `{"a":1}`, ""},
 		{"patternProperties RE2 cannot read", `{"type":"object","patternProperties":{"^(?=n)n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
 	} {

@@ -31,6 +31,12 @@ def read_either(paths: list[str] | str) -> str:
 
 
 @app.tool()
+def read_untyped(paths) -> str:  # no annotation: the SDK lists it as a string, pydantic takes Any
+    """Reads the files named (here: says which it would read)."""
+    return "read " + (",".join(paths) if isinstance(paths, list) else paths)
+
+
+@app.tool()
 def remove(path: str, dry_run: bool = True) -> str:
     """Removes a file unless dry_run."""
     return ("would remove " if dry_run else "removed ") + path
