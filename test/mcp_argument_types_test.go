@@ -30,6 +30,15 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 	input.mcp.tool == "remove"
 	input.mcp.arguments.dry_run == false
 }
+deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
+	input.mcp.tool in {"act", "either"}
+	some k, v in input.mcp.arguments
+	v.dry_run == false
+}
+deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
+	input.mcp.tool == "flags"
+	input.mcp.arguments.f.x_dry_run == false
+}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +64,21 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 		{"dry_run as the string false", `{"name":"remove","arguments":{"path":"/x","dry_run":"false"}}`, typeRefusal},
 		{"dry_run as 0", `{"name":"remove","arguments":{"path":"/x","dry_run":0}}`, typeRefusal},
 		{"path as a number", `{"name":"remove","arguments":{"path":7,"dry_run":true}}`, typeRefusal},
+		// S1: the schema, not Warden, picks the sub-schema a value is
+		// read by; each "S1" row ran the tool before ("removed /x",
+		// "read ../etc/passwd")
+		{"tagged union as declared", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":true}}}`, "would remove /x"},
+		{"tagged union, no dry run refused", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":false}}}`, "remove only as a dry run"},
+		{"tagged union, the other tag", `{"name":"act","arguments":{"action":{"kind":"ls","path":"/x","dry_run":"false"}}}`, "listed /x"},
+		{"S1 tagged union, dry_run as the string false", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":"false"}}}`, typeRefusal},
+		{"pattern member as declared", `{"name":"flags","arguments":{"path":"/x","f":{"x_dry_run":true}}}`, "would remove /x"},
+		{"S1 pattern member as the string false", `{"name":"flags","arguments":{"path":"/x","f":{"x_dry_run":"false"}}}`, typeRefusal},
+		{"union as declared", `{"name":"either","arguments":{"a":{"dry_run":true,"path":"/x"}}}`, "would remove /x"},
+		{"union, the other model", `{"name":"either","arguments":{"a":{"dry_run":"false","name":"n"}}}`, "named n"},
+		{"S1 union, dry_run as the string false", `{"name":"either","arguments":{"a":{"dry_run":"false","path":"/x"}}}`, typeRefusal},
+		{"str or list, a string", `{"name":"read_some","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"str or list, a list", `{"name":"read_some","arguments":{"paths":["a.txt"]}}`, "read a.txt"},
+		{"S1 str or list, a string of JSON, escaped traversal", `{"name":"read_some","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, _ := httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.args+`}`)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,6 +36,9 @@ const (
 	typeNull
 	typeArray
 	typeObject
+	// ambiguous is no type: a value more than one alternative of a union
+	// may take, one of them after converting it (CheckTypes' refusal)
+	ambiguous
 )
 
 var typeNames = [...]struct {
@@ -45,13 +49,35 @@ var typeNames = [...]struct {
 // typeNode is one schema, compiled: the types it allows and what it says of
 // the members and elements inside.
 type typeNode struct {
-	kinds  kinds
-	props  map[string]*typeNode
-	addl   *typeNode // additionalProperties, for members props does not name
-	items  *typeNode
-	prefix []*typeNode // prefixItems (or items given as an array)
-	anyOf  []*typeNode // anyOf and oneOf: the value is one of them
-	allOf  []*typeNode
+	kinds kinds
+	props map[string]*typeNode
+	// patterns is patternProperties: a member whose name one matches is
+	// held to its schema (to every one that matches), and not to addl
+	patterns []patternNode
+	addl     *typeNode // additionalProperties, for members props and patterns do not name
+	items    *typeNode
+	prefix   []*typeNode // prefixItems (or items given as an array)
+	anyOf    []*typeNode // anyOf and oneOf: the value is one of them
+	allOf    []*typeNode
+
+	// What tells a union's alternatives apart (refuses): the members an
+	// object must have, the strings a value must be (const or enum of
+	// strings only; nil when not given that way).
+	required []string
+	strs     []string
+	// plain: a schema that says only its scalar types, or nothing, and
+	// notes (title, description, default), so a reader validating
+	// strictly takes a value of those types as it is (integer: a number
+	// written without fraction or exponent).
+	plain   bool
+	integer bool
+}
+
+// patternNode is one patternProperties entry; a nil re (a pattern Go's
+// regexp does not compile, as ECMA-262's lookarounds) matches every name.
+type patternNode struct {
+	re *regexp.Regexp
+	n  *typeNode
 }
 
 // maxSchemaNodes and maxSchemaDepth bound the schemas compiled for one
@@ -111,6 +137,7 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 	switch t := s["type"].(type) {
 	case string:
 		n.kinds = kindNamed(t)
+		n.integer = t == "integer"
 	case []any:
 		for _, e := range t {
 			if name, ok := e.(string); ok {
@@ -128,6 +155,15 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 			n.kinds = kindOf(e)
 		}
 	}
+	n.plain = n.kinds&(typeArray|typeObject) == 0 && onlyNotes(s)
+	n.strs = stringValues(s)
+	if req, ok := s["required"].([]any); ok {
+		for _, r := range req {
+			if name, ok := r.(string); ok {
+				n.required = append(n.required, name)
+			}
+		}
+	}
 	if n.kinds != 0 && s["nullable"] == true {
 		n.kinds |= typeNull
 	}
@@ -136,6 +172,13 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 		for name, p := range props {
 			if t := c.compile(p, depth+1); t != nil {
 				n.props[name] = t
+			}
+		}
+	}
+	if pats, ok := s["patternProperties"].(map[string]any); ok {
+		for pat, p := range pats {
+			if t := c.compile(p, depth+1); t != nil {
+				n.patterns = append(n.patterns, patternNode{re: wideRegexp(pat), n: t})
 			}
 		}
 	}
@@ -320,11 +363,19 @@ func CheckTypes(c Call, t Types) rules.Verdict {
 			Detail: fmt.Sprintf("the arguments of tool %q are not JSON", c.Tool)}
 	}
 	args = args[jsonrpc.SkipSpace(args, 0):jsonrpc.ValueEnd(args, jsonrpc.SkipSpace(args, 0))]
+	if name, ok := t.root.jsonString(args); !ok {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is a string holding JSON (an array, an object or null), which the tool's reader may parse into that value, and its inputSchema does not declare it a string alone: send the value itself", argPath([]string{name}), c.Tool)}
+	}
 	budget := maxSchemaVisits
 	path, want, ok := t.root.check(args, 0, 0, &budget)
 	if budget < 0 {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
+	}
+	if !ok && want == ambiguous {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q may be read as more than one alternative of its inputSchema's union, one after converting its type: send it so that one alternative alone takes it", argPath(path), c.Tool)}
 	}
 	if !ok {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
@@ -382,18 +433,43 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 	if len(n.anyOf) > 0 {
 		var firstPath []string
 		var firstWant kinds
-		matched := false
+		matched := -1
 		for i, a := range n.anyOf {
 			p, want, ok := a.check(v, depth, hops+1, budget)
 			if ok {
-				matched = true
+				matched = i
 				break
 			}
 			if i == 0 {
 				firstPath, firstWant = p, want
 			}
 		}
-		if !matched {
+		if matched >= 0 && !n.anyOf[matched].takesAsIs(v) {
+			// The reader picks the alternative, not Warden: pydantic's
+			// smart mode takes the first it validates strictly, which
+			// constraints Warden does not read (required, const, lengths,
+			// patterns) may rule out, then the first it validates laxly,
+			// converting the value. So every alternative v is not of the
+			// types of must surely refuse it (unless the one it matched
+			// takes it as it is).
+			for i, a := range n.anyOf {
+				if i == matched {
+					continue
+				}
+				if i > matched {
+					if _, _, ok := a.check(v, depth, hops+1, budget); ok {
+						continue
+					}
+				}
+				if *budget < 0 {
+					return nil, 0, false
+				}
+				if !a.refuses(v, depth, budget) {
+					return nil, ambiguous, false
+				}
+			}
+		}
+		if matched < 0 {
 			if len(firstPath) == 0 {
 				// refused at this value: name every type the alternatives allow
 				firstWant = 0
@@ -406,7 +482,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 	}
 	switch k {
 	case typeObject:
-		if n.props == nil && n.addl == nil {
+		if n.props == nil && n.addl == nil && n.patterns == nil {
 			return nil, 0, true
 		}
 		for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
@@ -414,17 +490,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			ke, _ := jsonrpc.StringEnd(v, ks)
 			i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
 			end := jsonrpc.ValueEnd(v, i)
-			var s *typeNode
-			var ok bool
-			if name := v[ks+1 : ke-1]; plain(name) {
-				s, ok = n.props[string(name)] // no allocation: a map look-up's key
-			} else {
-				s, ok = n.props[decodedName(v[ks:ke])]
-			}
-			if !ok {
-				s = n.addl
-			}
-			if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
+			if p, want, ok := n.memberCheck(v[ks:ke], v[i:end], depth+1, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
 				return append([]string{decodedName(v[ks:ke])}, p...), want, false
 			}
 			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
@@ -486,4 +552,285 @@ func givenAgain(v []byte, from int, lit []byte) bool {
 		i = jsonrpc.SkipSpace(v, i)
 	}
 	return false
+}
+
+// notes are the keywords that say nothing a validator checks.
+var notes = map[string]bool{"type": true, "title": true, "description": true, "default": true, "examples": true,
+	"$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true, "nullable": true}
+
+// onlyNotes reports whether schema s says nothing but its type and notes.
+func onlyNotes(s map[string]any) bool {
+	for k := range s {
+		if !notes[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// stringValues is what const or enum allow when every value is a string,
+// else nil.
+func stringValues(s map[string]any) []string {
+	var vs []any
+	if e, ok := s["enum"].([]any); ok {
+		vs = e
+	} else if c, ok := s["const"]; ok {
+		vs = []any{c}
+	} else {
+		return nil
+	}
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		str, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		out = append(out, str)
+	}
+	return out
+}
+
+// wideRegexp compiles a patternProperties pattern (ECMA-262) so that it
+// matches at least the names the server's engine matches: \d, \w and \s
+// as Unicode classes (Python's re and Rust's regex read them so, Go's
+// regexp as ASCII), $ also before a final newline (Python's re), \uXXXX
+// as Go spells it. A pattern Go cannot compile gives nil: it matches every
+// name (fail closed: the member is held to its schema).
+func wideRegexp(pat string) *regexp.Regexp {
+	var b strings.Builder
+	class := false
+	for i := 0; i < len(pat); i++ {
+		c := pat[i]
+		switch {
+		case c == '\\' && i+1 < len(pat):
+			i++
+			switch d := pat[i]; {
+			case d == 'd' && class:
+				b.WriteString(`\p{Nd}`)
+			case d == 'd':
+				b.WriteString(`[\p{Nd}]`)
+			case d == 'w' && class:
+				b.WriteString(`\p{L}\p{N}\p{M}\p{Pc}`)
+			case d == 'w':
+				b.WriteString(`[\p{L}\p{N}\p{M}\p{Pc}]`)
+			case d == 's' && class:
+				b.WriteString(`\s\p{Z}\x{0b}\x{85}\x{feff}`)
+			case d == 's':
+				b.WriteString(`[\s\p{Z}\x{0b}\x{85}\x{feff}]`)
+			case d == 'u' && i+4 < len(pat):
+				b.WriteString(`\x{` + pat[i+1:i+5] + `}`)
+				i += 4
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(d)
+			}
+		case c == '[' && !class:
+			class = true
+			b.WriteByte(c)
+			if i+1 < len(pat) && pat[i+1] == ']' { // "[]...]": a literal ] first
+				i++
+				b.WriteString(`\]`)
+			}
+		case c == ']' && class:
+			class = false
+			b.WriteByte(c)
+		case c == '$' && !class:
+			b.WriteString(`(?:\n?\z)`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+// reach is the JSON types a lax reader may turn a value of type k into:
+// pydantic's lax mode reads numeric strings and "false"/"no" as numbers
+// and bools, 0 and 1 as bools, bools as numbers (and a config may read
+// numbers as strings).
+func reach(k kinds) kinds {
+	switch k {
+	case typeString:
+		return typeString | typeNumber | typeBoolean
+	case typeNumber:
+		return typeNumber | typeBoolean | typeString
+	case typeBoolean:
+		return typeBoolean | typeNumber | typeString
+	}
+	return k
+}
+
+// refuses reports whether n surely refuses v however laxly it is read, so
+// that a union's reader cannot pick n for v: none of n's types is one v can
+// be read as, v is a string n's const or enum does not hold, an object
+// lacks a member n requires, or a member's own schema refuses it (a
+// discriminator: pydantic's tagged unions give each alternative's tag as a
+// const). Not sure (false) past the budget.
+func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
+	if n == nil || depth > jsonrpc.MaxPolicyDepth {
+		return false
+	}
+	if *budget--; *budget < 0 {
+		return false
+	}
+	k := kindOfRaw(v)
+	if n.kinds != 0 && n.kinds&reach(k) == 0 {
+		return true
+	}
+	if n.strs != nil && k == typeString {
+		s, _ := jsonrpc.String(v)
+		found := false
+		for _, want := range n.strs {
+			found = found || want == s
+		}
+		if !found {
+			return true
+		}
+	}
+	for _, a := range n.allOf {
+		if a.refuses(v, depth, budget) {
+			return true
+		}
+	}
+	if len(n.anyOf) > 0 {
+		all := true
+		for _, a := range n.anyOf {
+			all = all && a.refuses(v, depth, budget)
+		}
+		if all {
+			return true
+		}
+	}
+	if k != typeObject || (n.required == nil && n.props == nil) {
+		return false
+	}
+	for _, r := range n.required {
+		if !hasMember(v, r) {
+			return true
+		}
+	}
+	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+		ks := i
+		ke, _ := jsonrpc.StringEnd(v, ks)
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
+		end := jsonrpc.ValueEnd(v, i)
+		if s, ok := n.props[decodedName(v[ks:ke])]; ok && !givenAgain(v, end, v[ks:ke]) && s.refuses(v[i:end], depth+1, budget) {
+			return true
+		}
+		if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
+			i = jsonrpc.SkipSpace(v, i+1)
+		}
+	}
+	return false
+}
+
+// hasMember reports whether the object v has a member named name.
+func hasMember(v []byte, name string) bool {
+	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+		ke, _ := jsonrpc.StringEnd(v, i)
+		if decodedName(v[i:ke]) == name {
+			return true
+		}
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
+		if i = jsonrpc.SkipSpace(v, jsonrpc.ValueEnd(v, i)); v[i] == ',' {
+			i = jsonrpc.SkipSpace(v, i+1)
+		}
+	}
+	return false
+}
+
+// takesAsIs reports whether a strict reader of n takes v as it is: n is
+// plain and v is of its type (an integer written as one).
+func (n *typeNode) takesAsIs(v []byte) bool {
+	if n == nil || !n.plain || n.kinds != 0 && n.kinds&kindOfRaw(v) == 0 {
+		return false
+	}
+	return !n.integer || kindOfRaw(v) != typeNumber || !bytes.ContainsAny(v, ".eE")
+}
+
+// memberCheck holds the member value m, named by the literal lit, to every
+// schema n gives it: its property's, each matching pattern's, else
+// additionalProperties.
+func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string, kinds, bool) {
+	var s *typeNode
+	var named bool
+	name := lit[1 : len(lit)-1]
+	if plain(name) {
+		s, named = n.props[string(name)] // no allocation: a map look-up's key
+	} else {
+		name = []byte(decodedName(lit))
+		s, named = n.props[string(name)]
+	}
+	if named {
+		if p, want, ok := s.check(m, depth, 0, budget); !ok {
+			return p, want, false
+		}
+	}
+	for _, pn := range n.patterns {
+		if pn.re == nil || pn.re.Match(name) {
+			named = true
+			if p, want, ok := pn.n.check(m, depth, 0, budget); !ok {
+				return p, want, false
+			}
+		}
+	}
+	if !named {
+		return n.addl.check(m, depth, 0, budget)
+	}
+	return nil, 0, true
+}
+
+// jsonString holds the top-level arguments args to what the MCP Python SDK
+// does before validating them (pre_parse_json): a string given for a
+// parameter not annotated str is parsed as JSON, and replaced by the
+// array, object or null it holds. A string that may hold one (after JSON's
+// space, "[", "{" or "null": Python's json.loads also reads NaN and
+// Infinity, which Go's parser does not) for an argument the schema names
+// with anything but a string alone is refused: the policy would judge the
+// string, the tool act on what it holds. It reports the first such
+// argument's name.
+func (n *typeNode) jsonString(args []byte) (string, bool) {
+	if kindOfRaw(args) != typeObject || n.props == nil {
+		return "", true
+	}
+	for i := jsonrpc.SkipSpace(args, 1); args[i] != '}'; {
+		ks := i
+		ke, _ := jsonrpc.StringEnd(args, ks)
+		i = jsonrpc.SkipSpace(args, jsonrpc.SkipSpace(args, ke)+1)
+		end := jsonrpc.ValueEnd(args, i)
+		if args[i] == '"' && holdsJSON(args[i:end]) {
+			name := decodedName(args[ks:ke])
+			if s, named := n.props[name]; named && !s.stringAlone() {
+				return name, false
+			}
+		}
+		if i = jsonrpc.SkipSpace(args, end); args[i] == ',' {
+			i = jsonrpc.SkipSpace(args, i+1)
+		}
+	}
+	return "", true
+}
+
+// stringAlone reports whether n allows strings only, itself (no union,
+// $ref or allOf that could widen what the parameter is annotated as).
+func (n *typeNode) stringAlone() bool {
+	return n != nil && n.kinds == typeString && n.anyOf == nil && n.allOf == nil
+}
+
+// holdsJSON reports whether the string literal lit may decode to JSON text
+// Python's json.loads reads as an array, an object or null.
+func holdsJSON(lit []byte) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return holdsJSONText(lit[1 : len(lit)-1])
+	}
+	s, _ := jsonrpc.String(lit)
+	return holdsJSONText([]byte(s))
+}
+
+func holdsJSONText(s []byte) bool {
+	s = bytes.TrimLeft(s, " \t\r\n")
+	return len(s) > 0 && (s[0] == '[' || s[0] == '{') || string(bytes.TrimRight(s, " \t\r\n")) == "null"
 }

@@ -16,6 +16,19 @@ const pydanticSchema = `{"$defs":{"Opts":{"properties":{"force":{"title":"Force"
 "limit":{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null,"title":"Limit"},"opts":{"$ref":"#/$defs/Opts"},
 "tags":{"additionalProperties":{"type":"integer"},"type":"object"},"any":{"title":"Any"}},"required":["paths","opts"],"type":"object"}`
 
+// The inputSchemas the MCP Python SDK (2.3.0, pydantic 2.14) lists for
+// tools taking a tagged union (action: Annotated[Rm | Ls,
+// Field(discriminator="kind")], Rm's dry_run a bool, Ls's a string), a
+// dict keyed by pattern (f: dict[constr(pattern="^x_"), bool]), a plain
+// union of two models (a: A | B, A's dry_run a bool and B's a string, each
+// requiring its own second member) and a parameter of str | list[str].
+const (
+	pydanticTagged  = `{"$defs": {"Ls": {"properties": {"kind": {"const": "ls", "title": "Kind", "type": "string"}, "dry_run": {"default": "x", "title": "Dry Run", "type": "string"}}, "required": ["kind"], "title": "Ls", "type": "object"}, "Rm": {"properties": {"kind": {"const": "rm", "title": "Kind", "type": "string"}, "dry_run": {"default": true, "title": "Dry Run", "type": "boolean"}}, "required": ["kind"], "title": "Rm", "type": "object"}}, "properties": {"action": {"discriminator": {"mapping": {"ls": "#/$defs/Ls", "rm": "#/$defs/Rm"}, "propertyName": "kind"}, "oneOf": [{"$ref": "#/$defs/Rm"}, {"$ref": "#/$defs/Ls"}], "title": "Action"}}, "required": ["action"], "title": "opArguments", "type": "object"}`
+	pydanticPattern = `{"properties": {"f": {"patternProperties": {"^x_": {"type": "boolean"}}, "title": "F", "type": "object"}}, "required": ["f"], "title": "flagsArguments", "type": "object"}`
+	pydanticUnion   = `{"$defs": {"A": {"properties": {"dry_run": {"title": "Dry Run", "type": "boolean"}, "path": {"title": "Path", "type": "string"}}, "required": ["dry_run", "path"], "title": "A", "type": "object"}, "B": {"properties": {"dry_run": {"title": "Dry Run", "type": "string"}, "name": {"title": "Name", "type": "string"}}, "required": ["dry_run", "name"], "title": "B", "type": "object"}}, "properties": {"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "title": "A"}}, "required": ["a"], "title": "unArguments", "type": "object"}`
+	pydanticStrList = `{"properties": {"p": {"anyOf": [{"type": "string"}, {"items": {"type": "string"}, "type": "array"}], "title": "P"}}, "required": ["p"], "title": "uArguments", "type": "object"}`
+)
+
 // TestCheckTypes: an argument of a JSON type the tool's inputSchema does
 // not allow is refused, at any depth the schema declares one (P1: the MCP
 // Python SDK reads a string of JSON as the list or object declared and
@@ -56,6 +69,35 @@ func TestCheckTypes(t *testing.T) {
 		{"$anchor", `{"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"city":{"type":"string"}}}},"type":"object","properties":{"a":{"$ref":"#addressDef"}}}`, `{"a":{"city":["x"]}}`, `"a"."city"`},
 		{"remote $ref not followed", `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`, `{"a":1}`, ""},
 		{"schema not JSON", `{"type":`, `{"a":1}`, ""},
+		// S1: the schema picks the sub-schema a value is read by, not
+		// Warden (the pydantic rows each ran the tool on dry_run=False
+		// through the Python SDK, and were allowed before)
+		{"tagged union as declared", pydanticTagged, `{"action":{"kind":"rm","dry_run":false}}`, ""},
+		{"tagged union, the other tag", pydanticTagged, `{"action":{"kind":"ls","dry_run":"x"}}`, ""},
+		{"tagged union, the tag's bool as a string", pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`, `"action"`},
+		{"tagged union, the tag's bool as 0", pydanticTagged, `{"action":{"dry_run":0,"kind":"rm"}}`, `"action"`},
+		{"pattern member as declared", pydanticPattern, `{"f":{"x_dry":false}}`, ""},
+		{"pattern member as a string", pydanticPattern, `{"f":{"x_dry":"false"}}`, `"f"."x_dry"`},
+		{"pattern member escaped", pydanticPattern, `{"f":{"\u0078_dry":"no"}}`, `"f"."x_dry"`},
+		{"pattern not matched takes additionalProperties", `{"type":"object","patternProperties":{"^x_":{"type":"boolean"}},"additionalProperties":{"type":"string"}}`, `{"y":"s","x_a":true}`, ""},
+		{"pattern with a Unicode digit", `{"type":"object","patternProperties":{"^\\d+$":{"type":"boolean"}}}`, `{"١":"false"}`, `"١"`},
+		{"pattern before a final newline", `{"type":"object","patternProperties":{"^x$":{"type":"boolean"}}}`, `{"x\n":"false"}`, `"x\n"`},
+		{"pattern Go does not compile", `{"type":"object","patternProperties":{"^(?!y)":{"type":"boolean"}}}`, `{"z":"false"}`, `"z"`},
+		{"union as declared", pydanticUnion, `{"a":{"dry_run":true,"path":"/x"}}`, ""},
+		{"union, the other model", pydanticUnion, `{"a":{"dry_run":"x","name":"n"}}`, ""},
+		{"union, a bool as a string the other model types", pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`, `"a"`},
+		{"int or str, a string", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer"},{"type":"string"}]}}}`, `{"a":"5"}`, ""},
+		{"int or bool, a float", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer"},{"type":"boolean"}]}}}`, `{"a":1.0}`, `"a"`},
+		{"constrained string or bool", `{"type":"object","properties":{"a":{"anyOf":[{"type":"string","maxLength":3},{"type":"boolean"}]}}}`, `{"a":"false"}`, `"a"`},
+		{"optional constrained int", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer","minimum":0},{"type":"null"}]}}}`, `{"a":3}`, ""},
+		{"str or list, a list", pydanticStrList, `{"p":["a"]}`, ""},
+		{"str or list, a string", pydanticStrList, `{"p":"a.txt"}`, ""},
+		{"str or list, a string of JSON", pydanticStrList, `{"p":"[\"..\u002fetc\"]"}`, `"p" `},
+		{"str or list, a string of JSON after space", pydanticStrList, `{"p":" \n{}"}`, `"p" `},
+		{"str or list, null in a string", pydanticStrList, `{"p":"null"}`, `"p" `},
+		{"str alone, a string of JSON", `{"type":"object","properties":{"p":{"type":"string"}}}`, `{"p":"[1]"}`, ""},
+		{"untyped, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"p":"{\"a\":1}"}`, `"p" `},
+		{"undeclared, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"q":"[1]"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(tc.args)}
@@ -95,6 +137,9 @@ func FuzzCheckTypes(f *testing.F) {
 	f.Add(pydanticSchema, `{"paths":["a"],"opts":{"force":true}}`)
 	f.Add(`{"$ref":"#","allOf":[{"$ref":"#"}],"anyOf":[{"$ref":"#"}]}`, `{"a":[{"b":1}]}`)
 	f.Add(`{"items":[{"type":"string"}],"additionalItems":{"$ref":"#/items/0"}}`, `["a",1]`)
+	f.Add(pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`)
+	f.Add(pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`)
+	f.Add(`{"type":"object","patternProperties":{"^[\\d]\\u0041$":{"type":"boolean"},"(?<=a)":{}}}`, `{"1A":"x"}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
 		_ = CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
 	})

@@ -7,6 +7,9 @@ pydantic's lax mode turns "false", 0 or "no" into a bool.
 usage: typed_server.py HOST:PORT
 """
 import sys
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, StringConstraints
 
 from mcp.server.mcpserver import MCPServer
 
@@ -23,6 +26,56 @@ def read_files(paths: list[str]) -> str:
 def remove(path: str, dry_run: bool = True) -> str:
     """Removes a file unless dry_run."""
     return ("would remove " if dry_run else "removed ") + path
+
+
+class Rm(BaseModel):
+    kind: Literal["rm"]
+    path: str
+    dry_run: bool = True
+
+
+class Ls(BaseModel):
+    kind: Literal["ls"]
+    path: str
+    dry_run: str = "n/a"
+
+
+@app.tool()
+def act(action: Annotated[Rm | Ls, Field(discriminator="kind")]) -> str:
+    """A tagged union (S1): the tag picks the model, pydantic reads its dry_run laxly."""
+    if isinstance(action, Rm):
+        return ("would remove " if action.dry_run else "removed ") + action.path
+    return "listed " + action.path
+
+
+@app.tool()
+def flags(path: str, f: dict[Annotated[str, StringConstraints(pattern=r"^x_")], bool]) -> str:
+    """A dict keyed by pattern (S1: patternProperties)."""
+    return ("would remove " if f.get("x_dry_run", True) else "removed ") + path
+
+
+class ByPath(BaseModel):
+    dry_run: bool
+    path: str
+
+
+class ByName(BaseModel):
+    dry_run: str
+    name: str
+
+
+@app.tool()
+def either(a: ByPath | ByName) -> str:
+    """A plain union of two models (S1): pydantic picks one laxly when neither validates strictly."""
+    if isinstance(a, ByPath):
+        return ("would remove " if a.dry_run else "removed ") + a.path
+    return "named " + a.name
+
+
+@app.tool()
+def read_some(paths: str | list[str]) -> str:
+    """A union with str (S1): a string of JSON is parsed (pre_parse_json) since the annotation is not str."""
+    return "read " + (paths if isinstance(paths, str) else ",".join(paths))
 
 
 host, port = sys.argv[1].rsplit(":", 1)
