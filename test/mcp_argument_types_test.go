@@ -78,6 +78,8 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 		{"S1 union, dry_run as the string false", `{"name":"either","arguments":{"a":{"dry_run":"false","path":"/x"}}}`, typeRefusal},
 		{"str or list, a string", `{"name":"read_some","arguments":{"paths":"a.txt"}}`, "read a.txt"},
 		{"str or list, a list", `{"name":"read_some","arguments":{"paths":["a.txt"]}}`, "read a.txt"},
+		{"unannotated, a string", `{"name":"read_any","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"S1 unannotated, a string of JSON, escaped traversal", `{"name":"read_any","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 		{"S1 str or list, a string of JSON, escaped traversal", `{"name":"read_some","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,6 +71,9 @@ type typeNode struct {
 	// written without fraction or exponent).
 	plain   bool
 	integer bool
+	// untyped: a parameter the MCP Python SDK lists as a string but
+	// reads as anything (untypedParameter)
+	untyped bool
 }
 
 // patternNode is one patternProperties entry; a nil re (a pattern Go's
@@ -171,6 +174,7 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 		n.props = make(map[string]*typeNode, len(props))
 		for name, p := range props {
 			if t := c.compile(p, depth+1); t != nil {
+				t.untyped = untypedParameter(name, p)
 				n.props[name] = t
 			}
 		}
@@ -817,7 +821,18 @@ func (n *typeNode) jsonString(args []byte) (string, bool) {
 // stringAlone reports whether n allows strings only, itself (no union,
 // $ref or allOf that could widen what the parameter is annotated as).
 func (n *typeNode) stringAlone() bool {
-	return n != nil && n.kinds == typeString && n.anyOf == nil && n.allOf == nil
+	return n != nil && n.kinds == typeString && n.anyOf == nil && n.allOf == nil && !n.untyped
+}
+
+// untypedParameter reports whether p is the schema the MCP Python SDK
+// (2.3.0, func_metadata) lists for a parameter without an annotation,
+// {"title": <its name>, "type": "string"}, which it reads as Any (a string
+// of JSON parsed first); pydantic titles an annotated str parameter from
+// its name in title case ("my_path" as "My Path"), so a parameter whose
+// name is already its title (Path) is taken as untyped too.
+func untypedParameter(name string, p any) bool {
+	s, ok := p.(map[string]any)
+	return ok && len(s) == 2 && s["title"] == name && s["type"] == "string"
 }
 
 // holdsJSON reports whether the string literal lit may decode to JSON text

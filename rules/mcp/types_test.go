@@ -96,6 +96,8 @@ func TestCheckTypes(t *testing.T) {
 		{"str or list, a string of JSON after space", pydanticStrList, `{"p":" \n{}"}`, `"p" `},
 		{"str or list, null in a string", pydanticStrList, `{"p":"null"}`, `"p" `},
 		{"str alone, a string of JSON", `{"type":"object","properties":{"p":{"type":"string"}}}`, `{"p":"[1]"}`, ""},
+		{"str alone titled by pydantic, a string of JSON", `{"type":"object","properties":{"my_p":{"title":"My P","type":"string"}}}`, `{"my_p":"[1]"}`, ""},
+		{"unannotated (the SDK's string), a string of JSON", `{"type":"object","properties":{"my_p":{"title":"my_p","type":"string"}}}`, `{"my_p":"[1]"}`, `"my_p" `},
 		{"untyped, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"p":"{\"a\":1}"}`, `"p" `},
 		{"undeclared, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"q":"[1]"}`, ""},
 	} {

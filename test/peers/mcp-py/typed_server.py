@@ -78,5 +78,11 @@ def read_some(paths: str | list[str]) -> str:
     return "read " + (paths if isinstance(paths, str) else ",".join(paths))
 
 
+@app.tool()
+def read_any(paths) -> str:
+    """No annotation (S1): listed as a string, read as Any after pre_parse_json."""
+    return "read " + (paths if isinstance(paths, str) else ",".join(paths))
+
+
 host, port = sys.argv[1].rsplit(":", 1)
 app.run(transport="streamable-http", host=host, port=int(port))
