@@ -30,10 +30,14 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 	input.mcp.tool == "remove"
 	input.mcp.arguments.dry_run == false
 }
-deny contains {"code": "FORBIDDEN", "msg": "no negative payment"} if {
-	input.mcp.tool == "pay"
-	some amount in input.mcp.arguments.limits
-	amount < 0
+deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
+	input.mcp.tool in {"act", "either"}
+	some k, v in input.mcp.arguments
+	v.dry_run == false
+}
+deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
+	input.mcp.tool == "flags"
+	input.mcp.arguments.f.x_dry_run == false
 }
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -60,28 +64,33 @@ deny contains {"code": "FORBIDDEN", "msg": "no negative payment"} if {
 		{"dry_run as the string false", `{"name":"remove","arguments":{"path":"/x","dry_run":"false"}}`, typeRefusal},
 		{"dry_run as 0", `{"name":"remove","arguments":{"path":"/x","dry_run":0}}`, typeRefusal},
 		{"path as a number", `{"name":"remove","arguments":{"path":7,"dry_run":true}}`, typeRefusal},
-		// a string holding JSON for a parameter that also takes it as JSON
-		// (list[str] | str): the SDK parses it, escapes decoded
-		{"one path as declared", `{"name":"read_either","arguments":{"paths":"a.txt"}}`, "read a.txt"},
-		{"paths as declared, either", `{"name":"read_either","arguments":{"paths":["a.txt","b.txt"]}}`, "read a.txt,b.txt"},
-		{"either: traversal in a string of JSON", `{"name":"read_either","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
-		{"untyped: one path", `{"name":"read_untyped","arguments":{"paths":"a.txt"}}`, "read a.txt"},
-		{"untyped: traversal in a string of JSON", `{"name":"read_untyped","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
-		// patternProperties (pydantic's schema of a dict keyed by a
-		// constrained string): pydantic reads "-500" as -500, which the
-		// rule judged as a string (in Rego no string is below 0), and
-		// matches \d with any Unicode digit, which RE2 does not
-		{"amount as declared", `{"name":"pay","arguments":{"limits":{"n_1":500}}}`, "paid n_1=500"},
-		{"negative amount refused", `{"name":"pay","arguments":{"limits":{"n_1":-500}}}`, "no negative payment"},
-		{"negative amount as a string", `{"name":"pay","arguments":{"limits":{"n_1":"-500"}}}`, typeRefusal},
-		{"negative amount as a string under a name RE2 does not match", `{"name":"pay","arguments":{"limits":{"n_\u0663":"-500"}}}`, typeRefusal},
+		// S1: the schema, not Warden, picks the sub-schema a value is
+		// read by; each "S1" row ran the tool before ("removed /x",
+		// "read ../etc/passwd")
+		{"tagged union as declared", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":true}}}`, "would remove /x"},
+		{"tagged union, no dry run refused", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":false}}}`, "remove only as a dry run"},
+		{"tagged union, the other tag", `{"name":"act","arguments":{"action":{"kind":"ls","path":"/x","dry_run":"false"}}}`, "listed /x"},
+		{"S1 tagged union, dry_run as the string false", `{"name":"act","arguments":{"action":{"kind":"rm","path":"/x","dry_run":"false"}}}`, typeRefusal},
+		{"pattern member as declared", `{"name":"flags","arguments":{"path":"/x","f":{"x_dry_run":true}}}`, "would remove /x"},
+		{"S1 pattern member as the string false", `{"name":"flags","arguments":{"path":"/x","f":{"x_dry_run":"false"}}}`, typeRefusal},
+		{"union as declared", `{"name":"either","arguments":{"a":{"dry_run":true,"path":"/x"}}}`, "would remove /x"},
+		{"union, the other model", `{"name":"either","arguments":{"a":{"dry_run":"false","name":"n"}}}`, "named n"},
+		{"S1 union, dry_run as the string false", `{"name":"either","arguments":{"a":{"dry_run":"false","path":"/x"}}}`, typeRefusal},
+		{"str or list, a string", `{"name":"read_some","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"str or list, a list", `{"name":"read_some","arguments":{"paths":["a.txt"]}}`, "read a.txt"},
+		{"unannotated, a string", `{"name":"read_any","arguments":{"paths":"a.txt"}}`, "read a.txt"},
+		{"S1 unannotated, a string of JSON, escaped traversal", `{"name":"read_any","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
+		{"unannotated with a default, a string", `{"name":"read_any","arguments":{"paths":"a.txt","where":"there"}}`, "read a.txt in 'there'"},
+		{"S1 unannotated with a default, a string of JSON", `{"name":"read_any","arguments":{"paths":"a.txt","where":"[\"..\\u002fetc\"]"}}`, typeRefusal},
+		{"str or list, a string that only starts like JSON", `{"name":"read_some","arguments":{"paths":"[WIP] notes.txt"}}`, "read [WIP] notes.txt"},
+		{"S1 str or list, a string of JSON, escaped traversal", `{"name":"read_some","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, _ := httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.args+`}`)
 			if !strings.Contains(string(msg), tc.want) {
 				t.Fatalf("%s: got %s, want it to hold %q", tc.args, msg, tc.want)
 			}
-			if strings.Contains(string(msg), "removed /x") || strings.Contains(string(msg), "read ../") || strings.Contains(string(msg), "=-500") {
+			if strings.Contains(string(msg), "removed /x") || strings.Contains(string(msg), "read ../") {
 				t.Fatalf("%s: the tool ran on what the policy refuses: %s", tc.args, msg)
 			}
 		})

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -38,6 +36,9 @@ const (
 	typeNull
 	typeArray
 	typeObject
+	// ambiguous is no type: a value more than one alternative of a union
+	// may take, one of them after converting it (CheckTypes' refusal)
+	ambiguous
 )
 
 var typeNames = [...]struct {
@@ -50,28 +51,36 @@ var typeNames = [...]struct {
 type typeNode struct {
 	kinds kinds
 	props map[string]*typeNode
-	// patterns are patternProperties: a member whose name a pattern
-	// matches is held to its schema (with props' too); addl is for the
-	// members neither names
-	patterns []pattern
+	// patterns is patternProperties: a member whose name one matches is
+	// held to its schema (to every one that matches), and not to addl
+	patterns []patternNode
 	addl     *typeNode // additionalProperties, for members props and patterns do not name
 	items    *typeNode
 	prefix   []*typeNode // prefixItems (or items given as an array)
 	anyOf    []*typeNode // anyOf and oneOf: the value is one of them
 	allOf    []*typeNode
-	// anything: the MCP Python SDK lists an unannotated parameter as
-	// {"title": <its name>, "type": "string"} (WithJsonSchema) while
-	// pydantic takes any value for it (Any): the type says string, the
-	// tool reads whatever pre_parse_json made of the string
-	anything bool
+
+	// What tells a union's alternatives apart (refuses): the members an
+	// object must have, the strings a value must be (const or enum of
+	// strings only; nil when not given that way).
+	required []string
+	strs     []string
+	// plain: a schema that says only its scalar types, or nothing, and
+	// notes (title, description, default), so a reader validating
+	// strictly takes a value of those types as it is (integer: a number
+	// written without fraction or exponent).
+	plain   bool
+	integer bool
+	// untyped: a parameter the MCP Python SDK lists as a string but
+	// reads as anything (untypedParameter)
+	untyped bool
 }
 
-// pattern is one member of patternProperties: its regular expression (nil
-// when RE2 cannot read it, which then matches every name: fail closed) and
-// its schema.
-type pattern struct {
+// patternNode is one patternProperties entry; a nil re (a pattern Go's
+// regexp does not compile, as ECMA-262's lookarounds) matches every name.
+type patternNode struct {
 	re *regexp.Regexp
-	s  *typeNode
+	n  *typeNode
 }
 
 // maxSchemaNodes and maxSchemaDepth bound the schemas compiled for one
@@ -131,6 +140,7 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 	switch t := s["type"].(type) {
 	case string:
 		n.kinds = kindNamed(t)
+		n.integer = t == "integer"
 	case []any:
 		for _, e := range t {
 			if name, ok := e.(string); ok {
@@ -148,27 +158,32 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 			n.kinds = kindOf(e)
 		}
 	}
+	n.plain = n.kinds&(typeArray|typeObject) == 0 && onlyNotes(s)
+	n.strs = stringValues(s)
+	if req, ok := s["required"].([]any); ok {
+		for _, r := range req {
+			if name, ok := r.(string); ok {
+				n.required = append(n.required, name)
+			}
+		}
+	}
 	if n.kinds != 0 && s["nullable"] == true {
 		n.kinds |= typeNull
 	}
 	if props, ok := s["properties"].(map[string]any); ok {
 		n.props = make(map[string]*typeNode, len(props))
 		for name, p := range props {
-			// kept when it declares nothing (true): a member it names is
-			// no additional property
-			n.props[name] = c.compile(p, depth+1)
-			if t := n.props[name]; t != nil && unannotated(p, name) {
-				t.anything = true
+			if t := c.compile(p, depth+1); t != nil {
+				t.untyped = untypedParameter(name, p)
+				n.props[name] = t
 			}
 		}
 	}
-	if pp, ok := s["patternProperties"].(map[string]any); ok {
-		for _, expr := range slices.Sorted(maps.Keys(pp)) {
-			re, err := regexp.Compile(expr)
-			if err != nil {
-				re = nil
+	if pats, ok := s["patternProperties"].(map[string]any); ok {
+		for pat, p := range pats {
+			if t := c.compile(p, depth+1); t != nil {
+				n.patterns = append(n.patterns, patternNode{re: wideRegexp(pat), n: t})
 			}
-			n.patterns = append(n.patterns, pattern{re: re, s: c.compile(pp[expr], depth+1)})
 		}
 	}
 	n.addl = c.compile(s["additionalProperties"], depth+1)
@@ -352,129 +367,25 @@ func CheckTypes(c Call, t Types) rules.Verdict {
 			Detail: fmt.Sprintf("the arguments of tool %q are not JSON", c.Tool)}
 	}
 	args = args[jsonrpc.SkipSpace(args, 0):jsonrpc.ValueEnd(args, jsonrpc.SkipSpace(args, 0))]
+	if name, ok := t.root.jsonString(args); !ok {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is a string holding JSON (an array, an object or null), which the tool's reader may parse into that value, and its inputSchema does not declare it a string alone: send the value itself", argPath([]string{name}), c.Tool)}
+	}
 	budget := maxSchemaVisits
 	path, want, ok := t.root.check(args, 0, 0, &budget)
 	if budget < 0 {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
 	}
+	if !ok && want == ambiguous {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q may be read as more than one alternative of its inputSchema's union, one after converting its type: send it so that one alternative alone takes it", argPath(path), c.Tool)}
+	}
 	if !ok {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q is not of the type its inputSchema declares (%s): send it as that type", argPath(path), c.Tool, want)}
 	}
-	if name, held, found := t.root.jsonInString(args); found {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
-			Detail: fmt.Sprintf("argument %s of tool %q is a string holding JSON (%s), which its inputSchema also allows and a tool may read the string as: send the %s itself, not a string holding it", argPath([]string{name}), c.Tool, held, held)}
-	}
 	return rules.Verdict{}
-}
-
-// jsonInString finds a member of the arguments object v sent as a string
-// holding JSON (an array, an object or null) where the schema of that
-// member allows that JSON too (S2): the MCP Python SDK parses such a string
-// into the value it holds before validating (pre_parse_json: each argument
-// whose parameter is not declared plainly as str, from mcp 1.x on), so the
-// tool reads {"paths": "[\"..\u002fetc\"]"} under list[str] | str as the
-// list ["../etc"], while a rule judged the string (escapes and all); and
-// so it reads a string sent to a parameter without annotation, which it
-// lists as a string (anything). Only
-// members the root schema names are parsed so (the arguments model's
-// fields); the string is taken as JSON when it is JSON or holds the
-// literals Python's json module reads besides (NaN, Infinity), so no
-// string it parses is missed. The check is that of the Python SDK's reading
-// whatever the server: a string of JSON sent to a string-or-JSON parameter
-// of another server is refused too.
-func (n *typeNode) jsonInString(v []byte) (name string, held kinds, found bool) {
-	if kindOfRaw(v) != typeObject {
-		return "", 0, false
-	}
-	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
-		ks := i
-		ke, _ := jsonrpc.StringEnd(v, ks)
-		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
-		end := jsonrpc.ValueEnd(v, i)
-		if v[i] == '"' {
-			name = decodedName(v[ks:ke])
-			if s, named := n.property(name, 0); named && !givenAgain(v, end, v[ks:ke]) {
-				str, _ := jsonrpc.String(v[i:end])
-				if held = parsedAs(str); held != 0 && (s.anything || s.allowsKind(held)) {
-					return name, held, true
-				}
-			}
-		}
-		if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
-			i = jsonrpc.SkipSpace(v, i+1)
-		}
-	}
-	return "", 0, false
-}
-
-// unannotated reports whether p, the schema of property name, is the one
-// the MCP Python SDK lists for a parameter without annotation: its title is
-// the name as written (pydantic's own titles are title-cased: "Paths" for
-// paths), its type string, and nothing else but a default.
-func unannotated(p any, name string) bool {
-	m, ok := p.(map[string]any)
-	if !ok || m["title"] != name || m["type"] != "string" {
-		return false
-	}
-	for k := range m {
-		if k != "title" && k != "type" && k != "default" {
-			return false
-		}
-	}
-	return true
-}
-
-// property is the schema n, or a schema n is held to as a whole (allOf, a
-// $ref), gives the member name, and whether one names it.
-func (n *typeNode) property(name string, hops int) (*typeNode, bool) {
-	if n == nil || hops > maxSchemaHops {
-		return nil, false
-	}
-	if s, ok := n.props[name]; ok {
-		return s, true
-	}
-	for _, a := range n.allOf {
-		if s, ok := a.property(name, hops+1); ok {
-			return s, true
-		}
-	}
-	return nil, false
-}
-
-// parsedAs is what Python's json.loads reads s as when it is an array, an
-// object or null (0 otherwise: not JSON, or a string, number or bool, which
-// pre_parse_json leaves as sent). It errs towards JSON: a string holding
-// NaN or Infinity, which encoding/json refuses, is taken as JSON.
-func parsedAs(s string) kinds {
-	t := strings.Trim(s, " \t\n\r") // json's whitespace, as Python's json reads it
-	switch {
-	case t == "null":
-		return typeNull
-	case t == "" || t[0] != '[' && t[0] != '{':
-		return 0
-	case !json.Valid([]byte(t)) && !strings.Contains(t, "NaN") && !strings.Contains(t, "Infinity"):
-		return 0
-	case t[0] == '[':
-		return typeArray
-	}
-	return typeObject
-}
-
-// allowsKind reports whether n allows some value of kind k where it is:
-// the emptiest such value ([], {}, null) passes its check.
-func (n *typeNode) allowsKind(k kinds) bool {
-	v := "null"
-	switch k {
-	case typeArray:
-		v = "[]"
-	case typeObject:
-		v = "{}"
-	}
-	budget := maxSchemaVisits
-	_, _, ok := n.check([]byte(v), 1, 0, &budget)
-	return ok && budget >= 0
 }
 
 // argPath spells an argument's path for a message: ["a",0,"b"] as a[0].b.
@@ -526,18 +437,43 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 	if len(n.anyOf) > 0 {
 		var firstPath []string
 		var firstWant kinds
-		matched := false
+		matched := -1
 		for i, a := range n.anyOf {
 			p, want, ok := a.check(v, depth, hops+1, budget)
 			if ok {
-				matched = true
+				matched = i
 				break
 			}
 			if i == 0 {
 				firstPath, firstWant = p, want
 			}
 		}
-		if !matched {
+		if matched >= 0 && !n.anyOf[matched].takesAsIs(v) {
+			// The reader picks the alternative, not Warden: pydantic's
+			// smart mode takes the first it validates strictly, which
+			// constraints Warden does not read (required, const, lengths,
+			// patterns) may rule out, then the first it validates laxly,
+			// converting the value. So every alternative v is not of the
+			// types of must surely refuse it (unless the one it matched
+			// takes it as it is).
+			for i, a := range n.anyOf {
+				if i == matched {
+					continue
+				}
+				if i > matched {
+					if _, _, ok := a.check(v, depth, hops+1, budget); ok {
+						continue
+					}
+				}
+				if *budget < 0 {
+					return nil, 0, false
+				}
+				if !a.refuses(v, depth, budget) {
+					return nil, ambiguous, false
+				}
+			}
+		}
+		if matched < 0 {
 			if len(firstPath) == 0 {
 				// refused at this value: name every type the alternatives allow
 				firstWant = 0
@@ -558,15 +494,8 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			ke, _ := jsonrpc.StringEnd(v, ks)
 			i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
 			end := jsonrpc.ValueEnd(v, i)
-			name := v[ks+1 : ke-1]
-			if !plain(name) {
-				name = []byte(decodedName(v[ks:ke]))
-			}
-			var room [4]*typeNode
-			for _, s := range n.memberSchemas(room[:0], name) {
-				if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
-					return append([]string{decodedName(v[ks:ke])}, p...), want, false
-				}
+			if p, want, ok := n.memberCheck(v[ks:ke], v[i:end], depth+1, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
+				return append([]string{decodedName(v[ks:ke])}, p...), want, false
 			}
 			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
 				i = jsonrpc.SkipSpace(v, i+1)
@@ -591,36 +520,6 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 		}
 	}
 	return nil, 0, true
-}
-
-// memberSchemas appends to room the schemas n holds a member named name
-// (decoded) to: its property's, each pattern's that matches the name, and
-// additionalProperties' when neither names it. A pattern RE2 cannot read
-// matches every name; so does every pattern for a name that matches none
-// of them: the tool's reader (pydantic's regex engines, ECMA-262) may
-// match a name RE2 does not (\d, \w and $ read otherwise), and a value
-// checked against no pattern would pass unchecked. A name matching no
-// pattern is refused by pydantic anyway, so this refuses valid calls only
-// under schemas whose patterns declare different types and that also
-// allow other names.
-func (n *typeNode) memberSchemas(room []*typeNode, name []byte) []*typeNode {
-	s, named := n.props[string(name)] // no allocation: a map look-up's key
-	if named {
-		room = append(room, s)
-	}
-	matched := false
-	for _, p := range n.patterns {
-		if p.re == nil || p.re.Match(name) {
-			room, matched = append(room, p.s), true
-		}
-	}
-	if !named && !matched {
-		for _, p := range n.patterns {
-			room = append(room, p.s)
-		}
-		room = append(room, n.addl)
-	}
-	return room
 }
 
 // plain reports whether a name's bytes (between its quotes) are what it
@@ -657,4 +556,311 @@ func givenAgain(v []byte, from int, lit []byte) bool {
 		i = jsonrpc.SkipSpace(v, i)
 	}
 	return false
+}
+
+// notes are the keywords that say nothing a validator checks.
+var notes = map[string]bool{"type": true, "title": true, "description": true, "default": true, "examples": true,
+	"$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true, "nullable": true}
+
+// onlyNotes reports whether schema s says nothing but its type and notes.
+func onlyNotes(s map[string]any) bool {
+	for k := range s {
+		if !notes[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// stringValues is what const or enum allow when every value is a string,
+// else nil.
+func stringValues(s map[string]any) []string {
+	var vs []any
+	if e, ok := s["enum"].([]any); ok {
+		vs = e
+	} else if c, ok := s["const"]; ok {
+		vs = []any{c}
+	} else {
+		return nil
+	}
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		str, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		out = append(out, str)
+	}
+	return out
+}
+
+// wideRegexp compiles a patternProperties pattern (ECMA-262) so that it
+// matches at least the names the server's engine matches: \d, \w and \s
+// as Unicode classes (Python's re and Rust's regex read them so, Go's
+// regexp as ASCII), $ also before a final newline (Python's re), \uXXXX
+// as Go spells it. A pattern Go cannot compile gives nil: it matches every
+// name (fail closed: the member is held to its schema).
+func wideRegexp(pat string) *regexp.Regexp {
+	var b strings.Builder
+	class := false
+	for i := 0; i < len(pat); i++ {
+		c := pat[i]
+		switch {
+		case c == '\\' && i+1 < len(pat):
+			i++
+			switch d := pat[i]; {
+			case d == 'd' && class:
+				b.WriteString(`\p{Nd}`)
+			case d == 'd':
+				b.WriteString(`[\p{Nd}]`)
+			case d == 'w' && class:
+				b.WriteString(`\p{L}\p{N}\p{M}\p{Pc}`)
+			case d == 'w':
+				b.WriteString(`[\p{L}\p{N}\p{M}\p{Pc}]`)
+			case d == 's' && class:
+				b.WriteString(`\s\p{Z}\x{0b}\x{85}\x{feff}`)
+			case d == 's':
+				b.WriteString(`[\s\p{Z}\x{0b}\x{85}\x{feff}]`)
+			case d == 'u' && i+4 < len(pat):
+				b.WriteString(`\x{` + pat[i+1:i+5] + `}`)
+				i += 4
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(d)
+			}
+		case c == '[' && !class:
+			class = true
+			b.WriteByte(c)
+			if i+1 < len(pat) && pat[i+1] == ']' { // "[]...]": a literal ] first
+				i++
+				b.WriteString(`\]`)
+			}
+		case c == ']' && class:
+			class = false
+			b.WriteByte(c)
+		case c == '$' && !class:
+			b.WriteString(`(?:\n?\z)`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+// reach is the JSON types a lax reader may turn a value of type k into:
+// pydantic's lax mode reads numeric strings and "false"/"no" as numbers
+// and bools, 0 and 1 as bools, bools as numbers (and a config may read
+// numbers as strings).
+func reach(k kinds) kinds {
+	switch k {
+	case typeString:
+		return typeString | typeNumber | typeBoolean
+	case typeNumber:
+		return typeNumber | typeBoolean | typeString
+	case typeBoolean:
+		return typeBoolean | typeNumber | typeString
+	}
+	return k
+}
+
+// refuses reports whether n surely refuses v however laxly it is read, so
+// that a union's reader cannot pick n for v: none of n's types is one v can
+// be read as, v is a string n's const or enum does not hold, an object
+// lacks a member n requires, or a member's own schema refuses it (a
+// discriminator: pydantic's tagged unions give each alternative's tag as a
+// const). Not sure (false) past the budget.
+func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
+	if n == nil || depth > jsonrpc.MaxPolicyDepth {
+		return false
+	}
+	if *budget--; *budget < 0 {
+		return false
+	}
+	k := kindOfRaw(v)
+	if n.kinds != 0 && n.kinds&reach(k) == 0 {
+		return true
+	}
+	if n.strs != nil && k == typeString {
+		s, _ := jsonrpc.String(v)
+		found := false
+		for _, want := range n.strs {
+			found = found || want == s
+		}
+		if !found {
+			return true
+		}
+	}
+	for _, a := range n.allOf {
+		if a.refuses(v, depth, budget) {
+			return true
+		}
+	}
+	if len(n.anyOf) > 0 {
+		all := true
+		for _, a := range n.anyOf {
+			all = all && a.refuses(v, depth, budget)
+		}
+		if all {
+			return true
+		}
+	}
+	if k != typeObject || (n.required == nil && n.props == nil) {
+		return false
+	}
+	for _, r := range n.required {
+		if !hasMember(v, r) {
+			return true
+		}
+	}
+	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+		ks := i
+		ke, _ := jsonrpc.StringEnd(v, ks)
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
+		end := jsonrpc.ValueEnd(v, i)
+		if s, ok := n.props[decodedName(v[ks:ke])]; ok && !givenAgain(v, end, v[ks:ke]) && s.refuses(v[i:end], depth+1, budget) {
+			return true
+		}
+		if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
+			i = jsonrpc.SkipSpace(v, i+1)
+		}
+	}
+	return false
+}
+
+// hasMember reports whether the object v has a member named name.
+func hasMember(v []byte, name string) bool {
+	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
+		ke, _ := jsonrpc.StringEnd(v, i)
+		if decodedName(v[i:ke]) == name {
+			return true
+		}
+		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
+		if i = jsonrpc.SkipSpace(v, jsonrpc.ValueEnd(v, i)); v[i] == ',' {
+			i = jsonrpc.SkipSpace(v, i+1)
+		}
+	}
+	return false
+}
+
+// takesAsIs reports whether a strict reader of n takes v as it is: n is
+// plain and v is of its type (an integer written as one).
+func (n *typeNode) takesAsIs(v []byte) bool {
+	if n == nil || !n.plain || n.kinds != 0 && n.kinds&kindOfRaw(v) == 0 {
+		return false
+	}
+	return !n.integer || kindOfRaw(v) != typeNumber || !bytes.ContainsAny(v, ".eE")
+}
+
+// memberCheck holds the member value m, named by the literal lit, to every
+// schema n gives it: its property's, each matching pattern's, else
+// additionalProperties.
+func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string, kinds, bool) {
+	var s *typeNode
+	var named bool
+	name := lit[1 : len(lit)-1]
+	if plain(name) {
+		s, named = n.props[string(name)] // no allocation: a map look-up's key
+	} else {
+		name = []byte(decodedName(lit))
+		s, named = n.props[string(name)]
+	}
+	if named {
+		if p, want, ok := s.check(m, depth, 0, budget); !ok {
+			return p, want, false
+		}
+	}
+	for _, pn := range n.patterns {
+		if pn.re == nil || pn.re.Match(name) {
+			named = true
+			if p, want, ok := pn.n.check(m, depth, 0, budget); !ok {
+				return p, want, false
+			}
+		}
+	}
+	if !named {
+		return n.addl.check(m, depth, 0, budget)
+	}
+	return nil, 0, true
+}
+
+// jsonString holds the top-level arguments args to what the MCP Python SDK
+// does before validating them (pre_parse_json): a string given for a
+// parameter not annotated str is parsed as JSON, and replaced by the
+// array, object or null it holds. A string that holds one as Python reads
+// JSON (holdsJSONText) for an argument the schema names with anything but
+// a string alone is refused: the policy would judge the string, the tool
+// act on what it holds. It reports the first such
+// argument's name.
+func (n *typeNode) jsonString(args []byte) (string, bool) {
+	if kindOfRaw(args) != typeObject || n.props == nil {
+		return "", true
+	}
+	for i := jsonrpc.SkipSpace(args, 1); args[i] != '}'; {
+		ks := i
+		ke, _ := jsonrpc.StringEnd(args, ks)
+		i = jsonrpc.SkipSpace(args, jsonrpc.SkipSpace(args, ke)+1)
+		end := jsonrpc.ValueEnd(args, i)
+		if args[i] == '"' && holdsJSON(args[i:end]) {
+			name := decodedName(args[ks:ke])
+			if s, named := n.props[name]; named && !s.stringAlone() {
+				return name, false
+			}
+		}
+		if i = jsonrpc.SkipSpace(args, end); args[i] == ',' {
+			i = jsonrpc.SkipSpace(args, i+1)
+		}
+	}
+	return "", true
+}
+
+// stringAlone reports whether n allows strings only, itself (no union,
+// $ref or allOf that could widen what the parameter is annotated as).
+func (n *typeNode) stringAlone() bool {
+	return n != nil && n.kinds == typeString && n.anyOf == nil && n.allOf == nil && !n.untyped
+}
+
+// untypedParameter reports whether p is the schema the MCP Python SDK
+// (2.3.0, func_metadata) lists for a parameter without an annotation,
+// {"title": <its name>, "type": "string"}, which it reads as Any (a string
+// of JSON parsed first); pydantic titles an annotated str parameter from
+// its name in title case ("my_path" as "My Path"), so a parameter whose
+// name is already its title (Path) is taken as untyped too. A default
+// (def read(paths, mode="r")) is listed beside them.
+func untypedParameter(name string, p any) bool {
+	s, ok := p.(map[string]any)
+	if !ok || s["title"] != name || s["type"] != "string" {
+		return false
+	}
+	_, dflt := s["default"]
+	return len(s) == 2 || len(s) == 3 && dflt
+}
+
+// holdsJSON reports whether the string literal lit may decode to JSON text
+// Python's json.loads reads as an array, an object or null.
+func holdsJSON(lit []byte) bool {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return holdsJSONText(lit[1 : len(lit)-1])
+	}
+	s, _ := jsonrpc.String(lit)
+	return holdsJSONText([]byte(s))
+}
+
+// holdsJSONText reports whether Python's json.loads reads s as an array,
+// an object or null: what encoding/json reads as JSON, and text holding
+// NaN or Infinity besides (which Python reads and Go does not), so that no
+// string Python parses is missed; a string that only starts like JSON
+// ("[WIP] fix") is left alone, as pre_parse_json leaves it.
+func holdsJSONText(s []byte) bool {
+	t := bytes.Trim(s, " \t\r\n")
+	switch {
+	case string(t) == "null":
+		return true
+	case len(t) == 0 || t[0] != '[' && t[0] != '{':
+		return false
+	}
+	return json.Valid(t) || bytes.Contains(t, []byte("NaN")) || bytes.Contains(t, []byte("Infinity"))
 }

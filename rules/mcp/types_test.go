@@ -16,13 +16,18 @@ const pydanticSchema = `{"$defs":{"Opts":{"properties":{"force":{"title":"Force"
 "limit":{"anyOf":[{"type":"integer"},{"type":"null"}],"default":null,"title":"Limit"},"opts":{"$ref":"#/$defs/Opts"},
 "tags":{"additionalProperties":{"type":"integer"},"type":"object"},"any":{"title":"Any"}},"required":["paths","opts"],"type":"object"}`
 
-// pydanticPatterns is the inputSchema the MCP Python SDK (2.3.0) lists for
-// a tool taking limits: dict[Annotated[str, StringConstraints(pattern=r"^n_(\d+|x)$")], int].
-const pydanticPatterns = `{"properties":{"limits":{"patternProperties":{"^n_(\\d+|x)$":{"type":"integer"}},"title":"Limits","type":"object"}},"required":["limits"],"title":"payArguments","type":"object"}`
-
-// eitherSchema is the inputSchema the MCP Python SDK (2.3.0) lists for a
-// tool taking paths: list[str] | str.
-const eitherSchema = `{"properties":{"paths":{"anyOf":[{"items":{"type":"string"},"type":"array"},{"type":"string"}],"title":"Paths"}},"required":["paths"],"title":"readArguments","type":"object"}`
+// The inputSchemas the MCP Python SDK (2.3.0, pydantic 2.14) lists for
+// tools taking a tagged union (action: Annotated[Rm | Ls,
+// Field(discriminator="kind")], Rm's dry_run a bool, Ls's a string), a
+// dict keyed by pattern (f: dict[constr(pattern="^x_"), bool]), a plain
+// union of two models (a: A | B, A's dry_run a bool and B's a string, each
+// requiring its own second member) and a parameter of str | list[str].
+const (
+	pydanticTagged  = `{"$defs": {"Ls": {"properties": {"kind": {"const": "ls", "title": "Kind", "type": "string"}, "dry_run": {"default": "x", "title": "Dry Run", "type": "string"}}, "required": ["kind"], "title": "Ls", "type": "object"}, "Rm": {"properties": {"kind": {"const": "rm", "title": "Kind", "type": "string"}, "dry_run": {"default": true, "title": "Dry Run", "type": "boolean"}}, "required": ["kind"], "title": "Rm", "type": "object"}}, "properties": {"action": {"discriminator": {"mapping": {"ls": "#/$defs/Ls", "rm": "#/$defs/Rm"}, "propertyName": "kind"}, "oneOf": [{"$ref": "#/$defs/Rm"}, {"$ref": "#/$defs/Ls"}], "title": "Action"}}, "required": ["action"], "title": "opArguments", "type": "object"}`
+	pydanticPattern = `{"properties": {"f": {"patternProperties": {"^x_": {"type": "boolean"}}, "title": "F", "type": "object"}}, "required": ["f"], "title": "flagsArguments", "type": "object"}`
+	pydanticUnion   = `{"$defs": {"A": {"properties": {"dry_run": {"title": "Dry Run", "type": "boolean"}, "path": {"title": "Path", "type": "string"}}, "required": ["dry_run", "path"], "title": "A", "type": "object"}, "B": {"properties": {"dry_run": {"title": "Dry Run", "type": "string"}, "name": {"title": "Name", "type": "string"}}, "required": ["dry_run", "name"], "title": "B", "type": "object"}}, "properties": {"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "title": "A"}}, "required": ["a"], "title": "unArguments", "type": "object"}`
+	pydanticStrList = `{"properties": {"p": {"anyOf": [{"type": "string"}, {"items": {"type": "string"}, "type": "array"}], "title": "P"}}, "required": ["p"], "title": "uArguments", "type": "object"}`
+)
 
 // TestCheckTypes: an argument of a JSON type the tool's inputSchema does
 // not allow is refused, at any depth the schema declares one (P1: the MCP
@@ -64,35 +69,41 @@ func TestCheckTypes(t *testing.T) {
 		{"$anchor", `{"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"city":{"type":"string"}}}},"type":"object","properties":{"a":{"$ref":"#addressDef"}}}`, `{"a":{"city":["x"]}}`, `"a"."city"`},
 		{"remote $ref not followed", `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`, `{"a":1}`, ""},
 		{"schema not JSON", `{"type":`, `{"a":1}`, ""},
-		// patternProperties: the MCP Python SDK lists dict[Annotated[str,
-		// StringConstraints(pattern=...)], int] so, and pydantic reads
-		// {"n_x": "5000"} as 5000
-		{"patternProperties", pydanticPatterns, `{"limits":{"n_x":5000}}`, ""},
-		{"patternProperties of another type", pydanticPatterns, `{"limits":{"n_x":"5000"}}`, `"limits"."n_x"`},
-		{"patternProperties, a name RE2 does not match", pydanticPatterns, `{"limits":{"n_\u0663":"5000"}}`, `"limits"."n_٣"`},
-		{"patternProperties, an escaped name", pydanticPatterns, `{"limits":{"n\u005fx":"5000"}}`, `"limits"."n_x"`},
-		{"patternProperties and properties both apply", `{"type":"object","properties":{"n_a":{}},"patternProperties":{"^n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
-		{"patternProperties, each by its pattern", `{"type":"object","patternProperties":{"^s_":{"type":"string"},"^n_":{"type":"integer"}}}`, `{"s_a":"x","n_a":1}`, ""},
-		{"patternProperties, additionalProperties for the rest", `{"type":"object","patternProperties":{"^n_":{"type":"integer"}},"additionalProperties":{"type":"integer"}}`, `{"x":"1"}`, `"x"`},
-		// a string holding JSON where the schema allows that JSON too: the
-		// Python SDK parses it (pre_parse_json) for any parameter not
-		// declared as a plain str
-		{"string of JSON, string or list", eitherSchema, `{"paths":"[\"..\\u002fetc\"]"}`, `"paths"`},
-		{"string of JSON with Python's NaN", eitherSchema, `{"paths":" [\"../x\", NaN] "}`, `"paths"`},
-		{"string of no JSON, string or list", eitherSchema, `{"paths":"[WIP] x"}`, ""},
-		{"list, string or list", eitherSchema, `{"paths":["a"]}`, ""},
-		{"string of JSON given twice, the last plain", eitherSchema, `{"paths":"[1]","paths":"a"}`, ""},
-		{"string of JSON, untyped", `{"type":"object","properties":{"opts":{"title":"Opts"}}}`, `{"opts":"{\"force\":true}"}`, `"opts"`},
-		{"string of null, optional string", `{"type":"object","properties":{"note":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"note":"null"}`, `"note"`},
-		{"string of a list, optional string", `{"type":"object","properties":{"note":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"note":"[1]"}`, ""},
-		{"string of JSON, plain string", `{"type":"object","properties":{"s":{"type":"string"}}}`, `{"s":"{\"a\":1}"}`, ""},
-		{"string of JSON, no such property", `{"type":"object","properties":{}}`, `{"x":"[1]"}`, ""},
-		{"string of a bool or number, untyped", `{"type":"object","properties":{"a":{},"b":{}}}`, `{"a":"true","b":" 5 "}`, ""},
-		{"string of JSON, unannotated Python parameter", `{"type":"object","properties":{"paths":{"title":"paths","type":"string"},"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"paths":"[\"../x\"]"}`, `"paths"`},
-		{"string of JSON, unannotated Python parameter with a default", `{"type":"object","properties":{"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"mode":"{\"a\":1}"}`, `"mode"`},
-		{"string of JSON, annotated str", `{"type":"object","properties":{"count":{"default":"1","title":"Count","type":"string"}}}`, `{"count":"[1]"}`, ""},
-		{"property true is no additional property", `{"type":"object","properties":{"a":true},"additionalProperties":{"type":"string"}}`, `{"a":1}`, ""},
-		{"patternProperties RE2 cannot read", `{"type":"object","patternProperties":{"^(?=n)n_":{"type":"integer"}}}`, `{"n_a":"1"}`, `"n_a"`},
+		// S1: the schema picks the sub-schema a value is read by, not
+		// Warden (the pydantic rows each ran the tool on dry_run=False
+		// through the Python SDK, and were allowed before)
+		{"tagged union as declared", pydanticTagged, `{"action":{"kind":"rm","dry_run":false}}`, ""},
+		{"tagged union, the other tag", pydanticTagged, `{"action":{"kind":"ls","dry_run":"x"}}`, ""},
+		{"tagged union, the tag's bool as a string", pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`, `"action"`},
+		{"tagged union, the tag's bool as 0", pydanticTagged, `{"action":{"dry_run":0,"kind":"rm"}}`, `"action"`},
+		{"pattern member as declared", pydanticPattern, `{"f":{"x_dry":false}}`, ""},
+		{"pattern member as a string", pydanticPattern, `{"f":{"x_dry":"false"}}`, `"f"."x_dry"`},
+		{"pattern member escaped", pydanticPattern, `{"f":{"\u0078_dry":"no"}}`, `"f"."x_dry"`},
+		{"pattern not matched takes additionalProperties", `{"type":"object","patternProperties":{"^x_":{"type":"boolean"}},"additionalProperties":{"type":"string"}}`, `{"y":"s","x_a":true}`, ""},
+		{"pattern with a Unicode digit", `{"type":"object","patternProperties":{"^\\d+$":{"type":"boolean"}}}`, `{"١":"false"}`, `"١"`},
+		{"pattern before a final newline", `{"type":"object","patternProperties":{"^x$":{"type":"boolean"}}}`, `{"x\n":"false"}`, `"x\n"`},
+		{"pattern Go does not compile", `{"type":"object","patternProperties":{"^(?!y)":{"type":"boolean"}}}`, `{"z":"false"}`, `"z"`},
+		{"union as declared", pydanticUnion, `{"a":{"dry_run":true,"path":"/x"}}`, ""},
+		{"union, the other model", pydanticUnion, `{"a":{"dry_run":"x","name":"n"}}`, ""},
+		{"union, a bool as a string the other model types", pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`, `"a"`},
+		{"int or str, a string", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer"},{"type":"string"}]}}}`, `{"a":"5"}`, ""},
+		{"int or bool, a float", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer"},{"type":"boolean"}]}}}`, `{"a":1.0}`, `"a"`},
+		{"constrained string or bool", `{"type":"object","properties":{"a":{"anyOf":[{"type":"string","maxLength":3},{"type":"boolean"}]}}}`, `{"a":"false"}`, `"a"`},
+		{"optional constrained int", `{"type":"object","properties":{"a":{"anyOf":[{"type":"integer","minimum":0},{"type":"null"}]}}}`, `{"a":3}`, ""},
+		{"str or list, a list", pydanticStrList, `{"p":["a"]}`, ""},
+		{"str or list, a string", pydanticStrList, `{"p":"a.txt"}`, ""},
+		{"str or list, a string of JSON", pydanticStrList, `{"p":"[\"..\u002fetc\"]"}`, `"p" `},
+		{"str or list, a string of JSON after space", pydanticStrList, `{"p":" \n{}"}`, `"p" `},
+		{"str or list, null in a string", pydanticStrList, `{"p":"null"}`, `"p" `},
+		{"str alone, a string of JSON", `{"type":"object","properties":{"p":{"type":"string"}}}`, `{"p":"[1]"}`, ""},
+		{"str alone titled by pydantic, a string of JSON", `{"type":"object","properties":{"my_p":{"title":"My P","type":"string"}}}`, `{"my_p":"[1]"}`, ""},
+		{"unannotated (the SDK's string), a string of JSON", `{"type":"object","properties":{"my_p":{"title":"my_p","type":"string"}}}`, `{"my_p":"[1]"}`, `"my_p" `},
+		{"untyped, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"p":"{\"a\":1}"}`, `"p" `},
+		{"undeclared, a string of JSON", `{"type":"object","properties":{"p":{"title":"P"}}}`, `{"q":"[1]"}`, ""},
+		{"str or list, a string that only starts like JSON", pydanticStrList, `{"p":"[WIP] fix"}`, ""},
+		{"optional str, a string that only starts like JSON", `{"type":"object","properties":{"p":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"p":"{draft} x"}`, ""},
+		{"str or list, JSON only Python reads", pydanticStrList, `{"p":" [\"../x\", NaN] "}`, `"p" `},
+		{"unannotated with a default, a string of JSON", `{"type":"object","properties":{"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"mode":"{\"a\":1}"}`, `"mode" `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(tc.args)}
@@ -132,6 +143,9 @@ func FuzzCheckTypes(f *testing.F) {
 	f.Add(pydanticSchema, `{"paths":["a"],"opts":{"force":true}}`)
 	f.Add(`{"$ref":"#","allOf":[{"$ref":"#"}],"anyOf":[{"$ref":"#"}]}`, `{"a":[{"b":1}]}`)
 	f.Add(`{"items":[{"type":"string"}],"additionalItems":{"$ref":"#/items/0"}}`, `["a",1]`)
+	f.Add(pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`)
+	f.Add(pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`)
+	f.Add(`{"type":"object","patternProperties":{"^[\\d]\\u0041$":{"type":"boolean"},"(?<=a)":{}}}`, `{"1A":"x"}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
 		_ = CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
 	})

@@ -2,16 +2,14 @@
 Warden's test of arguments the tool reads as another JSON type than the
 one sent (TestMCPArgumentTypes): the SDK parses a string argument holding
 JSON into the list or object its parameter declares (pre_parse_json) and
-pydantic's lax mode turns "false", 0 or "no" into a bool, and "5000" into
-an int, under a name a pattern declares (patternProperties); a string of JSON
-is parsed for a parameter not declared as a plain str (list[str] | str).
+pydantic's lax mode turns "false", 0 or "no" into a bool.
 
 usage: typed_server.py HOST:PORT
 """
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from mcp.server.mcpserver import MCPServer
 
@@ -25,27 +23,65 @@ def read_files(paths: list[str]) -> str:
 
 
 @app.tool()
-def read_either(paths: list[str] | str) -> str:
-    """Reads the files named, one or several (here: says which it would read)."""
-    return "read " + (",".join(paths) if isinstance(paths, list) else paths)
-
-
-@app.tool()
-def read_untyped(paths) -> str:  # no annotation: the SDK lists it as a string, pydantic takes Any
-    """Reads the files named (here: says which it would read)."""
-    return "read " + (",".join(paths) if isinstance(paths, list) else paths)
-
-
-@app.tool()
 def remove(path: str, dry_run: bool = True) -> str:
     """Removes a file unless dry_run."""
     return ("would remove " if dry_run else "removed ") + path
 
 
+class Rm(BaseModel):
+    kind: Literal["rm"]
+    path: str
+    dry_run: bool = True
+
+
+class Ls(BaseModel):
+    kind: Literal["ls"]
+    path: str
+    dry_run: str = "n/a"
+
+
 @app.tool()
-def pay(limits: dict[Annotated[str, StringConstraints(pattern=r"^n_(\d+|x)$")], int]) -> str:
-    """Pays each account named its amount (here: says what it would pay)."""
-    return "paid " + ",".join(f"{k}={v}" for k, v in limits.items())
+def act(action: Annotated[Rm | Ls, Field(discriminator="kind")]) -> str:
+    """A tagged union (S1): the tag picks the model, pydantic reads its dry_run laxly."""
+    if isinstance(action, Rm):
+        return ("would remove " if action.dry_run else "removed ") + action.path
+    return "listed " + action.path
+
+
+@app.tool()
+def flags(path: str, f: dict[Annotated[str, StringConstraints(pattern=r"^x_")], bool]) -> str:
+    """A dict keyed by pattern (S1: patternProperties)."""
+    return ("would remove " if f.get("x_dry_run", True) else "removed ") + path
+
+
+class ByPath(BaseModel):
+    dry_run: bool
+    path: str
+
+
+class ByName(BaseModel):
+    dry_run: str
+    name: str
+
+
+@app.tool()
+def either(a: ByPath | ByName) -> str:
+    """A plain union of two models (S1): pydantic picks one laxly when neither validates strictly."""
+    if isinstance(a, ByPath):
+        return ("would remove " if a.dry_run else "removed ") + a.path
+    return "named " + a.name
+
+
+@app.tool()
+def read_some(paths: str | list[str]) -> str:
+    """A union with str (S1): a string of JSON is parsed (pre_parse_json) since the annotation is not str."""
+    return "read " + (paths if isinstance(paths, str) else ",".join(paths))
+
+
+@app.tool()
+def read_any(paths, where="here") -> str:
+    """No annotation (S1): listed as a string (with its default, if any), read as Any after pre_parse_json."""
+    return "read " + (paths if isinstance(paths, str) else ",".join(paths)) + ("" if where == "here" else " in " + repr(where))
 
 
 host, port = sys.argv[1].rsplit(":", 1)
