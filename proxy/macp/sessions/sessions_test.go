@@ -321,7 +321,10 @@ func TestContentionLost(t *testing.T) {
 						break
 					}
 				}
-				if d := time.Since(began); d > tc.longest+50*time.Millisecond {
+				// the bound on each wait is lossWait's (below); the clock
+				// only catches a wait of another order (a shared machine's
+				// scheduler may add tens of milliseconds to 30 timers)
+				if d := time.Since(began); d > tc.longest+time.Second {
 					t.Fatalf("%d losses waited %v, want at most %v", tc.losses, d, tc.longest)
 				}
 				if err != nil || tc.want == nil {
@@ -332,6 +335,17 @@ func TestContentionLost(t *testing.T) {
 				t.Errorf("%v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLossWait: the random wait after a lost compare-and-set starts at
+// conflictStep on the second loss, doubles, and never passes conflictCap,
+// however many losses (no overflow of the shift).
+func TestLossWait(t *testing.T) {
+	for attempt, want := range map[int]time.Duration{2: conflictStep, 3: 2 * conflictStep, 4: 4 * conflictStep, 5: conflictCap, 9: conflictCap, 10: conflictCap, 70: conflictCap, 1 << 20: conflictCap} {
+		if got := lossWait(attempt); got != want {
+			t.Errorf("loss %d: longest wait %v, want %v", attempt, got, want)
+		}
 	}
 }
 

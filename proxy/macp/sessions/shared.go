@@ -92,11 +92,7 @@ func (c *contention) lost(ctx context.Context, budget time.Duration) error {
 	if time.Since(c.since) >= budget {
 		return ErrSessionContention
 	}
-	wait := conflictCap
-	if c.attempt-2 < 8 {
-		wait = min(conflictCap, conflictStep<<(c.attempt-2))
-	}
-	t := time.NewTimer(rand.N(wait))
+	t := time.NewTimer(rand.N(lossWait(c.attempt)))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -104,6 +100,16 @@ func (c *contention) lost(ctx context.Context, budget time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// lossWait is the longest random wait after loss number attempt (2 or
+// more): conflictStep doubled per loss after the second, at most
+// conflictCap.
+func lossWait(attempt int) time.Duration {
+	if attempt-2 < 8 {
+		return min(conflictCap, conflictStep<<(attempt-2))
+	}
+	return conflictCap
 }
 
 // ErrSessionContention means a session changed on other replicas at every
