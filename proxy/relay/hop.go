@@ -162,9 +162,10 @@ func Traced(out *http.Request) {
 // itself). With strip (Warden authenticated from what the upstream cannot
 // check), the credential headers are left out too.
 func Outbound(out, in *http.Request, strip bool, credentials ...string) {
-	if len(out.Header) == 0 {
-		// sized once for the caller's headers, not grown key by key (a
-		// map of at most 8 is one group either way)
+	if out.Header == nil || len(out.Header) == 0 && len(in.Header) > mapGroup {
+		// sized once for the caller's headers, not grown key by key; up
+		// to 8 fit the one group the empty map http.NewRequest made
+		// takes on its first key, and that map is kept
 		out.Header = make(http.Header, len(in.Header))
 	}
 	CopyHeaders(out.Header, in.Header)
@@ -176,6 +177,10 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 	}
 	Traced(out)
 }
+
+// mapGroup is the most keys a map holds in its first allocation of
+// entries (a swiss table's group).
+const mapGroup = 8
 
 // Target is an upstream endpoint's URL as http.NewRequest reads it, read
 // once: a request to it (Request) is not a URL printed and parsed again.
