@@ -324,13 +324,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, nil)
 	if err != nil {
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
+	relay.SetBody(out, body)
 	relay.Outbound(out, r, x.strip, "Authorization")
-	out.ContentLength = int64(len(body))
 	resp, err := s.send(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -419,10 +419,11 @@ func (x *exchange) tooBig([]byte) []byte {
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
 	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2a.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
-	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, nil)
 	if err != nil {
 		return "", err
 	}
+	relay.SetBody(out, body)
 	relay.Behalf(out, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
 	out.Header.Set("Content-Type", "application/json")
 	resp, err := s.send(out)

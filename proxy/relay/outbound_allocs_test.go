@@ -35,3 +35,16 @@ func TestOutboundAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want at most 4", n)
 	}
 }
+
+// TestSetBodyAllocs: a body in memory costs its reader and GetBody (2);
+// bytes.NewReader given to http.NewRequest costs 3 (with io.NopCloser).
+func TestSetBodyAllocs(t *testing.T) {
+	out, err := http.NewRequest(http.MethodPost, "http://upstream.example/rpc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`)
+	if n := testing.AllocsPerRun(100, func() { SetBody(out, b) }); n > 2 {
+		t.Errorf("%v allocations, want at most 2", n)
+	}
+}
