@@ -13,10 +13,7 @@ import (
 // TestBeginAtAllocs: a flight with its source is one allocation, its own
 // (Begin on WithSource's context: two).
 func TestBeginAtAllocs(t *testing.T) {
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := plainEnforcer(t)
 	src := Source{Client: "192.0.2.7:41234", RequestID: "req-1", Method: "POST", Path: "/mcp"}
 	if n := testing.AllocsPerRun(100, func() {
 		_, f := e.BeginAt(context.Background(), src, testProtocols["mcp"], DoorSidecar, nil)

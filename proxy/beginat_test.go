@@ -9,10 +9,7 @@ import (
 // WithSource does (a decision made on it records it), and a source set
 // below it still wins; Begin's carries none.
 func TestBeginAt(t *testing.T) {
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := plainEnforcer(t)
 	src := Source{Client: "192.0.2.7:41234", RequestID: "req-1", Method: "POST", Path: "/mcp"}
 	ctx, f := e.BeginAt(context.Background(), src, testProtocols["mcp"], DoorSidecar, nil)
 	defer f.End(false)
