@@ -97,21 +97,19 @@ func (d *doc) replace(lit []byte) int32 {
 }
 
 // literal is v as a JSON string, written after the doc's other strings
-// set: a few ids set in one message share one buffer, made at once to room
-// for several plain ones (a handle, an id) instead of one each. A buffer
+// set: a few ids set in one message share one buffer, made at once with
+// room for four plain ones the size of the first (an A2A task's handle,
+// 66 bytes, its context's, 104, and a message's taskId) instead of one
+// each. A buffer
 // outgrown stays as it is: the literals written in it keep their bytes.
 func (d *doc) literal(v string) []byte {
 	if need := len(v) + 2; cap(d.lits)-len(d.lits) < need { // a plain string's size; AppendString grows it for escapes
-		d.lits = make([]byte, 0, max(minLits, 2*cap(d.lits), need))
+		d.lits = make([]byte, 0, max(2*cap(d.lits), 4*need))
 	}
 	start := len(d.lits)
 	d.lits = AppendString(d.lits, v)
 	return d.lits[start:len(d.lits):len(d.lits)]
 }
-
-// minLits is the least room a doc's buffer of strings set is made with:
-// an A2A task's handle and its context's (66 and 104 bytes), or a few ids.
-const minLits = 256
 
 // newObject is a fresh Object of the doc, from its slab: the slab's
 // chunks never move, so the pointer stays valid.
