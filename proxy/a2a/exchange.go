@@ -30,6 +30,7 @@ import (
 // exchange is one request and its answer, seen by one principal.
 type exchange struct {
 	s         *Server
+	hold      listener.Hold // the answer's share of the bytes in flight (forward)
 	principal string
 	expiry    time.Time
 	// grant is what the request's credential proved, sealed into the push
@@ -345,7 +346,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		hold := s.streams.Hold()
+		hold := s.streams.HoldIn(&x.hold)
 		defer hold.Release()
 		data := hold.Each(x.fromUpstream)
 		if watch {
@@ -364,7 +365,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		return
 	}
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	in := s.bufs.Get()
 	defer s.bufs.Put(in) // once written: what the answer is made of is copied out of it

@@ -118,7 +118,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 // opened with, nor its revocation: cancel ends it.
 func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
 	defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	data := hold.Each(x.fromUpstream)
 	if r.Method == http.MethodGet {
@@ -150,7 +150,7 @@ func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, 
 		_, _ = io.Copy(w, resp.Body)
 		return
 	}
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	buf := s.bufs.Get()
 	// Back to the pool once written: what the caller is answered with is
