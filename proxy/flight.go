@@ -66,6 +66,8 @@ type Flight struct {
 	span           trace.Span // nil when not traced
 	ownSpan        bool
 	ended          atomic.Bool
+	src            Source // the request's (BeginAt), when hasSrc
+	hasSrc         bool
 }
 
 type flightKey struct{}
@@ -126,10 +128,23 @@ func (e *Enforcer) Begin(ctx context.Context, p *Protocol, door string, from pro
 	return f, f
 }
 
-// Value is the flight for its key, else its parent's value.
+// BeginAt is Begin for a request from src: the flight's context carries
+// the source as WithSource's would (every decision made on it records it),
+// in the flight's own allocation rather than a context of its own.
+func (e *Enforcer) BeginAt(ctx context.Context, src Source, p *Protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
+	_, f := e.Begin(ctx, p, door, from)
+	f.src, f.hasSrc = src, true
+	return f, f
+}
+
+// Value is the flight for its key, the source for its own when it holds
+// one (BeginAt), else its parent's value.
 func (f *Flight) Value(key any) any {
-	if key == (flightKey{}) {
+	switch {
+	case key == (flightKey{}):
 		return f
+	case f.hasSrc && key == (sourceKey{}):
+		return &f.src
 	}
 	return f.Context.Value(key)
 }

@@ -19,6 +19,17 @@ import (
 func engine(t testing.TB) *policies.Engine      { return proxytest.Engine(t) }
 func devAuth(t testing.TB) *authn.Authenticator { return proxytest.DevAuth(t) }
 
+// plainEnforcer is an enforcer with the development authenticator and the
+// test policies, nothing else.
+func plainEnforcer(t testing.TB) *Enforcer {
+	t.Helper()
+	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // testProtocols are protocols as their front doors describe them (proxy/gate,
 // proxy/macp/admission), with a few of their methods.
 var testProtocols = map[string]*Protocol{

@@ -17,10 +17,7 @@ import (
 // started one per stream, which most streams (an answer sent as one event)
 // ended before it ever checked anything.
 func TestGuard(t *testing.T) {
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := plainEnforcer(t)
 	gone := errors.New("gone")
 	alice := authn.Principal{ID: "alice"}
 	ended := func(t *testing.T, ctx context.Context, want error) {
@@ -90,10 +87,7 @@ func TestGuard(t *testing.T) {
 // context and watching it (Guard + context.AfterFunc, what relay.Bound did
 // for every MCP and A2A event stream before Watch).
 func TestWatch(t *testing.T) {
-	e, err := New(Config{}, Options{Authenticator: devAuth(t), Policies: engine(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := plainEnforcer(t)
 	alice := authn.Principal{ID: "alice"}
 	for _, tc := range []struct {
 		name  string

@@ -16,7 +16,11 @@ import (
 // sidecar's handler as BenchmarkA2AHandler makes it (the in-memory request,
 // recorder and fake included: 108 of them through the null hop's handler).
 // Before the exchange watched credentials and read task states itself and
-// the method and version were read without copies: 145.
+// the method and version were read without copies: 145; before the ids set
+// shared a buffer, the state was read as a constant, the request to the
+// upstream kept its header map and took its body in one reader, the
+// flight carried the source and the exchange the answer's share of the
+// bytes in flight: 140.
 func TestHandlerAllocs(t *testing.T) {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
@@ -37,7 +41,7 @@ func TestHandlerAllocs(t *testing.T) {
 			t.Fatalf("HTTP %d: %s", w.Code, w.Body.Bytes())
 		}
 	})
-	if n > 140 {
-		t.Errorf("%v allocations, want at most 140", n)
+	if n > 132 {
+		t.Errorf("%v allocations, want at most 132", n)
 	}
 }

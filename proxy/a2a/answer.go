@@ -212,7 +212,7 @@ func (x *exchange) update(u *jsonrpc.Object) bool {
 	st, hasStatus := u.Obj("status")
 	if hasStatus {
 		st.Hold(statusNames...)
-		state, _ = st.Str("state")
+		state = a2a.StateOf(st)
 	}
 	if !x.subject(u, "taskId", state) {
 		return false
@@ -269,8 +269,7 @@ func taskState(t *jsonrpc.Object) string {
 		return ""
 	}
 	st.Hold(statusNames...)
-	s, _ := st.Str("state")
-	return s
+	return a2a.StateOf(st)
 }
 
 // taskMessages rewrites the messages of a Task whose ids are sealed.

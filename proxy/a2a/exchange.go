@@ -30,6 +30,7 @@ import (
 // exchange is one request and its answer, seen by one principal.
 type exchange struct {
 	s         *Server
+	hold      listener.Hold // the answer's share of the bytes in flight (forward)
 	principal string
 	expiry    time.Time
 	// grant is what the request's credential proved, sealed into the push
@@ -324,13 +325,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, nil)
 	if err != nil {
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
+	relay.SetBody(out, body)
 	relay.Outbound(out, r, x.strip, "Authorization")
-	out.ContentLength = int64(len(body))
 	resp, err := s.send(out)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -345,7 +346,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-		hold := s.streams.Hold()
+		hold := s.streams.HoldIn(&x.hold)
 		defer hold.Release()
 		data := hold.Each(x.fromUpstream)
 		if watch {
@@ -364,7 +365,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		}
 		return
 	}
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	in := s.bufs.Get()
 	defer s.bufs.Put(in) // once written: what the answer is made of is copied out of it
@@ -419,10 +420,11 @@ func (x *exchange) tooBig([]byte) []byte {
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
 	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2a.MethodGetTask,
 		"params": map[string]any{"id": taskID, "historyLength": 0}})
-	out, err := s.target.Request(ctx, http.MethodPost, bytes.NewReader(body))
+	out, err := s.target.Request(ctx, http.MethodPost, nil)
 	if err != nil {
 		return "", err
 	}
+	relay.SetBody(out, body)
 	relay.Behalf(out, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
 	out.Header.Set("Content-Type", "application/json")
 	resp, err := s.send(out)

@@ -480,12 +480,12 @@ func (g *Gate[C]) refuse(ctx context.Context, principal string, v rules.Verdict,
 func (g *Gate[C]) Requests() *proxy.Protocol { return g.spec.Requests }
 
 // Serve serves a sidecar's request with h as one flight of the gate's
-// protocol (proxy.Enforcer.Begin): stamped with its source (Stamp), its server span
+// protocol (proxy.Enforcer.BeginAt): stamped with its source (Stamp's, the flight carries it), its server span
 // the child of the client's trace context, and counted when h returns by
 // the decisions made on it and its status (a server error, Warden's or the
 // upstream's, is an error). The one way both HTTP sidecars serve.
 func (g *Gate[C]) Serve(w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
-	ctx, f := g.enf.Begin(g.Stamp(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+	ctx, f := g.enf.BeginAt(r.Context(), g.source(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { f.End(sw.status >= 500) }()
 	h(sw, r.WithContext(ctx))
@@ -530,11 +530,18 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // the upstream is given, so that its logs and Warden's name the request
 // alike.
 func (g *Gate[C]) Stamp(w http.ResponseWriter, r *http.Request) context.Context {
+	return proxy.WithSource(r.Context(), g.source(w, r))
+}
+
+// source is Stamp's source, its request id set on the request and the
+// response; Serve gives it to the flight (proxy.Enforcer.BeginAt), which
+// carries it in its own allocation.
+func (g *Gate[C]) source(w http.ResponseWriter, r *http.Request) proxy.Source {
 	src := g.enf.NewSource(r.RemoteAddr, r.Header.Get(proxy.RequestIDHeader), r.Method, r.URL.EscapedPath())
 	// One value for both (capped: an append to either copies it), under
 	// the name as it is canonical (TestRequestIDCanonical).
 	id := []string{src.RequestID}
 	w.Header()[proxy.RequestIDHeader] = id[:1:1]
 	r.Header[proxy.RequestIDHeader] = id[:1:1]
-	return proxy.WithSource(r.Context(), src)
+	return src
 }

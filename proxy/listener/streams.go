@@ -213,7 +213,15 @@ type Hold struct {
 }
 
 // Hold returns an empty share; Release gives back what it took.
-func (s *Streams) Hold() *Hold { return &Hold{s: s} }
+func (s *Streams) Hold() *Hold { return s.HoldIn(new(Hold)) }
+
+// HoldIn is Hold in h, kept in an allocation of the caller's (the
+// request's exchange, which outlives the answer it reads): h must hold no
+// share, one it took given back.
+func (s *Streams) HoldIn(h *Hold) *Hold {
+	*h = Hold{s: s}
+	return h
+}
 
 // charge takes n more bytes: granted within the budget, or when this share
 // is the only one holding any (an answer alone always fits).

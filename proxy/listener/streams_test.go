@@ -40,14 +40,16 @@ func TestStreamsTake(t *testing.T) {
 
 // TestStreamsAnswerBudget: one answer alone always fits (up to
 // max_response_bytes, bounded elsewhere); a second that would pass the
-// budget fails; a release makes room.
+// budget fails; a release makes room. A share kept in the caller's
+// allocation (HoldIn) counts as one Hold makes.
 func TestStreamsAnswerBudget(t *testing.T) {
 	s := NewStreams("a2a", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
 	read := func(h *Hold, n int) error {
 		_, err := io.ReadAll(h.Reader(bytes.NewReader(make([]byte, n))))
 		return err
 	}
-	first, second := s.Hold(), s.Hold()
+	var kept Hold
+	first, second := s.Hold(), s.HoldIn(&kept)
 	if err := read(first, 25); err != nil {
 		t.Fatalf("an answer alone over the budget: %v", err)
 	}

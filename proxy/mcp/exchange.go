@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -20,6 +21,7 @@ import (
 // upstream session (sid, "" without sessions).
 type exchange struct {
 	s         *Server
+	hold      listener.Hold // the answer's share of the bytes in flight (forward)
 	principal string
 	sid       string
 	// idReason is why the first handle of the request that did not open

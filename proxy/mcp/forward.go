@@ -85,9 +85,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 // (body when not nil), with the upstream session, the resume point and the
 // Mcp-Name header Warden chose, never the caller's own.
 func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchange, body []byte, name string) (*http.Request, error) {
-	var rd io.Reader = r.Body
-	if body != nil {
-		rd = bytes.NewReader(body)
+	var rd io.Reader // the body in memory is set after (relay.SetBody)
+	if body == nil {
+		rd = r.Body
 	}
 	out, err := s.newRequest(ctx, r, rd)
 	if err != nil {
@@ -95,7 +95,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	}
 	relay.Outbound(out, r, x.strip, credentialHeaders...)
 	if body != nil {
-		out.ContentLength = int64(len(body))
+		relay.SetBody(out, body)
 	} else {
 		out.ContentLength = r.ContentLength
 	}
@@ -118,7 +118,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 // opened with, nor its revocation: cancel ends it.
 func (s *Server) relayEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
 	defer relay.Bound(ctx, cancel, x.expiry, x.guard)()
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	data := hold.Each(x.fromUpstream)
 	if r.Method == http.MethodGet {
@@ -150,7 +150,7 @@ func (s *Server) relayBody(w http.ResponseWriter, r *http.Request, x *exchange, 
 		_, _ = io.Copy(w, resp.Body)
 		return
 	}
-	hold := s.streams.Hold()
+	hold := s.streams.HoldIn(&x.hold)
 	defer hold.Release()
 	buf := s.bufs.Get()
 	// Back to the pool once written: what the caller is answered with is

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,9 +163,10 @@ func Traced(out *http.Request) {
 // itself). With strip (Warden authenticated from what the upstream cannot
 // check), the credential headers are left out too.
 func Outbound(out, in *http.Request, strip bool, credentials ...string) {
-	if len(out.Header) == 0 {
-		// sized once for the caller's headers, not grown key by key (a
-		// map of at most 8 is one group either way)
+	if out.Header == nil || len(out.Header) == 0 && len(in.Header) > mapGroup {
+		// sized once for the caller's headers, not grown key by key; up
+		// to 8 fit the one group the empty map http.NewRequest made
+		// takes on its first key, and that map is kept
 		out.Header = make(http.Header, len(in.Header))
 	}
 	CopyHeaders(out.Header, in.Header)
@@ -176,6 +178,10 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 	}
 	Traced(out)
 }
+
+// mapGroup is the most keys a map holds in its first allocation of
+// entries (a swiss table's group).
+const mapGroup = 8
 
 // Target is an upstream endpoint's URL as http.NewRequest reads it, read
 // once: a request to it (Request) is not a URL printed and parsed again.
@@ -203,6 +209,34 @@ func (t Target) Request(ctx context.Context, method string, body io.Reader) (*ht
 	*out.URL, out.Host = t.url, t.host
 	return out, nil
 }
+
+// SetBody gives out, a request made without a body, body b (read from
+// memory) as http.NewRequest gives one a *bytes.Reader: its length, and a
+// GetBody that reads it again (the transport sends a request again on a
+// new connection when a kept-alive one was closed under it), in two
+// allocations (bytes.NewReader, io.NopCloser and GetBody are three).
+func SetBody(out *http.Request, b []byte) {
+	out.ContentLength = int64(len(b))
+	if len(b) == 0 {
+		out.Body, out.GetBody = http.NoBody, noBody
+		return
+	}
+	out.Body = newBody(b)
+	out.GetBody = func() (io.ReadCloser, error) { return newBody(b), nil }
+}
+
+// body is a request body in memory, an io.ReadCloser in one allocation.
+type body struct{ bytes.Reader }
+
+func newBody(b []byte) *body {
+	r := &body{}
+	r.Reset(b)
+	return r
+}
+
+func (*body) Close() error { return nil }
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
 
 // MediaType is the media type mime.ParseMediaType reads in a Content-Type
 // value ("" when it reads none), without the map of parameters it builds

@@ -120,6 +120,19 @@ func State(s string) string {
 	return ""
 }
 
+// states are the task states as servers spell them (State), read as
+// constants, not copies of the answer's bytes (StateOf).
+var states = []string{StateSubmitted, StateWorking, StateCompleted, StateFailed, StateCanceled, StateInputRequired, StateRejected, StateAuthRequired,
+	"submitted", "working", "completed", "failed", "canceled", "cancelled", "input-required", "rejected", "auth-required"}
+
+// StateOf is the state a TaskStatus object holds ("" none) as it is
+// written: one State knows without a copy of the answer's bytes, any other
+// string as jsonrpc.Object.Str reads it.
+func StateOf(status *jsonrpc.Object) string {
+	s, _ := status.StrOf("state", states)
+	return s
+}
+
 // Terminal reports whether a task in state s accepts nothing more (§4.1.3).
 func Terminal(s string) bool {
 	switch State(s) {

@@ -140,6 +140,34 @@ func TestStates(t *testing.T) {
 	}
 }
 
+// TestStateOf: a status's state reads as the answer writes it, a known
+// one as the constant (every spelling State knows), anything else as Str
+// reads it.
+func TestStateOf(t *testing.T) {
+	for _, c := range []struct{ status, want string }{
+		{`{"state":"TASK_STATE_WORKING"}`, StateWorking},
+		{`{"state":"input-required"}`, "input-required"},
+		{`{"state":"cancelled"}`, "cancelled"},
+		{`{"state":"TASK_STATE_\u0057ORKING"}`, StateWorking},
+		{`{"state":"TASK_STATE_BOGUS"}`, "TASK_STATE_BOGUS"},
+		{`{"state":1}`, ""},
+		{`{}`, ""},
+	} {
+		o, err := jsonrpc.ReadObject([]byte(c.status))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := StateOf(o); got != c.want {
+			t.Errorf("%s: %q, want %q", c.status, got, c.want)
+		}
+	}
+	for _, s := range states {
+		if State(s) == "" {
+			t.Errorf("%q is no state State knows", s)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":"t","referenceTaskIds":["a"]},"configuration":{"taskPushNotificationConfig":{"url":"http://x/"}}}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"x","method":"GetTask","params":{"id":"t"}}`))

@@ -58,8 +58,9 @@ type doc struct {
 	elems   []elem
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
+	lits    []byte   // the strings set (SetStr), written one after another
 	mbuf    [8]member
-	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class
+	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class (TestDocSize)
 	obuf    [4]Object
 }
 
@@ -84,10 +85,30 @@ type elem struct {
 	arr        *Array // read by Walk, spliced back
 }
 
-// replace records a replacement and returns its reference (member.repl).
+// replace records a replacement and returns its reference (member.repl):
+// the first few in one allocation, not grown one by one (an A2A task's id,
+// contextId and its messages' taskIds).
 func (d *doc) replace(lit []byte) int32 {
+	if d.repls == nil {
+		d.repls = make([][]byte, 0, 4)
+	}
 	d.repls = append(d.repls, lit)
 	return int32(len(d.repls))
+}
+
+// literal is v as a JSON string, written after the doc's other strings
+// set: a few ids set in one message share one buffer, made at once with
+// room for four plain ones the size of the first (an A2A task's handle,
+// 66 bytes, its context's, 104, and a message's taskId) instead of one
+// each. A buffer
+// outgrown stays as it is: the literals written in it keep their bytes.
+func (d *doc) literal(v string) []byte {
+	if need := len(v) + 2; cap(d.lits)-len(d.lits) < need { // a plain string's size; AppendString grows it for escapes
+		d.lits = make([]byte, 0, max(2*cap(d.lits), 4*need))
+	}
+	start := len(d.lits)
+	d.lits = AppendString(d.lits, v)
+	return d.lits[start:len(d.lits):len(d.lits)]
 }
 
 // newObject is a fresh Object of the doc, from its slab: the slab's
@@ -437,11 +458,7 @@ func (o *Object) Arr(name string) (*Array, bool) {
 }
 
 // SetStr sets a member to a string, adding it when absent.
-func (o *Object) SetStr(name, v string) { o.SetRaw(name, literal(v)) }
-
-// literal is v as a JSON string in a buffer of its own, made at once to the
-// size of a plain one (a handle, an id) instead of grown quote by quote.
-func literal(v string) []byte { return AppendString(make([]byte, 0, len(v)+2), v) }
+func (o *Object) SetStr(name, v string) { o.SetRaw(name, o.doc.literal(v)) }
 
 // SetRaw sets a member to a JSON literal, adding it when absent.
 func (o *Object) SetRaw(name string, lit []byte) {
@@ -562,7 +579,7 @@ func (a *Array) Str(i int) (string, bool) {
 
 // SetStr replaces element i with a string.
 func (a *Array) SetStr(i int, v string) {
-	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(literal(v)), nil, true
+	a.elems[i].repl, a.elems[i].obj, a.changed = a.doc.replace(a.doc.literal(v)), nil, true
 }
 
 // AppendRaw adds an element, a JSON literal, at the end.
