@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // Payload is an envelope's payload as the rules read it: the one reading
@@ -15,21 +17,34 @@ import (
 // with the values the runtime compares without regard to case as the rules
 // compare them. The zero Payload is none: the rules did not read the
 // payload.
-type Payload struct{ msg proto.Message }
+type Payload struct {
+	msg proto.Message
+	// raw and typ are a payload read in place (lazyPayload): bytes known
+	// to decode as typ under strictpb, decoded by Value.
+	raw []byte
+	typ protoreflect.MessageType
+}
 
 // PayloadOf is m as a payload read by the rules.
 func PayloadOf(m proto.Message) Payload { return Payload{msg: m} }
 
 // Read reports whether the rules read the payload.
-func (p Payload) Read() bool { return p.msg != nil }
+func (p Payload) Read() bool { return p.msg != nil || p.typ != nil }
 
 // Value is the payload as an operator policy reads it
 // (input.macp.payload), nil for none: see payloadValue.
 func (p Payload) Value() any {
-	if p.msg == nil {
+	m := p.msg
+	if m == nil && p.typ != nil {
+		m = p.typ.New().Interface()
+		if strictpb.Unmarshal(p.raw, m) != nil {
+			return nil // not reached: lazyPayload's bytes decode
+		}
+	}
+	if m == nil {
 		return nil
 	}
-	return payloadValue(p.msg.ProtoReflect())
+	return payloadValue(m.ProtoReflect())
 }
 
 // payloadValue is a decoded message as JSON-shaped data, protojson's

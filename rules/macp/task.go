@@ -119,11 +119,19 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		return rules.Verdict{}
 
 	case "TaskUpdate":
-		var p taskv1.TaskUpdatePayload
-		if v, ok := decode(c, &p); !ok {
-			return v
+		id, ok := taskUpdateID(c.env.GetPayload())
+		if ok {
+			c.out.Payload = lazyPayload(c.env.GetPayload(), taskUpdateType)
+		} else {
+			// Refused, as taskUpdateID knows (FuzzTaskUpdateID): decoded
+			// here only for the decoder's words.
+			var p taskv1.TaskUpdatePayload
+			if v, ok := decode(c, &p); !ok {
+				return v
+			}
+			id = []byte(p.GetTaskId())
 		}
-		if v := t.matches(p.GetTaskId()); !v.OK() {
+		if v := t.matchesID(id); !v.OK() {
 			return v
 		}
 		t.activeRole(c)
@@ -183,6 +191,15 @@ func (t *taskState) matches(taskID string) rules.Verdict {
 		return invalid(rules.RankMode, rules.ReasonUnknownReference, "task_id "+taskID+" is not the session's task "+t.taskID)
 	}
 	return rules.Verdict{}
+}
+
+// matchesID is matches for a task_id read in place, converted to a string
+// only for a refusal's words.
+func (t *taskState) matchesID(id []byte) rules.Verdict {
+	if t.requested && len(id) > 0 && string(id) == t.taskID {
+		return rules.Verdict{}
+	}
+	return t.matches(string(id))
 }
 
 // eligible reports whether sender may accept or reject the request.

@@ -72,6 +72,7 @@ deny contains {"code": "FORBIDDEN", "msg": json.marshal(input)} if startswith(in
 			{planner, macp.TypeSessionStart, start(planner, worker)},
 			{planner, "TaskRequest", pb(t, &taskv1.TaskRequestPayload{TaskId: "t1", Title: "summarize", RequestedAssignee: worker, Input: []byte(`{"doc":1}`), DeadlineUnixMs: 1_795_000_000_000})},
 			{worker, "TaskAccept", pb(t, &taskv1.TaskAcceptPayload{TaskId: "t1", Assignee: worker})},
+			{worker, "TaskUpdate", pb(t, &taskv1.TaskUpdatePayload{TaskId: "t1", Status: "running", Progress: 0.5, Message: "half way", PartialOutput: []byte("so far")})},
 			{worker, "TaskComplete", pb(t, &taskv1.TaskCompletePayload{TaskId: "t1", Assignee: worker, Output: []byte("done"), Summary: "ok"})},
 			{planner, macp.TypeCommitment, pb(t, &macpv1.CommitmentPayload{CommitmentId: "c1", Action: "task.completed", AuthorityScope: "s", Reason: "r",
 				ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true})},
