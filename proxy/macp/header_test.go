@@ -122,3 +122,28 @@ func TestGRPCHeaderMetadata(t *testing.T) {
 		t.Fatalf("md %v path %q, want %v", g.md, g.path, want)
 	}
 }
+
+// TestRelayAdmitAllocs bounds the allocations of admitting one Send on the
+// relay front door (grpcHeader's metadata, the flight, the source, the
+// admission): the metadata's names share grpcHeader's array of values
+// rather than an array of their own, which the gate's Source would keep on
+// the heap.
+func TestRelayAdmitAllocs(t *testing.T) {
+	srv, _ := serveSidecarServer(t, devEnforcer(t), Config{Upstream: "127.0.0.1:1", Transport: TransportRelay})
+	header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "grpc-timeout", Value: "5S"}, {Name: "user-agent", Value: "grpc-go/1.77.0"}, {Name: "authorization", Value: "Bearer agent://worker"}}
+	h := callHandler{srv}
+	n := testing.AllocsPerRun(200, func() {
+		adm, refusal := h.Admit(context.Background(), header, nil)
+		if refusal != nil {
+			t.Fatalf("refused: %v", refusal)
+		}
+		adm.(*relayAdmitted).Abandon()
+	})
+	const want = 8
+	if n > want {
+		t.Errorf("%.0f allocations to admit a Send, want at most %d", n, want)
+	}
+	t.Logf("%.0f allocations", n)
+}
