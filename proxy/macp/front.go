@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -219,8 +218,10 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	handoff{}.strip(md)
 	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	var names [16]string // the metadata's names, on the stack for a usual call
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Names: slices.AppendSeq(names[:0], maps.Keys(md)), Chain: verifiedChain(cs), Client: client})
+	// the metadata's names as grpcHeader collected them (no array of their
+	// own: the gate's Source keeps its Headers), less the ones strip took
+	names := slices.DeleteFunc(g.names, func(n string) bool { _, ok := md[n]; return !ok })
+	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Names: names, Chain: verifiedChain(cs), Client: client})
 	if a.Refusal != nil {
 		f.End(failedCode(a.Refusal.Status))
 		resp := refusalAnswer(g.ct, *a.Refusal)

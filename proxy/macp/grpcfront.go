@@ -45,6 +45,9 @@ type grpcRequest struct {
 	// md is the request's metadata as grpc-go gives it to a handler: its
 	// regular header fields by name, in order.
 	md metadata.MD
+	// names are md's names, each once, in the order they first came
+	// (admission.Headers.Names); non-nil.
+	names []string
 }
 
 // grpcHeader reads a request's header list as grpc-go's server does before
@@ -67,8 +70,9 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 		authorities, hosts     int
 		headerErr              *status.Status
 	)
-	// every value shares one array: a field repeated gets its own (its
-	// slice's capacity ends at its first value)
+	// every value shares one array, and the names the other half of it: a
+	// field repeated gets its own (its slice's capacity ends at its first
+	// value)
 	n := 0
 	for _, f := range header {
 		if len(f.Name) > 0 && f.Name[0] != ':' {
@@ -76,7 +80,8 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 		}
 	}
 	r.md = make(metadata.MD, n)
-	vals := make([]string, 0, n)
+	all := make([]string, 2*n)
+	vals, names := all[:0:n], all[n:n:2*n]
 	for _, f := range header {
 		if len(f.Name) > 0 && f.Name[0] != ':' {
 			if old, ok := r.md[f.Name]; ok {
@@ -84,6 +89,7 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 			} else {
 				vals = append(vals, f.Value)
 				r.md[f.Name] = vals[len(vals)-1 : len(vals) : len(vals)]
+				names = append(names, f.Name)
 			}
 		}
 		switch f.Name {
@@ -142,7 +148,7 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 	case r.hasTimeout && r.timeout <= 0:
 		return abort(200, status.New(codes.DeadlineExceeded, "context deadline exceeded"))
 	}
-	r.path = path
+	r.path, r.names = path, names
 	if sm, ok := strings.CutPrefix(path, "/"); !ok || !strings.Contains(sm, "/") {
 		return abort(200, status.Newf(codes.Unimplemented, "malformed method name: %q", path))
 	}

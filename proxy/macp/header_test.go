@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // TestForwardHeader: a decided Send reaches the runtime with its own
@@ -121,4 +125,36 @@ func TestGRPCHeaderMetadata(t *testing.T) {
 	if !reflect.DeepEqual(g.md, want) || g.path != "/macp.v1.MACPRuntimeService/Send" {
 		t.Fatalf("md %v path %q, want %v", g.md, g.path, want)
 	}
+}
+
+// TestRelayAdmitAllocs bounds the allocations of admitting one Send on the
+// relay front door (grpcHeader's metadata, the flight, the source, the
+// admission): the metadata's names share grpcHeader's array of values
+// rather than an array of their own, which the gate's Source would keep on
+// the heap.
+func TestRelayAdmitAllocs(t *testing.T) {
+	srv, addr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: "127.0.0.1:1", Transport: TransportRelay})
+	// one call answered by the relay: Serve set up the listener Admit reads
+	// (the connection caps) before the measured calls
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, addr)).GetSession(ctx, &macpv1.GetSessionRequest{}); status.Code(err) == codes.DeadlineExceeded {
+		t.Fatal("the sidecar did not answer")
+	}
+	header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
+		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: "grpc-timeout", Value: "5S"}, {Name: "user-agent", Value: "grpc-go/1.77.0"}, {Name: "authorization", Value: "Bearer agent://worker"}}
+	h := callHandler{srv}
+	n := testing.AllocsPerRun(200, func() {
+		adm, refusal := h.Admit(context.Background(), header, nil)
+		if refusal != nil {
+			t.Fatalf("refused: %v", refusal)
+		}
+		adm.(*relayAdmitted).Abandon()
+	})
+	const want = 8
+	if n > want {
+		t.Errorf("%.0f allocations to admit a Send, want at most %d", n, want)
+	}
+	t.Logf("%.0f allocations", n)
 }
