@@ -210,7 +210,7 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 			p.mu.Unlock()
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(listenWithin)
 	for time.Now().Before(deadline) {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
@@ -222,9 +222,15 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s did not listen on %s within 30s:\n%s", name, addr, p.output())
+	t.Fatalf("%s did not listen on %s within %v:\n%s", name, addr, listenWithin, p.output())
 	return nil
 }
+
+// listenWithin bounds a peer's start: the Python SDKs import their models
+// for seconds, and past 30 s on a machine whose two cores other work kept
+// busy (a2a-sdk, still importing pydantic models when stopped, in a CI run
+// beside four test runs).
+const listenWithin = 90 * time.Second
 
 // startRuntime starts the MACP reference runtime on loopback, in memory;
 // extra environment selects its authentication.
