@@ -3,17 +3,16 @@ package macp
 import (
 	"context"
 	"math"
+	"net"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/proxy/listener"
 )
 
 // TestForwardHeader: a decided Send reaches the runtime with its own
@@ -133,14 +132,26 @@ func TestGRPCHeaderMetadata(t *testing.T) {
 // rather than an array of their own, which the gate's Source would keep on
 // the heap.
 func TestRelayAdmitAllocs(t *testing.T) {
-	srv, addr := serveSidecarServer(t, devEnforcer(t), Config{Upstream: "127.0.0.1:1", Transport: TransportRelay})
-	// one call answered by the relay: Serve set up the listener Admit reads
-	// (the connection caps) before the measured calls
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, addr)).GetSession(ctx, &macpv1.GetSessionRequest{}); status.Code(err) == codes.DeadlineExceeded {
-		t.Fatal("the sidecar did not answer")
+	// the server is not served: Admit reads the connection caps serveRelay
+	// sets up, set here on the test's goroutine (a served one would set
+	// them on another, which the race detector sees unordered with the
+	// measured calls)
+	cfg := Config{Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Transport: TransportRelay, Plaintext: true, UpstreamPlaintext: true}
+	up, err := DialUpstream(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { up.Close() })
+	srv, err := New(cfg, devEnforcer(t), up, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	srv.conns = listener.Bound(lis, cfg.Limits.WithDefaults().Conns(), nil)
 	header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
 		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 		{Name: "grpc-timeout", Value: "5S"}, {Name: "user-agent", Value: "grpc-go/1.77.0"}, {Name: "authorization", Value: "Bearer agent://worker"}}
