@@ -48,10 +48,7 @@ func (r *redisProc) start() {
 }
 
 // kill ends Redis at once (SIGKILL), as a crash would.
-func (r *redisProc) kill() {
-	_ = r.p.cmd.Process.Kill()
-	_ = r.p.cmd.Wait()
-}
+func (r *redisProc) kill() { r.p.kill() }
 
 func (r *redisProc) url() string { return "redis://" + r.addr + "/0" }
 

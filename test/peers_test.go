@@ -151,25 +151,31 @@ func freeAddr(t testing.TB) string {
 
 // process is a started peer or Warden; its output is kept for failures.
 type process struct {
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	mu   *sync.Mutex
-	once sync.Once
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	mu     *sync.Mutex
+	once   sync.Once
+	exited chan struct{} // closed once the process exited (its one Wait returned)
 }
 
 // stop interrupts the process and waits for it (SIGKILL after 10 s).
 func (p *process) stop() {
 	p.once.Do(func() {
 		_ = p.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-p.exited:
 		case <-time.After(10 * time.Second):
 			_ = p.cmd.Process.Kill()
-			<-done
+			<-p.exited
 		}
 	})
+}
+
+// kill ends the process at once (SIGKILL), as a crash would, and waits
+// for it.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
 }
 
 // output is what the process has written so far, read under the writers' lock.
@@ -194,7 +200,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // connections.
 func start(t testing.TB, name, addr string, env []string, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{out: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	p := &process{out: &bytes.Buffer{}, mu: &sync.Mutex{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout = lockedWriter{p.mu, p.out}
@@ -202,6 +208,7 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -217,10 +224,11 @@ func start(t testing.TB, name, addr string, env []string, bin string, args ...st
 			c.Close()
 			return p
 		}
-		if p.cmd.ProcessState != nil {
-			break
+		select {
+		case <-p.exited: // it will not listen: say so now, not at the deadline
+			t.Fatalf("%s exited before it listened on %s:\n%s", name, addr, p.output())
+		case <-time.After(100 * time.Millisecond):
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not listen on %s within %v:\n%s", name, addr, listenWithin, p.output())
 	return nil
