@@ -810,6 +810,8 @@ func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string,
 		if p, want, ok := s.check(m, depth, 0, budget); !ok {
 			return p, want, false
 		}
+	} else if n.spellings == nil {
+		// no properties: no spelling to read a member as
 	} else if ds := n.spellings[spelling(string(name))]; len(ds) > 0 && !slices.Contains(ds, string(name)) {
 		// not a property of the schema's, but a reader may take it for
 		// one: the policy and the types judged the one declared (or its
