@@ -39,6 +39,10 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 	input.mcp.tool == "flags"
 	input.mcp.arguments.f.x_dry_run == false
 }
+deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
+	input.mcp.tool == "tidy"
+	input.mcp.arguments.o.dryRun == false
+}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +56,8 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 	httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
 	typeRefusal := "inputSchema"
+	spelling := "another spelling"
+	jsonContent := "contentMediaType"
 	for _, tc := range []struct {
 		name, args, want string
 	}{
@@ -84,6 +90,21 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 		{"S1 unannotated with a default, a string of JSON", `{"name":"read_any","arguments":{"paths":"a.txt","where":"[\"..\\u002fetc\"]"}}`, typeRefusal},
 		{"str or list, a string that only starts like JSON", `{"name":"read_some","arguments":{"paths":"[WIP] notes.txt"}}`, "read [WIP] notes.txt"},
 		{"S1 str or list, a string of JSON, escaped traversal", `{"name":"read_some","arguments":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, typeRefusal},
+		// T1: a member the schema does not declare that the tool reads
+		// as one it declares (pydantic's populate_by_name reads dry_run
+		// beside the alias dryRun the schema lists); the "T1" Python-name
+		// rows ran the tool before ("removed /x")
+		{"alias as declared", `{"name":"tidy","arguments":{"o":{"path":"/x","dryRun":true}}}`, "would remove /x"},
+		{"alias, no dry run refused", `{"name":"tidy","arguments":{"o":{"path":"/x","dryRun":false}}}`, "remove only as a dry run"},
+		{"T1 the Python name", `{"name":"tidy","arguments":{"o":{"path":"/x","dry_run":false}}}`, spelling},
+		{"T1 the Python name escaped", `{"name":"tidy","arguments":{"o":{"path":"/x","dry\u005frun":false}}}`, spelling},
+		{"T1 the Python name beside the alias", `{"name":"tidy","arguments":{"o":{"path":"/x","dryRun":true,"dry_run":false}}}`, spelling},
+		{"T1 another case (pydantic ignores it; a case-insensitive reader would not)", `{"name":"tidy","arguments":{"o":{"path":"/x","DryRun":false}}}`, spelling},
+		// T2: a string the schema says holds JSON (Json[T]): pydantic
+		// parses it; the T2 traversal row ran the tool before ("read
+		// ../etc/passwd"), the other read a.txt (a false deny now)
+		{"T2 a JSON string field, escaped traversal", `{"name":"read_batch","arguments":{"b":{"paths":"[\"..\\u002fetc/passwd\"]"}}}`, jsonContent},
+		{"T2 a JSON string field (refused: its value cannot be judged)", `{"name":"read_batch","arguments":{"b":{"paths":"[\"a.txt\"]"}}}`, jsonContent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, _ := httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.args+`}`)

@@ -81,7 +81,9 @@ func TestMCPToolPolicy(t *testing.T) {
 			{"unlisted tool refused", bot, call, `{"name":"echo","arguments":{"text":"hi"}}`, refusal},
 			{"other principal runs it", ops, call, `{"name":"echo","arguments":{"text":"hi"}}`, ""},
 			{"forbidden argument refused", ops, call, `{"name":"echo","arguments":{"text":"../../etc/passwd"}}`, `argument ["text"] matches a forbidden pattern`},
-			{"ambiguous arguments refused", ops, call, `{"name":"echo","arguments":{"text":"a","TEXT":"../b"}}`, `differ only in case`},
+			// the sidecar's type check names "TEXT" as another spelling of the
+			// declared text (T1), ext_authz's policy value as differing only in case
+			{"ambiguous arguments refused", ops, call, `{"name":"echo","arguments":{"text":"a","TEXT":"../b"}}`, `"TEXT"`},
 			{"sum under the bound runs", ops, call, `{"name":"slow_sum","arguments":{"a":999,"b":1,"delay_ms":0}}`, ""},
 			{"sum at the bound refused", ops, call, `{"name":"slow_sum","arguments":{"a":1000,"b":1,"delay_ms":0}}`, "needs approval"},
 			{"sum the server reads at the bound refused", ops, call, `{"name":"slow_sum","arguments":{"a":999.99999999999999999,"b":1,"delay_ms":0}}`, numberRefusal},

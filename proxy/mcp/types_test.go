@@ -24,6 +24,7 @@ func TestArgumentTypes(t *testing.T) {
 				"paths":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 				"dry_run": map[string]any{"type": "boolean", "default": true},
 				"limit":   map[string]any{"anyOf": []any{map[string]any{"type": "integer"}, map[string]any{"type": "null"}}},
+				"batch":   map[string]any{"type": "string", "contentMediaType": "application/json"},
 			}},
 		}}}
 	})
@@ -38,6 +39,12 @@ func TestArgumentTypes(t *testing.T) {
 		{"bool as a number", map[string]any{"paths": []any{}, "dry_run": 0}, `"dry_run"`},
 		{"element as a number", map[string]any{"paths": []any{"a", 1}}, `"paths"[1]`},
 		{"integer as a string", map[string]any{"paths": []any{}, "limit": "3"}, `"limit"`},
+		// T1: not declared, but read as a member declared by some readers
+		{"a declared member's alias", map[string]any{"paths": []any{}, "dryRun": false}, `"dryRun"`},
+		{"a declared member in another case", map[string]any{"paths": []any{}, "DRY_RUN": false}, `"DRY_RUN"`},
+		{"undeclared", map[string]any{"paths": []any{}, "note": "x"}, ""},
+		// T2: a string the schema says holds JSON, which the tool parses
+		{"a string holding JSON by its schema", map[string]any{"paths": []any{}, "batch": `["..\u002fx"]`}, `"batch"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(h.up.received("tools/call"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -27,7 +28,7 @@ import (
 type Types struct{ root *typeNode }
 
 // kinds is a set of JSON types (typeString, ...); 0 is any.
-type kinds uint8
+type kinds uint16
 
 const (
 	typeString kinds = 1 << iota
@@ -39,6 +40,16 @@ const (
 	// ambiguous is no type: a value more than one alternative of a union
 	// may take, one of them after converting it (CheckTypes' refusal)
 	ambiguous
+	// misspelt is no type: a member the schema does not declare whose
+	// name reads as one it declares (CheckTypes' refusal, spellings)
+	misspelt
+	// jsonContent is no type: a string the schema says holds JSON, which
+	// its reader parses (CheckTypes' refusal, typeNode.jsonText)
+	jsonContent
+
+	// unread are the refusals of what a reader reads that the policy
+	// never judged (T1, T2), named as such whatever the union
+	unread = misspelt | jsonContent
 )
 
 var typeNames = [...]struct {
@@ -51,6 +62,10 @@ var typeNames = [...]struct {
 type typeNode struct {
 	kinds kinds
 	props map[string]*typeNode
+	// spellings are the names properties declares, keyed by their
+	// spelling (spelling): a member not declared whose spelling is one of
+	// them is read as that property by some readers
+	spellings map[string][]string
 	// patterns is patternProperties: a member whose name one matches is
 	// held to its schema (to every one that matches), and not to addl
 	patterns []patternNode
@@ -74,6 +89,10 @@ type typeNode struct {
 	// untyped: a parameter the MCP Python SDK lists as a string but
 	// reads as anything (untypedParameter)
 	untyped bool
+	// jsonText: a string the schema says holds JSON (contentMediaType
+	// application/json, pydantic's Json[T]): its reader parses it and
+	// acts on the value it holds, which the policy never sees
+	jsonText bool
 }
 
 // patternNode is one patternProperties entry; a nil re (a pattern Go's
@@ -159,6 +178,9 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 		}
 	}
 	n.plain = n.kinds&(typeArray|typeObject) == 0 && onlyNotes(s)
+	if mt, ok := s["contentMediaType"].(string); ok {
+		n.jsonText = jsonMediaType(mt)
+	}
 	n.strs = stringValues(s)
 	if req, ok := s["required"].([]any); ok {
 		for _, r := range req {
@@ -172,7 +194,10 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 	}
 	if props, ok := s["properties"].(map[string]any); ok {
 		n.props = make(map[string]*typeNode, len(props))
+		n.spellings = make(map[string][]string, len(props))
 		for name, p := range props {
+			sp := spelling(name)
+			n.spellings[sp] = append(n.spellings[sp], name)
 			if t := c.compile(p, depth+1); t != nil {
 				t.untyped = untypedParameter(name, p)
 				n.props[name] = t
@@ -377,6 +402,14 @@ func CheckTypes(c Call, t Types) rules.Verdict {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
 	}
+	if !ok && want == jsonContent {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is a string its inputSchema says holds JSON (contentMediaType), which the tool parses and acts on: the policy would judge the string, not the value the tool reads, so such an argument cannot be decided", argPath(path), c.Tool)}
+	}
+	if !ok && want == misspelt {
+		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is not a member its inputSchema declares but reads as one it declares in another spelling (another case, or underscores: a pydantic model with populate_by_name reads a field's Python name beside its alias, a case-insensitive decoder any case): send it under the declared name", argPath(path), c.Tool)}
+	}
 	if !ok && want == ambiguous {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q may be read as more than one alternative of its inputSchema's union, one after converting its type: send it so that one alternative alone takes it", argPath(path), c.Tool)}
@@ -429,6 +462,9 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 	if n.kinds != 0 && n.kinds&k == 0 {
 		return nil, n.kinds, false
 	}
+	if n.jsonText && k == typeString {
+		return nil, jsonContent, false
+	}
 	for _, a := range n.allOf {
 		if p, want, ok := a.check(v, depth, hops+1, budget); !ok {
 			return p, want, false
@@ -444,7 +480,9 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 				matched = i
 				break
 			}
-			if i == 0 {
+			if i == 0 || want&unread != 0 && firstWant&unread == 0 {
+				// the first alternative's refusal, or the first that
+				// names what no type can say
 				firstPath, firstWant = p, want
 			}
 		}
@@ -474,7 +512,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			}
 		}
 		if matched < 0 {
-			if len(firstPath) == 0 {
+			if len(firstPath) == 0 && firstWant&unread == 0 {
 				// refused at this value: name every type the alternatives allow
 				firstWant = 0
 				for _, a := range n.anyOf {
@@ -772,6 +810,13 @@ func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string,
 		if p, want, ok := s.check(m, depth, 0, budget); !ok {
 			return p, want, false
 		}
+	} else if n.spellings == nil {
+		// no properties: no spelling to read a member as
+	} else if ds := n.spellings[spelling(string(name))]; len(ds) > 0 && !slices.Contains(ds, string(name)) {
+		// not a property of the schema's, but a reader may take it for
+		// one: the policy and the types judged the one declared (or its
+		// absence), the tool would act on this
+		return nil, misspelt, false
 	}
 	for _, pn := range n.patterns {
 		if pn.re == nil || pn.re.Match(name) {
@@ -786,6 +831,23 @@ func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string,
 	}
 	return nil, 0, true
 }
+
+// jsonMediaType reports whether a contentMediaType names JSON
+// (application/json, any +json type; parameters and case aside).
+func jsonMediaType(mt string) bool {
+	mt, _, _ = strings.Cut(mt, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// spelling is the name a member is read under by every reader of tool
+// arguments Warden knows: pydantic models with populate_by_name (the MCP
+// Python SDK's style, alias_generator=to_camel) read a field's Python
+// name (dry_run) beside the alias the schema lists (dryRun), and
+// AliasChoices each of its aliases though the schema lists the first;
+// case-insensitive decoders (encoding/json) any case. Two names with one
+// spelling are one member to some reader (jsonrpc.Misspells' relation).
+func spelling(name string) string { return jsonrpc.Fold(jsonrpc.Unscored(name)) }
 
 // jsonString holds the top-level arguments args to what the MCP Python SDK
 // does before validating them (pre_parse_json): a string given for a

@@ -26,6 +26,15 @@ const (
 	pydanticTagged  = `{"$defs": {"Ls": {"properties": {"kind": {"const": "ls", "title": "Kind", "type": "string"}, "dry_run": {"default": "x", "title": "Dry Run", "type": "string"}}, "required": ["kind"], "title": "Ls", "type": "object"}, "Rm": {"properties": {"kind": {"const": "rm", "title": "Kind", "type": "string"}, "dry_run": {"default": true, "title": "Dry Run", "type": "boolean"}}, "required": ["kind"], "title": "Rm", "type": "object"}}, "properties": {"action": {"discriminator": {"mapping": {"ls": "#/$defs/Ls", "rm": "#/$defs/Rm"}, "propertyName": "kind"}, "oneOf": [{"$ref": "#/$defs/Rm"}, {"$ref": "#/$defs/Ls"}], "title": "Action"}}, "required": ["action"], "title": "opArguments", "type": "object"}`
 	pydanticPattern = `{"properties": {"f": {"patternProperties": {"^x_": {"type": "boolean"}}, "title": "F", "type": "object"}}, "required": ["f"], "title": "flagsArguments", "type": "object"}`
 	pydanticUnion   = `{"$defs": {"A": {"properties": {"dry_run": {"title": "Dry Run", "type": "boolean"}, "path": {"title": "Path", "type": "string"}}, "required": ["dry_run", "path"], "title": "A", "type": "object"}, "B": {"properties": {"dry_run": {"title": "Dry Run", "type": "string"}, "name": {"title": "Name", "type": "string"}}, "required": ["dry_run", "name"], "title": "B", "type": "object"}}, "properties": {"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "title": "A"}}, "required": ["a"], "title": "unArguments", "type": "object"}`
+	// pydanticByName is what the MCP Python SDK lists for tidy(o: Cleanup),
+	// Cleanup a model in the SDK's own style (alias_generator=to_camel,
+	// populate_by_name=True) with path: str and dry_run: bool = True: the
+	// schema names dryRun, pydantic reads dry_run too.
+	pydanticByName = `{"$defs": {"Cleanup": {"properties": {"path": {"title": "Path", "type": "string"}, "dryRun": {"default": true, "title": "Dryrun", "type": "boolean"}}, "required": ["path"], "title": "Cleanup", "type": "object"}}, "properties": {"o": {"$ref": "#/$defs/Cleanup"}}, "required": ["o"], "title": "tidyArguments", "type": "object"}`
+	// pydanticJSON is what the MCP Python SDK lists for read_batch(b:
+	// Batch, n: Json[int] | None = None), Batch a model with paths:
+	// Json[list[str]]: a string holding JSON, which pydantic parses.
+	pydanticJSON    = `{"$defs": {"Batch": {"properties": {"paths": {"contentMediaType": "application/json", "contentSchema": {"items": {"type": "string"}, "type": "array"}, "title": "Paths", "type": "string"}}, "required": ["paths"], "title": "Batch", "type": "object"}}, "properties": {"b": {"$ref": "#/$defs/Batch"}, "n": {"anyOf": [{"contentMediaType": "application/json", "contentSchema": {"type": "integer"}, "type": "string"}, {"type": "null"}], "default": null, "title": "N"}}, "required": ["b"], "title": "read_batchArguments", "type": "object"}`
 	pydanticStrList = `{"properties": {"p": {"anyOf": [{"type": "string"}, {"items": {"type": "string"}, "type": "array"}], "title": "P"}}, "required": ["p"], "title": "uArguments", "type": "object"}`
 )
 
@@ -104,6 +113,32 @@ func TestCheckTypes(t *testing.T) {
 		{"optional str, a string that only starts like JSON", `{"type":"object","properties":{"p":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`, `{"p":"{draft} x"}`, ""},
 		{"str or list, JSON only Python reads", pydanticStrList, `{"p":" [\"../x\", NaN] "}`, `"p" `},
 		{"unannotated with a default, a string of JSON", `{"type":"object","properties":{"mode":{"default":"r","title":"mode","type":"string"}}}`, `{"mode":"{\"a\":1}"}`, `"mode" `},
+		// T1: a member the schema does not declare that a reader takes
+		// for one it declares (pydantic's populate_by_name reads the
+		// field's Python name beside the alias listed; encoding/json any
+		// case); each refused row was allowed before, unchecked
+		{"alias as declared", pydanticByName, `{"o":{"path":"/x","dryRun":false}}`, ""},
+		{"the Python name of an alias", pydanticByName, `{"o":{"path":"/x","dry_run":false}}`, `"o"."dry_run"`},
+		{"the Python name of an alias, escaped", pydanticByName, `{"o":{"path":"/x","dry\u005frun":"no"}}`, `"o"."dry_run"`},
+		{"the Python name beside the alias", pydanticByName, `{"o":{"path":"/x","dryRun":true,"dry_run":false}}`, `"o"."dry_run"`},
+		{"another case", pydanticByName, `{"o":{"path":"/x","DryRun":false}}`, `"o"."DryRun"`},
+		{"the alias of a Python name", `{"type":"object","properties":{"dry_run":{"type":"boolean"}}}`, `{"dryRun":false}`, `"dryRun"`},
+		{"a Kelvin sign", `{"type":"object","properties":{"kind":{"type":"string"}}}`, `{"\u212aind":"rm"}`, "another spelling"},
+		{"the long s", `{"type":"object","properties":{"scope":{"type":"string"}}}`, `{"ſcope":"all"}`, "another spelling"},
+		{"both spellings declared", `{"type":"object","properties":{"dry_run":{"type":"boolean"},"dryRun":{"type":"string"}}}`, `{"dry_run":false,"dryRun":"x"}`, ""},
+		{"a spelling declared untyped", `{"type":"object","properties":{"a_b":true,"aB":{"type":"string"}}}`, `{"a_b":1,"aB":"x"}`, ""},
+		{"a member no spelling declares", pydanticByName, `{"o":{"path":"/x","dry":false}}`, ""},
+		// T2: a string the schema says holds JSON (pydantic's Json[T]),
+		// which the tool parses: each refused row was allowed before
+		{"a string of JSON its schema says holds JSON", pydanticJSON, `{"b":{"paths":"[\"..\\u002fetc\"]"}}`, `"b"."paths"`},
+		{"a plain string its schema says holds JSON", pydanticJSON, `{"b":{"paths":"[\"a.txt\"]"}}`, `"b"."paths"`},
+		{"an optional string holding JSON", pydanticJSON, `{"n":"-5"}`, `"n"`},
+		{"an optional string holding JSON, null", pydanticJSON, `{"n":null}`, ""},
+		{"a JSON media type with parameters", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"Application/JSON; charset=utf-8"}}}`, `{"a":"1"}`, `"a"`},
+		{"a +json media type", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"application/geo+json"}}}`, `{"a":"{}"}`, `"a"`},
+		{"a string holding JSON after another alternative", `{"type":"object","properties":{"a":{"anyOf":[{"type":"null"},{"type":"string","contentMediaType":"application/json"}]}}}`, `{"a":"1"}`, "contentMediaType"},
+		{"another media type", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"text/plain"}}}`, `{"a":"[1]"}`, ""},
+		{"the spelling of a pattern's member", pydanticPattern, `{"f":{"x_dry":true},"F":{}}`, "another spelling"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(tc.args)}

@@ -9,7 +9,8 @@ usage: typed_server.py HOST:PORT
 import sys
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, Json, StringConstraints
+from pydantic.alias_generators import to_camel
 
 from mcp.server.mcpserver import MCPServer
 
@@ -82,6 +83,29 @@ def read_some(paths: str | list[str]) -> str:
 def read_any(paths, where="here") -> str:
     """No annotation (S1): listed as a string (with its default, if any), read as Any after pre_parse_json."""
     return "read " + (paths if isinstance(paths, str) else ",".join(paths)) + ("" if where == "here" else " in " + repr(where))
+
+
+class Cleanup(BaseModel):
+    # the SDK's own models' style: camelCase on the wire, Python names read too
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    path: str
+    dry_run: bool = True
+
+
+@app.tool()
+def tidy(o: Cleanup) -> str:
+    """A model with populate_by_name (T1): listed as dryRun, read as dry_run too."""
+    return ("would remove " if o.dry_run else "removed ") + o.path
+
+
+class Batch(BaseModel):
+    paths: Json[list[str]]
+
+
+@app.tool()
+def read_batch(b: Batch) -> str:
+    """A string holding JSON by its schema (T2: Json[T], contentMediaType): pydantic parses it."""
+    return "read " + ",".join(b.paths)
 
 
 host, port = sys.argv[1].rsplit(":", 1)
