@@ -527,16 +527,13 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 		if n.props == nil && n.addl == nil && n.patterns == nil {
 			return nil, 0, true
 		}
-		for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
-			ks := i
-			ke, _ := jsonrpc.StringEnd(v, ks)
-			i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
-			end := jsonrpc.ValueEnd(v, i)
-			if p, want, ok := n.memberCheck(v[ks:ke], v[i:end], depth+1, budget); !ok && (*budget < 0 || !givenAgain(v, end, v[ks:ke])) {
-				return append([]string{decodedName(v[ks:ke])}, p...), want, false
+		for w := walkMembers(v); ; {
+			lit, m, more := w.next()
+			if !more {
+				break
 			}
-			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
-				i = jsonrpc.SkipSpace(v, i+1)
+			if p, want, ok := n.memberCheck(lit, m, depth+1, budget); !ok && (*budget < 0 || !w.has(decodedName(lit))) {
+				return append([]string{decodedName(lit)}, p...), want, false
 			}
 		}
 	case typeArray:
@@ -578,22 +575,46 @@ func decodedName(lit []byte) string {
 	return s
 }
 
-// givenAgain reports whether the object v, after index from, has another
-// member named as lit (decoded): encoding/json reads a name given twice by
-// its last value, so only the last is judged.
-func givenAgain(v []byte, from int, lit []byte) bool {
-	name := decodedName(lit)
-	for i := jsonrpc.SkipSpace(v, from); v[i] == ','; {
-		i = jsonrpc.SkipSpace(v, i+1)
-		ke, _ := jsonrpc.StringEnd(v, i)
-		if decodedName(v[i:ke]) == name {
+// has reports whether the object w walks has a member named name (as
+// decoded) from where w stands: walkMembers(v).has is any member, a copy
+// of a walk after next has the ones after it (a name given again).
+func (w memberWalk) has(name string) bool {
+	for {
+		lit, _, more := w.next()
+		if !more {
+			return false
+		}
+		if decodedName(lit) == name {
 			return true
 		}
-		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
-		i = jsonrpc.ValueEnd(v, i)
-		i = jsonrpc.SkipSpace(v, i)
 	}
-	return false
+}
+
+// memberWalk walks the members of a valid JSON object (jsonrpc.Valid's),
+// in order, without decoding them: the one walk of an object's members
+// here. A copy walks on from where the original stands.
+type memberWalk struct {
+	v []byte
+	i int // the next member's name, or the object's closing brace
+}
+
+// walkMembers is a walk of the object v's members from its first.
+func walkMembers(v []byte) memberWalk { return memberWalk{v: v, i: jsonrpc.SkipSpace(v, 1)} }
+
+// next returns the next member's name literal (its quotes included) and
+// value, and false past the last.
+func (w *memberWalk) next() (lit, m []byte, more bool) {
+	v, ks := w.v, w.i
+	if v[ks] != '"' {
+		return nil, nil, false
+	}
+	ke, _ := jsonrpc.StringEnd(v, ks)
+	i := jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1) // past the colon
+	end := jsonrpc.ValueEnd(v, i)
+	if w.i = jsonrpc.SkipSpace(v, end); v[w.i] == ',' {
+		w.i = jsonrpc.SkipSpace(v, w.i+1)
+	}
+	return v[ks:ke], v[i:end], true
 }
 
 // notes are the keywords that say nothing a validator checks.
@@ -750,38 +771,20 @@ func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
 		return false
 	}
 	for _, r := range n.required {
-		if !hasMember(v, r) {
+		if !walkMembers(v).has(r) {
 			return true
 		}
 	}
-	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
-		ks := i
-		ke, _ := jsonrpc.StringEnd(v, ks)
-		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
-		end := jsonrpc.ValueEnd(v, i)
-		if s, ok := n.props[decodedName(v[ks:ke])]; ok && !givenAgain(v, end, v[ks:ke]) && s.refuses(v[i:end], depth+1, budget) {
+	for w := walkMembers(v); ; {
+		lit, m, more := w.next()
+		if !more {
+			return false
+		}
+		name := decodedName(lit)
+		if s, ok := n.props[name]; ok && !w.has(name) && s.refuses(m, depth+1, budget) {
 			return true
 		}
-		if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
-			i = jsonrpc.SkipSpace(v, i+1)
-		}
 	}
-	return false
-}
-
-// hasMember reports whether the object v has a member named name.
-func hasMember(v []byte, name string) bool {
-	for i := jsonrpc.SkipSpace(v, 1); v[i] != '}'; {
-		ke, _ := jsonrpc.StringEnd(v, i)
-		if decodedName(v[i:ke]) == name {
-			return true
-		}
-		i = jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, ke)+1)
-		if i = jsonrpc.SkipSpace(v, jsonrpc.ValueEnd(v, i)); v[i] == ',' {
-			i = jsonrpc.SkipSpace(v, i+1)
-		}
-	}
-	return false
 }
 
 // takesAsIs reports whether a strict reader of n takes v as it is: n is
@@ -861,22 +864,18 @@ func (n *typeNode) jsonString(args []byte) (string, bool) {
 	if kindOfRaw(args) != typeObject || n.props == nil {
 		return "", true
 	}
-	for i := jsonrpc.SkipSpace(args, 1); args[i] != '}'; {
-		ks := i
-		ke, _ := jsonrpc.StringEnd(args, ks)
-		i = jsonrpc.SkipSpace(args, jsonrpc.SkipSpace(args, ke)+1)
-		end := jsonrpc.ValueEnd(args, i)
-		if args[i] == '"' && holdsJSON(args[i:end]) {
-			name := decodedName(args[ks:ke])
+	for w := walkMembers(args); ; {
+		lit, m, more := w.next()
+		if !more {
+			return "", true
+		}
+		if m[0] == '"' && holdsJSON(m) {
+			name := decodedName(lit)
 			if s, named := n.props[name]; named && !s.stringAlone() {
 				return name, false
 			}
 		}
-		if i = jsonrpc.SkipSpace(args, end); args[i] == ',' {
-			i = jsonrpc.SkipSpace(args, i+1)
-		}
 	}
-	return "", true
 }
 
 // stringAlone reports whether n allows strings only, itself (no union,
