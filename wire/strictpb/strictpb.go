@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -56,7 +57,7 @@ func Known(m proto.Message) error { return (*Reader)(nil).Known(m) }
 // worth). A nil *Reader remembers nothing.
 type Reader struct {
 	plans  sync.Map // protoreflect.MessageDescriptor -> *plan
-	shapes sync.Map // protoreflect.MessageDescriptor -> *shape
+	shapes atomic.Pointer[[]shapeOf]
 }
 
 // plan is what a check needs of a message descriptor.

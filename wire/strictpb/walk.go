@@ -35,17 +35,50 @@ type entryShape struct {
 	msg      *shape // a message value: walked inside
 }
 
-// shape returns md's shape, nil for a nil Reader.
+// shapeOf is a message type's shape, in a Reader's list.
+type shapeOf struct {
+	md protoreflect.MessageDescriptor
+	s  *shape
+}
+
+// shape returns md's shape, nil for a nil Reader. The shapes are a list
+// copied on write, not a map: a schema's worth of types, the hot one found
+// in the first cache line instead of through a map's hash and its nodes.
 func (r *Reader) shape(md protoreflect.MessageDescriptor) *shape {
 	if r == nil {
 		return nil
 	}
-	if s, ok := r.shapes.Load(md); ok {
-		return s.(*shape)
+	l := r.shapes.Load()
+	if s := find(l, md); s != nil {
+		return s
 	}
 	s := buildShape(md, map[protoreflect.FullName]*shape{})
-	got, _ := r.shapes.LoadOrStore(md, s)
-	return got.(*shape)
+	for {
+		next := []shapeOf{{md, s}}
+		if l != nil {
+			next = append(next, *l...)
+		}
+		if r.shapes.CompareAndSwap(l, &next) {
+			return s
+		}
+		l = r.shapes.Load()
+		if got := find(l, md); got != nil {
+			return got
+		}
+	}
+}
+
+// find returns md's shape in l, nil if l holds none.
+func find(l *[]shapeOf, md protoreflect.MessageDescriptor) *shape {
+	if l == nil {
+		return nil
+	}
+	for _, e := range *l {
+		if e.md == md {
+			return e.s
+		}
+	}
+	return nil
 }
 
 // buildShape builds md's shape and those of the messages it holds (built:
@@ -119,15 +152,22 @@ func walk(b []byte, s *shape, depth int) bool {
 		default:
 			return false
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		var v []byte
+		switch typ { // a proto3 field is never a group
+		case protowire.VarintType:
+			_, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed32Type:
+			_, n = protowire.ConsumeFixed32(b)
+		case protowire.Fixed64Type:
+			_, n = protowire.ConsumeFixed64(b)
+		default:
+			v, n = protowire.ConsumeBytes(b)
+		}
 		if n < 0 {
 			return false
 		}
-		if sl.msg != nil || sl.entry != nil {
-			v, _ := protowire.ConsumeBytes(b[:n])
-			if sl.msg != nil && !walk(v, sl.msg, depth+1) || sl.entry != nil && !walkEntry(v, sl.entry, depth) {
-				return false
-			}
+		if sl.msg != nil && !walk(v, sl.msg, depth+1) || sl.entry != nil && !walkEntry(v, sl.entry, depth) {
+			return false
 		}
 		b = b[n:]
 	}
