@@ -50,17 +50,24 @@ func (f flat) read(b []byte, vals [][]byte) bool {
 		b = b[n:]
 		var v []byte
 		switch k := f.kinds[num-1]; {
-		case typ != wireOf(k):
-			return false
-		case k == 's' || k == 'y':
+		case k == 's' || k == 'y': // the common case first
+			if typ != protowire.BytesType {
+				return false
+			}
 			v, n = protowire.ConsumeBytes(b)
 			if n >= 0 && k == 's' && !utf8.Valid(v) {
 				return false
 			}
 		case k == 'd':
+			if typ != protowire.Fixed64Type {
+				return false
+			}
 			_, n = protowire.ConsumeFixed64(b)
 			v = b[:max(n, 0)]
 		default:
+			if typ != protowire.VarintType {
+				return false
+			}
 			_, n = protowire.ConsumeVarint(b)
 			v = b[:max(n, 0)]
 		}
@@ -71,17 +78,6 @@ func (f flat) read(b []byte, vals [][]byte) bool {
 		b = b[n:]
 	}
 	return true
-}
-
-// wireOf is the wire type of a flat kind.
-func wireOf(k byte) protowire.Type {
-	switch k {
-	case 'd':
-		return protowire.Fixed64Type
-	case 'v':
-		return protowire.VarintType
-	}
-	return protowire.BytesType
 }
 
 // isTrue reads a bool's varint as proto.Unmarshal does (not 0).
@@ -99,11 +95,17 @@ func readPayload(c *stepCtx, f flat, vals [][]byte) (rules.Verdict, bool) {
 		c.out.Payload = lazyPayload(c.env.GetPayload(), f.typ)
 		return rules.Verdict{}, true
 	}
+	return unreadPayload(c, f), false
+}
+
+// unreadPayload is the verdict on a payload f refuses, in the decoder's
+// words.
+func unreadPayload(c *stepCtx, f flat) rules.Verdict {
 	err := strictpb.Unmarshal(c.env.GetPayload(), f.typ.New().Interface())
 	if err == nil {
 		err = errors.New("not read in place") // not reached (FuzzFlat)
 	}
-	return badPayload(c, err), false
+	return badPayload(c, err)
 }
 
 // lazyPayload is b, a payload read in place and known to decode as typ, as
