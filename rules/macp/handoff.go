@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/agentwarden/warden/rules"
-	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
 )
 
 // Offer dispositions.
@@ -78,9 +77,9 @@ type handoffState struct {
 	offers []offer
 }
 
-func (h *handoffState) find(id string) *offer {
+func (h *handoffState) find(id []byte) *offer {
 	for i := range h.offers {
-		if h.offers[i].id == id {
+		if h.offers[i].id == string(id) {
 			return &h.offers[i]
 		}
 	}
@@ -100,19 +99,20 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 	s := c.next
 	switch c.env.GetMessageType() {
 	case "HandoffOffer":
-		var p handoffv1.HandoffOfferPayload
-		if v, ok := decode(c, &p); !ok {
+		var f [4][]byte
+		if v, ok := readPayload(c, handoffOfferFlat, f[:]); !ok {
 			return v
 		}
-		target := p.GetTargetParticipant()
+		id, target := f[0], f[1]
+		name, member := s.participant(target)
 		switch {
-		case p.GetHandoffId() == "" || target == "":
+		case len(id) == 0 || len(target) == 0:
 			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "handoff_id and target_participant must be non-empty")
-		case h.find(p.GetHandoffId()) != nil:
-			return invalid(rules.RankMode, rules.ReasonStateConflict, "handoff_id "+p.GetHandoffId()+" was already offered")
-		case !s.IsParticipant(target):
-			return invalid(rules.RankMode, rules.ReasonInvalidParticipants, "target "+target+" is not a participant")
-		case target == c.sender:
+		case h.find(id) != nil:
+			return invalid(rules.RankMode, rules.ReasonStateConflict, "handoff_id "+string(id)+" was already offered")
+		case !member:
+			return invalid(rules.RankMode, rules.ReasonInvalidParticipants, "target "+string(target)+" is not a participant")
+		case string(target) == c.sender:
 			return invalid(rules.RankMode, rules.ReasonInvalidParticipants, "an offer cannot target its sender")
 		case h.any(offerPending):
 			return invalid(rules.RankMode, rules.ReasonStateConflict, "an offer is still outstanding")
@@ -120,22 +120,22 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 			return invalid(rules.RankMode, rules.ReasonStateConflict, "an offer was already accepted; no further offers")
 		}
 		for _, o := range h.offers {
-			if o.disposition == offerDeclined && o.target == target {
+			if o.disposition == offerDeclined && o.target == name {
 				// RFC-MACP-0010 3a; the runtime leaves this open.
-				return invalid(rules.RankMode, rules.ReasonReofferDeclined, target+" declined an earlier offer; a new offer needs a different target")
+				return invalid(rules.RankMode, rules.ReasonReofferDeclined, string(target)+" declined an earlier offer; a new offer needs a different target")
 			}
 		}
-		h.offers = append(h.offers, offer{id: p.GetHandoffId(), target: target, owner: c.sender, offeredAtMs: c.now, offeredByMs: c.now})
+		h.offers = append(h.offers, offer{id: string(id), target: name, owner: c.sender, offeredAtMs: c.now, offeredByMs: c.now})
 		return rules.Verdict{}
 
 	case "HandoffContext":
-		var p handoffv1.HandoffContextPayload
-		if v, ok := decode(c, &p); !ok {
+		var f [3][]byte
+		if v, ok := readPayload(c, handoffContextFlat, f[:]); !ok {
 			return v
 		}
-		o := h.find(p.GetHandoffId())
+		o := h.find(f[0])
 		if o == nil {
-			return invalid(rules.RankMode, rules.ReasonUnknownReference, "handoff_id "+p.GetHandoffId()+" was not offered")
+			return invalid(rules.RankMode, rules.ReasonUnknownReference, "handoff_id "+string(f[0])+" was not offered")
 		}
 		if o.owner == c.sender {
 			c.role(RoleOfferOwner)
@@ -145,35 +145,30 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 
 	case "HandoffAccept", "HandoffDecline":
 		accept := c.env.GetMessageType() == "HandoffAccept"
-		var id, by string
+		var f [4][]byte
+		read := handoffDeclineFlat
 		if accept {
-			var p handoffv1.HandoffAcceptPayload
-			if v, ok := decode(c, &p); !ok {
-				return v
-			}
-			if p.GetImplicit() {
-				return invalid(rules.RankMode, rules.ReasonMalformedPayload, "implicit accepts are synthesized by the runtime only")
-			}
-			id, by = p.GetHandoffId(), p.GetAcceptedBy()
-		} else {
-			var p handoffv1.HandoffDeclinePayload
-			if v, ok := decode(c, &p); !ok {
-				return v
-			}
-			id, by = p.GetHandoffId(), p.GetDeclinedBy()
+			read = handoffAcceptFlat
 		}
+		if v, ok := readPayload(c, read, f[:len(read.kinds)]); !ok {
+			return v
+		}
+		if accept && isTrue(f[3]) {
+			return invalid(rules.RankMode, rules.ReasonMalformedPayload, "implicit accepts are synthesized by the runtime only")
+		}
+		id, by := f[0], f[1]
 		o := h.find(id)
 		if o == nil {
-			return invalid(rules.RankMode, rules.ReasonUnknownReference, "handoff_id "+id+" was not offered")
+			return invalid(rules.RankMode, rules.ReasonUnknownReference, "handoff_id "+string(id)+" was not offered")
 		}
 		if o.target == c.sender {
 			c.role(RoleOfferTarget)
 		}
-		if by != "" && by != c.sender {
-			return invalid(rules.RankModePost, rules.ReasonIdentityMismatch, c.env.GetMessageType()+" names "+by+", not the sender")
+		if len(by) > 0 && string(by) != c.sender {
+			return invalid(rules.RankModePost, rules.ReasonIdentityMismatch, c.env.GetMessageType()+" names "+string(by)+", not the sender")
 		}
 		if o.disposition != offerPending {
-			return invalid(rules.RankModePost, rules.ReasonStateConflict, "offer "+id+" is already "+dispositionNames[o.disposition])
+			return invalid(rules.RankModePost, rules.ReasonStateConflict, "offer "+string(id)+" is already "+dispositionNames[o.disposition])
 		}
 		if accept {
 			o.disposition = offerAccepted

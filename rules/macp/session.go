@@ -216,6 +216,17 @@ func (s *Session) IsParticipant(id string) bool {
 	return slices.Contains(s.Participants, id)
 }
 
+// participant returns the session's copy of participant id's name, and
+// whether id is one (IsParticipant for a name read in place).
+func (s *Session) participant(id []byte) (string, bool) {
+	for _, p := range s.Participants {
+		if p == string(id) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // Member reports whether sender takes part in the session: its initiator, a
 // participant, or a role its governance policy delegates commitment to.
 // To anyone else the session does not exist: every message and control

@@ -5,8 +5,6 @@ import (
 
 	"github.com/agentwarden/warden/rules"
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
-	handoffv1 "github.com/agentwarden/warden/wire/modes/handoff/v1"
-	"github.com/agentwarden/warden/wire/strictpb"
 )
 
 // ImplicitAcceptPrefix begins the message_id of the implicit HandoffAccept
@@ -28,8 +26,8 @@ func Synthesized(env *macpv1.Envelope) bool {
 	if env.GetMessageType() != "HandoffAccept" || !strings.HasPrefix(env.GetMessageId(), ImplicitAcceptPrefix) {
 		return false
 	}
-	var p handoffv1.HandoffAcceptPayload
-	return strictpb.Unmarshal(env.GetPayload(), &p) == nil && p.GetImplicit()
+	var f [4][]byte
+	return handoffAcceptFlat.read(env.GetPayload(), f[:]) && isTrue(f[3])
 }
 
 // Synthesize applies to s a history entry the runtime synthesized
@@ -54,15 +52,16 @@ func Synthesize(s *Session, env *macpv1.Envelope) Outcome {
 	if !Synthesized(env) || s.Mode != ModeHandoff || env.GetMode() != s.Mode || !ok || h == nil {
 		return refuse("not a HandoffAccept of a handoff session")
 	}
-	var p handoffv1.HandoffAcceptPayload
-	_ = strictpb.Unmarshal(env.GetPayload(), &p) // Synthesized read it
-	o := h.find(p.GetHandoffId())
+	var f [4][]byte
+	handoffAcceptFlat.read(env.GetPayload(), f[:]) // Synthesized read it
+	id, by := f[0], f[1]
+	o := h.find(id)
 	switch {
 	case o == nil:
-		return refuse("handoff_id " + p.GetHandoffId() + " was not offered")
+		return refuse("handoff_id " + string(id) + " was not offered")
 	case o.disposition != offerPending:
 		return refuse("offer " + o.id + " is already " + dispositionNames[o.disposition])
-	case env.GetSender() != o.target || p.GetAcceptedBy() != o.target:
+	case env.GetSender() != o.target || string(by) != o.target:
 		return refuse("it does not name the offer's target " + o.target)
 	case env.GetMessageId() != ImplicitAcceptPrefix+o.id:
 		return refuse("message_id " + env.GetMessageId() + " is not the offer's")
@@ -71,7 +70,7 @@ func Synthesize(s *Session, env *macpv1.Envelope) Outcome {
 		return refuse("the session's policy " + g.ID + " sets no implicit_accept_timeout_ms")
 	}
 	next := s.clone()
-	acceptImplicitly(next.modal.(*handoffState).find(o.id))
+	acceptImplicitly(next.modal.(*handoffState).find([]byte(o.id)))
 	next.recordID(env, env.GetSender())
 	next.epoch++
 	out.Verdict.Reason = rules.ReasonAllowed

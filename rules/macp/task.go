@@ -119,18 +119,11 @@ func (t *taskState) step(c *stepCtx) rules.Verdict {
 		return rules.Verdict{}
 
 	case "TaskUpdate":
-		id, ok := taskUpdateID(c.env.GetPayload())
-		if ok {
-			c.out.Payload = lazyPayload(c.env.GetPayload(), taskUpdateType)
-		} else {
-			// Refused, as taskUpdateID knows (FuzzTaskUpdateID): decoded
-			// here only for the decoder's words.
-			var p taskv1.TaskUpdatePayload
-			if v, ok := decode(c, &p); !ok {
-				return v
-			}
-			id = []byte(p.GetTaskId())
+		var f [5][]byte
+		if v, ok := readPayload(c, taskUpdateFlat, f[:]); !ok {
+			return v
 		}
+		id := f[0]
 		if v := t.matchesID(id); !v.OK() {
 			return v
 		}

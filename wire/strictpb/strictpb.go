@@ -11,13 +11,17 @@
 // re-marshalling and comparing the bytes: encodings that both readers accept
 // and read alike (fields out of order, a repeated scalar packed or not, a
 // singular field sent twice, a varint longer than needed) marshal back to
-// other bytes, and refusing them would refuse valid traffic.
+// other bytes, and refusing them would refuse valid traffic. A Reader
+// reads the same from the wire bytes before decoding them, in one walk over
+// a table per message type (walk): the message it accepts is decoded only;
+// one it refuses goes the decoding path, which judges it and words why.
 package strictpb
 
 import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -52,7 +56,8 @@ func Known(m proto.Message) error { return (*Reader)(nil).Known(m) }
 // concurrent use and grows with the message types it reads (a schema's
 // worth). A nil *Reader remembers nothing.
 type Reader struct {
-	plans sync.Map // protoreflect.MessageDescriptor -> *plan
+	plans  sync.Map // protoreflect.MessageDescriptor -> *plan
+	shapes atomic.Pointer[[]shapeOf]
 }
 
 // plan is what a check needs of a message descriptor.
@@ -81,8 +86,20 @@ func (r *Reader) plan(md protoreflect.MessageDescriptor) *plan {
 	return got.(*plan)
 }
 
-// Unmarshal is the package's Unmarshal.
+// Unmarshal is the package's Unmarshal. A Reader first walks b's fields
+// against the message type's shape (walk): bytes the walk accepts are only
+// decoded, the check of the decoded message (Known, entries) skipped, since
+// the walk read in the bytes what it reads; the others are decoded and
+// checked, which words the refusal.
 func (r *Reader) Unmarshal(b []byte, m proto.Message) error {
+	if s := r.shape(m.ProtoReflect().Descriptor()); s != nil && walk(b, s, 0) {
+		return opts.Unmarshal(b, m)
+	}
+	return r.unmarshal(b, m)
+}
+
+// unmarshal decodes b into m and checks the decoded message.
+func (r *Reader) unmarshal(b []byte, m proto.Message) error {
 	if err := opts.Unmarshal(b, m); err != nil {
 		return err
 	}
