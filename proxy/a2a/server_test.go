@@ -403,11 +403,12 @@ func BenchmarkA2ANullHop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	null := httptest.NewServer(&httputil.ReverseProxy{
+	null := httptest.NewUnstartedServer(&httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
 		FlushInterval: -1,
 		Transport:     &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
 	})
+	startLabelled(null)
 	b.Cleanup(null.Close)
 	nh := &harness{up: h.up, front: null}
 	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"task-1"}}`
