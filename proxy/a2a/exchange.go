@@ -31,6 +31,7 @@ import (
 type exchange struct {
 	s         *Server
 	hold      listener.Hold // the answer's share of the bytes in flight (forward)
+	body      relay.Body    // the request's body toward the upstream (forward)
 	principal string
 	expiry    time.Time
 	// grant is what the request's credential proved, sealed into the push
@@ -330,7 +331,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.SetBody(out, body)
+	x.body.Set(out, body)
 	relay.Outbound(out, r, x.strip, "Authorization")
 	resp, err := s.send(out)
 	if err != nil {

@@ -378,6 +378,7 @@ func BenchmarkA2ASidecar(b *testing.B) {
 	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer func(start int64) { cputime.ReportWrites(b, start, b.N) }(cputime.Writes())
 			defer func(start time.Duration) {
 				cputime.Report(b, start, b.N)
 			}(cputime.Used())
@@ -414,6 +415,7 @@ func BenchmarkA2ANullHop(b *testing.B) {
 	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"task-1"}}`
 	b.Run("GetTask", func(b *testing.B) {
 		b.ReportAllocs()
+		defer func(start int64) { cputime.ReportWrites(b, start, b.N) }(cputime.Writes())
 		defer func(start time.Duration) {
 			cputime.Report(b, start, b.N)
 		}(cputime.Used())

@@ -157,6 +157,10 @@ func reportCPU(b *testing.B, start time.Duration) {
 	cputime.Report(b, start, b.N)
 }
 
+// reportWrites reports the write system calls per operation since start
+// (syscw/op): the client's, the sidecar's and the upstream's together.
+func reportWrites(b *testing.B, start int64) { cputime.ReportWrites(b, start, b.N) }
+
 // startLabelled starts s with its goroutines (the connections it serves and
 // the upstream connections their handlers open) labelled side=warden, for
 // profiles: go tool pprof -tagfocus side=warden shows the hop's share, in
@@ -180,6 +184,7 @@ func benchSidecar(b *testing.B, parallel bool) {
 	for _, c := range calls {
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportWrites(b, cputime.Writes())
 			defer reportCPU(b, cputime.Used())
 			if !parallel {
 				for b.Loop() {
@@ -227,6 +232,7 @@ func BenchmarkNullHop(b *testing.B) {
 		}
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportWrites(b, cputime.Writes())
 			defer reportCPU(b, cputime.Used())
 			for b.Loop() {
 				if err := nh.benchPost(client, c); err != nil {
