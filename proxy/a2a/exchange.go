@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -258,11 +257,7 @@ var envelope = []string{"jsonrpc", "id", "method", "params"}
 // member beside the envelope's. Every other byte passes as it came.
 func spliceRequest(c a2a.Call) []byte {
 	env := c.Request
-	for _, n := range env.Names() {
-		if !slices.Contains(envelope, n) {
-			env.Del(n)
-		}
-	}
+	env.Keep(envelope...)
 	if c.Params == nil {
 		env.Del("params") // null
 	}
