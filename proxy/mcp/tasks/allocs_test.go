@@ -30,3 +30,20 @@ func TestEnforceAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want at most 2", n)
 	}
 }
+
+// TestEnforceAllocsNoSubject: deciding a request that names no tool,
+// prompt or resource (tasks/list) makes no input.mcp of its own (one
+// before: an empty one for every request).
+func TestEnforceAllocsNoSubject(t *testing.T) {
+	x := newDecider(t, proxy.Config{})
+	r := Request{Principal: authn.Principal{ID: bob, Method: "dev"}, Call: mcp.Call{Kind: mcp.KindRequest, Method: mcp.MethodList}}
+	if n := testing.AllocsPerRun(100, func() {
+		d, err := x.Enforce(context.Background(), r)
+		if err != nil || !d.Allow {
+			t.Fatalf("%+v %v", d, err)
+		}
+		d.Settle(true)
+	}); n > 1 {
+		t.Errorf("%v allocations, want at most 1", n)
+	}
+}
