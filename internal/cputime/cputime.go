@@ -50,3 +50,11 @@ func Report(b Reporter, start time.Duration, n int) {
 		b.ReportMetric(float64(Used()-start)/float64(n), "cpu-ns/op")
 	}
 }
+
+// ReportWrites adds the write system calls made since start (Writes), per
+// operation of n, to a benchmark's result as syscw/op.
+func ReportWrites(b Reporter, start int64, n int) {
+	if n > 0 {
+		b.ReportMetric(float64(Writes()-start)/float64(n), "syscw/op")
+	}
+}

@@ -20,7 +20,8 @@ import (
 // shared a buffer, the state was read as a constant, the request to the
 // upstream kept its header map and took its body in one reader, the
 // flight carried the source and the exchange the answer's share of the
-// bytes in flight: 140.
+// bytes in flight: 140; before the request's envelope was kept in place
+// (jsonrpc.Object.Keep, not its names made and deleted one by one): 132.
 func TestHandlerAllocs(t *testing.T) {
 	up := newFakeUpstream()
 	upSrv := httptest.NewServer(up)
@@ -41,7 +42,7 @@ func TestHandlerAllocs(t *testing.T) {
 			t.Fatalf("HTTP %d: %s", w.Code, w.Body.Bytes())
 		}
 	})
-	if n > 132 {
-		t.Errorf("%v allocations, want at most 132", n)
+	if n > 127 {
+		t.Errorf("%v allocations, want at most 127", n)
 	}
 }

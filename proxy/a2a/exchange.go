@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +30,7 @@ import (
 type exchange struct {
 	s         *Server
 	hold      listener.Hold // the answer's share of the bytes in flight (forward)
+	body      relay.Body    // the request's body toward the upstream (forward)
 	principal string
 	expiry    time.Time
 	// grant is what the request's credential proved, sealed into the push
@@ -257,11 +257,7 @@ var envelope = []string{"jsonrpc", "id", "method", "params"}
 // member beside the envelope's. Every other byte passes as it came.
 func spliceRequest(c a2a.Call) []byte {
 	env := c.Request
-	for _, n := range env.Names() {
-		if !slices.Contains(envelope, n) {
-			env.Del(n)
-		}
-	}
+	env.Keep(envelope...)
 	if c.Params == nil {
 		env.Del("params") // null
 	}
@@ -330,7 +326,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, jsonrpc.ErrInternal, "could not build the upstream request")
 		return
 	}
-	relay.SetBody(out, body)
+	x.body.Set(out, body)
 	relay.Outbound(out, r, x.strip, "Authorization")
 	resp, err := s.send(out)
 	if err != nil {

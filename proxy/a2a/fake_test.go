@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -239,9 +240,17 @@ func newProductionHarness(t testing.TB, cfg Config) *harness {
 	return newHarnessOn(t, cfg, newEnforcer(t), up, upSrv, nil, func(h http.Handler) *httptest.Server {
 		s := httptest.NewUnstartedServer(h)
 		s.Config = listener.NewHTTPServer(h, listener.Limits{}.WithDefaults())
-		s.Start()
+		startLabelled(s)
 		return s
 	})
+}
+
+// startLabelled starts s with its goroutines (the connections it serves and
+// the upstream connections their handlers open) labelled side=warden, for
+// profiles: go tool pprof -tagfocus side=warden shows the hop's share, in
+// BenchmarkA2ASidecar and in BenchmarkA2ANullHop alike.
+func startLabelled(s *httptest.Server) {
+	pprof.Do(context.Background(), pprof.Labels("side", "warden"), func(context.Context) { s.Start() })
 }
 
 func newHarnessOn(t testing.TB, cfg Config, e *proxy.Enforcer, up *fakeUpstream, upSrv *httptest.Server, client *http.Client, serve func(http.Handler) *httptest.Server) *harness {

@@ -378,6 +378,7 @@ func BenchmarkA2ASidecar(b *testing.B) {
 	for _, bc := range []struct{ name, body string }{{"GetTask", get}, {"SendMessage", send}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer func(start int64) { cputime.ReportWrites(b, start, b.N) }(cputime.Writes())
 			defer func(start time.Duration) {
 				cputime.Report(b, start, b.N)
 			}(cputime.Used())
@@ -403,16 +404,18 @@ func BenchmarkA2ANullHop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	null := httptest.NewServer(&httputil.ReverseProxy{
+	null := httptest.NewUnstartedServer(&httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
 		FlushInterval: -1,
 		Transport:     &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
 	})
+	startLabelled(null)
 	b.Cleanup(null.Close)
 	nh := &harness{up: h.up, front: null}
 	get := `{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"task-1"}}`
 	b.Run("GetTask", func(b *testing.B) {
 		b.ReportAllocs()
+		defer func(start int64) { cputime.ReportWrites(b, start, b.N) }(cputime.Writes())
 		defer func(start time.Duration) {
 			cputime.Report(b, start, b.N)
 		}(cputime.Used())

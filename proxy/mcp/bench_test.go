@@ -2,12 +2,14 @@ package mcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +93,7 @@ func benchHarness(b *testing.B) (*harness, []benchCall) {
 	h := newHarnessOn(b, Config{HTTPConfig: listener.HTTPConfig{Listen: "127.0.0.1:0"}}, nil, upSrv, nil, func(h http.Handler) *httptest.Server {
 		s := httptest.NewUnstartedServer(h)
 		s.Config = listener.NewHTTPServer(h, listener.Limits{}.WithDefaults())
-		s.Start()
+		startLabelled(s)
 		return s
 	})
 	handle := h.createTask(b, "alice")
@@ -155,6 +157,18 @@ func reportCPU(b *testing.B, start time.Duration) {
 	cputime.Report(b, start, b.N)
 }
 
+// reportWrites reports the write system calls per operation since start
+// (syscw/op): the client's, the sidecar's and the upstream's together.
+func reportWrites(b *testing.B, start int64) { cputime.ReportWrites(b, start, b.N) }
+
+// startLabelled starts s with its goroutines (the connections it serves and
+// the upstream connections their handlers open) labelled side=warden, for
+// profiles: go tool pprof -tagfocus side=warden shows the hop's share, in
+// BenchmarkSidecar and in BenchmarkNullHop alike.
+func startLabelled(s *httptest.Server) {
+	pprof.Do(context.Background(), pprof.Labels("side", "warden"), func(context.Context) { s.Start() })
+}
+
 // BenchmarkSidecar measures one MCP request end to end in one process: a
 // net/http client, the sidecar (authentication, handle, decision,
 // forwarding, answer check and rewrite) and an upstream that answers at
@@ -170,6 +184,7 @@ func benchSidecar(b *testing.B, parallel bool) {
 	for _, c := range calls {
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportWrites(b, cputime.Writes())
 			defer reportCPU(b, cputime.Used())
 			if !parallel {
 				for b.Loop() {
@@ -202,11 +217,12 @@ func BenchmarkNullHop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	null := httptest.NewServer(&httputil.ReverseProxy{
+	null := httptest.NewUnstartedServer(&httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.Host = r.In.Host },
 		FlushInterval: -1,
 		Transport:     &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
 	})
+	startLabelled(null)
 	b.Cleanup(null.Close)
 	nh := &harness{front: null}
 	client := null.Client()
@@ -216,6 +232,7 @@ func BenchmarkNullHop(b *testing.B) {
 		}
 		b.Run(strings.ReplaceAll(c.name, "/", "-"), func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportWrites(b, cputime.Writes())
 			defer reportCPU(b, cputime.Used())
 			for b.Loop() {
 				if err := nh.benchPost(client, c); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -22,6 +23,7 @@ import (
 type exchange struct {
 	s         *Server
 	hold      listener.Hold // the answer's share of the bytes in flight (forward)
+	body      relay.Body    // the request's body toward the upstream (forward)
 	principal string
 	sid       string
 	// idReason is why the first handle of the request that did not open

@@ -85,7 +85,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 // (body when not nil), with the upstream session, the resume point and the
 // Mcp-Name header Warden chose, never the caller's own.
 func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchange, body []byte, name string) (*http.Request, error) {
-	var rd io.Reader // the body in memory is set after (relay.SetBody)
+	var rd io.Reader // the body in memory is set after (relay.Body)
 	if body == nil {
 		rd = r.Body
 	}
@@ -95,7 +95,7 @@ func (s *Server) upstreamRequest(ctx context.Context, r *http.Request, x *exchan
 	}
 	relay.Outbound(out, r, x.strip, credentialHeaders...)
 	if body != nil {
-		relay.SetBody(out, body)
+		x.body.Set(out, body)
 	} else {
 		out.ContentLength = r.ContentLength
 	}

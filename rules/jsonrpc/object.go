@@ -379,6 +379,29 @@ func (o *Object) Names() []string {
 	return names
 }
 
+// Keep leaves out every member whose name is none of names: what the
+// object's Names, each not one of names, given to Del leave out, without
+// making the names (a request's envelope kept, in place).
+func (o *Object) Keep(names ...string) {
+	for i := range o.members {
+		m := &o.members[i]
+		if m.drop || o.named(*m, names) {
+			continue
+		}
+		m.drop, o.changed = true, true
+	}
+}
+
+// named reports whether m's name is one of names.
+func (o *Object) named(m member, names []string) bool {
+	for _, n := range names {
+		if m.plain && string(o.key(m)) == n || !m.plain && m.name == n {
+			return true
+		}
+	}
+	return false
+}
+
 // Has reports whether the object has a member name.
 func (o *Object) Has(name string) bool { return o.find(name) != nil }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -454,4 +455,35 @@ func TestStrOf(t *testing.T) {
 			t.Errorf("%s: StrOf %q %v, Str %q %v, want %q %v", tc.raw, got, ok, s, sok, tc.want, tc.ok)
 		}
 	}
+}
+
+// FuzzKeep: Keep leaves out what Names, each name not kept given to Del,
+// leaves out (the bytes written and the refusal alike), on every object
+// Check accepts: a request's envelope, whose names Parse checked.
+func FuzzKeep(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"t"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"GetTask","params":{"id":"t"},"extra":1,"more":[1,{"a":2}]}`,
+		`{"jsonr\u0070c":"2.0","i\u0064":7,"x\u0079":1}`,
+		`{ "method" : "m" , "z":null }`, `{}`, `{"params":null}`, `{"ID":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	keep := []string{"jsonrpc", "id", "method", "params"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ReadObject(b)
+		if err != nil || a.Check(nil) != nil {
+			return
+		}
+		k, _ := ReadObject(b)
+		for _, n := range a.Names() {
+			if !slices.Contains(keep, n) {
+				a.Del(n)
+			}
+		}
+		k.Keep(keep...)
+		if got, want := k.AppendTo(nil), a.AppendTo(nil); !bytes.Equal(got, want) || errText(k.Err()) != errText(a.Err()) {
+			t.Fatalf("%q: Keep wrote %q (%v), Names and Del %q (%v)", b, got, k.Err(), want, a.Err())
+		}
+	})
 }

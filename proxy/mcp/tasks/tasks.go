@@ -235,11 +235,14 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 // (mcp.PolicyURI), refuse the request. A template URI is not a URL: servers
 // find its template by the exact string, and it is given as it came.
 func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
-	m := &policies.MCP{}
-	var v rules.Verdict
-	if m.InputResponses, v = mcp.PolicyInputResponses(c.InputResponses); !v.OK() {
-		return m, v
+	responses, v := mcp.PolicyInputResponses(c.InputResponses)
+	if !v.OK() {
+		return &policies.MCP{}, v
 	}
+	if responses == nil && !names(c.Method) {
+		return noSubject, rules.Verdict{}
+	}
+	m := &policies.MCP{InputResponses: responses}
 	switch c.Method {
 	case mcp.MethodToolsCall:
 		m.Tool = c.Tool
@@ -261,6 +264,21 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	m.Arguments, v = mcp.PolicyArguments(c.Arguments)
 	return m, v
 }
+
+// names reports whether requests of method name a subject mcpSubject reads
+// (a tool, a prompt, a resource).
+func names(method string) bool {
+	switch method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodSubscribe, mcp.MethodUnsubscribe, mcp.MethodComplete:
+		return true
+	}
+	return false
+}
+
+// noSubject is input.mcp of a request that names no subject and carries no
+// input responses (a task method, tools/list): every member empty, one
+// value for every such request, read, never written (as ownerRole).
+var noSubject = &policies.MCP{}
 
 // ownerRole is the roles of a task's owner, one slice for every request:
 // roles are read, never written (an append copies it, its capacity full).
