@@ -81,3 +81,40 @@ func TestSteerStaleMark(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimRaceReplicas: alice and bob prove handles of one new id at once
+// through two replicas (a table's claim is its owner's before the store
+// answers): exactly one is the owner, and both replicas then name that one
+// to every reader. Fails if the store's claim overwrote an owner (HSET for
+// HSETNX) or a replica kept its tentative owner over the store's.
+func TestClaimRaceReplicas(t *testing.T) {
+	addr, _, _ := redistest.Start(t)
+	_, a, b := replicas(t, addr, "claim-race:", 64, 0, nil)
+	ctx := context.Background()
+	for round := range 20 {
+		k := task(fmt.Sprint("r", round))
+		var ok [2]bool
+		var wg sync.WaitGroup
+		for i, p := range []string{"alice", "bob"} {
+			wg.Go(func() {
+				_, _, won, err := []*Table{a, b}[i].Claim(ctx, k, p)
+				if err != nil {
+					t.Error(err)
+				}
+				ok[i] = won
+			})
+		}
+		wg.Wait()
+		if ok[0] == ok[1] {
+			t.Fatalf("round %d: alice's claim %v, bob's %v: want exactly one owner", round, ok[0], ok[1])
+		}
+		want := map[bool]string{true: "alice", false: "bob"}[ok[0]]
+		for j, tb := range []*Table{a, b} {
+			for _, by := range []string{"alice", "bob"} {
+				if o, err := tb.Owners(ctx, by, k); err != nil || o[0] != want {
+					t.Fatalf("round %d: replica %d tells %s the owner is %v %v, want %s", round, j, by, o, err, want)
+				}
+			}
+		}
+	}
+}
