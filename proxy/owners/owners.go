@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -471,10 +472,11 @@ func (t *Table) Observe(ctx context.Context, k Key, status string) error {
 
 // Steer reserves a place in the task's steer queue unless max (> 0) are
 // taken (in the shared store atomically, so the bound holds across
-// replicas); a mark (the task's lastUpdatedAt now) other than the one the
-// count began at restarts the count. It returns whether it reserved and
-// the places taken before.
+// replicas); a mark (the task's lastUpdatedAt now) later than the one the
+// count began at restarts the count (one that is not a timestamp: any
+// other). It returns whether it reserved and the places taken before.
 func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserved bool, before int, err error) {
+	mark = stepMark(mark)
 	if t.store != nil {
 		name := k.Name()
 		ok, n, err := t.store.Steer(ctx, name, max, mark)
@@ -486,7 +488,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 	e := t.add(k, "", "")
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if mark != "" && mark != e.mark {
+	if later(mark, e.mark) {
 		e.mark, e.steers = mark, 0 // the server passed a step: the queue was taken
 	}
 	before = e.steers
@@ -495,6 +497,34 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		return true, before, nil
 	}
 	return false, before, nil
+}
+
+// stepMark is the mark of a task's lastUpdatedAt: an RFC 3339 timestamp as
+// its Unix time in microseconds (decimal), so that marks compare by time
+// whatever their spelling; anything else as it is.
+func stepMark(updated string) string {
+	at, err := time.Parse(time.RFC3339Nano, updated)
+	if err != nil {
+		return updated
+	}
+	return strconv.FormatInt(at.UnixMicro(), 10)
+}
+
+// later reports whether mark (stepMark's) names a step after held's, the
+// mark the steer count began at: a later time when both are times, else
+// any other mark ("" none). A mark read before the step the count began
+// at, by a request that reached the count after one that read the step's
+// (two replicas, or one whose read was slow), is counted since that step:
+// taking it for a new step restarted the count at every such flip, and
+// steers sent at once around a step queued max per flip (security.md T3).
+// The shared store's steer script is the same rule (proxy/state).
+func later(mark, held string) bool {
+	if mark == "" || mark == held {
+		return false
+	}
+	m, err1 := strconv.ParseInt(mark, 10, 64)
+	h, err2 := strconv.ParseInt(held, 10, 64)
+	return err1 != nil || err2 != nil || m > h
 }
 
 // Unsteer gives back a place Steer reserved.

@@ -360,12 +360,16 @@ func (r *Redis) ObserveAll(ctx context.Context, ids, statuses []string) error {
 }
 
 // steer: reserve a place in the queue unless max (> 0) are taken; a mark
-// (ARGV[3], the task's lastUpdatedAt) other than the one the count began
-// at means the server passed a step since: the queued steers were
-// delivered and the count restarts there. Returns {reserved, steers
-// before}.
+// (ARGV[3], the task's lastUpdatedAt) later than the one the count began
+// at (both integers, proxy/owners' stepMark: by time; else any other) means the server
+// passed a step since: the queued steers were delivered and the count
+// restarts there. An earlier mark was read before that step and counts
+// since it. Returns {reserved, steers before}.
 var steer = redis.NewScript(`
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'u') ~= ARGV[3] then
+local function num(s) if s and string.match(s, '^%-?%d+$') then return tonumber(s) end end
+local u = redis.call('HGET', KEYS[1], 'u')
+local m, h = num(ARGV[3]), num(u)
+if ARGV[3] ~= '' and u ~= ARGV[3] and (not m or not h or m > h) then
   redis.call('HSET', KEYS[1], 'u', ARGV[3], 'n', 0)
 end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
