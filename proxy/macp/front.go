@@ -257,10 +257,10 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 // the body is not exactly one uncompressed message (oneMessage), else
 // Warden's own answer or the runtime's whole answer to the original bytes
 // once Warden read it.
-func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
+func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
-	ctx = adm.ctx                        // ctx with the flight: Handle's context is Admit's (frames.Admitter)
+	ctx := adm.ctx                       // Handle's context, which is Admit's (frames.Admitter), with the flight
 	later := false                       // the answer is Answer's, and so is the flight's end
 	defer func() {
 		if !later {
