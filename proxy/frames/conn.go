@@ -35,6 +35,9 @@ type conn struct {
 	// bodyDue is the streams whose BodyTimeout the reader arms before it
 	// waits (bodyDeadline); reader goroutine only.
 	bodyDue []due
+	// jobs is the exchanges the reader hands to workers before it waits
+	// (start); reader goroutine only.
+	jobs []job
 	// scratch collects the credit a drain owes other connections; reader
 	// goroutine only (the writer has its own).
 	scratch []credit
@@ -255,15 +258,16 @@ func (c *conn) writeLoop() {
 
 // readFrame reads the next frame; when it is not already read in whole,
 // before the reader may wait for it, what the reader queued for other
-// connections is written and the body timeouts of streams still sending are
-// armed. That happens at the latest once a read buffer's worth of frames
+// connections is written, the body timeouts of streams still sending are
+// armed and the exchanges it started go to workers. That happens at the latest once a read buffer's worth of frames
 // (32 KiB) is handled, however fast the client sends.
 func (c *conn) readFrame() (http2.Frame, error) {
-	if (c.rb.holds() || len(c.bodyDue) > 0) && !c.frameBuffered() {
+	if (c.rb.holds() || len(c.bodyDue) > 0 || len(c.jobs) > 0) && !c.frameBuffered() {
 		if len(c.bodyDue) > 0 {
 			c.armBodies()
 		}
 		c.rb.flush()
+		c.startJobs()
 	}
 	f, err := c.fr.ReadFrame()
 	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {

@@ -71,6 +71,7 @@ func (c *conn) armIdle() {
 // (and false when there is nothing to say: the connection closed or timed
 // out idle).
 func (c *conn) readDown() (http2.ErrCode, bool) {
+	defer c.startJobs()
 	defer c.rb.flush()
 	for {
 		f, err := c.readFrame()
@@ -159,14 +160,10 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if err != nil {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeInternal, Cause: err}
 	}
-	d := &leg{c: c, id: id, wantLen: wantLen, recvWin: int64(c.r.cfg.StreamWindow)}
-	u := &leg{peer: d, wantLen: -1, recvWin: int64(c.r.cfg.StreamWindow)}
-	d.peer = u
+	d := newStream(c, id, wantLen, rt, f.Fields)
+	u := d.peer
 	end := f.StreamEnded()
 	d.remoteDone = end
-	if rt.Handler != nil {
-		d.x = newExchange(c, d, rt, f.Fields)
-	}
 	c.mu.Lock()
 	d.sendWin = c.peerInitWin
 	if c.dead {
@@ -181,9 +178,9 @@ func (c *conn) downHeaders(f *http2.MetaHeadersFrame) error {
 	if d.x != nil {
 		switch {
 		case d.x.admitting:
-			c.r.spawn(job{d.x, true})
+			c.start(job{d.x, true})
 		case d.x.in != nil:
-			c.r.spawn(job{d.x, false})
+			c.start(job{d.x, false})
 		}
 		if end {
 			d.x.body(nil, true)
@@ -246,6 +243,22 @@ func (c *conn) bodyDeadline(d *leg, within time.Duration) {
 	if within > 0 {
 		c.bodyDue = append(c.bodyDue, due{d, within})
 	}
+}
+
+// start has j run on a worker once the reader handled the frames it
+// already read (startJobs): an exchange whose body came with its header
+// list, as a unary call's does, is admitted and handled by one worker in
+// one go, its body whole by then; reader goroutine only.
+func (c *conn) start(j job) { c.jobs = append(c.jobs, j) }
+
+// startJobs hands the exchanges start queued to workers; reader goroutine
+// only.
+func (c *conn) startJobs() {
+	for i, j := range c.jobs {
+		c.r.spawn(j)
+		c.jobs[i] = job{}
+	}
+	c.jobs = c.jobs[:0]
 }
 
 // due is a stream whose BodyTimeout is armed once the reader waits.

@@ -12,7 +12,9 @@
 // of the upstream pools, or buffer its request body and hand it to a
 // Handler, which answers locally or forwards the original bytes and sees
 // the upstream's whole answer before the client does (one goroutine for
-// such a stream, while it is handled).
+// such a stream, while it is handled; a Handler that forwards with
+// ForwardThen sees the answer on the upstream reader instead, without
+// waiting for it).
 package frames
 
 import (

@@ -30,12 +30,19 @@ type echo struct {
 	open     atomic.Int64 // FullDuplexCalls in progress
 	canceled atomic.Int64 // FullDuplexCalls that saw their context end
 	unary    atomic.Int64 // UnaryCalls received
+	hung     atomic.Int64 // UnaryCalls asked to hang that saw their context end
 }
 
 func (e *echo) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	e.unary.Add(1)
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("fail")) > 0 {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get("fail")) > 0 {
 		return nil, status.Error(codes.FailedPrecondition, "asked to fail")
+	}
+	if len(md.Get("hang")) > 0 { // answers nothing until the call ends
+		<-ctx.Done()
+		e.hung.Add(1)
+		return nil, ctx.Err()
 	}
 	return &testpb.SimpleResponse{Payload: in.GetPayload()}, nil
 }
@@ -418,10 +425,17 @@ func reportRelay(b *testing.B, r *Relay, start relayCounts) {
 // the upstream's whole answer sent to the client, as the MACP front door
 // decides a call: the hand-offs between the relay's goroutines a decided
 // call costs beyond a passed-through one.
-func BenchmarkHandlerUnary(b *testing.B) {
+func BenchmarkHandlerUnary(b *testing.B) { benchHandler(b, "forward") }
+
+// BenchmarkHandlerUnaryThen is BenchmarkHandlerUnary forwarding with
+// ForwardThen: the upstream's answer is released on the upstream reader,
+// without waking the Handler's goroutine.
+func BenchmarkHandlerUnaryThen(b *testing.B) { benchHandler(b, "then") }
+
+func benchHandler(b *testing.B, mode string) {
 	h := admitter{testHandler: &testHandler{ended: make(chan error, 1)}}
 	c, _, r := setup(b, Config{Router: admitRouter{h}})
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "mode", "forward")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "mode", mode)
 	req := &testpb.SimpleRequest{Payload: payload(200)}
 	b.ReportAllocs()
 	defer reportUsage(b, usageNow())

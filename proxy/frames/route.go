@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -101,7 +101,9 @@ type Handler interface {
 // the receive window the client already had (none of it is returned); a
 // refusal (not nil) is the client's answer at once, and whatever body came
 // or comes is dropped. Otherwise the window is returned, the body taken up
-// to MaxBody, and Handle called with Request.Admitted set to admitted.
+// to MaxBody, and Handle called with Request.Admitted set to admitted, on
+// the context Admit got (a context Admit derived from it, with values of
+// its own, may stand for it there).
 type Admitter interface {
 	Admit(ctx context.Context, header []hpack.HeaderField, tls *tls.ConnectionState) (admitted any, refusal *Response)
 }
@@ -162,44 +164,117 @@ var (
 // header is encoded before Forward sends anything and not kept: the caller
 // may reuse it once Forward returns.
 func (r *Request) Forward(ctx context.Context, pool int, header []hpack.HeaderField) (Response, error) {
-	x := r.x
-	switch {
-	case r.Truncated:
-		return Response{}, ErrTruncated
-	case x.forwarded:
-		return Response{}, ErrForwarded
-	case pool < 0 || pool >= len(x.c.r.pools):
-		return Response{}, fmt.Errorf("%w: %d", errNoSuchPool, pool)
-	case ctx.Err() != nil: // the client left or the deadline passed: nothing opens upstream
-		return Response{}, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+	h, err := r.send(ctx, pool, header, nil)
+	if err != nil {
+		return Response{}, err
 	}
-	x.forwarded = true
-	u := x.d.peer
-	h := &x.held
-	h.done, h.max = make(chan struct{}), x.max
-	u.hold = h
-	end := len(r.Body) == 0
-	var b batch
-	if err := x.c.r.pools[pool].open(u, header, end, &b); err != nil {
-		return Response{}, fmt.Errorf("%w: open upstream stream: %w", ErrNotSent, err)
-	}
-	if !end {
-		u.c.sendData(u, r.Body, true, &b)
-	}
-	b.flush()
 	select {
 	case <-h.done: // answered already: this worker did not wait
 		return h.resp, h.err
 	default:
 	}
-	x.c.r.handlerWakes.Add(1) // this worker waits: the upstream reader wakes it
+	r.x.c.r.handlerWakes.Add(1) // this worker waits: the upstream reader wakes it
 	select {
 	case <-h.done:
 		return h.resp, h.err
 	case <-ctx.Done():
+		u := r.x.d.peer
 		u.c.resetLeg(u, http2.ErrCodeCancel)
 		return Response{}, ctx.Err()
 	}
+}
+
+// Answerer takes the upstream's answer to a request forwarded with
+// ForwardThen: resp and err are what Forward would have returned. It
+// returns the client's answer, sent at once, or false when it answers later
+// itself (Request.Respond), from a goroutine of its own.
+type Answerer interface {
+	Answer(resp Response, err error) (answer Response, now bool)
+}
+
+// ForwardThen is Forward without the wait: it sends the request as Forward
+// does and returns; the Handler then returns at once (what it returns is
+// ignored), and a.Answer is called, once, with what Forward would have
+// returned, on the goroutine that ended the wait: the upstream connection's
+// reader when the answer is whole or its stream failed, else one of its
+// own, and in any case once the Handler returned. Answer must not block
+// there: the reader's other streams wait for it. So a decided call costs
+// no hand-off between goroutines for its answer (the Handler's goroutine
+// waiting and the reader waking it, a round trip of the scheduler); the
+// answer goes out with whatever else the reader relays before it waits.
+// The wait ends, the upstream stream reset, when the client's stream goes
+// (Answer gets context.Canceled) or at ctx's deadline
+// (context.DeadlineExceeded); ctx's cancellation is not otherwise watched
+// (the Handler's context ends only so). The stream's context ends once the
+// answer is sent. An error is Forward's when nothing was sent (ErrNotSent,
+// ErrTruncated, ErrForwarded): a is not called and the Handler answers.
+func (r *Request) ForwardThen(ctx context.Context, pool int, header []hpack.HeaderField, a Answerer) error {
+	h, err := r.send(ctx, pool, header, a)
+	if err != nil {
+		return err
+	}
+	x := r.x
+	x.later = true
+	x.c.mu.Lock()
+	gone := x.ended
+	if x.awaiting = !gone; x.awaiting {
+		if dl, ok := ctx.Deadline(); ok {
+			h.timer = time.AfterFunc(time.Until(dl), func() { x.abortForward(context.DeadlineExceeded) })
+		}
+	}
+	x.c.mu.Unlock()
+	if gone { // the stream went before the wait began: end told no one
+		x.abortForward(context.Canceled)
+	}
+	return nil
+}
+
+// abortForward ends ForwardThen's wait with err: its upstream stream is
+// reset and the answer is err (unless it came first).
+func (x *exchange) abortForward(err error) {
+	u := x.d.peer
+	u.c.resetLeg(u, http2.ErrCodeCancel)
+	x.held.fail(err)
+}
+
+// Respond sends the answer of a request forwarded with ForwardThen whose
+// Answerer did not answer at once; it ends the stream's context.
+func (r *Request) Respond(resp Response) { r.x.reply(resp, nil) }
+
+// send opens the upstream stream of a forward and sends the request on it;
+// a is ForwardThen's (nil: Forward waits for the answer on h.done).
+func (r *Request) send(ctx context.Context, pool int, header []hpack.HeaderField, a Answerer) (*held, error) {
+	x := r.x
+	switch {
+	case r.Truncated:
+		return nil, ErrTruncated
+	case x.forwarded:
+		return nil, ErrForwarded
+	case pool < 0 || pool >= len(x.c.r.pools):
+		return nil, fmt.Errorf("%w: %d", errNoSuchPool, pool)
+	case ctx.Err() != nil: // the client left or the deadline passed: nothing opens upstream
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, ctx.Err())
+	}
+	x.forwarded = true
+	u := x.d.peer
+	h := &x.held
+	h.x, h.max, h.then = x, x.max, a
+	if a == nil {
+		h.done = make(chan struct{})
+	} else {
+		h.waits.Store(2) // the answer, and the Handler's return (arrive)
+	}
+	u.hold = h
+	end := len(r.Body) == 0
+	var b batch
+	if err := x.c.r.pools[pool].open(u, header, end, &b); err != nil {
+		return nil, fmt.Errorf("%w: open upstream stream: %w", ErrNotSent, err)
+	}
+	if !end {
+		u.c.sendData(u, r.Body, true, &b)
+	}
+	b.flush()
+	return h, nil
 }
 
 // route asks the Router for a stream's route.
@@ -233,6 +308,7 @@ type exchange struct {
 	truncated bool
 	started   bool // the body is whole: the client reader takes no more of it
 	forwarded bool
+	later     bool      // forwarded with ForwardThen: the Answerer answers
 	held      held      // Forward's
 	peer      peerCtx   // ctx's parent
 	out       *streamed // an answer the Handler streams (made under c.mu)
@@ -248,6 +324,7 @@ type exchange struct {
 	ended     bool // the stream went (end)
 	handled   bool // Handle was called for an Abandoner
 	abandoned bool // Abandon was called
+	awaiting  bool // ForwardThen waits for the upstream's answer
 }
 
 type peerKey struct{}
@@ -290,9 +367,36 @@ func Peer(ctx context.Context) net.Addr {
 	return a
 }
 
-func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchange {
+// newStream makes the client side of stream id and the upstream side it
+// is paired with, and its exchange when rt has a Handler, in one
+// allocation.
+func newStream(c *conn, id uint32, wantLen int64, rt Route, header []hpack.HeaderField) *leg {
+	var legs *[2]leg
+	var x *exchange
+	if rt.Handler != nil {
+		s := new(struct {
+			legs [2]leg
+			x    exchange
+		})
+		legs, x = &s.legs, &s.x
+	} else {
+		legs = new([2]leg)
+	}
+	d, u := &legs[0], &legs[1]
+	win := int64(c.r.cfg.StreamWindow)
+	d.c, d.id, d.wantLen, d.recvWin, d.peer = c, id, wantLen, win, u
+	u.peer, u.wantLen, u.recvWin = d, -1, win
+	if x != nil {
+		x.init(c, d, rt, header)
+		d.x = x
+	}
+	return d
+}
+
+// init makes x the exchange of d, routed by rt.
+func (x *exchange) init(c *conn, d *leg, rt Route, header []hpack.HeaderField) {
 	_, admitting := rt.Handler.(Admitter)
-	x := &exchange{c: c, d: d, rt: rt, header: header, max: rt.MaxBody, admitting: admitting}
+	x.c, x.d, x.rt, x.header, x.max, x.admitting = c, d, rt, header, rt.MaxBody, admitting
 	x.peer = peerCtx{context.Background(), c.peer}
 	if rt.Timeout > 0 {
 		x.ctx, x.cancel = context.WithTimeout(&x.peer, rt.Timeout)
@@ -302,7 +406,6 @@ func newExchange(c *conn, d *leg, rt Route, header []hpack.HeaderField) *exchang
 	if rt.Stream {
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}
-	return x
 }
 
 // endErr is the error of a wait that the exchange's context ended: the
@@ -322,6 +425,10 @@ func (x *exchange) end() {
 	x.cancel()
 	x.ended = true
 	x.abandon()
+	if x.awaiting { // ForwardThen's wait ends, on a goroutine of its own: end holds c.mu
+		x.awaiting = false
+		go x.abortForward(context.Canceled)
+	}
 }
 
 // abandon calls Abandon, on a goroutine of its own, on what Admit admitted
@@ -376,7 +483,7 @@ func (x *exchange) body(data []byte, end bool) {
 		start := !x.admitting && !x.refused
 		x.c.mu.Unlock()
 		if start {
-			x.c.r.spawn(job{x, false})
+			x.c.start(job{x, false}) // body runs on the client reader
 		}
 	}
 }
@@ -403,15 +510,16 @@ func (x *exchange) admit() {
 	switch {
 	case refusal != nil:
 		x.cancel()
-		c.respond(x.d, *refusal)
+		c.respond(x.d, *refusal, nil)
 	case start:
 		x.run()
 	}
 }
 
-// run calls the Handler and sends its answer to the client.
+// run calls the Handler and sends its answer to the client: the one it
+// returns, or, once it forwarded with ForwardThen, the one its Answerer
+// makes.
 func (x *exchange) run() {
-	defer x.cancel()
 	if _, ok := x.admitted.(Abandoner); ok {
 		x.c.mu.Lock()
 		x.handled = true
@@ -419,90 +527,150 @@ func (x *exchange) run() {
 	}
 	x.req = Request{Header: x.header, Body: x.buf, Truncated: x.truncated, TLS: x.c.tls, Admitted: x.admitted, x: x}
 	resp := x.rt.Handler.Handle(x.ctx, &x.req)
+	if x.later {
+		x.held.arrive(nil) // sent once the answer came, by whoever saw it come
+		return
+	}
 	x.c.mu.Lock()
 	s := x.out
 	x.c.mu.Unlock()
 	if s != nil && s.end() {
 		x.c.finishStreamed(x.d, resp)
+		x.cancel()
 		return
 	}
-	x.c.respond(x.d, resp)
+	x.reply(resp, nil)
+}
+
+// reply sends the Handler's whole answer and ends the exchange's context.
+// b as for sendData.
+func (x *exchange) reply(resp Response, b *batch) {
+	x.c.respond(x.d, resp, b)
+	x.cancel()
 }
 
 // respond sends a whole answer on l, the client side of an exchange; a
 // client still sending its body is then told to stop (RST_STREAM NO_ERROR,
-// RFC 9113 §8.1).
-func (c *conn) respond(l *leg, resp Response) {
+// RFC 9113 §8.1). b as for sendData; nil writes it now.
+func (c *conn) respond(l *leg, resp Response, b *batch) {
 	if len(resp.Header) == 0 {
 		c.resetLeg(l, http2.ErrCodeInternal)
 		return
 	}
+	var own batch
+	if b == nil {
+		b = &own
+		defer own.flush()
+	}
 	bodyEnd := resp.Trailer == nil
 	headersEnd := len(resp.Body) == 0 && bodyEnd
-	var b batch
-	c.sendHeaders(l, resp.Header, headersEnd, &b)
+	c.sendHeaders(l, resp.Header, headersEnd, b)
 	if !headersEnd {
 		if len(resp.Body) > 0 || bodyEnd {
-			c.sendData(l, resp.Body, bodyEnd, &b)
+			c.sendData(l, resp.Body, bodyEnd, b)
 		}
 		if resp.Trailer != nil {
-			c.sendHeaders(l, resp.Trailer, true, &b)
+			c.sendHeaders(l, resp.Trailer, true, b)
 		}
 	}
 	c.stopClient(l)
-	b.flush()
 }
 
 // held collects, on the upstream reader, the answer to a forwarded
-// request; done closes when it is whole or will not come.
+// request; done closes when it is whole or will not come (Forward), or then
+// takes it (ForwardThen).
 type held struct {
-	once sync.Once
-	done chan struct{}
-	max  int
+	ended atomic.Bool // finish ran
+	done  chan struct{}
+	max   int
+	x     *exchange
 
 	resp      Response
 	gotHeader bool
 	err       error
+
+	// ForwardThen's: the Answerer, its deadline's timer (under the client
+	// connection's mu), and what the answer waits for: its end (finish) and
+	// the Handler's return (arrive); the last of the two sends it (land).
+	then  Answerer
+	timer *time.Timer
+	waits atomic.Int32
 }
 
 // headers takes a header block of the answer: the first is its header
-// list, a later one its trailers.
-func (h *held) headers(fields []hpack.HeaderField, end bool) {
+// list, a later one its trailers. b as for sendData.
+func (h *held) headers(fields []hpack.HeaderField, end bool, b *batch) {
 	if !h.gotHeader {
 		h.resp.Header, h.gotHeader = fields, true
 	} else {
 		h.resp.Trailer = fields
 	}
 	if end {
-		h.finish(nil)
+		h.finish(nil, b)
 	}
 }
 
 // data takes DATA of the answer; an answer outgrowing the bound resets the
-// upstream stream.
-func (h *held) data(c *conn, l *leg, data []byte, end bool) {
+// upstream stream. b as for sendData.
+func (h *held) data(c *conn, l *leg, data []byte, end bool, b *batch) {
 	if len(h.resp.Body)+len(data) > h.max {
 		c.resetLeg(l, http2.ErrCodeCancel)
-		h.finish(ErrAnswerTooLarge)
+		h.finish(ErrAnswerTooLarge, b)
 		return
 	}
 	h.resp.Body = append(h.resp.Body, data...)
 	if end {
-		h.finish(nil)
+		h.finish(nil, b)
 	}
 }
 
 // fail reports that the answer will not come.
-func (h *held) fail(err error) { h.finish(err) }
+func (h *held) fail(err error) { h.finish(err, nil) }
 
-func (h *held) finish(err error) {
-	h.once.Do(func() {
-		if err == nil && !h.gotHeader {
-			err = errIncompleteReply
-		}
-		h.err = err
+// finish ends the wait for the answer, once: with err, or the answer when
+// err is nil. b as for sendData.
+func (h *held) finish(err error, b *batch) {
+	if !h.ended.CompareAndSwap(false, true) {
+		return
+	}
+	if err == nil && !h.gotHeader {
+		err = errIncompleteReply
+	}
+	h.err = err
+	if h.then == nil {
 		close(h.done)
-	})
+		return
+	}
+	h.arrive(b)
+}
+
+// arrive counts one of what a ForwardThen answer waits for and, the last,
+// sends it (land). b as for sendData.
+func (h *held) arrive(b *batch) {
+	if h.waits.Add(-1) == 0 {
+		h.land(b)
+	}
+}
+
+// land hands the upstream's answer (or the error) to the Answerer and sends
+// the client what it answers. b as for sendData.
+func (h *held) land(b *batch) {
+	x := h.x
+	x.c.mu.Lock()
+	x.awaiting = false
+	t := h.timer
+	h.timer = nil
+	x.c.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	var resp Response
+	if h.err == nil { // else the reader may still be filling it: the stream was reset under it
+		resp = h.resp
+	}
+	if answer, now := h.then.Answer(resp, h.err); now {
+		h.x.reply(answer, b)
+	}
 }
 
 // workerIdle is how long a Handler's goroutine waits for the next exchange

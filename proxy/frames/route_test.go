@@ -30,12 +30,13 @@ type testRouter struct {
 	h           *testHandler
 	maxBody     int
 	bodyTimeout time.Duration
+	timeout     time.Duration // Route.Timeout
 }
 
 func (r testRouter) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) Route {
 	for _, f := range header {
 		if f.Name == ":path" && f.Value == "/grpc.testing.TestService/UnaryCall" {
-			return Route{Handler: r.h, MaxBody: r.maxBody, BodyTimeout: r.bodyTimeout}
+			return Route{Handler: r.h, MaxBody: r.maxBody, BodyTimeout: r.bodyTimeout, Timeout: r.timeout}
 		}
 	}
 	return Route{Pool: 1, BodyTimeout: r.bodyTimeout}
@@ -45,7 +46,8 @@ func (r testRouter) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.Connect
 // PERMISSION_DENIED itself, "forward" forwards to pool 0 and releases the
 // answer, "replace" forwards and answers FAILED_PRECONDITION naming the
 // upstream's grpc-status, "wait" waits for the stream's end, "late" waits
-// for it and then forwards.
+// for it and then forwards; "then" forwards with ForwardThen and releases
+// the answer (thenAnswer), "then-later" too, from a goroutine of its own.
 type testHandler struct {
 	ended chan error // "wait": ctx.Err() once the stream ended; "late": Forward's error
 }
@@ -72,6 +74,13 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
 		_, err := req.Forward(ctx, 0, req.Header)
 		h.ended <- err
 		return Response{}
+	case "then", "then-later":
+		a := &thenAnswer{h: h, req: req, later: mode == "then-later"}
+		if err := req.ForwardThen(ctx, 0, req.Header, a); err != nil {
+			return grpcStatus(codes.Unavailable, err.Error())
+		}
+		a.returned.Store(true)
+		return grpcStatus(codes.Internal, "the Handler's answer, which ForwardThen's replaces")
 	}
 	resp, err := req.Forward(ctx, 0, req.Header)
 	if err != nil {
@@ -88,6 +97,33 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
 		}
 	}
 	return resp
+}
+
+// thenAnswer answers a request testHandler forwarded with ForwardThen: the
+// upstream's answer, now or (later) from a goroutine of its own; an error
+// goes to the handler's ended and the client is told UNAVAILABLE with it.
+type thenAnswer struct {
+	h        *testHandler
+	req      *Request
+	later    bool
+	returned atomic.Bool // Handle returned
+}
+
+func (a *thenAnswer) Answer(resp Response, err error) (Response, bool) {
+	switch {
+	case !a.returned.Load():
+		return grpcStatus(codes.Internal, "answered before Handle returned"), true
+	case err != nil:
+		a.h.ended <- err
+		return grpcStatus(codes.Unavailable, err.Error()), true
+	case a.later:
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			a.req.Respond(resp)
+		}()
+		return Response{}, false
+	}
+	return resp, true
 }
 
 func grpcStatus(c codes.Code, msg string) Response {
@@ -439,7 +475,9 @@ func TestAdmitter(t *testing.T) {
 // hand-offs a decided call costs: one for the exchange handed to a worker,
 // and one more for a Forward that waits for its answer (woken by the
 // upstream reader; it waits unless the answer was quicker than the worker,
-// which a loaded machine may make happen now and then).
+// which a loaded machine may make happen now and then); none for a
+// ForwardThen, whose answer the upstream reader releases (now, or later
+// from a goroutine of the Handler's), after Handle returned.
 func TestHandlerWakes(t *testing.T) {
 	_, _, up := startEcho(t)
 	h := &testHandler{ended: make(chan error, 1)}
@@ -453,20 +491,85 @@ func TestHandlerWakes(t *testing.T) {
 	}{
 		{"local", codes.PermissionDenied, calls, calls},
 		{"forward", codes.OK, calls + 1, 2 * calls},
+		{"then", codes.OK, calls, calls},
+		{"then-later", codes.OK, calls, calls},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", tc.mode), 5*time.Second)
 			defer cancel()
 			before := r.handlerWakes.Load()
-			for range calls {
-				if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(10)}); status.Code(err) != tc.code {
+			for i := range calls {
+				resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(10 + i)})
+				if status.Code(err) != tc.code {
 					t.Fatalf("UnaryCall: %v, want %v", err, tc.code)
+				}
+				if err == nil && len(resp.GetPayload().GetBody()) != 10+i {
+					t.Fatalf("the answer carries %d bytes, want the echo of %d", len(resp.GetPayload().GetBody()), 10+i)
 				}
 			}
 			if got := r.handlerWakes.Load() - before; got < tc.min || got > tc.max {
 				t.Errorf("%d Handler wake-ups for %d calls, want %d to %d", got, calls, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+// TestForwardThen: when the stream's context ends before the upstream
+// answered a ForwardThen (the client reset the stream; its Route.Timeout
+// passed), the Answerer gets the context's error and the upstream stream
+// is reset. (TestHandlerWakes has the answers that come.)
+func TestForwardThen(t *testing.T) {
+	e, _, up := startEcho(t)
+	h := &testHandler{ended: make(chan error, 1)}
+	_, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}})
+	c := testClient(t, addr)
+	t.Run("client reset", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", "then", "hang", "1"), 200*time.Millisecond)
+		defer cancel()
+		before := e.hung.Load()
+		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("UnaryCall: %v, want the client's DeadlineExceeded", err)
+		}
+		if err := waitErr(t, h.ended); !errors.Is(err, context.Canceled) {
+			t.Errorf("Answer got %v, want context.Canceled", err)
+		}
+		waitFor(t, func() bool { return e.hung.Load() == before+1 }, "the upstream's call canceled")
+	})
+	t.Run("route timeout", func(t *testing.T) {
+		_, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, timeout: 200 * time.Millisecond}})
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", "then", "hang", "1"), 5*time.Second)
+		defer cancel()
+		before := e.hung.Load()
+		_, err := testClient(t, addr).UnaryCall(ctx, &testpb.SimpleRequest{})
+		if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != context.DeadlineExceeded.Error() {
+			t.Fatalf("UnaryCall: %v, want the Answerer's UNAVAILABLE naming the deadline", err)
+		}
+		if err := waitErr(t, h.ended); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Answer got %v, want context.DeadlineExceeded", err)
+		}
+		waitFor(t, func() bool { return e.hung.Load() == before+1 }, "the upstream's call canceled")
+	})
+}
+
+// waitErr is the next error on ch, within 5 s.
+func waitErr(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("no error came")
+		return nil
+	}
+}
+
+// waitFor waits up to 5 s for cond, naming what in the failure.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5 s for %s", what)
+		}
 	}
 }
 
@@ -536,21 +639,26 @@ func TestAbandoner(t *testing.T) {
 	}
 }
 
-// TestExchangeAllocs: an exchange costs its own allocation, its context and
-// its cancel function (the client's address and Forward's answer live in
-// the exchange; 5 before), and the client's address is a string already,
-// as proxy/macp asks for it on every call (1 allocation before).
+// TestExchangeAllocs: a stream a Handler handles costs one allocation for
+// its two legs and its exchange, and its context and cancel function (the
+// client's address and Forward's answer live in the exchange; 5 before
+// that, 7 before the legs shared it), and the client's address is a string
+// already, as proxy/macp asks for it on every call (1 allocation before).
+// A passed-through stream costs one, its legs.
 func TestExchangeAllocs(t *testing.T) {
 	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
 	c := &conn{r: &Relay{}, peer: newPeerAddr(client)}
 	rt := Route{Handler: &abandonHandler{}, MaxBody: 1 << 20}
-	if got := Peer(newExchange(c, &leg{}, rt, nil).ctx); got == nil || got.String() != "127.0.0.1:4242" || got.Network() != "tcp" {
+	if got := Peer(newStream(c, 1, -1, rt, nil).x.ctx); got == nil || got.String() != "127.0.0.1:4242" || got.Network() != "tcp" {
 		t.Fatalf("Peer = %v", got)
 	}
-	if n := testing.AllocsPerRun(100, func() { newExchange(c, &leg{}, rt, nil).cancel() }); n > 4 {
-		t.Errorf("%.0f allocations for an exchange (its leg, its context and cancel function), want 4", n)
+	if n := testing.AllocsPerRun(100, func() { newStream(c, 1, -1, rt, nil).x.cancel() }); n > 3 {
+		t.Errorf("%.0f allocations for a handled stream (its legs and exchange, its context and cancel function), want 3", n)
 	}
-	ctx := newExchange(c, &leg{}, rt, nil).ctx
+	if n := testing.AllocsPerRun(100, func() { _ = newStream(c, 1, -1, Route{}, nil) }); n > 1 {
+		t.Errorf("%.0f allocations for a passed-through stream, want 1", n)
+	}
+	ctx := newStream(c, 1, -1, rt, nil).x.ctx
 	if n := testing.AllocsPerRun(100, func() { _ = Peer(ctx).String() }); n > 0 {
 		t.Errorf("%.0f allocations for the client's address, want none", n)
 	}

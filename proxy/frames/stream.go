@@ -344,7 +344,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		if l.x != nil {
 			l.x.body(data, end)
 		} else {
-			l.hold.data(c, l, data, end)
+			l.hold.data(c, l, data, end, &c.rb)
 		}
 		return nil
 	}

@@ -211,7 +211,7 @@ func (c *conn) upHeaders(f *http2.MetaHeadersFrame) error {
 	c.mu.Unlock()
 	fields := slices.DeleteFunc(f.Fields, hopByHop)
 	if l.hold != nil {
-		l.hold.headers(fields, end)
+		l.hold.headers(fields, end, &c.rb)
 		return nil
 	}
 	l.peer.c.sendHeaders(l.peer, fields, end, &c.rb)

@@ -48,7 +48,7 @@ func (benchRuntime) GetSession(_ context.Context, req *macpv1.GetSessionRequest)
 		State: macpv1.SessionState_SESSION_STATE_OPEN, Initiator: "agent://planner", Participants: []string{"agent://planner", "agent://worker"}}}, nil
 }
 
-func startBenchRuntime(b *testing.B) string {
+func startBenchRuntime(b testing.TB) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +63,7 @@ func startBenchRuntime(b *testing.B) string {
 // benchSessions starts n task sessions through the sidecar (TaskRequest and
 // TaskAccept accepted) and returns, for each, the TaskUpdate its worker
 // sends and the worker's call context.
-func benchSessions(b *testing.B, c macpv1.MACPRuntimeServiceClient, n int) ([]*macpv1.SendRequest, context.Context) {
+func benchSessions(b testing.TB, c macpv1.MACPRuntimeServiceClient, n int) ([]*macpv1.SendRequest, context.Context) {
 	const planner, worker = "agent://planner", "agent://worker"
 	as := func(p string) context.Context {
 		return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+p)
@@ -182,7 +182,7 @@ func BenchmarkNullRelaySend(b *testing.B) {
 
 // serveNullRelay serves the frame relay with no Router in front of
 // upstream until the benchmark ends and returns its address.
-func serveNullRelay(b *testing.B, upstream string) string {
+func serveNullRelay(b testing.TB, upstream string) string {
 	r, err := frames.New(frames.Config{Upstream: upstream})
 	if err != nil {
 		b.Fatal(err)

@@ -194,10 +194,19 @@ type callHandler struct{ s *Server }
 // admission and the call's metadata (without the identity fields handoff
 // owns).
 type relayAdmitted struct {
-	g  grpcRequest
-	a  admission.Admission
-	md metadata.MD
-	f  *proxy.Flight
+	g   grpcRequest
+	a   admission.Admission
+	md  metadata.MD
+	f   *proxy.Flight
+	ctx context.Context // Begin's: Admit's context with the flight (and its span)
+
+	// Handle's, held here so that they cost no allocation of their own:
+	// its forward and, for a decided call forwarded without waiting
+	// (relayDecide), its decision and what Answer needs besides.
+	fw      relayForward
+	d       proxy.Decision
+	ct      string
+	endCall func()
 }
 
 // Abandon ends the flight of a call whose stream went before Handle
@@ -229,7 +238,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	}
 	// Handle ends the flight; a stream that goes before it is abandoned
 	// (Abandon) instead.
-	return &relayAdmitted{g: g, a: a, md: md, f: f}, nil
+	return &relayAdmitted{g: g, a: a, md: md, f: f, ctx: ctx}, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -248,11 +257,16 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 // the body is not exactly one uncompressed message (oneMessage), else
 // Warden's own answer or the runtime's whole answer to the original bytes
 // once Warden read it.
-func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
+func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
-	ctx = adm.f.In(ctx)
-	defer func() { adm.f.End(answerFailed(answer)) }()
+	ctx := adm.ctx                       // Handle's context, which is Admit's (frames.Admitter), with the flight
+	later := false                       // the answer is Answer's, and so is the flight's end
+	defer func() {
+		if !later {
+			adm.f.End(answerFailed(answer))
+		}
+	}()
 	ct := adm.g.ct // the call's grpc-timeout ends ctx already (router)
 	switch {
 	case adm.a.Call == admission.CallStream: // never anonymous: the gate refuses it without credentials
@@ -282,10 +296,71 @@ func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer fr
 		}
 		defer done()
 	}
-	f := &relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
+	f := &adm.fw
+	*f = relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
 		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
+	if adm.a.Call == admission.CallSend || adm.a.Call == admission.CallControl {
+		answer, later = s.relayDecide(ct, adm, msg)
+		return answer
+	}
 	_, own, err := s.unary(ctx, f.upctx, &adm.a, msg, f.call)
 	return f.answer(ct, own, err)
+}
+
+// relayDecide decides a Send or control call as unary does (decide), but
+// forwards an allowed one without waiting for the runtime's answer
+// (frames.Request.ForwardThen): the decision is settled on the runtime's
+// Ack, and the client answered, by Answer, on the goroutine that read the
+// Ack, which saves this one being woken for it. later reports that Answer
+// answers; otherwise the answer is Warden's own, now.
+func (s *Server) relayDecide(ct string, adm *relayAdmitted, msg []byte) (_ frames.Response, later bool) {
+	f := &adm.fw
+	d, own, err := s.judge(f.ctx, f.upctx, &adm.a, msg)
+	if own != nil || err != nil {
+		return f.answer(ct, own, err), false
+	}
+	adm.d, adm.ct = d, ct
+	fctx, endCall := s.clientSpan(f.ctx, f.name)
+	var room [16]hpack.HeaderField // encoded as the stream opens: it need not outlive the call
+	if err := f.req.ForwardThen(f.ctx, poolRuntime, f.header(room[:0], fctx), adm); err != nil {
+		endCall()
+		return adm.settle(f.read(frames.Response{}, err)), false
+	}
+	adm.endCall = endCall
+	return frames.Response{}, true
+}
+
+// Answer settles a decided call forwarded by relayDecide on the runtime's
+// answer (resp, err) and makes the client's, on the goroutine that read
+// the answer (frames.Answerer), which it must not hold up: a decision whose
+// settling forgets its session, which may wait for the session's lock, is
+// settled and answered on a goroutine of its own.
+func (adm *relayAdmitted) Answer(resp frames.Response, err error) (frames.Response, bool) {
+	adm.endCall()
+	m, err := adm.fw.read(resp, err)
+	ak, err := adm.fw.s.ackOf(&adm.a, m, err)
+	if forgets(adm.d, ak, err) {
+		go func() { adm.fw.req.Respond(adm.settleAck(ak, err)) }()
+		return frames.Response{}, false
+	}
+	return adm.settleAck(ak, err), true
+}
+
+// settle settles a decided call whose forward (m, err as relayForward.read
+// returns them) did not reach the runtime, and makes the client's answer.
+func (adm *relayAdmitted) settle(m []byte, err error) frames.Response {
+	ak, err := adm.fw.s.ackOf(&adm.a, m, err)
+	return adm.settleAck(ak, err)
+}
+
+// settleAck settles a decided call on the runtime's Ack (or its failure),
+// makes the client's answer and ends the call's flight.
+func (adm *relayAdmitted) settleAck(ak ack, err error) frames.Response {
+	f := &adm.fw
+	f.s.settle(f.ctx, adm.d, ak, err)
+	answer := f.answer(adm.ct, nil, err)
+	adm.f.End(answerFailed(answer))
+	return answer
 }
 
 // passAnonymous forwards a unary call admitted without credentials (the
@@ -322,11 +397,24 @@ type relayForward struct {
 }
 
 func (f *relayForward) call() ([]byte, error) {
-	s := f.s
-	fctx, endCall := s.clientSpan(f.ctx, f.name)
+	fctx, endCall := f.s.clientSpan(f.ctx, f.name)
 	var room [16]hpack.HeaderField // the relay encodes the list as it opens the stream: it need not outlive this call
-	resp, err := f.req.Forward(f.ctx, poolRuntime, forwardHeader(room[:0], f.req.Header, s.cfg.Upstream, f.up, fctx))
+	resp, err := f.req.Forward(f.ctx, poolRuntime, f.header(room[:0], fctx))
 	endCall()
+	return f.read(resp, err)
+}
+
+// header is the header list the runtime gets for the call, appended to
+// out; ctx carries the client span.
+func (f *relayForward) header(out []hpack.HeaderField, ctx context.Context) []hpack.HeaderField {
+	return forwardHeader(out, f.req.Header, f.s.cfg.Upstream, f.up, ctx)
+}
+
+// read is the runtime's answer to the forward as a forward returns it
+// (resp, err as frames.Request.Forward returned them): its message, or the
+// error the client is told.
+func (f *relayForward) read(resp frames.Response, err error) ([]byte, error) {
+	s := f.s
 	if err != nil {
 		var wire error
 		switch {
@@ -334,6 +422,8 @@ func (f *relayForward) call() ([]byte, error) {
 			wire = errUpstreamFull
 		case f.ctx.Err() != nil:
 			wire = status.FromContextError(f.ctx.Err()).Err()
+		case errors.Is(err, context.DeadlineExceeded): // ForwardThen's deadline, which may pass before ctx's own timer ran
+			wire = status.FromContextError(err).Err()
 		default:
 			wire = s.upstreamError(err)
 		}

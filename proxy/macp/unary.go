@@ -88,31 +88,49 @@ func (s *Server) unary(ctx, upctx context.Context, a *admission.Admission, msg [
 // with an Ack, as the runtime answers one; a refused control call with a
 // gRPC status, as the runtime refuses those.
 func (s *Server) decide(ctx, upctx context.Context, a *admission.Admission, msg []byte, fwd forward) ([]byte, proto.Message, error) {
+	d, own, err := s.judge(ctx, upctx, a, msg)
+	if own != nil || err != nil {
+		return nil, own, err
+	}
+	resp, err := fwd()
+	ak, err := s.ackOf(a, resp, err)
+	s.settle(ctx, d, ak, err)
+	return resp, nil, err
+}
+
+// judge is decide up to the forward: the decision, allowed, or Warden's
+// own answer (own, or err: a refusal, a status).
+func (s *Server) judge(ctx, upctx context.Context, a *admission.Admission, msg []byte) (proxy.Decision, proto.Message, error) {
 	r, refused := s.gate.Request(a, msg)
 	if refused != nil {
-		return nil, nil, refusal{*refused}
+		return proxy.Decision{}, nil, refusal{*refused}
 	}
 	r.Acked = a.Call == admission.CallSend
 	d, err := s.sessions.Enforce(upctx, r)
 	if err != nil {
-		return nil, nil, s.undecided(ctx, err)
+		return proxy.Decision{}, nil, s.undecided(ctx, err)
 	}
 	if !d.Allow {
 		rf := admission.Refused(d, r)
 		if a.Call == admission.CallSend {
-			return nil, &macpv1.SendResponse{Ack: rf.Ack(r.Envelope)}, nil
+			return proxy.Decision{}, &macpv1.SendResponse{Ack: rf.Ack(r.Envelope)}, nil
 		}
-		return nil, nil, refusal{rf}
+		return proxy.Decision{}, nil, refusal{rf}
 	}
-	resp, err := fwd()
+	return d, nil, nil
+}
+
+// ackOf reads the runtime's Ack in its answer to a decided call (resp, err
+// as forward returned them): an answer that does not decode is the
+// runtime's failure.
+func (s *Server) ackOf(a *admission.Admission, resp []byte, err error) (ack, error) {
 	var ak ack // SendResponse and the control responses share {ack}
 	if err == nil {
 		if ak, err = readAck(resp); err != nil {
 			err = s.upstreamError(errors.New("the runtime's " + a.Op + " response does not decode"))
 		}
 	}
-	s.settle(ctx, d, ak, err)
-	return resp, nil, err
+	return ak, err
 }
 
 // undecided maps "could not decide" onto the wire, once for every MACP call:
@@ -135,16 +153,23 @@ func (s *Server) undecided(ctx context.Context, err error) error {
 // rebuilt on its next message (sessions.Decider.SettleForget). A call that
 // never reached the runtime leaves the state as it was.
 func (s *Server) settle(ctx context.Context, d proxy.Decision, a ack, err error) {
-	switch {
-	case err != nil && (errors.Is(err, errUpstreamFull) || errors.As(err, new(notReached))):
-		d.Settle(false)
-	case err != nil,
-		a.ok && d.Duplicate && !a.duplicate,
-		!a.ok && string(a.code) == string(rules.CodeSessionNotFound):
+	if forgets(d, a, err) {
 		s.sessions.SettleForget(context.WithoutCancel(ctx), d)
-	default:
-		d.Settle(a.ok && !a.duplicate)
+		return
 	}
+	d.Settle(err == nil && a.ok && !a.duplicate)
+}
+
+// forgets reports whether settle forgets the decision's session: the
+// answer was lost after the call reached the runtime, or shows Warden's
+// state no longer follows it. Forgetting may wait for the session (another
+// message may hold it until its own answer comes); settling otherwise never
+// waits.
+func forgets(d proxy.Decision, a ack, err error) bool {
+	if err != nil {
+		return !errors.Is(err, errUpstreamFull) && !errors.As(err, new(notReached))
+	}
+	return a.ok && d.Duplicate && !a.duplicate || !a.ok && string(a.code) == string(rules.CodeSessionNotFound)
 }
 
 // visibleSession is the answer to a GetSession made as p (msg its request
