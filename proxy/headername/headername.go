@@ -42,7 +42,7 @@ func Of(k string, own []string) Kind {
 		return None
 	case asserting(k):
 		return Identity
-	case hasWord(k, overrideTokens):
+	case hasWord(k, overrides):
 		return Override
 	}
 	return None
@@ -73,6 +73,9 @@ func (kind Kind) Why(k string) string {
 // X-Envoy-Original-Path after it, on a rewrite of a path Warden decided.
 var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
 
+// overrides and identities are overrideTokens and identityTokens by length.
+var overrides, identities = newWordSet(overrideTokens), newWordSet(identityTokens)
+
 // identityTokens are the words that make a header name one a server behind
 // another authenticating proxy reads as the caller's identity in place of
 // Warden's: X-Forwarded-User, -Email, -Groups, -Preferred-Username
@@ -102,12 +105,12 @@ func owned(k string, own []string) bool {
 // asserting reports whether the header name k would assert an identity
 // (a word of identityTokens; User-Agent is not).
 func asserting(k string) bool {
-	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identityTokens)
+	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identities)
 }
 
 // hasWord reports whether the header name k has one of words as a word,
 // split at '-' or '_', in any case.
-func hasWord(k string, words []string) bool {
+func hasWord(k string, words *wordSet) bool {
 	start := 0
 	for i := 0; i <= len(k); i++ {
 		if i < len(k) && k[i] != '-' && k[i] != '_' {
@@ -121,15 +124,41 @@ func hasWord(k string, words []string) bool {
 	return false
 }
 
+// wordSet is a list of words, and its words by length: a name is read on
+// every request, and an ASCII word of it folds only to a word of its
+// length, so it is compared with those alone, without reading the others
+// (each a string elsewhere in memory; a request's names would otherwise
+// read every word of both lists for every word of theirs).
+type wordSet struct {
+	all   []string
+	byLen [longestWord + 1][]string
+}
+
+// longestWord is the length of the longest word a wordSet holds.
+const longestWord = 11
+
+// newWordSet is the wordSet of words: ASCII words of at most longestWord
+// bytes.
+func newWordSet(words []string) *wordSet {
+	s := &wordSet{all: words}
+	for _, w := range words {
+		if len(w) > longestWord {
+			panic("headername: the word " + w + " is longer than longestWord")
+		}
+		s.byLen[len(w)] = append(s.byLen[len(w)], w)
+	}
+	return s
+}
+
 // isWord reports whether w is one of words in any case (strings.EqualFold).
 // An ASCII word is only compared with the words of its length (every
 // header name net/http reads is ASCII: each request's names are not folded
 // against every word); a word with other bytes (the Kelvin sign K, the long
 // s ſ) is folded against them all.
-func isWord(w string, words []string) bool {
+func isWord(w string, words *wordSet) bool {
 	for i := 0; i < len(w); i++ {
 		if w[i] >= utf8.RuneSelf {
-			for _, t := range words {
+			for _, t := range words.all {
 				if strings.EqualFold(w, t) {
 					return true
 				}
@@ -137,8 +166,11 @@ func isWord(w string, words []string) bool {
 			return false
 		}
 	}
-	for _, t := range words {
-		if len(t) == len(w) && strings.EqualFold(w, t) {
+	if len(w) > longestWord {
+		return false
+	}
+	for _, t := range words.byLen[len(w)] {
+		if strings.EqualFold(w, t) {
 			return true
 		}
 	}

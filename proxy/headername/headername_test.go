@@ -58,7 +58,7 @@ func TestHasWord(t *testing.T) {
 		{"-", false},
 		{"__", false},
 	} {
-		if got := hasWord(tc.name, overrideTokens); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
+		if got := hasWord(tc.name, overrides); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
 			t.Errorf("hasWord(%q, overrideTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, overrideTokens))
 		}
 	}
@@ -78,7 +78,7 @@ func TestHasWord(t *testing.T) {
 		{"Users", false},
 		{"Content-Type", false},
 	} {
-		if got := hasWord(tc.name, identityTokens); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
+		if got := hasWord(tc.name, identities); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
 			t.Errorf("hasWord(%q, identityTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, identityTokens))
 		}
 	}
@@ -90,9 +90,9 @@ func FuzzHasWord(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, k string) {
-		for _, words := range [][]string{overrideTokens, identityTokens} {
-			if got, want := hasWord(k, words), hasWordByFold(k, words); got != want {
-				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words, got, want)
+		for _, words := range []*wordSet{overrides, identities} {
+			if got, want := hasWord(k, words), hasWordByFold(k, words.all); got != want {
+				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words.all, got, want)
 			}
 		}
 	})
