@@ -197,7 +197,7 @@ type relayAdmitted struct {
 	g  grpcRequest
 	a  admission.Admission
 	md metadata.MD
-	f  *proxy.Flight
+	f  proxy.Flight // the call's flight, in the admitted call's allocation
 }
 
 // Abandon ends the flight of a call whose stream went before Handle
@@ -215,21 +215,28 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 		return nil, early
 	}
 	md := g.md
-	handoff{}.strip(md)
-	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
-	client := addrString(frames.Peer(ctx))
 	// the metadata's names as grpcHeader collected them (no array of their
-	// own: the gate's Source keeps its Headers), less the ones strip took
-	names := slices.DeleteFunc(g.names, func(n string) bool { _, ok := md[n]; return !ok })
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Names: names, Chain: verifiedChain(cs), Client: client})
-	if a.Refusal != nil {
-		f.End(failedCode(a.Refusal.Status))
-		resp := refusalAnswer(g.ct, *a.Refusal)
+	// own: the gate's Source keeps its Headers), less the fields handoff
+	// owns, which strip takes from md (a client rarely sends one: read off
+	// the names, not looked up in md)
+	names := g.names
+	if slices.ContainsFunc(names, handoff{}.taken) {
+		handoff{}.strip(md)
+		names = slices.DeleteFunc(names, handoff{}.taken)
+	}
+	adm := &relayAdmitted{g: g, md: md}
+	f := &adm.f
+	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
+	client := addrString(frames.Peer(ctx))
+	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
+	if r := adm.a.Refusal; r != nil {
+		f.End(failedCode(r.Status))
+		resp := refusalAnswer(g.ct, *r)
 		return nil, &resp
 	}
 	// Handle ends the flight; a stream that goes before it is abandoned
 	// (Abandon) instead.
-	return &relayAdmitted{g: g, a: a, md: md, f: f}, nil
+	return adm, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -247,11 +254,14 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 // a call of one message once its body is whole, with grpc-go's answer when
 // the body is not exactly one uncompressed message (oneMessage), else
 // Warden's own answer or the runtime's whole answer to the original bytes
-// once Warden read it.
-func (h callHandler) Handle(ctx context.Context, req *frames.Request) (answer frames.Response) {
+// once Warden read it. The relay gives Handle the context it gave Admit
+// (the exchange's one), which the call's flight wraps: Handle works on the
+// flight, which carries the flight and its span with no context made for
+// them.
+func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
-	ctx = adm.f.In(ctx)
+	var ctx context.Context = &adm.f
 	defer func() { adm.f.End(answerFailed(answer)) }()
 	ct := adm.g.ct // the call's grpc-timeout ends ctx already (router)
 	switch {
