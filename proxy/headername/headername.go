@@ -42,7 +42,7 @@ func Of(k string, own []string) Kind {
 		return None
 	case asserting(k):
 		return Identity
-	case hasWord(k, overrides):
+	case hasWord(k, &overrides):
 		return Override
 	}
 	return None
@@ -105,7 +105,7 @@ func owned(k string, own []string) bool {
 // asserting reports whether the header name k would assert an identity
 // (a word of identityTokens; User-Agent is not).
 func asserting(k string) bool {
-	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identities)
+	return !strings.EqualFold(k, "User-Agent") && hasWord(k, &identities)
 }
 
 // hasWord reports whether the header name k has one of words as a word,
@@ -124,29 +124,43 @@ func hasWord(k string, words *wordSet) bool {
 	return false
 }
 
-// wordSet is a list of words, and its words by length: a name is read on
-// every request, and an ASCII word of it folds only to a word of its
-// length, so it is compared with those alone, without reading the others
-// (each a string elsewhere in memory; a request's names would otherwise
-// read every word of both lists for every word of theirs).
+// wordSet is a list of words, and its words by length in one string: a
+// name is read on every request, and an ASCII word of it folds only to a
+// word of its length, so it is compared with those alone, which lie side
+// by side (the list's strings lie each elsewhere in memory: a request's
+// names read every word of both lists for every word of theirs, each a
+// cache line or more, where the packed words of one length are one).
 type wordSet struct {
-	all   []string
-	byLen [longestWord + 1][]string
+	all []string
+	// packed holds the words, shortest first; those of n bytes are
+	// packed[at[n]:at[n+1]], one after another.
+	packed string
+	at     [longestWord + 2]uint16
 }
 
 // longestWord is the length of the longest word a wordSet holds.
 const longestWord = 11
 
-// newWordSet is the wordSet of words: ASCII words of at most longestWord
+// newWordSet is the wordSet of words: ASCII words of 1 to longestWord
 // bytes.
-func newWordSet(words []string) *wordSet {
-	s := &wordSet{all: words}
-	for _, w := range words {
-		if len(w) > longestWord {
-			panic("headername: the word " + w + " is longer than longestWord")
+func newWordSet(words []string) wordSet {
+	s := wordSet{all: words}
+	var b strings.Builder
+	for n := 1; n <= longestWord; n++ {
+		s.at[n] = uint16(b.Len())
+		for _, w := range words {
+			if len(w) == n {
+				b.WriteString(w)
+			}
 		}
-		s.byLen[len(w)] = append(s.byLen[len(w)], w)
 	}
+	s.at[longestWord+1] = uint16(b.Len())
+	for _, w := range words {
+		if len(w) == 0 || len(w) > longestWord {
+			panic("headername: the word " + w + " is empty or longer than longestWord")
+		}
+	}
+	s.packed = b.String()
 	return s
 }
 
@@ -166,11 +180,12 @@ func isWord(w string, words *wordSet) bool {
 			return false
 		}
 	}
-	if len(w) > longestWord {
+	n := len(w)
+	if n == 0 || n > longestWord {
 		return false
 	}
-	for _, t := range words.byLen[len(w)] {
-		if strings.EqualFold(w, t) {
+	for i, end := int(words.at[n]), int(words.at[n+1]); i < end; i += n {
+		if strings.EqualFold(w, words.packed[i:i+n]) {
 			return true
 		}
 	}
