@@ -108,8 +108,17 @@ func (p *Protocol) label(m string) string {
 // from is not nil, or, when from is nil, the span ctx already carries (the
 // MACP sidecar's, which otelgrpc starts). End must be called once.
 func (e *Enforcer) Begin(ctx context.Context, p *Protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
+	f := new(Flight)
+	e.BeginIn(f, ctx, p, door, from)
+	return f, f
+}
+
+// BeginIn is Begin for a flight the door holds in an allocation of its own
+// (the MACP relay's admitted call), f, which must be zero: the flight and
+// its context are f. f must not be copied once begun.
+func (e *Enforcer) BeginIn(f *Flight, ctx context.Context, p *Protocol, door string, from propagation.TextMapCarrier) {
 	protocol := p.Name
-	f := &Flight{proto: p, protocol: protocol, door: door, began: time.Now(), method: "other"}
+	f.proto, f.protocol, f.door, f.began, f.method = p, protocol, door, time.Now(), "other"
 	if o, ok := e.observer.(RequestObserver); ok {
 		f.obs = o
 		o.Started(protocol, door)
@@ -125,7 +134,6 @@ func (e *Enforcer) Begin(ctx context.Context, p *Protocol, door string, from pro
 		}
 	}
 	f.Context = ctx
-	return f, f
 }
 
 // BeginAt is Begin for a request from src: the flight's context carries
@@ -233,19 +241,6 @@ func (f *Flight) End(failed bool) {
 		}
 		f.span.End()
 	}
-}
-
-// In is ctx carrying the flight and its span, for a door whose later work
-// runs on another context than Begin returned (the MACP relay decides a
-// Send on another context than it admitted it on).
-func (f *Flight) In(ctx context.Context) context.Context {
-	if f == nil {
-		return ctx
-	}
-	if f.span != nil {
-		ctx = trace.ContextWithSpan(ctx, f.span)
-	}
-	return context.WithValue(ctx, flightKey{}, f)
 }
 
 // DecisionLabel is a decision's outcome as the decision metric and the

@@ -334,7 +334,7 @@ func (s *Server) check(ctx context.Context, h *authv3.AttributeContext_HttpReque
 	// The one MACP admission the sidecar's doors use too: the method table,
 	// then the credentials, before the body is looked at.
 	var names [32]string // the header names, on the stack for a usual request
-	a := s.gate.Admit(ctx, admission.Headers{Method: path, Get: headerGetter(hdr), Names: slices.AppendSeq(names[:0], maps.Keys(hdr)), Chain: chainOf(req.GetAttributes().GetSource())})
+	a := s.gate.Admit(ctx, admission.Headers{Method: path, Get: envoyHeaders(hdr), Names: slices.AppendSeq(names[:0], maps.Keys(hdr)), Chain: chainOf(req.GetAttributes().GetSource())})
 	switch {
 	case a.Refusal != nil:
 		return deny(*a.Refusal), nil
@@ -437,11 +437,9 @@ func grpcMessage(h *authv3.AttributeContext_HttpRequest) ([]byte, error) {
 // shares (Envoy joins repeated headers with commas) and, when Envoy
 // terminated mTLS, the client certificate it forwards.
 func credentials(headers map[string]string, src *authv3.AttributeContext_Peer) (authn.Credentials, error) {
-	return authn.FromHeaders(headerGetter(headers), chainOf(src))
+	return authn.FromHeaders(envoyHeaders(headers).Get, chainOf(src))
 }
 
-// headerGetter reads a header's values as Envoy gives them (repeated
-// headers joined with commas).
 // source is the request's source: Envoy's address of the downstream
 // client (attributes.source.address), its x-request-id (Envoy generates one
 // unless told not to; Warden mints one otherwise), the method and the path.
@@ -454,11 +452,14 @@ func source(enf *proxy.Enforcer, peer *authv3.AttributeContext_Peer, hdr map[str
 	return enf.NewSource(client, hdr["x-request-id"], h.GetMethod(), path)
 }
 
-func headerGetter(headers map[string]string) func(string) []string {
-	return func(name string) []string {
-		v, ok := headers[name]
-		return authn.SplitHeader(v, ok)
-	}
+// envoyHeaders are a request's headers as Envoy gives them (repeated
+// headers joined with commas).
+type envoyHeaders map[string]string
+
+// Get returns a header's values.
+func (h envoyHeaders) Get(name string) []string {
+	v, ok := h[name]
+	return authn.SplitHeader(v, ok)
 }
 
 // chainOf is the client certificate Envoy forwards when it terminated mTLS.

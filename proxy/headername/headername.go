@@ -42,7 +42,7 @@ func Of(k string, own []string) Kind {
 		return None
 	case asserting(k):
 		return Identity
-	case hasWord(k, overrideTokens):
+	case hasWord(k, &overrides):
 		return Override
 	}
 	return None
@@ -73,6 +73,9 @@ func (kind Kind) Why(k string) string {
 // X-Envoy-Original-Path after it, on a rewrite of a path Warden decided.
 var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
 
+// overrides and identities are overrideTokens and identityTokens by length.
+var overrides, identities = newWordSet(overrideTokens), newWordSet(identityTokens)
+
 // identityTokens are the words that make a header name one a server behind
 // another authenticating proxy reads as the caller's identity in place of
 // Warden's: X-Forwarded-User, -Email, -Groups, -Preferred-Username
@@ -102,12 +105,12 @@ func owned(k string, own []string) bool {
 // asserting reports whether the header name k would assert an identity
 // (a word of identityTokens; User-Agent is not).
 func asserting(k string) bool {
-	return !strings.EqualFold(k, "User-Agent") && hasWord(k, identityTokens)
+	return !strings.EqualFold(k, "User-Agent") && hasWord(k, &identities)
 }
 
 // hasWord reports whether the header name k has one of words as a word,
 // split at '-' or '_', in any case.
-func hasWord(k string, words []string) bool {
+func hasWord(k string, words *wordSet) bool {
 	start := 0
 	for i := 0; i <= len(k); i++ {
 		if i < len(k) && k[i] != '-' && k[i] != '_' {
@@ -121,15 +124,55 @@ func hasWord(k string, words []string) bool {
 	return false
 }
 
+// wordSet is a list of words, and its words by length in one string: a
+// name is read on every request, and an ASCII word of it folds only to a
+// word of its length, so it is compared with those alone, which lie side
+// by side (the list's strings lie each elsewhere in memory: a request's
+// names read every word of both lists for every word of theirs, each a
+// cache line or more, where the packed words of one length are one).
+type wordSet struct {
+	all []string
+	// packed holds the words, shortest first; those of n bytes are
+	// packed[at[n]:at[n+1]], one after another.
+	packed string
+	at     [longestWord + 2]uint16
+}
+
+// longestWord is the length of the longest word a wordSet holds.
+const longestWord = 11
+
+// newWordSet is the wordSet of words: ASCII words of 1 to longestWord
+// bytes.
+func newWordSet(words []string) wordSet {
+	s := wordSet{all: words}
+	var b strings.Builder
+	for n := 1; n <= longestWord; n++ {
+		s.at[n] = uint16(b.Len())
+		for _, w := range words {
+			if len(w) == n {
+				b.WriteString(w)
+			}
+		}
+	}
+	s.at[longestWord+1] = uint16(b.Len())
+	for _, w := range words {
+		if len(w) == 0 || len(w) > longestWord {
+			panic("headername: the word " + w + " is empty or longer than longestWord")
+		}
+	}
+	s.packed = b.String()
+	return s
+}
+
 // isWord reports whether w is one of words in any case (strings.EqualFold).
 // An ASCII word is only compared with the words of its length (every
 // header name net/http reads is ASCII: each request's names are not folded
 // against every word); a word with other bytes (the Kelvin sign K, the long
 // s ſ) is folded against them all.
-func isWord(w string, words []string) bool {
+func isWord(w string, words *wordSet) bool {
 	for i := 0; i < len(w); i++ {
 		if w[i] >= utf8.RuneSelf {
-			for _, t := range words {
+			for _, t := range words.all {
 				if strings.EqualFold(w, t) {
 					return true
 				}
@@ -137,8 +180,12 @@ func isWord(w string, words []string) bool {
 			return false
 		}
 	}
-	for _, t := range words {
-		if len(t) == len(w) && strings.EqualFold(w, t) {
+	n := len(w)
+	if n == 0 || n > longestWord {
+		return false
+	}
+	for i, end := int(words.at[n]), int(words.at[n+1]); i < end; i += n {
+		if strings.EqualFold(w, words.packed[i:i+n]) {
 			return true
 		}
 	}

@@ -58,7 +58,7 @@ func TestHasWord(t *testing.T) {
 		{"-", false},
 		{"__", false},
 	} {
-		if got := hasWord(tc.name, overrideTokens); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
+		if got := hasWord(tc.name, &overrides); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
 			t.Errorf("hasWord(%q, overrideTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, overrideTokens))
 		}
 	}
@@ -78,7 +78,7 @@ func TestHasWord(t *testing.T) {
 		{"Users", false},
 		{"Content-Type", false},
 	} {
-		if got := hasWord(tc.name, identityTokens); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
+		if got := hasWord(tc.name, &identities); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
 			t.Errorf("hasWord(%q, identityTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, identityTokens))
 		}
 	}
@@ -90,9 +90,9 @@ func FuzzHasWord(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, k string) {
-		for _, words := range [][]string{overrideTokens, identityTokens} {
-			if got, want := hasWord(k, words), hasWordByFold(k, words); got != want {
-				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words, got, want)
+		for _, words := range []*wordSet{&overrides, &identities} {
+			if got, want := hasWord(k, words), hasWordByFold(k, words.all); got != want {
+				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words.all, got, want)
 			}
 		}
 	})
@@ -125,6 +125,26 @@ func TestOf(t *testing.T) {
 	} {
 		if got := Of(tc.name, own); got != tc.want {
 			t.Errorf("Of(%q) = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWordSet: each word of both lists is found by its wordSet, as itself,
+// in upper case and as a word of a longer name, and a word one byte
+// shorter or longer is not.
+func TestWordSet(t *testing.T) {
+	for _, s := range []*wordSet{&overrides, &identities} {
+		for _, w := range s.all {
+			for _, k := range []string{w, strings.ToUpper(w), "X-" + w + "-Y"} {
+				if !hasWord(k, s) {
+					t.Errorf("%q: not found", k)
+				}
+			}
+			for _, k := range []string{w[1:], w + "x"} {
+				if hasWord(k, s) != hasWordByFold(k, s.all) {
+					t.Errorf("%q: read otherwise than by fold", k)
+				}
+			}
 		}
 	}
 }

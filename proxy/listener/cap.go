@@ -284,15 +284,19 @@ func (c *Capped) ConnContext(ctx context.Context, nc net.Conn) context.Context {
 
 // Context is ctx carrying the proof (authn.WithProof) of the open
 // connection whose remote address is remote (net.Addr.String()), for a
-// request served on it; ctx itself when there is none. c may be nil.
+// request served on it; ctx itself when there is none, or when the
+// connection is proven already (or no longer counted), where the proof
+// would change nothing: a request on a proven connection, every request
+// but its first that succeeds, costs no context. c may be nil.
 func (c *Capped) Context(ctx context.Context, remote string) context.Context {
 	if c == nil {
 		return ctx
 	}
 	c.mu.Lock()
 	cc := c.byAddr[remote]
+	pending := cc != nil && cc.counted && cc.elem != nil
 	c.mu.Unlock()
-	if cc == nil {
+	if !pending {
 		return ctx
 	}
 	return authn.WithProof(ctx, cc.proof)

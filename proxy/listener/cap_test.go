@@ -247,3 +247,39 @@ func TestSourceKey(t *testing.T) {
 		}
 	}
 }
+
+// TestContextProvenOnce: a request's Context carries its connection's
+// proof until a request on it proves it (the first request's proof proves
+// it, and so would a later one's), then is the request's own context,
+// made without an allocation: the MACP relay asks for it on every call,
+// and a proof that can change nothing cost a context every time before.
+func TestContextProvenOnce(t *testing.T) {
+	h := newBoundHarness(t, ConnBounds{Max: 8})
+	_, s := h.dial("127.0.0.1")
+	if s == nil {
+		t.Fatal("refused on an empty listener")
+	}
+	remote := s.RemoteAddr().String()
+	ctx := context.Background()
+	first := h.lis.Context(ctx, remote)
+	if first == ctx {
+		t.Fatal("an unproven connection's request carries no proof")
+	}
+	if _, unproven := h.lis.Open(); unproven != 1 {
+		t.Fatalf("unproven %d before a credential, want 1", unproven)
+	}
+	authn.Proven(first)
+	if _, unproven := h.lis.Open(); unproven != 0 {
+		t.Fatalf("unproven %d after a credential, want 0", unproven)
+	}
+	if got := h.lis.Context(ctx, remote); got != ctx {
+		t.Error("a proven connection's request got a context of its own")
+	}
+	if n := testing.AllocsPerRun(100, func() { authn.Proven(h.lis.Context(ctx, remote)) }); n != 0 {
+		t.Errorf("%v allocations per request on a proven connection, want 0", n)
+	}
+	authn.Proven(first) // a proof kept past the first is still harmless
+	if open, unproven := h.lis.Open(); open != 1 || unproven != 0 {
+		t.Errorf("open %d, unproven %d; want 1, 0", open, unproven)
+	}
+}

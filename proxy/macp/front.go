@@ -194,11 +194,10 @@ type callHandler struct{ s *Server }
 // admission and the call's metadata (without the identity fields handoff
 // owns).
 type relayAdmitted struct {
-	g   grpcRequest
-	a   admission.Admission
-	md  metadata.MD
-	f   *proxy.Flight
-	ctx context.Context // Begin's: Admit's context with the flight (and its span)
+	g  grpcRequest
+	a  admission.Admission
+	md metadata.MD
+	f  proxy.Flight // the call's flight, in the admitted call's allocation: Handle's context
 
 	// Handle's, held here so that they cost no allocation of their own:
 	// its forward and, for a decided call forwarded without waiting
@@ -224,21 +223,28 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 		return nil, early
 	}
 	md := g.md
-	handoff{}.strip(md)
-	ctx, f := h.s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
-	client := addrString(frames.Peer(ctx))
 	// the metadata's names as grpcHeader collected them (no array of their
-	// own: the gate's Source keeps its Headers), less the ones strip took
-	names := slices.DeleteFunc(g.names, func(n string) bool { _, ok := md[n]; return !ok })
-	a := h.s.gate.Admit(h.s.conns.Context(ctx, client), admission.Headers{Method: g.path, Get: md.Get, Names: names, Chain: verifiedChain(cs), Client: client})
-	if a.Refusal != nil {
-		f.End(failedCode(a.Refusal.Status))
-		resp := refusalAnswer(g.ct, *a.Refusal)
+	// own: the gate's Source keeps its Headers), less the fields handoff
+	// owns, which strip takes from md (a client rarely sends one: read off
+	// the names, not looked up in md)
+	names := g.names
+	if slices.ContainsFunc(names, handoff{}.taken) {
+		handoff{}.strip(md)
+		names = slices.DeleteFunc(names, handoff{}.taken)
+	}
+	adm := &relayAdmitted{g: g, md: md}
+	f := &adm.f
+	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
+	client := addrString(frames.Peer(ctx))
+	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
+	if r := adm.a.Refusal; r != nil {
+		f.End(failedCode(r.Status))
+		resp := refusalAnswer(g.ct, *r)
 		return nil, &resp
 	}
 	// Handle ends the flight; a stream that goes before it is abandoned
 	// (Abandon) instead.
-	return &relayAdmitted{g: g, a: a, md: md, f: f, ctx: ctx}, nil
+	return adm, nil
 }
 
 // traceFrom is where the server span of a call answered on the relay takes
@@ -256,12 +262,15 @@ func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
 // a call of one message once its body is whole, with grpc-go's answer when
 // the body is not exactly one uncompressed message (oneMessage), else
 // Warden's own answer or the runtime's whole answer to the original bytes
-// once Warden read it.
+// once Warden read it. The relay gives Handle the context it gave Admit
+// (the exchange's one), which the call's flight wraps: Handle works on the
+// flight, which carries the flight and its span with no context made for
+// them.
 func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer frames.Response) {
 	s := h.s
 	adm := req.Admitted.(*relayAdmitted) // Admit admitted every call Handle is called for
-	ctx := adm.ctx                       // Handle's context, which is Admit's (frames.Admitter), with the flight
-	later := false                       // the answer is Answer's, and so is the flight's end
+	var ctx context.Context = &adm.f
+	later := false // the answer is Answer's, and so is the flight's end
 	defer func() {
 		if !later {
 			adm.f.End(answerFailed(answer))

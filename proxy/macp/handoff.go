@@ -49,6 +49,9 @@ func (handoff) strip(md metadata.MD) {
 	delete(md, clientHeader)
 }
 
+// taken reports whether a metadata name is one strip removes.
+func (handoff) taken(name string) bool { return name == chainHeader || name == clientHeader }
+
 // owned reports whether a header field is one of the identity fields
 // Warden owns (chainHeader, clientHeader, principalHeader): never passed on
 // from a client.

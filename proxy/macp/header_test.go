@@ -127,10 +127,14 @@ func TestGRPCHeaderMetadata(t *testing.T) {
 }
 
 // TestRelayAdmitAllocs bounds the allocations of admitting one Send on the
-// relay front door (grpcHeader's metadata, the flight, the source, the
-// admission): the metadata's names share grpcHeader's array of values
-// rather than an array of their own, which the gate's Source would keep on
-// the heap.
+// relay front door: grpcHeader's metadata (its map, and one array for its
+// values and names: the names have no array of their own, which the
+// gate's Source would keep on the heap), the request id minted, and the
+// admitted call, which holds the call's flight. The gate makes no context
+// for a call it admits (the source is put in one only for a decision it
+// records), reads the metadata through the map itself (a method value
+// was a closure for every call), and the flight is not an allocation of
+// its own: 8 before, 5 now.
 func TestRelayAdmitAllocs(t *testing.T) {
 	// the server is not served: Admit reads the connection caps serveRelay
 	// sets up, set here on the test's goroutine (a served one would set
@@ -163,7 +167,7 @@ func TestRelayAdmitAllocs(t *testing.T) {
 		}
 		adm.(*relayAdmitted).Abandon()
 	})
-	const want = 8
+	const want = 5
 	if n > want {
 		t.Errorf("%.0f allocations to admit a Send, want at most %d", n, want)
 	}

@@ -172,7 +172,7 @@ func headersOf(ctx context.Context, method string) (admission.Headers, metadata.
 		md = metadata.MD{}
 	}
 	chain, client := handoff{}.take(ctx, md)
-	return admission.Headers{Method: method, Get: md.Get, Names: slices.AppendSeq(make([]string, 0, len(md)), maps.Keys(md)), Chain: chain, Client: client}, md
+	return admission.Headers{Method: method, Get: md, Names: slices.AppendSeq(make([]string, 0, len(md)), maps.Keys(md)), Chain: chain, Client: client}, md
 }
 
 // admit admits a grpc-go call (admission.Gate.Admit) and returns its

@@ -50,8 +50,10 @@ func New(methods Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.L
 type Headers struct {
 	// Method is the call's path (":path").
 	Method string
-	// Get returns a header's values, as the door's transport keeps them.
-	Get func(name string) []string
+	// Get returns a header's values, as the door's transport keeps them
+	// (a call's metadata.MD): an interface, which holds the door's map
+	// as it is, where a func would be a closure made for every call.
+	Get Getter
 	// Names are the names of the call's metadata (every field but the
 	// pseudo-headers), each once; a call without metadata has an empty,
 	// non-nil slice. Nil means the door gave none: the call is refused
@@ -63,6 +65,11 @@ type Headers struct {
 	Chain []*x509.Certificate
 	// Client is the client's address (the connection's peer).
 	Client string
+}
+
+// Getter returns a header's values by its lower-case name.
+type Getter interface {
+	Get(name string) []string
 }
 
 // Admission is a call admitted, or refused, on its header list.
@@ -108,17 +115,21 @@ type Refusal struct {
 // credentials, then the credentials (UNAVAILABLE while the keys to check
 // them are; UNAUTHENTICATED when they fail, or in dry run the call admitted
 // as the anonymous principal, the would-be refusal recorded).
+//
+// Every decision recorded here carries the call's source (proxy.WithSource,
+// made for it alone: a call admitted without one, a Send, costs no context
+// of its own).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
 	a.Source = g.source(ctx, h)
-	ctx = proxy.WithSource(ctx, a.Source)
-	proxy.FlightOf(ctx).SetMethod(h.Method)
+	f := proxy.FlightOf(ctx)
+	f.SetMethod(h.Method)
 	if a.Call == CallUnknown {
-		r := g.Unknown(ctx, h.Method)
+		r := g.Unknown(proxy.WithSource(ctx, a.Source), h.Method)
 		a.Refusal = &r
 		return a
 	}
-	if r := g.asserted(ctx, h.Names); r != nil {
+	if r := g.asserted(ctx, a.Source, h.Names); r != nil {
 		a.Refusal = r
 		return a
 	}
@@ -129,12 +140,12 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 	case CallDiscovery:
 		if g.publicDiscovery {
 			a.Anonymous = true
-			g.enf.Admitted(ctx, "macp", "", a.Op)
+			g.enf.Admitted(proxy.WithSource(ctx, a.Source), "macp", "", a.Op)
 			return a
 		}
 	}
 	var err error
-	a.Credentials, err = authn.FromHeaders(h.Get, h.Chain)
+	a.Credentials, err = authn.FromHeaders(h.Get.Get, h.Chain)
 	if err == nil {
 		a.Principal, err = g.enf.Authenticate(ctx, a.Credentials)
 	}
@@ -148,7 +159,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		g.log.Warn("cannot authenticate: verification keys unavailable", "err", err, a.Source.Attr())
 		a.Refusal = &Refusal{Status: codes.Unavailable, Code: rules.CodeInternal, Text: "authentication keys unavailable; retry"}
 	case err != nil:
-		d := g.enf.RefuseAuth(ctx, "macp", a.Op, err)
+		d := g.enf.RefuseAuth(proxy.WithSource(ctx, a.Source), "macp", a.Op, err)
 		if d.DryRun {
 			// forwarded as the anonymous principal: decided as one, with
 			// no identity of Warden's added
@@ -158,10 +169,10 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 		r := decided(d)
 		a.Refusal = &r
 	case a.Call == CallDiscovery:
-		g.enf.Admitted(ctx, "macp", a.Principal.ID, a.Op)
+		g.enf.Admitted(proxy.WithSource(ctx, a.Source), "macp", a.Principal.ID, a.Op)
 	}
 	if a.Refusal == nil {
-		proxy.FlightOf(ctx).SetPrincipal(a.Principal.ID)
+		f.SetPrincipal(a.Principal.ID)
 	}
 	return a
 }
@@ -173,7 +184,7 @@ func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
 // (x-http-method-override, ...), or as another field (a name holding '_'):
 // the one rule every door applies (headername), here before credentials,
 // as the JSON-RPC gate applies it; nil when there is none.
-func (g *Gate) asserted(ctx context.Context, names []string) *Refusal {
+func (g *Gate) asserted(ctx context.Context, src proxy.Source, names []string) *Refusal {
 	if names == nil {
 		g.log.ErrorContext(ctx, "a MACP door gave the gate no metadata names: call refused")
 		return &Refusal{Status: codes.Internal, Code: rules.CodeInternal, Text: string(rules.CodeInternal) + ": the call's metadata names were not read"}
@@ -183,7 +194,7 @@ func (g *Gate) asserted(ctx context.Context, names []string) *Refusal {
 		if kind == headername.None {
 			continue
 		}
-		return g.malformed(ctx, kind.Why(name))
+		return g.malformed(proxy.WithSource(ctx, src), kind.Why(name))
 	}
 	return nil
 }
@@ -197,7 +208,7 @@ func (g *Gate) source(ctx context.Context, h Headers) proxy.Source {
 		return s
 	}
 	var id string
-	if v := h.Get("x-request-id"); len(v) == 1 {
+	if v := h.Get.Get("x-request-id"); len(v) == 1 {
 		id = v[0]
 	}
 	return g.enf.NewSource(h.Client, id, "POST", h.Method)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/policies"
@@ -40,7 +41,7 @@ func TestAdmitNames(t *testing.T) {
 		{"given, an identity", []string{"x-forwarded-user"}, codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := g.Admit(context.Background(), Headers{Method: MACPService + "ListModes", Get: func(string) []string { return nil }, Names: tc.names, Client: "127.0.0.1:1"})
+			a := g.Admit(context.Background(), Headers{Method: MACPService + "ListModes", Get: metadata.MD{}, Names: tc.names, Client: "127.0.0.1:1"})
 			got := codes.OK
 			if a.Refusal != nil {
 				got = a.Refusal.Status

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
@@ -103,7 +104,7 @@ func TestAdmissionSource(t *testing.T) {
 			if tt.ctxSrc != nil {
 				ctx = proxy.WithSource(ctx, *tt.ctxSrc)
 			}
-			a := g.Admit(ctx, Headers{Method: tt.method, Get: func(k string) []string { return hdr[k] }, Names: slices.AppendSeq([]string{}, maps.Keys(hdr)), Client: client})
+			a := g.Admit(ctx, Headers{Method: tt.method, Get: metadata.MD(hdr), Names: slices.AppendSeq([]string{}, maps.Keys(hdr)), Client: client})
 			ds := obs.take()
 			if tt.allowed != (a.Refusal == nil) || len(ds) != 1 || ds[0].Allow != tt.allowed {
 				t.Fatalf("refusal %v, decisions %+v; want one, allowed=%v", a.Refusal, ds, tt.allowed)
@@ -127,7 +128,7 @@ func TestAdmissionSource(t *testing.T) {
 	t.Run("send decided on the admission's source", func(t *testing.T) {
 		g, _, dec := testGate(t, false)
 		hdr := map[string][]string{"authorization": {"Bearer tok-planner"}, "x-request-id": {"r9"}}
-		a := g.Admit(context.Background(), Headers{Method: send, Get: func(k string) []string { return hdr[k] }, Names: slices.AppendSeq([]string{}, maps.Keys(hdr)), Client: client})
+		a := g.Admit(context.Background(), Headers{Method: send, Get: metadata.MD(hdr), Names: slices.AppendSeq([]string{}, maps.Keys(hdr)), Client: client})
 		if a.Refusal != nil {
 			t.Fatal(a.Refusal.Text)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/internal/testjwt"
@@ -60,7 +61,7 @@ func TestAdmissionSubject(t *testing.T) {
 			}
 			g := New(NewMethods(nil), e, false, nil)
 			hdr := map[string][]string{"authorization": {"Bearer " + token(tt.claims)}}
-			got := g.Admit(context.Background(), Headers{Method: MACPService + "Send", Get: func(k string) []string { return hdr[k] }, Names: []string{"authorization"}, Client: "127.0.0.1:1"})
+			got := g.Admit(context.Background(), Headers{Method: MACPService + "Send", Get: metadata.MD(hdr), Names: []string{"authorization"}, Client: "127.0.0.1:1"})
 			switch {
 			case tt.want == "" && (got.Refusal == nil || got.Refusal.Status != codes.Unauthenticated):
 				t.Fatalf("admitted as %q (refusal %v), want UNAUTHENTICATED", got.Principal.ID, got.Refusal)
