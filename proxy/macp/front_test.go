@@ -890,7 +890,7 @@ func TestSendRelayAllocs(t *testing.T) {
 		})
 	}
 	w, n := perSend(warden), perSend(null)
-	const want = 26
+	const want = 22 // 30 on 6a13cf5; 26 with the answer settled on its reader, 22 with the admission cut besides
 	if w-n > want {
 		t.Errorf("%.0f allocations per Send through Warden's relay, %.0f through the null relay: %.0f more, want at most %d", w, n, w-n, want)
 	}
