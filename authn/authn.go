@@ -52,7 +52,7 @@ type Principal struct {
 	Expiry time.Time
 	// Anchor is what vouched for the credential, for Holds to ask later
 	// whether it still does: for a JWT a digest of the key that verified
-	// it and the issuer, principal claim and audiences checked; for a
+	// it and the issuer, principal claim, audiences and types checked; for a
 	// client certificate whose trust domain is bound
 	// (mtls.trust_domain_ca_files) the hex SHA-256 of the CA certificate
 	// its chain ends at; "" otherwise.

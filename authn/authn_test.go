@@ -160,6 +160,10 @@ func TestConfigValidate(t *testing.T) {
 		})},
 		{name: "negative leeway", cfg: base(func(c *Config) { c.JWT.Leeway = -time.Second }), wantErr: "jwt.leeway"},
 		{name: "negative cache", cfg: base(func(c *Config) { c.JWT.CacheSize = -1 }), wantErr: "jwt.cache_size"},
+		{name: "types", cfg: base(func(c *Config) { c.JWT.Types = []string{"at+jwt", "application/JWT"} })},
+		{name: "empty type", cfg: base(func(c *Config) { c.JWT.Types = []string{"at+jwt", ""} }), wantErr: `jwt.types: "" is not a media type`},
+		{name: "type with a parameter", cfg: base(func(c *Config) { c.JWT.Types = []string{"at+jwt; v=1"} }), wantErr: "jwt.types"},
+		{name: "type of three parts", cfg: base(func(c *Config) { c.JWT.Types = []string{"application/at/jwt"} }), wantErr: "jwt.types"},
 		{name: "dev without insecure", cfg: Config{Mode: Methods{MethodDev}}, wantErr: "insecure: must be true"},
 		{name: "dev", cfg: Config{Mode: Methods{MethodDev}, Insecure: true}},
 	}

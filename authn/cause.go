@@ -30,6 +30,8 @@ const (
 	CauseAudience Cause = "audience"
 	// CauseIssuer: the token's iss is not the configured issuer.
 	CauseIssuer Cause = "issuer"
+	// CauseType: the token's typ header is absent or not among jwt.types (a token the issuer signed for another purpose).
+	CauseType Cause = "type"
 	// CauseClaims: a required claim (exp, the principal claim) is missing or of the wrong type.
 	CauseClaims Cause = "claims"
 	// CauseUnknownToken: a static token that is not in the token file (never issued, or revoked by removing it).

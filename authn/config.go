@@ -110,6 +110,15 @@ type JWTConfig struct {
 	Issuer string `yaml:"issuer" json:"issuer"`
 	// Audience must intersect the token's aud claim. Required.
 	Audience Audience `yaml:"audience" json:"audience"`
+	// Types is the allow-list of the JOSE header typ a token must carry
+	// (RFC 8725 §3.11 explicit typing), compared as RFC 7515 §4.1.9 reads
+	// a media type: in any case, "application/" omitted when no other '/'
+	// follows ("at+jwt" matches "application/at+JWT"). A token without typ
+	// or with another is refused like any invalid token. Empty (the
+	// default): typ is not checked, so any token the issuer signs for the
+	// audience (an ID token, a logout token) is a credential; set [at+jwt]
+	// when the issuer issues RFC 9068 access tokens.
+	Types []string `yaml:"types" json:"types"`
 	// Algorithms is the allow-list of JWS algorithms; default RS256, ES256, EdDSA.
 	// "none" is always refused; HS256/384/512 need HMACSecretFile.
 	Algorithms []string `yaml:"algorithms" json:"algorithms"`
@@ -309,6 +318,11 @@ func (j JWTConfig) validate(insecure bool) []error {
 	if len(j.Audience) == 0 || slices.Contains(j.Audience, "") {
 		bad("jwt.audience", "required (a non-empty string or list of strings)")
 	}
+	for _, typ := range j.Types {
+		if !validMediaType(mediaType(typ)) {
+			bad("jwt.types", "%q is not a media type (type/subtype or subtype alone, as at+jwt)", typ)
+		}
+	}
 	if j.Leeway < 0 {
 		bad("jwt.leeway", "must not be negative")
 	}
@@ -322,6 +336,44 @@ func (j JWTConfig) validate(insecure bool) []error {
 		bad("jwt.cache_size", "must not be negative")
 	}
 	return errs
+}
+
+// mediaType is a JOSE typ as RFC 7515 §4.1.9 has a recipient read it: a
+// value without '/' names "application/" and the value; media types compare
+// in any case (RFC 2045 §5.1), folded here in ASCII only, so that no
+// Unicode folding (the Kelvin sign as 'k') makes two spellings one.
+func mediaType(typ string) string {
+	b := []byte(typ)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	if !strings.Contains(typ, "/") {
+		return "application/" + string(b)
+	}
+	return string(b)
+}
+
+// validMediaType reports whether t is type/subtype, both RFC 9110 tokens,
+// with no parameters.
+func validMediaType(t string) bool {
+	typ, sub, ok := strings.Cut(t, "/")
+	return ok && isToken(typ) && isToken(sub)
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkJWKSURL requires https, or http to a loopback host, or http anywhere when insecure.

@@ -73,6 +73,10 @@ func TestGrantHolds(t *testing.T) {
 		return a
 	}
 	reused := signingKey{KID: k.rsa.KID, Alg: jose.RS256, Pub: k.rsaOther.Pub} // the kid now names another key
+	// A token of typ at+jwt accepted under jwt.types [at+jwt].
+	typed := func(types ...string) func(*Config) { return func(c *Config) { c.JWT.Types = types } }
+	typedSetter, _, _ := jwks(t, typed("at+jwt"), k.rsa, k.ec)
+	typedGrant := grantOf(typedSetter, Credentials{Bearer: testjwt.SignTyped(t, k.rsa, k.rsa.KID, "at+jwt", claimsAt(t0, "agent-a"))})
 
 	// JWT: a token signed with the HMAC secret.
 	secret := []byte("0123456789abcdef0123456789abcdef")
@@ -132,6 +136,10 @@ func TestGrantHolds(t *testing.T) {
 		{"jwt: issuer changed on reload", fetched(func(c *Config) { c.JWT.Issuer = "https://other.test" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
 		{"jwt: audience changed on reload", fetched(func(c *Config) { c.JWT.Audience = Audience{"other"} }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
 		{"jwt: principal claim changed on reload", fetched(func(c *Config) { c.JWT.PrincipalClaim = "email" }, k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: types set on reload", fetched(typed("at+jwt"), k.rsa, k.ec), jwtGrant, ErrInvalidCredentials, nil},
+		{"jwt: types the same, spelled otherwise", fetched(typed("application/AT+JWT", "at+jwt"), k.rsa, k.ec), typedGrant, nil, nil},
+		{"jwt: types widened on reload", fetched(typed("at+jwt", "jwt"), k.rsa, k.ec), typedGrant, ErrInvalidCredentials, nil},
+		{"jwt: types unset on reload", fetched(nil, k.rsa, k.ec), typedGrant, ErrInvalidCredentials, nil},
 		// Nothing fetched since a start or reload: Holds fetches the set
 		// (a restarted Warden with no request yet must not refuse every
 		// JWT-set config), and decides on it.

@@ -43,11 +43,15 @@ type jwtVerifier struct {
 	leeway   time.Duration
 	grace    time.Duration
 	claim    string
-	hmacKey  []byte     // nil unless HS* algorithms are allowed
-	keys     *keySource // nil if only HS* algorithms are allowed
+	// types are the allowed typ headers, read by mediaType; nil: typ is
+	// not checked. verify checks them, so every cached verification passed
+	// them; a reload builds another verifier, and cache.
+	types   []string
+	hmacKey []byte     // nil unless HS* algorithms are allowed
+	keys    *keySource // nil if only HS* algorithms are allowed
 	// bound is what of the configuration a token was accepted under an
-	// anchor binds besides the key: the issuer, principal claim and
-	// audiences checked.
+	// anchor binds besides the key: the issuer, principal claim, audiences
+	// and types checked.
 	bound     []byte
 	seed      maphash.Seed
 	cache     *lru.Cache[uint64, *verified] // keyed by maphash of the token under seed
@@ -72,6 +76,14 @@ func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func(
 	aud := slices.Clone(cfg.Audience)
 	slices.Sort(aud)
 	v.bound = []byte("iss\x00" + cfg.Issuer + "\x00claim\x00" + cfg.PrincipalClaim + "\x00aud\x00" + strings.Join(aud, "\x00") + "\x00")
+	for _, typ := range cfg.Types {
+		v.types = append(v.types, mediaType(typ))
+	}
+	if len(v.types) > 0 {
+		// Only when set, so that the anchors sealed before types existed
+		// still hold.
+		v.bound = append(v.bound, "typ\x00"+strings.Join(slices.Compact(slices.Sorted(slices.Values(v.types))), "\x00")+"\x00"...)
+	}
 	minSecret := 0
 	for _, alg := range cfg.Algorithms {
 		v.algs = append(v.algs, jose.SignatureAlgorithm(alg))
@@ -196,6 +208,10 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 		}
 		anchor = v.anchor("jwk", []byte(thumb))
 	}
+	// The protected header, which the signature just verified.
+	if err := v.checkType(jws.Signatures[0].Protected); err != nil {
+		return nil, err
+	}
 
 	claims, std, err := parseClaims(payload)
 	if err != nil {
@@ -223,6 +239,27 @@ func (v *jwtVerifier) verify(ctx context.Context, token string, now time.Time) (
 		gen:      gen,
 		hmacOnly: hmacOnly,
 	}, nil
+}
+
+// checkType holds a verified protected header's typ to the configured
+// types (RFC 8725 §3.11): a token the issuer signed for another purpose (an
+// OpenID Connect ID token, typ JWT or none; a logout token) for the same
+// audience is not an access token.
+func (v *jwtVerifier) checkType(h jose.Header) error {
+	if v.types == nil {
+		return nil
+	}
+	raw, present := h.ExtraHeaders[jose.HeaderType]
+	typ, ok := raw.(string)
+	switch {
+	case !present:
+		return fail(jwtWhere, ErrInvalidCredentials, CauseType, "no typ header (jwt.types is set)")
+	case !ok:
+		return fail(jwtWhere, ErrInvalidCredentials, CauseType, "typ is not a string")
+	case !slices.Contains(v.types, mediaType(typ)):
+		return fail(jwtWhere, ErrInvalidCredentials, CauseType, "typ "+strconv.Quote(typ)+" not among jwt.types")
+	}
+	return nil
 }
 
 // recheckAfter is how long a cached verification stands before the token is
@@ -268,8 +305,8 @@ func (v *jwtVerifier) verifyWithJWKS(ctx context.Context, jws *jose.JSONWebSigna
 }
 
 // anchor is what a token verified under this configuration is anchored to
-// (Principal.Anchor): a SHA-256 over the issuer, principal claim and
-// audiences checked and the key that verified it (kind "jwk": its RFC
+// (Principal.Anchor): a SHA-256 over the issuer, principal claim,
+// audiences and types checked and the key that verified it (kind "jwk": its RFC
 // 7638 thumbprint, so a kid that names another key later is another
 // anchor; "hs": the HMAC secret).
 func (v *jwtVerifier) anchor(kind string, key []byte) string {
@@ -282,7 +319,7 @@ func (v *jwtVerifier) anchor(kind string, key []byte) string {
 
 // holds reports whether a token anchored to g.Anchor would still be
 // accepted as to its key and the configuration: the issuer, principal
-// claim and audiences configured now are those it was accepted under, and
+// claim, audiences and types configured now are those it was accepted under, and
 // its key is the HMAC secret configured now or in the JWKS as last fetched
 // (cached: a withdrawal is seen once a request's token has Warden fetch the
 // JWKS again). When nothing was fetched since the configuration was loaded
@@ -307,7 +344,7 @@ func (v *jwtVerifier) holds(ctx context.Context, g Grant, _ ClientCAs) error {
 			}
 		}
 	}
-	return fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, "the key that verified the token is no longer in the JWKS, or the configured issuer, principal claim or audiences changed")
+	return fail(jwtWhere, ErrInvalidCredentials, CauseUnknownKeyID, "the key that verified the token is no longer in the JWKS, or the configured issuer, principal claim, audiences or types changed")
 }
 
 // jwtWhere prefixes the JWT verifier's errors.

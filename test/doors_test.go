@@ -62,17 +62,24 @@ var comparedHeaders = []string{"Content-Type", "Www-Authenticate", "Allow"}
 // doorSecret signs the tokens of the table (HS256).
 var doorSecret = []byte("door-equivalence-secret-32-bytes-at-least")
 
-// jwtFor mints an HS256 token for sub expiring at exp, signed with key.
+// jwtFor mints an HS256 access token (typ at+jwt, which the doors'
+// jwt.types requires) for sub expiring at exp, signed with key.
 func jwtFor(t testing.TB, sub string, exp time.Time, key []byte) string {
-	return testjwt.Sign(t, testjwt.HS256(key), "", map[string]any{"iss": "https://issuer.example", "aud": "warden", "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()})
+	return jwtTyped(t, "at+jwt", sub, exp, key)
+}
+
+// jwtTyped is jwtFor with the header's typ typ (nil: none).
+func jwtTyped(t testing.TB, typ any, sub string, exp time.Time, key []byte) string {
+	return testjwt.SignTyped(t, testjwt.HS256(key), "", typ, map[string]any{"iss": "https://issuer.example", "aud": "warden", "sub": sub, "exp": exp.Unix(), "iat": time.Now().Add(-time.Minute).Unix()})
 }
 
 var doorPolicies = sync.OnceValues(func() (*policies.Engine, error) {
 	return policies.New(context.Background(), policies.Config{})
 })
 
-// doorEnforcer authenticates HS256 tokens; with down, RS256 tokens whose
-// keys cannot be fetched (every credential is "keys unavailable").
+// doorEnforcer authenticates HS256 tokens of typ at+jwt; with down, RS256
+// tokens whose keys cannot be fetched (every credential is "keys
+// unavailable").
 func doorEnforcer(t *testing.T, down bool) *proxy.Enforcer {
 	t.Helper()
 	return doorEnforcerWith(t, down, proxy.Config{}, proxy.Options{})
@@ -86,7 +93,7 @@ func doorEnforcerWith(t *testing.T, down bool, cfg proxy.Config, opts proxy.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwt := authn.JWTConfig{Issuer: "https://issuer.example", Audience: authn.Audience{"warden"}}
+	jwt := authn.JWTConfig{Issuer: "https://issuer.example", Audience: authn.Audience{"warden"}, Types: []string{"at+jwt"}}
 	if down {
 		dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 		t.Cleanup(dead.Close)
@@ -333,6 +340,11 @@ func credentialCases(t testing.TB, path, message string) []doorCase {
 		post("expired token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(-time.Hour), doorSecret)}}, 401),
 		post("forged token", [][2]string{{"Authorization", "Bearer " + jwtFor(t, "alice", now.Add(time.Hour), []byte("another-secret-of-32-bytes-or-more!!"))}}, 401),
 		post("not a JWT", [][2]string{{"Authorization", "Bearer alice"}}, 401),
+		// jwt.types [at+jwt]: a token the issuer signed for another
+		// purpose for the same audience (an ID token) is no credential.
+		post("an ID token (typ JWT)", [][2]string{{"Authorization", "Bearer " + jwtTyped(t, "JWT", "alice", now.Add(time.Hour), doorSecret)}}, 401),
+		post("a token without typ", [][2]string{{"Authorization", "Bearer " + jwtTyped(t, nil, "alice", now.Add(time.Hour), doorSecret)}}, 401),
+		post("typ application/AT+JWT (admitted)", [][2]string{{"Authorization", "Bearer " + jwtTyped(t, "application/AT+JWT", "alice", now.Add(time.Hour), doorSecret)}}, 0),
 		{name: "verification keys unavailable", method: "POST", path: path, body: message, status: 503, down: true,
 			header: [][2]string{{"Authorization", "Bearer eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhbGljZSJ9.c2ln"}}},
 	}

@@ -52,10 +52,7 @@ func TestMACPJWTPrincipalClaim(t *testing.T) { eachTransport(t, testMACPJWTPrinc
 func testMACPJWTPrincipalClaim(t *testing.T) {
 	dir := t.TempDir()
 	jwksFile, jwks, key := jwtKey(t, dir)
-	cfg := filepath.Join(dir, "warden.yaml")
-	if err := os.WriteFile(cfg, []byte("authn:\n  jwt:\n    principal_claim: email\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := jwtConfigFile(t, dir, "principal_claim: email")
 	sign := func(sub, email string) string {
 		c := runtimeClaims(sub, time.Now(), time.Now().Add(time.Hour))
 		c["email"] = email
@@ -75,6 +72,47 @@ func testMACPJWTPrincipalClaim(t *testing.T) {
 	if res[0].OK || res[0].Code != "UNAUTHENTICATED" || !strings.Contains(res[0].Message, "warden decision") {
 		t.Errorf("sub mallory, email planner through Warden: ok=%v %s %q, want UNAUTHENTICATED", res[0].OK, res[0].Code, res[0].Message)
 	}
+}
+
+// TestMACPJWTTypes (T4) against the real MACP runtime: with
+// authn.jwt.types [at+jwt], agents' tokens of typ at+jwt run a task session
+// through Warden (the runtime does not read typ); an ID token of the same
+// issuer, audience and key (typ JWT), which the runtime alone accepts, is
+// refused UNAUTHENTICATED by Warden before the runtime sees it. Before
+// jwt.types, Warden passed it (and the key was refused in the config).
+func TestMACPJWTTypes(t *testing.T) { eachTransport(t, testMACPJWTTypes) }
+
+func testMACPJWTTypes(t *testing.T) {
+	dir := t.TempDir()
+	jwksFile, jwks, key := jwtKey(t, dir)
+	cfg := jwtConfigFile(t, dir, "types: [at+jwt]")
+	tokens := map[string]string{}
+	for _, a := range []string{"planner", "worker", "reviewer", "triage", "billing", "payments"} {
+		tokens[a] = testjwt.SignTyped(t, key, "k1", "at+jwt", runtimeClaims(a, time.Now(), time.Now().Add(time.Hour)))
+	}
+	direct := startRuntime(t, "MACP_AUTH_ISSUER=macp-auth-service", "MACP_AUTH_AUDIENCE=macp-runtime", "MACP_AUTH_JWKS_JSON="+string(jwks))
+	warden := startWarden(t, direct, "--config", cfg, "--auth", "jwt", "--jwks-file", jwksFile, "--jwt-issuer", "macp-auth-service", "--jwt-audience", "macp-runtime")
+	checkAllOK(t, "at+jwt through Warden", drive(t, warden, tokens, taskSession("T")))
+
+	idToken := map[string]string{"planner": testjwt.Sign(t, key, "k1", runtimeClaims("planner", time.Now(), time.Now().Add(time.Hour)))}
+	if res := drive(t, direct, idToken, []step{sessionStart("planner", "D", taskMode, "planner", "worker")}); !res[0].OK {
+		t.Errorf("the ID token direct: %s %q, want the runtime to accept it (what Warden closes)", res[0].Code, res[0].Message)
+	}
+	res := drive(t, warden, idToken, []step{sessionStart("planner", "I", taskMode, "planner", "worker")})
+	if res[0].OK || res[0].Code != "UNAUTHENTICATED" || !strings.Contains(res[0].Message, "warden decision") {
+		t.Errorf("the ID token through Warden: ok=%v %s %q, want UNAUTHENTICATED", res[0].OK, res[0].Code, res[0].Message)
+	}
+}
+
+// jwtConfigFile writes a config file to dir setting the one authn.jwt
+// key line and returns its path.
+func jwtConfigFile(t *testing.T, dir, line string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "warden.yaml")
+	if err := os.WriteFile(cfg, []byte("authn:\n  jwt:\n    "+line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // jwtKey makes an RS256 key, writes its JWKS (key id "k1") to dir and

@@ -74,7 +74,17 @@ func JWKS(t testing.TB, keys ...Key) []byte {
 // its header unless kid is "" (kid may name another key than k's).
 func Sign(t testing.TB, k Key, kid string, claims map[string]any) string {
 	t.Helper()
-	opts := (&jose.SignerOptions{}).WithType("JWT")
+	return SignTyped(t, k, kid, "JWT", claims)
+}
+
+// SignTyped is Sign with the header's typ typ (a string, or any other JSON
+// value to sign what no issuer should); nil leaves typ out.
+func SignTyped(t testing.TB, k Key, kid string, typ any, claims map[string]any) string {
+	t.Helper()
+	opts := &jose.SignerOptions{}
+	if typ != nil {
+		opts = opts.WithHeader(jose.HeaderType, typ)
+	}
 	if kid != "" {
 		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
 	}
