@@ -33,7 +33,7 @@ help:
 	@echo "make build     build bin/warden (the product) and bin/warden-oracle (the test oracle: -tags wardenoracle, the grpc-go MACP door too)"
 	@echo "make test      everything CI runs (lint, installs the real peers, tests with -race incl. real-peer tests)"
 	@echo "make peers     install the real peers (MACP, MCP, A2A) at pinned versions (scripts/peers.sh)"
-	@echo "make unit      Go unit tests with -race (the product build, then $(ORACLEPKGS) with the test oracle built in: -tags $(ORACLE))"
+	@echo "make unit      Go unit tests with -race (the product build, then $(ORACLEPKGS) with the test oracle built in: -tags $(ORACLE)), then the allocation bounds (TestXxxAllocs) without -race"
 	@echo "make lint      gofmt, go vet, staticcheck (installed at a pinned version)"
 	@echo "make generate  regenerate the protobuf Go code (installs protoc and the plugins)"
 	@echo "make bench     micro-benchmarks (benchstat) and the end-to-end load harness: direct, Warden as it ships, the null grpc-go / frame relay / net/http hops and nginx, with a CPU profile of Warden per scenario in the record (QUICK=1: a few minutes; PROFILE=dir: Warden's profiles at saturation too)"
@@ -53,6 +53,7 @@ build:
 unit:
 	$(call each,$(GO) test -race -count=1 -timeout 30m)
 	$(GO) test -race -count=1 -timeout 30m -tags $(ORACLE) $(ORACLEPKGS)
+	$(GO) test -count=1 -run Allocs ./proxy/... ./rules/... # the allocation bounds, which hold without the race detector (!race)
 
 peers:
 	bash scripts/peers.sh
