@@ -3,10 +3,13 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -29,9 +32,11 @@ import (
 // (`once-` and a word) reaches the peer, which answers it, and then the
 // connection it came on closes without the answer (a peer restarting, a
 // middlebox's idle timeout on a long call). Every other request and answer
-// passes.
+// passes. With hold, no answer is lost: every marked one is held that long
+// (a slow link), for a client to hang up first.
 type losingHop struct {
 	peer string // base URL
+	hold time.Duration
 	mu   sync.Mutex
 	seen map[string]*hopSeen
 }
@@ -46,12 +51,18 @@ type hopSeen struct {
 var onceMarker = regexp.MustCompile(`once-[a-z0-9-]+`)
 
 func startLosingHop(t testing.TB, peer string) (*losingHop, string) {
+	return startHop(t, peer, 0)
+}
+
+// startHop starts a losingHop holding marked answers for hold (0: losing
+// the first of each marker).
+func startHop(t testing.TB, peer string, hold time.Duration) (*losingHop, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &losingHop{peer: peer, seen: map[string]*hopSeen{}}
+	h := &losingHop{peer: peer, hold: hold, seen: map[string]*hopSeen{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { l.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -79,14 +90,15 @@ func (h *losingHop) serve(c net.Conn) {
 		if err != nil {
 			return
 		}
-		lose := false
+		lose, hold := false, false
 		if m := onceMarker.Find(body); m != nil {
 			h.mu.Lock()
 			s := h.seen[string(m)]
+			hold = h.hold > 0
 			if s == nil {
 				s = &hopSeen{reused: n > 1, header: req.Header.Clone()}
 				h.seen[string(m)] = s
-				lose = true
+				lose = !hold
 			}
 			s.n++
 			h.mu.Unlock()
@@ -104,6 +116,9 @@ func (h *losingHop) serve(c net.Conn) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			return
+		}
+		if hold {
+			time.Sleep(h.hold)
 		}
 		err = resp.Write(c)
 		resp.Body.Close()
@@ -249,4 +264,46 @@ func a2aOnceDoor(t *testing.T) (onceDoor, *losingHop) {
 		}
 		return post(`{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"`+marker+`","role":"ROLE_USER","parts":[{"text":"`+marker+`"}]}}}`, header)
 	}, hop
+}
+
+// TestSteerBoundUnanswered: a tasks/steer Warden forwarded holds its place
+// in mcp.max_steer_queue whether or not its answer comes back, since the
+// server may have queued it: neither a client that hangs up before the
+// answer (the upstream request is then cancelled) nor an answer lost on
+// the way gives it back. Before, both did (a steer whose answer Warden
+// never saw was settled as refused), so with max_steer_queue 1 each of
+// three steers reached the SEP-2669 fixture and it queued all three. A
+// steer that is refused upstream still gives its place back
+// (TestMCPSteerQueue holds the bound itself).
+func TestSteerBoundUnanswered(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold time.Duration // 0: the answer is lost; else held while the client hangs up
+	}{
+		{"the client hangs up", 3 * time.Second},
+		{"the answer is lost", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			upstream := startFixtureMCP(t)
+			_, front := startHop(t, upstream, tc.hold)
+			cfg := filepath.Join(t.TempDir(), "warden.yaml")
+			if err := os.WriteFile(cfg, []byte("mcp:\n  max_steer_queue: 1\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			warden, _ := startMCPWarden(t, front, "--config", cfg)
+			alice := mcpClient{t, warden, "alice"}
+			h := alice.create(2, 10000) // no step (no safe point) for 10 s
+			client := &http.Client{Timeout: 500 * time.Millisecond}
+			for i := range 3 {
+				params := map[string]any{"taskId": h, "message": fmt.Sprintf("once-steer-%d", i), "_meta": extMeta}
+				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tasks/steer", "params": params})
+				r, err := alice.postWith(client, body, "tasks/steer", params, nil)
+				t.Logf("steer %d: HTTP %d %+v, err %v", i, r.HTTP, r.Error, err)
+			}
+			if n := count(upstreamRequests(t, upstream), "tasks/steer by alice"); n != 1 {
+				t.Errorf("the server received %d steers with max_steer_queue 1, want 1", n)
+			}
+			alice.call("tasks/cancel", map[string]any{"taskId": h}, nil)
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -71,6 +72,15 @@ func ReadBodyTo(buf []byte, r io.Reader, max int64) ([]byte, error) {
 			return buf, err
 		}
 	}
+}
+
+// Undialed reports whether err, a transport's error for a request, says
+// the request never left: no connection to the upstream could be made (a
+// dial that failed), so the upstream cannot have it. Any other error
+// leaves that unknown.
+func Undialed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // WriteError answers with a JSON-RPC error of Warden's own.

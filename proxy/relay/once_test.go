@@ -123,3 +123,38 @@ func (u *losingUpstream) received() (int, http.Header) {
 	defer u.mu.Unlock()
 	return u.lost, u.header
 }
+
+// TestUndialed: a request no connection could be made for never left; one
+// whose connection closed after the upstream read it may have been taken.
+func TestUndialed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String() + "/rpc"
+	l.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+	up := newLosingUpstream(t)
+	for _, tc := range []struct {
+		name, url string
+		want      bool
+	}{
+		{"nothing listens", closed, true},
+		{"closed after reading", up.url, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := http.NewRequest(http.MethodPost, tc.url, strings.NewReader("lost"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.Do(out)
+			if err == nil {
+				t.Fatal("answered")
+			}
+			if got := Undialed(err); got != tc.want {
+				t.Errorf("Undialed(%v) = %v, want %v", err, got, tc.want)
+			}
+		})
+	}
+}
