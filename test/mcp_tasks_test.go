@@ -58,6 +58,16 @@ func (c mcpClient) call(method string, params map[string]any, hdr map[string]str
 
 func (c mcpClient) post(body []byte, method string, params map[string]any, hdr map[string]string) reply {
 	c.t.Helper()
+	r, err := c.postWith(http.DefaultClient, body, method, params, hdr)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	return r
+}
+
+// postWith is post by client, its error returned.
+func (c mcpClient) postWith(client *http.Client, body []byte, method string, params map[string]any, hdr map[string]string) (reply, error) {
+	c.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, c.base+"/mcp", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -78,9 +88,9 @@ func (c mcpClient) post(body []byte, method string, params map[string]any, hdr m
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s: %v", method, err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	r := reply{HTTP: resp.StatusCode}
@@ -101,7 +111,7 @@ func (c mcpClient) post(body []byte, method string, params map[string]any, hdr m
 			c.t.Fatalf("%s: answer %q: %v", method, data, err)
 		}
 	}
-	return r
+	return r, nil
 }
 
 func readAll(resp *http.Response) ([]byte, error) {

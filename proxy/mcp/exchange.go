@@ -49,6 +49,9 @@ type exchange struct {
 	call        mcp.Call
 	decision    *proxy.Decision
 	settled     bool
+	// sent is set once the request was handed to the upstream (and not
+	// refused at the dial): from then on an answer not seen is unknown.
+	sent bool
 	// support is the called tool's taskSupport (tools/call).
 	support string
 	// dry is dry-run mode: identifiers are not sealed, nothing is
@@ -70,6 +73,27 @@ func (x *exchange) settle(accepted bool) {
 		x.settled = true
 		x.decision.Settle(accepted)
 	}
+}
+
+// unknown ends the decision with the upstream's answer unknown
+// (proxy.Decision.Unknown): the request reached the upstream, or may have,
+// and no answer Warden could read came back (the caller hung up, the
+// answer was lost or over the bound). Nothing is learned; a steer keeps
+// its place in the queue, since the server may have queued it.
+func (x *exchange) unknown() {
+	if x.decision != nil && !x.settled {
+		x.settled = true
+		x.decision.Unknown()
+	}
+}
+
+// unanswered ends a decision no answer settled: refused when the request
+// never left Warden, unknown once the upstream may have it (sent).
+func (x *exchange) unanswered() {
+	if x.sent {
+		x.unknown()
+	}
+	x.settle(false)
 }
 
 // seal returns the caller's handle of an upstream identifier; in dry-run

@@ -41,7 +41,7 @@ func (s *Server) newRequest(ctx context.Context, r *http.Request, body io.Reader
 // the answer back through the exchange. An event stream ends when the
 // caller's credential expires.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte, name string) {
-	defer x.settle(false) // no answer seen: nothing to commit
+	defer x.unanswered() // no answer seen: nothing to commit
 	take := s.streams.Take
 	if r.Method == http.MethodGet { // the standing stream (or a resumed one)
 		take = s.streams.TakeWatch
@@ -59,8 +59,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		relay.WriteError(w, http.StatusBadGateway, x.call.ID, mcp.ErrInternal, "could not build the upstream request")
 		return
 	}
+	x.sent = true
 	resp, err := s.send(out)
 	if err != nil {
+		x.sent = !relay.Undialed(err)
 		if r.Context().Err() == nil {
 			s.log.Warn("MCP upstream unavailable", "err", err)
 			s.enforcer.UpstreamFailed("mcp")
@@ -222,6 +224,6 @@ func (x *exchange) tooBig(prefix []byte) []byte {
 	}
 	log.Warn("MCP answer over mcp.max_response_bytes; the caller gets an error")
 	x.answered = true
-	x.settle(false)
+	x.unknown() // whether it was a result, Warden did not read
 	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, x.s.responseLimit())
 }

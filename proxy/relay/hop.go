@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -71,6 +72,15 @@ func ReadBodyTo(buf []byte, r io.Reader, max int64) ([]byte, error) {
 			return buf, err
 		}
 	}
+}
+
+// Undialed reports whether err, a transport's error for a request, says
+// the request never left: no connection to the upstream could be made (a
+// dial that failed), so the upstream cannot have it. Any other error
+// leaves that unknown.
+func Undialed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // WriteError answers with a JSON-RPC error of Warden's own.
@@ -153,9 +163,21 @@ func Traced(out *http.Request) {
 	}
 }
 
+// replayLicenses are the header names net/http's Transport reads as the
+// client's word that a POST may be sent twice (Request.isReplayable, by
+// the canonical key alone), each with the lower-case spelling Outbound
+// sends it in: with one, a request whose body can be read again (Body.Set
+// gives it GetBody) goes out again on a new connection when the kept-alive
+// one closes before the first answer byte, after the upstream may have run
+// it. Field names are case-insensitive (RFC 9110 §5.1), so the upstream
+// reads the header as the client sent it; the transport no longer does.
+var replayLicenses = [...][2]string{{"Idempotency-Key", "idempotency-key"}, {"X-Idempotency-Key", "x-idempotency-key"}}
+
 // Outbound copies the caller's request onto out, the request to the
 // upstream: its end-to-end headers, never X-Warden-Principal (an identity
-// header Warden owns, never the client's). Host stays out's, the upstream
+// header Warden owns, never the client's), and never a license for the
+// transport to send it twice (replayLicenses): a request Warden decided
+// reaches the upstream at most once. Host stays out's, the upstream
 // URL's: the client's Host would let a virtual-hosted upstream or gateway
 // route to another agent than the one Warden's handles and state address
 // (and an upstream that checks Host against DNS rebinding would refuse
@@ -171,6 +193,12 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 	}
 	CopyHeaders(out.Header, in.Header)
 	out.Header.Del("X-Warden-Principal")
+	for _, k := range replayLicenses {
+		if vs, ok := out.Header[k[0]]; ok {
+			delete(out.Header, k[0])
+			out.Header[k[1]] = append(out.Header[k[1]], vs...)
+		}
+	}
 	if strip {
 		for _, k := range credentials {
 			out.Header.Del(k)
@@ -229,7 +257,9 @@ type Body struct {
 // flushes the headers first: a write system call more per request,
 // TestSetBodyOneWrite); and a GetBody that reads it again (the transport
 // sends a request again on a new connection when a kept-alive one was
-// closed under it). Two allocations (the reader's wrapper and GetBody).
+// closed under it before a byte of it was written; after, only with a
+// license Outbound never gives, replayLicenses). Two allocations (the
+// reader's wrapper and GetBody).
 func (bd *Body) Set(out *http.Request, b []byte) {
 	out.ContentLength = int64(len(b))
 	if len(b) == 0 {

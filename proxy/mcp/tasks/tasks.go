@@ -97,7 +97,8 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 	// A steer reserves its place in the task's queue now (in the shared
 	// store atomically, so the bound holds across replicas), so concurrent
 	// steers cannot overshoot the bound; the reservation is given back when
-	// the decision or the upstream refuses the steer.
+	// the decision or the upstream refuses the steer (not when its answer
+	// is unknown: steer.Forget).
 	reserved := false
 	if c.Method == mcp.MethodSteer && t.owner {
 		if reserved, t.steers, err = x.owners.Steer(ctx, t.key, req.Limits.MaxSteerQueue, t.mark); err != nil {
@@ -342,7 +343,12 @@ func (s *steer) Settle(accepted bool) {
 	}
 }
 
-func (s *steer) Forget() { s.Settle(false) }
+// Forget keeps the place: the steer reached the server, or may have, with
+// its answer unseen (the caller hung up, the answer was lost), and the
+// server may have queued it; the count restarts at the server's next step.
+// Giving it back let a caller that hangs up before each answer queue past
+// the bound (security.md U2).
+func (s *steer) Forget() { s.done.Store(true) }
 
 // Canon reads an MCP task's status, "" when it is not one of MCP's; other
 // ids carry no status.

@@ -480,6 +480,29 @@ func TestEnforceTaskSteerBound(t *testing.T) {
 	}
 }
 
+// TestEnforceTaskSteerUnknown: a steer whose answer is unknown (the
+// caller hung up, the answer was lost: Unknown) keeps its place, and a
+// later Settle does not give it back; the server may have queued it.
+// Before, Unknown gave it back like a refusal (the next steer allowed).
+func TestEnforceTaskSteerUnknown(t *testing.T) {
+	e := newDecider(t, proxy.Config{})
+	taskCreated(e, "s1", alice, mcp.StatusWorking)
+	d := enforceTask(t, e, steerReq(alice, "s1", 1))
+	if !d.Allow {
+		t.Fatalf("refused: %+v", d)
+	}
+	if !d.Unknown() {
+		t.Fatal("the steer held nothing")
+	}
+	d.Settle(false)
+	if n := steersOf(e, "s1"); n != 1 {
+		t.Fatalf("steers = %d, want the unanswered one counted", n)
+	}
+	if d := enforceTask(t, e, steerReq(alice, "s1", 1)); d.Allow || d.Reason != rules.ReasonSteerQueueFull {
+		t.Fatalf("got %+v, want steer_queue_full", d)
+	}
+}
+
 func TestEnforceTaskSteerTooLarge(t *testing.T) {
 	e := newDecider(t, proxy.Config{})
 	taskCreated(e, "s1", alice, mcp.StatusWorking)
