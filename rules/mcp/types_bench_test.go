@@ -11,7 +11,7 @@ func BenchmarkCheckTypes(b *testing.B) {
 		Arguments: []byte(`{"paths":["a.txt","b/c.txt"],"dry_run":false,"limit":3,"opts":{"force":true},"tags":{"x":1,"y":2},"any":"some text"}`)}
 	b.ReportAllocs()
 	for b.Loop() {
-		if v := CheckTypes(c, types); !v.OK() {
+		if _, v := CheckTypes(c, types); !v.OK() {
 			b.Fatal(v.Detail)
 		}
 	}
