@@ -180,6 +180,10 @@ func FuzzCheckTypes(f *testing.F) {
 	f.Add(pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`)
 	f.Add(pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`)
 	f.Add(`{"type":"object","patternProperties":{"^[\\d]\\u0041$":{"type":"boolean"},"(?<=a)":{}}}`, `{"1A":"x"}`)
+	f.Add(pydanticJSON, `{"b":{"paths":"[\"a\", \"\\ud83d\\ude00\"]"},"n":"-5"}`)
+	f.Add(pydanticJSONNested, `{"v":"[\"1\",\"{\\\"a\\\":1}\"]"}`)
+	f.Add(pydanticJSONOrStr, `{"m":{"v":"[\"a\"]"}}`)
+	f.Add(pydanticJSONModel, `{"o":"{\"path\":\"/x\",\"dry_run\":false}"}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
 		_, _ = CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
 	})
