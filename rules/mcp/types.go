@@ -91,7 +91,7 @@ type typeNode struct {
 	untyped bool
 	// jsonText: a string the schema says holds JSON (contentMediaType
 	// application/json, pydantic's Json[T]): its reader parses it and
-	// acts on the value it holds, so Warden reads it too (checker.content)
+	// acts on the value it holds, so Warden reads it too (readContent)
 	// and the policy judges that value; content is its contentSchema (nil:
 	// any JSON), encoded a contentEncoding beside it (base64: no JSON
 	// text Warden could read, refused)
@@ -537,6 +537,9 @@ func (n *typeNode) readContent(v []byte, depth int, ck *checker) ([]string, kind
 		return p, want, false
 	}
 	start := cap(ck.base) - cap(v)
+	if start < 0 || start+len(v) > len(ck.base) || string(ck.base[start:start+len(v)]) != string(v) {
+		return refuse("it could not be placed in the arguments") // never: v is a slice of the base (fail closed)
+	}
 	ck.read = append(ck.read, splice{start: start, end: start + len(v), text: in.spliced()})
 	return nil, 0, true
 }
