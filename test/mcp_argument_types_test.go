@@ -101,10 +101,19 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 		{"T1 the Python name beside the alias", `{"name":"tidy","arguments":{"o":{"path":"/x","dryRun":true,"dry_run":false}}}`, spelling},
 		{"T1 another case (pydantic ignores it; a case-insensitive reader would not)", `{"name":"tidy","arguments":{"o":{"path":"/x","DryRun":false}}}`, spelling},
 		// T2: a string the schema says holds JSON (Json[T]): pydantic
-		// parses it; the T2 traversal row ran the tool before ("read
-		// ../etc/passwd"), the other read a.txt (a false deny now)
-		{"T2 a JSON string field, escaped traversal", `{"name":"read_batch","arguments":{"b":{"paths":"[\"..\\u002fetc/passwd\"]"}}}`, jsonContent},
-		{"T2 a JSON string field (refused: its value cannot be judged)", `{"name":"read_batch","arguments":{"b":{"paths":"[\"a.txt\"]"}}}`, jsonContent},
+		// parses it, and Warden reads it as pydantic does or refuses it;
+		// the policy judges the value it holds. Before T2 the traversal
+		// rows read ../etc/passwd (the policy judged the string); T2's
+		// first form refused every row here, the plain ones included
+		{"T2 a JSON string field", `{"name":"read_batch","arguments":{"b":{"paths":"[\"docs/a.md\"]"}}}`, "read docs/a.md"},
+		{"T2 a JSON string field, escaped traversal", `{"name":"read_batch","arguments":{"b":{"paths":"[\"..\\u002fetc/passwd\"]"}}}`, "forbidden pattern"},
+		{"T2 a JSON string field, a lone surrogate", `{"name":"read_batch","arguments":{"b":{"paths":"[\"a\\ud800\"]"}}}`, jsonContent},
+		{"T2 a JSON string field, not JSON", `{"name":"read_batch","arguments":{"b":{"paths":"docs/a.md"}}}`, jsonContent},
+		{"T2 a JSON string field, an element of another type", `{"name":"read_batch","arguments":{"b":{"paths":"[\"docs/a.md\",7]"}}}`, typeRefusal},
+		{"T2 a JSON object", `{"name":"read_spec","arguments":{"o":{"spec":"{\"path\":\"docs/a.md\"}"}}}`, "read docs/a.md"},
+		{"T2 a JSON object, escaped traversal", `{"name":"read_spec","arguments":{"o":{"spec":"{\"path\":\"..\\/etc/passwd\"}"}}}`, "forbidden pattern"},
+		{"T2 a JSON object, a name given twice (pydantic reads the last)", `{"name":"read_spec","arguments":{"o":{"spec":"{\"path\":\"docs/a.md\",\"path\":\"..\\/etc/passwd\"}"}}}`, "given twice"},
+		{"T2 a JSON object, NaN", `{"name":"read_spec","arguments":{"o":{"spec":"{\"path\":NaN}"}}}`, jsonContent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg, _ := httpPost(t, url, "ops", sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":`+tc.args+`}`)
@@ -115,5 +124,18 @@ deny contains {"code": "FORBIDDEN", "msg": "remove only as a dry run"} if {
 				t.Fatalf("%s: the tool ran on what the policy refuses: %s", tc.args, msg)
 			}
 		})
+	}
+	// The SDK's server alone reads the T2 strings Warden refuses as
+	// attacks: the escaped traversals, and the last of a name given twice.
+	direct := "http://" + addr + "/mcp"
+	_, dsid := httpPost(t, direct, "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"types","version":"0"}}}`)
+	httpPost(t, direct, "", dsid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, args := range []string{
+		`{"name":"read_batch","arguments":{"b":{"paths":"[\"..\\u002fetc/passwd\"]"}}}`,
+		`{"name":"read_spec","arguments":{"o":{"spec":"{\"path\":\"docs/a.md\",\"path\":\"..\\/etc/passwd\"}"}}}`,
+	} {
+		if msg, _ := httpPost(t, direct, "", dsid, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":`+args+`}`); !strings.Contains(string(msg), "read ../etc/passwd") {
+			t.Errorf("%s: the server alone answered %s, want it to read ../etc/passwd", args, msg)
+		}
 	}
 }

@@ -5,7 +5,9 @@
 # (RE2 syntax) is refused. Warden hands the policy the arguments as parsed
 # JSON, bounded before they get here: arguments over 64 KiB or nested deeper
 # than 16 are refused by Warden itself, so no argument escapes the patterns
-# by size or depth.
+# by size or depth. A string the tool's inputSchema says holds JSON
+# (pydantic's Json[T]) arrives as the value it holds, escapes decoded, so
+# "[\"..\\u002fetc\"]" is judged as ["../etc"] (docs/policies.md).
 package warden.mcp
 
 import rego.v1

@@ -25,6 +25,14 @@ test_traversal_refused_at_any_depth if {
 	refused(call("tools/call", {"files": [{"path": "a/../../b"}]}))
 }
 
+# A Json[T] string arrives as the value it holds (the sidecar reads it as
+# the tool does): {"b":{"paths":"[\"..\\u002fetc/passwd\"]"}} is judged as
+# {"b":{"paths":["../etc/passwd"]}}.
+test_json_string_judged_as_its_value if {
+	refused(call("tools/call", {"b": {"paths": ["../etc/passwd"]}}))
+	not refused(call("tools/call", {"b": {"paths": ["docs/a.md"]}}))
+}
+
 test_member_names_checked if {
 	refused(call("tools/call", {"opts": {"../x": true}}))
 }

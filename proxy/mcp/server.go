@@ -403,7 +403,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				// it mirrors, as the policy judges it, and each argument of
 				// the type the tool reads it as
 				if req.Refused = mcp.CheckParams(call, h.Params, t.mirrored, h.ProtocolVersion); req.Refused.OK() {
-					req.Refused = mcp.CheckTypes(call, t.types)
+					req.Arguments, req.Refused = mcp.CheckTypes(call, t.types)
 				}
 			}
 			req.Support, x.support = t.support, t.support

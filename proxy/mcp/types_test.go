@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -43,8 +44,14 @@ func TestArgumentTypes(t *testing.T) {
 		{"a declared member's alias", map[string]any{"paths": []any{}, "dryRun": false}, `"dryRun"`},
 		{"a declared member in another case", map[string]any{"paths": []any{}, "DRY_RUN": false}, `"DRY_RUN"`},
 		{"undeclared", map[string]any{"paths": []any{}, "note": "x"}, ""},
-		// T2: a string the schema says holds JSON, which the tool parses
-		{"a string holding JSON by its schema", map[string]any{"paths": []any{}, "batch": `["..\u002fx"]`}, `"batch"`},
+		// T2: a string the schema says holds JSON, which the tool parses:
+		// decided on the value it holds (TestEnforceJSONArguments) and
+		// forwarded as it came when Warden reads it as the tool's parser
+		// does; refused when not (both rows reached the server before
+		// T2, neither under T2's first form)
+		{"a string holding JSON by its schema", map[string]any{"paths": []any{}, "batch": `["a", {"b": null}]`}, ""},
+		{"a string holding JSON read two ways", map[string]any{"paths": []any{}, "batch": `{"a":"x","a":"y"}`}, `"batch"`},
+		{"a string holding NaN", map[string]any{"paths": []any{}, "batch": `[NaN]`}, `"batch"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(h.up.received("tools/call"))
@@ -53,6 +60,10 @@ func TestArgumentTypes(t *testing.T) {
 			if tc.refused == "" {
 				if r.status != http.StatusOK || r.errCode(t) != 0 || !ran {
 					t.Fatalf("as declared: HTTP %d %s (ran: %v)", r.status, r.body, ran)
+				}
+				calls := h.up.received("tools/call")
+				if got := calls[len(calls)-1].params["arguments"]; !reflect.DeepEqual(got, tc.args) {
+					t.Fatalf("the server got %v, want the arguments as sent, %v", got, tc.args)
 				}
 				return
 			}

@@ -192,3 +192,54 @@ func validLiteral(b []byte, i int, lit string) int {
 	}
 	return i + len(lit)
 }
+
+// LoneSurrogate reports whether the JSON text b (valid: Valid's) holds a
+// \u escape of a UTF-16 surrogate that is not a high one followed by a low
+// one: encoding/json reads it as U+FFFD, JavaScript and Python keep it,
+// Rust's readers (serde_json, pydantic's jiter) refuse it. Every backslash
+// in valid JSON starts an escape in a string, so the escapes are found
+// without reading the rest.
+func LoneSurrogate(b []byte) bool {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // a one-character escape: its character is no backslash
+			continue
+		}
+		r := hex4(b[i+2:])
+		i += 5 // the escape's last digit
+		switch {
+		case r < 0xD800 || r > 0xDFFF:
+		case r >= 0xDC00:
+			return true // a low surrogate first
+		case i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u':
+			return true // a high surrogate alone
+		default:
+			if lo := hex4(b[i+3:]); lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// hex4 is the value of the four hex digits b starts with (Valid checked
+// them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, h := range b[:4] {
+		switch {
+		case '0' <= h && h <= '9':
+			h -= '0'
+		case 'a' <= h && h <= 'f':
+			h -= 'a' - 10
+		default:
+			h -= 'A' - 10
+		}
+		r = r<<4 | rune(h)
+	}
+	return r
+}

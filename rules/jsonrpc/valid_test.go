@@ -59,3 +59,34 @@ func BenchmarkValid(b *testing.B) {
 		}
 	})
 }
+
+// TestLoneSurrogate: a surrogate escape is lone unless a high one is
+// followed at once by a low one (pydantic's jiter refuses a lone one,
+// encoding/json reads U+FFFD).
+func TestLoneSurrogate(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		lone bool
+	}{
+		{`"a"`, false},
+		{`"\u0041\n"`, false},
+		{`"\ud83d\ude00"`, false},
+		{`"\uD83D\uDE00x\ud800\udc00"`, false},
+		{`"\\ud800"`, false}, // an escaped backslash, then text
+		{`"\\\ud800\udc00"`, false},
+		{`{"\ud83d\ude00":["\u00e9"]}`, false},
+		{`"\ud800"`, true},
+		{`"\udc00"`, true},
+		{`"\ud800\ud800"`, true},
+		{`"\ud800\u0041"`, true},
+		{`"\ud800x\udc00"`, true},
+		{`"\udc00\ud800"`, true},
+		{`"\\\ud800"`, true},
+		{`["a","\uDBFF"]`, true},
+		{`{"\udfff":1}`, true},
+	} {
+		if got := LoneSurrogate([]byte(tc.json)); got != tc.lone {
+			t.Errorf("LoneSurrogate(%s) = %v, want %v", tc.json, got, tc.lone)
+		}
+	}
+}

@@ -91,8 +91,13 @@ type typeNode struct {
 	untyped bool
 	// jsonText: a string the schema says holds JSON (contentMediaType
 	// application/json, pydantic's Json[T]): its reader parses it and
-	// acts on the value it holds, which the policy never sees
+	// acts on the value it holds, so Warden reads it too (readContent)
+	// and the policy judges that value; content is its contentSchema (nil:
+	// any JSON), encoded a contentEncoding beside it (base64: no JSON
+	// text Warden could read, refused)
 	jsonText bool
+	encoded  bool
+	content  *typeNode
 }
 
 // patternNode is one patternProperties entry; a nil re (a pattern Go's
@@ -178,8 +183,10 @@ func (c *schemaCompiler) compile(v any, depth int) *typeNode {
 		}
 	}
 	n.plain = n.kinds&(typeArray|typeObject) == 0 && onlyNotes(s)
-	if mt, ok := s["contentMediaType"].(string); ok {
-		n.jsonText = jsonMediaType(mt)
+	if mt, ok := s["contentMediaType"].(string); ok && jsonMediaType(mt) {
+		n.jsonText = true
+		_, n.encoded = s["contentEncoding"]
+		n.content = c.compile(s["contentSchema"], depth+1)
 	}
 	n.strs = stringValues(s)
 	if req, ok := s["required"].([]any); ok {
@@ -380,45 +387,161 @@ func (k kinds) String() string {
 // ranges, not decoded: a member given twice is judged as encoding/json
 // reads it, by its last value (the policy's reading refuses it anyway:
 // jsonrpc.PolicyValue).
-func CheckTypes(c Call, t Types) rules.Verdict {
+//
+// A string the schema says holds JSON (pydantic's Json[T]) is read as the
+// tool's parser reads it, when Warden reads it exactly so, and refused
+// when not (typeNode.readContent); the value it holds is held to the
+// contentSchema as any argument to its schema. The policy judges that
+// value, not the string: CheckTypes returns the arguments with each such
+// string replaced by the JSON text it holds (nil when none was read), which
+// the policy's input is read from (PolicyArguments) instead of the
+// arguments as sent.
+func CheckTypes(c Call, t Types) (json.RawMessage, rules.Verdict) {
 	if c.Method != MethodToolsCall || t.root == nil || len(c.Arguments) == 0 || kindOfRaw(c.Arguments) == typeNull {
-		return rules.Verdict{} // no arguments ("arguments": null is none to the SDKs that accept it)
+		return nil, rules.Verdict{} // no arguments ("arguments": null is none to the SDKs that accept it)
 	}
 	args := c.Arguments
 	if !jsonrpc.Valid(args) {
 		// never from the sidecar (it reads only valid JSON); the reader
 		// below trusts its input to be
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q are not JSON", c.Tool)}
 	}
 	args = args[jsonrpc.SkipSpace(args, 0):jsonrpc.ValueEnd(args, jsonrpc.SkipSpace(args, 0))]
 	if name, ok := t.root.jsonString(args); !ok {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q is a string holding JSON (an array, an object or null), which the tool's reader may parse into that value, and its inputSchema does not declare it a string alone: send the value itself", argPath([]string{name}), c.Tool)}
 	}
-	budget := maxSchemaVisits
-	path, want, ok := t.root.check(args, 0, 0, &budget)
-	if budget < 0 {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+	ck := &checker{budget: maxSchemaVisits, base: c.Arguments}
+	path, want, ok := t.root.check(args, 0, 0, ck)
+	if ck.budget < 0 {
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("the arguments of tool %q could not be checked against its inputSchema within %d steps", c.Tool, maxSchemaVisits)}
 	}
 	if !ok && want == jsonContent {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
-			Detail: fmt.Sprintf("argument %s of tool %q is a string its inputSchema says holds JSON (contentMediaType), which the tool parses and acts on: the policy would judge the string, not the value the tool reads, so such an argument cannot be decided", argPath(path), c.Tool)}
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+			Detail: fmt.Sprintf("argument %s of tool %q is a string its inputSchema says holds JSON (contentMediaType), which the tool parses and acts on, and Warden cannot read it exactly as the tool's parser would (%s): send strict JSON in it (one value, each member name once, no NaN or Infinity, numbers a 64-bit float holds exactly, no lone surrogate escape, within %d levels)", argPath(path), c.Tool, ck.why, jsonrpc.MaxPolicyDepth)}
 	}
 	if !ok && want == misspelt {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q is not a member its inputSchema declares but reads as one it declares in another spelling (another case, or underscores: a pydantic model with populate_by_name reads a field's Python name beside its alias, a case-insensitive decoder any case): send it under the declared name", argPath(path), c.Tool)}
 	}
 	if !ok && want == ambiguous {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q may be read as more than one alternative of its inputSchema's union, one after converting its type: send it so that one alternative alone takes it", argPath(path), c.Tool)}
 	}
 	if !ok {
-		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
+		return nil, rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonMalformedRequest,
 			Detail: fmt.Sprintf("argument %s of tool %q is not of the type its inputSchema declares (%s): send it as that type", argPath(path), c.Tool, want)}
 	}
-	return rules.Verdict{}
+	if len(ck.read) == 0 {
+		return nil, rules.Verdict{}
+	}
+	return ck.spliced(), rules.Verdict{}
+}
+
+// checker is one call's check: the schemas it may still visit, the text
+// the values checked are read from, and the strings of JSON read in it.
+type checker struct {
+	budget int
+	// base is the text every value checked is a two-index slice of (the
+	// arguments, or the JSON a string holds), so that a value's offset in
+	// it is cap(base)-cap(v), without an offset carried down the walk.
+	base []byte
+	read []splice
+	// why is why the last string of JSON refused (jsonContent) could not
+	// be read.
+	why string
+}
+
+// splice is a string of JSON read: the literal's bytes in the checker's
+// base, and the JSON text it holds as the policy reads it.
+type splice struct {
+	start, end int
+	text       []byte
+}
+
+// spliced is the base with each string of JSON read replaced by the text
+// it holds. A string read twice (allOf, a property and a pattern naming
+// one member) is replaced once.
+func (ck *checker) spliced() []byte {
+	if len(ck.read) == 0 {
+		return ck.base
+	}
+	slices.SortStableFunc(ck.read, func(a, b splice) int { return a.start - b.start })
+	out := make([]byte, 0, len(ck.base))
+	at := 0
+	for _, r := range ck.read {
+		if r.start < at {
+			continue
+		}
+		out = append(append(out, ck.base[at:r.start]...), r.text...)
+		at = r.end
+	}
+	return append(out, ck.base[at:]...)
+}
+
+// readAt reports whether the string v was read as the JSON it holds since
+// the reads' mark.
+func (ck *checker) readAt(v []byte, mark int) bool {
+	start := cap(ck.base) - cap(v)
+	for _, r := range ck.read[mark:] {
+		if r.start == start {
+			return true
+		}
+	}
+	return false
+}
+
+// readContent reads the string literal v, which n says holds JSON, as the
+// tool's parser reads it (pydantic's jiter, for Json[T]), when Warden reads
+// it exactly so: the string decoded, its text read by the reader of
+// request members the policy judges (jsonrpc.PolicyValue: one JSON value,
+// JSON white space around it, each member name once and none folding like
+// another, numbers a 64-bit float holds exactly as written, nesting within
+// the bound; NaN, Infinity, comments, trailing commas or text refused by
+// the JSON grammar), and no lone surrogate escape in the string or in its
+// text (jiter refuses one, Go reads U+FFFD). jiter reads more than Warden:
+// a name given twice (the last), NaN and Infinity, 1e400 (inf), integers
+// of any size; each of these is refused (jsonContent, ck.why saying why)
+// rather than read otherwise. The value read is held to n's contentSchema,
+// strings of JSON in it read in turn, and recorded for the policy.
+func (n *typeNode) readContent(v []byte, depth int, ck *checker) ([]string, kinds, bool) {
+	refuse := func(why string) ([]string, kinds, bool) {
+		ck.why = why
+		return nil, jsonContent, false
+	}
+	if n.encoded {
+		return refuse("its schema names a contentEncoding")
+	}
+	if !utf8.Valid(v) || jsonrpc.LoneSurrogate(v) {
+		return refuse("the string holds a lone surrogate escape or is not UTF-8")
+	}
+	s, _ := jsonrpc.String(v)
+	text := []byte(s)
+	if len(text) == 0 {
+		return refuse("it is empty")
+	}
+	if _, bad := jsonrpc.PolicyValue(text, "its JSON"); !bad.OK() {
+		return refuse(strings.TrimPrefix(bad.Detail, "invalid params: "))
+	}
+	if jsonrpc.LoneSurrogate(text) {
+		return refuse("its JSON holds a lone surrogate escape")
+	}
+	in := &checker{budget: ck.budget, base: text}
+	at := jsonrpc.SkipSpace(text, 0)
+	p, want, ok := n.content.check(text[at:jsonrpc.ValueEnd(text, at)], depth, 0, in)
+	ck.budget = in.budget
+	if !ok {
+		ck.why = in.why
+		return p, want, false
+	}
+	start := cap(ck.base) - cap(v)
+	if start < 0 || start+len(v) > len(ck.base) || string(ck.base[start:start+len(v)]) != string(v) {
+		return refuse("it could not be placed in the arguments") // never: v is a slice of the base (fail closed)
+	}
+	ck.read = append(ck.read, splice{start: start, end: start + len(v), text: in.spliced()})
+	return nil, 0, true
 }
 
 // argPath spells an argument's path for a message: ["a",0,"b"] as a[0].b.
@@ -445,14 +568,14 @@ func argPath(path []string) string {
 // one; when not, the path to the value from v (built only then) and the
 // types n allows there. hops counts the schemas v was checked against so
 // far.
-func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kinds, bool) {
+func (n *typeNode) check(v []byte, depth, hops int, ck *checker) ([]string, kinds, bool) {
 	if n == nil {
 		return nil, 0, true
 	}
 	if hops > maxSchemaHops {
-		*budget = -1 // a cycle of $refs, or a chain past the bound
+		ck.budget = -1 // a cycle of $refs, or a chain past the bound
 	}
-	if *budget--; *budget < 0 {
+	if ck.budget--; ck.budget < 0 {
 		return nil, 0, false // CheckTypes refuses the whole call
 	}
 	if depth > jsonrpc.MaxPolicyDepth {
@@ -463,29 +586,38 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 		return nil, n.kinds, false
 	}
 	if n.jsonText && k == typeString {
-		return nil, jsonContent, false
+		if p, want, ok := n.readContent(v, depth, ck); !ok {
+			return p, want, false
+		}
 	}
 	for _, a := range n.allOf {
-		if p, want, ok := a.check(v, depth, hops+1, budget); !ok {
+		if p, want, ok := a.check(v, depth, hops+1, ck); !ok {
 			return p, want, false
 		}
 	}
 	if len(n.anyOf) > 0 {
 		var firstPath []string
 		var firstWant kinds
+		var firstWhy string
 		matched := -1
+		mark := len(ck.read) // the strings of JSON read before: an alternative refused reads none
 		for i, a := range n.anyOf {
-			p, want, ok := a.check(v, depth, hops+1, budget)
+			p, want, ok := a.check(v, depth, hops+1, ck)
 			if ok {
 				matched = i
 				break
 			}
+			ck.read = ck.read[:mark]
 			if i == 0 || want&unread != 0 && firstWant&unread == 0 {
 				// the first alternative's refusal, or the first that
 				// names what no type can say
-				firstPath, firstWant = p, want
+				firstPath, firstWant, firstWhy = p, want, ck.why
 			}
 		}
+		// v itself read as the JSON it holds: another alternative taking
+		// it as the string it is (pydantic's smart mode takes str | Json[T]
+		// as the str) must surely refuse it, whatever its order
+		parsed := matched >= 0 && ck.readAt(v, mark)
 		if matched >= 0 && !n.anyOf[matched].takesAsIs(v) {
 			// The reader picks the alternative, not Warden: pydantic's
 			// smart mode takes the first it validates strictly, which
@@ -498,15 +630,18 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 				if i == matched {
 					continue
 				}
-				if i > matched {
-					if _, _, ok := a.check(v, depth, hops+1, budget); ok {
+				if i > matched && !parsed {
+					at := len(ck.read)
+					_, _, ok := a.check(v, depth, hops+1, ck)
+					ck.read = ck.read[:at]
+					if ok {
 						continue
 					}
 				}
-				if *budget < 0 {
+				if ck.budget < 0 {
 					return nil, 0, false
 				}
-				if !a.refuses(v, depth, budget) {
+				if !a.refuses(v, depth, ck) {
 					return nil, ambiguous, false
 				}
 			}
@@ -519,6 +654,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 					firstWant |= a.kinds
 				}
 			}
+			ck.why = firstWhy
 			return firstPath, firstWant, false
 		}
 	}
@@ -532,7 +668,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			if !more {
 				break
 			}
-			if p, want, ok := n.memberCheck(lit, m, depth+1, budget); !ok && (*budget < 0 || !w.has(decodedName(lit))) {
+			if p, want, ok := n.memberCheck(lit, m, depth+1, ck); !ok && (ck.budget < 0 || !w.has(decodedName(lit))) {
 				return append([]string{decodedName(lit)}, p...), want, false
 			}
 		}
@@ -546,7 +682,7 @@ func (n *typeNode) check(v []byte, depth, hops int, budget *int) ([]string, kind
 			if e < len(n.prefix) {
 				s = n.prefix[e]
 			}
-			if p, want, ok := s.check(v[i:end], depth+1, 0, budget); !ok {
+			if p, want, ok := s.check(v[i:end], depth+1, 0, ck); !ok {
 				return append([]string{"[" + strconv.Itoa(e) + "]"}, p...), want, false
 			}
 			if i = jsonrpc.SkipSpace(v, end); v[i] == ',' {
@@ -732,11 +868,11 @@ func reach(k kinds) kinds {
 // lacks a member n requires, or a member's own schema refuses it (a
 // discriminator: pydantic's tagged unions give each alternative's tag as a
 // const). Not sure (false) past the budget.
-func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
+func (n *typeNode) refuses(v []byte, depth int, ck *checker) bool {
 	if n == nil || depth > jsonrpc.MaxPolicyDepth {
 		return false
 	}
-	if *budget--; *budget < 0 {
+	if ck.budget--; ck.budget < 0 {
 		return false
 	}
 	k := kindOfRaw(v)
@@ -754,14 +890,14 @@ func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
 		}
 	}
 	for _, a := range n.allOf {
-		if a.refuses(v, depth, budget) {
+		if a.refuses(v, depth, ck) {
 			return true
 		}
 	}
 	if len(n.anyOf) > 0 {
 		all := true
 		for _, a := range n.anyOf {
-			all = all && a.refuses(v, depth, budget)
+			all = all && a.refuses(v, depth, ck)
 		}
 		if all {
 			return true
@@ -781,7 +917,7 @@ func (n *typeNode) refuses(v []byte, depth int, budget *int) bool {
 			return false
 		}
 		name := decodedName(lit)
-		if s, ok := n.props[name]; ok && !w.has(name) && s.refuses(m, depth+1, budget) {
+		if s, ok := n.props[name]; ok && !w.has(name) && s.refuses(m, depth+1, ck) {
 			return true
 		}
 	}
@@ -799,7 +935,7 @@ func (n *typeNode) takesAsIs(v []byte) bool {
 // memberCheck holds the member value m, named by the literal lit, to every
 // schema n gives it: its property's, each matching pattern's, else
 // additionalProperties.
-func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string, kinds, bool) {
+func (n *typeNode) memberCheck(lit, m []byte, depth int, ck *checker) ([]string, kinds, bool) {
 	var s *typeNode
 	var named bool
 	name := lit[1 : len(lit)-1]
@@ -810,7 +946,7 @@ func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string,
 		s, named = n.props[string(name)]
 	}
 	if named {
-		if p, want, ok := s.check(m, depth, 0, budget); !ok {
+		if p, want, ok := s.check(m, depth, 0, ck); !ok {
 			return p, want, false
 		}
 	} else if n.spellings == nil {
@@ -824,13 +960,13 @@ func (n *typeNode) memberCheck(lit, m []byte, depth int, budget *int) ([]string,
 	for _, pn := range n.patterns {
 		if pn.re == nil || pn.re.Match(name) {
 			named = true
-			if p, want, ok := pn.n.check(m, depth, 0, budget); !ok {
+			if p, want, ok := pn.n.check(m, depth, 0, ck); !ok {
 				return p, want, false
 			}
 		}
 	}
 	if !named {
-		return n.addl.check(m, depth, 0, budget)
+		return n.addl.check(m, depth, 0, ck)
 	}
 	return nil, 0, true
 }

@@ -11,7 +11,22 @@ func BenchmarkCheckTypes(b *testing.B) {
 		Arguments: []byte(`{"paths":["a.txt","b/c.txt"],"dry_run":false,"limit":3,"opts":{"force":true},"tags":{"x":1,"y":2},"any":"some text"}`)}
 	b.ReportAllocs()
 	for b.Loop() {
-		if v := CheckTypes(c, types); !v.OK() {
+		if _, v := CheckTypes(c, types); !v.OK() {
+			b.Fatal(v.Detail)
+		}
+	}
+}
+
+// BenchmarkCheckTypesJSON: a call whose argument is a string holding JSON
+// (T2: pydantic's Json[list[str]] in a model), read, checked against its
+// contentSchema and spliced into the arguments the policy reads.
+func BenchmarkCheckTypesJSON(b *testing.B) {
+	types := ArgumentTypes([]byte(pydanticJSON))
+	c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t",
+		Arguments: []byte(`{"b":{"paths":"[\"a.txt\",\"b/c.txt\"]"},"n":"3"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if args, v := CheckTypes(c, types); !v.OK() || args == nil {
 			b.Fatal(v.Detail)
 		}
 	}

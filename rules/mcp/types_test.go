@@ -1,11 +1,12 @@
 package mcp
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/agentwarden/warden/rules"
-
 	"strings"
 	"testing"
+
+	"github.com/agentwarden/warden/rules"
 )
 
 // pydanticSchema is the inputSchema the MCP Python SDK (2.3.0) lists for
@@ -128,30 +129,10 @@ func TestCheckTypes(t *testing.T) {
 		{"both spellings declared", `{"type":"object","properties":{"dry_run":{"type":"boolean"},"dryRun":{"type":"string"}}}`, `{"dry_run":false,"dryRun":"x"}`, ""},
 		{"a spelling declared untyped", `{"type":"object","properties":{"a_b":true,"aB":{"type":"string"}}}`, `{"a_b":1,"aB":"x"}`, ""},
 		{"a member no spelling declares", pydanticByName, `{"o":{"path":"/x","dry":false}}`, ""},
-		// T2: a string the schema says holds JSON (pydantic's Json[T]),
-		// which the tool parses: each refused row was allowed before
-		{"a string of JSON its schema says holds JSON", pydanticJSON, `{"b":{"paths":"[\"..\\u002fetc\"]"}}`, `"b"."paths"`},
-		{"a plain string its schema says holds JSON", pydanticJSON, `{"b":{"paths":"[\"a.txt\"]"}}`, `"b"."paths"`},
-		{"an optional string holding JSON", pydanticJSON, `{"n":"-5"}`, `"n"`},
-		{"an optional string holding JSON, null", pydanticJSON, `{"n":null}`, ""},
-		{"a JSON media type with parameters", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"Application/JSON; charset=utf-8"}}}`, `{"a":"1"}`, `"a"`},
-		{"a +json media type", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"application/geo+json"}}}`, `{"a":"{}"}`, `"a"`},
-		{"a string holding JSON after another alternative", `{"type":"object","properties":{"a":{"anyOf":[{"type":"null"},{"type":"string","contentMediaType":"application/json"}]}}}`, `{"a":"1"}`, "contentMediaType"},
-		{"another media type", `{"type":"object","properties":{"a":{"type":"string","contentMediaType":"text/plain"}}}`, `{"a":"[1]"}`, ""},
+		// T2: strings the schema says hold JSON: TestCheckTypesJSON
 		{"the spelling of a pattern's member", pydanticPattern, `{"f":{"x_dry":true},"F":{}}`, "another spelling"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(tc.args)}
-			v := CheckTypes(c, ArgumentTypes([]byte(tc.schema)))
-			switch {
-			case tc.refused == "" && !v.OK():
-				t.Fatalf("refused: %s", v.Detail)
-			case tc.refused != "" && v.OK():
-				t.Fatalf("allowed, want a refusal naming %s", tc.refused)
-			case tc.refused != "" && (!strings.Contains(v.Detail, "argument "+tc.refused+" ") && !strings.Contains(v.Detail, tc.refused) || v.Code != rules.CodeInvalidParams):
-				t.Fatalf("refusal %v %q, want invalid params naming argument %s", v.Code, v.Detail, tc.refused)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkRow(t, tc.schema, tc.args, tc.refused) })
 	}
 	// A schema whose alternatives multiply (each layer two ways to the
 	// next) is checked within a bound, and refused past it, not for 2^30
@@ -163,13 +144,31 @@ func TestCheckTypes(t *testing.T) {
 	}
 	defs = append(defs, `"L30":{"type":"string"}`)
 	diamond := `{"$defs":{` + strings.Join(defs, ",") + `},"type":"object","properties":{"a":{"$ref":"#/$defs/L0"}}}`
-	if v := CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(`{"a":1}`)}, ArgumentTypes([]byte(diamond))); v.OK() || !strings.Contains(v.Detail, "could not be checked") {
+	if _, v := CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(`{"a":1}`)}, ArgumentTypes([]byte(diamond))); v.OK() || !strings.Contains(v.Detail, "could not be checked") {
 		t.Fatalf("a schema of 2^30 ways: %+v", v)
 	}
 	// Only tools/call is held to a tool's schema.
-	if v := CheckTypes(Call{Kind: KindRequest, Method: MethodPromptsGet, Arguments: []byte(`{"paths":"x"}`)}, ArgumentTypes([]byte(pydanticSchema))); !v.OK() {
+	if _, v := CheckTypes(Call{Kind: KindRequest, Method: MethodPromptsGet, Arguments: []byte(`{"paths":"x"}`)}, ArgumentTypes([]byte(pydanticSchema))); !v.OK() {
 		t.Fatalf("prompts/get held to a tool's schema: %s", v.Detail)
 	}
+}
+
+// checkRow checks args against schema as a tools/call's, and fails t
+// unless the call is allowed (refused "") or refused -32602 with a detail
+// naming refused (an argument's path, or words of the refusal). It returns
+// the arguments as the policy reads them (nil: as they came).
+func checkRow(t *testing.T, schema, args, refused string) json.RawMessage {
+	t.Helper()
+	policy, v := CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
+	switch {
+	case refused == "" && !v.OK():
+		t.Fatalf("refused: %s", v.Detail)
+	case refused != "" && v.OK():
+		t.Fatalf("allowed (the policy reading %s), want a refusal naming %s", policy, refused)
+	case refused != "" && (!strings.Contains(v.Detail, refused) || v.Code != rules.CodeInvalidParams || policy != nil):
+		t.Fatalf("refusal %v %q (%s), want invalid params naming %s", v.Code, v.Detail, policy, refused)
+	}
+	return policy
 }
 
 // FuzzCheckTypes: any schema compiles and any arguments are checked, within
@@ -181,7 +180,11 @@ func FuzzCheckTypes(f *testing.F) {
 	f.Add(pydanticTagged, `{"action":{"kind":"rm","dry_run":"false"}}`)
 	f.Add(pydanticUnion, `{"a":{"dry_run":"false","path":"/x"}}`)
 	f.Add(`{"type":"object","patternProperties":{"^[\\d]\\u0041$":{"type":"boolean"},"(?<=a)":{}}}`, `{"1A":"x"}`)
+	f.Add(pydanticJSON, `{"b":{"paths":"[\"a\", \"\\ud83d\\ude00\"]"},"n":"-5"}`)
+	f.Add(pydanticJSONNested, `{"v":"[\"1\",\"{\\\"a\\\":1}\"]"}`)
+	f.Add(pydanticJSONOrStr, `{"m":{"v":"[\"a\"]"}}`)
+	f.Add(pydanticJSONModel, `{"o":"{\"path\":\"/x\",\"dry_run\":false}"}`)
 	f.Fuzz(func(t *testing.T, schema, args string) {
-		_ = CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
+		_, _ = CheckTypes(Call{Kind: KindRequest, Method: MethodToolsCall, Tool: "t", Arguments: []byte(args)}, ArgumentTypes([]byte(schema)))
 	})
 }

@@ -100,3 +100,54 @@ func TestMCPInputMemo(t *testing.T) {
 		}
 	}
 }
+
+// TestEnforceJSONArguments (T2 in docs/security.md): a string the tool's
+// inputSchema says holds JSON (pydantic's Json[T]) reaches the operator
+// policy as the value it holds (Request.Arguments, from mcp.CheckTypes),
+// so the shipped argument patterns judge what the tool reads: the escaped
+// traversal is refused by deploy/policies/mcp-arguments.rego, a plain
+// path passes, and the value's depth counts within the arguments' bound.
+// Judged as the string it came as (Arguments unset, as before this), the
+// traversal row was allowed.
+func TestEnforceJSONArguments(t *testing.T) {
+	ctx := context.Background()
+	eng, err := policies.New(ctx, policies.Config{Files: []string{"../../../deploy/policies/mcp-arguments.rego"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newDecider(t, proxy.Config{})
+	e.e.Swap(devAuth(t), eng)
+	// read_batch(b: Batch), Batch a pydantic model with paths: Json[list[str]]
+	types := mcp.ArgumentTypes([]byte(`{"$defs": {"Batch": {"properties": {"paths": {"contentMediaType": "application/json", "contentSchema": {"items": {"type": "string"}, "type": "array"}, "title": "Paths", "type": "string"}}, "required": ["paths"], "title": "Batch", "type": "object"}}, "properties": {"b": {"$ref": "#/$defs/Batch"}}, "required": ["b"], "type": "object"}`))
+	// read_any(b: Any), Any a model with paths: Json (any JSON)
+	anyJSON := mcp.ArgumentTypes([]byte(`{"properties": {"b": {"properties": {"paths": {"contentMediaType": "application/json", "contentSchema": {}, "type": "string"}}, "type": "object"}}, "type": "object"}`))
+	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		name, args string
+		types      mcp.Types
+		reason     rules.Reason
+		detail     string
+	}{
+		{"a path", `{"b":{"paths":"[\"docs/a.md\"]"}}`, types, "", ""},
+		{"an escaped traversal", `{"b":{"paths":"[\"..\\u002fetc/passwd\"]"}}`, types, rules.ReasonOperatorPolicy, "matches a forbidden pattern"},
+		{"a traversal", `{"b":{"paths":"[\"docs/a.md\",\"../x\"]"}}`, types, rules.ReasonOperatorPolicy, "matches a forbidden pattern"},
+		{"any JSON, at the bound with the string's place", `{"b":{"paths":"` + nested(mcp.MaxArgumentDepth-2) + `"}}`, anyJSON, "", ""},
+		{"any JSON, past the bound with the string's place", `{"b":{"paths":"` + nested(mcp.MaxArgumentDepth-1) + `"}}`, anyJSON, rules.ReasonArgumentsTooLarge, "nested deeper than the limit of 16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := mcp.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_batch","arguments":` + tc.args + `}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, v := mcp.CheckTypes(c, tc.types)
+			if !v.OK() {
+				t.Fatalf("types refused: %s", v.Detail)
+			}
+			d := enforceTask(t, e, Request{Principal: authn.Principal{ID: "agent://ops", Method: "dev"}, Call: c, Arguments: args})
+			d.Settle(d.Allow)
+			if d.Allow != (tc.reason == "") || (!d.Allow && d.Reason != tc.reason) || !strings.Contains(d.Message, tc.detail) {
+				t.Fatalf("allow=%v reason=%q detail=%q, want reason %q detail %q", d.Allow, d.Reason, d.Message, tc.reason, tc.detail)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 
@@ -42,6 +43,11 @@ type Request struct {
 	// Refused is a verdict the adapter reached from the transport (routing
 	// headers that disagree with the body); when set it is the decision.
 	Refused rules.Verdict
+	// Arguments are a tools/call's arguments as the policy reads them,
+	// when not as they came: each string the tool's inputSchema says holds
+	// JSON replaced by the JSON it holds (mcp.CheckTypes); nil: as they
+	// came.
+	Arguments json.RawMessage
 	// OwnershipUnknown is set by an adapter that cannot know who owns a
 	// task (ext_authz): the caller of a task method gets the role
 	// mcp.RoleOwnershipUnknown instead of none, so the policy decides
@@ -198,7 +204,7 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 	verdict := mcp.Check(mcp.Request{Call: c, Support: req.Support, Steers: t.steers, Limits: req.Limits})
 	var subject *policies.MCP
 	if verdict.OK() {
-		subject, verdict = mcpSubject(c)
+		subject, verdict = mcpSubject(c, req.Arguments)
 	}
 	if verdict.OK() {
 		in := policies.Input{
@@ -234,8 +240,10 @@ func (x *Decider) taskVerdict(ctx context.Context, snap *proxy.Snapshot, d *prox
 // completion/complete on a resource template, with its argument). Arguments over the bounds of
 // mcp.PolicyArguments, and a URI the server would read in another spelling
 // (mcp.PolicyURI), refuse the request. A template URI is not a URL: servers
-// find its template by the exact string, and it is given as it came.
-func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
+// find its template by the exact string, and it is given as it came. args,
+// when set, are the tool's arguments as the policy reads them
+// (Request.Arguments).
+func mcpSubject(c mcp.Call, args json.RawMessage) (*policies.MCP, rules.Verdict) {
 	responses, v := mcp.PolicyInputResponses(c.InputResponses)
 	if !v.OK() {
 		return &policies.MCP{}, v
@@ -262,7 +270,10 @@ func mcpSubject(c mcp.Call) (*policies.MCP, rules.Verdict) {
 	default:
 		return m, rules.Verdict{}
 	}
-	m.Arguments, v = mcp.PolicyArguments(c.Arguments)
+	if args == nil || c.Method != mcp.MethodToolsCall {
+		args = c.Arguments
+	}
+	m.Arguments, v = mcp.PolicyArguments(args)
 	return m, v
 }
 

@@ -108,5 +108,15 @@ def read_batch(b: Batch) -> str:
     return "read " + ",".join(b.paths)
 
 
+class Spec(BaseModel):
+    spec: Json[dict[str, str]]
+
+
+@app.tool()
+def read_spec(o: Spec) -> str:
+    """A string holding a JSON object (T2): pydantic's parser (jiter) takes the last of a name given twice."""
+    return "read " + o.spec.get("path", "")
+
+
 host, port = sys.argv[1].rsplit(":", 1)
 app.run(transport="streamable-http", host=host, port=int(port))
