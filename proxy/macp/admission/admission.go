@@ -257,12 +257,16 @@ func (g *Gate) Unmarshal(b []byte, m proto.Message) error { return g.pb.Unmarsha
 
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
-// message protobuf-go and prost would read differently is refused). The
-// request's Principal points into a, which costs no copy of its own.
+// message protobuf-go and prost would read differently is refused); a
+// Send's envelope in place when it can (readSend). The request's
+// Principal points into a, which costs no copy of its own.
 func (g *Gate) Request(a *Admission, msg []byte) (sessions.Request, *Refusal) {
 	p := &a.Principal
 	switch a.Call {
 	case CallSend:
+		if env, ok := readSend(msg); ok {
+			return sessions.Request{Principal: p, Envelope: env, Source: a.Source}, nil
+		}
 		var sr macpv1.SendRequest
 		err := g.Unmarshal(msg, &sr)
 		if err == nil && sr.GetEnvelope() == nil {
