@@ -75,7 +75,7 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			// there a little longer
 			poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
 		},
-		Router: router{s},
+		Router: newRouter(s),
 		// listener.Cap holds the connections to lim.MaxConnections, fairly
 		// between addresses; the slack covers those it closed for a
 		// newcomer that the relay has not yet seen end
@@ -136,13 +136,31 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 // max_message_bytes, within body_timeout; StreamSession and the other
 // pass-through services' calls (reflection) are read as they come, without
 // a bound on how long (a stream each way).
-type router struct{ s *Server }
+//
+// The path is looked up here, once per call: the handler of its kind
+// (handlers, one per admission.Call, made with the router) hands the kind
+// to the gate and to Handle, which do not look it up again.
+type router struct {
+	s        *Server
+	handlers [admission.CallPassThrough + 1]callHandler
+}
 
-func (r router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
-	if r.s.streamed(headerValue(header, ":path")) {
-		return frames.Route{Handler: callHandler(r), Stream: true, Timeout: callTimeout(header)}
+func newRouter(s *Server) *router {
+	r := &router{s: s}
+	for c := range r.handlers {
+		r.handlers[c] = callHandler{s, admission.Call(c)}
 	}
-	return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout, Timeout: callTimeout(header)}
+	return r
+}
+
+func (r *router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
+	path := headerValue(header, ":path") // the only one: the relay refuses a repeated pseudo-header
+	call := r.s.methods.Lookup(path)
+	h := &r.handlers[call]
+	if streamed(call, path) {
+		return frames.Route{Handler: h, Stream: true, Timeout: callTimeout(header)}
+	}
+	return frames.Route{Handler: h, MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout, Timeout: callTimeout(header)}
 }
 
 // callTimeout is the call's grpc-timeout as grpcHeader reads it (the last
@@ -162,9 +180,9 @@ func callTimeout(header []hpack.HeaderField) time.Duration {
 }
 
 // streamed reports whether the relay reads a call's request as it comes
-// (see router).
-func (s *Server) streamed(path string) bool {
-	switch s.methods.Lookup(path) {
+// (see router): call is path's kind.
+func streamed(call admission.Call, path string) bool {
+	switch call {
 	case admission.CallStream:
 		return true
 	case admission.CallPassThrough:
@@ -182,8 +200,12 @@ const (
 )
 
 // callHandler answers the calls the relay answers itself, admitted on
-// their header list before any of their body is kept (frames.Admitter).
-type callHandler struct{ s *Server }
+// their header list before any of their body is kept (frames.Admitter):
+// call is the kind of the calls it is routed (router).
+type callHandler struct {
+	s    *Server
+	call admission.Call
+}
 
 // relayAdmitted is a call admitted on the relay: what grpcHeader read, the
 // admission and the call's metadata (without the identity fields handoff
@@ -231,7 +253,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	f := &adm.f
 	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
+	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Call: h.call, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
 	if r := adm.a.Refusal; r != nil {
 		f.End(failedCode(r.Status))
 		resp := refusalAnswer(g.ct, *r)
@@ -275,7 +297,7 @@ func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer fram
 	switch {
 	case adm.a.Call == admission.CallStream: // never anonymous: the gate refuses it without credentials
 		return s.relaySession(ctx, req, adm)
-	case s.streamed(adm.a.Method): // a pass-through service's call of any shape
+	case streamed(adm.a.Call, adm.a.Method): // a pass-through service's call of any shape
 		return s.relayPassThrough(ctx, req, adm)
 	}
 	msg, err := oneMessage(req.Body, req.Truncated, s.cfg.MaxMessageBytes, adm.g.comp)

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/macp/admission"
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
 // TestForwardHeader: a decided Send reaches the runtime with its own
@@ -159,7 +161,7 @@ func TestRelayAdmitAllocs(t *testing.T) {
 	header := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: methodSend},
 		{Name: ":authority", Value: "warden"}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 		{Name: "grpc-timeout", Value: "5S"}, {Name: "user-agent", Value: "grpc-go/1.77.0"}, {Name: "authorization", Value: "Bearer agent://worker"}}
-	h := callHandler{srv}
+	h := callHandler{srv, admission.CallSend}
 	n := testing.AllocsPerRun(200, func() {
 		adm, refusal := h.Admit(context.Background(), header, nil)
 		if refusal != nil {
@@ -172,4 +174,30 @@ func TestRelayAdmitAllocs(t *testing.T) {
 		t.Errorf("%.0f allocations to admit a Send, want at most %d", n, want)
 	}
 	t.Logf("%.0f allocations", n)
+}
+
+// TestRouterCallKinds: the router looks a call's path up once and routes
+// it to the handler of its kind, which is the gate's reading of the path:
+// a kind handed on wrong would decide a call as another method.
+func TestRouterCallKinds(t *testing.T) {
+	s := &Server{methods: admission.NewMethods([]string{"grpc.health.v1.Health"}), cfg: Config{MaxMessageBytes: 1 << 20}}
+	r := newRouter(s)
+	paths := []string{healthCheck, healthWatch, "/grpc.health.v1.Health/Other", "/nope.Service/Send", "/macp.v1.MACPRuntimeService/send", ""}
+	for _, m := range macpv1.MACPRuntimeService_ServiceDesc.Methods {
+		paths = append(paths, admission.MACPService+m.MethodName)
+	}
+	for _, m := range macpv1.MACPRuntimeService_ServiceDesc.Streams {
+		paths = append(paths, admission.MACPService+m.StreamName)
+	}
+	for _, path := range paths {
+		rt := r.Route([]hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":path", Value: path}}, nil, nil)
+		h, ok := rt.Handler.(*callHandler)
+		if !ok {
+			t.Fatalf("%s: handler %T", path, rt.Handler)
+		}
+		want := s.methods.Lookup(path)
+		if h.call != want || rt.Stream != streamed(want, path) {
+			t.Errorf("%s: routed as %v (stream %v), the table says %v", path, h.call, rt.Stream, want)
+		}
+	}
 }

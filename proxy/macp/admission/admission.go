@@ -50,6 +50,11 @@ func New(methods Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.L
 type Headers struct {
 	// Method is the call's path (":path").
 	Method string
+	// Call is Method's kind when the door looked it up already in the
+	// listener's table (Methods.Lookup, the table the gate was built
+	// with), so that a call's path is looked up once; CallUnknown: the
+	// gate looks it up.
+	Call Call
 	// Get returns a header's values, as the door's transport keeps them
 	// (a call's metadata.MD): an interface, which holds the door's map
 	// as it is, where a func would be a closure made for every call.
@@ -120,7 +125,10 @@ type Refusal struct {
 // made for it alone: a call admitted without one, a Send, costs no context
 // of its own).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
-	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
+	a := Admission{Call: h.Call, Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
+	if a.Call == CallUnknown {
+		a.Call = g.methods.Lookup(h.Method)
+	}
 	a.Source = g.source(ctx, h)
 	f := proxy.FlightOf(ctx)
 	f.SetMethod(h.Method)
