@@ -207,14 +207,14 @@ type callHandler struct {
 	call admission.Call
 }
 
-// relayAdmitted is a call admitted on the relay: what grpcHeader read, the
-// admission and the call's metadata (without the identity fields handoff
-// owns).
+// relayAdmitted is a call admitted on the relay: what grpcHeader read (the
+// call's metadata, whose map leaves out the identity fields handoff owns),
+// and the admission.
 type relayAdmitted struct {
 	g  grpcRequest
 	a  admission.Admission
-	md metadata.MD
 	f  proxy.Flight // the call's flight, in the admitted call's allocation: Handle's context
+	up upstreamCtx  // a decided call's context of the calls to the runtime, over f
 
 	// Handle's, held here so that they cost no allocation of their own:
 	// its forward and, for a decided call forwarded without waiting
@@ -239,17 +239,17 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	if early != nil {
 		return nil, early
 	}
-	md := g.md
+	adm := &relayAdmitted{g: g}
+	md := &adm.g.md
 	// the metadata's names as grpcHeader collected them (no array of their
 	// own: the gate's Source keeps its Headers), less the fields handoff
-	// owns, which strip takes from md (a client rarely sends one: read off
-	// the names, not looked up in md)
-	names := g.names
+	// owns, which the map leaves out (a client rarely sends one: read off
+	// the names, and the map made for it)
+	names := md.names
 	if slices.ContainsFunc(names, handoff{}.taken) {
-		handoff{}.strip(md)
-		names = slices.DeleteFunc(names, handoff{}.taken)
+		md.whole()
+		names = slices.DeleteFunc(slices.Clone(names), handoff{}.taken)
 	}
-	adm := &relayAdmitted{g: g, md: md}
 	f := &adm.f
 	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
@@ -267,11 +267,11 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 // traceFrom is where the server span of a call answered on the relay takes
 // its parent from: the call's metadata when Warden traces (the relay has no
 // otelgrpc to start it), nil otherwise.
-func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
+func (s *Server) traceFrom(md *relayMD) propagation.TextMapCarrier {
 	if s.tp == nil {
 		return nil
 	}
-	return mdCarrier(md)
+	return mdCarrier(md.whole())
 }
 
 // Handle answers one call the relay admitted, as the grpc-go door answers
@@ -323,8 +323,8 @@ func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer fram
 		defer done()
 	}
 	f := &adm.fw
-	*f = relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
-		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
+	adm.up = upstreamCtx{Context: ctx, s: s, md: &adm.g.md, p: &adm.a.Principal, c: &adm.a.Credentials}
+	*f = relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: &adm.up, upctx: &adm.up}
 	if adm.a.Call == admission.CallSend || adm.a.Call == admission.CallControl {
 		answer, later = s.relayDecide(ct, adm, msg)
 		return answer
