@@ -75,7 +75,7 @@ func (s *Server) serveRelay(ctx context.Context, lis net.Listener) error {
 			// there a little longer
 			poolRuntime: {Addr: s.cfg.Upstream, Dial: dialRuntime, MaxStreams: streamsPerConn, NoRequestTrailers: true},
 		},
-		Router: router{s},
+		Router: newRouter(s),
 		// listener.Cap holds the connections to lim.MaxConnections, fairly
 		// between addresses; the slack covers those it closed for a
 		// newcomer that the relay has not yet seen end
@@ -136,13 +136,31 @@ func (s *Server) runtimeDialer(lim listener.Limits) (func(context.Context) (net.
 // max_message_bytes, within body_timeout; StreamSession and the other
 // pass-through services' calls (reflection) are read as they come, without
 // a bound on how long (a stream each way).
-type router struct{ s *Server }
+//
+// The path is looked up here, once per call: the handler of its kind
+// (handlers, one per admission.Call, made with the router) hands the kind
+// to the gate and to Handle, which do not look it up again.
+type router struct {
+	s        *Server
+	handlers [admission.CallPassThrough + 1]callHandler
+}
 
-func (r router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
-	if r.s.streamed(headerValue(header, ":path")) {
-		return frames.Route{Handler: callHandler(r), Stream: true, Timeout: callTimeout(header)}
+func newRouter(s *Server) *router {
+	r := &router{s: s}
+	for c := range r.handlers {
+		r.handlers[c] = callHandler{s, admission.Call(c)}
 	}
-	return frames.Route{Handler: callHandler(r), MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout, Timeout: callTimeout(header)}
+	return r
+}
+
+func (r *router) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.ConnectionState) frames.Route {
+	path := headerValue(header, ":path") // the only one: the relay refuses a repeated pseudo-header
+	call := r.s.methods.Lookup(path)
+	h := &r.handlers[call]
+	if streamed(call, path) {
+		return frames.Route{Handler: h, Stream: true, Timeout: callTimeout(header)}
+	}
+	return frames.Route{Handler: h, MaxBody: grpcPrefix + r.s.cfg.MaxMessageBytes, BodyTimeout: r.s.bodyTimeout, Timeout: callTimeout(header)}
 }
 
 // callTimeout is the call's grpc-timeout as grpcHeader reads it (the last
@@ -162,9 +180,9 @@ func callTimeout(header []hpack.HeaderField) time.Duration {
 }
 
 // streamed reports whether the relay reads a call's request as it comes
-// (see router).
-func (s *Server) streamed(path string) bool {
-	switch s.methods.Lookup(path) {
+// (see router): call is path's kind.
+func streamed(call admission.Call, path string) bool {
+	switch call {
 	case admission.CallStream:
 		return true
 	case admission.CallPassThrough:
@@ -182,17 +200,21 @@ const (
 )
 
 // callHandler answers the calls the relay answers itself, admitted on
-// their header list before any of their body is kept (frames.Admitter).
-type callHandler struct{ s *Server }
+// their header list before any of their body is kept (frames.Admitter):
+// call is the kind of the calls it is routed (router).
+type callHandler struct {
+	s    *Server
+	call admission.Call
+}
 
-// relayAdmitted is a call admitted on the relay: what grpcHeader read, the
-// admission and the call's metadata (without the identity fields handoff
-// owns).
+// relayAdmitted is a call admitted on the relay: what grpcHeader read (the
+// call's metadata, whose map leaves out the identity fields handoff owns),
+// and the admission.
 type relayAdmitted struct {
 	g  grpcRequest
 	a  admission.Admission
-	md metadata.MD
 	f  proxy.Flight // the call's flight, in the admitted call's allocation: Handle's context
+	up upstreamCtx  // a decided call's context of the calls to the runtime, over f
 
 	// Handle's, held here so that they cost no allocation of their own:
 	// its forward and, for a decided call forwarded without waiting
@@ -217,21 +239,21 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 	if early != nil {
 		return nil, early
 	}
-	md := g.md
+	adm := &relayAdmitted{g: g}
+	md := &adm.g.md
 	// the metadata's names as grpcHeader collected them (no array of their
 	// own: the gate's Source keeps its Headers), less the fields handoff
-	// owns, which strip takes from md (a client rarely sends one: read off
-	// the names, not looked up in md)
-	names := g.names
+	// owns, which the map leaves out (a client rarely sends one: read off
+	// the names, and the map made for it)
+	names := md.names
 	if slices.ContainsFunc(names, handoff{}.taken) {
-		handoff{}.strip(md)
-		names = slices.DeleteFunc(names, handoff{}.taken)
+		md.whole()
+		names = slices.DeleteFunc(slices.Clone(names), handoff{}.taken)
 	}
-	adm := &relayAdmitted{g: g, md: md}
 	f := &adm.f
 	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
-	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
+	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Call: h.call, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
 	if r := adm.a.Refusal; r != nil {
 		f.End(failedCode(r.Status))
 		resp := refusalAnswer(g.ct, *r)
@@ -245,11 +267,11 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 // traceFrom is where the server span of a call answered on the relay takes
 // its parent from: the call's metadata when Warden traces (the relay has no
 // otelgrpc to start it), nil otherwise.
-func (s *Server) traceFrom(md metadata.MD) propagation.TextMapCarrier {
+func (s *Server) traceFrom(md *relayMD) propagation.TextMapCarrier {
 	if s.tp == nil {
 		return nil
 	}
-	return mdCarrier(md)
+	return mdCarrier(md.whole())
 }
 
 // Handle answers one call the relay admitted, as the grpc-go door answers
@@ -275,7 +297,7 @@ func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer fram
 	switch {
 	case adm.a.Call == admission.CallStream: // never anonymous: the gate refuses it without credentials
 		return s.relaySession(ctx, req, adm)
-	case s.streamed(adm.a.Method): // a pass-through service's call of any shape
+	case streamed(adm.a.Call, adm.a.Method): // a pass-through service's call of any shape
 		return s.relayPassThrough(ctx, req, adm)
 	}
 	msg, err := oneMessage(req.Body, req.Truncated, s.cfg.MaxMessageBytes, adm.g.comp)
@@ -301,8 +323,8 @@ func (h callHandler) Handle(_ context.Context, req *frames.Request) (answer fram
 		defer done()
 	}
 	f := &adm.fw
-	*f = relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: adm.md,
-		upctx: s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)}
+	adm.up = upstreamCtx{Context: ctx, s: s, md: &adm.g.md, p: &adm.a.Principal, c: &adm.a.Credentials}
+	*f = relayForward{s: s, ctx: ctx, req: req, name: strings.TrimPrefix(adm.a.Method, "/"), up: &adm.up, upctx: &adm.up}
 	if adm.a.Call == admission.CallSend || adm.a.Call == admission.CallControl {
 		answer, later = s.relayDecide(ct, adm, msg)
 		return answer

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +44,10 @@ type grpcRequest struct {
 	// path is the request's :path.
 	path string
 	// md is the request's metadata as grpc-go gives it to a handler: its
-	// regular header fields by name, in order.
-	md metadata.MD
-	// names are md's names, each once, in the order they first came
-	// (admission.Headers.Names); non-nil.
-	names []string
+	// regular header fields by name, in order. Its names (md.names), each
+	// once, in the order they first came, are admission.Headers.Names;
+	// non-nil.
+	md relayMD
 }
 
 // grpcHeader reads a request's header list as grpc-go's server does before
@@ -79,17 +79,30 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 			n++
 		}
 	}
-	r.md = make(metadata.MD, n)
+	// the map is made now only for a long list, or once a name repeats
+	// (relayMD): a usual call's is made only if something reads it whole
 	all := make([]string, 2*n)
 	vals, names := all[:0:n], all[n:n:2*n]
+	var md metadata.MD
+	if n > scanNames {
+		md = make(metadata.MD, n)
+	}
 	for _, f := range header {
 		if len(f.Name) > 0 && f.Name[0] != ':' {
-			if old, ok := r.md[f.Name]; ok {
-				r.md[f.Name] = append(old, f.Value)
+			if md == nil && slices.Contains(names, f.Name) {
+				md = make(metadata.MD, n)
+				for j, name := range names {
+					md[name] = vals[j : j+1 : j+1]
+				}
+			}
+			if old, ok := md[f.Name]; ok {
+				md[f.Name] = append(old, f.Value)
 			} else {
 				vals = append(vals, f.Value)
-				r.md[f.Name] = vals[len(vals)-1 : len(vals) : len(vals)]
 				names = append(names, f.Name)
+				if md != nil {
+					md[f.Name] = vals[len(vals)-1 : len(vals) : len(vals)]
+				}
 			}
 		}
 		switch f.Name {
@@ -148,7 +161,7 @@ func grpcHeader(header []hpack.HeaderField) (grpcRequest, *frames.Response) {
 	case r.hasTimeout && r.timeout <= 0:
 		return abort(200, status.New(codes.DeadlineExceeded, "context deadline exceeded"))
 	}
-	r.path, r.names = path, names
+	r.path, r.md = path, relayMD{names: names, vals: vals, md: md}
 	if sm, ok := strings.CutPrefix(path, "/"); !ok || !strings.Contains(sm, "/") {
 		return abort(200, status.Newf(codes.Unimplemented, "malformed method name: %q", path))
 	}

@@ -100,7 +100,7 @@ type bodyTimerKey struct{}
 // tap, which runs when the call's header list arrives, cancels the call
 // when its timer fires before the handler read the message (bodyArrived).
 func (s *Server) bodyTap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if s.methods.Lookup(info.FullMethodName) == admission.CallUnknown || s.streamed(info.FullMethodName) {
+	if c := s.methods.Lookup(info.FullMethodName); c == admission.CallUnknown || streamed(c, info.FullMethodName) {
 		return ctx, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -138,7 +138,7 @@ func (s *Server) handle(_ any, ss grpc.ServerStream) error {
 	switch {
 	case a.Refusal != nil:
 		return refuse(ctx, *a.Refusal)
-	case s.streamed(method): // StreamSession, a pass-through service's call of any shape
+	case streamed(a.Call, method): // StreamSession, a pass-through service's call of any shape
 		if a.Anonymous {
 			return s.relayAnonymous(ss, method, md)
 		}

@@ -95,6 +95,7 @@ func (p *connPool) release(c *pooledConn) {
 
 // Invoke makes a unary call on a connection with room.
 func (p *connPool) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ctx = outgoing(ctx)
 	c, err := p.pick()
 	if err != nil {
 		return err
@@ -107,6 +108,7 @@ func (p *connPool) Invoke(ctx context.Context, method string, args, reply any, o
 // back when the stream ends (RecvMsg fails) or ctx ends, whichever is
 // first.
 func (p *connPool) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx = outgoing(ctx)
 	c, err := p.pick()
 	if err != nil {
 		return nil, err

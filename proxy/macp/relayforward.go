@@ -32,7 +32,7 @@ type relayForward struct {
 	req   *frames.Request
 	name  string // the call's span name
 	upctx context.Context
-	up    metadata.MD // upctx's metadata (upstreamContext edits it in place)
+	up    credentialGetter // the credential fields the runtime is sent (upctx's metadata, or the call's upstreamCtx)
 	resp  frames.Response
 	err   error // the runtime's answer, when it is a failure
 }
@@ -156,7 +156,7 @@ const grpcContentType = "application/grpc"
 // Warden must read; grpc-status and the like are not a request's), and
 // grpc-timeout from ctx's deadline, which the client's grpc-timeout set.
 // The list is appended to out.
-func forwardHeader(out, header []hpack.HeaderField, authority string, up metadata.MD, ctx context.Context) []hpack.HeaderField {
+func forwardHeader(out, header []hpack.HeaderField, authority string, up credentialGetter, ctx context.Context) []hpack.HeaderField {
 	traced := trace.SpanContextFromContext(ctx).IsValid()
 	typed := false
 	for _, f := range header {
@@ -188,7 +188,7 @@ func forwardHeader(out, header []hpack.HeaderField, authority string, up metadat
 		out = append(out, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(time.Until(dl))})
 	}
 	for _, name := range []string{authn.HeaderAuthorization, authn.HeaderMACPToken} {
-		for _, v := range up[name] {
+		for _, v := range getCredential(up, name) {
 			out = append(out, hpack.HeaderField{Name: name, Value: v, Sensitive: true})
 		}
 	}
@@ -233,4 +233,19 @@ func (s *Server) clientSpan(ctx context.Context, name string) (context.Context, 
 	}
 	ctx, span := s.tp.Tracer("github.com/agentwarden/warden/proxy/macp").Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func() { span.End() }
+}
+
+// credentialGetter returns the values of the credential fields the runtime
+// is sent for a call (metadata.MD's Get: the edited metadata of
+// upstreamContext; upstreamCtx's).
+type credentialGetter interface {
+	Get(name string) []string
+}
+
+// getCredential is up's values of the field name, none without up.
+func getCredential(up credentialGetter, name string) []string {
+	if up == nil {
+		return nil
+	}
+	return up.Get(name)
 }

@@ -346,6 +346,11 @@ const macpErrorCode = "macp-error-code"
 // client certificate), client credentials are stripped and the configured
 // upstream token for p, if any, is presented instead.
 func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Principal, c authn.Credentials) context.Context {
+	return metadata.NewOutgoingContext(ctx, s.upstreamMD(md, p, c))
+}
+
+// upstreamMD is upstreamContext's metadata: md, changed in place.
+func (s *Server) upstreamMD(md metadata.MD, p authn.Principal, c authn.Credentials) metadata.MD {
 	if md == nil {
 		md = metadata.MD{}
 	}
@@ -357,7 +362,7 @@ func (s *Server) upstreamContext(ctx context.Context, md metadata.MD, p authn.Pr
 			md.Set(authn.HeaderAuthorization, "Bearer "+t)
 		}
 	}
-	return metadata.NewOutgoingContext(ctx, md)
+	return md
 }
 
 // principalHeader is the identity header Warden owns; a client's copy is

@@ -75,9 +75,9 @@ func (s *Server) watchCall(call admission.Call) bool {
 func (s *Server) relayWatch(ctx context.Context, req *frames.Request, ct string, adm *relayAdmitted, msg []byte) frames.Response {
 	rs := &relayStream{ctx: ctx, req: req, ct: ct, msg: msg}
 	if adm.a.Anonymous { // the health Watch, public discovery
-		return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
+		return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.g.md.whole()))
 	}
-	return rs.end(s.watch(rs, adm.a, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials)))
+	return rs.end(s.watch(rs, adm.a, s.upstreamContext(ctx, adm.g.md.whole(), adm.a.Principal, adm.a.Credentials)))
 }
 
 // relaySession answers a StreamSession on the relay with the code the
@@ -86,7 +86,7 @@ func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm *rel
 	rs, ctx, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
 	ctx = proxy.WithSource(ctx, adm.a.Source) // the stream's decisions record it
-	err := s.streamSession(rs, adm.a.Principal, adm.a.Credentials, s.upstreamContext(ctx, adm.md, adm.a.Principal, adm.a.Credentials))
+	err := s.streamSession(rs, adm.a.Principal, adm.a.Credentials, s.upstreamContext(ctx, adm.g.md.whole(), adm.a.Principal, adm.a.Credentials))
 	return rs.end(err)
 }
 
@@ -96,7 +96,7 @@ func (s *Server) relaySession(ctx context.Context, req *frames.Request, adm *rel
 func (s *Server) relayPassThrough(ctx context.Context, req *frames.Request, adm *relayAdmitted) frames.Response {
 	rs, _, cancel := s.streamingRelay(ctx, req, adm.g)
 	defer cancel()
-	return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.md))
+	return rs.end(s.relayAnonymous(rs, adm.a.Method, adm.g.md.whole()))
 }
 
 // streamingRelay is the client side of a call whose request the relay

@@ -2,7 +2,6 @@ package macp
 
 import (
 	"errors"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -13,13 +12,11 @@ import (
 	"github.com/agentwarden/warden/wire/strictpb"
 )
 
-// flat is the schema of a payload whose fields are all scalars, numbered
-// from 1 without a gap, for reading it in place: its i-th byte is field
-// i+1's kind, 's' a string, 'y' bytes, 'd' a double, 'v' a varint (a bool).
-// The hot payloads are decided without decoding them (FuzzFlat holds each
-// reading to strictpb.Unmarshal).
+// flat is a payload read in place: its schema (strictpb.Flat). The hot
+// payloads are decided without decoding them (FuzzFlat holds each reading
+// to strictpb.Unmarshal).
 type flat struct {
-	kinds string
+	kinds strictpb.Flat
 	typ   protoreflect.MessageType // what a policy reading the payload decodes it as
 }
 
@@ -36,49 +33,8 @@ var (
 	handoffDeclineFlat = flat{"sss", (*handoffv1.HandoffDeclinePayload)(nil).ProtoReflect().Type()}
 )
 
-// read reads b in place into vals, one per field (a string's or bytes'
-// contents, a double's or a varint's encoding; nil for a field not sent),
-// reporting whether strictpb.Unmarshal would accept b: every field one the
-// schema defines, with its wire type, strings valid UTF-8. A field sent
-// twice is read by its last value, as proto.Unmarshal reads it.
-func (f flat) read(b []byte, vals [][]byte) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || int(num) > len(f.kinds) {
-			return false
-		}
-		b = b[n:]
-		var v []byte
-		switch k := f.kinds[num-1]; {
-		case k == 's' || k == 'y': // the common case first
-			if typ != protowire.BytesType {
-				return false
-			}
-			v, n = protowire.ConsumeBytes(b)
-			if n >= 0 && k == 's' && !utf8.Valid(v) {
-				return false
-			}
-		case k == 'd':
-			if typ != protowire.Fixed64Type {
-				return false
-			}
-			_, n = protowire.ConsumeFixed64(b)
-			v = b[:max(n, 0)]
-		default:
-			if typ != protowire.VarintType {
-				return false
-			}
-			_, n = protowire.ConsumeVarint(b)
-			v = b[:max(n, 0)]
-		}
-		if n < 0 {
-			return false
-		}
-		vals[num-1] = v
-		b = b[n:]
-	}
-	return true
-}
+// read reads b in place into vals (strictpb.Flat.Read).
+func (f flat) read(b []byte, vals [][]byte) bool { return f.kinds.Read(b, vals) }
 
 // isTrue reads a bool's varint as proto.Unmarshal does (not 0).
 func isTrue(v []byte) bool {

@@ -50,6 +50,11 @@ func New(methods Methods, enf *proxy.Enforcer, publicDiscovery bool, log *slog.L
 type Headers struct {
 	// Method is the call's path (":path").
 	Method string
+	// Call is Method's kind when the door looked it up already in the
+	// listener's table (Methods.Lookup, the table the gate was built
+	// with), so that a call's path is looked up once; CallUnknown: the
+	// gate looks it up.
+	Call Call
 	// Get returns a header's values, as the door's transport keeps them
 	// (a call's metadata.MD): an interface, which holds the door's map
 	// as it is, where a func would be a closure made for every call.
@@ -120,7 +125,10 @@ type Refusal struct {
 // made for it alone: a call admitted without one, a Send, costs no context
 // of its own).
 func (g *Gate) Admit(ctx context.Context, h Headers) Admission {
-	a := Admission{Call: g.methods.Lookup(h.Method), Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
+	a := Admission{Call: h.Call, Method: h.Method, Op: strings.TrimPrefix(h.Method, MACPService)}
+	if a.Call == CallUnknown {
+		a.Call = g.methods.Lookup(h.Method)
+	}
 	a.Source = g.source(ctx, h)
 	f := proxy.FlightOf(ctx)
 	f.SetMethod(h.Method)
@@ -257,12 +265,16 @@ func (g *Gate) Unmarshal(b []byte, m proto.Message) error { return g.pb.Unmarsha
 
 // Request reads the one request message of an admitted Send or control
 // call into the request to decide, as the runtime reads it (strictpb: a
-// message protobuf-go and prost would read differently is refused). The
-// request's Principal points into a, which costs no copy of its own.
+// message protobuf-go and prost would read differently is refused); a
+// Send's envelope in place when it can (readSend). The request's
+// Principal points into a, which costs no copy of its own.
 func (g *Gate) Request(a *Admission, msg []byte) (sessions.Request, *Refusal) {
 	p := &a.Principal
 	switch a.Call {
 	case CallSend:
+		if env, ok := readSend(msg); ok {
+			return sessions.Request{Principal: p, Envelope: env, Source: a.Source}, nil
+		}
 		var sr macpv1.SendRequest
 		err := g.Unmarshal(msg, &sr)
 		if err == nil && sr.GetEnvelope() == nil {

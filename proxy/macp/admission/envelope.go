@@ -1,0 +1,60 @@
+package admission
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+
+	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
+	"github.com/agentwarden/warden/wire/strictpb"
+)
+
+// envelopeFlat is the Envelope's schema: macp_version, mode, message_type,
+// message_id, session_id, sender, timestamp_unix_ms, payload.
+const envelopeFlat strictpb.Flat = "ssssssvy"
+
+// envelopeStrings is how many of the Envelope's fields, from the first,
+// are strings.
+const envelopeStrings = 6
+
+// readSend reads a SendRequest's envelope in place, reporting whether it
+// could: msg is one envelope field and nothing else, and the envelope one
+// envelopeFlat reads (FuzzReadSend holds it to strictpb.Unmarshal). The
+// envelope's payload is a sub-slice of msg (its capacity cut), and its six
+// strings share one allocation, so that a Send costs two (the envelope and
+// its strings) where decoding it costs one per field and the request. A
+// string kept past the decision (a session's id, a TaskComplete's
+// message_id) keeps the other five alive with it: each is one the rules
+// accept only when it matches what the session or the protocol holds (the
+// sender is the principal, the version and type the protocol's), so
+// they are not a client's to make large. Whatever it does not read, a
+// SendRequest without an envelope or with two (which protobuf merges),
+// goes the decoding path, which judges it and words why.
+func readSend(msg []byte) (*macpv1.Envelope, bool) {
+	num, typ, n := protowire.ConsumeTag(msg)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return nil, false
+	}
+	b, m := protowire.ConsumeBytes(msg[n:])
+	if m < 0 || n+m != len(msg) {
+		return nil, false
+	}
+	var vals [len(envelopeFlat)][]byte
+	if !envelopeFlat.Read(b, vals[:]) {
+		return nil, false
+	}
+	var room [256]byte // the strings, copied out of msg once
+	all := room[:0]
+	for _, v := range vals[:envelopeStrings] {
+		all = append(all, v...)
+	}
+	s := string(all)
+	var str [envelopeStrings]string
+	for i, v := range vals[:envelopeStrings] {
+		str[i], s = s[:len(v)], s[len(v):]
+	}
+	var ts uint64
+	if v := vals[6]; v != nil {
+		ts, _ = protowire.ConsumeVarint(v)
+	}
+	return &macpv1.Envelope{MacpVersion: str[0], Mode: str[1], MessageType: str[2], MessageId: str[3], SessionId: str[4], Sender: str[5],
+		TimestampUnixMs: int64(ts), Payload: vals[7]}, true
+}
