@@ -270,6 +270,12 @@ func TestFrontDoor(t *testing.T) {
 		{name: "escaped method name", req: checkRequest(service+"Se%6Ed", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
 		{name: "query on a listing", req: checkRequest(service+"ListSessions?x=1", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
 		{name: "unknown method", req: checkRequest(service+"Nope", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		// methods macp-runtime 0.13.0 serves that Warden neither decides nor filters (TestMACPUnlistedRuntimeMethods)
+		{name: "runtime's WhatIfReplay", req: checkRequest(service+"WhatIfReplay", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "runtime's GetDecisionReceipt", req: checkRequest(service+"GetDecisionReceipt", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "runtime's GetReceiptKeys", req: checkRequest(service+"GetReceiptKeys", "a", frame(nil)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "doubled slash before the method path", req: checkRequest("/"+service+"Send", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
+		{name: "method name in another case", req: checkRequest(service+"send", "a", frame(send)), grpcCode: code.Code_UNIMPLEMENTED},
 		{name: "Send framed as GET", req: with(checkRequest(service+"Send", "a", frame(send)), framed("GET", "application/grpc")), grpcCode: code.Code_INVALID_ARGUMENT},
 		{name: "Send framed as PUT text", req: with(checkRequest(service+"Send", "a", frame(send)), framed("PUT", "text/plain")), grpcCode: code.Code_INVALID_ARGUMENT},
 		{name: "Send framed as JSON POST", req: with(checkRequest(service+"Send", "a", frame(send)), framed("POST", "application/json")), grpcCode: code.Code_INVALID_ARGUMENT},
