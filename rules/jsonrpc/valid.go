@@ -12,7 +12,7 @@ const validDepth = 64
 // json.Valid was a tenth of a sidecar's own CPU per request. As json.Valid,
 // it does not check that strings are UTF-8.
 func Valid(b []byte) bool {
-	switch _, res := scan(b, nil, nil); res {
+	switch scan(b, nil, nil) {
 	case scanned:
 		return true
 	case tooDeep:
@@ -48,13 +48,13 @@ type Member struct {
 // JSON spells a name). FuzzScan holds it to Valid, CountFold and a
 // decoder's reading of the members. A Member's Name is b's bytes.
 func Scan(b []byte, fold string, member func(Member)) (folds int, ok bool) {
-	var f *foldCounter
+	st := scanState{members: member != nil}
 	if fold != "" {
-		f = new(foldCounter)
-		f.init(fold)
+		st.fold.init(fold)
+		st.folding = true
 	}
-	folds, res := scan(b, f, member)
-	return folds, res == scanned
+	ok = scan(b, &st, member) == scanned
+	return st.folds, ok
 }
 
 // The outcomes of a scan.
@@ -64,38 +64,88 @@ const (
 	tooDeep
 )
 
-// scan is Valid's pass over b, calling member for each member (nil: none)
-// and counting fold's spellings in b's strings (nil: none).
-func scan(b []byte, fold *foldCounter, member func(Member)) (folds, res int) {
-	var objects uint64           // bit d: the container at depth d+1 is an object
-	var number [validDepth]int32 // the number of the object at depth d+1 (0: an array)
-	var m Member
-	count, depth := 0, 0 // objects begun, containers open
-	keyed := false       // a member's name was read: the value at i is its value
+// scanState is what Scan keeps on Valid's pass (scan): Valid keeps none,
+// and its pass does nothing more (it is on every message's path).
+type scanState struct {
+	members bool // a member is called
+	fold    foldCounter
+	folding bool // fold is counted
+	folds   int
+	m       Member
+	keyed   bool              // a member's name was read: the value scan reads next is its value
+	objects int32             // the objects begun
+	number  [validDepth]int32 // the number of the object at depth d+1 (0: an array)
+}
+
+// key notes the member whose name is b[start+1:end-1] (escaped: it holds
+// an escape), of the object at depth.
+func (st *scanState) key(b []byte, start, end int, escaped bool, depth int) {
+	if st.folding {
+		st.folds += st.fold.count(b[start+1 : end-1])
+	}
+	if st.members {
+		st.m.Name, st.m.Escaped, st.m.Object, st.m.Depth = b[start+1:end-1], escaped, int(st.number[depth-1]), depth
+		st.keyed = true
+	}
+}
+
+// open notes a container begun at b[i] at depth (the one it is in), the
+// value of the member keyed when there is one.
+func (st *scanState) open(b []byte, i, depth int, member func(Member)) {
+	if !st.members {
+		return
+	}
+	if st.keyed {
+		st.m.Start, st.m.End, st.m.ValueEscaped = i, -1, false
+		member(st.m)
+		st.keyed = false
+	}
+	st.number[depth] = 0
+	if b[i] == '{' {
+		st.objects++
+		st.number[depth] = st.objects
+	}
+}
+
+// value notes the scalar b[start:end], the value of the member keyed when
+// there is one (escaped: a string holding an escape), counting a string's
+// folds.
+func (st *scanState) value(b []byte, start, end int, escaped bool, member func(Member)) {
+	if st.folding && b[start] == '"' {
+		st.folds += st.fold.count(b[start+1 : end-1])
+	}
+	if st.keyed {
+		st.m.Start, st.m.End, st.m.ValueEscaped = start, end, escaped
+		member(st.m)
+		st.keyed = false
+	}
+}
+
+// scan is Valid's pass over b, and Scan's when st is not nil (member:
+// the Scan's, nil when st is).
+func scan(b []byte, st *scanState, member func(Member)) int {
+	var objects uint64 // bit d: the container at depth d+1 is an object
+	depth := 0
 	i := SkipSpace(b, 0)
 	for {
 		// a value at i
 		if i >= len(b) {
-			return folds, invalid
+			return invalid
 		}
 		start := i
+		escaped := false
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if depth == validDepth {
-				return folds, tooDeep
+				return tooDeep
 			}
-			if keyed && member != nil {
-				m.Start, m.End, m.ValueEscaped = i, -1, false
-				member(m)
+			if st != nil {
+				st.open(b, i, depth, member)
 			}
-			keyed = false
 			if c == '{' {
 				objects |= 1 << depth
-				count++
-				number[depth] = int32(count)
 			} else {
 				objects &^= 1 << depth
-				number[depth] = 0
 			}
 			depth++
 			i = SkipSpace(b, i+1)
@@ -105,43 +155,35 @@ func scan(b []byte, fold *foldCounter, member func(Member)) (folds, res int) {
 				break
 			}
 			if c == '{' {
-				m.Object, m.Depth = int(number[depth-1]), depth
-				if i = scanKey(b, i, fold, &folds, &m); i < 0 {
-					return folds, invalid
+				ks := i
+				var ke int
+				if i, ke, escaped = validKey(b, i); i < 0 {
+					return invalid
 				}
-				keyed = true
+				if st != nil {
+					st.key(b, ks, ke, escaped, depth)
+				}
 			}
 			continue
 		case c == '"':
-			var escaped bool
 			i, escaped = validString(b, i)
-			if i >= 0 && fold != nil {
-				folds += fold.count(b[start+1 : i-1])
-			}
-			m.ValueEscaped = escaped
 		case c == '-' || '0' <= c && c <= '9':
 			i = validNumber(b, i)
-			m.ValueEscaped = false
 		case c == 't':
 			i = validLiteral(b, i, "true")
-			m.ValueEscaped = false
 		case c == 'f':
 			i = validLiteral(b, i, "false")
-			m.ValueEscaped = false
 		case c == 'n':
 			i = validLiteral(b, i, "null")
-			m.ValueEscaped = false
 		default:
-			return folds, invalid
+			return invalid
 		}
 		if i < 0 {
-			return folds, invalid
+			return invalid
 		}
-		if keyed && member != nil {
-			m.Start, m.End = start, i
-			member(m)
+		if st != nil {
+			st.value(b, start, i, escaped, member)
 		}
-		keyed = false
 		// after a value: the containers it ends, then the next member or
 		// element
 	after:
@@ -149,57 +191,55 @@ func scan(b []byte, fold *foldCounter, member func(Member)) (folds, res int) {
 			i = SkipSpace(b, i)
 			if depth == 0 {
 				if i == len(b) {
-					return folds, scanned
+					return scanned
 				}
-				return folds, invalid
+				return invalid
 			}
 			if i >= len(b) {
-				return folds, invalid
+				return invalid
 			}
 			object := objects&(1<<(depth-1)) != 0
 			switch b[i] {
 			case ',':
 				i = SkipSpace(b, i+1)
 				if object {
-					m.Object, m.Depth = int(number[depth-1]), depth
-					if i = scanKey(b, i, fold, &folds, &m); i < 0 {
-						return folds, invalid
+					ks := i
+					var ke int
+					if i, ke, escaped = validKey(b, i); i < 0 {
+						return invalid
 					}
-					keyed = true
+					if st != nil {
+						st.key(b, ks, ke, escaped, depth)
+					}
 				}
 				break after
 			case '}', ']':
 				if object != (b[i] == '}') {
-					return folds, invalid
+					return invalid
 				}
 				depth--
 				i++
 			default:
-				return folds, invalid
+				return invalid
 			}
 		}
 	}
 }
 
-// scanKey reads a member's name and its colon at b[i] into m, adding the
-// name's spellings of fold to folds; it returns where the value starts, or
-// -1.
-func scanKey(b []byte, i int, fold *foldCounter, folds *int, m *Member) int {
+// validKey reads a member's name and its colon at b[i]: it returns where
+// the value starts (or -1), where the name ends (past its closing quote)
+// and whether it holds an escape.
+func validKey(b []byte, i int) (value, end int, escaped bool) {
 	if i >= len(b) || b[i] != '"' {
-		return -1
+		return -1, 0, false
 	}
-	start := i
-	if i, m.Escaped = validString(b, i); i < 0 {
-		return -1
+	if end, escaped = validString(b, i); end < 0 {
+		return -1, 0, false
 	}
-	m.Name = b[start+1 : i-1]
-	if fold != nil {
-		*folds += fold.count(m.Name)
+	if i = SkipSpace(b, end); i >= len(b) || b[i] != ':' {
+		return -1, 0, false
 	}
-	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
-		return -1
-	}
-	return SkipSpace(b, i+1)
+	return SkipSpace(b, i+1), end, escaped
 }
 
 // validString reads the string at b[i] (its opening quote): the index after
