@@ -34,15 +34,57 @@ const (
 // are lower case). The protocol's own fields, which it defines and decides
 // (own: a name, or a prefix ending in '-' such as MCP's Mcp-Param-, in
 // canonical HTTP spelling), are refused only for a '_'.
+//
+// One pass over k: every request's every name is read here, and almost
+// none is refused, so its words are each looked up once in both lists
+// (words), and own and User-Agent are compared only for a name that has
+// a listed word.
 func Of(k string, own []string) Kind {
+	identity, override := false, false // k has a listed word of the kind
+	var lo, hi uint64                  // the word being read, lower case (a wordKey)
+	start, ascii := 0, true
+	for i := 0; i <= len(k); i++ {
+		if i < len(k) {
+			c := k[i]
+			switch {
+			case c == '_':
+				return Underscore
+			case c != '-':
+				if c >= utf8.RuneSelf {
+					ascii = false
+				}
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				if n := uint(i - start); n < 8 {
+					lo |= uint64(c) << (8 * n)
+				} else if n < longestWord {
+					hi |= uint64(c) << (8 * (n - 8))
+				}
+				continue
+			}
+		}
+		var kind Kind
+		switch w := k[start:i]; {
+		case !ascii:
+			kind = foldKind(w)
+		case len(w) <= longestWord:
+			kind = words.kindOf(wordKey{lo, hi}, len(w))
+		}
+		switch kind {
+		case Identity:
+			identity = true
+		case Override:
+			override = true
+		}
+		lo, hi, start, ascii = 0, 0, i+1, true
+	}
 	switch {
-	case strings.IndexByte(k, '_') >= 0:
-		return Underscore
-	case owned(k, own):
+	case !identity && !override, owned(k, own):
 		return None
-	case asserting(k):
+	case identity && !strings.EqualFold(k, "User-Agent"):
 		return Identity
-	case hasWord(k, &overrides):
+	case override:
 		return Override
 	}
 	return None
@@ -73,8 +115,9 @@ func (kind Kind) Why(k string) string {
 // X-Envoy-Original-Path after it, on a rewrite of a path Warden decided.
 var overrideTokens = []string{"method", "override", "url", "uri", "path", "prefix", "rewrite", "script"}
 
-// overrides and identities are overrideTokens and identityTokens by length.
-var overrides, identities = newWordSet(overrideTokens), newWordSet(identityTokens)
+// words are identityTokens and overrideTokens by length, each with its
+// Kind.
+var words = newWordSet(map[Kind][]string{Identity: identityTokens, Override: overrideTokens})
 
 // identityTokens are the words that make a header name one a server behind
 // another authenticating proxy reads as the caller's identity in place of
@@ -102,92 +145,116 @@ func owned(k string, own []string) bool {
 	return false
 }
 
-// asserting reports whether the header name k would assert an identity
-// (a word of identityTokens; User-Agent is not).
-func asserting(k string) bool {
-	return !strings.EqualFold(k, "User-Agent") && hasWord(k, &identities)
-}
-
-// hasWord reports whether the header name k has one of words as a word,
-// split at '-' or '_', in any case.
-func hasWord(k string, words *wordSet) bool {
-	start := 0
-	for i := 0; i <= len(k); i++ {
-		if i < len(k) && k[i] != '-' && k[i] != '_' {
-			continue
-		}
-		if isWord(k[start:i], words) {
-			return true
-		}
-		start = i + 1
-	}
-	return false
-}
-
-// wordSet is a list of words, and its words by length in one string: a
-// name is read on every request, and an ASCII word of it folds only to a
-// word of its length, so it is compared with those alone, which lie side
-// by side (the list's strings lie each elsewhere in memory: a request's
-// names read every word of both lists for every word of theirs, each a
-// cache line or more, where the packed words of one length are one).
+// wordSet is lists of words, each word one entry of an array, grouped by
+// length: a name is read on every request, and an ASCII word of it folds
+// only to a word of its length, so it is compared with those alone, which
+// lie side by side, each as two integers (the lists' strings lie each
+// elsewhere in memory: a request's names read every word of the lists for
+// every word of theirs, each a cache line or more).
 type wordSet struct {
-	all []string
-	// packed holds the words, shortest first; those of n bytes are
-	// packed[at[n]:at[n+1]], one after another.
-	packed string
-	at     [longestWord + 2]uint16
+	lists map[Kind][]string
+	// entries holds the words, shortest first; those of n bytes are
+	// entries[at[n]:at[n+1]].
+	entries []wordEntry
+	at      [longestWord + 2]uint8
 }
+
+// wordEntry is a listed word: its bytes (key) and its list's Kind.
+type wordEntry struct {
+	key  wordKey
+	kind Kind
+}
+
+// wordKey is the bytes of a word of at most longestWord bytes, the first
+// eight in key[0], the others in key[1], little end first.
+type wordKey [2]uint64
 
 // longestWord is the length of the longest word a wordSet holds.
-const longestWord = 11
+const longestWord = 16
 
-// newWordSet is the wordSet of words: ASCII words of 1 to longestWord
-// bytes.
-func newWordSet(words []string) wordSet {
-	s := wordSet{all: words}
-	var b strings.Builder
+// newWordSet is the wordSet of lists, each the words of its Kind: lower
+// case ASCII words of 1 to longestWord bytes, no word in two lists.
+func newWordSet(lists map[Kind][]string) wordSet {
+	s := wordSet{lists: lists}
 	for n := 1; n <= longestWord; n++ {
-		s.at[n] = uint16(b.Len())
-		for _, w := range words {
-			if len(w) == n {
-				b.WriteString(w)
+		s.at[n] = uint8(len(s.entries))
+		for _, kind := range []Kind{Identity, Override} {
+			for _, w := range lists[kind] {
+				if len(w) == n {
+					s.entries = append(s.entries, wordEntry{keyOf(w), kind})
+				}
 			}
 		}
 	}
-	s.at[longestWord+1] = uint16(b.Len())
-	for _, w := range words {
-		if len(w) == 0 || len(w) > longestWord {
-			panic("headername: the word " + w + " is empty or longer than longestWord")
+	s.at[longestWord+1] = uint8(len(s.entries))
+	for _, list := range lists {
+		for _, w := range list {
+			if len(w) == 0 || len(w) > longestWord || strings.ToLower(w) != w || !isASCII(w) {
+				panic("headername: the word " + w + " is empty, longer than longestWord, not ASCII or not lower case")
+			}
 		}
 	}
-	s.packed = b.String()
 	return s
 }
 
-// isWord reports whether w is one of words in any case (strings.EqualFold).
-// An ASCII word is only compared with the words of its length (every
-// header name net/http reads is ASCII: each request's names are not folded
-// against every word); a word with other bytes (the Kelvin sign K, the long
-// s ſ) is folded against them all.
-func isWord(w string, words *wordSet) bool {
+// keyOf is the wordKey of the ASCII word w, lower case.
+func keyOf(w string) wordKey {
+	var key wordKey
 	for i := 0; i < len(w); i++ {
-		if w[i] >= utf8.RuneSelf {
-			for _, t := range words.all {
-				if strings.EqualFold(w, t) {
-					return true
-				}
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		key[i/8] |= uint64(c) << (8 * (i % 8))
+	}
+	return key
+}
+
+// wordKind is the Kind of the list holding w in any case
+// (strings.EqualFold), None when no list does: Of's reading of each word
+// of a name.
+func wordKind(w string) Kind {
+	if !isASCII(w) {
+		return foldKind(w)
+	}
+	if len(w) > longestWord {
+		return None
+	}
+	return words.kindOf(keyOf(w), len(w))
+}
+
+// kindOf is the Kind of the ASCII word of n bytes whose lower case is
+// key. It is only compared with the words of its length (every header
+// name net/http reads is ASCII: each request's names are not folded
+// against every word).
+func (s *wordSet) kindOf(key wordKey, n int) Kind {
+	for _, e := range s.entries[s.at[n]:s.at[n+1]] {
+		if e.key == key {
+			return e.kind
+		}
+	}
+	return None
+}
+
+// foldKind is wordKind of a word that is not ASCII (the Kelvin sign K,
+// the long s ſ): w folded against every listed word.
+func foldKind(w string) Kind {
+	for _, kind := range []Kind{Identity, Override} {
+		for _, t := range words.lists[kind] {
+			if strings.EqualFold(w, t) {
+				return kind
 			}
+		}
+	}
+	return None
+}
+
+// isASCII reports whether s holds only ASCII bytes.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
 			return false
 		}
 	}
-	n := len(w)
-	if n == 0 || n > longestWord {
-		return false
-	}
-	for i, end := int(words.at[n]), int(words.at[n+1]); i < end; i += n {
-		if strings.EqualFold(w, words.packed[i:i+n]) {
-			return true
-		}
-	}
-	return false
+	return true
 }

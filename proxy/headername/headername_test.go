@@ -5,6 +5,50 @@ import (
 	"testing"
 )
 
+// hasWord reports whether the header name k has a word, split at '-' or
+// '_', in the list of kind, as Of reads it (wordKind).
+func hasWord(k string, kind Kind) bool {
+	for w := range strings.FieldsFuncSeq(k, func(r rune) bool { return r == '-' || r == '_' }) {
+		if wordKind(w) == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// ofByParts is Of as it was written before its one pass (2026-11-29): a
+// pass for '_', the own names compared, a pass for each list, each word
+// folded against every word of the list (hasWordByFold). Of must answer
+// as it does (FuzzOf).
+func ofByParts(k string, own []string) Kind {
+	switch {
+	case strings.IndexByte(k, '_') >= 0:
+		return Underscore
+	case owned(k, own):
+		return None
+	case !strings.EqualFold(k, "User-Agent") && hasWordByFold(k, identityTokens):
+		return Identity
+	case hasWordByFold(k, overrideTokens):
+		return Override
+	}
+	return None
+}
+
+// FuzzOf holds Of to ofByParts, with MCP's own names and with none (MACP).
+func FuzzOf(f *testing.F) {
+	for _, s := range []string{"X-Http-Method-Override", "x_ſcript", "Content-Type", "pat\u212a", "a--b__c", "", "Mcp-Method", "Mcp-Param-User",
+		"MCP-PARAM-path", "User-Agent", "user-agent-path", "X-User-Path", "Mcp-Paramuser", "-user-", "x-macp-agent-id"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		for _, own := range [][]string{{"Mcp-Method", "Mcp-Param-"}, nil} {
+			if got, want := Of(k, own), ofByParts(k, own); got != want {
+				t.Fatalf("Of(%q, %q) = %d, ofByParts %d", k, own, got, want)
+			}
+		}
+	})
+}
+
 // hasWordByFold is hasWord as it was written first: every word folded
 // against every one of words. hasWord must answer as it does.
 func hasWordByFold(k string, words []string) bool {
@@ -58,7 +102,7 @@ func TestHasWord(t *testing.T) {
 		{"-", false},
 		{"__", false},
 	} {
-		if got := hasWord(tc.name, &overrides); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
+		if got := hasWord(tc.name, Override); got != tc.want || got != hasWordByFold(tc.name, overrideTokens) {
 			t.Errorf("hasWord(%q, overrideTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, overrideTokens))
 		}
 	}
@@ -78,7 +122,7 @@ func TestHasWord(t *testing.T) {
 		{"Users", false},
 		{"Content-Type", false},
 	} {
-		if got := hasWord(tc.name, &identities); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
+		if got := hasWord(tc.name, Identity); got != tc.want || got != hasWordByFold(tc.name, identityTokens) {
 			t.Errorf("hasWord(%q, identityTokens) = %v, want %v (by fold: %v)", tc.name, got, tc.want, hasWordByFold(tc.name, identityTokens))
 		}
 	}
@@ -90,9 +134,9 @@ func FuzzHasWord(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, k string) {
-		for _, words := range []*wordSet{&overrides, &identities} {
-			if got, want := hasWord(k, words), hasWordByFold(k, words.all); got != want {
-				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, words.all, got, want)
+		for kind, list := range words.lists {
+			if got, want := hasWord(k, kind), hasWordByFold(k, list); got != want {
+				t.Fatalf("hasWord(%q, %v) = %v, by fold %v", k, list, got, want)
 			}
 		}
 	})
@@ -133,17 +177,46 @@ func TestOf(t *testing.T) {
 // in upper case and as a word of a longer name, and a word one byte
 // shorter or longer is not.
 func TestWordSet(t *testing.T) {
-	for _, s := range []*wordSet{&overrides, &identities} {
-		for _, w := range s.all {
+	for kind, list := range words.lists {
+		for _, w := range list {
 			for _, k := range []string{w, strings.ToUpper(w), "X-" + w + "-Y"} {
-				if !hasWord(k, s) {
+				if !hasWord(k, kind) {
 					t.Errorf("%q: not found", k)
 				}
 			}
 			for _, k := range []string{w[1:], w + "x"} {
-				if hasWord(k, s) != hasWordByFold(k, s.all) {
+				if hasWord(k, kind) != hasWordByFold(k, list) {
 					t.Errorf("%q: read otherwise than by fold", k)
 				}
+			}
+		}
+	}
+}
+
+// TestOfAllocs: the rule reads a name without allocating.
+func TestOfAllocs(t *testing.T) {
+	own := []string{"Mcp-Method", "Mcp-Param-"}
+	if n := testing.AllocsPerRun(100, func() {
+		for _, k := range benchNames {
+			Of(k, own)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations, want none", n)
+	}
+}
+
+// benchNames are the header names of an MCP client's tasks/get, as the
+// sidecar's server reads them.
+var benchNames = []string{"Accept", "Accept-Encoding", "Authorization", "Content-Length", "Content-Type", "Mcp-Method", "Mcp-Name",
+	"Mcp-Protocol-Version", "Mcp-Session-Id", "User-Agent", "X-Request-Id", "Traceparent"}
+
+// BenchmarkOf reads the names of one MCP request.
+func BenchmarkOf(b *testing.B) {
+	own := []string{"Mcp-Method", "Mcp-Param-"}
+	for b.Loop() {
+		for _, k := range benchNames {
+			if Of(k, own) != None {
+				b.Fatal(k)
 			}
 		}
 	}

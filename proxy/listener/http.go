@@ -41,12 +41,19 @@ func answerFirst(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		// The body is swapped on a copy of the request: the server reads
-		// its own (r) after the handler, to drain or close the body it made.
+		// The body is swapped in place, as http.MaxBytesReader's callers
+		// swap it, not on a copy of the request (the gate makes the one
+		// copy a request gets, for its context), and put back when the
+		// handler returns: the server reads its own body after the handler,
+		// to drain or close it. While the handler runs, the server sees a
+		// body of another type than its own when the header is written:
+		// one read to its end it drains (nothing is left), one that is not
+		// it leaves, as the "Connection: close" set here closes the
+		// connection after the reply.
 		a := &answerWriter{ResponseWriter: w, body: trackedBody{ReadCloser: r.Body}}
-		r2 := r.WithContext(r.Context())
-		r2.Body = &a.body
-		h.ServeHTTP(a, r2)
+		r.Body = &a.body
+		defer func() { r.Body = a.body.ReadCloser }()
+		h.ServeHTTP(a, r)
 	})
 }
 

@@ -3,6 +3,7 @@ package listener
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -202,5 +203,32 @@ func TestUpstreamClientFollowsNoRedirect(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
 		t.Fatalf("status %d, %d requests to the redirect's target; want 307 and none", resp.StatusCode, elsewhere.Load())
+	}
+}
+
+// TestAnswerFirstInPlace: answerFirst gives the handler the server's own
+// request, its body swapped for the tracked one (no copy: the gate makes
+// the one copy a request gets), and puts the server's body back when the
+// handler returns, for the server to drain or close.
+func TestAnswerFirstInPlace(t *testing.T) {
+	var got *http.Request
+	var read string
+	h := answerFirst(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		b, _ := io.ReadAll(r.Body)
+		read = string(b)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("hello"))
+	body := r.Body
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if got != r {
+		t.Error("the handler was given a copy of the request")
+	}
+	if r.Body != body {
+		t.Error("the request's own body was not put back")
+	}
+	if read != "hello" {
+		t.Errorf("read %q", read)
 	}
 }

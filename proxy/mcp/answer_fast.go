@@ -13,7 +13,9 @@ import (
 // tools/call and tasks/list) and name only the caller's tasks. done is false
 // when the decoding path must run.
 func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
-	if !jsonrpc.Valid(data) || jsonrpc.CountFold(data, "taskIds") > 0 {
+	var spanBuf [8]span // id, result, a task's taskId and status: a few
+	spans, folds, valid, readable := scanStrings(spanBuf[:0], data, "taskIds", "taskId", "status")
+	if !valid || folds > 0 {
 		return nil, false, false // taskIds (a listen acknowledgement, in any spelling) is an array
 	}
 	if x.call.Method == mcp.MethodList {
@@ -21,8 +23,6 @@ func (x *exchange) fromUpstreamFast(data []byte) (out []byte, keep, done bool) {
 			return out, keep, true
 		}
 	}
-	var spanBuf [8]span // id, result, a task's taskId and status: a few
-	spans, readable := scanStrings(spanBuf[:0], data, "taskId", "status")
 	if !readable || repeated(spans) {
 		return nil, false, false
 	}

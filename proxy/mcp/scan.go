@@ -15,86 +15,60 @@ type span struct {
 	start, end int // b[start:end] is the value, between its quotes
 }
 
-// ownMembers are the message's own members scanStrings reports.
+// ownMembers are the message's own members scanStrings reports (start and
+// end: the value's, quotes included; end -1 for an object or an array).
 var ownMembers = [...]string{"id", "result", "error", "method"}
 
 // scanStrings finds, in one pass and without decoding, every member named
-// one of keys whose value is a string. b must be valid JSON (json.Valid). ok
-// is false when the message cannot be read this way (not an object, an
+// one of keys whose value is a string, on the pass that checks b is JSON
+// (jsonrpc.Scan: valid reports jsonrpc.Valid's answer, but for a message
+// nested over 64 deep, which is not valid here) and counts the spellings
+// of fold in its strings (jsonrpc.CountFold's count). readable is false
+// when the message cannot be read this way (not JSON, not an object, an
 // escape in a key or in a wanted value, a key that folds like a wanted one
 // or is not ASCII); callers then take the reading path. It never reads a
-// string's content as structure, so a "taskId" inside a text is not a member.
-// The spans are appended to dst (a caller's buffer on its stack).
-func scanStrings(dst []span, b []byte, keys ...string) (spans []span, ok bool) {
+// string's content as structure, so a "taskId" inside a text is not a
+// member. The spans are appended to dst (a caller's buffer on its stack).
+// FuzzScanStrings holds it to the three passes it replaced (Valid,
+// CountFold, and a scan of the spans).
+func scanStrings(dst []span, b []byte, fold string, keys ...string) (spans []span, folds int, valid, readable bool) {
 	i := jsonrpc.SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false
-	}
-	stack := make([]int, 0, 16) // object numbers; -1 for an array
+	readable = i < len(b) && b[i] == '{'
 	spans = dst[:0]
-	objects := 0
-	for i < len(b) {
-		switch c := b[i]; c {
-		case '{':
-			objects++
-			stack = append(stack, objects)
-			i++
-		case '[':
-			stack = append(stack, -1)
-			i++
-		case '}', ']':
-			if len(stack) == 0 {
-				return nil, false
-			}
-			stack = stack[:len(stack)-1]
-			i++
-			if len(stack) == 0 {
-				if jsonrpc.SkipSpace(b, i) != len(b) {
-					return nil, false
-				}
-				return spans, true
-			}
-		case '"':
-			end, escaped := jsonrpc.StringEnd(b, i)
-			if end < 0 {
-				return nil, false
-			}
-			key := b[i+1 : end-1]
-			i = jsonrpc.SkipSpace(b, end)
-			if i >= len(b) || b[i] != ':' || len(stack) == 0 || stack[len(stack)-1] < 0 {
-				continue // a value, not a key
-			}
-			if escaped && bytes.IndexByte(key, '\\') >= 0 {
-				return nil, false // "task\u0049d" is taskId to a decoder
-			}
-			if misspells(key, len(stack) == 1, keys) {
-				return nil, false // "TaskId" is taskId to a reader matching names without case
-			}
-			i = jsonrpc.SkipSpace(b, i+1)
-			if len(stack) == 1 {
-				// The message's own members: where they are, for the id
-				// and the kind of message.
-				for _, m := range ownMembers {
-					if string(key) == m {
-						spans = append(spans, span{key: m, obj: stack[0], depth: 1, start: i, end: scalarEnd(b, i)})
-					}
-				}
-			}
-			for _, k := range keys {
-				if string(key) != k || i >= len(b) || b[i] != '"' {
-					continue
-				}
-				vEnd, vEsc := jsonrpc.StringEnd(b, i)
-				if vEnd < 0 || vEsc {
-					return nil, false
-				}
-				spans = append(spans, span{key: k, obj: stack[len(stack)-1], depth: len(stack), start: i + 1, end: vEnd - 1})
-			}
-		default:
-			i++
+	folds, valid = jsonrpc.Scan(b, fold, func(m jsonrpc.Member) {
+		if !readable {
+			return
 		}
+		if m.Escaped || misspells(m.Name, m.Depth == 1, keys) {
+			// "task\u0049d" is taskId to a decoder, "TaskId" to a reader
+			// matching names without case
+			readable = false
+			return
+		}
+		if m.Depth == 1 {
+			// The message's own members: where they are, for the id and
+			// the kind of message.
+			for _, own := range ownMembers {
+				if string(m.Name) == own {
+					spans = append(spans, span{key: own, obj: m.Object, depth: 1, start: m.Start, end: m.End})
+				}
+			}
+		}
+		for _, k := range keys {
+			if string(m.Name) != k || m.End < 0 || b[m.Start] != '"' {
+				continue
+			}
+			if m.ValueEscaped {
+				readable = false
+				return
+			}
+			spans = append(spans, span{key: k, obj: m.Object, depth: m.Depth, start: m.Start + 1, end: m.End - 1})
+		}
+	})
+	if !readable || !valid {
+		return nil, folds, valid, false
 	}
-	return nil, false
+	return spans, folds, valid, true
 }
 
 // misspells reports whether a key may be read as one of keys (or, at the

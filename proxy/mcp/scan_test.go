@@ -27,7 +27,7 @@ func TestScanStrings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			spans, ok := scanStrings(nil, []byte(tc.in), "taskId")
+			spans, _, _, ok := scanStrings(nil, []byte(tc.in), "", "taskId")
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v", ok, tc.ok)
 			}

@@ -193,17 +193,35 @@ func CountFold(b []byte, name string) int {
 	if name == "" {
 		return 0
 	}
-	var first [256]bool // the bytes a spelling of name may begin with
+	var f foldCounter
+	f.init(name)
+	return f.count(b)
+}
+
+// foldCounter is CountFold of one name, for counting in many slices
+// (Scan: each string of a message).
+type foldCounter struct {
+	name  string
+	first [256]bool // the bytes a spelling of name may begin with
+}
+
+// init makes f the foldCounter of name (not "").
+func (f *foldCounter) init(name string) {
+	f.name = name
 	c := upper(name[0])
 	if 'A' <= c && c <= 'Z' {
-		first[c|0x20] = true
+		f.first[c|0x20] = true
 	}
-	first[c] = true
-	first[0xe2] = c == 'K' // K
-	first[0xc5] = c == 'S' // ſ
+	f.first[c] = true
+	f.first[0xe2] = c == 'K' // K
+	f.first[0xc5] = c == 'S' // ſ
+}
+
+// count is CountFold(b, f.name).
+func (f *foldCounter) count(b []byte) int {
 	n := 0
 	for i := range b {
-		if first[b[i]] && foldsAt(b[i:], name) {
+		if f.first[b[i]] && foldsAt(b[i:], f.name) {
 			n++
 		}
 	}

@@ -12,18 +12,135 @@ const validDepth = 64
 // json.Valid was a tenth of a sidecar's own CPU per request. As json.Valid,
 // it does not check that strings are UTF-8.
 func Valid(b []byte) bool {
+	switch scan(b, nil, nil) {
+	case scanned:
+		return true
+	case tooDeep:
+		return json.Valid(b)
+	}
+	return false
+}
+
+// Member is one member of an object, as Scan reports it.
+type Member struct {
+	// Name is the member's name as it came, between its quotes; Escaped
+	// reports whether it holds an escape.
+	Name    []byte
+	Escaped bool
+	// Object numbers the object that holds the member, in the order the
+	// objects of the message begin (1: the outermost); Depth is how many
+	// objects and arrays hold the member (1: a member of the outermost).
+	Object, Depth int
+	// Start and End are where the value lies: b[Start:End], a string's
+	// quotes included; End is -1 for an object or an array (the member is
+	// reported where its value begins). ValueEscaped reports whether a
+	// string value holds an escape.
+	Start, End   int
+	ValueEscaped bool
+}
+
+// Scan is Valid and a reading of b's members on the same one pass: it
+// reports whether b is one JSON value nested at most 64 deep (a deeper one
+// is not scanned: ok is false, and Valid tells whether it is JSON), calls
+// member (nil: none) for every member of every object in the order they
+// come, and counts the places in b's strings that spell fold (ASCII) as
+// CountFold counts them in b ("": none counted; no other place in valid
+// JSON spells a name). FuzzScan holds it to Valid, CountFold and a
+// decoder's reading of the members. A Member's Name is b's bytes.
+func Scan(b []byte, fold string, member func(Member)) (folds int, ok bool) {
+	st := scanState{members: member != nil}
+	if fold != "" {
+		st.fold.init(fold)
+		st.folding = true
+	}
+	ok = scan(b, &st, member) == scanned
+	return st.folds, ok
+}
+
+// The outcomes of a scan.
+const (
+	invalid = iota
+	scanned
+	tooDeep
+)
+
+// scanState is what Scan keeps on Valid's pass (scan): Valid keeps none,
+// and its pass does nothing more (it is on every message's path).
+type scanState struct {
+	members bool // a member is called
+	fold    foldCounter
+	folding bool // fold is counted
+	folds   int
+	m       Member
+	keyed   bool              // a member's name was read: the value scan reads next is its value
+	objects int32             // the objects begun
+	number  [validDepth]int32 // the number of the object at depth d+1 (0: an array)
+}
+
+// key notes the member whose name is b[start+1:end-1] (escaped: it holds
+// an escape), of the object at depth.
+func (st *scanState) key(b []byte, start, end int, escaped bool, depth int) {
+	if st.folding {
+		st.folds += st.fold.count(b[start+1 : end-1])
+	}
+	if st.members {
+		st.m.Name, st.m.Escaped, st.m.Object, st.m.Depth = b[start+1:end-1], escaped, int(st.number[depth-1]), depth
+		st.keyed = true
+	}
+}
+
+// open notes a container begun at b[i] at depth (the one it is in), the
+// value of the member keyed when there is one.
+func (st *scanState) open(b []byte, i, depth int, member func(Member)) {
+	if !st.members {
+		return
+	}
+	if st.keyed {
+		st.m.Start, st.m.End, st.m.ValueEscaped = i, -1, false
+		member(st.m)
+		st.keyed = false
+	}
+	st.number[depth] = 0
+	if b[i] == '{' {
+		st.objects++
+		st.number[depth] = st.objects
+	}
+}
+
+// value notes the scalar b[start:end], the value of the member keyed when
+// there is one (escaped: a string holding an escape), counting a string's
+// folds.
+func (st *scanState) value(b []byte, start, end int, escaped bool, member func(Member)) {
+	if st.folding && b[start] == '"' {
+		st.folds += st.fold.count(b[start+1 : end-1])
+	}
+	if st.keyed {
+		st.m.Start, st.m.End, st.m.ValueEscaped = start, end, escaped
+		member(st.m)
+		st.keyed = false
+	}
+}
+
+// scan is Valid's pass over b, and Scan's when st is not nil (member:
+// the Scan's, nil when st is).
+func scan(b []byte, st *scanState, member func(Member)) int {
 	var objects uint64 // bit d: the container at depth d+1 is an object
 	depth := 0
 	i := SkipSpace(b, 0)
 	for {
 		// a value at i
 		if i >= len(b) {
-			return false
+			return invalid
 		}
+		start := i
+		escaped := false
 		switch c := b[i]; {
 		case c == '{' || c == '[':
 			if depth == validDepth {
-				return json.Valid(b)
+				return tooDeep
+			}
+			if st != nil {
+				st.open(b, i, depth, member)
 			}
 			if c == '{' {
 				objects |= 1 << depth
@@ -38,13 +155,18 @@ func Valid(b []byte) bool {
 				break
 			}
 			if c == '{' {
-				if i = validKey(b, i); i < 0 {
-					return false
+				ks := i
+				var ke int
+				if i, ke, escaped = validKey(b, i); i < 0 {
+					return invalid
+				}
+				if st != nil {
+					st.key(b, ks, ke, escaped, depth)
 				}
 			}
 			continue
 		case c == '"':
-			i = validString(b, i)
+			i, escaped = validString(b, i)
 		case c == '-' || '0' <= c && c <= '9':
 			i = validNumber(b, i)
 		case c == 't':
@@ -54,10 +176,13 @@ func Valid(b []byte) bool {
 		case c == 'n':
 			i = validLiteral(b, i, "null")
 		default:
-			return false
+			return invalid
 		}
 		if i < 0 {
-			return false
+			return invalid
+		}
+		if st != nil {
+			st.value(b, start, i, escaped, member)
 		}
 		// after a value: the containers it ends, then the next member or
 		// element
@@ -65,81 +190,91 @@ func Valid(b []byte) bool {
 		for {
 			i = SkipSpace(b, i)
 			if depth == 0 {
-				return i == len(b)
+				if i == len(b) {
+					return scanned
+				}
+				return invalid
 			}
 			if i >= len(b) {
-				return false
+				return invalid
 			}
 			object := objects&(1<<(depth-1)) != 0
 			switch b[i] {
 			case ',':
 				i = SkipSpace(b, i+1)
 				if object {
-					if i = validKey(b, i); i < 0 {
-						return false
+					ks := i
+					var ke int
+					if i, ke, escaped = validKey(b, i); i < 0 {
+						return invalid
+					}
+					if st != nil {
+						st.key(b, ks, ke, escaped, depth)
 					}
 				}
 				break after
 			case '}', ']':
 				if object != (b[i] == '}') {
-					return false
+					return invalid
 				}
 				depth--
 				i++
 			default:
-				return false
+				return invalid
 			}
 		}
 	}
 }
 
-// validKey reads a member's name and its colon at b[i]; it returns where
-// the value starts, or -1.
-func validKey(b []byte, i int) int {
+// validKey reads a member's name and its colon at b[i]: it returns where
+// the value starts (or -1), where the name ends (past its closing quote)
+// and whether it holds an escape.
+func validKey(b []byte, i int) (value, end int, escaped bool) {
 	if i >= len(b) || b[i] != '"' {
-		return -1
+		return -1, 0, false
 	}
-	if i = validString(b, i); i < 0 {
-		return -1
+	if end, escaped = validString(b, i); end < 0 {
+		return -1, 0, false
 	}
-	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
-		return -1
+	if i = SkipSpace(b, end); i >= len(b) || b[i] != ':' {
+		return -1, 0, false
 	}
-	return SkipSpace(b, i+1)
+	return SkipSpace(b, i+1), end, escaped
 }
 
 // validString reads the string at b[i] (its opening quote): the index after
-// its closing quote, or -1.
-func validString(b []byte, i int) int {
+// its closing quote, or -1, and whether it holds an escape.
+func validString(b []byte, i int) (end int, escaped bool) {
 	for i++; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '"':
-			return i + 1
+			return i + 1, escaped
 		case c < 0x20:
-			return -1
+			return -1, escaped
 		case c == '\\':
+			escaped = true
 			i++
 			if i >= len(b) {
-				return -1
+				return -1, escaped
 			}
 			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
 				if i+4 >= len(b) {
-					return -1
+					return -1, escaped
 				}
 				for _, h := range b[i+1 : i+5] {
 					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return -1
+						return -1, escaped
 					}
 				}
 				i += 4
 			default:
-				return -1
+				return -1, escaped
 			}
 		}
 	}
-	return -1
+	return -1, escaped
 }
 
 // validNumber reads the number at b[i]: the index after it, or -1.

@@ -1,7 +1,9 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
@@ -89,4 +91,133 @@ func TestLoneSurrogate(t *testing.T) {
 			t.Errorf("LoneSurrogate(%s) = %v, want %v", tc.json, got, tc.lone)
 		}
 	}
+}
+
+// scannedMember is a Member as a decoder reads it: its name decoded, and
+// its value's first token (a Delim for an object or an array).
+type scannedMember struct {
+	name          string
+	object, depth int
+	value         any
+}
+
+// decodedMembers reads b's members with encoding/json's decoder, in the
+// order they come: Scan must report them so.
+func decodedMembers(t *testing.T, b []byte) []scannedMember {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	type open struct {
+		object, number int // number: the object's (0 for an array)
+		key            bool
+	}
+	var stack []open
+	var out []scannedMember
+	objects := 0
+	var pending *scannedMember
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("decoding %q: %v", b, err)
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object == 1 && stack[len(stack)-1].key {
+			if _, end := tok.(json.Delim); !end {
+				top := &stack[len(stack)-1]
+				top.key = false
+				pending = &scannedMember{name: tok.(string), object: top.number, depth: len(stack)}
+				continue
+			}
+		}
+		if pending != nil {
+			pending.value = tok
+			out = append(out, *pending)
+			pending = nil
+		}
+		switch tok {
+		case json.Delim('{'):
+			objects++
+			stack = append(stack, open{1, objects, true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, open{0, 0, false})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object == 1 {
+			stack[len(stack)-1].key = true
+		}
+	}
+}
+
+// FuzzScan holds Scan to Valid (whether b is JSON), to CountFold (the
+// spellings of a name it counts) and to encoding/json's decoder (the
+// members it reports, each name, object, depth and value).
+func FuzzScan(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{"taskId":"t-1","status":"working","x":[{"TaskIds":1},"task_ids",{}],"e":"\u0074askIds"}}`))
+	f.Add([]byte(`{"a\"b":{"c":[1,{"d":null}]},"e":"\\",`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got []Member
+		folds, ok := Scan(b, "taskIds", func(m Member) { got = append(got, m) })
+		if valid := Valid(b); ok && !valid || !ok && valid && depthOf(b) <= validDepth {
+			t.Fatalf("Scan(%q) ok %v, Valid %v", b, ok, valid)
+		}
+		if !ok {
+			return
+		}
+		if want := CountFold(b, "taskIds"); folds != want {
+			t.Fatalf("Scan(%q) counted %d, CountFold %d", b, folds, want)
+		}
+		want := decodedMembers(t, b)
+		if len(got) != len(want) {
+			t.Fatalf("Scan(%q): %d members, the decoder %d", b, len(got), len(want))
+		}
+		for i, m := range got {
+			var name string
+			if err := json.Unmarshal([]byte(`"`+string(m.Name)+`"`), &name); err != nil || name != want[i].name ||
+				m.Escaped != (bytes.IndexByte(m.Name, '\\') >= 0) || m.Object != want[i].object || m.Depth != want[i].depth {
+				t.Fatalf("Scan(%q) member %d: %q %v object %d depth %d; the decoder %+v", b, i, m.Name, m.Escaped, m.Object, m.Depth, want[i])
+			}
+			if d, open := want[i].value.(json.Delim); open {
+				if m.End != -1 || m.Start >= len(b) || b[m.Start] != byte(d) {
+					t.Fatalf("Scan(%q) member %d: value at %d..%d, the decoder %v", b, i, m.Start, m.End, d)
+				}
+				continue
+			}
+			dec := json.NewDecoder(bytes.NewReader(b[m.Start:m.End]))
+			dec.UseNumber()
+			v, err := dec.Token()
+			if err != nil || v != want[i].value || dec.InputOffset() != int64(m.End-m.Start) ||
+				m.ValueEscaped != (b[m.Start] == '"' && bytes.IndexByte(b[m.Start:m.End], '\\') >= 0) {
+				t.Fatalf("Scan(%q) member %d: value %q (%v), the decoder %v", b, i, b[m.Start:m.End], m.ValueEscaped, want[i].value)
+			}
+		}
+	})
+}
+
+// depthOf is how deep b's containers nest, counted as a scan counts them
+// (brackets outside strings).
+func depthOf(b []byte) int {
+	depth, most := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+			most = max(most, depth)
+		case '}', ']':
+			depth--
+		case '"':
+			end, _ := StringEnd(b, i)
+			if end < 0 {
+				return most
+			}
+			i = end - 1
+		}
+	}
+	return most
 }
