@@ -253,6 +253,14 @@ func TestGRPCBounds(t *testing.T) {
 		})
 	}
 	t.Run("calls per connection", func(t *testing.T) {
+		// a server of its own whose keepalive ping may be answered late:
+		// the 200 ms of testLimits, missed by a starved client, closed the
+		// connection and its 128 streams, and call 129 went on a new one
+		lim := testLimits
+		lim.GRPCKeepaliveTimeout = 10 * time.Second
+		srv := grpc.NewServer(GRPCServerOptions(lim)...)
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		addr := serve(t, srv, lim.MaxConnections)
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
