@@ -86,15 +86,29 @@ type jwksServer struct {
 	fetches atomic.Int64
 	failing atomic.Bool
 	delay   atomic.Int64 // nanoseconds to wait before answering
+	holding atomic.Bool  // answer once release is closed (or after heldFor)
+	release chan struct{}
 	mu      sync.Mutex
 	body    []byte
 }
 
+// heldFor bounds a held answer, so that a caller that waits for it
+// (wrongly) fails its test instead of hanging.
+const heldFor = 30 * time.Second
+
 func newJWKSServer(t testing.TB, body []byte) *jwksServer {
 	t.Helper()
-	s := &jwksServer{body: body}
+	s := &jwksServer{body: body, release: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fetches.Add(1)
+		if s.holding.Load() {
+			select {
+			case <-s.release:
+			case <-time.After(heldFor):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if d := time.Duration(s.delay.Load()); d > 0 {
 			select {
 			case <-time.After(d):

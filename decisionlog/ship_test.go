@@ -165,17 +165,18 @@ func ids(prefix string, from, to int) []string {
 	return out
 }
 
-func run(t *testing.T, s *Shipper) context.CancelFunc {
+func run(t *testing.T, s *Shipper) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
 	})
-	return cancel
+	t.Cleanup(stop)
+	return stop
 }
 
 func newTestShipper(t *testing.T, cfg ServiceConfig, obs ShipObserver) *Shipper {
@@ -377,13 +378,14 @@ func TestShipClose(t *testing.T) {
 	rcv := newReceiver(t, nil)
 	c := newCounts()
 	s := newTestShipper(t, ServiceConfig{URL: rcv.srv.URL + "/v1", BatchBytes: 1024, MaxDelay: time.Hour}, c)
-	cancel := run(t, s)
+	stop := run(t, s)
 	for _, id := range ids("c", 0, 12) {
 		s.Add(record(id, 200))
 	}
-	cancel()
-	time.Sleep(20 * time.Millisecond) // Run returns
-	s.Add(record("c-12", 200))        // decided while listeners drain
+	// Run returned (a sleep for it let Close send beside Run's last
+	// upload, out of order)
+	stop()
+	s.Add(record("c-12", 200)) // decided while listeners drain
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

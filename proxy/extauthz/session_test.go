@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentwarden/warden/internal/redistest"
 	"github.com/agentwarden/warden/proxy/state"
@@ -21,7 +22,7 @@ import (
 func TestMCPSessionBound(t *testing.T) {
 	one := mcpReplica(t, nil)
 	addr, _, _ := redistest.Start(t)
-	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: "extauthz-session:"})
+	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: "extauthz-session:", Timeout: 10 * time.Second}) // not the 200 ms default, which -race on a loaded machine can outlast; not what this test is about
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,16 @@ func (r testRouter) Route(header []hpack.HeaderField, _ net.Addr, _ *tls.Connect
 // for it and then forwards; "then" forwards with ForwardThen and releases
 // the answer (thenAnswer), "then-later" too, from a goroutine of its own.
 type testHandler struct {
-	ended chan error // "wait": ctx.Err() once the stream ended; "late": Forward's error
+	ended   chan error    // "wait": ctx.Err() once the stream ended; "late": Forward's error
+	waiting chan struct{} // when set, "wait" and "late" tell it they wait for the stream's end
+}
+
+// wait is Handle waiting for the stream's end, having told h.waiting so.
+func (h *testHandler) wait(ctx context.Context) {
+	if h.waiting != nil {
+		h.waiting <- struct{}{}
+	}
+	<-ctx.Done()
 }
 
 func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
@@ -66,11 +75,11 @@ func (h *testHandler) Handle(ctx context.Context, req *Request) Response {
 	case "local":
 		return grpcStatus(codes.PermissionDenied, "refused locally")
 	case "wait":
-		<-ctx.Done()
+		h.wait(ctx)
 		h.ended <- ctx.Err()
 		return Response{}
 	case "late":
-		<-ctx.Done()
+		h.wait(ctx)
 		_, err := req.Forward(ctx, 0, req.Header)
 		h.ended <- err
 		return Response{}
@@ -136,7 +145,7 @@ func grpcStatus(c codes.Code, msg string) Response {
 func TestRoute(t *testing.T) {
 	a, _, upA := startEcho(t)
 	b, _, upB := startEcho(t)
-	h := &testHandler{ended: make(chan error, 1)}
+	h := &testHandler{ended: make(chan error, 1), waiting: make(chan struct{}, 1)}
 	_, addr := startRelay(t, Config{
 		Upstreams: []Upstream{{Addr: upA}, {Addr: upB}},
 		Router:    testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}, // met by every call
@@ -191,11 +200,29 @@ func TestRoute(t *testing.T) {
 		}
 		_ = s.CloseSend()
 	})
+	// the client cancels once the Handler waits (a cancel on a timer could
+	// come before the call reached the relay: the Handler never runs)
+	cancelWaiting := func(t *testing.T, mode string) error {
+		t.Helper()
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", mode))
+		defer cancel()
+		called := make(chan error, 1)
+		go func() {
+			_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
+			called <- err
+		}()
+		select {
+		case <-h.waiting:
+		case err := <-called:
+			t.Fatalf("the call ended before the Handler waited: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the Handler did not start waiting")
+		}
+		cancel()
+		return waitErr(t, called)
+	}
 	t.Run("client cancel ends the handler", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "wait"))
-		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
-		if status.Code(err) != codes.Canceled {
+		if err := cancelWaiting(t, "wait"); status.Code(err) != codes.Canceled {
 			t.Errorf("call: %v", err)
 		}
 		select {
@@ -212,10 +239,7 @@ func TestRoute(t *testing.T) {
 	// ending the stream does not touch it, which -race checks)
 	t.Run("forward after the client left", func(t *testing.T) {
 		before := a.unary.Load()
-		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "late"))
-		time.AfterFunc(100*time.Millisecond, cancel)
-		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: payload(1)})
-		if status.Code(err) != codes.Canceled {
+		if err := cancelWaiting(t, "late"); status.Code(err) != codes.Canceled {
 			t.Errorf("call: %v", err)
 		}
 		select {
@@ -523,12 +547,23 @@ func TestForwardThen(t *testing.T) {
 	h := &testHandler{ended: make(chan error, 1)}
 	_, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, bodyTimeout: 5 * time.Second}})
 	c := testClient(t, addr)
+	// The client cancels once the upstream has the call (no deadline: a
+	// grpc-timeout would reach the upstream too, which could then reset
+	// the stream before the client does, and a timer could fire before
+	// the Handler forwarded).
 	t.Run("client reset", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", "then", "hang", "1"), 200*time.Millisecond)
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "mode", "then", "hang", "1"))
 		defer cancel()
-		before := e.hung.Load()
-		if _, err := c.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
-			t.Fatalf("UnaryCall: %v, want the client's DeadlineExceeded", err)
+		before, reached := e.hung.Load(), e.unary.Load()
+		called := make(chan error, 1)
+		go func() {
+			_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{})
+			called <- err
+		}()
+		waitFor(t, func() bool { return e.unary.Load() == reached+1 }, "the upstream to get the call")
+		cancel()
+		if err := waitErr(t, called); status.Code(err) != codes.Canceled {
+			t.Fatalf("UnaryCall: %v, want the client's Canceled", err)
 		}
 		if err := waitErr(t, h.ended); !errors.Is(err, context.Canceled) {
 			t.Errorf("Answer got %v, want context.Canceled", err)
@@ -536,7 +571,7 @@ func TestForwardThen(t *testing.T) {
 		waitFor(t, func() bool { return e.hung.Load() == before+1 }, "the upstream's call canceled")
 	})
 	t.Run("route timeout", func(t *testing.T) {
-		_, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, timeout: 200 * time.Millisecond}})
+		_, addr := startRelay(t, Config{Upstream: up, Router: testRouter{h: h, maxBody: 64 << 10, timeout: time.Second}})
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "mode", "then", "hang", "1"), 5*time.Second)
 		defer cancel()
 		before := e.hung.Load()

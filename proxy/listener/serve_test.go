@@ -3,7 +3,9 @@ package listener
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,21 +23,30 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// TestServeDrains: a call in flight when ctx ends is answered and Serve
+// returns once it was, without closing it; one that outlasts the shutdown
+// timeout is closed then. Told apart by what the client got and whether
+// Serve logged the timeout, not by how long Serve took: a loaded machine
+// stretched the 200 ms call's drain to 1.13 s, past the 500 ms timeout the
+// test then had.
 func TestServeDrains(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		handler time.Duration // how long the in-flight request takes
-		want    time.Duration // how long Serve takes to return after ctx ends
+		name     string
+		handler  time.Duration // how long the in-flight request takes
+		shutdown time.Duration // Serve's shutdown timeout
+		timedOut bool          // the call is closed at the shutdown timeout
 	}{
-		{"in-flight call finishes", 200 * time.Millisecond, 200 * time.Millisecond},
-		{"shutdown timeout closes it", time.Hour, 500 * time.Millisecond},
+		{"in-flight call finishes", 200 * time.Millisecond, 10 * time.Second, false},
+		{"shutdown timeout closes it", time.Hour, 500 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			started := make(chan struct{})
+			var finished atomic.Bool
 			srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				close(started)
 				select {
 				case <-time.After(tc.handler):
+					finished.Store(true)
 				case <-r.Context().Done():
 				}
 			}), Limits{}.WithDefaults())
@@ -43,18 +54,41 @@ func TestServeDrains(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var logged strings.Builder
+			log := slog.New(slog.NewTextHandler(&logged, nil))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- Serve(ctx, HTTP(srv), lis, 500*time.Millisecond, nil) }()
-			go func() { _, _ = http.Get("http://" + lis.Addr().String()) }()
+			go func() { done <- Serve(ctx, HTTP(srv), lis, tc.shutdown, log) }()
+			answered := make(chan error, 1)
+			go func() {
+				resp, err := http.Get("http://" + lis.Addr().String())
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = errors.New(resp.Status)
+					}
+				}
+				answered <- err
+			}()
 			<-started
 			start := time.Now()
 			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(tc.shutdown + 30*time.Second): // a hang, not a bound: 10 s was outlasted once under GOMAXPROCS=1 at load 15
+				t.Fatal("Serve did not return")
 			}
-			if d := time.Since(start); d < tc.want-50*time.Millisecond || d > tc.want+slack {
-				t.Errorf("Serve returned %v after ctx ended, want about %v", d, tc.want)
+			d := time.Since(start)
+			err = <-answered
+			timedOut := strings.Contains(logged.String(), "shutdown timeout")
+			switch {
+			case tc.timedOut && (err == nil || !timedOut || d < tc.shutdown):
+				t.Errorf("Serve returned %v after ctx ended (timeout logged: %v), the call got %v; want it closed at the %v timeout", d, timedOut, err, tc.shutdown)
+			case !tc.timedOut && (err != nil || timedOut || !finished.Load()):
+				t.Errorf("Serve returned %v after ctx ended (timeout logged: %v, handler finished: %v), the call got %v; want it answered", d, timedOut, finished.Load(), err)
 			}
 		})
 	}
@@ -95,7 +129,9 @@ func TestUpstreamBackoff(t *testing.T) {
 		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	}
-	if err := check(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil { // connected (200 ms is short for a first connection under -race on a loaded machine)
 		t.Fatal(err)
 	}
 	up.Stop()
@@ -121,7 +157,7 @@ func TestUpstreamBackoff(t *testing.T) {
 	}
 	d := time.Since(back)
 	t.Logf("served again %v after the upstream came back", d.Round(time.Millisecond))
-	if d > DefaultUpstreamBackoffMax*6/5+slack {
+	if d > DefaultUpstreamBackoffMax*6/5+500*time.Millisecond { // not slack: gRPC's own backoff would pass a looser bound (873 ms seen under load)
 		t.Errorf("served again after %v, want within the backoff cap (%v) plus jitter", d, DefaultUpstreamBackoffMax)
 	}
 }

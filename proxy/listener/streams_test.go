@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -115,42 +116,39 @@ func TestStreamsWatches(t *testing.T) {
 			t.Fatalf("step %d (%s, watch %v): %v, want status %d", i, tc.who, tc.watch, busy, tc.status)
 		}
 	}
-	// kept events for twice the bound: not idle. The timer is real, so an
-	// attempt in which the machine stalled a gap past the bound proves
-	// nothing and is made again.
-	var ended chan struct{}
-	var pass func([]byte) ([]byte, bool)
-	for attempt := 0; ; attempt++ {
-		ended = make(chan struct{})
-		done := ended
-		idle := s.Idle(func() { close(done) })
+	// kept events for twice the bound: not idle; then none for the bound:
+	// ended. On synctest's clock: the real timer raced a loaded machine
+	// (a stall past the bound fired it, and the retry then closed its
+	// channel twice when the next event re-armed it).
+	synctest.Test(t, func(t *testing.T) {
+		ended := make(chan struct{})
+		idle := s.Idle(func() { close(ended) })
 		defer idle.Stop()
-		pass = idle.Each(func(b []byte) ([]byte, bool) { return b, len(b) > 0 })
-		last, stalled := time.Now(), false
+		pass := idle.Each(func(b []byte) ([]byte, bool) { return b, len(b) > 0 })
+		isEnded := func() bool {
+			synctest.Wait() // the timer's goroutine, if it fired, has closed ended
+			select {
+			case <-ended:
+				return true
+			default:
+				return false
+			}
+		}
 		for range 12 {
 			time.Sleep(50 * time.Millisecond)
-			if time.Since(last) >= 250*time.Millisecond {
-				stalled = true
-			}
 			pass([]byte("x"))
-			last = time.Now()
 		}
-		if !stalled {
-			break
+		if isEnded() {
+			t.Fatal("a standing stream passing events was ended")
 		}
-		if attempt == 4 {
-			t.Skip("the machine stalled past the idle bound in every attempt")
+		pass(nil) // dropped: does not count
+		time.Sleep(300*time.Millisecond - time.Nanosecond)
+		if isEnded() {
+			t.Fatal("a standing stream was ended before the idle bound")
 		}
-	}
-	select {
-	case <-ended:
-		t.Fatal("a standing stream passing events was ended")
-	default:
-	}
-	pass(nil) // dropped: does not count
-	select {
-	case <-ended:
-	case <-time.After(time.Second):
-		t.Fatal("an idle standing stream was not ended")
-	}
+		time.Sleep(time.Nanosecond)
+		if !isEnded() {
+			t.Fatal("an idle standing stream was not ended")
+		}
+	})
 }

@@ -50,10 +50,24 @@ func TestTLSReload(t *testing.T) {
 			}
 		}},
 		{"Watch", func(t *testing.T, m *TLS) {
+			replaced := make(chan error, 1)
+			m.OnReload(func(err error) {
+				select {
+				case replaced <- err:
+				default:
+				}
+			})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { _ = m.Watch(ctx, 20*time.Millisecond); close(done) }()
-			time.Sleep(200 * time.Millisecond)
+			select { // the watch noticed the files changed (not a fixed wait, which a loaded machine can outlast)
+			case err := <-replaced:
+				if err != nil {
+					t.Errorf("the watch's reload: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("the watch did not reload the changed files in 10 s")
+			}
 			cancel()
 			<-done
 		}},

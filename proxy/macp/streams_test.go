@@ -2,6 +2,7 @@ package macp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -14,19 +15,28 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	macpv1 "github.com/agentwarden/warden/wire/macp/v1"
 )
 
-// watchingRuntime is a fakeRuntime whose WatchSignals sends big ambient
-// signals of 1 MiB, then stays open until the caller leaves.
+// watchingRuntime is a fakeRuntime whose WatchSignals sends its header
+// (watchOpen), big ambient signals of 1 MiB, then stays open until the
+// caller leaves.
 type watchingRuntime struct {
 	*fakeRuntime
 	big int
 }
 
+// watchOpen is the header field watchingRuntime opens a watch with: the
+// client of a watch that passes nothing learns it was admitted.
+const watchOpen = "watch-open"
+
 func (w watchingRuntime) WatchSignals(_ *macpv1.WatchSignalsRequest, ss macpv1.MACPRuntimeService_WatchSignalsServer) error {
+	if err := ss.SendHeader(metadata.Pairs(watchOpen, "1")); err != nil {
+		return err
+	}
 	for i := range w.big {
 		env := &macpv1.Envelope{MacpVersion: "1.0", MessageType: "Signal", MessageId: "sig-" + string(rune('a'+i)), Sender: "agent://x", Payload: make([]byte, 1<<20)}
 		if err := ss.Send(&macpv1.WatchSignalsResponse{Envelope: env}); err != nil {
@@ -61,21 +71,8 @@ func testRelayedStreamCaps(t *testing.T, transport string) {
 			}
 			return err
 		}
-		w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
-		if err != nil {
-			return err
-		}
-		// Nothing comes on an open watch; a refused one ends at once.
-		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		defer rcancel()
-		done := make(chan error, 1)
-		go func() { _, err := w.Recv(); done <- err }()
-		select {
-		case err := <-done:
-			return err
-		case <-rctx.Done():
-			return nil
-		}
+		_, err := openWatch(ctx, mc, who)
+		return err
 	}
 	for i, tc := range []struct {
 		who  string // "" for no credentials
@@ -112,28 +109,19 @@ func testWatchesShare(t *testing.T, transport string) {
 	defer cancel()
 	_, enf := happyPath(t)
 	_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return watchingRuntime{f, 0} })
-	conn := startSidecarWith(t, enf, Config{Upstream: addr, Transport: transport, Streams: StreamLimits{Max: 4, PerPrincipal: 4, Watches: 2, WatchesPerPrincipal: 1, WatchIdle: 500 * time.Millisecond}})
+	// watch_idle must outlast the admissions below (the watches would end
+	// and give their places back): 500 ms did not, once, for a test
+	// binary starved under GOMAXPROCS=1 at load 15
+	const watchIdle = 2 * time.Second
+	conn := startSidecarWith(t, enf, Config{Upstream: addr, Transport: transport, Streams: StreamLimits{Max: 4, PerPrincipal: 4, Watches: 2, WatchesPerPrincipal: 1, WatchIdle: watchIdle}})
 	mc := macpv1.NewMACPRuntimeServiceClient(conn)
-	// watch opens a watch; ended reports how it ends, once it is open.
-	watch := func(who string) (ended <-chan error, err error) {
-		w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
-		if err != nil {
-			return nil, err
-		}
-		done := make(chan error, 1)
-		go func() { _, err := w.Recv(); done <- err }()
-		select {
-		case err := <-done:
-			return nil, err
-		case <-time.After(200 * time.Millisecond):
-			return done, nil
-		}
-	}
+	watch := func(who string) (ended <-chan error, err error) { return openWatch(ctx, mc, who) }
 	began := time.Now()
 	first, err := watch("agent://a")
 	if err != nil {
 		t.Fatal(err)
 	}
+	idle := []<-chan error{first}
 	for i, tc := range []struct {
 		who  string
 		want codes.Code
@@ -142,8 +130,12 @@ func testWatchesShare(t *testing.T, transport string) {
 		{"agent://b", codes.OK},
 		{"agent://c", codes.ResourceExhausted}, // the watches' share is full
 	} {
-		if _, err := watch(tc.who); status.Code(err) != tc.want {
+		ended, err := watch(tc.who)
+		if status.Code(err) != tc.want {
 			t.Errorf("watch %d as %s: %v, want %v", i, tc.who, err, tc.want)
+		}
+		if ended != nil {
+			idle = append(idle, ended)
 		}
 	}
 	// The rest of the cap stays for StreamSession.
@@ -156,15 +148,40 @@ func testWatchesShare(t *testing.T, transport string) {
 			t.Fatalf("StreamSession as %s beside the watches: %v", who, err)
 		}
 	}
-	// The idle watch ends and gives its place back.
-	err = <-first
-	if status.Code(err) != codes.Unavailable || time.Since(began) < 400*time.Millisecond {
-		t.Fatalf("the idle watch ended after %v with %v, want UNAVAILABLE after watch_idle", time.Since(began), err)
+	// The idle watches end and give their places back.
+	for i, ended := range idle {
+		select {
+		case err = <-ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("idle watch %d did not end", i)
+		}
+		if status.Code(err) != codes.Unavailable || time.Since(began) < watchIdle {
+			t.Fatalf("idle watch %d ended after %v with %v, want UNAVAILABLE after watch_idle", i, time.Since(began), err)
+		}
 	}
-	time.Sleep(700 * time.Millisecond) // b's watch too
 	if _, err := watch("agent://c"); err != nil {
 		t.Fatalf("a watch once the idle ones ended: %v", err)
 	}
+}
+
+// openWatch opens a watch on watchingRuntime as who: admitted once the
+// runtime's header came (ended then reports how it ends), refused when the
+// call ended without it. (A fixed wait for the end read a refusal slower
+// than 200 ms as an admission.)
+func openWatch(ctx context.Context, mc macpv1.MACPRuntimeServiceClient, who string) (ended <-chan error, err error) {
+	w, err := mc.WatchSignals(as(ctx, who), &macpv1.WatchSignalsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if h, _ := w.Header(); len(h.Get(watchOpen)) == 0 {
+		if _, err = w.Recv(); err == nil {
+			err = errors.New("a watch answered without the runtime's header")
+		}
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { _, err := w.Recv(); done <- err }()
+	return done, nil
 }
 
 // TestRelayClientNotReading: a relayed call whose client does not read (a

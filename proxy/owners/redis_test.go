@@ -150,9 +150,16 @@ func TestShareUseInRedis(t *testing.T) {
 // replicas are two tables of size entries, share each principal's, in
 // front of one Redis store (keys under prefix), telling w (nil: none) of
 // the entries a share drops.
+// testStoreTimeout is the stores' operation timeout in these tests, which
+// are not about it: the default 200 ms, the first operation's connection
+// included, ran out under -race on a loaded machine (TestSteerStaleMark:
+// "record the owner of t: redis ...: record task: context deadline
+// exceeded", 1 in 10 runs under GOMAXPROCS=1).
+const testStoreTimeout = 10 * time.Second
+
 func replicas(t *testing.T, addr, prefix string, size, share int, w *Watch) (store *state.Redis, a, b *Table) {
 	t.Helper()
-	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix})
+	store, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix, Timeout: testStoreTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

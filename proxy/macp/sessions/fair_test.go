@@ -23,7 +23,7 @@ func redisStores(tb testing.TB, n int) []*state.Redis {
 	prefix := fmt.Sprintf("t%d:", time.Now().UnixNano())
 	out := make([]*state.Redis, n)
 	for i := range out {
-		r, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix})
+		r, err := state.New(state.Config{URL: "redis://" + addr, Prefix: prefix, Timeout: 10 * time.Second}) // not the 200 ms default, which -race on a loaded machine can outlast; not what this test is about
 		if err != nil {
 			tb.Fatal(err)
 		}
