@@ -338,6 +338,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	defer resp.Body.Close()
+	if relay.Compressed(w, resp, x.call.ID, "A2A server") {
+		s.log.Warn("A2A answer compressed though asked for identity; the caller gets an error", "method", x.call.Method, "content_encoding", resp.Header.Get("Content-Encoding"))
+		return
+	}
 	relay.CopyHeaders(w.Header(), resp.Header)
 	mt := relay.MediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {

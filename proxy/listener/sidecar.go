@@ -130,8 +130,9 @@ func (sc Sidecar) Validate() error {
 }
 
 // UpstreamClient is the HTTP client a sidecar reaches its upstream with: no
-// proxy from the environment, no compression (answers are read as sent),
-// keep-alive connections, at most s.UpstreamConns() of them (a request
+// proxy from the environment, no compression (answers are read as sent;
+// relay.Identity asks the upstream for none), HTTP/1.1 only (DialContext
+// set, HTTP/2 not forced: TestUpstreamClientHTTP1), keep-alive connections, at most s.UpstreamConns() of them (a request
 // beyond waits for one, within its context), and the dial bounded by l
 // (Dialer). It follows no redirect: an upstream's 3xx is its answer, passed
 // to the client as it came (a request Warden decided is never sent again to

@@ -71,6 +71,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange, bo
 		return
 	}
 	defer resp.Body.Close()
+	if relay.Compressed(w, resp, x.call.ID, "MCP server") {
+		s.log.Warn("MCP answer compressed though asked for identity; the caller gets an error", "method", x.call.Method, "content_encoding", resp.Header.Get("Content-Encoding"))
+		return
+	}
 	relay.CopyHeaders(w.Header(), resp.Header)
 	if v := resp.Header.Get("Mcp-Session-Id"); v != "" {
 		w.Header().Set("Mcp-Session-Id", x.seal(kindSession, v))

@@ -140,7 +140,8 @@ func EventMax(maxResponse int64) int {
 // Behalf copies onto out, a request Warden makes of its own for a caller
 // (a task's status, a tool list), the headers keys of in, the caller's
 // request; with strip, as Outbound does, the credential headers are left
-// out. It carries the trace context of out's context (Traced).
+// out. It asks for the answer uncompressed (Identity) and carries the trace
+// context of out's context (Traced).
 func Behalf(out *http.Request, in http.Header, strip bool, keys []string, credentials ...string) {
 	for _, k := range keys {
 		k = http.CanonicalHeaderKey(k)
@@ -149,7 +150,45 @@ func Behalf(out *http.Request, in http.Header, strip bool, keys []string, creden
 			out.Header[k] = slices.Clone(v)
 		}
 	}
+	Identity(out.Header)
 	Traced(out)
+}
+
+// identity is the one Accept-Encoding value Warden sends upstream.
+var identity = []string{"identity"}
+
+// Identity asks the upstream for its answer as it is, uncompressed
+// (Accept-Encoding: identity), in place of whatever the caller accepts:
+// Warden reads every answer it decides on (ids, owners, events), and reads
+// bytes, not gzip. Clients that ask for gzip by default (undici's fetch, so
+// the MCP TypeScript SDK's client; curl --compressed; browsers) would
+// otherwise have an upstream that compresses on request (express's
+// compression middleware, many gateways) answer in bytes Warden refuses.
+// An answer compressed anyway is refused (Compressed). The value is shared,
+// capped so that an append copies it (CopyHeaders).
+func Identity(h http.Header) { h["Accept-Encoding"] = identity[:1:1] }
+
+// Compressed answers the caller in place of an upstream answer that came
+// compressed though Identity asked for none (a Content-Encoding other than
+// identity): 502 with a JSON-RPC error saying so, none of the upstream's
+// headers (call it before they are copied) or bytes; it reports whether it
+// did. Warden reads no compressed
+// answer, so nothing of one passes half-decided.
+func Compressed(w http.ResponseWriter, resp *http.Response, id json.RawMessage, server string) bool {
+	ok := true
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				ok = false
+			}
+		}
+	}
+	if ok {
+		return false
+	}
+	WriteError(w, http.StatusBadGateway, id, jsonrpc.ErrInternal, "the "+server+"'s answer is compressed (Content-Encoding "+
+		resp.Header.Get("Content-Encoding")+") though Warden asked for it uncompressed (Accept-Encoding: identity)")
+	return true
 }
 
 // Traced gives out, a request to the upstream, the W3C trace context
@@ -174,7 +213,8 @@ func Traced(out *http.Request) {
 var replayLicenses = [...][2]string{{"Idempotency-Key", "idempotency-key"}, {"X-Idempotency-Key", "x-idempotency-key"}}
 
 // Outbound copies the caller's request onto out, the request to the
-// upstream: its end-to-end headers, never X-Warden-Principal (an identity
+// upstream: its end-to-end headers but Accept-Encoding (Identity: the
+// answer uncompressed), never X-Warden-Principal (an identity
 // header Warden owns, never the client's), and never a license for the
 // transport to send it twice (replayLicenses): a request Warden decided
 // reaches the upstream at most once. Host stays out's, the upstream
@@ -192,6 +232,7 @@ func Outbound(out, in *http.Request, strip bool, credentials ...string) {
 		out.Header = make(http.Header, len(in.Header))
 	}
 	CopyHeaders(out.Header, in.Header)
+	Identity(out.Header)
 	out.Header.Del("X-Warden-Principal")
 	for _, k := range replayLicenses {
 		if vs, ok := out.Header[k[0]]; ok {

@@ -38,13 +38,13 @@ func TestOutbound(t *testing.T) {
 		strip bool
 		want  http.Header
 	}{
-		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}}},
-		{"credentials stripped", true, http.Header{"X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}}},
+		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}, "Accept-Encoding": {"identity"}}},
+		{"credentials stripped", true, http.Header{"X-Macp-Token": {"m"}, "A2a-Version": {"1.0"}, "Accept-Encoding": {"identity"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := httptest.NewRequest(http.MethodPost, "http://other-agent.internal/rpc", nil)
 			in.Header = http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "A2a-Version": {"1.0"},
-				"X-Warden-Principal": {"mallory"}, "Connection": {"close"}}
+				"X-Warden-Principal": {"mallory"}, "Connection": {"close"}, "Accept-Encoding": {"gzip, deflate"}}
 			out := httptest.NewRequest(http.MethodPost, "http://upstream.test/rpc", nil)
 			out.Header = http.Header{}
 			Outbound(out, in, tc.strip, "Authorization")
@@ -64,15 +64,15 @@ func TestOutbound(t *testing.T) {
 }
 
 func TestBehalf(t *testing.T) {
-	in := http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}, "X-Other": {"o"}}
-	keys := []string{"authorization", "X-Macp-Token", "mcp-protocol-version", "Absent"}
+	in := http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}, "X-Other": {"o"}, "Accept-Encoding": {"gzip"}}
+	keys := []string{"authorization", "X-Macp-Token", "mcp-protocol-version", "Absent", "Accept-Encoding"}
 	for _, tc := range []struct {
 		name  string
 		strip bool
 		want  http.Header
 	}{
-		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}}},
-		{"credentials stripped", true, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
+		{"credentials kept", false, http.Header{"Authorization": {"Bearer t"}, "X-Macp-Token": {"m"}, "Mcp-Protocol-Version": {"2025-11-25"}, "Accept-Encoding": {"identity"}}},
+		{"credentials stripped", true, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Accept-Encoding": {"identity"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := httptest.NewRequest(http.MethodPost, "http://upstream/", nil)
