@@ -475,6 +475,16 @@ func TestMCPDoors(t *testing.T) {
 	// SEP-2243's Mcp-Param-{Name}: the name is a tool's choice, the header
 	// MCP's own (forwarded: intermediaries must).
 	cases = append(cases, doorCase{name: "Mcp-Param-Path (the protocol's own: admitted)", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Param-Path", "/a"}}, body: ping})
+	// Repeated headers as two field lines: ext_authz sees Envoy's one
+	// comma-joined value (the fifteenth pass's third attacker).
+	cases = append(cases,
+		doorCase{name: "Mcp-Session-Id twice", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Session-Id", "s1"}, {"Mcp-Session-Id", "s2"}}, body: ping, status: 400},
+		doorCase{name: "Authorization twice", method: "POST", path: "/mcp", header: [][2]string{{"Authorization", token}, {"Authorization", token}}, body: ping, status: 401},
+		doorCase{name: "Content-Type twice", method: "POST", path: "/mcp", header: [][2]string{{"Content-Type", "application/json"}, {"Content-Type", "application/json"}}, body: ping, status: 415},
+		doorCase{name: "Mcp-Param-Path twice", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Param-Path", "/a"}, {"Mcp-Param-Path", "/b"}}, body: ping, status: 400},
+		doorCase{name: "Mcp-Param-Path, a list in one line", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Param-Path", "/a,/b"}}, body: ping, status: 400},
+		doorCase{name: "Mcp-Param-Path twice, names spelled otherwise", method: "POST", path: "/mcp", header: [][2]string{{"Mcp-Param-Path", "/a"}, {"mcp-param-path", "/b"}}, body: ping, status: 400},
+	)
 	cases = append(cases, contentCases("/mcp", ping, 400)...)
 	runDoors(t, doors, cases)
 }

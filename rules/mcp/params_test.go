@@ -48,6 +48,9 @@ func TestParamHeaders(t *testing.T) {
 		{"base64 missing suffix is literal", tool(`{}`), one("Region", "=?base64?SGVsbG8="), nil, v26, ""},
 		{"upper-case sentinel is literal", tool(`{}`), one("Region", "=?BASE64?SGVsbG8=?="), nil, v26, ""},
 		{"given twice", tool(`{}`), []Param{{Name: "Region", Values: []string{"eu", "us"}}}, nil, v26, mismatch},
+		{"given twice in one line (Envoy's CheckRequest)", tool(`{}`), one("Region", "eu,us"), nil, v26, mismatch},
+		{"a comma in the value", tool(`{"region":"eu, us"}`), one("Region", "eu, us"), schema, v26, mismatch},
+		{"a comma in the value, base64", tool(`{"region":"eu, us"}`), one("Region", "=?base64?ZXUsIHVz?="), schema, v26, ""},
 		{"on another method too", call(MethodToolsList, `{}`), one("Region", "\xff"), nil, v26, mismatch},
 
 		// Against the arguments, the schema known.
