@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agentwarden/warden/internal/testlog"
 )
 
 // ownMax is the answer bound of TestOwnAnswerUnusable: the answers the
@@ -80,24 +81,6 @@ func (s *spoiler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.bad(w, rec.Body.Bytes())
 }
 
-// syncBuffer is a log sink the server's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestOwnAnswerUnusable: an answer to every request Warden makes of its own
 // (tools/list for a tool's taskSupport, tasks/get for a task's status, the
 // next page of tasks/list) that Warden cannot read (compressed anyway, not
@@ -143,7 +126,7 @@ func TestOwnAnswerUnusable(t *testing.T) {
 				first := newHarnessFor(t, cfg, up, upSrv)
 				handle := k.setup(t, first)
 				// A fresh Warden (a restart) knows no status or tool: it asks.
-				var logs syncBuffer
+				var logs testlog.Buffer
 				cfg.Upstream, cfg.Plaintext = upSrv.URL+"/mcp", true
 				srv, err := New(cfg, first.e, testKey, upSrv.Client(), slog.New(slog.NewTextHandler(&logs, nil)))
 				if err != nil {
