@@ -432,12 +432,15 @@ func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, tas
 		return "", err
 	}
 	defer resp.Body.Close()
-	b, err := relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes)
+	b, err := relay.Own{Server: "A2A server", Request: a2a.MethodGetTask, Types: jsonType, Limit: "a2a.max_response_bytes", Max: s.cfg.MaxResponseBytes}.Read(resp)
 	if err != nil {
 		return "", err
 	}
 	return stateOf(b, taskID)
 }
+
+// jsonType is the one media type of an answer to Warden's own request.
+var jsonType = []string{"application/json"}
 
 // apply hands what an answer says (facts) to the request's decision, which
 // learns it (what the answer created is the caller's), and returns the

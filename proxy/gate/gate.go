@@ -437,11 +437,27 @@ func (g *Gate[C]) Deny(ctx context.Context, principal string, v rules.Verdict, s
 // cause, recorded, and 503 for the client to retry.
 func (g *Gate[C]) Unavailable(ctx context.Context, principal, method string, id json.RawMessage, err error) Answer {
 	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err, proxy.SourceOf(ctx).Attr())
-	return g.answer(ctx, principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: Undecided}, id)
+	detail := Undecided
+	if c, ok := Cause(err); ok {
+		detail = "Warden could not decide this request: " + c
+	}
+	return g.answer(ctx, principal, rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: detail}, id)
 }
 
 // Undecided is what a client is told when Warden could not decide.
 const Undecided = "Warden could not decide this request; retry later"
+
+// Cause returns what a client may be told of err, an error of Warden's
+// own request to the upstream: the cause it names (relay.Unusable: an
+// answer compressed, not JSON, an HTTP error, over the bound) when it has
+// one. Other errors (a connection's, the store's) are the log's alone.
+func Cause(err error) (string, bool) {
+	var c interface{ ClientCause() string }
+	if errors.As(err, &c) {
+		return c.ClientCause(), true
+	}
+	return "", false
+}
 
 // answer records v and answers it as the protocol maps its code.
 func (g *Gate[C]) answer(ctx context.Context, principal string, v rules.Verdict, id json.RawMessage) Answer {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
@@ -284,6 +285,9 @@ func (x *exchange) unreadable(err error) []byte {
 	x.replaced = true
 	if errors.Is(err, errAmbiguous) {
 		return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, errAmbiguous.Error())
+	}
+	if c, ok := gate.Cause(err); ok {
+		return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, c)
 	}
 	return mcp.ErrorBody(x.call.ID, mcp.ErrInternal, unavailable)
 }

@@ -397,7 +397,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 				// Fail closed: whether the call may run as it asks cannot
 				// be told.
 				s.log.Warn("could not learn a tool's taskSupport; refusing the call", "tool", call.Tool, "principal", p.ID, "err", err)
-				req.Refused = mcp.UnknownSupport(call.Tool, errors.Is(err, errUnlisted))
+				cause, _ := gate.Cause(err)
+				req.Refused = mcp.UnknownSupport(call.Tool, errors.Is(err, errUnlisted), cause)
 			} else {
 				// the schema known: each Mcp-Param-* header is the argument
 				// it mirrors, as the policy judges it, and each argument of

@@ -51,6 +51,10 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return nil, fmt.Errorf("%s upstream: %w", method, err)
 	}
 	defer resp.Body.Close()
+	own := relay.Own{Server: "MCP server", Request: method, Types: ownTypes, Limit: "mcp.max_response_bytes", Max: s.cfg.MaxResponseBytes}
+	if err := own.Check(resp); err != nil {
+		return nil, err
+	}
 	var found *jsonrpc.Object
 	pick := func(data []byte) ([]byte, bool) {
 		// The answer to Warden's request: the message whose id is id, read
@@ -70,6 +74,10 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 			pick(b)
 		}
 	}
+	var over *relay.Unusable
+	if err = own.Over(err); errors.As(err, &over) {
+		return nil, err // an answer may precede an event over the bound: none is read
+	}
 	if found == nil {
 		if err == nil {
 			err = errors.New("no answer")
@@ -79,6 +87,10 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 	res, _ := found.Obj("result")
 	return res, nil // a JSON-RPC error gives a nil result
 }
+
+// ownTypes are the media types of an answer to Warden's own request: one
+// JSON-RPC message or an event stream (Streamable HTTP).
+var ownTypes = []string{"application/json", "text/event-stream"}
 
 // metaOf returns a request's params._meta, which carries the 2026-07-28
 // protocol version and client capabilities Warden's own requests repeat.

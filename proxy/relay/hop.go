@@ -175,19 +175,11 @@ func Identity(h http.Header) { h["Accept-Encoding"] = identity[:1:1] }
 // did. Warden reads no compressed
 // answer, so nothing of one passes half-decided.
 func Compressed(w http.ResponseWriter, resp *http.Response, id json.RawMessage, server string) bool {
-	ok := true
-	for _, v := range resp.Header.Values("Content-Encoding") {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-				ok = false
-			}
-		}
-	}
-	if ok {
+	c := Encoding(resp.Header)
+	if c == "" {
 		return false
 	}
-	WriteError(w, http.StatusBadGateway, id, jsonrpc.ErrInternal, "the "+server+"'s answer is compressed (Content-Encoding "+
-		resp.Header.Get("Content-Encoding")+") though Warden asked for it uncompressed (Accept-Encoding: identity)")
+	WriteError(w, http.StatusBadGateway, id, jsonrpc.ErrInternal, "the "+server+"'s answer "+compressed(c))
 	return true
 }
 

@@ -701,13 +701,20 @@ func Check(r Request) rules.Verdict {
 // an adapter that checks it could not learn: refused, as Warden cannot tell
 // whether the call may run as it asks. unlisted says the server's complete
 // tools/list does not name the tool (the server would not run it either);
-// otherwise the list could not be read (an error, too many pages).
-func UnknownSupport(tool string, unlisted bool) rules.Verdict {
+// otherwise the list could not be read (an error, too many pages), for
+// cause when Warden can tell the client why (the answer compressed, not
+// JSON, an HTTP error, over the bound; "" otherwise).
+func UnknownSupport(tool string, unlisted bool, cause string) rules.Verdict {
 	if unlisted {
 		return rules.Verdict{Code: rules.CodeInvalidParams, Reason: rules.ReasonTaskSupport, Detail: "Unknown tool: " + strconv.Quote(tool) + " is not in the MCP server's tools/list"}
 	}
-	return rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonTaskSupport,
-		Detail: "Warden could not read the taskSupport of tool " + strconv.Quote(tool) + " from the MCP server's tools/list; retry later"}
+	detail := "Warden could not read the taskSupport of tool " + strconv.Quote(tool) + " from the MCP server's tools/list"
+	if cause == "" {
+		detail += "; retry later"
+	} else {
+		detail += ": " + cause
+	}
+	return rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonTaskSupport, Detail: detail}
 }
 
 // Answer is how a refusal reads on the wire: the HTTP status, the JSON-RPC

@@ -808,14 +808,16 @@ func TestCheckKind(t *testing.T) {
 func TestUnknownSupport(t *testing.T) {
 	for _, tc := range []struct {
 		unlisted  bool
+		cause     string
 		status    int
 		code      int
 		inMessage string
 	}{
-		{true, 200, ErrInvalidParams, `Unknown tool: "t"`},
-		{false, 503, ErrInternal, `taskSupport of tool "t"`},
+		{true, "", 200, ErrInvalidParams, `Unknown tool: "t"`},
+		{false, "", 503, ErrInternal, `taskSupport of tool "t" from the MCP server's tools/list; retry later`},
+		{false, "the cause", 503, ErrInternal, `taskSupport of tool "t" from the MCP server's tools/list: the cause`},
 	} {
-		v := UnknownSupport("t", tc.unlisted)
+		v := UnknownSupport("t", tc.unlisted, tc.cause)
 		status, code, msg := Answer(v.Code, v.Detail)
 		if v.OK() || v.Reason != rules.ReasonTaskSupport || status != tc.status || code != tc.code || !strings.Contains(msg, tc.inMessage) {
 			t.Errorf("UnknownSupport(unlisted %v) = %+v, reads %d %d %q", tc.unlisted, v, status, code, msg)
