@@ -196,23 +196,39 @@ func TestBidiStream(t *testing.T) {
 	}
 }
 
+// bidi echoes 200 messages of growing size on one stream. Its bound is
+// generous (120 s; a pass takes about 1 s unloaded); a message slower than
+// 5 s is logged with the time since the last one, and a failure dumps every
+// goroutine, so that slow (progress, then a late message) tells from stuck
+// (a frame relay waiting on a window that never opens).
 func bidi(t *testing.T, cfg Config) {
 	c, _, _ := setup(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s, err := c.FullDuplexCall(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start, last := time.Now(), time.Now()
+	fail := func(format string, args ...any) {
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		t.Logf("goroutines:\n%s", b.String())
+		t.Fatalf(format, args...)
+	}
 	for i := range 200 {
 		size := 100 + i*997 // up to about 200 KiB: windows fill and drain
 		if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(size)}); err != nil {
-			t.Fatalf("send %d: %v", i, err)
+			fail("send %d after %v (%v since message %d): %v", i, time.Since(start), time.Since(last), i-1, err)
 		}
 		in, err := s.Recv()
 		if err != nil {
-			t.Fatalf("recv %d: %v", i, err)
+			fail("recv %d after %v (%v since message %d): %v", i, time.Since(start), time.Since(last), i-1, err)
 		}
+		if d := time.Since(last); d > 5*time.Second {
+			t.Logf("message %d took %v (%v in all)", i, d, time.Since(start))
+		}
+		last = time.Now()
 		if len(in.GetPayload().GetBody()) != size {
 			t.Fatalf("message %d: %d bytes, want %d", i, len(in.GetPayload().GetBody()), size)
 		}
