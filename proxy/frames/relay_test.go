@@ -382,7 +382,15 @@ func TestUpstreamGone(t *testing.T) {
 }
 
 // TestUpstreamDown: with nothing listening upstream, a call fails fast
-// with Unavailable instead of hanging.
+// with Unavailable instead of hanging. The relay refuses the stream
+// (RST_STREAM REFUSED_STREAM, before it reads the body; grpc-go retries it
+// once, transparently, then reports UNAVAILABLE). grpc-go's unary call
+// reports io.EOF instead when the refusal arrives before it wrote the
+// request message: csAttempt.sendMsg turns the failed write into io.EOF,
+// which no retry replaces, and invoke returns SendMsg's error without
+// asking RecvMsg for the status (grpc-go v1.85.0 stream.go, grpc/grpc-go
+// issue 7230). Seen once in 30 loaded runs; a client-side race, not the
+// relay's: so io.EOF is accepted too.
 func TestUpstreamDown(t *testing.T) {
 	// port 1 (tcpmux) has no listener: dials are refused at once
 	addr := "127.0.0.1:1"
@@ -395,8 +403,8 @@ func TestUpstreamDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("got %v, want Unavailable", err)
+	if status.Code(err) != codes.Unavailable && !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want Unavailable (or io.EOF, grpc-go's unary race)", err)
 	}
 }
 
