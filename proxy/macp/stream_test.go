@@ -24,7 +24,8 @@ import (
 // historyRuntime is a fakeRuntime whose StreamSession replays a history of
 // n messages of size bytes to every subscriber, then echoes every envelope
 // it accepts, as the runtime does. Once a history was sent, sent, if not
-// nil, receives nil, or the error that ended its stream first.
+// nil, receives nil, or the error that ended its stream first; and the
+// error that ends its stream later.
 type historyRuntime struct {
 	*fakeRuntime
 	n, size int
@@ -48,6 +49,7 @@ func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSession
 			return nil
 		}
 		if err != nil {
+			h.historySent(err)
 			return err
 		}
 		if sid := req.GetSubscribeSessionId(); sid != "" {
@@ -153,6 +155,11 @@ func TestStreamClientNotReading(t *testing.T) {
 				// the envelope reached the runtime (the SessionStart before it),
 				// unless its stream was ended
 				for deadline := time.Now().Add(10 * time.Second); err == nil && ended == nil && f.forwarded() < 2; time.Sleep(5 * time.Millisecond) {
+					select {
+					case ended = <-sent:
+						continue
+					default:
+					}
 					if time.Now().After(deadline) {
 						t.Fatalf("the TaskRequest on the stalled stream never reached the runtime (%d calls did)", f.forwarded())
 					}
