@@ -196,23 +196,39 @@ func TestBidiStream(t *testing.T) {
 	}
 }
 
+// bidi echoes 200 messages of growing size on one stream. Its bound is
+// generous (120 s; a pass takes about 1 s unloaded); a message slower than
+// 5 s is logged with the time since the last one, and a failure dumps every
+// goroutine, so that slow (progress, then a late message) tells from stuck
+// (a frame relay waiting on a window that never opens).
 func bidi(t *testing.T, cfg Config) {
 	c, _, _ := setup(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	s, err := c.FullDuplexCall(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start, last := time.Now(), time.Now()
+	fail := func(format string, args ...any) {
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		t.Logf("goroutines:\n%s", b.String())
+		t.Fatalf(format, args...)
+	}
 	for i := range 200 {
 		size := 100 + i*997 // up to about 200 KiB: windows fill and drain
 		if err := s.Send(&testpb.StreamingOutputCallRequest{Payload: payload(size)}); err != nil {
-			t.Fatalf("send %d: %v", i, err)
+			fail("send %d after %v (%v since message %d): %v", i, time.Since(start), time.Since(last), i-1, err)
 		}
 		in, err := s.Recv()
 		if err != nil {
-			t.Fatalf("recv %d: %v", i, err)
+			fail("recv %d after %v (%v since message %d): %v", i, time.Since(start), time.Since(last), i-1, err)
 		}
+		if d := time.Since(last); d > 5*time.Second {
+			t.Logf("message %d took %v (%v in all)", i, d, time.Since(start))
+		}
+		last = time.Now()
 		if len(in.GetPayload().GetBody()) != size {
 			t.Fatalf("message %d: %d bytes, want %d", i, len(in.GetPayload().GetBody()), size)
 		}
@@ -366,7 +382,15 @@ func TestUpstreamGone(t *testing.T) {
 }
 
 // TestUpstreamDown: with nothing listening upstream, a call fails fast
-// with Unavailable instead of hanging.
+// with Unavailable instead of hanging. The relay refuses the stream
+// (RST_STREAM REFUSED_STREAM, before it reads the body; grpc-go retries it
+// once, transparently, then reports UNAVAILABLE). grpc-go's unary call
+// reports io.EOF instead when the refusal arrives before it wrote the
+// request message: csAttempt.sendMsg turns the failed write into io.EOF,
+// which no retry replaces, and invoke returns SendMsg's error without
+// asking RecvMsg for the status (grpc-go v1.85.0 stream.go, grpc/grpc-go
+// issue 7230). Seen once in 30 loaded runs; a client-side race, not the
+// relay's: so io.EOF is accepted too.
 func TestUpstreamDown(t *testing.T) {
 	// port 1 (tcpmux) has no listener: dials are refused at once
 	addr := "127.0.0.1:1"
@@ -379,8 +403,8 @@ func TestUpstreamDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{})
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("got %v, want Unavailable", err)
+	if status.Code(err) != codes.Unavailable && !errors.Is(err, io.EOF) {
+		t.Fatalf("got %v, want Unavailable (or io.EOF, grpc-go's unary race)", err)
 	}
 }
 

@@ -52,7 +52,12 @@ const (
 // UpstreamConnectTimeout. gRPC's own backoff grows to 120 s, so after a long
 // outage the upstream could be back for minutes before Warden noticed.
 func GRPCDialOptions(l Limits) []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	return []grpc.DialOption{grpc.WithConnectParams(connectParams(l))}
+}
+
+// connectParams is the reconnect backoff GRPCDialOptions sets.
+func connectParams(l Limits) grpc.ConnectParams {
+	return grpc.ConnectParams{
 		Backoff: backoff.Config{
 			BaseDelay:  min(backoffBase, l.UpstreamBackoffMax),
 			Multiplier: backoffMultiplier,
@@ -60,7 +65,7 @@ func GRPCDialOptions(l Limits) []grpc.DialOption {
 			MaxDelay:   l.UpstreamBackoffMax,
 		},
 		MinConnectTimeout: l.UpstreamConnectTimeout,
-	})}
+	}
 }
 
 // Dialer is the dialer an HTTP upstream transport uses: a connection attempt

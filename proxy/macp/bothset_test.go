@@ -21,7 +21,7 @@ func TestStreamRequestBothSet(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			ctx := context.Background()
 			tr, enf := happyPath(t)
-			_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, 3, 8} })
+			_, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, 3, 8, nil} })
 			client := macpv1.NewMACPRuntimeServiceClient(startSidecar(t, enf, addr, transport))
 			start, request := tr.Steps[0].Request, tr.Steps[1].Request
 			if r, err := client.Send(as(ctx, start.Credentials.Bearer), &macpv1.SendRequest{Envelope: start.Envelope}); err != nil || !r.GetAck().GetOk() {

@@ -50,12 +50,19 @@ func startFakeRuntime(t testing.TB) (*fakeRuntime, string) {
 // startFakeRuntimeWith serves the runtime wrap makes of a fakeRuntime.
 func startFakeRuntimeWith(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRuntimeServiceServer, also ...func(*grpc.Server)) (*fakeRuntime, string) {
 	t.Helper()
+	return startFakeRuntimeOpts(t, wrap, nil, also...)
+}
+
+// startFakeRuntimeOpts is startFakeRuntimeWith with the runtime's server
+// options.
+func startFakeRuntimeOpts(t testing.TB, wrap func(*fakeRuntime) macpv1.MACPRuntimeServiceServer, opts []grpc.ServerOption, also ...func(*grpc.Server)) (*fakeRuntime, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakeRuntime{sessions: map[string]*fakeSession{}}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	macpv1.RegisterMACPRuntimeServiceServer(srv, wrap(f))
 	for _, register := range also {
 		register(srv)

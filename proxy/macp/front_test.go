@@ -522,7 +522,8 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return f }, func(s *grpc.Server) { rt = s })
 	rb := noRebuild{exists: new(atomic.Int64)}
 	enf := devEnforcerWith(t, rb) // with a rebuilder, or Warden forgets nothing
-	c := macpv1.NewMACPRuntimeServiceClient(startSidecarWith(t, enf, Config{Upstream: up, Transport: TransportRelay}))
+	fwd := forwardTCP(t, up)      // tells when the relay closed its runtime connection
+	c := macpv1.NewMACPRuntimeServiceClient(startSidecarWith(t, enf, Config{Upstream: fwd.addr, Transport: TransportRelay}))
 	start, err := proto.Marshal(&macpv1.SessionStartPayload{Participants: []string{"planner", "worker"}, ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 60_000})
 	if err != nil {
 		t.Fatal(err)
@@ -541,9 +542,16 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 		t.Errorf("a Send settled by the runtime's Ack looked the session up %d times, want none (Acked)", n)
 	}
 	rt.Stop()
-	// the relay sees its runtime connection end (a Send on it before then
-	// may have reached the runtime, and rightly forgets)
-	time.Sleep(200 * time.Millisecond)
+	fwd.lis.Close() // the relay's next dial is refused
+	// the relay saw its runtime connection end and closed it (a Send on it
+	// before then may have reached the runtime, and rightly forgets)
+	closed := make(chan struct{})
+	go func() { fwd.conns.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the relay never closed its runtime connection after the runtime stopped")
+	}
 	for i := range 2 { // the failed dial, then the backoff
 		_, err := c.Send(ctx, req) // the same message again: a duplicate, forwarded
 		if status.Code(err) != codes.Unavailable {
@@ -553,6 +561,51 @@ func TestRelayNotSentKeepsSession(t *testing.T) {
 	if n := enf.Sessions(); n != 1 {
 		t.Errorf("after Sends that never reached the runtime Warden tracks %d sessions, want 1 (not forgotten)", n)
 	}
+}
+
+// tcpForward forwards the TCP connections made to addr to an upstream;
+// conns counts those the dialing side has not closed yet. The upstream
+// closing its side is passed on as a half close (the dialer reads EOF).
+type tcpForward struct {
+	addr  string
+	lis   net.Listener
+	conns sync.WaitGroup
+}
+
+// forwardTCP forwards to up until the test ends.
+func forwardTCP(t testing.TB, up string) *tcpForward {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	f := &tcpForward{addr: lis.Addr().String(), lis: lis}
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", up)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.conns.Add(1)
+			go func() {
+				_, _ = io.Copy(u, c) // until the dialer closes
+				u.Close()
+				c.Close()
+				f.conns.Done()
+			}()
+			go func() {
+				_, _ = io.Copy(c, u) // until the upstream closes
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+		}
+	}()
+	return f
 }
 
 // noRebuild is a Rebuilder that knows no session and counts the look-ups.

@@ -131,7 +131,7 @@ func TestOddRequestsOnBothDoors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]rawAnswer{}
 			for _, transport := range transports {
-				_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, 0, 0} }, func(s *grpc.Server) {
+				_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, 0, 0, nil} }, func(s *grpc.Server) {
 					healthpb.RegisterHealthServer(s, health.NewServer())
 					reflection.Register(s)
 				})

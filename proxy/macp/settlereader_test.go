@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/rules/macp"
@@ -16,20 +18,25 @@ import (
 // crossRuntime is a fakeRuntime whose answers cross: a resent SessionStart
 // (dup) is held until the next TaskAccept arrived and is then acked as new
 // (so Warden forgets the session: it no longer follows the runtime), and
-// that TaskAccept is answered only after it.
+// that TaskAccept is answered only after it: once the dup's answer is queued
+// on the runtime connection (dupOut, closed at the server's stats.End of
+// that call, which comes after its status was written).
 type crossRuntime struct {
 	*fakeRuntime
 	dupIn, acceptIn, dupOut chan struct{}
 	starts                  atomic.Int32
 }
 
+// dupKey holds, in a call's context, whether it is the dup.
+type dupKey struct{}
+
 func (r *crossRuntime) Send(ctx context.Context, req *macpv1.SendRequest) (*macpv1.SendResponse, error) {
 	env := req.GetEnvelope()
 	switch {
 	case env.GetMessageType() == macp.TypeSessionStart && r.starts.Add(1) == 2:
+		ctx.Value(dupKey{}).(*atomic.Bool).Store(true)
 		close(r.dupIn)
 		<-r.acceptIn
-		defer close(r.dupOut)
 		resp, err := r.fakeRuntime.Send(ctx, req)
 		if err == nil {
 			resp.Ack.Duplicate = false
@@ -37,11 +44,25 @@ func (r *crossRuntime) Send(ctx context.Context, req *macpv1.SendRequest) (*macp
 		return resp, err
 	case env.GetMessageType() == "TaskAccept":
 		close(r.acceptIn)
-		<-r.dupOut
-		time.Sleep(50 * time.Millisecond) // the resent start's answer is read first
+		<-r.dupOut // the resent start's answer is read first
 	}
 	return r.fakeRuntime.Send(ctx, req)
 }
+
+// crossRuntime is the runtime server's stats.Handler: it closes dupOut
+// once the dup's call ended.
+func (r *crossRuntime) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, dupKey{}, new(atomic.Bool))
+}
+
+func (r *crossRuntime) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, end := s.(*stats.End); end && ctx.Value(dupKey{}).(*atomic.Bool).Load() {
+		close(r.dupOut)
+	}
+}
+
+func (r *crossRuntime) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (r *crossRuntime) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // TestRelaySettleBesideHeldSession: two Sends on one session over the
 // relay's one runtime connection, answered crosswise: a resent SessionStart
@@ -54,7 +75,7 @@ func (r *crossRuntime) Send(ctx context.Context, req *macpv1.SendRequest) (*macp
 // answer would never be read and both would end DEADLINE_EXCEEDED).
 func TestRelaySettleBesideHeldSession(t *testing.T) {
 	rt := &crossRuntime{dupIn: make(chan struct{}), acceptIn: make(chan struct{}), dupOut: make(chan struct{})}
-	_, up := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { rt.fakeRuntime = f; return rt })
+	_, up := startFakeRuntimeOpts(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { rt.fakeRuntime = f; return rt }, []grpc.ServerOption{grpc.StatsHandler(rt)})
 	enf := devEnforcerWith(t, noRebuild{exists: new(atomic.Int64)}) // with a rebuilder, or Warden forgets nothing
 	c := macpv1.NewMACPRuntimeServiceClient(startSidecarWith(t, enf, Config{Upstream: up, Transport: TransportRelay}))
 	sid := sessionID()

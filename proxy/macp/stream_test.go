@@ -23,10 +23,23 @@ import (
 
 // historyRuntime is a fakeRuntime whose StreamSession replays a history of
 // n messages of size bytes to every subscriber, then echoes every envelope
-// it accepts, as the runtime does.
+// it accepts, as the runtime does. Once a history was sent, sent, if not
+// nil, receives nil, or the error that ended its stream first; and the
+// error that ends its stream later.
 type historyRuntime struct {
 	*fakeRuntime
 	n, size int
+	sent    chan<- error
+}
+
+// historySent tells that a history was sent, or err ended its stream.
+func (h historyRuntime) historySent(err error) {
+	if h.sent != nil {
+		select {
+		case h.sent <- err:
+		default:
+		}
+	}
 }
 
 func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSessionServer) error {
@@ -36,6 +49,7 @@ func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSession
 			return nil
 		}
 		if err != nil {
+			h.historySent(err)
 			return err
 		}
 		if sid := req.GetSubscribeSessionId(); sid != "" {
@@ -43,9 +57,11 @@ func (h historyRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSession
 				env := &macpv1.Envelope{MacpVersion: "1.0", Mode: "macp.mode.task.v1", MessageType: "TaskUpdate", MessageId: "h" + strconv.Itoa(i),
 					SessionId: sid, Sender: "agent://worker", Payload: make([]byte, h.size)}
 				if err := ss.Send(&macpv1.StreamSessionResponse{Response: &macpv1.StreamSessionResponse_Envelope{Envelope: env}}); err != nil {
+					h.historySent(err)
 					return err
 				}
 			}
+			h.historySent(nil)
 			continue
 		}
 		if env := req.GetEnvelope(); env != nil {
@@ -102,8 +118,8 @@ func TestStreamClientNotReading(t *testing.T) {
 			t.Run(tc.name+"/"+transport, func(t *testing.T) {
 				ctx := context.Background()
 				tr, enf := happyPath(t)
-				f, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, tc.n, tc.size} })
-				_ = f
+				sent := make(chan error, 1)
+				f, addr := startFakeRuntimeWith(t, func(f *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{f, tc.n, tc.size, sent} })
 				conn := startSidecar(t, enf, addr, transport)
 				client := macpv1.NewMACPRuntimeServiceClient(conn)
 				start, request, accept := tr.Steps[0].Request, tr.Steps[1].Request, tr.Steps[2].Request
@@ -126,11 +142,29 @@ func TestStreamClientNotReading(t *testing.T) {
 				if err := stream.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: tr.SessionID}); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(300 * time.Millisecond) // the history fills the window
-				if err := stream.Send(&macpv1.StreamSessionRequest{Envelope: request.Envelope}); err != nil && !errors.Is(err, io.EOF) {
+				var ended error // the runtime's stream, ended by Warden before the history was all sent
+				select {        // the history fills the window
+				case ended = <-sent:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the runtime never sent the history")
+				}
+				err = stream.Send(&macpv1.StreamSessionRequest{Envelope: request.Envelope})
+				if err != nil && !errors.Is(err, io.EOF) {
 					t.Fatal(err)
 				}
-				time.Sleep(300 * time.Millisecond)
+				// the envelope reached the runtime (the SessionStart before it),
+				// unless its stream was ended
+				for deadline := time.Now().Add(10 * time.Second); err == nil && ended == nil && f.forwarded() < 2; time.Sleep(5 * time.Millisecond) {
+					select {
+					case ended = <-sent:
+						continue
+					default:
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the TaskRequest on the stalled stream never reached the runtime (%d calls did)", f.forwarded())
+					}
+				}
+				t.Logf("stalled stream's Send: %v, the runtime's stream: %v; %d calls reached the runtime", err, ended, f.forwarded())
 
 				cctx, cancel := context.WithTimeout(as(ctx, accept.Credentials.Bearer), 5*time.Second)
 				defer cancel()

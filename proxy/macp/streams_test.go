@@ -298,7 +298,7 @@ func TestRelayWatchesLeaveNoGoroutines(t *testing.T) {
 type streamingRuntime struct{ watchingRuntime }
 
 func (r streamingRuntime) StreamSession(ss macpv1.MACPRuntimeService_StreamSessionServer) error {
-	return historyRuntime{r.fakeRuntime, 1, 16}.StreamSession(ss)
+	return historyRuntime{r.fakeRuntime, 1, 16, nil}.StreamSession(ss)
 }
 
 // signalRuntime is a fakeRuntime whose WatchSignals sends n ambient signals

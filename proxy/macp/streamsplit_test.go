@@ -22,7 +22,7 @@ import (
 // (the echo and the refusal, then OK), and with bytes after them a gRPC
 // status; never a hang, a reset or a message it did not decide.
 func FuzzRelayStreamSplit(f *testing.F) {
-	_, up := startFakeRuntimeWith(f, func(r *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{r, 0, 0} })
+	_, up := startFakeRuntimeWith(f, func(r *fakeRuntime) macpv1.MACPRuntimeServiceServer { return historyRuntime{r, 0, 0, nil} })
 	addr := serveSidecar(f, devEnforcer(f), Config{Upstream: up, Transport: TransportRelay, MaxMessageBytes: 4096})
 	f.Add([]byte{}, []byte{})
 	f.Add([]byte{1, 1, 1, 1, 1, 3, 200}, []byte{})
