@@ -114,22 +114,15 @@ func (st *sessionStream) up() {
 // answered with an error instead and the message is not forwarded;
 // settleNow, if not nil, is settled once the message is forwarded.
 func (st *sessionStream) admit(f *frame) (settleNow *proxy.Decision, ok bool) {
-	var req macpv1.StreamSessionRequest
-	if err := st.s.gate.Unmarshal(f.b, &req); err != nil { // as the runtime reads it
-		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest does not decode", "", "")
+	env, sid, refusal := st.s.gate.StreamMessage(f.b) // in place as a Send's, else as the runtime reads it
+	if refusal != "" {
+		st.fail(rules.CodeInvalidEnvelope, refusal, "", "")
 		return nil, false
 	}
-	if req.GetEnvelope() != nil && req.GetSubscribeSessionId() != "" {
-		// The runtime refuses the frame (RFC-MACP-0006 §3.2) and ends
-		// the stream: deciding the envelope alone would commit what it
-		// never applies, and pass a subscription nobody checked.
-		st.fail(rules.CodeInvalidEnvelope, "StreamSessionRequest must not contain both envelope and subscribe_session_id", "", "")
-		return nil, false
-	}
-	if env := req.GetEnvelope(); env != nil {
+	if env != nil {
 		return st.admitEnvelope(env)
 	}
-	if sid := req.GetSubscribeSessionId(); sid != "" {
+	if sid != "" {
 		if err := st.s.checkMember(st.ctx, sid, st.p); err != nil {
 			st.fail(rules.CodeForbidden, "only participants may subscribe to a session", sid, "")
 			return nil, false

@@ -140,3 +140,69 @@ func BenchmarkRequestSend(b *testing.B) {
 		}
 	})
 }
+
+// streamSeeds are sendSeeds and the shapes only a StreamSessionRequest
+// has: a subscription, with an envelope, twice, after a sequence.
+func streamSeeds(t testing.TB) [][]byte {
+	seeds := sendSeeds(t)
+	env := seeds[4]
+	sub := protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), "s1")
+	after := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 7)
+	empty := protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), "")
+	return append(seeds, sub, append(sub, after...), append(env, sub...), append(sub, env...),
+		append(env, after...), append(env, empty...), append(sub, sub...))
+}
+
+// checkStream holds a StreamSession message's reading to the unary path's
+// and to strictpb: an envelope both read is the same envelope, read in
+// place as a Send's is (its payload a sub-slice of b) when readSend reads
+// it; the rest reads as strictpb decodes a StreamSessionRequest, refused
+// in the decoding path's words.
+func checkStream(t *testing.T, b []byte) {
+	t.Helper()
+	g := &Gate{}
+	env, sub, refusal := g.StreamMessage(b)
+	if r, ref := g.Request(&Admission{Call: CallSend}, b); ref == nil && env != nil && !proto.Equal(env, r.Envelope) {
+		t.Fatalf("%x: streamed as %v, sent as %v", b, env, r.Envelope)
+	}
+	if in, ok := readSend(b); ok {
+		p, q := env.GetPayload(), in.GetPayload()
+		if len(p) > 0 && &p[0] != &q[0] {
+			t.Fatalf("%x: a Send's envelope read in place, the stream's copied", b)
+		}
+		if len(p) > 0 && cap(p) != len(p) {
+			t.Fatalf("%x: the payload's capacity %d reaches past it (%d)", b, cap(p), len(p))
+		}
+	}
+	var req macpv1.StreamSessionRequest
+	err := strictpb.Unmarshal(b, &req)
+	switch {
+	case err != nil:
+		if refusal != "StreamSessionRequest does not decode" {
+			t.Fatalf("%x: strictpb: %v; read as %v %q refusal %q", b, err, env, sub, refusal)
+		}
+	case req.GetEnvelope() != nil && req.GetSubscribeSessionId() != "":
+		if refusal != "StreamSessionRequest must not contain both envelope and subscribe_session_id" {
+			t.Fatalf("%x: both set; read as %v %q refusal %q", b, env, sub, refusal)
+		}
+	case refusal != "" || sub != req.GetSubscribeSessionId() || !proto.Equal(env, req.GetEnvelope()) || (env == nil) != (req.GetEnvelope() == nil):
+		t.Fatalf("%x: read as %v %q refusal %q, strictpb reads %v", b, env, sub, refusal, &req)
+	}
+}
+
+// TestStreamMessage: the seeds read alike on the stream, as a Send and by
+// strictpb.
+func TestStreamMessage(t *testing.T) {
+	for _, b := range streamSeeds(t) {
+		checkStream(t, b)
+	}
+}
+
+// FuzzStreamMessage holds a StreamSession message's reading to the unary
+// path's and to strictpb.Unmarshal.
+func FuzzStreamMessage(f *testing.F) {
+	for _, b := range streamSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(checkStream)
+}
