@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -49,6 +50,10 @@ type Array struct {
 type doc struct {
 	raw []byte
 	err error
+	// spans are where the message's objects and arrays lie, as the one
+	// pass that checked it found them (index.go); nil for a message nested
+	// deeper than it reads, whose values are walked to find their ends.
+	spans []span
 	// The members and elements of every object and array read: each
 	// object's (array's) are a run of these, read whole before any other
 	// is, so one growing slice holds them all in few allocations. The
@@ -59,9 +64,10 @@ type doc struct {
 	objects []Object
 	repls   [][]byte // the replacements set (member.repl, elem.repl)
 	lits    []byte   // the strings set (SetStr), written one after another
-	mbuf    [8]member
+	mbuf    [6]member
 	ebuf    [2]elem // with the rest, the doc fits the 896-byte size class (TestDocSize)
 	obuf    [4]Object
+	sbuf    [11]span // where the objects and arrays of a small message lie
 }
 
 // Offsets are int32: a message Warden reads is bounded far below 2 GiB.
@@ -138,17 +144,33 @@ var (
 // object. Names read from it, and from the objects read from it, may meet a
 // refusal: Err reports it.
 func ReadObject(raw []byte) (*Object, error) {
-	if !Valid(raw) {
-		return nil, ErrNotJSON
-	}
-	i := SkipSpace(raw, 0)
-	if raw[i] != '{' {
-		return nil, ErrNotObject
-	}
 	if len(raw) > math.MaxInt32 {
+		if !Valid(raw) {
+			return nil, ErrNotJSON
+		}
 		return nil, errors.New("too large")
 	}
+	i := SkipSpace(raw, 0)
+	if i < len(raw) && raw[i] != '{' {
+		if !Valid(raw) {
+			return nil, ErrNotJSON
+		}
+		return nil, ErrNotObject
+	}
+	// One pass checks raw and finds where every value lies.
 	d := &doc{raw: raw}
+	st := scanState{indexing: true}
+	st.ix.spans = d.sbuf[:0]
+	switch scan(raw, &st, nil) {
+	case scanned:
+		d.spans = st.ix.spans
+	case tooDeep:
+		if !json.Valid(raw) {
+			return nil, ErrNotJSON
+		}
+	default:
+		return nil, ErrNotJSON
+	}
 	d.members, d.elems, d.objects = d.mbuf[:0], d.ebuf[:0], d.obuf[:0]
 	return d.object(i, false), nil
 }
@@ -172,7 +194,7 @@ func (d *doc) object(i int, loose bool) *Object {
 			m.name, _ = String(raw[ks:ke]) // invalid UTF-8 reads as U+FFFD, as decoders read it
 		}
 		i = SkipSpace(raw, SkipSpace(raw, ke)+1) // past the colon
-		end := ValueEnd(raw, i)
+		end := d.valueEnd(i)
 		m.start, m.end = int32(i), int32(end)
 		d.members, first = grow(d.members, first)
 		d.members = append(d.members, m)
@@ -549,7 +571,7 @@ func (d *doc) array(i int, loose bool) *Array {
 	first := len(d.elems)
 	i = SkipSpace(raw, i+1)
 	for raw[i] != ']' {
-		end := ValueEnd(raw, i)
+		end := d.valueEnd(i)
 		e := elem{start: int32(i), end: int32(end)}
 		d.elems, first = grow(d.elems, first)
 		d.elems = append(d.elems, e)

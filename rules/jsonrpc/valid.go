@@ -67,14 +67,16 @@ const (
 // scanState is what Scan keeps on Valid's pass (scan): Valid keeps none,
 // and its pass does nothing more (it is on every message's path).
 type scanState struct {
-	members bool // a member is called
-	fold    foldCounter
-	folding bool // fold is counted
-	folds   int
-	m       Member
-	keyed   bool              // a member's name was read: the value scan reads next is its value
-	objects int32             // the objects begun
-	number  [validDepth]int32 // the number of the object at depth d+1 (0: an array)
+	members  bool // a member is called
+	fold     foldCounter
+	folding  bool // fold is counted
+	folds    int
+	m        Member
+	keyed    bool              // a member's name was read: the value scan reads next is its value
+	objects  int32             // the objects begun
+	number   [validDepth]int32 // the number of the object at depth d+1 (0: an array)
+	ix       indexer           // the message indexed (ReadObject), when indexing
+	indexing bool
 }
 
 // key notes the member whose name is b[start+1:end-1] (escaped: it holds
@@ -92,6 +94,9 @@ func (st *scanState) key(b []byte, start, end int, escaped bool, depth int) {
 // open notes a container begun at b[i] at depth (the one it is in), the
 // value of the member keyed when there is one.
 func (st *scanState) open(b []byte, i, depth int, member func(Member)) {
+	if st.indexing {
+		st.ix.container(i, depth+1)
+	}
 	if !st.members {
 		return
 	}
@@ -107,10 +112,10 @@ func (st *scanState) open(b []byte, i, depth int, member func(Member)) {
 	}
 }
 
-// value notes the scalar b[start:end], the value of the member keyed when
-// there is one (escaped: a string holding an escape), counting a string's
-// folds.
-func (st *scanState) value(b []byte, start, end int, escaped bool, member func(Member)) {
+// value notes the scalar b[start:end], within the container open at
+// depth, the value of the member keyed when there is one (escaped: a
+// string holding an escape), counting a string's folds.
+func (st *scanState) value(b []byte, start, end, depth int, escaped bool, member func(Member)) {
 	if st.folding && b[start] == '"' {
 		st.folds += st.fold.count(b[start+1 : end-1])
 	}
@@ -150,6 +155,9 @@ func scan(b []byte, st *scanState, member func(Member)) int {
 			depth++
 			i = SkipSpace(b, i+1)
 			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
+				if st != nil && st.indexing {
+					st.ix.close(i+1, depth)
+				}
 				depth--
 				i++
 				break
@@ -182,7 +190,7 @@ func scan(b []byte, st *scanState, member func(Member)) int {
 			return invalid
 		}
 		if st != nil {
-			st.value(b, start, i, escaped, member)
+			st.value(b, start, i, depth, escaped, member)
 		}
 		// after a value: the containers it ends, then the next member or
 		// element
@@ -216,6 +224,9 @@ func scan(b []byte, st *scanState, member func(Member)) int {
 			case '}', ']':
 				if object != (b[i] == '}') {
 					return invalid
+				}
+				if st != nil && st.indexing {
+					st.ix.close(i+1, depth)
 				}
 				depth--
 				i++
