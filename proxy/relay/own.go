@@ -3,7 +3,6 @@ package relay
 import (
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,7 +50,7 @@ func (o Own) Check(resp *http.Response) error {
 		return o.unusable("is HTTP status " + strconv.Itoa(resp.StatusCode) + ", not 2xx")
 	}
 	ct := resp.Header.Get("Content-Type")
-	mt, _, _ := mime.ParseMediaType(ct)
+	mt := MediaType(ct)
 	for _, t := range o.Types {
 		if strings.EqualFold(mt, t) {
 			return nil
