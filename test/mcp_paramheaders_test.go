@@ -2,6 +2,9 @@ package test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -96,5 +99,99 @@ func TestMCPParamHeaders(t *testing.T) {
 				t.Fatalf("refused %v, want %v: %v", dr != nil, tc.refused, resp)
 			}
 		})
+	}
+}
+
+// TestMCPParamHeaderComma: a mirrored argument holding a comma, sent in one
+// field line as SEP-2243 clients send plain ASCII (the Go SDK's and the
+// Python SDK's clients wrap only non-ASCII, edge whitespace and the
+// sentinel), through bin/warden in front of the Go SDK everything-server in
+// its stateless mode at 2026-07-28, which itself compares the header
+// (Header.Get: the first line, whole) with the argument. The sidecar sees
+// field lines: one line "Paris, France" is one value, forwarded whole, and
+// the server runs the tool on it; two lines are refused by Warden (the
+// server would read the first). ext_authz sees Envoy's comma-joined value,
+// where one line holding a comma cannot be told from two lines: refused,
+// naming =?base64?...?=, the form every door passes. Before, the sidecar
+// refused one line holding a comma as the header given twice (U3's fix).
+func TestMCPParamHeaderComma(t *testing.T) {
+	bin := peer(t, ".peers/bin/everything-server")
+	addr := freeAddr(t)
+	start(t, "everything-server", addr, nil, bin, "-http", addr)
+	front, _ := startMCPWarden(t, "http://"+addr)
+
+	call := func(region string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test_x_mcp_header","arguments":{"region":` + strconv.Quote(region) +
+			`},"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"comma","version":"0"},"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	}
+	// post sends body with each of lines as an Mcp-Param-Region field line.
+	post := func(t *testing.T, body string, lines ...string) (int, []byte, bool) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, front+"/mcp", strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer alice",
+			"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_x_mcp_header"} {
+			req.Header.Set(k, v)
+		}
+		for _, l := range lines {
+			req.Header.Add("Mcp-Param-Region", l)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, lastMessage(resp, b), resp.Header.Get("X-Warden-Decision") != ""
+	}
+	for _, tc := range []struct {
+		name, region string
+		lines        []string
+		refused      string // a word of Warden's refusal ("": the tool runs)
+	}{
+		{"one line holding a comma", "Paris, France", []string{"Paris, France"}, ""},
+		{"one line holding a comma, base64", "Paris, France", []string{"=?base64?UGFyaXMsIEZyYW5jZQ==?="}, ""},
+		{"a list in one line", "eu,us", []string{"eu,us"}, ""},
+		{"two lines", "Paris, France", []string{"Paris", "France"}, "given 2 times"},
+		{"two lines, the argument the first", "Paris", []string{"Paris", "France"}, "given 2 times"},
+		{"one line holding a comma, another argument", "Paris", []string{"Paris, France"}, "does not match"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, msg, warden := post(t, call(tc.region), tc.lines...)
+			var a struct {
+				Result *struct {
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"result"`
+				Error *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			_ = json.Unmarshal(msg, &a)
+			if tc.refused == "" {
+				// the server compared the header it received with the argument
+				if status != 200 || a.Result == nil || len(a.Result.Content) == 0 || a.Result.Content[0].Text != "region="+tc.region {
+					t.Fatalf("the tool did not run on %q: %d %s", tc.region, status, msg)
+				}
+				return
+			}
+			if status != 400 || !warden || a.Error == nil || a.Error.Code != -32020 || !strings.Contains(a.Error.Message, tc.refused) {
+				t.Fatalf("want Warden's 400 -32020 saying %q, got %d %s", tc.refused, status, msg)
+			}
+		})
+	}
+
+	// ext_authz: one line holding a comma reads as two lines joined;
+	// base64 passes.
+	check := extAuthzCheck(t, "--extauthz-mcp")
+	h := map[string]string{"accept": "application/json, text/event-stream", "content-type": "application/json", "mcp-protocol-version": "2026-07-28",
+		"mcp-method": "tools/call", "mcp-name": "test_x_mcp_header"}
+	for value, refused := range map[string]bool{"Paris, France": true, "=?base64?UGFyaXMsIEZyYW5jZQ==?=": false} {
+		h["mcp-param-region"] = value
+		dr := check("/mcp", h, call("Paris, France")).GetDeniedResponse()
+		if refused != (dr != nil) || (dr != nil && (dr.GetStatus().GetCode() != 400 || !strings.Contains(dr.GetBody(), "=?base64?"))) {
+			t.Errorf("ext_authz, Mcp-Param-Region %q: refused %v (%s), want %v", value, dr != nil, dr.GetBody(), refused)
+		}
 	}
 }

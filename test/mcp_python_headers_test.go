@@ -68,3 +68,66 @@ func TestMCPNameHeaderReadAlike(t *testing.T) {
 		})
 	}
 }
+
+// paramScript runs the MCP Python SDK's (2.3.0) Mcp-Param-* check on a
+// tool mirroring region in Mcp-Param-Region, the argument value and the
+// header's field lines (hex, comma-separated) as Starlette hands them to
+// it: "accepted" or "rejected".
+const paramScript = `import sys
+from starlette.datastructures import Headers
+from mcp.shared import inbound
+schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+lines = [bytes.fromhex(x) for x in sys.argv[2].split(",")]
+h = Headers(raw=[(b"mcp-param-region", x) for x in lines])
+r = inbound.validate_mcp_param_headers(schema, {"region": sys.argv[1]}, h)
+print("rejected" if r is not None else "accepted")
+`
+
+// TestMCPParamLinesReadAlike: the sidecar reads Mcp-Param-* field lines as
+// the MCP Python SDK's server does (each line one value, the header given
+// on two lines refused): one line "Paris, France" is the argument "Paris,
+// France" to both. Before, Warden refused it (a comma counted as a second
+// line on every door), where the SDK ran the tool.
+func TestMCPParamLinesReadAlike(t *testing.T) {
+	py := peer(t, ".peers/mcp-venv/bin/python")
+	schema := mcp.MirroredArguments([]byte(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`))
+	for _, tc := range []struct {
+		name, region string
+		lines        []string
+		alike        bool // both accept
+	}{
+		{"one line holding a comma", "Paris, France", []string{"Paris, France"}, true},
+		{"base64", "Paris, France", []string{"=?base64?UGFyaXMsIEZyYW5jZQ==?="}, true},
+		{"two lines", "Paris", []string{"Paris", "France"}, false},
+		{"two lines, the argument joined", "Paris, France", []string{"Paris", "France"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			hexes := make([]string, len(tc.lines))
+			for i, l := range tc.lines {
+				hexes[i] = hex.EncodeToString([]byte(l))
+			}
+			out, err := exec.CommandContext(ctx, py, "-c", paramScript, tc.region, strings.Join(hexes, ",")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("python: %v\n%s", err, out)
+			}
+			if got, want := strings.TrimSpace(string(out)), map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
+				t.Fatalf("the Python SDK %s Mcp-Param-Region %q for %q, want %s", got, tc.lines, tc.region, want)
+			}
+			args, _ := json.Marshal(map[string]string{"region": tc.region})
+			c, err := mcp.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":` + string(args) + `}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := []mcp.Param{{Name: "Region", Values: tc.lines}} // the sidecar's lines (net/http)
+			v := mcp.CheckHeaders(c, mcp.Headers{ProtocolVersion: mcp.Era2026, Params: ps})
+			if v.OK() {
+				v = mcp.CheckParams(c, ps, schema, mcp.Era2026)
+			}
+			if v.OK() != tc.alike {
+				t.Fatalf("the sidecar's verdict on Mcp-Param-Region %q for %q: %+v (the Python SDK accepts it: %v)", tc.lines, tc.region, v, tc.alike)
+			}
+		})
+	}
+}

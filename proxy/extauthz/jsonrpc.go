@@ -18,7 +18,7 @@ import (
 
 // request is the gate's Request of Envoy's HTTP attributes: the path as
 // sent with its query cut (the gate refuses one), the headers (Envoy joins repeated ones with
-// commas; its pseudo-headers are left out), the credentials, and the body
+// commas: Joined; its pseudo-headers are left out), the credentials, and the body
 // Envoy buffered, refused as cut (gate.ErrCut) unless it is the whole body
 // (bufferedBody).
 func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, credErr error) *gate.Request {
@@ -33,7 +33,7 @@ func request(h *authv3.AttributeContext_HttpRequest, creds authn.Credentials, cr
 	body, cut := bufferedBody(h)
 	path, _, query := strings.Cut(h.GetPath(), "?")
 	return &gate.Request{
-		Method: h.GetMethod(), Path: path, Query: query, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr,
+		Method: h.GetMethod(), Path: path, Query: query, Host: h.GetHost(), TLS: h.GetScheme() == "https", Header: hdr, Joined: true,
 		Creds: creds, CredErr: credErr, HasBody: len(body) > 0 || h.GetSize() > 0 || cut != nil,
 		Body: func(limit int64) ([]byte, error) {
 			if int64(len(body)) > limit {

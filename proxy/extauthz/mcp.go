@@ -52,8 +52,9 @@ func (s *Server) checkMCP(ctx context.Context, r *gate.Request) *authv3.CheckRes
 	call, hdr := in.Call, r.Header
 	name, hasName := hdr["Mcp-Name"]
 	// the tool's inputSchema is never seen here (tools/list answers are
-	// invisible): Mcp-Param-* values are checked, not matched to arguments
-	h := mcp.Headers{ProtocolVersion: hdr.Get("Mcp-Protocol-Version"), Method: hdr.Get("Mcp-Method"), HasName: hasName, Params: mcp.Params(hdr)}
+	// invisible): Mcp-Param-* values are checked, not matched to arguments,
+	// as Envoy joined their lines (r.Joined)
+	h := mcp.Headers{ProtocolVersion: hdr.Get("Mcp-Protocol-Version"), Method: hdr.Get("Mcp-Method"), HasName: hasName, Params: mcp.Params(hdr), Joined: r.Joined}
 	if hasName {
 		h.Name = name[0]
 	}

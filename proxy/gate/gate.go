@@ -77,8 +77,10 @@ type Request struct {
 	Host string
 	TLS  bool
 	// Header holds every field line the door saw; Envoy's CheckRequest
-	// joins repeated fields with commas into one value.
+	// joins repeated fields with commas into one value, and Joined says so
+	// (a comma in a value cannot be told from a second line there).
 	Header http.Header
+	Joined bool
 	// Creds and CredErr are the request's credentials as the door reads
 	// them (authn.FromHTTP, or ext_authz's headers and client certificate).
 	Creds   authn.Credentials

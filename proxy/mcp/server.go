@@ -366,6 +366,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 	}
 	name := ""
 	if call.Kind != mcp.KindResponse || !refused.OK() {
+		// net/http keeps each field line a value of its own: not Joined
 		h := mcp.Headers{ProtocolVersion: r.Header.Get("Mcp-Protocol-Version"), Method: r.Header.Get("Mcp-Method"), Params: mcp.Params(r.Header)}
 		h.Name, h.HasName = headerValue(r.Header, "Mcp-Name")
 		req := tasks.Request{Principal: p, Call: call, Limits: mcp.Limits{MaxSteerBytes: s.cfg.MaxSteerBytes, MaxSteerQueue: s.cfg.MaxSteerQueue}, IDReason: x.idReason}

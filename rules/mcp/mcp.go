@@ -570,20 +570,24 @@ type Headers struct {
 	Name            string // Mcp-Name
 	HasName         bool
 	Params          []Param // Mcp-Param-* (Params)
+	// Joined reports that the door sees repeated field lines as one value
+	// joined with commas (Envoy's CheckRequest), so that a comma in a value
+	// cannot be told from a second line (CheckParamValues).
+	Joined bool
 }
 
 // CheckHeaders checks that the routing headers agree with the body
-// (SEP-2243): Mcp-Param-* values read as one value each (CheckParamValues;
-// against the arguments: CheckParams), Mcp-Method equals the method,
-// Mcp-Name, when given, the params.name of tools/call and prompts/get and
-// the params.uri of resources/read (nameSource), and on task methods
-// Mcp-Name equals params.taskId, required from protocol 2026-07-28 on. A task
-// method without a string taskId is invalid params.
+// (SEP-2243): Mcp-Param-* values read as one value each, as the door sees
+// lines (CheckParamValues; against the arguments: CheckParams), Mcp-Method
+// equals the method, Mcp-Name, when given, the params.name of tools/call and
+// prompts/get and the params.uri of resources/read (nameSource), and on task
+// methods Mcp-Name equals params.taskId, required from protocol 2026-07-28
+// on. A task method without a string taskId is invalid params.
 func CheckHeaders(c Call, h Headers) rules.Verdict {
 	if c.Kind != KindRequest && c.Kind != KindNotification {
 		return rules.Verdict{}
 	}
-	if v := CheckParamValues(h.Params); !v.OK() {
+	if v := CheckParamValues(h.Params, h.Joined); !v.OK() {
 		return v
 	}
 	// Mcp-Method and Mcp-Name are read as Mcp-Param-* values are: Warden

@@ -108,21 +108,24 @@ func argument(args map[string]json.RawMessage, path []string) (json.RawMessage, 
 
 // CheckParamValues refuses Mcp-Param-* headers no reader can take as one
 // value, whatever the tool (SEP-2243: servers MUST reject invalid
-// characters, intermediaries MUST answer 400): a name given twice, as two
-// field lines or as a list in one (a comma: what Envoy's CheckRequest makes
-// of two lines, so ext_authz cannot tell them apart; a value holding a
-// comma is sent =?base64?...?=, whose alphabet has none), a value with a
-// character outside visible ASCII, space and tab, or a =?base64?...?= value
-// that does not decode. Otherwise, with the tool's schema unknown, the
-// headers are forwarded as they are (intermediaries MUST forward
-// Mcp-Param-* they do not know).
-func CheckParamValues(ps []Param) rules.Verdict {
+// characters, intermediaries MUST answer 400): a name given on two field
+// lines, a value with a character outside visible ASCII, space and tab, or
+// a =?base64?...?= value that does not decode. joined is what the door
+// knows of lines: true when it sees repeated lines as one value joined with
+// commas (Envoy's CheckRequest headers), where a value holding a comma
+// cannot be told from the header given twice and is refused too (a value
+// holding a comma is sent =?base64?...?=, whose alphabet has none); false
+// when it sees each line apart (net/http), where one line holding a comma
+// is one value, as SEP-2243 clients send it and the SDK servers read it.
+// Otherwise, with the tool's schema unknown, the headers are forwarded as
+// they are (intermediaries MUST forward Mcp-Param-* they do not know).
+func CheckParamValues(ps []Param, joined bool) rules.Verdict {
 	for _, p := range ps {
-		if n := len(p.Values); n != 1 || strings.Contains(p.Values[0], ",") {
-			if n == 1 {
-				n = strings.Count(p.Values[0], ",") + 1
-			}
-			return mismatch(fmt.Sprintf("%s%s header given %d times (two lines, or a list in one: send a value holding a comma as =?base64?...?=)", ParamPrefix, p.Name, n))
+		if n := len(p.Values); n != 1 {
+			return mismatch(fmt.Sprintf("%s%s header given %d times", ParamPrefix, p.Name, n))
+		}
+		if joined && strings.Contains(p.Values[0], ",") {
+			return mismatch(fmt.Sprintf("%s%s header holds a comma, which here cannot be told from the header given twice (Envoy joins repeated lines with commas): send a value holding a comma as =?base64?...?=", ParamPrefix, p.Name))
 		}
 		if v := readable(ParamPrefix+p.Name, p.Values[0]); !v.OK() {
 			return v

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentwarden/warden/rules"
@@ -48,9 +49,6 @@ func TestParamHeaders(t *testing.T) {
 		{"base64 missing suffix is literal", tool(`{}`), one("Region", "=?base64?SGVsbG8="), nil, v26, ""},
 		{"upper-case sentinel is literal", tool(`{}`), one("Region", "=?BASE64?SGVsbG8=?="), nil, v26, ""},
 		{"given twice", tool(`{}`), []Param{{Name: "Region", Values: []string{"eu", "us"}}}, nil, v26, mismatch},
-		{"given twice in one line (Envoy's CheckRequest)", tool(`{}`), one("Region", "eu,us"), nil, v26, mismatch},
-		{"a comma in the value", tool(`{"region":"eu, us"}`), one("Region", "eu, us"), schema, v26, mismatch},
-		{"a comma in the value, base64", tool(`{"region":"eu, us"}`), one("Region", "=?base64?ZXUsIHVz?="), schema, v26, ""},
 		{"on another method too", call(MethodToolsList, `{}`), one("Region", "\xff"), nil, v26, mismatch},
 
 		// Against the arguments, the schema known.
@@ -94,6 +92,47 @@ func TestParamHeaders(t *testing.T) {
 			}
 			if !v.OK() && v.Reason != rules.ReasonHeaderMismatch {
 				t.Fatalf("reason %q", v.Reason)
+			}
+		})
+	}
+}
+
+// TestParamHeaderLines: an Mcp-Param-* header given on two field lines is
+// refused on every door; a value holding a comma is refused only by a door
+// that sees repeated lines joined with commas (Envoy's CheckRequest, where
+// it may be two lines), and passes where each line is seen apart
+// (net/http), as SEP-2243 clients send a plain-ASCII value ("Paris,
+// France" as it is) and the SDK servers read it. Before, a comma was
+// refused on every door: the sidecar refused a valid call.
+func TestParamHeaderLines(t *testing.T) {
+	schema := MirroredArguments([]byte(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`))
+	tool := call(MethodToolsCall, `{"name":"deploy","arguments":{"region":"Paris, France"}}`)
+	for _, tc := range []struct {
+		name    string
+		values  []string // as the door reads them
+		joined  bool     // the door sees repeated lines joined (ext_authz)
+		refused string   // a word of the refusal ("": admitted)
+	}{
+		{"sidecar: one line holding a comma", []string{"Paris, France"}, false, ""},
+		{"sidecar: one line holding a comma, base64", []string{"=?base64?UGFyaXMsIEZyYW5jZQ==?="}, false, ""},
+		{"sidecar: two lines", []string{"Paris", "France"}, false, "given 2 times"},
+		{"sidecar: two lines, the second empty", []string{"Paris, France", ""}, false, "given 2 times"},
+		{"ext_authz: one line holding a comma (or two lines, joined)", []string{"Paris, France"}, true, "=?base64?"},
+		{"ext_authz: two lines joined without a space", []string{"Paris,France"}, true, "=?base64?"},
+		{"ext_authz: base64", []string{"=?base64?UGFyaXMsIEZyYW5jZQ==?="}, true, ""},
+		{"ext_authz: two values however read", []string{"Paris", "France"}, true, "given 2 times"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := []Param{{Name: "Region", Values: tc.values}}
+			v := CheckHeaders(tool, Headers{ProtocolVersion: Era2026, Params: ps, Joined: tc.joined})
+			if v.OK() {
+				v = CheckParams(tool, ps, schema, Era2026)
+			}
+			switch {
+			case tc.refused == "" && !v.OK():
+				t.Fatalf("refused: %s", v.Detail)
+			case tc.refused != "" && (v.Code != rules.CodeHeaderMismatch || !strings.Contains(v.Detail, tc.refused)):
+				t.Fatalf("%q %s, want HEADER_MISMATCH naming %q", v.Code, v.Detail, tc.refused)
 			}
 		})
 	}
