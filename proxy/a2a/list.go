@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -54,7 +55,12 @@ func (x *exchange) list(res *jsonrpc.Object) error {
 	next, _ := res.Str("nextPageToken")
 	var more [][]byte
 	if next != "" && x.req != nil && !x.dry {
-		p := &pager{x: x, pages: 1}
+		// What the pages read add to the answer is bounded as the server's
+		// answer is (a2a.max_response_bytes), this page included.
+		p := &pager{x: x, pages: 1, room: math.MaxInt, base: max(n, 1), size: max(n, 1)}
+		if m := x.s.cfg.MaxResponseBytes; m >= 0 { // -1: no bound
+			p.room = int(m) - res.Size()
+		}
 		if more, next, err = p.fill(n-kept, next); err != nil {
 			return fmt.Errorf("ListTasks page: %w", err)
 		}
@@ -161,16 +167,41 @@ func (x *exchange) whose(ts *jsonrpc.Array) ([]bool, error) {
 type pager struct {
 	x     *exchange
 	pages int // upstream pages read for the answer, its first included
+	room  int // the bytes the tasks of the next pages may add to the answer
+	// base is the caller's page size (the tasks of the server's first
+	// page), size the next page's: it starts at base and doubles up to
+	// maxPageSize while the caller's tasks are sparse, and is base again
+	// for good once a larger page could not be read (over
+	// a2a.max_response_bytes: one of base was, as the caller's own).
+	base, size int
+	frozen     bool
+}
+
+// grown reads the page after token at the pager's size, doubling it for
+// the next; a page larger than base that cannot be read is read at base,
+// and the size stays base.
+func (p *pager) grown(token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
+	page, ts, err := p.read(token, p.size)
+	if err != nil && p.size > p.base && p.pages < maxListPages {
+		p.size, p.frozen = p.base, true
+		page, ts, err = p.read(token, p.size)
+	}
+	if err == nil && !p.frozen {
+		p.size = min(p.size*2, maxPageSize)
+	}
+	return page, ts, err
 }
 
 // fill reads the caller's next need tasks from the server's pages after
-// token, each read maxPageSize tasks long: a page holding more of the caller's than are
-// needed is read again up to the last one needed, so that the server's
-// token lands right after it. It returns the tasks read, sealed, and the
-// server's token after them ("" at the end of the list).
+// token (grown): a page holding more of the caller's than are needed is
+// read again up to the last one needed, so that the server's token lands
+// right after it; past the first page read, a page whose tasks would make
+// the answer larger than p.room is left for the next call (the token
+// before it). It returns the tasks read, sealed, and the server's token
+// after them ("" at the end of the list).
 func (p *pager) fill(need int, token string) (more [][]byte, next string, err error) {
 	for need > 0 && token != "" && p.pages < maxListPages {
-		page, ts, err := p.read(token, maxPageSize)
+		page, ts, err := p.grown(token)
 		if err != nil {
 			return nil, "", err
 		}
@@ -185,11 +216,18 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 				return nil, "", err
 			}
 		}
-		_, kept, err := p.x.keepPage(ts, need, &more)
+		var got [][]byte
+		_, kept, err := p.x.keepPage(ts, need, &got)
 		if err != nil {
 			return nil, "", err
 		}
-		need -= kept
+		for _, b := range got {
+			p.room -= len(b) + 1
+		}
+		if p.room < 0 && len(more) > 0 {
+			return more, token, nil // this page is the next call's
+		}
+		more, need = append(more, got...), need-kept
 		token, _ = page.Str("nextPageToken")
 	}
 	return more, token, nil
@@ -201,8 +239,15 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 // none does, so that no token leads only to others' tasks. The pages read
 // ahead are not part of the answer (the next call reads them again).
 func (p *pager) ahead(token string) (string, error) {
-	for at, size := token, 1; at != "" && p.pages < maxListPages; size = maxPageSize {
-		page, ts, err := p.read(at, size)
+	for at, first := token, true; at != "" && p.pages < maxListPages; first = false {
+		var page *jsonrpc.Object
+		var ts *jsonrpc.Array
+		var err error
+		if first {
+			page, ts, err = p.read(at, 1) // the server's next is most often the caller's
+		} else {
+			page, ts, err = p.grown(at)
+		}
 		if err != nil {
 			return "", err
 		}

@@ -15,8 +15,14 @@ import (
 func TestListPagesFilled(t *testing.T) {
 	// The server lists oldest first: a a b b b a b a a b.
 	order := []string{"alice", "alice", "bob", "bob", "bob", "alice", "bob", "alice", "alice", "bob"}
-	for _, size := range []int{1, 2, 3, 4, 50} {
-		h := newHarness(t, Config{})
+	for _, tc := range []struct {
+		size int
+		max  int64 // a2a.max_response_bytes: the fill stops past it, nothing lost
+	}{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {50, 0}, {50, 3000}, {3, 1500}, {50, -1}} {
+		size := tc.size
+		cfg := Config{}
+		cfg.MaxResponseBytes = tc.max
+		h := newHarness(t, cfg)
 		own := map[string][]string{}
 		for i, who := range order {
 			own[who] = append(own[who], h.send(t, who, "task "+string(rune('a'+i)))["id"].(string))
