@@ -50,21 +50,27 @@ func a2aClients() []a2aClient {
 
 // startA2AGo builds test/peers/a2a-go (offline; scripts/peers.sh a2a put its
 // modules in the module cache and the binary in .peers/bin) and starts it.
-func startA2AGo(t testing.TB) string {
+func startA2AGo(t testing.TB) string { return startA2AGoTokens(t, a2aTokens) }
+
+// startA2AGoTokens is startA2AGo with the server's tokens ("name=token,...").
+func startA2AGoTokens(t testing.TB, tokens string) string {
 	t.Helper()
 	peer(t, ".peers/bin/a2a-go-server")
 	bin := buildIn(t, "test/peers/a2a-go", ".")
 	addr := freeAddr(t)
-	start(t, "a2a-go-server", addr, nil, bin, "-listen", addr, "-tokens", a2aTokens)
+	start(t, "a2a-go-server", addr, nil, bin, "-listen", addr, "-tokens", tokens)
 	return "http://" + addr
 }
 
 // startA2APy starts the Python a2a-sdk server.
-func startA2APy(t testing.TB) string {
+func startA2APy(t testing.TB) string { return startA2APyTokens(t, a2aTokens) }
+
+// startA2APyTokens is startA2APy with the server's tokens.
+func startA2APyTokens(t testing.TB, tokens string) string {
 	t.Helper()
 	py := peer(t, ".peers/a2a-venv/bin/python")
 	addr := freeAddr(t)
-	start(t, "a2a-py-server", addr, nil, py, filepath.Join(repoRoot(t), "test/peers/a2a-py/server.py"), "--listen", addr, "--tokens", a2aTokens)
+	start(t, "a2a-py-server", addr, nil, py, filepath.Join(repoRoot(t), "test/peers/a2a-py/server.py"), "--listen", addr, "--tokens", tokens)
 	return "http://" + addr
 }
 

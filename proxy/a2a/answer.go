@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
-	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -337,73 +335,6 @@ func (x *exchange) references(m *jsonrpc.Object) {
 			refs.Drop(i)
 		}
 	}
-}
-
-// list keeps the tasks of a ListTasks page that Warden knows to be the
-// caller's (this replica, else the shared store; an unknown owner is
-// nobody's), and seals the page token. An error means the owners could not
-// be read (the shared store is unreachable): nothing of the page may pass.
-func (x *exchange) list(res *jsonrpc.Object) error {
-	res.Hold(listNames...)
-	ts, listed := res.Arr("tasks")
-	n := 0
-	if listed {
-		n = ts.Len()
-	}
-	ids := make([]string, n)
-	keys := make([]owners.Key, n)
-	for i := range n {
-		if t, ok := ts.Obj(i); ok {
-			t.Hold(taskNames...)
-			ids[i], _ = t.Str("id")
-		}
-		keys[i] = ownerKey(a2a.KindTask, ids[i])
-	}
-	whose, err := x.s.enforcer.Owners(x.ctx(), x.principal, keys...)
-	if err != nil {
-		return err
-	}
-	kept := 0
-	var states []owners.Fact
-	for i := range n {
-		t, ok := ts.Obj(i)
-		if !ok || whose[i] == "" || whose[i] != x.principal {
-			ts.Drop(i)
-			continue
-		}
-		x.prove(a2a.KindTask, ids[i])
-		t.SetStr("id", x.seal(a2a.KindTask, ids[i]))
-		if c, _ := t.Str("contextId"); c != "" {
-			if !x.adopt(a2a.KindContext, c, "", ofOwnTask) {
-				ts.Drop(i) // the caller's task in another's context: not listed
-				continue
-			}
-			t.SetStr("contextId", x.seal(a2a.KindContext, c))
-		}
-		states = append(states, owners.Fact{Key: keys[i], Status: taskState(t)})
-		x.taskMessages(t)
-		kept++
-	}
-	if _, err := x.apply(states...); err != nil { // one write to the shared store for the page
-		return err
-	}
-	if res.Has("totalSize") {
-		// The server's total counts every tenant's tasks (also when none
-		// of this page was left out, or the page is empty): never passed.
-		// The caller's own total is known when this page is the whole
-		// list (no page asked for, none to come); otherwise it is not,
-		// and the page's count would be a wrong total: left out.
-		next, _ := res.Str("nextPageToken")
-		if asked := x.call.PageToken; asked == "" && next == "" {
-			res.SetRaw("totalSize", strconv.AppendInt(nil, int64(kept), 10))
-		} else {
-			res.Del("totalSize")
-		}
-	}
-	if v, ok := res.Str("nextPageToken"); ok && v != "" {
-		res.SetStr("nextPageToken", x.seal(a2a.KindCursor, v))
-	}
-	return nil
 }
 
 // pushNames are the members of a push config Warden reads (seals,

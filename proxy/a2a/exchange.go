@@ -418,21 +418,7 @@ func (x *exchange) tooBig([]byte) []byte {
 // caller's credentials unless strip says the upstream must not see them (as
 // forward does).
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
-	body, _ := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": "warden-state", "method": a2a.MethodGetTask,
-		"params": map[string]any{"id": taskID, "historyLength": 0}})
-	out, err := s.target.Request(ctx, http.MethodPost, nil)
-	if err != nil {
-		return "", err
-	}
-	relay.SetBody(out, body)
-	relay.Behalf(out, r.Header, strip, []string{"Authorization", "A2a-Version", "A2a-Extensions"}, "Authorization")
-	out.Header.Set("Content-Type", "application/json")
-	resp, err := s.send(out)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := relay.Own{Server: "A2A server", Request: a2a.MethodGetTask, Types: jsonType, Limit: "a2a.max_response_bytes", Max: s.cfg.MaxResponseBytes}.Read(resp)
+	b, err := s.own(ctx, r, strip, a2a.MethodGetTask, "warden-state", map[string]any{"id": taskID, "historyLength": 0})
 	if err != nil {
 		return "", err
 	}

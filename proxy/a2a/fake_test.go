@@ -142,13 +142,29 @@ func (f *fakeUpstream) handle(method string, p map[string]any) (any, string) {
 		t["status"] = map[string]any{"state": "TASK_STATE_CANCELED"}
 		return t, ""
 	case "ListTasks":
+		// Every task, oldest first, paged as the SDK servers page: a
+		// token ("page-N", the index of the page's first task) when more
+		// follow.
 		var all []any
 		for i := 1; i <= f.n; i++ {
 			if t, ok := f.tasks[fmt.Sprintf("task-%d", i)]; ok {
 				all = append(all, t)
 			}
 		}
-		return map[string]any{"tasks": all, "nextPageToken": "page-2", "pageSize": 50, "totalSize": len(all)}, ""
+		size, from := 50, 0
+		if n, ok := p["pageSize"].(float64); ok && n > 0 {
+			size = int(n)
+		}
+		if tok := str(p, "pageToken"); tok != "" {
+			if _, err := fmt.Sscanf(tok, "page-%d", &from); err != nil || from > len(all) {
+				return nil, "invalid page token"
+			}
+		}
+		page, next := all[from:min(from+size, len(all))], ""
+		if from+size < len(all) {
+			next = fmt.Sprintf("page-%d", from+size)
+		}
+		return map[string]any{"tasks": page, "nextPageToken": next, "pageSize": size, "totalSize": len(all)}, ""
 	case "CreateTaskPushNotificationConfig":
 		c := map[string]any{"id": fmt.Sprintf("push-%d", len(f.push)+1), "taskId": p["taskId"], "url": p["url"], "token": p["token"],
 			"authentication": map[string]any{"scheme": "Bearer", "credentials": "secret-credential"}}

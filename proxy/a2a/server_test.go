@@ -89,7 +89,8 @@ func TestListFiltered(t *testing.T) {
 	a := h.send(t, "alice", "hello")
 	h.send(t, "bob", "hello")
 	h.send(t, "bob", "hello again")
-	_, m := h.call(t, "alice", "ListTasks", map[string]any{})
+	h.send(t, "alice", "later")
+	_, m := h.call(t, "alice", "ListTasks", map[string]any{"pageSize": 1})
 	res := resultOf(t, m)
 	tasks := res["tasks"].([]any)
 	if _, total := res["totalSize"]; len(tasks) != 1 || tasks[0].(map[string]any)["id"] != a["id"] || total {
@@ -473,21 +474,33 @@ func TestListTotalSize(t *testing.T) {
 	for _, tc := range []struct {
 		name, result string
 		params       map[string]any
-		want         float64
+		// own answers Warden's own reads of the next pages, by token.
+		own  map[string]string
+		want float64
 	}{
-		{"an empty page", `{"tasks":[],"totalSize":42}`, nil, 0},
-		{"no tasks member", `{"totalSize":42}`, nil, 0},
-		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, nil, 1},
-		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, nil, 1},
-		{"an empty next page token", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"","totalSize":42}`, nil, 1},
-		{"more pages to come", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil, -1},
-		{"more pages, none of hers here", `{"tasks":[{"id":"task-77"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil, -1},
-		{"the last of several pages", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, map[string]any{"pageToken": "page"}, -1},
+		{"an empty page", `{"tasks":[],"totalSize":42}`, nil, nil, 0},
+		{"no tasks member", `{"totalSize":42}`, nil, nil, 0},
+		{"only hers on the page", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, nil, nil, 1},
+		{"hers and another's", `{"tasks":[{"id":"task-1","contextId":"%c"},{"id":"task-77"}],"totalSize":42}`, nil, nil, 1},
+		{"an empty next page token", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"","totalSize":42}`, nil, nil, 1},
+		{"more of hers to come", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil,
+			map[string]string{"p2": `{"tasks":[{"id":"task-77"}],"nextPageToken":"p3"}`, "p3": `{"tasks":[{"id":"task-1","contextId":"%c"}]}`}, -1},
+		// Warden read on to the end: the page is her whole list.
+		{"more pages, none of hers", `{"tasks":[{"id":"task-1","contextId":"%c"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil,
+			map[string]string{"p2": `{"tasks":[{"id":"task-77"}]}`}, 1},
+		{"more pages, none of hers here", `{"tasks":[{"id":"task-77"}],"nextPageToken":"p2","pageSize":1,"totalSize":42}`, nil,
+			map[string]string{"p2": `{"tasks":[{"id":"task-1","contextId":"%c"}]}`}, 1},
+		{"the last of several pages", `{"tasks":[{"id":"task-1","contextId":"%c"}],"totalSize":42}`, map[string]any{"pageToken": "page"},
+			map[string]string{"p2": `{"tasks":[{"id":"task-1","contextId":"%c"}]}`}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
 			c := upstreamContext(t, h, "alice", h.send(t, "alice", "hello")) // task-1
 			h.up.hostile = func(method string, p map[string]any) string {
+				if _, own := p["pageSize"]; own {
+					tok, _ := p["pageToken"].(string)
+					return `{"jsonrpc":"2.0","id":"warden-list","result":` + strings.ReplaceAll(tc.own[tok], "%c", c) + `}`
+				}
 				if _, paged := p["pageToken"]; tc.params != nil && !paged {
 					return `{"jsonrpc":"2.0","id":7,"result":{"tasks":[],"nextPageToken":"p2","totalSize":42}}`
 				}
