@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,12 +36,9 @@ type handoffMix struct {
 	offer    []byte
 	accept   []byte
 	sids     [handoffBlock]string
+	started  int // sessions started, which number the next ones
 	next     int
 }
-
-// handoffSeq numbers the sessions of every handoffMix in the process, so
-// that none reuses another's id on the same runtime.
-var handoffSeq atomic.Uint64
 
 func newHandoffMix(tb testing.TB, setup, c macpv1.MACPRuntimeServiceClient) *handoffMix {
 	const triage, billing = "agent://triage", "agent://billing"
@@ -72,7 +68,8 @@ func (h *handoffMix) req(sid, sender, typ, id string, payload []byte) *macpv1.Se
 // startBlock starts the next block's sessions through h.setup.
 func (h *handoffMix) startBlock() {
 	for i := range h.sids {
-		h.sids[i] = fmt.Sprintf("00000000-0000-4000-9000-%012d", handoffSeq.Add(1))
+		h.started++
+		h.sids[i] = fmt.Sprintf("00000000-0000-4000-9000-%012d", h.started)
 		if err := h.send(h.setup, h.triage, h.req(h.sids[i], "agent://triage", macp.TypeSessionStart, "s", h.start)); err != nil {
 			h.tb.Fatalf("SessionStart: %v", err)
 		}

@@ -71,10 +71,10 @@ func TestHandoffRelayAllocs(t *testing.T) {
 	nullSetup := handoffSetup(t, devEnforcer(t), up)
 	null := macpv1.NewMACPRuntimeServiceClient(startSidecarConn(t, serveNullRelay(t, up)))
 	const blocks = 20
-	handoffAllocs(newHandoffMix(t, setup, warden), 2) // warm both up: connections, pools
-	handoffAllocs(newHandoffMix(t, nullSetup, null), 2)
-	w := handoffAllocs(newHandoffMix(t, setup, warden), blocks)
-	n := handoffAllocs(newHandoffMix(t, nullSetup, null), blocks)
+	wm, nm := newHandoffMix(t, setup, warden), newHandoffMix(t, nullSetup, null)
+	handoffAllocs(wm, 2) // warm both up: connections, pools
+	handoffAllocs(nm, 2)
+	w, n := handoffAllocs(wm, blocks), handoffAllocs(nm, blocks)
 	const want = 14 // 14.6 on 86daa10, the handoff's offers an allocation apart from their state; 13.5 with the first offer in the state (the race detector's counts differ: !race)
 	if w-n > want {
 		t.Errorf("%.1f allocations per handoff message through Warden's relay, %.1f through the null relay: %.1f more, want at most %d", w, n, w-n, want)
