@@ -107,6 +107,13 @@ func serveSidecar(t testing.TB, enf *sessions.Decider, cfg Config) string {
 // serveSidecarServer is serveSidecar that returns the Server too.
 func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Server, string) {
 	t.Helper()
+	return serveSidecarAs(t, "warden", enf, cfg)
+}
+
+// serveSidecarAs is serveSidecarServer with its goroutines labelled
+// side=side (a benchmark's setup served apart from what it measures).
+func serveSidecarAs(t testing.TB, side string, enf *sessions.Decider, cfg Config) (*Server, string) {
+	t.Helper()
 	if cfg.Transport == TransportGRPC && !grpcDoorBuilt {
 		t.Skip("the grpc-go front door, the test oracle, is built only with -tags wardenoracle")
 	}
@@ -120,7 +127,7 @@ func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, serveLabelled(t, srv.Serve)
+	return srv, serveLabelledAs(t, side, srv.Serve)
 }
 
 // serveLabelled runs serve on a loopback listener until the test ends and
@@ -128,13 +135,19 @@ func serveSidecarServer(t testing.TB, enf *sessions.Decider, cfg Config) (*Serve
 // profiles (go tool pprof -tagfocus side=warden).
 func serveLabelled(t testing.TB, serve func(context.Context, net.Listener) error) string {
 	t.Helper()
+	return serveLabelledAs(t, "warden", serve)
+}
+
+// serveLabelledAs is serveLabelled with the label side=side.
+func serveLabelledAs(t testing.TB, side string, serve func(context.Context, net.Listener) error) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go pprof.Do(ctx, pprof.Labels("side", "warden"), func(ctx context.Context) { done <- serve(ctx, lis) })
+	go pprof.Do(ctx, pprof.Labels("side", side), func(ctx context.Context) { done <- serve(ctx, lis) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -336,22 +336,19 @@ func (s *Session) decodeMode(r *reader, version byte) {
 		s.modal = t
 	case tagHandoff:
 		h := &handoffState{}
-		if n := r.count(5); n > 0 {
-			h.offers = make([]offer, n)
-			for i := range h.offers {
-				o := offer{id: r.str(), target: r.str(), owner: r.str(), disposition: r.byte(), offeredAtMs: r.int()}
-				o.offeredByMs = o.offeredAtMs
-				if version >= codecV3 {
-					o.offeredByMs = r.int()
-				}
-				if o.offeredByMs < o.offeredAtMs {
-					r.fail("an offer's latest time before its earliest")
-				}
-				h.offers[i] = o
-				if int(h.offers[i].disposition) >= len(dispositionNames) {
-					r.fail("unknown offer disposition")
-				}
+		for range r.count(5) {
+			o := offer{id: r.str(), target: r.str(), owner: r.str(), disposition: r.byte(), offeredAtMs: r.int()}
+			o.offeredByMs = o.offeredAtMs
+			if version >= codecV3 {
+				o.offeredByMs = r.int()
 			}
+			if o.offeredByMs < o.offeredAtMs {
+				r.fail("an offer's latest time before its earliest")
+			}
+			if int(o.disposition) >= len(dispositionNames) {
+				r.fail("unknown offer disposition")
+			}
+			h.add(o) // the first in the state's own storage, as Step leaves it
 		}
 		s.modal = h
 	case tagDecision:

@@ -75,6 +75,20 @@ func acceptImplicitly(o *offer) { o.disposition = offerAccepted }
 // handoffState is RFC-MACP-0010's sequence of offers.
 type handoffState struct {
 	offers []offer
+	// one holds the first offer when it is the only one, as in nearly
+	// every session (another needs the first declined), so that the state
+	// and its offer are one allocation (add, clone).
+	one [1]offer
+}
+
+// add appends o to h's offers: the first into h's own storage.
+func (h *handoffState) add(o offer) {
+	if len(h.offers) == 0 {
+		h.one[0] = o
+		h.offers = h.one[:1:1]
+		return
+	}
+	h.offers = append(h.offers, o)
 }
 
 func (h *handoffState) find(id []byte) *offer {
@@ -125,7 +139,7 @@ func (h *handoffState) step(c *stepCtx) rules.Verdict {
 				return invalid(rules.RankMode, rules.ReasonReofferDeclined, string(target)+" declined an earlier offer; a new offer needs a different target")
 			}
 		}
-		h.offers = append(h.offers, offer{id: string(id), target: name, owner: c.sender, offeredAtMs: c.now, offeredByMs: c.now})
+		h.add(offer{id: string(id), target: name, owner: c.sender, offeredAtMs: c.now, offeredByMs: c.now})
 		return rules.Verdict{}
 
 	case "HandoffContext":
@@ -256,7 +270,12 @@ func (h *handoffState) clone() modal {
 	if h == nil {
 		return &handoffState{}
 	}
-	c := *h
-	c.offers = slices.Clone(h.offers)
-	return &c
+	c := new(handoffState)
+	*c = *h
+	if len(h.offers) == 1 && &h.offers[0] == &h.one[0] {
+		c.offers = c.one[:1:1] // the offer in c's own storage
+	} else {
+		c.offers = slices.Clone(h.offers)
+	}
+	return c
 }

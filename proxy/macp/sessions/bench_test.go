@@ -58,6 +58,10 @@ var benchScenarios = []scenario{
 		msg:   step{planner, "Commitment", &macpv1.CommitmentPayload{CommitmentId: "c", Action: "task.completed", AuthorityScope: "s", Reason: "r", ModeVersion: "1.0.0", ConfigurationVersion: "c", OutcomePositive: true}}, allowed: true,
 	},
 	{
+		name: "handoff/HandoffOffer/allow", mode: macp.ModeHandoff, parts: []string{planner, worker, other},
+		msg: step{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h", TargetParticipant: worker, Scope: "refund", Reason: "r"}}, allowed: true,
+	},
+	{
 		name: "handoff/HandoffAccept/allow", mode: macp.ModeHandoff, parts: []string{planner, worker, other},
 		setup: []step{{planner, "HandoffOffer", &handoffv1.HandoffOfferPayload{HandoffId: "h", TargetParticipant: worker}}},
 		msg:   step{worker, "HandoffAccept", &handoffv1.HandoffAcceptPayload{HandoffId: "h", AcceptedBy: worker}}, allowed: true,
