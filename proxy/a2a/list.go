@@ -234,36 +234,29 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 }
 
 // ahead is the nextPageToken of a page whose last task read leaves the
-// server's list at token: token when another of the caller's tasks
-// follows (or whether one does cannot be told within the bound), "" when
-// none does, so that no token leads only to others' tasks. The pages read
-// ahead are not part of the answer (the next call reads them again).
+// server's list at token (relay.Ahead, the read-ahead MCP's tasks/list
+// shares): its first page read ahead is one task (the server's next is
+// most often the caller's), the next grown.
 func (p *pager) ahead(token string) (string, error) {
-	for at, first := token, true; at != "" && p.pages < maxListPages; first = false {
+	return relay.Ahead(token, func() bool { return p.pages < maxListPages }, func(at string, first bool) (bool, string, error) {
 		var page *jsonrpc.Object
 		var ts *jsonrpc.Array
 		var err error
 		if first {
-			page, ts, err = p.read(at, 1) // the server's next is most often the caller's
+			page, ts, err = p.read(at, 1)
 		} else {
 			page, ts, err = p.grown(at)
 		}
 		if err != nil {
-			return "", err
+			return false, "", err
 		}
 		mine, err := p.x.whose(ts)
 		if err != nil {
-			return "", err
+			return false, "", err
 		}
-		if nth(mine, 1) >= 0 {
-			return token, nil
-		}
-		at, _ = page.Str("nextPageToken")
-		if at == "" {
-			return "", nil
-		}
-	}
-	return token, nil
+		next, _ := page.Str("nextPageToken")
+		return nth(mine, 1) >= 0, next, nil
+	})
 }
 
 // nth is the index of the n-th true of mine (n from 1), -1 when fewer.

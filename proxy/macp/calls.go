@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -105,7 +107,11 @@ func (s *Server) relay(ss serverStream, method string, upctx context.Context, ke
 			return out.flush()
 		}
 		if err != nil {
-			ss.SetTrailer(cs.Trailer())
+			tr := cs.Trailer()
+			ss.SetTrailer(tr)
+			if keep != nil && lagging(err, tr) {
+				err = errWatchLagged
+			}
 			return s.streamEnd(ctx, err)
 		}
 		if keep != nil {
@@ -121,6 +127,18 @@ func (s *Server) relay(ss serverStream, method string, upctx context.Context, ke
 			return s.streamEnd(ctx, context.Cause(ctx))
 		}
 	}
+}
+
+// errWatchLagged ends a filtered watch the runtime ended as lagging
+// (STREAM_LAGGED), with the runtime's code and a text of Warden's: the
+// runtime's text counts the signals (or events) its reader missed, every
+// session's, where the watcher sees only its own (security.md V3).
+var errWatchLagged = status.Error(codes.ResourceExhausted, "the watch fell behind the runtime's events and was ended; watch again")
+
+// lagging reports whether err, with the trailer tr, is the runtime ending
+// a watch whose reader fell behind its bus.
+func lagging(err error, tr metadata.MD) bool {
+	return status.Code(err) == codes.ResourceExhausted && slices.Contains(tr.Get(macpErrorCode), "STREAM_LAGGED")
 }
 
 // watchSignals relays ambient signals to every authenticated caller and the

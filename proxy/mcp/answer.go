@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -372,9 +373,11 @@ const maxListPages = 16
 // upstream's page (the server's page size) and the server has more, the
 // caller's tasks of the next upstream pages, read with Warden's own
 // tasks/list (at most maxListPages in all). Its nextCursor is the sealed
-// cursor of the last upstream page read, absent when that was the last: a
-// page shows no trace of the tasks left out (no empty page with a cursor
-// while the server has any of the caller's tasks within the bound). The
+// cursor of the last upstream page read, given only when another of the
+// caller's tasks follows (relay.Ahead, the read-ahead A2A's ListTasks
+// shares; security.md V2): a page shows no trace of the tasks left out (no
+// empty page with a cursor, no cursor leading only to others' tasks, within
+// the bound). The
 // items of this page stay where they are (the message's taskIds are sealed
 // with the rest of it); those of the next pages are added sealed. An error
 // means a page or the owners could not be read: nothing passes.
@@ -390,15 +393,12 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 	}
 	size := len(kept)
 	var more [][]byte // the caller's items of the next pages, sealed
-	for pages := 1; !x.dry && x.req != nil && cursor != "" && n+len(more) < max(size, 1) && pages < maxListPages; pages++ {
-		next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
-		if err == nil && next == nil {
-			err = errors.New("an error answer")
-		}
+	pages, reads := 1, !x.dry && x.req != nil
+	for ; reads && cursor != "" && n+len(more) < max(size, 1) && pages < maxListPages; pages++ {
+		next, items, err := x.nextPage(cursor)
 		if err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
 		}
-		items, _ := next.Arr("tasks")
 		cursor, _ = next.Str("nextCursor")
 		_, _, mine, err := x.keepOwn(next, items)
 		if err != nil {
@@ -410,6 +410,22 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 				return fmt.Errorf("tasks/list page: %w", err)
 			}
 			more = append(more, b)
+		}
+	}
+	if reads {
+		// A cursor only when another of the caller's tasks follows.
+		cursor, err = relay.Ahead(cursor, func() bool { return pages < maxListPages }, func(at string, _ bool) (bool, string, error) {
+			pages++
+			next, items, err := x.nextPage(at)
+			if err != nil {
+				return false, "", err
+			}
+			_, mine, _, err := x.keepOwn(next, items)
+			at, _ = next.Str("nextCursor")
+			return mine > 0, at, err
+		})
+		if err != nil {
+			return fmt.Errorf("tasks/list page: %w", err)
 		}
 	}
 	for i := range size {
@@ -432,6 +448,21 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 		res.Del("nextCursor")
 	}
 	return nil
+}
+
+// nextPage reads the upstream's tasks/list page after cursor with Warden's
+// own tasks/list, as the caller (its credentials, session and _meta), and
+// returns it with its tasks (nil: none).
+func (x *exchange) nextPage(cursor string) (*jsonrpc.Object, *jsonrpc.Array, error) {
+	next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
+	if err == nil && next == nil {
+		err = errors.New("an error answer")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	items, _ := next.Arr("tasks")
+	return next, items, nil
 }
 
 // sealed is an item of a further tasks/list page, the caller's, with the

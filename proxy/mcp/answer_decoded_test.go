@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/owners"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 	"github.com/agentwarden/warden/rules/mcp"
 )
@@ -206,7 +207,7 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 		return err
 	}
 	cursor, _ := res["nextCursor"].(string)
-	for pages := 1; !x.dry && x.req != nil && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
+	page := func(cursor string) (map[string]any, error) {
 		nextObj, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
 		var next map[string]any
 		if nextObj != nil {
@@ -216,7 +217,15 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 			err = errors.New("an error answer")
 		}
 		if err != nil {
-			return fmt.Errorf("tasks/list page: %w", err)
+			return nil, fmt.Errorf("tasks/list page: %w", err)
+		}
+		return next, nil
+	}
+	pages, reads := 1, !x.dry && x.req != nil
+	for ; reads && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
+		next, err := page(cursor)
+		if err != nil {
+			return err
 		}
 		more, _ := next["tasks"].([]any)
 		mine, err := x.keepOwnDecoded(more)
@@ -225,6 +234,23 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 		}
 		kept = append(kept, mine...)
 		cursor, _ = next["nextCursor"].(string)
+	}
+	if reads {
+		var err error
+		cursor, err = relay.Ahead(cursor, func() bool { return pages < maxListPages }, func(at string, _ bool) (bool, string, error) {
+			pages++
+			next, err := page(at)
+			if err != nil {
+				return false, "", err
+			}
+			more, _ := next["tasks"].([]any)
+			mine, err := x.keepOwnDecoded(more)
+			at, _ = next["nextCursor"].(string)
+			return len(mine) > 0, at, err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	if _, listed := res["tasks"]; listed || len(kept) > 0 {
 		res["tasks"] = kept

@@ -14,7 +14,8 @@ var listNames = []string{"jsonrpc", "id", "result", "error", "method"}
 // without decoding (jsonrpc.Object): the items that are not the caller's
 // are cut, the others' taskId sealed, nextCursor sealed; every other byte
 // passes as it came. It reads only an answer that needs no other page of
-// the upstream's (the caller's page is this one) and names tasks only as
+// the upstream's (the server's last page, or one no further page is read
+// for) and names tasks only as
 // its items' taskId, with no escape anywhere; done is false for any other
 // (the scanning and decoding paths then read it, as before).
 func (x *exchange) listFast(data []byte) (out []byte, keep, done bool) {
@@ -70,8 +71,11 @@ func (x *exchange) listFast(data []byte) (out []byte, keep, done bool) {
 			kept++
 		}
 	}
-	if x.req != nil && cursor != "" && kept < max(n, 1) {
-		return nil, false, false // the caller's page reads the upstream's next pages too (listPage)
+	if x.req != nil && cursor != "" {
+		// The caller's page reads the upstream's next pages too
+		// (listPage): to fill it, or to tell whether another of the
+		// caller's tasks follows its cursor.
+		return nil, false, false
 	}
 	for i := range n {
 		if got[i] != "" && got[i] == x.principal {

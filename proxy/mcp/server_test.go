@@ -113,6 +113,12 @@ func TestTasksListPages(t *testing.T) {
 		{"none of hers", "bbbbb", 1},
 		{"all hers", "aaaaa", 3},
 		{"over the bound", strings.Repeat("b", 2*maxListPages+1) + "a", 2},
+		// security.md V2: the caller's last page carried the server's
+		// cursor when only others' tasks followed, and the next page was
+		// empty: one bit about the others, and when it first appeared.
+		{"hers first", "aabbb", 1},
+		{"others after the fill", "bababbbb", 1},
+		{"others over pages read ahead", "aa" + strings.Repeat("b", 2*(maxListPages-2)), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
@@ -138,6 +144,9 @@ func TestTasksListPages(t *testing.T) {
 					t.Fatalf("page %d read %d upstream pages, bound %d", pages, n, maxListPages)
 				}
 				list, _ := res["tasks"].([]any)
+				if len(list) == 0 && pages > 1 && !strings.HasPrefix(tc.name, "over the bound") {
+					t.Fatalf("page %d: empty: the cursor before it led only to others' tasks", pages)
+				}
 				for _, v := range list {
 					m, _ := v.(map[string]any)
 					got = append(got, m["taskId"].(string))
