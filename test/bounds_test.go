@@ -38,37 +38,49 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("%s does not listen", addr)
 }
 
-// stall opens a connection, writes send, and reports how long after start
-// the peer closed it (reset at accept included); limit if it did not.
-func stall(addr, send string, start time.Time, limit time.Duration) time.Duration {
+// stall opens a connection, writes send, and reports how long the peer kept
+// it, from its connect (reset at accept included: 0 if refused or reset
+// before it connected); limit if the peer did not close it. dialed is
+// called once the connection is made or refused.
+func stall(addr, send string, limit time.Duration, dialed func()) time.Duration {
 	c, err := net.Dial("tcp", addr)
+	dialed()
 	if err != nil {
-		return time.Since(start) // refused or reset at once
+		return 0 // refused or reset at once
 	}
 	defer c.Close()
+	connected := time.Now()
 	if send != "" {
 		_, _ = io.WriteString(c, send)
 	}
-	_ = c.SetReadDeadline(start.Add(limit))
+	_ = c.SetReadDeadline(connected.Add(limit))
 	_, err = io.Copy(io.Discard, c)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return limit
 	}
-	return time.Since(start)
+	return time.Since(connected)
 }
 
-// flood holds n stalled connections to addr and returns when the peer closed
-// them, or after limit.
-func flood(addr, send string, n int, start time.Time, limit time.Duration) []time.Duration {
-	closed := make([]time.Duration, n)
+// flood holds n stalled connections to addr and returns how long the peer
+// kept each (stall), shortest first; dialed is done once each is made.
+func flood(addr, send string, n int, limit time.Duration, dialed *sync.WaitGroup) []time.Duration {
+	kept := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { closed[i] = stall(addr, send, start, limit) })
+		wg.Go(func() { kept[i] = stall(addr, send, limit, dialed.Done) })
 	}
 	wg.Wait()
-	slices.Sort(closed)
-	return closed
+	slices.Sort(kept)
+	return kept
+}
+
+// span is the range of sorted durations d.
+func span(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%v to %v", d[0].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 }
 
 // until calls f every 100ms until it succeeds and returns how long that took
@@ -102,10 +114,14 @@ func testConnectionBounds(t *testing.T) {
 	const (
 		maxConns = 64
 		stalled  = 200
-		header   = time.Second     // --header-timeout, --grpc-connection-timeout
-		body     = 2 * time.Second // --body-timeout
-		idle     = 2 * time.Second // --idle-timeout
-		slack    = 1500 * time.Millisecond
+		// --header-timeout, --grpc-connection-timeout: a connection kept
+		// under half of it was closed at accept. At 1s, a loaded machine
+		// (GOMAXPROCS=1 nice, beside other test runs) timed connections
+		// closed at accept up to 331ms, admitted ones from 667ms.
+		header = 2 * time.Second
+		body   = 2 * time.Second // --body-timeout
+		idle   = 2 * time.Second // --idle-timeout
+		slack  = 1500 * time.Millisecond
 	)
 	runtime := startRuntime(t)
 	fixture := startFixtureMCP(t)
@@ -197,19 +213,23 @@ func testConnectionBounds(t *testing.T) {
 	}
 
 	begin := time.Now()
-	var wg sync.WaitGroup
+	var wg, dialed sync.WaitGroup
 	floods := make([][]time.Duration, len(kinds))
+	dialed.Add(len(kinds) * stalled)
 	for i, k := range kinds {
-		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, begin, header+slack+5*time.Second) })
+		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, header+slack+5*time.Second, &dialed) })
 	}
-	time.Sleep(200 * time.Millisecond) // the flood is in place
-	// Already connected: served while the flood holds the listener full.
+	dialed.Wait() // the flood is in place
+	inPlace := time.Now()
+	// Already connected: served while the flood holds the listener full
+	// (the connections it admitted are closed a header bound after their
+	// accept, at the earliest one after the flood began).
 	var kept sync.WaitGroup
 	for _, k := range kinds {
 		kept.Go(func() {
 			var worst time.Duration
 			calls := 0
-			for ; time.Since(begin) < header; calls++ {
+			for ; calls == 0 || time.Since(begin) < header; calls++ {
 				s := time.Now()
 				if err := k.kept(context.Background()); err != nil {
 					t.Errorf("%s: a connected client was refused during the flood: %v", k.name, err)
@@ -222,25 +242,25 @@ func testConnectionBounds(t *testing.T) {
 	}
 	kept.Wait()
 	for _, k := range kinds {
-		d := until(t, k.name+" new client", begin, header+slack+3*time.Second, k.fresh())
-		t.Logf("%s: a new client was served %v after the flood began", k.name, d.Round(time.Millisecond))
+		d := until(t, k.name+" new client", inPlace, header+slack+3*time.Second, k.fresh())
+		t.Logf("%s: a new client was served %v after the flood was in place", k.name, d.Round(time.Millisecond))
 	}
 	wg.Wait()
+	t.Logf("the flood's %d connections were made %v after it began", len(kinds)*stalled, inPlace.Sub(begin).Round(time.Millisecond))
 	for i, k := range kinds {
+		// A connection over the cap is closed at accept; one within it by
+		// the header bound. Each is timed from its own connect, so that
+		// the time to make 600 connections on a loaded machine counts for
+		// none of them; half the bound tells the two apart.
 		c := floods[i]
-		atOnce := 0
-		for _, d := range c {
-			if d < 200*time.Millisecond {
-				atOnce++
-			}
-		}
-		t.Logf("%s: %d stalled connections: %d closed at accept (over the cap), the rest by the %v bound; last closed after %v",
-			k.name, stalled, atOnce, header, c[len(c)-1].Round(time.Millisecond))
+		atOnce, _ := slices.BinarySearch(c, header/2)
+		t.Logf("%s: %d stalled connections: %d closed at accept (over the cap), kept %s; the rest by the %v bound, kept %s",
+			k.name, stalled, atOnce, span(c[:atOnce]), header, span(c[atOnce:]))
 		if last := c[len(c)-1]; last > header+slack {
 			t.Errorf("%s: a stalled connection was closed only after %v (bound %v)", k.name, last, header)
 		}
 		if atOnce < stalled-maxConns {
-			t.Errorf("%s: only %d connections closed at once; the cap is %d", k.name, atOnce, maxConns)
+			t.Errorf("%s: only %d connections closed at once (kept under %v); the cap is %d", k.name, atOnce, header/2, maxConns)
 		}
 	}
 
@@ -261,8 +281,10 @@ func testConnectionBounds(t *testing.T) {
 		}
 		closed := stallRest(c, s, body+slack+time.Second)
 		t.Logf("401 after %v; connection closed after %v (body timeout %v)", answered.Round(time.Microsecond), closed.Round(time.Millisecond), body)
-		if answered > 500*time.Millisecond || closed > body+slack {
-			t.Errorf("401 after %v (want at once), closed after %v (bound %v)", answered, closed, body)
+		// Waiting for the body would answer at the body bound or never:
+		// half of it tells that from an answer at once on a loaded machine.
+		if answered > body/2 || closed > body+slack {
+			t.Errorf("401 after %v (want at once, under %v), closed after %v (bound %v)", answered, body/2, closed, body)
 		}
 	})
 	t.Run("mcp closes an idle keep-alive", func(t *testing.T) {
