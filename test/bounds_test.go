@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,37 +39,51 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("%s does not listen", addr)
 }
 
-// stall opens a connection, writes send, and reports how long the peer kept
-// it, from its connect (reset at accept included: 0 if refused or reset
-// before it connected); limit if the peer did not close it. dialed is
-// called once the connection is made or refused.
-func stall(addr, send string, limit time.Duration, dialed func()) time.Duration {
-	c, err := net.Dial("tcp", addr)
-	dialed()
-	if err != nil {
-		return 0 // refused or reset at once
-	}
-	defer c.Close()
-	connected := time.Now()
-	if send != "" {
-		_, _ = io.WriteString(c, send)
-	}
-	_ = c.SetReadDeadline(connected.Add(limit))
-	_, err = io.Copy(io.Discard, c)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return limit
-	}
-	return time.Since(connected)
-}
-
-// flood holds n stalled connections to addr and returns how long the peer
-// kept each (stall), shortest first; dialed is done once each is made.
+// flood opens n connections to addr, a few at a time, writes send on each
+// and stalls; it returns how long the peer kept each, shortest first, timed
+// from its connect (0 when refused or reset before it connected; limit when
+// the peer did not close it). dialed is done once each is made. A few
+// dialers, not one goroutine per connection: each connection is timed from
+// when it connected, not from when a goroutine among hundreds woke up on a
+// loaded machine (which timed admitted connections up to 0.8 s short), and
+// the flood is still in place well within the header bound (one dialer
+// took 4.5 s for 600 connections at load 20).
 func flood(addr, send string, n int, limit time.Duration, dialed *sync.WaitGroup) []time.Duration {
+	const dialers = 8
 	kept := make([]time.Duration, n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { kept[i] = stall(addr, send, limit, dialed.Done) })
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range n {
+			next <- i
+		}
+	}()
+	for range dialers {
+		wg.Go(func() {
+			for i := range next {
+				c, err := net.Dial("tcp", addr)
+				connected := time.Now()
+				dialed.Done()
+				if err != nil {
+					continue // refused or reset at once: kept 0
+				}
+				wg.Go(func() {
+					defer c.Close()
+					if send != "" {
+						_, _ = io.WriteString(c, send)
+					}
+					_ = c.SetReadDeadline(connected.Add(limit))
+					_, err := io.Copy(io.Discard, c)
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						kept[i] = limit
+						return
+					}
+					kept[i] = time.Since(connected)
+				})
+			}
+		})
 	}
 	wg.Wait()
 	slices.Sort(kept)
@@ -212,24 +227,18 @@ func testConnectionBounds(t *testing.T) {
 		}
 	}
 
-	begin := time.Now()
-	var wg, dialed sync.WaitGroup
-	floods := make([][]time.Duration, len(kinds))
-	dialed.Add(len(kinds) * stalled)
-	for i, k := range kinds {
-		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, header+slack+5*time.Second, &dialed) })
-	}
-	dialed.Wait() // the flood is in place
-	inPlace := time.Now()
-	// Already connected: served while the flood holds the listener full
-	// (the connections it admitted are closed a header bound after their
-	// accept, at the earliest one after the flood began).
+	// Already connected: served from before the flood until half a header
+	// bound after it is in place (it holds the listener full until a
+	// header bound after its accepts), calling without pause: an idle
+	// connection would be closed after --idle-timeout and its new one
+	// refused.
 	var kept sync.WaitGroup
+	var flooded atomic.Bool
 	for _, k := range kinds {
 		kept.Go(func() {
 			var worst time.Duration
 			calls := 0
-			for ; calls == 0 || time.Since(begin) < header; calls++ {
+			for ; calls == 0 || !flooded.Load(); calls++ {
 				s := time.Now()
 				if err := k.kept(context.Background()); err != nil {
 					t.Errorf("%s: a connected client was refused during the flood: %v", k.name, err)
@@ -240,6 +249,17 @@ func testConnectionBounds(t *testing.T) {
 			t.Logf("%s: connected client served during the flood, %d calls, slowest %v", k.name, calls, worst.Round(time.Microsecond))
 		})
 	}
+	begin := time.Now()
+	var wg, dialed sync.WaitGroup
+	floods := make([][]time.Duration, len(kinds))
+	dialed.Add(len(kinds) * stalled)
+	for i, k := range kinds {
+		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, header+slack+5*time.Second, &dialed) })
+	}
+	dialed.Wait() // the flood is in place
+	inPlace := time.Now()
+	time.Sleep(header / 2)
+	flooded.Store(true)
 	kept.Wait()
 	for _, k := range kinds {
 		d := until(t, k.name+" new client", inPlace, header+slack+3*time.Second, k.fresh())
@@ -247,11 +267,15 @@ func testConnectionBounds(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("the flood's %d connections were made %v after it began", len(kinds)*stalled, inPlace.Sub(begin).Round(time.Millisecond))
+	// A connection over the cap is closed at accept; one within it by the
+	// header bound. Each is timed from its own connect, so that the time
+	// to make 600 connections on a loaded machine counts for none of them;
+	// half the bound tells the two apart. The cap's places are taken again
+	// only as the header bound frees them: a flood made within the bound
+	// has at most the cap admitted, one that took longer the cap once more
+	// per bound it took.
+	admissible := maxConns * (1 + int(inPlace.Sub(begin)/header))
 	for i, k := range kinds {
-		// A connection over the cap is closed at accept; one within it by
-		// the header bound. Each is timed from its own connect, so that
-		// the time to make 600 connections on a loaded machine counts for
-		// none of them; half the bound tells the two apart.
 		c := floods[i]
 		atOnce, _ := slices.BinarySearch(c, header/2)
 		t.Logf("%s: %d stalled connections: %d closed at accept (over the cap), kept %s; the rest by the %v bound, kept %s",
@@ -259,8 +283,9 @@ func testConnectionBounds(t *testing.T) {
 		if last := c[len(c)-1]; last > header+slack {
 			t.Errorf("%s: a stalled connection was closed only after %v (bound %v)", k.name, last, header)
 		}
-		if atOnce < stalled-maxConns {
-			t.Errorf("%s: only %d connections closed at once (kept under %v); the cap is %d", k.name, atOnce, header/2, maxConns)
+		if admitted := stalled - atOnce; admitted > admissible {
+			t.Errorf("%s: %d connections admitted (kept %v or more), only %d closed at once; the cap is %d (%d admissible in the %v the flood took)",
+				k.name, admitted, header/2, atOnce, maxConns, admissible, inPlace.Sub(begin).Round(time.Millisecond))
 		}
 	}
 
