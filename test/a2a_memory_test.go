@@ -62,7 +62,8 @@ func a2aPost(t *testing.T, url, token, method string, params any) (int, string, 
 //
 // The answers overlap by construction, not by luck: every caller waits for
 // the status of all of them before it reads its body, and Warden holds an
-// answer it admitted until its caller has read it. What is compared is
+// answer it admitted until it is written, which the socket buffers (a few
+// MB) let happen only as its caller reads it. What is compared is
 // Warden's live heap at that moment (after a GC it forces through its
 // profiler, /debug/pprof/heap?gc=1): the bytes the budget bounds, where the
 // peak RSS of two runs (compared here before) also measures when the
