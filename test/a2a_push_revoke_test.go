@@ -3,7 +3,6 @@ package test
 import (
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -43,10 +42,7 @@ func TestA2APushRevoked(t *testing.T) {
 			revoked := setPush(aliceToken)
 			// The operator removes alice's token.
 			writeTokens(t, tokens, map[string]string{bobToken: "bob"})
-			if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Second)
+			proc.reload(t)
 			if a := e.call(t, aliceToken, "GetTask", map[string]any{"id": revoked.ID}); a.Error == nil {
 				t.Fatalf("the removed token still authenticates after the reload: %s", a)
 			}

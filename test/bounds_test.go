@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,37 +39,63 @@ func waitListening(t *testing.T, addr string) {
 	t.Fatalf("%s does not listen", addr)
 }
 
-// stall opens a connection, writes send, and reports how long after start
-// the peer closed it (reset at accept included); limit if it did not.
-func stall(addr, send string, start time.Time, limit time.Duration) time.Duration {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return time.Since(start) // refused or reset at once
-	}
-	defer c.Close()
-	if send != "" {
-		_, _ = io.WriteString(c, send)
-	}
-	_ = c.SetReadDeadline(start.Add(limit))
-	_, err = io.Copy(io.Discard, c)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return limit
-	}
-	return time.Since(start)
-}
-
-// flood holds n stalled connections to addr and returns when the peer closed
-// them, or after limit.
-func flood(addr, send string, n int, start time.Time, limit time.Duration) []time.Duration {
-	closed := make([]time.Duration, n)
+// flood opens n connections to addr, a few at a time, writes send on each
+// and stalls; it returns how long the peer kept each, shortest first, timed
+// from its connect (0 when refused or reset before it connected; limit when
+// the peer did not close it). dialed is done once each is made. A few
+// dialers, not one goroutine per connection: each connection is timed from
+// when it connected, not from when a goroutine among hundreds woke up on a
+// loaded machine (which timed admitted connections up to 0.8 s short), and
+// the flood is still in place well within the header bound (one dialer
+// took 4.5 s for 600 connections at load 20).
+func flood(addr, send string, n int, limit time.Duration, dialed *sync.WaitGroup) []time.Duration {
+	const dialers = 8
+	kept := make([]time.Duration, n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { closed[i] = stall(addr, send, start, limit) })
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i := range n {
+			next <- i
+		}
+	}()
+	for range dialers {
+		wg.Go(func() {
+			for i := range next {
+				c, err := net.Dial("tcp", addr)
+				connected := time.Now()
+				dialed.Done()
+				if err != nil {
+					continue // refused or reset at once: kept 0
+				}
+				wg.Go(func() {
+					defer c.Close()
+					if send != "" {
+						_, _ = io.WriteString(c, send)
+					}
+					_ = c.SetReadDeadline(connected.Add(limit))
+					_, err := io.Copy(io.Discard, c)
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						kept[i] = limit
+						return
+					}
+					kept[i] = time.Since(connected)
+				})
+			}
+		})
 	}
 	wg.Wait()
-	slices.Sort(closed)
-	return closed
+	slices.Sort(kept)
+	return kept
+}
+
+// span is the range of sorted durations d.
+func span(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%v to %v", d[0].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 }
 
 // until calls f every 100ms until it succeeds and returns how long that took
@@ -102,10 +129,14 @@ func testConnectionBounds(t *testing.T) {
 	const (
 		maxConns = 64
 		stalled  = 200
-		header   = time.Second     // --header-timeout, --grpc-connection-timeout
-		body     = 2 * time.Second // --body-timeout
-		idle     = 2 * time.Second // --idle-timeout
-		slack    = 1500 * time.Millisecond
+		// --header-timeout, --grpc-connection-timeout: a connection kept
+		// under half of it was closed at accept. At 1s, a loaded machine
+		// (GOMAXPROCS=1 nice, beside other test runs) timed connections
+		// closed at accept up to 331ms, admitted ones from 667ms.
+		header = 2 * time.Second
+		body   = 2 * time.Second // --body-timeout
+		idle   = 2 * time.Second // --idle-timeout
+		slack  = 1500 * time.Millisecond
 	)
 	runtime := startRuntime(t)
 	fixture := startFixtureMCP(t)
@@ -196,20 +227,18 @@ func testConnectionBounds(t *testing.T) {
 		}
 	}
 
-	begin := time.Now()
-	var wg sync.WaitGroup
-	floods := make([][]time.Duration, len(kinds))
-	for i, k := range kinds {
-		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, begin, header+slack+5*time.Second) })
-	}
-	time.Sleep(200 * time.Millisecond) // the flood is in place
-	// Already connected: served while the flood holds the listener full.
+	// Already connected: served from before the flood until half a header
+	// bound after it is in place (it holds the listener full until a
+	// header bound after its accepts), calling without pause: an idle
+	// connection would be closed after --idle-timeout and its new one
+	// refused.
 	var kept sync.WaitGroup
+	var flooded atomic.Bool
 	for _, k := range kinds {
 		kept.Go(func() {
 			var worst time.Duration
 			calls := 0
-			for ; time.Since(begin) < header; calls++ {
+			for ; calls == 0 || !flooded.Load(); calls++ {
 				s := time.Now()
 				if err := k.kept(context.Background()); err != nil {
 					t.Errorf("%s: a connected client was refused during the flood: %v", k.name, err)
@@ -220,27 +249,43 @@ func testConnectionBounds(t *testing.T) {
 			t.Logf("%s: connected client served during the flood, %d calls, slowest %v", k.name, calls, worst.Round(time.Microsecond))
 		})
 	}
+	begin := time.Now()
+	var wg, dialed sync.WaitGroup
+	floods := make([][]time.Duration, len(kinds))
+	dialed.Add(len(kinds) * stalled)
+	for i, k := range kinds {
+		wg.Go(func() { floods[i] = flood(k.addr, k.send, stalled, header+slack+5*time.Second, &dialed) })
+	}
+	dialed.Wait() // the flood is in place
+	inPlace := time.Now()
+	time.Sleep(header / 2)
+	flooded.Store(true)
 	kept.Wait()
 	for _, k := range kinds {
-		d := until(t, k.name+" new client", begin, header+slack+3*time.Second, k.fresh())
-		t.Logf("%s: a new client was served %v after the flood began", k.name, d.Round(time.Millisecond))
+		d := until(t, k.name+" new client", inPlace, header+slack+3*time.Second, k.fresh())
+		t.Logf("%s: a new client was served %v after the flood was in place", k.name, d.Round(time.Millisecond))
 	}
 	wg.Wait()
+	t.Logf("the flood's %d connections were made %v after it began", len(kinds)*stalled, inPlace.Sub(begin).Round(time.Millisecond))
+	// A connection over the cap is closed at accept; one within it by the
+	// header bound. Each is timed from its own connect, so that the time
+	// to make 600 connections on a loaded machine counts for none of them;
+	// half the bound tells the two apart. The cap's places are taken again
+	// only as the header bound frees them: a flood made within the bound
+	// has at most the cap admitted, one that took longer the cap once more
+	// per bound it took.
+	admissible := maxConns * (1 + int(inPlace.Sub(begin)/header))
 	for i, k := range kinds {
 		c := floods[i]
-		atOnce := 0
-		for _, d := range c {
-			if d < 200*time.Millisecond {
-				atOnce++
-			}
-		}
-		t.Logf("%s: %d stalled connections: %d closed at accept (over the cap), the rest by the %v bound; last closed after %v",
-			k.name, stalled, atOnce, header, c[len(c)-1].Round(time.Millisecond))
+		atOnce, _ := slices.BinarySearch(c, header/2)
+		t.Logf("%s: %d stalled connections: %d closed at accept (over the cap), kept %s; the rest by the %v bound, kept %s",
+			k.name, stalled, atOnce, span(c[:atOnce]), header, span(c[atOnce:]))
 		if last := c[len(c)-1]; last > header+slack {
 			t.Errorf("%s: a stalled connection was closed only after %v (bound %v)", k.name, last, header)
 		}
-		if atOnce < stalled-maxConns {
-			t.Errorf("%s: only %d connections closed at once; the cap is %d", k.name, atOnce, maxConns)
+		if admitted := stalled - atOnce; admitted > admissible {
+			t.Errorf("%s: %d connections admitted (kept %v or more), only %d closed at once; the cap is %d (%d admissible in the %v the flood took)",
+				k.name, admitted, header/2, atOnce, maxConns, admissible, inPlace.Sub(begin).Round(time.Millisecond))
 		}
 	}
 
@@ -261,8 +306,10 @@ func testConnectionBounds(t *testing.T) {
 		}
 		closed := stallRest(c, s, body+slack+time.Second)
 		t.Logf("401 after %v; connection closed after %v (body timeout %v)", answered.Round(time.Microsecond), closed.Round(time.Millisecond), body)
-		if answered > 500*time.Millisecond || closed > body+slack {
-			t.Errorf("401 after %v (want at once), closed after %v (bound %v)", answered, closed, body)
+		// Waiting for the body would answer at the body bound or never:
+		// half of it tells that from an answer at once on a loaded machine.
+		if answered > body/2 || closed > body+slack {
+			t.Errorf("401 after %v (want at once, under %v), closed after %v (bound %v)", answered, body/2, closed, body)
 		}
 	})
 	t.Run("mcp closes an idle keep-alive", func(t *testing.T) {

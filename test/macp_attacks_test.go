@@ -251,7 +251,14 @@ func testMACPSideEntrances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Both watches are open at the runtime once their headers came
+		// (before, a fixed 300 ms, which a loaded machine can outlast: the
+		// participant then misses the Progress).
+		for _, w := range []macpv1.MACPRuntimeService_WatchSignalsClient{w, pw} {
+			if _, err := w.Header(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		warden.mustAccept(envelope("planner", s, "Progress", "", &macpv1.ProgressPayload{Message: "secret progress"}))
 		warden.mustAccept(envelope("planner", "", "Signal", "", &macpv1.SignalPayload{SignalType: "ping"}))
 		got := func(w macpv1.MACPRuntimeService_WatchSignalsClient) []string {

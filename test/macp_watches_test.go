@@ -88,11 +88,13 @@ func TestMACPWatchesOnBothDoors(t *testing.T) {
 		sid := newSession()
 		out := map[string]string{}
 		// watch opens WatchSessions as who ("" without credentials) and
-		// returns what it saw once stop ends it
+		// returns what it saw once stop ends it; event has a value after
+		// each event.
 		type seen struct {
 			events []string
 			err    error
 		}
+		event := make(chan struct{}, 1)
 		watch := func(who string) (<-chan seen, error) {
 			wctx := ctx
 			if who != "" {
@@ -120,6 +122,12 @@ func TestMACPWatchesOnBothDoors(t *testing.T) {
 						name = "the session"
 					}
 					s.events = append(s.events, ev.GetEvent().GetEventType().String()+" "+name)
+					if who == "planner" {
+						select {
+						case event <- struct{}{}:
+						default:
+						}
+					}
 				}
 			}()
 			return res, nil
@@ -141,7 +149,15 @@ func TestMACPWatchesOnBothDoors(t *testing.T) {
 		msgs := taskMessages(sid)
 		c.mustAccept(msgs[0])
 		c.mustAccept(msgs[1])
-		time.Sleep(time.Second) // the runtime's events reach the watches
+		// The participant's watch sees the session's event (after a fixed
+		// second before: late on a loaded machine, it was missed); then
+		// what must not come has half a second to come.
+		select {
+		case <-event:
+		case <-time.After(15 * time.Second):
+			t.Error("the participant's watch saw no event 15 s after the session started")
+		}
+		time.Sleep(500 * time.Millisecond)
 		cancel()
 		for who, ch := range map[string]<-chan seen{"planner": planner, "mallory": mallory} {
 			s := <-ch

@@ -56,12 +56,7 @@ func testReloadOnSIGHUP(t *testing.T) {
 		}
 		return ack
 	}
-	hup := func() {
-		if err := proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond) // the reload compiles the policies
-	}
+	hup := func() { proc.reload(t) }
 	if ack := start(); !ack.GetOk() {
 		t.Fatalf("before the reload: %v", ack.GetError())
 	}
@@ -78,5 +73,32 @@ func testReloadOnSIGHUP(t *testing.T) {
 	logs := proc.output()
 	if !strings.Contains(logs, "reload: keeping the current policies") {
 		t.Errorf("the failed reload was not logged:\n%s", logs)
+	}
+}
+
+// reloadDone is what Warden logs once a SIGHUP's reload has ended, replaced
+// or kept.
+var reloadDone = []string{"reload: authentication, policies and handle keys replaced", "reload: keeping the current policies"}
+
+// reload sends Warden SIGHUP and returns once it logged the reload's end:
+// the reload compiles the policies, which on a loaded machine took longer
+// than the half second the tests slept for it.
+func (p *process) reload(t testing.TB) {
+	t.Helper()
+	ended := func() (n int) {
+		out := p.output()
+		for _, s := range reloadDone {
+			n += strings.Count(out, s)
+		}
+		return n
+	}
+	before := ended()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ended() == before; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged 30 s after SIGHUP:\n%s", p.output())
+		}
 	}
 }
