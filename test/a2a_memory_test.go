@@ -36,17 +36,9 @@ func vmKB(t *testing.T, pid int, field string) int {
 // the body's length.
 func a2aPost(t *testing.T, url, token, method string, params any) (int, string, int) {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	resp := a2aBegin(t, url, token, method, params)
+	if resp == nil {
+		t.FailNow() // a2aBegin said why
 	}
 	defer resp.Body.Close()
 	n, _ := io.Copy(io.Discard, resp.Body)
@@ -147,6 +139,7 @@ func TestA2AAnswerBudget(t *testing.T) {
 
 // a2aBegin posts a JSON-RPC call and returns the answer once its status and
 // headers are read, its body not; nil (the test failed) if there is none.
+// It is safe to call from a goroutine (it fails the test with t.Error).
 func a2aBegin(t *testing.T, url, token, method string, params any) *http.Response {
 	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
