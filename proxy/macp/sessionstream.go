@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -45,12 +44,13 @@ type sessionStream struct {
 }
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
-// decision and its session. Message ids are the client's and unique only
+// decision, its message id and its session. Message ids are the client's and unique only
 // within a session, and the runtime's answers on a stream come from the
 // session it is bound to (a history replayed by a subscription, what other
 // senders send to it), so an answer names the envelope it settles by both.
 type awaited struct {
 	d       proxy.Decision
+	id      string // its key in pending
 	session string
 }
 
@@ -152,7 +152,7 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	id := env.GetMessageId()
 	st.release(id, false, true)
 	st.mu.Lock()
-	st.pending[id] = awaited{d: d, session: env.GetSessionId()}
+	st.pending[id] = awaited{d: d, id: id, session: env.GetSessionId()}
 	st.mu.Unlock()
 	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
 	return nil, true
@@ -194,25 +194,22 @@ func (st *sessionStream) down() error {
 // stream not yet bound) may answer another envelope the client sent with
 // that id, so the decision is released as lost: the session is rebuilt.
 func (st *sessionStream) settleEcho(f *frame) {
-	var resp macpv1.StreamSessionResponse
-	if proto.Unmarshal(f.b, &resp) != nil {
+	e, ok := readEcho(f.b)
+	if !ok {
 		return
 	}
-	if env := resp.GetEnvelope(); env != nil {
-		st.answer(env.GetMessageId(), env.GetSessionId(), true, false) // the runtime accepted and echoed it
-	} else if e := resp.GetError(); e != nil {
-		if e.GetSessionId() == "" {
-			st.release(e.GetMessageId(), false, true)
-		} else {
-			st.answer(e.GetMessageId(), e.GetSessionId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
-		}
+	st.mu.Lock()
+	a, ok := st.pending[string(e.id)] // the id as it was kept, without making a string of e.id
+	st.mu.Unlock()
+	switch {
+	case !ok: // nothing pending: nothing to settle
+	case e.accepted: // the runtime accepted and echoed it
+		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, true, false)
+	case len(e.session) == 0:
+		st.release(a.id, false, true)
+	default:
+		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, false, string(e.code) == string(rules.CodeSessionNotFound))
 	}
-}
-
-// answer ends the pending decision of message id in session sid, if there
-// still is one.
-func (st *sessionStream) answer(id, sid string, accepted bool, forget bool) {
-	st.end(id, func(a awaited) bool { return a.session == sid }, accepted, forget)
 }
 
 // release ends the pending decision of message id, whatever its session, if
