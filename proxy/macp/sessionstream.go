@@ -39,13 +39,15 @@ type sessionStream struct {
 	cancel context.CancelCauseFunc
 	out    *clientWriter
 
-	mu      sync.Mutex // guards pending only; never held across I/O
-	pending map[string]awaited
+	mu        sync.Mutex // guards pending, echoes and echoTimer; never held across I/O
+	pending   map[string]awaited
+	echoes    echoQueue   // pending's ids in the order sent, until echoTimeout
+	echoTimer *time.Timer // runs at echoes' oldest (expireEchoes); made once
 }
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
-// decision, its message id and its session. Message ids are the client's and unique only
-// within a session, and the runtime's answers on a stream come from the
+// decision, its message id and its session. Message ids are the client's
+// and unique only within a session, and the runtime's answers on a stream come from the
 // session it is bound to (a history replayed by a subscription, what other
 // senders send to it), so an answer names the envelope it settles by both.
 type awaited struct {
@@ -151,11 +153,41 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	}
 	id := env.GetMessageId()
 	st.release(id, false, true)
-	st.mu.Lock()
-	st.pending[id] = awaited{d: d, id: id, session: env.GetSessionId()}
-	st.mu.Unlock()
-	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
+	st.awaitEcho(awaited{d: d, id: id, session: env.GetSessionId()}, time.Now())
 	return nil, true
+}
+
+// awaitEcho holds a until the runtime answers its envelope, or until
+// echoTimeout after now, when it is released as lost: the stream's one
+// timer runs at the oldest envelope's end.
+func (st *sessionStream) awaitEcho(a awaited, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pending[a.id] = a
+	if !st.echoes.push(a.id, now.Add(echoTimeout)) {
+		return // the timer runs at an older one's end already
+	}
+	if st.echoTimer == nil {
+		st.echoTimer = time.AfterFunc(echoTimeout, st.expireEchoes)
+	} else {
+		st.echoTimer.Reset(echoTimeout)
+	}
+}
+
+// expireEchoes releases, as lost, the decisions of the envelopes past
+// echoTimeout (the stream's timer), and sets the timer to the next end.
+func (st *sessionStream) expireEchoes() {
+	st.mu.Lock()
+	now := time.Now()
+	ids := st.echoes.expire(now, nil)
+	st.echoes.trim(st.waiting) // the ones behind them echoed meanwhile
+	if due, ok := st.echoes.next(); ok {
+		st.echoTimer.Reset(due.Sub(now))
+	}
+	st.mu.Unlock()
+	for _, id := range ids {
+		st.release(id, false, true)
+	}
 }
 
 // fail answers the client with a MACP error on the stream.
@@ -225,6 +257,7 @@ func (st *sessionStream) end(id string, meant func(awaited) bool, accepted bool,
 	a, ok := st.pending[id]
 	if ok = ok && meant(a); ok {
 		delete(st.pending, id)
+		st.echoes.trim(st.waiting)
 	}
 	st.mu.Unlock()
 	if !ok {
@@ -237,10 +270,20 @@ func (st *sessionStream) end(id string, meant func(awaited) bool, accepted bool,
 	}
 }
 
+// waiting reports whether message id still awaits its answer; st.mu is
+// held.
+func (st *sessionStream) waiting(id string) bool {
+	_, ok := st.pending[id]
+	return ok
+}
+
 // releaseAll releases every decision still pending: the answer is lost with
 // the stream.
 func (st *sessionStream) releaseAll() {
 	st.mu.Lock()
+	if st.echoTimer != nil {
+		st.echoTimer.Stop()
+	}
 	ids := make([]string, 0, len(st.pending))
 	for id := range st.pending {
 		ids = append(ids, id)
