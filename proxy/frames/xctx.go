@@ -10,74 +10,74 @@ import (
 // exchangeCtx is an exchange's context, the one its Handler gets: it
 // carries the client's address (Peer) and ends when the exchange does
 // (cancel) or at the Route's deadline. It lives in the exchange and costs
-// no allocation of its own: its Done channel is made only when asked for,
-// a context derived from it is told it ended through AfterFunc (no
-// goroutine per child), and its deadline has one timer, which also ends a
-// ForwardThen wait on that same deadline (so the forward arms none).
+// no allocation of its own while nothing waits on it: the first Done makes
+// the context.WithCancel (or WithDeadline) it stood for (inner), whose
+// channel it gives and whose Value a derived context finds its parent by,
+// so that a context derived from it, through any wrapper, is canceled with
+// it without a goroutine of its own. Its deadline has one timer of its own
+// (expire), which also ends a ForwardThen wait on that deadline (so the
+// forward arms none); a unary call that forwards (a Send) never asks for
+// Done.
 type exchangeCtx struct {
 	peerCtx
 	deadline time.Time // zero: none
 
-	mu     sync.Mutex
-	done   chan struct{} // made when asked for, closed once err is set
-	err    error
-	timer  *time.Timer // the deadline's (expire)
-	afters []*afterFunc
+	mu          sync.Mutex
+	err         error
+	timer       *time.Timer        // the deadline's (expire)
+	inner       context.Context    // made by the first Done
+	innerCancel context.CancelFunc // inner's
 }
-
-// afterFunc is a function AfterFunc runs once the context ended.
-type afterFunc struct{ f func() }
 
 func (c *exchangeCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
 
 func (c *exchangeCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.err != nil {
-			close(c.done)
+	if c.inner == nil {
+		if c.deadline.IsZero() {
+			c.inner, c.innerCancel = context.WithCancel(&c.peerCtx)
+		} else {
+			c.inner, c.innerCancel = context.WithDeadline(&c.peerCtx, c.deadline)
+		}
+		if c.err == context.Canceled { // a deadline passed is inner's own already
+			c.innerCancel()
 		}
 	}
-	return c.done
+	return c.inner.Done()
 }
 
+// Err is inner's once Done made it (its channel is the one closed), else
+// why the exchange ended.
 func (c *exchangeCtx) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	inner, err := c.inner, c.err
+	c.mu.Unlock()
+	if inner != nil {
+		return inner.Err()
+	}
+	return err
 }
 
-// AfterFunc runs f on a goroutine of its own once the context ended, as
-// context.AfterFunc does; stop keeps it from running. The context package
-// links a child context through it (no goroutine watching Done).
-func (c *exchangeCtx) AfterFunc(f func()) (stop func() bool) {
-	a := &afterFunc{f}
+// Value is the client's address for Peer's key, else inner's value once
+// Done made it (a context derived from this one finds inner so), else the
+// parent's.
+func (c *exchangeCtx) Value(key any) any {
+	if key == (peerKey{}) {
+		return c.addr
+	}
 	c.mu.Lock()
-	ended := c.err != nil
-	if !ended {
-		c.afters = append(c.afters, a)
-	}
+	inner := c.inner
 	c.mu.Unlock()
-	if ended {
-		go f()
-		return func() bool { return false }
+	if inner != nil {
+		return inner.Value(key)
 	}
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, b := range c.afters {
-			if b == a {
-				c.afters = append(c.afters[:i], c.afters[i+1:]...)
-				return true
-			}
-		}
-		return false
-	}
+	return c.Context.Value(key)
 }
 
 // cancel ends the context with err (context.Canceled, or
-// context.DeadlineExceeded from its timer); a second call does nothing.
+// context.DeadlineExceeded from its timer, when inner's own deadline ends
+// inner); a second call does nothing.
 func (c *exchangeCtx) cancel(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -85,17 +85,14 @@ func (c *exchangeCtx) cancel(err error) {
 		return
 	}
 	c.err = err
-	if c.done != nil {
-		close(c.done)
-	}
-	afters, t := c.afters, c.timer
-	c.afters, c.timer = nil, nil
+	t, cancel := c.timer, c.innerCancel
+	c.timer = nil
 	c.mu.Unlock()
 	if t != nil {
 		t.Stop()
 	}
-	for _, a := range afters {
-		go a.f()
+	if cancel != nil && err != context.DeadlineExceeded {
+		cancel()
 	}
 }
 

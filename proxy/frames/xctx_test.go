@@ -12,8 +12,9 @@ import (
 // TestExchangeCtx: an exchange's context keeps context.Context's contract
 // as the context.WithCancel or WithTimeout it replaced did: Done closes
 // and Err tells why when the exchange ends or its deadline passes (asked
-// before or after), a context derived from it ends with it without a
-// goroutine watching it (AfterFunc), and its value is the client's address.
+// before or after), a context derived from it, directly or through a
+// wrapper of its own (context.WithValue, as a trace span's), ends with it
+// without a goroutine watching it, and its value is the client's address.
 func TestExchangeCtx(t *testing.T) {
 	client := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4242}
 	c := &conn{r: &Relay{}, peer: newPeerAddr(client)}
@@ -44,7 +45,7 @@ func TestExchangeCtx(t *testing.T) {
 				early = ctx.Done()
 			}
 			before := runtime.NumGoroutine()
-			child, stop := context.WithCancel(ctx)
+			child, stop := context.WithCancel(context.WithValue(ctx, peerKey{}, "wrapped"))
 			defer stop()
 			after, stopAfter := context.WithCancel(ctx)
 			stopAfter() // its link is taken back (AfterFunc's stop)
