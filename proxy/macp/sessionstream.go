@@ -47,9 +47,10 @@ type sessionStream struct {
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
 // decision, its message id and its session. Message ids are the client's
-// and unique only within a session, and the runtime's answers on a stream come from the
-// session it is bound to (a history replayed by a subscription, what other
-// senders send to it), so an answer names the envelope it settles by both.
+// and unique only within a session, and the runtime's answers on a stream
+// come from the session it is bound to (a history replayed by a
+// subscription, what other senders send to it), so an answer names the
+// envelope it settles by both.
 type awaited struct {
 	d       proxy.Decision
 	id      string // its key in pending
