@@ -74,15 +74,26 @@ func (r *Request) ForwardThen(ctx context.Context, pool int, header []hpack.Head
 	x := r.x
 	x.later = true
 	x.c.mu.Lock()
-	gone := x.ended
+	gone, expired := x.ended, false
 	if x.awaiting = !gone; x.awaiting {
 		if dl, ok := ctx.Deadline(); ok {
-			h.timer = time.AfterFunc(time.Until(dl), func() { x.abortForward(context.DeadlineExceeded) })
+			if dl.Equal(x.xc.deadline) {
+				// the exchange's own deadline: its timer ends the wait
+				// (expire), unless it already ran
+				x.ctxDeadline = true
+				expired = x.xc.Err() == context.DeadlineExceeded
+				x.awaiting = !expired
+			} else {
+				h.timer = time.AfterFunc(time.Until(dl), func() { x.abortForward(context.DeadlineExceeded) })
+			}
 		}
 	}
 	x.c.mu.Unlock()
-	if gone { // the stream went before the wait began: end told no one
+	switch {
+	case gone: // the stream went before the wait began: end told no one
 		x.abortForward(context.Canceled)
+	case expired: // the deadline passed before the wait began: expire told no one
+		x.abortForward(context.DeadlineExceeded)
 	}
 	return nil
 }

@@ -178,8 +178,8 @@ type exchange struct {
 	rt     Route
 	header []hpack.HeaderField
 	max    int
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx    context.Context // &xc
+	xc     exchangeCtx
 
 	buf       []byte
 	truncated bool
@@ -187,21 +187,21 @@ type exchange struct {
 	forwarded bool
 	later     bool      // forwarded with ForwardThen: the Answerer answers
 	held      held      // Forward's
-	peer      peerCtx   // ctx's parent
 	out       *streamed // an answer the Handler streams (made under c.mu)
 	in        *inbox    // a request body the Handler reads as it comes (Route.Stream)
 	req       Request   // the Handler's, held here so that it costs no allocation of its own
 
 	// Under c.mu: the admission of an Admitter's stream.
-	admitting bool  // Admit has not returned
-	refused   bool  // Admit refused: the body is dropped
-	withheld  int64 // body bytes whose window is returned once admitted
-	bodyDone  bool  // started, as the admitting worker sees it
-	admitted  any
-	ended     bool // the stream went (end)
-	handled   bool // Handle was called for an Abandoner
-	abandoned bool // Abandon was called
-	awaiting  bool // ForwardThen waits for the upstream's answer
+	admitting   bool  // Admit has not returned
+	refused     bool  // Admit refused: the body is dropped
+	withheld    int64 // body bytes whose window is returned once admitted
+	bodyDone    bool  // started, as the admitting worker sees it
+	admitted    any
+	ended       bool // the stream went (end)
+	handled     bool // Handle was called for an Abandoner
+	abandoned   bool // Abandon was called
+	awaiting    bool // ForwardThen waits for the upstream's answer
+	ctxDeadline bool // and its wait ends at ctx's deadline (expire), not a timer of its own
 }
 
 type peerKey struct{}
@@ -274,12 +274,7 @@ func newStream(c *conn, id uint32, wantLen int64, rt Route, header []hpack.Heade
 func (x *exchange) init(c *conn, d *leg, rt Route, header []hpack.HeaderField) {
 	_, admitting := rt.Handler.(Admitter)
 	x.c, x.d, x.rt, x.header, x.max, x.admitting = c, d, rt, header, rt.MaxBody, admitting
-	x.peer = peerCtx{context.Background(), c.peer}
-	if rt.Timeout > 0 {
-		x.ctx, x.cancel = context.WithTimeout(&x.peer, rt.Timeout)
-	} else {
-		x.ctx, x.cancel = context.WithCancel(&x.peer)
-	}
+	x.startCtx(c.peer, rt.Timeout)
 	if rt.Stream {
 		x.in = &inbox{wake: make(chan struct{}, 1)}
 	}
@@ -299,7 +294,7 @@ func (x *exchange) endErr() error {
 // an Abandoner admitted for it but not handled is abandoned. It runs under
 // c.mu.
 func (x *exchange) end() {
-	x.cancel()
+	x.xc.cancel(context.Canceled)
 	x.ended = true
 	x.abandon()
 	if x.awaiting { // ForwardThen's wait ends, on a goroutine of its own: end holds c.mu
@@ -386,7 +381,7 @@ func (x *exchange) admit() {
 	c.mu.Unlock()
 	switch {
 	case refusal != nil:
-		x.cancel()
+		x.xc.cancel(context.Canceled)
 		c.respond(x.d, *refusal, nil)
 	case start:
 		x.run()
@@ -413,7 +408,7 @@ func (x *exchange) run() {
 	x.c.mu.Unlock()
 	if s != nil && s.end() {
 		x.c.finishStreamed(x.d, resp)
-		x.cancel()
+		x.xc.cancel(context.Canceled)
 		return
 	}
 	x.reply(resp, nil)
@@ -423,7 +418,7 @@ func (x *exchange) run() {
 // b as for sendData.
 func (x *exchange) reply(resp Response, b *batch) {
 	x.c.respond(x.d, resp, b)
-	x.cancel()
+	x.xc.cancel(context.Canceled)
 }
 
 // respond sends a whole answer on l, the client side of an exchange; a

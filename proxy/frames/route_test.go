@@ -675,9 +675,12 @@ func TestAbandoner(t *testing.T) {
 }
 
 // TestExchangeAllocs: a stream a Handler handles costs one allocation for
-// its two legs and its exchange, and its context and cancel function (the
-// client's address and Forward's answer live in the exchange; 5 before
-// that, 7 before the legs shared it), and the client's address is a string
+// its two legs, its exchange and its context (the client's address,
+// Forward's answer and the context live in the exchange; 3 before the
+// context did, the context.WithCancel and its cancel function, 5 before
+// the address, 7 before the legs shared it); one with a deadline
+// (Route.Timeout) costs two more, the deadline's timer and its function (5
+// in all before: context.WithTimeout's 4); and the client's address is a string
 // already, as proxy/macp asks for it on every call (1 allocation before).
 // A passed-through stream costs one, its legs.
 func TestExchangeAllocs(t *testing.T) {
@@ -687,8 +690,13 @@ func TestExchangeAllocs(t *testing.T) {
 	if got := Peer(newStream(c, 1, -1, rt, nil).x.ctx); got == nil || got.String() != "127.0.0.1:4242" || got.Network() != "tcp" {
 		t.Fatalf("Peer = %v", got)
 	}
-	if n := testing.AllocsPerRun(100, func() { newStream(c, 1, -1, rt, nil).x.cancel() }); n > 3 {
-		t.Errorf("%.0f allocations for a handled stream (its legs and exchange, its context and cancel function), want 3", n)
+	if n := testing.AllocsPerRun(100, func() { newStream(c, 1, -1, rt, nil).x.xc.cancel(context.Canceled) }); n > 1 {
+		t.Errorf("%.0f allocations for a handled stream (its legs, exchange and context), want 1", n)
+	}
+	timed := rt
+	timed.Timeout = time.Hour
+	if n := testing.AllocsPerRun(100, func() { newStream(c, 1, -1, timed, nil).x.xc.cancel(context.Canceled) }); n > 3 {
+		t.Errorf("%.0f allocations for a handled stream with a deadline (its legs, exchange and context, the deadline's timer and function), want 3", n)
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = newStream(c, 1, -1, Route{}, nil) }); n > 1 {
 		t.Errorf("%.0f allocations for a passed-through stream, want 1", n)

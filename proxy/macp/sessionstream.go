@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/proxy"
@@ -40,17 +39,21 @@ type sessionStream struct {
 	cancel context.CancelCauseFunc
 	out    *clientWriter
 
-	mu      sync.Mutex // guards pending only; never held across I/O
-	pending map[string]awaited
+	mu        sync.Mutex // guards pending, echoes and echoTimer; never held across I/O
+	pending   map[string]awaited
+	echoes    echoQueue   // pending's ids in the order sent, until echoTimeout
+	echoTimer *time.Timer // runs at echoes' oldest (expireEchoes); made once
 }
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
-// decision and its session. Message ids are the client's and unique only
-// within a session, and the runtime's answers on a stream come from the
-// session it is bound to (a history replayed by a subscription, what other
-// senders send to it), so an answer names the envelope it settles by both.
+// decision, its message id and its session. Message ids are the client's
+// and unique only within a session, and the runtime's answers on a stream
+// come from the session it is bound to (a history replayed by a
+// subscription, what other senders send to it), so an answer names the
+// envelope it settles by both.
 type awaited struct {
 	d       proxy.Decision
+	id      string // its key in pending
 	session string
 }
 
@@ -151,11 +154,41 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	}
 	id := env.GetMessageId()
 	st.release(id, false, true)
-	st.mu.Lock()
-	st.pending[id] = awaited{d: d, session: env.GetSessionId()}
-	st.mu.Unlock()
-	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
+	st.awaitEcho(awaited{d: d, id: id, session: env.GetSessionId()}, time.Now())
 	return nil, true
+}
+
+// awaitEcho holds a until the runtime answers its envelope, or until
+// echoTimeout after now, when it is released as lost: the stream's one
+// timer runs at the oldest envelope's end.
+func (st *sessionStream) awaitEcho(a awaited, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pending[a.id] = a
+	if !st.echoes.push(a.id, now.Add(echoTimeout)) {
+		return // the timer runs at an older one's end already
+	}
+	if st.echoTimer == nil {
+		st.echoTimer = time.AfterFunc(echoTimeout, st.expireEchoes)
+	} else {
+		st.echoTimer.Reset(echoTimeout)
+	}
+}
+
+// expireEchoes releases, as lost, the decisions of the envelopes past
+// echoTimeout (the stream's timer), and sets the timer to the next end.
+func (st *sessionStream) expireEchoes() {
+	st.mu.Lock()
+	now := time.Now()
+	ids := st.echoes.expire(now, nil)
+	st.echoes.trim(st.waiting) // the ones behind them echoed meanwhile
+	if due, ok := st.echoes.next(); ok {
+		st.echoTimer.Reset(due.Sub(now))
+	}
+	st.mu.Unlock()
+	for _, id := range ids {
+		st.release(id, false, true)
+	}
 }
 
 // fail answers the client with a MACP error on the stream.
@@ -194,25 +227,22 @@ func (st *sessionStream) down() error {
 // stream not yet bound) may answer another envelope the client sent with
 // that id, so the decision is released as lost: the session is rebuilt.
 func (st *sessionStream) settleEcho(f *frame) {
-	var resp macpv1.StreamSessionResponse
-	if proto.Unmarshal(f.b, &resp) != nil {
+	e, ok := readEcho(f.b)
+	if !ok {
 		return
 	}
-	if env := resp.GetEnvelope(); env != nil {
-		st.answer(env.GetMessageId(), env.GetSessionId(), true, false) // the runtime accepted and echoed it
-	} else if e := resp.GetError(); e != nil {
-		if e.GetSessionId() == "" {
-			st.release(e.GetMessageId(), false, true)
-		} else {
-			st.answer(e.GetMessageId(), e.GetSessionId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
-		}
+	st.mu.Lock()
+	a, ok := st.pending[string(e.id)] // the id as it was kept, without making a string of e.id
+	st.mu.Unlock()
+	switch {
+	case !ok: // nothing pending: nothing to settle
+	case e.accepted: // the runtime accepted and echoed it
+		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, true, false)
+	case len(e.session) == 0:
+		st.release(a.id, false, true)
+	default:
+		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, false, string(e.code) == string(rules.CodeSessionNotFound))
 	}
-}
-
-// answer ends the pending decision of message id in session sid, if there
-// still is one.
-func (st *sessionStream) answer(id, sid string, accepted bool, forget bool) {
-	st.end(id, func(a awaited) bool { return a.session == sid }, accepted, forget)
 }
 
 // release ends the pending decision of message id, whatever its session, if
@@ -228,6 +258,7 @@ func (st *sessionStream) end(id string, meant func(awaited) bool, accepted bool,
 	a, ok := st.pending[id]
 	if ok = ok && meant(a); ok {
 		delete(st.pending, id)
+		st.echoes.trim(st.waiting)
 	}
 	st.mu.Unlock()
 	if !ok {
@@ -240,10 +271,20 @@ func (st *sessionStream) end(id string, meant func(awaited) bool, accepted bool,
 	}
 }
 
+// waiting reports whether message id still awaits its answer; st.mu is
+// held.
+func (st *sessionStream) waiting(id string) bool {
+	_, ok := st.pending[id]
+	return ok
+}
+
 // releaseAll releases every decision still pending: the answer is lost with
 // the stream.
 func (st *sessionStream) releaseAll() {
 	st.mu.Lock()
+	if st.echoTimer != nil {
+		st.echoTimer.Stop()
+	}
 	ids := make([]string, 0, len(st.pending))
 	for id := range st.pending {
 		ids = append(ids, id)
