@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -273,6 +275,41 @@ func BenchmarkGetTaskAnswer(b *testing.B) {
 	for b.Loop() {
 		if _, keep := x.fromUpstream(data); !keep {
 			b.Fatal("held back")
+		}
+	}
+}
+
+// BenchmarkSendMessageAnswer: one answer to a SendMessage that named no
+// task, as a2a-go v2.3.1's echo agent gives it (make bench's A2A
+// SendMessage: a completed task with an artifact and the user's message in
+// its history, both naming the task and the context), checked and
+// rewritten in process. Each answer creates a task of its own in a context
+// of its own (Warden's fresh one), as every request of make bench's does:
+// the owner table learns it, and its handles are sealed, not remembered.
+func BenchmarkSendMessageAnswer(b *testing.B) {
+	x := corpusExchange(&testing.T{}, "SendMessage")
+	s, call := x.s, x.call
+	call.MessageID = "bench"
+	// bob's request's decision, which learns what the answers create
+	d, err := tenancy.New(s.enforcer).Enforce(context.Background(), tenancy.Request{Principal: authn.Principal{ID: "bob", Method: string(authn.MethodDev)}, Method: a2a.MethodSend, New: true})
+	if err != nil || !d.Allow {
+		b.Fatal(err, d.Allow)
+	}
+	defer d.Settle(true)
+	b.ReportAllocs()
+	defer func(start time.Duration) {
+		cputime.Report(b, start, b.N)
+	}(cputime.Used())
+	var data []byte
+	n := 0
+	for b.Loop() {
+		n++
+		task, ctx := fmt.Sprintf("019a7c2e-5b1d-7c3e-9f00-%012d", n), fmt.Sprintf("0b1d2c3e-4f50-4a6b-8c7d-%012d", n)
+		data = fmt.Appendf(data[:0], `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":%q,"contextId":%q,"status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-11-28T21:59:39.123456Z"},"artifacts":[{"artifactId":"7f3e2d1c-0b9a-4876-a5d4-c3b2a1f0e9d8","parts":[{"text":"echo: hello"}]}],"history":[{"messageId":"bench","role":"ROLE_USER","taskId":%q,"contextId":%q,"parts":[{"text":"hello"}]}]}}}`, task, ctx, task, ctx)
+		x := &exchange{s: s, principal: "bob", call: call, contextID: ctx, fresh: true, decision: &d}
+		x.prove(a2a.KindContext, ctx)
+		if out, keep := x.fromUpstream(data); !keep || bytes.Contains(out, []byte(task)) || bytes.Contains(out, []byte(`"error"`)) {
+			b.Fatalf("held back or not rewritten: %s", out)
 		}
 	}
 }
