@@ -263,10 +263,15 @@ func BenchmarkListTasksAnswer(b *testing.B) {
 	}
 }
 
+// getTaskAnswer is a GetTask answer about bob's task-2: a task with a
+// status message and a history of two, each naming the task and its
+// context (BenchmarkGetTaskAnswer, TestAnswerAllocs).
+const getTaskAnswer = `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]},"timestamp":"2026-01-01T00:00:00Z"},"history":[{"messageId":"u1","role":"ROLE_USER","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"input x"}]},{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]}],"kind":"task"}}`
+
 // BenchmarkGetTaskAnswer: one GetTask answer (a task with a status message
 // and a history of two) checked and rewritten, in process.
 func BenchmarkGetTaskAnswer(b *testing.B) {
-	data := []byte(`{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]},"timestamp":"2026-01-01T00:00:00Z"},"history":[{"messageId":"u1","role":"ROLE_USER","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"input x"}]},{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]}],"kind":"task"}}`)
+	data := []byte(getTaskAnswer)
 	x := corpusExchange(&testing.T{}, "GetTask")
 	b.ReportAllocs()
 	defer func(start time.Duration) {
