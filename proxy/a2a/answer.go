@@ -111,10 +111,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 }
 
 // sameID reports whether an answer's raw id is the request's.
-func sameID(raw, id json.RawMessage) bool {
-	v, ok := jsonrpc.IDValue(raw)
-	return ok && jsonrpc.SameID(v, id)
-}
+func sameID(raw, id json.RawMessage) bool { return jsonrpc.IsID(raw, id) }
 
 // errNoPublicURL answers for an extended card Warden cannot rewrite.
 var errNoPublicURL = errors.New("the extended agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)")
