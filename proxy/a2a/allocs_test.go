@@ -46,3 +46,24 @@ func TestHandlerAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want at most 127", n)
 	}
 }
+
+// TestAnswerAllocs bounds the allocations of one GetTask answer checked and
+// rewritten (BenchmarkGetTaskAnswer, its handles sealed anew): 13, the doc
+// read and rewritten and the task's own ids. Before the ids an answer names
+// again (the task and its context in each message) and the messages' roles
+// were read without copies (idOf, jsonrpc.Object.StrOf): 21; before the
+// answer's id, echoed as written, was compared without decoding it
+// (jsonrpc.IsID): 14.
+func TestAnswerAllocs(t *testing.T) {
+	x := corpusExchange(t, "GetTask")
+	data := []byte(getTaskAnswer)
+	n := testing.AllocsPerRun(200, func() {
+		x.sealed = idMap[string]{}
+		if _, keep := x.fromUpstream(data); !keep {
+			t.Fatal("held back")
+		}
+	})
+	if n > 13 {
+		t.Errorf("%v allocations, want at most 13", n)
+	}
+}

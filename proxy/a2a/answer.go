@@ -109,10 +109,7 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 }
 
 // sameID reports whether an answer's raw id is the request's.
-func sameID(raw, id json.RawMessage) bool {
-	v, ok := jsonrpc.IDValue(raw)
-	return ok && jsonrpc.SameID(v, id)
-}
+func sameID(raw, id json.RawMessage) bool { return jsonrpc.IsID(raw, id) }
 
 // errNoPublicURL answers for an extended card Warden cannot rewrite.
 var errNoPublicURL = errors.New("the extended agent card cannot be served: Warden has no public URL to write into it (set a2a.public_url)")
@@ -138,14 +135,14 @@ var (
 // task the caller owned already is the caller's when Warden does not know it
 // otherwise: Warden let the task be made only in a context of the caller's.
 func (x *exchange) subject(obj *jsonrpc.Object, idName, state string) bool {
-	id, _ := obj.Str(idName)
+	id, _ := x.idOf(obj, idName)
 	if id == "" {
 		return false
 	}
 	if x.taskID != "" && id != x.taskID && !x.dryRun("another task than the one asked for", id) {
 		return false // a result or event about another task than the one asked for (or continued)
 	}
-	c, _ := obj.Str("contextId")
+	c, _ := x.idOf(obj, "contextId")
 	// A message that named no task creates one at most: the first its
 	// answer is about; another id after it is no creation of this answer.
 	if a2a.Sends(x.call.Method) && x.taskID == "" && (x.created == "" || x.created == id) {
@@ -233,11 +230,11 @@ func isString(obj *jsonrpc.Object, name string) bool {
 // and context, when it names them, are what the answer is about.
 func (x *exchange) reply(m *jsonrpc.Object) bool {
 	m.Hold(messageNames...)
-	if t, _ := m.Str("taskId"); t != "" {
+	if t, _ := x.idOf(m, "taskId"); t != "" {
 		if !x.subject(m, "taskId", "") {
 			return false
 		}
-	} else if c, _ := m.Str("contextId"); c != "" {
+	} else if c, _ := x.idOf(m, "contextId"); c != "" {
 		// The message's own context (named, or Warden's fresh one) or
 		// another of the caller's; a context nobody owns is not adopted.
 		if !x.adopt(a2a.KindContext, c, "", noCreate) {
@@ -300,7 +297,7 @@ func (x *exchange) message(m *jsonrpc.Object) {
 		name string
 		kind a2a.Kind
 	}{{"taskId", a2a.KindTask}, {"contextId", a2a.KindContext}} {
-		v, isStr := m.Str(p.name)
+		v, isStr := x.idOf(m, p.name)
 		switch {
 		case !isStr || v == "":
 		case x.owns(p.kind, v):
@@ -316,9 +313,25 @@ func (x *exchange) message(m *jsonrpc.Object) {
 // user's, with its messageId.
 func (x *exchange) ownMessage(m *jsonrpc.Object) bool {
 	id := x.call.MessageID
-	role, _ := m.Str("role")
-	got, isStr := m.Str("messageId")
+	role, _ := m.StrOf("role", roles)
+	got, isStr := m.StrOf("messageId", []string{id})
 	return id != "" && isStr && got == id && (role == "ROLE_USER" || role == "user")
+}
+
+// roles are the spellings of a message's role (1.0's and 0.3's).
+var roles = []string{"ROLE_USER", "ROLE_AGENT", "user", "agent"}
+
+// idOf reads a task or context id of an answer as Str reads it, without a
+// copy when it is one this exchange knows already (jsonrpc.Object.StrOf):
+// the task the request named, the context of a message, the ids sealed so
+// far. An answer names its task and context again in each of its messages.
+func (x *exchange) idOf(obj *jsonrpc.Object, name string) (string, bool) {
+	var buf [3 + len(x.sealed.few)]string
+	known := append(buf[:0], x.taskID, x.contextID, x.created)
+	for _, e := range x.sealed.few[:x.sealed.n] {
+		known = append(known, e.k.id)
+	}
+	return obj.StrOf(name, known)
 }
 
 // references keeps the referenced tasks of a message that are the caller's,

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentwarden/warden/authn"
 	"github.com/agentwarden/warden/internal/cputime"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/a2a/tenancy"
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -261,10 +263,15 @@ func BenchmarkListTasksAnswer(b *testing.B) {
 	}
 }
 
+// getTaskAnswer is a GetTask answer about bob's task-2: a task with a
+// status message and a history of two, each naming the task and its
+// context (BenchmarkGetTaskAnswer, TestAnswerAllocs).
+const getTaskAnswer = `{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]},"timestamp":"2026-01-01T00:00:00Z"},"history":[{"messageId":"u1","role":"ROLE_USER","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"input x"}]},{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]}],"kind":"task"}}`
+
 // BenchmarkGetTaskAnswer: one GetTask answer (a task with a status message
 // and a history of two) checked and rewritten, in process.
 func BenchmarkGetTaskAnswer(b *testing.B) {
-	data := []byte(`{"jsonrpc":"2.0","id":7,"result":{"id":"task-2","contextId":"ctx-2","status":{"state":"TASK_STATE_INPUT_REQUIRED","message":{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]},"timestamp":"2026-01-01T00:00:00Z"},"history":[{"messageId":"u1","role":"ROLE_USER","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"input x"}]},{"messageId":"a1","role":"ROLE_AGENT","taskId":"task-2","contextId":"ctx-2","parts":[{"text":"what next?"}]}],"kind":"task"}}`)
+	data := []byte(getTaskAnswer)
 	x := corpusExchange(&testing.T{}, "GetTask")
 	b.ReportAllocs()
 	defer func(start time.Duration) {
@@ -274,6 +281,43 @@ func BenchmarkGetTaskAnswer(b *testing.B) {
 		if _, keep := x.fromUpstream(data); !keep {
 			b.Fatal("held back")
 		}
+	}
+}
+
+// BenchmarkSendMessageAnswer: one answer to a SendMessage that named no
+// task, as a2a-go v2.3.1's echo agent gives it (make bench's A2A
+// SendMessage: a completed task with an artifact and the user's message in
+// its history, both naming the task and the context), checked and
+// rewritten in process. Each answer creates a task of its own in a context
+// of its own (Warden's fresh one), as every request of make bench's does:
+// the owner table learns it, and its handles are sealed, not remembered.
+func BenchmarkSendMessageAnswer(b *testing.B) {
+	x := corpusExchange(&testing.T{}, "SendMessage")
+	s, call := x.s, x.call
+	call.MessageID = "bench"
+	// bob's request's decision, which learns what the answers create
+	d, err := tenancy.New(s.enforcer).Enforce(context.Background(), tenancy.Request{Principal: authn.Principal{ID: "bob", Method: string(authn.MethodDev)}, Method: a2a.MethodSend, New: true})
+	if err != nil || !d.Allow {
+		b.Fatal(err, d.Allow)
+	}
+	defer d.Settle(true)
+	b.ReportAllocs()
+	defer func(start time.Duration) {
+		cputime.Report(b, start, b.N)
+	}(cputime.Used())
+	var data, out []byte // out: the pooled buffer forward gives the exchange
+	n := 0
+	for b.Loop() {
+		n++
+		task, ctx := fmt.Sprintf("019a7c2e-5b1d-7c3e-9f00-%012d", n), fmt.Sprintf("0b1d2c3e-4f50-4a6b-8c7d-%012d", n)
+		data = fmt.Appendf(data[:0], `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":%q,"contextId":%q,"status":{"state":"TASK_STATE_COMPLETED","timestamp":"2026-11-28T21:59:39.123456Z"},"artifacts":[{"artifactId":"7f3e2d1c-0b9a-4876-a5d4-c3b2a1f0e9d8","parts":[{"text":"echo: hello"}]}],"history":[{"messageId":"bench","role":"ROLE_USER","taskId":%q,"contextId":%q,"parts":[{"text":"hello"}]}]}}}`, task, ctx, task, ctx)
+		x := &exchange{s: s, principal: "bob", call: call, contextID: ctx, fresh: true, decision: &d, out: out}
+		x.prove(a2a.KindContext, ctx)
+		got, keep := x.fromUpstream(data)
+		if !keep || bytes.Contains(got, []byte(task)) || bytes.Contains(got, []byte(`"error"`)) {
+			b.Fatalf("held back or not rewritten: %s", got)
+		}
+		out = x.out
 	}
 }
 

@@ -200,12 +200,7 @@ func learns(method string) bool {
 }
 
 // idValue decodes a raw JSON-RPC id (numbers kept as their literal).
-func idValue(raw []byte) (any, bool) {
-	if v, ok := plainID(raw); ok {
-		return v, true
-	}
-	return jsonrpc.IDValue(raw)
-}
+func idValue(raw []byte) (any, bool) { return jsonrpc.IDValue(raw) }
 
 // sameID compares a decoded id with the request's raw id.
 func sameID(v any, raw json.RawMessage) bool { return jsonrpc.SameID(v, raw) }

@@ -112,22 +112,26 @@ func (c *Cache[K, V]) Add(owner string, k K, v V) {
 	c.dropped(owner, over)
 }
 
-// peekOrAdd returns the value under k, read by by (get), or adds v under
-// k and returns v: the most recently used, charged to owner as Add charges
-// it (its share first: a principal at its share makes room from its own
-// entries, never from the table's), nobody's until charge when owner is
-// "".
-func (c *Cache[K, V]) peekOrAdd(k K, v V, by, owner string) V {
+// peekOrAdd returns the value under k, read by by (get), or adds mk()
+// under k and returns it: the most recently used, charged to owner as Add
+// charges it (its share first: a principal at its share makes room from its
+// own entries, never from the table's), nobody's until charge when owner is
+// "". charged reports that the entry is owner's most recently used already
+// (added for owner, or read by its owner, by == owner): charge would change
+// nothing.
+func (c *Cache[K, V]) peekOrAdd(k K, mk func() V, by, owner string) (v V, charged bool) {
 	c.mu.Lock()
 	if e, ok := c.items[k]; ok {
-		c.touchLocked(e, c.usedBy(e, by))
+		use := c.usedBy(e, by)
+		c.touchLocked(e, use)
 		c.mu.Unlock()
-		return e.val
+		return e.val, use && by == owner
 	}
+	v = mk()
 	over := c.addLocked(k, v, owner, owner != "")
 	c.mu.Unlock()
 	c.dropped(owner, over)
-	return v
+	return v, owner != ""
 }
 
 // addLocked adds v under k (not held); over reports that owner, past its

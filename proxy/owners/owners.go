@@ -226,14 +226,14 @@ func (t *Table) get(k Key, by string) *entry {
 
 // add is get, creating the entry when there is none, charged to owner (the
 // principal it will be, so that one at its share makes room from its own
-// entries, not the table's; "": nobody's until own charges it).
-func (t *Table) add(k Key, by, owner string) *entry {
-	k = k.slot()
-	if e, ok := t.cache.get(k, by, false); ok {
-		return e
-	}
-	return t.cache.peekOrAdd(k, &entry{}, by, owner)
+// entries, not the table's; "": nobody's until own charges it), in one
+// look-up. charged reports that the entry is owner's most recently used
+// already: own(k, owner) would change nothing.
+func (t *Table) add(k Key, by, owner string) (e *entry, charged bool) {
+	return t.cache.peekOrAdd(k.slot(), newEntry, by, owner)
 }
+
+func newEntry() *entry { return &entry{} }
 
 // own counts the entry under k as owner's, its most recently used, owner
 // losing its own least recently used entry when it holds more than its
@@ -303,7 +303,7 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 	if t.store != nil {
 		creator = ""
 	}
-	e := t.add(f.Key, owner, creator)
+	e, charged := t.add(f.Key, owner, creator)
 	e.mu.Lock()
 	if e.owner != "" && e.owner != owner {
 		e.mu.Unlock()
@@ -313,7 +313,9 @@ func (t *Table) create(ctx context.Context, f Fact, owner string) error {
 		e.owner = owner
 		e.setStatus(f.Status)
 		e.mu.Unlock()
-		t.own(f.Key, owner)
+		if !charged { // creator is owner: added or read as owner's, it is theirs already
+			t.own(f.Key, owner)
+		}
 		return nil
 	}
 	fresh := e.owner == owner && (f.Status == "" || f.Status == e.status) && time.Since(e.synced) < syncedFor
@@ -411,7 +413,7 @@ func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, e
 	for j, i := range miss {
 		if o := got[j]; o != "" {
 			out[i] = o
-			e := t.add(keys[i], by, o)
+			e, _ := t.add(keys[i], by, o)
 			e.mu.Lock()
 			e.owner = o
 			if o == by {
@@ -432,14 +434,14 @@ func (t *Table) Owners(ctx context.Context, by string, keys ...Key) ([]string, e
 // an id that turned out another's (replicas that raced to record it), and
 // proves nothing.
 func (t *Table) Claim(ctx context.Context, k Key, principal string) (status string, steers int, ok bool, err error) {
-	e := t.add(k, principal, principal)
+	e, charged := t.add(k, principal, principal)
 	e.mu.Lock()
 	if e.owner == "" {
 		e.owner = principal
 	}
 	ok, status, steers = e.owner == principal, e.status, e.steers
 	e.mu.Unlock()
-	if ok {
+	if ok && !charged {
 		t.own(k, principal)
 	}
 	if !ok || t.store == nil {
@@ -485,7 +487,7 @@ func (t *Table) Steer(ctx context.Context, k Key, max int, mark string) (reserve
 		}
 		return ok, n, nil
 	}
-	e := t.add(k, "", "")
+	e, _ := t.add(k, "", "")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if later(mark, e.mark) {

@@ -185,12 +185,15 @@ func ValidID(raw json.RawMessage) bool {
 }
 
 // IDValue decodes a raw JSON-RPC id as SameID reads one: numbers kept as
-// their literal (json.Number).
+// their literal (json.Number). The ids peers send (a plain string, an
+// integer in canonical form) are read without a decoder. Space around the
+// id is not part of it (a number's literal is the number's alone).
 func IDValue(raw []byte) (any, bool) {
+	raw = trimSpace(raw)
 	if s, ok := PlainString(raw); ok {
 		return s, true
 	}
-	if len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9') && json.Valid(raw) {
+	if canonicalInt(raw) || len(raw) > 0 && (raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9') && json.Valid(raw) {
 		return json.Number(raw), true
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -200,6 +203,60 @@ func IDValue(raw []byte) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// trimSpace is b without the JSON whitespace around it.
+func trimSpace(b []byte) []byte {
+	i, j := SkipSpace(b, 0), len(b)
+	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\r' || b[j-1] == '\n') {
+		j--
+	}
+	return b[i:j]
+}
+
+// canonicalInt reports whether raw is all an integer in canonical form (no
+// fraction, exponent, leading zero or plus sign), of any size: valid JSON
+// that a decoder with UseNumber reads as json.Number(raw).
+func canonicalInt(raw []byte) bool {
+	digits := raw
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || digits[0] == '0' && len(digits) > 1 {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// IsID reports whether raw, an answer's id, is the request's id: SameID of
+// IDValue(raw), without decoding or a copy when raw is the request's id as
+// written, a plain string or an integer in canonical form (what peers echo).
+func IsID(raw []byte, id json.RawMessage) bool {
+	if len(raw) > 0 && bytes.Equal(raw, bytes.TrimSpace(id)) && (canonicalInt(raw) || plainLiteral(raw)) {
+		return true
+	}
+	v, ok := IDValue(raw)
+	return ok && SameID(v, id)
+}
+
+// plainLiteral reports whether raw is a string literal PlainString reads
+// (no escape, control character or invalid UTF-8), without the copy.
+func plainLiteral(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.Valid(in)
 }
 
 // SameID reports whether v, an answer's id as a decoder with UseNumber

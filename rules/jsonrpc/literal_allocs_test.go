@@ -5,7 +5,10 @@
 
 package jsonrpc
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // TestSetStrAllocs bounds the allocations of reading a message and setting
 // three of its ids (an A2A task's id, contextId and a message's taskId):
@@ -40,5 +43,19 @@ func TestStrOfAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = o.Str("method") }); n != 1 {
 		t.Errorf("Str: %v allocations, want 1 (the copy StrOf saves)", n)
+	}
+}
+
+// TestIsIDAllocs: an id echoed as written is compared without a copy.
+func TestIsIDAllocs(t *testing.T) {
+	for _, id := range []string{`7`, `"req-1"`} {
+		raw, rid := []byte(id), json.RawMessage(id)
+		if n := testing.AllocsPerRun(100, func() {
+			if !IsID(raw, rid) {
+				t.Fatal("not the same id")
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations, want 0", id, n)
+		}
 	}
 }

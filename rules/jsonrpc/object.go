@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -447,10 +448,12 @@ func (o *Object) Str(name string) (string, bool) {
 }
 
 // StrOf is Str for a member whose value is most often one of known (a
-// method name): a literal spelling one of them without escapes is that
-// string, not a copy of the bytes. known must hold plain strings (no quote,
-// backslash or control character, valid UTF-8), which such a literal
-// decodes to byte for byte; any other value is read as Str reads it.
+// method name, an id the reader knows already): a literal spelling one of
+// them byte for byte is that string, not a copy of the bytes, when the
+// literal decodes to itself (no backslash, valid UTF-8: a literal holds no
+// quote or control character unescaped); any other value, and a match that
+// does not decode to itself (known may hold anything, an upstream's id),
+// is read as Str reads it.
 func (o *Object) StrOf(name string, known []string) (string, bool) {
 	m := o.find(name)
 	if m == nil || m.repl != 0 {
@@ -460,11 +463,20 @@ func (o *Object) StrOf(name string, known []string) (string, bool) {
 		in := v[1 : len(v)-1]
 		for _, k := range known {
 			if string(in) == k {
-				return k, true
+				if selfDecoding(k) {
+					return k, true
+				}
+				break
 			}
 		}
 	}
 	return o.doc.str(int(m.start), int(m.end))
+}
+
+// selfDecoding reports whether the inside of a JSON string literal, s,
+// decodes to itself: no escape, valid UTF-8.
+func selfDecoding(s string) bool {
+	return strings.IndexByte(s, '\\') < 0 && utf8.ValidString(s)
 }
 
 // str decodes the string literal raw[start:end]; false for another value.

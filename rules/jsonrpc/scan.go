@@ -11,19 +11,10 @@ import "unicode/utf8"
 // unescaping (no backslash, no control character, valid UTF-8): exactly what
 // encoding/json decodes it to. ok is false for any other literal.
 func PlainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
+	if !plainLiteral(raw) {
+		return "", false // escapes to decode; encoding/json reads invalid bytes as U+FFFD
 	}
-	in := raw[1 : len(raw)-1]
-	for _, c := range in {
-		if c < 0x20 || c == '"' || c == '\\' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(in) {
-		return "", false // encoding/json reads invalid bytes as U+FFFD
-	}
-	return string(in), true
+	return string(raw[1 : len(raw)-1]), true
 }
 
 // Misspells reports whether a member named key is read as name by some
