@@ -1,6 +1,7 @@
 package macp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -45,13 +46,18 @@ type sessionStream struct {
 }
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
-// decision and its session. Message ids are the client's and unique only
+// decision and the envelope. Message ids are the client's and unique only
 // within a session, and the runtime's answers on a stream come from the
 // session it is bound to (a history replayed by a subscription, what other
 // senders send to it), so an answer names the envelope it settles by both.
+// An envelope the runtime publishes is the echo only when it is the
+// envelope (its type and payload): the runtime writes entries of its own
+// into the session under an id a client can send (the implicit
+// HandoffAccept it synthesizes, implicit-accept:<handoff_id>), and
+// publishes one while a client's envelope of that id waits for its refusal.
 type awaited struct {
-	d       proxy.Decision
-	session string
+	d   proxy.Decision
+	env *macpv1.Envelope
 }
 
 // streamSession runs one StreamSession call: the up half in its own
@@ -152,7 +158,7 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	id := env.GetMessageId()
 	st.release(id, false, true)
 	st.mu.Lock()
-	st.pending[id] = awaited{d: d, session: env.GetSessionId()}
+	st.pending[id] = awaited{d: d, env: env}
 	st.mu.Unlock()
 	time.AfterFunc(echoTimeout, func() { st.release(id, false, true) })
 	return nil, true
@@ -187,9 +193,11 @@ func (st *sessionStream) down() error {
 }
 
 // settleEcho settles the decision a runtime message answers: an echoed
-// envelope of the same session and message id was accepted, an error naming
-// them refused it. An envelope of another session with that id is not its
-// echo (the runtime refuses an envelope for a second session and ends the
+// envelope of the same session and message id, type and payload was
+// accepted (echoes), an error naming the session and id refused it. An
+// envelope of another session with that id is not its echo, nor one of
+// that session and id the runtime wrote itself (its implicit accept, which
+// it publishes before refusing a client's envelope under that id) (the runtime refuses an envelope for a second session and ends the
 // stream, which releases it as lost); an error naming no session (the
 // stream not yet bound) may answer another envelope the client sent with
 // that id, so the decision is released as lost: the session is rebuilt.
@@ -199,20 +207,23 @@ func (st *sessionStream) settleEcho(f *frame) {
 		return
 	}
 	if env := resp.GetEnvelope(); env != nil {
-		st.answer(env.GetMessageId(), env.GetSessionId(), true, false) // the runtime accepted and echoed it
+		st.end(env.GetMessageId(), func(a awaited) bool { return echoes(env, a.env) }, true, false) // the runtime accepted and echoed it
 	} else if e := resp.GetError(); e != nil {
 		if e.GetSessionId() == "" {
 			st.release(e.GetMessageId(), false, true)
 		} else {
-			st.answer(e.GetMessageId(), e.GetSessionId(), false, e.GetCode() == string(rules.CodeSessionNotFound))
+			sid := e.GetSessionId()
+			st.end(e.GetMessageId(), func(a awaited) bool { return a.env.GetSessionId() == sid }, false, e.GetCode() == string(rules.CodeSessionNotFound))
 		}
 	}
 }
 
-// answer ends the pending decision of message id in session sid, if there
-// still is one.
-func (st *sessionStream) answer(id, sid string, accepted bool, forget bool) {
-	st.end(id, func(a awaited) bool { return a.session == sid }, accepted, forget)
+// echoes reports whether got, an envelope the runtime published with
+// sent's id, is sent accepted: of its session, its type and its payload
+// (the runtime names the sender itself, from the credential it was sent,
+// and keeps the rest as sent).
+func echoes(got, sent *macpv1.Envelope) bool {
+	return got.GetSessionId() == sent.GetSessionId() && got.GetMessageType() == sent.GetMessageType() && bytes.Equal(got.GetPayload(), sent.GetPayload())
 }
 
 // release ends the pending decision of message id, whatever its session, if
