@@ -2,6 +2,7 @@ package test
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -172,11 +173,27 @@ func protobufCases() []protobufCase {
 // otherwise is a bypass; one the runtime refuses and Warden forwards is a
 // decision on a message the runtime never took.
 func TestMACPProtobufReadings(t *testing.T) {
+	protobufReadings(t, protobufCases, func(_ macpClient, c macpClient, _ string, b []byte) (bool, string, bool) {
+		ack, err := c.sendRaw("planner", b)
+		// Refused by Warden itself, before the runtime saw it: a decision
+		// on a message the runtime does not take would be one on a message
+		// of two readings.
+		own := status.Code(err) == codes.InvalidArgument || strings.Contains(ack.GetError().GetMessage(), "warden decision")
+		return err == nil && ack.GetOk(), fmt.Sprintf("%v %s %s", err, ack.GetError().GetCode(), ack.GetError().GetMessage()), own
+	})
+}
+
+// protobufReadings runs the cases against the real runtime directly and
+// through bin/warden (each front door), each case's request sent by call
+// (to c; direct is the runtime), which reports whether the SessionStart
+// was accepted, what was answered, and, refused, whether the refusal is
+// Warden's own. An accepted one's session is the one protobuf-go reads.
+func protobufReadings(t *testing.T, cases func() []protobufCase, call func(direct, c macpClient, sid string, b []byte) (accepted bool, detail string, own bool)) {
 	runtime := startRuntime(t, "MACP_SESSION_START_LIMIT_PER_MINUTE=1000000")
 	direct := dialMACP(t, runtime)
 	eachTransport(t, func(t *testing.T) {
 		warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
-		for _, tc := range protobufCases() {
+		for _, tc := range cases() { // built per door: a case dates its timestamp when built
 			t.Run(tc.name, func(t *testing.T) {
 				for _, door := range []struct {
 					name string
@@ -185,38 +202,42 @@ func TestMACPProtobufReadings(t *testing.T) {
 				}{{"runtime", direct, tc.runtime}, {"warden", warden, tc.warden}} {
 					sid := newSession()
 					b := tc.sendRequest(t, sid)
-					ack, err := door.c.sendRaw("planner", b)
-					accepted := err == nil && ack.GetOk()
+					accepted, detail, own := call(direct, door.c, sid, b)
 					if accepted != door.want {
-						t.Errorf("%s: accepted %v, want %v (%v %s %s)", door.name, accepted, door.want, err, ack.GetError().GetCode(), ack.GetError().GetMessage())
+						t.Errorf("%s: accepted %v, want %v (%s)", door.name, accepted, door.want, detail)
 					}
 					if !accepted {
-						// Refused by Warden itself, before the runtime saw it:
-						// a decision on a message the runtime does not take
-						// would be one on a message of two readings.
-						own := status.Code(err) == codes.InvalidArgument || strings.Contains(ack.GetError().GetMessage(), "warden decision")
 						if door.name == "warden" && !own {
-							t.Errorf("warden forwarded it, the runtime refused it: %v %s %s", err, ack.GetError().GetCode(), ack.GetError().GetMessage())
+							t.Errorf("warden forwarded it, the runtime refused it: %s", detail)
 						}
 						continue
 					}
-					md, err := direct.session("planner", sid)
-					if err != nil {
-						t.Fatalf("%s: GetSession: %v", door.name, err)
-					}
-					want := goReading(b)
-					want.PolicyVersion = cmp.Or(want.PolicyVersion, "policy.default") // the runtime's name for none
-					got := proto.CloneOf(md)
-					slices.Sort(got.ExtensionKeys)
-					if ttl := got.GetExpiresAtUnixMs() - got.GetStartedAtUnixMs(); ttl > want.ExpiresAtUnixMs-1000 && ttl <= want.ExpiresAtUnixMs {
-						got.ExpiresAtUnixMs = want.ExpiresAtUnixMs // the runtime reads its clock twice
-					}
-					got.StartedAtUnixMs, got.State, got.ParticipantActivity = 0, 0, nil
-					if !proto.Equal(got, want) {
-						t.Errorf("%s: the runtime read %v, protobuf-go (Warden) %v", door.name, got, want)
-					}
+					sameReading(t, door.name, direct, sid, b)
 				}
 			})
 		}
 	})
+}
+
+// sameReading checks that the session the runtime started from b, a
+// request whose envelope is a SessionStart of session sid, is the one
+// protobuf-go reads in b, which is what Warden decided on (GetSession:
+// initiator, participants, versions, extension keys, TTL).
+func sameReading(t *testing.T, door string, direct macpClient, sid string, b []byte) {
+	t.Helper()
+	md, err := direct.session("planner", sid)
+	if err != nil {
+		t.Fatalf("%s: GetSession: %v", door, err)
+	}
+	want := goReading(b)
+	want.PolicyVersion = cmp.Or(want.PolicyVersion, "policy.default") // the runtime's name for none
+	got := proto.CloneOf(md)
+	slices.Sort(got.ExtensionKeys)
+	if ttl := got.GetExpiresAtUnixMs() - got.GetStartedAtUnixMs(); ttl > want.ExpiresAtUnixMs-1000 && ttl <= want.ExpiresAtUnixMs {
+		got.ExpiresAtUnixMs = want.ExpiresAtUnixMs // the runtime reads its clock twice
+	}
+	got.StartedAtUnixMs, got.State, got.ParticipantActivity = 0, 0, nil
+	if !proto.Equal(got, want) {
+		t.Errorf("%s: the runtime read %v, protobuf-go (Warden) %v", door, got, want)
+	}
 }

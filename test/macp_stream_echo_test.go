@@ -40,15 +40,8 @@ func testMACPStreamEchoOtherSession(t *testing.T) {
 		ModeVersion: "1.0.0", ConfigurationVersion: "c", TtlMs: 600_000}))
 	c.mustAccept(envelope("planner", b, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t2"})) // any participant may accept
 
-	sctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer worker"), 20*time.Second)
+	stream, cancel := c.subscribed(t, "worker", a)
 	defer cancel()
-	stream, err := macpv1.NewMACPRuntimeServiceClient(c.conn).StreamSession(sctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: a}); err != nil {
-		t.Fatal(err)
-	}
 	if err := stream.Send(&macpv1.StreamSessionRequest{Envelope: envelope("worker", b, "TaskAccept", x, &taskv1.TaskAcceptPayload{TaskId: "t2", Assignee: "worker"})}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,4 +63,21 @@ func testMACPStreamEchoOtherSession(t *testing.T) {
 		t.Fatalf("the helper's TaskAccept on B after the worker's refused one: %s %s (Warden committed the worker's TaskAccept on another session's echo)",
 			ack.GetError().GetCode(), ack.GetError().GetMessage())
 	}
+}
+
+// subscribed opens a StreamSession as who on c and subscribes it to
+// session sid; cancel ends it.
+func (c macpClient) subscribed(t *testing.T, who, sid string) (macpv1.MACPRuntimeService_StreamSessionClient, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+who), 20*time.Second)
+	stream, err := macpv1.NewMACPRuntimeServiceClient(c.conn).StreamSession(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := stream.Send(&macpv1.StreamSessionRequest{SubscribeSessionId: sid}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return stream, cancel
 }

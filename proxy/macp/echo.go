@@ -1,6 +1,8 @@
 package macp
 
 import (
+	"bytes"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -10,11 +12,22 @@ import (
 
 // echo is what settleEcho reads of a runtime's StreamSessionResponse: an
 // envelope's (accepted) or an error's (!accepted) message and session ids,
-// and the error's code. The ids are sub-slices of the message.
+// the envelope's type and payload, and the error's code. All are
+// sub-slices of the message.
 type echo struct {
 	accepted    bool
 	id, session []byte
+	typ         []byte // an envelope's message_type
+	payload     []byte // an envelope's
 	code        []byte
+}
+
+// echoes reports whether e, an envelope the runtime published with sent's
+// id, is sent accepted: of its session, its type and its payload (the
+// runtime names the sender itself, from the credential it was sent, and
+// keeps the rest as sent).
+func (e echo) echoes(sent *macpv1.Envelope) bool {
+	return e.accepted && string(e.session) == sent.GetSessionId() && string(e.typ) == sent.GetMessageType() && bytes.Equal(e.payload, sent.GetPayload())
 }
 
 // echoEnvelopeFlat and echoErrorFlat are the schemas of the Envelope and
@@ -51,7 +64,7 @@ func readEchoFlat(b []byte) (echo, bool) {
 		if !echoEnvelopeFlat.Read(v, vals[:]) {
 			return echo{}, false
 		}
-		return echo{accepted: true, id: vals[3], session: vals[4]}, true
+		return echo{accepted: true, id: vals[3], session: vals[4], typ: vals[2], payload: vals[7]}, true
 	}
 	var vals [len(echoErrorFlat)][]byte
 	if !echoErrorFlat.Read(v, vals[:]) {
@@ -67,7 +80,7 @@ func decodeEcho(b []byte) (echo, bool) {
 		return echo{}, false
 	}
 	if env := resp.GetEnvelope(); env != nil {
-		return echo{accepted: true, id: []byte(env.GetMessageId()), session: []byte(env.GetSessionId())}, true
+		return echo{accepted: true, id: []byte(env.GetMessageId()), session: []byte(env.GetSessionId()), typ: []byte(env.GetMessageType()), payload: env.GetPayload()}, true
 	}
 	if e := resp.GetError(); e != nil {
 		return echo{id: []byte(e.GetMessageId()), session: []byte(e.GetSessionId()), code: []byte(e.GetCode())}, true

@@ -41,7 +41,7 @@ func echoSeeds(t testing.TB) [][]byte {
 
 // FuzzReadEcho holds the in-place reading of a runtime's StreamSession
 // answer (readEchoFlat) to the decoder (decodeEcho): bytes it reads, the
-// decoder reads into the same ids, code and kind.
+// decoder reads into the same ids, type, payload, code and kind.
 func FuzzReadEcho(f *testing.F) {
 	for _, b := range echoSeeds(f) {
 		f.Add(b)
@@ -58,7 +58,8 @@ func checkEcho(t *testing.T, b []byte) {
 	if !ok {
 		t.Fatalf("%x: read in place as %+v, the decoder refuses it", b, got)
 	}
-	if got.accepted != want.accepted || !bytes.Equal(got.id, want.id) || !bytes.Equal(got.session, want.session) || !bytes.Equal(got.code, want.code) {
+	if got.accepted != want.accepted || !bytes.Equal(got.id, want.id) || !bytes.Equal(got.session, want.session) || !bytes.Equal(got.code, want.code) ||
+		!bytes.Equal(got.typ, want.typ) || !bytes.Equal(got.payload, want.payload) {
 		t.Fatalf("%x: read in place as %+v, decoded as %+v", b, got, want)
 	}
 }

@@ -46,15 +46,20 @@ type sessionStream struct {
 }
 
 // awaited is an allowed envelope waiting for the runtime's answer: its
-// decision, its message id and its session. Message ids are the client's
-// and unique only within a session, and the runtime's answers on a stream
-// come from the session it is bound to (a history replayed by a
-// subscription, what other senders send to it), so an answer names the
-// envelope it settles by both.
+// decision, its message id (its key in pending) and the envelope. Message
+// ids are the client's and unique only within a session, and the runtime's
+// answers on a stream come from the session it is bound to (a history
+// replayed by a subscription, what other senders send to it), so an answer
+// names the envelope it settles by both. An envelope the runtime publishes
+// is the echo only when it is the envelope (its type and payload): the
+// runtime writes entries of its own into the session under an id a client
+// can send (the implicit HandoffAccept it synthesizes,
+// implicit-accept:<handoff_id>), and publishes one while a client's
+// envelope of that id waits for its refusal.
 type awaited struct {
-	d       proxy.Decision
-	id      string // its key in pending
-	session string
+	d   proxy.Decision
+	id  string // its key in pending
+	env *macpv1.Envelope
 }
 
 // streamSession runs one StreamSession call: the up half in its own
@@ -154,7 +159,7 @@ func (st *sessionStream) admitEnvelope(env *macpv1.Envelope) (settleNow *proxy.D
 	}
 	id := env.GetMessageId()
 	st.release(id, false, true)
-	st.awaitEcho(awaited{d: d, id: id, session: env.GetSessionId()}, time.Now())
+	st.awaitEcho(awaited{d: d, id: id, env: env}, time.Now())
 	return nil, true
 }
 
@@ -220,9 +225,11 @@ func (st *sessionStream) down() error {
 }
 
 // settleEcho settles the decision a runtime message answers: an echoed
-// envelope of the same session and message id was accepted, an error naming
-// them refused it. An envelope of another session with that id is not its
-// echo (the runtime refuses an envelope for a second session and ends the
+// envelope of the same session and message id, type and payload was
+// accepted (echoes), an error naming the session and id refused it. An
+// envelope of another session with that id is not its echo, nor one of
+// that session and id the runtime wrote itself (its implicit accept, which
+// it publishes before refusing a client's envelope under that id) (the runtime refuses an envelope for a second session and ends the
 // stream, which releases it as lost); an error naming no session (the
 // stream not yet bound) may answer another envelope the client sent with
 // that id, so the decision is released as lost: the session is rebuilt.
@@ -237,11 +244,11 @@ func (st *sessionStream) settleEcho(f *frame) {
 	switch {
 	case !ok: // nothing pending: nothing to settle
 	case e.accepted: // the runtime accepted and echoed it
-		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, true, false)
+		st.end(a.id, func(a awaited) bool { return e.echoes(a.env) }, true, false)
 	case len(e.session) == 0:
 		st.release(a.id, false, true)
 	default:
-		st.end(a.id, func(a awaited) bool { return a.session == string(e.session) }, false, string(e.code) == string(rules.CodeSessionNotFound))
+		st.end(a.id, func(a awaited) bool { return a.env.GetSessionId() == string(e.session) }, false, string(e.code) == string(rules.CodeSessionNotFound))
 	}
 }
 
