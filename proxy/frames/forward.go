@@ -81,7 +81,7 @@ func (r *Request) ForwardThen(ctx context.Context, pool int, header []hpack.Head
 				// the exchange's own deadline: its timer ends the wait
 				// (expire), unless it already ran
 				x.ctxDeadline = true
-				expired = x.xc.Err() == context.DeadlineExceeded
+				expired = x.xc.why() == context.DeadlineExceeded // Err may lag: inner's timer
 				x.awaiting = !expired
 			} else {
 				h.timer = time.AfterFunc(time.Until(dl), func() { x.abortForward(context.DeadlineExceeded) })

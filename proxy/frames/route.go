@@ -281,10 +281,10 @@ func (x *exchange) init(c *conn, d *leg, rt Route, header []hpack.HeaderField) {
 }
 
 // endErr is the error of a wait that the exchange's context ended: the
-// call's deadline (Route.Timeout) as the Handler's context reports it, else
-// ErrStreamEnded.
+// call's deadline (Route.Timeout) once the exchange's timer ran (why, which
+// the context's Err may report a little after), else ErrStreamEnded.
 func (x *exchange) endErr() error {
-	if err := x.ctx.Err(); err == context.DeadlineExceeded {
+	if err := x.xc.why(); err == context.DeadlineExceeded {
 		return err
 	}
 	return ErrStreamEnded

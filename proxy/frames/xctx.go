@@ -59,6 +59,16 @@ func (c *exchangeCtx) Err() error {
 	return err
 }
 
+// why is why the exchange ended (nil while it runs), set before its
+// channel closes: expire's cancel sets DeadlineExceeded here at once,
+// where inner's own deadline timer (which Err then reads) may run a little
+// after.
+func (c *exchangeCtx) why() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
 // Value is the client's address for Peer's key, else inner's value once
 // Done made it (a context derived from this one finds inner so), else the
 // parent's.
