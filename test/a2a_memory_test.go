@@ -70,11 +70,14 @@ func TestA2AAnswerBudget(t *testing.T) {
 	size := 0 // a ListTasks answer's
 
 	// run returns how much Warden's live heap grew while the answers were
-	// held, and their statuses and Retry-After. Each run has an A2A server
+	// held, and their statuses and Retry-After; and what /metrics said: the
+	// answer bytes in flight while they were held, the answers refused for
+	// the budget once they were read. Each run has an A2A server
 	// of its own, its tasks made through Warden: a caller's ListTasks
 	// answer then passes whole (Warden lists only the tasks it saw made).
-	run := func(budget int64) (grewMB int, statuses []int, retry []string) {
+	run := func(budget int64) (grewMB int, statuses []int, retry []string, inFlight, refusals int) {
 		admin := freeAddr(t)
+		adminAddr := admin
 		warden, proc := startA2AWardenProcess(t, startA2AGo(t), "--sidecar-answer-bytes", strconv.FormatInt(budget, 10),
 			"--a2a-max-body-bytes", strconv.Itoa(8<<20), "--admin-listen", admin)
 		admin = "http://" + admin
@@ -96,6 +99,7 @@ func TestA2AAnswerBudget(t *testing.T) {
 		}
 		wg.Wait() // every answer has begun; none is read yet
 		held, rss := liveHeap(t, admin), vmKB(t, pid, "VmRSS")
+		inFlight = metric(t, adminAddr, `warden_answer_bytes_in_flight{protocol="a2a"}`)
 		for _, resp := range resps {
 			if resp == nil {
 				t.FailNow() // a2aBegin said why
@@ -108,18 +112,27 @@ func TestA2AAnswerBudget(t *testing.T) {
 			statuses, retry = append(statuses, resp.StatusCode), append(retry, resp.Header.Get("Retry-After"))
 		}
 		grewMB = (held - before) >> 20
-		t.Logf("budget %d MiB: ListTasks answer %d MB; live heap %d MB before, %d MB with the answers held (RSS %d MB, peak %d MB); answers %v (Retry-After %q)",
-			budget>>20, size>>20, before>>20, held>>20, rss>>10, vmKB(t, pid, "VmHWM")>>10, statuses, retry)
-		return grewMB, statuses, retry
+		refusals = metric(t, adminAddr, `warden_answer_budget_refusals_total{protocol="a2a"}`)
+		t.Logf("budget %d MiB: ListTasks answer %d MB; live heap %d MB before, %d MB with the answers held (RSS %d MB, peak %d MB); answers %v (Retry-After %q); answer bytes in flight %d MB, refusals %d",
+			budget>>20, size>>20, before>>20, held>>20, rss>>10, vmKB(t, pid, "VmHWM")>>10, statuses, retry, inFlight>>20, refusals)
+		return grewMB, statuses, retry, inFlight, refusals
 	}
-	unbudgeted, statuses, _ := run(1 << 30)
+	unbudgeted, statuses, _, inFlight, refusals := run(1 << 30)
 	if slices.ContainsFunc(statuses, func(s int) bool { return s != http.StatusOK }) {
 		t.Fatalf("answers %v without a budget; want all %d", statuses, http.StatusOK)
+	}
+	// Each answer admitted is read whole before it is written: all of them
+	// are held while their callers read nothing.
+	if inFlight < parallel*size/2 || refusals != 0 {
+		t.Errorf("without a budget: %d answer bytes in flight, %d refusals; want %d answers' (%d MB each) held, none refused", inFlight, refusals, parallel, size>>20)
 	}
 	if unbudgeted < parallel*size>>20 {
 		t.Fatalf("the live heap grew by %d MB with %d answers of %d MB held: they were not held at once", unbudgeted, parallel, size>>20)
 	}
-	budgeted, statuses, retry := run(40 << 20) // one 32 MB answer at a time
+	budgeted, statuses, retry, inFlight, refusals := run(40 << 20) // one 32 MB answer at a time
+	if inFlight < size/2 || inFlight > 40<<20 || refusals != parallel-1 {
+		t.Errorf("within a 40 MiB budget: %d answer bytes in flight, %d refusals; want one answer's (%d MB) held, %d refused", inFlight, refusals, size>>20, parallel-1)
+	}
 	ok, refused := 0, 0
 	for i, s := range statuses {
 		switch {

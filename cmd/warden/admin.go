@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/a2a/pushrelay"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/macp/sessions"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -57,7 +58,9 @@ type metrics struct {
 	latencyOf  series[string, prometheus.Observer]
 	// tlsReloads counts the listeners' TLS material reloads by result.
 	tlsReloads *prometheus.CounterVec
-	now        func() time.Time
+	// answers reads the HTTP sidecars' answer budgets when scraped.
+	answers *answerBudget
+	now     func() time.Time
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -123,8 +126,55 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.decidedOf.child = func(k [6]string) prometheus.Counter { return m.decisions.WithLabelValues(k[:]...) }
 	m.latencyOf.child = func(k string) prometheus.Observer { return m.latency.WithLabelValues(k) }
 	m.droppedOf.child = func(k [2]string) prometheus.Counter { return m.shareDrops.WithLabelValues(k[:]...) }
-	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, m.shareDrops, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads)
+	m.answers = &answerBudget{
+		held: prometheus.NewDesc("warden_answer_bytes_in_flight",
+			"Bytes of answers the HTTP sidecars hold now to check them whole, by protocol: what <protocol>.streams.answer_bytes bounds.", []string{"protocol"}, nil),
+		refused: prometheus.NewDesc("warden_answer_budget_refusals_total",
+			"Answers refused (HTTP 503 with Retry-After, or an event stream ended with an error) because they would have taken the answer bytes in flight past <protocol>.streams.answer_bytes, by protocol.", []string{"protocol"}, nil),
+	}
+	reg.MustRegister(m.decisions, m.latency, m.upstream, m.rebuilds, m.conflicts, m.shareDrops, build, m.reloads, m.lastReload, m.requests, m.requestSeconds, m.inFlight, m.tlsReloads, m.answers)
 	return m
+}
+
+// answerBudget is the HTTP sidecars' answer bytes in flight, read from each
+// sidecar's budget (listener.Streams) when scraped, so that a request pays
+// nothing for the metrics: the bytes held now and the answers refused.
+type answerBudget struct {
+	held, refused *prometheus.Desc
+	mu            sync.Mutex
+	of            []answerSource
+}
+
+// answerSource is one sidecar's budget: its protocol and how to read it.
+type answerSource struct {
+	protocol string
+	read     func() listener.AnswerStats
+}
+
+// answersOf reads the answer budget of protocol's sidecar with read at
+// every scrape.
+func (m *metrics) answersOf(protocol string, read func() listener.AnswerStats) {
+	m.answers.mu.Lock()
+	defer m.answers.mu.Unlock()
+	m.answers.of = append(m.answers.of, answerSource{protocol, read})
+}
+
+// Describe implements prometheus.Collector.
+func (a *answerBudget) Describe(ch chan<- *prometheus.Desc) {
+	ch <- a.held
+	ch <- a.refused
+}
+
+// Collect implements prometheus.Collector.
+func (a *answerBudget) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	of := a.of
+	a.mu.Unlock()
+	for _, s := range of {
+		st := s.read()
+		ch <- prometheus.MustNewConstMetric(a.held, prometheus.GaugeValue, float64(st.Held), s.protocol)
+		ch <- prometheus.MustNewConstMetric(a.refused, prometheus.CounterValue, float64(st.Refused), s.protocol)
+	}
 }
 
 // Started implements proxy.RequestObserver.

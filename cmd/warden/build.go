@@ -225,6 +225,7 @@ func (p *parts) buildMCP(cfg mcp.Config, log *slog.Logger) (namedCheck, error) {
 	if p.mcp, err = mcp.New(cfg, p.enf, keys, nil, log); err != nil {
 		return check, err
 	}
+	p.metrics.answersOf("mcp", p.mcp.Answers)
 	p.mcpKeys = keys
 	p.modes = append(p.modes, fmt.Sprintf("MCP sidecar on %s -> server %s (%s; handle keys %s)", cfg.Listen, cfg.Upstream, cfg.WithDefaults().Streams, keyIDs(keys)))
 	return check, nil
@@ -243,6 +244,7 @@ func (p *parts) buildA2A(cfg a2a.Config, log *slog.Logger) (namedCheck, error) {
 	if p.a2a, err = a2a.New(cfg, p.enf, keys, nil, log); err != nil {
 		return check, err
 	}
+	p.metrics.answersOf("a2a", p.a2a.Answers)
 	p.a2aKeys = keys
 	p.modes = append(p.modes, fmt.Sprintf("A2A sidecar on %s -> server %s (%s; handle keys %s)", cfg.Listen, cfg.Upstream, cfg.WithDefaults().Streams, keyIDs(keys)))
 	return check, nil

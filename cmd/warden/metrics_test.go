@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentwarden/warden/proxy"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
 )
 
@@ -31,6 +37,16 @@ func scrape(t *testing.T, a *admin) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// hasLines fails t for each of lines that is not a whole line of out.
+func hasLines(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(out, "\n"+l+"\n") {
+			t.Errorf("no line %q in\n%s", l, out)
+		}
+	}
 }
 
 // TestAuthReasonLabel: an authentication refusal is counted with its cause
@@ -61,15 +77,7 @@ func TestBuildAndReloadMetrics(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	p.metrics.now = func() time.Time { return clock }
 	a := &admin{reg: p.reg, ready: func() error { return nil }}
-	expect := func(lines ...string) {
-		t.Helper()
-		out := scrape(t, a)
-		for _, l := range lines {
-			if !strings.Contains(out, "\n"+l+"\n") {
-				t.Errorf("no line %q in\n%s", l, out)
-			}
-		}
-	}
+	expect := func(lines ...string) { t.Helper(); hasLines(t, scrape(t, a), lines...) }
 	expect(`warden_build_info{goversion="`+runtime.Version()+`",version="`+versionString()+`"} 1`,
 		`warden_reload_total{result="failure"} 0`, `warden_reload_total{result="success"} 0`)
 	started := scrape(t, a)
@@ -113,6 +121,117 @@ func TestTLSReloadMetric(t *testing.T) {
 	}
 	if strings.Contains(out, `warden_tls_reload_total{listener="a2a",result="success"}`) {
 		t.Errorf("a success counted that did not happen:\n%s", out)
+	}
+}
+
+// TestAnswerBudgetMetrics: the answer bytes an HTTP sidecar holds now and
+// the answers it refused for its budget (streams.answer_bytes) are read
+// from the budget when scraped, each protocol its own series; a release
+// brings the bytes held back down and leaves the refusals counted. Neither
+// series existed before.
+func TestAnswerBudgetMetrics(t *testing.T) {
+	reg := newRegistry()
+	m := newMetrics(reg)
+	mcpBudget := listener.NewStreams("mcp", listener.StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	a2aBudget := listener.NewStreams("a2a", listener.StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	m.answersOf("mcp", mcpBudget.Answers)
+	m.answersOf("a2a", a2aBudget.Answers)
+	read := func(h *listener.Hold, n int) error {
+		_, err := io.ReadAll(h.Reader(bytes.NewReader(make([]byte, n))))
+		return err
+	}
+	a := &admin{reg: reg, ready: func() error { return nil }}
+	expect := func(lines ...string) { t.Helper(); hasLines(t, scrape(t, a), lines...) }
+	first, second := mcpBudget.Hold(), mcpBudget.Hold()
+	if err := read(first, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(second, 5); !errors.Is(err, listener.ErrAnswerBudget) {
+		t.Fatalf("an answer past the budget: %v", err)
+	}
+	other := a2aBudget.Hold()
+	if err := read(other, 3); err != nil {
+		t.Fatal(err)
+	}
+	expect(`warden_answer_bytes_in_flight{protocol="mcp"} 8`, `warden_answer_budget_refusals_total{protocol="mcp"} 1`,
+		`warden_answer_bytes_in_flight{protocol="a2a"} 3`, `warden_answer_budget_refusals_total{protocol="a2a"} 0`)
+	first.Release()
+	second.Release()
+	other.Release()
+	expect(`warden_answer_bytes_in_flight{protocol="mcp"} 0`, `warden_answer_budget_refusals_total{protocol="mcp"} 1`,
+		`warden_answer_bytes_in_flight{protocol="a2a"} 0`)
+}
+
+// TestAnswerBudgetMetricsWired: serve's metrics read the budget of each
+// HTTP sidecar it builds, and of no other.
+func TestAnswerBudgetMetricsWired(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		protocols  []string
+	}{
+		{"mcp and a2a", "mcp:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/mcp\n  plaintext: true\n" +
+			"a2a:\n  listen: 127.0.0.1:0\n  upstream: http://127.0.0.1:1/jsonrpc\n  plaintext: true\n", []string{"mcp", "a2a"}},
+		{"ext_authz only", "extauthz:\n  listen: 127.0.0.1:0\n", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buildFrom(t, write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\n"+tc.yaml))
+			out := scrape(t, &admin{reg: p.reg, ready: func() error { return nil }})
+			for _, proto := range tc.protocols {
+				hasLines(t, out, `warden_answer_bytes_in_flight{protocol="`+proto+`"} 0`, `warden_answer_budget_refusals_total{protocol="`+proto+`"} 0`)
+			}
+			if n := strings.Count(out, "\nwarden_answer_bytes_in_flight{"); n != len(tc.protocols) {
+				t.Errorf("%d answer budgets read, want %d:\n%s", n, len(tc.protocols), out)
+			}
+		})
+	}
+}
+
+// describer is a prometheus.Registerer that keeps the descriptions of what
+// is registered on it, series or none.
+type describer struct{ descs []*prometheus.Desc }
+
+// Register implements prometheus.Registerer.
+func (d *describer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	for desc := range ch {
+		d.descs = append(d.descs, desc)
+	}
+	return nil
+}
+
+// MustRegister implements prometheus.Registerer.
+func (d *describer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = d.Register(c)
+	}
+}
+
+// Unregister implements prometheus.Registerer.
+func (d *describer) Unregister(prometheus.Collector) bool { return false }
+
+// TestMetricsDocumented: every metric Warden registers (the Go and process
+// collectors aside) is a row of docs/operations.md's table.
+func TestMetricsDocumented(t *testing.T) {
+	d := &describer{}
+	newMetrics(d)
+	newShipMetrics(d)
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`fqName: "([^"]+)"`)
+	if len(d.descs) < 10 {
+		t.Fatalf("%d metrics described", len(d.descs))
+	}
+	for _, desc := range d.descs {
+		m := name.FindStringSubmatch(desc.String())
+		if m == nil {
+			t.Fatalf("no name in %s", desc)
+		}
+		if !strings.Contains(string(doc), "\n| `"+m[1]+"` |") {
+			t.Errorf("%s is not in docs/operations.md's table of metrics", m[1])
+		}
 	}
 }
 

@@ -173,6 +173,10 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
 func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout }
 
+// Answers is the state of the answer bytes in flight budget
+// (streams.answer_bytes), for the metrics.
+func (s *Server) Answers() listener.AnswerStats { return s.streams.Answers() }
+
 // endpoint is the path of the JSON-RPC endpoint, the upstream's.
 func (s *Server) endpoint() string {
 	if s.upstream.Path == "" {

@@ -132,8 +132,9 @@ type Streams struct {
 
 	slots Slots
 
-	mu   sync.Mutex
-	held int64 // answer bytes held by the requests in flight
+	mu      sync.Mutex
+	held    int64  // answer bytes held by the requests in flight
+	refused uint64 // answers refused for the budget (BudgetBusy), ever
 }
 
 // NewStreams returns the counter for lim (defaults applied by the caller)
@@ -230,11 +231,28 @@ func (h *Hold) charge(n int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held+n > s.lim.AnswerBytes && s.held != h.n {
+		s.refused++
 		return false
 	}
 	s.held += n
 	h.n += n
 	return true
+}
+
+// AnswerStats is the answer budget's state, for the metrics: the answer
+// bytes the requests in flight hold now, and the answers refused for the
+// budget since the start (one per answer: a refused read ends it).
+type AnswerStats struct {
+	Held    int64
+	Refused uint64
+}
+
+// Answers reads the answer budget's state; the metrics read it when
+// scraped, so that a request pays nothing for them.
+func (s *Streams) Answers() AnswerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return AnswerStats{Held: s.held, Refused: s.refused}
 }
 
 // Release gives back every byte the share took.

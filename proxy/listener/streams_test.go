@@ -42,7 +42,8 @@ func TestStreamsTake(t *testing.T) {
 // TestStreamsAnswerBudget: one answer alone always fits (up to
 // max_response_bytes, bounded elsewhere); a second that would pass the
 // budget fails; a release makes room. A share kept in the caller's
-// allocation (HoldIn) counts as one Hold makes.
+// allocation (HoldIn) counts as one Hold makes. Answers, what the metrics
+// read, is the bytes held and the answers refused.
 func TestStreamsAnswerBudget(t *testing.T) {
 	s := NewStreams("a2a", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
 	read := func(h *Hold, n int) error {
@@ -57,8 +58,14 @@ func TestStreamsAnswerBudget(t *testing.T) {
 	if err := read(second, 1); !errors.Is(err, ErrAnswerBudget) {
 		t.Fatalf("a second answer past the budget: %v", err)
 	}
+	if got, want := s.Answers(), (AnswerStats{Held: 25, Refused: 1}); got != want {
+		t.Errorf("Answers %+v, want %+v", got, want)
+	}
 	second.Release()
 	first.Release()
+	if got, want := s.Answers(), (AnswerStats{Held: 0, Refused: 1}); got != want {
+		t.Errorf("Answers after the releases %+v, want %+v", got, want)
+	}
 	if err := read(second, 6); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +74,9 @@ func TestStreamsAnswerBudget(t *testing.T) {
 	}
 	if err := read(first, 1); !errors.Is(err, ErrAnswerBudget) {
 		t.Fatalf("past the budget with another holding: %v", err)
+	}
+	if got, want := s.Answers(), (AnswerStats{Held: 10, Refused: 2}); got != want {
+		t.Errorf("Answers at the budget %+v, want %+v", got, want)
 	}
 }
 

@@ -221,6 +221,10 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 // ShutdownTimeout is how long in-flight requests may drain on shutdown.
 func (s *Server) ShutdownTimeout() time.Duration { return s.cfg.ShutdownTimeout }
 
+// Answers is the state of the answer bytes in flight budget
+// (streams.answer_bytes), for the metrics.
+func (s *Server) Answers() listener.AnswerStats { return s.streams.Answers() }
+
 // ServeHTTP admits the request at the gate, decides it and forwards it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.gate.Serve(w, r, s.serve)
