@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // scrape serves reg's /metrics the way the admin port does and returns the text.
@@ -125,6 +126,22 @@ func BenchmarkRequestMetrics(b *testing.B) {
 	for b.Loop() {
 		m.Started("mcp", proxy.DoorSidecar)
 		m.Served(s)
+	}
+}
+
+// BenchmarkMessageMetrics is what the metrics cost one message as a door
+// counts it: its request started, one decision, its request served, through
+// the observers the enforcer is given (build).
+func BenchmarkMessageMetrics(b *testing.B) {
+	var o proxy.Observer = observers{newMetrics(newRegistry())}
+	r := o.(proxy.RequestObserver)
+	s := proxy.Served{Protocol: "macp", Door: proxy.DoorSidecar, Method: "Send", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	d := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Started("macp", proxy.DoorSidecar)
+		o.Decided(d, time.Millisecond)
+		r.Served(s)
 	}
 }
 
