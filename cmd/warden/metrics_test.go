@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -177,6 +178,42 @@ func TestRequestMetricsSeries(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %s", want)
 		}
+	}
+}
+
+// TestDecisionSeriesLabels: a decision found by its mode and type as they
+// came is counted under them only when they are labels; a mode or type
+// Warden does not know (a literal "other" included) is counted as other,
+// and a client sending ever new ones makes no new series: the series held
+// are one per label set.
+func TestDecisionSeriesLabels(t *testing.T) {
+	reg := newRegistry()
+	m := newMetrics(reg)
+	allow := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
+	for i := range 100 {
+		d := allow
+		d.Type = fmt.Sprintf("Made%d", i)
+		m.Decided(d, time.Millisecond)
+		d.Type, d.Mode = "other", fmt.Sprintf("macp.mode.made%d.v1", i)
+		m.Decided(d, time.Millisecond)
+		m.Decided(allow, time.Millisecond)
+	}
+	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
+	for _, want := range []string{
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="TaskUpdate",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="other",protocol="macp",reason="allowed"} 100`,
+		`warden_decision_seconds_count{protocol="macp"} 300`,
+	} {
+		if !strings.Contains(out, "\n"+want+"\n") {
+			t.Errorf("no line %s in\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\nwarden_decisions_total{"); n != 3 {
+		t.Errorf("%d decision series, want 3", n)
+	}
+	if held := len(*m.decidedOf.m.Load()); held != 3 {
+		t.Errorf("%d decision series held, want 3 (one per label set)", held)
 	}
 }
 
