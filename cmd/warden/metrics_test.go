@@ -190,6 +190,7 @@ func TestDecisionSeriesLabels(t *testing.T) {
 	reg := newRegistry()
 	m := newMetrics(reg)
 	allow := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
+	deny := proxy.Decision{Protocol: "macp", Code: rules.CodeForbidden, Reason: rules.ReasonNotOwner, Type: "TaskUpdate", Mode: macp.ModeTask}
 	for i := range 100 {
 		d := allow
 		d.Type = fmt.Sprintf("Made%d", i)
@@ -197,23 +198,25 @@ func TestDecisionSeriesLabels(t *testing.T) {
 		d.Type, d.Mode = "other", fmt.Sprintf("macp.mode.made%d.v1", i)
 		m.Decided(d, time.Millisecond)
 		m.Decided(allow, time.Millisecond)
+		m.Decided(deny, time.Millisecond)
 	}
 	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
 	for _, want := range []string{
 		`warden_decisions_total{auth_reason="",decision="allow",message_type="TaskUpdate",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
 		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
 		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="other",protocol="macp",reason="allowed"} 100`,
-		`warden_decision_seconds_count{protocol="macp"} 300`,
+		`warden_decisions_total{auth_reason="",decision="deny",message_type="TaskUpdate",mode="macp.mode.task.v1",protocol="macp",reason="not_task_owner"} 100`,
+		`warden_decision_seconds_count{protocol="macp"} 400`,
 	} {
 		if !strings.Contains(out, "\n"+want+"\n") {
 			t.Errorf("no line %s in\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "\nwarden_decisions_total{"); n != 3 {
-		t.Errorf("%d decision series, want 3", n)
+	if n := strings.Count(out, "\nwarden_decisions_total{"); n != 4 {
+		t.Errorf("%d decision series, want 4", n)
 	}
-	if held := len(*m.decidedOf.m.Load()); held != 3 {
-		t.Errorf("%d decision series held, want 3 (one per label set)", held)
+	if held := len(*m.decidedOf.m.Load()); held != 4 {
+		t.Errorf("%d decision series held, want 4 (one per label set)", held)
 	}
 }
 
