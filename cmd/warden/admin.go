@@ -50,12 +50,12 @@ type metrics struct {
 	requestSeconds *prometheus.HistogramVec
 	inFlight       *prometheus.GaugeVec
 	// The children of the vectors counted at every request and decision,
-	// by their label values (series).
+	// by their label values (series): one look-up when a request starts,
+	// one when it is served, one per decision.
 	inFlightOf series[[2]string, prometheus.Gauge]
 	requestOf  series[[4]string, requestSeries]
-	decidedOf  series[[6]string, prometheus.Counter]
+	decidedOf  series[[6]string, decidedSeries]
 	droppedOf  series[[2]string, prometheus.Counter]
-	latencyOf  series[string, prometheus.Observer]
 	// tlsReloads counts the listeners' TLS material reloads by result.
 	tlsReloads *prometheus.CounterVec
 	// answers reads the HTTP sidecars' answer budgets when scraped.
@@ -121,10 +121,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}, []string{"listener", "result"})
 	m.inFlightOf.child = func(k [2]string) prometheus.Gauge { return m.inFlight.WithLabelValues(k[:]...) }
 	m.requestOf.child = func(k [4]string) requestSeries {
-		return requestSeries{m.requests.WithLabelValues(k[:]...), m.requestSeconds.WithLabelValues(k[:]...)}
+		return requestSeries{m.inFlightOf.of([2]string{k[0], k[1]}), m.requests.WithLabelValues(k[:]...), m.requestSeconds.WithLabelValues(k[:]...)}
 	}
-	m.decidedOf.child = func(k [6]string) prometheus.Counter { return m.decisions.WithLabelValues(k[:]...) }
-	m.latencyOf.child = func(k string) prometheus.Observer { return m.latency.WithLabelValues(k) }
+	m.decidedOf.child = func(k [6]string) decidedSeries {
+		return decidedSeries{m.decisions.WithLabelValues(k[:]...), m.latency.WithLabelValues(k[0])}
+	}
 	m.droppedOf.child = func(k [2]string) prometheus.Counter { return m.shareDrops.WithLabelValues(k[:]...) }
 	m.answers = &answerBudget{
 		held: prometheus.NewDesc("warden_answer_bytes_in_flight",
@@ -182,14 +183,23 @@ func (m *metrics) Started(protocol, door string) { m.inFlightOf.of([2]string{pro
 
 // Served implements proxy.RequestObserver.
 func (m *metrics) Served(s proxy.Served) {
-	m.inFlightOf.of([2]string{s.Protocol, s.Door}).Dec()
 	r := m.requestOf.of([4]string{s.Protocol, s.Door, s.Method, s.Outcome})
+	r.inFlight.Dec()
 	r.count.Inc()
 	r.seconds.Observe(s.Took.Seconds())
 }
 
-// requestSeries are a request's series: its count and its duration.
+// requestSeries are a served request's series: its protocol and door's
+// in-flight gauge, its count and its duration.
 type requestSeries struct {
+	inFlight prometheus.Gauge
+	count    prometheus.Counter
+	seconds  prometheus.Observer
+}
+
+// decidedSeries are a decision's series: its count and its protocol's
+// decision time.
+type decidedSeries struct {
 	count   prometheus.Counter
 	seconds prometheus.Observer
 }
@@ -206,12 +216,20 @@ type series[K comparable, M any] struct {
 	child func(K) M // the vector's child for k (WithLabelValues)
 }
 
+// cached is the child for k when one was made (of), without making one.
+func (s *series[K, M]) cached(k K) (M, bool) {
+	if m := s.m.Load(); m != nil {
+		c, ok := (*m)[k]
+		return c, ok
+	}
+	var zero M
+	return zero, false
+}
+
 // of is the child for k.
 func (s *series[K, M]) of(k K) M {
-	if m := s.m.Load(); m != nil {
-		if c, ok := (*m)[k]; ok {
-			return c
-		}
+	if c, ok := s.cached(k); ok {
+		return c
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -369,10 +387,20 @@ func (o observers) Decided(d proxy.Decision, took time.Duration) {
 	}
 }
 
-// Decided implements proxy.Observer.
+// Decided implements proxy.Observer. A decision's mode and type are
+// looked up as they came first: a series is made only for labels (a mode
+// or type Warden does not know is "other"), so one found for the values as
+// they came is theirs, and only a decision with an unknown mode or type
+// pays the label look-ups.
 func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
-	m.decidedOf.of([6]string{d.Protocol, label(knownModes, d.Mode), label(knownTypes, d.Type), proxy.DecisionLabel(d), string(d.Reason), d.AuthReason}).Inc()
-	m.latencyOf.of(d.Protocol).Observe(took.Seconds())
+	k := [6]string{d.Protocol, d.Mode, d.Type, proxy.DecisionLabel(d), string(d.Reason), d.AuthReason}
+	s, ok := m.decidedOf.cached(k)
+	if !ok {
+		k[1], k[2] = label(knownModes, k[1]), label(knownTypes, k[2])
+		s = m.decidedOf.of(k)
+	}
+	s.count.Inc()
+	s.seconds.Observe(took.Seconds())
 }
 
 // admin serves /healthz, /readyz, /metrics and the Go profiler under

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentwarden/warden/proxy"
 	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/rules"
+	"github.com/agentwarden/warden/rules/macp"
 )
 
 // scrape serves reg's /metrics the way the admin port does and returns the text.
@@ -247,6 +249,22 @@ func BenchmarkRequestMetrics(b *testing.B) {
 	}
 }
 
+// BenchmarkMessageMetrics is what the metrics cost one message as a door
+// counts it: its request started, one decision, its request served, through
+// the observers the enforcer is given (build).
+func BenchmarkMessageMetrics(b *testing.B) {
+	var o proxy.Observer = observers{newMetrics(newRegistry())}
+	r := o.(proxy.RequestObserver)
+	s := proxy.Served{Protocol: "macp", Door: proxy.DoorSidecar, Method: "Send", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	d := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Started("macp", proxy.DoorSidecar)
+		o.Decided(d, time.Millisecond)
+		r.Served(s)
+	}
+}
+
 // TestRequestMetricsSeries: the request and decision metrics, counted
 // through the series each label set resolves to once, count every request
 // and decision of every label set, from many goroutines at once, as
@@ -279,6 +297,45 @@ func TestRequestMetricsSeries(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %s", want)
 		}
+	}
+}
+
+// TestDecisionSeriesLabels: a decision found by its mode and type as they
+// came is counted under them only when they are labels; a mode or type
+// Warden does not know (a literal "other" included) is counted as other,
+// and a client sending ever new ones makes no new series: the series held
+// are one per label set.
+func TestDecisionSeriesLabels(t *testing.T) {
+	reg := newRegistry()
+	m := newMetrics(reg)
+	allow := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
+	deny := proxy.Decision{Protocol: "macp", Code: rules.CodeForbidden, Reason: rules.ReasonNotOwner, Type: "TaskUpdate", Mode: macp.ModeTask}
+	for i := range 100 {
+		d := allow
+		d.Type = fmt.Sprintf("Made%d", i)
+		m.Decided(d, time.Millisecond)
+		d.Type, d.Mode = "other", fmt.Sprintf("macp.mode.made%d.v1", i)
+		m.Decided(d, time.Millisecond)
+		m.Decided(allow, time.Millisecond)
+		m.Decided(deny, time.Millisecond)
+	}
+	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
+	for _, want := range []string{
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="TaskUpdate",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="macp.mode.task.v1",protocol="macp",reason="allowed"} 100`,
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="other",mode="other",protocol="macp",reason="allowed"} 100`,
+		`warden_decisions_total{auth_reason="",decision="deny",message_type="TaskUpdate",mode="macp.mode.task.v1",protocol="macp",reason="not_task_owner"} 100`,
+		`warden_decision_seconds_count{protocol="macp"} 400`,
+	} {
+		if !strings.Contains(out, "\n"+want+"\n") {
+			t.Errorf("no line %s in\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\nwarden_decisions_total{"); n != 4 {
+		t.Errorf("%d decision series, want 4", n)
+	}
+	if held := len(*m.decidedOf.m.Load()); held != 4 {
+		t.Errorf("%d decision series held, want 4 (one per label set)", held)
 	}
 }
 
