@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -70,28 +71,30 @@ func TestMCPNameHeaderReadAlike(t *testing.T) {
 }
 
 // paramScript runs the MCP Python SDK's (2.3.0) Mcp-Param-* check on a
-// tool mirroring region in Mcp-Param-Region, the argument value and the
-// header's field lines (hex, comma-separated) as Starlette hands them to
-// it: "accepted" or "rejected".
-const paramScript = `import sys
+// tool mirroring region in Mcp-Param-Region, for each row read from stdin
+// (a JSON array of {"region": the argument value, "lines": the header's
+// field lines, hex}) as Starlette hands them to it: "accepted" or
+// "rejected", a JSON string a line.
+const paramScript = `import json, sys
 from starlette.datastructures import Headers
 from mcp.shared import inbound
 schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
-lines = [bytes.fromhex(x) for x in sys.argv[2].split(",")]
-h = Headers(raw=[(b"mcp-param-region", x) for x in lines])
-r = inbound.validate_mcp_param_headers(schema, {"region": sys.argv[1]}, h)
-print("rejected" if r is not None else "accepted")
+for row in json.load(sys.stdin):
+    h = Headers(raw=[(b"mcp-param-region", bytes.fromhex(x)) for x in row["lines"]])
+    r = inbound.validate_mcp_param_headers(schema, {"region": row["region"]}, h)
+    print(json.dumps("rejected" if r is not None else "accepted"))
 `
 
 // TestMCPParamLinesReadAlike: the sidecar reads Mcp-Param-* field lines as
 // the MCP Python SDK's server does (each line one value, the header given
 // on two lines refused): one line "Paris, France" is the argument "Paris,
 // France" to both. Before, Warden refused it (a comma counted as a second
-// line on every door), where the SDK ran the tool.
+// line on every door), where the SDK ran the tool. One Python process
+// reads every row (starting one took seconds a row on a loaded machine).
 func TestMCPParamLinesReadAlike(t *testing.T) {
 	py := peer(t, ".peers/mcp-venv/bin/python")
 	schema := mcp.MirroredArguments([]byte(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`))
-	for _, tc := range []struct {
+	rows := []struct {
 		name, region string
 		lines        []string
 		alike        bool // both accept
@@ -100,19 +103,22 @@ func TestMCPParamLinesReadAlike(t *testing.T) {
 		{"base64", "Paris, France", []string{"=?base64?UGFyaXMsIEZyYW5jZQ==?="}, true},
 		{"two lines", "Paris", []string{"Paris", "France"}, false},
 		{"two lines, the argument joined", "Paris, France", []string{"Paris", "France"}, false},
-	} {
+	}
+	type pyRow struct {
+		Region string   `json:"region"`
+		Lines  []string `json:"lines"` // hex
+	}
+	in := make([]pyRow, len(rows))
+	for i, tc := range rows {
+		in[i].Region = tc.region
+		for _, l := range tc.lines {
+			in[i].Lines = append(in[i].Lines, hex.EncodeToString([]byte(l)))
+		}
+	}
+	verdicts := pythonVerdicts(t, py, paramScript, in)
+	for i, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			hexes := make([]string, len(tc.lines))
-			for i, l := range tc.lines {
-				hexes[i] = hex.EncodeToString([]byte(l))
-			}
-			out, err := exec.CommandContext(ctx, py, "-c", paramScript, tc.region, strings.Join(hexes, ",")).CombinedOutput()
-			if err != nil {
-				t.Fatalf("python: %v\n%s", err, out)
-			}
-			if got, want := strings.TrimSpace(string(out)), map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
+			if got, want := verdicts[i], map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
 				t.Fatalf("the Python SDK %s Mcp-Param-Region %q for %q, want %s", got, tc.lines, tc.region, want)
 			}
 			args, _ := json.Marshal(map[string]string{"region": tc.region})
@@ -130,4 +136,37 @@ func TestMCPParamLinesReadAlike(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pythonVerdicts runs script in one Python process with rows as a JSON
+// array on its stdin and returns the verdicts it prints, one JSON string a
+// line, one a row.
+func pythonVerdicts[R any](t *testing.T, py, script string, rows []R) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in, err := json.Marshal(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, py, "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s%s", err, out, stderr.Bytes())
+	}
+	var verdicts []string
+	for line := range strings.Lines(string(out)) {
+		var v string
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("python: line %q: %v\n%s", line, err, stderr.Bytes())
+		}
+		verdicts = append(verdicts, v)
+	}
+	if len(verdicts) != len(rows) {
+		t.Fatalf("python: %d verdicts for %d rows:\n%s%s", len(verdicts), len(rows), out, stderr.Bytes())
+	}
+	return verdicts
 }
