@@ -13,18 +13,21 @@ import (
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
-// ladderScript runs the official MCP Python SDK's (2.3.0) request ladder on
-// a body naming value under key and an Mcp-Name header of the given bytes,
-// as Starlette hands them to it: "accepted" or "rejected".
-const ladderScript = `import sys
+// ladderScript runs the official MCP Python SDK's (2.3.0) request ladder,
+// for each row read from stdin (a JSON array of {"method", "key", "value",
+// "header": the Mcp-Name header's bytes, hex}), on a body naming value
+// under key and that Mcp-Name header as Starlette hands them to it:
+// "accepted" or "rejected", a JSON string a line.
+const ladderScript = `import json, sys
 from starlette.datastructures import Headers
 from mcp.shared import inbound
 version = inbound.MODERN_PROTOCOL_VERSIONS[-1]
-method, key, value, header = sys.argv[1], sys.argv[2], sys.argv[3], bytes.fromhex(sys.argv[4])
-body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {key: value, "_meta": {inbound.PROTOCOL_VERSION_META_KEY: version, inbound.CLIENT_CAPABILITIES_META_KEY: {}}}}
-h = Headers(raw=[(b"mcp-protocol-version", version.encode()), (b"mcp-method", method.encode()), (b"mcp-name", header)])
-r = inbound.classify_inbound_request(body, headers=h)
-print("rejected" if isinstance(r, inbound.InboundLadderRejection) else "accepted")
+for row in json.load(sys.stdin):
+    method = row["method"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {row["key"]: row["value"], "_meta": {inbound.PROTOCOL_VERSION_META_KEY: version, inbound.CLIENT_CAPABILITIES_META_KEY: {}}}}
+    h = Headers(raw=[(b"mcp-protocol-version", version.encode()), (b"mcp-method", method.encode()), (b"mcp-name", bytes.fromhex(row["header"]))])
+    r = inbound.classify_inbound_request(body, headers=h)
+    print(json.dumps("rejected" if isinstance(r, inbound.InboundLadderRejection) else "accepted"))
 `
 
 // TestMCPNameHeaderReadAlike: an Mcp-Name header Warden compared with the
@@ -36,7 +39,7 @@ print("rejected" if isinstance(r, inbound.InboundLadderRejection) else "accepted
 // reads otherwise, and still passes what both read alike.
 func TestMCPNameHeaderReadAlike(t *testing.T) {
 	py := peer(t, ".peers/mcp-venv/bin/python")
-	for _, tc := range []struct {
+	rows := []struct {
 		name, method, key, value, header string
 		alike                            bool
 	}{
@@ -45,15 +48,15 @@ func TestMCPNameHeaderReadAlike(t *testing.T) {
 		{"raw UTF-8 name", mcp.MethodToolsCall, "name", "écho", "écho", false},
 		{"raw UTF-8 URI", mcp.MethodResourcesRead, "uri", "demo://vault/café", "demo://vault/café", false},
 		{"sentinel that does not decode", mcp.MethodPromptsGet, "name", "=?base64?!!?=", "=?base64?!!?=", false},
-	} {
+	}
+	in := make([]map[string]string, len(rows))
+	for i, tc := range rows {
+		in[i] = map[string]string{"method": tc.method, "key": tc.key, "value": tc.value, "header": hex.EncodeToString([]byte(tc.header))}
+	}
+	verdicts := pythonVerdicts(t, py, ladderScript, in)
+	for i, tc := range rows {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			out, err := exec.CommandContext(ctx, py, "-c", ladderScript, tc.method, tc.key, tc.value, hex.EncodeToString([]byte(tc.header))).CombinedOutput()
-			if err != nil {
-				t.Fatalf("python: %v\n%s", err, out)
-			}
-			if got, want := strings.TrimSpace(string(out)), map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
+			if got, want := verdicts[i], map[bool]string{true: "accepted", false: "rejected"}[tc.alike]; got != want {
 				t.Fatalf("the Python SDK %s Mcp-Name %q for %q, want %s", got, tc.header, tc.value, want)
 			}
 			params, _ := json.Marshal(map[string]string{tc.key: tc.value})
@@ -89,8 +92,7 @@ for row in json.load(sys.stdin):
 // the MCP Python SDK's server does (each line one value, the header given
 // on two lines refused): one line "Paris, France" is the argument "Paris,
 // France" to both. Before, Warden refused it (a comma counted as a second
-// line on every door), where the SDK ran the tool. One Python process
-// reads every row (starting one took seconds a row on a loaded machine).
+// line on every door), where the SDK ran the tool.
 func TestMCPParamLinesReadAlike(t *testing.T) {
 	py := peer(t, ".peers/mcp-venv/bin/python")
 	schema := mcp.MirroredArguments([]byte(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`))
@@ -140,7 +142,8 @@ func TestMCPParamLinesReadAlike(t *testing.T) {
 
 // pythonVerdicts runs script in one Python process with rows as a JSON
 // array on its stdin and returns the verdicts it prints, one JSON string a
-// line, one a row.
+// line, one a row: one process for a table (starting the SDK took seconds a
+// row on a loaded machine).
 func pythonVerdicts[R any](t *testing.T, py, script string, rows []R) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
