@@ -29,11 +29,11 @@ import (
 // served. Against the MCP TypeScript SDK's server.
 func TestConnectionCapFairness(t *testing.T) {
 	upstream := startNodeMCP(t)
-	base, _ := startMCPWarden(t, upstream, "--max-connections", "16")
+	base, proc := startMCPWarden(t, upstream, "--max-connections", "16")
 	addr := strings.TrimPrefix(base, "http://")
 	stop := floodConnections(t, addr, "127.0.0.1", 32)
 	defer stop()
-	time.Sleep(time.Second) // the flood holds the cap
+	proc.waitFull(t) // the flood holds the cap
 
 	served := 0
 	const n = 20
@@ -74,6 +74,18 @@ func floodConnections(t *testing.T, addr, from string, n int) (stop func()) {
 	stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(stop)
 	return stop
+}
+
+// waitFull returns once Warden has logged "listener full" (proxy/listener:
+// it refused or closed a connection for the cap), bounded: the flood
+// begun after Warden started holds the cap.
+func (p *process) waitFull(t testing.TB) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.output(), "listener full"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no listener logged full 30 s into the flood:\n%s", p.output())
+		}
+	}
 }
 
 // dialFrom dials from the loopback address ip, counting the dials in n
@@ -131,7 +143,7 @@ func mcpInitialize(c *http.Client, base, who string) error {
 // requests failed. Against the MCP TypeScript SDK's server.
 func TestUnauthenticatedFloodKeepsAuthenticated(t *testing.T) {
 	upstream := startNodeMCP(t)
-	base, _ := startMCPWarden(t, upstream, "--max-connections", "16")
+	base, proc := startMCPWarden(t, upstream, "--max-connections", "16")
 	addr := strings.TrimPrefix(base, "http://")
 	const principals, requests = 12, 29
 	var clients []*http.Client
@@ -144,7 +156,7 @@ func TestUnauthenticatedFloodKeepsAuthenticated(t *testing.T) {
 	}
 	stop := floodConnections(t, addr, "127.0.0.1", 32)
 	defer stop()
-	time.Sleep(time.Second) // the flood holds what it can
+	proc.waitFull(t) // the flood holds what it can
 
 	kept, fresh := 0, 0
 	for i := range requests {
@@ -173,7 +185,7 @@ func TestUnauthenticatedFloodKeepsAuthenticated(t *testing.T) {
 func TestMACPUnauthenticatedFloodKeepsAuthenticated(t *testing.T) {
 	eachTransport(t, func(t *testing.T) {
 		direct := startRuntime(t)
-		warden := startWarden(t, direct, "--auth", "dev", "--insecure-dev-auth", "--max-connections", "16")
+		warden, proc := startWardenProcess(t, direct, "--auth", "dev", "--insecure-dev-auth", "--max-connections", "16")
 		const principals, requests = 12, 29
 		list := func(conn *grpc.ClientConn, who string) error {
 			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+who), 5*time.Second)
@@ -200,7 +212,7 @@ func TestMACPUnauthenticatedFloodKeepsAuthenticated(t *testing.T) {
 		}
 		stop := floodConnections(t, warden, "127.0.0.1", 32)
 		defer stop()
-		time.Sleep(time.Second)
+		proc.waitFull(t) // the flood holds what it can
 
 		kept, fresh := 0, 0
 		for i := range requests {

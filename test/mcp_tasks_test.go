@@ -295,13 +295,15 @@ func TestMCPSteerQueue(t *testing.T) {
 // tasks/get, is still working as far as Warden last saw; the SEP-2669 rules
 // are decided on the status Warden reads before deciding. The fixture runs
 // -lax (it would "pause" and take a steer for a completed task), so each
-// refusal is Warden's; the old code forwarded both.
+// refusal is Warden's; the old code forwarded both. The test learns that
+// the task completed from the fixture's own tasks/list (-list), asked
+// directly: Warden sees none of it.
 func TestMCPStaleStatus(t *testing.T) {
-	upstream := startFixtureMCP(t, "-lax")
+	upstream := startFixtureMCP(t, "-lax", "-list")
 	warden, _ := startMCPWarden(t, upstream)
 	alice := mcpClient{t, warden, "alice"}
-	h := alice.create(2, 20)           // completes in about 40 ms, unobserved
-	time.Sleep(300 * time.Millisecond) // nobody asks tasks/get meanwhile
+	h := alice.create(2, 20) // completes in about 40 ms, unobserved
+	waitUpstreamStatus(t, upstream, "completed")
 	for _, m := range []string{"tasks/pause", "tasks/steer"} {
 		r := alice.call(m, map[string]any{"taskId": h, "message": "late"}, nil)
 		if r.code() != -32602 || !strings.Contains(r.Error.Message, "completed") {
@@ -314,6 +316,26 @@ func TestMCPStaleStatus(t *testing.T) {
 			t.Errorf("the server received %d %s", n, m)
 		}
 	}
+}
+
+// waitUpstreamStatus polls the fixture's tasks/list, directly and with no
+// credential (upstream is started with -list; Warden sees none of it),
+// until its only task has status (bounded).
+func waitUpstreamStatus(t testing.TB, upstream, status string) {
+	t.Helper()
+	direct := mcpClient{t, upstream, ""}
+	var last reply
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r := direct.call("tasks/list", nil, nil)
+		tasks, _ := r.Result["tasks"].([]any)
+		last = r
+		if len(tasks) == 1 {
+			if task, _ := tasks[0].(map[string]any); task["status"] == status {
+				return
+			}
+		}
+	}
+	t.Fatalf("the fixture's task never became %s; last tasks/list %+v %+v", status, last.Result, last.Error)
 }
 
 // TestMCPSteerSafePoints: a long working task takes steers at its steps

@@ -26,12 +26,8 @@ import (
 // server's next pages, with the server's own tokens, so that a page holds as
 // many of the caller's tasks as the server's page holds tasks while the
 // server has more of them, and it gives a nextPageToken only when another of
-// the caller's tasks follows (looking ahead), each within maxListPages
+// the caller's tasks follows (looking ahead), each within relay.MaxListPages
 // upstream pages a call.
-
-// maxListPages bounds the upstream pages one ListTasks answer reads, its
-// own first page, the fill and the look-ahead included.
-const maxListPages = 16
 
 // maxPageSize is the largest pageSize A2A lets a request ask (§3.1.4; the
 // SDK servers refuse more).
@@ -182,7 +178,7 @@ type pager struct {
 // and the size stays base.
 func (p *pager) grown(token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
 	page, ts, err := p.read(token, p.size)
-	if err != nil && p.size > p.base && p.pages < maxListPages {
+	if err != nil && p.size > p.base && p.pages < relay.MaxListPages {
 		p.size, p.frozen = p.base, true
 		page, ts, err = p.read(token, p.size)
 	}
@@ -200,7 +196,7 @@ func (p *pager) grown(token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
 // before it). It returns the tasks read, sealed, and the server's token
 // after them ("" at the end of the list).
 func (p *pager) fill(need int, token string) (more [][]byte, next string, err error) {
-	for need > 0 && token != "" && p.pages < maxListPages {
+	for need > 0 && token != "" && p.pages < relay.MaxListPages {
 		page, ts, err := p.grown(token)
 		if err != nil {
 			return nil, "", err
@@ -209,7 +205,7 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 		if err != nil {
 			return nil, "", err
 		}
-		if at := nth(mine, need); at >= 0 && at+1 < len(mine) && p.pages < maxListPages {
+		if at := nth(mine, need); at >= 0 && at+1 < len(mine) && p.pages < relay.MaxListPages {
 			// More of the caller's than needed: read up to the last one
 			// needed, for the server's token after it.
 			if page, ts, err = p.read(token, at+1); err != nil {
@@ -238,7 +234,7 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 // shares): its first page read ahead is one task (the server's next is
 // most often the caller's), the next grown.
 func (p *pager) ahead(token string) (string, error) {
-	return relay.Ahead(token, func() bool { return p.pages < maxListPages }, func(at string, first bool) (bool, string, error) {
+	return relay.Ahead(token, func() bool { return p.pages < relay.MaxListPages }, func(at string, first bool) (bool, string, error) {
 		var page *jsonrpc.Object
 		var ts *jsonrpc.Array
 		var err error

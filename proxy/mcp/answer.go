@@ -365,14 +365,11 @@ func (x *exchange) learn(res *jsonrpc.Object) (bool, error) {
 	return false, nil
 }
 
-// maxListPages bounds the upstream pages one tasks/list answer reads.
-const maxListPages = 16
-
 // listPage makes the caller's page of tasks/list from the upstream's page
 // in res: the caller's tasks only, and, while it holds fewer than the
 // upstream's page (the server's page size) and the server has more, the
 // caller's tasks of the next upstream pages, read with Warden's own
-// tasks/list (at most maxListPages in all). Its nextCursor is the sealed
+// tasks/list (at most relay.MaxListPages in all). Its nextCursor is the sealed
 // cursor of the last upstream page read, given only when another of the
 // caller's tasks follows (relay.Ahead, the read-ahead A2A's ListTasks
 // shares; security.md V2): a page shows no trace of the tasks left out (no
@@ -394,7 +391,7 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 	size := len(kept)
 	var more [][]byte // the caller's items of the next pages, sealed
 	pages, reads := 1, !x.dry && x.req != nil
-	for ; reads && cursor != "" && n+len(more) < max(size, 1) && pages < maxListPages; pages++ {
+	for ; reads && cursor != "" && n+len(more) < max(size, 1) && pages < relay.MaxListPages; pages++ {
 		next, items, err := x.nextPage(cursor)
 		if err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
@@ -414,7 +411,7 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 	}
 	if reads {
 		// A cursor only when another of the caller's tasks follows.
-		cursor, err = relay.Ahead(cursor, func() bool { return pages < maxListPages }, func(at string, _ bool) (bool, string, error) {
+		cursor, err = relay.Ahead(cursor, func() bool { return pages < relay.MaxListPages }, func(at string, _ bool) (bool, string, error) {
 			pages++
 			next, items, err := x.nextPage(at)
 			if err != nil {

@@ -195,7 +195,7 @@ func (x *exchange) learnDecoded(res map[string]any) (bool, error) {
 // in res: the caller's tasks only, and, while it holds fewer than the
 // upstream's page (the server's page size) and the server has more, the
 // caller's tasks of the next upstream pages, read with Warden's own
-// tasks/list (at most maxListPages in all). Its nextCursor is the sealed
+// tasks/list (at most relay.MaxListPages in all). Its nextCursor is the sealed
 // cursor of the last upstream page read, absent when that was the last: a
 // page shows no trace of the tasks left out (no empty page with a cursor
 // while the server has any of the caller's tasks within the bound). An
@@ -222,7 +222,7 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 		return next, nil
 	}
 	pages, reads := 1, !x.dry && x.req != nil
-	for ; reads && cursor != "" && len(kept) < max(len(list), 1) && pages < maxListPages; pages++ {
+	for ; reads && cursor != "" && len(kept) < max(len(list), 1) && pages < relay.MaxListPages; pages++ {
 		next, err := page(cursor)
 		if err != nil {
 			return err
@@ -237,7 +237,7 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 	}
 	if reads {
 		var err error
-		cursor, err = relay.Ahead(cursor, func() bool { return pages < maxListPages }, func(at string, _ bool) (bool, string, error) {
+		cursor, err = relay.Ahead(cursor, func() bool { return pages < relay.MaxListPages }, func(at string, _ bool) (bool, string, error) {
 			pages++
 			next, err := page(at)
 			if err != nil {

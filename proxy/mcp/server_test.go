@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentwarden/warden/proxy/handle"
 	"github.com/agentwarden/warden/proxy/listener"
+	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/mcp"
 )
 
@@ -112,13 +113,13 @@ func TestTasksListPages(t *testing.T) {
 		{"interleaved", "babbbbabbbba", 2},
 		{"none of hers", "bbbbb", 1},
 		{"all hers", "aaaaa", 3},
-		{"over the bound", strings.Repeat("b", 2*maxListPages+1) + "a", 2},
+		{"over the bound", strings.Repeat("b", 2*relay.MaxListPages+1) + "a", 2},
 		// security.md V2: the caller's last page carried the server's
 		// cursor when only others' tasks followed, and the next page was
 		// empty: one bit about the others, and when it first appeared.
 		{"hers first", "aabbb", 1},
 		{"others after the fill", "bababbbb", 1},
-		{"others over pages read ahead", "aa" + strings.Repeat("b", 2*(maxListPages-2)), 1},
+		{"others over pages read ahead", "aa" + strings.Repeat("b", 2*(relay.MaxListPages-2)), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Config{})
@@ -140,8 +141,8 @@ func TestTasksListPages(t *testing.T) {
 				before := len(h.up.received("tasks/list"))
 				res := h.post(t, alice, rpc(7, "tasks/list", params), nil).result(t)
 				pages++
-				if n := len(h.up.received("tasks/list")) - before; n > maxListPages {
-					t.Fatalf("page %d read %d upstream pages, bound %d", pages, n, maxListPages)
+				if n := len(h.up.received("tasks/list")) - before; n > relay.MaxListPages {
+					t.Fatalf("page %d read %d upstream pages, bound %d", pages, n, relay.MaxListPages)
 				}
 				list, _ := res["tasks"].([]any)
 				if len(list) == 0 && pages > 1 && !strings.HasPrefix(tc.name, "over the bound") {

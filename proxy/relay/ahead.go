@@ -1,5 +1,13 @@
 package relay
 
+// MaxListPages bounds the upstream pages one answer of a list filtered for
+// one caller reads (A2A ListTasks, MCP tasks/list): the server's page the
+// call asked for, the pages read to fill the caller's page and the pages
+// Ahead reads ahead, all included. It is the bound Ahead's more reports;
+// one bound for both filtered lists, so that neither reads further for a
+// caller than the other.
+const MaxListPages = 16
+
 // Ahead is the token a page of a list filtered for one caller ends with,
 // when the last item read into the page leaves the server's list at token:
 // token when another of the caller's items follows (or whether one does
