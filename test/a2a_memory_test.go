@@ -177,20 +177,12 @@ func a2aBegin(t *testing.T, url, token, method string, params any) *http.Respons
 // ends with runtime.MemStats.
 func liveHeap(t *testing.T, admin string) int {
 	t.Helper()
-	resp, err := http.Get(admin + "/debug/pprof/heap?gc=1&debug=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := heapAlloc.FindSubmatch(b)
+	b, status := httpGet(t, admin+"/debug/pprof/heap?gc=1&debug=1")
+	m := heapAlloc.FindStringSubmatch(b)
 	if m == nil {
-		t.Fatalf("no HeapAlloc in the heap profile (HTTP %d)", resp.StatusCode)
+		t.Fatalf("no HeapAlloc in the heap profile (HTTP %d)", status)
 	}
-	n, _ := strconv.Atoi(string(m[1]))
+	n, _ := strconv.Atoi(m[1])
 	return n
 }
 
