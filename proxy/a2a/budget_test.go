@@ -63,3 +63,47 @@ func TestListReadsCharged(t *testing.T) {
 		t.Errorf("bob's ListTasks alone: %v, want his first task", m)
 	}
 }
+
+// TestStateReadCharged (security.md X1): the GetTask Warden sends to read
+// a task's state before deciding a message that continues it (a state it
+// does not know: here after a restart, bob's handle proving his task) is
+// charged to the answer budget while it is read, as every answer Warden
+// reads is. Beside carol's held answer, the state read (padded to 16 KB)
+// is over the budget: bob's message is refused with the budget's error
+// and never forwarded. Before, Warden read it beside the budget and
+// forwarded the message.
+func TestStateReadCharged(t *testing.T) {
+	up := newFakeUpstream()
+	upSrv, release := proxytest.BudgetUpstream(t, up,
+		func(b []byte) bool { return strings.Contains(string(b), `"hold"`) },
+		func(b []byte) bool { return strings.Contains(string(b), `"warden-state"`) })
+	before := newHarnessOn(t, Config{}, newEnforcer(t), up, upSrv, upSrv.Client(), httptest.NewServer)
+	task := before.send(t, "bob", "input please")
+	cfg := Config{}
+	cfg.Streams.AnswerBytes = 8 << 10
+	h := newHarnessOn(t, cfg, newEnforcer(t), up, upSrv, upSrv.Client(), httptest.NewServer) // a restart: states forgotten
+
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		h.rpc(t, "carol", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-hold","role":"ROLE_USER","parts":[{"text":"hold"}]}}}`)
+	}()
+	proxytest.WaitHeld(t, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
+	continues := map[string]any{"message": map[string]any{"messageId": "m-more", "taskId": task["id"], "role": "ROLE_USER", "parts": []any{map[string]any{"text": "more"}}}}
+	sent := len(up.received())
+	_, m := h.call(t, "bob", "SendMessage", continues)
+	e, _ := m["error"].(map[string]any)
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "answer_bytes") {
+		t.Errorf("bob's message beside carol's held answer, its state read over the budget: %v, want the budget's refusal", m)
+	}
+	for _, b := range up.received()[sent:] {
+		if strings.Contains(b, "m-more") {
+			t.Errorf("bob's message was forwarded: %s", b)
+		}
+	}
+	release()
+	<-held
+	if _, m = h.call(t, "bob", "SendMessage", continues); m["error"] != nil {
+		t.Errorf("bob's message alone: %v", m)
+	}
+}
