@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentwarden/warden/proxy/gate"
 	"github.com/agentwarden/warden/rules/a2a"
 	"github.com/agentwarden/warden/rules/jsonrpc"
 )
@@ -72,7 +73,11 @@ func (x *exchange) fromUpstream(data []byte) ([]byte, bool) {
 			// Whose tasks these are cannot be told: nothing of the page
 			// passes.
 			x.s.log.Warn("could not filter an A2A task list; replacing it with an error", "principal", x.principal, "err", err)
-			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, unavailable), true
+			msg := unavailable
+			if c, ok := gate.Cause(err); ok {
+				msg = c // the budget's refusal, or why Warden's page read was unusable
+			}
+			return jsonrpc.ErrorBody(x.call.ID, jsonrpc.ErrInternal, msg), true
 		}
 	case m == a2a.MethodCreatePush || m == a2a.MethodGetPush:
 		var err error

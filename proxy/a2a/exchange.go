@@ -417,8 +417,13 @@ func (x *exchange) tooBig([]byte) []byte {
 // readState asks the upstream for a task's state (GetTask), with the
 // caller's credentials unless strip says the upstream must not see them (as
 // forward does).
+//
+// The answer (its artifacts may be large) is charged to the answer budget
+// while it is read, as every answer Warden reads is (security.md X1).
 func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
-	b, err := s.own(ctx, r, strip, a2a.MethodGetTask, "warden-state", map[string]any{"id": taskID, "historyLength": 0})
+	held := s.streams.Hold()
+	defer held.Release()
+	b, err := s.own(ctx, r, strip, held, a2a.MethodGetTask, "warden-state", map[string]any{"id": taskID, "historyLength": 0})
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/a2a"
@@ -176,11 +177,11 @@ type pager struct {
 // grown reads the page after token at the pager's size, doubling it for
 // the next; a page larger than base that cannot be read is read at base,
 // and the size stays base.
-func (p *pager) grown(token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
-	page, ts, err := p.read(token, p.size)
-	if err != nil && p.size > p.base && p.pages < relay.MaxListPages {
+func (p *pager) grown(part *listener.Hold, token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
+	page, ts, err := p.read(part, token, p.size)
+	if err != nil && p.size > p.base && p.pages < relay.MaxListPages && !errors.Is(err, listener.ErrAnswerBudget) {
 		p.size, p.frozen = p.base, true
-		page, ts, err = p.read(token, p.size)
+		page, ts, err = p.read(part, token, p.size)
 	}
 	if err == nil && !p.frozen {
 		p.size = min(p.size*2, maxPageSize)
@@ -197,36 +198,52 @@ func (p *pager) grown(token string) (*jsonrpc.Object, *jsonrpc.Array, error) {
 // after them ("" at the end of the list).
 func (p *pager) fill(need int, token string) (more [][]byte, next string, err error) {
 	for need > 0 && token != "" && p.pages < relay.MaxListPages {
-		page, ts, err := p.grown(token)
+		got, page, err := p.fillFrom(need, token)
 		if err != nil {
 			return nil, "", err
 		}
-		mine, err := p.x.whose(ts)
-		if err != nil {
-			return nil, "", err
-		}
-		if at := nth(mine, need); at >= 0 && at+1 < len(mine) && p.pages < relay.MaxListPages {
-			// More of the caller's than needed: read up to the last one
-			// needed, for the server's token after it.
-			if page, ts, err = p.read(token, at+1); err != nil {
-				return nil, "", err
-			}
-		}
-		var got [][]byte
-		_, kept, err := p.x.keepPage(ts, need, &got)
-		if err != nil {
-			return nil, "", err
-		}
+		n := 0
 		for _, b := range got {
-			p.room -= len(b) + 1
+			n += len(b) + 1
 		}
-		if p.room < 0 && len(more) > 0 {
+		if p.room -= n; p.room < 0 && len(more) > 0 {
 			return more, token, nil // this page is the next call's
 		}
-		more, need = append(more, got...), need-kept
+		more, need = append(more, got...), need-len(got)
 		token, _ = page.Str("nextPageToken")
 	}
 	return more, token, nil
+}
+
+// fillFrom reads the page after token for fill and returns the caller's
+// tasks of it (at most need), sealed, with the page read. What the pages
+// weigh is charged to the answer's share of the budget (a Part) while they
+// are read, and given back but for the tasks kept.
+func (p *pager) fillFrom(need int, token string) (got [][]byte, page *jsonrpc.Object, err error) {
+	part := p.x.hold.Part()
+	defer part.Release()
+	page, ts, err := p.grown(part, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine, err := p.x.whose(ts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if at := nth(mine, need); at >= 0 && at+1 < len(mine) && p.pages < relay.MaxListPages {
+		// More of the caller's than needed: read up to the last one
+		// needed, for the server's token after it.
+		if page, ts, err = p.read(part, token, at+1); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, _, err = p.x.keepPage(ts, need, &got); err != nil {
+		return nil, nil, err
+	}
+	for _, b := range got {
+		part.Keep(int64(len(b)))
+	}
+	return got, page, nil
 }
 
 // ahead is the nextPageToken of a page whose last task read leaves the
@@ -235,13 +252,15 @@ func (p *pager) fill(need int, token string) (more [][]byte, next string, err er
 // most often the caller's), the next grown.
 func (p *pager) ahead(token string) (string, error) {
 	return relay.Ahead(token, func() bool { return p.pages < relay.MaxListPages }, func(at string, first bool) (bool, string, error) {
+		part := p.x.hold.Part() // the page is dropped once read: nothing kept
+		defer part.Release()
 		var page *jsonrpc.Object
 		var ts *jsonrpc.Array
 		var err error
 		if first {
-			page, ts, err = p.read(at, 1)
+			page, ts, err = p.read(part, at, 1)
 		} else {
-			page, ts, err = p.grown(at)
+			page, ts, err = p.grown(part, at)
 		}
 		if err != nil {
 			return false, "", err
@@ -270,8 +289,9 @@ func nth(mine []bool, n int) int {
 // read asks the server for the page of the caller's ListTasks (its params
 // as forwarded) after token, size tasks long, with the caller's
 // credentials unless strip says the upstream must not see them (as readState
-// does), and returns the result and its tasks (nil when it holds none).
-func (p *pager) read(token string, size int) (*jsonrpc.Object, *jsonrpc.Array, error) {
+// does), and returns the result and its tasks (nil when it holds none); the
+// page's bytes are charged to part.
+func (p *pager) read(part *listener.Hold, token string, size int) (*jsonrpc.Object, *jsonrpc.Array, error) {
 	x := p.x
 	p.pages++
 	params, err := decodeParams(x.call.Params)
@@ -282,7 +302,7 @@ func (p *pager) read(token string, size int) (*jsonrpc.Object, *jsonrpc.Array, e
 		params = map[string]any{}
 	}
 	params["pageToken"], params["pageSize"] = token, size
-	b, err := x.s.own(x.ctx(), x.req, x.strip, a2a.MethodListTasks, "warden-list", params)
+	b, err := x.s.own(x.ctx(), x.req, x.strip, part, a2a.MethodListTasks, "warden-list", params)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -311,8 +331,9 @@ func (p *pager) read(token string, size int) (*jsonrpc.Object, *jsonrpc.Array, e
 
 // own sends a request of Warden's own (method, with params; id its
 // JSON-RPC id) for the caller's request r, with the caller's credentials
-// unless strip, and returns the answer as relay.Own read it.
-func (s *Server) own(ctx context.Context, r *http.Request, strip bool, method, id string, params map[string]any) ([]byte, error) {
+// unless strip, and returns the answer as relay.Own read it, its bytes
+// charged to held (the answer budget's share they are held in).
+func (s *Server) own(ctx context.Context, r *http.Request, strip bool, held *listener.Hold, method, id string, params map[string]any) ([]byte, error) {
 	body, err := jsonrpc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
 		return nil, err
@@ -329,5 +350,5 @@ func (s *Server) own(ctx context.Context, r *http.Request, strip bool, method, i
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return relay.Own{Server: "A2A server", Request: method, Types: jsonType, Limit: "a2a.max_response_bytes", Max: s.cfg.MaxResponseBytes}.Read(resp)
+	return relay.Own{Server: "A2A server", Request: method, Types: jsonType, Limit: "a2a.max_response_bytes", Max: s.cfg.MaxResponseBytes, Held: held}.Read(resp)
 }

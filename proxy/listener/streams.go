@@ -27,8 +27,10 @@ type StreamLimits struct {
 	// file descriptors.
 	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
 	// AnswerBytes is the bytes of answers Warden reads whole to check them
-	// (JSON answers) that the requests in flight may hold together (default
-	// 64 MiB, the default max_response_bytes). One answer alone always
+	// (JSON answers, and the answers to its own requests: a task's state, a
+	// tool list, the list pages it reads to fill a caller's page) that the
+	// requests in flight may hold together (default 64 MiB, the default
+	// max_response_bytes). One answer alone always
 	// fits, up to max_response_bytes; a second that would pass the budget
 	// becomes a 503 with Retry-After and a JSON-RPC error. Decoding costs
 	// a multiple of the bytes held, so this bounds memory to that multiple.
@@ -116,6 +118,10 @@ func (b *Busy) Error() string { return b.Msg }
 
 // Unwrap returns Err.
 func (b *Busy) Unwrap() error { return b.Err }
+
+// ClientCause is what a client may be told of the refusal (gate.Cause):
+// its message, which names the setting, never an address.
+func (b *Busy) ClientCause() string { return b.Msg }
 
 // HTTPStatus is the status the refusal is answered with.
 func (b *Busy) HTTPStatus() int { return b.Status }
@@ -209,7 +215,8 @@ var ErrAnswerBudget = errors.New("answer bytes in flight over the budget")
 // Hold is one request's share of the answer bytes in flight.
 type Hold struct {
 	s  *Streams
-	n  int64
+	of *Hold      // the share a Part is a part of; nil for a request's own
+	n  int64      // its parts' bytes included
 	rd heldReader // the first Reader's, in the Hold's allocation
 }
 
@@ -224,18 +231,51 @@ func (s *Streams) HoldIn(h *Hold) *Hold {
 	return h
 }
 
+// Part returns a part of h's share, for an answer Warden reads itself
+// while h's answer is made (a page of a list it reads to fill the caller's
+// page or to look ahead, security.md X1): what the part reads is charged to
+// the budget as h's own bytes (the request with its parts alone always
+// fits), Keep moves bytes of it to h (what the caller's answer keeps of
+// it), and Release gives back the rest once the answer it read is dropped.
+// A part is released before h. nil (charging nothing) when h is nil or
+// holds for no Streams (an exchange whose answer is not being read).
+func (h *Hold) Part() *Hold {
+	if h == nil || h.s == nil {
+		return nil
+	}
+	return &Hold{s: h.s, of: h}
+}
+
+// Keep moves n of the part's bytes (at most what it holds) to the share it
+// is a part of, which holds them until its own Release.
+func (h *Hold) Keep(n int64) {
+	if h == nil || h.of == nil {
+		return
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.n -= min(max(n, 0), h.n)
+}
+
 // charge takes n more bytes: granted within the budget, or when this share
-// is the only one holding any (an answer alone always fits).
+// (with its parts, or the share this part is a part of) is the only one
+// holding any (an answer alone always fits).
 func (h *Hold) charge(n int64) bool {
-	s := h.s
+	s, own := h.s, h
+	if h.of != nil {
+		own = h.of
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held+n > s.lim.AnswerBytes && s.held != h.n {
+	if s.held+n > s.lim.AnswerBytes && s.held != own.n {
 		s.refused++
 		return false
 	}
 	s.held += n
 	h.n += n
+	if h.of != nil {
+		h.of.n += n
+	}
 	return true
 }
 
@@ -255,19 +295,30 @@ func (s *Streams) Answers() AnswerStats {
 	return AnswerStats{Held: s.held, Refused: s.refused}
 }
 
-// Release gives back every byte the share took.
+// Release gives back every byte the share took (a part: but those it
+// kept).
 func (h *Hold) Release() {
+	if h == nil || h.s == nil {
+		return
+	}
 	s := h.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held -= h.n
+	if h.of != nil {
+		h.of.n -= h.n
+	}
 	h.n = 0
 }
 
 // Reader charges every byte read from r to the share; a read past the
 // budget fails with BudgetBusy's refusal (which is ErrAnswerBudget), so
-// that the caller can answer with it as it is.
+// that the caller can answer with it as it is. A nil share charges
+// nothing: r itself.
 func (h *Hold) Reader(r io.Reader) io.Reader {
+	if h == nil {
+		return r
+	}
 	if h.rd.h != nil {
 		return &heldReader{r: r, h: h}
 	}

@@ -80,6 +80,59 @@ func TestStreamsAnswerBudget(t *testing.T) {
 	}
 }
 
+// TestStreamsAnswerBudgetParts (security.md X1): a part of a share (an
+// answer Warden reads itself while the share's answer is made) is charged
+// as the share's own bytes: alone, the share and its parts always fit;
+// beside another, a part past the budget is refused. Release gives back the
+// part's bytes but those Keep moved to the share, which holds them until
+// its own Release. A nil share's part charges nothing.
+func TestStreamsAnswerBudgetParts(t *testing.T) {
+	s := NewStreams("a2a", StreamLimits{Max: 10, PerPrincipal: 10, AnswerBytes: 10})
+	read := func(h *Hold, n int) error {
+		_, err := io.ReadAll(h.Reader(bytes.NewReader(make([]byte, n))))
+		return err
+	}
+	own := s.Hold()
+	if err := read(own, 8); err != nil {
+		t.Fatal(err)
+	}
+	part := own.Part()
+	if err := read(part, 20); err != nil {
+		t.Fatalf("a part of the one share holding any, past the budget: %v", err)
+	}
+	part.Keep(3)
+	part.Release()
+	if got, want := s.Answers().Held, int64(11); got != want {
+		t.Errorf("after the part's release: %d held, want %d (8 and the 3 kept)", got, want)
+	}
+	other := s.Hold()
+	if err := read(other, 1); !errors.Is(err, ErrAnswerBudget) {
+		t.Fatalf("another answer past the budget: %v", err)
+	}
+	own.Release()
+	if err := read(other, 6); err != nil {
+		t.Fatal(err)
+	}
+	part = s.Hold().Part()
+	if err := read(part, 5); !errors.Is(err, ErrAnswerBudget) {
+		t.Fatalf("a part past the budget beside another answer: %v", err)
+	}
+	part.Release()
+	if got, want := s.Answers(), (AnswerStats{Held: 6, Refused: 2}); got != want {
+		t.Errorf("Answers %+v, want %+v", got, want)
+	}
+	var none *Hold
+	if err := read(none.Part(), 100); err != nil {
+		t.Fatal(err)
+	}
+	none.Part().Keep(1)
+	none.Part().Release()
+	var unset Hold
+	if unset.Part() != nil {
+		t.Error("a share holding for no Streams made a part")
+	}
+}
+
 // TestStreamsAnswerBudgetEvents: an event stream gives its share back after
 // each event, so a long stream holds no more than about one event of the
 // budget, and another answer still fits beside it.

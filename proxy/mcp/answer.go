@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentwarden/warden/proxy/gate"
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -392,28 +393,17 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 	var more [][]byte // the caller's items of the next pages, sealed
 	pages, reads := 1, !x.dry && x.req != nil
 	for ; reads && cursor != "" && n+len(more) < max(size, 1) && pages < relay.MaxListPages; pages++ {
-		next, items, err := x.nextPage(cursor)
-		if err != nil {
+		if more, cursor, err = x.fillFrom(more, cursor); err != nil {
 			return fmt.Errorf("tasks/list page: %w", err)
-		}
-		cursor, _ = next.Str("nextCursor")
-		_, _, mine, err := x.keepOwn(next, items)
-		if err != nil {
-			return fmt.Errorf("tasks/list page: %w", err)
-		}
-		for _, t := range mine {
-			b, err := x.sealed(t)
-			if err != nil {
-				return fmt.Errorf("tasks/list page: %w", err)
-			}
-			more = append(more, b)
 		}
 	}
 	if reads {
 		// A cursor only when another of the caller's tasks follows.
 		cursor, err = relay.Ahead(cursor, func() bool { return pages < relay.MaxListPages }, func(at string, _ bool) (bool, string, error) {
 			pages++
-			next, items, err := x.nextPage(at)
+			part := x.hold.Part() // the page is dropped once read: nothing kept
+			defer part.Release()
+			next, items, err := x.nextPage(part, at)
 			if err != nil {
 				return false, "", err
 			}
@@ -447,11 +437,38 @@ func (x *exchange) listPage(res *jsonrpc.Object) error {
 	return nil
 }
 
+// fillFrom appends to more the caller's items of the upstream's page after
+// cursor, sealed, and returns them with the page's nextCursor. What the
+// page weighs is charged to the answer's share of the budget (a Part)
+// while it is read, and given back but for the items kept.
+func (x *exchange) fillFrom(more [][]byte, cursor string) ([][]byte, string, error) {
+	part := x.hold.Part()
+	defer part.Release()
+	next, items, err := x.nextPage(part, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	cursor, _ = next.Str("nextCursor")
+	_, _, mine, err := x.keepOwn(next, items)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, t := range mine {
+		b, err := x.sealed(t)
+		if err != nil {
+			return nil, "", err
+		}
+		part.Keep(int64(len(b)))
+		more = append(more, b)
+	}
+	return more, cursor, nil
+}
+
 // nextPage reads the upstream's tasks/list page after cursor with Warden's
 // own tasks/list, as the caller (its credentials, session and _meta), and
-// returns it with its tasks (nil: none).
-func (x *exchange) nextPage(cursor string) (*jsonrpc.Object, *jsonrpc.Array, error) {
-	next, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
+// returns it with its tasks (nil: none), its bytes charged to part.
+func (x *exchange) nextPage(part *listener.Hold, cursor string) (*jsonrpc.Object, *jsonrpc.Array, error) {
+	next, err := x.s.call(x.req.Context(), x.req, x.strip, part, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
 	if err == nil && next == nil {
 		err = errors.New("an error answer")
 	}

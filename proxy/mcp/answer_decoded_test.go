@@ -208,7 +208,7 @@ func (x *exchange) listPageDecoded(res map[string]any) error {
 	}
 	cursor, _ := res["nextCursor"].(string)
 	page := func(cursor string) (map[string]any, error) {
-		nextObj, err := x.s.call(x.req.Context(), x.req, x.strip, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
+		nextObj, err := x.s.call(x.req.Context(), x.req, x.strip, nil, x.sid, x.call.Params, mcp.MethodList, map[string]any{"cursor": cursor})
 		var next map[string]any
 		if nextObj != nil {
 			next, _ = decode(nextObj.Source())

@@ -56,18 +56,11 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := s.call(ctx, r, strip, sid, callerParams, mcp.MethodToolsList, params)
-		if err == nil && res == nil {
-			err = errors.New("an error answer")
-		}
+		v, found, next, err := s.toolsPage(ctx, r, strip, principal, sid, callerParams, params, name)
 		if err != nil {
 			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", err)
 		}
-		v, found := s.learnTools(principal, sid, res, name)
-		cursor, _ = str(res, "nextCursor")
-		if res != nil && res.Err() != nil {
-			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", errAmbiguous)
-		}
+		cursor = next
 		if found {
 			return v, nil
 		}
@@ -76,6 +69,28 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 		}
 	}
 	return tool{}, fmt.Errorf("tools/list for taskSupport: more than %d pages", maxToolPages)
+}
+
+// toolsPage reads one page of tools/list (params) for taskSupport and
+// learns it: what it knows of the tool name when the page lists it, and the
+// page's nextCursor. The page is charged to the answer budget while it is
+// read and learned (security.md X1).
+func (s *Server) toolsPage(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, params map[string]any, name string) (v tool, found bool, next string, err error) {
+	held := s.streams.Hold()
+	defer held.Release()
+	res, err := s.call(ctx, r, strip, held, sid, callerParams, mcp.MethodToolsList, params)
+	if err == nil && res == nil {
+		err = errors.New("an error answer")
+	}
+	if err != nil {
+		return tool{}, false, "", err
+	}
+	v, found = s.learnTools(principal, sid, res, name)
+	next, _ = str(res, "nextCursor")
+	if res.Err() != nil {
+		return tool{}, false, "", errAmbiguous
+	}
+	return v, found, next, nil
 }
 
 // forgetTools forgets the taskSupport learned for a principal's session,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentwarden/warden/proxy/listener"
 	"github.com/agentwarden/warden/proxy/mcp/tasks"
 	"github.com/agentwarden/warden/proxy/relay"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -20,8 +21,10 @@ import (
 // taskSupport) upstream with the caller's credentials (none with strip, as
 // forward sends none), session and protocol version, and returns the result,
 // read for its members (nil for an error answer): the names the caller
-// reads from it are held as every answer's are (its Err).
-func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, method string, params map[string]any) (*jsonrpc.Object, error) {
+// reads from it are held as every answer's are (its Err). The answer's
+// bytes are charged to held, the share of the answer budget they are held
+// in (security.md X1).
+func (s *Server) call(ctx context.Context, r *http.Request, strip bool, held *listener.Hold, sid string, callerParams json.RawMessage, method string, params map[string]any) (*jsonrpc.Object, error) {
 	if meta := metaOf(callerParams); len(meta) > 0 {
 		params["_meta"] = meta
 	}
@@ -51,7 +54,7 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return nil, fmt.Errorf("%s upstream: %w", method, err)
 	}
 	defer resp.Body.Close()
-	own := relay.Own{Server: "MCP server", Request: method, Types: ownTypes, Limit: "mcp.max_response_bytes", Max: s.cfg.MaxResponseBytes}
+	own := relay.Own{Server: "MCP server", Request: method, Types: ownTypes, Limit: "mcp.max_response_bytes", Max: s.cfg.MaxResponseBytes, Held: held}
 	if err := own.Check(resp); err != nil {
 		return nil, err
 	}
@@ -67,10 +70,10 @@ func (s *Server) call(ctx context.Context, r *http.Request, strip bool, sid stri
 		return data, true
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		err = relay.CopyEvents(io.Discard, func() {}, resp.Body, relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes), Readers: &s.sse})
+		err = relay.CopyEvents(io.Discard, func() {}, own.Body(resp), relay.Events{Data: pick, Max: relay.EventMax(s.cfg.MaxResponseBytes), Readers: &s.sse})
 	} else {
 		var b []byte
-		if b, err = relay.ReadBody(resp.Body, s.cfg.MaxResponseBytes); err == nil {
+		if b, err = relay.ReadBody(own.Body(resp), s.cfg.MaxResponseBytes); err == nil {
 			pick(b)
 		}
 	}
@@ -107,7 +110,9 @@ func metaOf(params json.RawMessage) json.RawMessage {
 // readStatus asks the upstream for a task's status and lastUpdatedAt
 // (tasks/get).
 func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (tasks.View, error) {
-	res, err := s.call(ctx, r, strip, sid, callerParams, mcp.MethodGet, map[string]any{"taskId": id})
+	held := s.streams.Hold()
+	defer held.Release()
+	res, err := s.call(ctx, r, strip, held, sid, callerParams, mcp.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
 		return tasks.View{}, err
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +22,12 @@ type Own struct {
 	Types   []string // the media types Warden reads, the first the usual
 	Limit   string   // the setting that bounds the body: "mcp.max_response_bytes"
 	Max     int64    // its value (-1: no bound)
+	// Held, when set, is the share of the answer budget
+	// (streams.answer_bytes) the body's bytes are charged to as they are
+	// read (listener.Hold: a read past the budget fails with its refusal):
+	// Warden's own reads hold answer bytes in flight as the caller's
+	// answers do (security.md X1).
+	Held interface{ Reader(io.Reader) io.Reader }
 }
 
 // Unusable is an answer to a request of Warden's own that Warden cannot
@@ -71,12 +78,20 @@ func (o Own) Over(err error) error {
 	return err
 }
 
-// Read checks resp (Check) and reads its body whole within Max.
+// Body is resp's body as Warden reads it: through Held when set.
+func (o Own) Body(resp *http.Response) io.Reader {
+	if o.Held == nil {
+		return resp.Body
+	}
+	return o.Held.Reader(resp.Body)
+}
+
+// Read checks resp (Check) and reads its body (Body) whole within Max.
 func (o Own) Read(resp *http.Response) ([]byte, error) {
 	if err := o.Check(resp); err != nil {
 		return nil, err
 	}
-	b, err := ReadBody(resp.Body, o.Max)
+	b, err := ReadBody(o.Body(resp), o.Max)
 	return b, o.Over(err)
 }
 
