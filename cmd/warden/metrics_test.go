@@ -237,15 +237,25 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 }
 
+// sidecar is protocol's sidecar door with methods, its requests counted by
+// o, as a door takes it when built (proxy.Enforcer.Door).
+func sidecar(o proxy.Observer, protocol string, methods ...string) *proxy.Door {
+	p := &proxy.Protocol{Name: protocol, Methods: map[string]bool{}}
+	for _, m := range methods {
+		p.Methods[m] = true
+	}
+	return proxy.NewDoor(p, proxy.DoorSidecar, o)
+}
+
 // BenchmarkRequestMetrics is what the request metrics cost a request: the
 // in-flight gauge up and down, the counter and the histogram.
 func BenchmarkRequestMetrics(b *testing.B) {
-	m := newMetrics(newRegistry())
-	s := proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: "tools/call", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	d := sidecar(newMetrics(newRegistry()), "mcp", "tools/call")
+	r, s := d.Requests(), d.ServedAs("tools/call", proxy.OutcomeAllowed, time.Millisecond)
 	b.ReportAllocs()
 	for b.Loop() {
-		m.Started("mcp", proxy.DoorSidecar)
-		m.Served(s)
+		r.Started()
+		r.Served(s)
 	}
 }
 
@@ -254,12 +264,12 @@ func BenchmarkRequestMetrics(b *testing.B) {
 // the observers the enforcer is given (build).
 func BenchmarkMessageMetrics(b *testing.B) {
 	var o proxy.Observer = observers{newMetrics(newRegistry())}
-	r := o.(proxy.RequestObserver)
-	s := proxy.Served{Protocol: "macp", Door: proxy.DoorSidecar, Method: "Send", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	door := sidecar(o, "macp", "Send")
+	r, s := door.Requests(), door.ServedAs("Send", proxy.OutcomeAllowed, time.Millisecond)
 	d := proxy.Decision{Protocol: "macp", Allow: true, Reason: rules.ReasonAllowed, Type: "TaskUpdate", Mode: macp.ModeTask}
 	b.ReportAllocs()
 	for b.Loop() {
-		r.Started("macp", proxy.DoorSidecar)
+		r.Started()
 		o.Decided(d, time.Millisecond)
 		r.Served(s)
 	}
@@ -272,15 +282,16 @@ func BenchmarkMessageMetrics(b *testing.B) {
 func TestRequestMetricsSeries(t *testing.T) {
 	reg := newRegistry()
 	m := newMetrics(reg)
+	doors := []*proxy.Door{sidecar(m, "mcp", "tools/call", "tasks/get"), sidecar(m, "mcp", "tools/call", "tasks/get")}
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			method := []string{"tools/call", "tasks/get"}[w%2]
+			method, door := []string{"tools/call", "tasks/get"}[w%2], doors[w/2%2]
 			for range each {
-				m.Started("mcp", proxy.DoorSidecar)
+				door.Requests().Started()
 				m.Decided(proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: method, Mode: "mcp"}, time.Millisecond)
-				m.Served(proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: method, Outcome: proxy.OutcomeAllowed, Took: time.Millisecond})
+				door.Requests().Served(door.ServedAs(method, proxy.OutcomeAllowed, time.Millisecond))
 			}
 		})
 	}
@@ -343,14 +354,15 @@ func TestDecisionSeriesLabels(t *testing.T) {
 // core at once, with a decision.
 func BenchmarkRequestMetricsParallel(b *testing.B) {
 	m := newMetrics(newRegistry())
-	s := proxy.Served{Protocol: "mcp", Door: proxy.DoorSidecar, Method: "tools/call", Outcome: proxy.OutcomeAllowed, Took: time.Millisecond}
+	door := sidecar(m, "mcp", "tools/call")
+	r, s := door.Requests(), door.ServedAs("tools/call", proxy.OutcomeAllowed, time.Millisecond)
 	d := proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: "tools/call", Mode: "mcp"}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Started("mcp", proxy.DoorSidecar)
+			r.Started()
 			m.Decided(d, time.Millisecond)
-			m.Served(s)
+			r.Served(s)
 		}
 	})
 }
