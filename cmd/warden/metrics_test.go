@@ -281,9 +281,11 @@ func BenchmarkMessageMetrics(b *testing.B) {
 }
 
 // TestRequestMetricsSeries: the request and decision metrics, counted
-// through the series each label set resolves to once, count every request
-// and decision of every label set, from many goroutines at once, as
-// WithLabelValues at each call did; the in-flight gauge is back to 0.
+// through the series each door keeps by slot and each label set resolves
+// to once, count every request and decision of every label set, from many
+// goroutines and two doors of one protocol at once, as WithLabelValues at
+// each call did; the in-flight gauge is back to 0. Each method and outcome
+// is counted a different number of times, so that series mixed up show.
 func TestRequestMetricsSeries(t *testing.T) {
 	reg := newRegistry()
 	m := newMetrics(reg)
@@ -292,27 +294,36 @@ func TestRequestMetricsSeries(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			method, door := []string{"tools/call", "tasks/get"}[w%2], doors[w/2%2]
-			for range each {
-				door.Requests().Started()
-				m.Decided(proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: method, Mode: "mcp"}, time.Millisecond)
-				door.Requests().Served(door.ServedAs(method, proxy.OutcomeAllowed, time.Millisecond))
+			door := doors[w%2]
+			for i := range each {
+				for _, r := range []struct {
+					method, outcome string
+					n               int
+				}{{"tools/call", proxy.OutcomeAllowed, 1}, {"tasks/get", proxy.OutcomeAllowed, 2}, {"tasks/get", proxy.OutcomeDenied, 3}, {"made/up", proxy.OutcomeError, i % 2}} {
+					for range r.n {
+						door.Requests().Started()
+						door.Requests().Served(door.ServedAs(r.method, r.outcome, time.Millisecond))
+					}
+				}
+				m.Decided(proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: "tools/call", Mode: "mcp"}, time.Millisecond)
+				m.Decided(proxy.Decision{Protocol: "mcp", Allow: true, Reason: rules.ReasonAllowed, Type: "tasks/get", Mode: "mcp"}, time.Millisecond)
 			}
 		})
 	}
 	wg.Wait()
 	out := scrape(t, &admin{reg: reg, ready: func() error { return nil }})
-	for _, want := range []string{
-		`warden_requests_total{door="sidecar",method="tools/call",outcome="allowed",protocol="mcp"} 200`,
-		`warden_requests_total{door="sidecar",method="tasks/get",outcome="allowed",protocol="mcp"} 200`,
-		`warden_request_duration_seconds_count{door="sidecar",method="tasks/get",outcome="allowed",protocol="mcp"} 200`,
+	hasLines(t, out,
+		`warden_requests_total{door="sidecar",method="tools/call",outcome="allowed",protocol="mcp"} 400`,
+		`warden_requests_total{door="sidecar",method="tasks/get",outcome="allowed",protocol="mcp"} 800`,
+		`warden_requests_total{door="sidecar",method="tasks/get",outcome="denied",protocol="mcp"} 1200`,
+		`warden_requests_total{door="sidecar",method="other",outcome="error",protocol="mcp"} 200`,
+		`warden_request_duration_seconds_count{door="sidecar",method="tasks/get",outcome="denied",protocol="mcp"} 1200`,
 		`warden_requests_in_flight{door="sidecar",protocol="mcp"} 0`,
-		`warden_decisions_total{auth_reason="",decision="allow",message_type="tools/call",mode="mcp",protocol="mcp",reason="allowed"} 200`,
-		`warden_decision_seconds_count{protocol="mcp"} 400`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %s", want)
-		}
+		`warden_decisions_total{auth_reason="",decision="allow",message_type="tools/call",mode="mcp",protocol="mcp",reason="allowed"} 400`,
+		`warden_decision_seconds_count{protocol="mcp"} 800`,
+	)
+	if n := strings.Count(out, "\nwarden_requests_total{"); n != 4 {
+		t.Errorf("%d request series, want 4", n)
 	}
 }
 
