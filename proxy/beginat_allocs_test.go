@@ -17,16 +17,17 @@ import (
 func TestBeginAtAllocs(t *testing.T) {
 	e := plainEnforcer(t)
 	src := Source{Client: "192.0.2.7:41234", RequestID: "req-1", Method: "POST", Path: "/mcp"}
+	door := e.Door(testProtocols["mcp"], DoorSidecar)
 	var kept []*Flight
 	if n := testing.AllocsPerRun(100, func() {
-		_, f := e.BeginAt(context.Background(), src, testProtocols["mcp"], DoorSidecar, nil)
+		_, f := e.BeginAt(context.Background(), src, door, nil)
 		f.End(false)
 		kept = append(kept[:0], f)
 	}); n > 1 {
 		t.Errorf("%v allocations, want 1", n)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		_, f := e.Begin(WithSource(context.Background(), src), testProtocols["mcp"], DoorSidecar, nil)
+		_, f := e.Begin(WithSource(context.Background(), src), door, nil)
 		f.End(false)
 		kept = append(kept[:0], f)
 	}); n != 2 {

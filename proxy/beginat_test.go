@@ -11,7 +11,7 @@ import (
 func TestBeginAt(t *testing.T) {
 	e := plainEnforcer(t)
 	src := Source{Client: "192.0.2.7:41234", RequestID: "req-1", Method: "POST", Path: "/mcp"}
-	ctx, f := e.BeginAt(context.Background(), src, testProtocols["mcp"], DoorSidecar, nil)
+	ctx, f := e.BeginAt(context.Background(), src, e.Door(testProtocols["mcp"], DoorSidecar), nil)
 	defer f.End(false)
 	if got := SourceOf(ctx); got != src {
 		t.Errorf("source %+v, want %+v", got, src)
@@ -26,7 +26,7 @@ func TestBeginAt(t *testing.T) {
 	if got := SourceOf(WithSource(ctx, inner)); got != inner {
 		t.Errorf("below the flight: %+v, want %+v", got, inner)
 	}
-	if _, g := e.Begin(context.Background(), testProtocols["mcp"], DoorSidecar, nil); SourceOf(g) != (Source{}) {
+	if _, g := e.Begin(context.Background(), e.Door(testProtocols["mcp"], DoorSidecar), nil); SourceOf(g) != (Source{}) {
 		t.Errorf("Begin's flight carries a source: %+v", SourceOf(g))
 	}
 }

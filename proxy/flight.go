@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,20 +34,117 @@ const (
 	OutcomeError = "error"
 )
 
+// The outcomes by number (Flight.End, Served.Slot).
+const (
+	allowed = iota
+	denied
+	failed
+)
+
+// outcomes are the outcomes' labels by number.
+var outcomes = [...]string{allowed: OutcomeAllowed, denied: OutcomeDenied, failed: OutcomeError}
+
 // Served is one request a door served, as the request metrics count it.
 // Every label is from a closed set: Method is one of the protocol's known
 // methods (Protocol.Methods), else "other".
 type Served struct {
 	Protocol, Door, Method, Outcome string
 	Took                            time.Duration
+	slot                            int
 }
+
+// Slot numbers the request's method and outcome together, below its
+// door's Slots: the same pair, the same slot, at every request of the
+// door. An observer's series for the pair can be kept by it (Requests).
+func (s Served) Slot() int { return s.slot }
 
 // RequestObserver is what an Observer may also implement to see every
 // request of every door from its arrival (Started) to its answer (Served):
 // the in-flight gauges, the request counters and the duration histogram.
+// It is asked once per door, when the door is built (Door), for the
+// series of that door's requests, so that a request counted looks up
+// none of its labels.
 type RequestObserver interface {
-	Started(protocol, door string)
+	Requests(d *Door) Requests
+}
+
+// Requests counts one door's requests (RequestObserver): Started when one
+// arrives, Served when it is answered. Safe for concurrent use.
+type Requests interface {
+	Started()
 	Served(Served)
+}
+
+// Door is one protocol's requests at one door, as the door begins their
+// flights (Begin): built once with the door (NewDoor, Enforcer.Door), its
+// methods numbered and the observer's series for them taken (Requests).
+type Door struct {
+	proto  *Protocol
+	name   string
+	labels []string       // the method labels by number, "other" last
+	number map[string]int // a method label's number
+	reqs   Requests       // nil: requests not counted
+}
+
+// NewDoor is protocol p's requests at door (DoorSidecar, DoorExtAuthz),
+// counted by o when it is a RequestObserver. p must not change after.
+func NewDoor(p *Protocol, door string, o Observer) *Door {
+	d := &Door{proto: p, name: door, labels: slices.Sorted(maps.Keys(p.Methods)), number: make(map[string]int, len(p.Methods))}
+	d.labels = append(d.labels, "other")
+	for i, m := range d.labels[:len(d.labels)-1] {
+		d.number[m] = i
+	}
+	if r, ok := o.(RequestObserver); ok {
+		d.reqs = r.Requests(d)
+	}
+	return d
+}
+
+// Door is NewDoor with the Enforcer's observer: what a door takes once,
+// when it is built, to begin its requests' flights.
+func (e *Enforcer) Door(p *Protocol, door string) *Door { return NewDoor(p, door, e.observer) }
+
+// Protocol is the door's protocol.
+func (d *Door) Protocol() *Protocol { return d.proto }
+
+// Name is the door's metric label (DoorSidecar, DoorExtAuthz).
+func (d *Door) Name() string { return d.name }
+
+// Slots is how many method and outcome pairs the door's requests are
+// counted under (Served.Slot).
+func (d *Door) Slots() int { return len(d.labels) * len(outcomes) }
+
+// Requests is the observer's series of the door's requests (nil when its
+// requests are not counted).
+func (d *Door) Requests() Requests { return d.reqs }
+
+// ServedAs is what a request of the door's with method (a method of the
+// protocol, else counted as other) and outcome, answered in took, is
+// served as.
+func (d *Door) ServedAs(method, outcome string, took time.Duration) Served {
+	o := slices.Index(outcomes[:], outcome)
+	if o < 0 {
+		o = failed
+	}
+	return d.served(d.method(method), o, took)
+}
+
+// served is the Served of a request of method number m and outcome number o.
+func (d *Door) served(m, o int, took time.Duration) Served {
+	return Served{Protocol: d.proto.Name, Door: d.name, Method: d.labels[m], Outcome: outcomes[o], Took: took, slot: m*len(outcomes) + o}
+}
+
+// method is m's number when it is one of the protocol's methods, else
+// other's (a gRPC method is named without its service).
+func (d *Door) method(m string) int {
+	p := d.proto
+	if p.Service != "" && len(m) > len(p.Service)+1 && m[0] == '/' && m[len(p.Service)+1] == '/' && m[1:len(p.Service)+1] == p.Service {
+		m = m[len(p.Service)+2:]
+	}
+	if i, ok := d.number[m]; ok {
+		return i
+	}
+	return len(d.labels) - 1
 }
 
 // Flight is one request a door serves, from Begin to End: it counts the
@@ -57,10 +156,8 @@ type RequestObserver interface {
 // and deadline its parent's, FlightOf finds it; one allocation per request.
 type Flight struct {
 	context.Context
-	obs            RequestObserver
-	proto          *Protocol
-	protocol, door string
-	method         string // set by the door's goroutine before End
+	door           *Door
+	method         int // the method's number (Door.method), set by the door's goroutine before End
 	began          time.Time
 	denied, failed atomic.Bool
 	span           trace.Span // nil when not traced
@@ -75,7 +172,7 @@ type flightKey struct{}
 // Protocol is what the core knows of one protocol's requests, to count and
 // trace them (Begin): each protocol's front door gives its own
 // (proxy/gate for MCP and A2A, proxy/macp/admission for MACP). It must not
-// be changed once a flight uses it.
+// be changed once a door uses it (NewDoor).
 type Protocol struct {
 	// Name is the protocol's metric label ("macp", "mcp", "a2a").
 	Name string
@@ -90,44 +187,31 @@ type Protocol struct {
 	Service string
 }
 
-// label is m when it is one of p's methods, else "other" (a gRPC method is
-// named without its service).
-func (p *Protocol) label(m string) string {
-	if p.Service != "" && len(m) > len(p.Service)+1 && m[0] == '/' && m[len(p.Service)+1] == '/' && m[1:len(p.Service)+1] == p.Service {
-		m = m[len(p.Service)+2:]
-	}
-	if p.Methods[m] {
-		return m
-	}
-	return "other"
-}
-
-// Begin starts the flight of one request of protocol at door, in ctx. With
-// a tracer provider, the flight has a server span: a new one, the child of
+// Begin starts the flight of one request at door (Door: made by this
+// Enforcer when the door was built), in ctx. With a tracer provider, the flight has a server span: a new one, the child of
 // the trace context in from (the client's traceparent and tracestate) when
 // from is not nil, or, when from is nil, the span ctx already carries (the
 // MACP sidecar's, which otelgrpc starts). End must be called once.
-func (e *Enforcer) Begin(ctx context.Context, p *Protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
+func (e *Enforcer) Begin(ctx context.Context, door *Door, from propagation.TextMapCarrier) (context.Context, *Flight) {
 	f := new(Flight)
-	e.BeginIn(f, ctx, p, door, from)
+	e.BeginIn(f, ctx, door, from)
 	return f, f
 }
 
 // BeginIn is Begin for a flight the door holds in an allocation of its own
 // (the MACP relay's admitted call), f, which must be zero: the flight and
 // its context are f. f must not be copied once begun.
-func (e *Enforcer) BeginIn(f *Flight, ctx context.Context, p *Protocol, door string, from propagation.TextMapCarrier) {
-	protocol := p.Name
-	f.proto, f.protocol, f.door, f.began, f.method = p, protocol, door, time.Now(), "other"
-	if o, ok := e.observer.(RequestObserver); ok {
-		f.obs = o
-		o.Started(protocol, door)
+func (e *Enforcer) BeginIn(f *Flight, ctx context.Context, door *Door, from propagation.TextMapCarrier) {
+	f.door, f.began, f.method = door, time.Now(), len(door.labels)-1
+	if door.reqs != nil {
+		door.reqs.Started()
 	}
 	if e.tracer != nil {
 		if from != nil {
+			protocol := door.proto.Name
 			ctx = propagation.TraceContext{}.Extract(ctx, from)
 			ctx, f.span = e.tracer.Start(ctx, protocol, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(attribute.String("warden.protocol", protocol), attribute.String("warden.door", door)))
+				trace.WithAttributes(attribute.String("warden.protocol", protocol), attribute.String("warden.door", door.name)))
 			f.ownSpan = true
 		} else if s := trace.SpanFromContext(ctx); s.IsRecording() {
 			f.span = s
@@ -139,8 +223,8 @@ func (e *Enforcer) BeginIn(f *Flight, ctx context.Context, p *Protocol, door str
 // BeginAt is Begin for a request from src: the flight's context carries
 // the source as WithSource's would (every decision made on it records it),
 // in the flight's own allocation rather than a context of its own.
-func (e *Enforcer) BeginAt(ctx context.Context, src Source, p *Protocol, door string, from propagation.TextMapCarrier) (context.Context, *Flight) {
-	_, f := e.Begin(ctx, p, door, from)
+func (e *Enforcer) BeginAt(ctx context.Context, src Source, door *Door, from propagation.TextMapCarrier) (context.Context, *Flight) {
+	_, f := e.Begin(ctx, door, from)
 	f.src, f.hasSrc = src, true
 	return f, f
 }
@@ -169,7 +253,7 @@ func (f *Flight) SetMethod(m string) {
 	if f == nil {
 		return
 	}
-	f.method = f.proto.label(m)
+	f.method = f.door.method(m)
 }
 
 // SetPrincipal names on the server span whom the door authenticated
@@ -205,39 +289,40 @@ func (f *Flight) decided(d Decision) {
 		attribute.String("warden.principal", d.Principal), attribute.String("warden.reason", string(d.Reason)))
 }
 
-// End ends the flight: failed is set when the answer is an error (an
+// End ends the flight: answerFailed is set when the answer is an error (an
 // upstream failure, a server error status). The request is counted by its
 // outcome and its span ended (status Error for an error). Safe on a nil
 // flight and from any goroutine; only the first End counts.
-func (f *Flight) End(failed bool) {
+func (f *Flight) End(answerFailed bool) {
 	if f == nil || !f.ended.CompareAndSwap(false, true) {
 		return
 	}
-	outcome := OutcomeAllowed
+	o := allowed
 	switch {
-	case failed || f.failed.Load():
-		outcome = OutcomeError
+	case answerFailed || f.failed.Load():
+		o = failed
 	case f.denied.Load():
-		outcome = OutcomeDenied
+		o = denied
 	}
-	method := f.method
-	if f.obs != nil {
-		f.obs.Served(Served{Protocol: f.protocol, Door: f.door, Method: method, Outcome: outcome, Took: time.Since(f.began)})
+	d := f.door
+	if d.reqs != nil {
+		d.reqs.Served(d.served(f.method, o, time.Since(f.began)))
 	}
 	if f.span == nil {
 		return
 	}
+	method, outcome := d.labels[f.method], outcomes[o]
 	f.span.SetAttributes(attribute.String("rpc.method", method), attribute.String("warden.outcome", outcome))
 	if outcome == OutcomeError {
 		f.span.SetStatus(codes.Error, "")
 	}
 	if f.ownSpan {
-		if f.proto.Service != "" { // as otelgrpc names a call's span
+		if d.proto.Service != "" { // as otelgrpc names a call's span
 			f.span.SetAttributes(attribute.String("rpc.system", "grpc"))
-			f.span.SetName(f.proto.Service + "/" + method)
+			f.span.SetName(d.proto.Service + "/" + method)
 		} else {
 			f.span.SetAttributes(attribute.String("rpc.system", "jsonrpc"))
-			f.span.SetName(f.protocol + " " + method)
+			f.span.SetName(d.proto.Name + " " + method)
 		}
 		f.span.End()
 	}

@@ -46,7 +46,8 @@ type served struct {
 }
 
 func (s *served) Decided(Decision, time.Duration) {}
-func (s *served) Started(string, string)          { s.mu.Lock(); s.started++; s.mu.Unlock() }
+func (s *served) Requests(*Door) Requests         { return s }
+func (s *served) Started()                        { s.mu.Lock(); s.started++; s.mu.Unlock() }
 func (s *served) Served(x Served)                 { s.mu.Lock(); s.got = append(s.got, x); s.mu.Unlock() }
 
 // TestFlight: a request's outcome comes from the decisions made on its
@@ -84,11 +85,12 @@ func TestFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, f := e.Begin(context.Background(), testProtocols[tc.protocol], DoorSidecar, nil)
+			door := e.Door(testProtocols[tc.protocol], DoorSidecar)
+			_, f := e.Begin(context.Background(), door, nil)
 			if f.span != nil {
 				t.Fatal("a span without a carrier and none in the context")
 			}
-			ctx, f := e.Begin(context.Background(), testProtocols[tc.protocol], DoorSidecar, mapCarrier{})
+			ctx, f := e.Begin(context.Background(), door, mapCarrier{})
 			if tc.method != "" {
 				f.SetMethod(tc.method)
 			}
@@ -100,6 +102,9 @@ func TestFlight(t *testing.T) {
 			}
 			if g := obs.got[0]; g.Protocol != tc.protocol || g.Door != DoorSidecar || g.Method != tc.wantMethod || g.Outcome != tc.wantOutcome {
 				t.Errorf("served %+v, want method %s outcome %s", g, tc.wantMethod, tc.wantOutcome)
+			}
+			if g, want := obs.got[0].Slot(), door.ServedAs(tc.wantMethod, tc.wantOutcome, 0).Slot(); g != want {
+				t.Errorf("slot %d, want %d", g, want)
 			}
 			spans := rec.Ended()
 			if len(spans) != 1 {
@@ -119,6 +124,41 @@ func TestFlight(t *testing.T) {
 	}
 }
 
+// TestDoorSlots: a door numbers each of its protocol's methods and each
+// outcome into one slot below Slots, a different one per pair; a gRPC
+// method's path is its name's slot, and a method outside the table is
+// other's. Doors had no slots before.
+func TestDoorSlots(t *testing.T) {
+	for name, p := range testProtocols {
+		d := NewDoor(p, DoorSidecar, nil)
+		seen := map[int]string{}
+		for m := range p.Methods {
+			for _, o := range outcomes {
+				s := d.ServedAs(m, o, 0)
+				if s.Slot() < 0 || s.Slot() >= d.Slots() || seen[s.Slot()] != "" {
+					t.Errorf("%s %s %s: slot %d of %d, taken by %q", name, m, o, s.Slot(), d.Slots(), seen[s.Slot()])
+				}
+				seen[s.Slot()] = m + " " + o
+				if s.Method != m || s.Outcome != o || s.Protocol != p.Name || s.Door != DoorSidecar {
+					t.Errorf("%s: served %+v, want %s %s", name, s, m, o)
+				}
+				if p.Service != "" {
+					if g := d.ServedAs("/"+p.Service+"/"+m, o, 0); g != s {
+						t.Errorf("%s: the path of %s served %+v, want %+v", name, m, g, s)
+					}
+				}
+			}
+		}
+		other := d.ServedAs("other", OutcomeDenied, 0)
+		if g := d.ServedAs("made/up", OutcomeDenied, 0); g != other || g.Method != "other" || seen[g.Slot()] != "" {
+			t.Errorf("%s: an unknown method served %+v, other's %+v, the slot taken by %q", name, g, other, seen[g.Slot()])
+		}
+		if len(seen)+len(outcomes) != d.Slots() {
+			t.Errorf("%s: %d slots for %d methods and other", name, d.Slots(), len(p.Methods))
+		}
+	}
+}
+
 type mapCarrier map[string]string
 
 func (c mapCarrier) Get(k string) string { return c[k] }
@@ -129,7 +169,8 @@ func (c mapCarrier) Keys() []string      { return nil }
 type discard struct{}
 
 func (discard) Decided(Decision, time.Duration) {}
-func (discard) Started(string, string)          {}
+func (discard) Requests(*Door) Requests         { return discard{} }
+func (discard) Started()                        {}
 func (discard) Served(Served)                   {}
 
 // BenchmarkFlight is what the flight adds to one request: Begin, the
@@ -141,9 +182,10 @@ func BenchmarkFlight(b *testing.B) {
 		b.Fatal(err)
 	}
 	d := Decision{ID: "x", Allow: true, Reason: rules.ReasonAllowed}
+	door := e.Door(testProtocols["mcp"], DoorSidecar)
 	b.ReportAllocs()
 	for b.Loop() {
-		ctx, f := e.Begin(context.Background(), testProtocols["mcp"], DoorSidecar, nil)
+		ctx, f := e.Begin(context.Background(), door, nil)
 		f.SetMethod("tools/call")
 		e.decided(ctx, d, nil, 0)
 		f.End(false)

@@ -178,15 +178,51 @@ func (a *answerBudget) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Started implements proxy.RequestObserver.
-func (m *metrics) Started(protocol, door string) { m.inFlightOf.of([2]string{protocol, door}).Inc() }
+// Requests implements proxy.RequestObserver: the door's series, taken
+// once, when the door is built.
+func (m *metrics) Requests(d *proxy.Door) proxy.Requests {
+	return &doorSeries{m: m, protocol: d.Protocol().Name, door: d.Name(), served: make([]atomic.Pointer[requestSeries], d.Slots())}
+}
 
-// Served implements proxy.RequestObserver.
-func (m *metrics) Served(s proxy.Served) {
-	r := m.requestOf.of([4]string{s.Protocol, s.Door, s.Method, s.Outcome})
+// doorSeries are one door's request series (proxy.Requests): its in-flight
+// gauge, and each method and outcome's by its slot (proxy.Served.Slot), so
+// that a request counted looks none of its labels up. Each is made when
+// first counted, through the metrics' series by labels (a series is
+// exported once something is counted in it, as with WithLabelValues at
+// each request), and then kept; two goroutines making one at once find
+// the same.
+type doorSeries struct {
+	m              *metrics
+	protocol, door string
+	inFlight       atomic.Pointer[gauge]
+	served         []atomic.Pointer[requestSeries]
+}
+
+// gauge is a gauge held by an atomic.Pointer.
+type gauge struct{ prometheus.Gauge }
+
+// Started implements proxy.Requests.
+func (s *doorSeries) Started() {
+	g := s.inFlight.Load()
+	if g == nil {
+		g = &gauge{s.m.inFlightOf.of([2]string{s.protocol, s.door})}
+		s.inFlight.Store(g)
+	}
+	g.Inc()
+}
+
+// Served implements proxy.Requests.
+func (s *doorSeries) Served(x proxy.Served) {
+	slot := &s.served[x.Slot()]
+	r := slot.Load()
+	if r == nil {
+		c := s.m.requestOf.of([4]string{s.protocol, s.door, x.Method, x.Outcome})
+		r = &c
+		slot.Store(r)
+	}
 	r.inFlight.Dec()
 	r.count.Inc()
-	r.seconds.Observe(s.Took.Seconds())
+	r.seconds.Observe(x.Took.Seconds())
 }
 
 // requestSeries are a served request's series: its protocol and door's
@@ -311,21 +347,40 @@ func (o observers) SessionConflict() {
 	}
 }
 
-// Started implements proxy.RequestObserver for every observer that does.
-func (o observers) Started(protocol, door string) {
+// Requests implements proxy.RequestObserver for every observer that does:
+// the one's series when one does (the metrics), else all of theirs.
+func (o observers) Requests(d *proxy.Door) proxy.Requests {
+	var all allRequests
 	for _, x := range o {
 		if r, ok := x.(proxy.RequestObserver); ok {
-			r.Started(protocol, door)
+			if s := r.Requests(d); s != nil {
+				all = append(all, s)
+			}
 		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return all
+}
+
+// allRequests counts a door's requests in each of several series.
+type allRequests []proxy.Requests
+
+// Started implements proxy.Requests.
+func (a allRequests) Started() {
+	for _, r := range a {
+		r.Started()
 	}
 }
 
-// Served implements proxy.RequestObserver for every observer that does.
-func (o observers) Served(s proxy.Served) {
-	for _, x := range o {
-		if r, ok := x.(proxy.RequestObserver); ok {
-			r.Served(s)
-		}
+// Served implements proxy.Requests.
+func (a allRequests) Served(s proxy.Served) {
+	for _, r := range a {
+		r.Served(s)
 	}
 }
 

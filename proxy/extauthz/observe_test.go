@@ -18,7 +18,8 @@ import (
 type requests struct{ got []proxy.Served }
 
 func (r *requests) Decided(proxy.Decision, time.Duration) {}
-func (r *requests) Started(string, string)                {}
+func (r *requests) Requests(*proxy.Door) proxy.Requests   { return r }
+func (r *requests) Started()                              {}
 func (r *requests) Served(s proxy.Served)                 { r.got = append(r.got, s) }
 
 // TestCheckObserved: each Check is one request of the ext_authz door,
@@ -59,7 +60,7 @@ func TestCheckObserved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(obs.got) != 1 || obs.got[0] != (proxy.Served{Protocol: "mcp", Door: proxy.DoorExtAuthz, Method: tc.wantMethod, Outcome: tc.wantOutcome, Took: obs.got[0].Took}) {
+			if len(obs.got) != 1 || obs.got[0] != srv.doors.mcp.ServedAs(tc.wantMethod, tc.wantOutcome, obs.got[0].Took) || obs.got[0].Door != proxy.DoorExtAuthz || obs.got[0].Protocol != "mcp" {
 				t.Fatalf("served %+v, want one mcp ext_authz %s %s", obs.got, tc.wantMethod, tc.wantOutcome)
 			}
 			spans := rec.Ended()

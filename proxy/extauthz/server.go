@@ -201,6 +201,8 @@ type Server struct {
 	blind    *admission.Blind     // MACP's decisions, blind to the runtime's answer
 	mcp      *gate.Gate[mcp.Call] // the JSON-RPC front doors
 	a2a      *gate.Gate[a2a.Call]
+	// doors are each protocol's requests at ext_authz (their flights).
+	doors struct{ macp, mcp, a2a *proxy.Door }
 }
 
 // New builds the server over dec, the MACP decision (and dec's Enforcer,
@@ -246,9 +248,13 @@ func New(cfg Config, dec *sessions.Decider, log *slog.Logger) (*Server, error) {
 	allow.Only = cfg.A2AWebhookAllowOnly
 	methods := admission.NewMethods(cfg.PassThrough)
 	enf := dec.Enforcer()
-	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, sessions: dec, tasks: tasks.New(enf), tenancy: tenancy.New(enf), log: log, webhooks: allow,
+	s := &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, sessions: dec, tasks: tasks.New(enf), tenancy: tenancy.New(enf), log: log, webhooks: allow,
 		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), blind: admission.NewBlind(dec, cfg.MaxUnconfirmedStarts, log),
-		mcp: gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}, nil
+		mcp: gate.New(gate.MCP(mcpGate(cfg)), enf, log), a2a: gate.New(gate.A2A(cfg.A2APath, cfg.MaxBodyBytes, "extauthz.max_body_bytes"), enf, log)}
+	s.doors.macp = enf.Door(admission.Requests(), proxy.DoorExtAuthz)
+	s.doors.mcp = enf.Door(s.mcp.Requests(), proxy.DoorExtAuthz)
+	s.doors.a2a = enf.Door(s.a2a.Requests(), proxy.DoorExtAuthz)
+	return s, nil
 }
 
 // Run serves Check on cfg.Listen until ctx ends, then drains in-flight
@@ -281,7 +287,7 @@ const service = admission.MACPService
 // each is treated comes from the table the sidecar uses too (admission.Methods).
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	h := req.GetAttributes().GetRequest().GetHttp()
-	ctx, f := s.enf.Begin(ctx, s.protocol(h), proxy.DoorExtAuthz, propagation.MapCarrier(h.GetHeaders()))
+	ctx, f := s.enf.Begin(ctx, s.door(h), propagation.MapCarrier(h.GetHeaders()))
 	resp, err := s.check(ctx, h, req)
 	if ok := resp.GetOkResponse(); ok != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		// the upstream continues the trace from Warden's span
@@ -295,18 +301,19 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	return resp, err
 }
 
-// protocol is the protocol a request is decided as (the flight's label):
-// MACP for a gRPC request, else the HTTP protocol served, MACP when none is.
-func (s *Server) protocol(h *authv3.AttributeContext_HttpRequest) *proxy.Protocol {
+// door is the door of the protocol a request is decided as (the flight's
+// label): MACP for a gRPC request, else the HTTP protocol served, MACP
+// when none is.
+func (s *Server) door(h *authv3.AttributeContext_HttpRequest) *proxy.Door {
 	switch {
 	case h == nil || s.grpcRequest(h):
-		return admission.Requests()
+		return s.doors.macp
 	case s.cfg.MCP:
-		return s.mcp.Requests()
+		return s.doors.mcp
 	case s.cfg.A2A:
-		return s.a2a.Requests()
+		return s.doors.a2a
 	}
-	return admission.Requests()
+	return s.doors.macp
 }
 
 // check is Check in the request's flight.

@@ -208,6 +208,7 @@ type Spec[C any] struct {
 type Gate[C any] struct {
 	spec Spec[C]
 	enf  *proxy.Enforcer
+	door *proxy.Door // the protocol's requests at the sidecar (Serve)
 	log  *slog.Logger
 }
 
@@ -216,7 +217,7 @@ func New[C any](spec Spec[C], enf *proxy.Enforcer, log *slog.Logger) *Gate[C] {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Gate[C]{spec: spec, enf: enf, log: log}
+	return &Gate[C]{spec: spec, enf: enf, door: enf.Door(spec.Requests, proxy.DoorSidecar), log: log}
 }
 
 // Admitted is a request the gate let in.
@@ -503,7 +504,7 @@ func (g *Gate[C]) Requests() *proxy.Protocol { return g.spec.Requests }
 // the decisions made on it and its status (a server error, Warden's or the
 // upstream's, is an error). The one way both HTTP sidecars serve.
 func (g *Gate[C]) Serve(w http.ResponseWriter, r *http.Request, h func(http.ResponseWriter, *http.Request)) {
-	ctx, f := g.enf.BeginAt(r.Context(), g.source(w, r), g.spec.Requests, proxy.DoorSidecar, propagation.HeaderCarrier(r.Header))
+	ctx, f := g.enf.BeginAt(r.Context(), g.source(w, r), g.door, propagation.HeaderCarrier(r.Header))
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { f.End(sw.status >= 500) }()
 	h(sw, r.WithContext(ctx))

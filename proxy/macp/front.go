@@ -251,7 +251,7 @@ func (h callHandler) Admit(ctx context.Context, header []hpack.HeaderField, cs *
 		names = slices.DeleteFunc(slices.Clone(names), handoff{}.taken)
 	}
 	f := &adm.f
-	h.s.enf.BeginIn(f, ctx, admission.Requests(), proxy.DoorSidecar, h.s.traceFrom(md))
+	h.s.enf.BeginIn(f, ctx, h.s.door, h.s.traceFrom(md))
 	client := addrString(frames.Peer(ctx))
 	adm.a = h.s.gate.Admit(h.s.conns.Context(f, client), admission.Headers{Method: g.path, Call: h.call, Get: md, Names: names, Chain: verifiedChain(cs), Client: client})
 	if r := adm.a.Refusal; r != nil {

@@ -370,7 +370,8 @@ func TestStalledRequest(t *testing.T) {
 type flightCount struct{ started, served atomic.Int64 }
 
 func (c *flightCount) Decided(proxy.Decision, time.Duration) {}
-func (c *flightCount) Started(string, string)                { c.started.Add(1) }
+func (c *flightCount) Requests(*proxy.Door) proxy.Requests   { return c }
+func (c *flightCount) Started()                              { c.started.Add(1) }
 func (c *flightCount) Served(proxy.Served)                   { c.served.Add(1) }
 
 // TestRelayFlightsEnd: every call a front door admits ends its flight

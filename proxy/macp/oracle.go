@@ -314,7 +314,7 @@ func relayable(header metadata.MD) bool {
 // the answer is either Warden's refusal or the runtime's bytes. The caller
 // is admitted before its message is read.
 func (s *Server) send(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (_ any, err error) {
-	ctx, f := s.enf.Begin(ctx, admission.Requests(), proxy.DoorSidecar, nil)
+	ctx, f := s.enf.Begin(ctx, s.door, nil)
 	defer func() { f.End(failedCode(status.Code(err))) }()
 	a, md := s.admit(ctx, methodSend)
 	if a.Refusal != nil {
@@ -345,7 +345,7 @@ func (s flightStream) Context() context.Context { return s.ctx }
 // Send (a registered unary method: send begins its own) is one flight,
 // whose server span is otelgrpc's.
 func (s *Server) inFlight(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	ctx, f := s.enf.Begin(ss.Context(), admission.Requests(), proxy.DoorSidecar, nil)
+	ctx, f := s.enf.Begin(ss.Context(), s.door, nil)
 	err := h(srv, flightStream{ServerStream: ss, ctx: ctx})
 	f.End(failedCode(status.Code(err)))
 	return err

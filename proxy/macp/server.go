@@ -154,6 +154,8 @@ type Server struct {
 	queued   *queueBudget  // what the relayed calls' clients have waiting
 	pages    handle.Sealer // ListSessions tokens (list.go)
 	gate     *admission.Gate
+	// door is MACP's requests at the sidecar (their flights: Begin).
+	door *proxy.Door
 	// conns is the front door's listener, set by Serve before serving: a
 	// call whose credential is accepted proves its client's connection
 	// (authn.Proven).
@@ -267,7 +269,7 @@ func New(cfg Config, dec *sessions.Decider, up *Upstream, log *slog.Logger, tp t
 	}
 	methods := admission.NewMethods(cfg.PassThrough)
 	return &Server{cfg: cfg, methods: methods, tokens: tokens, enf: enf, sessions: dec, log: log, tp: tp, up: up.conns, streams: newStreamCaps(cfg.Streams),
-		gate:   admission.New(methods, enf, cfg.PublicDiscovery, log),
+		gate: admission.New(methods, enf, cfg.PublicDiscovery, log), door: enf.Door(admission.Requests(), proxy.DoorSidecar),
 		queued: &queueBudget{max: cfg.Streams.WithDefaults().QueuedBytes}, pages: pages,
 		bodyTimeout: cfg.Limits.WithDefaults().BodyTimeout}, nil
 }
