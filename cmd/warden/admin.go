@@ -60,7 +60,9 @@ type metrics struct {
 	tlsReloads *prometheus.CounterVec
 	// answers reads the HTTP sidecars' answer budgets when scraped.
 	answers *answerBudget
-	now     func() time.Time
+	// labels are the closed sets of decision modes and types.
+	labels labelSets
+	now    func() time.Time
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -104,6 +106,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "warden_last_reload_success_timestamp_seconds", Help: "Unix time the configuration last loaded whole: at start-up, then at each successful reload.",
 	})
 	m.now = time.Now
+	m.labels = newLabelSets()
 	m.lastReload.Set(float64(m.now().UnixNano()) / 1e9)
 	requestLabels := []string{"protocol", "door", "method", "outcome"}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -402,27 +405,29 @@ func (o observers) Rebuilt(ok bool) {
 	}
 }
 
-var knownModes = map[string]bool{"mcp": true, "a2a": true, "": true}
+// labelSets are the closed sets a decision's mode and type are labelled
+// from: anything else is "other".
+type labelSets struct{ modes, types map[string]bool }
 
-var knownTypes = map[string]bool{}
-
-// init fills the label sets from the one catalog of MACP modes and types
-// (macp.ModeTypes), the MCP methods Warden decides, the A2A methods and
-// the A2A push relay's deliveries.
-func init() {
+// newLabelSets fills the label sets from the one catalog of MACP modes and
+// types (macp.ModeTypes), the MCP methods Warden decides, the A2A methods
+// and the A2A push relay's deliveries.
+func newLabelSets() labelSets {
+	l := labelSets{modes: map[string]bool{"mcp": true, "a2a": true, "": true}, types: map[string]bool{}}
 	for m := range macp.ModeTypes {
-		knownModes[m] = true
+		l.modes[m] = true
 	}
 	for _, t := range macp.MessageTypes() {
-		knownTypes[t] = true
+		l.types[t] = true
 	}
 	for _, t := range []string{mcp.MethodToolsCall, mcp.MethodList, mcp.MethodGet, mcp.MethodResult, mcp.MethodCancel,
 		mcp.MethodUpdate, mcp.MethodSteer, mcp.MethodPause, mcp.MethodResume} {
-		knownTypes[t] = true
+		l.types[t] = true
 	}
 	for _, t := range append(a2a.Methods(), pushrelay.MessageType) {
-		knownTypes[t] = true
+		l.types[t] = true
 	}
+	return l
 }
 
 func label(known map[string]bool, v string) string {
@@ -451,7 +456,7 @@ func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	k := [6]string{d.Protocol, d.Mode, d.Type, proxy.DecisionLabel(d), string(d.Reason), d.AuthReason}
 	s, ok := m.decidedOf.cached(k)
 	if !ok {
-		k[1], k[2] = label(knownModes, k[1]), label(knownTypes, k[2])
+		k[1], k[2] = label(m.labels.modes, k[1]), label(m.labels.types, k[2])
 		s = m.decidedOf.of(k)
 	}
 	s.count.Inc()

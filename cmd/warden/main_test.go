@@ -266,14 +266,15 @@ func TestEventMetrics(t *testing.T) {
 // TestA2ALabels: A2A decisions keep their mode and method as metric labels
 // (closed sets), anything else reads "other".
 func TestA2ALabels(t *testing.T) {
+	l := newLabelSets()
 	for _, tc := range []struct {
 		set     map[string]bool
 		v, want string
 	}{
-		{knownModes, "a2a", "a2a"},
-		{knownTypes, "GetTask", "GetTask"},
-		{knownTypes, "SendMessage:continue", "SendMessage:continue"},
-		{knownTypes, "message/send", "other"},
+		{l.modes, "a2a", "a2a"},
+		{l.types, "GetTask", "GetTask"},
+		{l.types, "SendMessage:continue", "SendMessage:continue"},
+		{l.types, "message/send", "other"},
 	} {
 		if got := label(tc.set, tc.v); got != tc.want {
 			t.Errorf("label(%q) = %q, want %q", tc.v, got, tc.want)
