@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -57,6 +58,15 @@ type Principal struct {
 	// (mtls.trust_domain_ca_files) the hex SHA-256 of the CA certificate
 	// its chain ends at; "" otherwise.
 	Anchor string
+}
+
+// Same reports whether q, the same credential authenticated again (a
+// long-lived call's check, after a reload perhaps), grants what p did: the
+// same principal with the same claims (a static token's attributes, which a
+// reload may change for a token it keeps; a JWT's, read from the same
+// token), the claims being what a policy reads of the caller's rights.
+func (p Principal) Same(q Principal) bool {
+	return p.ID == q.ID && reflect.DeepEqual(p.Claims, q.Claims)
 }
 
 // Errors returned by Authenticate wrap exactly one of these sentinels, so that

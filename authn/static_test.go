@@ -97,3 +97,48 @@ func TestStaticFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPrincipalSame: a static token authenticated again under a reloaded
+// file is the same principal only when its attributes are unchanged; a
+// token the reload narrows (can_start_sessions withdrawn, allowed_modes
+// cut) names the same sender with other rights, which a long-lived call's
+// check must see (proxy.Enforcer.Watch).
+func TestPrincipalSame(t *testing.T) {
+	a, err := staticAuthenticator(t, tokensJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := a.Authenticate(context.Background(), Credentials{Bearer: "tok-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, doc string
+		same      bool
+	}{
+		{"unchanged", tokensJSON, true},
+		{"keys reordered", `[{"sender": "agent-a", "token": "tok-a", "team": "blue", "is_observer": false, "can_manage_mode_registry": false,
+  "max_open_sessions": 10, "can_start_sessions": true, "allowed_modes": ["macp.mode.task.v1"]}]`, true},
+		{"can_start_sessions withdrawn", strings.Replace(tokensJSON, `"can_start_sessions": true`, `"can_start_sessions": false`, 1), false},
+		{"allowed_modes cut", strings.Replace(tokensJSON, `["macp.mode.task.v1"]`, `[]`, 1), false},
+		{"an attribute added", strings.Replace(tokensJSON, `"team": "blue"`, `"team": "blue", "is_admin": true`, 1), false},
+		{"token moved to another sender", strings.Replace(tokensJSON, `"sender": "agent-a"`, `"sender": "agent-c"`, 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := staticAuthenticator(t, tc.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := b.Authenticate(context.Background(), Credentials{Bearer: "tok-a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := before.Same(after); got != tc.same {
+				t.Errorf("Same = %v, want %v (before %v, after %v)", got, tc.same, before.Claims, after.Claims)
+			}
+		})
+	}
+	if !before.Same(before) {
+		t.Error("a principal is not the same as itself")
+	}
+}

@@ -28,7 +28,9 @@ func (e *Enforcer) Guard(ctx context.Context, c authn.Credentials, p authn.Princ
 // Watch calls end once p's credential stops being valid while a long-lived
 // call (a stream, open while ctx is) is open: at p.Expiry, or when
 // authenticating c again with the current authenticator (reloads included)
-// fails or names another principal; it is checked every interval. A check
+// fails, names another principal or grants other rights (authn.Principal.Same:
+// a reload changed the attributes of a static token it kept); it is checked
+// every interval. A check
 // that cannot be made because keys are unavailable does not end the call.
 // The returned stop ends the watch; it must be called. A caller with a
 // cancel function of its own (relay.Bound) hands it as end, and needs no
@@ -55,7 +57,7 @@ func (e *Enforcer) Watch(ctx context.Context, c authn.Credentials, p authn.Princ
 		case g.stopped || ctx.Err() != nil:
 		case errors.Is(err, authn.ErrKeysUnavailable):
 			g.check.Reset(every)
-		case err != nil || q.ID != p.ID:
+		case err != nil || !p.Same(q):
 			end()
 		default:
 			g.check.Reset(every)

@@ -11,7 +11,8 @@ import (
 )
 
 // TestGuard: a guarded call's context ends with the cause given when the
-// credential names another principal at a check, or expires; it stays open
+// credential names another principal at a check, or the same one with other
+// claims (a reload changed a static token's attributes), or expires; it stays open
 // while the credential holds, and stop ends it (context.Canceled). No watch
 // starts a goroutine of its own before its first check: the old Guard
 // started one per stream, which most streams (an answer sent as one event)
@@ -39,6 +40,7 @@ func TestGuard(t *testing.T) {
 		want  error // nil: still open after a few checks
 	}{
 		{"another principal at a check", "mallory", alice, 2 * time.Millisecond, gone},
+		{"other rights at a check", "alice", authn.Principal{ID: "alice", Claims: map[string]any{"can_start_sessions": true}}, 2 * time.Millisecond, gone},
 		{"expired", "alice", authn.Principal{ID: "alice", Expiry: time.Now().Add(20 * time.Millisecond)}, time.Hour, gone},
 		{"valid", "alice", alice, 2 * time.Millisecond, nil},
 	} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -470,7 +471,22 @@ type admin struct {
 	reg   *prometheus.Registry
 	ready func() error
 	log   *slog.Logger
+	idle  time.Duration // a connection idle this long between requests is closed; 0: adminIdle
 }
+
+// The admin port's bounds, so that whoever reaches it (the example
+// manifests bind it to the pod's address, for the kubelet's probes) holds
+// no connection, goroutine and file descriptor of the process's without
+// end: a connection idle adminIdle between requests is closed (Prometheus
+// and the probes open another), the port holds adminConns connections, one
+// source address adminPerSource of them (listener.Bound: a newcomer from
+// another address takes the place of the one holding the most, so a flood
+// from one address does not keep the kubelet's probes out).
+const (
+	adminIdle      = 60 * time.Second
+	adminConns     = 64
+	adminPerSource = 16
+)
 
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
@@ -503,8 +519,15 @@ func (a *admin) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin listen: %w", err)
 	}
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	return a.serve(ctx, lis)
+}
+
+// serve serves the admin endpoints on lis, within the admin port's bounds,
+// until ctx ends.
+func (a *admin) serve(ctx context.Context, lis net.Listener) error {
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: cmp.Or(a.idle, adminIdle)}
 	a.log.Info("admin listening", "listen", lis.Addr().String())
+	lis = listener.Bound(lis, listener.ConnBounds{Max: adminConns, PerSource: adminPerSource}, a.log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {
@@ -514,7 +537,7 @@ func (a *admin) Run(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	if e := <-errc; err == nil && !errors.Is(e, http.ErrServerClosed) {
 		err = e
 	}

@@ -179,9 +179,9 @@ func (s *Server) watchSignals(ss serverStream, p authn.Principal, c authn.Creden
 	})
 }
 
-// errCredentialGone ends a long-lived call whose credential expired or was
-// revoked while it was open.
-var errCredentialGone = errors.New("the credential expired or was revoked")
+// errCredentialGone ends a long-lived call whose credential expired, was
+// revoked or had its rights changed (a reload) while it was open.
+var errCredentialGone = errors.New("the credential expired, was revoked or had its rights changed")
 
 // hold admits a long-lived call of p, authenticated from c: a place among
 // the runtime's streams (a watch's own share when watch), then the
@@ -207,7 +207,7 @@ func (s *Server) hold(ctx context.Context, p authn.Principal, c authn.Credential
 func (s *Server) streamEnd(ctx context.Context, err error) error {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errCredentialGone):
-		return status.Error(codes.Unauthenticated, "authentication failed: the credential expired or was revoked")
+		return status.Error(codes.Unauthenticated, "authentication failed: the credential expired, was revoked or had its rights changed")
 	case errors.Is(cause, errClientBehind):
 		return status.Error(codes.ResourceExhausted, cause.Error())
 	case errors.Is(cause, errClientStuck):
