@@ -79,7 +79,7 @@ func TestA2AAnswerBudget(t *testing.T) {
 		admin := freeAddr(t)
 		adminAddr := admin
 		warden, proc := startA2AWardenProcess(t, startA2AGo(t), "--sidecar-answer-bytes", strconv.FormatInt(budget, 10),
-			"--a2a-max-body-bytes", strconv.Itoa(8<<20), "--admin-listen", admin)
+			"--a2a-max-body-bytes", strconv.Itoa(8<<20), "--admin-listen", admin, "--admin-pprof")
 		admin = "http://" + admin
 		pid := proc.cmd.Process.Pid
 		for i := range 4 {

@@ -464,14 +464,16 @@ func (m *metrics) Decided(d proxy.Decision, took time.Duration) {
 	s.seconds.Observe(took.Seconds())
 }
 
-// admin serves /healthz, /readyz, /metrics and the Go profiler under
-// /debug/pprof/ (the admin port belongs on a private interface).
+// admin serves /healthz, /readyz, /metrics and, when asked (admin.pprof),
+// the Go profiler under /debug/pprof/ (the admin port belongs on a private
+// interface).
 type admin struct {
 	addr  string
 	reg   *prometheus.Registry
 	ready func() error
 	log   *slog.Logger
 	idle  time.Duration // a connection idle this long between requests is closed; 0: adminIdle
+	pprof bool          // serve /debug/pprof/
 }
 
 // The admin port's bounds, so that whoever reaches it (the example
@@ -508,9 +510,11 @@ func (a *admin) handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if a.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -271,3 +271,30 @@ func buildFrom(t *testing.T, cfgPath string) *parts {
 	t.Cleanup(p.Close)
 	return p
 }
+
+// TestAdminPprof: the Go profiler is served on the admin port only when
+// asked (admin.pprof): whoever reaches the port could otherwise profile
+// and trace the process, and force collections.
+func TestAdminPprof(t *testing.T) {
+	for _, tc := range []struct {
+		pprof bool
+		want  int
+	}{{false, http.StatusNotFound}, {true, http.StatusOK}} {
+		h := (&admin{reg: newRegistry(), ready: func() error { return nil }, log: slog.New(slog.DiscardHandler), pprof: tc.pprof}).handler()
+		for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/cmdline"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			switch {
+			case path == "/debug/pprof/cmdline" && rec.Code == http.StatusOK:
+				t.Errorf("pprof %v: GET %s served: the flags may hold secrets", tc.pprof, path)
+			case path != "/debug/pprof/cmdline" && rec.Code != tc.want:
+				t.Errorf("pprof %v: GET %s = %d, want %d", tc.pprof, path, rec.Code, tc.want)
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("pprof %v: /metrics %d", tc.pprof, rec.Code)
+		}
+	}
+}

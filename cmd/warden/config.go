@@ -65,6 +65,11 @@ type TracingConfig struct {
 // AdminConfig places the admin port.
 type AdminConfig struct {
 	Listen string `yaml:"listen"` // host:port; empty turns it off
+	// Pprof serves the Go profiler under /debug/pprof/ on the admin port;
+	// off by default: whoever reaches the port could run CPU profiles and
+	// execution traces of the process for as long as they ask, and force
+	// collections (heap?gc=1).
+	Pprof bool `yaml:"pprof"`
 }
 
 // LogConfig selects the log level.

@@ -84,7 +84,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	g.Go(func() error { return reloadOnHUP(gctx, *cfgPath, apply, p, log) })
 	if cfg.Admin.Listen != "" {
-		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready}
+		ad := &admin{addr: cfg.Admin.Listen, reg: p.reg, log: log, ready: p.ready, pprof: cfg.Admin.Pprof}
 		g.Go(func() error { return ad.Run(gctx) })
 	}
 	return g.Wait()

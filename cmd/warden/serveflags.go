@@ -61,6 +61,7 @@ var serveFlags = []serveFlag{
 	{name: "pipeline-depth", keys: "enforcer.pipeline_depth", zeroCounts: true, usage: "MACP TaskUpdate, Progress and HandoffContext messages of one session that may await the runtime's answer at once; 0 or 1: one message of a session at a time (default 16)"},
 	{name: "log-level", keys: "log.level", usage: "debug, info, warn or error"},
 	{name: "admin-listen", keys: "admin.listen", usage: "address of the admin port: /healthz, /readyz, /metrics (off when empty)"},
+	{name: "admin-pprof", keys: "admin.pprof", usage: "also serve the Go profiler under /debug/pprof/ on the admin port (off by default: whoever reaches the port could profile and trace the process)"},
 	{name: "otlp-endpoint", keys: "tracing.otlp_endpoint", usage: "OTLP/gRPC collector (host:port) that receives traces (when empty: OTEL_EXPORTER_OTLP_ENDPOINT, else off)"},
 	{name: "extauthz-listen", keys: "extauthz.listen", usage: "serve Envoy ext_authz Check on this address (host:port)"},
 	{name: "extauthz-mcp", keys: "extauthz.mcp", usage: "ext_authz: check requests that are not gRPC as MCP Streamable HTTP"},

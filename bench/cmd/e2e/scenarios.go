@@ -89,7 +89,7 @@ func (b *bench) startWardenBin(bin, name, listen string, args ...string) (*proc,
 	}
 	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
 	args = append(append([]string{"serve"}, args...), b.wardenArgs...)
-	p, err := startProc(b.logDir, name, listen, env, bin, append(args, "--admin-listen", admin)...)
+	p, err := startProc(b.logDir, name, listen, env, bin, append(args, "--admin-listen", admin, "--admin-pprof")...)
 	if err != nil {
 		return nil, err
 	}
