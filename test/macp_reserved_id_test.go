@@ -95,16 +95,7 @@ func TestMACPReservedMessageIDs(t *testing.T) {
 		{"the owner's negative Commitment after the offer was accepted implicitly", handoffMode, []msg{start(handoffMode, "", pol), offer(""),
 			decline(reserved("h1")), wait, commitment("", false)}, "POLICY_DENIED"},
 	}
-	// answer sends env through a door and returns its answer ("ok" or the
-	// code).
-	type door func(t *testing.T, env *macpv1.Envelope) string
-	ack := func(a *macpv1.Ack) string {
-		if a.GetOk() {
-			return "ok"
-		}
-		return a.GetError().GetCode()
-	}
-	run := func(t *testing.T, through door, alone bool) {
+	run := func(t *testing.T, through macpDoor, alone bool) {
 		for _, tc := range rows {
 			t.Run(tc.name, func(t *testing.T) {
 				sid := newSession()
@@ -131,18 +122,37 @@ func TestMACPReservedMessageIDs(t *testing.T) {
 			})
 		}
 	}
+	eachMACPDoor(t, runtimeAddr, runtime, run)
+}
+
+// macpDoor sends env through a MACP door and returns its answer: "ok" or
+// the MACP error code.
+type macpDoor func(t *testing.T, env *macpv1.Envelope) string
+
+// eachMACPDoor runs test against the runtime alone (alone true) and through
+// every door before it: the sidecar (the relay, and the grpc-go oracle) and
+// ext_authz, whose allow is forwarded as Envoy would forward it. ext_authz
+// commits what it allows, so an allow the runtime then refuses is answered
+// as a failure of its own.
+func eachMACPDoor(t *testing.T, runtimeAddr string, runtime macpClient, test func(t *testing.T, through macpDoor, alone bool)) {
+	ack := func(a *macpv1.Ack) string {
+		if a.GetOk() {
+			return "ok"
+		}
+		return a.GetError().GetCode()
+	}
 	t.Run("runtime alone", func(t *testing.T) {
-		run(t, func(t *testing.T, env *macpv1.Envelope) string { return ack(runtime.send(env)) }, true)
+		test(t, func(t *testing.T, env *macpv1.Envelope) string { return ack(runtime.send(env)) }, true)
 	})
 	t.Run("sidecar", func(t *testing.T) {
 		eachTransport(t, func(t *testing.T) {
 			c := dialMACP(t, startWarden(t, runtimeAddr, "--auth", "dev", "--insecure-dev-auth"))
-			run(t, func(t *testing.T, env *macpv1.Envelope) string { return ack(c.send(env)) }, false)
+			test(t, func(t *testing.T, env *macpv1.Envelope) string { return ack(c.send(env)) }, false)
 		})
 	})
 	t.Run("ext_authz", func(t *testing.T) {
 		c, _ := startExtAuthz(t, "warden", runtimeAddr)
-		run(t, func(t *testing.T, env *macpv1.Envelope) string {
+		test(t, func(t *testing.T, env *macpv1.Envelope) string {
 			got := c.send(env)
 			if got != "allow" {
 				return got
