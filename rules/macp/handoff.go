@@ -111,7 +111,7 @@ func (h *handoffState) any(d uint8) bool {
 
 func (h *handoffState) step(c *stepCtx) rules.Verdict {
 	s := c.next
-	if v := reservedID(c.env, rules.RankMode); !v.OK() {
+	if v := reservedID(c.env, rules.RankMode); !v.OK() && !c.history {
 		return v
 	}
 	switch c.env.GetMessageType() {

@@ -113,7 +113,7 @@ func start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		}
 		gov = g
 	}
-	if env.GetMode() == ModeHandoff {
+	if env.GetMode() == ModeHandoff && bound == nil { // a replayed start (StartBound) passed it
 		if v := reservedID(env, rules.RankPre); !v.OK() {
 			out.Verdict = v
 			return out

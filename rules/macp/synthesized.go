@@ -25,7 +25,8 @@ const ImplicitAcceptPrefix = "implicit-accept:"
 // the runtime may publish its synthesized accept under. Other modes reserve
 // nothing, and a Progress takes the runtime's signal path, which does not
 // look (Step decides it before the mode). A rebuild applies the runtime's
-// own entries with Synthesize. rank is the rank of the checks it comes
+// own entries with Synthesize, and a client's entry as the runtime's replay
+// does, without this check (Replayed, StartBound). rank is the rank of the checks it comes
 // after (a SessionStart's are all RankPre).
 func reservedID(env *macpv1.Envelope, rank rules.Rank) rules.Verdict {
 	if !strings.HasPrefix(env.GetMessageId(), ImplicitAcceptPrefix) {
