@@ -37,6 +37,12 @@ type Config struct {
 	// time across the round trip. warden's configuration defaults it to
 	// DefaultPipelineDepth.
 	PipelineDepth int `yaml:"pipeline_depth" json:"pipeline_depth"`
+	// MACPMaxPayloadBytes bounds a MACP envelope's payload, as the runtime's
+	// MACP_MAX_PAYLOAD_BYTES bounds it (keep the two equal): a larger one is
+	// refused PAYLOAD_TOO_LARGE, as the runtime refuses it. 0: no bound.
+	// warden's configuration defaults it to DefaultMACPMaxPayloadBytes, the
+	// runtime's default.
+	MACPMaxPayloadBytes int `yaml:"macp_max_payload_bytes" json:"macp_max_payload_bytes"`
 }
 
 // DefaultSessions is the default session table bound.
@@ -60,6 +66,10 @@ func (c Config) OwnerTable() (size, share int) {
 // DefaultPipelineDepth is warden's default PipelineDepth.
 const DefaultPipelineDepth = 16
 
+// DefaultMACPMaxPayloadBytes is warden's default MACPMaxPayloadBytes:
+// macp-runtime 0.13.0's default MACP_MAX_PAYLOAD_BYTES.
+const DefaultMACPMaxPayloadBytes = 1 << 20
+
 // MaxPipelineDepth bounds PipelineDepth.
 const MaxPipelineDepth = 1024
 
@@ -73,6 +83,9 @@ func (c Config) Validate() error {
 	}
 	if c.PipelineDepth < 0 || c.PipelineDepth > MaxPipelineDepth {
 		return fmt.Errorf("pipeline_depth: %d is outside 0..%d", c.PipelineDepth, MaxPipelineDepth)
+	}
+	if c.MACPMaxPayloadBytes < 0 {
+		return fmt.Errorf("macp_max_payload_bytes: %d is negative", c.MACPMaxPayloadBytes)
 	}
 	return nil
 }

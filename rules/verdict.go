@@ -107,7 +107,7 @@ const (
 	ReasonSteerTooLarge       Reason = "steer_too_large"
 	ReasonSteerQueueFull      Reason = "steer_queue_full"
 	ReasonArgumentsTooLarge   Reason = "arguments_too_large"
-	ReasonPayloadTooLarge     Reason = "payload_too_large" // a MACP payload an operator policy reads
+	ReasonPayloadTooLarge     Reason = "payload_too_large" // a MACP payload over the runtime's bound, or over what an operator policy reads
 	ReasonHeaderMismatch      Reason = "header_mismatch"
 	ReasonMalformedRequest    Reason = "malformed_request"
 	ReasonUnknownMethod       Reason = "unknown_method"

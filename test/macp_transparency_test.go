@@ -57,8 +57,9 @@ func testMACPTransparency(t *testing.T) {
 		{"runtime defaults", nil, nil, []int{512 << 10, 1*mb - 1<<10, 1*mb + 1<<10}, 512 << 10, 4 * mb},
 		// Raised: what passes is bounded by gRPC message sizes (4 MiB by
 		// default on both sides).
-		{"MACP_MAX_PAYLOAD_BYTES=16MiB", []string{"MACP_MAX_PAYLOAD_BYTES=16777216"}, nil, []int{3 * mb, 4*mb - 64<<10, 5 * mb}, 3 * mb, 4 * mb},
-		{"MACP_MAX_PAYLOAD_BYTES=16MiB, --max-message-bytes 8MiB", []string{"MACP_MAX_PAYLOAD_BYTES=16777216"}, []string{"--max-message-bytes", "8388608"},
+		// Warden's macp_max_payload_bytes follows the runtime's.
+		{"MACP_MAX_PAYLOAD_BYTES=16MiB", []string{"MACP_MAX_PAYLOAD_BYTES=16777216"}, []string{"--macp-max-payload-bytes", "16777216"}, []int{3 * mb, 4*mb - 64<<10, 5 * mb}, 3 * mb, 4 * mb},
+		{"MACP_MAX_PAYLOAD_BYTES=16MiB, --max-message-bytes 8MiB", []string{"MACP_MAX_PAYLOAD_BYTES=16777216"}, []string{"--macp-max-payload-bytes", "16777216", "--max-message-bytes", "8388608"},
 			[]int{5 * mb, 8*mb - 64<<10}, 5 * mb, 8 * mb},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

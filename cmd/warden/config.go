@@ -144,6 +144,7 @@ func (c *Config) inheritLimits(flags listener.Limits) {
 func loadConfig(path string) (Config, error) {
 	var cfg Config
 	cfg.Enforcer.PipelineDepth = proxy.DefaultPipelineDepth
+	cfg.Enforcer.MACPMaxPayloadBytes = proxy.DefaultMACPMaxPayloadBytes
 	if path == "" {
 		return cfg, nil
 	}

@@ -59,6 +59,7 @@ var serveFlags = []serveFlag{
 	{name: "sessions-per-principal", keys: "enforcer.sessions_per_principal", usage: "entries one principal may hold in the owner table of MCP and A2A task and context ids; one over it loses its own least recently used, never another's (default sessions / 8, at least 64)"},
 	{name: "dry-run", keys: "enforcer.dry_run", usage: "log refusals and forward everything"},
 	{name: "pipeline-depth", keys: "enforcer.pipeline_depth", zeroCounts: true, usage: "MACP TaskUpdate, Progress and HandoffContext messages of one session that may await the runtime's answer at once; 0 or 1: one message of a session at a time (default 16)"},
+	{name: "macp-max-payload-bytes", keys: "enforcer.macp_max_payload_bytes", zeroCounts: true, usage: "largest MACP envelope payload; a larger one is refused PAYLOAD_TOO_LARGE, as the runtime refuses it: keep it equal to the runtime's MACP_MAX_PAYLOAD_BYTES; 0: no bound (default 1048576)"},
 	{name: "log-level", keys: "log.level", usage: "debug, info, warn or error"},
 	{name: "admin-listen", keys: "admin.listen", usage: "address of the admin port: /healthz, /readyz, /metrics (off when empty)"},
 	{name: "admin-pprof", keys: "admin.pprof", usage: "also serve the Go profiler under /debug/pprof/ on the admin port (off by default: whoever reaches the port could profile and trace the process)"},

@@ -202,7 +202,7 @@ func (rs *replayState) step(env *macpv1.Envelope, ts int64) macp.Outcome {
 	}
 	rs.seen++
 	from := rs.earliest(ts)
-	out := macp.Step(rs.s, env, env.GetSender(), ts)
+	out := macp.Replayed(rs.s, env, env.GetSender(), ts)
 	if out.Next != nil && !out.Duplicate {
 		rs.offer.saw(env, from)
 	}

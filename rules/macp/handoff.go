@@ -111,6 +111,9 @@ func (h *handoffState) any(d uint8) bool {
 
 func (h *handoffState) step(c *stepCtx) rules.Verdict {
 	s := c.next
+	if v := reservedID(c.env, rules.RankMode); !v.OK() && !c.history {
+		return v
+	}
 	switch c.env.GetMessageType() {
 	case "HandoffOffer":
 		var f [4][]byte

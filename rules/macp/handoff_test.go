@@ -127,6 +127,17 @@ func TestHandoff(t *testing.T) {
 			offerAlice,
 			{from: "alice", typ: "HandoffAccept", body: &handoffv1.HandoffAcceptPayload{HandoffId: "h1", Implicit: true}, want: bad(rules.ReasonMalformedPayload, rules.RankMode, rP)},
 		}},
+		{name: "the runtime's id namespace is refused, whatever the type", msgs: []msg{
+			{from: "lead", typ: "HandoffOffer", id: "implicit-accept:h1", body: handoffOffer("h1", "alice"), want: bad(rules.ReasonRuntimeOnly, rules.RankMode, lead...)},
+			offerAlice,
+			{from: "alice", typ: "HandoffDecline", id: "implicit-accept:h1", body: handoffDecline("h1", ""), want: bad(rules.ReasonRuntimeOnly, rules.RankMode, rP)},
+			{from: "alice", typ: "HandoffAccept", id: "implicit-accept:h1", body: handoffAccept("h1", ""), want: bad(rules.ReasonRuntimeOnly, rules.RankMode, rP)},
+			{from: "alice", typ: "HandoffAccept", id: "implicit-accept:h1", body: &handoffv1.HandoffAcceptPayload{HandoffId: "h1", Implicit: true}, want: bad(rules.ReasonRuntimeOnly, rules.RankMode, rP)},
+			{from: "lead", typ: "HandoffContext", id: "implicit-accept:x", body: handoffContext("h1"), want: bad(rules.ReasonRuntimeOnly, rules.RankMode, lead...)},
+			{from: "lead", typ: TypeCommitment, id: "implicit-accept:c", body: commit("handoff.accepted", true), want: bad(rules.ReasonRuntimeOnly, rules.RankMode, lead...)},
+			{from: "lead", typ: TypeProgress, id: "implicit-accept:p", want: accepted(lead...)},
+			{from: "alice", typ: "HandoffDecline", id: "Implicit-Accept:h1", body: handoffDecline("h1", ""), want: accepted(rP, rT)},
+		}, final: map[string]any{"offers": offers("h1", "alice", "Declined")}},
 		{name: "a disposition is final", msgs: []msg{
 			offerAlice,
 			{from: "alice", typ: "HandoffDecline", body: handoffDecline("h1", ""), want: accepted(rP, rT)},

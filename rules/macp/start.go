@@ -113,6 +113,12 @@ func start(existing *Session, env *macpv1.Envelope, sender string, lookup Policy
 		}
 		gov = g
 	}
+	if env.GetMode() == ModeHandoff && bound == nil { // a replayed start (StartBound) passed it
+		if v := reservedID(env, rules.RankPre); !v.OK() {
+			out.Verdict = v
+			return out
+		}
+	}
 
 	base := env.GetTimestampUnixMs()
 	if base <= 0 || base > now {

@@ -257,6 +257,9 @@ func TestStart(t *testing.T) {
 			p.Extensions = map[string][]byte{"x-unknown": {1, 2}}
 			p.ContextId = "ctx://anything"
 		}},
+		{name: "handoff under the runtime's id namespace", mode: ModeHandoff, mut: func(e *macpv1.Envelope, _ *macpv1.SessionStartPayload) { e.MessageId = "implicit-accept:s" }, code: rules.CodeInvalidEnvelope, reason: rules.ReasonRuntimeOnly},
+		{name: "handoff with the payload refused first", mode: ModeHandoff, parts: []string{"lead"}, mut: func(e *macpv1.Envelope, _ *macpv1.SessionStartPayload) { e.MessageId = "implicit-accept:s" }, code: rules.CodeInvalidEnvelope, reason: rules.ReasonInvalidParticipants},
+		{name: "task under the runtime's handoff id namespace", mode: ModeTask, mut: func(e *macpv1.Envelope, _ *macpv1.SessionStartPayload) { e.MessageId = "implicit-accept:s" }},
 		{name: "bad version envelope", mode: ModeTask, mut: func(e *macpv1.Envelope, _ *macpv1.SessionStartPayload) { e.MacpVersion = "2" }, code: rules.CodeUnsupportedVersion, reason: rules.ReasonUnsupportedVersion},
 	}
 	for _, tc := range tests {

@@ -76,6 +76,10 @@ type stepCtx struct {
 	sender string
 	now    int64
 	out    Outcome
+	// history marks an entry of the runtime's accepted history (Replayed):
+	// the client boundary the runtime checks only on submission
+	// (reservedID) is not checked again, as the runtime's replay does not.
+	history bool
 }
 
 func (c *stepCtx) role(r string) { c.out.Roles = append(c.out.Roles, r) }
@@ -150,6 +154,19 @@ func checkClock(env *macpv1.Envelope, now int64) rules.Verdict {
 // against session s, which is nil when the session is unknown. sender is the
 // authenticated sender; now is the decision time in Unix milliseconds.
 func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
+	return step(s, env, sender, now, false)
+}
+
+// Replayed is Step for an entry of the history the runtime accepted, which
+// a rebuild replays: the checks the runtime makes of a client's submission
+// only (its client boundary: reservedID) are not made again, as the
+// runtime's replay does not make them (a session of an earlier semantics
+// revision may hold what a submission is refused now).
+func Replayed(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
+	return step(s, env, sender, now, true)
+}
+
+func step(s *Session, env *macpv1.Envelope, sender string, now int64, history bool) Outcome {
 	var out Outcome
 	if v := CheckEnvelope(env); !v.OK() {
 		out.Verdict = v
@@ -211,7 +228,7 @@ func Step(s *Session, env *macpv1.Envelope, sender string, now int64) Outcome {
 	if !recordOnly(env.GetMessageType()) {
 		next = s.clone()
 	}
-	c := &stepCtx{next: next, env: env, sender: sender, now: now}
+	c := &stepCtx{next: next, env: env, sender: sender, now: now, history: history}
 	c.out.Roles = s.baseRoles(sender)
 	var v rules.Verdict
 	switch {

@@ -13,6 +13,29 @@ import (
 // handoff_id, a namespace the runtime refuses from clients.
 const ImplicitAcceptPrefix = "implicit-accept:"
 
+// reservedID refuses a client's envelope in a handoff session whose
+// message_id is in the namespace the runtime keeps for the entries it
+// synthesizes (ImplicitAcceptPrefix, case-sensitive), whatever its type: the
+// runtime refuses it there INVALID_ENVELOPE (macp-modes 0.13.0,
+// HandoffMode.validate_client_envelope, from semantics revision 2 on; every
+// session macp-runtime 0.13.0 starts is at revision 4), after the sender's
+// coarse authorization and before the mode reads the payload (a
+// SessionStart's after its payload checks). Allowed, such an envelope is one
+// the runtime refuses, which ext_authz commits on allow, and its id the one
+// the runtime may publish its synthesized accept under. Other modes reserve
+// nothing, and a Progress takes the runtime's signal path, which does not
+// look (Step decides it before the mode). A rebuild applies the runtime's
+// own entries with Synthesize, and a client's entry as the runtime's replay
+// does, without this check (Replayed, StartBound). rank is the rank of the checks it comes
+// after (a SessionStart's are all RankPre).
+func reservedID(env *macpv1.Envelope, rank rules.Rank) rules.Verdict {
+	if !strings.HasPrefix(env.GetMessageId(), ImplicitAcceptPrefix) {
+		return rules.Verdict{}
+	}
+	return invalid(rank, rules.ReasonRuntimeOnly, "message_id "+env.GetMessageId()+
+		" is in the namespace the runtime keeps for the implicit accepts it synthesizes ("+ImplicitAcceptPrefix+"): choose another")
+}
+
 // Synthesized reports whether env, read from a session's accepted history,
 // is an entry the runtime wrote there itself rather than a client's
 // submission: the implicit HandoffAccept. The client rules (Step) refuse it

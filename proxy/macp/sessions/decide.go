@@ -112,7 +112,22 @@ func (x *Decider) authenticate(ctx context.Context, snap *proxy.Snapshot, req Re
 		return principal, rules.Verdict{Code: rules.CodeUnauthenticated, Reason: rules.ReasonSenderMismatch,
 			Detail: "envelope sender " + strconv.Quote(s) + " is not the authenticated identity " + strconv.Quote(principal.ID)}, nil
 	}
-	return principal, macp.CheckEnvelope(env), nil
+	if v := macp.CheckEnvelope(env); !v.OK() {
+		return principal, v, nil
+	}
+	return principal, x.payloadBound(env), nil
+}
+
+// payloadBound refuses an envelope whose payload is over the runtime's bound
+// (Config.MACPMaxPayloadBytes), as the runtime refuses it, last of the
+// envelope's shape checks: the runtime never takes it, so allowed it would
+// be committed where state is committed on allow (ext_authz).
+func (x *Decider) payloadBound(env *macpv1.Envelope) rules.Verdict {
+	if n := len(env.GetPayload()); x.maxPayload > 0 && n > x.maxPayload {
+		return rules.Verdict{Code: rules.CodePayloadTooLarge, Reason: rules.ReasonPayloadTooLarge, Rank: rules.RankPre,
+			Detail: fmt.Sprintf("payload of %d bytes exceeds the runtime's limit of %d (macp_max_payload_bytes)", n, x.maxPayload)}
+	}
+	return rules.Verdict{}
 }
 
 // applyRules is steps 3 and 4: the session's entry, locked (nil for an

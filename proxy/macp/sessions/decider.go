@@ -91,6 +91,7 @@ type Decider struct {
 	rebuilder    Rebuilder
 	source       PolicySource
 	depth        int // Config.PipelineDepth; <= 1 is serial
+	maxPayload   int // Config.MACPMaxPayloadBytes; 0: none
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
@@ -107,7 +108,7 @@ func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth}
+	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth, maxPayload: cfg.MACPMaxPayloadBytes}
 	if x.store != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.
