@@ -16,7 +16,17 @@ import (
 // event stream).
 func rawPost(t *testing.T, base, token, body string, hdr map[string]string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	resp := rawRequest(t, http.MethodPost, base, token, body, hdr)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, lastMessage(resp, b)
+}
+
+// rawRequest sends one HTTP request of method to base's /mcp as rawPost
+// does, and returns the answer with its body unread.
+func rawRequest(t *testing.T, method, base, token, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -30,9 +40,7 @@ func rawPost(t *testing.T, base, token, body string, hdr map[string]string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, lastMessage(resp, b)
+	return resp
 }
 
 // lastMessage is the JSON-RPC message of an answer: its body, or the data

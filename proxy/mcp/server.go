@@ -170,8 +170,9 @@ type Server struct {
 
 	// tools are execution.taskSupport and the mirrored arguments, and
 	// clientTasks the client-side tasks clients created (clienttasks.go):
-	// each principal holds a share of each (newTools, newClientTasks).
+	// each principal holds a share of each (newToolTables, newClientTasks).
 	tools       *owners.Cache[toolKey, tool]
+	lists       *lists // the sessions whose tools/list was read whole
 	clientTasks *owners.Cache[clientTaskKey, struct{}]
 
 	streams *listener.Streams // the forwarded requests open
@@ -208,8 +209,9 @@ func New(cfg Config, e *proxy.Enforcer, keys *handle.Ring, client *http.Client, 
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log, tools: newTools(maxTools, e.ShareWatch()),
+	s := &Server{cfg: cfg, enforcer: e, tasks: tasks.New(e), upstream: u, client: client, send: send, endpointURL: endpointURL, handles: h, log: log,
 		clientTasks: newClientTasks(maxClientTasks, e.ShareWatch()), streams: listener.NewStreams("mcp", cfg.Streams)}
+	s.tools, s.lists = newToolTables(maxTools, e.ShareWatch(), e.Now)
 	gc := gate.MCPConfig{Path: s.endpoint(), Hosts: s.cfg.AllowedHosts, Origins: s.cfg.AllowedOrigins, MaxBody: s.cfg.MaxBodyBytes, MaxBodyKey: "mcp.max_body_bytes"}
 	if len(s.cfg.AuthorizationServers) > 0 {
 		gc.Metadata, gc.MetadataDoc = s.metadataURL, s.metadataDocPath()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/agentwarden/warden/proxy/owners"
 	"github.com/agentwarden/warden/rules/jsonrpc"
@@ -17,10 +19,94 @@ import (
 // to another session or caller.
 type toolKey struct{ principal, sid, name string }
 
-// newTools is the table of tools learned, of size entries, each principal
-// holding at most an eighth (shareOf) of it.
-func newTools(size int, w *owners.Watch) *owners.Cache[toolKey, tool] {
-	return owners.NewCache[toolKey, tool](size, size/shareOf, w, owners.TableTools)
+// newToolTables is the table of tools learned, of size entries, each
+// principal holding at most an eighth (shareOf) of it, and the table of
+// the sessions whose tools/list Warden read whole (one per sixteen tools),
+// told of the tools the first drops; now is the clock.
+func newToolTables(size int, w *owners.Watch, now func() time.Time) (*owners.Cache[toolKey, tool], *lists) {
+	known := owners.NewCache[toolKey, tool](size, size/shareOf, w, owners.TableTools)
+	l := &lists{read: owners.NewCache[sessionKey, time.Time](size/16, size/16/shareOf, nil, owners.TableTools), now: now, flying: map[sessionKey]chan struct{}{}}
+	known.OnEvict(func(k toolKey, _ tool) { l.spoil(k.principal, k.sid) })
+	return known, l
+}
+
+// sessionKey names one principal's upstream session.
+type sessionKey struct{ principal, sid string }
+
+// listedFor is how long a whole read of a session's tools/list answers
+// the calls naming a tool it did not list (errUnlisted, without reading
+// the list again), unless the server says the list changed first
+// (security.md X2). A tool the server adds unannounced is callable after
+// it, or at once when the client lists it through Warden.
+const listedFor = 5 * time.Second
+
+// lists remembers when Warden last read each principal's session's
+// tools/list whole, learning every tool on it: until listedFor has passed,
+// the server says the list changed or one of the tools learned is dropped
+// from the table, a tool the table does not hold is not on the list. It
+// also lets one read at a time run per session (fly): the calls that miss
+// meanwhile wait for its answer instead of reading the list too.
+type lists struct {
+	now  func() time.Time
+	read *owners.Cache[sessionKey, time.Time] // when read whole
+
+	mu      sync.Mutex
+	spoiled uint64                       // tools dropped or forgotten, ever (begin, mark)
+	flying  map[sessionKey]chan struct{} // the reads running, closed when done
+}
+
+// whole reports whether the session's list was read whole less than
+// listedFor ago, nothing of it dropped or changed since.
+func (l *lists) whole(principal, sid string) bool {
+	at, ok := l.read.Get(sessionKey{principal, sid})
+	return ok && l.now().Sub(at) < listedFor
+}
+
+// begin is called before a read of a session's list from its first page:
+// mark remembers it only if no tool was dropped or forgotten meanwhile.
+func (l *lists) begin() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.spoiled
+}
+
+// mark remembers that the session's list was read whole, from begin's
+// (since) on.
+func (l *lists) mark(principal, sid string, since uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spoiled == since {
+		l.read.Add(principal, sessionKey{principal, sid}, l.now())
+	}
+}
+
+// spoil forgets a session's whole read: a tool learned from it was dropped
+// or the server changed the list. It may run under the tools table's lock.
+func (l *lists) spoil(principal, sid string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.spoiled++
+	l.read.Remove(sessionKey{principal, sid})
+}
+
+// fly lets the caller read the session's list (lead: it calls land when
+// done) or returns the channel closed when the read running ends.
+func (l *lists) fly(k sessionKey) (wait <-chan struct{}, lead bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.flying[k]; ok {
+		return c, false
+	}
+	l.flying[k] = make(chan struct{})
+	return nil, true
+}
+
+// land ends the caller's read of the session's list.
+func (l *lists) land(k sessionKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.flying[k])
+	delete(l.flying, k)
 }
 
 // tool is what Warden learned of one tool from a tools/list answer: its
@@ -40,16 +126,40 @@ const maxToolPages = 10
 
 // taskSupport returns what Warden knows of a tool in the caller's session
 // (its execution.taskSupport, its mirrored arguments), learned from
-// tools/list answers or, for a tool not seen yet, read with tools/list. An
-// error means it could not be learned: errUnlisted, or the list could not
-// be read whole.
+// tools/list answers or, for a tool not seen yet, read with tools/list:
+// one read at a time per session, and none while the last whole read
+// answers (lists). An error means it could not be learned: errUnlisted,
+// or the list could not be read whole.
 func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, name string) (tool, error) {
 	if name == "" {
 		return tool{}, nil // no tool: the server answers invalid params
 	}
-	if v, ok := s.tools.Get(toolKey{principal, sid, name}); ok {
-		return v, nil
+	k := sessionKey{principal, sid}
+	for {
+		if v, ok := s.tools.Get(toolKey{principal, sid, name}); ok {
+			return v, nil
+		}
+		if s.lists.whole(principal, sid) {
+			return tool{}, errUnlisted
+		}
+		wait, lead := s.lists.fly(k)
+		if lead {
+			defer s.lists.land(k)
+			return s.readTools(ctx, r, strip, principal, sid, callerParams, name)
+		}
+		select {
+		case <-wait: // learned from, or failed: look again
+		case <-ctx.Done():
+			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", context.Cause(ctx))
+		}
 	}
+}
+
+// readTools reads the session's tools/list from its first page until a
+// page lists name or the list ends, learning each page; a read to the end
+// is remembered (lists.mark).
+func (s *Server) readTools(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, name string) (tool, error) {
+	since := s.lists.begin()
 	cursor := ""
 	for range maxToolPages {
 		params := map[string]any{}
@@ -61,6 +171,9 @@ func (s *Server) taskSupport(ctx context.Context, r *http.Request, strip bool, p
 			return tool{}, fmt.Errorf("tools/list for taskSupport: %w", err)
 		}
 		cursor = next
+		if cursor == "" {
+			s.lists.mark(principal, sid, since)
+		}
 		if found {
 			return v, nil
 		}
@@ -94,9 +207,11 @@ func (s *Server) toolsPage(ctx context.Context, r *http.Request, strip bool, pri
 }
 
 // forgetTools forgets the taskSupport learned for a principal's session,
-// whose server said its tool list changed: it is read again when needed.
+// whose server said its tool list changed, and its whole read: it is read
+// again when needed.
 func (s *Server) forgetTools(principal, sid string) {
 	s.tools.RemoveIf(func(k toolKey) bool { return k.principal == principal && k.sid == sid })
+	s.lists.spoil(principal, sid)
 }
 
 // learnTools records execution.taskSupport (absent means forbidden) and

@@ -322,3 +322,8 @@ func (c *Cache[K, V]) removeLocked(e *node[K, V]) {
 	delete(c.items, e.key)
 	c.unchargeLocked(e)
 }
+
+// OnEvict makes f (nil: none) told of each entry the cache drops to stay
+// within its size or a share (not those removed), under the cache's lock:
+// f must not use the cache. It is set before the cache is used.
+func (c *Cache[K, V]) OnEvict(f func(K, V)) { c.evicted = f }

@@ -21,11 +21,15 @@
 //   ask_in_task taskSupport required: the task asks the client for a name (elicitation/create
 //             with related-task metadata, queued until the client's tasks/result) and
 //             completes with "hello <name>"
+//   add_late  taskSupport forbidden: registers the tool `late` (taskSupport forbidden, answers "late")
+//             in the caller's session; the SDK sends notifications/tools/list_changed on the
+//             session's standalone GET stream
 //   ask_task  taskSupport forbidden: asks the client for a name with a task-augmented
 //             elicitation/create (the client runs the task; the server polls the client's
 //             tasks/get and reads tasks/result), and answers {"types":[...],"final":...}
 // Debug endpoints (GET):
-//   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n} handler/createTask calls
+//   /debug/invocations    {"echo":n,"slow_sum":n,"must_task":n,...} handler/createTask calls,
+//                         "tools_list": the tools/list requests received
 //   /debug/authorization  Authorization header values seen on /mcp, first-seen order
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -46,7 +50,7 @@ const EVENT_STORE = process.env.EVENT_STORE === '1';
 const RETRY_MS = process.env.RETRY_MS ? Number(process.env.RETRY_MS) : undefined;
 const EXPRESS = process.env.EXPRESS === '1';
 
-const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0, poll_sum: 0 };
+const invocations = { echo: 0, slow_sum: 0, must_task: 0, big: 0, poll_sum: 0, tools_list: 0 };
 const authorizations = [];
 
 // The SDK's InMemoryTaskStore binds a task to the session that created it.
@@ -98,6 +102,11 @@ function makeServer() {
   });
   server.registerTool('echo', { description: 'echo text', inputSchema: { text: z.string() } },
     async ({ text }) => { invocations.echo++; return { content: [{ type: 'text', text }] }; });
+  server.registerTool('add_late', { description: 'registers the tool late in this session', inputSchema: {} },
+    async () => {
+      server.registerTool('late', { description: 'added later', inputSchema: {} }, async () => ({ content: [{ type: 'text', text: 'late' }] }));
+      return { content: [{ type: 'text', text: 'added' }] };
+    });
   server.registerTool('big', { description: 'a text of `bytes` bytes', inputSchema: { bytes: z.number() } },
     async ({ bytes }) => { invocations.big++; return { content: [{ type: 'text', text: 'x'.repeat(bytes) }] }; });
   server.registerTool('poll_sum', {
@@ -226,6 +235,7 @@ const httpServer = http.createServer(async (req, res) => {
 async function serve(req, res, body) {
   const auth = req.headers.authorization ?? null;
   if (!authorizations.includes(auth)) authorizations.push(auth);
+  if (body && body.method === 'tools/list') invocations.tools_list++;
   const sid = req.headers['mcp-session-id'];
   log('>>', { http: `${req.method} ${req.url}`, sid: sid ?? null, pv: req.headers['mcp-protocol-version'] ?? null, auth, body: body ?? null });
   if (LOG_WIRE) wireLogger(res);
