@@ -464,7 +464,8 @@ func (o *Object) StrOf(name string, known []string) (string, bool) {
 
 // StrOf is Object.StrOf for a value v already found (a member's Raw, not
 // replaced): the string v holds, known's own when v spells it, false when v
-// is no string.
+// is no string. v must be one valid JSON value (a Raw of a message
+// ReadObject read is: it checked the message whole), as PlainString's is.
 func StrOf(v []byte, known []string) (string, bool) {
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		in := v[1 : len(v)-1]
