@@ -459,7 +459,15 @@ func (o *Object) StrOf(name string, known []string) (string, bool) {
 	if m == nil || m.repl != 0 {
 		return "", false
 	}
-	if v := o.doc.raw[m.start:m.end]; len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+	return StrOf(o.doc.raw[m.start:m.end], known)
+}
+
+// StrOf is Object.StrOf for a value v already found (a member's Raw, not
+// replaced): the string v holds, known's own when v spells it, false when v
+// is no string. v must be one valid JSON value (a Raw of a message
+// ReadObject read is: it checked the message whole), as PlainString's is.
+func StrOf(v []byte, known []string) (string, bool) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		in := v[1 : len(v)-1]
 		for _, k := range known {
 			if string(in) == k {
@@ -470,7 +478,7 @@ func (o *Object) StrOf(name string, known []string) (string, bool) {
 			}
 		}
 	}
-	return o.doc.str(int(m.start), int(m.end))
+	return strValue(v)
 }
 
 // selfDecoding reports whether the inside of a JSON string literal, s,
@@ -480,8 +488,10 @@ func selfDecoding(s string) bool {
 }
 
 // str decodes the string literal raw[start:end]; false for another value.
-func (d *doc) str(start, end int) (string, bool) {
-	v := d.raw[start:end]
+func (d *doc) str(start, end int) (string, bool) { return strValue(d.raw[start:end]) }
+
+// strValue decodes the string literal v; false for another value.
+func strValue(v []byte) (string, bool) {
 	if s, ok := PlainString(v); ok {
 		return s, true
 	}

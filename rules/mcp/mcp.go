@@ -272,15 +272,16 @@ func Parse(body []byte) (Call, error) {
 	}
 	c := Call{Request: env}
 	c.ID, _ = env.Raw("id")
-	c.Params, _ = env.Raw("params")
-	_, hasMethod := env.Raw("method")
+	method, hasMethod := env.Raw("method")
 	hasResult, hasError := env.Has("result"), env.Has("error")
 	switch {
 	case hasMethod:
 		if hasResult || hasError {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: both a method and a result or error"}
 		}
-		m, ok := env.StrOf("method", methods)
+		// The value env.StrOf("method", methods) would find again: env was
+		// just read (no member replaced), so its Raw is that member's value.
+		m, ok := jsonrpc.StrOf(method, methods)
 		if !ok || m == "" {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: method must be a non-empty string"}
 		}
@@ -300,6 +301,7 @@ func Parse(body []byte) (Call, error) {
 		if len(c.ID) > 0 && string(c.ID) != "null" && !ValidID(c.ID) {
 			return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: id must be a string or an integer (canonical, within ±2^53)"}
 		}
+		c.Params, _ = env.Raw("params")
 		if res, ok := env.Obj("result"); ok {
 			// A client's answer to a server request may name a task in
 			// result._meta; that is a handle too.
@@ -317,8 +319,13 @@ func Parse(body []byte) (Call, error) {
 	}
 	p, ok := env.Obj("params")
 	if !ok {
+		c.Params, _ = env.Raw("params")
 		return c, nil // absent, null or not an object: the upstream answers invalid params
 	}
+	// params' bytes as env.Raw("params") gives them, without finding the
+	// member again: the object read from a member's value spans that value
+	// (ReadObject checked the message whole), and nothing is replaced yet.
+	c.Params = p.Source()
 	if err := c.readParams(p); err != nil {
 		return Call{}, &Error{Code: ErrInvalidRequest, Message: "invalid request: params: " + err.Error()}
 	}

@@ -610,6 +610,14 @@ func FuzzParse(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("parsed a body that is not JSON: %q", body)
 		}
+		// Parse finds method and params once each: what it took is what
+		// the envelope's own readers give.
+		if raw, _ := c.Request.Raw("params"); !bytes.Equal(c.Params, raw) || (c.Params == nil) != (raw == nil) {
+			t.Fatalf("params %q, the envelope's %q", c.Params, raw)
+		}
+		if m, _ := c.Request.StrOf("method", nil); c.Method != m {
+			t.Fatalf("method %q, the envelope's %q", c.Method, m)
+		}
 		switch c.Kind {
 		case KindRequest:
 			if c.Method == "" {
