@@ -21,7 +21,7 @@ import (
 // answer ends, bob's ListTasks is answered.
 func TestListReadsCharged(t *testing.T) {
 	up := newFakeUpstream()
-	upSrv, release := proxytest.BudgetUpstream(t, up,
+	upSrv, release, holding := proxytest.BudgetUpstream(t, up,
 		func(b []byte) bool { return strings.Contains(string(b), `"hold"`) },
 		func(b []byte) bool {
 			var req struct {
@@ -46,7 +46,7 @@ func TestListReadsCharged(t *testing.T) {
 		defer close(held)
 		h.rpc(t, "carol", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-hold","role":"ROLE_USER","parts":[{"text":"hold"}]}}}`)
 	}()
-	proxytest.WaitHeld(t, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
+	proxytest.WaitHeld(t, holding, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
 	before := h.srv.Answers().Refused
 	_, m := h.call(t, "bob", "ListTasks", map[string]any{"pageSize": 1})
 	e, _ := m["error"].(map[string]any)
@@ -74,7 +74,7 @@ func TestListReadsCharged(t *testing.T) {
 // forwarded the message.
 func TestStateReadCharged(t *testing.T) {
 	up := newFakeUpstream()
-	upSrv, release := proxytest.BudgetUpstream(t, up,
+	upSrv, release, holding := proxytest.BudgetUpstream(t, up,
 		func(b []byte) bool { return strings.Contains(string(b), `"hold"`) },
 		func(b []byte) bool { return strings.Contains(string(b), `"warden-state"`) })
 	before := newHarnessOn(t, Config{}, newEnforcer(t), up, upSrv, upSrv.Client(), httptest.NewServer)
@@ -88,7 +88,7 @@ func TestStateReadCharged(t *testing.T) {
 		defer close(held)
 		h.rpc(t, "carol", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-hold","role":"ROLE_USER","parts":[{"text":"hold"}]}}}`)
 	}()
-	proxytest.WaitHeld(t, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
+	proxytest.WaitHeld(t, holding, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
 	continues := map[string]any{"message": map[string]any{"messageId": "m-more", "taskId": task["id"], "role": "ROLE_USER", "parts": []any{map[string]any{"text": "more"}}}}
 	sent := len(up.received())
 	_, m := h.call(t, "bob", "SendMessage", continues)

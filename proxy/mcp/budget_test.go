@@ -29,7 +29,7 @@ func TestOwnReadsCharged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newFakeUpstream()
 			up.listPage = 1
-			upSrv, release := proxytest.BudgetUpstream(t, up,
+			upSrv, release, holding := proxytest.BudgetUpstream(t, up,
 				func(b []byte) bool { return strings.Contains(string(b), `"hold"`) },
 				func(b []byte) bool { return strings.Contains(string(b), `"`+tc.own+`"`) })
 			cfg := Config{}
@@ -47,7 +47,7 @@ func TestOwnReadsCharged(t *testing.T) {
 				defer close(held)
 				h.post(t, "carol", rpc(1, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{"hold": true}}), nil)
 			}()
-			proxytest.WaitHeld(t, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
+			proxytest.WaitHeld(t, holding, func() int64 { return h.srv.Answers().Held }, proxytest.HeldBytes)
 			before := h.srv.Answers().Refused
 			r := h.post(t, bob, tc.request, nil)
 			if r.errCode(t) == 0 || !strings.Contains(r.errMessage(t), "answer_bytes") {

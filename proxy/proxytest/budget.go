@@ -21,10 +21,14 @@ const HeldBytes = 3000
 // is HeldBytes of an unfinished JSON object, then nothing until release is
 // called (or the test ends); the answer to a request whose body pad reports
 // (one of Warden's own) is up's with a 16 KB member "pad" added to its
-// result.
-func BudgetUpstream(t testing.TB, up http.Handler, hold, pad func(body []byte) bool) (srv *httptest.Server, release func()) {
+// result. holding is closed once the first held answer's bytes are sent:
+// from then the bytes a sidecar holds are that answer's, not those of one
+// of Warden's own reads made before it was forwarded (WaitHeld).
+func BudgetUpstream(t testing.TB, up http.Handler, hold, pad func(body []byte) bool) (srv *httptest.Server, release func(), holding <-chan struct{}) {
 	t.Helper()
 	released := make(chan struct{})
+	sent := make(chan struct{})
+	sentOnce := sync.OnceFunc(func() { close(sent) })
 	filler := strings.Repeat("p", 16<<10)
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -34,6 +38,7 @@ func BudgetUpstream(t testing.TB, up http.Handler, hold, pad func(body []byte) b
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"pad":"`+strings.Repeat("h", HeldBytes))
 			w.(http.Flusher).Flush()
+			sentOnce()
 			select {
 			case <-released:
 			case <-r.Context().Done():
@@ -54,14 +59,23 @@ func BudgetUpstream(t testing.TB, up http.Handler, hold, pad func(body []byte) b
 	}))
 	once := sync.OnceFunc(func() { close(released) })
 	t.Cleanup(func() { once(); srv.Close() })
-	return srv, once
+	return srv, once, sent
 }
 
-// WaitHeld waits (10 s at most) until held, a sidecar's answer bytes held
-// now, reaches n.
-func WaitHeld(t testing.TB, held func() int64, n int64) {
+// WaitHeld waits (10 s at most) until BudgetUpstream's held answer is sent
+// (holding) and held, a sidecar's answer bytes held now, reaches n. Held
+// bytes alone can be a transient read of Warden's own (a tools/list or
+// state read made to decide the held request), gone before the held
+// answer arrives.
+func WaitHeld(t testing.TB, holding <-chan struct{}, held func() int64, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); held() < n; time.Sleep(5 * time.Millisecond) {
+	deadline := time.Now().Add(10 * time.Second)
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held answer was never sent")
+	}
+	for ; held() < n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("answer bytes held %d, never %d", held(), n)
 		}
