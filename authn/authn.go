@@ -167,7 +167,7 @@ func New(cfg Config, opts Options) (*Authenticator, error) {
 	for _, m := range cfg.Mode {
 		switch m {
 		case MethodJWT:
-			v, err := newJWTVerifier(cfg.JWT, cfg.Insecure, client, now, log)
+			v, err := newJWTVerifier(cfg.JWT, client, now, log)
 			if err != nil {
 				return nil, err
 			}

@@ -144,8 +144,16 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no jwks", cfg: base(func(c *Config) { c.JWT.JWKSURL = "" }), wantErr: "jwt.jwks_url: required"},
 		{name: "both jwks", cfg: base(func(c *Config) { c.JWT.JWKSFile = "/x" }), wantErr: "jwt.jwks_file: set together with jwt.jwks_url"},
 		{name: "http jwks", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://auth:3200/.well-known/jwks.json" }), wantErr: "jwt.jwks_url: plain http"},
-		{name: "http jwks insecure", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://auth:3200/jwks"; c.Insecure = true })},
+		// insecure is dev mode's switch: it admits no plain-http JWKS
+		// elsewhere than loopback, where anyone on the path serves the keys.
+		{name: "http jwks insecure", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://auth:3200/jwks"; c.Insecure = true }), wantErr: "jwt.jwks_url: plain http"},
+		{name: "http jwks says the fix", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://10.0.0.7/jwks"; c.Insecure = true }), wantErr: "use https, or jwt.jwks_file"},
 		{name: "http jwks loopback", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://127.0.0.1:3200/jwks" })},
+		{name: "http jwks loopback 127/8", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://127.0.0.2:3200/jwks" })},
+		{name: "http jwks loopback ipv6", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://[::1]:3200/jwks" })},
+		{name: "http jwks localhost", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://localhost:3200/jwks" })},
+		{name: "http jwks localhost lookalike", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://localhost.attacker.example/jwks"; c.Insecure = true }), wantErr: "jwt.jwks_url: plain http"},
+		{name: "http jwks loopback lookalike", cfg: base(func(c *Config) { c.JWT.JWKSURL = "http://127.0.0.1.nip.io/jwks" }), wantErr: "jwt.jwks_url: plain http"},
 		{name: "ftp jwks", cfg: base(func(c *Config) { c.JWT.JWKSURL = "ftp://x/jwks" }), wantErr: "jwt.jwks_url: scheme"},
 		{name: "no issuer", cfg: base(func(c *Config) { c.JWT.Issuer = "" }), wantErr: "jwt.issuer: required"},
 		{name: "no audience", cfg: base(func(c *Config) { c.JWT.Audience = nil }), wantErr: "jwt.audience: required"},

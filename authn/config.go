@@ -88,8 +88,9 @@ type Config struct {
 	// Mode lists the methods to try, in order; the first that succeeds wins.
 	// dev must be the only method.
 	Mode Methods `yaml:"mode" json:"mode"`
-	// Insecure must be true for dev mode; it also allows a plain-http JWKS URL
-	// on a host other than loopback.
+	// Insecure must be true for dev mode, and widens nothing else: a
+	// plain-http jwt.jwks_url is refused unless its host is loopback,
+	// whatever insecure says.
 	Insecure bool `yaml:"insecure" json:"insecure"`
 	// JWT configures MethodJWT.
 	JWT JWTConfig `yaml:"jwt" json:"jwt"`
@@ -104,7 +105,10 @@ type JWTConfig struct {
 	// JWKSFile is a JWKS document on disk; exactly one of JWKSFile and JWKSURL
 	// is required unless only HMAC algorithms are allowed.
 	JWKSFile string `yaml:"jwks_file" json:"jwks_file"`
-	// JWKSURL is where the JWKS document is fetched from (https, or http on loopback).
+	// JWKSURL is where the JWKS document is fetched from: https (the
+	// certificate verified), or plain http only to a loopback host
+	// (127.0.0.0/8, ::1, localhost); a redirect is followed only to where
+	// this may point.
 	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
 	// Issuer must equal the token's iss claim. Required.
 	Issuer string `yaml:"issuer" json:"issuer"`
@@ -255,7 +259,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if seen[MethodJWT] {
-		errs = append(errs, c.JWT.validate(c.Insecure)...)
+		errs = append(errs, c.JWT.validate()...)
 	}
 	for td, file := range c.MTLS.TrustDomainCAFiles {
 		if !validTrustDomain(td) {
@@ -275,7 +279,7 @@ func (c Config) Validate() error {
 }
 
 // validate checks a defaulted JWTConfig.
-func (j JWTConfig) validate(insecure bool) []error {
+func (j JWTConfig) validate() []error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
@@ -307,7 +311,9 @@ func (j JWTConfig) validate(insecure bool) []error {
 	case j.JWKSFile == "" && j.JWKSURL == "" && (asymmetric || !hmac):
 		bad("jwt.jwks_url", "required (or jwt.jwks_file)")
 	case j.JWKSURL != "":
-		if err := checkJWKSURL(j.JWKSURL, insecure); err != nil {
+		if err := checkJWKSURL(j.JWKSURL); errors.Is(err, errPlainHTTP) {
+			bad("jwt.jwks_url", "%v; use https, or jwt.jwks_file", err)
+		} else if err != nil {
 			bad("jwt.jwks_url", "%v", err)
 		}
 	}
@@ -376,8 +382,14 @@ func isToken(s string) bool {
 	return true
 }
 
-// checkJWKSURL requires https, or http to a loopback host, or http anywhere when insecure.
-func checkJWKSURL(raw string, insecure bool) error {
+// errPlainHTTP is a JWKS URL in plain http to a host that is not loopback.
+var errPlainHTTP = errors.New("plain http")
+
+// checkJWKSURL requires https, or plain http to a loopback host: anyone on
+// the path of a plain-http fetch can serve its own keys and so mint tokens
+// for any principal. authn.insecure (dev mode's switch) does not widen it.
+// It checks jwt.jwks_url at start and every redirect of its fetch.
+func checkJWKSURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("not a URL: %w", err)
@@ -390,10 +402,10 @@ func checkJWKSURL(raw string, insecure bool) error {
 		return nil
 	case "http":
 		host := u.Hostname()
-		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" || insecure {
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || strings.EqualFold(host, "localhost") {
 			return nil
 		}
-		return errors.New("plain http is only allowed to a loopback host or with insecure: true")
+		return fmt.Errorf("%w to %q is refused (only to a loopback host: 127.0.0.0/8, ::1, localhost), where anyone on the path could serve its own keys and mint tokens for any principal", errPlainHTTP, host)
 	default:
 		return fmt.Errorf("scheme %q not supported (want https)", u.Scheme)
 	}

@@ -131,8 +131,25 @@ func fileFetcher(path string) func(context.Context) ([]byte, error) {
 	}
 }
 
-// urlFetcher GETs a JWKS with client, under the caller's context.
+// urlFetcher GETs a JWKS with client, under the caller's context. It
+// follows a redirect only to where jwt.jwks_url may point (checkJWKSURL), so
+// that an https URL redirecting to plain http elsewhere serves no keys.
 func urlFetcher(client *http.Client, url string) func(context.Context) ([]byte, error) {
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := checkJWKSURL(req.URL.String()); err != nil {
+			return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	client = &c
 	return func(ctx context.Context) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

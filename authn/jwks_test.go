@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -371,4 +375,108 @@ func TestJWKSFileEmptiedWithdrawsKeys(t *testing.T) {
 	}
 	clock.Advance(defaultJWKSRefresh + time.Second)
 	expect(t, a, tok, ErrInvalidCredentials)
+}
+
+// roundTrip is an http.RoundTripper from a function.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestJWKSURLRedirect: a JWKS fetch follows a redirect only to where
+// jwt.jwks_url itself may point (https, or plain http to loopback). Before,
+// https://issuer redirecting to http://elsewhere was followed, so anyone on
+// the path to elsewhere served the keys: the first row's token verified.
+func TestJWKSURLRedirect(t *testing.T) {
+	k := keysOnce()
+	jwks := testjwt.JWKS(t, k.rsa)
+	const start = "https://issuer.test/.well-known/jwks.json"
+	for _, tt := range []struct {
+		name, to string
+		want     error
+	}{
+		{"to plain http", "http://keys.example/jwks.json", ErrKeysUnavailable},
+		{"to plain http, relative", "http:/jwks.json", ErrKeysUnavailable},
+		{"to https", "https://keys.example/jwks.json", nil},
+		{"to plain http on loopback", "http://127.0.0.1:8080/jwks.json", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []string
+			client := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+				mu.Lock()
+				asked = append(asked, r.URL.String())
+				mu.Unlock()
+				if r.URL.String() == start {
+					return &http.Response{StatusCode: http.StatusFound, Header: http.Header{"Location": {tt.to}}, Body: http.NoBody, Request: r}, nil
+				}
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(jwks)), Request: r}, nil
+			})}
+			cfg := jwtConfig()
+			cfg.JWT.JWKSURL = start
+			a, err := New(cfg, Options{Now: newClock().Now, HTTPClient: client, Logger: discardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a")), tt.want)
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.want != nil && len(asked) != 1 {
+				t.Fatalf("asked %q: the plain-http URL was fetched", asked)
+			}
+		})
+	}
+}
+
+// TestJWKSURLFetchBounds: what the fetch of a JWKS URL refuses (a guard:
+// each held before). The default client verifies the server's certificate
+// (the control row, with a client trusting the test CA, verifies); a
+// document over 1 MiB is refused.
+func TestJWKSURLFetchBounds(t *testing.T) {
+	k := keysOnce()
+	jwks := testjwt.JWKS(t, k.rsa)
+	// The key that verifies, padded past the bound.
+	big := append(append([]byte(`{"pad":"`), bytes.Repeat([]byte("x"), maxJWKSBytes)...), append([]byte(`",`), jwks[1:]...)...)
+	tls := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(jwks) }))
+	tls.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	tls.StartTLS()
+	t.Cleanup(tls.Close)
+	large := newJWKSServer(t, big)
+	for _, tt := range []struct {
+		name   string
+		url    string
+		client *http.Client
+		want   error
+	}{
+		{"untrusted certificate", tls.URL, nil, ErrKeysUnavailable},
+		{"trusted certificate", tls.URL, tls.Client(), nil},
+		{"over 1 MiB", large.URL, nil, ErrKeysUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := jwtConfig()
+			cfg.JWT.JWKSURL = tt.url + "/.well-known/jwks.json"
+			a, err := New(cfg, Options{Now: newClock().Now, HTTPClient: tt.client, Logger: discardLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, a, testjwt.Sign(t, k.rsa, k.rsa.KID, claimsAt(t0, "agent-a")), tt.want)
+		})
+	}
+}
+
+// TestJWKSURLFetchTimeout: a JWKS server that never answers fails the
+// fetch at the source's timeout, whatever the client's.
+func TestJWKSURLFetchTimeout(t *testing.T) {
+	srv := newJWKSServer(t, []byte(`{"keys":[]}`))
+	srv.holding.Store(true)
+	t.Cleanup(func() { close(srv.release) })
+	s := &keySource{fetch: urlFetcher(&http.Client{}, srv.URL), where: srv.URL, ttl: time.Minute,
+		timeout: 100 * time.Millisecond, now: time.Now, log: discardLogger()}
+	start := time.Now()
+	_, err := s.get(context.Background(), false)
+	if !errors.Is(err, ErrKeysUnavailable) || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("err = %v, want keys unavailable after the deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the fetch took %v", d)
+	}
 }

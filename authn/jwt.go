@@ -62,7 +62,7 @@ type jwtVerifier struct {
 
 // newJWTVerifier builds a verifier from a validated, defaulted config. A JWKS
 // file is loaded now; a JWKS URL on first use.
-func newJWTVerifier(cfg JWTConfig, insecure bool, client *http.Client, now func() time.Time, log *slog.Logger) (*jwtVerifier, error) {
+func newJWTVerifier(cfg JWTConfig, client *http.Client, now func() time.Time, log *slog.Logger) (*jwtVerifier, error) {
 	v := &jwtVerifier{
 		issuer:    cfg.Issuer,
 		audience:  jwt.Audience(cfg.Audience),

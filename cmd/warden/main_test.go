@@ -87,6 +87,12 @@ func TestCheckCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "insecure") {
 		t.Fatalf("dev without insecure: exit %d, stderr %q", code, errOut)
 	}
+	// authn.insecure is dev mode's switch, not a plain-http JWKS's.
+	cfg = write(t, "warden.yaml", "authn:\n  mode: jwt\n  insecure: true\n  jwt:\n    jwks_url: http://auth.example/jwks.json\n    issuer: https://auth.example\n    audience: warden\nextauthz:\n  listen: 127.0.0.1:0\n")
+	code, _, errOut = runCmd(t, "check", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "authn: jwt.jwks_url: plain http") || !strings.Contains(errOut, "use https, or jwt.jwks_file") {
+		t.Fatalf("plain-http jwks with insecure: exit %d, stderr %q", code, errOut)
+	}
 	cfg = write(t, "warden.yaml", "authn:\n  mode: dev\n  insecure: true\nenforcer:\n  sessions: 10\nextauthz:\n  listen: 127.0.0.1:0\n")
 	if code, out, errOut := runCmd(t, "check", "--config", cfg); code != 0 || !strings.Contains(out, "pipelining: up to 16 ") {
 		t.Fatalf("valid config: exit %d\n%s%s", code, out, errOut)
