@@ -22,9 +22,10 @@ type StreamLimits struct {
 	// upstream connections their quarter of the file limit.
 	Max int `yaml:"max" json:"max"`
 	// PerPrincipal is the forwarded requests one principal may hold open at
-	// once (default 64): one caller opening SSE streams by the thousand
-	// over a few HTTP/2 connections fills its own share, not the process's
-	// file descriptors.
+	// once (default 64), the reads Warden makes to decide its requests (a
+	// task's state or status, a tool list) included while they run: one
+	// caller opening SSE streams by the thousand over a few HTTP/2
+	// connections fills its own share, not the process's file descriptors.
 	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
 	// AnswerBytes is the bytes of answers Warden reads whole to check them
 	// (JSON answers, and the answers to its own requests: a task's state, a
