@@ -30,3 +30,28 @@ func TestOwnReadsCounted(t *testing.T) {
 			}
 		})
 }
+
+// TestOwnToolReadsCounted is TestOwnReadsCounted for the tools/list page
+// Warden reads to learn a tool's taskSupport before deciding a tools/call:
+// one read a session at a time (X2), so bob's calls are each in a session
+// of their own.
+func TestOwnToolReadsCounted(t *testing.T) {
+	proxytest.RunOwnReads(t, func(b []byte) bool { return strings.Contains(string(b), `"warden-tools-list"`) },
+		func(t *testing.T, per int, stall func(http.Handler) *httptest.Server) func(string) (int, string) {
+			up := newFakeUpstream()
+			upSrv := stall(up)
+			cfg := Config{}
+			cfg.Streams.PerPrincipal = per
+			h := newHarnessOn(t, cfg, up, upSrv, upSrv.Client(), httptest.NewServer)
+			sessions := map[string]chan string{"bob": make(chan string, per+2), "carol": make(chan string, 1)}
+			for p, c := range sessions {
+				for range cap(c) {
+					c <- h.post(t, p, rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25"}), nil).header.Get("Mcp-Session-Id")
+				}
+			}
+			return func(p string) (int, string) {
+				r := h.post(t, p, rpc(2, "tools/call", map[string]any{"name": "plain", "arguments": map[string]any{}}), hdr{"Mcp-Session-Id": <-sessions[p]})
+				return r.status, r.errMessage(t)
+			}
+		})
+}
