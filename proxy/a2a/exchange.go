@@ -420,8 +420,14 @@ func (x *exchange) tooBig([]byte) []byte {
 //
 // The answer (its artifacts may be large) is charged to the answer budget
 // while it is read, as every answer Warden reads is (security.md X1).
-func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, taskID string) (string, error) {
-	held := s.streams.Hold()
+//
+// The read takes a place among the principal's requests while it runs
+// (listener.Streams.Own, security.md X3).
+func (s *Server) readState(ctx context.Context, r *http.Request, strip bool, principal, taskID string) (string, error) {
+	held, busy := s.streams.Own(principal)
+	if busy != nil {
+		return "", busy
+	}
 	defer held.Release()
 	b, err := s.own(ctx, r, strip, held, a2a.MethodGetTask, "warden-state", map[string]any{"id": taskID, "historyLength": 0})
 	if err != nil {
@@ -493,5 +499,5 @@ func (x *exchange) guard(ctx context.Context, end func()) (stop func()) {
 // ReadStatus reads the state of the task the request names from the
 // upstream (tenancy.StatusReader).
 func (x *exchange) ReadStatus(ctx context.Context) (string, error) {
-	return x.s.readState(ctx, x.req, x.strip, x.taskID)
+	return x.s.readState(ctx, x.req, x.strip, x.principal, x.taskID)
 }

@@ -437,8 +437,29 @@ func (g *Gate[C]) Deny(ctx context.Context, principal string, v rules.Verdict, s
 
 // Unavailable is the one answer to a request Warden could not decide (a
 // store, a status or the shared state could not be read): logged with the
-// cause, recorded, and 503 for the client to retry.
+// cause, recorded, and 503 for the client to retry. A refusal for capacity
+// in err's chain (listener.Busy: a read of Warden's own past the caller's
+// streams.per_principal, security.md X3, or past the answer budget) is
+// recorded and answered as that refusal is when it refuses a forwarded
+// request: its status, its Retry-After, its message.
 func (g *Gate[C]) Unavailable(ctx context.Context, principal, method string, id json.RawMessage, err error) Answer {
+	var busy interface {
+		error
+		HTTPStatus() int
+		Header(http.Header)
+	}
+	if errors.As(err, &busy) {
+		d := g.enf.Refuse(ctx, g.spec.Protocol, principal, "", rules.Verdict{Code: rules.CodeInternal, Reason: rules.ReasonUnavailable, Detail: busy.Error()})
+		a := jsonrpcAnswer(busy.HTTPStatus(), id, jsonrpc.ErrInternal, busy.Error(), d.ID)
+		h := http.Header{}
+		busy.Header(h)
+		for k, vs := range h {
+			for _, v := range vs {
+				a.Header = append(a.Header, [2]string{k, v})
+			}
+		}
+		return a
+	}
 	g.log.Warn("could not decide a request; refusing it", "protocol", g.spec.Protocol, "method", method, "principal", principal, "err", err, proxy.SourceOf(ctx).Attr())
 	detail := Undecided
 	if c, ok := Cause(err); ok {

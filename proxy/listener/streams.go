@@ -22,9 +22,10 @@ type StreamLimits struct {
 	// upstream connections their quarter of the file limit.
 	Max int `yaml:"max" json:"max"`
 	// PerPrincipal is the forwarded requests one principal may hold open at
-	// once (default 64): one caller opening SSE streams by the thousand
-	// over a few HTTP/2 connections fills its own share, not the process's
-	// file descriptors.
+	// once (default 64), the reads Warden makes to decide its requests (a
+	// task's state or status, a tool list) included while they run: one
+	// caller opening SSE streams by the thousand over a few HTTP/2
+	// connections fills its own share, not the process's file descriptors.
 	PerPrincipal int `yaml:"per_principal" json:"per_principal"`
 	// AnswerBytes is the bytes of answers Warden reads whole to check them
 	// (JSON answers, and the answers to its own requests: a task's state, a
@@ -218,10 +219,30 @@ type Hold struct {
 	of *Hold      // the share a Part is a part of; nil for a request's own
 	n  int64      // its parts' bytes included
 	rd heldReader // the first Reader's, in the Hold's allocation
+	// done gives back the place an Own share took among its principal's
+	// requests; nil for the others.
+	done func()
 }
 
 // Hold returns an empty share; Release gives back what it took.
 func (s *Streams) Hold() *Hold { return s.HoldIn(new(Hold)) }
+
+// Own returns the share of a read of Warden's own made to decide a request
+// of who (a task's state or status, a tool list; security.md X3): it takes
+// a place among who's requests as Take does, so that the reads made before
+// a request is forwarded count in streams.per_principal (and streams.max)
+// as forwarded requests do, or is refused as Take refuses; Release gives
+// back the place with the bytes. A decision's read ends before its
+// request takes its own place (Take), so a request never needs two.
+func (s *Streams) Own(who string) (*Hold, *Busy) {
+	done, busy := s.Take(who)
+	if busy != nil {
+		return nil, busy
+	}
+	h := s.Hold()
+	h.done = done
+	return h, nil
+}
 
 // HoldIn is Hold in h, kept in an allocation of the caller's (the
 // request's exchange, which outlives the answer it reads): h must hold no
@@ -296,10 +317,13 @@ func (s *Streams) Answers() AnswerStats {
 }
 
 // Release gives back every byte the share took (a part: but those it
-// kept).
+// kept), and an Own share's place.
 func (h *Hold) Release() {
 	if h == nil || h.s == nil {
 		return
+	}
+	if h.done != nil {
+		defer h.done() // once, whatever the number of calls
 	}
 	s := h.s
 	s.mu.Lock()

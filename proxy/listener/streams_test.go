@@ -215,3 +215,41 @@ func TestStreamsWatches(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamsOwn (security.md X3): the share of a read of Warden's own
+// takes a place among its principal's requests, refused as Take refuses
+// past streams.per_principal; its Release (once, whatever the number of
+// calls) gives back the place with the bytes, so that the request it was
+// read for then takes its own (no request needs two places).
+func TestStreamsOwn(t *testing.T) {
+	s := NewStreams("mcp", StreamLimits{Max: 10, PerPrincipal: 1, AnswerBytes: 10})
+	h, busy := s.Own("alice")
+	if busy != nil {
+		t.Fatal(busy)
+	}
+	if _, busy := s.Own("alice"); busy == nil || busy.Status != http.StatusTooManyRequests {
+		t.Fatalf("a second read of alice's beside the first: %v, want 429", busy)
+	}
+	if _, busy := s.Take("alice"); busy == nil {
+		t.Fatal("alice's request took a place beside her read")
+	}
+	if _, err := io.ReadAll(h.Reader(bytes.NewReader(make([]byte, 4)))); err != nil {
+		t.Fatal(err)
+	}
+	if _, busy := s.Own("bob"); busy != nil {
+		t.Fatalf("bob beside alice's read: %v", busy)
+	}
+	h.Release()
+	h.Release()
+	if got := s.Answers().Held; got != 0 {
+		t.Fatalf("%d bytes held after the release", got)
+	}
+	done, busy := s.Take("alice")
+	if busy != nil {
+		t.Fatalf("alice's request after her read: %v", busy)
+	}
+	if _, busy := s.Take("alice"); busy == nil {
+		t.Fatal("a second Release gave back a second place")
+	}
+	done()
+}

@@ -216,5 +216,5 @@ func (x *exchange) guard(ctx context.Context, end func()) (stop func()) {
 // upstream (tasks.StatusReader), with the caller's credentials, session and
 // _meta.
 func (x *exchange) ReadStatus(ctx context.Context) (tasks.View, error) {
-	return x.s.readStatus(ctx, x.req, x.strip, x.sid, x.call.Params, x.statusOf)
+	return x.s.readStatus(ctx, x.req, x.strip, x.principal, x.sid, x.call.Params, x.statusOf)
 }

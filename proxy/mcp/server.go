@@ -400,6 +400,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, p authn.Principal,
 		}
 		if call.Method == mcp.MethodToolsCall && req.Refused.OK() {
 			t, err := s.taskSupport(r.Context(), r, x.strip, p.ID, sid, call.Params, call.Tool)
+			if busy := relay.Refusal(nil); errors.As(err, &busy) {
+				// a read past the caller's share (X3) or the answer budget:
+				// refused as the limit refuses
+				s.gate.Unavailable(r.Context(), p.ID, call.Method, call.ID, err).Write(w)
+				return
+			}
 			if err != nil {
 				// Fail closed: whether the call may run as it asks cannot
 				// be told.

@@ -187,9 +187,13 @@ func (s *Server) readTools(ctx context.Context, r *http.Request, strip bool, pri
 // toolsPage reads one page of tools/list (params) for taskSupport and
 // learns it: what it knows of the tool name when the page lists it, and the
 // page's nextCursor. The page is charged to the answer budget while it is
-// read and learned (security.md X1).
+// read and learned (security.md X1), and takes a place among the
+// principal's requests while it is read (listener.Streams.Own, X3).
 func (s *Server) toolsPage(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, params map[string]any, name string) (v tool, found bool, next string, err error) {
-	held := s.streams.Hold()
+	held, busy := s.streams.Own(principal)
+	if busy != nil {
+		return tool{}, false, "", busy
+	}
 	defer held.Release()
 	res, err := s.call(ctx, r, strip, held, sid, callerParams, mcp.MethodToolsList, params)
 	if err == nil && res == nil {

@@ -108,9 +108,13 @@ func metaOf(params json.RawMessage) json.RawMessage {
 }
 
 // readStatus asks the upstream for a task's status and lastUpdatedAt
-// (tasks/get).
-func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, sid string, callerParams json.RawMessage, id string) (tasks.View, error) {
-	held := s.streams.Hold()
+// (tasks/get), taking a place among the principal's requests while it is
+// read (listener.Streams.Own, security.md X3).
+func (s *Server) readStatus(ctx context.Context, r *http.Request, strip bool, principal, sid string, callerParams json.RawMessage, id string) (tasks.View, error) {
+	held, busy := s.streams.Own(principal)
+	if busy != nil {
+		return tasks.View{}, busy
+	}
 	defer held.Release()
 	res, err := s.call(ctx, r, strip, held, sid, callerParams, mcp.MethodGet, map[string]any{"taskId": id})
 	if err != nil {
