@@ -25,7 +25,7 @@ import (
 // a Progress's id is decided as new (an outsider's forged completion
 // refused).
 func TestMACPProgressIDSquat(t *testing.T) {
-	runtimeAddr := startRuntime(t, "MACP_MESSAGE_LIMIT_PER_MINUTE=10000000")
+	runtimeAddr := startRuntime(t, "MACP_MESSAGE_LIMIT_PER_MINUTE=10000000", "MACP_SESSION_START_LIMIT_PER_MINUTE=1000000") // 72 starts
 	runtime := dialMACP(t, runtimeAddr)
 	type msg struct {
 		sender, typ, id string
