@@ -100,8 +100,10 @@ func TestRegressionMultiRoundLegacyJSONFieldCase(t *testing.T) {
 // built directly because building it message by message is quadratic.
 func TestRegressionSenderIndexOverflow(t *testing.T) {
 	su := setup{mode: ModeDecision, initiator: "lead", participants: []string{"lead", "alice"}}
-	progress := func(s *Session, id, who string) Outcome {
-		return Step(s, envelope(ModeDecision, TypeProgress, id, who, nil), who, t0+1)
+	// A Progress records nothing (the runtime's signal path): the record is
+	// written directly, and read by another type.
+	proposal := func(s *Session, id, who string) Outcome {
+		return Step(s, envelope(ModeDecision, "Proposal", id, who, marshal(decProposal("p1", "x"))), who, t0+1)
 	}
 	for _, n := range []int{32767, 65534} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -112,11 +114,8 @@ func TestRegressionSenderIndexOverflow(t *testing.T) {
 			}
 			s.setRec(seldom{susp: s.Suspension(), senders: outsiders})
 			// The next outsider is number n+1.
-			out := progress(s, "o-1", "newcomer")
-			if !out.Verdict.OK() {
-				t.Fatal(out.Verdict)
-			}
-			s = out.Next
+			s = s.share()
+			s.recordID(envelope(ModeDecision, "Proposal", "o-1", "newcomer", nil), "newcomer")
 			if got := s.MessageCount("newcomer"); got != 1 {
 				t.Errorf("MessageCount(newcomer) = %d, want 1", got)
 			}
@@ -124,7 +123,7 @@ func TestRegressionSenderIndexOverflow(t *testing.T) {
 				t.Errorf("MessageCount(alice) = %d, want 0", got)
 			}
 			for _, other := range []string{"alice", "stranger"} {
-				if out := progress(s, "o-1", other); out.Verdict.Code != rules.CodeDuplicateMessage {
+				if out := proposal(s, "o-1", other); out.Verdict.Code != rules.CodeDuplicateMessage {
 					t.Errorf("%s reusing newcomer's message_id: %+v duplicate=%v, want DUPLICATE_MESSAGE", other, out.Verdict, out.Duplicate)
 				}
 			}

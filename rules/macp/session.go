@@ -305,8 +305,10 @@ func (s *Session) senderIndex(sender string) int32 {
 // retransmission is the same message: same id, same sender and same content
 // (type, mode, payload); it is answered by the upstream, never re-applied.
 // The same id from another sender, or with other content, is refused: the
-// runtime does not record every id (Progress, ids of sessions it lost on a
-// restart), so a "duplicate" it does not recognise would be applied unchecked.
+// runtime may not know an id Warden recorded (ids of sessions it lost on a
+// restart), so a "duplicate" it does not recognise would be applied
+// unchecked. A Progress's id is never recorded, nor checked (see signal): the
+// runtime does neither.
 func (s *Session) duplicate(env *macpv1.Envelope, sender string) (v rules.Verdict, dup bool) {
 	if len(s.seen) == 0 {
 		return rules.Verdict{}, false
@@ -387,8 +389,11 @@ func (s *Session) Record(base *Session, env *macpv1.Envelope, sender string) (ne
 	if s == nil || base == nil || s.epoch != base.epoch || s.State != base.State {
 		return nil, false
 	}
+	if signal(env) {
+		return s, true // a Progress records nothing (as in Step)
+	}
 	c := s.share()
-	if _, dup := s.duplicate(env, sender); !dup { // a resent Progress is not recorded twice (as in Step)
+	if _, dup := s.duplicate(env, sender); !dup {
 		c.recordID(env, sender)
 	}
 	return c, true

@@ -53,7 +53,9 @@ type Outcome struct {
 	Duplicate bool
 	// RecordOnly marks an allowed message whose acceptance changes nothing
 	// the rules read but the record of accepted message ids (Progress,
-	// TaskUpdate, HandoffContext): Next is the session with its id recorded.
+	// TaskUpdate, HandoffContext): Next is the session with its id recorded,
+	// or for a Progress, whose id the runtime does not record, the session
+	// itself.
 	// Such messages of one session may be decided while others are in
 	// flight (see proxy's pipelining).
 	RecordOnly bool
@@ -189,18 +191,19 @@ func step(s *Session, env *macpv1.Envelope, sender string, now int64, history bo
 		return Start(s, env, sender, nil, now)
 	}
 	// A retransmission is answered as a duplicate before the session's state
-	// is checked, as the runtime does, except a Progress: the runtime neither
-	// deduplicates nor checks the session of one, it relays every Progress
-	// to the signal watchers again, so a resent one is decided as new.
-	dv, dup := s.duplicate(env, sender)
-	resent := dup && env.GetMessageType() == TypeProgress
-	if dup && !resent || !dv.OK() {
-		out.Verdict = dv
-		if dup {
-			out.Duplicate = true
-			out.Roles = s.baseRoles(sender)
+	// is checked, as the runtime does, except a Progress: the runtime's
+	// signal path neither reads nor writes the session's accepted ids, it
+	// relays every Progress to the signal watchers, so a Progress's id is
+	// neither checked against the record nor recorded (see signal).
+	if !signal(env) {
+		if v, dup := s.duplicate(env, sender); dup || !v.OK() {
+			out.Verdict = v
+			if dup {
+				out.Duplicate = true
+				out.Roles = s.baseRoles(sender)
+			}
+			return out
 		}
-		return out
 	}
 	if env.GetMode() != s.Mode {
 		out.Verdict = invalid(rules.RankPre, rules.ReasonModeMismatch, fmt.Sprintf("mode %q does not match the session's mode %q", env.GetMode(), s.Mode))
@@ -244,10 +247,10 @@ func step(s *Session, env *macpv1.Envelope, sender string, now int64, history bo
 		c.out.Verdict, c.out.RecordOnly = v, false
 		return c.out
 	}
-	if c.next == s {
-		c.next = s.share()
-	}
-	if !resent {
+	if !signal(env) {
+		if c.next == s {
+			c.next = s.share()
+		}
 		c.next.recordID(env, sender)
 	}
 	if !c.out.RecordOnly {
@@ -307,6 +310,16 @@ func stepMode(c *stepCtx) rules.Verdict {
 	}
 	return deny(rules.RankPre, rules.CodeModeNotSupported, rules.ReasonModeNotSupported, "mode "+c.next.Mode+" is not supported")
 }
+
+// signal reports whether env takes macp-runtime 0.13.0's signal path
+// (Runtime::process_signal): a session-scoped Progress, which the runtime
+// relays to the signal watchers without reading or writing the session's
+// accepted ids. Its id is therefore none of the record's: recorded, another
+// sender's message under it would be refused DUPLICATE_MESSAGE while the
+// runtime accepts it, and accepted once the session is rebuilt from the
+// runtime's history, which holds no Progress. A Progress's next state is the
+// session itself, unchanged.
+func signal(env *macpv1.Envelope) bool { return env.GetMessageType() == TypeProgress }
 
 // recordOnly reports whether a message of type typ is record-only when
 // allowed (Outcome.RecordOnly): Progress in any mode, TaskUpdate in a task,

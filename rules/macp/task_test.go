@@ -310,6 +310,12 @@ func TestStepRecordOnlyCopies(t *testing.T) {
 				}
 				return
 			}
+			if tc.name == "progress" { // records nothing: the session itself (the runtime's signal path)
+				if outA.Next != s || outB.Next != s {
+					t.Fatal("a Progress's next state is not the input")
+				}
+				return
+			}
 			if outA.Next == s || outB.Next == s || outA.Next == outB.Next {
 				t.Fatal("a next state is the input, or the other's")
 			}
