@@ -68,6 +68,7 @@ func TestMACPRateLimits(t *testing.T) {
 			return through(t, envelope("planner-"+tag, sid, "TaskRequest", "", &taskv1.TaskRequestPayload{TaskId: "t1"}))
 		}, "SESSION_NOT_FOUND"},
 	}
+	limits := []string{"--macp-message-limit-per-minute", strconv.Itoa(messages), "--macp-session-start-limit-per-minute", strconv.Itoa(starts)}
 	eachMACPDoor(t, runtimeAddr, runtime, func(t *testing.T, through macpDoor, _ bool) {
 		for _, tc := range rows {
 			t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +77,7 @@ func TestMACPRateLimits(t *testing.T) {
 				}
 			})
 		}
-	})
+	}, limits...)
 }
 
 // startOf is planner-<tag>'s SessionStart of a task session sid with

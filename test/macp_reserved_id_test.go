@@ -122,7 +122,7 @@ func TestMACPReservedMessageIDs(t *testing.T) {
 			})
 		}
 	}
-	eachMACPDoor(t, runtimeAddr, runtime, run)
+	eachMACPDoor(t, runtimeAddr, runtime, run, "--macp-message-limit-per-minute", "10000000") // the runtime's, raised
 }
 
 // macpDoor sends env through a MACP door and returns its answer: "ok" or
@@ -133,8 +133,8 @@ type macpDoor func(t *testing.T, env *macpv1.Envelope) string
 // every door before it: the sidecar (the relay, and the grpc-go oracle) and
 // ext_authz, whose allow is forwarded as Envoy would forward it. ext_authz
 // commits what it allows, so an allow the runtime then refuses is answered
-// as a failure of its own.
-func eachMACPDoor(t *testing.T, runtimeAddr string, runtime macpClient, test func(t *testing.T, through macpDoor, alone bool)) {
+// as a failure of its own. Every Warden started is given wardenArgs.
+func eachMACPDoor(t *testing.T, runtimeAddr string, runtime macpClient, test func(t *testing.T, through macpDoor, alone bool), wardenArgs ...string) {
 	ack := func(a *macpv1.Ack) string {
 		if a.GetOk() {
 			return "ok"
@@ -146,12 +146,12 @@ func eachMACPDoor(t *testing.T, runtimeAddr string, runtime macpClient, test fun
 	})
 	t.Run("sidecar", func(t *testing.T) {
 		eachTransport(t, func(t *testing.T) {
-			c := dialMACP(t, startWarden(t, runtimeAddr, "--auth", "dev", "--insecure-dev-auth"))
+			c := dialMACP(t, startWarden(t, runtimeAddr, append([]string{"--auth", "dev", "--insecure-dev-auth"}, wardenArgs...)...))
 			test(t, func(t *testing.T, env *macpv1.Envelope) string { return ack(c.send(env)) }, false)
 		})
 	})
 	t.Run("ext_authz", func(t *testing.T) {
-		c, _ := startExtAuthz(t, "warden", runtimeAddr)
+		c, _ := startExtAuthz(t, "warden", runtimeAddr, wardenArgs...)
 		test(t, func(t *testing.T, env *macpv1.Envelope) string {
 			got := c.send(env)
 			if got != "allow" {

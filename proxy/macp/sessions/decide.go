@@ -40,6 +40,10 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			d.Recorded.Envelope = req.Envelope
 		}
 	}
+	window := x.window(req)
+	if v.OK() {
+		v = window.full(principal.ID, x.e.Now())
+	}
 	if !v.OK() {
 		return x.e.Finish(snap, d, v), nil
 	}
@@ -67,8 +71,24 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			}
 			continue
 		}
-		return x.hold(x.e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
+		dec := x.hold(x.e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now)
+		if dec.Allow {
+			window.add(principal.ID, x.e.Now())
+		}
+		return dec, nil
 	}
+}
+
+// window is the runtime's rate window req counts in: the SessionStarts',
+// every other message's, none for an operation that is no message.
+func (x *Decider) window(req Request) *rateWindow {
+	switch {
+	case req.Op != "" || req.Envelope == nil:
+		return nil
+	case req.Envelope.GetMessageType() == "SessionStart":
+		return x.starts
+	}
+	return x.messages
 }
 
 // describe returns the type, mode and session a request names.

@@ -90,8 +90,10 @@ type Decider struct {
 	registry     *PolicyRegistry
 	rebuilder    Rebuilder
 	source       PolicySource
-	depth        int // Config.PipelineDepth; <= 1 is serial
-	maxPayload   int // Config.MACPMaxPayloadBytes; 0: none
+	depth        int         // Config.PipelineDepth; <= 1 is serial
+	maxPayload   int         // Config.MACPMaxPayloadBytes; 0: none
+	messages     *rateWindow // Config.MACPMessageLimitPerMinute
+	starts       *rateWindow // Config.MACPSessionStartLimitPerMinute
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
@@ -108,7 +110,8 @@ func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth, maxPayload: cfg.MACPMaxPayloadBytes}
+	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth, maxPayload: cfg.MACPMaxPayloadBytes,
+		messages: newRateWindow(cfg.MACPMessageLimitPerMinute, "macp_message_limit_per_minute"), starts: newRateWindow(cfg.MACPSessionStartLimitPerMinute, "macp_session_start_limit_per_minute")}
 	if x.store != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.
