@@ -43,6 +43,20 @@ type Config struct {
 	// warden's configuration defaults it to DefaultMACPMaxPayloadBytes, the
 	// runtime's default.
 	MACPMaxPayloadBytes int `yaml:"macp_max_payload_bytes" json:"macp_max_payload_bytes"`
+	// MACPMessageLimitPerMinute bounds, at ext_authz (which commits what it
+	// allows, never seeing the runtime's answer), the MACP messages other
+	// than SessionStarts one sender may have let through in a minute, as the
+	// runtime's MACP_MESSAGE_LIMIT_PER_MINUTE bounds them (keep the two
+	// equal): one more is refused RATE_LIMITED, as the runtime refuses it.
+	// Counted per Warden process. The sidecar does not count: it answers the
+	// runtime's own RATE_LIMITED and commits nothing refused. 0: no bound. warden's configuration defaults it to
+	// DefaultMACPMessageLimitPerMinute, the runtime's default.
+	MACPMessageLimitPerMinute int `yaml:"macp_message_limit_per_minute" json:"macp_message_limit_per_minute"`
+	// MACPSessionStartLimitPerMinute is MACPMessageLimitPerMinute for
+	// SessionStarts, as the runtime's MACP_SESSION_START_LIMIT_PER_MINUTE.
+	// warden's configuration defaults it to
+	// DefaultMACPSessionStartLimitPerMinute, the runtime's default.
+	MACPSessionStartLimitPerMinute int `yaml:"macp_session_start_limit_per_minute" json:"macp_session_start_limit_per_minute"`
 }
 
 // DefaultSessions is the default session table bound.
@@ -70,6 +84,14 @@ const DefaultPipelineDepth = 16
 // macp-runtime 0.13.0's default MACP_MAX_PAYLOAD_BYTES.
 const DefaultMACPMaxPayloadBytes = 1 << 20
 
+// DefaultMACPMessageLimitPerMinute and DefaultMACPSessionStartLimitPerMinute
+// are macp-runtime 0.13.0's defaults of MACP_MESSAGE_LIMIT_PER_MINUTE and
+// MACP_SESSION_START_LIMIT_PER_MINUTE.
+const (
+	DefaultMACPMessageLimitPerMinute      = 600
+	DefaultMACPSessionStartLimitPerMinute = 60
+)
+
 // MaxPipelineDepth bounds PipelineDepth.
 const MaxPipelineDepth = 1024
 
@@ -86,6 +108,9 @@ func (c Config) Validate() error {
 	}
 	if c.MACPMaxPayloadBytes < 0 {
 		return fmt.Errorf("macp_max_payload_bytes: %d is negative", c.MACPMaxPayloadBytes)
+	}
+	if c.MACPMessageLimitPerMinute < 0 || c.MACPSessionStartLimitPerMinute < 0 {
+		return fmt.Errorf("macp_message_limit_per_minute, macp_session_start_limit_per_minute: negative")
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ const (
 	ReasonSteerQueueFull      Reason = "steer_queue_full"
 	ReasonArgumentsTooLarge   Reason = "arguments_too_large"
 	ReasonPayloadTooLarge     Reason = "payload_too_large" // a MACP payload over the runtime's bound, or over what an operator policy reads
+	ReasonRateLimited         Reason = "rate_limited"      // a MACP sender over the runtime's per-sender rate limit
 	ReasonHeaderMismatch      Reason = "header_mismatch"
 	ReasonMalformedRequest    Reason = "malformed_request"
 	ReasonUnknownMethod       Reason = "unknown_method"

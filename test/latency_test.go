@@ -24,7 +24,7 @@ import (
 func BenchmarkSend(b *testing.B) {
 	// The runtime's own rate limit (600 messages and 60 starts a minute) would throttle the loop.
 	direct := startRuntime(b, "MACP_MESSAGE_LIMIT_PER_MINUTE=10000000", "MACP_SESSION_START_LIMIT_PER_MINUTE=1000000")
-	warden := startWarden(b, direct, "--auth", "dev", "--insecure-dev-auth")
+	warden := startWarden(b, direct, "--auth", "dev", "--insecure-dev-auth", "--macp-message-limit-per-minute", "10000000", "--macp-session-start-limit-per-minute", "1000000")
 	for _, target := range []struct{ name, addr string }{{"direct", direct}, {"warden", warden}} {
 		b.Run(target.name, func(b *testing.B) {
 			conn, err := grpc.NewClient(target.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

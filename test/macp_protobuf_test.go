@@ -192,7 +192,7 @@ func protobufReadings(t *testing.T, cases func() []protobufCase, call func(direc
 	runtime := startRuntime(t, "MACP_SESSION_START_LIMIT_PER_MINUTE=1000000")
 	direct := dialMACP(t, runtime)
 	eachTransport(t, func(t *testing.T) {
-		warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth"))
+		warden := dialMACP(t, startWarden(t, runtime, "--auth", "dev", "--insecure-dev-auth", "--macp-session-start-limit-per-minute", "1000000"))
 		for _, tc := range cases() { // built per door: a case dates its timestamp when built
 			t.Run(tc.name, func(t *testing.T) {
 				for _, door := range []struct {

@@ -104,7 +104,7 @@ func TestMACPStreamSyntheticEcho(t *testing.T) {
 	t.Run("runtime alone", func(t *testing.T) { run(t, runtime) })
 	t.Run("sidecar", func(t *testing.T) {
 		eachTransport(t, func(t *testing.T) {
-			run(t, dialMACP(t, startWarden(t, runtimeAddr, "--auth", "dev", "--insecure-dev-auth")))
+			run(t, dialMACP(t, startWarden(t, runtimeAddr, "--auth", "dev", "--insecure-dev-auth", "--macp-message-limit-per-minute", "10000000")))
 		})
 	})
 }

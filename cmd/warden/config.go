@@ -145,6 +145,8 @@ func loadConfig(path string) (Config, error) {
 	var cfg Config
 	cfg.Enforcer.PipelineDepth = proxy.DefaultPipelineDepth
 	cfg.Enforcer.MACPMaxPayloadBytes = proxy.DefaultMACPMaxPayloadBytes
+	cfg.Enforcer.MACPMessageLimitPerMinute = proxy.DefaultMACPMessageLimitPerMinute
+	cfg.Enforcer.MACPSessionStartLimitPerMinute = proxy.DefaultMACPSessionStartLimitPerMinute
 	if path == "" {
 		return cfg, nil
 	}

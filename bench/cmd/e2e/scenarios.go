@@ -89,7 +89,10 @@ func (b *bench) startWardenBin(bin, name, listen string, args ...string) (*proc,
 	}
 	env := append([]string{"GOMAXPROCS=" + strconv.Itoa(b.wardenProcs)}, b.wardenEnv...)
 	args = append(append([]string{"serve"}, args...), b.wardenArgs...)
-	p, err := startProc(b.logDir, name, listen, env, bin, append(args, "--admin-listen", admin, "--admin-pprof")...)
+	// The runtime's rate limits are raised (runtimeEnv); ext_authz mirrors
+	// them (security.md Y3), so Warden's are raised alike.
+	p, err := startProc(b.logDir, name, listen, env, bin, append(args, "--admin-listen", admin, "--admin-pprof",
+		"--macp-message-limit-per-minute", "100000000", "--macp-session-start-limit-per-minute", "100000000")...)
 	if err != nil {
 		return nil, err
 	}

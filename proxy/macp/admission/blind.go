@@ -83,6 +83,7 @@ func policyID(call Call, body []byte) string {
 // decide runs the Enforcer and commits on allow: the runtime's reply is
 // invisible here.
 func (b *Blind) decide(ctx context.Context, r sessions.Request) (string, *Refusal) {
+	r.Blind = true
 	d, err := b.sessions.Enforce(ctx, r)
 	if err != nil {
 		// Could not decide: refuse, retryable; the detail goes to the log.

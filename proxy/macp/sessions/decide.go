@@ -40,6 +40,10 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			d.Recorded.Envelope = req.Envelope
 		}
 	}
+	window := x.window(req)
+	if v.OK() {
+		v = window.full(principal.ID, x.e.Now())
+	}
 	if !v.OK() {
 		return x.e.Finish(snap, d, v), nil
 	}
@@ -67,8 +71,27 @@ func (x *Decider) enforce(ctx context.Context, req Request) (proxy.Decision, err
 			}
 			continue
 		}
-		return x.hold(x.e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now), nil
+		dec := x.hold(x.e.Finish(snap, d, verdict), en, req, principal.ID, out, base, now)
+		if dec.Allow {
+			window.add(principal.ID, x.e.Now())
+		}
+		return dec, nil
 	}
+}
+
+// window is the runtime's rate window req counts in: the SessionStarts',
+// every other message's; none for an operation that is no message, nor for
+// a door that sees the runtime's answer (not Blind): there the runtime's
+// own RATE_LIMITED is answered and nothing it refuses is committed, so a
+// mirror would only add false denies where the runtime's limits are raised.
+func (x *Decider) window(req Request) *rateWindow {
+	switch {
+	case !req.Blind || req.Op != "" || req.Envelope == nil:
+		return nil
+	case req.Envelope.GetMessageType() == "SessionStart":
+		return x.starts
+	}
+	return x.messages
 }
 
 // describe returns the type, mode and session a request names.

@@ -74,6 +74,11 @@ type Request struct {
 	// for a session the table does not hold then needs no look-up, as the
 	// runtime refuses one it holds.
 	Acked bool
+	// Blind is set by a door that commits what it allows, never seeing the
+	// runtime's answer (ext_authz, admission.Blind): only there are the
+	// runtime's per-sender rate limits mirrored (Config.MACPMessageLimitPerMinute),
+	// as a message the runtime refuses for its rate would be committed.
+	Blind bool
 }
 
 // Decider decides MACP messages on the core's Enforcer. It is safe for
@@ -90,8 +95,10 @@ type Decider struct {
 	registry     *PolicyRegistry
 	rebuilder    Rebuilder
 	source       PolicySource
-	depth        int // Config.PipelineDepth; <= 1 is serial
-	maxPayload   int // Config.MACPMaxPayloadBytes; 0: none
+	depth        int         // Config.PipelineDepth; <= 1 is serial
+	maxPayload   int         // Config.MACPMaxPayloadBytes; 0: none
+	messages     *rateWindow // Config.MACPMessageLimitPerMinute
+	starts       *rateWindow // Config.MACPSessionStartLimitPerMinute
 }
 
 // New builds the MACP decider on e: a session table of e's Config.Sessions
@@ -108,7 +115,8 @@ func New(e *proxy.Enforcer, opts Options) (*Decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session table: %w", err)
 	}
-	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth, maxPayload: cfg.MACPMaxPayloadBytes}
+	x := &Decider{e: e, table: t, store: opts.Store, perInitiator: share, registry: NewPolicyRegistry(), rebuilder: opts.Rebuilder, source: opts.PolicySource, depth: cfg.PipelineDepth, maxPayload: cfg.MACPMaxPayloadBytes,
+		messages: newRateWindow(cfg.MACPMessageLimitPerMinute, "macp_message_limit_per_minute"), starts: newRateWindow(cfg.MACPSessionStartLimitPerMinute, "macp_session_start_limit_per_minute")}
 	if x.store != nil {
 		// Shared sessions commit on allow, before the answer (ext_authz):
 		// nothing is in flight, so nothing is pipelined.
