@@ -49,8 +49,9 @@ type Config struct {
 	// runtime's MACP_MESSAGE_LIMIT_PER_MINUTE bounds them (keep the two
 	// equal): one more is refused RATE_LIMITED, as the runtime refuses it.
 	// Counted per Warden process. The sidecar does not count: it answers the
-	// runtime's own RATE_LIMITED and commits nothing refused. 0: no bound. warden's configuration defaults it to
-	// DefaultMACPMessageLimitPerMinute, the runtime's default.
+	// runtime's own RATE_LIMITED and commits nothing refused. 0: no bound.
+	// warden's configuration defaults it to DefaultMACPMessageLimitPerMinute,
+	// the runtime's default.
 	MACPMessageLimitPerMinute int `yaml:"macp_message_limit_per_minute" json:"macp_message_limit_per_minute"`
 	// MACPSessionStartLimitPerMinute is MACPMessageLimitPerMinute for
 	// SessionStarts, as the runtime's MACP_SESSION_START_LIMIT_PER_MINUTE.

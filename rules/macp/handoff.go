@@ -111,8 +111,10 @@ func (h *handoffState) any(d uint8) bool {
 
 func (h *handoffState) step(c *stepCtx) rules.Verdict {
 	s := c.next
-	if v := reservedID(c.env, rules.RankMode); !v.OK() && !c.history {
-		return v
+	if !c.history {
+		if v := reservedID(c.env, rules.RankMode); !v.OK() {
+			return v
+		}
 	}
 	switch c.env.GetMessageType() {
 	case "HandoffOffer":
